@@ -1,0 +1,455 @@
+"""Training-progress parsers for the log formats LLM training frameworks print; pure, no I/O.
+
+``parse_line`` tries each known format on one line and returns a ``ProgressRecord`` or None. It
+never raises for any input: garbage, partial, binary or absurd lines give None.
+
+Formats recognised (``ProgressRecord.framework`` in brackets):
+
+* **Megatron-LM** (``megatron``): the ``training_log`` line of ``megatron/training/training.py``,
+  one per ``--log-interval``, from 2019 versions (no timestamp, no consumed samples) to current
+  ones (``[YYYY-MM-DD HH:MM:SS]`` prefix, ``throughput per GPU (TFLOP/s/GPU)``, ``skipped
+  samples``, ``decoupled learning rate``, ``num zeros``, ``params norm``), and the
+  Megatron-DeepSpeed variant (``consumed tokens``, ``samples per second``, ``TFLOPs``). The
+  ``iteration N/ TOTAL |`` head is searched anywhere in the line, so launcher prefixes
+  (``srun -l``'s ``0: ``, torchrun's ``[default0]:``) are fine. ``step_time_s`` is ``elapsed time
+  per iteration (ms)``, the mean over the iterations since the previous log line; the parser sets
+  ``num_iterations=1`` and ``adapters.logs.tail.LogTailer`` replaces it with the difference to the
+  previous iteration when it knows it. ``loss`` is ``lm loss`` (else the first other ``... loss``
+  field).
+* **NeMo 2 progress printer** (``nemo``): ``Training epoch 0, iteration 20/99 | lr: ... |
+  global_step: 20 | reduced_train_loss: 11.03 | train_step_timing in s: 3.553 | ...``;
+  ``step_time_s`` from ``train_step_timing in s`` (or ``train_step_timing``).
+* **torchtitan** (``torchtitan``): ``step: 10  loss:  9.5  [grad_norm: ..]  memory:
+  30.1GiB(38.00%)  tps: 5,123  tflops: 250.1  mfu: 25.3%`` (``wps`` in older versions), with or
+  without ANSI colours and with its logger prefix ``[titan] 2025-01-01 12:00:00,000 - root -
+  INFO -``. The line has no step time (``tps`` is tokens per second *per device*, and tokens per
+  step per device is not on the line), so ``step_time_s`` is None and ``tokens_per_s`` carries
+  ``tps`` as printed; consecutive timestamps give the rate (``planner.forecast.observations``).
+  torchtitan's start line ``Training starts at step S, ... total steps T`` gives a record with
+  ``iteration=S-1`` and ``train_iters=T`` and no step time.
+* **PyTorch Lightning / NeMo progress bar** (``lightning``): tqdm lines such as
+  ``Epoch 0:  45%|████▌     | 450/1000 [02:30<03:03, 3.00it/s, v_num=1, reduced_train_loss=3.2,
+  global_step=449.0, train_step_timing in s=0.33]``. ``iteration`` is ``global_step + 1`` when
+  the bar shows ``global_step`` (Lightning logs it before the optimizer step completes);
+  otherwise the bar count ``n`` in epoch 0 (with ``train_iters`` the bar total; the bar counts
+  batches, which equal optimizer steps only without gradient accumulation); later epochs without
+  ``global_step`` give None. ``step_time_s`` is ``train_step_timing in s`` (NeMo) when present,
+  else the inverse of tqdm's rate (an exponential moving average, tqdm's ``smoothing=0.3``).
+  Validation bars are ignored.
+* **Structured JSON** (framework from the object's ``framework`` key, else ``json``): one JSON
+  object on the line, optionally after a prefix. ``event``, when present, must be ``step``,
+  ``train_step``, ``progress`` or ``iteration``. Accepted keys (first found wins):
+
+  ============== ====================================================================
+  field          keys
+  ============== ====================================================================
+  iteration      ``iteration``, ``step``, ``iter``, ``global_step`` (required)
+  train_iters    ``train_iters``, ``total_steps``, ``max_steps``, ``total_iters``
+  step_time_s    ``step_time_s``, ``iteration_time_s``, ``step_time`` (seconds);
+                 ``step_time_ms``, ``elapsed_time_per_iteration_ms`` (milliseconds)
+  num_iterations ``num_iterations`` (iterations the step time averages; default 1)
+  timestamp_s    ``time_s``, ``timestamp_s``, ``timestamp``, ``time``, ``ts``: epoch seconds,
+                 or an ISO 8601 string
+  loss           ``loss``, ``lm_loss``, ``train_loss``
+  tokens_per_s   ``tokens_per_s``, ``tokens_per_second``, ``tps``
+  ============== ====================================================================
+
+Values are validated: a negative, zero-or-less, NaN or infinite iteration count, step time or
+iteration total, a total smaller than the iteration, or a step time above 10^6 s make the whole
+line None. A step time printed as exactly zero (Megatron's ``.1f`` rounding of a sub-0.05 ms step)
+keeps the record with ``step_time_s=None``. A non-finite loss or token rate, or a timestamp outside
+2001-2286, only clears that field.
+
+Timestamps printed without a zone (Megatron's ``datetime.now()``, Python logging's ``asctime``)
+are read in ``tz``: the caller's choice, by default the host's local zone (as Python's
+``datetime.timestamp`` reads naive times), since jobs print their node's local time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from datetime import datetime, tzinfo
+from typing import Any, Final
+
+from planner.specs.job import ProgressRecord
+
+MAX_LINE_CHARS: Final = 65_536
+"""Lines longer than this (after decoding) are not parsed: no training log line is that long."""
+
+_MAX_ITERATION: Final = 10**12
+_MAX_STEP_TIME_S: Final = 1.0e6
+_MIN_TIMESTAMP_S: Final = 1.0e9  # 2001-09-09
+_MAX_TIMESTAMP_S: Final = 1.0e10  # 2286-11-20
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_DATETIME = re.compile(
+    r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[ T](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d{2}:?\d{2})?"
+)
+_NUMBER = r"[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)"
+
+# Megatron-LM and NeMo 2's progress printer: "iteration      100/  500000 |" then "key: value |".
+_PIPE_HEAD = re.compile(r"\biteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s*\|")
+_MEGATRON_KEYS: Final = (
+    "elapsed time per iteration (ms)",
+    "consumed samples",
+    "learning rate",
+)
+_NEMO_HEAD = re.compile(r"\bepoch\s+\d+,\s*$", re.IGNORECASE)
+
+# torchtitan: "step: 10  loss:  9.5 ..."
+_TITAN_STEP = re.compile(rf"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>{_NUMBER})", re.IGNORECASE)
+_TITAN_FIELD = re.compile(rf"\b(?P<key>tps|wps|grad_norm):\s*(?P<value>{_NUMBER})")
+_TITAN_START = re.compile(
+    r"Training starts at step (?P<step>\d+)\b.*?\btotal steps (?P<total>\d+)", re.IGNORECASE
+)
+
+# tqdm bar as Lightning formats it:
+# "{desc}: {pct}%|{bar}| {n}/{total} [{elapsed}<{left}, {rate}{postfix}]"
+_BAR = re.compile(
+    r"(?P<desc>[^|\r\n]*?)\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+|\?)\s*"
+    r"\[(?P<elapsed>[^<\],]*)(?:<(?P<left>[^,\]]*))?,\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>it/s|s/it)"
+    r"(?P<postfix>[^\]]*)\]"
+)
+_EPOCH = re.compile(r"\bEpoch\s+(?P<epoch>\d+)\b")
+
+_JSON_EVENTS: Final = frozenset({"step", "train_step", "progress", "iteration"})
+_JSON_ITERATION: Final = ("iteration", "step", "iter", "global_step")
+_JSON_TOTAL: Final = ("train_iters", "total_steps", "max_steps", "total_iters")
+_JSON_STEP_S: Final = ("step_time_s", "iteration_time_s", "step_time")
+_JSON_STEP_MS: Final = ("step_time_ms", "elapsed_time_per_iteration_ms")
+_JSON_TIME: Final = ("time_s", "timestamp_s", "timestamp", "time", "ts")
+_JSON_LOSS: Final = ("loss", "lm_loss", "train_loss")
+_JSON_TOKENS: Final = ("tokens_per_s", "tokens_per_second", "tps")
+_JSON_MAX_DEPTH_CHARS: Final = 200  # nesting deeper than this many "{"/"[" is not a progress line
+
+
+class _InvalidError(Exception):
+    """A line in a known format whose values are absurd: the whole line is dropped."""
+
+
+def parse_line(line: str, *, tz: tzinfo | None = None) -> ProgressRecord | None:
+    """Parse one log line into a progress record, or None when it carries no training progress.
+
+    ``line`` may hold carriage-return separated progress-bar updates; the last one that parses
+    wins. ANSI colour codes are ignored. ``tz`` is the zone of timestamps printed without one
+    (None: the host's local zone). Never raises.
+    """
+    if len(line) > MAX_LINE_CHARS or not line:
+        return None
+    for segment in reversed(line.split("\r")):
+        record = _parse_segment(segment, tz)
+        if record is not None:
+            return record
+    return None
+
+
+def _parse_segment(segment: str, tz: tzinfo | None) -> ProgressRecord | None:
+    text = _ANSI.sub("", segment).strip()
+    if not text or "\x00" in text:
+        return None
+    parsers: tuple[Callable[[str, tzinfo | None], ProgressRecord | None], ...] = (
+        _parse_json,
+        _parse_pipe,
+        _parse_torchtitan,
+        _parse_bar,
+    )
+    for parser in parsers:
+        try:
+            record = parser(text, tz)
+        except (_InvalidError, ValueError, OverflowError, TypeError, RecursionError):
+            return None
+        if record is not None:
+            return record
+    return None
+
+
+# --- values ---------------------------------------------------------------------------------
+
+
+def _number(text: str) -> float:
+    """A printed number (thousands separators allowed); ValueError when it is none."""
+    return float(text.replace(",", ""))
+
+
+def _iteration(value: float) -> int:
+    if not math.isfinite(value) or value < 0 or value >= _MAX_ITERATION or value != int(value):
+        raise _InvalidError
+    return int(value)
+
+
+def _total(value: float | None, iteration: int) -> int | None:
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0 or value >= _MAX_ITERATION or value != int(value):
+        raise _InvalidError
+    if value < iteration:
+        raise _InvalidError
+    return int(value)
+
+
+def _step_time(value_s: float | None) -> float | None:
+    """Validated step time: None for unknown or exactly zero; _InvalidError for absurd values."""
+    if value_s is None:
+        return None
+    if not math.isfinite(value_s) or value_s < 0 or value_s > _MAX_STEP_TIME_S:
+        raise _InvalidError
+    return value_s if value_s > 0 else None
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _positive(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def _epoch_s(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return value if _MIN_TIMESTAMP_S <= value <= _MAX_TIMESTAMP_S else None
+
+
+def _timestamp(text: str, tz: tzinfo | None) -> float | None:
+    """Epoch seconds of the first ``YYYY-MM-DD HH:MM:SS[,fff][zone]`` in ``text``, or None."""
+    m = _DATETIME.search(text)
+    if m is None:
+        return None
+    frac = m["frac"] or ""
+    try:
+        dt = datetime(
+            int(m["y"]),
+            int(m["mo"]),
+            int(m["d"]),
+            int(m["h"]),
+            int(m["mi"]),
+            int(m["s"]),
+            int((frac + "000000")[:6]),
+        )
+        zone = m["tz"]
+        if zone:
+            offset = datetime.strptime(zone.replace("Z", "+0000").replace(":", ""), "%z")
+            dt = dt.replace(tzinfo=offset.tzinfo)
+        elif tz is not None:
+            dt = dt.replace(tzinfo=tz)
+        return _epoch_s(dt.timestamp())
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+# --- Megatron-LM and NeMo 2 progress printer ------------------------------------------------
+
+
+def _pipe_fields(text: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for part in text.split("|"):
+        key, sep, value = part.partition(":")
+        if sep:
+            fields.setdefault(key.strip().lower(), value.strip())
+    return fields
+
+
+def _parse_pipe(text: str, tz: tzinfo | None) -> ProgressRecord | None:
+    head = _PIPE_HEAD.search(text)
+    if head is None:
+        return None
+    fields = _pipe_fields(text[head.end() :])
+    iteration = _iteration(float(head["it"]))
+    train_iters = _total(float(head["total"]), iteration)
+    prefix = text[: head.start()]
+    if any(key in fields for key in _MEGATRON_KEYS):
+        framework = "megatron"
+        ms = fields.get("elapsed time per iteration (ms)")
+        step_time_s = _step_time(_number(ms) / 1000.0) if ms is not None else None
+        loss_key = "lm loss" if "lm loss" in fields else _first_loss_key(fields)
+    elif _NEMO_HEAD.search(prefix) or "train_step_timing in s" in fields:
+        framework = "nemo"
+        timing = fields.get("train_step_timing in s", fields.get("train_step_timing"))
+        step_time_s = _step_time(_number(timing)) if timing is not None else None
+        loss_key = next(
+            (k for k in ("reduced_train_loss", "train_loss", "loss") if k in fields), None
+        )
+    else:
+        return None
+    loss = _finite(_number(fields[loss_key])) if loss_key is not None else None
+    return ProgressRecord(
+        iteration=iteration,
+        train_iters=train_iters,
+        step_time_s=step_time_s,
+        num_iterations=1,
+        timestamp_s=_timestamp(prefix, tz),
+        loss=loss,
+        framework=framework,
+    )
+
+
+def _first_loss_key(fields: Mapping[str, str]) -> str | None:
+    for key in fields:
+        if key.endswith("loss") and key != "loss scale":
+            return key
+    return None
+
+
+# --- torchtitan -----------------------------------------------------------------------------
+
+
+def _parse_torchtitan(text: str, tz: tzinfo | None) -> ProgressRecord | None:
+    m = _TITAN_STEP.search(text)
+    if m is None:
+        start = _TITAN_START.search(text)
+        if start is None:
+            return None
+        step = _iteration(float(start["step"]))
+        if step < 1:
+            raise _InvalidError
+        return ProgressRecord(
+            iteration=step - 1,
+            train_iters=_total(float(start["total"]), step - 1),
+            timestamp_s=_timestamp(text[: start.start()], tz),
+            framework="torchtitan",
+        )
+    iteration = _iteration(float(m["step"]))
+    tokens_per_s: float | None = None
+    for field in _TITAN_FIELD.finditer(text, m.end()):
+        if field["key"] in ("tps", "wps"):
+            tokens_per_s = _positive(_number(field["value"]))
+    return ProgressRecord(
+        iteration=iteration,
+        timestamp_s=_timestamp(text[: m.start()], tz),
+        loss=_finite(_number(m["loss"])),
+        tokens_per_s=tokens_per_s,
+        framework="torchtitan",
+    )
+
+
+# --- Lightning / NeMo tqdm bar --------------------------------------------------------------
+
+
+def _bar_postfix(postfix: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for part in postfix.split(","):
+        key, sep, value = part.partition("=")
+        if sep:
+            fields[key.strip()] = value.strip()
+    return fields
+
+
+def _parse_bar(text: str, tz: tzinfo | None) -> ProgressRecord | None:
+    m = _BAR.search(text)
+    if m is None:
+        return None
+    epoch = _EPOCH.search(m["desc"])
+    if epoch is None:
+        return None  # a validation / test / predict bar
+    fields = _bar_postfix(m["postfix"])
+    step_time_s: float | None
+    timing = fields.get("train_step_timing in s", fields.get("train_step_timing"))
+    if timing is not None:
+        step_time_s = _step_time(_number(timing))
+    elif m["rate"] != "?":
+        rate = _number(m["rate"])
+        per_it = rate if m["unit"] == "s/it" else (1.0 / rate if rate > 0 else 0.0)
+        step_time_s = _step_time(per_it)
+    else:
+        step_time_s = None
+    train_iters: int | None = None
+    if "global_step" in fields:
+        iteration = _iteration(_number(fields["global_step"]) + 1.0)
+    elif int(epoch["epoch"]) == 0:
+        iteration = _iteration(float(m["n"]))
+        if m["total"] != "?":
+            train_iters = _total(float(m["total"]), iteration)
+    else:
+        return None
+    loss_key = next(
+        (k for k in ("reduced_train_loss", "train_loss", "train_loss_step", "loss") if k in fields),
+        None,
+    )
+    return ProgressRecord(
+        iteration=iteration,
+        train_iters=train_iters,
+        step_time_s=step_time_s,
+        timestamp_s=_timestamp(text[: m.start("pct")], tz),
+        loss=_finite(_number(fields[loss_key])) if loss_key is not None else None,
+        framework="lightning",
+    )
+
+
+# --- structured JSON ------------------------------------------------------------------------
+
+
+def _parse_json(text: str, tz: tzinfo | None) -> ProgressRecord | None:
+    start = text.find("{")
+    if start < 0 or not text.endswith("}"):
+        return None
+    body = text[start:]
+    if body.count("{") + body.count("[") > _JSON_MAX_DEPTH_CHARS:
+        return None
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    event = obj.get("event")
+    if event is not None and event not in _JSON_EVENTS:
+        return None
+    raw_iteration = _json_number(obj, _JSON_ITERATION)
+    if raw_iteration is None:
+        return None
+    iteration = _iteration(raw_iteration)
+    step_s = _json_number(obj, _JSON_STEP_S)
+    if step_s is None:
+        step_ms = _json_number(obj, _JSON_STEP_MS)
+        step_s = step_ms / 1000.0 if step_ms is not None else None
+    raw_n = _json_number(obj, ("num_iterations",))
+    num_iterations = 1 if raw_n is None else _iteration(raw_n)
+    if num_iterations < 1:
+        raise _InvalidError
+    framework = obj.get("framework")
+    return ProgressRecord(
+        iteration=iteration,
+        train_iters=_total(_json_number(obj, _JSON_TOTAL), iteration),
+        step_time_s=_step_time(step_s),
+        num_iterations=num_iterations,
+        timestamp_s=_json_time(obj, tz),
+        loss=_finite(_json_optional(obj, _JSON_LOSS)),
+        tokens_per_s=_positive(_json_optional(obj, _JSON_TOKENS)),
+        framework=framework if isinstance(framework, str) and framework else "json",
+    )
+
+
+def _json_number(obj: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
+    """The first of ``keys`` present in ``obj`` as a float; _InvalidError for a non-number."""
+    for key in keys:
+        if key in obj and obj[key] is not None:
+            value = obj[key]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise _InvalidError
+            return float(value)
+    return None
+
+
+def _json_optional(obj: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
+    """Like ``_json_number`` for an optional field: a non-number gives None, not _InvalidError."""
+    try:
+        return _json_number(obj, keys)
+    except _InvalidError:
+        return None
+
+
+def _json_time(obj: Mapping[str, Any], tz: tzinfo | None) -> float | None:
+    for key in _JSON_TIME:
+        value = obj.get(key)
+        if value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            return _epoch_s(float(value))
+        if isinstance(value, str):
+            return _timestamp(value, tz)
+        return None
+    return None

@@ -1,0 +1,340 @@
+"""``SlurmSource``: reads a Slurm cluster through its command-line tools (the only I/O here).
+
+Runs ``squeue --json``, ``sinfo --json``, ``sacct --json`` (recently ended jobs) and ``scontrol``
+on the login/head node the planner runs on, and turns the answers into a
+:class:`~planner.specs.job.ClusterSnapshot` with the pure parsers of :mod:`adapters.slurm.parse`.
+Tested against Slurm 22.05.8 (Debian bookworm).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from adapters.slurm.parse import (
+    SCHEDULER,
+    SOURCE_SACCT,
+    SqueueRecord,
+    batch_script_failed,
+    is_accounting_disabled,
+    parse_cluster_name,
+    parse_sacct_json,
+    parse_sinfo_json,
+    parse_squeue_records,
+)
+from planner.errors import SourceError, SourcePermanentError, SourceTemporaryError
+from planner.specs.job import ClusterSnapshot, JobState
+
+_log = logging.getLogger(__name__)
+
+#: sacct states of ended jobs (completed, failed, cancelled, timeout, node fail, OOM, preempted).
+ENDED_STATES = "CD,F,CA,TO,NF,OOM,PR,BF,DL"
+
+# stderr texts that retrying will not fix: no configuration, bad usage.
+_PERMANENT_HINTS = (
+    "could not establish a configuration source",
+    "unable to process configuration file",
+    "unrecognized option",
+    "invalid option",
+    "usage:",
+    "permission denied",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What one command printed: exit status, stdout and stderr as text."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+#: ``runner(argv, timeout_s, env) -> CommandResult``; raises ``TimeoutError`` when the command
+#: ran past ``timeout_s`` (and was killed) and ``FileNotFoundError`` when it does not exist.
+Runner = Callable[[Sequence[str], float, Mapping[str, str]], CommandResult]
+
+
+def subprocess_runner(
+    argv: Sequence[str], timeout_s: float, env: Mapping[str, str]
+) -> CommandResult:
+    """Default :data:`Runner`: ``subprocess.run`` without a shell, killed after ``timeout_s``."""
+    try:
+        proc = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"{argv[0]} ran longer than {timeout_s:g} s") from None
+    return CommandResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def detect_slurm(path_env: str | None = None) -> bool:
+    """True when ``squeue`` and ``sinfo`` are on ``path_env`` (default: this process's PATH)."""
+    path = path_env if path_env is not None else os.environ.get("PATH", os.defpath)
+    return all(shutil.which(cmd, path=path) for cmd in ("squeue", "sinfo"))
+
+
+class SlurmSource:
+    """A :class:`planner.ports.SchedulerSource` for Slurm (22.05+ command-line tools).
+
+    Parameters:
+        cluster: cluster name to report; default: from the jobs' records, else ``scontrol show
+            config`` ``ClusterName``.
+        timeout_s: limit for each command, seconds; a command past it is killed and the call
+            raises ``SourceTemporaryError``.
+        bin_dir: directory holding the Slurm commands; default: looked up on PATH.
+        use_sacct: ``True`` requires accounting (an error if disabled), ``False`` never runs sacct,
+            ``None`` (default) runs it and, once Slurm answers that accounting is disabled, stops
+            asking and reports a warning in each snapshot instead.
+        sacct_window_s: how far back ended jobs are read, seconds.
+        fetch_batch_scripts: read each active batch job's script once (``scontrol write
+            batch_script``) into ``JobState.batch_script``.
+        max_script_fetches: at most this many scripts are fetched per snapshot (the rest next time).
+        runner: runs one command (injectable for tests); default :func:`subprocess_runner`.
+        env: variables layered over this process's environment for the commands (e.g.
+            ``SLURM_CONF``).
+        clock: returns epoch seconds (``taken_at_s``); default ``time.time``.
+    """
+
+    def __init__(
+        self,
+        cluster: str | None = None,
+        *,
+        timeout_s: float = 10.0,
+        bin_dir: str | None = None,
+        use_sacct: bool | None = None,
+        sacct_window_s: float = 3600.0,
+        fetch_batch_scripts: bool = True,
+        max_script_fetches: int = 50,
+        runner: Runner | None = None,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+        self._cluster = cluster
+        self._timeout_s = float(timeout_s)
+        self._bin_dir = bin_dir
+        self._use_sacct = use_sacct
+        self._sacct_disabled = False
+        self._sacct_window_s = sacct_window_s
+        self._fetch_scripts = fetch_batch_scripts
+        self._max_script_fetches = max_script_fetches
+        self._runner: Runner = runner or subprocess_runner
+        self._env = dict(env or {})
+        self._clock = clock
+        self._config_cluster: str | None = None
+        # Slurm job id -> script text (None: Slurm has none, e.g. an srun job); fetched once.
+        self._scripts: dict[int, str | None] = {}
+
+    @property
+    def scheduler(self) -> str:
+        """``"slurm"``."""
+        return SCHEDULER
+
+    # ----------------------------------------------------------------------------- snapshot
+
+    def snapshot(self) -> ClusterSnapshot:
+        """Read active and recently ended jobs and the nodes now.
+
+        Raises ``SourceTemporaryError`` when a command timed out or the controller could not be
+        reached, ``SourcePermanentError`` when a command is missing or printed something
+        unparseable. Failures of sacct (accounting disabled, slurmdbd down) and of batch script
+        reads only add warnings, unless ``use_sacct=True`` and accounting is disabled.
+        """
+        taken_at_s = self._clock()
+        warnings: list[str] = []
+        squeue = self._run_ok("squeue", ["--json", "--all"])
+        records = parse_squeue_records(squeue, cluster=self._cluster)
+        nodes = parse_sinfo_json(self._run_ok("sinfo", ["--json", "--all"]))
+
+        budget = [self._max_script_fetches]
+        jobs = [self._with_script(rec, budget, warnings) for rec in records]
+        live_ids = {rec.slurm_job_id for rec in records}
+        self._scripts = {k: v for k, v in self._scripts.items() if k in live_ids}
+
+        seen = {job.job_id for job in jobs}
+        jobs.extend(job for job in self._ended_jobs(warnings) if job.job_id not in seen)
+
+        cluster = self._cluster or next((j.cluster for j in jobs if j.cluster), None)
+        if not cluster:
+            cluster = self._cluster_from_config(warnings)
+        jobs = [j if j.cluster else replace(j, cluster=cluster) for j in jobs]
+        return ClusterSnapshot(
+            scheduler=SCHEDULER,
+            cluster=cluster,
+            taken_at_s=taken_at_s,
+            jobs=tuple(jobs),
+            nodes=tuple(nodes),
+            warnings=tuple(warnings),
+        )
+
+    def _with_script(self, rec: SqueueRecord, budget: list[int], warnings: list[str]) -> JobState:
+        """``rec.job`` with its batch script, fetched once per job id (``budget[0]`` left)."""
+        job = rec.job
+        if not (self._fetch_scripts and rec.is_batch and job.status.is_active):
+            return job
+        if rec.slurm_job_id not in self._scripts:
+            if budget[0] <= 0:
+                return job
+            budget[0] -= 1
+            try:
+                self._scripts[rec.slurm_job_id] = self.batch_script(rec.slurm_job_id)
+            except SourceError as exc:
+                warnings.append(f"batch script of job {job.job_id} not read: {exc}")
+                return job
+        script = self._scripts[rec.slurm_job_id]
+        return job if script is None else replace(job, batch_script=script)
+
+    def batch_script(self, slurm_job_id: int) -> str | None:
+        """The batch script of a job (``scontrol write batch_script ID -``), or ``None`` when Slurm
+        has none (``srun``/``salloc`` jobs, jobs already purged). Raises ``SourceError``."""
+        result = self._run("scontrol", ["write", "batch_script", str(slurm_job_id), "-"])
+        if result.returncode != 0:
+            raise self._failure("scontrol", result)
+        if batch_script_failed(result.stderr) or not result.stdout:
+            return None
+        return result.stdout
+
+    def _ended_jobs(self, warnings: list[str]) -> list[JobState]:
+        if self._use_sacct is False:
+            return []
+        if self._sacct_disabled:
+            warnings.append("Slurm accounting is disabled: recently ended jobs are not reported")
+            return []
+        args = [
+            "--json",
+            "--allusers",
+            "--allocations",
+            "--starttime",
+            f"now-{int(self._sacct_window_s)}",
+            "--endtime",
+            "now",
+            "--state",
+            ENDED_STATES,
+        ]
+        try:
+            result = self._run("sacct", args)
+        except SourceTemporaryError as exc:
+            warnings.append(f"recently ended jobs not read: {exc}")
+            return []
+        if is_accounting_disabled(result.stderr + result.stdout):
+            if self._use_sacct:
+                raise SourcePermanentError(
+                    SOURCE_SACCT,
+                    "Slurm accounting storage is disabled but use_sacct=True; enable slurmdbd "
+                    "or set use_sacct=False",
+                )
+            self._sacct_disabled = True
+            _log.warning("Slurm accounting is disabled; ended jobs will not be reported")
+            warnings.append("Slurm accounting is disabled: recently ended jobs are not reported")
+            return []
+        if result.returncode != 0:
+            failure = self._failure("sacct", result)
+            if isinstance(failure, SourcePermanentError) and self._use_sacct:
+                raise failure
+            warnings.append(f"recently ended jobs not read: {failure}")
+            return []
+        try:
+            return parse_sacct_json(result.stdout, cluster=self._cluster)
+        except SourceTemporaryError as exc:
+            warnings.append(f"recently ended jobs not read: {exc}")
+            return []
+
+    def _cluster_from_config(self, warnings: list[str]) -> str:
+        if self._config_cluster is None:
+            try:
+                text = self._run_ok("scontrol", ["show", "config"])
+            except SourceError as exc:
+                warnings.append(f"cluster name unknown: {exc}")
+                return ""
+            self._config_cluster = parse_cluster_name(text) or ""
+        return self._config_cluster
+
+    # ----------------------------------------------------------------------------- files
+
+    def read_text_file(self, path: str, max_bytes: int) -> str:
+        """Read a UTF-8 text file on this host (e.g. a scenario a job's comment names).
+
+        ``path`` must be absolute. Raises ``SourcePermanentError`` when it is relative, missing,
+        not a regular file, unreadable, larger than ``max_bytes`` or not UTF-8, and
+        ``SourceTemporaryError`` on other I/O errors.
+        """
+        source = "slurm:file"
+        if not os.path.isabs(path):
+            raise SourcePermanentError(source, f"{path!r} is not an absolute path")
+        try:
+            info = os.stat(path)
+            if not stat.S_ISREG(info.st_mode):
+                raise SourcePermanentError(source, f"{path}: not a regular file")
+            if info.st_size > max_bytes:
+                raise SourcePermanentError(
+                    source, f"{path}: {info.st_size} bytes, larger than the {max_bytes}-byte limit"
+                )
+            with open(path, "rb") as fh:
+                data = fh.read(max_bytes + 1)
+        except FileNotFoundError:
+            raise SourcePermanentError(source, f"{path}: no such file") from None
+        except PermissionError:
+            raise SourcePermanentError(source, f"{path}: permission denied") from None
+        except OSError as exc:
+            raise SourceTemporaryError(source, f"{path}: {exc.strerror or exc}") from None
+        if len(data) > max_bytes:
+            raise SourcePermanentError(source, f"{path}: larger than the {max_bytes}-byte limit")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SourcePermanentError(source, f"{path}: not UTF-8 text ({exc.reason})") from None
+
+    # ----------------------------------------------------------------------------- commands
+
+    def _argv0(self, command: str) -> str:
+        return os.path.join(self._bin_dir, command) if self._bin_dir else command
+
+    def _run(self, command: str, args: Sequence[str]) -> CommandResult:
+        """Run a Slurm command; raises for a missing command or a timeout, not for rc != 0."""
+        source = f"slurm:{command}"
+        argv = [self._argv0(command), *args]
+        env = {**os.environ, **self._env}
+        try:
+            return self._runner(argv, self._timeout_s, env)
+        except TimeoutError:
+            raise SourceTemporaryError(
+                source, f"`{' '.join(argv)}` timed out after {self._timeout_s:g} s"
+            ) from None
+        except FileNotFoundError:
+            raise SourcePermanentError(
+                source, f"command {argv[0]!r} not found (is Slurm installed? bin_dir/PATH)"
+            ) from None
+        except PermissionError:
+            raise SourcePermanentError(source, f"command {argv[0]!r} is not executable") from None
+        except OSError as exc:
+            raise SourceTemporaryError(source, f"could not run {argv[0]!r}: {exc}") from None
+
+    def _run_ok(self, command: str, args: Sequence[str]) -> str:
+        result = self._run(command, args)
+        if result.returncode != 0:
+            raise self._failure(command, result)
+        return result.stdout
+
+    def _failure(self, command: str, result: CommandResult) -> SourceError:
+        """Classify a non-zero exit: configuration/usage errors are permanent, the rest (e.g.
+        "Unable to contact slurm controller", slurmdbd down) temporary."""
+        text = (result.stderr.strip() or result.stdout.strip())[-500:]
+        message = f"exit status {result.returncode}: {text or '(no output)'}"
+        if any(hint in text.lower() for hint in _PERMANENT_HINTS):
+            return SourcePermanentError(f"slurm:{command}", message)
+        return SourceTemporaryError(f"slurm:{command}", message)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install the Debian packages the dev Slurm stack needs (run as root). Idempotent: packages
+# already installed are skipped, and `apt-get update` runs only when something is missing.
+# apt output goes to $LOG_DIR/apt-install.log; this script prints what it did.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$here/common.sh"
+
+pkgs=(munge slurm-wlm slurmctld slurmd slurm-client slurm-wlm-basic-plugins slurmdbd
+  slurm-wlm-mysql-plugin mariadb-server mariadb-client curl jq)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#pkgs[@]} packages already installed, nothing to do"
+  exit 0
+fi
+
+((EUID == 0)) || die "missing packages (${missing[*]}) and not root: cannot apt-get install"
+t=$(now_s)
+apt_log=$LOG_DIR/apt-install.log
+echo "install-deps: missing ${missing[*]}; apt-get update + install (log: $apt_log)"
+{
+  apt-get update -q
+  # Postinst scripts may try to start services; the stack scripts start their own daemons.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+} >"$apt_log" 2>&1 || { tail -n 20 "$apt_log" >&2; die "apt-get failed, see $apt_log"; }
+echo "install-deps: installed ${missing[*]} in $(elapsed "$t")s"

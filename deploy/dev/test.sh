@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The project's whole test command, runnable on a fresh Debian machine as root:
+#   1. Debian packages of the dev stack (Slurm, munge, MariaDB for sacct)   deploy/dev/install-deps.sh
+#   2. a virtual environment .venv with the project, its dev tools and the CPU build of PyTorch
+#      (the tiny training job of the end-to-end test)
+#   3. ruff (lint + format), mypy --strict (planner/, adapters/), import-linter (layer rules)
+#   4. pytest: unit, property and golden tests, then the integration tests that start a real
+#      Slurm cluster on loopback and run a real PyTorch DDP job under it.
+# Extra arguments go to pytest (e.g. `deploy/dev/test.sh -m "not integration"`).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+t0=$SECONDS
+step() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - t0)); }
+
+step "system packages"
+bash deploy/dev/install-deps.sh
+
+step "python environment"
+PY=${PYTHON:-python3}
+[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+pipq() { .venv/bin/pip install -q --disable-pip-version-check "$@" 2> >(grep -v 'is ignored: it is neither' >&2); }
+pipq -e '.[dev]'
+if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
+  # The CPU wheel of torch 2.13.0 ships on these machines (PIP_FIND_LINKS, /opt/wheels); pinning
+  # the +cpu local version keeps pip from ever fetching the multi-GB CUDA build.
+  pipq --find-links "${PIP_FIND_LINKS:-/opt/wheels}" "torch==2.13.0+cpu" numpy
+fi
+
+step "ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+step "mypy --strict planner adapters"
+.venv/bin/mypy
+step "import-linter"
+.venv/bin/lint-imports
+step "pytest"
+.venv/bin/python -m pytest "$@"
+step "done"

@@ -1,0 +1,182 @@
+"""GPU SKUs and model presets shipped as package data, each value with its public source.
+
+``gpus.yaml`` stores human units (TFLOP/s, GB, GB/s, Gbit/s); this loader is the only place that
+converts them to SI (FLOP/s, bytes, bytes/s). ``models.yaml`` stores presets in the scenario
+format's ``model:`` fields. Both files are read once per process (package data, no other I/O).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from planner.errors import SpecError
+from planner.specs.hardware import GpuSpec, Precision
+
+__all__ = [
+    "get_gpu",
+    "gpu_catalog",
+    "gpu_key_for_gres_type",
+    "model_preset",
+    "model_preset_keys",
+    "model_preset_source",
+]
+
+_TERA = 1e12
+_GIGA = 1e9
+
+_GPU_VALUE_FIELDS = (
+    "dense_peak_tflop_per_s",
+    "hbm_gb",
+    "hbm_bandwidth_gb_per_s",
+    "scale_up_bandwidth_gb_per_s",
+    "nvlink_domain_size",
+    "gpus_per_node",
+    "scale_out_gbit_per_s",
+)
+
+
+def _read_yaml(filename: str) -> dict[str, Any]:
+    text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise SpecError(f"catalog/{filename}", "must be a mapping of keys to entries")
+    return data
+
+
+def _gpu_from_entry(key: str, entry: dict[str, Any]) -> GpuSpec:
+    sources = entry.get("sources", {})
+    missing = [f for f in _GPU_VALUE_FIELDS if f not in entry or f not in sources]
+    if missing:
+        raise SpecError(f"catalog/gpus.yaml:{key}", f"missing value or source for {missing}")
+    peaks = tuple(
+        (Precision(p), float(tflops) * _TERA)
+        for p, tflops in entry["dense_peak_tflop_per_s"].items()
+    )
+    return GpuSpec(
+        key=key,
+        name=str(entry["name"]),
+        dense_peak_flop_per_s=peaks,
+        hbm_bytes=float(entry["hbm_gb"]) * _GIGA,
+        hbm_bandwidth_bytes_per_s=float(entry["hbm_bandwidth_gb_per_s"]) * _GIGA,
+        scale_up_bandwidth_bytes_per_s=float(entry["scale_up_bandwidth_gb_per_s"]) * _GIGA,
+        nvlink_domain_size=int(entry["nvlink_domain_size"]),
+        gpus_per_node=int(entry["gpus_per_node"]),
+        scale_out_bandwidth_bytes_per_s=float(entry["scale_out_gbit_per_s"]) * _GIGA / 8.0,
+        sources=tuple((str(k), str(v)) for k, v in sources.items()),
+    )
+
+
+@cache
+def gpu_catalog() -> Mapping[str, GpuSpec]:
+    """All catalog GPUs by key (e.g. ``"h100-sxm"``), values in SI units; read-only mapping."""
+    data = _read_yaml("gpus.yaml")
+    return MappingProxyType({key: _gpu_from_entry(key, entry) for key, entry in data.items()})
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def get_gpu(key: str, *, field: str = "hardware.gpu") -> GpuSpec:
+    """The catalog entry for ``key`` (a catalog key, case-insensitive).
+
+    Scheduler type names are not guessed here (a typo must not silently pick a GPU); map them
+    with ``gpu_key_for_gres_type`` first. Raises ``SpecError(field, ...)`` with a did-you-mean
+    hint and the known keys when the GPU is unknown.
+    """
+    catalog = gpu_catalog()
+    normalized = key.strip().lower()
+    if normalized in catalog:
+        return catalog[normalized]
+    known = sorted(catalog)
+    raise SpecError(
+        field,
+        f"unknown GPU {key!r}; {_did_you_mean(normalized, known)}known GPUs: {', '.join(known)}",
+    )
+
+
+# Ordered: the first pattern found in the normalized name wins (gb300 before b300, gh200 before
+# h200, ...). Names are lower-cased with ``_`` and spaces turned into ``-``.
+_GRES_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), key)
+    for pattern, key in (
+        (r"gb300", "gb300"),
+        (r"gb200", "gb200"),
+        (r"gh200", "gh200"),
+        (r"(?<![a-z])b300", "b300"),
+        (r"(?<![a-z])b200", "b200"),
+        (r"(?<![a-z])h200", "h200"),
+        (r"(?<![a-z])h100.*(pcie|nvl)", "h100-pcie"),
+        (r"(?<![a-z])h100", "h100-sxm"),
+        (r"(?<![a-z])a100.*40-?gb?", "a100-40gb"),
+        (r"(?<![a-z])a100", "a100-80gb"),
+        (r"mi325x", "mi325x"),
+        (r"mi300x", "mi300x"),
+    )
+)
+
+
+def gpu_key_for_gres_type(gres_type: str) -> str | None:
+    """Catalog key for a scheduler's GPU type name, or None when unknown.
+
+    Accepts Slurm GRES types (``"h100"``, ``"a100"``, ``"h100_80gb"``, ``"a100-sxm4-80gb"``),
+    Kubernetes ``nvidia.com/gpu.product`` labels (``"NVIDIA-H100-80GB-HBM3"``,
+    ``"NVIDIA-A100-SXM4-40GB"``) and catalog keys, case-insensitively. A bare ``"a100"`` maps to
+    ``a100-80gb`` and a bare ``"h100"`` to ``h100-sxm`` (the training-cluster variants).
+    """
+    normalized = re.sub(r"[\s_]+", "-", gres_type.strip().lower())
+    if not normalized:
+        return None
+    if normalized in gpu_catalog():
+        return normalized
+    for pattern, key in _GRES_PATTERNS:
+        if pattern.search(normalized):
+            return key
+    return None
+
+
+@cache
+def _model_presets() -> Mapping[str, Mapping[str, object]]:
+    data = _read_yaml("models.yaml")
+    presets: dict[str, Mapping[str, object]] = {}
+    for key, entry in data.items():
+        if not isinstance(entry, dict) or not entry.get("source"):
+            raise SpecError(f"catalog/models.yaml:{key}", "every preset needs a 'source'")
+        presets[key] = MappingProxyType(dict(entry))
+    return MappingProxyType(presets)
+
+
+def model_preset_keys() -> tuple[str, ...]:
+    """Keys of all model presets, sorted."""
+    return tuple(sorted(_model_presets()))
+
+
+def model_preset(key: str, *, field: str = "model.preset") -> dict[str, object]:
+    """A fresh dict of the preset's ``model:`` fields (without ``source``), ready to override.
+
+    Raises ``SpecError(field, ...)`` with a did-you-mean hint for an unknown key.
+    """
+    presets = _model_presets()
+    normalized = key.strip().lower()
+    if normalized not in presets:
+        known = sorted(presets)
+        raise SpecError(
+            field,
+            f"unknown model preset {key!r}; {_did_you_mean(normalized, known)}"
+            f"known presets: {', '.join(known)}",
+        )
+    return {k: v for k, v in presets[normalized].items() if k != "source"}
+
+
+def model_preset_source(key: str) -> str:
+    """Public source (paper / model card) of a preset's values."""
+    return str(_model_presets()[key]["source"])

@@ -1,0 +1,149 @@
+"""The ``planner`` command (typer).
+
+``planner predict FILE... [--json]``  predict scenarios (YAML, JSON, JSONL batches); exit 2 when
+                                      any scenario was invalid, each getting an error line.
+``planner serve``                     run the service (settings: ``PLANNER_*`` environment,
+                                      optional YAML file in ``PLANNER_CONFIG_FILE``).
+``planner version``                   print the version.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from planner import __version__
+from planner.errors import PlannerError, SpecError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="LLM capacity planner: predict LLM training step time, memory, MFU and ETA.",
+)
+
+EXIT_INVALID = 2
+
+
+def _format_of(path: str) -> Literal["yaml", "json", "jsonl"]:
+    lower = path.lower()
+    if lower.endswith(".jsonl"):
+        return "jsonl"
+    if lower.endswith(".json"):
+        return "json"
+    return "yaml"
+
+
+def _documents(path: str) -> list[object]:
+    """Raw documents of one input file (``-`` is standard input, read as YAML)."""
+    from planner.scenario import read_documents
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return [SpecError(path, f"cannot read the file ({reason}); check the path")]
+    try:
+        return read_documents(text, _format_of(path), source=path)
+    except SpecError as exc:
+        return [exc]
+
+
+def _human(result: dict[str, Any]) -> str:
+    name = result.get("name") or "(unnamed)"
+    if "error" in result:
+        return f"{name}: INVALID {result['error']}"
+    gib = result["memory_per_gpu_bytes"] / 2**30
+    fits = "fits" if result["fits_in_memory"] else "DOES NOT FIT"
+    line = (
+        f"{name}: iteration {result['iteration_time_s']:.3f} s, "
+        f"{result['tokens_per_s']:,.0f} tokens/s ({result['tokens_per_s_per_gpu']:,.1f}/GPU), "
+        f"MFU {100 * result['mfu']:.1f}%, memory {gib:.1f} GiB/GPU ({fits})"
+    )
+    if result.get("time_to_train_s") is not None:
+        line += f", time to train {result['time_to_train_s'] / 86400:.2f} days"
+    breakdown = ", ".join(f"{k} {v:.3f}" for k, v in result.get("breakdown_s", {}).items())
+    return f"{line}\n  breakdown (s): {breakdown}"
+
+
+@app.command()
+def predict(
+    files: Annotated[
+        list[str], typer.Argument(help="Scenario files (.yaml, .json, .jsonl; - = stdin)")
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per scenario, one per line")
+    ] = False,
+) -> None:
+    """Predict iteration time, throughput, MFU and memory of each scenario, in input order."""
+    from planner.scenario import predict_documents
+
+    docs: list[object] = []
+    for path in files:
+        docs.extend(_documents(path))
+    results = predict_documents(docs)
+    for result in results:
+        typer.echo(json.dumps(result) if as_json else _human(result))
+    if any("error" in r for r in results):
+        raise typer.Exit(EXIT_INVALID)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (PLANNER_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (PLANNER_PORT)")] = None,
+) -> None:
+    """Run the planner service: ingest loops, HTTP API and /metrics."""
+    import uvicorn
+
+    from planner.service.app import create_app
+    from planner.service.settings import load_settings
+    from planner.service.store import Store
+
+    overrides: dict[str, Any] = {}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    try:
+        settings = load_settings(**overrides)
+    except SpecError as exc:
+        typer.echo(f"planner: invalid setting: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        store = Store(settings.database_url)
+        store.migrate()  # fail here with a message rather than inside the server's start-up
+        application = create_app(settings, store=store)
+    except PlannerError as exc:
+        typer.echo(f"planner: cannot start: {exc}", err=True)
+        raise typer.Exit(1) from None
+    logging.getLogger("planner.service").info(
+        "planner %s serving on http://%s:%d (API docs at /docs)",
+        __version__,
+        settings.host,
+        settings.port,
+    )
+    uvicorn.run(application, host=settings.host, port=settings.port, log_config=None)
+
+
+@app.command()
+def version() -> None:
+    """Print the planner's version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except PlannerError as exc:  # last line of defence: a message, never a traceback
+        typer.echo(f"planner: {exc}", err=True)
+        sys.exit(1)

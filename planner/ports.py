@@ -1,0 +1,44 @@
+"""Protocols through which the service reaches the outside world; adapters implement them.
+
+The dependency points one way: ``adapters`` import these and ``planner.specs``; the core never
+imports an adapter. Only the service's composition root (``planner.service.app``) wires them in.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from planner.specs.job import ClusterSnapshot, ProgressRecord, TailCursor
+
+
+class SchedulerSource(Protocol):
+    """A scheduler the planner watches (Slurm now; Kubernetes later)."""
+
+    @property
+    def scheduler(self) -> str:
+        """Short scheduler name used as the ``scheduler`` label, e.g. ``"slurm"``."""
+        ...
+
+    def snapshot(self) -> ClusterSnapshot:
+        """Read jobs and nodes now.
+
+        Raises ``SourceTemporaryError`` (timeout, daemon down: retry later) or
+        ``SourcePermanentError`` (command missing, unsupported output: fix the configuration).
+        """
+        ...
+
+    def read_text_file(self, path: str, max_bytes: int) -> str:
+        """Read a (scenario) file the scheduler's jobs refer to; raises ``SourceError``."""
+        ...
+
+
+class ProgressReader(Protocol):
+    """Incremental reader of training progress from a job's log file."""
+
+    def read(self, cursor: TailCursor) -> tuple[list[ProgressRecord], TailCursor]:
+        """Parse the lines appended since ``cursor``; returns the records and the new cursor.
+
+        A missing file returns no records and the cursor unchanged; a rotated or truncated file
+        is read from its start. Garbage lines are skipped. Never raises for file content.
+        """
+        ...

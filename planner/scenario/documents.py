@@ -1,0 +1,142 @@
+"""Reading scenario files (YAML, JSON, JSONL) into raw documents, and predicting a batch."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import yaml
+
+from planner.errors import SpecError
+from planner.perf.step import predict
+from planner.scenario.parse import parse_scenario
+
+__all__ = ["predict_documents", "read_documents"]
+
+
+class _ScenarioLoader(yaml.SafeLoader):
+    """Safe YAML loader that (a) reads ``1.5e13`` as a float like YAML 1.2 and JSON do (PyYAML's
+    YAML 1.1 resolver would return a string) and (b) rejects duplicate keys instead of silently
+    keeping the last one."""
+
+
+_ScenarioLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _construct_mapping(loader: _ScenarioLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
+        seen[key] = loader.construct_object(value_node, deep=True)
+    return seen
+
+
+_ScenarioLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
+)
+
+
+def _expand(doc: object) -> list[object]:
+    """A document that is a list is a batch of scenarios."""
+    return list(doc) if isinstance(doc, list) else [doc]
+
+
+def read_documents(text: str, fmt: Literal["yaml", "json", "jsonl"], source: str) -> list[object]:
+    """Raw scenario documents of one file, in order.
+
+    YAML may hold several ``---`` documents; a YAML or JSON document that is a list is a batch.
+    In JSONL every non-blank line is one document, and a line that is not valid JSON becomes a
+    ``SpecError`` *instance* in the list (``predict_documents`` reports it on that line while the
+    other lines still run). A YAML/JSON syntax error raises ``SpecError(source, ...)`` with the
+    line and column.
+    """
+    if fmt == "yaml":
+        try:
+            docs = list(yaml.load_all(text, Loader=_ScenarioLoader))
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+            raise SpecError(source, f"invalid YAML at {where}{exc.problem or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise SpecError(source, f"invalid YAML: {exc}") from exc
+        out: list[object] = []
+        for doc in docs:
+            if doc is not None:
+                out.extend(_expand(doc))
+        return out
+    if fmt == "json":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(
+                source, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            ) from exc
+        return _expand(doc)
+    if fmt == "jsonl":
+        lines: list[object] = []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                lines.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                lines.append(
+                    SpecError(
+                        f"{source}:{lineno}",
+                        f"invalid JSON at line {lineno}, column {exc.colno}: {exc.msg}",
+                    )
+                )
+        return lines
+    raise SpecError("format", f"unknown format {fmt!r}; use yaml, json or jsonl")
+
+
+def _name_of(doc: object) -> str | None:
+    if isinstance(doc, dict):
+        name = doc.get("name")
+        if isinstance(name, str | int | float) and not isinstance(name, bool):
+            return str(name)
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """Make a value JSON-safe: plain float/int/bool/None, non-finite floats become None."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def predict_documents(docs: Sequence[object]) -> list[dict[str, Any]]:
+    """One JSON-ready dict per document, in order: the prediction, or ``{"name", "error"}``.
+
+    ``error`` reads ``"<field>: <what is wrong and how to fix it>"``; ``name`` is echoed when the
+    document had one, else None. Never raises for bad documents.
+    """
+    results: list[dict[str, Any]] = []
+    for doc in docs:
+        name = _name_of(doc)
+        try:
+            scenario = parse_scenario(doc)
+            results.append(_plain(predict(scenario).to_dict(scenario.name)))
+        except SpecError as exc:
+            results.append({"name": name, "error": str(exc)})
+        except (ValueError, TypeError, ArithmeticError) as exc:  # defensive: report, never crash
+            results.append({"name": name, "error": f"internal: {type(exc).__name__}: {exc}"})
+    return results

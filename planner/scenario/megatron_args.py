@@ -1,0 +1,265 @@
+"""Megatron-LM command lines and batch scripts -> scenario documents.
+
+Reads the arguments of ``pretrain_gpt.py`` (and Megatron-Core based launchers) from a command
+line or a whole sbatch script: backslash continuations, quotes, ``--arg=value`` and
+``--arg value``, bash variables assigned in the script (``NUM_LAYERS=32`` ... ``$NUM_LAYERS``),
+bash arrays (``GPT_ARGS=( --num-layers 32 ... )``). Later occurrences win, as with argparse.
+Megatron's own defaults apply where the scenario format's defaults differ: tied embeddings unless
+``--untie-embeddings-and-output-weights``, no distributed optimizer (ZeRO 0) unless
+``--use-distributed-optimizer``, no sequence parallel unless ``--sequence-parallel``,
+``num_query_groups`` only with ``--group-query-attention``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+
+from planner.catalog import gpu_key_for_gres_type
+
+__all__ = ["DEFAULT_VOCAB_SIZE", "scenario_document_from_megatron_args"]
+
+DEFAULT_VOCAB_SIZE = 50257
+"""Vocabulary assumed when the script names no size nor a known tokenizer: GPT-2 BPE (Megatron's
+``GPT2BPETokenizer``), then padded like Megatron (``--make-vocab-size-divisible-by`` x tp)."""
+
+_TOKENIZER_VOCAB = (
+    (re.compile(r"llama-?3|llama3", re.I), 128256),
+    (re.compile(r"llama-?2|llama2", re.I), 32000),
+    (re.compile(r"mixtral-8x22b", re.I), 32768),
+    (re.compile(r"mistral|mixtral", re.I), 32000),
+    (re.compile(r"qwen", re.I), 151936),
+    (re.compile(r"nemotron", re.I), 256000),
+    (re.compile(r"gpt-?neox|pythia", re.I), 50277),
+)
+"""Vocabulary sizes of tokenizers named in ``--tokenizer-model`` (model cards / config.json)."""
+
+_FLAGS = frozenset(
+    {
+        "swiglu",
+        "squared-relu",
+        "untie-embeddings-and-output-weights",
+        "sequence-parallel",
+        "use-distributed-optimizer",
+        "use-torch-fsdp2",
+        "group-query-attention",
+        "recompute-activations",
+        "bf16",
+        "fp16",
+        "use-flash-attn",
+        "overlap-grad-reduce",
+        "overlap-param-gather",
+        "tp-comm-overlap",
+    }
+)
+
+_ASSIGNMENT = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _split(text: str) -> list[str]:
+    joined = re.sub(r"\\\r?\n", " ", text)
+    tokens: list[str] = []
+    for line in joined.splitlines():
+        try:
+            parts = shlex.split(line, comments=True)
+        except ValueError:  # unbalanced quotes: fall back to whitespace
+            parts = line.split("#", 1)[0].split()
+        for part in parts:
+            # a quoted group of args ("--num-layers 24 --hidden-size 1024") is split again
+            tokens.extend(part.split() if " " in part.strip() else [part])
+    return tokens
+
+
+def _collect(tokens: list[str]) -> dict[str, str | bool]:
+    variables: dict[str, str] = {}
+    args: dict[str, str | bool] = {}
+
+    def expand(value: str) -> str:
+        def repl(match: re.Match[str]) -> str:
+            name = match.group(1) or match.group(3)
+            default = match.group(2)
+            return variables.get(name, default if default is not None else match.group(0))
+
+        return _VAR.sub(repl, value)
+
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        assignment = _ASSIGNMENT.match(token)
+        if assignment and not token.startswith("-"):
+            name, value = assignment.group(1), assignment.group(2).strip("()")
+            if value.startswith("--"):  # GPT_ARGS=--num-layers (quoted group was split)
+                token = value
+            else:
+                variables[name] = expand(value)
+                continue
+        if not token.startswith("--") or len(token) == 2:
+            continue
+        key, eq, value = token[2:].partition("=")
+        key = key.replace("_", "-")
+        if eq:
+            args[key] = expand(value)
+        elif key in _FLAGS:
+            args[key] = True
+        elif i < len(tokens) and not tokens[i].startswith("--"):
+            args[key] = expand(tokens[i])
+            i += 1
+        else:
+            args[key] = True
+    return args
+
+
+def _int_arg(args: dict[str, str | bool], key: str) -> int | None:
+    value = args.get(key)
+    if not isinstance(value, str):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            as_float = float(value)
+        except ValueError:
+            return None
+        return int(as_float) if as_float.is_integer() else None
+
+
+def _vocab(args: dict[str, str | bool], tp: int) -> int:
+    padded = _int_arg(args, "padded-vocab-size")
+    if padded:
+        return padded
+    vocab = _int_arg(args, "vocab-size")
+    if vocab is None:
+        tokenizer = " ".join(
+            str(args.get(k, "")) for k in ("tokenizer-model", "tokenizer-type", "vocab-file")
+        )
+        vocab = next(
+            (size for pattern, size in _TOKENIZER_VOCAB if pattern.search(tokenizer)),
+            DEFAULT_VOCAB_SIZE,
+        )
+    multiple = (_int_arg(args, "make-vocab-size-divisible-by") or 128) * tp
+    return math.ceil(vocab / multiple) * multiple
+
+
+def _precision(args: dict[str, str | bool]) -> str:
+    recipe = str(args.get("fp8-recipe", "")).lower()
+    if "fp4-format" in args or "fp4" in args:
+        return "nvfp4"
+    if "fp8-format" in args or "fp8" in args:
+        return "mxfp8" if recipe == "mxfp8" else "fp8"
+    if args.get("fp16") is True:
+        return "fp16"
+    return "bf16"
+
+
+def scenario_document_from_megatron_args(
+    text: str, *, num_gpus: int | None, gpu: str | None, name: str | None = None
+) -> dict[str, object] | None:
+    """A scenario document (scenario-format dict, unvalidated) from Megatron-LM arguments.
+
+    ``text`` is a command line or a batch script. Returns None when it lacks any of
+    ``--num-layers``, ``--hidden-size``, ``--num-attention-heads``. ``num_gpus`` and ``gpu``
+    (a catalog key or a Slurm/Kubernetes GPU type name, mapped by ``gpu_key_for_gres_type``)
+    fill the ``hardware`` section; with ``num_gpus`` the
+    ``data_parallel`` degree is derived as ``num_gpus / (tp·pp·cp)`` (left out when it does not
+    divide, so ``parse_scenario`` reports the problem). Vocabulary: ``--padded-vocab-size``,
+    else ``--vocab-size`` or a known ``--tokenizer-model``, else GPT-2's 50257
+    (``DEFAULT_VOCAB_SIZE``), padded to a multiple of 128·tp as Megatron does.
+    Pass the result to ``parse_scenario`` to validate it.
+    """
+    args = _collect(_split(text))
+    layers = _int_arg(args, "num-layers")
+    hidden = _int_arg(args, "hidden-size")
+    heads = _int_arg(args, "num-attention-heads")
+    if layers is None or hidden is None or heads is None:
+        return None
+    tp = _int_arg(args, "tensor-model-parallel-size") or 1
+    pp = _int_arg(args, "pipeline-model-parallel-size") or 1
+    cp = _int_arg(args, "context-parallel-size") or 1
+    ep = _int_arg(args, "expert-model-parallel-size") or 1
+
+    model: dict[str, object] = {
+        "num_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "vocab_size": _vocab(args, tp),
+        "activation": "swiglu"
+        if args.get("swiglu") is True
+        else "squared_relu"
+        if args.get("squared-relu") is True
+        else "gelu",
+        "untie_embeddings": args.get("untie-embeddings-and-output-weights") is True,
+    }
+    seq = _int_arg(args, "seq-length") or _int_arg(args, "max-position-embeddings")
+    if seq is not None:
+        model["seq_length"] = seq
+    for arg, field in (
+        ("ffn-hidden-size", "ffn_hidden_size"),
+        ("kv-channels", "kv_channels"),
+        ("num-experts", "num_experts"),
+        ("moe-ffn-hidden-size", "moe_ffn_hidden_size"),
+    ):
+        value = _int_arg(args, arg)
+        if value is not None:
+            model[field] = value
+    if args.get("group-query-attention") is True:
+        groups = _int_arg(args, "num-query-groups")
+        if groups is not None:
+            model["num_query_groups"] = groups
+    num_experts = _int_arg(args, "num-experts") or 0
+    if num_experts:
+        model["moe_router_topk"] = _int_arg(args, "moe-router-topk") or 2
+
+    parallelism: dict[str, object] = {
+        "tensor_parallel": tp,
+        "pipeline_parallel": pp,
+        "context_parallel": cp,
+        "expert_parallel": ep,
+        "sequence_parallel": args.get("sequence-parallel") is True and tp > 1,
+        "micro_batch_size": _int_arg(args, "micro-batch-size") or 1,
+        "precision": _precision(args),
+        "zero_stage": 3
+        if args.get("use-torch-fsdp2") is True
+        else 1
+        if args.get("use-distributed-optimizer") is True
+        else 0,
+    }
+    vp = _int_arg(args, "num-virtual-stages-per-pipeline-rank")
+    per_stage = _int_arg(args, "num-layers-per-virtual-pipeline-stage")
+    if per_stage and layers % (pp * per_stage) == 0:
+        vp = layers // (pp * per_stage)
+    if vp:
+        parallelism["virtual_pipeline"] = vp
+    granularity = args.get("recompute-granularity")
+    if isinstance(granularity, str) and granularity in ("selective", "full"):
+        parallelism["recompute"] = granularity
+    elif args.get("recompute-activations") is True:
+        parallelism["recompute"] = "selective"
+    if num_gpus is not None and num_gpus % (tp * pp * cp) == 0:
+        parallelism["data_parallel"] = num_gpus // (tp * pp * cp)
+    global_batch = _int_arg(args, "global-batch-size")
+    if global_batch is None and "data_parallel" in parallelism:
+        global_batch = int(parallelism["micro_batch_size"]) * int(parallelism["data_parallel"])  # type: ignore[call-overload]
+    if global_batch is not None:
+        parallelism["global_batch_size"] = global_batch
+
+    hardware: dict[str, object] = {}
+    if gpu is not None:
+        hardware["gpu"] = gpu_key_for_gres_type(gpu) or gpu
+    if num_gpus is not None:
+        hardware["num_gpus"] = num_gpus
+    training: dict[str, object] = {"framework": "megatron"}
+    iters = _int_arg(args, "train-iters")
+    if iters is not None:
+        training["train_iters"] = iters
+    samples = _int_arg(args, "train-samples")
+    if samples is not None and seq is not None:
+        training["total_tokens"] = float(samples) * seq
+
+    doc: dict[str, object] = {}
+    if name is not None:
+        doc["name"] = name
+    doc.update(model=model, hardware=hardware, parallelism=parallelism, training=training)
+    return doc

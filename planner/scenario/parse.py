@@ -1,0 +1,266 @@
+"""Scenario documents (dicts read from YAML/JSON) -> validated ``Scenario`` values.
+
+Implements the public contract in ``docs/scenario-format.md``: unknown keys are errors with a
+did-you-mean hint, defaults are filled as documented, and every problem raises
+``SpecError("<dotted.field>", "<what is wrong and how to fix it>")``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import TypeVar, cast
+
+from planner.catalog import get_gpu, model_preset
+from planner.errors import SpecError
+from planner.specs._checks import require_int
+from planner.specs.hardware import HardwareSpec, Precision
+from planner.specs.model import Activation, ModelSpec
+from planner.specs.parallelism import ParallelismSpec, Recompute
+from planner.specs.scenario import Framework, Scenario, TrainingSpec
+
+__all__ = ["SECTION_KEYS", "parse_scenario"]
+
+_MODEL_KEYS = (
+    "preset",
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_query_groups",
+    "kv_channels",
+    "ffn_hidden_size",
+    "vocab_size",
+    "seq_length",
+    "activation",
+    "untie_embeddings",
+    "num_experts",
+    "moe_router_topk",
+    "moe_ffn_hidden_size",
+    "num_shared_experts",
+    "num_dense_layers",
+)
+_HARDWARE_KEYS = (
+    "gpu",
+    "num_gpus",
+    "gpus_per_node",
+    "nvlink_domain_size",
+    "inter_node_bandwidth_gbit_per_s",
+)
+_PARALLELISM_KEYS = (
+    "tensor_parallel",
+    "pipeline_parallel",
+    "context_parallel",
+    "expert_parallel",
+    "data_parallel",
+    "virtual_pipeline",
+    "sequence_parallel",
+    "micro_batch_size",
+    "global_batch_size",
+    "recompute",
+    "zero_stage",
+    "precision",
+    "flash_attention",
+)
+_TRAINING_KEYS = ("framework", "total_tokens", "train_iters")
+
+SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
+    "model": _MODEL_KEYS,
+    "hardware": _HARDWARE_KEYS,
+    "parallelism": _PARALLELISM_KEYS,
+    "training": _TRAINING_KEYS,
+}
+"""Allowed keys per section of a scenario document (the public contract plus extensions)."""
+
+_TOP_KEYS = ("name", "model", "hardware", "parallelism", "training")
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def _hint(key: str, allowed: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return f"allowed keys: {', '.join(allowed)}"
+
+
+def _section(doc: Mapping[str, object], name: str, *, required: bool) -> dict[str, object]:
+    raw = doc.get(name)
+    if raw is None:
+        if required:
+            raise SpecError(name, f"the '{name}' section is required")
+        return {}
+    if not isinstance(raw, Mapping):
+        raise SpecError(name, f"must be a mapping of fields, got {type(raw).__name__}")
+    allowed = SECTION_KEYS[name]
+    out: dict[str, object] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or key not in allowed:
+            raise SpecError(f"{name}.{key}", f"unknown field; {_hint(str(key), allowed)}")
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _int(path: str, value: object) -> object:
+    """Integral floats (``1e3`` from YAML/JSON) become ints; anything else is left for the spec
+    to reject with a typed message."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _enum(path: str, value: object, enum: type[E]) -> E:
+    allowed = tuple(e.value for e in enum)
+    if isinstance(value, str):
+        normalized = value.strip().lower().replace("-", "_")
+        for member in enum:
+            if member.value == normalized or member.value == value.strip().lower():
+                return member
+        close = difflib.get_close_matches(normalized, allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise SpecError(path, f"unknown value {value!r}; {hint}use one of {', '.join(allowed)}")
+    raise SpecError(path, f"must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _require(section: Mapping[str, object], path: str, key: str, hint: str = "") -> object:
+    if key not in section:
+        raise SpecError(f"{path}.{key}", f"is required{hint}")
+    return section[key]
+
+
+def _parse_model(raw: dict[str, object]) -> ModelSpec:
+    fields: dict[str, object] = {}
+    preset = raw.get("preset")
+    if preset is not None:
+        if not isinstance(preset, str):
+            raise SpecError("model.preset", f"must be a preset name, got {preset!r}")
+        fields.update(model_preset(preset))
+    fields.update({k: v for k, v in raw.items() if k != "preset"})
+    hint = " (or set model.preset to start from a catalog model)"
+    for key in ("num_layers", "hidden_size", "num_attention_heads", "vocab_size", "seq_length"):
+        _require(fields, "model", key, hint)
+    ints = {
+        k: _int(f"model.{k}", fields[k])
+        for k in _MODEL_KEYS
+        if k in fields and k not in ("preset", "activation", "untie_embeddings")
+    }
+    for key in ("num_layers", "hidden_size", "num_attention_heads", "vocab_size", "seq_length"):
+        require_int(f"model.{key}", ints[key])
+    hidden, heads = cast(int, ints["hidden_size"]), cast(int, ints["num_attention_heads"])
+    if "kv_channels" not in ints:
+        if hidden % heads:
+            raise SpecError(
+                "model.hidden_size",
+                f"{hidden} is not divisible by num_attention_heads={heads}; "
+                "change one of them or set model.kv_channels (per-head width)",
+            )
+        ints["kv_channels"] = hidden // heads
+    ints.setdefault("num_query_groups", heads)
+    if "ffn_hidden_size" not in ints:
+        ints["ffn_hidden_size"] = 4 * hidden  # Megatron-LM default
+    num_experts = ints.get("num_experts", 0)
+    if isinstance(num_experts, int) and num_experts > 0:
+        ints.setdefault("moe_ffn_hidden_size", ints["ffn_hidden_size"])
+        ints.setdefault("moe_router_topk", 2)  # Megatron-LM default --moe-router-topk
+    activation = _enum("model.activation", fields.get("activation", "gelu"), Activation)
+    return ModelSpec(
+        activation=activation,
+        untie_embeddings=fields.get("untie_embeddings", True),  # type: ignore[arg-type]
+        preset=preset if isinstance(preset, str) else None,
+        **ints,  # type: ignore[arg-type]
+    )
+
+
+def _parse_hardware(raw: dict[str, object]) -> HardwareSpec:
+    key = _require(raw, "hardware", "gpu", " (a catalog key such as h100-sxm)")
+    if not isinstance(key, str):
+        raise SpecError("hardware.gpu", f"must be a catalog key such as 'h100-sxm', got {key!r}")
+    gpu = get_gpu(key)
+    num_gpus = _int("hardware.num_gpus", _require(raw, "hardware", "num_gpus"))
+    return HardwareSpec(
+        gpu=gpu,
+        num_gpus=num_gpus,  # type: ignore[arg-type]
+        gpus_per_node=_int("hardware.gpus_per_node", raw.get("gpus_per_node", gpu.gpus_per_node)),  # type: ignore[arg-type]
+        nvlink_domain_size=_int(  # type: ignore[arg-type]
+            "hardware.nvlink_domain_size", raw.get("nvlink_domain_size", gpu.nvlink_domain_size)
+        ),
+        inter_node_bandwidth_gbit_per_s=raw.get(  # type: ignore[arg-type]
+            "inter_node_bandwidth_gbit_per_s", gpu.scale_out_bandwidth_bytes_per_s * 8.0 / 1e9
+        ),
+    )
+
+
+def _parse_parallelism(raw: dict[str, object], num_gpus: int) -> ParallelismSpec:
+    ints: dict[str, object] = {
+        k: _int(f"parallelism.{k}", raw[k])
+        for k in _PARALLELISM_KEYS
+        if k in raw and k not in ("sequence_parallel", "recompute", "precision", "flash_attention")
+    }
+    _require(ints, "parallelism", "global_batch_size", " (sequences per iteration)")
+    tp = ints.get("tensor_parallel", 1)
+    if "data_parallel" not in ints:
+        keys = ("tensor_parallel", "pipeline_parallel", "context_parallel")
+        sizes = [ints.get(k, 1) for k in keys]
+        if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
+            model_parallel = 1
+            for key, size in zip(keys, sizes, strict=True):
+                model_parallel *= cast(int, size)
+                if num_gpus % model_parallel:
+                    raise SpecError(
+                        f"parallelism.{key}",
+                        f"hardware.num_gpus={num_gpus} cannot be split into replicas of "
+                        f"tensor·pipeline·context = {model_parallel} GPUs, so data_parallel "
+                        f"cannot be derived; choose {key} so that the product divides {num_gpus}",
+                    )
+            ints["data_parallel"] = num_gpus // model_parallel
+    default_sp = isinstance(tp, int) and tp > 1
+    return ParallelismSpec(
+        sequence_parallel=raw.get("sequence_parallel", default_sp),  # type: ignore[arg-type]
+        recompute=_enum("parallelism.recompute", raw.get("recompute", "none"), Recompute),
+        precision=_enum("parallelism.precision", raw.get("precision", "bf16"), Precision),
+        flash_attention=raw.get("flash_attention", True),  # type: ignore[arg-type]
+        **ints,  # type: ignore[arg-type]
+    )
+
+
+def _parse_training(raw: dict[str, object]) -> TrainingSpec:
+    framework = _enum("training.framework", raw.get("framework", "megatron"), Framework)
+    iters = raw.get("train_iters")
+    return TrainingSpec(
+        framework=framework,
+        total_tokens=raw.get("total_tokens"),  # type: ignore[arg-type]
+        train_iters=_int("training.train_iters", iters) if iters is not None else None,  # type: ignore[arg-type]
+    )
+
+
+def parse_scenario(doc: object) -> Scenario:
+    """Validate one scenario document (a mapping as read from YAML/JSON) into a ``Scenario``.
+
+    Fills the documented defaults (model preset values, ``num_query_groups`` = heads,
+    ``ffn_hidden_size`` = 4·hidden, ``data_parallel`` = num_gpus/(tp·pp·cp),
+    ``sequence_parallel`` = tp > 1, hardware values from the GPU catalog, ...). Raises
+    ``SpecError("<dotted.field>", "<what is wrong and how to fix it>")`` for unknown keys
+    (with a did-you-mean hint), wrong types, missing required fields and inconsistent layouts.
+    """
+    if isinstance(doc, SpecError):
+        raise doc
+    if not isinstance(doc, Mapping):
+        raise SpecError("", f"a scenario must be a mapping, got {type(doc).__name__}")
+    for key in doc:
+        if not isinstance(key, str) or key not in _TOP_KEYS:
+            raise SpecError(str(key), f"unknown top-level field; {_hint(str(key), _TOP_KEYS)}")
+    name = doc.get("name")
+    if name is not None and not isinstance(name, str | int | float):
+        raise SpecError("name", f"must be text, got {type(name).__name__}")
+    model = _parse_model(_section(doc, "model", required=True))
+    hardware = _parse_hardware(_section(doc, "hardware", required=True))
+    parallelism = _parse_parallelism(_section(doc, "parallelism", required=True), hardware.num_gpus)
+    training = _parse_training(_section(doc, "training", required=False))
+    return Scenario(
+        name=None if name is None else str(name),
+        model=model,
+        hardware=hardware,
+        parallelism=parallelism,
+        training=training,
+    )

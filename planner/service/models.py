@@ -1,0 +1,93 @@
+"""SQLAlchemy tables of the planner's store (schema owned by the Alembic migrations).
+
+Every time column holds POSIX epoch seconds (float). JSON columns hold plain, JSON-serialisable
+values produced by the service (job snapshots, scenario documents, prediction and ETA dicts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the store's tables."""
+
+
+class JobRow(Base):
+    """One job of one scheduler/cluster: its latest snapshot, description, prediction and ETA."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("scheduler", "cluster", "job_id", name="uq_jobs_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    scheduler: Mapped[str] = mapped_column(String(32))
+    cluster: Mapped[str] = mapped_column(String(128))
+    job_id: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(256), default="")
+    user: Mapped[str] = mapped_column(String(128), default="")
+    status: Mapped[str] = mapped_column(String(32), index=True)
+    active: Mapped[bool] = mapped_column(default=True, index=True)
+    state: Mapped[dict[str, Any]] = mapped_column(JSON)
+    first_seen_s: Mapped[float] = mapped_column(Float)
+    last_seen_s: Mapped[float] = mapped_column(Float)
+    ended_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    described_by: Mapped[str] = mapped_column(String(32), default="none")
+    description_detail: Mapped[str] = mapped_column(Text, default="")
+    description_key: Mapped[str] = mapped_column(Text, default="")
+    scenario: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    prediction: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    train_iters: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    iteration: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_progress_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    log_cursor: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    eta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class StepSampleRow(Base):
+    """One progress observation of a job: mean step time over ``num_iterations`` ending at
+    ``iteration``, observed at ``time_s``."""
+
+    __tablename__ = "step_samples"
+    __table_args__ = (
+        UniqueConstraint("job_pk", "iteration", name="uq_step_samples_job_iteration"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    iteration: Mapped[int] = mapped_column(Integer)
+    step_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    num_iterations: Mapped[int] = mapped_column(Integer, default=1)
+    time_s: Mapped[float] = mapped_column(Float)
+    loss: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class PredictionRow(Base):
+    """History of what the planner predicted for a job (``kind``: ``eta`` or ``model``)."""
+
+    __tablename__ = "predictions"
+    __table_args__ = (Index("ix_predictions_job_time", "job_pk", "made_at_s"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    made_at_s: Mapped[float] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(String(16))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class SourceRow(Base):
+    """Health of one telemetry source (e.g. Slurm on one cluster): last success and last error."""
+
+    __tablename__ = "sources"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    scheduler: Mapped[str] = mapped_column(String(32))
+    cluster: Mapped[str] = mapped_column(String(128), default="")
+    last_attempt_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_success_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
+    nodes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    warnings: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)

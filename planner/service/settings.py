@@ -1,0 +1,131 @@
+"""Service settings: environment variables (``PLANNER_*``) over an optional YAML config file.
+
+Precedence, highest first: constructor arguments, environment variables (``PLANNER_PORT=9000``,
+nested with ``__``: ``PLANNER_SLURM__COMMAND_TIMEOUT_S=5``), the YAML file named by
+``PLANNER_CONFIG_FILE`` (same keys, nested mappings), then the embedded defaults below. With no
+configuration at all the service starts on 127.0.0.1:8080 with a SQLite store in
+``$XDG_STATE_HOME/llm-capacity-planner/planner.db`` (``~/.local/state/...`` when unset) and
+watches Slurm when its commands are on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from planner.errors import SpecError
+
+CONFIG_FILE_ENV = "PLANNER_CONFIG_FILE"
+
+
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/llm-capacity-planner`` or ``~/.local/state/llm-capacity-planner``."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "llm-capacity-planner"
+
+
+def default_database_url() -> str:
+    """SQLite file in :func:`default_state_dir` (the directory is created on start)."""
+    return f"sqlite:///{default_state_dir() / 'planner.db'}"
+
+
+class Toggle(StrEnum):
+    """``auto`` enables a source when it is detected (e.g. Slurm commands on PATH)."""
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
+class SlurmSettings(BaseModel):
+    """How the planner reaches Slurm: its command-line tools on this host."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: Toggle = Toggle.AUTO
+    cluster: str | None = Field(
+        default=None, description="Cluster label; default: Slurm's ClusterName."
+    )
+    bin_dir: str | None = Field(
+        default=None, description="Directory of squeue/sinfo/sacct; default: PATH."
+    )
+    command_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    use_sacct: bool | None = Field(
+        default=None, description="Read ended jobs from sacct; None = detect accounting."
+    )
+
+
+class Settings(BaseSettings):
+    """Every knob of ``planner serve``; see the module docstring for where values come from."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PLANNER_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    database_url: str = Field(default_factory=default_database_url)
+    ingest_interval_s: float = Field(default=15.0, gt=0, le=3600)
+    log_level: str = "INFO"
+    model_prior_log_sd: float = Field(
+        default=0.3,
+        gt=0,
+        le=5,
+        description="Log-space sd of the performance model's step-time prediction, the prior "
+        "of the ETA blend (uncalibrated analytic model: ~30%).",
+    )
+    max_log_bytes_per_cycle: int = Field(default=4 * 1024 * 1024, gt=0)
+    max_scenario_file_bytes: int = Field(default=1024 * 1024, gt=0)
+    ended_job_retention_s: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="Ended jobs stay in the store (and /v1/jobs) this long, then are pruned.",
+    )
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(CONFIG_FILE_ENV)
+        if config_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build :class:`Settings`; raises ``SpecError`` naming the bad key on invalid configuration."""
+    config_file = os.environ.get(CONFIG_FILE_ENV)
+    if config_file and not Path(config_file).is_file():
+        raise SpecError(CONFIG_FILE_ENV, f"config file {config_file!r} does not exist")
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "settings"
+        raise SpecError(
+            field,
+            f"{err['msg']} (set it with PLANNER_{field.upper().replace('.', '__')} "
+            f"or in the file named by {CONFIG_FILE_ENV})",
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise SpecError(CONFIG_FILE_ENV, f"cannot read config file: {exc}") from None

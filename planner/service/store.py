@@ -1,0 +1,161 @@
+"""The planner's store: SQLAlchemy over any database URL (SQLite file by default).
+
+The schema is created and upgraded by the Alembic migrations in ``planner/service/migrations``
+when the service starts (:meth:`Store.migrate`); data already stored is never dropped. Every
+database failure is raised as :class:`planner.errors.StoreError` and the transaction is rolled
+back, so a failed write leaves what was stored before untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from planner.errors import StoreError
+from planner.service.models import JobRow, PredictionRow, SourceRow, StepSampleRow
+
+log = logging.getLogger(__name__)
+
+_MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()
+
+
+class Store:
+    """Database access for the service; thread-safe (one session per unit of work).
+
+    ``url`` is any SQLAlchemy URL; for a SQLite file the parent directory is created. Raises
+    ``StoreError`` when the URL is malformed or the database cannot be opened.
+    """
+
+    def __init__(self, url: str) -> None:
+        try:
+            parsed = make_url(url)
+        except ArgumentError as exc:
+            raise StoreError(f"database_url {url!r} is not a SQLAlchemy URL: {exc}") from None
+        self.url = url
+        connect_args: dict[str, Any] = {}
+        if parsed.get_backend_name() == "sqlite":
+            connect_args["check_same_thread"] = False
+            if parsed.database and parsed.database != ":memory:":
+                try:
+                    Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise StoreError(f"cannot create the directory of {url!r}: {exc}") from None
+        try:
+            self.engine: Engine = create_engine(url, connect_args=connect_args)
+        except (SQLAlchemyError, ImportError) as exc:
+            raise StoreError(f"cannot open database {url!r}: {exc}") from None
+        if parsed.get_backend_name() == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema to the newest Alembic revision; raises ``StoreError``."""
+        cfg = Config()
+        cfg.set_main_option("script_location", str(_MIGRATIONS))
+        try:
+            with self.engine.begin() as connection:
+                cfg.attributes["connection"] = connection
+                command.upgrade(cfg, "head")
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot migrate database {self.url!r}: {exc}") from None
+
+    def revision(self) -> str | None:
+        """The Alembic revision the database is at (None before the first migration)."""
+        with self.engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: commits on success, rolls back and raises ``StoreError`` on failure."""
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except SQLAlchemyError as exc:
+            session.rollback()
+            raise StoreError(f"database error: {exc}") from None
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    # ---------------------------------------------------------------- read helpers for the API
+
+    def list_jobs(self, *, active_only: bool = False, status: str | None = None) -> list[JobRow]:
+        """Jobs ordered by scheduler, cluster and numeric job id where possible."""
+        with self.session() as s:
+            query = select(JobRow)
+            if active_only:
+                query = query.where(JobRow.active.is_(True))
+            if status:
+                query = query.where(JobRow.status == status)
+            rows = list(s.scalars(query))
+        return sorted(rows, key=lambda r: (r.scheduler, r.cluster, _job_sort_key(r.job_id)))
+
+    def find_jobs(
+        self, job_id: str, *, scheduler: str | None = None, cluster: str | None = None
+    ) -> list[JobRow]:
+        """Every stored job with this id (several when clusters share ids)."""
+        with self.session() as s:
+            query = select(JobRow).where(JobRow.job_id == job_id)
+            if scheduler:
+                query = query.where(JobRow.scheduler == scheduler)
+            if cluster:
+                query = query.where(JobRow.cluster == cluster)
+            return list(s.scalars(query))
+
+    def samples(self, job_pk: int, *, limit: int = 200) -> list[StepSampleRow]:
+        """The newest ``limit`` step samples of a job, oldest first."""
+        with self.session() as s:
+            rows = s.scalars(
+                select(StepSampleRow)
+                .where(StepSampleRow.job_pk == job_pk)
+                .order_by(StepSampleRow.iteration.desc())
+                .limit(limit)
+            )
+            return list(reversed(list(rows)))
+
+    def predictions(self, job_pk: int, *, kind: str, limit: int = 100) -> list[PredictionRow]:
+        """The newest ``limit`` stored predictions of one kind for a job, oldest first."""
+        with self.session() as s:
+            rows = s.scalars(
+                select(PredictionRow)
+                .where(PredictionRow.job_pk == job_pk, PredictionRow.kind == kind)
+                .order_by(PredictionRow.made_at_s.desc())
+                .limit(limit)
+            )
+            return list(reversed(list(rows)))
+
+    def sources(self) -> Sequence[SourceRow]:
+        """Health rows of every source the service has polled."""
+        with self.session() as s:
+            return list(s.scalars(select(SourceRow).order_by(SourceRow.name)))
+
+
+def _job_sort_key(job_id: str) -> tuple[int, str]:
+    head = job_id.split("_", 1)[0]
+    return (int(head), job_id) if head.isdigit() else (1 << 62, job_id)

@@ -1,0 +1,143 @@
+"""What the adapters report about the outside world, as frozen snapshots.
+
+Adapters (``adapters/slurm``, ``adapters/logs``, later Kubernetes and Prometheus) translate what
+schedulers and logs say into these values; the core and the service consume only these.
+All times are POSIX epoch seconds (float, UTC); durations are seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class JobStatus(StrEnum):
+    """Scheduler-neutral job state. Slurm's states map onto these (``adapters.slurm``)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETING = "completing"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    UNKNOWN = "unknown"
+
+    @property
+    def is_active(self) -> bool:
+        """True while the job is queued or holds resources (pending to suspended)."""
+        return self in _ACTIVE
+
+
+_ACTIVE = frozenset(
+    {JobStatus.PENDING, JobStatus.RUNNING, JobStatus.COMPLETING, JobStatus.SUSPENDED}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobState:
+    """One job as its scheduler reports it at one moment.
+
+    ``num_gpus`` is the GPU count allocated (running jobs) or requested (pending jobs), from the
+    scheduler's GRES/TRES; ``gpus_allocated`` says which. ``gpu_type`` is the scheduler's GRES type
+    name (e.g. ``"h100"``), not a catalog key. ``command`` is the job's command line or batch script
+    path; ``batch_script`` its text when the scheduler could give it. ``stdout_path`` is already
+    expanded (no ``%j`` patterns). ``expected_start_time_s`` is the scheduler's estimate for a
+    pending job (Slurm's backfill estimate), if any.
+    """
+
+    scheduler: str
+    cluster: str
+    job_id: str
+    name: str = ""
+    user: str = ""
+    partition: str = ""
+    account: str = ""
+    status: JobStatus = JobStatus.UNKNOWN
+    state_reason: str = ""
+    node_list: tuple[str, ...] = ()
+    num_nodes: int = 0
+    num_gpus: int = 0
+    gpus_allocated: bool = False
+    gpu_type: str | None = None
+    submit_time_s: float | None = None
+    start_time_s: float | None = None
+    end_time_s: float | None = None
+    expected_start_time_s: float | None = None
+    time_limit_s: float | None = None
+    stdout_path: str | None = None
+    work_dir: str | None = None
+    command: str | None = None
+    batch_script: str | None = None
+    comment: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeState:
+    """One node of a cluster: GPU capacity and use, from the scheduler."""
+
+    name: str
+    state: str
+    num_gpus: int = 0
+    num_gpus_allocated: int = 0
+    gpu_type: str | None = None
+    num_cpus: int = 0
+    memory_bytes: float = 0.0
+    partitions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterSnapshot:
+    """Everything one scheduler source reported in one poll (``taken_at_s`` epoch seconds).
+
+    ``jobs`` holds the active jobs and, when the scheduler's accounting could tell, jobs that
+    ended recently (their final state and end time). ``warnings`` lists non-fatal problems met
+    while reading (e.g. accounting disabled), one line each.
+    """
+
+    scheduler: str
+    cluster: str
+    taken_at_s: float
+    jobs: tuple[JobState, ...] = ()
+    nodes: tuple[NodeState, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgressRecord:
+    """One training-progress observation parsed from a job's log.
+
+    ``iteration`` is the number of optimizer steps completed; ``train_iters`` the total the job
+    will run, when the line says. ``step_time_s`` is the mean wall time per iteration over the
+    ``num_iterations`` iterations the line summarises (Megatron logs one line per
+    ``--log-interval``). ``timestamp_s`` is the time printed on the line, or None when the line
+    carries none (the reader then uses the time it read the line). ``framework`` names the log
+    format (``megatron``, ``torchtitan``, ``lightning``, ...).
+    """
+
+    iteration: int
+    train_iters: int | None = None
+    step_time_s: float | None = None
+    num_iterations: int = 1
+    timestamp_s: float | None = None
+    loss: float | None = None
+    tokens_per_s: float | None = None
+    framework: str = "megatron"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TailCursor:
+    """Where reading a log file stopped: lets the service resume after a restart.
+
+    ``inode`` and ``size_bytes`` detect rotation or truncation; ``offset_bytes`` points just past
+    the last complete line consumed; a partial last line is re-read next time.
+    ``last_iteration`` is the iteration of the last Megatron-style interval line consumed, so
+    the next read can tell how many iterations its first line averages over (None: unknown).
+    """
+
+    path: str
+    inode: int = 0
+    offset_bytes: int = 0
+    size_bytes: int = 0
+    last_iteration: int | None = None

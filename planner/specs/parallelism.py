@@ -1,0 +1,104 @@
+"""How a training job is split over its GPUs (Megatron-LM terms), as a frozen value object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from planner.errors import SpecError
+from planner.specs._checks import require_bool, require_int
+from planner.specs.hardware import Precision
+
+
+class Recompute(StrEnum):
+    """Activation recomputation (Megatron ``--recompute-granularity``; Korthikanti et al. 2022)."""
+
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParallelismSpec:
+    """Tensor/pipeline/context/expert/data parallel degrees, batch split and memory knobs.
+
+    ``virtual_pipeline`` is the number of interleaved 1F1B model chunks per pipeline rank.
+    ``global_batch_size`` and ``micro_batch_size`` count sequences. ``zero_stage``: 0 plain data
+    parallel, 1 distributed optimizer (Megatron ``--use-distributed-optimizer``), 2 also shards
+    gradients, 3 also shards weights (FSDP). ``flash_attention`` (extra field, default true as in
+    Megatron-Core) means the ``s x s`` attention scores are never stored. Raises ``SpecError``
+    naming ``parallelism.<field>``; checks that involve the model or the GPU count live in
+    ``Scenario``.
+    """
+
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    context_parallel: int = 1
+    expert_parallel: int = 1
+    data_parallel: int = 1
+    virtual_pipeline: int = 1
+    sequence_parallel: bool = False
+    micro_batch_size: int = 1
+    global_batch_size: int
+    recompute: Recompute = Recompute.NONE
+    zero_stage: int = 1
+    precision: Precision = Precision.BF16
+    flash_attention: bool = True
+
+    def __post_init__(self) -> None:
+        for name in (
+            "tensor_parallel",
+            "pipeline_parallel",
+            "context_parallel",
+            "expert_parallel",
+            "data_parallel",
+            "virtual_pipeline",
+            "micro_batch_size",
+            "global_batch_size",
+        ):
+            require_int(f"parallelism.{name}", getattr(self, name))
+        require_int("parallelism.zero_stage", self.zero_stage, minimum=0)
+        if self.zero_stage > 3:
+            raise SpecError(
+                "parallelism.zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage}"
+            )
+        require_bool("parallelism.sequence_parallel", self.sequence_parallel)
+        require_bool("parallelism.flash_attention", self.flash_attention)
+        if not isinstance(self.recompute, Recompute):
+            raise SpecError(
+                "parallelism.recompute", f"must be none, selective or full, got {self.recompute!r}"
+            )
+        if not isinstance(self.precision, Precision):
+            raise SpecError(
+                "parallelism.precision",
+                f"must be one of {', '.join(Precision)}, got {self.precision!r}",
+            )
+        if self.sequence_parallel and self.tensor_parallel == 1:
+            raise SpecError(
+                "parallelism.sequence_parallel",
+                "needs tensor_parallel > 1 (it shards along the tensor-parallel group); "
+                "set it to false",
+            )
+        if self.virtual_pipeline > 1 and self.pipeline_parallel == 1:
+            raise SpecError(
+                "parallelism.virtual_pipeline",
+                "interleaving needs pipeline_parallel > 1; set virtual_pipeline to 1",
+            )
+        per_step = self.data_parallel * self.micro_batch_size
+        if self.global_batch_size % per_step:
+            raise SpecError(
+                "parallelism.global_batch_size",
+                f"{self.global_batch_size} is not divisible by data_parallel·micro_batch_size = "
+                f"{self.data_parallel}·{self.micro_batch_size} = {per_step}; use a multiple of "
+                f"{per_step} (e.g. {max(per_step, self.global_batch_size // per_step * per_step)})",
+            )
+
+    @property
+    def model_parallel_size(self) -> int:
+        """GPUs holding one model replica: ``tp * pp * cp`` (no data or expert parallelism)."""
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+
+    @property
+    def num_microbatches(self) -> int:
+        """Microbatches per pipeline per iteration, ``global / (data_parallel * micro_batch)``."""
+        return self.global_batch_size // (self.data_parallel * self.micro_batch_size)

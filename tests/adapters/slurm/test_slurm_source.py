@@ -1,0 +1,290 @@
+"""SlurmSource with an injected runner replaying outputs recorded from Slurm 22.05.8."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from adapters.slurm.source import CommandResult, SlurmSource, detect_slurm, subprocess_runner
+from planner.errors import SourcePermanentError, SourceTemporaryError
+from planner.ports import SchedulerSource
+from planner.specs.job import JobStatus
+
+DATA = Path(__file__).parents[2] / "data" / "slurm"
+
+
+def read(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+Handler = Callable[[list[str]], CommandResult]
+
+
+class FakeRunner:
+    """Answers each Slurm command from a table; records the calls."""
+
+    def __init__(self, handlers: Mapping[str, Handler | CommandResult | Exception]) -> None:
+        self.handlers = dict(handlers)
+        self.calls: list[list[str]] = []
+        self.envs: list[Mapping[str, str]] = []
+
+    def __call__(
+        self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str]
+    ) -> CommandResult:
+        self.calls.append(list(argv))
+        self.envs.append(env)
+        handler = self.handlers[os.path.basename(argv[0])]
+        if isinstance(handler, Exception):
+            raise handler
+        if isinstance(handler, CommandResult):
+            return handler
+        return handler(list(argv))
+
+    def commands(self, name: str) -> list[list[str]]:
+        return [c for c in self.calls if os.path.basename(c[0]) == name]
+
+
+def ok(text: str) -> CommandResult:
+    return CommandResult(0, text, "")
+
+
+def scripts(argv: list[str]) -> CommandResult:
+    job_id = argv[3]
+    if job_id == "4":
+        return ok(read("batch_script_4.sh"))
+    if job_id == "5":
+        return ok(read("batch_script_5_wrap.sh"))
+    return CommandResult(0, "", "job script retrieval failed: Job script not specified\n")
+
+
+def recorded(**overrides: Handler | CommandResult | Exception) -> FakeRunner:
+    handlers: dict[str, Handler | CommandResult | Exception] = {
+        "squeue": ok(read("squeue.json")),
+        "sinfo": ok(read("sinfo.json")),
+        "sacct": ok(read("sacct_ended.json")),
+        "scontrol": scripts,
+    }
+    handlers.update(overrides)
+    return FakeRunner(handlers)
+
+
+def test_slurm_source_satisfies_the_port() -> None:
+    source: SchedulerSource = SlurmSource(runner=recorded())
+    assert source.scheduler == "slurm"
+
+
+def test_snapshot_merges_active_ended_nodes_and_scripts() -> None:
+    runner = recorded()
+    source = SlurmSource(runner=runner, clock=lambda: 1795243000.0, env={"SLURM_CONF": "/x.conf"})
+    snap = source.snapshot()
+    assert (snap.scheduler, snap.cluster, snap.taken_at_s) == ("slurm", "devcluster", 1795243000.0)
+    jobs = {j.job_id: j for j in snap.jobs}
+    assert jobs["4"].batch_script is not None
+    assert "--tensor-model-parallel-size 2" in jobs["4"].batch_script
+    assert jobs["5"].batch_script == read("batch_script_5_wrap.sh")
+    assert jobs["7"].batch_script is None  # srun job: no script, not even asked
+    assert jobs["17"].status is JobStatus.COMPLETED  # only sacct knows it
+    assert jobs["17"].num_gpus == 3
+    assert jobs["1"].status is JobStatus.RUNNING  # squeue's view wins over sacct's
+    assert [n.name for n in snap.nodes] == ["node1", "node2"]
+    assert snap.warnings == ()
+    assert all(env["SLURM_CONF"] == "/x.conf" for env in runner.envs)
+    assert "PATH" in runner.envs[0]
+    (sacct,) = runner.commands("sacct")
+    assert "--json" in sacct
+    assert "CD,F,CA,TO,NF,OOM,PR,BF,DL" in sacct
+    script_ids = sorted(c[3] for c in runner.commands("scontrol"))
+    # active batch jobs only (not 2/3 which ended, not srun job 7); by Slurm's numeric id
+    assert script_ids == sorted(["1", "4", "5", "9", "8", "10", "6", "11", "13"])
+
+
+def test_batch_scripts_are_fetched_once_per_job() -> None:
+    runner = recorded()
+    source = SlurmSource(runner=runner)
+    source.snapshot()
+    first = len(runner.commands("scontrol"))
+    snap = source.snapshot()
+    assert len(runner.commands("scontrol")) == first
+    assert {j.job_id: j for j in snap.jobs}["4"].batch_script is not None
+
+
+def test_batch_script_fetches_are_capped_per_snapshot() -> None:
+    runner = recorded()
+    source = SlurmSource(runner=runner, max_script_fetches=2)
+    source.snapshot()
+    assert len(runner.commands("scontrol")) == 2
+    source.snapshot()
+    assert len(runner.commands("scontrol")) == 4
+
+
+def test_batch_script_failure_is_a_warning() -> None:
+    runner = recorded(scontrol=TimeoutError("slow"))
+    snap = SlurmSource(runner=runner, max_script_fetches=1).snapshot()
+    assert any("batch script of job" in w for w in snap.warnings)
+
+
+def test_no_scripts_when_disabled() -> None:
+    runner = recorded()
+    SlurmSource(runner=runner, fetch_batch_scripts=False, use_sacct=False).snapshot()
+    assert runner.commands("scontrol") == []
+    assert runner.commands("sacct") == []
+
+
+def test_accounting_disabled_is_detected_once_and_warned() -> None:
+    disabled = CommandResult(1, "", read("sacct_accounting_disabled.stderr"))
+    runner = recorded(sacct=disabled)
+    source = SlurmSource(runner=runner)
+    first = source.snapshot()
+    second = source.snapshot()
+    assert len(runner.commands("sacct")) == 1
+    for snap in (first, second):
+        assert any("accounting is disabled" in w for w in snap.warnings)
+        assert {j.job_id for j in snap.jobs} >= {"4", "8"}
+
+
+def test_accounting_disabled_with_use_sacct_true_is_permanent() -> None:
+    runner = recorded(sacct=CommandResult(1, "", read("sacct_accounting_disabled.stderr")))
+    with pytest.raises(SourcePermanentError, match="accounting"):
+        SlurmSource(runner=runner, use_sacct=True).snapshot()
+
+
+def test_slurmdbd_down_is_a_warning() -> None:
+    down = CommandResult(1, "", "sacct: error: Problem talking to the database: Connection refused")
+    snap = SlurmSource(runner=recorded(sacct=down)).snapshot()
+    assert any("Connection refused" in w for w in snap.warnings)
+
+
+def test_cluster_name_from_config_when_jobs_do_not_say() -> None:
+    def scontrol(argv: list[str]) -> CommandResult:
+        assert argv[1:] == ["show", "config"]
+        return ok(read("scontrol_show_config.txt"))
+
+    runner = recorded(squeue=ok('{"jobs": []}'), sacct=ok('{"jobs": []}'), scontrol=scontrol)
+    source = SlurmSource(runner=runner)
+    assert source.snapshot().cluster == "devcluster"
+    assert source.snapshot().cluster == "devcluster"
+    assert len(runner.commands("scontrol")) == 1  # cached
+
+
+def test_cluster_override_wins() -> None:
+    snap = SlurmSource("prod", runner=recorded()).snapshot()
+    assert snap.cluster == "prod"
+    assert {j.cluster for j in snap.jobs} == {"prod"}
+
+
+def test_controller_down_json_is_temporary() -> None:
+    runner = recorded(squeue=ok(read("squeue_controller_down.stdout")))
+    with pytest.raises(SourceTemporaryError) as err:
+        SlurmSource(runner=runner).snapshot()
+    assert err.value.source == "slurm:squeue"
+
+
+@pytest.mark.parametrize(
+    ("result", "error"),
+    [
+        (TimeoutError("x"), SourceTemporaryError),
+        (FileNotFoundError("squeue"), SourcePermanentError),
+        (PermissionError("squeue"), SourcePermanentError),
+        (
+            CommandResult(1, "", "squeue: error: Unable to contact slurm controller"),
+            SourceTemporaryError,
+        ),
+        (
+            CommandResult(1, "", "sinfo: fatal: Could not establish a configuration source"),
+            SourcePermanentError,
+        ),
+        (CommandResult(1, "", ""), SourceTemporaryError),
+        (ok("garbage"), SourcePermanentError),
+    ],
+)
+def test_command_failures_map_to_source_errors(
+    result: CommandResult | Exception, error: type[Exception]
+) -> None:
+    with pytest.raises(error) as err:
+        SlurmSource(runner=recorded(squeue=result)).snapshot()
+    assert err.value.source == "slurm:squeue"  # type: ignore[attr-defined]
+
+
+def test_bin_dir_prefixes_commands() -> None:
+    runner = recorded()
+    SlurmSource(runner=runner, bin_dir="/opt/slurm/bin", use_sacct=False).snapshot()
+    assert runner.calls[0][0] == "/opt/slurm/bin/squeue"
+
+
+def test_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="timeout_s"):
+        SlurmSource(timeout_s=0)
+
+
+# --------------------------------------------------------------------------- default runner
+
+
+def test_subprocess_runner_kills_on_timeout() -> None:
+    start = time.monotonic()
+    with pytest.raises(TimeoutError):
+        subprocess_runner([sys.executable, "-c", "import time; time.sleep(30)"], 0.3, os.environ)
+    assert time.monotonic() - start < 2.0
+
+
+def test_subprocess_runner_missing_command() -> None:
+    with pytest.raises(FileNotFoundError):
+        subprocess_runner(["/nonexistent/squeue"], 1.0, os.environ)
+
+
+def test_real_runner_through_source_on_a_fake_squeue(tmp_path: Path) -> None:
+    """The default runner end to end, with shell scripts standing in for the Slurm commands."""
+    for name, body in {
+        "squeue": f"cat {DATA / 'squeue.json'}",
+        "sinfo": f"cat {DATA / 'sinfo.json'}",
+        "sacct": "echo 'Slurm accounting storage is disabled' >&2; exit 1",
+        "scontrol": 'echo "conf=$SLURM_CONF"',
+    }.items():
+        path = tmp_path / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+    source = SlurmSource(bin_dir=str(tmp_path), env={"SLURM_CONF": "/etc/x.conf"})
+    snap = source.snapshot()
+    assert {j.job_id: j for j in snap.jobs}["4"].batch_script == "conf=/etc/x.conf\n"
+    assert any("accounting" in w for w in snap.warnings)
+
+
+def test_detect_slurm(tmp_path: Path) -> None:
+    assert detect_slurm(str(tmp_path)) is False
+    for name in ("squeue", "sinfo"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    assert detect_slurm(str(tmp_path)) is True
+
+
+# --------------------------------------------------------------------------- read_text_file
+
+
+def test_read_text_file(tmp_path: Path) -> None:
+    source = SlurmSource(runner=recorded())
+    path = tmp_path / "x.yaml"
+    path.write_text("model: gpt\n")
+    assert source.read_text_file(str(path), 100) == "model: gpt\n"
+    with pytest.raises(SourcePermanentError, match="larger than the 5-byte limit"):
+        source.read_text_file(str(path), 5)
+    with pytest.raises(SourcePermanentError, match="no such file"):
+        source.read_text_file(str(tmp_path / "missing.yaml"), 100)
+    with pytest.raises(SourcePermanentError, match="not a regular file"):
+        source.read_text_file(str(tmp_path), 100)
+    with pytest.raises(SourcePermanentError, match="not an absolute path"):
+        source.read_text_file("x.yaml", 100)
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe")
+    with pytest.raises(SourcePermanentError, match="not UTF-8"):
+        source.read_text_file(str(tmp_path / "bin.yaml"), 100)
+
+
+def test_subprocess_module_is_only_used_by_the_source() -> None:
+    root = Path(__file__).parents[3] / "adapters" / "slurm"
+    users = [p.name for p in root.glob("*.py") if "subprocess" in p.read_text()]
+    assert users == ["source.py"]
+    assert subprocess is not None

@@ -1,0 +1,4 @@
+#!/bin/sh
+# This script was created by sbatch --wrap.
+
+sleep 900

@@ -1,0 +1,322 @@
+"""End to end on real components: `planner serve` watches a real Slurm running a real DDP job.
+
+The stack (munge, MariaDB + slurmdbd, slurmctld, two slurmd with fake H100 GRES) is started by
+the `slurm_stack` fixture from deploy/dev; the job is deploy/dev/tiny_gpt (PyTorch DDP over gloo,
+2 ranks on CPU, launched with srun, Megatron-LM iteration lines) with its scenario attached in
+the comment. The service runs as a real `python -m planner serve` process.
+
+What the ETA test saw is printed (and appended to $PLANNER_E2E_REPORT when set).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.slurm_stack import SlurmStack
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY_GPT = ROOT / "deploy" / "dev" / "tiny_gpt"
+TRAIN_ITERS = int(os.environ.get("PLANNER_E2E_TRAIN_ITERS", "900"))
+ETA_TOLERANCE = 0.15
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(what: str, timeout_s: float, probe: Callable[[], Any], every_s: float = 0.5) -> Any:
+    """Poll ``probe`` until it returns a truthy value; fail with ``what`` after the deadline."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except (httpx.HTTPError, KeyError, ValueError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(every_s)
+    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class Service:
+    """A running `planner serve` process."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+    env: dict[str, str]
+
+    def get(self, path: str, **params: Any) -> httpx.Response:
+        return httpx.get(self.url + path, params=params, timeout=10)
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        response = self.get(f"/v1/jobs/{job_id}")
+        response.raise_for_status()
+        return response.json()  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_service(env: dict[str, str], log_path: Path) -> Service:
+    port = _free_port()
+    env = {**env, "PLANNER_PORT": str(port)}
+    log_file = log_path.open("ab")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "planner", "serve"],
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
+    service = Service(process, f"http://127.0.0.1:{port}", log_path, env)
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            pytest.fail(f"planner serve exited {process.returncode}:\n{service.log_text()}")
+        return service.get("/healthz").status_code == 200
+
+    wait_until("planner serve to answer /healthz", 60, healthy)
+    return service
+
+
+@pytest.fixture(scope="module")
+def planner_env(
+    slurm_stack: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    state = tmp_path_factory.mktemp("planner-state")
+    return {
+        **os.environ,
+        **slurm_stack.env,
+        "PLANNER_DATABASE_URL": f"sqlite:///{state / 'planner.db'}",
+        "PLANNER_INGEST_INTERVAL_S": "1",
+        "PLANNER_SLURM__COMMAND_TIMEOUT_S": "5",
+        "PLANNER_LOG_LEVEL": "INFO",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture(scope="module")
+def service(
+    planner_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
+    log_path = tmp_path_factory.mktemp("planner-log") / "serve.log"
+    svc = start_service(planner_env, log_path)
+    try:
+        yield svc
+    finally:
+        svc.stop()
+        if os.environ.get("CI"):
+            print(f"\n--- planner serve log (tail) ---\n{svc.log_text()[-4000:]}")
+
+
+def submit_tiny_gpt(env: dict[str, str], out_dir: Path) -> str:
+    """sbatch the tiny GPT job with its scenario in the comment; returns the job id."""
+    scenario = out_dir / "scenario.yaml"
+    shutil.copy(TINY_GPT / "scenario.yaml", scenario)
+    text = scenario.read_text().replace("train_iters: 900", f"train_iters: {TRAIN_ITERS}")
+    scenario.write_text(text)
+    result = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            f"--comment=planner:scenario={scenario}",
+            f"--output={out_dir}/tiny-gpt-%j.out",
+            f"--chdir={ROOT}",
+            str(TINY_GPT / "job.sbatch"),
+        ],
+        env={
+            **env,
+            "PLANNER_PYTHON": sys.executable,
+            "TINY_GPT_DIR": str(TINY_GPT),
+            "TINY_GPT_TRAIN_ITERS": str(TRAIN_ITERS),
+        },
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().split(";")[0]
+
+
+def report(figures: dict[str, Any]) -> None:
+    line = json.dumps(figures, sort_keys=True)
+    print(f"\nE2E ETA figures: {line}")
+    path = os.environ.get("PLANNER_E2E_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def test_service_tracks_a_real_training_job_and_predicts_its_end(
+    service: Service,
+    planner_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    wait_until("first ingest cycle", 60, lambda: service.get("/readyz").status_code == 200)
+    tmp_path.chmod(0o777)
+    job_id = submit_tiny_gpt(planner_env, tmp_path)
+
+    # The job shows up with the right allocation and description.
+    def running() -> dict[str, Any] | None:
+        job = service.job(job_id)
+        return job if job["status"] == "running" else None
+
+    job = wait_until(f"job {job_id} running in /v1/jobs", 60, running)
+    assert job["num_gpus"] == 2
+    assert job["gpus_allocated"] is True
+    assert job["gpu_type"] == "h100"
+    assert job["node_list"]
+    assert job["node_list"][0].startswith("node")
+    assert job["described_by"] == "scenario_file"
+    assert job["prediction"]["iteration_time_s"] > 0
+    assert job["stdout_path"] == f"{tmp_path}/tiny-gpt-{job_id}.out"
+
+    # Progress advances.
+    first = wait_until(
+        "first progress", 90, lambda: (service.job(job_id)["progress"]["iteration"] or 0) > 0
+    )
+    assert first
+    seen: list[int] = []
+
+    def progressed() -> bool:
+        iteration = service.job(job_id)["progress"]["iteration"] or 0
+        seen.append(iteration)
+        return iteration > seen[0]
+
+    wait_until("progress to advance", 30, progressed)
+
+    # Once 30% of the iterations are done: the p50 predicted completion time.
+    def at_30_percent() -> dict[str, Any] | None:
+        j = service.job(job_id)
+        ratio = (j["eta"] or {}).get("progress_ratio") or 0.0
+        return j if ratio >= 0.3 else None
+
+    snapshot = wait_until("30% progress", 180, at_30_percent, every_s=0.25)
+    eta = snapshot["eta"]
+    predicted_end_s = eta["completion_time_s"]["p50"]
+    band = (eta["completion_time_s"]["p10"], eta["completion_time_s"]["p90"])
+    seen_at_s = time.time()
+
+    metrics = service.get("/metrics").text
+    labels = f'cluster="{snapshot["cluster"]}",job_id="{job_id}",scheduler="slurm"'
+    for name in (
+        "planner_job_progress_ratio",
+        "planner_job_step_time_seconds",
+        "planner_job_predicted_completion_timestamp_seconds",
+    ):
+        assert f"{name}{{{labels}}}" in metrics, name
+    eta_labels = (
+        f'cluster="{snapshot["cluster"]}",job_id="{job_id}",quantile="0.9",scheduler="slurm"'
+    )
+    assert f"planner_job_eta_seconds{{{eta_labels}}}" in metrics
+
+    def ended() -> dict[str, Any] | None:
+        j = service.job(job_id)
+        return j if not j["active"] and j["end_time_s"] else None
+
+    final = wait_until(f"job {job_id} to end", 300, ended, every_s=1.0)
+    assert final["status"] == "completed", final
+    assert final["progress"]["iteration"] == TRAIN_ITERS
+    start_s, end_s = final["start_time_s"], final["end_time_s"]
+    duration_s = end_s - start_s
+    error = abs(predicted_end_s - end_s) / duration_s
+    figures = {
+        "job_id": job_id,
+        "train_iters": TRAIN_ITERS,
+        "progress_ratio_at_check": snapshot["eta"]["progress_ratio"],
+        "eta_method": eta.get("method"),
+        "model_step_time_s": snapshot["prediction"]["iteration_time_s"],
+        "observed_step_time_p50_s": eta["step_time_s"]["p50"],
+        "predicted_end_minus_real_end_s": round(predicted_end_s - end_s, 2),
+        "p10_p90_band_s": [round(band[0] - end_s, 2), round(band[1] - end_s, 2)],
+        "real_in_band": band[0] <= end_s <= band[1],
+        "job_duration_s": duration_s,
+        "checked_at_minus_start_s": round(seen_at_s - start_s, 1),
+        "error_ratio_of_duration": round(error, 4),
+    }
+    with capsys.disabled():
+        report(figures)
+    assert error <= ETA_TOLERANCE, figures
+
+
+def test_slurmctld_outage_serves_last_state_then_recovers(
+    service: Service, slurm_stack: SlurmStack
+) -> None:
+    wait_until("a first ingest", 60, lambda: service.get("/readyz").status_code == 200)
+    before = service.get("/v1/jobs").json()
+    assert before["stale"] is False
+
+    def stale_listing() -> dict[str, Any] | None:
+        body: dict[str, Any] = service.get("/v1/jobs").json()
+        return body if body["stale"] and body["sources"][0]["last_error"] else None
+
+    slurm_stack.stop_slurmctld()
+    try:
+        stale = wait_until(
+            "/v1/jobs to report the source stale",
+            60,
+            stale_listing,
+        )
+        assert [j["job_id"] for j in stale["jobs"]] == [j["job_id"] for j in before["jobs"]]
+        assert stale["sources"][0]["age_s"] > 0
+        assert service.get("/healthz").status_code == 200
+        metrics = service.get("/metrics").text
+        assert "planner_source_up{" in metrics
+    finally:
+        slurm_stack.start_slurmctld()
+    wait_until(
+        "recovery after slurmctld restart",
+        90,
+        lambda: service.get("/v1/jobs").json()["stale"] is False,
+    )
+
+
+def test_restart_keeps_what_the_store_holds(
+    service: Service, planner_env: dict[str, str], tmp_path: Path
+) -> None:
+    before = service.get("/v1/jobs").json()["jobs"]
+    assert before, "the earlier tests leave at least one job in the store"
+    job_id = before[0]["job_id"]
+    detail_before = service.job(job_id)
+    service.stop()
+    restarted = start_service(service.env, tmp_path / "serve-2.log")
+    try:
+        detail_after = restarted.job(job_id)
+        assert detail_after["samples"] == detail_before["samples"]
+        assert detail_after["prediction"] == detail_before["prediction"]
+        assert len(detail_after["eta_history"]) >= 1
+    finally:
+        restarted.stop()

@@ -1,0 +1,60 @@
+"""FLOP counts against closed forms (Narayanan et al. SC'21; Korthikanti et al. 2022; 6N·D)."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.perf.flops import iteration_flops, model_flops_per_iteration
+from planner.perf.memory import total_params
+from planner.scenario import parse_scenario
+from planner.specs import ModelSpec, Recompute
+
+
+def _model(preset: str, **overrides: object) -> ModelSpec:
+    doc = {
+        "model": {"preset": preset, **overrides},
+        "hardware": {"gpu": "a100-80gb", "num_gpus": 8},
+        "parallelism": {"global_batch_size": 8},
+    }
+    return parse_scenario(doc).model
+
+
+def test_gpt3_175b_matches_megatron_closed_form() -> None:
+    m = _model("gpt3-175b", vocab_size=51200)
+    b, s, n_layers, h, v = 1536, 2048, 96, 12288, 51200
+    closed = 72 * b * s * n_layers * h**2 * (1 + s / (6 * h) + v / (12 * h * n_layers))
+    assert model_flops_per_iteration(m, num_sequences=b) == pytest.approx(closed, rel=1e-12)
+    # Narayanan et al. SC'21 eq. 3 counts a full-recompute forward pass too (96 instead of 72).
+    full = iteration_flops(m, num_sequences=b, recompute=Recompute.FULL)
+    narayanan = 96 * b * s * n_layers * h**2 * (1 + s / (6 * h) + v / (16 * n_layers * h))
+    assert full.hardware_total == pytest.approx(narayanan, rel=1e-12)
+
+
+def test_gpt3_175b_close_to_six_n_d() -> None:
+    m = _model("gpt3-175b")
+    tokens = 1536 * 2048
+    six_nd = 6 * total_params(m) * tokens
+    ratio = model_flops_per_iteration(m, num_sequences=1536) / six_nd
+    assert 1.0 < ratio < 1.15  # attention s² term (s/6h = 2.8 %) and untied LM head on top of 6N
+
+
+def test_selective_recompute_adds_attention_core_forward() -> None:
+    m = _model("gpt3-175b")
+    sel = iteration_flops(m, num_sequences=4, recompute=Recompute.SELECTIVE)
+    assert sel.recompute_attention_core == pytest.approx(sel.attention_core / 3)
+    assert sel.recompute_gemm == 0
+
+
+def test_gqa_swiglu_and_moe_flops() -> None:
+    dense = _model("llama3-8b")
+    per_token = model_flops_per_iteration(dense, num_sequences=1) / dense.seq_length
+    h, f, n_layers, s, v, kv = 4096, 14336, 32, 8192, 128256, 1024
+    fwd = n_layers * (2 * h * (h + 2 * kv) + 2 * h * h + 6 * h * f + 4 * s * h) + 2 * h * v
+    assert per_token == pytest.approx(3 * fwd)
+    moe = _model("mixtral-8x7b")
+    moe_tok = model_flops_per_iteration(moe, num_sequences=1) / moe.seq_length
+    dense_equiv = _model("mixtral-8x7b", num_experts=0, moe_router_topk=0)
+    dense_tok = model_flops_per_iteration(dense_equiv, num_sequences=1) / moe.seq_length
+    # top-2 of 8 experts: the MLP work doubles, plus the router
+    mlp = 3 * 32 * 6 * 4096 * 14336
+    assert moe_tok - dense_tok == pytest.approx(mlp + 3 * 32 * 2 * 4096 * 8)

@@ -1,0 +1,153 @@
+"""Megatron-LM arguments from command lines and sbatch scripts -> scenario documents."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.scenario import parse_scenario, predict_documents
+from planner.scenario.megatron_args import scenario_document_from_megatron_args
+
+SBATCH = r"""#!/bin/bash
+#SBATCH --job-name=llama3-70b
+#SBATCH --nodes=128
+#SBATCH --gpus-per-node=8
+#SBATCH --ntasks-per-node=8
+
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+NUM_LAYERS=80
+TP=8
+SEQ=8192
+
+GPT_ARGS="--num-layers ${NUM_LAYERS} --hidden-size 8192 \
+    --ffn-hidden-size 28672 --num-attention-heads 64"
+
+MODEL_ARGS=(
+    --group-query-attention --num-query-groups 8
+    --seq-length $SEQ --max-position-embeddings 8192
+    --swiglu
+    --untie-embeddings-and-output-weights   # Llama 3 unties
+    --tokenizer-type HuggingFaceTokenizer --tokenizer-model meta-llama/Meta-Llama-3-70B
+)
+
+srun python pretrain_gpt.py \
+    $GPT_ARGS "${MODEL_ARGS[@]}" \
+    --tensor-model-parallel-size=$TP \
+    --pipeline-model-parallel-size 4 \
+    --num-layers-per-virtual-pipeline-stage 5 \
+    --sequence-parallel \
+    --use-distributed-optimizer \
+    --recompute-granularity selective \
+    --micro-batch-size 1 --global-batch-size 512 \
+    --bf16 \
+    --train-iters 250000 \
+    --lr 3e-4 --save /ckpt --log-interval 10
+"""
+
+
+def test_sbatch_script_extraction() -> None:
+    doc = scenario_document_from_megatron_args(SBATCH, num_gpus=1024, gpu="h100", name="job-1")
+    assert doc is not None
+    model, par, hw = doc["model"], doc["parallelism"], doc["hardware"]
+    assert doc["name"] == "job-1"
+    assert model == {
+        "num_layers": 80,
+        "hidden_size": 8192,
+        "num_attention_heads": 64,
+        "vocab_size": 129024,  # Llama-3 tokenizer 128256 padded to a multiple of 128 * tp
+        "activation": "swiglu",
+        "untie_embeddings": True,
+        "seq_length": 8192,
+        "ffn_hidden_size": 28672,
+        "num_query_groups": 8,
+    }
+    assert par == {
+        "tensor_parallel": 8,
+        "pipeline_parallel": 4,
+        "context_parallel": 1,
+        "expert_parallel": 1,
+        "sequence_parallel": True,
+        "micro_batch_size": 1,
+        "precision": "bf16",
+        "zero_stage": 1,
+        "virtual_pipeline": 4,
+        "recompute": "selective",
+        "data_parallel": 32,
+        "global_batch_size": 512,
+    }
+    assert hw == {"gpu": "h100-sxm", "num_gpus": 1024}
+    assert doc["training"] == {"framework": "megatron", "train_iters": 250000}
+    scenario = parse_scenario(doc)
+    assert scenario.parallelism.data_parallel == 32
+    (out,) = predict_documents([doc])
+    assert out["time_to_train_s"] == pytest.approx(250000 * out["iteration_time_s"])
+
+
+def test_command_line_megatron_defaults_and_vocab_padding() -> None:
+    cmd = (
+        "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 24 --hidden-size 2048 "
+        "--num-attention-heads 16 --seq-length 2048 --num-query-groups 4 "
+        "--tensor-model-parallel-size 2 --sequence-parallel --fp8-format hybrid "
+        "--micro-batch-size 4 --recompute-granularity full --train-samples 1000"
+    )
+    doc = scenario_document_from_megatron_args(cmd, num_gpus=8, gpu="h100-sxm")
+    assert doc is not None
+    assert "name" not in doc
+    model, par = doc["model"], doc["parallelism"]
+    assert model["vocab_size"] == 50432  # GPT-2 50257 padded to a multiple of 128 * tp
+    assert model["untie_embeddings"] is False  # Megatron ties by default
+    assert model["activation"] == "gelu"
+    assert "num_query_groups" not in model  # ignored without --group-query-attention
+    assert par["zero_stage"] == 0
+    assert par["precision"] == "fp8"
+    assert par["recompute"] == "full"
+    assert par["global_batch_size"] == 4 * 4  # Megatron default: micro-batch x dp
+    assert doc["training"]["total_tokens"] == 1000 * 2048
+    parse_scenario(doc)
+
+
+def test_moe_and_explicit_vocab() -> None:
+    cmd = (
+        "python pretrain_gpt.py --num-layers=32 --hidden-size=4096 --num-attention-heads=32 "
+        "--seq-length=4096 --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 8 "
+        "--padded-vocab-size 32000 --global-batch-size 256 --swiglu --ffn-hidden-size 14336 "
+        "--group-query-attention --num-query-groups 8"
+    )
+    doc = scenario_document_from_megatron_args(cmd, num_gpus=64, gpu="H100_80GB")
+    assert doc is not None
+    assert doc["model"]["num_experts"] == 8
+    assert doc["model"]["moe_router_topk"] == 2
+    assert doc["model"]["vocab_size"] == 32000
+    assert doc["parallelism"]["expert_parallel"] == 8
+    assert parse_scenario(doc).model.is_moe
+
+
+def test_no_model_arguments_returns_none() -> None:
+    assert (
+        scenario_document_from_megatron_args("python train.py --lr 1e-4", num_gpus=8, gpu=None)
+        is None
+    )
+    assert (
+        scenario_document_from_megatron_args(
+            "--num-layers 2 --hidden-size 64", num_gpus=None, gpu=None
+        )
+        is None
+    )
+
+
+def test_unknown_gpu_and_indivisible_gpus_are_left_for_parse() -> None:
+    cmd = (
+        "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+        "--tensor-model-parallel-size 4"
+    )
+    doc = scenario_document_from_megatron_args(cmd, num_gpus=6, gpu="tesla-k80")
+    assert doc is not None
+    assert "data_parallel" not in doc["parallelism"]
+    (out,) = predict_documents([doc])
+    assert out["error"].startswith("hardware.gpu: unknown GPU 'tesla-k80'")
+
+
+def test_unbalanced_quotes_fall_back() -> None:
+    text = 'echo "oops\n--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64'
+    doc = scenario_document_from_megatron_args(text, num_gpus=1, gpu="a100-80gb")
+    assert doc is not None
+    assert doc["model"]["num_layers"] == 2

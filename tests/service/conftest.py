@@ -1,0 +1,93 @@
+"""Fixtures for the service tests: a scripted scheduler source and a clock under test control."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from planner.errors import SourceError
+from planner.specs.job import ClusterSnapshot, JobState
+
+
+class ScriptedSource:
+    """A ``SchedulerSource`` whose next answer the test sets: a snapshot or an error.
+
+    It stands in for the scheduler in unit tests of the service; the real Slurm adapter is
+    exercised against a real slurmctld in tests/integration.
+    """
+
+    scheduler = "slurm"
+    name = "slurm"
+
+    def __init__(self) -> None:
+        self.answer: ClusterSnapshot | Exception = ClusterSnapshot(
+            scheduler="slurm", cluster="test", taken_at_s=0.0
+        )
+        self.calls = 0
+
+    def snapshot(self) -> ClusterSnapshot:
+        self.calls += 1
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def read_text_file(self, path: str, max_bytes: int) -> str:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise SourceError("file", f"{path}: {exc.strerror}") from None
+        return data[:max_bytes].decode()
+
+    def set_jobs(self, *jobs: JobState, taken_at_s: float = 0.0) -> None:
+        self.answer = ClusterSnapshot(
+            scheduler="slurm", cluster="test", taken_at_s=taken_at_s, jobs=tuple(jobs)
+        )
+
+
+class Clock:
+    """A settable clock (epoch seconds)."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def source() -> ScriptedSource:
+    return ScriptedSource()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'planner.db'}"
+
+
+JobFactory = Callable[..., JobState]
+
+
+@pytest.fixture
+def make_job() -> JobFactory:
+    def make(**kw: object) -> JobState:
+        base: dict[str, object] = {
+            "scheduler": "slurm",
+            "cluster": "test",
+            "job_id": "42",
+            "name": "train",
+            "user": "alice",
+            "num_gpus": 2,
+            "gpus_allocated": True,
+            "gpu_type": "h100",
+        }
+        base.update(kw)
+        return JobState(**base)  # type: ignore[arg-type]
+
+    return make

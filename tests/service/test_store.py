@@ -1,0 +1,40 @@
+"""The store: migrations are idempotent, data survives reopening, failures are StoreErrors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.errors import StoreError
+from planner.service.models import SourceRow
+from planner.service.store import Store
+
+
+def test_migrate_twice_and_reopen_keeps_rows(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'sub' / 'p.db'}"
+    store = Store(url)
+    store.migrate()
+    store.migrate()
+    assert store.revision() == "0001"
+    with store.session() as s:
+        s.add(SourceRow(name="slurm", scheduler="slurm", cluster="c", consecutive_failures=0))
+    store.dispose()
+    again = Store(url)
+    again.migrate()
+    assert [r.name for r in again.sources()] == ["slurm"]
+
+
+def test_failed_write_rolls_back_and_keeps_stored_data(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'p.db'}")
+    store.migrate()
+    with store.session() as s:
+        s.add(SourceRow(name="slurm", scheduler="slurm", cluster="c", consecutive_failures=0))
+    with pytest.raises(StoreError), store.session() as s:
+        s.add(SourceRow(name="slurm", scheduler="slurm", cluster="dup", consecutive_failures=0))
+    assert [r.cluster for r in store.sources()] == ["c"]
+
+
+def test_bad_url_is_a_store_error() -> None:
+    with pytest.raises(StoreError, match="not a SQLAlchemy URL"):
+        Store("not a url")
