@@ -307,10 +307,11 @@ def test_slurmctld_outage_serves_last_state_then_recovers(
 def test_restart_keeps_what_the_store_holds(
     service: Service, planner_env: dict[str, str], tmp_path: Path
 ) -> None:
-    before = service.get("/v1/jobs").json()["jobs"]
-    assert before, "the earlier tests leave at least one job in the store"
-    job_id = before[0]["job_id"]
+    trained = [j for j in service.get("/v1/jobs").json()["jobs"] if j["name"] == "tiny-gpt"]
+    assert trained, "the ETA test leaves its training job in the store"
+    job_id = trained[-1]["job_id"]
     detail_before = service.job(job_id)
+    assert detail_before["samples"]
     service.stop()
     restarted = start_service(service.env, tmp_path / "serve-2.log")
     try:
