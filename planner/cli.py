@@ -13,7 +13,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
@@ -29,18 +29,9 @@ app = typer.Typer(
 EXIT_INVALID = 2
 
 
-def _format_of(path: str) -> Literal["yaml", "json", "jsonl"]:
-    lower = path.lower()
-    if lower.endswith(".jsonl"):
-        return "jsonl"
-    if lower.endswith(".json"):
-        return "json"
-    return "yaml"
-
-
 def _documents(path: str) -> list[object]:
     """Raw documents of one input file (``-`` is standard input, read as YAML)."""
-    from planner.scenario import read_documents
+    from planner.scenario import format_for_path, read_documents
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
@@ -48,7 +39,7 @@ def _documents(path: str) -> list[object]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return [SpecError(path, f"cannot read the file ({reason}); check the path")]
     try:
-        return read_documents(text, _format_of(path), source=path)
+        return read_documents(text, format_for_path(path), source=path)
     except SpecError as exc:
         return [exc]
 

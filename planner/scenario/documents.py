@@ -53,6 +53,19 @@ def _expand(doc: object) -> list[object]:
     return list(doc) if isinstance(doc, list) else [doc]
 
 
+DocumentFormat = Literal["yaml", "json", "jsonl"]
+
+
+def format_for_path(path: str) -> DocumentFormat:
+    """The document format a file name implies: ``.jsonl``, ``.json``, else YAML."""
+    lower = path.lower()
+    if lower.endswith(".jsonl"):
+        return "jsonl"
+    if lower.endswith(".json"):
+        return "json"
+    return "yaml"
+
+
 def read_documents(text: str, fmt: Literal["yaml", "json", "jsonl"], source: str) -> list[object]:
     """Raw scenario documents of one file, in order.
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from planner.catalog import gpu_key_for_gres_type
 from planner.errors import PlannerError, SpecError
 from planner.scenario import (
+    format_for_path,
     parse_scenario,
     predict_documents,
     read_documents,
@@ -72,15 +73,6 @@ def scenario_path_from_comment(job: JobState) -> str | None:
     if not posixpath.isabs(path) and job.work_dir:
         path = posixpath.normpath(posixpath.join(job.work_dir, path))
     return path
-
-
-def _format_of(path: str) -> Literal["yaml", "json", "jsonl"]:
-    lower = path.lower()
-    if lower.endswith(".jsonl"):
-        return "jsonl"
-    if lower.endswith(".json"):
-        return "json"
-    return "yaml"
 
 
 def _train_iters(document: dict[str, Any]) -> int | None:
@@ -138,7 +130,7 @@ def describe_job(job: JobState, read_text: Callable[[str], str]) -> JobDescripti
     path = scenario_path_from_comment(job)
     if path is not None:
         try:
-            documents = read_documents(read_text(path), _format_of(path), source=path)
+            documents = read_documents(read_text(path), format_for_path(path), source=path)
         except PlannerError as exc:
             return JobDescription(described_by="scenario_file", detail=path, error=str(exc))
         if len(documents) != 1:
