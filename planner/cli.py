@@ -109,6 +109,10 @@ def serve(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Per-cycle chatter of the libraries stays out of the log unless asked for with DEBUG.
+    if settings.log_level.upper() != "DEBUG":
+        for noisy in ("apscheduler", "alembic"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         store = Store(settings.database_url)
         store.migrate()  # fail here with a message rather than inside the server's start-up

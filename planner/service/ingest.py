@@ -116,7 +116,11 @@ class Ingestor:
                     self._ingest_source(source)
                 except SourceError as exc:
                     report.results[name] = str(exc)
-                    log.warning("source %s failed, serving last good state: %s", name, exc)
+                    log.warning(
+                        "source %s failed, serving last good state: %s",
+                        name,
+                        " | ".join(line for line in str(exc).splitlines() if line.strip()),
+                    )
                     self._record_failure(source, str(exc))
                 except StoreError as exc:
                     report.results[name] = str(exc)
