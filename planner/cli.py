@@ -129,6 +129,45 @@ def serve(
     uvicorn.run(application, host=settings.host, port=settings.port, log_config=None)
 
 
+def _straggler_summary(result: dict[str, Any]) -> str:
+    lines = [result["explanation"]]
+    lines.append(
+        f"  actual {result['actual_step_time_s']:.3f} s/step, ideal "
+        f"{result['ideal_step_time_s']:.3f} s/step, launch slowdown "
+        f"{result['launch_slowdown']:.3f}x, replay error "
+        f"{100 * result['reproduction_error_ratio']:.2g}%"
+    )
+    stages = ", ".join(f"{k}: {v:.3f}" for k, v in result["by_stage"].items())
+    lines.append(f"  by stage: {stages}")
+    top = sorted(result["by_worker"], key=lambda w: -w["slowdown"])[:5]
+    workers = ", ".join(f"dp{w['dp_rank']}/pp{w['stage']}: {w['slowdown']:.3f}" for w in top)
+    lines.append(f"  top workers: {workers}")
+    return "\n".join(lines)
+
+
+@app.command()
+def stragglers(
+    trace: Annotated[str, typer.Argument(help="Per-rank operation trace (.parquet or .csv)")],
+    meta: Annotated[str, typer.Option("--meta", help="Job layout (meta YAML: dp_size, ...)")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+    skip_bad_rows: Annotated[
+        bool, typer.Option("--skip-bad-rows", help="Drop malformed rows (counted) instead")
+    ] = False,
+) -> None:
+    """What-if straggler analysis of a trace: slowdown, attribution and diagnosis."""
+    from adapters.traces import read_layout, read_op_trace
+    from planner.stragglers import analyse
+
+    try:
+        layout = read_layout(meta)
+        report = analyse(read_op_trace(trace, layout, skip_bad_rows=skip_bad_rows))
+    except SpecError as exc:
+        typer.echo(f"planner: invalid input: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    result = report.to_dict()
+    typer.echo(json.dumps(result) if as_json else _straggler_summary(result))
+
+
 @app.command()
 def version() -> None:
     """Print the planner's version."""

@@ -1,0 +1,205 @@
+"""Readers of trace files into ``planner.specs.trace`` values (pyarrow + numpy, no pandas)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa  # pyarrow ships no stubs
+import pyarrow.compute as pc  # pyarrow ships no stubs
+import pyarrow.csv as pa_csv  # pyarrow ships no stubs
+import pyarrow.parquet as pq  # pyarrow ships no stubs
+import yaml
+
+from planner.errors import SpecError
+from planner.specs.trace import OP_TYPES, OpTrace, StepTimeSeries, TraceLayout
+
+#: Columns an operation trace must have (the artifact's names).
+REQUIRED_COLUMNS = ("dp_rank", "stage", "step", "optype", "start_ts", "duration", "seq_id")
+#: Columns used when present (model chunk, micro-batch).
+OPTIONAL_COLUMNS = ("mc", "mb_id")
+_INT_COLUMNS = ("dp_rank", "stage", "step", "seq_id", "mc", "mb_id")
+_FLOAT_COLUMNS = ("start_ts", "duration")
+_CODES = {op.value: i for i, op in enumerate(OP_TYPES)}
+_META_KEYS = {
+    "dp_size": "data_parallel",
+    "pp_size": "pipeline_parallel",
+    "tp_size": "tensor_parallel",
+    "dsp_size": "context_parallel",
+    "vpp_size": "virtual_stages",
+    "world_size": "world_size",
+}
+
+
+def _read_table(path: str | Path) -> pa.Table:
+    """The file as an Arrow table: ``.parquet``/``.pq`` as parquet, anything else as CSV."""
+    source = str(path)
+    try:
+        if source.endswith((".parquet", ".pq")):
+            return pq.read_table(source)
+        return pa_csv.read_csv(source)
+    except FileNotFoundError:
+        raise SpecError(source, "no such file; check the path") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise SpecError(source, f"cannot read as a table ({exc})") from None
+
+
+def read_layout(path: str | Path) -> TraceLayout:
+    """The job layout from an artifact meta file (YAML: ``dp_size``, ``pp_size``, ``tp_size``,
+    ``dsp_size``, ``vpp_size``, ``world_size``, ``trial_name``). Raises ``SpecError``."""
+    source = str(path)
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(source, "no such file; check the path") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(source, f"cannot read the meta file ({exc})") from None
+    if not isinstance(doc, dict):
+        raise SpecError(source, "must be a YAML mapping with dp_size, pp_size, ...")
+    missing = [k for k in ("dp_size", "pp_size") if k not in doc]
+    if missing:
+        raise SpecError(f"{source}:{missing[0]}", "missing; the meta file must give it")
+    kwargs: dict[str, Any] = {_META_KEYS[k]: doc[k] for k in _META_KEYS if k in doc}
+    try:
+        return TraceLayout(name=str(doc.get("trial_name", "")), **kwargs)
+    except SpecError as exc:
+        raise SpecError(f"{source}:{exc.field}", exc.message) from None
+
+
+def _column(table: pa.Table, name: str) -> pa.ChunkedArray:
+    column = table.column(name)
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    return column
+
+
+def read_op_trace(path: str | Path, layout: TraceLayout, *, skip_bad_rows: bool = False) -> OpTrace:
+    """Operation trace of ``path`` (parquet or CSV with ``REQUIRED_COLUMNS``).
+
+    Bad rows (a null in a required column, an unknown ``optype``, a negative or non-finite
+    ``start_ts``/``duration``, a rank outside ``layout``) raise ``SpecError`` naming the column
+    and the first bad row (0-based), or, with ``skip_bad_rows``, are dropped and counted in
+    ``OpTrace.num_skipped_rows``. Missing columns always raise.
+    """
+    source = str(path)
+    table = _read_table(path)
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+    if missing:
+        raise SpecError(
+            f"{source}:{missing[0]}",
+            f"missing column(s) {', '.join(missing)}; an op trace needs "
+            f"{', '.join(REQUIRED_COLUMNS)}",
+        )
+    n = table.num_rows
+    bad = np.zeros(n, dtype=bool)
+    reasons: list[tuple[int, str, str]] = []  # (first row, column, why)
+
+    def flag(mask: np.ndarray[Any, Any], column: str, why: str) -> None:
+        rows = np.flatnonzero(mask & ~bad)
+        if rows.size:
+            reasons.append((int(rows[0]), column, f"{rows.size} rows {why}"))
+        bad[mask] = True
+
+    data: dict[str, np.ndarray[Any, Any]] = {}
+    for name in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS):
+        if name not in table.column_names:
+            continue
+        column = _column(table, name)
+        flag(np.asarray(pc.is_null(column, nan_is_null=True)), name, "empty (null/NaN)")
+        if name == "optype":
+            text = np.asarray(column.fill_null("").to_numpy(zero_copy_only=False), dtype=str)
+            names, inverse = np.unique(text, return_inverse=True)
+            lookup = np.array([_CODES.get(str(v), -1) for v in names], dtype=np.int64)
+            codes = lookup[inverse.reshape(-1)]
+            unknown = (codes < 0) & (text != "")
+            if unknown.any():
+                examples = sorted({str(v) for v in text[unknown]})[:3]
+                flag(unknown, name, f"with unknown op type(s) {', '.join(examples)}")
+            data[name] = codes
+            continue
+        try:
+            dtype = np.float64 if name in _FLOAT_COLUMNS else np.int64
+            values = np.asarray(column.cast(pa.float64()).fill_null(0).to_numpy())
+        except (pa.ArrowException, ValueError) as exc:
+            raise SpecError(f"{source}:{name}", f"not numeric ({exc})") from None
+        if dtype is np.int64:
+            fractional = np.isfinite(values) & (values != np.round(values))
+            flag(fractional, name, "not integers")
+            values = np.where(np.isfinite(values), values, 0).astype(np.int64)
+        else:
+            flag(~np.isfinite(values) | (values < 0), name, "negative or infinite")
+        data[name] = values
+    flag(
+        (data["dp_rank"] < 0) | (data["dp_rank"] >= layout.data_parallel),
+        "dp_rank",
+        f"outside 0..{layout.data_parallel - 1} (layout dp_size)",
+    )
+    flag(
+        (data["stage"] < 0) | (data["stage"] >= layout.pipeline_parallel),
+        "stage",
+        f"outside 0..{layout.pipeline_parallel - 1} (layout pp_size)",
+    )
+    flag(data["seq_id"] < 0, "seq_id", "negative")
+    if bad.any() and not skip_bad_rows:
+        row, column, why = min(reasons)
+        more = f" ({bad.sum()} bad rows in all)" if bad.sum() > 1 else ""
+        raise SpecError(
+            f"{source}:{column}",
+            f"row {row}: {why}{more}; fix the file or skip bad rows",
+        )
+    keep = ~bad
+    if not keep.any():
+        raise SpecError(source, f"no usable rows (of {n})")
+
+    def get(name: str) -> np.ndarray[Any, Any]:
+        return data[name][keep] if name in data else np.full(int(keep.sum()), -1)
+
+    return OpTrace(
+        layout=layout,
+        dp_rank=get("dp_rank"),
+        stage=get("stage"),
+        step=get("step"),
+        optype=get("optype"),
+        start_s=get("start_ts"),
+        duration_s=get("duration"),
+        seq_id=get("seq_id"),
+        chunk=get("mc"),
+        microbatch=get("mb_id"),
+        num_skipped_rows=int(bad.sum()),
+    )
+
+
+def read_step_times(
+    path: str | Path, *, time_column: str = "time_s", rank_column: str = "rank"
+) -> StepTimeSeries:
+    """Per-rank step (or compute) times from a long table with ``step``, ``rank`` and
+    ``time_s`` columns (one row per rank and step, seconds). Missing (step, rank) pairs become
+    NaN; rows with null, negative or non-finite values are dropped (a gap in the series).
+    Raises ``SpecError`` on missing columns or duplicate (step, rank) rows."""
+    source = str(path)
+    table = _read_table(path)
+    for name in ("step", rank_column, time_column):
+        if name not in table.column_names:
+            raise SpecError(f"{source}:{name}", "missing column; need step, rank and a time")
+    try:
+        steps = np.asarray(table.column("step").cast(pa.float64()).fill_null(np.nan).to_numpy())
+        times = np.asarray(
+            table.column(time_column).cast(pa.float64()).fill_null(np.nan).to_numpy()
+        )
+    except (pa.ArrowException, ValueError) as exc:
+        raise SpecError(source, f"step and time must be numeric ({exc})") from None
+    ranks = np.asarray(
+        _column(table, rank_column).cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False),
+        dtype=str,
+    )
+    ok = np.isfinite(steps) & np.isfinite(times) & (times >= 0) & (ranks != "")
+    steps, times, ranks = steps[ok].astype(np.int64), times[ok], ranks[ok]
+    step_values, step_index = np.unique(steps, return_inverse=True)
+    rank_values, rank_index = np.unique(ranks, return_inverse=True)
+    cells = step_index * rank_values.size + rank_index
+    if np.unique(cells).size != cells.size:
+        raise SpecError(f"{source}:{rank_column}", "duplicate (step, rank) rows")
+    grid = np.full((step_values.size, rank_values.size), np.nan)
+    grid[step_index, rank_index] = times
+    return StepTimeSeries(steps=step_values, ranks=tuple(str(r) for r in rank_values), times_s=grid)

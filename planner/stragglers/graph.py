@@ -1,0 +1,396 @@
+"""Dependency model of a traced training step, and its batched replay (pure, numpy).
+
+The model follows the what-if analysis of Lin et al. (OSDI '25, ``analyzer/wia.py`` of the
+``ByteDance-Seed/StragglerAnalysis`` artifact):
+
+* **Intra-worker order**: each worker runs its operations one after the other in the traced order
+  (which is its 1F1B or interleaved 1F1B schedule); an operation is *launched* ``gap`` seconds
+  after its predecessor ends (the launch delay, CPU-side).
+* **Communication waits for its peers**: a pipeline send and its matching receive (the k-th
+  forward send of stage s pairs with the k-th forward receive of stage (s+1) mod P, backward
+  mirrored; the modulo covers the interleaved schedule's last-to-first chunk hop), a
+  data-parallel collective (``grads-reduce-scatter``, ``params-all-gather``: all dp ranks of a
+  stage), the embedding all-reduce (first and last stage of a replica) and the gradient-clipping
+  all-reduce (every worker) finish ``transfer`` seconds after the last member has arrived.
+  ``layernorm-grads-all-reduce`` runs inside the (untraced) tensor-parallel group, so it waits for
+  nobody here. Sends and receives issued together (same worker, same start: Megatron's batched
+  ``send_forward_recv_backward``) are fused into one node whose peers are the union.
+* **Compute** (forward, backward, optimizer, gc) takes its duration.
+
+A step's observed transfer time of a communication op is ``end - max(start of the group's
+members)``; with the observed durations, transfers and launch delays the replay reproduces the
+observed timestamps, which ``JobGraph.reproduction_error`` checks.
+
+All steps of a trace share one template (the sequence of operations of every worker); steps
+whose operations differ from it (missing or extra operations) are dropped and counted. The
+replay then runs every step and every what-if scenario at once: arrays are (nodes, columns) with
+one column per (scenario, step), and one pass over the template's topological order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from itertools import pairwise
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.errors import SpecError
+from planner.specs.trace import OP_TYPES, FloatArray, IntArray, OpTrace, OpType
+
+BoolArray = npt.NDArray[np.bool_]
+
+_FUSE_TOLERANCE_S = 1e-6
+_CODE = {op: i for i, op in enumerate(OP_TYPES)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """Consecutive local nodes of one worker: ends = end[pred] + cumsum(gap + dur)."""
+
+    nodes: slice
+    pred: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """One synchronisation: every member waits for the last arrival, then transfers."""
+
+    members: IntArray
+    preds: IntArray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobGraph:
+    """The template dependency graph of a trace and its per-step observed timings.
+
+    Per operation of the template (``num_ops``): ``op_worker``, ``op_dp``, ``op_stage``,
+    ``op_type`` (index into ``OP_TYPES``), ``op_chunk``, ``op_node`` (node it belongs to).
+    Per node (``num_nodes``, nodes of one worker are contiguous and in order): ``node_worker``,
+    ``node_pred`` (previous node of the worker, ``num_nodes`` for none: a sentinel row that holds
+    0), ``node_is_comm``. Observed per (op, step): ``op_duration_s`` (compute: duration; comm:
+    transfer after the last peer arrived), per (node, step): ``node_gap_s`` launch delays.
+    ``step_time_s`` (steps) is the observed step time, last end minus first start.
+    """
+
+    layout_workers: int
+    steps: IntArray
+    num_skipped_steps: int
+    op_worker: IntArray
+    op_dp: IntArray
+    op_stage: IntArray
+    op_type: IntArray
+    op_chunk: IntArray
+    op_node: IntArray
+    node_worker: IntArray
+    node_pred: IntArray
+    node_is_comm: BoolArray
+    op_duration_s: FloatArray
+    node_gap_s: FloatArray
+    step_time_s: FloatArray
+    program: tuple[_Run | _Group, ...]
+
+    @property
+    def num_ops(self) -> int:
+        """Operations per step in the template."""
+        return int(self.op_type.size)
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes per step (operations with batched sends/receives fused)."""
+        return int(self.node_worker.size)
+
+    @property
+    def num_steps(self) -> int:
+        """Steps kept."""
+        return int(self.steps.size)
+
+    def node_durations(self, op_durations_s: FloatArray) -> FloatArray:
+        """Node durations (nodes, C) from op durations (ops, C): the longest op of each node."""
+        starts = np.flatnonzero(np.r_[True, np.diff(self.op_node) != 0])
+        result: FloatArray = np.maximum.reduceat(op_durations_s, starts, axis=0)
+        return result
+
+    def replay(
+        self, node_durations_s: FloatArray, node_gaps_s: FloatArray | None = None
+    ) -> FloatArray:
+        """Step times (C,) of a replay with the given node durations (nodes, C), seconds.
+
+        ``node_gaps_s`` (nodes, C) are the launch delays; None replays without them. Each column
+        is one independent step (steps start at 0).
+        """
+        durations = np.asarray(node_durations_s, dtype=np.float64)
+        columns = durations.shape[1]
+        ends = np.zeros((self.num_nodes + 1, columns))
+        work = durations if node_gaps_s is None else durations + node_gaps_s
+        gaps = np.zeros_like(durations) if node_gaps_s is None else node_gaps_s
+        for item in self.program:
+            if isinstance(item, _Run):
+                ends[item.nodes] = ends[item.pred] + np.cumsum(work[item.nodes], axis=0)
+            else:
+                ready = ends[item.preds] + gaps[item.members]
+                ends[item.members] = ready.max(axis=0) + durations[item.members]
+        result: FloatArray = ends[: self.num_nodes].max(axis=0)
+        return result
+
+    def reproduction_error(self) -> FloatArray:
+        """Relative error (steps,) of replaying the observed durations and launch delays."""
+        observed = self.node_durations(self.op_duration_s)
+        replayed = self.replay(observed, self.node_gap_s)
+        result: FloatArray = replayed / self.step_time_s - 1.0
+        return result
+
+
+def _group_keys(
+    trace_type: IntArray, dp: IntArray, stage: IntArray, seq: IntArray, pp: int
+) -> IntArray:
+    """A synchronisation-group key per op (-1 for local ops); equal keys wait for each other."""
+    n = trace_type.size
+    keys = np.full(n, -1, dtype=np.int64)
+    big = 1 << 20
+
+    def encode(kind: int, a: IntArray, b: IntArray, c: IntArray) -> IntArray:
+        result: IntArray = ((kind * big + a) * big + b) * big + c
+        return result
+
+    def mask(op: OpType) -> BoolArray:
+        result: BoolArray = trace_type == _CODE[op]
+        return result
+
+    # Forward: the sender's stage identifies the link; a receive on stage s came from s-1.
+    m = mask(OpType.FORWARD_SEND)
+    keys[m] = encode(1, dp[m], stage[m], seq[m])
+    m = mask(OpType.FORWARD_RECV)
+    keys[m] = encode(1, dp[m], (stage[m] - 1) % pp, seq[m])
+    m = mask(OpType.BACKWARD_SEND)
+    keys[m] = encode(2, dp[m], stage[m], seq[m])
+    m = mask(OpType.BACKWARD_RECV)
+    keys[m] = encode(2, dp[m], (stage[m] + 1) % pp, seq[m])
+    zeros = np.zeros(n, dtype=np.int64)
+    for kind, op in ((3, OpType.GRADS_REDUCE_SCATTER), (4, OpType.PARAMS_ALL_GATHER)):
+        m = mask(op)
+        keys[m] = encode(kind, zeros[m], stage[m], seq[m])
+    m = mask(OpType.EMBEDDING_GRADS_ALL_REDUCE)
+    keys[m] = encode(5, dp[m], zeros[m], seq[m])
+    m = mask(OpType.OPTIMIZER_CLIP_MAIN_GRAD)
+    keys[m] = encode(6, zeros[m], zeros[m], seq[m])
+    m = mask(OpType.LAYERNORM_GRADS_ALL_REDUCE)
+    keys[m] = encode(7, dp[m] * pp + stage[m], zeros[m], seq[m])
+    return keys
+
+
+def _find(parent: list[int], i: int) -> int:
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
+
+
+def build_graph(trace: OpTrace) -> JobGraph:
+    """The dependency graph of ``trace`` (see the module docstring).
+
+    Raises ``SpecError`` when no two steps share a template, when a send has no matching receive
+    (or a collective misses members) in the template, or when the template cannot be scheduled
+    (a dependency cycle: the trace's op order contradicts its communication).
+    """
+    layout = trace.layout
+    pp = layout.pipeline_parallel
+    worker = trace.worker
+    start = trace.start_s
+    end = trace.end_s
+    order = np.lexsort((trace.optype, end, start, worker, trace.step))
+    step_sorted = trace.step[order]
+    bounds = np.flatnonzero(np.r_[True, np.diff(step_sorted) != 0, True])
+    key = (worker[order] * 64 + trace.optype[order]) * (1 << 24) + trace.seq_id[order]
+    segments = [(int(a), int(b)) for a, b in pairwise(bounds)]
+    # A step matches the template when it has the same operations (worker, type, seq id); ties
+    # of zero-length markers (gc) with async sends make the traced order differ across steps, so
+    # ops are matched by key and the template's order (the most common one) is used for all.
+    by_key = [np.sort(key[a:b]) for a, b in segments]
+    key_sets = [k.tobytes() for k in by_key]
+    template_set, _ = Counter(key_sets).most_common(1)[0]
+    kept = [i for i, sig in enumerate(key_sets) if sig == template_set]
+    if len(kept) < max(1, len(segments) // 2):
+        raise SpecError(
+            "trace",
+            f"only {len(kept)} of {len(segments)} steps share the same operations; the trace "
+            "has gaps (missing ranks or operations) in most steps",
+        )
+    template_order, _ = Counter(
+        key[segments[i][0] : segments[i][1]].tobytes() for i in kept
+    ).most_common(1)[0]
+    first = next(
+        segments[i]
+        for i in kept
+        if key[segments[i][0] : segments[i][1]].tobytes() == template_order
+    )
+    t_idx = order[first[0] : first[1]]
+    template_keys = key[first[0] : first[1]]
+    if np.unique(template_keys).size != template_keys.size:
+        dup = template_keys[np.flatnonzero(np.diff(np.sort(template_keys)) == 0)[0]]
+        raise SpecError(
+            "trace.seq_id",
+            f"duplicate operation (worker {dup >> 30}, type {OP_TYPES[(dup >> 24) % 64]}, "
+            f"seq id {dup % (1 << 24)}) in a step; each op must appear once",
+        )
+    rank_in_key_order = np.argsort(np.argsort(template_keys, kind="stable"), kind="stable")
+    columns = []
+    for i in kept:
+        a, b = segments[i]
+        step_rows = order[a:b]
+        columns.append(step_rows[np.argsort(key[a:b], kind="stable")][rank_in_key_order])
+    rows = np.stack(columns, axis=1)  # ops x steps
+    num_ops = t_idx.size
+    del num_ops
+
+    op_worker = worker[t_idx]
+    op_dp = trace.dp_rank[t_idx]
+    op_stage = trace.stage[t_idx]
+    op_type = trace.optype[t_idx]
+    op_seq = trace.seq_id[t_idx]
+    op_chunk = trace.chunk[t_idx]
+    op_start = start[rows]
+    op_end = end[rows]
+    step_origin = op_start.min(axis=0)
+
+    # Fuse batched p2p: same worker, both p2p, same start in most steps.
+    is_p2p = np.isin(op_type, [_CODE[op] for op in OP_TYPES if op.is_p2p])
+    same_start = np.abs(np.diff(op_start, axis=0)) <= _FUSE_TOLERANCE_S
+    fused = np.r_[
+        False,
+        (op_worker[1:] == op_worker[:-1])
+        & is_p2p[1:]
+        & is_p2p[:-1]
+        & (same_start.mean(axis=1) >= 0.5),
+    ]
+    op_node = np.cumsum(~fused) - 1
+    num_nodes = int(op_node[-1]) + 1
+    node_first = np.flatnonzero(~fused)
+    node_worker = op_worker[node_first]
+
+    # Synchronisation groups, with fused nodes joining their groups.
+    keys = _group_keys(op_type, op_dp, op_stage, op_seq, pp)
+    is_comm = keys >= 0
+    _, key_group = np.unique(keys, return_inverse=True)
+    parent = list(range(int(key_group.max()) + 1))
+    for j in np.flatnonzero(fused):
+        a, b = _find(parent, int(key_group[j - 1])), _find(parent, int(key_group[j]))
+        parent[a] = b
+    op_group = np.array([_find(parent, int(g)) for g in key_group], dtype=np.int64)
+    op_group[~is_comm] = -1
+    _check_groups(op_type, keys, layout.data_parallel, pp)
+
+    # Observed transfer of comm ops: end - release (latest member start), per step.
+    release = np.full((int(op_group.max()) + 1 if is_comm.any() else 1, len(kept)), -np.inf)
+    np.maximum.at(release, op_group[is_comm], op_start[is_comm])
+    op_duration = trace.duration_s[rows].copy()
+    op_duration[is_comm] = np.maximum(op_end[is_comm] - release[op_group[is_comm]], 0.0)
+
+    # Nodes: start/end, predecessor and launch delay.
+    node_start = np.minimum.reduceat(op_start, node_first, axis=0)
+    node_end = np.maximum.reduceat(op_end, node_first, axis=0)
+    first_of_worker = np.r_[True, node_worker[1:] != node_worker[:-1]]
+    node_pred = np.arange(num_nodes) - 1
+    node_pred[first_of_worker] = num_nodes
+    prev_end = np.vstack([node_end, step_origin[None, :]])[node_pred]
+    node_gap = node_start - prev_end
+    node_group = op_group[node_first]
+
+    program = _schedule(node_worker, node_pred, node_group, num_nodes)
+    step_time = op_end.max(axis=0) - step_origin
+    return JobGraph(
+        layout_workers=layout.num_workers,
+        steps=trace.step[rows[0]],
+        num_skipped_steps=len(segments) - len(kept),
+        op_worker=op_worker,
+        op_dp=op_dp,
+        op_stage=op_stage,
+        op_type=op_type,
+        op_chunk=op_chunk,
+        op_node=op_node,
+        node_worker=node_worker,
+        node_pred=node_pred,
+        node_is_comm=node_group >= 0,
+        op_duration_s=op_duration,
+        node_gap_s=node_gap,
+        step_time_s=step_time,
+        program=program,
+    )
+
+
+def _check_groups(op_type: IntArray, keys: IntArray, dp: int, pp: int) -> None:
+    """Raise ``SpecError`` when a send lacks its receive or a collective lacks members."""
+    comm = keys >= 0
+    uniq, first, counts = np.unique(keys[comm], return_index=True, return_counts=True)
+    types = op_type[comm][first]
+    expected = {
+        _CODE[OpType.GRADS_REDUCE_SCATTER]: dp,
+        _CODE[OpType.PARAMS_ALL_GATHER]: dp,
+        _CODE[OpType.LAYERNORM_GRADS_ALL_REDUCE]: 1,
+    }
+    for op in OP_TYPES:
+        if op.is_p2p:
+            expected[_CODE[op]] = 2
+    for i in range(uniq.size):
+        want = expected.get(int(types[i]))
+        if want is not None and counts[i] != want:
+            op = OP_TYPES[int(types[i])]
+            raise SpecError(
+                "trace.optype",
+                f"a {op} group has {counts[i]} members instead of {want} (a send without its "
+                "receive or a collective missing ranks); the trace is incomplete",
+            )
+    del pp
+
+
+def _schedule(
+    node_worker: IntArray, node_pred: IntArray, node_group: IntArray, num_nodes: int
+) -> tuple[_Run | _Group, ...]:
+    """A topological order of the template as runs of local nodes and synchronisations."""
+    bounds = np.flatnonzero(np.r_[True, node_worker[1:] != node_worker[:-1], True])
+    heads = [int(b) for b in bounds[:-1]]
+    stops = [int(b) for b in bounds[1:]]
+    members: dict[int, list[int]] = {}
+    for node in np.flatnonzero(node_group >= 0):
+        members.setdefault(int(node_group[node]), []).append(int(node))
+    arrived: Counter[int] = Counter()
+    waiting = [False] * len(heads)
+    program: list[_Run | _Group] = []
+    done = 0
+    while done < num_nodes:
+        progress = False
+        for w in range(len(heads)):
+            head = heads[w]
+            run_start = head
+            while head < stops[w] and node_group[head] < 0:
+                head += 1
+            if head > run_start:
+                program.append(_Run(nodes=slice(run_start, head), pred=int(node_pred[run_start])))
+                done += head - run_start
+                heads[w] = head
+                progress = True
+            if head < stops[w] and not waiting[w]:
+                waiting[w] = True
+                group = int(node_group[head])
+                arrived[group] += 1
+                progress = True
+                if arrived[group] == len(members[group]):
+                    nodes = np.array(members[group], dtype=np.int64)
+                    program.append(_Group(members=nodes, preds=node_pred[nodes]))
+                    done += nodes.size
+                    for member in members[group]:
+                        owner = _worker_index(bounds, member)
+                        heads[owner] = member + 1
+                        waiting[owner] = False
+        if not progress:
+            raise SpecError(
+                "trace",
+                "the operations' order deadlocks (a worker waits for a peer that waits for it); "
+                "the trace's timestamps or sequence ids are inconsistent",
+            )
+    return tuple(program)
+
+
+def _worker_index(bounds: IntArray, node: int) -> int:
+    return int(np.searchsorted(bounds, node, side="right")) - 1
