@@ -1,8 +1,9 @@
 """GPU SKUs and model presets shipped as package data, each value with its public source.
 
-``gpus.yaml`` stores human units (TFLOP/s, GB, GB/s, Gbit/s); this loader is the only place that
-converts them to SI (FLOP/s, bytes, bytes/s). ``models.yaml`` stores presets in the scenario
-format's ``model:`` fields. Both files are read once per process (package data, no other I/O).
+``gpus.yaml`` stores human units (TFLOP/s, GiB, GB/s, Gbit/s, us); this loader is the
+only place that converts them to SI (FLOP/s, bytes, bytes/s, s). ``models.yaml`` stores
+presets in the scenario format's ``model:`` fields. Both files are read once per process
+(package data, no other I/O).
 """
 
 from __future__ import annotations
@@ -31,15 +32,21 @@ __all__ = [
 
 _TERA = 1e12
 _GIGA = 1e9
+_GIBI = float(2**30)
+_MICRO = 1e-6
 
 _GPU_VALUE_FIELDS = (
     "dense_peak_tflop_per_s",
-    "hbm_gb",
+    "hbm_gib",
     "hbm_bandwidth_gb_per_s",
     "scale_up_bandwidth_gb_per_s",
     "nvlink_domain_size",
     "gpus_per_node",
     "scale_out_gbit_per_s",
+    "architecture",
+    "num_sms",
+    "scale_up_latency_us",
+    "scale_out_latency_us",
 )
 
 
@@ -64,12 +71,16 @@ def _gpu_from_entry(key: str, entry: dict[str, Any]) -> GpuSpec:
         key=key,
         name=str(entry["name"]),
         dense_peak_flop_per_s=peaks,
-        hbm_bytes=float(entry["hbm_gb"]) * _GIGA,
+        hbm_bytes=float(entry["hbm_gib"]) * _GIBI,
         hbm_bandwidth_bytes_per_s=float(entry["hbm_bandwidth_gb_per_s"]) * _GIGA,
         scale_up_bandwidth_bytes_per_s=float(entry["scale_up_bandwidth_gb_per_s"]) * _GIGA,
         nvlink_domain_size=int(entry["nvlink_domain_size"]),
         gpus_per_node=int(entry["gpus_per_node"]),
         scale_out_bandwidth_bytes_per_s=float(entry["scale_out_gbit_per_s"]) * _GIGA / 8.0,
+        architecture=str(entry["architecture"]),
+        num_sms=int(entry["num_sms"]),
+        scale_up_latency_s=float(entry["scale_up_latency_us"]) * _MICRO,
+        scale_out_latency_s=float(entry["scale_out_latency_us"]) * _MICRO,
         sources=tuple((str(k), str(v)) for k, v in sources.items()),
     )
 

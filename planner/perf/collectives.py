@@ -1,41 +1,130 @@
-"""Ring-collective cost model (alpha-beta; Thakur et al. 2005, as used by NCCL's ring algorithm).
+"""Collective and point-to-point costs: alpha-beta models over a two-tier topology (vectorized).
 
-``bytes_`` is the full buffer size per rank, ``bandwidth_bytes_per_s`` the per-GPU link bandwidth
-(one direction) already scaled by the achievable fraction (busbw / link bandwidth).
+Two tiers: an NVLink (scale-up) domain of ``domain`` GPUs at ``up_bw`` bytes/s per GPU and
+``up_lat`` seconds per hop, and the scale-out NICs at ``out_bw`` / ``out_lat`` per GPU.
+Bandwidths passed in are already *bus* bandwidths (line rate times the NCCL busbw fraction).
+
+Group placement (Megatron-Core rank order, ``tp`` fastest, then ``cp``, then ``dp`` (experts:
+``ep`` inside ``dp``), ``pp`` slowest): a group of ``n`` ranks whose members are ``stride`` ranks
+apart has ``n_in = clip(domain // stride, 1, n)`` members inside one NVLink domain; it stays on
+NVLink only when ``n_in == n``. ``placement(n, stride, domain)`` returns ``n_in``.
+
+Costs for a buffer of ``size`` bytes (the full, unsharded buffer; Thakur et al. 2005; NCCL):
+
+* ring all-reduce: ``base + 2(n-1)·alpha + 2(n-1)/n · size / bw``, alpha the slowest hop;
+  across domains NCCL runs one ring per NIC, each leaving a domain through a different GPU, so
+  the bus bandwidth is ``min(up_bw, n_in · out_bw)``: the ``n_in`` NICs of the group's members
+  in a domain share the inter-domain traffic (nccl-tests on DGX A100, 8x200 Gbit/s: ~185 GB/s
+  all-reduce busbw across nodes);
+* tree all-reduce (NCCL double binary tree across domains, chains inside):
+  ``base + 2(log2(n_out)·out_lat + (n_in-1)·up_lat) + 2 · size / bw`` (more bytes than the ring
+  for small ``n`` but logarithmic latency); ``all_reduce_time_s`` takes the faster of the two,
+  as NCCL's tuner does;
+* all-gather / reduce-scatter (ring only): ``base + (n-1)·alpha + (n-1)/n · size / bw``;
+* all-to-all: every rank sends ``(n-1)/n`` of ``size``; the ``n_in-1`` peers in its domain over
+  NVLink and the ``n-n_in`` others over the NIC, concurrently: ``base + alpha + max(...)``;
+* send/recv: ``base + alpha + size / bw``.
+
+All functions take numpy arrays (or floats) and return zero where ``n <= 1``.
 """
 
 from __future__ import annotations
 
-LATENCY_S = 5e-6
-"""Per ring step latency, seconds (order of NCCL's intra-node LL/Simple launch+hop cost)."""
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "Link",
+    "all_gather_time_s",
+    "all_reduce_time_s",
+    "all_to_all_time_s",
+    "p2p_time_s",
+    "placement",
+    "reduce_scatter_time_s",
+]
+
+FloatArray = NDArray[np.float64]
 
 
-def _steps(n: int) -> int:
-    return max(n - 1, 0)
+def placement(n: FloatArray, stride: FloatArray, domain: FloatArray) -> FloatArray:
+    """Members of an ``n``-rank group with rank ``stride`` that share one NVLink domain."""
+    inside = np.floor(domain / np.maximum(stride, 1.0))
+    return np.clip(inside, 1.0, np.maximum(n, 1.0))
 
 
-def all_reduce_time_s(bytes_: float, n: int, bandwidth_bytes_per_s: float) -> float:
-    """Ring all-reduce: ``2(n-1)/n · bytes / bw + 2(n-1)·α``; zero when ``n == 1``."""
-    if n <= 1:
-        return 0.0
-    return 2.0 * (n - 1) / n * bytes_ / bandwidth_bytes_per_s + 2 * _steps(n) * LATENCY_S
+class Link:
+    """Bus bandwidths and latencies of both tiers, plus the base latency, for a batch."""
+
+    __slots__ = ("base", "domain", "out_bw", "out_lat", "up_bw", "up_lat")
+
+    def __init__(
+        self,
+        *,
+        up_bw: FloatArray,
+        out_bw: FloatArray,
+        up_lat: FloatArray,
+        out_lat: FloatArray,
+        domain: FloatArray,
+        base: float,
+    ) -> None:
+        self.up_bw, self.out_bw = up_bw, out_bw
+        self.up_lat, self.out_lat = up_lat, out_lat
+        self.domain, self.base = domain, base
+
+    def ring(self, n: FloatArray, stride: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(n_in, bottleneck bus bandwidth, per-hop latency)`` of a ring over the group."""
+        n_in = placement(n, stride, self.domain)
+        inside = n_in >= n
+        bw = np.where(inside, self.up_bw, np.minimum(n_in * self.out_bw, self.up_bw))
+        lat = np.where(inside, self.up_lat, self.out_lat)
+        return n_in, bw, lat
 
 
-def all_gather_time_s(bytes_: float, n: int, bandwidth_bytes_per_s: float) -> float:
-    """Ring all-gather (or reduce-scatter) of an output of ``bytes_``: ``(n-1)/n · bytes / bw``."""
-    if n <= 1:
-        return 0.0
-    return (n - 1) / n * bytes_ / bandwidth_bytes_per_s + _steps(n) * LATENCY_S
+def all_reduce_time_s(
+    size: FloatArray, n: FloatArray, stride: FloatArray, link: Link
+) -> FloatArray:
+    """All-reduce of ``size`` bytes over ``n`` ranks: the faster of ring and tree."""
+    n_in, bw, lat = link.ring(n, stride)
+    n_safe = np.maximum(n, 1.0)
+    ring = link.base + 2.0 * (n_safe - 1.0) * lat + 2.0 * (n_safe - 1.0) / n_safe * size / bw
+    n_out = n_safe / n_in
+    tree_lat = 2.0 * (np.log2(np.maximum(n_out, 1.0)) * link.out_lat + (n_in - 1.0) * link.up_lat)
+    tree = link.base + tree_lat + 2.0 * size / bw
+    out: FloatArray = np.where(n_safe > 1.0, np.minimum(ring, tree), 0.0)
+    return out
+
+
+def all_gather_time_s(
+    size: FloatArray, n: FloatArray, stride: FloatArray, link: Link
+) -> FloatArray:
+    """Ring all-gather producing ``size`` bytes on every rank."""
+    _, bw, lat = link.ring(n, stride)
+    n_safe = np.maximum(n, 1.0)
+    t = link.base + (n_safe - 1.0) * lat + (n_safe - 1.0) / n_safe * size / bw
+    out: FloatArray = np.where(n_safe > 1.0, t, 0.0)
+    return out
 
 
 reduce_scatter_time_s = all_gather_time_s
+"""Ring reduce-scatter of a ``size``-byte input: the same cost as the all-gather."""
 
 
-def all_to_all_time_s(bytes_: float, n: int, bandwidth_bytes_per_s: float) -> float:
-    """All-to-all of ``bytes_`` per rank: ``(n-1)/n`` of it leaves the GPU."""
-    return all_gather_time_s(bytes_, n, bandwidth_bytes_per_s)
+def all_to_all_time_s(
+    size: FloatArray, n: FloatArray, stride: FloatArray, link: Link
+) -> FloatArray:
+    """All-to-all where each rank holds ``size`` bytes, ``1/n`` of it for each peer."""
+    n_in, _, lat = link.ring(n, stride)
+    n_safe = np.maximum(n, 1.0)
+    intra = (n_in - 1.0) / n_safe * size / link.up_bw
+    inter = (n_safe - n_in) / n_safe * size / np.minimum(link.out_bw, link.up_bw)
+    t = link.base + lat + np.maximum(intra, inter)
+    out: FloatArray = np.where(n_safe > 1.0, t, 0.0)
+    return out
 
 
-def p2p_time_s(bytes_: float, bandwidth_bytes_per_s: float) -> float:
-    """One point-to-point send of ``bytes_``."""
-    return bytes_ / bandwidth_bytes_per_s + LATENCY_S
+def p2p_time_s(size: FloatArray, *, inside: NDArray[np.bool_], link: Link) -> FloatArray:
+    """One send/recv of ``size`` bytes, over NVLink when ``inside`` else over the NIC."""
+    bw = np.where(inside, link.up_bw, np.minimum(link.out_bw, link.up_bw))
+    lat = np.where(inside, link.up_lat, link.out_lat)
+    out: FloatArray = link.base + lat + size / bw
+    return out

@@ -1,19 +1,52 @@
-"""Achievable fractions of peak: the knobs calibration will learn (issue 3 replaces the defaults).
+"""Achieved fractions of hardware peaks: the interface the step model times operators with.
 
-``EfficiencyModel`` is the interface the step model uses; ``DefaultEfficiency`` is a first,
-hand-set version whose constants are rough fits to published Megatron-LM runs (Korthikanti et al.
-2022 Table 5 on A100; Megatron-LM README 2024 H100 table; NeMo 24.07 FP8 H100 table), documented
-with each constant.
+``EfficiencyModel`` is the Protocol: given operator shapes (numpy arrays, one column per scenario
+of a batch) and the device each scenario runs on, it returns achieved FLOP/s, bytes/s and the
+few communication/memory factors the engine needs. The calibration issue satisfies it with
+sampled operator regressors; ``DefaultEfficiency`` is the analytic default:
+
+* GEMM ``(M x K) @ (K x N)``: ``peak · arch_fraction · tile_eff · wave_eff · K/(K + k_half)``,
+  where tile quantisation ``tile_eff = MN / (ceil(M/tm)·tm · ceil(N/tn)·tn)`` (tiles shrink to
+  the next power of two >= a narrow dimension, never below ``gemm_tile_min``) and wave
+  quantisation ``wave_eff = tiles / (ceil(tiles/SMs)·SMs)`` follow NVIDIA's "Matrix
+  multiplication background" guide; FP8/MXFP8/NVFP4 GEMMs run at
+  ``low_precision_gemm_relative_efficiency`` of that fraction of their own (higher) peak.
+* flash attention: the GEMM fraction of the 16-bit peak times a forward/backward factor and
+  ``s/(s + seq_half)`` (FlashAttention-2, Dao 2023).
+* memory-bound kernels: ``hbm_bw · hbm_peak_fraction · bytes/(bytes + memory_bytes_half)``.
+* collectives: NCCL bus bandwidth fractions of NVLink and NIC line rates, a base latency.
+
+All constants come from ``efficiency_constants.json`` (see ``planner.perf.constants``);
+``DefaultEfficiency.from_constants({...})`` overrides any of them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Protocol
 
-from planner.specs.hardware import Precision
-from planner.specs.scenario import Scenario
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.errors import CalibrationError
+from planner.perf.constants import default_constants
+
+__all__ = [
+    "ARCHITECTURES",
+    "CommKind",
+    "DefaultEfficiency",
+    "DeviceArrays",
+    "EfficiencyModel",
+]
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+ARCHITECTURES: tuple[str, ...] = ("ampere", "hopper", "blackwell", "cdna3")
+"""GPU architectures the catalog uses; ``DeviceArrays.architecture`` indexes this tuple."""
 
 
 class CommKind(StrEnum):
@@ -25,73 +58,193 @@ class CommKind(StrEnum):
     DATA = "dp"
 
 
-class EfficiencyModel(Protocol):
-    """Fractions of hardware peaks a scenario achieves; all results lie in ``(0, 1]``."""
-
-    def compute_efficiency(self, scenario: Scenario, *, precision: Precision) -> float:
-        """Fraction of the dense ``precision`` tensor-core peak reached by the model's GEMMs."""
-        ...
-
-    def network_efficiency(self, scenario: Scenario, *, scale_up: bool) -> float:
-        """Achieved bus bandwidth / link bandwidth for collectives (NVLink or NIC)."""
-        ...
-
-    def comm_overlap(self, scenario: Scenario, kind: CommKind) -> float:
-        """Fraction of a communication class hidden behind compute, in ``[0, 1]``."""
-        ...
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DefaultEfficiency:
-    """Size-dependent compute efficiency and constant network/overlap fractions.
+class DeviceArrays:
+    """The GPU of each scenario of a batch, as arrays of shape ``(n,)`` (SI units).
 
-    ``compute_efficiency = max_fraction · h_l/(h_l + half_width) · n/(n + half_tokens)`` with
-    ``h_l = hidden_size / tensor_parallel`` (GEMM width per GPU) and ``n`` tokens per microbatch
-    and GPU: small GEMMs run far from peak (roofline / wave quantisation), large ones saturate.
-    ``max_fraction`` 0.72 reproduces Korthikanti et al. 2022 Table 5 (175B, 13.75 s) and the
-    Megatron-LM 2024 H100 table within ~15 %. FP8 GEMMs reach a lower fraction of their (2x)
-    peak (NeMo 24.07 H100 FP8: 39 % MFU vs ~47 % in BF16): ``fp8_factor`` 0.7. AMD MI300-series
-    ``vendor_factor`` 0.7 (public MI300X training reports reach roughly 0.5 of BF16 peak).
-    Network: NCCL busbw is ~80 % of NVLink and ~90 % of InfiniBand line rate (nccl-tests on DGX).
-    Overlap: Megatron overlaps DP gradient reduce-scatter with backward (``--overlap-grad-reduce``)
-    but TP collectives only with ``--tp-comm-overlap``; context-parallel KV exchange is
-    pipelined with attention (Megatron-Core ring attention).
+    ``peak_flop_per_s`` is the dense peak of the scenario's GEMM precision,
+    ``peak16_flop_per_s`` the 16-bit peak (attention, LM head under FP8 training);
+    ``architecture`` indexes ``ARCHITECTURES``; ``gpu_index`` indexes ``gpu_keys`` (for
+    per-SKU sampled models).
     """
 
-    max_fraction: float = 0.72
-    half_width: float = 128.0
-    half_tokens: float = 128.0
-    fp8_factor: float = 0.7
-    vendor_factor_amd: float = 0.7
-    scale_up_fraction: float = 0.8
-    scale_out_fraction: float = 0.9
-    tp_overlap: float = 0.2
-    cp_overlap: float = 0.8
-    ep_overlap: float = 0.2
-    dp_overlap: float = 0.8
+    peak_flop_per_s: FloatArray
+    peak16_flop_per_s: FloatArray
+    low_precision: BoolArray
+    hbm_bandwidth_bytes_per_s: FloatArray
+    num_sms: FloatArray
+    architecture: NDArray[np.int64]
+    gpu_index: NDArray[np.int64]
+    gpu_keys: tuple[str, ...]
 
-    def compute_efficiency(self, scenario: Scenario, *, precision: Precision) -> float:
-        """See the class docstring; always in ``(0, max_fraction]``."""
-        m, par = scenario.model, scenario.parallelism
-        width = m.hidden_size / par.tensor_parallel
-        tokens = par.micro_batch_size * m.seq_length / par.context_parallel
-        eff = self.max_fraction * width / (width + self.half_width)
-        eff *= tokens / (tokens + self.half_tokens)
-        if precision in (Precision.FP8, Precision.MXFP8, Precision.NVFP4):
-            eff *= self.fp8_factor
-        if scenario.hardware.gpu.key.startswith("mi"):
-            eff *= self.vendor_factor_amd
-        return eff
 
-    def network_efficiency(self, scenario: Scenario, *, scale_up: bool) -> float:
-        """Constant busbw fraction per network tier."""
-        return self.scale_up_fraction if scale_up else self.scale_out_fraction
+class EfficiencyModel(Protocol):
+    """Achieved throughputs of operators and collectives; see the module docstring.
 
-    def comm_overlap(self, scenario: Scenario, kind: CommKind) -> float:
-        """Constant hidden fraction per communication class."""
-        return {
-            CommKind.TENSOR: self.tp_overlap,
-            CommKind.CONTEXT: self.cp_overlap,
-            CommKind.EXPERT: self.ep_overlap,
-            CommKind.DATA: self.dp_overlap,
-        }[kind]
+    Shape arguments are arrays broadcastable against the device arrays (``(n,)``), typically
+    ``(num_ops, n)``; results have the broadcast shape and are strictly positive.
+    """
+
+    @property
+    def kernel_min_time_s(self) -> float:
+        """Least time of one kernel, seconds."""
+        ...
+
+    @property
+    def collective_latency_s(self) -> float:
+        """Fixed cost of one collective or p2p launch, seconds (per-hop latency: catalog)."""
+        ...
+
+    @property
+    def moe_imbalance_factor(self) -> float:
+        """Tokens on the busiest expert rank / average (>= 1)."""
+        ...
+
+    @property
+    def memory_overhead_bytes(self) -> float:
+        """Per-GPU bytes outside the modelled tensors (context, workspaces, NCCL buffers)."""
+        ...
+
+    @property
+    def memory_fragmentation_fraction(self) -> float:
+        """Allocator slack as a fraction of activation bytes."""
+        ...
+
+    def gemm_flop_per_s(
+        self,
+        m: FloatArray,
+        n: FloatArray,
+        k: FloatArray,
+        device: DeviceArrays,
+        *,
+        low_precision: BoolArray | bool,
+    ) -> FloatArray:
+        """Achieved FLOP/s of ``(m x k) @ (k x n)`` GEMMs (in the GEMM precision when
+        ``low_precision``, else 16-bit)."""
+        ...
+
+    def attention_flop_per_s(
+        self, seq_kv: FloatArray, device: DeviceArrays, *, backward: bool
+    ) -> FloatArray:
+        """Achieved FLOP/s of flash attention (16-bit) over ``seq_kv`` keys, on executed FLOPs."""
+        ...
+
+    def memory_bytes_per_s(self, num_bytes: FloatArray, device: DeviceArrays) -> FloatArray:
+        """Achieved HBM bytes/s of a memory-bound kernel moving ``num_bytes``."""
+        ...
+
+    def bus_bandwidth_fraction(self, *, scale_up: BoolArray) -> FloatArray:
+        """NCCL bus bandwidth / line rate, for NVLink (``scale_up``) or NIC collectives."""
+        ...
+
+    def comm_overlap(self, kind: CommKind) -> float:
+        """Largest fraction of a communication class hidden behind compute, in ``[0, 1]``."""
+        ...
+
+
+_ARCH_KEYS = tuple(f"gemm_peak_fraction_{a}" for a in ARCHITECTURES)
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultEfficiency:
+    """The analytic default efficiency model (see the module docstring for the formulas).
+
+    ``constants`` maps every name of ``efficiency_constants.json`` to its value; build it with
+    ``DefaultEfficiency()`` (packaged values) or ``DefaultEfficiency.from_constants({...})``
+    (packaged values with some overridden). Unknown names raise ``CalibrationError``.
+    """
+
+    constants: Mapping[str, float] = field(default_factory=default_constants)
+    kernel_min_time_s: float = field(init=False)
+    collective_latency_s: float = field(init=False)
+    moe_imbalance_factor: float = field(init=False)
+    memory_overhead_bytes: float = field(init=False)
+    memory_fragmentation_fraction: float = field(init=False)
+    _arch_fraction: FloatArray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        known = default_constants()
+        unknown = sorted(set(self.constants) - set(known))
+        if unknown:
+            raise CalibrationError(
+                f"unknown efficiency constants {unknown}; known: {sorted(known)}"
+            )
+        merged = {**known, **{k: float(v) for k, v in self.constants.items()}}
+        object.__setattr__(self, "constants", MappingProxyType(merged))
+        object.__setattr__(self, "kernel_min_time_s", merged["kernel_min_time_s"])
+        object.__setattr__(self, "collective_latency_s", merged["nccl_base_latency_s"])
+        object.__setattr__(self, "moe_imbalance_factor", max(1.0, merged["moe_imbalance_factor"]))
+        object.__setattr__(self, "memory_overhead_bytes", merged["memory_overhead_bytes"])
+        object.__setattr__(
+            self, "memory_fragmentation_fraction", merged["memory_fragmentation_fraction"]
+        )
+        object.__setattr__(self, "_arch_fraction", np.array([merged[k] for k in _ARCH_KEYS]))
+
+    @classmethod
+    def from_constants(cls, values: Mapping[str, float]) -> DefaultEfficiency:
+        """The default model with ``values`` overriding the packaged constants by name."""
+        return cls(dict(values))
+
+    def _c(self, name: str) -> float:
+        return self.constants[name]
+
+    def gemm_flop_per_s(
+        self,
+        m: FloatArray,
+        n: FloatArray,
+        k: FloatArray,
+        device: DeviceArrays,
+        *,
+        low_precision: BoolArray | bool,
+    ) -> FloatArray:
+        """Tile- and wave-quantised GEMM throughput (module docstring)."""
+        m = np.maximum(m, 1.0)
+        n = np.maximum(n, 1.0)
+        k = np.maximum(k, 1.0)
+        # cuBLAS heuristics shrink the tile for narrow outputs: the next power of two >= the
+        # dimension, at least 64, at most the large-GEMM tile.
+        tmin = self._c("gemm_tile_min")
+        tm = np.clip(np.exp2(np.ceil(np.log2(m))), tmin, self._c("gemm_tile_m"))
+        tn = np.clip(np.exp2(np.ceil(np.log2(n))), tmin, self._c("gemm_tile_n"))
+        rows = np.ceil(m / tm)
+        cols = np.ceil(n / tn)
+        tiles = rows * cols
+        tile_eff = m * n / (rows * cols * tm * tn)
+        sms = device.num_sms
+        wave_eff = tiles / (np.ceil(tiles / sms) * sms)
+        k_eff = k / (k + self._c("gemm_k_half"))
+        frac = self._arch_fraction[device.architecture]
+        peak = np.where(low_precision, device.peak_flop_per_s, device.peak16_flop_per_s)
+        lp = np.where(low_precision, self._c("low_precision_gemm_relative_efficiency"), 1.0)
+        out: FloatArray = peak * frac * lp * tile_eff * wave_eff * k_eff
+        return out
+
+    def attention_flop_per_s(
+        self, seq_kv: FloatArray, device: DeviceArrays, *, backward: bool
+    ) -> FloatArray:
+        """Flash-attention throughput on executed FLOPs (module docstring)."""
+        rel = self._c(
+            "attention_bwd_relative_efficiency" if backward else "attention_fwd_relative_efficiency"
+        )
+        frac = self._arch_fraction[device.architecture]
+        seq_eff = seq_kv / (seq_kv + self._c("attention_seq_half"))
+        out: FloatArray = device.peak16_flop_per_s * frac * rel * seq_eff
+        return out
+
+    def memory_bytes_per_s(self, num_bytes: FloatArray, device: DeviceArrays) -> FloatArray:
+        """Size-dependent streaming bandwidth (module docstring)."""
+        size_eff = num_bytes / (num_bytes + self._c("memory_bytes_half"))
+        out: FloatArray = device.hbm_bandwidth_bytes_per_s * self._c("hbm_peak_fraction") * size_eff
+        return np.maximum(out, 1.0)
+
+    def bus_bandwidth_fraction(self, *, scale_up: BoolArray) -> FloatArray:
+        """``nvlink_busbw_fraction`` inside a domain, ``network_busbw_fraction`` across."""
+        return np.where(
+            scale_up, self._c("nvlink_busbw_fraction"), self._c("network_busbw_fraction")
+        )
+
+    def comm_overlap(self, kind: CommKind) -> float:
+        """``<kind>_overlap_fraction`` (CP ring exchange is timed explicitly: 1.0)."""
+        if kind is CommKind.CONTEXT:
+            return 1.0
+        return self._c(f"{kind.value}_overlap_fraction")

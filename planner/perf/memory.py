@@ -1,34 +1,62 @@
-"""Peak memory per GPU: model states per ZeRO stage plus activations (Korthikanti et al. 2022).
+"""Peak memory per GPU: model states per ZeRO stage plus activations (vectorized over a batch).
 
-Model states (Megatron-LM mixed precision, ``docs/source/api-guide/dist_optimizer.md``): 16-bit
-weights 2 B/param, fp32 gradient buffer 4 B/param, Adam fp32 master weights + two moments
-12 B/param. ZeRO stage 1 (distributed optimizer) shards the 12 B over the data-parallel group
-``d``, stage 2 also the gradients, stage 3 also the weights (Rajbhandari et al. 2020, §5).
-Dense parameters are sharded over ``d = dp·cp``; expert parameters over ``dp·cp/ep``.
+Model states, bytes per parameter held by a GPU (Megatron-LM ``docs/.../dist_optimizer.md``;
+Rajbhandari et al. 2020 §5): 16-bit weights 2; gradient buffer ``grad_bytes`` (4 = fp32 main
+grads, Megatron's default when training in BF16; 2 = NeMo's distributed Adam, which keeps
+BF16 gradient buckets); Adam fp32 master weights + two moments 12. ZeRO-1 (distributed
+optimizer) shards the 12 over the data-parallel group, ZeRO-2 also the gradients, ZeRO-3/FSDP
+also the weights (plus two gathered layers in flight). Dense parameters are sharded over
+``d·c`` GPUs, expert parameters over ``d·c/e``. Under FP8/MXFP8/NVFP4 training Transformer
+Engine keeps a 1-byte copy of every linear weight, cached across microbatches.
 
 Activations per layer and microbatch (Korthikanti et al. 2022, Table 2, generalised to GQA,
-SwiGLU and MoE; bytes with 16-bit activations): with sequence parallel everything is divided
-by ``t``; without it the layer-norm, dropout and block inputs (``10·sbh``) are not. Selective
-recompute and flash attention drop the ``5·a·s²·b`` score term; full recompute keeps only each
-layer's input (``2·sbh``) plus one layer's working set. The first pipeline stage holds
-``L·(1 + (p-1)/(p·v))`` layers' activations in flight under (interleaved) 1F1B (Korthikanti
-§4.2.3; Narayanan et al. 2021 §2.2), capped by the number of microbatches.
+SwiGLU, MoE, context parallel and FP8; ``tok = b·S/c`` local tokens):
+
+* kept on every TP rank unless sequence parallel: layer-norm inputs ``4Th``, QKV and MLP inputs
+  ``4Th`` (``2Th`` when FP8 stores them in one byte), dropout masks ``2Th`` (GeLU/GPT models
+  only; Llama-style SwiGLU models train without dropout);
+* divided by ``t``: Q and attention output ``4T·q``, K and V ``4T·kv``, MLP ``2·n_up·tok·f`` (fc1
+  output) plus ``2T·f`` (activation output, ``tok·f`` in FP8), and without flash attention the
+  ``(4 + dropout)·heads·(S/c)·S·b`` bytes of scores, softmax and mask unless recomputed.
+
+Selective recompute drops the score term; full recompute keeps each layer's input (``2Th``,
+``/t`` with SP) plus one layer's working set. The first pipeline stage holds
+``p`` microbatches of ``L/p`` layers (1F1B) or ``2(p-1) + (v-1)p + 1`` chunks of
+``L/(pv)`` layers (interleaved; Megatron's warm-up count), never more than all microbatches.
+The last stage adds the fp32 logits ``4·tok·V/t``. The reported peak is the larger of the first
+and last stage, plus the efficiency model's runtime overhead and allocator slack.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
 from planner.specs.model import ModelSpec
 from planner.specs.parallelism import Recompute
 from planner.specs.scenario import Scenario
 
+__all__ = [
+    "MemoryArrays",
+    "MemoryBreakdown",
+    "activation_bytes_per_layer",
+    "layers_in_flight",
+    "local_params",
+    "memory_arrays",
+    "memory_per_gpu",
+    "total_params",
+]
+
+FloatArray = NDArray[np.float64]
+
 WEIGHT_BYTES_PER_PARAM = 2.0
-GRAD_BYTES_PER_PARAM = 4.0
 OPTIMIZER_BYTES_PER_PARAM = 12.0
-RUNTIME_OVERHEAD_BYTES = 2.0e9
-"""CUDA context, cuBLAS/NCCL workspaces and allocator slack; a placeholder that calibration
-replaces (PyTorch reports 0.5-1 GB of context alone on Hopper)."""
+LOW_PRECISION_WEIGHT_COPY_BYTES = 1.0
+"""Transformer Engine's cached FP8 copy of each linear weight (``is_first_microbatch``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,167 +81,227 @@ class MemoryBreakdown:
         )
 
 
-def attention_params(model: ModelSpec) -> float:
-    """Parameters of one attention block incl. its input layer norm (biases ignored)."""
-    h = model.hidden_size
-    return h * (model.query_width + 2 * model.kv_width) + model.query_width * h + 2 * h
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryArrays:
+    """``MemoryBreakdown`` for a batch: arrays of shape ``(n,)``, bytes."""
+
+    weights: FloatArray
+    gradients: FloatArray
+    optimizer: FloatArray
+    activations: FloatArray
+    overhead: FloatArray
+
+    @property
+    def total(self) -> FloatArray:
+        """Peak bytes per GPU."""
+        out: FloatArray = (
+            self.weights + self.gradients + self.optimizer + self.activations + self.overhead
+        )
+        return out
+
+    def row(self, i: int) -> MemoryBreakdown:
+        """Scenario ``i`` as a ``MemoryBreakdown``."""
+        return MemoryBreakdown(
+            weights_bytes=float(self.weights[i]),
+            gradients_bytes=float(self.gradients[i]),
+            optimizer_bytes=float(self.optimizer[i]),
+            activations_bytes=float(self.activations[i]),
+            overhead_bytes=float(self.overhead[i]),
+        )
 
 
-def mlp_params(model: ModelSpec, *, moe_layer: bool) -> tuple[float, float]:
-    """``(dense, expert)`` parameters of one MLP block incl. its layer norm and router."""
-    n_mat = 3 if model.activation.is_gated else 2
-    h = model.hidden_size
-    if not moe_layer:
-        return float(n_mat * h * model.ffn_hidden_size + 2 * h), 0.0
-    shared = n_mat * h * model.moe_ffn_hidden_size * model.num_shared_experts
-    routed = n_mat * h * model.moe_ffn_hidden_size * model.num_experts
-    return float(shared + h * model.num_experts + 2 * h), float(routed)
+# ---- parameters ---------------------------------------------------------------------------
+
+
+def _n_mat(a: ScenarioArrays) -> FloatArray:
+    return np.where(a.gated, 3.0, 2.0)
+
+
+def attention_params_arr(a: ScenarioArrays) -> FloatArray:
+    """Parameters of one attention block and both layer norms of a layer."""
+    out: FloatArray = a.h * (a.q + 2.0 * a.kv) + a.q * a.h + 2.0 * a.h
+    return out
+
+
+def mlp_params_arr(a: ScenarioArrays) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``(dense MLP, MoE dense part (router + shared experts), MoE routed experts)`` per layer."""
+    n_mat = _n_mat(a)
+    dense = n_mat * a.h * a.f
+    moe_dense = a.h * a.E + n_mat * a.h * a.f_moe * a.shared
+    moe_expert = n_mat * a.h * a.f_moe * a.E
+    return dense, moe_dense, moe_expert
+
+
+def stage_params(a: ScenarioArrays) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """``(dense first, expert first, dense last, expert last)`` parameters per GPU.
+
+    Each stage holds ``L/p`` layers; MoE layers are spread evenly (their fraction of ``L``).
+    The first stage adds the input embedding, the last the LM head (its own copy when tied and
+    ``p > 1``) and final norm; all divided by ``t`` (vocabulary-parallel), experts by ``t·e``.
+    """
+    layers = a.L / a.p
+    moe_frac = a.moe_layers / a.L
+    dense_mlp, moe_dense, moe_expert = mlp_params_arr(a)
+    per_layer_dense = attention_params_arr(a) + (1 - moe_frac) * dense_mlp + moe_frac * moe_dense
+    body_dense = layers * per_layer_dense
+    body_expert = layers * moe_frac * moe_expert
+    emb = a.V * a.h
+    single = a.p == 1
+    head = np.where(single & ~a.untied, 0.0, emb) + a.h
+    first_dense = (body_dense + emb + np.where(single, head, 0.0)) / a.t
+    last_dense = (body_dense + head + np.where(single, emb, 0.0)) / a.t
+    expert = body_expert / (a.t * a.e)
+    return first_dense, expert, last_dense, expert
 
 
 def total_params(model: ModelSpec) -> float:
-    """All parameters of the model (embeddings counted once when tied)."""
+    """All parameters of the model (embeddings counted once when tied), no biases."""
+    n_mat = 3 if model.activation.is_gated else 2
+    h = model.hidden_size
+    attn = h * (model.query_width + 2 * model.kv_width) + model.query_width * h + 2 * h
+    dense_mlp = n_mat * h * model.ffn_hidden_size
+    moe = h * model.num_experts + n_mat * h * model.moe_ffn_hidden_size * (
+        model.num_shared_experts + model.num_experts
+    )
     dense_layers = model.num_layers - model.num_moe_layers
-    total = model.num_layers * attention_params(model)
-    total += dense_layers * sum(mlp_params(model, moe_layer=False))
-    total += model.num_moe_layers * sum(mlp_params(model, moe_layer=True))
-    embeddings = model.vocab_size * model.hidden_size
-    return total + embeddings * (2 if model.untie_embeddings else 1) + model.hidden_size
+    total = model.num_layers * attn + dense_layers * dense_mlp + model.num_moe_layers * moe
+    embeddings = model.vocab_size * h
+    return float(total + embeddings * (2 if model.untie_embeddings else 1) + h)
 
 
-def _stage_params(scenario: Scenario, *, first: bool) -> tuple[float, float]:
-    """``(dense, expert)`` parameters held by one GPU of the first or last pipeline stage."""
-    m, par = scenario.model, scenario.parallelism
-    tp, pp, ep = par.tensor_parallel, par.pipeline_parallel, par.expert_parallel
-    layers = m.num_layers // pp
-    dense_mlp_layers = m.num_layers - m.num_moe_layers
-    if first:
-        n_dense_mlp = min(dense_mlp_layers, layers)
+# ---- activations --------------------------------------------------------------------------
+
+
+def activation_bytes_arr(
+    a: ScenarioArrays, *, moe_layer: bool, recompute: FloatArray
+) -> FloatArray:
+    """Activation bytes one layer keeps for one microbatch (see the module docstring).
+
+    ``recompute`` is an array of codes (0 none, 1 selective, 2 full).
+    """
+    tok = a.b * a.S / a.c
+    lp = a.device.low_precision
+    drop = np.where(a.dropout, 1.0, 0.0)
+    rep = tok * a.h * (8.0 + 2.0 * drop - np.where(lp, 2.0, 0.0))
+    attn = 4.0 * tok * a.q + 4.0 * tok * a.kv
+    scores = (4.0 + drop) * a.heads * (a.S / a.c) * a.S * a.b
+    attn = attn + np.where(~a.flash & (recompute == 0), scores, 0.0)
+    n_up = np.where(a.gated, 2.0, 1.0)
+    act_out = np.where(lp, 1.0, 2.0)
+    if moe_layer:
+        routed = tok * a.topk
+        mlp = routed * (2.0 * a.h + (2.0 * n_up + act_out) * a.f_moe)
+        mlp = mlp + tok * (2.0 * n_up + act_out) * a.f_moe * a.shared
     else:
-        n_dense_mlp = max(0, dense_mlp_layers - (m.num_layers - layers))
-    n_moe = layers - n_dense_mlp
-    dense = layers * attention_params(m) + n_dense_mlp * mlp_params(m, moe_layer=False)[0]
-    moe_dense, moe_expert = mlp_params(m, moe_layer=True) if m.is_moe else (0.0, 0.0)
-    dense += n_moe * moe_dense
-    expert = n_moe * moe_expert / ep
-    embeddings = m.vocab_size * m.hidden_size
-    if pp == 1:
-        dense += embeddings * (2 if m.untie_embeddings else 1)
-    else:
-        dense += embeddings  # input embedding on the first stage, LM head (or its copy) on the last
-    return dense / tp, expert / tp
+        mlp = tok * (2.0 * n_up + act_out) * a.f
+    shard = a.sp | (a.t == 1)
+    full = np.where(shard, (rep + attn + mlp) / a.t, rep + (attn + mlp) / a.t)
+    layer_input = 2.0 * tok * a.h / np.where(a.sp, a.t, 1.0)
+    out: FloatArray = np.where(recompute == 2, layer_input, full)
+    return out
 
 
-def _model_state_bytes(
-    scenario: Scenario, dense: float, expert: float
-) -> tuple[float, float, float]:
-    par = scenario.parallelism
-    d_dense = par.data_parallel * par.context_parallel
-    d_expert = max(1, d_dense // par.expert_parallel)
-    zero = par.zero_stage
+def layers_in_flight_arr(a: ScenarioArrays) -> FloatArray:
+    """Layer-activations the first pipeline stage holds at its peak under (interleaved) 1F1B."""
+    chunk_layers = a.L / (a.p * a.v)
+    chunks = np.where(a.v == 1, a.p, 2.0 * (a.p - 1) + (a.v - 1) * a.p + 1)
+    out: FloatArray = np.minimum(chunks, a.m * a.v) * chunk_layers
+    return out
 
-    def shard(params: float, d: int, sharded: bool) -> float:
-        return params / d if sharded else params
 
-    weights = WEIGHT_BYTES_PER_PARAM * (
-        shard(dense, d_dense, zero >= 3) + shard(expert, d_expert, zero >= 3)
+def memory_arrays(a: ScenarioArrays, eff: EfficiencyModel) -> MemoryArrays:
+    """Peak memory of the most loaded GPU (first or last pipeline stage) for a batch, bytes."""
+    rc = a.recompute.astype(np.float64)
+    moe_frac = a.moe_layers / a.L
+    dense_act = activation_bytes_arr(a, moe_layer=False, recompute=rc)
+    moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc)
+    per_layer = np.where(
+        moe_frac > 0, np.where(moe_frac < 1, np.maximum(dense_act, moe_act), moe_act), dense_act
     )
-    grads = GRAD_BYTES_PER_PARAM * (
-        shard(dense, d_dense, zero >= 2) + shard(expert, d_expert, zero >= 2)
+    in_flight = layers_in_flight_arr(a)
+    working = np.maximum(
+        activation_bytes_arr(a, moe_layer=False, recompute=np.ones_like(rc)),
+        np.where(
+            moe_frac > 0, activation_bytes_arr(a, moe_layer=True, recompute=np.ones_like(rc)), 0.0
+        ),
     )
-    optim = OPTIMIZER_BYTES_PER_PARAM * (
-        shard(dense, d_dense, zero >= 1) + shard(expert, d_expert, zero >= 1)
+    first_act = in_flight * per_layer + np.where(a.recompute == 2, working, 0.0)
+    tok = a.b * a.S / a.c
+    logits = 4.0 * tok * a.V / a.t
+    last_layers = np.minimum(a.L / a.p, in_flight)
+    last_act = last_layers * per_layer + np.where(a.recompute == 2, working, 0.0) + logits
+    first_act = np.where(a.p == 1, first_act + logits, first_act)
+
+    d_dense = a.d * a.c
+    d_expert = np.maximum(d_dense / a.e, 1.0)
+    z = a.zero
+    lp = a.device.low_precision
+    gathered_layers = np.where(z >= 3, 2.0, 0.0)
+
+    def states(dense: FloatArray, expert: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        layer_params = (dense + expert) / np.maximum(a.L / a.p, 1.0)
+        weights = WEIGHT_BYTES_PER_PARAM * (
+            np.where(z >= 3, dense / d_dense, dense) + np.where(z >= 3, expert / d_expert, expert)
+        )
+        sharded_away = (dense + expert) - (dense / d_dense + expert / d_expert)
+        gathered = np.minimum(gathered_layers * layer_params, sharded_away)
+        weights = weights + WEIGHT_BYTES_PER_PARAM * gathered
+        weights = weights + np.where(lp, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense + expert), 0.0)
+        grads = a.grad_bytes * (
+            np.where(z >= 2, dense / d_dense, dense) + np.where(z >= 2, expert / d_expert, expert)
+        )
+        optim = OPTIMIZER_BYTES_PER_PARAM * (
+            np.where(z >= 1, dense / d_dense, dense) + np.where(z >= 1, expert / d_expert, expert)
+        )
+        return weights, grads, optim
+
+    fd, fe, ld, le = stage_params(a)
+    w1, g1, o1 = states(fd, fe)
+    w2, g2, o2 = states(ld, le)
+    slack = 1.0 + eff.memory_fragmentation_fraction
+    first_total = w1 + g1 + o1 + first_act * slack
+    last_total = w2 + g2 + o2 + last_act * slack
+    use_first = first_total >= last_total
+    overhead = np.full(a.n, eff.memory_overhead_bytes)
+    return MemoryArrays(
+        weights=np.where(use_first, w1, w2),
+        gradients=np.where(use_first, g1, g2),
+        optimizer=np.where(use_first, o1, o2),
+        activations=np.where(use_first, first_act, last_act) * slack,
+        overhead=overhead,
     )
-    return weights, grads, optim
+
+
+# ---- one-scenario wrappers ------------------------------------------------------------------
+
+_RECOMPUTE_CODE = {Recompute.NONE: 0.0, Recompute.SELECTIVE: 1.0, Recompute.FULL: 2.0}
 
 
 def activation_bytes_per_layer(
     scenario: Scenario, *, moe_layer: bool, recompute: Recompute
 ) -> float:
-    """Activation bytes one layer keeps for one microbatch (Korthikanti et al. 2022, Table 2).
-
-    Generalised from ``sbh·(34 + 5as/h)``: attention ``3sbh + 4sb·q + 4sb·kv`` (+ ``5as²b`` scores
-    unless flash attention or selective recompute), MLP ``3sbh + n_act·sbf`` with ``n_act`` = 4
-    (GeLU: fc1 output + activation output) or 6 (SwiGLU: gate/up output + product), times
-    ``top_k`` for routed experts, layer norms ``4sbh``. Full recompute keeps ``2sbh``.
-    """
-    m, par = scenario.model, scenario.parallelism
-    t = par.tensor_parallel
-    s = m.seq_length / par.context_parallel
-    b = par.micro_batch_size
-    h = m.hidden_size
-    sbh = s * b * h
-    if recompute is Recompute.FULL:
-        return 2.0 * sbh / (t if par.sequence_parallel else 1)
-    n_act = 6.0 if m.activation.is_gated else 4.0
-    if moe_layer:
-        active = m.moe_router_topk + m.num_shared_experts
-        mlp_sharded = active * (2.0 * sbh + n_act * s * b * m.moe_ffn_hidden_size)
-    else:
-        mlp_sharded = n_act * s * b * m.ffn_hidden_size
-    attn_sharded = 4.0 * s * b * m.query_width + 4.0 * s * b * m.kv_width
-    if not par.flash_attention and recompute is Recompute.NONE:
-        attn_sharded += 5.0 * m.num_attention_heads * s * s * b / par.context_parallel
-    # 10·sbh = layer-norm inputs (4), QKV and MLP block inputs (2 + 2), dropout masks (1 + 1).
-    replicated = 10.0 * sbh
-    if par.sequence_parallel or t == 1:
-        return (replicated + attn_sharded + mlp_sharded) / t
-    return replicated + (attn_sharded + mlp_sharded) / t
+    """Activation bytes one layer keeps for one microbatch (Korthikanti et al. 2022, Table 2)."""
+    a = ScenarioArrays.from_scenarios([scenario])
+    code = np.array([_RECOMPUTE_CODE[recompute]])
+    return float(activation_bytes_arr(a, moe_layer=moe_layer, recompute=code)[0])
 
 
 def layers_in_flight(scenario: Scenario) -> float:
-    """Layer-activations the first pipeline stage holds at its peak under (interleaved) 1F1B.
-
-    ``L/p`` layers per microbatch times ``p`` microbatches in flight (non-interleaved), or
-    ``2(p-1) + (v-1)·p + 1`` model chunks of ``L/(p·v)`` layers (interleaved; Megatron's
-    warm-up count), never more than all microbatches' chunks.
-    """
-    par, m = scenario.parallelism, scenario.model
-    p, v, mb = par.pipeline_parallel, par.virtual_pipeline, par.num_microbatches
-    chunk_layers = m.num_layers / (p * v)
-    chunks = p if v == 1 else 2 * (p - 1) + (v - 1) * p + 1
-    return min(chunks, mb * v) * chunk_layers
+    """Layer-activations the first pipeline stage holds at its peak under (interleaved) 1F1B."""
+    return float(layers_in_flight_arr(ScenarioArrays.from_scenarios([scenario]))[0])
 
 
-def memory_per_gpu(scenario: Scenario) -> MemoryBreakdown:
-    """Peak memory of the most loaded GPU (first or last pipeline stage), bytes."""
-    m, par = scenario.model, scenario.parallelism
-    recompute = par.recompute
-    per_layer = activation_bytes_per_layer(scenario, moe_layer=m.is_moe, recompute=recompute)
-    if m.is_moe and m.num_dense_layers:
-        dense_layer = activation_bytes_per_layer(scenario, moe_layer=False, recompute=recompute)
-        per_layer = max(per_layer, dense_layer)
-    in_flight = layers_in_flight(scenario)
-    first_act = in_flight * per_layer
-    if recompute is Recompute.FULL:  # one layer re-materialised during its backward
-        first_act += activation_bytes_per_layer(
-            scenario, moe_layer=m.is_moe, recompute=Recompute.SELECTIVE
-        )
-    s = m.seq_length / par.context_parallel
-    logits = 4.0 * s * par.micro_batch_size * m.vocab_size / par.tensor_parallel
-    last_layers = m.num_layers / par.pipeline_parallel
-    last_act = per_layer * min(last_layers, in_flight) + logits
-
-    candidates = []
-    for first in (True, False):
-        dense, expert = _stage_params(scenario, first=first)
-        weights, grads, optim = _model_state_bytes(scenario, dense, expert)
-        act = first_act if first else last_act
-        if par.pipeline_parallel == 1:
-            act = first_act + logits
-        candidates.append(
-            MemoryBreakdown(
-                weights_bytes=weights,
-                gradients_bytes=grads,
-                optimizer_bytes=optim,
-                activations_bytes=act,
-                overhead_bytes=RUNTIME_OVERHEAD_BYTES,
-            )
-        )
-    return max(candidates, key=lambda mb: mb.total_bytes)
+def memory_per_gpu(
+    scenario: Scenario, efficiency: EfficiencyModel | None = None
+) -> MemoryBreakdown:
+    """Peak memory of the most loaded GPU of one scenario, bytes."""
+    eff = efficiency if efficiency is not None else DefaultEfficiency()
+    return memory_arrays(ScenarioArrays.from_scenarios([scenario]), eff).row(0)
 
 
 def local_params(scenario: Scenario) -> tuple[float, float]:
-    """``(dense, expert)`` parameters per GPU on the most loaded pipeline stage."""
-    first = _stage_params(scenario, first=True)
-    last = _stage_params(scenario, first=False)
-    return max(first, last, key=lambda pair: pair[0] + pair[1])
+    """``(dense, expert)`` parameters per GPU on the pipeline stage holding the most."""
+    fd, fe, ld, le = stage_params(ScenarioArrays.from_scenarios([scenario]))
+    if fd[0] + fe[0] >= ld[0] + le[0]:
+        return float(fd[0]), float(fe[0])
+    return float(ld[0]), float(le[0])

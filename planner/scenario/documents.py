@@ -11,8 +11,9 @@ from typing import Any, Literal
 import yaml
 
 from planner.errors import SpecError
-from planner.perf.step import predict
+from planner.perf.step import predict_batch
 from planner.scenario.parse import parse_scenario
+from planner.specs.scenario import Scenario
 
 __all__ = ["predict_documents", "read_documents"]
 
@@ -139,17 +140,30 @@ def _plain(value: Any) -> Any:
 def predict_documents(docs: Sequence[object]) -> list[dict[str, Any]]:
     """One JSON-ready dict per document, in order: the prediction, or ``{"name", "error"}``.
 
-    ``error`` reads ``"<field>: <what is wrong and how to fix it>"``; ``name`` is echoed when the
-    document had one, else None. Never raises for bad documents.
+    All documents are parsed first; the valid scenarios are then predicted in ONE vectorized
+    ``predict_batch`` call. ``error`` reads ``"<field>: <what is wrong and how to fix it>"``;
+    ``name`` is echoed when the document had one, else None. Never raises for bad documents.
     """
-    results: list[dict[str, Any]] = []
+    results: list[dict[str, Any] | None] = []
+    valid: list[tuple[int, Scenario]] = []
     for doc in docs:
         name = _name_of(doc)
         try:
-            scenario = parse_scenario(doc)
-            results.append(_plain(predict(scenario).to_dict(scenario.name)))
+            valid.append((len(results), parse_scenario(doc)))
+            results.append(None)
         except SpecError as exc:
             results.append({"name": name, "error": str(exc)})
         except (ValueError, TypeError, ArithmeticError) as exc:  # defensive: report, never crash
             results.append({"name": name, "error": f"internal: {type(exc).__name__}: {exc}"})
-    return results
+    if valid:
+        try:
+            predictions = predict_batch([s for _, s in valid])
+            for (i, scenario), prediction in zip(valid, predictions, strict=True):
+                results[i] = _plain(prediction.to_dict(scenario.name))
+        except (ValueError, TypeError, ArithmeticError) as exc:  # defensive: report, never crash
+            for i, scenario in valid:
+                results[i] = {
+                    "name": scenario.name,
+                    "error": f"internal: {type(exc).__name__}: {exc}",
+                }
+    return [r if r is not None else {"name": None, "error": "internal: missing"} for r in results]

@@ -20,6 +20,9 @@ class Precision(StrEnum):
     NVFP4 = "nvfp4"
 
 
+_ARCHITECTURES = ("ampere", "hopper", "blackwell", "cdna3")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSpec:
     """One GPU SKU from the catalog (``planner/catalog/gpus.yaml``), in SI units.
@@ -28,7 +31,10 @@ class GpuSpec:
     tensor-core peak, FLOP/s. Bandwidths are per GPU and one direction, bytes/s:
     ``scale_up_bandwidth_bytes_per_s`` inside an NVLink / Infinity Fabric domain of
     ``nvlink_domain_size`` GPUs, ``scale_out_bandwidth_bytes_per_s`` over the NICs.
-    ``sources`` maps each value's name to its public source.
+    ``architecture`` (``ampere``, ``hopper``, ``blackwell``, ``cdna3``) and ``num_sms``
+    (streaming multiprocessors / compute units) drive the GEMM efficiency model;
+    ``scale_up_latency_s`` / ``scale_out_latency_s`` are the per-hop latencies of a collective
+    step over NVLink and over the NIC. ``sources`` maps each value's name to its public source.
     """
 
     key: str
@@ -40,6 +46,10 @@ class GpuSpec:
     nvlink_domain_size: int
     gpus_per_node: int
     scale_out_bandwidth_bytes_per_s: float
+    architecture: str = "hopper"
+    num_sms: int = 132
+    scale_up_latency_s: float = 1e-6
+    scale_out_latency_s: float = 4e-6
     sources: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -53,8 +63,16 @@ class GpuSpec:
             "hbm_bandwidth_bytes_per_s",
             "scale_up_bandwidth_bytes_per_s",
             "scale_out_bandwidth_bytes_per_s",
+            "scale_up_latency_s",
+            "scale_out_latency_s",
         ):
             require_number(f"{path}.{name}", getattr(self, name))
+        require_int(f"{path}.num_sms", self.num_sms)
+        if self.architecture not in _ARCHITECTURES:
+            raise SpecError(
+                f"{path}.architecture",
+                f"must be one of {', '.join(_ARCHITECTURES)}, got {self.architecture!r}",
+            )
         require_int(f"{path}.nvlink_domain_size", self.nvlink_domain_size)
         require_int(f"{path}.gpus_per_node", self.gpus_per_node)
 

@@ -51,7 +51,11 @@ PRESETS = [
 ]
 SOURCED = (
     "dense_peak_tflop_per_s",
-    "hbm_gb",
+    "hbm_gib",
+    "architecture",
+    "num_sms",
+    "scale_up_latency_us",
+    "scale_out_latency_us",
     "hbm_bandwidth_gb_per_s",
     "scale_up_bandwidth_gb_per_s",
     "nvlink_domain_size",
@@ -69,7 +73,7 @@ def test_every_gpu_has_values_and_sources(key: str) -> None:
     assert gpu.supports(Precision.BF16)
     assert gpu.supports(Precision.FP16)
     assert 100e12 < gpu.peak_flop_per_s(Precision.BF16) < 5e15
-    assert 30e9 <= gpu.hbm_bytes <= 300e9
+    assert 30e9 <= gpu.hbm_bytes <= 320e9
     assert gpu.hbm_bandwidth_bytes_per_s > 1e12
     assert gpu.scale_out_bandwidth_bytes_per_s >= 25e9
 
@@ -78,7 +82,7 @@ def test_si_conversion_of_h100() -> None:
     h100 = gpu_catalog()["h100-sxm"]
     assert h100.peak_flop_per_s(Precision.BF16) == pytest.approx(989.4e12)
     assert h100.peak_flop_per_s(Precision.FP8) == pytest.approx(1978.9e12)
-    assert h100.hbm_bytes == pytest.approx(80e9)
+    assert h100.hbm_bytes == pytest.approx(80 * 2**30)
     assert h100.hbm_bandwidth_bytes_per_s == pytest.approx(3.35e12)
     assert h100.scale_up_bandwidth_bytes_per_s == pytest.approx(450e9)
     assert h100.scale_out_bandwidth_bytes_per_s == pytest.approx(50e9)  # 400 Gbit/s

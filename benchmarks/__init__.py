@@ -1,0 +1,1 @@
+"""Accuracy and speed benchmarks of the planner (run by hand; results in ``RESULTS.md``)."""

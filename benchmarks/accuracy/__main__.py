@@ -1,0 +1,152 @@
+"""Accuracy of the performance model on published training runs (issue 3).
+
+    .venv/bin/python -m benchmarks.accuracy              # print the table
+    .venv/bin/python -m benchmarks.accuracy --results    # ... and write benchmarks/RESULTS.md
+    .venv/bin/python -m benchmarks.accuracy --rows       # ... plus every row, worst first
+    .venv/bin/python -m benchmarks.accuracy --fit        # fit constants on the calibration subset
+    .venv/bin/python -m benchmarks.accuracy --fit --write  # ... and store them in the model
+
+With ``--fit`` the tables are computed with the fitted constants (held-out rows untouched by
+the fit); ``--write`` stores them via ``planner.perf.constants.write_constants`` with their
+provenance (subset rule, date, calibration error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import planner
+from benchmarks.accuracy.convert import CALIBRATION_EVERY, build_dataset
+from benchmarks.accuracy.evaluate import evaluate
+from benchmarks.accuracy.fit import default_parameters, efficiency_with, fit, write_fitted
+from benchmarks.accuracy.report import (
+    RESULTS_FILE,
+    accuracy_table,
+    memory_table,
+    results_section,
+    rows_table,
+    time_stats,
+    unusable_table,
+    write_results,
+)
+from planner.perf import EfficiencyModel
+
+
+def model_revision() -> str:
+    """``git`` revision of the checkout holding the imported ``planner`` package, with
+    ``+ uncommitted planner/ changes`` when its working tree differs."""
+    root = Path(planner.__file__).resolve().parents[1]
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "planner"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"from {root} (not a git checkout)"
+    return f"{rev} + uncommitted planner/ changes" if dirty else rev
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the harness; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.accuracy", description=__doc__)
+    parser.add_argument("--rows", action="store_true", help="print every row, worst first")
+    parser.add_argument(
+        "--fit", action="store_true", help="fit constants on the calibration subset"
+    )
+    parser.add_argument(
+        "--params",
+        help=f"comma-separated constants to fit (default: {','.join(default_parameters())})",
+    )
+    parser.add_argument(
+        "--max-evaluations", type=int, default=600, help="with --fit: model evaluations (600)"
+    )
+    parser.add_argument("--write", action="store_true", help="with --fit: store the fitted values")
+    parser.add_argument(
+        "--results", action="store_true", help=f"write the tables to {RESULTS_FILE}"
+    )
+    parser.add_argument(
+        "--label", help="model version for RESULTS.md (default: git revision of planner/)"
+    )
+    args = parser.parse_args(argv)
+    if args.write and not args.fit:
+        parser.error("--write needs --fit")
+
+    dataset = build_dataset()
+    today = datetime.now(tz=UTC).date().isoformat()
+    efficiency: EfficiencyModel | None = None
+    constants_note = f"planner {args.label or model_revision()}, constants as shipped"
+    if args.fit:
+        names = args.params.split(",") if args.params else None
+        result = fit(dataset.cases, names, max_evaluations=args.max_evaluations)
+        efficiency = efficiency_with(result.values)
+        print(
+            f"Fitted on {result.num_rows} calibration rows ({result.num_evaluations} evaluations): "
+            f"mean |ln error| over sources {result.loss_before:.4f} -> {result.loss_after:.4f}"
+        )
+        for name, value in result.values.items():
+            print(f"  {name}: {result.initial[name]:.6g} -> {value:.6g}")
+        constants_note = f"planner {args.label or model_revision()}, fitted by --fit: " + ", ".join(
+            f"{k}={v:.4g}" for k, v in result.values.items()
+        )
+        if args.write:
+            calibrated = time_stats(
+                o for o in evaluate(dataset.cases, efficiency) if o.case.calibration
+            )
+            provenance = (
+                f"fitted {today} by `python -m benchmarks.accuracy --fit --write` on the "
+                f"calibration subset (every {CALIBRATION_EVERY}rd usable configuration by "
+                f"config_id of each dense A100/H100 source, {result.num_rows} rows of "
+                f"tests/data/ground_truth/): mean |ln error| {result.loss_after:.4f}, "
+                f"calibration mean APE {100 * calibrated.mean_ape:.1f} %"
+            )
+            print(f"wrote {write_fitted(result.values, provenance)}")
+            constants_note = f"planner {args.label or model_revision()}, fitted and written"
+
+    outcomes = evaluate(dataset.cases, efficiency)
+    memory = evaluate(dataset.memory_cases, efficiency)
+    print(accuracy_table(outcomes))
+    print()
+    print(memory_table(memory))
+    print()
+    print(unusable_table(dataset))
+    if args.rows:
+        print()
+        print(rows_table(outcomes))
+    if args.results:
+        command = shlex.join(
+            [
+                ".venv/bin/python",
+                "-m",
+                "benchmarks.accuracy",
+                *(sys.argv[1:] if argv is None else argv),
+            ]
+        )
+        section = results_section(
+            date=today,
+            command=command.strip(),
+            dataset=dataset,
+            outcomes=outcomes,
+            memory=memory,
+            constants_note=constants_note,
+            fitted=args.fit,
+        )
+        write_results(section, fitted=args.fit)
+        print(f"\nwrote {RESULTS_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,207 @@
+"""Markdown tables of the accuracy results, and their section in ``benchmarks/RESULTS.md``."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from benchmarks.accuracy.convert import (
+    CALIBRATION_EVERY,
+    CALIBRATION_SOURCES,
+    DENSE_A100_H100_SOURCES,
+    SOURCE_NOTES,
+    Dataset,
+)
+from benchmarks.accuracy.evaluate import Outcome
+from benchmarks.accuracy.runs import SOURCE_FILES
+from benchmarks.accuracy.stats import ErrorStats, error_stats
+
+RESULTS_FILE = Path(__file__).resolve().parents[1] / "RESULTS.md"
+
+
+def _markers(fitted: bool) -> tuple[str, str]:
+    """Begin/end comments of the section: one for shipped constants, one for ``--fit``."""
+    name = "accuracy-fitted" if fitted else "accuracy"
+    return (
+        f"<!-- {name}:begin (written by python -m benchmarks.accuracy --results) -->",
+        f"<!-- {name}:end -->",
+    )
+
+
+TARGET_MEAN = 0.05
+TARGET_MAX = 0.15
+TARGET_MEMORY = 0.10
+
+
+def _pct(x: float) -> str:
+    return "–" if math.isnan(x) else f"{100 * x:.1f}"
+
+
+def _signed(x: float) -> str:
+    return "–" if math.isnan(x) else f"{100 * x:+.1f}"
+
+
+def time_stats(outcomes: Iterable[Outcome]) -> ErrorStats:
+    """Iteration-time error statistics of ``outcomes``."""
+    rows = list(outcomes)
+    return error_stats(
+        [o.predicted_iteration_time_s for o in rows],
+        [o.case.measured_iteration_time_s for o in rows],
+    )
+
+
+def _cells(stats: ErrorStats) -> str:
+    n, mean, worst = stats.num_rows, _pct(stats.mean_ape), _pct(stats.max_ape)
+    return f"{n} | {mean} | {worst} | {_signed(stats.bias)}"
+
+
+def _verdict(held_out: ErrorStats, source: str) -> str:
+    if source not in DENSE_A100_H100_SOURCES or held_out.num_rows == 0:
+        return "n/a"
+    ok = held_out.mean_ape <= TARGET_MEAN and held_out.max_ape <= TARGET_MAX
+    return "meets" if ok else "misses"
+
+
+def accuracy_table(outcomes: Sequence[Outcome]) -> str:
+    """Per source and overall: calibration and held-out rows, mean/max APE (%), bias (%)."""
+    lines = [
+        "| source | calib. rows | calib. mean APE % | calib. max APE % | calib. bias % "
+        "| held-out rows | held-out mean APE % | held-out max APE % | held-out bias % "
+        "| target (held-out ≤5 % mean, ≤15 % max) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    groups: list[tuple[str, list[Outcome]]] = [
+        (s, [o for o in outcomes if o.case.source == s]) for s in SOURCE_FILES
+    ]
+    dense = [o for o in outcomes if o.case.source in DENSE_A100_H100_SOURCES]
+    groups += [("**dense A100/H100 sources**", dense), ("**all**", list(outcomes))]
+    for name, rows in groups:
+        cal = time_stats(o for o in rows if o.case.calibration)
+        held = time_stats(o for o in rows if not o.case.calibration)
+        lines.append(f"| {name} | {_cells(cal)} | {_cells(held)} | {_verdict(held, name)} |")
+    return "\n".join(lines)
+
+
+def memory_table(outcomes: Sequence[Outcome]) -> str:
+    """Predicted vs published peak memory per GPU (GiB), per row and summarised."""
+    lines = [
+        "| config | measured GiB | predicted GiB | error % |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    rows = [o for o in outcomes if o.case.measured_peak_memory_bytes is not None]
+    for o in rows:
+        measured = o.case.measured_peak_memory_bytes or math.nan
+        lines.append(
+            f"| {o.case.config_id} | {measured / 2**30:.1f} | "
+            f"{o.predicted_memory_bytes / 2**30:.1f} | {_signed(o.memory_error or math.nan)} |"
+        )
+    stats = error_stats(
+        [o.predicted_memory_bytes for o in rows],
+        [o.case.measured_peak_memory_bytes or math.nan for o in rows],
+    )
+    within = sum(1 for o in rows if abs(o.memory_error or math.inf) <= TARGET_MEMORY)
+    lines.append(
+        f"| **{stats.num_rows} rows: mean APE {_pct(stats.mean_ape)} %, max "
+        f"{_pct(stats.max_ape)} %, bias {_signed(stats.bias)} %; {within} within 10 %** | | | |"
+    )
+    return "\n".join(lines)
+
+
+def unusable_table(dataset: Dataset) -> str:
+    """Per source: configurations, usable ones, and the counted reasons for the rest."""
+    lines = [
+        "| source | configurations | usable | unusable: count × reason |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    for source in SOURCE_FILES:
+        usable = sum(1 for c in dataset.cases if c.source == source)
+        reasons = Counter(u.reason for u in dataset.unusable if u.source == source)
+        text = "; ".join(f"{n} × {r}" for r, n in reasons.most_common()) or "–"
+        lines.append(f"| {source} | {dataset.num_configs.get(source, 0)} | {usable} | {text} |")
+    return "\n".join(lines)
+
+
+def rows_table(outcomes: Sequence[Outcome]) -> str:
+    """Every case: measured vs predicted iteration time, error, subset, worst first."""
+    lines = [
+        "| source | config | subset | measured s | predicted s | error % |",
+        "| --- | --- | --- | ---: | ---: | ---: |",
+    ]
+    for o in sorted(outcomes, key=lambda o: -abs(o.time_error)):
+        subset = "calib." if o.case.calibration else "held-out"
+        lines.append(
+            f"| {o.case.source} | {o.case.config_id} | {subset} | "
+            f"{o.case.measured_iteration_time_s:.4g} | {o.predicted_iteration_time_s:.4g} | "
+            f"{_signed(o.time_error)} |"
+        )
+    return "\n".join(lines)
+
+
+def methodology() -> str:
+    """How rows become scenarios and which are calibration rows (for RESULTS.md)."""
+    notes = "\n".join(f"- `{s}`: {SOURCE_NOTES[s]}" for s in SOURCE_FILES)
+    return (
+        f"**Calibration subset** (declared in `benchmarks/accuracy/convert.py`): within each of "
+        f"{', '.join(f'`{s}`' for s in CALIBRATION_SOURCES)}, the usable configurations sorted "
+        f"by `config_id`, every {CALIBRATION_EVERY}rd one starting with the first. Constants are "
+        f"fitted (`--fit`) on these rows only; every other row is held out. torchtitan (96 GB / "
+        f"500 W H100, not a catalog SKU) is held out entirely. No per-row or per-model factors.\n\n"
+        f"**Rows to scenarios** (measured iteration time derived per source as in "
+        f"`tests/data/ground_truth/README.md`):\n\n{notes}"
+    )
+
+
+def results_section(
+    *,
+    date: str,
+    command: str,
+    dataset: Dataset,
+    outcomes: Sequence[Outcome],
+    memory: Sequence[Outcome],
+    constants_note: str,
+    fitted: bool = False,
+) -> str:
+    """The accuracy section of RESULTS.md (``fitted``: the one for ``--fit`` results)."""
+    begin, end = _markers(fitted)
+    title = (
+        "## Accuracy after fitting constants on the calibration subset (`--fit`)"
+        if fitted
+        else "## Accuracy of `iteration_time_s` on published runs (issue 3)"
+    )
+    parts = [
+        begin,
+        title,
+        f"Measured {date} with `{command}` ({constants_note}). "
+        "APE = |predicted − measured| / measured; bias = mean signed error "
+        "(positive: the model predicts slower than measured).",
+        accuracy_table(outcomes),
+        "### Peak memory per GPU vs torchtitan (target: within 10 %)",
+        memory_table(memory),
+    ]
+    if not fitted:
+        parts += [
+            "### Published configurations used and left out",
+            unusable_table(dataset),
+            "### Method",
+            methodology(),
+        ]
+    return "\n\n".join([*parts, end])
+
+
+def write_results(section: str, path: Path = RESULTS_FILE, *, fitted: bool = False) -> None:
+    """Replace the (fitted or shipped-constants) accuracy section of ``path``, or append it;
+    creates the file if needed."""
+    begin, end = _markers(fitted)
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        if begin in text and end in text:
+            head, rest = text.split(begin, 1)
+            _, tail = rest.split(end, 1)
+            text = head + section + tail
+        else:
+            text = text.rstrip("\n") + "\n\n" + section + "\n"
+    else:
+        text = "# Benchmark results\n\n" + section + "\n"
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,449 @@
+"""The vectorized engine: a batch of scenarios -> iteration time, breakdown, FLOPs and memory.
+
+One numpy pass over a structure of arrays (``ScenarioArrays``); ``predict`` is the batch of one.
+Model (details in each helper's docstring):
+
+1. **Operators** per transformer layer and microbatch on one GPU, forward and backward
+   (``tok = b·S/c`` local tokens): QKV ``(tok, (q+2kv)/t, h)`` (GQA/MQA through ``kv``), output
+   projection ``(tok, h, q/t)``, MLP up ``(tok, n_up·f/t, h)`` (``n_up`` 2 for SwiGLU) and down
+   ``(tok, h, f/t)`` GEMMs; each backward GEMM is a data-gradient ``(M, K, N)`` and a
+   weight-gradient ``(K, N, M)`` GEMM. Attention core: flash attention executes the causal half
+   of ``4·b·(S/c)·S·q/t`` forward FLOPs and 2.5x that backward; without flash, two batched GEMMs
+   per direction over the full square plus softmax/mask/dropout memory traffic. MoE: router
+   GEMM ``(tok, E, h)``, ``E/e`` expert GEMMs of ``tok·topk·e/E·imbalance`` tokens each, shared
+   experts, token permute/unpermute. Memory-bound: two norms, two residual adds, dropout (GeLU
+   models), rotary (SwiGLU models), activation function, FP8 casts. First stage: embedding;
+   last stage: LM head GEMM (16-bit) and cross-entropy. Each op takes
+   ``max(FLOPs / achieved FLOP/s, bytes / achieved bytes/s, kernels · kernel_min_time_s)``.
+2. **Communication** (``planner.perf.collectives``): TP 2 all-gathers + 2 reduce-scatters of
+   ``tok·h`` 16-bit activations per layer and direction with sequence parallelism, else 2
+   all-reduces (Korthikanti et al. 2022 §4.2.2), partly hidden (``tp_overlap_fraction``); CP
+   ring attention sends K,V (forward) and K,V,dK,dV (backward) ``c-1`` times per layer, each
+   step hidden behind that step's attention (Liu et al. 2023); EP dispatch+combine all-to-all
+   forward and backward; PP send/recv of ``tok·h/t`` per microbatch boundary; DP gradient
+   reduce-scatter (all-reduce at ZeRO-0) and parameter all-gather once per iteration, hidden
+   behind the last microbatch's backward / first forward up to ``dp_overlap_fraction``;
+   ZeRO-3/FSDP gathers parameters forward and backward and reduce-scatters gradients every
+   microbatch, hidden behind that microbatch's compute.
+3. **Schedule**: 1F1B / interleaved 1F1B. The slowest stage (first: embedding; last: LM head and
+   loss) sets the steady state, ``m · t_slowest``; the bubble is ``(p-1)/v`` times the mean
+   stage's per-microbatch time (Narayanan et al. SC'21 §2.2); selective recompute re-runs the
+   attention core forward, full recompute the whole layer forward (with its TP collectives).
+4. **Optimizer**: Adam over the locally owned parameters (sharded at ZeRO >= 1), 34 bytes of HBM
+   traffic per parameter (read fp32 master, m, v, grad; grad-norm pass; write master, m, v and
+   the 16-bit copy), plus the FP8 weight cast when training in FP8.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.perf import collectives as coll
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import CommKind, EfficiencyModel
+from planner.perf.memory import MemoryArrays, memory_arrays, stage_params
+
+__all__ = ["BREAKDOWN_KEYS", "BatchResult", "evaluate"]
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+BREAKDOWN_KEYS = (
+    "compute",
+    "tp_comm_exposed",
+    "cp_comm_exposed",
+    "ep_comm_exposed",
+    "pp_comm_exposed",
+    "pp_bubble",
+    "dp_comm_exposed",
+    "optimizer",
+)
+"""Terms of ``breakdown_s``, in order; they add up to ``iteration_time_s``."""
+
+ACT_BYTES = 2.0
+"""Activations and their gradients travel in 16-bit, also under FP8 training."""
+PARAM_GATHER_BYTES = 2.0
+ADAM_HBM_BYTES_PER_PARAM = 34.0
+FP8_CAST_BYTES_PER_PARAM = 3.0
+FLASH_BWD_FLOP_RATIO = 2.5
+"""Flash-attention backward executes 5 matmuls (incl. recomputing the scores) vs 2 forward."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchResult:
+    """Engine output for a batch: arrays of shape ``(n,)`` (seconds, FLOPs, bytes)."""
+
+    iteration_time_s: FloatArray
+    breakdown_s: dict[str, FloatArray]
+    model_flops: FloatArray
+    hardware_flops: FloatArray
+    memory: MemoryArrays
+
+
+class _Ops:
+    """Accumulates operator times per group: GEMMs and memory-bound kernels are timed in
+    one vectorized call each (shape ``(num_ops, n)``)."""
+
+    def __init__(self, a: ScenarioArrays, eff: EfficiencyModel) -> None:
+        self.a, self.eff = a, eff
+        self.gemms: list[tuple[str, FloatArray, FloatArray, FloatArray, FloatArray, BoolArray]] = []
+        self.mems: list[tuple[str, FloatArray, FloatArray]] = []
+        self.extra: dict[str, FloatArray] = {}
+
+    def gemm(
+        self,
+        group: str,
+        m: FloatArray,
+        n: FloatArray,
+        k: FloatArray,
+        *,
+        count: FloatArray | float = 1.0,
+        lp: BoolArray | bool,
+        backward: bool = False,
+    ) -> None:
+        ones = np.ones(self.a.n)
+        cnt = ones * count
+        low = np.broadcast_to(np.asarray(lp), (self.a.n,))
+        if not backward:
+            self.gemms.append((group, ones * m, ones * n, ones * k, cnt, low))
+            return
+        self.gemms.append((group, ones * m, ones * k, ones * n, cnt, low))  # data gradient
+        self.gemms.append((group, ones * k, ones * n, ones * m, cnt, low))  # weight gradient
+
+    def mem(self, group: str, num_bytes: FloatArray, kernels: FloatArray | float) -> None:
+        ones = np.ones(self.a.n)
+        self.mems.append((group, ones * num_bytes, ones * kernels))
+
+    def add(self, group: str, seconds: FloatArray) -> None:
+        self.extra[group] = self.extra.get(group, 0.0) + seconds
+
+    def totals(self) -> dict[str, FloatArray]:
+        """Seconds per group; each op ``max(compute, memory, kernels · kernel_min)``."""
+        eff, a = self.eff, self.a
+        kmin = eff.kernel_min_time_s
+        out: dict[str, FloatArray] = {}
+        if self.gemms:
+            groups = [g[0] for g in self.gemms]
+            m = np.stack([g[1] for g in self.gemms])
+            n = np.stack([g[2] for g in self.gemms])
+            k = np.stack([g[3] for g in self.gemms])
+            cnt = np.stack([g[4] for g in self.gemms])
+            low = np.stack([g[5] for g in self.gemms])
+            rate = eff.gemm_flop_per_s(m, n, k, a.device, low_precision=low)
+            flops = 2.0 * m * n * k * cnt
+            bytes_ = np.where(low, 1.0, 2.0) * (m * k + k * n) * cnt + 2.0 * m * n * cnt
+            bw = eff.memory_bytes_per_s(bytes_, a.device)
+            t = np.maximum(np.maximum(flops / rate, bytes_ / bw), cnt * kmin)
+            t = np.where((cnt > 0) & (m * n * k > 0), t, 0.0)
+            for i, g in enumerate(groups):
+                out[g] = out.get(g, 0.0) + t[i]
+        if self.mems:
+            groups = [g[0] for g in self.mems]
+            b = np.stack([g[1] for g in self.mems])
+            kern = np.stack([g[2] for g in self.mems])
+            bw = eff.memory_bytes_per_s(np.maximum(b, 1.0), a.device)
+            t = np.where(b > 0, np.maximum(b / bw, kern * kmin), 0.0)
+            for i, g in enumerate(groups):
+                out[g] = out.get(g, 0.0) + t[i]
+        for g, sec in self.extra.items():
+            out[g] = out.get(g, 0.0) + sec
+        zero = np.zeros(a.n)
+        return {g: np.asarray(v, dtype=np.float64) + zero for g, v in out.items()}
+
+
+def _layer_ops(ops: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool) -> None:
+    """Register one layer's forward (``{p}f``), backward (``{p}b``) and selective-recompute
+    (``{p}r``) operators, ``p`` = ``m`` for MoE layers, ``d`` for dense ones."""
+    p = "m" if moe else "d"
+    t = a.t
+    tok = a.b * a.S / a.c
+    tokens_n = np.where(a.sp, tok / t, tok)
+    lp = a.device.low_precision
+    n_up = np.where(a.gated, 2.0, 1.0)
+    drop = np.where(a.dropout, 1.0, 0.0)
+    dh = a.q / a.heads
+    heads_local = a.heads / t
+    # attention GEMMs
+    for direction, bwd in (("f", False), ("b", True)):
+        ops.gemm(p + direction, tok, (a.q + 2.0 * a.kv) / t, a.h, lp=lp, backward=bwd)
+        ops.gemm(p + direction, tok, a.h, a.q / t, lp=lp, backward=bwd)
+    # attention core
+    nonflash = ~a.flash
+    bmm_count = np.where(nonflash, a.b * heads_local, 0.0)
+    sq = a.S / a.c
+    for group in (p + "f", p + "r"):
+        ops.gemm(group, sq, a.S, dh, count=bmm_count, lp=False)
+        ops.gemm(group, sq, dh, a.S, count=bmm_count, lp=False)
+        ops.mem(
+            group, np.where(nonflash, (9.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0), 3.0
+        )
+    ops.gemm(p + "b", sq, a.S, dh, count=bmm_count, lp=False, backward=True)
+    ops.gemm(p + "b", sq, dh, a.S, count=bmm_count, lp=False, backward=True)
+    ops.mem(
+        p + "b", np.where(nonflash, (11.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0), 3.0
+    )
+    flash_fwd_flops = np.where(a.flash, 2.0 * a.b * sq * a.S * a.q / t, 0.0)
+    fwd_rate = eff.attention_flop_per_s(a.S, a.device, backward=False)
+    bwd_rate = eff.attention_flop_per_s(a.S, a.device, backward=True)
+    kmin = eff.kernel_min_time_s
+    attn_f = np.where(a.flash, np.maximum(flash_fwd_flops / fwd_rate, kmin), 0.0)
+    attn_b = np.where(
+        a.flash, np.maximum(FLASH_BWD_FLOP_RATIO * flash_fwd_flops / bwd_rate, 2 * kmin), 0.0
+    )
+    ops.add(p + "f", attn_f)
+    ops.add(p + "r", attn_f)
+    ops.add(p + "b", attn_b)
+    # norms, residuals, dropout, rotary
+    rope = np.where(a.gated, 1.0, 0.0)
+    ops.mem(p + "f", 8.0 * tokens_n * a.h, 2.0)
+    ops.mem(p + "b", 12.0 * tokens_n * a.h, 2.0)
+    ops.mem(p + "f", 12.0 * tokens_n * a.h, 2.0)
+    ops.mem(p + "b", 12.0 * tokens_n * a.h, 2.0)
+    ops.mem(p + "f", 10.0 * drop * tokens_n * a.h, 2.0)
+    ops.mem(p + "b", 10.0 * drop * tokens_n * a.h, 2.0)
+    ops.mem(p + "f", 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
+    ops.mem(p + "b", 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
+    lp_f = np.where(lp, 1.0, 0.0)
+    ops.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.q / t), 2.0)
+    ops.mem(p + "b", lp_f * 3.0 * tok * ((a.q + 2.0 * a.kv) / t + a.h), 2.0)
+    act_f = np.where(a.gated, 6.0, 4.0)
+    act_b = np.where(a.gated, 10.0, 6.0)
+    if not moe:
+        for direction, bwd in (("f", False), ("b", True)):
+            ops.gemm(p + direction, tok, n_up * a.f / t, a.h, lp=lp, backward=bwd)
+            ops.gemm(p + direction, tok, a.h, a.f / t, lp=lp, backward=bwd)
+        ops.mem(p + "f", act_f * tok * a.f / t, 1.0)
+        ops.mem(p + "b", act_b * tok * a.f / t, 1.0)
+        ops.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.f / t), 2.0)
+        ops.mem(p + "b", lp_f * 3.0 * tok * (a.h + n_up * a.f / t), 2.0)
+        return
+    imb = eff.moe_imbalance_factor
+    local_experts = a.E / a.e
+    tokens_per_expert = tok * a.topk * a.e / np.maximum(a.E, 1.0) * imb
+    routed = tok * a.topk * imb
+    shared_w = a.f_moe * a.shared
+    for direction, bwd in (("f", False), ("b", True)):
+        ops.gemm(p + direction, tok, a.E, a.h, lp=False, backward=bwd)
+        ops.gemm(
+            p + direction,
+            tokens_per_expert,
+            n_up * a.f_moe / t,
+            a.h,
+            count=local_experts,
+            lp=lp,
+            backward=bwd,
+        )
+        ops.gemm(
+            p + direction,
+            tokens_per_expert,
+            a.h,
+            a.f_moe / t,
+            count=local_experts,
+            lp=lp,
+            backward=bwd,
+        )
+        ops.gemm(p + direction, tok, n_up * shared_w / t, a.h, lp=lp, backward=bwd)
+        ops.gemm(p + direction, tok, a.h, shared_w / t, lp=lp, backward=bwd)
+    width = routed * a.f_moe + tok * shared_w
+    ops.mem(p + "f", act_f * width / t, 2.0)
+    ops.mem(p + "b", act_b * width / t, 2.0)
+    ops.mem(
+        p + "f", 8.0 * tok * a.topk * a.h + 8.0 * tok * a.E, 3.0
+    )  # router softmax/top-k, permute
+    ops.mem(p + "b", 8.0 * tok * a.topk * a.h + 8.0 * tok * a.E, 3.0)
+    ops.mem(p + "f", lp_f * 3.0 * (routed * (a.h + a.f_moe / t) + tok * (a.h + shared_w / t)), 4.0)
+    ops.mem(
+        p + "b",
+        lp_f * 3.0 * (routed * (a.h + n_up * a.f_moe / t) + tok * (a.h + n_up * shared_w / t)),
+        4.0,
+    )
+
+
+def _edge_ops(ops: _Ops, a: ScenarioArrays) -> None:
+    """Embedding (``e``, first stage) and LM head + loss (``h``, last stage), fwd + bwd."""
+    tok = a.b * a.S / a.c
+    tokens_n = np.where(a.sp, tok / a.t, tok)
+    ops.mem("e", 4.0 * tokens_n * a.h, 1.0)
+    ops.mem("e", 12.0 * tok * a.h, 2.0)
+    ops.gemm("h", tok, a.V / a.t, a.h, lp=False)
+    ops.gemm("h", tok, a.V / a.t, a.h, lp=False, backward=True)
+    ops.mem("h", 20.0 * tokens_n * a.h, 2.0)  # final norm fwd + bwd
+    ops.mem("h", 20.0 * tok * a.V / a.t, 5.0)  # cross-entropy: fp32 softmax fwd, gradient bwd
+
+
+def _tp_times(a: ScenarioArrays, link: coll.Link) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``(per layer fwd+bwd, embedding, LM head)`` tensor-parallel communication seconds."""
+    tok = a.b * a.S / a.c
+    size = tok * a.h * ACT_BYTES
+    one = np.ones(a.n)
+    ag = coll.all_gather_time_s(size, a.t, one, link)
+    rs = coll.reduce_scatter_time_s(size, a.t, one, link)
+    ar = coll.all_reduce_time_s(size, a.t, one, link)
+    pair = np.where(a.sp, ag + rs, ar)
+    layer = 4.0 * pair  # 2 forward + 2 backward
+    small = coll.all_reduce_time_s(tok * 4.0, a.t, one, link)
+    head = np.where(a.sp, ag + rs, 0.0) + 3.0 * small
+    return layer, pair, head
+
+
+def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
+    """Iteration time, breakdown, FLOPs and memory of every scenario in ``a``."""
+    n = a.n
+    ops = _Ops(a, eff)
+    _layer_ops(ops, a, eff, moe=False)
+    has_moe = bool(np.any(a.moe_layers > 0))
+    if has_moe:
+        _layer_ops(ops, a, eff, moe=True)
+    _edge_ops(ops, a)
+    tot = ops.totals()
+    zero = np.zeros(n)
+
+    def g(name: str) -> FloatArray:
+        return tot.get(name, zero)
+
+    mf = a.moe_layers / a.L
+    rc = a.recompute
+    full = rc == 2
+    sel_or_full = rc >= 1
+    rec_d = np.where(full, g("df"), np.where(sel_or_full, g("dr"), 0.0))
+    rec_m = np.where(full, g("mf"), np.where(sel_or_full, g("mr"), 0.0))
+    layer_compute = (1 - mf) * (g("df") + g("db") + rec_d) + mf * (g("mf") + g("mb") + rec_m)
+    layers = a.L / a.p
+
+    link = coll.Link(
+        up_bw=a.up_bw * eff.bus_bandwidth_fraction(scale_up=np.ones(n, dtype=bool)),
+        out_bw=a.out_bw * eff.bus_bandwidth_fraction(scale_up=np.zeros(n, dtype=bool)),
+        up_lat=a.up_lat,
+        out_lat=a.out_lat,
+        domain=a.domain,
+        base=eff.collective_latency_s,
+    )
+    # tensor parallel
+    tp_layer, tp_emb, tp_head = _tp_times(a, link)
+    tp_keep = 1.0 - eff.comm_overlap(CommKind.TENSOR)
+    tp_layer = tp_layer * np.where(full, 1.5, 1.0) * tp_keep
+    tp_emb, tp_head = tp_emb * tp_keep, tp_head * tp_keep
+    # context parallel: ring exchange of K,V per step, hidden behind that step's attention
+    tok = a.b * a.S / a.c
+    kv_bytes = 2.0 * tok * a.kv / a.t * ACT_BYTES
+    cp_inside = coll.placement(a.c, a.t, a.domain) >= a.c
+    step_f = coll.p2p_time_s(kv_bytes, inside=cp_inside, link=link)
+    step_b = coll.p2p_time_s(2.0 * kv_bytes, inside=cp_inside, link=link)
+    attn_f = np.where(a.flash, (1 - mf) * g("dr") + mf * g("mr"), 0.0) / a.c
+    cp_layer_f = (a.c - 1.0) * np.maximum(step_f - attn_f, 0.0)
+    cp_layer_b = (a.c - 1.0) * np.maximum(step_b - FLASH_BWD_FLOP_RATIO * attn_f, 0.0)
+    cp_layer = np.where(a.c > 1, cp_layer_f * np.where(rc >= 1, 2.0, 1.0) + cp_layer_b, 0.0)
+    # expert parallel
+    ep_size = np.where(a.sp, tok / a.t, tok) * a.topk * a.h * ACT_BYTES
+    ep_a2a = coll.all_to_all_time_s(ep_size, a.e, a.t, link)
+    ep_keep = 1.0 - eff.comm_overlap(CommKind.EXPERT)
+    ep_layer = mf * ep_a2a * np.where(full, 6.0, 4.0) * ep_keep
+
+    per_mb_mid = layers * (layer_compute)
+    tp_mid, cp_mid, ep_mid = layers * tp_layer, layers * cp_layer, layers * ep_layer
+    single = a.p == 1
+    comp_first = per_mb_mid + g("e") + np.where(single, g("h"), 0.0)
+    comp_last = per_mb_mid + g("h") + np.where(single, g("e"), 0.0)
+    tp_first = tp_mid + tp_emb + np.where(single, tp_head, 0.0)
+    tp_last = tp_mid + tp_head + np.where(single, tp_emb, 0.0)
+    first_total = comp_first + tp_first + cp_mid + ep_mid
+    last_total = comp_last + tp_last + cp_mid + ep_mid
+    first_slow = first_total >= last_total
+    slow_total = np.maximum(first_total, last_total)
+    m = a.m
+    compute_s = m * np.where(first_slow, comp_first, comp_last)
+    tp_s = m * np.where(first_slow, tp_first, tp_last)
+    cp_s = m * cp_mid
+    ep_s = m * ep_mid
+    mean_total = (per_mb_mid + tp_mid + cp_mid + ep_mid) + (
+        g("e") + g("h") + tp_emb + tp_head
+    ) / a.p
+    bubble_s = np.where(single, 0.0, (a.p - 1.0) / a.v * mean_total)
+    # pipeline p2p
+    p2p_inside = a.t * a.c * a.d * a.p <= a.domain
+    p2p = coll.p2p_time_s(tok * a.h * ACT_BYTES / a.t, inside=p2p_inside, link=link)
+    pp_s = np.where(single, 0.0, (2.0 * a.v * m + 2.0 * (a.p - 1.0)) * p2p)
+    # data parallel
+    fd, fe, ld, le = stage_params(a)
+    use_first = fd + fe >= ld + le
+    dense = np.where(use_first, fd, ld)
+    expert = np.where(use_first, fe, le)
+    dp_dense_n = a.d * a.c
+    dp_exp_n = np.maximum(dp_dense_n / a.e, 1.0)
+
+    def dp_comm(
+        params: FloatArray, group: FloatArray, stride: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
+        grads = params * a.grad_bytes
+        weights = params * PARAM_GATHER_BYTES
+        ar = coll.all_reduce_time_s(grads, group, stride, link)
+        rs = coll.reduce_scatter_time_s(grads, group, stride, link)
+        ag = coll.all_gather_time_s(weights, group, stride, link)
+        grad_part = np.where(a.zero == 0, ar, rs)
+        gather_part = np.where(a.zero == 0, 0.0, ag)
+        gather_part = np.where(a.zero >= 3, 2.0 * ag, gather_part)
+        return grad_part, gather_part
+
+    gd, wd = dp_comm(dense, dp_dense_n, a.t)
+    ge, we = dp_comm(expert, dp_exp_n, a.t * a.e)
+    grad_c, gather_c = gd + ge, wd + we
+    keep = 1.0 - eff.comm_overlap(CommKind.DATA)
+    bwd_window = layers * ((1 - mf) * (g("db") + rec_d) + mf * (g("mb") + rec_m))
+    fwd_window = layers * ((1 - mf) * g("df") + mf * g("mf"))
+    exposed_grad = np.maximum(grad_c * keep, grad_c - bwd_window)
+    exposed_gather = np.maximum(gather_c * keep, gather_c - fwd_window)
+    per_mb = grad_c + gather_c
+    z3 = m * np.maximum(per_mb * keep, per_mb - slow_total)
+    dp_s = np.where(a.zero >= 3, z3, exposed_grad + exposed_gather)
+    # optimizer
+    shard_dense = np.where(a.zero >= 1, dp_dense_n, 1.0)
+    shard_exp = np.where(a.zero >= 1, dp_exp_n, 1.0)
+    owned = dense / shard_dense + expert / shard_exp
+    opt_bytes = ADAM_HBM_BYTES_PER_PARAM * owned + np.where(
+        a.device.low_precision, FP8_CAST_BYTES_PER_PARAM * (dense + expert), 0.0
+    )
+    opt_s = np.maximum(
+        opt_bytes / eff.memory_bytes_per_s(opt_bytes, a.device), 4.0 * eff.kernel_min_time_s
+    )
+    breakdown = {
+        "compute": compute_s,
+        "tp_comm_exposed": tp_s,
+        "cp_comm_exposed": cp_s,
+        "ep_comm_exposed": ep_s,
+        "pp_comm_exposed": pp_s,
+        "pp_bubble": bubble_s,
+        "dp_comm_exposed": dp_s,
+        "optimizer": opt_s,
+    }
+    iteration = np.zeros(n)
+    for key in BREAKDOWN_KEYS:
+        iteration = iteration + breakdown[key]
+    model_flops, hw_flops = _flops(a)
+    return BatchResult(
+        iteration_time_s=iteration,
+        breakdown_s=breakdown,
+        model_flops=model_flops,
+        hardware_flops=hw_flops,
+        memory=memory_arrays(a, eff),
+    )
+
+
+def _flops(a: ScenarioArrays) -> tuple[FloatArray, FloatArray]:
+    """Model FLOPs per iteration (Megatron convention: causal attention at full ``s²``, 3x the
+    forward) and hardware FLOPs (plus recompute); same formulas as ``planner.perf.flops``."""
+    n_mat = np.where(a.gated, 3.0, 2.0)
+    attn_lin = 2.0 * a.h * (a.q + 2.0 * a.kv) + 2.0 * a.q * a.h
+    core = 4.0 * a.S * a.q
+    mlp_dense = 2.0 * n_mat * a.h * a.f
+    mlp_moe = 2.0 * n_mat * a.h * a.f_moe * (a.topk + a.shared) + 2.0 * a.h * a.E
+    linear = a.L * attn_lin + (a.L - a.moe_layers) * mlp_dense + a.moe_layers * mlp_moe
+    head = 2.0 * a.h * a.V
+    tokens = a.B * a.S
+    model = 3.0 * tokens * (linear + a.L * core + head)
+    rec = np.where(
+        a.recompute == 2, linear + a.L * core, np.where(a.recompute == 1, a.L * core, 0.0)
+    )
+    return model, model + tokens * rec

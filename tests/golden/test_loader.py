@@ -1,0 +1,124 @@
+"""The ground-truth loader: every published configuration is either a valid scenario with a
+correctly derived measured iteration time, or is left out with a counted reason."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from benchmarks.accuracy.convert import (
+    CALIBRATION_SOURCES,
+    REASONS,
+    Case,
+    Dataset,
+    build_dataset,
+)
+from benchmarks.accuracy.runs import DATA_DIR, SOURCE_FILES, load_runs
+from planner.scenario import parse_scenario
+
+# Configurations per file, from tests/data/ground_truth/README.md ("rows / configs").
+CONFIGS = {
+    "sc21": 32,
+    "korthikanti2022": 14,
+    "megatron_h100": 11,
+    "llm_foundry": 216,
+    "nemo_24.07": 18,
+    "torchtitan": 32,
+}
+
+
+def test_every_source_file_is_in_the_project() -> None:
+    for name in SOURCE_FILES.values():
+        assert (DATA_DIR / name).is_file(), name
+
+
+@pytest.mark.parametrize("source", list(SOURCE_FILES))
+def test_pivot_yields_the_documented_number_of_configurations(source: str) -> None:
+    assert len(load_runs(source)) == CONFIGS[source]
+
+
+def test_every_configuration_is_used_or_has_a_reason(dataset: Dataset) -> None:
+    used = Counter(c.source for c in dataset.cases)
+    left_out = Counter(u.source for u in dataset.unusable)
+    for source, total in CONFIGS.items():
+        assert used[source] + left_out[source] == total, source
+    assert {u.reason for u in dataset.unusable} <= set(REASONS)
+
+
+def test_every_usable_row_is_a_valid_scenario(dataset: Dataset) -> None:
+    for case in dataset.cases + dataset.memory_cases:
+        scenario = parse_scenario(case.document)
+        assert scenario.hardware.num_gpus > 0
+        assert case.measured_iteration_time_s > 0
+
+
+def test_each_dense_source_has_calibration_and_held_out_rows(dataset: Dataset) -> None:
+    for source in CALIBRATION_SOURCES:
+        rows = [c for c in dataset.cases if c.source == source]
+        calibration = [c for c in rows if c.calibration]
+        assert 0 < len(calibration) < len(rows), source
+        # every third configuration by sorted config_id, starting with the first
+        ids = sorted(c.config_id for c in rows)
+        assert sorted(c.config_id for c in calibration) == ids[::3]
+    assert not any(c.calibration for c in dataset.cases if c.source == "torchtitan")
+
+
+def test_split_is_deterministic() -> None:
+    first = {c.key for c in build_dataset().cases if c.calibration}
+    second = {c.key for c in build_dataset().cases if c.calibration}
+    assert first == second
+
+
+def _case(dataset: Dataset, config_id: str) -> Case:
+    return next(c for c in dataset.cases if c.config_id == config_id)
+
+
+def test_measured_time_published_directly(dataset: Dataset) -> None:
+    assert _case(dataset, "korth_175B_selective").measured_iteration_time_s == 13.75
+
+
+def test_measured_time_from_sc21_tflops(dataset: Dataset) -> None:
+    # 1.7B: B=512, s=2048, layers n=24, h=2304, V=51200; 137 TFLOP/s on 32 GPUs.
+    b, s, n, h, v = 512, 2048, 24, 2304, 51200
+    flops = 96 * b * s * n * h**2 * (1 + s / (6 * h) + v / (16 * n * h))
+    case = _case(dataset, "sc21_t1_1.7B")
+    assert case.measured_iteration_time_s == pytest.approx(flops / (137e12 * 32))
+
+
+def test_measured_time_from_megatron_model_flops(dataset: Dataset) -> None:
+    # 70B: B=384, s=4096, layers n=84, h=8192, V=131072; 419.7 TFLOP/s on 768 GPUs.
+    b, s, n, h, v = 384, 4096, 84, 8192, 131072
+    flops = 72 * b * s * n * h**2 * (1 + s / (6 * h) + v / (12 * n * h))
+    case = _case(dataset, "mlm_h100_70B")
+    assert case.measured_iteration_time_s == pytest.approx(flops / (419.7e12 * 768))
+    # The source's MFU (42 %) is the same measurement against the 989 TFLOP/s peak.
+    assert flops / case.measured_iteration_time_s / 768 / 989e12 == pytest.approx(0.42, abs=0.01)
+
+
+def test_measured_time_from_tokens_per_second(dataset: Dataset) -> None:
+    nemo = _case(dataset, "nemo2407_LLAMA3-70B_pre-training_64_128")
+    assert nemo.measured_iteration_time_s == pytest.approx(128 * 8192 / (1524 * 64))
+    foundry = _case(dataset, "foundry_H100_h100_80gb_70b_s2048_g512_gbs4096_mbs8")
+    assert foundry.measured_iteration_time_s == pytest.approx(4096 * 2048 / 515636)
+
+
+def test_foundry_maps_fsdp_and_checkpointing(dataset: Dataset) -> None:
+    par = _case(dataset, "foundry_H100_h100_80gb_70b_s2048_g512_gbs4096_mbs8").document[
+        "parallelism"
+    ]
+    assert par["zero_stage"] == 3
+    assert par["recompute"] == "full"
+    assert par["micro_batch_size"] == 8
+
+
+def test_nemo_fills_missing_architecture_from_the_catalog_preset(dataset: Dataset) -> None:
+    model = _case(dataset, "nemo2407_Nemotron-340B_pre-training_128_32").document["model"]
+    assert model["preset"] == "nemotron4-340b"
+    assert parse_scenario(_case(dataset, "nemo2407_Nemotron-340B_pre-training_128_32").document)
+
+
+def test_torchtitan_memory_rows_keep_every_published_peak(dataset: Dataset) -> None:
+    peaks = {c.config_id: c.measured_peak_memory_bytes for c in dataset.memory_cases}
+    assert peaks["titan2412_t1_FSDP"] == pytest.approx(82.4 * 2**30)
+    assert len(peaks) == 14  # 20 published peaks, 6 on 405B pipeline rows left out

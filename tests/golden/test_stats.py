@@ -1,0 +1,113 @@
+"""The harness's error statistics and loss, on tiny synthetic tables with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks.accuracy.convert import Case
+from benchmarks.accuracy.evaluate import Outcome
+from benchmarks.accuracy.fit import (
+    bounds_for,
+    calibration_loss,
+    default_parameters,
+    model_constants,
+)
+from benchmarks.accuracy.report import accuracy_table
+from benchmarks.accuracy.stats import error_stats, mean_abs_log_error, relative_errors
+
+
+def test_error_stats_of_a_known_table() -> None:
+    measured = [10.0, 20.0, 40.0, 5.0]
+    predicted = [11.0, 18.0, 40.0, 6.0]  # +10 %, -10 %, 0 %, +20 %
+    stats = error_stats(predicted, measured)
+    assert stats.num_rows == 4
+    assert stats.mean_ape == pytest.approx((0.1 + 0.1 + 0.0 + 0.2) / 4)
+    assert stats.max_ape == pytest.approx(0.2)
+    assert stats.bias == pytest.approx((0.1 - 0.1 + 0.0 + 0.2) / 4)
+
+
+def test_bias_is_signed_and_ape_is_not() -> None:
+    stats = error_stats([0.5, 1.5], [1.0, 1.0])
+    assert stats.mean_ape == pytest.approx(0.5)
+    assert stats.bias == pytest.approx(0.0)
+
+
+def test_empty_table_gives_nan_not_an_error() -> None:
+    stats = error_stats([], [])
+    assert stats.num_rows == 0
+    assert math.isnan(stats.mean_ape)
+    assert math.isnan(stats.max_ape)
+    assert math.isnan(stats.bias)
+
+
+def test_bad_inputs_raise() -> None:
+    with pytest.raises(ValueError, match="predictions"):
+        relative_errors([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="positive"):
+        relative_errors([1.0], [0.0])
+
+
+def test_mean_abs_log_error_is_symmetric_in_ratio() -> None:
+    assert mean_abs_log_error([2.0, 0.5], [1.0, 1.0]) == pytest.approx(math.log(2.0))
+
+
+def _case(source: str, measured: float, *, calibration: bool) -> Case:
+    return Case(
+        source=source,
+        config_id=f"{source}-{measured}",
+        document={},
+        measured_iteration_time_s=measured,
+        derived_from="iteration_time",
+        calibration=calibration,
+    )
+
+
+def test_calibration_loss_weighs_sources_equally_and_ignores_held_out_rows() -> None:
+    cases = [
+        _case("a", 1.0, calibration=True),
+        _case("a", 2.0, calibration=True),
+        _case("a", 3.0, calibration=False),  # held out: its huge error must not count
+        _case("b", 1.0, calibration=True),
+    ]
+    predicted = [math.e, 2.0 * math.e, 300.0, 1.0]  # source a: |ln| = 1, 1; source b: 0
+    assert calibration_loss(cases, predicted, sources=("a", "b")) == pytest.approx(0.5)
+
+
+def test_accuracy_table_reports_calibration_and_held_out_rows_separately() -> None:
+    outcomes = [
+        Outcome(
+            case=_case("sc21", 10.0, calibration=True),
+            predicted_iteration_time_s=11.0,
+            predicted_memory_bytes=1.0,
+        ),
+        Outcome(
+            case=_case("sc21", 20.0, calibration=False),
+            predicted_iteration_time_s=15.0,
+            predicted_memory_bytes=1.0,
+        ),
+        Outcome(
+            case=_case("sc21", 40.0, calibration=False),
+            predicted_iteration_time_s=42.0,
+            predicted_memory_bytes=1.0,
+        ),
+    ]
+    row = next(line for line in accuracy_table(outcomes).splitlines() if line.startswith("| sc21"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # calibration: 1 row, +10 %; held-out: 2 rows, -25 % and +5 % -> mean 15, max 25, bias -10
+    assert cells[1:5] == ["1", "10.0", "10.0", "+10.0"]
+    assert cells[5:9] == ["2", "15.0", "25.0", "-10.0"]
+    assert cells[9] == "misses"
+
+
+def test_fitted_constants_exist_in_the_model_and_have_sane_bounds() -> None:
+    constants = model_constants()
+    names = default_parameters()
+    assert names
+    assert set(names) <= set(constants)
+    for name in names:
+        low, high = bounds_for(name, constants[name])
+        assert low <= constants[name] <= high
+    assert bounds_for("tp_overlap_fraction", 0.15) == (0.0, 1.0)
+    assert bounds_for("gemm_tile_m", 128.0) == (16.0, 1024.0)
