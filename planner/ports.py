@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from planner.specs.job import ClusterSnapshot, ProgressRecord, TailCursor
+from planner.specs.job import ClusterSnapshot, ProgressRecord, RankStepRecord, TailCursor
 
 
 class SchedulerSource(Protocol):
@@ -35,8 +35,10 @@ class SchedulerSource(Protocol):
 class ProgressReader(Protocol):
     """Incremental reader of training progress from a job's log file."""
 
-    def read(self, cursor: TailCursor) -> tuple[list[ProgressRecord], TailCursor]:
+    def read(self, cursor: TailCursor) -> tuple[list[ProgressRecord | RankStepRecord], TailCursor]:
         """Parse the lines appended since ``cursor``; returns the records and the new cursor.
+
+        Records are job progress (``ProgressRecord``) or per-rank timings (``RankStepRecord``).
 
         A missing file returns no records and the cursor unchanged; a rotated or truncated file
         is read from its start. Garbage lines are skipped. Never raises for file content.

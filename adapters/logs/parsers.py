@@ -54,6 +54,14 @@ Formats recognised (``ProgressRecord.framework`` in brackets):
   tokens_per_s   ``tokens_per_s``, ``tokens_per_second``, ``tps``
   ============== ====================================================================
 
+* **Per-rank timings** (``rank_step``): every rank of a job may print, once per logging
+  interval, ``{"event": "rank_step", "iteration": 100, "rank": 3, "world_size": 8,
+  "compute_time_s": 0.51, "step_time_s": 0.62, "num_iterations": 10, "node": "gpu-17"}``:
+  its mean forward+backward time per iteration without gradient-synchronisation waits
+  (``compute_time_s``, required), its mean wall time per iteration (``step_time_s``), the
+  iterations averaged and its host. These feed live straggler detection
+  (``planner.specs.job.RankStepRecord``); ``deploy/dev/tiny_gpt/train.py`` prints them.
+
 Values are validated: a negative, zero-or-less, NaN or infinite iteration count, step time or
 iteration total, a total smaller than the iteration, or a step time above 10^6 s make the whole
 line None. A step time printed as exactly zero (Megatron's ``.1f`` rounding of a sub-0.05 ms step)
@@ -74,7 +82,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, tzinfo
 from typing import Any, Final
 
-from planner.specs.job import ProgressRecord
+from planner.specs.job import ProgressRecord, RankStepRecord
 
 MAX_LINE_CHARS: Final = 65_536
 """Lines longer than this (after decoding) are not parsed: no training log line is that long."""
@@ -131,7 +139,11 @@ class _InvalidError(Exception):
     """A line in a known format whose values are absurd: the whole line is dropped."""
 
 
-def parse_line(line: str, *, tz: tzinfo | None = None) -> ProgressRecord | None:
+Record = ProgressRecord | RankStepRecord
+"""What one line can carry: job progress, or one rank's timing (``rank_step`` JSON lines)."""
+
+
+def parse_line(line: str, *, tz: tzinfo | None = None) -> Record | None:
     """Parse one log line into a progress record, or None when it carries no training progress.
 
     ``line`` may hold carriage-return separated progress-bar updates; the last one that parses
@@ -147,11 +159,11 @@ def parse_line(line: str, *, tz: tzinfo | None = None) -> ProgressRecord | None:
     return None
 
 
-def _parse_segment(segment: str, tz: tzinfo | None) -> ProgressRecord | None:
+def _parse_segment(segment: str, tz: tzinfo | None) -> Record | None:
     text = _ANSI.sub("", segment).strip()
     if not text or "\x00" in text:
         return None
-    parsers: tuple[Callable[[str, tzinfo | None], ProgressRecord | None], ...] = (
+    parsers: tuple[Callable[[str, tzinfo | None], Record | None], ...] = (
         _parse_json,
         _parse_pipe,
         _parse_torchtitan,
@@ -382,7 +394,7 @@ def _parse_bar(text: str, tz: tzinfo | None) -> ProgressRecord | None:
 # --- structured JSON ------------------------------------------------------------------------
 
 
-def _parse_json(text: str, tz: tzinfo | None) -> ProgressRecord | None:
+def _parse_json(text: str, tz: tzinfo | None) -> Record | None:
     start = text.find("{")
     if start < 0 or not text.endswith("}"):
         return None
@@ -396,6 +408,8 @@ def _parse_json(text: str, tz: tzinfo | None) -> ProgressRecord | None:
     if not isinstance(obj, dict):
         return None
     event = obj.get("event")
+    if event == "rank_step":
+        return _rank_step(obj, tz)
     if event is not None and event not in _JSON_EVENTS:
         return None
     raw_iteration = _json_number(obj, _JSON_ITERATION)
@@ -420,6 +434,37 @@ def _parse_json(text: str, tz: tzinfo | None) -> ProgressRecord | None:
         loss=_finite(_json_optional(obj, _JSON_LOSS)),
         tokens_per_s=_positive(_json_optional(obj, _JSON_TOKENS)),
         framework=framework if isinstance(framework, str) and framework else "json",
+    )
+
+
+def _rank_step(obj: Mapping[str, Any], tz: tzinfo | None) -> RankStepRecord | None:
+    """A ``rank_step`` line: one rank's timing of one logging interval (see the module doc)."""
+    iteration = _json_number(obj, ("iteration",))
+    rank = _json_number(obj, ("rank",))
+    world = _json_number(obj, ("world_size",))
+    compute_s = _json_number(obj, ("compute_time_s",))
+    if iteration is None or rank is None or world is None or compute_s is None:
+        return None
+    rank_i, world_i = _iteration(rank), _iteration(world)
+    if rank_i >= world_i:
+        raise _InvalidError
+    compute = _step_time(compute_s)
+    if compute is None:
+        return None
+    raw_n = _json_number(obj, ("num_iterations",))
+    num_iterations = 1 if raw_n is None else _iteration(raw_n)
+    if num_iterations < 1:
+        raise _InvalidError
+    node = obj.get("node")
+    return RankStepRecord(
+        iteration=_iteration(iteration),
+        rank=rank_i,
+        world_size=world_i,
+        compute_time_s=compute,
+        step_time_s=_step_time(_json_optional(obj, ("step_time_s",))),
+        num_iterations=num_iterations,
+        timestamp_s=_json_time(obj, tz),
+        node=node if isinstance(node, str) and node else None,
     )
 
 

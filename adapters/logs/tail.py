@@ -33,7 +33,7 @@ import stat
 from datetime import tzinfo
 from typing import Final
 
-from adapters.logs.parsers import parse_line
+from adapters.logs.parsers import Record, parse_line
 from planner.errors import SourcePermanentError, SourceTemporaryError, SpecError
 from planner.specs.job import ProgressRecord, TailCursor
 
@@ -67,7 +67,7 @@ class LogTailer:
         self.max_line_bytes = max_line_bytes
         self.tz = tz
 
-    def read(self, cursor: TailCursor) -> tuple[list[ProgressRecord], TailCursor]:
+    def read(self, cursor: TailCursor) -> tuple[list[Record], TailCursor]:
         """Parse the complete lines appended since ``cursor``; returns records and the new cursor.
 
         A missing file (or one that is not a regular file) gives no records and ``cursor``
@@ -132,16 +132,17 @@ class LogTailer:
             return len(body), 0  # still inside a line already being skipped
         return complete, complete
 
-    def _parse(
-        self, chunk: bytes, last_iteration: int | None
-    ) -> tuple[list[ProgressRecord], int | None]:
-        records: list[ProgressRecord] = []
+    def _parse(self, chunk: bytes, last_iteration: int | None) -> tuple[list[Record], int | None]:
+        records: list[Record] = []
         totals: dict[str, int] = {}
         for raw in _LINE_END.split(chunk):
             if not raw or len(raw) > self.max_line_bytes:
                 continue
             record = parse_line(raw.decode("utf-8", errors="replace"), tz=self.tz)
             if record is None:
+                continue
+            if not isinstance(record, ProgressRecord):
+                records.append(record)
                 continue
             if record.framework == "megatron":
                 if last_iteration is not None and record.iteration > last_iteration:

@@ -211,12 +211,7 @@ def create_app(
             "jobs": jobs,
         }
 
-    @app.get("/v1/jobs/{job_id}", tags=["jobs"], summary="One job in detail")
-    def get_job(
-        job_id: str,
-        scheduler: str | None = Query(None),
-        cluster: str | None = Query(None, description="Needed when clusters share job ids"),
-    ) -> dict[str, Any]:
+    def one_job(job_id: str, scheduler: str | None, cluster: str | None) -> JobRow:
         rows = store.find_jobs(job_id, scheduler=scheduler, cluster=cluster)
         if not rows:
             raise HTTPException(404, f"job_id: no job {job_id!r} is known to the planner")
@@ -225,7 +220,15 @@ def create_app(
             raise HTTPException(
                 409, f"job_id: {job_id!r} exists on {clusters}; add ?scheduler=&cluster="
             )
-        row = rows[0]
+        return rows[0]
+
+    @app.get("/v1/jobs/{job_id}", tags=["jobs"], summary="One job in detail")
+    def get_job(
+        job_id: str,
+        scheduler: str | None = Query(None),
+        cluster: str | None = Query(None, description="Needed when clusters share job ids"),
+    ) -> dict[str, Any]:
+        row = one_job(job_id, scheduler, cluster)
         now = clock()
         source = {(s["scheduler"], s["cluster"]): s for s in _source_views(state, now)}.get(
             (row.scheduler, row.cluster)
@@ -245,6 +248,42 @@ def create_app(
         ]
         view["eta_history"] = [p.payload for p in store.predictions(row.id, kind="eta", limit=50)]
         return view
+
+    @app.get(
+        "/v1/jobs/{job_id}/stragglers",
+        tags=["jobs"],
+        summary="Live straggler analysis: flagged ranks, what-if slowdown, impact and advice",
+    )
+    def get_stragglers(
+        job_id: str,
+        scheduler: str | None = Query(None),
+        cluster: str | None = Query(None, description="Needed when clusters share job ids"),
+    ) -> dict[str, Any]:
+        row = one_job(job_id, scheduler, cluster)
+        body: dict[str, Any] = {
+            "scheduler": row.scheduler,
+            "cluster": row.cluster,
+            "job_id": row.job_id,
+            "status": row.status,
+        }
+        report = (row.stragglers or {}).get("report")
+        if report is None:
+            body["available"] = False
+            body["reason"] = (
+                "no per-rank timings seen yet: the job's ranks print rank_step lines "
+                "(see adapters.logs.parsers) once per logging interval"
+            )
+            return body
+        body["available"] = True
+        body.update(report)
+        remaining_ideal = report.get("remaining_ideal_s")
+        last = row.last_progress_s
+        body["predicted_completion_without_stragglers_s"] = (
+            None
+            if remaining_ideal is None or last is None
+            else max(clock(), last + remaining_ideal)
+        )
+        return body
 
     @app.post(
         "/v1/predict",

@@ -30,7 +30,15 @@ from planner.ports import ProgressReader, SchedulerSource
 from planner.service.describe import describe_job, description_key
 from planner.service.models import JobRow, PredictionRow, SourceRow, StepSampleRow
 from planner.service.store import Store
-from planner.specs.job import ClusterSnapshot, JobState, JobStatus, TailCursor
+from planner.specs.job import (
+    ClusterSnapshot,
+    JobState,
+    JobStatus,
+    ProgressRecord,
+    RankStepRecord,
+    TailCursor,
+)
+from planner.stragglers.live import LiveStragglers
 
 log = logging.getLogger(__name__)
 
@@ -251,11 +259,14 @@ class Ingestor:
         if key != row.description_key:
             self._describe(s, source, row, job, key=key, now=now)
 
+        rank_records: list[RankStepRecord] = []
         if job.stdout_path and (row.active or was_active) and job.status != JobStatus.PENDING:
-            self._tail_log(s, row, job.stdout_path, now)
+            rank_records = self._tail_log(s, row, job.stdout_path, now)
 
         if row.active:
             self._update_eta(s, row, job, now)
+        if rank_records or (row.active and row.stragglers):
+            self._update_stragglers(row, rank_records)
         elif was_active and row.eta is not None:
             # Final state: nothing remains.
             row.eta = {**row.eta, "finished": True}
@@ -291,7 +302,8 @@ class Ingestor:
                 )
             )
 
-    def _tail_log(self, s: Session, row: JobRow, path: str, now: float) -> None:
+    def _tail_log(self, s: Session, row: JobRow, path: str, now: float) -> list[RankStepRecord]:
+        """Read the job's new log lines: store progress samples, return per-rank timings."""
         cursor_doc = row.log_cursor or {}
         cursor = (
             TailCursor(**cursor_doc) if cursor_doc.get("path") == path else TailCursor(path=path)
@@ -300,15 +312,17 @@ class Ingestor:
             records, new_cursor = self.reader.read(cursor)
         except (OSError, PlannerError) as exc:  # the reader should not raise; be safe anyway
             log.warning("job %s: cannot read log %s: %s", row.job_id, path, exc)
-            return
+            return []
         row.log_cursor = dataclasses.asdict(new_cursor)
-        if not records:
-            return
+        rank_records = [r for r in records if isinstance(r, RankStepRecord)]
+        progress = [r for r in records if isinstance(r, ProgressRecord)]
+        if not progress:
+            return rank_records
         s.flush()
         known = set(
             s.scalars(select(StepSampleRow.iteration).where(StepSampleRow.job_pk == row.id))
         )
-        for record in records:
+        for record in progress:
             if record.train_iters:
                 row.train_iters = record.train_iters
             time_s = record.timestamp_s if record.timestamp_s is not None else now
@@ -328,6 +342,27 @@ class Ingestor:
                     loss=record.loss,
                 )
             )
+        return rank_records
+
+    def _update_stragglers(self, row: JobRow, records: list[RankStepRecord]) -> None:
+        """Feed per-rank timings to the job's live straggler tracker; refresh its report."""
+        stored = (row.stragglers or {}).get("state")
+        try:
+            tracker = LiveStragglers.from_json(stored) if stored else None
+            if records and (tracker is None or tracker.world_size != records[-1].world_size):
+                tracker = LiveStragglers.new(records[-1].world_size)  # new or resized job
+            if tracker is None:
+                return
+            tracker.add(records)
+        except PlannerError as exc:
+            log.warning("job %s: per-rank timings not usable: %s", row.job_id, exc)
+            return
+        remaining = ((row.eta or {}).get("remaining_s") or {}).get("p50")
+        report = tracker.report(remaining_s=remaining if row.active else None)
+        row.stragglers = {
+            "state": tracker.to_json(),
+            "report": None if report is None else report.to_dict(),
+        }
 
     def _update_eta(self, s: Session, row: JobRow, job: JobState, now: float) -> None:
         prior = None

@@ -13,6 +13,8 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 | ``planner_job_predicted_step_time_seconds`` | gauge | the performance model's prediction |
 | ``planner_job_eta_seconds{quantile}`` | gauge | seconds to completion (pending: runtime) |
 | ``planner_job_predicted_completion_timestamp_seconds`` | gauge | p50 completion time, epoch s |
+| ``planner_job_straggler_slowdown_ratio`` | gauge | what-if step slowdown (1 = no stragglers) |
+| ``planner_job_straggler_hours_lost`` | gauge | remaining hours lost to stragglers |
 | ``planner_ingest_last_success_timestamp_seconds`` | gauge | last successful poll of each source |
 | ``planner_ingest_consecutive_failures`` | gauge | failed polls since the last success |
 | ``planner_source_up`` | gauge | 1 when the last poll of the source succeeded |
@@ -81,6 +83,16 @@ class PlannerCollector(Collector):
             "Predicted (p50) completion time of the job, Unix epoch seconds.",
             labels=_JOB_LABELS,
         )
+        straggler_slowdown = GaugeMetricFamily(
+            "planner_job_straggler_slowdown_ratio",
+            "Step time over the straggler-free (what-if) step time (ratio, 1 = no stragglers).",
+            labels=_JOB_LABELS,
+        )
+        straggler_lost = GaugeMetricFamily(
+            "planner_job_straggler_hours_lost",
+            "Hours of the remaining run lost to stragglers at the current pace.",
+            labels=_JOB_LABELS,
+        )
         for row in self.store.list_jobs(active_only=True):
             labels = [row.scheduler, row.cluster, row.job_id]
             info.add_metric([*labels, row.name, row.user, row.status, row.described_by], 1.0)
@@ -108,7 +120,13 @@ class PlannerCollector(Collector):
             done_at = e.get("completion_time_s") or {}
             if _num(done_at.get("p50")) is not None:
                 completion.add_metric(labels, float(done_at["p50"]))
+            report = (row.stragglers or {}).get("report") or {}
+            if _num(report.get("slowdown")) is not None:
+                straggler_slowdown.add_metric(labels, float(report["slowdown"]))
+            if _num(report.get("hours_lost")) is not None:
+                straggler_lost.add_metric(labels, float(report["hours_lost"]))
         yield from (info, gpus, progress, iteration, step, model_step, eta, completion)
+        yield from (straggler_slowdown, straggler_lost)
         yield from self._source_metrics()
 
     def _source_metrics(self) -> Iterable[Metric]:

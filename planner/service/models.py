@@ -44,6 +44,7 @@ class JobRow(Base):
     last_progress_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     log_cursor: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     eta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    stragglers: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class StepSampleRow(Base):

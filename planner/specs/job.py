@@ -127,6 +127,27 @@ class ProgressRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RankStepRecord:
+    """One rank's timing of one logging interval, the input of live straggler detection.
+
+    Printed by every rank of a job (see ``adapters.logs.parsers``, JSON event ``rank_step``).
+    ``iteration`` is the last iteration of the interval; ``compute_time_s`` the rank's mean
+    forward+backward time per iteration over it, without waiting for gradient synchronisation
+    (the time a straggler-free peer would not have to wait for); ``step_time_s`` its mean wall
+    time per iteration, waits included. ``node`` is the host the rank runs on, when printed.
+    """
+
+    iteration: int
+    rank: int
+    world_size: int
+    compute_time_s: float
+    step_time_s: float | None = None
+    num_iterations: int = 1
+    timestamp_s: float | None = None
+    node: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TailCursor:
     """Where reading a log file stopped: lets the service resume after a restart.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -140,11 +141,13 @@ def service(
             print(f"\n--- planner serve log (tail) ---\n{svc.log_text()[-4000:]}")
 
 
-def submit_tiny_gpt(env: dict[str, str], out_dir: Path) -> str:
+def submit_tiny_gpt(
+    env: dict[str, str], out_dir: Path, *, train_iters: int = TRAIN_ITERS, extra_args: str = ""
+) -> str:
     """sbatch the tiny GPT job with its scenario in the comment; returns the job id."""
     scenario = out_dir / "scenario.yaml"
     shutil.copy(TINY_GPT / "scenario.yaml", scenario)
-    text = scenario.read_text().replace("train_iters: 900", f"train_iters: {TRAIN_ITERS}")
+    text = scenario.read_text().replace("train_iters: 900", f"train_iters: {train_iters}")
     scenario.write_text(text)
     result = subprocess.run(
         [
@@ -159,7 +162,8 @@ def submit_tiny_gpt(env: dict[str, str], out_dir: Path) -> str:
             **env,
             "PLANNER_PYTHON": sys.executable,
             "TINY_GPT_DIR": str(TINY_GPT),
-            "TINY_GPT_TRAIN_ITERS": str(TRAIN_ITERS),
+            "TINY_GPT_TRAIN_ITERS": str(train_iters),
+            "TINY_GPT_EXTRA_ARGS": extra_args,
         },
         capture_output=True,
         text=True,
@@ -270,6 +274,83 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     with capsys.disabled():
         report(figures)
     assert error <= ETA_TOLERANCE, figures
+
+    # Every rank printed its timings and no rank was slowed: no straggler is flagged.
+    stragglers = service.get(f"/v1/jobs/{job_id}/stragglers").json()
+    assert stragglers["available"] is True
+    assert stragglers["stragglers"] == [], stragglers
+
+
+SLOW_ITERS = 600
+SLOW_FROM = 300
+SLOW_FACTOR = 1.6
+
+
+def step_times_from_log(path: Path) -> dict[int, float]:
+    """Rank 0's Megatron lines: iteration -> mean step time of the interval ending there, s."""
+    pattern = re.compile(r"iteration +(\d+)/ *\d+ \|.*elapsed time per iteration \(ms\): ([\d.]+)")
+    times = {}
+    for line in path.read_text(errors="replace").splitlines():
+        match = pattern.search(line)
+        if match:
+            times[int(match.group(1))] = float(match.group(2)) / 1000.0
+    return times
+
+
+def test_a_slowed_rank_is_flagged_and_its_slowdown_predicted(
+    service: Service,
+    planner_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    wait_until("a first ingest", 60, lambda: service.get("/readyz").status_code == 200)
+    tmp_path.chmod(0o777)
+    job_id = submit_tiny_gpt(
+        planner_env,
+        tmp_path,
+        train_iters=SLOW_ITERS,
+        extra_args=(f"--slow-rank 1 --slow-factor {SLOW_FACTOR} --slow-from-iteration {SLOW_FROM}"),
+    )
+
+    def late_in_the_run() -> dict[str, Any] | None:
+        j = service.job(job_id)
+        return j if (j["progress"]["iteration"] or 0) >= SLOW_ITERS - 40 else None
+
+    wait_until("the slowed job to near its end", 240, late_in_the_run, every_s=0.5)
+    report_body = service.get(f"/v1/jobs/{job_id}/stragglers").json()
+    metrics = service.get("/metrics").text
+    assert (
+        f'planner_job_straggler_slowdown_ratio{{cluster="{report_body["cluster"]}",job_id="{job_id}"'
+        in metrics
+    )
+
+    def ended() -> dict[str, Any] | None:
+        j = service.job(job_id)
+        return j if not j["active"] else None
+
+    final = wait_until(f"job {job_id} to end", 120, ended)
+    assert final["status"] == "completed", final
+    times = step_times_from_log(tmp_path / f"tiny-gpt-{job_id}.out")
+    before = [t for i, t in times.items() if 50 < i <= SLOW_FROM]
+    after = [t for i, t in times.items() if i > SLOW_FROM + 10]
+    measured = (sum(after) / len(after)) / (sum(before) / len(before))
+    predicted = report_body["slowdown"]
+    flagged = [(s["rank"], s["since_iteration"]) for s in report_body["stragglers"]]
+    figures = {
+        "job_id": job_id,
+        "slow_factor": SLOW_FACTOR,
+        "measured_step_time_ratio": round(measured, 4),
+        "predicted_slowdown": round(predicted, 4),
+        "error_ratio": round(abs(predicted - measured) / measured, 4),
+        "flagged_ranks_since_iteration": flagged,
+        "diagnosis": report_body["diagnosis"],
+        "hours_lost": report_body["hours_lost"],
+    }
+    with capsys.disabled():
+        print(f"\nE2E straggler figures: {json.dumps(figures, sort_keys=True)}")
+    assert [rank for rank, _ in flagged] == [1], figures
+    assert report_body["action"] == "drain-node", figures
+    assert abs(predicted - measured) <= 0.10 * measured, figures
 
 
 def test_slurmctld_outage_serves_last_state_then_recovers(

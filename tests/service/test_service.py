@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +295,66 @@ def test_no_source_is_ready_at_once(db_url: str, clock: Clock) -> None:
         assert client.get("/readyz").status_code == 200
         assert client.get("/v1/jobs").json()["jobs"] == []
         assert client.get("/openapi.json").json()["info"]["title"] == "LLM capacity planner"
+
+
+def rank_lines(iteration: int, compute: list[float], comm_s: float = 0.01) -> str:
+    step = max(compute) + comm_s
+    return "".join(
+        json.dumps(
+            {
+                "event": "rank_step",
+                "iteration": iteration,
+                "rank": r,
+                "world_size": len(compute),
+                "compute_time_s": c,
+                "step_time_s": step,
+                "num_iterations": 5,
+                "node": "node1",
+            }
+        )
+        + "\n"
+        for r, c in enumerate(compute)
+    )
+
+
+def test_stragglers_endpoint_and_metrics(
+    tmp_path: Path,
+    db_url: str,
+    source: ScriptedSource,
+    clock: Clock,
+    make_job: JobFactory,
+    scenario_file: Path,
+) -> None:
+    log = tmp_path / "job.out"
+    log.write_text("")
+    job = make_job(
+        status=JobStatus.RUNNING,
+        comment=f"planner:scenario={scenario_file}",
+        start_time_s=clock.now,
+        stdout_path=str(log),
+    )
+    with app_for(db_url, source, clock) as client:
+        source.set_jobs(job, make_job(job_id="46", status=JobStatus.RUNNING))
+        cycle(client)
+        assert client.get("/v1/jobs/42/stragglers").json()["available"] is False
+        assert client.get("/v1/jobs/404/stragglers").status_code == 404
+        for i in range(1, 41):
+            slow = 1.6 if i > 15 else 1.0
+            compute = [0.05 * (1 + 0.01 * ((i * 7) % 3)), 0.05 * slow]
+            with log.open("a") as f:
+                f.write(megatron_line(5 * i, 100 * 5, 1000 * (max(compute) + 0.01)))
+                f.write(rank_lines(5 * i, compute))
+            if i % 10 == 0:
+                clock.now += 10
+                cycle(client)
+        body = client.get("/v1/jobs/42/stragglers").json()
+        assert body["available"] is True
+        assert [s["rank"] for s in body["stragglers"]] == [1]
+        assert body["slowdown"] == pytest.approx((0.08 + 0.01) / (0.05 + 0.01), rel=0.05)
+        assert body["action"] == "drain-node"
+        assert body["hours_lost"] > 0
+        assert body["predicted_completion_without_stragglers_s"] is not None
+        metrics = client.get("/metrics").text
+        assert 'planner_job_straggler_slowdown_ratio{cluster="test",job_id="42"' in metrics
+        assert 'planner_job_straggler_hours_lost{cluster="test",job_id="42"' in metrics
+        assert 'planner_job_straggler_slowdown_ratio{cluster="test",job_id="46"' not in metrics

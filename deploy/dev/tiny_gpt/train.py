@@ -19,8 +19,21 @@ the data-parallel ranks.
 The data are synthetic: sequences drawn from a fixed random sparse Markov chain over the
 vocabulary (each token has four possible successors), so the loss falls from about ln(vocab) to
 about ln(4) and the run shows a real learning curve. Global batch = micro-batch x data-parallel
-size x gradient-accumulation steps; accumulation skips DDP's gradient all-reduce
-(``no_sync``) on all but the last micro-batch.
+size x gradient-accumulation steps. Gradients are all-reduced once per iteration after the
+local forward and backward passes of all micro-batches (Megatron-LM's data parallelism without
+``--overlap-grad-reduce``), so each rank can time its own compute apart from the wait for its
+peers.
+
+Every rank also prints, once per logging interval, a ``rank_step`` JSON line for the planner's
+live straggler detection::
+
+    {"event": "rank_step", "iteration": 5, "rank": 1, "world_size": 2, "compute_time_s": 0.041,
+     "step_time_s": 0.057, "num_iterations": 5, "node": "node1", "time_s": 1795000000.0}
+
+``--slow-rank R --slow-factor F --slow-from-iteration K`` makes rank R a straggler from
+iteration K on: it spends ``F`` times its measured compute time per iteration (the extra as busy
+matrix products, ``--slow-mode work``, or as a sleep, ``sleep``), so the other ranks wait at the
+gradient all-reduce.
 
 Needs only ``torch`` (CPU build is enough) and ``numpy``.
 """
@@ -28,9 +41,10 @@ Needs only ``torch`` (CPU build is enough) and ``numpy``.
 from __future__ import annotations
 
 import argparse
-import contextlib
+import json
 import math
 import os
+import socket
 import sys
 import time
 from datetime import datetime
@@ -40,7 +54,6 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 _NUM_SUCCESSORS = 4
 
@@ -78,6 +91,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--pipeline-model-parallel-size", type=int, default=1, help="accepted; only 1 is supported"
     )
     g.add_argument("--num-samples", type=int, default=4096, help="synthetic data set size")
+    g.add_argument("--slow-rank", type=int, default=-1, help="rank made a straggler (-1: none)")
+    g.add_argument("--slow-factor", type=float, default=1.0, help="its compute-time multiplier")
+    g.add_argument("--slow-from-iteration", type=int, default=1, help="first slowed iteration")
+    g.add_argument(
+        "--slow-mode",
+        choices=("work", "sleep"),
+        default="sleep",
+        help="the straggler's extra time: busy compute (a slow processor) or a sleep",
+    )
+    g.add_argument(
+        "--no-rank-lines", action="store_true", help="do not print per-rank rank_step lines"
+    )
     return p.parse_args(argv)
 
 
@@ -192,6 +217,17 @@ def init_distributed() -> tuple[int, int]:
     return rank, world
 
 
+def _straggle(extra_s: float, mode: str) -> None:
+    """Spend ``extra_s`` more seconds: busy matrix products (``work``) or a sleep."""
+    if mode == "sleep":
+        time.sleep(extra_s)
+        return
+    deadline = time.perf_counter() + extra_s
+    a = torch.ones(64, 64)
+    while time.perf_counter() < deadline:
+        a = torch.tanh(a @ a)
+
+
 def _log(rank: int, text: str) -> None:
     if rank == 0:
         print(text, flush=True)
@@ -235,7 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         rank,
         f" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): {num_params}",
     )
-    ddp: nn.Module = DistributedDataParallel(model) if world > 1 else model
+    params = list(model.parameters())
+    if world > 1:  # same seed on every rank already; make it explicit, as DDP does
+        for p in params:
+            dist.broadcast(p.data, src=0)
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
@@ -255,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     consumed = 0
     loss_sum = 0.0
     iters_in_interval = 0
+    compute_in_interval = 0.0
     interval_start = time.perf_counter()
     for iteration in range(1, args.train_iters + 1):
         lr = learning_rate(args, iteration)
@@ -262,17 +303,30 @@ def main(argv: list[str] | None = None) -> int:
             group["lr"] = lr
         optimizer.zero_grad(set_to_none=True)
         step_loss = torch.zeros(())
+        t_compute = time.perf_counter()
         for micro in range(num_micro):
             # Megatron order: sample index = consumed + (micro * dp + rank) * micro-batch.
             start = (consumed + (micro * world + rank) * args.micro_batch_size) % args.num_samples
             idx = torch.arange(start, start + args.micro_batch_size) % args.num_samples
             batch = data[idx]
-            sync = micro == num_micro - 1 or world == 1
-            ctx = contextlib.nullcontext() if sync else ddp.no_sync()  # type: ignore[operator]
-            with ctx:
-                loss = ddp(batch[:, :-1], batch[:, 1:]) / num_micro
-                loss.backward()
+            loss = model(batch[:, :-1], batch[:, 1:]) / num_micro
+            loss.backward()
             step_loss += loss.detach()
+        compute_s = time.perf_counter() - t_compute
+        if rank == args.slow_rank and iteration >= args.slow_from_iteration:
+            _straggle(max(0.0, args.slow_factor - 1.0) * compute_s, args.slow_mode)
+            compute_s = time.perf_counter() - t_compute
+        compute_in_interval += compute_s
+        if world > 1:
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+            flat = torch.cat([g.reshape(-1) for g in grads])
+            dist.all_reduce(flat)
+            flat /= world
+            offset = 0
+            for p in params:
+                n = p.numel()
+                p.grad = flat[offset : offset + n].view_as(p).clone()
+                offset += n
         grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad))
         optimizer.step()
         if world > 1:
@@ -298,8 +352,22 @@ def main(argv: list[str] | None = None) -> int:
             line += " number of skipped iterations:   0 |"
             line += " number of nan iterations:   0 |"
             _log(rank, line)
+            if not args.no_rank_lines:
+                rank_line = {
+                    "event": "rank_step",
+                    "iteration": iteration,
+                    "rank": rank,
+                    "world_size": world,
+                    "compute_time_s": round(compute_in_interval / iters_in_interval, 6),
+                    "step_time_s": round(per_iter, 6),
+                    "num_iterations": iters_in_interval,
+                    "node": node,
+                    "time_s": round(time.time(), 3),
+                }
+                print(json.dumps(rank_line), flush=True)
             loss_sum = 0.0
             iters_in_interval = 0
+            compute_in_interval = 0.0
             interval_start = time.perf_counter()
     _log(rank, f"[after training is done] datetime: {_now()} ")
     if world > 1:

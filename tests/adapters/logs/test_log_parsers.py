@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.logs.parsers import MAX_LINE_CHARS, parse_line
-from planner.specs.job import ProgressRecord
+from planner.specs.job import ProgressRecord, RankStepRecord
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "logs"
 
@@ -236,3 +236,25 @@ def test_never_raises_on_decoded_bytes(data: bytes) -> None:
 @given(st.sampled_from(MEGATRON + TITAN + BAR + JSON), st.integers(0, 400), st.text(max_size=5))
 def test_never_raises_on_mangled_samples(line: str, cut: int, junk: str) -> None:
     parse_line(line[:cut] + junk + line[cut:], tz=UTC)
+
+
+def test_rank_step_lines() -> None:
+    line = (
+        '{"event": "rank_step", "iteration": 10, "rank": 1, "world_size": 2, '
+        '"compute_time_s": 0.05, "step_time_s": 0.068, "num_iterations": 5, "node": "node1", '
+        '"time_s": 1795244708.05}'
+    )
+    record = parse_line(line)
+    assert record == RankStepRecord(
+        iteration=10,
+        rank=1,
+        world_size=2,
+        compute_time_s=0.05,
+        step_time_s=0.068,
+        num_iterations=5,
+        timestamp_s=1795244708.05,
+        node="node1",
+    )
+    assert parse_line(line.replace('"rank": 1', '"rank": 2')) is None  # rank >= world size
+    assert parse_line(line.replace("0.05,", "-1,")) is None
+    assert parse_line('{"event": "rank_step", "iteration": 10}') is None

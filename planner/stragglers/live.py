@@ -1,0 +1,332 @@
+"""Live straggler tracking of a running job from its per-rank timings (pure, no I/O).
+
+Input: ``RankStepRecord`` values, one per rank and logging interval (``compute_time_s``: the
+rank's forward+backward time per iteration without gradient-synchronisation waits;
+``step_time_s``: its wall time per iteration). An interval is used once every rank of the job
+has reported it.
+
+* **Detection**: :class:`planner.stragglers.online.StragglerDetector` on the per-rank compute
+  times (peers and own history, CUSUM with a 10 % minimum effect).
+* **What-if slowdown** (the straggler-free run of Lin et al., OSDI '25, for a synchronous
+  data-parallel step): every rank waits for the slowest one at the gradient reduction, so an
+  interval's step time would shrink by ``max(compute) - reference`` if the slowest rank computed
+  like a typical one; ``reference`` is the median compute of the ranks not flagged (all ranks
+  when none is flagged). ``S = mean(actual step) / mean(ideal step)`` over the last
+  ``window`` complete intervals.
+* **Impact**: with ``remaining_s`` left at the current pace, ``remaining_s / S`` without the
+  straggler; hours lost ``remaining_s (1 - 1/S) / 3600``; the advice names the rank and node.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from planner.errors import SpecError
+from planner.specs.job import RankStepRecord
+from planner.stragglers.online import RankFlag, StragglerDetector
+
+#: Complete intervals the slowdown is averaged over.
+WINDOW = 20
+#: Incomplete intervals kept while waiting for the other ranks' lines.
+MAX_PENDING = 64
+#: Slowdown below which the job is reported as not straggling.
+SIGNIFICANT_SLOWDOWN = 1.05
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IntervalStats:
+    """One complete logging interval: its iteration, the step time (slowest rank's wall time per
+    iteration, s), and the compute time of the slowest rank and of the reference, s."""
+
+    iteration: int
+    step_time_s: float
+    max_compute_s: float
+    slowest_rank: int
+    compute_s: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveStragglerReport:
+    """The live what-if result of a job (see the module docstring); times in seconds."""
+
+    slowdown: float
+    actual_step_time_s: float
+    ideal_step_time_s: float
+    num_intervals: int
+    stragglers: tuple[dict[str, Any], ...]
+    diagnosis: str
+    remaining_s: float | None = None
+    remaining_ideal_s: float | None = None
+    hours_lost: float | None = None
+    action: str = "none"
+    advice: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the ``/v1/jobs/{job_id}/stragglers`` body, less the job fields)."""
+        return {
+            "slowdown": self.slowdown,
+            "actual_step_time_s": self.actual_step_time_s,
+            "ideal_step_time_s": self.ideal_step_time_s,
+            "num_intervals": self.num_intervals,
+            "stragglers": list(self.stragglers),
+            "diagnosis": self.diagnosis,
+            "remaining_s": self.remaining_s,
+            "remaining_ideal_s": self.remaining_ideal_s,
+            "hours_lost": self.hours_lost,
+            "action": self.action,
+            "advice": self.advice,
+        }
+
+
+@dataclass(slots=True)
+class LiveStragglers:
+    """Mutable tracker of one job; round-trips through :meth:`to_json` / :meth:`from_json`.
+
+    ``world_size`` ranks; feed records with :meth:`add`, read :meth:`report`. Raises
+    ``SpecError`` for a record of another world size or an out-of-range rank.
+    """
+
+    world_size: int
+    detector: StragglerDetector
+    pending: dict[int, dict[int, tuple[float, float | None]]] = field(default_factory=dict)
+    history: list[IntervalStats] = field(default_factory=list)
+    nodes: dict[int, str] = field(default_factory=dict)
+    last_iteration: int = -1
+
+    @classmethod
+    def new(cls, world_size: int) -> LiveStragglers:
+        """An empty tracker for ``world_size`` ranks."""
+        if world_size < 1:
+            raise SpecError("world_size", f"must be >= 1, got {world_size}")
+        ranks = tuple(f"rank{r}" for r in range(world_size))
+        return cls(world_size=world_size, detector=StragglerDetector(ranks))
+
+    def add(self, records: Sequence[RankStepRecord]) -> None:
+        """Take new per-rank records; complete intervals are fed to the detector in order."""
+        for rec in records:
+            if rec.world_size != self.world_size or not 0 <= rec.rank < self.world_size:
+                raise SpecError(
+                    "rank_step",
+                    f"rank {rec.rank} of world size {rec.world_size} does not fit a job of "
+                    f"{self.world_size} ranks",
+                )
+            if rec.iteration <= self.last_iteration:
+                continue  # an interval already used (or given up)
+            self.pending.setdefault(rec.iteration, {})[rec.rank] = (
+                rec.compute_time_s,
+                rec.step_time_s,
+            )
+            if rec.node:
+                self.nodes[rec.rank] = rec.node
+        for iteration in sorted(self.pending):
+            reports = self.pending[iteration]
+            if len(reports) < self.world_size:
+                continue
+            # Intervals before a complete one will not complete any more: drop them.
+            for older in [i for i in self.pending if i <= iteration]:
+                if older != iteration:
+                    del self.pending[older]
+            del self.pending[iteration]
+            self._complete(iteration, reports)
+        while len(self.pending) > MAX_PENDING:
+            del self.pending[min(self.pending)]
+
+    def _complete(self, iteration: int, reports: dict[int, tuple[float, float | None]]) -> None:
+        compute = np.array([reports[r][0] for r in range(self.world_size)], dtype=np.float64)
+        steps = [reports[r][1] for r in range(self.world_size)]
+        known_steps = [s for s in steps if s is not None]
+        step = max(known_steps) if known_steps else float(compute.max())
+        self.detector.update(compute, step=iteration)
+        self.history.append(
+            IntervalStats(
+                iteration=iteration,
+                step_time_s=step,
+                max_compute_s=float(compute.max()),
+                slowest_rank=int(compute.argmax()),
+                compute_s=tuple(float(c) for c in compute),
+            )
+        )
+        del self.history[:-WINDOW]
+        self.last_iteration = iteration
+
+    def flags(self) -> list[RankFlag]:
+        """The detector's current flags that are stragglers, one per rank.
+
+        A peer flag wins over an own-history one (the detector lists peer flags first). A flag
+        counts only while the rank is also slower than the median of the other ranks by at
+        least 90 % of the detector's minimum effect over the recent intervals: a rank whose
+        own time drifted, but not away from its peers', holds nobody up (with 2 ranks the
+        detector has no peer score, so this is what tells the slow one from the drifting one).
+        """
+        relative = self.relative_compute()
+        floor = 0.9 * math.log1p(self.detector.min_effect_ratio)
+        seen: set[int] = set()
+        unique = []
+        for flag in self.detector.flags():
+            if flag.rank in seen or relative.get(flag.rank, 0.0) < floor:
+                continue
+            seen.add(flag.rank)
+            unique.append(flag)
+        return unique
+
+    def relative_compute(self) -> dict[int, float]:
+        """Per rank, the mean over the recent intervals of ``log(compute / median of the
+        other ranks' compute)``; empty for a single rank or no history."""
+        if self.world_size < 2 or not self.history:
+            return {}
+        logs = np.log(np.array([h.compute_s for h in self.history], dtype=np.float64))
+        result = {}
+        for r in range(self.world_size):
+            others = np.delete(logs, r, axis=1)
+            result[r] = float(np.mean(logs[:, r] - np.median(others, axis=1)))
+        return result
+
+    def report(self, *, remaining_s: float | None = None) -> LiveStragglerReport | None:
+        """The what-if slowdown over the last complete intervals, None before the first one.
+
+        ``remaining_s`` (the job's remaining time at its current pace) adds the impact.
+        """
+        if not self.history:
+            return None
+        flags = self.flags()
+        flagged = {f.rank for f in flags}
+        actual, ideal = [], []
+        for interval in self.history:
+            others = [c for r, c in enumerate(interval.compute_s) if r not in flagged]
+            reference = statistics.median(others or interval.compute_s)
+            excess = max(0.0, interval.max_compute_s - reference)
+            actual.append(interval.step_time_s)
+            ideal.append(max(interval.step_time_s - excess, 1e-12))
+        actual_s = float(np.mean(actual))
+        ideal_s = float(np.mean(ideal))
+        slowdown = max(1.0, actual_s / ideal_s)
+        stragglers = tuple(
+            {
+                "rank": f.rank,
+                "node": self.nodes.get(f.rank),
+                "kind": f.kind,
+                "slowdown": f.slowdown,
+                "since_iteration": f.since_step,
+            }
+            for f in flags
+        )
+        diagnosis, action, advice = _diagnose(slowdown, flags, self.nodes)
+        result = LiveStragglerReport(
+            slowdown=slowdown,
+            actual_step_time_s=actual_s,
+            ideal_step_time_s=ideal_s,
+            num_intervals=len(self.history),
+            stragglers=stragglers,
+            diagnosis=diagnosis,
+            action=action,
+            advice=advice,
+        )
+        if remaining_s is None or not math.isfinite(remaining_s) or remaining_s < 0:
+            return result
+        ideal_remaining = remaining_s / slowdown
+        lost_h = (remaining_s - ideal_remaining) / 3600.0
+        suffix = f" Expected gain: {lost_h:.2f} h of the remaining run." if flags else ""
+        return replace(
+            result,
+            remaining_s=remaining_s,
+            remaining_ideal_s=ideal_remaining,
+            hours_lost=lost_h,
+            advice=advice + suffix,
+        )
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_json(self) -> dict[str, Any]:
+        """The tracker as a JSON-ready dict."""
+        return {
+            "world_size": self.world_size,
+            "detector": self.detector.to_json(),
+            "pending": {
+                str(i): {str(r): list(v) for r, v in reports.items()}
+                for i, reports in self.pending.items()
+            },
+            "history": [
+                {
+                    "iteration": h.iteration,
+                    "step_time_s": h.step_time_s,
+                    "max_compute_s": h.max_compute_s,
+                    "slowest_rank": h.slowest_rank,
+                    "compute_s": list(h.compute_s),
+                }
+                for h in self.history
+            ],
+            "nodes": {str(r): n for r, n in self.nodes.items()},
+            "last_iteration": self.last_iteration,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LiveStragglers:
+        """Inverse of :meth:`to_json`; raises ``SpecError`` on a malformed document."""
+        try:
+            return cls(
+                world_size=int(data["world_size"]),
+                detector=StragglerDetector.from_json(data["detector"]),
+                pending={
+                    int(i): {int(r): (float(v[0]), _opt(v[1])) for r, v in reports.items()}
+                    for i, reports in data.get("pending", {}).items()
+                },
+                history=[
+                    IntervalStats(
+                        iteration=int(h["iteration"]),
+                        step_time_s=float(h["step_time_s"]),
+                        max_compute_s=float(h["max_compute_s"]),
+                        slowest_rank=int(h["slowest_rank"]),
+                        compute_s=tuple(float(c) for c in h["compute_s"]),
+                    )
+                    for h in data.get("history", [])
+                ],
+                nodes={int(r): str(n) for r, n in data.get("nodes", {}).items()},
+                last_iteration=int(data.get("last_iteration", -1)),
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise SpecError(
+                "stragglers", f"stored live straggler state is malformed: {exc}"
+            ) from None
+
+
+def _opt(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _diagnose(
+    slowdown: float, flags: Sequence[RankFlag], nodes: dict[int, str]
+) -> tuple[str, str, str]:
+    """(diagnosis, action, advice) for a live slowdown and the detector's flags."""
+    if flags:
+        names = []
+        for f in flags:
+            node = nodes.get(f.rank)
+            where = f" on node {node}" if node else ""
+            against = "its peers" if f.kind == "peer" else "its own history"
+            names.append(
+                f"rank {f.rank}{where} ({100 * (f.slowdown - 1):.0f}% slower than {against} "
+                f"since iteration {f.since_step})"
+            )
+        nodes_to_drain = sorted({nodes[f.rank] for f in flags if f.rank in nodes})
+        target = f"node(s) {', '.join(nodes_to_drain)}" if nodes_to_drain else "the node(s)"
+        return (
+            f"individual slow worker: {'; '.join(names)}; step slowdown {slowdown:.3f}x",
+            "drain-node",
+            f"Drain or replace {target} of the slow rank(s) and restart from the last "
+            f"checkpoint: the step would be {100 * (1 - 1 / slowdown):.0f}% shorter.",
+        )
+    if slowdown >= SIGNIFICANT_SLOWDOWN:
+        return (
+            f"uneven per-rank compute without a persistent slow rank (workload imbalance, "
+            f"e.g. sequence lengths); step slowdown {slowdown:.3f}x",
+            "rebalance",
+            "Re-balance the work per rank (sequence-length packing or bucketing); a node swap "
+            "would not help.",
+        )
+    return (f"no significant straggling (slowdown {slowdown:.3f}x)", "none", "Nothing to do.")

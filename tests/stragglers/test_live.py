@@ -1,0 +1,110 @@
+"""Live straggler tracking from per-rank timings: completion of intervals, flags, what-if, JSON."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.errors import SpecError
+from planner.specs.job import RankStepRecord
+from planner.stragglers.live import LiveStragglers
+
+
+def records(iteration: int, compute: list[float], comm_s: float = 0.01) -> list[RankStepRecord]:
+    step = max(compute) + comm_s
+    return [
+        RankStepRecord(
+            iteration=iteration,
+            rank=r,
+            world_size=len(compute),
+            compute_time_s=c,
+            step_time_s=step,
+            num_iterations=5,
+            node=f"node{r // 2 + 1}",
+        )
+        for r, c in enumerate(compute)
+    ]
+
+
+def run(
+    world: int, steps: int, *, slow_rank: int | None, factor: float, from_step: int, seed: int = 0
+) -> LiveStragglers:
+    rng = np.random.default_rng(seed)
+    tracker = LiveStragglers.new(world)
+    for i in range(steps):
+        compute = list(0.05 * np.exp(rng.normal(0.0, 0.02, world)))
+        if slow_rank is not None and i >= from_step:
+            compute[slow_rank] *= factor
+        tracker.add(records(5 * (i + 1), compute))
+    return tracker
+
+
+def test_no_straggler_no_flag_and_slowdown_near_one() -> None:
+    tracker = run(8, 60, slow_rank=None, factor=1.0, from_step=0)
+    report = tracker.report(remaining_s=3600.0)
+    assert report is not None
+    assert report.stragglers == ()
+    assert report.slowdown < 1.05
+    assert report.action == "none"
+
+
+def test_slow_rank_flagged_and_what_if_matches_the_injected_delay() -> None:
+    tracker = run(8, 60, slow_rank=3, factor=1.5, from_step=20)
+    report = tracker.report(remaining_s=3600.0)
+    assert report is not None
+    assert [s["rank"] for s in report.stragglers] == [3]
+    assert report.stragglers[0]["node"] == "node2"
+    assert report.stragglers[0]["since_iteration"] <= 5 * 25
+    # step = 1.5 c + comm against c + comm without the straggler
+    expected = (1.5 * 0.05 + 0.01) / (0.05 + 0.01)
+    assert report.slowdown == pytest.approx(expected, rel=0.05)
+    assert report.action == "drain-node"
+    assert report.hours_lost == pytest.approx((3600 - 3600 / report.slowdown) / 3600)
+    assert "node2" in report.advice
+
+
+def test_two_ranks_use_own_history() -> None:
+    tracker = run(2, 60, slow_rank=1, factor=1.6, from_step=20)
+    report = tracker.report()
+    assert report is not None
+    assert [s["rank"] for s in report.stragglers] == [1]
+    assert report.stragglers[0]["kind"] == "self"
+    assert report.slowdown == pytest.approx((1.6 * 0.05 + 0.01) / 0.06, rel=0.05)
+
+
+def test_intervals_wait_for_every_rank_and_survive_json() -> None:
+    tracker = LiveStragglers.new(2)
+    first = records(5, [0.05, 0.05])
+    tracker.add(first[:1])
+    assert tracker.report() is None  # rank 1 has not reported iteration 5 yet
+    restored = LiveStragglers.from_json(tracker.to_json())
+    restored.add(first[1:])
+    report = restored.report()
+    assert report is not None
+    assert report.num_intervals == 1
+    restored.add(first)  # an interval already used is ignored
+    assert restored.report() == report
+
+
+def test_wrong_world_size_is_an_error() -> None:
+    tracker = LiveStragglers.new(2)
+    with pytest.raises(SpecError, match="world size"):
+        tracker.add(records(5, [0.05, 0.05, 0.05]))
+
+
+def test_malformed_state() -> None:
+    with pytest.raises(SpecError, match="malformed"):
+        LiveStragglers.from_json({"world_size": 2})
+
+
+def test_own_drift_that_does_not_leave_the_peers_is_no_straggler() -> None:
+    # Rank 0 starts 12% faster than rank 1 (warm caches), then settles at rank 1's speed: its
+    # own history says +12%, its peer says it is not slower: nobody waits for it.
+    tracker = LiveStragglers.new(2)
+    for i in range(60):
+        compute = [0.044 if i < 10 else 0.05, 0.05]
+        tracker.add(records(5 * (i + 1), compute))
+    assert tracker.detector.flags()  # the own-history score alone would flag rank 0
+    report = tracker.report()
+    assert report is not None
+    assert report.stragglers == ()
