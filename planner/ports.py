@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from planner.specs.job import ClusterSnapshot, ProgressRecord, RankStepRecord, TailCursor
+from planner.specs.trace import OpTrace
 
 
 class SchedulerSource(Protocol):
@@ -43,4 +44,16 @@ class ProgressReader(Protocol):
         A missing file returns no records and the cursor unchanged; a rotated or truncated file
         is read from its start. Garbage lines are skipped. Never raises for file content.
         """
+        ...
+
+
+class TraceSource(Protocol):
+    """Per-rank operation traces named by jobs (``planner:trace=PATH planner:trace-meta=PATH``)."""
+
+    def fingerprint(self, trace_path: str, meta_path: str) -> str | None:
+        """A value that changes when either file changes; None when one is missing."""
+        ...
+
+    def read(self, trace_path: str, meta_path: str) -> OpTrace:
+        """The trace; raises ``SpecError`` (bad content) or ``SourceError`` (cannot read)."""
         ...

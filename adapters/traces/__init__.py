@@ -6,6 +6,7 @@ per-rank step or compute times. Library errors become ``SpecError`` naming the f
 row.
 """
 
+from adapters.traces.files import TraceFiles
 from adapters.traces.reader import (
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
@@ -17,6 +18,7 @@ from adapters.traces.reader import (
 __all__ = [
     "OPTIONAL_COLUMNS",
     "REQUIRED_COLUMNS",
+    "TraceFiles",
     "read_layout",
     "read_op_trace",
     "read_step_times",

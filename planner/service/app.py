@@ -11,14 +11,16 @@ Routes: ``GET /healthz``, ``GET /readyz``, ``GET /v1/jobs``, ``GET /v1/jobs/{job
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from fastapi import Body, FastAPI, HTTPException, Query, Request
+from fastapi import Body, FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -26,15 +28,17 @@ from sqlalchemy.engine import make_url
 
 from adapters.logs import LogTailer
 from adapters.slurm import SlurmSource, detect_slurm
+from adapters.traces import TraceFiles
 from planner import __version__
 from planner.errors import PlannerError, SpecError, StoreError
-from planner.ports import ProgressReader, SchedulerSource
+from planner.ports import ProgressReader, SchedulerSource, TraceSource
 from planner.scenario import predict_documents
 from planner.service.ingest import Ingestor, IngestSettings
 from planner.service.metrics import PlannerCollector
 from planner.service.models import JobRow
 from planner.service.settings import Settings, Toggle
 from planner.service.store import Store
+from planner.stragglers import analyse
 
 log = logging.getLogger("planner.service")
 
@@ -107,6 +111,7 @@ def create_app(
     store: Store | None = None,
     sources: Sequence[SchedulerSource] | None = None,
     reader: ProgressReader | None = None,
+    traces: TraceSource | None = None,
     clock: Callable[[], float] = time.time,
     start_loops: bool = True,
 ) -> FastAPI:
@@ -118,6 +123,7 @@ def create_app(
     store = store or Store(settings.database_url)
     if sources is None:
         sources = build_sources(settings)
+    traces = traces or TraceFiles()
     ingestor = Ingestor(
         store,
         sources,
@@ -126,8 +132,10 @@ def create_app(
             model_prior_log_sd=settings.model_prior_log_sd,
             max_scenario_file_bytes=settings.max_scenario_file_bytes,
             ended_job_retention_s=settings.ended_job_retention_s,
+            trace_analysis_interval_s=settings.trace_analysis_interval_s,
         ),
         clock=clock,
+        traces=traces,
     )
     state = ServiceState(settings, store, ingestor, clock)
     registry = CollectorRegistry()
@@ -266,24 +274,60 @@ def create_app(
             "job_id": row.job_id,
             "status": row.status,
         }
-        report = (row.stragglers or {}).get("report")
-        if report is None:
-            body["available"] = False
-            body["reason"] = (
-                "no per-rank timings seen yet: the job's ranks print rank_step lines "
-                "(see adapters.logs.parsers) once per logging interval"
+        stragglers = row.stragglers or {}
+        live = stragglers.get("report")
+        trace = stragglers.get("trace") or {}
+        if live is not None:
+            body["available"] = True
+            body["source"] = "live"
+            body.update(live)
+            remaining_ideal = live.get("remaining_ideal_s")
+            last = row.last_progress_s
+            body["predicted_completion_without_stragglers_s"] = (
+                None
+                if remaining_ideal is None or last is None
+                else max(clock(), last + remaining_ideal)
             )
             return body
-        body["available"] = True
-        body.update(report)
-        remaining_ideal = report.get("remaining_ideal_s")
-        last = row.last_progress_s
-        body["predicted_completion_without_stragglers_s"] = (
-            None
-            if remaining_ideal is None or last is None
-            else max(clock(), last + remaining_ideal)
+        if "report" in trace:
+            body["available"] = True
+            body["source"] = "trace"
+            body["trace_path"] = trace.get("trace_path")
+            body["analysed_at_s"] = trace.get("analysed_at_s")
+            body.update(trace["report"])
+            body["impact"] = trace.get("impact")
+            return body
+        body["available"] = False
+        body["reason"] = trace.get("error") or (
+            "no per-rank timings seen yet: the job's ranks print rank_step lines (see "
+            "adapters.logs.parsers) once per logging interval, or the job names a trace "
+            "with planner:trace=PATH planner:trace-meta=PATH in its comment"
         )
         return body
+
+    @app.post(
+        "/v1/stragglers",
+        tags=["stragglers"],
+        summary="What-if straggler analysis of an uploaded per-rank trace (the CLI's JSON)",
+        responses={422: {"description": "The trace or the meta file is malformed"}},
+    )
+    async def analyse_upload(
+        trace: Annotated[UploadFile, File(description="Per-rank op trace, .parquet or .csv")],
+        meta: Annotated[UploadFile, File(description="Job layout YAML (dp_size, pp_size, ...)")],
+    ) -> dict[str, Any]:
+        suffix = Path(trace.filename or "trace.parquet").suffix or ".parquet"
+        with tempfile.TemporaryDirectory(prefix="planner-trace-") as tmp:
+            trace_path = Path(tmp) / f"trace{suffix}"
+            meta_path = Path(tmp) / "meta.yaml"
+            trace_path.write_bytes(await trace.read())
+            meta_path.write_bytes(await meta.read())
+            try:
+                report = analyse(traces.read(str(trace_path), str(meta_path)))
+            except SpecError as exc:
+                message = str(exc).replace(str(trace_path), trace.filename or "trace")
+                message = message.replace(str(meta_path), meta.filename or "meta")
+                raise HTTPException(422, message) from None
+        return report.to_dict()
 
     @app.post(
         "/v1/predict",

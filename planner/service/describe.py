@@ -31,6 +31,8 @@ from planner.specs.job import JobState
 DescribedBy = Literal["scenario_file", "megatron_args", "none"]
 
 _SCENARIO_COMMENT = re.compile(r"planner:scenario=(\S+)")
+_TRACE_COMMENT = re.compile(r"planner:trace=(\S+)")
+_TRACE_META_COMMENT = re.compile(r"planner:trace-meta=(\S+)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,15 +66,28 @@ def description_key(job: JobState) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
-def scenario_path_from_comment(job: JobState) -> str | None:
-    """The ``planner:scenario=PATH`` of the job's comment, made absolute against its work dir."""
-    match = _SCENARIO_COMMENT.search(job.comment)
+def _comment_path(job: JobState, pattern: re.Pattern[str]) -> str | None:
+    match = pattern.search(job.comment)
     if match is None:
         return None
     path = match.group(1)
     if not posixpath.isabs(path) and job.work_dir:
         path = posixpath.normpath(posixpath.join(job.work_dir, path))
     return path
+
+
+def scenario_path_from_comment(job: JobState) -> str | None:
+    """The ``planner:scenario=PATH`` of the job's comment, made absolute against its work dir."""
+    return _comment_path(job, _SCENARIO_COMMENT)
+
+
+def trace_paths_from_comment(job: JobState) -> tuple[str, str] | None:
+    """``(trace, meta)`` from ``planner:trace=PATH planner:trace-meta=PATH`` in the comment (a
+    per-rank operation trace the job writes, and its layout file), made absolute against the
+    job's work dir; None unless both are given."""
+    trace = _comment_path(job, _TRACE_COMMENT)
+    meta = _comment_path(job, _TRACE_META_COMMENT)
+    return None if trace is None or meta is None else (trace, meta)
 
 
 def _train_iters(document: dict[str, Any]) -> int | None:

@@ -26,8 +26,8 @@ from planner.forecast.eta import (
     estimate_pending,
     estimate_running,
 )
-from planner.ports import ProgressReader, SchedulerSource
-from planner.service.describe import describe_job, description_key
+from planner.ports import ProgressReader, SchedulerSource, TraceSource
+from planner.service.describe import describe_job, description_key, trace_paths_from_comment
 from planner.service.models import JobRow, PredictionRow, SourceRow, StepSampleRow
 from planner.service.store import Store
 from planner.specs.job import (
@@ -38,6 +38,7 @@ from planner.specs.job import (
     RankStepRecord,
     TailCursor,
 )
+from planner.stragglers import analyse, assess_impact
 from planner.stragglers.live import LiveStragglers
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class IngestSettings:
     model_prior_log_sd: float = 0.3
     max_scenario_file_bytes: int = 1024 * 1024
     ended_job_retention_s: float = 7 * 24 * 3600.0
+    trace_analysis_interval_s: float = 300.0
 
 
 @dataclass(slots=True)
@@ -103,10 +105,12 @@ class Ingestor:
         *,
         settings: IngestSettings | None = None,
         clock: Callable[[], float],
+        traces: TraceSource | None = None,
     ) -> None:
         self.store = store
         self.sources = list(sources)
         self.reader = reader
+        self.traces = traces
         self.settings = settings or IngestSettings()
         self.clock = clock
         self._lock = threading.Lock()
@@ -265,11 +269,12 @@ class Ingestor:
 
         if row.active:
             self._update_eta(s, row, job, now)
-        if rank_records or (row.active and row.stragglers):
-            self._update_stragglers(row, rank_records)
         elif was_active and row.eta is not None:
             # Final state: nothing remains.
             row.eta = {**row.eta, "finished": True}
+        if rank_records or (row.active and (row.stragglers or {}).get("state")):
+            self._update_stragglers(row, rank_records)
+        self._analyse_trace(row, job, now)
 
     def _describe(
         self,
@@ -357,12 +362,43 @@ class Ingestor:
         except PlannerError as exc:
             log.warning("job %s: per-rank timings not usable: %s", row.job_id, exc)
             return
-        remaining = ((row.eta or {}).get("remaining_s") or {}).get("p50")
-        report = tracker.report(remaining_s=remaining if row.active else None)
+        report = tracker.report(remaining_s=_remaining_s(row))
         row.stragglers = {
+            **(row.stragglers or {}),
             "state": tracker.to_json(),
             "report": None if report is None else report.to_dict(),
         }
+
+    def _analyse_trace(self, row: JobRow, job: JobState, now: float) -> None:
+        """What-if analysis of the trace the job names (``planner:trace=``), when it changed
+        and at most once per ``trace_analysis_interval_s``."""
+        paths = trace_paths_from_comment(job)
+        if paths is None or self.traces is None:
+            return
+        stored = (row.stragglers or {}).get("trace") or {}
+        fingerprint = self.traces.fingerprint(*paths)
+        if fingerprint is None or fingerprint == stored.get("fingerprint"):
+            return
+        last = stored.get("analysed_at_s")
+        if last is not None and now - last < self.settings.trace_analysis_interval_s:
+            return
+        doc: dict[str, Any] = {
+            "fingerprint": fingerprint,
+            "analysed_at_s": now,
+            "trace_path": paths[0],
+            "meta_path": paths[1],
+        }
+        try:
+            report = analyse(self.traces.read(*paths))
+        except PlannerError as exc:
+            log.warning("job %s: trace %s not analysed: %s", row.job_id, paths[0], exc)
+            doc["error"] = str(exc)
+        else:
+            doc["report"] = report.to_dict()
+            remaining = _remaining_s(row)
+            if remaining is not None:
+                doc["impact"] = dataclasses.asdict(assess_impact(report, remaining))
+        row.stragglers = {**(row.stragglers or {}), "trace": doc}
 
     def _update_eta(self, s: Session, row: JobRow, job: JobState, now: float) -> None:
         prior = None
@@ -443,6 +479,14 @@ class Ingestor:
                     PredictionRow.id <= cutoff,
                 )
             )
+
+
+def _remaining_s(row: JobRow) -> float | None:
+    """The job's p50 remaining time from its ETA, None when inactive or unknown."""
+    if not row.active:
+        return None
+    value = ((row.eta or {}).get("remaining_s") or {}).get("p50")
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _job_state_dict(job: JobState) -> dict[str, Any]:

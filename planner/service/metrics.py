@@ -37,6 +37,17 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _straggler_figures(stragglers: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(slowdown, hours lost) from the live report, else from the job's trace analysis."""
+    live = stragglers.get("report")
+    if live:
+        return _num(live.get("slowdown")), _num(live.get("hours_lost"))
+    trace = stragglers.get("trace") or {}
+    report = trace.get("report") or {}
+    impact = trace.get("impact") or {}
+    return _num(report.get("slowdown")), _num(impact.get("hours_lost"))
+
+
 class PlannerCollector(Collector):
     """A ``prometheus_client`` collector over the store (register it on any registry)."""
 
@@ -120,11 +131,11 @@ class PlannerCollector(Collector):
             done_at = e.get("completion_time_s") or {}
             if _num(done_at.get("p50")) is not None:
                 completion.add_metric(labels, float(done_at["p50"]))
-            report = (row.stragglers or {}).get("report") or {}
-            if _num(report.get("slowdown")) is not None:
-                straggler_slowdown.add_metric(labels, float(report["slowdown"]))
-            if _num(report.get("hours_lost")) is not None:
-                straggler_lost.add_metric(labels, float(report["hours_lost"]))
+            slowdown, lost = _straggler_figures(row.stragglers or {})
+            if slowdown is not None:
+                straggler_slowdown.add_metric(labels, slowdown)
+            if lost is not None:
+                straggler_lost.add_metric(labels, lost)
         yield from (info, gpus, progress, iteration, step, model_step, eta, completion)
         yield from (straggler_slowdown, straggler_lost)
         yield from self._source_metrics()

@@ -94,6 +94,11 @@ class Settings(BaseSettings):
         gt=0,
         description="Ended jobs stay in the store (and /v1/jobs) this long, then are pruned.",
     )
+    trace_analysis_interval_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Least time between two what-if analyses of the trace a job names.",
+    )
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
 
     @classmethod
