@@ -31,10 +31,13 @@ PARAMETERS = (
     "gemm_peak_fraction_ampere",
     "gemm_peak_fraction_hopper",
     "low_precision_gemm_relative_efficiency",
-    "tp_overlap_fraction",
+    "unfused_elementwise_traffic_factor",
 )
 """Fitted by default with the constants interface: GEMM efficiency per GPU generation (A100,
-H100), FP8 relative to 16-bit, and the hidden share of tensor-parallel communication."""
+H100), FP8 relative to 16-bit, and the element-wise HBM traffic of eager (unfused) PyTorch
+stacks relative to fused kernels. The hidden share of tensor-parallel communication is not
+fitted: with or without Transformer Engine's userbuffers it runs to its bound (1.0), i.e. the
+fit would use it to absorb other errors."""
 
 LEGACY_PARAMETERS = ("max_fraction", "half_width", "fp8_factor", "tp_overlap")
 """The same knobs in the first model's ``DefaultEfficiency`` fields."""

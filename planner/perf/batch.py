@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.perf.efficiency import ARCHITECTURES, DeviceArrays
+from planner.perf.frameworks import profile_of
 from planner.specs.hardware import Precision
 from planner.specs.model import Activation
 from planner.specs.parallelism import Recompute
@@ -39,7 +40,9 @@ class ScenarioArrays:
     ``b`` micro-batch, ``B`` global batch, ``m`` microbatches, ``recompute`` (0 none,
     1 selective, 2 full), ``zero``, ``flash``. Hardware: ``N`` GPUs, ``domain`` NVLink domain
     size, bandwidths and latencies, ``hbm_bytes``, ``device``. Framework: ``grad_bytes`` per
-    parameter of the gradient buffer (4 fp32 main grads; 2 for NeMo's distributed Adam).
+    parameter of the gradient buffer (4 fp32 main grads; 2 for NeMo's distributed Adam);
+    ``fused_attn``, ``fused_ew``, ``tp_overlap``, ``logit_bytes`` (bytes per logit held at the
+    loss), ``fp8_cache``, ``op_sac`` the framework's properties (``planner.perf.frameworks``).
     """
 
     n: int
@@ -80,6 +83,12 @@ class ScenarioArrays:
     out_lat: FloatArray
     hbm_bytes: FloatArray
     grad_bytes: FloatArray
+    fused_attn: BoolArray
+    fused_ew: BoolArray
+    tp_overlap: BoolArray
+    logit_bytes: FloatArray
+    fp8_cache: BoolArray
+    op_sac: BoolArray
     total_tokens: FloatArray
     train_iters: FloatArray
     device: DeviceArrays
@@ -117,6 +126,7 @@ class ScenarioArrays:
             gpu_keys=tuple(keys),
         )
         training = [s.training for s in scenarios]
+        profiles = [profile_of(tr.framework) for tr in training]
         return cls(
             n=len(scenarios),
             L=fa([m.num_layers for m in ms]),
@@ -158,6 +168,12 @@ class ScenarioArrays:
             grad_bytes=fa(
                 [2.0 if tr.framework in _SIXTEEN_BIT_GRAD_FRAMEWORKS else 4.0 for tr in training]
             ),
+            fused_attn=ba([pr.fused_attention for pr in profiles]),
+            fused_ew=ba([pr.fused_elementwise for pr in profiles]),
+            tp_overlap=ba([pr.tp_comm_overlap for pr in profiles]),
+            logit_bytes=fa([4.0 if pr.fused_cross_entropy else 10.0 for pr in profiles]),
+            fp8_cache=ba([pr.fp8_weight_cache for pr in profiles]),
+            op_sac=ba([pr.op_level_selective_recompute for pr in profiles]),
             total_tokens=fa(
                 [np.nan if tr.total_tokens is None else tr.total_tokens for tr in training]
             ),

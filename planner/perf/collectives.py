@@ -49,7 +49,8 @@ FloatArray = NDArray[np.float64]
 def placement(n: FloatArray, stride: FloatArray, domain: FloatArray) -> FloatArray:
     """Members of an ``n``-rank group with rank ``stride`` that share one NVLink domain."""
     inside = np.floor(domain / np.maximum(stride, 1.0))
-    return np.clip(inside, 1.0, np.maximum(n, 1.0))
+    out: FloatArray = np.minimum(np.maximum(inside, 1.0), np.maximum(n, 1.0))
+    return out
 
 
 class Link:

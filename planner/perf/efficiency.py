@@ -12,7 +12,12 @@ sampled operator regressors; ``DefaultEfficiency`` is the analytic default:
   multiplication background" guide; FP8/MXFP8/NVFP4 GEMMs run at
   ``low_precision_gemm_relative_efficiency`` of that fraction of their own (higher) peak.
 * flash attention: the GEMM fraction of the 16-bit peak times a forward/backward factor and
-  ``s/(s + seq_half)`` (FlashAttention-2, Dao 2023).
+  ``s/(s + seq_half)`` (FlashAttention-2, Dao 2023); FlashAttention-2 on Hopper/Blackwell (stacks
+  without a fused native kernel, ``planner.perf.frameworks``) reaches only
+  ``flash_attention2_hopper_relative_efficiency`` of that (Shah et al. 2024); heads narrower
+  than 128 run at ``d/(d + head_dim_half)`` relative to 128 (Dao 2023, Fig. 4-6).
+* element-wise ops of eager (unfused) stacks move ``unfused_elementwise_traffic_factor`` times
+  the bytes of fused kernels.
 * memory-bound kernels: ``hbm_bw · hbm_peak_fraction · bytes/(bytes + memory_bytes_half)``.
 * collectives: NCCL bus bandwidth fractions of NVLink and NIC line rates, a base latency.
 
@@ -53,6 +58,8 @@ class CommKind(StrEnum):
     """Communication classes whose overlap with compute is modelled separately."""
 
     TENSOR = "tp"
+    TENSOR_USERBUFFERS = "tp_comm"
+    """Tensor-parallel collectives split and overlapped with their GEMMs (TE userbuffers)."""
     CONTEXT = "cp"
     EXPERT = "ep"
     DATA = "dp"
@@ -124,9 +131,21 @@ class EfficiencyModel(Protocol):
         ...
 
     def attention_flop_per_s(
-        self, seq_kv: FloatArray, device: DeviceArrays, *, backward: bool
+        self,
+        seq_kv: FloatArray,
+        device: DeviceArrays,
+        *,
+        backward: bool,
+        fused: BoolArray | bool = True,
+        head_dim: FloatArray | None = None,
     ) -> FloatArray:
-        """Achieved FLOP/s of flash attention (16-bit) over ``seq_kv`` keys, on executed FLOPs."""
+        """Achieved FLOP/s of flash attention (16-bit) over ``seq_kv`` keys, on executed FLOPs;
+        ``fused`` False: FlashAttention-2 instead of the GPU generation's native fused kernel;
+        ``head_dim`` (elements per head; None: 128) below 128 lowers the throughput."""
+        ...
+
+    def elementwise_traffic_factor(self, fused: BoolArray) -> FloatArray:
+        """HBM traffic of element-wise ops relative to fused kernels (1 where ``fused``)."""
         ...
 
     def memory_bytes_per_s(self, num_bytes: FloatArray, device: DeviceArrays) -> FloatArray:
@@ -143,6 +162,8 @@ class EfficiencyModel(Protocol):
 
 
 _ARCH_KEYS = tuple(f"gemm_peak_fraction_{a}" for a in ARCHITECTURES)
+_HOPPER = ARCHITECTURES.index("hopper")
+_CDNA3 = ARCHITECTURES.index("cdna3")
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +225,8 @@ class DefaultEfficiency:
         # cuBLAS heuristics shrink the tile for narrow outputs: the next power of two >= the
         # dimension, at least 64, at most the large-GEMM tile.
         tmin = self._c("gemm_tile_min")
-        tm = np.clip(np.exp2(np.ceil(np.log2(m))), tmin, self._c("gemm_tile_m"))
-        tn = np.clip(np.exp2(np.ceil(np.log2(n))), tmin, self._c("gemm_tile_n"))
+        tm = np.minimum(np.maximum(np.exp2(np.ceil(np.log2(m))), tmin), self._c("gemm_tile_m"))
+        tn = np.minimum(np.maximum(np.exp2(np.ceil(np.log2(n))), tmin), self._c("gemm_tile_n"))
         rows = np.ceil(m / tm)
         cols = np.ceil(n / tn)
         tiles = rows * cols
@@ -220,7 +241,13 @@ class DefaultEfficiency:
         return out
 
     def attention_flop_per_s(
-        self, seq_kv: FloatArray, device: DeviceArrays, *, backward: bool
+        self,
+        seq_kv: FloatArray,
+        device: DeviceArrays,
+        *,
+        backward: bool,
+        fused: BoolArray | bool = True,
+        head_dim: FloatArray | None = None,
     ) -> FloatArray:
         """Flash-attention throughput on executed FLOPs (module docstring)."""
         rel = self._c(
@@ -228,7 +255,22 @@ class DefaultEfficiency:
         )
         frac = self._arch_fraction[device.architecture]
         seq_eff = seq_kv / (seq_kv + self._c("attention_seq_half"))
-        out: FloatArray = device.peak16_flop_per_s * frac * rel * seq_eff
+        if head_dim is not None:  # narrower heads: less work per loaded tile, normalised at 128
+            half = self._c("attention_head_dim_half")
+            seq_eff = seq_eff * np.minimum(
+                head_dim / (head_dim + half) * (128.0 + half) / 128.0, 1.0
+            )
+        fa2 = np.where(
+            ~np.asarray(fused) & (device.architecture >= _HOPPER) & (device.architecture < _CDNA3),
+            self._c("flash_attention2_hopper_relative_efficiency"),
+            1.0,
+        )
+        out: FloatArray = device.peak16_flop_per_s * frac * rel * seq_eff * fa2
+        return out
+
+    def elementwise_traffic_factor(self, fused: BoolArray) -> FloatArray:
+        """``unfused_elementwise_traffic_factor`` for eager stacks, 1 for fused ones."""
+        out: FloatArray = np.where(fused, 1.0, self._c("unfused_elementwise_traffic_factor"))
         return out
 
     def memory_bytes_per_s(self, num_bytes: FloatArray, device: DeviceArrays) -> FloatArray:

@@ -37,13 +37,14 @@ Model (details in each helper's docstring):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from planner.perf import collectives as coll
 from planner.perf.batch import ScenarioArrays
-from planner.perf.efficiency import CommKind, EfficiencyModel
+from planner.perf.efficiency import ARCHITECTURES, CommKind, EfficiencyModel
 from planner.perf.memory import MemoryArrays, memory_arrays, stage_params
 
 __all__ = ["BREAKDOWN_KEYS", "BatchResult", "evaluate"]
@@ -62,6 +63,9 @@ BREAKDOWN_KEYS = (
     "optimizer",
 )
 """Terms of ``breakdown_s``, in order; they add up to ``iteration_time_s``."""
+
+_HOPPER = ARCHITECTURES.index("hopper")
+_CDNA3 = ARCHITECTURES.index("cdna3")
 
 ACT_BYTES = 2.0
 """Activations and their gradients travel in 16-bit, also under FP8 training."""
@@ -85,71 +89,105 @@ class BatchResult:
 
 class _Ops:
     """Accumulates operator times per group: GEMMs and memory-bound kernels are timed in
-    one vectorized call each (shape ``(num_ops, n)``)."""
+    one vectorized call each (shape ``(num_ops, n)``). Shapes may be scalars or ``(n,)`` arrays;
+    they are broadcast once, when timed."""
 
     def __init__(self, a: ScenarioArrays, eff: EfficiencyModel) -> None:
         self.a, self.eff = a, eff
-        self.gemms: list[tuple[str, FloatArray, FloatArray, FloatArray, FloatArray, BoolArray]] = []
-        self.mems: list[tuple[str, FloatArray, FloatArray]] = []
+        self.gemm_groups: list[str] = []
+        self.gemm_cols: tuple[list[Any], ...] = ([], [], [], [], [])
+        self.mem_groups: list[str] = []
+        self.mem_cols: tuple[list[Any], list[Any]] = ([], [])
         self.extra: dict[str, FloatArray] = {}
 
     def gemm(
         self,
         group: str,
-        m: FloatArray,
-        n: FloatArray,
-        k: FloatArray,
+        m: FloatArray | float,
+        n: FloatArray | float,
+        k: FloatArray | float,
         *,
         count: FloatArray | float = 1.0,
         lp: BoolArray | bool,
         backward: bool = False,
     ) -> None:
-        ones = np.ones(self.a.n)
-        cnt = ones * count
-        low = np.broadcast_to(np.asarray(lp), (self.a.n,))
-        if not backward:
-            self.gemms.append((group, ones * m, ones * n, ones * k, cnt, low))
-            return
-        self.gemms.append((group, ones * m, ones * k, ones * n, cnt, low))  # data gradient
-        self.gemms.append((group, ones * k, ones * n, ones * m, cnt, low))  # weight gradient
+        shapes = ((m, n, k),) if not backward else ((m, k, n), (k, n, m))  # dgrad, wgrad
+        cm, cn, ck, cc, cl = self.gemm_cols
+        for mm, nn, kk in shapes:
+            self.gemm_groups.append(group)
+            cm.append(mm)
+            cn.append(nn)
+            ck.append(kk)
+            cc.append(count)
+            cl.append(lp)
 
-    def mem(self, group: str, num_bytes: FloatArray, kernels: FloatArray | float) -> None:
-        ones = np.ones(self.a.n)
-        self.mems.append((group, ones * num_bytes, ones * kernels))
+    def mem(self, group: str, num_bytes: FloatArray | float, kernels: float) -> None:
+        self.mem_groups.append(group)
+        self.mem_cols[0].append(num_bytes)
+        self.mem_cols[1].append(kernels)
 
     def add(self, group: str, seconds: FloatArray) -> None:
         self.extra[group] = self.extra.get(group, 0.0) + seconds
+
+    def _floats(self, column: list[Any]) -> FloatArray:
+        out = np.empty((len(column), self.a.n), dtype=np.float64)
+        for i, value in enumerate(column):
+            out[i] = value
+        return out
+
+    def _bools(self, column: list[Any]) -> BoolArray:
+        out = np.empty((len(column), self.a.n), dtype=np.bool_)
+        for i, value in enumerate(column):
+            out[i] = value
+        return out
+
+    def gemm_flops(self, group: str) -> FloatArray:
+        """FLOPs of the GEMMs registered under ``group``, shape ``(n,)``."""
+        rows = [i for i, g in enumerate(self.gemm_groups) if g == group]
+        cm, cn, ck, cc, _ = self.gemm_cols
+        total = np.zeros(self.a.n)
+        for i in rows:
+            total = total + 2.0 * np.asarray(cm[i]) * cn[i] * ck[i] * cc[i]
+        return total
+
+    @staticmethod
+    def _sum_groups(groups: list[str], t: FloatArray, out: dict[str, FloatArray]) -> None:
+        index: dict[str, list[int]] = {}
+        for i, g in enumerate(groups):
+            index.setdefault(g, []).append(i)
+        for g, rows in index.items():
+            # sequential (cumsum) rather than pairwise: ops that are zero for a scenario (and
+            # skipped when no scenario of the batch has them) never change its rounding
+            part = np.cumsum(t[rows], axis=0)[-1]
+            out[g] = out[g] + part if g in out else part
 
     def totals(self) -> dict[str, FloatArray]:
         """Seconds per group; each op ``max(compute, memory, kernels · kernel_min)``."""
         eff, a = self.eff, self.a
         kmin = eff.kernel_min_time_s
         out: dict[str, FloatArray] = {}
-        if self.gemms:
-            groups = [g[0] for g in self.gemms]
-            m = np.stack([g[1] for g in self.gemms])
-            n = np.stack([g[2] for g in self.gemms])
-            k = np.stack([g[3] for g in self.gemms])
-            cnt = np.stack([g[4] for g in self.gemms])
-            low = np.stack([g[5] for g in self.gemms])
+        if self.gemm_groups:
+            cm, cn, ck, cc, cl = self.gemm_cols
+            m = self._floats(cm)
+            n = self._floats(cn)
+            k = self._floats(ck)
+            cnt = self._floats(cc)
+            low = self._bools(cl)
             rate = eff.gemm_flop_per_s(m, n, k, a.device, low_precision=low)
             flops = 2.0 * m * n * k * cnt
-            bytes_ = np.where(low, 1.0, 2.0) * (m * k + k * n) * cnt + 2.0 * m * n * cnt
+            bytes_ = (np.where(low, 1.0, 2.0) * (m * k + k * n) + 2.0 * m * n) * cnt
             bw = eff.memory_bytes_per_s(bytes_, a.device)
             t = np.maximum(np.maximum(flops / rate, bytes_ / bw), cnt * kmin)
             t = np.where((cnt > 0) & (m * n * k > 0), t, 0.0)
-            for i, g in enumerate(groups):
-                out[g] = out.get(g, 0.0) + t[i]
-        if self.mems:
-            groups = [g[0] for g in self.mems]
-            b = np.stack([g[1] for g in self.mems])
-            kern = np.stack([g[2] for g in self.mems])
+            self._sum_groups(self.gemm_groups, t, out)
+        if self.mem_groups:
+            b = self._floats(self.mem_cols[0])
+            kern = self._floats(self.mem_cols[1])
             bw = eff.memory_bytes_per_s(np.maximum(b, 1.0), a.device)
             t = np.where(b > 0, np.maximum(b / bw, kern * kmin), 0.0)
-            for i, g in enumerate(groups):
-                out[g] = out.get(g, 0.0) + t[i]
+            self._sum_groups(self.mem_groups, t, out)
         for g, sec in self.extra.items():
-            out[g] = out.get(g, 0.0) + sec
+            out[g] = out[g] + sec if g in out else sec
         zero = np.zeros(a.n)
         return {g: np.asarray(v, dtype=np.float64) + zero for g, v in out.items()}
 
@@ -170,24 +208,33 @@ def _layer_ops(ops: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool)
     for direction, bwd in (("f", False), ("b", True)):
         ops.gemm(p + direction, tok, (a.q + 2.0 * a.kv) / t, a.h, lp=lp, backward=bwd)
         ops.gemm(p + direction, tok, a.h, a.q / t, lp=lp, backward=bwd)
-    # attention core
+    # attention core (ops of kinds no scenario of the batch has are skipped: they cost 0)
     nonflash = ~a.flash
-    bmm_count = np.where(nonflash, a.b * heads_local, 0.0)
     sq = a.S / a.c
-    for group in (p + "f", p + "r"):
-        ops.gemm(group, sq, a.S, dh, count=bmm_count, lp=False)
-        ops.gemm(group, sq, dh, a.S, count=bmm_count, lp=False)
+    if nonflash.any():
+        bmm_count = np.where(nonflash, a.b * heads_local, 0.0)
+        for group in (p + "f", p + "r"):
+            ops.gemm(group, sq, a.S, dh, count=bmm_count, lp=False)
+            ops.gemm(group, sq, dh, a.S, count=bmm_count, lp=False)
+            ops.mem(
+                group,
+                np.where(nonflash, (9.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0),
+                3.0,
+            )
+        ops.gemm(p + "b", sq, a.S, dh, count=bmm_count, lp=False, backward=True)
+        ops.gemm(p + "b", sq, dh, a.S, count=bmm_count, lp=False, backward=True)
         ops.mem(
-            group, np.where(nonflash, (9.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0), 3.0
+            p + "b",
+            np.where(nonflash, (11.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0),
+            3.0,
         )
-    ops.gemm(p + "b", sq, a.S, dh, count=bmm_count, lp=False, backward=True)
-    ops.gemm(p + "b", sq, dh, a.S, count=bmm_count, lp=False, backward=True)
-    ops.mem(
-        p + "b", np.where(nonflash, (11.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0), 3.0
-    )
     flash_fwd_flops = np.where(a.flash, 2.0 * a.b * sq * a.S * a.q / t, 0.0)
-    fwd_rate = eff.attention_flop_per_s(a.S, a.device, backward=False)
-    bwd_rate = eff.attention_flop_per_s(a.S, a.device, backward=True)
+    fwd_rate = eff.attention_flop_per_s(
+        a.S, a.device, backward=False, fused=a.fused_attn, head_dim=dh
+    )
+    bwd_rate = eff.attention_flop_per_s(
+        a.S, a.device, backward=True, fused=a.fused_attn, head_dim=dh
+    )
     kmin = eff.kernel_min_time_s
     attn_f = np.where(a.flash, np.maximum(flash_fwd_flops / fwd_rate, kmin), 0.0)
     attn_b = np.where(
@@ -196,29 +243,35 @@ def _layer_ops(ops: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool)
     ops.add(p + "f", attn_f)
     ops.add(p + "r", attn_f)
     ops.add(p + "b", attn_b)
-    # norms, residuals, dropout, rotary
+    # norms, residuals, dropout, rotary (eager stacks: ``ew`` times the fused traffic)
+    ew = eff.elementwise_traffic_factor(a.fused_ew)
     rope = np.where(a.gated, 1.0, 0.0)
-    ops.mem(p + "f", 8.0 * tokens_n * a.h, 2.0)
-    ops.mem(p + "b", 12.0 * tokens_n * a.h, 2.0)
-    ops.mem(p + "f", 12.0 * tokens_n * a.h, 2.0)
-    ops.mem(p + "b", 12.0 * tokens_n * a.h, 2.0)
-    ops.mem(p + "f", 10.0 * drop * tokens_n * a.h, 2.0)
-    ops.mem(p + "b", 10.0 * drop * tokens_n * a.h, 2.0)
-    ops.mem(p + "f", 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
-    ops.mem(p + "b", 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
+    ops.mem(p + "f", ew * 8.0 * tokens_n * a.h, 2.0)
+    ops.mem(p + "b", ew * 12.0 * tokens_n * a.h, 2.0)
+    ops.mem(p + "f", ew * 12.0 * tokens_n * a.h, 2.0)
+    ops.mem(p + "b", ew * 12.0 * tokens_n * a.h, 2.0)
+    if a.dropout.any():
+        ops.mem(p + "f", ew * 10.0 * drop * tokens_n * a.h, 2.0)
+        ops.mem(p + "b", ew * 10.0 * drop * tokens_n * a.h, 2.0)
+    if a.gated.any():
+        ops.mem(p + "f", ew * 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
+        ops.mem(p + "b", ew * 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
     lp_f = np.where(lp, 1.0, 0.0)
-    ops.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.q / t), 2.0)
-    ops.mem(p + "b", lp_f * 3.0 * tok * ((a.q + 2.0 * a.kv) / t + a.h), 2.0)
+    any_lp = bool(lp.any())
+    if any_lp:
+        ops.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.q / t), 2.0)
+        ops.mem(p + "b", lp_f * 3.0 * tok * ((a.q + 2.0 * a.kv) / t + a.h), 2.0)
     act_f = np.where(a.gated, 6.0, 4.0)
     act_b = np.where(a.gated, 10.0, 6.0)
     if not moe:
         for direction, bwd in (("f", False), ("b", True)):
             ops.gemm(p + direction, tok, n_up * a.f / t, a.h, lp=lp, backward=bwd)
             ops.gemm(p + direction, tok, a.h, a.f / t, lp=lp, backward=bwd)
-        ops.mem(p + "f", act_f * tok * a.f / t, 1.0)
-        ops.mem(p + "b", act_b * tok * a.f / t, 1.0)
-        ops.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.f / t), 2.0)
-        ops.mem(p + "b", lp_f * 3.0 * tok * (a.h + n_up * a.f / t), 2.0)
+        ops.mem(p + "f", ew * act_f * tok * a.f / t, 1.0)
+        ops.mem(p + "b", ew * act_b * tok * a.f / t, 1.0)
+        if any_lp:
+            ops.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.f / t), 2.0)
+            ops.mem(p + "b", lp_f * 3.0 * tok * (a.h + n_up * a.f / t), 2.0)
         return
     imb = eff.moe_imbalance_factor
     local_experts = a.E / a.e
@@ -248,8 +301,8 @@ def _layer_ops(ops: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool)
         ops.gemm(p + direction, tok, n_up * shared_w / t, a.h, lp=lp, backward=bwd)
         ops.gemm(p + direction, tok, a.h, shared_w / t, lp=lp, backward=bwd)
     width = routed * a.f_moe + tok * shared_w
-    ops.mem(p + "f", act_f * width / t, 2.0)
-    ops.mem(p + "b", act_b * width / t, 2.0)
+    ops.mem(p + "f", ew * act_f * width / t, 2.0)
+    ops.mem(p + "b", ew * act_b * width / t, 2.0)
     ops.mem(
         p + "f", 8.0 * tok * a.topk * a.h + 8.0 * tok * a.E, 3.0
     )  # router softmax/top-k, permute
@@ -280,7 +333,7 @@ def _tp_times(a: ScenarioArrays, link: coll.Link) -> tuple[FloatArray, FloatArra
     size = tok * a.h * ACT_BYTES
     one = np.ones(a.n)
     ag = coll.all_gather_time_s(size, a.t, one, link)
-    rs = coll.reduce_scatter_time_s(size, a.t, one, link)
+    rs = ag  # a ring reduce-scatter of the same buffer costs the same
     ar = coll.all_reduce_time_s(size, a.t, one, link)
     pair = np.where(a.sp, ag + rs, ar)
     layer = 4.0 * pair  # 2 forward + 2 backward
@@ -323,24 +376,33 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     )
     # tensor parallel
     tp_layer, tp_emb, tp_head = _tp_times(a, link)
-    tp_keep = 1.0 - eff.comm_overlap(CommKind.TENSOR)
+    hopper_plus = (a.device.architecture >= _HOPPER) & (a.device.architecture < _CDNA3)
+    tp_keep = np.where(
+        a.tp_overlap & hopper_plus,
+        1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS),
+        1.0 - eff.comm_overlap(CommKind.TENSOR),
+    )
     tp_layer = tp_layer * np.where(full, 1.5, 1.0) * tp_keep
     tp_emb, tp_head = tp_emb * tp_keep, tp_head * tp_keep
     # context parallel: ring exchange of K,V per step, hidden behind that step's attention
     tok = a.b * a.S / a.c
-    kv_bytes = 2.0 * tok * a.kv / a.t * ACT_BYTES
-    cp_inside = coll.placement(a.c, a.t, a.domain) >= a.c
-    step_f = coll.p2p_time_s(kv_bytes, inside=cp_inside, link=link)
-    step_b = coll.p2p_time_s(2.0 * kv_bytes, inside=cp_inside, link=link)
-    attn_f = np.where(a.flash, (1 - mf) * g("dr") + mf * g("mr"), 0.0) / a.c
-    cp_layer_f = (a.c - 1.0) * np.maximum(step_f - attn_f, 0.0)
-    cp_layer_b = (a.c - 1.0) * np.maximum(step_b - FLASH_BWD_FLOP_RATIO * attn_f, 0.0)
-    cp_layer = np.where(a.c > 1, cp_layer_f * np.where(rc >= 1, 2.0, 1.0) + cp_layer_b, 0.0)
+    cp_layer = zero
+    if (a.c > 1).any():
+        kv_bytes = 2.0 * tok * a.kv / a.t * ACT_BYTES
+        cp_inside = coll.placement(a.c, a.t, a.domain) >= a.c
+        step_f = coll.p2p_time_s(kv_bytes, inside=cp_inside, link=link)
+        step_b = coll.p2p_time_s(2.0 * kv_bytes, inside=cp_inside, link=link)
+        attn_f = np.where(a.flash, (1 - mf) * g("dr") + mf * g("mr"), 0.0) / a.c
+        cp_layer_f = (a.c - 1.0) * np.maximum(step_f - attn_f, 0.0)
+        cp_layer_b = (a.c - 1.0) * np.maximum(step_b - FLASH_BWD_FLOP_RATIO * attn_f, 0.0)
+        cp_layer = np.where(a.c > 1, cp_layer_f * np.where(rc >= 1, 2.0, 1.0) + cp_layer_b, 0.0)
     # expert parallel
-    ep_size = np.where(a.sp, tok / a.t, tok) * a.topk * a.h * ACT_BYTES
-    ep_a2a = coll.all_to_all_time_s(ep_size, a.e, a.t, link)
-    ep_keep = 1.0 - eff.comm_overlap(CommKind.EXPERT)
-    ep_layer = mf * ep_a2a * np.where(full, 6.0, 4.0) * ep_keep
+    ep_layer = zero
+    if has_moe:
+        ep_size = np.where(a.sp, tok / a.t, tok) * a.topk * a.h * ACT_BYTES
+        ep_a2a = coll.all_to_all_time_s(ep_size, a.e, a.t, link)
+        ep_keep = 1.0 - eff.comm_overlap(CommKind.EXPERT)
+        ep_layer = mf * ep_a2a * np.where(full, 6.0, 4.0) * ep_keep
 
     per_mb_mid = layers * (layer_compute)
     tp_mid, cp_mid, ep_mid = layers * tp_layer, layers * cp_layer, layers * ep_layer
@@ -388,8 +450,10 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
         return grad_part, gather_part
 
     gd, wd = dp_comm(dense, dp_dense_n, a.t)
-    ge, we = dp_comm(expert, dp_exp_n, a.t * a.e)
-    grad_c, gather_c = gd + ge, wd + we
+    grad_c, gather_c = gd, wd
+    if has_moe:  # expert parameters exist: their own (smaller) data-parallel group
+        ge, we = dp_comm(expert, dp_exp_n, a.t * a.e)
+        grad_c, gather_c = gd + np.where(expert > 0, ge, 0.0), wd + np.where(expert > 0, we, 0.0)
     keep = 1.0 - eff.comm_overlap(CommKind.DATA)
     bwd_window = layers * ((1 - mf) * (g("db") + rec_d) + mf * (g("mb") + rec_m))
     fwd_window = layers * ((1 - mf) * g("df") + mf * g("mf"))
@@ -427,7 +491,7 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
         breakdown_s=breakdown,
         model_flops=model_flops,
         hardware_flops=hw_flops,
-        memory=memory_arrays(a, eff),
+        memory=memory_arrays(a, eff, params=(fd, fe, ld, le)),
     )
 
 

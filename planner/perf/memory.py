@@ -23,7 +23,10 @@ Selective recompute drops the score term; full recompute keeps each layer's inpu
 ``/t`` with SP) plus one layer's working set. The first pipeline stage holds
 ``p`` microbatches of ``L/p`` layers (1F1B) or ``2(p-1) + (v-1)p + 1`` chunks of
 ``L/(pv)`` layers (interleaved; Megatron's warm-up count), never more than all microbatches.
-The last stage adds the fp32 logits ``4·tok·V/t``. The reported peak is the larger of the first
+The last stage adds the logits at the loss, ``logit_bytes·tok·V/t`` (4: fused fp32
+cross-entropy; 10 in eager PyTorch: 16-bit logits, fp32 upcast and saved log-softmax; see
+``planner.perf.frameworks``, which also says when the FP8 weight copy is cached and when
+"selective" means torchtitan's op-level SAC). The reported peak is the larger of the first
 and last stage, plus the efficiency model's runtime overhead and allocator slack.
 """
 
@@ -173,11 +176,13 @@ def total_params(model: ModelSpec) -> float:
 
 
 def activation_bytes_arr(
-    a: ScenarioArrays, *, moe_layer: bool, recompute: FloatArray
+    a: ScenarioArrays, *, moe_layer: bool, recompute: FloatArray, op_level: bool = True
 ) -> FloatArray:
     """Activation bytes one layer keeps for one microbatch (see the module docstring).
 
-    ``recompute`` is an array of codes (0 none, 1 selective, 2 full).
+    ``recompute`` is an array of codes (0 none, 1 selective, 2 full); ``op_level`` False
+    reads "selective" as Megatron's even where the framework uses op-level SAC (the working
+    set of a layer re-run under full recompute).
     """
     tok = a.b * a.S / a.c
     lp = a.device.low_precision
@@ -198,6 +203,13 @@ def activation_bytes_arr(
     full = np.where(shard, (rep + attn + mlp) / a.t, rep + (attn + mlp) / a.t)
     layer_input = 2.0 * tok * a.h / np.where(a.sp, a.t, 1.0)
     out: FloatArray = np.where(recompute == 2, layer_input, full)
+    if op_level and a.op_sac.any():
+        # torchtitan op-level SAC: the layer input, the attention output and every second
+        # matmul output (half of QKV, output projection, MLP up and down), 16-bit, over t
+        width = (tok * a.topk + tok * a.shared) * a.f_moe if moe_layer else tok * a.f
+        mm_out = tok * (a.q + 2.0 * a.kv + 2.0 * a.h) + n_up * width
+        op = layer_input + (2.0 * tok * a.q + mm_out) / a.t
+        out = np.where(a.op_sac & (recompute == 1), np.minimum(op, full), out)
     return out
 
 
@@ -209,25 +221,38 @@ def layers_in_flight_arr(a: ScenarioArrays) -> FloatArray:
     return out
 
 
-def memory_arrays(a: ScenarioArrays, eff: EfficiencyModel) -> MemoryArrays:
-    """Peak memory of the most loaded GPU (first or last pipeline stage) for a batch, bytes."""
+def memory_arrays(
+    a: ScenarioArrays,
+    eff: EfficiencyModel,
+    *,
+    params: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None,
+) -> MemoryArrays:
+    """Peak memory of the most loaded GPU (first or last pipeline stage) for a batch, bytes.
+
+    ``params`` is ``stage_params(a)`` when the caller has it already."""
     rc = a.recompute.astype(np.float64)
     moe_frac = a.moe_layers / a.L
+    has_moe = bool((moe_frac > 0).any())
     dense_act = activation_bytes_arr(a, moe_layer=False, recompute=rc)
-    moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc)
-    per_layer = np.where(
-        moe_frac > 0, np.where(moe_frac < 1, np.maximum(dense_act, moe_act), moe_act), dense_act
-    )
+    per_layer = dense_act
+    working = activation_bytes_arr(a, moe_layer=False, recompute=np.ones_like(rc), op_level=False)
+    if has_moe:
+        moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc)
+        per_layer = np.where(
+            moe_frac > 0, np.where(moe_frac < 1, np.maximum(dense_act, moe_act), moe_act), dense_act
+        )
+        working = np.maximum(
+            working,
+            np.where(
+                moe_frac > 0,
+                activation_bytes_arr(a, moe_layer=True, recompute=np.ones_like(rc), op_level=False),
+                0.0,
+            ),
+        )
     in_flight = layers_in_flight_arr(a)
-    working = np.maximum(
-        activation_bytes_arr(a, moe_layer=False, recompute=np.ones_like(rc)),
-        np.where(
-            moe_frac > 0, activation_bytes_arr(a, moe_layer=True, recompute=np.ones_like(rc)), 0.0
-        ),
-    )
     first_act = in_flight * per_layer + np.where(a.recompute == 2, working, 0.0)
     tok = a.b * a.S / a.c
-    logits = 4.0 * tok * a.V / a.t
+    logits = a.logit_bytes * tok * a.V / a.t
     last_layers = np.minimum(a.L / a.p, in_flight)
     last_act = last_layers * per_layer + np.where(a.recompute == 2, working, 0.0) + logits
     first_act = np.where(a.p == 1, first_act + logits, first_act)
@@ -246,7 +271,9 @@ def memory_arrays(a: ScenarioArrays, eff: EfficiencyModel) -> MemoryArrays:
         sharded_away = (dense + expert) - (dense / d_dense + expert / d_expert)
         gathered = np.minimum(gathered_layers * layer_params, sharded_away)
         weights = weights + WEIGHT_BYTES_PER_PARAM * gathered
-        weights = weights + np.where(lp, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense + expert), 0.0)
+        weights = weights + np.where(
+            lp & a.fp8_cache, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense + expert), 0.0
+        )
         grads = a.grad_bytes * (
             np.where(z >= 2, dense / d_dense, dense) + np.where(z >= 2, expert / d_expert, expert)
         )
@@ -255,7 +282,7 @@ def memory_arrays(a: ScenarioArrays, eff: EfficiencyModel) -> MemoryArrays:
         )
         return weights, grads, optim
 
-    fd, fe, ld, le = stage_params(a)
+    fd, fe, ld, le = params if params is not None else stage_params(a)
     w1, g1, o1 = states(fd, fe)
     w2, g2, o2 = states(ld, le)
     slack = 1.0 + eff.memory_fragmentation_fraction

@@ -96,9 +96,9 @@ def test_operator_flops_sum_to_layer_totals() -> None:
     ops = _Ops(a, DefaultEfficiency())
     _layer_ops(ops, a, DefaultEfficiency(), moe=False)
     _edge_ops(ops, a)
-    fwd = sum(float(2 * g[1][0] * g[2][0] * g[3][0] * g[4][0]) for g in ops.gemms if g[0] == "df")
-    bwd = sum(float(2 * g[1][0] * g[2][0] * g[3][0] * g[4][0]) for g in ops.gemms if g[0] == "db")
-    head = sum(float(2 * g[1][0] * g[2][0] * g[3][0] * g[4][0]) for g in ops.gemms if g[0] == "h")
+    fwd = float(ops.gemm_flops("df")[0])
+    bwd = float(ops.gemm_flops("db")[0])
+    head = float(ops.gemm_flops("h")[0])
     tokens = 8192 / 2  # per tensor-parallel rank: FLOPs split over tp=2
     m = s.model
     linear = attention_linear_flops_per_token(m) + mlp_flops_per_token(m, moe_layer=False)
