@@ -17,7 +17,8 @@ Model (details in each helper's docstring):
    ``max(FLOPs / achieved FLOP/s, bytes / achieved bytes/s, kernels · kernel_min_time_s)``.
 2. **Communication** (``planner.perf.collectives``): TP 2 all-gathers + 2 reduce-scatters of
    ``tok·h`` 16-bit activations per layer and direction with sequence parallelism, else 2
-   all-reduces (Korthikanti et al. 2022 §4.2.2), partly hidden (``tp_overlap_fraction``); CP
+   all-reduces (Korthikanti et al. 2022 §4.2.2), partly hidden (``tp_overlap_fraction``, or
+   ``tp_comm_overlap_fraction`` with TE userbuffers on Hopper+, ``planner.perf.frameworks``); CP
    ring attention sends K,V (forward) and K,V,dK,dV (backward) ``c-1`` times per layer, each
    step hidden behind that step's attention (Liu et al. 2023); EP dispatch+combine all-to-all
    forward and backward; PP send/recv of ``tok·h/t`` per microbatch boundary; DP gradient

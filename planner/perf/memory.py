@@ -235,26 +235,36 @@ def memory_arrays(
     has_moe = bool((moe_frac > 0).any())
     dense_act = activation_bytes_arr(a, moe_layer=False, recompute=rc)
     per_layer = dense_act
-    working = activation_bytes_arr(a, moe_layer=False, recompute=np.ones_like(rc), op_level=False)
+    full = a.recompute == 2
+    any_full = bool(full.any())
+    working = np.zeros(a.n)
+    if any_full:  # one layer's working set while it is re-run (full recompute only)
+        working = activation_bytes_arr(
+            a, moe_layer=False, recompute=np.ones_like(rc), op_level=False
+        )
     if has_moe:
         moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc)
         per_layer = np.where(
             moe_frac > 0, np.where(moe_frac < 1, np.maximum(dense_act, moe_act), moe_act), dense_act
         )
-        working = np.maximum(
-            working,
-            np.where(
-                moe_frac > 0,
-                activation_bytes_arr(a, moe_layer=True, recompute=np.ones_like(rc), op_level=False),
-                0.0,
-            ),
-        )
+        if any_full:
+            working = np.maximum(
+                working,
+                np.where(
+                    moe_frac > 0,
+                    activation_bytes_arr(
+                        a, moe_layer=True, recompute=np.ones_like(rc), op_level=False
+                    ),
+                    0.0,
+                ),
+            )
     in_flight = layers_in_flight_arr(a)
-    first_act = in_flight * per_layer + np.where(a.recompute == 2, working, 0.0)
+    working = np.where(full, working, 0.0)
+    first_act = in_flight * per_layer + working
     tok = a.b * a.S / a.c
     logits = a.logit_bytes * tok * a.V / a.t
     last_layers = np.minimum(a.L / a.p, in_flight)
-    last_act = last_layers * per_layer + np.where(a.recompute == 2, working, 0.0) + logits
+    last_act = last_layers * per_layer + working + logits
     first_act = np.where(a.p == 1, first_act + logits, first_act)
 
     d_dense = a.d * a.c
@@ -283,8 +293,10 @@ def memory_arrays(
         return weights, grads, optim
 
     fd, fe, ld, le = params if params is not None else stage_params(a)
-    w1, g1, o1 = states(fd, fe)
-    w2, g2, o2 = states(ld, le)
+    # both stages in one pass: rows 0 (first stage) and 1 (last stage)
+    w, g, o = states(np.stack((fd, ld)), np.stack((fe, le)))
+    w1, g1, o1 = w[0], g[0], o[0]
+    w2, g2, o2 = w[1], g[1], o[1]
     slack = 1.0 + eff.memory_fragmentation_fraction
     first_total = w1 + g1 + o1 + first_act * slack
     last_total = w2 + g2 + o2 + last_act * slack

@@ -1,0 +1,69 @@
+"""Framework profiles: each property moves the prediction the documented way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from planner.perf import predict
+from planner.perf.frameworks import FRAMEWORK_PROFILES, profile_of
+from planner.scenario import parse_scenario
+from planner.specs.scenario import Framework, Scenario
+
+
+def _scenario(framework: str, gpu: str = "h100-sxm", **par: Any) -> Scenario:
+    parallelism = {"tensor_parallel": 1, "global_batch_size": 64, "zero_stage": 3, **par}
+    return parse_scenario(
+        {
+            "model": {"preset": "llama3-8b"},
+            "hardware": {"gpu": gpu, "num_gpus": 8 * parallelism["tensor_parallel"]},
+            "parallelism": parallelism,
+            "training": {"framework": framework},
+        }
+    )
+
+
+def test_every_framework_has_a_profile() -> None:
+    assert set(FRAMEWORK_PROFILES) == set(Framework)
+    assert profile_of(Framework.MEGATRON).fused_attention
+
+
+def test_eager_stack_is_slower_than_transformer_engine_on_hopper() -> None:
+    te = predict(_scenario("megatron"))
+    eager = predict(_scenario("fsdp"))
+    assert eager.breakdown.compute_s > te.breakdown.compute_s
+
+
+def test_flash_attention_2_penalty_only_beyond_ampere() -> None:
+    """On A100 both stacks run FlashAttention-2: only the element-wise traffic differs."""
+    ratio_a100 = (
+        predict(_scenario("fsdp", "a100-80gb")).breakdown.compute_s
+        / predict(_scenario("megatron", "a100-80gb")).breakdown.compute_s
+    )
+    ratio_h100 = (
+        predict(_scenario("fsdp")).breakdown.compute_s
+        / predict(_scenario("megatron")).breakdown.compute_s
+    )
+    assert 1.0 < ratio_a100 < ratio_h100
+
+
+def test_te_tp_overlap_hides_tensor_parallel_communication() -> None:
+    te = predict(_scenario("megatron", tensor_parallel=8, sequence_parallel=True))
+    eager = predict(_scenario("fsdp", tensor_parallel=8, sequence_parallel=True))
+    assert te.breakdown.tp_comm_exposed_s < eager.breakdown.tp_comm_exposed_s
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_torchtitan_op_level_sac_never_raises_activations(recompute: str) -> None:
+    none = predict(_scenario("torchtitan", recompute="none", micro_batch_size=2))
+    other = predict(_scenario("torchtitan", recompute=recompute, micro_batch_size=2))
+    assert other.memory.activations_bytes <= none.memory.activations_bytes
+
+
+def test_eager_loss_holds_more_logit_bytes_and_torchao_caches_no_fp8_weights() -> None:
+    titan = predict(_scenario("torchtitan", precision="fp8"))
+    megatron = predict(_scenario("megatron", precision="fp8"))
+    fsdp = predict(_scenario("fsdp", precision="fp8"))
+    assert titan.memory.weights_bytes < fsdp.memory.weights_bytes
+    assert fsdp.memory.activations_bytes > megatron.memory.activations_bytes
