@@ -14,12 +14,20 @@ The model follows the what-if analysis of Lin et al. (OSDI '25, ``analyzer/wia.p
   all-reduce (every worker) finish ``transfer`` seconds after the last member has arrived.
   ``layernorm-grads-all-reduce`` runs inside the (untraced) tensor-parallel group, so it waits for
   nobody here. Sends and receives issued together (same worker, same start: Megatron's batched
-  ``send_forward_recv_backward``) are fused into one node whose peers are the union.
+  ``send_forward_recv_backward``, or the interleaved schedule's four-way
+  ``send_forward_backward_recv_forward_backward``) are fused into one node, which finishes
+  ``transfer`` after the last of itself and its *direct* peers (the nodes holding the other end
+  of one of its operations) has arrived. Peers are not transitive: a batch that talks to both
+  neighbours of an interleaved pipeline waits for those two, not for the neighbours' other
+  peers (merging batches into one group chains every stage of a replica together and
+  over-estimates interleaved steps by several percent).
 * **Compute** (forward, backward, optimizer, gc) takes its duration.
 
-A step's observed transfer time of a communication op is ``end - max(start of the group's
-members)``; with the observed durations, transfers and launch delays the replay reproduces the
-observed timestamps, which ``JobGraph.reproduction_error`` checks.
+A step's observed transfer time of a communication node is ``end - max(start of itself and its
+direct peers)``; with the observed durations, transfers and launch delays the replay reproduces
+the observed timestamps, which ``JobGraph.reproduction_error`` checks. The dependency model is
+checked against an independent discrete-event simulation of Megatron's 1F1B and interleaved
+schedules in ``tests/stragglers/test_simulated.py``.
 
 All steps of a trace share one template (the sequence of operations of every worker); steps
 whose operations differ from it (missing or extra operations) are dropped and counted. The
@@ -55,10 +63,12 @@ class _Run:
 
 @dataclass(frozen=True, slots=True)
 class _Group:
-    """One synchronisation: every member waits for the last arrival, then transfers."""
+    """Communication nodes that finish together: member i ends ``transfer`` after the last
+    arrival among ``peers[i]`` (itself and its direct peers, padded with itself)."""
 
     members: IntArray
-    preds: IntArray
+    peers: IntArray  # (members, max peers), node indices
+    peer_preds: IntArray  # node_pred[peers]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,8 +139,8 @@ class JobGraph:
             if isinstance(item, _Run):
                 ends[item.nodes] = ends[item.pred] + np.cumsum(work[item.nodes], axis=0)
             else:
-                ready = ends[item.preds] + gaps[item.members]
-                ends[item.members] = ready.max(axis=0) + durations[item.members]
+                ready = ends[item.peer_preds] + gaps[item.peers]
+                ends[item.members] = ready.max(axis=1) + durations[item.members]
         result: FloatArray = ends[: self.num_nodes].max(axis=0)
         return result
 
@@ -180,11 +190,18 @@ def _group_keys(
     return keys
 
 
-def _find(parent: list[int], i: int) -> int:
-    while parent[i] != i:
-        parent[i] = parent[parent[i]]
-        i = parent[i]
-    return i
+def _node_peers(keys: IntArray, op_node: IntArray) -> dict[int, IntArray]:
+    """Per communication node, the sorted nodes it waits for: itself and every node holding an
+    operation with the same synchronisation key as one of its operations (not transitive)."""
+    comm = np.flatnonzero(keys >= 0)
+    order = comm[np.argsort(keys[comm], kind="stable")]
+    bounds = np.flatnonzero(np.r_[True, np.diff(keys[order]) != 0, True])
+    peers: dict[int, set[int]] = {}
+    for a, b in pairwise(bounds):
+        nodes = {int(n) for n in op_node[order[a:b]]}
+        for node in nodes:
+            peers.setdefault(node, set()).update(nodes)
+    return {node: np.array(sorted(p), dtype=np.int64) for node, p in sorted(peers.items())}
 
 
 def build_graph(trace: OpTrace) -> JobGraph:
@@ -269,23 +286,11 @@ def build_graph(trace: OpTrace) -> JobGraph:
     node_first = np.flatnonzero(~fused)
     node_worker = op_worker[node_first]
 
-    # Synchronisation groups, with fused nodes joining their groups.
+    # Synchronisation groups (equal keys), and each comm node's direct peers through them.
     keys = _group_keys(op_type, op_dp, op_stage, op_seq, pp)
     is_comm = keys >= 0
-    _, key_group = np.unique(keys, return_inverse=True)
-    parent = list(range(int(key_group.max()) + 1))
-    for j in np.flatnonzero(fused):
-        a, b = _find(parent, int(key_group[j - 1])), _find(parent, int(key_group[j]))
-        parent[a] = b
-    op_group = np.array([_find(parent, int(g)) for g in key_group], dtype=np.int64)
-    op_group[~is_comm] = -1
     _check_groups(op_type, keys, layout.data_parallel, pp)
-
-    # Observed transfer of comm ops: end - release (latest member start), per step.
-    release = np.full((int(op_group.max()) + 1 if is_comm.any() else 1, len(kept)), -np.inf)
-    np.maximum.at(release, op_group[is_comm], op_start[is_comm])
-    op_duration = trace.duration_s[rows].copy()
-    op_duration[is_comm] = np.maximum(op_end[is_comm] - release[op_group[is_comm]], 0.0)
+    node_peers = _node_peers(keys, op_node)
 
     # Nodes: start/end, predecessor and launch delay.
     node_start = np.minimum.reduceat(op_start, node_first, axis=0)
@@ -295,9 +300,18 @@ def build_graph(trace: OpTrace) -> JobGraph:
     node_pred[first_of_worker] = num_nodes
     prev_end = np.vstack([node_end, step_origin[None, :]])[node_pred]
     node_gap = node_start - prev_end
-    node_group = op_group[node_first]
 
-    program = _schedule(node_worker, node_pred, node_group, num_nodes)
+    # Observed transfer of comm ops: node end - release (latest start among its peers).
+    op_duration = trace.duration_s[rows].copy()
+    node_is_comm = np.zeros(num_nodes, dtype=bool)
+    node_is_comm[op_node[is_comm]] = True
+    release = node_start.copy()
+    for node, peers in node_peers.items():
+        release[node] = node_start[peers].max(axis=0)
+    transfer = np.maximum(node_end - release, 0.0)
+    op_duration[is_comm] = transfer[op_node[is_comm]]
+
+    program = _schedule(node_worker, node_pred, node_peers, num_nodes)
     step_time = op_end.max(axis=0) - step_origin
     return JobGraph(
         layout_workers=layout.num_workers,
@@ -311,7 +325,7 @@ def build_graph(trace: OpTrace) -> JobGraph:
         op_node=op_node,
         node_worker=node_worker,
         node_pred=node_pred,
-        node_is_comm=node_group >= 0,
+        node_is_comm=node_is_comm,
         op_duration_s=op_duration,
         node_gap_s=node_gap,
         step_time_s=step_time,
@@ -345,50 +359,57 @@ def _check_groups(op_type: IntArray, keys: IntArray, dp: int, pp: int) -> None:
 
 
 def _schedule(
-    node_worker: IntArray, node_pred: IntArray, node_group: IntArray, num_nodes: int
+    node_worker: IntArray,
+    node_pred: IntArray,
+    node_peers: dict[int, IntArray],
+    num_nodes: int,
 ) -> tuple[_Run | _Group, ...]:
-    """A topological order of the template as runs of local nodes and synchronisations."""
+    """A topological order of the template as runs of local nodes and synchronisations.
+
+    Each worker runs its local nodes until it reaches a communication node (it *arrives*
+    there); a communication node completes once every one of its peers has arrived (or already
+    completed), and its worker moves on.
+    """
     bounds = np.flatnonzero(np.r_[True, node_worker[1:] != node_worker[:-1], True])
     heads = [int(b) for b in bounds[:-1]]
     stops = [int(b) for b in bounds[1:]]
-    members: dict[int, list[int]] = {}
-    for node in np.flatnonzero(node_group >= 0):
-        members.setdefault(int(node_group[node]), []).append(int(node))
-    arrived: Counter[int] = Counter()
-    waiting = [False] * len(heads)
+    reached = np.zeros(num_nodes, dtype=bool)  # arrived at or completed
     program: list[_Run | _Group] = []
     done = 0
     while done < num_nodes:
-        progress = False
         for w in range(len(heads)):
-            head = heads[w]
-            run_start = head
-            while head < stops[w] and node_group[head] < 0:
+            head = run_start = heads[w]
+            while head < stops[w] and head not in node_peers:
                 head += 1
             if head > run_start:
                 program.append(_Run(nodes=slice(run_start, head), pred=int(node_pred[run_start])))
                 done += head - run_start
                 heads[w] = head
-                progress = True
-            if head < stops[w] and not waiting[w]:
-                waiting[w] = True
-                group = int(node_group[head])
-                arrived[group] += 1
-                progress = True
-                if arrived[group] == len(members[group]):
-                    nodes = np.array(members[group], dtype=np.int64)
-                    program.append(_Group(members=nodes, preds=node_pred[nodes]))
-                    done += nodes.size
-                    for member in members[group]:
-                        owner = _worker_index(bounds, member)
-                        heads[owner] = member + 1
-                        waiting[owner] = False
-        if not progress:
+            if head < stops[w]:
+                reached[head] = True
+        ready = [
+            heads[w]
+            for w in range(len(heads))
+            if heads[w] < stops[w] and reached[node_peers[heads[w]]].all()
+        ]
+        if not ready:
+            if done == num_nodes:
+                break
             raise SpecError(
                 "trace",
                 "the operations' order deadlocks (a worker waits for a peer that waits for it); "
                 "the trace's timestamps or sequence ids are inconsistent",
             )
+        width = max(node_peers[n].size for n in ready)
+        peers = np.array(
+            [np.r_[node_peers[n], np.full(width - node_peers[n].size, n)] for n in ready],
+            dtype=np.int64,
+        )
+        members = np.array(ready, dtype=np.int64)
+        program.append(_Group(members=members, peers=peers, peer_preds=node_pred[peers]))
+        done += members.size
+        for n in ready:
+            heads[_worker_index(bounds, n)] = n + 1
     return tuple(program)
 
 

@@ -11,8 +11,12 @@ has reported it.
   data-parallel step): every rank waits for the slowest one at the gradient reduction, so an
   interval's step time would shrink by ``max(compute) - reference`` if the slowest rank computed
   like a typical one; ``reference`` is the median compute of the ranks not flagged (all ranks
-  when none is flagged). ``S = mean(actual step) / mean(ideal step)`` over the last
-  ``window`` complete intervals.
+  when none is flagged). When ranks are flagged, the straggler-free step is
+  ``reference + overhead``, with ``overhead`` the median of ``step - max(compute)`` over the
+  recent intervals in which no rank was flagged: besides communication it holds the wait for
+  whichever rank happened to be slowest in each iteration, which interval means hide (the mean
+  of a maximum exceeds the maximum of the means) and which a straggler-free run still pays.
+  ``S = mean(actual step) / mean(ideal step)`` over the last ``window`` complete intervals.
 * **Impact**: with ``remaining_s`` left at the current pace, ``remaining_s / S`` without the
   straggler; hours lost ``remaining_s (1 - 1/S) / 3600``; the advice names the rank and node.
 """
@@ -35,6 +39,8 @@ from planner.stragglers.online import RankFlag, StragglerDetector
 WINDOW = 20
 #: Incomplete intervals kept while waiting for the other ranks' lines.
 MAX_PENDING = 64
+#: Healthy intervals whose overhead (step minus slowest compute) is remembered.
+HEALTHY_WINDOW = 50
 #: Slowdown below which the job is reported as not straggling.
 SIGNIFICANT_SLOWDOWN = 1.05
 
@@ -96,6 +102,7 @@ class LiveStragglers:
     detector: StragglerDetector
     pending: dict[int, dict[int, tuple[float, float | None]]] = field(default_factory=dict)
     history: list[IntervalStats] = field(default_factory=list)
+    healthy_overhead_s: list[float] = field(default_factory=list)
     nodes: dict[int, str] = field(default_factory=dict)
     last_iteration: int = -1
 
@@ -154,6 +161,9 @@ class LiveStragglers:
         )
         del self.history[:-WINDOW]
         self.last_iteration = iteration
+        if not self.flags():
+            self.healthy_overhead_s.append(max(0.0, step - float(compute.max())))
+            del self.healthy_overhead_s[:-HEALTHY_WINDOW]
 
     def flags(self) -> list[RankFlag]:
         """The detector's current flags that are stragglers, one per rank.
@@ -196,13 +206,21 @@ class LiveStragglers:
             return None
         flags = self.flags()
         flagged = {f.rank for f in flags}
+        overhead = (
+            statistics.median(self.healthy_overhead_s)
+            if flagged and self.healthy_overhead_s
+            else None
+        )
         actual, ideal = [], []
         for interval in self.history:
             others = [c for r, c in enumerate(interval.compute_s) if r not in flagged]
             reference = statistics.median(others or interval.compute_s)
-            excess = max(0.0, interval.max_compute_s - reference)
             actual.append(interval.step_time_s)
-            ideal.append(max(interval.step_time_s - excess, 1e-12))
+            if overhead is not None:
+                ideal_s = min(interval.step_time_s, reference + overhead)
+            else:
+                ideal_s = interval.step_time_s - max(0.0, interval.max_compute_s - reference)
+            ideal.append(max(ideal_s, 1e-12))
         actual_s = float(np.mean(actual))
         ideal_s = float(np.mean(ideal))
         slowdown = max(1.0, actual_s / ideal_s)
@@ -263,6 +281,7 @@ class LiveStragglers:
             ],
             "nodes": {str(r): n for r, n in self.nodes.items()},
             "last_iteration": self.last_iteration,
+            "healthy_overhead_s": list(self.healthy_overhead_s),
         }
 
     @classmethod
@@ -288,6 +307,7 @@ class LiveStragglers:
                 ],
                 nodes={int(r): str(n) for r, n in data.get("nodes", {}).items()},
                 last_iteration=int(data.get("last_iteration", -1)),
+                healthy_overhead_s=[float(v) for v in data.get("healthy_overhead_s", [])],
             )
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise SpecError(
