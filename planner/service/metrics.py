@@ -13,6 +13,10 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 | ``planner_job_predicted_step_time_seconds`` | gauge | the performance model's prediction |
 | ``planner_job_eta_seconds{quantile}`` | gauge | seconds to completion (pending: runtime) |
 | ``planner_job_predicted_completion_timestamp_seconds`` | gauge | p50 completion time, epoch s |
+| ``planner_job_time_limit_timestamp_seconds`` | gauge | start + time limit of a running job |
+| ``planner_job_model_error_ratio`` | gauge | model step time / observed step time - 1 |
+| ``planner_job_predicted_memory_bytes`` | gauge | predicted peak memory per GPU, bytes |
+| ``planner_job_predicted_fits_in_memory`` | gauge | 1 when the prediction fits HBM, else 0 |
 | ``planner_job_straggler_slowdown_ratio`` | gauge | what-if step slowdown (1 = no stragglers) |
 | ``planner_job_straggler_hours_lost`` | gauge | remaining hours lost to stragglers |
 | ``planner_ingest_last_success_timestamp_seconds`` | gauge | last successful poll of each source |
@@ -22,12 +26,13 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from planner.service.models import JobRow
 from planner.service.store import Store
 
 _JOB_LABELS = ["scheduler", "cluster", "job_id"]
@@ -48,6 +53,105 @@ def _straggler_figures(stragglers: dict[str, Any]) -> tuple[float | None, float 
     return _num(report.get("slowdown")), _num(impact.get("hours_lost"))
 
 
+def _state(row: JobRow, key: str) -> float | None:
+    return _num((row.state or {}).get(key))
+
+
+def _eta(row: JobRow, key: str, quantile: str | None = "p50") -> float | None:
+    value = (row.eta or {}).get(key)
+    if quantile is None:
+        return _num(value)
+    return _num((value or {}).get(quantile)) if isinstance(value, dict) else None
+
+
+def _predicted(row: JobRow, key: str) -> float | None:
+    return None if row.prediction is None else _num(row.prediction.get(key))
+
+
+def _deadline(row: JobRow) -> float | None:
+    """When the scheduler will end the job: its start plus its time limit (running jobs)."""
+    start, limit = _state(row, "start_time_s"), _state(row, "time_limit_s")
+    return None if start is None or limit is None or row.status != "running" else start + limit
+
+
+def _fits(row: JobRow) -> float | None:
+    fits = None if row.prediction is None else row.prediction.get("fits_in_memory")
+    return None if not isinstance(fits, bool) else float(fits)
+
+
+def _model_error(row: JobRow) -> float | None:
+    """Model prediction over the observed step time, minus 1, once the job has observations."""
+    predicted = _predicted(row, "iteration_time_s")
+    observed = _eta(row, "observed_step_time_s", None)
+    if predicted is None or observed is None or observed <= 0:
+        return None
+    return predicted / observed - 1.0
+
+
+_JOB_GAUGES: list[tuple[str, str, Callable[[JobRow], float | None]]] = [
+    (
+        "planner_job_gpus",
+        "GPUs allocated (running) or requested (pending).",
+        lambda r: _state(r, "num_gpus"),
+    ),
+    (
+        "planner_job_progress_ratio",
+        "Completed over total training iterations (ratio 0..1).",
+        lambda r: _eta(r, "progress_ratio", None),
+    ),
+    (
+        "planner_job_iteration",
+        "Training iterations completed.",
+        lambda r: None if r.iteration is None else float(r.iteration),
+    ),
+    (
+        "planner_job_step_time_seconds",
+        "Current estimate (p50) of one iteration's wall time, seconds.",
+        lambda r: _eta(r, "step_time_s"),
+    ),
+    (
+        "planner_job_predicted_step_time_seconds",
+        "Iteration time predicted by the performance model, seconds.",
+        lambda r: _predicted(r, "iteration_time_s"),
+    ),
+    (
+        "planner_job_model_error_ratio",
+        "Performance-model step time over the observed step time, minus 1 (signed ratio).",
+        _model_error,
+    ),
+    (
+        "planner_job_predicted_completion_timestamp_seconds",
+        "Predicted (p50) completion time of the job, Unix epoch seconds.",
+        lambda r: _eta(r, "completion_time_s"),
+    ),
+    (
+        "planner_job_time_limit_timestamp_seconds",
+        "When the scheduler ends the running job (start plus time limit), Unix epoch seconds.",
+        _deadline,
+    ),
+    (
+        "planner_job_predicted_memory_bytes",
+        "Predicted peak memory on the most loaded GPU of the job, bytes.",
+        lambda r: _predicted(r, "memory_per_gpu_bytes"),
+    ),
+    (
+        "planner_job_predicted_fits_in_memory",
+        "1 when the predicted peak memory fits the GPU's HBM, 0 when it does not.",
+        _fits,
+    ),
+    (
+        "planner_job_straggler_slowdown_ratio",
+        "Step time over the straggler-free (what-if) step time (ratio, 1 = no stragglers).",
+        lambda r: _straggler_figures(r.stragglers or {})[0],
+    ),
+    (
+        "planner_job_straggler_hours_lost",
+        "Hours of the remaining run lost to stragglers at the current pace.",
+        lambda r: _straggler_figures(r.stragglers or {})[1],
+    ),
+]
+
+
 class PlannerCollector(Collector):
     """A ``prometheus_client`` collector over the store (register it on any registry)."""
 
@@ -60,84 +164,31 @@ class PlannerCollector(Collector):
             "Active job known to the planner (value 1).",
             labels=[*_JOB_LABELS, "name", "user", "status", "described_by"],
         )
-        gpus = GaugeMetricFamily(
-            "planner_job_gpus",
-            "GPUs allocated (running) or requested (pending).",
-            labels=_JOB_LABELS,
-        )
-        progress = GaugeMetricFamily(
-            "planner_job_progress_ratio",
-            "Completed over total training iterations (ratio 0..1).",
-            labels=_JOB_LABELS,
-        )
-        iteration = GaugeMetricFamily(
-            "planner_job_iteration", "Training iterations completed.", labels=_JOB_LABELS
-        )
-        step = GaugeMetricFamily(
-            "planner_job_step_time_seconds",
-            "Current estimate (p50) of one iteration's wall time, seconds.",
-            labels=_JOB_LABELS,
-        )
-        model_step = GaugeMetricFamily(
-            "planner_job_predicted_step_time_seconds",
-            "Iteration time predicted by the performance model, seconds.",
-            labels=_JOB_LABELS,
-        )
         eta = GaugeMetricFamily(
             "planner_job_eta_seconds",
             "Seconds until the job completes (for a pending job: its predicted runtime), "
             "by quantile.",
             labels=[*_JOB_LABELS, "quantile"],
         )
-        completion = GaugeMetricFamily(
-            "planner_job_predicted_completion_timestamp_seconds",
-            "Predicted (p50) completion time of the job, Unix epoch seconds.",
-            labels=_JOB_LABELS,
-        )
-        straggler_slowdown = GaugeMetricFamily(
-            "planner_job_straggler_slowdown_ratio",
-            "Step time over the straggler-free (what-if) step time (ratio, 1 = no stragglers).",
-            labels=_JOB_LABELS,
-        )
-        straggler_lost = GaugeMetricFamily(
-            "planner_job_straggler_hours_lost",
-            "Hours of the remaining run lost to stragglers at the current pace.",
-            labels=_JOB_LABELS,
-        )
+        families = [
+            (GaugeMetricFamily(name, text, labels=_JOB_LABELS), extract)
+            for name, text, extract in _JOB_GAUGES
+        ]
         for row in self.store.list_jobs(active_only=True):
             labels = [row.scheduler, row.cluster, row.job_id]
             info.add_metric([*labels, row.name, row.user, row.status, row.described_by], 1.0)
-            num_gpus = _num((row.state or {}).get("num_gpus"))
-            if num_gpus is not None:
-                gpus.add_metric(labels, num_gpus)
-            if row.iteration is not None:
-                iteration.add_metric(labels, float(row.iteration))
-            if row.prediction is not None:
-                predicted = _num(row.prediction.get("iteration_time_s"))
-                if predicted is not None:
-                    model_step.add_metric(labels, predicted)
-            e = row.eta or {}
-            ratio = _num(e.get("progress_ratio"))
-            if ratio is not None:
-                progress.add_metric(labels, ratio)
-            step_q = e.get("step_time_s") or {}
-            if _num(step_q.get("p50")) is not None:
-                step.add_metric(labels, float(step_q["p50"]))
-            remaining = e.get("remaining_s") or {}
+            remaining = (row.eta or {}).get("remaining_s") or {}
             for q, key in (("0.1", "p10"), ("0.5", "p50"), ("0.9", "p90")):
                 value = _num(remaining.get(key))
                 if value is not None:
                     eta.add_metric([*labels, q], value)
-            done_at = e.get("completion_time_s") or {}
-            if _num(done_at.get("p50")) is not None:
-                completion.add_metric(labels, float(done_at["p50"]))
-            slowdown, lost = _straggler_figures(row.stragglers or {})
-            if slowdown is not None:
-                straggler_slowdown.add_metric(labels, slowdown)
-            if lost is not None:
-                straggler_lost.add_metric(labels, lost)
-        yield from (info, gpus, progress, iteration, step, model_step, eta, completion)
-        yield from (straggler_slowdown, straggler_lost)
+            for family, extract in families:
+                value = extract(row)
+                if value is not None:
+                    family.add_metric(labels, value)
+        yield info
+        yield eta
+        yield from (family for family, _ in families)
         yield from self._source_metrics()
 
     def _source_metrics(self) -> Iterable[Metric]:

@@ -48,6 +48,13 @@ def megatron_line(iteration: int, total: int, ms: float) -> str:
     )
 
 
+def metric_value(metrics: str, name: str, labels: str) -> float:
+    """The value of the sample ``name{labels}`` in an exposition text."""
+    prefix = f"{name}{{{labels}}} "
+    line = next(line for line in metrics.splitlines() if line.startswith(prefix))
+    return float(line[len(prefix) :])
+
+
 def app_for(db_url: str, source: ScriptedSource, clock: Clock) -> TestClient:
     settings = Settings(database_url=db_url, ingest_interval_s=5.0)
     app = create_app(
@@ -112,6 +119,7 @@ def test_pending_then_running_job_gets_prediction_progress_and_eta(
                 status=JobStatus.RUNNING,
                 comment=comment,
                 start_time_s=start,
+                time_limit_s=3600.0,
                 stdout_path=str(log),
                 node_list=("node1",),
             )
@@ -141,6 +149,17 @@ def test_pending_then_running_job_gets_prediction_progress_and_eta(
         )
         assert f"planner_job_predicted_completion_timestamp_seconds{{{labels}}}" in metrics
         assert "planner_ingest_last_success_timestamp_seconds{" in metrics
+        assert metric_value(metrics, "planner_job_time_limit_timestamp_seconds", labels) == (
+            start + 3600.0
+        )
+        assert f"planner_job_predicted_fits_in_memory{{{labels}}} 1.0" in metrics
+        error_line = next(
+            line
+            for line in metrics.splitlines()
+            if line.startswith("planner_job_model_error_ratio{")
+        )
+        # The H100 scenario predicts well under a millisecond; the CPU job takes 0.5 s.
+        assert float(error_line.split()[-1]) < -0.9
 
 
 def test_source_failure_keeps_last_state_marks_it_stale_and_recovers(
