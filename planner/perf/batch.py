@@ -42,7 +42,8 @@ class ScenarioArrays:
     size, bandwidths and latencies, ``hbm_bytes``, ``device``. Framework: ``grad_bytes`` per
     parameter of the gradient buffer (4 fp32 main grads; 2 for NeMo's distributed Adam);
     ``fused_attn``, ``fused_ew``, ``tp_overlap``, ``logit_bytes`` (bytes per logit held at the
-    loss), ``fp8_cache``, ``op_sac`` the framework's properties (``planner.perf.frameworks``).
+    loss), ``fp8_cache``, ``op_sac``, ``flash_v1``, ``z3_per_tensor``, ``pp_overlap`` the
+    framework's properties (``planner.perf.frameworks``).
     """
 
     n: int
@@ -89,6 +90,9 @@ class ScenarioArrays:
     logit_bytes: FloatArray
     fp8_cache: BoolArray
     op_sac: BoolArray
+    flash_v1: BoolArray
+    z3_per_tensor: BoolArray
+    pp_overlap: BoolArray
     total_tokens: FloatArray
     train_iters: FloatArray
     device: DeviceArrays
@@ -174,6 +178,9 @@ class ScenarioArrays:
             logit_bytes=fa([4.0 if pr.fused_cross_entropy else 10.0 for pr in profiles]),
             fp8_cache=ba([pr.fp8_weight_cache for pr in profiles]),
             op_sac=ba([pr.op_level_selective_recompute for pr in profiles]),
+            flash_v1=ba([pr.flash_attention_v1 for pr in profiles]),
+            z3_per_tensor=ba([pr.zero3_gather_per_tensor for pr in profiles]),
+            pp_overlap=ba([pr.pp_comm_overlap for pr in profiles]),
             total_tokens=fa(
                 [np.nan if tr.total_tokens is None else tr.total_tokens for tr in training]
             ),

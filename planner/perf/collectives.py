@@ -56,7 +56,7 @@ def placement(n: FloatArray, stride: FloatArray, domain: FloatArray) -> FloatArr
 class Link:
     """Bus bandwidths and latencies of both tiers, plus the base latency, for a batch."""
 
-    __slots__ = ("base", "domain", "out_bw", "out_lat", "up_bw", "up_lat")
+    __slots__ = ("_rings", "base", "domain", "out_bw", "out_lat", "up_bw", "up_lat")
 
     def __init__(
         self,
@@ -71,13 +71,22 @@ class Link:
         self.up_bw, self.out_bw = up_bw, out_bw
         self.up_lat, self.out_lat = up_lat, out_lat
         self.domain, self.base = domain, base
+        self._rings: dict[tuple[int, int], tuple[object, ...]] = {}
 
     def ring(self, n: FloatArray, stride: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """``(n_in, bottleneck bus bandwidth, per-hop latency)`` of a ring over the group."""
+        """``(n_in, bottleneck bus bandwidth, per-hop latency)`` of a ring over the group.
+
+        Memoised per ``(n, stride)`` array pair (the engine times several collectives over the
+        same group); the cache keeps the arrays alive, so their ids stay unique."""
+        key = (id(n), id(stride))
+        hit = self._rings.get(key)
+        if hit is not None:
+            return hit[2], hit[3], hit[4]  # type: ignore[return-value]
         n_in = placement(n, stride, self.domain)
         inside = n_in >= n
         bw = np.where(inside, self.up_bw, np.minimum(n_in * self.out_bw, self.up_bw))
         lat = np.where(inside, self.up_lat, self.out_lat)
+        self._rings[key] = (n, stride, n_in, bw, lat)
         return n_in, bw, lat
 
 

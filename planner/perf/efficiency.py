@@ -14,7 +14,9 @@ sampled operator regressors; ``DefaultEfficiency`` is the analytic default:
 * flash attention: the GEMM fraction of the 16-bit peak times a forward/backward factor and
   ``s/(s + seq_half)`` (FlashAttention-2, Dao 2023); FlashAttention-2 on Hopper/Blackwell (stacks
   without a fused native kernel, ``planner.perf.frameworks``) reaches only
-  ``flash_attention2_hopper_relative_efficiency`` of that (Shah et al. 2024); heads narrower
+  ``flash_attention2_hopper_relative_efficiency`` of that (Shah et al. 2024), and FlashAttention
+  v1 (llm-foundry 0.4) ``flash_attention1_relative_efficiency`` of FlashAttention-2 (Dao 2023);
+  heads narrower
   than 128 run at ``d/(d + head_dim_half)`` relative to 128 (Dao 2023, Fig. 4-6).
 * element-wise ops of eager (unfused) stacks move ``unfused_elementwise_traffic_factor`` times
   the bytes of fused kernels.
@@ -138,9 +140,11 @@ class EfficiencyModel(Protocol):
         backward: bool,
         fused: BoolArray | bool = True,
         head_dim: FloatArray | None = None,
+        flash_v1: BoolArray | bool = False,
     ) -> FloatArray:
         """Achieved FLOP/s of flash attention (16-bit) over ``seq_kv`` keys, on executed FLOPs;
         ``fused`` False: FlashAttention-2 instead of the GPU generation's native fused kernel;
+        ``flash_v1`` (with ``fused`` False): FlashAttention v1 instead of FlashAttention-2;
         ``head_dim`` (elements per head; None: 128) below 128 lowers the throughput."""
         ...
 
@@ -248,6 +252,7 @@ class DefaultEfficiency:
         backward: bool,
         fused: BoolArray | bool = True,
         head_dim: FloatArray | None = None,
+        flash_v1: BoolArray | bool = False,
     ) -> FloatArray:
         """Flash-attention throughput on executed FLOPs (module docstring)."""
         rel = self._c(
@@ -265,7 +270,12 @@ class DefaultEfficiency:
             self._c("flash_attention2_hopper_relative_efficiency"),
             1.0,
         )
-        out: FloatArray = device.peak16_flop_per_s * frac * rel * seq_eff * fa2
+        fa1 = np.where(
+            ~np.asarray(fused) & np.asarray(flash_v1),
+            self._c("flash_attention1_relative_efficiency"),
+            1.0,
+        )
+        out: FloatArray = device.peak16_flop_per_s * frac * rel * seq_eff * fa2 * fa1
         return out
 
     def elementwise_traffic_factor(self, fused: BoolArray) -> FloatArray:

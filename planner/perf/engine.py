@@ -231,10 +231,10 @@ def _layer_ops(ops: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool)
         )
     flash_fwd_flops = np.where(a.flash, 2.0 * a.b * sq * a.S * a.q / t, 0.0)
     fwd_rate = eff.attention_flop_per_s(
-        a.S, a.device, backward=False, fused=a.fused_attn, head_dim=dh
+        a.S, a.device, backward=False, fused=a.fused_attn, head_dim=dh, flash_v1=a.flash_v1
     )
     bwd_rate = eff.attention_flop_per_s(
-        a.S, a.device, backward=True, fused=a.fused_attn, head_dim=dh
+        a.S, a.device, backward=True, fused=a.fused_attn, head_dim=dh, flash_v1=a.flash_v1
     )
     kmin = eff.kernel_min_time_s
     attn_f = np.where(a.flash, np.maximum(flash_fwd_flops / fwd_rate, kmin), 0.0)
@@ -335,10 +335,9 @@ def _tp_times(a: ScenarioArrays, link: coll.Link) -> tuple[FloatArray, FloatArra
     one = np.ones(a.n)
     ag = coll.all_gather_time_s(size, a.t, one, link)
     rs = ag  # a ring reduce-scatter of the same buffer costs the same
-    ar = coll.all_reduce_time_s(size, a.t, one, link)
+    ar, small = coll.all_reduce_time_s(np.stack((size, tok * 4.0)), a.t, one, link)
     pair = np.where(a.sp, ag + rs, ar)
     layer = 4.0 * pair  # 2 forward + 2 backward
-    small = coll.all_reduce_time_s(tok * 4.0, a.t, one, link)
     head = np.where(a.sp, ag + rs, 0.0) + 3.0 * small
     return layer, pair, head
 
@@ -421,14 +420,20 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     tp_s = m * np.where(first_slow, tp_first, tp_last)
     cp_s = m * cp_mid
     ep_s = m * ep_mid
-    mean_total = (per_mb_mid + tp_mid + cp_mid + ep_mid) + (
-        g("e") + g("h") + tp_emb + tp_head
-    ) / a.p
-    bubble_s = np.where(single, 0.0, (a.p - 1.0) / a.v * mean_total)
-    # pipeline p2p
-    p2p_inside = a.t * a.c * a.d * a.p <= a.domain
-    p2p = coll.p2p_time_s(tok * a.h * ACT_BYTES / a.t, inside=p2p_inside, link=link)
-    pp_s = np.where(single, 0.0, (2.0 * a.v * m + 2.0 * (a.p - 1.0)) * p2p)
+    bubble_s = pp_s = zero
+    if not single.all():  # pipeline bubble and p2p (skipped when no scenario pipelines)
+        mean_total = (per_mb_mid + tp_mid + cp_mid + ep_mid) + (
+            g("e") + g("h") + tp_emb + tp_head
+        ) / a.p
+        bubble_s = np.where(single, 0.0, (a.p - 1.0) / a.v * mean_total)
+        p2p_inside = a.t * a.c * a.d * a.p <= a.domain
+        p2p = coll.p2p_time_s(tok * a.h * ACT_BYTES / a.t, inside=p2p_inside, link=link)
+        # interleaved schedule with overlapped p2p: only what exceeds one chunk's forward shows
+        chunk_fwd = layers / a.v * ((1 - mf) * g("df") + mf * g("mf"))
+        steady = np.where(
+            a.pp_overlap & (a.v > 1), np.maximum(p2p - chunk_fwd, 0.0) + link.base, p2p
+        )
+        pp_s = np.where(single, 0.0, 2.0 * a.v * m * steady + 2.0 * (a.p - 1.0) * p2p)
     # data parallel
     fd, fe, ld, le = stage_params(a)
     use_first = fd + fe >= ld + le
@@ -443,8 +448,7 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
         grads = params * a.grad_bytes
         weights = params * PARAM_GATHER_BYTES
         ar = coll.all_reduce_time_s(grads, group, stride, link)
-        rs = coll.reduce_scatter_time_s(grads, group, stride, link)
-        ag = coll.all_gather_time_s(weights, group, stride, link)
+        rs, ag = coll.all_gather_time_s(np.stack((grads, weights)), group, stride, link)
         grad_part = np.where(a.zero == 0, ar, rs)
         gather_part = np.where(a.zero == 0, 0.0, ag)
         gather_part = np.where(a.zero >= 3, 2.0 * ag, gather_part)
@@ -460,7 +464,14 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     fwd_window = layers * ((1 - mf) * g("df") + mf * g("mf"))
     exposed_grad = np.maximum(grad_c * keep, grad_c - bwd_window)
     exposed_gather = np.maximum(gather_c * keep, gather_c - fwd_window)
+    # ZeRO-3/FSDP: one gather (forward), one gather (backward) and one reduce-scatter per
+    # collective unit per microbatch, each paying the ring latency: a flat buffer per layer, or
+    # every parameter tensor of the layer (DeepSpeed; 12 with biases (GPT), 9 without (Llama))
     per_mb = grad_c + gather_c
+    if (a.zero >= 3).any():
+        tensors = np.where(a.z3_per_tensor, np.where(a.dropout, 12.0, 9.0), 1.0)
+        latency_one = coll.all_gather_time_s(zero, dp_dense_n, a.t, link)
+        per_mb = per_mb + 3.0 * np.maximum(layers * tensors - 1.0, 0.0) * latency_one
     z3 = m * np.maximum(per_mb * keep, per_mb - slow_total)
     dp_s = np.where(a.zero >= 3, z3, exposed_grad + exposed_gather)
     # optimizer

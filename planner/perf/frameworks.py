@@ -9,9 +9,16 @@ in ``efficiency_constants.json``):
   ``wgmma``/TMA) on Hopper and later GPUs. Megatron-Core and NeMo use Transformer Engine's
   ``DotProductAttention``, which picks cuDNN's fused attention on sm_90 (TE 1.x docs, "Attention
   backends"). PyTorch stacks (FSDP, torchtitan's ``F.scaled_dot_product_attention``,
-  llm-foundry's ``flash_attn`` 2.x, DeepSpeed) run FlashAttention-2, which is written for
-  Ampere and reaches ~35 % of the H100 peak (Shah et al. 2024, FlashAttention-3, Fig. 5-7).
-  On Ampere every stack runs FlashAttention-2-class kernels, so the property changes nothing.
+  DeepSpeed) run FlashAttention-2, which is written for Ampere and reaches ~35 % of the H100
+  peak (Shah et al. 2024, FlashAttention-3, Fig. 5-7). On Ampere the native kernel is
+  FlashAttention-2 class, so the property changes nothing there.
+* ``flash_attention_v1``: the stack's attention kernel is FlashAttention (v1, ``flash-attn``
+  1.0.x), not FlashAttention-2. llm-foundry at the benchmark commit (v0.4.0, Dec 2023) installs
+  ``flash-attn==1.0.9`` with its default ``gpu`` extra and ships flash attention v1 in its
+  default Docker image (``mosaicml/llm-foundry:2.1.0_cu121-latest``; FlashAttention-2 only in
+  the separate ``gpu-flash2`` extra / ``_flash2`` images; llm-foundry 0.4.0 ``setup.py`` and
+  README). FlashAttention-2 is ~2x faster (Dao 2023, §4.1: 1.7-3.0x; v1 reaches 25-40 % of the
+  A100 peak, v2 50-73 %), so v1 runs at ``flash_attention1_relative_efficiency`` of v2.
 * ``fused_elementwise``: layer norms, bias+GeLU, bias+dropout+residual, rotary embeddings and
   the cross-entropy run as fused kernels (Transformer Engine / Apex / XLA fusion); eager
   PyTorch runs one kernel per op, each re-reading and re-writing its operands from HBM, which
@@ -20,6 +27,22 @@ in ``efficiency_constants.json``):
   overlapped with the GEMMs that consume/produce them (Transformer Engine userbuffers,
   Megatron-LM ``--tp-comm-overlap``; used by the Megatron-LM 2024 H100 and NeMo 24.07 H100
   recipes; Hopper and later). Otherwise only ``tp_overlap_fraction`` is hidden.
+
+* ``pp_comm_overlap``: under the interleaved (virtual-pipeline) 1F1B schedule the send/recv of
+  the next chunk's activations and gradients is posted asynchronously and overlaps the current
+  chunk's compute (Megatron-Core ``overlap_p2p_comm``, set by the NeMo 24.07 performance
+  recipes, ``overlap_p2p_comm: true, batch_p2p_comm: false``); only what exceeds one chunk's
+  forward is exposed, plus the warm-up/flush transfers. Without it (and always with
+  non-interleaved 1F1B) every transfer is on the critical path. The ``megatron`` profile
+  leaves it off: the option arrived in Megatron-LM in 2023, and the published Megatron runs
+  modelled here (SC21, Korthikanti et al. 2022) predate it.
+* ``zero3_gather_per_tensor``: under ZeRO-3 the stack gathers (and reduce-scatters) each
+  parameter tensor with its own collective (DeepSpeed ZeRO-3: ``partition_parameters.py``
+  all-gathers the partitioned ``ds_tensor`` of every parameter of the module being fetched),
+  instead of one flat buffer per transformer block (PyTorch FSDP's ``FlatParameter`` per
+  wrapped block, FSDP2 ``fully_shard`` per block, Megatron's buckets). Every collective pays
+  the ring latency, so per-tensor gathers multiply the latency term by the parameter tensors
+  of a layer (12 for a GPT layer with biases, 9 for a Llama layer).
 
 Memory (``planner.perf.memory``):
 
@@ -39,7 +62,7 @@ Memory (``planner.perf.memory``):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from planner.specs.scenario import Framework
@@ -57,6 +80,9 @@ class FrameworkProfile:
     fused_cross_entropy: bool
     fp8_weight_cache: bool
     op_level_selective_recompute: bool = False
+    flash_attention_v1: bool = False
+    zero3_gather_per_tensor: bool = False
+    pp_comm_overlap: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -73,6 +99,14 @@ _EAGER_PYTORCH = FrameworkProfile(
     fused_cross_entropy=False,
     fp8_weight_cache=True,
 )
+_LLM_FOUNDRY = FrameworkProfile(
+    fused_attention=False,
+    fused_elementwise=False,
+    tp_comm_overlap=False,
+    fused_cross_entropy=False,
+    fp8_weight_cache=True,
+    flash_attention_v1=True,
+)
 _TORCHTITAN = FrameworkProfile(
     fused_attention=False,
     fused_elementwise=False,
@@ -85,11 +119,18 @@ _TORCHTITAN = FrameworkProfile(
 FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
     {
         Framework.MEGATRON: _TE_STACK,
-        Framework.NEMO: _TE_STACK,
+        Framework.NEMO: replace(_TE_STACK, pp_comm_overlap=True),
         Framework.TORCHTITAN: _TORCHTITAN,
         Framework.FSDP: _EAGER_PYTORCH,
-        Framework.DEEPSPEED: _EAGER_PYTORCH,
-        Framework.LLM_FOUNDRY: _EAGER_PYTORCH,
+        Framework.DEEPSPEED: FrameworkProfile(
+            fused_attention=False,
+            fused_elementwise=False,
+            tp_comm_overlap=False,
+            fused_cross_entropy=False,
+            fp8_weight_cache=True,
+            zero3_gather_per_tensor=True,
+        ),
+        Framework.LLM_FOUNDRY: _LLM_FOUNDRY,
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul
         # overlap assumed.
         Framework.MAXTEXT: FrameworkProfile(

@@ -24,7 +24,7 @@ TOLERANCE = {
     "korthikanti2022": 0.13,
     "sc21": 0.33,
     "megatron_h100": 0.25,
-    "nemo_24.07": 0.09,
+    "nemo_24.07": 0.06,
     "llm_foundry": 0.12,
 }
 """Largest accepted |predicted - measured| / measured per source (issue 3 targets 5 % mean)."""

@@ -67,3 +67,32 @@ def test_eager_loss_holds_more_logit_bytes_and_torchao_caches_no_fp8_weights() -
     fsdp = predict(_scenario("fsdp", precision="fp8"))
     assert titan.memory.weights_bytes < fsdp.memory.weights_bytes
     assert fsdp.memory.activations_bytes > megatron.memory.activations_bytes
+
+
+def test_llm_foundry_flash_attention_v1_is_slower_than_flash_attention_2() -> None:
+    """llm-foundry 0.4 ships flash-attn 1.0.9 (FlashAttention-2 is ~2x faster, Dao 2023)."""
+    par = {"micro_batch_size": 1}
+    foundry = predict(_scenario("llm_foundry", "a100-80gb", **par))
+    fsdp = predict(_scenario("fsdp", "a100-80gb", **par))
+    assert profile_of(Framework.LLM_FOUNDRY).flash_attention_v1
+    assert foundry.breakdown.compute_s > fsdp.breakdown.compute_s
+
+
+def test_nemo_overlaps_interleaved_pipeline_p2p() -> None:
+    par = {
+        "tensor_parallel": 1,
+        "pipeline_parallel": 4,
+        "virtual_pipeline": 8,
+        "zero_stage": 1,
+        "global_batch_size": 128,
+    }
+    nemo = predict(_scenario("nemo", **par))
+    megatron = predict(_scenario("megatron", **par))
+    assert nemo.breakdown.pp_comm_exposed_s < megatron.breakdown.pp_comm_exposed_s
+
+
+def test_deepspeed_zero3_per_tensor_gathers_cost_more_latency_than_fsdp() -> None:
+    deepspeed = predict(_scenario("deepspeed", micro_batch_size=1))
+    fsdp = predict(_scenario("fsdp", micro_batch_size=1))
+    assert profile_of(Framework.DEEPSPEED).zero3_gather_per_tensor
+    assert deepspeed.breakdown.dp_comm_exposed_s >= fsdp.breakdown.dp_comm_exposed_s
