@@ -2,6 +2,10 @@
 
 ``planner predict FILE... [--json]``  predict scenarios (YAML, JSON, JSONL batches); exit 2 when
                                       any scenario was invalid, each getting an error line.
+``planner explore FILE... [--json]``  search every valid layout: top-k, Pareto front, counts;
+                                      exit 2 when a scenario was invalid or infeasible.
+``planner recommend FILE... [--json]`` GPU count/type for a token budget and deadline; exit 2
+                                      when invalid or the deadline cannot be met.
 ``planner serve``                     run the service (settings: ``PLANNER_*`` environment,
                                       optional YAML file in ``PLANNER_CONFIG_FILE``).
 ``planner version``                   print the version.
@@ -166,6 +170,136 @@ def stragglers(
         raise typer.Exit(EXIT_INVALID) from None
     result = report.to_dict()
     typer.echo(json.dumps(result) if as_json else _straggler_summary(result))
+
+
+def _explore_summary(result: dict[str, Any]) -> str:
+    name = result.get("name") or "(unnamed)"
+    if "error" in result:
+        return f"{name}: INVALID {result['error']}"
+    counts = result["counts"]
+    rejected = ", ".join(f"{k} {v:,}" for k, v in counts["rejected"].items() if v)
+    lines = [
+        f"{name}: {counts['enumerated']:,} candidates enumerated, {counts['evaluated']:,} "
+        f"evaluated; rejected: {rejected or 'none'}",
+        f"  top by {result['objective']} "
+        "(tp pp cp ep dp vp sp mbs recompute zero | iteration s, MFU, GiB/GPU):",
+    ]
+    for entry in result["top"]:
+        p, pred = entry["parallelism"], entry["prediction"]
+        lines.append(
+            f"  {entry.get('rank', ''):>3} {entry['num_gpus']:>6} GPUs  "
+            f"{p['tensor_parallel']:>3} {p['pipeline_parallel']:>3} {p['context_parallel']:>3} "
+            f"{p['expert_parallel']:>3} {p['data_parallel']:>5} {p['virtual_pipeline']:>3} "
+            f"{'y' if p['sequence_parallel'] else 'n'} {p['micro_batch_size']:>3} "
+            f"{p['recompute']:>9} {p['zero_stage']}  | {pred['iteration_time_s']:.3f} s, "
+            f"{100 * pred['mfu']:.1f}%, {pred['memory_per_gpu_bytes'] / 2**30:.1f}"
+        )
+    lines.append(f"  Pareto front: {len(result['pareto'])} layouts")
+    return "\n".join(lines)
+
+
+@app.command()
+def explore(
+    files: Annotated[
+        list[str],
+        typer.Argument(help="Explore documents: scenarios whose knobs are lists or left out"),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per scenario, one per line")
+    ] = False,
+    objective: Annotated[
+        str, typer.Option(help="time | time-to-train | cost | tokens-per-gpu")
+    ] = "time",
+    top_k: Annotated[int, typer.Option("--top-k", help="Configurations to report")] = 10,
+    workers: Annotated[int, typer.Option(help="Threads evaluating chunks (0 = one per CPU)")] = 0,
+) -> None:
+    """Search every valid parallelism layout of each scenario: top-k, Pareto front, counts."""
+    import os
+
+    from planner.search import OBJECTIVES, Objective, explore_documents
+
+    if objective not in OBJECTIVES:
+        typer.echo(f"planner: --objective must be one of {', '.join(OBJECTIVES)}", err=True)
+        raise typer.Exit(EXIT_INVALID)
+    docs: list[object] = []
+    for path in files:
+        docs.extend(_documents(path))
+    threads = workers if workers > 0 else (os.cpu_count() or 1)
+    invalid = False
+    for result in explore_documents(
+        docs, objective=Objective(objective), top_k=max(top_k, 1), workers=threads
+    ):
+        invalid = invalid or "error" in result
+        typer.echo(json.dumps(result) if as_json else _explore_summary(result))
+    if invalid:
+        raise typer.Exit(EXIT_INVALID)
+
+
+def _recommend_summary(result: dict[str, Any]) -> str:
+    name = result.get("name") or "(unnamed)"
+    if "scaling" not in result:
+        return f"{name}: INVALID {result['error']}"
+    days = 86400.0
+    lines = [f"{name}: scaling curve (GPUs, tokens/s, efficiency, marginal, days to train)"]
+    for row in result["scaling"]:
+        if not row["feasible"]:
+            lines.append(f"  {row['gpu']} x{row['num_gpus']}: no valid layout")
+            continue
+        marginal = row["marginal_efficiency"]
+        lines.append(
+            f"  {row['gpu']} x{row['num_gpus']}: {row['tokens_per_s']:,.0f} tokens/s, "
+            f"{row['scaling_efficiency']:.2f}, "
+            f"{'-' if marginal is None else f'{marginal:.2f}'}, "
+            f"{row['time_to_train_s'] / days:.2f} days"
+        )
+    for label, key in (
+        ("smallest meeting the deadline", "smallest_meeting_deadline"),
+        ("recommended", "recommendation"),
+    ):
+        view = result.get(key)
+        if view:
+            lines.append(
+                f"  {label}: {view['num_gpus']} x {view['gpu']}, "
+                f"{view['time_to_train_s'] / days:.2f} days, layout {view['parallelism']}"
+            )
+    for knee in result["knee"]:
+        lines.append(f"  knee: {knee['num_gpus']} x {knee['gpu']}")
+    running = result.get("running")
+    if running and running.get("best"):
+        lines.append(
+            f"  running job: best layout {running['speedup']:.2f}x faster; restart costs "
+            f"{running['restart_cost']['total_s']:.0f} s, saves "
+            f"{running['time_saved_s'] / days:.2f} days "
+            f"({'worth it' if running['restart_pays'] else 'not worth it'})"
+        )
+    if "error" in result:
+        lines.append(f"  {result['error']}")
+    return "\n".join(lines)
+
+
+@app.command()
+def recommend(
+    files: Annotated[list[str], typer.Argument(help="Recommend documents (YAML, JSON, JSONL)")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per job")] = False,
+    workers: Annotated[int, typer.Option(help="Threads evaluating chunks (0 = one per CPU)")] = 0,
+) -> None:
+    """Recommend GPU type and count for a token budget (and deadline): scaling curve, knee,
+    smallest allocation meeting the deadline; for a running job, whether a restart pays."""
+    import os
+
+    from planner.recommend import recommend_document
+
+    docs: list[object] = []
+    for path in files:
+        docs.extend(_documents(path))
+    threads = workers if workers > 0 else (os.cpu_count() or 1)
+    invalid = False
+    for doc in docs:
+        result = recommend_document(doc, workers=threads)
+        invalid = invalid or "error" in result
+        typer.echo(json.dumps(result) if as_json else _recommend_summary(result))
+    if invalid:
+        raise typer.Exit(EXIT_INVALID)
 
 
 @app.command()

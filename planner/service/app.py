@@ -36,6 +36,7 @@ from planner.scenario import predict_documents
 from planner.service.ingest import Ingestor, IngestSettings
 from planner.service.metrics import PlannerCollector
 from planner.service.models import JobRow
+from planner.service.routes_plan import make_router
 from planner.service.settings import Settings, Toggle
 from planner.service.store import Store
 from planner.stragglers import analyse
@@ -345,6 +346,8 @@ def create_app(
         invalid = any("error" in r for r in results)
         content: Any = results if isinstance(body, list) else results[0]
         return JSONResponse(content, status_code=422 if invalid else 200)
+
+    app.include_router(make_router(workers=1))
 
     @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics")
     def metrics() -> Response:

@@ -1,0 +1,300 @@
+"""Speed and answer quality of design-space exploration (issue 4).
+
+    .venv/bin/python -m benchmarks.explore            # prints the markdown report
+    .venv/bin/python -m benchmarks.explore --write    # also writes benchmarks/results/explore.md
+    .venv/bin/python -m benchmarks.explore --skip-huge   # without the 10^8-candidate sweep
+
+1. Bounded memory: a sweep of >= 10^8 candidates (GPT-3 over 8 GPU counts x 8 global
+   batches), peak RSS before and after (run first, so the peak is its own).
+2. GPT-3 175B (96 layers, hidden 12288, 96 heads, seq 2048) on 1,024 ``a100-80gb``, global
+   batch 1536, every knob open: wall time of ``planner explore`` in-process (parse, sweep,
+   top-10 and Pareto entries), candidate counts, configurations per second.
+3. One engine: the best configuration's ``iteration_time_s`` from the sweep equals
+   ``planner predict --json`` for it (in-process and as a subprocess); on 1,000 random valid
+   candidates the vectorized and the one-at-a-time (``predict_documents`` per scenario) paths
+   agree to 1e-9 relative (iteration time and memory).
+4. Quality: for each Megatron SC21 Table 1 run (``benchmarks.accuracy`` conversion), the best
+   predicted configuration (knobs open; precision fp16, no flash attention as in 2021) versus
+   the published configuration's prediction, and the published configuration's rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.accuracy.convert import Case, build_dataset
+from planner.perf.candidates import candidate_arrays
+from planner.perf.efficiency import DefaultEfficiency
+from planner.perf.engine import evaluate
+from planner.scenario import predict_documents
+from planner.search import explore, parse_space, sweep
+from planner.search.explore import layout_of
+
+RESULTS = Path(__file__).parent / "results" / "explore.md"
+REPO = Path(__file__).resolve().parents[1]
+
+GPT3: dict[str, Any] = {
+    "name": "gpt3-175b-a100-1024",
+    "model": {
+        "num_layers": 96,
+        "hidden_size": 12288,
+        "num_attention_heads": 96,
+        "seq_length": 2048,
+        "vocab_size": 51200,
+    },
+    "hardware": {"gpu": "a100-80gb", "num_gpus": 1024},
+    "parallelism": {"global_batch_size": 1536},
+}
+WORKERS = os.cpu_count() or 1
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def gpt3_speed(lines: list[str]) -> dict[str, Any]:
+    """Section 1; returns the best entry for section 2."""
+    lines.append("## GPT-3 175B on 1,024 A100-80GB, global batch 1536, every knob open\n")
+    lines.append("| workers | wall time (parse + sweep + entries) | enumerated/s | evaluated/s |")
+    lines.append("| ---: | ---: | ---: | ---: |")
+    best_entry: dict[str, Any] = {}
+    counts: dict[str, Any] = {}
+    for workers in sorted({1, WORKERS}):
+        walls = []
+        for _ in range(3):
+            start = time.perf_counter()
+            result = explore(parse_space(GPT3), workers=workers)
+            walls.append(time.perf_counter() - start)
+        wall = min(walls)
+        counts = result.counts
+        best_entry = result.top[0]
+        lines.append(
+            f"| {workers} | {wall:.2f} s | {counts['enumerated'] / wall:,.0f} | "
+            f"{counts['evaluated'] / wall:,.0f} |"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gpt3.json"
+        path.write_text(json.dumps(GPT3), encoding="utf-8")
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "planner", "explore", str(path), "--json"],
+            capture_output=True,
+            check=True,
+            cwd=REPO,
+        )
+        cli_wall = time.perf_counter() - start
+    lines.append(
+        f"| {WORKERS} (`planner explore --json` as a new process, start-up included) | "
+        f"{cli_wall:.2f} s | {counts['enumerated'] / cli_wall:,.0f} | "
+        f"{counts['evaluated'] / cli_wall:,.0f} |"
+    )
+    lines.append("")
+    valid = counts["evaluated"] + counts["rejected"]["out_of_memory"]
+    lines.append(
+        f"Candidates: **{counts['enumerated']:,} enumerated** (product of the per-knob value "
+        f"lists), {valid:,} valid layouts, **{counts['evaluated']:,} fit in memory and were "
+        f"timed**; Pareto front {len(result.pareto)} layouts. Rejected:\n"
+    )
+    for reason, n in counts["rejected"].items():
+        if n:
+            lines.append(f"- {reason}: {n:,}")
+    p, pred = best_entry["parallelism"], best_entry["prediction"]
+    lines.append(
+        f"\nBest: tp {p['tensor_parallel']}, pp {p['pipeline_parallel']}, cp "
+        f"{p['context_parallel']}, dp {p['data_parallel']}, vp {p['virtual_pipeline']}, sp "
+        f"{p['sequence_parallel']}, micro-batch {p['micro_batch_size']}, recompute "
+        f"{p['recompute']}, ZeRO {p['zero_stage']}: {pred['iteration_time_s']:.3f} s per "
+        f"iteration, MFU {100 * pred['mfu']:.1f} %, {pred['memory_per_gpu_bytes'] / 2**30:.1f} "
+        "GiB/GPU.\n"
+    )
+    return best_entry
+
+
+def one_engine(lines: list[str], best: dict[str, Any]) -> None:
+    """Section 2."""
+    lines.append("## One engine: explorer = `planner predict`\n")
+    space = parse_space(GPT3)
+    outcome = sweep(space, top_k=1, workers=WORKERS)
+    doc = space.scenario_document(best["parallelism"], best["num_gpus"])
+    in_process = predict_documents([doc])[0]["iteration_time_s"]
+    cli = subprocess.run(
+        [sys.executable, "-m", "planner", "predict", "--json", "-"],
+        input=json.dumps(doc),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
+    from_cli = json.loads(cli.stdout)["iteration_time_s"]
+    swept = float(outcome.top_objective[0])
+    lines.append(
+        f"- best configuration: sweep {swept!r} s, `predict_documents` {in_process!r} s, "
+        f"`planner predict --json` (subprocess) {from_cli!r} s: relative difference "
+        f"{abs(swept / from_cli - 1):.1e}."
+    )
+    (sub,) = space.subspaces
+    index = np.random.default_rng(0).choice(sub.size, 20_000, replace=False)
+    cols, reason = sub.decode_at(index)  # a random sample; the valid ones are ~15 %
+    cand = cols.take(np.flatnonzero(reason < 0)[:1000])
+    start = time.perf_counter()
+    result = evaluate(candidate_arrays(sub.base_arrays, cand), DefaultEfficiency())
+    vec_s = time.perf_counter() - start
+    docs = [space.scenario_document(layout_of(cand, i, {}), 1024) for i in range(cand.n)]
+    start = time.perf_counter()
+    single = [predict_documents([d])[0] for d in docs]
+    one_s = time.perf_counter() - start
+    it = np.array([s["iteration_time_s"] for s in single])
+    mem = np.array([s["memory_per_gpu_bytes"] for s in single])
+    d_it = float(np.max(np.abs(it / result.iteration_time_s - 1)))
+    d_mem = float(np.max(np.abs(mem / result.memory.total - 1)))
+    lines.append(
+        f"- 1,000 random valid candidates: max relative difference {d_it:.1e} (iteration time), "
+        f"{d_mem:.1e} (memory) between the vectorized pass ({1e3 * vec_s:.0f} ms) and one "
+        f"`predict_documents` call per scenario ({one_s:.2f} s). Target 1e-9: "
+        f"{'met' if max(d_it, d_mem) <= 1e-9 else 'NOT met'}.\n"
+    )
+
+
+def huge(lines: list[str]) -> None:
+    """Section 3."""
+    doc = json.loads(json.dumps(GPT3))
+    doc["hardware"]["num_gpus"] = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
+    doc["parallelism"]["global_batch_size"] = [512, 768, 1024, 1536, 2048, 3072, 4096, 6144]
+    space = parse_space(doc)
+    rss_before = _rss_mib()
+    start = time.perf_counter()
+    outcome = sweep(space, workers=WORKERS)
+    wall = time.perf_counter() - start
+    rss_after = _rss_mib()
+    lines.append("## Bounded memory: a 10^8-candidate space\n")
+    lines.append(
+        f"GPT-3 175B over 8 GPU counts (256-32,768) x 8 global batches (512-6144): "
+        f"**{outcome.enumerated:,} candidates** enumerated lazily in chunks of 131,072, "
+        f"{outcome.evaluated:,} timed, in {wall:.1f} s ({outcome.enumerated / wall:,.0f} "
+        f"enumerated/s) on {WORKERS} threads. Peak RSS {rss_before:.0f} MiB before, "
+        f"{rss_after:.0f} MiB after (the product as int64 columns would need "
+        f"{outcome.enumerated * 12 * 8 / 2**30:.0f} GiB).\n"
+    )
+
+
+def _sc21_cases() -> list[Case]:
+    return [c for c in build_dataset(sources=["sc21"]).cases if c.config_id.startswith("sc21_t1_")]
+
+
+SC21_FEATURES_2021 = {
+    "sequence_parallel": False,
+    "zero_stage": 0,
+    "context_parallel": 1,
+    "recompute": ["none", "full"],
+}
+"""Megatron-LM as of SC21 (2021): no sequence parallelism or selective recompute (2022), no
+distributed optimizer, no context parallelism."""
+
+
+def _layout_text(cols: Any, i: int = 0) -> str:
+    return (
+        f"tp {cols.tensor_parallel[i]}, pp {cols.pipeline_parallel[i]}, cp "
+        f"{cols.context_parallel[i]}, vp {cols.virtual_pipeline[i]}, mbs "
+        f"{cols.micro_batch_size[i]}, {('none', 'selective', 'full')[cols.recompute[i]]}, "
+        f"ZeRO {cols.zero_stage[i]}, sp {'y' if cols.sequence_parallel[i] else 'n'}"
+    )
+
+
+def sc21(lines: list[str]) -> None:
+    """Section 4."""
+    lines.append("## Quality: Megatron SC21 Table 1 (published configuration vs our best)\n")
+    lines.append(
+        "Model, GPU count, global batch, fp16 and no flash attention as published (converted by "
+        "`benchmarks.accuracy`). Two searches: **2021 set** = the knobs Megatron-LM had then "
+        "(tp, pp, vp, micro-batch, recompute none/full; no sequence parallel, no distributed "
+        "optimizer, no context parallel), **all knobs** = everything open. All times are "
+        "predictions of the same model; rank 1 = our best; ratio = best / published.\n"
+    )
+    lines.append(
+        "| run | GPUs | published tp, pp, mbs, recompute | published s (pred.) | "
+        "2021 set: ratio, published rank / timed | 2021 set best | all knobs: ratio, "
+        "published rank / timed | all knobs best | sweeps s |"
+    )
+    lines.append("| --- | ---: | --- | ---: | --- | --- | --- | --- | ---: |")
+    ratios: dict[str, list[float]] = {"2021": [], "all": []}
+    for case in _sc21_cases():
+        doc = case.document
+        published = doc["parallelism"]
+        pub_pred = predict_documents([doc])[0]
+        fits = bool(pub_pred["fits_in_memory"])
+        base = {
+            "global_batch_size": published["global_batch_size"],
+            "precision": published["precision"],
+            "flash_attention": published["flash_attention"],
+        }
+        cells: list[str] = []
+        start = time.perf_counter()
+        for key, extra in (("2021", SC21_FEATURES_2021), ("all", {})):
+            space = parse_space({**doc, "parallelism": {**base, **extra}})
+            outcome = sweep(
+                space,
+                workers=WORKERS,
+                count_below=pub_pred["iteration_time_s"] if fits else None,
+            )
+            ratio = float(outcome.top_objective[0]) / pub_pred["iteration_time_s"]
+            ratios[key].append(ratio)
+            rank = (
+                f"{outcome.num_below + 1:,} / {outcome.evaluated:,}"
+                if fits
+                else f"n/a (needs {pub_pred['memory_per_gpu_bytes'] / 2**30:.0f} GiB)"
+            )
+            cells += [f"{ratio:.3f}, {rank}", _layout_text(outcome.top)]
+        wall = time.perf_counter() - start
+        lines.append(
+            f"| {case.config_id.removeprefix('sc21_t1_')} | {doc['hardware']['num_gpus']} | "
+            f"{published['tensor_parallel']}, {published['pipeline_parallel']}, "
+            f"{published['micro_batch_size']}, {published['recompute']} | "
+            f"{pub_pred['iteration_time_s']:.2f} | {' | '.join(cells)} | {wall:.1f} |"
+        )
+    for key, label in (("2021", "2021 set"), ("all", "all knobs")):
+        r = ratios[key]
+        lines.append(
+            f"\n{label}: best at least as fast as the published configuration (predicted) in "
+            f"{sum(x <= 1.0 for x in r)} of {len(r)} runs; best/published "
+            f"{min(r):.3f}-{max(r):.3f}."
+        )
+    lines.append("")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the sections and print (``--write``: also save) the markdown report."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help=f"write {RESULTS}")
+    parser.add_argument("--skip-huge", action="store_true", help="skip the 10^8 sweep")
+    args = parser.parse_args(argv)
+    lines = [
+        "# Design-space exploration: speed and answer quality (issue 4)\n",
+        f"Recorded with `.venv/bin/python -m benchmarks.explore --write` on "
+        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"numpy {np.__version__}.\n",
+    ]
+    if not args.skip_huge:  # first, so that its peak RSS is its own
+        huge(lines)
+    best = gpt3_speed(lines)
+    one_engine(lines, best)
+    sc21(lines)
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        RESULTS.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

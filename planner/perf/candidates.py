@@ -1,0 +1,104 @@
+"""``ScenarioArrays`` for many parallelism candidates of one base scenario, straight from arrays.
+
+Design-space sweeps (``planner.search``) evaluate 10^5-10^6 layouts of one job; building a
+``Scenario`` value per layout would cost more than the engine itself. ``candidate_arrays``
+takes the arrays of one validated *base* scenario (``ScenarioArrays.from_scenarios([base])``:
+model, hardware, training, precision, flash attention) and replaces the parallelism columns
+(and the GPU count) with the candidates' values. Every other column is the base's, repeated:
+the engine then computes exactly what ``predict`` computes for each candidate's scenario
+(the search's tests and ``benchmarks/explore.py`` check this to 1e-9 relative).
+
+The caller guarantees the candidates are valid layouts (``Scenario``'s divisibility rules);
+nothing is checked here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import DeviceArrays
+
+__all__ = ["CandidateColumns", "candidate_arrays"]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandidateColumns:
+    """Parallelism of ``n`` candidates, arrays of shape ``(n,)`` (integer degrees and sizes).
+
+    ``recompute`` codes: 0 none, 1 selective, 2 full (as ``ScenarioArrays.recompute``);
+    ``num_gpus`` is ``tensor·pipeline·context·data``. ``num_microbatches`` is derived,
+    ``global_batch_size // (data_parallel · micro_batch_size)``.
+    """
+
+    tensor_parallel: IntArray
+    pipeline_parallel: IntArray
+    context_parallel: IntArray
+    expert_parallel: IntArray
+    data_parallel: IntArray
+    virtual_pipeline: IntArray
+    sequence_parallel: BoolArray
+    micro_batch_size: IntArray
+    global_batch_size: IntArray
+    recompute: IntArray
+    zero_stage: IntArray
+    num_gpus: IntArray
+
+    @property
+    def n(self) -> int:
+        """Number of candidates."""
+        return int(self.tensor_parallel.shape[0])
+
+    def take(self, index: IntArray | BoolArray) -> CandidateColumns:
+        """The candidates selected by an index or mask array."""
+        return CandidateColumns(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+
+def _repeat(value: Any, n: int) -> Any:
+    return np.repeat(value[:1], n)
+
+
+def candidate_arrays(base: ScenarioArrays, cand: CandidateColumns) -> ScenarioArrays:
+    """Arrays of ``cand.n`` scenarios: ``base`` (a batch of one) with each candidate's layout.
+
+    Shapes: every field ``(cand.n,)``. Raises ``ValueError`` when ``base.n != 1``.
+    """
+    if base.n != 1:
+        raise ValueError(f"the base must be a batch of one scenario, got {base.n}")
+    n = cand.n
+    f64 = np.float64
+    m = cand.global_batch_size // (cand.data_parallel * cand.micro_batch_size)
+    columns: dict[str, Any] = {
+        "t": cand.tensor_parallel.astype(f64),
+        "p": cand.pipeline_parallel.astype(f64),
+        "c": cand.context_parallel.astype(f64),
+        "e": cand.expert_parallel.astype(f64),
+        "d": cand.data_parallel.astype(f64),
+        "v": cand.virtual_pipeline.astype(f64),
+        "sp": cand.sequence_parallel.astype(np.bool_),
+        "b": cand.micro_batch_size.astype(f64),
+        "B": cand.global_batch_size.astype(f64),
+        "m": m.astype(f64),
+        "recompute": cand.recompute.astype(np.int64),
+        "zero": cand.zero_stage.astype(np.int64),
+        "N": cand.num_gpus.astype(f64),
+    }
+    dev = base.device
+    device_fields: dict[str, Any] = {
+        f.name: (getattr(dev, f.name) if f.name == "gpu_keys" else _repeat(getattr(dev, f.name), n))
+        for f in fields(DeviceArrays)
+    }
+    device = DeviceArrays(**device_fields)
+    for f in fields(ScenarioArrays):
+        if f.name in columns or f.name in ("n", "device"):
+            continue
+        columns[f.name] = _repeat(getattr(base, f.name), n)
+    return replace(base, n=n, device=device, **columns)
