@@ -45,6 +45,12 @@ class JobState:
     path; ``batch_script`` its text when the scheduler could give it. ``stdout_path`` is already
     expanded (no ``%j`` patterns). ``expected_start_time_s`` is the scheduler's estimate for a
     pending job (Slurm's backfill estimate), if any.
+
+    Fields filled by schedulers that have them (``adapters.kubernetes``): ``namespace`` (the
+    job's Kubernetes namespace), ``queue_name`` (Kueue LocalQueue), ``queue_position`` (0-based
+    position among the pending workloads of its ClusterQueue, from Kueue's visibility API),
+    ``progress_ratio`` (0..1 and ``reported_remaining_s``, the job's own progress report, e.g.
+    Kubeflow TrainJob ``status.trainerStatus``) and ``progress_updated_s`` (when it was reported).
     """
 
     scheduler: str
@@ -71,6 +77,12 @@ class JobState:
     command: str | None = None
     batch_script: str | None = None
     comment: str = ""
+    namespace: str = ""
+    queue_name: str = ""
+    queue_position: int | None = None
+    progress_ratio: float | None = None
+    reported_remaining_s: float | None = None
+    progress_updated_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
