@@ -34,7 +34,8 @@ from planner.errors import PlannerError, SpecError, StoreError
 from planner.ports import ProgressReader, SchedulerSource, TraceSource
 from planner.scenario import predict_documents
 from planner.service.ingest import Ingestor, IngestSettings
-from planner.service.metrics import PlannerCollector
+from planner.service.kube import KubernetesRuntime, build_kubernetes
+from planner.service.metrics import KubernetesCollector, PlannerCollector
 from planner.service.models import JobRow
 from planner.service.routes_plan import make_router
 from planner.service.settings import Settings, Toggle
@@ -82,26 +83,52 @@ def build_reader(settings: Settings) -> ProgressReader:
 
 
 class ServiceState:
-    """What the routes share: store, ingestor, settings, clock and readiness."""
+    """What the routes share: store, ingestor, settings, clock, readiness, Kubernetes runtime."""
 
     def __init__(
-        self, settings: Settings, store: Store, ingestor: Ingestor, clock: Callable[[], float]
+        self,
+        settings: Settings,
+        store: Store,
+        ingestor: Ingestor,
+        clock: Callable[[], float],
+        kube: KubernetesRuntime | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.ingestor = ingestor
         self.clock = clock
+        self.kube = kube
         self.scheduler: BackgroundScheduler | None = None
 
     @property
+    def is_leader(self) -> bool:
+        """Whether this replica runs the loops (always, without leader election)."""
+        return self.kube is None or self.kube.is_leader
+
+    @property
     def ready(self) -> bool:
-        """Ready once a first ingest cycle succeeded, or at once when no source is configured."""
-        return not self.ingestor.sources or self.ingestor.cycles_ok > 0
+        """Ready once a first ingest cycle succeeded, at once when no source is configured, and
+        at once on a replica that is not the leader (it serves reads from the shared store)."""
+        return not self.ingestor.sources or self.ingestor.cycles_ok > 0 or not self.is_leader
+
+    def fresh(self) -> bool:
+        """True when every source answered within the staleness window."""
+        now = self.clock()
+        stale_after = STALE_AFTER_INTERVALS * self.settings.ingest_interval_s
+        rows = self.store.sources()
+        return bool(rows) and all(
+            r.last_success_s is not None and now - r.last_success_s <= stale_after for r in rows
+        )
 
     def run_cycle(self) -> None:
-        """One ingest cycle (the scheduled job); logs and swallows everything."""
+        """One ingest cycle (the scheduled job) on the leader; logs and swallows everything."""
+        if not self.is_leader:
+            log.debug("not the leader: ingest skipped")
+            return
         try:
             self.ingestor.run_cycle()
+            if self.kube is not None:
+                self.kube.after_cycle(self.store)
         except Exception:  # the loop must survive anything; the traceback goes to the log
             log.exception("ingest cycle failed")
 
@@ -113,6 +140,7 @@ def create_app(
     sources: Sequence[SchedulerSource] | None = None,
     reader: ProgressReader | None = None,
     traces: TraceSource | None = None,
+    kube_api_client: Any = None,
     clock: Callable[[], float] = time.time,
     start_loops: bool = True,
 ) -> FastAPI:
@@ -122,9 +150,25 @@ def create_app(
     """
     settings = settings or Settings()
     store = store or Store(settings.database_url)
-    if sources is None:
-        sources = build_sources(settings)
+    sources = list(sources) if sources is not None else build_sources(settings)
     traces = traces or TraceFiles()
+    state_box: list[ServiceState] = []
+    kube = build_kubernetes(
+        settings.kubernetes,
+        store,
+        is_fresh=lambda: state_box[0].fresh(),  # noqa: PLW0108 (state is built below)
+        api_client=kube_api_client,
+    )
+    if kube is not None:
+        sources.append(kube.source)
+        log.info(
+            "source found: kubernetes (cluster %s, namespace %s, leader election %s, "
+            "admission check %s)",
+            settings.kubernetes.cluster,
+            settings.kubernetes.namespace or "all",
+            "on" if kube.elector else "off",
+            "on" if kube.controller else "off",
+        )
     ingestor = Ingestor(
         store,
         sources,
@@ -138,14 +182,19 @@ def create_app(
         clock=clock,
         traces=traces,
     )
-    state = ServiceState(settings, store, ingestor, clock)
+    state = ServiceState(settings, store, ingestor, clock, kube)
+    state_box.append(state)
     registry = CollectorRegistry()
     registry.register(PlannerCollector(store))
+    if kube is not None:
+        registry.register(KubernetesCollector(kube.source.stats))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store.migrate()
         log.info("store ready: %s (revision %s)", _redact(store.url), store.revision())
+        if kube is not None:
+            kube.start()
         if start_loops and ingestor.sources:
             scheduler = BackgroundScheduler(timezone="UTC")
             scheduler.add_job(
@@ -165,6 +214,8 @@ def create_app(
         finally:
             if state.scheduler is not None:
                 state.scheduler.shutdown(wait=True)
+            if kube is not None:
+                kube.stop()
             store.dispose()
 
     app = FastAPI(
@@ -198,6 +249,7 @@ def create_app(
             "ready": state.ready,
             "sources": [getattr(s, "name", s.scheduler) for s in ingestor.sources],
             "cycles_ok": ingestor.cycles_ok,
+            "leader": state.is_leader,
         }
         return JSONResponse(body, status_code=200 if state.ready else 503)
 
@@ -231,35 +283,8 @@ def create_app(
             )
         return rows[0]
 
-    @app.get("/v1/jobs/{job_id}", tags=["jobs"], summary="One job in detail")
-    def get_job(
-        job_id: str,
-        scheduler: str | None = Query(None),
-        cluster: str | None = Query(None, description="Needed when clusters share job ids"),
-    ) -> dict[str, Any]:
-        row = one_job(job_id, scheduler, cluster)
-        now = clock()
-        source = {(s["scheduler"], s["cluster"]): s for s in _source_views(state, now)}.get(
-            (row.scheduler, row.cluster)
-        )
-        view = _job_view(row, source, now)
-        view["scenario"] = row.scenario
-        view["state"] = row.state
-        view["samples"] = [
-            {
-                "iteration": s.iteration,
-                "step_time_s": s.step_time_s,
-                "num_iterations": s.num_iterations,
-                "time_s": s.time_s,
-                "loss": s.loss,
-            }
-            for s in store.samples(row.id)
-        ]
-        view["eta_history"] = [p.payload for p in store.predictions(row.id, kind="eta", limit=50)]
-        return view
-
     @app.get(
-        "/v1/jobs/{job_id}/stragglers",
+        "/v1/jobs/{job_id:path}/stragglers",
         tags=["jobs"],
         summary="Live straggler analysis: flagged ranks, what-if slowdown, impact and advice",
     )
@@ -305,6 +330,33 @@ def create_app(
             "with planner:trace=PATH planner:trace-meta=PATH in its comment"
         )
         return body
+
+    @app.get("/v1/jobs/{job_id:path}", tags=["jobs"], summary="One job in detail")
+    def get_job(
+        job_id: str,
+        scheduler: str | None = Query(None),
+        cluster: str | None = Query(None, description="Needed when clusters share job ids"),
+    ) -> dict[str, Any]:
+        row = one_job(job_id, scheduler, cluster)
+        now = clock()
+        source = {(s["scheduler"], s["cluster"]): s for s in _source_views(state, now)}.get(
+            (row.scheduler, row.cluster)
+        )
+        view = _job_view(row, source, now)
+        view["scenario"] = row.scenario
+        view["state"] = row.state
+        view["samples"] = [
+            {
+                "iteration": s.iteration,
+                "step_time_s": s.step_time_s,
+                "num_iterations": s.num_iterations,
+                "time_s": s.time_s,
+                "loss": s.loss,
+            }
+            for s in store.samples(row.id)
+        ]
+        view["eta_history"] = [p.payload for p in store.predictions(row.id, kind="eta", limit=50)]
+        return view
 
     @app.post(
         "/v1/stragglers",

@@ -26,10 +26,10 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from planner.service.models import JobRow
@@ -213,3 +213,45 @@ class PlannerCollector(Collector):
             failures.add_metric(lv, float(row.consecutive_failures or 0))
             up.add_metric(lv, 1.0 if not row.consecutive_failures else 0.0)
         return (last, failures, up)
+
+
+class KubernetesCollector(Collector):
+    """Counters of the Kubernetes informers (one series per watched resource).
+
+    ``stats()`` returns ``{resource: InformerStats}`` (``adapters.kubernetes``): lists, watch
+    events, bookmarks, 410 re-lists, errors and 429 answers since start, and whether the cache
+    is synced.
+    """
+
+    def __init__(self, stats: Callable[[], Mapping[str, Any]]) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        counters = {
+            "lists": ("planner_kubernetes_lists_total", "Full lists of the resource."),
+            "events": ("planner_kubernetes_watch_events_total", "Watch events applied."),
+            "relists_gone": (
+                "planner_kubernetes_relists_gone_total",
+                "Re-lists after a watch answered 410 Gone.",
+            ),
+            "errors": ("planner_kubernetes_errors_total", "API errors while listing/watching."),
+            "throttled": (
+                "planner_kubernetes_throttled_total",
+                "Answers 429 Too Many Requests from the API server.",
+            ),
+        }
+        families = {
+            key: CounterMetricFamily(name, text, labels=["resource"])
+            for key, (name, text) in counters.items()
+        }
+        synced = GaugeMetricFamily(
+            "planner_kubernetes_cache_synced",
+            "1 when the resource's cache has been listed at least once.",
+            labels=["resource"],
+        )
+        for resource, st in self.stats().items():
+            for key, family in families.items():
+                family.add_metric([resource], float(getattr(st, key, 0)))
+            synced.add_metric([resource], 1.0 if getattr(st, "synced", False) else 0.0)
+        yield from families.values()
+        yield synced

@@ -65,6 +65,46 @@ class SlurmSettings(BaseModel):
     )
 
 
+class AdmissionCheckSettings(BaseModel):
+    """The planner's Kueue AdmissionCheck (opt-in): advisory ``Ready`` with the prediction in the
+    message, or gating (``Retry``/``Rejected``) for the listed queues only."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    controller_name: str = "planner.llm/llm-capacity-planner"
+    gating_queues: list[str] = Field(
+        default_factory=list,
+        description="LocalQueues (namespace/name) or ClusterQueues whose workloads may be held.",
+    )
+    grace_period_s: float = Field(default=120.0, gt=0)
+
+
+class KubernetesSettings(BaseModel):
+    """How the planner reaches Kubernetes: in-cluster config or a kubeconfig."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: Toggle = Field(
+        default=Toggle.AUTO,
+        description="auto: on when running in a pod (KUBERNETES_SERVICE_HOST) or a kubeconfig "
+        "is named in KUBECONFIG.",
+    )
+    cluster: str = "kubernetes"
+    namespace: str | None = Field(default=None, description="Watch one namespace; None: all.")
+    kubeconfig: str | None = None
+    leader_election: bool = True
+    lease_name: str = "llm-capacity-planner"
+    lease_namespace: str = Field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"),
+    )
+    identity: str | None = Field(default=None, description="Leader identity; default hostname.")
+    hint_annotations: bool = Field(
+        default=False, description="Write planner.llm/* prediction annotations on job objects."
+    )
+    admission_check: AdmissionCheckSettings = Field(default_factory=AdmissionCheckSettings)
+
+
 class Settings(BaseSettings):
     """Every knob of ``planner serve``; see the module docstring for where values come from."""
 
@@ -100,6 +140,7 @@ class Settings(BaseSettings):
         description="Least time between two what-if analyses of the trace a job names.",
     )
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
 
     @classmethod
     def settings_customise_sources(
