@@ -8,7 +8,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/common.sh"
 
 pkgs=(munge slurm-wlm slurmctld slurmd slurm-client slurm-wlm-basic-plugins slurmdbd
-  slurm-wlm-mysql-plugin mariadb-server mariadb-client curl jq)
+  slurm-wlm-mysql-plugin mariadb-server mariadb-client curl jq
+  prometheus prometheus-alertmanager)  # Prometheus 2.42 + promtool, Alertmanager 0.25 (deploy tests)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -26,6 +26,13 @@ if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   pipq --find-links "${PIP_FIND_LINKS:-/opt/wheels}" "torch==2.13.0+cpu" numpy
 fi
 
+step "dashboard type-check tools (npm ci in deploy/grafana)"
+if command -v npm >/dev/null; then
+  (cd deploy/grafana && npm ci --no-audit --no-fund --silent)
+else
+  echo "npm not found: the dashboard type-check test will skip"
+fi
+
 step "ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

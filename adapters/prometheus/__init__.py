@@ -1,0 +1,25 @@
+"""Prometheus adapter: the HTTP API client, dcgm-exporter GPU telemetry joined to jobs, and the
+training-step metrics jobs export (``job_exporter``, a one-file helper for training scripts).
+
+* :class:`PrometheusClient` — ``query``/``query_range`` with timeouts; failures become
+  ``SourceTemporaryError`` (retry) or ``SourcePermanentError`` (bad PromQL, auth, wrong URL).
+* :class:`DcgmTelemetry` — per-GPU snapshots (SM/tensor activity, utilisation, memory, PCIe
+  and NVLink bytes) of a job's pods or of a Slurm job, across dcgm-exporter label spellings.
+* :class:`TrainingTelemetry` — ``RankStepRecord`` per rank and interval, ``ProgressRecord``.
+"""
+
+from adapters.prometheus.client import PrometheusClient, Sample, Series
+from adapters.prometheus.dcgm import DCGM_FIELDS, DcgmLabels, DcgmTelemetry, GpuSnapshot
+from adapters.prometheus.training import JobSelector, TrainingTelemetry
+
+__all__ = [
+    "DCGM_FIELDS",
+    "DcgmLabels",
+    "DcgmTelemetry",
+    "GpuSnapshot",
+    "JobSelector",
+    "PrometheusClient",
+    "Sample",
+    "Series",
+    "TrainingTelemetry",
+]
