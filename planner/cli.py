@@ -8,6 +8,8 @@
                                       when invalid or the deadline cannot be met.
 ``planner serve``                     run the service (settings: ``PLANNER_*`` environment,
                                       optional YAML file in ``PLANNER_CONFIG_FILE``).
+``planner calibrate sample|fit|show`` sample operators on this machine, fit
+                                      per-operator models, show a calibration.
 ``planner version``                   print the version.
 """
 
@@ -300,6 +302,136 @@ def recommend(
         typer.echo(json.dumps(result) if as_json else _recommend_summary(result))
     if invalid:
         raise typer.Exit(EXIT_INVALID)
+
+
+calibrate_app = typer.Typer(
+    no_args_is_help=True,
+    help="Sample operators on this machine, fit per-operator models, show a calibration.",
+)
+app.add_typer(calibrate_app, name="calibrate")
+
+
+@calibrate_app.command("sample")
+def calibrate_sample(  # noqa: PLR0917 (typer options)
+    out: Annotated[str, typer.Option("--out", help="Directory for the CSV files and run.json")],
+    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
+    threads: Annotated[int, typer.Option(help="torch.set_num_threads (0 = PyTorch's default)")] = 0,
+    scale: Annotated[float, typer.Option(help="Multiplies every op's number of points")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed of the scrambled Sobol design")] = 0,
+    dtype: Annotated[
+        list[str] | None, typer.Option(help="dtype(s) to sample (default: the device's)")
+    ] = None,
+    collectives: Annotated[
+        bool, typer.Option(help="Also time collectives over local torch.distributed ranks")
+    ] = True,
+    ranks: Annotated[int, typer.Option(help="Ranks of the collective run")] = 2,
+) -> None:
+    """Time the model's operators (and collectives) on this machine over a space-filling
+    design of shapes; write op_samples.csv, collective_samples.csv and run.json to --out."""
+    from adapters.sampling.run import run_sampling
+    from planner.errors import CalibrationError
+
+    if device not in ("cpu", "cuda"):
+        typer.echo("planner: --device must be cpu or cuda", err=True)
+        raise typer.Exit(EXIT_INVALID)
+    try:
+        run, files = run_sampling(
+            out,
+            device=device,
+            num_threads=threads or None,
+            scale=scale,
+            seed=seed,
+            dtypes=tuple(dtype) if dtype else None,
+            collectives=collectives,
+            num_ranks=ranks,
+        )
+    except CalibrationError as exc:
+        typer.echo(f"planner: sampling failed: {exc}", err=True)
+        raise typer.Exit(1) from None
+    meta = run.metadata
+    typer.echo(
+        f"sampled {meta['num_op_samples']} operator and {meta['num_collective_samples']} "
+        f"collective timings on {meta['device_name']} in {meta['duration_s']:.1f} s "
+        f"(collectives: {meta['collectives']})"
+    )
+    for path in files:
+        typer.echo(f"  wrote {path}")
+
+
+@calibrate_app.command("fit")
+def calibrate_fit(
+    samples: Annotated[
+        list[str], typer.Option("--samples", help="Sample run directory or sample CSV file")
+    ],
+    out: Annotated[str, typer.Option("--out", help="Calibration JSON to write")],
+    nccl: Annotated[
+        list[str] | None,
+        typer.Option("--nccl", help="nccl-tests output file (name it after the binary)"),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="random_state of the regressors and splits")] = 0,
+) -> None:
+    """Fit per-operator regressors (chosen by CV, error quoted on held-out samples) and
+    latency-bandwidth curves of the collectives; write the calibration as JSON."""
+    from adapters.nccl import parse_nccl_tests
+    from adapters.sampling.files import read_sample_run
+    from planner.calibration import fit_calibration
+    from planner.calibration.report import summary_lines
+    from planner.errors import CalibrationError
+
+    try:
+        ops: list[Any] = []
+        colls: list[Any] = []
+        metadata: dict[str, Any] = {}
+        for path in samples:
+            run = read_sample_run(path)
+            ops.extend(run.ops)
+            colls.extend(run.collectives)
+            metadata = metadata or dict(run.metadata)
+        for path in nccl or []:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CalibrationError(f"cannot read {path}: {exc}") from None
+            colls.extend(parse_nccl_tests(text, source=path).samples)
+        calibration = fit_calibration(ops, colls, metadata=metadata, random_state=seed)
+    except CalibrationError as exc:
+        typer.echo(f"planner: invalid samples: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    try:
+        Path(out).write_text(calibration.to_json(), encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"planner: cannot write {out}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+    for line in summary_lines(calibration):
+        typer.echo(line)
+    typer.echo(f"wrote {out}")
+
+
+@calibrate_app.command("show")
+def calibrate_show(
+    file: Annotated[str, typer.Argument(help="Calibration JSON written by calibrate fit")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+) -> None:
+    """Per-operator model, sampled domain and held-out error; collective curves."""
+    from planner.calibration import Calibration
+    from planner.calibration.report import calibration_summary, summary_lines
+    from planner.errors import CalibrationError
+
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        typer.echo(f"planner: cannot read {file}: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    try:
+        calibration = Calibration.from_json(text, source=file)
+    except CalibrationError as exc:
+        typer.echo(f"planner: invalid calibration: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    if as_json:
+        typer.echo(json.dumps(calibration_summary(calibration)))
+        return
+    for line in summary_lines(calibration):
+        typer.echo(line)
 
 
 @app.command()
