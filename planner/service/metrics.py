@@ -19,6 +19,9 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 | ``planner_job_predicted_fits_in_memory`` | gauge | 1 when the prediction fits HBM, else 0 |
 | ``planner_job_straggler_slowdown_ratio`` | gauge | what-if step slowdown (1 = no stragglers) |
 | ``planner_job_straggler_hours_lost`` | gauge | remaining hours lost to stragglers |
+| ``planner_job_straggler_rank_slowdown_ratio`` | gauge | per flagged rank (labels rank, node) |
+| ``planner_cluster_gpus{state}`` | gauge | GPUs allocated / idle / unavailable per cluster |
+| ``planner_build_info{version}`` | gauge | 1, labelled with the planner's version |
 | ``planner_ingest_last_success_timestamp_seconds`` | gauge | last successful poll of each source |
 | ``planner_ingest_consecutive_failures`` | gauge | failed polls since the last success |
 | ``planner_source_up`` | gauge | 1 when the last poll of the source succeeded |
@@ -32,6 +35,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from planner import __version__
 from planner.service.models import JobRow
 from planner.service.store import Store
 
@@ -152,6 +156,24 @@ _JOB_GAUGES: list[tuple[str, str, Callable[[JobRow], float | None]]] = [
 ]
 
 
+_UNAVAILABLE_NODE_STATES = ("down", "drain", "fail", "not_responding", "unknown", "future")
+
+
+def _gpu_states(nodes: list[dict[str, Any]]) -> dict[str, float]:
+    """GPUs allocated / idle / unavailable over the stored ``NodeState`` dicts of a source."""
+    totals = {"allocated": 0.0, "idle": 0.0, "unavailable": 0.0}
+    for node in nodes:
+        num = _num(node.get("num_gpus")) or 0.0
+        used = min(num, _num(node.get("num_gpus_allocated")) or 0.0)
+        state = str(node.get("state", "")).lower()
+        if any(word in state for word in _UNAVAILABLE_NODE_STATES):
+            totals["unavailable"] += num
+        else:
+            totals["allocated"] += used
+            totals["idle"] += num - used
+    return totals
+
+
 class PlannerCollector(Collector):
     """A ``prometheus_client`` collector over the store (register it on any registry)."""
 
@@ -189,7 +211,38 @@ class PlannerCollector(Collector):
         yield info
         yield eta
         yield from (family for family, _ in families)
+        yield self._straggler_ranks()
         yield from self._source_metrics()
+        build = GaugeMetricFamily(
+            "planner_build_info", "The planner's version (value 1).", labels=["version"]
+        )
+        build.add_metric([__version__], 1.0)
+        yield build
+
+    def _straggler_ranks(self) -> Metric:
+        """One series per rank the live straggler tracker flags (bounded by the flags)."""
+        family = GaugeMetricFamily(
+            "planner_job_straggler_rank_slowdown_ratio",
+            "Slowdown of a flagged straggler rank against its peers or its own history (ratio).",
+            labels=[*_JOB_LABELS, "rank", "node"],
+        )
+        for row in self.store.list_jobs(active_only=True):
+            report = (row.stragglers or {}).get("report") or {}
+            for flag in report.get("stragglers") or []:
+                slowdown = _num(flag.get("slowdown"))
+                if slowdown is None:
+                    continue
+                family.add_metric(
+                    [
+                        row.scheduler,
+                        row.cluster,
+                        row.job_id,
+                        str(flag.get("rank")),
+                        str(flag.get("node") or ""),
+                    ],
+                    slowdown,
+                )
+        return family
 
     def _source_metrics(self) -> Iterable[Metric]:
         labels = ["scheduler", "cluster"]
@@ -206,13 +259,22 @@ class PlannerCollector(Collector):
         up = GaugeMetricFamily(
             "planner_source_up", "1 when the last poll of the source succeeded.", labels=labels
         )
+        gpus = GaugeMetricFamily(
+            "planner_cluster_gpus",
+            "GPUs of the cluster's nodes by state: allocated, idle, or unavailable (node down, "
+            "drained or not responding), from the last successful poll.",
+            labels=[*labels, "state"],
+        )
         for row in self.store.sources():
             lv = [row.scheduler, row.cluster]
             if row.last_success_s is not None:
                 last.add_metric(lv, row.last_success_s)
             failures.add_metric(lv, float(row.consecutive_failures or 0))
             up.add_metric(lv, 1.0 if not row.consecutive_failures else 0.0)
-        return (last, failures, up)
+            if row.nodes is not None:
+                for state, value in _gpu_states(row.nodes).items():
+                    gpus.add_metric([*lv, state], value)
+        return (last, failures, up, gpus)
 
 
 class KubernetesCollector(Collector):

@@ -61,6 +61,8 @@ def test_names_help_and_labels_follow_conventions(planner_stack: PlannerStack) -
     extras = {
         "planner_job_info": {"name", "user", "status", "described_by"},
         "planner_job_eta_seconds": {"quantile"},
+        # one series per flagged rank only (bounded by the detector's flags)
+        "planner_job_straggler_rank_slowdown_ratio": {"rank", "node"},
     }
     for name, labels in re.findall(r"^(planner_job_\w+)\{([^}]*)\}", text, re.MULTILINE):
         keys = set(re.findall(r'(\w+)="', labels))

@@ -299,6 +299,30 @@ def test_broken_scenario_file_is_reported_not_fatal(
         assert "/nonexistent/x.yaml" in missing["description"]
 
 
+def test_cluster_gpus_and_build_info(db_url: str, source: ScriptedSource, clock: Clock) -> None:
+    from planner import __version__
+    from planner.specs.job import ClusterSnapshot, NodeState
+
+    source.answer = ClusterSnapshot(
+        scheduler="slurm",
+        cluster="test",
+        taken_at_s=clock.now,
+        nodes=(
+            NodeState(name="n1", state="mixed", num_gpus=8, num_gpus_allocated=6),
+            NodeState(name="n2", state="idle", num_gpus=8),
+            NodeState(name="n3", state="drained", num_gpus=8, num_gpus_allocated=2),
+        ),
+    )
+    with app_for(db_url, source, clock) as client:
+        cycle(client)
+        metrics = client.get("/metrics").text
+        labels = 'cluster="test",scheduler="slurm"'
+        assert metric_value(metrics, "planner_cluster_gpus", labels + ',state="allocated"') == 6
+        assert metric_value(metrics, "planner_cluster_gpus", labels + ',state="idle"') == 10
+        assert metric_value(metrics, "planner_cluster_gpus", labels + ',state="unavailable"') == 8
+        assert f'planner_build_info{{version="{__version__}"}} 1.0' in metrics
+
+
 def test_job_lookup_errors(db_url: str, source: ScriptedSource, clock: Clock) -> None:
     with app_for(db_url, source, clock) as client:
         response = client.get("/v1/jobs/999")
@@ -376,4 +400,8 @@ def test_stragglers_endpoint_and_metrics(
         metrics = client.get("/metrics").text
         assert 'planner_job_straggler_slowdown_ratio{cluster="test",job_id="42"' in metrics
         assert 'planner_job_straggler_hours_lost{cluster="test",job_id="42"' in metrics
+        assert (
+            'planner_job_straggler_rank_slowdown_ratio{cluster="test",job_id="42",node="node1",'
+            'rank="1",scheduler="slurm"}' in metrics
+        )
         assert 'planner_job_straggler_slowdown_ratio{cluster="test",job_id="46"' not in metrics
