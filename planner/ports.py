@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from planner.specs.job import ClusterSnapshot, ProgressRecord, RankStepRecord, TailCursor
+from planner.specs.job import (
+    ClusterSnapshot,
+    JobState,
+    ProgressRecord,
+    RankStepRecord,
+    TailCursor,
+)
 from planner.specs.trace import OpTrace
 
 
@@ -56,4 +62,15 @@ class TraceSource(Protocol):
 
     def read(self, trace_path: str, meta_path: str) -> OpTrace:
         """The trace; raises ``SpecError`` (bad content) or ``SourceError`` (cannot read)."""
+        ...
+
+
+class JobTelemetry(Protocol):
+    """Training progress and per-rank timings of a job from a metrics system (Prometheus)."""
+
+    def read(
+        self, job: JobState, *, since_s: float, now_s: float
+    ) -> list[ProgressRecord | RankStepRecord]:
+        """Records observed in ``(since_s, now_s]``, oldest first; ``[]`` when the job exports
+        nothing. Raises ``SourceError`` when the metrics system fails."""
         ...

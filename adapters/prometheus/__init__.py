@@ -10,6 +10,7 @@ training-step metrics jobs export (``job_exporter``, a one-file helper for train
 
 from adapters.prometheus.client import PrometheusClient, Sample, Series
 from adapters.prometheus.dcgm import DCGM_FIELDS, DcgmLabels, DcgmTelemetry, GpuSnapshot
+from adapters.prometheus.jobs import PrometheusJobTelemetry
 from adapters.prometheus.training import JobSelector, TrainingTelemetry
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "GpuSnapshot",
     "JobSelector",
     "PrometheusClient",
+    "PrometheusJobTelemetry",
     "Sample",
     "Series",
     "TrainingTelemetry",

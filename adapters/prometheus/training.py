@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import fmean
 
 from adapters.prometheus import job_exporter as names
@@ -102,7 +102,13 @@ class TrainingTelemetry:
         )
 
     def rank_steps(
-        self, job: JobSelector, *, start_s: float, end_s: float, step_s: float = 15.0
+        self,
+        job: JobSelector,
+        *,
+        start_s: float,
+        end_s: float,
+        step_s: float = 15.0,
+        align: bool = False,
     ) -> list[RankStepRecord]:
         """Per-rank timings of the logging intervals seen between ``start_s`` and ``end_s``
         (epoch s), one record per rank and interval, in time order.
@@ -111,6 +117,12 @@ class TrainingTelemetry:
         or intervals shorter than it are skipped) and emits a record when a rank's iteration
         counter moves. Ranks that export no compute time are skipped: their wall time alone
         cannot tell a straggler from its waiting peers.
+
+        ``align``: ranks sampled at the same instant may sit in different logging intervals (a
+        scrape lands between two ranks' updates), so their iteration labels rarely coincide; with
+        ``align`` every record of one sample instant is labelled with the highest iteration any
+        rank reported then, which lets a consumer that groups ranks by iteration (the live
+        straggler tracker) see complete sets.
         """
         series = self.client.query_range(
             job.promql(_RANK_METRICS), start_s=start_s, end_s=end_s, step_s=step_s
@@ -121,12 +133,18 @@ class TrainingTelemetry:
             metric = s.labels.get("__name__", "")
             ranks[_identity(s)][metric] = dict(s.points)
         world = _world_size(ranks)
-        records: list[RankStepRecord] = []
+        sampled: list[tuple[float, RankStepRecord]] = []
         for identity, metrics in ranks.items():
             rank_label = identity[0]
             if not rank_label.isdigit():
                 continue
-            records += _intervals(int(rank_label), identity[1] or None, metrics, world)
+            sampled += _intervals(int(rank_label), identity[1] or None, metrics, world)
+        if align:
+            top: dict[float, int] = {}
+            for t, r in sampled:
+                top[t] = max(top.get(t, 0), r.iteration)
+            sampled = [(t, replace(r, iteration=top[t])) for t, r in sampled]
+        records = [r for _, r in sampled]
         records.sort(key=lambda r: (r.timestamp_s or 0.0, r.rank))
         return records
 
@@ -149,13 +167,14 @@ def _world_size(ranks: Mapping[tuple[str, ...], Mapping[str, Mapping[float, floa
 
 def _intervals(
     rank: int, node: str | None, metrics: Mapping[str, Mapping[float, float]], world: int
-) -> list[RankStepRecord]:
+) -> list[tuple[float, RankStepRecord]]:
+    """(sample time, record) for each sample at which the rank's iteration counter moved."""
     iterations = metrics.get(names.ITERATION, {})
     compute = metrics.get(names.COMPUTE_TIME, {})
     step = metrics.get(names.STEP_TIME, {})
     interval = metrics.get(names.INTERVAL_ITERATIONS, {})
     stamps = metrics.get(names.LAST_INTERVAL, {})
-    out: list[RankStepRecord] = []
+    out: list[tuple[float, RankStepRecord]] = []
     previous: int | None = None
     for t in sorted(iterations):
         iteration = int(iterations[t])
@@ -164,15 +183,18 @@ def _intervals(
         num = int(interval.get(t, 0)) or (iteration - previous if previous is not None else 1)
         previous = iteration
         out.append(
-            RankStepRecord(
-                iteration=iteration,
-                rank=rank,
-                world_size=max(world, rank + 1),
-                compute_time_s=compute[t],
-                step_time_s=step.get(t),
-                num_iterations=max(1, num),
-                timestamp_s=stamps.get(t, t),
-                node=node,
+            (
+                t,
+                RankStepRecord(
+                    iteration=iteration,
+                    rank=rank,
+                    world_size=max(world, rank + 1),
+                    compute_time_s=compute[t],
+                    step_time_s=step.get(t),
+                    num_iterations=max(1, num),
+                    timestamp_s=stamps.get(t, t),
+                    node=node,
+                ),
             )
         )
     return out

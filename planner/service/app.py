@@ -27,11 +27,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from sqlalchemy.engine import make_url
 
 from adapters.logs import LogTailer
+from adapters.prometheus import PrometheusClient, PrometheusJobTelemetry
 from adapters.slurm import SlurmSource, detect_slurm
 from adapters.traces import TraceFiles
 from planner import __version__
 from planner.errors import PlannerError, SpecError, StoreError
-from planner.ports import ProgressReader, SchedulerSource, TraceSource
+from planner.ports import JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.scenario import predict_documents
 from planner.service.ingest import Ingestor, IngestSettings
 from planner.service.kube import KubernetesRuntime, build_kubernetes
@@ -141,6 +142,7 @@ def create_app(
     reader: ProgressReader | None = None,
     traces: TraceSource | None = None,
     kube_api_client: Any = None,
+    telemetry: JobTelemetry | None = None,
     clock: Callable[[], float] = time.time,
     start_loops: bool = True,
 ) -> FastAPI:
@@ -152,6 +154,13 @@ def create_app(
     store = store or Store(settings.database_url)
     sources = list(sources) if sources is not None else build_sources(settings)
     traces = traces or TraceFiles()
+    if telemetry is None and settings.prometheus.url:
+        telemetry = PrometheusJobTelemetry(
+            PrometheusClient(settings.prometheus.url, timeout_s=settings.prometheus.timeout_s),
+            slurm_job_label=settings.prometheus.slurm_job_label,
+            step_s=settings.prometheus.step_s,
+        )
+        log.info("job metrics: Prometheus at %s", settings.prometheus.url)
     state_box: list[ServiceState] = []
     kube = build_kubernetes(
         settings.kubernetes,
@@ -181,6 +190,7 @@ def create_app(
         ),
         clock=clock,
         traces=traces,
+        telemetry=telemetry,
     )
     state = ServiceState(settings, store, ingestor, clock, kube)
     state_box.append(state)

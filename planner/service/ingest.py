@@ -26,7 +26,7 @@ from planner.forecast.eta import (
     estimate_pending,
     estimate_running,
 )
-from planner.ports import ProgressReader, SchedulerSource, TraceSource
+from planner.ports import JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.service.describe import describe_job, description_key, trace_paths_from_comment
 from planner.service.models import JobRow, PredictionRow, SourceRow, StepSampleRow
 from planner.service.store import Store
@@ -106,11 +106,13 @@ class Ingestor:
         settings: IngestSettings | None = None,
         clock: Callable[[], float],
         traces: TraceSource | None = None,
+        telemetry: JobTelemetry | None = None,
     ) -> None:
         self.store = store
         self.sources = list(sources)
         self.reader = reader
         self.traces = traces
+        self.telemetry = telemetry
         self.settings = settings or IngestSettings()
         self.clock = clock
         self._lock = threading.Lock()
@@ -264,8 +266,10 @@ class Ingestor:
             self._describe(s, source, row, job, key=key, now=now)
 
         rank_records: list[RankStepRecord] = []
-        if job.stdout_path and (row.active or was_active) and job.status != JobStatus.PENDING:
-            rank_records = self._tail_log(s, row, job.stdout_path, now)
+        if (row.active or was_active) and job.status != JobStatus.PENDING:
+            if job.stdout_path:
+                rank_records += self._tail_log(s, row, job.stdout_path, now)
+            rank_records += self._read_telemetry(s, row, job, now)
 
         if row.active:
             self._update_eta(s, row, job, now)
@@ -319,6 +323,32 @@ class Ingestor:
             log.warning("job %s: cannot read log %s: %s", row.job_id, path, exc)
             return []
         row.log_cursor = dataclasses.asdict(new_cursor)
+        return self._store_records(s, row, records, now)
+
+    def _read_telemetry(
+        self, s: Session, row: JobRow, job: JobState, now: float
+    ) -> list[RankStepRecord]:
+        """Progress and per-rank timings the job exports to the metrics system since the last
+        read; a failing metrics system is logged and retried next cycle."""
+        if self.telemetry is None:
+            return []
+        since = row.telemetry_since_s or job.start_time_s or now - 3600.0
+        try:
+            records = self.telemetry.read(job, since_s=since, now_s=now)
+        except PlannerError as exc:
+            log.warning("job %s: metrics not read: %s", row.job_id, exc)
+            return []
+        row.telemetry_since_s = now
+        return self._store_records(s, row, records, now)
+
+    def _store_records(
+        self,
+        s: Session,
+        row: JobRow,
+        records: Sequence[ProgressRecord | RankStepRecord],
+        now: float,
+    ) -> list[RankStepRecord]:
+        """Store progress records as step samples (one per iteration); return rank timings."""
         rank_records = [r for r in records if isinstance(r, RankStepRecord)]
         progress = [r for r in records if isinstance(r, ProgressRecord)]
         if not progress:

@@ -45,6 +45,7 @@ class JobRow(Base):
     log_cursor: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     eta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     stragglers: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    telemetry_since_s: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class StepSampleRow(Base):
@@ -92,3 +93,13 @@ class SourceRow(Base):
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
     nodes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     warnings: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+
+
+class CalibrationRow(Base):
+    """A named calibration state kept as data (e.g. ``online``: per-cluster corrections)."""
+
+    __tablename__ = "calibrations"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    state: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_s: Mapped[float] = mapped_column(Float)

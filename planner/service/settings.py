@@ -105,6 +105,18 @@ class KubernetesSettings(BaseModel):
     admission_check: AdmissionCheckSettings = Field(default_factory=AdmissionCheckSettings)
 
 
+class PrometheusSettings(BaseModel):
+    """Training metrics that jobs export (``adapters/prometheus/job_exporter.py``), read from
+    Prometheus for progress and per-rank straggler detection (off without a URL)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(default=None, description="e.g. http://prometheus:9090")
+    timeout_s: float = Field(default=10.0, gt=0, le=300)
+    slurm_job_label: str = Field(default="job_id", description="Label carrying a Slurm job id.")
+    step_s: float = Field(default=15.0, gt=0, description="Range-query step, <= scrape interval.")
+
+
 class Settings(BaseSettings):
     """Every knob of ``planner serve``; see the module docstring for where values come from."""
 
@@ -141,6 +153,7 @@ class Settings(BaseSettings):
     )
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
+    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
 
     @classmethod
     def settings_customise_sources(
