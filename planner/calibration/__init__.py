@@ -13,7 +13,9 @@ Public API:
 * collectives: ``Collective``, ``Tier``, ``CollectiveSample``, ``CollectiveModel``,
   ``fit_collectives``, ``fit_alpha_beta``, ``bus_factor``, CSV helpers;
 * the engine hook: ``CalibratedEfficiency`` (``describe()`` gives the provenance);
-* ``device_spec(calibration)``: a ``GpuSpec`` of a sampled device the catalog lacks (a CPU).
+* ``device_spec(calibration)``: a ``GpuSpec`` of a sampled device the catalog lacks (a CPU);
+* online recalibration: ``OnlineCalibration`` (observe / correction / apply / error_stats /
+  recalibrate, ``to_json``/``from_json``), ``CalibrationKey``, ``key_from_scenario``.
 """
 
 from planner.calibration.collectives import (
@@ -37,6 +39,16 @@ from planner.calibration.model import (
     HeldOutError,
     fit_calibration,
 )
+from planner.calibration.online import (
+    CalibrationKey,
+    CalibrationLevel,
+    Correction,
+    ErrorStats,
+    GroupEstimate,
+    JobObservation,
+    OnlineCalibration,
+    key_from_scenario,
+)
 from planner.calibration.ops import OP_DIMS, OP_PASSES, OpKey, OpKind, Pass, op_bytes, op_flops
 from planner.calibration.regress import OperatorRegressor
 from planner.calibration.samples import OpSample, format_op_samples_csv, read_op_samples_csv
@@ -48,12 +60,19 @@ __all__ = [
     "PROFILES",
     "CalibratedEfficiency",
     "Calibration",
+    "CalibrationKey",
+    "CalibrationLevel",
     "Collective",
     "CollectiveModel",
     "CollectiveSample",
+    "Correction",
     "DesignPoint",
+    "ErrorStats",
     "FittedOperator",
+    "GroupEstimate",
     "HeldOutError",
+    "JobObservation",
+    "OnlineCalibration",
     "OpDomain",
     "OpKey",
     "OpKind",
@@ -69,6 +88,7 @@ __all__ = [
     "fit_collectives",
     "format_collective_samples_csv",
     "format_op_samples_csv",
+    "key_from_scenario",
     "op_bytes",
     "op_flops",
     "read_collective_samples_csv",

@@ -38,6 +38,7 @@ from planner.service.ingest import Ingestor, IngestSettings
 from planner.service.kube import KubernetesRuntime, build_kubernetes
 from planner.service.metrics import KubernetesCollector, PlannerCollector
 from planner.service.models import JobRow
+from planner.service.routes_calibration import make_router as calibration_router
 from planner.service.routes_plan import make_router
 from planner.service.settings import Settings, Toggle
 from planner.service.store import Store
@@ -410,6 +411,7 @@ def create_app(
         return JSONResponse(content, status_code=422 if invalid else 200)
 
     app.include_router(make_router(workers=1))
+    app.include_router(calibration_router(store, clock))
 
     @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics")
     def metrics() -> Response:

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from planner.calibration import OnlineCalibration, key_from_scenario
 from planner.errors import PlannerError, SourceError, StoreError
 from planner.forecast.eta import (
     EtaEstimate,
@@ -28,7 +29,13 @@ from planner.forecast.eta import (
 )
 from planner.ports import JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.service.describe import describe_job, description_key, trace_paths_from_comment
-from planner.service.models import JobRow, PredictionRow, SourceRow, StepSampleRow
+from planner.service.models import (
+    CalibrationRow,
+    JobRow,
+    PredictionRow,
+    SourceRow,
+    StepSampleRow,
+)
 from planner.service.store import Store
 from planner.specs.job import (
     ClusterSnapshot,
@@ -45,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: Step samples used for one ETA (the newest ones; the estimator weights recent ones more).
 ETA_SAMPLE_WINDOW = 500
+#: Name of the online calibration's row in the ``calibrations`` table.
+ONLINE_CALIBRATION = "online"
 #: ETA history rows kept per job (older rows are pruned).
 ETA_HISTORY_ROWS = 2000
 
@@ -113,6 +122,7 @@ class Ingestor:
         self.reader = reader
         self.traces = traces
         self.telemetry = telemetry
+        self.online: OnlineCalibration | None = None
         self.settings = settings or IngestSettings()
         self.clock = clock
         self._lock = threading.Lock()
@@ -166,6 +176,69 @@ class Ingestor:
             s.add(row)
         return row
 
+    def _online(self, s: Session) -> OnlineCalibration:
+        """The online calibration, loaded from the store on first use."""
+        if self.online is None:
+            row = s.get(CalibrationRow, ONLINE_CALIBRATION)
+            try:
+                self.online = (
+                    OnlineCalibration.from_json(row.state["online"]) if row else OnlineCalibration()
+                )
+            except (PlannerError, KeyError, TypeError) as exc:
+                log.error("stored online calibration unusable, starting afresh: %s", exc)
+                self.online = OnlineCalibration()
+        return self.online
+
+    def _recalibrate(self, s: Session, scheduler: str, cluster: str, now: float) -> None:
+        """Feed the cluster's jobs' observed step times to the online calibration; store it with
+        the model's error per cluster (for ``planner_model_error_ratio``)."""
+        online = self._online(s)
+        before = online.num_samples_
+        jobs = s.scalars(
+            select(JobRow).where(JobRow.scheduler == scheduler, JobRow.cluster == cluster)
+        )
+        for job in jobs:
+            predicted = (job.prediction or {}).get("iteration_time_s")
+            observed = (job.eta or {}).get("observed_step_time_s")
+            ckey = key_from_scenario(scheduler, cluster, job.scenario) if job.scenario else None
+            if ckey is None or not job.iteration or not isinstance(predicted, int | float):
+                continue
+            if not isinstance(observed, int | float) or observed <= 0 or predicted <= 0:
+                continue
+            try:
+                online.observe(
+                    ckey,
+                    job.job_id,
+                    predicted_step_s=float(predicted),
+                    observed_step_s=float(observed),
+                    num_iterations=job.iteration,
+                    time_s=job.last_progress_s or now,
+                )
+            except PlannerError as exc:
+                log.warning("job %s: not used for calibration: %s", job.job_id, exc)
+        stored = s.get(CalibrationRow, ONLINE_CALIBRATION)
+        if online.num_samples_ == before and stored is not None:
+            return
+        errors = {}
+        for sched, clus in {(k.scheduler, k.cluster) for k, _ in online.jobs_}:
+            stats = online.error_stats(sched, clus)
+            errors[f"{sched}/{clus}"] = {
+                "scheduler": sched,
+                "cluster": clus,
+                "median_abs_error_ratio": stats.median_abs_error_ratio,
+                "num_jobs": stats.num_jobs,
+            }
+        state = {
+            "online": online.to_json(),
+            "errors": errors,
+            "num_samples": online.num_samples_,
+        }
+        if stored is None:
+            s.add(CalibrationRow(name=ONLINE_CALIBRATION, state=state, updated_s=now))
+        else:
+            stored.state = state
+            stored.updated_s = now
+
     def _ingest_source(self, source: SchedulerSource) -> None:
         snapshot = source.snapshot()
         now = self.clock()
@@ -181,6 +254,8 @@ class Ingestor:
             for warning in snapshot.warnings:
                 log.info("source %s: %s", source_name(source), warning)
             self._merge_jobs(s, source, snapshot, now)
+            s.flush()
+            self._recalibrate(s, snapshot.scheduler, snapshot.cluster, now)
 
     # ------------------------------------------------------------------ jobs
 
@@ -299,6 +374,17 @@ class Ingestor:
         row.description_detail = description.error or description.detail
         row.scenario = description.document
         row.prediction = description.prediction
+        ckey = (
+            key_from_scenario(job.scheduler, job.cluster, description.document)
+            if description.document is not None and description.prediction is not None
+            else None
+        )
+        if ckey is not None and description.prediction is not None:
+            # New jobs start from what this cluster's finished and running jobs taught us.
+            try:
+                row.prediction = self._online(s).apply(description.prediction, ckey)
+            except PlannerError as exc:
+                log.warning("job %s: prediction not calibrated: %s", job.job_id, exc)
         if description.train_iters is not None:
             row.train_iters = description.train_iters
         if description.error:
@@ -432,10 +518,15 @@ class Ingestor:
 
     def _update_eta(self, s: Session, row: JobRow, job: JobState, now: float) -> None:
         prior = None
-        if row.prediction is not None:
-            value = row.prediction.get("iteration_time_s")
-            prior = float(value) if isinstance(value, int | float) and value > 0 else None
         sd = self.settings.model_prior_log_sd
+        if row.prediction is not None:
+            value = row.prediction.get("calibrated_iteration_time_s")
+            calibration = row.prediction.get("calibration") or {}
+            if isinstance(value, int | float) and calibration.get("level") not in (None, "none"):
+                sd = float(calibration.get("log_sd") or sd)
+            else:
+                value = row.prediction.get("iteration_time_s")
+            prior = float(value) if isinstance(value, int | float) and value > 0 else None
         eta: EtaEstimate | None = None
         try:
             if job.status == JobStatus.PENDING:

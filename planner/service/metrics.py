@@ -22,6 +22,8 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 | ``planner_job_straggler_rank_slowdown_ratio`` | gauge | per flagged rank (labels rank, node) |
 | ``planner_cluster_gpus{state}`` | gauge | GPUs allocated / idle / unavailable per cluster |
 | ``planner_build_info{version}`` | gauge | 1, labelled with the planner's version |
+| ``planner_model_error_ratio`` | gauge | median model error per scheduler/cluster |
+| ``planner_calibration_samples_total`` | counter | observations taken by the online calibration |
 | ``planner_ingest_last_success_timestamp_seconds`` | gauge | last successful poll of each source |
 | ``planner_ingest_consecutive_failures`` | gauge | failed polls since the last success |
 | ``planner_source_up`` | gauge | 1 when the last poll of the source succeeded |
@@ -213,11 +215,32 @@ class PlannerCollector(Collector):
         yield from (family for family, _ in families)
         yield self._straggler_ranks()
         yield from self._source_metrics()
+        yield from self._calibration_metrics()
         build = GaugeMetricFamily(
             "planner_build_info", "The planner's version (value 1).", labels=["version"]
         )
         build.add_metric([__version__], 1.0)
         yield build
+
+    def _calibration_metrics(self) -> Iterable[Metric]:
+        """The uncorrected model's error per cluster and the online calibration's sample count."""
+        error = GaugeMetricFamily(
+            "planner_model_error_ratio",
+            "Median over a cluster's jobs of |model step time / observed step time - 1| (ratio).",
+            labels=["scheduler", "cluster"],
+        )
+        samples = CounterMetricFamily(
+            "planner_calibration_samples",
+            "Job step-time observations taken by the online calibration.",
+        )
+        row = self.store.calibration("online")
+        state = row.state if row is not None else {}
+        for entry in (state.get("errors") or {}).values():
+            value = _num(entry.get("median_abs_error_ratio"))
+            if value is not None:
+                error.add_metric([str(entry["scheduler"]), str(entry["cluster"])], value)
+        samples.add_metric([], float(state.get("num_samples") or 0))
+        return (error, samples)
 
     def _straggler_ranks(self) -> Metric:
         """One series per rank the live straggler tracker flags (bounded by the flags)."""

@@ -23,7 +23,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from planner.errors import StoreError
-from planner.service.models import JobRow, PredictionRow, SourceRow, StepSampleRow
+from planner.service.models import CalibrationRow, JobRow, PredictionRow, SourceRow, StepSampleRow
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,26 @@ class Store:
                 .limit(limit)
             )
             return list(reversed(list(rows)))
+
+    def calibrations(self) -> list[CalibrationRow]:
+        """Every stored calibration (``online`` and uploaded operator calibrations)."""
+        with self.session() as s:
+            return list(s.scalars(select(CalibrationRow).order_by(CalibrationRow.name)))
+
+    def calibration(self, name: str) -> CalibrationRow | None:
+        """One stored calibration by name."""
+        with self.session() as s:
+            return s.get(CalibrationRow, name)
+
+    def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
+        """Create or replace a named calibration."""
+        with self.session() as s:
+            row = s.get(CalibrationRow, name)
+            if row is None:
+                s.add(CalibrationRow(name=name, state=state, updated_s=updated_s))
+            else:
+                row.state = state
+                row.updated_s = updated_s
 
     def sources(self) -> Sequence[SourceRow]:
         """Health rows of every source the service has polled."""

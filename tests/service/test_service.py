@@ -50,7 +50,7 @@ def megatron_line(iteration: int, total: int, ms: float) -> str:
 
 def metric_value(metrics: str, name: str, labels: str) -> float:
     """The value of the sample ``name{labels}`` in an exposition text."""
-    prefix = f"{name}{{{labels}}} "
+    prefix = f"{name}{{{labels}}} " if labels else f"{name} "
     line = next(line for line in metrics.splitlines() if line.startswith(prefix))
     return float(line[len(prefix) :])
 

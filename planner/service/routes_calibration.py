@@ -1,0 +1,116 @@
+"""``GET /v1/calibrations`` and ``POST /v1/calibrations``: what the planner has learnt.
+
+* ``online``: the per-cluster step-time corrections learnt from running jobs
+  (``planner.calibration.online``), with the model's error per cluster;
+* ``operators/<name>``: operator and collective models fitted from uploaded samples (the CSV
+  files ``planner calibrate sample`` writes), stored as data.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, HTTPException, UploadFile
+
+from planner.calibration import (
+    OnlineCalibration,
+    fit_calibration,
+    read_collective_samples_csv,
+    read_op_samples_csv,
+)
+from planner.calibration.report import summary_lines
+from planner.errors import CalibrationError, SpecError
+from planner.service.store import Store
+
+OPERATORS_PREFIX = "operators/"
+
+
+def _online_view(state: dict[str, Any]) -> dict[str, Any]:
+    groups = []
+    try:
+        online = OnlineCalibration.from_json(state["online"])
+    except (KeyError, TypeError, SpecError):
+        online = None
+    if online is not None:
+        for (level, prefix), est in sorted(online.estimates_.items(), key=lambda kv: str(kv[0])):
+            groups.append(
+                {
+                    "level": str(level),
+                    "group": list(prefix),
+                    "factor": math.exp(est.log_ratio),
+                    "log_sd": est.predictive_log_sd,
+                    "num_jobs": est.num_jobs,
+                    "latest_time_s": est.latest_time_s,
+                }
+            )
+    return {
+        "num_samples": state.get("num_samples", 0),
+        "groups": groups,
+        "model_error": list((state.get("errors") or {}).values()),
+    }
+
+
+def make_router(store: Store, clock: Callable[[], float]) -> APIRouter:
+    """The calibration routes over ``store``."""
+    router = APIRouter(tags=["calibration"])
+
+    @router.get("/v1/calibrations", summary="Online corrections and fitted operator models")
+    def list_calibrations() -> dict[str, Any]:
+        online: dict[str, Any] = {"num_samples": 0, "groups": [], "model_error": []}
+        operators = []
+        for row in store.calibrations():
+            if row.name == "online":
+                online = {**_online_view(row.state), "updated_s": row.updated_s}
+            elif row.name.startswith(OPERATORS_PREFIX):
+                operators.append(
+                    {
+                        "name": row.name[len(OPERATORS_PREFIX) :],
+                        "updated_s": row.updated_s,
+                        "device": (row.state.get("calibration") or {}).get("device"),
+                        "summary": row.state.get("summary", []),
+                    }
+                )
+        return {"online": online, "operators": operators}
+
+    @router.post(
+        "/v1/calibrations",
+        summary="Fit operator/collective models from uploaded samples and store them",
+        responses={422: {"description": "Malformed or unusable sample files"}},
+    )
+    async def upload(
+        op_samples: Annotated[UploadFile, File(description="op_samples.csv")],
+        collective_samples: Annotated[
+            UploadFile | None, File(description="collective_samples.csv (optional)")
+        ] = None,
+        name: Annotated[str, Form(pattern=r"^[A-Za-z0-9_.-]{1,48}$")] = "default",
+    ) -> dict[str, Any]:
+        try:
+            ops = read_op_samples_csv(
+                (await op_samples.read()).decode("utf-8"),
+                source=op_samples.filename or "op_samples.csv",
+            )
+            collectives = (
+                read_collective_samples_csv(
+                    (await collective_samples.read()).decode("utf-8"),
+                    source=collective_samples.filename or "collective_samples.csv",
+                )
+                if collective_samples is not None
+                else []
+            )
+            calibration = fit_calibration(ops, collectives)
+        except UnicodeDecodeError:
+            raise HTTPException(422, "samples must be UTF-8 CSV text") from None
+        except (CalibrationError, SpecError) as exc:
+            raise HTTPException(422, str(exc)) from None
+        summary = summary_lines(calibration)
+        store.put_calibration(
+            OPERATORS_PREFIX + name,
+            {"calibration": json.loads(calibration.to_json()), "summary": summary},
+            clock(),
+        )
+        return {"name": name, "summary": summary}
+
+    return router

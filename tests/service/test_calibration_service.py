@@ -1,0 +1,112 @@
+"""Online calibration in the service, and the /v1/calibrations endpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.specs.job import JobStatus
+
+from .conftest import Clock, JobFactory, ScriptedSource
+from .test_service import app_for, cycle, megatron_line, metric_value
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "calibration" / "cpu_epyc_2core_fp32"
+
+
+def scenario(tmp_path: Path, name: str, layers: int, hidden: int) -> Path:
+    doc = {
+        "name": name,
+        "model": {
+            "num_layers": layers,
+            "hidden_size": hidden,
+            "num_attention_heads": 4,
+            "seq_length": 128,
+            "vocab_size": 1024,
+        },
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 2},
+        "parallelism": {"tensor_parallel": 1, "micro_batch_size": 4, "global_batch_size": 8},
+        "training": {"train_iters": 400},
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_a_second_job_starts_from_what_the_first_taught(
+    tmp_path: Path,
+    db_url: str,
+    source: ScriptedSource,
+    clock: Clock,
+    make_job: JobFactory,
+) -> None:
+    first, second = scenario(tmp_path, "a", 2, 128), scenario(tmp_path, "b", 4, 192)
+    log = tmp_path / "a.out"
+    job_a = make_job(
+        job_id="1",
+        status=JobStatus.RUNNING,
+        comment=f"planner:scenario={first}",
+        start_time_s=clock.now,
+        stdout_path=str(log),
+    )
+    with app_for(db_url, source, clock) as client:
+        source.set_jobs(job_a)
+        cycle(client)
+        model_a = client.get("/v1/jobs/1").json()["prediction"]
+        assert model_a["calibration"]["level"] == "none"
+        # The cluster is 100x slower than the model says (CPUs behind "H100" GRES).
+        observed = 100 * model_a["iteration_time_s"]
+        log.write_text("".join(megatron_line(i, 400, 1000 * observed) for i in range(5, 101, 5)))
+        clock.now += 30
+        cycle(client)
+
+        job_b = make_job(job_id="2", status=JobStatus.PENDING, comment=f"planner:scenario={second}")
+        source.set_jobs(job_a, job_b)
+        cycle(client)
+        pred_b = client.get("/v1/jobs/2").json()["prediction"]
+        assert pred_b["calibration"]["level"] == "key"
+        assert pred_b["calibration"]["factor"] == pytest.approx(100, rel=0.1)
+        assert pred_b["calibrated_iteration_time_s"] == pytest.approx(
+            100 * pred_b["iteration_time_s"], rel=0.1
+        )
+        # The pending job's runtime uses the calibrated step time.
+        eta_b = client.get("/v1/jobs/2").json()["eta"]
+        assert eta_b["remaining_s"]["p50"] == pytest.approx(
+            400 * pred_b["calibrated_iteration_time_s"], rel=0.2
+        )
+
+        metrics = client.get("/metrics").text
+        error = metric_value(
+            metrics, "planner_model_error_ratio", 'cluster="test",scheduler="slurm"'
+        )
+        assert error == pytest.approx(0.99, abs=0.01)
+        assert metric_value(metrics, "planner_calibration_samples_total", "") >= 1
+
+        listing = client.get("/v1/calibrations").json()
+        groups = {tuple(g["group"]): g for g in listing["online"]["groups"]}
+        assert groups[("slurm", "test", "h100-sxm", "megatron")]["factor"] == pytest.approx(
+            100, rel=0.1
+        )
+
+
+def test_upload_operator_samples(db_url: str, source: ScriptedSource, clock: Clock) -> None:
+    lines = (SAMPLES / "op_samples.csv").read_text().splitlines()
+    subset = "\n".join([lines[0], *[row for row in lines[1:] if row.startswith("gemm,")][:60]])
+    with app_for(db_url, source, clock) as client:
+        response = client.post(
+            "/v1/calibrations",
+            files={"op_samples": ("op_samples.csv", subset + "\n", "text/csv")},
+            data={"name": "cpu"},
+        )
+        assert response.status_code == 200, response.text
+        listing = client.get("/v1/calibrations").json()
+        assert [o["name"] for o in listing["operators"]] == ["cpu"]
+        assert any("gemm" in line for line in listing["operators"][0]["summary"])
+
+        bad = client.post(
+            "/v1/calibrations",
+            files={"op_samples": ("broken.csv", "op,pass\ngemm,fwd\n", "text/csv")},
+        )
+        assert bad.status_code == 422
+        assert "broken.csv:1: missing column" in bad.json()["detail"]
