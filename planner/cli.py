@@ -75,14 +75,35 @@ def predict(
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per scenario, one per line")
     ] = False,
+    calibration: Annotated[
+        str | None,
+        typer.Option(
+            "--calibration",
+            help="Operator models from `planner calibrate fit` to use instead of the analytic "
+            "efficiency model, for scenarios on --device-key",
+        ),
+    ] = None,
+    device_key: Annotated[
+        str, typer.Option("--device-key", help="Catalog GPU key of the calibrated device")
+    ] = "h100-sxm",
 ) -> None:
     """Predict iteration time, throughput, MFU and memory of each scenario, in input order."""
     from planner.scenario import predict_documents
 
+    efficiency = None
+    if calibration is not None:
+        from planner.calibration import CalibratedEfficiency, Calibration
+
+        try:
+            loaded = Calibration.from_json(Path(calibration).read_text(), source=calibration)
+            efficiency = CalibratedEfficiency(loaded, device_key=device_key)
+        except (OSError, PlannerError) as exc:
+            typer.echo(f"planner: --calibration: {exc}", err=True)
+            raise typer.Exit(EXIT_INVALID) from None
     docs: list[object] = []
     for path in files:
         docs.extend(_documents(path))
-    results = predict_documents(docs)
+    results = predict_documents(docs, efficiency=efficiency)
     for result in results:
         typer.echo(json.dumps(result) if as_json else _human(result))
     if any("error" in r for r in results):

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import yaml
 
 from planner.errors import SpecError
+from planner.perf.efficiency import EfficiencyModel
 from planner.perf.step import predict_batch
 from planner.scenario.parse import parse_scenario
 from planner.specs.scenario import Scenario
@@ -137,13 +138,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def predict_documents(docs: Sequence[object]) -> list[dict[str, Any]]:
+def predict_documents(
+    docs: Sequence[object], *, efficiency: EfficiencyModel | None = None
+) -> list[dict[str, Any]]:
     """One JSON-ready dict per document, in order: the prediction, or ``{"name", "error"}``.
 
     All documents are parsed first; the valid scenarios are then predicted in ONE vectorized
     ``predict_batch`` call. ``error`` reads ``"<field>: <what is wrong and how to fix it>"``;
     ``name`` is echoed when the document had one, else None. Never raises for bad documents.
+    ``efficiency`` replaces the analytic efficiency model (e.g. a ``CalibratedEfficiency``);
+    when it can ``describe()`` itself, each prediction carries that as ``efficiency_model``.
     """
+    describe = getattr(efficiency, "describe", None)
+    provenance = describe() if callable(describe) else None
     results: list[dict[str, Any] | None] = []
     valid: list[tuple[int, Scenario]] = []
     for doc in docs:
@@ -157,9 +164,11 @@ def predict_documents(docs: Sequence[object]) -> list[dict[str, Any]]:
             results.append({"name": name, "error": f"internal: {type(exc).__name__}: {exc}"})
     if valid:
         try:
-            predictions = predict_batch([s for _, s in valid])
+            predictions = predict_batch([s for _, s in valid], efficiency)
             for (i, scenario), prediction in zip(valid, predictions, strict=True):
                 results[i] = _plain(prediction.to_dict(scenario.name))
+                if provenance is not None:
+                    results[i]["efficiency_model"] = _plain(provenance)  # type: ignore[index]
         except (ValueError, TypeError, ArithmeticError) as exc:  # defensive: report, never crash
             for i, scenario in valid:
                 results[i] = {

@@ -41,6 +41,7 @@ from planner.service.models import JobRow
 from planner.service.routes_calibration import make_router as calibration_router
 from planner.service.routes_plan import make_router
 from planner.service.settings import Settings, Toggle
+from planner.service.slurm_hints import SlurmHintsRuntime, build_slurm_hints
 from planner.service.store import Store
 from planner.stragglers import analyse
 
@@ -93,13 +94,16 @@ class ServiceState:
         store: Store,
         ingestor: Ingestor,
         clock: Callable[[], float],
+        *,
         kube: KubernetesRuntime | None = None,
+        slurm_hints: SlurmHintsRuntime | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.ingestor = ingestor
         self.clock = clock
         self.kube = kube
+        self.slurm_hints = slurm_hints
         self.scheduler: BackgroundScheduler | None = None
 
     @property
@@ -131,6 +135,8 @@ class ServiceState:
             self.ingestor.run_cycle()
             if self.kube is not None:
                 self.kube.after_cycle(self.store)
+            if self.slurm_hints is not None:
+                self.slurm_hints.after_cycle(self.store)
         except Exception:  # the loop must survive anything; the traceback goes to the log
             log.exception("ingest cycle failed")
 
@@ -193,7 +199,21 @@ def create_app(
         traces=traces,
         telemetry=telemetry,
     )
-    state = ServiceState(settings, store, ingestor, clock, kube)
+    slurm_hints = None
+    if any(src.scheduler == "slurm" for src in sources):
+        slurm_hints = build_slurm_hints(
+            settings.slurm.hints,
+            hints_file=settings.slurm.hints_file,
+            timeout_s=settings.slurm.command_timeout_s,
+            bin_dir=settings.slurm.bin_dir,
+        )
+        if slurm_hints is not None:
+            log.info(
+                "Slurm hints: %s%s",
+                settings.slurm.hints,
+                f", hints file {settings.slurm.hints_file}" if settings.slurm.hints_file else "",
+            )
+    state = ServiceState(settings, store, ingestor, clock, kube=kube, slurm_hints=slurm_hints)
     state_box.append(state)
     registry = CollectorRegistry()
     registry.register(PlannerCollector(store))

@@ -52,10 +52,17 @@ class JobDescription:
     error: str | None = None
 
 
+_OWN_HINT = re.compile(r"\s*planner:hint=\S*")
+
+
 def description_key(job: JobState) -> str:
-    """Digest of everything :func:`describe_job` reads from the job; re-describe when it changes."""
+    """Digest of everything :func:`describe_job` reads from the job; re-describe when it changes.
+
+    The planner's own ``planner:hint=`` token in the comment is left out: rewriting a hint must
+    not make the job look new.
+    """
     parts = (
-        job.comment,
+        _OWN_HINT.sub("", job.comment),
         job.command or "",
         job.batch_script or "",
         str(job.num_gpus),

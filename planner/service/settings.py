@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import (
@@ -62,6 +62,14 @@ class SlurmSettings(BaseModel):
     command_timeout_s: float = Field(default=10.0, gt=0, le=300)
     use_sacct: bool | None = Field(
         default=None, description="Read ended jobs from sacct; None = detect accounting."
+    )
+    hints: Literal["off", "comment", "enforce"] = Field(
+        default="off",
+        description="Write planner:hint= tokens into job comments (comment), and also lower "
+        "TimeLimit from the predicted runtime (enforce).",
+    )
+    hints_file: str | None = Field(
+        default=None, description="Hints file for deploy/slurm/job_submit.lua (local path)."
     )
 
 

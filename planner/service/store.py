@@ -17,7 +17,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -28,6 +28,7 @@ from planner.service.models import CalibrationRow, JobRow, PredictionRow, Source
 log = logging.getLogger(__name__)
 
 _MIGRATIONS = Path(__file__).with_name("migrations")
+_LOCK = 0x504C414E  # advisory lock key of the schema migration ("PLAN")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -51,6 +52,7 @@ class Store:
         except ArgumentError as exc:
             raise StoreError(f"database_url {url!r} is not a SQLAlchemy URL: {exc}") from None
         self.url = url
+        self.safe_url = parsed.render_as_string(hide_password=True)
         connect_args: dict[str, Any] = {}
         if parsed.get_backend_name() == "sqlite":
             connect_args["check_same_thread"] = False
@@ -58,25 +60,33 @@ class Store:
                 try:
                     Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
                 except OSError as exc:
-                    raise StoreError(f"cannot create the directory of {url!r}: {exc}") from None
+                    raise StoreError(
+                        f"cannot create the directory of {self.safe_url}: {exc}"
+                    ) from None
         try:
             self.engine: Engine = create_engine(url, connect_args=connect_args)
         except (SQLAlchemyError, ImportError) as exc:
-            raise StoreError(f"cannot open database {url!r}: {exc}") from None
+            raise StoreError(f"cannot open database {self.safe_url}: {exc}") from None
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def migrate(self) -> None:
-        """Create or upgrade the schema to the newest Alembic revision; raises ``StoreError``."""
+        """Create or upgrade the schema to the newest Alembic revision; raises ``StoreError``.
+
+        On PostgreSQL the migration holds a transaction-scoped advisory lock, so replicas
+        starting together on an empty database migrate one after the other.
+        """
         cfg = Config()
         cfg.set_main_option("script_location", str(_MIGRATIONS))
         try:
             with self.engine.begin() as connection:
+                if connection.dialect.name == "postgresql":
+                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK})
                 cfg.attributes["connection"] = connection
                 command.upgrade(cfg, "head")
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot migrate database {self.url!r}: {exc}") from None
+            raise StoreError(f"cannot migrate database {self.safe_url}: {exc}") from None
 
     def revision(self) -> str | None:
         """The Alembic revision the database is at (None before the first migration)."""

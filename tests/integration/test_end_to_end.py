@@ -122,6 +122,7 @@ def planner_env(
         "PLANNER_DATABASE_URL": f"sqlite:///{state / 'planner.db'}",
         "PLANNER_INGEST_INTERVAL_S": "1",
         "PLANNER_SLURM__COMMAND_TIMEOUT_S": "5",
+        "PLANNER_SLURM__HINTS": "enforce",
         "PLANNER_LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",
     }
@@ -233,6 +234,23 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     predicted_end_s = eta["completion_time_s"]["p50"]
     band = (eta["completion_time_s"]["p10"], eta["completion_time_s"]["p90"])
     seen_at_s = time.time()
+
+    # Enforcing hints: the planner's token in the comment (the user's scenario token kept) and
+    # a time limit from the predicted runtime instead of UNLIMITED.
+    def hinted() -> str | None:
+        shown = subprocess.run(
+            ["scontrol", "-o", "show", "job", job_id],
+            env=planner_env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout
+        return shown if "planner:hint=rt:" in shown else None
+
+    shown = wait_until("the planner's hint in the job comment", 30, hinted)
+    assert "planner:scenario=" in shown
+    assert "TimeLimit=UNLIMITED" not in shown
 
     metrics = service.get("/metrics").text
     labels = f'cluster="{snapshot["cluster"]}",job_id="{job_id}",scheduler="slurm"'

@@ -48,3 +48,35 @@ def test_missing_file_is_an_error_line(tmp_path: Path) -> None:
     line = json.loads(result.stdout)
     assert "nope.yaml" in line["error"]
     assert "Traceback" not in result.stdout
+
+
+def test_predict_with_a_calibration_says_which_it_used(tmp_path: Path) -> None:
+    from planner.calibration import fit_calibration, read_op_samples_csv
+
+    samples = Path(__file__).resolve().parents[1] / "data" / "calibration"
+    lines = (samples / "cpu_epyc_2core_fp32" / "op_samples.csv").read_text().splitlines()
+    subset = "\n".join([lines[0], *[row for row in lines[1:] if row.startswith("gemm,")][:60]])
+    cal = tmp_path / "cal.json"
+    cal.write_text(fit_calibration(read_op_samples_csv(subset + "\n")).to_json())
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(json.dumps(GOOD))
+    result = runner.invoke(
+        app,
+        [
+            "predict",
+            str(scenario),
+            "--json",
+            "--calibration",
+            str(cal),
+            "--device-key",
+            "a100-80gb",
+        ],
+    )
+    assert result.exit_code == 0, result.stdout
+    line = json.loads(result.stdout)
+    assert line["iteration_time_s"] > 0
+    assert line["efficiency_model"]["efficiency_model"] == "CalibratedEfficiency"
+    assert line["efficiency_model"]["device_key"] == "a100-80gb"
+
+    missing = runner.invoke(app, ["predict", str(scenario), "--calibration", str(tmp_path / "x")])
+    assert missing.exit_code == 2
