@@ -42,7 +42,8 @@ class ScenarioArrays:
     size, bandwidths and latencies, ``hbm_bytes``, ``device``. Framework: ``grad_bytes`` per
     parameter of the gradient buffer (4 fp32 main grads; 2 for NeMo's distributed Adam);
     ``fused_attn``, ``fused_ew``, ``tp_overlap``, ``logit_bytes`` (bytes per logit held at the
-    loss), ``fp8_cache``, ``op_sac``, ``flash_v1``, ``z3_per_tensor``, ``pp_overlap`` the
+    loss), ``loss_traffic`` (HBM bytes per logit the loss moves, forward + backward), ``fp8_cache``,
+    ``op_sac``, ``flash_v1``, ``z3_per_tensor``, ``pp_overlap`` the
     framework's properties (``planner.perf.frameworks``).
     """
 
@@ -88,6 +89,7 @@ class ScenarioArrays:
     fused_ew: BoolArray
     tp_overlap: BoolArray
     logit_bytes: FloatArray
+    loss_traffic: FloatArray
     fp8_cache: BoolArray
     op_sac: BoolArray
     flash_v1: BoolArray
@@ -176,6 +178,7 @@ class ScenarioArrays:
             fused_ew=ba([pr.fused_elementwise for pr in profiles]),
             tp_overlap=ba([pr.tp_comm_overlap for pr in profiles]),
             logit_bytes=fa([4.0 if pr.fused_cross_entropy else 10.0 for pr in profiles]),
+            loss_traffic=fa([pr.loss_bytes_per_logit for pr in profiles]),
             fp8_cache=ba([pr.fp8_weight_cache for pr in profiles]),
             op_sac=ba([pr.op_level_selective_recompute for pr in profiles]),
             flash_v1=ba([pr.flash_attention_v1 for pr in profiles]),

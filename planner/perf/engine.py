@@ -13,7 +13,8 @@ Model (details in each helper's docstring):
    GEMM ``(tok, E, h)``, ``E/e`` expert GEMMs of ``tok·topk·e/E·imbalance`` tokens each, shared
    experts, token permute/unpermute. Memory-bound: two norms, two residual adds, dropout (GeLU
    models), rotary (SwiGLU models), activation function, FP8 casts. First stage: embedding;
-   last stage: LM head GEMM (16-bit) and cross-entropy. Each op takes
+   last stage: LM head GEMM (16-bit) and cross-entropy (the framework's loss kernels move
+   ``loss_bytes_per_logit`` of HBM traffic per logit, ``planner.perf.frameworks``). Each op takes
    ``max(FLOPs / achieved FLOP/s, bytes / achieved bytes/s, kernels · kernel_min_time_s)``.
 2. **Communication** (``planner.perf.collectives``): TP 2 all-gathers + 2 reduce-scatters of
    ``tok·h`` 16-bit activations per layer and direction with sequence parallelism, else 2
@@ -325,7 +326,7 @@ def _edge_ops(ops: _Ops, a: ScenarioArrays) -> None:
     ops.gemm("h", tok, a.V / a.t, a.h, lp=False)
     ops.gemm("h", tok, a.V / a.t, a.h, lp=False, backward=True)
     ops.mem("h", 20.0 * tokens_n * a.h, 2.0)  # final norm fwd + bwd
-    ops.mem("h", 20.0 * tok * a.V / a.t, 5.0)  # cross-entropy: fp32 softmax fwd, gradient bwd
+    ops.mem("h", a.loss_traffic * tok * a.V / a.t, 5.0)  # cross-entropy (framework's kernels)
 
 
 def _tp_times(a: ScenarioArrays, link: coll.Link) -> tuple[FloatArray, FloatArray, FloatArray]:

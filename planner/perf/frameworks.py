@@ -44,6 +44,19 @@ in ``efficiency_constants.json``):
   the ring latency, so per-tensor gathers multiply the latency term by the parameter tensors
   of a layer (12 for a GPT layer with biases, 9 for a Llama layer).
 
+* ``loss_bytes_per_logit``: HBM bytes the loss moves per logit (forward + backward, on top of
+  the LM-head GEMM), counted kernel by kernel from each stack's loss code:
+  Megatron-Core's ``vocab_parallel_cross_entropy`` (r0.8, used by Megatron-LM 2024 and NeMo
+  24.07) runs unfused fp32 PyTorch ops: ``.float()`` (2 read + 4 written), max (4), subtract
+  max (4 + 4), exp (4 + 4), sum (4), divide (4 + 4); backward ``mul_`` by the upstream
+  gradient (4 + 4) and the cast back to 16 bits (4 + 2): 52 bytes. Eager
+  ``F.cross_entropy(logits.float())`` (torchtitan, plain FSDP/DeepSpeed): cast (6),
+  log-softmax reading its input twice and writing fp32 (12), backward: the dense
+  ``nll_loss`` gradient (4), ``log_softmax_backward`` (4 + 4 read, 4 written), cast back
+  (6): 40 bytes. llm-foundry's MPT defaults to ``loss_fn: fused_crossentropy``
+  (flash-attn's fused cross-entropy kernel: reads the 16-bit logits twice forward, writes the
+  16-bit gradient in place backward): 10 bytes. XLA (MaxText) fuses the loss similarly: 10.
+
 Memory (``planner.perf.memory``):
 
 * ``fused_cross_entropy``: the loss is Megatron's fused vocab-parallel cross-entropy, which
@@ -83,6 +96,7 @@ class FrameworkProfile:
     flash_attention_v1: bool = False
     zero3_gather_per_tensor: bool = False
     pp_comm_overlap: bool = False
+    loss_bytes_per_logit: float = 40.0
 
 
 _TE_STACK = FrameworkProfile(
@@ -91,6 +105,7 @@ _TE_STACK = FrameworkProfile(
     tp_comm_overlap=True,
     fused_cross_entropy=True,
     fp8_weight_cache=True,
+    loss_bytes_per_logit=52.0,
 )
 _EAGER_PYTORCH = FrameworkProfile(
     fused_attention=False,
@@ -106,6 +121,7 @@ _LLM_FOUNDRY = FrameworkProfile(
     fused_cross_entropy=False,
     fp8_weight_cache=True,
     flash_attention_v1=True,
+    loss_bytes_per_logit=10.0,
 )
 _TORCHTITAN = FrameworkProfile(
     fused_attention=False,
@@ -139,6 +155,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             tp_comm_overlap=False,
             fused_cross_entropy=True,
             fp8_weight_cache=False,
+            loss_bytes_per_logit=10.0,
         ),
         Framework.OTHER: _EAGER_PYTORCH,
     }

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from planner.perf import predict
+from planner.perf import batch, predict
 from planner.perf.frameworks import FRAMEWORK_PROFILES, profile_of
 from planner.scenario import parse_scenario
 from planner.specs.scenario import Framework, Scenario
@@ -96,3 +97,18 @@ def test_deepspeed_zero3_per_tensor_gathers_cost_more_latency_than_fsdp() -> Non
     fsdp = predict(_scenario("fsdp", micro_batch_size=1))
     assert profile_of(Framework.DEEPSPEED).zero3_gather_per_tensor
     assert deepspeed.breakdown.dp_comm_exposed_s >= fsdp.breakdown.dp_comm_exposed_s
+
+
+def test_loss_traffic_per_logit_follows_each_stacks_loss_kernels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Megatron-Core's unfused fp32 vocab-parallel loss (52 B/logit) > eager
+    ``F.cross_entropy(logits.float())`` (40) > flash-attn's fused loss in llm-foundry (10)."""
+    megatron = profile_of(Framework.MEGATRON).loss_bytes_per_logit
+    eager = profile_of(Framework.TORCHTITAN).loss_bytes_per_logit
+    foundry = profile_of(Framework.LLM_FOUNDRY).loss_bytes_per_logit
+    assert megatron > eager > foundry > 0.0
+    slow = predict(_scenario("megatron")).breakdown.compute_s
+    fused = replace(profile_of(Framework.MEGATRON), loss_bytes_per_logit=foundry)
+    monkeypatch.setattr(batch, "profile_of", lambda framework: fused)
+    assert predict(_scenario("megatron")).breakdown.compute_s < slow
