@@ -120,7 +120,7 @@ def planner_env(
         **os.environ,
         **slurm_stack.env,
         "PLANNER_DATABASE_URL": f"sqlite:///{state / 'planner.db'}",
-        "PLANNER_INGEST_INTERVAL_S": "1",
+        "PLANNER_INGEST_INTERVAL_S": "2",
         "PLANNER_SLURM__COMMAND_TIMEOUT_S": "5",
         "PLANNER_SLURM__HINTS": "enforce",
         "PLANNER_LOG_LEVEL": "INFO",
