@@ -509,6 +509,15 @@ def _job_view(row: JobRow, source: dict[str, Any] | None, now: float) -> dict[st
         },
         "prediction": row.prediction,
         "eta": eta,
+        "scheduler_reported": (
+            {
+                "progress_ratio": st.get("progress_ratio"),
+                "remaining_s": st.get("reported_remaining_s"),
+                "updated_s": st.get("progress_updated_s"),
+            }
+            if st.get("progress_ratio") is not None or st.get("reported_remaining_s") is not None
+            else None
+        ),
         "first_seen_s": row.first_seen_s,
         "last_seen_s": row.last_seen_s,
         "ended_s": row.ended_s,

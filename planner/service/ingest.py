@@ -345,6 +345,7 @@ class Ingestor:
             if job.stdout_path:
                 rank_records += self._tail_log(s, row, job.stdout_path, now)
             rank_records += self._read_telemetry(s, row, job, now)
+            self._reported_progress(s, row, job, now)
 
         if row.active:
             self._update_eta(s, row, job, now)
@@ -447,6 +448,18 @@ class Ingestor:
             if record.train_iters:
                 row.train_iters = record.train_iters
             time_s = record.timestamp_s if record.timestamp_s is not None else now
+            step_s, span = record.step_time_s, max(1, record.num_iterations)
+            if (
+                step_s is None
+                and row.iteration is not None
+                and row.last_progress_s is not None
+                and record.iteration > row.iteration
+                and time_s > row.last_progress_s
+            ):
+                # A report without a step time (torchtitan lines, a TrainJob's progress): the
+                # mean step time since the previous report.
+                span = record.iteration - row.iteration
+                step_s = (time_s - row.last_progress_s) / span
             if row.iteration is None or record.iteration >= row.iteration:
                 row.iteration = record.iteration
                 row.last_progress_s = time_s
@@ -457,13 +470,29 @@ class Ingestor:
                 StepSampleRow(
                     job_pk=row.id,
                     iteration=record.iteration,
-                    step_time_s=record.step_time_s,
-                    num_iterations=max(1, record.num_iterations),
+                    step_time_s=step_s,
+                    num_iterations=span,
                     time_s=time_s,
                     loss=record.loss,
                 )
             )
         return rank_records
+
+    def _reported_progress(self, s: Session, row: JobRow, job: JobState, now: float) -> None:
+        """The job's own progress report (e.g. a Kubeflow TrainJob's ``trainerStatus``) as a
+        progress record, when the job has an iteration count and no other progress source."""
+        if job.progress_ratio is None or not row.train_iters:
+            return
+        iteration = round(min(1.0, max(0.0, job.progress_ratio)) * row.train_iters)
+        if row.iteration is not None and iteration <= row.iteration:
+            return
+        record = ProgressRecord(
+            iteration=iteration,
+            train_iters=row.train_iters,
+            timestamp_s=job.progress_updated_s or now,
+            framework="scheduler",
+        )
+        self._store_records(s, row, [record], now)
 
     def _update_stragglers(self, row: JobRow, records: list[RankStepRecord]) -> None:
         """Feed per-rank timings to the job's live straggler tracker; refresh its report."""

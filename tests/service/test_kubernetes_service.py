@@ -83,6 +83,8 @@ def test_kubernetes_jobs_admission_check_and_hints(fake: FakeKube, tmp_path: Pat
         assert pytorchjob["described_by"] == "scenario_file"  # the inline annotation
         assert pytorchjob["prediction"]["iteration_time_s"] > 0
         assert client.get("/readyz").json()["leader"] is True
+        trainjob = client.get("/v1/jobs/team-b/trainjob/mixtral").json()
+        assert trainjob["scheduler_reported"]["progress_ratio"] == 0.42  # trainerStatus
 
         workload = fake.get("kueue.x-k8s.io", "workloads", "pytorchjob-gpt-13b-8c1d2", "team-a")
         assert workload is not None

@@ -405,3 +405,40 @@ def test_stragglers_endpoint_and_metrics(
             'rank="1",scheduler="slurm"}' in metrics
         )
         assert 'planner_job_straggler_slowdown_ratio{cluster="test",job_id="46"' not in metrics
+
+
+def test_progress_the_job_reports_itself_feeds_the_eta(
+    tmp_path: Path,
+    db_url: str,
+    source: ScriptedSource,
+    clock: Clock,
+    make_job: JobFactory,
+    scenario_file: Path,
+) -> None:
+    """A job whose only progress is its own report (a TrainJob's trainerStatus): iterations
+    from the ratio, step times from successive reports, the report shown beside our ETA."""
+    comment = f"planner:scenario={scenario_file}"
+    start = clock.now
+    with app_for(db_url, source, clock) as client:
+        for ratio, t in ((0.2, start + 40.0), (0.5, start + 100.0)):
+            clock.now = t
+            source.set_jobs(
+                make_job(
+                    status=JobStatus.RUNNING,
+                    comment=comment,
+                    start_time_s=start,
+                    progress_ratio=ratio,
+                    reported_remaining_s=123.0,
+                    progress_updated_s=t,
+                )
+            )
+            cycle(client)
+        job = job_view(client)
+        assert job["progress"]["iteration"] == 50
+        assert job["samples"][-1]["step_time_s"] == pytest.approx(2.0)  # 60 s for 30 iterations
+        assert job["scheduler_reported"] == {
+            "progress_ratio": 0.5,
+            "remaining_s": 123.0,
+            "updated_s": start + 100.0,
+        }
+        assert job["eta"]["remaining_s"]["p50"] == pytest.approx(50 * 2.0, rel=0.3)
