@@ -190,7 +190,9 @@ REAL_RUNS = (
 )
 
 
-def _robust_mean_s(path: Path, upto: int | None) -> tuple[float, int]:
+def robust_mean_step_s(path: Path, upto: int | None = None) -> tuple[float, int]:
+    """The service's robust mean step time of a recorded log up to ``upto`` (the ETA's observed
+    mean, no prior), s, and the last iteration used."""
     read, _ = LogTailer(tz=UTC).read(TailCursor(path=str(path)))
     records = [r for r in read if isinstance(r, ProgressRecord)]
     if upto is not None:
@@ -213,7 +215,7 @@ def _robust_mean_s(path: Path, upto: int | None) -> tuple[float, int]:
 def part_real() -> None:
     docs = [_scenario(layers, hidden, num_gpus=2, gbs=8) for _, layers, hidden in REAL_RUNS]
     model_s = [p["iteration_time_s"] for p in predict_documents(docs)]
-    truth_s = [_robust_mean_s(LOGS / name, None)[0] for name, _, _ in REAL_RUNS]
+    truth_s = [robust_mean_step_s(LOGS / name, None)[0] for name, _, _ in REAL_RUNS]
     print("## 2. Real runs: tiny GPTs recorded on 2 CPU cores, predicted as on 2 x H100\n")
     print("| run | model step time (H100) | measured mean step time (whole log) | ratio |")
     print("| --- | --- | --- | --- |")
@@ -235,7 +237,7 @@ def part_real() -> None:
             for cut in (10, 20, 50, 200):
                 cal = OnlineCalibration()
                 for i in prior:
-                    observed_s, n = _robust_mean_s(LOGS / REAL_RUNS[i][0], cut)
+                    observed_s, n = robust_mean_step_s(LOGS / REAL_RUNS[i][0], cut)
                     cal.observe(
                         KEY,
                         REAL_RUNS[i][0],

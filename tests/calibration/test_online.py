@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-from datetime import UTC
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.logs import LogTailer
+from benchmarks.recalibration import robust_mean_step_s
 from planner.calibration.online import (
     CalibrationKey,
     CalibrationLevel,
@@ -23,10 +22,7 @@ from planner.calibration.online import (
     key_from_scenario,
 )
 from planner.errors import SpecError
-from planner.forecast.eta import estimate_running
-from planner.forecast.observations import observations_from_progress
 from planner.scenario import predict_documents
-from planner.specs.job import ProgressRecord, TailCursor
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = CalibrationKey(scheduler="slurm", cluster="c1", gpu="h100-sxm", framework="megatron")
@@ -340,25 +336,7 @@ def test_a_first_job_improves_the_prediction_of_a_different_second_job() -> None
 
 def _measured_mean_s(name: str, upto: int | None = None) -> tuple[float, int]:
     """The service's robust mean step time of a recorded log (the ETA, no prior)."""
-    records, _ = LogTailer(tz=UTC).read(TailCursor(path=str(ROOT / "tests/data/logs" / name)))
-    records = [
-        r
-        for r in records
-        if isinstance(r, ProgressRecord) and (upto is None or r.iteration <= upto)
-    ]
-    now_s = records[-1].timestamp_s
-    assert now_s is not None
-    est = estimate_running(
-        prior_step_time_s=None,
-        prior_log_sd=0.3,
-        observations=observations_from_progress(records, read_time_s=now_s),
-        iteration=records[-1].iteration,
-        train_iters=records[-1].iteration + 1,
-        last_progress_time_s=now_s,
-        now_s=now_s,
-    )
-    assert est.observed_step_time_s is not None
-    return est.observed_step_time_s, records[-1].iteration
+    return robust_mean_step_s(ROOT / "tests/data/logs" / name, upto)
 
 
 def test_real_runs_a_second_shape_is_predicted_from_the_first() -> None:
