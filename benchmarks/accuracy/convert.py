@@ -133,6 +133,7 @@ SOURCE_NOTES: Mapping[str, str] = {
     "llm_foundry": (
         "llm-foundry MPT benchmark tables: FSDP FULL_SHARD = zero_stage 3 (SHARD_GRAD_OP = 2), "
         "FSDP activation checkpointing = full recompute, amp_bf16/bf16 = bf16, amp_fp8 = fp8, "
+        "FSDP mixed_precision PURE = gradients reduced in bf16 (DEFAULT: fp32), "
         "flash attention, GeLU, tied embeddings. Time from the published global tokens/s."
     ),
     "nemo_24.07": (
@@ -335,6 +336,8 @@ def _convert_llm_foundry(run: PublishedRun) -> Case:
         recompute="full" if run.text("recompute").startswith("full") else "none",
         zero_stage=2 if "SHARD_GRAD_OP" in zero else 3,
         precision="fp8" if "fp8" in run.text("precision") else "bf16",
+        # FSDP mixed_precision PURE reduces gradients in bf16, DEFAULT in fp32 (Composer)
+        grad_reduce_in_fp32="mixed_precision=PURE" not in run.text("precision"),
     )
     doc = _document(run, _model(run, activation="gelu", untie=False), gpu, par, "llm_foundry")
     return Case(

@@ -45,6 +45,7 @@ BoolArray = NDArray[np.bool_]
 _OTHER_DEVICE = "other device"
 _OUTSIDE = "outside sampled domain"
 _LOW_PRECISION = "low-precision GEMM not sampled"
+_BATCHED = "batched GEMM not sampled"
 _NOT_FITTED = "operator not fitted"
 
 _ALWAYS_FALLBACK = (
@@ -238,9 +239,13 @@ class CalibratedEfficiency:
         device: DeviceArrays,
         *,
         low_precision: BoolArray | bool,
+        batch: FloatArray | float = 1.0,
     ) -> FloatArray:
-        """``2mnk / t_gemm`` on the calibrated device inside the domain, else fallback."""
-        base = self.fallback.gemm_flop_per_s(m, n, k, device, low_precision=low_precision)
+        """``2mnk / t_gemm`` on the calibrated device inside the domain, else fallback
+        (batched launches, ``batch`` > 1, always fall back: the samples time plain GEMMs)."""
+        base = self.fallback.gemm_flop_per_s(
+            m, n, k, device, low_precision=low_precision, batch=batch
+        )
         shape = base.shape
         mine = np.broadcast_to(self._mine(device), shape)
         low = np.broadcast_to(np.asarray(low_precision, dtype=np.bool_), shape)
@@ -250,11 +255,18 @@ class CalibratedEfficiency:
             return base
         mm, nn, kk = (np.maximum(np.broadcast_to(v, shape), 1.0) for v in (m, n, k))
         t, inside = self._predict(op, {"m": mm, "n": nn, "k": kk}, shape)
-        use = mine & ~low & inside
+        batched = np.broadcast_to(np.asarray(batch) > 1.0, shape)
+        plain = mine & ~low & ~batched
+        use = plain & inside
         self._count(
             "gemm_flop_per_s",
             use,
-            {_OTHER_DEVICE: ~mine, _LOW_PRECISION: mine & low, _OUTSIDE: mine & ~low & ~inside},
+            {
+                _OTHER_DEVICE: ~mine,
+                _LOW_PRECISION: mine & low,
+                _BATCHED: mine & ~low & batched,
+                _OUTSIDE: plain & ~inside,
+            },
         )
         out: FloatArray = np.where(use, 2.0 * mm * nn * kk / t, base)
         return out

@@ -13,11 +13,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.perf.efficiency import ARCHITECTURES, DeviceArrays
-from planner.perf.frameworks import profile_of
+from planner.perf.frameworks import FrameworkProfile, profile_of
 from planner.specs.hardware import Precision
 from planner.specs.model import Activation
-from planner.specs.parallelism import Recompute
-from planner.specs.scenario import Framework, Scenario
+from planner.specs.parallelism import ParallelismSpec, Recompute
+from planner.specs.scenario import Scenario
 
 __all__ = ["ScenarioArrays"]
 
@@ -26,7 +26,14 @@ BoolArray = NDArray[np.bool_]
 
 _LOW_PRECISION = (Precision.FP8, Precision.MXFP8, Precision.NVFP4)
 _RECOMPUTE_CODE = {Recompute.NONE: 0, Recompute.SELECTIVE: 1, Recompute.FULL: 2}
-_SIXTEEN_BIT_GRAD_FRAMEWORKS = (Framework.NEMO,)
+
+
+def _grad_reduce_in_fp32(par: ParallelismSpec, profile: FrameworkProfile) -> bool:
+    """The scenario's ``grad_reduce_in_fp32``, else the framework's default: 16-bit under
+    fp16 (loss scaling), the profile's choice otherwise (``planner.perf.frameworks``)."""
+    if par.grad_reduce_in_fp32 is not None:
+        return par.grad_reduce_in_fp32
+    return profile.grad_reduce_in_fp32 and par.precision is not Precision.FP16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,7 +47,8 @@ class ScenarioArrays:
     ``b`` micro-batch, ``B`` global batch, ``m`` microbatches, ``recompute`` (0 none,
     1 selective, 2 full), ``zero``, ``flash``. Hardware: ``N`` GPUs, ``domain`` NVLink domain
     size, bandwidths and latencies, ``hbm_bytes``, ``device``. Framework: ``grad_bytes`` per
-    parameter of the gradient buffer (4 fp32 main grads; 2 for NeMo's distributed Adam);
+    parameter of the gradient buffer and its data-parallel reduction (4 fp32, 2 16-bit;
+    ``parallelism.grad_reduce_in_fp32`` or the framework's default);
     ``fused_attn``, ``fused_ew``, ``tp_overlap``, ``logit_bytes`` (bytes per logit held at the
     loss), ``loss_traffic`` (HBM bytes per logit the loss moves, forward + backward), ``fp8_cache``,
     ``op_sac``, ``flash_v1``, ``z3_per_tensor``, ``pp_overlap`` the
@@ -172,7 +180,10 @@ class ScenarioArrays:
             out_lat=fa([g.scale_out_latency_s for g in gpus]),
             hbm_bytes=fa([g.hbm_bytes for g in gpus]),
             grad_bytes=fa(
-                [2.0 if tr.framework in _SIXTEEN_BIT_GRAD_FRAMEWORKS else 4.0 for tr in training]
+                [
+                    4.0 if _grad_reduce_in_fp32(p, pr) else 2.0
+                    for p, pr in zip(ps, profiles, strict=True)
+                ]
             ),
             fused_attn=ba([pr.fused_attention for pr in profiles]),
             fused_ew=ba([pr.fused_elementwise for pr in profiles]),

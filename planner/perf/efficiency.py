@@ -9,8 +9,11 @@ sampled operator regressors; ``DefaultEfficiency`` is the analytic default:
   where tile quantisation ``tile_eff = MN / (ceil(M/tm)·tm · ceil(N/tn)·tn)`` (tiles shrink to
   the next power of two >= a narrow dimension, never below ``gemm_tile_min``) and wave
   quantisation ``wave_eff = tiles / (ceil(tiles/SMs)·SMs)`` follow NVIDIA's "Matrix
-  multiplication background" guide; FP8/MXFP8/NVFP4 GEMMs run at
-  ``low_precision_gemm_relative_efficiency`` of that fraction of their own (higher) peak.
+  multiplication background" guide; a batched GEMM (``batch`` independent products in one
+  strided-batched launch, e.g. unfused attention's ``baddbmm``/``bmm`` over batch x heads)
+  spreads the tiles of all its products over the SMs, so ``tiles`` counts them all;
+  FP8/MXFP8/NVFP4 GEMMs run at ``low_precision_gemm_relative_efficiency`` of that fraction of
+  their own (higher) peak.
 * flash attention: the GEMM fraction of the 16-bit peak times a forward/backward factor and
   ``s/(s + seq_half)`` (FlashAttention-2, Dao 2023); FlashAttention-2 on Hopper/Blackwell (stacks
   without a fused native kernel, ``planner.perf.frameworks``) reaches only
@@ -127,9 +130,11 @@ class EfficiencyModel(Protocol):
         device: DeviceArrays,
         *,
         low_precision: BoolArray | bool,
+        batch: FloatArray | float = 1.0,
     ) -> FloatArray:
         """Achieved FLOP/s of ``(m x k) @ (k x n)`` GEMMs (in the GEMM precision when
-        ``low_precision``, else 16-bit)."""
+        ``low_precision``, else 16-bit); ``batch`` products of that shape run as one
+        strided-batched launch (1: a plain GEMM)."""
         ...
 
     def attention_flop_per_s(
@@ -221,6 +226,7 @@ class DefaultEfficiency:
         device: DeviceArrays,
         *,
         low_precision: BoolArray | bool,
+        batch: FloatArray | float = 1.0,
     ) -> FloatArray:
         """Tile- and wave-quantised GEMM throughput (module docstring)."""
         m = np.maximum(m, 1.0)
@@ -233,8 +239,8 @@ class DefaultEfficiency:
         tn = np.minimum(np.maximum(np.exp2(np.ceil(np.log2(n))), tmin), self._c("gemm_tile_n"))
         rows = np.ceil(m / tm)
         cols = np.ceil(n / tn)
-        tiles = rows * cols
         tile_eff = m * n / (rows * cols * tm * tn)
+        tiles = rows * cols * np.maximum(batch, 1.0)
         sms = device.num_sms
         wave_eff = tiles / (np.ceil(tiles / sms) * sms)
         k_eff = k / (k + self._c("gemm_k_half"))

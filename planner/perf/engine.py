@@ -97,7 +97,7 @@ class _Ops:
     def __init__(self, a: ScenarioArrays, eff: EfficiencyModel) -> None:
         self.a, self.eff = a, eff
         self.gemm_groups: list[str] = []
-        self.gemm_cols: tuple[list[Any], ...] = ([], [], [], [], [])
+        self.gemm_cols: tuple[list[Any], ...] = ([], [], [], [], [], [])
         self.mem_groups: list[str] = []
         self.mem_cols: tuple[list[Any], list[Any]] = ([], [])
         self.extra: dict[str, FloatArray] = {}
@@ -112,9 +112,12 @@ class _Ops:
         count: FloatArray | float = 1.0,
         lp: BoolArray | bool,
         backward: bool = False,
+        batched: bool = False,
     ) -> None:
+        """Register ``count`` GEMMs ``(m x k) @ (k x n)`` (with ``backward``: their dgrad and
+        wgrad); ``batched``: the ``count`` products run as one strided-batched launch."""
         shapes = ((m, n, k),) if not backward else ((m, k, n), (k, n, m))  # dgrad, wgrad
-        cm, cn, ck, cc, cl = self.gemm_cols
+        cm, cn, ck, cc, cl, cb = self.gemm_cols
         for mm, nn, kk in shapes:
             self.gemm_groups.append(group)
             cm.append(mm)
@@ -122,6 +125,7 @@ class _Ops:
             ck.append(kk)
             cc.append(count)
             cl.append(lp)
+            cb.append(count if batched else 1.0)
 
     def mem(self, group: str, num_bytes: FloatArray | float, kernels: float) -> None:
         self.mem_groups.append(group)
@@ -146,7 +150,7 @@ class _Ops:
     def gemm_flops(self, group: str) -> FloatArray:
         """FLOPs of the GEMMs registered under ``group``, shape ``(n,)``."""
         rows = [i for i, g in enumerate(self.gemm_groups) if g == group]
-        cm, cn, ck, cc, _ = self.gemm_cols
+        cm, cn, ck, cc, _, _ = self.gemm_cols
         total = np.zeros(self.a.n)
         for i in rows:
             total = total + 2.0 * np.asarray(cm[i]) * cn[i] * ck[i] * cc[i]
@@ -169,17 +173,19 @@ class _Ops:
         kmin = eff.kernel_min_time_s
         out: dict[str, FloatArray] = {}
         if self.gemm_groups:
-            cm, cn, ck, cc, cl = self.gemm_cols
+            cm, cn, ck, cc, cl, cb = self.gemm_cols
             m = self._floats(cm)
             n = self._floats(cn)
             k = self._floats(ck)
             cnt = self._floats(cc)
             low = self._bools(cl)
-            rate = eff.gemm_flop_per_s(m, n, k, a.device, low_precision=low)
+            batch = self._floats(cb)
+            rate = eff.gemm_flop_per_s(m, n, k, a.device, low_precision=low, batch=batch)
             flops = 2.0 * m * n * k * cnt
             bytes_ = (np.where(low, 1.0, 2.0) * (m * k + k * n) + 2.0 * m * n) * cnt
             bw = eff.memory_bytes_per_s(bytes_, a.device)
-            t = np.maximum(np.maximum(flops / rate, bytes_ / bw), cnt * kmin)
+            launches = cnt / np.maximum(batch, 1.0)
+            t = np.maximum(np.maximum(flops / rate, bytes_ / bw), launches * kmin)
             t = np.where((cnt > 0) & (m * n * k > 0), t, 0.0)
             self._sum_groups(self.gemm_groups, t, out)
         if self.mem_groups:
@@ -216,15 +222,15 @@ def _layer_ops(ops: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool)
     if nonflash.any():
         bmm_count = np.where(nonflash, a.b * heads_local, 0.0)
         for group in (p + "f", p + "r"):
-            ops.gemm(group, sq, a.S, dh, count=bmm_count, lp=False)
-            ops.gemm(group, sq, dh, a.S, count=bmm_count, lp=False)
+            ops.gemm(group, sq, a.S, dh, count=bmm_count, lp=False, batched=True)
+            ops.gemm(group, sq, dh, a.S, count=bmm_count, lp=False, batched=True)
             ops.mem(
                 group,
                 np.where(nonflash, (9.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0),
                 3.0,
             )
-        ops.gemm(p + "b", sq, a.S, dh, count=bmm_count, lp=False, backward=True)
-        ops.gemm(p + "b", sq, dh, a.S, count=bmm_count, lp=False, backward=True)
+        ops.gemm(p + "b", sq, a.S, dh, count=bmm_count, lp=False, backward=True, batched=True)
+        ops.gemm(p + "b", sq, dh, a.S, count=bmm_count, lp=False, backward=True, batched=True)
         ops.mem(
             p + "b",
             np.where(nonflash, (11.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0),

@@ -57,6 +57,17 @@ in ``efficiency_constants.json``):
   (flash-attn's fused cross-entropy kernel: reads the 16-bit logits twice forward, writes the
   16-bit gradient in place backward): 10 bytes. XLA (MaxText) fuses the loss similarly: 10.
 
+* ``grad_reduce_in_fp32``: with bf16 (or FP8 on bf16) parameters the stack accumulates
+  gradients and reduces them across data-parallel ranks in fp32 (4 bytes per parameter) unless
+  the scenario says otherwise (``parallelism.grad_reduce_in_fp32``). Megatron-LM: "bfloat16
+  requires gradient accumulation and all-reduce to be done in fp32" (``arguments.py`` sets
+  ``accumulate_allreduce_grads_in_fp32`` for ``--bf16``; ``--grad-reduce-in-bf16`` opts out);
+  torchtitan: ``MixedPrecisionPolicy(reduce_dtype=float32)`` (``mixed_precision_reduce``
+  default); Composer/llm-foundry: FSDP ``mixed_precision: DEFAULT`` reduces in fp32 (``PURE``
+  in bf16); NeMo 24.07's distributed Adam and DeepSpeed ZeRO reduce in the 16-bit dtype
+  (DeepSpeed ``communication_data_type`` unset). Under fp16 (loss scaling) every stack keeps
+  16-bit gradients by default (Megatron-LM's ``main_grad`` buffer takes ``params_dtype``).
+
 Memory (``planner.perf.memory``):
 
 * ``fused_cross_entropy``: the loss is Megatron's fused vocab-parallel cross-entropy, which
@@ -97,6 +108,7 @@ class FrameworkProfile:
     zero3_gather_per_tensor: bool = False
     pp_comm_overlap: bool = False
     loss_bytes_per_logit: float = 40.0
+    grad_reduce_in_fp32: bool = True
 
 
 _TE_STACK = FrameworkProfile(
@@ -135,7 +147,7 @@ _TORCHTITAN = FrameworkProfile(
 FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
     {
         Framework.MEGATRON: _TE_STACK,
-        Framework.NEMO: replace(_TE_STACK, pp_comm_overlap=True),
+        Framework.NEMO: replace(_TE_STACK, pp_comm_overlap=True, grad_reduce_in_fp32=False),
         Framework.TORCHTITAN: _TORCHTITAN,
         Framework.FSDP: _EAGER_PYTORCH,
         Framework.DEEPSPEED: FrameworkProfile(
@@ -145,6 +157,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             fused_cross_entropy=False,
             fp8_weight_cache=True,
             zero3_gather_per_tensor=True,
+            grad_reduce_in_fp32=False,
         ),
         Framework.LLM_FOUNDRY: _LLM_FOUNDRY,
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul

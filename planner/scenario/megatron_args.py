@@ -51,6 +51,8 @@ _FLAGS = frozenset(
         "overlap-grad-reduce",
         "overlap-param-gather",
         "tp-comm-overlap",
+        "accumulate-allreduce-grads-in-fp32",
+        "grad-reduce-in-bf16",
     }
 )
 
@@ -226,6 +228,10 @@ def scenario_document_from_megatron_args(
         if args.get("use-distributed-optimizer") is True
         else 0,
     }
+    if args.get("grad-reduce-in-bf16") is True:
+        parallelism["grad_reduce_in_fp32"] = False
+    elif args.get("accumulate-allreduce-grads-in-fp32") is True:
+        parallelism["grad_reduce_in_fp32"] = True
     vp = _int_arg(args, "num-virtual-stages-per-pipeline-rank")
     per_stage = _int_arg(args, "num-layers-per-virtual-pipeline-stage")
     if per_stage and layers % (pp * per_stage) == 0:

@@ -61,6 +61,7 @@ _PARALLELISM_KEYS = (
     "zero_stage",
     "precision",
     "flash_attention",
+    "grad_reduce_in_fp32",
 )
 _TRAINING_KEYS = ("framework", "total_tokens", "train_iters")
 
@@ -191,11 +192,20 @@ def _parse_hardware(raw: dict[str, object]) -> HardwareSpec:
     )
 
 
+_NON_INT_PARALLELISM_KEYS = (
+    "sequence_parallel",
+    "recompute",
+    "precision",
+    "flash_attention",
+    "grad_reduce_in_fp32",
+)
+
+
 def _parse_parallelism(raw: dict[str, object], num_gpus: int) -> ParallelismSpec:
     ints: dict[str, object] = {
         k: _int(f"parallelism.{k}", raw[k])
         for k in _PARALLELISM_KEYS
-        if k in raw and k not in ("sequence_parallel", "recompute", "precision", "flash_attention")
+        if k in raw and k not in _NON_INT_PARALLELISM_KEYS
     }
     _require(ints, "parallelism", "global_batch_size", " (sequences per iteration)")
     tp = ints.get("tensor_parallel", 1)
@@ -220,6 +230,7 @@ def _parse_parallelism(raw: dict[str, object], num_gpus: int) -> ParallelismSpec
         recompute=_enum("parallelism.recompute", raw.get("recompute", "none"), Recompute),
         precision=_enum("parallelism.precision", raw.get("precision", "bf16"), Precision),
         flash_attention=raw.get("flash_attention", True),  # type: ignore[arg-type]
+        grad_reduce_in_fp32=raw.get("grad_reduce_in_fp32"),  # type: ignore[arg-type]
         **ints,  # type: ignore[arg-type]
     )
 

@@ -26,7 +26,12 @@ class ParallelismSpec:
     ``global_batch_size`` and ``micro_batch_size`` count sequences. ``zero_stage``: 0 plain data
     parallel, 1 distributed optimizer (Megatron ``--use-distributed-optimizer``), 2 also shards
     gradients, 3 also shards weights (FSDP). ``flash_attention`` (extra field, default true as in
-    Megatron-Core) means the ``s x s`` attention scores are never stored. Raises ``SpecError``
+    Megatron-Core) means the ``s x s`` attention scores are never stored.
+    ``grad_reduce_in_fp32`` (extra field; Megatron-Core ``DistributedDataParallelConfig``,
+    ``--accumulate-allreduce-grads-in-fp32``): gradients are accumulated and reduced across
+    data-parallel ranks in fp32 (4 bytes per parameter) rather than 16-bit; None (the default)
+    takes the framework's default for the precision (``planner.perf.frameworks``). Raises
+    ``SpecError``
     naming ``parallelism.<field>``; checks that involve the model or the GPU count live in
     ``Scenario``.
     """
@@ -44,6 +49,7 @@ class ParallelismSpec:
     zero_stage: int = 1
     precision: Precision = Precision.BF16
     flash_attention: bool = True
+    grad_reduce_in_fp32: bool | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -64,6 +70,8 @@ class ParallelismSpec:
             )
         require_bool("parallelism.sequence_parallel", self.sequence_parallel)
         require_bool("parallelism.flash_attention", self.flash_attention)
+        if self.grad_reduce_in_fp32 is not None:
+            require_bool("parallelism.grad_reduce_in_fp32", self.grad_reduce_in_fp32)
         if not isinstance(self.recompute, Recompute):
             raise SpecError(
                 "parallelism.recompute", f"must be none, selective or full, got {self.recompute!r}"

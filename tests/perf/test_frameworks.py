@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from planner.errors import SpecError
 from planner.perf import batch, predict
 from planner.perf.frameworks import FRAMEWORK_PROFILES, profile_of
 from planner.scenario import parse_scenario
@@ -93,8 +94,9 @@ def test_nemo_overlaps_interleaved_pipeline_p2p() -> None:
 
 
 def test_deepspeed_zero3_per_tensor_gathers_cost_more_latency_than_fsdp() -> None:
-    deepspeed = predict(_scenario("deepspeed", micro_batch_size=1))
-    fsdp = predict(_scenario("fsdp", micro_batch_size=1))
+    same = {"micro_batch_size": 1, "grad_reduce_in_fp32": True}  # same bytes, more collectives
+    deepspeed = predict(_scenario("deepspeed", **same))
+    fsdp = predict(_scenario("fsdp", **same))
     assert profile_of(Framework.DEEPSPEED).zero3_gather_per_tensor
     assert deepspeed.breakdown.dp_comm_exposed_s >= fsdp.breakdown.dp_comm_exposed_s
 
@@ -112,3 +114,20 @@ def test_loss_traffic_per_logit_follows_each_stacks_loss_kernels(
     fused = replace(profile_of(Framework.MEGATRON), loss_bytes_per_logit=foundry)
     monkeypatch.setattr(batch, "profile_of", lambda framework: fused)
     assert predict(_scenario("megatron")).breakdown.compute_s < slow
+
+
+def test_gradient_reduction_precision_follows_the_stack_and_the_scenario() -> None:
+    """bf16 Megatron reduces fp32 gradients (Megatron-LM ``arguments.py``), fp16 Megatron and
+    DeepSpeed 16-bit ones; ``parallelism.grad_reduce_in_fp32`` overrides the default."""
+
+    def dp_s(framework: str, **par: Any) -> float:
+        scenario = _scenario(framework, zero_stage=1, global_batch_size=8, **par)
+        return predict(scenario).breakdown.dp_comm_exposed_s
+
+    fp32 = dp_s("megatron")
+    assert dp_s("megatron", precision="fp16") < fp32
+    assert dp_s("megatron", grad_reduce_in_fp32=False) < fp32
+    assert dp_s("megatron", precision="fp16", grad_reduce_in_fp32=True) == pytest.approx(fp32)
+    assert dp_s("deepspeed") < dp_s("deepspeed", grad_reduce_in_fp32=True)
+    with pytest.raises(SpecError, match="grad_reduce_in_fp32"):
+        _scenario("megatron", grad_reduce_in_fp32="yes")

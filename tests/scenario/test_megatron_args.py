@@ -101,6 +101,7 @@ def test_command_line_megatron_defaults_and_vocab_padding() -> None:
     assert par["precision"] == "fp8"
     assert par["recompute"] == "full"
     assert par["global_batch_size"] == 4 * 4  # Megatron default: micro-batch x dp
+    assert "grad_reduce_in_fp32" not in par  # left to the framework default
     assert doc["training"]["total_tokens"] == 1000 * 2048
     parse_scenario(doc)
 
@@ -119,6 +120,21 @@ def test_moe_and_explicit_vocab() -> None:
     assert doc["model"]["vocab_size"] == 32000
     assert doc["parallelism"]["expert_parallel"] == 8
     assert parse_scenario(doc).model.is_moe
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [("--grad-reduce-in-bf16", False), ("--accumulate-allreduce-grads-in-fp32", True)],
+)
+def test_gradient_reduction_precision_flags(flag: str, expected: bool) -> None:
+    cmd = (
+        "pretrain_gpt.py --num-layers 2 --hidden-size 256 --num-attention-heads 4 "
+        f"--seq-length 512 --bf16 {flag}"
+    )
+    doc = scenario_document_from_megatron_args(cmd, num_gpus=8, gpu="h100-sxm")
+    assert doc is not None
+    assert doc["parallelism"]["grad_reduce_in_fp32"] is expected
+    assert parse_scenario(doc).parallelism.grad_reduce_in_fp32 is expected
 
 
 def test_no_model_arguments_returns_none() -> None:
