@@ -51,7 +51,8 @@ class ScenarioArrays:
     ``parallelism.grad_reduce_in_fp32`` or the framework's default);
     ``fused_attn``, ``fused_ew``, ``tp_overlap``, ``logit_bytes`` (bytes per logit held at the
     loss), ``loss_traffic`` (HBM bytes per logit the loss moves, forward + backward), ``fp8_cache``,
-    ``op_sac``, ``flash_v1``, ``z3_per_tensor``, ``pp_overlap`` the
+    ``op_sac``, ``flash_v1``, ``z3_per_tensor``, ``z3_prefetch``, ``z3_regather``,
+    ``pp_overlap`` the
     framework's properties (``planner.perf.frameworks``).
     """
 
@@ -102,6 +103,8 @@ class ScenarioArrays:
     op_sac: BoolArray
     flash_v1: BoolArray
     z3_per_tensor: BoolArray
+    z3_prefetch: FloatArray
+    z3_regather: BoolArray
     pp_overlap: BoolArray
     total_tokens: FloatArray
     train_iters: FloatArray
@@ -194,6 +197,8 @@ class ScenarioArrays:
             op_sac=ba([pr.op_level_selective_recompute for pr in profiles]),
             flash_v1=ba([pr.flash_attention_v1 for pr in profiles]),
             z3_per_tensor=ba([pr.zero3_gather_per_tensor for pr in profiles]),
+            z3_prefetch=fa([pr.zero3_prefetch_params for pr in profiles]),
+            z3_regather=ba([pr.zero3_regather_on_recompute for pr in profiles]),
             pp_overlap=ba([pr.pp_comm_overlap for pr in profiles]),
             total_tokens=fa(
                 [np.nan if tr.total_tokens is None else tr.total_tokens for tr in training]

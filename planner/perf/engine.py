@@ -474,12 +474,22 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     # ZeRO-3/FSDP: one gather (forward), one gather (backward) and one reduce-scatter per
     # collective unit per microbatch, each paying the ring latency: a flat buffer per layer, or
     # every parameter tensor of the layer (DeepSpeed; 12 with biases (GPT), 9 without (Llama))
+    # (DeepSpeed, full recompute: the recomputed forward gathers once more; its prefetch reaches
+    # only ``z3_prefetch`` parameters ahead, hiding at most that share of the next tensor's
+    # gather; planner.perf.frameworks)
     per_mb = grad_c + gather_c
+    keep_z3 = np.full(n, keep)
     if (a.zero >= 3).any():
         tensors = np.where(a.z3_per_tensor, np.where(a.dropout, 12.0, 9.0), 1.0)
+        regather = a.z3_regather & full
+        per_mb = per_mb + np.where(regather, 0.5 * gather_c, 0.0)
         latency_one = coll.all_gather_time_s(zero, dp_dense_n, a.t, link)
-        per_mb = per_mb + 3.0 * np.maximum(layers * tensors - 1.0, 0.0) * latency_one
-    z3 = m * np.maximum(per_mb * keep, per_mb - slow_total)
+        passes = np.where(regather, 4.0, 3.0)
+        per_mb = per_mb + passes * np.maximum(layers * tensors - 1.0, 0.0) * latency_one
+        unit_params = dense / np.maximum(layers * tensors, 1.0)
+        reach = np.minimum(a.z3_prefetch / np.maximum(unit_params, 1.0), 1.0 - keep)
+        keep_z3 = np.where(a.z3_prefetch > 0, 1.0 - reach, keep)
+    z3 = m * np.maximum(per_mb * keep_z3, per_mb - slow_total)
     dp_s = np.where(a.zero >= 3, z3, exposed_grad + exposed_gather)
     # optimizer
     shard_dense = np.where(a.zero >= 1, dp_dense_n, 1.0)

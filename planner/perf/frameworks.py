@@ -44,6 +44,16 @@ in ``efficiency_constants.json``):
   the ring latency, so per-tensor gathers multiply the latency term by the parameter tensors
   of a layer (12 for a GPT layer with biases, 9 for a Llama layer).
 
+* ``zero3_prefetch_params`` and ``zero3_regather_on_recompute``: how far ahead the stack
+  gathers ZeRO-3 parameters, and whether a recomputed forward gathers them again. PyTorch
+  FSDP/FSDP2 prefetch the next whole wrapped block (``forward_prefetch``/``backward_prefetch``,
+  FSDP2's implicit prefetch) and keep a block unsharded from its recomputed forward through its
+  backward (0, False). DeepSpeed ZeRO-3 prefetches at most ``stage3_prefetch_bucket_size``
+  parameters ahead (default 5e7, DeepSpeed configuration docs), so only that much of the next
+  parameter tensor's gather can run under the current operator's compute; and its stage-3
+  module hooks release parameters after every forward (``post_sub_module_forward``) and fetch
+  them before every forward and backward, so under full activation checkpointing the forward
+  recomputed inside the backward gathers them once more (5e7, True).
 * ``loss_bytes_per_logit``: HBM bytes the loss moves per logit (forward + backward, on top of
   the LM-head GEMM), counted kernel by kernel from each stack's loss code:
   Megatron-Core's ``vocab_parallel_cross_entropy`` (r0.8, used by Megatron-LM 2024 and NeMo
@@ -109,6 +119,8 @@ class FrameworkProfile:
     pp_comm_overlap: bool = False
     loss_bytes_per_logit: float = 40.0
     grad_reduce_in_fp32: bool = True
+    zero3_prefetch_params: float = 0.0
+    zero3_regather_on_recompute: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -158,6 +170,8 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             fp8_weight_cache=True,
             zero3_gather_per_tensor=True,
             grad_reduce_in_fp32=False,
+            zero3_prefetch_params=5e7,
+            zero3_regather_on_recompute=True,
         ),
         Framework.LLM_FOUNDRY: _LLM_FOUNDRY,
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul

@@ -14,11 +14,13 @@ from planner.scenario import parse_scenario
 from planner.specs.scenario import Framework, Scenario
 
 
-def _scenario(framework: str, gpu: str = "h100-sxm", **par: Any) -> Scenario:
+def _scenario(
+    framework: str, gpu: str = "h100-sxm", preset: str = "llama3-8b", **par: Any
+) -> Scenario:
     parallelism = {"tensor_parallel": 1, "global_batch_size": 64, "zero_stage": 3, **par}
     return parse_scenario(
         {
-            "model": {"preset": "llama3-8b"},
+            "model": {"preset": preset},
             "hardware": {"gpu": gpu, "num_gpus": 8 * parallelism["tensor_parallel"]},
             "parallelism": parallelism,
             "training": {"framework": framework},
@@ -131,3 +133,20 @@ def test_gradient_reduction_precision_follows_the_stack_and_the_scenario() -> No
     assert dp_s("deepspeed") < dp_s("deepspeed", grad_reduce_in_fp32=True)
     with pytest.raises(SpecError, match="grad_reduce_in_fp32"):
         _scenario("megatron", grad_reduce_in_fp32="yes")
+
+
+def test_deepspeed_zero3_short_prefetch_and_recompute_regather_expose_more_gathers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DeepSpeed's 5e7-parameter prefetch hides less of each tensor's gather than FSDP's
+    whole-block prefetch, and full recompute gathers the parameters once more."""
+    deepspeed = profile_of(Framework.DEEPSPEED)
+    assert deepspeed.zero3_prefetch_params == 5e7
+    assert deepspeed.zero3_regather_on_recompute
+    # Llama 3 70B: ~97M parameters per tensor, beyond the 5e7 prefetch
+    scenario = _scenario("deepspeed", preset="llama3-70b", micro_batch_size=1, recompute="full")
+    real = predict(scenario).breakdown.dp_comm_exposed_s
+    for change in ({"zero3_prefetch_params": 0.0}, {"zero3_regather_on_recompute": False}):
+        patched = replace(deepspeed, **change)  # type: ignore[arg-type]
+        monkeypatch.setattr(batch, "profile_of", lambda framework, p=patched: p)
+        assert predict(scenario).breakdown.dp_comm_exposed_s < real
