@@ -64,6 +64,15 @@ def _verdict(held_out: ErrorStats, source: str) -> str:
     return "meets" if ok else "misses"
 
 
+SUBSETS: dict[str, tuple[tuple[str, str], ...]] = {
+    "sc21": (
+        ("Table 1, Megatron-LM PTD-P", "sc21_t1_"),
+        ("Table 2, DeepSpeed ZeRO-3", "sc21_t2_"),
+    ),
+}
+"""Per source, (label, config_id prefix) of subsets also reported on their own (not judged)."""
+
+
 def accuracy_table(outcomes: Sequence[Outcome]) -> str:
     """Per source and overall: calibration and held-out rows, mean/max APE (%), bias (%)."""
     lines = [
@@ -72,9 +81,13 @@ def accuracy_table(outcomes: Sequence[Outcome]) -> str:
         "| target (held-out ≤5 % mean, ≤15 % max) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    groups: list[tuple[str, list[Outcome]]] = [
-        (s, [o for o in outcomes if o.case.source == s]) for s in SOURCE_FILES
-    ]
+    groups: list[tuple[str, list[Outcome]]] = []
+    for source in SOURCE_FILES:
+        of_source = [o for o in outcomes if o.case.source == source]
+        groups.append((source, of_source))
+        for label, prefix in SUBSETS.get(source, ()):
+            subset = [o for o in of_source if o.case.config_id.startswith(prefix)]
+            groups.append((f"↳ {source}: {label}", subset))
     dense = [o for o in outcomes if o.case.source in DENSE_A100_H100_SOURCES]
     groups += [("**dense A100/H100 sources**", dense), ("**all**", list(outcomes))]
     for name, rows in groups:

@@ -53,7 +53,9 @@ class ScenarioArrays:
     loss), ``loss_traffic`` (HBM bytes per logit the loss moves, forward + backward), ``fp8_cache``,
     ``op_sac``, ``flash_v1``, ``z3_per_tensor``, ``z3_prefetch``, ``z3_regather``,
     ``pp_overlap`` the
-    framework's properties (``planner.perf.frameworks``).
+    framework's properties (``planner.perf.frameworks``); ``dp_grad_overlap`` /
+    ``dp_gather_overlap`` the scenario's ``overlap_grad_reduce`` / ``overlap_param_gather``
+    (true unless set to false).
     """
 
     n: int
@@ -106,6 +108,8 @@ class ScenarioArrays:
     z3_prefetch: FloatArray
     z3_regather: BoolArray
     pp_overlap: BoolArray
+    dp_grad_overlap: BoolArray
+    dp_gather_overlap: BoolArray
     total_tokens: FloatArray
     train_iters: FloatArray
     device: DeviceArrays
@@ -200,6 +204,8 @@ class ScenarioArrays:
             z3_prefetch=fa([pr.zero3_prefetch_params for pr in profiles]),
             z3_regather=ba([pr.zero3_regather_on_recompute for pr in profiles]),
             pp_overlap=ba([pr.pp_comm_overlap for pr in profiles]),
+            dp_grad_overlap=ba([p.overlap_grad_reduce is not False for p in ps]),
+            dp_gather_overlap=ba([p.overlap_param_gather is not False for p in ps]),
             total_tokens=fa(
                 [np.nan if tr.total_tokens is None else tr.total_tokens for tr in training]
             ),

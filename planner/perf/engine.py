@@ -24,7 +24,8 @@ Model (details in each helper's docstring):
    step hidden behind that step's attention (Liu et al. 2023); EP dispatch+combine all-to-all
    forward and backward; PP send/recv of ``tok·h/t`` per microbatch boundary; DP gradient
    reduce-scatter (all-reduce at ZeRO-0) and parameter all-gather once per iteration, hidden
-   behind the last microbatch's backward / first forward up to ``dp_overlap_fraction``;
+   behind the last microbatch's backward / first forward up to ``dp_overlap_fraction`` (fully
+   exposed when the scenario sets ``overlap_grad_reduce`` / ``overlap_param_gather`` false);
    ZeRO-3/FSDP gathers parameters forward and backward and reduce-scatters gradients every
    microbatch, hidden behind that microbatch's compute.
 3. **Schedule**: 1F1B / interleaved 1F1B. The slowest stage (first: embedding; last: LM head and
@@ -469,8 +470,12 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     keep = 1.0 - eff.comm_overlap(CommKind.DATA)
     bwd_window = layers * ((1 - mf) * (g("db") + rec_d) + mf * (g("mb") + rec_m))
     fwd_window = layers * ((1 - mf) * g("df") + mf * g("mf"))
-    exposed_grad = np.maximum(grad_c * keep, grad_c - bwd_window)
-    exposed_gather = np.maximum(gather_c * keep, gather_c - fwd_window)
+    exposed_grad = np.where(
+        a.dp_grad_overlap, np.maximum(grad_c * keep, grad_c - bwd_window), grad_c
+    )
+    exposed_gather = np.where(
+        a.dp_gather_overlap, np.maximum(gather_c * keep, gather_c - fwd_window), gather_c
+    )
     # ZeRO-3/FSDP: one gather (forward), one gather (backward) and one reduce-scatter per
     # collective unit per microbatch, each paying the ring latency: a flat buffer per layer, or
     # every parameter tensor of the layer (DeepSpeed; 12 with biases (GPT), 9 without (Llama))

@@ -228,6 +228,9 @@ def scenario_document_from_megatron_args(
         if args.get("use-distributed-optimizer") is True
         else 0,
     }
+    # Megatron-LM leaves both off unless asked (training arguments, Megatron-Core DDP config)
+    parallelism["overlap_grad_reduce"] = args.get("overlap-grad-reduce") is True
+    parallelism["overlap_param_gather"] = args.get("overlap-param-gather") is True
     if args.get("grad-reduce-in-bf16") is True:
         parallelism["grad_reduce_in_fp32"] = False
     elif args.get("accumulate-allreduce-grads-in-fp32") is True:

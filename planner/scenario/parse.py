@@ -62,6 +62,8 @@ _PARALLELISM_KEYS = (
     "precision",
     "flash_attention",
     "grad_reduce_in_fp32",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
 )
 _TRAINING_KEYS = ("framework", "total_tokens", "train_iters")
 
@@ -198,6 +200,8 @@ _NON_INT_PARALLELISM_KEYS = (
     "precision",
     "flash_attention",
     "grad_reduce_in_fp32",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
 )
 
 
@@ -231,6 +235,8 @@ def _parse_parallelism(raw: dict[str, object], num_gpus: int) -> ParallelismSpec
         precision=_enum("parallelism.precision", raw.get("precision", "bf16"), Precision),
         flash_attention=raw.get("flash_attention", True),  # type: ignore[arg-type]
         grad_reduce_in_fp32=raw.get("grad_reduce_in_fp32"),  # type: ignore[arg-type]
+        overlap_grad_reduce=raw.get("overlap_grad_reduce"),  # type: ignore[arg-type]
+        overlap_param_gather=raw.get("overlap_param_gather"),  # type: ignore[arg-type]
         **ints,  # type: ignore[arg-type]
     )
 

@@ -30,7 +30,13 @@ class ParallelismSpec:
     ``grad_reduce_in_fp32`` (extra field; Megatron-Core ``DistributedDataParallelConfig``,
     ``--accumulate-allreduce-grads-in-fp32``): gradients are accumulated and reduced across
     data-parallel ranks in fp32 (4 bytes per parameter) rather than 16-bit; None (the default)
-    takes the framework's default for the precision (``planner.perf.frameworks``). Raises
+    takes the framework's default for the precision (``planner.perf.frameworks``).
+    ``overlap_grad_reduce`` / ``overlap_param_gather`` (extra fields; Megatron-LM
+    ``--overlap-grad-reduce`` / ``--overlap-param-gather``): the data-parallel gradient
+    reduction runs in buckets under the last microbatch's backward / the parameter all-gather
+    (ZeRO >= 1) under the first microbatch's forward; false: after the backward / before the
+    forward, fully exposed; None (the default): overlapped, as current recipes of every
+    framework run (FSDP/ZeRO-3 always overlap). Raises
     ``SpecError``
     naming ``parallelism.<field>``; checks that involve the model or the GPU count live in
     ``Scenario``.
@@ -50,6 +56,8 @@ class ParallelismSpec:
     precision: Precision = Precision.BF16
     flash_attention: bool = True
     grad_reduce_in_fp32: bool | None = None
+    overlap_grad_reduce: bool | None = None
+    overlap_param_gather: bool | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -70,8 +78,9 @@ class ParallelismSpec:
             )
         require_bool("parallelism.sequence_parallel", self.sequence_parallel)
         require_bool("parallelism.flash_attention", self.flash_attention)
-        if self.grad_reduce_in_fp32 is not None:
-            require_bool("parallelism.grad_reduce_in_fp32", self.grad_reduce_in_fp32)
+        for optional in ("grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather"):
+            if getattr(self, optional) is not None:
+                require_bool(f"parallelism.{optional}", getattr(self, optional))
         if not isinstance(self.recompute, Recompute):
             raise SpecError(
                 "parallelism.recompute", f"must be none, selective or full, got {self.recompute!r}"

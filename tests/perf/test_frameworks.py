@@ -150,3 +150,20 @@ def test_deepspeed_zero3_short_prefetch_and_recompute_regather_expose_more_gathe
         patched = replace(deepspeed, **change)  # type: ignore[arg-type]
         monkeypatch.setattr(batch, "profile_of", lambda framework, p=patched: p)
         assert predict(scenario).breakdown.dp_comm_exposed_s < real
+
+
+def test_data_parallel_overlap_can_be_switched_off() -> None:
+    """``overlap_grad_reduce`` / ``overlap_param_gather`` false: the whole reduction / gather
+    is exposed (Megatron-LM without ``--overlap-grad-reduce``)."""
+
+    def dp_s(**par: Any) -> float:
+        scenario = _scenario("megatron", zero_stage=1, global_batch_size=8, **par)
+        return predict(scenario).breakdown.dp_comm_exposed_s
+
+    both = dp_s()
+    assert dp_s(overlap_grad_reduce=True, overlap_param_gather=True) == both
+    no_grad = dp_s(overlap_grad_reduce=False)
+    no_gather = dp_s(overlap_param_gather=False)
+    assert no_grad > both
+    assert no_gather > both
+    assert dp_s(overlap_grad_reduce=False, overlap_param_gather=False) > max(no_grad, no_gather)

@@ -35,7 +35,7 @@ srun python pretrain_gpt.py \
     --pipeline-model-parallel-size 4 \
     --num-layers-per-virtual-pipeline-stage 5 \
     --sequence-parallel \
-    --use-distributed-optimizer \
+    --use-distributed-optimizer --overlap-grad-reduce \
     --recompute-granularity selective \
     --micro-batch-size 1 --global-batch-size 512 \
     --bf16 \
@@ -73,6 +73,8 @@ def test_sbatch_script_extraction() -> None:
         "recompute": "selective",
         "data_parallel": 32,
         "global_batch_size": 512,
+        "overlap_grad_reduce": True,
+        "overlap_param_gather": False,
     }
     assert hw == {"gpu": "h100-sxm", "num_gpus": 1024}
     assert doc["training"] == {"framework": "megatron", "train_iters": 250000}
@@ -102,6 +104,8 @@ def test_command_line_megatron_defaults_and_vocab_padding() -> None:
     assert par["recompute"] == "full"
     assert par["global_batch_size"] == 4 * 4  # Megatron default: micro-batch x dp
     assert "grad_reduce_in_fp32" not in par  # left to the framework default
+    assert par["overlap_grad_reduce"] is False  # Megatron-LM's default without the flag
+    assert par["overlap_param_gather"] is False
     assert doc["training"]["total_tokens"] == 1000 * 2048
     parse_scenario(doc)
 
