@@ -80,8 +80,10 @@ in ``efficiency_constants.json``):
 
 Memory (``planner.perf.memory``):
 
-* ``fused_cross_entropy``: the loss is Megatron's fused vocab-parallel cross-entropy, which
-  keeps one fp32 copy of the logits (4 bytes per logit). Eager ``F.cross_entropy(logits.float())``
+* ``fused_cross_entropy``: the loss is a fused kernel that holds about 4 bytes per logit:
+  Megatron's fused vocab-parallel cross-entropy keeps one fp32 copy of the logits and works in
+  place; flash-attn's fused cross-entropy (llm-foundry's MPT ``loss_fn`` default) keeps the
+  16-bit logits and writes the 16-bit gradient. Eager ``F.cross_entropy(logits.float())``
   holds the 16-bit logits, their fp32 upcast and the fp32 log-softmax it saves for the backward
   at once: 10 bytes per logit at the loss (torchtitan ``train.py``, Dec 2024).
 * ``fp8_weight_cache``: under FP8 training, Transformer Engine keeps a 1-byte copy of every
@@ -142,7 +144,7 @@ _LLM_FOUNDRY = FrameworkProfile(
     fused_attention=False,
     fused_elementwise=False,
     tp_comm_overlap=False,
-    fused_cross_entropy=False,
+    fused_cross_entropy=True,  # flash-attn's fused cross-entropy (``loss_fn`` default)
     fp8_weight_cache=True,
     flash_attention_v1=True,
     loss_bytes_per_logit=10.0,

@@ -4,10 +4,38 @@ Model states, bytes per parameter held by a GPU (Megatron-LM ``docs/.../dist_opt
 Rajbhandari et al. 2020 §5): 16-bit weights 2; gradient buffer ``grad_bytes`` (4 = fp32 main
 grads, Megatron's default when training in BF16; 2 = NeMo's distributed Adam, which keeps
 BF16 gradient buckets); Adam fp32 master weights + two moments 12. ZeRO-1 (distributed
-optimizer) shards the 12 over the data-parallel group, ZeRO-2 also the gradients, ZeRO-3/FSDP
-also the weights (plus two gathered layers in flight). Dense parameters are sharded over
-``d·c`` GPUs, expert parameters over ``d·c/e``. Under FP8/MXFP8/NVFP4 training Transformer
-Engine keeps a 1-byte copy of every linear weight, cached across microbatches.
+optimizer) shards the 12 over the data-parallel group, ZeRO-2 also the gradients, ZeRO-3 also
+the weights. Dense parameters are sharded over ``d·c`` GPUs, expert parameters over ``d·c/e``.
+Under FP8/MXFP8/NVFP4 training Transformer Engine keeps a 1-byte copy of every transformer
+linear weight, cached across microbatches (the embedding and the LM head are not TE modules).
+The peak is what the caching allocator reserves (``torch.cuda.max_memory_reserved``, which
+torchtitan reports), so memory a stream keeps cached counts even while no tensor lives in it.
+
+ZeRO-3 comes in two designs (``zero3_gather_per_tensor`` in ``planner.perf.frameworks``):
+
+* PyTorch FSDP (torchtitan, plain FSDP, llm-foundry, Megatron-LM ``--use-torch-fsdp2``)
+  shards whole wrapped units. The sharded parameter *is* the fp32 master the optimizer updates
+  (FSDP2 ``MixedPrecisionPolicy``, FSDP1 ``MixedPrecision`` cast to 16 bits only for the
+  all-gather), so no 16-bit shard exists: ``4 + grad_bytes + 8`` bytes per sharded parameter.
+  The root unit (embedding, final norm, LM head on this stage) is never resharded after
+  forward (FSDP2 ``FSDPState._lazy_init`` sets the root's ``post_forward_mesh_info = None``;
+  FSDP1 ``_post_forward`` frees only non-root handles), so it stays gathered from its forward
+  to the end of the backward, beside one transformer block (prefetched, or torchtitan's last
+  block, which it does not reshard). FSDP2 all-gathers into a flat buffer allocated on its
+  all-gather copy-in stream and copies it out into the unsharded parameters on the compute
+  stream (``foreach_all_gather`` / ``foreach_all_gather_copy_out`` in
+  ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``); the caching allocator hands
+  a cached block only to requests on the stream it was allocated on
+  (``c10/cuda/CUDACachingAllocator.cpp`` ``get_free_block``; ``Tensor.record_stream`` docs),
+  so that stream keeps the largest unit's flat buffer reserved: 16-bit bytes of
+  ``root + block + max(root, block)``. Its sharded gradients are likewise views
+  of a buffer allocated on the reduce-scatter stream ("the GPU sharded gradient is allocated
+  in the RS stream", ``foreach_reduce``): they stay reserved through the next forward even
+  though ``zero_grad(set_to_none=True)`` frees them, which is why the gradients count at the
+  peak.
+* DeepSpeed (``partition_parameters.py``) keeps each parameter's 16-bit partition
+  (``ds_tensor``) beside the optimizer's fp32 partition and fetches parameters per submodule:
+  ``2 + grad_bytes + 12`` bytes per sharded parameter plus two layers gathered in flight.
 
 Activations per layer and microbatch (Korthikanti et al. 2022, Table 2, generalised to GQA,
 SwiGLU, MoE, context parallel and FP8; ``tok = b·S/c`` local tokens):
@@ -20,14 +48,31 @@ SwiGLU, MoE, context parallel and FP8; ``tok = b·S/c`` local tokens):
   ``(4 + dropout)·heads·(S/c)·S·b`` bytes of scores, softmax and mask unless recomputed.
 
 Selective recompute drops the score term; full recompute keeps each layer's input (``2Th``,
-``/t`` with SP) plus one layer's working set. The first pipeline stage holds
-``p`` microbatches of ``L/p`` layers (1F1B) or ``2(p-1) + (v-1)p + 1`` chunks of
-``L/(pv)`` layers (interleaved; Megatron's warm-up count), never more than all microbatches.
-The last stage adds the logits at the loss, ``logit_bytes·tok·V/t`` (4: fused fp32
-cross-entropy; 10 in eager PyTorch: 16-bit logits, fp32 upcast and saved log-softmax; see
-``planner.perf.frameworks``, which also says when the FP8 weight copy is cached and when
-"selective" means torchtitan's op-level SAC). The reported peak is the larger of the first
-and last stage, plus the efficiency model's runtime overhead and allocator slack.
+``/t`` with SP) plus one layer's working set while that layer is re-run. torchtitan's "selective"
+is op-level SAC (``planner.perf.frameworks``): its policy (``_apply_ac_to_transformer_block``,
+``selective_ac_option = "op"``) marks ``MUST_SAVE`` the outputs of every odd-numbered
+``aten.mm`` of a block (wq, wv, w1 and, for SwiGLU, w2; wk, wo, w3 are recomputed), of the
+attention kernel and of TP reduce-scatters, and eager PyTorch stores every ``MUST_SAVE`` output
+(``_CachingTorchDispatchMode`` in ``torch/utils/checkpoint.py``). Per token, 16-bit: the block
+input ``h`` (``/t`` with SP), ``q + kv + q + f`` over ``t`` (wq, wv, attention output, w1),
+w2's output ``h`` (a partial sum of full width under TP) and, with SP, the two reduce-scatter
+outputs ``2h/t``. The first pipeline stage holds ``p`` microbatches of ``L/p`` layers (1F1B) or
+``2(p-1) + (v-1)p + 1`` chunks of ``L/(pv)`` layers (interleaved; Megatron's warm-up count),
+never more than all microbatches.
+
+The stage computing the loss peaks in the loss's backward, before any layer is re-run (so the
+loss and a full-recompute working set are never held together): it holds the final norm's
+input and the LM head's input (``2·tok·h/t`` each with SP; a DTensor ``ColwiseParallel`` head
+saves its all-gathered input, ``2·tok·h``) and the loss buffers, bytes per logit ``tok·V/t``:
+a fused loss ``logit_bytes`` (4: Megatron's fused vocab-parallel cross-entropy works in place);
+eager ``F.cross_entropy(logits.float())`` 12 (its backward holds the saved fp32 log-softmax,
+the dense fp32 ``nll_loss`` gradient and ``_log_softmax_backward_data``'s fp32 output at once,
+more than the 10 of its forward: 16-bit logits, fp32 upcast, fp32 log-softmax); 16 with
+tensor parallelism, where eager stacks compute the loss with DTensor ``loss_parallel``
+(``torch/distributed/tensor/parallel/loss.py``: the backward
+``(grad_input + torch.exp(x)) * grad_output`` holds four fp32 logit-sized tensors).
+The reported peak is the larger of the first and last stage, plus the efficiency model's
+runtime overhead and allocator slack.
 """
 
 from __future__ import annotations
@@ -49,8 +94,11 @@ __all__ = [
     "activation_bytes_per_layer",
     "layers_in_flight",
     "local_params",
+    "loss_bytes_per_logit_arr",
+    "loss_peak_bytes_arr",
     "memory_arrays",
     "memory_per_gpu",
+    "root_params",
     "total_params",
 ]
 
@@ -60,6 +108,16 @@ WEIGHT_BYTES_PER_PARAM = 2.0
 OPTIMIZER_BYTES_PER_PARAM = 12.0
 LOW_PRECISION_WEIGHT_COPY_BYTES = 1.0
 """Transformer Engine's cached FP8 copy of each linear weight (``is_first_microbatch``)."""
+ACTIVATION_BYTES = 2.0
+"""16-bit activations."""
+FUSED_LOSS_BYTES_PER_LOGIT = 4.0
+"""``logit_bytes`` of a fused loss (Megatron's fused vocab-parallel cross-entropy)."""
+EAGER_LOSS_PEAK_BYTES_PER_LOGIT = 12.0
+"""Eager ``F.cross_entropy(logits.float())``, peak in its backward: saved fp32 log-softmax,
+dense fp32 ``nll_loss`` gradient and the fp32 ``_log_softmax_backward_data`` output."""
+LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT = 16.0
+"""DTensor ``loss_parallel`` backward ``(grad_input + torch.exp(x)) * grad_output``: saved fp32
+log-softmax, ``grad_input``, the fp32 sum and the fp32 product at once."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,11 +262,14 @@ def activation_bytes_arr(
     layer_input = 2.0 * tok * a.h / np.where(a.sp, a.t, 1.0)
     out: FloatArray = np.where(recompute == 2, layer_input, full)
     if op_level and a.op_sac.any():
-        # torchtitan op-level SAC: the layer input, the attention output and every second
-        # matmul output (half of QKV, output projection, MLP up and down), 16-bit, over t
-        width = (tok * a.topk + tok * a.shared) * a.f_moe if moe_layer else tok * a.f
-        mm_out = tok * (a.q + 2.0 * a.kv + 2.0 * a.h) + n_up * width
-        op = layer_input + (2.0 * tok * a.q + mm_out) / a.t
+        # torchtitan op-level SAC, eager: the block input, the outputs of the odd-numbered
+        # matmuls (wq, wv, w1; w2 too for SwiGLU: 7 matmuls), of the attention kernel and of
+        # the TP reduce-scatters (module docstring)
+        up = (tok * a.topk + tok * a.shared) * a.f_moe if moe_layer else tok * a.f
+        down = np.where(a.gated, ACTIVATION_BYTES * tok * a.h, 0.0)  # partial sum under TP
+        reduce_scatter = np.where(a.sp & (a.t > 1), 2.0 * ACTIVATION_BYTES * tok * a.h / a.t, 0.0)
+        sharded = ACTIVATION_BYTES * (tok * (2.0 * a.q + a.kv) + up) / a.t
+        op = layer_input + sharded + down + reduce_scatter
         out = np.where(a.op_sac & (recompute == 1), np.minimum(op, full), out)
     return out
 
@@ -219,6 +280,44 @@ def layers_in_flight_arr(a: ScenarioArrays) -> FloatArray:
     chunks = np.where(a.v == 1, a.p, 2.0 * (a.p - 1) + (a.v - 1) * a.p + 1)
     out: FloatArray = np.minimum(chunks, a.m * a.v) * chunk_layers
     return out
+
+
+def loss_bytes_per_logit_arr(a: ScenarioArrays) -> FloatArray:
+    """Peak bytes per logit the loss holds (forward or backward; module docstring).
+
+    A fused loss holds ``logit_bytes``; the eager ``F.cross_entropy`` peaks in its backward at
+    ``EAGER_LOSS_PEAK_BYTES_PER_LOGIT``, or ``LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT`` under tensor
+    parallelism (DTensor ``loss_parallel``)."""
+    eager = a.logit_bytes > FUSED_LOSS_BYTES_PER_LOGIT
+    backward = np.where(
+        a.t > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT
+    )
+    out: FloatArray = np.where(eager, np.maximum(a.logit_bytes, backward), a.logit_bytes)
+    return out
+
+
+def loss_peak_bytes_arr(a: ScenarioArrays) -> FloatArray:
+    """Bytes the stage computing the loss holds at the loss on top of the layers' activations:
+    the loss buffers (``loss_bytes_per_logit_arr · tok·V/t``), the final norm's input and the
+    LM head's saved input (all-gathered under a DTensor head: eager loss with ``t > 1``)."""
+    tok = a.b * a.S / a.c
+    t_sp = np.where(a.sp, a.t, 1.0)
+    eager_tp = (a.logit_bytes > FUSED_LOSS_BYTES_PER_LOGIT) & (a.t > 1)
+    head_input = ACTIVATION_BYTES * tok * a.h / np.where(eager_tp, 1.0, t_sp)
+    norm_input = ACTIVATION_BYTES * tok * a.h / t_sp
+    out: FloatArray = loss_bytes_per_logit_arr(a) * tok * a.V / a.t + head_input + norm_input
+    return out
+
+
+def root_params(a: ScenarioArrays) -> tuple[FloatArray, FloatArray]:
+    """``(first, last)`` stage parameters per GPU outside the transformer layers: embedding,
+    final norm and LM head (the LM head its own copy when untied or ``p > 1``), over ``t``."""
+    emb = a.V * a.h
+    single = a.p == 1
+    head = np.where(single & ~a.untied, 0.0, emb) + a.h
+    first = (emb + np.where(single, head, 0.0)) / a.t
+    last = (head + np.where(single, emb, 0.0)) / a.t
+    return first, last
 
 
 def memory_arrays(
@@ -260,29 +359,35 @@ def memory_arrays(
             )
     in_flight = layers_in_flight_arr(a)
     working = np.where(full, working, 0.0)
-    first_act = in_flight * per_layer + working
-    tok = a.b * a.S / a.c
-    logits = a.logit_bytes * tok * a.V / a.t
+    # the loss peaks before any layer is re-run: the stage holds one or the other on top
+    at_loss = np.maximum(loss_peak_bytes_arr(a), working)
+    single = a.p == 1
+    first_act = in_flight * per_layer + np.where(single, at_loss, working)
     last_layers = np.minimum(a.L / a.p, in_flight)
-    last_act = last_layers * per_layer + working + logits
-    first_act = np.where(a.p == 1, first_act + logits, first_act)
+    last_act = last_layers * per_layer + at_loss
 
     d_dense = a.d * a.c
     d_expert = np.maximum(d_dense / a.e, 1.0)
     z = a.zero
     lp = a.device.low_precision
-    gathered_layers = np.where(z >= 3, 2.0, 0.0)
+    unit_wise = ~a.z3_per_tensor  # PyTorch FSDP (module docstring); else DeepSpeed
+    layers = np.maximum(a.L / a.p, 1.0)
 
-    def states(dense: FloatArray, expert: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        layer_params = (dense + expert) / np.maximum(a.L / a.p, 1.0)
-        weights = WEIGHT_BYTES_PER_PARAM * (
-            np.where(z >= 3, dense / d_dense, dense) + np.where(z >= 3, expert / d_expert, expert)
-        )
+    def states(
+        dense: FloatArray, expert: FloatArray, root: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        block = (dense - root + expert) / layers
         sharded_away = (dense + expert) - (dense / d_dense + expert / d_expert)
-        gathered = np.minimum(gathered_layers * layer_params, sharded_away)
-        weights = weights + WEIGHT_BYTES_PER_PARAM * gathered
+        gathered = np.where(
+            unit_wise,
+            root + block + np.maximum(root, block),  # + FSDP2's all-gather stream buffer
+            2.0 * (dense + expert) / layers,  # DeepSpeed: two layers in flight
+        )
+        gathered = np.where(z >= 3, np.minimum(gathered, sharded_away), 0.0)
+        shard16 = np.where(unit_wise, 0.0, dense / d_dense + expert / d_expert)
+        weights = WEIGHT_BYTES_PER_PARAM * (np.where(z >= 3, shard16, dense + expert) + gathered)
         weights = weights + np.where(
-            lp & a.fp8_cache, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense + expert), 0.0
+            lp & a.fp8_cache, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense - root + expert), 0.0
         )
         grads = a.grad_bytes * (
             np.where(z >= 2, dense / d_dense, dense) + np.where(z >= 2, expert / d_expert, expert)
@@ -293,8 +398,9 @@ def memory_arrays(
         return weights, grads, optim
 
     fd, fe, ld, le = params if params is not None else stage_params(a)
+    root_first, root_last = root_params(a)
     # both stages in one pass: rows 0 (first stage) and 1 (last stage)
-    w, g, o = states(np.stack((fd, ld)), np.stack((fe, le)))
+    w, g, o = states(np.stack((fd, ld)), np.stack((fe, le)), np.stack((root_first, root_last)))
     w1, g1, o1 = w[0], g[0], o[0]
     w2, g2, o2 = w[1], g[1], o[1]
     slack = 1.0 + eff.memory_fragmentation_fraction
