@@ -10,6 +10,9 @@ llm-foundry -11..+5 % / -21..-13 %. Tightened with the framework profiles and re
 (``planner.perf.frameworks``): Korthikanti -1..+10 %; SC21 -29..+1 %; Megatron-LM H100
 -22..+3 %; NeMo -3..+6 %; llm-foundry -8..+8 %. The SC21 ZeRO-3 row and the smallest H100 row
 (1.7B, tp 1) are the weakest regimes, hence the wider tolerance of those two sources.
+Tightened again after batched-GEMM wave quantisation, gradient-reduction precision, DeepSpeed
+ZeRO-3 prefetch and unoverlapped 2021-22 Megatron DP (errors then): Korthikanti -6..+1 %;
+SC21 -21..-4 %; Megatron-LM H100 -16..+3 %; NeMo 0..+4 %; llm-foundry -2..+6 %.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ from planner.perf import predict
 from planner.scenario import parse_scenario
 
 TOLERANCE = {
-    "korthikanti2022": 0.13,
-    "sc21": 0.33,
-    "megatron_h100": 0.25,
+    "korthikanti2022": 0.08,
+    "sc21": 0.25,
+    "megatron_h100": 0.20,
     "nemo_24.07": 0.06,
-    "llm_foundry": 0.12,
+    "llm_foundry": 0.08,
 }
 """Largest accepted |predicted - measured| / measured per source (issue 3 targets 5 % mean)."""
 
