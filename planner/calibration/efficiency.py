@@ -35,7 +35,9 @@ from planner.calibration.collectives import Collective, Tier
 from planner.calibration.model import MEMORY_MODEL, Calibration, FittedOperator
 from planner.calibration.ops import DTYPE_BYTES, OpKind, Pass, op_flops
 from planner.errors import CalibrationError
+from planner.perf import ops
 from planner.perf.efficiency import CommKind, DefaultEfficiency, DeviceArrays, EfficiencyModel
+from planner.perf.ops import Flag, Real
 
 __all__ = ["CalibratedEfficiency"]
 
@@ -233,20 +235,20 @@ class CalibratedEfficiency:
 
     def gemm_flop_per_s(
         self,
-        m: FloatArray,
-        n: FloatArray,
-        k: FloatArray,
+        m: Real,
+        n: Real,
+        k: Real,
         device: DeviceArrays,
         *,
-        low_precision: BoolArray | bool,
-        batch: FloatArray | float = 1.0,
-    ) -> FloatArray:
+        low_precision: Flag,
+        batch: Real = 1.0,
+    ) -> Real:
         """``2mnk / t_gemm`` on the calibrated device inside the domain, else fallback
         (batched launches, ``batch`` > 1, always fall back: the samples time plain GEMMs)."""
         base = self.fallback.gemm_flop_per_s(
             m, n, k, device, low_precision=low_precision, batch=batch
         )
-        shape = base.shape
+        shape = np.shape(base)
         mine = np.broadcast_to(self._mine(device), shape)
         low = np.broadcast_to(np.asarray(low_precision, dtype=np.bool_), shape)
         op = self.calibration.operator("gemm/fwd")
@@ -269,25 +271,25 @@ class CalibratedEfficiency:
             },
         )
         out: FloatArray = np.where(use, 2.0 * mm * nn * kk / t, base)
-        return out
+        return ops.unbox(out)
 
     def attention_flop_per_s(
         self,
-        seq_kv: FloatArray,
+        seq_kv: Real,
         device: DeviceArrays,
         *,
         backward: bool,
-        fused: BoolArray | bool = True,
-        head_dim: FloatArray | None = None,
-        flash_v1: BoolArray | bool = False,
-    ) -> FloatArray:
+        fused: Flag = True,
+        head_dim: Real | None = None,
+        flash_v1: Flag = False,
+    ) -> Real:
         """Executed FLOPs / ``t_attention`` at ``attention_batch_heads`` (module docstring);
         ``fused``/``flash_v1`` only matter for the fallback: the sampled kernel is whatever
         the device's PyTorch picks."""
         base = self.fallback.attention_flop_per_s(
             seq_kv, device, backward=backward, fused=fused, head_dim=head_dim, flash_v1=flash_v1
         )
-        shape = base.shape
+        shape = np.shape(base)
         mine = np.broadcast_to(self._mine(device), shape)
         pass_ = Pass.BACKWARD if backward else Pass.FORWARD
         op = self.calibration.operator(f"attention/{pass_}")
@@ -307,16 +309,16 @@ class CalibratedEfficiency:
         use = mine & inside
         self._count("attention_flop_per_s", use, {_OTHER_DEVICE: ~mine, _OUTSIDE: mine & ~inside})
         out: FloatArray = np.where(use, flops / t, base)
-        return out
+        return ops.unbox(out)
 
-    def elementwise_traffic_factor(self, fused: BoolArray) -> FloatArray:
+    def elementwise_traffic_factor(self, fused: Flag) -> Real:
         """Fallback's (the sampled ops are eager PyTorch kernels either way)."""
         return self.fallback.elementwise_traffic_factor(fused)
 
-    def memory_bytes_per_s(self, num_bytes: FloatArray, device: DeviceArrays) -> FloatArray:
+    def memory_bytes_per_s(self, num_bytes: Real, device: DeviceArrays) -> Real:
         """``num_bytes / t_memory`` from the pooled streaming model (module docstring)."""
         base = self.fallback.memory_bytes_per_s(num_bytes, device)
-        shape = base.shape
+        shape = np.shape(base)
         mine = np.broadcast_to(self._mine(device), shape)
         op = self.calibration.operator(MEMORY_MODEL)
         if op is None:
@@ -327,9 +329,9 @@ class CalibratedEfficiency:
         use = mine & inside
         self._count("memory_bytes_per_s", use, {_OTHER_DEVICE: ~mine, _OUTSIDE: mine & ~inside})
         out: FloatArray = np.where(use, nb / t, base)
-        return out
+        return ops.unbox(out)
 
-    def bus_bandwidth_fraction(self, *, scale_up: BoolArray) -> FloatArray:
+    def bus_bandwidth_fraction(self, *, scale_up: Flag) -> Real:
         """Fitted all-reduce busbw / the tier's line rate, where both are known."""
         base = self.fallback.bus_bandwidth_fraction(scale_up=scale_up)
         if not self.calibrated_scalars:
@@ -342,7 +344,7 @@ class CalibratedEfficiency:
             if model is None or rate is None or not math.isfinite(model.bus_bandwidth_bytes_per_s):
                 continue
             out = np.where(where, model.bus_bandwidth_bytes_per_s / rate, out)
-        return out
+        return ops.unbox(out)
 
     def comm_overlap(self, kind: CommKind) -> float:
         """Fallback's (overlap is a property of the framework, not of a sampled operator)."""

@@ -1,31 +1,33 @@
-"""Structure of arrays over a batch of scenarios: the one input of the vectorized engine.
+"""Structure of arrays over a batch of scenarios: the one input of the engine.
 
 ``ScenarioArrays.from_scenarios(scenarios)`` reads every field the engine needs once, into
-float64 (or bool/int) arrays of shape ``(n,)``; everything downstream is numpy over that axis.
+float64 (or bool/int) arrays of shape ``(n,)``; ``ScenarioArrays.from_scenario(scenario)``
+reads the same fields of one scenario as Python ``float``/``bool``/``int`` (the one-scenario
+form). The engine computes both forms with the same code (``planner.perf.ops``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from planner.perf.efficiency import ARCHITECTURES, DeviceArrays
 from planner.perf.frameworks import FrameworkProfile, profile_of
+from planner.perf.ops import Count, Flag, Real
 from planner.specs.hardware import Precision
 from planner.specs.model import Activation
 from planner.specs.parallelism import ParallelismSpec, Recompute
 from planner.specs.scenario import Scenario
 
-__all__ = ["ScenarioArrays"]
-
-FloatArray = NDArray[np.float64]
-BoolArray = NDArray[np.bool_]
+__all__ = ["RECOMPUTE_CODES", "ScenarioArrays"]
 
 _LOW_PRECISION = (Precision.FP8, Precision.MXFP8, Precision.NVFP4)
-_RECOMPUTE_CODE = {Recompute.NONE: 0, Recompute.SELECTIVE: 1, Recompute.FULL: 2}
+RECOMPUTE_CODES = {Recompute.NONE: 0, Recompute.SELECTIVE: 1, Recompute.FULL: 2}
+"""``ScenarioArrays.recompute`` code of each recompute mode."""
 
 
 def _grad_reduce_in_fp32(par: ParallelismSpec, profile: FrameworkProfile) -> bool:
@@ -38,7 +40,8 @@ def _grad_reduce_in_fp32(par: ParallelismSpec, profile: FrameworkProfile) -> boo
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScenarioArrays:
-    """Every number the engine reads, one array element per scenario (SI units, counts as float).
+    """Every number the engine reads (SI units, counts as float): one array element per
+    scenario, or one Python number each in the one-scenario form.
 
     Model: ``L`` layers, ``h`` hidden, ``heads``, ``q``/``kv`` query and key widths, ``f`` MLP
     width, ``V`` vocabulary, ``S`` sequence, ``gated`` (SwiGLU), ``dropout`` (GeLU GPT models
@@ -59,158 +62,213 @@ class ScenarioArrays:
     """
 
     n: int
-    L: FloatArray
-    h: FloatArray
-    heads: FloatArray
-    q: FloatArray
-    kv: FloatArray
-    f: FloatArray
-    V: FloatArray
-    S: FloatArray
-    gated: BoolArray
-    dropout: BoolArray
-    untied: BoolArray
-    E: FloatArray
-    topk: FloatArray
-    f_moe: FloatArray
-    shared: FloatArray
-    moe_layers: FloatArray
-    t: FloatArray
-    p: FloatArray
-    c: FloatArray
-    e: FloatArray
-    d: FloatArray
-    v: FloatArray
-    sp: BoolArray
-    b: FloatArray
-    B: FloatArray
-    m: FloatArray
-    recompute: NDArray[np.int64]
-    zero: NDArray[np.int64]
-    flash: BoolArray
-    N: FloatArray
-    domain: FloatArray
-    up_bw: FloatArray
-    out_bw: FloatArray
-    up_lat: FloatArray
-    out_lat: FloatArray
-    hbm_bytes: FloatArray
-    grad_bytes: FloatArray
-    fused_attn: BoolArray
-    fused_ew: BoolArray
-    tp_overlap: BoolArray
-    logit_bytes: FloatArray
-    loss_traffic: FloatArray
-    fp8_cache: BoolArray
-    op_sac: BoolArray
-    flash_v1: BoolArray
-    z3_per_tensor: BoolArray
-    z3_prefetch: FloatArray
-    z3_regather: BoolArray
-    pp_overlap: BoolArray
-    dp_grad_overlap: BoolArray
-    dp_gather_overlap: BoolArray
-    total_tokens: FloatArray
-    train_iters: FloatArray
+    L: Real
+    h: Real
+    heads: Real
+    q: Real
+    kv: Real
+    f: Real
+    V: Real
+    S: Real
+    gated: Flag
+    dropout: Flag
+    untied: Flag
+    E: Real
+    topk: Real
+    f_moe: Real
+    shared: Real
+    moe_layers: Real
+    t: Real
+    p: Real
+    c: Real
+    e: Real
+    d: Real
+    v: Real
+    sp: Flag
+    b: Real
+    B: Real
+    m: Real
+    recompute: Count
+    zero: Count
+    flash: Flag
+    N: Real
+    domain: Real
+    up_bw: Real
+    out_bw: Real
+    up_lat: Real
+    out_lat: Real
+    hbm_bytes: Real
+    grad_bytes: Real
+    fused_attn: Flag
+    fused_ew: Flag
+    tp_overlap: Flag
+    logit_bytes: Real
+    loss_traffic: Real
+    fp8_cache: Flag
+    op_sac: Flag
+    flash_v1: Flag
+    z3_per_tensor: Flag
+    z3_prefetch: Real
+    z3_regather: Flag
+    pp_overlap: Flag
+    dp_grad_overlap: Flag
+    dp_gather_overlap: Flag
+    total_tokens: Real
+    train_iters: Real
     device: DeviceArrays
+
+    @property
+    def scalar(self) -> bool:
+        """True for the one-scenario form (Python numbers instead of arrays)."""
+        return not isinstance(self.L, np.ndarray)
+
+    def full(self, value: float) -> Real:
+        """``value`` for every scenario: the number itself, or an array of shape ``(n,)``."""
+        return value if self.scalar else np.full(self.n, value)
+
+    @classmethod
+    def from_scenario(cls, scenario: Scenario) -> ScenarioArrays:
+        """The one-scenario form of a validated ``Scenario``: every field a Python number."""
+        values = {
+            name: kind(value) for (name, kind), value in zip(_COLUMNS, _row(scenario), strict=True)
+        }
+        device = DeviceArrays(
+            **{name: values.pop(name) for name in _DEVICE_COLUMNS},
+            gpu_index=0,
+            gpu_keys=(scenario.hardware.gpu.key,),
+        )
+        return cls(n=1, device=device, **values)
 
     @classmethod
     def from_scenarios(cls, scenarios: Sequence[Scenario]) -> ScenarioArrays:
         """Gather the fields of ``scenarios`` (validated ``Scenario`` values) into arrays."""
-        ms = [s.model for s in scenarios]
-        ps = [s.parallelism for s in scenarios]
-        hs = [s.hardware for s in scenarios]
-        gpus = [hw.gpu for hw in hs]
-
-        def fa(values: list[float] | list[int]) -> FloatArray:
-            return np.asarray(values, dtype=np.float64)
-
-        def ba(values: list[bool]) -> BoolArray:
-            return np.asarray(values, dtype=np.bool_)
-
+        n = len(scenarios)
+        # one (n, columns) float64 conversion, transposed so that each column is contiguous
+        table = np.array([_row(s) for s in scenarios], dtype=np.float64)
+        table = table.reshape(n, len(_COLUMNS)).T.copy()
+        values: dict[str, Any] = {
+            name: table[j] if kind is float else table[j].astype(_DTYPES[kind])
+            for j, (name, kind) in enumerate(_COLUMNS)
+        }
         keys: dict[str, int] = {}
-        gpu_index = [keys.setdefault(g.key, len(keys)) for g in gpus]
-        low = [p.precision in _LOW_PRECISION for p in ps]
-        peak = [g.peak_flop_per_s(p.precision) for g, p in zip(gpus, ps, strict=True)]
-        peak16 = [
-            g.peak_flop_per_s(Precision.BF16 if g.supports(Precision.BF16) else Precision.FP16)
-            for g in gpus
-        ]
+        gpu_index = [keys.setdefault(s.hardware.gpu.key, len(keys)) for s in scenarios]
         device = DeviceArrays(
-            peak_flop_per_s=fa(peak),
-            peak16_flop_per_s=fa(peak16),
-            low_precision=ba(low),
-            hbm_bandwidth_bytes_per_s=fa([g.hbm_bandwidth_bytes_per_s for g in gpus]),
-            num_sms=fa([g.num_sms for g in gpus]),
-            architecture=np.asarray([ARCHITECTURES.index(g.architecture) for g in gpus]),
+            **{name: values.pop(name) for name in _DEVICE_COLUMNS},
             gpu_index=np.asarray(gpu_index, dtype=np.int64),
             gpu_keys=tuple(keys),
         )
-        training = [s.training for s in scenarios]
-        profiles = [profile_of(tr.framework) for tr in training]
-        return cls(
-            n=len(scenarios),
-            L=fa([m.num_layers for m in ms]),
-            h=fa([m.hidden_size for m in ms]),
-            heads=fa([m.num_attention_heads for m in ms]),
-            q=fa([m.query_width for m in ms]),
-            kv=fa([m.kv_width for m in ms]),
-            f=fa([m.ffn_hidden_size for m in ms]),
-            V=fa([m.vocab_size for m in ms]),
-            S=fa([m.seq_length for m in ms]),
-            gated=ba([m.activation.is_gated for m in ms]),
-            dropout=ba([m.activation is Activation.GELU for m in ms]),
-            untied=ba([m.untie_embeddings for m in ms]),
-            E=fa([m.num_experts for m in ms]),
-            topk=fa([m.moe_router_topk for m in ms]),
-            f_moe=fa([m.moe_ffn_hidden_size for m in ms]),
-            shared=fa([m.num_shared_experts for m in ms]),
-            moe_layers=fa([m.num_moe_layers for m in ms]),
-            t=fa([p.tensor_parallel for p in ps]),
-            p=fa([p.pipeline_parallel for p in ps]),
-            c=fa([p.context_parallel for p in ps]),
-            e=fa([p.expert_parallel for p in ps]),
-            d=fa([p.data_parallel for p in ps]),
-            v=fa([p.virtual_pipeline for p in ps]),
-            sp=ba([p.sequence_parallel for p in ps]),
-            b=fa([p.micro_batch_size for p in ps]),
-            B=fa([p.global_batch_size for p in ps]),
-            m=fa([p.num_microbatches for p in ps]),
-            recompute=np.asarray([_RECOMPUTE_CODE[p.recompute] for p in ps], dtype=np.int64),
-            zero=np.asarray([p.zero_stage for p in ps], dtype=np.int64),
-            flash=ba([p.flash_attention for p in ps]),
-            N=fa([hw.num_gpus for hw in hs]),
-            domain=fa([hw.nvlink_domain_size for hw in hs]),
-            up_bw=fa([hw.scale_up_bandwidth_bytes_per_s for hw in hs]),
-            out_bw=fa([hw.inter_node_bandwidth_bytes_per_s for hw in hs]),
-            up_lat=fa([g.scale_up_latency_s for g in gpus]),
-            out_lat=fa([g.scale_out_latency_s for g in gpus]),
-            hbm_bytes=fa([g.hbm_bytes for g in gpus]),
-            grad_bytes=fa(
-                [
-                    4.0 if _grad_reduce_in_fp32(p, pr) else 2.0
-                    for p, pr in zip(ps, profiles, strict=True)
-                ]
-            ),
-            fused_attn=ba([pr.fused_attention for pr in profiles]),
-            fused_ew=ba([pr.fused_elementwise for pr in profiles]),
-            tp_overlap=ba([pr.tp_comm_overlap for pr in profiles]),
-            logit_bytes=fa([4.0 if pr.fused_cross_entropy else 10.0 for pr in profiles]),
-            loss_traffic=fa([pr.loss_bytes_per_logit for pr in profiles]),
-            fp8_cache=ba([pr.fp8_weight_cache for pr in profiles]),
-            op_sac=ba([pr.op_level_selective_recompute for pr in profiles]),
-            flash_v1=ba([pr.flash_attention_v1 for pr in profiles]),
-            z3_per_tensor=ba([pr.zero3_gather_per_tensor for pr in profiles]),
-            z3_prefetch=fa([pr.zero3_prefetch_params for pr in profiles]),
-            z3_regather=ba([pr.zero3_regather_on_recompute for pr in profiles]),
-            pp_overlap=ba([pr.pp_comm_overlap for pr in profiles]),
-            dp_grad_overlap=ba([p.overlap_grad_reduce is not False for p in ps]),
-            dp_gather_overlap=ba([p.overlap_param_gather is not False for p in ps]),
-            total_tokens=fa(
-                [np.nan if tr.total_tokens is None else tr.total_tokens for tr in training]
-            ),
-            train_iters=fa(
-                [np.nan if tr.train_iters is None else tr.train_iters for tr in training]
-            ),
-            device=device,
-        )
+        return cls(n=n, device=device, **values)
+
+
+_DTYPES: dict[Callable[[Any], Any], Any] = {bool: np.bool_, int: np.int64}
+
+_COLUMNS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    *((name, float) for name in ("L", "h", "heads", "q", "kv", "f", "V", "S")),
+    *((name, bool) for name in ("gated", "dropout", "untied")),
+    *((name, float) for name in ("E", "topk", "f_moe", "shared", "moe_layers")),
+    *((name, float) for name in ("t", "p", "c", "e", "d", "v")),
+    ("sp", bool),
+    *((name, float) for name in ("b", "B", "m")),
+    ("recompute", int),
+    ("zero", int),
+    ("flash", bool),
+    *((name, float) for name in ("N", "domain", "up_bw", "out_bw", "up_lat", "out_lat")),
+    ("hbm_bytes", float),
+    ("grad_bytes", float),
+    *((name, bool) for name in ("fused_attn", "fused_ew", "tp_overlap")),
+    ("logit_bytes", float),
+    ("loss_traffic", float),
+    *((name, bool) for name in ("fp8_cache", "op_sac", "flash_v1", "z3_per_tensor")),
+    ("z3_prefetch", float),
+    ("z3_regather", bool),
+    ("pp_overlap", bool),
+    ("dp_grad_overlap", bool),
+    ("dp_gather_overlap", bool),
+    ("total_tokens", float),
+    ("train_iters", float),
+    ("peak_flop_per_s", float),
+    ("peak16_flop_per_s", float),
+    ("low_precision", bool),
+    ("hbm_bandwidth_bytes_per_s", float),
+    ("num_sms", float),
+    ("architecture", int),
+)
+"""Every field ``_row`` reads, in its order, with the Python type of the one-scenario form."""
+
+_DEVICE_COLUMNS = (
+    "peak_flop_per_s",
+    "peak16_flop_per_s",
+    "low_precision",
+    "hbm_bandwidth_bytes_per_s",
+    "num_sms",
+    "architecture",
+)
+
+
+def _row(s: Scenario) -> tuple[Any, ...]:
+    """The values of ``_COLUMNS`` for one scenario, numbers as read (the caller converts)."""
+    m, p, hw, tr = s.model, s.parallelism, s.hardware, s.training
+    g = hw.gpu
+    pr = profile_of(tr.framework)
+    peaks = dict(g.dense_peak_flop_per_s)
+    return (
+        m.num_layers,
+        m.hidden_size,
+        m.num_attention_heads,
+        m.query_width,
+        m.kv_width,
+        m.ffn_hidden_size,
+        m.vocab_size,
+        m.seq_length,
+        m.activation.is_gated,
+        m.activation is Activation.GELU,
+        m.untie_embeddings,
+        m.num_experts,
+        m.moe_router_topk,
+        m.moe_ffn_hidden_size,
+        m.num_shared_experts,
+        m.num_moe_layers,
+        p.tensor_parallel,
+        p.pipeline_parallel,
+        p.context_parallel,
+        p.expert_parallel,
+        p.data_parallel,
+        p.virtual_pipeline,
+        p.sequence_parallel,
+        p.micro_batch_size,
+        p.global_batch_size,
+        p.num_microbatches,
+        RECOMPUTE_CODES[p.recompute],
+        p.zero_stage,
+        p.flash_attention,
+        hw.num_gpus,
+        hw.nvlink_domain_size,
+        hw.scale_up_bandwidth_bytes_per_s,
+        hw.inter_node_bandwidth_bytes_per_s,
+        g.scale_up_latency_s,
+        g.scale_out_latency_s,
+        g.hbm_bytes,
+        4.0 if _grad_reduce_in_fp32(p, pr) else 2.0,
+        pr.fused_attention,
+        pr.fused_elementwise,
+        pr.tp_comm_overlap,
+        4.0 if pr.fused_cross_entropy else 10.0,
+        pr.loss_bytes_per_logit,
+        pr.fp8_weight_cache,
+        pr.op_level_selective_recompute,
+        pr.flash_attention_v1,
+        pr.zero3_gather_per_tensor,
+        pr.zero3_prefetch_params,
+        pr.zero3_regather_on_recompute,
+        pr.pp_comm_overlap,
+        p.overlap_grad_reduce is not False,
+        p.overlap_param_gather is not False,
+        math.nan if tr.total_tokens is None else tr.total_tokens,
+        math.nan if tr.train_iters is None else tr.train_iters,
+        g.peak_flop_per_s(p.precision),
+        peaks[Precision.BF16] if Precision.BF16 in peaks else peaks[Precision.FP16],
+        p.precision in _LOW_PRECISION,
+        g.hbm_bandwidth_bytes_per_s,
+        g.num_sms,
+        ARCHITECTURES.index(g.architecture),
+    )

@@ -63,11 +63,12 @@ class CandidateColumns:
 
 
 def _repeat(value: Any, n: int) -> Any:
-    return np.repeat(value[:1], n)
+    return np.repeat(value[:1] if isinstance(value, np.ndarray) else value, n)
 
 
 def candidate_arrays(base: ScenarioArrays, cand: CandidateColumns) -> ScenarioArrays:
-    """Arrays of ``cand.n`` scenarios: ``base`` (a batch of one) with each candidate's layout.
+    """Arrays of ``cand.n`` scenarios: ``base`` (a batch of one, as arrays or in the
+    one-scenario form) with each candidate's layout.
 
     Shapes: every field ``(cand.n,)``. Raises ``ValueError`` when ``base.n != 1``.
     """

@@ -25,13 +25,14 @@ Costs for a buffer of ``size`` bytes (the full, unsharded buffer; Thakur et al. 
   NVLink and the ``n-n_in`` others over the NIC, concurrently: ``base + alpha + max(...)``;
 * send/recv: ``base + alpha + size / bw``.
 
-All functions take numpy arrays (or floats) and return zero where ``n <= 1``.
+All functions take numpy arrays of shape ``(n,)``, or Python numbers for one scenario
+(``planner.perf.ops``), and return zero where ``n <= 1``.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numpy.typing import NDArray
+from planner.perf import ops
+from planner.perf.ops import Flag, Real
 
 __all__ = [
     "Link",
@@ -43,14 +44,11 @@ __all__ = [
     "reduce_scatter_time_s",
 ]
 
-FloatArray = NDArray[np.float64]
 
-
-def placement(n: FloatArray, stride: FloatArray, domain: FloatArray) -> FloatArray:
+def placement(n: Real, stride: Real, domain: Real) -> Real:
     """Members of an ``n``-rank group with rank ``stride`` that share one NVLink domain."""
-    inside = np.floor(domain / np.maximum(stride, 1.0))
-    out: FloatArray = np.minimum(np.maximum(inside, 1.0), np.maximum(n, 1.0))
-    return out
+    inside = ops.floor(domain / ops.maximum(stride, 1.0))
+    return ops.minimum(ops.maximum(inside, 1.0), ops.maximum(n, 1.0))
 
 
 class Link:
@@ -61,11 +59,11 @@ class Link:
     def __init__(
         self,
         *,
-        up_bw: FloatArray,
-        out_bw: FloatArray,
-        up_lat: FloatArray,
-        out_lat: FloatArray,
-        domain: FloatArray,
+        up_bw: Real,
+        out_bw: Real,
+        up_lat: Real,
+        out_lat: Real,
+        domain: Real,
         base: float,
     ) -> None:
         self.up_bw, self.out_bw = up_bw, out_bw
@@ -73,10 +71,10 @@ class Link:
         self.domain, self.base = domain, base
         self._rings: dict[tuple[int, int], tuple[object, ...]] = {}
 
-    def ring(self, n: FloatArray, stride: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    def ring(self, n: Real, stride: Real) -> tuple[Real, Real, Real]:
         """``(n_in, bottleneck bus bandwidth, per-hop latency)`` of a ring over the group.
 
-        Memoised per ``(n, stride)`` array pair (the engine times several collectives over the
+        Memoised per ``(n, stride)`` object pair (the engine times several collectives over the
         same group); the cache keeps the arrays alive, so their ids stay unique."""
         key = (id(n), id(stride))
         hit = self._rings.get(key)
@@ -84,57 +82,47 @@ class Link:
             return hit[2], hit[3], hit[4]  # type: ignore[return-value]
         n_in = placement(n, stride, self.domain)
         inside = n_in >= n
-        bw = np.where(inside, self.up_bw, np.minimum(n_in * self.out_bw, self.up_bw))
-        lat = np.where(inside, self.up_lat, self.out_lat)
+        bw = ops.where(inside, self.up_bw, ops.minimum(n_in * self.out_bw, self.up_bw))
+        lat = ops.where(inside, self.up_lat, self.out_lat)
         self._rings[key] = (n, stride, n_in, bw, lat)
         return n_in, bw, lat
 
 
-def all_reduce_time_s(
-    size: FloatArray, n: FloatArray, stride: FloatArray, link: Link
-) -> FloatArray:
+def all_reduce_time_s(size: Real, n: Real, stride: Real, link: Link) -> Real:
     """All-reduce of ``size`` bytes over ``n`` ranks: the faster of ring and tree."""
     n_in, bw, lat = link.ring(n, stride)
-    n_safe = np.maximum(n, 1.0)
+    n_safe = ops.maximum(n, 1.0)
     ring = link.base + 2.0 * (n_safe - 1.0) * lat + 2.0 * (n_safe - 1.0) / n_safe * size / bw
     n_out = n_safe / n_in
-    tree_lat = 2.0 * (np.log2(np.maximum(n_out, 1.0)) * link.out_lat + (n_in - 1.0) * link.up_lat)
+    tree_lat = 2.0 * (ops.log2(ops.maximum(n_out, 1.0)) * link.out_lat + (n_in - 1.0) * link.up_lat)
     tree = link.base + tree_lat + 2.0 * size / bw
-    out: FloatArray = np.where(n_safe > 1.0, np.minimum(ring, tree), 0.0)
-    return out
+    return ops.where(n_safe > 1.0, ops.minimum(ring, tree), 0.0)
 
 
-def all_gather_time_s(
-    size: FloatArray, n: FloatArray, stride: FloatArray, link: Link
-) -> FloatArray:
+def all_gather_time_s(size: Real, n: Real, stride: Real, link: Link) -> Real:
     """Ring all-gather producing ``size`` bytes on every rank."""
     _, bw, lat = link.ring(n, stride)
-    n_safe = np.maximum(n, 1.0)
+    n_safe = ops.maximum(n, 1.0)
     t = link.base + (n_safe - 1.0) * lat + (n_safe - 1.0) / n_safe * size / bw
-    out: FloatArray = np.where(n_safe > 1.0, t, 0.0)
-    return out
+    return ops.where(n_safe > 1.0, t, 0.0)
 
 
 reduce_scatter_time_s = all_gather_time_s
 """Ring reduce-scatter of a ``size``-byte input: the same cost as the all-gather."""
 
 
-def all_to_all_time_s(
-    size: FloatArray, n: FloatArray, stride: FloatArray, link: Link
-) -> FloatArray:
+def all_to_all_time_s(size: Real, n: Real, stride: Real, link: Link) -> Real:
     """All-to-all where each rank holds ``size`` bytes, ``1/n`` of it for each peer."""
     n_in, _, lat = link.ring(n, stride)
-    n_safe = np.maximum(n, 1.0)
+    n_safe = ops.maximum(n, 1.0)
     intra = (n_in - 1.0) / n_safe * size / link.up_bw
-    inter = (n_safe - n_in) / n_safe * size / np.minimum(link.out_bw, link.up_bw)
-    t = link.base + lat + np.maximum(intra, inter)
-    out: FloatArray = np.where(n_safe > 1.0, t, 0.0)
-    return out
+    inter = (n_safe - n_in) / n_safe * size / ops.minimum(link.out_bw, link.up_bw)
+    t = link.base + lat + ops.maximum(intra, inter)
+    return ops.where(n_safe > 1.0, t, 0.0)
 
 
-def p2p_time_s(size: FloatArray, *, inside: NDArray[np.bool_], link: Link) -> FloatArray:
+def p2p_time_s(size: Real, *, inside: Flag, link: Link) -> Real:
     """One send/recv of ``size`` bytes, over NVLink when ``inside`` else over the NIC."""
-    bw = np.where(inside, link.up_bw, np.minimum(link.out_bw, link.up_bw))
-    lat = np.where(inside, link.up_lat, link.out_lat)
-    out: FloatArray = link.base + lat + size / bw
-    return out
+    bw = ops.where(inside, link.up_bw, ops.minimum(link.out_bw, link.up_bw))
+    lat = ops.where(inside, link.up_lat, link.out_lat)
+    return link.base + lat + size / bw

@@ -1,7 +1,8 @@
 """Achieved fractions of hardware peaks: the interface the step model times operators with.
 
 ``EfficiencyModel`` is the Protocol: given operator shapes (numpy arrays, one column per scenario
-of a batch) and the device each scenario runs on, it returns achieved FLOP/s, bytes/s and the
+of a batch, or Python numbers for one scenario; ``planner.perf.ops``) and the device each
+scenario runs on, it returns achieved FLOP/s, bytes/s and the
 few communication/memory factors the engine needs. The calibration issue satisfies it with
 sampled operator regressors; ``DefaultEfficiency`` is the analytic default:
 
@@ -39,10 +40,11 @@ from types import MappingProxyType
 from typing import Protocol
 
 import numpy as np
-from numpy.typing import NDArray
 
 from planner.errors import CalibrationError
+from planner.perf import ops
 from planner.perf.constants import default_constants
+from planner.perf.ops import Count, Flag, FloatArray, Real
 
 __all__ = [
     "ARCHITECTURES",
@@ -51,9 +53,6 @@ __all__ = [
     "DeviceArrays",
     "EfficiencyModel",
 ]
-
-FloatArray = NDArray[np.float64]
-BoolArray = NDArray[np.bool_]
 
 ARCHITECTURES: tuple[str, ...] = ("ampere", "hopper", "blackwell", "cdna3")
 """GPU architectures the catalog uses; ``DeviceArrays.architecture`` indexes this tuple."""
@@ -72,7 +71,8 @@ class CommKind(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceArrays:
-    """The GPU of each scenario of a batch, as arrays of shape ``(n,)`` (SI units).
+    """The GPU of each scenario of a batch, as arrays of shape ``(n,)`` (SI units), or as
+    Python numbers in the one-scenario form (``ScenarioArrays.from_scenario``).
 
     ``peak_flop_per_s`` is the dense peak of the scenario's GEMM precision,
     ``peak16_flop_per_s`` the 16-bit peak (attention, LM head under FP8 training);
@@ -80,13 +80,13 @@ class DeviceArrays:
     per-SKU sampled models).
     """
 
-    peak_flop_per_s: FloatArray
-    peak16_flop_per_s: FloatArray
-    low_precision: BoolArray
-    hbm_bandwidth_bytes_per_s: FloatArray
-    num_sms: FloatArray
-    architecture: NDArray[np.int64]
-    gpu_index: NDArray[np.int64]
+    peak_flop_per_s: Real
+    peak16_flop_per_s: Real
+    low_precision: Flag
+    hbm_bandwidth_bytes_per_s: Real
+    num_sms: Real
+    architecture: Count
+    gpu_index: Count
     gpu_keys: tuple[str, ...]
 
 
@@ -94,7 +94,9 @@ class EfficiencyModel(Protocol):
     """Achieved throughputs of operators and collectives; see the module docstring.
 
     Shape arguments are arrays broadcastable against the device arrays (``(n,)``), typically
-    ``(num_ops, n)``; results have the broadcast shape and are strictly positive.
+    ``(num_ops, n)``, or ``(num_ops,)`` against a one-scenario device of Python numbers;
+    results have the broadcast shape and are strictly positive. Given Python numbers only
+    (one scenario), a method returns a Python number (``planner.perf.ops``).
     """
 
     @property
@@ -124,14 +126,14 @@ class EfficiencyModel(Protocol):
 
     def gemm_flop_per_s(
         self,
-        m: FloatArray,
-        n: FloatArray,
-        k: FloatArray,
+        m: Real,
+        n: Real,
+        k: Real,
         device: DeviceArrays,
         *,
-        low_precision: BoolArray | bool,
-        batch: FloatArray | float = 1.0,
-    ) -> FloatArray:
+        low_precision: Flag,
+        batch: Real = 1.0,
+    ) -> Real:
         """Achieved FLOP/s of ``(m x k) @ (k x n)`` GEMMs (in the GEMM precision when
         ``low_precision``, else 16-bit); ``batch`` products of that shape run as one
         strided-batched launch (1: a plain GEMM)."""
@@ -139,29 +141,29 @@ class EfficiencyModel(Protocol):
 
     def attention_flop_per_s(
         self,
-        seq_kv: FloatArray,
+        seq_kv: Real,
         device: DeviceArrays,
         *,
         backward: bool,
-        fused: BoolArray | bool = True,
-        head_dim: FloatArray | None = None,
-        flash_v1: BoolArray | bool = False,
-    ) -> FloatArray:
+        fused: Flag = True,
+        head_dim: Real | None = None,
+        flash_v1: Flag = False,
+    ) -> Real:
         """Achieved FLOP/s of flash attention (16-bit) over ``seq_kv`` keys, on executed FLOPs;
         ``fused`` False: FlashAttention-2 instead of the GPU generation's native fused kernel;
         ``flash_v1`` (with ``fused`` False): FlashAttention v1 instead of FlashAttention-2;
         ``head_dim`` (elements per head; None: 128) below 128 lowers the throughput."""
         ...
 
-    def elementwise_traffic_factor(self, fused: BoolArray) -> FloatArray:
+    def elementwise_traffic_factor(self, fused: Flag) -> Real:
         """HBM traffic of element-wise ops relative to fused kernels (1 where ``fused``)."""
         ...
 
-    def memory_bytes_per_s(self, num_bytes: FloatArray, device: DeviceArrays) -> FloatArray:
+    def memory_bytes_per_s(self, num_bytes: Real, device: DeviceArrays) -> Real:
         """Achieved HBM bytes/s of a memory-bound kernel moving ``num_bytes``."""
         ...
 
-    def bus_bandwidth_fraction(self, *, scale_up: BoolArray) -> FloatArray:
+    def bus_bandwidth_fraction(self, *, scale_up: Flag) -> Real:
         """NCCL bus bandwidth / line rate, for NVLink (``scale_up``) or NIC collectives."""
         ...
 
@@ -220,84 +222,79 @@ class DefaultEfficiency:
 
     def gemm_flop_per_s(
         self,
-        m: FloatArray,
-        n: FloatArray,
-        k: FloatArray,
+        m: Real,
+        n: Real,
+        k: Real,
         device: DeviceArrays,
         *,
-        low_precision: BoolArray | bool,
-        batch: FloatArray | float = 1.0,
-    ) -> FloatArray:
+        low_precision: Flag,
+        batch: Real = 1.0,
+    ) -> Real:
         """Tile- and wave-quantised GEMM throughput (module docstring)."""
-        m = np.maximum(m, 1.0)
-        n = np.maximum(n, 1.0)
-        k = np.maximum(k, 1.0)
+        m = ops.maximum(m, 1.0)
+        n = ops.maximum(n, 1.0)
+        k = ops.maximum(k, 1.0)
         # cuBLAS heuristics shrink the tile for narrow outputs: the next power of two >= the
         # dimension, at least 64, at most the large-GEMM tile.
         tmin = self._c("gemm_tile_min")
-        tm = np.minimum(np.maximum(np.exp2(np.ceil(np.log2(m))), tmin), self._c("gemm_tile_m"))
-        tn = np.minimum(np.maximum(np.exp2(np.ceil(np.log2(n))), tmin), self._c("gemm_tile_n"))
-        rows = np.ceil(m / tm)
-        cols = np.ceil(n / tn)
+        tm = ops.minimum(ops.maximum(_next_pow2(m), tmin), self._c("gemm_tile_m"))
+        tn = ops.minimum(ops.maximum(_next_pow2(n), tmin), self._c("gemm_tile_n"))
+        rows = ops.ceil(m / tm)
+        cols = ops.ceil(n / tn)
         tile_eff = m * n / (rows * cols * tm * tn)
-        tiles = rows * cols * np.maximum(batch, 1.0)
+        tiles = rows * cols * ops.maximum(batch, 1.0)
         sms = device.num_sms
-        wave_eff = tiles / (np.ceil(tiles / sms) * sms)
+        wave_eff = tiles / (ops.ceil(tiles / sms) * sms)
         k_eff = k / (k + self._c("gemm_k_half"))
-        frac = self._arch_fraction[device.architecture]
-        peak = np.where(low_precision, device.peak_flop_per_s, device.peak16_flop_per_s)
-        lp = np.where(low_precision, self._c("low_precision_gemm_relative_efficiency"), 1.0)
-        out: FloatArray = peak * frac * lp * tile_eff * wave_eff * k_eff
-        return out
+        frac = ops.take(self._arch_fraction, device.architecture)
+        peak = ops.where(low_precision, device.peak_flop_per_s, device.peak16_flop_per_s)
+        lp = ops.where(low_precision, self._c("low_precision_gemm_relative_efficiency"), 1.0)
+        return peak * frac * lp * tile_eff * wave_eff * k_eff
 
     def attention_flop_per_s(
         self,
-        seq_kv: FloatArray,
+        seq_kv: Real,
         device: DeviceArrays,
         *,
         backward: bool,
-        fused: BoolArray | bool = True,
-        head_dim: FloatArray | None = None,
-        flash_v1: BoolArray | bool = False,
-    ) -> FloatArray:
+        fused: Flag = True,
+        head_dim: Real | None = None,
+        flash_v1: Flag = False,
+    ) -> Real:
         """Flash-attention throughput on executed FLOPs (module docstring)."""
         rel = self._c(
             "attention_bwd_relative_efficiency" if backward else "attention_fwd_relative_efficiency"
         )
-        frac = self._arch_fraction[device.architecture]
+        frac = ops.take(self._arch_fraction, device.architecture)
         seq_eff = seq_kv / (seq_kv + self._c("attention_seq_half"))
         if head_dim is not None:  # narrower heads: less work per loaded tile, normalised at 128
             half = self._c("attention_head_dim_half")
-            seq_eff = seq_eff * np.minimum(
+            seq_eff = seq_eff * ops.minimum(
                 head_dim / (head_dim + half) * (128.0 + half) / 128.0, 1.0
             )
-        fa2 = np.where(
-            ~np.asarray(fused) & (device.architecture >= _HOPPER) & (device.architecture < _CDNA3),
+        unfused = ops.logical_not(fused)
+        arch = device.architecture
+        fa2 = ops.where(
+            unfused & (arch >= _HOPPER) & (arch < _CDNA3),
             self._c("flash_attention2_hopper_relative_efficiency"),
             1.0,
         )
-        fa1 = np.where(
-            ~np.asarray(fused) & np.asarray(flash_v1),
-            self._c("flash_attention1_relative_efficiency"),
-            1.0,
-        )
-        out: FloatArray = device.peak16_flop_per_s * frac * rel * seq_eff * fa2 * fa1
-        return out
+        fa1 = ops.where(unfused & flash_v1, self._c("flash_attention1_relative_efficiency"), 1.0)
+        return device.peak16_flop_per_s * frac * rel * seq_eff * fa2 * fa1
 
-    def elementwise_traffic_factor(self, fused: BoolArray) -> FloatArray:
+    def elementwise_traffic_factor(self, fused: Flag) -> Real:
         """``unfused_elementwise_traffic_factor`` for eager stacks, 1 for fused ones."""
-        out: FloatArray = np.where(fused, 1.0, self._c("unfused_elementwise_traffic_factor"))
-        return out
+        return ops.where(fused, 1.0, self._c("unfused_elementwise_traffic_factor"))
 
-    def memory_bytes_per_s(self, num_bytes: FloatArray, device: DeviceArrays) -> FloatArray:
+    def memory_bytes_per_s(self, num_bytes: Real, device: DeviceArrays) -> Real:
         """Size-dependent streaming bandwidth (module docstring)."""
         size_eff = num_bytes / (num_bytes + self._c("memory_bytes_half"))
-        out: FloatArray = device.hbm_bandwidth_bytes_per_s * self._c("hbm_peak_fraction") * size_eff
-        return np.maximum(out, 1.0)
+        out = device.hbm_bandwidth_bytes_per_s * self._c("hbm_peak_fraction") * size_eff
+        return ops.maximum(out, 1.0)
 
-    def bus_bandwidth_fraction(self, *, scale_up: BoolArray) -> FloatArray:
+    def bus_bandwidth_fraction(self, *, scale_up: Flag) -> Real:
         """``nvlink_busbw_fraction`` inside a domain, ``network_busbw_fraction`` across."""
-        return np.where(
+        return ops.where(
             scale_up, self._c("nvlink_busbw_fraction"), self._c("network_busbw_fraction")
         )
 
@@ -306,3 +303,8 @@ class DefaultEfficiency:
         if kind is CommKind.CONTEXT:
             return 1.0
         return self._c(f"{kind.value}_overlap_fraction")
+
+
+def _next_pow2(x: Real) -> Real:
+    """The least power of two >= ``x`` (``x >= 1``)."""
+    return ops.exp2(ops.ceil(ops.log2(x)))

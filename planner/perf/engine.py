@@ -1,6 +1,7 @@
 """The vectorized engine: a batch of scenarios -> iteration time, breakdown, FLOPs and memory.
 
-One numpy pass over a structure of arrays (``ScenarioArrays``); ``predict`` is the batch of one.
+One pass over a structure of arrays (``ScenarioArrays``): numpy arrays for a batch, Python
+numbers for one scenario (``predict``), through the same code (``planner.perf.ops``).
 Model (details in each helper's docstring):
 
 1. **Operators** per transformer layer and microbatch on one GPU, forward and backward
@@ -46,14 +47,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.perf import collectives as coll
+from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import ARCHITECTURES, CommKind, EfficiencyModel
 from planner.perf.memory import MemoryArrays, memory_arrays, stage_params
+from planner.perf.ops import Flag, FloatArray, Real
 
 __all__ = ["BREAKDOWN_KEYS", "BatchResult", "evaluate"]
-
-FloatArray = NDArray[np.float64]
-BoolArray = NDArray[np.bool_]
 
 BREAKDOWN_KEYS = (
     "compute",
@@ -81,19 +81,20 @@ FLASH_BWD_FLOP_RATIO = 2.5
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BatchResult:
-    """Engine output for a batch: arrays of shape ``(n,)`` (seconds, FLOPs, bytes)."""
+    """Engine output for a batch: arrays of shape ``(n,)`` (seconds, FLOPs, bytes), Python
+    floats for the one-scenario form."""
 
-    iteration_time_s: FloatArray
-    breakdown_s: dict[str, FloatArray]
-    model_flops: FloatArray
-    hardware_flops: FloatArray
+    iteration_time_s: Real
+    breakdown_s: dict[str, Real]
+    model_flops: Real
+    hardware_flops: Real
     memory: MemoryArrays
 
 
 class _Ops:
     """Accumulates operator times per group: GEMMs and memory-bound kernels are timed in
-    one vectorized call each (shape ``(num_ops, n)``). Shapes may be scalars or ``(n,)`` arrays;
-    they are broadcast once, when timed."""
+    one vectorized call each (shape ``(num_ops, n)``, ``(num_ops,)`` for one scenario). Shapes
+    may be numbers or ``(n,)`` arrays; they are broadcast once, when timed."""
 
     def __init__(self, a: ScenarioArrays, eff: EfficiencyModel) -> None:
         self.a, self.eff = a, eff
@@ -101,17 +102,17 @@ class _Ops:
         self.gemm_cols: tuple[list[Any], ...] = ([], [], [], [], [], [])
         self.mem_groups: list[str] = []
         self.mem_cols: tuple[list[Any], list[Any]] = ([], [])
-        self.extra: dict[str, FloatArray] = {}
+        self.extra: dict[str, Real] = {}
 
     def gemm(
         self,
         group: str,
-        m: FloatArray | float,
-        n: FloatArray | float,
-        k: FloatArray | float,
+        m: Real,
+        n: Real,
+        k: Real,
         *,
-        count: FloatArray | float = 1.0,
-        lp: BoolArray | bool,
+        count: Real = 1.0,
+        lp: Flag,
         backward: bool = False,
         batched: bool = False,
     ) -> None:
@@ -128,59 +129,59 @@ class _Ops:
             cl.append(lp)
             cb.append(count if batched else 1.0)
 
-    def mem(self, group: str, num_bytes: FloatArray | float, kernels: float) -> None:
+    def mem(self, group: str, num_bytes: Real, kernels: float) -> None:
         self.mem_groups.append(group)
         self.mem_cols[0].append(num_bytes)
         self.mem_cols[1].append(kernels)
 
-    def add(self, group: str, seconds: FloatArray) -> None:
+    def add(self, group: str, seconds: Real) -> None:
         self.extra[group] = self.extra.get(group, 0.0) + seconds
 
-    def _floats(self, column: list[Any]) -> FloatArray:
-        out = np.empty((len(column), self.a.n), dtype=np.float64)
+    def _table(self, column: list[Any], dtype: type[np.generic]) -> NDArray[Any]:
+        """One row per op: ``(num_ops, n)``, or ``(num_ops,)`` when every entry is a number."""
+        if self.a.scalar:
+            return np.array(column, dtype=dtype)
+        out = np.empty((len(column), self.a.n), dtype=dtype)
         for i, value in enumerate(column):
             out[i] = value
         return out
 
-    def _bools(self, column: list[Any]) -> BoolArray:
-        out = np.empty((len(column), self.a.n), dtype=np.bool_)
-        for i, value in enumerate(column):
-            out[i] = value
-        return out
-
-    def gemm_flops(self, group: str) -> FloatArray:
+    def gemm_flops(self, group: str) -> Real:
         """FLOPs of the GEMMs registered under ``group``, shape ``(n,)``."""
         rows = [i for i, g in enumerate(self.gemm_groups) if g == group]
         cm, cn, ck, cc, _, _ = self.gemm_cols
-        total = np.zeros(self.a.n)
+        total = self.a.full(0.0)
         for i in rows:
-            total = total + 2.0 * np.asarray(cm[i]) * cn[i] * ck[i] * cc[i]
+            total = total + 2.0 * cm[i] * cn[i] * ck[i] * cc[i]
         return total
 
     @staticmethod
-    def _sum_groups(groups: list[str], t: FloatArray, out: dict[str, FloatArray]) -> None:
+    def _sum_groups(groups: list[str], t: FloatArray, out: dict[str, Real]) -> None:
         index: dict[str, list[int]] = {}
         for i, g in enumerate(groups):
             index.setdefault(g, []).append(i)
+        rows_t: Any = t.tolist() if t.ndim == 1 else t  # one scenario: Python floats
         for g, rows in index.items():
-            # sequential (cumsum) rather than pairwise: ops that are zero for a scenario (and
-            # skipped when no scenario of the batch has them) never change its rounding
-            part = np.cumsum(t[rows], axis=0)[-1]
+            # sequential rather than pairwise: ops that are zero for a scenario (and skipped
+            # when no scenario of the batch has them) never change its rounding
+            part = rows_t[rows[0]]
+            for i in rows[1:]:
+                part = part + rows_t[i]
             out[g] = out[g] + part if g in out else part
 
-    def totals(self) -> dict[str, FloatArray]:
+    def totals(self) -> dict[str, Real]:
         """Seconds per group; each op ``max(compute, memory, kernels · kernel_min)``."""
         eff, a = self.eff, self.a
         kmin = eff.kernel_min_time_s
-        out: dict[str, FloatArray] = {}
+        out: dict[str, Real] = {}
         if self.gemm_groups:
             cm, cn, ck, cc, cl, cb = self.gemm_cols
-            m = self._floats(cm)
-            n = self._floats(cn)
-            k = self._floats(ck)
-            cnt = self._floats(cc)
-            low = self._bools(cl)
-            batch = self._floats(cb)
+            m = self._table(cm, np.float64)
+            n = self._table(cn, np.float64)
+            k = self._table(ck, np.float64)
+            cnt = self._table(cc, np.float64)
+            low = self._table(cl, np.bool_)
+            batch = self._table(cb, np.float64)
             rate = eff.gemm_flop_per_s(m, n, k, a.device, low_precision=low, batch=batch)
             flops = 2.0 * m * n * k * cnt
             bytes_ = (np.where(low, 1.0, 2.0) * (m * k + k * n) + 2.0 * m * n) * cnt
@@ -190,54 +191,54 @@ class _Ops:
             t = np.where((cnt > 0) & (m * n * k > 0), t, 0.0)
             self._sum_groups(self.gemm_groups, t, out)
         if self.mem_groups:
-            b = self._floats(self.mem_cols[0])
-            kern = self._floats(self.mem_cols[1])
+            b = self._table(self.mem_cols[0], np.float64)
+            kern = self._table(self.mem_cols[1], np.float64)
             bw = eff.memory_bytes_per_s(np.maximum(b, 1.0), a.device)
             t = np.where(b > 0, np.maximum(b / bw, kern * kmin), 0.0)
             self._sum_groups(self.mem_groups, t, out)
         for g, sec in self.extra.items():
             out[g] = out[g] + sec if g in out else sec
-        zero = np.zeros(a.n)
-        return {g: np.asarray(v, dtype=np.float64) + zero for g, v in out.items()}
+        zero = a.full(0.0)
+        return {g: v + zero for g, v in out.items()}
 
 
-def _layer_ops(ops: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool) -> None:
+def _layer_ops(table: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool) -> None:
     """Register one layer's forward (``{p}f``), backward (``{p}b``) and selective-recompute
     (``{p}r``) operators, ``p`` = ``m`` for MoE layers, ``d`` for dense ones."""
     p = "m" if moe else "d"
     t = a.t
     tok = a.b * a.S / a.c
-    tokens_n = np.where(a.sp, tok / t, tok)
+    tokens_n = ops.where(a.sp, tok / t, tok)
     lp = a.device.low_precision
-    n_up = np.where(a.gated, 2.0, 1.0)
-    drop = np.where(a.dropout, 1.0, 0.0)
+    n_up = ops.where(a.gated, 2.0, 1.0)
+    drop = ops.where(a.dropout, 1.0, 0.0)
     dh = a.q / a.heads
     heads_local = a.heads / t
     # attention GEMMs
     for direction, bwd in (("f", False), ("b", True)):
-        ops.gemm(p + direction, tok, (a.q + 2.0 * a.kv) / t, a.h, lp=lp, backward=bwd)
-        ops.gemm(p + direction, tok, a.h, a.q / t, lp=lp, backward=bwd)
+        table.gemm(p + direction, tok, (a.q + 2.0 * a.kv) / t, a.h, lp=lp, backward=bwd)
+        table.gemm(p + direction, tok, a.h, a.q / t, lp=lp, backward=bwd)
     # attention core (ops of kinds no scenario of the batch has are skipped: they cost 0)
-    nonflash = ~a.flash
+    nonflash = ops.logical_not(a.flash)
     sq = a.S / a.c
-    if nonflash.any():
-        bmm_count = np.where(nonflash, a.b * heads_local, 0.0)
+    if ops.any_(nonflash):
+        bmm_count = ops.where(nonflash, a.b * heads_local, 0.0)
         for group in (p + "f", p + "r"):
-            ops.gemm(group, sq, a.S, dh, count=bmm_count, lp=False, batched=True)
-            ops.gemm(group, sq, dh, a.S, count=bmm_count, lp=False, batched=True)
-            ops.mem(
+            table.gemm(group, sq, a.S, dh, count=bmm_count, lp=False, batched=True)
+            table.gemm(group, sq, dh, a.S, count=bmm_count, lp=False, batched=True)
+            table.mem(
                 group,
-                np.where(nonflash, (9.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0),
+                ops.where(nonflash, (9.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0),
                 3.0,
             )
-        ops.gemm(p + "b", sq, a.S, dh, count=bmm_count, lp=False, backward=True, batched=True)
-        ops.gemm(p + "b", sq, dh, a.S, count=bmm_count, lp=False, backward=True, batched=True)
-        ops.mem(
+        table.gemm(p + "b", sq, a.S, dh, count=bmm_count, lp=False, backward=True, batched=True)
+        table.gemm(p + "b", sq, dh, a.S, count=bmm_count, lp=False, backward=True, batched=True)
+        table.mem(
             p + "b",
-            np.where(nonflash, (11.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0),
+            ops.where(nonflash, (11.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0),
             3.0,
         )
-    flash_fwd_flops = np.where(a.flash, 2.0 * a.b * sq * a.S * a.q / t, 0.0)
+    flash_fwd_flops = ops.where(a.flash, 2.0 * a.b * sq * a.S * a.q / t, 0.0)
     fwd_rate = eff.attention_flop_per_s(
         a.S, a.device, backward=False, fused=a.fused_attn, head_dim=dh, flash_v1=a.flash_v1
     )
@@ -245,51 +246,51 @@ def _layer_ops(ops: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool)
         a.S, a.device, backward=True, fused=a.fused_attn, head_dim=dh, flash_v1=a.flash_v1
     )
     kmin = eff.kernel_min_time_s
-    attn_f = np.where(a.flash, np.maximum(flash_fwd_flops / fwd_rate, kmin), 0.0)
-    attn_b = np.where(
-        a.flash, np.maximum(FLASH_BWD_FLOP_RATIO * flash_fwd_flops / bwd_rate, 2 * kmin), 0.0
+    attn_f = ops.where(a.flash, ops.maximum(flash_fwd_flops / fwd_rate, kmin), 0.0)
+    attn_b = ops.where(
+        a.flash, ops.maximum(FLASH_BWD_FLOP_RATIO * flash_fwd_flops / bwd_rate, 2 * kmin), 0.0
     )
-    ops.add(p + "f", attn_f)
-    ops.add(p + "r", attn_f)
-    ops.add(p + "b", attn_b)
+    table.add(p + "f", attn_f)
+    table.add(p + "r", attn_f)
+    table.add(p + "b", attn_b)
     # norms, residuals, dropout, rotary (eager stacks: ``ew`` times the fused traffic)
     ew = eff.elementwise_traffic_factor(a.fused_ew)
-    rope = np.where(a.gated, 1.0, 0.0)
-    ops.mem(p + "f", ew * 8.0 * tokens_n * a.h, 2.0)
-    ops.mem(p + "b", ew * 12.0 * tokens_n * a.h, 2.0)
-    ops.mem(p + "f", ew * 12.0 * tokens_n * a.h, 2.0)
-    ops.mem(p + "b", ew * 12.0 * tokens_n * a.h, 2.0)
-    if a.dropout.any():
-        ops.mem(p + "f", ew * 10.0 * drop * tokens_n * a.h, 2.0)
-        ops.mem(p + "b", ew * 10.0 * drop * tokens_n * a.h, 2.0)
-    if a.gated.any():
-        ops.mem(p + "f", ew * 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
-        ops.mem(p + "b", ew * 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
-    lp_f = np.where(lp, 1.0, 0.0)
-    any_lp = bool(lp.any())
+    rope = ops.where(a.gated, 1.0, 0.0)
+    table.mem(p + "f", ew * 8.0 * tokens_n * a.h, 2.0)
+    table.mem(p + "b", ew * 12.0 * tokens_n * a.h, 2.0)
+    table.mem(p + "f", ew * 12.0 * tokens_n * a.h, 2.0)
+    table.mem(p + "b", ew * 12.0 * tokens_n * a.h, 2.0)
+    if ops.any_(a.dropout):
+        table.mem(p + "f", ew * 10.0 * drop * tokens_n * a.h, 2.0)
+        table.mem(p + "b", ew * 10.0 * drop * tokens_n * a.h, 2.0)
+    if ops.any_(a.gated):
+        table.mem(p + "f", ew * 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
+        table.mem(p + "b", ew * 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
+    lp_f = ops.where(lp, 1.0, 0.0)
+    any_lp = ops.any_(lp)
     if any_lp:
-        ops.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.q / t), 2.0)
-        ops.mem(p + "b", lp_f * 3.0 * tok * ((a.q + 2.0 * a.kv) / t + a.h), 2.0)
-    act_f = np.where(a.gated, 6.0, 4.0)
-    act_b = np.where(a.gated, 10.0, 6.0)
+        table.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.q / t), 2.0)
+        table.mem(p + "b", lp_f * 3.0 * tok * ((a.q + 2.0 * a.kv) / t + a.h), 2.0)
+    act_f = ops.where(a.gated, 6.0, 4.0)
+    act_b = ops.where(a.gated, 10.0, 6.0)
     if not moe:
         for direction, bwd in (("f", False), ("b", True)):
-            ops.gemm(p + direction, tok, n_up * a.f / t, a.h, lp=lp, backward=bwd)
-            ops.gemm(p + direction, tok, a.h, a.f / t, lp=lp, backward=bwd)
-        ops.mem(p + "f", ew * act_f * tok * a.f / t, 1.0)
-        ops.mem(p + "b", ew * act_b * tok * a.f / t, 1.0)
+            table.gemm(p + direction, tok, n_up * a.f / t, a.h, lp=lp, backward=bwd)
+            table.gemm(p + direction, tok, a.h, a.f / t, lp=lp, backward=bwd)
+        table.mem(p + "f", ew * act_f * tok * a.f / t, 1.0)
+        table.mem(p + "b", ew * act_b * tok * a.f / t, 1.0)
         if any_lp:
-            ops.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.f / t), 2.0)
-            ops.mem(p + "b", lp_f * 3.0 * tok * (a.h + n_up * a.f / t), 2.0)
+            table.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.f / t), 2.0)
+            table.mem(p + "b", lp_f * 3.0 * tok * (a.h + n_up * a.f / t), 2.0)
         return
     imb = eff.moe_imbalance_factor
     local_experts = a.E / a.e
-    tokens_per_expert = tok * a.topk * a.e / np.maximum(a.E, 1.0) * imb
+    tokens_per_expert = tok * a.topk * a.e / ops.maximum(a.E, 1.0) * imb
     routed = tok * a.topk * imb
     shared_w = a.f_moe * a.shared
     for direction, bwd in (("f", False), ("b", True)):
-        ops.gemm(p + direction, tok, a.E, a.h, lp=False, backward=bwd)
-        ops.gemm(
+        table.gemm(p + direction, tok, a.E, a.h, lp=False, backward=bwd)
+        table.gemm(
             p + direction,
             tokens_per_expert,
             n_up * a.f_moe / t,
@@ -298,7 +299,7 @@ def _layer_ops(ops: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool)
             lp=lp,
             backward=bwd,
         )
-        ops.gemm(
+        table.gemm(
             p + direction,
             tokens_per_expert,
             a.h,
@@ -307,76 +308,78 @@ def _layer_ops(ops: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool)
             lp=lp,
             backward=bwd,
         )
-        ops.gemm(p + direction, tok, n_up * shared_w / t, a.h, lp=lp, backward=bwd)
-        ops.gemm(p + direction, tok, a.h, shared_w / t, lp=lp, backward=bwd)
+        table.gemm(p + direction, tok, n_up * shared_w / t, a.h, lp=lp, backward=bwd)
+        table.gemm(p + direction, tok, a.h, shared_w / t, lp=lp, backward=bwd)
     width = routed * a.f_moe + tok * shared_w
-    ops.mem(p + "f", ew * act_f * width / t, 2.0)
-    ops.mem(p + "b", ew * act_b * width / t, 2.0)
-    ops.mem(
+    table.mem(p + "f", ew * act_f * width / t, 2.0)
+    table.mem(p + "b", ew * act_b * width / t, 2.0)
+    table.mem(
         p + "f", 8.0 * tok * a.topk * a.h + 8.0 * tok * a.E, 3.0
     )  # router softmax/top-k, permute
-    ops.mem(p + "b", 8.0 * tok * a.topk * a.h + 8.0 * tok * a.E, 3.0)
-    ops.mem(p + "f", lp_f * 3.0 * (routed * (a.h + a.f_moe / t) + tok * (a.h + shared_w / t)), 4.0)
-    ops.mem(
+    table.mem(p + "b", 8.0 * tok * a.topk * a.h + 8.0 * tok * a.E, 3.0)
+    table.mem(
+        p + "f", lp_f * 3.0 * (routed * (a.h + a.f_moe / t) + tok * (a.h + shared_w / t)), 4.0
+    )
+    table.mem(
         p + "b",
         lp_f * 3.0 * (routed * (a.h + n_up * a.f_moe / t) + tok * (a.h + n_up * shared_w / t)),
         4.0,
     )
 
 
-def _edge_ops(ops: _Ops, a: ScenarioArrays) -> None:
+def _edge_ops(table: _Ops, a: ScenarioArrays) -> None:
     """Embedding (``e``, first stage) and LM head + loss (``h``, last stage), fwd + bwd."""
     tok = a.b * a.S / a.c
-    tokens_n = np.where(a.sp, tok / a.t, tok)
-    ops.mem("e", 4.0 * tokens_n * a.h, 1.0)
-    ops.mem("e", 12.0 * tok * a.h, 2.0)
-    ops.gemm("h", tok, a.V / a.t, a.h, lp=False)
-    ops.gemm("h", tok, a.V / a.t, a.h, lp=False, backward=True)
-    ops.mem("h", 20.0 * tokens_n * a.h, 2.0)  # final norm fwd + bwd
-    ops.mem("h", a.loss_traffic * tok * a.V / a.t, 5.0)  # cross-entropy (framework's kernels)
+    tokens_n = ops.where(a.sp, tok / a.t, tok)
+    table.mem("e", 4.0 * tokens_n * a.h, 1.0)
+    table.mem("e", 12.0 * tok * a.h, 2.0)
+    table.gemm("h", tok, a.V / a.t, a.h, lp=False)
+    table.gemm("h", tok, a.V / a.t, a.h, lp=False, backward=True)
+    table.mem("h", 20.0 * tokens_n * a.h, 2.0)  # final norm fwd + bwd
+    table.mem("h", a.loss_traffic * tok * a.V / a.t, 5.0)  # cross-entropy (framework's kernels)
 
 
-def _tp_times(a: ScenarioArrays, link: coll.Link) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _tp_times(a: ScenarioArrays, link: coll.Link) -> tuple[Real, Real, Real]:
     """``(per layer fwd+bwd, embedding, LM head)`` tensor-parallel communication seconds."""
     tok = a.b * a.S / a.c
     size = tok * a.h * ACT_BYTES
-    one = np.ones(a.n)
-    ag = coll.all_gather_time_s(size, a.t, one, link)
+    ag = coll.all_gather_time_s(size, a.t, 1.0, link)
     rs = ag  # a ring reduce-scatter of the same buffer costs the same
-    ar, small = coll.all_reduce_time_s(np.stack((size, tok * 4.0)), a.t, one, link)
-    pair = np.where(a.sp, ag + rs, ar)
+    ar = coll.all_reduce_time_s(size, a.t, 1.0, link)
+    small = coll.all_reduce_time_s(tok * 4.0, a.t, 1.0, link)
+    pair = ops.where(a.sp, ag + rs, ar)
     layer = 4.0 * pair  # 2 forward + 2 backward
-    head = np.where(a.sp, ag + rs, 0.0) + 3.0 * small
+    head = ops.where(a.sp, ag + rs, 0.0) + 3.0 * small
     return layer, pair, head
 
 
 def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
-    """Iteration time, breakdown, FLOPs and memory of every scenario in ``a``."""
-    n = a.n
-    ops = _Ops(a, eff)
-    _layer_ops(ops, a, eff, moe=False)
-    has_moe = bool(np.any(a.moe_layers > 0))
+    """Iteration time, breakdown, FLOPs and memory of every scenario in ``a``: arrays of shape
+    ``(n,)`` for arrays in, Python floats for the one-scenario form."""
+    table = _Ops(a, eff)
+    _layer_ops(table, a, eff, moe=False)
+    has_moe = ops.any_(a.moe_layers > 0)
     if has_moe:
-        _layer_ops(ops, a, eff, moe=True)
-    _edge_ops(ops, a)
-    tot = ops.totals()
-    zero = np.zeros(n)
+        _layer_ops(table, a, eff, moe=True)
+    _edge_ops(table, a)
+    tot = table.totals()
+    zero = a.full(0.0)
 
-    def g(name: str) -> FloatArray:
+    def g(name: str) -> Real:
         return tot.get(name, zero)
 
     mf = a.moe_layers / a.L
     rc = a.recompute
     full = rc == 2
     sel_or_full = rc >= 1
-    rec_d = np.where(full, g("df"), np.where(sel_or_full, g("dr"), 0.0))
-    rec_m = np.where(full, g("mf"), np.where(sel_or_full, g("mr"), 0.0))
+    rec_d = ops.where(full, g("df"), ops.where(sel_or_full, g("dr"), 0.0))
+    rec_m = ops.where(full, g("mf"), ops.where(sel_or_full, g("mr"), 0.0))
     layer_compute = (1 - mf) * (g("df") + g("db") + rec_d) + mf * (g("mf") + g("mb") + rec_m)
     layers = a.L / a.p
 
     link = coll.Link(
-        up_bw=a.up_bw * eff.bus_bandwidth_fraction(scale_up=np.ones(n, dtype=bool)),
-        out_bw=a.out_bw * eff.bus_bandwidth_fraction(scale_up=np.zeros(n, dtype=bool)),
+        up_bw=a.up_bw * eff.bus_bandwidth_fraction(scale_up=True),
+        out_bw=a.out_bw * eff.bus_bandwidth_fraction(scale_up=False),
         up_lat=a.up_lat,
         out_lat=a.out_lat,
         domain=a.domain,
@@ -385,96 +388,95 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     # tensor parallel
     tp_layer, tp_emb, tp_head = _tp_times(a, link)
     hopper_plus = (a.device.architecture >= _HOPPER) & (a.device.architecture < _CDNA3)
-    tp_keep = np.where(
+    tp_keep = ops.where(
         a.tp_overlap & hopper_plus,
         1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS),
         1.0 - eff.comm_overlap(CommKind.TENSOR),
     )
-    tp_layer = tp_layer * np.where(full, 1.5, 1.0) * tp_keep
+    tp_layer = tp_layer * ops.where(full, 1.5, 1.0) * tp_keep
     tp_emb, tp_head = tp_emb * tp_keep, tp_head * tp_keep
     # context parallel: ring exchange of K,V per step, hidden behind that step's attention
     tok = a.b * a.S / a.c
     cp_layer = zero
-    if (a.c > 1).any():
+    if ops.any_(a.c > 1):
         kv_bytes = 2.0 * tok * a.kv / a.t * ACT_BYTES
         cp_inside = coll.placement(a.c, a.t, a.domain) >= a.c
         step_f = coll.p2p_time_s(kv_bytes, inside=cp_inside, link=link)
         step_b = coll.p2p_time_s(2.0 * kv_bytes, inside=cp_inside, link=link)
-        attn_f = np.where(a.flash, (1 - mf) * g("dr") + mf * g("mr"), 0.0) / a.c
-        cp_layer_f = (a.c - 1.0) * np.maximum(step_f - attn_f, 0.0)
-        cp_layer_b = (a.c - 1.0) * np.maximum(step_b - FLASH_BWD_FLOP_RATIO * attn_f, 0.0)
-        cp_layer = np.where(a.c > 1, cp_layer_f * np.where(rc >= 1, 2.0, 1.0) + cp_layer_b, 0.0)
+        attn_f = ops.where(a.flash, (1 - mf) * g("dr") + mf * g("mr"), 0.0) / a.c
+        cp_layer_f = (a.c - 1.0) * ops.maximum(step_f - attn_f, 0.0)
+        cp_layer_b = (a.c - 1.0) * ops.maximum(step_b - FLASH_BWD_FLOP_RATIO * attn_f, 0.0)
+        cp_layer = ops.where(a.c > 1, cp_layer_f * ops.where(rc >= 1, 2.0, 1.0) + cp_layer_b, 0.0)
     # expert parallel
     ep_layer = zero
     if has_moe:
-        ep_size = np.where(a.sp, tok / a.t, tok) * a.topk * a.h * ACT_BYTES
+        ep_size = ops.where(a.sp, tok / a.t, tok) * a.topk * a.h * ACT_BYTES
         ep_a2a = coll.all_to_all_time_s(ep_size, a.e, a.t, link)
         ep_keep = 1.0 - eff.comm_overlap(CommKind.EXPERT)
-        ep_layer = mf * ep_a2a * np.where(full, 6.0, 4.0) * ep_keep
+        ep_layer = mf * ep_a2a * ops.where(full, 6.0, 4.0) * ep_keep
 
     per_mb_mid = layers * (layer_compute)
     tp_mid, cp_mid, ep_mid = layers * tp_layer, layers * cp_layer, layers * ep_layer
     single = a.p == 1
-    comp_first = per_mb_mid + g("e") + np.where(single, g("h"), 0.0)
-    comp_last = per_mb_mid + g("h") + np.where(single, g("e"), 0.0)
-    tp_first = tp_mid + tp_emb + np.where(single, tp_head, 0.0)
-    tp_last = tp_mid + tp_head + np.where(single, tp_emb, 0.0)
+    comp_first = per_mb_mid + g("e") + ops.where(single, g("h"), 0.0)
+    comp_last = per_mb_mid + g("h") + ops.where(single, g("e"), 0.0)
+    tp_first = tp_mid + tp_emb + ops.where(single, tp_head, 0.0)
+    tp_last = tp_mid + tp_head + ops.where(single, tp_emb, 0.0)
     first_total = comp_first + tp_first + cp_mid + ep_mid
     last_total = comp_last + tp_last + cp_mid + ep_mid
     first_slow = first_total >= last_total
-    slow_total = np.maximum(first_total, last_total)
+    slow_total = ops.maximum(first_total, last_total)
     m = a.m
-    compute_s = m * np.where(first_slow, comp_first, comp_last)
-    tp_s = m * np.where(first_slow, tp_first, tp_last)
+    compute_s = m * ops.where(first_slow, comp_first, comp_last)
+    tp_s = m * ops.where(first_slow, tp_first, tp_last)
     cp_s = m * cp_mid
     ep_s = m * ep_mid
     bubble_s = pp_s = zero
-    if not single.all():  # pipeline bubble and p2p (skipped when no scenario pipelines)
+    if not ops.all_(single):  # pipeline bubble and p2p (skipped when no scenario pipelines)
         mean_total = (per_mb_mid + tp_mid + cp_mid + ep_mid) + (
             g("e") + g("h") + tp_emb + tp_head
         ) / a.p
-        bubble_s = np.where(single, 0.0, (a.p - 1.0) / a.v * mean_total)
+        bubble_s = ops.where(single, 0.0, (a.p - 1.0) / a.v * mean_total)
         p2p_inside = a.t * a.c * a.d * a.p <= a.domain
         p2p = coll.p2p_time_s(tok * a.h * ACT_BYTES / a.t, inside=p2p_inside, link=link)
         # interleaved schedule with overlapped p2p: only what exceeds one chunk's forward shows
         chunk_fwd = layers / a.v * ((1 - mf) * g("df") + mf * g("mf"))
-        steady = np.where(
-            a.pp_overlap & (a.v > 1), np.maximum(p2p - chunk_fwd, 0.0) + link.base, p2p
+        steady = ops.where(
+            a.pp_overlap & (a.v > 1), ops.maximum(p2p - chunk_fwd, 0.0) + link.base, p2p
         )
-        pp_s = np.where(single, 0.0, 2.0 * a.v * m * steady + 2.0 * (a.p - 1.0) * p2p)
+        pp_s = ops.where(single, 0.0, 2.0 * a.v * m * steady + 2.0 * (a.p - 1.0) * p2p)
     # data parallel
     fd, fe, ld, le = stage_params(a)
     use_first = fd + fe >= ld + le
-    dense = np.where(use_first, fd, ld)
-    expert = np.where(use_first, fe, le)
+    dense = ops.where(use_first, fd, ld)
+    expert = ops.where(use_first, fe, le)
     dp_dense_n = a.d * a.c
-    dp_exp_n = np.maximum(dp_dense_n / a.e, 1.0)
+    dp_exp_n = ops.maximum(dp_dense_n / a.e, 1.0)
 
-    def dp_comm(
-        params: FloatArray, group: FloatArray, stride: FloatArray
-    ) -> tuple[FloatArray, FloatArray]:
+    def dp_comm(params: Real, group: Real, stride: Real) -> tuple[Real, Real]:
         grads = params * a.grad_bytes
         weights = params * PARAM_GATHER_BYTES
         ar = coll.all_reduce_time_s(grads, group, stride, link)
-        rs, ag = coll.all_gather_time_s(np.stack((grads, weights)), group, stride, link)
-        grad_part = np.where(a.zero == 0, ar, rs)
-        gather_part = np.where(a.zero == 0, 0.0, ag)
-        gather_part = np.where(a.zero >= 3, 2.0 * ag, gather_part)
+        rs = coll.all_gather_time_s(grads, group, stride, link)  # reduce-scatter: same cost
+        ag = coll.all_gather_time_s(weights, group, stride, link)
+        grad_part = ops.where(a.zero == 0, ar, rs)
+        gather_part = ops.where(a.zero == 0, 0.0, ag)
+        gather_part = ops.where(a.zero >= 3, 2.0 * ag, gather_part)
         return grad_part, gather_part
 
     gd, wd = dp_comm(dense, dp_dense_n, a.t)
     grad_c, gather_c = gd, wd
     if has_moe:  # expert parameters exist: their own (smaller) data-parallel group
         ge, we = dp_comm(expert, dp_exp_n, a.t * a.e)
-        grad_c, gather_c = gd + np.where(expert > 0, ge, 0.0), wd + np.where(expert > 0, we, 0.0)
+        grad_c, gather_c = gd + ops.where(expert > 0, ge, 0.0), wd + ops.where(expert > 0, we, 0.0)
     keep = 1.0 - eff.comm_overlap(CommKind.DATA)
     bwd_window = layers * ((1 - mf) * (g("db") + rec_d) + mf * (g("mb") + rec_m))
     fwd_window = layers * ((1 - mf) * g("df") + mf * g("mf"))
-    exposed_grad = np.where(
-        a.dp_grad_overlap, np.maximum(grad_c * keep, grad_c - bwd_window), grad_c
+    exposed_grad = ops.where(
+        a.dp_grad_overlap, ops.maximum(grad_c * keep, grad_c - bwd_window), grad_c
     )
-    exposed_gather = np.where(
-        a.dp_gather_overlap, np.maximum(gather_c * keep, gather_c - fwd_window), gather_c
+    exposed_gather = ops.where(
+        a.dp_gather_overlap, ops.maximum(gather_c * keep, gather_c - fwd_window), gather_c
     )
     # ZeRO-3/FSDP: one gather (forward), one gather (backward) and one reduce-scatter per
     # collective unit per microbatch, each paying the ring latency: a flat buffer per layer, or
@@ -483,27 +485,27 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     # only ``z3_prefetch`` parameters ahead, hiding at most that share of the next tensor's
     # gather; planner.perf.frameworks)
     per_mb = grad_c + gather_c
-    keep_z3 = np.full(n, keep)
-    if (a.zero >= 3).any():
-        tensors = np.where(a.z3_per_tensor, np.where(a.dropout, 12.0, 9.0), 1.0)
+    keep_z3 = a.full(keep)
+    if ops.any_(a.zero >= 3):
+        tensors = ops.where(a.z3_per_tensor, ops.where(a.dropout, 12.0, 9.0), 1.0)
         regather = a.z3_regather & full
-        per_mb = per_mb + np.where(regather, 0.5 * gather_c, 0.0)
+        per_mb = per_mb + ops.where(regather, 0.5 * gather_c, 0.0)
         latency_one = coll.all_gather_time_s(zero, dp_dense_n, a.t, link)
-        passes = np.where(regather, 4.0, 3.0)
-        per_mb = per_mb + passes * np.maximum(layers * tensors - 1.0, 0.0) * latency_one
-        unit_params = dense / np.maximum(layers * tensors, 1.0)
-        reach = np.minimum(a.z3_prefetch / np.maximum(unit_params, 1.0), 1.0 - keep)
-        keep_z3 = np.where(a.z3_prefetch > 0, 1.0 - reach, keep)
-    z3 = m * np.maximum(per_mb * keep_z3, per_mb - slow_total)
-    dp_s = np.where(a.zero >= 3, z3, exposed_grad + exposed_gather)
+        passes = ops.where(regather, 4.0, 3.0)
+        per_mb = per_mb + passes * ops.maximum(layers * tensors - 1.0, 0.0) * latency_one
+        unit_params = dense / ops.maximum(layers * tensors, 1.0)
+        reach = ops.minimum(a.z3_prefetch / ops.maximum(unit_params, 1.0), 1.0 - keep)
+        keep_z3 = ops.where(a.z3_prefetch > 0, 1.0 - reach, keep)
+    z3 = m * ops.maximum(per_mb * keep_z3, per_mb - slow_total)
+    dp_s = ops.where(a.zero >= 3, z3, exposed_grad + exposed_gather)
     # optimizer
-    shard_dense = np.where(a.zero >= 1, dp_dense_n, 1.0)
-    shard_exp = np.where(a.zero >= 1, dp_exp_n, 1.0)
+    shard_dense = ops.where(a.zero >= 1, dp_dense_n, 1.0)
+    shard_exp = ops.where(a.zero >= 1, dp_exp_n, 1.0)
     owned = dense / shard_dense + expert / shard_exp
-    opt_bytes = ADAM_HBM_BYTES_PER_PARAM * owned + np.where(
+    opt_bytes = ADAM_HBM_BYTES_PER_PARAM * owned + ops.where(
         a.device.low_precision, FP8_CAST_BYTES_PER_PARAM * (dense + expert), 0.0
     )
-    opt_s = np.maximum(
+    opt_s = ops.maximum(
         opt_bytes / eff.memory_bytes_per_s(opt_bytes, a.device), 4.0 * eff.kernel_min_time_s
     )
     breakdown = {
@@ -516,7 +518,7 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
         "dp_comm_exposed": dp_s,
         "optimizer": opt_s,
     }
-    iteration = np.zeros(n)
+    iteration = zero
     for key in BREAKDOWN_KEYS:
         iteration = iteration + breakdown[key]
     model_flops, hw_flops = _flops(a)
@@ -529,10 +531,10 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     )
 
 
-def _flops(a: ScenarioArrays) -> tuple[FloatArray, FloatArray]:
+def _flops(a: ScenarioArrays) -> tuple[Real, Real]:
     """Model FLOPs per iteration (Megatron convention: causal attention at full ``s²``, 3x the
     forward) and hardware FLOPs (plus recompute); same formulas as ``planner.perf.flops``."""
-    n_mat = np.where(a.gated, 3.0, 2.0)
+    n_mat = ops.where(a.gated, 3.0, 2.0)
     attn_lin = 2.0 * a.h * (a.q + 2.0 * a.kv) + 2.0 * a.q * a.h
     core = 4.0 * a.S * a.q
     mlp_dense = 2.0 * n_mat * a.h * a.f
@@ -541,7 +543,7 @@ def _flops(a: ScenarioArrays) -> tuple[FloatArray, FloatArray]:
     head = 2.0 * a.h * a.V
     tokens = a.B * a.S
     model = 3.0 * tokens * (linear + a.L * core + head)
-    rec = np.where(
-        a.recompute == 2, linear + a.L * core, np.where(a.recompute == 1, a.L * core, 0.0)
+    rec = ops.where(
+        a.recompute == 2, linear + a.L * core, ops.where(a.recompute == 1, a.L * core, 0.0)
     )
     return model, model + tokens * rec

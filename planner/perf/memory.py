@@ -1,4 +1,4 @@
-"""Peak memory per GPU: model states per ZeRO stage plus activations (vectorized over a batch).
+"""Peak memory per GPU: model states per ZeRO stage plus activations (over a batch or one scenario).
 
 Model states, bytes per parameter held by a GPU (Megatron-LM ``docs/.../dist_optimizer.md``;
 Rajbhandari et al. 2020 §5): 16-bit weights 2; gradient buffer ``grad_bytes`` (4 = fp32 main
@@ -79,11 +79,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-from numpy.typing import NDArray
-
-from planner.perf.batch import ScenarioArrays
+from planner.perf import ops
+from planner.perf.batch import RECOMPUTE_CODES, ScenarioArrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
+from planner.perf.ops import Count, Real
 from planner.specs.model import ModelSpec
 from planner.specs.parallelism import Recompute
 from planner.specs.scenario import Scenario
@@ -101,8 +100,6 @@ __all__ = [
     "root_params",
     "total_params",
 ]
-
-FloatArray = NDArray[np.float64]
 
 WEIGHT_BYTES_PER_PARAM = 2.0
 OPTIMIZER_BYTES_PER_PARAM = 12.0
@@ -144,47 +141,45 @@ class MemoryBreakdown:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryArrays:
-    """``MemoryBreakdown`` for a batch: arrays of shape ``(n,)``, bytes."""
+    """``MemoryBreakdown`` for a batch, bytes: arrays of shape ``(n,)`` (floats for one
+    scenario)."""
 
-    weights: FloatArray
-    gradients: FloatArray
-    optimizer: FloatArray
-    activations: FloatArray
-    overhead: FloatArray
+    weights: Real
+    gradients: Real
+    optimizer: Real
+    activations: Real
+    overhead: Real
 
     @property
-    def total(self) -> FloatArray:
+    def total(self) -> Real:
         """Peak bytes per GPU."""
-        out: FloatArray = (
-            self.weights + self.gradients + self.optimizer + self.activations + self.overhead
-        )
-        return out
+        return self.weights + self.gradients + self.optimizer + self.activations + self.overhead
 
     def row(self, i: int) -> MemoryBreakdown:
         """Scenario ``i`` as a ``MemoryBreakdown``."""
         return MemoryBreakdown(
-            weights_bytes=float(self.weights[i]),
-            gradients_bytes=float(self.gradients[i]),
-            optimizer_bytes=float(self.optimizer[i]),
-            activations_bytes=float(self.activations[i]),
-            overhead_bytes=float(self.overhead[i]),
+            weights_bytes=ops.item(self.weights, i),
+            gradients_bytes=ops.item(self.gradients, i),
+            optimizer_bytes=ops.item(self.optimizer, i),
+            activations_bytes=ops.item(self.activations, i),
+            overhead_bytes=ops.item(self.overhead, i),
         )
 
 
 # ---- parameters ---------------------------------------------------------------------------
 
 
-def _n_mat(a: ScenarioArrays) -> FloatArray:
-    return np.where(a.gated, 3.0, 2.0)
+def _n_mat(a: ScenarioArrays) -> Real:
+    return ops.where(a.gated, 3.0, 2.0)
 
 
-def attention_params_arr(a: ScenarioArrays) -> FloatArray:
+def attention_params_arr(a: ScenarioArrays) -> Real:
     """Parameters of one attention block and both layer norms of a layer."""
-    out: FloatArray = a.h * (a.q + 2.0 * a.kv) + a.q * a.h + 2.0 * a.h
+    out: Real = a.h * (a.q + 2.0 * a.kv) + a.q * a.h + 2.0 * a.h
     return out
 
 
-def mlp_params_arr(a: ScenarioArrays) -> tuple[FloatArray, FloatArray, FloatArray]:
+def mlp_params_arr(a: ScenarioArrays) -> tuple[Real, Real, Real]:
     """``(dense MLP, MoE dense part (router + shared experts), MoE routed experts)`` per layer."""
     n_mat = _n_mat(a)
     dense = n_mat * a.h * a.f
@@ -193,7 +188,7 @@ def mlp_params_arr(a: ScenarioArrays) -> tuple[FloatArray, FloatArray, FloatArra
     return dense, moe_dense, moe_expert
 
 
-def stage_params(a: ScenarioArrays) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def stage_params(a: ScenarioArrays) -> tuple[Real, Real, Real, Real]:
     """``(dense first, expert first, dense last, expert last)`` parameters per GPU.
 
     Each stage holds ``L/p`` layers; MoE layers are spread evenly (their fraction of ``L``).
@@ -208,9 +203,9 @@ def stage_params(a: ScenarioArrays) -> tuple[FloatArray, FloatArray, FloatArray,
     body_expert = layers * moe_frac * moe_expert
     emb = a.V * a.h
     single = a.p == 1
-    head = np.where(single & ~a.untied, 0.0, emb) + a.h
-    first_dense = (body_dense + emb + np.where(single, head, 0.0)) / a.t
-    last_dense = (body_dense + head + np.where(single, emb, 0.0)) / a.t
+    head = ops.where(single & ops.logical_not(a.untied), 0.0, emb) + a.h
+    first_dense = (body_dense + emb + ops.where(single, head, 0.0)) / a.t
+    last_dense = (body_dense + head + ops.where(single, emb, 0.0)) / a.t
     expert = body_expert / (a.t * a.e)
     return first_dense, expert, last_dense, expert
 
@@ -234,23 +229,23 @@ def total_params(model: ModelSpec) -> float:
 
 
 def activation_bytes_arr(
-    a: ScenarioArrays, *, moe_layer: bool, recompute: FloatArray, op_level: bool = True
-) -> FloatArray:
+    a: ScenarioArrays, *, moe_layer: bool, recompute: Count, op_level: bool = True
+) -> Real:
     """Activation bytes one layer keeps for one microbatch (see the module docstring).
 
-    ``recompute`` is an array of codes (0 none, 1 selective, 2 full); ``op_level`` False
+    ``recompute`` holds codes (0 none, 1 selective, 2 full); ``op_level`` False
     reads "selective" as Megatron's even where the framework uses op-level SAC (the working
     set of a layer re-run under full recompute).
     """
     tok = a.b * a.S / a.c
     lp = a.device.low_precision
-    drop = np.where(a.dropout, 1.0, 0.0)
-    rep = tok * a.h * (8.0 + 2.0 * drop - np.where(lp, 2.0, 0.0))
+    drop = ops.where(a.dropout, 1.0, 0.0)
+    rep = tok * a.h * (8.0 + 2.0 * drop - ops.where(lp, 2.0, 0.0))
     attn = 4.0 * tok * a.q + 4.0 * tok * a.kv
     scores = (4.0 + drop) * a.heads * (a.S / a.c) * a.S * a.b
-    attn = attn + np.where(~a.flash & (recompute == 0), scores, 0.0)
-    n_up = np.where(a.gated, 2.0, 1.0)
-    act_out = np.where(lp, 1.0, 2.0)
+    attn = attn + ops.where(ops.logical_not(a.flash) & (recompute == 0), scores, 0.0)
+    n_up = ops.where(a.gated, 2.0, 1.0)
+    act_out = ops.where(lp, 1.0, 2.0)
     if moe_layer:
         routed = tok * a.topk
         mlp = routed * (2.0 * a.h + (2.0 * n_up + act_out) * a.f_moe)
@@ -258,65 +253,65 @@ def activation_bytes_arr(
     else:
         mlp = tok * (2.0 * n_up + act_out) * a.f
     shard = a.sp | (a.t == 1)
-    full = np.where(shard, (rep + attn + mlp) / a.t, rep + (attn + mlp) / a.t)
-    layer_input = 2.0 * tok * a.h / np.where(a.sp, a.t, 1.0)
-    out: FloatArray = np.where(recompute == 2, layer_input, full)
-    if op_level and a.op_sac.any():
+    full = ops.where(shard, (rep + attn + mlp) / a.t, rep + (attn + mlp) / a.t)
+    layer_input = 2.0 * tok * a.h / ops.where(a.sp, a.t, 1.0)
+    out: Real = ops.where(recompute == 2, layer_input, full)
+    if op_level and ops.any_(a.op_sac):
         # torchtitan op-level SAC, eager: the block input, the outputs of the odd-numbered
         # matmuls (wq, wv, w1; w2 too for SwiGLU: 7 matmuls), of the attention kernel and of
         # the TP reduce-scatters (module docstring)
         up = (tok * a.topk + tok * a.shared) * a.f_moe if moe_layer else tok * a.f
-        down = np.where(a.gated, ACTIVATION_BYTES * tok * a.h, 0.0)  # partial sum under TP
-        reduce_scatter = np.where(a.sp & (a.t > 1), 2.0 * ACTIVATION_BYTES * tok * a.h / a.t, 0.0)
+        down = ops.where(a.gated, ACTIVATION_BYTES * tok * a.h, 0.0)  # partial sum under TP
+        reduce_scatter = ops.where(a.sp & (a.t > 1), 2.0 * ACTIVATION_BYTES * tok * a.h / a.t, 0.0)
         sharded = ACTIVATION_BYTES * (tok * (2.0 * a.q + a.kv) + up) / a.t
         op = layer_input + sharded + down + reduce_scatter
-        out = np.where(a.op_sac & (recompute == 1), np.minimum(op, full), out)
+        out = ops.where(a.op_sac & (recompute == 1), ops.minimum(op, full), out)
     return out
 
 
-def layers_in_flight_arr(a: ScenarioArrays) -> FloatArray:
+def layers_in_flight_arr(a: ScenarioArrays) -> Real:
     """Layer-activations the first pipeline stage holds at its peak under (interleaved) 1F1B."""
     chunk_layers = a.L / (a.p * a.v)
-    chunks = np.where(a.v == 1, a.p, 2.0 * (a.p - 1) + (a.v - 1) * a.p + 1)
-    out: FloatArray = np.minimum(chunks, a.m * a.v) * chunk_layers
+    chunks = ops.where(a.v == 1, a.p, 2.0 * (a.p - 1) + (a.v - 1) * a.p + 1)
+    out: Real = ops.minimum(chunks, a.m * a.v) * chunk_layers
     return out
 
 
-def loss_bytes_per_logit_arr(a: ScenarioArrays) -> FloatArray:
+def loss_bytes_per_logit_arr(a: ScenarioArrays) -> Real:
     """Peak bytes per logit the loss holds (forward or backward; module docstring).
 
     A fused loss holds ``logit_bytes``; the eager ``F.cross_entropy`` peaks in its backward at
     ``EAGER_LOSS_PEAK_BYTES_PER_LOGIT``, or ``LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT`` under tensor
     parallelism (DTensor ``loss_parallel``)."""
     eager = a.logit_bytes > FUSED_LOSS_BYTES_PER_LOGIT
-    backward = np.where(
+    backward = ops.where(
         a.t > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT
     )
-    out: FloatArray = np.where(eager, np.maximum(a.logit_bytes, backward), a.logit_bytes)
+    out: Real = ops.where(eager, ops.maximum(a.logit_bytes, backward), a.logit_bytes)
     return out
 
 
-def loss_peak_bytes_arr(a: ScenarioArrays) -> FloatArray:
+def loss_peak_bytes_arr(a: ScenarioArrays) -> Real:
     """Bytes the stage computing the loss holds at the loss on top of the layers' activations:
     the loss buffers (``loss_bytes_per_logit_arr · tok·V/t``), the final norm's input and the
     LM head's saved input (all-gathered under a DTensor head: eager loss with ``t > 1``)."""
     tok = a.b * a.S / a.c
-    t_sp = np.where(a.sp, a.t, 1.0)
+    t_sp = ops.where(a.sp, a.t, 1.0)
     eager_tp = (a.logit_bytes > FUSED_LOSS_BYTES_PER_LOGIT) & (a.t > 1)
-    head_input = ACTIVATION_BYTES * tok * a.h / np.where(eager_tp, 1.0, t_sp)
+    head_input = ACTIVATION_BYTES * tok * a.h / ops.where(eager_tp, 1.0, t_sp)
     norm_input = ACTIVATION_BYTES * tok * a.h / t_sp
-    out: FloatArray = loss_bytes_per_logit_arr(a) * tok * a.V / a.t + head_input + norm_input
+    out: Real = loss_bytes_per_logit_arr(a) * tok * a.V / a.t + head_input + norm_input
     return out
 
 
-def root_params(a: ScenarioArrays) -> tuple[FloatArray, FloatArray]:
+def root_params(a: ScenarioArrays) -> tuple[Real, Real]:
     """``(first, last)`` stage parameters per GPU outside the transformer layers: embedding,
     final norm and LM head (the LM head its own copy when untied or ``p > 1``), over ``t``."""
     emb = a.V * a.h
     single = a.p == 1
-    head = np.where(single & ~a.untied, 0.0, emb) + a.h
-    first = (emb + np.where(single, head, 0.0)) / a.t
-    last = (head + np.where(single, emb, 0.0)) / a.t
+    head = ops.where(single & ops.logical_not(a.untied), 0.0, emb) + a.h
+    first = (emb + ops.where(single, head, 0.0)) / a.t
+    last = (head + ops.where(single, emb, 0.0)) / a.t
     return first, last
 
 
@@ -324,116 +319,109 @@ def memory_arrays(
     a: ScenarioArrays,
     eff: EfficiencyModel,
     *,
-    params: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None,
+    params: tuple[Real, Real, Real, Real] | None = None,
 ) -> MemoryArrays:
     """Peak memory of the most loaded GPU (first or last pipeline stage) for a batch, bytes.
 
     ``params`` is ``stage_params(a)`` when the caller has it already."""
-    rc = a.recompute.astype(np.float64)
+    rc = a.recompute
     moe_frac = a.moe_layers / a.L
-    has_moe = bool((moe_frac > 0).any())
+    has_moe = ops.any_(moe_frac > 0)
     dense_act = activation_bytes_arr(a, moe_layer=False, recompute=rc)
     per_layer = dense_act
-    full = a.recompute == 2
-    any_full = bool(full.any())
-    working = np.zeros(a.n)
+    full = rc == 2
+    any_full = ops.any_(full)
+    working = a.full(0.0)
     if any_full:  # one layer's working set while it is re-run (full recompute only)
-        working = activation_bytes_arr(
-            a, moe_layer=False, recompute=np.ones_like(rc), op_level=False
-        )
+        working = activation_bytes_arr(a, moe_layer=False, recompute=1, op_level=False)
     if has_moe:
         moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc)
-        per_layer = np.where(
-            moe_frac > 0, np.where(moe_frac < 1, np.maximum(dense_act, moe_act), moe_act), dense_act
+        per_layer = ops.where(
+            moe_frac > 0,
+            ops.where(moe_frac < 1, ops.maximum(dense_act, moe_act), moe_act),
+            dense_act,
         )
         if any_full:
-            working = np.maximum(
+            working = ops.maximum(
                 working,
-                np.where(
+                ops.where(
                     moe_frac > 0,
-                    activation_bytes_arr(
-                        a, moe_layer=True, recompute=np.ones_like(rc), op_level=False
-                    ),
+                    activation_bytes_arr(a, moe_layer=True, recompute=1, op_level=False),
                     0.0,
                 ),
             )
     in_flight = layers_in_flight_arr(a)
-    working = np.where(full, working, 0.0)
+    working = ops.where(full, working, 0.0)
     # the loss peaks before any layer is re-run: the stage holds one or the other on top
-    at_loss = np.maximum(loss_peak_bytes_arr(a), working)
+    at_loss = ops.maximum(loss_peak_bytes_arr(a), working)
     single = a.p == 1
-    first_act = in_flight * per_layer + np.where(single, at_loss, working)
-    last_layers = np.minimum(a.L / a.p, in_flight)
+    first_act = in_flight * per_layer + ops.where(single, at_loss, working)
+    last_layers = ops.minimum(a.L / a.p, in_flight)
     last_act = last_layers * per_layer + at_loss
 
     d_dense = a.d * a.c
-    d_expert = np.maximum(d_dense / a.e, 1.0)
+    d_expert = ops.maximum(d_dense / a.e, 1.0)
     z = a.zero
     lp = a.device.low_precision
-    unit_wise = ~a.z3_per_tensor  # PyTorch FSDP (module docstring); else DeepSpeed
-    layers = np.maximum(a.L / a.p, 1.0)
+    unit_wise = ops.logical_not(a.z3_per_tensor)  # PyTorch FSDP (module docstring); else DeepSpeed
+    layers = ops.maximum(a.L / a.p, 1.0)
 
-    def states(
-        dense: FloatArray, expert: FloatArray, root: FloatArray
-    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    def states(dense: Real, expert: Real, root: Real) -> tuple[Real, Real, Real]:
+        """(weights, gradients, optimizer) bytes of a stage holding these parameters."""
         block = (dense - root + expert) / layers
         sharded_away = (dense + expert) - (dense / d_dense + expert / d_expert)
-        gathered = np.where(
+        gathered = ops.where(
             unit_wise,
-            root + block + np.maximum(root, block),  # + FSDP2's all-gather stream buffer
+            root + block + ops.maximum(root, block),  # + FSDP2's all-gather stream buffer
             2.0 * (dense + expert) / layers,  # DeepSpeed: two layers in flight
         )
-        gathered = np.where(z >= 3, np.minimum(gathered, sharded_away), 0.0)
-        shard16 = np.where(unit_wise, 0.0, dense / d_dense + expert / d_expert)
-        weights = WEIGHT_BYTES_PER_PARAM * (np.where(z >= 3, shard16, dense + expert) + gathered)
-        weights = weights + np.where(
+        gathered = ops.where(z >= 3, ops.minimum(gathered, sharded_away), 0.0)
+        shard16 = ops.where(unit_wise, 0.0, dense / d_dense + expert / d_expert)
+        weights = WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
+        weights = weights + ops.where(
             lp & a.fp8_cache, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense - root + expert), 0.0
         )
         grads = a.grad_bytes * (
-            np.where(z >= 2, dense / d_dense, dense) + np.where(z >= 2, expert / d_expert, expert)
+            ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
         )
         optim = OPTIMIZER_BYTES_PER_PARAM * (
-            np.where(z >= 1, dense / d_dense, dense) + np.where(z >= 1, expert / d_expert, expert)
+            ops.where(z >= 1, dense / d_dense, dense) + ops.where(z >= 1, expert / d_expert, expert)
         )
         return weights, grads, optim
 
     fd, fe, ld, le = params if params is not None else stage_params(a)
     root_first, root_last = root_params(a)
-    # both stages in one pass: rows 0 (first stage) and 1 (last stage)
-    w, g, o = states(np.stack((fd, ld)), np.stack((fe, le)), np.stack((root_first, root_last)))
-    w1, g1, o1 = w[0], g[0], o[0]
-    w2, g2, o2 = w[1], g[1], o[1]
+    w1, g1, o1 = states(fd, fe, root_first)  # first stage
+    w2, g2, o2 = states(ld, le, root_last)  # last stage
     slack = 1.0 + eff.memory_fragmentation_fraction
     first_total = w1 + g1 + o1 + first_act * slack
     last_total = w2 + g2 + o2 + last_act * slack
     use_first = first_total >= last_total
-    overhead = np.full(a.n, eff.memory_overhead_bytes)
+    overhead = a.full(eff.memory_overhead_bytes)
     return MemoryArrays(
-        weights=np.where(use_first, w1, w2),
-        gradients=np.where(use_first, g1, g2),
-        optimizer=np.where(use_first, o1, o2),
-        activations=np.where(use_first, first_act, last_act) * slack,
+        weights=ops.where(use_first, w1, w2),
+        gradients=ops.where(use_first, g1, g2),
+        optimizer=ops.where(use_first, o1, o2),
+        activations=ops.where(use_first, first_act, last_act) * slack,
         overhead=overhead,
     )
 
 
 # ---- one-scenario wrappers ------------------------------------------------------------------
 
-_RECOMPUTE_CODE = {Recompute.NONE: 0.0, Recompute.SELECTIVE: 1.0, Recompute.FULL: 2.0}
-
 
 def activation_bytes_per_layer(
     scenario: Scenario, *, moe_layer: bool, recompute: Recompute
 ) -> float:
     """Activation bytes one layer keeps for one microbatch (Korthikanti et al. 2022, Table 2)."""
-    a = ScenarioArrays.from_scenarios([scenario])
-    code = np.array([_RECOMPUTE_CODE[recompute]])
-    return float(activation_bytes_arr(a, moe_layer=moe_layer, recompute=code)[0])
+    a = ScenarioArrays.from_scenario(scenario)
+    code = RECOMPUTE_CODES[recompute]
+    return float(activation_bytes_arr(a, moe_layer=moe_layer, recompute=code))
 
 
 def layers_in_flight(scenario: Scenario) -> float:
     """Layer-activations the first pipeline stage holds at its peak under (interleaved) 1F1B."""
-    return float(layers_in_flight_arr(ScenarioArrays.from_scenarios([scenario]))[0])
+    return float(layers_in_flight_arr(ScenarioArrays.from_scenario(scenario)))
 
 
 def memory_per_gpu(
@@ -441,12 +429,12 @@ def memory_per_gpu(
 ) -> MemoryBreakdown:
     """Peak memory of the most loaded GPU of one scenario, bytes."""
     eff = efficiency if efficiency is not None else DefaultEfficiency()
-    return memory_arrays(ScenarioArrays.from_scenarios([scenario]), eff).row(0)
+    return memory_arrays(ScenarioArrays.from_scenario(scenario), eff).row(0)
 
 
 def local_params(scenario: Scenario) -> tuple[float, float]:
     """``(dense, expert)`` parameters per GPU on the pipeline stage holding the most."""
-    fd, fe, ld, le = stage_params(ScenarioArrays.from_scenarios([scenario]))
-    if fd[0] + fe[0] >= ld[0] + le[0]:
-        return float(fd[0]), float(fe[0])
-    return float(ld[0]), float(le[0])
+    fd, fe, ld, le = stage_params(ScenarioArrays.from_scenario(scenario))
+    if fd + fe >= ld + le:
+        return float(fd), float(fe)
+    return float(ld), float(le)

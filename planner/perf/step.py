@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
 from planner.perf.engine import BREAKDOWN_KEYS, BatchResult, evaluate
@@ -145,18 +144,14 @@ def predict_batch(
     peak = a.device.peak_flop_per_s
     mfu = r.model_flops / (it * a.N * peak)
     hfu = r.hardware_flops / (it * a.N * peak)
-    ttt = np.where(np.isnan(a.total_tokens), a.train_iters * it, a.total_tokens / tokens_per_s)
-    columns = {k: r.breakdown_s[k].tolist() for k in BREAKDOWN_KEYS}
-    it_l, tps_l, n_l = it.tolist(), tokens_per_s.tolist(), a.N.tolist()
-    mf_l, mfu_l, hfu_l = r.model_flops.tolist(), mfu.tolist(), hfu.tolist()
-    mem_l, hbm_l, fits_l, ttt_l = (
-        mem_total.tolist(),
-        a.hbm_bytes.tolist(),
-        fits.tolist(),
-        ttt.tolist(),
-    )
-    mw, mg, mo = r.memory.weights.tolist(), r.memory.gradients.tolist(), r.memory.optimizer.tolist()
-    ma, mh = r.memory.activations.tolist(), r.memory.overhead.tolist()
+    ttt = ops.where(ops.isnan(a.total_tokens), a.train_iters * it, a.total_tokens / tokens_per_s)
+    lst = ops.tolist
+    columns = {k: lst(r.breakdown_s[k]) for k in BREAKDOWN_KEYS}
+    it_l, tps_l, n_l = lst(it), lst(tokens_per_s), lst(a.N)
+    mf_l, mfu_l, hfu_l = lst(r.model_flops), lst(mfu), lst(hfu)
+    mem_l, hbm_l, fits_l, ttt_l = lst(mem_total), lst(a.hbm_bytes), lst(fits), lst(ttt)
+    mw, mg, mo = lst(r.memory.weights), lst(r.memory.gradients), lst(r.memory.optimizer)
+    ma, mh = lst(r.memory.activations), lst(r.memory.overhead)
     out: list[Prediction] = []
     for i in range(a.n):
         ttt_i = ttt_l[i]

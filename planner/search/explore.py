@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.errors import InfeasibleError, SpecError
+from planner.perf import ops
 from planner.perf.candidates import CandidateColumns, candidate_arrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
 from planner.perf.engine import evaluate
@@ -280,7 +281,7 @@ def _run_chunk(
         cols = cols.take(valid)
         base = sub.base_arrays
         arrays = candidate_arrays(base, cols)
-        mem = memory_arrays(arrays, eff).total
+        mem = ops.array(memory_arrays(arrays, eff).total)
         fits = mem <= arrays.hbm_bytes
         oom = np.flatnonzero(~fits)
         if oom.size:
@@ -294,16 +295,16 @@ def _run_chunk(
             training = sub.base.training
             obj = objective_values(
                 objective,
-                iteration_time_s=result.iteration_time_s,
-                tokens_per_iteration=arrays.B * arrays.S,
-                num_gpus=arrays.N,
+                iteration_time_s=ops.array(result.iteration_time_s),
+                tokens_per_iteration=ops.array(arrays.B * arrays.S),
+                num_gpus=ops.array(arrays.N),
                 total_tokens=training.total_tokens,
                 train_iters=None if training.train_iters is None else float(training.train_iters),
             )
             kept = _Kept(
                 cols=cols,
                 objective=obj,
-                memory=result.memory.total,
+                memory=ops.array(result.memory.total),
                 index=sub.offset + start + valid[ok],
             )
     rejected = np.bincount(reason[reason >= 0], minlength=len(REJECT_REASONS))
@@ -400,7 +401,7 @@ def sweep(
                     total = _merge(total, pending.pop(0).result(), top_k)
             for fut in pending:
                 total = _merge(total, fut.result(), top_k)
-    hbm = min((float(s.base_arrays.hbm_bytes[0]) for s in space.subspaces), default=math.inf)
+    hbm = min((ops.item(s.base_arrays.hbm_bytes, 0) for s in space.subspaces), default=math.inf)
     return SweepOutcome(
         enumerated=space.size,
         evaluated=total.evaluated,
