@@ -1,7 +1,8 @@
 """Predictions of one scenario or a batch: the output contract of ``planner predict``.
 
-``predict_batch(scenarios)`` runs the vectorized engine (``planner.perf.engine``) once over all
-scenarios; ``predict(scenario)`` is the batch of one and gives the same numbers. The
+``predict_batch(scenarios)`` runs the engine (``planner.perf.engine``) once over all scenarios,
+on numpy arrays; ``predict(scenario)`` runs the same engine on Python numbers (the one-scenario
+form of ``ScenarioArrays``) and gives the same numbers. The
 iteration time is the sum of the ``breakdown_s`` terms: compute (operators of the slowest
 pipeline stage, recompute included), exposed TP/CP/EP communication, PP point-to-point, the
 pipeline bubble, exposed DP communication and the optimizer step.
@@ -131,11 +132,16 @@ def predict_batch(
     """Predict every scenario in one vectorized pass; one ``Prediction`` per scenario, in order.
 
     ``efficiency`` defaults to ``DefaultEfficiency()`` (the packaged constants). Pure; never
-    raises for valid ``Scenario`` values; an empty sequence gives an empty list.
+    raises for valid ``Scenario`` values; an empty sequence gives an empty list. A single
+    scenario runs in the one-scenario form (Python numbers; same results, ~5x faster).
     """
     if not scenarios:
         return []
-    a, r = evaluate_batch(scenarios, efficiency)
+    if len(scenarios) == 1:
+        a = ScenarioArrays.from_scenario(scenarios[0])
+    else:
+        a = ScenarioArrays.from_scenarios(scenarios)
+    r = evaluate(a, efficiency if efficiency is not None else _default_efficiency())
     it = r.iteration_time_s
     tokens = a.B * a.S
     tokens_per_s = tokens / it

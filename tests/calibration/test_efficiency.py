@@ -19,7 +19,7 @@ from planner.calibration import (
     fit_calibration,
 )
 from planner.errors import CalibrationError
-from planner.perf import DefaultEfficiency, DeviceArrays, EfficiencyModel, predict
+from planner.perf import DefaultEfficiency, DeviceArrays, EfficiencyModel, predict, predict_batch
 from planner.scenario import parse_scenario
 from planner.specs import Scenario
 from tests.calibration.conftest import make_samples
@@ -156,3 +156,20 @@ def test_calibrated_scalars_apply_to_every_scenario_of_a_batch(calibration: Cali
     eff = CalibratedEfficiency(calibration, device_key=KEY)
     assert eff.kernel_min_time_s == calibration.measured["kernel_min_time_s"]
     assert predict(_tiny(), eff).iteration_time_s != predict(_tiny()).iteration_time_s
+
+
+def test_one_scenario_form_equals_the_batch(calibration: Calibration) -> None:
+    """``predict`` (Python numbers) and the batch (arrays) ask the calibrated model the same."""
+    eff = CalibratedEfficiency(
+        calibration,
+        device_key=KEY,
+        attention_batch_heads=16,
+        line_rate_bytes_per_s={"scale_up": 2e9},
+    )
+    scenarios = [_tiny(device_spec(calibration, key=KEY)), _tiny()]
+    for scenario, together in zip(scenarios, predict_batch(scenarios, eff), strict=True):
+        alone = predict(scenario, eff)
+        assert type(alone.iteration_time_s) is float
+        assert alone.iteration_time_s == pytest.approx(together.iteration_time_s, rel=1e-12)
+        assert alone.breakdown.as_dict() == pytest.approx(together.breakdown.as_dict(), rel=1e-12)
+        assert alone.memory == together.memory
