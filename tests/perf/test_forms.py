@@ -33,7 +33,8 @@ FRAMEWORKS = ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed", "maxtext", 
 
 def _varied_scenarios() -> list[Scenario]:
     """Valid scenarios over every catalog GPU, dense and MoE models, ZeRO stages, recompute
-    modes, precisions, frameworks and tp/pp/vp/cp/ep/sp layouts (deterministic)."""
+    modes, precisions, frameworks, gradient-reduction flags and tp/pp/vp/cp/ep/sp layouts
+    (deterministic)."""
     rng = np.random.default_rng(7)
     out: list[Scenario] = []
     for gpu_key, gpu in gpu_catalog().items():
@@ -57,6 +58,12 @@ def _varied_scenarios() -> list[Scenario]:
                 training["total_tokens"] = 1e12
             elif goal == 2:
                 training["train_iters"] = 5000
+            # optional flags: left out (the framework's default), true or false
+            flags = {
+                key: bool(choice)
+                for key in ("grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather")
+                if (choice := int(rng.integers(0, 3))) < 2
+            }
             doc = {
                 "model": {"preset": preset},
                 "hardware": {"gpu": gpu_key, "num_gpus": tp * pp * cp * dp},
@@ -73,6 +80,7 @@ def _varied_scenarios() -> list[Scenario]:
                     "zero_stage": int(rng.integers(0, 4)),
                     "precision": str(rng.choice(precisions)),
                     "flash_attention": bool(rng.integers(0, 4)),
+                    **flags,
                 },
                 "training": training,
             }
@@ -116,6 +124,8 @@ def test_the_varied_set_covers_every_knob() -> None:
     assert any(p.expert_parallel > 1 for p in par)
     assert any(p.sequence_parallel for p in par)
     assert any(not p.flash_attention for p in par)
+    for flag in ("grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather"):
+        assert {getattr(p, flag) for p in par} == {None, True, False}
     assert len(SCENARIOS) == 16 * len(gpu_catalog())
 
 
