@@ -51,6 +51,7 @@ from planner.calibration import (  # noqa: E402
     fit_calibration,
 )
 from planner.perf import predict  # noqa: E402
+from planner.perf.constants import default_constants  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
 from planner.specs import Scenario  # noqa: E402
 
@@ -319,16 +320,17 @@ def main() -> int:
         "its fit, gradient flatten/copy, the loss all-reduce, two ranks sharing two cores). "
         "Per-operator calibration needs a per-step overhead term, which the online "
         "recalibration from reported step times (issue 6 item 4, not built here) would learn.",
-        "- The analytic figure is close for the wrong reasons: its GPU-derived factors (tile and "
-        "wave quantisation, `K/(K+64)`, the 0.85 'ampere' peak fraction) slow the CPU's GEMMs by "
-        "about as much as the overhead it does not model.",
-        "- The engine path and the operator sum agree within a few percent, but not term by "
-        "term: the `EfficiencyModel` Protocol cannot route operators to their own models "
+        "- The analytic figure is nearer for the wrong reasons: its GPU-derived factors (tile and "
+        "wave quantisation, `K/(K+64)`, the "
+        f"{default_constants()['gemm_peak_fraction_ampere']:.2f} 'ampere' peak fraction) slow "
+        "the CPU's GEMMs by about as much as the overhead it does not model.",
+        "- The engine path and the operator sum are not the same sum, term by term: the "
+        "`EfficiencyModel` Protocol cannot route operators to their own models "
         "(memory-bound work reaches it as bytes, answered by the pooled streaming model whose "
         "held-out error is the worst in the table; cross-entropy, embedding and the optimizer "
-        "are timed as bytes; attention gets no batch x heads), and the engine's Megatron profile "
-        "hides 85 % of the data-parallel all-reduce (`dp_overlap_fraction`) although this job "
-        "all-reduces after the backward pass.",
+        "are timed as bytes; attention gets no batch x heads). The scenario says "
+        "`overlap_grad_reduce: false` (the job all-reduces one flat buffer after the backward), "
+        "so both engine predictions expose the whole all-reduce, as the operator sum does.",
         "- Sampling ran on a VM shared with other work (load average 1.5-2.4 on 2 cores); the "
         "held-out errors above include that noise.",
     ]
