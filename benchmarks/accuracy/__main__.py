@@ -28,6 +28,7 @@ from benchmarks.accuracy.report import (
     RESULTS_FILE,
     accuracy_table,
     memory_table,
+    ranking_table,
     results_section,
     rows_table,
     time_stats,
@@ -120,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     print(accuracy_table(outcomes))
     print()
     print(memory_table(memory))
+    print()
+    print(ranking_table(outcomes))
     print()
     print(unusable_table(dataset))
     if args.rows:

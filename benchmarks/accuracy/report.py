@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from scipy.stats import spearmanr
 
 from benchmarks.accuracy.convert import (
     CALIBRATION_EVERY,
@@ -122,6 +125,67 @@ def memory_table(outcomes: Sequence[Outcome]) -> str:
     return "\n".join(lines)
 
 
+RANK_MIN_ROWS = 4
+"""Smallest group of rows (same source, GPU and model) whose throughput ranking is scored."""
+
+
+def _throughput_per_gpu(o: Outcome, seconds: float) -> float:
+    par, hw = o.case.document["parallelism"], o.case.document["hardware"]
+    tokens = float(par["global_batch_size"]) * float(o.case.document["model"]["seq_length"])
+    return tokens / (seconds * float(hw["num_gpus"]))
+
+
+def ranking_table(outcomes: Sequence[Outcome]) -> str:
+    """How well the model orders runs, which is what exploration and recommendations rely on.
+
+    Groups: rows of one source on one GPU type with one model (layers x hidden), at least
+    ``RANK_MIN_ROWS`` of them (they differ in sequence length, micro-batch, GPU count, layout).
+    Per group: Spearman's rank correlation of predicted vs measured tokens/s per GPU, and the
+    measured throughput of the row the model ranks first relative to the measured best (1.0:
+    the model picks the fastest run). Per source: number of groups, median and lowest ρ, mean
+    and lowest top-1 ratio."""
+    groups: dict[tuple[str, str, int, int], list[Outcome]] = {}
+    for o in outcomes:
+        doc = o.case.document
+        model = doc["model"]
+        key = (
+            o.case.source,
+            str(doc["hardware"]["gpu"]),
+            int(model.get("num_layers", 0)),
+            int(model.get("hidden_size", 0)),
+        )
+        groups.setdefault(key, []).append(o)
+    lines = [
+        "| source | groups (rows) | median Spearman ρ | lowest ρ | top-1 measured / best, mean "
+        "| top-1, lowest |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for source in SOURCE_FILES:
+        rhos: list[float] = []
+        top1: list[float] = []
+        rows = 0
+        for key, members in groups.items():
+            if key[0] != source or len(members) < RANK_MIN_ROWS:
+                continue
+            predicted = [_throughput_per_gpu(o, o.predicted_iteration_time_s) for o in members]
+            measured = [_throughput_per_gpu(o, o.case.measured_iteration_time_s) for o in members]
+            rho = float(spearmanr(predicted, measured).statistic)
+            if math.isnan(rho):
+                continue
+            rhos.append(rho)
+            top1.append(measured[predicted.index(max(predicted))] / max(measured))
+            rows += len(members)
+        if not rhos:
+            continue
+        rhos.sort()
+        median = statistics.median(rhos)
+        lines.append(
+            f"| {source} | {len(rhos)} ({rows}) | {median:.2f} | {rhos[0]:.2f} | "
+            f"{statistics.fmean(top1):.3f} | {min(top1):.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def unusable_table(dataset: Dataset) -> str:
     """Per source: configurations, usable ones, and the counted reasons for the rest."""
     lines = [
@@ -192,6 +256,8 @@ def results_section(
         accuracy_table(outcomes),
         "### Peak memory per GPU vs torchtitan (target: within 10 %)",
         memory_table(memory),
+        "### Ranking: does the model order the runs of one model on one GPU type correctly?",
+        ranking_table(outcomes),
     ]
     if not fitted:
         parts += [

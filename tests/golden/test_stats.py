@@ -14,7 +14,7 @@ from benchmarks.accuracy.fit import (
     default_parameters,
     model_constants,
 )
-from benchmarks.accuracy.report import accuracy_table
+from benchmarks.accuracy.report import accuracy_table, ranking_table
 from benchmarks.accuracy.stats import error_stats, mean_abs_log_error, relative_errors
 
 
@@ -111,3 +111,37 @@ def test_fitted_constants_exist_in_the_model_and_have_sane_bounds() -> None:
         assert low <= constants[name] <= high
     assert bounds_for("tp_overlap_fraction", 0.15) == (0.0, 1.0)
     assert bounds_for("gemm_tile_m", 128.0) == (16.0, 1024.0)
+
+
+def _run(measured_s: float, predicted_s: float, num_gpus: int) -> Outcome:
+    doc = {
+        "model": {"num_layers": 2, "hidden_size": 64, "seq_length": 100},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": num_gpus},
+        "parallelism": {"global_batch_size": 10},
+    }
+    case = Case(
+        source="llm_foundry",
+        config_id=f"run{num_gpus}",
+        document=doc,
+        measured_iteration_time_s=measured_s,
+        derived_from="iteration_time",
+        calibration=False,
+    )
+    return Outcome(case=case, predicted_iteration_time_s=predicted_s, predicted_memory_bytes=1.0)
+
+
+def test_ranking_table_scores_order_and_the_pick_of_the_fastest_run() -> None:
+    # throughput per GPU = 1000 tokens / (t * gpus): measured order 1 > 2 > 4 > 8 GPUs; the
+    # model swaps the two fastest, so it picks the 2-GPU run (measured 0.8 of the best)
+    outcomes = [
+        _run(1.0, 1.0, 1),  # measured 1000 tok/s/GPU, predicted 1000
+        _run(0.625, 0.45, 2),  # measured 800, predicted 1111
+        _run(0.5, 0.5, 4),  # 500, 500
+        _run(0.5, 0.5, 8),  # 250, 250
+    ]
+    row = next(line for line in ranking_table(outcomes).splitlines() if "llm_foundry" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "1 (4)"
+    assert float(cells[2]) == pytest.approx(0.8)  # Spearman of [1,2,3,4] vs [2,1,3,4]
+    assert float(cells[4]) == pytest.approx(0.8)
+    assert "llm_foundry" not in ranking_table(outcomes[:3])  # fewer than RANK_MIN_ROWS
