@@ -27,6 +27,7 @@ from benchmarks.accuracy.fit import default_parameters, efficiency_with, fit, wr
 from benchmarks.accuracy.report import (
     RESULTS_FILE,
     accuracy_table,
+    fit_table,
     memory_table,
     ranking_table,
     results_section,
@@ -121,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     print(accuracy_table(outcomes))
     print()
     print(memory_table(memory))
+    print()
+    print(fit_table(outcomes))
     print()
     print(ranking_table(outcomes))
     print()

@@ -14,11 +14,13 @@ from planner.specs.scenario import Scenario
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
-    """One case with the model's ``iteration_time_s`` and ``memory_per_gpu_bytes``."""
+    """One case with the model's ``iteration_time_s``, ``memory_per_gpu_bytes`` and
+    ``fits_in_memory`` (every published run ran, so False is a wrong prediction)."""
 
     case: Case
     predicted_iteration_time_s: float
     predicted_memory_bytes: float
+    predicted_fits_in_memory: bool = True
 
     @property
     def time_error(self) -> float:
@@ -59,6 +61,7 @@ def evaluate(
                 case=case,
                 predicted_iteration_time_s=prediction.iteration_time_s,
                 predicted_memory_bytes=prediction.memory_per_gpu_bytes,
+                predicted_fits_in_memory=prediction.fits_in_memory,
             )
         )
     return outcomes

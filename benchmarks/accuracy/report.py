@@ -20,6 +20,7 @@ from benchmarks.accuracy.convert import (
 from benchmarks.accuracy.evaluate import Outcome
 from benchmarks.accuracy.runs import SOURCE_FILES
 from benchmarks.accuracy.stats import ErrorStats, error_stats
+from planner.catalog import get_gpu
 
 RESULTS_FILE = Path(__file__).resolve().parents[1] / "RESULTS.md"
 
@@ -123,6 +124,28 @@ def memory_table(outcomes: Sequence[Outcome]) -> str:
         f"{_pct(stats.max_ape)} %, bias {_signed(stats.bias)} %; {within} within 10 %** | | | |"
     )
     return "\n".join(lines)
+
+
+def fit_table(outcomes: Sequence[Outcome]) -> str:
+    """Per source: published runs the model predicts not to fit in HBM (all of them ran), and
+    by how much the worst exceeds the GPU's memory."""
+    lines = [
+        "| source | runs | predicted not to fit | worst predicted / HBM |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for source in SOURCE_FILES:
+        rows = [o for o in outcomes if o.case.source == source]
+        if not rows:
+            continue
+        wrong = [o for o in rows if not o.predicted_fits_in_memory]
+        worst = max((o.predicted_memory_bytes / _hbm_bytes(o) for o in wrong), default=math.nan)
+        cell = "–" if math.isnan(worst) else f"{worst:.3f}"
+        lines.append(f"| {source} | {len(rows)} | {len(wrong)} | {cell} |")
+    return "\n".join(lines)
+
+
+def _hbm_bytes(o: Outcome) -> float:
+    return get_gpu(str(o.case.document["hardware"]["gpu"])).hbm_bytes
 
 
 RANK_MIN_ROWS = 4
@@ -256,6 +279,8 @@ def results_section(
         accuracy_table(outcomes),
         "### Peak memory per GPU vs torchtitan (target: within 10 %)",
         memory_table(memory),
+        "### Published runs predicted not to fit in memory (every one of them ran)",
+        fit_table(outcomes),
         "### Ranking: does the model order the runs of one model on one GPU type correctly?",
         ranking_table(outcomes),
     ]

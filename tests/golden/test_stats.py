@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -14,8 +15,9 @@ from benchmarks.accuracy.fit import (
     default_parameters,
     model_constants,
 )
-from benchmarks.accuracy.report import accuracy_table, ranking_table
+from benchmarks.accuracy.report import accuracy_table, fit_table, ranking_table
 from benchmarks.accuracy.stats import error_stats, mean_abs_log_error, relative_errors
+from planner.catalog import get_gpu
 
 
 def test_error_stats_of_a_known_table() -> None:
@@ -145,3 +147,14 @@ def test_ranking_table_scores_order_and_the_pick_of_the_fastest_run() -> None:
     assert float(cells[2]) == pytest.approx(0.8)  # Spearman of [1,2,3,4] vs [2,1,3,4]
     assert float(cells[4]) == pytest.approx(0.8)
     assert "llm_foundry" not in ranking_table(outcomes[:3])  # fewer than RANK_MIN_ROWS
+
+
+def test_fit_table_counts_published_runs_predicted_not_to_fit() -> None:
+    fits, too_big = _run(1.0, 1.0, 1), _run(1.0, 1.0, 2)
+    too_big = dataclasses.replace(
+        too_big, predicted_fits_in_memory=False, predicted_memory_bytes=1.05 * 80 * 2**30
+    )
+    row = next(line for line in fit_table([fits, too_big]).splitlines() if "llm_foundry" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:3] == ["2", "1"]
+    assert float(cells[3]) == pytest.approx(1.05 * 80 * 2**30 / get_gpu("h100-sxm").hbm_bytes)
