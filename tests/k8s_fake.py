@@ -973,8 +973,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle("DELETE")
 
 
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 1.5, step_s: float = 0.01) -> bool:
-    """Poll ``predicate`` until true (True) or ``timeout_s`` passed (False)."""
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0, step_s: float = 0.01) -> bool:
+    """Poll ``predicate`` until true (True) or ``timeout_s`` passed (False). The generous default
+    only costs time when the predicate never holds (a failing test): the informer threads may
+    wait seconds for a CPU on a loaded 2-core CI machine (1.5 s flaked there once)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if predicate():

@@ -49,7 +49,7 @@ def _names(informer: Informer) -> set[str]:
 def test_list_then_watch_converges(fake: FakeKube, informers: list[Informer]) -> None:
     fake.put(_node("a"))
     informer = _start(fake, informers)
-    assert informer.wait_synced(2.0)
+    assert informer.wait_synced(10.0)
     assert _names(informer) == {"a"}
     fake.put(_node("b"))
     fake.put(_node("a", gpus=4))
@@ -68,7 +68,7 @@ def test_paged_list(fake: FakeKube, informers: list[Informer]) -> None:
     for n in range(7):
         fake.put(_node(f"n{n}"))
     informer = _start(fake, informers, page_size=3)
-    assert informer.wait_synced(2.0)
+    assert informer.wait_synced(10.0)
     assert len(informer.items()) == 7
     assert sum("continue=" in path for _m, path in fake.requests) == 2
 
@@ -76,7 +76,7 @@ def test_paged_list(fake: FakeKube, informers: list[Informer]) -> None:
 def test_bookmarks_move_the_resource_version(fake: FakeKube, informers: list[Informer]) -> None:
     fake.put(_node("a"))
     informer = _start(fake, informers, res=PODS)  # no pods: only bookmarks move the version
-    assert informer.wait_synced(2.0)
+    assert informer.wait_synced(10.0)
     fake.put(_node("b"))  # another resource changes the global version
     assert wait_for(lambda: informer.stats.bookmarks > 0)
     assert wait_for(lambda: informer.resource_version == str(fake.resource_version))
@@ -86,7 +86,7 @@ def test_bookmarks_move_the_resource_version(fake: FakeKube, informers: list[Inf
 def test_gone_410_relists(fake: FakeKube, informers: list[Informer]) -> None:
     fake.put(_node("a"))
     informer = _start(fake, informers)
-    assert informer.wait_synced(2.0)
+    assert informer.wait_synced(10.0)
     fake.compact()  # the open watch gets an ERROR 410 event
     fake.put(_node("b"))
     assert wait_for(lambda: informer.stats.relists_gone >= 1)
@@ -98,7 +98,7 @@ def test_dropped_watch_resumes_without_losing_events(
     fake: FakeKube, informers: list[Informer]
 ) -> None:
     informer = _start(fake, informers)
-    assert informer.wait_synced(2.0)
+    assert informer.wait_synced(10.0)
     assert wait_for(lambda: informer.stats.watches >= 1)
     fake.drop_watches()
     fake.put(_node("after-drop"))
@@ -117,7 +117,7 @@ def test_throttling_and_errors_back_off_and_recover(
         Fault(drop=True, method="GET", watch=False),
     ]
     informer = _start(fake, informers)
-    assert informer.wait_synced(2.0)
+    assert informer.wait_synced(10.0)
     stats = informer.stats
     assert stats.throttled == 1
     assert stats.errors == 3
@@ -129,7 +129,7 @@ def test_watch_request_failure_keeps_the_cache(fake: FakeKube, informers: list[I
     fake.put(_node("a"))
     fake.faults.append(Fault(status=503, retry_after_s=0, watch=True, times=2))
     informer = _start(fake, informers)
-    assert informer.wait_synced(2.0)
+    assert informer.wait_synced(10.0)
     fake.put(_node("b"))
     assert wait_for(lambda: _names(informer) == {"a", "b"})
     assert informer.stats.errors == 2
@@ -148,6 +148,6 @@ def test_handler_sees_events(fake: FakeKube, informers: list[Informer]) -> None:
     informer.add_handler(lambda etype, obj: 1 / 0)  # a broken handler changes nothing
     informer.start()
     informers.append(informer)
-    assert informer.wait_synced(2.0)
+    assert informer.wait_synced(10.0)
     fake.put(_node("x"))
     assert wait_for(lambda: ("ADDED", "x") in seen)

@@ -28,7 +28,7 @@ def source(loaded_fake: FakeKube) -> Iterator[KubernetesSource]:
         request_timeout_s=2.0,
     )
     src.start()
-    assert src.wait_synced(3.0)
+    assert src.wait_synced(10.0)
     yield src
     src.stop(2.0)
 
@@ -115,7 +115,7 @@ def test_missing_crds_become_warnings(fake: FakeKube) -> None:
     )
     src.start()
     try:
-        assert src.wait_synced(3.0)
+        assert src.wait_synced(10.0)
         snap = src.snapshot()
     finally:
         src.stop(2.0)
