@@ -47,6 +47,7 @@ from planner.search.space import (
     OUT_OF_MEMORY,
     RECOMPUTE_NAMES,
     REJECT_REASONS,
+    SCALAR_FIELDS,
     DesignSpace,
     SubSpace,
     parse_space,
@@ -435,7 +436,7 @@ def layout_of(
         "recompute": RECOMPUTE_NAMES[int(cols.recompute[i])],
         "zero_stage": int(cols.zero_stage[i]),
     }
-    for key in ("precision", "flash_attention"):
+    for key in SCALAR_FIELDS:
         if base_parallelism.get(key) is not None:
             out[key] = base_parallelism[key]
     return out

@@ -40,6 +40,7 @@ from planner.errors import SpecError
 from planner.perf.batch import ScenarioArrays
 from planner.perf.candidates import CandidateColumns
 from planner.scenario import parse_scenario
+from planner.scenario.parse import SECTION_KEYS
 from planner.specs._checks import require_int
 from planner.specs.parallelism import Recompute
 from planner.specs.scenario import Scenario
@@ -90,8 +91,10 @@ REJECT_REASONS = (
 OUT_OF_MEMORY = len(REJECT_REASONS) - 1
 """Index of ``out_of_memory`` in ``REJECT_REASONS`` (decided by the sweep, not ``decode``)."""
 
-_SCALAR_ONLY = ("precision", "flash_attention")
 _LIST_KNOBS = (*KNOBS, "data_parallel", "global_batch_size")
+SCALAR_FIELDS = tuple(k for k in SECTION_KEYS["parallelism"] if k not in _LIST_KNOBS)
+"""The scenario's other ``parallelism`` fields (precision, flash attention, gradient-reduction
+precision and overlap): one value per explore document, carried into every candidate."""
 
 
 def _divisors(n: int) -> list[int]:
@@ -256,7 +259,7 @@ def _bools(path: str, raw: list[object]) -> list[int]:
 def _probe_document(doc: Mapping[str, Any], num_gpus: int) -> dict[str, Any]:
     par = doc.get("parallelism") or {}
     probe_par: dict[str, Any] = {"data_parallel": num_gpus, "global_batch_size": num_gpus}
-    for key in _SCALAR_ONLY:
+    for key in SCALAR_FIELDS:
         if par.get(key) is not None:
             probe_par[key] = par[key]
     probe = {k: v for k, v in doc.items() if k != "parallelism"}
@@ -270,8 +273,8 @@ def parse_space(doc: object) -> DesignSpace:
 
     Raises ``SpecError("<dotted.field>", ...)`` for everything ``parse_scenario`` rejects in
     the model, hardware and training sections, for malformed knob lists (empty, wrong types,
-    ZeRO stage outside 0-3, unknown recompute mode), and for ``precision`` or
-    ``flash_attention`` given as lists (explore one of each per document; a JSONL sweeps more).
+    ZeRO stage outside 0-3, unknown recompute mode), and for the ``SCALAR_FIELDS`` (precision,
+    flash attention, ...) given as lists (explore one of each per document; a JSONL sweeps more).
     """
     if isinstance(doc, SpecError):
         raise doc
@@ -282,11 +285,11 @@ def parse_space(doc: object) -> DesignSpace:
         raise SpecError("parallelism", "the 'parallelism' section is required (global_batch_size)")
     if not isinstance(par, Mapping):
         raise SpecError("parallelism", f"must be a mapping of fields, got {type(par).__name__}")
-    allowed = (*_LIST_KNOBS, *_SCALAR_ONLY)
+    allowed = (*_LIST_KNOBS, *SCALAR_FIELDS)
     for key in par:
         if key not in allowed:
             raise SpecError(f"parallelism.{key}", f"unknown field; allowed: {', '.join(allowed)}")
-    for key in _SCALAR_ONLY:
+    for key in SCALAR_FIELDS:
         if isinstance(par.get(key), list | tuple):
             raise SpecError(
                 f"parallelism.{key}",

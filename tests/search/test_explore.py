@@ -59,6 +59,33 @@ def test_top_entries_are_planner_predict_for_that_layout(small: dict[str, Any]) 
         assert entry["prediction"]["iteration_time_s"] == pytest.approx(value, rel=1e-9)
 
 
+def test_other_parallelism_fields_reach_every_candidate(small: dict[str, Any]) -> None:
+    """Precision, gradient-reduction precision and overlap are one value per document: the
+    sweep times every candidate with them and each entry's layout states them."""
+    fixed = {
+        "overlap_grad_reduce": False,
+        "overlap_param_gather": False,
+        "grad_reduce_in_fp32": True,
+    }
+    small["parallelism"].update(fixed, zero_stage=[1])
+    space = parse_space(small)
+    result = explore(space, top_k=3)
+    for entry in result.top:
+        assert fixed.items() <= entry["parallelism"].items()
+    docs = [space.scenario_document(e["parallelism"], e["num_gpus"]) for e in result.top]
+    assert predict_documents(docs) == [e["prediction"] for e in result.top]
+    for entry, value in zip(result.top, result.outcome.top_objective, strict=True):
+        assert entry["prediction"]["iteration_time_s"] == pytest.approx(value, rel=1e-9)
+    overlapped = explore(
+        parse_space({**small, "parallelism": {"global_batch_size": 64, "zero_stage": [1]}})
+    )
+    best = result.top[0]["prediction"]["iteration_time_s"]
+    assert overlapped.top[0]["prediction"]["iteration_time_s"] < best
+    small["parallelism"]["overlap_grad_reduce"] = [True, False]
+    with pytest.raises(SpecError, match=r"parallelism\.overlap_grad_reduce"):
+        parse_space(small)
+
+
 def test_vectorized_and_one_at_a_time_agree(small: dict[str, Any]) -> None:
     space, cols, _, result = _all_valid(small)
     rng = np.random.default_rng(1)
