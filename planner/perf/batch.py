@@ -52,11 +52,11 @@ class ScenarioArrays:
     size, bandwidths and latencies, ``hbm_bytes``, ``device``. Framework: ``grad_bytes`` per
     parameter of the gradient buffer and its data-parallel reduction (4 fp32, 2 16-bit;
     ``parallelism.grad_reduce_in_fp32`` or the framework's default);
-    ``fused_attn``, ``fused_ew``, ``tp_overlap``, ``logit_bytes`` (bytes per logit held at the
-    loss), ``loss_traffic`` (HBM bytes per logit the loss moves, forward + backward), ``fp8_cache``,
-    ``op_sac``, ``flash_v1``, ``z3_per_tensor``, ``z3_prefetch``, ``z3_regather``,
-    ``pp_overlap`` the
-    framework's properties (``planner.perf.frameworks``); ``dp_grad_overlap`` /
+    ``fused_attn``, ``fused_ew``, ``tp_overlap``, ``fused_loss`` (a fused cross-entropy
+    kernel), ``loss_traffic`` (HBM bytes per logit the loss moves, forward + backward),
+    ``fp8_cache``, ``op_sac``, ``flash_v1``, ``z3_per_tensor``, ``z3_prefetch``,
+    ``z3_regather``, ``pp_overlap`` the framework's properties (``planner.perf.frameworks``);
+    ``dp_grad_overlap`` /
     ``dp_gather_overlap`` the scenario's ``overlap_grad_reduce`` / ``overlap_param_gather``
     (true unless set to false).
     """
@@ -102,7 +102,7 @@ class ScenarioArrays:
     fused_attn: Flag
     fused_ew: Flag
     tp_overlap: Flag
-    logit_bytes: Real
+    fused_loss: Flag
     loss_traffic: Real
     fp8_cache: Flag
     op_sac: Flag
@@ -176,7 +176,7 @@ _COLUMNS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("hbm_bytes", float),
     ("grad_bytes", float),
     *((name, bool) for name in ("fused_attn", "fused_ew", "tp_overlap")),
-    ("logit_bytes", float),
+    ("fused_loss", bool),
     ("loss_traffic", float),
     *((name, bool) for name in ("fp8_cache", "op_sac", "flash_v1", "z3_per_tensor")),
     ("z3_prefetch", float),
@@ -252,7 +252,7 @@ def _row(s: Scenario) -> tuple[Any, ...]:
         pr.fused_attention,
         pr.fused_elementwise,
         pr.tp_comm_overlap,
-        4.0 if pr.fused_cross_entropy else 10.0,
+        pr.fused_cross_entropy,
         pr.loss_bytes_per_logit,
         pr.fp8_weight_cache,
         pr.op_level_selective_recompute,

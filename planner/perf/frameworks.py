@@ -84,8 +84,8 @@ Memory (``planner.perf.memory``):
   Megatron's fused vocab-parallel cross-entropy keeps one fp32 copy of the logits and works in
   place; flash-attn's fused cross-entropy (llm-foundry's MPT ``loss_fn`` default) keeps the
   16-bit logits and writes the 16-bit gradient. Eager ``F.cross_entropy(logits.float())``
-  holds the 16-bit logits, their fp32 upcast and the fp32 log-softmax it saves for the backward
-  at once: 10 bytes per logit at the loss (torchtitan ``train.py``, Dec 2024).
+  (torchtitan ``train.py``, Dec 2024) peaks in its backward at 12 bytes per logit, 16 under
+  DTensor ``loss_parallel`` (``planner.perf.memory``).
 * ``fp8_weight_cache``: under FP8 training, Transformer Engine keeps a 1-byte copy of every
   linear weight across microbatches (``is_first_microbatch``); torchao's float8 linears
   (torchtitan) cast each weight when the layer runs and keep nothing.

@@ -64,7 +64,8 @@ The stage computing the loss peaks in the loss's backward, before any layer is r
 loss and a full-recompute working set are never held together): it holds the final norm's
 input and the LM head's input (``2·tok·h/t`` each with SP; a DTensor ``ColwiseParallel`` head
 saves its all-gathered input, ``2·tok·h``) and the loss buffers, bytes per logit ``tok·V/t``:
-a fused loss ``logit_bytes`` (4: Megatron's fused vocab-parallel cross-entropy works in place);
+a fused loss 4 (Megatron's fused vocab-parallel cross-entropy works in place, flash-attn's keeps
+the 16-bit logits and writes the 16-bit gradient);
 eager ``F.cross_entropy(logits.float())`` 12 (its backward holds the saved fp32 log-softmax,
 the dense fp32 ``nll_loss`` gradient and ``_log_softmax_backward_data``'s fp32 output at once,
 more than the 10 of its forward: 16-bit logits, fp32 upcast, fp32 log-softmax); 16 with
@@ -108,7 +109,8 @@ LOW_PRECISION_WEIGHT_COPY_BYTES = 1.0
 ACTIVATION_BYTES = 2.0
 """16-bit activations."""
 FUSED_LOSS_BYTES_PER_LOGIT = 4.0
-"""``logit_bytes`` of a fused loss (Megatron's fused vocab-parallel cross-entropy)."""
+"""A fused loss (``fused_cross_entropy`` in ``planner.perf.frameworks``): Megatron's fused
+vocab-parallel cross-entropy keeps one fp32 copy of the logits and works in place."""
 EAGER_LOSS_PEAK_BYTES_PER_LOGIT = 12.0
 """Eager ``F.cross_entropy(logits.float())``, peak in its backward: saved fp32 log-softmax,
 dense fp32 ``nll_loss`` gradient and the fp32 ``_log_softmax_backward_data`` output."""
@@ -280,14 +282,11 @@ def layers_in_flight_arr(a: ScenarioArrays) -> Real:
 def loss_bytes_per_logit_arr(a: ScenarioArrays) -> Real:
     """Peak bytes per logit the loss holds (forward or backward; module docstring).
 
-    A fused loss holds ``logit_bytes``; the eager ``F.cross_entropy`` peaks in its backward at
-    ``EAGER_LOSS_PEAK_BYTES_PER_LOGIT``, or ``LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT`` under tensor
-    parallelism (DTensor ``loss_parallel``)."""
-    eager = a.logit_bytes > FUSED_LOSS_BYTES_PER_LOGIT
-    backward = ops.where(
-        a.t > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT
-    )
-    out: Real = ops.where(eager, ops.maximum(a.logit_bytes, backward), a.logit_bytes)
+    A fused loss holds ``FUSED_LOSS_BYTES_PER_LOGIT``; the eager ``F.cross_entropy`` peaks in
+    its backward at ``EAGER_LOSS_PEAK_BYTES_PER_LOGIT``, or ``LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT``
+    under tensor parallelism (DTensor ``loss_parallel``)."""
+    eager = ops.where(a.t > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT)
+    out: Real = ops.where(a.fused_loss, FUSED_LOSS_BYTES_PER_LOGIT, eager)
     return out
 
 
@@ -297,7 +296,7 @@ def loss_peak_bytes_arr(a: ScenarioArrays) -> Real:
     LM head's saved input (all-gathered under a DTensor head: eager loss with ``t > 1``)."""
     tok = a.b * a.S / a.c
     t_sp = ops.where(a.sp, a.t, 1.0)
-    eager_tp = (a.logit_bytes > FUSED_LOSS_BYTES_PER_LOGIT) & (a.t > 1)
+    eager_tp = ops.logical_not(a.fused_loss) & (a.t > 1)
     head_input = ACTIVATION_BYTES * tok * a.h / ops.where(eager_tp, 1.0, t_sp)
     norm_input = ACTIVATION_BYTES * tok * a.h / t_sp
     out: Real = loss_bytes_per_logit_arr(a) * tok * a.V / a.t + head_input + norm_input
