@@ -453,16 +453,21 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     dp_dense_n = a.d * a.c
     dp_exp_n = ops.maximum(dp_dense_n / a.e, 1.0)
 
+    # parameter all-gathers per iteration (ZeRO 1-2: one, before the first forward) or per
+    # microbatch (ZeRO-3/FSDP: forward and backward, plus the recomputed forward's under full
+    # recompute for stacks that release parameters after every forward: DeepSpeed)
+    regather = a.z3_regather & full
+    gathers = ops.where(
+        a.zero >= 3, ops.where(regather, 3.0, 2.0), ops.where(a.zero >= 1, 1.0, 0.0)
+    )
+
     def dp_comm(params: Real, group: Real, stride: Real) -> tuple[Real, Real]:
+        """``(gradient all-reduce / reduce-scatter, parameter all-gathers)`` seconds."""
         grads = params * a.grad_bytes
-        weights = params * PARAM_GATHER_BYTES
         ar = coll.all_reduce_time_s(grads, group, stride, link)
         rs = coll.all_gather_time_s(grads, group, stride, link)  # reduce-scatter: same cost
-        ag = coll.all_gather_time_s(weights, group, stride, link)
-        grad_part = ops.where(a.zero == 0, ar, rs)
-        gather_part = ops.where(a.zero == 0, 0.0, ag)
-        gather_part = ops.where(a.zero >= 3, 2.0 * ag, gather_part)
-        return grad_part, gather_part
+        ag = coll.all_gather_time_s(params * PARAM_GATHER_BYTES, group, stride, link)
+        return ops.where(a.zero == 0, ar, rs), gathers * ag
 
     gd, wd = dp_comm(dense, dp_dense_n, a.t)
     grad_c, gather_c = gd, wd
@@ -478,21 +483,17 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     exposed_gather = ops.where(
         a.dp_gather_overlap, ops.maximum(gather_c * keep, gather_c - fwd_window), gather_c
     )
-    # ZeRO-3/FSDP: one gather (forward), one gather (backward) and one reduce-scatter per
-    # collective unit per microbatch, each paying the ring latency: a flat buffer per layer, or
-    # every parameter tensor of the layer (DeepSpeed; 12 with biases (GPT), 9 without (Llama))
-    # (DeepSpeed, full recompute: the recomputed forward gathers once more; its prefetch reaches
+    # ZeRO-3/FSDP, every microbatch: the gathers and one reduce-scatter per collective unit,
+    # each paying the ring latency: a flat buffer per layer, or every parameter tensor of the
+    # layer (DeepSpeed; 12 with biases (GPT), 9 without (Llama)); DeepSpeed's prefetch reaches
     # only ``z3_prefetch`` parameters ahead, hiding at most that share of the next tensor's
-    # gather; planner.perf.frameworks)
+    # gather (planner.perf.frameworks)
     per_mb = grad_c + gather_c
     keep_z3 = a.full(keep)
     if ops.any_(a.zero >= 3):
         tensors = ops.where(a.z3_per_tensor, ops.where(a.dropout, 12.0, 9.0), 1.0)
-        regather = a.z3_regather & full
-        per_mb = per_mb + ops.where(regather, 0.5 * gather_c, 0.0)
         latency_one = coll.all_gather_time_s(zero, dp_dense_n, a.t, link)
-        passes = ops.where(regather, 4.0, 3.0)
-        per_mb = per_mb + passes * ops.maximum(layers * tensors - 1.0, 0.0) * latency_one
+        per_mb = per_mb + (gathers + 1.0) * ops.maximum(layers * tensors - 1.0, 0.0) * latency_one
         unit_params = dense / ops.maximum(layers * tensors, 1.0)
         reach = ops.minimum(a.z3_prefetch / ops.maximum(unit_params, 1.0), 1.0 - keep)
         keep_z3 = ops.where(a.z3_prefetch > 0, 1.0 - reach, keep)
