@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import qmc
 
-from planner.calibration.ops import DTYPE_BYTES, OP_DIMS, OpKind, Pass, op_flops
+from planner.calibration.ops import DTYPE_BYTES, OP_DIMS, STREAMING_OPS, OpKind, Pass, op_flops
 from planner.errors import CalibrationError
 
 __all__ = ["PROFILES", "DesignPoint", "OpDomain", "design"]
@@ -90,14 +90,7 @@ PROFILES: dict[str, tuple[tuple[str, ...], tuple[OpDomain, ...]]] = {
                     multiple_of=_TOK,
                     max_elements=8e6,
                 )
-                for op in (
-                    OpKind.LAYER_NORM,
-                    OpKind.RMS_NORM,
-                    OpKind.GELU,
-                    OpKind.SILU,
-                    OpKind.SWIGLU,
-                    OpKind.ADD,
-                )
+                for op in STREAMING_OPS
             ),
             OpDomain(
                 op=OpKind.EMBEDDING,
@@ -146,14 +139,7 @@ PROFILES: dict[str, tuple[tuple[str, ...], tuple[OpDomain, ...]]] = {
                     multiple_of={"tokens": 128, "width": 128},
                     max_elements=2e9,
                 )
-                for op in (
-                    OpKind.LAYER_NORM,
-                    OpKind.RMS_NORM,
-                    OpKind.GELU,
-                    OpKind.SILU,
-                    OpKind.SWIGLU,
-                    OpKind.ADD,
-                )
+                for op in STREAMING_OPS
             ),
             OpDomain(
                 op=OpKind.EMBEDDING,

@@ -28,7 +28,7 @@ import sklearn
 from numpy.typing import NDArray
 
 from planner.calibration.collectives import CollectiveModel, CollectiveSample, fit_collectives
-from planner.calibration.ops import MEMORY_BOUND_OPS, OP_DIMS, OpKey, OpKind, Pass
+from planner.calibration.ops import MEMORY_BOUND_OPS, OP_DIMS, STREAMING_OPS, OpKey, OpKind, Pass
 from planner.calibration.regress import (
     CANDIDATES,
     OperatorRegressor,
@@ -59,16 +59,6 @@ DOMAIN_MARGIN_LOG2 = 0.1
 sampled range."""
 
 _CHECK_TOLERANCE = 1e-6
-STREAMING_OPS = (
-    OpKind.LAYER_NORM,
-    OpKind.RMS_NORM,
-    OpKind.GELU,
-    OpKind.SILU,
-    OpKind.SWIGLU,
-    OpKind.ADD,
-)
-"""Ops pooled into ``MEMORY_MODEL``: one streaming pass over their tensors (the engine's
-per-layer memory-bound work); embedding and cross-entropy keep only their own models."""
 
 MIN_SAMPLES = 4
 """Fewer samples than this: the operator is skipped (its queries fall back)."""

@@ -40,6 +40,7 @@ __all__ = [
     "MEMORY_BOUND_OPS",
     "OP_DIMS",
     "OP_PASSES",
+    "STREAMING_OPS",
     "OpKey",
     "OpKind",
     "Pass",
@@ -122,16 +123,18 @@ OP_PASSES: dict[OpKind, tuple[Pass, ...]] = {
 }
 """The passes each op is sampled in."""
 
-MEMORY_BOUND_OPS: tuple[OpKind, ...] = (
+STREAMING_OPS: tuple[OpKind, ...] = (
     OpKind.LAYER_NORM,
     OpKind.RMS_NORM,
     OpKind.GELU,
     OpKind.SILU,
     OpKind.SWIGLU,
     OpKind.ADD,
-    OpKind.EMBEDDING,
-    OpKind.CROSS_ENTROPY,
 )
+"""Element-wise ops that stream their tensors once (the engine's per-layer memory-bound work;
+pooled into one model by ``planner.calibration.model``)."""
+
+MEMORY_BOUND_OPS: tuple[OpKind, ...] = (*STREAMING_OPS, OpKind.EMBEDDING, OpKind.CROSS_ENTROPY)
 """Ops whose time the engine models as HBM traffic (``memory_bytes_per_s``)."""
 
 DTYPE_BYTES: dict[str, float] = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
