@@ -582,6 +582,8 @@ class FakeKube:
                         wait = min(deadline, next_bookmark) - time.monotonic()
                         if wait > 0:
                             self._lock.wait(wait)
+                        if last < self._compacted_rv:  # compacted while waiting: 410 first,
+                            continue  # never the newer events (the loop's top answers)
                         pending = [e for e in self._events if e[0] > last]
                     current = self._rv
                 for rv, etype, (g, p), obj in pending:
@@ -975,8 +977,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0, step_s: float = 0.01) -> bool:
     """Poll ``predicate`` until true (True) or ``timeout_s`` passed (False). The generous default
-    only costs time when the predicate never holds (a failing test): the informer threads may
-    wait seconds for a CPU on a loaded 2-core CI machine (1.5 s flaked there once)."""
+    only costs time when the predicate never holds (a failing test), and leaves the informer
+    threads seconds to get a CPU on a loaded 2-core CI machine."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if predicate():

@@ -264,6 +264,19 @@ class KubeApi:
         self._custom: Any = k8s_client.CustomObjectsApi(api_client)
         self._coordination: Any = k8s_client.CoordinationV1Api(api_client)
 
+    def _call(self, source: str, method: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """``method(*args, **kwargs)`` of a generated API, raw response decoded as a JSON object;
+        any failure raised as the planner's error for ``source`` (``translate_error``)."""
+        try:
+            resp = method(
+                *args, _preload_content=False, _request_timeout=self.request_timeout_s, **kwargs
+            )
+            return _decode(resp)
+        except (ApiTemporaryError, ApiPermanentError):
+            raise
+        except Exception as exc:
+            raise translate_error(source, exc) from exc
+
     # -------------------------------------------------------------- reading
 
     def _list_call(
@@ -300,21 +313,15 @@ class KubeApi:
     ) -> dict[str, Any]:
         """One page of a list: the ``*List`` object (``items``, ``metadata.resourceVersion`` and
         ``metadata.continue``)."""
-        source = f"kubernetes:list {res.key}"
-        try:
-            resp = self._list_call(
-                res,
-                namespace,
-                limit=limit,
-                _continue=continue_token,
-                label_selector=label_selector,
-                _request_timeout=self.request_timeout_s,
-            )
-            return _decode(resp)
-        except (ApiTemporaryError, ApiPermanentError):
-            raise
-        except Exception as exc:
-            raise translate_error(source, exc) from exc
+        return self._call(
+            f"kubernetes:list {res.key}",
+            self._list_call,
+            res,
+            namespace,
+            limit=limit,
+            _continue=continue_token,
+            label_selector=label_selector,
+        )
 
     def watch(
         self,
@@ -366,13 +373,12 @@ class KubeApi:
 
     def read_config_map(self, namespace: str, name: str) -> dict[str, Any]:
         """A ConfigMap as a dict."""
-        try:
-            resp = self._core.read_namespaced_config_map(
-                name, namespace, _preload_content=False, _request_timeout=self.request_timeout_s
-            )
-            return _decode(resp)
-        except Exception as exc:
-            raise translate_error(f"kubernetes:configmap {namespace}/{name}", exc) from exc
+        return self._call(
+            f"kubernetes:configmap {namespace}/{name}",
+            self._core.read_namespaced_config_map,
+            name,
+            namespace,
+        )
 
     # -------------------------------------------------------------- writing
 
@@ -388,25 +394,20 @@ class KubeApi:
     ) -> dict[str, Any]:
         """Server-side apply of ``body`` to the object's ``status`` subresource."""
         source = f"kubernetes:apply {res.key}/status {name}"
-        kwargs: dict[str, Any] = {
-            "field_manager": field_manager,
-            "force": force,
-            "_content_type": APPLY_PATCH,
-            "_preload_content": False,
-            "_request_timeout": self.request_timeout_s,
-        }
-        try:
-            if res.namespaced:
-                resp = self._custom.patch_namespaced_custom_object_status(
-                    res.group, res.version, namespace, res.plural, name, dict(body), **kwargs
-                )
-            else:
-                resp = self._custom.patch_cluster_custom_object_status(
-                    res.group, res.version, res.plural, name, dict(body), **kwargs
-                )
-            return _decode(resp)
-        except Exception as exc:
-            raise translate_error(source, exc) from exc
+        options = {"field_manager": field_manager, "force": force, "_content_type": APPLY_PATCH}
+        if res.namespaced:
+            return self._call(
+                source,
+                self._custom.patch_namespaced_custom_object_status,
+                *(res.group, res.version, namespace, res.plural, name, dict(body)),
+                **options,
+            )
+        return self._call(
+            source,
+            self._custom.patch_cluster_custom_object_status,
+            *(res.group, res.version, res.plural, name, dict(body)),
+            **options,
+        )
 
     def merge_patch(
         self,
@@ -420,59 +421,45 @@ class KubeApi:
         """JSON merge patch (RFC 7386) of a namespaced object: only the keys in ``body`` change
         (a ``None`` value deletes its key)."""
         source = f"kubernetes:patch {res.key} {namespace}/{name}"
-        kwargs: dict[str, Any] = {
-            "field_manager": field_manager,
-            "_content_type": MERGE_PATCH,
-            "_preload_content": False,
-            "_request_timeout": self.request_timeout_s,
-        }
-        try:
-            if res is JOBS:
-                resp = self._batch.patch_namespaced_job(name, namespace, dict(body), **kwargs)
-            else:
-                resp = self._custom.patch_namespaced_custom_object(
-                    res.group, res.version, namespace, res.plural, name, dict(body), **kwargs
-                )
-            return _decode(resp)
-        except Exception as exc:
-            raise translate_error(source, exc) from exc
+        options = {"field_manager": field_manager, "_content_type": MERGE_PATCH}
+        if res is JOBS:
+            return self._call(
+                source, self._batch.patch_namespaced_job, name, namespace, dict(body), **options
+            )
+        return self._call(
+            source,
+            self._custom.patch_namespaced_custom_object,
+            *(res.group, res.version, namespace, res.plural, name, dict(body)),
+            **options,
+        )
 
     # -------------------------------------------------------------- leases
 
     def read_lease(self, namespace: str, name: str) -> dict[str, Any]:
         """The Lease, as a dict; raises :class:`NotFoundError` when it does not exist."""
-        try:
-            resp = self._coordination.read_namespaced_lease(
-                name, namespace, _preload_content=False, _request_timeout=self.request_timeout_s
-            )
-            return _decode(resp)
-        except Exception as exc:
-            raise translate_error(f"kubernetes:lease {namespace}/{name}", exc) from exc
+        return self._call(
+            f"kubernetes:lease {namespace}/{name}",
+            self._coordination.read_namespaced_lease,
+            name,
+            namespace,
+        )
 
     def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create a Lease; :class:`ConflictError` when another replica created it first."""
-        try:
-            resp = self._coordination.create_namespaced_lease(
-                namespace,
-                dict(body),
-                _preload_content=False,
-                _request_timeout=self.request_timeout_s,
-            )
-            return _decode(resp)
-        except Exception as exc:
-            raise translate_error(f"kubernetes:lease {namespace}", exc) from exc
+        return self._call(
+            f"kubernetes:lease {namespace}",
+            self._coordination.create_namespaced_lease,
+            namespace,
+            dict(body),
+        )
 
     def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Replace a Lease; ``body.metadata.resourceVersion`` makes it conditional (409 when the
         Lease changed since it was read)."""
-        try:
-            resp = self._coordination.replace_namespaced_lease(
-                name,
-                namespace,
-                dict(body),
-                _preload_content=False,
-                _request_timeout=self.request_timeout_s,
-            )
-            return _decode(resp)
-        except Exception as exc:
-            raise translate_error(f"kubernetes:lease {namespace}/{name}", exc) from exc
+        return self._call(
+            f"kubernetes:lease {namespace}/{name}",
+            self._coordination.replace_namespaced_lease,
+            name,
+            namespace,
+            dict(body),
+        )
