@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -87,20 +87,8 @@ class Objective(StrEnum):
 
 OBJECTIVES = tuple(o.value for o in Objective)
 
-_KEY_FIELDS = (
-    "tensor_parallel",
-    "pipeline_parallel",
-    "context_parallel",
-    "expert_parallel",
-    "data_parallel",
-    "virtual_pipeline",
-    "sequence_parallel",
-    "micro_batch_size",
-    "global_batch_size",
-    "recompute",
-    "zero_stage",
-    "num_gpus",
-)
+_KEY_FIELDS = tuple(f.name for f in fields(CandidateColumns))
+"""The candidate columns (``CandidateColumns`` fields) kept, merged and paged by the sweep."""
 
 
 def objective_values(
