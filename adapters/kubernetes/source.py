@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from adapters.files import read_local_text
 from adapters.kubernetes.client import (
     CLUSTERQUEUES,
     JOBS,
@@ -357,23 +357,7 @@ class KubernetesSource:
             real == root or real.startswith(root + os.sep) for root in self._scenario_roots
         ):
             raise SourcePermanentError(source, f"{path}: outside the allowed scenario roots")
-        try:
-            info = os.stat(real)
-            if not stat.S_ISREG(info.st_mode):
-                raise SourcePermanentError(source, f"{path}: not a regular file")
-            with open(real, "rb") as fh:
-                data = fh.read(max_bytes + 1)
-        except FileNotFoundError:
-            raise SourcePermanentError(source, f"{path}: no such file") from None
-        except PermissionError:
-            raise SourcePermanentError(source, f"{path}: permission denied") from None
-        except OSError as exc:
-            raise SourceTemporaryError(source, f"{path}: {exc.strerror or exc}") from None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SourcePermanentError(source, f"{path}: not UTF-8 text ({exc.reason})") from None
-        return _limit(source, path, text, max_bytes)
+        return read_local_text(source, real, max_bytes)
 
 
 def _limit(source: str, path: str, text: str, max_bytes: int) -> str:

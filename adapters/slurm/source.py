@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import stat
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from adapters.files import read_local_text
 from adapters.slurm.parse import (
     SCHEDULER,
     SOURCE_SACCT,
@@ -273,31 +273,7 @@ class SlurmSource:
         not a regular file, unreadable, larger than ``max_bytes`` or not UTF-8, and
         ``SourceTemporaryError`` on other I/O errors.
         """
-        source = "slurm:file"
-        if not os.path.isabs(path):
-            raise SourcePermanentError(source, f"{path!r} is not an absolute path")
-        try:
-            info = os.stat(path)
-            if not stat.S_ISREG(info.st_mode):
-                raise SourcePermanentError(source, f"{path}: not a regular file")
-            if info.st_size > max_bytes:
-                raise SourcePermanentError(
-                    source, f"{path}: {info.st_size} bytes, larger than the {max_bytes}-byte limit"
-                )
-            with open(path, "rb") as fh:
-                data = fh.read(max_bytes + 1)
-        except FileNotFoundError:
-            raise SourcePermanentError(source, f"{path}: no such file") from None
-        except PermissionError:
-            raise SourcePermanentError(source, f"{path}: permission denied") from None
-        except OSError as exc:
-            raise SourceTemporaryError(source, f"{path}: {exc.strerror or exc}") from None
-        if len(data) > max_bytes:
-            raise SourcePermanentError(source, f"{path}: larger than the {max_bytes}-byte limit")
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SourcePermanentError(source, f"{path}: not UTF-8 text ({exc.reason})") from None
+        return read_local_text("slurm:file", path, max_bytes)
 
     # ----------------------------------------------------------------------------- commands
 
