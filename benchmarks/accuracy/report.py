@@ -21,6 +21,7 @@ from benchmarks.accuracy.evaluate import Outcome
 from benchmarks.accuracy.runs import SOURCE_FILES
 from benchmarks.accuracy.stats import ErrorStats, error_stats
 from planner.catalog import get_gpu
+from planner.scenario import parse_scenario
 
 RESULTS_FILE = Path(__file__).resolve().parents[1] / "RESULTS.md"
 
@@ -152,10 +153,11 @@ RANK_MIN_ROWS = 4
 """Smallest group of rows (same source, GPU and model) whose throughput ranking is scored."""
 
 
-def _throughput_per_gpu(o: Outcome, seconds: float) -> float:
-    par, hw = o.case.document["parallelism"], o.case.document["hardware"]
-    tokens = float(par["global_batch_size"]) * float(o.case.document["model"]["seq_length"])
-    return tokens / (seconds * float(hw["num_gpus"]))
+def _tokens_per_gpu(o: Outcome) -> float:
+    """Tokens one GPU processes per iteration (global batch x sequence / GPUs)."""
+    scenario = parse_scenario(o.case.document)
+    par = scenario.parallelism
+    return par.global_batch_size * scenario.model.seq_length / scenario.hardware.num_gpus
 
 
 def ranking_table(outcomes: Sequence[Outcome]) -> str:
@@ -190,8 +192,9 @@ def ranking_table(outcomes: Sequence[Outcome]) -> str:
         for key, members in groups.items():
             if key[0] != source or len(members) < RANK_MIN_ROWS:
                 continue
-            predicted = [_throughput_per_gpu(o, o.predicted_iteration_time_s) for o in members]
-            measured = [_throughput_per_gpu(o, o.case.measured_iteration_time_s) for o in members]
+            per_gpu = [(_tokens_per_gpu(o), o) for o in members]
+            predicted = [n / o.predicted_iteration_time_s for n, o in per_gpu]
+            measured = [n / o.case.measured_iteration_time_s for n, o in per_gpu]
             rho = float(spearmanr(predicted, measured).statistic)
             if math.isnan(rho):
                 continue

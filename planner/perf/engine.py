@@ -130,11 +130,14 @@ class _Ops:
             cb.append(count if batched else 1.0)
 
     def mem(self, group: str, num_bytes: Real, kernels: float) -> None:
+        """Register a memory-bound op moving ``num_bytes`` of HBM traffic in ``kernels``
+        launches (each at least ``kernel_min_time_s``)."""
         self.mem_groups.append(group)
         self.mem_cols[0].append(num_bytes)
         self.mem_cols[1].append(kernels)
 
     def add(self, group: str, seconds: Real) -> None:
+        """Add ``seconds`` already timed elsewhere (flash attention) to ``group``."""
         self.extra[group] = self.extra.get(group, 0.0) + seconds
 
     def _table(self, column: list[Any], dtype: type[np.generic]) -> NDArray[Any]:
