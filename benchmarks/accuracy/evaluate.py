@@ -20,7 +20,7 @@ class Outcome:
     case: Case
     predicted_iteration_time_s: float
     predicted_memory_bytes: float
-    predicted_fits_in_memory: bool = True
+    predicted_fits_in_memory: bool
 
     @property
     def time_error(self) -> float:

@@ -83,16 +83,19 @@ def test_accuracy_table_reports_calibration_and_held_out_rows_separately() -> No
             case=_case("sc21", 10.0, calibration=True),
             predicted_iteration_time_s=11.0,
             predicted_memory_bytes=1.0,
+            predicted_fits_in_memory=True,
         ),
         Outcome(
             case=_case("sc21", 20.0, calibration=False),
             predicted_iteration_time_s=15.0,
             predicted_memory_bytes=1.0,
+            predicted_fits_in_memory=True,
         ),
         Outcome(
             case=_case("sc21", 40.0, calibration=False),
             predicted_iteration_time_s=42.0,
             predicted_memory_bytes=1.0,
+            predicted_fits_in_memory=True,
         ),
     ]
     row = next(line for line in accuracy_table(outcomes).splitlines() if line.startswith("| sc21"))
@@ -135,7 +138,12 @@ def _run(measured_s: float, predicted_s: float, num_gpus: int) -> Outcome:
         derived_from="iteration_time",
         calibration=False,
     )
-    return Outcome(case=case, predicted_iteration_time_s=predicted_s, predicted_memory_bytes=1.0)
+    return Outcome(
+        case=case,
+        predicted_iteration_time_s=predicted_s,
+        predicted_memory_bytes=1.0,
+        predicted_fits_in_memory=True,
+    )
 
 
 def test_ranking_table_scores_order_and_the_pick_of_the_fastest_run() -> None:
