@@ -239,7 +239,8 @@ def explore(
     """Search every valid parallelism layout of each scenario: top-k, Pareto front, counts."""
     import os
 
-    from planner.search import OBJECTIVES, Objective, explore_documents
+    from planner.scenario.plans import explore_documents
+    from planner.search import OBJECTIVES, Objective
 
     if objective not in OBJECTIVES:
         typer.echo(f"planner: --objective must be one of {', '.join(OBJECTIVES)}", err=True)
@@ -310,7 +311,7 @@ def recommend(
     smallest allocation meeting the deadline; for a running job, whether a restart pays."""
     import os
 
-    from planner.recommend import recommend_document
+    from planner.scenario.plans import recommend_document
 
     docs: list[object] = []
     for path in files:

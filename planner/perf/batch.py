@@ -20,14 +20,12 @@ from planner.perf.frameworks import FrameworkProfile, profile_of
 from planner.perf.ops import Count, Flag, Real
 from planner.specs.hardware import Precision
 from planner.specs.model import Activation
-from planner.specs.parallelism import ParallelismSpec, Recompute
+from planner.specs.parallelism import ParallelismSpec
 from planner.specs.scenario import Scenario
 
-__all__ = ["RECOMPUTE_CODES", "ScenarioArrays"]
+__all__ = ["ScenarioArrays"]
 
 _LOW_PRECISION = (Precision.FP8, Precision.MXFP8, Precision.NVFP4)
-RECOMPUTE_CODES = {Recompute.NONE: 0, Recompute.SELECTIVE: 1, Recompute.FULL: 2}
-"""``ScenarioArrays.recompute`` code of each recompute mode."""
 
 
 def _grad_reduce_in_fp32(par: ParallelismSpec, profile: FrameworkProfile) -> bool:
@@ -47,8 +45,8 @@ class ScenarioArrays:
     width, ``V`` vocabulary, ``S`` sequence, ``gated`` (SwiGLU), ``dropout`` (GeLU GPT models
     train with dropout; SwiGLU/squared-ReLU models without), ``untied``, MoE ``E``, ``topk``,
     ``f_moe``, ``shared``, ``moe_layers``. Parallelism: ``t p c e d v`` degrees, ``sp``,
-    ``b`` micro-batch, ``B`` global batch, ``m`` microbatches, ``recompute`` (0 none,
-    1 selective, 2 full), ``zero``, ``flash``. Hardware: ``N`` GPUs, ``domain`` NVLink domain
+    ``b`` micro-batch, ``B`` global batch, ``m`` microbatches, ``recompute``
+    (``Recompute.code``), ``zero``, ``flash``. Hardware: ``N`` GPUs, ``domain`` NVLink domain
     size, bandwidths and latencies, ``hbm_bytes``, ``device``. Framework: ``grad_bytes`` per
     parameter of the gradient buffer and its data-parallel reduction (4 fp32, 2 16-bit;
     ``parallelism.grad_reduce_in_fp32`` or the framework's default);
@@ -238,7 +236,7 @@ def _row(s: Scenario) -> tuple[Any, ...]:
         p.micro_batch_size,
         p.global_batch_size,
         p.num_microbatches,
-        RECOMPUTE_CODES[p.recompute],
+        p.recompute.code,
         p.zero_stage,
         p.flash_attention,
         hw.num_gpus,

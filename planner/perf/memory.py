@@ -81,7 +81,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.perf import ops
-from planner.perf.batch import RECOMPUTE_CODES, ScenarioArrays
+from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
 from planner.perf.ops import Count, Real
 from planner.specs.model import ModelSpec
@@ -414,7 +414,7 @@ def activation_bytes_per_layer(
 ) -> float:
     """Activation bytes one layer keeps for one microbatch (Korthikanti et al. 2022, Table 2)."""
     a = ScenarioArrays.from_scenario(scenario)
-    code = RECOMPUTE_CODES[recompute]
+    code = recompute.code
     return float(activation_bytes_arr(a, moe_layer=moe_layer, recompute=code))
 
 

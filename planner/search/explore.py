@@ -45,13 +45,13 @@ from planner.perf.memory import memory_arrays
 from planner.scenario import predict_documents
 from planner.search.space import (
     OUT_OF_MEMORY,
-    RECOMPUTE_NAMES,
     REJECT_REASONS,
     SCALAR_FIELDS,
     DesignSpace,
     SubSpace,
     parse_space,
 )
+from planner.specs.parallelism import Recompute
 
 __all__ = [
     "OBJECTIVES",
@@ -421,7 +421,7 @@ def layout_of(
         "sequence_parallel": bool(cols.sequence_parallel[i]),
         "micro_batch_size": int(cols.micro_batch_size[i]),
         "global_batch_size": int(cols.global_batch_size[i]),
-        "recompute": RECOMPUTE_NAMES[int(cols.recompute[i])],
+        "recompute": Recompute.from_code(int(cols.recompute[i])).value,
         "zero_stage": int(cols.zero_stage[i]),
     }
     for key in SCALAR_FIELDS:

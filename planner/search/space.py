@@ -47,7 +47,6 @@ from planner.specs.scenario import Scenario
 
 __all__ = [
     "KNOBS",
-    "RECOMPUTE_NAMES",
     "REJECT_REASONS",
     "DesignSpace",
     "SubSpace",
@@ -69,9 +68,6 @@ KNOBS = (
 )
 """Enumerated knobs, outermost first (``data_parallel`` is derived, GPU count and global batch
 select the sub-space)."""
-
-RECOMPUTE_NAMES = ("none", "selective", "full")
-"""Recompute codes 0, 1, 2 (``ScenarioArrays.recompute``)."""
 
 REJECT_REASONS = (
     "gpus_not_divisible_by_tp_pp_cp",
@@ -241,11 +237,11 @@ def _recompute_codes(path: str, raw: list[object]) -> list[int]:
     codes: list[int] = []
     for value in raw:
         text = str(value).strip().lower()
-        if text not in RECOMPUTE_NAMES:
+        if text not in tuple(Recompute):
             raise SpecError(
                 path, f"unknown value {value!r}; use one of {', '.join(r.value for r in Recompute)}"
             )
-        codes.append(RECOMPUTE_NAMES.index(text))
+        codes.append(Recompute(text).code)
     return sorted(set(codes))
 
 

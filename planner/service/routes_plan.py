@@ -27,8 +27,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from planner.recommend import recommend_document
-from planner.search import Objective, explore_document, explore_documents
+from planner.scenario.plans import explore_document, explore_documents, recommend_document
+from planner.search import Objective
 
 __all__ = ["make_router"]
 

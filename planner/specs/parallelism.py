@@ -11,11 +11,31 @@ from planner.specs.hardware import Precision
 
 
 class Recompute(StrEnum):
-    """Activation recomputation (Megatron ``--recompute-granularity``; Korthikanti et al. 2022)."""
+    """Activation recomputation (Megatron ``--recompute-granularity``; Korthikanti et al. 2022).
+
+    The one recompute vocabulary: the name is the scenario-format value; ``code`` (0 none,
+    1 selective, 2 full, in declaration order, growing with the work recomputed) is the integer
+    the vectorised engine and the design-space sweeps carry in their arrays.
+    """
 
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
+
+    @property
+    def code(self) -> int:
+        """Array code of this mode: 0 none, 1 selective, 2 full."""
+        return _RECOMPUTE_ORDER.index(self)
+
+    @classmethod
+    def from_code(cls, code: int) -> Recompute:
+        """The mode of an array code (``ValueError`` outside 0..2)."""
+        if not 0 <= code < len(_RECOMPUTE_ORDER):
+            raise ValueError(f"recompute code must be 0, 1 or 2, got {code}")
+        return _RECOMPUTE_ORDER[code]
+
+
+_RECOMPUTE_ORDER: tuple[Recompute, ...] = tuple(Recompute)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
