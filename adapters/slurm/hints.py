@@ -44,8 +44,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.slurm.parse import SqueueRecord, parse_squeue_records
 from adapters.slurm.source import Runner, SlurmSource
+from adapters.slurm.squeue import SqueueRecord, parse_squeue_records
 from planner.errors import SourceError, SourcePermanentError, SpecError
 from planner.specs.job import JobStatus
 

@@ -2,7 +2,7 @@
 
 Runs ``squeue --json``, ``sinfo --json``, ``sacct --json`` (recently ended jobs) and ``scontrol``
 on the login/head node the planner runs on, and turns the answers into a
-:class:`~planner.specs.job.ClusterSnapshot` with the pure parsers of :mod:`adapters.slurm.parse`.
+:class:`~planner.specs.job.ClusterSnapshot` with the pure parsers of :mod:`adapters.slurm`.
 Tested against Slurm 22.05.8 (Debian bookworm).
 """
 
@@ -17,17 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from adapters.files import read_local_text
-from adapters.slurm.parse import (
-    SCHEDULER,
-    SOURCE_SACCT,
-    SqueueRecord,
-    batch_script_failed,
-    is_accounting_disabled,
-    parse_cluster_name,
-    parse_sacct_json,
-    parse_sinfo_json,
-    parse_squeue_records,
-)
+from adapters.slurm.output import SCHEDULER, SOURCE_SACCT
+from adapters.slurm.sacct import is_accounting_disabled, parse_sacct_json
+from adapters.slurm.scontrol import batch_script_failed, parse_cluster_name
+from adapters.slurm.sinfo import parse_sinfo_json
+from adapters.slurm.squeue import SqueueRecord, parse_squeue_records
 from planner.errors import SourceError, SourcePermanentError, SourceTemporaryError
 from planner.specs.job import ClusterSnapshot, JobState
 

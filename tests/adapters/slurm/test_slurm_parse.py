@@ -10,23 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.slurm.parse import (
-    GresItem,
-    batch_script_failed,
-    expand_hostlist,
-    expand_stdout_path,
-    gpus_from_gres,
-    gpus_from_tres,
-    is_accounting_disabled,
-    parse_cluster_name,
-    parse_gres,
-    parse_sacct_json,
-    parse_sinfo_json,
-    parse_squeue_json,
-    parse_squeue_records,
-    parse_time_limit_s,
-    slurm_state_to_status,
-)
+from adapters.slurm.gres import GresItem, gpus_from_gres, gpus_from_tres, parse_gres
+from adapters.slurm.hostlist import expand_hostlist
+from adapters.slurm.output import parse_time_limit_s, slurm_state_to_status
+from adapters.slurm.sacct import is_accounting_disabled, parse_sacct_json
+from adapters.slurm.scontrol import batch_script_failed, parse_cluster_name
+from adapters.slurm.sinfo import parse_sinfo_json
+from adapters.slurm.squeue import expand_stdout_path, parse_squeue_json, parse_squeue_records
 from planner.errors import SourcePermanentError, SourceTemporaryError
 from planner.specs.job import JobState, JobStatus
 
@@ -513,3 +503,10 @@ def test_scontrol_show_job_agrees_with_squeue_on_stdout() -> None:
         assert jobs[job_id].stdout_path == path, job_id
         checked += 1
     assert checked >= 5
+
+
+def test_expand_hostlist_keeps_suffixes_order_and_duplicates_as_written() -> None:
+    assert expand_hostlist("gpu[2,1]-ib") == ("gpu2-ib", "gpu1-ib")
+    assert expand_hostlist("n[1,1]") == ("n1", "n1")
+    with pytest.raises(ValueError, match=r"'n\[3-1\]' is not a Slurm hostlist .*node\[01-04,07\]"):
+        expand_hostlist("n[3-1]")
