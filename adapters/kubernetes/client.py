@@ -65,25 +65,6 @@ ADMISSIONCHECKS = Resource(
 LEASES = Resource("leases", "coordination.k8s.io", "v1", "leases", "Lease", True)
 CONFIGMAPS = Resource("configmaps", "", "v1", "configmaps", "ConfigMap", True)
 
-ALL_RESOURCES = {
-    r.key: r
-    for r in (
-        NODES,
-        PODS,
-        JOBS,
-        JOBSETS,
-        PYTORCHJOBS,
-        TRAINJOBS,
-        WORKLOADS,
-        LOCALQUEUES,
-        CLUSTERQUEUES,
-        RESOURCEFLAVORS,
-        ADMISSIONCHECKS,
-        LEASES,
-        CONFIGMAPS,
-    )
-}
-
 
 class ApiTemporaryError(SourceTemporaryError):
     """A failed call worth retrying. ``status`` is the HTTP status (0: no response);

@@ -122,7 +122,6 @@ class Informer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stream: WatchStream | None = None
-        self._handlers: list[Callable[[str, dict[str, Any]], None]] = []
 
     # ------------------------------------------------------------------ cache reads
 
@@ -157,12 +156,6 @@ class Informer:
         """Block until the first LIST finished (True) or ``timeout_s`` passed (False)."""
         return self._synced.wait(timeout_s)
 
-    def add_handler(self, handler: Callable[[str, dict[str, Any]], None]) -> None:
-        """Call ``handler(event_type, object)`` after each applied event (ADDED, MODIFIED,
-        DELETED, and SYNC for each object of a LIST). It runs in the informer thread and must
-        not block; exceptions are logged and swallowed."""
-        self._handlers.append(handler)
-
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
@@ -192,13 +185,6 @@ class Informer:
     def _count(self, name: str, by: int = 1) -> None:
         with self._lock:
             self._stats = replace(self._stats, **{name: getattr(self._stats, name) + by})
-
-    def _notify(self, event_type: str, obj: dict[str, Any]) -> None:
-        for handler in self._handlers:
-            try:
-                handler(event_type, obj)
-            except Exception:
-                _log.exception("informer %s: event handler failed", self.resource.key)
 
     # ------------------------------------------------------------------ one step each
 
@@ -242,8 +228,6 @@ class Informer:
                 last_error="",
             )
         self._synced.set()
-        for obj in items.values():
-            self._notify("SYNC", obj)
 
     def apply_event(self, event: Mapping[str, Any]) -> None:
         """Apply one watch event to the cache."""
@@ -273,7 +257,6 @@ class Informer:
             if isinstance(version, str) and version:
                 self._resource_version = version
             self._stats = replace(self._stats, events=self._stats.events + 1)
-        self._notify(str(etype), obj)
 
     def watch_once(self) -> None:
         """One watch request from the current resourceVersion until the server ends it (raises

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from adapters.files import read_local_text
@@ -364,8 +364,3 @@ def _limit(source: str, path: str, text: str, max_bytes: int) -> str:
     if len(text.encode()) > max_bytes:
         raise SourcePermanentError(source, f"{path}: larger than the {max_bytes}-byte limit")
     return text
-
-
-def informer_resources(names: Collection[str]) -> tuple[Resource, ...]:
-    """The :data:`DEFAULT_RESOURCES` whose keys are in ``names`` (for settings)."""
-    return tuple(r for r in DEFAULT_RESOURCES if r.key in names)

@@ -156,15 +156,6 @@ class PrometheusClient:
             raise self._garbage(f"unexpected result type {data.get('resultType')!r}", promql)
         return [self._series(item, promql) for item in result]
 
-    def label_names(self, *, match: str | None = None) -> set[str]:
-        """Label names the server knows (``/api/v1/labels``), optionally only those of the
-        series matching the selector ``match`` (e.g. ``'{__name__="DCGM_FI_DEV_GPU_UTIL"}'``)."""
-        params = {"match[]": match} if match else {}
-        data = self._request("GET", "/api/v1/labels", params=params, what="labels")
-        if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
-            raise self._garbage("label names are not a list of strings", "labels")
-        return set(data)
-
     def ready(self) -> bool:
         """True when the server answers ``/-/ready`` with 200; never raises."""
         try:

@@ -19,7 +19,6 @@ from planner.specs.trace import OP_TYPES, OpTrace, StepTimeSeries, TraceLayout
 REQUIRED_COLUMNS = ("dp_rank", "stage", "step", "optype", "start_ts", "duration", "seq_id")
 #: Columns used when present (model chunk, micro-batch).
 OPTIONAL_COLUMNS = ("mc", "mb_id")
-_INT_COLUMNS = ("dp_rank", "stage", "step", "seq_id", "mc", "mb_id")
 _FLOAT_COLUMNS = ("start_ts", "duration")
 _CODES = {op.value: i for i, op in enumerate(OP_TYPES)}
 _META_KEYS = {

@@ -31,7 +31,9 @@ def test_parse_quantity(text: object, value: float) -> None:
     assert parse_quantity(text) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("text", ["", "abc", "8 GPUs", None, True, [], "5Zi"])
+@pytest.mark.parametrize(
+    "text", ["", "abc", "8 GPUs", None, True, [], "5Zi", "NaN", "Infinity", "8ki"]
+)
 def test_parse_quantity_rejects_garbage(text: object) -> None:
     assert parse_quantity(text) is None
 
