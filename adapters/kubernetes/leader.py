@@ -10,6 +10,27 @@ skew between replicas does not matter.
 The leader renews every ``retry_period_s``; if it cannot renew within ``renew_deadline_s`` it
 steps down (``on_stopped_leading``) before its lease can expire on the others, so two leaders
 never act at once as long as ``renew_deadline_s < lease_duration_s``.
+
+Why not the official client's ``kubernetes.leaderelection`` (compared with kubernetes 37.0.2,
+the pinned major): it does have a Lease lock (``resourcelock.leaselock.LeaseLock``), but
+
+* ``LeaderElection.run()`` blocks its thread for good: ``acquire()`` loops ``while True`` with
+  ``time.sleep`` and ``renew_loop()`` only returns when a renewal fails, so a follower cannot be
+  stopped and a replica shutting down cannot hand over;
+* nothing releases the lease (no ``ReleaseOnCancel``): on shutdown the other replicas wait a
+  whole ``lease_duration`` before taking over, where :meth:`LeaseElector.release` clears the
+  holder so the next replica leads on its next try;
+* ``LeaseLock`` builds its own ``CoordinationV1Api()`` on the process-wide default
+  configuration, so it cannot use the ``ApiClient`` (kubeconfig, timeouts) the planner built;
+* expiry and deadlines are judged on ``time.time()`` (wall clock, not injectable): a clock step
+  shortens or stretches a lease, and the failover test cannot drive time;
+* ``Config`` calls ``sys.exit`` on a bad setting and requires ``retry_period >= 1`` s;
+* ``onstarted_leading`` is expected to be the leader's whole work, run in a thread of its own;
+  there is no ``is_leader`` to poll, which is how the service's loops check leadership;
+* ``leaseTransitions`` is never incremented on a takeover.
+
+So the algorithm is kept here (about 250 lines, the same steps as client-go's
+``leaderelection.go``: observed record + local expiry, renew deadline, optimistic update).
 """
 
 from __future__ import annotations
