@@ -1,7 +1,8 @@
 """Per-operator regressors chosen by cross-validation (scikit-learn estimator contract).
 
 ``OperatorRegressor`` predicts log time from log-shape features (``operator_features``). Its
-``fit`` scores each candidate by k-fold cross-validated RMSE of log time and keeps the best,
+``fit`` scores each candidate by k-fold cross-validated RMSE of log time (scikit-learn's
+``cross_val_score`` over one seeded shuffled ``KFold``) and keeps the best,
 refitted on all the data given; after ``fit`` it has ``selected_`` (candidate name),
 ``cv_rmse_`` (candidate -> CV RMSE, natural-log units) and ``estimator_``. The candidates are
 small on purpose (Zhang et al. 2025 use random forests / XGBoost per operator):
@@ -27,7 +28,7 @@ from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 from sklearn.linear_model import Ridge
-from sklearn.model_selection import KFold
+from sklearn.model_selection import KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
@@ -101,6 +102,31 @@ def operator_features(
     return np.stack([o.reshape(-1) for o in out], axis=1)
 
 
+def _cv_rmse(
+    candidates: tuple[str, ...], x: FloatArray, t: FloatArray, num_folds: int, random_state: int
+) -> dict[str, float]:
+    """Candidate -> k-fold cross-validated RMSE of ``t`` (scikit-learn's ``cross_val_score``).
+
+    The folds are one shuffled ``KFold`` (seeded by ``random_state``) shared by all candidates.
+    The RMSE pools the squared errors of every held-out row (each row is held out once), so the
+    per-fold mean squared errors are weighted by fold size: sqrt(sum_k n_k * MSE_k / n).
+    """
+    folds = KFold(n_splits=num_folds, shuffle=True, random_state=random_state)
+    sizes = np.array([len(test) for _, test in folds.split(x)], dtype=np.float64)
+    scores: dict[str, float] = {}
+    for name in candidates:
+        neg_mse = cross_val_score(
+            _make(name, random_state),
+            x,
+            t,
+            cv=folds,
+            scoring="neg_mean_squared_error",
+            error_score="raise",
+        )
+        scores[name] = math.sqrt(float(sizes @ -np.asarray(neg_mse)) / float(sizes.sum()))
+    return scores
+
+
 class OperatorRegressor(RegressorMixin, BaseEstimator):  # type: ignore[misc]
     """Chooses among ``candidates`` by ``num_folds``-fold CV RMSE of log time (module docstring).
 
@@ -129,15 +155,7 @@ class OperatorRegressor(RegressorMixin, BaseEstimator):  # type: ignore[misc]
         scores: dict[str, float] = {}
         candidates = tuple(self.candidates) if n >= 6 else ("power_law",)
         if len(candidates) > 1:
-            folds = KFold(
-                n_splits=min(self.num_folds, n // 2), shuffle=True, random_state=self.random_state
-            )
-            for name in candidates:
-                sq = 0.0
-                for train, test in folds.split(x):
-                    model = _make(name, self.random_state).fit(x[train], t[train])
-                    sq += float(np.sum((model.predict(x[test]) - t[test]) ** 2))
-                scores[name] = math.sqrt(sq / n)
+            scores = _cv_rmse(candidates, x, t, min(self.num_folds, n // 2), self.random_state)
             best = min(candidates, key=lambda c: (scores[c], candidates.index(c)))
         else:
             best = candidates[0]

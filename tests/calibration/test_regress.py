@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.model_selection import KFold
 
 from planner.calibration import OperatorRegressor
 from planner.errors import CalibrationError
@@ -42,3 +46,20 @@ def test_errors() -> None:
         OperatorRegressor().fit(np.zeros((1, 3)), np.zeros(1))
     with pytest.raises(CalibrationError, match="unknown regressor candidate"):
         OperatorRegressor(candidates=("svm", "power_law")).fit(*_power_law(10, 0))
+
+
+def test_cv_rmse_pools_every_held_out_row_over_seeded_folds() -> None:
+    # 23 rows in 5 folds of 5,5,5,4,4 rows: a plain mean of per-fold scores would differ.
+    x, y = _power_law(23, 4)
+    reg = OperatorRegressor(candidates=("power_law", "quadratic"), random_state=7).fit(x, y)
+    for name in ("power_law", "quadratic"):
+        sq = 0.0
+        for train, test in KFold(n_splits=5, shuffle=True, random_state=7).split(x):
+            model = _unfitted(name).fit(x[train], y[train])
+            sq += float(np.sum((model.predict(x[test]) - y[test]) ** 2))
+        assert reg.cv_rmse_[name] == pytest.approx(math.sqrt(sq / len(y)), rel=1e-12)
+
+
+def _unfitted(name: str) -> Any:
+    """The candidate's scikit-learn estimator, unfitted (a one-candidate fit skips CV)."""
+    return clone(OperatorRegressor(candidates=(name,)).fit(*_power_law(6, 0)).estimator_)
