@@ -1,4 +1,4 @@
-"""Build the planner's Grafana dashboards (Classic JSON model) from plain dicts.
+"""Build the planner's Grafana dashboards with Grafana's own typed builder (grafana-foundation-sdk).
 
 ``python deploy/grafana/build.py`` rewrites the committed ``*.json`` next to this file;
 ``--check`` exits 1 when they differ from what this script builds (run by the tests).
@@ -6,6 +6,11 @@
 Grafana server can run on the CI machines). The JSON is
 type-checked against ``@grafana/schema`` by ``check.sh`` and every panel's PromQL runs against a
 real Prometheus scraping a real planner in ``tests/deploy/test_dashboards.py``.
+
+The panels, variables and links are the SDK's builders (``grafana_foundation_sdk.builders``),
+so a misspelt option or a wrong enum value fails here rather than in Grafana; this file keeps
+only the planner's PromQL and layout. The SDK is a dev dependency: only this script imports it,
+to write the committed JSON that Grafana provisions.
 
 Conventions: every panel and target uses the ``${datasource}`` variable; job series are first
 aggregated by ``scheduler, cluster, job_id`` (HA replicas export the same series); the
@@ -16,15 +21,39 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Mapping
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from grafana_foundation_sdk.builders import (
+    bargauge,
+    common,
+    dashboard,
+    prometheus,
+    stat,
+    table,
+    timeseries,
+)
+from grafana_foundation_sdk.builders import text as text_panel
+from grafana_foundation_sdk.cog.builder import Builder
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as common_models
+from grafana_foundation_sdk.models import dashboard as models
+from grafana_foundation_sdk.models import prometheus as prometheus_models
+from grafana_foundation_sdk.models import text as text_models
 
 HERE = Path(__file__).resolve().parent
-DS = {"type": "prometheus", "uid": "${datasource}"}
+DS = models.DataSourceRef(type_val="prometheus", uid="${datasource}")
+TAG = "llm-capacity-planner"
 JOB = "scheduler, cluster, job_id"
 C = 'cluster=~"$cluster"'
 ONE = f'{C}, job_id="$job_id"'
+
+Grid = tuple[int, int, int, int]
+#: The SDK's panel builders (one class per panel plugin, each with the common panel options).
+P = TypeVar("P", stat.Panel, timeseries.Panel, table.Panel, bargauge.Panel, text_panel.Panel)
+Panel = stat.Panel | timeseries.Panel | table.Panel | bargauge.Panel | text_panel.Panel
 
 
 def running(expr: str) -> str:
@@ -39,202 +68,183 @@ def by_job(metric: str, selector: str = C) -> str:
     return f"max by ({JOB}) ({metric}{{{selector}}})"
 
 
-def target(expr: str, legend: str = "", ref: str = "A", *, table: bool = False) -> dict[str, Any]:
-    t: dict[str, Any] = {"datasource": DS, "refId": ref, "expr": expr, "legendFormat": legend}
+def target(
+    expr: str, legend: str = "", ref: str = "A", *, table: bool = False
+) -> prometheus.Dataquery:
+    """One PromQL target on the ``${datasource}`` variable; ``table``: an instant query whose
+    result Grafana shows as a table."""
+    t = prometheus.Dataquery().datasource(DS).ref_id(ref).expr(expr).legend_format(legend)
     if table:
-        t.update({"format": "table", "instant": True, "range": False})
+        t = t.format(prometheus_models.PromQueryFormat.TABLE).instant()
     return t
 
 
-def panel(
-    kind: str,
+def _place(
+    p: P,
     title: str,
-    grid: tuple[int, int, int, int],
-    targets: list[dict[str, Any]],
+    grid: Grid,
+    targets: list[prometheus.Dataquery],
     *,
     unit: str = "short",
     description: str = "",
-    options: dict[str, Any] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> P:
+    """Title, position ``(x, y, w, h)`` in grid units, data source, targets and unit: what
+    every panel here sets."""
     x, y, w, h = grid
-    p: dict[str, Any] = {
-        "type": kind,
-        "title": title,
-        "description": description,
-        "gridPos": {"x": x, "y": y, "w": w, "h": h},
-        "datasource": DS,
-        "targets": targets,
-        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-        "options": options or {},
-    }
-    p.update(extra or {})
+    p = (
+        p.title(title)
+        .description(description)
+        .grid_pos(models.GridPos(x=x, y=y, w=w, h=h))
+        .datasource(DS)
+        .unit(unit)
+        .targets([])
+    )
+    for t in targets:
+        p = p.with_target(t)
     return p
 
 
-def stat(
+def _last_value() -> common.ReduceDataOptions:
+    return common.ReduceDataOptions().calcs(["lastNotNull"]).values(False)
+
+
+def stat_panel(
+    title: str, grid: Grid, expr: str, unit: str = "short", description: str = ""
+) -> stat.Panel:
+    """A single value: the last value of ``expr``."""
+    p = _place(stat.Panel(), title, grid, [target(expr, title)], unit=unit, description=description)
+    return p.reduce_options(_last_value())
+
+
+def timeseries_panel(
     title: str,
-    grid: tuple[int, int, int, int],
-    expr: str,
+    grid: Grid,
+    targets: list[prometheus.Dataquery],
     unit: str = "short",
     description: str = "",
-) -> dict[str, Any]:
-    return panel(
-        "stat",
-        title,
-        grid,
-        [target(expr, title)],
-        unit=unit,
-        description=description,
-        options={"reduceOptions": {"calcs": ["lastNotNull"], "values": False}},
-    )
+) -> timeseries.Panel:
+    return _place(timeseries.Panel(), title, grid, targets, unit=unit, description=description)
 
 
-def table(
+def table_panel(
     title: str,
-    grid: tuple[int, int, int, int],
-    targets: list[dict[str, Any]],
+    grid: Grid,
+    targets: list[prometheus.Dataquery],
     description: str = "",
-    units: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    overrides = [
-        {
-            "matcher": {"id": "byName", "options": name},
-            "properties": [{"id": "unit", "value": unit}],
-        }
-        for name, unit in (units or {}).items()
-    ]
-    p = panel(
-        "table",
-        title,
-        grid,
-        targets,
-        description=description,
-        extra={
-            "transformations": [
-                {"id": "merge", "options": {}},
-                {"id": "organize", "options": {"excludeByName": {"Time": True}}},
-            ]
-        },
+    units: Mapping[str, str] | None = None,
+) -> table.Panel:
+    """The instant ``targets`` merged into one row per series (``Value #<refId>`` columns, the
+    time column hidden); ``units`` gives a column its unit."""
+    p = _place(table.Panel(), title, grid, targets, description=description)
+    p = p.with_transformation(models.DataTransformerConfig(id_val="merge", options={}))
+    p = p.with_transformation(
+        models.DataTransformerConfig(id_val="organize", options={"excludeByName": {"Time": True}})
     )
-    p["fieldConfig"]["overrides"] = overrides
+    for column, unit in (units or {}).items():
+        p = p.override_by_name(column, [models.DynamicConfigValue(id_val="unit", value=unit)])
     return p
 
 
-def variables(*, job: bool = False) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [
-        {
-            "type": "datasource",
-            "name": "datasource",
-            "label": "Data source",
-            "query": "prometheus",
-            "hide": 0,
-        },
-        {
-            "type": "query",
-            "name": "cluster",
-            "label": "Cluster",
-            "datasource": DS,
-            "query": {"query": "label_values(planner_job_info, cluster)", "refId": "cluster"},
-            "refresh": 2,
-            "includeAll": True,
-            "allValue": ".*",
-            "multi": True,
-            "sort": 1,
-            "hide": 0,
-        },
+def variables(*, job: bool = False) -> list[Builder[models.VariableModel]]:
+    """``datasource`` (Prometheus), ``cluster`` (multi, All = ``.*``) and, with ``job``, one
+    ``job_id`` of the selected clusters."""
+    out: list[Builder[models.VariableModel]] = [
+        dashboard.DatasourceVariable("datasource")
+        .label("Data source")
+        .type("prometheus")
+        .hide(models.VariableHide.DONT_HIDE),
+        dashboard.QueryVariable("cluster")
+        .label("Cluster")
+        .datasource(DS)
+        .query({"query": "label_values(planner_job_info, cluster)", "refId": "cluster"})
+        .refresh(models.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .include_all(True)
+        .all_value(".*")
+        .multi(True)
+        .sort(models.VariableSort.ALPHABETICAL_ASC)
+        .hide(models.VariableHide.DONT_HIDE),
     ]
     if job:
         out.append(
-            {
-                "type": "query",
-                "name": "job_id",
-                "label": "Job",
-                "datasource": DS,
-                "query": {
-                    "query": f"label_values(planner_job_info{{{C}}}, job_id)",
-                    "refId": "job_id",
-                },
-                "refresh": 2,
-                "includeAll": False,
-                "multi": False,
-                "sort": 3,
-                "hide": 0,
-            }
+            dashboard.QueryVariable("job_id")
+            .label("Job")
+            .datasource(DS)
+            .query({"query": f"label_values(planner_job_info{{{C}}}, job_id)", "refId": "job_id"})
+            .refresh(models.VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .include_all(False)
+            .multi(False)
+            .sort(models.VariableSort.NUMERICAL_ASC)
+            .hide(models.VariableHide.DONT_HIDE)
         )
     return out
 
 
-def dashboard(
-    uid: str, title: str, description: str, panels: list[dict[str, Any]], *, job: bool = False
-) -> dict[str, Any]:
+def board(
+    uid: str, title: str, description: str, panels: list[Panel], *, job: bool = False
+) -> dashboard.Dashboard:
+    """A planner dashboard: tagged, linked to the others, panels numbered in order."""
+    d = (
+        dashboard.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags([TAG])
+        .timezone("browser")
+        .editable()
+        .tooltip(models.DashboardCursorSync.CROSSHAIR)
+        .version(1)
+        .refresh("1m")
+        .time("now-6h", "now")
+        .fiscal_year_start_month(0)
+        .live_now(False)
+        .week_start("")
+        .link(
+            dashboard.DashboardLink("Planner dashboards")
+            .type(models.DashboardLinkType.DASHBOARDS)
+            .tags([TAG])
+            .as_dropdown(True)
+            .icon("external link")
+            .include_vars(True)
+            .keep_time(True)
+            .target_blank(False)
+            .tooltip("")
+            .url("")
+        )
+        .variables(variables(job=job))
+    )
     for i, p in enumerate(panels, start=1):
-        p["id"] = i
-    return {
-        "uid": uid,
-        "title": title,
-        "description": description,
-        "tags": ["llm-capacity-planner"],
-        "timezone": "browser",
-        "editable": True,
-        "graphTooltip": 1,
-        "schemaVersion": 39,
-        "version": 1,
-        "refresh": "1m",
-        "time": {"from": "now-6h", "to": "now"},
-        "timepicker": {},
-        "fiscalYearStartMonth": 0,
-        "liveNow": False,
-        "weekStart": "",
-        "links": [
-            {
-                "title": "Planner dashboards",
-                "type": "dashboards",
-                "tags": ["llm-capacity-planner"],
-                "asDropdown": True,
-                "icon": "external link",
-                "includeVars": True,
-                "keepTime": True,
-                "targetBlank": False,
-                "tooltip": "",
-                "url": "",
-            }
-        ],
-        "annotations": {"list": []},
-        "templating": {"list": variables(job=job)},
-        "panels": panels,
-    }
+        d = d.with_panel(p.id(i))
+    return d
 
 
-def fleet() -> dict[str, Any]:
+def fleet() -> dashboard.Dashboard:
     eta = 'planner_job_eta_seconds{%s, quantile="%s"}'
-    return dashboard(
+    return board(
         "planner-fleet-eta",
         "Planner / Fleet ETA",
         "Every running job: progress, ETA band (p10-p90) and predicted completion.",
         [
-            stat(
+            stat_panel(
                 "Running jobs",
                 (0, 0, 6, 4),
                 "count(" + by_job("planner_job_info", f'{C}, status="running"') + ") or vector(0)",
             ),
-            stat(
+            stat_panel(
                 "Pending jobs",
                 (6, 0, 6, 4),
                 "count(" + by_job("planner_job_info", f'{C}, status="pending"') + ") or vector(0)",
             ),
-            stat(
+            stat_panel(
                 "GPUs busy (running jobs)",
                 (12, 0, 6, 4),
                 f"sum({running(by_job('planner_job_gpus'))}) or vector(0)",
             ),
-            stat(
+            stat_panel(
                 "Sources not polled OK",
                 (18, 0, 6, 4),
                 f"count(max by (scheduler, cluster) (planner_source_up{{{C}}}) == 0) or vector(0)",
                 description="Scheduler sources whose last poll failed (see PlannerIngestStale).",
             ),
-            table(
+            table_panel(
                 "Running jobs",
                 (0, 4, 24, 10),
                 [
@@ -270,26 +280,19 @@ def fleet() -> dict[str, Any]:
                     "Value #G": "dateTimeAsIso",
                 },
             ),
-            panel(
-                "bargauge",
+            _place(
+                bargauge.Panel(),
                 "Progress",
                 (0, 14, 12, 8),
                 [target(running(by_job("planner_job_progress_ratio")), "{{cluster}}/{{job_id}}")],
                 unit="percentunit",
-                options={
-                    "orientation": "horizontal",
-                    "displayMode": "gradient",
-                    "reduceOptions": {"calcs": ["lastNotNull"], "values": False},
-                },
-                extra={
-                    "fieldConfig": {
-                        "defaults": {"unit": "percentunit", "min": 0, "max": 1},
-                        "overrides": [],
-                    }
-                },
-            ),
-            panel(
-                "timeseries",
+            )
+            .min(0)
+            .max(1)
+            .orientation(common_models.VizOrientation.HORIZONTAL)
+            .display_mode(common_models.BarGaugeDisplayMode.GRADIENT)
+            .reduce_options(_last_value()),
+            timeseries_panel(
                 "Remaining time (p50, band p10-p90)",
                 (12, 14, 12, 8),
                 [
@@ -299,8 +302,7 @@ def fleet() -> dict[str, Any]:
                 ],
                 unit="s",
             ),
-            panel(
-                "timeseries",
+            timeseries_panel(
                 "Predicted completion slip over the last hour",
                 (0, 22, 24, 8),
                 [
@@ -316,37 +318,36 @@ def fleet() -> dict[str, Any]:
     )
 
 
-def job_detail() -> dict[str, Any]:
+def job_detail() -> dashboard.Dashboard:
     def one(metric: str, extra: str = "") -> str:
         return f"max({metric}{{{ONE}{extra}}})"
 
-    return dashboard(
+    return board(
         "planner-job-detail",
         "Planner / Job detail",
         "One job: predicted vs observed step time, ETA band, stragglers, model error.",
         [
-            stat("Progress", (0, 0, 4, 4), one("planner_job_progress_ratio"), "percentunit"),
-            stat(
+            stat_panel("Progress", (0, 0, 4, 4), one("planner_job_progress_ratio"), "percentunit"),
+            stat_panel(
                 "Remaining (p50)",
                 (4, 0, 5, 4),
                 one("planner_job_eta_seconds", ', quantile="0.5"'),
                 "dtdurations",
             ),
-            stat(
+            stat_panel(
                 "Predicted completion",
                 (9, 0, 5, 4),
                 one("planner_job_predicted_completion_timestamp_seconds") + " * 1000",
                 "dateTimeFromNow",
             ),
-            stat(
+            stat_panel(
                 "Time limit",
                 (14, 0, 5, 4),
                 one("planner_job_time_limit_timestamp_seconds") + " * 1000",
                 "dateTimeFromNow",
             ),
-            stat("GPUs", (19, 0, 5, 4), one("planner_job_gpus")),
-            panel(
-                "timeseries",
+            stat_panel("GPUs", (19, 0, 5, 4), one("planner_job_gpus")),
+            timeseries_panel(
                 "Step time: observed estimate vs performance model",
                 (0, 4, 12, 8),
                 [
@@ -355,8 +356,7 @@ def job_detail() -> dict[str, Any]:
                 ],
                 unit="s",
             ),
-            panel(
-                "timeseries",
+            timeseries_panel(
                 "Remaining time band",
                 (12, 4, 12, 8),
                 [
@@ -366,34 +366,26 @@ def job_detail() -> dict[str, Any]:
                 ],
                 unit="s",
             ),
-            panel(
-                "timeseries",
+            timeseries_panel(
                 "Straggler slowdown (step time / straggler-free step time)",
                 (0, 12, 12, 8),
                 [target(one("planner_job_straggler_slowdown_ratio"), "slowdown")],
                 unit="short",
                 description="1 = no stragglers. Alert PlannerJobStraggler above 1.1 for 10 min.",
             ),
-            stat(
+            stat_panel(
                 "Hours of the remaining run lost to stragglers",
                 (12, 12, 6, 8),
                 one("planner_job_straggler_hours_lost"),
                 "h",
             ),
-            panel(
-                "text",
-                "Straggler culprits",
-                (18, 12, 6, 8),
-                [],
-                options={
-                    "mode": "markdown",
-                    "content": "The flagged ranks, their nodes and the advice are in the "
-                    "planner API: `GET /v1/jobs/${job_id}/stragglers`.\n\nThey are not "
-                    "exported as metrics yet.",
-                },
+            _place(text_panel.Panel(), "Straggler culprits", (18, 12, 6, 8), [])
+            .mode(text_models.TextMode.MARKDOWN)
+            .content(
+                "The flagged ranks, their nodes and the advice are in the planner API: "
+                "`GET /v1/jobs/${job_id}/stragglers`.\n\nThey are not exported as metrics yet."
             ),
-            panel(
-                "timeseries",
+            timeseries_panel(
                 "Model error (model / observed step time - 1)",
                 (0, 20, 12, 8),
                 [target(one("planner_job_model_error_ratio"), "model error")],
@@ -401,8 +393,7 @@ def job_detail() -> dict[str, Any]:
                 description="Positive: the model predicts slower steps "
                 "than observed. Alert PlannerModelDrift on the median over jobs.",
             ),
-            panel(
-                "timeseries",
+            timeseries_panel(
                 "Iterations completed",
                 (12, 20, 12, 8),
                 [target(one("planner_job_iteration"), "iteration")],
@@ -412,39 +403,39 @@ def job_detail() -> dict[str, Any]:
     )
 
 
-def queue() -> dict[str, Any]:
+def queue() -> dashboard.Dashboard:
     pend = 'status="pending"'
     eta = f'max by ({JOB}) (planner_job_eta_seconds{{{C}, quantile="0.5"}})'
-    return dashboard(
+    return board(
         "planner-queue",
         "Planner / Queue",
         "Pending jobs: predicted runtime, predicted memory and whether it fits.",
         [
-            stat(
+            stat_panel(
                 "Pending jobs",
                 (0, 0, 6, 4),
                 f"count({by_job('planner_job_info', C + ', ' + pend)}) or vector(0)",
             ),
-            stat(
+            stat_panel(
                 "GPUs requested by the queue",
                 (6, 0, 6, 4),
                 f"sum({pending(by_job('planner_job_gpus'))}) or vector(0)",
             ),
-            stat(
+            stat_panel(
                 "Pending jobs predicted to run out of memory",
                 (12, 0, 6, 4),
                 f"count({pending(by_job('planner_job_predicted_fits_in_memory') + ' == 0')})"
                 " or vector(0)",
                 description="Alert PlannerQueuedJobPredictedOOM.",
             ),
-            stat(
+            stat_panel(
                 "Queued GPU-hours (predicted)",
                 (18, 0, 6, 4),
                 f"sum({pending(by_job('planner_job_gpus'))} * on ({JOB}) {eta}) / 3600"
                 " or vector(0)",
                 description="Sum over pending jobs of GPUs x predicted runtime.",
             ),
-            table(
+            table_panel(
                 "Pending jobs",
                 (0, 4, 24, 10),
                 [
@@ -483,8 +474,7 @@ def queue() -> dict[str, Any]:
                     "Value #G": "dateTimeAsIso",
                 },
             ),
-            panel(
-                "timeseries",
+            timeseries_panel(
                 "GPUs requested by pending jobs",
                 (0, 14, 12, 8),
                 [
@@ -493,8 +483,7 @@ def queue() -> dict[str, Any]:
                     ),
                 ],
             ),
-            panel(
-                "timeseries",
+            timeseries_panel(
                 "Predicted peak memory per GPU of pending jobs",
                 (12, 14, 12, 8),
                 [
@@ -509,40 +498,39 @@ def queue() -> dict[str, Any]:
     )
 
 
-def capacity() -> dict[str, Any]:
+def capacity() -> dashboard.Dashboard:
     busy = f"sum by (cluster) ({running(by_job('planner_job_gpus'))})"
     soon = (
         f"sum by (cluster) ({running(by_job('planner_job_gpus'))} and on ({JOB}) "
         f"({by_job('planner_job_predicted_completion_timestamp_seconds')} - time() < 86400))"
     )
-    return dashboard(
+    return board(
         "planner-capacity",
         "Planner / Capacity",
         "GPUs held by running jobs, requested by the queue, and freed by predicted completions.",
         [
-            stat(
+            stat_panel(
                 "GPUs busy",
                 (0, 0, 6, 4),
                 f"sum({running(by_job('planner_job_gpus'))}) or vector(0)",
             ),
-            stat(
+            stat_panel(
                 "GPUs requested by pending jobs",
                 (6, 0, 6, 4),
                 f"sum({pending(by_job('planner_job_gpus'))}) or vector(0)",
             ),
-            stat(
+            stat_panel(
                 "GPUs freed within 24 h (predicted)",
                 (12, 0, 6, 4),
                 f"sum({soon}) or vector(0)",
                 description="GPUs of running jobs whose p50 completion is within 24 h.",
             ),
-            stat(
+            stat_panel(
                 "Sources polled OK",
                 (18, 0, 6, 4),
                 f"sum(max by (scheduler, cluster) (planner_source_up{{{C}}}))",
             ),
-            panel(
-                "timeseries",
+            timeseries_panel(
                 "GPUs busy and requested",
                 (0, 4, 12, 8),
                 [
@@ -554,15 +542,14 @@ def capacity() -> dict[str, Any]:
                     ),
                 ],
             ),
-            panel(
-                "timeseries",
+            timeseries_panel(
                 "GPUs freed within 24 h (predicted)",
                 (12, 4, 12, 8),
                 [
                     target(soon, "{{cluster}}"),
                 ],
             ),
-            table(
+            table_panel(
                 "Scheduler sources",
                 (0, 12, 24, 6),
                 [
@@ -628,8 +615,23 @@ def sketch(d: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def render(build: Any) -> str:
-    return json.dumps(build(), indent=2, sort_keys=False) + "\n"
+def model(build: Callable[[], dashboard.Dashboard]) -> models.Dashboard:
+    """The built dashboard model.
+
+    The SDK gives every variable the interval variable's ``auto``/``auto_min``/``auto_count``
+    (``VariableModel``'s defaults); Grafana 13's schema (``@grafana/schema``, which ``check.sh``
+    type-checks against) knows them on interval variables only, so they are dropped elsewhere.
+    """
+    d = build().build()
+    for v in d.templating.list_val or []:
+        if v.type_val != models.VariableType.INTERVAL:
+            v.auto = v.auto_min = v.auto_count = None
+    return d
+
+
+def render(build: Callable[[], dashboard.Dashboard]) -> str:
+    """The dashboard as the JSON Grafana provisions (the SDK's encoder, 2-space indent)."""
+    return JSONEncoder(indent=2, sort_keys=False).encode(model(build)) + "\n"
 
 
 def main(argv: list[str]) -> int:

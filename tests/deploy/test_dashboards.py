@@ -60,12 +60,22 @@ def test_dashboard_structure(path: Path) -> None:
     d = json.loads(path.read_text())
     assert d["uid"] == path.stem
     assert d["title"].startswith("Planner / ")
-    assert d["templating"]["list"][0] == {
+    source = d["templating"]["list"][0]
+    assert {k: source[k] for k in ("type", "name", "label", "query", "hide")} == {
         "type": "datasource",
         "name": "datasource",
         "label": "Data source",
         "query": "prometheus",
         "hide": 0,
+    }
+    # The SDK also writes Grafana's defaults out: one data source at a time, kept in the URL.
+    assert {
+        k: v for k, v in source.items() if k not in ("type", "name", "label", "query", "hide")
+    } == {
+        "skipUrlSync": False,
+        "multi": False,
+        "allowCustomValue": True,
+        "includeAll": False,
     }
     ids = [p["id"] for p in d["panels"]]
     assert len(ids) == len(set(ids))
@@ -103,6 +113,7 @@ def _wait_for_rules(prom: stack.PromStack) -> None:
     prom.wait_for("planner:job_completion_slip_seconds:1h", timeout_s=30)
 
 
+@pytest.mark.integration
 def test_every_panel_query_returns_planner_data(planner_stack: PlannerStack) -> None:
     prom = planner_stack.prom
     _wait_for_rules(prom)
@@ -130,6 +141,7 @@ def test_every_panel_query_returns_planner_data(planner_stack: PlannerStack) -> 
     assert not empty, "queries without data:\n" + "\n".join(empty)
 
 
+@pytest.mark.integration
 def test_the_variable_queries_list_the_fed_cluster_and_job(planner_stack: PlannerStack) -> None:
     prom = planner_stack.prom
     clusters = {r["metric"]["cluster"] for r in prom.query("planner_job_info")}
