@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from .conftest import PlannerStack
+
+pytestmark = pytest.mark.integration
 
 
 def _alerts(body: dict[str, Any]) -> set[tuple[str, str]]:

@@ -11,6 +11,8 @@ import pytest
 
 from .conftest import PlannerStack, planner_metrics
 
+pytestmark = pytest.mark.integration
+
 #: What promtool reports today, reported to the service's owners; the test fails on anything new.
 #: - a "quantile" label is reserved for summaries: planner_job_eta_seconds{quantile} should use
 #:   another label name (e.g. percentile="10|50|90") or one gauge per bound;

@@ -59,6 +59,7 @@ def client(telemetry: Telemetry) -> PrometheusClient:
     return PrometheusClient(telemetry.prom.url, timeout_s=5)
 
 
+@pytest.mark.integration
 def test_pods_behind_the_dcgm_chart_servicemonitor(client: PrometheusClient) -> None:
     """honorLabels: false: the workload's pod arrives as exported_pod; namespace/pod are the
     exporter's own and must not be mistaken for the job's."""
@@ -102,6 +103,7 @@ def test_pods_behind_the_dcgm_chart_servicemonitor(client: PrometheusClient) -> 
     assert (slow.host, slow.gpu) == ("gpu-node-1", "1")
 
 
+@pytest.mark.integration
 def test_pods_with_honored_labels(client: PrometheusClient) -> None:
     gpus = DcgmTelemetry(client).for_pods("team-b", ["mixtral-ft-0"], at_s=AT_S)
     assert [(g.host, g.gpu, g.namespace, g.pod) for g in gpus] == [
@@ -112,6 +114,7 @@ def test_pods_with_honored_labels(client: PrometheusClient) -> None:
     assert DcgmTelemetry(client).for_pods("gpu-operator", ["llama-70b-workers-0-0"]) == []
 
 
+@pytest.mark.integration
 def test_slurm_job_by_hpc_job_mapping_and_lowercase_hostname(client: PrometheusClient) -> None:
     gpus = DcgmTelemetry(client).for_slurm_job("4242", hosts=["ignored"], at_s=AT_S)
     assert {(g.host, g.gpu) for g in gpus} == {
@@ -123,6 +126,7 @@ def test_slurm_job_by_hpc_job_mapping_and_lowercase_hostname(client: PrometheusC
     assert {g.hpc_job for g in gpus} == {"4242"}
 
 
+@pytest.mark.integration
 def test_slurm_job_by_host_and_gpu_indices(client: PrometheusClient) -> None:
     telemetry = DcgmTelemetry(client)
     gpus = telemetry.for_slurm_job(
@@ -141,6 +145,7 @@ def test_slurm_job_by_host_and_gpu_indices(client: PrometheusClient) -> None:
     assert telemetry.for_slurm_job("999", hosts=["nowhere"], at_s=AT_S) == []
 
 
+@pytest.mark.integration
 def test_backfilled_rank_steps_feed_the_live_straggler_tracker(client: PrometheusClient) -> None:
     training = TrainingTelemetry(client)
     job = JobSelector.slurm("9001")
@@ -167,6 +172,7 @@ def test_backfilled_rank_steps_feed_the_live_straggler_tracker(client: Prometheu
     assert training.progress(JobSelector.slurm("no-such-job"), at_s=END_S) is None
 
 
+@pytest.mark.integration
 def test_live_job_exporter_is_scraped_and_read_back(
     telemetry: Telemetry, client: PrometheusClient
 ) -> None:
@@ -196,12 +202,14 @@ def test_live_job_exporter_is_scraped_and_read_back(
     assert now - progress.timestamp_s < 10
 
 
+@pytest.mark.integration
 def test_bad_promql_is_a_permanent_error(client: PrometheusClient) -> None:
     with pytest.raises(SourcePermanentError, match="bad_data") as err:
         client.query("sum(rate(DCGM_FI_DEV_GPU_UTIL[5m])")
     assert "bad query" in str(err.value)
 
 
+@pytest.mark.integration
 def test_wrong_url_is_a_permanent_error(telemetry: Telemetry) -> None:
     # The job exporter answers HTTP, but not the Prometheus API.
     port = telemetry.prom.prom_port

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from adapters.logs import LogTailer
@@ -19,6 +20,8 @@ from planner.service.store import Store
 from planner.specs.job import JobState, JobStatus
 from tests.adapters.prometheus.conftest import LIVE_JOB_ID, LIVE_RANKS, SLOW_RANK, Telemetry
 from tests.service.conftest import ScriptedSource
+
+pytestmark = pytest.mark.integration
 
 
 def test_progress_and_stragglers_from_prometheus(telemetry: Telemetry, tmp_path: Path) -> None:
