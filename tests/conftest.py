@@ -1,7 +1,9 @@
-"""Fixtures shared by every test package, and the hypothesis profile of CI runs."""
+"""Fixtures shared by every test package, the hypothesis profile of CI runs, and the per-test
+time limit of unit tests."""
 
 import os
 
+import pytest
 from hypothesis import settings
 
 from tests.slurm_stack import slurm_stack
@@ -11,5 +13,19 @@ from tests.slurm_stack import slurm_stack
 settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+UNIT_TEST_TIMEOUT_S = 10
+"""A unit test (no ``integration`` marker) that runs longer than this fails: unit tests are
+fast by contract (STYLE.md), so a hang or a slow path shows at once instead of stalling CI.
+Tests that start real components carry ``integration`` and keep the global 600 s limit."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("integration") is None and (
+            item.get_closest_marker("timeout") is None
+        ):
+            item.add_marker(pytest.mark.timeout(UNIT_TEST_TIMEOUT_S))
+
 
 __all__ = ["slurm_stack"]
