@@ -95,6 +95,7 @@ class LogContext:
         stamp = self.deepspeed_stamp
         if record.timestamp_s is None and stamp is not None and stamp[0] == record.iteration:
             record = dataclasses.replace(record, timestamp_s=stamp[1])
+            self.deepspeed_stamp = None
         if record.train_iters is not None:
             self.totals[record.framework] = record.train_iters
         else:

@@ -12,8 +12,10 @@ Each event is one JSON object: ``{"namespace": "", "time_ms": <epoch ms>, "event
   ``max_sequence_length`` per optimizer step: 4,194,304 = 2,048 x 2,048 for the first step of the
   v3.0 log), so the record's ``iteration`` is ``metadata.step`` divided by that product, both
   read from the log's header events; a step before the header (or not a whole number of steps)
-  gives None, never a guessed iteration. ``timestamp_s`` is ``time_ms`` / 1000; there is no
-  ``train_iters`` (a run stops when it reaches its target evaluation loss).
+  gives None, never a guessed iteration. Steps count from the run's start, not from the
+  checkpoint it resumed from (``init_checkpoint_step``, 3,000 in the v3.0 log).
+  ``timestamp_s`` is ``time_ms`` / 1000; there is no ``train_iters`` (a run stops when it
+  reaches its target evaluation loss).
 * ``tracked_stats`` events with ``validation_step_timing``, ``validation_epoch_timing``,
   ``train_epoch_timing`` or ``throughput`` are not training steps (None).
 * ``init_start`` (the first one: every rank prints it), ``init_stop``, ``run_start``,

@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Final
 
+from adapters.logs import values
 from adapters.logs.context import LogContext, LogEvent
 from adapters.logs.parsers import parse_line
 from adapters.logs.tables import read_iteration_table
@@ -59,9 +59,10 @@ class LogReading:
 def read_log(text: str, *, tz: tzinfo | None = None) -> LogReading:
     """Read a whole finished log (text of any supported format) into a ``LogReading``.
 
-    A text whose first line opens a multi-line JSON object is read as a Megatron-LM CI golden
-    table (``read_iteration_table``); anything else line by line with one ``LogContext``, lines
-    ending at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (tqdm refreshes), as ``LogTailer`` splits them.
+    A JSON object of metrics, or a text whose first line is a lone ``{``, is read as a
+    Megatron-LM CI golden table (``read_iteration_table``); anything else line by line with one
+    ``LogContext``, lines ending at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (tqdm refreshes), as
+    ``LogTailer`` splits them.
     ``tz`` is the zone of times printed without one (None: the host's local zone).
 
     Raises ``SpecError`` (field ``log``) when no line carries training progress, or the CI
@@ -100,26 +101,18 @@ def read_log(text: str, *, tz: tzinfo | None = None) -> LogReading:
 
 
 def _is_table(text: str) -> bool:
-    """True when ``text`` is one JSON object spread over lines (a golden table), not JSON lines."""
+    """True when ``text`` is a golden table: one JSON object of metrics, or a document whose
+    first line is a lone ``{`` (a pretty-printed object, read as a table so that a malformed one
+    gets its JSON error); JSON lines logs have a whole object on each line.
+    """
     body = text.lstrip()
     if not body.startswith("{"):
         return False
-    first = body.split("\n", 1)[0].strip()
-    try:
-        json.loads(first)
-    except (ValueError, RecursionError):
-        return True  # the first line alone is not an object: a multi-line document
-    return "\n" not in body.rstrip() and _is_table_object(body)
-
-
-def _is_table_object(body: str) -> bool:
-    """True when a one-line JSON object has the golden table's shape ({metric: {values: ..}})."""
-    try:
-        obj = json.loads(body)
-    except (ValueError, RecursionError):
-        return False
+    if body.split("\n", 1)[0].strip() == "{":
+        return True
+    obj = values.json_object(body)
     return (
-        isinstance(obj, dict)
+        obj is not None
         and bool(obj)
         and all(isinstance(v, dict) and "values" in v for v in obj.values())
     )

@@ -164,6 +164,8 @@ def test_deepspeed_engine_time_goes_to_the_next_record_of_its_iteration() -> Non
     assert first[1].timestamp_s == _epoch("2022-10-28 23:48:58.641")
     later = _feed([ENGINE.replace("step=10", "step=20"), MEGATRON.replace("10/", "30/")], context)
     assert [(r.framework, r.iteration, r.timestamp_s) for r in later] == [("megatron", 30, None)]
+    again = _feed([MEGATRON], context)  # a restart back at 10: the time was used already
+    assert [(r.iteration, r.timestamp_s, r.num_iterations) for r in again] == [(10, None, 1)]
 
 
 DSCHAT_STEP = "epoch: 0|step: 9|ppo_ep: 1|act_loss: 0.2998046875|cri_loss: 0.16|unsuper_loss: 0.0"
