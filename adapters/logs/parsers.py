@@ -61,6 +61,25 @@ Formats recognised (``ProgressRecord.framework`` in brackets):
   (``compute_time_s``, required), its mean wall time per iteration (``step_time_s``), the
   iterations averaged and its host. These feed live straggler detection
   (``planner.specs.job.RankStepRecord``); ``deploy/dev/tiny_gpt/train.py`` prints them.
+* **MLPerf MLLOG** (``mlperf``; ``adapters.logs.mlperf``): ``:::MLLOG {json}`` events of NVIDIA's
+  NeMo GPT-3 submissions; one record per ``tracked_stats`` training-step event (needs a context).
+* **modded-nanogpt** (``modded-nanogpt``; ``adapters.logs.nanogpt``): ``step:N/T
+  [train_loss:X ]train_time:Tms step_avg:Ams``; validation lines are not steps.
+* **DeepSpeed engine** (``deepspeed``) and **DeepSpeed-Chat** (``deepspeed-chat``;
+  ``adapters.logs.deepspeed``): ``[Rank 0] step=K, skipped=S, lr=...`` progress lines and the
+  RLHF ``epoch: E|step: N|...`` and ``|E2E latency=Xs |...`` lines.
+
+Reading a whole log: a ``adapters.logs.context.LogContext`` passed to every call on one log, in
+order, lets lines use what earlier lines said. With it: MLLOG steps become optimizer steps;
+modded-nanogpt steps take their time from the previous step line; DeepSpeed-Chat steps are
+given with their ``E2E latency`` (``LogContext.finish`` gives a last step that has none);
+DeepSpeed engine lines, once another format reports steps, give None and lend their time to
+that format's record of the same iteration; a Megatron-LM record's ``num_iterations`` is the
+difference with the previous Megatron-LM iteration (1 for the first, and after a restart from a
+checkpoint); a record without ``train_iters`` takes the last one its format stated (torchtitan);
+validation and MLLOG run events are collected as ``LogEvent`` and every time a line starts with
+widens ``first_timestamp_s``..``last_timestamp_s``. ``adapters.logs.reading.read_log`` and
+``adapters.logs.tail.LogTailer`` read this way.
 
 Values are validated: a negative, zero-or-less, NaN or infinite iteration count, step time or
 iteration total, a total smaller than the iteration, or a step time above 10^6 s make the whole
@@ -75,29 +94,21 @@ are read in ``tz``: the caller's choice, by default the host's local zone (as Py
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Callable, Mapping
-from datetime import datetime, tzinfo
+from datetime import tzinfo
 from typing import Any, Final
 
+from adapters.logs import values
+from adapters.logs.context import LogContext, LogEvent
+from adapters.logs.deepspeed import parse_deepspeed
+from adapters.logs.mlperf import MARKER as _MLLOG_MARKER
+from adapters.logs.mlperf import parse_mllog
+from adapters.logs.nanogpt import parse_nanogpt
 from planner.specs.job import ProgressRecord, RankStepRecord
 
 MAX_LINE_CHARS: Final = 65_536
 """Lines longer than this (after decoding) are not parsed: no training log line is that long."""
-
-_MAX_ITERATION: Final = 10**12
-_MAX_STEP_TIME_S: Final = 1.0e6
-_MIN_TIMESTAMP_S: Final = 1.0e9  # 2001-09-09
-_MAX_TIMESTAMP_S: Final = 1.0e10  # 2286-11-20
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_DATETIME = re.compile(
-    r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[ T](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
-    r"(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d{2}:?\d{2})?"
-)
-_NUMBER = r"[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)"
 
 # Megatron-LM and NeMo 2's progress printer: "iteration      100/  500000 |" then "key: value |".
 _PIPE_HEAD = re.compile(r"\biteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s*\|")
@@ -107,10 +118,13 @@ _MEGATRON_KEYS: Final = (
     "learning rate",
 )
 _NEMO_HEAD = re.compile(r"\bepoch\s+\d+,\s*$", re.IGNORECASE)
+_VALIDATION = re.compile(r"\bvalidation loss at iteration (?P<it>\d+)\s*\|")
 
 # torchtitan: "step: 10  loss:  9.5 ..."
-_TITAN_STEP = re.compile(rf"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>{_NUMBER})", re.IGNORECASE)
-_TITAN_FIELD = re.compile(rf"\b(?P<key>tps|wps|grad_norm):\s*(?P<value>{_NUMBER})")
+_TITAN_STEP = re.compile(
+    rf"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>{values.NUMBER})", re.IGNORECASE
+)
+_TITAN_FIELD = re.compile(rf"\b(?P<key>tps|wps|grad_norm):\s*(?P<value>{values.NUMBER})")
 _TITAN_START = re.compile(
     r"Training starts at step (?P<step>\d+)\b.*?\btotal steps (?P<total>\d+)", re.IGNORECASE
 )
@@ -132,125 +146,68 @@ _JSON_STEP_MS: Final = ("step_time_ms", "elapsed_time_per_iteration_ms")
 _JSON_TIME: Final = ("time_s", "timestamp_s", "timestamp", "time", "ts")
 _JSON_LOSS: Final = ("loss", "lm_loss", "train_loss")
 _JSON_TOKENS: Final = ("tokens_per_s", "tokens_per_second", "tps")
-_JSON_MAX_DEPTH_CHARS: Final = 200  # nesting deeper than this many "{"/"[" is not a progress line
-
-
-class _InvalidError(Exception):
-    """A line in a known format whose values are absurd: the whole line is dropped."""
 
 
 Record = ProgressRecord | RankStepRecord
 """What one line can carry: job progress, or one rank's timing (``rank_step`` JSON lines)."""
 
 
-def parse_line(line: str, *, tz: tzinfo | None = None) -> Record | None:
+def parse_line(
+    line: str, *, tz: tzinfo | None = None, context: LogContext | None = None
+) -> Record | None:
     """Parse one log line into a progress record, or None when it carries no training progress.
 
     ``line`` may hold carriage-return separated progress-bar updates; the last one that parses
     wins. ANSI colour codes are ignored. ``tz`` is the zone of timestamps printed without one
-    (None: the host's local zone). Never raises.
+    (None: the host's local zone). ``context`` is the state of the log the line comes from
+    (``LogContext``; None: the line is read on its own), updated by the call: see "Reading a
+    whole log" in the module doc. Never raises.
     """
     if len(line) > MAX_LINE_CHARS or not line:
         return None
+    if context is not None:
+        context.observe_time(values.leading_timestamp(values.ANSI.sub("", line).lstrip(), tz))
     for segment in reversed(line.split("\r")):
-        record = _parse_segment(segment, tz)
+        record = _parse_segment(segment, tz, context)
         if record is not None:
+            if context is not None and isinstance(record, ProgressRecord):
+                return context.settle(record)
             return record
     return None
 
 
-def _parse_segment(segment: str, tz: tzinfo | None) -> Record | None:
-    text = _ANSI.sub("", segment).strip()
+def _parse_segment(segment: str, tz: tzinfo | None, context: LogContext | None) -> Record | None:
+    text = values.ANSI.sub("", segment).strip()
     if not text or "\x00" in text:
         return None
-    parsers: tuple[Callable[[str, tzinfo | None], Record | None], ...] = (
-        _parse_json,
-        _parse_pipe,
-        _parse_torchtitan,
-        _parse_bar,
+    parsers: tuple[Callable[[str, tzinfo | None, LogContext | None], Record | None], ...] = (
+        (_parse_mllog,) if _MLLOG_MARKER in text else _PARSERS
     )
     for parser in parsers:
         try:
-            record = parser(text, tz)
-        except (_InvalidError, ValueError, OverflowError, TypeError, RecursionError):
+            record = parser(text, tz, context)
+        except (values.InvalidLineError, ValueError, OverflowError, TypeError, RecursionError):
             return None
         if record is not None:
             return record
     return None
 
 
-# --- values ---------------------------------------------------------------------------------
+def _parse_mllog(text: str, tz: tzinfo | None, context: LogContext | None) -> Record | None:
+    return parse_mllog(text, context)
 
 
-def _number(text: str) -> float:
-    """A printed number (thousands separators allowed); ValueError when it is none."""
-    return float(text.replace(",", ""))
+def _parse_nanogpt(text: str, tz: tzinfo | None, context: LogContext | None) -> Record | None:
+    return parse_nanogpt(text, context)
 
 
-def _iteration(value: float) -> int:
-    if not math.isfinite(value) or value < 0 or value >= _MAX_ITERATION or value != int(value):
-        raise _InvalidError
-    return int(value)
-
-
-def _total(value: float | None, iteration: int) -> int | None:
-    if value is None:
-        return None
-    if not math.isfinite(value) or value <= 0 or value >= _MAX_ITERATION or value != int(value):
-        raise _InvalidError
-    if value < iteration:
-        raise _InvalidError
-    return int(value)
-
-
-def _step_time(value_s: float | None) -> float | None:
-    """Validated step time: None for unknown or exactly zero; _InvalidError for absurd values."""
-    if value_s is None:
-        return None
-    if not math.isfinite(value_s) or value_s < 0 or value_s > _MAX_STEP_TIME_S:
-        raise _InvalidError
-    return value_s if value_s > 0 else None
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
-def _positive(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) and value > 0 else None
-
-
-def _epoch_s(value: float | None) -> float | None:
-    if value is None or not math.isfinite(value):
-        return None
-    return value if _MIN_TIMESTAMP_S <= value <= _MAX_TIMESTAMP_S else None
-
-
-def _timestamp(text: str, tz: tzinfo | None) -> float | None:
-    """Epoch seconds of the first ``YYYY-MM-DD HH:MM:SS[,fff][zone]`` in ``text``, or None."""
-    m = _DATETIME.search(text)
-    if m is None:
-        return None
-    frac = m["frac"] or ""
-    try:
-        dt = datetime(
-            int(m["y"]),
-            int(m["mo"]),
-            int(m["d"]),
-            int(m["h"]),
-            int(m["mi"]),
-            int(m["s"]),
-            int((frac + "000000")[:6]),
-        )
-        zone = m["tz"]
-        if zone:
-            offset = datetime.strptime(zone.replace("Z", "+0000").replace(":", ""), "%z")
-            dt = dt.replace(tzinfo=offset.tzinfo)
-        elif tz is not None:
-            dt = dt.replace(tzinfo=tz)
-        return _epoch_s(dt.timestamp())
-    except (ValueError, OverflowError, OSError):
-        return None
+def _megatron_validation(text: str, tz: tzinfo | None, context: LogContext | None) -> Record | None:
+    """Megatron-LM's ``validation loss at iteration N | ...`` line: None, and an event."""
+    m = _VALIDATION.search(text)
+    if m is not None and context is not None:
+        name = "validation"
+        context.events.append(LogEvent(name=name, iteration=values.iteration(float(m["it"]))))
+    return None
 
 
 # --- Megatron-LM and NeMo 2 progress printer ------------------------------------------------
@@ -265,35 +222,37 @@ def _pipe_fields(text: str) -> dict[str, str]:
     return fields
 
 
-def _parse_pipe(text: str, tz: tzinfo | None) -> ProgressRecord | None:
+def _parse_pipe(
+    text: str, tz: tzinfo | None, context: LogContext | None = None
+) -> ProgressRecord | None:
     head = _PIPE_HEAD.search(text)
     if head is None:
         return None
     fields = _pipe_fields(text[head.end() :])
-    iteration = _iteration(float(head["it"]))
-    train_iters = _total(float(head["total"]), iteration)
+    iteration = values.iteration(float(head["it"]))
+    train_iters = values.total(float(head["total"]), iteration)
     prefix = text[: head.start()]
     if any(key in fields for key in _MEGATRON_KEYS):
         framework = "megatron"
         ms = fields.get("elapsed time per iteration (ms)")
-        step_time_s = _step_time(_number(ms) / 1000.0) if ms is not None else None
+        step_time_s = values.step_time(values.number(ms) / 1000.0) if ms is not None else None
         loss_key = "lm loss" if "lm loss" in fields else _first_loss_key(fields)
     elif _NEMO_HEAD.search(prefix) or "train_step_timing in s" in fields:
         framework = "nemo"
         timing = fields.get("train_step_timing in s", fields.get("train_step_timing"))
-        step_time_s = _step_time(_number(timing)) if timing is not None else None
+        step_time_s = values.step_time(values.number(timing)) if timing is not None else None
         loss_key = next(
             (k for k in ("reduced_train_loss", "train_loss", "loss") if k in fields), None
         )
     else:
         return None
-    loss = _finite(_number(fields[loss_key])) if loss_key is not None else None
+    loss = values.finite(values.number(fields[loss_key])) if loss_key is not None else None
     return ProgressRecord(
         iteration=iteration,
         train_iters=train_iters,
         step_time_s=step_time_s,
         num_iterations=1,
-        timestamp_s=_timestamp(prefix, tz),
+        timestamp_s=values.timestamp(prefix, tz),
         loss=loss,
         framework=framework,
     )
@@ -309,30 +268,32 @@ def _first_loss_key(fields: Mapping[str, str]) -> str | None:
 # --- torchtitan -----------------------------------------------------------------------------
 
 
-def _parse_torchtitan(text: str, tz: tzinfo | None) -> ProgressRecord | None:
+def _parse_torchtitan(
+    text: str, tz: tzinfo | None, context: LogContext | None = None
+) -> ProgressRecord | None:
     m = _TITAN_STEP.search(text)
     if m is None:
         start = _TITAN_START.search(text)
         if start is None:
             return None
-        step = _iteration(float(start["step"]))
+        step = values.iteration(float(start["step"]))
         if step < 1:
-            raise _InvalidError
+            raise values.InvalidLineError
         return ProgressRecord(
             iteration=step - 1,
-            train_iters=_total(float(start["total"]), step - 1),
-            timestamp_s=_timestamp(text[: start.start()], tz),
+            train_iters=values.total(float(start["total"]), step - 1),
+            timestamp_s=values.timestamp(text[: start.start()], tz),
             framework="torchtitan",
         )
-    iteration = _iteration(float(m["step"]))
+    iteration = values.iteration(float(m["step"]))
     tokens_per_s: float | None = None
     for field in _TITAN_FIELD.finditer(text, m.end()):
         if field["key"] in ("tps", "wps"):
-            tokens_per_s = _positive(_number(field["value"]))
+            tokens_per_s = values.positive(values.number(field["value"]))
     return ProgressRecord(
         iteration=iteration,
-        timestamp_s=_timestamp(text[: m.start()], tz),
-        loss=_finite(_number(m["loss"])),
+        timestamp_s=values.timestamp(text[: m.start()], tz),
+        loss=values.finite(values.number(m["loss"])),
         tokens_per_s=tokens_per_s,
         framework="torchtitan",
     )
@@ -350,8 +311,10 @@ def _bar_postfix(postfix: str) -> dict[str, str]:
     return fields
 
 
-def _parse_bar(text: str, tz: tzinfo | None) -> ProgressRecord | None:
-    m = _BAR.search(text)
+def _parse_bar(
+    text: str, tz: tzinfo | None, context: LogContext | None = None
+) -> ProgressRecord | None:
+    m = _BAR.search(text) if "%|" in text else None  # the check spares a slow search
     if m is None:
         return None
     epoch = _EPOCH.search(m["desc"])
@@ -361,20 +324,20 @@ def _parse_bar(text: str, tz: tzinfo | None) -> ProgressRecord | None:
     step_time_s: float | None
     timing = fields.get("train_step_timing in s", fields.get("train_step_timing"))
     if timing is not None:
-        step_time_s = _step_time(_number(timing))
+        step_time_s = values.step_time(values.number(timing))
     elif m["rate"] != "?":
-        rate = _number(m["rate"])
+        rate = values.number(m["rate"])
         per_it = rate if m["unit"] == "s/it" else (1.0 / rate if rate > 0 else 0.0)
-        step_time_s = _step_time(per_it)
+        step_time_s = values.step_time(per_it)
     else:
         step_time_s = None
     train_iters: int | None = None
     if "global_step" in fields:
-        iteration = _iteration(_number(fields["global_step"]) + 1.0)
+        iteration = values.iteration(values.number(fields["global_step"]) + 1.0)
     elif int(epoch["epoch"]) == 0:
-        iteration = _iteration(float(m["n"]))
+        iteration = values.iteration(float(m["n"]))
         if m["total"] != "?":
-            train_iters = _total(float(m["total"]), iteration)
+            train_iters = values.total(float(m["total"]), iteration)
     else:
         return None
     loss_key = next(
@@ -385,8 +348,8 @@ def _parse_bar(text: str, tz: tzinfo | None) -> ProgressRecord | None:
         iteration=iteration,
         train_iters=train_iters,
         step_time_s=step_time_s,
-        timestamp_s=_timestamp(text[: m.start("pct")], tz),
-        loss=_finite(_number(fields[loss_key])) if loss_key is not None else None,
+        timestamp_s=values.timestamp(text[: m.start("pct")], tz),
+        loss=values.finite(values.number(fields[loss_key])) if loss_key is not None else None,
         framework="lightning",
     )
 
@@ -394,18 +357,12 @@ def _parse_bar(text: str, tz: tzinfo | None) -> ProgressRecord | None:
 # --- structured JSON ------------------------------------------------------------------------
 
 
-def _parse_json(text: str, tz: tzinfo | None) -> Record | None:
+def _parse_json(text: str, tz: tzinfo | None, context: LogContext | None = None) -> Record | None:
     start = text.find("{")
     if start < 0 or not text.endswith("}"):
         return None
-    body = text[start:]
-    if body.count("{") + body.count("[") > _JSON_MAX_DEPTH_CHARS:
-        return None
-    try:
-        obj = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
+    obj = values.json_object(text[start:])
+    if obj is None:
         return None
     event = obj.get("event")
     if event == "rank_step":
@@ -415,24 +372,24 @@ def _parse_json(text: str, tz: tzinfo | None) -> Record | None:
     raw_iteration = _json_number(obj, _JSON_ITERATION)
     if raw_iteration is None:
         return None
-    iteration = _iteration(raw_iteration)
+    iteration = values.iteration(raw_iteration)
     step_s = _json_number(obj, _JSON_STEP_S)
     if step_s is None:
         step_ms = _json_number(obj, _JSON_STEP_MS)
         step_s = step_ms / 1000.0 if step_ms is not None else None
     raw_n = _json_number(obj, ("num_iterations",))
-    num_iterations = 1 if raw_n is None else _iteration(raw_n)
+    num_iterations = 1 if raw_n is None else values.iteration(raw_n)
     if num_iterations < 1:
-        raise _InvalidError
+        raise values.InvalidLineError
     framework = obj.get("framework")
     return ProgressRecord(
         iteration=iteration,
-        train_iters=_total(_json_number(obj, _JSON_TOTAL), iteration),
-        step_time_s=_step_time(step_s),
+        train_iters=values.total(_json_number(obj, _JSON_TOTAL), iteration),
+        step_time_s=values.step_time(step_s),
         num_iterations=num_iterations,
         timestamp_s=_json_time(obj, tz),
-        loss=_finite(_json_optional(obj, _JSON_LOSS)),
-        tokens_per_s=_positive(_json_optional(obj, _JSON_TOKENS)),
+        loss=values.finite(_json_optional(obj, _JSON_LOSS)),
+        tokens_per_s=values.positive(_json_optional(obj, _JSON_TOKENS)),
         framework=framework if isinstance(framework, str) and framework else "json",
     )
 
@@ -445,23 +402,23 @@ def _rank_step(obj: Mapping[str, Any], tz: tzinfo | None) -> RankStepRecord | No
     compute_s = _json_number(obj, ("compute_time_s",))
     if iteration is None or rank is None or world is None or compute_s is None:
         return None
-    rank_i, world_i = _iteration(rank), _iteration(world)
+    rank_i, world_i = values.iteration(rank), values.iteration(world)
     if rank_i >= world_i:
-        raise _InvalidError
-    compute = _step_time(compute_s)
+        raise values.InvalidLineError
+    compute = values.step_time(compute_s)
     if compute is None:
         return None
     raw_n = _json_number(obj, ("num_iterations",))
-    num_iterations = 1 if raw_n is None else _iteration(raw_n)
+    num_iterations = 1 if raw_n is None else values.iteration(raw_n)
     if num_iterations < 1:
-        raise _InvalidError
+        raise values.InvalidLineError
     node = obj.get("node")
     return RankStepRecord(
-        iteration=_iteration(iteration),
+        iteration=values.iteration(iteration),
         rank=rank_i,
         world_size=world_i,
         compute_time_s=compute,
-        step_time_s=_step_time(_json_optional(obj, ("step_time_s",))),
+        step_time_s=values.step_time(_json_optional(obj, ("step_time_s",))),
         num_iterations=num_iterations,
         timestamp_s=_json_time(obj, tz),
         node=node if isinstance(node, str) and node else None,
@@ -469,21 +426,21 @@ def _rank_step(obj: Mapping[str, Any], tz: tzinfo | None) -> RankStepRecord | No
 
 
 def _json_number(obj: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
-    """The first of ``keys`` present in ``obj`` as a float; _InvalidError for a non-number."""
+    """The first of ``keys`` present in ``obj`` as a float; InvalidLineError for a non-number."""
     for key in keys:
         if key in obj and obj[key] is not None:
             value = obj[key]
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise _InvalidError
+                raise values.InvalidLineError
             return float(value)
     return None
 
 
 def _json_optional(obj: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
-    """Like ``_json_number`` for an optional field: a non-number gives None, not _InvalidError."""
+    """Like ``_json_number`` for an optional field: a non-number gives None, not an error."""
     try:
         return _json_number(obj, keys)
-    except _InvalidError:
+    except values.InvalidLineError:
         return None
 
 
@@ -493,8 +450,19 @@ def _json_time(obj: Mapping[str, Any], tz: tzinfo | None) -> float | None:
         if value is None or isinstance(value, bool):
             continue
         if isinstance(value, int | float):
-            return _epoch_s(float(value))
+            return values.epoch_s(float(value))
         if isinstance(value, str):
-            return _timestamp(value, tz)
+            return values.timestamp(value, tz)
         return None
     return None
+
+
+_PARSERS: Final[tuple[Callable[[str, tzinfo | None, LogContext | None], Record | None], ...]] = (
+    _parse_json,
+    _parse_pipe,
+    _parse_torchtitan,
+    _parse_bar,
+    _parse_nanogpt,
+    parse_deepspeed,
+    _megatron_validation,
+)

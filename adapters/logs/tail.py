@@ -16,12 +16,20 @@ bytes are replaced (UTF-8 with U+FFFD).
 Rotation (the path now names another inode) and truncation (the file is smaller than the cursor's
 offset or than the size it had) restart reading at byte 0.
 
+Lines are parsed with one ``adapters.logs.context.LogContext`` per log, kept between calls
+while each call continues where the previous one on that path stopped (same inode and offset;
+the last ``MAX_CONTEXTS`` paths read are kept), so that formats whose lines depend on earlier
+ones (MLPerf MLLOG, DeepSpeed-Chat, modded-nanogpt, DeepSpeed's engine timestamps) read as in
+a whole-log read. A cursor the tailer has no context for (a service restart, another reader)
+starts a fresh one, seeded with ``TailCursor.last_iteration``; a format that needs its header
+(MLLOG) then gives no records until it is seen again.
+
 Megatron-style lines report the mean step time since the previous log line, so a record's
 ``num_iterations`` is set to the difference with the previous Megatron iteration, taken from the
 same read or from ``TailCursor.last_iteration``; it stays 1 for the first line ever seen and when
 the iteration did not increase (a restart from a checkpoint). Records without ``train_iters``
-(torchtitan step lines) take it from the last earlier record of the same framework in the same
-read that had one (torchtitan's start line).
+(torchtitan step lines) take it from the last earlier record of the same format that had one
+(torchtitan's start line).
 """
 
 from __future__ import annotations
@@ -30,15 +38,19 @@ import dataclasses
 import os
 import re
 import stat
+from collections import OrderedDict
 from datetime import tzinfo
 from typing import Final
 
+from adapters.logs.context import LogContext
 from adapters.logs.parsers import Record, parse_line
 from planner.errors import SourcePermanentError, SourceTemporaryError, SpecError
-from planner.specs.job import ProgressRecord, TailCursor
+from planner.specs.job import TailCursor
 
 DEFAULT_MAX_READ_BYTES: Final = 4 * 1024 * 1024
 DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024
+MAX_CONTEXTS: Final = 4096
+"""Logs whose parser state a ``LogTailer`` keeps between calls (least recently read dropped)."""
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _ENDS: Final = (ord("\n"), ord("\r"))
@@ -66,6 +78,7 @@ class LogTailer:
         self.max_read_bytes = max_read_bytes
         self.max_line_bytes = max_line_bytes
         self.tz = tz
+        self._contexts: OrderedDict[str, tuple[int, int, LogContext]] = OrderedDict()
 
     def read(self, cursor: TailCursor) -> tuple[list[Record], TailCursor]:
         """Parse the complete lines appended since ``cursor``; returns records and the new cursor.
@@ -106,14 +119,16 @@ class LogTailer:
         if mid_line:
             m = _LINE_END.search(body, 0, complete)
             first = m.end() if m else complete
-        records, last_iteration = self._parse(body[first:complete], last_iteration)
+        context = self._context(cursor.path, st.st_ino, start, last_iteration)
+        records = self._parse(body[first:complete], context)
         new_offset = start + consumed
+        self._keep(cursor.path, st.st_ino, new_offset, context)
         new_cursor = dataclasses.replace(
             cursor,
             inode=st.st_ino,
             offset_bytes=new_offset,
             size_bytes=max(st.st_size, new_offset),
-            last_iteration=last_iteration,
+            last_iteration=context.megatron_last_iteration,
         )
         return records, new_cursor
 
@@ -132,27 +147,31 @@ class LogTailer:
             return len(body), 0  # still inside a line already being skipped
         return complete, complete
 
-    def _parse(self, chunk: bytes, last_iteration: int | None) -> tuple[list[Record], int | None]:
+    def _context(
+        self, path: str, inode: int, offset: int, last_iteration: int | None
+    ) -> LogContext:
+        """The parser state of the log at ``path`` if the last read there ended at ``offset``."""
+        kept = self._contexts.get(path)
+        if kept is not None and kept[0] == inode and kept[1] == offset:
+            context = kept[2]
+        else:
+            context = LogContext()
+        context.megatron_last_iteration = last_iteration
+        return context
+
+    def _keep(self, path: str, inode: int, offset: int, context: LogContext) -> None:
+        self._contexts[path] = (inode, offset, context)
+        self._contexts.move_to_end(path)
+        while len(self._contexts) > MAX_CONTEXTS:
+            self._contexts.popitem(last=False)
+        context.events.clear()  # the tailer reports records only; keep memory bounded
+
+    def _parse(self, chunk: bytes, context: LogContext) -> list[Record]:
         records: list[Record] = []
-        totals: dict[str, int] = {}
         for raw in _LINE_END.split(chunk):
             if not raw or len(raw) > self.max_line_bytes:
                 continue
-            record = parse_line(raw.decode("utf-8", errors="replace"), tz=self.tz)
-            if record is None:
-                continue
-            if not isinstance(record, ProgressRecord):
+            record = parse_line(raw.decode("utf-8", errors="replace"), tz=self.tz, context=context)
+            if record is not None:
                 records.append(record)
-                continue
-            if record.framework == "megatron":
-                if last_iteration is not None and record.iteration > last_iteration:
-                    record = dataclasses.replace(
-                        record, num_iterations=record.iteration - last_iteration
-                    )
-                last_iteration = record.iteration
-            if record.train_iters is not None:
-                totals[record.framework] = record.train_iters
-            elif record.framework in totals and totals[record.framework] >= record.iteration:
-                record = dataclasses.replace(record, train_iters=totals[record.framework])
-            records.append(record)
-        return records, last_iteration
+        return records
