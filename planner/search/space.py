@@ -42,6 +42,7 @@ from planner.perf.candidates import CandidateColumns
 from planner.scenario import parse_scenario
 from planner.scenario.parse import SECTION_KEYS
 from planner.specs._checks import require_int
+from planner.specs.feasibility import Violation, layout_violations
 from planner.specs.parallelism import Recompute
 from planner.specs.scenario import Scenario
 
@@ -69,20 +70,21 @@ KNOBS = (
 """Enumerated knobs, outermost first (``data_parallel`` is derived, GPU count and global batch
 select the sub-space)."""
 
-REJECT_REASONS = (
-    "gpus_not_divisible_by_tp_pp_cp",
+REJECT_REASONS: tuple[str, ...] = (
+    Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.value,
     "data_parallel_not_allowed",
-    "tensor_parallel_does_not_divide_model",
-    "layers_not_divisible_by_pp_vp",
-    "virtual_pipeline_needs_pipeline_parallel",
-    "context_parallel_does_not_divide_sequence",
-    "sequence_parallel_needs_tensor_parallel",
-    "sequence_not_divisible_by_tensor_parallel",
-    "expert_parallel_invalid",
-    "global_batch_not_divisible_by_dp_micro_batch",
+    *(v.value for v in Violation if v is not Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP),
     "out_of_memory",
 )
-"""Why a candidate is not timed, in the order checked (a candidate counts under the first)."""
+"""Why a candidate is not timed, in the order checked (a candidate counts under the first):
+the layout rules of ``planner.specs.feasibility`` (``Violation``, in its order), with the
+design space's own filter on ``data_parallel`` second and the memory model's verdict last."""
+
+DATA_PARALLEL_NOT_ALLOWED = REJECT_REASONS.index("data_parallel_not_allowed")
+"""Index of ``data_parallel_not_allowed`` in ``REJECT_REASONS`` (a list of allowed values)."""
+_REASON_OF_CODE = np.array([REJECT_REASONS.index(v.value) for v in Violation], dtype=np.int64)
+"""``REJECT_REASONS`` index of each ``Violation.code``."""
+_TILES = Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.code
 
 OUT_OF_MEMORY = len(REJECT_REASONS) - 1
 """Index of ``out_of_memory`` in ``REJECT_REASONS`` (decided by the sweep, not ``decode``)."""
@@ -137,36 +139,9 @@ class SubSpace:
             idx = idx // size
         t, p, c, e, v, b, rc, z, sp = reversed(digits)
         n = int(idx.shape[0])
-        m = self.base.model
         num_gpus = self.num_gpus
-        batch = self.global_batch_size
         tpc = t * p * c
         d = np.where(num_gpus % tpc == 0, num_gpus // tpc, 1)
-        reason = np.full(n, -1, dtype=np.int64)
-
-        def flag(code: int, bad: NDArray[np.bool_]) -> None:
-            reason[(reason < 0) & bad] = code
-
-        flag(0, num_gpus % tpc != 0)
-        if self.data_parallel is not None:
-            flag(1, ~np.isin(d, np.asarray(self.data_parallel, dtype=np.int64)))
-        model_bad = (
-            (m.num_attention_heads % t != 0)
-            | (m.num_query_groups % t != 0)
-            | (m.ffn_hidden_size % t != 0)
-        )
-        if m.is_moe:
-            model_bad |= m.moe_ffn_hidden_size % t != 0
-        flag(2, model_bad)
-        flag(3, m.num_layers % (p * v) != 0)
-        flag(4, (v > 1) & (p == 1))
-        flag(5, (c > 1) & (m.seq_length % (2 * c) != 0))
-        spb = sp.astype(np.bool_)
-        flag(6, spb & (t == 1))
-        flag(7, spb & ((m.seq_length // c) % t != 0))
-        ep_bad = (e > 1) & ((not m.is_moe) | (max(m.num_experts, 1) % e != 0) | ((d * c) % e != 0))
-        flag(8, ep_bad)
-        flag(9, batch % (d * b) != 0)
         cols = CandidateColumns(
             tensor_parallel=t,
             pipeline_parallel=p,
@@ -174,13 +149,18 @@ class SubSpace:
             expert_parallel=e,
             data_parallel=d,
             virtual_pipeline=v,
-            sequence_parallel=spb,
+            sequence_parallel=sp.astype(np.bool_),
             micro_batch_size=b,
-            global_batch_size=np.full(n, batch, dtype=np.int64),
+            global_batch_size=np.full(n, self.global_batch_size, dtype=np.int64),
             recompute=rc,
             zero_stage=z,
             num_gpus=np.full(n, num_gpus, dtype=np.int64),
         )
+        code = layout_violations(self.base.model, num_gpus, cols)
+        reason = np.where(code >= 0, _REASON_OF_CODE[code], -1)
+        if self.data_parallel is not None:  # checked once the GPUs are tiled, before the rest
+            allowed = np.isin(d, np.asarray(self.data_parallel, dtype=np.int64))
+            reason[(code != _TILES) & ~allowed] = DATA_PARALLEL_NOT_ALLOWED
         return cols, reason
 
 
