@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -168,7 +169,7 @@ def allowed_counts(path: str, values: Sequence[object], *, minimum: int = 1) -> 
         raise SpecError(path, "an empty list allows nothing; leave the field out to open it")
     for i, value in enumerate(values):
         require_int(f"{path}[{i}]" if len(values) > 1 else path, value, minimum=minimum)
-    return tuple(sorted({int(v) for v in values}))  # type: ignore[call-overload]
+    return tuple(sorted({cast(int, v) for v in values}))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
