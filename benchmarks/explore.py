@@ -7,8 +7,9 @@
 1. Bounded memory: a sweep of >= 10^8 candidates (GPT-3 over 8 GPU counts x 8 global
    batches), peak RSS before and after (run first, so the peak is its own).
 2. GPT-3 175B (96 layers, hidden 12288, 96 heads, seq 2048) on 1,024 ``a100-80gb``, global
-   batch 1536, every knob open: wall time of ``planner explore`` in-process (parse, sweep,
-   top-10 and Pareto entries), candidate counts, configurations per second.
+   batch 1536, every knob open: wall time of ``planner explore`` in-process
+   (``explore_document``: parse, sweep, top-10 and Pareto entries, JSON object), candidate
+   counts, configurations per second.
 3. One engine: the best configuration's ``iteration_time_s`` from the sweep equals
    ``planner predict --json`` for it (in-process and as a subprocess); on 1,000 random valid
    candidates the vectorized and the one-at-a-time (``predict_documents`` per scenario) paths
@@ -39,8 +40,9 @@ from planner.perf.candidates import candidate_arrays
 from planner.perf.efficiency import DefaultEfficiency
 from planner.perf.engine import evaluate
 from planner.scenario import predict_documents
-from planner.search import explore, parse_space, sweep
-from planner.search.explore import layout_of
+from planner.scenario.plans import explore_document, parse_space, scenario_document
+from planner.scenario.space import layout_json
+from planner.search import sweep
 
 RESULTS = Path(__file__).parent / "results" / "explore.md"
 REPO = Path(__file__).resolve().parents[1]
@@ -71,15 +73,16 @@ def gpt3_speed(lines: list[str]) -> dict[str, Any]:
     lines.append("| ---: | ---: | ---: | ---: |")
     best_entry: dict[str, Any] = {}
     counts: dict[str, Any] = {}
+    result: dict[str, Any] = {}
     for workers in sorted({1, WORKERS}):
         walls = []
         for _ in range(3):
             start = time.perf_counter()
-            result = explore(parse_space(GPT3), workers=workers)
+            result = explore_document(GPT3, workers=workers)
             walls.append(time.perf_counter() - start)
         wall = min(walls)
-        counts = result.counts
-        best_entry = result.top[0]
+        counts = result["counts"]
+        best_entry = result["top"][0]
         lines.append(
             f"| {workers} | {wall:.2f} s | {counts['enumerated'] / wall:,.0f} | "
             f"{counts['evaluated'] / wall:,.0f} |"
@@ -105,7 +108,7 @@ def gpt3_speed(lines: list[str]) -> dict[str, Any]:
     lines.append(
         f"Candidates: **{counts['enumerated']:,} enumerated** (product of the per-knob value "
         f"lists), {valid:,} valid layouts, **{counts['evaluated']:,} fit in memory and were "
-        f"timed**; Pareto front {len(result.pareto)} layouts. Rejected:\n"
+        f"timed**; Pareto front {len(result['pareto'])} layouts. Rejected:\n"
     )
     for reason, n in counts["rejected"].items():
         if n:
@@ -127,7 +130,7 @@ def one_engine(lines: list[str], best: dict[str, Any]) -> None:
     lines.append("## One engine: explorer = `planner predict`\n")
     space = parse_space(GPT3)
     outcome = sweep(space, top_k=1, workers=WORKERS)
-    doc = space.scenario_document(best["parallelism"], best["num_gpus"])
+    doc = scenario_document(GPT3, best["parallelism"], best["num_gpus"])
     in_process = predict_documents([doc])[0]["iteration_time_s"]
     cli = subprocess.run(
         [sys.executable, "-m", "planner", "predict", "--json", "-"],
@@ -151,7 +154,10 @@ def one_engine(lines: list[str], best: dict[str, Any]) -> None:
     start = time.perf_counter()
     result = evaluate(candidate_arrays(sub.base_arrays, cand), DefaultEfficiency())
     vec_s = time.perf_counter() - start
-    docs = [space.scenario_document(layout_of(cand, i, {}), 1024) for i in range(cand.n)]
+    docs = [
+        scenario_document(GPT3, layout_json(space.scenario(cand, i).parallelism, {}), 1024)
+        for i in range(cand.n)
+    ]
     start = time.perf_counter()
     single = [predict_documents([d])[0] for d in docs]
     one_s = time.perf_counter() - start

@@ -1,20 +1,28 @@
-"""Allocation and parallelism recommendations (scaling curve, knee, deadline, restart advice).
+"""Allocation and parallelism recommendations over specs (scaling curve, knee, deadline,
+restart advice). Documents are parsed and results serialised at the edge
+(``planner.scenario.plans``).
 
-Public API: ``parse_request(doc)`` (a recommend document -> ``RecommendRequest``),
-``recommend(request)`` (JSON-ready result), ``recommend_document(doc)`` (errors as
-``{"name", "error"}``), ``RestartAssumptions``, ``Pool``, ``RunningJob``.
+Public API: ``RecommendRequest`` (``Pool``, ``RunningJob``, ``RestartAssumptions``),
+``recommend(request)`` -> ``Recommendation`` (``CurvePoint``, ``RunningAdvice``,
+``RestartCost``), ``default_gpu_counts``.
 """
 
 from planner.recommend.allocation import (
-    DEFAULT_RESTART,
     CurvePoint,
     Pool,
+    Recommendation,
     RecommendRequest,
-    RestartAssumptions,
-    RunningJob,
-    parse_request,
+    best_layout,
+    default_gpu_counts,
     recommend,
-    recommend_document,
+    scaling_curve,
+)
+from planner.recommend.restart import (
+    DEFAULT_RESTART,
+    RestartAssumptions,
+    RestartCost,
+    RunningAdvice,
+    RunningJob,
 )
 
 __all__ = [
@@ -22,9 +30,13 @@ __all__ = [
     "CurvePoint",
     "Pool",
     "RecommendRequest",
+    "Recommendation",
     "RestartAssumptions",
+    "RestartCost",
+    "RunningAdvice",
     "RunningJob",
-    "parse_request",
+    "best_layout",
+    "default_gpu_counts",
     "recommend",
-    "recommend_document",
+    "scaling_curve",
 ]

@@ -12,11 +12,11 @@ import yaml
 
 from planner.errors import SpecError
 from planner.perf.efficiency import EfficiencyModel
-from planner.perf.step import predict_batch
+from planner.perf.step import Prediction, predict_batch
 from planner.scenario.parse import parse_scenario
 from planner.specs.scenario import Scenario
 
-__all__ = ["predict_documents", "read_documents"]
+__all__ = ["format_for_path", "predict_documents", "prediction_json", "read_documents"]
 
 
 class _ScenarioLoader(yaml.SafeLoader):
@@ -138,6 +138,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def prediction_json(prediction: Prediction, name: str | None) -> dict[str, Any]:
+    """The ``planner predict --json`` object of one prediction: ``Prediction.to_dict(name)``
+    with plain floats, ints and bools, non-finite numbers as None."""
+    out: dict[str, Any] = _plain(prediction.to_dict(name))
+    return out
+
+
 def predict_documents(
     docs: Sequence[object], *, efficiency: EfficiencyModel | None = None
 ) -> list[dict[str, Any]]:
@@ -166,7 +173,7 @@ def predict_documents(
         try:
             predictions = predict_batch([s for _, s in valid], efficiency)
             for (i, scenario), prediction in zip(valid, predictions, strict=True):
-                results[i] = _plain(prediction.to_dict(scenario.name))
+                results[i] = prediction_json(prediction, scenario.name)
                 if provenance is not None:
                     results[i]["efficiency_model"] = _plain(provenance)  # type: ignore[index]
         except (ValueError, TypeError, ArithmeticError) as exc:  # defensive: report, never crash

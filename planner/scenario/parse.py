@@ -1,12 +1,14 @@
 """Scenario documents (dicts read from YAML/JSON) -> validated ``Scenario`` values.
 
 Implements the public contract in ``docs/scenario-format.md``: unknown keys are errors with a
-did-you-mean hint, defaults are filled as documented, and every problem raises
+did-you-mean hint, defaults are filled as documented, numeric fields take a number or text
+holding one (``planner.scenario.numbers``), and every problem raises
 ``SpecError("<dotted.field>", "<what is wrong and how to fix it>")``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Mapping
 from enum import StrEnum
@@ -14,6 +16,7 @@ from typing import TypeVar, cast
 
 from planner.catalog import get_gpu, model_preset
 from planner.errors import SpecError
+from planner.scenario.numbers import number_or_value
 from planner.specs._checks import require_int
 from planner.specs.hardware import HardwareSpec, Precision
 from planner.specs.model import Activation, ModelSpec
@@ -77,6 +80,19 @@ SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
 
 _TOP_KEYS = ("name", "model", "hardware", "parallelism", "training")
 
+_NUMERIC_TYPES = frozenset({"int", "float", "int | None", "float | None"})
+_NUMERIC_KEYS: Mapping[str, frozenset[str]] = {
+    section: frozenset(f.name for f in dataclasses.fields(spec) if f.type in _NUMERIC_TYPES)
+    for section, spec in (
+        ("model", ModelSpec),
+        ("hardware", HardwareSpec),
+        ("parallelism", ParallelismSpec),
+        ("training", TrainingSpec),
+    )
+}
+"""The numeric fields of each section (those its spec types ``int`` or ``float``): they
+accept a number or text holding one (``planner.scenario.numbers``)."""
+
 E = TypeVar("E", bound=StrEnum)
 
 
@@ -101,7 +117,7 @@ def _section(doc: Mapping[str, object], name: str, *, required: bool) -> dict[st
         if not isinstance(key, str) or key not in allowed:
             raise SpecError(f"{name}.{key}", f"unknown field; {_hint(str(key), allowed)}")
         if value is not None:
-            out[key] = value
+            out[key] = number_or_value(value) if key in _NUMERIC_KEYS[name] else value
     return out
 
 

@@ -1,13 +1,15 @@
 """The design space of one job: which parallelism knobs are open, and their allowed values.
 
-An *explore document* is a scenario document (``docs/scenario-format.md``) whose
-``parallelism`` fields may be absent (open: every value valid on its own) or a list of allowed
-values, and whose ``hardware.num_gpus`` may be a list. ``parse_space(doc)`` turns it into a
-``DesignSpace``: one ``SubSpace`` per (GPU count, global batch) pair, each the Cartesian
-product of per-knob value lists, never materialised. ``SubSpace.decode(start, stop)`` gives the
-candidates ``start..stop-1`` of that product (mixed-radix index, knobs in ``KNOBS`` order, the
-last fastest) with the reason each invalid one is rejected for, so a sweep walks 10^8
-candidates in bounded memory.
+A ``DesignSpace`` is a base ``Scenario`` (model, hardware, training and the parallelism fields
+that are one value per job: precision, flash attention, gradient-reduction precision and
+overlap), the GPU counts and global batch sizes to consider, and ``Knobs``: per knob, the
+allowed values, or ``None`` when open (every value valid on its own). It holds one
+``SubSpace`` per (GPU count, global batch) pair, each the Cartesian product of per-knob value
+lists, never materialised. ``SubSpace.decode(start, stop)`` gives the candidates
+``start..stop-1`` of that product (mixed-radix index, knobs in ``KNOBS`` order, the last
+fastest) with the reason each invalid one is rejected for, so a sweep walks 10^8 candidates in
+bounded memory; ``DesignSpace.scenario`` turns one candidate into its ``Scenario``
+(``dataclasses.replace`` on the base).
 
 Open knobs take, for ``N`` GPUs and the base model: tensor parallel the divisors of
 ``gcd(heads, query groups, ffn[, moe ffn])`` that divide ``N``; pipeline parallel the divisors
@@ -16,8 +18,8 @@ of the layer count that divide ``N``; context parallel 1 and every ``c`` dividin
 models); virtual pipeline the divisors of the layer count; micro-batch the divisors of the
 global batch; recompute none/selective/full; ZeRO stage 0-3; sequence parallel false/true.
 ``data_parallel`` is always derived (``N/(tp·pp·cp)``); a list of values filters it. Combinations
-are then checked with ``Scenario``'s rules (``REJECT_REASONS``), so ``enumerated`` equals
-``evaluated + sum(rejected)`` in a sweep's counts.
+are then checked with the layout rules ``Scenario`` applies (``planner.specs.feasibility``;
+``REJECT_REASONS``), so ``enumerated`` equals ``evaluated + sum(rejected)`` in a sweep's counts.
 
 Placement: the engine places groups in Megatron-Core rank order (tensor fastest, then context,
 data, pipeline slowest; ``planner.perf.collectives``), so "which dimension sits inside the
@@ -27,11 +29,10 @@ separate knob.
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,9 +40,8 @@ from numpy.typing import NDArray
 from planner.errors import SpecError
 from planner.perf.batch import ScenarioArrays
 from planner.perf.candidates import CandidateColumns
-from planner.scenario import parse_scenario
-from planner.scenario.parse import SECTION_KEYS
 from planner.specs._checks import require_int
+from planner.specs.feasibility import Violation, layout_violations
 from planner.specs.parallelism import Recompute
 from planner.specs.scenario import Scenario
 
@@ -49,8 +49,9 @@ __all__ = [
     "KNOBS",
     "REJECT_REASONS",
     "DesignSpace",
+    "Knobs",
     "SubSpace",
-    "parse_space",
+    "allowed_counts",
 ]
 
 IntArray = NDArray[np.int64]
@@ -69,28 +70,24 @@ KNOBS = (
 """Enumerated knobs, outermost first (``data_parallel`` is derived, GPU count and global batch
 select the sub-space)."""
 
-REJECT_REASONS = (
-    "gpus_not_divisible_by_tp_pp_cp",
+REJECT_REASONS: tuple[str, ...] = (
+    Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.value,
     "data_parallel_not_allowed",
-    "tensor_parallel_does_not_divide_model",
-    "layers_not_divisible_by_pp_vp",
-    "virtual_pipeline_needs_pipeline_parallel",
-    "context_parallel_does_not_divide_sequence",
-    "sequence_parallel_needs_tensor_parallel",
-    "sequence_not_divisible_by_tensor_parallel",
-    "expert_parallel_invalid",
-    "global_batch_not_divisible_by_dp_micro_batch",
+    *(v.value for v in Violation if v is not Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP),
     "out_of_memory",
 )
-"""Why a candidate is not timed, in the order checked (a candidate counts under the first)."""
+"""Why a candidate is not timed, in the order checked (a candidate counts under the first):
+the layout rules of ``planner.specs.feasibility`` (``Violation``, in its order), with the
+design space's own filter on ``data_parallel`` second and the memory model's verdict last."""
+
+DATA_PARALLEL_NOT_ALLOWED = REJECT_REASONS.index("data_parallel_not_allowed")
+"""Index of ``data_parallel_not_allowed`` in ``REJECT_REASONS`` (a list of allowed values)."""
+_REASON_OF_CODE = np.array([REJECT_REASONS.index(v.value) for v in Violation], dtype=np.int64)
+"""``REJECT_REASONS`` index of each ``Violation.code``."""
+_TILES = Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.code
 
 OUT_OF_MEMORY = len(REJECT_REASONS) - 1
 """Index of ``out_of_memory`` in ``REJECT_REASONS`` (decided by the sweep, not ``decode``)."""
-
-_LIST_KNOBS = (*KNOBS, "data_parallel", "global_batch_size")
-SCALAR_FIELDS = tuple(k for k in SECTION_KEYS["parallelism"] if k not in _LIST_KNOBS)
-"""The scenario's other ``parallelism`` fields (precision, flash attention, gradient-reduction
-precision and overlap): one value per explore document, carried into every candidate."""
 
 
 def _divisors(n: int) -> list[int]:
@@ -130,43 +127,18 @@ class SubSpace:
     def decode_at(self, index: IntArray) -> tuple[CandidateColumns, IntArray]:
         """``decode`` for arbitrary candidate indices (``0 <= index < size``), shape ``(n,)``."""
         idx = np.asarray(index, dtype=np.int64)
+        n = int(idx.shape[0])
         digits: list[IntArray] = []
         for vals in reversed(self.values):
-            size = len(vals)
-            digits.append(vals[idx % size])
-            idx = idx // size
+            if len(vals) == 1:  # a fixed knob: no division
+                digits.append(np.full(n, vals[0], dtype=np.int64))
+                continue
+            idx, digit = np.divmod(idx, len(vals))
+            digits.append(vals[digit])
         t, p, c, e, v, b, rc, z, sp = reversed(digits)
-        n = int(idx.shape[0])
-        m = self.base.model
         num_gpus = self.num_gpus
-        batch = self.global_batch_size
-        tpc = t * p * c
-        d = np.where(num_gpus % tpc == 0, num_gpus // tpc, 1)
-        reason = np.full(n, -1, dtype=np.int64)
-
-        def flag(code: int, bad: NDArray[np.bool_]) -> None:
-            reason[(reason < 0) & bad] = code
-
-        flag(0, num_gpus % tpc != 0)
-        if self.data_parallel is not None:
-            flag(1, ~np.isin(d, np.asarray(self.data_parallel, dtype=np.int64)))
-        model_bad = (
-            (m.num_attention_heads % t != 0)
-            | (m.num_query_groups % t != 0)
-            | (m.ffn_hidden_size % t != 0)
-        )
-        if m.is_moe:
-            model_bad |= m.moe_ffn_hidden_size % t != 0
-        flag(2, model_bad)
-        flag(3, m.num_layers % (p * v) != 0)
-        flag(4, (v > 1) & (p == 1))
-        flag(5, (c > 1) & (m.seq_length % (2 * c) != 0))
-        spb = sp.astype(np.bool_)
-        flag(6, spb & (t == 1))
-        flag(7, spb & ((m.seq_length // c) % t != 0))
-        ep_bad = (e > 1) & ((not m.is_moe) | (max(m.num_experts, 1) % e != 0) | ((d * c) % e != 0))
-        flag(8, ep_bad)
-        flag(9, batch % (d * b) != 0)
+        replicas, rest = np.divmod(num_gpus, t * p * c)
+        d = np.where(rest == 0, replicas, 1)
         cols = CandidateColumns(
             tensor_parallel=t,
             pipeline_parallel=p,
@@ -174,183 +146,188 @@ class SubSpace:
             expert_parallel=e,
             data_parallel=d,
             virtual_pipeline=v,
-            sequence_parallel=spb,
+            sequence_parallel=sp.astype(np.bool_),
             micro_batch_size=b,
-            global_batch_size=np.full(n, batch, dtype=np.int64),
+            global_batch_size=np.full(n, self.global_batch_size, dtype=np.int64),
             recompute=rc,
             zero_stage=z,
             num_gpus=np.full(n, num_gpus, dtype=np.int64),
         )
+        code = layout_violations(self.base.model, num_gpus, cols)
+        reason = np.where(code >= 0, _REASON_OF_CODE[code], -1)
+        if self.data_parallel is not None:  # checked once the GPUs are tiled, before the rest
+            allowed = np.isin(d, np.asarray(self.data_parallel, dtype=np.int64))
+            reason[(code != _TILES) & ~allowed] = DATA_PARALLEL_NOT_ALLOWED
         return cols, reason
+
+
+def allowed_counts(path: str, values: Sequence[object], *, minimum: int = 1) -> tuple[int, ...]:
+    """Validate a list of allowed counts (GPU counts, batch sizes, degrees): each an ``int``
+    ``>= minimum``; the sorted distinct values. ``SpecError(path, ...)`` (``path[i]`` naming
+    the element when there are several) for an empty list or a bad element."""
+    if not values:
+        raise SpecError(path, "an empty list allows nothing; leave the field out to open it")
+    for i, value in enumerate(values):
+        require_int(f"{path}[{i}]" if len(values) > 1 else path, value, minimum=minimum)
+    return tuple(sorted({cast(int, v) for v in values}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Knobs:
+    """The allowed values of each enumerated knob (``KNOBS``), ``None`` when open, and the
+    allowed values of the derived ``data_parallel`` degree (``None``: any).
+
+    Values may repeat and come in any order (a sweep takes the distinct values, ascending).
+    Raises ``SpecError("parallelism.<knob>", ...)`` for an empty tuple, a degree or micro-batch
+    size below 1, a ZeRO stage outside 0-3, a recompute value that is not a ``Recompute``, a
+    sequence-parallel value that is not a ``bool``.
+    """
+
+    tensor_parallel: tuple[int, ...] | None = None
+    pipeline_parallel: tuple[int, ...] | None = None
+    context_parallel: tuple[int, ...] | None = None
+    expert_parallel: tuple[int, ...] | None = None
+    virtual_pipeline: tuple[int, ...] | None = None
+    micro_batch_size: tuple[int, ...] | None = None
+    recompute: tuple[Recompute, ...] | None = None
+    zero_stage: tuple[int, ...] | None = None
+    sequence_parallel: tuple[bool, ...] | None = None
+    data_parallel: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for name in (*KNOBS, "data_parallel"):
+            values = getattr(self, name)
+            path = f"parallelism.{name}"
+            if values is None:
+                continue
+            if name == "recompute":
+                _require_members(path, values)
+            elif name == "sequence_parallel":
+                for value in values:
+                    if not isinstance(value, bool):
+                        raise SpecError(
+                            path, f"must be true or false (or a list of them), got {value!r}"
+                        )
+            elif name == "zero_stage":
+                stages = allowed_counts(path, values, minimum=0)
+                if stages[-1] > 3:
+                    raise SpecError(path, f"must be 0, 1, 2 or 3, got {stages[-1]}")
+            else:
+                allowed_counts(path, values)
+
+    def codes(self, name: str) -> tuple[int, ...] | None:
+        """The distinct allowed values of knob ``name`` as array codes, ascending (recompute
+        as ``Recompute.code``, sequence parallel as 0/1); None when open."""
+        values = getattr(self, name)
+        if values is None:
+            return None
+        if name == "recompute":
+            return tuple(sorted({Recompute(v).code for v in values}))
+        return tuple(sorted({int(v) for v in values}))
+
+
+def _require_members(path: str, values: Sequence[object]) -> None:
+    if not values:
+        raise SpecError(path, "an empty list allows nothing; leave the field out to open it")
+    for value in values:
+        if not isinstance(value, Recompute):
+            raise SpecError(
+                path, f"unknown value {value!r}; use one of {', '.join(r.value for r in Recompute)}"
+            )
+
+
+def _probe(base: Scenario, num_gpus: int) -> Scenario:
+    """``base`` on ``num_gpus`` GPUs in the plainest layout (pure data parallelism): the
+    scenario whose arrays the candidates of that GPU count replace the layout of."""
+    parallelism = replace(
+        base.parallelism,
+        tensor_parallel=1,
+        pipeline_parallel=1,
+        context_parallel=1,
+        expert_parallel=1,
+        data_parallel=num_gpus,
+        virtual_pipeline=1,
+        sequence_parallel=False,
+        micro_batch_size=1,
+        global_batch_size=num_gpus,
+    )
+    return replace(
+        base, hardware=replace(base.hardware, num_gpus=num_gpus), parallelism=parallelism
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DesignSpace:
-    """All sub-spaces of one explore document, and the document they came from.
+    """Every layout of one job to consider: its sub-spaces, one per (GPU count, global batch).
 
-    ``document`` is the input with its ``parallelism`` and ``hardware.num_gpus`` as given;
-    ``scenario_document(...)`` rebuilds a plain scenario document for one candidate.
+    ``base``: the job (a validated ``Scenario``; its own GPU count and layout do not matter,
+    its precision, flash attention, gradient-reduction precision and overlap are every
+    candidate's). ``num_gpus`` and ``global_batch_size``: the values to consider (any order,
+    repeats ignored); ``knobs``: the allowed values of the other knobs. ``subspaces`` is
+    derived. Raises ``SpecError("hardware.num_gpus" | "parallelism.global_batch_size", ...)``
+    for an empty list or a count below 1.
     """
 
-    name: str | None
-    document: Mapping[str, Any]
-    subspaces: tuple[SubSpace, ...]
+    base: Scenario
+    num_gpus: tuple[int, ...]
+    global_batch_size: tuple[int, ...]
+    knobs: Knobs = field(default_factory=Knobs)
+    subspaces: tuple[SubSpace, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        gpu_counts = allowed_counts("hardware.num_gpus", self.num_gpus)
+        batches = allowed_counts("parallelism.global_batch_size", self.global_batch_size)
+        subspaces: list[SubSpace] = []
+        offset = 0
+        for num_gpus in gpu_counts:
+            base = _probe(self.base, num_gpus)
+            base_arrays = ScenarioArrays.from_scenarios([base])
+            for batch in batches:
+                sub = SubSpace(
+                    num_gpus=num_gpus,
+                    global_batch_size=batch,
+                    base=base,
+                    base_arrays=base_arrays,
+                    values=_knob_values(base, num_gpus, batch, self.knobs),
+                    data_parallel=self.knobs.data_parallel,
+                    offset=offset,
+                )
+                subspaces.append(sub)
+                offset += sub.size
+        object.__setattr__(self, "subspaces", tuple(subspaces))
+
+    @property
+    def name(self) -> str | None:
+        """The job's name (``base.name``)."""
+        return self.base.name
 
     @property
     def size(self) -> int:
         """Candidates enumerated over all sub-spaces."""
         return sum(s.size for s in self.subspaces)
 
-    def scenario_document(self, parallelism: Mapping[str, Any], num_gpus: int) -> dict[str, Any]:
-        """The ``planner predict`` document of one candidate (the input with this layout)."""
-        doc = copy.deepcopy(dict(self.document))
-        hardware = dict(doc.get("hardware") or {})
-        hardware["num_gpus"] = num_gpus
-        doc["hardware"] = hardware
-        doc["parallelism"] = dict(parallelism)
-        return doc
-
-
-def _values(path: str, raw: object) -> list[object] | None:
-    """``None`` when open, else the list of allowed values (a scalar is a list of one)."""
-    if raw is None:
-        return None
-    if isinstance(raw, list | tuple):
-        if not raw:
-            raise SpecError(path, "an empty list allows nothing; leave the field out to open it")
-        return list(raw)
-    return [raw]
-
-
-def _ints(path: str, raw: list[object], *, minimum: int = 1) -> list[int]:
-    out: list[int] = []
-    for i, raw_value in enumerate(raw):
-        value = (
-            int(raw_value) if isinstance(raw_value, float) and raw_value.is_integer() else raw_value
+    def scenario(self, candidates: CandidateColumns, i: int) -> Scenario:
+        """Candidate ``i`` of ``candidates`` (a valid layout of this space) as its
+        ``Scenario``: the base with that GPU count and layout (``dataclasses.replace``)."""
+        parallelism = replace(
+            self.base.parallelism,
+            tensor_parallel=int(candidates.tensor_parallel[i]),
+            pipeline_parallel=int(candidates.pipeline_parallel[i]),
+            context_parallel=int(candidates.context_parallel[i]),
+            expert_parallel=int(candidates.expert_parallel[i]),
+            data_parallel=int(candidates.data_parallel[i]),
+            virtual_pipeline=int(candidates.virtual_pipeline[i]),
+            sequence_parallel=bool(candidates.sequence_parallel[i]),
+            micro_batch_size=int(candidates.micro_batch_size[i]),
+            global_batch_size=int(candidates.global_batch_size[i]),
+            recompute=Recompute.from_code(int(candidates.recompute[i])),
+            zero_stage=int(candidates.zero_stage[i]),
         )
-        require_int(f"{path}[{i}]" if len(raw) > 1 else path, value, minimum=minimum)
-        out.append(int(value))  # type: ignore[call-overload]
-    return sorted(set(out))
+        hardware = replace(self.base.hardware, num_gpus=int(candidates.num_gpus[i]))
+        return replace(self.base, hardware=hardware, parallelism=parallelism)
 
 
-def _recompute_codes(path: str, raw: list[object]) -> list[int]:
-    codes: list[int] = []
-    for value in raw:
-        text = str(value).strip().lower()
-        if text not in tuple(Recompute):
-            raise SpecError(
-                path, f"unknown value {value!r}; use one of {', '.join(r.value for r in Recompute)}"
-            )
-        codes.append(Recompute(text).code)
-    return sorted(set(codes))
-
-
-def _bools(path: str, raw: list[object]) -> list[int]:
-    for value in raw:
-        if not isinstance(value, bool):
-            raise SpecError(path, f"must be true or false (or a list of them), got {value!r}")
-    return sorted({int(bool(v)) for v in raw})
-
-
-def _probe_document(doc: Mapping[str, Any], num_gpus: int) -> dict[str, Any]:
-    par = doc.get("parallelism") or {}
-    probe_par: dict[str, Any] = {"data_parallel": num_gpus, "global_batch_size": num_gpus}
-    for key in SCALAR_FIELDS:
-        if par.get(key) is not None:
-            probe_par[key] = par[key]
-    probe = {k: v for k, v in doc.items() if k != "parallelism"}
-    probe["hardware"] = {**dict(doc.get("hardware") or {}), "num_gpus": num_gpus}
-    probe["parallelism"] = probe_par
-    return probe
-
-
-def parse_space(doc: object) -> DesignSpace:
-    """Validate an explore document into a ``DesignSpace``.
-
-    Raises ``SpecError("<dotted.field>", ...)`` for everything ``parse_scenario`` rejects in
-    the model, hardware and training sections, for malformed knob lists (empty, wrong types,
-    ZeRO stage outside 0-3, unknown recompute mode), and for the ``SCALAR_FIELDS`` (precision,
-    flash attention, ...) given as lists (explore one of each per document; a JSONL sweeps more).
-    """
-    if isinstance(doc, SpecError):
-        raise doc
-    if not isinstance(doc, Mapping):
-        raise SpecError("", f"a scenario must be a mapping, got {type(doc).__name__}")
-    par = doc.get("parallelism")
-    if par is None:
-        raise SpecError("parallelism", "the 'parallelism' section is required (global_batch_size)")
-    if not isinstance(par, Mapping):
-        raise SpecError("parallelism", f"must be a mapping of fields, got {type(par).__name__}")
-    allowed = (*_LIST_KNOBS, *SCALAR_FIELDS)
-    for key in par:
-        if key not in allowed:
-            raise SpecError(f"parallelism.{key}", f"unknown field; allowed: {', '.join(allowed)}")
-    for key in SCALAR_FIELDS:
-        if isinstance(par.get(key), list | tuple):
-            raise SpecError(
-                f"parallelism.{key}",
-                "give one value per document; sweep several with a JSONL of documents",
-            )
-    hardware = doc.get("hardware")
-    if not isinstance(hardware, Mapping):
-        raise SpecError("hardware", "the 'hardware' section is required (gpu, num_gpus)")
-    raw_gpus = _values("hardware.num_gpus", hardware.get("num_gpus"))
-    if raw_gpus is None:
-        raise SpecError("hardware.num_gpus", "is required (a count or a list of counts)")
-    gpu_counts = _ints("hardware.num_gpus", raw_gpus)
-    raw_batch = _values("parallelism.global_batch_size", par.get("global_batch_size"))
-    if raw_batch is None:
-        raise SpecError(
-            "parallelism.global_batch_size", "is required (sequences per iteration, or a list)"
-        )
-    batches = _ints("parallelism.global_batch_size", raw_batch)
-    given: dict[str, list[int] | None] = {}
-    for key in KNOBS:
-        raw = _values(f"parallelism.{key}", par.get(key))
-        path = f"parallelism.{key}"
-        if raw is None:
-            given[key] = None
-        elif key == "recompute":
-            given[key] = _recompute_codes(path, raw)
-        elif key == "sequence_parallel":
-            given[key] = _bools(path, raw)
-        elif key == "zero_stage":
-            stages = _ints(path, raw, minimum=0)
-            if max(stages) > 3:
-                raise SpecError(path, f"must be 0, 1, 2 or 3, got {max(stages)}")
-            given[key] = stages
-        else:
-            given[key] = _ints(path, raw)
-    raw_dp = _values("parallelism.data_parallel", par.get("data_parallel"))
-    data_parallel = None if raw_dp is None else tuple(_ints("parallelism.data_parallel", raw_dp))
-
-    subspaces: list[SubSpace] = []
-    offset = 0
-    for num_gpus in gpu_counts:
-        base = parse_scenario(_probe_document(doc, num_gpus))
-        base_arrays = ScenarioArrays.from_scenarios([base])
-        for batch in batches:
-            values = _knob_values(base, num_gpus, batch, given)
-            sub = SubSpace(
-                num_gpus=num_gpus,
-                global_batch_size=batch,
-                base=base,
-                base_arrays=base_arrays,
-                values=values,
-                data_parallel=data_parallel,
-                offset=offset,
-            )
-            subspaces.append(sub)
-            offset += sub.size
-    name = doc.get("name")
-    return DesignSpace(
-        name=None if name is None else str(name), document=doc, subspaces=tuple(subspaces)
-    )
-
-
-def _knob_values(
-    base: Scenario, num_gpus: int, batch: int, given: Mapping[str, Sequence[int] | None]
-) -> tuple[IntArray, ...]:
+def _knob_values(base: Scenario, num_gpus: int, batch: int, knobs: Knobs) -> tuple[IntArray, ...]:
     m = base.model
     width = math.gcd(m.num_attention_heads, m.num_query_groups, m.ffn_hidden_size)
     if m.is_moe:
@@ -363,13 +340,13 @@ def _knob_values(
         "expert_parallel": _divisors(m.num_experts) if m.is_moe else [1],
         "virtual_pipeline": _divisors(m.num_layers),
         "micro_batch_size": _divisors(batch),
-        "recompute": [0, 1, 2],
+        "recompute": [r.code for r in Recompute],
         "zero_stage": [0, 1, 2, 3],
         "sequence_parallel": [0, 1],
     }
     out: list[IntArray] = []
     for key in KNOBS:
-        chosen = given[key]
+        chosen = knobs.codes(key)
         vals = open_values[key] if chosen is None else list(chosen)
         out.append(np.asarray(vals, dtype=np.int64))
     return tuple(out)

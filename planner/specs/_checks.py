@@ -36,7 +36,35 @@ def require_bool(path: str, value: object) -> None:
         raise SpecError(path, f"must be true or false, got {value!r} ({_type_name(value)})")
 
 
+DIVISOR_SEARCH_LIMIT = 1 << 20
+"""Trial divisions ``divisors`` does at most (about 0.1 s): the hints of huge counts stay fast."""
+
+
+def divisor_list(n: int, limit: int = 8) -> list[int]:
+    """The ``limit`` smallest divisors of ``n >= 1``, ascending, in ``O(sqrt n)`` steps.
+
+    Trial division stops at ``isqrt(n)`` (every divisor above pairs with one below) and after
+    ``DIVISOR_SEARCH_LIMIT`` steps: for a larger ``n`` whose small divisors are fewer than
+    ``limit``, the list ends with ``n`` itself (divisors between the bound and ``n`` are not
+    searched for). Empty when ``n < 1``.
+    """
+    if n < 1 or limit < 1:
+        return []
+    root = math.isqrt(n)
+    bound = min(root, DIVISOR_SEARCH_LIMIT)
+    small: list[int] = []
+    for d in range(1, bound + 1):
+        if n % d == 0:
+            small.append(d)
+            if len(small) == limit:
+                return small
+    if bound < root:  # not searched up to sqrt(n): only n is known to follow
+        return [*small, n]
+    large = [n // d for d in reversed(small) if n // d != d]
+    return (small + large)[:limit]
+
+
 def divisors(n: int, limit: int = 8) -> str:
-    """The first ``limit`` divisors of ``n`` as text, for "use one of ..." hints."""
-    found = [d for d in range(1, n + 1) if n % d == 0][:limit]
-    return ", ".join(str(d) for d in found)
+    """The first ``limit`` divisors of ``n`` as text, for "use one of ..." hints
+    (``divisor_list``: ``O(sqrt n)`` and bounded)."""
+    return ", ".join(str(d) for d in divisor_list(n, limit))

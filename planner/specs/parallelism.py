@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from planner.errors import SpecError
 from planner.specs._checks import require_bool, require_int
+from planner.specs.feasibility import parallelism_violation, violation_error
 from planner.specs.hardware import Precision
 
 
@@ -58,8 +59,10 @@ class ParallelismSpec:
     forward, fully exposed; None (the default): overlapped, as current recipes of every
     framework run (FSDP/ZeRO-3 always overlap). Raises
     ``SpecError``
-    naming ``parallelism.<field>``; checks that involve the model or the GPU count live in
-    ``Scenario``.
+    naming ``parallelism.<field>``: the layout rules that read only these fields (interleaving
+    needs pipeline parallelism, sequence parallelism needs tensor parallelism, the global batch
+    is a multiple of ``data_parallel·micro_batch_size``) come from ``planner.specs.feasibility``,
+    as do the checks that involve the model or the GPU count (``Scenario``).
     """
 
     tensor_parallel: int = 1
@@ -110,25 +113,9 @@ class ParallelismSpec:
                 "parallelism.precision",
                 f"must be one of {', '.join(Precision)}, got {self.precision!r}",
             )
-        if self.sequence_parallel and self.tensor_parallel == 1:
-            raise SpecError(
-                "parallelism.sequence_parallel",
-                "needs tensor_parallel > 1 (it shards along the tensor-parallel group); "
-                "set it to false",
-            )
-        if self.virtual_pipeline > 1 and self.pipeline_parallel == 1:
-            raise SpecError(
-                "parallelism.virtual_pipeline",
-                "interleaving needs pipeline_parallel > 1; set virtual_pipeline to 1",
-            )
-        per_step = self.data_parallel * self.micro_batch_size
-        if self.global_batch_size % per_step:
-            raise SpecError(
-                "parallelism.global_batch_size",
-                f"{self.global_batch_size} is not divisible by data_parallel·micro_batch_size = "
-                f"{self.data_parallel}·{self.micro_batch_size} = {per_step}; use a multiple of "
-                f"{per_step} (e.g. {max(per_step, self.global_batch_size // per_step * per_step)})",
-            )
+        violation = parallelism_violation(self)
+        if violation is not None:
+            raise violation_error(violation, self)
 
     @property
     def model_parallel_size(self) -> int:

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from planner.errors import SpecError
-from planner.specs._checks import divisors, require_int, require_number
+from planner.specs._checks import require_int, require_number
+from planner.specs.feasibility import first_violation, violation_error
 from planner.specs.hardware import HardwareSpec
 from planner.specs.model import ModelSpec
 from planner.specs.parallelism import ParallelismSpec
@@ -52,8 +53,9 @@ class Scenario:
 
     Raises ``SpecError`` naming the field to fix when the layout does not tile the GPUs or the
     model (``tp*pp*cp*dp != num_gpus``, heads or query groups not divisible by tp, layers not
-    divisible by ``pp*vp``, sequence not divisible by ``cp``, experts not divisible by ``ep``,
-    precision the GPU lacks).
+    divisible by ``pp*vp``, sequence not divisible by ``cp``, experts not divisible by ``ep``:
+    the rules of ``planner.specs.feasibility``, checked on this one candidate) or uses a
+    precision the GPU lacks.
     """
 
     name: str | None = None
@@ -64,83 +66,9 @@ class Scenario:
 
     def __post_init__(self) -> None:
         m, hw, par = self.model, self.hardware, self.parallelism
-        tp, pp, cp, dp = (
-            par.tensor_parallel,
-            par.pipeline_parallel,
-            par.context_parallel,
-            par.data_parallel,
-        )
-        product = tp * pp * cp * dp
-        if product != hw.num_gpus:
-            hint = (
-                f"set data_parallel to {hw.num_gpus // (tp * pp * cp)} or leave it out"
-                if hw.num_gpus % (tp * pp * cp) == 0
-                else f"num_gpus must be a multiple of tensor·pipeline·context = {tp * pp * cp}"
-            )
-            raise SpecError(
-                "parallelism.data_parallel",
-                f"tensor·pipeline·context·data = {tp}·{pp}·{cp}·{dp} = {product} ≠ "
-                f"hardware.num_gpus = {hw.num_gpus}; {hint}",
-            )
-        if m.num_attention_heads % tp:
-            raise SpecError(
-                "parallelism.tensor_parallel",
-                f"{tp} does not divide model.num_attention_heads={m.num_attention_heads}; "
-                f"use one of {divisors(m.num_attention_heads)}",
-            )
-        if m.num_query_groups % tp:
-            raise SpecError(
-                "model.num_query_groups",
-                f"{m.num_query_groups} KV groups cannot be split over tensor_parallel={tp}; "
-                f"use tensor_parallel among {divisors(m.num_query_groups)}",
-            )
-        if m.ffn_hidden_size % tp or (m.is_moe and m.moe_ffn_hidden_size % tp):
-            raise SpecError(
-                "parallelism.tensor_parallel",
-                f"{tp} does not divide the MLP width (ffn_hidden_size={m.ffn_hidden_size}"
-                + (f", moe_ffn_hidden_size={m.moe_ffn_hidden_size}" if m.is_moe else "")
-                + ")",
-            )
-        stages = pp * par.virtual_pipeline
-        if m.num_layers % stages:
-            field_name = "virtual_pipeline" if par.virtual_pipeline > 1 else "pipeline_parallel"
-            raise SpecError(
-                f"parallelism.{field_name}",
-                f"model.num_layers={m.num_layers} is not divisible by pipeline_parallel·"
-                f"virtual_pipeline = {pp}·{par.virtual_pipeline} = {stages}; each model chunk "
-                f"needs the same number of layers",
-            )
-        if cp > 1 and m.seq_length % (2 * cp):
-            raise SpecError(
-                "parallelism.context_parallel",
-                f"model.seq_length={m.seq_length} must be divisible by 2·context_parallel = "
-                f"{2 * cp} (load-balanced causal context parallelism)",
-            )
-        if par.sequence_parallel and (m.seq_length // cp) % tp:
-            raise SpecError(
-                "parallelism.sequence_parallel",
-                f"the local sequence {m.seq_length // cp} is not divisible by tensor_parallel="
-                f"{tp}; change seq_length or set sequence_parallel to false",
-            )
-        ep = par.expert_parallel
-        if ep > 1:
-            if not m.is_moe:
-                raise SpecError(
-                    "parallelism.expert_parallel",
-                    "needs an MoE model (model.num_experts > 0); set it to 1",
-                )
-            if m.num_experts % ep:
-                raise SpecError(
-                    "parallelism.expert_parallel",
-                    f"{ep} does not divide model.num_experts={m.num_experts}; "
-                    f"use one of {divisors(m.num_experts)}",
-                )
-            if (dp * cp) % ep:
-                raise SpecError(
-                    "parallelism.expert_parallel",
-                    f"experts are sharded within the data·context-parallel group of {dp * cp} "
-                    f"GPUs; {ep} does not divide it (use one of {divisors(dp * cp)})",
-                )
+        violation = first_violation(m, hw.num_gpus, par)
+        if violation is not None:
+            raise violation_error(violation, par, model=m, num_gpus=hw.num_gpus)
         if not hw.gpu.supports(par.precision):
             hw.gpu.peak_flop_per_s(par.precision)  # raises the SpecError with the fix
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from planner.errors import SpecError
-from planner.recommend import parse_request, recommend, recommend_document
-from planner.recommend.allocation import default_gpu_counts, restart_cost_s
+from planner.recommend import default_gpu_counts, recommend
+from planner.scenario.plans import parse_request, recommend_document
+from planner.scenario.request import recommendation_json
 
 JOB: dict[str, Any] = {
     "name": "small-job",
@@ -33,13 +34,18 @@ def job() -> dict[str, Any]:
     return copy.deepcopy(JOB)
 
 
+def _answer(doc: dict[str, Any]) -> dict[str, Any]:
+    """``recommend`` on the parsed document, as the ``planner recommend --json`` object."""
+    return recommendation_json(recommend(parse_request(doc)), doc)
+
+
 def test_default_gpu_counts() -> None:
     assert default_gpu_counts(16) == (1, 2, 4, 8, 16)
     assert default_gpu_counts(24) == (1, 2, 4, 8, 16, 24)
 
 
 def test_scaling_curve_efficiencies_and_knee(job: dict[str, Any]) -> None:
-    result = recommend(parse_request(job))
+    result = _answer(job)
     rows = result["scaling"]
     assert [r["num_gpus"] for r in rows] == [1, 2, 4, 8, 16]
     feasible = [r for r in rows if r["feasible"]]
@@ -62,17 +68,17 @@ def test_scaling_curve_efficiencies_and_knee(job: dict[str, Any]) -> None:
 
 def test_knee_moves_with_the_threshold(job: dict[str, Any]) -> None:
     job["recommend"]["marginal_efficiency_threshold"] = 10.0  # no step ever pays that much
-    result = recommend(parse_request(job))
+    result = _answer(job)
     first = next(r for r in result["scaling"] if r["feasible"])
     assert result["knee"][0]["num_gpus"] == first["num_gpus"]
 
 
 def test_smallest_allocation_meeting_the_deadline(job: dict[str, Any]) -> None:
-    curve = recommend(parse_request(job))["scaling"]
+    curve = _answer(job)["scaling"]
     times = {r["num_gpus"]: r["time_to_train_s"] for r in curve if r["feasible"]}
     deadline = (times[4] + times[8]) / 2  # 8 GPUs meet it, 4 do not
     job["recommend"]["deadline_s"] = deadline
-    result = recommend(parse_request(job))
+    result = _answer(job)
     assert "error" not in result
     assert result["smallest_meeting_deadline"]["num_gpus"] == 8
     assert result["recommendation"]["num_gpus"] == 8
@@ -95,7 +101,7 @@ def test_pools_of_several_gpu_types(job: dict[str, Any]) -> None:
         {"gpu": "h100-sxm", "free_gpus": 4},
     ]
     job["recommend"]["gpu_counts"] = [4, 8]
-    result = recommend(parse_request(job))
+    result = _answer(job)
     assert [(r["gpu"], r["num_gpus"]) for r in result["scaling"]] == [
         ("a100-80gb", 4),
         ("a100-80gb", 8),
@@ -116,7 +122,7 @@ def test_running_job_restart_advice(job: dict[str, Any]) -> None:
         },
         "tokens_trained": 1.0e9,
     }
-    run = recommend(parse_request(job))["running"]
+    run = _answer(job)["running"]
     assert run["faster"]
     assert run["speedup"] > 1.0
     cost = run["restart_cost"]
@@ -134,7 +140,7 @@ def test_running_job_restart_advice(job: dict[str, Any]) -> None:
     assert run["best"]["parallelism"]["global_batch_size"] == 64
     # nearly done: the restart no longer pays
     job["recommend"]["running"]["tokens_trained"] = 1.0e10 - 1.0e6
-    late = recommend(parse_request(job))["running"]
+    late = _answer(job)["running"]
     assert not late["restart_pays"]
 
 
@@ -144,10 +150,10 @@ def test_restart_cost_terms(job: dict[str, Any]) -> None:
         "relaunch_s": 60,
         "warmup_iterations": 2,
     }
-    cost = restart_cost_s(parse_request(job), 0.5, 1.0e9)
-    assert cost["checkpoint_bytes"] == 14.0e9
-    assert cost["checkpoint_load_s"] == pytest.approx(14.0)
-    assert cost["total_s"] == pytest.approx(14.0 + 14.0 + 60.0 + 1.0)
+    cost = parse_request(job).restart.cost(0.5, 1.0e9)
+    assert cost.checkpoint_bytes == 14.0e9
+    assert cost.checkpoint_load_s == pytest.approx(14.0)
+    assert cost.total_s == pytest.approx(14.0 + 14.0 + 60.0 + 1.0)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.scenario import predict_documents
-from planner.search import parse_space
+from planner.scenario.plans import scenario_document
 
 runner = CliRunner()
 
@@ -26,7 +26,7 @@ def test_explore_json_contract(tmp_path: Path, small: dict[str, Any]) -> None:
     assert set(body["counts"]) >= {"enumerated", "evaluated", "rejected"}
     best = body["top"][0]
     assert set(best) >= {"parallelism", "prediction"}
-    doc = parse_space(small).scenario_document(best["parallelism"], best["num_gpus"])
+    doc = scenario_document(small, best["parallelism"], best["num_gpus"])
     assert predict_documents([doc])[0] == best["prediction"]  # = `planner predict --json`
 
 

@@ -13,18 +13,34 @@ from planner.perf.candidates import candidate_arrays
 from planner.perf.efficiency import DefaultEfficiency
 from planner.perf.engine import evaluate
 from planner.perf.memory import memory_arrays
+from planner.perf.step import predict
 from planner.scenario import parse_scenario, predict_documents
-from planner.search import (
-    REJECT_REASONS,
-    Objective,
-    explore,
+from planner.scenario.plans import (
     explore_document,
     explore_documents,
     parse_space,
-    sweep,
+    scenario_document,
 )
-from planner.search.explore import layout_of
+from planner.search import REJECT_REASONS, Objective, explore, sweep
 from planner.search.space import OUT_OF_MEMORY
+from planner.specs.parallelism import Recompute
+
+
+def layout_of(cols: Any, i: int) -> dict[str, Any]:
+    """The scenario-format ``parallelism`` section of candidate ``i`` (valid or not)."""
+    return {
+        "tensor_parallel": int(cols.tensor_parallel[i]),
+        "pipeline_parallel": int(cols.pipeline_parallel[i]),
+        "context_parallel": int(cols.context_parallel[i]),
+        "expert_parallel": int(cols.expert_parallel[i]),
+        "data_parallel": int(cols.data_parallel[i]),
+        "virtual_pipeline": int(cols.virtual_pipeline[i]),
+        "sequence_parallel": bool(cols.sequence_parallel[i]),
+        "micro_batch_size": int(cols.micro_batch_size[i]),
+        "global_batch_size": int(cols.global_batch_size[i]),
+        "recompute": Recompute.from_code(int(cols.recompute[i])).value,
+        "zero_stage": int(cols.zero_stage[i]),
+    }
 
 
 def _all_valid(doc: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
@@ -51,11 +67,14 @@ def test_counts_add_up_and_equal_the_product(small: dict[str, Any]) -> None:
 def test_top_entries_are_planner_predict_for_that_layout(small: dict[str, Any]) -> None:
     space = parse_space(small)
     result = explore(space, top_k=5)
-    assert [e["rank"] for e in result.top] == [1, 2, 3, 4, 5]
-    docs = [space.scenario_document(e["parallelism"], e["num_gpus"]) for e in result.top]
-    assert predict_documents(docs) == [e["prediction"] for e in result.top]
+    assert [e.rank for e in result.top] == [1, 2, 3, 4, 5]
+    assert [e.prediction for e in result.top] == [predict(e.scenario) for e in result.top]
+    top = explore_document(small, top_k=5)["top"]
+    assert [e["rank"] for e in top] == [1, 2, 3, 4, 5]
+    docs = [scenario_document(small, e["parallelism"], e["num_gpus"]) for e in top]
+    assert predict_documents(docs) == [e["prediction"] for e in top]
     # and the vectorized sweep's objective is the same number
-    for entry, value in zip(result.top, result.outcome.top_objective, strict=True):
+    for entry, value in zip(top, result.outcome.top_objective, strict=True):
         assert entry["prediction"]["iteration_time_s"] == pytest.approx(value, rel=1e-9)
 
 
@@ -68,31 +87,31 @@ def test_other_parallelism_fields_reach_every_candidate(small: dict[str, Any]) -
         "grad_reduce_in_fp32": True,
     }
     small["parallelism"].update(fixed, zero_stage=[1])
-    space = parse_space(small)
-    result = explore(space, top_k=3)
-    for entry in result.top:
+    result = explore(parse_space(small), top_k=3)
+    top = explore_document(small, top_k=3)["top"]
+    for entry in top:
         assert fixed.items() <= entry["parallelism"].items()
-    docs = [space.scenario_document(e["parallelism"], e["num_gpus"]) for e in result.top]
-    assert predict_documents(docs) == [e["prediction"] for e in result.top]
-    for entry, value in zip(result.top, result.outcome.top_objective, strict=True):
+    docs = [scenario_document(small, e["parallelism"], e["num_gpus"]) for e in top]
+    assert predict_documents(docs) == [e["prediction"] for e in top]
+    for entry, value in zip(top, result.outcome.top_objective, strict=True):
         assert entry["prediction"]["iteration_time_s"] == pytest.approx(value, rel=1e-9)
     overlapped = explore(
         parse_space({**small, "parallelism": {"global_batch_size": 64, "zero_stage": [1]}})
     )
-    best = result.top[0]["prediction"]["iteration_time_s"]
-    assert overlapped.top[0]["prediction"]["iteration_time_s"] < best
+    best = result.top[0].prediction.iteration_time_s
+    assert overlapped.top[0].prediction.iteration_time_s < best
     small["parallelism"]["overlap_grad_reduce"] = [True, False]
     with pytest.raises(SpecError, match=r"parallelism\.overlap_grad_reduce"):
         parse_space(small)
 
 
 def test_vectorized_and_one_at_a_time_agree(small: dict[str, Any]) -> None:
-    space, cols, _, result = _all_valid(small)
+    _, cols, _, result = _all_valid(small)
     rng = np.random.default_rng(1)
     pick = rng.choice(cols.n, 100, replace=False)
     mem = result.memory.total
     for i in pick:
-        doc = space.scenario_document(layout_of(cols, int(i), {}), 16)
+        doc = scenario_document(small, layout_of(cols, int(i)), 16)
         pred = predict_documents([doc])[0]
         assert pred["iteration_time_s"] == pytest.approx(result.iteration_time_s[i], rel=1e-9)
         assert pred["memory_per_gpu_bytes"] == pytest.approx(mem[i], rel=1e-9)
@@ -105,7 +124,7 @@ def test_reject_reasons_match_the_scenario_rules(small: dict[str, Any]) -> None:
     index = rng.choice(sub.size, 300, replace=False)
     cols, reason = sub.decode_at(index)
     for i in range(cols.n):
-        doc = space.scenario_document(layout_of(cols, i, {}), 16)
+        doc = scenario_document(small, layout_of(cols, i), 16)
         if reason[i] < 0:
             parse_scenario(doc)  # valid layouts are valid scenarios
         else:
@@ -162,11 +181,11 @@ def test_given_lists_restrict_the_knobs(small: dict[str, Any]) -> None:
     )
     result = explore(parse_space(small), top_k=20)
     for entry in result.top + result.pareto:
-        p = entry["parallelism"]
-        assert p["tensor_parallel"] in (2, 4)
-        assert p["recompute"] == "full"
-        assert p["zero_stage"] == 1
-        assert p["sequence_parallel"]
+        p = entry.scenario.parallelism
+        assert p.tensor_parallel in (2, 4)
+        assert p.recompute is Recompute.FULL
+        assert p.zero_stage == 1
+        assert p.sequence_parallel
 
 
 def test_data_parallel_list_filters_the_derived_degree(small: dict[str, Any]) -> None:
@@ -181,15 +200,17 @@ def test_gpu_count_list_and_tokens_per_gpu_objective(small: dict[str, Any]) -> N
     space = parse_space(small)
     assert [s.num_gpus for s in space.subspaces] == [8, 16]
     result = explore(space, objective=Objective.TOKENS_PER_GPU, top_k=3)
-    per_gpu = [e["prediction"]["tokens_per_s_per_gpu"] for e in result.top]
+    per_gpu = [e.prediction.tokens_per_s_per_gpu for e in result.top]
     assert per_gpu == sorted(per_gpu, reverse=True)
-    assert result.to_dict()["pareto_criteria"][0] == "tokens_per_s_per_gpu"
+    assert result.pareto_criteria[0] == "tokens_per_s_per_gpu"
+    body = explore_document(small, objective=Objective.TOKENS_PER_GPU, top_k=3)
+    assert body["pareto_criteria"][0] == "tokens_per_s_per_gpu"
 
 
 def test_cost_objective_reports_gpu_hours(small: dict[str, Any]) -> None:
     small["hardware"]["num_gpus"] = [8, 16]
-    result = explore(parse_space(small), objective=Objective.COST, top_k=2)
-    top = result.top[0]
+    result = explore_document(small, objective=Objective.COST, top_k=2)
+    top = result["top"][0]
     assert top["gpu_hours"] == pytest.approx(
         top["num_gpus"] * top["prediction"]["time_to_train_s"] / 3600.0
     )
@@ -218,7 +239,7 @@ def test_moe_model_enumerates_expert_parallelism() -> None:
     space = parse_space(doc)
     assert space.subspaces[0].values[3].tolist() == [1, 2, 4, 8]
     result = explore(space, top_k=50)
-    assert {e["parallelism"]["expert_parallel"] for e in result.top} > {1}
+    assert {e.scenario.parallelism.expert_parallel for e in result.top} > {1}
 
 
 @pytest.mark.parametrize(
@@ -275,8 +296,8 @@ def test_rank_offset_pages_the_ranking(small: dict[str, Any]) -> None:
     space = parse_space(small)
     full = explore(space, top_k=6, with_pareto=False).top
     page = explore(space, top_k=3, rank_offset=3, with_pareto=False).top
-    assert [e["rank"] for e in page] == [4, 5, 6]
-    assert [e["parallelism"] for e in page] == [e["parallelism"] for e in full[3:]]
+    assert [e.rank for e in page] == [4, 5, 6]
+    assert [e.scenario for e in page] == [e.scenario for e in full[3:]]
 
 
 def test_huge_spaces_are_never_materialised(small: dict[str, Any]) -> None:

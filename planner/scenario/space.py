@@ -1,0 +1,231 @@
+"""Explore documents: parsed into a ``DesignSpace``, results written back as JSON.
+
+An *explore document* is a scenario document (``docs/scenario-format.md``) whose
+``parallelism`` knobs (``planner.search.KNOBS``) may be absent (open: every value valid on its
+own) or a list of allowed values, whose ``data_parallel`` may be a list of allowed degrees
+(it is derived otherwise), and whose ``hardware.num_gpus`` and ``parallelism.global_batch_size``
+may be lists. The other ``parallelism`` fields (``SCALAR_FIELDS``: precision, flash attention,
+gradient-reduction precision and overlap) take one value per document, carried into every
+candidate (a JSONL of documents sweeps several). Numbers follow ``planner.scenario.numbers``.
+
+``parse_space(doc)`` validates one into a ``DesignSpace``; ``explore_json`` writes an
+``ExploreResult`` as the ``planner explore --json`` object.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from planner.errors import SpecError
+from planner.scenario.documents import prediction_json
+from planner.scenario.numbers import integer_or_value
+from planner.scenario.parse import SECTION_KEYS, parse_scenario
+from planner.search import KNOBS, PLACEMENT_NOTE, DesignSpace, Knobs, Objective
+from planner.search.explore import ExploreEntry, ExploreResult
+from planner.search.space import allowed_counts
+from planner.specs.parallelism import ParallelismSpec, Recompute
+
+__all__ = [
+    "SCALAR_FIELDS",
+    "entry_json",
+    "explore_json",
+    "layout_json",
+    "parse_knobs",
+    "parse_space",
+    "probe_document",
+    "scenario_document",
+    "stated_fields",
+]
+
+_LIST_FIELDS = (*KNOBS, "data_parallel", "global_batch_size")
+SCALAR_FIELDS = tuple(k for k in SECTION_KEYS["parallelism"] if k not in _LIST_FIELDS)
+"""The scenario's other ``parallelism`` fields (precision, flash attention, gradient-reduction
+precision and overlap): one value per explore document, carried into every candidate."""
+
+
+def _values(raw: object, *, numeric: bool = True) -> list[object] | None:
+    """``None`` when open, else the list of allowed values (a scalar is a list of one); for a
+    ``numeric`` field, numbers as ``planner.scenario.numbers`` reads them, integral floats as
+    ints."""
+    if raw is None:
+        return None
+    items = list(raw) if isinstance(raw, list | tuple) else [raw]
+    if not numeric:
+        return items
+    return [integer_or_value(item) for item in items]
+
+
+def _recompute(raw: list[object]) -> list[object]:
+    """Mode names (any case, blanks ignored) as ``Recompute``; anything else left for
+    ``Knobs`` to reject with the allowed names."""
+    names = {r.value for r in Recompute}
+    out: list[object] = []
+    for value in raw:
+        text = str(value).strip().lower()
+        out.append(Recompute(text) if text in names else value)
+    return out
+
+
+def _section(doc: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    section = doc.get(name)
+    if not isinstance(section, Mapping):
+        raise SpecError(name, f"must be a mapping of fields, got {type(section).__name__}")
+    return section
+
+
+def _parallelism_section(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``parallelism`` section, its fields checked (not yet their values)."""
+    if doc.get("parallelism") is None:
+        raise SpecError("parallelism", "the 'parallelism' section is required (global_batch_size)")
+    par = _section(doc, "parallelism")
+    allowed = (*_LIST_FIELDS, *SCALAR_FIELDS)
+    for key in par:
+        if key not in allowed:
+            raise SpecError(f"parallelism.{key}", f"unknown field; allowed: {', '.join(allowed)}")
+    for key in SCALAR_FIELDS:
+        if isinstance(par.get(key), list | tuple):
+            raise SpecError(
+                f"parallelism.{key}",
+                "give one value per document; sweep several with a JSONL of documents",
+            )
+    return par
+
+
+def parse_knobs(doc: Mapping[str, Any]) -> tuple[tuple[int, ...], Knobs]:
+    """The global batch sizes and ``Knobs`` of an explore document's ``parallelism`` section.
+
+    Raises ``SpecError("parallelism[.<field>]", ...)`` for a missing section or global batch,
+    an unknown field, a ``SCALAR_FIELDS`` value given as a list, and bad allowed values.
+    """
+    par = _parallelism_section(doc)
+    raw_batch = _values(par.get("global_batch_size"))
+    if raw_batch is None:
+        raise SpecError(
+            "parallelism.global_batch_size", "is required (sequences per iteration, or a list)"
+        )
+    batches = allowed_counts("parallelism.global_batch_size", raw_batch)
+    given: dict[str, Any] = {}
+    for key in (*KNOBS, "data_parallel"):
+        values = _values(par.get(key), numeric=key not in ("recompute", "sequence_parallel"))
+        if values is not None:
+            given[key] = tuple(_recompute(values) if key == "recompute" else values)
+    return batches, Knobs(**given)
+
+
+def probe_document(doc: Mapping[str, Any], num_gpus: int) -> dict[str, Any]:
+    """The scenario document of ``doc``'s job on ``num_gpus`` GPUs, pure data parallel, with
+    the document's ``SCALAR_FIELDS``: what ``parse_scenario`` validates the model, hardware,
+    training and one-per-document fields of an explore document with."""
+    par = doc.get("parallelism") or {}
+    probe_par: dict[str, Any] = {"data_parallel": num_gpus, "global_batch_size": num_gpus}
+    for key in SCALAR_FIELDS:
+        if par.get(key) is not None:
+            probe_par[key] = par[key]
+    probe = {k: v for k, v in doc.items() if k != "parallelism"}
+    probe["hardware"] = {**dict(doc.get("hardware") or {}), "num_gpus": num_gpus}
+    probe["parallelism"] = probe_par
+    return probe
+
+
+def parse_space(doc: object) -> DesignSpace:
+    """Validate an explore document into a ``DesignSpace``.
+
+    Raises ``SpecError("<dotted.field>", ...)`` for everything ``parse_scenario`` rejects in
+    the model, hardware and training sections, for malformed knob lists (empty, wrong types,
+    ZeRO stage outside 0-3, unknown recompute mode), and for the ``SCALAR_FIELDS`` (precision,
+    flash attention, ...) given as lists (explore one of each per document; a JSONL sweeps more).
+    """
+    if isinstance(doc, SpecError):
+        raise doc
+    if not isinstance(doc, Mapping):
+        raise SpecError("", f"a scenario must be a mapping, got {type(doc).__name__}")
+    _parallelism_section(doc)
+    hardware = doc.get("hardware")
+    if not isinstance(hardware, Mapping):
+        raise SpecError("hardware", "the 'hardware' section is required (gpu, num_gpus)")
+    raw_gpus = _values(hardware.get("num_gpus"))
+    if raw_gpus is None:
+        raise SpecError("hardware.num_gpus", "is required (a count or a list of counts)")
+    gpu_counts = allowed_counts("hardware.num_gpus", raw_gpus)
+    batches, knobs = parse_knobs(doc)
+    base = parse_scenario(probe_document(doc, gpu_counts[0]))
+    return DesignSpace(base=base, num_gpus=gpu_counts, global_batch_size=batches, knobs=knobs)
+
+
+def stated_fields(parallelism: object) -> dict[str, Any]:
+    """The ``SCALAR_FIELDS`` a document's ``parallelism`` section states, as written: every
+    entry of the explore output repeats them after its layout."""
+    if not isinstance(parallelism, Mapping):
+        return {}
+    return {k: parallelism[k] for k in SCALAR_FIELDS if parallelism.get(k) is not None}
+
+
+def layout_json(parallelism: ParallelismSpec, stated: Mapping[str, Any]) -> dict[str, Any]:
+    """The scenario-format ``parallelism`` section of one layout: every knob explicit, then
+    the ``stated`` one-per-document fields."""
+    return {
+        "tensor_parallel": parallelism.tensor_parallel,
+        "pipeline_parallel": parallelism.pipeline_parallel,
+        "context_parallel": parallelism.context_parallel,
+        "expert_parallel": parallelism.expert_parallel,
+        "data_parallel": parallelism.data_parallel,
+        "virtual_pipeline": parallelism.virtual_pipeline,
+        "sequence_parallel": parallelism.sequence_parallel,
+        "micro_batch_size": parallelism.micro_batch_size,
+        "global_batch_size": parallelism.global_batch_size,
+        "recompute": parallelism.recompute.value,
+        "zero_stage": parallelism.zero_stage,
+        **stated,
+    }
+
+
+def entry_json(
+    entry: ExploreEntry, objective: Objective, stated: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One entry of the explore output: ``num_gpus``, ``parallelism`` (``layout_json``),
+    ``prediction`` (the ``planner predict --json`` object of that layout), ``gpu_hours`` for
+    the cost objective, ``rank`` for a ranked entry."""
+    n = entry.num_gpus
+    prediction = prediction_json(entry.prediction, entry.scenario.name)
+    out: dict[str, Any] = {
+        "num_gpus": n,
+        "parallelism": layout_json(entry.scenario.parallelism, stated),
+        "prediction": prediction,
+    }
+    if objective is Objective.COST:
+        ttt = prediction.get("time_to_train_s")
+        out["gpu_hours"] = None if ttt is None else n * ttt / 3600.0
+    if entry.rank is not None:
+        out["rank"] = entry.rank
+    return out
+
+
+def explore_json(result: ExploreResult, stated: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``planner explore --json`` object of ``result``; ``stated``: the document's
+    one-per-document ``parallelism`` fields (``stated_fields``)."""
+    return {
+        "name": result.name,
+        "objective": result.objective.value,
+        "top": [entry_json(e, result.objective, stated) for e in result.top],
+        "pareto": [entry_json(e, result.objective, stated) for e in result.pareto],
+        "pareto_criteria": list(result.pareto_criteria),
+        "counts": {
+            "enumerated": result.enumerated,
+            "evaluated": result.evaluated,
+            "rejected": result.rejected,
+        },
+        "placement": PLACEMENT_NOTE,
+    }
+
+
+def scenario_document(
+    doc: Mapping[str, Any], parallelism: Mapping[str, Any], num_gpus: int
+) -> dict[str, Any]:
+    """The ``planner predict`` document of one explore entry: the explore document ``doc``
+    with the entry's ``parallelism`` section and GPU count."""
+    out = copy.deepcopy(dict(doc))
+    out["hardware"] = {**dict(out.get("hardware") or {}), "num_gpus": num_gpus}
+    out["parallelism"] = dict(parallelism)
+    return out

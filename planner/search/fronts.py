@@ -1,0 +1,115 @@
+"""Running reductions of a sweep: the best candidates so far (top-k) and the Pareto front.
+
+``Kept`` holds candidates (their layout, objective in minimisation form, peak memory per GPU
+and enumeration index); ``top`` and ``pareto`` reduce one, and merging two reductions then
+reducing again gives the reduction of the union, so chunks can be reduced in any grouping.
+Ties are broken by memory, then enumeration index: the result never depends on chunking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.perf.candidates import CandidateColumns
+
+__all__ = ["Kept", "pareto", "top"]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+_KEY_FIELDS = tuple(f.name for f in fields(CandidateColumns))
+"""The candidate columns (``CandidateColumns`` fields) kept, merged and paged by the sweep."""
+
+
+@dataclass(slots=True)
+class Kept:
+    """Candidates kept by a reduction: their layout, objective, memory and global index."""
+
+    cols: CandidateColumns
+    objective: FloatArray
+    memory: FloatArray
+    index: IntArray
+
+    @classmethod
+    def empty(cls) -> Kept:
+        """No candidate."""
+        z = np.zeros(0, dtype=np.int64)
+        empty: dict[str, Any] = {
+            name: (z.astype(np.bool_) if name == "sequence_parallel" else z) for name in _KEY_FIELDS
+        }
+        cols = CandidateColumns(**empty)
+        return cls(cols=cols, objective=np.zeros(0), memory=np.zeros(0), index=z)
+
+    @property
+    def n(self) -> int:
+        """Number of candidates kept."""
+        return int(self.index.shape[0])
+
+    def take(self, sel: IntArray) -> Kept:
+        """The candidates at indices ``sel``, in that order."""
+        return Kept(
+            cols=self.cols.take(sel),
+            objective=self.objective[sel],
+            memory=self.memory[sel],
+            index=self.index[sel],
+        )
+
+    def concat(self, other: Kept) -> Kept:
+        """These candidates followed by ``other``'s."""
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            return other
+        cols = CandidateColumns(
+            **{
+                name: np.concatenate((getattr(self.cols, name), getattr(other.cols, name)))
+                for name in _KEY_FIELDS
+            }
+        )
+        return Kept(
+            cols=cols,
+            objective=np.concatenate((self.objective, other.objective)),
+            memory=np.concatenate((self.memory, other.memory)),
+            index=np.concatenate((self.index, other.index)),
+        )
+
+    def order(self) -> IntArray:
+        """Indices sorted by objective, then memory, then enumeration index."""
+        out: IntArray = np.lexsort((self.index, self.memory, self.objective))
+        return out
+
+
+def top(kept: Kept, k: int) -> Kept:
+    """The ``k`` best candidates (``Kept.order``), best first."""
+    if kept.n > 4 * k:  # cheap pre-selection before the exact ordering
+        part = np.argpartition(kept.objective, k)[: k + 1]
+        threshold = kept.objective[part].max()
+        kept = kept.take(np.flatnonzero(kept.objective <= threshold))
+    return kept.take(kept.order()[:k])
+
+
+def pareto(kept: Kept) -> Kept:
+    """Non-dominated candidates over (objective, memory, num_gpus), sorted by objective."""
+    if kept.n == 0:
+        return kept
+    fronts: list[Kept] = []
+    for gpus in np.unique(kept.cols.num_gpus):
+        group = kept.take(np.flatnonzero(kept.cols.num_gpus == gpus))
+        group = group.take(group.order())
+        best_mem = np.minimum.accumulate(group.memory)
+        prev = np.concatenate(([np.inf], best_mem[:-1]))
+        fronts.append(group.take(np.flatnonzero(group.memory < prev)))
+    merged = fronts[0]
+    for f in fronts[1:]:
+        merged = merged.concat(f)
+    if len(fronts) > 1:  # exact 3-criteria filter on the (small) union of 2-criteria fronts
+        o, mem, g = merged.objective, merged.memory, merged.cols.num_gpus
+        le = (o[:, None] >= o[None, :]) & (mem[:, None] >= mem[None, :]) & (g[:, None] >= g)
+        lt = (o[:, None] > o[None, :]) | (mem[:, None] > mem[None, :]) | (g[:, None] > g)
+        dominated = (le & lt).any(axis=1)
+        merged = merged.take(np.flatnonzero(~dominated))
+    return merged.take(merged.order())

@@ -1,0 +1,227 @@
+"""The sweep: every candidate of a ``DesignSpace``, checked and timed in vectorised chunks.
+
+``sweep(space, objective=...)`` walks the space in chunks of ``chunk_size`` candidates
+(bounded memory for 10^8-candidate spaces): each chunk is decoded from its index range,
+invalid layouts are rejected with their reason (``REJECT_REASONS``), the memory model
+(``planner.perf.memory.memory_arrays``) rejects those that do not fit in HBM, and the rest are
+timed by the engine ``planner predict`` uses (``planner.perf.engine.evaluate`` over
+``candidate_arrays``; one engine, identical numbers). A running top-k and Pareto front are
+merged chunk by chunk (``planner.search.fronts``); chunks run on ``workers`` threads (numpy
+releases the GIL).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.errors import SpecError
+from planner.perf import ops
+from planner.perf.candidates import CandidateColumns, candidate_arrays
+from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
+from planner.perf.engine import evaluate
+from planner.perf.memory import memory_arrays
+from planner.search.fronts import Kept, pareto, top
+from planner.search.objectives import Objective, as_objective, objective_values
+from planner.search.space import OUT_OF_MEMORY, REJECT_REASONS, DesignSpace, SubSpace
+
+__all__ = ["DEFAULT_CHUNK_SIZE", "SweepOutcome", "sweep"]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+DEFAULT_CHUNK_SIZE = 1 << 17
+"""Candidates decoded per chunk: ~12 int64 columns of 1 MiB each, whatever the space size."""
+
+
+@dataclass(slots=True)
+class _Partial:
+    """What one chunk (or a reduction of chunks) contributes."""
+
+    rejected: IntArray
+    evaluated: int
+    top: Kept
+    front: Kept
+    min_oom_memory: float = math.inf
+    num_below: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepOutcome:
+    """Array-level result of a sweep: counts, the best candidates and the Pareto front.
+
+    ``top`` and ``pareto`` hold ``CandidateColumns`` (and objective values in minimisation
+    form) of at most ``top_k`` / all non-dominated candidates; ``rejected`` counts per
+    ``REJECT_REASONS``; ``min_oom_memory_bytes`` is the smallest peak memory among the
+    layouts rejected as out of memory (``inf`` when none was); ``num_below`` the evaluated
+    candidates strictly better than ``sweep``'s ``count_below``.
+    """
+
+    enumerated: int
+    evaluated: int
+    rejected: dict[str, int]
+    top: CandidateColumns
+    top_objective: FloatArray
+    pareto: CandidateColumns
+    pareto_objective: FloatArray
+    min_oom_memory_bytes: float
+    hbm_bytes: float
+    num_below: int = 0
+
+
+def _chunks(space: DesignSpace, chunk_size: int) -> Iterator[tuple[SubSpace, int, int]]:
+    for sub in space.subspaces:
+        for start in range(0, sub.size, chunk_size):
+            yield sub, start, min(start + chunk_size, sub.size)
+
+
+def _run_chunk(
+    sub: SubSpace,
+    start: int,
+    stop: int,
+    *,
+    objective: Objective,
+    top_k: int,
+    eff: EfficiencyModel,
+    count_below: float | None,
+) -> _Partial:
+    cols, reason = sub.decode(start, stop)
+    valid = np.flatnonzero(reason < 0)
+    oom_min = math.inf
+    kept = Kept.empty()
+    if valid.size:
+        cols = cols.take(valid)
+        base = sub.base_arrays
+        arrays = candidate_arrays(base, cols)
+        mem = ops.array(memory_arrays(arrays, eff).total)
+        fits = mem <= sub.base.hardware.gpu.hbm_bytes
+        oom = np.flatnonzero(~fits)
+        if oom.size:
+            reason[valid[oom]] = OUT_OF_MEMORY
+            oom_min = float(mem[oom].min())
+        ok = np.flatnonzero(fits)
+        if ok.size:
+            cols = cols.take(ok)
+            arrays = candidate_arrays(base, cols)
+            result = evaluate(arrays, eff)
+            training = sub.base.training
+            obj = objective_values(
+                objective,
+                iteration_time_s=ops.array(result.iteration_time_s),
+                tokens_per_iteration=cols.global_batch_size.astype(np.float64)
+                * float(sub.base.model.seq_length),
+                num_gpus=cols.num_gpus.astype(np.float64),
+                total_tokens=training.total_tokens,
+                train_iters=None if training.train_iters is None else float(training.train_iters),
+            )
+            kept = Kept(
+                cols=cols,
+                objective=obj,
+                memory=ops.array(result.memory.total),
+                index=sub.offset + start + valid[ok],
+            )
+    rejected = np.bincount(reason[reason >= 0], minlength=len(REJECT_REASONS))
+    below = 0 if count_below is None else int(np.count_nonzero(kept.objective < count_below))
+    return _Partial(
+        num_below=below,
+        rejected=rejected,
+        evaluated=kept.n,
+        top=top(kept, top_k),
+        front=pareto(kept),
+        min_oom_memory=oom_min,
+    )
+
+
+def _merge(a: _Partial, b: _Partial, top_k: int) -> _Partial:
+    return _Partial(
+        rejected=a.rejected + b.rejected,
+        evaluated=a.evaluated + b.evaluated,
+        top=top(a.top.concat(b.top), top_k),
+        front=pareto(a.front.concat(b.front)),
+        min_oom_memory=min(a.min_oom_memory, b.min_oom_memory),
+        num_below=a.num_below + b.num_below,
+    )
+
+
+def sweep(
+    space: DesignSpace,
+    *,
+    objective: Objective | str = Objective.TIME,
+    top_k: int = 10,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    workers: int = 1,
+    efficiency: EfficiencyModel | None = None,
+    count_below: float | None = None,
+) -> SweepOutcome:
+    """Enumerate, prune and time every candidate of ``space``; arrays only (no documents).
+
+    ``count_below``: also count the evaluated candidates whose objective (minimisation form)
+    is strictly below this value (``SweepOutcome.num_below``; the rank of a given layout is
+    ``num_below + 1`` with its own objective here).
+
+    Memory is bounded by ``workers · chunk_size`` candidates in flight. Deterministic: the
+    same space gives the same outcome whatever ``workers`` and ``chunk_size`` are (ties are
+    broken by memory, then enumeration order). Raises ``SpecError`` when the objective needs a
+    token budget the scenario lacks (``time-to-train``).
+    """
+    objective = as_objective(objective)
+    if top_k < 1:
+        raise SpecError("top_k", f"must be at least 1, got {top_k}")
+    if chunk_size < 1:
+        raise SpecError("chunk_size", f"must be at least 1, got {chunk_size}")
+    if objective is Objective.TIME_TO_TRAIN:
+        for sub in space.subspaces:
+            tr = sub.base.training
+            if tr.total_tokens is None and tr.train_iters is None:
+                raise SpecError(
+                    "training.total_tokens",
+                    "the time-to-train objective needs a token budget (training.total_tokens) "
+                    "or training.train_iters; add one or use --objective time",
+                )
+    eff = efficiency if efficiency is not None else DefaultEfficiency()
+    total = _Partial(
+        rejected=np.zeros(len(REJECT_REASONS), dtype=np.int64),
+        evaluated=0,
+        top=Kept.empty(),
+        front=Kept.empty(),
+    )
+
+    def run(job: tuple[SubSpace, int, int]) -> _Partial:
+        sub, start, stop = job
+        return _run_chunk(
+            sub, start, stop, objective=objective, top_k=top_k, eff=eff, count_below=count_below
+        )
+
+    jobs = _chunks(space, chunk_size)
+    if workers <= 1:
+        for job in jobs:
+            total = _merge(total, run(job), top_k)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            pending: list[Future[_Partial]] = []
+            for job in jobs:  # at most 2·workers chunks in flight: memory stays bounded
+                pending.append(pool.submit(run, job))
+                if len(pending) >= 2 * workers:
+                    total = _merge(total, pending.pop(0).result(), top_k)
+            for fut in pending:
+                total = _merge(total, fut.result(), top_k)
+    hbm = min((s.base.hardware.gpu.hbm_bytes for s in space.subspaces), default=math.inf)
+    return SweepOutcome(
+        enumerated=space.size,
+        evaluated=total.evaluated,
+        rejected={
+            name: int(count) for name, count in zip(REJECT_REASONS, total.rejected, strict=True)
+        },
+        top=total.top.cols,
+        top_objective=total.top.objective,
+        pareto=total.front.cols,
+        pareto_objective=total.front.objective,
+        min_oom_memory_bytes=total.min_oom_memory,
+        hbm_bytes=hbm,
+        num_below=total.num_below,
+    )

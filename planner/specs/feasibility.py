@@ -1,0 +1,366 @@
+"""Layout validity: the one set of rules saying whether a parallel layout tiles the GPUs and
+the model (Megatron-LM's divisibility constraints), for one candidate or millions at once.
+
+Each rule is written once, over integers that are Python ``int`` values (one candidate) or
+numpy ``int64`` arrays of shape ``(n,)`` (a batch of candidates of one model and one GPU
+count): ``%``, ``*``, ``==``, ``&`` and ``|`` mean the same on both. Two readers apply them in
+the order of ``Violation`` (a candidate counts under its first broken rule):
+
+* ``layout_violations(model, num_gpus, layout)``: arrays in, one code per candidate out
+  (``-1`` valid, else ``Violation.code``). The design-space search (``planner.search``) counts
+  its rejections with it.
+* ``first_violation(model, num_gpus, layout)`` and ``parallelism_violation(layout)``: one
+  candidate, stops at the first broken rule. ``Scenario`` and ``ParallelismSpec`` validation
+  call them and raise ``violation_error(...)``, the rule's message: the field to fix, what is
+  wrong and the fix.
+
+Rules (Megatron-LM ``arguments.py`` / Megatron-Core ``parallel_state`` constraints):
+``tensor·pipeline·context·data = num_gpus``; tensor parallel divides the attention heads, the
+query groups and the MLP width(s); pipeline·virtual pipeline divides the layers; interleaving
+needs pipeline parallelism; load-balanced causal context parallelism needs ``2·cp`` to divide
+the sequence; sequence parallelism needs tensor parallelism and a local sequence divisible by
+it; expert parallelism needs an MoE model, divides the experts and the data·context group; the
+global batch is a multiple of ``data_parallel·micro_batch_size``. Which GPU precision a
+scenario may use is a property of the GPU, not of the layout, and stays in ``Scenario``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.errors import SpecError
+from planner.specs._checks import divisors
+from planner.specs.model import ModelSpec
+
+__all__ = [
+    "Layout",
+    "Violation",
+    "first_violation",
+    "layout_violations",
+    "parallelism_violation",
+    "violation_error",
+]
+
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+Int = int | IntArray
+Flag = bool | BoolArray
+
+
+class Layout(Protocol):
+    """The knobs the rules read: ``ParallelismSpec`` (one candidate, ``int``/``bool``) and
+    ``planner.perf.candidates.CandidateColumns`` (arrays of shape ``(n,)``) both are one. The
+    messages read one candidate (Python numbers, or arrays of one element)."""
+
+    @property
+    def tensor_parallel(self) -> Int: ...
+    @property
+    def pipeline_parallel(self) -> Int: ...
+    @property
+    def context_parallel(self) -> Int: ...
+    @property
+    def expert_parallel(self) -> Int: ...
+    @property
+    def data_parallel(self) -> Int: ...
+    @property
+    def virtual_pipeline(self) -> Int: ...
+    @property
+    def sequence_parallel(self) -> Flag: ...
+    @property
+    def micro_batch_size(self) -> Int: ...
+    @property
+    def global_batch_size(self) -> Int: ...
+
+
+class Violation(StrEnum):
+    """Why a layout is invalid, in the order the rules are checked. The value is the reason's
+    name in ``planner explore``'s rejection counts; ``code`` its integer in arrays."""
+
+    GPUS_NOT_DIVISIBLE_BY_TP_PP_CP = "gpus_not_divisible_by_tp_pp_cp"
+    TENSOR_PARALLEL_DOES_NOT_DIVIDE_MODEL = "tensor_parallel_does_not_divide_model"
+    LAYERS_NOT_DIVISIBLE_BY_PP_VP = "layers_not_divisible_by_pp_vp"
+    VIRTUAL_PIPELINE_NEEDS_PIPELINE_PARALLEL = "virtual_pipeline_needs_pipeline_parallel"
+    CONTEXT_PARALLEL_DOES_NOT_DIVIDE_SEQUENCE = "context_parallel_does_not_divide_sequence"
+    SEQUENCE_PARALLEL_NEEDS_TENSOR_PARALLEL = "sequence_parallel_needs_tensor_parallel"
+    SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL = "sequence_not_divisible_by_tensor_parallel"
+    EXPERT_PARALLEL_INVALID = "expert_parallel_invalid"
+    GLOBAL_BATCH_NOT_DIVISIBLE_BY_DP_MICRO_BATCH = "global_batch_not_divisible_by_dp_micro_batch"
+
+    @property
+    def code(self) -> int:
+        """Array code of this violation: its position in the check order."""
+        return _ORDER.index(self)
+
+    @classmethod
+    def from_code(cls, code: int) -> Violation:
+        """The violation of an array code (``ValueError`` outside ``0..len(Violation)-1``)."""
+        if not 0 <= code < len(_ORDER):
+            raise ValueError(f"violation code must be in 0..{len(_ORDER) - 1}, got {code}")
+        return _ORDER[code]
+
+
+_ORDER: tuple[Violation, ...] = tuple(Violation)
+
+# ---- the rules: one expression each, for ints or int64 arrays --------------------------------
+
+LayoutRule = Callable[[Layout], Flag]
+ScenarioRule = Callable[[ModelSpec, int, Layout], Flag]
+
+
+def _tiles(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+    product = x.tensor_parallel * x.pipeline_parallel * x.context_parallel * x.data_parallel
+    return product != num_gpus
+
+
+def _tensor_divides_model(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+    t = x.tensor_parallel
+    bad = (m.num_attention_heads % t != 0) | (m.num_query_groups % t != 0)
+    bad = bad | (m.ffn_hidden_size % t != 0)
+    if m.is_moe:
+        bad = bad | (m.moe_ffn_hidden_size % t != 0)
+    return bad
+
+
+def _layers(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+    return m.num_layers % (x.pipeline_parallel * x.virtual_pipeline) != 0
+
+
+def _interleaving_needs_pipeline(x: Layout) -> Flag:
+    return (x.virtual_pipeline > 1) & (x.pipeline_parallel == 1)
+
+
+def _context_divides_sequence(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+    c = x.context_parallel
+    return (c > 1) & (m.seq_length % (2 * c) != 0)
+
+
+def _sequence_parallel_needs_tensor(x: Layout) -> Flag:
+    return x.sequence_parallel & (x.tensor_parallel == 1)
+
+
+def _sequence_divides_by_tensor(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+    local = m.seq_length // x.context_parallel
+    return x.sequence_parallel & (local % x.tensor_parallel != 0)
+
+
+def _expert_parallel(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+    e = x.expert_parallel
+    group = x.data_parallel * x.context_parallel
+    bad = (not m.is_moe) | (max(m.num_experts, 1) % e != 0) | (group % e != 0)
+    return (e > 1) & bad
+
+
+def _global_batch(x: Layout) -> Flag:
+    return x.global_batch_size % (x.data_parallel * x.micro_batch_size) != 0
+
+
+_PARALLELISM_RULES: tuple[tuple[Violation, LayoutRule], ...] = (
+    (Violation.SEQUENCE_PARALLEL_NEEDS_TENSOR_PARALLEL, _sequence_parallel_needs_tensor),
+    (Violation.VIRTUAL_PIPELINE_NEEDS_PIPELINE_PARALLEL, _interleaving_needs_pipeline),
+    (Violation.GLOBAL_BATCH_NOT_DIVISIBLE_BY_DP_MICRO_BATCH, _global_batch),
+)
+"""The rules that read only the layout, which ``ParallelismSpec`` checks on its own (before
+any ``Scenario`` rule; the order in which it reports them is this one)."""
+
+
+def _on_layout(rule: LayoutRule) -> ScenarioRule:
+    return lambda m, num_gpus, x: rule(x)
+
+
+_MODEL_RULES: dict[Violation, ScenarioRule] = {
+    Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP: _tiles,
+    Violation.TENSOR_PARALLEL_DOES_NOT_DIVIDE_MODEL: _tensor_divides_model,
+    Violation.LAYERS_NOT_DIVISIBLE_BY_PP_VP: _layers,
+    Violation.CONTEXT_PARALLEL_DOES_NOT_DIVIDE_SEQUENCE: _context_divides_sequence,
+    Violation.SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL: _sequence_divides_by_tensor,
+    Violation.EXPERT_PARALLEL_INVALID: _expert_parallel,
+}
+_RULES: tuple[tuple[Violation, ScenarioRule], ...] = tuple(
+    (v, _MODEL_RULES.get(v) or _on_layout(dict(_PARALLELISM_RULES)[v])) for v in _ORDER
+)
+"""Every rule, in ``Violation`` order."""
+
+
+def layout_violations(model: ModelSpec, num_gpus: int, layout: Layout) -> IntArray:
+    """The first broken rule of each candidate: ``Violation.code``, or ``-1`` when valid.
+
+    ``layout`` holds ``n`` candidates of ``model`` on ``num_gpus`` GPUs as int64 (and bool, for
+    ``sequence_parallel``) arrays of shape ``(n,)``; the result has shape ``(n,)``.
+    """
+    n = int(np.shape(layout.tensor_parallel)[0])
+    code = np.full(n, -1, dtype=np.int64)
+    for violation, rule in _RULES:
+        code[(code < 0) & rule(model, num_gpus, layout)] = violation.code
+    return code
+
+
+def first_violation(model: ModelSpec, num_gpus: int, layout: Layout) -> Violation | None:
+    """The first rule one candidate (``ParallelismSpec``, Python numbers) breaks, or None."""
+    for violation, rule in _RULES:
+        if rule(model, num_gpus, layout):
+            return violation
+    return None
+
+
+def parallelism_violation(layout: Layout) -> Violation | None:
+    """The first layout-only rule (no model, no GPU count) one candidate breaks, or None."""
+    for violation, rule in _PARALLELISM_RULES:
+        if rule(layout):
+            return violation
+    return None
+
+
+# ---- one message per violation ---------------------------------------------------------------
+
+
+def _tiles_message(n: int, x: Layout) -> SpecError:
+    tp, pp, cp, dp = (
+        int(x.tensor_parallel),
+        int(x.pipeline_parallel),
+        int(x.context_parallel),
+        int(x.data_parallel),
+    )
+    hint = (
+        f"set data_parallel to {n // (tp * pp * cp)} or leave it out"
+        if n % (tp * pp * cp) == 0
+        else f"num_gpus must be a multiple of tensor·pipeline·context = {tp * pp * cp}"
+    )
+    return SpecError(
+        "parallelism.data_parallel",
+        f"tensor·pipeline·context·data = {tp}·{pp}·{cp}·{dp} = {tp * pp * cp * dp} ≠ "
+        f"hardware.num_gpus = {n}; {hint}",
+    )
+
+
+def _tensor_message(m: ModelSpec, x: Layout) -> SpecError:
+    tp = int(x.tensor_parallel)
+    if m.num_attention_heads % tp:
+        return SpecError(
+            "parallelism.tensor_parallel",
+            f"{tp} does not divide model.num_attention_heads={m.num_attention_heads}; "
+            f"use one of {divisors(m.num_attention_heads)}",
+        )
+    if m.num_query_groups % tp:
+        return SpecError(
+            "model.num_query_groups",
+            f"{m.num_query_groups} KV groups cannot be split over tensor_parallel={tp}; "
+            f"use tensor_parallel among {divisors(m.num_query_groups)}",
+        )
+    return SpecError(
+        "parallelism.tensor_parallel",
+        f"{tp} does not divide the MLP width (ffn_hidden_size={m.ffn_hidden_size}"
+        + (f", moe_ffn_hidden_size={m.moe_ffn_hidden_size}" if m.is_moe else "")
+        + ")",
+    )
+
+
+def _layers_message(m: ModelSpec, x: Layout) -> SpecError:
+    pp, vp = int(x.pipeline_parallel), int(x.virtual_pipeline)
+    field_name = "virtual_pipeline" if vp > 1 else "pipeline_parallel"
+    return SpecError(
+        f"parallelism.{field_name}",
+        f"model.num_layers={m.num_layers} is not divisible by pipeline_parallel·"
+        f"virtual_pipeline = {pp}·{vp} = {pp * vp}; each model chunk needs the same number of "
+        "layers",
+    )
+
+
+def _context_message(m: ModelSpec, x: Layout) -> SpecError:
+    return SpecError(
+        "parallelism.context_parallel",
+        f"model.seq_length={m.seq_length} must be divisible by 2·context_parallel = "
+        f"{2 * int(x.context_parallel)} (load-balanced causal context parallelism)",
+    )
+
+
+def _sequence_message(m: ModelSpec, x: Layout) -> SpecError:
+    return SpecError(
+        "parallelism.sequence_parallel",
+        f"the local sequence {m.seq_length // int(x.context_parallel)} is not divisible by "
+        f"tensor_parallel={int(x.tensor_parallel)}; change seq_length or set sequence_parallel to "
+        "false",
+    )
+
+
+def _expert_message(m: ModelSpec, x: Layout) -> SpecError:
+    ep, group = int(x.expert_parallel), int(x.data_parallel) * int(x.context_parallel)
+    if not m.is_moe:
+        return SpecError(
+            "parallelism.expert_parallel", "needs an MoE model (model.num_experts > 0); set it to 1"
+        )
+    if m.num_experts % ep:
+        return SpecError(
+            "parallelism.expert_parallel",
+            f"{ep} does not divide model.num_experts={m.num_experts}; "
+            f"use one of {divisors(m.num_experts)}",
+        )
+    return SpecError(
+        "parallelism.expert_parallel",
+        f"experts are sharded within the data·context-parallel group of {group} GPUs; {ep} "
+        f"does not divide it (use one of {divisors(group)})",
+    )
+
+
+def _interleaving_message(x: Layout) -> SpecError:
+    return SpecError(
+        "parallelism.virtual_pipeline",
+        "interleaving needs pipeline_parallel > 1; set virtual_pipeline to 1",
+    )
+
+
+def _sequence_parallel_message(x: Layout) -> SpecError:
+    return SpecError(
+        "parallelism.sequence_parallel",
+        "needs tensor_parallel > 1 (it shards along the tensor-parallel group); set it to false",
+    )
+
+
+def _global_batch_message(x: Layout) -> SpecError:
+    per_step = int(x.data_parallel) * int(x.micro_batch_size)
+    gbs = int(x.global_batch_size)
+    return SpecError(
+        "parallelism.global_batch_size",
+        f"{gbs} is not divisible by data_parallel·micro_batch_size = "
+        f"{int(x.data_parallel)}·{int(x.micro_batch_size)} = {per_step}; use a multiple of "
+        f"{per_step} (e.g. {max(per_step, gbs // per_step * per_step)})",
+    )
+
+
+_LAYOUT_MESSAGES: dict[Violation, Callable[[Layout], SpecError]] = {
+    Violation.VIRTUAL_PIPELINE_NEEDS_PIPELINE_PARALLEL: _interleaving_message,
+    Violation.SEQUENCE_PARALLEL_NEEDS_TENSOR_PARALLEL: _sequence_parallel_message,
+    Violation.GLOBAL_BATCH_NOT_DIVISIBLE_BY_DP_MICRO_BATCH: _global_batch_message,
+}
+_MODEL_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout], SpecError]] = {
+    Violation.TENSOR_PARALLEL_DOES_NOT_DIVIDE_MODEL: _tensor_message,
+    Violation.LAYERS_NOT_DIVISIBLE_BY_PP_VP: _layers_message,
+    Violation.CONTEXT_PARALLEL_DOES_NOT_DIVIDE_SEQUENCE: _context_message,
+    Violation.SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL: _sequence_message,
+    Violation.EXPERT_PARALLEL_INVALID: _expert_message,
+}
+
+
+def violation_error(
+    violation: Violation,
+    layout: Layout,
+    *,
+    model: ModelSpec | None = None,
+    num_gpus: int | None = None,
+) -> SpecError:
+    """The ``SpecError`` for one candidate breaking ``violation``: the field to fix, what is
+    wrong and how to fix it. ``model`` (and ``num_gpus``, for the GPU-count rule) are needed
+    for the rules that read them; ``ValueError`` when one is missing."""
+    if violation in _LAYOUT_MESSAGES:
+        return _LAYOUT_MESSAGES[violation](layout)
+    if violation is Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP:
+        if num_gpus is None:
+            raise ValueError(f"{violation} needs the GPU count")
+        return _tiles_message(num_gpus, layout)
+    if model is None:
+        raise ValueError(f"{violation} needs the model")
+    return _MODEL_MESSAGES[violation](model, layout)

@@ -1,0 +1,125 @@
+"""The typed design space: counts per rejection reason, knobs, candidates as scenarios."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pytest
+
+from planner.errors import SpecError
+from planner.perf.step import predict
+from planner.scenario import parse_scenario
+from planner.scenario.plans import parse_space
+from planner.search import REJECT_REASONS, DesignSpace, Knobs, explore, sweep
+from planner.specs.parallelism import Recompute
+
+MIXED: dict[str, Any] = {
+    "model": {
+        "num_layers": 6,
+        "hidden_size": 768,
+        "num_attention_heads": 12,
+        "num_query_groups": 4,
+        "ffn_hidden_size": 3000,
+        "seq_length": 1000,
+        "vocab_size": 32000,
+        "num_experts": 4,
+        "moe_router_topk": 2,
+        "moe_ffn_hidden_size": 1000,
+    },
+    "hardware": {"gpu": "h100-sxm", "num_gpus": [16, 24]},
+    "parallelism": {
+        "global_batch_size": [48, 96],
+        "tensor_parallel": [1, 2, 3, 4, 8],
+        "pipeline_parallel": [1, 2, 3, 4],
+        "context_parallel": [1, 2, 3, 4, 5],
+        "expert_parallel": [1, 2, 3, 4],
+        "virtual_pipeline": [1, 2, 3],
+        "micro_batch_size": [1, 2, 3],
+        "data_parallel": [1, 2, 3, 4, 6, 8],
+        "recompute": ["none"],
+        "zero_stage": [1],
+    },
+}
+"""A space that breaks every layout rule somewhere (an MoE model whose widths tensor parallel
+3 or 8 do not divide, a sequence 2·3 does not divide, a data-parallel filter)."""
+
+
+def test_counts_per_reason_are_pinned() -> None:
+    """The counts of the rules before they moved to planner.specs.feasibility (recorded with
+    the search's own copy of them): the one module rejects the same candidates."""
+    outcome = sweep(parse_space(copy.deepcopy(MIXED)))
+    assert outcome.enumerated == 28800 == outcome.evaluated + sum(outcome.rejected.values())
+    assert outcome.evaluated == 1294
+    assert outcome.rejected == {
+        "gpus_not_divisible_by_tp_pp_cp": 18720,
+        "data_parallel_not_allowed": 720,
+        "tensor_parallel_does_not_divide_model": 2016,
+        "layers_not_divisible_by_pp_vp": 2736,
+        "virtual_pipeline_needs_pipeline_parallel": 1536,
+        "context_parallel_does_not_divide_sequence": 432,
+        "sequence_parallel_needs_tensor_parallel": 456,
+        "sequence_not_divisible_by_tensor_parallel": 24,
+        "expert_parallel_invalid": 756,
+        "global_batch_not_divisible_by_dp_micro_batch": 110,
+        "out_of_memory": 0,
+    }
+    assert list(outcome.rejected) == list(REJECT_REASONS)
+
+
+def test_every_valid_candidate_is_a_scenario() -> None:
+    space = parse_space(copy.deepcopy(MIXED))
+    for sub in space.subspaces:
+        cols, reason = sub.decode(0, sub.size)
+        valid = np.flatnonzero(reason < 0)
+        for i in valid[:: max(1, valid.size // 50)]:
+            scenario = space.scenario(cols, int(i))
+            assert scenario.hardware.num_gpus == sub.num_gpus
+            assert scenario.parallelism.global_batch_size == sub.global_batch_size
+            assert scenario.model == space.base.model
+
+
+def test_a_space_built_from_specs_explores_like_its_document(small: dict[str, Any]) -> None:
+    """The typed core needs no document: a base scenario, counts and knobs."""
+    doc = small | {
+        "name": "typed",
+        "parallelism": {"global_batch_size": 64, "recompute": ["none", "full"], "zero_stage": 1},
+    }
+    base = parse_scenario(doc | {"parallelism": {"global_batch_size": 64}})
+    space = DesignSpace(
+        base=base,
+        num_gpus=(16,),
+        global_batch_size=(64,),
+        knobs=Knobs(recompute=(Recompute.NONE, Recompute.FULL), zero_stage=(1,)),
+    )
+    typed = explore(space, top_k=3)
+    from_document = explore(parse_space(doc), top_k=3)
+    assert [e.scenario for e in typed.top] == [e.scenario for e in from_document.top]
+    assert [e.prediction for e in typed.top] == [predict(e.scenario) for e in typed.top]
+    assert typed.name == "typed"
+
+
+@pytest.mark.parametrize(
+    ("knobs", "field"),
+    [
+        ({"tensor_parallel": ()}, "parallelism.tensor_parallel"),
+        ({"pipeline_parallel": (2, 0)}, "parallelism.pipeline_parallel[1]"),
+        ({"zero_stage": (4,)}, "parallelism.zero_stage"),
+        ({"recompute": ("full",)}, "parallelism.recompute"),
+        ({"sequence_parallel": (1,)}, "parallelism.sequence_parallel"),
+        ({"data_parallel": (1.5,)}, "parallelism.data_parallel"),
+    ],
+)
+def test_knobs_are_validated(knobs: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as err:
+        Knobs(**knobs)
+    assert err.value.field == field
+
+
+def test_counts_are_validated() -> None:
+    base = parse_space(copy.deepcopy(MIXED)).base
+    with pytest.raises(SpecError, match=r"hardware\.num_gpus"):
+        DesignSpace(base=base, num_gpus=(), global_batch_size=(8,))
+    with pytest.raises(SpecError, match=r"parallelism\.global_batch_size"):
+        DesignSpace(base=base, num_gpus=(8,), global_batch_size=(0,))
