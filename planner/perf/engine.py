@@ -144,7 +144,7 @@ class _Ops:
         """One row per op: ``(num_ops, n)``, or ``(num_ops,)`` when every entry is a number."""
         if self.a.scalar:
             return np.array(column, dtype=dtype)
-        out = np.empty((len(column), self.a.n), dtype=dtype)
+        out = np.empty((len(column), self.a.num_scenarios), dtype=dtype)
         for i, value in enumerate(column):
             out[i] = value
         return out
@@ -209,95 +209,140 @@ def _layer_ops(table: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: boo
     """Register one layer's forward (``{p}f``), backward (``{p}b``) and selective-recompute
     (``{p}r``) operators, ``p`` = ``m`` for MoE layers, ``d`` for dense ones."""
     p = "m" if moe else "d"
-    t = a.t
-    tok = a.b * a.S / a.c
-    tokens_n = ops.where(a.sp, tok / t, tok)
+    t = a.tensor_parallel
+    tok = a.micro_batch_size * a.seq_length / a.context_parallel
+    tokens_n = ops.where(a.sequence_parallel, tok / t, tok)
     lp = a.device.low_precision
-    n_up = ops.where(a.gated, 2.0, 1.0)
-    drop = ops.where(a.dropout, 1.0, 0.0)
-    dh = a.q / a.heads
-    heads_local = a.heads / t
+    n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
+    drop = ops.where(a.has_dropout, 1.0, 0.0)
+    dh = a.query_width / a.num_attention_heads
+    heads_local = a.num_attention_heads / t
     # attention GEMMs
     for direction, bwd in (("f", False), ("b", True)):
-        table.gemm(p + direction, tok, (a.q + 2.0 * a.kv) / t, a.h, lp=lp, backward=bwd)
-        table.gemm(p + direction, tok, a.h, a.q / t, lp=lp, backward=bwd)
+        table.gemm(
+            p + direction,
+            tok,
+            (a.query_width + 2.0 * a.kv_width) / t,
+            a.hidden_size,
+            lp=lp,
+            backward=bwd,
+        )
+        table.gemm(p + direction, tok, a.hidden_size, a.query_width / t, lp=lp, backward=bwd)
     # attention core (ops of kinds no scenario of the batch has are skipped: they cost 0)
-    nonflash = ops.logical_not(a.flash)
-    sq = a.S / a.c
+    nonflash = ops.logical_not(a.flash_attention)
+    sq = a.seq_length / a.context_parallel
     if ops.any_(nonflash):
-        bmm_count = ops.where(nonflash, a.b * heads_local, 0.0)
+        bmm_count = ops.where(nonflash, a.micro_batch_size * heads_local, 0.0)
         for group in (p + "f", p + "r"):
-            table.gemm(group, sq, a.S, dh, count=bmm_count, lp=False, batched=True)
-            table.gemm(group, sq, dh, a.S, count=bmm_count, lp=False, batched=True)
+            table.gemm(group, sq, a.seq_length, dh, count=bmm_count, lp=False, batched=True)
+            table.gemm(group, sq, dh, a.seq_length, count=bmm_count, lp=False, batched=True)
             table.mem(
                 group,
-                ops.where(nonflash, (9.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0),
+                ops.where(
+                    nonflash,
+                    (9.0 + 2.0 * drop) * heads_local * sq * a.seq_length * a.micro_batch_size,
+                    0.0,
+                ),
                 3.0,
             )
-        table.gemm(p + "b", sq, a.S, dh, count=bmm_count, lp=False, backward=True, batched=True)
-        table.gemm(p + "b", sq, dh, a.S, count=bmm_count, lp=False, backward=True, batched=True)
+        table.gemm(
+            p + "b", sq, a.seq_length, dh, count=bmm_count, lp=False, backward=True, batched=True
+        )
+        table.gemm(
+            p + "b", sq, dh, a.seq_length, count=bmm_count, lp=False, backward=True, batched=True
+        )
         table.mem(
             p + "b",
-            ops.where(nonflash, (11.0 + 2.0 * drop) * heads_local * sq * a.S * a.b, 0.0),
+            ops.where(
+                nonflash,
+                (11.0 + 2.0 * drop) * heads_local * sq * a.seq_length * a.micro_batch_size,
+                0.0,
+            ),
             3.0,
         )
-    flash_fwd_flops = ops.where(a.flash, 2.0 * a.b * sq * a.S * a.q / t, 0.0)
+    flash_fwd_flops = ops.where(
+        a.flash_attention, 2.0 * a.micro_batch_size * sq * a.seq_length * a.query_width / t, 0.0
+    )
     fwd_rate = eff.attention_flop_per_s(
-        a.S, a.device, backward=False, fused=a.fused_attn, head_dim=dh, flash_v1=a.flash_v1
+        a.seq_length,
+        a.device,
+        backward=False,
+        fused=a.fused_attention,
+        head_dim=dh,
+        flash_v1=a.flash_attention_v1,
     )
     bwd_rate = eff.attention_flop_per_s(
-        a.S, a.device, backward=True, fused=a.fused_attn, head_dim=dh, flash_v1=a.flash_v1
+        a.seq_length,
+        a.device,
+        backward=True,
+        fused=a.fused_attention,
+        head_dim=dh,
+        flash_v1=a.flash_attention_v1,
     )
     kmin = eff.kernel_min_time_s
-    attn_f = ops.where(a.flash, ops.maximum(flash_fwd_flops / fwd_rate, kmin), 0.0)
+    attn_f = ops.where(a.flash_attention, ops.maximum(flash_fwd_flops / fwd_rate, kmin), 0.0)
     attn_b = ops.where(
-        a.flash, ops.maximum(FLASH_BWD_FLOP_RATIO * flash_fwd_flops / bwd_rate, 2 * kmin), 0.0
+        a.flash_attention,
+        ops.maximum(FLASH_BWD_FLOP_RATIO * flash_fwd_flops / bwd_rate, 2 * kmin),
+        0.0,
     )
     table.add(p + "f", attn_f)
     table.add(p + "r", attn_f)
     table.add(p + "b", attn_b)
     # norms, residuals, dropout, rotary (eager stacks: ``ew`` times the fused traffic)
-    ew = eff.elementwise_traffic_factor(a.fused_ew)
-    rope = ops.where(a.gated, 1.0, 0.0)
-    table.mem(p + "f", ew * 8.0 * tokens_n * a.h, 2.0)
-    table.mem(p + "b", ew * 12.0 * tokens_n * a.h, 2.0)
-    table.mem(p + "f", ew * 12.0 * tokens_n * a.h, 2.0)
-    table.mem(p + "b", ew * 12.0 * tokens_n * a.h, 2.0)
-    if ops.any_(a.dropout):
-        table.mem(p + "f", ew * 10.0 * drop * tokens_n * a.h, 2.0)
-        table.mem(p + "b", ew * 10.0 * drop * tokens_n * a.h, 2.0)
-    if ops.any_(a.gated):
-        table.mem(p + "f", ew * 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
-        table.mem(p + "b", ew * 4.0 * rope * tok * (a.q + a.kv) / t, 1.0)
+    ew = eff.elementwise_traffic_factor(a.fused_elementwise)
+    rope = ops.where(a.has_rotary_embeddings, 1.0, 0.0)
+    table.mem(p + "f", ew * 8.0 * tokens_n * a.hidden_size, 2.0)
+    table.mem(p + "b", ew * 12.0 * tokens_n * a.hidden_size, 2.0)
+    table.mem(p + "f", ew * 12.0 * tokens_n * a.hidden_size, 2.0)
+    table.mem(p + "b", ew * 12.0 * tokens_n * a.hidden_size, 2.0)
+    if ops.any_(a.has_dropout):
+        table.mem(p + "f", ew * 10.0 * drop * tokens_n * a.hidden_size, 2.0)
+        table.mem(p + "b", ew * 10.0 * drop * tokens_n * a.hidden_size, 2.0)
+    if ops.any_(a.has_rotary_embeddings):
+        table.mem(p + "f", ew * 4.0 * rope * tok * (a.query_width + a.kv_width) / t, 1.0)
+        table.mem(p + "b", ew * 4.0 * rope * tok * (a.query_width + a.kv_width) / t, 1.0)
     lp_f = ops.where(lp, 1.0, 0.0)
     any_lp = ops.any_(lp)
     if any_lp:
-        table.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.q / t), 2.0)
-        table.mem(p + "b", lp_f * 3.0 * tok * ((a.q + 2.0 * a.kv) / t + a.h), 2.0)
-    act_f = ops.where(a.gated, 6.0, 4.0)
-    act_b = ops.where(a.gated, 10.0, 6.0)
+        table.mem(p + "f", lp_f * 3.0 * tok * (a.hidden_size + a.query_width / t), 2.0)
+        table.mem(
+            p + "b",
+            lp_f * 3.0 * tok * ((a.query_width + 2.0 * a.kv_width) / t + a.hidden_size),
+            2.0,
+        )
+    act_f = ops.where(a.gated_linear_unit, 6.0, 4.0)
+    act_b = ops.where(a.gated_linear_unit, 10.0, 6.0)
     if not moe:
         for direction, bwd in (("f", False), ("b", True)):
-            table.gemm(p + direction, tok, n_up * a.f / t, a.h, lp=lp, backward=bwd)
-            table.gemm(p + direction, tok, a.h, a.f / t, lp=lp, backward=bwd)
-        table.mem(p + "f", ew * act_f * tok * a.f / t, 1.0)
-        table.mem(p + "b", ew * act_b * tok * a.f / t, 1.0)
+            table.gemm(
+                p + direction, tok, n_up * a.ffn_hidden_size / t, a.hidden_size, lp=lp, backward=bwd
+            )
+            table.gemm(
+                p + direction, tok, a.hidden_size, a.ffn_hidden_size / t, lp=lp, backward=bwd
+            )
+        table.mem(p + "f", ew * act_f * tok * a.ffn_hidden_size / t, 1.0)
+        table.mem(p + "b", ew * act_b * tok * a.ffn_hidden_size / t, 1.0)
         if any_lp:
-            table.mem(p + "f", lp_f * 3.0 * tok * (a.h + a.f / t), 2.0)
-            table.mem(p + "b", lp_f * 3.0 * tok * (a.h + n_up * a.f / t), 2.0)
+            table.mem(p + "f", lp_f * 3.0 * tok * (a.hidden_size + a.ffn_hidden_size / t), 2.0)
+            table.mem(
+                p + "b", lp_f * 3.0 * tok * (a.hidden_size + n_up * a.ffn_hidden_size / t), 2.0
+            )
         return
     imb = eff.moe_imbalance_factor
-    local_experts = a.E / a.e
-    tokens_per_expert = tok * a.topk * a.e / ops.maximum(a.E, 1.0) * imb
-    routed = tok * a.topk * imb
-    shared_w = a.f_moe * a.shared
+    local_experts = a.num_experts / a.expert_parallel
+    tokens_per_expert = (
+        tok * a.moe_router_topk * a.expert_parallel / ops.maximum(a.num_experts, 1.0) * imb
+    )
+    routed = tok * a.moe_router_topk * imb
+    shared_w = a.moe_ffn_hidden_size * a.num_shared_experts
     for direction, bwd in (("f", False), ("b", True)):
-        table.gemm(p + direction, tok, a.E, a.h, lp=False, backward=bwd)
+        table.gemm(p + direction, tok, a.num_experts, a.hidden_size, lp=False, backward=bwd)
         table.gemm(
             p + direction,
             tokens_per_expert,
-            n_up * a.f_moe / t,
-            a.h,
+            n_up * a.moe_ffn_hidden_size / t,
+            a.hidden_size,
             count=local_experts,
             lp=lp,
             backward=bwd,
@@ -305,54 +350,70 @@ def _layer_ops(table: _Ops, a: ScenarioArrays, eff: EfficiencyModel, *, moe: boo
         table.gemm(
             p + direction,
             tokens_per_expert,
-            a.h,
-            a.f_moe / t,
+            a.hidden_size,
+            a.moe_ffn_hidden_size / t,
             count=local_experts,
             lp=lp,
             backward=bwd,
         )
-        table.gemm(p + direction, tok, n_up * shared_w / t, a.h, lp=lp, backward=bwd)
-        table.gemm(p + direction, tok, a.h, shared_w / t, lp=lp, backward=bwd)
-    width = routed * a.f_moe + tok * shared_w
+        table.gemm(p + direction, tok, n_up * shared_w / t, a.hidden_size, lp=lp, backward=bwd)
+        table.gemm(p + direction, tok, a.hidden_size, shared_w / t, lp=lp, backward=bwd)
+    width = routed * a.moe_ffn_hidden_size + tok * shared_w
     table.mem(p + "f", ew * act_f * width / t, 2.0)
     table.mem(p + "b", ew * act_b * width / t, 2.0)
     table.mem(
-        p + "f", 8.0 * tok * a.topk * a.h + 8.0 * tok * a.E, 3.0
+        p + "f", 8.0 * tok * a.moe_router_topk * a.hidden_size + 8.0 * tok * a.num_experts, 3.0
     )  # router softmax/top-k, permute
-    table.mem(p + "b", 8.0 * tok * a.topk * a.h + 8.0 * tok * a.E, 3.0)
     table.mem(
-        p + "f", lp_f * 3.0 * (routed * (a.h + a.f_moe / t) + tok * (a.h + shared_w / t)), 4.0
+        p + "b", 8.0 * tok * a.moe_router_topk * a.hidden_size + 8.0 * tok * a.num_experts, 3.0
+    )
+    table.mem(
+        p + "f",
+        lp_f
+        * 3.0
+        * (
+            routed * (a.hidden_size + a.moe_ffn_hidden_size / t)
+            + tok * (a.hidden_size + shared_w / t)
+        ),
+        4.0,
     )
     table.mem(
         p + "b",
-        lp_f * 3.0 * (routed * (a.h + n_up * a.f_moe / t) + tok * (a.h + n_up * shared_w / t)),
+        lp_f
+        * 3.0
+        * (
+            routed * (a.hidden_size + n_up * a.moe_ffn_hidden_size / t)
+            + tok * (a.hidden_size + n_up * shared_w / t)
+        ),
         4.0,
     )
 
 
 def _edge_ops(table: _Ops, a: ScenarioArrays) -> None:
     """Embedding (``e``, first stage) and LM head + loss (``h``, last stage), fwd + bwd."""
-    tok = a.b * a.S / a.c
-    tokens_n = ops.where(a.sp, tok / a.t, tok)
-    table.mem("e", 4.0 * tokens_n * a.h, 1.0)
-    table.mem("e", 12.0 * tok * a.h, 2.0)
-    table.gemm("h", tok, a.V / a.t, a.h, lp=False)
-    table.gemm("h", tok, a.V / a.t, a.h, lp=False, backward=True)
-    table.mem("h", 20.0 * tokens_n * a.h, 2.0)  # final norm fwd + bwd
-    table.mem("h", a.loss_traffic * tok * a.V / a.t, 5.0)  # cross-entropy (framework's kernels)
+    tok = a.micro_batch_size * a.seq_length / a.context_parallel
+    tokens_n = ops.where(a.sequence_parallel, tok / a.tensor_parallel, tok)
+    table.mem("e", 4.0 * tokens_n * a.hidden_size, 1.0)
+    table.mem("e", 12.0 * tok * a.hidden_size, 2.0)
+    table.gemm("h", tok, a.vocab_size / a.tensor_parallel, a.hidden_size, lp=False)
+    table.gemm("h", tok, a.vocab_size / a.tensor_parallel, a.hidden_size, lp=False, backward=True)
+    table.mem("h", 20.0 * tokens_n * a.hidden_size, 2.0)  # final norm fwd + bwd
+    table.mem(
+        "h", a.loss_bytes_per_logit * tok * a.vocab_size / a.tensor_parallel, 5.0
+    )  # cross-entropy (framework's kernels)
 
 
 def _tp_times(a: ScenarioArrays, link: coll.Link) -> tuple[Real, Real, Real]:
     """``(per layer fwd+bwd, embedding, LM head)`` tensor-parallel communication seconds."""
-    tok = a.b * a.S / a.c
-    size = tok * a.h * ACT_BYTES
-    ag = coll.all_gather_time_s(size, a.t, 1.0, link)
+    tok = a.micro_batch_size * a.seq_length / a.context_parallel
+    size = tok * a.hidden_size * ACT_BYTES
+    ag = coll.all_gather_time_s(size, a.tensor_parallel, 1.0, link)
     rs = ag  # a ring reduce-scatter of the same buffer costs the same
-    ar = coll.all_reduce_time_s(size, a.t, 1.0, link)
-    small = coll.all_reduce_time_s(tok * 4.0, a.t, 1.0, link)
-    pair = ops.where(a.sp, ag + rs, ar)
+    ar = coll.all_reduce_time_s(size, a.tensor_parallel, 1.0, link)
+    small = coll.all_reduce_time_s(tok * 4.0, a.tensor_parallel, 1.0, link)
+    pair = ops.where(a.sequence_parallel, ag + rs, ar)
     layer = 4.0 * pair  # 2 forward + 2 backward
-    head = ops.where(a.sp, ag + rs, 0.0) + 3.0 * small
+    head = ops.where(a.sequence_parallel, ag + rs, 0.0) + 3.0 * small
     return layer, pair, head
 
 
@@ -361,7 +422,7 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     ``(n,)`` for arrays in, Python floats for the one-scenario form."""
     table = _Ops(a, eff)
     _layer_ops(table, a, eff, moe=False)
-    has_moe = ops.any_(a.moe_layers > 0)
+    has_moe = ops.any_(a.num_moe_layers > 0)
     if has_moe:
         _layer_ops(table, a, eff, moe=True)
     _edge_ops(table, a)
@@ -371,56 +432,71 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     def g(name: str) -> Real:
         return tot.get(name, zero)
 
-    mf = a.moe_layers / a.L
+    mf = a.num_moe_layers / a.num_layers
     rc = a.recompute
     full = rc == 2
     sel_or_full = rc >= 1
     rec_d = ops.where(full, g("df"), ops.where(sel_or_full, g("dr"), 0.0))
     rec_m = ops.where(full, g("mf"), ops.where(sel_or_full, g("mr"), 0.0))
     layer_compute = (1 - mf) * (g("df") + g("db") + rec_d) + mf * (g("mf") + g("mb") + rec_m)
-    layers = a.L / a.p
+    layers = a.num_layers / a.pipeline_parallel
 
     link = coll.Link(
-        up_bw=a.up_bw * eff.bus_bandwidth_fraction(scale_up=True),
-        out_bw=a.out_bw * eff.bus_bandwidth_fraction(scale_up=False),
-        up_lat=a.up_lat,
-        out_lat=a.out_lat,
-        domain=a.domain,
+        up_bw=a.scale_up_bandwidth_bytes_per_s * eff.bus_bandwidth_fraction(scale_up=True),
+        out_bw=a.inter_node_bandwidth_bytes_per_s * eff.bus_bandwidth_fraction(scale_up=False),
+        up_lat=a.scale_up_latency_s,
+        out_lat=a.scale_out_latency_s,
+        domain=a.nvlink_domain_size,
         base=eff.collective_latency_s,
     )
     # tensor parallel
     tp_layer, tp_emb, tp_head = _tp_times(a, link)
     hopper_plus = (a.device.architecture >= _HOPPER) & (a.device.architecture < _CDNA3)
     tp_keep = ops.where(
-        a.tp_overlap & hopper_plus,
+        a.tp_comm_overlap & hopper_plus,
         1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS),
         1.0 - eff.comm_overlap(CommKind.TENSOR),
     )
     tp_layer = tp_layer * ops.where(full, 1.5, 1.0) * tp_keep
     tp_emb, tp_head = tp_emb * tp_keep, tp_head * tp_keep
     # context parallel: ring exchange of K,V per step, hidden behind that step's attention
-    tok = a.b * a.S / a.c
+    tok = a.micro_batch_size * a.seq_length / a.context_parallel
     cp_layer = zero
-    if ops.any_(a.c > 1):
-        kv_bytes = 2.0 * tok * a.kv / a.t * ACT_BYTES
-        cp_inside = coll.placement(a.c, a.t, a.domain) >= a.c
+    if ops.any_(a.context_parallel > 1):
+        kv_bytes = 2.0 * tok * a.kv_width / a.tensor_parallel * ACT_BYTES
+        cp_inside = (
+            coll.placement(a.context_parallel, a.tensor_parallel, a.nvlink_domain_size)
+            >= a.context_parallel
+        )
         step_f = coll.p2p_time_s(kv_bytes, inside=cp_inside, link=link)
         step_b = coll.p2p_time_s(2.0 * kv_bytes, inside=cp_inside, link=link)
-        attn_f = ops.where(a.flash, (1 - mf) * g("dr") + mf * g("mr"), 0.0) / a.c
-        cp_layer_f = (a.c - 1.0) * ops.maximum(step_f - attn_f, 0.0)
-        cp_layer_b = (a.c - 1.0) * ops.maximum(step_b - FLASH_BWD_FLOP_RATIO * attn_f, 0.0)
-        cp_layer = ops.where(a.c > 1, cp_layer_f * ops.where(rc >= 1, 2.0, 1.0) + cp_layer_b, 0.0)
+        attn_f = (
+            ops.where(a.flash_attention, (1 - mf) * g("dr") + mf * g("mr"), 0.0)
+            / a.context_parallel
+        )
+        cp_layer_f = (a.context_parallel - 1.0) * ops.maximum(step_f - attn_f, 0.0)
+        cp_layer_b = (a.context_parallel - 1.0) * ops.maximum(
+            step_b - FLASH_BWD_FLOP_RATIO * attn_f, 0.0
+        )
+        cp_layer = ops.where(
+            a.context_parallel > 1, cp_layer_f * ops.where(rc >= 1, 2.0, 1.0) + cp_layer_b, 0.0
+        )
     # expert parallel
     ep_layer = zero
     if has_moe:
-        ep_size = ops.where(a.sp, tok / a.t, tok) * a.topk * a.h * ACT_BYTES
-        ep_a2a = coll.all_to_all_time_s(ep_size, a.e, a.t, link)
+        ep_size = (
+            ops.where(a.sequence_parallel, tok / a.tensor_parallel, tok)
+            * a.moe_router_topk
+            * a.hidden_size
+            * ACT_BYTES
+        )
+        ep_a2a = coll.all_to_all_time_s(ep_size, a.expert_parallel, a.tensor_parallel, link)
         ep_keep = 1.0 - eff.comm_overlap(CommKind.EXPERT)
         ep_layer = mf * ep_a2a * ops.where(full, 6.0, 4.0) * ep_keep
 
     per_mb_mid = layers * (layer_compute)
     tp_mid, cp_mid, ep_mid = layers * tp_layer, layers * cp_layer, layers * ep_layer
-    single = a.p == 1
+    single = a.pipeline_parallel == 1
     comp_first = per_mb_mid + g("e") + ops.where(single, g("h"), 0.0)
     comp_last = per_mb_mid + g("h") + ops.where(single, g("e"), 0.0)
     tp_first = tp_mid + tp_emb + ops.where(single, tp_head, 0.0)
@@ -429,7 +505,7 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     last_total = comp_last + tp_last + cp_mid + ep_mid
     first_slow = first_total >= last_total
     slow_total = ops.maximum(first_total, last_total)
-    m = a.m
+    m = a.num_microbatches
     compute_s = m * ops.where(first_slow, comp_first, comp_last)
     tp_s = m * ops.where(first_slow, tp_first, tp_last)
     cp_s = m * cp_mid
@@ -438,53 +514,66 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     if not ops.all_(single):  # pipeline bubble and p2p (skipped when no scenario pipelines)
         mean_total = (per_mb_mid + tp_mid + cp_mid + ep_mid) + (
             g("e") + g("h") + tp_emb + tp_head
-        ) / a.p
-        bubble_s = ops.where(single, 0.0, (a.p - 1.0) / a.v * mean_total)
-        p2p_inside = a.t * a.c * a.d * a.p <= a.domain
-        p2p = coll.p2p_time_s(tok * a.h * ACT_BYTES / a.t, inside=p2p_inside, link=link)
-        # interleaved schedule with overlapped p2p: only what exceeds one chunk's forward shows
-        chunk_fwd = layers / a.v * ((1 - mf) * g("df") + mf * g("mf"))
-        steady = ops.where(
-            a.pp_overlap & (a.v > 1), ops.maximum(p2p - chunk_fwd, 0.0) + link.base, p2p
+        ) / a.pipeline_parallel
+        bubble_s = ops.where(
+            single, 0.0, (a.pipeline_parallel - 1.0) / a.virtual_pipeline * mean_total
         )
-        pp_s = ops.where(single, 0.0, 2.0 * a.v * m * steady + 2.0 * (a.p - 1.0) * p2p)
+        p2p_inside = (
+            a.tensor_parallel * a.context_parallel * a.data_parallel * a.pipeline_parallel
+            <= a.nvlink_domain_size
+        )
+        p2p = coll.p2p_time_s(
+            tok * a.hidden_size * ACT_BYTES / a.tensor_parallel, inside=p2p_inside, link=link
+        )
+        # interleaved schedule with overlapped p2p: only what exceeds one chunk's forward shows
+        chunk_fwd = layers / a.virtual_pipeline * ((1 - mf) * g("df") + mf * g("mf"))
+        steady = ops.where(
+            a.pp_comm_overlap & (a.virtual_pipeline > 1),
+            ops.maximum(p2p - chunk_fwd, 0.0) + link.base,
+            p2p,
+        )
+        pp_s = ops.where(
+            single,
+            0.0,
+            2.0 * a.virtual_pipeline * m * steady + 2.0 * (a.pipeline_parallel - 1.0) * p2p,
+        )
     # data parallel
     fd, fe, ld, le = stage_params(a)
     use_first = fd + fe >= ld + le
     dense = ops.where(use_first, fd, ld)
     expert = ops.where(use_first, fe, le)
-    dp_dense_n = a.d * a.c
-    dp_exp_n = ops.maximum(dp_dense_n / a.e, 1.0)
+    dp_dense_n = a.data_parallel * a.context_parallel
+    dp_exp_n = ops.maximum(dp_dense_n / a.expert_parallel, 1.0)
 
     # parameter all-gathers per iteration (ZeRO 1-2: one, before the first forward) or per
     # microbatch (ZeRO-3/FSDP: forward and backward, plus the recomputed forward's under full
     # recompute for stacks that release parameters after every forward: DeepSpeed)
-    regather = a.z3_regather & full
+    regather = a.zero3_regather_on_recompute & full
     gathers = ops.where(
-        a.zero >= 3, ops.where(regather, 3.0, 2.0), ops.where(a.zero >= 1, 1.0, 0.0)
+        a.zero_stage >= 3, ops.where(regather, 3.0, 2.0), ops.where(a.zero_stage >= 1, 1.0, 0.0)
     )
 
     def dp_comm(params: Real, group: Real, stride: Real) -> tuple[Real, Real]:
         """``(gradient all-reduce / reduce-scatter, parameter all-gathers)`` seconds."""
-        grads = params * a.grad_bytes
+        grads = params * a.grad_bytes_per_param
         ar = coll.all_reduce_time_s(grads, group, stride, link)
         rs = coll.all_gather_time_s(grads, group, stride, link)  # reduce-scatter: same cost
         ag = coll.all_gather_time_s(params * PARAM_GATHER_BYTES, group, stride, link)
-        return ops.where(a.zero == 0, ar, rs), gathers * ag
+        return ops.where(a.zero_stage == 0, ar, rs), gathers * ag
 
-    gd, wd = dp_comm(dense, dp_dense_n, a.t)
+    gd, wd = dp_comm(dense, dp_dense_n, a.tensor_parallel)
     grad_c, gather_c = gd, wd
     if has_moe:  # expert parameters exist: their own (smaller) data-parallel group
-        ge, we = dp_comm(expert, dp_exp_n, a.t * a.e)
+        ge, we = dp_comm(expert, dp_exp_n, a.tensor_parallel * a.expert_parallel)
         grad_c, gather_c = gd + ops.where(expert > 0, ge, 0.0), wd + ops.where(expert > 0, we, 0.0)
     keep = 1.0 - eff.comm_overlap(CommKind.DATA)
     bwd_window = layers * ((1 - mf) * (g("db") + rec_d) + mf * (g("mb") + rec_m))
     fwd_window = layers * ((1 - mf) * g("df") + mf * g("mf"))
     exposed_grad = ops.where(
-        a.dp_grad_overlap, ops.maximum(grad_c * keep, grad_c - bwd_window), grad_c
+        a.overlap_grad_reduce, ops.maximum(grad_c * keep, grad_c - bwd_window), grad_c
     )
     exposed_gather = ops.where(
-        a.dp_gather_overlap, ops.maximum(gather_c * keep, gather_c - fwd_window), gather_c
+        a.overlap_param_gather, ops.maximum(gather_c * keep, gather_c - fwd_window), gather_c
     )
     # ZeRO-3/FSDP, every microbatch: the gathers and one reduce-scatter per collective unit,
     # each paying the ring latency: a flat buffer per layer, or every parameter tensor of the
@@ -493,18 +582,18 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     # gather (planner.perf.frameworks)
     per_mb = grad_c + gather_c
     keep_z3 = a.full(keep)
-    if ops.any_(a.zero >= 3):
-        tensors = ops.where(a.z3_per_tensor, ops.where(a.dropout, 12.0, 9.0), 1.0)
-        latency_one = coll.all_gather_time_s(zero, dp_dense_n, a.t, link)
+    if ops.any_(a.zero_stage >= 3):
+        tensors = ops.where(a.zero3_gather_per_tensor, ops.where(a.has_biases, 12.0, 9.0), 1.0)
+        latency_one = coll.all_gather_time_s(zero, dp_dense_n, a.tensor_parallel, link)
         per_mb = per_mb + (gathers + 1.0) * ops.maximum(layers * tensors - 1.0, 0.0) * latency_one
         unit_params = dense / ops.maximum(layers * tensors, 1.0)
-        reach = ops.minimum(a.z3_prefetch / ops.maximum(unit_params, 1.0), 1.0 - keep)
-        keep_z3 = ops.where(a.z3_prefetch > 0, 1.0 - reach, keep)
+        reach = ops.minimum(a.zero3_prefetch_params / ops.maximum(unit_params, 1.0), 1.0 - keep)
+        keep_z3 = ops.where(a.zero3_prefetch_params > 0, 1.0 - reach, keep)
     z3 = m * ops.maximum(per_mb * keep_z3, per_mb - slow_total)
-    dp_s = ops.where(a.zero >= 3, z3, exposed_grad + exposed_gather)
+    dp_s = ops.where(a.zero_stage >= 3, z3, exposed_grad + exposed_gather)
     # optimizer
-    shard_dense = ops.where(a.zero >= 1, dp_dense_n, 1.0)
-    shard_exp = ops.where(a.zero >= 1, dp_exp_n, 1.0)
+    shard_dense = ops.where(a.zero_stage >= 1, dp_dense_n, 1.0)
+    shard_exp = ops.where(a.zero_stage >= 1, dp_exp_n, 1.0)
     owned = dense / shard_dense + expert / shard_exp
     opt_bytes = ADAM_HBM_BYTES_PER_PARAM * owned + ops.where(
         a.device.low_precision, FP8_CAST_BYTES_PER_PARAM * (dense + expert), 0.0
@@ -538,16 +627,32 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
 def _flops(a: ScenarioArrays) -> tuple[Real, Real]:
     """Model FLOPs per iteration (Megatron convention: causal attention at full ``s²``, 3x the
     forward) and hardware FLOPs (plus recompute); same formulas as ``planner.perf.flops``."""
-    n_mat = ops.where(a.gated, 3.0, 2.0)
-    attn_lin = 2.0 * a.h * (a.q + 2.0 * a.kv) + 2.0 * a.q * a.h
-    core = 4.0 * a.S * a.q
-    mlp_dense = 2.0 * n_mat * a.h * a.f
-    mlp_moe = 2.0 * n_mat * a.h * a.f_moe * (a.topk + a.shared) + 2.0 * a.h * a.E
-    linear = a.L * attn_lin + (a.L - a.moe_layers) * mlp_dense + a.moe_layers * mlp_moe
-    head = 2.0 * a.h * a.V
-    tokens = a.B * a.S
-    model = 3.0 * tokens * (linear + a.L * core + head)
+    n_mat = ops.where(a.gated_linear_unit, 3.0, 2.0)
+    attn_lin = (
+        2.0 * a.hidden_size * (a.query_width + 2.0 * a.kv_width)
+        + 2.0 * a.query_width * a.hidden_size
+    )
+    core = 4.0 * a.seq_length * a.query_width
+    mlp_dense = 2.0 * n_mat * a.hidden_size * a.ffn_hidden_size
+    mlp_moe = (
+        2.0
+        * n_mat
+        * a.hidden_size
+        * a.moe_ffn_hidden_size
+        * (a.moe_router_topk + a.num_shared_experts)
+        + 2.0 * a.hidden_size * a.num_experts
+    )
+    linear = (
+        a.num_layers * attn_lin
+        + (a.num_layers - a.num_moe_layers) * mlp_dense
+        + a.num_moe_layers * mlp_moe
+    )
+    head = 2.0 * a.hidden_size * a.vocab_size
+    tokens = a.global_batch_size * a.seq_length
+    model = 3.0 * tokens * (linear + a.num_layers * core + head)
     rec = ops.where(
-        a.recompute == 2, linear + a.L * core, ops.where(a.recompute == 1, a.L * core, 0.0)
+        a.recompute == 2,
+        linear + a.num_layers * core,
+        ops.where(a.recompute == 1, a.num_layers * core, 0.0),
     )
     return model, model + tokens * rec

@@ -172,21 +172,28 @@ class MemoryArrays:
 
 
 def _n_mat(a: ScenarioArrays) -> Real:
-    return ops.where(a.gated, 3.0, 2.0)
+    return ops.where(a.gated_linear_unit, 3.0, 2.0)
 
 
 def attention_params_arr(a: ScenarioArrays) -> Real:
     """Parameters of one attention block and both layer norms of a layer."""
-    out: Real = a.h * (a.q + 2.0 * a.kv) + a.q * a.h + 2.0 * a.h
+    out: Real = (
+        a.hidden_size * (a.query_width + 2.0 * a.kv_width)
+        + a.query_width * a.hidden_size
+        + 2.0 * a.hidden_size
+    )
     return out
 
 
 def mlp_params_arr(a: ScenarioArrays) -> tuple[Real, Real, Real]:
     """``(dense MLP, MoE dense part (router + shared experts), MoE routed experts)`` per layer."""
     n_mat = _n_mat(a)
-    dense = n_mat * a.h * a.f
-    moe_dense = a.h * a.E + n_mat * a.h * a.f_moe * a.shared
-    moe_expert = n_mat * a.h * a.f_moe * a.E
+    dense = n_mat * a.hidden_size * a.ffn_hidden_size
+    moe_dense = (
+        a.hidden_size * a.num_experts
+        + n_mat * a.hidden_size * a.moe_ffn_hidden_size * a.num_shared_experts
+    )
+    moe_expert = n_mat * a.hidden_size * a.moe_ffn_hidden_size * a.num_experts
     return dense, moe_dense, moe_expert
 
 
@@ -197,18 +204,18 @@ def stage_params(a: ScenarioArrays) -> tuple[Real, Real, Real, Real]:
     The first stage adds the input embedding, the last the LM head (its own copy when tied and
     ``p > 1``) and final norm; all divided by ``t`` (vocabulary-parallel), experts by ``t·e``.
     """
-    layers = a.L / a.p
-    moe_frac = a.moe_layers / a.L
+    layers = a.num_layers / a.pipeline_parallel
+    moe_frac = a.num_moe_layers / a.num_layers
     dense_mlp, moe_dense, moe_expert = mlp_params_arr(a)
     per_layer_dense = attention_params_arr(a) + (1 - moe_frac) * dense_mlp + moe_frac * moe_dense
     body_dense = layers * per_layer_dense
     body_expert = layers * moe_frac * moe_expert
-    emb = a.V * a.h
-    single = a.p == 1
-    head = ops.where(single & ops.logical_not(a.untied), 0.0, emb) + a.h
-    first_dense = (body_dense + emb + ops.where(single, head, 0.0)) / a.t
-    last_dense = (body_dense + head + ops.where(single, emb, 0.0)) / a.t
-    expert = body_expert / (a.t * a.e)
+    emb = a.vocab_size * a.hidden_size
+    single = a.pipeline_parallel == 1
+    head = ops.where(single & ops.logical_not(a.untie_embeddings), 0.0, emb) + a.hidden_size
+    first_dense = (body_dense + emb + ops.where(single, head, 0.0)) / a.tensor_parallel
+    last_dense = (body_dense + head + ops.where(single, emb, 0.0)) / a.tensor_parallel
+    expert = body_expert / (a.tensor_parallel * a.expert_parallel)
     return first_dense, expert, last_dense, expert
 
 
@@ -239,43 +246,69 @@ def activation_bytes_arr(
     reads "selective" as Megatron's even where the framework uses op-level SAC (the working
     set of a layer re-run under full recompute).
     """
-    tok = a.b * a.S / a.c
+    tok = a.micro_batch_size * a.seq_length / a.context_parallel
     lp = a.device.low_precision
-    drop = ops.where(a.dropout, 1.0, 0.0)
-    rep = tok * a.h * (8.0 + 2.0 * drop - ops.where(lp, 2.0, 0.0))
-    attn = 4.0 * tok * a.q + 4.0 * tok * a.kv
-    scores = (4.0 + drop) * a.heads * (a.S / a.c) * a.S * a.b
-    attn = attn + ops.where(ops.logical_not(a.flash) & (recompute == 0), scores, 0.0)
-    n_up = ops.where(a.gated, 2.0, 1.0)
+    drop = ops.where(a.has_dropout, 1.0, 0.0)
+    rep = tok * a.hidden_size * (8.0 + 2.0 * drop - ops.where(lp, 2.0, 0.0))
+    attn = 4.0 * tok * a.query_width + 4.0 * tok * a.kv_width
+    scores = (
+        (4.0 + drop)
+        * a.num_attention_heads
+        * (a.seq_length / a.context_parallel)
+        * a.seq_length
+        * a.micro_batch_size
+    )
+    attn = attn + ops.where(ops.logical_not(a.flash_attention) & (recompute == 0), scores, 0.0)
+    n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
     act_out = ops.where(lp, 1.0, 2.0)
     if moe_layer:
-        routed = tok * a.topk
-        mlp = routed * (2.0 * a.h + (2.0 * n_up + act_out) * a.f_moe)
-        mlp = mlp + tok * (2.0 * n_up + act_out) * a.f_moe * a.shared
+        routed = tok * a.moe_router_topk
+        mlp = routed * (2.0 * a.hidden_size + (2.0 * n_up + act_out) * a.moe_ffn_hidden_size)
+        mlp = mlp + tok * (2.0 * n_up + act_out) * a.moe_ffn_hidden_size * a.num_shared_experts
     else:
-        mlp = tok * (2.0 * n_up + act_out) * a.f
-    shard = a.sp | (a.t == 1)
-    full = ops.where(shard, (rep + attn + mlp) / a.t, rep + (attn + mlp) / a.t)
-    layer_input = 2.0 * tok * a.h / ops.where(a.sp, a.t, 1.0)
+        mlp = tok * (2.0 * n_up + act_out) * a.ffn_hidden_size
+    shard = a.sequence_parallel | (a.tensor_parallel == 1)
+    full = ops.where(
+        shard, (rep + attn + mlp) / a.tensor_parallel, rep + (attn + mlp) / a.tensor_parallel
+    )
+    layer_input = 2.0 * tok * a.hidden_size / ops.where(a.sequence_parallel, a.tensor_parallel, 1.0)
     out: Real = ops.where(recompute == 2, layer_input, full)
-    if op_level and ops.any_(a.op_sac):
+    if op_level and ops.any_(a.op_level_selective_recompute):
         # torchtitan op-level SAC, eager: the block input, the outputs of the odd-numbered
         # matmuls (wq, wv, w1; w2 too for SwiGLU: 7 matmuls), of the attention kernel and of
         # the TP reduce-scatters (module docstring)
-        up = (tok * a.topk + tok * a.shared) * a.f_moe if moe_layer else tok * a.f
-        down = ops.where(a.gated, ACTIVATION_BYTES * tok * a.h, 0.0)  # partial sum under TP
-        reduce_scatter = ops.where(a.sp & (a.t > 1), 2.0 * ACTIVATION_BYTES * tok * a.h / a.t, 0.0)
-        sharded = ACTIVATION_BYTES * (tok * (2.0 * a.q + a.kv) + up) / a.t
+        up = (
+            (tok * a.moe_router_topk + tok * a.num_shared_experts) * a.moe_ffn_hidden_size
+            if moe_layer
+            else tok * a.ffn_hidden_size
+        )
+        down = ops.where(
+            a.gated_linear_unit, ACTIVATION_BYTES * tok * a.hidden_size, 0.0
+        )  # partial sum under TP
+        reduce_scatter = ops.where(
+            a.sequence_parallel & (a.tensor_parallel > 1),
+            2.0 * ACTIVATION_BYTES * tok * a.hidden_size / a.tensor_parallel,
+            0.0,
+        )
+        sharded = (
+            ACTIVATION_BYTES * (tok * (2.0 * a.query_width + a.kv_width) + up) / a.tensor_parallel
+        )
         op = layer_input + sharded + down + reduce_scatter
-        out = ops.where(a.op_sac & (recompute == 1), ops.minimum(op, full), out)
+        out = ops.where(
+            a.op_level_selective_recompute & (recompute == 1), ops.minimum(op, full), out
+        )
     return out
 
 
 def layers_in_flight_arr(a: ScenarioArrays) -> Real:
     """Layer-activations the first pipeline stage holds at its peak under (interleaved) 1F1B."""
-    chunk_layers = a.L / (a.p * a.v)
-    chunks = ops.where(a.v == 1, a.p, 2.0 * (a.p - 1) + (a.v - 1) * a.p + 1)
-    out: Real = ops.minimum(chunks, a.m * a.v) * chunk_layers
+    chunk_layers = a.num_layers / (a.pipeline_parallel * a.virtual_pipeline)
+    chunks = ops.where(
+        a.virtual_pipeline == 1,
+        a.pipeline_parallel,
+        2.0 * (a.pipeline_parallel - 1) + (a.virtual_pipeline - 1) * a.pipeline_parallel + 1,
+    )
+    out: Real = ops.minimum(chunks, a.num_microbatches * a.virtual_pipeline) * chunk_layers
     return out
 
 
@@ -285,8 +318,10 @@ def loss_bytes_per_logit_arr(a: ScenarioArrays) -> Real:
     A fused loss holds ``FUSED_LOSS_BYTES_PER_LOGIT``; the eager ``F.cross_entropy`` peaks in
     its backward at ``EAGER_LOSS_PEAK_BYTES_PER_LOGIT``, or ``LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT``
     under tensor parallelism (DTensor ``loss_parallel``)."""
-    eager = ops.where(a.t > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT)
-    out: Real = ops.where(a.fused_loss, FUSED_LOSS_BYTES_PER_LOGIT, eager)
+    eager = ops.where(
+        a.tensor_parallel > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT
+    )
+    out: Real = ops.where(a.fused_cross_entropy, FUSED_LOSS_BYTES_PER_LOGIT, eager)
     return out
 
 
@@ -294,23 +329,27 @@ def loss_peak_bytes_arr(a: ScenarioArrays) -> Real:
     """Bytes the stage computing the loss holds at the loss on top of the layers' activations:
     the loss buffers (``loss_bytes_per_logit_arr · tok·V/t``), the final norm's input and the
     LM head's saved input (all-gathered under a DTensor head: eager loss with ``t > 1``)."""
-    tok = a.b * a.S / a.c
-    t_sp = ops.where(a.sp, a.t, 1.0)
-    eager_tp = ops.logical_not(a.fused_loss) & (a.t > 1)
-    head_input = ACTIVATION_BYTES * tok * a.h / ops.where(eager_tp, 1.0, t_sp)
-    norm_input = ACTIVATION_BYTES * tok * a.h / t_sp
-    out: Real = loss_bytes_per_logit_arr(a) * tok * a.V / a.t + head_input + norm_input
+    tok = a.micro_batch_size * a.seq_length / a.context_parallel
+    t_sp = ops.where(a.sequence_parallel, a.tensor_parallel, 1.0)
+    eager_tp = ops.logical_not(a.fused_cross_entropy) & (a.tensor_parallel > 1)
+    head_input = ACTIVATION_BYTES * tok * a.hidden_size / ops.where(eager_tp, 1.0, t_sp)
+    norm_input = ACTIVATION_BYTES * tok * a.hidden_size / t_sp
+    out: Real = (
+        loss_bytes_per_logit_arr(a) * tok * a.vocab_size / a.tensor_parallel
+        + head_input
+        + norm_input
+    )
     return out
 
 
 def root_params(a: ScenarioArrays) -> tuple[Real, Real]:
     """``(first, last)`` stage parameters per GPU outside the transformer layers: embedding,
     final norm and LM head (the LM head its own copy when untied or ``p > 1``), over ``t``."""
-    emb = a.V * a.h
-    single = a.p == 1
-    head = ops.where(single & ops.logical_not(a.untied), 0.0, emb) + a.h
-    first = (emb + ops.where(single, head, 0.0)) / a.t
-    last = (head + ops.where(single, emb, 0.0)) / a.t
+    emb = a.vocab_size * a.hidden_size
+    single = a.pipeline_parallel == 1
+    head = ops.where(single & ops.logical_not(a.untie_embeddings), 0.0, emb) + a.hidden_size
+    first = (emb + ops.where(single, head, 0.0)) / a.tensor_parallel
+    last = (head + ops.where(single, emb, 0.0)) / a.tensor_parallel
     return first, last
 
 
@@ -324,7 +363,7 @@ def memory_arrays(
 
     ``params`` is ``stage_params(a)`` when the caller has it already."""
     rc = a.recompute
-    moe_frac = a.moe_layers / a.L
+    moe_frac = a.num_moe_layers / a.num_layers
     has_moe = ops.any_(moe_frac > 0)
     dense_act = activation_bytes_arr(a, moe_layer=False, recompute=rc)
     per_layer = dense_act
@@ -353,17 +392,19 @@ def memory_arrays(
     working = ops.where(full, working, 0.0)
     # the loss peaks before any layer is re-run: the stage holds one or the other on top
     at_loss = ops.maximum(loss_peak_bytes_arr(a), working)
-    single = a.p == 1
+    single = a.pipeline_parallel == 1
     first_act = in_flight * per_layer + ops.where(single, at_loss, working)
-    last_layers = ops.minimum(a.L / a.p, in_flight)
+    last_layers = ops.minimum(a.num_layers / a.pipeline_parallel, in_flight)
     last_act = last_layers * per_layer + at_loss
 
-    d_dense = a.d * a.c
-    d_expert = ops.maximum(d_dense / a.e, 1.0)
-    z = a.zero
+    d_dense = a.data_parallel * a.context_parallel
+    d_expert = ops.maximum(d_dense / a.expert_parallel, 1.0)
+    z = a.zero_stage
     lp = a.device.low_precision
-    unit_wise = ops.logical_not(a.z3_per_tensor)  # PyTorch FSDP (module docstring); else DeepSpeed
-    layers = ops.maximum(a.L / a.p, 1.0)
+    unit_wise = ops.logical_not(
+        a.zero3_gather_per_tensor
+    )  # PyTorch FSDP (module docstring); else DeepSpeed
+    layers = ops.maximum(a.num_layers / a.pipeline_parallel, 1.0)
 
     def states(dense: Real, expert: Real, root: Real) -> tuple[Real, Real, Real]:
         """(weights, gradients, optimizer) bytes of a stage holding these parameters."""
@@ -378,9 +419,9 @@ def memory_arrays(
         shard16 = ops.where(unit_wise, 0.0, dense / d_dense + expert / d_expert)
         weights = WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
         weights = weights + ops.where(
-            lp & a.fp8_cache, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense - root + expert), 0.0
+            lp & a.fp8_weight_cache, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense - root + expert), 0.0
         )
-        grads = a.grad_bytes * (
+        grads = a.grad_bytes_per_param * (
             ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
         )
         optim = OPTIMIZER_BYTES_PER_PARAM * (
