@@ -50,6 +50,7 @@ from planner.perf import collectives as coll
 from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import ARCHITECTURES, CommKind, EfficiencyModel
+from planner.perf.flops import iteration_flops
 from planner.perf.memory import MemoryArrays, memory_arrays, stage_params
 from planner.perf.ops import Flag, FloatArray, Real
 
@@ -614,45 +615,11 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     iteration = zero
     for key in BREAKDOWN_KEYS:
         iteration = iteration + breakdown[key]
-    model_flops, hw_flops = _flops(a)
+    flops = iteration_flops(a, num_sequences=a.global_batch_size, recompute=a.recompute)
     return BatchResult(
         iteration_time_s=iteration,
         breakdown_s=breakdown,
-        model_flops=model_flops,
-        hardware_flops=hw_flops,
+        model_flops=flops.model_total,
+        hardware_flops=flops.hardware_total,
         memory=memory_arrays(a, eff, params=(fd, fe, ld, le)),
     )
-
-
-def _flops(a: ScenarioArrays) -> tuple[Real, Real]:
-    """Model FLOPs per iteration (Megatron convention: causal attention at full ``s²``, 3x the
-    forward) and hardware FLOPs (plus recompute); same formulas as ``planner.perf.flops``."""
-    n_mat = ops.where(a.gated_linear_unit, 3.0, 2.0)
-    attn_lin = (
-        2.0 * a.hidden_size * (a.query_width + 2.0 * a.kv_width)
-        + 2.0 * a.query_width * a.hidden_size
-    )
-    core = 4.0 * a.seq_length * a.query_width
-    mlp_dense = 2.0 * n_mat * a.hidden_size * a.ffn_hidden_size
-    mlp_moe = (
-        2.0
-        * n_mat
-        * a.hidden_size
-        * a.moe_ffn_hidden_size
-        * (a.moe_router_topk + a.num_shared_experts)
-        + 2.0 * a.hidden_size * a.num_experts
-    )
-    linear = (
-        a.num_layers * attn_lin
-        + (a.num_layers - a.num_moe_layers) * mlp_dense
-        + a.num_moe_layers * mlp_moe
-    )
-    head = 2.0 * a.hidden_size * a.vocab_size
-    tokens = a.global_batch_size * a.seq_length
-    model = 3.0 * tokens * (linear + a.num_layers * core + head)
-    rec = ops.where(
-        a.recompute == 2,
-        linear + a.num_layers * core,
-        ops.where(a.recompute == 1, a.num_layers * core, 0.0),
-    )
-    return model, model + tokens * rec
