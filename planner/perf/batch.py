@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.perf import ops
 from planner.perf.efficiency import ARCHITECTURES, DeviceArrays
 from planner.perf.frameworks import FrameworkProfile, profile_of
 from planner.perf.ops import Count, Flag, Real
@@ -138,6 +139,20 @@ class ScenarioArrays:
         """Tokens of one microbatch on one context-parallel rank,
         ``micro_batch_size · seq_length / context_parallel``."""
         return self.micro_batch_size * self.seq_length / self.context_parallel
+
+    @property
+    def dense_data_parallel_size(self) -> Real:
+        """GPUs holding replicas of the same dense parameters, ``data_parallel ·
+        context_parallel``: the group that reduces their gradients and that the distributed
+        optimizer / ZeRO shards them over (Megatron-Core's data-parallel group with context
+        parallelism)."""
+        return self.data_parallel * self.context_parallel
+
+    @property
+    def expert_data_parallel_size(self) -> Real:
+        """The same for the routed experts' parameters, ``max(data_parallel · context_parallel
+        / expert_parallel, 1)`` (Megatron-Core's expert data-parallel group)."""
+        return ops.maximum(self.dense_data_parallel_size / self.expert_parallel, 1.0)
 
     # Transitional: ``planner/search/explore.py`` (another helper's file) still reads these
     # three; remove them once it reads ``global_batch_size``, ``seq_length`` and ``num_gpus``.
