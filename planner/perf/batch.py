@@ -35,6 +35,8 @@ from planner.specs.scenario import Framework, Scenario
 
 __all__ = ["ScenarioArrays"]
 
+_ARRAY = np.ndarray
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScenarioArrays:
@@ -123,7 +125,7 @@ class ScenarioArrays:
     @property
     def scalar(self) -> bool:
         """True for the one-scenario form (Python numbers instead of arrays)."""
-        return not isinstance(self.num_layers, np.ndarray)
+        return not isinstance(self.num_layers, _ARRAY)
 
     def full(self, value: float) -> Real:
         """``value`` for every scenario: the number itself, or an array of shape ``(n,)``."""

@@ -25,6 +25,8 @@ from planner.specs.parallelism import Recompute
 
 __all__ = ["ContextParallelTimes", "context_parallel_times"]
 
+_SELECTIVE = Recompute.SELECTIVE.code
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextParallelTimes:
@@ -48,5 +50,5 @@ def context_parallel_times(
     attention_step = ops.where(a.flash_attention, layer.attention_forward_s, 0.0) / cp
     forward = (cp - 1.0) * ops.maximum(step_forward - attention_step, 0.0)
     backward = (cp - 1.0) * ops.maximum(step_backward - FLASH_BWD_FLOP_RATIO * attention_step, 0.0)
-    again = ops.where(a.recompute >= Recompute.SELECTIVE.code, 2.0, 1.0)
+    again = ops.where(a.recompute >= _SELECTIVE, 2.0, 1.0)
     return ContextParallelTimes(layer_s=ops.where(cp > 1, forward * again + backward, 0.0))

@@ -39,6 +39,8 @@ from planner.specs.parallelism import Recompute
 
 __all__ = ["PARAM_GATHER_BYTES", "DataParallelTimes", "data_parallel_times"]
 
+_FULL = Recompute.FULL.code
+
 PARAM_GATHER_BYTES = 2.0
 """Parameters are gathered in 16 bits (also under FP8 training: the FP8 copy is cast locally)."""
 
@@ -67,7 +69,7 @@ def data_parallel_times(
     """Data-parallel communication of every scenario of ``a`` (module docstring); ``params``
     are the parameters per GPU of the stage holding the most."""
     zero = a.zero_stage
-    full = a.recompute == Recompute.FULL.code
+    full = a.recompute == _FULL
     regather = a.zero3_regather_on_recompute & full
     gathers = ops.where(
         zero >= 3, ops.where(regather, 3.0, 2.0), ops.where(zero >= 1, 1.0, 0.0)

@@ -23,6 +23,8 @@ from planner.specs.parallelism import Recompute
 
 __all__ = ["ExpertParallelTimes", "expert_parallel_times"]
 
+_FULL = Recompute.FULL.code
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExpertParallelTimes:
@@ -45,5 +47,5 @@ def expert_parallel_times(
     size = local * a.moe_router_topk * a.hidden_size * ACTIVATION_BYTES
     all_to_all = coll.all_to_all_time_s(size, a.expert_parallel, a.tensor_parallel, link)
     keep = 1.0 - eff.comm_overlap(CommKind.EXPERT)
-    count = ops.where(a.recompute == Recompute.FULL.code, 6.0, 4.0)
+    count = ops.where(a.recompute == _FULL, 6.0, 4.0)
     return ExpertParallelTimes(layer_s=moe_share * all_to_all * count * keep)

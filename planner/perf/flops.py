@@ -34,6 +34,8 @@ __all__ = [
     "model_flops_per_iteration",
 ]
 
+_SELECTIVE, _FULL = Recompute.SELECTIVE.code, Recompute.FULL.code
+
 
 class ModelShape(Protocol):
     """The model dimensions a FLOP count reads (Megatron-LM names, as ``ModelSpec`` has them):
@@ -96,23 +98,67 @@ def lm_head_flops_per_token(model: ModelShape) -> Real:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IterationFlops:
-    """FLOPs of one iteration, split by where they run (numbers, or arrays of shape ``(n,)``).
+    """FLOPs of one iteration of ``num_tokens`` tokens (numbers, or arrays of shape ``(n,)``).
 
-    ``gemm`` are the transformer layers' linear layers (they run in the chosen precision),
-    ``attention_core`` the ``QKᵀ``/``AV`` products and ``lm_head`` the output layer (both kept in
-    16-bit under FP8 training), each forward + backward (3 x forward); ``recompute_*`` the
-    forward passes recompute repeats. ``model_total`` (as MFU counts) is
-    ``3 · tokens · (linear + core + head)`` forward FLOPs per token, ``hardware_total`` (as HFU
-    counts) adds the recomputed ones: the same sums as the parts up to rounding.
+    Forward FLOPs per token of all layers' linear layers (``linear_per_token``; they run in the
+    chosen precision), of their attention cores ``QKᵀ``/``AV`` (``attention_core_per_token``)
+    and of the LM head (``lm_head_per_token``; both kept in 16-bit under FP8 training), and of
+    what recompute repeats (``recompute_per_token``). ``model_total`` (as MFU counts) is forward
+    + backward, 3 x forward, ``hardware_total`` (as HFU counts) adds the recomputed forward;
+    ``gemm``, ``attention_core``, ``lm_head``, ``recompute_gemm`` and
+    ``recompute_attention_core`` split them (their sums equal the totals up to rounding).
     """
 
-    gemm: Real
-    attention_core: Real
-    lm_head: Real
-    recompute_gemm: Real
-    recompute_attention_core: Real
-    model_total: Real
-    hardware_total: Real
+    num_tokens: Real
+    linear_per_token: Real
+    attention_core_per_token: Real
+    lm_head_per_token: Real
+    recompute_code: Count
+
+    @property
+    def model_total(self) -> Real:
+        """Model FLOPs (no recompute), as MFU counts them."""
+        per_token = self.linear_per_token + self.attention_core_per_token + self.lm_head_per_token
+        return 3.0 * self.num_tokens * per_token
+
+    @property
+    def recompute_per_token(self) -> Real:
+        """Forward FLOPs per token that recompute repeats: every layer (full) or the attention
+        cores (selective)."""
+        code, core = self.recompute_code, self.attention_core_per_token
+        selective = ops.where(code == _SELECTIVE, core, 0.0)
+        return ops.where(code == _FULL, self.linear_per_token + core, selective)
+
+    @property
+    def hardware_total(self) -> Real:
+        """FLOPs actually executed, recompute included (as HFU counts them)."""
+        return self.model_total + self.num_tokens * self.recompute_per_token
+
+    @property
+    def gemm(self) -> Real:
+        """FLOPs of the transformer layers' linear layers, forward + backward."""
+        return 3.0 * self.linear_per_token * self.num_tokens
+
+    @property
+    def attention_core(self) -> Real:
+        """FLOPs of the attention cores, forward + backward."""
+        return 3.0 * self.attention_core_per_token * self.num_tokens
+
+    @property
+    def lm_head(self) -> Real:
+        """FLOPs of the LM head, forward + backward."""
+        return 3.0 * self.lm_head_per_token * self.num_tokens
+
+    @property
+    def recompute_gemm(self) -> Real:
+        """FLOPs of the linear layers full recompute repeats."""
+        return ops.where(self.recompute_code == _FULL, self.linear_per_token, 0.0) * self.num_tokens
+
+    @property
+    def recompute_attention_core(self) -> Real:
+        """FLOPs of the attention cores recompute (selective or full) repeats."""
+        repeated = ops.where(self.recompute_code >= _SELECTIVE, self.attention_core_per_token, 0.0)
+        return repeated * self.num_tokens
 
 
 def iteration_flops(
@@ -124,27 +170,18 @@ def iteration_flops(
     batch). Recompute adds one extra forward of every layer (``full``) or of the attention core
     only (``selective``; Korthikanti et al. 2022, §4.2).
     """
-    code = recompute.code if isinstance(recompute, Recompute) else recompute
-    full, selective = Recompute.FULL.code, Recompute.SELECTIVE.code
     layers, moe_layers = model.num_layers, model.num_moe_layers
     linear = (
         layers * attention_linear_flops_per_token(model)
         + (layers - moe_layers) * mlp_flops_per_token(model, moe_layer=False)
         + moe_layers * mlp_flops_per_token(model, moe_layer=True)
     )
-    core = layers * attention_core_flops_per_token(model)
-    head = lm_head_flops_per_token(model)
-    tokens = num_sequences * model.seq_length
-    model_total = 3.0 * tokens * (linear + core + head)
-    recomputed = ops.where(code == full, linear + core, ops.where(code == selective, core, 0.0))
     return IterationFlops(
-        gemm=3.0 * linear * tokens,
-        attention_core=3.0 * core * tokens,
-        lm_head=3.0 * head * tokens,
-        recompute_gemm=ops.where(code == full, linear, 0.0) * tokens,
-        recompute_attention_core=ops.where(code >= selective, core, 0.0) * tokens,
-        model_total=model_total,
-        hardware_total=model_total + tokens * recomputed,
+        num_tokens=num_sequences * model.seq_length,
+        linear_per_token=linear,
+        attention_core_per_token=layers * attention_core_flops_per_token(model),
+        lm_head_per_token=lm_head_flops_per_token(model),
+        recompute_code=recompute.code if isinstance(recompute, Recompute) else recompute,
     )
 
 

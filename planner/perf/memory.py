@@ -275,10 +275,12 @@ class _ModelStates:
     optimizer: Real
 
 
-def _model_states(a: ScenarioArrays, dense: Real, expert: Real, root: Real) -> _ModelStates:
+def _model_states(
+    a: ScenarioArrays, *, dense: Real, expert: Real, root: Real, d_dense: Real, d_expert: Real
+) -> _ModelStates:
     """Model states of a stage holding ``dense`` and ``expert`` parameters per GPU, ``root`` of
-    them outside the transformer layers (module docstring)."""
-    d_dense, d_expert = a.dense_data_parallel_size, a.expert_data_parallel_size
+    them outside the transformer layers; ``d_dense``/``d_expert`` are the data-parallel sizes
+    (``ScenarioArrays.dense_data_parallel_size``, ``expert_data_parallel_size``)."""
     z = a.zero_stage
     unit_wise = ops.logical_not(a.zero3_gather_per_tensor)  # PyTorch FSDP; else DeepSpeed
     layers = ops.maximum(a.num_layers / a.pipeline_parallel, 1.0)
@@ -361,8 +363,13 @@ def memory_arrays(
     ``params`` is ``stage_params(a)`` when the caller has it already."""
     stages = params if params is not None else stage_params(a)
     act = _stage_activations(a)
-    first = _model_states(a, stages.first_dense, stages.first_expert, stages.first_root)
-    last = _model_states(a, stages.last_dense, stages.last_expert, stages.last_root)
+    sizes = {"d_dense": a.dense_data_parallel_size, "d_expert": a.expert_data_parallel_size}
+    first = _model_states(
+        a, dense=stages.first_dense, expert=stages.first_expert, root=stages.first_root, **sizes
+    )
+    last = _model_states(
+        a, dense=stages.last_dense, expert=stages.last_expert, root=stages.last_root, **sizes
+    )
     slack = 1.0 + eff.memory_fragmentation_fraction
     first_total = first.weights + first.gradients + first.optimizer + act.first * slack
     last_total = last.weights + last.gradients + last.optimizer + act.last * slack

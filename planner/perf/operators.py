@@ -51,6 +51,8 @@ __all__ = [
     "operator_times",
 ]
 
+_SELECTIVE, _FULL = Recompute.SELECTIVE.code, Recompute.FULL.code
+
 FLASH_BWD_FLOP_RATIO = 2.5
 """Flash-attention backward executes 5 matmuls (incl. recomputing the scores) vs 2 forward."""
 
@@ -70,6 +72,9 @@ class OperatorTimes:
     moe_recompute_s: Real
     embedding_s: Real
     lm_head_s: Real
+
+
+_GROUPS = tuple(f.name for f in fields(OperatorTimes))
 
 
 class OperatorTable:
@@ -201,16 +206,17 @@ class _Groups:
     recompute: str
 
 
+_DENSE = _Groups(
+    forward="dense_forward_s", backward="dense_backward_s", recompute="dense_recompute_s"
+)
+_MOE = _Groups(forward="moe_forward_s", backward="moe_backward_s", recompute="moe_recompute_s")
+
+
 def layer_ops(table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool) -> None:
     """Register one layer's forward, backward and selective-recompute operators under
     ``{kind}_forward_s``, ``{kind}_backward_s`` and ``{kind}_recompute_s``, ``kind`` ``moe``
     for MoE layers, ``dense`` for dense ones (module docstring)."""
-    kind = "moe" if moe else "dense"
-    groups = _Groups(
-        forward=f"{kind}_forward_s",
-        backward=f"{kind}_backward_s",
-        recompute=f"{kind}_recompute_s",
-    )
+    groups = _MOE if moe else _DENSE
     _attention_ops(table, a, eff, groups)
     _layer_elementwise_ops(table, a, eff, groups)
     if moe:
@@ -394,7 +400,7 @@ def operator_times(a: ScenarioArrays, eff: EfficiencyModel) -> OperatorTimes:
     edge_ops(table, a)
     totals = table.totals()
     zero = a.full(0.0)
-    return OperatorTimes(**{f.name: totals.get(f.name, zero) for f in fields(OperatorTimes)})
+    return OperatorTimes(**{name: totals.get(name, zero) for name in _GROUPS})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -418,8 +424,8 @@ def layer_times(times: OperatorTimes, a: ScenarioArrays) -> LayerTimes:
     """``LayerTimes`` of the operator groups ``times`` under ``a.recompute``."""
     moe = a.num_moe_layers / a.num_layers
     dense = 1 - moe
-    full = a.recompute == Recompute.FULL.code
-    some = a.recompute >= Recompute.SELECTIVE.code
+    full = a.recompute == _FULL
+    some = a.recompute >= _SELECTIVE
     again_dense = ops.where(
         full, times.dense_forward_s, ops.where(some, times.dense_recompute_s, 0.0)
     )

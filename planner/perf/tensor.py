@@ -31,6 +31,8 @@ from planner.specs.parallelism import Recompute
 
 __all__ = ["TensorParallelTimes", "tensor_parallel_times"]
 
+_FULL = Recompute.FULL.code
+
 _HOPPER = ARCHITECTURES.index("hopper")
 _CDNA3 = ARCHITECTURES.index("cdna3")
 _LOSS_ALL_REDUCE_BYTES_PER_TOKEN = 4.0
@@ -70,7 +72,7 @@ def tensor_parallel_times(
         1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS),
         1.0 - eff.comm_overlap(CommKind.TENSOR),
     )
-    full = a.recompute == Recompute.FULL.code
+    full = a.recompute == _FULL
     return TensorParallelTimes(
         layer_s=layer * ops.where(full, 1.5, 1.0) * keep,
         embedding_s=pair * keep,
