@@ -290,9 +290,9 @@ def _layer_elementwise_ops(
     tokens = a.tokens_per_microbatch
     norm_tokens = ops.where(a.sequence_parallel, tokens / tp, tokens)  # sharded by SP
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
-    table.mem(forward, ew * 8.0 * norm_tokens * hidden, 2.0)  # norm
+    table.mem(forward, ew * 8.0 * norm_tokens * hidden, 2.0)  # two norms
     table.mem(backward, ew * 12.0 * norm_tokens * hidden, 2.0)
-    table.mem(forward, ew * 12.0 * norm_tokens * hidden, 2.0)  # residual adds
+    table.mem(forward, ew * 12.0 * norm_tokens * hidden, 2.0)  # two residual adds
     table.mem(backward, ew * 12.0 * norm_tokens * hidden, 2.0)
     if ops.any_(a.has_dropout):
         drop = ops.where(a.has_dropout, 1.0, 0.0)

@@ -5,12 +5,13 @@ the ``p`` stages holds ``L/p`` layers (in ``v`` chunks when interleaved); the fi
 runs the embedding, the last the LM head and loss (both when ``p == 1``). The slowest of the two
 sets the steady state, ``m`` microbatches of its per-microbatch time (compute plus the exposed
 TP/CP/EP communication). The bubble is ``(p-1)/v`` times the mean stage's per-microbatch time.
-Each microbatch crosses every stage boundary forward and backward with ``tok·h/t`` 16-bit
-activations (``tok = b·S/c`` local tokens; sequence-parallel scattered): ``2·v·m`` transfers in
-the steady state plus ``2(p-1)`` in warm-up and flush, over NVLink when the whole
-``t·c·d·p`` layout fits one domain. With overlapped p2p under the interleaved schedule
-(Megatron-Core ``overlap_p2p_comm``, ``planner.perf.frameworks``) a steady-state transfer shows
-only where it exceeds one chunk's forward, plus its launch.
+Each microbatch crosses every stage boundary forward and backward with ``tok·h`` 16-bit
+activations (``tok = b·S/c`` local tokens) scattered over the ``t`` tensor-parallel ranks
+(Megatron's scatter-gather p2p): ``2·v·m`` transfers in the steady state plus ``2(p-1)`` in
+warm-up and flush, over NVLink when the whole ``t·c·d·p`` layout fits one domain. With
+overlapped p2p under the interleaved schedule (Megatron-Core ``overlap_p2p_comm``,
+``planner.perf.frameworks``) a steady-state transfer shows only where it exceeds one chunk's
+forward, plus its launch.
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def predict_batch(
     else:
         a, r = evaluate_batch(scenarios, efficiency)
     it = r.iteration_time_s
-    tokens = a.global_batch_size * a.seq_length
+    tokens = a.tokens_per_iteration
     tokens_per_s = tokens / it
     mem_total = r.memory.total
     fits = mem_total <= a.hbm_bytes
