@@ -145,9 +145,10 @@ class ModelSpec:
 
         Derived from the activation, as the scenario format has no bias field: GeLU models
         follow GPT-2/GPT-3 and Megatron-LM's GPT defaults (``add_bias_linear``: true); Llama-style
-        SwiGLU models (Touvron et al. 2023, "we remove the bias terms") and Nemotron-4
-        (``--disable-bias-linear``) have none. Only the ZeRO-3 per-tensor collective count uses
-        it: parameter counts and FLOPs leave biases out (they are ``O(h)`` per layer).
+        SwiGLU models (Touvron et al. 2023, bias-free dense layers as in PaLM, Chowdhery et al.
+        2022) and Nemotron-4 (``--disable-bias-linear``) have none. Only the ZeRO-3 per-tensor
+        collective count uses it: parameter counts and FLOPs leave biases out (``O(h)`` per
+        layer).
         """
         return self.activation is Activation.GELU
 
