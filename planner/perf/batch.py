@@ -4,36 +4,38 @@
 float64 (or bool/int) arrays of shape ``(n,)``; ``ScenarioArrays.from_scenario(scenario)``
 reads the same fields of one scenario as Python ``float``/``bool``/``int`` (the one-scenario
 form). The engine computes both forms with the same code (``planner.perf.ops``).
+
+Every field is read by name: a field of ``ScenarioArrays`` (or ``DeviceArrays``) named like an
+attribute of the scenario's ``ModelSpec``, ``ParallelismSpec``, ``HardwareSpec``, ``GpuSpec``
+or framework profile (``planner.perf.frameworks``) is that attribute; the few that need a
+rule (``_SCENARIO_RULES``, ``_DEVICE_RULES``) have one named reader each. The Python type of
+a field in the one-scenario form follows its annotation: ``Real`` -> ``float``, ``Flag`` ->
+``bool``, ``Count`` -> ``int``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from planner.perf import ops
 from planner.perf.efficiency import ARCHITECTURES, DeviceArrays
 from planner.perf.frameworks import FrameworkProfile, profile_of
 from planner.perf.ops import Count, Flag, Real
-from planner.specs.hardware import Precision
-from planner.specs.model import Activation
+from planner.specs.hardware import GpuSpec, HardwareSpec, Precision
+from planner.specs.model import ModelSpec
 from planner.specs.parallelism import ParallelismSpec
-from planner.specs.scenario import Scenario
+from planner.specs.scenario import Framework, Scenario
 
 __all__ = ["ScenarioArrays"]
 
-_LOW_PRECISION = (Precision.FP8, Precision.MXFP8, Precision.NVFP4)
-
-
-def _grad_reduce_in_fp32(par: ParallelismSpec, profile: FrameworkProfile) -> bool:
-    """The scenario's ``grad_reduce_in_fp32``, else the framework's default: 16-bit under
-    fp16 (loss scaling), the profile's choice otherwise (``planner.perf.frameworks``)."""
-    if par.grad_reduce_in_fp32 is not None:
-        return par.grad_reduce_in_fp32
-    return profile.grad_reduce_in_fp32 and par.precision is not Precision.FP16
+_ARRAY = np.ndarray
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,76 +43,81 @@ class ScenarioArrays:
     """Every number the engine reads (SI units, counts as float): one array element per
     scenario, or one Python number each in the one-scenario form.
 
-    Model: ``L`` layers, ``h`` hidden, ``heads``, ``q``/``kv`` query and key widths, ``f`` MLP
-    width, ``V`` vocabulary, ``S`` sequence, ``gated`` (SwiGLU), ``dropout`` (GeLU GPT models
-    train with dropout; SwiGLU/squared-ReLU models without), ``untied``, MoE ``E``, ``topk``,
-    ``f_moe``, ``shared``, ``moe_layers``. Parallelism: ``t p c e d v`` degrees, ``sp``,
-    ``b`` micro-batch, ``B`` global batch, ``m`` microbatches, ``recompute``
-    (``Recompute.code``), ``zero``, ``flash``. Hardware: ``N`` GPUs, ``domain`` NVLink domain
-    size, bandwidths and latencies, ``hbm_bytes``, ``device``. Framework: ``grad_bytes`` per
-    parameter of the gradient buffer and its data-parallel reduction (4 fp32, 2 16-bit;
-    ``parallelism.grad_reduce_in_fp32`` or the framework's default);
-    ``fused_attn``, ``fused_ew``, ``tp_overlap``, ``fused_loss`` (a fused cross-entropy
-    kernel), ``loss_traffic`` (HBM bytes per logit the loss moves, forward + backward),
-    ``fp8_cache``, ``op_sac``, ``flash_v1``, ``z3_per_tensor``, ``z3_prefetch``,
-    ``z3_regather``, ``pp_overlap`` the framework's properties (``planner.perf.frameworks``);
-    ``dp_grad_overlap`` /
-    ``dp_gather_overlap`` the scenario's ``overlap_grad_reduce`` / ``overlap_param_gather``
-    (true unless set to false).
+    Model (``ModelSpec`` attributes, Megatron-LM names): ``query_width``/``kv_width`` are the
+    widths of all query / key heads together (GQA/MQA through ``kv_width``);
+    ``gated_linear_unit``, ``has_dropout``, ``has_biases`` and ``has_rotary_embeddings`` are the
+    model facts ``ModelSpec`` derives from the activation. Parallelism (``ParallelismSpec``):
+    the degrees, batch sizes, ``num_microbatches``, ``recompute`` (``Recompute.code``: 0 none,
+    1 selective, 2 full), ``zero_stage``, ``flash_attention``; ``overlap_grad_reduce`` /
+    ``overlap_param_gather`` are the scenario's flags (true unless set to false);
+    ``grad_bytes_per_param`` is the gradient buffer and its data-parallel reduction, bytes per
+    parameter (4 fp32, 2 16-bit; ``parallelism.grad_reduce_in_fp32`` or the framework's
+    default). Hardware (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``,
+    per-GPU one-direction bandwidths and per-hop latencies of both tiers, ``hbm_bytes``, and
+    ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
+    ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``. Training:
+    ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out.
     """
 
-    n: int
-    L: Real
-    h: Real
-    heads: Real
-    q: Real
-    kv: Real
-    f: Real
-    V: Real
-    S: Real
-    gated: Flag
-    dropout: Flag
-    untied: Flag
-    E: Real
-    topk: Real
-    f_moe: Real
-    shared: Real
-    moe_layers: Real
-    t: Real
-    p: Real
-    c: Real
-    e: Real
-    d: Real
-    v: Real
-    sp: Flag
-    b: Real
-    B: Real
-    m: Real
+    num_scenarios: int
+    # model
+    num_layers: Real
+    hidden_size: Real
+    num_attention_heads: Real
+    query_width: Real
+    kv_width: Real
+    ffn_hidden_size: Real
+    vocab_size: Real
+    seq_length: Real
+    gated_linear_unit: Flag
+    has_dropout: Flag
+    has_biases: Flag
+    has_rotary_embeddings: Flag
+    untie_embeddings: Flag
+    num_experts: Real
+    moe_router_topk: Real
+    moe_ffn_hidden_size: Real
+    num_shared_experts: Real
+    num_moe_layers: Real
+    # parallelism
+    tensor_parallel: Real
+    pipeline_parallel: Real
+    context_parallel: Real
+    expert_parallel: Real
+    data_parallel: Real
+    virtual_pipeline: Real
+    sequence_parallel: Flag
+    micro_batch_size: Real
+    global_batch_size: Real
+    num_microbatches: Real
     recompute: Count
-    zero: Count
-    flash: Flag
-    N: Real
-    domain: Real
-    up_bw: Real
-    out_bw: Real
-    up_lat: Real
-    out_lat: Real
+    zero_stage: Count
+    flash_attention: Flag
+    overlap_grad_reduce: Flag
+    overlap_param_gather: Flag
+    grad_bytes_per_param: Real
+    # hardware
+    num_gpus: Real
+    nvlink_domain_size: Real
+    scale_up_bandwidth_bytes_per_s: Real
+    inter_node_bandwidth_bytes_per_s: Real
+    scale_up_latency_s: Real
+    scale_out_latency_s: Real
     hbm_bytes: Real
-    grad_bytes: Real
-    fused_attn: Flag
-    fused_ew: Flag
-    tp_overlap: Flag
-    fused_loss: Flag
-    loss_traffic: Real
-    fp8_cache: Flag
-    op_sac: Flag
-    flash_v1: Flag
-    z3_per_tensor: Flag
-    z3_prefetch: Real
-    z3_regather: Flag
-    pp_overlap: Flag
-    dp_grad_overlap: Flag
-    dp_gather_overlap: Flag
+    # framework
+    fused_attention: Flag
+    fused_elementwise: Flag
+    tp_comm_overlap: Flag
+    fused_cross_entropy: Flag
+    loss_bytes_per_logit: Real
+    fp8_weight_cache: Flag
+    op_level_selective_recompute: Flag
+    flash_attention_v1: Flag
+    zero3_gather_per_tensor: Flag
+    zero3_prefetch_params: Real
+    zero3_regather_on_recompute: Flag
+    pp_comm_overlap: Flag
+    # training
     total_tokens: Real
     train_iters: Real
     device: DeviceArrays
@@ -118,11 +125,53 @@ class ScenarioArrays:
     @property
     def scalar(self) -> bool:
         """True for the one-scenario form (Python numbers instead of arrays)."""
-        return not isinstance(self.L, np.ndarray)
+        return not isinstance(self.num_layers, _ARRAY)
 
     def full(self, value: float) -> Real:
         """``value`` for every scenario: the number itself, or an array of shape ``(n,)``."""
-        return value if self.scalar else np.full(self.n, value)
+        return value if self.scalar else np.full(self.num_scenarios, value)
+
+    @property
+    def tokens_per_iteration(self) -> Real:
+        """Tokens of one iteration, ``global_batch_size · seq_length``."""
+        return self.global_batch_size * self.seq_length
+
+    @property
+    def tokens_per_microbatch(self) -> Real:
+        """Tokens of one microbatch on one context-parallel rank,
+        ``micro_batch_size · seq_length / context_parallel``."""
+        return self.micro_batch_size * self.seq_length / self.context_parallel
+
+    @property
+    def dense_data_parallel_size(self) -> Real:
+        """GPUs holding replicas of the same dense parameters, ``data_parallel ·
+        context_parallel``: the group that reduces their gradients and that the distributed
+        optimizer / ZeRO shards them over (Megatron-Core's data-parallel group with context
+        parallelism)."""
+        return self.data_parallel * self.context_parallel
+
+    @property
+    def expert_data_parallel_size(self) -> Real:
+        """The same for the routed experts' parameters, ``max(data_parallel · context_parallel
+        / expert_parallel, 1)`` (Megatron-Core's expert data-parallel group)."""
+        return ops.maximum(self.dense_data_parallel_size / self.expert_parallel, 1.0)
+
+    # Transitional: ``planner/search/explore.py`` (another helper's file) still reads these
+    # three; remove them once it reads ``global_batch_size``, ``seq_length`` and ``num_gpus``.
+    @property
+    def B(self) -> Real:  # noqa: N802
+        """Deprecated name of ``global_batch_size``."""
+        return self.global_batch_size
+
+    @property
+    def S(self) -> Real:  # noqa: N802
+        """Deprecated name of ``seq_length``."""
+        return self.seq_length
+
+    @property
+    def N(self) -> Real:  # noqa: N802
+        """Deprecated name of ``num_gpus``."""
+        return self.num_gpus
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ScenarioArrays:
@@ -135,7 +184,7 @@ class ScenarioArrays:
             gpu_index=0,
             gpu_keys=(scenario.hardware.gpu.key,),
         )
-        return cls(n=1, device=device, **values)
+        return cls(num_scenarios=1, device=device, **values)
 
     @classmethod
     def from_scenarios(cls, scenarios: Sequence[Scenario]) -> ScenarioArrays:
@@ -155,118 +204,203 @@ class ScenarioArrays:
             gpu_index=np.asarray(gpu_index, dtype=np.int64),
             gpu_keys=tuple(keys),
         )
-        return cls(n=n, device=device, **values)
+        return cls(num_scenarios=n, device=device, **values)
 
 
-_DTYPES: dict[Callable[[Any], Any], Any] = {bool: np.bool_, int: np.int64}
+# ---- where each field comes from ----------------------------------------------------------
 
-_COLUMNS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
-    *((name, float) for name in ("L", "h", "heads", "q", "kv", "f", "V", "S")),
-    *((name, bool) for name in ("gated", "dropout", "untied")),
-    *((name, float) for name in ("E", "topk", "f_moe", "shared", "moe_layers")),
-    *((name, float) for name in ("t", "p", "c", "e", "d", "v")),
-    ("sp", bool),
-    *((name, float) for name in ("b", "B", "m")),
-    ("recompute", int),
-    ("zero", int),
-    ("flash", bool),
-    *((name, float) for name in ("N", "domain", "up_bw", "out_bw", "up_lat", "out_lat")),
-    ("hbm_bytes", float),
-    ("grad_bytes", float),
-    *((name, bool) for name in ("fused_attn", "fused_ew", "tp_overlap")),
-    ("fused_loss", bool),
-    ("loss_traffic", float),
-    *((name, bool) for name in ("fp8_cache", "op_sac", "flash_v1", "z3_per_tensor")),
-    ("z3_prefetch", float),
-    ("z3_regather", bool),
-    ("pp_overlap", bool),
-    ("dp_grad_overlap", bool),
-    ("dp_gather_overlap", bool),
-    ("total_tokens", float),
-    ("train_iters", float),
-    ("peak_flop_per_s", float),
-    ("peak16_flop_per_s", float),
-    ("low_precision", bool),
-    ("hbm_bandwidth_bytes_per_s", float),
-    ("num_sms", float),
-    ("architecture", int),
+_LOW_PRECISION = (Precision.FP8, Precision.MXFP8, Precision.NVFP4)
+
+
+def _recompute(s: Scenario) -> int:
+    """``parallelism.recompute`` as its code (``Recompute.code``: 0 none, 1 selective, 2 full)."""
+    return s.parallelism.recompute.code
+
+
+def _overlap_grad_reduce(s: Scenario) -> bool:
+    """``parallelism.overlap_grad_reduce``; unset means overlapped."""
+    return s.parallelism.overlap_grad_reduce is not False
+
+
+def _overlap_param_gather(s: Scenario) -> bool:
+    """``parallelism.overlap_param_gather``; unset means overlapped."""
+    return s.parallelism.overlap_param_gather is not False
+
+
+def _grad_bytes_per_param(s: Scenario) -> float:
+    """Bytes per parameter of the gradient buffer and its data-parallel reduction: 4 when
+    gradients are reduced in fp32, else 2. The scenario's ``grad_reduce_in_fp32``, else the
+    framework's default: 16-bit under fp16 (loss scaling), the profile's choice otherwise
+    (``planner.perf.frameworks``)."""
+    par = s.parallelism
+    in_fp32 = par.grad_reduce_in_fp32
+    if in_fp32 is None:
+        profile = profile_of(s.training.framework)
+        in_fp32 = profile.grad_reduce_in_fp32 and par.precision is not Precision.FP16
+    return 4.0 if in_fp32 else 2.0
+
+
+def _total_tokens(s: Scenario) -> float:
+    """``training.total_tokens``, NaN when unset."""
+    tokens = s.training.total_tokens
+    return math.nan if tokens is None else tokens
+
+
+def _train_iters(s: Scenario) -> float:
+    """``training.train_iters``, NaN when unset."""
+    iters = s.training.train_iters
+    return math.nan if iters is None else iters
+
+
+_SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
+    {
+        "recompute": _recompute,
+        "overlap_grad_reduce": _overlap_grad_reduce,
+        "overlap_param_gather": _overlap_param_gather,
+        "grad_bytes_per_param": _grad_bytes_per_param,
+        "total_tokens": _total_tokens,
+        "train_iters": _train_iters,
+    }
+)
+"""Fields of the scenario that need a rule, with their readers."""
+
+
+def _peak_flop_per_s(gpu: GpuSpec, precision: Precision) -> float:
+    """Dense peak of the GPU in the scenario's GEMM precision, FLOP/s."""
+    return gpu.peak_flop_per_s(precision)
+
+
+def _peak16_flop_per_s(gpu: GpuSpec, precision: Precision) -> float:
+    """Dense 16-bit peak of the GPU (BF16, else FP16), FLOP/s: attention and the LM head."""
+    for each, peak in gpu.dense_peak_flop_per_s:
+        if each is Precision.BF16:
+            return peak
+    return gpu.peak_flop_per_s(Precision.FP16)
+
+
+def _low_precision(gpu: GpuSpec, precision: Precision) -> bool:
+    """True when the transformer GEMMs run in FP8, MXFP8 or NVFP4."""
+    return precision in _LOW_PRECISION
+
+
+def _architecture(gpu: GpuSpec, precision: Precision) -> int:
+    """The GPU's architecture as an index into ``ARCHITECTURES``."""
+    return ARCHITECTURES.index(gpu.architecture)
+
+
+_DEVICE_RULES: Mapping[str, Callable[[GpuSpec, Precision], Any]] = MappingProxyType(
+    {
+        "peak_flop_per_s": _peak_flop_per_s,
+        "peak16_flop_per_s": _peak16_flop_per_s,
+        "low_precision": _low_precision,
+        "architecture": _architecture,
+    }
+)
+"""Fields of the GPU running in the scenario's precision that need a rule, with their readers."""
+
+_KINDS: Mapping[str, Callable[[Any], Any]] = MappingProxyType(
+    {"Real": float, "Flag": bool, "Count": int}
+)
+"""Python type of each annotation in the one-scenario form."""
+_TYPES: Mapping[str, Callable[[Any], Any]] = MappingProxyType(
+    {
+        f.name: _KINDS[str(f.type)]
+        for cls in (ScenarioArrays, DeviceArrays)
+        for f in fields(cls)
+        if str(f.type) in _KINDS and f.name != "gpu_index"
+    }
+)
+"""Every field read from a scenario, with its Python type in the one-scenario form."""
+
+
+def _attributes(cls: type) -> frozenset[str]:
+    """Names of the dataclass fields and properties of ``cls``."""
+    properties = {name for name, value in vars(cls).items() if isinstance(value, property)}
+    return frozenset({f.name for f in fields(cls)} | properties)
+
+
+def _same_names(*sources: type) -> tuple[tuple[str, ...], ...]:
+    """For each of ``sources`` in turn, the fields of ``_TYPES`` it has an attribute of the
+    same name for, in field order (fields with a rule, or of an earlier source, excluded)."""
+    taken = {*_SCENARIO_RULES, *_DEVICE_RULES}
+    out = []
+    for cls in sources:
+        own = tuple(name for name in _TYPES if name not in taken and name in _attributes(cls))
+        taken.update(own)
+        out.append(own)
+    if missing := sorted(set(_TYPES) - taken):
+        raise TypeError(f"ScenarioArrays fields without a source: {missing}")
+    return tuple(out)
+
+
+_MODEL_FIELDS, _PARALLELISM_FIELDS, _HARDWARE_FIELDS, _GPU_FIELDS, _FRAMEWORK_FIELDS = _same_names(
+    ModelSpec, ParallelismSpec, HardwareSpec, GpuSpec, FrameworkProfile
+)
+"""Fields read as the attribute of the same name of ``scenario.model``, ``.parallelism``,
+``.hardware``, ``.hardware.gpu`` and the profile of ``scenario.training.framework``."""
+_read_model = attrgetter(*_MODEL_FIELDS)
+_read_parallelism = attrgetter(*_PARALLELISM_FIELDS)
+_read_hardware = attrgetter(*_HARDWARE_FIELDS)
+_read_gpu = attrgetter(*_GPU_FIELDS)
+_read_framework = attrgetter(*_FRAMEWORK_FIELDS)
+_SCENARIO_READERS = tuple(_SCENARIO_RULES.values())
+_DEVICE_READERS = tuple(_DEVICE_RULES.values())
+
+_FRAMEWORK_VALUES: dict[int, tuple[FrameworkProfile, tuple[Any, ...]]] = {}
+"""The ``_FRAMEWORK_FIELDS`` values per framework profile, with the profile they were read
+from (a hit must be that very object)."""
+_DEVICE_VALUES: dict[tuple[str, Precision], tuple[GpuSpec, tuple[Any, ...]]] = {}
+"""The ``_GPU_FIELDS`` and ``_DEVICE_RULES`` values per GPU and precision, with the GPU they
+were read from (a hit must be that very object: catalog GPUs are shared by every scenario)."""
+
+
+def _framework_values(framework: Framework) -> tuple[Any, ...]:
+    """Values of ``_FRAMEWORK_FIELDS`` for the profile of ``framework``."""
+    profile = profile_of(framework)
+    hit = _FRAMEWORK_VALUES.get(id(profile))
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    values: tuple[Any, ...] = _read_framework(profile)
+    _FRAMEWORK_VALUES[id(profile)] = (profile, values)
+    return values
+
+
+def _device_values(gpu: GpuSpec, precision: Precision) -> tuple[Any, ...]:
+    """Values of ``_GPU_FIELDS`` then ``_DEVICE_RULES`` for ``gpu`` in ``precision``."""
+    key = (gpu.key, precision)
+    hit = _DEVICE_VALUES.get(key)
+    if hit is not None and hit[0] is gpu:
+        return hit[1]
+    values = (*_read_gpu(gpu), *(read(gpu, precision) for read in _DEVICE_READERS))
+    _DEVICE_VALUES[key] = (gpu, values)
+    return values
+
+
+def _row(s: Scenario) -> list[Any]:
+    """The values of ``_COLUMNS`` for one scenario, numbers as read (the caller converts)."""
+    hardware = s.hardware
+    return [
+        *_read_model(s.model),
+        *_read_parallelism(s.parallelism),
+        *_read_hardware(hardware),
+        *_framework_values(s.training.framework),
+        *[read(s) for read in _SCENARIO_READERS],
+        *_device_values(hardware.gpu, s.parallelism.precision),
+    ]
+
+
+_COLUMNS: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
+    (name, _TYPES[name])
+    for name in (
+        *_MODEL_FIELDS,
+        *_PARALLELISM_FIELDS,
+        *_HARDWARE_FIELDS,
+        *_FRAMEWORK_FIELDS,
+        *_SCENARIO_RULES,
+        *_GPU_FIELDS,
+        *_DEVICE_RULES,
+    )
 )
 """Every field ``_row`` reads, in its order, with the Python type of the one-scenario form."""
-
-_DEVICE_COLUMNS = (
-    "peak_flop_per_s",
-    "peak16_flop_per_s",
-    "low_precision",
-    "hbm_bandwidth_bytes_per_s",
-    "num_sms",
-    "architecture",
-)
-
-
-def _row(s: Scenario) -> tuple[Any, ...]:
-    """The values of ``_COLUMNS`` for one scenario, numbers as read (the caller converts)."""
-    m, p, hw, tr = s.model, s.parallelism, s.hardware, s.training
-    g = hw.gpu
-    pr = profile_of(tr.framework)
-    peaks = dict(g.dense_peak_flop_per_s)
-    return (
-        m.num_layers,
-        m.hidden_size,
-        m.num_attention_heads,
-        m.query_width,
-        m.kv_width,
-        m.ffn_hidden_size,
-        m.vocab_size,
-        m.seq_length,
-        m.activation.is_gated,
-        m.activation is Activation.GELU,
-        m.untie_embeddings,
-        m.num_experts,
-        m.moe_router_topk,
-        m.moe_ffn_hidden_size,
-        m.num_shared_experts,
-        m.num_moe_layers,
-        p.tensor_parallel,
-        p.pipeline_parallel,
-        p.context_parallel,
-        p.expert_parallel,
-        p.data_parallel,
-        p.virtual_pipeline,
-        p.sequence_parallel,
-        p.micro_batch_size,
-        p.global_batch_size,
-        p.num_microbatches,
-        p.recompute.code,
-        p.zero_stage,
-        p.flash_attention,
-        hw.num_gpus,
-        hw.nvlink_domain_size,
-        hw.scale_up_bandwidth_bytes_per_s,
-        hw.inter_node_bandwidth_bytes_per_s,
-        g.scale_up_latency_s,
-        g.scale_out_latency_s,
-        g.hbm_bytes,
-        4.0 if _grad_reduce_in_fp32(p, pr) else 2.0,
-        pr.fused_attention,
-        pr.fused_elementwise,
-        pr.tp_comm_overlap,
-        pr.fused_cross_entropy,
-        pr.loss_bytes_per_logit,
-        pr.fp8_weight_cache,
-        pr.op_level_selective_recompute,
-        pr.flash_attention_v1,
-        pr.zero3_gather_per_tensor,
-        pr.zero3_prefetch_params,
-        pr.zero3_regather_on_recompute,
-        pr.pp_comm_overlap,
-        p.overlap_grad_reduce is not False,
-        p.overlap_param_gather is not False,
-        math.nan if tr.total_tokens is None else tr.total_tokens,
-        math.nan if tr.train_iters is None else tr.train_iters,
-        g.peak_flop_per_s(p.precision),
-        peaks[Precision.BF16] if Precision.BF16 in peaks else peaks[Precision.FP16],
-        p.precision in _LOW_PRECISION,
-        g.hbm_bandwidth_bytes_per_s,
-        g.num_sms,
-        ARCHITECTURES.index(g.architecture),
-    )
+_DEVICE_COLUMNS = tuple(name for name, _ in _COLUMNS if name in DeviceArrays.__dataclass_fields__)
+_DTYPES: dict[Callable[[Any], Any], Any] = {bool: np.bool_, int: np.int64}

@@ -70,27 +70,27 @@ def candidate_arrays(base: ScenarioArrays, cand: CandidateColumns) -> ScenarioAr
     """Arrays of ``cand.n`` scenarios: ``base`` (a batch of one, as arrays or in the
     one-scenario form) with each candidate's layout.
 
-    Shapes: every field ``(cand.n,)``. Raises ``ValueError`` when ``base.n != 1``.
+    Shapes: every field ``(cand.n,)``. Raises ``ValueError`` when ``base.num_scenarios != 1``.
     """
-    if base.n != 1:
-        raise ValueError(f"the base must be a batch of one scenario, got {base.n}")
+    if base.num_scenarios != 1:
+        raise ValueError(f"the base must be a batch of one scenario, got {base.num_scenarios}")
     n = cand.n
     f64 = np.float64
-    m = cand.global_batch_size // (cand.data_parallel * cand.micro_batch_size)
+    num_microbatches = cand.global_batch_size // (cand.data_parallel * cand.micro_batch_size)
     columns: dict[str, Any] = {
-        "t": cand.tensor_parallel.astype(f64),
-        "p": cand.pipeline_parallel.astype(f64),
-        "c": cand.context_parallel.astype(f64),
-        "e": cand.expert_parallel.astype(f64),
-        "d": cand.data_parallel.astype(f64),
-        "v": cand.virtual_pipeline.astype(f64),
-        "sp": cand.sequence_parallel.astype(np.bool_),
-        "b": cand.micro_batch_size.astype(f64),
-        "B": cand.global_batch_size.astype(f64),
-        "m": m.astype(f64),
+        "tensor_parallel": cand.tensor_parallel.astype(f64),
+        "pipeline_parallel": cand.pipeline_parallel.astype(f64),
+        "context_parallel": cand.context_parallel.astype(f64),
+        "expert_parallel": cand.expert_parallel.astype(f64),
+        "data_parallel": cand.data_parallel.astype(f64),
+        "virtual_pipeline": cand.virtual_pipeline.astype(f64),
+        "sequence_parallel": cand.sequence_parallel.astype(np.bool_),
+        "micro_batch_size": cand.micro_batch_size.astype(f64),
+        "global_batch_size": cand.global_batch_size.astype(f64),
+        "num_microbatches": num_microbatches.astype(f64),
         "recompute": cand.recompute.astype(np.int64),
-        "zero": cand.zero_stage.astype(np.int64),
-        "N": cand.num_gpus.astype(f64),
+        "zero_stage": cand.zero_stage.astype(np.int64),
+        "num_gpus": cand.num_gpus.astype(f64),
     }
     dev = base.device
     device_fields: dict[str, Any] = {
@@ -99,7 +99,7 @@ def candidate_arrays(base: ScenarioArrays, cand: CandidateColumns) -> ScenarioAr
     }
     device = DeviceArrays(**device_fields)
     for f in fields(ScenarioArrays):
-        if f.name in columns or f.name in ("n", "device"):
+        if f.name in columns or f.name in ("num_scenarios", "device"):
             continue
         columns[f.name] = _repeat(getattr(base, f.name), n)
-    return replace(base, n=n, device=device, **columns)
+    return replace(base, num_scenarios=n, device=device, **columns)

@@ -1,25 +1,28 @@
 """Collective and point-to-point costs: alpha-beta models over a two-tier topology (vectorized).
 
-Two tiers: an NVLink (scale-up) domain of ``domain`` GPUs at ``up_bw`` bytes/s per GPU and
-``up_lat`` seconds per hop, and the scale-out NICs at ``out_bw`` / ``out_lat`` per GPU.
-Bandwidths passed in are already *bus* bandwidths (line rate times the NCCL busbw fraction).
+Two tiers (``Link``): an NVLink (scale-up) domain of ``nvlink_domain_size`` GPUs at
+``scale_up_bus_bandwidth_bytes_per_s`` per GPU and ``scale_up_latency_s`` per hop, and the
+scale-out NICs at ``scale_out_bus_bandwidth_bytes_per_s`` / ``scale_out_latency_s`` per GPU.
+Bandwidths are *bus* bandwidths (line rate times the NCCL busbw fraction).
 
 Group placement (Megatron-Core rank order, ``tp`` fastest, then ``cp``, then ``dp`` (experts:
 ``ep`` inside ``dp``), ``pp`` slowest): a group of ``n`` ranks whose members are ``stride`` ranks
-apart has ``n_in = clip(domain // stride, 1, n)`` members inside one NVLink domain; it stays on
-NVLink only when ``n_in == n``. ``placement(n, stride, domain)`` returns ``n_in``.
+apart has ``n_in = clip(domain // stride, 1, n)`` members inside one NVLink domain of ``domain``
+GPUs; it stays on NVLink only when ``n_in == n``. ``placement(n, stride, domain)`` returns
+``n_in``.
 
 Costs for a buffer of ``size`` bytes (the full, unsharded buffer; Thakur et al. 2005; NCCL):
 
 * ring all-reduce: ``base + 2(n-1)·alpha + 2(n-1)/n · size / bw``, alpha the slowest hop;
   across domains NCCL runs one ring per NIC, each leaving a domain through a different GPU, so
-  the bus bandwidth is ``min(up_bw, n_in · out_bw)``: the ``n_in`` NICs of the group's members
-  in a domain share the inter-domain traffic (nccl-tests on DGX A100, 8x200 Gbit/s: ~185 GB/s
+  the bus bandwidth is ``min(up_bw, n_in · out_bw)`` (``up_bw``/``out_bw``: the scale-up and
+  scale-out bus bandwidths): the ``n_in`` NICs of the group's members in a domain share the
+  inter-domain traffic (nccl-tests on DGX A100, 8x200 Gbit/s: ~185 GB/s
   all-reduce busbw across nodes);
 * tree all-reduce (NCCL double binary tree across domains, chains inside):
-  ``base + 2(log2(n_out)·out_lat + (n_in-1)·up_lat) + 2 · size / bw`` (more bytes than the ring
-  for small ``n`` but logarithmic latency); ``all_reduce_time_s`` takes the faster of the two,
-  as NCCL's tuner does;
+  ``base + 2(log2(n_out)·out_lat + (n_in-1)·up_lat) + 2 · size / bw`` (``up_lat``/``out_lat``:
+  the per-hop latencies; more bytes than the ring for small ``n`` but logarithmic latency);
+  ``all_reduce_time_s`` takes the faster of the two, as NCCL's tuner does;
 * all-gather / reduce-scatter (ring only): ``base + (n-1)·alpha + (n-1)/n · size / bw``;
 * all-to-all: every rank sends ``(n-1)/n`` of ``size``; the ``n_in-1`` peers in its domain over
   NVLink and the ``n-n_in`` others over the NIC, concurrently: ``base + alpha + max(...)``;
@@ -31,11 +34,14 @@ All functions take numpy arrays of shape ``(n,)``, or Python numbers for one sce
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planner.perf import ops
 from planner.perf.ops import Flag, Real
 
 __all__ = [
     "Link",
+    "Ring",
     "all_gather_time_s",
     "all_reduce_time_s",
     "all_to_all_time_s",
@@ -51,59 +57,98 @@ def placement(n: Real, stride: Real, domain: Real) -> Real:
     return ops.minimum(ops.maximum(inside, 1.0), ops.maximum(n, 1.0))
 
 
-class Link:
-    """Bus bandwidths and latencies of both tiers, plus the base latency, for a batch."""
+@dataclass(frozen=True, slots=True)
+class Ring:
+    """A ring over a group: ``members_inside`` of its ranks share one NVLink domain, its
+    bottleneck bus bandwidth (bytes/s) and the latency of its slowest hop (seconds)."""
 
-    __slots__ = ("_rings", "base", "domain", "out_bw", "out_lat", "up_bw", "up_lat")
+    members_inside: Real
+    bus_bandwidth_bytes_per_s: Real
+    hop_latency_s: Real
+
+
+class Link:
+    """Bus bandwidths (bytes/s per GPU) and per-hop latencies (seconds) of both tiers, the
+    NVLink domain size and the fixed cost of one collective launch, for a batch (arrays of
+    shape ``(n,)``) or one scenario (numbers)."""
+
+    __slots__ = (
+        "_rings",
+        "base_latency_s",
+        "nvlink_domain_size",
+        "scale_out_bus_bandwidth_bytes_per_s",
+        "scale_out_latency_s",
+        "scale_up_bus_bandwidth_bytes_per_s",
+        "scale_up_latency_s",
+    )
 
     def __init__(
         self,
         *,
-        up_bw: Real,
-        out_bw: Real,
-        up_lat: Real,
-        out_lat: Real,
-        domain: Real,
-        base: float,
+        scale_up_bus_bandwidth_bytes_per_s: Real,
+        scale_out_bus_bandwidth_bytes_per_s: Real,
+        scale_up_latency_s: Real,
+        scale_out_latency_s: Real,
+        nvlink_domain_size: Real,
+        base_latency_s: float,
     ) -> None:
-        self.up_bw, self.out_bw = up_bw, out_bw
-        self.up_lat, self.out_lat = up_lat, out_lat
-        self.domain, self.base = domain, base
-        self._rings: dict[tuple[int, int], tuple[object, ...]] = {}
+        self.scale_up_bus_bandwidth_bytes_per_s = scale_up_bus_bandwidth_bytes_per_s
+        self.scale_out_bus_bandwidth_bytes_per_s = scale_out_bus_bandwidth_bytes_per_s
+        self.scale_up_latency_s = scale_up_latency_s
+        self.scale_out_latency_s = scale_out_latency_s
+        self.nvlink_domain_size = nvlink_domain_size
+        self.base_latency_s = base_latency_s
+        self._rings: dict[tuple[int, int], tuple[Real, Real, Ring]] = {}
 
-    def ring(self, n: Real, stride: Real) -> tuple[Real, Real, Real]:
-        """``(n_in, bottleneck bus bandwidth, per-hop latency)`` of a ring over the group.
+    def ring(self, n: Real, stride: Real) -> Ring:
+        """The ring over an ``n``-rank group whose members are ``stride`` ranks apart.
 
         Memoised per ``(n, stride)`` object pair (the engine times several collectives over the
         same group); the cache keeps the arrays alive, so their ids stay unique."""
         key = (id(n), id(stride))
         hit = self._rings.get(key)
         if hit is not None:
-            return hit[2], hit[3], hit[4]  # type: ignore[return-value]
-        n_in = placement(n, stride, self.domain)
+            return hit[2]
+        up_bw, out_bw = (
+            self.scale_up_bus_bandwidth_bytes_per_s,
+            self.scale_out_bus_bandwidth_bytes_per_s,
+        )
+        n_in = placement(n, stride, self.nvlink_domain_size)
         inside = n_in >= n
-        bw = ops.where(inside, self.up_bw, ops.minimum(n_in * self.out_bw, self.up_bw))
-        lat = ops.where(inside, self.up_lat, self.out_lat)
-        self._rings[key] = (n, stride, n_in, bw, lat)
-        return n_in, bw, lat
+        ring = Ring(
+            members_inside=n_in,
+            bus_bandwidth_bytes_per_s=ops.where(inside, up_bw, ops.minimum(n_in * out_bw, up_bw)),
+            hop_latency_s=ops.where(inside, self.scale_up_latency_s, self.scale_out_latency_s),
+        )
+        self._rings[key] = (n, stride, ring)
+        return ring
 
 
 def all_reduce_time_s(size: Real, n: Real, stride: Real, link: Link) -> Real:
     """All-reduce of ``size`` bytes over ``n`` ranks: the faster of ring and tree."""
-    n_in, bw, lat = link.ring(n, stride)
+    ring = link.ring(n, stride)
+    n_in, bw, lat = ring.members_inside, ring.bus_bandwidth_bytes_per_s, ring.hop_latency_s
+    base = link.base_latency_s
     n_safe = ops.maximum(n, 1.0)
-    ring = link.base + 2.0 * (n_safe - 1.0) * lat + 2.0 * (n_safe - 1.0) / n_safe * size / bw
+    ring_s = base + 2.0 * (n_safe - 1.0) * lat + 2.0 * (n_safe - 1.0) / n_safe * size / bw
     n_out = n_safe / n_in
-    tree_lat = 2.0 * (ops.log2(ops.maximum(n_out, 1.0)) * link.out_lat + (n_in - 1.0) * link.up_lat)
-    tree = link.base + tree_lat + 2.0 * size / bw
-    return ops.where(n_safe > 1.0, ops.minimum(ring, tree), 0.0)
+    tree_lat = 2.0 * (
+        ops.log2(ops.maximum(n_out, 1.0)) * link.scale_out_latency_s
+        + (n_in - 1.0) * link.scale_up_latency_s
+    )
+    tree_s = base + tree_lat + 2.0 * size / bw
+    return ops.where(n_safe > 1.0, ops.minimum(ring_s, tree_s), 0.0)
 
 
 def all_gather_time_s(size: Real, n: Real, stride: Real, link: Link) -> Real:
     """Ring all-gather producing ``size`` bytes on every rank."""
-    _, bw, lat = link.ring(n, stride)
+    ring = link.ring(n, stride)
     n_safe = ops.maximum(n, 1.0)
-    t = link.base + (n_safe - 1.0) * lat + (n_safe - 1.0) / n_safe * size / bw
+    t = (
+        link.base_latency_s
+        + (n_safe - 1.0) * ring.hop_latency_s
+        + (n_safe - 1.0) / n_safe * size / ring.bus_bandwidth_bytes_per_s
+    )
     return ops.where(n_safe > 1.0, t, 0.0)
 
 
@@ -113,16 +158,20 @@ reduce_scatter_time_s = all_gather_time_s
 
 def all_to_all_time_s(size: Real, n: Real, stride: Real, link: Link) -> Real:
     """All-to-all where each rank holds ``size`` bytes, ``1/n`` of it for each peer."""
-    n_in, _, lat = link.ring(n, stride)
+    ring = link.ring(n, stride)
+    n_in = ring.members_inside
+    up_bw = link.scale_up_bus_bandwidth_bytes_per_s
+    out_bw = ops.minimum(link.scale_out_bus_bandwidth_bytes_per_s, up_bw)
     n_safe = ops.maximum(n, 1.0)
-    intra = (n_in - 1.0) / n_safe * size / link.up_bw
-    inter = (n_safe - n_in) / n_safe * size / ops.minimum(link.out_bw, link.up_bw)
-    t = link.base + lat + ops.maximum(intra, inter)
+    intra = (n_in - 1.0) / n_safe * size / up_bw
+    inter = (n_safe - n_in) / n_safe * size / out_bw
+    t = link.base_latency_s + ring.hop_latency_s + ops.maximum(intra, inter)
     return ops.where(n_safe > 1.0, t, 0.0)
 
 
 def p2p_time_s(size: Real, *, inside: Flag, link: Link) -> Real:
     """One send/recv of ``size`` bytes, over NVLink when ``inside`` else over the NIC."""
-    bw = ops.where(inside, link.up_bw, ops.minimum(link.out_bw, link.up_bw))
-    lat = ops.where(inside, link.up_lat, link.out_lat)
-    return link.base + lat + size / bw
+    up_bw = link.scale_up_bus_bandwidth_bytes_per_s
+    bw = ops.where(inside, up_bw, ops.minimum(link.scale_out_bus_bandwidth_bytes_per_s, up_bw))
+    lat = ops.where(inside, link.scale_up_latency_s, link.scale_out_latency_s)
+    return link.base_latency_s + lat + size / bw

@@ -7,30 +7,83 @@ full ``s x s`` product even for causal masks), output projection ``2·q·h``, ML
 ``2·h·E`` router for MoE layers); the LM head adds ``2·h·V`` per token. Backward costs twice the
 forward, so model FLOPs = 3 x forward. For a GPT with ``q = kv = h``, ``f = 4h`` this is exactly
 ``72·B·s·l·h²·(1 + s/(6h) + V/(12·h·l))`` (Korthikanti et al. 2022, §6, model FLOPs).
+
+The one implementation for both callers: every function takes a ``ModelShape``, which a
+``ModelSpec`` (one model, Python numbers) and ``ScenarioArrays`` (the engine's input: Python
+numbers in the one-scenario form, arrays of shape ``(n,)`` for a batch) both are, and computes
+with ``planner.perf.ops`` so that either form gives the same IEEE-754 results.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from planner.specs.model import ModelSpec
+from planner.perf import ops
+from planner.perf.ops import Count, Flag, Real
 from planner.specs.parallelism import Recompute
 
+__all__ = [
+    "IterationFlops",
+    "ModelShape",
+    "attention_core_flops_per_token",
+    "attention_linear_flops_per_token",
+    "iteration_flops",
+    "lm_head_flops_per_token",
+    "mlp_flops_per_token",
+    "model_flops_per_iteration",
+]
 
-def attention_linear_flops_per_token(model: ModelSpec) -> float:
+_SELECTIVE, _FULL = Recompute.SELECTIVE.code, Recompute.FULL.code
+
+
+class ModelShape(Protocol):
+    """The model dimensions a FLOP count reads (Megatron-LM names, as ``ModelSpec`` has them):
+    numbers for one model, or arrays of shape ``(n,)`` (``ScenarioArrays``)."""
+
+    @property
+    def num_layers(self) -> Real: ...
+    @property
+    def hidden_size(self) -> Real: ...
+    @property
+    def query_width(self) -> Real: ...
+    @property
+    def kv_width(self) -> Real: ...
+    @property
+    def ffn_hidden_size(self) -> Real: ...
+    @property
+    def vocab_size(self) -> Real: ...
+    @property
+    def seq_length(self) -> Real: ...
+    @property
+    def gated_linear_unit(self) -> Flag: ...
+    @property
+    def num_experts(self) -> Real: ...
+    @property
+    def moe_router_topk(self) -> Real: ...
+    @property
+    def moe_ffn_hidden_size(self) -> Real: ...
+    @property
+    def num_shared_experts(self) -> Real: ...
+    @property
+    def num_moe_layers(self) -> Real: ...
+
+
+def attention_linear_flops_per_token(model: ModelShape) -> Real:
     """Forward FLOPs per token of one layer's QKV and output projections."""
     h, q, kv = model.hidden_size, model.query_width, model.kv_width
     return 2.0 * h * (q + 2.0 * kv) + 2.0 * q * h
 
 
-def attention_core_flops_per_token(model: ModelSpec) -> float:
+def attention_core_flops_per_token(model: ModelShape) -> Real:
     """Forward FLOPs per token of ``softmax(QKᵀ)V`` at full ``s²`` (Megatron convention)."""
     return 4.0 * model.seq_length * model.query_width
 
 
-def mlp_flops_per_token(model: ModelSpec, *, moe_layer: bool) -> float:
-    """Forward FLOPs per token of one layer's MLP (dense, or routed + shared experts + router)."""
-    n_mat = 3.0 if model.activation.is_gated else 2.0
+def mlp_flops_per_token(model: ModelShape, *, moe_layer: bool) -> Real:
+    """Forward FLOPs per token of one layer's MLP (dense, or routed + shared experts + router;
+    0 for the MoE form of a dense model)."""
+    n_mat = ops.where(model.gated_linear_unit, 3.0, 2.0)
     h = model.hidden_size
     if not moe_layer:
         return 2.0 * n_mat * h * model.ffn_hidden_size
@@ -38,63 +91,100 @@ def mlp_flops_per_token(model: ModelSpec, *, moe_layer: bool) -> float:
     return 2.0 * n_mat * h * model.moe_ffn_hidden_size * active + 2.0 * h * model.num_experts
 
 
-def lm_head_flops_per_token(model: ModelSpec) -> float:
+def lm_head_flops_per_token(model: ModelShape) -> Real:
     """Forward FLOPs per token of the output projection to the vocabulary, ``2·h·V``."""
     return 2.0 * model.hidden_size * model.vocab_size
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IterationFlops:
-    """FLOPs of one iteration of ``num_tokens`` tokens, split by where they run.
+    """FLOPs of one iteration of ``num_tokens`` tokens (numbers, or arrays of shape ``(n,)``).
 
-    ``gemm`` are the transformer layers' linear layers (they run in the chosen precision),
-    ``attention_core`` the ``QKᵀ``/``AV`` products and ``lm_head`` the output layer (both kept in
-    16-bit under FP8 training). ``model_total`` counts forward + backward (3 x forward);
-    ``hardware_total`` adds recomputation.
+    Forward FLOPs per token of all layers' linear layers (``linear_per_token``; they run in the
+    chosen precision), of their attention cores ``QKᵀ``/``AV`` (``attention_core_per_token``)
+    and of the LM head (``lm_head_per_token``; both kept in 16-bit under FP8 training), and of
+    what recompute repeats (``recompute_per_token``). ``model_total`` (as MFU counts) is forward
+    + backward, 3 x forward, ``hardware_total`` (as HFU counts) adds the recomputed forward;
+    ``gemm``, ``attention_core``, ``lm_head``, ``recompute_gemm`` and
+    ``recompute_attention_core`` split them (their sums equal the totals up to rounding).
     """
 
-    gemm: float
-    attention_core: float
-    lm_head: float
-    recompute_gemm: float
-    recompute_attention_core: float
+    num_tokens: Real
+    linear_per_token: Real
+    attention_core_per_token: Real
+    lm_head_per_token: Real
+    recompute_code: Count
 
     @property
-    def model_total(self) -> float:
+    def model_total(self) -> Real:
         """Model FLOPs (no recompute), as MFU counts them."""
-        return self.gemm + self.attention_core + self.lm_head
+        per_token = self.linear_per_token + self.attention_core_per_token + self.lm_head_per_token
+        return 3.0 * self.num_tokens * per_token
 
     @property
-    def hardware_total(self) -> float:
+    def recompute_per_token(self) -> Real:
+        """Forward FLOPs per token that recompute repeats: every layer (full) or the attention
+        cores (selective)."""
+        code, core = self.recompute_code, self.attention_core_per_token
+        selective = ops.where(code == _SELECTIVE, core, 0.0)
+        return ops.where(code == _FULL, self.linear_per_token + core, selective)
+
+    @property
+    def hardware_total(self) -> Real:
         """FLOPs actually executed, recompute included (as HFU counts them)."""
-        return self.model_total + self.recompute_gemm + self.recompute_attention_core
+        return self.model_total + self.num_tokens * self.recompute_per_token
+
+    @property
+    def gemm(self) -> Real:
+        """FLOPs of the transformer layers' linear layers, forward + backward."""
+        return 3.0 * self.linear_per_token * self.num_tokens
+
+    @property
+    def attention_core(self) -> Real:
+        """FLOPs of the attention cores, forward + backward."""
+        return 3.0 * self.attention_core_per_token * self.num_tokens
+
+    @property
+    def lm_head(self) -> Real:
+        """FLOPs of the LM head, forward + backward."""
+        return 3.0 * self.lm_head_per_token * self.num_tokens
+
+    @property
+    def recompute_gemm(self) -> Real:
+        """FLOPs of the linear layers full recompute repeats."""
+        return ops.where(self.recompute_code == _FULL, self.linear_per_token, 0.0) * self.num_tokens
+
+    @property
+    def recompute_attention_core(self) -> Real:
+        """FLOPs of the attention cores recompute (selective or full) repeats."""
+        repeated = ops.where(self.recompute_code >= _SELECTIVE, self.attention_core_per_token, 0.0)
+        return repeated * self.num_tokens
 
 
 def iteration_flops(
-    model: ModelSpec, *, num_sequences: int, recompute: Recompute
+    model: ModelShape, *, num_sequences: Real, recompute: Recompute | Count
 ) -> IterationFlops:
     """FLOPs of one iteration over ``num_sequences`` sequences of ``model.seq_length`` tokens.
 
-    Recompute adds one extra forward of every layer (``full``) or of the attention core only
-    (``selective``; Korthikanti et al. 2022, §4.2).
+    ``recompute`` is a ``Recompute`` or its code (``Recompute.code``, an array of codes for a
+    batch). Recompute adds one extra forward of every layer (``full``) or of the attention core
+    only (``selective``; Korthikanti et al. 2022, §4.2).
     """
-    tokens = float(num_sequences) * model.seq_length
-    dense_layers = model.num_layers - model.num_moe_layers
-    linear_fwd = model.num_layers * attention_linear_flops_per_token(model)
-    linear_fwd += dense_layers * mlp_flops_per_token(model, moe_layer=False)
-    linear_fwd += model.num_moe_layers * mlp_flops_per_token(model, moe_layer=True)
-    core_fwd = model.num_layers * attention_core_flops_per_token(model)
-    recompute_gemm = linear_fwd if recompute is Recompute.FULL else 0.0
-    recompute_core = core_fwd if recompute is not Recompute.NONE else 0.0
+    layers, moe_layers = model.num_layers, model.num_moe_layers
+    linear = (
+        layers * attention_linear_flops_per_token(model)
+        + (layers - moe_layers) * mlp_flops_per_token(model, moe_layer=False)
+        + moe_layers * mlp_flops_per_token(model, moe_layer=True)
+    )
     return IterationFlops(
-        gemm=3.0 * linear_fwd * tokens,
-        attention_core=3.0 * core_fwd * tokens,
-        lm_head=3.0 * lm_head_flops_per_token(model) * tokens,
-        recompute_gemm=recompute_gemm * tokens,
-        recompute_attention_core=recompute_core * tokens,
+        num_tokens=num_sequences * model.seq_length,
+        linear_per_token=linear,
+        attention_core_per_token=layers * attention_core_flops_per_token(model),
+        lm_head_per_token=lm_head_flops_per_token(model),
+        recompute_code=recompute.code if isinstance(recompute, Recompute) else recompute,
     )
 
 
-def model_flops_per_iteration(model: ModelSpec, *, num_sequences: int) -> float:
+def model_flops_per_iteration(model: ModelShape, *, num_sequences: Real) -> Real:
     """Model FLOPs (forward + backward, no recompute) of one iteration of ``num_sequences``."""
     return iteration_flops(model, num_sequences=num_sequences, recompute=Recompute.NONE).model_total

@@ -1,11 +1,12 @@
 """Peak memory per GPU: model states per ZeRO stage plus activations (over a batch or one scenario).
 
 Model states, bytes per parameter held by a GPU (Megatron-LM ``docs/.../dist_optimizer.md``;
-Rajbhandari et al. 2020 §5): 16-bit weights 2; gradient buffer ``grad_bytes`` (4 = fp32 main
-grads, Megatron's default when training in BF16; 2 = NeMo's distributed Adam, which keeps
-BF16 gradient buckets); Adam fp32 master weights + two moments 12. ZeRO-1 (distributed
-optimizer) shards the 12 over the data-parallel group, ZeRO-2 also the gradients, ZeRO-3 also
-the weights. Dense parameters are sharded over ``d·c`` GPUs, expert parameters over ``d·c/e``.
+Rajbhandari et al. 2020 §5): 16-bit weights 2; gradient buffer ``grad_bytes``
+(``ScenarioArrays.grad_bytes_per_param``: 4 = fp32 main grads, Megatron's default when training
+in BF16; 2 = NeMo's distributed Adam, which keeps BF16 gradient buckets); Adam fp32 master
+weights + two moments 12. ZeRO-1 (distributed optimizer) shards the 12 over the data-parallel
+group, ZeRO-2 also the gradients, ZeRO-3 also the weights. Dense parameters are sharded over
+``d·c`` GPUs, expert parameters over ``d·c/e``.
 Under FP8/MXFP8/NVFP4 training Transformer Engine keeps a 1-byte copy of every transformer
 linear weight, cached across microbatches (the embedding and the LM head are not TE modules).
 The peak is what the caching allocator reserves (``torch.cuda.max_memory_reserved``, which
@@ -41,8 +42,8 @@ Activations per layer and microbatch (Korthikanti et al. 2022, Table 2, generali
 SwiGLU, MoE, context parallel and FP8; ``tok = b·S/c`` local tokens):
 
 * kept on every TP rank unless sequence parallel: layer-norm inputs ``4Th``, QKV and MLP inputs
-  ``4Th`` (``2Th`` when FP8 stores them in one byte), dropout masks ``2Th`` (GeLU/GPT models
-  only; Llama-style SwiGLU models train without dropout);
+  ``4Th`` (``2Th`` when FP8 stores them in one byte), dropout masks ``2Th`` (models with
+  dropout, ``ModelSpec.has_dropout``: GPT-style GeLU models; Llama-style models train without);
 * divided by ``t``: Q and attention output ``4T·q``, K and V ``4T·kv``, MLP ``2·n_up·tok·f`` (fc1
   output) plus ``2T·f`` (activation output, ``tok·f`` in FP8), and without flash attention the
   ``(4 + dropout)·heads·(S/c)·S·b`` bytes of scores, softmax and mask unless recomputed.
@@ -84,7 +85,7 @@ from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
 from planner.perf.ops import Count, Real
-from planner.specs.model import ModelSpec
+from planner.perf.parameters import LocalParameters, StageParameters, stage_params, total_params
 from planner.specs.parallelism import Recompute
 from planner.specs.scenario import Scenario
 
@@ -98,7 +99,6 @@ __all__ = [
     "loss_peak_bytes_arr",
     "memory_arrays",
     "memory_per_gpu",
-    "root_params",
     "total_params",
 ]
 
@@ -106,8 +106,10 @@ WEIGHT_BYTES_PER_PARAM = 2.0
 OPTIMIZER_BYTES_PER_PARAM = 12.0
 LOW_PRECISION_WEIGHT_COPY_BYTES = 1.0
 """Transformer Engine's cached FP8 copy of each linear weight (``is_first_microbatch``)."""
+_NONE, _SELECTIVE, _FULL = Recompute.NONE.code, Recompute.SELECTIVE.code, Recompute.FULL.code
 ACTIVATION_BYTES = 2.0
-"""16-bit activations."""
+"""16-bit activations and activation gradients, kept and sent between GPUs (also under FP8
+training: Transformer Engine casts only the GEMM inputs)."""
 FUSED_LOSS_BYTES_PER_LOGIT = 4.0
 """A fused loss (``fused_cross_entropy`` in ``planner.perf.frameworks``): Megatron's fused
 vocab-parallel cross-entropy keeps one fp32 copy of the logits and works in place."""
@@ -168,65 +170,6 @@ class MemoryArrays:
         )
 
 
-# ---- parameters ---------------------------------------------------------------------------
-
-
-def _n_mat(a: ScenarioArrays) -> Real:
-    return ops.where(a.gated, 3.0, 2.0)
-
-
-def attention_params_arr(a: ScenarioArrays) -> Real:
-    """Parameters of one attention block and both layer norms of a layer."""
-    out: Real = a.h * (a.q + 2.0 * a.kv) + a.q * a.h + 2.0 * a.h
-    return out
-
-
-def mlp_params_arr(a: ScenarioArrays) -> tuple[Real, Real, Real]:
-    """``(dense MLP, MoE dense part (router + shared experts), MoE routed experts)`` per layer."""
-    n_mat = _n_mat(a)
-    dense = n_mat * a.h * a.f
-    moe_dense = a.h * a.E + n_mat * a.h * a.f_moe * a.shared
-    moe_expert = n_mat * a.h * a.f_moe * a.E
-    return dense, moe_dense, moe_expert
-
-
-def stage_params(a: ScenarioArrays) -> tuple[Real, Real, Real, Real]:
-    """``(dense first, expert first, dense last, expert last)`` parameters per GPU.
-
-    Each stage holds ``L/p`` layers; MoE layers are spread evenly (their fraction of ``L``).
-    The first stage adds the input embedding, the last the LM head (its own copy when tied and
-    ``p > 1``) and final norm; all divided by ``t`` (vocabulary-parallel), experts by ``t·e``.
-    """
-    layers = a.L / a.p
-    moe_frac = a.moe_layers / a.L
-    dense_mlp, moe_dense, moe_expert = mlp_params_arr(a)
-    per_layer_dense = attention_params_arr(a) + (1 - moe_frac) * dense_mlp + moe_frac * moe_dense
-    body_dense = layers * per_layer_dense
-    body_expert = layers * moe_frac * moe_expert
-    emb = a.V * a.h
-    single = a.p == 1
-    head = ops.where(single & ops.logical_not(a.untied), 0.0, emb) + a.h
-    first_dense = (body_dense + emb + ops.where(single, head, 0.0)) / a.t
-    last_dense = (body_dense + head + ops.where(single, emb, 0.0)) / a.t
-    expert = body_expert / (a.t * a.e)
-    return first_dense, expert, last_dense, expert
-
-
-def total_params(model: ModelSpec) -> float:
-    """All parameters of the model (embeddings counted once when tied), no biases."""
-    n_mat = 3 if model.activation.is_gated else 2
-    h = model.hidden_size
-    attn = h * (model.query_width + 2 * model.kv_width) + model.query_width * h + 2 * h
-    dense_mlp = n_mat * h * model.ffn_hidden_size
-    moe = h * model.num_experts + n_mat * h * model.moe_ffn_hidden_size * (
-        model.num_shared_experts + model.num_experts
-    )
-    dense_layers = model.num_layers - model.num_moe_layers
-    total = model.num_layers * attn + dense_layers * dense_mlp + model.num_moe_layers * moe
-    embeddings = model.vocab_size * h
-    return float(total + embeddings * (2 if model.untie_embeddings else 1) + h)
-
-
 # ---- activations --------------------------------------------------------------------------
 
 
@@ -235,47 +178,61 @@ def activation_bytes_arr(
 ) -> Real:
     """Activation bytes one layer keeps for one microbatch (see the module docstring).
 
-    ``recompute`` holds codes (0 none, 1 selective, 2 full); ``op_level`` False
-    reads "selective" as Megatron's even where the framework uses op-level SAC (the working
-    set of a layer re-run under full recompute).
+    ``recompute`` holds codes (``Recompute.code``: 0 none, 1 selective, 2 full); ``op_level``
+    False reads "selective" as Megatron's even where the framework uses op-level SAC (the
+    working set of a layer re-run under full recompute).
     """
-    tok = a.b * a.S / a.c
+    tp, hidden, seq = a.tensor_parallel, a.hidden_size, a.seq_length
+    tok = a.tokens_per_microbatch
     lp = a.device.low_precision
-    drop = ops.where(a.dropout, 1.0, 0.0)
-    rep = tok * a.h * (8.0 + 2.0 * drop - ops.where(lp, 2.0, 0.0))
-    attn = 4.0 * tok * a.q + 4.0 * tok * a.kv
-    scores = (4.0 + drop) * a.heads * (a.S / a.c) * a.S * a.b
-    attn = attn + ops.where(ops.logical_not(a.flash) & (recompute == 0), scores, 0.0)
-    n_up = ops.where(a.gated, 2.0, 1.0)
+    drop = ops.where(a.has_dropout, 1.0, 0.0)
+    replicated = tok * hidden * (8.0 + 2.0 * drop - ops.where(lp, 2.0, 0.0))
+    attn = 4.0 * tok * a.query_width + 4.0 * tok * a.kv_width
+    local_seq = seq / a.context_parallel
+    scores = (4.0 + drop) * a.num_attention_heads * local_seq * seq * a.micro_batch_size
+    kept_scores = ops.logical_not(a.flash_attention) & (recompute == _NONE)
+    attn = attn + ops.where(kept_scores, scores, 0.0)
+    n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
     act_out = ops.where(lp, 1.0, 2.0)
     if moe_layer:
-        routed = tok * a.topk
-        mlp = routed * (2.0 * a.h + (2.0 * n_up + act_out) * a.f_moe)
-        mlp = mlp + tok * (2.0 * n_up + act_out) * a.f_moe * a.shared
+        expert_ffn = a.moe_ffn_hidden_size
+        routed = tok * a.moe_router_topk
+        mlp = routed * (2.0 * hidden + (2.0 * n_up + act_out) * expert_ffn)
+        mlp = mlp + tok * (2.0 * n_up + act_out) * expert_ffn * a.num_shared_experts
     else:
-        mlp = tok * (2.0 * n_up + act_out) * a.f
-    shard = a.sp | (a.t == 1)
-    full = ops.where(shard, (rep + attn + mlp) / a.t, rep + (attn + mlp) / a.t)
-    layer_input = 2.0 * tok * a.h / ops.where(a.sp, a.t, 1.0)
-    out: Real = ops.where(recompute == 2, layer_input, full)
-    if op_level and ops.any_(a.op_sac):
+        mlp = tok * (2.0 * n_up + act_out) * a.ffn_hidden_size
+    shard = a.sequence_parallel | (tp == 1)
+    full = ops.where(shard, (replicated + attn + mlp) / tp, replicated + (attn + mlp) / tp)
+    layer_input = 2.0 * tok * hidden / ops.where(a.sequence_parallel, tp, 1.0)
+    out: Real = ops.where(recompute == _FULL, layer_input, full)
+    if op_level and ops.any_(a.op_level_selective_recompute):
         # torchtitan op-level SAC, eager: the block input, the outputs of the odd-numbered
         # matmuls (wq, wv, w1; w2 too for SwiGLU: 7 matmuls), of the attention kernel and of
         # the TP reduce-scatters (module docstring)
-        up = (tok * a.topk + tok * a.shared) * a.f_moe if moe_layer else tok * a.f
-        down = ops.where(a.gated, ACTIVATION_BYTES * tok * a.h, 0.0)  # partial sum under TP
-        reduce_scatter = ops.where(a.sp & (a.t > 1), 2.0 * ACTIVATION_BYTES * tok * a.h / a.t, 0.0)
-        sharded = ACTIVATION_BYTES * (tok * (2.0 * a.q + a.kv) + up) / a.t
+        if moe_layer:
+            up = (tok * a.moe_router_topk + tok * a.num_shared_experts) * a.moe_ffn_hidden_size
+        else:
+            up = tok * a.ffn_hidden_size
+        down = ops.where(a.gated_linear_unit, ACTIVATION_BYTES * tok * hidden, 0.0)  # partial sum
+        reduce_scatter = ops.where(
+            a.sequence_parallel & (tp > 1), 2.0 * ACTIVATION_BYTES * tok * hidden / tp, 0.0
+        )
+        sharded = ACTIVATION_BYTES * (tok * (2.0 * a.query_width + a.kv_width) + up) / tp
         op = layer_input + sharded + down + reduce_scatter
-        out = ops.where(a.op_sac & (recompute == 1), ops.minimum(op, full), out)
+        op_sac = a.op_level_selective_recompute & (recompute == _SELECTIVE)
+        out = ops.where(op_sac, ops.minimum(op, full), out)
     return out
 
 
 def layers_in_flight_arr(a: ScenarioArrays) -> Real:
     """Layer-activations the first pipeline stage holds at its peak under (interleaved) 1F1B."""
-    chunk_layers = a.L / (a.p * a.v)
-    chunks = ops.where(a.v == 1, a.p, 2.0 * (a.p - 1) + (a.v - 1) * a.p + 1)
-    out: Real = ops.minimum(chunks, a.m * a.v) * chunk_layers
+    chunk_layers = a.num_layers / (a.pipeline_parallel * a.virtual_pipeline)
+    chunks = ops.where(
+        a.virtual_pipeline == 1,
+        a.pipeline_parallel,
+        2.0 * (a.pipeline_parallel - 1) + (a.virtual_pipeline - 1) * a.pipeline_parallel + 1,
+    )
+    out: Real = ops.minimum(chunks, a.num_microbatches * a.virtual_pipeline) * chunk_layers
     return out
 
 
@@ -285,8 +242,10 @@ def loss_bytes_per_logit_arr(a: ScenarioArrays) -> Real:
     A fused loss holds ``FUSED_LOSS_BYTES_PER_LOGIT``; the eager ``F.cross_entropy`` peaks in
     its backward at ``EAGER_LOSS_PEAK_BYTES_PER_LOGIT``, or ``LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT``
     under tensor parallelism (DTensor ``loss_parallel``)."""
-    eager = ops.where(a.t > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT)
-    out: Real = ops.where(a.fused_loss, FUSED_LOSS_BYTES_PER_LOGIT, eager)
+    eager = ops.where(
+        a.tensor_parallel > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT
+    )
+    out: Real = ops.where(a.fused_cross_entropy, FUSED_LOSS_BYTES_PER_LOGIT, eager)
     return out
 
 
@@ -294,46 +253,85 @@ def loss_peak_bytes_arr(a: ScenarioArrays) -> Real:
     """Bytes the stage computing the loss holds at the loss on top of the layers' activations:
     the loss buffers (``loss_bytes_per_logit_arr · tok·V/t``), the final norm's input and the
     LM head's saved input (all-gathered under a DTensor head: eager loss with ``t > 1``)."""
-    tok = a.b * a.S / a.c
-    t_sp = ops.where(a.sp, a.t, 1.0)
-    eager_tp = ops.logical_not(a.fused_loss) & (a.t > 1)
-    head_input = ACTIVATION_BYTES * tok * a.h / ops.where(eager_tp, 1.0, t_sp)
-    norm_input = ACTIVATION_BYTES * tok * a.h / t_sp
-    out: Real = loss_bytes_per_logit_arr(a) * tok * a.V / a.t + head_input + norm_input
+    tok = a.tokens_per_microbatch
+    t_sp = ops.where(a.sequence_parallel, a.tensor_parallel, 1.0)
+    eager_tp = ops.logical_not(a.fused_cross_entropy) & (a.tensor_parallel > 1)
+    head_input = ACTIVATION_BYTES * tok * a.hidden_size / ops.where(eager_tp, 1.0, t_sp)
+    norm_input = ACTIVATION_BYTES * tok * a.hidden_size / t_sp
+    out: Real = (
+        loss_bytes_per_logit_arr(a) * tok * a.vocab_size / a.tensor_parallel
+        + head_input
+        + norm_input
+    )
     return out
 
 
-def root_params(a: ScenarioArrays) -> tuple[Real, Real]:
-    """``(first, last)`` stage parameters per GPU outside the transformer layers: embedding,
-    final norm and LM head (the LM head its own copy when untied or ``p > 1``), over ``t``."""
-    emb = a.V * a.h
-    single = a.p == 1
-    head = ops.where(single & ops.logical_not(a.untied), 0.0, emb) + a.h
-    first = (emb + ops.where(single, head, 0.0)) / a.t
-    last = (head + ops.where(single, emb, 0.0)) / a.t
-    return first, last
+@dataclass(frozen=True, slots=True)
+class _ModelStates:
+    """Bytes of weights, gradients and optimizer states a GPU of one stage holds."""
+
+    weights: Real
+    gradients: Real
+    optimizer: Real
 
 
-def memory_arrays(
-    a: ScenarioArrays,
-    eff: EfficiencyModel,
-    *,
-    params: tuple[Real, Real, Real, Real] | None = None,
-) -> MemoryArrays:
-    """Peak memory of the most loaded GPU (first or last pipeline stage) for a batch, bytes.
+def _model_states(
+    a: ScenarioArrays, *, dense: Real, expert: Real, root: Real, d_dense: Real, d_expert: Real
+) -> _ModelStates:
+    """Model states of a stage holding ``dense`` and ``expert`` parameters per GPU, ``root`` of
+    them outside the transformer layers; ``d_dense``/``d_expert`` are the data-parallel sizes
+    (``ScenarioArrays.dense_data_parallel_size``, ``expert_data_parallel_size``)."""
+    z = a.zero_stage
+    unit_wise = ops.logical_not(a.zero3_gather_per_tensor)  # PyTorch FSDP; else DeepSpeed
+    layers = ops.maximum(a.num_layers / a.pipeline_parallel, 1.0)
+    block = (dense - root + expert) / layers
+    sharded_away = (dense + expert) - (dense / d_dense + expert / d_expert)
+    gathered = ops.where(
+        unit_wise,
+        root + block + ops.maximum(root, block),  # + FSDP2's all-gather stream buffer
+        2.0 * (dense + expert) / layers,  # DeepSpeed: two layers in flight
+    )
+    gathered = ops.where(z >= 3, ops.minimum(gathered, sharded_away), 0.0)
+    shard16 = ops.where(unit_wise, 0.0, dense / d_dense + expert / d_expert)
+    weights = WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
+    fp8_copy = a.device.low_precision & a.fp8_weight_cache
+    weights = weights + ops.where(
+        fp8_copy, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense - root + expert), 0.0
+    )
+    return _ModelStates(
+        weights=weights,
+        gradients=a.grad_bytes_per_param
+        * (
+            ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
+        ),
+        optimizer=OPTIMIZER_BYTES_PER_PARAM
+        * (
+            ops.where(z >= 1, dense / d_dense, dense) + ops.where(z >= 1, expert / d_expert, expert)
+        ),
+    )
 
-    ``params`` is ``stage_params(a)`` when the caller has it already."""
+
+@dataclass(frozen=True, slots=True)
+class _StageActivations:
+    """Activation bytes at the peak of the first and of the last pipeline stage."""
+
+    first: Real
+    last: Real
+
+
+def _stage_activations(a: ScenarioArrays) -> _StageActivations:
+    """Activations of the first stage (layers in flight) and the last (its layers, plus the
+    loss), each with one layer's working set while it is re-run under full recompute."""
     rc = a.recompute
-    moe_frac = a.moe_layers / a.L
-    has_moe = ops.any_(moe_frac > 0)
+    moe_frac = a.num_moe_layers / a.num_layers
     dense_act = activation_bytes_arr(a, moe_layer=False, recompute=rc)
     per_layer = dense_act
-    full = rc == 2
+    full = rc == _FULL
     any_full = ops.any_(full)
     working = a.full(0.0)
     if any_full:  # one layer's working set while it is re-run (full recompute only)
-        working = activation_bytes_arr(a, moe_layer=False, recompute=1, op_level=False)
-    if has_moe:
+        working = activation_bytes_arr(a, moe_layer=False, recompute=_SELECTIVE, op_level=False)
+    if ops.any_(moe_frac > 0):
         moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc)
         per_layer = ops.where(
             moe_frac > 0,
@@ -341,68 +339,47 @@ def memory_arrays(
             dense_act,
         )
         if any_full:
-            working = ops.maximum(
-                working,
-                ops.where(
-                    moe_frac > 0,
-                    activation_bytes_arr(a, moe_layer=True, recompute=1, op_level=False),
-                    0.0,
-                ),
+            moe_working = activation_bytes_arr(
+                a, moe_layer=True, recompute=_SELECTIVE, op_level=False
             )
+            working = ops.maximum(working, ops.where(moe_frac > 0, moe_working, 0.0))
     in_flight = layers_in_flight_arr(a)
     working = ops.where(full, working, 0.0)
     # the loss peaks before any layer is re-run: the stage holds one or the other on top
     at_loss = ops.maximum(loss_peak_bytes_arr(a), working)
-    single = a.p == 1
-    first_act = in_flight * per_layer + ops.where(single, at_loss, working)
-    last_layers = ops.minimum(a.L / a.p, in_flight)
-    last_act = last_layers * per_layer + at_loss
+    single = a.pipeline_parallel == 1
+    last_layers = ops.minimum(a.num_layers / a.pipeline_parallel, in_flight)
+    return _StageActivations(
+        first=in_flight * per_layer + ops.where(single, at_loss, working),
+        last=last_layers * per_layer + at_loss,
+    )
 
-    d_dense = a.d * a.c
-    d_expert = ops.maximum(d_dense / a.e, 1.0)
-    z = a.zero
-    lp = a.device.low_precision
-    unit_wise = ops.logical_not(a.z3_per_tensor)  # PyTorch FSDP (module docstring); else DeepSpeed
-    layers = ops.maximum(a.L / a.p, 1.0)
 
-    def states(dense: Real, expert: Real, root: Real) -> tuple[Real, Real, Real]:
-        """(weights, gradients, optimizer) bytes of a stage holding these parameters."""
-        block = (dense - root + expert) / layers
-        sharded_away = (dense + expert) - (dense / d_dense + expert / d_expert)
-        gathered = ops.where(
-            unit_wise,
-            root + block + ops.maximum(root, block),  # + FSDP2's all-gather stream buffer
-            2.0 * (dense + expert) / layers,  # DeepSpeed: two layers in flight
-        )
-        gathered = ops.where(z >= 3, ops.minimum(gathered, sharded_away), 0.0)
-        shard16 = ops.where(unit_wise, 0.0, dense / d_dense + expert / d_expert)
-        weights = WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
-        weights = weights + ops.where(
-            lp & a.fp8_cache, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense - root + expert), 0.0
-        )
-        grads = a.grad_bytes * (
-            ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
-        )
-        optim = OPTIMIZER_BYTES_PER_PARAM * (
-            ops.where(z >= 1, dense / d_dense, dense) + ops.where(z >= 1, expert / d_expert, expert)
-        )
-        return weights, grads, optim
+def memory_arrays(
+    a: ScenarioArrays, eff: EfficiencyModel, *, params: StageParameters | None = None
+) -> MemoryArrays:
+    """Peak memory of the most loaded GPU (first or last pipeline stage) for a batch, bytes.
 
-    fd, fe, ld, le = params if params is not None else stage_params(a)
-    root_first, root_last = root_params(a)
-    w1, g1, o1 = states(fd, fe, root_first)  # first stage
-    w2, g2, o2 = states(ld, le, root_last)  # last stage
+    ``params`` is ``stage_params(a)`` when the caller has it already."""
+    stages = params if params is not None else stage_params(a)
+    act = _stage_activations(a)
+    sizes = {"d_dense": a.dense_data_parallel_size, "d_expert": a.expert_data_parallel_size}
+    first = _model_states(
+        a, dense=stages.first_dense, expert=stages.first_expert, root=stages.first_root, **sizes
+    )
+    last = _model_states(
+        a, dense=stages.last_dense, expert=stages.last_expert, root=stages.last_root, **sizes
+    )
     slack = 1.0 + eff.memory_fragmentation_fraction
-    first_total = w1 + g1 + o1 + first_act * slack
-    last_total = w2 + g2 + o2 + last_act * slack
+    first_total = first.weights + first.gradients + first.optimizer + act.first * slack
+    last_total = last.weights + last.gradients + last.optimizer + act.last * slack
     use_first = first_total >= last_total
-    overhead = a.full(eff.memory_overhead_bytes)
     return MemoryArrays(
-        weights=ops.where(use_first, w1, w2),
-        gradients=ops.where(use_first, g1, g2),
-        optimizer=ops.where(use_first, o1, o2),
-        activations=ops.where(use_first, first_act, last_act) * slack,
-        overhead=overhead,
+        weights=ops.where(use_first, first.weights, last.weights),
+        gradients=ops.where(use_first, first.gradients, last.gradients),
+        optimizer=ops.where(use_first, first.optimizer, last.optimizer),
+        activations=ops.where(use_first, act.first, act.last) * slack,
+        overhead=a.full(eff.memory_overhead_bytes),
     )
 
 
@@ -431,9 +408,6 @@ def memory_per_gpu(
     return memory_arrays(ScenarioArrays.from_scenario(scenario), eff).row(0)
 
 
-def local_params(scenario: Scenario) -> tuple[float, float]:
-    """``(dense, expert)`` parameters per GPU on the pipeline stage holding the most."""
-    fd, fe, ld, le = stage_params(ScenarioArrays.from_scenario(scenario))
-    if fd + fe >= ld + le:
-        return float(fd), float(fe)
-    return float(ld), float(le)
+def local_params(scenario: Scenario) -> LocalParameters:
+    """Dense and expert parameters per GPU on the pipeline stage holding the most."""
+    return stage_params(ScenarioArrays.from_scenario(scenario)).busiest()

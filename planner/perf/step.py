@@ -143,23 +143,23 @@ def predict_batch(
     else:
         a, r = evaluate_batch(scenarios, efficiency)
     it = r.iteration_time_s
-    tokens = a.B * a.S
+    tokens = a.tokens_per_iteration
     tokens_per_s = tokens / it
     mem_total = r.memory.total
     fits = mem_total <= a.hbm_bytes
     peak = a.device.peak_flop_per_s
-    mfu = r.model_flops / (it * a.N * peak)
-    hfu = r.hardware_flops / (it * a.N * peak)
+    mfu = r.model_flops / (it * a.num_gpus * peak)
+    hfu = r.hardware_flops / (it * a.num_gpus * peak)
     ttt = ops.where(ops.isnan(a.total_tokens), a.train_iters * it, a.total_tokens / tokens_per_s)
     lst = ops.tolist
     columns = {k: lst(r.breakdown_s[k]) for k in BREAKDOWN_KEYS}
-    it_l, tps_l, n_l = lst(it), lst(tokens_per_s), lst(a.N)
+    it_l, tps_l, n_l = lst(it), lst(tokens_per_s), lst(a.num_gpus)
     mf_l, mfu_l, hfu_l = lst(r.model_flops), lst(mfu), lst(hfu)
     mem_l, hbm_l, fits_l, ttt_l = lst(mem_total), lst(a.hbm_bytes), lst(fits), lst(ttt)
     mw, mg, mo = lst(r.memory.weights), lst(r.memory.gradients), lst(r.memory.optimizer)
     ma, mh = lst(r.memory.activations), lst(r.memory.overhead)
     out: list[Prediction] = []
-    for i in range(a.n):
+    for i in range(a.num_scenarios):
         ttt_i = ttt_l[i]
         out.append(
             Prediction(

@@ -123,6 +123,49 @@ class ModelSpec:
         return self.num_layers - self.num_dense_layers if self.is_moe else 0
 
     @property
+    def gated_linear_unit(self) -> bool:
+        """True when the MLP's first linear layer is gated (SwiGLU: three weight matrices
+        instead of two; Megatron-Core ``TransformerConfig.gated_linear_unit``)."""
+        return self.activation is Activation.SWIGLU
+
+    @property
+    def has_dropout(self) -> bool:
+        """True when the model trains with hidden and attention dropout.
+
+        Derived from the activation, as the scenario format has no dropout field: GeLU models
+        follow GPT-2/GPT-3 and Megatron-LM's GPT defaults (``--hidden-dropout 0.1``,
+        ``--attention-dropout 0.1``); Llama-style SwiGLU models (Touvron et al. 2023) and
+        Nemotron-4's squared ReLU train without dropout.
+        """
+        return self.activation is Activation.GELU
+
+    @property
+    def has_biases(self) -> bool:
+        """True when the linear layers (QKV, output projection, MLP) carry bias vectors.
+
+        Derived from the activation, as the scenario format has no bias field: GeLU models
+        follow GPT-2/GPT-3 and Megatron-LM's GPT defaults (``add_bias_linear``: true); Llama-style
+        SwiGLU models (Touvron et al. 2023, bias-free dense layers as in PaLM, Chowdhery et al.
+        2022) and Nemotron-4 (``--disable-bias-linear``) have none. Only the ZeRO-3 per-tensor
+        collective count uses it: parameter counts and FLOPs leave biases out (``O(h)`` per
+        layer).
+        """
+        return self.activation is Activation.GELU
+
+    @property
+    def has_rotary_embeddings(self) -> bool:
+        """True when attention applies rotary position embeddings (RoPE) to queries and keys.
+
+        Derived from the activation, as the scenario format has no position-embedding field:
+        SwiGLU models follow Llama (Touvron et al. 2023; Megatron
+        ``--position-embedding-type rope``); GeLU models follow GPT-2/GPT-3's learned absolute
+        position embeddings (Megatron's GPT default). Squared-ReLU models are modelled without
+        the rotary kernel as well (Nemotron-4 does use RoPE; its rotary traffic is ``O(tok·q)``
+        memory-bound work the engine leaves out for them).
+        """
+        return self.activation is Activation.SWIGLU
+
+    @property
     def query_width(self) -> int:
         """Width of all query heads together, ``num_attention_heads * kv_channels``."""
         return self.num_attention_heads * self.kv_channels

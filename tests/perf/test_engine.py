@@ -25,12 +25,12 @@ from planner.perf import (
 )
 from planner.perf import collectives as coll
 from planner.perf.batch import ScenarioArrays
-from planner.perf.engine import _edge_ops, _layer_ops, _Ops
 from planner.perf.flops import (
     attention_linear_flops_per_token,
     lm_head_flops_per_token,
     mlp_flops_per_token,
 )
+from planner.perf.operators import OperatorTable, edge_ops, layer_ops
 from planner.scenario import parse_scenario
 from planner.specs import Scenario
 
@@ -93,12 +93,12 @@ def test_operator_flops_sum_to_layer_totals() -> None:
     """GEMM FLOPs registered per layer (forward) equal the closed forms of ``flops.py``."""
     s = _scenario("llama3-8b", tp=2, dp=1, gbs=8)
     a = ScenarioArrays.from_scenarios([s])
-    ops = _Ops(a, DefaultEfficiency())
-    _layer_ops(ops, a, DefaultEfficiency(), moe=False)
-    _edge_ops(ops, a)
-    fwd = float(ops.gemm_flops("df")[0])
-    bwd = float(ops.gemm_flops("db")[0])
-    head = float(ops.gemm_flops("h")[0])
+    ops = OperatorTable(a, DefaultEfficiency())
+    layer_ops(ops, a, DefaultEfficiency(), moe=False)
+    edge_ops(ops, a)
+    fwd = float(ops.gemm_flops("dense_forward_s")[0])
+    bwd = float(ops.gemm_flops("dense_backward_s")[0])
+    head = float(ops.gemm_flops("lm_head_s")[0])
     tokens = 8192 / 2  # per tensor-parallel rank: FLOPs split over tp=2
     m = s.model
     linear = attention_linear_flops_per_token(m) + mlp_flops_per_token(m, moe_layer=False)
@@ -117,12 +117,12 @@ def test_korthikanti_model_flops_closed_form() -> None:
 
 def _link(n: int = 1) -> coll.Link:
     return coll.Link(
-        up_bw=np.full(n, 400e9),
-        out_bw=np.full(n, 50e9),
-        up_lat=np.full(n, 1e-6),
-        out_lat=np.full(n, 4e-6),
-        domain=np.full(n, 8.0),
-        base=8e-6,
+        scale_up_bus_bandwidth_bytes_per_s=np.full(n, 400e9),
+        scale_out_bus_bandwidth_bytes_per_s=np.full(n, 50e9),
+        scale_up_latency_s=np.full(n, 1e-6),
+        scale_out_latency_s=np.full(n, 4e-6),
+        nvlink_domain_size=np.full(n, 8.0),
+        base_latency_s=8e-6,
     )
 
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
+from planner.perf import DefaultEfficiency, engine, flops
+from planner.perf.batch import ScenarioArrays
 from planner.perf.flops import iteration_flops, model_flops_per_iteration
 from planner.perf.memory import total_params
 from planner.scenario import parse_scenario
 from planner.specs import ModelSpec, Recompute
+from tests.perf.test_forms import SCENARIOS
 
 
 def _model(preset: str, **overrides: object) -> ModelSpec:
@@ -58,3 +63,43 @@ def test_gqa_swiglu_and_moe_flops() -> None:
     # top-2 of 8 experts: the MLP work doubles, plus the router
     mlp = 3 * 32 * 6 * 4096 * 14336
     assert moe_tok - dense_tok == pytest.approx(mlp + 3 * 32 * 2 * 4096 * 8)
+
+
+def test_the_engine_counts_flops_with_this_module_only() -> None:
+    """One implementation: the engine imports ``iteration_flops`` from here, defines no FLOP
+    formula of its own, and its model/hardware FLOPs equal this module's for ``ModelSpec``
+    values, in both forms (arrays for a batch, Python floats for one scenario)."""
+    assert engine.iteration_flops is flops.iteration_flops
+    own = [
+        name
+        for name, value in vars(engine).items()
+        if "flop" in name.lower()
+        and (inspect.isfunction(value) or inspect.isclass(value))
+        and value.__module__ == engine.__name__
+    ]
+    assert not own, own
+    eff = DefaultEfficiency()
+    result = engine.evaluate(ScenarioArrays.from_scenarios(SCENARIOS), eff)
+    for i, s in enumerate(SCENARIOS):
+        par = s.parallelism
+        expected = iteration_flops(
+            s.model, num_sequences=par.global_batch_size, recompute=par.recompute
+        )
+        one = engine.evaluate(ScenarioArrays.from_scenario(s), eff)
+        assert result.model_flops[i] == one.model_flops == expected.model_total
+        assert result.hardware_flops[i] == one.hardware_flops == expected.hardware_total
+
+
+def test_flops_on_arrays_equal_flops_per_model() -> None:
+    arrays = ScenarioArrays.from_scenarios(SCENARIOS)
+    codes = arrays.recompute
+    batch = iteration_flops(arrays, num_sequences=arrays.global_batch_size, recompute=codes)
+    for i, s in enumerate(SCENARIOS):
+        par = s.parallelism
+        one = iteration_flops(s.model, num_sequences=par.global_batch_size, recompute=par.recompute)
+        for name in ("gemm", "attention_core", "lm_head", "recompute_gemm"):
+            assert getattr(batch, name)[i] == getattr(one, name), name
+        assert batch.recompute_attention_core[i] == one.recompute_attention_core
+        assert one.model_total == pytest.approx(one.gemm + one.attention_core + one.lm_head)
+        recomputed = one.recompute_gemm + one.recompute_attention_core
+        assert one.hardware_total == pytest.approx(one.model_total + recomputed)

@@ -168,7 +168,7 @@ def test_from_scenario_reads_what_from_scenarios_reads() -> None:
         assert one.scalar
         assert not many.scalar
         for f in dataclasses.fields(ScenarioArrays):
-            if f.name in ("n", "device"):
+            if f.name in ("num_scenarios", "device"):
                 continue
             value, column = getattr(one, f.name), getattr(many, f.name)
             assert type(value) in (float, bool, int), f.name

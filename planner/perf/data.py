@@ -1,0 +1,149 @@
+"""Data-parallel communication: gradient reduction, parameter gathers and ZeRO-3/FSDP.
+
+Dense parameters are replicated over the ``d·c`` GPUs of the data-parallel group (with context
+parallelism, as Megatron-Core groups them), expert parameters over ``max(d·c/e, 1)``; each group
+reduces its gradients once per iteration, ``grad_bytes_per_param`` per parameter: a ring
+all-reduce at ZeRO-0, a reduce-scatter when the optimizer is sharded (ZeRO >= 1, Megatron's
+distributed optimizer; Rajbhandari et al. 2020), which then all-gathers the updated 16-bit
+parameters before the next forward (``collectives``; ranks ``t`` apart, experts ``t·e``).
+
+ZeRO 0-2: the reduction runs in buckets under the last microbatch's backward and the gather
+under the first microbatch's forward (Megatron ``--overlap-grad-reduce`` /
+``--overlap-param-gather``): at most ``dp_overlap_fraction`` of each hides, never more than that
+window; fully exposed when the scenario sets ``overlap_grad_reduce`` / ``overlap_param_gather``
+false.
+
+ZeRO-3 / FSDP gathers the parameters before every microbatch's forward and backward (and once
+more for the recomputed forward under full recompute on stacks that release them after every
+forward: DeepSpeed) and reduce-scatters the gradients every microbatch, hidden behind that
+microbatch's compute on the slowest stage. Each collective unit pays the ring latency: a flat
+buffer per layer (PyTorch FSDP), or every parameter tensor of the layer (DeepSpeed; 12 with
+biases, 9 without, ``ModelSpec.has_biases``); DeepSpeed's prefetch reaches only
+``zero3_prefetch_params`` parameters ahead, hiding at most that share of the next tensor's
+gather (``planner.perf.frameworks``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.perf import collectives as coll
+from planner.perf import ops
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import CommKind, EfficiencyModel
+from planner.perf.operators import LayerTimes
+from planner.perf.ops import Real
+from planner.perf.parameters import LocalParameters
+from planner.perf.pipeline import PipelineSchedule
+from planner.specs.parallelism import Recompute
+
+__all__ = ["PARAM_GATHER_BYTES", "DataParallelTimes", "data_parallel_times"]
+
+_FULL = Recompute.FULL.code
+
+PARAM_GATHER_BYTES = 2.0
+"""Parameters are gathered in 16 bits (also under FP8 training: the FP8 copy is cast locally)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataParallelTimes:
+    """Data-parallel communication, seconds (numbers, or arrays of shape ``(n,)``):
+    ``gradient_reduction_s`` and ``parameter_gather_s`` are one round of each over the dense
+    and expert groups (per iteration at ZeRO 0-2, per microbatch at ZeRO-3, before any
+    overlap); ``exposed_s`` is what the iteration pays."""
+
+    gradient_reduction_s: Real
+    parameter_gather_s: Real
+    exposed_s: Real
+
+
+def data_parallel_times(
+    a: ScenarioArrays,
+    eff: EfficiencyModel,
+    link: coll.Link,
+    *,
+    params: LocalParameters,
+    layer: LayerTimes,
+    schedule: PipelineSchedule,
+) -> DataParallelTimes:
+    """Data-parallel communication of every scenario of ``a`` (module docstring); ``params``
+    are the parameters per GPU of the stage holding the most."""
+    zero = a.zero_stage
+    full = a.recompute == _FULL
+    regather = a.zero3_regather_on_recompute & full
+    gathers = ops.where(
+        zero >= 3, ops.where(regather, 3.0, 2.0), ops.where(zero >= 1, 1.0, 0.0)
+    )  # parameter all-gathers per round
+    dense_group = a.dense_data_parallel_size
+    dense = _round(
+        a, link, params=params.dense, group=dense_group, stride=a.tensor_parallel, gathers=gathers
+    )
+    grads, gather = dense.gradient_reduction_s, dense.parameter_gather_s
+    if ops.any_(a.num_moe_layers > 0):  # expert parameters: their own (smaller) group
+        experts = _round(
+            a,
+            link,
+            params=params.expert,
+            group=a.expert_data_parallel_size,
+            stride=a.tensor_parallel * a.expert_parallel,
+            gathers=gathers,
+        )
+        grads = grads + ops.where(params.expert > 0, experts.gradient_reduction_s, 0.0)
+        gather = gather + ops.where(params.expert > 0, experts.parameter_gather_s, 0.0)
+    keep = 1.0 - eff.comm_overlap(CommKind.DATA)
+    layers = a.num_layers / a.pipeline_parallel
+    exposed_grads = ops.where(
+        a.overlap_grad_reduce, ops.maximum(grads * keep, grads - layers * layer.backward_s), grads
+    )
+    exposed_gather = ops.where(
+        a.overlap_param_gather,
+        ops.maximum(gather * keep, gather - layers * layer.forward_s),
+        gather,
+    )
+    per_microbatch = grads + gather
+    keep_zero3 = a.full(keep)
+    if ops.any_(zero >= 3):
+        tensors = ops.where(a.zero3_gather_per_tensor, ops.where(a.has_biases, 12.0, 9.0), 1.0)
+        latency = coll.all_gather_time_s(a.full(0.0), dense_group, a.tensor_parallel, link)
+        units = ops.maximum(layers * tensors - 1.0, 0.0)
+        per_microbatch = per_microbatch + (gathers + 1.0) * units * latency
+        unit_params = params.dense / ops.maximum(layers * tensors, 1.0)
+        reach = ops.minimum(a.zero3_prefetch_params / ops.maximum(unit_params, 1.0), 1.0 - keep)
+        keep_zero3 = ops.where(a.zero3_prefetch_params > 0, 1.0 - reach, keep)
+    hidden = per_microbatch - schedule.slowest_stage_s
+    zero3 = a.num_microbatches * ops.maximum(per_microbatch * keep_zero3, hidden)
+    return DataParallelTimes(
+        gradient_reduction_s=grads,
+        parameter_gather_s=gather,
+        exposed_s=ops.where(zero >= 3, zero3, exposed_grads + exposed_gather),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Round:
+    """One gradient reduction and the parameter gathers of one data-parallel group, seconds."""
+
+    gradient_reduction_s: Real
+    parameter_gather_s: Real
+
+
+def _round(
+    a: ScenarioArrays,
+    link: coll.Link,
+    *,
+    params: Real,
+    group: Real,
+    stride: Real,
+    gathers: Real,
+) -> _Round:
+    """One round over a data-parallel group of ``group`` ranks ``stride`` apart holding
+    ``params`` parameters each: the gradient all-reduce (ZeRO-0) or reduce-scatter, and
+    ``gathers`` parameter all-gathers."""
+    grads = params * a.grad_bytes_per_param
+    all_reduce = coll.all_reduce_time_s(grads, group, stride, link)
+    reduce_scatter = coll.reduce_scatter_time_s(grads, group, stride, link)
+    all_gather = coll.all_gather_time_s(params * PARAM_GATHER_BYTES, group, stride, link)
+    return _Round(
+        gradient_reduction_s=ops.where(a.zero_stage == 0, all_reduce, reduce_scatter),
+        parameter_gather_s=gathers * all_gather,
+    )

@@ -1,0 +1,62 @@
+"""The optimizer step: Adam over the parameters a GPU owns, a memory-bound pass.
+
+Adam (Kingma & Ba 2015) with fp32 master weights, as Megatron-LM and the PyTorch stacks run it
+under mixed precision: per owned parameter the step reads the fp32 master weight, both moments
+and the gradient, makes a gradient-norm pass, and writes the master weight, both moments and the
+16-bit copy: ``ADAM_HBM_BYTES_PER_PARAM`` bytes of HBM traffic. A GPU owns all its parameters
+at ZeRO-0 and ``1/(d·c)`` of its dense and ``1/max(d·c/e, 1)`` of its expert parameters when
+the optimizer is sharded (ZeRO >= 1; Megatron's distributed optimizer, Rajbhandari et al.
+2020). FP8 training adds the cast of every local weight to its FP8 copy
+(``FP8_CAST_BYTES_PER_PARAM``: read 16-bit, write 8-bit). The step runs as a few fused
+multi-tensor kernels (at least ``4 · kernel_min_time_s``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.perf import ops
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import EfficiencyModel
+from planner.perf.ops import Real
+from planner.perf.parameters import LocalParameters
+
+__all__ = [
+    "ADAM_HBM_BYTES_PER_PARAM",
+    "FP8_CAST_BYTES_PER_PARAM",
+    "OptimizerTimes",
+    "optimizer_times",
+]
+
+ADAM_HBM_BYTES_PER_PARAM = 34.0
+"""Read fp32 master, m, v, grad (16); grad-norm pass (4); write master, m, v (12), 16-bit copy
+(2)."""
+FP8_CAST_BYTES_PER_PARAM = 3.0
+"""Cast of a weight to its FP8 copy: read 2 bytes, write 1."""
+_MIN_KERNELS = 4.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OptimizerTimes:
+    """The optimizer step per iteration, seconds (``step_s``; a number, or an array of shape
+    ``(n,)``), and the HBM bytes it moves (``hbm_bytes``)."""
+
+    step_s: Real
+    hbm_bytes: Real
+
+
+def optimizer_times(
+    a: ScenarioArrays, eff: EfficiencyModel, params: LocalParameters
+) -> OptimizerTimes:
+    """The optimizer step of every scenario of ``a`` (module docstring); ``params`` are the
+    parameters per GPU of the stage holding the most."""
+    sharded = a.zero_stage >= 1
+    dense_shards = ops.where(sharded, a.dense_data_parallel_size, 1.0)
+    expert_shards = ops.where(sharded, a.expert_data_parallel_size, 1.0)
+    owned = params.dense / dense_shards + params.expert / expert_shards
+    cast = FP8_CAST_BYTES_PER_PARAM * (params.dense + params.expert)
+    hbm = ADAM_HBM_BYTES_PER_PARAM * owned + ops.where(a.device.low_precision, cast, 0.0)
+    seconds = hbm / eff.memory_bytes_per_s(hbm, a.device)
+    return OptimizerTimes(
+        step_s=ops.maximum(seconds, _MIN_KERNELS * eff.kernel_min_time_s), hbm_bytes=hbm
+    )

@@ -1,0 +1,80 @@
+"""Tensor-parallel communication: the activations' collectives around each layer's GEMMs.
+
+Per layer and direction, the attention and the MLP block each need one collective pair over
+the ``t`` ranks of the tensor-parallel group (Shoeybi et al. 2019, Megatron-LM §3): with
+sequence parallelism an all-gather before and a reduce-scatter after the block, otherwise one
+all-reduce (Korthikanti et al. 2022 §4.2.2: the same bytes on a ring), each of ``tok·h`` 16-bit
+activations (``tok = b·S/c`` local tokens). Forward and backward make 4 pairs per layer; full
+recompute re-runs the forward's 2 (x 1.5). The vocabulary-parallel embedding adds one pair
+(the all-reduce of its output; with sequence parallelism its reduce-scatter and the
+backward's all-gather); the LM head one pair under sequence parallelism (gathering its input,
+scattering the input's gradient) plus three small all-reduces of ``tok`` fp32 values for the
+vocabulary-parallel cross-entropy (max, sum, target logit; Megatron
+``vocab_parallel_cross_entropy``). A fraction hides behind the GEMMs:
+``tp_comm_overlap_fraction`` where the framework splits the collectives into chunks overlapped
+with the GEMMs that consume and produce them (Transformer Engine userbuffers, Megatron
+``--tp-comm-overlap``; Hopper and later, ``planner.perf.frameworks``), ``tp_overlap_fraction``
+otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.perf import collectives as coll
+from planner.perf import ops
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import ARCHITECTURES, CommKind, EfficiencyModel
+from planner.perf.memory import ACTIVATION_BYTES
+from planner.perf.ops import Real
+from planner.specs.parallelism import Recompute
+
+__all__ = ["TensorParallelTimes", "tensor_parallel_times"]
+
+_FULL = Recompute.FULL.code
+
+_HOPPER = ARCHITECTURES.index("hopper")
+_CDNA3 = ARCHITECTURES.index("cdna3")
+_LOSS_ALL_REDUCE_BYTES_PER_TOKEN = 4.0
+"""Each vocabulary-parallel cross-entropy all-reduce carries one fp32 value per token."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TensorParallelTimes:
+    """Exposed tensor-parallel communication per microbatch, seconds (numbers, or arrays of
+    shape ``(n,)``): ``layer_s`` of one transformer layer (forward, backward and what full
+    recompute repeats), ``embedding_s`` of the embedding, ``lm_head_s`` of the LM head and the
+    loss."""
+
+    layer_s: Real
+    embedding_s: Real
+    lm_head_s: Real
+
+
+def tensor_parallel_times(
+    a: ScenarioArrays, eff: EfficiencyModel, link: coll.Link
+) -> TensorParallelTimes:
+    """Tensor-parallel communication of every scenario of ``a`` (module docstring)."""
+    tp = a.tensor_parallel
+    tokens = a.tokens_per_microbatch
+    size = tokens * a.hidden_size * ACTIVATION_BYTES
+    all_gather = coll.all_gather_time_s(size, tp, 1.0, link)
+    reduce_scatter = all_gather  # a ring reduce-scatter of the same buffer costs the same
+    all_reduce = coll.all_reduce_time_s(size, tp, 1.0, link)
+    loss = coll.all_reduce_time_s(tokens * _LOSS_ALL_REDUCE_BYTES_PER_TOKEN, tp, 1.0, link)
+    pair = ops.where(a.sequence_parallel, all_gather + reduce_scatter, all_reduce)
+    layer = 4.0 * pair  # 2 forward + 2 backward
+    head = ops.where(a.sequence_parallel, all_gather + reduce_scatter, 0.0) + 3.0 * loss
+    arch = a.device.architecture
+    hopper_plus = (arch >= _HOPPER) & (arch < _CDNA3)
+    keep = ops.where(
+        a.tp_comm_overlap & hopper_plus,
+        1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS),
+        1.0 - eff.comm_overlap(CommKind.TENSOR),
+    )
+    full = a.recompute == _FULL
+    return TensorParallelTimes(
+        layer_s=layer * ops.where(full, 1.5, 1.0) * keep,
+        embedding_s=pair * keep,
+        lm_head_s=head * keep,
+    )
