@@ -156,23 +156,6 @@ class ScenarioArrays:
         / expert_parallel, 1)`` (Megatron-Core's expert data-parallel group)."""
         return ops.maximum(self.dense_data_parallel_size / self.expert_parallel, 1.0)
 
-    # Transitional: ``planner/search/explore.py`` (another helper's file) still reads these
-    # three; remove them once it reads ``global_batch_size``, ``seq_length`` and ``num_gpus``.
-    @property
-    def B(self) -> Real:  # noqa: N802
-        """Deprecated name of ``global_batch_size``."""
-        return self.global_batch_size
-
-    @property
-    def S(self) -> Real:  # noqa: N802
-        """Deprecated name of ``seq_length``."""
-        return self.seq_length
-
-    @property
-    def N(self) -> Real:  # noqa: N802
-        """Deprecated name of ``num_gpus``."""
-        return self.num_gpus
-
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ScenarioArrays:
         """The one-scenario form of a validated ``Scenario``: every field a Python number."""
