@@ -30,7 +30,10 @@ pools:
       - {date: 2025-08-01, gpus: 64}
 """
 
-SCENARIO = "{model: {preset: llama3-8b}, parallelism: {context_parallel: 2, global_batch_size: 128, precision: fp8}}"
+SCENARIO = (
+    "{model: {preset: llama3-8b}, "
+    "parallelism: {context_parallel: 2, global_batch_size: 128, precision: fp8}}"
+)
 
 
 def _plan(extra: str) -> str:
@@ -45,11 +48,13 @@ def _error(fn, *args) -> str:
 
 def test_example_files_parse():
     fleet = read_fleet((EXAMPLES / "fleet.yaml").read_text(), "fleet.yaml")
-    assert fleet.scheduler is SchedulerKind.SLURM and fleet.pool_names == ("h100", "a100")
+    assert fleet.scheduler is SchedulerKind.SLURM
+    assert fleet.pool_names == ("h100", "a100")
     plan = read_plan((EXAMPLES / "plan.yaml").read_text(), "plan.yaml", fleet)
     assert {j.name for j in plan} >= {"llama3-70b-pretrain", "gpt-1b-sweep"}
     sweep = next(j for j in plan if j.name == "gpt-1b-sweep")
-    assert sweep.gpu is None and sweep.num_gpus is None  # gpu: any, num_gpus: recommend
+    assert sweep.gpu is None
+    assert sweep.num_gpus is None
     snapshot = read_snapshot((EXAMPLES / "jobs-snapshot.json").read_text(), "jobs.json")
     assert [j.running for j in snapshot.jobs] == [True, True, False]
     what_ifs = read_what_ifs(
@@ -132,14 +137,16 @@ def test_plan_errors_name_file_line_and_field():
 def test_plan_accepts_megatron_arguments_and_recommend():
     fleet = read_fleet(FLEET, "fleet.yaml")
     plan = read_plan(
-        "jobs:\n  - name: m\n    megatron_args: --num-layers 24 --hidden-size 2048 --num-attention-heads 16 "
+        "jobs:\n  - name: m\n    megatron_args: --num-layers 24 --hidden-size 2048 "
+        "--num-attention-heads 16 "
         "--seq-length 2048 --micro-batch-size 4 --global-batch-size 256 --bf16\n"
         "    train_iters: 1000\n    num_gpus: recommend\n    time_limit: 2-00:00:00\n",
         "plan.yaml",
         fleet,
     )
     job = plan[0]
-    assert job.num_gpus is None and job.time_limit_s == 2 * 86400
+    assert job.num_gpus is None
+    assert job.time_limit_s == 2 * 86400
     assert job.scenario.training.train_iters == 1000
 
 
@@ -167,16 +174,19 @@ def test_snapshot_errors():
     )
     assert "jobs.json:2: jobs[0].status: must be one of" in _error(
         read_snapshot,
-        '{"taken_at": 0, "jobs": [\n {"job_id": "1", "status": "zombie", "num_gpus": 8, "runtime_s": {"p50_s": 60}}]}',
+        '{"taken_at": 0, "jobs": [\n {"job_id": "1", "status": "zombie", "num_gpus": 8, '
+        '"runtime_s": {"p50_s": 60}}]}',
         "jobs.json",
     )
     assert "jobs.json:2: jobs[0].runtime_s.p50_s: the band must be ordered" in _error(
         read_snapshot,
-        '{"taken_at": 0, "jobs": [\n {"job_id": "1", "status": "running", "num_gpus": 8, "runtime_s": {"p10_s": 90, "p50_s": 60}}]}',
+        '{"taken_at": 0, "jobs": [\n {"job_id": "1", "status": "running", "num_gpus": 8, '
+        '"runtime_s": {"p10_s": 90, "p50_s": 60}}]}',
         "jobs.json",
     )
     ended = read_snapshot(
-        '{"taken_at": 0, "jobs": [{"job_id": "1", "status": "completed", "num_gpus": 8, "runtime_s": {"p50_s": 60}}]}',
+        '{"taken_at": 0, "jobs": [{"job_id": "1", "status": "completed", "num_gpus": 8, '
+        '"runtime_s": {"p50_s": 60}}]}',
         "j.json",
     )
     assert ended.jobs == ()

@@ -77,7 +77,7 @@ def test_interruptions_add_the_renewal_reward_mean():
     rate = 16384 * LLAMA3_INTERRUPTIONS_PER_GPU_HOUR / 3600.0
     expected = 100 * 3600.0 / (1 - rate * (model.restart_overhead_s + 1800.0))
     assert wall.mean() == pytest.approx(expected, rel=0.02)
-    assert LLAMA3_INTERRUPTIONS_PER_GPU_HOUR == pytest.approx(1.973e-5, rel=1e-3)
+    assert pytest.approx(1.973e-5, rel=1e-3) == LLAMA3_INTERRUPTIONS_PER_GPU_HOUR
     off = sample_durations(
         work, gpus, ckpt, InterruptionModel(rate_per_gpu_hour=0.0), np.random.default_rng(3)
     )

@@ -113,7 +113,8 @@ def test_what_ifs_side_by_side_on_the_examples():
     assert names == ["base", "h100-early", "b200-pool", "ablation-first"]
     b200 = review.scenarios[2]
     moved = next(j for j in b200.jobs if j.name == "llama3-70b-pretrain")
-    assert moved.pool == "b200" and moved.num_gpus == 128
+    assert moved.pool == "b200"
+    assert moved.num_gpus == 128
     assert any(o.pool == "b200" for o in b200.occupancy)
     data = json.loads(json.dumps(review.to_dict(), allow_nan=False))
     assert data["comparison"][0]["scenario"] == "base"
@@ -173,7 +174,8 @@ def test_pending_job_starts_when_the_running_job_is_predicted_to_end():
     )
     forecast = forecasts["11"]
     assert forecast.start_s[1] == pytest.approx(now + 120.0, rel=0, abs=10.0)
-    assert forecast.start_s[0] >= now + 95.0 and forecast.start_s[2] <= now + 160.0
+    assert forecast.start_s[0] >= now + 95.0
+    assert forecast.start_s[2] <= now + 160.0
     assert forecast.completion_s[1] == pytest.approx(now + 720.0, abs=40.0)
     assert forecast.scheduler_start_s == now + 365 * DAY
     assert "10" not in forecasts
