@@ -41,7 +41,10 @@ class DocumentError(SpecError):
         return str(self.args[0])
 
 
-class _Loader(yaml.SafeLoader):
+_Base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built
+
+
+class _Loader(_Base):  # type: ignore[valid-type,misc]
     """Safe loader: ``1.5e13`` is a float (YAML 1.2 / JSON), duplicate keys are errors."""
 
 
