@@ -135,5 +135,10 @@ def run_review(
 
 def _describe(what_if: WhatIf) -> str:
     parts = [f"{c.gpus:+d} GPUs in {c.pool}" for c in what_if.capacity]
-    parts += [f"{e.job} changed" for e in what_if.jobs]
-    return ", ".join(parts) or "no change"
+    for edit in what_if.jobs:
+        layout = None if edit.layout is None else "changed"
+        fields: dict[str, object] = {"gpu": edit.gpu, "pool": edit.pool, "num_gpus": edit.num_gpus}
+        fields |= {"priority": edit.priority, "layout": layout}
+        changed = ", ".join(f"{k} {v}" for k, v in fields.items() if v is not None)
+        parts.append(f"{edit.job}: {changed}")
+    return "; ".join(parts) or "no change"
