@@ -25,6 +25,7 @@ import typer
 
 from planner import __version__
 from planner.errors import PlannerError, SpecError
+from planner.review_cli import review
 
 app = typer.Typer(
     add_completion=False,
@@ -33,6 +34,7 @@ app = typer.Typer(
 )
 
 EXIT_INVALID = 2
+app.command()(review)
 
 
 def _documents(path: str) -> list[object]:

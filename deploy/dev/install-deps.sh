@@ -10,7 +10,8 @@ source "$here/common.sh"
 pkgs=(munge slurm-wlm slurmctld slurmd slurm-client slurm-wlm-basic-plugins slurmdbd
   slurm-wlm-mysql-plugin mariadb-server mariadb-client curl jq
   prometheus prometheus-alertmanager  # Prometheus 2.42 + promtool, Alertmanager 0.25 (deploy tests)
-  postgresql postgresql-client)  # PostgreSQL 15: the HA store (postgres-up.sh, store tests)
+  postgresql postgresql-client  # PostgreSQL 15: the HA store (postgres-up.sh, store tests)
+  chromium)  # headless browser: the capacity review's HTML report test (tests/capacity)
 
 missing=()
 for p in "${pkgs[@]}"; do
