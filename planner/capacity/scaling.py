@@ -13,19 +13,16 @@ search, so it is the one to adapt when their APIs move:
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from planner.catalog import get_gpu
 from planner.errors import InfeasibleError, SpecError
 from planner.perf import predict_batch
-from planner.scenario import parse_scenario
-from planner.search import Objective, explore, parse_space
+from planner.search import DesignSpace, Knobs, Objective, explore
 from planner.specs.hardware import HardwareSpec
 from planner.specs.scenario import Scenario
 
@@ -156,19 +153,27 @@ def recommend_size(
     return knee
 
 
-def best_layout(document: Mapping[str, Any], gpu: str, num_gpus: int) -> Scenario:
-    """The fastest layout (time to train) of the job described by scenario ``document`` on
-    ``num_gpus`` GPUs of type ``gpu``, from the exhaustive layout search
-    (``planner.search.explore``; only the global batch and the precision are kept, every
-    other knob is searched). Raises ``InfeasibleError`` when no layout fits."""
-    doc: dict[str, Any] = copy.deepcopy(dict(document))
-    par = dict(doc.get("parallelism") or {})
-    doc["parallelism"] = {k: par[k] for k in ("global_batch_size", "precision") if k in par}
-    doc["hardware"] = {"gpu": gpu, "num_gpus": num_gpus}
-    result = explore(
-        parse_space(doc), objective=Objective.TIME_TO_TRAIN, top_k=1, with_pareto=False
+def best_layout(scenario: Scenario, gpu: str, num_gpus: int) -> Scenario:
+    """The fastest layout (time to train) of the job ``scenario`` on ``num_gpus`` GPUs of type
+    ``gpu``, from the exhaustive layout search (``planner.search.explore``; the model, the
+    global batch, the precision and the training run are kept, every layout knob is searched).
+    Raises ``InfeasibleError`` when no layout fits, ``SpecError`` for an unknown GPU type."""
+    spec = get_gpu(gpu)
+    hardware = HardwareSpec(
+        gpu=spec,
+        num_gpus=num_gpus,
+        gpus_per_node=spec.gpus_per_node,
+        nvlink_domain_size=spec.nvlink_domain_size,
+        inter_node_bandwidth_gbit_per_s=spec.scale_out_bandwidth_bytes_per_s * 8.0 / 1e9,
     )
+    base = dataclasses.replace(scenario, hardware=hardware)
+    space = DesignSpace(
+        base=base,
+        num_gpus=(num_gpus,),
+        global_batch_size=(scenario.parallelism.global_batch_size,),
+        knobs=Knobs(),
+    )
+    result = explore(space, objective=Objective.TIME_TO_TRAIN, top_k=1, with_pareto=False)
     if not result.top:
-        raise InfeasibleError(f"no layout of {doc.get('name')} fits {num_gpus} x {gpu}")
-    layout = {k: v for k, v in result.top[0]["parallelism"].items() if v is not None}
-    return parse_scenario({**doc, "parallelism": {**doc["parallelism"], **layout}})
+        raise InfeasibleError(f"no layout of {scenario.name} fits {num_gpus} x {gpu}")
+    return result.top[0].scenario

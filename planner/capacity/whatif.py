@@ -233,7 +233,7 @@ def _apply_job(job: PlannedJob, edit: JobEdit, fleet: Fleet) -> PlannedJob:
     num = job.num_gpus or job.scenario.hardware.num_gpus
     if edit.layout == "best":
         try:
-            scenario = best_layout(job.document, gpu, num)
+            scenario = best_layout(job.scenario, gpu, num)
         except (InfeasibleError, SpecError) as exc:
             raise SpecError(
                 f"jobs[{job.name}].layout", f"no layout on {num} x {gpu}: {exc}"
