@@ -11,8 +11,8 @@ The final stage is ``FROM scratch`` plus this tree, which holds only what ``plan
   configuration and its own site-packages);
 - every shared library these load, found with ``ldd`` (the dynamic loader's own answer); a
   library ``ldd`` cannot find stops the build;
-- the C.UTF-8 locale, /etc/localtime with its zoneinfo file, CA certificates, nsswitch.conf and
-  os-release, when the base image has them;
+- the dynamic loader's cache and configuration, the C.UTF-8 locale, /etc/localtime with its
+  zoneinfo file, CA certificates, nsswitch.conf and os-release, when the base image has them;
 - /etc/passwd and /etc/group with root and the service user, its home directory (owned by it,
   the state directory), and /tmp.
 
@@ -46,6 +46,10 @@ STDLIB_SKIP = {
 # The Tk extension module: python:3.11-slim ships it without the Tk libraries it links to.
 STDLIB_SKIP_PREFIXES = ("_tkinter.",)
 OPTIONAL = [
+    # The loader's cache: how python:3.11-slim's interpreter finds libpython in /usr/local/lib.
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
     "/etc/nsswitch.conf",
     "/etc/os-release",
     "/etc/localtime",
