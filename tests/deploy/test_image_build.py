@@ -236,7 +236,13 @@ class BuiltImage:
     buildah: Buildah
     size_mb: float
     config: dict[str, object]
-    container: str
+
+
+@dataclass
+class Container:
+    """A working container of the image and its mounted root (the overlay's merged view)."""
+
+    name: str
     rootfs: Path
 
 
@@ -292,10 +298,8 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltImage]:
         value, unit = listing[0]["size"].split()
         size_mb = float(value) * {"kB": 1e-3, "MB": 1.0, "GB": 1e3}[unit]
         inspect = json.loads(buildah("inspect", "--type", "image", IMAGE))
-        container = buildah("from", "--pull-never", "--name", "planner-image-test", IMAGE).strip()
-        rootfs = Path(buildah("mount", container).strip())
         try:
-            yield BuiltImage(buildah, size_mb, inspect["Docker"]["config"], container, rootfs)
+            yield BuiltImage(buildah, size_mb, inspect["Docker"]["config"])
         finally:
             buildah("rm", "--all")
             every = buildah("images", "--all", "--quiet", "--no-trunc").split()
@@ -306,10 +310,27 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltImage]:
             print(f"image build timings (s): {buildah.timings}; size {size_mb} MB")
 
 
-def run_in(image: BuiltImage, *argv: str, timeout: float = 120) -> str:
-    """A command in the image's container, as its configured user (USER 10001:10001)."""
+@pytest.fixture
+def container(image: BuiltImage) -> Iterator[Container]:
+    """A fresh container per test: its upper directory shows what that test's runs wrote."""
+    name = image.buildah("from", "--pull-never", IMAGE).strip()
+    try:
+        yield Container(name, Path(image.buildah("mount", name).strip()))
+    finally:
+        image.buildah("rm", name)
+
+
+def run_in(
+    image: BuiltImage,
+    container: Container,
+    *argv: str,
+    volumes: tuple[str, ...] = (),
+    timeout: float = 120,
+) -> str:
+    """A command in ``container``, as the image's user (USER 10001:10001); returns its stdout."""
+    mounts = [arg for volume in volumes for arg in ("--volume", volume)]
     return image.buildah(
-        "run", "--isolation", "chroot", image.container, "--", *argv, timeout=timeout
+        "run", "--isolation", "chroot", *mounts, container.name, "--", *argv, timeout=timeout
     )
 
 
@@ -324,8 +345,8 @@ def test_image_is_under_400_mb_with_the_charts_user_and_entrypoint(image: BuiltI
     assert "/healthz" in " ".join(config["Healthcheck"]["Test"])  # type: ignore[index]
 
 
-def test_image_holds_no_shell_package_manager_or_setuid_program(image: BuiltImage) -> None:
-    root = image.rootfs
+def test_image_holds_no_shell_package_manager_or_setuid_program(container: Container) -> None:
+    root = container.rootfs
     for tool in (
         "bin/sh",
         "bin/bash",
@@ -347,9 +368,10 @@ def test_image_holds_no_shell_package_manager_or_setuid_program(image: BuiltImag
     assert not list((root / "opt" / "venv").rglob("__pycache__"))
 
 
-def test_every_module_imports_in_the_image(image: BuiltImage) -> None:
+def test_every_module_imports_in_the_image(image: BuiltImage, container: Container) -> None:
     out = run_in(
         image,
+        container,
         "python",
         "-c",
         "import importlib, os, pkgutil, planner, adapters, psycopg\n"
@@ -365,8 +387,62 @@ def test_every_module_imports_in_the_image(image: BuiltImage) -> None:
     assert int(libpq) >= 100000  # libpq loads: the chart's PostgreSQL mode works
 
 
+def test_the_numeric_stack_computes_in_the_image_what_it_computes_here(
+    image: BuiltImage, container: Container, tmp_path: Path
+) -> None:
+    """numpy, scipy, scikit-learn and pyarrow after pruning and stripping: the CLI's prediction
+    and straggler replay match this machine's to 1e-9, and a calibration fit completes."""
+    data, examples = stack.REPO / "tests" / "data", stack.REPO / "deploy" / "examples"
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o1777)
+    volumes = (f"{data}:/data:ro", f"{examples}:/examples:ro", f"{out}:/out")
+    commands = {
+        "predict": ["predict", "{examples}/llama3-8b-h100.yaml", "--json"],
+        "stragglers": [
+            "stragglers",
+            "{data}/traces/bytedance-straggler-trace-AR.parquet",
+            "--meta",
+            "{data}/traces/bytedance-straggler-meta-AR.yaml",
+            "--json",
+        ],
+    }
+    for name, argv in commands.items():
+        inside = [a.format(data="/data", examples="/examples") for a in argv]
+        here = [a.format(data=data, examples=examples) for a in argv]
+        got = json.loads(run_in(image, container, "planner", *inside, volumes=volumes))
+        want = json.loads(
+            subprocess.run(
+                [stack.PYTHON, "-m", "planner", *here],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=stack.REPO,
+            ).stdout
+        )
+        key = "slowdown" if name == "stragglers" else "iteration_time_s"
+        assert got[key] == pytest.approx(want[key], rel=1e-9), name
+    run_in(
+        image,
+        container,
+        "planner",
+        "calibrate",
+        "fit",
+        "--samples",
+        "/data/calibration/cpu_epyc_2core_fp32",
+        "--out",
+        "/out/cal.json",
+        volumes=volumes,
+        timeout=240,
+    )
+    calibration = json.loads((out / "cal.json").read_text())
+    assert calibration["operators"]
+    assert calibration["collectives"]
+    assert calibration["skipped"] == {}
+
+
 def test_planner_serve_answers_healthz_as_non_root_writing_only_to_its_volumes(
-    image: BuiltImage, tmp_path: Path
+    image: BuiltImage, container: Container, tmp_path: Path
 ) -> None:
     state, tmp = tmp_path / "state", tmp_path / "tmp"
     state.mkdir()
@@ -388,7 +464,7 @@ def test_planner_serve_answers_healthz_as_non_root_writing_only_to_its_volumes(
         "PLANNER_HOST=127.0.0.1",
         "--env",
         f"PLANNER_PORT={port}",
-        image.container,
+        container.name,
         "--",
         *entrypoint,
     )
@@ -412,7 +488,7 @@ def test_planner_serve_answers_healthz_as_non_root_writing_only_to_its_volumes(
     db = state / "planner.db"
     assert db.exists(), log_path.read_text()[-3000:]
     assert (db.stat().st_uid, db.stat().st_gid) == (UID, GID)
-    upper = image.rootfs.parent / "diff"  # the container's overlay upper directory
+    upper = container.rootfs.parent / "diff"  # the container's overlay upper directory
     written = {str(p.relative_to(upper)) for p in upper.rglob("*")}
     assert written <= BUILDAH_RUN_FILES, (
         f"written outside the volumes: {written - BUILDAH_RUN_FILES}"
