@@ -50,6 +50,7 @@ OPTIONAL = [
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
+    "/var/run",  # -> /run on Debian: where Kubernetes mounts the service-account token
     "/etc/nsswitch.conf",
     "/etc/os-release",
     "/etc/localtime",

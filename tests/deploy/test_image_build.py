@@ -366,6 +366,8 @@ def test_image_holds_no_shell_package_manager_or_setuid_program(container: Conta
     assert (home.st_uid, home.st_gid) == (UID, GID)
     assert f"planner:x:{UID}:{GID}:" in (root / "etc" / "passwd").read_text()
     assert not list((root / "opt" / "venv").rglob("__pycache__"))
+    assert os.readlink(root / "var" / "run") == "/run"  # the service-account token's mount path
+    assert (root / "etc" / "ld.so.cache").is_file()
 
 
 def test_every_module_imports_in_the_image(image: BuiltImage, container: Container) -> None:
