@@ -17,7 +17,12 @@ def make_router(registry: CollectorRegistry) -> APIRouter:
         operation_id="metrics",
         summary="Prometheus metrics",
         response_class=Response,
-        responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+        responses={
+            200: {
+                "description": "The Prometheus text format, version 0.0.4",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            }
+        },
     )
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
