@@ -118,11 +118,8 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (PLANNER_PORT)")] = None,
 ) -> None:
     """Run the planner service: ingest loops, HTTP API and /metrics."""
-    import uvicorn
-
-    from planner.service.app import create_app
+    from planner.service.main import serve as run_service
     from planner.service.settings import load_settings
-    from planner.service.store import Store
 
     overrides: dict[str, Any] = {}
     if host is not None:
@@ -143,19 +140,10 @@ def serve(
         for noisy in ("apscheduler", "alembic"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        store = Store(settings.database_url)
-        store.migrate()  # fail here with a message rather than inside the server's start-up
-        application = create_app(settings, store=store)
+        run_service(settings)
     except PlannerError as exc:
         typer.echo(f"planner: cannot start: {exc}", err=True)
         raise typer.Exit(1) from None
-    logging.getLogger("planner.service").info(
-        "planner %s serving on http://%s:%d (API docs at /docs)",
-        __version__,
-        settings.host,
-        settings.port,
-    )
-    uvicorn.run(application, host=settings.host, port=settings.port, log_config=None)
 
 
 def _straggler_summary(result: dict[str, Any]) -> str:
@@ -184,12 +172,11 @@ def stragglers(
     ] = False,
 ) -> None:
     """What-if straggler analysis of a trace: slowdown, attribution and diagnosis."""
-    from adapters.traces import read_layout, read_op_trace
+    from planner.service.main import read_trace
     from planner.stragglers import analyse
 
     try:
-        layout = read_layout(meta)
-        report = analyse(read_op_trace(trace, layout, skip_bad_rows=skip_bad_rows))
+        report = analyse(read_trace(trace, meta, skip_bad_rows=skip_bad_rows))
     except SpecError as exc:
         typer.echo(f"planner: invalid input: {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
@@ -352,14 +339,14 @@ def calibrate_sample(  # noqa: PLR0917 (typer options)
 ) -> None:
     """Time the model's operators (and collectives) on this machine over a space-filling
     design of shapes; write op_samples.csv, collective_samples.csv and run.json to --out."""
-    from adapters.sampling.run import run_sampling
     from planner.errors import CalibrationError
+    from planner.service.main import sample_this_machine
 
     if device not in ("cpu", "cuda"):
         typer.echo("planner: --device must be cpu or cuda", err=True)
         raise typer.Exit(EXIT_INVALID)
     try:
-        run, files = run_sampling(
+        run, files = sample_this_machine(
             out,
             device=device,
             num_threads=threads or None,
@@ -396,27 +383,13 @@ def calibrate_fit(
 ) -> None:
     """Fit per-operator regressors (chosen by CV, error quoted on held-out samples) and
     latency-bandwidth curves of the collectives; write the calibration as JSON."""
-    from adapters.nccl import parse_nccl_tests
-    from adapters.sampling.files import read_sample_run
     from planner.calibration import fit_calibration
     from planner.calibration.report import summary_lines
     from planner.errors import CalibrationError
+    from planner.service.main import read_calibration_inputs
 
     try:
-        ops: list[Any] = []
-        colls: list[Any] = []
-        metadata: dict[str, Any] = {}
-        for path in samples:
-            run = read_sample_run(path)
-            ops.extend(run.ops)
-            colls.extend(run.collectives)
-            metadata = metadata or dict(run.metadata)
-        for path in nccl or []:
-            try:
-                text = Path(path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise CalibrationError(f"cannot read {path}: {exc}") from None
-            colls.extend(parse_nccl_tests(text, source=path).samples)
+        ops, colls, metadata = read_calibration_inputs(samples, nccl or [])
         calibration = fit_calibration(ops, colls, metadata=metadata, random_state=seed)
     except CalibrationError as exc:
         typer.echo(f"planner: invalid samples: {exc}", err=True)

@@ -100,10 +100,10 @@ def review(  # noqa: PLR0917 (typer options)
         raise _fail(f"invalid input: {exc}") from None
     executor = None
     if ray_address:
-        from adapters.ray import RayExecutor
+        from planner.service.main import ray_executor
 
         try:
-            executor = RayExecutor(ray_address)
+            executor = ray_executor(ray_address)
         except SourceError as exc:
             raise _fail(str(exc)) from None
     began = time.perf_counter()

@@ -51,6 +51,10 @@ class Executor(Protocol):
         """``[fn(shared, item) for item in items]``, possibly in parallel."""
         ...
 
+    def close(self) -> None:
+        """Release what the executor holds (a cluster connection); idempotent."""
+        ...
+
 
 class LocalExecutor:
     """The in-process executor: a plain loop."""
@@ -58,6 +62,9 @@ class LocalExecutor:
     def map(self, fn: Callable[[S, T], R], shared: S, items: Sequence[T]) -> list[R]:
         """``[fn(shared, item) for item in items]``."""
         return [fn(shared, item) for item in items]
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 @dataclass(frozen=True, slots=True)
