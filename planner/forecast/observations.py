@@ -1,8 +1,8 @@
 """Progress records (from job logs, metrics or the scheduler) to step-time observations for the
 ETA; pure, no I/O.
 
-This is the one rule for "what a step time is" (``ARCHITECTURE``: one rule, one place): the
-service's ingest loop (``planner.service.loops.progress``), the tests and the benchmarks
+This is the one rule for "what a step time is" (one rule, one place: ``docs/architecture.md``):
+the service's ingest loop (``planner.service.loops.progress``), the tests and the benchmarks
 (``benchmarks/eta_band_coverage.py``, ``benchmarks/recalibration.py``) all call it.
 
 The rule:

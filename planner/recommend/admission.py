@@ -1,7 +1,7 @@
 """Admission policy: what the planner says about a workload waiting for admission (Kueue
 AdmissionCheck), and the hint values it annotates jobs with; pure, no I/O.
 
-The rules (the scheduler stays in charge, ``ARCHITECTURE``: key decisions):
+The rules (the scheduler stays in charge, ``docs/architecture.md``: key decisions):
 
 * **Decision** (:func:`admission_decision`): no owning job, stale predictions or no prediction
   give ``Pending`` (the planner cannot decide); a prediction that does not fit in GPU memory
