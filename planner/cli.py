@@ -10,6 +10,8 @@
                                       optional YAML file in ``PLANNER_CONFIG_FILE``).
 ``planner calibrate sample|fit|show`` sample operators on this machine, fit
                                       per-operator models, show a calibration.
+``planner eta replay LOG``            replay a finished job's log: the ETA at each point and
+                                      its errors (``planner.eta_cli``).
 ``planner version``                   print the version.
 """
 
@@ -25,6 +27,7 @@ import typer
 
 from planner import __version__
 from planner.errors import PlannerError, SpecError
+from planner.eta_cli import eta_app
 from planner.review_cli import review
 
 app = typer.Typer(
@@ -35,6 +38,7 @@ app = typer.Typer(
 
 EXIT_INVALID = 2
 app.command()(review)
+app.add_typer(eta_app, name="eta")
 
 
 def _documents(path: str) -> list[object]:

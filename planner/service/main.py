@@ -19,6 +19,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from adapters.kubernetes import (
 )
 from adapters.kubernetes.client import ADMISSIONCHECKS
 from adapters.kubernetes.config import api_client_from_config
-from adapters.logs import LogTailer
+from adapters.logs import LogTailer, read_log
 from adapters.nccl import parse_nccl_tests
 from adapters.prometheus import (
     DcgmJobTelemetry,
@@ -77,6 +78,7 @@ from planner.service.metrics import KubernetesCollector, PlannerCollector
 from planner.service.runtime import ServiceState
 from planner.service.settings import KubernetesSettings, Settings, SlurmSettings, Toggle
 from planner.service.store import SqlStore, Store
+from planner.specs.job import ProgressRecord
 from planner.specs.trace import OpTrace
 
 log = logging.getLogger("planner.service")
@@ -376,3 +378,15 @@ def read_calibration_inputs(
             raise CalibrationError(f"cannot read {path}: {exc}") from None
         colls.extend(parse_nccl_tests(text, source=path).samples)
     return ops, colls, metadata
+
+
+# ---------------------------------------------------------------- ETA replay (issue 14)
+
+
+def read_job_log(text: str) -> tuple[list[ProgressRecord], int | None, str, float | None]:
+    """A finished job's log read whole (``adapters.logs.read_log``; times printed without a zone
+    taken as UTC, so a replay is the same on every machine): its progress records, the total
+    iterations it states (None: none), its format, and the latest time it printed (None: none).
+    Raises ``SpecError`` (field ``log``) when no line carries training progress."""
+    reading = read_log(text, tz=UTC)
+    return list(reading.records), reading.train_iters, reading.framework, reading.last_timestamp_s

@@ -3,7 +3,9 @@
 * ``online``: the per-cluster step-time corrections learnt from running jobs
   (``planner.calibration.online``), with the model's error per cluster;
 * ``operators/<name>``: operator and collective models fitted from uploaded samples (the CSV
-  files ``planner calibrate sample`` writes), stored as data.
+  files ``planner calibrate sample`` writes), stored as data;
+* ``eta``: per cluster, what its finished jobs taught the ETA: the band calibration by progress
+  bucket and its achieved coverage, the shutdown and the restart overhead.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from planner.calibration import (
 )
 from planner.calibration.report import summary_lines
 from planner.errors import CalibrationError, SpecError
+from planner.forecast.bands import BandCalibration
 from planner.service.api.errors import error_responses
 from planner.service.api.models import Calibrations, CalibrationUploaded
+from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
 from planner.service.store import Store
 
 OPERATORS_PREFIX = "operators/"
@@ -55,6 +59,27 @@ def _online_view(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _eta_view(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per cluster, what its finished jobs taught the ETA (issue 14)."""
+    out = []
+    for key in sorted(state.get("clusters") or {}):
+        scheduler, _, cluster = key.partition("/")
+        entry = state["clusters"][key] or {}
+        known = knowledge_of(entry)
+        out.append(
+            {
+                "scheduler": scheduler,
+                "cluster": cluster,
+                "num_jobs": known.num_jobs,
+                "band_coverage_ratio": known.coverage_ratio,
+                "shutdown_s": known.shutdown_s,
+                "restart_overhead_s": known.restart_overhead_s,
+                "buckets": BandCalibration.from_json(entry.get("bands")).summary(),
+            }
+        )
+    return out
+
+
 def make_router(store: Store, clock: Callable[[], float]) -> APIRouter:
     """The calibration routes over ``store``."""
     router = APIRouter(tags=["calibration"])
@@ -70,8 +95,11 @@ def make_router(store: Store, clock: Callable[[], float]) -> APIRouter:
     def list_calibrations() -> dict[str, Any]:
         online: dict[str, Any] = {"num_samples": 0, "groups": [], "model_error": []}
         operators = []
+        eta: list[dict[str, Any]] = []
         for row in store.calibrations():
-            if row.name == "online":
+            if row.name == ETA_CALIBRATION:
+                eta = _eta_view(row.state)
+            elif row.name == "online":
                 online = {**_online_view(row.state), "updated_s": row.updated_s}
             elif row.name.startswith(OPERATORS_PREFIX):
                 operators.append(
@@ -82,7 +110,7 @@ def make_router(store: Store, clock: Callable[[], float]) -> APIRouter:
                         "summary": row.state.get("summary", []),
                     }
                 )
-        return {"online": online, "operators": operators}
+        return {"online": online, "operators": operators, "eta": eta}
 
     @router.post(
         "/v1/calibrations",

@@ -1,5 +1,12 @@
-"""A job's ETA: the model's prediction as the prior, the stored step samples as observations
-(``planner.forecast.eta``); every estimate is kept in the job's history (pruned)."""
+"""A job's ETA: the model's prediction as the prior, the stored step samples as observations,
+the job's progress history and arguments, and what the cluster's finished jobs taught
+(``planner.service.loops.outcomes``: band calibration, shutdown, restart overhead), through
+``planner.forecast.eta``; every estimate is kept in the job's history (pruned).
+
+A pending job that already made progress (requeued, or resuming another job's run) resumes from
+its history: the remaining iterations from where it got to, at its own pace, plus its restart
+overhead (the median of its own restarts, else the cluster's), from the scheduler's expected
+start (or now)."""
 
 from __future__ import annotations
 
@@ -9,15 +16,24 @@ import math
 from typing import Any
 
 from planner.errors import PlannerError
-from planner.forecast.eta import EtaEstimate, StepObservation, estimate_pending, estimate_running
+from planner.forecast.arguments import TrainingSchedule
+from planner.forecast.eta import (
+    OBSERVATION_WINDOW,
+    EtaEstimate,
+    StepObservation,
+    estimate_pending,
+    estimate_running,
+)
+from planner.forecast.history import ProgressHistory
+from planner.service.loops.outcomes import EtaKnowledge, eta_knowledge
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
 from planner.specs.job import JobState, JobStatus
 
 log = logging.getLogger(__name__)
 
-#: Step samples used for one ETA (the newest ones; the estimator weights recent ones more).
-ETA_SAMPLE_WINDOW = 500
+#: Step samples used for one ETA (the newest ones; the replay uses the same window).
+ETA_SAMPLE_WINDOW = OBSERVATION_WINDOW
 #: ETA history rows kept per job (older rows are pruned).
 ETA_HISTORY_ROWS = 2000
 
@@ -51,11 +67,86 @@ def prior(row: JobRow, default_log_sd: float) -> tuple[float | None, float]:
     return (float(value) if isinstance(value, int | float) and value > 0 else None), sd
 
 
+def schedule_of(row: JobRow) -> TrainingSchedule | None:
+    """The evaluation and checkpoint intervals stored for the job (None: none stated)."""
+    doc = row.schedule
+    if not isinstance(doc, dict):
+        return None
+    try:
+        schedule = TrainingSchedule(**doc)
+    except TypeError:
+        return None
+    return None if schedule.empty else schedule
+
+
+def _observations(uow: UnitOfWork, row: JobRow) -> list[StepObservation]:
+    return [
+        StepObservation(
+            iteration=r.iteration,
+            step_time_s=float(r.step_time_s or 0.0),
+            num_iterations=r.num_iterations,
+            time_s=r.time_s,
+        )
+        for r in uow.timed_samples(row, limit=ETA_SAMPLE_WINDOW)
+    ]
+
+
+def _resumed(
+    row: JobRow,
+    job: JobState,
+    *,
+    step_s: float | None,
+    sd: float,
+    observations: list[StepObservation],
+    history: ProgressHistory,
+    known: EtaKnowledge,
+    now_s: float,
+) -> EtaEstimate | None:
+    """The ETA of a pending job that already made progress (module docstring)."""
+    if not row.train_iters or row.iteration is None or (step_s is None and not observations):
+        return None
+    start = job.expected_start_time_s if job.expected_start_time_s is not None else now_s
+    start = max(start, now_s)
+    own = sorted(r.overhead_s for r in history.restarts)
+    overhead = own[len(own) // 2] if own else (known.restart_overhead_s or 0.0)
+    estimate = estimate_running(
+        prior_step_time_s=step_s,
+        prior_log_sd=sd,
+        observations=observations,
+        iteration=row.iteration,
+        train_iters=row.train_iters,
+        last_progress_time_s=start,
+        now_s=start,
+        history=history,
+        schedule=schedule_of(row),
+        shutdown_s=known.shutdown_s + overhead,
+        shutdown_sd_s=known.shutdown_sd_s,
+        band=known.band,
+    )
+    if job.expected_start_time_s is None:
+        return dataclasses.replace(estimate, completion_time_s=None)
+    return estimate
+
+
 def _estimate(
     uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float, default_log_sd: float
 ) -> EtaEstimate | None:
     step_s, sd = prior(row, default_log_sd)
+    known = eta_knowledge(uow, row.scheduler, row.cluster)
+    history = ProgressHistory.from_json(row.progress_history)
     if job.status == JobStatus.PENDING:
+        observations = _observations(uow, row) if row.progress_history else []
+        if row.progress_history and history.first_iteration is not None:
+            return _resumed(
+                row,
+                job,
+                step_s=step_s,
+                sd=sd,
+                observations=observations,
+                history=history,
+                known=known,
+                now_s=now_s,
+            )
         if step_s is None or not row.train_iters:
             return None
         return estimate_pending(
@@ -66,16 +157,8 @@ def _estimate(
         )
     if not row.train_iters:
         return None
-    observations = [
-        StepObservation(
-            iteration=r.iteration,
-            step_time_s=float(r.step_time_s or 0.0),
-            num_iterations=r.num_iterations,
-            time_s=r.time_s,
-        )
-        for r in uow.timed_samples(row, limit=ETA_SAMPLE_WINDOW)
-    ]
-    if step_s is None and not observations:
+    observations = _observations(uow, row)
+    if step_s is None and not observations and not history.recent:
         return None
     return estimate_running(
         prior_step_time_s=step_s,
@@ -85,6 +168,11 @@ def _estimate(
         train_iters=row.train_iters,
         last_progress_time_s=row.last_progress_s or job.start_time_s or now_s,
         now_s=now_s,
+        history=history if row.progress_history else None,
+        schedule=schedule_of(row),
+        shutdown_s=known.shutdown_s,
+        shutdown_sd_s=known.shutdown_sd_s,
+        band=known.band,
     )
 
 

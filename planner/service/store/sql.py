@@ -319,6 +319,19 @@ class SqlUnitOfWork:
             row.state = state
             row.updated_s = updated_s
 
+    # issue 14 (ETA)
+    def job_predictions(self, job: JobRow, *, kind: str, limit: int) -> list[PredictionRow]:
+        """The newest ``limit`` predictions of ``kind`` of the job, oldest first."""
+        pk = self._pk(job)
+        self._s.flush()
+        rows = self._s.scalars(
+            select(PredictionRow)
+            .where(PredictionRow.job_pk == pk, PredictionRow.kind == kind)
+            .order_by(PredictionRow.made_at_s.desc(), PredictionRow.id.desc())
+            .limit(limit)
+        )
+        return list(reversed(list(rows)))
+
 
 def _job_sort_key(job_id: str) -> tuple[int, str]:
     head = job_id.split("_", 1)[0]
