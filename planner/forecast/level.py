@@ -89,12 +89,13 @@ def prior_fit(prior_step_time_s: float, prior_log_sd: float) -> LevelFit:
 def phase_start(y: np.ndarray, n: np.ndarray, sigma: float) -> int:
     """Index of the first observation of the current phase of ``y`` (log step times of ``n``
     iterations each, in order); 0 when there is no change point (module docstring). Values are
-    first winsorized at ``HUBER_K`` sigmas from the median, so a lone outlier is no phase."""
+    first winsorized at ``HUBER_K`` sigmas (at least twice ``CHANGE_MIN_EFFECT``) from the
+    median, so a lone outlier is no phase."""
     start = 0
     for _ in range(MAX_CHANGES):
         ns = n[start:]
         med = float(np.median(y[start:]))
-        reach = HUBER_K * sigma / np.sqrt(ns)
+        reach = np.maximum(HUBER_K * sigma / np.sqrt(ns), 2.0 * CHANGE_MIN_EFFECT)
         ys = np.clip(y[start:], med - reach, med + reach)  # one outlier is not a phase
         m = len(ys)
         if m < 2 * CHANGE_MIN_OBS:

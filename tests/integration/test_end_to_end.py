@@ -5,12 +5,17 @@ the `slurm_stack` fixture from deploy/dev; the job is deploy/dev/tiny_gpt (PyTor
 2 ranks on CPU, launched with srun, Megatron-LM iteration lines) with its scenario attached in
 the comment. The service runs as a real `python -m planner serve` process.
 
-What the ETA test saw is printed (and appended to $PLANNER_E2E_REPORT when set).
+What the ETA test saw is printed (and appended to $PLANNER_E2E_REPORT when set). It asserts what
+must hold whatever the machine's load (issue 14): an ETA exists, is finite and narrows; its
+accuracy is judged against the job's own measured timings (its printed compute times after the
+check against those before: a machine that got busier after the check moves the real end, not
+the ETA's error).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -32,7 +37,16 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 TINY_GPT = ROOT / "deploy" / "dev" / "tiny_gpt"
 TRAIN_ITERS = int(os.environ.get("PLANNER_E2E_TRAIN_ITERS", "900"))
-ETA_TOLERANCE = 0.15
+ETA_TOLERANCE = 0.05
+# The ETA test's job, as real runs are: an evaluation every 20 % of the run and a slower phase
+# (a data stall on every rank, x1.6) from 10 to 20 %.
+EVAL_INTERVAL = TRAIN_ITERS // 5
+SLOW_PHASE = (TRAIN_ITERS // 10 + 1, TRAIN_ITERS // 5)
+ETA_JOB_ARGS = (
+    f"--eval-interval {EVAL_INTERVAL} --eval-iters 200 --slow-phase-from-iteration "
+    f"{SLOW_PHASE[0]} --slow-phase-to-iteration {SLOW_PHASE[1]} --slow-phase-factor 1.6 "
+    "--slow-phase-mode stall"
+)
 
 
 def _free_port() -> int:
@@ -143,13 +157,27 @@ def service(
 
 
 def submit_tiny_gpt(
-    env: dict[str, str], out_dir: Path, *, train_iters: int = TRAIN_ITERS, extra_args: str = ""
+    env: dict[str, str],
+    out_dir: Path,
+    *,
+    train_iters: int = TRAIN_ITERS,
+    extra_args: str = "",
+    literal: bool = False,
 ) -> str:
-    """sbatch the tiny GPT job with its scenario in the comment; returns the job id."""
+    """sbatch the tiny GPT job with its scenario in the comment; returns the job id. With
+    ``literal`` the batch script holds the extra arguments written out (as a user's script
+    does), so the planner reads them from it."""
     scenario = out_dir / "scenario.yaml"
     shutil.copy(TINY_GPT / "scenario.yaml", scenario)
     text = scenario.read_text().replace("train_iters: 900", f"train_iters: {train_iters}")
     scenario.write_text(text)
+    script = TINY_GPT / "job.sbatch"
+    if literal:
+        script = out_dir / "job.sbatch"
+        body = (TINY_GPT / "job.sbatch").read_text()
+        body = body.replace("${TINY_GPT_EXTRA_ARGS:-}", extra_args)
+        script.write_text(body)
+        extra_args = ""
     result = subprocess.run(
         [
             "sbatch",
@@ -157,7 +185,7 @@ def submit_tiny_gpt(
             f"--comment=planner:scenario={scenario}",
             f"--output={out_dir}/tiny-gpt-%j.out",
             f"--chdir={ROOT}",
-            str(TINY_GPT / "job.sbatch"),
+            str(script),
         ],
         env={
             **env,
@@ -184,6 +212,33 @@ def report(figures: dict[str, Any]) -> None:
             f.write(line + "\n")
 
 
+def printed_step_times(path: Path) -> dict[int, float]:
+    """Rank 0's Megatron lines: iteration -> the printed (compute) step time of the interval
+    ending there, s (the timer is stopped around evaluations)."""
+    pattern = re.compile(r"iteration +(\d+)/ *\d+ \|.*elapsed time per iteration \(ms\): ([\d.]+)")
+    times = {}
+    for line in path.read_text(errors="replace").splitlines():
+        match = pattern.search(line)
+        if match:
+            times[int(match.group(1))] = float(match.group(2)) / 1000.0
+    return times
+
+
+def load_ratio(times: dict[int, float], *, since: int, check: int) -> float:
+    """How much slower the job computed after ``check`` than between ``since`` and ``check``
+    (its own printed step times): what the machine's load changed after the ETA was made."""
+    before = [t for i, t in times.items() if since < i <= check]
+    after = [t for i, t in times.items() if i > check]
+    return (sum(after) / len(after)) / (sum(before) / len(before))
+
+
+def finite_band(eta: dict[str, Any]) -> bool:
+    values = [
+        eta[k][q] for k in ("remaining_s", "completion_time_s") for q in ("p10", "p50", "p90")
+    ]
+    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
+
+
 def test_service_tracks_a_real_training_job_and_predicts_its_end(
     service: Service,
     planner_env: dict[str, str],
@@ -192,7 +247,7 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
 ) -> None:
     wait_until("first ingest cycle", 60, lambda: service.get("/readyz").status_code == 200)
     tmp_path.chmod(0o777)
-    job_id = submit_tiny_gpt(planner_env, tmp_path)
+    job_id = submit_tiny_gpt(planner_env, tmp_path, extra_args=ETA_JOB_ARGS, literal=True)
 
     # The job shows up with the right allocation and description.
     def running() -> dict[str, Any] | None:
@@ -224,15 +279,20 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     wait_until("progress to advance", 30, progressed)
 
     # Once 30% of the iterations are done: the p50 predicted completion time.
-    def at_30_percent() -> dict[str, Any] | None:
-        j = service.job(job_id)
-        ratio = (j["eta"] or {}).get("progress_ratio") or 0.0
-        return j if ratio >= 0.3 else None
+    def at_progress(ratio: float) -> Callable[[], dict[str, Any] | None]:
+        def probe() -> dict[str, Any] | None:
+            j = service.job(job_id)
+            return j if ((j["eta"] or {}).get("progress_ratio") or 0.0) >= ratio else None
 
-    snapshot = wait_until("30% progress", 180, at_30_percent, every_s=0.25)
+        return probe
+
+    snapshot = wait_until("30% progress", 300, at_progress(0.3), every_s=0.25)
     eta = snapshot["eta"]
+    assert finite_band(eta), eta
     predicted_end_s = eta["completion_time_s"]["p50"]
     band = (eta["completion_time_s"]["p10"], eta["completion_time_s"]["p90"])
+    anchor_s = snapshot["progress"]["last_progress_s"]
+    check_iteration = snapshot["progress"]["iteration"]
     seen_at_s = time.time()
 
     # Enforcing hints: the planner's token in the comment (the user's scenario token kept) and
@@ -265,24 +325,41 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     )
     assert f"planner_job_eta_seconds{{{eta_labels}}}" in metrics
 
+    # Later in the run the band has narrowed around its end.
+    late = wait_until("75% progress", 300, at_progress(0.75), every_s=0.5)
+    assert finite_band(late["eta"]), late["eta"]
+    late_band = late["eta"]["completion_time_s"]
+    assert late_band["p90"] - late_band["p10"] < band[1] - band[0], (late_band, band)
+
     def ended() -> dict[str, Any] | None:
         j = service.job(job_id)
         return j if not j["active"] and j["end_time_s"] else None
 
-    final = wait_until(f"job {job_id} to end", 300, ended, every_s=1.0)
+    final = wait_until(f"job {job_id} to end", 600, ended, every_s=1.0)
     assert final["status"] == "completed", final
     assert final["progress"]["iteration"] == TRAIN_ITERS
     start_s, end_s = final["start_time_s"], final["end_time_s"]
     duration_s = end_s - start_s
-    error = abs(predicted_end_s - end_s) / duration_s
+    # Judged against the job's own timings: what the machine's load changed after the check
+    # (the job's printed compute times after it against those since its slow phase) scales
+    # the remaining time the ETA predicted.
+    times = printed_step_times(tmp_path / f"tiny-gpt-{job_id}.out")
+    load = load_ratio(times, since=SLOW_PHASE[1] + 10, check=check_iteration)
+    adjusted_end_s = anchor_s + (predicted_end_s - anchor_s) * load
+    error = abs(adjusted_end_s - end_s) / duration_s
     figures = {
         "job_id": job_id,
         "train_iters": TRAIN_ITERS,
+        "job_args": ETA_JOB_ARGS,
         "progress_ratio_at_check": snapshot["eta"]["progress_ratio"],
         "eta_method": eta.get("method"),
         "model_step_time_s": snapshot["prediction"]["iteration_time_s"],
         "observed_step_time_p50_s": eta["step_time_s"]["p50"],
+        "pauses_ahead_s": eta.get("pauses_s"),
+        "phase_start_iteration": eta.get("phase_start_iteration"),
+        "load_ratio_after_check": round(load, 4),
         "predicted_end_minus_real_end_s": round(predicted_end_s - end_s, 2),
+        "raw_error_ratio_of_duration": round(abs(predicted_end_s - end_s) / duration_s, 4),
         "p10_p90_band_s": [round(band[0] - end_s, 2), round(band[1] - end_s, 2)],
         "real_in_band": band[0] <= end_s <= band[1],
         "job_duration_s": duration_s,
@@ -292,6 +369,19 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     with capsys.disabled():
         report(figures)
     assert error <= ETA_TOLERANCE, figures
+
+    # Ended, it keeps what it was (issue 14): description, prediction, ETA history, and its
+    # outcome, which taught its cluster's ETA.
+    assert final["described_by"] == "scenario_file", final
+    assert final["prediction"] is not None
+    assert final["outcome"]["ran_all_iterations"] is True, final["outcome"]
+    assert final["outcome"]["p50_error_ratio_at"]["30pct"] is not None
+    assert service.job(job_id)["eta_history"]
+    learnt = {
+        (c["scheduler"], c["cluster"]): c for c in service.get("/v1/calibrations").json()["eta"]
+    }
+    assert learnt[("slurm", final["cluster"])]["num_jobs"] >= 1
+    assert "planner_eta_band_coverage_ratio{" in service.get("/metrics").text
 
     # Every rank printed its timings and no rank was slowed: no straggler is flagged.
     stragglers = service.get(f"/v1/jobs/{job_id}/stragglers").json()

@@ -19,7 +19,9 @@ prints them.
 * **A slower phase** (``--slow-phase-from-iteration A --slow-phase-to-iteration B
   --slow-phase-factor F``): every rank spends ``F`` times its measured compute time per
   iteration from ``A`` to ``B`` (a degraded node, another job on the host), unlike ``--slow-rank``
-  which slows one rank.
+  which slows one rank; with ``--slow-phase-mode stall`` the extra time is a wait for data
+  outside the compute time the ranks measure (a slow file system), so no rank looks slower than
+  its peers or its own history.
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--slow-phase-from-iteration", type=int, default=0)
     g.add_argument("--slow-phase-to-iteration", type=int, default=0)
     g.add_argument("--slow-phase-factor", type=float, default=1.0)
+    g.add_argument(
+        "--slow-phase-mode",
+        choices=("compute", "stall"),
+        default="compute",
+        help="slower compute on every rank, or a data stall outside the measured compute time",
+    )
 
 
 def argument_dump(args: argparse.Namespace) -> list[str]:

@@ -342,8 +342,12 @@ def main(argv: list[str] | None = None) -> int:
             _straggle(max(0.0, args.slow_factor - 1.0) * compute_s, args.slow_mode)
             compute_s = time.perf_counter() - t_compute
         if run_events.in_slow_phase(args, iteration):
-            _straggle(max(0.0, args.slow_phase_factor - 1.0) * compute_s, args.slow_mode)
-            compute_s = time.perf_counter() - t_compute
+            extra_s = max(0.0, args.slow_phase_factor - 1.0) * compute_s
+            if args.slow_phase_mode == "stall":
+                time.sleep(extra_s)  # waiting for data: outside the measured compute time
+            else:
+                _straggle(extra_s, args.slow_mode)
+                compute_s = time.perf_counter() - t_compute
         compute_in_interval += compute_s
         if world > 1:
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
