@@ -16,7 +16,11 @@ Names read, per field:
 * ``save_interval``: ``--save-interval``,
   ``exp_manager.checkpoint_callback_params.every_n_train_steps`` or ``every_n_train_steps``,
   ``--checkpoint.interval``;
-* ``train_iters``: ``--train-iters``, ``trainer.max_steps``, ``--training.steps``.
+* ``train_iters``: ``--train-iters``, ``trainer.max_steps``, ``--training.steps``;
+* ``global_batch_size``: ``--global-batch-size``, ``model.global_batch_size``;
+* ``rampup_batch_size``: Megatron-LM's ``--rampup-batch-size START INCREMENT SAMPLES`` (the
+  batch grows from ``START`` by ``INCREMENT`` over ``SAMPLES`` samples to the global batch),
+  ``model.rampup_batch_size=[START,INCREMENT,SAMPLES]`` (NeMo).
 """
 
 from __future__ import annotations
@@ -35,7 +39,14 @@ _ALIASES: Final[dict[str, tuple[str, ...]]] = {
         "checkpoint.interval",
     ),
     "train_iters": ("train-iters", "trainer.max_steps", "training.steps"),
+    "global_batch_size": ("global-batch-size", "model.global_batch_size"),
 }
+_RAMPUP = (
+    r"(?:--rampup-batch-size(?:\s*=\s*|\s+)|model\.rampup_batch_size=\[?)"
+    r"['\"]?(\d+)['\"]?[\s,]+['\"]?(\d+)['\"]?[\s,]+['\"]?(\d+)",
+    r"(?m)^\s*rampup_batch_size\s\.{2,}\s\[['\"]?(\d+)['\"]?,\s*['\"]?(\d+)['\"]?,\s*"
+    r"['\"]?(\d+)['\"]?\]",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,18 +55,31 @@ class TrainingSchedule:
 
     ``eval_interval``: an evaluation every that many iterations (Megatron-LM: after each
     iteration that is a multiple of it), over ``eval_iters`` batches; ``save_interval``: a
-    checkpoint every that many iterations; ``train_iters``: the run's total.
+    checkpoint every that many iterations; ``train_iters``: the run's total;
+    ``global_batch_size`` and ``rampup_batch_size`` (``start, increment, samples``): a
+    batch-size ramp-up (``planner.forecast.rampup``).
     """
 
     eval_interval: int | None = None
     eval_iters: int | None = None
     save_interval: int | None = None
     train_iters: int | None = None
+    global_batch_size: int | None = None
+    rampup_batch_size: tuple[int, int, int] | None = None
 
     @property
     def empty(self) -> bool:
-        """True when the text stated none of the intervals."""
-        return self.eval_interval is None and self.save_interval is None
+        """True when the text stated no interval and no ramp-up."""
+        return self.eval_interval is None and self.save_interval is None and self.ramp() is None
+
+    def ramp(self) -> tuple[int, int, int, int] | None:
+        """``(start, increment, samples, global batch)`` of a usable batch-size ramp-up."""
+        if self.rampup_batch_size is None or not self.global_batch_size:
+            return None
+        start, increment, samples = self.rampup_batch_size
+        if not (0 < start < self.global_batch_size and increment > 0 and samples > 0):
+            return None
+        return start, increment, samples, self.global_batch_size
 
 
 def _option(text: str, alias: str) -> int | None:
@@ -96,9 +120,16 @@ def schedule_from_arguments(text: str) -> TrainingSchedule:
     eval_iters = values["eval_iters"]
     if eval_iters == 0:
         eval_interval = None
+    ramp = None
+    found = [(m.start(), m.groups()) for p in _RAMPUP for m in re.finditer(p, text)]
+    if found:
+        groups = max(found)[1]
+        ramp = (int(groups[0]), int(groups[1]), int(groups[2]))
     return TrainingSchedule(
         eval_interval=eval_interval,
         eval_iters=eval_iters,
         save_interval=values["save_interval"] or None,
         train_iters=values["train_iters"] or None,
+        global_batch_size=values["global_batch_size"] or None,
+        rampup_batch_size=ramp,
     )

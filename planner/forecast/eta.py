@@ -26,6 +26,8 @@ update in log space (Gelman et al., *Bayesian Data Analysis*, 3rd ed., 2013, §2
    gross prior-data conflict but hardly move a sound prior.
 2. **Phases.** Only the observations since the last change point of the pace are used (a
    batch-size ramp-up, a sequence-length warm-up, a slower phase: ``planner.forecast.level``).
+   A batch-size ramp-up the arguments state is no change of pace: step times are taken per
+   full-batch iteration and projected over the work left (``planner.forecast.rampup``).
 3. **Noise.** Each observation ``k`` is the mean over ``n_k`` iterations, so its log ``y_k`` has
    variance ``sigma^2 / n_k`` where ``sigma`` is the per-iteration log-sd. ``sigma`` is estimated
    robustly from the most recent ``NOISE_WINDOW`` (64) observations by the median absolute
@@ -69,6 +71,7 @@ If there is neither a prior nor any observation there is nothing to estimate fro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,6 +93,7 @@ from planner.forecast.level import (
     prior_fit,
 )
 from planner.forecast.pauses import PauseForecast, project_pauses
+from planner.forecast.rampup import work
 from planner.forecast.values import EtaMethod, Quantiles, StepObservation
 
 __all__ = [
@@ -223,6 +227,7 @@ def estimate_running(
             "give a prediction or wait for the job to log progress",
         )
 
+    observations = per_full_batch(observations, schedule)
     fit = fit_level(
         prior_step_time_s=prior_step_time_s,
         prior_log_sd=prior_log_sd,
@@ -236,7 +241,8 @@ def estimate_running(
     )
     remaining_iters = max(0, train_iters - iteration)
     spread = fit.level_log_sd if level_log_sd is None else level_log_sd
-    step_q, pace = _pace(fit, remaining_iters, half_life_s, spread)
+    remaining_work = work(schedule, iteration, train_iters) if remaining_iters else 0.0
+    step_q, pace = _pace(fit, remaining_work, half_life_s, spread)
     pauses = project_pauses(
         history.pauses,
         schedule=schedule,
@@ -301,7 +307,7 @@ def estimate_pending(
     if expected_start_time_s is not None and not math.isfinite(expected_start_time_s):
         raise SpecError("expected_start_time_s", f"must be finite, got {expected_start_time_s}")
     fit = prior_fit(prior_step_time_s, prior_log_sd)
-    step_q, pace = _pace(fit, train_iters, half_life_s, level_log_sd)
+    step_q, pace = _pace(fit, float(train_iters), half_life_s, level_log_sd)
     rem_q = _total(pace, PauseForecast(), 0.0, 0.0, Z90)
     completion = None
     if expected_start_time_s is not None:
@@ -361,10 +367,26 @@ class _Pace:
     log_sd: float
 
 
+def per_full_batch(
+    observations: Sequence[StepObservation], schedule: TrainingSchedule | None
+) -> Sequence[StepObservation]:
+    """The observations' step times per full-batch iteration under a batch-size ramp-up
+    (``planner.forecast.rampup``); unchanged without one."""
+    if schedule is None or schedule.ramp() is None:
+        return observations
+    out = []
+    for o in observations:
+        done = work(schedule, o.iteration - o.num_iterations, o.iteration)
+        scale = o.num_iterations / done if done > 0 else 1.0
+        out.append(dataclasses.replace(o, step_time_s=o.step_time_s * scale))
+    return out
+
+
 def _pace(
-    fit: LevelFit, remaining_iters: int, half_life_s: float, level_log_sd: float
+    fit: LevelFit, remaining_iters: float, half_life_s: float, level_log_sd: float
 ) -> tuple[Quantiles, _Pace]:
-    """(mean step time quantiles, the pace term for ``remaining_iters`` iterations)."""
+    """(mean step time quantiles, the pace term for ``remaining_iters`` (full-batch)
+    iterations)."""
     q = Z90 if fit.dof is None else t_quantile_90(fit.dof)
     sd_mu = math.sqrt(fit.var)
     step = Quantiles(

@@ -58,7 +58,8 @@ def test_history_widens_a_band_too_narrow_to_nominal_coverage() -> None:
     table = calibration.table()
     q_lo, q_hi, jobs = table.by_bucket[2]
     assert jobs == 40
-    assert q_lo > 0 and q_hi > 0
+    assert q_lo > 0
+    assert q_hi > 0
     held = []
     for _ in range(200):  # new jobs like them
         for point in job_points(rng, spread=0.2):
@@ -74,7 +75,8 @@ def test_history_narrows_a_band_too_wide_and_reports_coverage() -> None:
     for k in range(30):  # they stray by 2 %: the model's 10 % is too wide
         calibration.add_job(f"job{k}", float(k), job_points(rng, spread=0.02))
     q_lo, q_hi, _ = calibration.table().by_bucket[3]
-    assert q_lo < 0 and q_hi < 0
+    assert q_lo < 0
+    assert q_hi < 0
     assert calibration.coverage() == pytest.approx(1.0)  # their published (model) bands held
     again = BandCalibration.from_json(calibration.to_json())
     assert again.table() == calibration.table()
@@ -85,7 +87,7 @@ def test_one_odd_job_does_not_swing_the_band_and_the_newest_jobs_are_kept() -> N
     rng = np.random.default_rng(1)
     calibration = BandCalibration()
     calibration.add_job("odd", 0.0, job_points(rng, spread=2.0))
-    q_lo, q_hi, jobs = calibration.table().by_bucket[2]
+    _, q_hi, jobs = calibration.table().by_bucket[2]
     assert jobs == 1
     assert q_hi < 2.0  # the prior's pseudo-jobs hold it
     for k in range(250):

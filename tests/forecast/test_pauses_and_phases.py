@@ -234,3 +234,43 @@ def test_a_restart_is_recorded_with_its_overhead() -> None:
 )
 def test_schedules_from_arguments(text: str, expected: TrainingSchedule) -> None:
     assert schedule_from_arguments(text) == expected
+
+
+def test_a_batch_size_ramp_up_is_work_not_a_change_of_pace() -> None:
+    schedule = schedule_from_arguments(
+        "pretrain_gpt.py --global-batch-size 64 --rampup-batch-size 16 16 4800 --train-iters 400"
+    )
+    assert schedule.rampup_batch_size == (16, 16, 4800)
+    assert schedule.ramp() == (16, 16, 4800, 64)
+    # simulate: 1 s per full batch of 64, the batch read off Megatron-LM's ramp
+    batch: list[int] = []
+    consumed, obs = 0, []
+    for _ in range(400):
+        b = min(64, 16 + int(consumed / 1600) * 16)
+        consumed += b
+        batch.append(b)
+    times = np.cumsum([b / 64 for b in batch])
+    for i in range(10, 401, 10):
+        obs.append(
+            StepObservation(
+                iteration=i,
+                step_time_s=float(times[i - 1] - (times[i - 11] if i > 10 else 0.0)) / 10,
+                num_iterations=10,
+                time_s=T0 + float(times[i - 1]),
+            )
+        )
+    at = 60  # during the ramp
+    upto = [o for o in obs if o.iteration <= at]
+    estimate = estimate_running(
+        prior_step_time_s=None,
+        prior_log_sd=0.3,
+        observations=upto,
+        iteration=at,
+        train_iters=400,
+        last_progress_time_s=upto[-1].time_s,
+        now_s=upto[-1].time_s,
+        schedule=schedule,
+    )
+    real_remaining = float(times[-1] - times[at - 1])
+    assert estimate.step_time_s.p50 == pytest.approx(1.0, rel=0.02)  # per full batch
+    assert estimate.remaining_s.p50 == pytest.approx(real_remaining, rel=0.02)

@@ -78,7 +78,9 @@ def test_a_log_without_a_total_is_an_error_unless_it_is_given() -> None:
     assert missing.exit_code == 2
     assert "states no total number of iterations" in missing.output
     assert "--total-iterations" in missing.output
-    given = runner.invoke(app, ["eta", "replay", str(MLPERF), "--json", "--total-iterations", "220"])
+    given = runner.invoke(
+        app, ["eta", "replay", str(MLPERF), "--json", "--total-iterations", "220"]
+    )
     assert given.exit_code == 0, given.output
     summary = json.loads(given.output.splitlines()[-1])["summary"]
     assert summary["framework"] == "mlperf"

@@ -13,10 +13,8 @@ stack=${STACK_ROOT:-/tmp/planner-dev-stack}
 work=$(mktemp -d /tmp/eta-logs.XXXXXX)
 chmod 777 "$work"
 started=0
-if ! pgrep -x slurmctld >/dev/null; then
-  bash "$repo/deploy/dev/slurm-up.sh"
-  started=1
-fi
+pgrep -x slurmctld >/dev/null || started=1
+bash "$repo/deploy/dev/slurm-up.sh" # idempotent: daemons already running are left alone
 # shellcheck disable=SC1091
 source "$stack/slurm/env.sh"
 cleanup() { ((started == 0)) || bash "$repo/deploy/dev/slurm-down.sh"; }

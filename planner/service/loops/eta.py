@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 ETA_SAMPLE_WINDOW = OBSERVATION_WINDOW
 #: ETA history rows kept per job (older rows are pruned).
 ETA_HISTORY_ROWS = 2000
+#: An estimate joins the history when progress moved by this much since the last one kept...
+HISTORY_PROGRESS_STEP = 0.001
+#: ... or this long after it (s).
+HISTORY_MAX_GAP_S = 3600.0
 
 
 def eta_to_dict(eta: EtaEstimate) -> dict[str, Any]:
@@ -73,7 +77,10 @@ def schedule_of(row: JobRow) -> TrainingSchedule | None:
     if not isinstance(doc, dict):
         return None
     try:
-        schedule = TrainingSchedule(**doc)
+        ramp = doc.get("rampup_batch_size")
+        schedule = TrainingSchedule(
+            **{**doc, "rampup_batch_size": tuple(ramp) if isinstance(ramp, list) else ramp}
+        )
     except TypeError:
         return None
     return None if schedule.empty else schedule
@@ -190,6 +197,28 @@ def update_eta(
         return
     payload = eta_to_dict(eta)
     payload["made_at_s"] = now_s
+    previous = row.eta or {}
     row.eta = payload
+    if not _worth_keeping(previous, payload, now_s):
+        payload["history_made_at_s"] = previous.get("history_made_at_s")
+        payload["history_progress"] = previous.get("history_progress")
+        return
+    payload["history_made_at_s"] = now_s
+    payload["history_progress"] = payload.get("progress_ratio")
     uow.add_prediction(row, kind="eta", made_at_s=now_s, payload=payload)
     uow.prune_predictions(row, kind="eta", keep=ETA_HISTORY_ROWS)
+
+
+def _worth_keeping(previous: dict[str, Any], payload: dict[str, Any], now_s: float) -> bool:
+    """Whether an estimate joins the job's history: when progress moved by
+    ``HISTORY_PROGRESS_STEP`` since the last one kept, or ``HISTORY_MAX_GAP_S`` passed, or the
+    method changed (so a long job's history spans its whole run, not its last hours)."""
+    last_s, last_progress = previous.get("history_made_at_s"), previous.get("history_progress")
+    progress = payload.get("progress_ratio")
+    if not isinstance(last_s, int | float) or previous.get("method") != payload.get("method"):
+        return True
+    if now_s - last_s >= HISTORY_MAX_GAP_S:
+        return True
+    if not isinstance(progress, int | float) or not isinstance(last_progress, int | float):
+        return True
+    return abs(progress - last_progress) >= HISTORY_PROGRESS_STEP
