@@ -81,6 +81,17 @@ def _preflight(repo: Path) -> None:
         )
 
 
+def _controller_up(env: dict[str, str]) -> bool:
+    """True when a slurmctld answers on the dev stack's configuration."""
+    try:
+        ping = subprocess.run(
+            ["scontrol", "ping"], capture_output=True, text=True, timeout=15, env=env, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "is UP" in ping.stdout
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -164,11 +175,11 @@ def demo(
     port = port or _free_port()
     work = Path(tempfile.mkdtemp(prefix="planner-demo-"))
     work.chmod(0o777)
-    running = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, check=False)
-    started_slurm = running.returncode != 0
     service: subprocess.Popen[bytes] | None = None
     job_id: str | None = None
-    env = {**os.environ, "SLURM_CONF": str(STACK_ROOT / "slurm" / "etc" / "slurm.conf")}
+    conf = STACK_ROOT / "slurm" / "etc" / "slurm.conf"
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    started_slurm = not (conf.exists() and _controller_up(env))
     try:
         if started_slurm:
             typer.echo("starting the local Slurm (deploy/dev/slurm-up.sh) ...")

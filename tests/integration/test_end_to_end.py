@@ -212,18 +212,6 @@ def report(figures: dict[str, Any]) -> None:
             f.write(line + "\n")
 
 
-def printed_step_times(path: Path) -> dict[int, float]:
-    """Rank 0's Megatron lines: iteration -> the printed (compute) step time of the interval
-    ending there, s (the timer is stopped around evaluations)."""
-    pattern = re.compile(r"iteration +(\d+)/ *\d+ \|.*elapsed time per iteration \(ms\): ([\d.]+)")
-    times = {}
-    for line in path.read_text(errors="replace").splitlines():
-        match = pattern.search(line)
-        if match:
-            times[int(match.group(1))] = float(match.group(2)) / 1000.0
-    return times
-
-
 def load_ratio(times: dict[int, float], *, since: int, check: int) -> float:
     """How much slower the job computed after ``check`` than between ``since`` and ``check``
     (its own printed step times): what the machine's load changed after the ETA was made."""
@@ -239,6 +227,7 @@ def finite_band(eta: dict[str, Any]) -> bool:
     return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
 
 
+@pytest.mark.timeout(1500)  # a busy machine (CI, a CPU hog beside it) runs the job slower
 def test_service_tracks_a_real_training_job_and_predicts_its_end(
     service: Service,
     planner_env: dict[str, str],
@@ -343,7 +332,7 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     # Judged against the job's own timings: what the machine's load changed after the check
     # (the job's printed compute times after it against those since its slow phase) scales
     # the remaining time the ETA predicted.
-    times = printed_step_times(tmp_path / f"tiny-gpt-{job_id}.out")
+    times = step_times_from_log(tmp_path / f"tiny-gpt-{job_id}.out")
     load = load_ratio(times, since=SLOW_PHASE[1] + 10, check=check_iteration)
     adjusted_end_s = anchor_s + (predicted_end_s - anchor_s) * load
     error = abs(adjusted_end_s - end_s) / duration_s
