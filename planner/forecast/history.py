@@ -78,7 +78,8 @@ class ProgressHistory:
     """What a job's progress has shown so far (see the module docstring); mutable, updated by
     :meth:`observe` and :meth:`restart`, saved with :meth:`to_json`.
 
-    ``recent``: ``[log step time, iterations, time]`` of the last steady intervals;
+    ``recent``: ``[log step time, iterations, time, end iteration]`` of the last steady
+    intervals;
     ``wall_over_logged``: recent ratios of wall to printed compute time; ``pending``: a slow
     interval waiting for the next one (no printed compute time); ``first_iteration`` and
     ``first_time_s``: the first point; ``segment_start``: the iteration the current run of
@@ -187,12 +188,12 @@ class ProgressHistory:
         run and has none of its own yet)."""
         return [
             StepObservation(
-                iteration=max(1, k + 1),
-                step_time_s=math.exp(y),
-                num_iterations=max(1, round(n)),
-                time_s=t,
+                iteration=max(1, round(entry[3]) if len(entry) > 3 else k + 1),
+                step_time_s=math.exp(entry[0]),
+                num_iterations=max(1, round(entry[1])),
+                time_s=entry[2],
             )
-            for k, (y, n, t) in enumerate(self.recent)
+            for k, entry in enumerate(self.recent)
         ]
 
     # ------------------------------------------------------------------ internals
@@ -222,7 +223,9 @@ class ProgressHistory:
         return excess if excess > threshold else None
 
     def _steady(self, obs: StepObservation) -> None:
-        self.recent.append([math.log(obs.step_time_s), float(obs.num_iterations), obs.time_s])
+        self.recent.append(
+            [math.log(obs.step_time_s), float(obs.num_iterations), obs.time_s, obs.iteration]
+        )
         del self.recent[:-RECENT]
         if obs.logged_step_time_s is not None and obs.logged_step_time_s > 0:
             self.wall_over_logged.append(obs.step_time_s / obs.logged_step_time_s)
