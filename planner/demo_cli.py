@@ -253,11 +253,16 @@ def _watch(url: str, job_id: str, train_iters: int) -> dict[str, Any]:
     flagged = False
     deadline = time.monotonic() + 60 + 2.0 * train_iters
     while True:
-        job: dict[str, Any] = httpx.get(f"{url}/v1/jobs/{job_id}", timeout=10).json()
-        if not job["active"] and job.get("end_time_s"):
-            break
         if time.monotonic() > deadline:
             raise _fail(f"job {job_id} did not end in time; see {url}/v1/jobs/{job_id}")
+        response = httpx.get(f"{url}/v1/jobs/{job_id}", timeout=10)
+        if response.status_code == 404:  # not polled from Slurm yet
+            time.sleep(1.0)
+            continue
+        response.raise_for_status()
+        job: dict[str, Any] = response.json()
+        if not job["active"] and job.get("end_time_s"):
+            break
         iteration = job["progress"].get("iteration") or 0
         eta = job.get("eta") or {}
         if iteration != last_iteration and job["status"] == "running":

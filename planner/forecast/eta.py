@@ -238,6 +238,7 @@ def estimate_running(
         exclude=history.excluded_iterations(),
         run_start_iteration=history.first_iteration,
         restarts=[(r.time_s, r.to_iteration) for r in history.restarts],
+        resolution_s=1.0 if history.integer_times and history.first_time_s is not None else 0.0,
     )
     remaining_iters = max(0, train_iters - iteration)
     spread = fit.level_log_sd if level_log_sd is None else level_log_sd

@@ -86,27 +86,35 @@ def prior_fit(prior_step_time_s: float, prior_log_sd: float) -> LevelFit:
     )
 
 
-def phase_start(y: np.ndarray, n: np.ndarray, sigma: float) -> int:
+def phase_start(y: np.ndarray, n: np.ndarray, sigma: float, *, resolution_s: float = 0.0) -> int:
     """Index of the first observation of the current phase of ``y`` (log step times of ``n``
-    iterations each, in order); 0 when there is no change point (module docstring). Values are
-    first winsorized at ``HUBER_K`` sigmas (at least twice ``CHANGE_MIN_EFFECT``) from the
-    median, so a lone outlier is no phase."""
+    iterations each, in order); 0 when there is no change point (module docstring).
+
+    A segment's pace is its time over its iterations (the ratio of sums: what the ETA projects),
+    with log variance ``sigma^2 / W + (resolution_s^2 / 6) / D^2`` for ``W`` iterations lasting
+    ``D`` seconds: a log that prints whole seconds (``resolution_s`` 1) blurs each interval by up
+    to a second, but over a segment only its two ends are blurred. Values are first winsorized at
+    ``HUBER_K`` times their own sd (at least twice ``CHANGE_MIN_EFFECT``) from the median, so a
+    lone outlier is no phase."""
     start = 0
+    blur = resolution_s**2 / 6.0
     for _ in range(MAX_CHANGES):
         ns = n[start:]
-        med = float(np.median(y[start:]))
-        reach = np.maximum(HUBER_K * sigma / np.sqrt(ns), 2.0 * CHANGE_MIN_EFFECT)
-        ys = np.clip(y[start:], med - reach, med + reach)  # one outlier is not a phase
-        m = len(ys)
+        m = len(ns)
         if m < 2 * CHANGE_MIN_OBS:
             break
+        med = float(np.median(y[start:]))
+        own = np.sqrt(sigma**2 / ns + blur / (ns * np.exp(y[start:])) ** 2)
+        reach = np.maximum(HUBER_K * own, 2.0 * CHANGE_MIN_EFFECT)
+        ys = np.clip(y[start:], med - reach, med + reach)  # one outlier is not a phase
         w = np.cumsum(ns)
-        s = np.cumsum(ns * ys)
+        d = np.cumsum(ns * np.exp(ys))
         splits = np.arange(CHANGE_MIN_OBS, m - CHANGE_MIN_OBS + 1)
-        wb, sb = w[splits - 1], s[splits - 1]
-        wa, sa = w[-1] - wb, s[-1] - sb
-        diff = sa / wa - sb / wb
-        z = diff / (sigma * np.sqrt(1.0 / wa + 1.0 / wb))
+        wb, db = w[splits - 1], d[splits - 1]
+        wa, da = w[-1] - wb, d[-1] - db
+        diff = np.log(da / wa) - np.log(db / wb)
+        var = sigma**2 * (1.0 / wa + 1.0 / wb) + blur * (1.0 / da**2 + 1.0 / db**2)
+        z = diff / np.sqrt(var)
         ok = np.abs(diff) > CHANGE_MIN_EFFECT
         if not ok.any():
             break
@@ -129,12 +137,16 @@ def fit_level(
     exclude: Collection[int] = (),
     run_start_iteration: int | None = None,
     restarts: Sequence[tuple[float, int]] = (),
+    resolution_s: float = 0.0,
 ) -> LevelFit:
     """Fit the steady step time (see ``planner.forecast.eta`` and the module docstring).
 
     ``exclude``: end iterations of intervals that held a pause; ``run_start_iteration``: the
     iteration the run started from (None: the earliest observed); ``restarts``: ``(time_s,
-    iteration)`` of each restart, whose first ``warmup_iterations`` are warm-up again. Raises
+    iteration)`` of each restart, whose first ``warmup_iterations`` are warm-up again;
+    ``resolution_s``: how finely the log prints its times (1 for whole seconds: the per-interval
+    noise is then mostly that blur, and the MAD of intervals that share a few values says
+    nothing: ``DEFAULT_LOG_SD`` is its floor). Raises
     ``SpecError`` when there is neither a prior nor an observation.
     """
     by_iteration = {o.iteration: o for o in observations if o.iteration not in exclude}
@@ -163,20 +175,21 @@ def fit_level(
     y = np.log(np.array([o.step_time_s for o in used]))
     n = np.array([float(o.num_iterations) for o in used])
     t = np.array([o.time_s for o in used])
-    sigma, m = _noise(y, n)
+    sigma, m = _noise(y, n, resolution_s)
     spread = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, sigma)
-    begin = 0 if warmup_only else phase_start(y, n, sigma)
+    begin = 0 if warmup_only else phase_start(y, n, sigma, resolution_s=resolution_s)
     phase_iteration = None
     if begin > 0:
         phase_iteration = used[begin].iteration - used[begin].num_iterations
         y, n, t = y[begin:], n[begin:], t[begin:]
         used = used[begin:]
-        sigma, m = _noise(y, n)
+        sigma, m = _noise(y, n, resolution_s)
 
     decay = np.power(0.5, (t.max() - t) / half_life_s)
     w = n * decay
     ybar = math.log(float(np.sum(w * np.exp(y)) / np.sum(w)))
     var = sigma**2 * float(np.sum(w**2 / n)) / float(np.sum(w)) ** 2
+    var += resolution_s**2 / 6.0 / float(np.sum(n * np.exp(y))) ** 2  # the two blurred ends
     if warmup_only:
         var += WARMUP_LOG_SD**2
     dof = NOISE_PRIOR_DOF + m - 1
@@ -207,8 +220,12 @@ def fit_level(
     return done(EtaMethod.BLEND, mu, 1.0 / precision, z)
 
 
-def _noise(y: np.ndarray, n: np.ndarray) -> tuple[float, int]:
-    """(per-iteration log-sd shrunk toward DEFAULT_LOG_SD, observations it used)."""
+def _noise(y: np.ndarray, n: np.ndarray, resolution_s: float = 0.0) -> tuple[float, int]:
+    """(per-iteration log-sd shrunk toward DEFAULT_LOG_SD, observations it used).
+
+    A log printing coarse times (``resolution_s`` > 0) blurs each interval by up to that much:
+    its intervals take a few values, and their MAD says nothing (0 when half of them share one);
+    ``DEFAULT_LOG_SD`` is then a floor (the blur itself is modelled apart: ``phase_start``)."""
     recent = slice(max(0, len(y) - NOISE_WINDOW), len(y))
     r = (y - float(np.median(y))) * np.sqrt(n)
     m = len(y[recent])
@@ -216,6 +233,8 @@ def _noise(y: np.ndarray, n: np.ndarray) -> tuple[float, int]:
     sigma = math.sqrt(
         (NOISE_PRIOR_DOF * DEFAULT_LOG_SD**2 + (m - 1) * mad**2) / (NOISE_PRIOR_DOF + m - 1)
     )
+    if resolution_s > 0:
+        sigma = max(sigma, DEFAULT_LOG_SD)
     return sigma, m
 
 

@@ -14,6 +14,7 @@ the ETA's error).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -39,9 +40,9 @@ TINY_GPT = ROOT / "deploy" / "dev" / "tiny_gpt"
 TRAIN_ITERS = int(os.environ.get("PLANNER_E2E_TRAIN_ITERS", "900"))
 ETA_TOLERANCE = 0.05
 # The ETA test's job, as real runs are: an evaluation every 20 % of the run and a slower phase
-# (a data stall on every rank, x1.6) from 10 to 20 %.
+# (a data stall on every rank, x1.6) from 5 to 15 %, over before the check at 30 %.
 EVAL_INTERVAL = TRAIN_ITERS // 5
-SLOW_PHASE = (TRAIN_ITERS // 10 + 1, TRAIN_ITERS // 5)
+SLOW_PHASE = (TRAIN_ITERS // 20 + 1, 3 * TRAIN_ITERS // 20)
 ETA_JOB_ARGS = (
     f"--eval-interval {EVAL_INTERVAL} --eval-iters 200 --slow-phase-from-iteration "
     f"{SLOW_PHASE[0]} --slow-phase-to-iteration {SLOW_PHASE[1]} --slow-phase-factor 1.6 "
@@ -212,12 +213,25 @@ def report(figures: dict[str, Any]) -> None:
             f.write(line + "\n")
 
 
-def load_ratio(times: dict[int, float], *, since: int, check: int) -> float:
-    """How much slower the job computed after ``check`` than between ``since`` and ``check``
-    (its own printed step times): what the machine's load changed after the ETA was made."""
-    before = [t for i, t in times.items() if since < i <= check]
-    after = [t for i, t in times.items() if i > check]
-    return (sum(after) / len(after)) / (sum(before) / len(before))
+def steady_pace(path: Path, *, since: int, until: int) -> float:
+    """The job's own wall-clock time per iteration between iterations ``since`` and ``until``
+    (rank 0's timestamped Megatron lines; intervals holding an evaluation left out), s."""
+    stamp = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] iteration +(\d+)/")
+    points: list[tuple[int, float]] = []
+    evaluated: set[int] = set()
+    for line in path.read_text(errors="replace").splitlines():
+        match = stamp.search(line)
+        if match:
+            when = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S"))
+            points.append((int(match.group(2)), when))
+        elif "validation loss at iteration" in line and points:
+            evaluated.add(points[-1][0])
+    seconds = iterations = 0.0
+    for (i0, t0), (i1, t1) in itertools.pairwise(points):
+        if since <= i0 and i1 <= until and i0 not in evaluated:
+            seconds += t1 - t0
+            iterations += i1 - i0
+    return seconds / iterations
 
 
 def finite_band(eta: dict[str, Any]) -> bool:
@@ -330,10 +344,12 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     start_s, end_s = final["start_time_s"], final["end_time_s"]
     duration_s = end_s - start_s
     # Judged against the job's own timings: what the machine's load changed after the check
-    # (the job's printed compute times after it against those since its slow phase) scales
-    # the remaining time the ETA predicted.
-    times = step_times_from_log(tmp_path / f"tiny-gpt-{job_id}.out")
-    load = load_ratio(times, since=SLOW_PHASE[1] + 10, check=check_iteration)
+    # (the job's own steady wall-clock pace after it, against its pace between the end of its
+    # slow phase and the check) scales the remaining time the ETA predicted.
+    log = tmp_path / f"tiny-gpt-{job_id}.out"
+    load = steady_pace(log, since=check_iteration, until=TRAIN_ITERS) / steady_pace(
+        log, since=SLOW_PHASE[1] + 10, until=check_iteration
+    )
     adjusted_end_s = anchor_s + (predicted_end_s - anchor_s) * load
     error = abs(adjusted_end_s - end_s) / duration_s
     figures = {
