@@ -35,16 +35,18 @@ update in log space (Gelman et al., *Bayesian Data Analysis*, 3rd ed., 2013, §2
    estimator of the normal sd (Rousseeuw & Croux 1993, JASA 88:1273). With few observations this is
    shrunk toward ``DEFAULT_LOG_SD`` (0.10) as with a scaled-inverse-chi^2 prior of
    ``NOISE_PRIOR_DOF`` (4) degrees of freedom (BDA3 §3.3):
-   ``sigma^2 = (nu0 * 0.10^2 + (m - 1) * MAD^2) / (nu0 + m - 1)`` for ``m`` observations.
-4. **Outliers.** One-step Huber M-estimate around the median (Huber 1964; Bickel 1975): an
-   observation further than ``HUBER_K`` (3) sigmas from the median gets weight
-   ``HUBER_K * sigma / |residual|``. Each ``y_k`` is the log of a mean of ``n_k`` iterations,
-   which sits ``sigma^2 / (2 n_k)`` below the log of the mean step time (delta method); that is
-   added back before averaging.
+   ``sigma^2 = (nu0 * 0.10^2 + (m - 1) * MAD^2) / (nu0 + m - 1)`` for ``m`` observations. A log
+   that prints whole seconds blurs each interval by up to a second, but a stretch of intervals
+   only at its two ends: that blur's variance ``1 / (6 D^2)`` for a stretch of ``D`` seconds is
+   added where stretches are compared and to the pace's variance.
+4. **The mean pace.** The pace projected is the mean wall time per iteration, total time over
+   total iterations of the phase (weighted as below), not a robust centre: the remaining time
+   is a sum of step times, and a slow interval is time the job will spend again. Gross outliers
+   are pauses, told apart by the history and projected apart (step 1 of the module docstring).
 5. **Forgetting.** Weights halve every ``half_life_s`` of age (default 1800 s, measured back from
-   the newest observation). Weight of observation ``k``: ``w_k = n_k * 0.5^(age_k / half_life_s)
-   * huber_k``; the data mean is ``sum w y / sum w`` with variance ``sigma^2 sum(w_k^2 / n_k) /
-   (sum w)^2``.
+   the newest observation). Weight of observation ``k``: ``w_k = n_k * 0.5^(age_k /
+   half_life_s)``; the pace is ``exp(ybar)`` with ``ybar = log(sum w_k s_k / sum w_k)`` for step
+   times ``s_k``, of variance ``sigma^2 sum(w_k^2 / n_k) / (sum w)^2``.
 6. **Prior-data conflict.** Box's prior predictive check (Box 1980, JRSS A 143:383; Evans &
    Moshonov 2006, Bayesian Analysis 1:893): ``z = (ybar - mu0) / sqrt(prior_log_sd^2 + var)``.
    When ``|z| > conflict_z`` (default 3) the prior is dropped (``method="prior_conflict"``): the
@@ -56,8 +58,9 @@ normal (Fenton-Wilkinson approximation of a sum of log-normals, Fenton 1960) of 
 sigma^2 / N + drift + level_log_sd^2``. ``drift`` is the variance of the average future level if
 ``mu`` follows a random walk whose optimal filter is the exponential forgetting above (Muth 1960,
 JASA 55:299: smoothing ``a`` per iteration matches a signal-to-noise ratio ``a^2 / (1 - a)``); the
-average of a random walk over ``N`` steps has variance ``q N / 3``. ``level_log_sd`` (default 0.05)
-is a floor on how far the pace of the rest of the run may differ from the pace seen so far. The
+average of a random walk over ``N`` steps has variance ``q N / 3``. ``level_log_sd`` is how far the
+pace of the rest of the run may differ from the pace seen so far: by default the spread of the
+job's own pace over stretches of its run (``planner.forecast.level.level_spread``). The
 pauses ahead and the shutdown add their means and variances; the sum is matched to a log-normal by
 its first two moments (Fenton-Wilkinson again). Quantiles use Student's t with ``NOISE_PRIOR_DOF +
 m - 1`` degrees of freedom when ``sigma`` was estimated from ``m`` observations (BDA3 §3.3), the

@@ -2,14 +2,17 @@
 performance model's prediction; pure (statistics documented in ``planner.forecast.eta``).
 
 Steps, in order: drop pause intervals (``planner.forecast.history``) and warm-up; keep the
-current phase (change points, below); estimate the per-iteration noise robustly; average with
-Huber weights and exponential forgetting; blend with the model's prior unless they conflict.
+current phase (change points, below); estimate the per-iteration noise robustly; take the mean
+pace (total time over total iterations) with exponential forgetting; blend with the model's
+prior unless they conflict.
 
 **Phases.** A run changes pace: a batch-size ramp-up (``--rampup-batch-size``), a sequence-length
 warm-up, a slower phase (a degraded node, another job on the host). Only the observations since
 the last change point are used. The change point is the split of the observations that best
-separates two means in log space, ``z = (mean_after - mean_before) / (sigma * sqrt(1/W_a +
-1/W_b))`` (``W``: iterations on each side, ``sigma``: per-iteration log-sd), accepted when
+separates the paces (time over iterations) of the two sides in log space, ``z = (log pace_after -
+log pace_before) / sqrt(sigma^2 (1/W_a + 1/W_b) + blur)`` (``W``: iterations on each side,
+``sigma``: per-iteration log-sd, ``blur``: the two sides' end blur when the log prints whole
+seconds, see :func:`phase_start`), accepted when
 ``|z| > CHANGE_Z`` (6: a maximum over many splits of a noisy series needs a high bar, Page 1954,
 Biometrika 41:100; the bar keeps noise from moving the estimate), the means differ by more than
 ``CHANGE_MIN_EFFECT`` (3 %) and at least ``CHANGE_MIN_OBS`` (3) observations follow it; the
@@ -38,7 +41,7 @@ NOISE_WINDOW: Final = 64
 MAD_TO_SD: Final = 1.4826
 """MAD consistency factor for the normal distribution, 1 / Phi^-1(3/4)."""
 HUBER_K: Final = 3.0
-"""Huber's tuning constant: only observations beyond 3 sigma are down-weighted."""
+"""Reach of the winsorizing before a change-point scan, in sds of each observation."""
 WARMUP_LOG_SD: Final = 1.0
 """Extra log-sd of the data mean when only warm-up observations exist."""
 LEVEL_PRIOR_LOG_SD: Final = 0.03
