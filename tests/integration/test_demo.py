@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_demo_runs_the_whole_loop_and_cleans_up(slurm_stack: SlurmStack) -> None:
     before = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("planner-demo-*"))
     result = subprocess.run(
-        [sys.executable, "-m", "planner", "demo", "--port", "0", "--train-iters", "300"],
+        [sys.executable, "-m", "planner", "demo", "--port", "0"],
         capture_output=True,
         text=True,
         timeout=900,
