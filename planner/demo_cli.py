@@ -150,10 +150,13 @@ def _straggler_line(report: dict[str, Any]) -> str | None:
 def _narrowing(history: list[tuple[float, dict[str, float]]], end_s: float) -> list[str]:
     """The completion band at each mark of progress, relative to the real end."""
     lines = ["progress   p10 - end   p50 - end   p90 - end   (seconds; the band narrows)"]
+    shown: set[int] = set()
     for mark in MARKS:
-        entry = next(((r, c) for r, c in history if r >= mark), None)
-        if entry is None:
+        index = next((k for k, (r, _) in enumerate(history) if r >= mark), None)
+        if index is None or index in shown:
             continue
+        shown.add(index)
+        entry = history[index]
         ratio, band = entry
         lines.append(
             f"{100 * ratio:6.1f}%  {band['p10'] - end_s:+10.1f}  {band['p50'] - end_s:+10.1f}  "
