@@ -88,6 +88,7 @@ def test_a_log_without_a_total_is_an_error_unless_it_is_given() -> None:
     assert summary["median_abs_p50_error_ratio"]["from_10pct"] < 0.01
 
 
+@pytest.mark.timeout(60)  # 2,384 points replayed: a few seconds, more on a busy machine
 def test_a_table_without_times_is_replayed_on_the_sum_of_its_step_times() -> None:
     result = CliRunner().invoke(app, ["eta", "replay", str(CI_TABLE)])
     assert result.exit_code == 0, result.output
