@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_GPT = ROOT / "deploy" / "dev" / "tiny_gpt"
-TRAIN_ITERS = int(os.environ.get("PLANNER_E2E_TRAIN_ITERS", "900"))
+TRAIN_ITERS = int(os.environ.get("PLANNER_E2E_TRAIN_ITERS", "1500"))
 ETA_TOLERANCE = 0.05
 # The ETA test's job, as real runs are: an evaluation every 20 % of the run and a slower phase
 # (a data stall on every rank, x1.6) from 5 to 15 %, over before the check at 30 %.
