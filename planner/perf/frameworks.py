@@ -78,6 +78,15 @@ in ``efficiency_constants.json``):
   (DeepSpeed ``communication_data_type`` unset). Under fp16 (loss scaling) every stack keeps
   16-bit gradients by default (Megatron-LM's ``main_grad`` buffer takes ``params_dtype``).
 
+* ``automodel`` (NVIDIA NeMo Automodel, 2025): a PyTorch-native stack, FSDP2 (``fully_shard``
+  per block) with Transformer Engine modules where the recipe's ``backend`` picks them
+  (``linear: te``, ``rms_norm: te``, ``attn: te``: cuDNN fused attention through TE's
+  ``DotProductAttention``) and DeepEP for the MoE token exchange (``enable_deepep``); the glue
+  between modules (residual adds, rotary embedding, the experts' SwiGLU, router softmax/top-k)
+  runs as eager PyTorch (no ``torch.compile`` in the benchmark recipes), the loss is eager
+  ``MaskedCrossEntropy`` (``F.cross_entropy`` on fp32 logits) and FSDP2's
+  ``MixedPrecisionPolicy`` reduces in fp32 (Automodel ``FSDP2Manager`` defaults).
+
 Memory (``planner.perf.memory``):
 
 * ``fused_cross_entropy``: the loss is a fused kernel that holds about 4 bytes per logit:
@@ -176,6 +185,13 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             zero3_regather_on_recompute=True,
         ),
         Framework.LLM_FOUNDRY: _LLM_FOUNDRY,
+        Framework.AUTOMODEL: FrameworkProfile(
+            fused_attention=True,
+            fused_elementwise=False,
+            tp_comm_overlap=False,
+            fused_cross_entropy=False,
+            fp8_weight_cache=True,
+        ),
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul
         # overlap assumed.
         Framework.MAXTEXT: FrameworkProfile(

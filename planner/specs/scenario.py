@@ -23,6 +23,7 @@ class Framework(StrEnum):
     DEEPSPEED = "deepspeed"
     MAXTEXT = "maxtext"
     LLM_FOUNDRY = "llm_foundry"
+    AUTOMODEL = "automodel"
     OTHER = "other"
 
 
