@@ -44,6 +44,7 @@ from benchmarks.accuracy.cases import (
     SkipError,
     document,
     layout,
+    model_fields,
     num,
 )
 from benchmarks.accuracy.runs import PublishedRun
@@ -213,17 +214,13 @@ def _mixtral_megatron(run: PublishedRun, preset: str) -> tuple[dict[str, Any], l
 def _flops_model(run: PublishedRun) -> dict[str, Any]:
     """The architecture Megatron's FLOP formula reads, from the row and its notes."""
     notes = _notes_ints(run)
-    heads = num(run, "heads")
-    hidden = num(run, "hidden")
+    model = model_fields(run, activation="swiglu", untie=True)
     return {
-        "num_layers": num(run, "layers"),
-        "hidden_size": hidden,
-        "num_attention_heads": heads,
-        "num_query_groups": run.integer("kv_heads") or heads,
-        "kv_channels": notes.get("kv_channels", hidden // heads),
-        "seq_length": num(run, "seq_len"),
-        "vocab_size": num(run, "vocab"),
-        "moe_ffn_hidden_size": notes.get("moe_ffn_hidden", run.integer("ffn_hidden") or 0),
+        **model,
+        "kv_channels": notes.get(
+            "kv_channels", model["hidden_size"] // model["num_attention_heads"]
+        ),
+        "moe_ffn_hidden_size": notes.get("moe_ffn_hidden", model["ffn_hidden_size"]),
         "moe_router_topk": num(run, "moe_topk"),
     }
 

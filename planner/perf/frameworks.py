@@ -185,13 +185,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             zero3_regather_on_recompute=True,
         ),
         Framework.LLM_FOUNDRY: _LLM_FOUNDRY,
-        Framework.AUTOMODEL: FrameworkProfile(
-            fused_attention=True,
-            fused_elementwise=False,
-            tp_comm_overlap=False,
-            fused_cross_entropy=False,
-            fp8_weight_cache=True,
-        ),
+        Framework.AUTOMODEL: replace(_EAGER_PYTORCH, fused_attention=True),
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul
         # overlap assumed.
         Framework.MAXTEXT: FrameworkProfile(
