@@ -88,9 +88,10 @@ a catalog SKU (their peak FLOP/s is unknown), so all its rows are held out."""
 CALIBRATION_EVERY = 3
 """Calibration rule: within each source of ``CALIBRATION_SOURCES``, the converted
 configurations (a time derived, the architecture modelled, duplicates dropped: the rows the
-planner refuses today included, so the split does not move when they become accepted) sorted
-by ``config_id``, those at positions 0, 3, 6, ... (every third) are the calibration subset;
-all other rows are held out. Deterministic, spread over each source's range."""
+planner refuses today included, so the split does not move when they become accepted; of the
+MoE source only its high-confidence rows, ``calibration_eligible``) sorted by ``config_id``,
+those at positions 0, 3, 6, ... (every third) are the calibration subset; all other rows are
+held out. Deterministic, spread over each source's range."""
 
 
 SOURCE_NOTES: Mapping[str, str] = {
@@ -397,12 +398,29 @@ def deduplicate(cases: Iterable[Case]) -> tuple[list[Case], list[Unusable]]:
     return kept, dropped
 
 
+def calibration_eligible(source: str, config_id: str) -> bool:
+    """True when the configuration may be a calibration row: every row of the dense sources; of
+    ``moe_h100_2025`` the rows its README rates high confidence (NeMo Automodel and the main
+    table of Megatron-MoE-ModelZoo; its long-context rows, the Megatron-LM MoE README and
+    FlagPerf rows are medium or low confidence and always held out)."""
+    if source != "moe_h100_2025":
+        return True
+    return config_id.startswith("am_") or (
+        config_id.startswith("mz_") and "longctx" not in config_id
+    )
+
+
 def mark_calibration(cases: Iterable[Case]) -> list[Case]:
-    """Set ``calibration`` by the declared rule (``CALIBRATION_EVERY``); keeps the order."""
+    """Set ``calibration`` by the declared rule (``CALIBRATION_EVERY`` over the
+    ``calibration_eligible`` cases of each source); keeps the order."""
     cases = list(cases)
     chosen: set[tuple[str, str]] = set()
     for source in CALIBRATION_SOURCES:
-        ids = sorted(c.config_id for c in cases if c.source == source)
+        ids = sorted(
+            c.config_id
+            for c in cases
+            if c.source == source and calibration_eligible(source, c.config_id)
+        )
         chosen.update((source, cid) for cid in ids[::CALIBRATION_EVERY])
     return [replace(c, calibration=c.key in chosen) for c in cases]
 

@@ -6,8 +6,9 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
   FSDP2 (``dp`` column = FSDP sharding size, ZeRO-3) + Transformer Engine + DeepEP, mock data
   and a *fake balanced gate* (every expert gets the same tokens: routing imbalance 1). Step time
   as published. Recompute: the recipe's ``activation_checkpointing`` (true = full recompute)
-  as the row's notes quote it; GPT-OSS 20B's recipe is not quoted and is taken as its 120B
-  sibling's (false). GPT-OSS's expert-parallel column is ``-`` in the doc: its DeepEP recipes
+  as the row's notes quote it; GPT-OSS 20B's recipe is not quoted: full recompute, as the
+  other benchmark recipes (the 120B's quoted recipe alone says false). GPT-OSS's
+  expert-parallel column is ``-`` in the doc: its DeepEP recipes
   shard the experts over every GPU (``ep = num_gpus``; issue 13 names "GPT-OSS-120B with
   64-way expert parallel").
 * **Megatron-MoE-ModelZoo** (``mz_*``, ``best_practice/qwen3/readme.md`` @ ``e8650517d6``):
@@ -118,20 +119,29 @@ def _preset(run: PublishedRun) -> str:
     raise ValueError(f"{run.config_id}: no preset for model {name!r}")
 
 
-def _model(run: PublishedRun, preset: str) -> dict[str, Any]:
-    """The preset, with the row's stated architecture (which the preset's config.json agrees
-    with: tests) and its sequence length."""
-    model: dict[str, Any] = {"preset": preset, "seq_length": num(run, "seq_len")}
+def _model(run: PublishedRun, preset: str, **moe: Any) -> dict[str, Any]:
+    """The preset (its config.json agrees with the row's stated architecture: tests), the
+    row's sequence length, and the MoE options it ran with (``moe``)."""
+    model: dict[str, Any] = {"preset": preset, "seq_length": num(run, "seq_len"), **moe}
     return model
 
 
+def _routing(run: PublishedRun) -> dict[str, Any]:
+    """Forced load balancing when the row says so (Automodel's fake balanced gate,
+    ModelZoo's forced-balance cells); else dropless (the model's default imbalance)."""
+    if "fake balanced gate" in run.notes or "routing=forced_balance" in run.notes:
+        return {"moe_router_force_load_balancing": True}
+    return {}
+
+
 def _recompute_automodel(run: PublishedRun) -> tuple[str, str | None]:
-    """Full recompute when the quoted recipe sets ``activation_checkpointing: true``."""
-    if "activation_checkpointing: true" in run.notes:
-        return "full", None
+    """Full recompute when the quoted recipe sets ``activation_checkpointing: true`` or does
+    not say (Automodel's benchmark recipes checkpoint unless they say false)."""
     if "activation_checkpointing: false" in run.notes:
         return "none", None
-    return "none", "recompute none (recipe not quoted; as its GPT-OSS 120B sibling's)"
+    if "activation_checkpointing: true" in run.notes:
+        return "full", None
+    return "full", "recompute full (recipe not quoted; Automodel's benchmark recipes checkpoint)"
 
 
 def _automodel(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str]]:
@@ -152,7 +162,15 @@ def _automodel(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str
         precision="bf16",
         sequence_parallel=False,
     )
-    doc = document(run, _model(run, preset), "h100-sxm", par, "automodel")
+    moe: dict[str, Any] = {
+        "moe_token_dispatcher_type": "flex",  # DeepEP
+        "moe_grouped_gemm": True,  # TE GroupedLinear experts
+        **_routing(run),
+    }
+    if preset == "deepseek-v3":
+        moe["mtp_num_layers"] = 0
+        assumptions.append("no MTP module (Automodel's DeepSeek-V3 trains the 61 layers)")
+    doc = document(run, _model(run, preset, **moe), "h100-sxm", par, "automodel")
     return doc, assumptions
 
 
@@ -184,7 +202,14 @@ def _modelzoo(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str]
         precision="bf16",
         **extra,
     )
-    doc = document(run, _model(run, preset), "h100-sxm", par, "megatron")
+    moe: dict[str, Any] = {
+        "moe_token_dispatcher_type": "alltoall" if "dispatcher=A2A" in run.notes else "flex",
+        "moe_grouped_gemm": True,  # the ModelZoo recipes' --moe-grouped-gemm
+        **_routing(run),
+    }
+    if "1f1b overlap" in run.notes:
+        moe["overlap_moe_expert_parallel_comm"] = True
+    doc = document(run, _model(run, preset, **moe), "h100-sxm", par, "megatron")
     return doc, assumptions
 
 
@@ -207,7 +232,13 @@ def _mixtral_megatron(run: PublishedRun, preset: str) -> tuple[dict[str, Any], l
         zero_stage=zero,
         precision="bf16",
     )
-    doc = document(run, _model(run, preset), "h100-sxm", par, "megatron")
+    moe = {
+        # FlagPerf ran Megatron-Core 0.6 (default all-gather dispatcher) with
+        # --moe-grouped-gemm; the README's best mapping: all-to-all, grouped GEMM
+        "moe_token_dispatcher_type": "allgather" if flagperf else "alltoall",
+        "moe_grouped_gemm": True,
+    }
+    doc = document(run, _model(run, preset, **moe), "h100-sxm", par, "megatron")
     return doc, assumptions
 
 

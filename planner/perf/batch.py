@@ -57,6 +57,17 @@ class ScenarioArrays:
     ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
     ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``. Training:
     ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out.
+
+    Issue 13 model fields (``ModelSpec`` properties): the attention widths the engine times
+    (``attention_q_width`` ... ``attention_down_width``, ``kv_up_width``: GQA and MLA alike),
+    the attention weights per layer (``attention_gemm_params``, ``attention_replicated_params``
+    held whole by every TP rank, ``attention_params`` with norms), ``full_attention_fraction``
+    and ``window_size`` (sliding-window layers), ``shared_expert_ffn_hidden_size``, the MTP
+    modules (``mtp_num_layers``, ``num_mtp_moe_layers``, ``mtp_params``), and the MoE cost
+    knobs: ``moe_token_dispatcher`` (``MoETokenDispatcher.code``), ``moe_imbalance`` (busiest
+    expert rank over the average: 1 under forced balance, the scenario's
+    ``moe_imbalance_factor``, else NaN = the efficiency model's default), ``moe_expert_capacity_
+    factor`` (NaN: dropless).
     """
 
     num_scenarios: int
@@ -79,6 +90,32 @@ class ScenarioArrays:
     moe_ffn_hidden_size: Real
     num_shared_experts: Real
     num_moe_layers: Real
+    # model (issue 13: MLA, MTP, MoE layer frequency, shared experts, windows, MoE cost knobs)
+    multi_latent_attention: Flag
+    attention_q_width: Real
+    attention_k_width: Real
+    attention_v_width: Real
+    attention_out_width: Real
+    attention_in_width: Real
+    attention_down_width: Real
+    kv_up_width: Real
+    q_lora_rank: Real
+    kv_lora_rank: Real
+    qk_pos_emb_head_dim: Real
+    attention_gemm_params: Real
+    attention_replicated_params: Real
+    attention_params: Real
+    full_attention_fraction: Real
+    window_size: Real
+    shared_expert_ffn_hidden_size: Real
+    mtp_num_layers: Real
+    num_mtp_moe_layers: Real
+    mtp_params: Real
+    moe_grouped_gemm: Flag
+    moe_token_dispatcher: Count
+    moe_imbalance: Real
+    moe_expert_capacity_factor: Real
+    overlap_moe_expert_parallel_comm: Flag
     # parallelism
     tensor_parallel: Real
     pipeline_parallel: Real
@@ -223,6 +260,26 @@ def _grad_bytes_per_param(s: Scenario) -> float:
     return 4.0 if in_fp32 else 2.0
 
 
+def _moe_token_dispatcher(s: Scenario) -> int:
+    """``model.moe_token_dispatcher_type`` as its code (0 alltoall, 1 allgather, 2 flex)."""
+    return s.model.moe_token_dispatcher_type.code
+
+
+def _moe_imbalance(s: Scenario) -> float:
+    """Busiest expert rank's tokens over the average: 1 with forced load balancing, the
+    scenario's ``moe_imbalance_factor``, else NaN (the efficiency model's default)."""
+    m = s.model
+    if m.moe_router_force_load_balancing:
+        return 1.0
+    return math.nan if m.moe_imbalance_factor is None else m.moe_imbalance_factor
+
+
+def _moe_expert_capacity_factor(s: Scenario) -> float:
+    """``model.moe_expert_capacity_factor``; NaN when dropless."""
+    factor = s.model.moe_expert_capacity_factor
+    return math.nan if factor is None else factor
+
+
 def _total_tokens(s: Scenario) -> float:
     """``training.total_tokens``, NaN when unset."""
     tokens = s.training.total_tokens
@@ -237,6 +294,9 @@ def _train_iters(s: Scenario) -> float:
 
 _SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
+        "moe_token_dispatcher": _moe_token_dispatcher,
+        "moe_imbalance": _moe_imbalance,
+        "moe_expert_capacity_factor": _moe_expert_capacity_factor,
         "recompute": _recompute,
         "overlap_grad_reduce": _overlap_grad_reduce,
         "overlap_param_gather": _overlap_param_gather,

@@ -99,7 +99,7 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
         layer=layer,
         tensor=tensor,
         context=context_parallel_times(a, link, layer),
-        expert=expert_parallel_times(a, eff, link),
+        expert=expert_parallel_times(a, eff, link, layer),
     )
     params = stage_params(a)
     busiest = params.busiest()

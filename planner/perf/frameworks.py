@@ -83,9 +83,11 @@ in ``efficiency_constants.json``):
   (``linear: te``, ``rms_norm: te``, ``attn: te``: cuDNN fused attention through TE's
   ``DotProductAttention``) and DeepEP for the MoE token exchange (``enable_deepep``); the glue
   between modules (residual adds, rotary embedding, the experts' SwiGLU, router softmax/top-k)
-  runs as eager PyTorch (no ``torch.compile`` in the benchmark recipes), the loss is eager
-  ``MaskedCrossEntropy`` (``F.cross_entropy`` on fp32 logits) and FSDP2's
-  ``MixedPrecisionPolicy`` reduces in fp32 (Automodel ``FSDP2Manager`` defaults).
+  runs as eager PyTorch (no ``torch.compile`` in the benchmark recipes); the TE recipes
+  compute the loss with TE's fused Triton ``parallel_cross_entropy``
+  (``TEParallelCrossEntropy``: reads the 16-bit logits twice, writes the gradient in place:
+  10 bytes per logit, like flash-attn's fused kernel) and FSDP2's ``MixedPrecisionPolicy``
+  reduces in fp32 (Automodel ``FSDP2Manager`` defaults).
 
 Memory (``planner.perf.memory``):
 
@@ -185,7 +187,12 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             zero3_regather_on_recompute=True,
         ),
         Framework.LLM_FOUNDRY: _LLM_FOUNDRY,
-        Framework.AUTOMODEL: replace(_EAGER_PYTORCH, fused_attention=True),
+        Framework.AUTOMODEL: replace(
+            _EAGER_PYTORCH,
+            fused_attention=True,
+            fused_cross_entropy=True,
+            loss_bytes_per_logit=10.0,
+        ),
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul
         # overlap assumed.
         Framework.MAXTEXT: FrameworkProfile(

@@ -84,6 +84,7 @@ from dataclasses import dataclass
 from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
+from planner.perf.moe_mlp import moe_imbalance
 from planner.perf.ops import Count, Real
 from planner.perf.parameters import LocalParameters, StageParameters, stage_params, total_params
 from planner.specs.parallelism import Recompute
@@ -174,20 +175,30 @@ class MemoryArrays:
 
 
 def activation_bytes_arr(
-    a: ScenarioArrays, *, moe_layer: bool, recompute: Count, op_level: bool = True
+    a: ScenarioArrays,
+    *,
+    moe_layer: bool,
+    recompute: Count,
+    op_level: bool = True,
+    imbalance: Real = 1.0,
 ) -> Real:
     """Activation bytes one layer keeps for one microbatch (see the module docstring).
 
     ``recompute`` holds codes (``Recompute.code``: 0 none, 1 selective, 2 full); ``op_level``
     False reads "selective" as Megatron's even where the framework uses op-level SAC (the
-    working set of a layer re-run under full recompute).
+    working set of a layer re-run under full recompute); ``imbalance``: the routed tokens of
+    the busiest expert rank over its even share (``planner.perf.moe_mlp.moe_imbalance``).
     """
     tp, hidden, seq = a.tensor_parallel, a.hidden_size, a.seq_length
     tok = a.tokens_per_microbatch
     lp = a.device.low_precision
     drop = ops.where(a.has_dropout, 1.0, 0.0)
     replicated = tok * hidden * (8.0 + 2.0 * drop - ops.where(lp, 2.0, 0.0))
-    attn = 4.0 * tok * a.query_width + 4.0 * tok * a.kv_width
+    # Q, K, V and the attention output (16-bit), each of its width (GQA: q, kv, kv, q)
+    widths = a.attention_q_width + a.attention_k_width + a.attention_v_width
+    attn = ACTIVATION_BYTES * tok * (widths + a.attention_out_width)
+    # MLA: the latents the up projections read, whole on every tensor-parallel rank
+    latents = ACTIVATION_BYTES * tok * (a.q_lora_rank + a.kv_lora_rank)
     local_seq = seq / a.context_parallel
     scores = (4.0 + drop) * a.num_attention_heads * local_seq * seq * a.micro_batch_size
     kept_scores = ops.logical_not(a.flash_attention) & (recompute == _NONE)
@@ -196,13 +207,14 @@ def activation_bytes_arr(
     act_out = ops.where(lp, 1.0, 2.0)
     if moe_layer:
         expert_ffn = a.moe_ffn_hidden_size
-        routed = tok * a.moe_router_topk
+        routed = tok * a.moe_router_topk * imbalance
         mlp = routed * (2.0 * hidden + (2.0 * n_up + act_out) * expert_ffn)
-        mlp = mlp + tok * (2.0 * n_up + act_out) * expert_ffn * a.num_shared_experts
+        mlp = mlp + tok * (2.0 * n_up + act_out) * a.shared_expert_ffn_hidden_size
     else:
         mlp = tok * (2.0 * n_up + act_out) * a.ffn_hidden_size
     shard = a.sequence_parallel | (tp == 1)
     full = ops.where(shard, (replicated + attn + mlp) / tp, replicated + (attn + mlp) / tp)
+    full = full + latents
     layer_input = 2.0 * tok * hidden / ops.where(a.sequence_parallel, tp, 1.0)
     out: Real = ops.where(recompute == _FULL, layer_input, full)
     if op_level and ops.any_(a.op_level_selective_recompute):
@@ -210,14 +222,17 @@ def activation_bytes_arr(
         # matmuls (wq, wv, w1; w2 too for SwiGLU: 7 matmuls), of the attention kernel and of
         # the TP reduce-scatters (module docstring)
         if moe_layer:
-            up = (tok * a.moe_router_topk + tok * a.num_shared_experts) * a.moe_ffn_hidden_size
+            routed_up = tok * a.moe_router_topk * imbalance * a.moe_ffn_hidden_size
+            up = routed_up + tok * a.shared_expert_ffn_hidden_size
         else:
             up = tok * a.ffn_hidden_size
         down = ops.where(a.gated_linear_unit, ACTIVATION_BYTES * tok * hidden, 0.0)  # partial sum
         reduce_scatter = ops.where(
             a.sequence_parallel & (tp > 1), 2.0 * ACTIVATION_BYTES * tok * hidden / tp, 0.0
         )
-        sharded = ACTIVATION_BYTES * (tok * (2.0 * a.query_width + a.kv_width) + up) / tp
+        # wq, wv and the attention output
+        kept = a.attention_q_width + a.attention_v_width + a.attention_out_width
+        sharded = ACTIVATION_BYTES * (tok * kept + up) / tp
         op = layer_input + sharded + down + reduce_scatter
         op_sac = a.op_level_selective_recompute & (recompute == _SELECTIVE)
         out = ops.where(op_sac, ops.minimum(op, full), out)
@@ -319,9 +334,10 @@ class _StageActivations:
     last: Real
 
 
-def _stage_activations(a: ScenarioArrays) -> _StageActivations:
-    """Activations of the first stage (layers in flight) and the last (its layers, plus the
-    loss), each with one layer's working set while it is re-run under full recompute."""
+def _stage_activations(a: ScenarioArrays, eff: EfficiencyModel) -> _StageActivations:
+    """Activations of the first stage (layers in flight) and the last (its layers and the
+    multi-token-prediction layers, plus the loss), each with one layer's working set while it
+    is re-run under full recompute; MoE layers at the busiest expert rank."""
     rc = a.recompute
     moe_frac = a.num_moe_layers / a.num_layers
     dense_act = activation_bytes_arr(a, moe_layer=False, recompute=rc)
@@ -332,7 +348,8 @@ def _stage_activations(a: ScenarioArrays) -> _StageActivations:
     if any_full:  # one layer's working set while it is re-run (full recompute only)
         working = activation_bytes_arr(a, moe_layer=False, recompute=_SELECTIVE, op_level=False)
     if ops.any_(moe_frac > 0):
-        moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc)
+        rho = moe_imbalance(a, eff)
+        moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc, imbalance=rho)
         per_layer = ops.where(
             moe_frac > 0,
             ops.where(moe_frac < 1, ops.maximum(dense_act, moe_act), moe_act),
@@ -340,7 +357,7 @@ def _stage_activations(a: ScenarioArrays) -> _StageActivations:
         )
         if any_full:
             moe_working = activation_bytes_arr(
-                a, moe_layer=True, recompute=_SELECTIVE, op_level=False
+                a, moe_layer=True, recompute=_SELECTIVE, op_level=False, imbalance=rho
             )
             working = ops.maximum(working, ops.where(moe_frac > 0, moe_working, 0.0))
     in_flight = layers_in_flight_arr(a)
@@ -349,9 +366,10 @@ def _stage_activations(a: ScenarioArrays) -> _StageActivations:
     at_loss = ops.maximum(loss_peak_bytes_arr(a), working)
     single = a.pipeline_parallel == 1
     last_layers = ops.minimum(a.num_layers / a.pipeline_parallel, in_flight)
+    mtp = a.mtp_num_layers * per_layer  # one microbatch through the MTP layers (last stage)
     return _StageActivations(
-        first=in_flight * per_layer + ops.where(single, at_loss, working),
-        last=last_layers * per_layer + at_loss,
+        first=in_flight * per_layer + ops.where(single, at_loss + mtp, working),
+        last=last_layers * per_layer + at_loss + mtp,
     )
 
 
@@ -362,7 +380,7 @@ def memory_arrays(
 
     ``params`` is ``stage_params(a)`` when the caller has it already."""
     stages = params if params is not None else stage_params(a)
-    act = _stage_activations(a)
+    act = _stage_activations(a, eff)
     sizes = {"d_dense": a.dense_data_parallel_size, "d_expert": a.expert_data_parallel_size}
     first = _model_states(
         a, dense=stages.first_dense, expert=stages.first_expert, root=stages.first_root, **sizes

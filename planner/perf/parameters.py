@@ -1,14 +1,18 @@
 """Parameter counts: the whole model, and what the GPUs of the first and last pipeline stage hold.
 
 Per layer (Megatron-LM's GPT/Llama layer, biases left out: ``O(h)`` per layer): attention
-``h·(q + 2·kv) + q·h`` plus two norms ``2h``; a dense MLP ``n_mat·h·f`` (``n_mat`` 3 for a gated
-linear unit, 2 otherwise); an MoE layer a router ``h·E``, ``num_shared_experts`` always-active
-experts and ``E`` routed experts of ``n_mat·h·f_moe`` each. Each pipeline stage holds
-``L/p`` layers with the MoE layers spread evenly (their share of ``L``); the first stage adds the
-input embedding ``V·h``, the last the LM head (its own copy unless tied and ``p == 1``) and the
-final norm. Tensor parallelism shards everything over ``t`` (the embedding and LM head
-vocabulary-parallel), expert parallelism the routed experts over ``e`` more (Shoeybi et al.
-2019; Megatron-Core MoE).
+``h·(q + 2·kv) + q·h`` plus two norms ``2h`` (multi-latent attention: its down, up and output
+projections and latent norms, ``ModelSpec.attention_params``; the down projections are
+replicated on every tensor-parallel rank); a dense MLP ``n_mat·h·f`` (``n_mat`` 3 for a gated
+linear unit, 2 otherwise); an MoE layer a router ``h·E``, the shared experts
+(``n_mat·h·f_shared``, ``ModelSpec.shared_expert_ffn_hidden_size``) and ``E`` routed experts of
+``n_mat·h·f_moe`` each. The last stage also holds the multi-token-prediction modules: a
+transformer layer, a ``2h -> h`` projection and three norms each (``ModelSpec.mtp_params``).
+Each pipeline stage holds ``L/p`` layers with the MoE layers spread evenly (their share of
+``L``); the first stage adds the input embedding ``V·h``, the last the LM head (its own copy
+unless tied and ``p == 1``) and the final norm. Tensor parallelism shards everything over
+``t`` (the embedding and LM head vocabulary-parallel), expert parallelism the routed experts
+over ``e`` more (Shoeybi et al. 2019; Megatron-Core MoE).
 """
 
 from __future__ import annotations
@@ -67,24 +71,35 @@ def stage_params(a: ScenarioArrays) -> StageParameters:
     layers = a.num_layers / a.pipeline_parallel
     moe_frac = a.num_moe_layers / a.num_layers
     n_mat = ops.where(a.gated_linear_unit, 3.0, 2.0)
-    attention = hidden * (a.query_width + 2.0 * a.kv_width) + a.query_width * hidden + 2.0 * hidden
+    # per GPU (after the division by tp below): split weights / tp, replicated ones whole
+    attention = a.attention_params + (tp - 1.0) * a.attention_replicated_params
     dense_mlp = n_mat * hidden * a.ffn_hidden_size
-    moe_dense = (
-        hidden * a.num_experts + n_mat * hidden * a.moe_ffn_hidden_size * a.num_shared_experts
-    )
+    moe_dense = hidden * a.num_experts + n_mat * hidden * a.shared_expert_ffn_hidden_size
     moe_expert = n_mat * hidden * a.moe_ffn_hidden_size * a.num_experts
     per_layer_dense = attention + (1 - moe_frac) * dense_mlp + moe_frac * moe_dense
     body_dense = layers * per_layer_dense
     body_expert = layers * moe_frac * moe_expert
+    mtp = a.mtp_num_layers
+    if ops.any_(mtp > 0):  # the MTP modules, on the last stage
+        mtp_moe = a.num_mtp_moe_layers
+        mtp_dense = a.mtp_params + mtp * attention + (mtp - mtp_moe) * dense_mlp
+        mtp_dense = mtp_dense + mtp_moe * moe_dense
+        mtp_expert = mtp_moe * moe_expert
+    else:
+        mtp_dense = mtp_expert = a.full(0.0)
     embedding = a.vocab_size * hidden
     single = a.pipeline_parallel == 1
     head = ops.where(single & ops.logical_not(a.untie_embeddings), 0.0, embedding) + hidden
     expert = body_expert / (tp * a.expert_parallel)
+    last_mtp_dense = ops.where(single, 0.0, mtp_dense)
+    last_mtp_expert = ops.where(single, 0.0, mtp_expert)
+    first_mtp_dense = mtp_dense - last_mtp_dense
+    first_mtp_expert = mtp_expert - last_mtp_expert
     return StageParameters(
-        first_dense=(body_dense + embedding + ops.where(single, head, 0.0)) / tp,
-        first_expert=expert,
-        last_dense=(body_dense + head + ops.where(single, embedding, 0.0)) / tp,
-        last_expert=expert,
+        first_dense=(body_dense + first_mtp_dense + embedding + ops.where(single, head, 0.0)) / tp,
+        first_expert=expert + first_mtp_expert / (tp * a.expert_parallel),
+        last_dense=(body_dense + last_mtp_dense + head + ops.where(single, embedding, 0.0)) / tp,
+        last_expert=expert + last_mtp_expert / (tp * a.expert_parallel),
         first_root=(embedding + ops.where(single, head, 0.0)) / tp,
         last_root=(head + ops.where(single, embedding, 0.0)) / tp,
     )
@@ -94,12 +109,13 @@ def total_params(model: ModelSpec) -> float:
     """All parameters of the model (embeddings counted once when tied), no biases."""
     n_mat = 3 if model.gated_linear_unit else 2
     h = model.hidden_size
-    attn = h * (model.query_width + 2 * model.kv_width) + model.query_width * h + 2 * h
+    attn = model.attention_params
     dense_mlp = n_mat * h * model.ffn_hidden_size
-    moe = h * model.num_experts + n_mat * h * model.moe_ffn_hidden_size * (
-        model.num_shared_experts + model.num_experts
+    moe = h * model.num_experts + n_mat * h * (
+        model.shared_expert_ffn_hidden_size + model.moe_ffn_hidden_size * model.num_experts
     )
-    dense_layers = model.num_layers - model.num_moe_layers
-    total = model.num_layers * attn + dense_layers * dense_mlp + model.num_moe_layers * moe
+    layers = model.num_layers + model.mtp_num_layers
+    moe_layers = model.num_moe_layers + model.num_mtp_moe_layers
+    total = layers * attn + (layers - moe_layers) * dense_mlp + moe_layers * moe
     embeddings = model.vocab_size * h
-    return float(total + embeddings * (2 if model.untie_embeddings else 1) + h)
+    return float(total + model.mtp_params + embeddings * (2 if model.untie_embeddings else 1) + h)

@@ -72,8 +72,11 @@ def pipeline_schedule(
     compute_last = compute_mid + lm_head + ops.where(single, embedding, 0.0)
     tp_first = tp_mid + tensor.embedding_s + ops.where(single, tensor.lm_head_s, 0.0)
     tp_last = tp_mid + tensor.lm_head_s + ops.where(single, tensor.embedding_s, 0.0)
+    # the multi-token-prediction layers run on the last stage (their compute is in lm_head_s)
+    tp_last = tp_last + a.mtp_num_layers * tensor.layer_s
+    ep_last = ep_mid + a.num_mtp_moe_layers * expert.moe_layer_s
     first_total = compute_first + tp_first + cp_mid + ep_mid
-    last_total = compute_last + tp_last + cp_mid + ep_mid
+    last_total = compute_last + tp_last + cp_mid + ep_last
     first_slow = first_total >= last_total
     m = a.num_microbatches
     bubble = p2p = a.full(0.0)
@@ -88,7 +91,7 @@ def pipeline_schedule(
         compute_s=m * ops.where(first_slow, compute_first, compute_last),
         tp_comm_s=m * ops.where(first_slow, tp_first, tp_last),
         cp_comm_s=m * cp_mid,
-        ep_comm_s=m * ep_mid,
+        ep_comm_s=m * ops.where(first_slow, ep_mid, ep_last),
         bubble_s=bubble,
         p2p_s=p2p,
         slowest_stage_s=ops.maximum(first_total, last_total),

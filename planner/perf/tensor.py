@@ -14,7 +14,10 @@ vocabulary-parallel cross-entropy (max, sum, target logit; Megatron
 ``tp_comm_overlap_fraction`` where the framework splits the collectives into chunks overlapped
 with the GEMMs that consume and produce them (Transformer Engine userbuffers, Megatron
 ``--tp-comm-overlap``; Hopper and later, ``planner.perf.frameworks``), ``tp_overlap_fraction``
-otherwise.
+otherwise. An MoE layer's MLP pair is the token dispatcher's all-gather / reduce-scatter
+around the experts (Megatron-Core ``gather_from_sequence_parallel_region`` in the dispatchers),
+which userbuffers do not split: it keeps ``tp_overlap_fraction`` (the MoE layers' share of the
+layers).
 """
 
 from __future__ import annotations
@@ -63,18 +66,19 @@ def tensor_parallel_times(
     all_reduce = coll.all_reduce_time_s(size, tp, 1.0, link)
     loss = coll.all_reduce_time_s(tokens * _LOSS_ALL_REDUCE_BYTES_PER_TOKEN, tp, 1.0, link)
     pair = ops.where(a.sequence_parallel, all_gather + reduce_scatter, all_reduce)
-    layer = 4.0 * pair  # 2 forward + 2 backward
     head = ops.where(a.sequence_parallel, all_gather + reduce_scatter, 0.0) + 3.0 * loss
     arch = a.device.architecture
     hopper_plus = (arch >= _HOPPER) & (arch < _CDNA3)
+    plain = 1.0 - eff.comm_overlap(CommKind.TENSOR)
     keep = ops.where(
-        a.tp_comm_overlap & hopper_plus,
-        1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS),
-        1.0 - eff.comm_overlap(CommKind.TENSOR),
+        a.tp_comm_overlap & hopper_plus, 1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS), plain
     )
+    moe_share = a.num_moe_layers / a.num_layers
+    mlp_keep = (1.0 - moe_share) * keep + moe_share * plain
+    layer = 2.0 * pair * (keep + mlp_keep)  # attention and MLP pairs, forward and backward
     full = a.recompute == _FULL
     return TensorParallelTimes(
-        layer_s=layer * ops.where(full, 1.5, 1.0) * keep,
+        layer_s=layer * ops.where(full, 1.5, 1.0),
         embedding_s=pair * keep,
         lm_head_s=head * keep,
     )

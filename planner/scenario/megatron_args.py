@@ -12,6 +12,7 @@ Megatron's own defaults apply where the scenario format's defaults differ: tied 
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 import shlex
@@ -53,6 +54,11 @@ _FLAGS = frozenset(
         "tp-comm-overlap",
         "accumulate-allreduce-grads-in-fp32",
         "grad-reduce-in-bf16",
+        "multi-latent-attention",
+        "moe-grouped-gemm",
+        "moe-router-force-load-balancing",
+        "overlap-moe-expert-parallel-comm",
+        "moe-enable-deepep",
     }
 )
 
@@ -156,6 +162,107 @@ def _precision(args: dict[str, str | bool]) -> str:
     return "bf16"
 
 
+def _layer_pattern(text: str) -> int | list[int] | None:
+    """``--moe-layer-freq``: an int, or a Python list expression of 0/1 such as
+    ``([0]*3+[1]*58)`` or ``[1,0,1,0]`` (evaluated over list literals, ``*`` and ``+`` only);
+    None when it is neither."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node: ast.expr) -> list[int] | int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.List):
+            items = [value(e) for e in node.elts]
+            if all(isinstance(i, int) for i in items):
+                return [int(i) for i in items]  # type: ignore[arg-type]
+        if isinstance(node, ast.BinOp):
+            left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):
+                return left + right
+            if isinstance(node.op, ast.Mult):
+                if isinstance(left, list) and isinstance(right, int) and 0 <= right <= 100_000:
+                    return left * right
+                if isinstance(right, list) and isinstance(left, int) and 0 <= left <= 100_000:
+                    return right * left
+        raise ValueError("not a layer pattern")
+
+    try:
+        result = value(tree.body)
+    except ValueError:
+        return None
+    return result
+
+
+def _moe_fields(args: dict[str, str | bool]) -> dict[str, object]:
+    """MoE options (Megatron-LM / Megatron-Core names). The dispatcher defaults to Megatron's
+    ``allgather``; ``--moe-enable-deepep`` means the ``flex`` dispatcher over DeepEP."""
+    out: dict[str, object] = {}
+    dispatcher = args.get("moe-token-dispatcher-type")
+    if args.get("moe-enable-deepep") is True:
+        out["moe_token_dispatcher_type"] = "flex"
+    elif isinstance(dispatcher, str):
+        out["moe_token_dispatcher_type"] = dispatcher
+    else:
+        out["moe_token_dispatcher_type"] = "allgather"  # Megatron-LM's default
+    for flag, field in (
+        ("moe-grouped-gemm", "moe_grouped_gemm"),
+        ("moe-router-force-load-balancing", "moe_router_force_load_balancing"),
+        ("overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm"),
+    ):
+        if args.get(flag) is True:
+            out[field] = True
+    factor = args.get("moe-expert-capacity-factor")
+    if isinstance(factor, str):
+        try:
+            out["moe_expert_capacity_factor"] = float(factor)
+        except ValueError:
+            out["moe_expert_capacity_factor"] = factor  # parse_scenario names the field
+    shared = _int_arg(args, "moe-shared-expert-intermediate-size")
+    if shared:
+        out["moe_shared_expert_intermediate_size"] = shared
+        out["num_shared_experts"] = 1
+    freq = args.get("moe-layer-freq")
+    if isinstance(freq, str):
+        pattern = _layer_pattern(freq)
+        out["moe_layer_freq"] = pattern if pattern is not None else freq
+    return out
+
+
+def _attention_fields(args: dict[str, str | bool]) -> dict[str, object]:
+    """Multi-latent attention (``--multi-latent-attention`` with its ranks and head widths)
+    and sliding windows (``--window-size`` as ``left`` or ``(left, right)``,
+    ``--window-attn-skip-freq``)."""
+    out: dict[str, object] = {}
+    if args.get("multi-latent-attention") is True:
+        out["multi_latent_attention"] = True
+        for arg, field in (
+            ("q-lora-rank", "q_lora_rank"),
+            ("kv-lora-rank", "kv_lora_rank"),
+            ("qk-head-dim", "qk_head_dim"),
+            ("qk-pos-emb-head-dim", "qk_pos_emb_head_dim"),
+            ("v-head-dim", "v_head_dim"),
+        ):
+            value = _int_arg(args, arg)
+            if value is not None:
+                out[field] = value
+    window = args.get("window-size")
+    if isinstance(window, str):
+        sizes = [int(t) for t in re.findall(r"-?\d+", window)]
+        if sizes and sizes[0] > 0:
+            out["window_size"] = sizes[0]
+            skip = _int_arg(args, "window-attn-skip-freq")
+            if skip:
+                out["window_attn_skip_freq"] = skip
+    return out
+
+
 def scenario_document_from_megatron_args(
     text: str, *, num_gpus: int | None, gpu: str | None, name: str | None = None
 ) -> dict[str, object] | None:
@@ -213,6 +320,11 @@ def scenario_document_from_megatron_args(
     num_experts = _int_arg(args, "num-experts") or 0
     if num_experts:
         model["moe_router_topk"] = _int_arg(args, "moe-router-topk") or 2
+        model.update(_moe_fields(args))
+    model.update(_attention_fields(args))
+    mtp = _int_arg(args, "mtp-num-layers")
+    if mtp:
+        model["mtp_num_layers"] = mtp
 
     parallelism: dict[str, object] = {
         "tensor_parallel": tp,

@@ -19,7 +19,13 @@ from planner.errors import SpecError
 from planner.scenario.numbers import number_or_value
 from planner.specs._checks import require_int
 from planner.specs.hardware import HardwareSpec, Precision
-from planner.specs.model import Activation, ModelSpec
+from planner.specs.model import (
+    MLA_FIELDS,
+    MOE_FLAG_FIELDS,
+    Activation,
+    ModelSpec,
+    MoETokenDispatcher,
+)
 from planner.specs.parallelism import ParallelismSpec, Recompute
 from planner.specs.scenario import Framework, Scenario, TrainingSpec
 
@@ -42,7 +48,42 @@ _MODEL_KEYS = (
     "moe_ffn_hidden_size",
     "num_shared_experts",
     "num_dense_layers",
+    "moe_layer_freq",
+    "moe_shared_expert_intermediate_size",
+    "moe_token_dispatcher_type",
+    "moe_expert_capacity_factor",
+    "moe_imbalance_factor",
+    *MOE_FLAG_FIELDS,
+    "multi_latent_attention",
+    *MLA_FIELDS,
+    "window_size",
+    "window_attn_skip_freq",
+    "mtp_num_layers",
 )
+_MODEL_OPTION_KEYS = (
+    *MOE_FLAG_FIELDS,
+    "multi_latent_attention",
+    "moe_expert_capacity_factor",
+    "moe_imbalance_factor",
+)
+"""Model flags and ratios passed on as given (the spec checks their types)."""
+_MODEL_NON_INT_KEYS = (
+    "preset",
+    "activation",
+    "untie_embeddings",
+    "moe_layer_freq",
+    "moe_token_dispatcher_type",
+    *_MODEL_OPTION_KEYS,
+)
+"""Model fields that are not plain integers (flags, enums, ratios, the layer pattern)."""
+_MLA_DEFAULTS = {
+    "kv_lora_rank": 32,
+    "qk_head_dim": 128,
+    "qk_pos_emb_head_dim": 64,
+    "v_head_dim": 128,
+}
+"""Megatron-LM's argument defaults for multi-latent attention (``--kv-lora-rank`` 32,
+``--qk-head-dim`` 128, ``--qk-pos-emb-head-dim`` 64, ``--v-head-dim`` 128; no query latent)."""
 _HARDWARE_KEYS = (
     "gpu",
     "num_gpus",
@@ -162,7 +203,7 @@ def _parse_model(raw: dict[str, object]) -> ModelSpec:
     ints = {
         k: _int(f"model.{k}", fields[k])
         for k in _MODEL_KEYS
-        if k in fields and k not in ("preset", "activation", "untie_embeddings")
+        if k in fields and k not in _MODEL_NON_INT_KEYS
     }
     for key in ("num_layers", "hidden_size", "num_attention_heads", "vocab_size", "seq_length"):
         require_int(f"model.{key}", ints[key])
@@ -182,13 +223,35 @@ def _parse_model(raw: dict[str, object]) -> ModelSpec:
     if isinstance(num_experts, int) and num_experts > 0:
         ints.setdefault("moe_ffn_hidden_size", ints["ffn_hidden_size"])
         ints.setdefault("moe_router_topk", 2)  # Megatron-LM default --moe-router-topk
+    if fields.get("multi_latent_attention") is True:
+        for key, default in _MLA_DEFAULTS.items():
+            ints.setdefault(key, default)
     activation = _enum("model.activation", fields.get("activation", "gelu"), Activation)
+    dispatcher = _enum(
+        "model.moe_token_dispatcher_type",
+        fields.get("moe_token_dispatcher_type", "alltoall"),
+        MoETokenDispatcher,
+    )
+    flags: dict[str, object] = {key: fields[key] for key in _MODEL_OPTION_KEYS if key in fields}
+    if "moe_layer_freq" in fields:
+        flags["moe_layer_freq"] = _layer_freq(fields["moe_layer_freq"])
     return ModelSpec(
         activation=activation,
         untie_embeddings=fields.get("untie_embeddings", True),  # type: ignore[arg-type]
+        moe_token_dispatcher_type=dispatcher,
         preset=preset if isinstance(preset, str) else None,
+        **flags,  # type: ignore[arg-type]
         **ints,  # type: ignore[arg-type]
     )
+
+
+def _layer_freq(value: object) -> object:
+    """``model.moe_layer_freq``: an int (every N-th layer), or a list of 0/1 per layer (a
+    tuple for the spec); integral floats become ints. Anything else is left for the spec to
+    reject."""
+    if isinstance(value, list | tuple):
+        return tuple(_int("model.moe_layer_freq", v) for v in value)
+    return _int("model.moe_layer_freq", value)
 
 
 def _parse_hardware(raw: dict[str, object]) -> HardwareSpec:
