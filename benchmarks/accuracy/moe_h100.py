@@ -18,7 +18,9 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
   Long-context rows publish TFLOP/s per GPU only: time from Megatron-LM's
   ``num_floating_point_operations`` of 2025 (causal attention counted as half the square),
   which reproduces the main table's step time from its TFLOP/s within 0.5 % (test); micro-batch
-  not stated (1, Megatron's default), ``dp = N/(tp·pp·cp)``.
+  not stated (1, Megatron's default), ``dp = N/(tp·pp·cp)``, expert tensor parallel 1 (not
+  stated: as every other ModelZoo Qwen3 row). ModelZoo's ``--recompute-modules`` ('norm' =
+  ``layernorm``, 'act' = ``moe_act``) become ``parallelism.recompute_modules``.
 * **Megatron-LM MoE README** (``mlm_moe_*``): Mixtral 8x7B 438 / 468 TFLOP/s with the README's
   best-mapping layout (low-medium confidence on the link); time from the 2024
   ``num_floating_point_operations`` (the full ``s x s`` square); distributed optimizer (the
@@ -169,6 +171,7 @@ def _automodel(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str
     }
     if preset == "deepseek-v3":
         moe["mtp_num_layers"] = 0
+        moe["moe_router_num_groups"] = moe["moe_router_group_topk"] = 0  # the gate is replaced
         assumptions.append("no MTP module (Automodel's DeepSeek-V3 trains the 61 layers)")
     doc = document(run, _model(run, preset, **moe), "h100-sxm", par, "automodel")
     return doc, assumptions
@@ -182,17 +185,23 @@ def _modelzoo(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str]
     assumptions: list[str] = []
     tp = run.integer("tp") or 1
     recompute_text = run.text("recompute")
+    extra: dict[str, Any] = {}
     if recompute_text == "full":
         recompute = "full"
+    elif recompute_text:
+        # ModelZoo's --recompute-modules: 'norm' = layernorm, 'act' = moe_act
+        recompute = "selective"
+        names = {"norm": "layernorm", "act": "moe_act", "shared_expert": "shared_experts"}
+        listed = recompute_text.removeprefix("selective:").split(",")
+        extra["recompute_modules"] = [names.get(m.strip(), m.strip()) for m in listed]
     else:
         recompute = "none"
-        if recompute_text:
-            assumptions.append(f"recompute of {recompute_text!r} modelled as none")
-    extra: dict[str, Any] = {}
     if run.integer("micro_batch") is None:
         assumptions.append("micro_batch_size 1 (not stated; Megatron default)")
-    if "ETP=1" in run.notes and tp > 1:
+    if tp > 1 and ("ETP=1" in run.notes or "longctx" in run.config_id):
         extra["expert_tensor_parallel"] = 1
+        if "ETP=1" not in run.notes:
+            assumptions.append("expert_tensor_parallel 1 (as every other ModelZoo Qwen3 row)")
     par = layout(
         run,
         expert_parallel=num(run, "ep"),

@@ -31,11 +31,14 @@ from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
+from planner.specs.parallelism import Recompute
 
 __all__ = ["FLASH_BWD_FLOP_RATIO", "WINDOW_TILE", "attention_ops"]
 
 FLASH_BWD_FLOP_RATIO = 2.5
 """Flash-attention backward executes 5 matmuls (incl. recomputing the scores) vs 2 forward."""
+
+_SELECTIVE = Recompute.SELECTIVE.code
 
 WINDOW_TILE = 128.0
 """Key tile of FlashAttention-2 / cuDNN fused attention at head dim 64-128 (Dao 2023 §3.1):
@@ -61,9 +64,21 @@ def _projection_ops(table: OperatorTable, a: ScenarioArrays, groups: LayerGroups
         table.gemm(group, tokens, hidden, a.attention_out_width / tp, lp=lp, backward=bwd)
         if mla:
             table.gemm(group, shard, a.attention_down_width, hidden, lp=lp, backward=bwd)
-            q_up = a.attention_q_width / tp
-            table.gemm(group, tokens, q_up, a.q_lora_rank, lp=lp, backward=bwd)
-            table.gemm(group, tokens, a.kv_up_width / tp, a.kv_lora_rank, lp=lp, backward=bwd)
+            _mla_up_ops(table, a, group, backward=bwd, scale=1.0)
+    again = (a.recompute == _SELECTIVE) & a.recompute_mla_up_proj & a.multi_latent_attention
+    if ops.any_(again):  # selective recompute of the up projections (``mla_up_proj``)
+        scale = ops.where(again, 1.0, 0.0)
+        _mla_up_ops(table, a, groups.module_recompute, backward=False, scale=scale)
+
+
+def _mla_up_ops(
+    table: OperatorTable, a: ScenarioArrays, group: str, *, backward: bool, scale: Real
+) -> None:
+    """MLA's tensor-parallel up projections from the query and key/value latents."""
+    tp, tokens, lp = a.tensor_parallel, a.tokens_per_microbatch, a.device.low_precision
+    q_up, kv_up = a.attention_q_width / tp, a.kv_up_width / tp
+    table.gemm(group, tokens, q_up, a.q_lora_rank, count=scale, lp=lp, backward=backward)
+    table.gemm(group, tokens, kv_up, a.kv_lora_rank, count=scale, lp=lp, backward=backward)
 
 
 def _core_ops(

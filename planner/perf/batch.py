@@ -30,7 +30,7 @@ from planner.perf.frameworks import FrameworkProfile, profile_of
 from planner.perf.ops import Count, Flag, Real
 from planner.specs.hardware import GpuSpec, HardwareSpec, Precision
 from planner.specs.model import ModelSpec
-from planner.specs.parallelism import ParallelismSpec
+from planner.specs.parallelism import ParallelismSpec, RecomputeModule
 from planner.specs.scenario import Framework, Scenario
 
 __all__ = ["ScenarioArrays"]
@@ -48,7 +48,8 @@ class ScenarioArrays:
     ``gated_linear_unit``, ``has_dropout``, ``has_biases`` and ``has_rotary_embeddings`` are the
     model facts ``ModelSpec`` derives from the activation. Parallelism (``ParallelismSpec``):
     the degrees, batch sizes, ``num_microbatches``, ``recompute`` (``Recompute.code``: 0 none,
-    1 selective, 2 full), ``zero_stage``, ``flash_attention``; ``overlap_grad_reduce`` /
+    1 selective, 2 full) and ``recompute_<module>`` (``RecomputeModule``: what selective
+    recompute repeats), ``zero_stage``, ``flash_attention``; ``overlap_grad_reduce`` /
     ``overlap_param_gather`` are the scenario's flags (true unless set to false);
     ``grad_bytes_per_param`` is the gradient buffer and its data-parallel reduction, bytes per
     parameter (4 fp32, 2 16-bit; ``parallelism.grad_reduce_in_fp32`` or the framework's
@@ -112,6 +113,8 @@ class ScenarioArrays:
     num_mtp_moe_layers: Real
     mtp_params: Real
     moe_grouped_gemm: Flag
+    moe_router_num_groups: Real
+    moe_router_group_topk: Real
     moe_token_dispatcher: Count
     moe_imbalance: Real
     moe_expert_capacity_factor: Real
@@ -128,6 +131,13 @@ class ScenarioArrays:
     global_batch_size: Real
     num_microbatches: Real
     recompute: Count
+    recompute_core_attn: Flag
+    recompute_layernorm: Flag
+    recompute_moe_act: Flag
+    recompute_mla_up_proj: Flag
+    recompute_mlp: Flag
+    recompute_moe: Flag
+    recompute_shared_experts: Flag
     zero_stage: Count
     flash_attention: Flag
     overlap_grad_reduce: Flag
@@ -260,6 +270,21 @@ def _grad_bytes_per_param(s: Scenario) -> float:
     return 4.0 if in_fp32 else 2.0
 
 
+def _recompute_module(module: RecomputeModule) -> Callable[[Scenario], bool]:
+    """Reader of ``recompute_<module>``: the module is in ``parallelism.recompute_modules``
+    (absent: Megatron's default, ``core_attn`` alone). The engine applies it only where the
+    recompute is selective."""
+
+    def read(s: Scenario) -> bool:
+        chosen = s.parallelism.recompute_modules
+        if chosen is None:
+            return module is RecomputeModule.CORE_ATTN
+        return module in chosen
+
+    read.__doc__ = f"``{module}`` is recomputed under selective recompute."
+    return read
+
+
 def _moe_token_dispatcher(s: Scenario) -> int:
     """``model.moe_token_dispatcher_type`` as its code (0 alltoall, 1 allgather, 2 flex)."""
     return s.model.moe_token_dispatcher_type.code
@@ -298,6 +323,7 @@ _SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "moe_imbalance": _moe_imbalance,
         "moe_expert_capacity_factor": _moe_expert_capacity_factor,
         "recompute": _recompute,
+        **{f"recompute_{m.value}": _recompute_module(m) for m in RecomputeModule},
         "overlap_grad_reduce": _overlap_grad_reduce,
         "overlap_param_gather": _overlap_param_gather,
         "grad_bytes_per_param": _grad_bytes_per_param,

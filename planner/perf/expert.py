@@ -4,9 +4,9 @@ Each MoE layer dispatches every token's hidden state to the ranks holding its ``
 combines the results back (Lepikhin et al. 2021, GShard): a dispatch and a combine forward, the
 same two backward, over the ``e`` ranks of the expert-parallel group (``t`` apart in
 Megatron-Core's rank order), on ``tok`` local tokens (``b·S/c``, ``/t`` with sequence
-parallelism) of ``2h`` bytes; full recompute repeats the forward pair (6 instead of 4). The
-busiest rank receives ``ρ`` times its share (``planner.perf.moe_mlp.moe_imbalance``). By
-dispatcher (``ModelSpec.moe_token_dispatcher_type``):
+parallelism) of ``2h`` bytes; full recompute, or selective recompute of the ``moe`` module,
+repeats the forward pair (6 instead of 4). The busiest rank receives ``ρ`` times its share
+(``planner.perf.moe_mlp.moe_imbalance``). By dispatcher (``ModelSpec.moe_token_dispatcher_type``):
 
 * ``alltoall`` (Megatron ``MoEAlltoAllTokenDispatcher``): NCCL all-to-all of every (token,
   expert) pair, ``tok·k·2h·ρ`` bytes per rank, the peers inside the NVLink domain over NVLink,
@@ -46,7 +46,7 @@ from planner.specs.parallelism import Recompute
 
 __all__ = ["ExpertParallelTimes", "expert_parallel_times", "token_exchange_s"]
 
-_FULL = Recompute.FULL.code
+_SELECTIVE, _FULL = Recompute.SELECTIVE.code, Recompute.FULL.code
 _ALLGATHER = MoETokenDispatcher.ALLGATHER.code
 _FLEX = MoETokenDispatcher.FLEX.code
 
@@ -98,7 +98,8 @@ def expert_parallel_times(
     if not ops.any_(a.num_moe_layers > 0):  # skipped when no scenario of the batch has MoE
         zero = a.full(0.0)
         return ExpertParallelTimes(layer_s=zero, moe_layer_s=zero)
-    count = ops.where(a.recompute == _FULL, 6.0, 4.0)
+    again = (a.recompute == _FULL) | ((a.recompute == _SELECTIVE) & a.recompute_moe)
+    count = ops.where(again, 6.0, 4.0)
     exchange = count * token_exchange_s(a, eff, link)
     exposed = exchange * (1.0 - eff.comm_overlap(CommKind.EXPERT))
     if ops.any_(a.overlap_moe_expert_parallel_comm):

@@ -193,25 +193,35 @@ def activation_bytes_arr(
     tok = a.tokens_per_microbatch
     lp = a.device.low_precision
     drop = ops.where(a.has_dropout, 1.0, 0.0)
-    replicated = tok * hidden * (8.0 + 2.0 * drop - ops.where(lp, 2.0, 0.0))
+    selective = recompute == _SELECTIVE
+    # the layer norms' outputs (the QKV and MLP inputs) unless recomputed (``layernorm``)
+    norm_outputs = ops.where(selective & a.recompute_layernorm, 0.0, ops.where(lp, 2.0, 4.0))
+    replicated = tok * hidden * (4.0 + 2.0 * drop + norm_outputs)
     # Q, K, V and the attention output (16-bit), each of its width (GQA: q, kv, kv, q)
     widths = a.attention_q_width + a.attention_k_width + a.attention_v_width
+    widths = ops.where(selective & a.recompute_mla_up_proj & a.multi_latent_attention, 0.0, widths)
     attn = ACTIVATION_BYTES * tok * (widths + a.attention_out_width)
     # MLA: the latents the up projections read, whole on every tensor-parallel rank
     latents = ACTIVATION_BYTES * tok * (a.q_lora_rank + a.kv_lora_rank)
     local_seq = seq / a.context_parallel
     scores = (4.0 + drop) * a.num_attention_heads * local_seq * seq * a.micro_batch_size
-    kept_scores = ops.logical_not(a.flash_attention) & (recompute == _NONE)
+    core_again = selective & a.recompute_core_attn
+    kept_scores = ops.logical_not(a.flash_attention) & (recompute != _FULL)
+    kept_scores = kept_scores & ops.logical_not(core_again)
     attn = attn + ops.where(kept_scores, scores, 0.0)
     n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
     act_out = ops.where(lp, 1.0, 2.0)
     if moe_layer:
         expert_ffn = a.moe_ffn_hidden_size
         routed = tok * a.moe_router_topk * imbalance
-        mlp = routed * (2.0 * hidden + (2.0 * n_up + act_out) * expert_ffn)
-        mlp = mlp + tok * (2.0 * n_up + act_out) * a.shared_expert_ffn_hidden_size
+        act_kept = ops.where(selective & a.recompute_moe_act, 0.0, act_out)
+        shared = tok * (2.0 * n_up + act_kept) * a.shared_expert_ffn_hidden_size
+        mlp = routed * (2.0 * hidden + (2.0 * n_up + act_kept) * expert_ffn)
+        mlp = mlp + ops.where(selective & a.recompute_shared_experts, 0.0, shared)
+        mlp = ops.where(selective & a.recompute_moe, 0.0, mlp)  # only the block's input
     else:
         mlp = tok * (2.0 * n_up + act_out) * a.ffn_hidden_size
+        mlp = ops.where(selective & a.recompute_mlp, 0.0, mlp)
     shard = a.sequence_parallel | (tp == 1)
     full = ops.where(shard, (replicated + attn + mlp) / tp, replicated + (attn + mlp) / tp)
     full = full + latents

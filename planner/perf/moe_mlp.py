@@ -47,6 +47,7 @@ from planner.perf.efficiency import EfficiencyModel
 from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
 from planner.specs.model import MoETokenDispatcher
+from planner.specs.parallelism import Recompute
 
 __all__ = [
     "ROUTER_BYTES_PER_LOGIT",
@@ -61,6 +62,7 @@ ROUTER_BYTES_PER_LOGIT = 20.0
 (8), top-k reads them (4), the auxiliary load-balancing loss reads the scores and writes its
 per-expert sums (8) (Megatron ``TopKRouter``: ``routing`` + ``apply_load_balancing_loss``)."""
 
+_SELECTIVE = Recompute.SELECTIVE.code
 _ALLTOALL = MoETokenDispatcher.ALLTOALL.code
 _ALLGATHER = MoETokenDispatcher.ALLGATHER.code
 _FLEX = MoETokenDispatcher.FLEX.code
@@ -77,20 +79,38 @@ def moe_imbalance(a: ScenarioArrays, eff: EfficiencyModel) -> Real:
     return ops.where(a.expert_parallel > 1.0, capped, 1.0)
 
 
-def distinct_share(a: ScenarioArrays, groups: Real) -> Real:
-    """Probability that a token's ``k`` experts (drawn without replacement from ``E``, spread
-    evenly over ``groups`` groups of ranks) include one of a given group: ``1 - C(E - E/g, k) /
-    C(E, k)``. With ``g = e`` the expected distinct destination ranks of a token are ``e`` times
-    this (DeepEP sends one copy per rank and one per node)."""
+def _none_drawn(total: Real, marked: Real, draws: Real) -> Real:
+    """Probability that ``draws`` draws without replacement from ``total`` items miss all
+    ``marked`` ones: ``C(total - marked, draws) / C(total, draws)`` (``draws`` rounded up)."""
+    most = int(np.max(draws)) if isinstance(draws, np.ndarray) and draws.size else int(draws)
+    none: Real = 1.0
+    for i in range(int(np.ceil(most))):
+        factor = ops.maximum(total - marked - i, 0.0) / ops.maximum(total - i, 1.0)
+        none = ops.where(i < draws, none * factor, none)
+    return none
+
+
+def distinct_share(a: ScenarioArrays, sets: Real) -> Real:
+    """Probability that one token's ``k`` experts include one of a given set of ranks, the
+    experts spread evenly over ``sets`` such sets (ranks, or nodes).
+
+    Unrestricted routing draws the ``k`` experts from ``E``: ``1 - C(E - E/s, k) / C(E, k)``.
+    Group-limited routing (Megatron ``--moe-router-num-groups`` ``G``, ``--moe-router-group-
+    topk`` ``g``: DeepSeek-V3's node-limited routing, DeepSeek-AI 2024 §2.1.2) first draws ``g``
+    of the ``G`` expert groups: a set holding ``G/s >= 1`` whole groups is hit with
+    ``1 - C(G - G/s, g) / C(G, g)``; a set inside one group (``G < s``) needs its group drawn
+    (``g/G``) and one of the group's ``k/g`` experts in it. The expected distinct destinations
+    of a token are ``s`` times this (DeepEP sends one copy per rank and one per node).
+    """
     experts = ops.maximum(a.num_experts, 1.0)
-    outside = experts - experts / ops.maximum(groups, 1.0)
-    topk = a.moe_router_topk
-    most = int(np.max(topk)) if isinstance(topk, np.ndarray) and topk.size else int(topk)
-    none = a.full(1.0)
-    for i in range(most):  # the k draws, one at a time
-        factor = ops.maximum(outside - i, 0.0) / ops.maximum(experts - i, 1.0)
-        none = ops.where(i < topk, none * factor, none)
-    return 1.0 - none
+    sets = ops.maximum(sets, 1.0)
+    limited = a.moe_router_num_groups > 0
+    groups = ops.where(limited, a.moe_router_num_groups, experts)
+    chosen = ops.where(limited, a.moe_router_group_topk, a.moe_router_topk)
+    per_group = a.moe_router_topk / ops.maximum(chosen, 1.0)
+    whole = 1.0 - _none_drawn(groups, groups / sets, chosen)
+    inside = (chosen / groups) * (1.0 - _none_drawn(experts / groups, experts / sets, per_group))
+    return ops.where(groups >= sets, whole, inside)
 
 
 def activation_bytes(a: ScenarioArrays, *, backward: bool) -> Real:
@@ -104,8 +124,46 @@ def activation_bytes(a: ScenarioArrays, *, backward: bool) -> Real:
 def moe_mlp_ops(
     table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, groups: LayerGroups
 ) -> None:
-    """Register one MoE MLP's forward and backward operators (module docstring)."""
-    forward, backward = groups.forward, groups.backward
+    """Register one MoE MLP's forward and backward operators (module docstring), and under
+    ``groups.module_recompute`` the forward parts selective recompute repeats (Megatron
+    ``--recompute-modules``: ``moe`` the whole block, else ``shared_experts`` and/or
+    ``moe_act``)."""
+    _moe_pass(table, a, eff, groups.forward, backward=False, routed_scale=1.0, shared_scale=1.0)
+    _moe_pass(table, a, eff, groups.backward, backward=True, routed_scale=1.0, shared_scale=1.0)
+    selective = a.recompute == _SELECTIVE
+    whole = selective & a.recompute_moe
+    if ops.any_(whole | (selective & (a.recompute_shared_experts | a.recompute_moe_act))):
+        every = ops.where(whole, 1.0, 0.0)
+        shared = ops.where(selective & a.recompute_shared_experts, 1.0, every)
+        _moe_pass(
+            table,
+            a,
+            eff,
+            groups.module_recompute,
+            backward=False,
+            routed_scale=every,
+            shared_scale=shared,
+        )
+        act_only = ops.where(selective & a.recompute_moe_act & ops.logical_not(whole), 1.0, 0.0)
+        ew = eff.elementwise_traffic_factor(a.fused_elementwise)
+        width = moe_imbalance(a, eff) * a.tokens_per_microbatch * a.moe_router_topk
+        act = ew * activation_bytes(a, backward=False) * width * a.moe_ffn_hidden_size
+        table.mem(groups.module_recompute, act_only * act / a.tensor_parallel, 2.0)
+
+
+def _moe_pass(
+    table: OperatorTable,
+    a: ScenarioArrays,
+    eff: EfficiencyModel,
+    group: str,
+    *,
+    backward: bool,
+    routed_scale: Real,
+    shared_scale: Real,
+) -> None:
+    """One direction of the MoE MLP under ``group``: the router, routed experts, permutation
+    and casts times ``routed_scale``, the shared experts times ``shared_scale`` (1 normally;
+    0 or 1 per scenario for what selective recompute repeats)."""
     tp, hidden, expert_ffn = a.tensor_parallel, a.hidden_size, a.moe_ffn_hidden_size
     tokens, topk, ep = a.tokens_per_microbatch, a.moe_router_topk, a.expert_parallel
     lp = a.device.low_precision
@@ -116,30 +174,27 @@ def moe_mlp_ops(
     routed = tokens * topk * rho
     shared_ffn = a.shared_expert_ffn_hidden_size
     launch = ops.where(a.moe_grouped_gemm, local_experts, 1.0)
-    for group, bwd in ((forward, False), (backward, True)):
-        table.gemm(group, tokens, a.num_experts, hidden, lp=False, backward=bwd)
-        for n, k in ((n_up * expert_ffn / tp, hidden), (hidden, expert_ffn / tp)):
-            table.gemm(
-                group, per_expert, n, k, count=local_experts, lp=lp, backward=bwd, per_launch=launch
-            )
-        table.gemm(group, tokens, n_up * shared_ffn / tp, hidden, lp=lp, backward=bwd)
-        table.gemm(group, tokens, hidden, shared_ffn / tp, lp=lp, backward=bwd)
+    bwd = backward
+    table.gemm(group, tokens, a.num_experts, hidden, count=routed_scale, lp=False, backward=bwd)
+    for n, k in ((n_up * expert_ffn / tp, hidden), (hidden, expert_ffn / tp)):
+        count = local_experts * routed_scale
+        table.gemm(group, per_expert, n, k, count=count, lp=lp, backward=bwd, per_launch=launch)
+    table.gemm(
+        group, tokens, n_up * shared_ffn / tp, hidden, count=shared_scale, lp=lp, backward=bwd
+    )
+    table.gemm(group, tokens, hidden, shared_ffn / tp, count=shared_scale, lp=lp, backward=bwd)
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
-    act_f, act_b = activation_bytes(a, backward=False), activation_bytes(a, backward=True)
-    width = routed * expert_ffn + tokens * shared_ffn
-    table.mem(forward, ew * act_f * width / tp, 2.0)
-    table.mem(backward, ew * act_b * width / tp, 2.0)
+    act = activation_bytes(a, backward=backward)
+    width = routed * expert_ffn * routed_scale + tokens * shared_ffn * shared_scale
+    table.mem(group, ew * act * width / tp, 2.0)
     router = ROUTER_BYTES_PER_LOGIT * tokens * a.num_experts
-    table.mem(forward, router, 3.0)
-    table.mem(backward, router, 3.0)
-    permutation = _permutation_bytes(a, routed)
-    table.mem(forward, permutation, 2.0)
-    table.mem(backward, permutation, 2.0)
+    table.mem(group, router * routed_scale, 3.0)
+    table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0)
     lp_f = ops.where(lp, 1.0, 0.0)
-    cast_f = routed * (hidden + expert_ffn / tp) + tokens * (hidden + shared_ffn / tp)
-    cast_b = routed * (hidden + n_up * expert_ffn / tp) + tokens * (hidden + n_up * shared_ffn / tp)
-    table.mem(forward, lp_f * 3.0 * cast_f, 4.0)
-    table.mem(backward, lp_f * 3.0 * cast_b, 4.0)
+    up = n_up if backward else 1.0
+    cast = routed * (hidden + up * expert_ffn / tp) * routed_scale
+    cast = cast + tokens * (hidden + up * shared_ffn / tp) * shared_scale
+    table.mem(group, lp_f * 3.0 * cast, 4.0)
 
 
 def _permutation_bytes(a: ScenarioArrays, routed: Real) -> Real:

@@ -56,8 +56,10 @@ _SELECTIVE, _FULL = Recompute.SELECTIVE.code, Recompute.FULL.code
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OperatorTimes:
     """Seconds of the operators of one microbatch on one GPU, by group (numbers, or arrays of
-    shape ``(n,)``): one dense and one MoE layer's forward, backward and the forward that
-    selective recompute repeats (the attention core), the embedding (first pipeline stage)
+    shape ``(n,)``): one dense and one MoE layer's forward, backward, the attention core's
+    forward (what Megatron's default selective recompute repeats) and the forward of the other
+    modules selective recompute repeats (``recompute_modules``), the embedding (first pipeline
+    stage)
     and the LM head with its loss (last stage), forward + backward."""
 
     dense_forward_s: Real
@@ -66,6 +68,8 @@ class OperatorTimes:
     moe_forward_s: Real
     moe_backward_s: Real
     moe_recompute_s: Real
+    dense_module_recompute_s: Real
+    moe_module_recompute_s: Real
     embedding_s: Real
     lm_head_s: Real
 
@@ -74,9 +78,17 @@ _GROUPS = tuple(f.name for f in fields(OperatorTimes))
 
 
 _DENSE = LayerGroups(
-    forward="dense_forward_s", backward="dense_backward_s", recompute="dense_recompute_s"
+    forward="dense_forward_s",
+    backward="dense_backward_s",
+    recompute="dense_recompute_s",
+    module_recompute="dense_module_recompute_s",
 )
-_MOE = LayerGroups(forward="moe_forward_s", backward="moe_backward_s", recompute="moe_recompute_s")
+_MOE = LayerGroups(
+    forward="moe_forward_s",
+    backward="moe_backward_s",
+    recompute="moe_recompute_s",
+    module_recompute="moe_module_recompute_s",
+)
 
 
 def layer_ops(table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool) -> None:
@@ -103,6 +115,8 @@ def _layer_elementwise_ops(
     norm_tokens = ops.where(a.sequence_parallel, tokens / tp, tokens)  # sharded by SP
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
     table.mem(forward, ew * 8.0 * norm_tokens * hidden, 2.0)  # two norms
+    norms_again = ops.where((a.recompute == _SELECTIVE) & a.recompute_layernorm, 1.0, 0.0)
+    table.mem(groups.module_recompute, norms_again * ew * 8.0 * norm_tokens * hidden, 2.0)
     table.mem(backward, ew * 12.0 * norm_tokens * hidden, 2.0)
     table.mem(forward, ew * 12.0 * norm_tokens * hidden, 2.0)  # two residual adds
     table.mem(backward, ew * 12.0 * norm_tokens * hidden, 2.0)
@@ -144,23 +158,39 @@ def _layer_elementwise_ops(
 def _dense_mlp_ops(
     table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, groups: LayerGroups
 ) -> None:
-    """The dense MLP: up and down projections, activation function, FP8 casts."""
-    forward, backward = groups.forward, groups.backward
+    """The dense MLP: up and down projections, activation function, FP8 casts; its forward
+    again under ``groups.module_recompute`` where selective recompute repeats ``mlp``."""
+    _dense_mlp_pass(table, a, eff, groups.forward, backward=False, scale=1.0)
+    _dense_mlp_pass(table, a, eff, groups.backward, backward=True, scale=1.0)
+    again = (a.recompute == _SELECTIVE) & a.recompute_mlp
+    if ops.any_(again):
+        scale = ops.where(again, 1.0, 0.0)
+        _dense_mlp_pass(table, a, eff, groups.module_recompute, backward=False, scale=scale)
+
+
+def _dense_mlp_pass(
+    table: OperatorTable,
+    a: ScenarioArrays,
+    eff: EfficiencyModel,
+    group: str,
+    *,
+    backward: bool,
+    scale: Real,
+) -> None:
+    """One direction of the dense MLP under ``group``, times ``scale``."""
     tp, hidden, ffn = a.tensor_parallel, a.hidden_size, a.ffn_hidden_size
     tokens = a.tokens_per_microbatch
     lp = a.device.low_precision
     n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
-    for group, bwd in ((forward, False), (backward, True)):
-        table.gemm(group, tokens, n_up * ffn / tp, hidden, lp=lp, backward=bwd)
-        table.gemm(group, tokens, hidden, ffn / tp, lp=lp, backward=bwd)
+    table.gemm(group, tokens, n_up * ffn / tp, hidden, count=scale, lp=lp, backward=backward)
+    table.gemm(group, tokens, hidden, ffn / tp, count=scale, lp=lp, backward=backward)
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
-    act_f, act_b = activation_bytes(a, backward=False), activation_bytes(a, backward=True)
-    table.mem(forward, ew * act_f * tokens * ffn / tp, 1.0)
-    table.mem(backward, ew * act_b * tokens * ffn / tp, 1.0)
+    act = activation_bytes(a, backward=backward)
+    table.mem(group, scale * ew * act * tokens * ffn / tp, 1.0)
     if ops.any_(lp):
         lp_f = ops.where(lp, 1.0, 0.0)
-        table.mem(forward, lp_f * 3.0 * tokens * (hidden + ffn / tp), 2.0)
-        table.mem(backward, lp_f * 3.0 * tokens * (hidden + n_up * ffn / tp), 2.0)
+        up = n_up if backward else 1.0
+        table.mem(group, scale * lp_f * 3.0 * tokens * (hidden + up * ffn / tp), 2.0)
 
 
 def edge_ops(table: OperatorTable, a: ScenarioArrays) -> None:
@@ -216,11 +246,20 @@ def _layer_total_s(times: OperatorTimes, a: ScenarioArrays, *, moe: bool) -> Rea
     """Forward + backward + what recompute repeats of one dense or MoE layer."""
     forward = times.moe_forward_s if moe else times.dense_forward_s
     backward = times.moe_backward_s if moe else times.dense_backward_s
-    selective = times.moe_recompute_s if moe else times.dense_recompute_s
-    again = ops.where(
-        a.recompute == _FULL, forward, ops.where(a.recompute >= _SELECTIVE, selective, 0.0)
+    return forward + backward + _again_s(times, a, moe=moe)
+
+
+def _again_s(times: OperatorTimes, a: ScenarioArrays, *, moe: bool) -> Real:
+    """What recompute repeats of one dense or MoE layer: its whole forward (full), or the
+    attention core (Megatron's default ``core_attn``) and the other modules selective
+    recompute names (``recompute_modules``)."""
+    forward = times.moe_forward_s if moe else times.dense_forward_s
+    core = times.moe_recompute_s if moe else times.dense_recompute_s
+    modules = times.moe_module_recompute_s if moe else times.dense_module_recompute_s
+    selective = ops.where(a.recompute_core_attn, core, 0.0) + modules
+    return ops.where(
+        a.recompute == _FULL, forward, ops.where(a.recompute == _SELECTIVE, selective, 0.0)
     )
-    return forward + backward + again
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,12 +283,8 @@ def layer_times(times: OperatorTimes, a: ScenarioArrays) -> LayerTimes:
     """``LayerTimes`` of the operator groups ``times`` under ``a.recompute``."""
     moe = a.num_moe_layers / a.num_layers
     dense = 1 - moe
-    full = a.recompute == _FULL
-    some = a.recompute >= _SELECTIVE
-    again_dense = ops.where(
-        full, times.dense_forward_s, ops.where(some, times.dense_recompute_s, 0.0)
-    )
-    again_moe = ops.where(full, times.moe_forward_s, ops.where(some, times.moe_recompute_s, 0.0))
+    again_dense = _again_s(times, a, moe=False)
+    again_moe = _again_s(times, a, moe=True)
     return LayerTimes(
         total_s=dense * (times.dense_forward_s + times.dense_backward_s + again_dense)
         + moe * (times.moe_forward_s + times.moe_backward_s + again_moe),

@@ -152,3 +152,4 @@ class LayerGroups:
     forward: str
     backward: str
     recompute: str
+    module_recompute: str

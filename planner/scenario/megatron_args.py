@@ -62,6 +62,9 @@ _FLAGS = frozenset(
     }
 )
 
+_LIST_ARGS = frozenset({"recompute-modules"})
+"""Arguments that take several values (argparse ``nargs="*"``)."""
+
 _ASSIGNMENT = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -108,7 +111,13 @@ def _collect(tokens: list[str]) -> dict[str, str | bool]:
             continue
         key, eq, value = token[2:].partition("=")
         key = key.replace("_", "-")
-        if eq:
+        if key in _LIST_ARGS and not eq:  # nargs="*": every value up to the next flag
+            values = []
+            while i < len(tokens) and not tokens[i].startswith("--"):
+                values.append(expand(tokens[i]))
+                i += 1
+            args[key] = " ".join(values)
+        elif eq:
             args[key] = expand(value)
         elif key in _FLAGS:
             args[key] = True
@@ -224,6 +233,13 @@ def _moe_fields(args: dict[str, str | bool]) -> dict[str, object]:
             out["moe_expert_capacity_factor"] = float(factor)
         except ValueError:
             out["moe_expert_capacity_factor"] = factor  # parse_scenario names the field
+    for arg, field in (
+        ("moe-router-num-groups", "moe_router_num_groups"),
+        ("moe-router-group-topk", "moe_router_group_topk"),
+    ):
+        value = _int_arg(args, arg)
+        if value:
+            out[field] = value
     shared = _int_arg(args, "moe-shared-expert-intermediate-size")
     if shared:
         out["moe_shared_expert_intermediate_size"] = shared
@@ -358,6 +374,9 @@ def scenario_document_from_megatron_args(
         parallelism["recompute"] = granularity
     elif args.get("recompute-activations") is True:
         parallelism["recompute"] = "selective"
+    modules = args.get("recompute-modules")
+    if isinstance(modules, str) and modules.split() and parallelism.get("recompute") == "selective":
+        parallelism["recompute_modules"] = modules.split()
     if num_gpus is not None and num_gpus % (tp * pp * cp) == 0:
         parallelism["data_parallel"] = num_gpus // (tp * pp * cp)
     global_batch = _int_arg(args, "global-batch-size")

@@ -26,7 +26,7 @@ from planner.specs.model import (
     ModelSpec,
     MoETokenDispatcher,
 )
-from planner.specs.parallelism import ParallelismSpec, Recompute
+from planner.specs.parallelism import ParallelismSpec, Recompute, RecomputeModule
 from planner.specs.scenario import Framework, Scenario, TrainingSpec
 
 __all__ = ["SECTION_KEYS", "parse_scenario"]
@@ -50,6 +50,8 @@ _MODEL_KEYS = (
     "num_dense_layers",
     "moe_layer_freq",
     "moe_shared_expert_intermediate_size",
+    "moe_router_num_groups",
+    "moe_router_group_topk",
     "moe_token_dispatcher_type",
     "moe_expert_capacity_factor",
     "moe_imbalance_factor",
@@ -102,6 +104,7 @@ _PARALLELISM_KEYS = (
     "micro_batch_size",
     "global_batch_size",
     "recompute",
+    "recompute_modules",
     "zero_stage",
     "precision",
     "flash_attention",
@@ -276,6 +279,7 @@ def _parse_hardware(raw: dict[str, object]) -> HardwareSpec:
 _NON_INT_PARALLELISM_KEYS = (
     "sequence_parallel",
     "recompute",
+    "recompute_modules",
     "precision",
     "flash_attention",
     "grad_reduce_in_fp32",
@@ -311,6 +315,7 @@ def _parse_parallelism(raw: dict[str, object], num_gpus: int) -> ParallelismSpec
     return ParallelismSpec(
         sequence_parallel=raw.get("sequence_parallel", default_sp),  # type: ignore[arg-type]
         recompute=_enum("parallelism.recompute", raw.get("recompute", "none"), Recompute),
+        recompute_modules=_recompute_modules(raw.get("recompute_modules")),
         precision=_enum("parallelism.precision", raw.get("precision", "bf16"), Precision),
         flash_attention=raw.get("flash_attention", True),  # type: ignore[arg-type]
         grad_reduce_in_fp32=raw.get("grad_reduce_in_fp32"),  # type: ignore[arg-type]
@@ -318,6 +323,19 @@ def _parse_parallelism(raw: dict[str, object], num_gpus: int) -> ParallelismSpec
         overlap_param_gather=raw.get("overlap_param_gather"),  # type: ignore[arg-type]
         **ints,  # type: ignore[arg-type]
     )
+
+
+def _recompute_modules(value: object) -> tuple[RecomputeModule, ...] | None:
+    """``parallelism.recompute_modules``: a list of module names (or one name)."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise SpecError(
+            "parallelism.recompute_modules",
+            f"must be a list of {', '.join(RecomputeModule)}, got {value!r}",
+        )
+    return tuple(_enum("parallelism.recompute_modules", v, RecomputeModule) for v in items)
 
 
 def _parse_training(raw: dict[str, object]) -> TrainingSpec:

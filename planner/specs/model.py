@@ -75,8 +75,11 @@ class ModelSpec:
     one GEMM per expert, Megatron's default), ``moe_expert_capacity_factor`` (None: dropless;
     else tokens beyond ``factor x`` an expert's even share are dropped),
     ``moe_router_force_load_balancing`` (every expert gets its even share: benchmarks' forced or
-    fake balanced gates), ``moe_imbalance_factor`` (tokens on the busiest expert rank over the
-    average under dropless routing; None: the efficiency model's documented default) and
+    fake balanced gates), ``moe_router_num_groups``/``moe_router_group_topk`` (group-limited
+    routing: each token's experts from ``group_topk`` of the groups; DeepSeek-V3's
+    node-limited routing; 0: unrestricted), ``moe_imbalance_factor`` (tokens on the busiest
+    expert rank over the average under dropless routing; None: the efficiency model's
+    documented default) and
     ``overlap_moe_expert_parallel_comm`` (the token exchange of one microbatch hides behind
     another's compute, Megatron ``--overlap-moe-expert-parallel-comm``).
 
@@ -113,6 +116,8 @@ class ModelSpec:
     moe_expert_capacity_factor: float | None = None
     moe_router_force_load_balancing: bool = False
     moe_imbalance_factor: float | None = None
+    moe_router_num_groups: int = 0
+    moe_router_group_topk: int = 0
     overlap_moe_expert_parallel_comm: bool = False
     multi_latent_attention: bool = False
     q_lora_rank: int = 0
@@ -144,6 +149,8 @@ class ModelSpec:
             "num_shared_experts",
             "num_dense_layers",
             "moe_shared_expert_intermediate_size",
+            "moe_router_num_groups",
+            "moe_router_group_topk",
             *MLA_FIELDS,
             "window_size",
             "window_attn_skip_freq",
@@ -248,7 +255,30 @@ class ModelSpec:
                 "leaves no MoE layer; use num_experts: 0 for a dense model",
             )
 
+    def _check_router_groups(self) -> None:
+        """Group-limited routing: ``G`` groups divide the experts, ``g`` of them per token,
+        at most ``k`` (Megatron's router asserts the same)."""
+        groups, chosen = self.moe_router_num_groups, self.moe_router_group_topk
+        if not groups and not chosen:
+            return
+        if not groups or not chosen:
+            raise SpecError(
+                "model.moe_router_group_topk" if groups else "model.moe_router_num_groups",
+                "group-limited routing needs both moe_router_num_groups and moe_router_group_topk",
+            )
+        if not self.is_moe or self.num_experts % groups:
+            raise SpecError(
+                "model.moe_router_num_groups",
+                f"{groups} groups must divide model.num_experts={self.num_experts}",
+            )
+        if not 1 <= chosen <= min(groups, self.moe_router_topk):
+            raise SpecError(
+                "model.moe_router_group_topk",
+                f"must be between 1 and min(moe_router_num_groups, moe_router_topk), got {chosen}",
+            )
+
     def _check_moe_knobs(self) -> None:
+        self._check_router_groups()
         if not isinstance(self.moe_token_dispatcher_type, MoETokenDispatcher):
             raise SpecError(
                 "model.moe_token_dispatcher_type",

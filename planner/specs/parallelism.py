@@ -39,6 +39,21 @@ class Recompute(StrEnum):
 _RECOMPUTE_ORDER: tuple[Recompute, ...] = tuple(Recompute)
 
 
+class RecomputeModule(StrEnum):
+    """What selective recompute repeats (Megatron-Core ``--recompute-modules``, with
+    ``--recompute-granularity selective``; default ``core_attn``): the attention core, the
+    MoE activation function, the layer norms, MLA's up projections, the dense MLP, the whole
+    MoE layer (its token exchange included) or the shared experts."""
+
+    CORE_ATTN = "core_attn"
+    MOE_ACT = "moe_act"
+    LAYERNORM = "layernorm"
+    MLA_UP_PROJ = "mla_up_proj"
+    MLP = "mlp"
+    MOE = "moe"
+    SHARED_EXPERTS = "shared_experts"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParallelismSpec:
     """Tensor/pipeline/context/expert/data parallel degrees, batch split and memory knobs.
@@ -75,6 +90,7 @@ class ParallelismSpec:
     micro_batch_size: int = 1
     global_batch_size: int
     recompute: Recompute = Recompute.NONE
+    recompute_modules: tuple[RecomputeModule, ...] | None = None
     zero_stage: int = 1
     precision: Precision = Precision.BF16
     flash_attention: bool = True
@@ -108,6 +124,18 @@ class ParallelismSpec:
             raise SpecError(
                 "parallelism.recompute", f"must be none, selective or full, got {self.recompute!r}"
             )
+        if self.recompute_modules is not None:
+            if any(not isinstance(m, RecomputeModule) for m in self.recompute_modules):
+                raise SpecError(
+                    "parallelism.recompute_modules",
+                    f"each must be one of {', '.join(RecomputeModule)}",
+                )
+            if self.recompute is not Recompute.SELECTIVE:
+                raise SpecError(
+                    "parallelism.recompute_modules",
+                    "applies to selective recompute (Megatron --recompute-granularity "
+                    "selective); set parallelism.recompute to selective",
+                )
         if not isinstance(self.precision, Precision):
             raise SpecError(
                 "parallelism.precision",

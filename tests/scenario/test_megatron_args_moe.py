@@ -60,3 +60,15 @@ def test_capacity_factor_window_and_integer_layer_frequency() -> None:
     assert model.moe_expert_capacity_factor == 1.25
     assert model.num_moe_layers == 12
     assert (model.window_size, model.window_attn_skip_freq) == (128, 2)
+
+
+def test_recompute_modules_take_every_listed_value() -> None:
+    text = (
+        "--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --seq-length 4096 "
+        "--num-experts 128 --moe-router-topk 8 --recompute-granularity selective "
+        "--recompute-modules layernorm moe_act --global-batch-size 64"
+    )
+    doc = scenario_document_from_megatron_args(text, num_gpus=8, gpu="h100")
+    assert doc is not None
+    par = parse_scenario(doc).parallelism
+    assert [str(m) for m in par.recompute_modules or ()] == ["layernorm", "moe_act"]
