@@ -143,7 +143,8 @@ SOURCE_NOTES: Mapping[str, str] = {
     "torchtitan": (
         "torchtitan Llama 3.1 benchmarks. The H100s are 96 GB HBM2e at 500 W (not a catalog "
         "SKU): mapped to h100-sxm, so its 80 GB HBM and 989 TFLOP/s peak are used; all rows "
-        "held out. FSDP2 = zero_stage 3, op-level SAC = selective, Float8 linears = fp8. Time "
+        "held out. FSDP2 = zero_stage 3, op-level SAC = selective, Float8 linears = fp8 with "
+        "torchao's tensorwise (current) scaling. Time "
         "from tokens/s/GPU; peak memory as published (GiB)."
     ),
 }
@@ -330,11 +331,14 @@ def _convert_torchtitan(run: PublishedRun) -> Case:
         raise SkipError(PP_MICROBATCH_NOT_STATED)
     gpu = "h200" if run.text("gpu").startswith("H200") else "h100-sxm"
     recompute = run.text("recompute")
+    fp8 = run.text("precision").startswith("FP8")
     par = _layout(
         run,
         recompute="full" if recompute.startswith("full") else "selective",
         zero_stage=3,
-        precision="fp8" if run.text("precision").startswith("FP8") else "bf16",
+        precision="fp8" if fp8 else "bf16",
+        # torchao float8 linears: dynamic per-tensor (current) scaling
+        **({"fp8_recipe": "tensorwise"} if fp8 else {}),
     )
     memory = run.metrics.get("peak_memory")
     assumptions = ["sequence_parallel when tp > 1"]

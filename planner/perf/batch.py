@@ -47,17 +47,18 @@ class ScenarioArrays:
     widths of all query / key heads together (GQA/MQA through ``kv_width``);
     ``gated_linear_unit``, ``has_dropout``, ``has_biases`` and ``has_rotary_embeddings`` are the
     model facts ``ModelSpec`` derives from the activation. Parallelism (``ParallelismSpec``):
-    the degrees, batch sizes, ``num_microbatches``, ``recompute`` (``Recompute.code``: 0 none,
-    1 selective, 2 full) and ``recompute_<module>`` (``RecomputeModule``: what selective
-    recompute repeats), ``zero_stage``, ``flash_attention``; ``overlap_grad_reduce`` /
-    ``overlap_param_gather`` are the scenario's flags (true unless set to false);
-    ``grad_bytes_per_param`` is the gradient buffer and its data-parallel reduction, bytes per
-    parameter (4 fp32, 2 16-bit; ``parallelism.grad_reduce_in_fp32`` or the framework's
-    default). Hardware (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``,
-    per-GPU one-direction bandwidths and per-hop latencies of both tiers, ``hbm_bytes``, and
-    ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
-    ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``. Training:
-    ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out.
+    the degrees, batch sizes, ``num_microbatches``, ``recompute`` (``Recompute.code``: 0 none, 1
+    selective, 2 full) and ``recompute_<module>`` (``RecomputeModule``: what selective recompute
+    repeats), ``fp8_recipe`` (``Fp8Recipe.code``, 0 in 16-bit), ``zero_stage``,
+    ``flash_attention``; ``overlap_grad_reduce`` / ``overlap_param_gather`` are the scenario's
+    flags (true unless set to false); ``grad_bytes_per_param`` is the gradient buffer and its
+    data-parallel reduction, bytes per parameter (4 fp32, 2 16-bit;
+    ``parallelism.grad_reduce_in_fp32`` or the framework's default). Hardware (``HardwareSpec``
+    / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``, per-GPU one-direction bandwidths and
+    per-hop latencies of both tiers, ``hbm_bytes``, and ``device`` (peaks, HBM bandwidth, SMs,
+    architecture). Framework (``FrameworkProfile``, see ``planner.perf.frameworks``):
+    ``fused_attention`` ... ``pp_comm_overlap``. Training: ``total_tokens`` and ``train_iters``,
+    NaN when the scenario leaves them out.
 
     Issue 13 model fields (``ModelSpec`` properties): the attention widths the engine times
     (``attention_q_width`` ... ``attention_down_width``, ``kv_up_width``: GQA and MLA alike),
@@ -131,6 +132,7 @@ class ScenarioArrays:
     global_batch_size: Real
     num_microbatches: Real
     recompute: Count
+    fp8_recipe: Count
     recompute_core_attn: Flag
     recompute_layernorm: Flag
     recompute_moe_act: Flag
@@ -285,6 +287,13 @@ def _recompute_module(module: RecomputeModule) -> Callable[[Scenario], bool]:
     return read
 
 
+def _fp8_recipe(s: Scenario) -> int:
+    """The GEMM recipe's code (``Fp8Recipe.code``; 0 in 16-bit training): the scenario's
+    ``fp8_recipe``, else the precision's default."""
+    recipe = s.parallelism.low_precision_recipe
+    return 0 if recipe is None else recipe.code
+
+
 def _moe_token_dispatcher(s: Scenario) -> int:
     """``model.moe_token_dispatcher_type`` as its code (0 alltoall, 1 allgather, 2 flex)."""
     return s.model.moe_token_dispatcher_type.code
@@ -323,6 +332,7 @@ _SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "moe_imbalance": _moe_imbalance,
         "moe_expert_capacity_factor": _moe_expert_capacity_factor,
         "recompute": _recompute,
+        "fp8_recipe": _fp8_recipe,
         **{f"recompute_{m.value}": _recompute_module(m) for m in RecomputeModule},
         "overlap_grad_reduce": _overlap_grad_reduce,
         "overlap_param_gather": _overlap_param_gather,

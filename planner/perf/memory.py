@@ -87,6 +87,7 @@ from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
 from planner.perf.moe_mlp import moe_imbalance
 from planner.perf.ops import Count, Real
 from planner.perf.parameters import LocalParameters, StageParameters, stage_params, total_params
+from planner.perf.precision import saved_input_bytes, weight_copy_bytes
 from planner.specs.parallelism import Recompute
 from planner.specs.scenario import Scenario
 
@@ -191,11 +192,11 @@ def activation_bytes_arr(
     """
     tp, hidden, seq = a.tensor_parallel, a.hidden_size, a.seq_length
     tok = a.tokens_per_microbatch
-    lp = a.device.low_precision
     drop = ops.where(a.has_dropout, 1.0, 0.0)
     selective = recompute == _SELECTIVE
     # the layer norms' outputs (the QKV and MLP inputs) unless recomputed (``layernorm``)
-    norm_outputs = ops.where(selective & a.recompute_layernorm, 0.0, ops.where(lp, 2.0, 4.0))
+    saved = saved_input_bytes(a)  # a GEMM input kept for the backward: 2, or the recipe's
+    norm_outputs = ops.where(selective & a.recompute_layernorm, 0.0, 2.0 * saved)
     replicated = tok * hidden * (4.0 + 2.0 * drop + norm_outputs)
     # Q, K, V and the attention output (16-bit), each of its width (GQA: q, kv, kv, q)
     widths = a.attention_q_width + a.attention_k_width + a.attention_v_width
@@ -210,7 +211,7 @@ def activation_bytes_arr(
     kept_scores = kept_scores & ops.logical_not(core_again)
     attn = attn + ops.where(kept_scores, scores, 0.0)
     n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
-    act_out = ops.where(lp, 1.0, 2.0)
+    act_out = saved
     if moe_layer:
         expert_ffn = a.moe_ffn_hidden_size
         routed = tok * a.moe_router_topk * imbalance
@@ -320,9 +321,7 @@ def _model_states(
     shard16 = ops.where(unit_wise, 0.0, dense / d_dense + expert / d_expert)
     weights = WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
     fp8_copy = a.device.low_precision & a.fp8_weight_cache
-    weights = weights + ops.where(
-        fp8_copy, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense - root + expert), 0.0
-    )
+    weights = weights + ops.where(fp8_copy, weight_copy_bytes(a) * (dense - root + expert), 0.0)
     return _ModelStates(
         weights=weights,
         gradients=a.grad_bytes_per_param

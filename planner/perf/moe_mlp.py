@@ -33,8 +33,9 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
   receives (DeepEP/flex: tokens arrive deduplicated per rank and are permuted there), or the
   gathered ``e·tok`` rows (all-gather dispatcher).
 * Shared experts (``shared_expert_ffn_hidden_size``) on every token, the activation function on
-  routed and shared widths (eager stacks: ``elementwise_traffic_factor`` times the bytes), FP8
-  casts of the expert GEMMs' inputs and output gradients.
+  routed and shared widths (eager stacks: ``elementwise_traffic_factor`` times the bytes), the
+  recipe's quantisation of the expert GEMMs' inputs and output gradients
+  (``planner.perf.precision``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
+from planner.perf.precision import quantize_bytes
 from planner.specs.model import MoETokenDispatcher
 from planner.specs.parallelism import Recompute
 
@@ -190,11 +192,10 @@ def _moe_pass(
     router = ROUTER_BYTES_PER_LOGIT * tokens * a.num_experts
     table.mem(group, router * routed_scale, 3.0)
     table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0)
-    lp_f = ops.where(lp, 1.0, 0.0)
     up = n_up if backward else 1.0
     cast = routed * (hidden + up * expert_ffn / tp) * routed_scale
     cast = cast + tokens * (hidden + up * shared_ffn / tp) * shared_scale
-    table.mem(group, lp_f * 3.0 * cast, 4.0)
+    table.mem(group, quantize_bytes(a) * cast, 4.0)
 
 
 def _permutation_bytes(a: ScenarioArrays, routed: Real) -> Real:

@@ -15,8 +15,9 @@ width; Megatron-LM's layer, Shoeybi et al. 2019 and Narayanan et al. SC'21):
 * MoE layers: router GEMM ``(tok, E, h)``, ``E/e`` expert GEMMs of ``tok·topk·e/E·imbalance``
   tokens each, shared experts, router softmax/top-k and token permute/unpermute.
 * Memory-bound: two norms, two residual adds, dropout (models with dropout), rotary embeddings
-  (models with them), the activation function, FP8 casts (Transformer Engine casts inputs and
-  weights of every FP8 GEMM); eager stacks move ``elementwise_traffic_factor`` times the bytes.
+  (models with them), the activation function, the low-precision recipe's quantise/transpose
+  kernels on every GEMM's inputs and output gradients (``planner.perf.precision``); eager
+  stacks move ``elementwise_traffic_factor`` times the bytes.
 * First stage: embedding; last stage: LM head GEMM (16-bit) and cross-entropy (the framework's
   loss kernels move ``loss_bytes_per_logit`` of HBM traffic per logit,
   ``planner.perf.frameworks``).
@@ -37,6 +38,7 @@ from planner.perf.efficiency import EfficiencyModel
 from planner.perf.moe_mlp import activation_bytes, moe_mlp_ops
 from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
+from planner.perf.precision import quantize_bytes
 from planner.specs.parallelism import Recompute
 
 __all__ = [
@@ -141,8 +143,8 @@ def _layer_elementwise_ops(
         table.mem(forward, ew * 8.0 * tokens * latents, 2.0)
         table.mem(backward, ew * 12.0 * tokens * latents, 2.0)
     lp = a.device.low_precision
-    if ops.any_(lp):  # the inputs (forward) and output gradients (backward) of each GEMM
-        lp_f = ops.where(lp, 1.0, 0.0)
+    if ops.any_(lp):  # quantising the inputs (forward) and output gradients (backward)
+        quant = quantize_bytes(a)  # per element, by recipe (planner.perf.precision)
         inputs = hidden + a.attention_out_width / tp + latents
         outputs = (
             (a.attention_in_width + a.attention_q_width * ops.where(a.q_lora_rank > 0, 1.0, 0.0))
@@ -151,8 +153,8 @@ def _layer_elementwise_ops(
             + a.attention_down_width
             + hidden
         )
-        table.mem(forward, lp_f * 3.0 * tokens * inputs, 2.0)
-        table.mem(backward, lp_f * 3.0 * tokens * outputs, 2.0)
+        table.mem(forward, quant * tokens * inputs, 2.0)
+        table.mem(backward, quant * tokens * outputs, 2.0)
 
 
 def _dense_mlp_ops(
@@ -188,9 +190,9 @@ def _dense_mlp_pass(
     act = activation_bytes(a, backward=backward)
     table.mem(group, scale * ew * act * tokens * ffn / tp, 1.0)
     if ops.any_(lp):
-        lp_f = ops.where(lp, 1.0, 0.0)
         up = n_up if backward else 1.0
-        table.mem(group, scale * lp_f * 3.0 * tokens * (hidden + up * ffn / tp), 2.0)
+        quant = quantize_bytes(a)
+        table.mem(group, scale * quant * tokens * (hidden + up * ffn / tp), 2.0)
 
 
 def edge_ops(table: OperatorTable, a: ScenarioArrays) -> None:

@@ -14,11 +14,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.ops import Flag, FloatArray, Real
+from planner.perf.precision import gemm_relative_efficiency
+from planner.specs.parallelism import Fp8Recipe
 
 __all__ = ["LayerGroups", "OperatorTable"]
+
+_BLOCKWISE = Fp8Recipe.BLOCKWISE.code
 
 
 class OperatorTable:
@@ -126,6 +131,8 @@ class OperatorTable:
             low = self._table(self.gemm_low_precision, np.bool_)
             batch = self._table(self.gemm_batch, np.float64)
             rate = eff.gemm_flop_per_s(m, n, k, a.device, low_precision=low, batch=batch)
+            if ops.any_(a.fp8_recipe == _BLOCKWISE):  # block scales promoted in the main loop
+                rate = rate * np.where(low, gemm_relative_efficiency(a), 1.0)
             flops = 2.0 * m * n * k * cnt
             bytes_ = (np.where(low, 1.0, 2.0) * (m * k + k * n) + 2.0 * m * n) * cnt
             bw = eff.memory_bytes_per_s(bytes_, a.device)

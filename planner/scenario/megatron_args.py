@@ -171,6 +171,21 @@ def _precision(args: dict[str, str | bool]) -> str:
     return "bf16"
 
 
+_FP8_RECIPES = frozenset({"delayed", "tensorwise", "blockwise", "mxfp8"})
+
+
+def _recipe(args: dict[str, str | bool], precision: str) -> str | None:
+    """``--fp8-recipe`` (Megatron: delayed, the default, tensorwise, blockwise, mxfp8) or
+    ``--fp4-recipe nvfp4``, for a low-precision run; None otherwise (the precision's
+    default)."""
+    if precision == "nvfp4":
+        return "nvfp4"
+    recipe = str(args.get("fp8-recipe", "")).lower()
+    if precision in ("fp8", "mxfp8") and recipe in _FP8_RECIPES:
+        return recipe
+    return None
+
+
 def _layer_pattern(text: str) -> int | list[int] | None:
     """``--moe-layer-freq``: an int, or a Python list expression of 0/1 such as
     ``([0]*3+[1]*58)`` or ``[1,0,1,0]`` (evaluated over list literals, ``*`` and ``+`` only);
@@ -356,6 +371,9 @@ def scenario_document_from_megatron_args(
         if args.get("use-distributed-optimizer") is True
         else 0,
     }
+    recipe = _recipe(args, str(parallelism["precision"]))
+    if recipe is not None:
+        parallelism["fp8_recipe"] = recipe
     # Megatron-LM leaves both off unless asked (training arguments, Megatron-Core DDP config)
     parallelism["overlap_grad_reduce"] = args.get("overlap-grad-reduce") is True
     parallelism["overlap_param_gather"] = args.get("overlap-param-gather") is True

@@ -26,7 +26,7 @@ from planner.specs.model import (
     ModelSpec,
     MoETokenDispatcher,
 )
-from planner.specs.parallelism import ParallelismSpec, Recompute, RecomputeModule
+from planner.specs.parallelism import Fp8Recipe, ParallelismSpec, Recompute, RecomputeModule
 from planner.specs.scenario import Framework, Scenario, TrainingSpec
 
 __all__ = ["SECTION_KEYS", "parse_scenario"]
@@ -107,6 +107,7 @@ _PARALLELISM_KEYS = (
     "recompute_modules",
     "zero_stage",
     "precision",
+    "fp8_recipe",
     "flash_attention",
     "grad_reduce_in_fp32",
     "overlap_grad_reduce",
@@ -281,6 +282,7 @@ _NON_INT_PARALLELISM_KEYS = (
     "recompute",
     "recompute_modules",
     "precision",
+    "fp8_recipe",
     "flash_attention",
     "grad_reduce_in_fp32",
     "overlap_grad_reduce",
@@ -317,6 +319,11 @@ def _parse_parallelism(raw: dict[str, object], num_gpus: int) -> ParallelismSpec
         recompute=_enum("parallelism.recompute", raw.get("recompute", "none"), Recompute),
         recompute_modules=_recompute_modules(raw.get("recompute_modules")),
         precision=_enum("parallelism.precision", raw.get("precision", "bf16"), Precision),
+        fp8_recipe=(
+            None
+            if raw.get("fp8_recipe") is None
+            else _enum("parallelism.fp8_recipe", raw["fp8_recipe"], Fp8Recipe)
+        ),
         flash_attention=raw.get("flash_attention", True),  # type: ignore[arg-type]
         grad_reduce_in_fp32=raw.get("grad_reduce_in_fp32"),  # type: ignore[arg-type]
         overlap_grad_reduce=raw.get("overlap_grad_reduce"),  # type: ignore[arg-type]

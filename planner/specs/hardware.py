@@ -91,10 +91,27 @@ class GpuSpec:
             if p is precision:
                 return peak
         supported = ", ".join(self.precisions)
+        why = _MISSING_PRECISION.get((self.architecture, precision), "")
         raise SpecError(
             "parallelism.precision",
-            f"{self.key} has no {precision} tensor cores; use one of {supported}",
+            f"{self.key} has no {precision} tensor cores{why}; use one of {supported}",
         )
+
+
+_MISSING_PRECISION: dict[tuple[str, Precision], str] = {
+    ("ampere", Precision.FP8): " (FP8 tensor cores arrived with Hopper)",
+    ("ampere", Precision.MXFP8): " (block-scaled MXFP8 needs Blackwell tensor cores)",
+    ("ampere", Precision.NVFP4): " (NVFP4 needs Blackwell tensor cores)",
+    ("hopper", Precision.MXFP8): (
+        " (block-scaled MXFP8 needs Blackwell tensor cores; on Hopper, fp8 with "
+        "parallelism.fp8_recipe blockwise scales 1x128/128x128 blocks in software)"
+    ),
+    ("hopper", Precision.NVFP4): " (NVFP4 needs Blackwell tensor cores; on Hopper use fp8)",
+    ("cdna3", Precision.MXFP8): " (MX formats arrive with CDNA 4, MI350 series)",
+    ("cdna3", Precision.NVFP4): " (NVFP4 is an NVIDIA Blackwell format)",
+}
+"""Why an architecture lacks a precision, for the error message (vendor architecture docs:
+NVIDIA Hopper and Blackwell whitepapers, AMD CDNA 3 / CDNA 4 white papers)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -54,12 +54,40 @@ class RecomputeModule(StrEnum):
     SHARED_EXPERTS = "shared_experts"
 
 
+class Fp8Recipe(StrEnum):
+    """Low-precision recipe (Megatron ``--fp8-recipe`` / ``--fp4-recipe``; Transformer Engine
+    recipes, ``planner.perf.precision``); ``code`` (1..5) is the engine's array code, 0 there
+    meaning 16-bit training."""
+
+    DELAYED = "delayed"
+    TENSORWISE = "tensorwise"
+    BLOCKWISE = "blockwise"
+    MXFP8 = "mxfp8"
+    NVFP4 = "nvfp4"
+
+    @property
+    def code(self) -> int:
+        """Array code: 1 delayed ... 5 nvfp4 (0 is 16-bit training)."""
+        return tuple(Fp8Recipe).index(self) + 1
+
+
+RECIPES_OF_PRECISION: dict[Precision, tuple[Fp8Recipe, ...]] = {
+    Precision.FP8: (Fp8Recipe.DELAYED, Fp8Recipe.TENSORWISE, Fp8Recipe.BLOCKWISE, Fp8Recipe.MXFP8),
+    Precision.MXFP8: (Fp8Recipe.MXFP8,),
+    Precision.NVFP4: (Fp8Recipe.NVFP4,),
+}
+"""The recipes each low precision runs with; the first is its default (Megatron-LM's
+``--fp8-recipe`` default ``delayed``)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParallelismSpec:
     """Tensor/pipeline/context/expert/data parallel degrees, batch split and memory knobs.
 
     ``virtual_pipeline`` is the number of interleaved 1F1B model chunks per pipeline rank.
-    ``global_batch_size`` and ``micro_batch_size`` count sequences. ``zero_stage``: 0 plain data
+    ``global_batch_size`` and ``micro_batch_size`` count sequences. ``fp8_recipe`` (Megatron
+    ``--fp8-recipe``): how FP8/MXFP8/NVFP4 GEMMs are scaled (``Fp8Recipe``; default: the
+    precision's, ``RECIPES_OF_PRECISION``). ``zero_stage``: 0 plain data
     parallel, 1 distributed optimizer (Megatron ``--use-distributed-optimizer``), 2 also shards
     gradients, 3 also shards weights (FSDP). ``flash_attention`` (extra field, default true as in
     Megatron-Core) means the ``s x s`` attention scores are never stored.
@@ -93,6 +121,7 @@ class ParallelismSpec:
     recompute_modules: tuple[RecomputeModule, ...] | None = None
     zero_stage: int = 1
     precision: Precision = Precision.BF16
+    fp8_recipe: Fp8Recipe | None = None
     flash_attention: bool = True
     grad_reduce_in_fp32: bool | None = None
     overlap_grad_reduce: bool | None = None
@@ -141,9 +170,40 @@ class ParallelismSpec:
                 "parallelism.precision",
                 f"must be one of {', '.join(Precision)}, got {self.precision!r}",
             )
+        self._check_recipe()
         violation = parallelism_violation(self)
         if violation is not None:
             raise violation_error(violation, self)
+
+    def _check_recipe(self) -> None:
+        """``fp8_recipe`` must be one the precision runs with."""
+        if self.fp8_recipe is None:
+            return
+        if not isinstance(self.fp8_recipe, Fp8Recipe):
+            raise SpecError(
+                "parallelism.fp8_recipe",
+                f"must be one of {', '.join(Fp8Recipe)}, got {self.fp8_recipe!r}",
+            )
+        allowed = RECIPES_OF_PRECISION.get(self.precision, ())
+        if self.fp8_recipe not in allowed:
+            hint = (
+                f"use one of {', '.join(allowed)}"
+                if allowed
+                else "set parallelism.precision to fp8, mxfp8 or nvfp4"
+            )
+            raise SpecError(
+                "parallelism.fp8_recipe",
+                f"{self.fp8_recipe} does not run with precision {self.precision}; {hint}",
+            )
+
+    @property
+    def low_precision_recipe(self) -> Fp8Recipe | None:
+        """The recipe the GEMMs run with: ``fp8_recipe``, else the precision's default
+        (``RECIPES_OF_PRECISION``); None in 16-bit training."""
+        if self.fp8_recipe is not None:
+            return self.fp8_recipe
+        recipes = RECIPES_OF_PRECISION.get(self.precision)
+        return recipes[0] if recipes else None
 
     @property
     def model_parallel_size(self) -> int:

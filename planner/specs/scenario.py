@@ -8,9 +8,12 @@ from enum import StrEnum
 from planner.errors import SpecError
 from planner.specs._checks import require_int, require_number
 from planner.specs.feasibility import first_violation, violation_error
-from planner.specs.hardware import HardwareSpec
+from planner.specs.hardware import HardwareSpec, Precision
 from planner.specs.model import ModelSpec
 from planner.specs.parallelism import ParallelismSpec
+
+_BLOCK_SCALED = (Precision.MXFP8.value, Precision.NVFP4.value)
+"""Recipes whose GEMMs need the GPU's block-scaled tensor cores (Blackwell)."""
 
 
 class Framework(StrEnum):
@@ -72,6 +75,17 @@ class Scenario:
             raise violation_error(violation, par, model=m, num_gpus=hw.num_gpus)
         if not hw.gpu.supports(par.precision):
             hw.gpu.peak_flop_per_s(par.precision)  # raises the SpecError with the fix
+        recipe = par.low_precision_recipe
+        if (
+            recipe is not None
+            and recipe.value in _BLOCK_SCALED
+            and not hw.gpu.supports(Precision(recipe.value))
+        ):
+            raise SpecError(
+                "parallelism.fp8_recipe",
+                f"{recipe} needs block-scaled tensor cores, which {hw.gpu.key} lacks "
+                f"(Blackwell has them); use fp8_recipe blockwise, tensorwise or delayed",
+            )
 
     @property
     def tokens_per_iteration(self) -> int:
