@@ -20,8 +20,11 @@ together from ``ModelSpec``):
   tiles (Dao 2023 §3.1), so a query tile meets ``ceil(w/128) + 1`` key tiles,
   ``WINDOW_TILE·(ceil(w/128) + 1)`` keys per query (at most the causal ``S/2``), at the kernel
   efficiency of that short key length; ``full_attention_fraction`` of the layers attend fully
-  (``--window-attn-skip-freq``). Without flash attention: two batched GEMMs per direction over
-  the full square plus softmax/mask/dropout memory traffic.
+  (``--window-attn-skip-freq``). Packed sequences (NeMo ``packed_sequence_specs``; THD layout
+  with ``cu_seqlens``) attend within each sample: the half square of the sample length ``P``
+  (``training.packed_sample_length``) per query instead of the sequence's. Without flash
+  attention: two batched GEMMs per direction over the full square plus softmax/mask/dropout
+  memory traffic.
 """
 
 from __future__ import annotations
@@ -60,10 +63,17 @@ def _projection_ops(table: OperatorTable, a: ScenarioArrays, groups: LayerGroups
     mla = ops.any_(a.multi_latent_attention)
     shard = ops.where(a.sequence_parallel, tokens / tp, tokens)
     for group, bwd in ((groups.forward, False), (groups.backward, True)):
-        table.gemm(group, tokens, a.attention_in_width / tp, hidden, lp=lp, backward=bwd)
-        table.gemm(group, tokens, hidden, a.attention_out_width / tp, lp=lp, backward=bwd)
+        frozen = a.trains_base
+        table.gemm(
+            group, tokens, a.attention_in_width / tp, hidden, lp=lp, backward=bwd, wgrad=frozen
+        )
+        table.gemm(
+            group, tokens, hidden, a.attention_out_width / tp, lp=lp, backward=bwd, wgrad=frozen
+        )
         if mla:
-            table.gemm(group, shard, a.attention_down_width, hidden, lp=lp, backward=bwd)
+            table.gemm(
+                group, shard, a.attention_down_width, hidden, lp=lp, backward=bwd, wgrad=frozen
+            )
             _mla_up_ops(table, a, group, backward=bwd, scale=1.0)
     again = (a.recompute == _SELECTIVE) & a.recompute_mla_up_proj & a.multi_latent_attention
     if ops.any_(again):  # selective recompute of the up projections (``mla_up_proj``)
@@ -77,8 +87,8 @@ def _mla_up_ops(
     """MLA's tensor-parallel up projections from the query and key/value latents."""
     tp, tokens, lp = a.tensor_parallel, a.tokens_per_microbatch, a.device.low_precision
     q_up, kv_up = a.attention_q_width / tp, a.kv_up_width / tp
-    table.gemm(group, tokens, q_up, a.q_lora_rank, count=scale, lp=lp, backward=backward)
-    table.gemm(group, tokens, kv_up, a.kv_lora_rank, count=scale, lp=lp, backward=backward)
+    for n, k in ((q_up, a.q_lora_rank), (kv_up, a.kv_lora_rank)):
+        table.gemm(group, tokens, n, k, count=scale, lp=lp, backward=backward, wgrad=a.trains_base)
 
 
 def _core_ops(
@@ -108,10 +118,12 @@ def _core_ops(
         table.mem(backward, ops.where(non_flash, traffic, 0.0), 3.0)
     width = a.attention_q_width + a.attention_out_width
     per_key = a.micro_batch_size * local_seq * width / tp  # forward FLOPs per key, / 2
-    attn_f, attn_b = _flash_s(a, eff, per_key * seq, seq, head_dim)  # causal half of the square
+    # causal within each packed sample: the half square of its length (the sequence unpacked)
+    span = ops.minimum(a.packed_sample_length, seq)
+    attn_f, attn_b = _flash_s(a, eff, per_key * span, span, head_dim)
     if ops.any_(a.full_attention_fraction < 1.0):
         keys = WINDOW_TILE * (ops.ceil(a.window_size / WINDOW_TILE) + 1.0)
-        keys = ops.minimum(keys, seq / 2.0)
+        keys = ops.minimum(keys, span / 2.0)
         win_f, win_b = _flash_s(a, eff, 2.0 * per_key * keys, keys, head_dim)
         full = a.full_attention_fraction
         attn_f = full * attn_f + (1.0 - full) * win_f

@@ -28,9 +28,10 @@ from planner.perf import ops
 from planner.perf.efficiency import ARCHITECTURES, DeviceArrays
 from planner.perf.frameworks import FrameworkProfile, profile_of
 from planner.perf.ops import Count, Flag, Real
+from planner.perf.readers import READERS
 from planner.specs.hardware import GpuSpec, HardwareSpec, Precision
 from planner.specs.model import ModelSpec
-from planner.specs.parallelism import ParallelismSpec, RecomputeModule
+from planner.specs.parallelism import ParallelismSpec
 from planner.specs.scenario import Framework, Scenario
 
 __all__ = ["ScenarioArrays"]
@@ -58,7 +59,9 @@ class ScenarioArrays:
     per-hop latencies of both tiers, ``hbm_bytes``, and ``device`` (peaks, HBM bandwidth, SMs,
     architecture). Framework (``FrameworkProfile``, see ``planner.perf.frameworks``):
     ``fused_attention`` ... ``pp_comm_overlap``. Training: ``total_tokens`` and ``train_iters``,
-    NaN when the scenario leaves them out.
+    NaN when the scenario leaves them out; ``trains_base`` (false under LoRA), ``lora_rank`` and
+    ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length`` (the sequence when
+    not packed).
 
     Issue 13 model fields (``ModelSpec`` properties): the attention widths the engine times
     (``attention_q_width`` ... ``attention_down_width``, ``kv_up_width``: GQA and MLA alike),
@@ -169,6 +172,13 @@ class ScenarioArrays:
     # training
     total_tokens: Real
     train_iters: Real
+    trains_base: Flag
+    lora_rank: Real
+    lora_linear_qkv: Flag
+    lora_linear_proj: Flag
+    lora_linear_fc1: Flag
+    lora_linear_fc2: Flag
+    packed_sample_length: Real
     device: DeviceArrays
 
     @property
@@ -272,48 +282,6 @@ def _grad_bytes_per_param(s: Scenario) -> float:
     return 4.0 if in_fp32 else 2.0
 
 
-def _recompute_module(module: RecomputeModule) -> Callable[[Scenario], bool]:
-    """Reader of ``recompute_<module>``: the module is in ``parallelism.recompute_modules``
-    (absent: Megatron's default, ``core_attn`` alone). The engine applies it only where the
-    recompute is selective."""
-
-    def read(s: Scenario) -> bool:
-        chosen = s.parallelism.recompute_modules
-        if chosen is None:
-            return module is RecomputeModule.CORE_ATTN
-        return module in chosen
-
-    read.__doc__ = f"``{module}`` is recomputed under selective recompute."
-    return read
-
-
-def _fp8_recipe(s: Scenario) -> int:
-    """The GEMM recipe's code (``Fp8Recipe.code``; 0 in 16-bit training): the scenario's
-    ``fp8_recipe``, else the precision's default."""
-    recipe = s.parallelism.low_precision_recipe
-    return 0 if recipe is None else recipe.code
-
-
-def _moe_token_dispatcher(s: Scenario) -> int:
-    """``model.moe_token_dispatcher_type`` as its code (0 alltoall, 1 allgather, 2 flex)."""
-    return s.model.moe_token_dispatcher_type.code
-
-
-def _moe_imbalance(s: Scenario) -> float:
-    """Busiest expert rank's tokens over the average: 1 with forced load balancing, the
-    scenario's ``moe_imbalance_factor``, else NaN (the efficiency model's default)."""
-    m = s.model
-    if m.moe_router_force_load_balancing:
-        return 1.0
-    return math.nan if m.moe_imbalance_factor is None else m.moe_imbalance_factor
-
-
-def _moe_expert_capacity_factor(s: Scenario) -> float:
-    """``model.moe_expert_capacity_factor``; NaN when dropless."""
-    factor = s.model.moe_expert_capacity_factor
-    return math.nan if factor is None else factor
-
-
 def _total_tokens(s: Scenario) -> float:
     """``training.total_tokens``, NaN when unset."""
     tokens = s.training.total_tokens
@@ -328,17 +296,13 @@ def _train_iters(s: Scenario) -> float:
 
 _SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
-        "moe_token_dispatcher": _moe_token_dispatcher,
-        "moe_imbalance": _moe_imbalance,
-        "moe_expert_capacity_factor": _moe_expert_capacity_factor,
         "recompute": _recompute,
-        "fp8_recipe": _fp8_recipe,
-        **{f"recompute_{m.value}": _recompute_module(m) for m in RecomputeModule},
         "overlap_grad_reduce": _overlap_grad_reduce,
         "overlap_param_gather": _overlap_param_gather,
         "grad_bytes_per_param": _grad_bytes_per_param,
         "total_tokens": _total_tokens,
         "train_iters": _train_iters,
+        **READERS,
     }
 )
 """Fields of the scenario that need a rule, with their readers."""

@@ -29,17 +29,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.perf import collectives as coll
+from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.context import context_parallel_times
 from planner.perf.data import data_parallel_times
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.expert import expert_parallel_times
 from planner.perf.flops import iteration_flops
+from planner.perf.lora import adapter_flops_per_token, adapter_params_per_gpu
 from planner.perf.memory import MemoryArrays, memory_arrays
 from planner.perf.operators import layer_times, operator_times
 from planner.perf.ops import Real
 from planner.perf.optimizer import optimizer_times
-from planner.perf.parameters import stage_params
+from planner.perf.parameters import LocalParameters, stage_params
 from planner.perf.pipeline import pipeline_schedule
 from planner.perf.tensor import tensor_parallel_times
 
@@ -85,6 +87,35 @@ def link_of(a: ScenarioArrays, eff: EfficiencyModel) -> coll.Link:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _TrainedParameters:
+    """Parameters per GPU the data-parallel group reduces and gathers (``reduced``) and the
+    optimizer updates (``updated``)."""
+
+    reduced: LocalParameters
+    updated: LocalParameters
+
+
+def _trained_params(a: ScenarioArrays, busiest: LocalParameters) -> _TrainedParameters:
+    """All parameters, or under LoRA the adapters (``planner.perf.lora``): only they have
+    gradients and optimizer states. A frozen base under ZeRO-3/FSDP is still gathered every
+    microbatch, so the data-parallel collectives there keep the base's size (its gradient
+    reduce-scatter, which a frozen base does not have, is then over-counted)."""
+    if ops.all_(a.trains_base):
+        return _TrainedParameters(reduced=busiest, updated=busiest)
+    adapters = adapter_params_per_gpu(a)
+    updated = LocalParameters(
+        dense=ops.where(a.trains_base, busiest.dense, adapters),
+        expert=ops.where(a.trains_base, busiest.expert, 0.0),
+    )
+    gathered = a.trains_base | (a.zero_stage >= 3)
+    reduced = LocalParameters(
+        dense=ops.where(gathered, busiest.dense, adapters),
+        expert=ops.where(gathered, busiest.expert, 0.0),
+    )
+    return _TrainedParameters(reduced=reduced, updated=updated)
+
+
 def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     """Iteration time, breakdown, FLOPs and memory of every scenario in ``a``: arrays of shape
     ``(n,)`` for arrays in, Python floats for the one-scenario form."""
@@ -103,7 +134,8 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     )
     params = stage_params(a)
     busiest = params.busiest()
-    data = data_parallel_times(a, eff, link, params=busiest, layer=layer, schedule=schedule)
+    trained = _trained_params(a, busiest)
+    data = data_parallel_times(a, eff, link, params=trained.reduced, layer=layer, schedule=schedule)
     breakdown = {
         "compute": schedule.compute_s,
         "tp_comm_exposed": schedule.tp_comm_s,
@@ -112,12 +144,19 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
         "pp_comm_exposed": schedule.p2p_s,
         "pp_bubble": schedule.bubble_s,
         "dp_comm_exposed": data.exposed_s,
-        "optimizer": optimizer_times(a, eff, busiest).step_s,
+        "optimizer": optimizer_times(a, eff, trained.updated).step_s,
     }
     iteration = a.full(0.0)
     for key in BREAKDOWN_KEYS:
         iteration = iteration + breakdown[key]
-    flops = iteration_flops(a, num_sequences=a.global_batch_size, recompute=a.recompute)
+    flops = iteration_flops(
+        a,
+        num_sequences=a.global_batch_size,
+        recompute=a.recompute,
+        trains_base=a.trains_base,
+        adapter_per_token=adapter_flops_per_token(a),
+        span=ops.minimum(a.packed_sample_length, a.seq_length),
+    )
     return BatchResult(
         iteration_time_s=iteration,
         breakdown_s=breakdown,

@@ -96,19 +96,21 @@ def attention_linear_flops_per_token(model: ModelShape) -> Real:
     return 2.0 * model.attention_gemm_params
 
 
-def attention_keys(model: ModelShape) -> Real:
+def attention_keys(model: ModelShape, span: Real | None = None) -> Real:
     """Keys per query the attention core counts, averaged over the layers: ``s`` for full
-    attention (Megatron's full-square convention), ``min(w, s)`` for sliding-window layers."""
-    seq = model.seq_length
+    attention (Megatron's full-square convention), ``min(w, s)`` for sliding-window layers;
+    ``span``: the packed samples' mean length when shorter than the sequence."""
+    seq = model.seq_length if span is None else span
     full = model.full_attention_fraction
     window = ops.minimum(ops.where(model.window_size > 0, model.window_size, seq), seq)
     return full * seq + (1.0 - full) * window
 
 
-def attention_core_flops_per_token(model: ModelShape) -> Real:
+def attention_core_flops_per_token(model: ModelShape, span: Real | None = None) -> Real:
     """Forward FLOPs per token of ``softmax(QKᵀ)V`` at full ``s²`` (Megatron convention):
-    ``2·keys·(q' + o)``, ``4·s·q`` for GQA."""
-    return 2.0 * attention_keys(model) * (model.attention_q_width + model.attention_out_width)
+    ``2·keys·(q' + o)``, ``4·s·q`` for GQA (``span``: ``attention_keys``)."""
+    width = model.attention_q_width + model.attention_out_width
+    return 2.0 * attention_keys(model, span) * width
 
 
 def mlp_flops_per_token(model: ModelShape, *, moe_layer: bool) -> Real:
@@ -139,6 +141,9 @@ class IterationFlops:
     + backward, 3 x forward, ``hardware_total`` (as HFU counts) adds the recomputed forward;
     ``gemm``, ``attention_core``, ``lm_head``, ``recompute_gemm`` and
     ``recompute_attention_core`` split them (their sums equal the totals up to rounding).
+    ``weight_passes`` is 3 (forward, data and weight gradient) when the base weights train, 2
+    when they are frozen (LoRA: no weight gradients; NeMo counts LoRA model FLOPs the same
+    way); ``adapter_per_token`` the LoRA adapters' forward FLOPs, trained (3 passes).
     """
 
     num_tokens: Real
@@ -146,12 +151,15 @@ class IterationFlops:
     attention_core_per_token: Real
     lm_head_per_token: Real
     recompute_code: Count
+    weight_passes: Real = 3.0
+    adapter_per_token: Real = 0.0
 
     @property
     def model_total(self) -> Real:
         """Model FLOPs (no recompute), as MFU counts them."""
-        per_token = self.linear_per_token + self.attention_core_per_token + self.lm_head_per_token
-        return 3.0 * self.num_tokens * per_token
+        weights = self.weight_passes * (self.linear_per_token + self.lm_head_per_token)
+        trained = 3.0 * (self.attention_core_per_token + self.adapter_per_token)
+        return self.num_tokens * (weights + trained)
 
     @property
     def recompute_per_token(self) -> Real:
@@ -169,7 +177,7 @@ class IterationFlops:
     @property
     def gemm(self) -> Real:
         """FLOPs of the transformer layers' linear layers, forward + backward."""
-        return 3.0 * self.linear_per_token * self.num_tokens
+        return self.weight_passes * self.linear_per_token * self.num_tokens
 
     @property
     def attention_core(self) -> Real:
@@ -179,7 +187,12 @@ class IterationFlops:
     @property
     def lm_head(self) -> Real:
         """FLOPs of the LM head, forward + backward."""
-        return 3.0 * self.lm_head_per_token * self.num_tokens
+        return self.weight_passes * self.lm_head_per_token * self.num_tokens
+
+    @property
+    def adapters(self) -> Real:
+        """FLOPs of the LoRA adapters, forward + backward."""
+        return 3.0 * self.adapter_per_token * self.num_tokens
 
     @property
     def recompute_gemm(self) -> Real:
@@ -194,13 +207,21 @@ class IterationFlops:
 
 
 def iteration_flops(
-    model: ModelShape, *, num_sequences: Real, recompute: Recompute | Count
+    model: ModelShape,
+    *,
+    num_sequences: Real,
+    recompute: Recompute | Count,
+    trains_base: Flag = True,
+    adapter_per_token: Real = 0.0,
+    span: Real | None = None,
 ) -> IterationFlops:
     """FLOPs of one iteration over ``num_sequences`` sequences of ``model.seq_length`` tokens.
 
     ``recompute`` is a ``Recompute`` or its code (``Recompute.code``, an array of codes for a
     batch). Recompute adds one extra forward of every layer (``full``) or of the attention core
-    only (``selective``; Korthikanti et al. 2022, §4.2).
+    only (``selective``; Korthikanti et al. 2022, §4.2). ``trains_base`` False: frozen weights
+    (LoRA), no weight-gradient GEMMs; ``adapter_per_token``: the adapters' forward FLOPs
+    (``planner.perf.lora``); ``span``: the packed samples' mean length (``attention_keys``).
     """
     mtp = model.mtp_num_layers
     layers = model.num_layers + mtp  # each MTP module runs one more transformer layer
@@ -215,9 +236,11 @@ def iteration_flops(
     return IterationFlops(
         num_tokens=num_sequences * model.seq_length,
         linear_per_token=linear,
-        attention_core_per_token=layers * attention_core_flops_per_token(model),
+        attention_core_per_token=layers * attention_core_flops_per_token(model, span),
         lm_head_per_token=(1.0 + mtp) * lm_head_flops_per_token(model),
         recompute_code=recompute.code if isinstance(recompute, Recompute) else recompute,
+        weight_passes=ops.where(trains_base, 3.0, 2.0),
+        adapter_per_token=adapter_per_token,
     )
 
 

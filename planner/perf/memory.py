@@ -84,6 +84,7 @@ from dataclasses import dataclass
 from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
+from planner.perf.lora import adapter_params_per_gpu
 from planner.perf.moe_mlp import moe_imbalance
 from planner.perf.ops import Count, Real
 from planner.perf.parameters import LocalParameters, StageParameters, stage_params, total_params
@@ -322,17 +323,30 @@ def _model_states(
     weights = WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
     fp8_copy = a.device.low_precision & a.fp8_weight_cache
     weights = weights + ops.where(fp8_copy, weight_copy_bytes(a) * (dense - root + expert), 0.0)
-    return _ModelStates(
-        weights=weights,
-        gradients=a.grad_bytes_per_param
-        * (
-            ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
-        ),
-        optimizer=OPTIMIZER_BYTES_PER_PARAM
-        * (
-            ops.where(z >= 1, dense / d_dense, dense) + ops.where(z >= 1, expert / d_expert, expert)
-        ),
+    gradients = a.grad_bytes_per_param * (
+        ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
     )
+    optimizer = OPTIMIZER_BYTES_PER_PARAM * (
+        ops.where(z >= 1, dense / d_dense, dense) + ops.where(z >= 1, expert / d_expert, expert)
+    )
+    if not ops.all_(a.trains_base):
+        # LoRA: the frozen base holds 16-bit weights only (sharded 16-bit under ZeRO-3, as PEFT
+        # under FSDP keeps them); the adapters carry the full mixed-precision states
+        frozen = ops.logical_not(a.trains_base)
+        adapters = adapter_params_per_gpu(a)
+        base = ops.where(z >= 3, dense / d_dense + expert / d_expert + gathered, dense + expert)
+        frozen_weights = WEIGHT_BYTES_PER_PARAM * (base + adapters)
+        frozen_weights = (
+            frozen_weights
+            + weights
+            - WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
+        )  # keeps the low-precision weight copy
+        weights = ops.where(frozen, frozen_weights, weights)
+        shards = ops.where(z >= 1, d_dense, 1.0)
+        grad_shards = ops.where(z >= 2, d_dense, 1.0)
+        gradients = ops.where(frozen, a.grad_bytes_per_param * adapters / grad_shards, gradients)
+        optimizer = ops.where(frozen, OPTIMIZER_BYTES_PER_PARAM * adapters / shards, optimizer)
+    return _ModelStates(weights=weights, gradients=gradients, optimizer=optimizer)
 
 
 @dataclass(frozen=True, slots=True)

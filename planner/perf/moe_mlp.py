@@ -176,15 +176,32 @@ def _moe_pass(
     routed = tokens * topk * rho
     shared_ffn = a.shared_expert_ffn_hidden_size
     launch = ops.where(a.moe_grouped_gemm, local_experts, 1.0)
-    bwd = backward
-    table.gemm(group, tokens, a.num_experts, hidden, count=routed_scale, lp=False, backward=bwd)
+    wgrad, bwd = a.trains_base, backward
+    table.gemm(
+        group,
+        tokens,
+        a.num_experts,
+        hidden,
+        count=routed_scale,
+        lp=False,
+        backward=bwd,
+        wgrad=wgrad,
+    )
     for n, k in ((n_up * expert_ffn / tp, hidden), (hidden, expert_ffn / tp)):
         count = local_experts * routed_scale
-        table.gemm(group, per_expert, n, k, count=count, lp=lp, backward=bwd, per_launch=launch)
-    table.gemm(
-        group, tokens, n_up * shared_ffn / tp, hidden, count=shared_scale, lp=lp, backward=bwd
-    )
-    table.gemm(group, tokens, hidden, shared_ffn / tp, count=shared_scale, lp=lp, backward=bwd)
+        table.gemm(
+            group,
+            per_expert,
+            n,
+            k,
+            count=count,
+            lp=lp,
+            backward=bwd,
+            wgrad=wgrad,
+            per_launch=launch,
+        )
+    for n, k in ((n_up * shared_ffn / tp, hidden), (hidden, shared_ffn / tp)):
+        table.gemm(group, tokens, n, k, count=shared_scale, lp=lp, backward=bwd, wgrad=wgrad)
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
     act = activation_bytes(a, backward=backward)
     width = routed * expert_ffn * routed_scale + tokens * shared_ffn * shared_scale

@@ -35,6 +35,7 @@ from planner.perf import ops
 from planner.perf.attention import FLASH_BWD_FLOP_RATIO, attention_ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
+from planner.perf.lora import lora_ops
 from planner.perf.moe_mlp import activation_bytes, moe_mlp_ops
 from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
@@ -104,6 +105,8 @@ def layer_ops(table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, *, 
         moe_mlp_ops(table, a, eff, groups)
     else:
         _dense_mlp_ops(table, a, eff, groups)
+    if ops.any_(a.lora_rank > 0):  # LoRA adapters on the frozen base (planner.perf.lora)
+        lora_ops(table, a, groups.forward, groups.backward, moe=moe)
 
 
 def _layer_elementwise_ops(
@@ -184,8 +187,8 @@ def _dense_mlp_pass(
     tokens = a.tokens_per_microbatch
     lp = a.device.low_precision
     n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
-    table.gemm(group, tokens, n_up * ffn / tp, hidden, count=scale, lp=lp, backward=backward)
-    table.gemm(group, tokens, hidden, ffn / tp, count=scale, lp=lp, backward=backward)
+    for n, k in ((n_up * ffn / tp, hidden), (hidden, ffn / tp)):
+        table.gemm(group, tokens, n, k, count=scale, lp=lp, backward=backward, wgrad=a.trains_base)
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
     act = activation_bytes(a, backward=backward)
     table.mem(group, scale * ew * act * tokens * ffn / tp, 1.0)
@@ -204,7 +207,8 @@ def edge_ops(table: OperatorTable, a: ScenarioArrays) -> None:
     table.mem("embedding_s", 4.0 * norm_tokens * hidden, 1.0)
     table.mem("embedding_s", 12.0 * tokens * hidden, 2.0)
     table.gemm("lm_head_s", tokens, a.vocab_size / tp, hidden, lp=False)
-    table.gemm("lm_head_s", tokens, a.vocab_size / tp, hidden, lp=False, backward=True)
+    head = a.vocab_size / tp
+    table.gemm("lm_head_s", tokens, head, hidden, lp=False, backward=True, wgrad=a.trains_base)
     table.mem("lm_head_s", 20.0 * norm_tokens * hidden, 2.0)  # final norm fwd + bwd
     loss_bytes = a.loss_bytes_per_logit * tokens * a.vocab_size / tp  # the framework's kernels
     table.mem("lm_head_s", loss_bytes, 5.0)
@@ -217,12 +221,17 @@ def edge_ops(table: OperatorTable, a: ScenarioArrays) -> None:
         table.mem("lm_head_s", mtp * 16.0 * tokens * hidden, 2.0)  # embedding fwd + bwd
         table.mem("lm_head_s", mtp * 30.0 * norm_tokens * hidden, 3.0)  # 3 norms fwd + bwd
         for bwd in (False, True):
-            table.gemm(
-                "lm_head_s", tokens, hidden / tp, 2.0 * hidden, count=mtp, lp=False, backward=bwd
-            )
-            table.gemm(
-                "lm_head_s", tokens, a.vocab_size / tp, hidden, count=mtp, lp=False, backward=bwd
-            )
+            for n, k in ((hidden / tp, 2.0 * hidden), (a.vocab_size / tp, hidden)):
+                table.gemm(
+                    "lm_head_s",
+                    tokens,
+                    n,
+                    k,
+                    count=mtp,
+                    lp=False,
+                    backward=bwd,
+                    wgrad=a.trains_base,
+                )
         table.mem("lm_head_s", mtp * loss_bytes, 5.0)
 
 

@@ -58,20 +58,23 @@ class OperatorTable:
         backward: bool = False,
         batched: bool = False,
         per_launch: Real | None = None,
+        wgrad: Flag = True,
     ) -> None:
-        """Register ``count`` GEMMs ``(m x k) @ (k x n)`` (with ``backward``: their dgrad and
-        wgrad); ``lp``: in the low (FP8-class) GEMM precision; ``batched``: the ``count``
-        products run as one strided-batched launch; ``per_launch`` (per scenario, overrides
-        ``batched``): products per launch, e.g. ``count`` for a grouped GEMM, 1 for one launch
-        each."""
+        """Register ``count`` GEMMs ``(m x k) @ (k x n)`` (with ``backward``: their dgrad and,
+        where ``wgrad`` (per scenario: false for frozen weights), their wgrad); ``lp``: in the
+        low (FP8-class) GEMM precision; ``batched``: the ``count`` products run as one
+        strided-batched launch; ``per_launch`` (per scenario, overrides ``batched``): products
+        per launch, e.g. ``count`` for a grouped GEMM, 1 for one launch each."""
         shapes = ((m, n, k),) if not backward else ((m, k, n), (k, n, m))  # dgrad, wgrad
         batch = per_launch if per_launch is not None else (count if batched else 1.0)
-        for rows, cols, inner in shapes:
+        for i, (rows, cols, inner) in enumerate(shapes):
             self.gemm_groups.append(group)
             self.gemm_m.append(rows)
             self.gemm_n.append(cols)
             self.gemm_k.append(inner)
-            self.gemm_count.append(count)
+            self.gemm_count.append(
+                count if i == 0 or wgrad is True else count * ops.where(wgrad, 1.0, 0.0)
+            )
             self.gemm_low_precision.append(lp)
             self.gemm_batch.append(batch)
 

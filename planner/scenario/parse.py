@@ -27,7 +27,13 @@ from planner.specs.model import (
     MoETokenDispatcher,
 )
 from planner.specs.parallelism import Fp8Recipe, ParallelismSpec, Recompute, RecomputeModule
-from planner.specs.scenario import Framework, Scenario, TrainingSpec
+from planner.specs.scenario import (
+    Framework,
+    LoraTarget,
+    Scenario,
+    TrainingMode,
+    TrainingSpec,
+)
 
 __all__ = ["SECTION_KEYS", "parse_scenario"]
 
@@ -113,7 +119,15 @@ _PARALLELISM_KEYS = (
     "overlap_grad_reduce",
     "overlap_param_gather",
 )
-_TRAINING_KEYS = ("framework", "total_tokens", "train_iters")
+_TRAINING_KEYS = (
+    "framework",
+    "total_tokens",
+    "train_iters",
+    "mode",
+    "lora_rank",
+    "lora_targets",
+    "packed_sample_length",
+)
 
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "model": _MODEL_KEYS,
@@ -347,11 +361,23 @@ def _recompute_modules(value: object) -> tuple[RecomputeModule, ...] | None:
 
 def _parse_training(raw: dict[str, object]) -> TrainingSpec:
     framework = _enum("training.framework", raw.get("framework", "megatron"), Framework)
-    iters = raw.get("train_iters")
+    targets = raw.get("lora_targets")
+    if targets is not None:
+        items = [targets] if isinstance(targets, str) else targets
+        if not isinstance(items, list | tuple):
+            raise SpecError("training.lora_targets", f"must be a list of {', '.join(LoraTarget)}")
+        targets = tuple(_enum("training.lora_targets", t, LoraTarget) for t in items)
+    optional = {
+        key: _int(f"training.{key}", raw[key])
+        for key in ("lora_rank", "packed_sample_length", "train_iters")
+        if raw.get(key) is not None
+    }
     return TrainingSpec(
         framework=framework,
         total_tokens=raw.get("total_tokens"),  # type: ignore[arg-type]
-        train_iters=_int("training.train_iters", iters) if iters is not None else None,  # type: ignore[arg-type]
+        mode=_enum("training.mode", raw.get("mode", "pretrain"), TrainingMode),
+        lora_targets=targets,
+        **optional,  # type: ignore[arg-type]
     )
 
 

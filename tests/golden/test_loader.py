@@ -129,3 +129,34 @@ def test_torchtitan_memory_rows_keep_every_published_peak(dataset: Dataset) -> N
     peaks = {c.config_id: c.measured_peak_memory_bytes for c in dataset.memory_cases}
     assert peaks["titan2412_t1_FSDP"] == pytest.approx(82.4 * 2**30)
     assert len(peaks) == 14  # 20 published peaks, 6 on 405B pipeline rows left out
+
+
+def test_nemo_fine_tuning_rows_are_cases() -> None:
+    dataset = build_dataset(["nemo_24.07"])
+    modes = {
+        c.config_id: c.document["training"].get("mode")
+        for c in dataset.cases
+        if "_SFT_" in c.config_id or "_LoRA_" in c.config_id
+    }
+    assert len(modes) == 6
+    assert {m for cid, m in modes.items() if "_LoRA_" in cid} == {"lora"}
+    assert {m for cid, m in modes.items() if "_SFT_" in cid} == {"sft"}
+
+
+def test_the_packed_sample_assumption_barely_moves_the_fine_tuning_rows() -> None:
+    from dataclasses import replace
+
+    from planner.perf import predict
+
+    dataset = build_dataset(["nemo_24.07"])
+    for case in dataset.cases:
+        if "training" not in case.document or "mode" not in case.document["training"]:
+            continue
+        times = []
+        for length in (128, 512):
+            doc = dict(case.document)
+            doc["training"] = {**doc["training"], "packed_sample_length": length}
+            times.append(
+                predict(parse_scenario(replace(case, document=doc).document)).iteration_time_s
+            )
+        assert times[1] / times[0] < 1.02, case.config_id
