@@ -188,13 +188,25 @@ def _int(path: str, value: object) -> object:
     return value
 
 
+_ENUM_VALUES: dict[type[StrEnum], dict[str, StrEnum]] = {}
+"""Per enum class, its members by value (filled on first use: parsing runs per scenario)."""
+
+
 def _enum(path: str, value: object, enum: type[E]) -> E:
-    allowed = tuple(e.value for e in enum)
+    members = _ENUM_VALUES.get(enum)
+    if members is None:
+        members = _ENUM_VALUES[enum] = {m.value: m for m in enum}
     if isinstance(value, str):
-        normalized = value.strip().lower().replace("-", "_")
-        for member in enum:
-            if member.value == normalized or member.value == value.strip().lower():
-                return member
+        hit = members.get(value)
+        if hit is not None:
+            return cast(E, hit)
+        lowered = value.strip().lower()
+        normalized = lowered.replace("-", "_")
+        hit = members.get(normalized) or members.get(lowered)
+        if hit is not None:
+            return cast(E, hit)
+    allowed = tuple(members)
+    if isinstance(value, str):
         close = difflib.get_close_matches(normalized, allowed, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise SpecError(path, f"unknown value {value!r}; {hint}use one of {', '.join(allowed)}")

@@ -336,8 +336,9 @@ class ModelSpec:
     def num_mtp_moe_layers(self) -> int:
         """MTP modules whose transformer layer is MoE: all of them when the last decoder layer
         is (Megatron-Core builds the MTP layer with the decoder's last layer spec)."""
-        last_is_moe = self.is_moe and self.moe_layer_pattern[-1]
-        return self.mtp_num_layers if last_is_moe else 0
+        if not self.mtp_num_layers or not self.is_moe:
+            return 0
+        return self.mtp_num_layers if self.moe_layer_pattern[-1] else 0
 
     @property
     def gated_linear_unit(self) -> bool:
