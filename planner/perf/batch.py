@@ -169,6 +169,7 @@ class ScenarioArrays:
     zero3_prefetch_params: Real
     zero3_regather_on_recompute: Flag
     pp_comm_overlap: Flag
+    master_weight_bytes: Real
     # training
     total_tokens: Real
     train_iters: Real

@@ -78,6 +78,12 @@ in ``efficiency_constants.json``):
   (DeepSpeed ``communication_data_type`` unset). Under fp16 (loss scaling) every stack keeps
   16-bit gradients by default (Megatron-LM's ``main_grad`` buffer takes ``params_dtype``).
 
+* ``master_weight_bytes``: bytes per parameter of the optimizer's fp32 master copy. NeMo's
+  distributed Adam (Apex ``DistributedFusedAdam`` through NeMo's ``MegatronDistributedFusedAdam``)
+  runs with ``store_params=False, store_param_remainders=True`` when the model is bf16 and the
+  optimizer state fp32 (NeMo ``megatron_base_model.setup_optimization``): the bf16 parameter
+  holds the upper 16 bits of the fp32 master and the optimizer only the lower 16 (2 bytes);
+  every other stack keeps the whole fp32 master (4).
 * ``automodel`` (NVIDIA NeMo Automodel, 2025): a PyTorch-native stack, FSDP2 (``fully_shard``
   per block) with Transformer Engine modules where the recipe's ``backend`` picks them
   (``linear: te``, ``rms_norm: te``, ``attn: te``: cuDNN fused attention through TE's
@@ -134,6 +140,7 @@ class FrameworkProfile:
     grad_reduce_in_fp32: bool = True
     zero3_prefetch_params: float = 0.0
     zero3_regather_on_recompute: bool = False
+    master_weight_bytes: float = 4.0
 
 
 _TE_STACK = FrameworkProfile(
@@ -172,7 +179,9 @@ _TORCHTITAN = FrameworkProfile(
 FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
     {
         Framework.MEGATRON: _TE_STACK,
-        Framework.NEMO: replace(_TE_STACK, pp_comm_overlap=True, grad_reduce_in_fp32=False),
+        Framework.NEMO: replace(
+            _TE_STACK, pp_comm_overlap=True, grad_reduce_in_fp32=False, master_weight_bytes=2.0
+        ),
         Framework.TORCHTITAN: _TORCHTITAN,
         Framework.FSDP: _EAGER_PYTORCH,
         Framework.DEEPSPEED: FrameworkProfile(

@@ -302,6 +302,13 @@ class _ModelStates:
     optimizer: Real
 
 
+def _optimizer_bytes(a: ScenarioArrays) -> Real:
+    """Adam's bytes per owned parameter: the fp32 master (``master_weight_bytes``: 2 where
+    NeMo's distributed Adam keeps only the remainder below the bf16 parameter) and the two fp32
+    moments; ``OPTIMIZER_BYTES_PER_PARAM`` (12) with a whole master."""
+    return OPTIMIZER_BYTES_PER_PARAM - 4.0 + a.master_weight_bytes
+
+
 def _model_states(
     a: ScenarioArrays, *, dense: Real, expert: Real, root: Real, d_dense: Real, d_expert: Real
 ) -> _ModelStates:
@@ -326,7 +333,7 @@ def _model_states(
     gradients = a.grad_bytes_per_param * (
         ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
     )
-    optimizer = OPTIMIZER_BYTES_PER_PARAM * (
+    optimizer = _optimizer_bytes(a) * (
         ops.where(z >= 1, dense / d_dense, dense) + ops.where(z >= 1, expert / d_expert, expert)
     )
     if not ops.all_(a.trains_base):
@@ -345,7 +352,7 @@ def _model_states(
         shards = ops.where(z >= 1, d_dense, 1.0)
         grad_shards = ops.where(z >= 2, d_dense, 1.0)
         gradients = ops.where(frozen, a.grad_bytes_per_param * adapters / grad_shards, gradients)
-        optimizer = ops.where(frozen, OPTIMIZER_BYTES_PER_PARAM * adapters / shards, optimizer)
+        optimizer = ops.where(frozen, _optimizer_bytes(a) * adapters / shards, optimizer)
     return _ModelStates(weights=weights, gradients=gradients, optimizer=optimizer)
 
 

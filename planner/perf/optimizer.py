@@ -58,7 +58,9 @@ def optimizer_times(
     owned = params.dense / dense_shards + params.expert / expert_shards
     # re-quantise the cached weight copy: read 16-bit, write the recipe's copy
     cast = (2.0 + weight_copy_bytes(a)) * (params.dense + params.expert)
-    hbm = ADAM_HBM_BYTES_PER_PARAM * owned + ops.where(a.device.low_precision, cast, 0.0)
+    # a master kept as a 16-bit remainder is read and written at half the bytes
+    adam = ADAM_HBM_BYTES_PER_PARAM - 2.0 * (4.0 - a.master_weight_bytes)
+    hbm = adam * owned + ops.where(a.device.low_precision, cast, 0.0)
     seconds = hbm / eff.memory_bytes_per_s(hbm, a.device)
     return OptimizerTimes(
         step_s=ops.maximum(seconds, _MIN_KERNELS * eff.kernel_min_time_s), hbm_bytes=hbm
