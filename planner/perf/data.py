@@ -1,11 +1,14 @@
 """Data-parallel communication: gradient reduction, parameter gathers and ZeRO-3/FSDP.
 
 Dense parameters are replicated over the ``d·c`` GPUs of the data-parallel group (with context
-parallelism, as Megatron-Core groups them), expert parameters over ``max(d·c/e, 1)``; each group
+parallelism, as Megatron-Core groups them), expert parameters over the expert data-parallel
+group (``t·c·d / (t_e·e)`` under MoE parallel folding, ``d·c/e`` when ``t_e = t``); each group
 reduces its gradients once per iteration, ``grad_bytes_per_param`` per parameter: a ring
 all-reduce at ZeRO-0, a reduce-scatter when the optimizer is sharded (ZeRO >= 1, Megatron's
 distributed optimizer; Rajbhandari et al. 2020), which then all-gathers the updated 16-bit
-parameters before the next forward (``collectives``; ranks ``t`` apart, experts ``t·e``).
+parameters before the next forward (``collectives``; ranks ``t`` apart, experts ``t_e·e``:
+Megatron-Core's expert rank order, expert tensor parallel fastest, then expert parallel).
+The parameters and windows are the busiest pipeline stage's (``StageParameters.busiest``).
 
 ZeRO 0-2: the reduction runs in buckets under the last microbatch's backward and the gather
 under the first microbatch's forward (Megatron ``--overlap-grad-reduce`` /
@@ -85,13 +88,13 @@ def data_parallel_times(
             link,
             params=params.expert,
             group=a.expert_data_parallel_size,
-            stride=a.tensor_parallel * a.expert_parallel,
+            stride=a.expert_tensor_parallel * a.expert_parallel,
             gathers=gathers,
         )
         grads = grads + ops.where(params.expert > 0, experts.gradient_reduction_s, 0.0)
         gather = gather + ops.where(params.expert > 0, experts.parameter_gather_s, 0.0)
     keep = 1.0 - eff.comm_overlap(CommKind.DATA)
-    layers = a.num_layers / a.pipeline_parallel
+    layers = params.layers  # the busiest stage's layers: its backward / forward hides them
     exposed_grads = ops.where(
         a.overlap_grad_reduce, ops.maximum(grads * keep, grads - layers * layer.backward_s), grads
     )

@@ -13,13 +13,28 @@ bounded memory; ``DesignSpace.scenario`` turns one candidate into its ``Scenario
 
 Open knobs take, for ``N`` GPUs and the base model: tensor parallel the divisors of
 ``gcd(heads, query groups, ffn[, moe ffn])`` that divide ``N``; pipeline parallel the divisors
-of the layer count that divide ``N``; context parallel 1 and every ``c`` dividing ``N`` with
-``seq_length % 2c == 0``; expert parallel the divisors of the expert count (1 for dense
-models); virtual pipeline the divisors of the layer count; micro-batch the divisors of the
-global batch; recompute none/selective/full; ZeRO stage 0-3; sequence parallel false/true.
-``data_parallel`` is always derived (``N/(tp·pp·cp)``); a list of values filters it. Combinations
-are then checked with the layout rules ``Scenario`` applies (``planner.specs.feasibility``;
-``REJECT_REASONS``), so ``enumerated`` equals ``evaluated + sum(rejected)`` in a sweep's counts.
+of ``N`` over which the framework can split the layers (``planner.specs.pipeline_split``: the
+divisors of the layer count for an even split, of ``layers + 1`` or ``+ 2`` with the
+``account_for_embedding/loss_in_pipeline_split`` options (both open: false/true), any count up
+to the layers for a framework with a default uneven split); context parallel 1 and every ``c``
+dividing ``N`` with ``seq_length % 2c == 0``; expert parallel the divisors of the expert count
+(1 for dense models); expert tensor parallel (MoE parallel folding) the divisors of
+``gcd(moe ffn, N)`` (the tensor-parallel degree, unused, for dense models); virtual pipeline
+the divisors of each rank's share of the split; micro-batch the divisors of the global batch;
+recompute none/selective/full; ZeRO stage 0-3; sequence parallel false/true. The pipeline
+degree and the two ``account_for`` options are one digit of the product, over the
+combinations that split the layers at all (the options are never combined with one stage,
+where they change nothing). ``data_parallel`` is always derived (``N/(tp·pp·cp)``); a list of
+values filters it. Combinations are then checked with the layout rules ``Scenario`` applies
+under the base scenario's framework (``planner.specs.feasibility``; ``REJECT_REASONS``), so
+``enumerated`` equals ``evaluated + sum(rejected)`` in a sweep's counts.
+
+Equivalent layouts (``equivalent_layout``) are counted once: two candidates are equivalent
+when they run the same way, which the rules leave in one case: ZeRO stages 0, 1 and 2 when
+every parameter's data-parallel group has one rank (``data·context = 1`` and expert data
+parallel 1: a distributed optimizer, or sharded gradients, over one rank is the plain one);
+the lowest allowed of these stages is kept. (ZeRO-3 stays distinct: PyTorch FSDP keeps its
+sharded fp32 parameters and gathers 16-bit copies per unit even over one rank.)
 
 Placement: the engine places groups in Megatron-Core rank order (tensor fastest, then context,
 data, pipeline slowest; ``planner.perf.collectives``), so "which dimension sits inside the
@@ -43,6 +58,7 @@ from planner.perf.candidates import CandidateColumns
 from planner.specs._checks import require_int
 from planner.specs.feasibility import Violation, layout_violations
 from planner.specs.parallelism import Recompute
+from planner.specs.pipeline_split import stage_layer_arrays
 from planner.specs.scenario import Scenario
 
 __all__ = [
@@ -66,19 +82,48 @@ KNOBS = (
     "recompute",
     "zero_stage",
     "sequence_parallel",
+    "expert_tensor_parallel",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
 )
-"""Enumerated knobs, outermost first (``data_parallel`` is derived, GPU count and global batch
-select the sub-space)."""
+"""Enumerated knobs (``data_parallel`` is derived, GPU count and global batch select the
+sub-space)."""
+
+_BOOL_KNOBS = (
+    "sequence_parallel",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
+)
+
+DIGITS = (
+    "tensor_parallel",
+    "pipeline",
+    "context_parallel",
+    "expert_parallel",
+    "expert_tensor_parallel",
+    "virtual_pipeline",
+    "micro_batch_size",
+    "recompute",
+    "zero_stage",
+    "sequence_parallel",
+)
+"""The digits of a sub-space's mixed-radix product, outermost first: ``pipeline`` is the
+pipeline degree with the two ``account_for`` options, coded ``4·p + 2·embedding + loss``."""
 
 REJECT_REASONS: tuple[str, ...] = (
     Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.value,
     "data_parallel_not_allowed",
     *(v.value for v in Violation if v is not Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP),
+    "equivalent_layout",
     "out_of_memory",
 )
 """Why a candidate is not timed, in the order checked (a candidate counts under the first):
 the layout rules of ``planner.specs.feasibility`` (``Violation``, in its order), with the
-design space's own filter on ``data_parallel`` second and the memory model's verdict last."""
+design space's own filter on ``data_parallel`` second, then equivalence to another candidate
+(module docstring) and the memory model's verdict last."""
+
+EQUIVALENT_LAYOUT = REJECT_REASONS.index("equivalent_layout")
+"""Index of ``equivalent_layout`` in ``REJECT_REASONS``."""
 
 DATA_PARALLEL_NOT_ALLOWED = REJECT_REASONS.index("data_parallel_not_allowed")
 """Index of ``data_parallel_not_allowed`` in ``REJECT_REASONS`` (a list of allowed values)."""
@@ -101,9 +146,12 @@ class SubSpace:
 
     ``base`` is the validated probe scenario (model, hardware with ``num_gpus``, training,
     precision, flash attention; its own layout is irrelevant) and ``base_arrays`` its
-    ``ScenarioArrays``. ``values[k]`` lists the allowed values of ``KNOBS[k]`` (recompute as
-    codes, sequence parallel as 0/1). ``data_parallel`` is None when open, else the allowed set.
-    ``offset`` is the index of this sub-space's first candidate in the whole design space.
+    ``ScenarioArrays``. ``values[k]`` lists the allowed values of ``DIGITS[k]`` (recompute as
+    codes, sequence parallel as 0/1, the pipeline digit coded, the expert tensor-parallel
+    degree 0 for "the tensor-parallel one" in a dense model). ``data_parallel`` is None when
+    open, else the allowed set. ``zero_stages`` are the allowed ZeRO stages (the lowest of 0-2
+    is the one kept among equivalent layouts). ``offset`` is the index of this sub-space's
+    first candidate in the whole design space.
     """
 
     num_gpus: int
@@ -113,6 +161,7 @@ class SubSpace:
     values: tuple[IntArray, ...]
     data_parallel: tuple[int, ...] | None
     offset: int
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
 
     @property
     def size(self) -> int:
@@ -135,7 +184,9 @@ class SubSpace:
                 continue
             idx, digit = np.divmod(idx, len(vals))
             digits.append(vals[digit])
-        t, p, c, e, v, b, rc, z, sp = reversed(digits)
+        t, pipe, c, e, etp, v, b, rc, z, sp = reversed(digits)
+        p, split = np.divmod(pipe, 4)
+        etp = np.where(etp == 0, t, etp)  # dense models: the tensor-parallel degree (unused)
         num_gpus = self.num_gpus
         replicas, rest = np.divmod(num_gpus, t * p * c)
         d = np.where(rest == 0, replicas, 1)
@@ -152,13 +203,37 @@ class SubSpace:
             recompute=rc,
             zero_stage=z,
             num_gpus=np.full(n, num_gpus, dtype=np.int64),
+            expert_tensor_parallel=etp,
+            account_for_embedding_in_pipeline_split=(split >= 2),
+            account_for_loss_in_pipeline_split=(split % 2 == 1),
         )
-        code = layout_violations(self.base.model, num_gpus, cols)
+        framework = self.base.training.framework
+        code = layout_violations(self.base.model, num_gpus, cols, framework=framework)
         reason = np.where(code >= 0, _REASON_OF_CODE[code], -1)
         if self.data_parallel is not None:  # checked once the GPUs are tiled, before the rest
             allowed = np.isin(d, np.asarray(self.data_parallel, dtype=np.int64))
             reason[(code != _TILES) & ~allowed] = DATA_PARALLEL_NOT_ALLOWED
+        reason[(reason < 0) & self._equivalent(cols)] = EQUIVALENT_LAYOUT
         return cols, reason
+
+    def _equivalent(self, cols: CandidateColumns) -> NDArray[np.bool_]:
+        """Candidates equivalent to one with a lower allowed ZeRO stage (module docstring):
+        stage 1 or 2 where every data-parallel group has one rank."""
+        lower = [s for s in self.zero_stages if s <= 2]
+        if len(lower) < 2:
+            return np.zeros(cols.n, dtype=np.bool_)
+        dense_group = cols.data_parallel * cols.context_parallel
+        etp = (
+            cols.tensor_parallel
+            if cols.expert_tensor_parallel is None
+            else (cols.expert_tensor_parallel)
+        )
+        expert_group = (cols.tensor_parallel * dense_group) // np.maximum(
+            etp * cols.expert_parallel, 1
+        )
+        alone = (dense_group == 1) & ((expert_group <= 1) | (not self.base.model.is_moe))
+        out: NDArray[np.bool_] = alone & (cols.zero_stage > lower[0]) & (cols.zero_stage <= 2)
+        return out
 
 
 def allowed_counts(path: str, values: Sequence[object], *, minimum: int = 1) -> tuple[int, ...]:
@@ -180,7 +255,7 @@ class Knobs:
     Values may repeat and come in any order (a sweep takes the distinct values, ascending).
     Raises ``SpecError("parallelism.<knob>", ...)`` for an empty tuple, a degree or micro-batch
     size below 1, a ZeRO stage outside 0-3, a recompute value that is not a ``Recompute``, a
-    sequence-parallel value that is not a ``bool``.
+    sequence-parallel or ``account_for`` value that is not a ``bool``.
     """
 
     tensor_parallel: tuple[int, ...] | None = None
@@ -192,6 +267,9 @@ class Knobs:
     recompute: tuple[Recompute, ...] | None = None
     zero_stage: tuple[int, ...] | None = None
     sequence_parallel: tuple[bool, ...] | None = None
+    expert_tensor_parallel: tuple[int, ...] | None = None
+    account_for_embedding_in_pipeline_split: tuple[bool, ...] | None = None
+    account_for_loss_in_pipeline_split: tuple[bool, ...] | None = None
     data_parallel: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -202,7 +280,7 @@ class Knobs:
                 continue
             if name == "recompute":
                 _require_members(path, values)
-            elif name == "sequence_parallel":
+            elif name in _BOOL_KNOBS:
                 for value in values:
                     if not isinstance(value, bool):
                         raise SpecError(
@@ -250,6 +328,12 @@ def _probe(base: Scenario, num_gpus: int) -> Scenario:
         sequence_parallel=False,
         micro_batch_size=1,
         global_batch_size=num_gpus,
+        expert_tensor_parallel=None,
+        pipeline_layout=None,
+        decoder_first_pipeline_num_layers=None,
+        decoder_last_pipeline_num_layers=None,
+        account_for_embedding_in_pipeline_split=False,
+        account_for_loss_in_pipeline_split=False,
     )
     return replace(
         base, hardware=replace(base.hardware, num_gpus=num_gpus), parallelism=parallelism
@@ -291,6 +375,7 @@ class DesignSpace:
                     values=_knob_values(base, num_gpus, batch, self.knobs),
                     data_parallel=self.knobs.data_parallel,
                     offset=offset,
+                    zero_stages=self.knobs.codes("zero_stage") or (0, 1, 2, 3),
                 )
                 subspaces.append(sub)
                 offset += sub.size
@@ -322,9 +407,64 @@ class DesignSpace:
             global_batch_size=int(candidates.global_batch_size[i]),
             recompute=Recompute.from_code(int(candidates.recompute[i])),
             zero_stage=int(candidates.zero_stage[i]),
+            expert_tensor_parallel=(
+                int(candidates.expert_tensor_parallel[i])
+                if self.base.model.is_moe and candidates.expert_tensor_parallel is not None
+                else None
+            ),
+            account_for_embedding_in_pipeline_split=bool(
+                candidates.flag("account_for_embedding_in_pipeline_split")[i]
+            ),
+            account_for_loss_in_pipeline_split=bool(
+                candidates.flag("account_for_loss_in_pipeline_split")[i]
+            ),
         )
         hardware = replace(self.base.hardware, num_gpus=int(candidates.num_gpus[i]))
         return replace(self.base, hardware=hardware, parallelism=parallelism)
+
+
+def _pipelines(
+    base: Scenario, num_gpus: int, knobs: Knobs
+) -> tuple[list[int], list[tuple[int, bool, bool]]]:
+    """The pipeline digit's values (``4·p + 2·embedding + loss``) and the combinations they
+    code: open degrees are the divisors of ``num_gpus`` the framework can split the layers
+    over; the ``account_for`` options only where they split the layers, never on one stage
+    when the plain split is allowed (they change nothing there)."""
+    layers = base.model.num_layers
+    framework = str(base.training.framework)
+    chosen = knobs.codes("pipeline_parallel")
+    degrees = (
+        list(chosen) if chosen is not None else [p for p in _divisors(num_gpus) if p <= layers + 2]
+    )
+    embedding = [bool(x) for x in knobs.codes("account_for_embedding_in_pipeline_split") or (0, 1)]
+    loss = [bool(x) for x in knobs.codes("account_for_loss_in_pipeline_split") or (0, 1)]
+    plain_allowed = False in embedding and False in loss
+    combos = [(p, e, lo) for p in degrees for e in embedding for lo in loss]
+    if not combos:
+        return [], []
+    p_arr = np.array([c[0] for c in combos], dtype=np.int64)
+    e_arr = np.array([c[1] for c in combos], dtype=np.bool_)
+    l_arr = np.array([c[2] for c in combos], dtype=np.bool_)
+    *_, splits = stage_layer_arrays(layers, p_arr, np.ones_like(p_arr), e_arr, l_arr, framework)
+    kept: list[tuple[int, bool, bool]] = []
+    for (p, e, lo), ok in zip(combos, splits.tolist(), strict=True):
+        flagged = e or lo
+        if flagged and p == 1 and plain_allowed:
+            continue  # the options change nothing on one stage
+        if ok or (chosen is not None and not flagged):
+            kept.append((p, e, lo))  # a listed degree that does not split is counted as such
+    return [4 * p + 2 * e + lo for p, e, lo in kept], kept
+
+
+def _virtual_pipelines(layers: int, combos: list[tuple[int, bool, bool]]) -> list[int]:
+    """Open virtual pipeline degrees: the divisors of each combination's per-rank share of the
+    split (``(layers + slots) // p``; one stage: 1)."""
+    out = {1}
+    for p, e, lo in combos:
+        if p > 1:
+            share = (layers + e + lo) // p if (layers + e + lo) % p == 0 else (layers + 2) // p
+            out.update(_divisors(max(share, 1)))
+    return sorted(out)
 
 
 def _knob_values(base: Scenario, num_gpus: int, batch: int, knobs: Knobs) -> tuple[IntArray, ...]:
@@ -333,20 +473,26 @@ def _knob_values(base: Scenario, num_gpus: int, batch: int, knobs: Knobs) -> tup
     if m.is_moe:
         width = math.gcd(width, m.moe_ffn_hidden_size)
     gpu_divisors = _divisors(num_gpus)
+    pipeline, combos = _pipelines(base, num_gpus, knobs)
     open_values: dict[str, list[int]] = {
         "tensor_parallel": [t for t in _divisors(width) if num_gpus % t == 0],
-        "pipeline_parallel": [p for p in _divisors(m.num_layers) if num_gpus % p == 0],
         "context_parallel": [c for c in gpu_divisors if c == 1 or m.seq_length % (2 * c) == 0],
         "expert_parallel": _divisors(m.num_experts) if m.is_moe else [1],
-        "virtual_pipeline": _divisors(m.num_layers),
+        "expert_tensor_parallel": (
+            _divisors(math.gcd(m.moe_ffn_hidden_size, num_gpus)) if m.is_moe else [0]
+        ),
+        "virtual_pipeline": _virtual_pipelines(m.num_layers, combos),
         "micro_batch_size": _divisors(batch),
         "recompute": [r.code for r in Recompute],
         "zero_stage": [0, 1, 2, 3],
         "sequence_parallel": [0, 1],
     }
     out: list[IntArray] = []
-    for key in KNOBS:
-        chosen = knobs.codes(key)
-        vals = open_values[key] if chosen is None else list(chosen)
+    for key in DIGITS:
+        if key == "pipeline":
+            vals = pipeline
+        else:
+            chosen = knobs.codes(key) if (key != "expert_tensor_parallel" or m.is_moe) else None
+            vals = open_values[key] if chosen is None else list(chosen)
         out.append(np.asarray(vals, dtype=np.int64))
     return tuple(out)

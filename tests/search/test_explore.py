@@ -22,7 +22,7 @@ from planner.scenario.plans import (
     scenario_document,
 )
 from planner.search import REJECT_REASONS, Objective, explore, sweep
-from planner.search.space import OUT_OF_MEMORY
+from planner.search.space import EQUIVALENT_LAYOUT, OUT_OF_MEMORY
 from planner.specs.parallelism import Recompute
 
 
@@ -40,6 +40,12 @@ def layout_of(cols: Any, i: int) -> dict[str, Any]:
         "global_batch_size": int(cols.global_batch_size[i]),
         "recompute": Recompute.from_code(int(cols.recompute[i])).value,
         "zero_stage": int(cols.zero_stage[i]),
+        "account_for_embedding_in_pipeline_split": bool(
+            cols.flag("account_for_embedding_in_pipeline_split")[i]
+        ),
+        "account_for_loss_in_pipeline_split": bool(
+            cols.flag("account_for_loss_in_pipeline_split")[i]
+        ),
     }
 
 
@@ -125,8 +131,8 @@ def test_reject_reasons_match_the_scenario_rules(small: dict[str, Any]) -> None:
     cols, reason = sub.decode_at(index)
     for i in range(cols.n):
         doc = scenario_document(small, layout_of(cols, i), 16)
-        if reason[i] < 0:
-            parse_scenario(doc)  # valid layouts are valid scenarios
+        if reason[i] < 0 or reason[i] == EQUIVALENT_LAYOUT:
+            parse_scenario(doc)  # valid layouts (and the equivalent ones) are valid scenarios
         else:
             with pytest.raises(SpecError):
                 parse_scenario(doc)
