@@ -277,9 +277,36 @@ def stage_layers(
             embedding=account_for_embedding_in_pipeline_split,
             loss=account_for_loss_in_pipeline_split,
         )
-    f, mid, la = int(first[0]), int(middle[0]), int(last[0])
-    ranks = (f,) if p == 1 else (f, *([mid] * (p - 2)), la)
-    return StageLayers(first=f, middle=mid, last=la, ranks=ranks)
+    ranks = _rank_counts(
+        num_layers,
+        p,
+        v,
+        framework,
+        slots=int(account_for_embedding_in_pipeline_split)
+        + int(account_for_loss_in_pipeline_split),
+        embedding=account_for_embedding_in_pipeline_split,
+        loss=account_for_loss_in_pipeline_split,
+    )
+    return _summary(ranks)
+
+
+def _rank_counts(
+    num_layers: int, p: int, v: int, framework: str, *, slots: int, embedding: bool, loss: bool
+) -> tuple[int, ...]:
+    """Every rank's layers of an accepted split of cases 3-4 (module docstring)."""
+    if p == 1:
+        return (num_layers,)
+    if slots or num_layers % (p * v) == 0:
+        share = (num_layers + slots) // p
+        return (share - embedding, *([share] * (p - 2)), share - loss)
+    if framework == TORCHTITAN:
+        base, extra = divmod(num_layers + 2, p * v)
+        counts = [v * base + sum(1 for c in range(v) if c * p + r < extra) for r in range(p)]
+        counts[0] -= 1
+        counts[-1] -= 1
+        return tuple(counts)
+    q, r = divmod(num_layers, p)  # DeepSpeed
+    return tuple(q + (rank < r) for rank in range(p))
 
 
 def stage_layer_arrays(  # noqa: PLR0917 (the split's own terms, in Megatron's order)
@@ -306,7 +333,7 @@ def stage_layer_arrays(  # noqa: PLR0917 (the split's own terms, in Megatron's o
     last = np.where(single, num_layers, share - loss)
     middle = np.where(p64 > 2, share, 0)
     valid = np.where(flagged, megatron_ok | single, megatron_ok)
-    uneven = ~flagged & ~megatron_ok
+    uneven = ~flagged & ~megatron_ok & ~single
     if framework == TORCHTITAN and uneven.any():
         stages = p64 * v64
         effective = num_layers + 2
