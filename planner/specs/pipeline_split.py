@@ -260,7 +260,7 @@ def stage_layers(
         return _explicit_first_last(
             num_layers, p, v, decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers
         )
-    first, middle, last, valid = stage_layer_arrays(
+    *_, valid = stage_layer_arrays(
         num_layers,
         np.array([p]),
         np.array([v]),
