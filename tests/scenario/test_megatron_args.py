@@ -217,7 +217,8 @@ def test_uneven_stages_and_folding_arguments() -> None:
     ],
 )
 def test_explicit_split_arguments(flags: str, expected: dict[str, object]) -> None:
-    text = f"python pretrain_gpt.py --num-layers 126 --hidden-size 1024 --num-attention-heads 8 {flags}"
+    model = "--num-layers 126 --hidden-size 1024 --num-attention-heads 8"
+    text = f"python pretrain_gpt.py {model} {flags}"
     doc = scenario_document_from_megatron_args(text, num_gpus=8, gpu="h100")
     assert doc is not None
     par = doc["parallelism"]
