@@ -14,7 +14,16 @@ ZeRO 0-2: the reduction runs in buckets under the last microbatch's backward and
 under the first microbatch's forward (Megatron ``--overlap-grad-reduce`` /
 ``--overlap-param-gather``): at most ``dp_overlap_fraction`` of each hides, never more than that
 window; fully exposed when the scenario sets ``overlap_grad_reduce`` / ``overlap_param_gather``
-false.
+false. ZeRO 0 and 1 accumulate the ``m`` microbatches' gradients in a full local buffer and
+reduce once (Megatron's ``no_sync`` until the last microbatch); ZeRO-2 holds only its shard
+of the gradients (``planner.perf.memory``), so it must reduce-scatter every microbatch's
+gradients as that microbatch's backward produces them: ``m`` reductions per iteration, each
+hiding under its own microbatch's backward (DeepSpeed ZeRO stage 2 reduces at every
+micro-step, ``runtime/zero/stage_1_and_2.py``; PyTorch FSDP ``SHARD_GRAD_OP`` reduce-scatters
+after every backward, and accumulating without it, ``no_sync``, keeps unsharded gradients,
+the ZeRO-1 memory; Megatron-Core 0.16.1 ``megatron_fsdp.py``: "with gradient-sharding
+strategies [``optim_grads``, ``optim_grads_params``], gradient reduction occurs on every
+backward propagation").
 
 ZeRO-3 / FSDP gathers the parameters before every microbatch's forward and backward (and once
 more for the recomputed forward under full recompute on stacks that release them after every
@@ -98,6 +107,9 @@ def data_parallel_times(
     exposed_grads = ops.where(
         a.overlap_grad_reduce, ops.maximum(grads * keep, grads - layers * layer.backward_s), grads
     )
+    # ZeRO-2 keeps only its shard of the gradients: each microbatch's are reduce-scattered
+    # under that microbatch's backward (module docstring); ZeRO 0-1 accumulate them locally
+    exposed_grads = ops.where(zero == 2, a.num_microbatches * exposed_grads, exposed_grads)
     exposed_gather = ops.where(
         a.overlap_param_gather,
         ops.maximum(gather * keep, gather - layers * layer.forward_s),

@@ -285,3 +285,20 @@ def test_one_microbatch_gains_nothing_from_interleaving() -> None:
     )
     assert interleaved.breakdown.pp_bubble_s == pytest.approx(plain.breakdown.pp_bubble_s)
     assert interleaved.iteration_time_s >= plain.iteration_time_s
+
+
+def test_zero2_reduce_scatters_every_microbatch() -> None:
+    """ZeRO-2 keeps only its gradient shard, so each microbatch's gradients are reduced as
+    its backward produces them (Megatron-FSDP optim_grads, DeepSpeed stage 2, FSDP
+    SHARD_GRAD_OP); ZeRO-1 accumulates locally and reduces once. With one microbatch both
+    pay the same; each further microbatch adds one reduction to ZeRO-2 only."""
+
+    def dp(zero: int, m: int) -> float:
+        s = _scenario("llama2-13b", 64, tensor_parallel=4, pipeline_parallel=2,
+                      zero_stage=zero, global_batch_size=8 * m)  # fmt: skip
+        return predict(s).breakdown.dp_comm_exposed_s
+
+    assert dp(2, 1) == pytest.approx(dp(1, 1), rel=1e-12)
+    one_more = dp(2, 2) - dp(1, 2)
+    assert one_more > 0
+    assert dp(2, 4) - dp(1, 4) == pytest.approx(3 * one_more, rel=1e-9)
