@@ -204,17 +204,28 @@ SC21_FEATURES_2021 = {
     "zero_stage": 0,
     "context_parallel": 1,
     "recompute": ["none", "full"],
+    "account_for_embedding_in_pipeline_split": False,
+    "account_for_loss_in_pipeline_split": False,
 }
 """Megatron-LM as of SC21 (2021): no sequence parallelism or selective recompute (2022), no
-distributed optimizer, no context parallelism."""
+distributed optimizer, no context parallelism, no uneven pipeline stages (2024)."""
 
 
 def _layout_text(cols: Any, i: int = 0) -> str:
+    slots = "".join(
+        letter
+        for letter, name in (
+            ("E", "account_for_embedding_in_pipeline_split"),
+            ("L", "account_for_loss_in_pipeline_split"),
+        )
+        if getattr(cols, name, None) is not None and getattr(cols, name)[i]
+    )
     return (
         f"tp {cols.tensor_parallel[i]}, pp {cols.pipeline_parallel[i]}, cp "
         f"{cols.context_parallel[i]}, vp {cols.virtual_pipeline[i]}, mbs "
         f"{cols.micro_batch_size[i]}, {('none', 'selective', 'full')[cols.recompute[i]]}, "
         f"ZeRO {cols.zero_stage[i]}, sp {'y' if cols.sequence_parallel[i] else 'n'}"
+        + (f", split +{slots}" if slots else "")
     )
 
 

@@ -193,17 +193,6 @@ def _tensor_divides_model(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Fl
     return bad
 
 
-def _explicit_split(x: Layout) -> bool:
-    return any(
-        _knob(x, name) is not None
-        for name in (
-            "pipeline_layout",
-            "decoder_first_pipeline_num_layers",
-            "decoder_last_pipeline_num_layers",
-        )
-    )
-
-
 def stage_layers_of(m: ModelSpec, x: Layout, framework: str = DEFAULT_FRAMEWORK) -> StageLayers:
     """``planner.specs.pipeline_split.stage_layers`` for one candidate (Python numbers): its
     ``StageLayers``, or raises the ``SpecError`` of the framework rule refusing the split."""
@@ -224,7 +213,7 @@ def stage_layers_of(m: ModelSpec, x: Layout, framework: str = DEFAULT_FRAMEWORK)
 
 
 def _layers(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
-    if _explicit_split(x):  # one candidate with a given split: Megatron-Core's checks
+    if not isinstance(x.pipeline_parallel, np.ndarray):  # one candidate: the cached resolver
         try:
             stage_layers_of(m, x, fw)
         except SpecError:
@@ -241,8 +230,8 @@ def _layers(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
         np.atleast_1d(loss) & np.ones(np.shape(np.atleast_1d(p)), dtype=np.bool_),
         str(fw),
     )
-    invalid = ~valid
-    return invalid if isinstance(x.pipeline_parallel, np.ndarray) else bool(invalid[0])
+    out: BoolArray = ~valid
+    return out
 
 
 def _interleaving_needs_pipeline(x: Layout) -> Flag:
