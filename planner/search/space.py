@@ -101,14 +101,14 @@ DIGITS = (
     "context_parallel",
     "expert_parallel",
     "expert_tensor_parallel",
-    "virtual_pipeline",
     "micro_batch_size",
     "recompute",
     "zero_stage",
     "sequence_parallel",
 )
-"""The digits of a sub-space's mixed-radix product, outermost first: ``pipeline`` is the
-pipeline degree with the two ``account_for`` options, coded ``4·p + 2·embedding + loss``."""
+"""The digits of a sub-space's mixed-radix product, outermost first: ``pipeline`` indexes
+``SubSpace.pipelines``, the combinations of pipeline degree, ``account_for`` options and
+virtual pipeline degree."""
 
 REJECT_REASONS: tuple[str, ...] = (
     Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.value,
@@ -147,11 +147,12 @@ class SubSpace:
     ``base`` is the validated probe scenario (model, hardware with ``num_gpus``, training,
     precision, flash attention; its own layout is irrelevant) and ``base_arrays`` its
     ``ScenarioArrays``. ``values[k]`` lists the allowed values of ``DIGITS[k]`` (recompute as
-    codes, sequence parallel as 0/1, the pipeline digit coded, the expert tensor-parallel
-    degree 0 for "the tensor-parallel one" in a dense model). ``data_parallel`` is None when
-    open, else the allowed set. ``zero_stages`` are the allowed ZeRO stages (the lowest of 0-2
-    is the one kept among equivalent layouts). ``offset`` is the index of this sub-space's
-    first candidate in the whole design space.
+    codes, sequence parallel as 0/1, the expert tensor-parallel degree 0 for "the
+    tensor-parallel one" in a dense model, the pipeline digit as row indices of
+    ``pipelines``: rows ``(p, embedding, loss, v)``, shape ``(k, 4)``). ``data_parallel`` is
+    None when open, else the allowed set. ``zero_stages`` are the allowed ZeRO stages (the
+    lowest of 0-2 is the one kept among equivalent layouts). ``offset`` is the index of this
+    sub-space's first candidate in the whole design space.
     """
 
     num_gpus: int
@@ -159,6 +160,7 @@ class SubSpace:
     base: Scenario
     base_arrays: ScenarioArrays
     values: tuple[IntArray, ...]
+    pipelines: IntArray
     data_parallel: tuple[int, ...] | None
     offset: int
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
@@ -184,8 +186,9 @@ class SubSpace:
                 continue
             idx, digit = np.divmod(idx, len(vals))
             digits.append(vals[digit])
-        t, pipe, c, e, etp, v, b, rc, z, sp = reversed(digits)
-        p, split = np.divmod(pipe, 4)
+        t, pipe, c, e, etp, b, rc, z, sp = reversed(digits)
+        row = self.pipelines[pipe]
+        p, v = row[:, 0], row[:, 3]
         etp = np.where(etp == 0, t, etp)  # dense models: the tensor-parallel degree (unused)
         num_gpus = self.num_gpus
         replicas, rest = np.divmod(num_gpus, t * p * c)
@@ -204,8 +207,8 @@ class SubSpace:
             zero_stage=z,
             num_gpus=np.full(n, num_gpus, dtype=np.int64),
             expert_tensor_parallel=etp,
-            account_for_embedding_in_pipeline_split=(split >= 2),
-            account_for_loss_in_pipeline_split=(split % 2 == 1),
+            account_for_embedding_in_pipeline_split=row[:, 1].astype(np.bool_),
+            account_for_loss_in_pipeline_split=row[:, 2].astype(np.bool_),
         )
         framework = self.base.training.framework
         code = layout_violations(self.base.model, num_gpus, cols, framework=framework)
@@ -366,13 +369,15 @@ class DesignSpace:
         for num_gpus in gpu_counts:
             base = _probe(self.base, num_gpus)
             base_arrays = ScenarioArrays.from_scenarios([base])
+            pipelines = _pipelines(base, num_gpus, self.knobs)
             for batch in batches:
                 sub = SubSpace(
                     num_gpus=num_gpus,
                     global_batch_size=batch,
                     base=base,
                     base_arrays=base_arrays,
-                    values=_knob_values(base, num_gpus, batch, self.knobs),
+                    values=_knob_values(base, num_gpus, batch, self.knobs, len(pipelines)),
+                    pipelines=pipelines,
                     data_parallel=self.knobs.data_parallel,
                     offset=offset,
                     zero_stages=self.knobs.codes("zero_stage") or (0, 1, 2, 3),
@@ -423,65 +428,80 @@ class DesignSpace:
         return replace(self.base, hardware=hardware, parallelism=parallelism)
 
 
-def _pipelines(
-    base: Scenario, num_gpus: int, knobs: Knobs
-) -> tuple[list[int], list[tuple[int, bool, bool]]]:
-    """The pipeline digit's values (``4·p + 2·embedding + loss``) and the combinations they
-    code: open degrees are the divisors of ``num_gpus`` the framework can split the layers
-    over; the ``account_for`` options only where they split the layers, never on one stage
-    when the plain split is allowed (they change nothing there)."""
+def _pipelines(base: Scenario, num_gpus: int, knobs: Knobs) -> IntArray:
+    """The pipeline digit's combinations ``(p, embedding, loss, v)``, shape ``(k, 4)``.
+
+    Open knobs take only combinations the framework splits the layers for
+    (``planner.specs.pipeline_split``): degrees dividing ``num_gpus`` (at most the layers plus
+    the two slots), the ``account_for`` options where they split the layers and never on one
+    stage when the plain split is allowed (they change nothing there), and the virtual degrees
+    dividing each rank's share. Listed pipeline or virtual degrees are crossed in full with the
+    plain split (listed pipeline degrees with every divisor of the layers too, as the search
+    always did; a listed value the layers do not split into is enumerated and counted as
+    such); the options join them where they split."""
     layers = base.model.num_layers
     framework = str(base.training.framework)
-    chosen = knobs.codes("pipeline_parallel")
+    chosen_p = knobs.codes("pipeline_parallel")
+    chosen_v = knobs.codes("virtual_pipeline")
     degrees = (
-        list(chosen) if chosen is not None else [p for p in _divisors(num_gpus) if p <= layers + 2]
+        list(chosen_p)
+        if chosen_p is not None
+        else [p for p in _divisors(num_gpus) if p <= layers + 2]
     )
     embedding = [bool(x) for x in knobs.codes("account_for_embedding_in_pipeline_split") or (0, 1)]
     loss = [bool(x) for x in knobs.codes("account_for_loss_in_pipeline_split") or (0, 1)]
     plain_allowed = False in embedding and False in loss
-    combos = [(p, e, lo) for p in degrees for e in embedding for lo in loss]
-    if not combos:
-        return [], []
-    p_arr = np.array([c[0] for c in combos], dtype=np.int64)
-    e_arr = np.array([c[1] for c in combos], dtype=np.bool_)
-    l_arr = np.array([c[2] for c in combos], dtype=np.bool_)
-    *_, splits = stage_layer_arrays(layers, p_arr, np.ones_like(p_arr), e_arr, l_arr, framework)
-    kept: list[tuple[int, bool, bool]] = []
-    for (p, e, lo), ok in zip(combos, splits.tolist(), strict=True):
-        flagged = e or lo
-        if flagged and p == 1 and plain_allowed:
-            continue  # the options change nothing on one stage
-        if ok or (chosen is not None and not flagged):
-            kept.append((p, e, lo))  # a listed degree that does not split is counted as such
-    return [4 * p + 2 * e + lo for p, e, lo in kept], kept
+    rows: list[tuple[int, int, int, int]] = []
+    for p in degrees:
+        for e in embedding:
+            for lo in loss:
+                flagged = e or lo
+                if flagged and p == 1 and plain_allowed:
+                    continue  # the options change nothing on one stage
+                share = (layers + e + lo) // p if p > 1 else 1
+                if (layers + e + lo) % p and not flagged and p > 1:
+                    share = (layers + 2) // p  # a framework's own split: around (L + 2)/p
+                if chosen_v is not None:
+                    vs = list(chosen_v)
+                elif chosen_p is not None and not flagged:  # as before: every divisor of L
+                    vs = sorted({*_divisors(layers), *_divisors(max(share, 1))})
+                else:
+                    vs = _divisors(max(share, 1))
+                rows.extend((p, int(e), int(lo), v) for v in vs)
+    if not rows:
+        return np.zeros((0, 4), dtype=np.int64)
+    table = np.asarray(rows, dtype=np.int64)
+    *_, ok = stage_layer_arrays(
+        layers, table[:, 0], table[:, 3], table[:, 1] > 0, table[:, 2] > 0, framework
+    )
+    plain = (table[:, 1] == 0) & (table[:, 2] == 0)
+    listed_plain = plain & (chosen_p is not None or chosen_v is not None)
+    keep = ok | listed_plain | ((table[:, 0] == 1) & plain)
+    out: IntArray = table[keep]
+    return out
 
 
-def _virtual_pipelines(layers: int, combos: list[tuple[int, bool, bool]]) -> list[int]:
-    """Open virtual pipeline degrees: the divisors of each combination's per-rank share of the
-    split (``(layers + slots) // p``; one stage: 1)."""
-    out = {1}
-    for p, e, lo in combos:
-        if p > 1:
-            share = (layers + e + lo) // p if (layers + e + lo) % p == 0 else (layers + 2) // p
-            out.update(_divisors(max(share, 1)))
-    return sorted(out)
-
-
-def _knob_values(base: Scenario, num_gpus: int, batch: int, knobs: Knobs) -> tuple[IntArray, ...]:
+def _knob_values(
+    base: Scenario, num_gpus: int, batch: int, knobs: Knobs, num_pipelines: int
+) -> tuple[IntArray, ...]:
     m = base.model
     width = math.gcd(m.num_attention_heads, m.num_query_groups, m.ffn_hidden_size)
     if m.is_moe:
         width = math.gcd(width, m.moe_ffn_hidden_size)
     gpu_divisors = _divisors(num_gpus)
-    pipeline, combos = _pipelines(base, num_gpus, knobs)
+    tensor = list(knobs.codes("tensor_parallel") or [])
+    tensor = tensor or [t for t in _divisors(width) if num_gpus % t == 0]
     open_values: dict[str, list[int]] = {
         "tensor_parallel": [t for t in _divisors(width) if num_gpus % t == 0],
+        "pipeline": list(range(num_pipelines)),
         "context_parallel": [c for c in gpu_divisors if c == 1 or m.seq_length % (2 * c) == 0],
         "expert_parallel": _divisors(m.num_experts) if m.is_moe else [1],
+        # folding: whole experts per rank, or split over as many ranks as some tensor-parallel
+        # degree of the space (Megatron-Core's default is the layout's own); wider expert
+        # tensor parallel than every tensor-parallel degree is not searched
         "expert_tensor_parallel": (
-            _divisors(math.gcd(m.moe_ffn_hidden_size, num_gpus)) if m.is_moe else [0]
+            sorted({1, *(t for t in tensor if m.moe_ffn_hidden_size % t == 0)}) if m.is_moe else [0]
         ),
-        "virtual_pipeline": _virtual_pipelines(m.num_layers, combos),
         "micro_batch_size": _divisors(batch),
         "recompute": [r.code for r in Recompute],
         "zero_stage": [0, 1, 2, 3],
@@ -489,10 +509,9 @@ def _knob_values(base: Scenario, num_gpus: int, batch: int, knobs: Knobs) -> tup
     }
     out: list[IntArray] = []
     for key in DIGITS:
-        if key == "pipeline":
-            vals = pipeline
-        else:
-            chosen = knobs.codes(key) if (key != "expert_tensor_parallel" or m.is_moe) else None
-            vals = open_values[key] if chosen is None else list(chosen)
+        chosen = None
+        if key != "pipeline" and (key != "expert_tensor_parallel" or m.is_moe):
+            chosen = knobs.codes(key)
+        vals = open_values[key] if chosen is None else list(chosen)
         out.append(np.asarray(vals, dtype=np.int64))
     return tuple(out)

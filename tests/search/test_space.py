@@ -50,19 +50,20 @@ def test_counts_per_reason_are_pinned() -> None:
     """The counts of the rules before they moved to planner.specs.feasibility (recorded with
     the search's own copy of them): the one module rejects the same candidates.
 
-    Issue 13 opened the expert tensor-parallel degree (MoE parallel folding: 4 values here)
-    and the account_for_embedding/loss split options (folded into the pipeline digit where
-    they split the layers), and added the interleaved schedule's micro-batch rule: 28,800
-    candidates became 172,800 and 1,294 timed layouts 6,648 (a brute-force check of every
-    7th candidate against ``first_violation`` agreed on each reason)."""
+    Issue 13 opened the expert tensor-parallel degree (MoE parallel folding: 1 and the
+    listed tensor-parallel degrees dividing the expert FFN, 4 values here) and the
+    account_for_embedding/loss split options (joining the listed pipeline and virtual degrees
+    where they split the layers), and added the interleaved schedule's micro-batch rule:
+    28,800 candidates became 153,600 and 1,294 timed layouts 6,648 (a brute-force check of
+    every 3rd candidate against ``first_violation`` agreed on each reason)."""
     outcome = sweep(parse_space(copy.deepcopy(MIXED)))
-    assert outcome.enumerated == 172800 == outcome.evaluated + sum(outcome.rejected.values())
+    assert outcome.enumerated == 153600 == outcome.evaluated + sum(outcome.rejected.values())
     assert outcome.evaluated == 6648
     assert outcome.rejected == {
-        "gpus_not_divisible_by_tp_pp_cp": 112896,
-        "data_parallel_not_allowed": 3456,
-        "tensor_parallel_does_not_divide_model": 11520,
-        "layers_not_divisible_by_pp_vp": 16128,
+        "gpus_not_divisible_by_tp_pp_cp": 100224,
+        "data_parallel_not_allowed": 3264,
+        "tensor_parallel_does_not_divide_model": 10368,
+        "layers_not_divisible_by_pp_vp": 10944,
         "virtual_pipeline_needs_pipeline_parallel": 6144,
         "context_parallel_does_not_divide_sequence": 3648,
         "sequence_parallel_needs_tensor_parallel": 3744,
