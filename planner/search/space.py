@@ -18,13 +18,14 @@ divisors of the layer count for an even split, of ``layers + 1`` or ``+ 2`` with
 ``account_for_embedding/loss_in_pipeline_split`` options (both open: false/true), any count up
 to the layers for a framework with a default uneven split); context parallel 1 and every ``c``
 dividing ``N`` with ``seq_length % 2c == 0``; expert parallel the divisors of the expert count
-(1 for dense models); expert tensor parallel (MoE parallel folding) the divisors of
-``gcd(moe ffn, N)`` (the tensor-parallel degree, unused, for dense models); virtual pipeline
-the divisors of each rank's share of the split; micro-batch the divisors of the global batch;
-recompute none/selective/full; ZeRO stage 0-3; sequence parallel false/true. The pipeline
-degree and the two ``account_for`` options are one digit of the product, over the
-combinations that split the layers at all (the options are never combined with one stage,
-where they change nothing). ``data_parallel`` is always derived (``N/(tp·pp·cp)``); a list of
+(1 for dense models); expert tensor parallel (MoE parallel folding) 1 and the space's
+tensor-parallel degrees that divide the expert FFN (the tensor-parallel degree, unused, for
+dense models); virtual pipeline the divisors of each rank's share of the split; micro-batch the
+divisors of the global batch; recompute none/selective/full; ZeRO stage 0-3; sequence parallel
+false/true. The pipeline degree, the two ``account_for`` options and the virtual pipeline
+degree are one digit of the product (``planner.search.values``), over the combinations that
+split the layers (the options are never combined with one stage, where they change nothing;
+listed degrees are crossed in full). ``data_parallel`` is always derived (``N/(tp·pp·cp)``); a list of
 values filters it. Combinations are then checked with the layout rules ``Scenario`` applies
 under the base scenario's framework (``planner.specs.feasibility``; ``REJECT_REASONS``), so
 ``enumerated`` equals ``evaluated + sum(rejected)`` in a sweep's counts.
@@ -55,13 +56,14 @@ from numpy.typing import NDArray
 from planner.errors import SpecError
 from planner.perf.batch import ScenarioArrays
 from planner.perf.candidates import CandidateColumns
+from planner.search.values import DIGITS, knob_values, pipeline_combinations
 from planner.specs._checks import require_int
 from planner.specs.feasibility import Violation, layout_violations
 from planner.specs.parallelism import Recompute
-from planner.specs.pipeline_split import stage_layer_arrays
 from planner.specs.scenario import Scenario
 
 __all__ = [
+    "DIGITS",
     "KNOBS",
     "REJECT_REASONS",
     "DesignSpace",
@@ -95,21 +97,6 @@ _BOOL_KNOBS = (
     "account_for_loss_in_pipeline_split",
 )
 
-DIGITS = (
-    "tensor_parallel",
-    "pipeline",
-    "context_parallel",
-    "expert_parallel",
-    "expert_tensor_parallel",
-    "micro_batch_size",
-    "recompute",
-    "zero_stage",
-    "sequence_parallel",
-)
-"""The digits of a sub-space's mixed-radix product, outermost first: ``pipeline`` indexes
-``SubSpace.pipelines``, the combinations of pipeline degree, ``account_for`` options and
-virtual pipeline degree."""
-
 REJECT_REASONS: tuple[str, ...] = (
     Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.value,
     "data_parallel_not_allowed",
@@ -133,11 +120,6 @@ _TILES = Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.code
 
 OUT_OF_MEMORY = len(REJECT_REASONS) - 1
 """Index of ``out_of_memory`` in ``REJECT_REASONS`` (decided by the sweep, not ``decode``)."""
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -369,14 +351,14 @@ class DesignSpace:
         for num_gpus in gpu_counts:
             base = _probe(self.base, num_gpus)
             base_arrays = ScenarioArrays.from_scenarios([base])
-            pipelines = _pipelines(base, num_gpus, self.knobs)
+            pipelines = pipeline_combinations(base, num_gpus, self.knobs)
             for batch in batches:
                 sub = SubSpace(
                     num_gpus=num_gpus,
                     global_batch_size=batch,
                     base=base,
                     base_arrays=base_arrays,
-                    values=_knob_values(base, num_gpus, batch, self.knobs, len(pipelines)),
+                    values=knob_values(base, num_gpus, batch, self.knobs, len(pipelines)),
                     pipelines=pipelines,
                     data_parallel=self.knobs.data_parallel,
                     offset=offset,
@@ -426,92 +408,3 @@ class DesignSpace:
         )
         hardware = replace(self.base.hardware, num_gpus=int(candidates.num_gpus[i]))
         return replace(self.base, hardware=hardware, parallelism=parallelism)
-
-
-def _pipelines(base: Scenario, num_gpus: int, knobs: Knobs) -> IntArray:
-    """The pipeline digit's combinations ``(p, embedding, loss, v)``, shape ``(k, 4)``.
-
-    Open knobs take only combinations the framework splits the layers for
-    (``planner.specs.pipeline_split``): degrees dividing ``num_gpus`` (at most the layers plus
-    the two slots), the ``account_for`` options where they split the layers and never on one
-    stage when the plain split is allowed (they change nothing there), and the virtual degrees
-    dividing each rank's share. Listed pipeline or virtual degrees are crossed in full with the
-    plain split (listed pipeline degrees with every divisor of the layers too, as the search
-    always did; a listed value the layers do not split into is enumerated and counted as
-    such); the options join them where they split."""
-    layers = base.model.num_layers
-    framework = str(base.training.framework)
-    chosen_p = knobs.codes("pipeline_parallel")
-    chosen_v = knobs.codes("virtual_pipeline")
-    degrees = (
-        list(chosen_p)
-        if chosen_p is not None
-        else [p for p in _divisors(num_gpus) if p <= layers + 2]
-    )
-    embedding = [bool(x) for x in knobs.codes("account_for_embedding_in_pipeline_split") or (0, 1)]
-    loss = [bool(x) for x in knobs.codes("account_for_loss_in_pipeline_split") or (0, 1)]
-    plain_allowed = False in embedding and False in loss
-    rows: list[tuple[int, int, int, int]] = []
-    for p in degrees:
-        for e in embedding:
-            for lo in loss:
-                flagged = e or lo
-                if flagged and p == 1 and plain_allowed:
-                    continue  # the options change nothing on one stage
-                share = (layers + e + lo) // p if p > 1 else 1
-                if (layers + e + lo) % p and not flagged and p > 1:
-                    share = (layers + 2) // p  # a framework's own split: around (L + 2)/p
-                if chosen_v is not None:
-                    vs = list(chosen_v)
-                elif chosen_p is not None and not flagged:  # as before: every divisor of L
-                    vs = sorted({*_divisors(layers), *_divisors(max(share, 1))})
-                else:
-                    vs = _divisors(max(share, 1))
-                rows.extend((p, int(e), int(lo), v) for v in vs)
-    if not rows:
-        return np.zeros((0, 4), dtype=np.int64)
-    table = np.asarray(rows, dtype=np.int64)
-    *_, ok = stage_layer_arrays(
-        layers, table[:, 0], table[:, 3], table[:, 1] > 0, table[:, 2] > 0, framework
-    )
-    plain = (table[:, 1] == 0) & (table[:, 2] == 0)
-    listed_plain = plain & (chosen_p is not None or chosen_v is not None)
-    keep = ok | listed_plain | ((table[:, 0] == 1) & plain)
-    out: IntArray = table[keep]
-    return out
-
-
-def _knob_values(
-    base: Scenario, num_gpus: int, batch: int, knobs: Knobs, num_pipelines: int
-) -> tuple[IntArray, ...]:
-    m = base.model
-    width = math.gcd(m.num_attention_heads, m.num_query_groups, m.ffn_hidden_size)
-    if m.is_moe:
-        width = math.gcd(width, m.moe_ffn_hidden_size)
-    gpu_divisors = _divisors(num_gpus)
-    tensor = list(knobs.codes("tensor_parallel") or [])
-    tensor = tensor or [t for t in _divisors(width) if num_gpus % t == 0]
-    open_values: dict[str, list[int]] = {
-        "tensor_parallel": [t for t in _divisors(width) if num_gpus % t == 0],
-        "pipeline": list(range(num_pipelines)),
-        "context_parallel": [c for c in gpu_divisors if c == 1 or m.seq_length % (2 * c) == 0],
-        "expert_parallel": _divisors(m.num_experts) if m.is_moe else [1],
-        # folding: whole experts per rank, or split over as many ranks as some tensor-parallel
-        # degree of the space (Megatron-Core's default is the layout's own); wider expert
-        # tensor parallel than every tensor-parallel degree is not searched
-        "expert_tensor_parallel": (
-            sorted({1, *(t for t in tensor if m.moe_ffn_hidden_size % t == 0)}) if m.is_moe else [0]
-        ),
-        "micro_batch_size": _divisors(batch),
-        "recompute": [r.code for r in Recompute],
-        "zero_stage": [0, 1, 2, 3],
-        "sequence_parallel": [0, 1],
-    }
-    out: list[IntArray] = []
-    for key in DIGITS:
-        chosen = None
-        if key != "pipeline" and (key != "expert_tensor_parallel" or m.is_moe):
-            chosen = knobs.codes(key)
-        vals = open_values[key] if chosen is None else list(chosen)
-        out.append(np.asarray(vals, dtype=np.int64))
-    return tuple(out)

@@ -39,21 +39,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from planner.errors import SpecError
 from planner.specs._checks import divisors
+from planner.specs.folding import expert_tensor_parallel_of, knob
 from planner.specs.model import ModelSpec
 from planner.specs.pipeline_split import (
+    DEFAULT_FRAMEWORK,
     MEGATRON_CORE,
     TORCHTITAN,
-    StageLayers,
     split_error,
     stage_layer_arrays,
-    stage_layers,
+    stage_layers_of,
 )
 
 __all__ = [
@@ -69,8 +70,6 @@ __all__ = [
     "violation_error",
 ]
 
-DEFAULT_FRAMEWORK = "megatron"
-"""The framework a rule assumes when none is given (``TrainingSpec``'s default)."""
 
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -139,42 +138,9 @@ LayoutRule = Callable[[Layout], Flag]
 ScenarioRule = Callable[[ModelSpec, int, Layout, str], Flag]
 
 
-def _knob(x: Layout, name: str) -> Any:
-    """An optional knob of ``x`` (the expert tensor-parallel degree and the split fields of
-    ``ParallelismSpec``, which ``CandidateColumns`` may lack), None when the layout lacks it."""
-    return getattr(x, name, None)
-
-
 def _flag(x: Layout, name: str) -> Flag:
-    value: Flag = _knob(x, name)
+    value: Flag = knob(x, name)
     return False if value is None else value
-
-
-def expert_tensor_parallel_of(m: ModelSpec, num_gpus: int, x: Layout) -> Int:
-    """The expert tensor-parallel degree of ``x``: its ``expert_tensor_parallel`` when set.
-    Unset: Megatron-Core's default, ``tensor_parallel`` (``ModelParallelConfig``), when the
-    expert groups fold into the stage with it; else the largest divisor of ``tensor_parallel``
-    that folds (and divides the expert FFN), the value a run stating only ``tensor_parallel``
-    and ``expert_parallel`` must have set (Qwen3-235B-A22B with tp 2, ep 64 on 64 GPUs: 1)."""
-    given: Int | None = _knob(x, "expert_tensor_parallel")
-    if given is not None:
-        return given
-    t = x.tensor_parallel
-    if not m.is_moe:
-        return t
-    if isinstance(t, np.ndarray):  # the same choice for a batch: largest folding divisor wins
-        ranks_a = t * x.context_parallel * x.data_parallel
-        out = t.copy()
-        for d in range(1, int(t.max(initial=1)) + 1):
-            fits = (t % d == 0) & (ranks_a % (d * x.expert_parallel) == 0)
-            out = np.where(fits & (m.moe_ffn_hidden_size % d == 0), d, out)
-        return out
-    ranks = int(t) * int(x.context_parallel) * int(x.data_parallel)
-    e = int(x.expert_parallel)
-    for d in range(int(t), 0, -1):
-        if int(t) % d == 0 and ranks % (d * e) == 0 and m.moe_ffn_hidden_size % d == 0:
-            return d
-    return t
 
 
 def _tiles(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
@@ -186,30 +152,11 @@ def _tensor_divides_model(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Fl
     t = x.tensor_parallel
     bad = (m.num_attention_heads % t != 0) | (m.num_query_groups % t != 0)
     bad = bad | (m.ffn_hidden_size % t != 0)
-    if m.is_moe and _knob(x, "expert_tensor_parallel") is None:
+    if m.is_moe and knob(x, "expert_tensor_parallel") is None:
         # no expert tensor parallel degree stated: the experts split over the TP ranks (or,
         # for one candidate that folds only with fewer, over the degree it must have set)
         bad = bad | (m.moe_ffn_hidden_size % expert_tensor_parallel_of(m, num_gpus, x) != 0)
     return bad
-
-
-def stage_layers_of(m: ModelSpec, x: Layout, framework: str = DEFAULT_FRAMEWORK) -> StageLayers:
-    """``planner.specs.pipeline_split.stage_layers`` for one candidate (Python numbers): its
-    ``StageLayers``, or raises the ``SpecError`` of the framework rule refusing the split."""
-    return stage_layers(
-        m.num_layers,
-        pipeline_parallel=int(x.pipeline_parallel),
-        virtual_pipeline=int(x.virtual_pipeline),
-        framework=str(framework),
-        pipeline_layout=_knob(x, "pipeline_layout"),
-        decoder_first_pipeline_num_layers=_knob(x, "decoder_first_pipeline_num_layers"),
-        decoder_last_pipeline_num_layers=_knob(x, "decoder_last_pipeline_num_layers"),
-        account_for_embedding_in_pipeline_split=bool(
-            _flag(x, "account_for_embedding_in_pipeline_split")
-        ),
-        account_for_loss_in_pipeline_split=bool(_flag(x, "account_for_loss_in_pipeline_split")),
-        mtp_num_layers=int(getattr(m, "mtp_num_layers", 0) or 0),
-    )
 
 
 def _layers(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
@@ -219,15 +166,13 @@ def _layers(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
         except SpecError:
             return True
         return False
-    p, v = np.asarray(x.pipeline_parallel), np.asarray(x.virtual_pipeline)
-    emb = np.asarray(_flag(x, "account_for_embedding_in_pipeline_split"))
-    loss = np.asarray(_flag(x, "account_for_loss_in_pipeline_split"))
+    ones = np.ones(x.pipeline_parallel.shape, dtype=np.bool_)
     *_, valid = stage_layer_arrays(
         m.num_layers,
-        np.atleast_1d(p),
-        np.atleast_1d(v),
-        np.atleast_1d(emb) & np.ones(np.shape(np.atleast_1d(p)), dtype=np.bool_),
-        np.atleast_1d(loss) & np.ones(np.shape(np.atleast_1d(p)), dtype=np.bool_),
+        x.pipeline_parallel,
+        np.asarray(x.virtual_pipeline),
+        ones & _flag(x, "account_for_embedding_in_pipeline_split"),
+        ones & _flag(x, "account_for_loss_in_pipeline_split"),
         str(fw),
     )
     out: BoolArray = ~valid

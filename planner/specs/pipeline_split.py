@@ -51,14 +51,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from planner.errors import SpecError
+from planner.specs.model import ModelSpec
 
 __all__ = [
     "DEEPSPEED",
+    "DEFAULT_FRAMEWORK",
     "MEGATRON_CORE",
     "TORCHTITAN",
     "StageLayers",
@@ -66,12 +69,15 @@ __all__ = [
     "parse_layout",
     "stage_layer_arrays",
     "stage_layers",
+    "stage_layers_of",
     "virtual_stages",
 ]
 
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
+DEFAULT_FRAMEWORK = "megatron"
+"""The framework a rule assumes when none is given (``TrainingSpec``'s default)."""
 MEGATRON_CORE = frozenset({"megatron", "nemo"})
 """Frameworks that split (and schedule) as Megatron-Core does (``Framework`` values)."""
 TORCHTITAN = "torchtitan"
@@ -425,4 +431,30 @@ def split_error(
         f"{head}; each model chunk needs the same number of layers unless the split is given: "
         f"{rule}; {_suggestion(num_layers, p, v)}set decoder_first_pipeline_num_layers / "
         "decoder_last_pipeline_num_layers, or give parallelism.pipeline_layout",
+    )
+
+
+def stage_layers_of(
+    model: ModelSpec, layout: object, framework: str = DEFAULT_FRAMEWORK
+) -> StageLayers:
+    """``stage_layers`` for one candidate layout (``ParallelismSpec``, or any object with its
+    degrees as Python numbers; split fields it lacks read as unset): its ``StageLayers``, or
+    the ``SpecError`` of the framework rule refusing the split."""
+
+    def get(name: str) -> Any:
+        return getattr(layout, name, None)
+
+    return stage_layers(
+        model.num_layers,
+        pipeline_parallel=int(get("pipeline_parallel")),
+        virtual_pipeline=int(get("virtual_pipeline")),
+        framework=str(framework),
+        pipeline_layout=get("pipeline_layout"),
+        decoder_first_pipeline_num_layers=get("decoder_first_pipeline_num_layers"),
+        decoder_last_pipeline_num_layers=get("decoder_last_pipeline_num_layers"),
+        account_for_embedding_in_pipeline_split=bool(
+            get("account_for_embedding_in_pipeline_split")
+        ),
+        account_for_loss_in_pipeline_split=bool(get("account_for_loss_in_pipeline_split")),
+        mtp_num_layers=int(getattr(model, "mtp_num_layers", 0) or 0),
     )

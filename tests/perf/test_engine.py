@@ -261,7 +261,7 @@ def test_higher_zero_stage_never_raises_memory(preset: str, tp: int, pp: int, dp
     tp=st.sampled_from([1, 8]),
     dp=st.sampled_from([1, 2, 4]),
     factor=st.sampled_from([2, 4, 16]),
-    zero=st.integers(min_value=0, max_value=2),
+    zero=st.integers(min_value=0, max_value=1),
 )
 def test_more_replicas_never_lower_throughput(
     preset: str, tp: int, dp: int, factor: int, zero: int
@@ -270,6 +270,8 @@ def test_more_replicas_never_lower_throughput(
 
     ZeRO-3/FSDP is left out on purpose: it re-gathers parameters every microbatch, so going
     from one replica (no communication) to two across nodes can really cost more than it adds.
+    So is ZeRO-2 since issue 13: it reduce-scatters every microbatch's gradients (it keeps only
+    their shard), the same per-microbatch communication.
     """
     small, big = predict_batch(
         [_scenario(preset, tp=tp, dp=d, gbs=d * 8, zero_stage=zero) for d in (dp, dp * factor)]
