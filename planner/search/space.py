@@ -25,8 +25,8 @@ divisors of the global batch; recompute none/selective/full; ZeRO stage 0-3; seq
 false/true. The pipeline degree, the two ``account_for`` options and the virtual pipeline
 degree are one digit of the product (``planner.search.values``), over the combinations that
 split the layers (the options are never combined with one stage, where they change nothing;
-listed degrees are crossed in full). ``data_parallel`` is always derived (``N/(tp·pp·cp)``); a list of
-values filters it. Combinations are then checked with the layout rules ``Scenario`` applies
+listed degrees are crossed in full). ``data_parallel`` is always derived (``N/(tp·pp·cp)``);
+a list of values filters it. Combinations are then checked with the layout rules ``Scenario`` applies
 under the base scenario's framework (``planner.specs.feasibility``; ``REJECT_REASONS``), so
 ``enumerated`` equals ``evaluated + sum(rejected)`` in a sweep's counts.
 
