@@ -26,8 +26,8 @@ false/true. The pipeline degree, the two ``account_for`` options and the virtual
 degree are one digit of the product (``planner.search.values``), over the combinations that
 split the layers (the options are never combined with one stage, where they change nothing;
 listed degrees are crossed in full). ``data_parallel`` is always derived (``N/(tp·pp·cp)``);
-a list of values filters it. Combinations are then checked with the layout rules ``Scenario`` applies
-under the base scenario's framework (``planner.specs.feasibility``; ``REJECT_REASONS``), so
+a list of values filters it. Combinations are then checked with the layout rules ``Scenario``
+applies under the base scenario's framework (``planner.specs.feasibility``; ``REJECT_REASONS``), so
 ``enumerated`` equals ``evaluated + sum(rejected)`` in a sweep's counts.
 
 Equivalent layouts (``equivalent_layout``) are counted once: two candidates are equivalent
