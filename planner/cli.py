@@ -194,14 +194,17 @@ def _explore_summary(result: dict[str, Any]) -> str:
         f"{name}: {counts['enumerated']:,} candidates enumerated, {counts['evaluated']:,} "
         f"evaluated; rejected: {rejected or 'none'}",
         f"  top by {result['objective']} "
-        "(tp pp cp ep dp vp sp mbs recompute zero | iteration s, MFU, GiB/GPU):",
+        "(tp pp cp ep etp dp vp split sp mbs recompute zero | iteration s, MFU, GiB/GPU):",
     ]
     for entry in result["top"]:
         p, pred = entry["parallelism"], entry["prediction"]
+        split = "E" if p.get("account_for_embedding_in_pipeline_split") else ""
+        split += "L" if p.get("account_for_loss_in_pipeline_split") else ""
         lines.append(
             f"  {entry.get('rank', ''):>3} {entry['num_gpus']:>6} GPUs  "
             f"{p['tensor_parallel']:>3} {p['pipeline_parallel']:>3} {p['context_parallel']:>3} "
-            f"{p['expert_parallel']:>3} {p['data_parallel']:>5} {p['virtual_pipeline']:>3} "
+            f"{p['expert_parallel']:>3} {p.get('expert_tensor_parallel', '-'):>3} "
+            f"{p['data_parallel']:>5} {p['virtual_pipeline']:>3} {split or '-':>5} "
             f"{'y' if p['sequence_parallel'] else 'n'} {p['micro_batch_size']:>3} "
             f"{p['recompute']:>9} {p['zero_stage']}  | {pred['iteration_time_s']:.3f} s, "
             f"{100 * pred['mfu']:.1f}%, {pred['memory_per_gpu_bytes'] / 2**30:.1f}"

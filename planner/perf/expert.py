@@ -5,7 +5,8 @@ and combines the results back: two all-to-alls forward and two backward over the
 of the expert-parallel group (Lepikhin et al. 2021, GShard; Megatron-Core
 ``MoEAlltoAllTokenDispatcher``), each of ``tok·topk·h`` 16-bit values (``tok = b·S/c`` local
 tokens, ``/t`` with sequence parallelism); full recompute repeats the forward pair (6 instead
-of 4). Expert ranks sit ``t`` apart in Megatron-Core's rank order. ``ep_overlap_fraction`` of
+of 4). Expert ranks sit ``t_e`` apart in Megatron-Core's expert rank order (the expert
+tensor-parallel degree, ``t`` unless folded). ``ep_overlap_fraction`` of
 it hides behind compute. Only the MoE layers' share of the layers pays it.
 """
 
@@ -45,7 +46,8 @@ def expert_parallel_times(
     tokens = a.tokens_per_microbatch
     local = ops.where(a.sequence_parallel, tokens / a.tensor_parallel, tokens)
     size = local * a.moe_router_topk * a.hidden_size * ACTIVATION_BYTES
-    all_to_all = coll.all_to_all_time_s(size, a.expert_parallel, a.tensor_parallel, link)
+    # expert-parallel ranks sit expert_tensor_parallel apart (MoE parallel folding)
+    all_to_all = coll.all_to_all_time_s(size, a.expert_parallel, a.expert_tensor_parallel, link)
     keep = 1.0 - eff.comm_overlap(CommKind.EXPERT)
     count = ops.where(a.recompute == _FULL, 6.0, 4.0)
     return ExpertParallelTimes(layer_s=moe_share * all_to_all * count * keep)

@@ -352,12 +352,21 @@ def _moe_mlp_ops(
     n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
     imbalance = eff.moe_imbalance_factor
     local_experts = a.num_experts / a.expert_parallel
-    per_expert = tokens * topk * a.expert_parallel / ops.maximum(a.num_experts, 1.0) * imbalance
+    # MoE parallel folding: each expert's tokens come from its expert-parallel peers' share
+    # (``expert_tokens_per_microbatch``), its FFN split over the expert tensor-parallel ranks
+    etp = a.expert_tensor_parallel
+    per_expert = (
+        a.expert_tokens_per_microbatch
+        * topk
+        * a.expert_parallel
+        / ops.maximum(a.num_experts, 1.0)
+        * imbalance
+    )
     routed = tokens * topk * imbalance
     shared_ffn = expert_ffn * a.num_shared_experts
     for group, bwd in ((forward, False), (backward, True)):
         table.gemm(group, tokens, a.num_experts, hidden, lp=False, backward=bwd)
-        for n, k in ((n_up * expert_ffn / tp, hidden), (hidden, expert_ffn / tp)):
+        for n, k in ((n_up * expert_ffn / etp, hidden), (hidden, expert_ffn / etp)):
             table.gemm(group, per_expert, n, k, count=local_experts, lp=lp, backward=bwd)
         table.gemm(group, tokens, n_up * shared_ffn / tp, hidden, lp=lp, backward=bwd)
         table.gemm(group, tokens, hidden, shared_ffn / tp, lp=lp, backward=bwd)

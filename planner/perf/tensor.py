@@ -1,7 +1,9 @@
 """Tensor-parallel communication: the activations' collectives around each layer's GEMMs.
 
 Per layer and direction, the attention and the MLP block each need one collective pair over
-the ``t`` ranks of the tensor-parallel group (Shoeybi et al. 2019, Megatron-LM §3): with
+the ``t`` ranks of the tensor-parallel group (an MoE layer's MLP block over its ``t_e`` expert
+tensor-parallel ranks: Megatron-Core's token dispatcher gathers and scatters the tokens over
+that group, none when ``t_e = 1``; MoE parallel folding) (Shoeybi et al. 2019, Megatron-LM §3): with
 sequence parallelism an all-gather before and a reduce-scatter after the block, otherwise one
 all-reduce (Korthikanti et al. 2022 §4.2.2: the same bytes on a ring), each of ``tok·h`` 16-bit
 activations (``tok = b·S/c`` local tokens). Forward and backward make 4 pairs per layer; full
@@ -63,7 +65,18 @@ def tensor_parallel_times(
     all_reduce = coll.all_reduce_time_s(size, tp, 1.0, link)
     loss = coll.all_reduce_time_s(tokens * _LOSS_ALL_REDUCE_BYTES_PER_TOKEN, tp, 1.0, link)
     pair = ops.where(a.sequence_parallel, all_gather + reduce_scatter, all_reduce)
-    layer = 4.0 * pair  # 2 forward + 2 backward
+    # MoE layers: the MLP block's pair runs over the expert tensor-parallel ranks (MoE
+    # parallel folding; the same pair when they are the tensor-parallel ones, none when 1)
+    mlp_pair = pair
+    if ops.any_(a.num_moe_layers > 0):
+        etp = a.expert_tensor_parallel
+        expert_pair = ops.where(
+            a.sequence_parallel,
+            2.0 * coll.all_gather_time_s(size, etp, 1.0, link),
+            coll.all_reduce_time_s(size, etp, 1.0, link),
+        )
+        mlp_pair = pair + a.num_moe_layers / a.num_layers * (expert_pair - pair)
+    layer = 2.0 * pair + 2.0 * mlp_pair  # attention and MLP blocks, forward and backward
     head = ops.where(a.sequence_parallel, all_gather + reduce_scatter, 0.0) + 3.0 * loss
     arch = a.device.architecture
     hopper_plus = (arch >= _HOPPER) & (arch < _CDNA3)
