@@ -25,6 +25,7 @@ import typer
 
 from planner import __version__
 from planner.errors import PlannerError, SpecError
+from planner.review_cli import review
 
 app = typer.Typer(
     add_completion=False,
@@ -33,6 +34,7 @@ app = typer.Typer(
 )
 
 EXIT_INVALID = 2
+app.command()(review)
 
 
 def _documents(path: str) -> list[object]:
@@ -116,11 +118,8 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (PLANNER_PORT)")] = None,
 ) -> None:
     """Run the planner service: ingest loops, HTTP API and /metrics."""
-    import uvicorn
-
-    from planner.service.app import create_app
+    from planner.service.main import serve as run_service
     from planner.service.settings import load_settings
-    from planner.service.store import Store
 
     overrides: dict[str, Any] = {}
     if host is not None:
@@ -141,19 +140,10 @@ def serve(
         for noisy in ("apscheduler", "alembic"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        store = Store(settings.database_url)
-        store.migrate()  # fail here with a message rather than inside the server's start-up
-        application = create_app(settings, store=store)
+        run_service(settings)
     except PlannerError as exc:
         typer.echo(f"planner: cannot start: {exc}", err=True)
         raise typer.Exit(1) from None
-    logging.getLogger("planner.service").info(
-        "planner %s serving on http://%s:%d (API docs at /docs)",
-        __version__,
-        settings.host,
-        settings.port,
-    )
-    uvicorn.run(application, host=settings.host, port=settings.port, log_config=None)
 
 
 def _straggler_summary(result: dict[str, Any]) -> str:
@@ -182,12 +172,11 @@ def stragglers(
     ] = False,
 ) -> None:
     """What-if straggler analysis of a trace: slowdown, attribution and diagnosis."""
-    from adapters.traces import read_layout, read_op_trace
+    from planner.service.main import read_trace
     from planner.stragglers import analyse
 
     try:
-        layout = read_layout(meta)
-        report = analyse(read_op_trace(trace, layout, skip_bad_rows=skip_bad_rows))
+        report = analyse(read_trace(trace, meta, skip_bad_rows=skip_bad_rows))
     except SpecError as exc:
         typer.echo(f"planner: invalid input: {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
@@ -205,14 +194,17 @@ def _explore_summary(result: dict[str, Any]) -> str:
         f"{name}: {counts['enumerated']:,} candidates enumerated, {counts['evaluated']:,} "
         f"evaluated; rejected: {rejected or 'none'}",
         f"  top by {result['objective']} "
-        "(tp pp cp ep dp vp sp mbs recompute zero | iteration s, MFU, GiB/GPU):",
+        "(tp pp cp ep etp dp vp split sp mbs recompute zero | iteration s, MFU, GiB/GPU):",
     ]
     for entry in result["top"]:
         p, pred = entry["parallelism"], entry["prediction"]
+        split = "E" if p.get("account_for_embedding_in_pipeline_split") else ""
+        split += "L" if p.get("account_for_loss_in_pipeline_split") else ""
         lines.append(
             f"  {entry.get('rank', ''):>3} {entry['num_gpus']:>6} GPUs  "
             f"{p['tensor_parallel']:>3} {p['pipeline_parallel']:>3} {p['context_parallel']:>3} "
-            f"{p['expert_parallel']:>3} {p['data_parallel']:>5} {p['virtual_pipeline']:>3} "
+            f"{p['expert_parallel']:>3} {p.get('expert_tensor_parallel', '-'):>3} "
+            f"{p['data_parallel']:>5} {p['virtual_pipeline']:>3} {split or '-':>5} "
             f"{'y' if p['sequence_parallel'] else 'n'} {p['micro_batch_size']:>3} "
             f"{p['recompute']:>9} {p['zero_stage']}  | {pred['iteration_time_s']:.3f} s, "
             f"{100 * pred['mfu']:.1f}%, {pred['memory_per_gpu_bytes'] / 2**30:.1f}"
@@ -350,14 +342,14 @@ def calibrate_sample(  # noqa: PLR0917 (typer options)
 ) -> None:
     """Time the model's operators (and collectives) on this machine over a space-filling
     design of shapes; write op_samples.csv, collective_samples.csv and run.json to --out."""
-    from adapters.sampling.run import run_sampling
     from planner.errors import CalibrationError
+    from planner.service.main import sample_this_machine
 
     if device not in ("cpu", "cuda"):
         typer.echo("planner: --device must be cpu or cuda", err=True)
         raise typer.Exit(EXIT_INVALID)
     try:
-        run, files = run_sampling(
+        run, files = sample_this_machine(
             out,
             device=device,
             num_threads=threads or None,
@@ -394,27 +386,13 @@ def calibrate_fit(
 ) -> None:
     """Fit per-operator regressors (chosen by CV, error quoted on held-out samples) and
     latency-bandwidth curves of the collectives; write the calibration as JSON."""
-    from adapters.nccl import parse_nccl_tests
-    from adapters.sampling.files import read_sample_run
     from planner.calibration import fit_calibration
     from planner.calibration.report import summary_lines
     from planner.errors import CalibrationError
+    from planner.service.main import read_calibration_inputs
 
     try:
-        ops: list[Any] = []
-        colls: list[Any] = []
-        metadata: dict[str, Any] = {}
-        for path in samples:
-            run = read_sample_run(path)
-            ops.extend(run.ops)
-            colls.extend(run.collectives)
-            metadata = metadata or dict(run.metadata)
-        for path in nccl or []:
-            try:
-                text = Path(path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise CalibrationError(f"cannot read {path}: {exc}") from None
-            colls.extend(parse_nccl_tests(text, source=path).samples)
+        ops, colls, metadata = read_calibration_inputs(samples, nccl or [])
         calibration = fit_calibration(ops, colls, metadata=metadata, random_state=seed)
     except CalibrationError as exc:
         typer.echo(f"planner: invalid samples: {exc}", err=True)

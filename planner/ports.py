@@ -1,11 +1,12 @@
 """Protocols through which the service reaches the outside world; adapters implement them.
 
 The dependency points one way: ``adapters`` import these and ``planner.specs``; the core never
-imports an adapter. Only the service's composition root (``planner.service.app``) wires them in.
+imports an adapter. Only the service's composition root (``planner.service.main``) wires them in.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from planner.specs.job import (
@@ -73,4 +74,38 @@ class JobTelemetry(Protocol):
     ) -> list[ProgressRecord | RankStepRecord]:
         """Records observed in ``(since_s, now_s]``, oldest first; ``[]`` when the job exports
         nothing. Raises ``SourceError`` when the metrics system fails."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobGpuUsage:
+    """GPU telemetry of one job (NVIDIA DCGM fields through dcgm-exporter), averaged over
+    ``window_s`` seconds ending at ``at_s`` (epoch s), over the ``num_gpus`` GPUs that reported.
+
+    ``gpu_util_ratio``: mean ``DCGM_FI_DEV_GPU_UTIL`` (fraction of time a kernel ran, 0..1);
+    ``tensor_active_ratio``: mean ``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`` (fraction of cycles the
+    tensor cores were busy, 0..1); ``sm_active_ratio``: mean ``DCGM_FI_PROF_SM_ACTIVE``;
+    ``memory_used_bytes``: the most framebuffer memory any one GPU used (``DCGM_FI_DEV_FB_USED``),
+    to compare with the predicted peak memory per GPU; ``least_active_gpu``: ``host/gpu`` of the
+    GPU with the lowest activity (SM activity, else utilisation) and ``least_active_ratio`` its
+    value (a straggler suspect when far below the mean). Fields the site does not export are None.
+    """
+
+    num_gpus: int
+    at_s: float
+    window_s: float
+    gpu_util_ratio: float | None = None
+    tensor_active_ratio: float | None = None
+    sm_active_ratio: float | None = None
+    memory_used_bytes: float | None = None
+    least_active_gpu: str | None = None
+    least_active_ratio: float | None = None
+
+
+class GpuTelemetry(Protocol):
+    """Per-job GPU telemetry from a metrics system (dcgm-exporter series in Prometheus)."""
+
+    def read(self, job: JobState, *, now_s: float) -> JobGpuUsage | None:
+        """The job's GPU usage over the window ending at ``now_s``; None when no GPU of the job
+        is exported. Raises ``SourceError`` when the metrics system fails."""
         ...

@@ -14,7 +14,8 @@ How it works (Kueue ``v1beta2``, ``site/.../concepts/admission_check``):
   fields of our entry (Kueue itself wrote them as ``Pending``). JSON merge patches are never used
   here (they would replace the whole list).
 
-Never blocking admission:
+Never blocking admission (the policy is ``planner.recommend.admission``; this module reads
+Workloads and writes their status):
 
 * Advisory by default: a ``Retry``/``Rejected`` decision for a queue that did not opt in to
   gating (``gating_queues``, LocalQueue ``namespace/name`` or ClusterQueue name) is written as
@@ -38,7 +39,6 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from adapters.kubernetes.client import (
@@ -62,31 +62,12 @@ from adapters.kubernetes.translate import (
     workload_view,
 )
 from planner.errors import PlannerError
+from planner.recommend.admission import CheckDecision, CheckState, final_decision, is_gated
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_CONTROLLER_NAME = "planner.llm/llm-capacity-planner"
 MAX_MESSAGE_CHARS = 32768  # Workload.status.admissionChecks[].message maxLength
-
-
-class CheckState(StrEnum):
-    """``AdmissionCheckState.state`` values (Kueue ``CheckState``)."""
-
-    PENDING = "Pending"
-    READY = "Ready"
-    RETRY = "Retry"
-    REJECTED = "Rejected"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CheckDecision:
-    """What the planner says about one workload: ``state``, a human ``message`` (predicted
-    runtime, ETA, recommendation) and, with ``Retry``, ``requeue_after_s`` (Kueue requeues after
-    ``lastTransitionTime + requeueAfterSeconds``)."""
-
-    state: CheckState
-    message: str = ""
-    requeue_after_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -314,13 +295,17 @@ class AdmissionCheckController:
     # ------------------------------------------------------------------ workloads
 
     def _gated(self, snapshot: WorkloadSnapshot) -> bool:
-        return f"{snapshot.namespace}/{snapshot.queue_name}" in self.gating_queues or (
-            bool(snapshot.cluster_queue) and snapshot.cluster_queue in self.gating_queues
+        return is_gated(
+            self.gating_queues,
+            namespace=snapshot.namespace,
+            queue_name=snapshot.queue_name,
+            cluster_queue=snapshot.cluster_queue,
         )
 
     def final_decision(self, snapshot: WorkloadSnapshot) -> CheckDecision | None:
         """The decision to write for ``snapshot``, or None to leave the check Pending (grace
-        period running). Pure apart from ``decide`` and the clock; never raises."""
+        period running): ``decide``, then the policy of ``planner.recommend.admission``
+        (gating only in opted-in queues, never blocking past the grace period). Never raises."""
         try:
             decision = self.decide(snapshot)
         except Exception as exc:
@@ -328,24 +313,13 @@ class AdmissionCheckController:
                 "decide failed for workload %s/%s: %s", snapshot.namespace, snapshot.name, exc
             )
             decision = CheckDecision(state=CheckState.PENDING, message=f"planner error: {exc}")
-        if decision.state is CheckState.PENDING:
-            since = snapshot.pending_since_s
-            now = self._clock()
-            if since is not None and now - since < self.grace_period_s:
-                return None
-            note = decision.message or "no prediction"
-            return CheckDecision(
-                state=CheckState.READY,
-                message=f"llm-capacity-planner: {note}; admitted without a prediction after "
-                f"{self.grace_period_s:g} s (planner never blocks admission)",
-            )
-        if decision.state in (CheckState.RETRY, CheckState.REJECTED) and not self._gated(snapshot):
-            return CheckDecision(
-                state=CheckState.READY,
-                message=f"advisory (gating off for this queue), would be {decision.state.value}: "
-                f"{decision.message}",
-            )
-        return decision
+        return final_decision(
+            decision,
+            gated=self._gated(snapshot),
+            pending_since_s=snapshot.pending_since_s,
+            now_s=self._clock(),
+            grace_period_s=self.grace_period_s,
+        )
 
     def reconcile_workload(self, workload: Mapping[str, Any], our_checks: Collection[str]) -> str:
         """Decide and write our checks on one workload; returns what happened: ``skipped``,
@@ -464,3 +438,26 @@ def write_hints(api: KubeApi, job_id_: str, hints: JobHints) -> dict[str, Any]:
     namespace, kind, name = parts
     body = {"metadata": {"annotations": hint_annotations(hints)}}
     return api.merge_patch(_KIND_RESOURCES[kind], name, body, namespace=namespace)
+
+
+__all__ = [
+    "ANNOTATION_ETA",
+    "ANNOTATION_GPUS",
+    "ANNOTATION_PARALLELISM",
+    "ANNOTATION_RUNTIME",
+    "DEFAULT_CONTROLLER_NAME",
+    "MAX_MESSAGE_CHARS",
+    "AdmissionCheckController",
+    "CheckDecision",
+    "CheckState",
+    "Decider",
+    "JobHints",
+    "ReconcileReport",
+    "WorkloadSnapshot",
+    "advisory_decider",
+    "apply_body",
+    "check_entries",
+    "hint_annotations",
+    "workload_snapshot",
+    "write_hints",
+]

@@ -34,6 +34,10 @@ Label spellings (``DcgmLabels``, all configurable, tried in order):
 
 Join to a job: by namespace and pod names (Kubernetes), or by Slurm job id, falling back to
 the job's hosts (and, when known, GPU indices) where the exporter has no job mapping.
+
+:class:`DcgmJobTelemetry` is the service's ``planner.ports.GpuTelemetry``: one job's GPUs,
+summarised into a ``planner.ports.JobGpuUsage`` (means of utilisation and activity, the most
+memory used on one GPU, the least active GPU).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from dataclasses import dataclass, field, fields
 from statistics import fmean
 
 from adapters.prometheus.client import PrometheusClient, Series, quote, regex_escape
+from planner.ports import JobGpuUsage
+from planner.specs.job import JobState
 
 MIB = 1024.0 * 1024.0
 
@@ -155,7 +161,18 @@ class DcgmTelemetry:
         """GPUs of the named pods (exact names) in ``namespace``; [] when none is exported."""
         if not pods:
             return []
-        pod_regex = "|".join(regex_escape(p) for p in pods)
+        return self._by_pod(namespace, "|".join(regex_escape(p) for p in pods), at_s)
+
+    def for_pod_prefix(
+        self, namespace: str, prefix: str, *, at_s: float | None = None
+    ) -> list[GpuSnapshot]:
+        """GPUs of the pods of ``namespace`` whose names start with ``prefix-`` (the pods of a
+        JobSet, PyTorchJob or TrainJob named ``prefix``); [] when none is exported."""
+        if not prefix:
+            return []
+        return self._by_pod(namespace, f"{regex_escape(prefix)}-.*", at_s)
+
+    def _by_pod(self, namespace: str, pod_regex: str, at_s: float | None) -> list[GpuSnapshot]:
         for ns_label, pod_label in self.labels.pod_namespace:
             matchers = [f"{ns_label}={quote(namespace)}", f"{pod_label}=~{quote(pod_regex)}"]
             found = self._read(matchers, at_s)
@@ -268,3 +285,50 @@ def least_active(gpus: Sequence[GpuSnapshot]) -> GpuSnapshot | None:
     it is far below its peers), or None when no GPU reports activity."""
     active = [g for g in gpus if g.activity_ratio is not None]
     return min(active, key=lambda g: g.activity_ratio or 0.0) if active else None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return fmean(present) if present else None
+
+
+def summarise(gpus: Sequence[GpuSnapshot], *, at_s: float, window_s: float) -> JobGpuUsage | None:
+    """One job's usage from its GPUs' snapshots (None for no GPU)."""
+    if not gpus:
+        return None
+    used = [g.memory_used_bytes for g in gpus if g.memory_used_bytes is not None]
+    slow = least_active(gpus)
+    return JobGpuUsage(
+        num_gpus=len(gpus),
+        at_s=at_s,
+        window_s=window_s,
+        gpu_util_ratio=_mean([g.gpu_util_ratio for g in gpus]),
+        tensor_active_ratio=_mean([g.tensor_active_ratio for g in gpus]),
+        sm_active_ratio=_mean([g.sm_active_ratio for g in gpus]),
+        memory_used_bytes=max(used) if used else None,
+        least_active_gpu=None if slow is None else f"{slow.host}/{slow.gpu}",
+        least_active_ratio=None if slow is None else slow.activity_ratio,
+    )
+
+
+class DcgmJobTelemetry:
+    """Implements ``planner.ports.GpuTelemetry`` over :class:`DcgmTelemetry`.
+
+    Slurm jobs: by the exporter's job mapping, else by the job's hosts (every GPU of a shared
+    host counts). Kubernetes jobs (``namespace/kind/name``): the pods whose names start with
+    ``name-``. Raises ``SourceError`` from the client.
+    """
+
+    def __init__(self, dcgm: DcgmTelemetry) -> None:
+        self.dcgm = dcgm
+
+    def read(self, job: JobState, *, now_s: float) -> JobGpuUsage | None:
+        """The job's GPU usage over the window ending at ``now_s`` (None: nothing exported)."""
+        if job.scheduler == "slurm":
+            gpus = self.dcgm.for_slurm_job(job.job_id, hosts=job.node_list, at_s=now_s)
+        elif job.scheduler == "kubernetes" and job.job_id.count("/") == 2:
+            namespace, _, name = job.job_id.split("/")
+            gpus = self.dcgm.for_pod_prefix(namespace, name, at_s=now_s)
+        else:
+            return None
+        return summarise(gpus, at_s=now_s, window_s=self.dcgm.window_s)

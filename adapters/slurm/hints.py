@@ -24,18 +24,14 @@ directory or other parameter too long"); when the user's text leaves too little 
 are dropped from the end (``par`` first) and, if not even ``rt`` fits, no token is written. The
 user's text is never shortened.
 
-Time-limit policy (:func:`propose_time_limit_min`, enforcing mode only): limit = ``p90`` (or
-``rt``) × 1.2 + 10 min, rounded up to whole minutes, at least elapsed + 10 min; it is applied only
-when it *lowers* the job's current limit by at least 5 min (Slurm lets only operators raise a
-limit, and the job's current limit already honours the partition's and association's maxima),
-and never once the job has run longer than the predicted runtime (that prediction is refuted:
-the limit is left alone rather than kill a job on a wrong estimate).
+The policy (which runtime, margins, rounding, when a limit may be lowered) is
+``planner.recommend.time_limit`` (:class:`SlurmHint` is its ``RuntimeHint``); this module only
+formats tokens and files and runs the Slurm commands.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
 import tempfile
@@ -47,6 +43,12 @@ from pathlib import Path
 from adapters.slurm.source import Runner, SlurmSource
 from adapters.slurm.squeue import SqueueRecord, parse_squeue_records
 from planner.errors import SourceError, SourcePermanentError, SpecError
+from planner.recommend.time_limit import (
+    RuntimeHint,
+    TimeLimitPolicy,
+    policy_time_limit_min,
+    propose_time_limit_min,
+)
 from planner.specs.job import JobStatus
 
 #: Longest comment slurmctld 22.05 accepts, in bytes (``strlen``), for submit and update.
@@ -59,7 +61,6 @@ HINTS_FILE_HEADER = "# planner slurm hints v1"
 _WS = " \t\n\r\f\v"
 # Our token: at the start or after ASCII whitespace, up to the next ASCII whitespace.
 _TOKEN = re.compile(r"(?:(?<=[ \t\n\r\f\v])|^)planner:hint=[^ \t\n\r\f\v]*")
-_PARALLELISM = re.compile(r"[A-Za-z0-9=,._:/+-]{1,128}")
 _JOB_ID = re.compile(r"\d+(?:_\d+|\+\d+)?")
 _KEY_FORBIDDEN = re.compile(r"[\t\n\r]")
 _NOT_FOUND_HINTS = ("invalid job id", "job not found", "does not exist")
@@ -70,46 +71,8 @@ class UnknownJobError(SourcePermanentError):
     """slurmctld does not know the job (it never existed or ended and was purged)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SlurmHint:
-    """What the planner tells Slurm about one job.
-
-    ``predicted_runtime_s``: predicted wall time from start to end, seconds (> 0).
-    ``runtime_p90_s``: its 90th percentile, seconds (> 0), the basis of the time-limit policy
-    when given. ``eta_s``: predicted end, epoch seconds. ``recommended_gpus``: a count (>= 1).
-    ``recommended_parallelism``: e.g. ``"tp=8,pp=4,dp=16"`` (characters ``[A-Za-z0-9=,._:/+-]``,
-    at most 128). Raises ``SpecError`` naming the field otherwise.
-    """
-
-    predicted_runtime_s: float
-    runtime_p90_s: float | None = None
-    eta_s: float | None = None
-    recommended_gpus: int | None = None
-    recommended_parallelism: str | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("predicted_runtime_s", "runtime_p90_s", "eta_s"):
-            value = getattr(self, name)
-            if value is None and name != "predicted_runtime_s":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise SpecError(name, f"must be a number of seconds, got {value!r}")
-            if not math.isfinite(value) or value <= 0:
-                raise SpecError(name, f"must be finite and > 0 seconds, got {value!r}")
-        gpus = self.recommended_gpus
-        if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1):
-            raise SpecError("recommended_gpus", f"must be an integer >= 1, got {gpus!r}")
-        par = self.recommended_parallelism
-        if par is not None and not _PARALLELISM.fullmatch(par):
-            raise SpecError(
-                "recommended_parallelism",
-                f"{par!r}: use 1-128 characters of [A-Za-z0-9=,._:/+-], e.g. 'tp=8,pp=4,dp=16'",
-            )
-
-    @property
-    def limit_basis_s(self) -> float:
-        """The runtime the time-limit policy starts from: ``runtime_p90_s`` else the median."""
-        return self.runtime_p90_s if self.runtime_p90_s is not None else self.predicted_runtime_s
+#: The hint of one job (``planner.recommend.time_limit.RuntimeHint``).
+SlurmHint = RuntimeHint
 
 
 # ----------------------------------------------------------------------------- token, comment
@@ -207,68 +170,6 @@ def merge_hint(comment: str, hint: SlurmHint | None, *, max_bytes: int = COMMENT
     if not token:
         return text
     return f"{text} {token}" if text else token
-
-
-# ----------------------------------------------------------------------------- time limit
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TimeLimitPolicy:
-    """How enforcing mode turns a prediction into a Slurm time limit.
-
-    ``runtime_factor`` × basis (p90, else median runtime) + ``pad_s``; at least ``elapsed +
-    min_headroom_s``; applied only when it lowers the current limit by ``min_decrease_s`` or
-    more (hysteresis: no update per cycle as predictions move). Raises ``SpecError`` for
-    non-finite, negative values or a factor below 1.
-    """
-
-    runtime_factor: float = 1.2
-    pad_s: float = 600.0
-    min_headroom_s: float = 600.0
-    min_decrease_s: float = 300.0
-
-    def __post_init__(self) -> None:
-        for name in ("runtime_factor", "pad_s", "min_headroom_s", "min_decrease_s"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise SpecError(name, f"must be finite and >= 0, got {value!r}")
-        if self.runtime_factor < 1.0:
-            raise SpecError("runtime_factor", f"must be >= 1 (a margin), got {self.runtime_factor}")
-
-
-def policy_time_limit_min(hint: SlurmHint, policy: TimeLimitPolicy | None = None) -> int:
-    """The policy's limit for a job that has not started: basis × factor + pad, whole minutes
-    rounded up (what ``job_submit.lua`` may set for a job submitted without ``--time``)."""
-    p = policy or TimeLimitPolicy()
-    return max(1, math.ceil((hint.limit_basis_s * p.runtime_factor + p.pad_s) / 60.0 - 1e-9))
-
-
-def propose_time_limit_min(
-    hint: SlurmHint,
-    *,
-    current_limit_s: float | None,
-    elapsed_s: float,
-    policy: TimeLimitPolicy | None = None,
-) -> int | None:
-    """The new ``TimeLimit`` in minutes for a job, or ``None`` to leave it as it is.
-
-    ``current_limit_s``: the job's limit now, seconds (``None``: unlimited); ``elapsed_s``: how
-    long it has run (0 when pending). ``None`` when the job already ran as long as the basis
-    (prediction refuted), or the policy's limit would not lower the current one by at least
-    ``min_decrease_s``. Never above the current limit, never below elapsed + headroom.
-    """
-    p = policy or TimeLimitPolicy()
-    elapsed = max(0.0, elapsed_s)
-    if elapsed >= hint.limit_basis_s:
-        return None
-    floor_min = math.ceil((elapsed + p.min_headroom_s) / 60.0 - 1e-9)
-    new_min = max(policy_time_limit_min(hint, p), floor_min)
-    if current_limit_s is None:
-        return new_min
-    current_min = round(current_limit_s / 60.0)
-    if current_min - new_min < max(1, math.ceil(p.min_decrease_s / 60.0 - 1e-9)):
-        return None
-    return new_min
 
 
 # ----------------------------------------------------------------------------- writer

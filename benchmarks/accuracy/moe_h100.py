@@ -20,7 +20,10 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
   which reproduces the main table's step time from its TFLOP/s within 0.5 % (test); micro-batch
   not stated (1, Megatron's default), ``dp = N/(tp·pp·cp)``, expert tensor parallel 1 (not
   stated: as every other ModelZoo Qwen3 row). ModelZoo's ``--recompute-modules`` ('norm' =
-  ``layernorm``, 'act' = ``moe_act``) become ``parallelism.recompute_modules``.
+  ``layernorm``, 'act' = ``moe_act``) become ``parallelism.recompute_modules``. Qwen3-235B's 94
+  layers over PP 8 x VPP 4 or PP 32 x VPP 3: Megatron-Core splits them only with the embedding
+  and loss counted as layers (``--account-for-embedding/loss-in-pipeline-split``: 96 slots),
+  the layouts' evident choice (not stated).
 * **Megatron-LM MoE README** (``mlm_moe_*``): Mixtral 8x7B 438 / 468 TFLOP/s with the README's
   best-mapping layout (low-medium confidence on the link); time from the 2024
   ``num_floating_point_operations`` (the full ``s x s`` square); distributed optimizer (the
@@ -202,6 +205,13 @@ def _modelzoo(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str]
         extra["expert_tensor_parallel"] = 1
         if "ETP=1" not in run.notes:
             assumptions.append("expert_tensor_parallel 1 (as every other ModelZoo Qwen3 row)")
+    chunks = (run.integer("pp") or 1) * (run.integer("vp") or 1)
+    if chunks > 1 and num(run, "layers") % chunks:
+        # 94 layers + the embedding and loss slots = 96 = pp·vp·k: the split ModelZoo's PP 8 x
+        # VPP 4 (3 slots per chunk) and PP 32 x VPP 3 (1 per chunk) layouts give
+        extra["account_for_embedding_in_pipeline_split"] = True
+        extra["account_for_loss_in_pipeline_split"] = True
+        assumptions.append("account_for_embedding/loss_in_pipeline_split (94 + 2 = 96 slots)")
     par = layout(
         run,
         expert_parallel=num(run, "ep"),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the Debian packages the dev Slurm stack needs (run as root). Idempotent: packages
+# Install the Debian packages the dev stack and the tests need (run as root). Idempotent: packages
 # already installed are skipped, and `apt-get update` runs only when something is missing.
 # apt output goes to $LOG_DIR/apt-install.log; this script prints what it did.
 set -euo pipefail
@@ -10,7 +10,12 @@ source "$here/common.sh"
 pkgs=(munge slurm-wlm slurmctld slurmd slurm-client slurm-wlm-basic-plugins slurmdbd
   slurm-wlm-mysql-plugin mariadb-server mariadb-client curl jq
   prometheus prometheus-alertmanager  # Prometheus 2.42 + promtool, Alertmanager 0.25 (deploy tests)
-  postgresql postgresql-client)  # PostgreSQL 15: the HA store (postgres-up.sh, store tests)
+  postgresql postgresql-client  # PostgreSQL 15: the HA store (postgres-up.sh, store tests)
+  chromium  # headless browser: the capacity review's HTML report test (tests/capacity)
+  # The image test (tests/deploy/test_image_build.py): buildah 1.28 builds and runs
+  # deploy/Dockerfile with chroot isolation (no OCI runtime needed); debootstrap makes its
+  # Debian bookworm base, checking the mirror's signatures with the archive keyring.
+  buildah debootstrap debian-archive-keyring)
 
 missing=()
 for p in "${pkgs[@]}"; do

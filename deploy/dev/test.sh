@@ -19,7 +19,7 @@ step "python environment"
 PY=${PYTHON:-python3}
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 pipq() { .venv/bin/pip install -q --disable-pip-version-check "$@" 2> >(grep -v 'is ignored: it is neither' >&2); }
-pipq -e '.[dev]'
+pipq -e '.[dev,ray]'
 if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   # The CPU wheel of torch 2.13.0 ships on these machines (PIP_FIND_LINKS, /opt/wheels); pinning
   # the +cpu local version keeps pip from ever fetching the multi-GB CUDA build.

@@ -29,12 +29,19 @@ from planner.perf.efficiency import ARCHITECTURES, DeviceArrays
 from planner.perf.frameworks import FrameworkProfile, profile_of
 from planner.perf.ops import Count, Flag, Real
 from planner.perf.readers import READERS
+from planner.specs.feasibility import expert_tensor_parallel_of, stage_layers_of
 from planner.specs.hardware import GpuSpec, HardwareSpec, Precision
 from planner.specs.model import ModelSpec
 from planner.specs.parallelism import ParallelismSpec
+from planner.specs.pipeline_split import StageLayers
 from planner.specs.scenario import Framework, Scenario
 
-__all__ = ["ScenarioArrays"]
+__all__ = ["DEFAULT_MEMORY_HEADROOM_BYTES", "ScenarioArrays"]
+
+DEFAULT_MEMORY_HEADROOM_BYTES = 1.0 * 2**30
+"""Memory a layout leaves free beyond its predicted peak to count as fitting, when
+``hardware.memory_headroom_gib`` is unset: 1 GiB (what it stands for and its sources are in
+``planner.perf.memory``)."""
 
 _ARRAY = np.ndarray
 
@@ -73,6 +80,15 @@ class ScenarioArrays:
     expert rank over the average: 1 under forced balance, the scenario's
     ``moe_imbalance_factor``, else NaN = the efficiency model's default), ``moe_expert_capacity_
     factor`` (NaN: dropless).
+
+    Layout (``planner.specs.pipeline_split``, ``planner.specs.feasibility``):
+    ``expert_tensor_parallel`` is the resolved expert tensor-parallel degree (MoE parallel
+    folding; ``tensor_parallel`` unless set); ``first_stage_layers``, ``middle_stage_layers``
+    and ``last_stage_layers`` are the transformer layers of pipeline rank 0, of the busiest
+    middle rank (0 when ``pipeline_parallel <= 2``) and of rank ``p-1``, all chunks of the rank
+    (``num_layers / pipeline_parallel`` each for an even split; ``num_layers`` on the one stage
+    when ``pipeline_parallel == 1``). ``memory_headroom_bytes`` is the memory a layout must
+    leave free to fit (``hardware.memory_headroom_gib``, ``planner.perf.memory``).
     """
 
     num_scenarios: int
@@ -180,6 +196,12 @@ class ScenarioArrays:
     lora_linear_fc1: Flag
     lora_linear_fc2: Flag
     packed_sample_length: Real
+    # layout (uneven pipeline stages, MoE parallel folding) and memory headroom
+    expert_tensor_parallel: Real
+    first_stage_layers: Real
+    middle_stage_layers: Real
+    last_stage_layers: Real
+    memory_headroom_bytes: Real
     device: DeviceArrays
 
     @property
@@ -212,9 +234,23 @@ class ScenarioArrays:
 
     @property
     def expert_data_parallel_size(self) -> Real:
-        """The same for the routed experts' parameters, ``max(data_parallel · context_parallel
-        / expert_parallel, 1)`` (Megatron-Core's expert data-parallel group)."""
-        return ops.maximum(self.dense_data_parallel_size / self.expert_parallel, 1.0)
+        """The same for the routed experts' parameters: Megatron-Core's expert data-parallel
+        group under MoE parallel folding, ``tensor · context · data / (expert_tensor ·
+        expert)`` (``parallel_state``: ``world / (expert_tensor · expert · pipeline)``), at
+        least 1; ``data · context / expert`` when the expert tensor-parallel degree is the
+        tensor-parallel one."""
+        folded = self.tensor_parallel * self.dense_data_parallel_size
+        return ops.maximum(folded / (self.expert_tensor_parallel * self.expert_parallel), 1.0)
+
+    @property
+    def expert_tokens_per_microbatch(self) -> Real:
+        """Tokens one rank's experts see per microbatch from each expert-parallel peer's
+        share: the ``tok = b·S/c`` tokens of a tensor-parallel group, spread over its
+        ``tensor_parallel`` ranks and gathered over the ``expert_tensor_parallel`` ranks that
+        share an expert (``tok · expert_tensor / tensor``; ``tok`` when they are equal, as
+        Megatron-Core's all-to-all dispatcher does with an all-gather over the expert
+        tensor-parallel group)."""
+        return self.tokens_per_microbatch * self.expert_tensor_parallel / self.tensor_parallel
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ScenarioArrays:
@@ -295,6 +331,47 @@ def _train_iters(s: Scenario) -> float:
     return math.nan if iters is None else iters
 
 
+def _expert_tensor_parallel(s: Scenario) -> int:
+    """``parallelism.expert_tensor_parallel``, resolved (``feasibility.expert_tensor_parallel_of``:
+    the tensor-parallel degree unless set or unless the experts fold only with fewer)."""
+    par = s.parallelism
+    return int(expert_tensor_parallel_of(s.model, s.hardware.num_gpus, par))
+
+
+_LAST_STAGES: list[tuple[Scenario, StageLayers]] = []
+"""The last scenario's split (its three readers run one after the other)."""
+
+
+def _stages(s: Scenario) -> StageLayers:
+    last = _LAST_STAGES[0] if _LAST_STAGES else None  # one read: safe under threads
+    if last is not None and last[0] is s:
+        return last[1]
+    stages = stage_layers_of(s.model, s.parallelism, s.training.framework)
+    _LAST_STAGES[:] = [(s, stages)]
+    return stages
+
+
+def _first_stage_layers(s: Scenario) -> int:
+    """Transformer layers of pipeline rank 0 (``planner.specs.pipeline_split``)."""
+    return _stages(s).first
+
+
+def _middle_stage_layers(s: Scenario) -> int:
+    """Transformer layers of the busiest middle pipeline rank (0 without one)."""
+    return _stages(s).middle
+
+
+def _last_stage_layers(s: Scenario) -> int:
+    """Transformer layers of the last pipeline rank."""
+    return _stages(s).last
+
+
+def _memory_headroom_bytes(s: Scenario) -> float:
+    """``hardware.memory_headroom_gib`` in bytes, or the default (``planner.perf.memory``)."""
+    gib = getattr(s.hardware, "memory_headroom_gib", None)
+    return DEFAULT_MEMORY_HEADROOM_BYTES if gib is None else float(gib) * 2.0**30
+
+
 _SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
         "recompute": _recompute,
@@ -304,6 +381,11 @@ _SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "total_tokens": _total_tokens,
         "train_iters": _train_iters,
         **READERS,
+        "expert_tensor_parallel": _expert_tensor_parallel,
+        "first_stage_layers": _first_stage_layers,
+        "middle_stage_layers": _middle_stage_layers,
+        "last_stage_layers": _last_stage_layers,
+        "memory_headroom_bytes": _memory_headroom_bytes,
     }
 )
 """Fields of the scenario that need a rule, with their readers."""

@@ -1,17 +1,29 @@
 """Data-parallel communication: gradient reduction, parameter gathers and ZeRO-3/FSDP.
 
 Dense parameters are replicated over the ``d·c`` GPUs of the data-parallel group (with context
-parallelism, as Megatron-Core groups them), expert parameters over ``max(d·c/e, 1)``; each group
+parallelism, as Megatron-Core groups them), expert parameters over the expert data-parallel
+group (``t·c·d / (t_e·e)`` under MoE parallel folding, ``d·c/e`` when ``t_e = t``); each group
 reduces its gradients once per iteration, ``grad_bytes_per_param`` per parameter: a ring
 all-reduce at ZeRO-0, a reduce-scatter when the optimizer is sharded (ZeRO >= 1, Megatron's
 distributed optimizer; Rajbhandari et al. 2020), which then all-gathers the updated 16-bit
-parameters before the next forward (``collectives``; ranks ``t`` apart, experts ``t·e``).
+parameters before the next forward (``collectives``; ranks ``t`` apart, experts ``t_e·e``:
+Megatron-Core's expert rank order, expert tensor parallel fastest, then expert parallel).
+The parameters and windows are the busiest pipeline stage's (``StageParameters.busiest``).
 
 ZeRO 0-2: the reduction runs in buckets under the last microbatch's backward and the gather
 under the first microbatch's forward (Megatron ``--overlap-grad-reduce`` /
 ``--overlap-param-gather``): at most ``dp_overlap_fraction`` of each hides, never more than that
 window; fully exposed when the scenario sets ``overlap_grad_reduce`` / ``overlap_param_gather``
-false.
+false. ZeRO 0 and 1 accumulate the ``m`` microbatches' gradients in a full local buffer and
+reduce once (Megatron's ``no_sync`` until the last microbatch); ZeRO-2 holds only its shard
+of the gradients (``planner.perf.memory``), so it must reduce-scatter every microbatch's
+gradients as that microbatch's backward produces them: ``m`` reductions per iteration, each
+hiding under its own microbatch's backward (DeepSpeed ZeRO stage 2 reduces at every
+micro-step, ``runtime/zero/stage_1_and_2.py``; PyTorch FSDP ``SHARD_GRAD_OP`` reduce-scatters
+after every backward, and accumulating without it, ``no_sync``, keeps unsharded gradients,
+the ZeRO-1 memory; Megatron-Core 0.16.1 ``megatron_fsdp.py``: "with gradient-sharding
+strategies [``optim_grads``, ``optim_grads_params``], gradient reduction occurs on every
+backward propagation").
 
 ZeRO-3 / FSDP gathers the parameters before every microbatch's forward and backward (and once
 more for the recomputed forward under full recompute on stacks that release them after every
@@ -85,16 +97,19 @@ def data_parallel_times(
             link,
             params=params.expert,
             group=a.expert_data_parallel_size,
-            stride=a.tensor_parallel * a.expert_parallel,
+            stride=a.expert_tensor_parallel * a.expert_parallel,
             gathers=gathers,
         )
         grads = grads + ops.where(params.expert > 0, experts.gradient_reduction_s, 0.0)
         gather = gather + ops.where(params.expert > 0, experts.parameter_gather_s, 0.0)
     keep = 1.0 - eff.comm_overlap(CommKind.DATA)
-    layers = a.num_layers / a.pipeline_parallel
+    layers = params.layers  # the busiest stage's layers: its backward / forward hides them
     exposed_grads = ops.where(
         a.overlap_grad_reduce, ops.maximum(grads * keep, grads - layers * layer.backward_s), grads
     )
+    # ZeRO-2 keeps only its shard of the gradients: each microbatch's are reduce-scattered
+    # under that microbatch's backward (module docstring); ZeRO 0-1 accumulate them locally
+    exposed_grads = ops.where(zero == 2, a.num_microbatches * exposed_grads, exposed_grads)
     exposed_gather = ops.where(
         a.overlap_param_gather,
         ops.maximum(gather * keep, gather - layers * layer.forward_s),

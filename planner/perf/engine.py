@@ -107,11 +107,13 @@ def _trained_params(a: ScenarioArrays, busiest: LocalParameters) -> _TrainedPara
     updated = LocalParameters(
         dense=ops.where(a.trains_base, busiest.dense, adapters),
         expert=ops.where(a.trains_base, busiest.expert, 0.0),
+        layers=busiest.layers,
     )
     gathered = a.trains_base | (a.zero_stage >= 3)
     reduced = LocalParameters(
         dense=ops.where(gathered, busiest.dense, adapters),
         expert=ops.where(gathered, busiest.expert, 0.0),
+        layers=busiest.layers,
     )
     return _TrainedParameters(reduced=reduced, updated=updated)
 

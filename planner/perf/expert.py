@@ -2,10 +2,11 @@
 
 Each MoE layer dispatches every token's hidden state to the ranks holding its ``k`` experts and
 combines the results back (Lepikhin et al. 2021, GShard): a dispatch and a combine forward, the
-same two backward, over the ``e`` ranks of the expert-parallel group (``t`` apart in
-Megatron-Core's rank order), on ``tok`` local tokens (``b·S/c``, ``/t`` with sequence
-parallelism) of ``2h`` bytes; full recompute, or selective recompute of the ``moe`` module,
-repeats the forward pair (6 instead of 4). The busiest rank receives ``ρ`` times its share
+same two backward, over the ``e`` ranks of the expert-parallel group (``t_e`` apart in
+Megatron-Core's expert rank order: the expert tensor-parallel degree, ``t`` unless folded), on
+``tok`` local tokens (``b·S/c``, ``/t`` with sequence parallelism) of ``2h`` bytes; full
+recompute, or selective recompute of the ``moe`` module, repeats the forward pair (6 instead of
+4). The busiest rank receives ``ρ`` times its share
 (``planner.perf.moe_mlp.moe_imbalance``). By dispatcher (``ModelSpec.moe_token_dispatcher_type``):
 
 * ``alltoall`` (Megatron ``MoEAlltoAllTokenDispatcher``): NCCL all-to-all of every (token,
@@ -69,7 +70,7 @@ def token_exchange_s(a: ScenarioArrays, eff: EfficiencyModel, link: coll.Link) -
     local = ops.where(a.sequence_parallel, tokens / a.tensor_parallel, tokens)
     token_bytes = local * a.hidden_size * ACTIVATION_BYTES
     rho = moe_imbalance(a, eff)
-    e, stride = a.expert_parallel, a.tensor_parallel
+    e, stride = a.expert_parallel, a.expert_tensor_parallel  # MoE parallel folding
     all_to_all = coll.all_to_all_time_s(token_bytes * a.moe_router_topk * rho, e, stride, link)
     code = a.moe_token_dispatcher
     out = all_to_all

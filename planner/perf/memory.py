@@ -57,9 +57,12 @@ attention kernel and of TP reduce-scatters, and eager PyTorch stores every ``MUS
 (``_CachingTorchDispatchMode`` in ``torch/utils/checkpoint.py``). Per token, 16-bit: the block
 input ``h`` (``/t`` with SP), ``q + kv + q + f`` over ``t`` (wq, wv, attention output, w1),
 w2's output ``h`` (a partial sum of full width under TP) and, with SP, the two reduce-scatter
-outputs ``2h/t``. The first pipeline stage holds ``p`` microbatches of ``L/p`` layers (1F1B) or
-``2(p-1) + (v-1)p + 1`` chunks of ``L/(pv)`` layers (interleaved; Megatron's warm-up count),
-never more than all microbatches.
+outputs ``2h/t``. The first pipeline stage holds ``p`` microbatches of its layers (1F1B) or
+``2(p-1) + (v-1)p + 1`` chunks of ``1/v`` of them (interleaved; Megatron's warm-up count,
+``get_pp_rank_microbatches``), never more than all microbatches; the busiest middle stage is
+counted at rank 1 (``p - 1`` microbatches, ``2(p-2) + (v-1)p + 1`` chunks: the most a middle
+rank holds), the last stage at one microbatch of its layers. Each stage holds its own layers
+(``ScenarioArrays.first_stage_layers`` ...; ``L/p`` for an even split).
 
 The stage computing the loss peaks in the loss's backward, before any layer is re-run (so the
 loss and a full-recompute working set are never held together): it holds the final norm's
@@ -73,8 +76,29 @@ more than the 10 of its forward: 16-bit logits, fp32 upcast, fp32 log-softmax); 
 tensor parallelism, where eager stacks compute the loss with DTensor ``loss_parallel``
 (``torch/distributed/tensor/parallel/loss.py``: the backward
 ``(grad_input + torch.exp(x)) * grad_output`` holds four fp32 logit-sized tensors).
-The reported peak is the larger of the first and last stage, plus the efficiency model's
-runtime overhead and allocator slack.
+The reported peak is the largest of the first, the busiest middle and the last stage, plus
+the efficiency model's runtime overhead and allocator slack.
+
+A layout fits when its peak plus a headroom is within the GPU's memory
+(``fits_in_memory``; the explorer prunes with the same test, so its best layouts no longer sit
+at the last MiB): ``hardware.memory_headroom_gib``, by default
+``DEFAULT_MEMORY_HEADROOM_BYTES`` = 1 GiB (``planner.perf.batch``). It stands for what the
+peak above leaves out and what varies with the layout and from run to run, beyond the fixed
+``memory_overhead_bytes`` (CUDA context, library workspaces, one set of NCCL buffers):
+
+* NCCL buffers of further communicators: NCCL allocates, per channel and connected peer, a
+  ``NCCL_BUFFSIZE`` = 4 MiB buffer for its Simple protocol plus the LL128 and LL buffers
+  (NCCL environment-variable documentation), up to ``NCCL_MAX_NCHANNELS`` = 32 channels on
+  NVLink: ~0.1-0.3 GiB per ring; Megatron-Core opens one communicator per process group
+  (tensor, pipeline, data, data-with-context, context, expert, expert-tensor, expert-data,
+  embedding) and connects the peers each uses, lazily (``NCCL_RUNTIME_CONNECT``);
+* the caching allocator's rounding beyond the activation slack: blocks above 1 MiB are
+  rounded to 2 MiB and carved from 20 MiB segments (``kRoundLarge``, ``kLargeBuffer`` in
+  ``c10/cuda/CUDACachingAllocator.cpp``), each size class keeping its own partly used segment.
+
+1 GiB keeps the published runs the accuracy benchmark holds, many tuned to the largest
+micro-batch that fits, within 5 % of HBM; a scenario sets its own (``0`` tests the bare peak,
+a larger value a safer plan).
 """
 
 from __future__ import annotations
@@ -251,15 +275,20 @@ def activation_bytes_arr(
     return out
 
 
+def _chunks_in_flight(a: ScenarioArrays, rank: float) -> Real:
+    """Microbatch-chunks pipeline rank ``rank`` holds at its peak under (interleaved) 1F1B:
+    ``p - rank`` microbatches, or Megatron's interleaved warm-up ``2(p - rank - 1) + (v-1)p``
+    plus the one in flight, never more than all ``m·v``."""
+    p, v = a.pipeline_parallel, a.virtual_pipeline
+    chunks = ops.where(v == 1, p - rank, 2.0 * (p - rank - 1) + (v - 1) * p + 1)
+    out: Real = ops.minimum(chunks, a.num_microbatches * v)
+    return out
+
+
 def layers_in_flight_arr(a: ScenarioArrays) -> Real:
     """Layer-activations the first pipeline stage holds at its peak under (interleaved) 1F1B."""
-    chunk_layers = a.num_layers / (a.pipeline_parallel * a.virtual_pipeline)
-    chunks = ops.where(
-        a.virtual_pipeline == 1,
-        a.pipeline_parallel,
-        2.0 * (a.pipeline_parallel - 1) + (a.virtual_pipeline - 1) * a.pipeline_parallel + 1,
-    )
-    out: Real = ops.minimum(chunks, a.num_microbatches * a.virtual_pipeline) * chunk_layers
+    chunk_layers = a.first_stage_layers / a.virtual_pipeline
+    out: Real = _chunks_in_flight(a, 0.0) * chunk_layers
     return out
 
 
@@ -310,14 +339,22 @@ def _optimizer_bytes(a: ScenarioArrays) -> Real:
 
 
 def _model_states(
-    a: ScenarioArrays, *, dense: Real, expert: Real, root: Real, d_dense: Real, d_expert: Real
+    a: ScenarioArrays,
+    *,
+    dense: Real,
+    expert: Real,
+    root: Real,
+    layers: Real,
+    d_dense: Real,
+    d_expert: Real,
 ) -> _ModelStates:
     """Model states of a stage holding ``dense`` and ``expert`` parameters per GPU, ``root`` of
-    them outside the transformer layers; ``d_dense``/``d_expert`` are the data-parallel sizes
-    (``ScenarioArrays.dense_data_parallel_size``, ``expert_data_parallel_size``)."""
+    them outside its ``layers`` transformer layers; ``d_dense``/``d_expert`` are the
+    data-parallel sizes (``ScenarioArrays.dense_data_parallel_size``,
+    ``expert_data_parallel_size``)."""
     z = a.zero_stage
     unit_wise = ops.logical_not(a.zero3_gather_per_tensor)  # PyTorch FSDP; else DeepSpeed
-    layers = ops.maximum(a.num_layers / a.pipeline_parallel, 1.0)
+    layers = ops.maximum(layers, 1.0)
     block = (dense - root + expert) / layers
     sharded_away = (dense + expert) - (dense / d_dense + expert / d_expert)
     gathered = ops.where(
@@ -358,10 +395,12 @@ def _model_states(
 
 @dataclass(frozen=True, slots=True)
 class _StageActivations:
-    """Activation bytes at the peak of the first and of the last pipeline stage."""
+    """Activation bytes at the peak of the first, the last and the busiest middle pipeline
+    stage."""
 
     first: Real
     last: Real
+    middle: Real
 
 
 def _stage_activations(a: ScenarioArrays, eff: EfficiencyModel) -> _StageActivations:
@@ -395,38 +434,73 @@ def _stage_activations(a: ScenarioArrays, eff: EfficiencyModel) -> _StageActivat
     # the loss peaks before any layer is re-run: the stage holds one or the other on top
     at_loss = ops.maximum(loss_peak_bytes_arr(a), working)
     single = a.pipeline_parallel == 1
-    last_layers = ops.minimum(a.num_layers / a.pipeline_parallel, in_flight)
+    first_chunks = _chunks_in_flight(a, 0.0)
+    last_layers = ops.minimum(
+        a.last_stage_layers, first_chunks * (a.last_stage_layers / a.virtual_pipeline)
+    )
+    middle_layers = _chunks_in_flight(a, 1.0) * (a.middle_stage_layers / a.virtual_pipeline)
     mtp = a.mtp_num_layers * per_layer  # one microbatch through the MTP layers (last stage)
     return _StageActivations(
         first=in_flight * per_layer + ops.where(single, at_loss + mtp, working),
         last=last_layers * per_layer + at_loss + mtp,
+        middle=ops.where(a.middle_stage_layers > 0, middle_layers * per_layer + working, 0.0),
     )
 
 
 def memory_arrays(
     a: ScenarioArrays, eff: EfficiencyModel, *, params: StageParameters | None = None
 ) -> MemoryArrays:
-    """Peak memory of the most loaded GPU (first or last pipeline stage) for a batch, bytes.
+    """Peak memory of the most loaded GPU (first, busiest middle or last pipeline stage) for a
+    batch, bytes.
 
     ``params`` is ``stage_params(a)`` when the caller has it already."""
     stages = params if params is not None else stage_params(a)
     act = _stage_activations(a, eff)
     sizes = {"d_dense": a.dense_data_parallel_size, "d_expert": a.expert_data_parallel_size}
     first = _model_states(
-        a, dense=stages.first_dense, expert=stages.first_expert, root=stages.first_root, **sizes
+        a,
+        dense=stages.first_dense,
+        expert=stages.first_expert,
+        root=stages.first_root,
+        layers=stages.first_layers,
+        **sizes,
     )
     last = _model_states(
-        a, dense=stages.last_dense, expert=stages.last_expert, root=stages.last_root, **sizes
+        a,
+        dense=stages.last_dense,
+        expert=stages.last_expert,
+        root=stages.last_root,
+        layers=stages.last_layers,
+        **sizes,
     )
     slack = 1.0 + eff.memory_fragmentation_fraction
     first_total = first.weights + first.gradients + first.optimizer + act.first * slack
     last_total = last.weights + last.gradients + last.optimizer + act.last * slack
     use_first = first_total >= last_total
+    weights = ops.where(use_first, first.weights, last.weights)
+    gradients = ops.where(use_first, first.gradients, last.gradients)
+    optimizer = ops.where(use_first, first.optimizer, last.optimizer)
+    activations = ops.where(use_first, act.first, act.last)
+    if ops.any_(a.middle_stage_layers > 0):  # a middle rank may hold the most (uneven splits)
+        middle = _model_states(
+            a,
+            dense=stages.middle_dense,
+            expert=stages.middle_expert,
+            root=0.0,
+            layers=stages.middle_layers,
+            **sizes,
+        )
+        middle_total = middle.weights + middle.gradients + middle.optimizer + act.middle * slack
+        use_middle = middle_total > ops.maximum(first_total, last_total)
+        weights = ops.where(use_middle, middle.weights, weights)
+        gradients = ops.where(use_middle, middle.gradients, gradients)
+        optimizer = ops.where(use_middle, middle.optimizer, optimizer)
+        activations = ops.where(use_middle, act.middle, activations)
     return MemoryArrays(
-        weights=ops.where(use_first, first.weights, last.weights),
-        gradients=ops.where(use_first, first.gradients, last.gradients),
-        optimizer=ops.where(use_first, first.optimizer, last.optimizer),
-        activations=ops.where(use_first, act.first, act.last) * slack,
+        weights=weights,
+        gradients=gradients,
+        optimizer=optimizer,
+        activations=activations * slack,
         overhead=a.full(eff.memory_overhead_bytes),
     )
 

@@ -148,9 +148,9 @@ def moe_mlp_ops(
         )
         act_only = ops.where(selective & a.recompute_moe_act & ops.logical_not(whole), 1.0, 0.0)
         ew = eff.elementwise_traffic_factor(a.fused_elementwise)
-        width = moe_imbalance(a, eff) * a.tokens_per_microbatch * a.moe_router_topk
+        width = moe_imbalance(a, eff) * a.expert_tokens_per_microbatch * a.moe_router_topk
         act = ew * activation_bytes(a, backward=False) * width * a.moe_ffn_hidden_size
-        table.mem(groups.module_recompute, act_only * act / a.tensor_parallel, 2.0)
+        table.mem(groups.module_recompute, act_only * act / a.expert_tensor_parallel, 2.0)
 
 
 def _moe_pass(
@@ -172,8 +172,11 @@ def _moe_pass(
     n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
     rho = moe_imbalance(a, eff)
     local_experts = a.num_experts / ep
-    per_expert = tokens * topk * ep / ops.maximum(a.num_experts, 1.0) * rho
-    routed = tokens * topk * rho
+    # MoE parallel folding: each expert's tokens come from its expert-parallel peers' share
+    # (``expert_tokens_per_microbatch``), its FFN split over the expert tensor-parallel ranks
+    etp, expert_tokens = a.expert_tensor_parallel, a.expert_tokens_per_microbatch
+    per_expert = expert_tokens * topk * ep / ops.maximum(a.num_experts, 1.0) * rho
+    routed = expert_tokens * topk * rho
     shared_ffn = a.shared_expert_ffn_hidden_size
     launch = ops.where(a.moe_grouped_gemm, local_experts, 1.0)
     wgrad, bwd = a.trains_base, backward
@@ -187,7 +190,7 @@ def _moe_pass(
         backward=bwd,
         wgrad=wgrad,
     )
-    for n, k in ((n_up * expert_ffn / tp, hidden), (hidden, expert_ffn / tp)):
+    for n, k in ((n_up * expert_ffn / etp, hidden), (hidden, expert_ffn / etp)):
         count = local_experts * routed_scale
         table.gemm(
             group,
@@ -204,20 +207,20 @@ def _moe_pass(
         table.gemm(group, tokens, n, k, count=shared_scale, lp=lp, backward=bwd, wgrad=wgrad)
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
     act = activation_bytes(a, backward=backward)
-    width = routed * expert_ffn * routed_scale + tokens * shared_ffn * shared_scale
-    table.mem(group, ew * act * width / tp, 2.0)
+    width = routed * expert_ffn / etp * routed_scale + tokens * shared_ffn / tp * shared_scale
+    table.mem(group, ew * act * width, 2.0)
     router = ROUTER_BYTES_PER_LOGIT * tokens * a.num_experts
     table.mem(group, router * routed_scale, 3.0)
     table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0)
     up = n_up if backward else 1.0
-    cast = routed * (hidden + up * expert_ffn / tp) * routed_scale
+    cast = routed * (hidden + up * expert_ffn / etp) * routed_scale
     cast = cast + tokens * (hidden + up * shared_ffn / tp) * shared_scale
     table.mem(group, quantize_bytes(a) * cast, 4.0)
 
 
 def _permutation_bytes(a: ScenarioArrays, routed: Real) -> Real:
     """Bytes one direction's permute + unpermute moves (module docstring)."""
-    tokens, hidden, ep = a.tokens_per_microbatch, a.hidden_size, a.expert_parallel
+    tokens, hidden, ep = a.expert_tokens_per_microbatch, a.hidden_size, a.expert_parallel
     code = a.moe_token_dispatcher
     received = tokens * ep * distinct_share(a, ep)  # distinct (token, rank) pairs arriving
     sources = ops.where(code == _FLEX, received, ops.where(code == _ALLGATHER, tokens * ep, tokens))

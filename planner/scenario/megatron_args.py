@@ -7,7 +7,10 @@ bash arrays (``GPT_ARGS=( --num-layers 32 ... )``). Later occurrences win, as wi
 Megatron's own defaults apply where the scenario format's defaults differ: tied embeddings unless
 ``--untie-embeddings-and-output-weights``, no distributed optimizer (ZeRO 0) unless
 ``--use-distributed-optimizer``, no sequence parallel unless ``--sequence-parallel``,
-``num_query_groups`` only with ``--group-query-attention``.
+``num_query_groups`` only with ``--group-query-attention``. Uneven pipeline stages
+(``--pipeline-model-parallel-layout``, ``--decoder-first/last-pipeline-num-layers``,
+``--account-for-embedding/loss-in-pipeline-split``) and MoE parallel folding
+(``--expert-tensor-parallel-size``) become the scenario fields of the same names.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ _FLAGS = frozenset(
         "moe-router-force-load-balancing",
         "overlap-moe-expert-parallel-comm",
         "moe-enable-deepep",
+        "account-for-embedding-in-pipeline-split",
+        "account-for-loss-in-pipeline-split",
     }
 )
 
@@ -294,6 +299,42 @@ def _attention_fields(args: dict[str, str | bool]) -> dict[str, object]:
     return out
 
 
+def _pipeline_split(
+    args: dict[str, str | bool], layers: int, pp: int, parallelism: dict[str, object]
+) -> None:
+    """The virtual pipeline degree and the uneven-split arguments of Megatron-LM
+    (``--pipeline-model-parallel-layout``, ``--decoder-first/last-pipeline-num-layers``,
+    ``--account-for-embedding/loss-in-pipeline-split``), into ``parallelism``. The virtual
+    degree: ``--num-virtual-stages-per-pipeline-rank``, or ``--num-layers-per-virtual-pipeline-
+    stage`` over each rank's share (``num_layers`` plus the ``account_for`` slots over ``pp``,
+    as Megatron-LM's ``validate_args`` computes it), or the layout's stages over ``pp``."""
+    layout = args.get("pipeline-model-parallel-layout")
+    if isinstance(layout, str) and layout:
+        parallelism["pipeline_layout"] = layout.strip("'\"")
+    for arg, key in (
+        ("decoder-first-pipeline-num-layers", "decoder_first_pipeline_num_layers"),
+        ("decoder-last-pipeline-num-layers", "decoder_last_pipeline_num_layers"),
+    ):
+        value = _int_arg(args, arg)
+        if value is not None:
+            parallelism[key] = value
+    slots = 0
+    for arg, key in (
+        ("account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split"),
+        ("account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split"),
+    ):
+        if args.get(arg) is True:
+            parallelism[key] = True
+            slots += 1
+    vp = _int_arg(args, "num-virtual-stages-per-pipeline-rank")
+    per_stage = _int_arg(args, "num-layers-per-virtual-pipeline-stage")
+    share = layers + slots
+    if per_stage and share % (pp * per_stage) == 0:
+        vp = share // (pp * per_stage)
+    if vp:
+        parallelism["virtual_pipeline"] = vp
+
+
 def scenario_document_from_megatron_args(
     text: str, *, num_gpus: int | None, gpu: str | None, name: str | None = None
 ) -> dict[str, object] | None:
@@ -381,12 +422,10 @@ def scenario_document_from_megatron_args(
         parallelism["grad_reduce_in_fp32"] = False
     elif args.get("accumulate-allreduce-grads-in-fp32") is True:
         parallelism["grad_reduce_in_fp32"] = True
-    vp = _int_arg(args, "num-virtual-stages-per-pipeline-rank")
-    per_stage = _int_arg(args, "num-layers-per-virtual-pipeline-stage")
-    if per_stage and layers % (pp * per_stage) == 0:
-        vp = layers // (pp * per_stage)
-    if vp:
-        parallelism["virtual_pipeline"] = vp
+    _pipeline_split(args, layers, pp, parallelism)
+    etp = _int_arg(args, "expert-tensor-parallel-size")
+    if etp is not None:
+        parallelism["expert_tensor_parallel"] = etp
     granularity = args.get("recompute-granularity")
     if isinstance(granularity, str) and granularity in ("selective", "full"):
         parallelism["recompute"] = granularity

@@ -27,6 +27,7 @@ from planner.specs.model import (
     MoETokenDispatcher,
 )
 from planner.specs.parallelism import Fp8Recipe, ParallelismSpec, Recompute, RecomputeModule
+from planner.specs.pipeline_split import virtual_stages
 from planner.specs.scenario import (
     Framework,
     LoraTarget,
@@ -98,6 +99,7 @@ _HARDWARE_KEYS = (
     "gpus_per_node",
     "nvlink_domain_size",
     "inter_node_bandwidth_gbit_per_s",
+    "memory_headroom_gib",
 )
 _PARALLELISM_KEYS = (
     "tensor_parallel",
@@ -118,6 +120,12 @@ _PARALLELISM_KEYS = (
     "grad_reduce_in_fp32",
     "overlap_grad_reduce",
     "overlap_param_gather",
+    "expert_tensor_parallel",
+    "pipeline_layout",
+    "decoder_first_pipeline_num_layers",
+    "decoder_last_pipeline_num_layers",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
 )
 _TRAINING_KEYS = (
     "framework",
@@ -300,6 +308,7 @@ def _parse_hardware(raw: dict[str, object]) -> HardwareSpec:
         inter_node_bandwidth_gbit_per_s=raw.get(  # type: ignore[arg-type]
             "inter_node_bandwidth_gbit_per_s", gpu.scale_out_bandwidth_bytes_per_s * 8.0 / 1e9
         ),
+        memory_headroom_gib=raw.get("memory_headroom_gib"),  # type: ignore[arg-type]
     )
 
 
@@ -313,7 +322,29 @@ _NON_INT_PARALLELISM_KEYS = (
     "grad_reduce_in_fp32",
     "overlap_grad_reduce",
     "overlap_param_gather",
+    "pipeline_layout",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
 )
+
+
+def _pipeline_layout(raw: object, ints: dict[str, object]) -> object:
+    """``parallelism.pipeline_layout`` as ``ParallelismSpec`` takes it: a Megatron layout
+    string as given, a list of layer counts as a tuple, a list of stage strings joined with
+    ``|``; when ``virtual_pipeline`` is absent it is derived from the layout (as Megatron-Core
+    derives it), the layout's virtual stages over ``pipeline_parallel``."""
+    layout: object = raw
+    if isinstance(raw, list | tuple):
+        if raw and all(isinstance(x, str) for x in raw):
+            layout = "|".join(str(x) for x in raw)
+        else:
+            layout = tuple(_int(f"parallelism.pipeline_layout[{i}]", x) for i, x in enumerate(raw))
+    if "virtual_pipeline" not in ints and isinstance(layout, str | tuple):
+        p = ints.get("pipeline_parallel", 1)
+        stages = len(virtual_stages(layout)) if layout else 0
+        if isinstance(p, int) and p > 0 and stages and stages % p == 0:
+            ints["virtual_pipeline"] = stages // p
+    return layout
 
 
 def _parse_parallelism(raw: dict[str, object], num_gpus: int) -> ParallelismSpec:
@@ -340,6 +371,12 @@ def _parse_parallelism(raw: dict[str, object], num_gpus: int) -> ParallelismSpec
                     )
             ints["data_parallel"] = num_gpus // model_parallel
     default_sp = isinstance(tp, int) and tp > 1
+    extra: dict[str, object] = {}
+    if "pipeline_layout" in raw:
+        extra["pipeline_layout"] = _pipeline_layout(raw["pipeline_layout"], ints)
+    for key in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
+        if key in raw:
+            extra[key] = raw[key]
     return ParallelismSpec(
         sequence_parallel=raw.get("sequence_parallel", default_sp),  # type: ignore[arg-type]
         recompute=_enum("parallelism.recompute", raw.get("recompute", "none"), Recompute),
@@ -354,6 +391,7 @@ def _parse_parallelism(raw: dict[str, object], num_gpus: int) -> ParallelismSpec
         grad_reduce_in_fp32=raw.get("grad_reduce_in_fp32"),  # type: ignore[arg-type]
         overlap_grad_reduce=raw.get("overlap_grad_reduce"),  # type: ignore[arg-type]
         overlap_param_gather=raw.get("overlap_param_gather"),  # type: ignore[arg-type]
+        **extra,  # type: ignore[arg-type]
         **ints,  # type: ignore[arg-type]
     )
 

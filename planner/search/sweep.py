@@ -72,6 +72,7 @@ class SweepOutcome:
     min_oom_memory_bytes: float
     hbm_bytes: float
     num_below: int = 0
+    memory_headroom_bytes: float = 0.0
 
 
 def _chunks(space: DesignSpace, chunk_size: int) -> Iterator[tuple[SubSpace, int, int]]:
@@ -97,9 +98,11 @@ def _run_chunk(
     if valid.size:
         cols = cols.take(valid)
         base = sub.base_arrays
-        arrays = candidate_arrays(base, cols)
+        framework = str(sub.base.training.framework)
+        arrays = candidate_arrays(base, cols, framework=framework)
         mem = ops.array(memory_arrays(arrays, eff).total)
-        fits = mem <= sub.base.hardware.gpu.hbm_bytes
+        headroom = float(ops.item(base.memory_headroom_bytes, 0))
+        fits = mem + headroom <= sub.base.hardware.gpu.hbm_bytes
         oom = np.flatnonzero(~fits)
         if oom.size:
             reason[valid[oom]] = OUT_OF_MEMORY
@@ -107,7 +110,7 @@ def _run_chunk(
         ok = np.flatnonzero(fits)
         if ok.size:
             cols = cols.take(ok)
-            arrays = candidate_arrays(base, cols)
+            arrays = candidate_arrays(base, cols, framework=framework)
             result = evaluate(arrays, eff)
             training = sub.base.training
             obj = objective_values(
@@ -211,6 +214,10 @@ def sweep(
             for fut in pending:
                 total = _merge(total, fut.result(), top_k)
     hbm = min((s.base.hardware.gpu.hbm_bytes for s in space.subspaces), default=math.inf)
+    headroom = max(
+        (float(ops.item(s.base_arrays.memory_headroom_bytes, 0)) for s in space.subspaces),
+        default=0.0,
+    )
     return SweepOutcome(
         enumerated=space.size,
         evaluated=total.evaluated,
@@ -224,4 +231,5 @@ def sweep(
         min_oom_memory_bytes=total.min_oom_memory,
         hbm_bytes=hbm,
         num_below=total.num_below,
+        memory_headroom_bytes=headroom,
     )

@@ -20,6 +20,10 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 | ``planner_job_straggler_slowdown_ratio`` | gauge | what-if step slowdown (1 = no stragglers) |
 | ``planner_job_straggler_hours_lost`` | gauge | remaining hours lost to stragglers |
 | ``planner_job_straggler_rank_slowdown_ratio`` | gauge | per flagged rank (labels rank, node) |
+| ``planner_job_gpu_utilization_ratio`` | gauge | mean DCGM GPU utilisation of the job's GPUs |
+| ``planner_job_gpu_tensor_active_ratio`` | gauge | mean DCGM tensor-core activity |
+| ``planner_job_gpu_sm_active_ratio`` | gauge | mean DCGM SM activity |
+| ``planner_job_gpu_memory_used_bytes`` | gauge | most framebuffer memory used on one GPU |
 | ``planner_cluster_gpus{state}`` | gauge | GPUs allocated / idle / unavailable per cluster |
 | ``planner_build_info{version}`` | gauge | 1, labelled with the planner's version |
 | ``planner_model_error_ratio`` | gauge | median model error per scheduler/cluster |
@@ -83,6 +87,10 @@ def _deadline(row: JobRow) -> float | None:
 def _fits(row: JobRow) -> float | None:
     fits = None if row.prediction is None else row.prediction.get("fits_in_memory")
     return None if not isinstance(fits, bool) else float(fits)
+
+
+def _gpu(row: JobRow, key: str) -> float | None:
+    return _num((row.gpus or {}).get(key))
 
 
 def _model_error(row: JobRow) -> float | None:
@@ -154,6 +162,28 @@ _JOB_GAUGES: list[tuple[str, str, Callable[[JobRow], float | None]]] = [
         "planner_job_straggler_hours_lost",
         "Hours of the remaining run lost to stragglers at the current pace.",
         lambda r: _straggler_figures(r.stragglers or {})[1],
+    ),
+    (
+        "planner_job_gpu_utilization_ratio",
+        "Mean GPU utilisation of the job's GPUs over the DCGM window (DCGM_FI_DEV_GPU_UTIL, "
+        "ratio 0..1).",
+        lambda r: _gpu(r, "gpu_util_ratio"),
+    ),
+    (
+        "planner_job_gpu_tensor_active_ratio",
+        "Mean tensor-core activity of the job's GPUs (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, "
+        "ratio 0..1).",
+        lambda r: _gpu(r, "tensor_active_ratio"),
+    ),
+    (
+        "planner_job_gpu_sm_active_ratio",
+        "Mean SM activity of the job's GPUs (DCGM_FI_PROF_SM_ACTIVE, ratio 0..1).",
+        lambda r: _gpu(r, "sm_active_ratio"),
+    ),
+    (
+        "planner_job_gpu_memory_used_bytes",
+        "Most GPU memory used on any one of the job's GPUs (DCGM_FI_DEV_FB_USED), bytes.",
+        lambda r: _gpu(r, "memory_used_bytes"),
     ),
 ]
 

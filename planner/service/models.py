@@ -17,7 +17,12 @@ class Base(DeclarativeBase):
 
 
 class JobRow(Base):
-    """One job of one scheduler/cluster: its latest snapshot, description, prediction and ETA."""
+    """One job of one scheduler/cluster: its latest snapshot, description, prediction and ETA.
+
+    ``progress_mark``: the last progress record read (``planner.forecast.observations.
+    ProgressMark`` as a dict), so a step time can span two reads; ``gpus``: the latest GPU
+    telemetry of the job (``planner.ports.JobGpuUsage`` as a dict), None without DCGM.
+    """
 
     __tablename__ = "jobs"
     __table_args__ = (UniqueConstraint("scheduler", "cluster", "job_id", name="uq_jobs_key"),)
@@ -46,6 +51,8 @@ class JobRow(Base):
     eta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     stragglers: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     telemetry_since_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    progress_mark: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    gpus: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class StepSampleRow(Base):

@@ -115,7 +115,8 @@ class KubernetesSettings(BaseModel):
 
 class PrometheusSettings(BaseModel):
     """Training metrics that jobs export (``adapters/prometheus/job_exporter.py``), read from
-    Prometheus for progress and per-rank straggler detection (off without a URL)."""
+    Prometheus for progress and per-rank straggler detection, and the GPU telemetry of
+    dcgm-exporter (utilisation, tensor-core activity per job); off without a URL."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -123,6 +124,12 @@ class PrometheusSettings(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=300)
     slurm_job_label: str = Field(default="job_id", description="Label carrying a Slurm job id.")
     step_s: float = Field(default=15.0, gt=0, description="Range-query step, <= scrape interval.")
+    gpu_window_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=86400,
+        description="GPU telemetry (DCGM) is averaged over this window, seconds.",
+    )
 
 
 class Settings(BaseSettings):

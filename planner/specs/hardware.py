@@ -121,6 +121,8 @@ class HardwareSpec:
     ``gpu`` is the resolved catalog entry; ``gpus_per_node``, ``nvlink_domain_size`` and
     ``inter_node_bandwidth_gbit_per_s`` (per GPU, one direction, the scenario-format unit)
     default to the catalog's values when the scenario leaves them out.
+    ``memory_headroom_gib`` (extra field): memory a layout leaves free beyond its predicted
+    peak to count as fitting, GiB; None takes the default (``planner.perf.memory``).
     """
 
     gpu: GpuSpec
@@ -128,6 +130,7 @@ class HardwareSpec:
     gpus_per_node: int
     nvlink_domain_size: int
     inter_node_bandwidth_gbit_per_s: float
+    memory_headroom_gib: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GpuSpec):
@@ -138,6 +141,13 @@ class HardwareSpec:
         require_number(
             "hardware.inter_node_bandwidth_gbit_per_s", self.inter_node_bandwidth_gbit_per_s
         )
+        if self.memory_headroom_gib is not None:
+            require_number("hardware.memory_headroom_gib", self.memory_headroom_gib, positive=False)
+            if self.memory_headroom_gib < 0:
+                raise SpecError(
+                    "hardware.memory_headroom_gib",
+                    f"must be >= 0 GiB, got {self.memory_headroom_gib}",
+                )
 
     @property
     def inter_node_bandwidth_bytes_per_s(self) -> float:

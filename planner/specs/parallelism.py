@@ -9,6 +9,7 @@ from planner.errors import SpecError
 from planner.specs._checks import require_bool, require_int
 from planner.specs.feasibility import parallelism_violation, violation_error
 from planner.specs.hardware import Precision
+from planner.specs.pipeline_split import virtual_stages
 
 
 class Recompute(StrEnum):
@@ -100,7 +101,20 @@ class ParallelismSpec:
     reduction runs in buckets under the last microbatch's backward / the parameter all-gather
     (ZeRO >= 1) under the first microbatch's forward; false: after the backward / before the
     forward, fully exposed; None (the default): overlapped, as current recipes of every
-    framework run (FSDP/ZeRO-3 always overlap). Raises
+    framework run (FSDP/ZeRO-3 always overlap).
+
+    Uneven pipeline stages and MoE parallel folding (Megatron-Core names; every field optional,
+    absent = an even split and experts split over the tensor-parallel ranks; rules and sources
+    in ``planner.specs.pipeline_split`` and ``planner.specs.feasibility``):
+    ``pipeline_layout`` (``--pipeline-model-parallel-layout``: a layout string such as
+    ``"Et*3|(tt|)*29,m|L"``, or the transformer layers per virtual stage, virtual stage
+    ``chunk·pipeline_parallel + rank``; ``virtual_pipeline`` must be the number of virtual
+    stages over ``pipeline_parallel``), ``decoder_first_pipeline_num_layers`` /
+    ``decoder_last_pipeline_num_layers`` (layers of the first / last pipeline rank),
+    ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split`` (the
+    embedding / loss takes one layer's place in the split), ``expert_tensor_parallel``
+    (``--expert-tensor-parallel-size``: the ranks each expert's FFN is split over; the expert
+    groups fold into the stage's ``tensor·context·data`` ranks). Raises
     ``SpecError``
     naming ``parallelism.<field>``: the layout rules that read only these fields (interleaving
     needs pipeline parallelism, sequence parallelism needs tensor parallelism, the global batch
@@ -126,6 +140,12 @@ class ParallelismSpec:
     grad_reduce_in_fp32: bool | None = None
     overlap_grad_reduce: bool | None = None
     overlap_param_gather: bool | None = None
+    expert_tensor_parallel: int | None = None
+    pipeline_layout: str | tuple[int, ...] | None = None
+    decoder_first_pipeline_num_layers: int | None = None
+    decoder_last_pipeline_num_layers: int | None = None
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -171,6 +191,7 @@ class ParallelismSpec:
                 f"must be one of {', '.join(Precision)}, got {self.precision!r}",
             )
         self._check_recipe()
+        self._check_split_fields()
         violation = parallelism_violation(self)
         if violation is not None:
             raise violation_error(violation, self)
@@ -204,6 +225,71 @@ class ParallelismSpec:
             return self.fp8_recipe
         recipes = RECIPES_OF_PRECISION.get(self.precision)
         return recipes[0] if recipes else None
+
+    def _check_split_fields(self) -> None:
+        """Types of the uneven-split and folding fields, and the combinations Megatron-Core's
+        ``TransformerConfig.__post_init__`` refuses whatever the model."""
+        for name in (
+            "account_for_embedding_in_pipeline_split",
+            "account_for_loss_in_pipeline_split",
+        ):
+            require_bool(f"parallelism.{name}", getattr(self, name))
+        for name in (
+            "expert_tensor_parallel",
+            "decoder_first_pipeline_num_layers",
+            "decoder_last_pipeline_num_layers",
+        ):
+            if getattr(self, name) is not None:
+                require_int(f"parallelism.{name}", getattr(self, name))
+        uneven = (
+            self.decoder_first_pipeline_num_layers is not None
+            or self.decoder_last_pipeline_num_layers is not None
+        )
+        accounted = (
+            self.account_for_embedding_in_pipeline_split or self.account_for_loss_in_pipeline_split
+        )
+        if uneven and accounted:
+            raise SpecError(
+                "parallelism.decoder_first_pipeline_num_layers",
+                "cannot be combined with account_for_embedding_in_pipeline_split / "
+                "account_for_loss_in_pipeline_split (Megatron-Core TransformerConfig); use one way "
+                "of splitting",
+            )
+        if self.pipeline_layout is None:
+            return
+        if uneven or accounted:
+            raise SpecError(
+                "parallelism.pipeline_layout",
+                "cannot be combined with decoder_first/last_pipeline_num_layers or the "
+                "account_for_* options (Megatron-Core TransformerConfig); give one of them",
+            )
+        layout = self.pipeline_layout
+        if isinstance(layout, tuple):
+            if not layout:
+                raise SpecError("parallelism.pipeline_layout", "an empty list has no stage")
+            for i, count in enumerate(layout):
+                require_int(f"parallelism.pipeline_layout[{i}]", count, minimum=0)
+        elif not isinstance(layout, str):
+            raise SpecError(
+                "parallelism.pipeline_layout",
+                f"must be a layout string (such as 'Et*3|(tt|)*29,m|L') or a list of layers per "
+                f"virtual stage, got {layout!r}",
+            )
+        stages = len(virtual_stages(layout))
+        p = self.pipeline_parallel
+        if stages % p:
+            raise SpecError(
+                "parallelism.pipeline_layout",
+                f"{stages} virtual stages cannot be spread over pipeline_parallel={p} ranks "
+                "(Megatron-Core PipelineParallelLayerLayout: a multiple of it)",
+            )
+        if self.virtual_pipeline != stages // p:
+            raise SpecError(
+                "parallelism.virtual_pipeline",
+                f"the pipeline_layout has {stages} virtual stages over {p} ranks, so "
+                f"virtual_pipeline is {stages // p}, not {self.virtual_pipeline}; set it to "
+                f"{stages // p} or leave it out",
+            )
 
     @property
     def model_parallel_size(self) -> int:

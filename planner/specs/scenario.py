@@ -127,10 +127,11 @@ class Scenario:
     """Model x hardware x parallelism x training, checked for consistency.
 
     Raises ``SpecError`` naming the field to fix when the layout does not tile the GPUs or the
-    model (``tp*pp*cp*dp != num_gpus``, heads or query groups not divisible by tp, layers not
-    divisible by ``pp*vp``, sequence not divisible by ``cp``, experts not divisible by ``ep``:
-    the rules of ``planner.specs.feasibility``, checked on this one candidate) or uses a
-    precision the GPU lacks.
+    model (``tp*pp*cp*dp != num_gpus``, heads or query groups not divisible by tp, layers the
+    framework cannot split over ``pp*vp`` stages, sequence not divisible by ``cp``, experts not
+    divisible by ``ep`` or expert groups that do not fold into a stage, a micro-batch count the
+    framework's interleaved schedule refuses: the rules of ``planner.specs.feasibility``, under
+    ``training.framework``, checked on this one candidate) or uses a precision the GPU lacks.
     """
 
     name: str | None = None
@@ -141,9 +142,12 @@ class Scenario:
 
     def __post_init__(self) -> None:
         m, hw, par = self.model, self.hardware, self.parallelism
-        violation = first_violation(m, hw.num_gpus, par)
+        framework = self.training.framework
+        violation = first_violation(m, hw.num_gpus, par, framework=framework)
         if violation is not None:
-            raise violation_error(violation, par, model=m, num_gpus=hw.num_gpus)
+            raise violation_error(
+                violation, par, model=m, num_gpus=hw.num_gpus, framework=framework
+            )
         if not hw.gpu.supports(par.precision):
             hw.gpu.peak_flop_per_s(par.precision)  # raises the SpecError with the fix
         packed = self.training.packed_sample_length

@@ -19,7 +19,7 @@ from pathlib import Path
 import uvicorn
 
 from planner.errors import SourcePermanentError
-from planner.service.app import create_app
+from planner.service.main import create_app
 from planner.service.settings import Settings
 from planner.specs.job import ClusterSnapshot, JobState, JobStatus
 

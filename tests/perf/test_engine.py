@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -33,6 +34,7 @@ from planner.perf.flops import (
 from planner.perf.operators import OperatorTable, edge_ops, layer_ops
 from planner.scenario import parse_scenario
 from planner.specs import Scenario
+from planner.specs.scenario import Framework
 
 
 def _scenario(
@@ -208,9 +210,15 @@ def test_llama3_8b_cp2_fp8_nemo_fits() -> None:
 def test_bubble_fraction_shrinks_with_more_microbatches(
     pp: int, vp: int, m: int, extra: int
 ) -> None:
-    few, many = predict_batch(
-        [_scenario("llama2-7b", pp=pp, virtual_pipeline=vp, gbs=g) for g in (m, m + extra)]
-    )
+    # Megatron-Core's interleaved schedule refuses m % p != 0 (issue 13): a framework without
+    # that rule ("other") keeps every micro-batch count, m < p included
+    def any_m(gbs: int) -> Scenario:
+        s = _scenario("llama2-7b", pp=pp, gbs=gbs)
+        training = dataclasses.replace(s.training, framework=Framework.OTHER)
+        par = dataclasses.replace(s.parallelism, virtual_pipeline=vp)
+        return dataclasses.replace(s, training=training, parallelism=par)
+
+    few, many = predict_batch([any_m(g) for g in (m, m + extra)])
     assert many.breakdown.pp_bubble_s / many.iteration_time_s < (
         few.breakdown.pp_bubble_s / few.iteration_time_s
     )
@@ -253,7 +261,7 @@ def test_higher_zero_stage_never_raises_memory(preset: str, tp: int, pp: int, dp
     tp=st.sampled_from([1, 8]),
     dp=st.sampled_from([1, 2, 4]),
     factor=st.sampled_from([2, 4, 16]),
-    zero=st.integers(min_value=0, max_value=2),
+    zero=st.integers(min_value=0, max_value=1),
 )
 def test_more_replicas_never_lower_throughput(
     preset: str, tp: int, dp: int, factor: int, zero: int
@@ -262,6 +270,8 @@ def test_more_replicas_never_lower_throughput(
 
     ZeRO-3/FSDP is left out on purpose: it re-gathers parameters every microbatch, so going
     from one replica (no communication) to two across nodes can really cost more than it adds.
+    So is ZeRO-2 since issue 13: it reduce-scatters every microbatch's gradients (it keeps only
+    their shard), the same per-microbatch communication.
     """
     small, big = predict_batch(
         [_scenario(preset, tp=tp, dp=d, gbs=d * 8, zero_stage=zero) for d in (dp, dp * factor)]

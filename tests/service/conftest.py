@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+from starlette.testclient import TestClient
 
 from planner.errors import SourceError
 from planner.specs.job import ClusterSnapshot, JobState
+from tests.service.openapi_check import check_response
 
 
 class ScriptedSource:
@@ -91,3 +95,22 @@ def make_job() -> JobFactory:
         return JobState(**base)  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def responses_match_the_published_schema(
+    monkeypatch: pytest.MonkeyPatch,
+) -> list[int]:
+    """Every response a service test gets through a ``TestClient`` is checked against the
+    app's ``/openapi.json`` (documented status, JSON body valid); yields ``[how many were]``."""
+    checked = [0]
+    original = TestClient.request
+
+    def request(self: TestClient, method: str, url: Any, **kw: Any) -> httpx.Response:
+        response = original(self, method, url, **kw)
+        check_response(self.app, response)
+        checked[0] += 1
+        return response
+
+    monkeypatch.setattr(TestClient, "request", request)
+    return checked

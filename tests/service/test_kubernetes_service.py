@@ -15,14 +15,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from adapters.logs import LogTailer
-from planner.service.app import create_app
+from planner.service.main import create_app
 from planner.service.settings import (
     AdmissionCheckSettings,
     KubernetesSettings,
     Settings,
     Toggle,
 )
-from planner.service.store import Store
+from planner.service.store import SqlStore
 from tests.adapters.kubernetes.conftest import load_cluster
 from tests.adapters.kubernetes.test_admission import _pending_workload
 from tests.k8s_fake import FakeKube
@@ -63,7 +63,7 @@ def test_kubernetes_jobs_admission_check_and_hints(fake: FakeKube, tmp_path: Pat
     )
     app = create_app(
         settings,
-        store=Store(settings.database_url),
+        store=SqlStore(settings.database_url),
         sources=[],
         reader=LogTailer(),
         kube_api_client=fake.api_client(),
@@ -127,7 +127,7 @@ def test_a_replica_that_is_not_the_leader_only_serves(fake: FakeKube, tmp_path: 
     )
     app = create_app(
         settings,
-        store=Store(settings.database_url),
+        store=SqlStore(settings.database_url),
         sources=[],
         reader=LogTailer(),
         kube_api_client=fake.api_client(),

@@ -1,4 +1,4 @@
-"""POST /v1/explore and POST /v1/recommendations (planner.service.routes_plan)."""
+"""POST /v1/explore and POST /v1/recommendations (planner.service.api.plan)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from planner.service.routes_plan import make_router
+from planner.service.api.plan import make_router
 from tests.recommend.test_allocation import JOB
 from tests.search.conftest import SMALL
 

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from adapters.logs import LogTailer
-from planner.service.app import create_app
+from planner.service.main import create_app
 from planner.service.settings import Settings
 
 VALID = {

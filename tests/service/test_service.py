@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 
 from adapters.logs import LogTailer
 from planner.errors import SourceTemporaryError
-from planner.service.app import create_app
+from planner.service.main import create_app
 from planner.service.settings import Settings
-from planner.service.store import Store
+from planner.service.store import SqlStore
 from planner.specs.job import JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource
@@ -59,7 +59,7 @@ def app_for(db_url: str, source: ScriptedSource, clock: Clock) -> TestClient:
     settings = Settings(database_url=db_url, ingest_interval_s=5.0)
     app = create_app(
         settings,
-        store=Store(db_url),
+        store=SqlStore(db_url),
         sources=[source],
         reader=LogTailer(),
         clock=clock,

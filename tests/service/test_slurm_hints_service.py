@@ -7,10 +7,10 @@ from pathlib import Path
 
 from adapters.slurm import scenario_key
 from adapters.slurm.hints import read_hints_file
-from planner.service.app import create_app
 from planner.service.describe import description_key
+from planner.service.main import create_app
 from planner.service.settings import Settings, SlurmSettings
-from planner.service.store import Store
+from planner.service.store import SqlStore
 from planner.specs.job import JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource
@@ -33,7 +33,7 @@ def test_hints_file_for_job_submit(
     )
     app = create_app(
         settings,
-        store=Store(settings.database_url),
+        store=SqlStore(settings.database_url),
         sources=[source],
         reader=LogTailer(),
         clock=clock,

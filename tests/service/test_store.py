@@ -8,25 +8,25 @@ import pytest
 
 from planner.errors import StoreError
 from planner.service.models import SourceRow
-from planner.service.store import Store
+from planner.service.store import SqlStore
 
 
 def test_migrate_twice_and_reopen_keeps_rows(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'sub' / 'p.db'}"
-    store = Store(url)
+    store = SqlStore(url)
     store.migrate()
     store.migrate()
-    assert store.revision() == "0003"
+    assert store.revision() == "0004"
     with store.session() as s:
         s.add(SourceRow(name="slurm", scheduler="slurm", cluster="c", consecutive_failures=0))
     store.dispose()
-    again = Store(url)
+    again = SqlStore(url)
     again.migrate()
     assert [r.name for r in again.sources()] == ["slurm"]
 
 
 def test_failed_write_rolls_back_and_keeps_stored_data(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'p.db'}")
+    store = SqlStore(f"sqlite:///{tmp_path / 'p.db'}")
     store.migrate()
     with store.session() as s:
         s.add(SourceRow(name="slurm", scheduler="slurm", cluster="c", consecutive_failures=0))
@@ -37,4 +37,4 @@ def test_failed_write_rolls_back_and_keeps_stored_data(tmp_path: Path) -> None:
 
 def test_bad_url_is_a_store_error() -> None:
     with pytest.raises(StoreError, match="not a SQLAlchemy URL"):
-        Store("not a url")
+        SqlStore("not a url")

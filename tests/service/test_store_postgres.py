@@ -21,11 +21,11 @@ from sqlalchemy.engine import make_url
 
 from adapters.logs import LogTailer
 from planner.errors import StoreError
-from planner.service.app import create_app
-from planner.service.ingest import Ingestor
+from planner.service.loops import IngestLoop
+from planner.service.main import create_app
 from planner.service.models import Base, JobRow, SourceRow
 from planner.service.settings import Settings
-from planner.service.store import Store
+from planner.service.store import SqlStore
 from planner.specs.job import JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource
@@ -101,11 +101,11 @@ def test_migrations_run_on_postgres_and_match_the_models(pg_url: str, tmp_path: 
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    store = Store(pg_url)
+    store = SqlStore(pg_url)
     assert store.revision() is None
     store.migrate()
     store.migrate()  # idempotent
-    reference = Store(f"sqlite:///{tmp_path / 'ref.db'}")
+    reference = SqlStore(f"sqlite:///{tmp_path / 'ref.db'}")
     reference.migrate()
     assert store.revision() == reference.revision()
     with store.engine.connect() as conn:
@@ -113,7 +113,7 @@ def test_migrations_run_on_postgres_and_match_the_models(pg_url: str, tmp_path: 
         tables = set(inspect(conn).get_table_names())
     assert {"jobs", "sources", "alembic_version"} <= tables
     # a second replica starting against the migrated database changes nothing
-    replica = Store(pg_url)
+    replica = SqlStore(pg_url)
     replica.migrate()
     assert replica.revision() == reference.revision()
     for s in (store, replica, reference):
@@ -123,13 +123,13 @@ def test_migrations_run_on_postgres_and_match_the_models(pg_url: str, tmp_path: 
 def test_leader_writes_while_a_replica_serves_reads(
     pg_url: str, make_job: JobFactory, clock: Clock
 ) -> None:
-    leader_store = Store(pg_url)
+    leader_store = SqlStore(pg_url)
     leader_store.migrate()
     source = ScriptedSource()
-    leader = Ingestor(leader_store, [source], LogTailer(), clock=clock)
+    leader = IngestLoop(leader_store, [source], LogTailer(), clock=clock)
     replica = create_app(
         Settings(database_url=pg_url),
-        store=Store(pg_url),
+        store=SqlStore(pg_url),
         sources=[],
         reader=LogTailer(),
         clock=clock,
@@ -183,7 +183,7 @@ def test_leader_writes_while_a_replica_serves_reads(
     leader_store.dispose()
 
 
-def half_write(store: Store) -> None:
+def half_write(store: SqlStore) -> None:
     """Change one stored row and add another in one unit of work."""
     with store.session() as s:
         row = s.get(SourceRow, "slurm")
@@ -193,7 +193,7 @@ def half_write(store: Store) -> None:
 
 
 def test_failed_writes_leave_stored_data_intact(pg_url: str) -> None:
-    store = Store(pg_url)
+    store = SqlStore(pg_url)
     store.migrate()
     with store.session() as s:
         s.add(SourceRow(name="slurm", scheduler="slurm", cluster="c", consecutive_failures=0))
@@ -209,7 +209,7 @@ def test_failed_writes_leave_stored_data_intact(pg_url: str) -> None:
     assert [(r.name, r.cluster) for r in store.sources()] == [("slurm", "c")]
 
     # the connection dies (leader killed, failover) after the writes, before the commit
-    admin = Store(pg_url)
+    admin = SqlStore(pg_url)
 
     def kill_backend(conn: Any) -> None:
         pid = conn.connection.dbapi_connection.info.backend_pid

@@ -9,7 +9,7 @@ from planner.service.models import Base
 
 connection: Connection | None = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - the store always passes its connection
-    raise RuntimeError("run migrations through planner.service.store.Store.migrate()")
+    raise RuntimeError("run migrations through planner.service.store.SqlStore.migrate()")
 
 context.configure(
     connection=connection,

@@ -14,9 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from adapters.logs import LogTailer
-from planner.service.app import create_app
+from planner.service.main import create_app
 from planner.service.settings import PrometheusSettings, Settings
-from planner.service.store import Store
+from planner.service.store import SqlStore
 from planner.specs.job import JobState, JobStatus
 from tests.adapters.prometheus.conftest import LIVE_JOB_ID, LIVE_RANKS, SLOW_RANK, Telemetry
 from tests.service.conftest import ScriptedSource
@@ -45,7 +45,7 @@ def test_progress_and_stragglers_from_prometheus(telemetry: Telemetry, tmp_path:
     )
     app = create_app(
         settings,
-        store=Store(settings.database_url),
+        store=SqlStore(settings.database_url),
         sources=[source],
         reader=LogTailer(),
         start_loops=False,

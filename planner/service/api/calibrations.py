@@ -23,6 +23,8 @@ from planner.calibration import (
 )
 from planner.calibration.report import summary_lines
 from planner.errors import CalibrationError, SpecError
+from planner.service.api.errors import error_responses
+from planner.service.api.models import Calibrations, CalibrationUploaded
 from planner.service.store import Store
 
 OPERATORS_PREFIX = "operators/"
@@ -57,7 +59,14 @@ def make_router(store: Store, clock: Callable[[], float]) -> APIRouter:
     """The calibration routes over ``store``."""
     router = APIRouter(tags=["calibration"])
 
-    @router.get("/v1/calibrations", summary="Online corrections and fitted operator models")
+    @router.get(
+        "/v1/calibrations",
+        operation_id="list_calibrations",
+        summary="Online corrections and fitted operator models",
+        response_model=Calibrations,
+        response_model_exclude_unset=True,
+        responses=error_responses(503),
+    )
     def list_calibrations() -> dict[str, Any]:
         online: dict[str, Any] = {"num_samples": 0, "groups": [], "model_error": []}
         operators = []
@@ -77,8 +86,10 @@ def make_router(store: Store, clock: Callable[[], float]) -> APIRouter:
 
     @router.post(
         "/v1/calibrations",
+        operation_id="upload_calibration",
         summary="Fit operator/collective models from uploaded samples and store them",
-        responses={422: {"description": "Malformed or unusable sample files"}},
+        response_model=CalibrationUploaded,
+        responses=error_responses(422, 503),
     )
     async def upload(
         op_samples: Annotated[UploadFile, File(description="op_samples.csv")],

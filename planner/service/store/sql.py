@@ -1,9 +1,11 @@
 """The planner's store: SQLAlchemy over any database URL (SQLite file by default).
 
-The schema is created and upgraded by the Alembic migrations in ``planner/service/migrations``
-when the service starts (:meth:`Store.migrate`); data already stored is never dropped. Every
-database failure is raised as :class:`planner.errors.StoreError` and the transaction is rolled
-back, so a failed write leaves what was stored before untouched.
+:class:`SqlStore` implements the ``Store`` port (``planner.service.store.port``) and
+:class:`SqlUnitOfWork` its ``UnitOfWork``. The schema is created and upgraded by the Alembic
+migrations in ``planner/service/migrations`` when the service starts
+(:meth:`SqlStore.migrate`); data already stored is never dropped. Every database failure is
+raised as :class:`planner.errors.StoreError` and the transaction is rolled back, so a failed
+write leaves what was stored before untouched.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, event, select, text
+from sqlalchemy import Engine, create_engine, delete, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -27,7 +29,7 @@ from planner.service.models import CalibrationRow, JobRow, PredictionRow, Source
 
 log = logging.getLogger(__name__)
 
-_MIGRATIONS = Path(__file__).with_name("migrations")
+_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 _LOCK = 0x504C414E  # advisory lock key of the schema migration ("PLAN")
 
 
@@ -39,7 +41,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-class Store:
+class SqlStore:
     """Database access for the service; thread-safe (one session per unit of work).
 
     ``url`` is any SQLAlchemy URL; for a SQLite file the parent directory is created. Raises
@@ -109,6 +111,12 @@ class Store:
         finally:
             session.close()
 
+    @contextmanager
+    def unit_of_work(self) -> Iterator[SqlUnitOfWork]:
+        """A transaction with the repository methods of the loops (see ``SqlUnitOfWork``)."""
+        with self.session() as session:
+            yield SqlUnitOfWork(session)
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
@@ -172,18 +180,144 @@ class Store:
 
     def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
         """Create or replace a named calibration."""
-        with self.session() as s:
-            row = s.get(CalibrationRow, name)
-            if row is None:
-                s.add(CalibrationRow(name=name, state=state, updated_s=updated_s))
-            else:
-                row.state = state
-                row.updated_s = updated_s
+        with self.unit_of_work() as uow:
+            uow.put_calibration(name, state, updated_s)
 
     def sources(self) -> Sequence[SourceRow]:
         """Health rows of every source the service has polled."""
         with self.session() as s:
             return list(s.scalars(select(SourceRow).order_by(SourceRow.name)))
+
+
+class SqlUnitOfWork:
+    """The ``UnitOfWork`` port over one SQLAlchemy session (changes to rows it returned are
+    written on commit)."""
+
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    def source(self, name: str, *, scheduler: str) -> SourceRow:
+        """The health row of source ``name``, created when new."""
+        row = self._s.get(SourceRow, name)
+        if row is None:
+            row = SourceRow(name=name, scheduler=scheduler, cluster="", consecutive_failures=0)
+            self._s.add(row)
+        return row
+
+    def jobs_of(self, scheduler: str, cluster: str) -> list[JobRow]:
+        """Every stored job of one scheduler and cluster."""
+        query = select(JobRow).where(JobRow.scheduler == scheduler, JobRow.cluster == cluster)
+        return list(self._s.scalars(query))
+
+    def new_job(self, *, scheduler: str, cluster: str, job_id: str, first_seen_s: float) -> JobRow:
+        """A new job row, added to the session."""
+        row = JobRow(
+            scheduler=scheduler,
+            cluster=cluster,
+            job_id=job_id,
+            first_seen_s=first_seen_s,
+            described_by="none",
+            description_detail="",
+            description_key="",
+        )
+        self._s.add(row)
+        return row
+
+    def delete_ended_jobs(self, *, ended_before_s: float) -> None:
+        """Remove inactive jobs that ended before ``ended_before_s`` (cascades to samples)."""
+        self._s.execute(
+            delete(JobRow).where(
+                JobRow.active.is_(False),
+                JobRow.ended_s.is_not(None),
+                JobRow.ended_s < ended_before_s,
+            )
+        )
+
+    def _pk(self, job: JobRow) -> int:
+        if job.id is None:
+            self._s.flush()
+        return job.id
+
+    def sample_iterations(self, job: JobRow) -> set[int]:
+        """Iterations the job already has a step sample for."""
+        pk = self._pk(job)
+        return set(
+            self._s.scalars(select(StepSampleRow.iteration).where(StepSampleRow.job_pk == pk))
+        )
+
+    def add_sample(
+        self,
+        job: JobRow,
+        *,
+        iteration: int,
+        step_time_s: float | None,
+        num_iterations: int,
+        time_s: float,
+        loss: float | None,
+    ) -> None:
+        """Store one step sample."""
+        self._s.add(
+            StepSampleRow(
+                job_pk=self._pk(job),
+                iteration=iteration,
+                step_time_s=step_time_s,
+                num_iterations=num_iterations,
+                time_s=time_s,
+                loss=loss,
+            )
+        )
+
+    def timed_samples(self, job: JobRow, *, limit: int) -> list[StepSampleRow]:
+        """The newest ``limit`` samples with a step time, oldest first."""
+        pk = self._pk(job)
+        self._s.flush()
+        rows = self._s.scalars(
+            select(StepSampleRow)
+            .where(StepSampleRow.job_pk == pk, StepSampleRow.step_time_s.is_not(None))
+            .order_by(StepSampleRow.iteration.desc())
+            .limit(limit)
+        )
+        return list(reversed(list(rows)))
+
+    def add_prediction(
+        self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]
+    ) -> None:
+        """Store a prediction of ``kind`` in the job's history."""
+        self._s.add(
+            PredictionRow(job_pk=self._pk(job), made_at_s=made_at_s, kind=kind, payload=payload)
+        )
+
+    def prune_predictions(self, job: JobRow, *, kind: str, keep: int) -> None:
+        """Keep only the newest ``keep`` predictions of ``kind``."""
+        pk = self._pk(job)
+        cutoff = self._s.scalar(
+            select(PredictionRow.id)
+            .where(PredictionRow.job_pk == pk, PredictionRow.kind == kind)
+            .order_by(PredictionRow.id.desc())
+            .offset(keep)
+            .limit(1)
+        )
+        if cutoff is not None:
+            self._s.execute(
+                delete(PredictionRow).where(
+                    PredictionRow.job_pk == pk,
+                    PredictionRow.kind == kind,
+                    PredictionRow.id <= cutoff,
+                )
+            )
+
+    def calibration(self, name: str) -> CalibrationRow | None:
+        """One stored calibration by name."""
+        return self._s.get(CalibrationRow, name)
+
+    def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
+        """Create or replace a named calibration."""
+        row = self._s.get(CalibrationRow, name)
+        if row is None:
+            self._s.add(CalibrationRow(name=name, state=state, updated_s=updated_s))
+        else:
+            row.state = state
+            row.updated_s = updated_s
 
 
 def _job_sort_key(job_id: str) -> tuple[int, str]:

@@ -1,8 +1,10 @@
 """HTTP routes for planning: ``POST /v1/explore`` and ``POST /v1/recommendations``.
 
-``make_router(workers=...)`` returns an ``APIRouter`` the composition root includes. Both
-routes are CPU-bound and synchronous (FastAPI runs them in its thread pool); ``workers`` is the
-number of threads one sweep uses.
+Request bodies are :class:`ExploreDocument`/:class:`RecommendDocument` (the formats' top-level
+fields; their parsers check the rest); answers are ``ExploreResult``, ``ExplorePage`` and
+``RecommendResult``. ``make_router(workers=...)`` returns an ``APIRouter`` the app includes.
+Both routes are CPU-bound and synchronous (FastAPI runs them in its thread pool); ``workers`` is
+the number of threads one sweep uses.
 
 ``POST /v1/explore`` takes one explore document (the ``planner explore --json`` contract comes
 back: ``top``, ``pareto``, ``counts``) or a list of them (a sweep). A list is paged with
@@ -29,11 +31,29 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from planner.scenario.plans import explore_document, explore_documents, recommend_document
 from planner.search import Objective
+from planner.service.api.errors import error_responses
+from planner.service.api.models import (
+    ExplorePage,
+    ExploreResult,
+    Open,
+    RecommendResult,
+    ScenarioDocument,
+    as_document,
+)
 
 __all__ = ["make_router"]
 
 MAX_TOP_K = 1000
 MAX_PAGE = 1000
+
+
+class ExploreDocument(ScenarioDocument):
+    """An explore document: a scenario whose knobs may be lists or left out (every value)."""
+
+
+class RecommendDocument(Open):
+    """A recommend document (``planner.recommend``): the job (a scenario), its token budget,
+    an optional deadline, GPU pools, and for a running job its current layout."""
 
 
 def make_router(*, workers: int = 1) -> APIRouter:
@@ -42,12 +62,31 @@ def make_router(*, workers: int = 1) -> APIRouter:
 
     @router.post(
         "/v1/explore",
+        operation_id="explore",
         summary="Search every valid parallelism layout (the `planner explore --json` contract)",
-        responses={422: {"description": "A document was invalid or has no valid layout"}},
+        response_model=ExploreResult | ExplorePage,
+        responses={
+            200: {
+                "content": {
+                    "application/x-ndjson": {
+                        "schema": {
+                            "type": "string",
+                            "description": "stream=true: one ExploreResult per line",
+                        }
+                    }
+                }
+            },
+            422: {
+                "model": ExploreResult | ExplorePage,
+                "description": "A document was invalid or has no valid layout (its error), or "
+                "the request was malformed (the error shape)",
+            },
+            **error_responses(500, 503),
+        },
     )
     def explore(
         body: Annotated[
-            dict[str, Any] | list[Any],
+            ExploreDocument | list[ExploreDocument],
             Body(description="An explore document (knobs as lists or left out) or a list"),
         ],
         *,
@@ -70,10 +109,10 @@ def make_router(*, workers: int = 1) -> APIRouter:
             "rank_offset": rank_offset,
             "workers": workers,
         }
-        if isinstance(body, dict):
-            result = explore_document(body, **options)
+        if not isinstance(body, list):
+            result = explore_document(as_document(body), **options)
             return JSONResponse(result, status_code=422 if "error" in result else 200)
-        page = body[offset : offset + limit]
+        page = [as_document(d) for d in body[offset : offset + limit]]
         next_offset = offset + len(page) if offset + len(page) < len(body) else None
         if stream:
 
@@ -102,13 +141,21 @@ def make_router(*, workers: int = 1) -> APIRouter:
 
     @router.post(
         "/v1/recommendations",
+        operation_id="recommend",
         summary="GPU count and type for a token budget and deadline; running-job restart advice",
-        responses={422: {"description": "Invalid request, no valid layout, or deadline unmet"}},
+        response_model=RecommendResult,
+        responses={
+            422: {
+                "model": RecommendResult,
+                "description": "Invalid request, no valid layout, or deadline unmet",
+            },
+            **error_responses(500, 503),
+        },
     )
     def recommendations(
-        body: Annotated[dict[str, Any], Body(description="A recommend document")],
+        body: Annotated[RecommendDocument, Body(description="A recommend document")],
     ) -> JSONResponse:
-        result = recommend_document(body, workers=workers)
+        result = recommend_document(as_document(body), workers=workers)
         return JSONResponse(result, status_code=422 if "error" in result else 200)
 
     return router

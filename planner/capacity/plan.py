@@ -1,0 +1,273 @@
+"""The plan: upcoming jobs with their token budgets, dates, priorities and GPU requests.
+
+Public contract: ``docs/capacity-formats.md`` ("Plan file"). ``read_plan(text, source, fleet)``
+parses a plan document into a tuple of ``PlannedJob``; every error names the file, line and
+field. A job's model and layout come from an inline scenario (the scenario format) or from
+Megatron-LM arguments (``planner.scenario.scenario_document_from_megatron_args``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from planner.capacity.documents import Located, check_keys, load_document
+from planner.capacity.fields import (
+    optional,
+    read_int,
+    read_name,
+    read_number,
+    read_time_limit_s,
+    read_timestamp_s,
+)
+from planner.capacity.fleet import Fleet
+from planner.capacity.runtime import DEFAULT_CHECKPOINT_INTERVAL_S
+from planner.catalog import get_gpu
+from planner.errors import SpecError
+from planner.scenario import parse_scenario, scenario_document_from_megatron_args
+from planner.specs.scenario import Scenario
+
+__all__ = ["ANY_GPU", "DEFAULT_RUNTIME_LOG_SD", "PlannedJob", "parse_plan", "read_plan"]
+
+ANY_GPU = "any"
+"""The ``gpu`` value of a job that may run on any GPU type of the fleet."""
+
+DEFAULT_RUNTIME_LOG_SD = 0.3
+"""Log-space sd of a planned job's runtime around the model's prediction (the service's
+``model_prior_log_sd`` default, the ETA's prior)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedJob:
+    """One upcoming job of the plan.
+
+    ``scenario`` is the validated model and layout at the requested GPU type and count (for
+    ``gpu: any`` or ``num_gpus: recommend`` a stand-in GPU/count, replaced when the job is
+    placed); ``document`` the scenario document it was read from (for layout searches).
+    ``gpu`` is a catalog key or None (any type); ``num_gpus`` None means "recommend".
+    Times are epoch seconds; ``priority``: higher starts first; ``time_limit_s`` what the user
+    asks the scheduler for (None: the pool default, else unlimited).
+    """
+
+    name: str
+    scenario: Scenario
+    document: Mapping[str, Any]
+    gpu: str | None
+    pool: str | None = None
+    num_gpus: int | None
+    earliest_start_s: float | None = None
+    deadline_s: float | None = None
+    priority: float = 0.0
+    team: str = ""
+    queue: str = ""
+    time_limit_s: float | None = None
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
+    runtime_log_sd: float = DEFAULT_RUNTIME_LOG_SD
+
+
+_JOB_KEYS = (
+    "name", "scenario", "megatron_args", "total_tokens", "train_iters", "earliest_start",
+    "deadline", "priority", "team", "queue", "gpu", "pool", "num_gpus", "time_limit",
+    "checkpoint_interval_minutes", "runtime_log_sd",
+)  # fmt: skip
+_DEFAULT_KEYS = (
+    "priority", "team", "queue", "time_limit", "checkpoint_interval_minutes", "runtime_log_sd",
+    "earliest_start",
+)  # fmt: skip
+
+
+def _locate(node: Located, dotted: str) -> Located:
+    """The deepest child of ``node`` along ``dotted`` (for errors raised by ``parse_scenario``)."""
+    current = node
+    for part in dotted.split("."):
+        child = current.children.get(part)
+        if child is None:
+            break
+        current = child
+    return current
+
+
+def _scenario_document(job: Located, name: str) -> tuple[dict[str, Any], Located]:
+    scenario = optional(job, "scenario")
+    args = optional(job, "megatron_args")
+    if (scenario is None) == (args is None):
+        raise job.error(
+            "give exactly one of scenario (the scenario format) or megatron_args (a Megatron-LM "
+            "command line)",
+            "scenario" if scenario is not None else None,
+        )
+    if scenario is not None:
+        return copy.deepcopy(dict(scenario.mapping().value)), scenario
+    assert args is not None
+    if not isinstance(args.value, str):
+        raise args.error("must be the Megatron-LM arguments as one string")
+    doc = scenario_document_from_megatron_args(args.value, num_gpus=None, gpu=None, name=name)
+    if doc is None:
+        raise args.error("needs at least --num-layers, --hidden-size and --num-attention-heads")
+    return doc, args
+
+
+def _model_parallel(doc: Mapping[str, Any]) -> int:
+    par = doc.get("parallelism")
+    size = 1
+    if isinstance(par, Mapping):
+        for key in ("tensor_parallel", "pipeline_parallel", "context_parallel"):
+            value = par.get(key, 1)
+            size *= value if isinstance(value, int) and value > 0 else 1
+    return size
+
+
+def _gpu(job: Located, doc: Mapping[str, Any], fleet: Fleet) -> tuple[str | None, str | None]:
+    """(catalog key or None for any, explicit pool or None)."""
+    pool_node = optional(job, "pool")
+    if pool_node is not None:
+        name = str(pool_node.value)
+        if name not in fleet.pool_names:
+            raise pool_node.error(f"no pool {name!r}; the fleet has {', '.join(fleet.pool_names)}")
+        return fleet.pool(name).gpu, name
+    gpu_node = optional(job, "gpu")
+    hardware = doc.get("hardware")
+    raw = gpu_node.value if gpu_node is not None else None
+    if raw is None and isinstance(hardware, Mapping):
+        raw = hardware.get("gpu")
+    if raw is None or raw == ANY_GPU:
+        return None, None
+    try:
+        key = get_gpu(str(raw), field="gpu").key
+    except SpecError as exc:
+        raise (gpu_node or job).error(exc.message, None if gpu_node else "gpu") from None
+    if key not in {p.gpu for p in fleet.pools}:
+        where = gpu_node or job
+        have = ", ".join(sorted({p.gpu for p in fleet.pools}))
+        raise where.error(
+            f"no pool of the fleet has {key} GPUs (it has {have}); use any or one of them"
+        )
+    return key, None
+
+
+def _num_gpus(job: Located, doc: Mapping[str, Any]) -> int | None:
+    node = optional(job, "num_gpus")
+    if node is not None and node.value == "recommend":
+        return None
+    if node is not None:
+        return read_int(node)
+    hardware = doc.get("hardware")
+    if isinstance(hardware, Mapping) and isinstance(hardware.get("num_gpus"), int):
+        return int(hardware["num_gpus"])
+    raise job.error(
+        "is required: a GPU count, or recommend to let the planner size the job", "num_gpus"
+    )
+
+
+def _parse_job(job: Located, defaults: Located | None, fleet: Fleet) -> PlannedJob:
+    check_keys(job, _JOB_KEYS)
+    name_node = optional(job, "name")
+    if name_node is None:
+        raise job.error("is required; give every job a unique name", "name")
+    name = read_name(name_node, "a job name")
+    doc, doc_node = _scenario_document(job, name)
+    gpu, pool = _gpu(job, doc, fleet)
+    num_gpus = _num_gpus(job, doc)
+    training = dict(doc.get("training") or {})
+    for key in ("total_tokens", "train_iters"):
+        if (node := optional(job, key)) is not None:
+            training.pop("total_tokens" if key == "train_iters" else "train_iters", None)
+            training[key] = read_number(node) if key == "total_tokens" else read_int(node)
+    if "total_tokens" not in training and "train_iters" not in training:
+        raise job.error("is required: the job's token budget (or train_iters)", "total_tokens")
+    doc["training"] = training
+    doc["name"] = name
+    stand_in_gpu = gpu or fleet.pools[0].gpu
+    hardware = {
+        k: v for k, v in dict(doc.get("hardware") or {}).items() if k not in ("gpu", "num_gpus")
+    }
+    if gpu is None or (
+        isinstance(doc.get("hardware"), Mapping) and doc["hardware"].get("gpu") != gpu
+    ):
+        hardware = {}  # another GPU type: the catalog's node and network values
+    doc["hardware"] = {
+        **hardware,
+        "gpu": stand_in_gpu,
+        "num_gpus": num_gpus or _model_parallel(doc),
+    }
+    if num_gpus is None and isinstance(doc.get("parallelism"), Mapping):
+        doc["parallelism"] = {k: v for k, v in doc["parallelism"].items() if k != "data_parallel"}
+    try:
+        scenario = parse_scenario(doc)
+    except SpecError as exc:
+        where = _locate(doc_node, exc.field) if doc_node.path.endswith("scenario") else doc_node
+        raise where.error(
+            f"{exc.field}: {exc.message}" if where is doc_node else exc.message
+        ) from None
+
+    def pick(key: str) -> Located | None:
+        found = optional(job, key)
+        if found is None and defaults is not None:
+            found = optional(defaults, key)
+        return found
+
+    earliest = pick("earliest_start")
+    deadline_node = optional(job, "deadline")
+    earliest_s = read_timestamp_s(earliest) if earliest else None
+    deadline_s = read_timestamp_s(deadline_node) if deadline_node else None
+    if (
+        deadline_node is not None
+        and earliest_s is not None
+        and deadline_s is not None
+        and deadline_s <= earliest_s
+    ):
+        raise deadline_node.error("is not after earliest_start; move the deadline or the start")
+    priority, team, queue = pick("priority"), pick("team"), pick("queue")
+    limit, ckpt, log_sd = (
+        pick("time_limit"),
+        pick("checkpoint_interval_minutes"),
+        pick("runtime_log_sd"),
+    )
+    queue_name = read_name(queue, "a queue name") if queue else ""
+    return PlannedJob(
+        name=name,
+        scenario=scenario,
+        document=doc,
+        gpu=gpu,
+        pool=pool,
+        num_gpus=num_gpus,
+        earliest_start_s=earliest_s,
+        deadline_s=deadline_s,
+        priority=read_number(priority, positive=False) if priority else 0.0,
+        team=read_name(team, "a team name") if team else (queue_name or "default"),
+        queue=queue_name,
+        time_limit_s=read_time_limit_s(limit) if limit else None,
+        checkpoint_interval_s=(read_number(ckpt) * 60.0 if ckpt else DEFAULT_CHECKPOINT_INTERVAL_S),
+        runtime_log_sd=read_number(log_sd, positive=False) if log_sd else DEFAULT_RUNTIME_LOG_SD,
+    )
+
+
+def parse_plan(root: Located, fleet: Fleet) -> tuple[PlannedJob, ...]:
+    """The planned jobs of a plan document, in file order (see ``docs/capacity-formats.md``).
+
+    ``fleet`` resolves ``gpu`` and ``pool`` references. Raises ``DocumentError``
+    (``file:line: field: what is wrong and the fix``).
+    """
+    check_keys(root, ("defaults", "jobs"))
+    defaults = optional(root, "defaults")
+    if defaults is not None:
+        check_keys(defaults, _DEFAULT_KEYS)
+    jobs_node = root.mapping().get("jobs")
+    if jobs_node is None:
+        raise root.error("is required; list the planned jobs", "jobs")
+    jobs: list[PlannedJob] = []
+    seen: set[str] = set()
+    for item in jobs_node.items():
+        job = _parse_job(item, defaults, fleet)
+        if job.name in seen:
+            raise item.error(f"duplicate job name {job.name!r}; names must be unique", "name")
+        seen.add(job.name)
+        jobs.append(job)
+    return tuple(jobs)
+
+
+def read_plan(text: str, source: str, fleet: Fleet) -> tuple[PlannedJob, ...]:
+    """Parse the text of a plan file (YAML or JSON) named ``source``."""
+    return parse_plan(load_document(text, source), fleet)

@@ -1,0 +1,144 @@
+"""A capacity-planning review: the base forecast, the what-if scenarios side by side, and the
+sizing search. ``run_review`` is what ``planner review`` and the service call.
+
+Every scenario is simulated with the same random numbers (``montecarlo``: common random
+numbers), so their differences come from the changes. All the samples of all scenarios are
+submitted to one executor (local loop, or Ray past one machine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planner.capacity.evaluate import Case, Evaluator
+from planner.capacity.fleet import Fleet
+from planner.capacity.montecarlo import Executor
+from planner.capacity.plan import PlannedJob
+from planner.capacity.sizing import Sizing, size_fleet
+from planner.capacity.snapshot import QueueSnapshot
+from planner.capacity.stats import ScenarioResult
+from planner.capacity.whatif import WhatIf, apply_what_if
+
+__all__ = ["BASE_SCENARIO", "DEFAULT_SAMPLES", "Review", "run_review"]
+
+BASE_SCENARIO = "base"
+"""The name of the scenario without changes."""
+
+DEFAULT_SAMPLES = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """The base scenario and the what-ifs (``scenarios[0]`` is the base), and the sizing
+    answers (one ``Sizing`` per GPU type) when asked for."""
+
+    start_s: float
+    horizon_s: float
+    num_samples: int
+    seed: int | None
+    scenarios: tuple[ScenarioResult, ...]
+    descriptions: tuple[str, ...]
+    sizing: tuple[Sizing, ...] = ()
+
+    @property
+    def base(self) -> ScenarioResult:
+        """The scenario without changes."""
+        return self.scenarios[0]
+
+    def comparison(self) -> list[dict[str, Any]]:
+        """One row per scenario: its summary plus utilisation and cost totals."""
+        rows = []
+        for scenario, description in zip(self.scenarios, self.descriptions, strict=True):
+            cap = sum(p.capacity_gpu_hours for p in scenario.pool_weeks)
+            busy = sum(p.busy_gpu_hours[1] for p in scenario.pool_weeks)
+            costs = [t.cost_mean for t in scenario.teams]
+            rows.append(
+                {
+                    "scenario": scenario.name,
+                    "description": description,
+                    **scenario.summary(),
+                    "utilisation": busy / cap if cap else 0.0,
+                    "gpu_hours": sum(t.gpu_hours_mean for t in scenario.teams),
+                    "cost": None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
+                }
+            )
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        """The review as JSON (``docs/capacity-formats.md``, "Review output")."""
+        return {
+            "start_s": self.start_s,
+            "horizon_s": self.horizon_s,
+            "num_samples": self.num_samples,
+            "seed": self.seed,
+            "comparison": self.comparison(),
+            "scenarios": [s.to_dict() for s in self.scenarios],
+            "sizing": [s.to_dict() for s in self.sizing],
+        }
+
+
+def run_review(
+    fleet: Fleet,
+    planned: Sequence[PlannedJob] = (),
+    snapshot: QueueSnapshot | None = None,
+    what_ifs: Sequence[WhatIf] = (),
+    *,
+    start_s: float,
+    samples: int = DEFAULT_SAMPLES,
+    rng: np.random.Generator,
+    seed: int | None = None,
+    executor: Executor | None = None,
+    sizing: bool = True,
+    sizing_samples: int | None = None,
+) -> Review:
+    """Forecast the fleet from ``start_s`` (epoch seconds) over ``fleet.horizon_s``.
+
+    ``samples`` Monte Carlo samples per scenario (``rng`` draws them; ``seed`` is only echoed
+    in the output). ``what_ifs`` are simulated beside the base; with ``sizing`` the smallest
+    addition per GPU type that meets every deadline at p90 is searched
+    (``planner.capacity.sizing``, ``sizing_samples`` per evaluation, default
+    ``min(samples, 100)``). Raises ``SpecError`` for what-if edits a job cannot take.
+    """
+    if samples < 1:
+        raise ValueError("samples must be >= 1")
+    evaluator = Evaluator(start_s=start_s, samples=samples, rng=rng, executor=executor)
+    cases = [Case(BASE_SCENARIO, fleet, tuple(planned), snapshot)]
+    for what_if in what_ifs:
+        cases.append(
+            Case(what_if.name, *apply_what_if(what_if, fleet, planned, snapshot, start_s=start_s))
+        )
+    results = evaluator.evaluate(cases)
+    answers: tuple[Sizing, ...] = ()
+    if sizing:
+        small = Evaluator(
+            start_s=start_s,
+            samples=sizing_samples or min(samples, 100),
+            rng=rng,
+            executor=executor,
+            cache=evaluator.cache,
+        )
+        answers = tuple(size_fleet(small, cases[0]))
+    return Review(
+        start_s=start_s,
+        horizon_s=fleet.horizon_s,
+        num_samples=samples,
+        seed=seed,
+        scenarios=tuple(results),
+        descriptions=("as planned", *(w.description or _describe(w) for w in what_ifs)),
+        sizing=answers,
+    )
+
+
+def _describe(what_if: WhatIf) -> str:
+    parts = [f"{c.gpus:+d} GPUs in {c.pool}" for c in what_if.capacity]
+    for edit in what_if.jobs:
+        layout = None if edit.layout is None else "changed"
+        fields: dict[str, object] = {"gpu": edit.gpu, "pool": edit.pool, "num_gpus": edit.num_gpus}
+        fields |= {"priority": edit.priority, "layout": layout}
+        changed = ", ".join(f"{k} {v}" for k, v in fields.items() if v is not None)
+        parts.append(f"{edit.job}: {changed}")
+    return "; ".join(parts) or "no change"

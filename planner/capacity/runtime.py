@@ -1,0 +1,167 @@
+"""Runtime distributions of jobs and the interruption (failure and restart) model.
+
+A job's runtime is log-normal, fitted to the prediction's p10/p50/p90 band (the band the ETA
+and ``predict`` give): ``mu = ln p50`` and ``sigma = ln(p90 / p10) / (2 z_0.9)`` with
+``z_0.9 = 1.2816`` the standard normal's 0.9 quantile.
+
+Interruptions follow Llama 3 (Dubey et al. 2024, arXiv 2407.21783, sec. 3.3.4): 419
+unexpected interruptions in a 54-day snapshot of pretraining on 16,384 H100 GPUs, i.e.
+``419 / (54 · 24 · 16384) = 1.97e-5`` interruptions per GPU-hour. Each one costs the work since
+the last checkpoint (uniform on ``[0, checkpoint_interval_s]``) plus a restart overhead
+(re-scheduling, process start, checkpoint load; ``DEFAULT_RESTART_OVERHEAD_S``, our assumption,
+the paper gives no figure). The job restarts in place (it keeps its allocation, as automated
+restarts on spare nodes do), so an interruption lengthens the run rather than requeueing it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.errors import SpecError
+
+__all__ = [
+    "DEFAULT_CHECKPOINT_INTERVAL_S",
+    "DEFAULT_RESTART_OVERHEAD_S",
+    "LLAMA3_INTERRUPTIONS_PER_GPU_HOUR",
+    "Z90",
+    "InterruptionModel",
+    "RuntimeBand",
+    "sample_durations",
+]
+
+Z90 = NormalDist().inv_cdf(0.9)
+"""The standard normal's 0.9 quantile (1.2816): p10/p90 are ``exp(mu -/+ Z90 sigma)``."""
+
+LLAMA3_INTERRUPTIONS_PER_GPU_HOUR = 419 / (54 * 24 * 16384)
+"""1.973e-5 unexpected interruptions per GPU-hour (Llama 3, arXiv 2407.21783, sec. 3.3.4)."""
+
+DEFAULT_CHECKPOINT_INTERVAL_S = 3600.0
+"""Checkpoint interval assumed for a job that names none (one hour)."""
+
+DEFAULT_RESTART_OVERHEAD_S = 600.0
+"""Wall time from an interruption to training again (assumption: 10 minutes)."""
+
+_MAX_LOSS_FRACTION = 0.9
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeBand:
+    """A log-normal runtime in seconds given by its p10, p50 and p90.
+
+    Raises ``SpecError`` unless ``0 < p10_s <= p50_s <= p90_s`` (all finite). ``p10_s == p90_s``
+    is a fixed runtime.
+    """
+
+    p10_s: float
+    p50_s: float
+    p90_s: float
+
+    def __post_init__(self) -> None:
+        for name in ("p10_s", "p50_s", "p90_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise SpecError(name, f"must be a number of seconds, got {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise SpecError(name, f"must be a positive number of seconds, got {value!r}")
+        if not self.p10_s <= self.p50_s <= self.p90_s:
+            raise SpecError(
+                "p50_s",
+                f"the band must be ordered p10 <= p50 <= p90, got {self.p10_s:g} / "
+                f"{self.p50_s:g} / {self.p90_s:g} s",
+            )
+
+    @classmethod
+    def from_median(cls, p50_s: float, log_sd: float) -> RuntimeBand:
+        """The band of a log-normal with median ``p50_s`` and log-space sd ``log_sd``."""
+        if not (math.isfinite(log_sd) and log_sd >= 0):
+            raise SpecError("runtime_log_sd", f"must be >= 0, got {log_sd}")
+        spread = math.exp(Z90 * log_sd)
+        return cls(p10_s=p50_s / spread, p50_s=p50_s, p90_s=p50_s * spread)
+
+    @property
+    def mu(self) -> float:
+        """Mean of the log runtime, ``ln p50``."""
+        return math.log(self.p50_s)
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of the log runtime, ``ln(p90/p10) / (2 Z90)``."""
+        return math.log(self.p90_s / self.p10_s) / (2.0 * Z90)
+
+    def quantile_s(self, q: float) -> float:
+        """The ``q`` quantile of the runtime, seconds (0 < q < 1)."""
+        return math.exp(self.mu + self.sigma * NormalDist().inv_cdf(q))
+
+    def scaled(self, factor: float) -> RuntimeBand:
+        """The same spread with every quantile multiplied by ``factor`` (> 0)."""
+        return RuntimeBand(
+            p10_s=self.p10_s * factor, p50_s=self.p50_s * factor, p90_s=self.p90_s * factor
+        )
+
+    def to_dict(self) -> dict[str, float]:
+        """``{"p10_s", "p50_s", "p90_s"}``."""
+        return {"p10_s": self.p10_s, "p50_s": self.p50_s, "p90_s": self.p90_s}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterruptionModel:
+    """Unexpected interruptions per GPU-hour and the wall time each restart costs.
+
+    ``rate_per_gpu_hour`` defaults to Llama 3's 1.97e-5; 0 turns interruptions off.
+    """
+
+    rate_per_gpu_hour: float = LLAMA3_INTERRUPTIONS_PER_GPU_HOUR
+    restart_overhead_s: float = DEFAULT_RESTART_OVERHEAD_S
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.rate_per_gpu_hour) and self.rate_per_gpu_hour >= 0):
+            raise SpecError(
+                "interruptions_per_gpu_hour", f"must be >= 0, got {self.rate_per_gpu_hour}"
+            )
+        if not (math.isfinite(self.restart_overhead_s) and self.restart_overhead_s >= 0):
+            raise SpecError(
+                "restart_overhead_minutes", f"must be >= 0, got {self.restart_overhead_s}"
+            )
+
+
+FloatArray = NDArray[np.float64]
+
+
+def sample_durations(
+    work_s: FloatArray,
+    num_gpus: NDArray[np.int64],
+    checkpoint_interval_s: FloatArray,
+    model: InterruptionModel,
+    rng: np.random.Generator,
+) -> FloatArray:
+    """Wall times of runs that need ``work_s`` seconds of training, interruptions included.
+
+    ``work_s`` has shape ``(S, K)`` (samples x job options); ``num_gpus`` and
+    ``checkpoint_interval_s`` shape ``(K,)``. A run on ``G`` GPUs is interrupted at rate
+    ``r = G · rate / 3600`` per second; each interruption loses ``U(0, c)`` of work plus the
+    restart overhead ``R``. The expected wall time ``T`` solves ``T = W + r T (R + c/2)``
+    (renewal-reward), so the count of interruptions is drawn as ``Poisson(r T)`` with
+    ``T = W / (1 - r (R + c/2))`` (the loss fraction capped at 0.9), and each one's loss is
+    drawn. Returns an array of shape ``(S, K)``, seconds; infinite work stays infinite.
+    """
+    if model.rate_per_gpu_hour == 0:
+        return work_s.copy()
+    rate_per_s = num_gpus.astype(np.float64) * model.rate_per_gpu_hour / 3600.0
+    loss_mean_s = model.restart_overhead_s + checkpoint_interval_s / 2.0
+    fraction = np.minimum(rate_per_s * loss_mean_s, _MAX_LOSS_FRACTION)
+    finite = np.isfinite(work_s)
+    exposure = np.where(finite, work_s, 0.0) / (1.0 - fraction)
+    counts = rng.poisson(rate_per_s * exposure)
+    total = int(counts.sum())
+    lost = counts * model.restart_overhead_s
+    if total:
+        owner = np.repeat(np.arange(counts.size), counts.ravel())
+        interval = np.broadcast_to(checkpoint_interval_s, work_s.shape).ravel()[owner]
+        lost_work = np.bincount(owner, weights=rng.random(total) * interval, minlength=counts.size)
+        lost = lost + lost_work.reshape(work_s.shape)
+    return np.where(finite, work_s + lost, np.inf)

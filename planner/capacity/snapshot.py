@@ -1,0 +1,182 @@
+"""Today's queue: running and pending jobs with their predicted runtimes, as the simulator's input.
+
+``QueuedJob`` is a scheduler snapshot (``planner.specs.job.JobState``) plus what the planner
+predicts for it: the runtime band (remaining wall time for a running job, the whole run for a
+pending one), priority, team, deadline. The service builds these from its store; the CLI reads
+them from a JSON file (``--jobs``, format in ``docs/capacity-formats.md``, "Jobs snapshot").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from planner.capacity.documents import Located, check_keys, load_document
+from planner.capacity.fields import optional, read_number, read_timestamp_s, require
+from planner.capacity.runtime import DEFAULT_CHECKPOINT_INTERVAL_S, RuntimeBand
+from planner.errors import SpecError
+from planner.specs.job import JobState, JobStatus
+
+__all__ = ["QueueSnapshot", "QueuedJob", "parse_snapshot", "read_snapshot"]
+
+_RUNNING = frozenset({JobStatus.RUNNING, JobStatus.COMPLETING, JobStatus.SUSPENDED})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueuedJob:
+    """One running or pending job with its predicted runtime.
+
+    ``runtime`` is the remaining wall time from the snapshot's ``taken_at_s`` for a running job
+    and the whole run for a pending one (seconds, log-normal band). ``priority``: higher starts
+    first (Slurm's job priority, Kueue's workload priority). ``pool`` names the fleet pool
+    explicitly; otherwise the job's partition (or Kueue flavor) or GPU type picks it.
+    """
+
+    state: JobState
+    runtime: RuntimeBand
+    priority: float = 0.0
+    team: str = ""
+    deadline_s: float | None = None
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
+    pool: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.state.status.is_active:
+            raise SpecError("status", f"must be running or pending, got {self.state.status}")
+        if self.state.num_gpus < 1:
+            raise SpecError(
+                "num_gpus", f"must be >= 1 (GPUs allocated or requested), got {self.state.num_gpus}"
+            )
+
+    @property
+    def display_name(self) -> str:
+        """``"<job id> (<name>)"``, or the id alone: the job's name in reviews."""
+        return f"{self.state.job_id} ({self.state.name})" if self.state.name else self.state.job_id
+
+    @property
+    def running(self) -> bool:
+        """True when the job holds its GPUs (running, completing or suspended)."""
+        return self.state.status in _RUNNING
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueSnapshot:
+    """The active jobs at ``taken_at_s`` (epoch seconds)."""
+
+    taken_at_s: float
+    jobs: tuple[QueuedJob, ...] = ()
+
+
+_STR_FIELDS = frozenset(
+    {"scheduler", "cluster", "job_id", "name", "user", "partition", "account", "state_reason",
+     "gpu_type", "stdout_path", "work_dir", "command", "batch_script", "comment", "namespace",
+     "queue_name"}
+)  # fmt: skip
+_INT_FIELDS = frozenset({"num_nodes", "num_gpus", "queue_position"})
+_FLOAT_FIELDS = frozenset(
+    {"submit_time_s", "start_time_s", "end_time_s", "expected_start_time_s", "time_limit_s",
+     "progress_ratio", "reported_remaining_s", "progress_updated_s"}
+)  # fmt: skip
+_STATE_FIELDS = tuple(f.name for f in dataclasses.fields(JobState))
+_EXTRA_FIELDS = ("runtime_s", "priority", "team", "deadline", "checkpoint_interval_s", "pool")
+
+
+def _state_value(node: Located, key: str) -> object:
+    value = node.value
+    if key == "status":
+        try:
+            return JobStatus(str(value).lower())
+        except ValueError:
+            raise node.error(f"must be one of {', '.join(JobStatus)}, got {value!r}") from None
+    if key == "node_list":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise node.error("must be a list of node names")
+        return tuple(value)
+    if key == "gpus_allocated":
+        if not isinstance(value, bool):
+            raise node.error(f"must be true or false, got {value!r}")
+        return value
+    if key in _INT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise node.error(f"must be a non-negative integer, got {value!r}")
+        return value
+    if key in _FLOAT_FIELDS:
+        return read_number(node, positive=False)
+    if key in _STR_FIELDS:
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise node.error(f"must be text, got {value!r}")
+        return str(value)
+    raise node.error("unknown field")  # pragma: no cover - keys are checked first
+
+
+def _band(node: Located) -> RuntimeBand:
+    check_keys(node, ("p10_s", "p50_s", "p90_s"))
+    p50 = read_number(require(node, "p50_s", "the median runtime in seconds"))
+    p10 = optional(node, "p10_s")
+    p90 = optional(node, "p90_s")
+    try:
+        return RuntimeBand(
+            p10_s=read_number(p10) if p10 else p50,
+            p50_s=p50,
+            p90_s=read_number(p90) if p90 else p50,
+        )
+    except SpecError as exc:
+        raise node.error(exc.message, exc.field) from None
+
+
+def _parse_job(node: Located) -> QueuedJob | None:
+    check_keys(node, (*_STATE_FIELDS, *_EXTRA_FIELDS))
+    values: dict[str, object] = {"scheduler": "slurm", "cluster": ""}
+    for key in node.mapping().value:
+        child = node.get(str(key))
+        if child is not None and key in _STATE_FIELDS:
+            values[str(key)] = _state_value(child, str(key))
+    require(node, "job_id", "the scheduler's job id")
+    status_node = require(node, "status", "running or pending")
+    state = JobState(**values)  # type: ignore[arg-type]
+    if not state.status.is_active:
+        return None  # ended jobs take no part in the forecast
+    runtime = _band(require(node, "runtime_s", "the predicted runtime band {p10_s, p50_s, p90_s}"))
+    priority, team = optional(node, "priority"), optional(node, "team")
+    deadline, ckpt, pool = (
+        optional(node, "deadline"),
+        optional(node, "checkpoint_interval_s"),
+        optional(node, "pool"),
+    )
+    try:
+        return QueuedJob(
+            state=state,
+            runtime=runtime,
+            priority=read_number(priority, positive=False) if priority else 0.0,
+            team=str(team.value) if team else (state.account or state.user or "default"),
+            deadline_s=read_timestamp_s(deadline) if deadline else None,
+            checkpoint_interval_s=read_number(ckpt) if ckpt else DEFAULT_CHECKPOINT_INTERVAL_S,
+            pool=str(pool.value) if pool else None,
+        )
+    except SpecError as exc:
+        target = status_node if exc.field == "status" else node
+        raise target.error(exc.message, None if exc.field == "status" else exc.field) from None
+
+
+def parse_snapshot(root: Located) -> QueueSnapshot:
+    """A ``QueueSnapshot`` from a jobs document ``{"taken_at": ..., "jobs": [...]}``; jobs
+    that already ended are dropped. Raises ``DocumentError`` with file, line and field."""
+    check_keys(root, ("taken_at", "jobs"))
+    taken_at = read_timestamp_s(require(root, "taken_at", "when the snapshot was taken"))
+    jobs = []
+    seen: set[tuple[str, str, str]] = set()
+    for item in require(root, "jobs", "the running and pending jobs").items():
+        job = _parse_job(item)
+        if job is None:
+            continue
+        key = (job.state.scheduler, job.state.cluster, job.state.job_id)
+        if key in seen:
+            raise item.error(f"duplicate job {job.state.job_id!r}; list each job once", "job_id")
+        seen.add(key)
+        jobs.append(job)
+    return QueueSnapshot(taken_at_s=taken_at, jobs=tuple(jobs))
+
+
+def read_snapshot(text: str, source: str) -> QueueSnapshot:
+    """Parse the text of a jobs snapshot file (JSON or YAML) named ``source``."""
+    return parse_snapshot(load_document(text, source))

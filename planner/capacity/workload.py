@@ -1,0 +1,118 @@
+"""The simulator's input in array form: pools, capacity changes, jobs and their options.
+
+A *job* is one running, pending or planned job; an *option* is one way it can run: a pool, a
+GPU count, a time limit and a log-normal work time (seconds of training, before
+interruptions). Jobs that may run on several GPU types (``gpu: any``) have one option per pool;
+every other job has one. Times are seconds relative to the review's start (``start_s``, epoch).
+Built by ``planner.capacity.build.build_workload``; read by the simulator and the reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.capacity.fleet import SchedulerKind
+from planner.capacity.runtime import InterruptionModel
+
+__all__ = ["FloatArray", "IntArray", "JobKind", "Workload"]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+
+class JobKind:
+    """Where a job comes from: ``running`` / ``pending`` (today's queue) or ``planned``."""
+
+    RUNNING = "running"
+    PENDING = "pending"
+    PLANNED = "planned"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload:
+    """Arrays of one review scenario (shapes: ``P`` pools, ``C`` capacity changes, ``J`` jobs,
+    ``K`` options, ``Q`` Kueue ClusterQueues).
+
+    Pools: ``pool_names``, ``pool_gpu`` (catalog keys), ``pool_capacity`` (GPUs at the start,
+    ``(P,)``), ``pool_cost_per_gpu_hour`` (``(P,)``, NaN when unknown), ``pool_gpus_per_node``.
+    Changes: ``change_time_s``, ``change_pool``, ``change_delta`` (``(C,)``, time order).
+    Jobs: ``job_names``, ``job_kind`` (``JobKind``), ``job_team`` (index into ``teams``),
+    ``job_eligible_s`` (when it may start; 0 for today's queue), ``job_deadline_s`` (inf when
+    none), ``job_rank`` (scheduling order: priority, then eligibility, then input order; 0
+    first), ``job_priority``, ``job_queue`` (ClusterQueue index, -1 none), ``job_start_s``
+    (running jobs: their start, <= 0; NaN otherwise). Options: ``opt_job``, ``opt_pool``,
+    ``opt_gpus``, ``opt_limit_s`` (the time limit asked for; inf: none),
+    ``opt_log_work_mu``/``opt_log_work_sigma`` (log-normal work time, remaining for a running
+    job), ``opt_checkpoint_s``. Kueue: ``queue_names``, ``queue_cohort`` (index, -1 none),
+    ``queue_nominal`` / ``queue_borrowing_limit`` (``(Q, P)``, inf: no limit),
+    ``queue_strict``. ``excluded`` maps a job that cannot run anywhere to why;
+    ``warnings`` are one-line notes for the report.
+    """
+
+    start_s: float
+    horizon_s: float
+    scheduler: SchedulerKind
+    interruptions: InterruptionModel
+    pool_names: tuple[str, ...]
+    pool_gpu: tuple[str, ...]
+    pool_capacity: IntArray
+    pool_cost_per_gpu_hour: FloatArray
+    pool_gpus_per_node: IntArray
+    change_time_s: FloatArray
+    change_pool: IntArray
+    change_delta: IntArray
+    job_names: tuple[str, ...]
+    job_kind: tuple[str, ...]
+    job_team: IntArray
+    teams: tuple[str, ...]
+    job_eligible_s: FloatArray
+    job_deadline_s: FloatArray
+    job_rank: IntArray
+    job_priority: FloatArray
+    job_queue: IntArray
+    job_start_s: FloatArray
+    opt_job: IntArray
+    opt_pool: IntArray
+    opt_gpus: IntArray
+    opt_limit_s: FloatArray
+    opt_log_work_mu: FloatArray
+    opt_log_work_sigma: FloatArray
+    opt_checkpoint_s: FloatArray
+    queue_names: tuple[str, ...] = ()
+    queue_cohort: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
+    queue_nominal: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    queue_borrowing_limit: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    queue_strict: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
+    excluded: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def num_jobs(self) -> int:
+        """``J``."""
+        return len(self.job_names)
+
+    @property
+    def num_options(self) -> int:
+        """``K``."""
+        return int(self.opt_job.size)
+
+    @property
+    def num_pools(self) -> int:
+        """``P``."""
+        return len(self.pool_names)
+
+    def capacity_steps(self, pool: int) -> tuple[FloatArray, IntArray]:
+        """Pool ``pool``'s capacity as a step function: change times (the first is ``-inf``)
+        and the GPU count from each, both ``(1 + changes,)``."""
+        sel = self.change_pool == pool
+        times = np.concatenate(([-np.inf], self.change_time_s[sel]))
+        counts = self.pool_capacity[pool] + np.concatenate(([0], np.cumsum(self.change_delta[sel])))
+        return times, counts.astype(np.int64)
+
+    def job_index(self, name: str) -> int:
+        """Index of the job called ``name`` (``KeyError`` when absent)."""
+        return self.job_names.index(name)

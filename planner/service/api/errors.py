@@ -1,0 +1,61 @@
+"""One error shape for the whole API: ``{"error": "...", "detail": "..."}``
+(:class:`~planner.service.api.models.ErrorResponse`).
+
+``PlannerError`` becomes 422 (``SpecError``: bad input), 503 (``StoreError``) or 500; request
+validation failures 422 with every ``location: message``; ``HTTPException`` (404 unknown job,
+409 ambiguous id, 422 bad upload) keeps its status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from planner.errors import PlannerError, SpecError, StoreError
+from planner.service.api.models import ErrorResponse
+
+
+def error_response(message: str, status_code: int) -> JSONResponse:
+    """The API's error body with ``status_code``."""
+    body = ErrorResponse(error=message, detail=message)
+    return JSONResponse(body.model_dump(), status_code=status_code)
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries documenting ``codes`` with the error shape."""
+    text = {
+        404: "No such job",
+        409: "The job id exists on several clusters: add ?scheduler=&cluster=",
+        422: "Invalid input: the message names the field and the fix",
+        500: "Internal error",
+        503: "The store is unavailable",
+    }
+    return {c: {"model": ErrorResponse, "description": text.get(c, "Error")} for c in codes}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every error of ``app`` to :func:`error_response`."""
+
+    @app.exception_handler(PlannerError)
+    async def planner_error(_: Request, exc: PlannerError) -> JSONResponse:
+        status = 422 if isinstance(exc, SpecError) else 503 if isinstance(exc, StoreError) else 500
+        return error_response(str(exc), status)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+            for e in exc.errors()
+        ]
+        return error_response("; ".join(errors), 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        response = error_response(str(exc.detail), exc.status_code)
+        for key, value in (exc.headers or {}).items():
+            response.headers[key] = value
+        return response

@@ -1,0 +1,231 @@
+"""``GET /v1/jobs``, ``GET /v1/jobs/{job_id}`` and ``GET /v1/jobs/{job_id}/stragglers``.
+
+Views are built from the store's rows; the response models (``planner.service.api.models``)
+check them on the way out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query
+
+from planner.service.api.errors import error_responses
+from planner.service.api.models import JobDetail, JobList, Stragglers
+from planner.service.models import JobRow, SourceRow
+from planner.service.runtime import ServiceState
+
+NO_STRAGGLER_DATA = (
+    "no per-rank timings seen yet: the job's ranks print rank_step lines (see "
+    "adapters.logs.parsers) once per logging interval, or the job names a trace "
+    "with planner:trace=PATH planner:trace-meta=PATH in its comment"
+)
+
+
+def source_view(row: SourceRow, now_s: float, stale_after_s: float) -> dict[str, Any]:
+    """One source's health: age of its last success and whether it is stale."""
+    age = None if row.last_success_s is None else max(0.0, now_s - row.last_success_s)
+    return {
+        "name": row.name,
+        "scheduler": row.scheduler,
+        "cluster": row.cluster,
+        "last_success_s": row.last_success_s,
+        "last_attempt_s": row.last_attempt_s,
+        "age_s": age,
+        "stale": age is None or age > stale_after_s or row.consecutive_failures > 0,
+        "consecutive_failures": row.consecutive_failures,
+        "last_error": row.last_error,
+        "warnings": row.warnings or [],
+        "nodes": row.nodes or [],
+    }
+
+
+def _progress_ratio(row: JobRow) -> float | None:
+    if row.eta:
+        value = row.eta.get("progress_ratio")
+        return float(value) if isinstance(value, int | float) else None
+    if row.iteration is not None and row.train_iters:
+        return min(1.0, row.iteration / row.train_iters)
+    return None
+
+
+def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
+    """One job's summary (``JobSummary``); ``source`` is its source's view (None: unknown)."""
+    st = row.state or {}
+    reported = st.get("progress_ratio") is not None or st.get("reported_remaining_s") is not None
+    return {
+        "scheduler": row.scheduler,
+        "cluster": row.cluster,
+        "job_id": row.job_id,
+        "name": row.name,
+        "user": row.user,
+        "status": row.status,
+        "active": row.active,
+        **{
+            key: st.get(key)
+            for key in (
+                "partition",
+                "num_gpus",
+                "gpus_allocated",
+                "gpu_type",
+                "num_nodes",
+                "node_list",
+                "submit_time_s",
+                "start_time_s",
+                "end_time_s",
+                "time_limit_s",
+                "stdout_path",
+            )
+        },
+        "described_by": row.described_by,
+        "description": row.description_detail,
+        "progress": {
+            "iteration": row.iteration,
+            "train_iters": row.train_iters,
+            "progress_ratio": _progress_ratio(row),
+            "last_progress_s": row.last_progress_s,
+        },
+        "prediction": row.prediction,
+        "eta": row.eta,
+        "scheduler_reported": (
+            {
+                "progress_ratio": st.get("progress_ratio"),
+                "remaining_s": st.get("reported_remaining_s"),
+                "updated_s": st.get("progress_updated_s"),
+            }
+            if reported
+            else None
+        ),
+        "first_seen_s": row.first_seen_s,
+        "last_seen_s": row.last_seen_s,
+        "ended_s": row.ended_s,
+        "data_age_s": None if source is None else source["age_s"],
+        "stale": True if source is None else source["stale"],
+    }
+
+
+def stragglers_view(row: JobRow, now_s: float) -> dict[str, Any]:
+    """The job's straggler analysis: live when per-rank timings were seen, else from its trace,
+    else ``available: false`` with the reason."""
+    body: dict[str, Any] = {
+        "scheduler": row.scheduler,
+        "cluster": row.cluster,
+        "job_id": row.job_id,
+        "status": row.status,
+    }
+    stragglers = row.stragglers or {}
+    live = stragglers.get("report")
+    trace = stragglers.get("trace") or {}
+    if live is not None:
+        body.update(available=True, source="live", **live)
+        remaining_ideal = live.get("remaining_ideal_s")
+        last = row.last_progress_s
+        body["predicted_completion_without_stragglers_s"] = (
+            None if remaining_ideal is None or last is None else max(now_s, last + remaining_ideal)
+        )
+        return body
+    if "report" in trace:
+        body.update(
+            available=True,
+            source="trace",
+            trace_path=trace.get("trace_path"),
+            analysed_at_s=trace.get("analysed_at_s"),
+        )
+        body.update(trace["report"])
+        body["impact"] = trace.get("impact")
+        return body
+    body["available"] = False
+    body["reason"] = trace.get("error") or NO_STRAGGLER_DATA
+    return body
+
+
+def make_router(state: ServiceState) -> APIRouter:
+    """The job routes over ``state``'s store and clock."""
+    router = APIRouter(tags=["jobs"])
+    store = state.store
+
+    def sources(now_s: float) -> dict[tuple[str, str], dict[str, Any]]:
+        views = [source_view(r, now_s, state.stale_after_s) for r in store.sources()]
+        return {(v["scheduler"], v["cluster"]): v for v in views}
+
+    def one_job(job_id: str, scheduler: str | None, cluster: str | None) -> JobRow:
+        rows = store.find_jobs(job_id, scheduler=scheduler, cluster=cluster)
+        if not rows:
+            raise HTTPException(404, f"job_id: no job {job_id!r} is known to the planner")
+        if len(rows) > 1:
+            clusters = ", ".join(f"{r.scheduler}/{r.cluster}" for r in rows)
+            raise HTTPException(
+                409, f"job_id: {job_id!r} exists on {clusters}; add ?scheduler=&cluster="
+            )
+        return rows[0]
+
+    scheduler_q = Query(None, description="Scheduler of the job, e.g. slurm")
+    cluster_q = Query(None, description="Needed when clusters share job ids")
+
+    @router.get(
+        "/v1/jobs",
+        operation_id="list_jobs",
+        summary="Jobs with progress, prediction and ETA",
+        response_model=JobList,
+        response_model_exclude_unset=True,
+        responses=error_responses(422, 503),
+    )
+    def list_jobs(
+        active: bool = Query(False, description="Only pending and running jobs"),
+        status: str | None = Query(None, description="Only jobs in this state, e.g. running"),
+    ) -> dict[str, Any]:
+        now = state.clock()
+        by_key = sources(now)
+        return {
+            "generated_at_s": now,
+            "stale": any(s["stale"] for s in by_key.values()),
+            "sources": list(by_key.values()),
+            "jobs": [
+                job_view(r, by_key.get((r.scheduler, r.cluster)))
+                for r in store.list_jobs(active_only=active, status=status)
+            ],
+        }
+
+    @router.get(
+        "/v1/jobs/{job_id:path}/stragglers",
+        operation_id="job_stragglers",
+        summary="Live straggler analysis: flagged ranks, what-if slowdown, impact and advice",
+        response_model=Stragglers,
+        response_model_exclude_unset=True,
+        responses=error_responses(404, 409, 422, 503),
+    )
+    def get_stragglers(
+        job_id: str, scheduler: str | None = scheduler_q, cluster: str | None = cluster_q
+    ) -> dict[str, Any]:
+        return stragglers_view(one_job(job_id, scheduler, cluster), state.clock())
+
+    @router.get(
+        "/v1/jobs/{job_id:path}",
+        operation_id="get_job",
+        summary="One job in detail",
+        response_model=JobDetail,
+        response_model_exclude_unset=True,
+        responses=error_responses(404, 409, 422, 503),
+    )
+    def get_job(
+        job_id: str, scheduler: str | None = scheduler_q, cluster: str | None = cluster_q
+    ) -> dict[str, Any]:
+        row = one_job(job_id, scheduler, cluster)
+        view = job_view(row, sources(state.clock()).get((row.scheduler, row.cluster)))
+        view["scenario"] = row.scenario
+        view["state"] = row.state
+        view["samples"] = [
+            {
+                "iteration": s.iteration,
+                "step_time_s": s.step_time_s,
+                "num_iterations": s.num_iterations,
+                "time_s": s.time_s,
+                "loss": s.loss,
+            }
+            for s in store.samples(row.id)
+        ]
+        view["eta_history"] = [p.payload for p in store.predictions(row.id, kind="eta", limit=50)]
+        view["gpus"] = row.gpus
+        return view
+
+    return router

@@ -1,0 +1,364 @@
+"""Request and response models of the HTTP API (pydantic; they make ``/openapi.json``).
+
+Units are in the field names (``_s`` seconds, ``_bytes``, ``_ratio``); times ending in ``_s``
+that are points in time are Unix epoch seconds. Documents that belong to the planner's public
+formats (scenario, explore, recommend; ``planner.scenario``) are modelled by their top-level
+fields and accept further fields (``extra="allow"``): the format's own parser validates them and
+answers ``{"name", "error"}`` per document, as the CLI does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Open(BaseModel):
+    """A model that keeps fields it does not declare (documents of the planner's formats)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def as_document(model: BaseModel) -> dict[str, Any]:
+    """The document a client sent, as it sent it (declared fields it left out stay out)."""
+    return model.model_dump(exclude_unset=True)
+
+
+class ErrorResponse(BaseModel):
+    """Every error of the API: ``error`` says what is wrong and how to fix it (``field: ...``);
+    ``detail`` repeats it for clients of FastAPI's usual error body."""
+
+    error: str
+    detail: str
+
+
+# ---------------------------------------------------------------------------- health
+
+
+class Health(BaseModel):
+    """Liveness."""
+
+    status: str = Field(examples=["ok"])
+
+
+class Readiness(BaseModel):
+    """Readiness: a first ingest cycle succeeded (or there is no source, or this replica is
+    not the leader)."""
+
+    ready: bool
+    sources: list[str] = Field(description="Names of the polled sources")
+    cycles_ok: int = Field(description="Ingest cycles in which every source answered")
+    leader: bool = Field(description="Whether this replica runs the ingest loop")
+
+
+# ---------------------------------------------------------------------------- predictions
+
+
+class Prediction(Open):
+    """One scenario's prediction (``planner predict --json``), or ``{"name", "error"}`` when it
+    is invalid. A job's stored prediction adds the online calibration's fields."""
+
+    name: str | None = None
+    iteration_time_s: float | None = None
+    tokens_per_s: float | None = None
+    tokens_per_s_per_gpu: float | None = None
+    model_flops_per_iteration: float | None = None
+    model_tflops_per_gpu: float | None = None
+    mfu: float | None = Field(default=None, description="Model FLOPs utilisation, ratio")
+    hfu: float | None = Field(default=None, description="Hardware FLOPs utilisation, ratio")
+    memory_per_gpu_bytes: float | None = None
+    fits_in_memory: bool | None = None
+    breakdown_s: dict[str, float] | None = None
+    memory_breakdown_bytes: dict[str, float] | None = None
+    time_to_train_s: float | None = None
+    error: str | None = Field(default=None, description="Why the scenario is invalid")
+
+
+class ScenarioDocument(Open):
+    """A scenario in the scenario format (``model``, ``hardware``, ``parallelism``,
+    ``training``); checked by the planner's parser, which names the field and the fix."""
+
+    name: Any = None
+    model: Any = None
+    hardware: Any = None
+    parallelism: Any = None
+    training: Any = None
+
+
+# ---------------------------------------------------------------------------- jobs
+
+
+class NodeView(Open):
+    """One node of a source's last successful poll."""
+
+    name: str
+    state: str
+    num_gpus: int = 0
+    num_gpus_allocated: int = 0
+    gpu_type: str | None = None
+    num_cpus: int = 0
+    memory_bytes: float = 0.0
+    partitions: list[str] = Field(default_factory=list)
+
+
+class SourceView(BaseModel):
+    """Health of one source (a scheduler on one cluster)."""
+
+    name: str
+    scheduler: str
+    cluster: str
+    last_success_s: float | None
+    last_attempt_s: float | None
+    age_s: float | None = Field(description="Seconds since the last success")
+    stale: bool
+    consecutive_failures: int
+    last_error: str | None
+    warnings: list[str]
+    nodes: list[NodeView]
+
+
+class Progress(BaseModel):
+    """Iterations done, of how many, and when progress was last seen."""
+
+    iteration: int | None
+    train_iters: int | None
+    progress_ratio: float | None
+    last_progress_s: float | None
+
+
+class Band(BaseModel):
+    """10th, 50th and 90th percentile (None where not finite)."""
+
+    p10: float | None
+    p50: float | None
+    p90: float | None
+
+
+class Eta(Open):
+    """An ETA (``planner.forecast.eta.EtaEstimate``): step time, remaining time and completion
+    time with 10-90 % bands; ``made_at_s`` when it was made; ``finished`` once the job ended."""
+
+    method: str
+    step_time_s: Band
+    remaining_s: Band
+    completion_time_s: Band | None
+    progress_ratio: float | None
+    iteration: int | None
+    train_iters: int | None
+    num_observations: int
+    prior_step_time_s: float | None = None
+    observed_step_time_s: float | None = None
+    step_time_log_sd: float | None = None
+    conflict_z: float | None = None
+    made_at_s: float | None = None
+    finished: bool | None = None
+
+
+class SchedulerReported(BaseModel):
+    """Progress the job reports through its scheduler (e.g. a TrainJob's trainerStatus)."""
+
+    progress_ratio: float | None
+    remaining_s: float | None
+    updated_s: float | None
+
+
+class GpuUsage(BaseModel):
+    """The job's GPU telemetry (``planner.ports.JobGpuUsage``; DCGM through Prometheus)."""
+
+    num_gpus: int = Field(description="GPUs that reported in the window")
+    at_s: float
+    window_s: float
+    gpu_util_ratio: float | None = Field(description="Mean DCGM_FI_DEV_GPU_UTIL, 0..1")
+    tensor_active_ratio: float | None = Field(
+        description="Mean DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, 0..1"
+    )
+    sm_active_ratio: float | None = Field(description="Mean DCGM_FI_PROF_SM_ACTIVE, 0..1")
+    memory_used_bytes: float | None = Field(description="Most memory used on one GPU")
+    least_active_gpu: str | None = Field(description="host/gpu of the least active GPU")
+    least_active_ratio: float | None
+
+
+class JobSummary(BaseModel):
+    """One job: scheduler state, description, progress, prediction and ETA."""
+
+    scheduler: str
+    cluster: str
+    job_id: str
+    name: str
+    user: str
+    status: str
+    active: bool
+    partition: str | None
+    num_gpus: int | None
+    gpus_allocated: bool | None
+    gpu_type: str | None
+    num_nodes: int | None
+    node_list: list[str] | None
+    submit_time_s: float | None
+    start_time_s: float | None
+    end_time_s: float | None
+    time_limit_s: float | None
+    stdout_path: str | None
+    described_by: str = Field(description="scenario_file, megatron_args or none")
+    description: str = Field(description="The scenario path, or why there is none")
+    progress: Progress
+    prediction: Prediction | None
+    eta: Eta | None
+    scheduler_reported: SchedulerReported | None
+    first_seen_s: float
+    last_seen_s: float
+    ended_s: float | None
+    data_age_s: float | None = Field(description="Age of the source's last success, s")
+    stale: bool
+
+
+class StepSample(BaseModel):
+    """One progress observation: mean step time over ``num_iterations`` ending at
+    ``iteration``, observed at ``time_s``."""
+
+    iteration: int
+    step_time_s: float | None
+    num_iterations: int
+    time_s: float
+    loss: float | None
+
+
+class JobDetail(JobSummary):
+    """One job in detail: its scenario, scheduler snapshot, step samples, ETA history and GPU
+    telemetry."""
+
+    scenario: dict[str, Any] | None
+    state: dict[str, Any]
+    samples: list[StepSample]
+    eta_history: list[Eta]
+    gpus: GpuUsage | None
+
+
+class JobList(BaseModel):
+    """Jobs and the health of their sources."""
+
+    generated_at_s: float
+    stale: bool = Field(description="True when any source is stale")
+    sources: list[SourceView]
+    jobs: list[JobSummary]
+
+
+class Stragglers(Open):
+    """Straggler analysis of a job: live (per-rank timings) or from the trace it names.
+
+    ``available`` False comes with ``reason``. A live analysis adds the tracker's report
+    (``slowdown``, ``stragglers``, ``hours_lost``, ``action``, ``advice``, ...); a trace
+    analysis adds the what-if report (``planner stragglers --json``) and its ``impact``."""
+
+    scheduler: str
+    cluster: str
+    job_id: str
+    status: str
+    available: bool
+    source: str | None = Field(default=None, description="live or trace")
+    reason: str | None = None
+    slowdown: float | None = None
+    stragglers: list[dict[str, Any]] | None = None
+    diagnosis: str | None = None
+    predicted_completion_without_stragglers_s: float | None = None
+
+
+class TraceReport(Open):
+    """What-if straggler analysis of a trace (``planner stragglers --json``; Lin et al., OSDI
+    '25): slowdown, ideal and actual step time, attribution and diagnosis."""
+
+    slowdown: float
+    ideal_step_time_s: float
+    actual_step_time_s: float
+    by_worker: list[dict[str, Any]]
+    by_stage: dict[str, float]
+    stragglers: list[dict[str, Any]]
+    diagnosis: str
+    explanation: str
+
+
+# ---------------------------------------------------------------------------- plans
+
+
+class ExploreResult(Open):
+    """One explore document's answer (``planner explore --json``): the top-k layouts, the
+    Pareto front and counts per rejection reason, or ``{"name", "error"}``."""
+
+    name: str | None = None
+    objective: str | None = None
+    top: list[dict[str, Any]] | None = None
+    pareto: list[dict[str, Any]] | None = None
+    counts: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class ExplorePage(BaseModel):
+    """A page of a list of explore documents."""
+
+    results: list[ExploreResult]
+    total: int
+    offset: int
+    limit: int
+    next_offset: int | None
+
+
+class RecommendResult(Open):
+    """A recommend document's answer (``planner recommend --json``): scaling curve, knee,
+    smallest allocation meeting the deadline, restart advice, or ``error``."""
+
+    name: str | None = None
+    scaling: list[dict[str, Any]] | None = None
+    knee: list[dict[str, Any]] | None = None
+    recommendation: dict[str, Any] | None = None
+    smallest_meeting_deadline: dict[str, Any] | None = None
+    running: dict[str, Any] | None = None
+    error: str | None = None
+
+
+# ---------------------------------------------------------------------------- calibrations
+
+
+class CalibrationGroup(BaseModel):
+    """One group of the online correction (cluster, GPU, model level)."""
+
+    level: str
+    group: list[Any]
+    factor: float = Field(description="Observed over predicted step time")
+    log_sd: float
+    num_jobs: int
+    latest_time_s: float
+
+
+class OnlineCalibrationView(BaseModel):
+    """The online correction learnt from running jobs, with the model's error per cluster."""
+
+    num_samples: int
+    groups: list[CalibrationGroup]
+    model_error: list[dict[str, Any]]
+    updated_s: float | None = None
+
+
+class OperatorCalibrationView(BaseModel):
+    """Operator and collective models fitted from uploaded samples."""
+
+    name: str
+    updated_s: float
+    device: dict[str, Any] | None = Field(
+        description="The sampled device: device, device_name, torch_version, hostname, ..."
+    )
+    summary: list[str]
+
+
+class Calibrations(BaseModel):
+    """What the planner has learnt."""
+
+    online: OnlineCalibrationView
+    operators: list[OperatorCalibrationView]
+
+
+class CalibrationUploaded(BaseModel):
+    """A stored operator calibration: its name and its summary lines."""
+
+    name: str
+    summary: list[str]

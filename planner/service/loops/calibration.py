@@ -1,0 +1,79 @@
+"""Online recalibration: the cluster's observed step times teach the model's correction.
+
+``online_calibration`` loads the state once per process; ``recalibrate`` feeds every job of a
+cluster that has both a model prediction and an observed step time, and stores the state with
+the model's error per cluster (for ``planner_model_error_ratio``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from planner.calibration import OnlineCalibration, key_from_scenario
+from planner.errors import PlannerError
+from planner.service.loops.context import IngestDeps
+from planner.service.store import UnitOfWork
+
+log = logging.getLogger(__name__)
+
+#: Name of the online calibration's row in the ``calibrations`` table.
+ONLINE_CALIBRATION = "online"
+
+
+def online_calibration(deps: IngestDeps, uow: UnitOfWork) -> OnlineCalibration:
+    """The online calibration, loaded from the store on first use (afresh when unusable)."""
+    if deps.online.value is None:
+        row = uow.calibration(ONLINE_CALIBRATION)
+        try:
+            deps.online.value = (
+                OnlineCalibration.from_json(row.state["online"]) if row else OnlineCalibration()
+            )
+        except (PlannerError, KeyError, TypeError) as exc:
+            log.error("stored online calibration unusable, starting afresh: %s", exc)
+            deps.online.value = OnlineCalibration()
+    return deps.online.value
+
+
+def recalibrate(
+    deps: IngestDeps, uow: UnitOfWork, *, scheduler: str, cluster: str, now_s: float
+) -> None:
+    """Feed the cluster's jobs' observed step times to the online calibration; store it when it
+    learnt something (or was never stored)."""
+    online = online_calibration(deps, uow)
+    before = online.num_samples_
+    for job in uow.jobs_of(scheduler, cluster):
+        predicted = (job.prediction or {}).get("iteration_time_s")
+        observed = (job.eta or {}).get("observed_step_time_s")
+        ckey = key_from_scenario(scheduler, cluster, job.scenario) if job.scenario else None
+        if ckey is None or not job.iteration or not isinstance(predicted, int | float):
+            continue
+        if not isinstance(observed, int | float) or observed <= 0 or predicted <= 0:
+            continue
+        try:
+            online.observe(
+                ckey,
+                job.job_id,
+                predicted_step_s=float(predicted),
+                observed_step_s=float(observed),
+                num_iterations=job.iteration,
+                time_s=job.last_progress_s or now_s,
+            )
+        except PlannerError as exc:
+            log.warning("job %s: not used for calibration: %s", job.job_id, exc)
+    if online.num_samples_ == before and uow.calibration(ONLINE_CALIBRATION) is not None:
+        return
+    uow.put_calibration(ONLINE_CALIBRATION, _state(online), now_s)
+
+
+def _state(online: OnlineCalibration) -> dict[str, Any]:
+    errors = {}
+    for sched, clus in {(k.scheduler, k.cluster) for k, _ in online.jobs_}:
+        stats = online.error_stats(sched, clus)
+        errors[f"{sched}/{clus}"] = {
+            "scheduler": sched,
+            "cluster": clus,
+            "median_abs_error_ratio": stats.median_abs_error_ratio,
+            "num_jobs": stats.num_jobs,
+        }
+    return {"online": online.to_json(), "errors": errors, "num_samples": online.num_samples_}

@@ -1,0 +1,51 @@
+"""What the ingest loop works with: its knobs and its dependencies (no behaviour here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner.calibration import OnlineCalibration
+from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
+from planner.service.store import Store
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IngestSettings:
+    """The knobs of the ingest loop (taken from ``planner.service.settings.Settings``)."""
+
+    model_prior_log_sd: float = 0.3
+    max_scenario_file_bytes: int = 1024 * 1024
+    ended_job_retention_s: float = 7 * 24 * 3600.0
+    trace_analysis_interval_s: float = 300.0
+
+
+@dataclass(slots=True)
+class OnlineCache:
+    """The online calibration, loaded from the store on first use and kept between cycles."""
+
+    value: OnlineCalibration | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class IngestDeps:
+    """Everything one ingest cycle reads from or writes to.
+
+    ``store``: the database port; ``sources``: the schedulers polled; ``reader``: the job-log
+    tailer; ``traces``: per-rank traces jobs name; ``telemetry``: progress and per-rank timings
+    from a metrics system; ``gpus``: per-job GPU telemetry (DCGM); ``online``: the cached online
+    calibration.
+    """
+
+    store: Store
+    sources: list[SchedulerSource]
+    reader: ProgressReader
+    settings: IngestSettings = field(default_factory=IngestSettings)
+    traces: TraceSource | None = None
+    telemetry: JobTelemetry | None = None
+    gpus: GpuTelemetry | None = None
+    online: OnlineCache = field(default_factory=OnlineCache)
+
+
+def source_name(source: SchedulerSource) -> str:
+    """Key of a source in the ``sources`` table (one per scheduler instance)."""
+    return getattr(source, "name", source.scheduler)

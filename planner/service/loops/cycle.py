@@ -1,0 +1,135 @@
+"""One ingest cycle: poll every source, store its jobs and nodes, recalibrate.
+
+Each source is polled on its own: a source that fails (timeout, daemon down, garbage output) is
+recorded as failing and the jobs it reported before are left as they were, so the API keeps
+serving the last good state and says how old it is; the next successful poll brings everything
+up to date. One source's poll is one unit of work (readers see whole cycles).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from planner.errors import SourceError, StoreError
+from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
+from planner.service.loops.calibration import recalibrate
+from planner.service.loops.context import IngestDeps, IngestSettings, source_name
+from planner.service.loops.jobs import merge_jobs
+from planner.service.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class CycleReport:
+    """What one cycle did: per source ``ok`` or the error line."""
+
+    started_s: float
+    results: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def all_ok(self) -> bool:
+        """True when every source answered (or there was none)."""
+        return all(v == "ok" for v in self.results.values())
+
+
+def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[], float]) -> None:
+    """Poll ``source`` once and store what it reported (the time is read after the poll).
+    Raises ``SourceError`` when the source fails, ``StoreError`` when the store does."""
+    snapshot = source.snapshot()
+    now_s = clock()
+    with deps.store.unit_of_work() as uow:
+        row = uow.source(source_name(source), scheduler=source.scheduler)
+        row.cluster = snapshot.cluster
+        row.last_attempt_s = now_s
+        row.last_success_s = now_s
+        row.last_error = None
+        row.consecutive_failures = 0
+        row.nodes = [dataclasses.asdict(n) for n in snapshot.nodes]
+        row.warnings = list(snapshot.warnings)
+        for warning in snapshot.warnings:
+            log.info("source %s: %s", source_name(source), warning)
+        merge_jobs(deps, uow, source.read_text_file, snapshot, now_s=now_s)
+        recalibrate(deps, uow, scheduler=snapshot.scheduler, cluster=snapshot.cluster, now_s=now_s)
+
+
+def record_failure(deps: IngestDeps, source: SchedulerSource, error: str, *, now_s: float) -> None:
+    """Count a failed poll of ``source`` in its health row (logs a store failure)."""
+    try:
+        with deps.store.unit_of_work() as uow:
+            row = uow.source(source_name(source), scheduler=source.scheduler)
+            row.last_attempt_s = now_s
+            row.last_error = error
+            row.consecutive_failures = (row.consecutive_failures or 0) + 1
+    except StoreError as exc:
+        log.error("cannot record the failure of %s: %s", source_name(source), exc)
+
+
+def run_cycle(deps: IngestDeps, clock: Callable[[], float]) -> CycleReport:
+    """Poll each source once; never raises for a source or store failure (logs it)."""
+    report = CycleReport(started_s=clock())
+    for source in deps.sources:
+        name = source_name(source)
+        try:
+            ingest_source(deps, source, clock)
+        except SourceError as exc:
+            report.results[name] = str(exc)
+            log.warning(
+                "source %s failed, serving last good state: %s",
+                name,
+                " | ".join(line for line in str(exc).splitlines() if line.strip()),
+            )
+            record_failure(deps, source, str(exc), now_s=clock())
+        except StoreError as exc:
+            report.results[name] = str(exc)
+            log.error("store failed while ingesting %s: %s", name, exc)
+        else:
+            report.results[name] = "ok"
+    return report
+
+
+class IngestLoop:
+    """The ingest loop of one process: its dependencies, its clock, a lock that serialises
+    cycles (the scheduler's thread and a test may both call) and the count of good cycles."""
+
+    def __init__(
+        self,
+        store: Store,
+        sources: Sequence[SchedulerSource],
+        reader: ProgressReader,
+        *,
+        clock: Callable[[], float],
+        settings: IngestSettings | None = None,
+        traces: TraceSource | None = None,
+        telemetry: JobTelemetry | None = None,
+        gpus: GpuTelemetry | None = None,
+    ) -> None:
+        self.deps = IngestDeps(
+            store=store,
+            sources=list(sources),
+            reader=reader,
+            settings=settings or IngestSettings(),
+            traces=traces,
+            telemetry=telemetry,
+            gpus=gpus,
+        )
+        self.clock = clock
+        self.cycles_ok = 0
+        self._lock = threading.Lock()
+
+    @property
+    def sources(self) -> list[SchedulerSource]:
+        """The sources polled."""
+        return self.deps.sources
+
+    def run_cycle(self) -> CycleReport:
+        """One cycle (:func:`run_cycle`); counts it when every source answered."""
+        with self._lock:
+            report = run_cycle(self.deps, self.clock)
+            if report.all_ok:
+                self.cycles_ok += 1
+            return report

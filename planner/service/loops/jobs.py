@@ -1,0 +1,168 @@
+"""Jobs of one snapshot into the store: new, changed, ended and pruned jobs; per job its
+description, progress, ETA, stragglers and GPU telemetry."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from planner.calibration import key_from_scenario
+from planner.errors import PlannerError
+from planner.service.describe import describe_job, description_key
+from planner.service.loops.calibration import online_calibration
+from planner.service.loops.context import IngestDeps
+from planner.service.loops.eta import update_eta
+from planner.service.loops.gpus import read_gpus
+from planner.service.loops.progress import read_telemetry, reported_progress, tail_log
+from planner.service.loops.stragglers import analyse_trace, update_stragglers
+from planner.service.models import JobRow
+from planner.service.store import UnitOfWork
+from planner.specs.job import ClusterSnapshot, JobState, JobStatus, RankStepRecord
+
+log = logging.getLogger(__name__)
+
+#: Reads a file a job names: ``(path, max_bytes) -> text`` (a source's ``read_text_file``).
+ReadText = Callable[[str, int], str]
+
+
+def merge_jobs(
+    deps: IngestDeps,
+    uow: UnitOfWork,
+    read_text: ReadText,
+    snapshot: ClusterSnapshot,
+    *,
+    now_s: float,
+) -> None:
+    """Store every job of ``snapshot``; jobs the scheduler stopped reporting have ended; jobs
+    that ended more than the retention ago are pruned. ``read_text(path, max_bytes)`` reads a
+    file a job names (the source's ``read_text_file``)."""
+    retention_s = deps.settings.ended_job_retention_s
+    existing = {r.job_id: r for r in uow.jobs_of(snapshot.scheduler, snapshot.cluster)}
+    seen: set[str] = set()
+    for job in snapshot.jobs:
+        seen.add(job.job_id)
+        row = existing.get(job.job_id)
+        if row is None:
+            # An ended job we never saw running: keep it only within the retention.
+            if (
+                not job.status.is_active
+                and job.end_time_s is not None
+                and now_s - job.end_time_s > retention_s
+            ):
+                continue
+            row = uow.new_job(
+                scheduler=job.scheduler, cluster=job.cluster, job_id=job.job_id, first_seen_s=now_s
+            )
+            log.info(
+                "new job %s/%s/%s (%s, %d GPUs, %s)",
+                job.scheduler,
+                job.cluster,
+                job.job_id,
+                job.name,
+                job.num_gpus,
+                job.status,
+            )
+        elif not row.active and job.status.is_active and row.ended_s is not None:
+            row.ended_s = None  # a requeued job comes back under its old id
+        update_job(deps, uow, read_text, row, job, now_s=now_s)
+
+    for job_id, row in existing.items():
+        if row.active and job_id not in seen:
+            # Gone from the scheduler's active list and not in its accounting window.
+            row.active = False
+            row.status = JobStatus.UNKNOWN.value
+            row.ended_s = now_s
+            log.info("job %s/%s/%s no longer reported: ended", row.scheduler, row.cluster, job_id)
+    uow.delete_ended_jobs(ended_before_s=now_s - retention_s)
+
+
+def update_job(
+    deps: IngestDeps,
+    uow: UnitOfWork,
+    read_text: ReadText,
+    row: JobRow,
+    job: JobState,
+    *,
+    now_s: float,
+) -> None:
+    """Bring one stored job up to date with its snapshot ``job``."""
+    was_active = row.active if row.id is not None else True
+    row.name = job.name
+    row.user = job.user
+    row.status = job.status.value
+    row.active = job.status.is_active
+    row.state = job_state_dict(job)
+    row.last_seen_s = now_s
+    if not row.active and row.ended_s is None:
+        row.ended_s = job.end_time_s or now_s
+
+    key = description_key(job)
+    if key != row.description_key:
+        describe(deps, uow, read_text, row, job, key=key, now_s=now_s)
+
+    rank_records: list[RankStepRecord] = []
+    if (row.active or was_active) and job.status != JobStatus.PENDING:
+        if job.stdout_path:
+            rank_records += tail_log(deps, uow, row, job.stdout_path, now_s=now_s)
+        rank_records += read_telemetry(deps, uow, row, job, now_s=now_s)
+        reported_progress(uow, row, job, now_s=now_s)
+
+    if row.active:
+        update_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
+    elif was_active and row.eta is not None:
+        row.eta = {**row.eta, "finished": True}  # final state: nothing remains
+    if rank_records or (row.active and (row.stragglers or {}).get("state")):
+        update_stragglers(row, rank_records)
+    analyse_trace(
+        deps.traces, row, job, now_s=now_s, interval_s=deps.settings.trace_analysis_interval_s
+    )
+    read_gpus(deps.gpus, row, job, now_s=now_s)
+
+
+def describe(
+    deps: IngestDeps,
+    uow: UnitOfWork,
+    read_text: ReadText,
+    row: JobRow,
+    job: JobState,
+    *,
+    key: str,
+    now_s: float,
+) -> None:
+    """Work out what the job trains and predict it (``planner.service.describe``); a new
+    prediction starts from what the cluster's jobs taught the online calibration."""
+    max_bytes = deps.settings.max_scenario_file_bytes
+    description = describe_job(job, lambda path: read_text(path, max_bytes))
+    row.description_key = key
+    row.described_by = description.described_by
+    row.description_detail = description.error or description.detail
+    row.scenario = description.document
+    row.prediction = description.prediction
+    ckey = (
+        key_from_scenario(job.scheduler, job.cluster, description.document)
+        if description.document is not None and description.prediction is not None
+        else None
+    )
+    if ckey is not None and description.prediction is not None:
+        try:
+            row.prediction = online_calibration(deps, uow).apply(description.prediction, ckey)
+        except PlannerError as exc:
+            log.warning("job %s: prediction not calibrated: %s", job.job_id, exc)
+    if description.train_iters is not None:
+        row.train_iters = description.train_iters
+    if description.error:
+        log.warning("job %s: cannot use its description: %s", job.job_id, description.error)
+    if description.prediction is not None:
+        uow.add_prediction(row, kind="model", made_at_s=now_s, payload=description.prediction)
+
+
+def job_state_dict(job: JobState) -> dict[str, Any]:
+    """The stored snapshot of a job (JSON-safe; the batch script is left out: it can be large
+    and the description keeps what matters)."""
+    state = dataclasses.asdict(job)
+    state["status"] = job.status.value
+    state["node_list"] = list(job.node_list)
+    state.pop("batch_script", None)
+    return state

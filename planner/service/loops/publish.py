@@ -1,0 +1,279 @@
+"""What the leader writes back to the schedulers after each ingest cycle (all opt-in).
+
+* Kubernetes: the Kueue AdmissionCheck reconcile (the decision is
+  ``planner.recommend.admission``, from the stored predictions) and ``planner.llm/*`` hint
+  annotations, written only when they change;
+* Slurm: ``planner:hint=`` tokens in job comments (and, enforcing, lower time limits: the
+  policy is ``planner.recommend.time_limit``), and the hints file for ``job_submit.lua``.
+
+The scheduler I/O comes in as Protocols and callables built by the composition root
+(``planner.service.main``); nothing here imports an adapter.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from planner.errors import PlannerError
+from planner.ports import SchedulerSource
+from planner.recommend.admission import (
+    AdvisoryHints,
+    CheckDecision,
+    admission_decision,
+    advisory_hints,
+)
+from planner.recommend.outlook import JobOutlook
+from planner.recommend.time_limit import RuntimeHint, runtime_hint
+from planner.service.models import JobRow
+from planner.service.store import Store
+from planner.specs.job import JobStatus
+
+log = logging.getLogger(__name__)
+
+KUBERNETES = "kubernetes"
+SLURM = "slurm"
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _quantile(doc: dict[str, Any] | None, key: str, quantile: str) -> float | None:
+    value = (doc or {}).get(key)
+    return _num(value.get(quantile)) if isinstance(value, dict) else None
+
+
+def outlook_of(row: JobRow) -> JobOutlook:
+    """The policies' view of a stored job (its prediction and ETA)."""
+    pred = row.prediction or {}
+    gpus = (row.state or {}).get("num_gpus")
+    start = (row.state or {}).get("start_time_s")
+    fits = pred.get("fits_in_memory")
+    try:
+        status = JobStatus(row.status)
+    except ValueError:
+        status = JobStatus.UNKNOWN
+    return JobOutlook(
+        job_id=row.job_id,
+        status=status,
+        num_gpus=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
+        train_iters=row.train_iters,
+        start_time_s=_num(start),
+        has_prediction=row.prediction is not None,
+        description=row.description_detail,
+        step_time_s=_num(pred.get("iteration_time_s")),
+        mfu_ratio=_num(pred.get("mfu")),
+        memory_per_gpu_bytes=_num(pred.get("memory_per_gpu_bytes")),
+        fits_in_memory=fits if isinstance(fits, bool) else None,
+        remaining_p50_s=_quantile(row.eta, "remaining_s", "p50"),
+        remaining_p90_s=_quantile(row.eta, "remaining_s", "p90"),
+        completion_p50_s=_quantile(row.eta, "completion_time_s", "p50"),
+        completion_p90_s=_quantile(row.eta, "completion_time_s", "p90"),
+    )
+
+
+# ---------------------------------------------------------------------------- Kubernetes
+
+
+def admission_decider(
+    store: Store, *, is_fresh: Callable[[], bool]
+) -> Callable[[str], CheckDecision]:
+    """``decide(job_id)`` over the stored predictions of Kubernetes jobs (``""``: the workload's
+    owner is unknown); the rule is ``planner.recommend.admission.admission_decision``."""
+
+    def decide(job_id: str) -> CheckDecision:
+        if not job_id:
+            return admission_decision(None, owner_known=False, fresh=True)
+        if not is_fresh():
+            return admission_decision(None, owner_known=True, fresh=False)
+        rows = store.find_jobs(job_id, scheduler=KUBERNETES)
+        return admission_decision(
+            outlook_of(rows[0]) if rows else None, owner_known=True, fresh=True
+        )
+
+    return decide
+
+
+class Elector(Protocol):
+    """Leader election (a coordination.k8s.io Lease)."""
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this replica holds the lease."""
+        ...
+
+    def start(self) -> None:
+        """Start campaigning."""
+        ...
+
+    def stop(self) -> None:
+        """Stop, releasing the lease."""
+        ...
+
+
+class WatchedSource(SchedulerSource, Protocol):
+    """A scheduler source with watch caches to start and stop (the Kubernetes informers)."""
+
+    def start(self) -> None:
+        """Start the watches."""
+        ...
+
+    def stop(self) -> None:
+        """Stop the watches."""
+        ...
+
+    def stats(self) -> Mapping[str, Any]:
+        """Counters per watched resource (for ``/metrics``)."""
+        ...
+
+
+@dataclass(kw_only=True)
+class KubernetesRuntime:
+    """The Kubernetes pieces of one service process.
+
+    ``source``: the informer-backed source (registered with the ingest loop); ``elector``:
+    leader election (None: always the leader); ``reconcile_admission``: one reconcile pass of
+    the AdmissionCheck controller (None: off); ``write_hints``: annotate a job ``namespace/kind/
+    name`` with hint values (None: off).
+    """
+
+    source: WatchedSource
+    elector: Elector | None = None
+    reconcile_admission: Callable[[], None] | None = None
+    write_hints: Callable[[str, AdvisoryHints], None] | None = None
+    _written_hints: dict[str, AdvisoryHints] = field(default_factory=dict)
+
+    @property
+    def is_leader(self) -> bool:
+        """True without leader election, else whether this replica holds the Lease."""
+        return self.elector is None or self.elector.is_leader
+
+    def start(self) -> None:
+        """Start the informers and the elector."""
+        self.source.start()
+        if self.elector is not None:
+            self.elector.start()
+
+    def stop(self) -> None:
+        """Stop the elector (releasing the Lease) and the informers."""
+        if self.elector is not None:
+            self.elector.stop()
+        self.source.stop()
+
+    def after_cycle(self, store: Store) -> None:
+        """Leader only: reconcile the AdmissionCheck and write changed hint annotations."""
+        if not self.is_leader:
+            return
+        if self.reconcile_admission is not None:
+            self.reconcile_admission()
+        if self.write_hints is not None:
+            publish_kubernetes_hints(store, self.write_hints, self._written_hints)
+
+
+def publish_kubernetes_hints(
+    store: Store,
+    write: Callable[[str, AdvisoryHints], None],
+    written: dict[str, AdvisoryHints],
+) -> None:
+    """Annotate each active Kubernetes job that has a prediction with its hint values, when
+    they differ from what was written (``written`` is updated); failures are logged."""
+    for row in store.list_jobs(active_only=True):
+        if row.scheduler != KUBERNETES or row.prediction is None:
+            continue
+        hints = advisory_hints(outlook_of(row))
+        if written.get(row.job_id) == hints:
+            continue
+        try:
+            write(row.job_id, hints)
+        except (PlannerError, ValueError) as exc:
+            log.warning("hints for %s not written: %s", row.job_id, exc)
+            continue
+        written[row.job_id] = hints
+
+
+# ---------------------------------------------------------------------------- Slurm
+
+
+class HintResult(Protocol):
+    """What writing one job's hint did (``error`` None: written or nothing to change)."""
+
+    @property
+    def error(self) -> Exception | None:
+        """Why this job's hint was not written."""
+        ...
+
+
+class HintWriter(Protocol):
+    """Writes hints into the scheduler's jobs (``adapters.slurm.SlurmHintWriter``)."""
+
+    def write_many(self, hints: Mapping[str, RuntimeHint]) -> Mapping[str, HintResult]:
+        """Write each job's hint; raises ``SourceError`` when the queue cannot be read."""
+        ...
+
+
+@dataclass(kw_only=True)
+class HintsFile:
+    """The hints file for ``job_submit.lua``: ``write(hints by key)`` writes it atomically;
+    ``scenario_key(path)`` and ``job_key(user, name)`` are its keys (raise ``SpecError``)."""
+
+    path: str
+    write: Callable[[Mapping[str, RuntimeHint]], None]
+    scenario_key: Callable[[str], str]
+    job_key: Callable[[str, str], str]
+
+
+@dataclass(kw_only=True)
+class SlurmHintsRuntime:
+    """Writes Slurm hints after each ingest cycle (see the module docstring)."""
+
+    writer: HintWriter | None = None
+    hints_file: HintsFile | None = None
+
+    def after_cycle(self, store: Store) -> None:
+        """Write the hints of active Slurm jobs and refresh the hints file; logs failures."""
+        active: dict[str, RuntimeHint] = {}
+        by_key: dict[str, RuntimeHint] = {}
+        for row in store.list_jobs():
+            if row.scheduler != SLURM:
+                continue
+            try:
+                hint = runtime_hint(outlook_of(row))
+            except PlannerError as exc:
+                log.warning("job %s: no Slurm hint: %s", row.job_id, exc)
+                continue
+            if hint is None:
+                continue
+            if row.active:
+                active[row.job_id] = hint
+            if self.hints_file is not None:
+                by_key.update(_file_keys(self.hints_file, row, hint))
+        if self.writer is not None and active:
+            try:
+                results = self.writer.write_many(active)
+            except PlannerError as exc:
+                log.warning("Slurm hints not written: %s", exc)
+            else:
+                for job_id, result in results.items():
+                    if result.error:
+                        log.warning("Slurm hint for job %s: %s", job_id, result.error)
+        if self.hints_file is not None and by_key:
+            try:
+                self.hints_file.write(by_key)
+            except (OSError, PlannerError) as exc:
+                log.warning("hints file %s not written: %s", self.hints_file.path, exc)
+
+
+def _file_keys(hints_file: HintsFile, row: JobRow, hint: RuntimeHint) -> dict[str, RuntimeHint]:
+    """The hints-file entries of one job: by its scenario path and by user + job name."""
+    keys: dict[str, RuntimeHint] = {}
+    try:
+        if row.described_by == "scenario_file" and row.description_detail.startswith("/"):
+            keys[hints_file.scenario_key(row.description_detail)] = hint
+        if row.user and row.name:
+            keys[hints_file.job_key(row.user, row.name)] = hint
+    except PlannerError as exc:
+        log.warning("job %s: not in the hints file: %s", row.job_id, exc)
+    return keys

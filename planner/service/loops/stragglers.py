@@ -1,0 +1,86 @@
+"""Stragglers of a running job: the live tracker fed with per-rank timings, and the what-if
+analysis of a trace the job names (``planner:trace=PATH planner:trace-meta=PATH``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from planner.errors import PlannerError
+from planner.ports import TraceSource
+from planner.service.describe import trace_paths_from_comment
+from planner.service.models import JobRow
+from planner.specs.job import JobState, RankStepRecord
+from planner.stragglers import analyse, assess_impact
+from planner.stragglers.live import LiveStragglers
+
+log = logging.getLogger(__name__)
+
+
+def remaining_s(row: JobRow) -> float | None:
+    """The job's p50 remaining time from its ETA, None when inactive or unknown."""
+    if not row.active:
+        return None
+    value = ((row.eta or {}).get("remaining_s") or {}).get("p50")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def update_stragglers(row: JobRow, records: list[RankStepRecord]) -> None:
+    """Feed per-rank timings to the job's live straggler tracker; refresh its report."""
+    stored = (row.stragglers or {}).get("state")
+    try:
+        tracker = LiveStragglers.from_json(stored) if stored else None
+        if records and (tracker is None or tracker.world_size != records[-1].world_size):
+            tracker = LiveStragglers.new(records[-1].world_size)  # new or resized job
+        if tracker is None:
+            return
+        tracker.add(records)
+    except PlannerError as exc:
+        log.warning("job %s: per-rank timings not usable: %s", row.job_id, exc)
+        return
+    report = tracker.report(remaining_s=remaining_s(row))
+    row.stragglers = {
+        **(row.stragglers or {}),
+        "state": tracker.to_json(),
+        "report": None if report is None else report.to_dict(),
+    }
+
+
+def analyse_trace(
+    traces: TraceSource | None,
+    row: JobRow,
+    job: JobState,
+    *,
+    now_s: float,
+    interval_s: float,
+) -> None:
+    """What-if analysis of the trace the job names, when it changed and at most once per
+    ``interval_s``; the report (or the error) goes into ``row.stragglers["trace"]``."""
+    paths = trace_paths_from_comment(job)
+    if paths is None or traces is None:
+        return
+    stored = (row.stragglers or {}).get("trace") or {}
+    fingerprint = traces.fingerprint(*paths)
+    if fingerprint is None or fingerprint == stored.get("fingerprint"):
+        return
+    last = stored.get("analysed_at_s")
+    if last is not None and now_s - last < interval_s:
+        return
+    doc: dict[str, Any] = {
+        "fingerprint": fingerprint,
+        "analysed_at_s": now_s,
+        "trace_path": paths[0],
+        "meta_path": paths[1],
+    }
+    try:
+        report = analyse(traces.read(*paths))
+    except PlannerError as exc:
+        log.warning("job %s: trace %s not analysed: %s", row.job_id, paths[0], exc)
+        doc["error"] = str(exc)
+    else:
+        doc["report"] = report.to_dict()
+        remaining = remaining_s(row)
+        if remaining is not None:
+            doc["impact"] = dataclasses.asdict(assess_impact(report, remaining))
+    row.stragglers = {**(row.stragglers or {}), "trace": doc}

@@ -1,0 +1,378 @@
+"""The service's composition root: the only module of ``planner`` that imports ``adapters``
+(an import-linter contract says so).
+
+``create_app`` turns settings into the running pieces: the store (SQLAlchemy), the scheduler
+sources (Slurm CLI, Kubernetes informers), the log tailer, trace files, Prometheus (training
+metrics and dcgm-exporter GPU telemetry), leader election, the Kueue AdmissionCheck controller,
+hint writers, and the HTTP API. Everything is injectable for tests: pass ``store``, ``sources``,
+``reader``, ``traces``, ``telemetry``, ``gpus``, ``kube_api_client`` and ``clock``, and
+``start_loops=False`` to drive cycles by hand. ``serve`` is ``planner serve``; ``read_trace``,
+``sample_this_machine`` and ``read_calibration_inputs`` are the adapters the other commands of
+``planner.cli`` use.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from adapters.kubernetes import (
+    DEFAULT_RESOURCES,
+    AdmissionCheckController,
+    JobHints,
+    KubeApi,
+    KubernetesSource,
+    LeaseElector,
+    WorkloadSnapshot,
+    write_hints,
+)
+from adapters.kubernetes.client import ADMISSIONCHECKS
+from adapters.kubernetes.config import api_client_from_config
+from adapters.logs import LogTailer
+from adapters.nccl import parse_nccl_tests
+from adapters.prometheus import (
+    DcgmJobTelemetry,
+    DcgmTelemetry,
+    PrometheusClient,
+    PrometheusJobTelemetry,
+)
+from adapters.sampling.files import SampleRun, read_sample_run
+from adapters.sampling.run import run_sampling
+from adapters.slurm import (
+    SlurmHintWriter,
+    SlurmSource,
+    TimeLimitPolicy,
+    detect_slurm,
+    job_key,
+    scenario_key,
+    write_hints_file,
+)
+from adapters.traces import TraceFiles, read_layout, read_op_trace
+from planner import __version__
+from planner.calibration.collectives import CollectiveSample
+from planner.calibration.samples import OpSample
+from planner.capacity.montecarlo import Executor
+from planner.errors import CalibrationError, SourcePermanentError
+from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
+from planner.recommend.admission import AdvisoryHints, CheckDecision
+from planner.service.api import build_app
+from planner.service.loops import IngestLoop, IngestSettings
+from planner.service.loops.publish import (
+    HintsFile,
+    KubernetesRuntime,
+    SlurmHintsRuntime,
+    admission_decider,
+)
+from planner.service.metrics import KubernetesCollector, PlannerCollector
+from planner.service.runtime import ServiceState
+from planner.service.settings import KubernetesSettings, Settings, SlurmSettings, Toggle
+from planner.service.store import SqlStore, Store
+from planner.specs.trace import OpTrace
+
+log = logging.getLogger("planner.service")
+
+
+def build_sources(settings: Settings) -> list[SchedulerSource]:
+    """The scheduler sources the settings ask for (Slurm when ``auto`` and its CLI is on PATH)."""
+    sources: list[SchedulerSource] = []
+    slurm = settings.slurm
+    if slurm.enabled == Toggle.ON or (
+        slurm.enabled == Toggle.AUTO and detect_slurm(path_env=slurm.bin_dir)
+    ):
+        sources.append(
+            SlurmSource(
+                cluster=slurm.cluster,
+                bin_dir=slurm.bin_dir,
+                timeout_s=slurm.command_timeout_s,
+                use_sacct=slurm.use_sacct,
+            )
+        )
+        log.info(
+            "source found: slurm (commands in %s, timeout %.0f s)",
+            slurm.bin_dir or "PATH",
+            slurm.command_timeout_s,
+        )
+    elif slurm.enabled == Toggle.AUTO:
+        log.info("source not found: slurm (squeue/sinfo not on PATH; set PLANNER_SLURM__BIN_DIR)")
+    else:
+        log.info("source disabled: slurm")
+    if not sources:
+        log.info("no telemetry source configured: serving predictions only")
+    return sources
+
+
+def build_reader(settings: Settings) -> ProgressReader:
+    """The log tailer used for job progress."""
+    return LogTailer(max_read_bytes=settings.max_log_bytes_per_cycle)
+
+
+def build_prometheus(settings: Settings) -> tuple[JobTelemetry | None, GpuTelemetry | None]:
+    """Training metrics and DCGM GPU telemetry from Prometheus (both None without a URL)."""
+    prom = settings.prometheus
+    if not prom.url:
+        return None, None
+    client = PrometheusClient(prom.url, timeout_s=prom.timeout_s)
+    log.info("job metrics and GPU telemetry (DCGM): Prometheus at %s", prom.url)
+    telemetry = PrometheusJobTelemetry(
+        client, slurm_job_label=prom.slurm_job_label, step_s=prom.step_s
+    )
+    return telemetry, DcgmJobTelemetry(DcgmTelemetry(client, window_s=prom.gpu_window_s))
+
+
+def kubernetes_wanted(settings: KubernetesSettings) -> bool:
+    """``on``, or ``auto`` inside a pod or with a kubeconfig named in settings or KUBECONFIG."""
+    if settings.enabled == Toggle.OFF:
+        return False
+    if settings.enabled == Toggle.ON:
+        return True
+    return bool(
+        os.environ.get("KUBERNETES_SERVICE_HOST")
+        or settings.kubeconfig
+        or os.environ.get("KUBECONFIG")
+    )
+
+
+def build_kubernetes(
+    settings: KubernetesSettings,
+    store: Store,
+    *,
+    is_fresh: Callable[[], bool],
+    api_client: Any = None,
+) -> KubernetesRuntime | None:
+    """The Kubernetes runtime for ``settings`` (None when off): informers, Lease elector,
+    AdmissionCheck controller, hint annotations. ``api_client`` overrides the configuration
+    lookup (tests). Raises ``SourcePermanentError`` when ``on`` without a configuration."""
+    if api_client is None:
+        if not kubernetes_wanted(settings):
+            return None
+        try:
+            api_client = api_client_from_config(settings.kubeconfig)
+        except SourcePermanentError as exc:
+            if settings.enabled == Toggle.ON:
+                raise
+            log.warning("source not found: kubernetes (%s)", exc)
+            return None
+    admission = settings.admission_check
+    resources = (*DEFAULT_RESOURCES, ADMISSIONCHECKS) if admission.enabled else DEFAULT_RESOURCES
+    source = KubernetesSource(
+        api_client, cluster=settings.cluster, namespace=settings.namespace, resources=resources
+    )
+    elector = None
+    if settings.leader_election:
+        elector = LeaseElector(
+            api_client,
+            name=settings.lease_name,
+            namespace=settings.lease_namespace,
+            identity=settings.identity or socket.gethostname(),
+        )
+    reconcile = None
+    if admission.enabled:
+        decide_job = admission_decider(store, is_fresh=is_fresh)
+
+        def decide(workload: WorkloadSnapshot) -> CheckDecision:
+            return decide_job(workload.job_id)
+
+        controller = AdmissionCheckController(
+            api_client,
+            controller_name=admission.controller_name,
+            decide=decide,
+            gating_queues=admission.gating_queues,
+            grace_period_s=admission.grace_period_s,
+        )
+        reconcile = functools.partial(_reconcile_admission, source, controller)
+    writer = None
+    if settings.hint_annotations:
+        api = KubeApi(api_client)
+
+        def writer(job_id: str, hints: AdvisoryHints) -> None:
+            write_hints(
+                api,
+                job_id,
+                JobHints(
+                    predicted_runtime_s=hints.predicted_runtime_s,
+                    eta_s=hints.eta_s,
+                    recommended_gpus=hints.recommended_gpus,
+                ),
+            )
+
+    return KubernetesRuntime(
+        source=source, elector=elector, reconcile_admission=reconcile, write_hints=writer
+    )
+
+
+def _reconcile_admission(source: KubernetesSource, controller: AdmissionCheckController) -> None:
+    """One AdmissionCheck reconcile over the informer caches; errors are logged."""
+    workloads = source.informers.get("workloads")
+    checks = source.informers.get(ADMISSIONCHECKS.key)
+    if workloads is None or checks is None:
+        return
+    report = controller.reconcile(workloads.items(), checks.items())
+    if report.errors:
+        log.warning("admission check: %d errors: %s", len(report.errors), report.errors[:3])
+
+
+def build_slurm_hints(settings: SlurmSettings) -> SlurmHintsRuntime | None:
+    """Slurm hints for ``settings.hints`` (``off``: None unless a hints file is asked for,
+    ``comment``, ``enforce``: also lower time limits) and ``settings.hints_file``."""
+    writer = None
+    if settings.hints in ("comment", "enforce"):
+        writer = SlurmHintWriter(
+            enforce_time_limit=settings.hints == "enforce",
+            policy=TimeLimitPolicy(),
+            timeout_s=settings.command_timeout_s,
+            bin_dir=settings.bin_dir,
+        )
+    hints_file = None
+    if settings.hints_file:
+        hints_file = HintsFile(
+            path=settings.hints_file,
+            write=functools.partial(write_hints_file, settings.hints_file),
+            scenario_key=scenario_key,
+            job_key=job_key,
+        )
+    if writer is None and hints_file is None:
+        return None
+    log.info(
+        "Slurm hints: %s%s",
+        settings.hints,
+        f", hints file {settings.hints_file}" if settings.hints_file else "",
+    )
+    return SlurmHintsRuntime(writer=writer, hints_file=hints_file)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    store: Store | None = None,
+    sources: Sequence[SchedulerSource] | None = None,
+    reader: ProgressReader | None = None,
+    traces: TraceSource | None = None,
+    kube_api_client: Any = None,
+    telemetry: JobTelemetry | None = None,
+    gpus: GpuTelemetry | None = None,
+    clock: Callable[[], float] = time.time,
+    start_loops: bool = True,
+) -> FastAPI:
+    """Build the service's app (see the module docstring); the store is migrated and the loops
+    start when the app starts. Raises ``StoreError`` when the database cannot be opened."""
+    settings = settings or Settings()
+    store = store or SqlStore(settings.database_url)
+    sources = list(sources) if sources is not None else build_sources(settings)
+    traces = traces or TraceFiles()
+    if telemetry is None and gpus is None:
+        telemetry, gpus = build_prometheus(settings)
+    state_box: list[ServiceState] = []
+    kube = build_kubernetes(
+        settings.kubernetes,
+        store,
+        is_fresh=lambda: state_box[0].fresh(),  # noqa: PLW0108 (state is built below)
+        api_client=kube_api_client,
+    )
+    if kube is not None:
+        sources.append(kube.source)
+        log.info(
+            "source found: kubernetes (cluster %s, namespace %s, leader election %s, "
+            "admission check %s)",
+            settings.kubernetes.cluster,
+            settings.kubernetes.namespace or "all",
+            "on" if kube.elector else "off",
+            "on" if kube.reconcile_admission else "off",
+        )
+    ingestor = IngestLoop(
+        store,
+        sources,
+        reader or build_reader(settings),
+        clock=clock,
+        settings=IngestSettings(
+            model_prior_log_sd=settings.model_prior_log_sd,
+            max_scenario_file_bytes=settings.max_scenario_file_bytes,
+            ended_job_retention_s=settings.ended_job_retention_s,
+            trace_analysis_interval_s=settings.trace_analysis_interval_s,
+        ),
+        traces=traces,
+        telemetry=telemetry,
+        gpus=gpus,
+    )
+    slurm_hints = (
+        build_slurm_hints(settings.slurm)
+        if any(src.scheduler == "slurm" for src in sources)
+        else None
+    )
+    state = ServiceState(settings, store, ingestor, clock, kube=kube, slurm_hints=slurm_hints)
+    state_box.append(state)
+    registry = CollectorRegistry()
+    registry.register(PlannerCollector(store))
+    if kube is not None:
+        registry.register(KubernetesCollector(kube.source.stats))
+    return build_app(state, registry, traces=traces, start_loops=start_loops)
+
+
+def serve(settings: Settings) -> None:
+    """Run the service under uvicorn on ``settings.host``/``port`` (``planner serve``).
+    Raises ``PlannerError`` when the store cannot be opened or migrated."""
+    store = SqlStore(settings.database_url)
+    store.migrate()  # fail here with a message rather than inside the server's start-up
+    application = create_app(settings, store=store)
+    log.info(
+        "planner %s serving on http://%s:%d (API docs at /docs)",
+        __version__,
+        settings.host,
+        settings.port,
+    )
+    uvicorn.run(application, host=settings.host, port=settings.port, log_config=None)
+
+
+# ---------------------------------------------------------------------------- the CLI's adapters
+
+
+def ray_executor(address: str) -> Executor:
+    """The capacity review's Monte Carlo executor on the Ray cluster at ``address``
+    (``adapters.ray``, the optional ``[ray]`` extra); raises ``SourcePermanentError`` when Ray
+    is not installed and ``SourceTemporaryError`` when the cluster cannot be reached."""
+    from adapters.ray import RayExecutor  # noqa: PLC0415 - Ray is optional and slow to import
+
+    return RayExecutor(address)
+
+
+def read_trace(trace_path: str, meta_path: str, *, skip_bad_rows: bool = False) -> OpTrace:
+    """A per-rank operation trace (parquet or CSV) with its layout file (meta YAML); raises
+    ``SpecError`` naming the file and the problem."""
+    return read_op_trace(trace_path, read_layout(meta_path), skip_bad_rows=skip_bad_rows)
+
+
+def sample_this_machine(out: str, **options: Any) -> tuple[SampleRun, list[Path]]:
+    """Time the model's operators (and collectives) on this machine with PyTorch and write the
+    run under ``out`` (``adapters.sampling.run.run_sampling``); raises ``CalibrationError``."""
+    return run_sampling(out, **options)
+
+
+def read_calibration_inputs(
+    samples: Sequence[str], nccl: Sequence[str] = ()
+) -> tuple[list[OpSample], list[CollectiveSample], dict[str, Any]]:
+    """Operator and collective samples from sample runs (directories or CSV files) and
+    nccl-tests output files, with the first run's metadata; raises ``CalibrationError``."""
+    ops: list[OpSample] = []
+    colls: list[CollectiveSample] = []
+    metadata: dict[str, Any] = {}
+    for path in samples:
+        run = read_sample_run(path)
+        ops.extend(run.ops)
+        colls.extend(run.collectives)
+        metadata = metadata or dict(run.metadata)
+    for path in nccl:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CalibrationError(f"cannot read {path}: {exc}") from None
+        colls.extend(parse_nccl_tests(text, source=path).samples)
+    return ops, colls, metadata

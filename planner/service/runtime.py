@@ -1,0 +1,117 @@
+"""What the routes and the scheduled loops share in one process: settings, store, the ingest
+loop, the clock, readiness and leadership, and the optional Kubernetes and Slurm-hint pieces.
+
+``start``/``stop`` run in the app's lifespan: migrate the store, start the informers and the
+elector, schedule the ingest cycle (APScheduler 3.x ``BackgroundScheduler``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from planner.service.loops import IngestLoop
+from planner.service.loops.publish import KubernetesRuntime, SlurmHintsRuntime
+from planner.service.settings import Settings
+from planner.service.store import Store
+
+log = logging.getLogger("planner.service")
+
+#: A source whose last success is older than this many ingest intervals is reported stale.
+STALE_AFTER_INTERVALS = 3.0
+
+
+class ServiceState:
+    """What the routes share: store, ingest loop, settings, clock, readiness, Kubernetes."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        ingestor: IngestLoop,
+        clock: Callable[[], float],
+        *,
+        kube: KubernetesRuntime | None = None,
+        slurm_hints: SlurmHintsRuntime | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.ingestor = ingestor
+        self.clock = clock
+        self.kube = kube
+        self.slurm_hints = slurm_hints
+        self.scheduler: BackgroundScheduler | None = None
+
+    @property
+    def stale_after_s(self) -> float:
+        """A source older than this (s) is stale."""
+        return STALE_AFTER_INTERVALS * self.settings.ingest_interval_s
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this replica runs the loops (always, without leader election)."""
+        return self.kube is None or self.kube.is_leader
+
+    @property
+    def ready(self) -> bool:
+        """Ready once a first ingest cycle succeeded, at once when no source is configured, and
+        at once on a replica that is not the leader (it serves reads from the shared store)."""
+        return not self.ingestor.sources or self.ingestor.cycles_ok > 0 or not self.is_leader
+
+    def fresh(self) -> bool:
+        """True when every source answered within the staleness window."""
+        now = self.clock()
+        rows = self.store.sources()
+        return bool(rows) and all(
+            r.last_success_s is not None and now - r.last_success_s <= self.stale_after_s
+            for r in rows
+        )
+
+    def run_cycle(self) -> None:
+        """One ingest cycle (the scheduled job) on the leader, then what the leader publishes;
+        logs and swallows everything."""
+        if not self.is_leader:
+            log.debug("not the leader: ingest skipped")
+            return
+        try:
+            self.ingestor.run_cycle()
+            if self.kube is not None:
+                self.kube.after_cycle(self.store)
+            if self.slurm_hints is not None:
+                self.slurm_hints.after_cycle(self.store)
+        except Exception:  # the loop must survive anything; the traceback goes to the log
+            log.exception("ingest cycle failed")
+
+    def start(self, *, start_loops: bool) -> None:
+        """Migrate the store, start Kubernetes, and schedule the ingest loop when asked and
+        there is a source. Raises ``StoreError`` when the store cannot be migrated."""
+        self.store.migrate()
+        log.info("store ready: %s (revision %s)", self.store.safe_url, self.store.revision())
+        if self.kube is not None:
+            self.kube.start()
+        if start_loops and self.ingestor.sources:
+            scheduler = BackgroundScheduler(timezone="UTC")
+            scheduler.add_job(
+                self.run_cycle,
+                "interval",
+                seconds=self.settings.ingest_interval_s,
+                id="ingest",
+                max_instances=1,
+                coalesce=True,
+                next_run_time=datetime.now(UTC),
+            )
+            scheduler.start()
+            self.scheduler = scheduler
+            log.info("ingest loop every %.1f s", self.settings.ingest_interval_s)
+
+    def stop(self) -> None:
+        """Stop the loop (waiting for a running cycle), Kubernetes, and the store's pool."""
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=True)
+            self.scheduler = None
+        if self.kube is not None:
+            self.kube.stop()
+        self.store.dispose()

@@ -1,0 +1,8 @@
+"""The service's store: the ``Store`` port (``port``) and its SQLAlchemy implementation
+(``sql``); the tables are in ``planner.service.models``, the migrations in
+``planner.service.migrations``."""
+
+from planner.service.store.port import Store, UnitOfWork
+from planner.service.store.sql import SqlStore, SqlUnitOfWork
+
+__all__ = ["SqlStore", "SqlUnitOfWork", "Store", "UnitOfWork"]

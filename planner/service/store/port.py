@@ -1,0 +1,139 @@
+"""The store port: what the service's loops and routes ask of the database.
+
+Two Protocols: :class:`Store` (reads for the API and ``/metrics``, and opening a unit of work)
+and :class:`UnitOfWork` (the repository methods one ingest step uses inside one transaction:
+everything it does commits together or not at all, so readers see whole cycles). The rows are the
+mapped classes of ``planner.service.models`` (plain attribute objects: a loop changes a job by
+setting its attributes, and the unit of work writes the changes on commit).
+
+``planner.service.store.sql.SqlStore`` implements both over SQLAlchemy; tests may substitute
+anything with the same methods. Every method raises ``StoreError`` when the database fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from planner.service.models import CalibrationRow, JobRow, PredictionRow, SourceRow, StepSampleRow
+
+
+class UnitOfWork(Protocol):
+    """Repository methods inside one transaction (see the module docstring)."""
+
+    def source(self, name: str, *, scheduler: str) -> SourceRow:
+        """The health row of source ``name``, created (empty, cluster ``""``) when new."""
+        ...
+
+    def jobs_of(self, scheduler: str, cluster: str) -> list[JobRow]:
+        """Every stored job of one scheduler and cluster."""
+        ...
+
+    def new_job(self, *, scheduler: str, cluster: str, job_id: str, first_seen_s: float) -> JobRow:
+        """A new job row, added to the store (described by nothing yet)."""
+        ...
+
+    def delete_ended_jobs(self, *, ended_before_s: float) -> None:
+        """Remove inactive jobs that ended before ``ended_before_s`` (epoch s), with their
+        samples and predictions."""
+        ...
+
+    def sample_iterations(self, job: JobRow) -> set[int]:
+        """Iterations the job already has a step sample for."""
+        ...
+
+    def add_sample(
+        self,
+        job: JobRow,
+        *,
+        iteration: int,
+        step_time_s: float | None,
+        num_iterations: int,
+        time_s: float,
+        loss: float | None,
+    ) -> None:
+        """Store one step sample (mean step time over ``num_iterations`` ending at
+        ``iteration``, observed at ``time_s``)."""
+        ...
+
+    def timed_samples(self, job: JobRow, *, limit: int) -> list[StepSampleRow]:
+        """The newest ``limit`` samples of the job that have a step time, oldest first."""
+        ...
+
+    def add_prediction(
+        self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]
+    ) -> None:
+        """Store a prediction of ``kind`` (``model`` or ``eta``) in the job's history."""
+        ...
+
+    def prune_predictions(self, job: JobRow, *, kind: str, keep: int) -> None:
+        """Keep only the newest ``keep`` predictions of ``kind`` of the job."""
+        ...
+
+    def calibration(self, name: str) -> CalibrationRow | None:
+        """One stored calibration by name."""
+        ...
+
+    def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
+        """Create or replace a named calibration."""
+        ...
+
+
+class Store(Protocol):
+    """The service's database (see the module docstring)."""
+
+    @property
+    def safe_url(self) -> str:
+        """The database URL with any password hidden (for logs)."""
+        ...
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema to the newest revision."""
+        ...
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None before the first migration)."""
+        ...
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        ...
+
+    def unit_of_work(self) -> AbstractContextManager[UnitOfWork]:
+        """A transaction: commits on success, rolls back and raises ``StoreError`` on failure."""
+        ...
+
+    def list_jobs(self, *, active_only: bool = False, status: str | None = None) -> list[JobRow]:
+        """Jobs ordered by scheduler, cluster and numeric job id where possible."""
+        ...
+
+    def find_jobs(
+        self, job_id: str, *, scheduler: str | None = None, cluster: str | None = None
+    ) -> list[JobRow]:
+        """Every stored job with this id (several when clusters share ids)."""
+        ...
+
+    def samples(self, job_pk: int, *, limit: int = 200) -> list[StepSampleRow]:
+        """The newest ``limit`` step samples of a job, oldest first."""
+        ...
+
+    def predictions(self, job_pk: int, *, kind: str, limit: int = 100) -> list[PredictionRow]:
+        """The newest ``limit`` stored predictions of one kind for a job, oldest first."""
+        ...
+
+    def calibrations(self) -> list[CalibrationRow]:
+        """Every stored calibration."""
+        ...
+
+    def calibration(self, name: str) -> CalibrationRow | None:
+        """One stored calibration by name."""
+        ...
+
+    def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
+        """Create or replace a named calibration."""
+        ...
+
+    def sources(self) -> Sequence[SourceRow]:
+        """Health rows of every source the service has polled."""
+        ...

@@ -1,0 +1,206 @@
+"""Fleet, plan, snapshot and what-if files: what they accept and their per-line errors
+(``file:line: field: what is wrong and the fix``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.capacity import (
+    DocumentError,
+    SchedulerKind,
+    read_fleet,
+    read_plan,
+    read_snapshot,
+    read_what_ifs,
+)
+from planner.capacity.fields import slurm_time_limit_s
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
+
+FLEET = """\
+name: f
+start: 2025-07-01
+pools:
+  - name: h100
+    gpu: h100-sxm
+    num_gpus: 64
+    changes:
+      - {date: 2025-08-01, gpus: 64}
+"""
+
+SCENARIO = (
+    "{model: {preset: llama3-8b}, "
+    "parallelism: {context_parallel: 2, global_batch_size: 128, precision: fp8}}"
+)
+
+
+def _plan(extra: str) -> str:
+    return f"jobs:\n  - name: a\n    scenario: {SCENARIO}\n    total_tokens: 1.0e10\n{extra}"
+
+
+def _error(fn, *args) -> str:
+    with pytest.raises(DocumentError) as info:
+        fn(*args)
+    return str(info.value)
+
+
+def test_example_files_parse():
+    fleet = read_fleet((EXAMPLES / "fleet.yaml").read_text(), "fleet.yaml")
+    assert fleet.scheduler is SchedulerKind.SLURM
+    assert fleet.pool_names == ("h100", "a100")
+    plan = read_plan((EXAMPLES / "plan.yaml").read_text(), "plan.yaml", fleet)
+    assert {j.name for j in plan} >= {"llama3-70b-pretrain", "gpt-1b-sweep"}
+    sweep = next(j for j in plan if j.name == "gpt-1b-sweep")
+    assert sweep.gpu is None
+    assert sweep.num_gpus is None
+    snapshot = read_snapshot((EXAMPLES / "jobs-snapshot.json").read_text(), "jobs.json")
+    assert [j.running for j in snapshot.jobs] == [True, True, False]
+    what_ifs = read_what_ifs(
+        (EXAMPLES / "what-if-more-h100.yaml").read_text(), "w.yaml", fleet, plan, snapshot
+    )
+    assert [w.name for w in what_ifs] == ["h100-early", "b200-pool", "ablation-first"]
+
+
+def test_fleet_capacity_over_time():
+    fleet = read_fleet(FLEET, "fleet.yaml")
+    pool = fleet.pools[0]
+    assert pool.capacity_at(fleet.start_s or 0) == 64
+    assert pool.max_gpus == 128
+    assert pool.partitions == ("h100",)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            FLEET.replace("num_gpus: 64", "num_gpus: -8"),
+            "fleet.yaml:6: pools[0].num_gpus: must be >= 0",
+        ),
+        (FLEET.replace("gpu: h100-sxm", "gpu: h1000"), "fleet.yaml:5: pools[0].gpu:"),
+        (
+            FLEET.replace("    num_gpus: 64", "    num_gpu: 64"),
+            "fleet.yaml:6: pools[0].num_gpu: unknown field; did you mean 'num_gpus'?",
+        ),
+        (
+            FLEET.replace("gpus: 64}", "gpus: -200}"),
+            "fleet.yaml:8: pools[0].changes[0].gpus: removes more GPUs than the pool has",
+        ),
+        (
+            FLEET.replace("2025-08-01", "next week"),
+            "fleet.yaml:8: pools[0].changes[0].date: is not a date",
+        ),
+        (FLEET + "scheduler: pbs\n", "fleet.yaml:9: scheduler: must be slurm or kueue"),
+        (FLEET + "scheduler: kueue\n", "queues: scheduler kueue needs queues"),
+        ("pools: [\n", "fleet.yaml:2: not valid YAML/JSON"),
+    ],
+)
+def test_fleet_errors_name_file_line_and_field(text, expected):
+    assert _error(read_fleet, text, "fleet.yaml").startswith(expected) or expected in _error(
+        read_fleet, text, "fleet.yaml"
+    )
+
+
+def test_plan_errors_name_file_line_and_field():
+    fleet = read_fleet(FLEET, "fleet.yaml")
+    assert "plan.yaml:5: jobs[0].gpu: no pool of the fleet has a100-80gb GPUs" in _error(
+        read_plan, _plan("    gpu: a100-80gb\n    num_gpus: 8\n"), "plan.yaml", fleet
+    )
+    assert "plan.yaml:5: jobs[0].deadline: is not after earliest_start" in _error(
+        read_plan,
+        _plan("    deadline: 2025-07-01\n    earliest_start: 2025-07-02\n    num_gpus: 8\n"),
+        "plan.yaml",
+        fleet,
+    )
+    message = _error(
+        read_plan, _plan("    num_gpus: 8\n    time_limit: two weeks\n"), "plan.yaml", fleet
+    )
+    assert message.startswith("plan.yaml:6: jobs[0].time_limit: is not a Slurm time limit")
+    message = _error(read_plan, _plan("    num_gpus: 6\n"), "plan.yaml", fleet)
+    assert message.startswith("plan.yaml:3: jobs[0].scenario.parallelism")
+    message = _error(
+        read_plan,
+        "jobs:\n  - name: a\n    megatron_args: --foo 1\n    num_gpus: 8\n",
+        "plan.yaml",
+        fleet,
+    )
+    assert "plan.yaml:3: jobs[0].megatron_args: needs at least --num-layers" in message
+    assert "is required: the job's token budget" in _error(
+        read_plan,
+        f"jobs:\n  - name: a\n    scenario: {SCENARIO}\n    num_gpus: 8\n",
+        "plan.yaml",
+        fleet,
+    )
+
+
+def test_plan_accepts_megatron_arguments_and_recommend():
+    fleet = read_fleet(FLEET, "fleet.yaml")
+    plan = read_plan(
+        "jobs:\n  - name: m\n    megatron_args: --num-layers 24 --hidden-size 2048 "
+        "--num-attention-heads 16 "
+        "--seq-length 2048 --micro-batch-size 4 --global-batch-size 256 --bf16\n"
+        "    train_iters: 1000\n    num_gpus: recommend\n    time_limit: 2-00:00:00\n",
+        "plan.yaml",
+        fleet,
+    )
+    job = plan[0]
+    assert job.num_gpus is None
+    assert job.time_limit_s == 2 * 86400
+    assert job.scenario.training.train_iters == 1000
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90", 5400.0),
+        ("90:30", 5430.0),
+        ("2:00:00", 7200.0),
+        ("1-12", 129600.0),
+        ("1-12:30", 131400.0),
+        ("14-00:00:00", 14 * 86400.0),
+        ("UNLIMITED", None),
+    ],
+)
+def test_slurm_time_limits(text, seconds):
+    assert slurm_time_limit_s(text) == seconds
+
+
+def test_snapshot_errors():
+    assert "jobs.json:3: jobs[0].runtime_s: is required" in _error(
+        read_snapshot,
+        '{"taken_at": 0,\n "jobs": [\n  {"job_id": "1", "status": "running", "num_gpus": 8}]}',
+        "jobs.json",
+    )
+    assert "jobs.json:2: jobs[0].status: must be one of" in _error(
+        read_snapshot,
+        '{"taken_at": 0, "jobs": [\n {"job_id": "1", "status": "zombie", "num_gpus": 8, '
+        '"runtime_s": {"p50_s": 60}}]}',
+        "jobs.json",
+    )
+    assert "jobs.json:2: jobs[0].runtime_s.p50_s: the band must be ordered" in _error(
+        read_snapshot,
+        '{"taken_at": 0, "jobs": [\n {"job_id": "1", "status": "running", "num_gpus": 8, '
+        '"runtime_s": {"p10_s": 90, "p50_s": 60}}]}',
+        "jobs.json",
+    )
+    ended = read_snapshot(
+        '{"taken_at": 0, "jobs": [{"job_id": "1", "status": "completed", "num_gpus": 8, '
+        '"runtime_s": {"p50_s": 60}}]}',
+        "j.json",
+    )
+    assert ended.jobs == ()
+
+
+def test_what_if_errors():
+    fleet = read_fleet(FLEET, "fleet.yaml")
+    plan = read_plan(_plan("    num_gpus: 8\n"), "plan.yaml", fleet)
+    assert "w.yaml:3: capacity[0].pool: 'b200' is no pool of the fleet" in _error(
+        read_what_ifs, "name: x\ncapacity:\n  - {pool: b200, gpus: 8}\n", "w.yaml", fleet, plan
+    )
+    assert "w.yaml:3: jobs[0].job: no job 'zz'" in _error(
+        read_what_ifs, "name: x\njobs:\n  - {job: zz, priority: 3}\n", "w.yaml", fleet, plan
+    )
+    assert "w.yaml:3: jobs[0].layout: must be best" in _error(
+        read_what_ifs, "name: x\njobs:\n  - {job: a, layout: fastest}\n", "w.yaml", fleet, plan
+    )
