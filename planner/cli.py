@@ -321,7 +321,10 @@ def recommend(
     threads = workers if workers > 0 else (os.cpu_count() or 1)
     invalid = False
     for doc in docs:
-        result = recommend_document(doc, workers=threads)
+        if isinstance(doc, SpecError):  # the file could not be read or parsed
+            result: dict[str, Any] = {"name": None, "error": str(doc)}
+        else:
+            result = recommend_document(doc, workers=threads)
         invalid = invalid or "error" in result
         typer.echo(json.dumps(result) if as_json else _recommend_summary(result))
     if invalid:
