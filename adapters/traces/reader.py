@@ -38,6 +38,7 @@ REQUIRED_COLUMNS = ("dp_rank", "stage", "step", "optype", "start_ts", "duration"
 #: Columns used when present (model chunk, micro-batch).
 OPTIONAL_COLUMNS = ("mc", "mb_id")
 _FLOAT_COLUMNS = ("start_ts", "duration")
+_MAX_INDEX = 2**53  # ranks, stages, steps and sequence ids beyond it are not integers
 _CODES = {op.value: i for i, op in enumerate(OP_TYPES)}
 _META_KEYS = {
     "dp_size": "data_parallel",
@@ -80,6 +81,7 @@ def _read_table(path: str | Path, data: bytes | None) -> pa.Table:
             table = parquet.read()
         else:
             table = pa_csv.read_csv(pa.BufferReader(data))
+        table.column_names  # noqa: B018 (raises UnicodeDecodeError for non-UTF-8 names)
     except (OSError, pa.ArrowException, ValueError, TypeError, IndexError) as exc:
         raise SpecError(source, f"cannot read as a table ({_short(exc)})") from None
     if table.num_rows > MAX_TRACE_ROWS:
@@ -120,6 +122,8 @@ def _column(table: pa.Table, name: str) -> pa.ChunkedArray:
     column = table.column(name)
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
+    if pa.types.is_null(column.type):  # a CSV column with no value at all
+        column = column.cast(pa.string())
     return column
 
 
@@ -160,6 +164,7 @@ def read_op_trace(
         column = _column(table, name)
         flag(np.asarray(pc.is_null(column, nan_is_null=True)), name, "empty (null/NaN)")
         if name == "optype":
+            column = column.cast(pa.string())  # a CSV of numbers reads as int64
             text = np.asarray(column.fill_null("").to_numpy(zero_copy_only=False), dtype=str)
             names, inverse = np.unique(text, return_inverse=True)
             lookup = np.array([_CODES.get(str(v), -1) for v in names], dtype=np.int64)
@@ -178,7 +183,9 @@ def read_op_trace(
         if dtype is np.int64:
             fractional = np.isfinite(values) & (values != np.round(values))
             flag(fractional, name, "not integers")
-            values = np.where(np.isfinite(values), values, 0).astype(np.int64)
+            huge = ~np.isfinite(values) | (np.abs(values) > _MAX_INDEX)
+            flag(huge & np.isfinite(values), name, f"beyond ±{_MAX_INDEX:.0e}")
+            values = np.where(huge, 0, values).astype(np.int64)
         else:
             flag(~np.isfinite(values) | (values < 0), name, "negative or infinite")
         values_of[name] = values
@@ -249,7 +256,8 @@ def read_step_times(
         _column(table, rank_column).cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False),
         dtype=str,
     )
-    ok = np.isfinite(steps) & np.isfinite(times) & (times >= 0) & (ranks != "")
+    ok = np.isfinite(steps) & (np.abs(steps) <= _MAX_INDEX)
+    ok &= np.isfinite(times) & (times >= 0) & (ranks != "")
     steps, times, ranks = steps[ok].astype(np.int64), times[ok], ranks[ok]
     step_values, step_index = np.unique(steps, return_inverse=True)
     rank_values, rank_index = np.unique(ranks, return_inverse=True)

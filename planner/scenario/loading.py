@@ -206,8 +206,18 @@ def load_yaml(text: str, source: str) -> list[object]:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise SpecError(source, f"invalid YAML at {where}{exc.problem or exc}") from None
-    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as exc:
-        # PyYAML lets int()/date() errors through: 5,000-digit integers, 2024-13-45.
+    except (
+        yaml.YAMLError,
+        ValueError,
+        TypeError,
+        OverflowError,
+        RecursionError,
+        AttributeError,
+        KeyError,
+        IndexError,
+    ) as exc:
+        # PyYAML's constructors let int()/date() errors through: 5,000-digit integers,
+        # 2024-13-45, an explicit !!timestamp tag on text that is no date (AttributeError).
         raise SpecError(source, f"invalid YAML: {_reason(exc)}") from None
 
 

@@ -109,8 +109,17 @@ def test_a_deep_jsonl_line_is_that_lines_error() -> None:
         ("? [1, 2]\n: x\n", "yaml", "mapping key must be a plain value"),
         ("a: !!int nope\n", "yaml", "invalid YAML"),
         ("a: !!python/object:os.system x\n", "yaml", "invalid YAML"),
+        ("a: !!timestamp 2024-02-30\n", "yaml", "invalid YAML"),  # found by tests/fuzz
     ],
-    ids=["json-digits", "yaml-digits", "yaml-date", "yaml-list-key", "yaml-bad-int", "yaml-tag"],
+    ids=[
+        "json-digits",
+        "yaml-digits",
+        "yaml-date",
+        "yaml-list-key",
+        "yaml-bad-int",
+        "yaml-tag",
+        "yaml-timestamp-tag",
+    ],
 )
 def test_malformed_values_are_spec_errors(text: str, fmt: str, match: str) -> None:
     refused_fast(text, fmt, match)
