@@ -130,3 +130,13 @@ def test_calibration_files_are_bounded() -> None:
     scenario = ROOT / "deploy" / "examples" / "llama3-8b-h100.yaml"
     result = planner("predict", str(scenario), "--calibration", "/dev/zero")
     clear_exit_2(result, "--calibration", "limit")
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"x": ' + "9" * 5000 + "}"])
+def test_calibration_json_that_json_cannot_hold(tmp_path: Path, body: str) -> None:
+    path = tmp_path / "calibration.json"
+    path.write_text(body)
+    clear_exit_2(runner.invoke(app, ["calibrate", "show", str(path)]), "not a calibration")
+    scenario = ROOT / "deploy" / "examples" / "llama3-8b-h100.yaml"
+    result = runner.invoke(app, ["predict", str(scenario), "--calibration", str(path)])
+    clear_exit_2(result, "--calibration", "not a calibration")
