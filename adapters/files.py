@@ -260,11 +260,11 @@ def _as_job_user(
     """Open ``path`` under the rules (in a worker thread, within ``timeout_s``) and return
     ``use(fd, deadline, cancelled)``; every refusal and failure as a ``SourceError``."""
     _check_path(source, path)
-    viewer = _Viewer.of(user)
     cancelled = threading.Event()
 
     def work() -> _T:
         deadline = time.monotonic() + timeout_s
+        viewer = _Viewer.of(user)  # here: a user lookup may ask a slow directory service
         allowed = [os.path.realpath(r) for r in roots if isinstance(r, str) and os.path.isabs(r)]
         real = os.path.realpath(path)
         if not _under(real, allowed):

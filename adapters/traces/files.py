@@ -11,7 +11,7 @@ uploaded to the service, written by the planner itself): only the bounds apply.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from adapters.files import DEFAULT_TIMEOUT_S, job_file_access, read_job_file, stat_job_file
 from adapters.traces.reader import (
@@ -34,9 +34,11 @@ class TraceFiles:
     """Reads per-rank operation traces from the local (shared) file system.
 
     Parameters:
-        allowed_file_roots: directories, besides a Slurm job's working directory, under which
-            job-named traces may be read (setting ``slurm.allowed_file_roots``; a Kubernetes
-            job's traces only under these, and only world-readable); default none.
+        allowed_file_roots: per scheduler name, the directories under which its jobs' traces
+            may be read besides a Slurm job's working directory: ``{"slurm":
+            slurm.allowed_file_roots, "kubernetes": kubernetes.allowed_file_roots}`` (the
+            settings); default none (a Kubernetes job's traces, like its scenarios, only under
+            its roots and only world-readable).
         max_trace_bytes / max_meta_bytes: size limits of the trace and of its meta file.
         timeout_s: time limit of reading one file, seconds.
     """
@@ -44,12 +46,14 @@ class TraceFiles:
     def __init__(
         self,
         *,
-        allowed_file_roots: Sequence[str] = (),
+        allowed_file_roots: Mapping[str, Sequence[str]] | None = None,
         max_trace_bytes: int = MAX_TRACE_BYTES,
         max_meta_bytes: int = MAX_META_BYTES,
         timeout_s: float = 4 * DEFAULT_TIMEOUT_S,
     ) -> None:
-        self._allowed_file_roots = tuple(allowed_file_roots)
+        self._allowed_file_roots = {
+            scheduler: tuple(roots) for scheduler, roots in (allowed_file_roots or {}).items()
+        }
         self._max_trace_bytes = max_trace_bytes
         self._max_meta_bytes = max_meta_bytes
         self._timeout_s = timeout_s
@@ -65,7 +69,7 @@ class TraceFiles:
                 if job is None:
                     st = os.stat(path)
                 else:
-                    roots, user = job_file_access(job, self._allowed_file_roots)
+                    roots, user = self._access(job)
                     st = stat_job_file(
                         _SOURCE, path, roots=roots, user=user, timeout_s=self._timeout_s
                     )
@@ -92,10 +96,13 @@ class TraceFiles:
         layout = read_layout(meta_path, data=meta)
         return read_op_trace(trace_path, layout, skip_bad_rows=True, data=trace)
 
+    def _access(self, job: JobState) -> tuple[tuple[str, ...], str | None]:
+        return job_file_access(job, self._allowed_file_roots.get(job.scheduler, ()))
+
     def _bytes(self, path: str, max_bytes: int, job: JobState | None) -> bytes:
         if job is None:
             return file_bytes(path, max_bytes)
-        roots, user = job_file_access(job, self._allowed_file_roots)
+        roots, user = self._access(job)
         return read_job_file(
             _SOURCE, path, roots=roots, user=user, max_bytes=max_bytes, timeout_s=self._timeout_s
         )

@@ -207,7 +207,7 @@ def test_a_trace_fifo_does_not_hang(fifo: Path, job_dir: Path) -> None:
 def test_a_trace_on_dev_zero_is_refused_without_reading(job_dir: Path) -> None:
     _, meta = _trace_files(job_dir)
     (job_dir / "zero.csv").symlink_to("/dev/zero")
-    traces = TraceFiles(allowed_file_roots=["/dev"])
+    traces = TraceFiles(allowed_file_roots={"slurm": ["/dev"]})
     start = time.monotonic()
     for path in ("/dev/zero", str(job_dir / "zero.csv")):
         for job in (slurm_job(ME, job_dir), None):
@@ -224,3 +224,19 @@ def test_a_trace_outside_the_jobs_directory_is_refused(job_dir: Path) -> None:
         with pytest.raises(SourcePermanentError) as exc:
             TraceFiles().read(path, str(meta), job=slurm_job(ME, job_dir))
         assert "outside the allowed directories" in refused(exc, "root:")
+
+
+def test_a_kubernetes_jobs_trace_only_under_its_roots_and_world_readable(job_dir: Path) -> None:
+    trace, meta = _trace_files(job_dir)
+    kube = JobState(scheduler="kubernetes", cluster="k", job_id="a/j", user=ME, work_dir="/")
+    with pytest.raises(SourcePermanentError, match="no directory is allowed"):
+        TraceFiles(allowed_file_roots={"slurm": [str(job_dir)]}).read(
+            str(trace), str(meta), job=kube
+        )
+    traces = TraceFiles(allowed_file_roots={"kubernetes": [str(job_dir)]})
+    trace.chmod(0o644)
+    meta.chmod(0o644)
+    assert traces.read(str(trace), str(meta), job=kube).num_ops == 6784
+    trace.chmod(0o600)
+    with pytest.raises(SourcePermanentError, match=r"not readable by user \(no host user\)"):
+        traces.read(str(trace), str(meta), job=kube)
