@@ -38,18 +38,18 @@ app.command()(review)
 
 
 def _documents(path: str) -> list[object]:
-    """Raw documents of one input file (``-`` is standard input, read as YAML)."""
-    from planner.scenario import format_for_path, read_documents
+    """Raw documents of one input file (``-`` is standard input, read as YAML); a file that
+    cannot be read or parsed gives one ``SpecError`` instance (``planner.cli_input``)."""
+    from planner.cli_input import input_documents
 
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return [SpecError(path, f"cannot read the file ({reason}); check the path")]
-    try:
-        return read_documents(text, format_for_path(path), source=path)
-    except SpecError as exc:
-        return [exc]
+    return input_documents(path)
+
+
+def read_input_text(path: str) -> str:
+    """The UTF-8 text of an input file, bounded; raises ``SpecError`` (``planner.cli_input``)."""
+    from planner.cli_input import read_input_text as read
+
+    return read(path)
 
 
 def _human(result: dict[str, Any]) -> str:
@@ -97,9 +97,9 @@ def predict(
         from planner.calibration import CalibratedEfficiency, Calibration
 
         try:
-            loaded = Calibration.from_json(Path(calibration).read_text(), source=calibration)
+            loaded = Calibration.from_json(read_input_text(calibration), source=calibration)
             efficiency = CalibratedEfficiency(loaded, device_key=device_key)
-        except (OSError, PlannerError) as exc:
+        except PlannerError as exc:
             typer.echo(f"planner: --calibration: {exc}", err=True)
             raise typer.Exit(EXIT_INVALID) from None
     docs: list[object] = []
@@ -311,7 +311,10 @@ def recommend(
     threads = workers if workers > 0 else (os.cpu_count() or 1)
     invalid = False
     for doc in docs:
-        result = recommend_document(doc, workers=threads)
+        if isinstance(doc, SpecError):  # the file could not be read or parsed
+            result: dict[str, Any] = {"name": None, "error": str(doc)}
+        else:
+            result = recommend_document(doc, workers=threads)
         invalid = invalid or "error" in result
         typer.echo(json.dumps(result) if as_json else _recommend_summary(result))
     if invalid:
@@ -418,9 +421,9 @@ def calibrate_show(
     from planner.errors import CalibrationError
 
     try:
-        text = Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        typer.echo(f"planner: cannot read {file}: {exc}", err=True)
+        text = read_input_text(file)
+    except SpecError as exc:
+        typer.echo(f"planner: cannot read {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
     try:
         calibration = Calibration.from_json(text, source=file)

@@ -62,7 +62,8 @@ from planner import __version__
 from planner.calibration.collectives import CollectiveSample
 from planner.calibration.samples import OpSample
 from planner.capacity.montecarlo import Executor
-from planner.errors import CalibrationError, SourcePermanentError
+from planner.cli_input import read_input_text
+from planner.errors import CalibrationError, SourcePermanentError, SpecError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.recommend.admission import AdvisoryHints, CheckDecision
 from planner.service.api import build_app
@@ -95,6 +96,7 @@ def build_sources(settings: Settings) -> list[SchedulerSource]:
                 bin_dir=slurm.bin_dir,
                 timeout_s=slurm.command_timeout_s,
                 use_sacct=slurm.use_sacct,
+                allowed_file_roots=slurm.allowed_file_roots,
             )
         )
         log.info(
@@ -165,7 +167,11 @@ def build_kubernetes(
     admission = settings.admission_check
     resources = (*DEFAULT_RESOURCES, ADMISSIONCHECKS) if admission.enabled else DEFAULT_RESOURCES
     source = KubernetesSource(
-        api_client, cluster=settings.cluster, namespace=settings.namespace, resources=resources
+        api_client,
+        cluster=settings.cluster,
+        namespace=settings.namespace,
+        resources=resources,
+        allowed_file_roots=settings.allowed_file_roots,
     )
     elector = None
     if settings.leader_election:
@@ -268,7 +274,12 @@ def create_app(
     settings = settings or Settings()
     store = store or SqlStore(settings.database_url)
     sources = list(sources) if sources is not None else build_sources(settings)
-    traces = traces or TraceFiles()
+    traces = traces or TraceFiles(
+        allowed_file_roots={
+            "slurm": settings.slurm.allowed_file_roots,
+            "kubernetes": settings.kubernetes.allowed_file_roots,
+        }
+    )
     if telemetry is None and gpus is None:
         telemetry, gpus = build_prometheus(settings)
     state_box: list[ServiceState] = []
@@ -371,8 +382,8 @@ def read_calibration_inputs(
         metadata = metadata or dict(run.metadata)
     for path in nccl:
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CalibrationError(f"cannot read {path}: {exc}") from None
+            text = read_input_text(path)
+        except SpecError as exc:
+            raise CalibrationError(f"cannot read {exc}") from None
         colls.extend(parse_nccl_tests(text, source=path).samples)
     return ops, colls, metadata

@@ -71,6 +71,12 @@ class SlurmSettings(BaseModel):
     hints_file: str | None = Field(
         default=None, description="Hints file for deploy/slurm/job_submit.lua (local path)."
     )
+    allowed_file_roots: list[str] = Field(
+        default_factory=list,
+        description="Directories (besides each job's own working directory) under which the "
+        "files a job names (planner:scenario=, planner:trace=) may be read, as the job's user "
+        "would see them; default: none.",
+    )
 
 
 class AdmissionCheckSettings(BaseModel):
@@ -111,6 +117,11 @@ class KubernetesSettings(BaseModel):
         default=False, description="Write planner.llm/* prediction annotations on job objects."
     )
     admission_check: AdmissionCheckSettings = Field(default_factory=AdmissionCheckSettings)
+    allowed_file_roots: list[str] = Field(
+        default_factory=list,
+        description="Mounted directories under which a planner.llm/scenario annotation or a "
+        "trace hint may name a world-readable file; default: none.",
+    )
 
 
 class PrometheusSettings(BaseModel):

@@ -141,7 +141,7 @@ class FeedSource:
             scheduler="slurm", cluster=CLUSTER, taken_at_s=time.time(), jobs=self.jobs
         )
 
-    def read_text_file(self, path: str, max_bytes: int) -> str:
+    def read_text_file(self, path: str, max_bytes: int, *, job: object = None) -> str:
         try:
             return Path(path).read_bytes()[:max_bytes].decode()
         except OSError as exc:

@@ -123,6 +123,9 @@ def planner_env(
         "PLANNER_INGEST_INTERVAL_S": "2",
         "PLANNER_SLURM__COMMAND_TIMEOUT_S": "5",
         "PLANNER_SLURM__HINTS": "enforce",
+        # the jobs' scenario files live in the test's temporary directories, outside the
+        # jobs' working directory (the repository): allow them as a root
+        "PLANNER_SLURM__ALLOWED_FILE_ROOTS": json.dumps([str(tmp_path_factory.getbasetemp())]),
         "PLANNER_LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",
     }

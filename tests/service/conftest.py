@@ -37,7 +37,7 @@ class ScriptedSource:
             raise self.answer
         return self.answer
 
-    def read_text_file(self, path: str, max_bytes: int) -> str:
+    def read_text_file(self, path: str, max_bytes: int, *, job: object = None) -> str:
         try:
             data = Path(path).read_bytes()
         except OSError as exc:

@@ -55,8 +55,16 @@ def metric_value(metrics: str, name: str, labels: str) -> float:
     return float(line[len(prefix) :])
 
 
-def app_for(db_url: str, source: ScriptedSource, clock: Clock) -> TestClient:
+def app_for(
+    db_url: str,
+    source: ScriptedSource,
+    clock: Clock,
+    *,
+    allowed_file_roots: list[str] | None = None,
+) -> TestClient:
     settings = Settings(database_url=db_url, ingest_interval_s=5.0)
+    if allowed_file_roots is not None:
+        settings.slurm.allowed_file_roots = allowed_file_roots
     app = create_app(
         settings,
         store=SqlStore(db_url),
