@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from planner.cli_input import read_input_text
 from planner.errors import PlannerError, SourceError, SpecError
 
 __all__ = ["review"]
@@ -20,11 +21,8 @@ EXIT_INVALID = 2
 
 
 def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SpecError(path, f"cannot read the file ({reason}); check the path") from None
+    """The file's text, bounded (``planner.cli_input``); ``SpecError`` naming the file."""
+    return read_input_text(path)
 
 
 def _fail(message: str, code: int = EXIT_INVALID) -> typer.Exit:

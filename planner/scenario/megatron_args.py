@@ -16,7 +16,6 @@ Megatron's own defaults apply where the scenario format's defaults differ: tied 
 from __future__ import annotations
 
 import ast
-import math
 import re
 import shlex
 
@@ -162,7 +161,7 @@ def _vocab(args: dict[str, str | bool], tp: int) -> int:
             DEFAULT_VOCAB_SIZE,
         )
     multiple = (_int_arg(args, "make-vocab-size-divisible-by") or 128) * tp
-    return math.ceil(vocab / multiple) * multiple
+    return -(-vocab // multiple) * multiple  # integer ceiling: no float overflow on huge values
 
 
 def _precision(args: dict[str, str | bool]) -> str:

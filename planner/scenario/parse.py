@@ -16,7 +16,7 @@ from typing import TypeVar, cast
 
 from planner.catalog import get_gpu, model_preset
 from planner.errors import SpecError
-from planner.scenario.numbers import number_or_value
+from planner.scenario.numbers import MAX_INTEGER, number_or_value
 from planner.specs._checks import require_int
 from planner.specs.hardware import HardwareSpec, Precision
 from planner.specs.model import (
@@ -189,10 +189,14 @@ def _section(doc: Mapping[str, object], name: str, *, required: bool) -> dict[st
 
 
 def _int(path: str, value: object) -> object:
-    """Integral floats (``1e3`` from YAML/JSON) become ints; anything else is left for the spec
-    to reject with a typed message."""
+    """Integral floats (``1e3`` from YAML/JSON) become ints; an integer beyond
+    ``±MAX_INTEGER`` (``planner.scenario.numbers``) is refused as too large (a count that big
+    overflows the model's float arithmetic); anything else is left for the spec to reject with a
+    typed message."""
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
+        raise SpecError(path, f"{value:.3g} is too large; use at most {MAX_INTEGER:.3g}")
     return value
 
 
