@@ -1,7 +1,8 @@
 """One error shape for the whole API: ``{"error": "...", "detail": "..."}``
 (:class:`~planner.service.api.models.ErrorResponse`).
 
-``PlannerError`` becomes 422 (``SpecError``: bad input), 503 (``StoreError``) or 500; request
+``PlannerError`` becomes 422 (``SpecError``: bad input), 503 (``StoreError``, with its public
+message only: never connection details; ``SearchCancelledError``) or 500; request
 validation failures 422 with every ``location: message``; ``HTTPException`` (404 unknown job,
 409 ambiguous id, 422 bad upload) keeps its status.
 """
@@ -16,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from planner.errors import PlannerError, SpecError, StoreError
+from planner.search.budget import SearchCancelledError
 from planner.service.api.models import ErrorResponse
 
 
@@ -28,11 +30,17 @@ def error_response(message: str, status_code: int) -> JSONResponse:
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries documenting ``codes`` with the error shape."""
     text = {
+        400: "Malformed request",
+        401: "A bearer token is needed (or it is unknown)",
+        403: "Not allowed: role too low, read-only mode, or a cross-origin write",
         404: "No such job",
         409: "The job id exists on several clusters: add ?scheduler=&cluster=",
+        413: "The request body is over its limit (limits.*_body_bytes)",
+        415: "Wrong content type (JSON routes take application/json, uploads multipart)",
         422: "Invalid input: the message names the field and the fix",
+        429: "All workers are busy and the queue is full: retry after Retry-After seconds",
         500: "Internal error",
-        503: "The store is unavailable",
+        503: "The store is unavailable, the service is stopping, or the request was cancelled",
     }
     return {c: {"model": ErrorResponse, "description": text.get(c, "Error")} for c in codes}
 
@@ -42,8 +50,13 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(PlannerError)
     async def planner_error(_: Request, exc: PlannerError) -> JSONResponse:
-        status = 422 if isinstance(exc, SpecError) else 503 if isinstance(exc, StoreError) else 500
-        return error_response(str(exc), status)
+        status = 422 if isinstance(exc, SpecError) else 500
+        if isinstance(exc, StoreError | SearchCancelledError):
+            status = 503
+        message = str(exc)
+        if isinstance(exc, StoreError):
+            message = exc.public_message  # never the database's connection details
+        return error_response(message, status)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
