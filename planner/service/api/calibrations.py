@@ -118,7 +118,7 @@ def make_router(
         operation_id="upload_calibration",
         summary="Fit operator/collective models from uploaded samples and store them",
         response_model=CalibrationUploaded,
-        responses=error_responses(401, 403, 413, 415, 422, 429, 503),
+        responses=error_responses(400, 401, 403, 413, 415, 422, 429, 503),
     )
     async def upload(
         request: Request,

@@ -92,7 +92,7 @@ def make_router(
                 "description": "A document was invalid or has no valid layout (its error), or "
                 "the request was malformed (the error shape)",
             },
-            **error_responses(401, 403, 413, 415, 429, 500, 503),
+            **error_responses(400, 401, 403, 413, 415, 429, 500, 503),
         },
     )
     async def explore(
@@ -165,7 +165,7 @@ def make_router(
                 "model": RecommendResult,
                 "description": "Invalid request, no valid layout, or deadline unmet",
             },
-            **error_responses(401, 403, 413, 415, 429, 500, 503),
+            **error_responses(400, 401, 403, 413, 415, 429, 500, 503),
         },
     )
     async def recommendations(

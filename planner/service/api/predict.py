@@ -36,7 +36,7 @@ def make_router(access: Access | None = None, pool: WorkerPool | None = None) ->
                 "description": "At least one scenario was invalid (see its error); a body that "
                 "is not JSON gets the error shape",
             },
-            **error_responses(401, 403, 413, 415, 429, 500, 503),
+            **error_responses(400, 401, 403, 413, 415, 429, 500, 503),
         },
     )
     async def predict(

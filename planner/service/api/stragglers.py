@@ -50,7 +50,7 @@ def make_router(
         summary="What-if straggler analysis of an uploaded per-rank trace (the CLI's JSON)",
         response_model=TraceReport,
         response_model_exclude_unset=True,
-        responses=error_responses(401, 403, 413, 415, 422, 429, 500, 503),
+        responses=error_responses(400, 401, 403, 413, 415, 422, 429, 500, 503),
     )
     async def analyse_upload(
         request: Request,

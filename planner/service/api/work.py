@@ -92,7 +92,10 @@ class BodyLimitMiddleware:
                 await error_response(message, 415)(scope, receive, send)
                 return
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
+        if length is not None and not length.isdigit():
+            await error_response("content-length: not a byte count", 400)(scope, receive, send)
+            return
+        if length is not None and int(length) > limit:
             await self._too_large(scope, receive, send, limit, setting)
             return
         received = 0

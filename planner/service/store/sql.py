@@ -68,7 +68,7 @@ def redact(text: str, url: str | None = None) -> str:
     if url:
         try:
             password = make_url(url).password
-        except ArgumentError:
+        except (ArgumentError, ValueError):
             password = None
         if password and len(str(password)) >= 3:
             out = out.replace(str(password), "***")
@@ -94,7 +94,7 @@ class SqlStore:
     def __init__(self, url: str) -> None:
         try:
             parsed = make_url(url)
-        except ArgumentError:
+        except (ArgumentError, ValueError):
             raise StoreError(
                 f"database_url {redact(url)!r} is not a SQLAlchemy URL "
                 "(dialect+driver://user:password@host/database, or sqlite:///PATH)"
