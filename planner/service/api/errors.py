@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from planner.errors import PlannerError, SpecError, StoreError
 from planner.search.budget import SearchCancelledError
@@ -67,8 +68,24 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response("; ".join(errors), 422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        response = error_response(str(exc.detail), exc.status_code)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = str(exc.detail)
+        if exc.status_code == 405:
+            message = f"method: {request.method} is not allowed on {request.url.path}"
+        response = error_response(message, exc.status_code)
         for key, value in (exc.headers or {}).items():
             response.headers[key] = value
+        if exc.status_code == 405:  # every method of the path, not only the first route's
+            response.headers["Allow"] = ", ".join(_allowed(request))
         return response
+
+
+def _allowed(request: Request) -> list[str]:
+    """Methods the app's routes serve at the request's path."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        for method in getattr(route, "methods", None) or ():
+            match, _ = route.matches({**request.scope, "method": method})
+            if match == Match.FULL:
+                methods.add(method)
+    return sorted(methods)

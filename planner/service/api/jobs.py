@@ -216,7 +216,22 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
         summary="Jobs with progress, prediction and ETA",
         response_model=JobList,
         response_model_exclude_unset=True,
-        responses=error_responses(401, 403, 422, 503),
+        responses={
+            200: {
+                "description": "Jobs with progress, prediction and ETA",
+                "links": {
+                    "GetJob": {
+                        "operationId": "get_job",
+                        "parameters": {"job_id": "$response.body#/jobs/0/job_id"},
+                    },
+                    "GetJobStragglers": {
+                        "operationId": "job_stragglers",
+                        "parameters": {"job_id": "$response.body#/jobs/0/job_id"},
+                    },
+                },
+            },
+            **error_responses(401, 403, 422, 503),
+        },
     )
     def list_jobs(
         active: bool = Query(False, description="Only pending and running jobs"),
