@@ -164,16 +164,18 @@ class SqlStore:
     def _failed(self, exc: SQLAlchemyError) -> StoreError:
         """The ``StoreError`` for ``exc``; a lost connection starts (or doubles) the backoff."""
         detail = redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.url)
-        lost = isinstance(exc, OperationalError) or (
-            isinstance(exc, DBAPIError) and exc.connection_invalidated
-        )
-        if lost and self.backend != "sqlite":
+        # A connection dropped under us (failover, killed backend) is replaced at once by the
+        # pool; a server that cannot be reached is not asked again before the backoff.
+        dropped = isinstance(exc, DBAPIError) and exc.connection_invalidated
+        unreachable = isinstance(exc, OperationalError) and not dropped
+        if unreachable and self.backend != "sqlite":
             with self._lock:
                 self._delay = min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, 2 * self._delay))
                 self._down_until = time.monotonic() + self._delay
             log.error(
                 "database %s unreachable (retry in %.0f s): %s", self.safe_url, self._delay, detail
             )
+        if (dropped or unreachable) and self.backend != "sqlite":
             return StoreError(f"database {self.safe_url} unreachable: {detail}", public=UNAVAILABLE)
         log.error("database %s error: %s", self.safe_url, detail)
         return StoreError(
