@@ -116,6 +116,14 @@ def predict(
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (PLANNER_HOST)")] = None,
     port: Annotated[int | None, typer.Option(help="Port (PLANNER_PORT)")] = None,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            help="Refuse state-changing requests (403) and write nothing to the schedulers "
+            "(PLANNER_READ_ONLY)",
+        ),
+    ] = False,
 ) -> None:
     """Run the planner service: ingest loops, HTTP API and /metrics."""
     from planner.service.main import serve as run_service
@@ -126,6 +134,8 @@ def serve(
         overrides["host"] = host
     if port is not None:
         overrides["port"] = port
+    if read_only:
+        overrides["read_only"] = True
     try:
         settings = load_settings(**overrides)
     except SpecError as exc:

@@ -22,7 +22,8 @@ class JobOutlook:
     False, ``description`` then says why): ``step_time_s`` (s per iteration), ``mfu_ratio``,
     ``memory_per_gpu_bytes``, ``fits_in_memory``. From the ETA: ``remaining_p50_s`` /
     ``remaining_p90_s`` (s from now, or the runtime of a pending job) and
-    ``completion_p50_s`` / ``completion_p90_s`` (epoch s, running jobs).
+    ``completion_p50_s`` / ``completion_p90_s`` (epoch s, running jobs). ``iteration``: the
+    last iteration the job reported (running jobs; None: unknown).
     """
 
     job_id: str
@@ -40,6 +41,7 @@ class JobOutlook:
     remaining_p90_s: float | None = None
     completion_p50_s: float | None = None
     completion_p90_s: float | None = None
+    iteration: int | None = None
 
     @property
     def predicted_runtime_s(self) -> float | None:
@@ -47,3 +49,14 @@ class JobOutlook:
         if self.step_time_s is None or not self.train_iters:
             return None
         return self.step_time_s * self.train_iters
+
+    @property
+    def peak_step_time_s(self) -> float | None:
+        """The fastest an iteration can physically run: the model's FLOPs per iteration over
+        the job's GPUs at their peak rate, i.e. the predicted step time x the predicted MFU
+        (``mfu = flops / (step time x num_gpus x peak FLOP/s)``); None without a prediction."""
+        if self.step_time_s is None or self.mfu_ratio is None:
+            return None
+        if self.step_time_s <= 0 or not 0 < self.mfu_ratio <= 1:
+            return None
+        return self.step_time_s * self.mfu_ratio

@@ -7,7 +7,8 @@ invalid layouts are rejected with their reason (``REJECT_REASONS``), the memory 
 timed by the engine ``planner predict`` uses (``planner.perf.engine.evaluate`` over
 ``candidate_arrays``; one engine, identical numbers). A running top-k and Pareto front are
 merged chunk by chunk (``planner.search.fronts``); chunks run on ``workers`` threads (numpy
-releases the GIL).
+releases the GIL). A caller's budget (``planner.search.budget``: candidates, time, cancellation)
+is checked before the sweep and between chunks.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from planner.perf.candidates import CandidateColumns, candidate_arrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
 from planner.perf.engine import evaluate
 from planner.perf.memory import memory_arrays
+from planner.search.budget import check_candidates, checkpoint
 from planner.search.fronts import Kept, pareto, top
 from planner.search.objectives import Objective, as_objective, objective_values
 from planner.search.space import OUT_OF_MEMORY, REJECT_REASONS, DesignSpace, SubSpace
@@ -200,14 +202,17 @@ def sweep(
             sub, start, stop, objective=objective, top_k=top_k, eff=eff, count_below=count_below
         )
 
+    check_candidates(space.size)  # a caller's budget (planner.search.budget), if any
     jobs = _chunks(space, chunk_size)
     if workers <= 1:
         for job in jobs:
+            checkpoint()
             total = _merge(total, run(job), top_k)
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             pending: list[Future[_Partial]] = []
             for job in jobs:  # at most 2·workers chunks in flight: memory stays bounded
+                checkpoint()
                 pending.append(pool.submit(run, job))
                 if len(pending) >= 2 * workers:
                     total = _merge(total, pending.pop(0).result(), top_k)

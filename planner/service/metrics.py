@@ -31,6 +31,7 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 | ``planner_ingest_last_success_timestamp_seconds`` | gauge | last successful poll of each source |
 | ``planner_ingest_consecutive_failures`` | gauge | failed polls since the last success |
 | ``planner_source_up`` | gauge | 1 when the last poll of the source succeeded |
+| ``planner_scheduler_writes_total`` | counter | audited writes to a scheduler (by outcome) |
 """
 
 from __future__ import annotations

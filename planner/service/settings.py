@@ -24,6 +24,7 @@ from pydantic_settings import (
 )
 
 from planner.errors import SpecError
+from planner.service.security_settings import AuthSettings, LimitSettings, RetentionSettings
 
 CONFIG_FILE_ENV = "PLANNER_CONFIG_FILE"
 
@@ -180,6 +181,22 @@ class Settings(BaseSettings):
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    # Issue 16 (planner.service.security_settings): who may call, bounded work, retention.
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    read_only: bool = Field(
+        default=False,
+        description="Refuse every state-changing request (403) and write nothing to the "
+        "schedulers (no hints, no admission decisions).",
+    )
+    shutdown_grace_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=300,
+        description="After SIGTERM, requests in flight get this long, the loops 10 s more; "
+        "then the process exits (keep the sum under terminationGracePeriodSeconds, 30 s).",
+    )
 
     @classmethod
     def settings_customise_sources(

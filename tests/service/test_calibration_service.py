@@ -9,7 +9,7 @@ import yaml
 
 from planner.specs.job import JobStatus
 
-from .conftest import Clock, JobFactory, ScriptedSource
+from .conftest import OPERATOR_TOKEN, Clock, JobFactory, ScriptedSource, bearer
 from .test_service import app_for, cycle, megatron_line, metric_value
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "calibration" / "cpu_epyc_2core_fp32"
@@ -98,6 +98,7 @@ def test_upload_operator_samples(db_url: str, source: ScriptedSource, clock: Clo
             "/v1/calibrations",
             files={"op_samples": ("op_samples.csv", subset + "\n", "text/csv")},
             data={"name": "cpu"},
+            headers=bearer(OPERATOR_TOKEN),
         )
         assert response.status_code == 200, response.text
         listing = client.get("/v1/calibrations").json()
@@ -107,6 +108,7 @@ def test_upload_operator_samples(db_url: str, source: ScriptedSource, clock: Clo
         bad = client.post(
             "/v1/calibrations",
             files={"op_samples": ("broken.csv", "op,pass\ngemm,fwd\n", "text/csv")},
+            headers=bearer(OPERATOR_TOKEN),
         )
         assert bad.status_code == 422
         assert "broken.csv:1: missing column" in bad.json()["detail"]

@@ -50,6 +50,11 @@ class Readiness(BaseModel):
     sources: list[str] = Field(description="Names of the polled sources")
     cycles_ok: int = Field(description="Ingest cycles in which every source answered")
     leader: bool = Field(description="Whether this replica runs the ingest loop")
+    store: str = Field(
+        default="ok",
+        description="ok, or why the store cannot be used (database unreachable, SQLite file "
+        "deleted or replaced)",
+    )
 
 
 # ---------------------------------------------------------------------------- predictions
@@ -242,6 +247,9 @@ class JobList(BaseModel):
     stale: bool = Field(description="True when any source is stale")
     sources: list[SourceView]
     jobs: list[JobSummary]
+    next_cursor: str | None = Field(
+        default=None, description="With ?limit=: pass as ?cursor= for the next page (None: last)"
+    )
 
 
 class Stragglers(Open):
@@ -362,3 +370,27 @@ class CalibrationUploaded(BaseModel):
 
     name: str
     summary: list[str]
+
+
+# ---------------------------------------------------------------------------- issue 16
+
+
+class AuditRecord(BaseModel):
+    """One audited write: who (``actor``), what (``action`` on ``target``), why (``reason``)."""
+
+    id: int
+    at_s: float
+    actor: str
+    action: str
+    scheduler: str
+    cluster: str
+    target: str
+    outcome: str
+    reason: str
+    detail: dict[str, Any] | None
+
+
+class AuditPage(BaseModel):
+    """The newest audit records, newest first."""
+
+    records: list[AuditRecord]

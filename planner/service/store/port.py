@@ -16,7 +16,16 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from planner.service.models import CalibrationRow, JobRow, PredictionRow, SourceRow, StepSampleRow
+from planner.service.models import (
+    AuditEntry,
+    AuditRow,
+    CalibrationRow,
+    JobRow,
+    PredictionRow,
+    RetentionPolicy,
+    SourceRow,
+    StepSampleRow,
+)
 
 
 class UnitOfWork(Protocol):
@@ -136,4 +145,22 @@ class Store(Protocol):
 
     def sources(self) -> Sequence[SourceRow]:
         """Health rows of every source the service has polled."""
+        ...
+
+    # Issue 16: readiness, audit trail, retention.
+
+    def check(self) -> None:
+        """Raise ``StoreError`` unless the database answers and is the one opened."""
+        ...
+
+    def add_audit(self, entries: Sequence[AuditEntry]) -> None:
+        """Append audit records."""
+        ...
+
+    def audit(self, *, limit: int = 100, action: str | None = None) -> list[AuditRow]:
+        """The newest ``limit`` audit records, newest first."""
+        ...
+
+    def prune(self, policy: RetentionPolicy, *, now_s: float) -> dict[str, int]:
+        """Delete what the retention ``policy`` does not keep; rows deleted per kind."""
         ...
