@@ -89,6 +89,10 @@ class ScenarioArrays:
     (``num_layers / pipeline_parallel`` each for an even split; ``num_layers`` on the one stage
     when ``pipeline_parallel == 1``). ``memory_headroom_bytes`` is the memory a layout must
     leave free to fit (``hardware.memory_headroom_gib``, ``planner.perf.memory``).
+
+    Per-iteration costs (``planner.perf.iteration``): ``loss_scaling`` (fp16: the optimizer
+    checks the gradients for inf/NaN), and the framework's ``grad_buffer_memset`` and
+    ``loss_all_reduce_per_microbatch`` (``planner.perf.frameworks``).
     """
 
     num_scenarios: int
@@ -202,6 +206,11 @@ class ScenarioArrays:
     middle_stage_layers: Real
     last_stage_layers: Real
     memory_headroom_bytes: Real
+    # per-iteration fixed costs (planner.perf.iteration)
+    loss_scaling: Flag
+    grad_buffer_memset: Flag
+    loss_all_reduce_per_microbatch: Flag
+    zero3_list_collectives: Flag
     device: DeviceArrays
 
     @property
@@ -372,6 +381,11 @@ def _memory_headroom_bytes(s: Scenario) -> float:
     return DEFAULT_MEMORY_HEADROOM_BYTES if gib is None else float(gib) * 2.0**30
 
 
+def _loss_scaling(s: Scenario) -> bool:
+    """fp16 training: dynamic loss scaling, whose optimizer step checks for inf/NaN."""
+    return s.parallelism.precision is Precision.FP16
+
+
 _SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
         "recompute": _recompute,
@@ -386,6 +400,7 @@ _SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "middle_stage_layers": _middle_stage_layers,
         "last_stage_layers": _last_stage_layers,
         "memory_headroom_bytes": _memory_headroom_bytes,
+        "loss_scaling": _loss_scaling,
     }
 )
 """Fields of the scenario that need a rule, with their readers."""

@@ -32,7 +32,12 @@ microbatch's compute on the slowest stage. Each collective unit pays the ring la
 buffer per layer (PyTorch FSDP), or every parameter tensor of the layer (DeepSpeed; 12 with
 biases, 9 without, ``ModelSpec.has_biases``); DeepSpeed's prefetch reaches only
 ``zero3_prefetch_params`` parameters ahead, hiding at most that share of the next tensor's
-gather (``planner.perf.frameworks``).
+gather (``planner.perf.frameworks``). A stack whose ZeRO-3 collectives take a list of per-rank
+tensors (``zero3_list_collectives``: DeepSpeed of 2021) pays one device copy per rank of the
+group for every gather and reduce-scatter of a unit, each at least ``kernel_min_time_s``:
+PyTorch's ``ProcessGroupNCCL::allgather`` (1.8-1.10) gathers into a flat buffer and copies
+every rank's chunk out to its output tensor (``outputTensors[i][j].copy_(...)``), and
+``reduce_scatter`` copies every input into a flat buffer first.
 """
 
 from __future__ import annotations
@@ -122,6 +127,9 @@ def data_parallel_times(
         latency = coll.all_gather_time_s(a.full(0.0), dense_group, a.tensor_parallel, link)
         units = ops.maximum(layers * tensors - 1.0, 0.0)
         per_microbatch = per_microbatch + (gathers + 1.0) * units * latency
+        # collectives over lists of per-rank tensors: one copy kernel per rank and unit
+        copies = ops.where(a.zero3_list_collectives, dense_group * eff.kernel_min_time_s, 0.0)
+        per_microbatch = per_microbatch + (gathers + 1.0) * (units + 1.0) * copies
         unit_params = params.dense / ops.maximum(layers * tensors, 1.0)
         reach = ops.minimum(a.zero3_prefetch_params / ops.maximum(unit_params, 1.0), 1.0 - keep)
         keep_zero3 = ops.where(a.zero3_prefetch_params > 0, 1.0 - reach, keep)
