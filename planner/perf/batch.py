@@ -211,6 +211,8 @@ class ScenarioArrays:
     grad_buffer_memset: Flag
     loss_all_reduce_per_microbatch: Flag
     zero3_list_collectives: Flag
+    dp_bucket_min_params: Real
+    dp_bucket_params_per_rank: Real
     device: DeviceArrays
 
     @property

@@ -54,6 +54,12 @@ in ``efficiency_constants.json``):
   module hooks release parameters after every forward (``post_sub_module_forward``) and fetch
   them before every forward and backward, so under full activation checkpointing the forward
   recomputed inside the backward gathers them once more (5e7, True).
+* ``dp_bucket_min_params`` and ``dp_bucket_params_per_rank``: the data-parallel gradient
+  reduction (ZeRO 0-2) runs in buckets of ``max(min, per_rank · d)`` parameters, one collective
+  each: Megatron-Core DDP's default ``max(40000000, 1000000 · dp_size)`` ("larger DP sizes need
+  larger buckets to ensure collectives do not become latency-bound",
+  ``DistributedDataParallelConfig.bucket_size``); DeepSpeed ZeRO-1/2 ``reduce_bucket_size``
+  5e8 elements; PyTorch DDP ``bucket_cap_mb`` 25 MB (6.25e6 fp32 gradients).
 * ``zero3_list_collectives``: the ZeRO-3 parameter all-gather and gradient reduce-scatter pass
   lists of per-rank tensors to ``torch.distributed``: DeepSpeed 0.3-0.5 (2021, the version of
   the published DeepSpeed runs; ``partition_parameters.py`` ``_allgather_param`` gathers into
@@ -157,6 +163,8 @@ class FrameworkProfile:
     grad_buffer_memset: bool = False
     loss_all_reduce_per_microbatch: bool = False
     zero3_list_collectives: bool = False
+    dp_bucket_min_params: float = 6.25e6
+    dp_bucket_params_per_rank: float = 0.0
 
 
 _TE_STACK = FrameworkProfile(
@@ -168,6 +176,8 @@ _TE_STACK = FrameworkProfile(
     loss_bytes_per_logit=52.0,
     grad_buffer_memset=True,
     loss_all_reduce_per_microbatch=True,
+    dp_bucket_min_params=4e7,
+    dp_bucket_params_per_rank=1e6,
 )
 _EAGER_PYTORCH = FrameworkProfile(
     fused_attention=False,
@@ -213,6 +223,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             zero3_prefetch_params=5e7,
             zero3_regather_on_recompute=True,
             zero3_list_collectives=True,
+            dp_bucket_min_params=5e8,
         ),
         Framework.LLM_FOUNDRY: _LLM_FOUNDRY,
         Framework.AUTOMODEL: replace(

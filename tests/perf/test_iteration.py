@@ -8,6 +8,7 @@ import pytest
 
 from planner.perf import DefaultEfficiency, predict
 from planner.perf.batch import ScenarioArrays
+from planner.perf.data import gradient_buckets
 from planner.perf.engine import link_of
 from planner.perf.iteration import iteration_costs
 from planner.perf.parameters import stage_params
@@ -82,3 +83,19 @@ def test_fixed_costs_are_small_for_a_large_model_and_in_the_breakdown() -> None:
     assert c.optimizer_s + c.sync_s < 0.01 * p.iteration_time_s
     assert p.breakdown.optimizer_s >= c.optimizer_s
     assert p.breakdown.dp_comm_exposed_s >= c.sync_s
+
+
+def test_gradient_buckets_follow_the_framework() -> None:
+    """Megatron-Core reduces gradients in buckets of max(4e7, 1e6·dp) parameters when the
+    reduction overlaps the backward, in one collective otherwise; DeepSpeed in 5e8."""
+
+    def buckets(params: float, **kw: Any) -> float:
+        a = ScenarioArrays.from_scenario(_scenario(pp=1, zero_stage=1, gbs=384, **kw))
+        return float(gradient_buckets(a, params, a.dense_data_parallel_size))
+
+    assert buckets(4e9, dp=32) == 100.0  # 40M-parameter buckets
+    assert buckets(4e9, dp=48) == 84.0  # 48M
+    assert buckets(4e9, dp=128) == 32.0  # 1M per rank: 128M-parameter buckets
+    assert buckets(4e9, dp=48, overlap_grad_reduce=False) == 1.0
+    assert buckets(4e9, dp=48, framework="deepspeed") == 8.0
+    assert buckets(1e6, dp=48) == 1.0
