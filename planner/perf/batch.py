@@ -308,8 +308,12 @@ def _recompute(s: Scenario) -> int:
 
 
 def _overlap_grad_reduce(s: Scenario) -> bool:
-    """``parallelism.overlap_grad_reduce``; unset means overlapped."""
-    return s.parallelism.overlap_grad_reduce is not False
+    """``parallelism.overlap_grad_reduce``; unset: the framework's default
+    (``FrameworkProfile.overlap_grad_reduce``: overlapped, except DeepSpeed ZeRO 0-2)."""
+    chosen = s.parallelism.overlap_grad_reduce
+    if chosen is not None:
+        return chosen
+    return profile_of(s.training.framework).overlap_grad_reduce or s.parallelism.zero_stage >= 3
 
 
 def _overlap_param_gather(s: Scenario) -> bool:

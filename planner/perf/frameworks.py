@@ -60,6 +60,11 @@ in ``efficiency_constants.json``):
   larger buckets to ensure collectives do not become latency-bound",
   ``DistributedDataParallelConfig.bucket_size``); DeepSpeed ZeRO-1/2 ``reduce_bucket_size``
   5e8 elements; PyTorch DDP ``bucket_cap_mb`` 25 MB (6.25e6 fp32 gradients).
+* ``overlap_grad_reduce``: whether the data-parallel gradient reduction overlaps the backward
+  when the scenario does not say (``parallelism.overlap_grad_reduce``). DeepSpeed's
+  ``zero_optimization.overlap_comm`` defaults to false for ZeRO 0-2 and true for ZeRO-3
+  (``deepspeed/runtime/zero/config.py``), and its pipeline engine reduces after the flush
+  (``_exec_reduce_grads``): false; the other profiles' recipes overlap it.
 * ``zero3_list_collectives``: the ZeRO-3 parameter all-gather and gradient reduce-scatter pass
   lists of per-rank tensors to ``torch.distributed``: DeepSpeed 0.3-0.5 (2021, the version of
   the published DeepSpeed runs; ``partition_parameters.py`` ``_allgather_param`` gathers into
@@ -165,6 +170,7 @@ class FrameworkProfile:
     zero3_list_collectives: bool = False
     dp_bucket_min_params: float = 6.25e6
     dp_bucket_params_per_rank: float = 0.0
+    overlap_grad_reduce: bool = True
 
 
 _TE_STACK = FrameworkProfile(
@@ -224,6 +230,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             zero3_regather_on_recompute=True,
             zero3_list_collectives=True,
             dp_bucket_min_params=5e8,
+            overlap_grad_reduce=False,
         ),
         Framework.LLM_FOUNDRY: _LLM_FOUNDRY,
         Framework.AUTOMODEL: replace(

@@ -87,7 +87,8 @@ def test_fixed_costs_are_small_for_a_large_model_and_in_the_breakdown() -> None:
 
 def test_gradient_buckets_follow_the_framework() -> None:
     """Megatron-Core reduces gradients in buckets of max(4e7, 1e6·dp) parameters when the
-    reduction overlaps the backward, in one collective otherwise; DeepSpeed in 5e8."""
+    reduction overlaps the backward, in one collective otherwise; DeepSpeed in 5e8 (with
+    overlap_comm, off by default below ZeRO-3)."""
 
     def buckets(params: float, **kw: Any) -> float:
         a = ScenarioArrays.from_scenario(_scenario(pp=1, zero_stage=1, gbs=384, **kw))
@@ -97,5 +98,7 @@ def test_gradient_buckets_follow_the_framework() -> None:
     assert buckets(4e9, dp=48) == 84.0  # 48M
     assert buckets(4e9, dp=128) == 32.0  # 1M per rank: 128M-parameter buckets
     assert buckets(4e9, dp=48, overlap_grad_reduce=False) == 1.0
-    assert buckets(4e9, dp=48, framework="deepspeed") == 8.0
+    assert buckets(4e9, dp=48, framework="deepspeed", overlap_grad_reduce=True) == 8.0
+    # DeepSpeed's overlap_comm defaults to false below ZeRO-3: one reduction after the backward
+    assert buckets(4e9, dp=48, framework="deepspeed") == 1.0
     assert buckets(1e6, dp=48) == 1.0
