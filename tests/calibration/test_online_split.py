@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,10 @@ from planner.calibration.online import (
     OnlineCalibration,
 )
 from planner.calibration.online_split import (
+    IntervalTiming,
     ModelSplit,
+    expected_max_normal,
+    iteration_jitter_s,
     split_observed_step,
     window_share,
 )
@@ -110,9 +114,30 @@ def test_bad_inputs_give_nothing() -> None:
     assert ModelSplit.from_breakdown({**breakdown(0.1, 0.1), "optimizer": True}) is None
 
 
-def test_window_share() -> None:
-    assert window_share([(0.04, 0.05), (0.06, 0.05)]) == pytest.approx(0.09 / 0.10)
-    assert window_share([(0.0, 0.05), (math.nan, 0.1)]) is None
+def test_window_share_adds_the_wait_for_the_slowest_rank_of_each_iteration() -> None:
+    # one rank alone: its mean compute over its step
+    single = [IntervalTiming(iterations=5, step_s=0.05, compute_s=(0.04,))]
+    assert window_share(single) == pytest.approx(0.8)
+    # two ranks whose interval means differ by noise only: sigma from the spread, and the
+    # expected maximum of two normals (1/sqrt(pi)) of it is the wait
+    rng = np.random.default_rng(7)
+    sigma, n, ranks = 0.02, 5, 2
+    per_iteration = 0.1 + sigma * rng.standard_normal((4000, n, ranks))
+    means = per_iteration.mean(axis=1)
+    steps = per_iteration.max(axis=2).mean(axis=1) + 0.03  # + communication
+    intervals = [
+        IntervalTiming(iterations=n, step_s=float(s), compute_s=tuple(float(c) for c in m))
+        for m, s in zip(means, steps, strict=True)
+    ]
+    assert iteration_jitter_s(intervals) == pytest.approx(sigma, rel=0.05)
+    share = window_share(intervals)
+    assert share is not None
+    # the window comes out as the true per-iteration maximum, give or take the estimate
+    truth = float(per_iteration.max(axis=2).mean() / steps.mean())
+    assert share == pytest.approx(truth, rel=0.02)
+    assert expected_max_normal(2) == pytest.approx(1 / math.sqrt(math.pi), rel=0.01)
+    assert expected_max_normal(1) == 0.0
+    assert window_share([IntervalTiming(iterations=1, step_s=math.nan, compute_s=(0.1,))]) is None
     assert window_share([]) is None
 
 

@@ -11,11 +11,12 @@ the forward/backward window over the tracker's recent complete intervals
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
 from planner.calibration import OnlineCalibration, key_from_scenario
-from planner.calibration.online_split import window_share
+from planner.calibration.online_split import IntervalTiming, window_share
 from planner.errors import PlannerError
 from planner.service.loops.context import IngestDeps
 from planner.service.models import JobRow
@@ -86,9 +87,10 @@ def recalibrate(
 
 
 def job_window_share(job: JobRow) -> float | None:
-    """The share of the job's step its slowest rank spends computing, over the complete
-    intervals its live straggler tracker holds; None without per-rank timings, or when the
-    ranks printed no step time (the tracker then takes the slowest compute as the step)."""
+    """The share of the job's step spent before its gradient synchronisation can start
+    (``online_split.window_share``), over the complete intervals its live straggler tracker
+    holds; None without per-rank timings, or when the ranks printed no step time (the tracker
+    then takes the slowest compute as the step)."""
     state = (job.stragglers or {}).get("state")
     if not state:
         return None
@@ -96,10 +98,18 @@ def job_window_share(job: JobRow) -> float | None:
         tracker = LiveStragglers.from_json(state)
     except PlannerError:
         return None
-    pairs = [(h.max_compute_s, h.step_time_s) for h in tracker.history]
-    if not any(step > compute for compute, step in pairs):
+    history = tracker.history
+    if not any(h.step_time_s > h.max_compute_s for h in history):
         return None
-    return window_share(pairs)
+    # an interval averages the iterations since the one before it (the first: unknown, left out)
+    intervals = [
+        IntervalTiming(
+            iterations=h.iteration - before.iteration, step_s=h.step_time_s, compute_s=h.compute_s
+        )
+        for before, h in itertools.pairwise(history)
+        if h.iteration > before.iteration
+    ]
+    return window_share(intervals)
 
 
 def _state(online: OnlineCalibration) -> dict[str, Any]:
