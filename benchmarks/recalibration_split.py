@@ -48,7 +48,11 @@ from planner.calibration.online import (
     Component,
     OnlineCalibration,
 )
-from planner.calibration.online_split import IntervalTiming, window_share
+from planner.calibration.online_split import (
+    IntervalTiming,
+    intervals_from_records,
+    window_share,
+)
 from planner.perf import predict
 from planner.scenario import parse_scenario, predict_documents
 from planner.specs.job import RankStepRecord, TailCursor
@@ -159,26 +163,9 @@ def record(run: Run) -> None:
 
 
 def rank_intervals(path: Path) -> list[IntervalTiming]:
-    """The logging intervals every rank reported, as ``rank_step`` lines give them."""
+    """The logging intervals every rank reported, as the job's ``rank_step`` lines give them."""
     records, _ = LogTailer(tz=UTC).read(TailCursor(path=str(path)))
-    by_iteration: dict[int, list[RankStepRecord]] = {}
-    for r in records:
-        if isinstance(r, RankStepRecord):
-            by_iteration.setdefault(r.iteration, []).append(r)
-    out = []
-    for reports in by_iteration.values():
-        if len(reports) < reports[0].world_size:
-            continue
-        reports.sort(key=lambda r: r.rank)
-        steps = [r.step_time_s for r in reports if r.step_time_s is not None]
-        out.append(
-            IntervalTiming(
-                iterations=reports[0].num_iterations,
-                step_s=max(steps),
-                compute_s=tuple(r.compute_time_s for r in reports),
-            )
-        )
-    return out
+    return intervals_from_records(r for r in records if isinstance(r, RankStepRecord))
 
 
 @dataclass(frozen=True, slots=True)

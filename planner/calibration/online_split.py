@@ -46,11 +46,13 @@ differs, inherits both (``combine``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Any, Final
+
+from planner.specs.job import RankStepRecord
 
 __all__ = [
     "COMPUTE_TERMS",
@@ -59,6 +61,7 @@ __all__ = [
     "ModelSplit",
     "ObservedSplit",
     "expected_max_normal",
+    "intervals_from_records",
     "iteration_jitter_s",
     "split_observed_step",
     "window_share",
@@ -148,6 +151,30 @@ class IntervalTiming:
     iterations: int
     step_s: float
     compute_s: tuple[float, ...]
+
+
+def intervals_from_records(records: Iterable[RankStepRecord]) -> list[IntervalTiming]:
+    """The logging intervals every rank of the job reported, in iteration order, from its
+    ``rank_step`` records (a rank's latest record of an interval wins; ranks without a step
+    time leave the step to the others; an interval no rank gave a step time is left out)."""
+    by_iteration: dict[int, dict[int, RankStepRecord]] = {}
+    for r in records:
+        by_iteration.setdefault(r.iteration, {})[r.rank] = r
+    out = []
+    for iteration in sorted(by_iteration):
+        reports = by_iteration[iteration]
+        first = next(iter(reports.values()))
+        steps = [r.step_time_s for r in reports.values() if r.step_time_s is not None]
+        if len(reports) < first.world_size or not steps:
+            continue
+        out.append(
+            IntervalTiming(
+                iterations=first.num_iterations,
+                step_s=max(steps),
+                compute_s=tuple(reports[k].compute_time_s for k in sorted(reports)),
+            )
+        )
+    return out
 
 
 @lru_cache(maxsize=256)
