@@ -15,7 +15,6 @@ a field in the one-scenario form follows its annotation: ``Real`` -> ``float``, 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from operator import attrgetter
@@ -28,20 +27,13 @@ from planner.perf import ops
 from planner.perf.efficiency import ARCHITECTURES, DeviceArrays
 from planner.perf.frameworks import FrameworkProfile, profile_of
 from planner.perf.ops import Count, Flag, Real
-from planner.perf.readers import READERS
-from planner.specs.feasibility import expert_tensor_parallel_of, stage_layers_of
+from planner.perf.readers import DEFAULT_MEMORY_HEADROOM_BYTES, READERS
 from planner.specs.hardware import GpuSpec, HardwareSpec, Precision
 from planner.specs.model import ModelSpec
 from planner.specs.parallelism import ParallelismSpec
-from planner.specs.pipeline_split import StageLayers
 from planner.specs.scenario import Framework, Scenario
 
 __all__ = ["DEFAULT_MEMORY_HEADROOM_BYTES", "ScenarioArrays"]
-
-DEFAULT_MEMORY_HEADROOM_BYTES = 1.0 * 2**30
-"""Memory a layout leaves free beyond its predicted peak to count as fitting, when
-``hardware.memory_headroom_gib`` is unset: 1 GiB (what it stands for and its sources are in
-``planner.perf.memory``)."""
 
 _ARRAY = np.ndarray
 
@@ -89,6 +81,10 @@ class ScenarioArrays:
     (``num_layers / pipeline_parallel`` each for an even split; ``num_layers`` on the one stage
     when ``pipeline_parallel == 1``). ``memory_headroom_bytes`` is the memory a layout must
     leave free to fit (``hardware.memory_headroom_gib``, ``planner.perf.memory``).
+
+    Per-iteration costs (``planner.perf.iteration``): ``loss_scaling`` (fp16: the optimizer
+    checks the gradients for inf/NaN), and the framework's ``grad_buffer_memset`` and
+    ``loss_all_reduce_per_microbatch`` (``planner.perf.frameworks``).
     """
 
     num_scenarios: int
@@ -202,6 +198,13 @@ class ScenarioArrays:
     middle_stage_layers: Real
     last_stage_layers: Real
     memory_headroom_bytes: Real
+    # per-iteration fixed costs (planner.perf.iteration)
+    loss_scaling: Flag
+    grad_buffer_memset: Flag
+    loss_all_reduce_per_microbatch: Flag
+    zero3_list_collectives: Flag
+    dp_bucket_min_params: Real
+    dp_bucket_params_per_rank: Real
     device: DeviceArrays
 
     @property
@@ -291,104 +294,8 @@ class ScenarioArrays:
 _LOW_PRECISION = (Precision.FP8, Precision.MXFP8, Precision.NVFP4)
 
 
-def _recompute(s: Scenario) -> int:
-    """``parallelism.recompute`` as its code (``Recompute.code``: 0 none, 1 selective, 2 full)."""
-    return s.parallelism.recompute.code
-
-
-def _overlap_grad_reduce(s: Scenario) -> bool:
-    """``parallelism.overlap_grad_reduce``; unset means overlapped."""
-    return s.parallelism.overlap_grad_reduce is not False
-
-
-def _overlap_param_gather(s: Scenario) -> bool:
-    """``parallelism.overlap_param_gather``; unset means overlapped."""
-    return s.parallelism.overlap_param_gather is not False
-
-
-def _grad_bytes_per_param(s: Scenario) -> float:
-    """Bytes per parameter of the gradient buffer and its data-parallel reduction: 4 when
-    gradients are reduced in fp32, else 2. The scenario's ``grad_reduce_in_fp32``, else the
-    framework's default: 16-bit under fp16 (loss scaling), the profile's choice otherwise
-    (``planner.perf.frameworks``)."""
-    par = s.parallelism
-    in_fp32 = par.grad_reduce_in_fp32
-    if in_fp32 is None:
-        profile = profile_of(s.training.framework)
-        in_fp32 = profile.grad_reduce_in_fp32 and par.precision is not Precision.FP16
-    return 4.0 if in_fp32 else 2.0
-
-
-def _total_tokens(s: Scenario) -> float:
-    """``training.total_tokens``, NaN when unset."""
-    tokens = s.training.total_tokens
-    return math.nan if tokens is None else tokens
-
-
-def _train_iters(s: Scenario) -> float:
-    """``training.train_iters``, NaN when unset."""
-    iters = s.training.train_iters
-    return math.nan if iters is None else iters
-
-
-def _expert_tensor_parallel(s: Scenario) -> int:
-    """``parallelism.expert_tensor_parallel``, resolved (``feasibility.expert_tensor_parallel_of``:
-    the tensor-parallel degree unless set or unless the experts fold only with fewer)."""
-    par = s.parallelism
-    return int(expert_tensor_parallel_of(s.model, s.hardware.num_gpus, par))
-
-
-_LAST_STAGES: list[tuple[Scenario, StageLayers]] = []
-"""The last scenario's split (its three readers run one after the other)."""
-
-
-def _stages(s: Scenario) -> StageLayers:
-    last = _LAST_STAGES[0] if _LAST_STAGES else None  # one read: safe under threads
-    if last is not None and last[0] is s:
-        return last[1]
-    stages = stage_layers_of(s.model, s.parallelism, s.training.framework)
-    _LAST_STAGES[:] = [(s, stages)]
-    return stages
-
-
-def _first_stage_layers(s: Scenario) -> int:
-    """Transformer layers of pipeline rank 0 (``planner.specs.pipeline_split``)."""
-    return _stages(s).first
-
-
-def _middle_stage_layers(s: Scenario) -> int:
-    """Transformer layers of the busiest middle pipeline rank (0 without one)."""
-    return _stages(s).middle
-
-
-def _last_stage_layers(s: Scenario) -> int:
-    """Transformer layers of the last pipeline rank."""
-    return _stages(s).last
-
-
-def _memory_headroom_bytes(s: Scenario) -> float:
-    """``hardware.memory_headroom_gib`` in bytes, or the default (``planner.perf.memory``)."""
-    gib = getattr(s.hardware, "memory_headroom_gib", None)
-    return DEFAULT_MEMORY_HEADROOM_BYTES if gib is None else float(gib) * 2.0**30
-
-
-_SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
-    {
-        "recompute": _recompute,
-        "overlap_grad_reduce": _overlap_grad_reduce,
-        "overlap_param_gather": _overlap_param_gather,
-        "grad_bytes_per_param": _grad_bytes_per_param,
-        "total_tokens": _total_tokens,
-        "train_iters": _train_iters,
-        **READERS,
-        "expert_tensor_parallel": _expert_tensor_parallel,
-        "first_stage_layers": _first_stage_layers,
-        "middle_stage_layers": _middle_stage_layers,
-        "last_stage_layers": _last_stage_layers,
-        "memory_headroom_bytes": _memory_headroom_bytes,
-    }
-)
-"""Fields of the scenario that need a rule, with their readers."""
+_SCENARIO_RULES = READERS
+"""Fields of the scenario that need a rule, with their readers (``planner.perf.readers``)."""
 
 
 def _peak_flop_per_s(gpu: GpuSpec, precision: Precision) -> float:

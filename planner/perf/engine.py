@@ -17,7 +17,10 @@ of the model lives in its own module, which documents its terms, units and sourc
 3. **Schedule** (``planner.perf.pipeline``): 1F1B / interleaved 1F1B; the slowest stage (first:
    embedding; last: LM head and loss) sets the steady state; the bubble is ``(p-1)/v`` times
    the mean stage's per-microbatch time (Narayanan et al. SC'21 §2.2).
-4. **Optimizer** (``planner.perf.optimizer``): Adam over the locally owned parameters.
+4. **Optimizer** (``planner.perf.optimizer``): Adam over the locally owned parameters; and the
+   step's fixed costs (``planner.perf.iteration``: gradient-buffer zeroing, the norm and
+   found-inf all-reduces in ``optimizer``; layer-norm, tied-embedding and per-microbatch loss
+   all-reduces in ``dp_comm_exposed``).
 5. **FLOPs** (``planner.perf.flops``) and **memory** (``planner.perf.memory``), per iteration
    and per GPU.
 
@@ -36,6 +39,7 @@ from planner.perf.data import data_parallel_times
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.expert import expert_parallel_times
 from planner.perf.flops import iteration_flops
+from planner.perf.iteration import iteration_costs
 from planner.perf.lora import adapter_flops_per_token, adapter_params_per_gpu
 from planner.perf.memory import MemoryArrays, memory_arrays
 from planner.perf.operators import layer_times, operator_times
@@ -138,6 +142,7 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     busiest = params.busiest()
     trained = _trained_params(a, busiest)
     data = data_parallel_times(a, eff, link, params=trained.reduced, layer=layer, schedule=schedule)
+    fixed = iteration_costs(a, eff, link, trained.reduced)
     breakdown = {
         "compute": schedule.compute_s,
         "tp_comm_exposed": schedule.tp_comm_s,
@@ -145,8 +150,8 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
         "ep_comm_exposed": schedule.ep_comm_s,
         "pp_comm_exposed": schedule.p2p_s,
         "pp_bubble": schedule.bubble_s,
-        "dp_comm_exposed": data.exposed_s,
-        "optimizer": optimizer_times(a, eff, trained.updated).step_s,
+        "dp_comm_exposed": data.exposed_s + fixed.sync_s,
+        "optimizer": optimizer_times(a, eff, trained.updated).step_s + fixed.optimizer_s,
     }
     iteration = a.full(0.0)
     for key in BREAKDOWN_KEYS:

@@ -54,6 +54,24 @@ in ``efficiency_constants.json``):
   module hooks release parameters after every forward (``post_sub_module_forward``) and fetch
   them before every forward and backward, so under full activation checkpointing the forward
   recomputed inside the backward gathers them once more (5e7, True).
+* ``dp_bucket_min_params`` and ``dp_bucket_params_per_rank``: the data-parallel gradient
+  reduction (ZeRO 0-2) runs in buckets of ``max(min, per_rank · d)`` parameters, one collective
+  each: Megatron-Core DDP's default ``max(40000000, 1000000 · dp_size)`` ("larger DP sizes need
+  larger buckets to ensure collectives do not become latency-bound",
+  ``DistributedDataParallelConfig.bucket_size``); DeepSpeed ZeRO-1/2 ``reduce_bucket_size``
+  5e8 elements; PyTorch DDP ``bucket_cap_mb`` 25 MB (6.25e6 fp32 gradients).
+* ``overlap_grad_reduce``: whether the data-parallel gradient reduction overlaps the backward
+  when the scenario does not say (``parallelism.overlap_grad_reduce``). DeepSpeed's
+  ``zero_optimization.overlap_comm`` defaults to false for ZeRO 0-2 and true for ZeRO-3
+  (``deepspeed/runtime/zero/config.py``), and its pipeline engine reduces after the flush
+  (``_exec_reduce_grads``): false; the other profiles' recipes overlap it.
+* ``zero3_list_collectives``: the ZeRO-3 parameter all-gather and gradient reduce-scatter pass
+  lists of per-rank tensors to ``torch.distributed``: DeepSpeed 0.3-0.5 (2021, the version of
+  the published DeepSpeed runs; ``partition_parameters.py`` ``_allgather_param`` gathers into
+  ``[flat.narrow(0, i·partition, partition) for i in range(world_size)]``), which PyTorch's
+  NCCL backend of the time serves through a flat buffer and one copy per rank
+  (``planner.perf.data``). Later DeepSpeed gathers into one flat tensor
+  (``all_gather_into_tensor``): a scenario of a current DeepSpeed would not pay it.
 * ``loss_bytes_per_logit``: HBM bytes the loss moves per logit (forward + backward, on top of
   the LM-head GEMM), counted kernel by kernel from each stack's loss code:
   Megatron-Core's ``vocab_parallel_cross_entropy`` (r0.8, used by Megatron-LM 2024 and NeMo
@@ -94,6 +112,12 @@ in ``efficiency_constants.json``):
   (``TEParallelCrossEntropy``: reads the 16-bit logits twice, writes the gradient in place:
   10 bytes per logit, like flash-attn's fused kernel) and FSDP2's ``MixedPrecisionPolicy``
   reduces in fp32 (Automodel ``FSDP2Manager`` defaults).
+
+* ``grad_buffer_memset`` and ``loss_all_reduce_per_microbatch``: Megatron-Core's training step
+  (Megatron-LM, NeMo) zeroes its contiguous gradient buffer every iteration and all-reduces the
+  reporting loss over the data-parallel group after every microbatch (``pretrain_gpt.py``
+  ``loss_func``); PyTorch stacks free their gradients (``set_to_none``) and reduce the loss
+  once per logged step (``planner.perf.iteration``).
 
 Memory (``planner.perf.memory``):
 
@@ -141,6 +165,12 @@ class FrameworkProfile:
     zero3_prefetch_params: float = 0.0
     zero3_regather_on_recompute: bool = False
     master_weight_bytes: float = 4.0
+    grad_buffer_memset: bool = False
+    loss_all_reduce_per_microbatch: bool = False
+    zero3_list_collectives: bool = False
+    dp_bucket_min_params: float = 6.25e6
+    dp_bucket_params_per_rank: float = 0.0
+    overlap_grad_reduce: bool = True
 
 
 _TE_STACK = FrameworkProfile(
@@ -150,6 +180,10 @@ _TE_STACK = FrameworkProfile(
     fused_cross_entropy=True,
     fp8_weight_cache=True,
     loss_bytes_per_logit=52.0,
+    grad_buffer_memset=True,
+    loss_all_reduce_per_microbatch=True,
+    dp_bucket_min_params=4e7,
+    dp_bucket_params_per_rank=1e6,
 )
 _EAGER_PYTORCH = FrameworkProfile(
     fused_attention=False,
@@ -194,6 +228,9 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             grad_reduce_in_fp32=False,
             zero3_prefetch_params=5e7,
             zero3_regather_on_recompute=True,
+            zero3_list_collectives=True,
+            dp_bucket_min_params=5e8,
+            overlap_grad_reduce=False,
         ),
         Framework.LLM_FOUNDRY: _LLM_FOUNDRY,
         Framework.AUTOMODEL: replace(

@@ -27,6 +27,20 @@ warm-up and flush, over NVLink when the whole ``t·c·d·p`` layout fits one dom
 overlapped p2p under the interleaved schedule (Megatron-Core ``overlap_p2p_comm``,
 ``planner.perf.frameworks``) a steady-state transfer shows only where it exceeds one chunk's
 forward, plus its launch.
+
+Why every transfer sits on the critical path, and in what order (Megatron-Core
+``pipeline_parallel/p2p_communication.py``): without overlap, ``_communicate`` posts each
+step's sends and receives in one ``batch_isend_irecv`` group (the send to the next stage and
+the receive from it run concurrently, full duplex: one transfer time per exchange), waits for
+them, and with ``batch_p2p_sync`` (the default) calls ``torch.cuda.synchronize()``; the 1F1B
+warm-up sends each of the first ``p-1`` microbatches through every stage before the first
+backward, and the flush returns them, ``2(p-1)`` transfers no steady state hides (Narayanan
+et al. SC'21 §2.2). With ``overlap_p2p_comm`` (no batching) ``_p2p_ops`` orders the calls by
+rank parity, even ranks sending before receiving and odd ranks the reverse, so that two
+neighbours never both wait on a receive; sends and receives to the same neighbour share one
+NCCL stream and follow each other, which is what the overlapped chunk's compute must cover.
+Every transfer pays the ``Simple`` protocol's base and hop latency (``collectives.p2p_time_s``):
+with tens of stages the warm-up and flush add ``2(p-1)`` of them to the bubble.
 """
 
 from __future__ import annotations

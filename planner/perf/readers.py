@@ -1,8 +1,10 @@
-"""Scenario fields the engine reads through a rule (issue 13): recompute modules, the
-low-precision recipe, MoE routing and dispatch, LoRA and packed sequences.
+"""Scenario fields the engine reads through a rule: recompute and its modules, gradient
+reduction (overlap, precision), the low-precision recipe, MoE routing and dispatch, LoRA and
+packed sequences, the resolved layout (expert tensor parallel, layers per stage), the memory
+headroom and loss scaling.
 
 Each reader takes a validated ``Scenario`` and returns the value of the ``ScenarioArrays``
-field of the same name in ``READERS`` (``planner.perf.batch`` gathers them with its own
+field of the same name in ``READERS`` (``planner.perf.batch`` gathers them with the device
 rules). Codes and flags follow the specs: ``Fp8Recipe.code``, ``MoETokenDispatcher.code``,
 ``TrainingSpec.adapts``.
 """
@@ -14,10 +16,14 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from planner.perf.frameworks import profile_of
+from planner.specs.feasibility import expert_tensor_parallel_of, stage_layers_of
+from planner.specs.hardware import Precision
 from planner.specs.parallelism import RecomputeModule
+from planner.specs.pipeline_split import StageLayers
 from planner.specs.scenario import LoraTarget, Scenario
 
-__all__ = ["READERS"]
+__all__ = ["DEFAULT_MEMORY_HEADROOM_BYTES", "READERS"]
 
 
 def _recompute_module(module: RecomputeModule) -> Callable[[Scenario], bool]:
@@ -88,7 +94,7 @@ def _packed_sample_length(s: Scenario) -> float:
     return float(s.model.seq_length if packed is None else packed)
 
 
-READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
+_ISSUE13_READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
         "moe_token_dispatcher": _moe_token_dispatcher,
         "moe_imbalance": _moe_imbalance,
@@ -102,3 +108,119 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     }
 )
 """``ScenarioArrays`` field -> its reader."""
+
+
+DEFAULT_MEMORY_HEADROOM_BYTES = 1.0 * 2**30
+"""Memory a layout leaves free beyond its predicted peak to count as fitting, when
+``hardware.memory_headroom_gib`` is unset: 1 GiB (what it stands for and its sources are in
+``planner.perf.memory``)."""
+
+
+def _recompute(s: Scenario) -> int:
+    """``parallelism.recompute`` as its code (``Recompute.code``: 0 none, 1 selective, 2 full)."""
+    return s.parallelism.recompute.code
+
+
+def _overlap_grad_reduce(s: Scenario) -> bool:
+    """``parallelism.overlap_grad_reduce``; unset: the framework's default
+    (``FrameworkProfile.overlap_grad_reduce``: overlapped, except DeepSpeed ZeRO 0-2)."""
+    chosen = s.parallelism.overlap_grad_reduce
+    if chosen is not None:
+        return chosen
+    return profile_of(s.training.framework).overlap_grad_reduce or s.parallelism.zero_stage >= 3
+
+
+def _overlap_param_gather(s: Scenario) -> bool:
+    """``parallelism.overlap_param_gather``; unset means overlapped."""
+    return s.parallelism.overlap_param_gather is not False
+
+
+def _grad_bytes_per_param(s: Scenario) -> float:
+    """Bytes per parameter of the gradient buffer and its data-parallel reduction: 4 when
+    gradients are reduced in fp32, else 2. The scenario's ``grad_reduce_in_fp32``, else the
+    framework's default: 16-bit under fp16 (loss scaling), the profile's choice otherwise
+    (``planner.perf.frameworks``)."""
+    par = s.parallelism
+    in_fp32 = par.grad_reduce_in_fp32
+    if in_fp32 is None:
+        profile = profile_of(s.training.framework)
+        in_fp32 = profile.grad_reduce_in_fp32 and par.precision is not Precision.FP16
+    return 4.0 if in_fp32 else 2.0
+
+
+def _total_tokens(s: Scenario) -> float:
+    """``training.total_tokens``, NaN when unset."""
+    tokens = s.training.total_tokens
+    return math.nan if tokens is None else tokens
+
+
+def _train_iters(s: Scenario) -> float:
+    """``training.train_iters``, NaN when unset."""
+    iters = s.training.train_iters
+    return math.nan if iters is None else iters
+
+
+def _expert_tensor_parallel(s: Scenario) -> int:
+    """``parallelism.expert_tensor_parallel``, resolved (``feasibility.expert_tensor_parallel_of``:
+    the tensor-parallel degree unless set or unless the experts fold only with fewer)."""
+    par = s.parallelism
+    return int(expert_tensor_parallel_of(s.model, s.hardware.num_gpus, par))
+
+
+_LAST_STAGES: list[tuple[Scenario, StageLayers]] = []
+"""The last scenario's split (its three readers run one after the other)."""
+
+
+def _stages(s: Scenario) -> StageLayers:
+    last = _LAST_STAGES[0] if _LAST_STAGES else None  # one read: safe under threads
+    if last is not None and last[0] is s:
+        return last[1]
+    stages = stage_layers_of(s.model, s.parallelism, s.training.framework)
+    _LAST_STAGES[:] = [(s, stages)]
+    return stages
+
+
+def _first_stage_layers(s: Scenario) -> int:
+    """Transformer layers of pipeline rank 0 (``planner.specs.pipeline_split``)."""
+    return _stages(s).first
+
+
+def _middle_stage_layers(s: Scenario) -> int:
+    """Transformer layers of the busiest middle pipeline rank (0 without one)."""
+    return _stages(s).middle
+
+
+def _last_stage_layers(s: Scenario) -> int:
+    """Transformer layers of the last pipeline rank."""
+    return _stages(s).last
+
+
+def _memory_headroom_bytes(s: Scenario) -> float:
+    """``hardware.memory_headroom_gib`` in bytes, or the default (``planner.perf.memory``)."""
+    gib = getattr(s.hardware, "memory_headroom_gib", None)
+    return DEFAULT_MEMORY_HEADROOM_BYTES if gib is None else float(gib) * 2.0**30
+
+
+def _loss_scaling(s: Scenario) -> bool:
+    """fp16 training: dynamic loss scaling, whose optimizer step checks for inf/NaN."""
+    return s.parallelism.precision is Precision.FP16
+
+
+READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
+    {
+        "recompute": _recompute,
+        "overlap_grad_reduce": _overlap_grad_reduce,
+        "overlap_param_gather": _overlap_param_gather,
+        "grad_bytes_per_param": _grad_bytes_per_param,
+        "total_tokens": _total_tokens,
+        "train_iters": _train_iters,
+        **_ISSUE13_READERS,
+        "expert_tensor_parallel": _expert_tensor_parallel,
+        "first_stage_layers": _first_stage_layers,
+        "middle_stage_layers": _middle_stage_layers,
+        "last_stage_layers": _last_stage_layers,
+        "memory_headroom_bytes": _memory_headroom_bytes,
+        "loss_scaling": _loss_scaling,
+    }
+)
+"""Fields of ``ScenarioArrays`` read from the scenario through a rule, with their readers."""

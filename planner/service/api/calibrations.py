@@ -1,7 +1,9 @@
 """``GET /v1/calibrations`` and ``POST /v1/calibrations``: what the planner has learnt.
 
 * ``online``: the per-cluster step-time corrections learnt from running jobs
-  (``planner.calibration.online``), with the model's error per cluster;
+  (``planner.calibration.online``), with the model's error per cluster: the whole step's
+  factor per group (``component: step``) and, learnt from jobs that report per-rank compute
+  times, the compute and network factors apart (``component: compute`` / ``network``);
 * ``operators/<name>``: operator and collective models fitted from uploaded samples (the CSV
   files ``planner calibrate sample`` writes), stored as data.
 
@@ -46,17 +48,22 @@ def _online_view(state: dict[str, Any]) -> dict[str, Any]:
     except (KeyError, TypeError, SpecError):
         online = None
     if online is not None:
-        for (level, prefix), est in sorted(online.estimates_.items(), key=lambda kv: str(kv[0])):
-            groups.append(
-                {
-                    "level": str(level),
-                    "group": list(prefix),
-                    "factor": math.exp(est.log_ratio),
-                    "log_sd": est.predictive_log_sd,
-                    "num_jobs": est.num_jobs,
-                    "latest_time_s": est.latest_time_s,
-                }
-            )
+        learnt = [("step", online.estimates_)] + [
+            (component.value, part.estimates) for component, part in online.components_.items()
+        ]
+        for component, estimates in learnt:
+            for (level, prefix), est in sorted(estimates.items(), key=lambda kv: str(kv[0])):
+                groups.append(
+                    {
+                        "level": str(level),
+                        "group": list(prefix),
+                        "factor": math.exp(est.log_ratio),
+                        "log_sd": est.predictive_log_sd,
+                        "num_jobs": est.num_jobs,
+                        "latest_time_s": est.latest_time_s,
+                        "component": component,
+                    }
+                )
     return {
         "num_samples": state.get("num_samples", 0),
         "groups": groups,

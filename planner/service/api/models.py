@@ -336,6 +336,11 @@ class CalibrationGroup(BaseModel):
     log_sd: float
     num_jobs: int
     latest_time_s: float
+    component: str = Field(
+        default="step",
+        description="What the factor multiplies: the whole step (step), or the compute or "
+        "network terms of the model's breakdown",
+    )
 
 
 class OnlineCalibrationView(BaseModel):
