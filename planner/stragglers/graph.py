@@ -46,7 +46,7 @@ import numpy.typing as npt
 
 from planner.errors import SpecError
 from planner.specs.trace import OP_TYPES, FloatArray, IntArray, OpTrace, OpType
-from planner.stragglers.levels import Schedule, build_schedule
+from planner.stragglers.levels import Schedule, build_schedule, segment_max
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -104,8 +104,7 @@ class JobGraph:
     def node_durations(self, op_durations_s: FloatArray) -> FloatArray:
         """Node durations (nodes, C) from op durations (ops, C): the longest op of each node."""
         starts = np.flatnonzero(np.r_[True, np.diff(self.op_node) != 0])
-        result: FloatArray = np.maximum.reduceat(op_durations_s, starts, axis=0)
-        return result
+        return segment_max(np.asarray(op_durations_s, dtype=np.float64), starts)
 
     def replay(
         self, node_durations_s: FloatArray, node_gaps_s: FloatArray | None = None
@@ -163,6 +162,17 @@ def _group_keys(
     m = mask(OpType.LAYERNORM_GRADS_ALL_REDUCE)
     keys[m] = encode(7, dp[m] * pp + stage[m], zeros[m], seq[m])
     return keys
+
+
+def _dense(values: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """``np.unique(values, return_index, return_inverse, return_counts)`` less the values, by
+    one stable sort (first index = first occurrence)."""
+    order = np.argsort(values, kind="stable")
+    new = np.r_[True, np.diff(values[order]) != 0]
+    inverse = np.empty(values.size, dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    return order[starts], inverse, np.diff(np.r_[starts, values.size])
 
 
 def build_graph(trace: OpTrace) -> JobGraph:
@@ -250,9 +260,7 @@ def build_graph(trace: OpTrace) -> JobGraph:
     # Synchronisation keys (equal keys wait for each other), numbered 0..K-1 (-1: local op).
     raw_keys = _group_keys(op_type, op_dp, op_stage, op_seq, pp)
     is_comm = raw_keys >= 0
-    _, key_first, key_index, key_count = np.unique(
-        raw_keys[is_comm], return_index=True, return_inverse=True, return_counts=True
-    )
+    key_first, key_index, key_count = _dense(raw_keys[is_comm])
     _check_groups(op_type[is_comm][key_first], key_count, layout.data_parallel)
     op_key = np.full(op_type.size, -1, dtype=np.int64)
     op_key[is_comm] = key_index.reshape(-1)

@@ -39,10 +39,91 @@ def ranges(starts: IntArray, counts: IntArray) -> IntArray:
     return result
 
 
+def segment_max(values: FloatArray, starts: IntArray) -> FloatArray:
+    """``np.maximum.reduceat(values, starts, axis=0)`` for short segments (fused nodes of one
+    to four ops): a gather of each segment's first row, then a maximum per extra row."""
+    counts = np.diff(np.r_[starts, values.shape[0]])
+    result: FloatArray = values[starts]
+    extra = 1
+    longer = np.flatnonzero(counts > extra)
+    while longer.size:
+        result[longer] = np.maximum(result[longer], values[starts[longer] + extra])
+        extra += 1
+        longer = longer[counts[longer] > extra]
+    return result
+
+
 def _offsets(counts: IntArray) -> IntArray:
     """``reduceat`` offsets of consecutive segments of the given (positive) lengths."""
     result: IntArray = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64)
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class _SegmentMax:
+    """The maximum over segments of gathered rows, with segments of one and two rows (most of
+    them: a pipeline pair, a node with one key) done by plain gathers instead of ``reduceat``.
+
+    ``out*`` are the segments' output rows; ``a*`` / ``b*`` index the first source array (e.g.
+    predecessor ends) and the second (e.g. launch delays) for each row of a segment.
+    """
+
+    out1: IntArray
+    a1: IntArray
+    b1: IntArray
+    out2: IntArray
+    a2: IntArray  # (2, n): first and second row of each segment
+    b2: IntArray
+    outn: IntArray
+    an: IntArray
+    bn: IntArray
+    offsets: IntArray
+
+    @classmethod
+    def build(cls, out: IntArray, counts: IntArray, a: IntArray, b: IntArray) -> _SegmentMax:
+        """Segments ``out`` of ``counts`` rows each; ``a`` / ``b`` list the rows in order."""
+        first = _offsets(counts) if counts.size else np.zeros(0, dtype=np.int64)
+        one, two, many = counts == 1, counts == 2, counts > 2
+        pick = first[two]
+        rows = ranges(first[many], counts[many])
+        return cls(
+            out1=out[one],
+            a1=a[first[one]],
+            b1=b[first[one]],
+            out2=out[two],
+            a2=np.stack([a[pick], a[pick + 1]]),
+            b2=np.stack([b[pick], b[pick + 1]]),
+            outn=out[many],
+            an=a[rows],
+            bn=b[rows],
+            offsets=_offsets(counts[many]),
+        )
+
+    def apply(
+        self, target: FloatArray, source: FloatArray, add: FloatArray | None, *, by_b: bool
+    ) -> None:
+        """``target[out] = max over the segment of source[a] (+ add[b] when given)``; with
+        ``by_b`` the maximum is taken first and ``add[out]`` added after it."""
+
+        def rows(a: IntArray, b: IntArray) -> FloatArray:
+            values: FloatArray = source[a]
+            if add is not None and not by_b:
+                values += add[b]
+            return values
+
+        for out, value in (
+            (self.out1, lambda: rows(self.a1, self.b1)),
+            (
+                self.out2,
+                lambda: np.maximum(rows(self.a2[0], self.b2[0]), rows(self.a2[1], self.b2[1])),
+            ),
+            (self.outn, lambda: np.maximum.reduceat(rows(self.an, self.bn), self.offsets, axis=0)),
+        ):
+            if out.size:
+                result = value()
+                if add is not None and by_b:
+                    result += add[out]
+                target[out] = result
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +132,8 @@ class _Round:
 
     local: IntArray
     local_pred: IntArray
-    keys: IntArray
-    member: IntArray  # nodes holding ``keys``, grouped by key
-    member_pred: IntArray
-    member_offsets: IntArray
-    comm: IntArray
-    comm_key: IntArray  # keys of ``comm``, grouped by node
-    comm_offsets: IntArray
+    release: _SegmentMax  # keys <- max over members of end[pred] + gap[member]
+    finish: _SegmentMax  # comm nodes <- max over their keys of release, + duration
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,14 +167,8 @@ class Schedule:
         for r in self.rounds:
             if r.local.size:
                 ends[r.local] = ends[r.local_pred] + work[r.local]
-            if r.keys.size:
-                arrival = ends[r.member_pred]
-                if gaps_s is not None:
-                    arrival += gaps_s[r.member]
-                released[r.keys] = np.maximum.reduceat(arrival, r.member_offsets, axis=0)
-            if r.comm.size:
-                latest = np.maximum.reduceat(released[r.comm_key], r.comm_offsets, axis=0)
-                ends[r.comm] = latest + durations_s[r.comm]
+            r.release.apply(released, ends, gaps_s, by_b=False)
+            r.finish.apply(ends, released, durations_s, by_b=True)
         result: FloatArray = ends[: self.num_nodes].max(axis=0)
         return result
 
@@ -156,17 +226,18 @@ def build_schedule(
         nodes, counts = np.unique(member, return_counts=True)
         node_left[nodes] -= counts
         comm = nodes[node_left[nodes] == 0]
+        comm_count = node_count[comm]
         rounds.append(
             _Round(
                 local=local,
                 local_pred=node_pred[local],
-                keys=released,
-                member=member,
-                member_pred=node_pred[member],
-                member_offsets=_offsets(key_count[released]),
-                comm=comm,
-                comm_key=pk[ranges(node_first[comm], node_count[comm])],
-                comm_offsets=_offsets(node_count[comm]),
+                release=_SegmentMax.build(released, key_count[released], node_pred[member], member),
+                finish=_SegmentMax.build(
+                    comm,
+                    comm_count,
+                    pk[ranges(node_first[comm], comm_count)],
+                    np.zeros(int(comm_count.sum()), dtype=np.int64),
+                ),
             )
         )
         finished = np.concatenate([local, comm])

@@ -29,7 +29,7 @@ import numpy as np
 
 from planner.specs.trace import FloatArray, IntArray
 from planner.stragglers.graph import JobGraph
-from planner.stragglers.levels import Schedule, build_schedule, ranges
+from planner.stragglers.levels import Schedule, build_schedule, ranges, segment_max
 
 #: Working memory of one batch of replayed columns (scenarios x steps are batched up to it).
 CHUNK_BYTES = 256 * 1024 * 1024
@@ -47,8 +47,7 @@ class ReplicaPair:
 
     def node_durations(self, op_durations_s: FloatArray) -> FloatArray:
         """Node durations (nodes, C) of op durations (2 R, C): the longest op of each node."""
-        result: FloatArray = np.maximum.reduceat(op_durations_s, self.node_starts, axis=0)
-        return result
+        return segment_max(op_durations_s, self.node_starts)
 
 
 def replica_pair(graph: JobGraph, dp: int) -> ReplicaPair | None:
