@@ -1,0 +1,90 @@
+"""Host-wide slowdowns: every rank of one node slower than the ranks of the other nodes (pure).
+
+A node whose CPUs are contended (a noisy neighbour, a CPU hog, thermal throttling, a failing
+memory channel) slows all of its ranks together. Flagging each of them as a straggler would
+name the symptom several times and hide the cause, so the live tracker reports such a node as
+one **slow node** instead:
+
+* per logging interval, a node's compute time is the median of its ranks' own measured compute
+  times (``rank_step`` ``compute_time_s``, never a wall-clock assumption);
+* a second :class:`~planner.stragglers.online.StragglerDetector` runs on those node series
+  (peers = the other nodes when there are at least three; else each node's own history), with
+  the same CUSUM and 10 % minimum effect as the rank detector;
+* a flagged node counts when, over the recent intervals, its median is slower than the median
+  of the ranks on the *other* nodes by at least 90 % of the minimum effect, and every one of
+  its ranks is slower than them by at least half that (the whole host, not one rank).
+
+A rank on a host-wide slow node is not reported as a straggler (it is not slower than its
+node-mates). Single-node jobs have no other node to compare with: a host-wide slowdown there
+is a job-wide one, which the rank detector already ignores (no rank is slower than its peers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from planner.specs.trace import FloatArray
+
+#: Share of the minimum effect every rank of a slow node must show against the other nodes.
+RANK_SHARE = 0.5
+#: Share of the minimum effect the node's median must show against the other nodes.
+NODE_SHARE = 0.9
+
+
+def node_layout(nodes: dict[int, str], world_size: int) -> tuple[str, ...] | None:
+    """Per rank, its node name, or None while a rank's node is unknown or when the job runs
+    on a single node or on one rank per node (nothing host-wide to tell apart)."""
+    if len(nodes) < world_size:
+        return None
+    names = tuple(nodes[r] for r in range(world_size))
+    distinct = set(names)
+    if len(distinct) < 2 or len(distinct) == world_size:
+        return None
+    return names
+
+
+def node_medians(compute_s: FloatArray, names: Sequence[str], order: Sequence[str]) -> FloatArray:
+    """Median compute time (s) of each node in ``order`` for one interval's per-rank times."""
+    labels = np.array(names)
+    return np.array([float(np.median(compute_s[labels == n])) for n in order])
+
+
+def relative_to_other_nodes(
+    history: Sequence[Sequence[float]], names: Sequence[str]
+) -> tuple[dict[str, float], dict[int, float]]:
+    """Median over the intervals of ``log(x / median of the ranks on the other nodes)``, for
+    each node's median (first dict) and for each rank (second dict); the median for the
+    reason given in ``LiveStragglers.relative_compute``."""
+    logs = np.log(np.asarray(history, dtype=np.float64))
+    labels = np.array(names)
+    per_node: dict[str, float] = {}
+    per_rank: dict[int, float] = {}
+    for node in dict.fromkeys(names):
+        mine = labels == node
+        others = np.median(logs[:, ~mine], axis=1)
+        per_node[node] = float(np.median(np.median(logs[:, mine], axis=1) - others))
+        for r in np.flatnonzero(mine):
+            per_rank[int(r)] = float(np.median(logs[:, r] - others))
+    return per_node, per_rank
+
+
+def host_wide_nodes(
+    history: Sequence[Sequence[float]], names: Sequence[str], min_effect_ratio: float
+) -> dict[str, float]:
+    """Nodes of two or more ranks all slower than the other nodes' ranks (see the module
+    docstring), with their slowdown against them (ratio)."""
+    if not history:
+        return {}
+    per_node, per_rank = relative_to_other_nodes(history, names)
+    effect = math.log1p(min_effect_ratio)
+    result = {}
+    for node, value in per_node.items():
+        ranks = [r for r, n in enumerate(names) if n == node]
+        if len(ranks) < 2 or value < NODE_SHARE * effect:
+            continue
+        if min(per_rank[r] for r in ranks) >= RANK_SHARE * effect:
+            result[node] = math.exp(value)
+    return result
