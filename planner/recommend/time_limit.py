@@ -3,7 +3,8 @@ no I/O. The Slurm adapter (``adapters.slurm.hints``) writes the results with ``s
 into the hints file of ``job_submit.lua``; nothing here knows Slurm's commands.
 
 * **Hint** (:func:`runtime_hint`): a running job's runtime from its start to its p50 (and p90)
-  predicted end; a pending job's predicted runtime (p50, p90); rounded up to
+  predicted end; a pending job's predicted runtime (p50, p90) with its expected straggler
+  slowdown (:func:`straggler_adjustment`); rounded up to
   :data:`QUANTUM_S` (5 min), so a hint changes only when the prediction moves by minutes, not
   every ingest cycle.
 * **Limit** (:func:`policy_time_limit_min`, :func:`propose_time_limit_min`): ``p90`` (or the
@@ -76,6 +77,15 @@ def _ceil_to(value: float, quantum: float) -> float:
     return float(math.ceil(value / quantum) * quantum)
 
 
+def straggler_adjustment(job: JobOutlook) -> float:
+    """The factor still to apply to a queued job's runtime for its expected straggler slowdown
+    (``planner.stragglers.exposure``): the term's factor over the part the ETA already
+    multiplied in, so the slowdown counts exactly once; 1 for other jobs or without a term."""
+    if job.status is not JobStatus.PENDING or job.straggler_factor is None:
+        return 1.0
+    return max(1.0, job.straggler_factor) / max(1.0, job.eta_straggler_factor)
+
+
 def runtime_hint(job: JobOutlook) -> RuntimeHint | None:
     """The hint of a job (see the module docstring); None without an ETA or when the runtime
     is not positive. Raises ``SpecError`` when the ETA holds non-finite values."""
@@ -86,8 +96,9 @@ def runtime_hint(job: JobOutlook) -> RuntimeHint | None:
         p50 = end - start
         p90 = (job.completion_p90_s or end) - start
     elif job.status is JobStatus.PENDING and job.remaining_p50_s:
-        p50 = job.remaining_p50_s
-        p90 = job.remaining_p90_s
+        factor = straggler_adjustment(job)
+        p50 = job.remaining_p50_s * factor
+        p90 = None if job.remaining_p90_s is None else job.remaining_p90_s * factor
     if p50 is None or p50 <= 0:
         return None
     p50 = _ceil_to(p50, QUANTUM_S)

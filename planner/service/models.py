@@ -110,3 +110,22 @@ class CalibrationRow(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     state: Mapped[dict[str, Any]] = mapped_column(JSON)
     updated_s: Mapped[float] = mapped_column(Float)
+
+
+class NodeSlownessRow(Base):
+    """One episode of a slow node (``planner.stragglers.exposure.SlowEpisode``): a node on which
+    a running job had ranks flagged (or the node itself flagged as slow), from ``started_s`` to
+    ``last_seen_s``, with the job's what-if ``slowdown``. Drained nodes leave the history."""
+
+    __tablename__ = "node_slowness"
+    __table_args__ = (Index("ix_node_slowness_node", "scheduler", "cluster", "node"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    scheduler: Mapped[str] = mapped_column(String(32))
+    cluster: Mapped[str] = mapped_column(String(128))
+    node: Mapped[str] = mapped_column(String(256))
+    job_id: Mapped[str] = mapped_column(String(64))
+    started_s: Mapped[float] = mapped_column(Float)
+    last_seen_s: Mapped[float] = mapped_column(Float, index=True)
+    ranks: Mapped[int] = mapped_column(Integer, default=1)
+    slowdown: Mapped[float] = mapped_column(Float)
