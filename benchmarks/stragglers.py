@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adapters.traces import read_layout, read_op_trace  # noqa: E402
+from benchmarks import stragglers_contention  # noqa: E402
 from planner.stragglers import StragglerDetector, analyse, compute_time_series  # noqa: E402
 from tests.stragglers.simulate import simulate  # noqa: E402
 
@@ -125,6 +126,9 @@ def main() -> None:
         print()
     if args.only in (None, "traces", "online"):
         traces_and_online(args.only)
+    if args.only in (None, "contention"):
+        print()
+        stragglers_contention.main()
 
 
 def traces_and_online(only: str | None) -> None:

@@ -34,7 +34,13 @@ import numpy as np
 from planner.errors import SpecError
 from planner.specs.job import RankStepRecord
 from planner.specs.trace import FloatArray
-from planner.stragglers.nodes import host_wide_nodes, node_layout, node_medians
+from planner.stragglers.nodes import (
+    SIGNIFICANCE,
+    host_wide_nodes,
+    node_layout,
+    node_medians,
+    shift_and_error,
+)
 from planner.stragglers.online import RankFlag, StragglerDetector
 
 #: Complete intervals the slowdown is averaged over.
@@ -207,16 +213,20 @@ class LiveStragglers:
         least 90 % of the detector's minimum effect over the recent intervals: a rank whose
         own time drifted, but not away from its peers', holds nobody up (with 2 ranks the
         detector has no peer score, so this is what tells the slow one from the drifting one).
-        A rank of a node whose ranks are all slower than the other nodes' (a host-wide
-        slowdown, ``planner.stragglers.nodes``) is not a straggler: its node is.
+        The shift must also stand ``SIGNIFICANCE`` standard errors out of the window's own
+        noise (under heavy CPU contention one rank's median over 20 intervals wanders by 0.1 in
+        log space by chance). A rank of a node whose ranks are all slower than the other nodes'
+        (a host-wide slowdown, ``planner.stragglers.nodes``) is not a straggler: its node is.
         """
         relative = self.relative_compute()
+        error = self.relative_error()
         floor = 0.9 * math.log1p(self.detector.min_effect_ratio)
         host_wide = self._host_wide()
         seen: set[int] = set()
         unique = []
         for flag in self.detector.flags():
-            if flag.rank in seen or relative.get(flag.rank, 0.0) < floor:
+            shift = relative.get(flag.rank, 0.0)
+            if flag.rank in seen or shift < max(floor, SIGNIFICANCE * error.get(flag.rank, 0.0)):
                 continue
             if self.nodes.get(flag.rank) in host_wide:
                 continue
@@ -274,10 +284,15 @@ class LiveStragglers:
         if self.world_size < 2 or not self.history:
             return {}
         logs = np.log(np.array([h.compute_s for h in self.history], dtype=np.float64))
-        result = {}
-        for r in range(self.world_size):
-            others = np.delete(logs, r, axis=1)
-            result[r] = float(np.median(logs[:, r] - np.median(others, axis=1)))
+        shift, error = shift_and_error(logs - median_of_others(logs))
+        self._memo["relative_error"] = {r: float(error[r]) for r in range(self.world_size)}
+        return {r: float(shift[r]) for r in range(self.world_size)}
+
+    def relative_error(self) -> dict[int, float]:
+        """Per rank, the standard error of :meth:`relative_compute` (from the spread of the
+        window: on a contended host a shift must stand out of its own noise)."""
+        self.relative_compute()
+        result: dict[int, float] = self._memo.get("relative_error", {})
         return result
 
     def report(self, *, remaining_s: float | None = None) -> LiveStragglerReport | None:
@@ -406,6 +421,27 @@ class LiveStragglers:
             raise SpecError(
                 "stragglers", f"stored live straggler state is malformed: {exc}"
             ) from None
+
+
+def median_of_others(values: FloatArray) -> FloatArray:
+    """Per row and column of ``values`` (rows, N >= 2), the median of the row's other N - 1
+    values, by one sort per row (not one median per column)."""
+    rows, n = values.shape
+    order = np.argsort(values, axis=1, kind="stable")
+    ranked = np.take_along_axis(values, order, axis=1)
+    position = np.empty_like(order)
+    np.put_along_axis(position, order, np.arange(n)[None, :].repeat(rows, axis=0), axis=1)
+
+    def kth(k: int) -> FloatArray:
+        # The k-th smallest of the others: skip the column's own place when it is at or below.
+        index = np.where(position <= k, k + 1, k)
+        result: FloatArray = np.take_along_axis(ranked, index, axis=1)
+        return result
+
+    m = n - 1
+    if m % 2:
+        return kth(m // 2)
+    return 0.5 * (kth(m // 2 - 1) + kth(m // 2))
 
 
 def _opt(value: Any) -> float | None:

@@ -10,9 +10,11 @@ one **slow node** instead:
 * a second :class:`~planner.stragglers.online.StragglerDetector` runs on those node series
   (peers = the other nodes when there are at least three; else each node's own history), with
   the same CUSUM and 10 % minimum effect as the rank detector;
-* a flagged node counts when, over the recent intervals, its median is slower than the median
-  of the ranks on the *other* nodes by at least 90 % of the minimum effect, and every one of
-  its ranks is slower than them by at least half that (the whole host, not one rank).
+* a flagged node counts when, over the recent intervals, its median and every one of its ranks
+  are slower than the median of the ranks on the *other* nodes by at least 90 % of the minimum
+  effect (the node's by at least ``SIGNIFICANCE`` standard errors of that median, too), and
+  its least slowed rank by at least half as much as its most slowed one (the whole host
+  slowed alike, not one slow rank dragging the node's median with two ranks a node).
 
 A rank on a host-wide slow node is not reported as a straggler (it is not slower than its
 node-mates). Single-node jobs have no other node to compare with: a host-wide slowdown there
@@ -28,10 +30,14 @@ import numpy as np
 
 from planner.specs.trace import FloatArray
 
-#: Share of the minimum effect every rank of a slow node must show against the other nodes.
-RANK_SHARE = 0.5
-#: Share of the minimum effect the node's median must show against the other nodes.
+#: Share of the minimum effect the node's median and every one of its ranks must show against
+#: the other nodes.
 NODE_SHARE = 0.9
+#: A shift counts only this many standard errors (of the window's median) above zero.
+SIGNIFICANCE = 3.0
+#: The least slowed rank of a slow node is slowed at least this share of the most slowed one
+#: (a host-wide slowdown slows its ranks alike; one slow rank among fast node-mates does not).
+ALIKE_SHARE = 0.5
 
 
 def node_layout(nodes: dict[int, str], world_size: int) -> tuple[str, ...] | None:
@@ -52,20 +58,31 @@ def node_medians(compute_s: FloatArray, names: Sequence[str], order: Sequence[st
     return np.array([float(np.median(compute_s[labels == n])) for n in order])
 
 
+def shift_and_error(series: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per column of ``series`` (intervals, columns: log ratios), the median and its standard
+    error (1.2533 x 1.4826 x MAD / sqrt(n), the normal-theory error of a median)."""
+    shift = np.median(series, axis=0)
+    mad = np.median(np.abs(series - shift), axis=0)
+    error = 1.2533 * 1.4826 * mad / math.sqrt(max(series.shape[0], 1))
+    return shift, error
+
+
 def relative_to_other_nodes(
     history: Sequence[Sequence[float]], names: Sequence[str]
-) -> tuple[dict[str, float], dict[int, float]]:
+) -> tuple[dict[str, tuple[float, float]], dict[int, float]]:
     """Median over the intervals of ``log(x / median of the ranks on the other nodes)``, for
-    each node's median (first dict) and for each rank (second dict); the median for the
-    reason given in ``LiveStragglers.relative_compute``."""
+    each node's median (first dict: with its standard error, ``shift_and_error``) and for each
+    rank (second dict); the median for the reason given in
+    ``LiveStragglers.relative_compute``."""
     logs = np.log(np.asarray(history, dtype=np.float64))
     labels = np.array(names)
-    per_node: dict[str, float] = {}
+    per_node: dict[str, tuple[float, float]] = {}
     per_rank: dict[int, float] = {}
     for node in dict.fromkeys(names):
         mine = labels == node
         others = np.median(logs[:, ~mine], axis=1)
-        per_node[node] = float(np.median(np.median(logs[:, mine], axis=1) - others))
+        shift, error = shift_and_error((np.median(logs[:, mine], axis=1) - others)[:, None])
+        per_node[node] = (float(shift[0]), float(error[0]))
         for r in np.flatnonzero(mine):
             per_rank[int(r)] = float(np.median(logs[:, r] - others))
     return per_node, per_rank
@@ -81,10 +98,11 @@ def host_wide_nodes(
     per_node, per_rank = relative_to_other_nodes(history, names)
     effect = math.log1p(min_effect_ratio)
     result = {}
-    for node, value in per_node.items():
+    for node, (value, error) in per_node.items():
         ranks = [r for r, n in enumerate(names) if n == node]
-        if len(ranks) < 2 or value < NODE_SHARE * effect:
+        if len(ranks) < 2 or value < max(NODE_SHARE * effect, SIGNIFICANCE * error):
             continue
-        if min(per_rank[r] for r in ranks) >= RANK_SHARE * effect:
+        shifts = [per_rank[r] for r in ranks]
+        if min(shifts) >= NODE_SHARE * effect and min(shifts) >= ALIKE_SHARE * max(shifts):
             result[node] = math.exp(value)
     return result

@@ -135,3 +135,15 @@ def test_recorded_host_wide_contention_is_a_slow_node() -> None:
     assert report.stragglers == ()
     assert [n["node"] for n in report.slow_nodes] == ["host0"]
     assert report.action == "drain-node"
+
+
+def test_median_of_the_other_ranks_matches_the_definition() -> None:
+    from planner.stragglers.live import median_of_others
+
+    rng = np.random.default_rng(3)
+    for n in (2, 3, 4, 7, 64):
+        values = rng.normal(size=(9, n))
+        values[0] = 1.0  # ties
+        values[1, : n // 2] = 0.5
+        expected = np.array([[np.median(np.delete(row, r)) for r in range(n)] for row in values])
+        np.testing.assert_allclose(median_of_others(values), expected)
