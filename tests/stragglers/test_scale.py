@@ -90,9 +90,10 @@ def test_level_schedule_depth_does_not_grow_with_workers() -> None:
     assert depths[0] == depths[1]
 
 
-@pytest.mark.parametrize("dp", [64])
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dp", [32])
 def test_large_job_slowdown_matches_the_simulated_ground_truth(dp: int) -> None:
-    """512 workers, 1F1B, 16 micro-batches, one worker 1.5x slow: S = actual / balanced step
+    """256 workers, 1F1B, 16 micro-batches, one worker 1.5x slow: S = actual / balanced step
     of the simulator within 1e-3 (the benchmark runs the same check up to 8,192 workers)."""
     pp = 8
     factor = np.ones((1, dp, pp, 1, 1))
