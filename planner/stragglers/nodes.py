@@ -10,11 +10,12 @@ one **slow node** instead:
 * a second :class:`~planner.stragglers.online.StragglerDetector` runs on those node series
   (peers = the other nodes when there are at least three; else each node's own history), with
   the same CUSUM and 10 % minimum effect as the rank detector;
-* a flagged node counts when, over the recent intervals, its median and every one of its ranks
-  are slower than the median of the ranks on the *other* nodes by at least 90 % of the minimum
-  effect (the node's by at least ``SIGNIFICANCE`` standard errors of that median, too), and
-  its least slowed rank by at least half as much as its most slowed one (the whole host
-  slowed alike, not one slow rank dragging the node's median with two ranks a node).
+* a flagged node counts when, over the recent intervals, its median is slower than the median
+  of the ranks on the *other* nodes by at least 90 % of the minimum effect (the flag itself,
+  a CUSUM, holds the false alarms down: the node series carries the host's shared noise,
+  too large for a fixed-window test), and at least three quarters of its ranks
+  (both of two) are slower than them by at least half the node's shift (the whole host slowed
+  alike, not one slow rank dragging the node's median with two ranks a node).
 
 A rank on a host-wide slow node is not reported as a straggler (it is not slower than its
 node-mates). Single-node jobs have no other node to compare with: a host-wide slowdown there
@@ -35,9 +36,11 @@ from planner.specs.trace import FloatArray
 NODE_SHARE = 0.9
 #: A shift counts only this many standard errors (of the window's median) above zero.
 SIGNIFICANCE = 3.0
-#: The least slowed rank of a slow node is slowed at least this share of the most slowed one
-#: (a host-wide slowdown slows its ranks alike; one slow rank among fast node-mates does not).
+#: A slow node's ranks are slowed alike: at least ``ALIKE_RANKS`` of them by at least
+#: ``ALIKE_SHARE`` of the node's shift (a host-wide slowdown slows its ranks alike; one slow rank
+#: among fast node-mates does not, even when with two ranks a node it drags the node's median).
 ALIKE_SHARE = 0.5
+ALIKE_RANKS = 0.75
 
 
 def node_layout(nodes: dict[int, str], world_size: int) -> tuple[str, ...] | None:
@@ -100,9 +103,10 @@ def host_wide_nodes(
     result = {}
     for node, (value, error) in per_node.items():
         ranks = [r for r, n in enumerate(names) if n == node]
-        if len(ranks) < 2 or value < max(NODE_SHARE * effect, SIGNIFICANCE * error):
+        del error  # the node detector's CUSUM (or every rank's) controls false alarms
+        if len(ranks) < 2 or value < NODE_SHARE * effect:
             continue
-        shifts = [per_rank[r] for r in ranks]
-        if min(shifts) >= NODE_SHARE * effect and min(shifts) >= ALIKE_SHARE * max(shifts):
+        alike = sum(per_rank[r] >= ALIKE_SHARE * value for r in ranks)
+        if alike >= math.ceil(ALIKE_RANKS * len(ranks)):
             result[node] = math.exp(value)
     return result
