@@ -215,14 +215,17 @@ def build_graph(trace: OpTrace) -> JobGraph:
     )
     t_idx = order[first[0] : first[1]]
     template_keys = key[first[0] : first[1]]
-    if np.unique(template_keys).size != template_keys.size:
-        dup = template_keys[np.flatnonzero(np.diff(np.sort(template_keys)) == 0)[0]]
+    key_order = np.argsort(template_keys, kind="stable")
+    repeated = np.flatnonzero(np.diff(template_keys[key_order]) == 0)
+    if repeated.size:
+        dup = template_keys[key_order[repeated[0]]]
         raise SpecError(
             "trace.seq_id",
             f"duplicate operation (worker {dup >> 30}, type {OP_TYPES[(dup >> 24) % 64]}, "
             f"seq id {dup % (1 << 24)}) in a step; each op must appear once",
         )
-    rank_in_key_order = np.argsort(np.argsort(template_keys, kind="stable"), kind="stable")
+    rank_in_key_order = np.empty_like(key_order)
+    rank_in_key_order[key_order] = np.arange(key_order.size)
     columns = []
     for i in kept:
         a, b = segments[i]

@@ -133,10 +133,13 @@ def _full_whatifs(
 ) -> tuple[FloatArray, FloatArray]:
     """The same what-ifs as full replays (for graphs whose replicas differ)."""
     masks: list[Callable[[], FloatArray]] = []
+    real_n, ideal_n = graph.node_durations(real), graph.node_durations(ideal)
+    node_dp = graph.op_dp[np.flatnonzero(np.r_[True, np.diff(graph.op_node) != 0])]
 
     def restore(mask: np.ndarray) -> Callable[[], FloatArray]:
+        # Fused nodes hold ops of one worker: a worker or dp-rank mask is one per node.
         def make() -> FloatArray:
-            result: FloatArray = np.where(mask[:, None], real, ideal)
+            result: FloatArray = np.where(mask[:, None], real_n, ideal_n)
             return result
 
         return make
@@ -144,16 +147,17 @@ def _full_whatifs(
     for a, c in zip(first.tolist(), count.tolist(), strict=True):
         mask = np.zeros(graph.num_ops, dtype=bool)
         mask[a : a + c] = True
-        masks.append(restore(mask))
+        masks.append(restore(mask[np.flatnonzero(np.r_[True, np.diff(graph.op_node) != 0])]))
     for d in range(dp):
-        masks.append(restore(graph.op_dp == d))
+        masks.append(restore(node_dp == d))
     means = run_scenarios(graph, masks)
     return means[: first.size], means[first.size :]
 
 
 def run_scenarios(graph: JobGraph, scenarios: list[Callable[[], FloatArray]]) -> FloatArray:
-    """Mean no-delay step time of each scenario (a maker of op durations, ops x steps), replayed
-    in column batches of at most ``CHUNK_BYTES`` of working arrays."""
+    """Mean no-delay step time of each scenario (a maker of node durations, nodes x steps:
+    ``graph.node_durations`` of op durations), replayed in column batches of at most
+    ``CHUNK_BYTES`` of working arrays."""
     steps = graph.num_steps
     schedule = graph.schedule
     per_column = 8 * (graph.num_ops + 2 * schedule.num_nodes + schedule.num_keys)
@@ -161,7 +165,7 @@ def run_scenarios(graph: JobGraph, scenarios: list[Callable[[], FloatArray]]) ->
     means = np.empty(len(scenarios))
     for lo in range(0, len(scenarios), per_chunk):
         batch = scenarios[lo : lo + per_chunk]
-        durations = np.concatenate([graph.node_durations(make()) for make in batch], axis=1)
+        durations = np.concatenate([make() for make in batch], axis=1)
         times = graph.replay(durations).reshape(len(batch), steps)
         means[lo : lo + len(batch)] = times.mean(axis=1)
     return means

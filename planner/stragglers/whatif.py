@@ -218,6 +218,15 @@ def _restore(real: FloatArray, ideal: FloatArray, mask: BoolArray) -> Callable[[
     return make
 
 
+def _restore_ops(
+    graph: JobGraph, real: FloatArray, ideal: FloatArray, mask: BoolArray
+) -> Callable[[], FloatArray]:
+    def make() -> FloatArray:
+        return graph.node_durations(np.where(mask[:, None], real, ideal))
+
+    return make
+
+
 def analyse(
     trace: OpTrace | JobGraph, *, memory_budget_bytes: int = MEMORY_BUDGET_BYTES
 ) -> StragglerReport:
@@ -241,15 +250,19 @@ def analyse(
     dp = workers // pp
     types = [int(c) for c in np.unique(graph.op_type)]
 
+    # Node durations; masks of whole nodes (a worker's, a stage's, compute: compute ops are
+    # never fused) restore at node level, op types (a fused batch mixes them) at op level.
+    real_n, ideal_n = graph.node_durations(real), graph.node_durations(ideal)
+    node_stage = graph.op_stage[np.flatnonzero(np.r_[True, np.diff(graph.op_node) != 0])]
     scenarios: list[Callable[[], FloatArray]] = [
-        lambda: real,
-        lambda: ideal,
-        lambda: stage_level,
-        lambda: worker_level,
-        _restore(real, ideal, compute),
+        lambda: real_n,
+        lambda: ideal_n,
+        lambda: graph.node_durations(stage_level),
+        lambda: graph.node_durations(worker_level),
+        _restore(real_n, ideal_n, ~graph.node_is_comm),
     ]
-    scenarios += [_restore(real, ideal, graph.op_stage == s) for s in range(pp)]
-    scenarios += [_restore(real, ideal, graph.op_type == t) for t in types]
+    scenarios += [_restore(real_n, ideal_n, node_stage == s) for s in range(pp)]
+    scenarios += [_restore_ops(graph, real, ideal, graph.op_type == t) for t in types]
     means = run_scenarios(graph, scenarios)
     no_delay, ideal_t, stage_t, worker_t, compute_t = (float(x) for x in means[:5])
     if ideal_t <= 0:
@@ -295,7 +308,7 @@ def analyse(
     if stragglers:
         bad = np.isin(graph.op_worker, [w.dp_rank * pp + w.stage for w in stragglers])
         healthy_ideal = ideal_durations(graph, exclude=bad)
-        healthy_t = float(run_scenarios(graph, [lambda: healthy_ideal])[0])
+        healthy_t = float(run_scenarios(graph, [lambda: graph.node_durations(healthy_ideal)])[0])
     excess = max(s - 1.0, 1e-12)
     shares = {
         "stage": (stage_t / ideal_t - 1.0) / excess,
