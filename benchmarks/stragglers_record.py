@@ -22,8 +22,10 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "deploy" / "dev" / "tiny_gpt" / "train.py"
@@ -85,6 +87,7 @@ def main() -> int:
     ]
     cgroup = _throttle_group(args.throttle_cpus) if args.throttle_host >= 0 else None
     ranks = []
+    logs: list[Any] = []
     started = time.time()
     for rank in range(args.ranks):
         env = {
@@ -102,12 +105,17 @@ def main() -> int:
         if cgroup is not None and host_of(rank) == args.throttle_host:
             enter = f'echo $$ > {cgroup}/cgroup.procs && exec "$@"'
             cmd = ["sh", "-c", enter, "sh", *cmd]
-        ranks.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True))
+        # A file per rank, not a pipe: a full pipe would block a rank and with it the job.
+        log = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115
+        logs.append(log)
+        ranks.append(subprocess.Popen(cmd, env=env, stdout=log, text=True))
     lines = []
     try:
-        for proc in ranks:
-            out, _ = proc.communicate(timeout=3600)
-            lines += [line for line in out.splitlines() if '"event": "rank_step"' in line]
+        for proc, log in zip(ranks, logs, strict=True):
+            proc.wait(timeout=3600)
+            log.seek(0)
+            lines += [line for line in log.read().splitlines() if '"event": "rank_step"' in line]
+            log.close()
             if proc.returncode:
                 print(f"rank exited {proc.returncode}", file=sys.stderr)
                 return 1

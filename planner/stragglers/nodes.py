@@ -11,9 +11,8 @@ one **slow node** instead:
   (peers = the other nodes when there are at least three; else each node's own history), with
   the same CUSUM and 10 % minimum effect as the rank detector;
 * a flagged node counts when, over the recent intervals, its median is slower than the median
-  of the ranks on the *other* nodes by at least 90 % of the minimum effect (the flag itself,
-  a CUSUM, holds the false alarms down: the node series carries the host's shared noise,
-  too large for a fixed-window test), and at least three quarters of its ranks
+  of the ranks on the *other* nodes by at least 90 % of the minimum effect and by
+  ``NODE_SIGNIFICANCE`` standard errors of that median, and at least three quarters of its ranks
   (both of two) are slower than them by at least half the node's shift (the whole host slowed
   alike, not one slow rank dragging the node's median with two ranks a node).
 
@@ -34,8 +33,12 @@ from planner.specs.trace import FloatArray
 #: Share of the minimum effect the node's median and every one of its ranks must show against
 #: the other nodes.
 NODE_SHARE = 0.9
-#: A shift counts only this many standard errors (of the window's median) above zero.
+#: A rank's shift counts only this many standard errors (of the window's median) above zero.
 SIGNIFICANCE = 3.0
+#: A node's shift likewise; lower, since the node is flagged by its own CUSUM first and its
+#: series carries the host's shared noise (a 1.5x host under the recorded CPU-hog noise is
+#: about 3 standard errors over 20 intervals).
+NODE_SIGNIFICANCE = 2.0
 #: A slow node's ranks are slowed alike: at least ``ALIKE_RANKS`` of them by at least
 #: ``ALIKE_SHARE`` of the node's shift (a host-wide slowdown slows its ranks alike; one slow rank
 #: among fast node-mates does not, even when with two ranks a node it drags the node's median).
@@ -103,8 +106,7 @@ def host_wide_nodes(
     result = {}
     for node, (value, error) in per_node.items():
         ranks = [r for r, n in enumerate(names) if n == node]
-        del error  # the node detector's CUSUM (or every rank's) controls false alarms
-        if len(ranks) < 2 or value < NODE_SHARE * effect:
+        if len(ranks) < 2 or value < max(NODE_SHARE * effect, NODE_SIGNIFICANCE * error):
             continue
         alike = sum(per_rank[r] >= ALIKE_SHARE * value for r in ranks)
         if alike >= math.ceil(ALIKE_RANKS * len(ranks)):
