@@ -45,9 +45,9 @@ def _first_flags(times: np.ndarray, ranks: tuple[str, ...], groups: np.ndarray) 
     return first
 
 
-def _run_cli(trace: Path, meta: Path) -> tuple[float, float, str]:
-    """``planner stragglers TRACE --meta META --json`` in a fresh process: (wall s, peak RSS
-    MiB, stdout)."""
+def _run_cli(trace: Path, meta: Path) -> tuple[float, float, float, str]:
+    """``planner stragglers TRACE --meta META --json`` in a fresh process: (wall s, CPU s (user
+    + system), peak RSS MiB, stdout)."""
     with tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(
@@ -62,17 +62,18 @@ def _run_cli(trace: Path, meta: Path) -> tuple[float, float, str]:
         wall = time.perf_counter() - t0
         out.seek(0)
         text = out.read().decode()
+    cpu = usage.ru_utime + usage.ru_stime
     if proc.returncode:
-        return wall, usage.ru_maxrss / 1024, text.strip().splitlines()[-1]
-    return wall, usage.ru_maxrss / 1024, text
+        return wall, cpu, usage.ru_maxrss / 1024, text.strip().splitlines()[-1]
+    return wall, cpu, usage.ru_maxrss / 1024, text
 
 
 def scaling(workers_list: tuple[int, ...]) -> None:
     """Simulated 1F1B jobs (8 stages, 16 micro-batches, 2 steps, worker (dp-1, stage 1) at
     1.5x): ``planner stragglers`` wall time and peak memory, S against the simulator's truth."""
     print(
-        "| workers (dp x pp) | trace rows | planner stragglers s | peak RSS MiB | read s | "
-        "analyse s (cpu) | S | simulated S | abs error | straggler found |"
+        "| workers (dp x pp) | trace rows | planner stragglers wall s (CPU s) | peak RSS MiB | "
+        "read s | analyse s (CPU s) | S | simulated S | abs error | straggler found |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for workers in workers_list:
@@ -95,7 +96,7 @@ def scaling(workers_list: tuple[int, ...]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             trace_path, meta_path = sim.write(Path(tmp), f"W{workers}")
             del sim, balanced
-            wall, rss, text = _run_cli(trace_path, meta_path)
+            wall, cpu, rss, text = _run_cli(trace_path, meta_path)
             t0 = time.perf_counter()
             trace = read_op_trace(trace_path, read_layout(meta_path))
             read_s = time.perf_counter() - t0
@@ -108,7 +109,7 @@ def scaling(workers_list: tuple[int, ...]) -> None:
         cli = json.loads(text) if text.startswith("{") else {"slowdown": float("nan")}
         found = [(w.stage, w.dp_rank) for w in report.stragglers] == [(1, dp - 1)]
         print(
-            f"| {workers:,} ({dp} x {SCALE_STAGES}) | {rows:,} | {wall:.1f} | {rss:.0f} | "
+            f"| {workers:,} ({dp} x {SCALE_STAGES}) | {rows:,} | {wall:.1f} ({cpu:.1f}) | {rss:.0f} | "
             f"{read_s:.2f} | {analyse_s:.2f} ({analyse_cpu:.2f}) | {cli['slowdown']:.5f} | "
             f"{truth:.5f} | {abs(cli['slowdown'] - truth):.1e} | {'yes' if found else 'NO'} |",
             flush=True,
