@@ -109,9 +109,10 @@ def scaling(workers_list: tuple[int, ...]) -> None:
         cli = json.loads(text) if text.startswith("{") else {"slowdown": float("nan")}
         found = [(w.stage, w.dp_rank) for w in report.stragglers] == [(1, dp - 1)]
         print(
-            f"| {workers:,} ({dp} x {SCALE_STAGES}) | {rows:,} | {wall:.1f} ({cpu:.1f}) | {rss:.0f} | "
-            f"{read_s:.2f} | {analyse_s:.2f} ({analyse_cpu:.2f}) | {cli['slowdown']:.5f} | "
-            f"{truth:.5f} | {abs(cli['slowdown'] - truth):.1e} | {'yes' if found else 'NO'} |",
+            f"| {workers:,} ({dp} x {SCALE_STAGES}) | {rows:,} | {wall:.1f} ({cpu:.1f}) | "
+            f"{rss:.0f} | {read_s:.2f} | {analyse_s:.2f} ({analyse_cpu:.2f}) | "
+            f"{cli['slowdown']:.5f} | {truth:.5f} | {abs(cli['slowdown'] - truth):.1e} | "
+            f"{'yes' if found else 'NO'} |",
             flush=True,
         )
 
