@@ -147,3 +147,29 @@ def test_median_of_the_other_ranks_matches_the_definition() -> None:
         values[1, : n // 2] = 0.5
         expected = np.array([[np.median(np.delete(row, r)) for r in range(n)] for row in values])
         np.testing.assert_allclose(median_of_others(values), expected)
+
+
+def test_every_flag_on_a_long_hog_recording_is_a_measured_slowdown() -> None:
+    """900 iterations of real ranks beside two CPU hogs: whatever the tracker names (a rank or
+    a node) was measured slower than the others over its window (the median interval at least
+    5 % slower), never a wall-clock artefact."""
+    _, records = _recorded("rank-steps-cpu-hogs-long.jsonl")
+    tracker = LiveStragglers.new(4)
+    by_iteration: dict[int, list[RankStepRecord]] = {}
+    for rec in records:
+        by_iteration.setdefault(rec.iteration, []).append(rec)
+    for iteration in sorted(by_iteration):
+        tracker.add(by_iteration[iteration])
+        report = tracker.report()
+        if report is None:
+            continue
+        logs = np.log(np.array([h.compute_s for h in tracker.history]))
+        for straggler in report.stragglers:
+            r = straggler["rank"]
+            others = np.median(np.delete(logs, r, axis=1), axis=1)
+            assert np.median(logs[:, r] - others) >= np.log(1.05), (iteration, straggler)
+        for node in report.slow_nodes:
+            mine = node["ranks"]
+            rest = [r for r in range(4) if r not in mine]
+            shift = np.median(np.median(logs[:, mine], axis=1) - np.median(logs[:, rest], axis=1))
+            assert shift >= np.log(1.05), (iteration, node)
