@@ -49,6 +49,10 @@ WINDOW = 20
 MAX_PENDING = 64
 #: Healthy intervals whose overhead (step minus slowest compute) is remembered.
 HEALTHY_WINDOW = 50
+#: The window test (see ``LiveStragglers.flags``): a full window, and a shift this many standard
+#: errors out of its noise.
+WINDOW_TEST_INTERVALS = WINDOW
+WINDOW_SIGNIFICANCE = 6.0
 #: Slowdown below which the job is reported as not straggling.
 SIGNIFICANT_SLOWDOWN = 1.05
 
@@ -116,6 +120,7 @@ class LiveStragglers:
     nodes: dict[int, str] = field(default_factory=dict)
     last_iteration: int = -1
     node_detector: StragglerDetector | None = None
+    window_flags: dict[int, int] = field(default_factory=dict)
     _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -174,6 +179,7 @@ class LiveStragglers:
         )
         del self.history[:-WINDOW]
         self.last_iteration = iteration
+        self._update_window_flags()
         if not self.flags() and not self.slow_nodes():
             self.healthy_overhead_s.append(max(0.0, step - float(compute.max())))
             del self.healthy_overhead_s[:-HEALTHY_WINDOW]
@@ -189,6 +195,24 @@ class LiveStragglers:
         if self.node_detector is None or self.node_detector.ranks != order:
             self.node_detector = StragglerDetector(order)
         self.node_detector.update(node_medians(compute, names, order), step=iteration)
+
+    def _update_window_flags(self) -> None:
+        """A rank enters the window flags when its shift over a full window is at least the
+        floor and ``WINDOW_SIGNIFICANCE`` standard errors; it stays while the shift is at
+        least the floor and ``SIGNIFICANCE`` standard errors (hysteresis: one noisy window
+        neither raises nor clears an alert)."""
+        relative = self.relative_compute()
+        error = self.relative_error()
+        floor = 0.9 * math.log1p(self.detector.min_effect_ratio)
+        for rank, shift in relative.items():
+            noise = error.get(rank, math.inf)
+            if rank in self.window_flags:
+                if shift < max(floor, SIGNIFICANCE * noise):
+                    del self.window_flags[rank]
+            elif len(self.history) >= WINDOW_TEST_INTERVALS and shift >= max(
+                floor, WINDOW_SIGNIFICANCE * noise
+            ):
+                self.window_flags[rank] = self.history[0].iteration
 
     def _host_wide(self) -> dict[str, float]:
         key = (self.last_iteration, len(self.history), tuple(sorted(self.nodes.items())))
@@ -232,6 +256,21 @@ class LiveStragglers:
                 continue
             seen.add(flag.rank)
             unique.append(flag)
+        # The window test (``_update_window_flags``): a shift far out of the window's noise is
+        # a straggler even when the CUSUM, tuned for 10 % shifts, has not crossed its threshold
+        # (under heavy noise that threshold is many times the shift of interest).
+        for rank, since in sorted(self.window_flags.items()):
+            if rank in seen or self.nodes.get(rank) in host_wide:
+                continue
+            unique.append(
+                RankFlag(
+                    rank=rank,
+                    name=self.detector.ranks[rank],
+                    kind="window",
+                    slowdown=math.exp(relative.get(rank, 0.0)),
+                    since_step=since,
+                )
+            )
         return unique
 
     def slow_nodes(self) -> list[dict[str, Any]]:
@@ -385,6 +424,7 @@ class LiveStragglers:
             "last_iteration": self.last_iteration,
             "healthy_overhead_s": list(self.healthy_overhead_s),
             "node_detector": None if self.node_detector is None else self.node_detector.to_json(),
+            "window_flags": {str(r): since for r, since in self.window_flags.items()},
         }
 
     @classmethod
@@ -416,6 +456,9 @@ class LiveStragglers:
                     if data.get("node_detector")
                     else None
                 ),
+                window_flags={
+                    int(r): int(since) for r, since in data.get("window_flags", {}).items()
+                },
             )
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise SpecError(
