@@ -34,9 +34,11 @@ import numpy as np
 from planner.errors import SpecError
 from planner.specs.job import RankStepRecord
 from planner.specs.trace import FloatArray
+from planner.stragglers.advice import diagnose
 from planner.stragglers.nodes import (
     SIGNIFICANCE,
     host_wide_nodes,
+    median_of_others,
     node_layout,
     node_medians,
     shift_and_error,
@@ -53,8 +55,6 @@ HEALTHY_WINDOW = 50
 #: errors out of its noise.
 WINDOW_TEST_INTERVALS = WINDOW
 WINDOW_SIGNIFICANCE = 6.0
-#: Slowdown below which the job is reported as not straggling.
-SIGNIFICANT_SLOWDOWN = 1.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -372,7 +372,7 @@ class LiveStragglers:
             }
             for f in flags
         )
-        diagnosis, action, advice = _diagnose(slowdown, flags, self.nodes, slow_nodes)
+        diagnosis, action, advice = diagnose(slowdown, flags, self.nodes, slow_nodes)
         result = LiveStragglerReport(
             slowdown=slowdown,
             actual_step_time_s=actual_s,
@@ -466,76 +466,5 @@ class LiveStragglers:
             ) from None
 
 
-def median_of_others(values: FloatArray) -> FloatArray:
-    """Per row and column of ``values`` (rows, N >= 2), the median of the row's other N - 1
-    values, by one sort per row (not one median per column)."""
-    rows, n = values.shape
-    order = np.argsort(values, axis=1, kind="stable")
-    ranked = np.take_along_axis(values, order, axis=1)
-    position = np.empty_like(order)
-    np.put_along_axis(position, order, np.arange(n)[None, :].repeat(rows, axis=0), axis=1)
-
-    def kth(k: int) -> FloatArray:
-        # The k-th smallest of the others: skip the column's own place when it is at or below.
-        index = np.where(position <= k, k + 1, k)
-        result: FloatArray = np.take_along_axis(ranked, index, axis=1)
-        return result
-
-    m = n - 1
-    if m % 2:
-        return kth(m // 2)
-    return 0.5 * (kth(m // 2 - 1) + kth(m // 2))
-
-
 def _opt(value: Any) -> float | None:
     return None if value is None else float(value)
-
-
-def _diagnose(
-    slowdown: float,
-    flags: Sequence[RankFlag],
-    nodes: dict[int, str],
-    slow_nodes: Sequence[dict[str, Any]] = (),
-) -> tuple[str, str, str]:
-    """(diagnosis, action, advice) for a live slowdown, the detector's flags and slow nodes."""
-    if flags or slow_nodes:
-        names = []
-        for n in slow_nodes:
-            names.append(
-                f"slow node {n['node']} (all {len(n['ranks'])} of its ranks "
-                f"{100 * (n['slowdown'] - 1):.0f}% slower than the other nodes' since iteration "
-                f"{n['since_iteration']})"
-            )
-        for f in flags:
-            node = nodes.get(f.rank)
-            where = f" on node {node}" if node else ""
-            against = "its peers" if f.kind == "peer" else "its own history"
-            names.append(
-                f"rank {f.rank}{where} ({100 * (f.slowdown - 1):.0f}% slower than {against} "
-                f"since iteration {f.since_step})"
-            )
-        nodes_to_drain = sorted(
-            {nodes[f.rank] for f in flags if f.rank in nodes} | {n["node"] for n in slow_nodes}
-        )
-        target = f"node(s) {', '.join(nodes_to_drain)}" if nodes_to_drain else "the node(s)"
-        kind = "slow node" if slow_nodes and not flags else "individual slow worker"
-        cause = (
-            " (a host-wide slowdown: CPU or memory contention, a noisy neighbour or throttling)"
-            if slow_nodes
-            else ""
-        )
-        return (
-            f"{kind}: {'; '.join(names)}; step slowdown {slowdown:.3f}x",
-            "drain-node",
-            f"Drain or replace {target} of the slow rank(s){cause} and restart from the last "
-            f"checkpoint: the step would be {100 * (1 - 1 / slowdown):.0f}% shorter.",
-        )
-    if slowdown >= SIGNIFICANT_SLOWDOWN:
-        return (
-            f"uneven per-rank compute without a persistent slow rank (workload imbalance, "
-            f"e.g. sequence lengths); step slowdown {slowdown:.3f}x",
-            "rebalance",
-            "Re-balance the work per rank (sequence-length packing or bucketing); a node swap "
-            "would not help.",
-        )
-    return (f"no significant straggling (slowdown {slowdown:.3f}x)", "none", "Nothing to do.")

@@ -112,3 +112,24 @@ def host_wide_nodes(
         if alike >= math.ceil(ALIKE_RANKS * len(ranks)):
             result[node] = math.exp(value)
     return result
+
+
+def median_of_others(values: FloatArray) -> FloatArray:
+    """Per row and column of ``values`` (rows, N >= 2), the median of the row's other N - 1
+    values, by one sort per row (not one median per column)."""
+    rows, n = values.shape
+    order = np.argsort(values, axis=1, kind="stable")
+    ranked = np.take_along_axis(values, order, axis=1)
+    position = np.empty_like(order)
+    np.put_along_axis(position, order, np.arange(n)[None, :].repeat(rows, axis=0), axis=1)
+
+    def kth(k: int) -> FloatArray:
+        # The k-th smallest of the others: skip the column's own place when it is at or below.
+        index = np.where(position <= k, k + 1, k)
+        result: FloatArray = np.take_along_axis(ranked, index, axis=1)
+        return result
+
+    m = n - 1
+    if m % 2:
+        return kth(m // 2)
+    return 0.5 * (kth(m // 2 - 1) + kth(m // 2))

@@ -138,7 +138,7 @@ def test_recorded_host_wide_contention_is_a_slow_node() -> None:
 
 
 def test_median_of_the_other_ranks_matches_the_definition() -> None:
-    from planner.stragglers.live import median_of_others
+    from planner.stragglers.nodes import median_of_others
 
     rng = np.random.default_rng(3)
     for n in (2, 3, 4, 7, 64):
