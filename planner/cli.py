@@ -180,15 +180,33 @@ def stragglers(
     skip_bad_rows: Annotated[
         bool, typer.Option("--skip-bad-rows", help="Drop malformed rows (counted) instead")
     ] = False,
+    memory_budget_gib: Annotated[
+        float,
+        typer.Option(
+            "--memory-budget-gib",
+            help="Refuse traces whose analysis would need more memory (planner.stragglers.budget)",
+        ),
+    ] = 2.0,
 ) -> None:
     """What-if straggler analysis of a trace: slowdown, attribution and diagnosis."""
     from planner.service.main import read_trace
     from planner.stragglers import analyse
+    from planner.stragglers.budget import check_rows, max_rows
 
+    budget = int(memory_budget_gib * 1024**3)
     try:
-        report = analyse(read_trace(trace, meta, skip_bad_rows=skip_bad_rows))
+        check_rows(0, budget)
+        loaded = read_trace(trace, meta, skip_bad_rows=skip_bad_rows, max_rows=max_rows(budget))
+        report = analyse(loaded, memory_budget_bytes=budget)
     except SpecError as exc:
         typer.echo(f"planner: invalid input: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    except MemoryError:
+        typer.echo(
+            f"planner: out of memory analysing {trace}; analyse fewer steps or lower "
+            "--memory-budget-gib to what this machine has",
+            err=True,
+        )
         raise typer.Exit(EXIT_INVALID) from None
     result = report.to_dict()
     typer.echo(json.dumps(result) if as_json else _straggler_summary(result))

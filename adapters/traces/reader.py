@@ -127,11 +127,64 @@ def _column(table: pa.Table, name: str) -> pa.ChunkedArray:
     return column
 
 
+def _op_codes(
+    column: pa.ChunkedArray,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[str]]:
+    """Op-type codes (``OP_TYPES`` indices, -1 unknown or null), the mask of unknown non-null
+    names and up to three of them; strings are looked up once per distinct value per chunk."""
+    codes: list[np.ndarray[Any, Any]] = []
+    unknown: list[np.ndarray[Any, Any]] = []
+    examples: set[str] = set()
+    for chunk in column.chunks:
+        encoded = chunk if pa.types.is_dictionary(chunk.type) else pc.dictionary_encode(chunk)
+        names = [None if v is None else str(v) for v in encoded.dictionary.to_pylist()]
+        lookup = np.array([_CODES.get(v, -1) if v else -1 for v in names] + [-1], np.int64)
+        bad = np.array([bool(v) and v not in _CODES for v in names] + [False], dtype=bool)
+        index = np.asarray(encoded.indices.fill_null(len(names)).to_numpy(), dtype=np.int64)
+        codes.append(lookup[index])
+        unknown.append(bad[index])
+        examples.update(names[i] or "" for i in np.unique(index[bad[index]]))
+    if not codes:
+        return np.zeros(0, np.int64), np.zeros(0, bool), []
+    return np.concatenate(codes), np.concatenate(unknown), sorted(examples)[:3]
+
+
+def _check_size(path: str | Path, max_rows: int | None) -> None:
+    """Refuse a parquet file of more than ``max_rows`` rows before reading it (its footer
+    says how many); CSV files are checked after reading."""
+    source = str(path)
+    if max_rows is None or not source.endswith((".parquet", ".pq")):
+        return
+    try:
+        rows = pq.ParquetFile(source).metadata.num_rows
+    except FileNotFoundError:
+        raise SpecError(source, "no such file; check the path") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise SpecError(source, f"cannot read as a table ({exc})") from None
+    _refuse(source, rows, max_rows)
+
+
+def _refuse(source: str, rows: int, max_rows: int | None) -> None:
+    if max_rows is not None and rows > max_rows:
+        raise SpecError(
+            source,
+            f"{rows:,} rows, over the {max_rows:,} that fit the memory budget; analyse fewer "
+            "steps (keep a sample of the trace's steps) or raise the budget",
+        )
+
+
 def read_op_trace(
-    path: str | Path, layout: TraceLayout, *, skip_bad_rows: bool = False, data: bytes | None = None
+    path: str | Path,
+    layout: TraceLayout,
+    *,
+    skip_bad_rows: bool = False,
+    max_rows: int | None = None,
+    data: bytes | None = None,
 ) -> OpTrace:
     """Operation trace of ``path`` (parquet or CSV with ``REQUIRED_COLUMNS``; ``data`` its
     bytes when already read).
+
+    ``max_rows`` refuses a larger trace with ``SpecError`` (before reading a parquet file).
 
     Bad rows (a null in a required column, an unknown ``optype``, a negative or non-finite
     ``start_ts``/``duration``, a rank outside ``layout``) raise ``SpecError`` naming the column
@@ -139,7 +192,10 @@ def read_op_trace(
     ``OpTrace.num_skipped_rows``. Missing columns always raise.
     """
     source = str(path)
+    if data is None:
+        _check_size(path, max_rows)
     table = _read_table(path, data)
+    _refuse(source, table.num_rows, max_rows)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
         raise SpecError(
@@ -161,17 +217,11 @@ def read_op_trace(
     for name in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS):
         if name not in table.column_names:
             continue
-        column = _column(table, name)
+        column = table.column(name) if name == "optype" else _column(table, name)
         flag(np.asarray(pc.is_null(column, nan_is_null=True)), name, "empty (null/NaN)")
         if name == "optype":
-            column = column.cast(pa.string())  # a CSV of numbers reads as int64
-            text = np.asarray(column.fill_null("").to_numpy(zero_copy_only=False), dtype=str)
-            names, inverse = np.unique(text, return_inverse=True)
-            lookup = np.array([_CODES.get(str(v), -1) for v in names], dtype=np.int64)
-            codes = lookup[inverse.reshape(-1)]
-            unknown = (codes < 0) & (text != "")
+            codes, unknown, examples = _op_codes(table.column(name))
             if unknown.any():
-                examples = sorted({str(v) for v in text[unknown]})[:3]
                 flag(unknown, name, f"with unknown op type(s) {', '.join(examples)}")
             values_of[name] = codes
             continue
@@ -211,8 +261,12 @@ def read_op_trace(
     if not keep.any():
         raise SpecError(source, f"no usable rows (of {n})")
 
+    every_row = bool(keep.all())
+
     def get(name: str) -> np.ndarray[Any, Any]:
-        return values_of[name][keep] if name in values_of else np.full(int(keep.sum()), -1)
+        if name not in values_of:
+            return np.full(int(keep.sum()), -1)
+        return values_of[name] if every_row else values_of[name][keep]
 
     return OpTrace(
         layout=layout,

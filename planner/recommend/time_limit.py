@@ -3,7 +3,8 @@ no I/O. The Slurm adapter (``adapters.slurm.hints``) writes the results with ``s
 into the hints file of ``job_submit.lua``; nothing here knows Slurm's commands.
 
 * **Hint** (:func:`runtime_hint`): a running job's runtime from its start to its p50 (and p90)
-  predicted end; a pending job's predicted runtime (p50, p90); rounded up to
+  predicted end; a pending job's predicted runtime (p50, p90) with its expected straggler
+  slowdown (:func:`straggler_adjustment`); rounded up to
   :data:`QUANTUM_S` (5 min), so a hint changes only when the prediction moves by minutes, not
   every ingest cycle. The ETA blends the model, the online calibration and the job's observed
   progress, and a job's log is written by its user: so the remaining time is never shorter
@@ -98,6 +99,15 @@ def plausible_remaining_s(job: JobOutlook, *, now_s: float | None = None) -> flo
     return max(0.0, job.train_iters - done) * peak
 
 
+def straggler_adjustment(job: JobOutlook) -> float:
+    """The factor still to apply to a queued job's runtime for its expected straggler slowdown
+    (``planner.stragglers.exposure``): the term's factor over the part the ETA already
+    multiplied in, so the slowdown counts exactly once; 1 for other jobs or without a term."""
+    if job.status is not JobStatus.PENDING or job.straggler_factor is None:
+        return 1.0
+    return max(1.0, job.straggler_factor) / max(1.0, job.eta_straggler_factor)
+
+
 def runtime_hint(job: JobOutlook) -> RuntimeHint | None:
     """The hint of a job (see the module docstring); None without a model prediction, without
     an ETA, or when the runtime is not positive. Raises ``SpecError`` when the ETA holds
@@ -120,9 +130,12 @@ def runtime_hint(job: JobOutlook) -> RuntimeHint | None:
         p50 = end - start
         p90 = end90 - start
     elif job.status is JobStatus.PENDING and job.remaining_p50_s:
-        clipped = job.remaining_p50_s < floor or (job.remaining_p90_s or floor) < floor
-        p50 = max(job.remaining_p50_s, floor)
-        p90 = None if job.remaining_p90_s is None else max(job.remaining_p90_s, floor)
+        factor = straggler_adjustment(job)
+        clipped = job.remaining_p50_s * factor < floor or (
+            job.remaining_p90_s is not None and job.remaining_p90_s * factor < floor
+        )
+        p50 = max(job.remaining_p50_s * factor, floor)
+        p90 = None if job.remaining_p90_s is None else max(job.remaining_p90_s * factor, floor)
     if p50 is None or p50 <= 0:
         return None
     basis = (

@@ -196,7 +196,8 @@ def _int(path: str, value: object) -> object:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
-        raise SpecError(path, f"{value:.3g} is too large; use at most {MAX_INTEGER:.3g}")
+        digits = len(str(abs(value)))
+        raise SpecError(path, f"a {digits}-digit integer is too large; use at most 2^53")
     return value
 
 

@@ -430,10 +430,14 @@ def ray_executor(address: str) -> Executor:
     return RayExecutor(address)
 
 
-def read_trace(trace_path: str, meta_path: str, *, skip_bad_rows: bool = False) -> OpTrace:
+def read_trace(
+    trace_path: str, meta_path: str, *, skip_bad_rows: bool = False, max_rows: int | None = None
+) -> OpTrace:
     """A per-rank operation trace (parquet or CSV) with its layout file (meta YAML); raises
-    ``SpecError`` naming the file and the problem."""
-    return read_op_trace(trace_path, read_layout(meta_path), skip_bad_rows=skip_bad_rows)
+    ``SpecError`` naming the file and the problem (or a trace over ``max_rows`` rows)."""
+    return read_op_trace(
+        trace_path, read_layout(meta_path), skip_bad_rows=skip_bad_rows, max_rows=max_rows
+    )
 
 
 def sample_this_machine(out: str, **options: Any) -> tuple[SampleRun, list[Path]]:

@@ -173,3 +173,22 @@ def job_sort_key(job_id: str) -> tuple[int, str]:
     ``123_4`` after ``123``), ids without one last."""
     head = job_id.split("_", 1)[0]
     return (int(head), job_id) if head.isdigit() else (1 << 62, job_id)
+
+
+class NodeSlownessRow(Base):
+    """One episode of a slow node (``planner.stragglers.exposure.SlowEpisode``): a node on which
+    a running job had ranks flagged (or the node itself flagged as slow), from ``started_s`` to
+    ``last_seen_s``, with the job's what-if ``slowdown``. Drained nodes leave the history."""
+
+    __tablename__ = "node_slowness"
+    __table_args__ = (Index("ix_node_slowness_node", "scheduler", "cluster", "node"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    scheduler: Mapped[str] = mapped_column(String(32))
+    cluster: Mapped[str] = mapped_column(String(128))
+    node: Mapped[str] = mapped_column(String(256))
+    job_id: Mapped[str] = mapped_column(String(64))
+    started_s: Mapped[float] = mapped_column(Float)
+    last_seen_s: Mapped[float] = mapped_column(Float, index=True)
+    ranks: Mapped[int] = mapped_column(Integer, default=1)
+    slowdown: Mapped[float] = mapped_column(Float)

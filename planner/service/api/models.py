@@ -256,8 +256,9 @@ class Stragglers(Open):
     """Straggler analysis of a job: live (per-rank timings) or from the trace it names.
 
     ``available`` False comes with ``reason``. A live analysis adds the tracker's report
-    (``slowdown``, ``stragglers``, ``hours_lost``, ``action``, ``advice``, ...); a trace
-    analysis adds the what-if report (``planner stragglers --json``) and its ``impact``."""
+    (``slowdown``, ``stragglers``, ``slow_nodes``, ``hours_lost``, ``action``, ``advice``, ...);
+    a trace analysis adds the what-if report (``planner stragglers --json``) and its
+    ``impact``."""
 
     scheduler: str
     cluster: str
@@ -270,6 +271,11 @@ class Stragglers(Open):
     stragglers: list[dict[str, Any]] | None = None
     diagnosis: str | None = None
     predicted_completion_without_stragglers_s: float | None = None
+    slow_nodes: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Live: nodes whose ranks are all slower than the other nodes' (node, ranks, "
+        "kind, slowdown, since_iteration), reported instead of their ranks",
+    )
 
 
 class TraceReport(Open):

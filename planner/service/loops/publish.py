@@ -74,7 +74,22 @@ def outlook_of(row: JobRow) -> JobOutlook:
         completion_p50_s=_quantile(row.eta, "completion_time_s", "p50"),
         completion_p90_s=_quantile(row.eta, "completion_time_s", "p90"),
         iteration=row.iteration,
+        **_straggler_term(row),
     )
+
+
+def _straggler_term(row: JobRow) -> dict[str, Any]:
+    """The expected straggler term of a queued job (``planner.service.loops.node_history``) as
+    ``JobOutlook`` fields; empty without one."""
+    term = (row.prediction or {}).get("expected_straggler")
+    if not isinstance(term, dict) or _num(term.get("factor")) is None:
+        return {}
+    return {
+        "straggler_factor": _num(term.get("factor")),
+        "straggler_probability": _num(term.get("probability")),
+        "straggler_slowdown": _num(term.get("slowdown_when_slow")),
+        "eta_straggler_factor": _num((row.eta or {}).get("straggler_factor")) or 1.0,
+    }
 
 
 # ---------------------------------------------------------------------------- Kubernetes

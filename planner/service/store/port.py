@@ -21,6 +21,7 @@ from planner.service.models import (
     AuditRow,
     CalibrationRow,
     JobRow,
+    NodeSlownessRow,
     PredictionRow,
     RetentionPolicy,
     SourceRow,
@@ -86,6 +87,32 @@ class UnitOfWork(Protocol):
 
     def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
         """Create or replace a named calibration."""
+        ...
+
+    # Node slowness history (issue 14: straggler impact for queued jobs).
+
+    def slow_episodes(
+        self, scheduler: str, cluster: str, *, since_s: float
+    ) -> list[NodeSlownessRow]:
+        """Slow-node episodes of one cluster last seen at or after ``since_s``, oldest first."""
+        ...
+
+    def add_slow_episode(
+        self,
+        *,
+        scheduler: str,
+        cluster: str,
+        node: str,
+        job_id: str,
+        now_s: float,
+        ranks: int,
+        slowdown: float,
+    ) -> NodeSlownessRow:
+        """Start an episode of ``node`` being slow for ``job_id`` at ``now_s``."""
+        ...
+
+    def forget_nodes(self, scheduler: str, cluster: str, nodes: Sequence[str]) -> None:
+        """Remove every episode of these nodes (drained: they leave the history)."""
         ...
 
 

@@ -43,6 +43,7 @@ from planner.service.models import (
     AuditRow,
     CalibrationRow,
     JobRow,
+    NodeSlownessRow,
     PredictionRow,
     RetentionPolicy,
     SourceRow,
@@ -485,3 +486,56 @@ class SqlUnitOfWork:
         else:
             row.state = state
             row.updated_s = updated_s
+
+    # Node slowness history (issue 14: straggler impact for queued jobs).
+
+    def slow_episodes(
+        self, scheduler: str, cluster: str, *, since_s: float
+    ) -> list[NodeSlownessRow]:
+        """Slow-node episodes of one cluster last seen at or after ``since_s``, oldest first."""
+        query = (
+            select(NodeSlownessRow)
+            .where(
+                NodeSlownessRow.scheduler == scheduler,
+                NodeSlownessRow.cluster == cluster,
+                NodeSlownessRow.last_seen_s >= since_s,
+            )
+            .order_by(NodeSlownessRow.started_s, NodeSlownessRow.id)
+        )
+        return list(self._s.scalars(query))
+
+    def add_slow_episode(
+        self,
+        *,
+        scheduler: str,
+        cluster: str,
+        node: str,
+        job_id: str,
+        now_s: float,
+        ranks: int,
+        slowdown: float,
+    ) -> NodeSlownessRow:
+        """Start an episode of ``node`` being slow for ``job_id`` at ``now_s``."""
+        row = NodeSlownessRow(
+            scheduler=scheduler,
+            cluster=cluster,
+            node=node,
+            job_id=job_id,
+            started_s=now_s,
+            last_seen_s=now_s,
+            ranks=ranks,
+            slowdown=slowdown,
+        )
+        self._s.add(row)
+        return row
+
+    def forget_nodes(self, scheduler: str, cluster: str, nodes: Sequence[str]) -> None:
+        """Remove every episode of these nodes (drained: they leave the history)."""
+        if nodes:
+            self._s.execute(
+                delete(NodeSlownessRow).where(
+                    NodeSlownessRow.scheduler == scheduler,
+                    NodeSlownessRow.cluster == cluster,
+                    NodeSlownessRow.node.in_(list(nodes)),
+                )
+            )
