@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -17,6 +18,9 @@ from planner.service.loops import IngestLoop
 from planner.service.loops.publish import KubernetesRuntime, SlurmHintsRuntime
 from planner.service.settings import Settings
 from planner.service.store import Store
+
+if TYPE_CHECKING:
+    from planner.service.reviews import ReviewRunner
 
 log = logging.getLogger("planner.service")
 
@@ -44,6 +48,8 @@ class ServiceState:
         self.kube = kube
         self.slurm_hints = slurm_hints
         self.scheduler: BackgroundScheduler | None = None
+        #: Capacity reviews (issue 15), set by the composition root (with Ray).
+        self.reviews: ReviewRunner | None = None
 
     @property
     def stale_after_s(self) -> float:

@@ -20,7 +20,16 @@ from prometheus_client import CollectorRegistry
 
 from planner import __version__
 from planner.ports import TraceSource
-from planner.service.api import calibrations, health, jobs, metrics, plan, predict, stragglers
+from planner.service.api import (
+    calibrations,
+    health,
+    jobs,
+    metrics,
+    plan,
+    predict,
+    reviews,
+    stragglers,
+)
 from planner.service.api.errors import install_error_handlers
 from planner.service.runtime import ServiceState
 
@@ -94,4 +103,5 @@ def build_app(
     app.include_router(plan.make_router(workers=plan_workers))
     app.include_router(calibrations.make_router(state.store, state.clock))
     app.include_router(metrics.make_router(registry))
+    app.include_router(reviews.make_router(state))
     return app

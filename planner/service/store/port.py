@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from planner.service.models import CalibrationRow, JobRow, PredictionRow, SourceRow, StepSampleRow
+from planner.service.models import (
+    CalibrationRow,
+    JobRow,
+    PredictionRow,
+    ReviewRow,
+    SourceRow,
+    StepSampleRow,
+)
 
 
 class UnitOfWork(Protocol):
@@ -136,4 +143,21 @@ class Store(Protocol):
 
     def sources(self) -> Sequence[SourceRow]:
         """Health rows of every source the service has polled."""
+        ...
+
+    # ------------------------------------------------------------ capacity reviews (issue 15)
+
+    def add_review(self, review: ReviewRow, *, keep: int) -> int:
+        """Store a review (its id is returned) and keep only the newest ``keep``."""
+        ...
+
+    def latest_review(
+        self, *, with_result: bool = True, with_documents: bool = False
+    ) -> ReviewRow | None:
+        """The newest stored review that ran (no ``error``); its ``result`` only
+        ``with_result``, its ``html``/``markdown`` only ``with_documents`` (else None)."""
+        ...
+
+    def list_reviews(self, *, limit: int = 20) -> list[ReviewRow]:
+        """The newest ``limit`` reviews, newest first, without result or documents."""
         ...

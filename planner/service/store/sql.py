@@ -25,12 +25,20 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from planner.errors import StoreError
-from planner.service.models import CalibrationRow, JobRow, PredictionRow, SourceRow, StepSampleRow
+from planner.service.models import (
+    CalibrationRow,
+    JobRow,
+    PredictionRow,
+    ReviewRow,
+    SourceRow,
+    StepSampleRow,
+)
 
 log = logging.getLogger(__name__)
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 _LOCK = 0x504C414E  # advisory lock key of the schema migration ("PLAN")
+_REVIEW_SUMMARY = ("id", "made_at_s", "trigger", "fleet", "elapsed_s", "error", "summary")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -187,6 +195,41 @@ class SqlStore:
         """Health rows of every source the service has polled."""
         with self.session() as s:
             return list(s.scalars(select(SourceRow).order_by(SourceRow.name)))
+
+    # ------------------------------------------------------------ capacity reviews (issue 15)
+
+    def add_review(self, review: ReviewRow, *, keep: int) -> int:
+        """Store a review (its id is returned) and keep only the newest ``keep``."""
+        with self.session() as s:
+            s.add(review)
+            s.flush()
+            newest = select(ReviewRow.id).order_by(ReviewRow.id.desc()).limit(keep)
+            s.execute(delete(ReviewRow).where(ReviewRow.id.not_in(newest.scalar_subquery())))
+            return int(review.id)
+
+    def _reviews(self, columns: Sequence[str], *, ok_only: bool, limit: int) -> list[ReviewRow]:
+        """Reviews newest first as detached rows holding only ``columns`` (others None)."""
+        with self.session() as s:
+            query = select(*(getattr(ReviewRow, c) for c in columns))
+            if ok_only:
+                query = query.where(ReviewRow.error.is_(None))
+            found = s.execute(query.order_by(ReviewRow.id.desc()).limit(limit)).all()
+        return [ReviewRow(**dict(zip(columns, row, strict=True))) for row in found]
+
+    def latest_review(
+        self, *, with_result: bool = True, with_documents: bool = False
+    ) -> ReviewRow | None:
+        """The newest stored review that ran; ``result`` / ``html`` and ``markdown`` only
+        when asked for (else None)."""
+        columns = [*_REVIEW_SUMMARY]
+        columns += ["result"] if with_result else []
+        columns += ["html", "markdown"] if with_documents else []
+        rows = self._reviews(columns, ok_only=True, limit=1)
+        return rows[0] if rows else None
+
+    def list_reviews(self, *, limit: int = 20) -> list[ReviewRow]:
+        """The newest ``limit`` reviews, newest first, without result or documents."""
+        return self._reviews(_REVIEW_SUMMARY, ok_only=False, limit=limit)
 
 
 class SqlUnitOfWork:
