@@ -67,6 +67,7 @@ from planner.errors import CalibrationError, SourcePermanentError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.recommend.admission import AdvisoryHints, CheckDecision
 from planner.service.api import build_app
+from planner.service.capacity_metrics import CapacityCollector
 from planner.service.loops import IngestLoop, IngestSettings
 from planner.service.loops.context import QueueForecastConfig
 from planner.service.loops.publish import (
@@ -75,7 +76,7 @@ from planner.service.loops.publish import (
     SlurmHintsRuntime,
     admission_decider,
 )
-from planner.service.metrics import CapacityCollector, KubernetesCollector, PlannerCollector
+from planner.service.metrics import KubernetesCollector, PlannerCollector
 from planner.service.reviews import ReviewRunner, read_document
 from planner.service.runtime import ServiceState
 from planner.service.settings import KubernetesSettings, Settings, SlurmSettings, Toggle

@@ -147,7 +147,7 @@ class QueueForecastSettings(BaseModel):
     enabled: bool = True
     samples: int = Field(default=100, ge=1, le=2000, description="Monte Carlo samples.")
     interval_s: float = Field(
-        default=60.0,
+        default=30.0,
         ge=0,
         description="Least time between two forecasts of an unchanged queue (a job starting, "
         "ending or arriving forecasts at once).",

@@ -18,7 +18,7 @@ class QueueForecastConfig:
 
     enabled: bool = True
     samples: int = 100
-    interval_s: float = 60.0
+    interval_s: float = 30.0
     fleet: Fleet | None = None
 
 
