@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import logging
 import os
 import shutil
 import statistics
@@ -49,16 +50,18 @@ RESULTS = Path(__file__).parent / "results" / "review_replay.md"
 TINY_GPT = REPO / "deploy" / "dev" / "tiny_gpt"
 #: Where the recording ran its jobs (logs, scenarios); the replay rewrites it to a temp dir.
 WORKDIR = "/tmp/planner-review-replay"
-POLL_S = 2.0
+POLL_S = 3.0
+#: How far back sacct reads ended jobs (recording and replay must agree: it is in the argv).
+SACCT_WINDOW_S = 900.0
 WHOLE = ("-N", "2", "--ntasks-per-node=1", "--gres=gpu:h100:8")  # all 16 GPUs, 2 ranks
 #: (submit offset s, name, sbatch arguments, iterations): the recorded sequence.
 JOBS: tuple[tuple[float, str, tuple[str, ...], int], ...] = (
-    (0, "a-16gpu-nolimit", WHOLE, 700),
-    (8, "b-8gpu-nolimit", ("-n", "1", "--gres=gpu:h100:8"), 400),
-    (12, "c-8gpu-10min", ("-n", "1", "--gres=gpu:h100:8", "--time=10"), 400),
-    (16, "d-16gpu-15min", (*WHOLE, "--time=15"), 300),
-    (20, "e-4gpu-3min", ("-n", "1", "--gres=gpu:h100:4", "--time=3"), 300),
-    (60, "f-2gpu-nolimit", ("-n", "1", "--gres=gpu:h100:2"), 200),
+    (0, "a-16gpu-nolimit", WHOLE, 2800),
+    (10, "b-8gpu-nolimit", ("-n", "1", "--gres=gpu:h100:8"), 1600),
+    (20, "c-8gpu-10min", ("-n", "1", "--gres=gpu:h100:8", "--time=10"), 1600),
+    (30, "d-16gpu-15min", (*WHOLE, "--time=15"), 1200),
+    (40, "e-4gpu-3min", ("-n", "1", "--gres=gpu:h100:4", "--time=3"), 1200),
+    (120, "f-2gpu-nolimit", ("-n", "1", "--gres=gpu:h100:2"), 800),
 )
 
 
@@ -115,7 +118,9 @@ def record(out: Path) -> None:
     Path(WORKDIR).mkdir(mode=0o777)
     os.chmod(WORKDIR, 0o777)  # slurmd writes the logs as the job's user
     recorder = Recorder()
-    source = SlurmSource(runner=recorder, env=stack.env, timeout_s=10.0)
+    source = SlurmSource(
+        runner=recorder, env=stack.env, timeout_s=10.0, sacct_window_s=SACCT_WINDOW_S
+    )
     began, submitted, sizes = time.time(), {}, []
     while True:
         now = time.time()
@@ -132,9 +137,19 @@ def record(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "files").mkdir(exist_ok=True)
     for path in Path(WORKDIR).iterdir():
-        shutil.copy(path, out / "files" / path.name)
+        if path.suffix == ".out":
+            with gzip.open(out / "files" / f"{path.name}.gz", "wb") as f:
+                f.write(path.read_bytes())
+        else:
+            shutil.copy(path, out / "files" / path.name)
+    texts: dict[str, int] = {}  # an output seen before is written as its index
     with gzip.open(out / "commands.jsonl.gz", "wt", encoding="utf-8") as f:
         for entry in recorder.records:
+            for key in ("stdout", "stderr"):
+                if entry[key] in texts:
+                    entry[key] = {"same_as": texts[entry[key]]}
+                else:
+                    texts[entry[key]] = len(texts)
             f.write(json.dumps(entry) + "\n")
     manifest = {
         "workdir": WORKDIR,
@@ -164,12 +179,16 @@ class Replayer:
     def __init__(self, records: list[dict[str, Any]], workdir: str, moved_to: str) -> None:
         self.now = 0.0
         self.by_command: dict[tuple[str, ...], list[tuple[float, CommandResult]]] = {}
+        escaped = (workdir.replace("/", "\\/"), moved_to.replace("/", "\\/"))  # JSON's \/
+
+        def moved(text: str) -> str:
+            text = text.replace(workdir, moved_to).replace(*escaped)
+            if workdir in text or escaped[0] in text:
+                raise ValueError(f"a path under {workdir} is left in a recorded output")
+            return text
+
         for r in records:
-            result = CommandResult(
-                r["rc"],
-                r["stdout"].replace(workdir, moved_to),
-                r["stderr"].replace(workdir, moved_to),
-            )
+            result = CommandResult(r["rc"], moved(r["stdout"]), moved(r["stderr"]))
             self.by_command.setdefault(tuple(r["argv"]), []).append((r["t"], result))
 
     def __call__(
@@ -187,6 +206,13 @@ def replay(data: Path) -> dict[str, Any]:
     manifest = json.loads((data / "manifest.json").read_text())
     with gzip.open(data / "commands.jsonl.gz", "rt", encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
+    texts: list[str] = []  # outputs in order of first appearance (``same_as`` indexes them)
+    for entry in records:
+        for key in ("stdout", "stderr"):
+            if isinstance(entry[key], dict):
+                entry[key] = texts[entry[key]["same_as"]]
+            else:
+                texts.append(entry[key])
     polls = [r["t"] for r in records if r["argv"][0] == "squeue"]
     names = {j["job_id"]: j["name"] for j in manifest["jobs"]}
     seen: dict[str, list[tuple[float, float | None, float | None, float | None, float | None]]]
@@ -196,10 +222,12 @@ def replay(data: Path) -> dict[str, Any]:
         workdir.mkdir()
         for path in (data / "files").glob("*.yaml"):
             shutil.copy(path, workdir / path.name)
-        logs = {p.name: p.read_bytes() for p in (data / "files").glob("*.out")}
+        logs = {
+            p.name[:-3]: gzip.decompress(p.read_bytes()) for p in (data / "files").glob("*.out.gz")
+        }
         replayer = Replayer(records, manifest["workdir"], str(workdir))
         clock = [polls[0]]
-        source = SlurmSource(runner=replayer, clock=lambda: clock[0], cluster=None)
+        source = SlurmSource(runner=replayer, clock=lambda: clock[0], sacct_window_s=SACCT_WINDOW_S)
         store = SqlStore(f"sqlite:///{Path(tmp) / 'replay.db'}")
         store.migrate()
         loop = IngestLoop(
@@ -249,7 +277,8 @@ def _figures(
         first = waits[0]
         row["waited_s"] = real - first[0]
         row["first_planner_s"] = None if first[1] is None else first[1] - real
-        row["first_slurm_s"] = None if first[4] is None else first[4] - real
+        given = [w for w in waits if w[4] is not None]  # Slurm's backfill runs every 5 s
+        row["first_slurm_s"] = given[0][4] - real if given else None
         planner = [abs(w[1] - real) for w in waits if w[1] is not None]
         slurm = [abs(w[4] - real) for w in waits if w[4] is not None]
         row["mean_abs_planner_s"] = statistics.fmean(planner) if planner else None
@@ -276,12 +305,14 @@ def _median(values: Any) -> float | None:
     return statistics.median(found) if found else None
 
 
-def _s(value: float | None) -> str:
+def _s(value: float | None, sign: str = "+") -> str:
+    """Seconds as text in a fitting unit (``sign``: "+" to show it, "" for magnitudes)."""
     if value is None:
         return "–"
-    if abs(value) >= 86400 * 30:
-        return f"{value / 86400 / 365:+.1f} y"
-    return f"{value:+.0f} s"
+    for unit, size in (("y", 365 * 86400.0), ("d", 86400.0), ("h", 3600.0)):
+        if abs(value) >= 2 * size:
+            return f"{value / size:{sign}.1f} {unit}"
+    return f"{value:{sign}.0f} s"
 
 
 def markdown(figures: dict[str, Any]) -> str:
@@ -294,30 +325,31 @@ def markdown(figures: dict[str, Any]) -> str:
         f"`tests/data/slurm/replay` ({summary['jobs']} real tiny GPT jobs on the dev Slurm, "
         f"{manifest['slurm']}; {summary['polls']} polls every {manifest['poll_s']:g} s) through "
         "the service's ingest loop with its default settings. Errors are predicted minus real "
-        "start; *first*: at the first poll that saw the job pending; *mean*: mean absolute "
-        "error over every poll while it waited; *in band*: polls whose p10-p90 held the real "
-        "start. Slurm's estimate is its `StartTime` (none: Slurm gave no estimate).",
+        "start; *first*: at the first poll that saw the job pending (Slurm: its first "
+        "estimate, its backfill runs every 5 s); *mean*: mean absolute error over every poll "
+        "while it waited; *in band*: polls whose p10-p90 held the real start. Slurm's estimate "
+        "is its `StartTime`, which assumes the running jobs run to their time limits.",
         "",
         "| job | waited | polls | planner, first | Slurm, first | planner, mean abs | "
         "Slurm, mean abs | Slurm estimates | in band |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in figures["jobs"]:
-        if "waited_s" not in r:
-            lines.append(f"| {r['job']} | never waited or never started | | | | | | | |")
+        if r.get("waited_s", 0.0) <= manifest["poll_s"]:
+            lines.append(f"| {r['job']} | started within a poll | | | | | | | |")
             continue
         lines.append(
             f"| {r['job']} | {r['waited_s']:.0f} s | {r['polls']} | {_s(r['first_planner_s'])} | "
-            f"{_s(r['first_slurm_s'])} | {_s(r['mean_abs_planner_s'])} | "
-            f"{_s(r['mean_abs_slurm_s'])} | {r['slurm_estimates']} | {r['in_band']} |"
+            f"{_s(r['first_slurm_s'])} | {_s(r['mean_abs_planner_s'], '')} | "
+            f"{_s(r['mean_abs_slurm_s'], '')} | {r['slurm_estimates']} | {r['in_band']} |"
         )
     lines += [
         "",
         f"Over the {summary['jobs_that_waited']} jobs that waited: median absolute error at "
-        f"first sight {_s(summary['median_abs_first_planner_s'])} (planner) vs "
-        f"{_s(summary['median_abs_first_slurm_s'])} (Slurm); median of the per-job mean "
-        f"absolute error {_s(summary['median_mean_abs_planner_s'])} vs "
-        f"{_s(summary['median_mean_abs_slurm_s'])}.",
+        f"first sight {_s(summary['median_abs_first_planner_s'], '')} (planner) vs "
+        f"{_s(summary['median_abs_first_slurm_s'], '')} (Slurm); median of the per-job mean "
+        f"absolute error {_s(summary['median_mean_abs_planner_s'], '')} vs "
+        f"{_s(summary['median_mean_abs_slurm_s'], '')}.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -331,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.mode == "record":
         record(args.data)
         return
+    logging.getLogger("planner").setLevel(logging.ERROR)  # recorded jobs of other runs
     figures = replay(args.data)
     text = markdown(figures)
     print(text)

@@ -89,9 +89,11 @@ class Rendered:
     screenshot: Path
 
 
-def render(page: Path, workdir: Path) -> Rendered:
+def render(page: Path, workdir: Path, *, max_height: int = 6000) -> Rendered:
     """Load ``page`` (a file) in a fresh headless Chromium (profile under ``workdir``), wait
-    for plotly to draw, and screenshot it to ``workdir/review.png`` (at most 6000 px high)."""
+    for plotly to draw, and screenshot it to ``workdir/review.png`` (1400 px wide, the top
+    ``max_height`` px at most)."""
+    workdir.mkdir(parents=True, exist_ok=True)
     process, port = _browser(workdir / "profile")
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as response:
@@ -121,7 +123,7 @@ def render(page: Path, workdir: Path) -> Rendered:
             "Page.captureScreenshot",
             format="png",
             captureBeyondViewport=True,
-            clip={"x": 0, "y": 0, "width": 1400, "height": min(height, 6000), "scale": 1},
+            clip={"x": 0, "y": 0, "width": 1400, "height": min(height, max_height), "scale": 1},
         )
         screenshot = workdir / "review.png"
         screenshot.write_bytes(base64.b64decode(shot["data"]))
