@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from adapters.logs import LogTailer
-from planner.capacity import read_snapshot
+from planner.capacity import LocalExecutor, read_snapshot
 from planner.capacity.documents import load_document
 from planner.service.loops.queue_forecast import queue_order, runtime_band
 from planner.service.main import create_app
@@ -368,3 +368,51 @@ def test_review_schedule_setting() -> None:
             parse_schedule(bad)
     with pytest.raises(ValueError, match=r"needs review\.fleet_file and review\.plan_file"):
         Settings(review={"schedule": "6h"})
+
+
+class _CountingExecutor(LocalExecutor):
+    """The local loop, counting the chunks it ran and whether it was closed."""
+
+    def __init__(self) -> None:
+        self.items = 0
+        self.closed = False
+
+    def map(self, fn: Any, shared: Any, items: Any) -> list[Any]:
+        self.items += len(items)
+        return super().map(fn, shared, items)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_reviews_run_on_the_executor_of_review_ray_address(
+    tmp_path: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    """``review.ray_address`` sends a request's and the schedule's samples to the executor the
+    composition root makes for that address (Ray), closed after each review."""
+    made: list[tuple[str, _CountingExecutor]] = []
+
+    def executor_for(address: str) -> _CountingExecutor:
+        made.append((address, _CountingExecutor()))
+        return made[-1][1]
+
+    _set(source, clock, _queue(tmp_path, clock, make_job))
+    review = {
+        "fleet_file": str(EXAMPLES / "fleet.yaml"),
+        "plan_file": str(EXAMPLES / "plan.yaml"),
+        "samples": 8,
+        "sizing": False,
+        "ray_address": "10.0.0.1:6379",
+    }
+    with _client(db_url, source, clock, review=review) as client:
+        runner = client.app.state.planner.reviews  # type: ignore[attr-defined]
+        runner.executor_for = executor_for
+        _cycle(client)
+        answer = client.post(
+            "/v1/reviews",
+            json={"fleet": _document(EXAMPLES / "fleet.yaml"), "samples": 8, "sizing": False},
+        )
+        assert answer.status_code == 200, answer.text
+        assert runner.run_scheduled().error is None
+    assert [address for address, _ in made] == ["10.0.0.1:6379"] * 2
+    assert all(executor.items > 0 and executor.closed for _, executor in made)
