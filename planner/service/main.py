@@ -62,6 +62,7 @@ from adapters.traces import TraceFiles, read_layout, read_op_trace
 from planner import __version__
 from planner.calibration.collectives import CollectiveSample
 from planner.calibration.samples import OpSample
+from planner.capacity.fleet import parse_fleet
 from planner.capacity.montecarlo import Executor
 from planner.cli_input import read_input_text
 from planner.errors import CalibrationError, SourcePermanentError, SpecError
@@ -76,8 +77,10 @@ from planner.service.auth import (
     TokenAuthorizer,
     read_token_file,
 )
+from planner.service.capacity_metrics import CapacityCollector
 from planner.service.guard import GuardedSource
 from planner.service.loops import IngestLoop, IngestSettings
+from planner.service.loops.context import QueueForecastConfig
 from planner.service.loops.publish import (
     HintsFile,
     KubernetesRuntime,
@@ -85,6 +88,7 @@ from planner.service.loops.publish import (
     admission_decider,
 )
 from planner.service.metrics import KubernetesCollector, PlannerCollector
+from planner.service.reviews import ReviewRunner, read_document
 from planner.service.runtime import ServiceState, exit_after
 from planner.service.security_settings import check_exposure
 from planner.service.settings import KubernetesSettings, Settings, SlurmSettings, Toggle
@@ -365,6 +369,7 @@ def create_app(
             max_scenario_file_bytes=settings.max_scenario_file_bytes,
             ended_job_retention_s=settings.ended_job_retention_s,
             trace_analysis_interval_s=settings.trace_analysis_interval_s,
+            queue_forecast=queue_forecast_config(settings),
         ),
         traces=traces,
         telemetry=telemetry,
@@ -377,13 +382,35 @@ def create_app(
     )
     state = ServiceState(settings, store, ingestor, clock, kube=kube, slurm_hints=slurm_hints)
     state_box.append(state)
+    state.reviews = ReviewRunner(
+        settings.review,
+        store,
+        clock,
+        executor_for=ray_executor,
+        is_leader=lambda: state.is_leader,
+    )
     registry = CollectorRegistry()
     registry.register(PlannerCollector(store))
+    registry.register(CapacityCollector(store))
     if kube is not None:
         registry.register(KubernetesCollector(kube.source.stats))
     registry.register(audit.collector())
     return build_app(
         state, registry, traces=traces, start_loops=start_loops, authorizer=authorizer, audit=audit
+    )
+
+
+def queue_forecast_config(settings: Settings) -> QueueForecastConfig:
+    """The pending jobs' forecast settings, with the pools of ``queue_forecast.fleet_file``
+    read here (None: the sources' nodes). Raises ``SpecError`` / ``DocumentError`` naming the
+    setting or the file's line when the fleet file cannot be used."""
+    cfg = settings.queue_forecast
+    fleet = None
+    if cfg.fleet_file:
+        fleet = parse_fleet(read_document(cfg.fleet_file, "queue_forecast.fleet_file"))
+        log.info("queue forecast on the pools of %s", cfg.fleet_file)
+    return QueueForecastConfig(
+        enabled=cfg.enabled, samples=cfg.samples, interval_s=cfg.interval_s, fleet=fleet
     )
 
 

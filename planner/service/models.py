@@ -54,6 +54,9 @@ class JobRow(Base):
     telemetry_since_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     progress_mark: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     gpus: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # issue 15: the pending job's predicted start and completion from the queue simulation
+    # (planner.service.loops.queue_forecast); kept once the job starts (the last one made).
+    queue_forecast: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class StepSampleRow(Base):
@@ -192,3 +195,23 @@ class NodeSlownessRow(Base):
     last_seen_s: Mapped[float] = mapped_column(Float, index=True)
     ranks: Mapped[int] = mapped_column(Integer, default=1)
     slowdown: Mapped[float] = mapped_column(Float)
+
+
+class ReviewRow(Base):
+    """A capacity review the service ran on its schedule (``planner.service.reviews``):
+    ``result`` is ``Review.to_dict()`` (``docs/capacity-formats.md``), ``summary`` its
+    comparison rows, ``html``/``markdown`` the documents; ``error`` (with no result) when the
+    review could not run."""
+
+    __tablename__ = "reviews"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    made_at_s: Mapped[float] = mapped_column(Float, index=True)
+    trigger: Mapped[str] = mapped_column(String(16))
+    fleet: Mapped[str] = mapped_column(String(256), default="")
+    elapsed_s: Mapped[float] = mapped_column(Float, default=0.0)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    summary: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    html: Mapped[str | None] = mapped_column(Text, nullable=True)
+    markdown: Mapped[str | None] = mapped_column(Text, nullable=True)

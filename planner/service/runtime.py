@@ -12,6 +12,7 @@ import os
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -22,6 +23,9 @@ from planner.service.loops.retention import Pruner
 from planner.service.models import RetentionPolicy
 from planner.service.settings import Settings
 from planner.service.store import Store
+
+if TYPE_CHECKING:
+    from planner.service.reviews import ReviewRunner
 
 log = logging.getLogger("planner.service")
 
@@ -63,6 +67,8 @@ class ServiceState:
         )
         #: Called when the app stops, before the loops (e.g. cancel the API's searches).
         self.on_stop: list[Callable[[], None]] = []
+        #: Capacity reviews (issue 15), set by the composition root (with Ray).
+        self.reviews: ReviewRunner | None = None
 
     @property
     def stale_after_s(self) -> float:

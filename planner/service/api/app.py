@@ -34,6 +34,7 @@ from planner.service.api import (
     metrics,
     plan,
     predict,
+    reviews,
     stragglers,
 )
 from planner.service.api.access import Access
@@ -122,6 +123,7 @@ def _body_limits(settings: Settings) -> dict[str, tuple[BodyKind, int, str]]:
         "/v1/predict": json_rule,
         "/v1/explore": json_rule,
         "/v1/recommendations": json_rule,
+        "/v1/reviews": json_rule,
         "/v1/calibrations": upload_rule,
         "/v1/stragglers": upload_rule,
     }
@@ -179,6 +181,7 @@ def build_app(
     app.add_middleware(BodyLimitMiddleware, routes=_body_limits(settings))
     access.install(app)
     _document_access(app, access)
+    app.include_router(reviews.make_router(state, access, pool))
     return app
 
 

@@ -184,6 +184,28 @@ class GpuUsage(BaseModel):
     least_active_ratio: float | None
 
 
+class QueueForecast(BaseModel):
+    """A pending job's predicted start and completion from the queue simulation (the running
+    jobs end at their predicted runtimes; ``planner.service.loops.queue_forecast``), beside the
+    scheduler's own start estimate, which assumes every running job runs to its time limit.
+    Kept once the job starts (the last forecast made while it waited)."""
+
+    made_at_s: float
+    start_s: Band | None = Field(description="Predicted start; null: fits no pool")
+    completion_s: Band | None = Field(
+        description="Predicted completion; null without a predicted runtime"
+    )
+    scheduler_start_s: float | None = Field(
+        description="The scheduler's own start estimate (Slurm's StartTime), not the planner's"
+    )
+    runtime_from: str = Field(
+        description="Where the job's runtime came from: eta, time_limit or none"
+    )
+    fleet: str = Field(description="The pools simulated: nodes, or the fleet file")
+    samples: int
+    reason: str | None = Field(default=None, description="Why there is no forecast")
+
+
 class JobSummary(BaseModel):
     """One job: scheduler state, description, progress, prediction and ETA."""
 
@@ -216,6 +238,7 @@ class JobSummary(BaseModel):
     ended_s: float | None
     data_age_s: float | None = Field(description="Age of the source's last success, s")
     stale: bool
+    queue_forecast: QueueForecast | None = None
 
 
 class StepSample(BaseModel):

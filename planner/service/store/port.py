@@ -24,6 +24,7 @@ from planner.service.models import (
     NodeSlownessRow,
     PredictionRow,
     RetentionPolicy,
+    ReviewRow,
     SourceRow,
     StepSampleRow,
 )
@@ -190,4 +191,21 @@ class Store(Protocol):
 
     def prune(self, policy: RetentionPolicy, *, now_s: float) -> dict[str, int]:
         """Delete what the retention ``policy`` does not keep; rows deleted per kind."""
+        ...
+
+    # ------------------------------------------------------------ capacity reviews (issue 15)
+
+    def add_review(self, review: ReviewRow, *, keep: int) -> int:
+        """Store a review (its id is returned) and keep only the newest ``keep``."""
+        ...
+
+    def latest_review(
+        self, *, with_result: bool = True, with_documents: bool = False
+    ) -> ReviewRow | None:
+        """The newest stored review that ran (no ``error``); its ``result`` only
+        ``with_result``, its ``html``/``markdown`` only ``with_documents`` (else None)."""
+        ...
+
+    def list_reviews(self, *, limit: int = 20) -> list[ReviewRow]:
+        """The newest ``limit`` reviews, newest first, without result or documents."""
         ...

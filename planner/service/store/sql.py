@@ -46,6 +46,7 @@ from planner.service.models import (
     NodeSlownessRow,
     PredictionRow,
     RetentionPolicy,
+    ReviewRow,
     SourceRow,
     StepSampleRow,
     job_sort_key,
@@ -74,6 +75,9 @@ def redact(text: str, url: str | None = None) -> str:
         if password and len(str(password)) >= 3:
             out = out.replace(str(password), "***")
     return out
+
+
+_REVIEW_SUMMARY = ("id", "made_at_s", "trigger", "fleet", "elapsed_s", "error", "summary")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -355,6 +359,41 @@ class SqlStore:
         """Apply ``policy`` (ETA history, step samples, audit); rows deleted per table."""
         with self.session() as s:
             return maintenance.prune(s, policy, now_s=now_s)
+
+    # ------------------------------------------------------------ capacity reviews (issue 15)
+
+    def add_review(self, review: ReviewRow, *, keep: int) -> int:
+        """Store a review (its id is returned) and keep only the newest ``keep``."""
+        with self.session() as s:
+            s.add(review)
+            s.flush()
+            newest = select(ReviewRow.id).order_by(ReviewRow.id.desc()).limit(keep)
+            s.execute(delete(ReviewRow).where(ReviewRow.id.not_in(newest.scalar_subquery())))
+            return int(review.id)
+
+    def _reviews(self, columns: Sequence[str], *, ok_only: bool, limit: int) -> list[ReviewRow]:
+        """Reviews newest first as detached rows holding only ``columns`` (others None)."""
+        with self.session() as s:
+            query = select(*(getattr(ReviewRow, c) for c in columns))
+            if ok_only:
+                query = query.where(ReviewRow.error.is_(None))
+            found = s.execute(query.order_by(ReviewRow.id.desc()).limit(limit)).all()
+        return [ReviewRow(**dict(zip(columns, row, strict=True))) for row in found]
+
+    def latest_review(
+        self, *, with_result: bool = True, with_documents: bool = False
+    ) -> ReviewRow | None:
+        """The newest stored review that ran; ``result`` / ``html`` and ``markdown`` only
+        when asked for (else None)."""
+        columns = [*_REVIEW_SUMMARY]
+        columns += ["result"] if with_result else []
+        columns += ["html", "markdown"] if with_documents else []
+        rows = self._reviews(columns, ok_only=True, limit=1)
+        return rows[0] if rows else None
+
+    def list_reviews(self, *, limit: int = 20) -> list[ReviewRow]:
+        """The newest ``limit`` reviews, newest first, without result or documents."""
+        return self._reviews(_REVIEW_SUMMARY, ok_only=False, limit=limit)
 
 
 class SqlUnitOfWork:
