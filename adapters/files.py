@@ -27,8 +27,9 @@ pointed):
    must finish within ``timeout_s`` (else ``SourceTemporaryError``: a hung network file system
    holds one worker thread, never the caller; at most :data:`MAX_HUNG_READS` may hang at once).
 
-**Files the planner's own user names** (:func:`read_local_text`, :func:`read_input`) skip the
-roots and owner rules but keep the bounds.
+**Files the planner's own user names** (:func:`read_local_text`) skip the roots and owner
+rules but keep the bounds (the command line's own input files are read by
+``planner.cli_input``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import errno
 import os
 import pwd
 import stat
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -51,7 +51,6 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "MAX_HUNG_READS",
     "job_file_access",
-    "read_input",
     "read_job_file",
     "read_local_file",
     "read_local_text",
@@ -381,39 +380,4 @@ def read_local_file(source: str, path: str, max_bytes: int) -> bytes:
         raise _os_error(source, path, exc) from None
     if len(data) > max_bytes:
         raise SourcePermanentError(source, f"{path}: larger than the {max_bytes}-byte limit")
-    return data
-
-
-def read_input(path: str, max_bytes: int) -> bytes:
-    """At most ``max_bytes`` of an input the command line names: ``-`` is standard input, any
-    other path is opened as given (a pipe or process substitution included) and read in chunks
-    until its end or the limit, so ``/dev/zero`` or a huge file cost ``max_bytes`` at most.
-
-    Raises ``SourcePermanentError(path, ...)`` when it cannot be opened or is a directory, or
-    holds more than ``max_bytes`` bytes.
-    """
-    try:
-        if path == "-":
-            stdin = getattr(sys.stdin, "buffer", None)
-            if stdin is None:  # a text-only stand-in (tests): at most max_bytes + 1 characters
-                data = sys.stdin.read(max_bytes + 1).encode("utf-8")
-            else:
-                data = stdin.read(max_bytes + 1) or b""
-        else:
-            fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
-            try:
-                if stat.S_ISDIR(os.fstat(fd).st_mode):
-                    raise SourcePermanentError(path, "cannot read the file (it is a directory)")
-                data = _read_fd(fd, max_bytes, float("inf"), threading.Event())
-            finally:
-                os.close(fd)
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise SourcePermanentError(
-            path, f"cannot read the file ({reason}); check the path"
-        ) from None
-    if len(data) > max_bytes:
-        raise SourcePermanentError(
-            path, f"more than {max_bytes:,} bytes, the limit of an input file; split it"
-        )
     return data

@@ -13,7 +13,6 @@ import pytest
 import adapters.files as files
 from adapters.files import (
     job_file_access,
-    read_input,
     read_job_file,
     read_local_text,
 )
@@ -108,16 +107,3 @@ def test_local_reads_refuse_devices_and_fifos_before_opening(open_dir: Path) -> 
     for path, kind in (("/dev/zero", "a character device"), (str(open_dir / "f"), "a FIFO")):
         with pytest.raises(SourcePermanentError, match=f"not a regular file \\({kind}\\)"):
             read_local_text("test", path, 10)
-
-
-def test_command_line_inputs_are_bounded(open_dir: Path) -> None:
-    start = time.monotonic()
-    with pytest.raises(SourcePermanentError, match="more than 1,000 bytes"):
-        read_input("/dev/zero", 1000)
-    assert time.monotonic() - start < 1.0
-    (open_dir / "a.yaml").write_text("x: 1\n")
-    assert read_input(str(open_dir / "a.yaml"), 1000) == b"x: 1\n"
-    with pytest.raises(SourcePermanentError, match="is a directory"):
-        read_input(str(open_dir), 1000)
-    with pytest.raises(SourcePermanentError, match="No such file"):
-        read_input(str(open_dir / "none"), 1000)
