@@ -1,43 +1,383 @@
-"""Reading a small UTF-8 text file a job names (a scenario, a batch script) on this host."""
+"""Reading files on this host: files that jobs name (data, never a path to anything the planner
+itself may read) and files the planner's own user names (command-line arguments, uploads).
+
+**Files jobs name** (``planner:scenario=`` and ``planner:trace=`` in a Slurm comment, a path in a
+Kubernetes annotation) are written by any cluster user, so :func:`read_job_file` reads one only
+when all of these hold, and otherwise raises ``SourcePermanentError`` saying which rule refused
+it, naming only the path the job gave (never the file's content, its size or where a symlink
+pointed):
+
+1. *Roots*: the path, resolved (symlinks followed, ``..`` removed), lies under one of ``roots``
+   (themselves resolved): for Slurm the job's working directory tree plus the operator's
+   ``slurm.allowed_file_roots``; for Kubernetes only ``kubernetes.allowed_file_roots`` (volumes
+   mounted into the planner's pod). No roots: nothing is read. A symlink out of the roots is
+   refused.
+2. *The job user's view*: every directory on the resolved path is searchable, and the file
+   readable, by ``user`` (a host user name, as Slurm reports the job's owner) under the file
+   mode bits: the owner bits when the user owns it, else the group bits when it is one of the
+   user's groups, else the other bits (root reads everything; POSIX ACLs are not consulted).
+   Without a known host user (``None``, an empty or unknown name, any Kubernetes job) only what
+   *others* may read counts: world-searchable directories and world-readable files.
+3. *Regular files only*: the last component is checked with ``lstat`` before it is opened (a
+   FIFO, device, socket or directory is never opened, so ``/dev/zero`` is never read and a FIFO
+   never blocks), opened with ``O_NONBLOCK | O_NOFOLLOW`` relative to its directory (each
+   directory opened with ``O_NOFOLLOW``: a symlink swapped in after the check is refused), and
+   checked again with ``fstat`` on the open descriptor.
+4. *Bounded*: at most ``max_bytes`` are read, and the whole read (path resolution included)
+   must finish within ``timeout_s`` (else ``SourceTemporaryError``: a hung network file system
+   holds one worker thread, never the caller; at most :data:`MAX_HUNG_READS` may hang at once).
+
+**Files the planner's own user names** (:func:`read_local_text`) skip the roots and owner
+rules but keep the bounds (the command line's own input files are read by
+``planner.cli_input``).
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import pwd
 import stat
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 from planner.errors import SourcePermanentError, SourceTemporaryError
+from planner.specs.job import JobState
 
-__all__ = ["read_local_text"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "MAX_HUNG_READS",
+    "job_file_access",
+    "read_job_file",
+    "read_local_file",
+    "read_local_text",
+    "stat_job_file",
+    "utf8_text",
+]
+
+DEFAULT_TIMEOUT_S = 5.0
+"""Default time limit of a job file read, seconds (resolution, checks and reading)."""
+MAX_HUNG_READS = 8
+"""Reads that may still be running past their time limit (each holds a daemon thread); while
+this many hang, further job file reads fail at once with ``SourceTemporaryError``."""
+_MAX_PATH_CHARS = 4096
+_CHUNK_BYTES = 1 << 16
+_DIR_FLAGS = (
+    getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+)  # O_PATH: search permission suffices, as for the job's user
+_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+_slots = threading.BoundedSemaphore(MAX_HUNG_READS)
+_T = TypeVar("_T")
 
 
-def read_local_text(source: str, path: str, max_bytes: int) -> str:
-    """The text of the absolute ``path``, at most ``max_bytes`` bytes of UTF-8.
+class _RefusedError(Exception):
+    """A rule refused the read; the message says which (without the file's content)."""
 
-    Raises ``SourcePermanentError(source, ...)`` when ``path`` is relative, missing, not a
-    regular file, unreadable, larger than ``max_bytes`` or not UTF-8 (retrying cannot help),
-    and ``SourceTemporaryError`` on other I/O errors.
-    """
-    if not os.path.isabs(path):
+
+@dataclass(frozen=True, slots=True)
+class _Viewer:
+    """Whose view of the file system is checked: a host uid and its groups, or only others."""
+
+    name: str
+    uid: int | None
+    gids: frozenset[int]
+
+    @classmethod
+    def of(cls, user: str | None) -> _Viewer:
+        if not user:
+            return cls("(no host user)", None, frozenset())
+        try:
+            entry = pwd.getpwnam(user)
+            groups = frozenset(os.getgrouplist(user, entry.pw_gid))
+        except (KeyError, OSError):
+            return cls(f"{user} (not a user of this host)", None, frozenset())
+        return cls(user, entry.pw_uid, groups)
+
+    def may(self, info: os.stat_result, owner_bit: int, group_bit: int, other_bit: int) -> bool:
+        """True when the mode bits let this viewer (read or search) the inode."""
+        if self.uid == 0:
+            return True
+        if self.uid is not None and info.st_uid == self.uid:
+            return bool(info.st_mode & owner_bit)
+        if self.uid is not None and info.st_gid in self.gids:
+            return bool(info.st_mode & group_bit)
+        return bool(info.st_mode & other_bit)
+
+
+def _kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symbolic link"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a plain file")
+
+
+def _check_path(source: str, path: str) -> None:
+    if not isinstance(path, str) or not os.path.isabs(path):
         raise SourcePermanentError(source, f"{path!r} is not an absolute path")
+    if "\0" in path or len(path) > _MAX_PATH_CHARS:
+        raise SourcePermanentError(source, "not a valid path (NUL byte or over 4096 characters)")
+
+
+def _under(real: str, roots: Sequence[str]) -> bool:
+    return any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _read_fd(fd: int, max_bytes: int, deadline: float, cancelled: threading.Event) -> bytes:
+    """At most ``max_bytes + 1`` bytes of the open descriptor (the caller checks the limit)."""
+    chunks: list[bytes] = []
+    left = max_bytes + 1
+    while left > 0:
+        if cancelled.is_set() or time.monotonic() > deadline:
+            raise TimeoutError
+        chunk = os.read(fd, min(_CHUNK_BYTES, left))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _open_as(real: str, viewer: _Viewer) -> int:
+    """Open the resolved ``real`` component by component as ``viewer`` would; the file's fd."""
+    parts = [part for part in real.split("/") if part]
+    if not parts:
+        raise _RefusedError("not a regular file (a directory)")
+    fd = os.open("/", _DIR_FLAGS)
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise SourcePermanentError(source, f"{path}: not a regular file")
-        if info.st_size > max_bytes:
-            raise SourcePermanentError(
-                source, f"{path}: {info.st_size} bytes, larger than the {max_bytes}-byte limit"
+        for name in [None, *parts[:-1]]:
+            if name is not None:
+                try:
+                    step = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in {errno.ELOOP, errno.ENOTDIR}:
+                        raise _RefusedError("the path changed while it was checked") from None
+                    raise
+                os.close(fd)
+                fd = step
+            if not viewer.may(os.fstat(fd), stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH):
+                raise _RefusedError(
+                    f"a directory on the path is not searchable by user {viewer.name}; "
+                    "job files are read as the job's user would see them"
+                )
+        info = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        if not viewer.may(info, stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH):
+            raise _RefusedError(
+                f"not readable by user {viewer.name}; a job file must be readable by the job's "
+                "user (its owner, its group, or world-readable)"
             )
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise SourcePermanentError(source, f"{path}: no such file") from None
-    except PermissionError:
-        raise SourcePermanentError(source, f"{path}: permission denied") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise _RefusedError(f"not a regular file ({_kind(info.st_mode)})")
+        try:
+            file_fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _RefusedError("the path changed while it was checked") from None
+            raise
+    finally:
+        os.close(fd)
+    opened = os.fstat(file_fd)
+    if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (
+        info.st_dev,
+        info.st_ino,
+    ):
+        os.close(file_fd)
+        raise _RefusedError("the path changed while it was checked")
+    return file_fd
+
+
+def _in_thread(source: str, path: str, timeout_s: float, work: Callable[[], _T]) -> _T:
+    """Run ``work`` in a daemon thread, waiting at most ``timeout_s`` for it."""
+    if not _slots.acquire(blocking=False):
+        raise SourceTemporaryError(
+            source, f"{path}: not read: {MAX_HUNG_READS} earlier file reads are still hung"
+        )
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+        finally:
+            _slots.release()
+
+    thread = threading.Thread(target=run, name="planner-file-read", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise SourceTemporaryError(source, f"{path}: not read within {timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
+
+
+def _os_error(source: str, path: str, exc: OSError) -> Exception:
+    if exc.errno == errno.ENOENT:
+        return SourcePermanentError(source, f"{path}: no such file")
+    if exc.errno in {errno.EACCES, errno.EPERM}:
+        return SourcePermanentError(source, f"{path}: permission denied")
+    if exc.errno in {errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG}:
+        return SourcePermanentError(source, f"{path}: not a valid path ({exc.strerror})")
+    return SourceTemporaryError(source, f"{path}: {exc.strerror or type(exc).__name__}")
+
+
+def job_file_access(
+    job: JobState | None, allowed_file_roots: Sequence[str]
+) -> tuple[tuple[str, ...], str | None]:
+    """``(roots, user)`` for :func:`read_job_file` of a file ``job`` names.
+
+    A Slurm job: its working directory (when Slurm reports an absolute one) and
+    ``allowed_file_roots``, viewed as its user (Slurm's ``user_name``, a host user). A job of
+    another scheduler (Kubernetes: its user is only an annotation, no host identity) or no job:
+    ``allowed_file_roots`` only, viewed as others (world-readable files only).
+    """
+    allowed = tuple(allowed_file_roots)
+    if job is None or job.scheduler != "slurm":
+        return allowed, None
+    work_dir = job.work_dir
+    own = (work_dir,) if work_dir and os.path.isabs(work_dir) else ()
+    return (*own, *allowed), job.user or None
+
+
+def _as_job_user(
+    source: str,
+    path: str,
+    use: Callable[[int, float, threading.Event], _T],
+    *,
+    roots: Sequence[str],
+    user: str | None,
+    timeout_s: float,
+) -> _T:
+    """Open ``path`` under the rules (in a worker thread, within ``timeout_s``) and return
+    ``use(fd, deadline, cancelled)``; every refusal and failure as a ``SourceError``."""
+    _check_path(source, path)
+    cancelled = threading.Event()
+
+    def work() -> _T:
+        deadline = time.monotonic() + timeout_s
+        viewer = _Viewer.of(user)  # here: a user lookup may ask a slow directory service
+        allowed = [os.path.realpath(r) for r in roots if isinstance(r, str) and os.path.isabs(r)]
+        real = os.path.realpath(path)
+        if not _under(real, allowed):
+            where = "no directory is allowed" if not allowed else "outside the allowed directories"
+            raise _RefusedError(
+                f"{where}: job files are read only under the job's working directory (Slurm) "
+                "and allowed_file_roots"
+            )
+        fd = _open_as(real, viewer)
+        try:
+            return use(fd, deadline, cancelled)
+        finally:
+            os.close(fd)
+
+    try:
+        return _in_thread(source, path, timeout_s, work)
+    except _RefusedError as exc:
+        raise SourcePermanentError(source, f"{path}: refused: {exc}") from None
+    except TimeoutError:
+        raise SourceTemporaryError(source, f"{path}: not read within {timeout_s:g} s") from None
     except OSError as exc:
-        raise SourceTemporaryError(source, f"{path}: {exc.strerror or exc}") from None
+        raise _os_error(source, path, exc) from None
+    finally:
+        cancelled.set()  # a read still running past the limit stops at its next chunk
+
+
+def read_job_file(
+    source: str,
+    path: str,
+    *,
+    roots: Sequence[str],
+    user: str | None,
+    max_bytes: int,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> bytes:
+    """The bytes of a file a job named, read under the module's rules (roots, the job user's
+    view, regular files only, bounded).
+
+    ``path`` must be absolute (a caller joins a relative one to the job's working directory);
+    ``roots`` are the directories files may be read from; ``user`` is the job's host user
+    name (None: only world-readable files); ``max_bytes`` the size limit, ``timeout_s`` the
+    time limit, seconds.
+
+    Raises ``SourcePermanentError(source, ...)`` when a rule refuses the file or it is missing,
+    larger than ``max_bytes``; ``SourceTemporaryError`` on a timeout or another I/O error.
+    """
+
+    def read(fd: int, deadline: float, cancelled: threading.Event) -> bytes:
+        return _read_fd(fd, max_bytes, deadline, cancelled)
+
+    data = _as_job_user(source, path, read, roots=roots, user=user, timeout_s=timeout_s)
     if len(data) > max_bytes:
         raise SourcePermanentError(source, f"{path}: larger than the {max_bytes}-byte limit")
+    return data
+
+
+def stat_job_file(
+    source: str,
+    path: str,
+    *,
+    roots: Sequence[str],
+    user: str | None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> os.stat_result:
+    """``fstat`` of a file a job named, opened under the same rules as :func:`read_job_file`
+    (nothing is read); raises as it does."""
+    return _as_job_user(
+        source, path, lambda fd, *_: os.fstat(fd), roots=roots, user=user, timeout_s=timeout_s
+    )
+
+
+def utf8_text(source: str, path: str, data: bytes) -> str:
+    """``data`` decoded as UTF-8; ``SourcePermanentError(source, ...)`` naming ``path`` when
+    it is not."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SourcePermanentError(source, f"{path}: not UTF-8 text ({exc.reason})") from None
+
+
+def read_local_text(source: str, path: str, max_bytes: int) -> str:
+    """:func:`read_local_file` decoded as UTF-8 (``SourcePermanentError`` when it is not)."""
+    return utf8_text(source, path, read_local_file(source, path, max_bytes))
+
+
+def read_local_file(source: str, path: str, max_bytes: int) -> bytes:
+    """The bytes of the absolute ``path`` the planner's own user named (a command-line
+    argument, an uploaded file), at most ``max_bytes``; symlinks are followed.
+
+    A non-regular file is refused before it is opened (``stat``), the file is opened
+    non-blocking and checked again on its descriptor. Raises ``SourcePermanentError(source,
+    ...)`` when ``path`` is relative, missing, not a regular file, unreadable or larger than
+    ``max_bytes`` (retrying cannot help), and ``SourceTemporaryError`` on other I/O errors.
+    """
+    _check_path(source, path)
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise SourcePermanentError(
+                source, f"{path}: not a regular file ({_kind(info.st_mode)})"
+            )
+        if info.st_size > max_bytes:
+            raise SourcePermanentError(
+                source, f"{path}: {info.st_size} bytes, larger than the {max_bytes}-byte limit"
+            )
+        fd = os.open(path, _FILE_FLAGS & ~os.O_NOFOLLOW)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SourcePermanentError(source, f"{path}: not a regular file")
+            data = _read_fd(fd, max_bytes, float("inf"), threading.Event())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise _os_error(source, path, exc) from None
+    if len(data) > max_bytes:
+        raise SourcePermanentError(source, f"{path}: larger than the {max_bytes}-byte limit")
+    return data

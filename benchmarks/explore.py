@@ -4,7 +4,7 @@
     .venv/bin/python -m benchmarks.explore --write    # also writes benchmarks/results/explore.md
     .venv/bin/python -m benchmarks.explore --skip-huge   # without the 10^8-candidate sweep
 
-1. Bounded memory: a sweep of >= 10^8 candidates (GPT-3 over 8 GPU counts x 8 global
+1. Bounded memory: a sweep of >= 10^8 candidates (GPT-3 over 8 GPU counts x 16 global
    batches), peak RSS before and after (run first, so the peak is its own).
 2. GPT-3 175B (96 layers, hidden 12288, 96 heads, seq 2048) on 1,024 ``a100-80gb``, global
    batch 1536, every knob open: wall time of ``planner explore`` in-process
@@ -177,7 +177,12 @@ def huge(lines: list[str]) -> None:
     """Section 3."""
     doc = json.loads(json.dumps(GPT3))
     doc["hardware"]["num_gpus"] = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
-    doc["parallelism"]["global_batch_size"] = [512, 768, 1024, 1536, 2048, 3072, 4096, 6144]
+    # 16 global batches: since issue 13 the pipeline digit holds only the (pipeline, virtual
+    # pipeline) pairs that split the layers, so 8 batches no longer make 10^8 candidates
+    doc["parallelism"]["global_batch_size"] = [
+        *(256, 384, 512, 640, 768, 1024, 1280, 1536),
+        *(2048, 2560, 3072, 4096, 5120, 6144, 7168, 8192),
+    ]
     space = parse_space(doc)
     rss_before = _rss_mib()
     start = time.perf_counter()
@@ -186,7 +191,7 @@ def huge(lines: list[str]) -> None:
     rss_after = _rss_mib()
     lines.append("## Bounded memory: a 10^8-candidate space\n")
     lines.append(
-        f"GPT-3 175B over 8 GPU counts (256-32,768) x 8 global batches (512-6144): "
+        f"GPT-3 175B over 8 GPU counts (256-32,768) x 16 global batches (256-8192): "
         f"**{outcome.enumerated:,} candidates** enumerated lazily in chunks of 131,072, "
         f"{outcome.evaluated:,} timed, in {wall:.1f} s ({outcome.enumerated / wall:,.0f} "
         f"enumerated/s) on {WORKERS} threads. Peak RSS {rss_before:.0f} MiB before, "
@@ -204,17 +209,28 @@ SC21_FEATURES_2021 = {
     "zero_stage": 0,
     "context_parallel": 1,
     "recompute": ["none", "full"],
+    "account_for_embedding_in_pipeline_split": False,
+    "account_for_loss_in_pipeline_split": False,
 }
 """Megatron-LM as of SC21 (2021): no sequence parallelism or selective recompute (2022), no
-distributed optimizer, no context parallelism."""
+distributed optimizer, no context parallelism, no uneven pipeline stages (2024)."""
 
 
 def _layout_text(cols: Any, i: int = 0) -> str:
+    slots = "".join(
+        letter
+        for letter, name in (
+            ("E", "account_for_embedding_in_pipeline_split"),
+            ("L", "account_for_loss_in_pipeline_split"),
+        )
+        if getattr(cols, name, None) is not None and getattr(cols, name)[i]
+    )
     return (
         f"tp {cols.tensor_parallel[i]}, pp {cols.pipeline_parallel[i]}, cp "
         f"{cols.context_parallel[i]}, vp {cols.virtual_pipeline[i]}, mbs "
         f"{cols.micro_batch_size[i]}, {('none', 'selective', 'full')[cols.recompute[i]]}, "
         f"ZeRO {cols.zero_stage[i]}, sp {'y' if cols.sequence_parallel[i] else 'n'}"
+        + (f", split +{slots}" if slots else "")
     )
 
 

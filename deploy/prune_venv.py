@@ -12,6 +12,12 @@ every module of planner/ and adapters/ in the built image and serves /healthz fr
 - ``kubernetes.aio``, the asyncio flavour of the Kubernetes client (the planner uses the
   synchronous client);
 - Arrow Flight (RPC) and Arrow's S3 filesystem: traces are read from local files;
+- plotly but its data files the review's HTML embeds (``package_data/plotly.min.js``, the
+  plotly.js bundle, and ``package_data/templates/plotly.json``, its default template) and its
+  ``__init__``: ``planner.capacity.figures`` writes plotly.js figures directly, so plotly's
+  Python figure classes (``graph_objs``, ``validators``: 53 MB), Plotly Express, the figure
+  factory, the Jupyter widget bundle and the JupyterLab extension (also under the venv's
+  ``share/jupyter``) are never loaded. The image test renders a review in the built image;
 - debug symbols of shared libraries (``strip --strip-unneeded``), except where stripping would
   leave a library the dynamic loader refuses: libraries that auditwheel patched with patchelf
   (e.g. numpy's OpenBLAS) can come out of ``strip`` with LOAD segments whose file offset and
@@ -44,6 +50,8 @@ UNUSED = [
     "pyarrow/_s3fs.*",
     "pyarrow/_pyarrow_cpp_tests.*",
 ]
+#: The files of the ``plotly`` package that stay (relative to it); everything else goes.
+PLOTLY_KEEP = {"__init__.py", "package_data/plotly.min.js", "package_data/templates/plotly.json"}
 PT_LOAD = 1
 
 
@@ -108,6 +116,30 @@ def link_duplicates(site: Path) -> int:
     return saved
 
 
+def prune_plotly(site: Path, venv: Path) -> int:
+    """Remove every file of the plotly package but ``PLOTLY_KEEP`` (then the emptied
+    directories) and the venv's JupyterLab extensions; returns the bytes removed."""
+    removed = 0
+    package = site / "plotly"
+    if package.is_dir():
+        for path in sorted(package.rglob("*"), reverse=True):  # files before their directories
+            rel = path.relative_to(package).as_posix()
+            if path.is_dir() and not path.is_symlink():
+                if not any(path.iterdir()):
+                    path.rmdir()
+            elif rel not in PLOTLY_KEEP:
+                removed += path.lstat().st_size
+                path.unlink()
+        missing = [k for k in PLOTLY_KEEP if not (package / k).is_file()]
+        if missing:
+            sys.exit(f"prune_venv: plotly lacks {', '.join(missing)}: the review cannot draw")
+    jupyter = venv / "share" / "jupyter"
+    if jupyter.is_dir():
+        removed += tree_size(jupyter)
+        shutil.rmtree(jupyter)
+    return removed
+
+
 def main(venv: Path) -> None:
     before = tree_size(venv)
     if Path(sys.prefix).resolve() != venv.resolve():
@@ -128,12 +160,13 @@ def main(venv: Path) -> None:
                 shutil.rmtree(p)
             else:
                 p.unlink()
+    plotly = prune_plotly(site, venv)
     stripped, kept = strip_libraries(site)
     linked = link_duplicates(site)
     mib = 2**20
     print(
         f"prune_venv: {venv} {before / mib:.0f} -> {tree_size(venv) / mib:.0f} MiB "
-        f"(strip {stripped / mib:.1f}, duplicates {linked / mib:.1f}); "
+        f"(plotly {plotly / mib:.1f}, strip {stripped / mib:.1f}, duplicates {linked / mib:.1f}); "
         f"not stripped: {', '.join(str(k.relative_to(site)) for k in kept) or 'none'}"
     )
 

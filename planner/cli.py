@@ -46,18 +46,18 @@ app.command()(demo)
 
 
 def _documents(path: str) -> list[object]:
-    """Raw documents of one input file (``-`` is standard input, read as YAML)."""
-    from planner.scenario import format_for_path, read_documents
+    """Raw documents of one input file (``-`` is standard input, read as YAML); a file that
+    cannot be read or parsed gives one ``SpecError`` instance (``planner.cli_input``)."""
+    from planner.cli_input import input_documents
 
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return [SpecError(path, f"cannot read the file ({reason}); check the path")]
-    try:
-        return read_documents(text, format_for_path(path), source=path)
-    except SpecError as exc:
-        return [exc]
+    return input_documents(path)
+
+
+def read_input_text(path: str) -> str:
+    """The UTF-8 text of an input file, bounded; raises ``SpecError`` (``planner.cli_input``)."""
+    from planner.cli_input import read_input_text as read
+
+    return read(path)
 
 
 def _human(result: dict[str, Any]) -> str:
@@ -105,9 +105,9 @@ def predict(
         from planner.calibration import CalibratedEfficiency, Calibration
 
         try:
-            loaded = Calibration.from_json(Path(calibration).read_text(), source=calibration)
+            loaded = Calibration.from_json(read_input_text(calibration), source=calibration)
             efficiency = CalibratedEfficiency(loaded, device_key=device_key)
-        except (OSError, PlannerError) as exc:
+        except PlannerError as exc:
             typer.echo(f"planner: --calibration: {exc}", err=True)
             raise typer.Exit(EXIT_INVALID) from None
     docs: list[object] = []
@@ -124,6 +124,14 @@ def predict(
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (PLANNER_HOST)")] = None,
     port: Annotated[int | None, typer.Option(help="Port (PLANNER_PORT)")] = None,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            help="Refuse state-changing requests (403) and write nothing to the schedulers "
+            "(PLANNER_READ_ONLY)",
+        ),
+    ] = False,
 ) -> None:
     """Run the planner service: ingest loops, HTTP API and /metrics."""
     from planner.service.main import serve as run_service
@@ -134,6 +142,8 @@ def serve(
         overrides["host"] = host
     if port is not None:
         overrides["port"] = port
+    if read_only:
+        overrides["read_only"] = True
     try:
         settings = load_settings(**overrides)
     except SpecError as exc:
@@ -178,15 +188,33 @@ def stragglers(
     skip_bad_rows: Annotated[
         bool, typer.Option("--skip-bad-rows", help="Drop malformed rows (counted) instead")
     ] = False,
+    memory_budget_gib: Annotated[
+        float,
+        typer.Option(
+            "--memory-budget-gib",
+            help="Refuse traces whose analysis would need more memory (planner.stragglers.budget)",
+        ),
+    ] = 2.0,
 ) -> None:
     """What-if straggler analysis of a trace: slowdown, attribution and diagnosis."""
     from planner.service.main import read_trace
     from planner.stragglers import analyse
+    from planner.stragglers.budget import check_rows, max_rows
 
+    budget = int(memory_budget_gib * 1024**3)
     try:
-        report = analyse(read_trace(trace, meta, skip_bad_rows=skip_bad_rows))
+        check_rows(0, budget)
+        loaded = read_trace(trace, meta, skip_bad_rows=skip_bad_rows, max_rows=max_rows(budget))
+        report = analyse(loaded, memory_budget_bytes=budget)
     except SpecError as exc:
         typer.echo(f"planner: invalid input: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    except MemoryError:
+        typer.echo(
+            f"planner: out of memory analysing {trace}; analyse fewer steps or lower "
+            "--memory-budget-gib to what this machine has",
+            err=True,
+        )
         raise typer.Exit(EXIT_INVALID) from None
     result = report.to_dict()
     typer.echo(json.dumps(result) if as_json else _straggler_summary(result))
@@ -202,14 +230,17 @@ def _explore_summary(result: dict[str, Any]) -> str:
         f"{name}: {counts['enumerated']:,} candidates enumerated, {counts['evaluated']:,} "
         f"evaluated; rejected: {rejected or 'none'}",
         f"  top by {result['objective']} "
-        "(tp pp cp ep dp vp sp mbs recompute zero | iteration s, MFU, GiB/GPU):",
+        "(tp pp cp ep etp dp vp split sp mbs recompute zero | iteration s, MFU, GiB/GPU):",
     ]
     for entry in result["top"]:
         p, pred = entry["parallelism"], entry["prediction"]
+        split = "E" if p.get("account_for_embedding_in_pipeline_split") else ""
+        split += "L" if p.get("account_for_loss_in_pipeline_split") else ""
         lines.append(
             f"  {entry.get('rank', ''):>3} {entry['num_gpus']:>6} GPUs  "
             f"{p['tensor_parallel']:>3} {p['pipeline_parallel']:>3} {p['context_parallel']:>3} "
-            f"{p['expert_parallel']:>3} {p['data_parallel']:>5} {p['virtual_pipeline']:>3} "
+            f"{p['expert_parallel']:>3} {p.get('expert_tensor_parallel', '-'):>3} "
+            f"{p['data_parallel']:>5} {p['virtual_pipeline']:>3} {split or '-':>5} "
             f"{'y' if p['sequence_parallel'] else 'n'} {p['micro_batch_size']:>3} "
             f"{p['recompute']:>9} {p['zero_stage']}  | {pred['iteration_time_s']:.3f} s, "
             f"{100 * pred['mfu']:.1f}%, {pred['memory_per_gpu_bytes'] / 2**30:.1f}"
@@ -316,7 +347,10 @@ def recommend(
     threads = workers if workers > 0 else (os.cpu_count() or 1)
     invalid = False
     for doc in docs:
-        result = recommend_document(doc, workers=threads)
+        if isinstance(doc, SpecError):  # the file could not be read or parsed
+            result: dict[str, Any] = {"name": None, "error": str(doc)}
+        else:
+            result = recommend_document(doc, workers=threads)
         invalid = invalid or "error" in result
         typer.echo(json.dumps(result) if as_json else _recommend_summary(result))
     if invalid:
@@ -423,9 +457,9 @@ def calibrate_show(
     from planner.errors import CalibrationError
 
     try:
-        text = Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        typer.echo(f"planner: cannot read {file}: {exc}", err=True)
+        text = read_input_text(file)
+    except SpecError as exc:
+        typer.echo(f"planner: cannot read {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
     try:
         calibration = Calibration.from_json(text, source=file)

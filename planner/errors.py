@@ -53,4 +53,12 @@ class SourcePermanentError(SourceError):
 
 
 class StoreError(PlannerError):
-    """The store could not read or write; data already stored is left untouched."""
+    """The store could not read or write; data already stored is left untouched.
+
+    ``str(err)`` is the detail for the log (passwords redacted); ``public_message`` is what an
+    API client may see (never connection details), by default the same text.
+    """
+
+    def __init__(self, message: str, *, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public_message = public if public is not None else message

@@ -35,8 +35,10 @@ class SchedulerSource(Protocol):
         """
         ...
 
-    def read_text_file(self, path: str, max_bytes: int) -> str:
-        """Read a (scenario) file the scheduler's jobs refer to; raises ``SourceError``."""
+    def read_text_file(self, path: str, max_bytes: int, *, job: JobState | None = None) -> str:
+        """Read a (scenario) file ``job`` refers to, as that job's user may see it (under the
+        source's allowed directories; without ``job`` only what any user may read); raises
+        ``SourceError`` (never with the file's content in the message)."""
         ...
 
 
@@ -57,12 +59,16 @@ class ProgressReader(Protocol):
 class TraceSource(Protocol):
     """Per-rank operation traces named by jobs (``planner:trace=PATH planner:trace-meta=PATH``)."""
 
-    def fingerprint(self, trace_path: str, meta_path: str) -> str | None:
-        """A value that changes when either file changes; None when one is missing."""
+    def fingerprint(
+        self, trace_path: str, meta_path: str, *, job: JobState | None = None
+    ) -> str | None:
+        """A value that changes when either file changes; None when one is missing. ``job``:
+        the job naming them (its files are checked as its user may see them)."""
         ...
 
-    def read(self, trace_path: str, meta_path: str) -> OpTrace:
-        """The trace; raises ``SpecError`` (bad content) or ``SourceError`` (cannot read)."""
+    def read(self, trace_path: str, meta_path: str, *, job: JobState | None = None) -> OpTrace:
+        """The trace; raises ``SpecError`` (bad content) or ``SourceError`` (cannot read, or
+        ``job``'s user may not read it). Without ``job`` the caller vouches for the paths."""
         ...
 
 

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from planner.cli_input import read_input_text
 from planner.errors import PlannerError, SourceError, SpecError
 
 __all__ = ["review"]
@@ -20,11 +21,8 @@ EXIT_INVALID = 2
 
 
 def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SpecError(path, f"cannot read the file ({reason}); check the path") from None
+    """The file's text, bounded (``planner.cli_input``); ``SpecError`` naming the file."""
+    return read_input_text(path)
 
 
 def _fail(message: str, code: int = EXIT_INVALID) -> typer.Exit:
@@ -49,8 +47,8 @@ def review(  # noqa: PLR0917 (typer options)
     start: Annotated[
         str | None,
         typer.Option(
-            help="Review start (ISO date/time, UTC); default: the fleet's start, the "
-            "snapshot's time, or now"
+            help="Review start (ISO date/time, UTC); default: the later of the fleet's start "
+            "and the snapshot's time, or now"
         ),
     ] = None,
     sizing: Annotated[
@@ -69,33 +67,24 @@ def review(  # noqa: PLR0917 (typer options)
     smallest addition per GPU type meeting every deadline at p90."""
     import numpy as np
 
-    from planner.capacity import (
-        read_fleet,
-        read_plan,
-        read_snapshot,
-        read_what_ifs,
-        review_markdown,
-        run_review,
-    )
-    from planner.capacity.documents import Located
+    from planner.capacity import read_snapshot, review_markdown, run_review
+    from planner.capacity.documents import Located, load_document
     from planner.capacity.fields import read_timestamp_s
     from planner.capacity.html import review_html
+    from planner.capacity.inputs import review_inputs
 
     if samples < 1:
         raise _fail("--samples must be >= 1")
     try:
-        fleet_spec = read_fleet(_read(fleet), fleet)
-        planned = read_plan(_read(plan), plan, fleet_spec)
         snapshot = read_snapshot(_read(jobs), jobs) if jobs else None
-        scenarios = tuple(
-            s
-            for path in what_if or ()
-            for s in read_what_ifs(_read(path), path, fleet_spec, planned, snapshot)
+        inputs = review_inputs(
+            load_document(_read(fleet), fleet),
+            load_document(_read(plan), plan),
+            [load_document(_read(path), path) for path in what_if or ()],
+            snapshot,
+            start_s=read_timestamp_s(Located("--start", "", 0, start)) if start else None,
+            now_s=time.time(),
         )
-        if start is not None:
-            start_s = read_timestamp_s(Located("--start", "", 0, start))
-        else:
-            start_s = fleet_spec.start_s or (snapshot.taken_at_s if snapshot else time.time())
     except SpecError as exc:
         raise _fail(f"invalid input: {exc}") from None
     executor = None
@@ -109,7 +98,8 @@ def review(  # noqa: PLR0917 (typer options)
     began = time.perf_counter()
     try:
         result = run_review(
-            fleet_spec, planned, snapshot, scenarios, start_s=start_s, samples=samples,
+            inputs.fleet, inputs.planned, inputs.snapshot, inputs.what_ifs,
+            start_s=inputs.start_s, samples=samples,
             rng=np.random.default_rng(seed), seed=seed, executor=executor, sizing=sizing,
             sizing_samples=sizing_samples,
         )  # fmt: skip

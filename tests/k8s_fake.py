@@ -296,6 +296,25 @@ class FakeKube:
         self._watches: list[_Watch] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        #: TokenReview answers: bearer token -> (username, groups).
+        self.tokens: dict[str, tuple[str, list[str]]] = {}
+        #: SubjectAccessReview grants: (username or group, group, resource, verb, name).
+        self.grants: set[tuple[str, str, str, str, str]] = set()
+
+    def review(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A TokenReview (from :attr:`tokens`) or SubjectAccessReview (from :attr:`grants`)."""
+        spec = body.get("spec") or {}
+        if path.endswith("/tokenreviews"):
+            who = self.tokens.get(str(spec.get("token")))
+            status: dict[str, Any] = {"authenticated": who is not None}
+            if who is not None:
+                status["user"] = {"username": who[0], "groups": who[1]}
+            return {**body, "status": status}
+        attrs = spec.get("resourceAttributes") or {}
+        key = (attrs.get("group", ""), attrs.get("resource", ""), attrs.get("verb", ""))
+        subjects = [spec.get("user", ""), *(spec.get("groups") or [])]
+        allowed = any((who, *key, attrs.get("name", "")) in self.grants for who in subjects)
+        return {**body, "status": {"allowed": allowed}}
 
     # -------------------------------------------------------------- lifecycle
 
@@ -893,6 +912,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if parts.path == "/version":
             self._send(200, {"major": "1", "minor": "34", "gitVersion": "v1.34.0-fake"})
+            return
+        if method == "POST" and parts.path.endswith(("/tokenreviews", "/subjectaccessreviews")):
+            self._send(201, fake.review(parts.path, json.loads(raw or b"{}")))
             return
         route = self._route()
         if route is None:

@@ -444,3 +444,17 @@ class KubeApi:
             namespace,
             dict(body),
         )
+
+    # -------------------------------------------------------------- reviews (API authentication)
+
+    def create_token_review(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST an ``authentication.k8s.io/v1`` TokenReview; the answer with its ``status``."""
+        api: Any = k8s_client.AuthenticationV1Api(self.api_client)
+        return self._call("kubernetes:tokenreview", api.create_token_review, dict(body))
+
+    def create_subject_access_review(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST an ``authorization.k8s.io/v1`` SubjectAccessReview; the answer."""
+        api: Any = k8s_client.AuthorizationV1Api(self.api_client)
+        return self._call(
+            "kubernetes:subjectaccessreview", api.create_subject_access_review, dict(body)
+        )

@@ -10,13 +10,12 @@ API).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from adapters.files import read_local_text
+from adapters.files import DEFAULT_TIMEOUT_S, read_job_file, utf8_text
 from adapters.kubernetes.client import (
     CLUSTERQUEUES,
     JOBS,
@@ -102,8 +101,13 @@ class KubernetesSource:
         queue_positions: ask Kueue's visibility API for each ClusterQueue's pending workloads
             at each snapshot (``visibility.kueue.x-k8s.io/v1beta2``; needs RBAC ``get`` on
             ``clusterqueues/pendingworkloads``). Failures become warnings.
-        scenario_roots: directories under which ``planner.llm/scenario`` paths may be read
-            (files mounted into the planner's pod); empty: any absolute path.
+        allowed_file_roots: directories under which ``planner.llm/scenario`` paths may be read
+            (volumes mounted into the planner's pod; setting ``kubernetes.allowed_file_roots``);
+            default none: no local file is read. A Kubernetes job has no user on the planner's
+            host, so only world-readable files under world-searchable directories are read
+            (see :mod:`adapters.files`: regular files only, bounded, symlinks out refused).
+        scenario_roots: older name of ``allowed_file_roots`` (both are used).
+        file_timeout_s: time limit of one local file read, seconds.
         allow_configmap_scenarios: read ``configmap:NAME/KEY`` scenarios (RBAC ``get`` on
             configmaps in the jobs' namespaces).
         clock: epoch seconds for ``taken_at_s``.
@@ -124,7 +128,9 @@ class KubernetesSource:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
         queue_positions: bool = True,
+        allowed_file_roots: Sequence[str] = (),
         scenario_roots: Sequence[str] = (),
+        file_timeout_s: float = DEFAULT_TIMEOUT_S,
         allow_configmap_scenarios: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -132,7 +138,8 @@ class KubernetesSource:
         self.cluster = cluster
         self._clock = clock
         self._queue_positions = queue_positions
-        self._scenario_roots = tuple(os.path.realpath(r) for r in scenario_roots)
+        self._allowed_file_roots = (*allowed_file_roots, *scenario_roots)
+        self._file_timeout_s = float(file_timeout_s)
         self._allow_configmaps = allow_configmap_scenarios
         self._inline_lock = threading.Lock()
         self._inline: dict[str, str] = {}
@@ -317,12 +324,13 @@ class KubernetesSource:
 
     # ------------------------------------------------------------------ scenario files
 
-    def read_text_file(self, path: str, max_bytes: int) -> str:
-        """Read a scenario a job's ``planner.llm/scenario`` annotation names.
+    def read_text_file(self, path: str, max_bytes: int, *, job: JobState | None = None) -> str:
+        """Read a scenario a job's ``planner.llm/scenario`` annotation names (``job``: that
+        job; the rules are the same for every Kubernetes job).
 
         ``k8s-annotation:...`` paths return the inline annotation text seen at the last
         snapshot; ``k8s-configmap:NAMESPACE/NAME/KEY`` reads a ConfigMap key (when allowed);
-        absolute paths read a local file (under ``scenario_roots`` when set). Raises
+        absolute paths read a world-readable local file under ``allowed_file_roots``. Raises
         ``SourcePermanentError`` (missing, too large, not allowed) or
         ``SourceTemporaryError`` (API unreachable).
         """
@@ -350,14 +358,15 @@ class KubernetesSource:
         return self._read_local(source, path, max_bytes)
 
     def _read_local(self, source: str, path: str, max_bytes: int) -> str:
-        if not os.path.isabs(path):
-            raise SourcePermanentError(source, f"{path!r} is not an absolute path")
-        real = os.path.realpath(path)
-        if self._scenario_roots and not any(
-            real == root or real.startswith(root + os.sep) for root in self._scenario_roots
-        ):
-            raise SourcePermanentError(source, f"{path}: outside the allowed scenario roots")
-        return read_local_text(source, real, max_bytes)
+        data = read_job_file(
+            source,
+            path,
+            roots=self._allowed_file_roots,
+            user=None,  # no host identity: only what others may read
+            max_bytes=max_bytes,
+            timeout_s=self._file_timeout_s,
+        )
+        return utf8_text(source, path, data)
 
 
 def _limit(source: str, path: str, text: str, max_bytes: int) -> str:

@@ -91,8 +91,12 @@ class LogTailer:
         try:
             if not stat.S_ISREG(os.stat(cursor.path).st_mode):
                 return [], cursor
-            with open(cursor.path, "rb") as f:
+            # Non-blocking: a FIFO swapped in after the check must not block the poll.
+            fd = os.open(cursor.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as f:
                 st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    return [], cursor
                 restart = (
                     cursor.inode not in (0, st.st_ino)
                     or st.st_size < cursor.offset_bytes

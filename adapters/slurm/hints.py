@@ -8,7 +8,8 @@ Two ways in, both tested against Slurm 22.05.8:
    plus a margin so the backfill scheduler plans with a better estimate.
 2. :func:`write_hints_file` writes a local file that ``deploy/slurm/job_submit.lua`` reads inside
    slurmctld at submission time (no network from slurmctld), keyed by what a job carries before
-   it has an id: its scenario path or its user and name.
+   it has an id: its user with its scenario path, or its user and name (never shared between
+   users).
 
 The comment token (one whitespace-free word; the rest of the comment is never touched)::
 
@@ -327,17 +328,23 @@ def _check_job_id(job_id: str | int) -> str:
 # ----------------------------------------------------------------------------- hints file
 
 
-def scenario_key(path: str) -> str:
-    """Hints-file key of jobs submitted with ``--comment=planner:scenario=PATH`` (absolute)."""
+def scenario_key(user: str, path: str) -> str:
+    """Hints-file key of ``user``'s jobs submitted with ``--comment=planner:scenario=PATH``
+    (absolute): per user, so jobs of different users naming the same file never share a hint."""
+    _check_user(user)
     if not os.path.isabs(path):
         raise SpecError("path", f"{path!r}: scenario keys need an absolute path")
-    return f"scenario:{os.path.normpath(path)}"
+    return f"scenario:{user}:{os.path.normpath(path)}"
+
+
+def _check_user(user: str) -> None:
+    if not user or "/" in user or ":" in user:
+        raise SpecError("user", f"{user!r}: a user name without '/' or ':'")
 
 
 def job_key(user: str, name: str) -> str:
     """Hints-file key of jobs submitted by ``user`` under the job name ``name``."""
-    if not user or "/" in user:
-        raise SpecError("user", f"{user!r}: a user name without '/'")
+    _check_user(user)
     if not name:
         raise SpecError("name", "an empty job name cannot be a key")
     return f"job:{user}/{name}"

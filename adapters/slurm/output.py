@@ -197,6 +197,11 @@ class OutputReader:
             raise SourcePermanentError(
                 self.source, f"output is not JSON ({exc.msg}): {text[:80].strip()!r}"
             ) from None
+        except (ValueError, RecursionError) as exc:  # 5,000-digit numbers, absurd nesting
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:80]
+            raise SourcePermanentError(
+                self.source, f"output is not usable JSON ({reason})"
+            ) from None
         if not isinstance(doc, Mapping):
             raise self.fail("<top>", f"expected a JSON object, got {type(doc).__name__}")
         errors = doc.get("errors") or []
@@ -260,6 +265,8 @@ class OutputReader:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(f"{where}.{key}", f"expected an integer, got {type(value).__name__}")
+        if not -(2**64) <= value <= 2**64:  # Slurm's numbers are 64-bit; inf and nan fail here
+            raise self.fail(f"{where}.{key}", f"expected a 64-bit integer, got {value!r:.40}")
         return int(value)
 
     def required_int(self, obj: Mapping[str, Any], key: str, where: str) -> int:

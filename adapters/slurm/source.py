@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from adapters.files import read_local_text
+from adapters.files import DEFAULT_TIMEOUT_S, job_file_access, read_job_file, utf8_text
 from adapters.slurm.output import SCHEDULER, SOURCE_SACCT
 from adapters.slurm.sacct import is_accounting_disabled, parse_sacct_json
 from adapters.slurm.scontrol import batch_script_failed, parse_cluster_name
@@ -97,6 +97,11 @@ class SlurmSource:
         fetch_batch_scripts: read each active batch job's script once (``scontrol write
             batch_script``) into ``JobState.batch_script``.
         max_script_fetches: at most this many scripts are fetched per snapshot (the rest next time).
+        allowed_file_roots: directories, besides each job's own working directory, under which
+            files that jobs name (``planner:scenario=`` in the comment) may be read (setting
+            ``slurm.allowed_file_roots``); default none. See :mod:`adapters.files` for the rules
+            (read as the job's user would see them, regular files only, bounded).
+        file_timeout_s: time limit of one such read, seconds.
         runner: runs one command (injectable for tests); default :func:`subprocess_runner`.
         env: variables layered over this process's environment for the commands (e.g.
             ``SLURM_CONF``).
@@ -113,6 +118,8 @@ class SlurmSource:
         sacct_window_s: float = 3600.0,
         fetch_batch_scripts: bool = True,
         max_script_fetches: int = 50,
+        allowed_file_roots: Sequence[str] = (),
+        file_timeout_s: float = DEFAULT_TIMEOUT_S,
         runner: Runner | None = None,
         env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
@@ -127,6 +134,8 @@ class SlurmSource:
         self._sacct_window_s = sacct_window_s
         self._fetch_scripts = fetch_batch_scripts
         self._max_script_fetches = max_script_fetches
+        self._allowed_file_roots = tuple(allowed_file_roots)
+        self._file_timeout_s = float(file_timeout_s)
         self._runner: Runner = runner or subprocess_runner
         self._env = dict(env or {})
         self._clock = clock
@@ -260,14 +269,26 @@ class SlurmSource:
 
     # ----------------------------------------------------------------------------- files
 
-    def read_text_file(self, path: str, max_bytes: int) -> str:
-        """Read a UTF-8 text file on this host (e.g. a scenario a job's comment names).
+    def read_text_file(self, path: str, max_bytes: int, *, job: JobState | None = None) -> str:
+        """Read a UTF-8 text file on this host that ``job`` names (a scenario in its comment).
 
-        ``path`` must be absolute. Raises ``SourcePermanentError`` when it is relative, missing,
-        not a regular file, unreadable, larger than ``max_bytes`` or not UTF-8, and
-        ``SourceTemporaryError`` on other I/O errors.
+        Read only under the job's working directory and ``allowed_file_roots``, as the job's
+        user would see it (:func:`adapters.files.job_file_access`); without ``job`` only
+        world-readable files under ``allowed_file_roots``. ``path`` must be absolute. Raises
+        ``SourcePermanentError`` when a rule refuses it or it is missing, larger than
+        ``max_bytes`` or not UTF-8, and ``SourceTemporaryError`` on a timeout or other I/O
+        errors; no message holds the file's content.
         """
-        return read_local_text("slurm:file", path, max_bytes)
+        roots, user = job_file_access(job, self._allowed_file_roots)
+        data = read_job_file(
+            "slurm:file",
+            path,
+            roots=roots,
+            user=user,
+            max_bytes=max_bytes,
+            timeout_s=self._file_timeout_s,
+        )
+        return utf8_text("slurm:file", path, data)
 
     # ----------------------------------------------------------------------------- commands
 

@@ -1,7 +1,15 @@
-"""Readers of trace files into ``planner.specs.trace`` values (pyarrow + numpy, no pandas)."""
+"""Readers of trace files into ``planner.specs.trace`` values (pyarrow + numpy, no pandas).
+
+Each reader takes a path and, optionally, the file's bytes already read (``data``: what
+:class:`adapters.traces.TraceFiles` read under the job file rules). Without ``data`` the file
+is read here with bounds (:func:`adapters.files.read_local_file`: regular files only, at most
+:data:`MAX_TRACE_BYTES` / :data:`MAX_META_BYTES`). A parquet file may unpack to at most
+:data:`MAX_TRACE_UNPACKED_BYTES` and any table hold at most :data:`MAX_TRACE_ROWS` rows.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,16 +18,27 @@ import pyarrow as pa  # pyarrow ships no stubs
 import pyarrow.compute as pc  # pyarrow ships no stubs
 import pyarrow.csv as pa_csv  # pyarrow ships no stubs
 import pyarrow.parquet as pq  # pyarrow ships no stubs
-import yaml
 
-from planner.errors import SpecError
+from adapters.files import read_local_file
+from planner.errors import SourceError, SpecError
+from planner.scenario.loading import load_yaml
 from planner.specs.trace import OP_TYPES, OpTrace, StepTimeSeries, TraceLayout
+
+MAX_TRACE_BYTES = 512 * 2**20
+"""Largest trace file read, bytes (512 MiB)."""
+MAX_TRACE_UNPACKED_BYTES = 4 * 2**30
+"""Largest uncompressed size of a parquet trace, bytes (its metadata says; 4 GiB)."""
+MAX_TRACE_ROWS = 50_000_000
+"""Most rows of a trace table."""
+MAX_META_BYTES = 2**20
+"""Largest meta (layout) file read, bytes (1 MiB)."""
 
 #: Columns an operation trace must have (the artifact's names).
 REQUIRED_COLUMNS = ("dp_rank", "stage", "step", "optype", "start_ts", "duration", "seq_id")
 #: Columns used when present (model chunk, micro-batch).
 OPTIONAL_COLUMNS = ("mc", "mb_id")
 _FLOAT_COLUMNS = ("start_ts", "duration")
+_MAX_INDEX = 2**53  # ranks, stages, steps and sequence ids beyond it are not integers
 _CODES = {op.value: i for i, op in enumerate(OP_TYPES)}
 _META_KEYS = {
     "dp_size": "data_parallel",
@@ -31,29 +50,62 @@ _META_KEYS = {
 }
 
 
-def _read_table(path: str | Path) -> pa.Table:
+def file_bytes(path: str | Path, max_bytes: int) -> bytes:
+    """The bytes of a file the planner's own user named, bounded; ``SpecError(path, ...)``
+    when it is missing, not a regular file or too large."""
+    source = str(path)
+    try:
+        return read_local_file("trace", os.path.abspath(source), max_bytes)
+    except SourceError as exc:
+        reason = exc.message.removeprefix(f"{os.path.abspath(source)}: ")
+        hint = "; check the path" if reason == "no such file" else ""
+        raise SpecError(source, f"{reason}{hint}") from None
+
+
+def _read_table(path: str | Path, data: bytes | None) -> pa.Table:
     """The file as an Arrow table: ``.parquet``/``.pq`` as parquet, anything else as CSV."""
     source = str(path)
+    if data is None:
+        data = file_bytes(path, MAX_TRACE_BYTES)
     try:
         if source.endswith((".parquet", ".pq")):
-            return pq.read_table(source)
-        return pa_csv.read_csv(source)
-    except FileNotFoundError:
-        raise SpecError(source, "no such file; check the path") from None
-    except (OSError, pa.ArrowException) as exc:
-        raise SpecError(source, f"cannot read as a table ({exc})") from None
+            parquet = pq.ParquetFile(pa.BufferReader(data))
+            meta = parquet.metadata
+            unpacked = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            if meta.num_rows > MAX_TRACE_ROWS or unpacked > MAX_TRACE_UNPACKED_BYTES:
+                raise SpecError(
+                    source,
+                    f"{meta.num_rows:,} rows, {unpacked:,} bytes unpacked: more than the "
+                    f"{MAX_TRACE_ROWS:,}-row or {MAX_TRACE_UNPACKED_BYTES:,}-byte limit",
+                )
+            table = parquet.read()
+        else:
+            table = pa_csv.read_csv(pa.BufferReader(data))
+        table.column_names  # noqa: B018 (raises UnicodeDecodeError for non-UTF-8 names)
+    except (OSError, pa.ArrowException, ValueError, TypeError, IndexError) as exc:
+        raise SpecError(source, f"cannot read as a table ({_short(exc)})") from None
+    if table.num_rows > MAX_TRACE_ROWS:
+        raise SpecError(source, f"more than the {MAX_TRACE_ROWS:,}-row limit of a trace")
+    return table
 
 
-def read_layout(path: str | Path) -> TraceLayout:
+def _short(exc: BaseException) -> str:
+    text = str(exc).split("\n", 1)[0]
+    return text[:300] if text else type(exc).__name__
+
+
+def read_layout(path: str | Path, *, data: bytes | None = None) -> TraceLayout:
     """The job layout from an artifact meta file (YAML: ``dp_size``, ``pp_size``, ``tp_size``,
-    ``dsp_size``, ``vpp_size``, ``world_size``, ``trial_name``). Raises ``SpecError``."""
+    ``dsp_size``, ``vpp_size``, ``world_size``, ``trial_name``), ``data`` its bytes when
+    already read. Raises ``SpecError``."""
     source = str(path)
+    if data is None:
+        data = file_bytes(path, MAX_META_BYTES)
     try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(source, "no such file; check the path") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise SpecError(source, f"cannot read the meta file ({exc})") from None
+        docs = load_yaml(data.decode("utf-8"), source)
+    except UnicodeDecodeError as exc:
+        raise SpecError(source, f"cannot read the meta file (not UTF-8: {exc.reason})") from None
+    doc = docs[0] if len(docs) == 1 else None
     if not isinstance(doc, dict):
         raise SpecError(source, "must be a YAML mapping with dp_size, pp_size, ...")
     missing = [k for k in ("dp_size", "pp_size") if k not in doc]
@@ -70,11 +122,69 @@ def _column(table: pa.Table, name: str) -> pa.ChunkedArray:
     column = table.column(name)
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
+    if pa.types.is_null(column.type):  # a CSV column with no value at all
+        column = column.cast(pa.string())
     return column
 
 
-def read_op_trace(path: str | Path, layout: TraceLayout, *, skip_bad_rows: bool = False) -> OpTrace:
-    """Operation trace of ``path`` (parquet or CSV with ``REQUIRED_COLUMNS``).
+def _op_codes(
+    column: pa.ChunkedArray,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[str]]:
+    """Op-type codes (``OP_TYPES`` indices, -1 unknown or null), the mask of unknown non-null
+    names and up to three of them; strings are looked up once per distinct value per chunk."""
+    codes: list[np.ndarray[Any, Any]] = []
+    unknown: list[np.ndarray[Any, Any]] = []
+    examples: set[str] = set()
+    for chunk in column.chunks:
+        encoded = chunk if pa.types.is_dictionary(chunk.type) else pc.dictionary_encode(chunk)
+        names = [None if v is None else str(v) for v in encoded.dictionary.to_pylist()]
+        lookup = np.array([_CODES.get(v, -1) if v else -1 for v in names] + [-1], np.int64)
+        bad = np.array([bool(v) and v not in _CODES for v in names] + [False], dtype=bool)
+        index = np.asarray(encoded.indices.fill_null(len(names)).to_numpy(), dtype=np.int64)
+        codes.append(lookup[index])
+        unknown.append(bad[index])
+        examples.update(names[i] or "" for i in np.unique(index[bad[index]]))
+    if not codes:
+        return np.zeros(0, np.int64), np.zeros(0, bool), []
+    return np.concatenate(codes), np.concatenate(unknown), sorted(examples)[:3]
+
+
+def _check_size(path: str | Path, max_rows: int | None) -> None:
+    """Refuse a parquet file of more than ``max_rows`` rows before reading it (its footer
+    says how many); CSV files are checked after reading."""
+    source = str(path)
+    if max_rows is None or not source.endswith((".parquet", ".pq")):
+        return
+    try:
+        rows = pq.ParquetFile(source).metadata.num_rows
+    except FileNotFoundError:
+        raise SpecError(source, "no such file; check the path") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise SpecError(source, f"cannot read as a table ({exc})") from None
+    _refuse(source, rows, max_rows)
+
+
+def _refuse(source: str, rows: int, max_rows: int | None) -> None:
+    if max_rows is not None and rows > max_rows:
+        raise SpecError(
+            source,
+            f"{rows:,} rows, over the {max_rows:,} that fit the memory budget; analyse fewer "
+            "steps (keep a sample of the trace's steps) or raise the budget",
+        )
+
+
+def read_op_trace(
+    path: str | Path,
+    layout: TraceLayout,
+    *,
+    skip_bad_rows: bool = False,
+    max_rows: int | None = None,
+    data: bytes | None = None,
+) -> OpTrace:
+    """Operation trace of ``path`` (parquet or CSV with ``REQUIRED_COLUMNS``; ``data`` its
+    bytes when already read).
+
+    ``max_rows`` refuses a larger trace with ``SpecError`` (before reading a parquet file).
 
     Bad rows (a null in a required column, an unknown ``optype``, a negative or non-finite
     ``start_ts``/``duration``, a rank outside ``layout``) raise ``SpecError`` naming the column
@@ -82,7 +192,10 @@ def read_op_trace(path: str | Path, layout: TraceLayout, *, skip_bad_rows: bool 
     ``OpTrace.num_skipped_rows``. Missing columns always raise.
     """
     source = str(path)
-    table = _read_table(path)
+    if data is None:
+        _check_size(path, max_rows)
+    table = _read_table(path, data)
+    _refuse(source, table.num_rows, max_rows)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
         raise SpecError(
@@ -100,22 +213,17 @@ def read_op_trace(path: str | Path, layout: TraceLayout, *, skip_bad_rows: bool 
             reasons.append((int(rows[0]), column, f"{rows.size} rows {why}"))
         bad[mask] = True
 
-    data: dict[str, np.ndarray[Any, Any]] = {}
+    values_of: dict[str, np.ndarray[Any, Any]] = {}
     for name in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS):
         if name not in table.column_names:
             continue
-        column = _column(table, name)
+        column = table.column(name) if name == "optype" else _column(table, name)
         flag(np.asarray(pc.is_null(column, nan_is_null=True)), name, "empty (null/NaN)")
         if name == "optype":
-            text = np.asarray(column.fill_null("").to_numpy(zero_copy_only=False), dtype=str)
-            names, inverse = np.unique(text, return_inverse=True)
-            lookup = np.array([_CODES.get(str(v), -1) for v in names], dtype=np.int64)
-            codes = lookup[inverse.reshape(-1)]
-            unknown = (codes < 0) & (text != "")
+            codes, unknown, examples = _op_codes(table.column(name))
             if unknown.any():
-                examples = sorted({str(v) for v in text[unknown]})[:3]
                 flag(unknown, name, f"with unknown op type(s) {', '.join(examples)}")
-            data[name] = codes
+            values_of[name] = codes
             continue
         try:
             dtype = np.float64 if name in _FLOAT_COLUMNS else np.int64
@@ -125,21 +233,23 @@ def read_op_trace(path: str | Path, layout: TraceLayout, *, skip_bad_rows: bool 
         if dtype is np.int64:
             fractional = np.isfinite(values) & (values != np.round(values))
             flag(fractional, name, "not integers")
-            values = np.where(np.isfinite(values), values, 0).astype(np.int64)
+            huge = ~np.isfinite(values) | (np.abs(values) > _MAX_INDEX)
+            flag(huge & np.isfinite(values), name, f"beyond ±{_MAX_INDEX:.0e}")
+            values = np.where(huge, 0, values).astype(np.int64)
         else:
             flag(~np.isfinite(values) | (values < 0), name, "negative or infinite")
-        data[name] = values
+        values_of[name] = values
     flag(
-        (data["dp_rank"] < 0) | (data["dp_rank"] >= layout.data_parallel),
+        (values_of["dp_rank"] < 0) | (values_of["dp_rank"] >= layout.data_parallel),
         "dp_rank",
         f"outside 0..{layout.data_parallel - 1} (layout dp_size)",
     )
     flag(
-        (data["stage"] < 0) | (data["stage"] >= layout.pipeline_parallel),
+        (values_of["stage"] < 0) | (values_of["stage"] >= layout.pipeline_parallel),
         "stage",
         f"outside 0..{layout.pipeline_parallel - 1} (layout pp_size)",
     )
-    flag(data["seq_id"] < 0, "seq_id", "negative")
+    flag(values_of["seq_id"] < 0, "seq_id", "negative")
     if bad.any() and not skip_bad_rows:
         row, column, why = min(reasons)
         more = f" ({bad.sum()} bad rows in all)" if bad.sum() > 1 else ""
@@ -151,8 +261,12 @@ def read_op_trace(path: str | Path, layout: TraceLayout, *, skip_bad_rows: bool 
     if not keep.any():
         raise SpecError(source, f"no usable rows (of {n})")
 
+    every_row = bool(keep.all())
+
     def get(name: str) -> np.ndarray[Any, Any]:
-        return data[name][keep] if name in data else np.full(int(keep.sum()), -1)
+        if name not in values_of:
+            return np.full(int(keep.sum()), -1)
+        return values_of[name] if every_row else values_of[name][keep]
 
     return OpTrace(
         layout=layout,
@@ -170,14 +284,18 @@ def read_op_trace(path: str | Path, layout: TraceLayout, *, skip_bad_rows: bool 
 
 
 def read_step_times(
-    path: str | Path, *, time_column: str = "time_s", rank_column: str = "rank"
+    path: str | Path,
+    *,
+    time_column: str = "time_s",
+    rank_column: str = "rank",
+    data: bytes | None = None,
 ) -> StepTimeSeries:
     """Per-rank step (or compute) times from a long table with ``step``, ``rank`` and
     ``time_s`` columns (one row per rank and step, seconds). Missing (step, rank) pairs become
     NaN; rows with null, negative or non-finite values are dropped (a gap in the series).
     Raises ``SpecError`` on missing columns or duplicate (step, rank) rows."""
     source = str(path)
-    table = _read_table(path)
+    table = _read_table(path, data)
     for name in ("step", rank_column, time_column):
         if name not in table.column_names:
             raise SpecError(f"{source}:{name}", "missing column; need step, rank and a time")
@@ -192,7 +310,8 @@ def read_step_times(
         _column(table, rank_column).cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False),
         dtype=str,
     )
-    ok = np.isfinite(steps) & np.isfinite(times) & (times >= 0) & (ranks != "")
+    ok = np.isfinite(steps) & (np.abs(steps) <= _MAX_INDEX)
+    ok &= np.isfinite(times) & (times >= 0) & (ranks != "")
     steps, times, ranks = steps[ok].astype(np.int64), times[ok], ranks[ok]
     step_values, step_index = np.unique(steps, return_inverse=True)
     rank_values, rank_index = np.unique(ranks, return_inverse=True)

@@ -30,6 +30,7 @@ from benchmarks.accuracy.report import (
     fit_table,
     memory_table,
     ranking_table,
+    refusals_table,
     results_section,
     rows_table,
     time_stats,
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             provenance = (
                 f"fitted {today} by `python -m benchmarks.accuracy --fit --write` on the "
                 f"calibration subset (every {CALIBRATION_EVERY}rd usable configuration by "
-                f"config_id of each dense A100/H100 source, {result.num_rows} rows of "
+                f"config_id of each dense A100/H100 source and of the MoE H100 source, "
+                f"{result.num_rows} rows of "
                 f"tests/data/ground_truth/): mean |ln error| {result.loss_after:.4f}, "
                 f"calibration mean APE {100 * calibrated.mean_ape:.1f} %"
             )
@@ -128,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     print(ranking_table(outcomes))
     print()
     print(unusable_table(dataset))
+    print()
+    print(refusals_table(dataset))
     if args.rows:
         print()
         print(rows_table(outcomes))

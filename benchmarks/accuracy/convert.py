@@ -16,6 +16,11 @@ Measured iteration time, per source (conventions from ``tests/data/ground_truth/
   4h-MLP MHA GPT; the table's TFLOP/s ÷ MFU = 989, the H100 dense BF16 peak, confirms model FLOPs).
 * ``llm_foundry``: ``B·s / throughput_tokens_per_s`` (global tokens/s as published).
 * ``nemo_24.07`` and ``torchtitan``: ``B·s / (tokens/s/GPU · N)``.
+* ``moe_h100_2025``: see ``benchmarks.accuracy.moe_h100``.
+
+A converted case is then parsed as ``planner predict`` would: a scenario the planner refuses
+is left out as ``REFUSED`` with the planner's message (``Unusable.detail``), after the
+calibration split, so a row refused today keeps its place in the split.
 """
 
 from __future__ import annotations
@@ -25,89 +30,68 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from benchmarks.accuracy.cases import (
+    DUPLICATE,
+    GIB,
+    LAYOUT_NOT_STATED,
+    NO_ARCHITECTURE,
+    NO_TIMING,
+    NOT_AN_ITERATION,
+    PP_MICROBATCH_NOT_STATED,
+    REASONS,
+    REFUSED,
+    SPLIT_NOT_STATED,
+    Case,
+    SkipError,
+    Unusable,
+)
+from benchmarks.accuracy.cases import document as _document
+from benchmarks.accuracy.cases import layout as _layout
+from benchmarks.accuracy.cases import megatron_model_flops as _megatron_model_flops
+from benchmarks.accuracy.cases import model_fields as _model
+from benchmarks.accuracy.cases import num as _num
+from benchmarks.accuracy.cases import time_from_tflops as _time_from_tflops
+from benchmarks.accuracy.cases import tokens_per_iteration as _tokens_per_iteration
+from benchmarks.accuracy.moe_h100 import convert_moe_h100
 from benchmarks.accuracy.runs import SOURCE_FILES, PublishedRun, load_runs
+from planner.errors import SpecError
+from planner.scenario import parse_scenario
 
-GIB = 1024.0**3
+__all__ = [
+    "CALIBRATION_EVERY",
+    "CALIBRATION_SOURCES",
+    "DENSE_A100_H100_SOURCES",
+    "MOE_SOURCES",
+    "REASONS",
+    "SOURCE_NOTES",
+    "Case",
+    "Dataset",
+    "Unusable",
+    "build_dataset",
+    "convert",
+    "deduplicate",
+    "mark_calibration",
+    "scenario_key",
+]
 
 DENSE_A100_H100_SOURCES = ("sc21", "korthikanti2022", "megatron_h100", "llm_foundry", "nemo_24.07")
 """Sources run on catalog A100/H100 SKUs: the issue's accuracy targets apply to each of them."""
 
-CALIBRATION_SOURCES = DENSE_A100_H100_SOURCES
+MOE_SOURCES = ("moe_h100_2025",)
+"""Sources of mixture-of-experts runs (catalog H100s): issue 13's MoE targets apply."""
+
+CALIBRATION_SOURCES = DENSE_A100_H100_SOURCES + MOE_SOURCES
 """Sources that contribute calibration rows. torchtitan ran on 96 GB / 500 W H100s that are not
 a catalog SKU (their peak FLOP/s is unknown), so all its rows are held out."""
 
 CALIBRATION_EVERY = 3
-"""Calibration rule: within each source of ``CALIBRATION_SOURCES``, the usable configurations
-sorted by ``config_id``, those at positions 0, 3, 6, ... (every third) are the calibration
-subset; all other rows are held out. Deterministic, spread over each source's range."""
+"""Calibration rule: within each source of ``CALIBRATION_SOURCES``, the converted
+configurations (a time derived, the architecture modelled, duplicates dropped: the rows the
+planner refuses today included, so the split does not move when they become accepted; of the
+MoE source only its high-confidence rows, ``calibration_eligible``) sorted by ``config_id``,
+those at positions 0, 3, 6, ... (every third) are the calibration subset; all other rows are
+held out. Deterministic, spread over each source's range."""
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Case:
-    """A published run as a scenario with its measured values.
-
-    ``document`` is a scenario document (``parse_scenario`` input); ``measured_iteration_time_s``
-    the published wall-clock seconds per optimizer step (derived as the module docstring says,
-    from ``derived_from``); ``measured_peak_memory_bytes`` the published peak memory per GPU, or
-    None; ``assumptions`` lists the values not stated by the source and filled in here;
-    ``calibration`` marks the declared calibration subset.
-    """
-
-    source: str
-    config_id: str
-    document: dict[str, Any]
-    measured_iteration_time_s: float
-    derived_from: str
-    measured_peak_memory_bytes: float | None = None
-    assumptions: tuple[str, ...] = ()
-    calibration: bool = False
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """``(source, config_id)``, unique over all cases."""
-        return (self.source, self.config_id)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Unusable:
-    """A published configuration that does not become a case, and why (one of ``REASONS``)."""
-
-    source: str
-    config_id: str
-    reason: str
-
-
-class _SkipError(Exception):
-    """Raised by a converter for a run that cannot become a scenario."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-# Reasons (counted per source in the report).
-NOT_AN_ITERATION = "single-layer forward/backward timing (Korthikanti Table 4), not an iteration"
-SPLIT_NOT_STATED = "tensor/pipeline split not stated (only the model-parallel size tp·pp)"
-LAYOUT_NOT_STATED = "parallel layout not stated (strong-scaling endpoints quoted in text)"
-FINE_TUNING = "fine-tuning (SFT/LoRA), not pretraining: frozen weights / packed sequences"
-NO_ARCHITECTURE = "architecture not stated and no catalog preset for the model"
-PP_MICROBATCH_NOT_STATED = "pipeline microbatch size and virtual stages not stated"
-DUPLICATE = (
-    "same scenario as a faster row of the source: differs only in options the scenario format "
-    "cannot express (torch.compile, async TP, float8 recipe, FSDP mixed-precision mode)"
-)
-NO_TIMING = "no throughput or time metric"
-
-REASONS = (
-    NOT_AN_ITERATION,
-    SPLIT_NOT_STATED,
-    LAYOUT_NOT_STATED,
-    FINE_TUNING,
-    NO_ARCHITECTURE,
-    PP_MICROBATCH_NOT_STATED,
-    DUPLICATE,
-    NO_TIMING,
-)
 
 SOURCE_NOTES: Mapping[str, str] = {
     "sc21": (
@@ -138,88 +122,35 @@ SOURCE_NOTES: Mapping[str, str] = {
         "flash attention, GeLU, tied embeddings. Time from the published global tokens/s."
     ),
     "nemo_24.07": (
-        "NeMo 24.07 DGX-H100 FP8 pretraining table. Architecture from the row, or the catalog "
-        "preset (GPT3-175B vocabulary from `gpt3-175b`, Nemotron-340B from `nemotron4-340b`). "
-        "Not stated, assumed: no recompute, sequence parallel when tp > 1, distributed "
-        "optimizer (zero_stage 1), SwiGLU + untied embeddings for Llama. Time from tokens/s/GPU."
+        "NeMo 24.07 DGX-H100 FP8 pretraining and fine-tuning tables (fine-tuning: SFT or LoRA "
+        "with NeMo 24.07's default rank 32 on the QKV projection, SQuAD v1.1 packed to 4096 "
+        "tokens, 256-token samples and the pretraining recipe's virtual pipeline assumed). "
+        "Architecture from the row, or the catalog preset (GPT3-175B vocabulary from "
+        "`gpt3-175b`, Nemotron-340B from `nemotron4-340b`). Not stated, assumed: no recompute, "
+        "sequence parallel when tp > 1, distributed optimizer (zero_stage 1), SwiGLU + untied "
+        "embeddings for Llama. Time from tokens/s/GPU."
+    ),
+    "moe_h100_2025": (
+        "2025 MoE runs on H100 (`benchmarks/accuracy/moe_h100.py`). NeMo Automodel: FSDP2 "
+        "(zero_stage 3) + TE + DeepEP, fake balanced gate (routing imbalance 1), recompute from "
+        "the quoted recipe (`activation_checkpointing`), GPT-OSS expert parallel over every GPU "
+        "(column '-'); step time as published. Megatron-MoE-ModelZoo: as stated (distributed "
+        "optimizer or Megatron-FSDP, DeepEP or all-to-all, expert tensor parallel 1 where "
+        "stated); long-context rows' time from their TFLOP/s with Megatron-LM's 2025 FLOPs "
+        "(micro-batch 1 assumed). Megatron-LM MoE README Mixtral: time from TFLOP/s with the "
+        "2024 FLOPs, distributed optimizer assumed. FlagPerf Mixtral: time from tokens/s/GPU, "
+        "zero_stage 0 (Megatron default). Nemotron V3 (hybrid Mamba) and Qwen3-Next (Gated "
+        "DeltaNet) are not modelled."
     ),
     "torchtitan": (
         "torchtitan Llama 3.1 benchmarks. The H100s are 96 GB HBM2e at 500 W (not a catalog "
         "SKU): mapped to h100-sxm, so its 80 GB HBM and 989 TFLOP/s peak are used; all rows "
-        "held out. FSDP2 = zero_stage 3, op-level SAC = selective, Float8 linears = fp8. Time "
+        "held out. FSDP2 = zero_stage 3, op-level SAC = selective, Float8 linears = fp8 with "
+        "torchao's tensorwise (current) scaling. Time "
         "from tokens/s/GPU; peak memory as published (GiB)."
     ),
 }
 """How each source is turned into scenarios: mappings, defaults, FLOP formula."""
-
-
-def _num(run: PublishedRun, column: str) -> int:
-    value = run.integer(column)
-    if value is None:
-        raise ValueError(f"{run.config_id}: column {column!r} is blank")
-    return value
-
-
-def _model(run: PublishedRun, *, activation: str, untie: bool) -> dict[str, Any]:
-    heads = _num(run, "heads")
-    hidden = _num(run, "hidden")
-    return {
-        "num_layers": _num(run, "layers"),
-        "hidden_size": hidden,
-        "num_attention_heads": heads,
-        "num_query_groups": run.integer("kv_heads") or heads,
-        "ffn_hidden_size": run.integer("ffn_hidden") or 4 * hidden,
-        "vocab_size": _num(run, "vocab"),
-        "seq_length": _num(run, "seq_len"),
-        "activation": activation,
-        "untie_embeddings": untie,
-    }
-
-
-def _layout(run: PublishedRun, **extra: Any) -> dict[str, Any]:
-    """tp/pp/cp/vp/micro-batch/global batch from the row (blank -> 1)."""
-    par: dict[str, Any] = {
-        "tensor_parallel": run.integer("tp") or 1,
-        "pipeline_parallel": run.integer("pp") or 1,
-        "context_parallel": run.integer("cp") or 1,
-        "micro_batch_size": run.integer("micro_batch") or 1,
-        "global_batch_size": _num(run, "global_batch"),
-    }
-    vp = run.integer("vp") or 1
-    if vp > 1:
-        par["virtual_pipeline"] = vp
-    par.update(extra)
-    return par
-
-
-def _document(
-    run: PublishedRun,
-    model: Mapping[str, Any],
-    gpu: str,
-    parallelism: Mapping[str, Any],
-    framework: str,
-) -> dict[str, Any]:
-    hardware: dict[str, Any] = {"gpu": gpu, "num_gpus": _num(run, "num_gpus")}
-    if run.integer("gpus_per_node"):
-        hardware["gpus_per_node"] = run.integer("gpus_per_node")
-    return {
-        "name": f"{run.source}:{run.config_id}",
-        "model": dict(model),
-        "hardware": hardware,
-        "parallelism": dict(parallelism),
-        "training": {"framework": framework},
-    }
-
-
-def _tokens_per_iteration(run: PublishedRun) -> float:
-    return float(_num(run, "global_batch") * _num(run, "seq_len"))
-
-
-def _megatron_model_flops(run: PublishedRun) -> float:
-    """Megatron model FLOPs of one iteration, 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))."""
-    b, s, layers = _num(run, "global_batch"), _num(run, "seq_len"), _num(run, "layers")
-    h, v = _num(run, "hidden"), _num(run, "vocab")
-    return 72.0 * b * s * layers * h * h * (1 + s / (6 * h) + v / (12 * layers * h))
 
 
 def _sc21_flops(run: PublishedRun) -> float:
@@ -229,16 +160,12 @@ def _sc21_flops(run: PublishedRun) -> float:
     return 96.0 * b * s * layers * h * h * (1 + s / (6 * h) + v / (16 * layers * h))
 
 
-def _time_from_tflops(run: PublishedRun, flops: float) -> float:
-    return flops / (run.metrics["achieved_tflops_per_gpu"] * 1e12 * _num(run, "num_gpus"))
-
-
 def _convert_sc21(run: PublishedRun) -> Case:
     table = run.text("table")
     if table.startswith("README table"):
-        raise _SkipError(SPLIT_NOT_STATED)
+        raise SkipError(SPLIT_NOT_STATED)
     if table.startswith("Table 2") and "ptdp" in run.config_id:
-        raise _SkipError(SPLIT_NOT_STATED)
+        raise SkipError(SPLIT_NOT_STATED)
     assumptions: list[str] = []
     zero3 = run.text("zero_stage") == "3"
     if zero3:
@@ -274,7 +201,7 @@ def _convert_sc21(run: PublishedRun) -> Case:
 
 def _convert_korthikanti(run: PublishedRun) -> Case:
     if "iteration_time" not in run.metrics:
-        raise _SkipError(NOT_AN_ITERATION if run.integer("layers") == 1 else NO_TIMING)
+        raise SkipError(NOT_AN_ITERATION if run.integer("layers") == 1 else NO_TIMING)
     recompute_text = run.text("recompute")
     recompute = "selective" if recompute_text.startswith("selective") else recompute_text
     tp = run.integer("tp") or 1
@@ -299,7 +226,7 @@ def _convert_korthikanti(run: PublishedRun) -> Case:
 
 def _convert_megatron_h100(run: PublishedRun) -> Case:
     if run.integer("tp") is None:
-        raise _SkipError(LAYOUT_NOT_STATED)
+        raise SkipError(LAYOUT_NOT_STATED)
     tp = _num(run, "tp")
     par = _layout(
         run,
@@ -356,16 +283,43 @@ def _convert_llm_foundry(run: PublishedRun) -> Case:
 _NEMO_PRESETS = {"GPT3-175B": "gpt3-175b", "Nemotron-340B": "nemotron4-340b"}
 
 
+SQUAD_PACKED_SAMPLE_LENGTH = 256
+"""Mean tokens per SQuAD v1.1 sample (context paragraph, question and answer in NeMo's SFT
+prompt, Llama-2 tokenizer) packed into the 4096-token sequences: not stated by the source;
+any value from 128 to 512 moves the fine-tuning predictions by less than 2 % (test)."""
+
+
+_NEMO_VIRTUAL_PIPELINE = {"LLAMA2-13B": 10, "LLAMA2-70B": 20}
+"""Virtual pipeline of NeMo 24.07's pretraining recipes (the table's pretraining rows); the
+fine-tuning table does not state it, so its pipelined rows take their model's."""
+
+
+def _fine_tuning(run: PublishedRun) -> dict[str, Any]:
+    """The ``training`` fields of a NeMo fine-tuning row: SFT or LoRA (NeMo 24.07's
+    ``megatron_gpt_finetuning_config.yaml`` defaults: ``adapter_dim`` 32 on
+    ``target_modules: ['attention_qkv']``), SQuAD packed to 4096 tokens."""
+    out: dict[str, Any] = {"packed_sample_length": SQUAD_PACKED_SAMPLE_LENGTH}
+    if "_LoRA_" in run.config_id:
+        out.update(mode="lora", lora_rank=32, lora_targets=["linear_qkv"])
+    else:
+        out["mode"] = "sft"
+    return out
+
+
 def _convert_nemo(run: PublishedRun) -> Case:
-    if run.text("table") != "Pretraining":
-        raise _SkipError(FINE_TUNING)
+    tuning = run.text("table") != "Pretraining"
     name = run.text("model_name")
     assumptions = ["recompute none", "sequence_parallel when tp > 1", "zero_stage 1"]
+    if tuning:
+        assumptions += [
+            f"packed_sample_length {SQUAD_PACKED_SAMPLE_LENGTH} (SQuAD samples; not stated)",
+            "LoRA: NeMo 24.07's default rank 32 on the QKV projection",
+        ]
     model: dict[str, Any]
     if run.integer("layers") is None or run.integer("vocab") is None:
         preset = _NEMO_PRESETS.get(name)
         if preset is None:
-            raise _SkipError(NO_ARCHITECTURE)
+            raise SkipError(NO_ARCHITECTURE)
         stated = {
             key: run.integer(column)
             for key, column in _ARCHITECTURE_COLUMNS.items()
@@ -378,10 +332,17 @@ def _convert_nemo(run: PublishedRun) -> Case:
         model = _model(run, activation="swiglu" if llama else "gelu", untie=llama)
     tp = run.integer("tp") or 1
     par = _layout(run, sequence_parallel=tp > 1, recompute="none", zero_stage=1, precision="fp8")
+    vp = _NEMO_VIRTUAL_PIPELINE.get(name)
+    if tuning and vp and (run.integer("pp") or 1) > 1 and run.integer("vp") is None:
+        par["virtual_pipeline"] = vp
+        assumptions.append(f"virtual_pipeline {vp} (not stated; NeMo's pretraining recipe)")
+    document = _document(run, model, "h100-sxm", par, "nemo")
+    if tuning:
+        document["training"].update(_fine_tuning(run))
     return Case(
         source=run.source,
         config_id=run.config_id,
-        document=_document(run, model, "h100-sxm", par, "nemo"),
+        document=document,
         measured_iteration_time_s=_tokens_per_iteration(run)
         / (run.metrics["tokens_per_s_per_gpu"] * _num(run, "num_gpus")),
         derived_from="tokens_per_s_per_gpu",
@@ -403,14 +364,17 @@ _ARCHITECTURE_COLUMNS = {
 
 def _convert_torchtitan(run: PublishedRun) -> Case:
     if run.integer("micro_batch") is None:
-        raise _SkipError(PP_MICROBATCH_NOT_STATED)
+        raise SkipError(PP_MICROBATCH_NOT_STATED)
     gpu = "h200" if run.text("gpu").startswith("H200") else "h100-sxm"
     recompute = run.text("recompute")
+    fp8 = run.text("precision").startswith("FP8")
     par = _layout(
         run,
         recompute="full" if recompute.startswith("full") else "selective",
         zero_stage=3,
-        precision="fp8" if run.text("precision").startswith("FP8") else "bf16",
+        precision="fp8" if fp8 else "bf16",
+        # torchao float8 linears: dynamic per-tensor (current) scaling
+        **({"fp8_recipe": "tensorwise"} if fp8 else {}),
     )
     memory = run.metrics.get("peak_memory")
     assumptions = ["sequence_parallel when tp > 1"]
@@ -437,6 +401,7 @@ CONVERTERS: Mapping[str, Callable[[PublishedRun], Case]] = {
     "llm_foundry": _convert_llm_foundry,
     "nemo_24.07": _convert_nemo,
     "torchtitan": _convert_torchtitan,
+    "moe_h100_2025": convert_moe_h100,
 }
 
 
@@ -444,7 +409,7 @@ def convert(run: PublishedRun) -> Case | Unusable:
     """One published run as a ``Case``, or an ``Unusable`` naming the reason."""
     try:
         return CONVERTERS[run.source](run)
-    except _SkipError as skip:
+    except SkipError as skip:
         return Unusable(source=run.source, config_id=run.config_id, reason=skip.reason)
 
 
@@ -473,12 +438,29 @@ def deduplicate(cases: Iterable[Case]) -> tuple[list[Case], list[Unusable]]:
     return kept, dropped
 
 
+def calibration_eligible(source: str, config_id: str) -> bool:
+    """True when the configuration may be a calibration row: every row of the dense sources; of
+    ``moe_h100_2025`` the rows its README rates high confidence (NeMo Automodel and the main
+    table of Megatron-MoE-ModelZoo; its long-context rows, the Megatron-LM MoE README and
+    FlagPerf rows are medium or low confidence and always held out)."""
+    if source != "moe_h100_2025":
+        return True
+    return config_id.startswith("am_") or (
+        config_id.startswith("mz_") and "longctx" not in config_id
+    )
+
+
 def mark_calibration(cases: Iterable[Case]) -> list[Case]:
-    """Set ``calibration`` by the declared rule (``CALIBRATION_EVERY``); keeps the order."""
+    """Set ``calibration`` by the declared rule (``CALIBRATION_EVERY`` over the
+    ``calibration_eligible`` cases of each source); keeps the order."""
     cases = list(cases)
     chosen: set[tuple[str, str]] = set()
     for source in CALIBRATION_SOURCES:
-        ids = sorted(c.config_id for c in cases if c.source == source)
+        ids = sorted(
+            c.config_id
+            for c in cases
+            if c.source == source and calibration_eligible(source, c.config_id)
+        )
         chosen.update((source, cid) for cid in ids[::CALIBRATION_EVERY])
     return [replace(c, calibration=c.key in chosen) for c in cases]
 
@@ -514,9 +496,37 @@ def build_dataset(sources: Iterable[str] = tuple(SOURCE_FILES), **kwargs: Any) -
             else:
                 unusable.append(result)
     kept, dropped = deduplicate(converted)
+    accepted, refused = accept(mark_calibration(kept))
+    refused_keys = {(u.source, u.config_id) for u in refused}
     return Dataset(
-        cases=mark_calibration(kept),
-        memory_cases=[c for c in converted if c.measured_peak_memory_bytes is not None],
-        unusable=unusable + dropped,
+        cases=accepted,
+        memory_cases=[
+            c
+            for c in converted
+            if c.measured_peak_memory_bytes is not None and c.key not in refused_keys
+        ],
+        unusable=unusable + dropped + refused,
         num_configs=num_configs,
     )
+
+
+def accept(cases: Iterable[Case]) -> tuple[list[Case], list[Unusable]]:
+    """Split ``cases`` into those ``parse_scenario`` accepts and those it refuses (``REFUSED``,
+    the planner's message as ``detail``)."""
+    accepted: list[Case] = []
+    refused: list[Unusable] = []
+    for case in cases:
+        try:
+            parse_scenario(case.document)
+        except SpecError as err:
+            refused.append(
+                Unusable(
+                    source=case.source,
+                    config_id=case.config_id,
+                    reason=REFUSED,
+                    detail=str(err),
+                )
+            )
+        else:
+            accepted.append(case)
+    return accepted, refused

@@ -93,10 +93,21 @@ def bounds_for(name: str, value: float) -> tuple[float, float]:
     return (value / 8.0, value * 8.0)
 
 
+MIN_CALIBRATION_ROWS = 3
+"""A source enters the fit's loss once it has this many calibration rows the planner accepts:
+each source weighs the same, so a single row (the MoE source while most of its rows await
+layouts the planner does not yet accept) would otherwise steer the shared constants alone."""
+
+
 def calibration_loss(
-    cases: Sequence[Case], predicted: Sequence[float], sources: Sequence[str] = CALIBRATION_SOURCES
+    cases: Sequence[Case],
+    predicted: Sequence[float],
+    sources: Sequence[str] = CALIBRATION_SOURCES,
+    *,
+    min_rows: int = 1,
 ) -> float:
-    """Mean over ``sources`` with calibration rows of their mean ``|ln(pred/meas)|``."""
+    """Mean over ``sources`` with at least ``min_rows`` calibration rows (``fit`` uses
+    ``MIN_CALIBRATION_ROWS``) of their mean ``|ln(pred/meas)|``."""
     per_source = []
     for source in sources:
         rows = [
@@ -104,7 +115,7 @@ def calibration_loss(
             for c, p in zip(cases, predicted, strict=True)
             if c.source == source and c.calibration
         ]
-        if rows:
+        if rows and len(rows) >= min_rows:
             per_source.append(mean_abs_log_error([p for p, _ in rows], [m for _, m in rows]))
     if not per_source:
         raise ValueError("no calibration rows")
@@ -146,7 +157,8 @@ def fit(
             outcomes = evaluate(calibration, efficiency_with(values), scenarios)
         except (ValueError, ZeroDivisionError):  # a constant out of the model's domain
             return math.inf
-        return calibration_loss(calibration, [o.predicted_iteration_time_s for o in outcomes])
+        predicted = [o.predicted_iteration_time_s for o in outcomes]
+        return calibration_loss(calibration, predicted, min_rows=MIN_CALIBRATION_ROWS)
 
     x0 = [initial[n] for n in names]
     bounds = [bounds_for(n, initial[n]) for n in names]

@@ -23,6 +23,7 @@ SOURCE_FILES: Mapping[str, str] = {
     "llm_foundry": "llm_foundry_mpt_benchmarks.csv",
     "nemo_24.07": "nemo_2407_perf_summary_h100.csv",
     "torchtitan": "torchtitan_benchmarks.csv",
+    "moe_h100_2025": "moe_h100_2025.csv",
 }
 """Source key (used in reports) -> CSV file name."""
 

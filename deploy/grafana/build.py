@@ -54,6 +54,8 @@ Grid = tuple[int, int, int, int]
 #: The SDK's panel builders (one class per panel plugin, each with the common panel options).
 P = TypeVar("P", stat.Panel, timeseries.Panel, table.Panel, bargauge.Panel, text_panel.Panel)
 Panel = stat.Panel | timeseries.Panel | table.Panel | bargauge.Panel | text_panel.Panel
+#: A row header: the panels below it (up to the next row) belong to it.
+Row = dashboard.Row
 
 
 def running(expr: str) -> str:
@@ -180,7 +182,7 @@ def variables(*, job: bool = False) -> list[Builder[models.VariableModel]]:
 
 
 def board(
-    uid: str, title: str, description: str, panels: list[Panel], *, job: bool = False
+    uid: str, title: str, description: str, panels: list[Panel | Row], *, job: bool = False
 ) -> dashboard.Dashboard:
     """A planner dashboard: tagged, linked to the others, panels numbered in order."""
     d = (
@@ -212,8 +214,29 @@ def board(
         .variables(variables(job=job))
     )
     for i, p in enumerate(panels, start=1):
-        d = d.with_panel(p.id(i))
+        d = d.with_row(p.id(i)) if isinstance(p, Row) else d.with_panel(p.id(i))
     return d
+
+
+def row(title: str, y: int) -> Row:
+    """A row header across the dashboard at grid row ``y`` (expanded)."""
+    return Row(title).grid_pos(models.GridPos(x=0, y=y, w=24, h=1)).collapsed(False)
+
+
+def bar_panel(
+    title: str,
+    grid: Grid,
+    targets: list[prometheus.Dataquery],
+    unit: str = "short",
+    description: str = "",
+) -> bargauge.Panel:
+    """Horizontal bars, one per series (last value)."""
+    return (
+        _place(bargauge.Panel(), title, grid, targets, unit=unit, description=description)
+        .orientation(common_models.VizOrientation.HORIZONTAL)
+        .display_mode(common_models.BarGaugeDisplayMode.BASIC)
+        .reduce_options(_last_value())
+    )
 
 
 def fleet() -> dashboard.Dashboard:
@@ -463,15 +486,23 @@ def queue() -> dashboard.Dashboard:
                         ref="G",
                         table=True,
                     ),
+                    target(
+                        pending(by_job("planner_job_predicted_start_timestamp_seconds"))
+                        + " * 1000",
+                        ref="H",
+                        table=True,
+                    ),
                 ],
                 description="B GPUs requested, C predicted runtime, D predicted step time, "
                 "E predicted peak memory per GPU, F fits (1) or not (0), G predicted completion "
-                "(when the scheduler has a start estimate).",
+                "and H predicted start (p50, from the running jobs' predicted runtimes: the "
+                "queue forecast; not the scheduler's estimate).",
                 units={
                     "Value #C": "dtdurations",
                     "Value #D": "s",
                     "Value #E": "bytes",
                     "Value #G": "dateTimeAsIso",
+                    "Value #H": "dateTimeAsIso",
                 },
             ),
             timeseries_panel(
@@ -574,8 +605,76 @@ def capacity() -> dashboard.Dashboard:
                 "since the last success.",
                 units={"Value #A": "s"},
             ),
+            *capacity_forecast(18),
         ],
     )
+
+
+def capacity_forecast(y: int) -> list[Panel | Row]:
+    """The "Capacity forecast" row: the newest scheduled capacity review (``review.schedule``):
+    occupied GPUs per pool and week against capacity, deadline risk, scenarios, sizing."""
+    week = 'planner_capacity_forecast_gpus{quantile="%s"}'
+    return [
+        row("Capacity forecast (newest scheduled review)", y),
+        stat_panel(
+            "Review age",
+            (0, y + 1, 4, 4),
+            "time() - max(planner_capacity_review_timestamp_seconds)",
+            unit="s",
+            description="Seconds since the newest stored capacity review was made.",
+        ),
+        stat_panel(
+            "Expected deadline misses",
+            (4, y + 1, 4, 4),
+            'max(planner_capacity_expected_deadline_misses{scenario="base"})',
+            description="Sum over the planned jobs' miss probabilities (base scenario).",
+        ),
+        stat_panel(
+            "Jobs likely to miss",
+            (8, y + 1, 4, 4),
+            "count(max by (job) (planner_plan_deadline_miss_probability) > 0.5) or vector(0)",
+            description="Jobs missing their deadline in more than half the samples.",
+        ),
+        bar_panel(
+            "Deadline miss probability",
+            (12, y + 1, 12, 8),
+            [target("topk(20, max by (job) (planner_plan_deadline_miss_probability))", "{{job}}")],
+            unit="percentunit",
+            description="The 20 jobs most at risk of missing their deadline (base scenario).",
+        ),
+        bar_panel(
+            "Expected misses per scenario",
+            (0, y + 5, 6, 4),
+            [
+                target(
+                    "max by (scenario) (planner_capacity_expected_deadline_misses)",
+                    "{{scenario}}",
+                )
+            ],
+        ),
+        bar_panel(
+            "GPUs to add to meet every deadline at p90",
+            (6, y + 5, 6, 4),
+            [target("max by (gpu, pool) (planner_capacity_sizing_gpus)", "{{gpu}} in {{pool}}")],
+            description="The sizing search's smallest addition per GPU type (0: none needed).",
+        ),
+        table_panel(
+            "Occupied GPUs per pool and week (forecast)",
+            (0, y + 9, 24, 10),
+            [
+                target(f"max by (pool, week) ({week % '0.1'})", ref="A", table=True),
+                target(f"max by (pool, week) ({week % '0.5'})", ref="B", table=True),
+                target(f"max by (pool, week) ({week % '0.9'})", ref="C", table=True),
+                target(
+                    "max by (pool, week) (planner_capacity_forecast_capacity_gpus)",
+                    ref="D",
+                    table=True,
+                ),
+            ],
+            description="Per pool and week (its first day, UTC) of the review: occupied GPUs "
+            "A p10, B p50, C p90 (mean over the week, Monte Carlo samples), D GPUs installed.",
+        ),
+    ]
 
 
 DASHBOARDS = {

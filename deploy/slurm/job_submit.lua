@@ -8,9 +8,10 @@ per key:
 
     KEY<TAB>TIME_LIMIT_MIN<TAB>BODY
 
-KEY is `scenario:/abs/path.yaml` (jobs submitted with `--comment=planner:scenario=PATH`; a
-relative PATH is joined to the job's working directory) or `job:USER/JOB_NAME`, tried in that
-order. BODY is what follows `planner:hint=` in a comment (`rt:5400;eta:...;p90:6000;...`).
+KEY is `scenario:USER:/abs/path.yaml` (USER's jobs submitted with
+`--comment=planner:scenario=PATH`; a relative PATH is joined to the job's working directory) or
+`job:USER/JOB_NAME`, tried in that order. Both are per user: one user's hints never reach
+another user's jobs, even when they name the same scenario file. BODY is what follows `planner:hint=` in a comment (`rt:5400;eta:...;p90:6000;...`).
 
 For a job with a hint it
   * appends ` planner:hint=BODY` to the job's comment (the user's text is kept as it is;
@@ -96,13 +97,17 @@ end
 local function find_hint(job_desc, hints)
    local comment = job_desc.comment or ""
    local path = comment:match("planner:scenario=(%S+)")
+   if job_desc.user_name == nil then
+      return nil, nil  -- every key is per user: no user, no hint
+   end
    if path ~= nil then
       if path:sub(1, 1) ~= "/" and job_desc.work_dir ~= nil then
          path = job_desc.work_dir .. "/" .. path
       end
-      local hint = hints["scenario:" .. path]
+      local key = "scenario:" .. job_desc.user_name .. ":" .. path
+      local hint = hints[key]
       if hint ~= nil then
-         return hint, "scenario:" .. path
+         return hint, key
       end
    end
    if job_desc.user_name ~= nil and job_desc.name ~= nil then

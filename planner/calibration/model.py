@@ -382,6 +382,9 @@ class Calibration:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise CalibrationError(f"{source}: not JSON ({exc.msg}, line {exc.lineno})") from None
+        except (ValueError, RecursionError) as exc:  # 5,000-digit numbers, absurd nesting
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:80]
+            raise CalibrationError(f"{source}: not a calibration ({reason})") from None
         try:
             return cls.from_dict(data)
         except CalibrationError as exc:

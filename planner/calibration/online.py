@@ -65,179 +65,83 @@ ETA's prior is then ``calibrated_iteration_time_s`` with ``prior_log_sd = calibr
 
 The predicted step time fed to ``observe`` must be the uncorrected model's, or the correction
 would correct itself.
+
+Compute and network apart (issue 13, item 8). A job whose ranks report their forward/backward
+time (``rank_step`` lines or Prometheus step metrics) also tells how its step splits into
+compute and exposed communication; ``observe_split`` turns that into a compute factor and a
+network factor (``planner.calibration.online_split``), each learnt per key by its own
+``RatioGroups`` with the statistics above, the model's compute (or network) terms as the
+"predicted" and the factor times them as the "observed" time. ``apply`` then multiplies the
+compute terms of a new prediction's ``breakdown_s`` by the compute factor and its network terms
+by the network factor (``method: components``), when both are learnt at least as specifically
+as the whole-step factor; a component learnt less specifically keeps the whole-step factor.
+The corrected step's log-sd combines the two in quadrature, weighted by their shares of it.
+Without a breakdown or component estimates, the whole-step factor applies (``method: step``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import numpy as np
-from numpy.typing import NDArray
 
+from planner.calibration.online_groups import JOB_LEVEL_LOG_SD, Hyper, RatioGroups
+from planner.calibration.online_split import (
+    ModelSplit,
+    ObservedSplit,
+    split_observed_step,
+)
+from planner.calibration.online_stats import group_estimates
+from planner.calibration.online_types import (
+    GROUP_LEVELS,
+    CalibrationKey,
+    CalibrationLevel,
+    Component,
+    Correction,
+    ErrorStats,
+    GroupEstimate,
+    JobObservation,
+    key_from_scenario,
+)
 from planner.errors import SpecError
-from planner.forecast.eta import DEFAULT_LOG_SD, MAD_TO_SD
 
-FORMAT_VERSION: Final = 1
-"""Version of the ``to_json`` document."""
-HUBER_ITERATIONS: Final = 8
-"""IRLS steps of the Huber estimate, started from the weighted median (a fixed count keeps the
-vectorized pass branch-free; each step moves the estimate less, Huber 1981 §7.8)."""
-JOB_LEVEL_LOG_SD: Final = 0.05
-"""Floor of a job's own correction: how far its later mean may differ (the ETA's level_log_sd)."""
-_MIN_WEIGHT: Final = 1e-300
+__all__ = [
+    "FORMAT_VERSION",
+    "GROUP_LEVELS",
+    "JOB_LEVEL_LOG_SD",
+    "CalibrationKey",
+    "CalibrationLevel",
+    "Component",
+    "Correction",
+    "ErrorStats",
+    "GroupEstimate",
+    "JobObservation",
+    "OnlineCalibration",
+    "group_estimates",
+    "key_from_scenario",
+]
 
-Float = NDArray[np.float64]
-Int = NDArray[np.int64]
-
-
-class CalibrationLevel(StrEnum):
-    """Where a correction comes from, from the most to the least specific."""
-
-    JOB = "job"
-    """The job's own observed ratio (a restart of a job that has run)."""
-    KEY = "key"
-    """Jobs on the same scheduler, cluster, GPU type and framework."""
-    GPU = "gpu"
-    """Jobs on the same scheduler, cluster and GPU type, any framework."""
-    CLUSTER = "cluster"
-    """Jobs on the same scheduler and cluster, any GPU type and framework."""
-    NONE = "none"
-    """No job to learn from: the model as it is."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CalibrationKey:
-    """What a correction is kept per: ``scheduler`` and ``cluster`` (as the service names them),
-    ``gpu`` (the catalog key, e.g. ``h100-sxm``) and ``framework`` (e.g. ``megatron``)."""
-
-    scheduler: str
-    cluster: str
-    gpu: str
-    framework: str
-
-    def __post_init__(self) -> None:
-        for name in ("scheduler", "cluster", "gpu", "framework"):
-            if not isinstance(getattr(self, name), str):
-                raise SpecError(name, f"must be a string, got {getattr(self, name)!r}")
-
-    def prefix(self, level: CalibrationLevel) -> tuple[str, ...]:
-        """The group this key belongs to at ``level`` (``key``, ``gpu`` or ``cluster``)."""
-        if level is CalibrationLevel.KEY:
-            return (self.scheduler, self.cluster, self.gpu, self.framework)
-        if level is CalibrationLevel.GPU:
-            return (self.scheduler, self.cluster, self.gpu)
-        if level is CalibrationLevel.CLUSTER:
-            return (self.scheduler, self.cluster)
-        raise SpecError("level", f"no group at level {level.value!r}; use key, gpu or cluster")
-
-
-_GROUP_LEVELS: Final = (CalibrationLevel.KEY, CalibrationLevel.GPU, CalibrationLevel.CLUSTER)
-_Group = tuple[CalibrationLevel, tuple[str, ...]]
-
-
-def key_from_scenario(
-    scheduler: str, cluster: str, scenario: Mapping[str, Any]
-) -> CalibrationKey | None:
-    """The key of a job described by a scenario document (``hardware.gpu``,
-    ``training.framework``, which defaults to ``megatron`` as in the scenario format); None when
-    the document names no GPU (the job cannot be calibrated)."""
-    hardware = scenario.get("hardware")
-    training = scenario.get("training")
-    gpu = hardware.get("gpu") if isinstance(hardware, Mapping) else None
-    framework = training.get("framework", "megatron") if isinstance(training, Mapping) else None
-    if framework is None:
-        framework = "megatron"
-    if not isinstance(gpu, str) or not isinstance(framework, str):
-        return None
-    return CalibrationKey(scheduler=scheduler, cluster=cluster, gpu=gpu, framework=framework)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobObservation:
-    """What one job showed: the uncorrected model's step time ``predicted_step_time_s`` (s), its
-    robust observed mean step time ``observed_step_time_s`` (s) over ``num_iterations``
-    iterations, as of ``time_s`` (epoch s)."""
-
-    key: CalibrationKey
-    job_id: str
-    predicted_step_time_s: float
-    observed_step_time_s: float
-    num_iterations: int
-    time_s: float
-
-    def __post_init__(self) -> None:
-        for name in ("predicted_step_time_s", "observed_step_time_s"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise SpecError(name, f"must be a finite number > 0 (seconds), got {value!r}")
-        if not isinstance(self.num_iterations, int) or self.num_iterations < 1:
-            raise SpecError("num_iterations", f"must be an integer >= 1, got {self.num_iterations}")
-        if not (isinstance(self.time_s, int | float) and math.isfinite(self.time_s)):
-            raise SpecError("time_s", f"must be finite epoch seconds, got {self.time_s!r}")
-
-    @property
-    def log_ratio(self) -> float:
-        """``log(observed / predicted)``."""
-        return math.log(self.observed_step_time_s / self.predicted_step_time_s)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Correction:
-    """Multiply the model's step time by ``factor``; ``log_sd`` is the log-sd of the truth around
-    the corrected value; ``num_jobs`` the jobs behind it; ``level`` where it comes from."""
-
-    factor: float
-    log_sd: float
-    num_jobs: int
-    level: CalibrationLevel
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready ``{factor, log_sd, level, num_jobs}``."""
-        return {
-            "factor": self.factor,
-            "log_sd": self.log_sd,
-            "level": self.level.value,
-            "num_jobs": self.num_jobs,
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupEstimate:
-    """A group's robust mean log ratio ``log_ratio`` with its between-job spread
-    ``spread_log_sd`` (tau), standard error ``log_se``, ``num_jobs`` and the newest job's
-    ``latest_time_s``."""
-
-    log_ratio: float
-    spread_log_sd: float
-    log_se: float
-    num_jobs: int
-    latest_time_s: float
-
-    @property
-    def predictive_log_sd(self) -> float:
-        """Log-sd of a new job's ratio: ``sqrt(tau^2 + se^2)``."""
-        return math.hypot(self.spread_log_sd, self.log_se)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ErrorStats:
-    """The uncorrected model's error on the jobs of a group: median over jobs of
-    ``|predicted / observed - 1|`` (``median_abs_error_ratio``, None without jobs)."""
-
-    median_abs_error_ratio: float | None
-    num_jobs: int
+FORMAT_VERSION: Final = 2
+"""Version of the ``to_json`` document (2 adds ``components``; version 1 documents load)."""
+_SPECIFICITY: Final = {
+    CalibrationLevel.JOB: 4,
+    CalibrationLevel.KEY: 3,
+    CalibrationLevel.GPU: 2,
+    CalibrationLevel.CLUSTER: 1,
+    CalibrationLevel.NONE: 0,
+}
+_PARTS: Final = (Component.COMPUTE, Component.NETWORK)
 
 
 class OnlineCalibration:
     """Per-key step-time corrections learnt from running jobs (see the module docstring).
 
-    Hyper-parameters in ``__init__``; learnt state in ``jobs_`` (latest observation per
-    ``(key, job_id)``), ``estimates_`` (per level and group) and ``num_samples_`` (observations
-    received, replacements included: ``planner_calibration_samples_total``). Not thread-safe.
+    Hyper-parameters in ``__init__``; learnt state in ``jobs_`` (latest whole-step observation
+    per ``(key, job_id)``), ``estimates_`` (per level and group), ``components_`` (the compute
+    and network ``RatioGroups``) and ``num_samples_`` (observations received, replacements
+    included: ``planner_calibration_samples_total``). Not thread-safe.
     """
 
     def __init__(
@@ -284,18 +188,32 @@ class OnlineCalibration:
         self.gpu_level_log_sd = float(gpu_level_log_sd)
         self.cluster_level_log_sd = float(cluster_level_log_sd)
         self.model_log_sd = float(model_log_sd)
-        self.jobs_: dict[tuple[CalibrationKey, str], JobObservation] = {}
+        hyper = Hyper(
+            half_life_s=self.half_life_s,
+            iterations_half_weight=self.iterations_half_weight,
+            prior_spread_log_sd=self.prior_spread_log_sd,
+            prior_spread_dof=self.prior_spread_dof,
+            huber_k=self.huber_k,
+            min_jobs=self.min_jobs,
+            min_iterations=self.min_iterations,
+            gpu_level_log_sd=self.gpu_level_log_sd,
+            cluster_level_log_sd=self.cluster_level_log_sd,
+            model_log_sd=self.model_log_sd,
+        )
+        self._step = RatioGroups(hyper)
+        self.components_: dict[Component, RatioGroups] = {c: RatioGroups(hyper) for c in _PARTS}
         self.num_samples_ = 0
-        self._estimates: dict[_Group, GroupEstimate] = {}
-        self._members: dict[_Group, set[tuple[CalibrationKey, str]]] = {}
-        self._dirty: set[_Group] = set()
 
     @property
-    def estimates_(self) -> dict[_Group, GroupEstimate]:
-        """Every group's estimate, keyed by ``(level, CalibrationKey.prefix(level))`` (groups
-        whose jobs all have fewer than ``min_iterations`` iterations have none)."""
-        self._refresh()
-        return self._estimates
+    def jobs_(self) -> dict[tuple[CalibrationKey, str], JobObservation]:
+        """Latest whole-step observation per ``(key, job_id)``, in the order of updates."""
+        return self._step.jobs
+
+    @property
+    def estimates_(self) -> dict[tuple[CalibrationLevel, tuple[str, ...]], GroupEstimate]:
+        """Every group's whole-step estimate, keyed by ``(level, CalibrationKey.prefix(level))``
+        (groups whose jobs all have fewer than ``min_iterations`` iterations have none)."""
+        return self._step.estimates
 
     # -- learning -------------------------------------------------------------------------------
 
@@ -325,92 +243,83 @@ class OnlineCalibration:
 
     def add(self, observation: JobObservation) -> None:
         """``observe`` with a ready ``JobObservation``."""
-        ident = (observation.key, observation.job_id)
-        self.jobs_.pop(ident, None)  # re-insert: dict order stays the order of latest updates
-        self.jobs_[ident] = observation
+        self._step.add(observation)
         self.num_samples_ += 1
-        for level in _GROUP_LEVELS:
-            group = (level, observation.key.prefix(level))
-            self._members.setdefault(group, set()).add(ident)
-            self._dirty.add(group)
 
-    def _refresh(self) -> None:
-        """Recompute the groups touched since the last refresh (each from its own jobs)."""
-        for group in sorted(self._dirty):
-            level, prefix = group
-            jobs = [self.jobs_[m] for m in self._members.get(group, ())]
-            jobs = [o for o in jobs if o.num_iterations >= self.min_iterations]
-            jobs.sort(key=lambda o: (o.time_s, o.job_id))
-            self._estimates.pop(group, None)
-            if jobs:
-                self._estimates[group] = self._estimate(jobs, level)[prefix]
-        self._dirty.clear()
+    def observe_split(
+        self,
+        key: CalibrationKey,
+        job_id: str,
+        *,
+        breakdown: Mapping[str, Any],
+        observed_step_s: float,
+        window_share: float,
+        num_iterations: int,
+        time_s: float,
+    ) -> ObservedSplit:
+        """Record the compute and network factors of job ``job_id`` (module docstring): its
+        model ``breakdown`` (``breakdown_s`` of ``planner predict``, seconds), its observed
+        step ``observed_step_s`` (s) and the share of it spent in the forward/backward window
+        (``online_split.window_share``). Returns the factors found (None where the timings do
+        not determine one; nothing is recorded for it). Raises ``SpecError`` for invalid
+        values."""
+        model = ModelSplit.from_breakdown(breakdown)
+        if model is None:
+            return ObservedSplit(compute_factor=None, network_factor=None)
+        split = split_observed_step(model, observed_step_s, window_share)
+        for component, factor, predicted in (
+            (Component.COMPUTE, split.compute_factor, model.compute_s),
+            (Component.NETWORK, split.network_factor, model.network_s),
+        ):
+            if factor is None or predicted <= 0:
+                continue
+            self.components_[component].add(
+                JobObservation(
+                    key=key,
+                    job_id=job_id,
+                    predicted_step_time_s=predicted,
+                    observed_step_time_s=factor * predicted,
+                    num_iterations=num_iterations,
+                    time_s=time_s,
+                )
+            )
+        return split
 
-    def recalibrate(self, observations: Iterable[JobObservation]) -> None:
+    def recalibrate(
+        self,
+        observations: Iterable[JobObservation],
+        components: Mapping[Component, Iterable[JobObservation]] | None = None,
+    ) -> None:
         """Rebuild the whole state from stored observations (any order; per ``(key, job_id)``
-        the one with the latest ``time_s`` wins, ties: the later in the sequence). Vectorized:
+        the one with the latest ``time_s`` wins, ties: the later in the sequence), and the
+        component states from ``components`` (left empty when not given). Vectorized:
         10,000 observations take well under a second (``benchmarks/recalibration.py``).
-        ``num_samples_`` becomes the number of observations given."""
-        latest: dict[tuple[CalibrationKey, str], JobObservation] = {}
-        count = 0
-        for o in observations:
-            count += 1
-            ident = (o.key, o.job_id)
-            prev = latest.get(ident)
-            if prev is None or o.time_s >= prev.time_s:
-                latest[ident] = o
-        jobs = sorted(latest.values(), key=lambda o: (o.time_s, o.job_id))
-        self.jobs_ = {(o.key, o.job_id): o for o in jobs}
-        self.num_samples_ = count
-        self._estimates = {}
-        self._members = {}
-        self._dirty = set()
-        eligible = [o for o in jobs if o.num_iterations >= self.min_iterations]
-        for level in _GROUP_LEVELS:
-            for prefix, estimate in self._estimate(eligible, level).items():
-                self._estimates[(level, prefix)] = estimate
-        for ident, o in self.jobs_.items():
-            for level in _GROUP_LEVELS:
-                self._members.setdefault((level, o.key.prefix(level)), set()).add(ident)
+        ``num_samples_`` becomes the number of whole-step observations given."""
+        self.num_samples_ = self._step.rebuild(observations)
+        for component in _PARTS:
+            self.components_[component].rebuild((components or {}).get(component, ()))
 
     # -- using ----------------------------------------------------------------------------------
 
     def estimate(self, level: CalibrationLevel, prefix: tuple[str, ...]) -> GroupEstimate | None:
-        """The estimate of one group (``CalibrationKey.prefix(level)``), None without jobs."""
+        """The whole-step estimate of one group (``CalibrationKey.prefix(level)``), None without
+        jobs."""
         return self.estimates_.get((level, prefix))
 
     def correction(self, key: CalibrationKey, job_id: str | None = None) -> Correction:
-        """The correction for a job on ``key``: its own ratio when ``job_id`` has run at least
-        ``min_iterations`` there, else the most specific group with ``min_jobs`` jobs, else
-        none (factor 1, ``model_log_sd``). See the module docstring."""
-        if job_id is not None:
-            own = self.jobs_.get((key, job_id))
-            if own is not None and own.num_iterations >= self.min_iterations:
-                return Correction(
-                    factor=math.exp(own.log_ratio),
-                    log_sd=math.hypot(
-                        JOB_LEVEL_LOG_SD, DEFAULT_LOG_SD / math.sqrt(own.num_iterations)
-                    ),
-                    num_jobs=1,
-                    level=CalibrationLevel.JOB,
-                )
-        inflation = {
-            CalibrationLevel.KEY: 0.0,
-            CalibrationLevel.GPU: self.gpu_level_log_sd,
-            CalibrationLevel.CLUSTER: math.hypot(self.gpu_level_log_sd, self.cluster_level_log_sd),
-        }
-        for level in _GROUP_LEVELS:
-            est = self.estimates_.get((level, key.prefix(level)))
-            if est is not None and est.num_jobs >= self.min_jobs:
-                return Correction(
-                    factor=math.exp(est.log_ratio),
-                    log_sd=math.hypot(est.predictive_log_sd, inflation[level]),
-                    num_jobs=est.num_jobs,
-                    level=level,
-                )
-        return Correction(
-            factor=1.0, log_sd=self.model_log_sd, num_jobs=0, level=CalibrationLevel.NONE
-        )
+        """The whole-step correction for a job on ``key``: its own ratio when ``job_id`` has run
+        at least ``min_iterations`` there, else the most specific group with ``min_jobs`` jobs,
+        else none (factor 1, ``model_log_sd``). See the module docstring."""
+        return self._step.correction(key, job_id)
+
+    def component_correction(
+        self, component: Component, key: CalibrationKey, job_id: str | None = None
+    ) -> Correction:
+        """The correction of one ``component`` (``step``, ``compute`` or ``network``), found as
+        ``correction`` finds the whole step's."""
+        if component is Component.STEP:
+            return self._step.correction(key, job_id)
+        return self.components_[component].correction(key, job_id)
 
     def apply(
         self, prediction: Mapping[str, Any], key: CalibrationKey, job_id: str | None = None
@@ -418,23 +327,37 @@ class OnlineCalibration:
         """A copy of a ``planner predict`` dict with the correction added (the model's own fields
         untouched): ``calibrated_iteration_time_s``, ``calibrated_tokens_per_s``,
         ``calibrated_mfu``, ``calibrated_time_to_train_s`` (each only when the model's field is a
-        number) and ``calibration``. Raises ``SpecError`` without a positive
-        ``iteration_time_s``."""
+        number) and ``calibration`` (``{factor, log_sd, level, num_jobs, method}``, with
+        ``components`` when the compute and network factors were applied apart). Raises
+        ``SpecError`` without a positive ``iteration_time_s``."""
         step = prediction.get("iteration_time_s")
         if not (isinstance(step, int | float) and math.isfinite(step) and step > 0):
             raise SpecError("iteration_time_s", f"must be a number > 0 to calibrate, got {step!r}")
-        c = self.correction(key, job_id)
+        whole = self.correction(key, job_id)
+        breakdown = prediction.get("breakdown_s")
+        model = ModelSplit.from_breakdown(breakdown) if isinstance(breakdown, Mapping) else None
+        info = whole.to_dict()
+        info["method"] = "step"
+        factor = whole.factor
+        if model is not None:
+            parts = {c: self.components_[c].correction(key, job_id) for c in _PARTS}
+            used = {
+                c: p if _SPECIFICITY[p.level] >= _SPECIFICITY[whole.level] else whole
+                for c, p in parts.items()
+            }
+            if any(used[c] is not whole for c in _PARTS):
+                factor, info = _combined(model, used, whole)
         out = dict(prediction)
-        out["calibrated_iteration_time_s"] = step * c.factor
+        out["calibrated_iteration_time_s"] = step * factor
         for name, scale in (
-            ("tokens_per_s", 1.0 / c.factor),
-            ("mfu", 1.0 / c.factor),
-            ("time_to_train_s", c.factor),
+            ("tokens_per_s", 1.0 / factor),
+            ("mfu", 1.0 / factor),
+            ("time_to_train_s", factor),
         ):
             value = prediction.get(name)
             if isinstance(value, int | float) and not isinstance(value, bool):
                 out[f"calibrated_{name}"] = value * scale
-        out["calibration"] = c.to_dict()
+        out["calibration"] = info
         return out
 
     def error_stats(
@@ -477,205 +400,76 @@ class OnlineCalibration:
 
     def to_json(self) -> dict[str, Any]:
         """The state as a JSON-ready dict: hyper-parameters, the jobs in update order, the group
-        estimates (so that ``from_json`` restores them bit for bit) and the sample counter."""
+        estimates (so that ``from_json`` restores them bit for bit), the sample counter and the
+        compute and network components (their jobs and estimates)."""
         return {
             "format_version": FORMAT_VERSION,
             "params": self.params(),
             "num_samples": self.num_samples_,
-            "jobs": [
-                {
-                    "scheduler": o.key.scheduler,
-                    "cluster": o.key.cluster,
-                    "gpu": o.key.gpu,
-                    "framework": o.key.framework,
-                    "job_id": o.job_id,
-                    "predicted_step_time_s": o.predicted_step_time_s,
-                    "observed_step_time_s": o.observed_step_time_s,
-                    "num_iterations": o.num_iterations,
-                    "time_s": o.time_s,
-                }
-                for o in self.jobs_.values()
-            ],
-            "estimates": [
-                {
-                    "level": level.value,
-                    "group": list(prefix),
-                    "log_ratio": e.log_ratio,
-                    "spread_log_sd": e.spread_log_sd,
-                    "log_se": e.log_se,
-                    "num_jobs": e.num_jobs,
-                    "latest_time_s": e.latest_time_s,
-                }
-                for (level, prefix), e in sorted(self.estimates_.items(), key=lambda kv: kv[0])
-            ],
+            "jobs": self._step.jobs_json(),
+            "estimates": self._step.estimates_json(),
+            "components": {
+                c.value: {"jobs": g.jobs_json(), "estimates": g.estimates_json()}
+                for c, g in self.components_.items()
+            },
         }
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> OnlineCalibration:
-        """Inverse of ``to_json`` (estimates missing from the document are recomputed).
-        Raises ``SpecError`` naming the bad field."""
-        if doc.get("format_version") != FORMAT_VERSION:
+        """Inverse of ``to_json`` (estimates missing from the document are recomputed); also
+        reads version-1 documents (no components). Raises ``SpecError`` naming the bad
+        field."""
+        version = doc.get("format_version")
+        if version not in (1, FORMAT_VERSION):
             raise SpecError(
                 "format_version",
-                f"expected {FORMAT_VERSION}, got {doc.get('format_version')!r}; "
+                f"expected {FORMAT_VERSION} (or 1), got {version!r}; "
                 "rebuild the state with recalibrate() from the stored observations",
             )
         params = doc.get("params")
         jobs = doc.get("jobs")
+        components = doc.get("components", {})
         if not isinstance(params, Mapping) or not isinstance(jobs, list):
             raise SpecError("jobs", "the document needs a 'params' object and a 'jobs' list")
+        if not isinstance(components, Mapping):
+            raise SpecError("components", "must be an object of component states")
         try:
             cal = cls(**params)
-            observations = [
-                JobObservation(
-                    key=CalibrationKey(
-                        scheduler=j["scheduler"],
-                        cluster=j["cluster"],
-                        gpu=j["gpu"],
-                        framework=j["framework"],
-                    ),
-                    job_id=j["job_id"],
-                    predicted_step_time_s=j["predicted_step_time_s"],
-                    observed_step_time_s=j["observed_step_time_s"],
-                    num_iterations=j["num_iterations"],
-                    time_s=j["time_s"],
-                )
-                for j in jobs
-            ]
-            estimates = {
-                (CalibrationLevel(e["level"]), tuple(str(g) for g in e["group"])): GroupEstimate(
-                    log_ratio=float(e["log_ratio"]),
-                    spread_log_sd=float(e["spread_log_sd"]),
-                    log_se=float(e["log_se"]),
-                    num_jobs=int(e["num_jobs"]),
-                    latest_time_s=float(e["latest_time_s"]),
-                )
-                for e in doc.get("estimates", [])
-            }
-        except (KeyError, TypeError, ValueError) as exc:
+        except TypeError as exc:
             raise SpecError("jobs", f"malformed calibration state: {exc!r}") from exc
-        cal.recalibrate(observations)
-        cal.jobs_ = {(o.key, o.job_id): o for o in observations}
-        if set(estimates) == set(cal.estimates_):
-            cal._estimates = estimates
-        cal.num_samples_ = int(doc.get("num_samples", len(observations)))
+        cal._step.load_json(jobs, doc.get("estimates", []))
+        for component in _PARTS:
+            part = components.get(component.value) or {}
+            if not isinstance(part, Mapping):
+                raise SpecError(f"components.{component.value}", "must be an object")
+            cal.components_[component].load_json(part.get("jobs", []), part.get("estimates", []))
+        cal.num_samples_ = int(doc.get("num_samples", len(jobs)))
         return cal
 
-    # -- statistics -----------------------------------------------------------------------------
 
-    def _estimate(
-        self, jobs: Sequence[JobObservation], level: CalibrationLevel
-    ) -> dict[tuple[str, ...], GroupEstimate]:
-        """Estimates of every group at ``level`` among ``jobs`` (one vectorized pass)."""
-        if not jobs:
-            return {}
-        index: dict[tuple[str, ...], int] = {}
-        group = np.fromiter(
-            (index.setdefault(o.key.prefix(level), len(index)) for o in jobs),
-            dtype=np.int64,
-            count=len(jobs),
-        )
-        y = np.log(
-            np.fromiter((o.observed_step_time_s for o in jobs), np.float64, len(jobs))
-            / np.fromiter((o.predicted_step_time_s for o in jobs), np.float64, len(jobs))
-        )
-        n = np.fromiter((o.num_iterations for o in jobs), np.float64, len(jobs))
-        t = np.fromiter((o.time_s for o in jobs), np.float64, len(jobs))
-        mu, tau, se, count, latest = group_estimates(
-            group,
-            y,
-            n,
-            t,
-            num_groups=len(index),
-            half_life_s=self.half_life_s,
-            iterations_half_weight=self.iterations_half_weight,
-            prior_spread_log_sd=self.prior_spread_log_sd,
-            prior_spread_dof=self.prior_spread_dof,
-            huber_k=self.huber_k,
-        )
-        return {
-            prefix: GroupEstimate(
-                log_ratio=float(mu[g]),
-                spread_log_sd=float(tau[g]),
-                log_se=float(se[g]),
-                num_jobs=int(count[g]),
-                latest_time_s=float(latest[g]),
-            )
-            for prefix, g in index.items()
-        }
-
-
-def group_estimates(
-    group: Int,
-    y: Float,
-    n: Float,
-    t: Float,
-    *,
-    num_groups: int,
-    half_life_s: float,
-    iterations_half_weight: float,
-    prior_spread_log_sd: float,
-    prior_spread_dof: float,
-    huber_k: float,
-) -> tuple[Float, Float, Float, Int, Float]:
-    """Robust random-effects estimates for many groups at once (module docstring, steps 1-5).
-
-    Inputs, shape ``(J,)`` for ``J`` jobs: ``group`` ids in ``[0, num_groups)`` (every id present),
-    log ratios ``y``, iteration counts ``n`` (>= 1), times ``t`` (epoch s). Returns arrays of shape
-    ``(num_groups,)``: mean log ratio ``mu``, spread ``tau``, standard error ``se``, job count and
-    newest time. Cost O(J log J): two sorts, no Python loop over groups.
-    """
-    count = np.bincount(group, minlength=num_groups).astype(np.int64)
-    latest = np.full(num_groups, -np.inf)
-    np.maximum.at(latest, group, t)
-    decay = np.power(0.5, (latest[group] - t) / half_life_s)
-    saturation = n / (n + iterations_half_weight)
-    a = np.maximum(decay * saturation, _MIN_WEIGHT)
-
-    median = _weighted_median(group, y, a, num_groups)
-    sum_a = np.bincount(group, weights=a, minlength=num_groups)
-    sum_a2 = np.bincount(group, weights=a * a, minlength=num_groups)
-    m_eff = sum_a * sum_a / sum_a2
-    mad = MAD_TO_SD * _weighted_median(group, np.abs(y - median[group]), a, num_groups)
-    dof = np.maximum(m_eff - 1.0, 0.0)
-    tau = np.sqrt(
-        (prior_spread_dof * prior_spread_log_sd**2 + dof * mad * mad) / (prior_spread_dof + dof)
-    )
-
-    sd_job = tau[group] / np.sqrt(saturation)
-    mu = median
-    w = a
-    for _ in range(HUBER_ITERATIONS):
-        residual = np.abs(y - mu[group])
-        huber = np.minimum(1.0, huber_k * sd_job / np.maximum(residual, 1e-300))
-        w = a * huber
-        mu = np.bincount(group, weights=w * y, minlength=num_groups) / np.bincount(
-            group, weights=w, minlength=num_groups
-        )
-    sum_w = np.bincount(group, weights=w, minlength=num_groups)
-    var_num = np.bincount(group, weights=w * w * sd_job * sd_job, minlength=num_groups)
-    se = np.sqrt(var_num) / sum_w
-    return mu, tau, se, count, latest
-
-
-def _weighted_median(group: Int, values: Float, weights: Float, num_groups: int) -> Float:
-    """Per-group weighted median, interpolated between the midpoints of the cumulative weights
-    (two equal weights give the mean; one value gives itself). ``weights`` > 0."""
-    order = np.lexsort((values, group))
-    g = group[order]
-    v = values[order]
-    w = weights[order]
-    cum = np.cumsum(w)
-    mid = cum - 0.5 * w  # strictly increasing
-    starts = np.searchsorted(g, np.arange(num_groups), side="left")
-    ends = np.searchsorted(g, np.arange(num_groups), side="right") - 1
-    before = cum[starts] - w[starts]
-    total = cum[ends] - before
-    target = before + 0.5 * total
-    j = np.clip(np.searchsorted(mid, target, side="left"), starts, ends)
-    prev = np.maximum(j - 1, starts)
-    span = mid[j] - mid[prev]
-    inside = (j > starts) & (mid[j] >= target) & (span > 0)
-    frac = np.where(inside, (target - mid[prev]) / np.where(span > 0, span, 1.0), 1.0)
-    result: Float = v[prev] + frac * (v[j] - v[prev])
-    return result
+def _combined(
+    model: ModelSplit, used: Mapping[Component, Correction], whole: Correction
+) -> tuple[float, dict[str, Any]]:
+    """The whole-step factor and ``calibration`` object of a prediction whose compute and
+    network terms are corrected apart (``apply``): log-sds in quadrature, weighted by each
+    part's share of the corrected step; level and job count of the less specific part."""
+    compute, network = used[Component.COMPUTE], used[Component.NETWORK]
+    corrected_c = compute.factor * model.compute_s
+    corrected_n = network.factor * model.network_s
+    total = corrected_c + corrected_n
+    factor = total / (model.compute_s + model.network_s)
+    log_sd = math.hypot(corrected_c / total * compute.log_sd, corrected_n / total * network.log_sd)
+    least = min(used.values(), key=lambda c: _SPECIFICITY[c.level])
+    info: dict[str, Any] = {
+        "factor": factor,
+        "log_sd": log_sd,
+        "level": least.level.value,
+        "num_jobs": least.num_jobs,
+        "method": "components",
+        "components": {
+            Component.COMPUTE.value: compute.to_dict(),
+            Component.NETWORK.value: network.to_dict(),
+            Component.STEP.value: whole.to_dict(),
+        },
+    }
+    return factor, info

@@ -63,6 +63,10 @@ OP_SAMPLE_COLUMNS: tuple[str, ...] = (
 they are recomputed from the shape on reading)."""
 
 _REQUIRED = ("op", "pass", "dtype", "time_median_s")
+MAX_SAMPLE_CSV_CHARS = 64 * 2**20
+"""Longest operator sample CSV read, characters (64 MiB, about 300,000 rows)."""
+MAX_SAMPLE_ROWS = 1_000_000
+"""Most sample rows one CSV may hold."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,7 +183,15 @@ def _float(where: str, name: str, text: str | None, *, default: float | None = N
     try:
         return float(text)
     except ValueError:
-        raise CalibrationError(f"{where}: column {name!r} is {text!r}, not a number") from None
+        raise CalibrationError(f"{where}: column {name!r} is {text[:40]!r}, not a number") from None
+
+
+def _count(where: str, name: str, text: str | None, *, default: int) -> int:
+    """A count column (repeats, warm-up calls, threads): a finite number, truncated."""
+    value = _float(where, name, text, default=default)
+    if not math.isfinite(value) or abs(value) > 2**53:
+        raise CalibrationError(f"{where}: column {name!r} is {value!r}, not a count")
+    return int(value)
 
 
 def read_op_samples_csv(text: str, *, source: str = "<samples>") -> list[OpSample]:
@@ -187,9 +199,22 @@ def read_op_samples_csv(text: str, *, source: str = "<samples>") -> list[OpSampl
     beyond ``OP_SAMPLE_COLUMNS`` are kept in ``extra``).
 
     Raises ``CalibrationError`` ``"<source>:<line>: ..."`` for a missing header column, an
-    unknown op, pass or dtype, a missing or non-positive dimension or time.
+    unknown op, pass or dtype, a missing or non-positive dimension or time, a malformed CSV
+    line, and for text over ``MAX_SAMPLE_CSV_CHARS`` or rows over ``MAX_SAMPLE_ROWS``.
     """
+    if len(text) > MAX_SAMPLE_CSV_CHARS:
+        raise CalibrationError(
+            f"{source}: {len(text):,} characters, more than the {MAX_SAMPLE_CSV_CHARS:,}-character "
+            "limit of a sample CSV; split the run"
+        )
     reader = csv.DictReader(io.StringIO(text))
+    try:
+        return _read_rows(reader, source)
+    except csv.Error as exc:
+        raise CalibrationError(f"{source}:{reader.line_num}: malformed CSV ({exc})") from None
+
+
+def _read_rows(reader: csv.DictReader[str], source: str) -> list[OpSample]:
     header = reader.fieldnames or []
     missing = [c for c in _REQUIRED if c not in header]
     if missing:
@@ -201,6 +226,8 @@ def read_op_samples_csv(text: str, *, source: str = "<samples>") -> list[OpSampl
     known = set(OP_SAMPLE_COLUMNS)
     for row in reader:
         where = f"{source}:{reader.line_num}"
+        if len(out) >= MAX_SAMPLE_ROWS:
+            raise CalibrationError(f"{where}: more than the {MAX_SAMPLE_ROWS:,}-row limit")
         try:
             op = OpKind(row["op"])
         except ValueError:
@@ -225,17 +252,13 @@ def read_op_samples_csv(text: str, *, source: str = "<samples>") -> list[OpSampl
                     time_p25_s=_float(where, "time_p25_s", row.get("time_p25_s"), default=math.nan),
                     time_p75_s=_float(where, "time_p75_s", row.get("time_p75_s"), default=math.nan),
                     time_min_s=_float(where, "time_min_s", row.get("time_min_s"), default=math.nan),
-                    num_repeats=int(
-                        _float(where, "num_repeats", row.get("num_repeats"), default=1)
-                    ),
-                    num_warmup=int(_float(where, "num_warmup", row.get("num_warmup"), default=0)),
+                    num_repeats=_count(where, "num_repeats", row.get("num_repeats"), default=1),
+                    num_warmup=_count(where, "num_warmup", row.get("num_warmup"), default=0),
                     device=row.get("device") or "",
                     device_name=row.get("device_name") or "",
                     torch_version=row.get("torch_version") or "",
                     cuda_version=row.get("cuda_version") or "",
-                    num_threads=int(
-                        _float(where, "num_threads", row.get("num_threads"), default=0)
-                    ),
+                    num_threads=_count(where, "num_threads", row.get("num_threads"), default=0),
                     hostname=row.get("hostname") or "",
                     timestamp=row.get("timestamp") or "",
                     extra={

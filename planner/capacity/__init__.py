@@ -3,8 +3,11 @@
 
 Inputs (formats in ``docs/capacity-formats.md``): ``read_fleet`` -> ``Fleet``, ``read_plan`` ->
 ``PlannedJob`` tuple, ``read_snapshot`` -> ``QueueSnapshot`` (``QueuedJob``: a ``JobState`` plus
-its predicted runtime band), ``read_what_ifs`` -> ``WhatIf`` tuple; errors are
-``DocumentError`` (``file:line: field: what is wrong and the fix``).
+its predicted runtime band; ``snapshot_document`` writes one back), ``read_what_ifs`` ->
+``WhatIf`` tuple; errors are ``DocumentError`` (``file:line: field: what is wrong and the
+fix``). ``planner.capacity.inputs.review_inputs`` reads them together with the review's start,
+which anchors relative dates (``+19d``); ``planner.capacity.documents.located`` reads request
+bodies the same way.
 
 Outputs: ``run_review`` -> ``Review`` (base + what-ifs as ``ScenarioResult``, ``Sizing`` per GPU
 type; ``to_dict`` for JSON, ``review_markdown`` / ``review_html`` for documents);
@@ -36,7 +39,7 @@ from planner.capacity.runtime import (
 )
 from planner.capacity.simulate import SampleOutcome, Simulator
 from planner.capacity.sizing import Sizing
-from planner.capacity.snapshot import QueuedJob, QueueSnapshot, read_snapshot
+from planner.capacity.snapshot import QueuedJob, QueueSnapshot, read_snapshot, snapshot_document
 from planner.capacity.stats import JobForecast, Occupancy, PoolWeek, ScenarioResult, TeamUsage
 from planner.capacity.whatif import WhatIf, apply_what_if, read_what_ifs
 from planner.capacity.workload import Workload
@@ -84,4 +87,5 @@ __all__ = [
     "review_markdown",
     "run_review",
     "simulate_chunk",
+    "snapshot_document",
 ]

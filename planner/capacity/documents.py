@@ -19,7 +19,7 @@ import yaml
 
 from planner.errors import SpecError
 
-__all__ = ["DocumentError", "Located", "check_keys", "load_document"]
+__all__ = ["DocumentError", "Located", "check_keys", "load_document", "located"]
 
 
 class DocumentError(SpecError):
@@ -169,3 +169,19 @@ def load_document(text: str, source: str) -> Located:
         ) from None
     finally:
         loader.dispose()
+
+
+def located(value: Any, source: str, path: str = "") -> Located:
+    """A ``Located`` tree over a value already parsed (a JSON request body): the same
+    checks and errors as a file, without lines (``"<source>: <field>: <what is wrong>"``).
+    Mapping keys become text, as a JSON object's are."""
+    if isinstance(value, Mapping):
+        children: dict[str | int, Located] = {}
+        for key, item in value.items():
+            name = str(key)
+            children[name] = located(item, source, f"{path}.{name}" if path else name)
+        return Located(source, path, 0, {str(k): c.value for k, c in children.items()}, children)
+    if isinstance(value, list | tuple):
+        items = [located(item, source, f"{path}[{i}]") for i, item in enumerate(value)]
+        return Located(source, path, 0, [i.value for i in items], dict(enumerate(items)))
+    return Located(source, path, 0, value)

@@ -84,9 +84,15 @@ def read_name(node: Located, what: str = "a name") -> str:
     return value
 
 
-def read_timestamp_s(node: Located) -> float:
+_RELATIVE = re.compile(r"^\+\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[hdw])$")
+_UNIT_S = {"h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def read_timestamp_s(node: Located, start_s: float | None = None) -> float:
     """POSIX seconds from a date (``2025-07-01``, UTC midnight), an ISO 8601 date-time
-    (``2025-07-01T12:00:00Z``; no zone = UTC) or a number of epoch seconds."""
+    (``2025-07-01T12:00:00Z``; no zone = UTC), a number of epoch seconds, or a time relative
+    to the review's start ``start_s`` (``+19d``, ``+36h``, ``+2w``: days, hours, weeks after
+    it), which a rolling plan uses. A relative time without a ``start_s`` is an error."""
     value = node.value
     if isinstance(value, bool):
         raise node.error(f"must be a date such as 2025-07-01, got {value!r}")
@@ -98,12 +104,20 @@ def read_timestamp_s(node: Located) -> float:
         stamp = value
     elif isinstance(value, dt.date):
         stamp = dt.datetime(value.year, value.month, value.day)
+    elif isinstance(value, str) and (relative := _RELATIVE.match(value.strip())):
+        if start_s is None:
+            raise node.error(
+                f"{value!r} is relative to the review's start, which is not known here; "
+                "give the fleet a start (or run the review with --start)"
+            )
+        return start_s + float(relative["n"]) * _UNIT_S[relative["unit"]]
     elif isinstance(value, str):
         try:
             stamp = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
             raise node.error(
-                f"is not a date: {value!r}; write 2025-07-01 or 2025-07-01T08:00:00Z"
+                f"is not a date: {value!r}; write 2025-07-01, 2025-07-01T08:00:00Z, or +19d "
+                "(days after the review's start; h: hours, w: weeks)"
             ) from None
     else:
         raise node.error(f"must be a date such as 2025-07-01, got {value!r}")

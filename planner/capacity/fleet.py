@@ -176,7 +176,7 @@ def _names(node: Located, what: str) -> tuple[str, ...]:
     return tuple(read_name(item, what) for item in node.items())
 
 
-def _parse_pool(node: Located) -> Pool:
+def _parse_pool(node: Located, start_s: float | None) -> Pool:
     check_keys(node, _POOL_KEYS)
     name = read_name(require(node, "name", "give the pool a name"), "a pool name")
     gpu_node = require(node, "gpu", "a GPU catalog key such as h100-sxm")
@@ -193,7 +193,7 @@ def _parse_pool(node: Located) -> Pool:
     changes_node = optional(node, "changes")
     for item in changes_node.items() if changes_node else ():
         check_keys(item, _CHANGE_KEYS)
-        at_s = read_timestamp_s(require(item, "date", "the date the change takes effect"))
+        at_s = read_timestamp_s(require(item, "date", "the date the change takes effect"), start_s)
         delta_node = require(item, "gpus", "GPUs added (negative: removed)")
         delta = read_int(delta_node, minimum=-(10**9))
         if changes and at_s < changes[-1].at_s:
@@ -245,19 +245,29 @@ def _parse_queue(node: Located, pools: tuple[str, ...]) -> ClusterQueue:
     )
 
 
-def parse_fleet(root: Located) -> Fleet:
-    """A ``Fleet`` from a fleet document (see ``docs/capacity-formats.md``).
+def fleet_start_s(root: Located) -> float | None:
+    """The ``start`` of a fleet document (epoch seconds; None when it has none). It must be
+    absolute: it anchors the relative dates (``+19d``) of the fleet, plan and what-ifs."""
+    start = root.mapping().get("start")
+    return read_timestamp_s(start) if start is not None else None
+
+
+def parse_fleet(root: Located, *, start_s: float | None = None) -> Fleet:
+    """A ``Fleet`` from a fleet document (see ``docs/capacity-formats.md``); relative dates
+    (``+31d``) count from ``start_s`` (the review's start), else from the fleet's ``start``.
 
     Raises ``DocumentError`` (``file:line: field: what is wrong and the fix``).
     """
     check_keys(root, _FLEET_KEYS)
+    own_start = fleet_start_s(root)
+    anchor = start_s if start_s is not None else own_start
     scheduler = SchedulerKind.SLURM
     if (kind := optional(root, "scheduler")) is not None:
         if kind.value not in tuple(SchedulerKind):
             raise kind.error(f"must be slurm or kueue, got {kind.value!r}")
         scheduler = SchedulerKind(kind.value)
     pools_node = require(root, "pools", "list the GPU pools (name, gpu, num_gpus)")
-    pools = tuple(_parse_pool(item) for item in pools_node.items())
+    pools = tuple(_parse_pool(item, anchor) for item in pools_node.items())
     names = [p.name for p in pools]
     for index, pool in enumerate(pools):
         if names.index(pool.name) != index:
@@ -271,8 +281,10 @@ def parse_fleet(root: Located) -> Fleet:
     horizon = optional(root, "horizon_days")
     rate = optional(root, "interruptions_per_gpu_hour")
     overhead = optional(root, "restart_overhead_minutes")
-    start = optional(root, "start")
     name = optional(root, "name")
+    horizon_s = read_number(horizon) * 86400.0 if horizon else DEFAULT_HORIZON_S
+    if not math.isfinite(horizon_s):
+        raise root.error("must be finite: the review's length in days", "horizon_days")
     return Fleet(
         name=str(name.value) if name else "",
         scheduler=scheduler,
@@ -288,14 +300,12 @@ def parse_fleet(root: Located) -> Fleet:
                 else DEFAULT_RESTART_OVERHEAD_S
             ),
         ),
-        horizon_s=read_number(horizon) * 86400.0 if horizon else DEFAULT_HORIZON_S,
-        start_s=read_timestamp_s(start) if start else None,
+        horizon_s=horizon_s,
+        start_s=own_start,
     )
 
 
-def read_fleet(text: str, source: str) -> Fleet:
-    """Parse the text of a fleet file (YAML or JSON) named ``source`` into a ``Fleet``."""
-    fleet = parse_fleet(load_document(text, source))
-    if not math.isfinite(fleet.horizon_s):
-        raise SpecError("horizon_days", "must be finite")
-    return fleet
+def read_fleet(text: str, source: str, *, start_s: float | None = None) -> Fleet:
+    """Parse the text of a fleet file (YAML or JSON) named ``source`` into a ``Fleet``
+    (relative dates from ``start_s``, else from the fleet's ``start``)."""
+    return parse_fleet(load_document(text, source), start_s=start_s)

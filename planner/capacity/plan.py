@@ -161,7 +161,9 @@ def _num_gpus(job: Located, doc: Mapping[str, Any]) -> int | None:
     )
 
 
-def _parse_job(job: Located, defaults: Located | None, fleet: Fleet) -> PlannedJob:
+def _parse_job(
+    job: Located, defaults: Located | None, fleet: Fleet, start_s: float | None
+) -> PlannedJob:
     check_keys(job, _JOB_KEYS)
     name_node = optional(job, "name")
     if name_node is None:
@@ -210,8 +212,8 @@ def _parse_job(job: Located, defaults: Located | None, fleet: Fleet) -> PlannedJ
 
     earliest = pick("earliest_start")
     deadline_node = optional(job, "deadline")
-    earliest_s = read_timestamp_s(earliest) if earliest else None
-    deadline_s = read_timestamp_s(deadline_node) if deadline_node else None
+    earliest_s = read_timestamp_s(earliest, start_s) if earliest else None
+    deadline_s = read_timestamp_s(deadline_node, start_s) if deadline_node else None
     if (
         deadline_node is not None
         and earliest_s is not None
@@ -244,12 +246,16 @@ def _parse_job(job: Located, defaults: Located | None, fleet: Fleet) -> PlannedJ
     )
 
 
-def parse_plan(root: Located, fleet: Fleet) -> tuple[PlannedJob, ...]:
+def parse_plan(
+    root: Located, fleet: Fleet, *, start_s: float | None = None
+) -> tuple[PlannedJob, ...]:
     """The planned jobs of a plan document, in file order (see ``docs/capacity-formats.md``).
 
-    ``fleet`` resolves ``gpu`` and ``pool`` references. Raises ``DocumentError``
+    ``fleet`` resolves ``gpu`` and ``pool`` references; relative dates (``+19d``) count from
+    ``start_s`` (the review's start), else from the fleet's ``start``. Raises ``DocumentError``
     (``file:line: field: what is wrong and the fix``).
     """
+    anchor = start_s if start_s is not None else fleet.start_s
     check_keys(root, ("defaults", "jobs"))
     defaults = optional(root, "defaults")
     if defaults is not None:
@@ -260,7 +266,7 @@ def parse_plan(root: Located, fleet: Fleet) -> tuple[PlannedJob, ...]:
     jobs: list[PlannedJob] = []
     seen: set[str] = set()
     for item in jobs_node.items():
-        job = _parse_job(item, defaults, fleet)
+        job = _parse_job(item, defaults, fleet, anchor)
         if job.name in seen:
             raise item.error(f"duplicate job name {job.name!r}; names must be unique", "name")
         seen.add(job.name)
@@ -268,6 +274,9 @@ def parse_plan(root: Located, fleet: Fleet) -> tuple[PlannedJob, ...]:
     return tuple(jobs)
 
 
-def read_plan(text: str, source: str, fleet: Fleet) -> tuple[PlannedJob, ...]:
-    """Parse the text of a plan file (YAML or JSON) named ``source``."""
-    return parse_plan(load_document(text, source), fleet)
+def read_plan(
+    text: str, source: str, fleet: Fleet, *, start_s: float | None = None
+) -> tuple[PlannedJob, ...]:
+    """Parse the text of a plan file (YAML or JSON) named ``source`` (relative dates from
+    ``start_s``, else from the fleet's ``start``)."""
+    return parse_plan(load_document(text, source), fleet, start_s=start_s)

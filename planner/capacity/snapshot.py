@@ -17,7 +17,7 @@ from planner.capacity.runtime import DEFAULT_CHECKPOINT_INTERVAL_S, RuntimeBand
 from planner.errors import SpecError
 from planner.specs.job import JobState, JobStatus
 
-__all__ = ["QueueSnapshot", "QueuedJob", "parse_snapshot", "read_snapshot"]
+__all__ = ["QueueSnapshot", "QueuedJob", "parse_snapshot", "read_snapshot", "snapshot_document"]
 
 _RUNNING = frozenset({JobStatus.RUNNING, JobStatus.COMPLETING, JobStatus.SUSPENDED})
 
@@ -180,3 +180,38 @@ def parse_snapshot(root: Located) -> QueueSnapshot:
 def read_snapshot(text: str, source: str) -> QueueSnapshot:
     """Parse the text of a jobs snapshot file (JSON or YAML) named ``source``."""
     return parse_snapshot(load_document(text, source))
+
+
+def snapshot_document(snapshot: QueueSnapshot) -> dict[str, object]:
+    """The jobs-snapshot document of ``snapshot`` (what ``planner review --jobs`` reads back:
+    ``{"taken_at": epoch s, "jobs": [...]}``, each job its non-empty ``JobState`` fields plus
+    ``runtime_s`` and the planner's fields)."""
+    jobs: list[dict[str, object]] = []
+    for job in snapshot.jobs:
+        entry: dict[str, object] = {}
+        for name in _STATE_FIELDS:
+            value = getattr(job.state, name)
+            if value is None or value in ("", ()):
+                continue
+            entry[name] = (
+                list(value)
+                if isinstance(value, tuple)
+                else str(value)
+                if name == "status"
+                else value
+            )
+        entry["runtime_s"] = {
+            "p10_s": job.runtime.p10_s,
+            "p50_s": job.runtime.p50_s,
+            "p90_s": job.runtime.p90_s,
+        }
+        entry["priority"] = job.priority
+        if job.team:
+            entry["team"] = job.team
+        if job.deadline_s is not None:
+            entry["deadline"] = job.deadline_s
+        entry["checkpoint_interval_s"] = job.checkpoint_interval_s
+        if job.pool is not None:
+            entry["pool"] = job.pool
+        jobs.append(entry)
+    return {"taken_at": snapshot.taken_at_s, "jobs": jobs}

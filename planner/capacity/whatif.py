@@ -70,7 +70,7 @@ class WhatIf:
     jobs: tuple[JobEdit, ...] = ()
 
 
-def _capacity(node: Located, fleet: Fleet) -> CapacityEdit:
+def _capacity(node: Located, fleet: Fleet, start_s: float | None) -> CapacityEdit:
     check_keys(node, ("pool", "gpus", "date", "gpu", "cost_per_gpu_hour"))
     pool = read_name(
         require(node, "pool", "the pool to change (or a new pool's name)"), "a pool name"
@@ -93,7 +93,7 @@ def _capacity(node: Located, fleet: Fleet) -> CapacityEdit:
     return CapacityEdit(
         pool=pool,
         gpus=read_int(require(node, "gpus", "GPUs added (negative: removed)"), minimum=-(10**9)),
-        at_s=read_timestamp_s(date) if date else 0.0,
+        at_s=read_timestamp_s(date, start_s) if date else 0.0,
         gpu=gpu,
         cost_per_gpu_hour=read_number(cost, positive=False) if cost else None,
     )
@@ -146,8 +146,12 @@ def parse_what_ifs(
     fleet: Fleet,
     planned: Sequence[PlannedJob],
     snapshot: QueueSnapshot | None = None,
+    *,
+    start_s: float | None = None,
 ) -> tuple[WhatIf, ...]:
-    """The scenarios of a what-if document (a mapping or a list of them)."""
+    """The scenarios of a what-if document (a mapping or a list of them); relative dates
+    (``+14d``) count from ``start_s`` (the review's start), else from the fleet's ``start``."""
+    anchor = start_s if start_s is not None else fleet.start_s
     nodes = list(root.items()) if isinstance(root.value, list) else [root]
     names = {j.name for j in planned} | _queue_names(snapshot)
     out = []
@@ -159,7 +163,7 @@ def parse_what_ifs(
             optional(node, "jobs"),
             optional(node, "description"),
         )
-        capacity = tuple(_capacity(c, fleet) for c in cap.items()) if cap else ()
+        capacity = tuple(_capacity(c, fleet, anchor) for c in cap.items()) if cap else ()
         new_pools = tuple(c.pool for c in capacity if c.gpu is not None)
         out.append(
             WhatIf(
@@ -178,9 +182,12 @@ def read_what_ifs(
     fleet: Fleet,
     planned: Sequence[PlannedJob],
     snapshot: QueueSnapshot | None = None,
+    *,
+    start_s: float | None = None,
 ) -> tuple[WhatIf, ...]:
-    """Parse the text of a what-if file named ``source``."""
-    return parse_what_ifs(load_document(text, source), fleet, planned, snapshot)
+    """Parse the text of a what-if file named ``source`` (relative dates from ``start_s``, else
+    from the fleet's ``start``)."""
+    return parse_what_ifs(load_document(text, source), fleet, planned, snapshot, start_s=start_s)
 
 
 def _apply_capacity(fleet: Fleet, edits: Sequence[CapacityEdit], start_s: float) -> Fleet:

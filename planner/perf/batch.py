@@ -15,7 +15,6 @@ a field in the one-scenario form follows its annotation: ``Real`` -> ``float``, 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from operator import attrgetter
@@ -28,12 +27,13 @@ from planner.perf import ops
 from planner.perf.efficiency import ARCHITECTURES, DeviceArrays
 from planner.perf.frameworks import FrameworkProfile, profile_of
 from planner.perf.ops import Count, Flag, Real
+from planner.perf.readers import DEFAULT_MEMORY_HEADROOM_BYTES, READERS
 from planner.specs.hardware import GpuSpec, HardwareSpec, Precision
 from planner.specs.model import ModelSpec
 from planner.specs.parallelism import ParallelismSpec
 from planner.specs.scenario import Framework, Scenario
 
-__all__ = ["ScenarioArrays"]
+__all__ = ["DEFAULT_MEMORY_HEADROOM_BYTES", "ScenarioArrays"]
 
 _ARRAY = np.ndarray
 
@@ -47,16 +47,44 @@ class ScenarioArrays:
     widths of all query / key heads together (GQA/MQA through ``kv_width``);
     ``gated_linear_unit``, ``has_dropout``, ``has_biases`` and ``has_rotary_embeddings`` are the
     model facts ``ModelSpec`` derives from the activation. Parallelism (``ParallelismSpec``):
-    the degrees, batch sizes, ``num_microbatches``, ``recompute`` (``Recompute.code``: 0 none,
-    1 selective, 2 full), ``zero_stage``, ``flash_attention``; ``overlap_grad_reduce`` /
-    ``overlap_param_gather`` are the scenario's flags (true unless set to false);
-    ``grad_bytes_per_param`` is the gradient buffer and its data-parallel reduction, bytes per
-    parameter (4 fp32, 2 16-bit; ``parallelism.grad_reduce_in_fp32`` or the framework's
-    default). Hardware (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``,
-    per-GPU one-direction bandwidths and per-hop latencies of both tiers, ``hbm_bytes``, and
-    ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
-    ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``. Training:
-    ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out.
+    the degrees, batch sizes, ``num_microbatches``, ``recompute`` (``Recompute.code``: 0 none, 1
+    selective, 2 full) and ``recompute_<module>`` (``RecomputeModule``: what selective recompute
+    repeats), ``fp8_recipe`` (``Fp8Recipe.code``, 0 in 16-bit), ``zero_stage``,
+    ``flash_attention``; ``overlap_grad_reduce`` / ``overlap_param_gather`` are the scenario's
+    flags (true unless set to false); ``grad_bytes_per_param`` is the gradient buffer and its
+    data-parallel reduction, bytes per parameter (4 fp32, 2 16-bit;
+    ``parallelism.grad_reduce_in_fp32`` or the framework's default). Hardware (``HardwareSpec``
+    / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``, per-GPU one-direction bandwidths and
+    per-hop latencies of both tiers, ``hbm_bytes``, and ``device`` (peaks, HBM bandwidth, SMs,
+    architecture). Framework (``FrameworkProfile``, see ``planner.perf.frameworks``):
+    ``fused_attention`` ... ``pp_comm_overlap``. Training: ``total_tokens`` and ``train_iters``,
+    NaN when the scenario leaves them out; ``trains_base`` (false under LoRA), ``lora_rank`` and
+    ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length`` (the sequence when
+    not packed).
+
+    Issue 13 model fields (``ModelSpec`` properties): the attention widths the engine times
+    (``attention_q_width`` ... ``attention_down_width``, ``kv_up_width``: GQA and MLA alike),
+    the attention weights per layer (``attention_gemm_params``, ``attention_replicated_params``
+    held whole by every TP rank, ``attention_params`` with norms), ``full_attention_fraction``
+    and ``window_size`` (sliding-window layers), ``shared_expert_ffn_hidden_size``, the MTP
+    modules (``mtp_num_layers``, ``num_mtp_moe_layers``, ``mtp_params``), and the MoE cost
+    knobs: ``moe_token_dispatcher`` (``MoETokenDispatcher.code``), ``moe_imbalance`` (busiest
+    expert rank over the average: 1 under forced balance, the scenario's
+    ``moe_imbalance_factor``, else NaN = the efficiency model's default), ``moe_expert_capacity_
+    factor`` (NaN: dropless).
+
+    Layout (``planner.specs.pipeline_split``, ``planner.specs.feasibility``):
+    ``expert_tensor_parallel`` is the resolved expert tensor-parallel degree (MoE parallel
+    folding; ``tensor_parallel`` unless set); ``first_stage_layers``, ``middle_stage_layers``
+    and ``last_stage_layers`` are the transformer layers of pipeline rank 0, of the busiest
+    middle rank (0 when ``pipeline_parallel <= 2``) and of rank ``p-1``, all chunks of the rank
+    (``num_layers / pipeline_parallel`` each for an even split; ``num_layers`` on the one stage
+    when ``pipeline_parallel == 1``). ``memory_headroom_bytes`` is the memory a layout must
+    leave free to fit (``hardware.memory_headroom_gib``, ``planner.perf.memory``).
+
+    Per-iteration costs (``planner.perf.iteration``): ``loss_scaling`` (fp16: the optimizer
+    checks the gradients for inf/NaN), and the framework's ``grad_buffer_memset`` and
+    ``loss_all_reduce_per_microbatch`` (``planner.perf.frameworks``).
     """
 
     num_scenarios: int
@@ -79,6 +107,34 @@ class ScenarioArrays:
     moe_ffn_hidden_size: Real
     num_shared_experts: Real
     num_moe_layers: Real
+    # model (issue 13: MLA, MTP, MoE layer frequency, shared experts, windows, MoE cost knobs)
+    multi_latent_attention: Flag
+    attention_q_width: Real
+    attention_k_width: Real
+    attention_v_width: Real
+    attention_out_width: Real
+    attention_in_width: Real
+    attention_down_width: Real
+    kv_up_width: Real
+    q_lora_rank: Real
+    kv_lora_rank: Real
+    qk_pos_emb_head_dim: Real
+    attention_gemm_params: Real
+    attention_replicated_params: Real
+    attention_params: Real
+    full_attention_fraction: Real
+    window_size: Real
+    shared_expert_ffn_hidden_size: Real
+    mtp_num_layers: Real
+    num_mtp_moe_layers: Real
+    mtp_params: Real
+    moe_grouped_gemm: Flag
+    moe_router_num_groups: Real
+    moe_router_group_topk: Real
+    moe_token_dispatcher: Count
+    moe_imbalance: Real
+    moe_expert_capacity_factor: Real
+    overlap_moe_expert_parallel_comm: Flag
     # parallelism
     tensor_parallel: Real
     pipeline_parallel: Real
@@ -91,6 +147,14 @@ class ScenarioArrays:
     global_batch_size: Real
     num_microbatches: Real
     recompute: Count
+    fp8_recipe: Count
+    recompute_core_attn: Flag
+    recompute_layernorm: Flag
+    recompute_moe_act: Flag
+    recompute_mla_up_proj: Flag
+    recompute_mlp: Flag
+    recompute_moe: Flag
+    recompute_shared_experts: Flag
     zero_stage: Count
     flash_attention: Flag
     overlap_grad_reduce: Flag
@@ -117,9 +181,30 @@ class ScenarioArrays:
     zero3_prefetch_params: Real
     zero3_regather_on_recompute: Flag
     pp_comm_overlap: Flag
+    master_weight_bytes: Real
     # training
     total_tokens: Real
     train_iters: Real
+    trains_base: Flag
+    lora_rank: Real
+    lora_linear_qkv: Flag
+    lora_linear_proj: Flag
+    lora_linear_fc1: Flag
+    lora_linear_fc2: Flag
+    packed_sample_length: Real
+    # layout (uneven pipeline stages, MoE parallel folding) and memory headroom
+    expert_tensor_parallel: Real
+    first_stage_layers: Real
+    middle_stage_layers: Real
+    last_stage_layers: Real
+    memory_headroom_bytes: Real
+    # per-iteration fixed costs (planner.perf.iteration)
+    loss_scaling: Flag
+    grad_buffer_memset: Flag
+    loss_all_reduce_per_microbatch: Flag
+    zero3_list_collectives: Flag
+    dp_bucket_min_params: Real
+    dp_bucket_params_per_rank: Real
     device: DeviceArrays
 
     @property
@@ -152,9 +237,23 @@ class ScenarioArrays:
 
     @property
     def expert_data_parallel_size(self) -> Real:
-        """The same for the routed experts' parameters, ``max(data_parallel · context_parallel
-        / expert_parallel, 1)`` (Megatron-Core's expert data-parallel group)."""
-        return ops.maximum(self.dense_data_parallel_size / self.expert_parallel, 1.0)
+        """The same for the routed experts' parameters: Megatron-Core's expert data-parallel
+        group under MoE parallel folding, ``tensor · context · data / (expert_tensor ·
+        expert)`` (``parallel_state``: ``world / (expert_tensor · expert · pipeline)``), at
+        least 1; ``data · context / expert`` when the expert tensor-parallel degree is the
+        tensor-parallel one."""
+        folded = self.tensor_parallel * self.dense_data_parallel_size
+        return ops.maximum(folded / (self.expert_tensor_parallel * self.expert_parallel), 1.0)
+
+    @property
+    def expert_tokens_per_microbatch(self) -> Real:
+        """Tokens one rank's experts see per microbatch from each expert-parallel peer's
+        share: the ``tok = b·S/c`` tokens of a tensor-parallel group, spread over its
+        ``tensor_parallel`` ranks and gathered over the ``expert_tensor_parallel`` ranks that
+        share an expert (``tok · expert_tensor / tensor``; ``tok`` when they are equal, as
+        Megatron-Core's all-to-all dispatcher does with an all-gather over the expert
+        tensor-parallel group)."""
+        return self.tokens_per_microbatch * self.expert_tensor_parallel / self.tensor_parallel
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ScenarioArrays:
@@ -195,57 +294,8 @@ class ScenarioArrays:
 _LOW_PRECISION = (Precision.FP8, Precision.MXFP8, Precision.NVFP4)
 
 
-def _recompute(s: Scenario) -> int:
-    """``parallelism.recompute`` as its code (``Recompute.code``: 0 none, 1 selective, 2 full)."""
-    return s.parallelism.recompute.code
-
-
-def _overlap_grad_reduce(s: Scenario) -> bool:
-    """``parallelism.overlap_grad_reduce``; unset means overlapped."""
-    return s.parallelism.overlap_grad_reduce is not False
-
-
-def _overlap_param_gather(s: Scenario) -> bool:
-    """``parallelism.overlap_param_gather``; unset means overlapped."""
-    return s.parallelism.overlap_param_gather is not False
-
-
-def _grad_bytes_per_param(s: Scenario) -> float:
-    """Bytes per parameter of the gradient buffer and its data-parallel reduction: 4 when
-    gradients are reduced in fp32, else 2. The scenario's ``grad_reduce_in_fp32``, else the
-    framework's default: 16-bit under fp16 (loss scaling), the profile's choice otherwise
-    (``planner.perf.frameworks``)."""
-    par = s.parallelism
-    in_fp32 = par.grad_reduce_in_fp32
-    if in_fp32 is None:
-        profile = profile_of(s.training.framework)
-        in_fp32 = profile.grad_reduce_in_fp32 and par.precision is not Precision.FP16
-    return 4.0 if in_fp32 else 2.0
-
-
-def _total_tokens(s: Scenario) -> float:
-    """``training.total_tokens``, NaN when unset."""
-    tokens = s.training.total_tokens
-    return math.nan if tokens is None else tokens
-
-
-def _train_iters(s: Scenario) -> float:
-    """``training.train_iters``, NaN when unset."""
-    iters = s.training.train_iters
-    return math.nan if iters is None else iters
-
-
-_SCENARIO_RULES: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
-    {
-        "recompute": _recompute,
-        "overlap_grad_reduce": _overlap_grad_reduce,
-        "overlap_param_gather": _overlap_param_gather,
-        "grad_bytes_per_param": _grad_bytes_per_param,
-        "total_tokens": _total_tokens,
-        "train_iters": _train_iters,
-    }
-)
-"""Fields of the scenario that need a rule, with their readers."""
+_SCENARIO_RULES = READERS
+"""Fields of the scenario that need a rule, with their readers (``planner.perf.readers``)."""
 
 
 def _peak_flop_per_s(gpu: GpuSpec, precision: Precision) -> float:

@@ -9,7 +9,9 @@ the engine then computes exactly what ``predict`` computes for each candidate's 
 (the search's tests and ``benchmarks/explore.py`` check this to 1e-9 relative).
 
 The caller guarantees the candidates are valid layouts (``Scenario``'s divisibility rules);
-nothing is checked here.
+nothing is checked here. The layers of each pipeline rank come from the same split rules as a
+``Scenario``'s (``planner.specs.pipeline_split.stage_layer_arrays``, under the framework the
+caller names).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from numpy.typing import NDArray
 
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import DeviceArrays
+from planner.specs.feasibility import DEFAULT_FRAMEWORK
+from planner.specs.pipeline_split import stage_layer_arrays
 
 __all__ = ["CandidateColumns", "candidate_arrays"]
 
@@ -36,7 +40,9 @@ class CandidateColumns:
 
     ``recompute`` codes: 0 none, 1 selective, 2 full (as ``ScenarioArrays.recompute``);
     ``num_gpus`` is ``tensor·pipeline·context·data``. ``num_microbatches`` is derived,
-    ``global_batch_size // (data_parallel · micro_batch_size)``.
+    ``global_batch_size // (data_parallel · micro_batch_size)``. ``expert_tensor_parallel``
+    (MoE parallel folding) and the ``account_for`` split options are optional: None reads as
+    unset (the tensor-parallel degree; no option).
     """
 
     tensor_parallel: IntArray
@@ -51,6 +57,9 @@ class CandidateColumns:
     recompute: IntArray
     zero_stage: IntArray
     num_gpus: IntArray
+    expert_tensor_parallel: IntArray | None = None
+    account_for_embedding_in_pipeline_split: BoolArray | None = None
+    account_for_loss_in_pipeline_split: BoolArray | None = None
 
     @property
     def n(self) -> int:
@@ -59,16 +68,31 @@ class CandidateColumns:
 
     def take(self, index: IntArray | BoolArray) -> CandidateColumns:
         """The candidates selected by an index or mask array."""
-        return CandidateColumns(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+        columns: dict[str, Any] = {
+            f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[index]
+            for f in fields(self)
+        }
+        return CandidateColumns(**columns)
+
+    def flag(self, name: str) -> BoolArray:
+        """The optional bool column ``name``, all false when unset."""
+        value = getattr(self, name)
+        out: BoolArray = (
+            np.zeros(self.n, dtype=np.bool_) if value is None else value.astype(np.bool_)
+        )
+        return out
 
 
 def _repeat(value: Any, n: int) -> Any:
     return np.repeat(value[:1] if isinstance(value, np.ndarray) else value, n)
 
 
-def candidate_arrays(base: ScenarioArrays, cand: CandidateColumns) -> ScenarioArrays:
+def candidate_arrays(
+    base: ScenarioArrays, cand: CandidateColumns, *, framework: str = DEFAULT_FRAMEWORK
+) -> ScenarioArrays:
     """Arrays of ``cand.n`` scenarios: ``base`` (a batch of one, as arrays or in the
-    one-scenario form) with each candidate's layout.
+    one-scenario form) with each candidate's layout, its layers per pipeline rank split as
+    ``framework`` (a ``Framework`` value, the base scenario's) splits them.
 
     Shapes: every field ``(cand.n,)``. Raises ``ValueError`` when ``base.num_scenarios != 1``.
     """
@@ -77,6 +101,18 @@ def candidate_arrays(base: ScenarioArrays, cand: CandidateColumns) -> ScenarioAr
     n = cand.n
     f64 = np.float64
     num_microbatches = cand.global_batch_size // (cand.data_parallel * cand.micro_batch_size)
+    num_layers = int(np.asarray(base.num_layers).reshape(-1)[0])
+    first, middle, last, _ = stage_layer_arrays(
+        num_layers,
+        cand.pipeline_parallel,
+        cand.virtual_pipeline,
+        cand.flag("account_for_embedding_in_pipeline_split"),
+        cand.flag("account_for_loss_in_pipeline_split"),
+        framework,
+    )
+    etp = cand.expert_tensor_parallel
+    if etp is None:
+        etp = cand.tensor_parallel
     columns: dict[str, Any] = {
         "tensor_parallel": cand.tensor_parallel.astype(f64),
         "pipeline_parallel": cand.pipeline_parallel.astype(f64),
@@ -91,6 +127,10 @@ def candidate_arrays(base: ScenarioArrays, cand: CandidateColumns) -> ScenarioAr
         "recompute": cand.recompute.astype(np.int64),
         "zero_stage": cand.zero_stage.astype(np.int64),
         "num_gpus": cand.num_gpus.astype(f64),
+        "expert_tensor_parallel": etp.astype(f64),
+        "first_stage_layers": first.astype(f64),
+        "middle_stage_layers": middle.astype(f64),
+        "last_stage_layers": last.astype(f64),
     }
     dev = base.device
     device_fields: dict[str, Any] = {

@@ -1,17 +1,35 @@
 """Data-parallel communication: gradient reduction, parameter gathers and ZeRO-3/FSDP.
 
 Dense parameters are replicated over the ``d·c`` GPUs of the data-parallel group (with context
-parallelism, as Megatron-Core groups them), expert parameters over ``max(d·c/e, 1)``; each group
+parallelism, as Megatron-Core groups them), expert parameters over the expert data-parallel
+group (``t·c·d / (t_e·e)`` under MoE parallel folding, ``d·c/e`` when ``t_e = t``); each group
 reduces its gradients once per iteration, ``grad_bytes_per_param`` per parameter: a ring
 all-reduce at ZeRO-0, a reduce-scatter when the optimizer is sharded (ZeRO >= 1, Megatron's
 distributed optimizer; Rajbhandari et al. 2020), which then all-gathers the updated 16-bit
-parameters before the next forward (``collectives``; ranks ``t`` apart, experts ``t·e``).
+parameters before the next forward (``collectives``; ranks ``t`` apart, experts ``t_e·e``:
+Megatron-Core's expert rank order, expert tensor parallel fastest, then expert parallel).
+The parameters and windows are the busiest pipeline stage's (``StageParameters.busiest``).
 
-ZeRO 0-2: the reduction runs in buckets under the last microbatch's backward and the gather
+ZeRO 0-2: the reduction runs in buckets, each its own collective paying its latency
+(``dp_bucket_min_params``, ``dp_bucket_params_per_rank``: Megatron-Core's DDP default bucket of
+``max(4e7, 1e6·d)`` parameters, "larger DP sizes need larger buckets to ensure collectives do
+not become latency-bound", ``distributed_data_parallel_config.py``; DeepSpeed's
+``reduce_bucket_size`` 5e8; PyTorch DDP's 25 MB ``bucket_cap_mb``; without
+``overlap_grad_reduce`` Megatron-Core sets the bucket size to infinity: one collective,
+``distributed_data_parallel.py``), under the last microbatch's backward, and the gather
 under the first microbatch's forward (Megatron ``--overlap-grad-reduce`` /
 ``--overlap-param-gather``): at most ``dp_overlap_fraction`` of each hides, never more than that
 window; fully exposed when the scenario sets ``overlap_grad_reduce`` / ``overlap_param_gather``
-false.
+false. ZeRO 0 and 1 accumulate the ``m`` microbatches' gradients in a full local buffer and
+reduce once (Megatron's ``no_sync`` until the last microbatch); ZeRO-2 holds only its shard
+of the gradients (``planner.perf.memory``), so it must reduce-scatter every microbatch's
+gradients as that microbatch's backward produces them: ``m`` reductions per iteration, each
+hiding under its own microbatch's backward (DeepSpeed ZeRO stage 2 reduces at every
+micro-step, ``runtime/zero/stage_1_and_2.py``; PyTorch FSDP ``SHARD_GRAD_OP`` reduce-scatters
+after every backward, and accumulating without it, ``no_sync``, keeps unsharded gradients,
+the ZeRO-1 memory; Megatron-Core 0.16.1 ``megatron_fsdp.py``: "with gradient-sharding
+strategies [``optim_grads``, ``optim_grads_params``], gradient reduction occurs on every
+backward propagation").
 
 ZeRO-3 / FSDP gathers the parameters before every microbatch's forward and backward (and once
 more for the recomputed forward under full recompute on stacks that release them after every
@@ -20,7 +38,12 @@ microbatch's compute on the slowest stage. Each collective unit pays the ring la
 buffer per layer (PyTorch FSDP), or every parameter tensor of the layer (DeepSpeed; 12 with
 biases, 9 without, ``ModelSpec.has_biases``); DeepSpeed's prefetch reaches only
 ``zero3_prefetch_params`` parameters ahead, hiding at most that share of the next tensor's
-gather (``planner.perf.frameworks``).
+gather (``planner.perf.frameworks``). A stack whose ZeRO-3 collectives take a list of per-rank
+tensors (``zero3_list_collectives``: DeepSpeed of 2021) pays one device copy per rank of the
+group for every gather and reduce-scatter of a unit, each at least ``kernel_min_time_s``:
+PyTorch's ``ProcessGroupNCCL::allgather`` (1.8-1.10) gathers into a flat buffer and copies
+every rank's chunk out to its output tensor (``outputTensors[i][j].copy_(...)``), and
+``reduce_scatter`` copies every input into a flat buffer first.
 """
 
 from __future__ import annotations
@@ -37,7 +60,7 @@ from planner.perf.parameters import LocalParameters
 from planner.perf.pipeline import PipelineSchedule
 from planner.specs.parallelism import Recompute
 
-__all__ = ["PARAM_GATHER_BYTES", "DataParallelTimes", "data_parallel_times"]
+__all__ = ["PARAM_GATHER_BYTES", "DataParallelTimes", "data_parallel_times", "gradient_buckets"]
 
 _FULL = Recompute.FULL.code
 
@@ -85,16 +108,19 @@ def data_parallel_times(
             link,
             params=params.expert,
             group=a.expert_data_parallel_size,
-            stride=a.tensor_parallel * a.expert_parallel,
+            stride=a.expert_tensor_parallel * a.expert_parallel,
             gathers=gathers,
         )
         grads = grads + ops.where(params.expert > 0, experts.gradient_reduction_s, 0.0)
         gather = gather + ops.where(params.expert > 0, experts.parameter_gather_s, 0.0)
     keep = 1.0 - eff.comm_overlap(CommKind.DATA)
-    layers = a.num_layers / a.pipeline_parallel
+    layers = params.layers  # the busiest stage's layers: its backward / forward hides them
     exposed_grads = ops.where(
         a.overlap_grad_reduce, ops.maximum(grads * keep, grads - layers * layer.backward_s), grads
     )
+    # ZeRO-2 keeps only its shard of the gradients: each microbatch's are reduce-scattered
+    # under that microbatch's backward (module docstring); ZeRO 0-1 accumulate them locally
+    exposed_grads = ops.where(zero == 2, a.num_microbatches * exposed_grads, exposed_grads)
     exposed_gather = ops.where(
         a.overlap_param_gather,
         ops.maximum(gather * keep, gather - layers * layer.forward_s),
@@ -107,6 +133,9 @@ def data_parallel_times(
         latency = coll.all_gather_time_s(a.full(0.0), dense_group, a.tensor_parallel, link)
         units = ops.maximum(layers * tensors - 1.0, 0.0)
         per_microbatch = per_microbatch + (gathers + 1.0) * units * latency
+        # collectives over lists of per-rank tensors: one copy kernel per rank and unit
+        copies = ops.where(a.zero3_list_collectives, dense_group * eff.kernel_min_time_s, 0.0)
+        per_microbatch = per_microbatch + (gathers + 1.0) * (units + 1.0) * copies
         unit_params = params.dense / ops.maximum(layers * tensors, 1.0)
         reach = ops.minimum(a.zero3_prefetch_params / ops.maximum(unit_params, 1.0), 1.0 - keep)
         keep_zero3 = ops.where(a.zero3_prefetch_params > 0, 1.0 - reach, keep)
@@ -116,6 +145,19 @@ def data_parallel_times(
         gradient_reduction_s=grads,
         parameter_gather_s=gather,
         exposed_s=ops.where(zero >= 3, zero3, exposed_grads + exposed_gather),
+    )
+
+
+def gradient_buckets(a: ScenarioArrays, params: Real, group: Real) -> Real:
+    """Collectives one gradient reduction of ``params`` parameters over a ``group``-rank
+    data-parallel group runs in (module docstring): ``ceil(params / bucket)`` with the
+    framework's bucket size at ZeRO 0-2 when the reduction overlaps the backward, else 1
+    (ZeRO-3 reduces per unit, timed apart)."""
+    bucket = ops.maximum(a.dp_bucket_min_params, a.dp_bucket_params_per_rank * group)
+    return ops.where(
+        (a.zero_stage >= 3) | ops.logical_not(a.overlap_grad_reduce),
+        1.0,
+        ops.maximum(ops.ceil(params / bucket), 1.0),
     )
 
 
@@ -140,8 +182,9 @@ def _round(
     ``params`` parameters each: the gradient all-reduce (ZeRO-0) or reduce-scatter, and
     ``gathers`` parameter all-gathers."""
     grads = params * a.grad_bytes_per_param
-    all_reduce = coll.all_reduce_time_s(grads, group, stride, link)
-    reduce_scatter = coll.reduce_scatter_time_s(grads, group, stride, link)
+    buckets = gradient_buckets(a, params, group)
+    all_reduce = buckets * coll.all_reduce_time_s(grads / buckets, group, stride, link)
+    reduce_scatter = buckets * coll.reduce_scatter_time_s(grads / buckets, group, stride, link)
     all_gather = coll.all_gather_time_s(params * PARAM_GATHER_BYTES, group, stride, link)
     return _Round(
         gradient_reduction_s=ops.where(a.zero_stage == 0, all_reduce, reduce_scatter),

@@ -66,6 +66,9 @@ class CommKind(StrEnum):
     """Tensor-parallel collectives split and overlapped with their GEMMs (TE userbuffers)."""
     CONTEXT = "cp"
     EXPERT = "ep"
+    EXPERT_1F1B = "ep_1f1b"
+    """The MoE token exchange under Megatron-Core's 1F1B all-to-all overlap
+    (``--overlap-moe-expert-parallel-comm``)."""
     DATA = "dp"
 
 

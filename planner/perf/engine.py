@@ -17,7 +17,10 @@ of the model lives in its own module, which documents its terms, units and sourc
 3. **Schedule** (``planner.perf.pipeline``): 1F1B / interleaved 1F1B; the slowest stage (first:
    embedding; last: LM head and loss) sets the steady state; the bubble is ``(p-1)/v`` times
    the mean stage's per-microbatch time (Narayanan et al. SC'21 §2.2).
-4. **Optimizer** (``planner.perf.optimizer``): Adam over the locally owned parameters.
+4. **Optimizer** (``planner.perf.optimizer``): Adam over the locally owned parameters; and the
+   step's fixed costs (``planner.perf.iteration``: gradient-buffer zeroing, the norm and
+   found-inf all-reduces in ``optimizer``; layer-norm, tied-embedding and per-microbatch loss
+   all-reduces in ``dp_comm_exposed``).
 5. **FLOPs** (``planner.perf.flops``) and **memory** (``planner.perf.memory``), per iteration
    and per GPU.
 
@@ -29,17 +32,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.perf import collectives as coll
+from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.context import context_parallel_times
 from planner.perf.data import data_parallel_times
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.expert import expert_parallel_times
 from planner.perf.flops import iteration_flops
+from planner.perf.iteration import iteration_costs
+from planner.perf.lora import adapter_flops_per_token, adapter_params_per_gpu
 from planner.perf.memory import MemoryArrays, memory_arrays
 from planner.perf.operators import layer_times, operator_times
 from planner.perf.ops import Real
 from planner.perf.optimizer import optimizer_times
-from planner.perf.parameters import stage_params
+from planner.perf.parameters import LocalParameters, stage_params
 from planner.perf.pipeline import pipeline_schedule
 from planner.perf.tensor import tensor_parallel_times
 
@@ -85,6 +91,37 @@ def link_of(a: ScenarioArrays, eff: EfficiencyModel) -> coll.Link:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _TrainedParameters:
+    """Parameters per GPU the data-parallel group reduces and gathers (``reduced``) and the
+    optimizer updates (``updated``)."""
+
+    reduced: LocalParameters
+    updated: LocalParameters
+
+
+def _trained_params(a: ScenarioArrays, busiest: LocalParameters) -> _TrainedParameters:
+    """All parameters, or under LoRA the adapters (``planner.perf.lora``): only they have
+    gradients and optimizer states. A frozen base under ZeRO-3/FSDP is still gathered every
+    microbatch, so the data-parallel collectives there keep the base's size (its gradient
+    reduce-scatter, which a frozen base does not have, is then over-counted)."""
+    if ops.all_(a.trains_base):
+        return _TrainedParameters(reduced=busiest, updated=busiest)
+    adapters = adapter_params_per_gpu(a)
+    updated = LocalParameters(
+        dense=ops.where(a.trains_base, busiest.dense, adapters),
+        expert=ops.where(a.trains_base, busiest.expert, 0.0),
+        layers=busiest.layers,
+    )
+    gathered = a.trains_base | (a.zero_stage >= 3)
+    reduced = LocalParameters(
+        dense=ops.where(gathered, busiest.dense, adapters),
+        expert=ops.where(gathered, busiest.expert, 0.0),
+        layers=busiest.layers,
+    )
+    return _TrainedParameters(reduced=reduced, updated=updated)
+
+
 def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
     """Iteration time, breakdown, FLOPs and memory of every scenario in ``a``: arrays of shape
     ``(n,)`` for arrays in, Python floats for the one-scenario form."""
@@ -99,11 +136,13 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
         layer=layer,
         tensor=tensor,
         context=context_parallel_times(a, link, layer),
-        expert=expert_parallel_times(a, eff, link),
+        expert=expert_parallel_times(a, eff, link, layer),
     )
     params = stage_params(a)
     busiest = params.busiest()
-    data = data_parallel_times(a, eff, link, params=busiest, layer=layer, schedule=schedule)
+    trained = _trained_params(a, busiest)
+    data = data_parallel_times(a, eff, link, params=trained.reduced, layer=layer, schedule=schedule)
+    fixed = iteration_costs(a, eff, link, trained.reduced)
     breakdown = {
         "compute": schedule.compute_s,
         "tp_comm_exposed": schedule.tp_comm_s,
@@ -111,13 +150,20 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
         "ep_comm_exposed": schedule.ep_comm_s,
         "pp_comm_exposed": schedule.p2p_s,
         "pp_bubble": schedule.bubble_s,
-        "dp_comm_exposed": data.exposed_s,
-        "optimizer": optimizer_times(a, eff, busiest).step_s,
+        "dp_comm_exposed": data.exposed_s + fixed.sync_s,
+        "optimizer": optimizer_times(a, eff, trained.updated).step_s + fixed.optimizer_s,
     }
     iteration = a.full(0.0)
     for key in BREAKDOWN_KEYS:
         iteration = iteration + breakdown[key]
-    flops = iteration_flops(a, num_sequences=a.global_batch_size, recompute=a.recompute)
+    flops = iteration_flops(
+        a,
+        num_sequences=a.global_batch_size,
+        recompute=a.recompute,
+        trains_base=a.trains_base,
+        adapter_per_token=adapter_flops_per_token(a),
+        span=ops.minimum(a.packed_sample_length, a.seq_length),
+    )
     return BatchResult(
         iteration_time_s=iteration,
         breakdown_s=breakdown,

@@ -1,12 +1,22 @@
-"""FLOP counts of one training iteration (dense, GQA, SwiGLU, MoE), causal attention at full s².
+"""FLOP counts of one training iteration (dense, GQA, MLA, SwiGLU, MoE, MTP), causal attention
+at full s².
 
-Per token and layer, forward pass (Narayanan et al. SC'21, §5.1 / eq. 3, generalised): QKV
-projection ``2·h·(q + 2·kv)``, attention scores and weighted values ``4·s·q`` (Megatron counts the
-full ``s x s`` product even for causal masks), output projection ``2·q·h``, MLP ``2·n_mat·h·f``
-(``n_mat`` = 3 for SwiGLU, 2 otherwise; ``top_k`` routed plus the shared experts and a
-``2·h·E`` router for MoE layers); the LM head adds ``2·h·V`` per token. Backward costs twice the
-forward, so model FLOPs = 3 x forward. For a GPT with ``q = kv = h``, ``f = 4h`` this is exactly
-``72·B·s·l·h²·(1 + s/(6h) + V/(12·h·l))`` (Korthikanti et al. 2022, §6, model FLOPs).
+Per token and layer, forward pass (Narayanan et al. SC'21, §5.1 / eq. 3, generalised): the
+attention projections ``2 x`` their weights (QKV ``h·(q + 2·kv)`` and output ``q·h``; with
+multi-latent attention the down projections ``h·(r_q + r_kv + d_rope)``, the up projections
+``r_q·q'`` and ``r_kv·heads·(d_qk + d_v)`` and the output ``heads·d_v·h``, DeepSeek-AI 2024,
+DeepSeek-V2 §2.1, as Megatron-LM's ``num_floating_point_operations`` counts them), attention
+scores and weighted values ``2·s·(q' + o)`` (``q'``/``o`` the query and output widths; ``4·s·q``
+for a GQA model: Megatron counts the full ``s x s`` product even for causal masks; sliding-
+window layers attend over ``min(w, s)`` keys instead of ``s``), MLP ``2·n_mat·h·f`` (``n_mat`` =
+3 for SwiGLU, 2 otherwise; ``top_k`` routed experts plus the shared experts' width and a
+``2·h·E`` router for MoE layers); the LM head adds ``2·h·V`` per token. Each multi-token
+prediction module (DeepSeek-AI 2024, DeepSeek-V3 §2.2; Megatron-Core
+``MultiTokenPredictionBlock``) adds one transformer layer (MoE when the last decoder layer is),
+its ``2h -> h`` projection ``4·h²`` and another LM head ``2·h·V``, as Megatron-LM counts them.
+Backward costs twice the forward, so model FLOPs = 3 x forward. For a GPT with ``q = kv = h``,
+``f = 4h`` this is exactly ``72·B·s·l·h²·(1 + s/(6h) + V/(12·h·l))`` (Korthikanti et al. 2022,
+§6, model FLOPs).
 
 The one implementation for both callers: every function takes a ``ModelShape``, which a
 ``ModelSpec`` (one model, Python numbers) and ``ScenarioArrays`` (the engine's input: Python
@@ -27,6 +37,7 @@ __all__ = [
     "IterationFlops",
     "ModelShape",
     "attention_core_flops_per_token",
+    "attention_keys",
     "attention_linear_flops_per_token",
     "iteration_flops",
     "lm_head_flops_per_token",
@@ -46,9 +57,15 @@ class ModelShape(Protocol):
     @property
     def hidden_size(self) -> Real: ...
     @property
-    def query_width(self) -> Real: ...
+    def attention_gemm_params(self) -> Real: ...
     @property
-    def kv_width(self) -> Real: ...
+    def attention_q_width(self) -> Real: ...
+    @property
+    def attention_out_width(self) -> Real: ...
+    @property
+    def full_attention_fraction(self) -> Real: ...
+    @property
+    def window_size(self) -> Real: ...
     @property
     def ffn_hidden_size(self) -> Real: ...
     @property
@@ -64,20 +81,36 @@ class ModelShape(Protocol):
     @property
     def moe_ffn_hidden_size(self) -> Real: ...
     @property
-    def num_shared_experts(self) -> Real: ...
+    def shared_expert_ffn_hidden_size(self) -> Real: ...
     @property
     def num_moe_layers(self) -> Real: ...
+    @property
+    def mtp_num_layers(self) -> Real: ...
+    @property
+    def num_mtp_moe_layers(self) -> Real: ...
 
 
 def attention_linear_flops_per_token(model: ModelShape) -> Real:
-    """Forward FLOPs per token of one layer's QKV and output projections."""
-    h, q, kv = model.hidden_size, model.query_width, model.kv_width
-    return 2.0 * h * (q + 2.0 * kv) + 2.0 * q * h
+    """Forward FLOPs per token of one layer's attention projections (QKV and output, or MLA's
+    down, up and output projections): twice their weights."""
+    return 2.0 * model.attention_gemm_params
 
 
-def attention_core_flops_per_token(model: ModelShape) -> Real:
-    """Forward FLOPs per token of ``softmax(QKᵀ)V`` at full ``s²`` (Megatron convention)."""
-    return 4.0 * model.seq_length * model.query_width
+def attention_keys(model: ModelShape, span: Real | None = None) -> Real:
+    """Keys per query the attention core counts, averaged over the layers: ``s`` for full
+    attention (Megatron's full-square convention), ``min(w, s)`` for sliding-window layers;
+    ``span``: the packed samples' mean length when shorter than the sequence."""
+    seq = model.seq_length if span is None else span
+    full = model.full_attention_fraction
+    window = ops.minimum(ops.where(model.window_size > 0, model.window_size, seq), seq)
+    return full * seq + (1.0 - full) * window
+
+
+def attention_core_flops_per_token(model: ModelShape, span: Real | None = None) -> Real:
+    """Forward FLOPs per token of ``softmax(QKᵀ)V`` at full ``s²`` (Megatron convention):
+    ``2·keys·(q' + o)``, ``4·s·q`` for GQA (``span``: ``attention_keys``)."""
+    width = model.attention_q_width + model.attention_out_width
+    return 2.0 * attention_keys(model, span) * width
 
 
 def mlp_flops_per_token(model: ModelShape, *, moe_layer: bool) -> Real:
@@ -87,8 +120,9 @@ def mlp_flops_per_token(model: ModelShape, *, moe_layer: bool) -> Real:
     h = model.hidden_size
     if not moe_layer:
         return 2.0 * n_mat * h * model.ffn_hidden_size
-    active = model.moe_router_topk + model.num_shared_experts
-    return 2.0 * n_mat * h * model.moe_ffn_hidden_size * active + 2.0 * h * model.num_experts
+    routed = model.moe_router_topk * model.moe_ffn_hidden_size
+    active = routed + model.shared_expert_ffn_hidden_size
+    return 2.0 * n_mat * h * active + 2.0 * h * model.num_experts
 
 
 def lm_head_flops_per_token(model: ModelShape) -> Real:
@@ -107,6 +141,9 @@ class IterationFlops:
     + backward, 3 x forward, ``hardware_total`` (as HFU counts) adds the recomputed forward;
     ``gemm``, ``attention_core``, ``lm_head``, ``recompute_gemm`` and
     ``recompute_attention_core`` split them (their sums equal the totals up to rounding).
+    ``weight_passes`` is 3 (forward, data and weight gradient) when the base weights train, 2
+    when they are frozen (LoRA: no weight gradients; NeMo counts LoRA model FLOPs the same
+    way); ``adapter_per_token`` the LoRA adapters' forward FLOPs, trained (3 passes).
     """
 
     num_tokens: Real
@@ -114,12 +151,15 @@ class IterationFlops:
     attention_core_per_token: Real
     lm_head_per_token: Real
     recompute_code: Count
+    weight_passes: Real = 3.0
+    adapter_per_token: Real = 0.0
 
     @property
     def model_total(self) -> Real:
         """Model FLOPs (no recompute), as MFU counts them."""
-        per_token = self.linear_per_token + self.attention_core_per_token + self.lm_head_per_token
-        return 3.0 * self.num_tokens * per_token
+        weights = self.weight_passes * (self.linear_per_token + self.lm_head_per_token)
+        trained = 3.0 * (self.attention_core_per_token + self.adapter_per_token)
+        return self.num_tokens * (weights + trained)
 
     @property
     def recompute_per_token(self) -> Real:
@@ -137,7 +177,7 @@ class IterationFlops:
     @property
     def gemm(self) -> Real:
         """FLOPs of the transformer layers' linear layers, forward + backward."""
-        return 3.0 * self.linear_per_token * self.num_tokens
+        return self.weight_passes * self.linear_per_token * self.num_tokens
 
     @property
     def attention_core(self) -> Real:
@@ -147,7 +187,12 @@ class IterationFlops:
     @property
     def lm_head(self) -> Real:
         """FLOPs of the LM head, forward + backward."""
-        return 3.0 * self.lm_head_per_token * self.num_tokens
+        return self.weight_passes * self.lm_head_per_token * self.num_tokens
+
+    @property
+    def adapters(self) -> Real:
+        """FLOPs of the LoRA adapters, forward + backward."""
+        return 3.0 * self.adapter_per_token * self.num_tokens
 
     @property
     def recompute_gemm(self) -> Real:
@@ -162,26 +207,40 @@ class IterationFlops:
 
 
 def iteration_flops(
-    model: ModelShape, *, num_sequences: Real, recompute: Recompute | Count
+    model: ModelShape,
+    *,
+    num_sequences: Real,
+    recompute: Recompute | Count,
+    trains_base: Flag = True,
+    adapter_per_token: Real = 0.0,
+    span: Real | None = None,
 ) -> IterationFlops:
     """FLOPs of one iteration over ``num_sequences`` sequences of ``model.seq_length`` tokens.
 
     ``recompute`` is a ``Recompute`` or its code (``Recompute.code``, an array of codes for a
     batch). Recompute adds one extra forward of every layer (``full``) or of the attention core
-    only (``selective``; Korthikanti et al. 2022, §4.2).
+    only (``selective``; Korthikanti et al. 2022, §4.2). ``trains_base`` False: frozen weights
+    (LoRA), no weight-gradient GEMMs; ``adapter_per_token``: the adapters' forward FLOPs
+    (``planner.perf.lora``); ``span``: the packed samples' mean length (``attention_keys``).
     """
-    layers, moe_layers = model.num_layers, model.num_moe_layers
+    mtp = model.mtp_num_layers
+    layers = model.num_layers + mtp  # each MTP module runs one more transformer layer
+    moe_layers = model.num_moe_layers + model.num_mtp_moe_layers
+    h = model.hidden_size
     linear = (
         layers * attention_linear_flops_per_token(model)
         + (layers - moe_layers) * mlp_flops_per_token(model, moe_layer=False)
         + moe_layers * mlp_flops_per_token(model, moe_layer=True)
+        + mtp * 4.0 * h * h  # the MTP modules' 2h -> h projections
     )
     return IterationFlops(
         num_tokens=num_sequences * model.seq_length,
         linear_per_token=linear,
-        attention_core_per_token=layers * attention_core_flops_per_token(model),
-        lm_head_per_token=lm_head_flops_per_token(model),
+        attention_core_per_token=layers * attention_core_flops_per_token(model, span),
+        lm_head_per_token=(1.0 + mtp) * lm_head_flops_per_token(model),
         recompute_code=recompute.code if isinstance(recompute, Recompute) else recompute,
+        weight_passes=ops.where(trains_base, 3.0, 2.0),
+        adapter_per_token=adapter_per_token,
     )
 
 

@@ -54,6 +54,24 @@ in ``efficiency_constants.json``):
   module hooks release parameters after every forward (``post_sub_module_forward``) and fetch
   them before every forward and backward, so under full activation checkpointing the forward
   recomputed inside the backward gathers them once more (5e7, True).
+* ``dp_bucket_min_params`` and ``dp_bucket_params_per_rank``: the data-parallel gradient
+  reduction (ZeRO 0-2) runs in buckets of ``max(min, per_rank · d)`` parameters, one collective
+  each: Megatron-Core DDP's default ``max(40000000, 1000000 · dp_size)`` ("larger DP sizes need
+  larger buckets to ensure collectives do not become latency-bound",
+  ``DistributedDataParallelConfig.bucket_size``); DeepSpeed ZeRO-1/2 ``reduce_bucket_size``
+  5e8 elements; PyTorch DDP ``bucket_cap_mb`` 25 MB (6.25e6 fp32 gradients).
+* ``overlap_grad_reduce``: whether the data-parallel gradient reduction overlaps the backward
+  when the scenario does not say (``parallelism.overlap_grad_reduce``). DeepSpeed's
+  ``zero_optimization.overlap_comm`` defaults to false for ZeRO 0-2 and true for ZeRO-3
+  (``deepspeed/runtime/zero/config.py``), and its pipeline engine reduces after the flush
+  (``_exec_reduce_grads``): false; the other profiles' recipes overlap it.
+* ``zero3_list_collectives``: the ZeRO-3 parameter all-gather and gradient reduce-scatter pass
+  lists of per-rank tensors to ``torch.distributed``: DeepSpeed 0.3-0.5 (2021, the version of
+  the published DeepSpeed runs; ``partition_parameters.py`` ``_allgather_param`` gathers into
+  ``[flat.narrow(0, i·partition, partition) for i in range(world_size)]``), which PyTorch's
+  NCCL backend of the time serves through a flat buffer and one copy per rank
+  (``planner.perf.data``). Later DeepSpeed gathers into one flat tensor
+  (``all_gather_into_tensor``): a scenario of a current DeepSpeed would not pay it.
 * ``loss_bytes_per_logit``: HBM bytes the loss moves per logit (forward + backward, on top of
   the LM-head GEMM), counted kernel by kernel from each stack's loss code:
   Megatron-Core's ``vocab_parallel_cross_entropy`` (r0.8, used by Megatron-LM 2024 and NeMo
@@ -77,6 +95,29 @@ in ``efficiency_constants.json``):
   in bf16); NeMo 24.07's distributed Adam and DeepSpeed ZeRO reduce in the 16-bit dtype
   (DeepSpeed ``communication_data_type`` unset). Under fp16 (loss scaling) every stack keeps
   16-bit gradients by default (Megatron-LM's ``main_grad`` buffer takes ``params_dtype``).
+
+* ``master_weight_bytes``: bytes per parameter of the optimizer's fp32 master copy. NeMo's
+  distributed Adam (Apex ``DistributedFusedAdam`` through NeMo's ``MegatronDistributedFusedAdam``)
+  runs with ``store_params=False, store_param_remainders=True`` when the model is bf16 and the
+  optimizer state fp32 (NeMo ``megatron_base_model.setup_optimization``): the bf16 parameter
+  holds the upper 16 bits of the fp32 master and the optimizer only the lower 16 (2 bytes);
+  every other stack keeps the whole fp32 master (4).
+* ``automodel`` (NVIDIA NeMo Automodel, 2025): a PyTorch-native stack, FSDP2 (``fully_shard``
+  per block) with Transformer Engine modules where the recipe's ``backend`` picks them
+  (``linear: te``, ``rms_norm: te``, ``attn: te``: cuDNN fused attention through TE's
+  ``DotProductAttention``) and DeepEP for the MoE token exchange (``enable_deepep``); the glue
+  between modules (residual adds, rotary embedding, the experts' SwiGLU, router softmax/top-k)
+  runs as eager PyTorch (no ``torch.compile`` in the benchmark recipes); the TE recipes
+  compute the loss with TE's fused Triton ``parallel_cross_entropy``
+  (``TEParallelCrossEntropy``: reads the 16-bit logits twice, writes the gradient in place:
+  10 bytes per logit, like flash-attn's fused kernel) and FSDP2's ``MixedPrecisionPolicy``
+  reduces in fp32 (Automodel ``FSDP2Manager`` defaults).
+
+* ``grad_buffer_memset`` and ``loss_all_reduce_per_microbatch``: Megatron-Core's training step
+  (Megatron-LM, NeMo) zeroes its contiguous gradient buffer every iteration and all-reduces the
+  reporting loss over the data-parallel group after every microbatch (``pretrain_gpt.py``
+  ``loss_func``); PyTorch stacks free their gradients (``set_to_none``) and reduce the loss
+  once per logged step (``planner.perf.iteration``).
 
 Memory (``planner.perf.memory``):
 
@@ -123,6 +164,13 @@ class FrameworkProfile:
     grad_reduce_in_fp32: bool = True
     zero3_prefetch_params: float = 0.0
     zero3_regather_on_recompute: bool = False
+    master_weight_bytes: float = 4.0
+    grad_buffer_memset: bool = False
+    loss_all_reduce_per_microbatch: bool = False
+    zero3_list_collectives: bool = False
+    dp_bucket_min_params: float = 6.25e6
+    dp_bucket_params_per_rank: float = 0.0
+    overlap_grad_reduce: bool = True
 
 
 _TE_STACK = FrameworkProfile(
@@ -132,6 +180,10 @@ _TE_STACK = FrameworkProfile(
     fused_cross_entropy=True,
     fp8_weight_cache=True,
     loss_bytes_per_logit=52.0,
+    grad_buffer_memset=True,
+    loss_all_reduce_per_microbatch=True,
+    dp_bucket_min_params=4e7,
+    dp_bucket_params_per_rank=1e6,
 )
 _EAGER_PYTORCH = FrameworkProfile(
     fused_attention=False,
@@ -161,7 +213,9 @@ _TORCHTITAN = FrameworkProfile(
 FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
     {
         Framework.MEGATRON: _TE_STACK,
-        Framework.NEMO: replace(_TE_STACK, pp_comm_overlap=True, grad_reduce_in_fp32=False),
+        Framework.NEMO: replace(
+            _TE_STACK, pp_comm_overlap=True, grad_reduce_in_fp32=False, master_weight_bytes=2.0
+        ),
         Framework.TORCHTITAN: _TORCHTITAN,
         Framework.FSDP: _EAGER_PYTORCH,
         Framework.DEEPSPEED: FrameworkProfile(
@@ -174,8 +228,17 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             grad_reduce_in_fp32=False,
             zero3_prefetch_params=5e7,
             zero3_regather_on_recompute=True,
+            zero3_list_collectives=True,
+            dp_bucket_min_params=5e8,
+            overlap_grad_reduce=False,
         ),
         Framework.LLM_FOUNDRY: _LLM_FOUNDRY,
+        Framework.AUTOMODEL: replace(
+            _EAGER_PYTORCH,
+            fused_attention=True,
+            fused_cross_entropy=True,
+            loss_bytes_per_logit=10.0,
+        ),
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul
         # overlap assumed.
         Framework.MAXTEXT: FrameworkProfile(

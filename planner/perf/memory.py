@@ -57,24 +57,38 @@ attention kernel and of TP reduce-scatters, and eager PyTorch stores every ``MUS
 (``_CachingTorchDispatchMode`` in ``torch/utils/checkpoint.py``). Per token, 16-bit: the block
 input ``h`` (``/t`` with SP), ``q + kv + q + f`` over ``t`` (wq, wv, attention output, w1),
 w2's output ``h`` (a partial sum of full width under TP) and, with SP, the two reduce-scatter
-outputs ``2h/t``. The first pipeline stage holds ``p`` microbatches of ``L/p`` layers (1F1B) or
-``2(p-1) + (v-1)p + 1`` chunks of ``L/(pv)`` layers (interleaved; Megatron's warm-up count),
-never more than all microbatches.
+outputs ``2h/t``. The first pipeline stage holds ``p`` microbatches of its layers (1F1B) or
+``2(p-1) + (v-1)p + 1`` chunks of ``1/v`` of them (interleaved; Megatron's warm-up count,
+``get_pp_rank_microbatches``), never more than all microbatches; the busiest middle stage is
+counted at rank 1 (``p - 1`` microbatches, ``2(p-2) + (v-1)p + 1`` chunks: the most a middle
+rank holds), the last stage at one microbatch of its layers. Each stage holds its own layers
+(``ScenarioArrays.first_stage_layers`` ...; ``L/p`` for an even split).
 
 The stage computing the loss peaks in the loss's backward, before any layer is re-run (so the
-loss and a full-recompute working set are never held together): it holds the final norm's
-input and the LM head's input (``2·tok·h/t`` each with SP; a DTensor ``ColwiseParallel`` head
-saves its all-gathered input, ``2·tok·h``) and the loss buffers, bytes per logit ``tok·V/t``:
-a fused loss 4 (Megatron's fused vocab-parallel cross-entropy works in place, flash-attn's keeps
-the 16-bit logits and writes the 16-bit gradient);
-eager ``F.cross_entropy(logits.float())`` 12 (its backward holds the saved fp32 log-softmax,
-the dense fp32 ``nll_loss`` gradient and ``_log_softmax_backward_data``'s fp32 output at once,
-more than the 10 of its forward: 16-bit logits, fp32 upcast, fp32 log-softmax); 16 with
-tensor parallelism, where eager stacks compute the loss with DTensor ``loss_parallel``
-(``torch/distributed/tensor/parallel/loss.py``: the backward
-``(grad_input + torch.exp(x)) * grad_output`` holds four fp32 logit-sized tensors).
-The reported peak is the larger of the first and last stage, plus the efficiency model's
-runtime overhead and allocator slack.
+loss and a full-recompute working set are never held together): ``planner.perf.loss_memory``.
+The reported peak is the largest of the first, the busiest middle and the last stage, plus
+the efficiency model's runtime overhead and allocator slack.
+
+A layout fits when its peak plus a headroom is within the GPU's memory
+(``fits_in_memory``; the explorer prunes with the same test, so its best layouts no longer sit
+at the last MiB): ``hardware.memory_headroom_gib``, by default
+``DEFAULT_MEMORY_HEADROOM_BYTES`` = 1 GiB (``planner.perf.batch``). It stands for what the
+peak above leaves out and what varies with the layout and from run to run, beyond the fixed
+``memory_overhead_bytes`` (CUDA context, library workspaces, one set of NCCL buffers):
+
+* NCCL buffers of further communicators: NCCL allocates, per channel and connected peer, a
+  ``NCCL_BUFFSIZE`` = 4 MiB buffer for its Simple protocol plus the LL128 and LL buffers
+  (NCCL environment-variable documentation), up to ``NCCL_MAX_NCHANNELS`` = 32 channels on
+  NVLink: ~0.1-0.3 GiB per ring; Megatron-Core opens one communicator per process group
+  (tensor, pipeline, data, data-with-context, context, expert, expert-tensor, expert-data,
+  embedding) and connects the peers each uses, lazily (``NCCL_RUNTIME_CONNECT``);
+* the caching allocator's rounding beyond the activation slack: blocks above 1 MiB are
+  rounded to 2 MiB and carved from 20 MiB segments (``kRoundLarge``, ``kLargeBuffer`` in
+  ``c10/cuda/CUDACachingAllocator.cpp``), each size class keeping its own partly used segment.
+
+1 GiB keeps the published runs the accuracy benchmark holds, many tuned to the largest
+micro-batch that fits, within 5 % of HBM; a scenario sets its own (``0`` tests the bare peak,
+a larger value a safer plan).
 """
 
 from __future__ import annotations
@@ -84,12 +98,27 @@ from dataclasses import dataclass
 from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
+from planner.perf.lora import adapter_params_per_gpu
+from planner.perf.loss_memory import (
+    ACTIVATION_BYTES,
+    EAGER_LOSS_PEAK_BYTES_PER_LOGIT,
+    FUSED_LOSS_BYTES_PER_LOGIT,
+    LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT,
+    loss_bytes_per_logit_arr,
+    loss_peak_bytes_arr,
+)
+from planner.perf.moe_mlp import moe_imbalance
 from planner.perf.ops import Count, Real
 from planner.perf.parameters import LocalParameters, StageParameters, stage_params, total_params
+from planner.perf.precision import saved_input_bytes, weight_copy_bytes
 from planner.specs.parallelism import Recompute
 from planner.specs.scenario import Scenario
 
 __all__ = [
+    "ACTIVATION_BYTES",
+    "EAGER_LOSS_PEAK_BYTES_PER_LOGIT",
+    "FUSED_LOSS_BYTES_PER_LOGIT",
+    "LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT",
     "MemoryArrays",
     "MemoryBreakdown",
     "activation_bytes_per_layer",
@@ -107,18 +136,6 @@ OPTIMIZER_BYTES_PER_PARAM = 12.0
 LOW_PRECISION_WEIGHT_COPY_BYTES = 1.0
 """Transformer Engine's cached FP8 copy of each linear weight (``is_first_microbatch``)."""
 _NONE, _SELECTIVE, _FULL = Recompute.NONE.code, Recompute.SELECTIVE.code, Recompute.FULL.code
-ACTIVATION_BYTES = 2.0
-"""16-bit activations and activation gradients, kept and sent between GPUs (also under FP8
-training: Transformer Engine casts only the GEMM inputs)."""
-FUSED_LOSS_BYTES_PER_LOGIT = 4.0
-"""A fused loss (``fused_cross_entropy`` in ``planner.perf.frameworks``): Megatron's fused
-vocab-parallel cross-entropy keeps one fp32 copy of the logits and works in place."""
-EAGER_LOSS_PEAK_BYTES_PER_LOGIT = 12.0
-"""Eager ``F.cross_entropy(logits.float())``, peak in its backward: saved fp32 log-softmax,
-dense fp32 ``nll_loss`` gradient and the fp32 ``_log_softmax_backward_data`` output."""
-LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT = 16.0
-"""DTensor ``loss_parallel`` backward ``(grad_input + torch.exp(x)) * grad_output``: saved fp32
-log-softmax, ``grad_input``, the fp32 sum and the fp32 product at once."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,35 +191,56 @@ class MemoryArrays:
 
 
 def activation_bytes_arr(
-    a: ScenarioArrays, *, moe_layer: bool, recompute: Count, op_level: bool = True
+    a: ScenarioArrays,
+    *,
+    moe_layer: bool,
+    recompute: Count,
+    op_level: bool = True,
+    imbalance: Real = 1.0,
 ) -> Real:
     """Activation bytes one layer keeps for one microbatch (see the module docstring).
 
     ``recompute`` holds codes (``Recompute.code``: 0 none, 1 selective, 2 full); ``op_level``
     False reads "selective" as Megatron's even where the framework uses op-level SAC (the
-    working set of a layer re-run under full recompute).
+    working set of a layer re-run under full recompute); ``imbalance``: the routed tokens of
+    the busiest expert rank over its even share (``planner.perf.moe_mlp.moe_imbalance``).
     """
     tp, hidden, seq = a.tensor_parallel, a.hidden_size, a.seq_length
     tok = a.tokens_per_microbatch
-    lp = a.device.low_precision
     drop = ops.where(a.has_dropout, 1.0, 0.0)
-    replicated = tok * hidden * (8.0 + 2.0 * drop - ops.where(lp, 2.0, 0.0))
-    attn = 4.0 * tok * a.query_width + 4.0 * tok * a.kv_width
+    selective = recompute == _SELECTIVE
+    # the layer norms' outputs (the QKV and MLP inputs) unless recomputed (``layernorm``)
+    saved = saved_input_bytes(a)  # a GEMM input kept for the backward: 2, or the recipe's
+    norm_outputs = ops.where(selective & a.recompute_layernorm, 0.0, 2.0 * saved)
+    replicated = tok * hidden * (4.0 + 2.0 * drop + norm_outputs)
+    # Q, K, V and the attention output (16-bit), each of its width (GQA: q, kv, kv, q)
+    widths = a.attention_q_width + a.attention_k_width + a.attention_v_width
+    widths = ops.where(selective & a.recompute_mla_up_proj & a.multi_latent_attention, 0.0, widths)
+    attn = ACTIVATION_BYTES * tok * (widths + a.attention_out_width)
+    # MLA: the latents the up projections read, whole on every tensor-parallel rank
+    latents = ACTIVATION_BYTES * tok * (a.q_lora_rank + a.kv_lora_rank)
     local_seq = seq / a.context_parallel
     scores = (4.0 + drop) * a.num_attention_heads * local_seq * seq * a.micro_batch_size
-    kept_scores = ops.logical_not(a.flash_attention) & (recompute == _NONE)
+    core_again = selective & a.recompute_core_attn
+    kept_scores = ops.logical_not(a.flash_attention) & (recompute != _FULL)
+    kept_scores = kept_scores & ops.logical_not(core_again)
     attn = attn + ops.where(kept_scores, scores, 0.0)
     n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
-    act_out = ops.where(lp, 1.0, 2.0)
+    act_out = saved
     if moe_layer:
         expert_ffn = a.moe_ffn_hidden_size
-        routed = tok * a.moe_router_topk
-        mlp = routed * (2.0 * hidden + (2.0 * n_up + act_out) * expert_ffn)
-        mlp = mlp + tok * (2.0 * n_up + act_out) * expert_ffn * a.num_shared_experts
+        routed = tok * a.moe_router_topk * imbalance
+        act_kept = ops.where(selective & a.recompute_moe_act, 0.0, act_out)
+        shared = tok * (2.0 * n_up + act_kept) * a.shared_expert_ffn_hidden_size
+        mlp = routed * (2.0 * hidden + (2.0 * n_up + act_kept) * expert_ffn)
+        mlp = mlp + ops.where(selective & a.recompute_shared_experts, 0.0, shared)
+        mlp = ops.where(selective & a.recompute_moe, 0.0, mlp)  # only the block's input
     else:
         mlp = tok * (2.0 * n_up + act_out) * a.ffn_hidden_size
+        mlp = ops.where(selective & a.recompute_mlp, 0.0, mlp)
     shard = a.sequence_parallel | (tp == 1)
     full = ops.where(shard, (replicated + attn + mlp) / tp, replicated + (attn + mlp) / tp)
+    full = full + latents
     layer_input = 2.0 * tok * hidden / ops.where(a.sequence_parallel, tp, 1.0)
     out: Real = ops.where(recompute == _FULL, layer_input, full)
     if op_level and ops.any_(a.op_level_selective_recompute):
@@ -210,59 +248,37 @@ def activation_bytes_arr(
         # matmuls (wq, wv, w1; w2 too for SwiGLU: 7 matmuls), of the attention kernel and of
         # the TP reduce-scatters (module docstring)
         if moe_layer:
-            up = (tok * a.moe_router_topk + tok * a.num_shared_experts) * a.moe_ffn_hidden_size
+            routed_up = tok * a.moe_router_topk * imbalance * a.moe_ffn_hidden_size
+            up = routed_up + tok * a.shared_expert_ffn_hidden_size
         else:
             up = tok * a.ffn_hidden_size
         down = ops.where(a.gated_linear_unit, ACTIVATION_BYTES * tok * hidden, 0.0)  # partial sum
         reduce_scatter = ops.where(
             a.sequence_parallel & (tp > 1), 2.0 * ACTIVATION_BYTES * tok * hidden / tp, 0.0
         )
-        sharded = ACTIVATION_BYTES * (tok * (2.0 * a.query_width + a.kv_width) + up) / tp
+        # wq, wv and the attention output
+        kept = a.attention_q_width + a.attention_v_width + a.attention_out_width
+        sharded = ACTIVATION_BYTES * (tok * kept + up) / tp
         op = layer_input + sharded + down + reduce_scatter
         op_sac = a.op_level_selective_recompute & (recompute == _SELECTIVE)
         out = ops.where(op_sac, ops.minimum(op, full), out)
     return out
 
 
+def _chunks_in_flight(a: ScenarioArrays, rank: float) -> Real:
+    """Microbatch-chunks pipeline rank ``rank`` holds at its peak under (interleaved) 1F1B:
+    ``p - rank`` microbatches, or Megatron's interleaved warm-up ``2(p - rank - 1) + (v-1)p``
+    plus the one in flight, never more than all ``m·v``."""
+    p, v = a.pipeline_parallel, a.virtual_pipeline
+    chunks = ops.where(v == 1, p - rank, 2.0 * (p - rank - 1) + (v - 1) * p + 1)
+    out: Real = ops.minimum(chunks, a.num_microbatches * v)
+    return out
+
+
 def layers_in_flight_arr(a: ScenarioArrays) -> Real:
     """Layer-activations the first pipeline stage holds at its peak under (interleaved) 1F1B."""
-    chunk_layers = a.num_layers / (a.pipeline_parallel * a.virtual_pipeline)
-    chunks = ops.where(
-        a.virtual_pipeline == 1,
-        a.pipeline_parallel,
-        2.0 * (a.pipeline_parallel - 1) + (a.virtual_pipeline - 1) * a.pipeline_parallel + 1,
-    )
-    out: Real = ops.minimum(chunks, a.num_microbatches * a.virtual_pipeline) * chunk_layers
-    return out
-
-
-def loss_bytes_per_logit_arr(a: ScenarioArrays) -> Real:
-    """Peak bytes per logit the loss holds (forward or backward; module docstring).
-
-    A fused loss holds ``FUSED_LOSS_BYTES_PER_LOGIT``; the eager ``F.cross_entropy`` peaks in
-    its backward at ``EAGER_LOSS_PEAK_BYTES_PER_LOGIT``, or ``LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT``
-    under tensor parallelism (DTensor ``loss_parallel``)."""
-    eager = ops.where(
-        a.tensor_parallel > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT
-    )
-    out: Real = ops.where(a.fused_cross_entropy, FUSED_LOSS_BYTES_PER_LOGIT, eager)
-    return out
-
-
-def loss_peak_bytes_arr(a: ScenarioArrays) -> Real:
-    """Bytes the stage computing the loss holds at the loss on top of the layers' activations:
-    the loss buffers (``loss_bytes_per_logit_arr · tok·V/t``), the final norm's input and the
-    LM head's saved input (all-gathered under a DTensor head: eager loss with ``t > 1``)."""
-    tok = a.tokens_per_microbatch
-    t_sp = ops.where(a.sequence_parallel, a.tensor_parallel, 1.0)
-    eager_tp = ops.logical_not(a.fused_cross_entropy) & (a.tensor_parallel > 1)
-    head_input = ACTIVATION_BYTES * tok * a.hidden_size / ops.where(eager_tp, 1.0, t_sp)
-    norm_input = ACTIVATION_BYTES * tok * a.hidden_size / t_sp
-    out: Real = (
-        loss_bytes_per_logit_arr(a) * tok * a.vocab_size / a.tensor_parallel
-        + head_input
-        + norm_input
-    )
+    chunk_layers = a.first_stage_layers / a.virtual_pipeline
+    out: Real = _chunks_in_flight(a, 0.0) * chunk_layers
     return out
 
 
@@ -275,15 +291,30 @@ class _ModelStates:
     optimizer: Real
 
 
+def _optimizer_bytes(a: ScenarioArrays) -> Real:
+    """Adam's bytes per owned parameter: the fp32 master (``master_weight_bytes``: 2 where
+    NeMo's distributed Adam keeps only the remainder below the bf16 parameter) and the two fp32
+    moments; ``OPTIMIZER_BYTES_PER_PARAM`` (12) with a whole master."""
+    return OPTIMIZER_BYTES_PER_PARAM - 4.0 + a.master_weight_bytes
+
+
 def _model_states(
-    a: ScenarioArrays, *, dense: Real, expert: Real, root: Real, d_dense: Real, d_expert: Real
+    a: ScenarioArrays,
+    *,
+    dense: Real,
+    expert: Real,
+    root: Real,
+    layers: Real,
+    d_dense: Real,
+    d_expert: Real,
 ) -> _ModelStates:
     """Model states of a stage holding ``dense`` and ``expert`` parameters per GPU, ``root`` of
-    them outside the transformer layers; ``d_dense``/``d_expert`` are the data-parallel sizes
-    (``ScenarioArrays.dense_data_parallel_size``, ``expert_data_parallel_size``)."""
+    them outside its ``layers`` transformer layers; ``d_dense``/``d_expert`` are the
+    data-parallel sizes (``ScenarioArrays.dense_data_parallel_size``,
+    ``expert_data_parallel_size``)."""
     z = a.zero_stage
     unit_wise = ops.logical_not(a.zero3_gather_per_tensor)  # PyTorch FSDP; else DeepSpeed
-    layers = ops.maximum(a.num_layers / a.pipeline_parallel, 1.0)
+    layers = ops.maximum(layers, 1.0)
     block = (dense - root + expert) / layers
     sharded_away = (dense + expert) - (dense / d_dense + expert / d_expert)
     gathered = ops.where(
@@ -295,33 +326,47 @@ def _model_states(
     shard16 = ops.where(unit_wise, 0.0, dense / d_dense + expert / d_expert)
     weights = WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
     fp8_copy = a.device.low_precision & a.fp8_weight_cache
-    weights = weights + ops.where(
-        fp8_copy, LOW_PRECISION_WEIGHT_COPY_BYTES * (dense - root + expert), 0.0
+    weights = weights + ops.where(fp8_copy, weight_copy_bytes(a) * (dense - root + expert), 0.0)
+    gradients = a.grad_bytes_per_param * (
+        ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
     )
-    return _ModelStates(
-        weights=weights,
-        gradients=a.grad_bytes_per_param
-        * (
-            ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
-        ),
-        optimizer=OPTIMIZER_BYTES_PER_PARAM
-        * (
-            ops.where(z >= 1, dense / d_dense, dense) + ops.where(z >= 1, expert / d_expert, expert)
-        ),
+    optimizer = _optimizer_bytes(a) * (
+        ops.where(z >= 1, dense / d_dense, dense) + ops.where(z >= 1, expert / d_expert, expert)
     )
+    if not ops.all_(a.trains_base):
+        # LoRA: the frozen base holds 16-bit weights only (sharded 16-bit under ZeRO-3, as PEFT
+        # under FSDP keeps them); the adapters carry the full mixed-precision states
+        frozen = ops.logical_not(a.trains_base)
+        adapters = adapter_params_per_gpu(a)
+        base = ops.where(z >= 3, dense / d_dense + expert / d_expert + gathered, dense + expert)
+        frozen_weights = WEIGHT_BYTES_PER_PARAM * (base + adapters)
+        frozen_weights = (
+            frozen_weights
+            + weights
+            - WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
+        )  # keeps the low-precision weight copy
+        weights = ops.where(frozen, frozen_weights, weights)
+        shards = ops.where(z >= 1, d_dense, 1.0)
+        grad_shards = ops.where(z >= 2, d_dense, 1.0)
+        gradients = ops.where(frozen, a.grad_bytes_per_param * adapters / grad_shards, gradients)
+        optimizer = ops.where(frozen, _optimizer_bytes(a) * adapters / shards, optimizer)
+    return _ModelStates(weights=weights, gradients=gradients, optimizer=optimizer)
 
 
 @dataclass(frozen=True, slots=True)
 class _StageActivations:
-    """Activation bytes at the peak of the first and of the last pipeline stage."""
+    """Activation bytes at the peak of the first, the last and the busiest middle pipeline
+    stage."""
 
     first: Real
     last: Real
+    middle: Real
 
 
-def _stage_activations(a: ScenarioArrays) -> _StageActivations:
-    """Activations of the first stage (layers in flight) and the last (its layers, plus the
-    loss), each with one layer's working set while it is re-run under full recompute."""
+def _stage_activations(a: ScenarioArrays, eff: EfficiencyModel) -> _StageActivations:
+    """Activations of the first stage (layers in flight) and the last (its layers and the
+    multi-token-prediction layers, plus the loss), each with one layer's working set while it
+    is re-run under full recompute; MoE layers at the busiest expert rank."""
     rc = a.recompute
     moe_frac = a.num_moe_layers / a.num_layers
     dense_act = activation_bytes_arr(a, moe_layer=False, recompute=rc)
@@ -332,7 +377,8 @@ def _stage_activations(a: ScenarioArrays) -> _StageActivations:
     if any_full:  # one layer's working set while it is re-run (full recompute only)
         working = activation_bytes_arr(a, moe_layer=False, recompute=_SELECTIVE, op_level=False)
     if ops.any_(moe_frac > 0):
-        moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc)
+        rho = moe_imbalance(a, eff)
+        moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc, imbalance=rho)
         per_layer = ops.where(
             moe_frac > 0,
             ops.where(moe_frac < 1, ops.maximum(dense_act, moe_act), moe_act),
@@ -340,7 +386,7 @@ def _stage_activations(a: ScenarioArrays) -> _StageActivations:
         )
         if any_full:
             moe_working = activation_bytes_arr(
-                a, moe_layer=True, recompute=_SELECTIVE, op_level=False
+                a, moe_layer=True, recompute=_SELECTIVE, op_level=False, imbalance=rho
             )
             working = ops.maximum(working, ops.where(moe_frac > 0, moe_working, 0.0))
     in_flight = layers_in_flight_arr(a)
@@ -348,37 +394,73 @@ def _stage_activations(a: ScenarioArrays) -> _StageActivations:
     # the loss peaks before any layer is re-run: the stage holds one or the other on top
     at_loss = ops.maximum(loss_peak_bytes_arr(a), working)
     single = a.pipeline_parallel == 1
-    last_layers = ops.minimum(a.num_layers / a.pipeline_parallel, in_flight)
+    first_chunks = _chunks_in_flight(a, 0.0)
+    last_layers = ops.minimum(
+        a.last_stage_layers, first_chunks * (a.last_stage_layers / a.virtual_pipeline)
+    )
+    middle_layers = _chunks_in_flight(a, 1.0) * (a.middle_stage_layers / a.virtual_pipeline)
+    mtp = a.mtp_num_layers * per_layer  # one microbatch through the MTP layers (last stage)
     return _StageActivations(
-        first=in_flight * per_layer + ops.where(single, at_loss, working),
-        last=last_layers * per_layer + at_loss,
+        first=in_flight * per_layer + ops.where(single, at_loss + mtp, working),
+        last=last_layers * per_layer + at_loss + mtp,
+        middle=ops.where(a.middle_stage_layers > 0, middle_layers * per_layer + working, 0.0),
     )
 
 
 def memory_arrays(
     a: ScenarioArrays, eff: EfficiencyModel, *, params: StageParameters | None = None
 ) -> MemoryArrays:
-    """Peak memory of the most loaded GPU (first or last pipeline stage) for a batch, bytes.
+    """Peak memory of the most loaded GPU (first, busiest middle or last pipeline stage) for a
+    batch, bytes.
 
     ``params`` is ``stage_params(a)`` when the caller has it already."""
     stages = params if params is not None else stage_params(a)
-    act = _stage_activations(a)
+    act = _stage_activations(a, eff)
     sizes = {"d_dense": a.dense_data_parallel_size, "d_expert": a.expert_data_parallel_size}
     first = _model_states(
-        a, dense=stages.first_dense, expert=stages.first_expert, root=stages.first_root, **sizes
+        a,
+        dense=stages.first_dense,
+        expert=stages.first_expert,
+        root=stages.first_root,
+        layers=stages.first_layers,
+        **sizes,
     )
     last = _model_states(
-        a, dense=stages.last_dense, expert=stages.last_expert, root=stages.last_root, **sizes
+        a,
+        dense=stages.last_dense,
+        expert=stages.last_expert,
+        root=stages.last_root,
+        layers=stages.last_layers,
+        **sizes,
     )
     slack = 1.0 + eff.memory_fragmentation_fraction
     first_total = first.weights + first.gradients + first.optimizer + act.first * slack
     last_total = last.weights + last.gradients + last.optimizer + act.last * slack
     use_first = first_total >= last_total
+    weights = ops.where(use_first, first.weights, last.weights)
+    gradients = ops.where(use_first, first.gradients, last.gradients)
+    optimizer = ops.where(use_first, first.optimizer, last.optimizer)
+    activations = ops.where(use_first, act.first, act.last)
+    if ops.any_(a.middle_stage_layers > 0):  # a middle rank may hold the most (uneven splits)
+        middle = _model_states(
+            a,
+            dense=stages.middle_dense,
+            expert=stages.middle_expert,
+            root=0.0,
+            layers=stages.middle_layers,
+            **sizes,
+        )
+        middle_total = middle.weights + middle.gradients + middle.optimizer + act.middle * slack
+        use_middle = middle_total > ops.maximum(first_total, last_total)
+        weights = ops.where(use_middle, middle.weights, weights)
+        gradients = ops.where(use_middle, middle.gradients, gradients)
+        optimizer = ops.where(use_middle, middle.optimizer, optimizer)
+        activations = ops.where(use_middle, act.middle, activations)
     return MemoryArrays(
-        weights=ops.where(use_first, first.weights, last.weights),
-        gradients=ops.where(use_first, first.gradients, last.gradients),
-        optimizer=ops.where(use_first, first.optimizer, last.optimizer),
-        activations=ops.where(use_first, act.first, act.last) * slack,
+        weights=weights,
+        gradients=gradients,
+        optimizer=optimizer,
+        activations=activations * slack,
         overhead=a.full(eff.memory_overhead_bytes),
     )
 

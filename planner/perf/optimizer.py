@@ -6,8 +6,9 @@ and the gradient, makes a gradient-norm pass, and writes the master weight, both
 16-bit copy: ``ADAM_HBM_BYTES_PER_PARAM`` bytes of HBM traffic. A GPU owns all its parameters
 at ZeRO-0 and ``1/(d·c)`` of its dense and ``1/max(d·c/e, 1)`` of its expert parameters when
 the optimizer is sharded (ZeRO >= 1; Megatron's distributed optimizer, Rajbhandari et al.
-2020). FP8 training adds the cast of every local weight to its FP8 copy
-(``FP8_CAST_BYTES_PER_PARAM``: read 16-bit, write 8-bit). The step runs as a few fused
+2020). Low-precision training adds the cast of every local weight to its quantised copy (read
+16-bit, write the recipe's copy, ``planner.perf.precision.weight_copy_bytes``: 1 byte under
+FP8 recipes, ``FP8_CAST_BYTES_PER_PARAM`` = 3 in all). The step runs as a few fused
 multi-tensor kernels (at least ``4 · kernel_min_time_s``).
 """
 
@@ -20,6 +21,7 @@ from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.ops import Real
 from planner.perf.parameters import LocalParameters
+from planner.perf.precision import weight_copy_bytes
 
 __all__ = [
     "ADAM_HBM_BYTES_PER_PARAM",
@@ -54,8 +56,11 @@ def optimizer_times(
     dense_shards = ops.where(sharded, a.dense_data_parallel_size, 1.0)
     expert_shards = ops.where(sharded, a.expert_data_parallel_size, 1.0)
     owned = params.dense / dense_shards + params.expert / expert_shards
-    cast = FP8_CAST_BYTES_PER_PARAM * (params.dense + params.expert)
-    hbm = ADAM_HBM_BYTES_PER_PARAM * owned + ops.where(a.device.low_precision, cast, 0.0)
+    # re-quantise the cached weight copy: read 16-bit, write the recipe's copy
+    cast = (2.0 + weight_copy_bytes(a)) * (params.dense + params.expert)
+    # a master kept as a 16-bit remainder is read and written at half the bytes
+    adam = ADAM_HBM_BYTES_PER_PARAM - 2.0 * (4.0 - a.master_weight_bytes)
+    hbm = adam * owned + ops.where(a.device.low_precision, cast, 0.0)
     seconds = hbm / eff.memory_bytes_per_s(hbm, a.device)
     return OptimizerTimes(
         step_s=ops.maximum(seconds, _MIN_KERNELS * eff.kernel_min_time_s), hbm_bytes=hbm

@@ -1,10 +1,25 @@
 """The pipeline schedule: steady state, bubble and point-to-point transfers of (interleaved) 1F1B.
 
-Megatron-LM's 1F1B schedule and its interleaved variant (Narayanan et al. SC'21 §2.2): each of
-the ``p`` stages holds ``L/p`` layers (in ``v`` chunks when interleaved); the first stage also
-runs the embedding, the last the LM head and loss (both when ``p == 1``). The slowest of the two
-sets the steady state, ``m`` microbatches of its per-microbatch time (compute plus the exposed
-TP/CP/EP communication). The bubble is ``(p-1)/v`` times the mean stage's per-microbatch time.
+Megatron-LM's 1F1B schedule and its interleaved variant (Narayanan et al. SC'21 §2.2): the
+``p`` pipeline ranks hold the transformer layers as the framework splits them
+(``planner.specs.pipeline_split``: ``L/p`` each for an even split; uneven first/last stages,
+an explicit layout, a framework's default split otherwise), in ``v`` chunks when interleaved;
+the first rank also runs the embedding, the last the LM head and loss (both when ``p == 1``).
+Each rank's per-microbatch time is its layers' compute plus their exposed TP/CP/EP
+communication, plus its edge operators; the slowest of rank 0, the busiest middle rank and
+rank ``p-1`` sets the steady state, ``m`` microbatches of its time.
+
+The bubble uses the mean rank time ``T`` (the whole model's per-microbatch time over ``p``;
+an uneven split moves layers between ranks but not this mean): with ``m >= p`` microbatches,
+``(p-1)·T/v`` (SC'21 §2.2.1-2.2.2). With ``m < p`` (runs where the framework allows it,
+e.g. torch's ``ScheduleInterleaved1F1B`` in one round) the interleaved schedule cannot fill
+the pipeline: Megatron-Core's schedule table (``get_schedule_table`` in
+``pipeline_parallel/schedules.py``: all ``m`` microbatches of a group run chunk 0, then chunk
+1, ...) has microbatch 0 walk all ``v·p`` chunks in turn, each rank idle until it returns, so
+the forward ends after ``(v·p + m - 1)`` chunk times and the backward likewise: bubble
+``(p - m)·T + (m - 1)·T/v`` (``(p-1)·T`` for ``m = 1``, as without interleaving; the
+non-interleaved 1F1B bubble ``(p-1)·T`` holds for every ``m``).
+
 Each microbatch crosses every stage boundary forward and backward with ``tok·h`` 16-bit
 activations (``tok = b·S/c`` local tokens) scattered over the ``t`` tensor-parallel ranks
 (Megatron's scatter-gather p2p): ``2·v·m`` transfers in the steady state plus ``2(p-1)`` in
@@ -12,6 +27,20 @@ warm-up and flush, over NVLink when the whole ``t·c·d·p`` layout fits one dom
 overlapped p2p under the interleaved schedule (Megatron-Core ``overlap_p2p_comm``,
 ``planner.perf.frameworks``) a steady-state transfer shows only where it exceeds one chunk's
 forward, plus its launch.
+
+Why every transfer sits on the critical path, and in what order (Megatron-Core
+``pipeline_parallel/p2p_communication.py``): without overlap, ``_communicate`` posts each
+step's sends and receives in one ``batch_isend_irecv`` group (the send to the next stage and
+the receive from it run concurrently, full duplex: one transfer time per exchange), waits for
+them, and with ``batch_p2p_sync`` (the default) calls ``torch.cuda.synchronize()``; the 1F1B
+warm-up sends each of the first ``p-1`` microbatches through every stage before the first
+backward, and the flush returns them, ``2(p-1)`` transfers no steady state hides (Narayanan
+et al. SC'21 §2.2). With ``overlap_p2p_comm`` (no batching) ``_p2p_ops`` orders the calls by
+rank parity, even ranks sending before receiving and odd ranks the reverse, so that two
+neighbours never both wait on a receive; sends and receives to the same neighbour share one
+NCCL stream and follow each other, which is what the overlapped chunk's compute must cover.
+Every transfer pays the ``Simple`` protocol's base and hop latency (``collectives.p2p_time_s``):
+with tens of stages the warm-up and flush add ``2(p-1)`` of them to the bubble.
 """
 
 from __future__ import annotations
@@ -59,40 +88,85 @@ def pipeline_schedule(
     expert: ExpertParallelTimes,
 ) -> PipelineSchedule:
     """The schedule of every scenario of ``a`` (module docstring)."""
-    layers = a.num_layers / a.pipeline_parallel
-    compute_mid = layers * (layer.total_s)  # the stage's transformer layers, per microbatch
-    tp_mid, cp_mid, ep_mid = (
-        layers * tensor.layer_s,
-        layers * context.layer_s,
-        layers * expert.layer_s,
-    )
+    layers = a.num_layers / a.pipeline_parallel  # the mean rank's transformer layers
     single = a.pipeline_parallel == 1
     embedding, lm_head = operators.embedding_s, operators.lm_head_s
-    compute_first = compute_mid + embedding + ops.where(single, lm_head, 0.0)
-    compute_last = compute_mid + lm_head + ops.where(single, embedding, 0.0)
-    tp_first = tp_mid + tensor.embedding_s + ops.where(single, tensor.lm_head_s, 0.0)
-    tp_last = tp_mid + tensor.lm_head_s + ops.where(single, tensor.embedding_s, 0.0)
-    first_total = compute_first + tp_first + cp_mid + ep_mid
-    last_total = compute_last + tp_last + cp_mid + ep_mid
+    stages = {
+        "first": _Stage(a.first_stage_layers, layer, tensor, context, expert),
+        "last": _Stage(a.last_stage_layers, layer, tensor, context, expert),
+        "middle": _Stage(a.middle_stage_layers, layer, tensor, context, expert),
+    }
+    first, last, middle = stages["first"], stages["last"], stages["middle"]
+    compute_first = first.compute + embedding + ops.where(single, lm_head, 0.0)
+    compute_last = last.compute + lm_head + ops.where(single, embedding, 0.0)
+    tp_first = first.tp + tensor.embedding_s + ops.where(single, tensor.lm_head_s, 0.0)
+    tp_last = last.tp + tensor.lm_head_s + ops.where(single, tensor.embedding_s, 0.0)
+    # the multi-token-prediction layers run on the last stage (their compute is in lm_head_s)
+    tp_last = tp_last + a.mtp_num_layers * tensor.layer_s
+    ep_last = last.ep + a.num_mtp_moe_layers * expert.moe_layer_s
+    first_total = compute_first + tp_first + first.cp + first.ep
+    last_total = compute_last + tp_last + last.cp + ep_last
+    middle_total = middle.compute + middle.tp + middle.cp + middle.ep
     first_slow = first_total >= last_total
+    middle_slow = middle_total > ops.maximum(first_total, last_total)
+
+    def slowest(on_first: Real, on_last: Real, on_middle: Real) -> Real:
+        return ops.where(middle_slow, on_middle, ops.where(first_slow, on_first, on_last))
+
     m = a.num_microbatches
     bubble = p2p = a.full(0.0)
     if not ops.all_(single):  # skipped when no scenario of the batch pipelines
         edges = (embedding + lm_head + tensor.embedding_s + tensor.lm_head_s) / a.pipeline_parallel
-        mean_stage = (compute_mid + tp_mid + cp_mid + ep_mid) + edges
-        bubble = ops.where(
-            single, 0.0, (a.pipeline_parallel - 1.0) / a.virtual_pipeline * mean_stage
-        )
+        mean_stage = (
+            layers * layer.total_s
+            + layers * tensor.layer_s
+            + layers * context.layer_s
+            + layers * expert.layer_s
+        ) + edges
+        bubble = ops.where(single, 0.0, _bubble_s(a, mean_stage))
         p2p = ops.where(single, 0.0, _p2p_s(a, link, layer))
     return PipelineSchedule(
-        compute_s=m * ops.where(first_slow, compute_first, compute_last),
-        tp_comm_s=m * ops.where(first_slow, tp_first, tp_last),
-        cp_comm_s=m * cp_mid,
-        ep_comm_s=m * ep_mid,
+        compute_s=m * slowest(compute_first, compute_last, middle.compute),
+        tp_comm_s=m * slowest(tp_first, tp_last, middle.tp),
+        cp_comm_s=m * slowest(first.cp, last.cp, middle.cp),
+        ep_comm_s=m * slowest(first.ep, ep_last, middle.ep),
         bubble_s=bubble,
         p2p_s=p2p,
-        slowest_stage_s=ops.maximum(first_total, last_total),
+        slowest_stage_s=ops.maximum(ops.maximum(first_total, last_total), middle_total),
     )
+
+
+class _Stage:
+    """Per-microbatch seconds of one rank's transformer layers: compute and exposed TP, CP
+    and EP communication (``layers`` times the per-layer terms)."""
+
+    __slots__ = ("compute", "cp", "ep", "tp")
+
+    def __init__(
+        self,
+        layers: Real,
+        layer: LayerTimes,
+        tensor: TensorParallelTimes,
+        context: ContextParallelTimes,
+        expert: ExpertParallelTimes,
+    ) -> None:
+        self.compute = layers * layer.total_s
+        self.tp = layers * tensor.layer_s
+        self.cp = layers * context.layer_s
+        self.ep = layers * expert.layer_s
+
+
+def _bubble_s(a: ScenarioArrays, mean_stage: Real) -> Real:
+    """Pipeline bubble seconds per iteration from the mean rank's per-microbatch time
+    (module docstring): ``(p-1)·T/v``, or ``(p-m)·T + (m-1)·T/v`` when an interleaved
+    schedule has fewer microbatches than ranks."""
+    p, v, m = a.pipeline_parallel, a.virtual_pipeline, a.num_microbatches
+    full = (p - 1.0) / v * mean_stage
+    if ops.all_((m >= p) | (v == 1)):  # the pipeline fills: SC'21's bubble
+        return full
+    starved = (p - m) * mean_stage + (m - 1.0) / v * mean_stage
+    out: Real = ops.where((m >= p) | (v == 1), full, starved)
+    return out
 
 
 def _p2p_s(a: ScenarioArrays, link: coll.Link, layer: LayerTimes) -> Real:

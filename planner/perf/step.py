@@ -62,8 +62,10 @@ class Prediction:
     """Predicted performance of one scenario (fields of the output contract, SI units).
 
     ``mfu`` divides model FLOPs by the dense peak of the chosen precision; ``hfu`` counts
-    recomputed FLOPs too. ``time_to_train_s`` is None when the scenario gives neither
-    ``training.total_tokens`` nor ``training.train_iters``.
+    recomputed FLOPs too. ``fits_in_memory``: the peak plus the memory headroom
+    (``hardware.memory_headroom_gib``, ``planner.perf.memory``) is within ``hbm_bytes``.
+    ``time_to_train_s`` is None when the scenario gives neither ``training.total_tokens`` nor
+    ``training.train_iters``.
     """
 
     iteration_time_s: float
@@ -146,7 +148,7 @@ def predict_batch(
     tokens = a.tokens_per_iteration
     tokens_per_s = tokens / it
     mem_total = r.memory.total
-    fits = mem_total <= a.hbm_bytes
+    fits = mem_total + a.memory_headroom_bytes <= a.hbm_bytes
     peak = a.device.peak_flop_per_s
     mfu = r.model_flops / (it * a.num_gpus * peak)
     hfu = r.hardware_flops / (it * a.num_gpus * peak)

@@ -1,7 +1,9 @@
 """Tensor-parallel communication: the activations' collectives around each layer's GEMMs.
 
 Per layer and direction, the attention and the MLP block each need one collective pair over
-the ``t`` ranks of the tensor-parallel group (Shoeybi et al. 2019, Megatron-LM §3): with
+the ``t`` ranks of the tensor-parallel group (an MoE layer's MLP block over its ``t_e`` expert
+tensor-parallel ranks: Megatron-Core's token dispatcher gathers and scatters the tokens over
+that group, none when ``t_e = 1``; MoE parallel folding) (Shoeybi et al. 2019, Megatron-LM §3): with
 sequence parallelism an all-gather before and a reduce-scatter after the block, otherwise one
 all-reduce (Korthikanti et al. 2022 §4.2.2: the same bytes on a ring), each of ``tok·h`` 16-bit
 activations (``tok = b·S/c`` local tokens). Forward and backward make 4 pairs per layer; full
@@ -14,7 +16,10 @@ vocabulary-parallel cross-entropy (max, sum, target logit; Megatron
 ``tp_comm_overlap_fraction`` where the framework splits the collectives into chunks overlapped
 with the GEMMs that consume and produce them (Transformer Engine userbuffers, Megatron
 ``--tp-comm-overlap``; Hopper and later, ``planner.perf.frameworks``), ``tp_overlap_fraction``
-otherwise.
+otherwise. An MoE layer's MLP pair is the token dispatcher's all-gather / reduce-scatter
+around the experts (Megatron-Core ``gather_from_sequence_parallel_region`` in the dispatchers),
+which userbuffers do not split: it keeps ``tp_overlap_fraction`` (the MoE layers' share of the
+layers).
 """
 
 from __future__ import annotations
@@ -63,18 +68,29 @@ def tensor_parallel_times(
     all_reduce = coll.all_reduce_time_s(size, tp, 1.0, link)
     loss = coll.all_reduce_time_s(tokens * _LOSS_ALL_REDUCE_BYTES_PER_TOKEN, tp, 1.0, link)
     pair = ops.where(a.sequence_parallel, all_gather + reduce_scatter, all_reduce)
-    layer = 4.0 * pair  # 2 forward + 2 backward
+    # MoE layers: the MLP block's pair runs over the expert tensor-parallel ranks (MoE
+    # parallel folding; the same pair when they are the tensor-parallel ones, none when 1)
+    expert_pair = pair
+    if ops.any_(a.num_moe_layers > 0):
+        etp = a.expert_tensor_parallel
+        expert_pair = ops.where(
+            a.sequence_parallel,
+            2.0 * coll.all_gather_time_s(size, etp, 1.0, link),
+            coll.all_reduce_time_s(size, etp, 1.0, link),
+        )
     head = ops.where(a.sequence_parallel, all_gather + reduce_scatter, 0.0) + 3.0 * loss
     arch = a.device.architecture
     hopper_plus = (arch >= _HOPPER) & (arch < _CDNA3)
+    plain = 1.0 - eff.comm_overlap(CommKind.TENSOR)
     keep = ops.where(
-        a.tp_comm_overlap & hopper_plus,
-        1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS),
-        1.0 - eff.comm_overlap(CommKind.TENSOR),
+        a.tp_comm_overlap & hopper_plus, 1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS), plain
     )
+    moe_share = a.num_moe_layers / a.num_layers
+    mlp = (1.0 - moe_share) * pair * keep + moe_share * expert_pair * plain
+    layer = 2.0 * pair * keep + 2.0 * mlp  # attention and MLP pairs, forward and backward
     full = a.recompute == _FULL
     return TensorParallelTimes(
-        layer_s=layer * ops.where(full, 1.5, 1.0) * keep,
+        layer_s=layer * ops.where(full, 1.5, 1.0),
         embedding_s=pair * keep,
         lm_head_s=head * keep,
     )

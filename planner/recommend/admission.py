@@ -61,11 +61,32 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def straggler_term_message(job: JobOutlook) -> str | None:
+    """The expected straggler slowdown of a queued job as its own term of the advisory text
+    (``planner.stragglers.exposure``), None when the job has no term (running, or no history
+    was consulted)."""
+    factor = job.straggler_factor
+    if factor is None:
+        return None
+    if factor <= 1.0 + 1e-9:
+        return "expected straggler slowdown none (no slow node in the cluster's recent history)"
+    text = f"expected straggler slowdown +{100 * (factor - 1):.1f}%"
+    if job.straggler_probability is not None and job.straggler_slowdown is not None:
+        text += (
+            f" ({100 * job.straggler_probability:.0f}% chance of a slow node in its allocation, "
+            f"{job.straggler_slowdown:.2f}x when slow)"
+        )
+    return text
+
+
 def prediction_message(job: JobOutlook) -> str:
     """The advisory text of a job: predicted runtime, step time, MFU, memory and fit, ETA."""
     parts = []
     if job.predicted_runtime_s is not None:
         parts.append(f"predicted runtime {_hours(job.predicted_runtime_s)}")
+    straggler = straggler_term_message(job)
+    if straggler is not None:
+        parts.append(straggler)
     if job.step_time_s is not None:
         parts.append(f"{job.step_time_s:.3f} s/iteration")
     if job.mfu_ratio is not None:
@@ -137,9 +158,10 @@ def final_decision(
 
 
 def advisory_hints(job: JobOutlook) -> AdvisoryHints:
-    """The hint values of a job: the model's runtime, the p50 completion, the GPUs it has."""
+    """The hint values of a job: the model's runtime (with a queued job's expected straggler
+    slowdown), the p50 completion, the GPUs it has."""
     return AdvisoryHints(
-        predicted_runtime_s=job.predicted_runtime_s,
+        predicted_runtime_s=job.predicted_runtime_with_stragglers_s,
         eta_s=job.completion_p50_s,
         recommended_gpus=job.num_gpus or None,
     )

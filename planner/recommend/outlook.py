@@ -22,7 +22,12 @@ class JobOutlook:
     False, ``description`` then says why): ``step_time_s`` (s per iteration), ``mfu_ratio``,
     ``memory_per_gpu_bytes``, ``fits_in_memory``. From the ETA: ``remaining_p50_s`` /
     ``remaining_p90_s`` (s from now, or the runtime of a pending job) and
-    ``completion_p50_s`` / ``completion_p90_s`` (epoch s, running jobs).
+    ``completion_p50_s`` / ``completion_p90_s`` (epoch s, running jobs). ``iteration``: the
+    last iteration the job reported (running jobs; None: unknown). From the cluster's
+    history of slow nodes (``planner.stragglers.exposure``, queued jobs): ``straggler_factor``
+    (expected slowdown, >= 1), ``straggler_probability`` (chance the allocation includes a slow
+    node), ``straggler_slowdown`` (the slowdown such nodes caused); ``eta_straggler_factor`` is
+    the part of that factor the ETA already multiplied in (1: none).
     """
 
     job_id: str
@@ -40,6 +45,11 @@ class JobOutlook:
     remaining_p90_s: float | None = None
     completion_p50_s: float | None = None
     completion_p90_s: float | None = None
+    iteration: int | None = None
+    straggler_factor: float | None = None
+    straggler_probability: float | None = None
+    straggler_slowdown: float | None = None
+    eta_straggler_factor: float = 1.0
 
     @property
     def predicted_runtime_s(self) -> float | None:
@@ -47,3 +57,23 @@ class JobOutlook:
         if self.step_time_s is None or not self.train_iters:
             return None
         return self.step_time_s * self.train_iters
+
+    @property
+    def peak_step_time_s(self) -> float | None:
+        """The fastest an iteration can physically run: the model's FLOPs per iteration over
+        the job's GPUs at their peak rate, i.e. the predicted step time x the predicted MFU
+        (``mfu = flops / (step time x num_gpus x peak FLOP/s)``); None without a prediction."""
+        if self.step_time_s is None or self.mfu_ratio is None:
+            return None
+        if self.step_time_s <= 0 or not 0 < self.mfu_ratio <= 1:
+            return None
+        return self.step_time_s * self.mfu_ratio
+
+    @property
+    def predicted_runtime_with_stragglers_s(self) -> float | None:
+        """The model's runtime times the expected straggler slowdown of a queued job (the
+        model's runtime when there is no term)."""
+        runtime = self.predicted_runtime_s
+        if runtime is None or self.straggler_factor is None:
+            return runtime
+        return runtime * max(1.0, self.straggler_factor)

@@ -2,52 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
-
-import yaml
 
 from planner.errors import SpecError
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.step import Prediction, predict_batch
+from planner.scenario.loading import load_json, load_json_lines, load_yaml
 from planner.scenario.parse import parse_scenario
 from planner.specs.scenario import Scenario
 
 __all__ = ["format_for_path", "predict_documents", "prediction_json", "read_documents"]
-
-
-class _ScenarioLoader(yaml.SafeLoader):
-    """Safe YAML loader that (a) reads ``1.5e13`` as a float like YAML 1.2 and JSON do (PyYAML's
-    YAML 1.1 resolver would return a string) and (b) rejects duplicate keys instead of silently
-    keeping the last one."""
-
-
-_ScenarioLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-
-def _construct_mapping(loader: _ScenarioLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    seen: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in seen:
-            mark = key_node.start_mark
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
-        seen[key] = loader.construct_object(value_node, deep=True)
-    return seen
-
-
-_ScenarioLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,
-)
 
 
 def _expand(doc: object) -> list[object]:
@@ -75,45 +41,15 @@ def read_documents(text: str, fmt: Literal["yaml", "json", "jsonl"], source: str
     In JSONL every non-blank line is one document, and a line that is not valid JSON becomes a
     ``SpecError`` *instance* in the list (``predict_documents`` reports it on that line while the
     other lines still run). A YAML/JSON syntax error raises ``SpecError(source, ...)`` with the
-    line and column.
+    line and column, and so do the limits of ``planner.scenario.loading`` (size, nesting,
+    alias expansion: a bomb is refused before it is expanded).
     """
     if fmt == "yaml":
-        try:
-            docs = list(yaml.load_all(text, Loader=_ScenarioLoader))
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-            raise SpecError(source, f"invalid YAML at {where}{exc.problem or exc}") from exc
-        except yaml.YAMLError as exc:
-            raise SpecError(source, f"invalid YAML: {exc}") from exc
-        out: list[object] = []
-        for doc in docs:
-            if doc is not None:
-                out.extend(_expand(doc))
-        return out
+        return [item for doc in load_yaml(text, source) if doc is not None for item in _expand(doc)]
     if fmt == "json":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError(
-                source, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-            ) from exc
-        return _expand(doc)
+        return _expand(load_json(text, source))
     if fmt == "jsonl":
-        lines: list[object] = []
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                lines.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                lines.append(
-                    SpecError(
-                        f"{source}:{lineno}",
-                        f"invalid JSON at line {lineno}, column {exc.colno}: {exc.msg}",
-                    )
-                )
-        return lines
+        return load_json_lines(text, source)
     raise SpecError("format", f"unknown format {fmt!r}; use yaml, json or jsonl")
 
 

@@ -7,12 +7,15 @@ bash arrays (``GPT_ARGS=( --num-layers 32 ... )``). Later occurrences win, as wi
 Megatron's own defaults apply where the scenario format's defaults differ: tied embeddings unless
 ``--untie-embeddings-and-output-weights``, no distributed optimizer (ZeRO 0) unless
 ``--use-distributed-optimizer``, no sequence parallel unless ``--sequence-parallel``,
-``num_query_groups`` only with ``--group-query-attention``.
+``num_query_groups`` only with ``--group-query-attention``. Uneven pipeline stages
+(``--pipeline-model-parallel-layout``, ``--decoder-first/last-pipeline-num-layers``,
+``--account-for-embedding/loss-in-pipeline-split``) and MoE parallel folding
+(``--expert-tensor-parallel-size``) become the scenario fields of the same names.
 """
 
 from __future__ import annotations
 
-import math
+import ast
 import re
 import shlex
 
@@ -53,8 +56,18 @@ _FLAGS = frozenset(
         "tp-comm-overlap",
         "accumulate-allreduce-grads-in-fp32",
         "grad-reduce-in-bf16",
+        "multi-latent-attention",
+        "moe-grouped-gemm",
+        "moe-router-force-load-balancing",
+        "overlap-moe-expert-parallel-comm",
+        "moe-enable-deepep",
+        "account-for-embedding-in-pipeline-split",
+        "account-for-loss-in-pipeline-split",
     }
 )
+
+_LIST_ARGS = frozenset({"recompute-modules"})
+"""Arguments that take several values (argparse ``nargs="*"``)."""
 
 _ASSIGNMENT = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -102,7 +115,13 @@ def _collect(tokens: list[str]) -> dict[str, str | bool]:
             continue
         key, eq, value = token[2:].partition("=")
         key = key.replace("_", "-")
-        if eq:
+        if key in _LIST_ARGS and not eq:  # nargs="*": every value up to the next flag
+            values = []
+            while i < len(tokens) and not tokens[i].startswith("--"):
+                values.append(expand(tokens[i]))
+                i += 1
+            args[key] = " ".join(values)
+        elif eq:
             args[key] = expand(value)
         elif key in _FLAGS:
             args[key] = True
@@ -142,7 +161,7 @@ def _vocab(args: dict[str, str | bool], tp: int) -> int:
             DEFAULT_VOCAB_SIZE,
         )
     multiple = (_int_arg(args, "make-vocab-size-divisible-by") or 128) * tp
-    return math.ceil(vocab / multiple) * multiple
+    return -(-vocab // multiple) * multiple  # integer ceiling: no float overflow on huge values
 
 
 def _precision(args: dict[str, str | bool]) -> str:
@@ -154,6 +173,165 @@ def _precision(args: dict[str, str | bool]) -> str:
     if args.get("fp16") is True:
         return "fp16"
     return "bf16"
+
+
+_FP8_RECIPES = frozenset({"delayed", "tensorwise", "blockwise", "mxfp8"})
+
+
+def _recipe(args: dict[str, str | bool], precision: str) -> str | None:
+    """``--fp8-recipe`` (Megatron: delayed, the default, tensorwise, blockwise, mxfp8) or
+    ``--fp4-recipe nvfp4``, for a low-precision run; None otherwise (the precision's
+    default)."""
+    if precision == "nvfp4":
+        return "nvfp4"
+    recipe = str(args.get("fp8-recipe", "")).lower()
+    if precision in ("fp8", "mxfp8") and recipe in _FP8_RECIPES:
+        return recipe
+    return None
+
+
+def _layer_pattern(text: str) -> int | list[int] | None:
+    """``--moe-layer-freq``: an int, or a Python list expression of 0/1 such as
+    ``([0]*3+[1]*58)`` or ``[1,0,1,0]`` (evaluated over list literals, ``*`` and ``+`` only);
+    None when it is neither."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node: ast.expr) -> list[int] | int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.List):
+            items = [value(e) for e in node.elts]
+            if all(isinstance(i, int) for i in items):
+                return [int(i) for i in items]  # type: ignore[arg-type]
+        if isinstance(node, ast.BinOp):
+            left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):
+                return left + right
+            if isinstance(node.op, ast.Mult):
+                if isinstance(left, list) and isinstance(right, int) and 0 <= right <= 100_000:
+                    return left * right
+                if isinstance(right, list) and isinstance(left, int) and 0 <= left <= 100_000:
+                    return right * left
+        raise ValueError("not a layer pattern")
+
+    try:
+        result = value(tree.body)
+    except ValueError:
+        return None
+    return result
+
+
+def _moe_fields(args: dict[str, str | bool]) -> dict[str, object]:
+    """MoE options (Megatron-LM / Megatron-Core names). The dispatcher defaults to Megatron's
+    ``allgather``; ``--moe-enable-deepep`` means the ``flex`` dispatcher over DeepEP."""
+    out: dict[str, object] = {}
+    dispatcher = args.get("moe-token-dispatcher-type")
+    if args.get("moe-enable-deepep") is True:
+        out["moe_token_dispatcher_type"] = "flex"
+    elif isinstance(dispatcher, str):
+        out["moe_token_dispatcher_type"] = dispatcher
+    else:
+        out["moe_token_dispatcher_type"] = "allgather"  # Megatron-LM's default
+    for flag, field in (
+        ("moe-grouped-gemm", "moe_grouped_gemm"),
+        ("moe-router-force-load-balancing", "moe_router_force_load_balancing"),
+        ("overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm"),
+    ):
+        if args.get(flag) is True:
+            out[field] = True
+    factor = args.get("moe-expert-capacity-factor")
+    if isinstance(factor, str):
+        try:
+            out["moe_expert_capacity_factor"] = float(factor)
+        except ValueError:
+            out["moe_expert_capacity_factor"] = factor  # parse_scenario names the field
+    for arg, field in (
+        ("moe-router-num-groups", "moe_router_num_groups"),
+        ("moe-router-group-topk", "moe_router_group_topk"),
+    ):
+        value = _int_arg(args, arg)
+        if value:
+            out[field] = value
+    shared = _int_arg(args, "moe-shared-expert-intermediate-size")
+    if shared:
+        out["moe_shared_expert_intermediate_size"] = shared
+        out["num_shared_experts"] = 1
+    freq = args.get("moe-layer-freq")
+    if isinstance(freq, str):
+        pattern = _layer_pattern(freq)
+        out["moe_layer_freq"] = pattern if pattern is not None else freq
+    return out
+
+
+def _attention_fields(args: dict[str, str | bool]) -> dict[str, object]:
+    """Multi-latent attention (``--multi-latent-attention`` with its ranks and head widths)
+    and sliding windows (``--window-size`` as ``left`` or ``(left, right)``,
+    ``--window-attn-skip-freq``)."""
+    out: dict[str, object] = {}
+    if args.get("multi-latent-attention") is True:
+        out["multi_latent_attention"] = True
+        for arg, field in (
+            ("q-lora-rank", "q_lora_rank"),
+            ("kv-lora-rank", "kv_lora_rank"),
+            ("qk-head-dim", "qk_head_dim"),
+            ("qk-pos-emb-head-dim", "qk_pos_emb_head_dim"),
+            ("v-head-dim", "v_head_dim"),
+        ):
+            value = _int_arg(args, arg)
+            if value is not None:
+                out[field] = value
+    window = args.get("window-size")
+    if isinstance(window, str):
+        sizes = [int(t) for t in re.findall(r"-?\d+", window)]
+        if sizes and sizes[0] > 0:
+            out["window_size"] = sizes[0]
+            skip = _int_arg(args, "window-attn-skip-freq")
+            if skip:
+                out["window_attn_skip_freq"] = skip
+    return out
+
+
+def _pipeline_split(
+    args: dict[str, str | bool], layers: int, pp: int, parallelism: dict[str, object]
+) -> None:
+    """The virtual pipeline degree and the uneven-split arguments of Megatron-LM
+    (``--pipeline-model-parallel-layout``, ``--decoder-first/last-pipeline-num-layers``,
+    ``--account-for-embedding/loss-in-pipeline-split``), into ``parallelism``. The virtual
+    degree: ``--num-virtual-stages-per-pipeline-rank``, or ``--num-layers-per-virtual-pipeline-
+    stage`` over each rank's share (``num_layers`` plus the ``account_for`` slots over ``pp``,
+    as Megatron-LM's ``validate_args`` computes it), or the layout's stages over ``pp``."""
+    layout = args.get("pipeline-model-parallel-layout")
+    if isinstance(layout, str) and layout:
+        parallelism["pipeline_layout"] = layout.strip("'\"")
+    for arg, key in (
+        ("decoder-first-pipeline-num-layers", "decoder_first_pipeline_num_layers"),
+        ("decoder-last-pipeline-num-layers", "decoder_last_pipeline_num_layers"),
+    ):
+        value = _int_arg(args, arg)
+        if value is not None:
+            parallelism[key] = value
+    slots = 0
+    for arg, key in (
+        ("account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split"),
+        ("account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split"),
+    ):
+        if args.get(arg) is True:
+            parallelism[key] = True
+            slots += 1
+    vp = _int_arg(args, "num-virtual-stages-per-pipeline-rank")
+    per_stage = _int_arg(args, "num-layers-per-virtual-pipeline-stage")
+    share = layers + slots
+    if per_stage and share % (pp * per_stage) == 0:
+        vp = share // (pp * per_stage)
+    if vp:
+        parallelism["virtual_pipeline"] = vp
 
 
 def scenario_document_from_megatron_args(
@@ -213,6 +391,11 @@ def scenario_document_from_megatron_args(
     num_experts = _int_arg(args, "num-experts") or 0
     if num_experts:
         model["moe_router_topk"] = _int_arg(args, "moe-router-topk") or 2
+        model.update(_moe_fields(args))
+    model.update(_attention_fields(args))
+    mtp = _int_arg(args, "mtp-num-layers")
+    if mtp:
+        model["mtp_num_layers"] = mtp
 
     parallelism: dict[str, object] = {
         "tensor_parallel": tp,
@@ -228,6 +411,9 @@ def scenario_document_from_megatron_args(
         if args.get("use-distributed-optimizer") is True
         else 0,
     }
+    recipe = _recipe(args, str(parallelism["precision"]))
+    if recipe is not None:
+        parallelism["fp8_recipe"] = recipe
     # Megatron-LM leaves both off unless asked (training arguments, Megatron-Core DDP config)
     parallelism["overlap_grad_reduce"] = args.get("overlap-grad-reduce") is True
     parallelism["overlap_param_gather"] = args.get("overlap-param-gather") is True
@@ -235,17 +421,18 @@ def scenario_document_from_megatron_args(
         parallelism["grad_reduce_in_fp32"] = False
     elif args.get("accumulate-allreduce-grads-in-fp32") is True:
         parallelism["grad_reduce_in_fp32"] = True
-    vp = _int_arg(args, "num-virtual-stages-per-pipeline-rank")
-    per_stage = _int_arg(args, "num-layers-per-virtual-pipeline-stage")
-    if per_stage and layers % (pp * per_stage) == 0:
-        vp = layers // (pp * per_stage)
-    if vp:
-        parallelism["virtual_pipeline"] = vp
+    _pipeline_split(args, layers, pp, parallelism)
+    etp = _int_arg(args, "expert-tensor-parallel-size")
+    if etp is not None:
+        parallelism["expert_tensor_parallel"] = etp
     granularity = args.get("recompute-granularity")
     if isinstance(granularity, str) and granularity in ("selective", "full"):
         parallelism["recompute"] = granularity
     elif args.get("recompute-activations") is True:
         parallelism["recompute"] = "selective"
+    modules = args.get("recompute-modules")
+    if isinstance(modules, str) and modules.split() and parallelism.get("recompute") == "selective":
+        parallelism["recompute_modules"] = modules.split()
     if num_gpus is not None and num_gpus % (tp * pp * cp) == 0:
         parallelism["data_parallel"] = num_gpus // (tp * pp * cp)
     global_batch = _int_arg(args, "global-batch-size")

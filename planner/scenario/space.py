@@ -40,7 +40,16 @@ __all__ = [
 ]
 
 _LIST_FIELDS = (*KNOBS, "data_parallel", "global_batch_size")
-SCALAR_FIELDS = tuple(k for k in SECTION_KEYS["parallelism"] if k not in _LIST_FIELDS)
+_PREDICT_ONLY = (
+    "pipeline_layout",
+    "decoder_first_pipeline_num_layers",
+    "decoder_last_pipeline_num_layers",
+)
+"""Explicit splits fix the pipeline and virtual pipeline degrees: ``planner predict`` takes
+them, the explorer searches the ``account_for`` options and the framework's split instead."""
+SCALAR_FIELDS = tuple(
+    k for k in SECTION_KEYS["parallelism"] if k not in _LIST_FIELDS and k not in _PREDICT_ONLY
+)
 """The scenario's other ``parallelism`` fields (precision, flash attention, gradient-reduction
 precision and overlap): one value per explore document, carried into every candidate."""
 
@@ -82,6 +91,14 @@ def _parallelism_section(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     par = _section(doc, "parallelism")
     allowed = (*_LIST_FIELDS, *SCALAR_FIELDS)
     for key in par:
+        if key in _PREDICT_ONLY:
+            raise SpecError(
+                f"parallelism.{key}",
+                "an explicit split fixes pipeline_parallel and virtual_pipeline, so explore does "
+                "not take it: it searches account_for_embedding_in_pipeline_split / "
+                "account_for_loss_in_pipeline_split and the framework's own split; predict the "
+                "explicit split with planner predict",
+            )
         if key not in allowed:
             raise SpecError(f"parallelism.{key}", f"unknown field; allowed: {', '.join(allowed)}")
     for key in SCALAR_FIELDS:
@@ -108,7 +125,13 @@ def parse_knobs(doc: Mapping[str, Any]) -> tuple[tuple[int, ...], Knobs]:
     batches = allowed_counts("parallelism.global_batch_size", raw_batch)
     given: dict[str, Any] = {}
     for key in (*KNOBS, "data_parallel"):
-        values = _values(par.get(key), numeric=key not in ("recompute", "sequence_parallel"))
+        numeric = key not in (
+            "recompute",
+            "sequence_parallel",
+            "account_for_embedding_in_pipeline_split",
+            "account_for_loss_in_pipeline_split",
+        )
+        values = _values(par.get(key), numeric=numeric)
         if values is not None:
             given[key] = tuple(_recompute(values) if key == "recompute" else values)
     return batches, Knobs(**given)
@@ -163,8 +186,14 @@ def stated_fields(parallelism: object) -> dict[str, Any]:
 
 
 def layout_json(parallelism: ParallelismSpec, stated: Mapping[str, Any]) -> dict[str, Any]:
-    """The scenario-format ``parallelism`` section of one layout: every knob explicit, then
-    the ``stated`` one-per-document fields."""
+    """The scenario-format ``parallelism`` section of one layout: every knob explicit (the
+    expert tensor-parallel degree where the layout sets one: MoE models), then the ``stated``
+    one-per-document fields."""
+    folded = (
+        {}
+        if parallelism.expert_tensor_parallel is None
+        else {"expert_tensor_parallel": parallelism.expert_tensor_parallel}
+    )
     return {
         "tensor_parallel": parallelism.tensor_parallel,
         "pipeline_parallel": parallelism.pipeline_parallel,
@@ -177,6 +206,11 @@ def layout_json(parallelism: ParallelismSpec, stated: Mapping[str, Any]) -> dict
         "global_batch_size": parallelism.global_batch_size,
         "recompute": parallelism.recompute.value,
         "zero_stage": parallelism.zero_stage,
+        **folded,
+        "account_for_embedding_in_pipeline_split": (
+            parallelism.account_for_embedding_in_pipeline_split
+        ),
+        "account_for_loss_in_pipeline_split": parallelism.account_for_loss_in_pipeline_split,
         **stated,
     }
 

@@ -123,10 +123,13 @@ def _infeasible_message(outcome: SweepOutcome) -> str:
     if outcome.rejected["out_of_memory"] and math.isfinite(outcome.min_oom_memory_bytes):
         need = outcome.min_oom_memory_bytes / 2**30
         have = outcome.hbm_bytes / 2**30
+        headroom = outcome.memory_headroom_bytes / 2**30
         return (
             f"{what}; every layout that tiles the GPUs is out of memory: the leanest needs "
-            f"{need:.1f} GiB per GPU, the GPU has {have:.1f} GiB. Feasible with about "
-            f"{math.ceil(need / have)}x the GPUs (more pipeline/tensor sharding), a GPU with "
+            f"{need:.1f} GiB per GPU (plus {headroom:.1f} GiB of memory headroom, "
+            f"hardware.memory_headroom_gib), the GPU has {have:.1f} GiB. Feasible with about "
+            f"{math.ceil((need + headroom) / have)}x the GPUs (more pipeline/tensor sharding), "
+            "a GPU with "
             f"more memory, or opening recompute (full) and zero_stage (3) if they were fixed"
         )
     return (

@@ -22,7 +22,9 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 _KEY_FIELDS = tuple(f.name for f in fields(CandidateColumns))
-"""The candidate columns (``CandidateColumns`` fields) kept, merged and paged by the sweep."""
+"""The candidate columns (``CandidateColumns`` fields) kept, merged and paged by the sweep
+(the sweep's candidates have every optional column)."""
+_FLAG_FIELDS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
 
 
 @dataclass(slots=True)
@@ -38,8 +40,9 @@ class Kept:
     def empty(cls) -> Kept:
         """No candidate."""
         z = np.zeros(0, dtype=np.int64)
+        flags = ("sequence_parallel", *_FLAG_FIELDS)
         empty: dict[str, Any] = {
-            name: (z.astype(np.bool_) if name == "sequence_parallel" else z) for name in _KEY_FIELDS
+            name: (z.astype(np.bool_) if name in flags else z) for name in _KEY_FIELDS
         }
         cols = CandidateColumns(**empty)
         return cls(cols=cols, objective=np.zeros(0), memory=np.zeros(0), index=z)

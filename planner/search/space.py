@@ -13,13 +13,29 @@ bounded memory; ``DesignSpace.scenario`` turns one candidate into its ``Scenario
 
 Open knobs take, for ``N`` GPUs and the base model: tensor parallel the divisors of
 ``gcd(heads, query groups, ffn[, moe ffn])`` that divide ``N``; pipeline parallel the divisors
-of the layer count that divide ``N``; context parallel 1 and every ``c`` dividing ``N`` with
-``seq_length % 2c == 0``; expert parallel the divisors of the expert count (1 for dense
-models); virtual pipeline the divisors of the layer count; micro-batch the divisors of the
-global batch; recompute none/selective/full; ZeRO stage 0-3; sequence parallel false/true.
-``data_parallel`` is always derived (``N/(tp·pp·cp)``); a list of values filters it. Combinations
-are then checked with the layout rules ``Scenario`` applies (``planner.specs.feasibility``;
-``REJECT_REASONS``), so ``enumerated`` equals ``evaluated + sum(rejected)`` in a sweep's counts.
+of ``N`` over which the framework can split the layers (``planner.specs.pipeline_split``: the
+divisors of the layer count for an even split, of ``layers + 1`` or ``+ 2`` with the
+``account_for_embedding/loss_in_pipeline_split`` options (both open: false/true), any count up
+to the layers for a framework with a default uneven split); context parallel 1 and every ``c``
+dividing ``N`` with ``seq_length % 2c == 0``; expert parallel the divisors of the expert count
+(1 for dense models); expert tensor parallel (MoE parallel folding) 1 and the space's
+tensor-parallel degrees that divide the expert FFN (the tensor-parallel degree, unused, for
+dense models); virtual pipeline the divisors of each rank's share of the split; micro-batch the
+divisors of the global batch; recompute none/selective/full; ZeRO stage 0-3; sequence parallel
+false/true. The pipeline degree, the two ``account_for`` options and the virtual pipeline
+degree are one digit of the product (``planner.search.values``), over the combinations that
+split the layers (the options are never combined with one stage, where they change nothing;
+listed degrees are crossed in full). ``data_parallel`` is always derived (``N/(tp·pp·cp)``);
+a list of values filters it. Combinations are then checked with the layout rules ``Scenario``
+applies under the base scenario's framework (``planner.specs.feasibility``; ``REJECT_REASONS``), so
+``enumerated`` equals ``evaluated + sum(rejected)`` in a sweep's counts.
+
+Equivalent layouts (``equivalent_layout``) are counted once: two candidates are equivalent
+when they run the same way, which the rules leave in one case: ZeRO stages 0, 1 and 2 when
+every parameter's data-parallel group has one rank (``data·context = 1`` and expert data
+parallel 1: a distributed optimizer, or sharded gradients, over one rank is the plain one);
+the lowest allowed of these stages is kept. (ZeRO-3 stays distinct: PyTorch FSDP keeps its
+sharded fp32 parameters and gathers 16-bit copies per unit even over one rank.)
 
 Placement: the engine places groups in Megatron-Core rank order (tensor fastest, then context,
 data, pipeline slowest; ``planner.perf.collectives``), so "which dimension sits inside the
@@ -40,12 +56,14 @@ from numpy.typing import NDArray
 from planner.errors import SpecError
 from planner.perf.batch import ScenarioArrays
 from planner.perf.candidates import CandidateColumns
+from planner.search.values import DIGITS, knob_values, pipeline_combinations
 from planner.specs._checks import require_int
 from planner.specs.feasibility import Violation, layout_violations
 from planner.specs.parallelism import Recompute
 from planner.specs.scenario import Scenario
 
 __all__ = [
+    "DIGITS",
     "KNOBS",
     "REJECT_REASONS",
     "DesignSpace",
@@ -66,19 +84,33 @@ KNOBS = (
     "recompute",
     "zero_stage",
     "sequence_parallel",
+    "expert_tensor_parallel",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
 )
-"""Enumerated knobs, outermost first (``data_parallel`` is derived, GPU count and global batch
-select the sub-space)."""
+"""Enumerated knobs (``data_parallel`` is derived, GPU count and global batch select the
+sub-space)."""
+
+_BOOL_KNOBS = (
+    "sequence_parallel",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
+)
 
 REJECT_REASONS: tuple[str, ...] = (
     Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.value,
     "data_parallel_not_allowed",
     *(v.value for v in Violation if v is not Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP),
+    "equivalent_layout",
     "out_of_memory",
 )
 """Why a candidate is not timed, in the order checked (a candidate counts under the first):
 the layout rules of ``planner.specs.feasibility`` (``Violation``, in its order), with the
-design space's own filter on ``data_parallel`` second and the memory model's verdict last."""
+design space's own filter on ``data_parallel`` second, then equivalence to another candidate
+(module docstring) and the memory model's verdict last."""
+
+EQUIVALENT_LAYOUT = REJECT_REASONS.index("equivalent_layout")
+"""Index of ``equivalent_layout`` in ``REJECT_REASONS``."""
 
 DATA_PARALLEL_NOT_ALLOWED = REJECT_REASONS.index("data_parallel_not_allowed")
 """Index of ``data_parallel_not_allowed`` in ``REJECT_REASONS`` (a list of allowed values)."""
@@ -90,20 +122,19 @@ OUT_OF_MEMORY = len(REJECT_REASONS) - 1
 """Index of ``out_of_memory`` in ``REJECT_REASONS`` (decided by the sweep, not ``decode``)."""
 
 
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubSpace:
     """The candidates of one GPU count and global batch: a product of per-knob value lists.
 
     ``base`` is the validated probe scenario (model, hardware with ``num_gpus``, training,
     precision, flash attention; its own layout is irrelevant) and ``base_arrays`` its
-    ``ScenarioArrays``. ``values[k]`` lists the allowed values of ``KNOBS[k]`` (recompute as
-    codes, sequence parallel as 0/1). ``data_parallel`` is None when open, else the allowed set.
-    ``offset`` is the index of this sub-space's first candidate in the whole design space.
+    ``ScenarioArrays``. ``values[k]`` lists the allowed values of ``DIGITS[k]`` (recompute as
+    codes, sequence parallel as 0/1, the expert tensor-parallel degree 0 for "the
+    tensor-parallel one" in a dense model, the pipeline digit as row indices of
+    ``pipelines``: rows ``(p, embedding, loss, v)``, shape ``(k, 4)``). ``data_parallel`` is
+    None when open, else the allowed set. ``zero_stages`` are the allowed ZeRO stages (the
+    lowest of 0-2 is the one kept among equivalent layouts). ``offset`` is the index of this
+    sub-space's first candidate in the whole design space.
     """
 
     num_gpus: int
@@ -111,8 +142,10 @@ class SubSpace:
     base: Scenario
     base_arrays: ScenarioArrays
     values: tuple[IntArray, ...]
+    pipelines: IntArray
     data_parallel: tuple[int, ...] | None
     offset: int
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
 
     @property
     def size(self) -> int:
@@ -135,7 +168,10 @@ class SubSpace:
                 continue
             idx, digit = np.divmod(idx, len(vals))
             digits.append(vals[digit])
-        t, p, c, e, v, b, rc, z, sp = reversed(digits)
+        t, pipe, c, e, etp, b, rc, z, sp = reversed(digits)
+        row = self.pipelines[pipe]
+        p, v = row[:, 0], row[:, 3]
+        etp = np.where(etp == 0, t, etp)  # dense models: the tensor-parallel degree (unused)
         num_gpus = self.num_gpus
         replicas, rest = np.divmod(num_gpus, t * p * c)
         d = np.where(rest == 0, replicas, 1)
@@ -152,13 +188,37 @@ class SubSpace:
             recompute=rc,
             zero_stage=z,
             num_gpus=np.full(n, num_gpus, dtype=np.int64),
+            expert_tensor_parallel=etp,
+            account_for_embedding_in_pipeline_split=row[:, 1].astype(np.bool_),
+            account_for_loss_in_pipeline_split=row[:, 2].astype(np.bool_),
         )
-        code = layout_violations(self.base.model, num_gpus, cols)
+        framework = self.base.training.framework
+        code = layout_violations(self.base.model, num_gpus, cols, framework=framework)
         reason = np.where(code >= 0, _REASON_OF_CODE[code], -1)
         if self.data_parallel is not None:  # checked once the GPUs are tiled, before the rest
             allowed = np.isin(d, np.asarray(self.data_parallel, dtype=np.int64))
             reason[(code != _TILES) & ~allowed] = DATA_PARALLEL_NOT_ALLOWED
+        reason[(reason < 0) & self._equivalent(cols)] = EQUIVALENT_LAYOUT
         return cols, reason
+
+    def _equivalent(self, cols: CandidateColumns) -> NDArray[np.bool_]:
+        """Candidates equivalent to one with a lower allowed ZeRO stage (module docstring):
+        stage 1 or 2 where every data-parallel group has one rank."""
+        lower = [s for s in self.zero_stages if s <= 2]
+        if len(lower) < 2:
+            return np.zeros(cols.n, dtype=np.bool_)
+        dense_group = cols.data_parallel * cols.context_parallel
+        etp = (
+            cols.tensor_parallel
+            if cols.expert_tensor_parallel is None
+            else (cols.expert_tensor_parallel)
+        )
+        expert_group = (cols.tensor_parallel * dense_group) // np.maximum(
+            etp * cols.expert_parallel, 1
+        )
+        alone = (dense_group == 1) & ((expert_group <= 1) | (not self.base.model.is_moe))
+        out: NDArray[np.bool_] = alone & (cols.zero_stage > lower[0]) & (cols.zero_stage <= 2)
+        return out
 
 
 def allowed_counts(path: str, values: Sequence[object], *, minimum: int = 1) -> tuple[int, ...]:
@@ -180,7 +240,7 @@ class Knobs:
     Values may repeat and come in any order (a sweep takes the distinct values, ascending).
     Raises ``SpecError("parallelism.<knob>", ...)`` for an empty tuple, a degree or micro-batch
     size below 1, a ZeRO stage outside 0-3, a recompute value that is not a ``Recompute``, a
-    sequence-parallel value that is not a ``bool``.
+    sequence-parallel or ``account_for`` value that is not a ``bool``.
     """
 
     tensor_parallel: tuple[int, ...] | None = None
@@ -192,6 +252,9 @@ class Knobs:
     recompute: tuple[Recompute, ...] | None = None
     zero_stage: tuple[int, ...] | None = None
     sequence_parallel: tuple[bool, ...] | None = None
+    expert_tensor_parallel: tuple[int, ...] | None = None
+    account_for_embedding_in_pipeline_split: tuple[bool, ...] | None = None
+    account_for_loss_in_pipeline_split: tuple[bool, ...] | None = None
     data_parallel: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -202,7 +265,7 @@ class Knobs:
                 continue
             if name == "recompute":
                 _require_members(path, values)
-            elif name == "sequence_parallel":
+            elif name in _BOOL_KNOBS:
                 for value in values:
                     if not isinstance(value, bool):
                         raise SpecError(
@@ -250,6 +313,12 @@ def _probe(base: Scenario, num_gpus: int) -> Scenario:
         sequence_parallel=False,
         micro_batch_size=1,
         global_batch_size=num_gpus,
+        expert_tensor_parallel=None,
+        pipeline_layout=None,
+        decoder_first_pipeline_num_layers=None,
+        decoder_last_pipeline_num_layers=None,
+        account_for_embedding_in_pipeline_split=False,
+        account_for_loss_in_pipeline_split=False,
     )
     return replace(
         base, hardware=replace(base.hardware, num_gpus=num_gpus), parallelism=parallelism
@@ -282,15 +351,18 @@ class DesignSpace:
         for num_gpus in gpu_counts:
             base = _probe(self.base, num_gpus)
             base_arrays = ScenarioArrays.from_scenarios([base])
+            pipelines = pipeline_combinations(base, num_gpus, self.knobs)
             for batch in batches:
                 sub = SubSpace(
                     num_gpus=num_gpus,
                     global_batch_size=batch,
                     base=base,
                     base_arrays=base_arrays,
-                    values=_knob_values(base, num_gpus, batch, self.knobs),
+                    values=knob_values(base, num_gpus, batch, self.knobs, len(pipelines)),
+                    pipelines=pipelines,
                     data_parallel=self.knobs.data_parallel,
                     offset=offset,
+                    zero_stages=self.knobs.codes("zero_stage") or (0, 1, 2, 3),
                 )
                 subspaces.append(sub)
                 offset += sub.size
@@ -322,31 +394,17 @@ class DesignSpace:
             global_batch_size=int(candidates.global_batch_size[i]),
             recompute=Recompute.from_code(int(candidates.recompute[i])),
             zero_stage=int(candidates.zero_stage[i]),
+            expert_tensor_parallel=(
+                int(candidates.expert_tensor_parallel[i])
+                if self.base.model.is_moe and candidates.expert_tensor_parallel is not None
+                else None
+            ),
+            account_for_embedding_in_pipeline_split=bool(
+                candidates.flag("account_for_embedding_in_pipeline_split")[i]
+            ),
+            account_for_loss_in_pipeline_split=bool(
+                candidates.flag("account_for_loss_in_pipeline_split")[i]
+            ),
         )
         hardware = replace(self.base.hardware, num_gpus=int(candidates.num_gpus[i]))
         return replace(self.base, hardware=hardware, parallelism=parallelism)
-
-
-def _knob_values(base: Scenario, num_gpus: int, batch: int, knobs: Knobs) -> tuple[IntArray, ...]:
-    m = base.model
-    width = math.gcd(m.num_attention_heads, m.num_query_groups, m.ffn_hidden_size)
-    if m.is_moe:
-        width = math.gcd(width, m.moe_ffn_hidden_size)
-    gpu_divisors = _divisors(num_gpus)
-    open_values: dict[str, list[int]] = {
-        "tensor_parallel": [t for t in _divisors(width) if num_gpus % t == 0],
-        "pipeline_parallel": [p for p in _divisors(m.num_layers) if num_gpus % p == 0],
-        "context_parallel": [c for c in gpu_divisors if c == 1 or m.seq_length % (2 * c) == 0],
-        "expert_parallel": _divisors(m.num_experts) if m.is_moe else [1],
-        "virtual_pipeline": _divisors(m.num_layers),
-        "micro_batch_size": _divisors(batch),
-        "recompute": [r.code for r in Recompute],
-        "zero_stage": [0, 1, 2, 3],
-        "sequence_parallel": [0, 1],
-    }
-    out: list[IntArray] = []
-    for key in KNOBS:
-        chosen = knobs.codes(key)
-        vals = open_values[key] if chosen is None else list(chosen)
-        out.append(np.asarray(vals, dtype=np.int64))
-    return tuple(out)

@@ -7,7 +7,8 @@ invalid layouts are rejected with their reason (``REJECT_REASONS``), the memory 
 timed by the engine ``planner predict`` uses (``planner.perf.engine.evaluate`` over
 ``candidate_arrays``; one engine, identical numbers). A running top-k and Pareto front are
 merged chunk by chunk (``planner.search.fronts``); chunks run on ``workers`` threads (numpy
-releases the GIL).
+releases the GIL). A caller's budget (``planner.search.budget``: candidates, time, cancellation)
+is checked before the sweep and between chunks.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from planner.perf.candidates import CandidateColumns, candidate_arrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
 from planner.perf.engine import evaluate
 from planner.perf.memory import memory_arrays
+from planner.search.budget import check_candidates, checkpoint
 from planner.search.fronts import Kept, pareto, top
 from planner.search.objectives import Objective, as_objective, objective_values
 from planner.search.space import OUT_OF_MEMORY, REJECT_REASONS, DesignSpace, SubSpace
@@ -72,6 +74,7 @@ class SweepOutcome:
     min_oom_memory_bytes: float
     hbm_bytes: float
     num_below: int = 0
+    memory_headroom_bytes: float = 0.0
 
 
 def _chunks(space: DesignSpace, chunk_size: int) -> Iterator[tuple[SubSpace, int, int]]:
@@ -97,9 +100,11 @@ def _run_chunk(
     if valid.size:
         cols = cols.take(valid)
         base = sub.base_arrays
-        arrays = candidate_arrays(base, cols)
+        framework = str(sub.base.training.framework)
+        arrays = candidate_arrays(base, cols, framework=framework)
         mem = ops.array(memory_arrays(arrays, eff).total)
-        fits = mem <= sub.base.hardware.gpu.hbm_bytes
+        headroom = float(ops.item(base.memory_headroom_bytes, 0))
+        fits = mem + headroom <= sub.base.hardware.gpu.hbm_bytes
         oom = np.flatnonzero(~fits)
         if oom.size:
             reason[valid[oom]] = OUT_OF_MEMORY
@@ -107,7 +112,7 @@ def _run_chunk(
         ok = np.flatnonzero(fits)
         if ok.size:
             cols = cols.take(ok)
-            arrays = candidate_arrays(base, cols)
+            arrays = candidate_arrays(base, cols, framework=framework)
             result = evaluate(arrays, eff)
             training = sub.base.training
             obj = objective_values(
@@ -197,20 +202,27 @@ def sweep(
             sub, start, stop, objective=objective, top_k=top_k, eff=eff, count_below=count_below
         )
 
+    check_candidates(space.size)  # a caller's budget (planner.search.budget), if any
     jobs = _chunks(space, chunk_size)
     if workers <= 1:
         for job in jobs:
+            checkpoint()
             total = _merge(total, run(job), top_k)
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             pending: list[Future[_Partial]] = []
             for job in jobs:  # at most 2·workers chunks in flight: memory stays bounded
+                checkpoint()
                 pending.append(pool.submit(run, job))
                 if len(pending) >= 2 * workers:
                     total = _merge(total, pending.pop(0).result(), top_k)
             for fut in pending:
                 total = _merge(total, fut.result(), top_k)
     hbm = min((s.base.hardware.gpu.hbm_bytes for s in space.subspaces), default=math.inf)
+    headroom = max(
+        (float(ops.item(s.base_arrays.memory_headroom_bytes, 0)) for s in space.subspaces),
+        default=0.0,
+    )
     return SweepOutcome(
         enumerated=space.size,
         evaluated=total.evaluated,
@@ -224,4 +236,5 @@ def sweep(
         min_oom_memory_bytes=total.min_oom_memory,
         hbm_bytes=hbm,
         num_below=total.num_below,
+        memory_headroom_bytes=headroom,
     )

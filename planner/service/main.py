@@ -19,7 +19,6 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +36,11 @@ from adapters.kubernetes import (
     WorkloadSnapshot,
     write_hints,
 )
+from adapters.kubernetes.auth import KubeReviewer
 from adapters.kubernetes.client import ADMISSIONCHECKS
 from adapters.kubernetes.config import api_client_from_config
-from adapters.logs import LogTailer, read_log
+from adapters.logs import LogTailer
+from adapters.logs import read_job_log as read_job_log  # noqa: PLC0414 (for planner.eta_cli)
 from adapters.nccl import parse_nccl_tests
 from adapters.prometheus import (
     DcgmJobTelemetry,
@@ -62,12 +63,25 @@ from adapters.traces import TraceFiles, read_layout, read_op_trace
 from planner import __version__
 from planner.calibration.collectives import CollectiveSample
 from planner.calibration.samples import OpSample
+from planner.capacity.fleet import parse_fleet
 from planner.capacity.montecarlo import Executor
-from planner.errors import CalibrationError, SourcePermanentError
+from planner.cli_input import read_input_text
+from planner.errors import CalibrationError, SourcePermanentError, SpecError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.recommend.admission import AdvisoryHints, CheckDecision
 from planner.service.api import build_app
+from planner.service.audit import AuditLog
+from planner.service.auth import (
+    Authorizer,
+    OpenAuthorizer,
+    ReviewAuthorizer,
+    TokenAuthorizer,
+    read_token_file,
+)
+from planner.service.capacity_metrics import CapacityCollector
+from planner.service.guard import GuardedSource
 from planner.service.loops import IngestLoop, IngestSettings
+from planner.service.loops.context import QueueForecastConfig
 from planner.service.loops.publish import (
     HintsFile,
     KubernetesRuntime,
@@ -75,13 +89,17 @@ from planner.service.loops.publish import (
     admission_decider,
 )
 from planner.service.metrics import KubernetesCollector, PlannerCollector
-from planner.service.runtime import ServiceState
+from planner.service.reviews import ReviewRunner, read_document
+from planner.service.runtime import ServiceState, exit_after
+from planner.service.security_settings import check_exposure
 from planner.service.settings import KubernetesSettings, Settings, SlurmSettings, Toggle
 from planner.service.store import SqlStore, Store
-from planner.specs.job import ProgressRecord
 from planner.specs.trace import OpTrace
 
 log = logging.getLogger("planner.service")
+
+#: Seconds the loops get to stop after the app has (then the process exits regardless).
+STOP_GRACE_S = 10.0
 
 
 def build_sources(settings: Settings) -> list[SchedulerSource]:
@@ -97,6 +115,7 @@ def build_sources(settings: Settings) -> list[SchedulerSource]:
                 bin_dir=slurm.bin_dir,
                 timeout_s=slurm.command_timeout_s,
                 use_sacct=slurm.use_sacct,
+                allowed_file_roots=slurm.allowed_file_roots,
             )
         )
         log.info(
@@ -150,10 +169,13 @@ def build_kubernetes(
     *,
     is_fresh: Callable[[], bool],
     api_client: Any = None,
+    read_only: bool = False,
+    audit: AuditLog | None = None,
 ) -> KubernetesRuntime | None:
     """The Kubernetes runtime for ``settings`` (None when off): informers, Lease elector,
-    AdmissionCheck controller, hint annotations. ``api_client`` overrides the configuration
-    lookup (tests). Raises ``SourcePermanentError`` when ``on`` without a configuration."""
+    AdmissionCheck controller, hint annotations (neither in ``read_only`` mode; annotations
+    audited in ``audit``). ``api_client`` overrides the configuration lookup (tests). Raises
+    ``SourcePermanentError`` when ``on`` without a configuration."""
     if api_client is None:
         if not kubernetes_wanted(settings):
             return None
@@ -165,9 +187,16 @@ def build_kubernetes(
             log.warning("source not found: kubernetes (%s)", exc)
             return None
     admission = settings.admission_check
-    resources = (*DEFAULT_RESOURCES, ADMISSIONCHECKS) if admission.enabled else DEFAULT_RESOURCES
+    admit = admission.enabled and not read_only
+    if read_only and (admission.enabled or settings.hint_annotations):
+        log.warning("read-only: the admission check and hint annotations are off")
+    resources = (*DEFAULT_RESOURCES, ADMISSIONCHECKS) if admit else DEFAULT_RESOURCES
     source = KubernetesSource(
-        api_client, cluster=settings.cluster, namespace=settings.namespace, resources=resources
+        api_client,
+        cluster=settings.cluster,
+        namespace=settings.namespace,
+        resources=resources,
+        allowed_file_roots=settings.allowed_file_roots,
     )
     elector = None
     if settings.leader_election:
@@ -178,7 +207,7 @@ def build_kubernetes(
             identity=settings.identity or socket.gethostname(),
         )
     reconcile = None
-    if admission.enabled:
+    if admit:
         decide_job = admission_decider(store, is_fresh=is_fresh)
 
         def decide(workload: WorkloadSnapshot) -> CheckDecision:
@@ -193,7 +222,7 @@ def build_kubernetes(
         )
         reconcile = functools.partial(_reconcile_admission, source, controller)
     writer = None
-    if settings.hint_annotations:
+    if settings.hint_annotations and not read_only:
         api = KubeApi(api_client)
 
         def writer(job_id: str, hints: AdvisoryHints) -> None:
@@ -208,7 +237,11 @@ def build_kubernetes(
             )
 
     return KubernetesRuntime(
-        source=source, elector=elector, reconcile_admission=reconcile, write_hints=writer
+        source=source,
+        elector=elector,
+        reconcile_admission=reconcile,
+        write_hints=writer,
+        audit=audit,
     )
 
 
@@ -223,9 +256,12 @@ def _reconcile_admission(source: KubernetesSource, controller: AdmissionCheckCon
         log.warning("admission check: %d errors: %s", len(report.errors), report.errors[:3])
 
 
-def build_slurm_hints(settings: SlurmSettings) -> SlurmHintsRuntime | None:
+def build_slurm_hints(
+    settings: SlurmSettings, *, audit: AuditLog | None = None
+) -> SlurmHintsRuntime | None:
     """Slurm hints for ``settings.hints`` (``off``: None unless a hints file is asked for,
-    ``comment``, ``enforce``: also lower time limits) and ``settings.hints_file``."""
+    ``comment``, ``enforce``: also lower time limits) and ``settings.hints_file``; every write
+    audited in ``audit``."""
     writer = None
     if settings.hints in ("comment", "enforce"):
         writer = SlurmHintWriter(
@@ -249,7 +285,29 @@ def build_slurm_hints(settings: SlurmSettings) -> SlurmHintsRuntime | None:
         settings.hints,
         f", hints file {settings.hints_file}" if settings.hints_file else "",
     )
-    return SlurmHintsRuntime(writer=writer, hints_file=hints_file)
+    return SlurmHintsRuntime(writer=writer, hints_file=hints_file, audit=audit)
+
+
+def build_authorizer(settings: Settings, *, kube_api_client: Any = None) -> Authorizer:
+    """The authorizer ``settings.auth.mode`` asks for: tokens from ``auth.token_file`` (none:
+    nobody can write), the cluster's reviews (``kube_api_client`` or the in-cluster / kubeconfig
+    configuration), or nobody checked. Raises ``SpecError`` for an unreadable token file and
+    ``SourcePermanentError`` without a Kubernetes configuration."""
+    auth = settings.auth
+    if auth.mode == "none":
+        return OpenAuthorizer()
+    if auth.mode == "kubernetes":
+        client = kube_api_client or api_client_from_config(settings.kubernetes.kubeconfig)
+        reviewer = KubeReviewer(client, group=auth.kubernetes_group)
+        log.info("API authentication: Kubernetes TokenReview + SubjectAccessReview")
+        return ReviewAuthorizer(reviewer.review, reviewer.allowed, cache_s=auth.review_cache_s)
+    entries = read_token_file(auth.token_file) if auth.token_file else []
+    log.info(
+        "API authentication: %d bearer token(s)%s",
+        len(entries),
+        f" from {auth.token_file}" if auth.token_file else " (no auth.token_file: no writes)",
+    )
+    return TokenAuthorizer(entries)
 
 
 def create_app(
@@ -266,11 +324,20 @@ def create_app(
     start_loops: bool = True,
 ) -> FastAPI:
     """Build the service's app (see the module docstring); the store is migrated and the loops
-    start when the app starts. Raises ``StoreError`` when the database cannot be opened."""
+    start when the app starts. Raises ``StoreError`` when the database cannot be opened and
+    ``SpecError`` when the settings would expose an unauthenticated API."""
     settings = settings or Settings()
+    check_exposure(settings.host, settings.port, settings.auth)
+    authorizer = build_authorizer(settings, kube_api_client=kube_api_client)
     store = store or SqlStore(settings.database_url)
+    audit = AuditLog(store, clock)
     sources = list(sources) if sources is not None else build_sources(settings)
-    traces = traces or TraceFiles()
+    traces = traces or TraceFiles(
+        allowed_file_roots={
+            "slurm": settings.slurm.allowed_file_roots,
+            "kubernetes": settings.kubernetes.allowed_file_roots,
+        }
+    )
     if telemetry is None and gpus is None:
         telemetry, gpus = build_prometheus(settings)
     state_box: list[ServiceState] = []
@@ -279,6 +346,8 @@ def create_app(
         store,
         is_fresh=lambda: state_box[0].fresh(),  # noqa: PLW0108 (state is built below)
         api_client=kube_api_client,
+        read_only=settings.read_only,
+        audit=audit,
     )
     if kube is not None:
         sources.append(kube.source)
@@ -290,6 +359,7 @@ def create_app(
             "on" if kube.elector else "off",
             "on" if kube.reconcile_admission else "off",
         )
+    sources = [GuardedSource(src) for src in sources]  # every failure counts (planner_source_up)
     ingestor = IngestLoop(
         store,
         sources,
@@ -300,38 +370,80 @@ def create_app(
             max_scenario_file_bytes=settings.max_scenario_file_bytes,
             ended_job_retention_s=settings.ended_job_retention_s,
             trace_analysis_interval_s=settings.trace_analysis_interval_s,
+            queue_forecast=queue_forecast_config(settings),
         ),
         traces=traces,
         telemetry=telemetry,
         gpus=gpus,
     )
     slurm_hints = (
-        build_slurm_hints(settings.slurm)
-        if any(src.scheduler == "slurm" for src in sources)
+        build_slurm_hints(settings.slurm, audit=audit)
+        if any(src.scheduler == "slurm" for src in sources) and not settings.read_only
         else None
     )
     state = ServiceState(settings, store, ingestor, clock, kube=kube, slurm_hints=slurm_hints)
     state_box.append(state)
+    state.reviews = ReviewRunner(
+        settings.review,
+        store,
+        clock,
+        executor_for=ray_executor,
+        is_leader=lambda: state.is_leader,
+    )
     registry = CollectorRegistry()
     registry.register(PlannerCollector(store))
+    registry.register(CapacityCollector(store))
     if kube is not None:
         registry.register(KubernetesCollector(kube.source.stats))
-    return build_app(state, registry, traces=traces, start_loops=start_loops)
+    registry.register(audit.collector())
+    return build_app(
+        state, registry, traces=traces, start_loops=start_loops, authorizer=authorizer, audit=audit
+    )
+
+
+def queue_forecast_config(settings: Settings) -> QueueForecastConfig:
+    """The pending jobs' forecast settings, with the pools of ``queue_forecast.fleet_file``
+    read here (None: the sources' nodes). Raises ``SpecError`` / ``DocumentError`` naming the
+    setting or the file's line when the fleet file cannot be used."""
+    cfg = settings.queue_forecast
+    fleet = None
+    if cfg.fleet_file:
+        fleet = parse_fleet(read_document(cfg.fleet_file, "queue_forecast.fleet_file"))
+        log.info("queue forecast on the pools of %s", cfg.fleet_file)
+    return QueueForecastConfig(
+        enabled=cfg.enabled, samples=cfg.samples, interval_s=cfg.interval_s, fleet=fleet
+    )
 
 
 def serve(settings: Settings) -> None:
     """Run the service under uvicorn on ``settings.host``/``port`` (``planner serve``).
-    Raises ``PlannerError`` when the store cannot be opened or migrated."""
+    Raises ``PlannerError`` when the store cannot be opened or migrated, or the settings would
+    expose an unauthenticated API.
+
+    On SIGTERM/SIGINT uvicorn stops accepting connections, requests in flight get
+    ``shutdown_grace_s`` (then their searches are cancelled at the next chunk), the loops stop,
+    and a watchdog ends the process :data:`STOP_GRACE_S` later whatever still runs, so the pod
+    stops within its termination grace period (30 s by default)."""
+    check_exposure(settings.host, settings.port, settings.auth)
     store = SqlStore(settings.database_url)
     store.migrate()  # fail here with a message rather than inside the server's start-up
     application = create_app(settings, store=store)
     log.info(
-        "planner %s serving on http://%s:%d (API docs at /docs)",
+        "planner %s serving on http://%s:%d (API docs at /docs)%s",
         __version__,
         settings.host,
         settings.port,
+        ", read-only" if settings.read_only else "",
     )
-    uvicorn.run(application, host=settings.host, port=settings.port, log_config=None)
+    # Once the app stops (after the requests' grace), the loops get STOP_GRACE_S more.
+    application.state.planner.on_stop.append(functools.partial(exit_after, STOP_GRACE_S))
+    uvicorn.run(
+        application,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)),
+    )
 
 
 # ---------------------------------------------------------------------------- the CLI's adapters
@@ -346,10 +458,14 @@ def ray_executor(address: str) -> Executor:
     return RayExecutor(address)
 
 
-def read_trace(trace_path: str, meta_path: str, *, skip_bad_rows: bool = False) -> OpTrace:
+def read_trace(
+    trace_path: str, meta_path: str, *, skip_bad_rows: bool = False, max_rows: int | None = None
+) -> OpTrace:
     """A per-rank operation trace (parquet or CSV) with its layout file (meta YAML); raises
-    ``SpecError`` naming the file and the problem."""
-    return read_op_trace(trace_path, read_layout(meta_path), skip_bad_rows=skip_bad_rows)
+    ``SpecError`` naming the file and the problem (or a trace over ``max_rows`` rows)."""
+    return read_op_trace(
+        trace_path, read_layout(meta_path), skip_bad_rows=skip_bad_rows, max_rows=max_rows
+    )
 
 
 def sample_this_machine(out: str, **options: Any) -> tuple[SampleRun, list[Path]]:
@@ -373,20 +489,8 @@ def read_calibration_inputs(
         metadata = metadata or dict(run.metadata)
     for path in nccl:
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CalibrationError(f"cannot read {path}: {exc}") from None
+            text = read_input_text(path)
+        except SpecError as exc:
+            raise CalibrationError(f"cannot read {exc}") from None
         colls.extend(parse_nccl_tests(text, source=path).samples)
     return ops, colls, metadata
-
-
-# ---------------------------------------------------------------- ETA replay (issue 14)
-
-
-def read_job_log(text: str) -> tuple[list[ProgressRecord], int | None, str, float | None]:
-    """A finished job's log read whole (``adapters.logs.read_log``; times printed without a zone
-    taken as UTC, so a replay is the same on every machine): its progress records, the total
-    iterations it states (None: none), its format, and the latest time it printed (None: none).
-    Raises ``SpecError`` (field ``log``) when no line carries training progress."""
-    reading = read_log(text, tz=UTC)
-    return list(reading.records), reading.train_iters, reading.framework, reading.last_timestamp_s

@@ -32,6 +32,10 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 | ``planner_ingest_consecutive_failures`` | gauge | failed polls since the last success |
 | ``planner_source_up`` | gauge | 1 when the last poll of the source succeeded |
 | ``planner_eta_band_coverage_ratio`` | gauge | finished jobs' p10-p90 ETA bands that held the end |
+| ``planner_scheduler_writes_total`` | counter | audited writes to a scheduler (by outcome) |
+
+The capacity review's metrics and the pending jobs' predicted starts:
+``planner.service.capacity_metrics.CapacityCollector``.
 """
 
 from __future__ import annotations

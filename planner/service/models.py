@@ -6,6 +6,7 @@ values produced by the service (job snapshots, scenario documents, prediction an
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
@@ -61,6 +62,9 @@ class JobRow(Base):
     progress_history: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # issue 15: the pending job's predicted start and completion from the queue simulation
+    # (planner.service.loops.queue_forecast); kept once the job starts (the last one made).
+    queue_forecast: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class StepSampleRow(Base):
@@ -118,3 +122,104 @@ class CalibrationRow(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     state: Mapped[dict[str, Any]] = mapped_column(JSON)
     updated_s: Mapped[float] = mapped_column(Float)
+
+
+# Issue 16: the audit trail of what the planner wrote (schedulers) and what it was sent (uploads).
+
+
+class AuditRow(Base):
+    """One write the planner made to a scheduler, or a state change it accepted over the API.
+
+    ``actor``: who (``planner`` for the ingest loop's writes, else the API principal);
+    ``action``: what (``comment``, ``time_limit``, ``hints_file``, ``annotations``,
+    ``calibration_upload``); ``target``: the job id, file or calibration; ``outcome``: ``ok``,
+    ``error`` or ``skipped``; ``reason``: why (the prediction behind it, or the error);
+    ``detail``: values written (JSON).
+    """
+
+    __tablename__ = "audit"
+    __table_args__ = (Index("ix_audit_at", "at_s"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at_s: Mapped[float] = mapped_column(Float)
+    actor: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(32))
+    scheduler: Mapped[str] = mapped_column(String(32), default="")
+    cluster: Mapped[str] = mapped_column(String(128), default="")
+    target: Mapped[str] = mapped_column(String(512), default="")
+    outcome: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntry:
+    """An audit record to append (the fields of :class:`AuditRow`)."""
+
+    at_s: float
+    actor: str
+    action: str
+    outcome: str
+    scheduler: str = ""
+    cluster: str = ""
+    target: str = ""
+    reason: str = ""
+    detail: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetentionPolicy:
+    """What the store keeps (``planner.service.security_settings.RetentionSettings``): ETA
+    estimates per job (newest ``eta_rows``, none older than ``eta_max_age_s``), step samples per
+    job (newest ``samples_per_job``), audit records younger than ``audit_max_age_s``."""
+
+    eta_rows: int = 200
+    eta_max_age_s: float = 3 * 24 * 3600.0
+    samples_per_job: int = 5000
+    audit_max_age_s: float = 30 * 24 * 3600.0
+
+
+def job_sort_key(job_id: str) -> tuple[int, str]:
+    """Order of job ids within a cluster: numerically by the id's leading number (array tasks
+    ``123_4`` after ``123``), ids without one last."""
+    head = job_id.split("_", 1)[0]
+    return (int(head), job_id) if head.isdigit() else (1 << 62, job_id)
+
+
+class NodeSlownessRow(Base):
+    """One episode of a slow node (``planner.stragglers.exposure.SlowEpisode``): a node on which
+    a running job had ranks flagged (or the node itself flagged as slow), from ``started_s`` to
+    ``last_seen_s``, with the job's what-if ``slowdown``. Drained nodes leave the history."""
+
+    __tablename__ = "node_slowness"
+    __table_args__ = (Index("ix_node_slowness_node", "scheduler", "cluster", "node"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    scheduler: Mapped[str] = mapped_column(String(32))
+    cluster: Mapped[str] = mapped_column(String(128))
+    node: Mapped[str] = mapped_column(String(256))
+    job_id: Mapped[str] = mapped_column(String(64))
+    started_s: Mapped[float] = mapped_column(Float)
+    last_seen_s: Mapped[float] = mapped_column(Float, index=True)
+    ranks: Mapped[int] = mapped_column(Integer, default=1)
+    slowdown: Mapped[float] = mapped_column(Float)
+
+
+class ReviewRow(Base):
+    """A capacity review the service ran on its schedule (``planner.service.reviews``):
+    ``result`` is ``Review.to_dict()`` (``docs/capacity-formats.md``), ``summary`` its
+    comparison rows, ``html``/``markdown`` the documents; ``error`` (with no result) when the
+    review could not run."""
+
+    __tablename__ = "reviews"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    made_at_s: Mapped[float] = mapped_column(Float, index=True)
+    trigger: Mapped[str] = mapped_column(String(16))
+    fleet: Mapped[str] = mapped_column(String(256), default="")
+    elapsed_s: Mapped[float] = mapped_column(Float, default=0.0)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    summary: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    html: Mapped[str | None] = mapped_column(Text, nullable=True)
+    markdown: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -8,15 +8,24 @@ elector, schedule the ingest cycle (APScheduler 3.x ``BackgroundScheduler``).
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from planner.errors import StoreError
 from planner.service.loops import IngestLoop
 from planner.service.loops.publish import KubernetesRuntime, SlurmHintsRuntime
+from planner.service.loops.retention import Pruner
+from planner.service.models import RetentionPolicy
 from planner.service.settings import Settings
 from planner.service.store import Store
+
+if TYPE_CHECKING:
+    from planner.service.reviews import ReviewRunner
 
 log = logging.getLogger("planner.service")
 
@@ -44,6 +53,22 @@ class ServiceState:
         self.kube = kube
         self.slurm_hints = slurm_hints
         self.scheduler: BackgroundScheduler | None = None
+        retention = settings.retention
+        self.pruner = Pruner(
+            store=store,
+            policy=RetentionPolicy(
+                eta_rows=retention.eta_history_rows,
+                eta_max_age_s=retention.eta_history_max_age_s,
+                samples_per_job=retention.samples_per_job,
+                audit_max_age_s=retention.audit_max_age_s,
+            ),
+            interval_s=retention.interval_s,
+            clock=clock,
+        )
+        #: Called when the app stops, before the loops (e.g. cancel the API's searches).
+        self.on_stop: list[Callable[[], None]] = []
+        #: Capacity reviews (issue 15), set by the composition root (with Ray).
+        self.reviews: ReviewRunner | None = None
 
     @property
     def stale_after_s(self) -> float:
@@ -60,6 +85,15 @@ class ServiceState:
         """Ready once a first ingest cycle succeeded, at once when no source is configured, and
         at once on a replica that is not the leader (it serves reads from the shared store)."""
         return not self.ingestor.sources or self.ingestor.cycles_ok > 0 or not self.is_leader
+
+    def store_problem(self) -> str | None:
+        """Why the store cannot be used now (for ``/readyz``; never connection details), or
+        None when it answers and (SQLite) its file is the one opened."""
+        try:
+            self.store.check()
+        except StoreError as exc:
+            return exc.public_message
+        return None
 
     def fresh(self) -> bool:
         """True when every source answered within the staleness window."""
@@ -82,6 +116,7 @@ class ServiceState:
                 self.kube.after_cycle(self.store)
             if self.slurm_hints is not None:
                 self.slurm_hints.after_cycle(self.store)
+            self.pruner.maybe_prune()  # retention (planner.service.loops.retention)
         except Exception:  # the loop must survive anything; the traceback goes to the log
             log.exception("ingest cycle failed")
 
@@ -109,9 +144,25 @@ class ServiceState:
 
     def stop(self) -> None:
         """Stop the loop (waiting for a running cycle), Kubernetes, and the store's pool."""
+        for hook in self.on_stop:
+            hook()
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)
             self.scheduler = None
         if self.kube is not None:
             self.kube.stop()
         self.store.dispose()
+
+
+def exit_after(seconds: float) -> None:
+    """End the process in ``seconds`` even if non-daemon threads (an ingest cycle waiting on a
+    hung command, a search between checkpoints) would keep it alive (``planner serve``)."""
+
+    def stop() -> None:
+        log.warning("still running %.0f s after shutdown: exiting", seconds)
+        logging.shutdown()
+        os._exit(0)
+
+    timer = threading.Timer(seconds, stop)
+    timer.daemon = True
+    timer.start()

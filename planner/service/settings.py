@@ -11,11 +11,13 @@ watches Slurm when its commands are on ``PATH``.
 from __future__ import annotations
 
 import os
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from apscheduler.triggers.cron import CronTrigger
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -24,6 +26,7 @@ from pydantic_settings import (
 )
 
 from planner.errors import SpecError
+from planner.service.security_settings import AuthSettings, LimitSettings, RetentionSettings
 
 CONFIG_FILE_ENV = "PLANNER_CONFIG_FILE"
 
@@ -71,6 +74,12 @@ class SlurmSettings(BaseModel):
     hints_file: str | None = Field(
         default=None, description="Hints file for deploy/slurm/job_submit.lua (local path)."
     )
+    allowed_file_roots: list[str] = Field(
+        default_factory=list,
+        description="Directories (besides each job's own working directory) under which the "
+        "files a job names (planner:scenario=, planner:trace=) may be read, as the job's user "
+        "would see them; default: none.",
+    )
 
 
 class AdmissionCheckSettings(BaseModel):
@@ -111,6 +120,11 @@ class KubernetesSettings(BaseModel):
         default=False, description="Write planner.llm/* prediction annotations on job objects."
     )
     admission_check: AdmissionCheckSettings = Field(default_factory=AdmissionCheckSettings)
+    allowed_file_roots: list[str] = Field(
+        default_factory=list,
+        description="Mounted directories under which a planner.llm/scenario annotation or a "
+        "trace hint may name a world-readable file; default: none.",
+    )
 
 
 class PrometheusSettings(BaseModel):
@@ -130,6 +144,101 @@ class PrometheusSettings(BaseModel):
         le=86400,
         description="GPU telemetry (DCGM) is averaged over this window, seconds.",
     )
+
+
+# ---------------------------------------------------------------- capacity reviews (issue 15)
+
+
+class QueueForecastSettings(BaseModel):
+    """Predicted start and completion of every pending job (``/v1/jobs``), from the running
+    jobs' predicted runtimes, by the review's simulator (``planner.capacity.forecast_pending``)
+    once per ingest cycle."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    samples: int = Field(default=100, ge=1, le=2000, description="Monte Carlo samples.")
+    interval_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="Least time between two forecasts of an unchanged queue (a job starting, "
+        "ending or arriving forecasts at once).",
+    )
+    fleet_file: str | None = Field(
+        default=None,
+        description="A fleet file (docs/capacity-formats.md) instead of the pools made from the "
+        "sources' nodes (one per partition and GPU type).",
+    )
+
+
+class ReviewSettings(BaseModel):
+    """The capacity review the service runs on a schedule and stores (``GET
+    /v1/reviews/latest``, the ``planner_capacity_*`` metrics)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schedule: str | None = Field(
+        default=None,
+        description="When to run: a crontab line (5 fields, UTC: '0 6 * * 1') or an interval "
+        "('6h', '30m', '1d', '3600s'); None: no scheduled review.",
+    )
+    fleet_file: str | None = Field(default=None, description="The fleet file (required).")
+    plan_file: str | None = Field(default=None, description="The plan file (required).")
+    what_if_files: list[str] = Field(default_factory=list, description="What-if files.")
+    live_jobs: bool = Field(
+        default=True, description="Include the service's running and pending jobs."
+    )
+    samples: int = Field(default=200, ge=1, le=10000)
+    sizing: bool = True
+    sizing_samples: int | None = Field(default=None, ge=1, le=10000)
+    seed: int = 0
+    run_on_start: bool = Field(default=True, description="Also run once when the service starts.")
+    keep: int = Field(default=20, ge=1, le=1000, description="Stored reviews kept (newest).")
+    ray_address: str | None = Field(
+        default=None, description="Run the Monte Carlo samples on this Ray cluster ([ray] extra)."
+    )
+
+    @model_validator(mode="after")
+    def _files_with_schedule(self) -> ReviewSettings:
+        if self.schedule is not None:
+            parse_schedule(self.schedule)
+            if not self.fleet_file or not self.plan_file:
+                raise ValueError("a review schedule needs review.fleet_file and review.plan_file")
+        return self
+
+
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_INTERVAL_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_schedule(text: str) -> tuple[str, dict[str, Any]]:
+    """An APScheduler 3 trigger for ``review.schedule``: ``("interval", {"seconds": s})`` for
+    ``6h``/``30m``/``1d``/``3600s``, ``("cron", fields)`` for a 5-field crontab line (UTC; its
+    day-of-week numbers, 0 or 7 = Sunday, become names). Raises ``ValueError`` saying what to
+    write."""
+    if match := _INTERVAL.match(text):
+        seconds = float(match[1]) * _INTERVAL_S[match[2]]
+        if seconds < 60:
+            raise ValueError(f"review.schedule {text!r}: at least one minute apart")
+        return "interval", {"seconds": seconds}
+    fields = text.split()
+    if len(fields) != 5:
+        raise ValueError(
+            f"review.schedule {text!r} is neither an interval (6h, 30m, 1d) nor a crontab line "
+            "of 5 fields (minute hour day month day-of-week, UTC), e.g. '0 6 * * 1'"
+        )
+    names = ("minute", "hour", "day", "month", "day_of_week")
+    cron = dict(zip(names, fields, strict=True))
+    # crontab numbers days from Sunday (0 or 7); APScheduler 3 from Monday: use the names.
+    days = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
+    cron["day_of_week"] = re.sub(
+        r"(?<![/\d])[0-7](?!\d)", lambda m: days[int(m[0])], cron["day_of_week"]
+    )
+    try:
+        CronTrigger(**cron, timezone="UTC")
+    except ValueError as exc:
+        raise ValueError(f"review.schedule {text!r}: {exc}") from None
+    return "cron", cron
 
 
 class Settings(BaseSettings):
@@ -169,6 +278,24 @@ class Settings(BaseSettings):
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    # Issue 16 (planner.service.security_settings): who may call, bounded work, retention.
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    read_only: bool = Field(
+        default=False,
+        description="Refuse every state-changing request (403) and write nothing to the "
+        "schedulers (no hints, no admission decisions).",
+    )
+    shutdown_grace_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=300,
+        description="After SIGTERM, requests in flight get this long, the loops 10 s more; "
+        "then the process exits (keep the sum under terminationGracePeriodSeconds, 30 s).",
+    )
+    queue_forecast: QueueForecastSettings = Field(default_factory=QueueForecastSettings)
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
 
     @classmethod
     def settings_customise_sources(

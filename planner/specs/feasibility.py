@@ -16,12 +16,23 @@ the order of ``Violation`` (a candidate counts under its first broken rule):
 
 Rules (Megatron-LM ``arguments.py`` / Megatron-Core ``parallel_state`` constraints):
 ``tensor·pipeline·context·data = num_gpus``; tensor parallel divides the attention heads, the
-query groups and the MLP width(s); pipeline·virtual pipeline divides the layers; interleaving
-needs pipeline parallelism; load-balanced causal context parallelism needs ``2·cp`` to divide
-the sequence; sequence parallelism needs tensor parallelism and a local sequence divisible by
-it; expert parallelism needs an MoE model, divides the experts and the data·context group; the
-global batch is a multiple of ``data_parallel·micro_batch_size``. Which GPU precision a
-scenario may use is a property of the GPU, not of the layout, and stays in ``Scenario``.
+query groups and the MLP width(s); the framework splits the layers over ``pipeline·virtual
+pipeline`` stages (evenly, or as ``planner.specs.pipeline_split`` says: the uneven-stage
+options, an explicit layout, the framework's default); interleaving needs pipeline
+parallelism; load-balanced causal context parallelism needs ``2·cp`` to divide the sequence;
+sequence parallelism needs tensor parallelism and a local sequence divisible by it; expert
+parallelism needs an MoE model and divides the experts, and the expert groups fold into the
+ranks of a pipeline stage (Megatron-Core "MoE parallel folding", ``parallel_state``: the
+world size is divisible by ``expert_tensor·expert·pipeline``, so ``expert_tensor_parallel ·
+expert_parallel`` divides ``tensor·context·data``; the expert FFN is split over the expert
+tensor-parallel ranks); the global batch is a multiple of ``data_parallel·micro_batch_size``;
+the interleaved schedule's micro-batch rule of the framework (``interleaved_microbatch_rule``).
+Which GPU precision a scenario may use is a property of the GPU, not of the layout, and stays
+in ``Scenario``.
+
+The rules that depend on the framework (the split, the interleaved micro-batch count) take
+its name (a ``Framework`` value; ``"megatron"`` by default). Layout knobs a ``Layout`` may
+lack (a candidate of the search has no explicit split) read as unset.
 """
 
 from __future__ import annotations
@@ -35,16 +46,30 @@ from numpy.typing import NDArray
 
 from planner.errors import SpecError
 from planner.specs._checks import divisors
+from planner.specs.folding import expert_tensor_parallel_of, knob
 from planner.specs.model import ModelSpec
+from planner.specs.pipeline_split import (
+    DEFAULT_FRAMEWORK,
+    MEGATRON_CORE,
+    TORCH_PIPELINING,
+    split_error,
+    stage_layer_arrays,
+    stage_layers_of,
+)
 
 __all__ = [
+    "DEFAULT_FRAMEWORK",
     "Layout",
     "Violation",
+    "expert_tensor_parallel_of",
     "first_violation",
+    "interleaved_microbatch_rule",
     "layout_violations",
     "parallelism_violation",
+    "stage_layers_of",
     "violation_error",
 ]
+
 
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -90,6 +115,7 @@ class Violation(StrEnum):
     SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL = "sequence_not_divisible_by_tensor_parallel"
     EXPERT_PARALLEL_INVALID = "expert_parallel_invalid"
     GLOBAL_BATCH_NOT_DIVISIBLE_BY_DP_MICRO_BATCH = "global_batch_not_divisible_by_dp_micro_batch"
+    MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE = "microbatches_invalid_for_interleaved_schedule"
 
     @property
     def code(self) -> int:
@@ -109,32 +135,55 @@ _ORDER: tuple[Violation, ...] = tuple(Violation)
 # ---- the rules: one expression each, for ints or int64 arrays --------------------------------
 
 LayoutRule = Callable[[Layout], Flag]
-ScenarioRule = Callable[[ModelSpec, int, Layout], Flag]
+ScenarioRule = Callable[[ModelSpec, int, Layout, str], Flag]
 
 
-def _tiles(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+def _flag(x: Layout, name: str) -> Flag:
+    value: Flag = knob(x, name)
+    return False if value is None else value
+
+
+def _tiles(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     product = x.tensor_parallel * x.pipeline_parallel * x.context_parallel * x.data_parallel
     return product != num_gpus
 
 
-def _tensor_divides_model(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+def _tensor_divides_model(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     t = x.tensor_parallel
     bad = (m.num_attention_heads % t != 0) | (m.num_query_groups % t != 0)
     bad = bad | (m.ffn_hidden_size % t != 0)
-    if m.is_moe:
-        bad = bad | (m.moe_ffn_hidden_size % t != 0)
+    if m.is_moe and knob(x, "expert_tensor_parallel") is None:
+        # no expert tensor parallel degree stated: the experts split over the TP ranks (or,
+        # for one candidate that folds only with fewer, over the degree it must have set)
+        bad = bad | (m.moe_ffn_hidden_size % expert_tensor_parallel_of(m, num_gpus, x) != 0)
     return bad
 
 
-def _layers(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
-    return m.num_layers % (x.pipeline_parallel * x.virtual_pipeline) != 0
+def _layers(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    if not isinstance(x.pipeline_parallel, np.ndarray):  # one candidate: the cached resolver
+        try:
+            stage_layers_of(m, x, fw)
+        except SpecError:
+            return True
+        return False
+    ones = np.ones(x.pipeline_parallel.shape, dtype=np.bool_)
+    *_, valid = stage_layer_arrays(
+        m.num_layers,
+        x.pipeline_parallel,
+        np.asarray(x.virtual_pipeline),
+        ones & _flag(x, "account_for_embedding_in_pipeline_split"),
+        ones & _flag(x, "account_for_loss_in_pipeline_split"),
+        str(fw),
+    )
+    out: BoolArray = ~valid
+    return out
 
 
 def _interleaving_needs_pipeline(x: Layout) -> Flag:
     return (x.virtual_pipeline > 1) & (x.pipeline_parallel == 1)
 
 
-def _context_divides_sequence(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+def _context_divides_sequence(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     c = x.context_parallel
     return (c > 1) & (m.seq_length % (2 * c) != 0)
 
@@ -143,20 +192,55 @@ def _sequence_parallel_needs_tensor(x: Layout) -> Flag:
     return x.sequence_parallel & (x.tensor_parallel == 1)
 
 
-def _sequence_divides_by_tensor(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+def _sequence_divides_by_tensor(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     local = m.seq_length // x.context_parallel
     return x.sequence_parallel & (local % x.tensor_parallel != 0)
 
 
-def _expert_parallel(m: ModelSpec, num_gpus: int, x: Layout) -> Flag:
+def _expert_parallel(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     e = x.expert_parallel
-    group = x.data_parallel * x.context_parallel
-    bad = (not m.is_moe) | (max(m.num_experts, 1) % e != 0) | (group % e != 0)
-    return (e > 1) & bad
+    if not m.is_moe:
+        return e > 1
+    etp = expert_tensor_parallel_of(m, num_gpus, x)
+    ranks = x.tensor_parallel * x.context_parallel * x.data_parallel
+    return (m.num_experts % e != 0) | (ranks % (etp * e) != 0) | (m.moe_ffn_hidden_size % etp != 0)
 
 
 def _global_batch(x: Layout) -> Flag:
     return x.global_batch_size % (x.data_parallel * x.micro_batch_size) != 0
+
+
+def interleaved_microbatch_rule(framework: str) -> str | None:
+    """What the framework's interleaved 1F1B needs of the micro-batch count ``m`` (``p``
+    pipeline ranks), as text, or None when it states nothing:
+
+    * Megatron-LM / NeMo: Megatron-Core 0.16.1 ``forward_backward_pipelining_with_interleaving``
+      runs micro-batches in groups of ``microbatch_group_size_per_vp_stage`` (default ``p``,
+      ``ModelParallelConfig.__post_init__``), refuses a group size outside ``[p, m]`` and a last
+      group smaller than ``p``: with the default, ``m`` must be a multiple of ``p``
+      (Narayanan et al. SC'21 §2.2.2 states the same requirement; Megatron-LM before core 0.10
+      raised "number of microbatches is not divisible by pipeline-model-parallel-size").
+    * torchtitan: PyTorch's ``ScheduleInterleaved1F1B`` (torch 2.13
+      ``distributed/pipelining/schedules.py``) runs ``max(1, m // p)`` rounds and refuses
+      ``m`` not a multiple of the rounds (so ``m < p`` runs, in one round).
+    """
+    if framework in MEGATRON_CORE:
+        return "a multiple of pipeline_parallel (Megatron-Core interleaved 1F1B)"
+    if framework in TORCH_PIPELINING:
+        return "a multiple of max(1, m // pipeline_parallel) rounds (torch ScheduleInterleaved1F1B)"
+    return None
+
+
+def _interleaved_microbatches(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    p, v = x.pipeline_parallel, x.virtual_pipeline
+    micro = x.global_batch_size // (x.data_parallel * x.micro_batch_size)
+    if fw in MEGATRON_CORE:
+        return (v > 1) & (micro % p != 0)
+    if fw in TORCH_PIPELINING:
+        rounds = np.maximum(micro // p, 1)
+        out: Flag = (v > 1) & (micro % rounds != 0)
+        return out
+    return (v > 1) & (p < 0)  # no rule: False, of the candidates' shape
 
 
 _PARALLELISM_RULES: tuple[tuple[Violation, LayoutRule], ...] = (
@@ -169,7 +253,7 @@ any ``Scenario`` rule; the order in which it reports them is this one)."""
 
 
 def _on_layout(rule: LayoutRule) -> ScenarioRule:
-    return lambda m, num_gpus, x: rule(x)
+    return lambda m, num_gpus, x, fw: rule(x)
 
 
 _MODEL_RULES: dict[Violation, ScenarioRule] = {
@@ -179,6 +263,7 @@ _MODEL_RULES: dict[Violation, ScenarioRule] = {
     Violation.CONTEXT_PARALLEL_DOES_NOT_DIVIDE_SEQUENCE: _context_divides_sequence,
     Violation.SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL: _sequence_divides_by_tensor,
     Violation.EXPERT_PARALLEL_INVALID: _expert_parallel,
+    Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _interleaved_microbatches,
 }
 _RULES: tuple[tuple[Violation, ScenarioRule], ...] = tuple(
     (v, _MODEL_RULES.get(v) or _on_layout(dict(_PARALLELISM_RULES)[v])) for v in _ORDER
@@ -186,23 +271,28 @@ _RULES: tuple[tuple[Violation, ScenarioRule], ...] = tuple(
 """Every rule, in ``Violation`` order."""
 
 
-def layout_violations(model: ModelSpec, num_gpus: int, layout: Layout) -> IntArray:
+def layout_violations(
+    model: ModelSpec, num_gpus: int, layout: Layout, *, framework: str = DEFAULT_FRAMEWORK
+) -> IntArray:
     """The first broken rule of each candidate: ``Violation.code``, or ``-1`` when valid.
 
     ``layout`` holds ``n`` candidates of ``model`` on ``num_gpus`` GPUs as int64 (and bool, for
-    ``sequence_parallel``) arrays of shape ``(n,)``; the result has shape ``(n,)``.
+    ``sequence_parallel`` and the ``account_for`` options) arrays of shape ``(n,)``; the result
+    has shape ``(n,)``. ``framework``: the ``Framework`` value the candidates run under.
     """
     n = int(np.shape(layout.tensor_parallel)[0])
     code = np.full(n, -1, dtype=np.int64)
     for violation, rule in _RULES:
-        code[(code < 0) & rule(model, num_gpus, layout)] = violation.code
+        code[(code < 0) & rule(model, num_gpus, layout, framework)] = violation.code
     return code
 
 
-def first_violation(model: ModelSpec, num_gpus: int, layout: Layout) -> Violation | None:
+def first_violation(
+    model: ModelSpec, num_gpus: int, layout: Layout, *, framework: str = DEFAULT_FRAMEWORK
+) -> Violation | None:
     """The first rule one candidate (``ParallelismSpec``, Python numbers) breaks, or None."""
     for violation, rule in _RULES:
-        if rule(model, num_gpus, layout):
+        if rule(model, num_gpus, layout, framework):
             return violation
     return None
 
@@ -259,14 +349,18 @@ def _tensor_message(m: ModelSpec, x: Layout) -> SpecError:
     )
 
 
-def _layers_message(m: ModelSpec, x: Layout) -> SpecError:
-    pp, vp = int(x.pipeline_parallel), int(x.virtual_pipeline)
-    field_name = "virtual_pipeline" if vp > 1 else "pipeline_parallel"
-    return SpecError(
-        f"parallelism.{field_name}",
-        f"model.num_layers={m.num_layers} is not divisible by pipeline_parallel·"
-        f"virtual_pipeline = {pp}·{vp} = {pp * vp}; each model chunk needs the same number of "
-        "layers",
+def _layers_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    try:
+        stage_layers_of(m, x, fw)
+    except SpecError as err:
+        return err
+    return split_error(  # not reached for a refused split; kept total for any caller
+        m.num_layers,
+        int(x.pipeline_parallel),
+        int(x.virtual_pipeline),
+        fw,
+        embedding=bool(_flag(x, "account_for_embedding_in_pipeline_split")),
+        loss=bool(_flag(x, "account_for_loss_in_pipeline_split")),
     )
 
 
@@ -287,8 +381,8 @@ def _sequence_message(m: ModelSpec, x: Layout) -> SpecError:
     )
 
 
-def _expert_message(m: ModelSpec, x: Layout) -> SpecError:
-    ep, group = int(x.expert_parallel), int(x.data_parallel) * int(x.context_parallel)
+def _expert_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    ep = int(x.expert_parallel)
     if not m.is_moe:
         return SpecError(
             "parallelism.expert_parallel", "needs an MoE model (model.num_experts > 0); set it to 1"
@@ -299,10 +393,33 @@ def _expert_message(m: ModelSpec, x: Layout) -> SpecError:
             f"{ep} does not divide model.num_experts={m.num_experts}; "
             f"use one of {divisors(m.num_experts)}",
         )
+    etp = int(expert_tensor_parallel_of(m, 0, x))
+    if m.moe_ffn_hidden_size % etp:
+        return SpecError(
+            "parallelism.expert_tensor_parallel",
+            f"{etp} does not divide model.moe_ffn_hidden_size={m.moe_ffn_hidden_size}; use one "
+            f"of {divisors(m.moe_ffn_hidden_size)}",
+        )
+    ranks = int(x.tensor_parallel) * int(x.context_parallel) * int(x.data_parallel)
     return SpecError(
         "parallelism.expert_parallel",
-        f"experts are sharded within the data·context-parallel group of {group} GPUs; {ep} "
-        f"does not divide it (use one of {divisors(group)})",
+        f"the expert groups fold into the {ranks} tensor·context·data ranks of a pipeline stage "
+        f"(Megatron-Core parallel_state: expert_tensor_parallel·expert_parallel must divide "
+        f"them); expert_tensor_parallel·expert_parallel = {etp}·{ep} = {etp * ep} does not: use "
+        f"expert_parallel among {divisors(ranks // etp if ranks % etp == 0 else 1)} or a smaller "
+        "expert_tensor_parallel",
+    )
+
+
+def _microbatches_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    micro = int(x.global_batch_size) // (int(x.data_parallel) * int(x.micro_batch_size))
+    p = int(x.pipeline_parallel)
+    return SpecError(
+        "parallelism.virtual_pipeline",
+        f"the interleaved schedule ({fw}) needs the number of micro-batches (global_batch_size / "
+        f"(data_parallel·micro_batch_size) = {micro}) to be {interleaved_microbatch_rule(fw)}; "
+        f"pipeline_parallel = {p}: change the global or micro-batch size, or set "
+        "virtual_pipeline to 1",
     )
 
 
@@ -338,10 +455,13 @@ _LAYOUT_MESSAGES: dict[Violation, Callable[[Layout], SpecError]] = {
 }
 _MODEL_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout], SpecError]] = {
     Violation.TENSOR_PARALLEL_DOES_NOT_DIVIDE_MODEL: _tensor_message,
-    Violation.LAYERS_NOT_DIVISIBLE_BY_PP_VP: _layers_message,
     Violation.CONTEXT_PARALLEL_DOES_NOT_DIVIDE_SEQUENCE: _context_message,
     Violation.SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL: _sequence_message,
+}
+_FRAMEWORK_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout, str], SpecError]] = {
+    Violation.LAYERS_NOT_DIVISIBLE_BY_PP_VP: _layers_message,
     Violation.EXPERT_PARALLEL_INVALID: _expert_message,
+    Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _microbatches_message,
 }
 
 
@@ -351,10 +471,12 @@ def violation_error(
     *,
     model: ModelSpec | None = None,
     num_gpus: int | None = None,
+    framework: str = DEFAULT_FRAMEWORK,
 ) -> SpecError:
     """The ``SpecError`` for one candidate breaking ``violation``: the field to fix, what is
-    wrong and how to fix it. ``model`` (and ``num_gpus``, for the GPU-count rule) are needed
-    for the rules that read them; ``ValueError`` when one is missing."""
+    wrong and how to fix it (naming the framework rule where it is one). ``model`` (and
+    ``num_gpus``, for the GPU-count rule) are needed for the rules that read them;
+    ``ValueError`` when one is missing."""
     if violation in _LAYOUT_MESSAGES:
         return _LAYOUT_MESSAGES[violation](layout)
     if violation is Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP:
@@ -363,4 +485,6 @@ def violation_error(
         return _tiles_message(num_gpus, layout)
     if model is None:
         raise ValueError(f"{violation} needs the model")
+    if violation in _FRAMEWORK_MESSAGES:
+        return _FRAMEWORK_MESSAGES[violation](model, layout, framework)
     return _MODEL_MESSAGES[violation](model, layout)

@@ -91,10 +91,27 @@ class GpuSpec:
             if p is precision:
                 return peak
         supported = ", ".join(self.precisions)
+        why = _MISSING_PRECISION.get((self.architecture, precision), "")
         raise SpecError(
             "parallelism.precision",
-            f"{self.key} has no {precision} tensor cores; use one of {supported}",
+            f"{self.key} has no {precision} tensor cores{why}; use one of {supported}",
         )
+
+
+_MISSING_PRECISION: dict[tuple[str, Precision], str] = {
+    ("ampere", Precision.FP8): " (FP8 tensor cores arrived with Hopper)",
+    ("ampere", Precision.MXFP8): " (block-scaled MXFP8 needs Blackwell tensor cores)",
+    ("ampere", Precision.NVFP4): " (NVFP4 needs Blackwell tensor cores)",
+    ("hopper", Precision.MXFP8): (
+        " (block-scaled MXFP8 needs Blackwell tensor cores; on Hopper, fp8 with "
+        "parallelism.fp8_recipe blockwise scales 1x128/128x128 blocks in software)"
+    ),
+    ("hopper", Precision.NVFP4): " (NVFP4 needs Blackwell tensor cores; on Hopper use fp8)",
+    ("cdna3", Precision.MXFP8): " (MX formats arrive with CDNA 4, MI350 series)",
+    ("cdna3", Precision.NVFP4): " (NVFP4 is an NVIDIA Blackwell format)",
+}
+"""Why an architecture lacks a precision, for the error message (vendor architecture docs:
+NVIDIA Hopper and Blackwell whitepapers, AMD CDNA 3 / CDNA 4 white papers)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +121,8 @@ class HardwareSpec:
     ``gpu`` is the resolved catalog entry; ``gpus_per_node``, ``nvlink_domain_size`` and
     ``inter_node_bandwidth_gbit_per_s`` (per GPU, one direction, the scenario-format unit)
     default to the catalog's values when the scenario leaves them out.
+    ``memory_headroom_gib`` (extra field): memory a layout leaves free beyond its predicted
+    peak to count as fitting, GiB; None takes the default (``planner.perf.memory``).
     """
 
     gpu: GpuSpec
@@ -111,6 +130,7 @@ class HardwareSpec:
     gpus_per_node: int
     nvlink_domain_size: int
     inter_node_bandwidth_gbit_per_s: float
+    memory_headroom_gib: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GpuSpec):
@@ -121,6 +141,13 @@ class HardwareSpec:
         require_number(
             "hardware.inter_node_bandwidth_gbit_per_s", self.inter_node_bandwidth_gbit_per_s
         )
+        if self.memory_headroom_gib is not None:
+            require_number("hardware.memory_headroom_gib", self.memory_headroom_gib, positive=False)
+            if self.memory_headroom_gib < 0:
+                raise SpecError(
+                    "hardware.memory_headroom_gib",
+                    f"must be >= 0 GiB, got {self.memory_headroom_gib}",
+                )
 
     @property
     def inter_node_bandwidth_bytes_per_s(self) -> float:

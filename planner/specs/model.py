@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from planner.errors import SpecError
-from planner.specs._checks import require_bool, require_int
+from planner.specs._checks import require_bool, require_int, require_number
 
 
 class Activation(StrEnum):
@@ -23,6 +23,38 @@ class Activation(StrEnum):
         return self is Activation.SWIGLU
 
 
+MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
+"""Multi-latent attention's latent ranks and head widths (Megatron ``--q-lora-rank`` ...)."""
+MOE_FLAG_FIELDS = (
+    "moe_grouped_gemm",
+    "moe_router_force_load_balancing",
+    "overlap_moe_expert_parallel_comm",
+)
+"""The MoE cost knobs that are true/false."""
+
+
+class MoETokenDispatcher(StrEnum):
+    """How an MoE layer moves tokens to the ranks of their experts (Megatron
+    ``--moe-token-dispatcher-type``); ``code`` is the engine's array code.
+
+    ``alltoall``: ``MoEAlltoAllTokenDispatcher``, every (token, expert) pair sent with NCCL
+    all-to-all (a token routed to two experts of one rank travels twice); ``allgather``:
+    ``MoEAllGatherTokenDispatcher``, every rank gathers all tokens of the expert-parallel group
+    and reduce-scatters the outputs; ``flex``: ``MoEFlexTokenDispatcher`` over DeepEP
+    (``--moe-enable-deepep``; DeepSeek-AI 2025, DeepEP), one copy per destination rank inside
+    a node and one per destination node over RDMA, forwarded over NVLink there.
+    """
+
+    ALLTOALL = "alltoall"
+    ALLGATHER = "allgather"
+    FLEX = "flex"
+
+    @property
+    def code(self) -> int:
+        """Array code: 0 alltoall, 1 allgather, 2 flex."""
+        return tuple(MoETokenDispatcher).index(self)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSpec:
     """A decoder-only transformer (GPT/Llama/MoE), field names as in Megatron-LM.
@@ -31,9 +63,35 @@ class ModelSpec:
     for multi-head attention). ``kv_channels`` is the per-head width (Megatron ``--kv-channels``;
     ``hidden_size // num_attention_heads`` unless the model says otherwise, as Qwen3 does).
     MoE: ``num_experts`` routed experts of width ``moe_ffn_hidden_size``, ``moe_router_topk`` of
-    them active per token, ``num_shared_experts`` always active, ``num_dense_layers`` leading
-    dense layers. ``num_experts == 0`` means a dense model. Raises ``SpecError`` naming the
-    ``model.<field>`` at fault.
+    them active per token, ``num_shared_experts`` always active (together
+    ``moe_shared_expert_intermediate_size`` wide when set, Megatron
+    ``--moe-shared-expert-intermediate-size``; else ``num_shared_experts · moe_ffn_hidden_size``),
+    ``num_dense_layers`` leading dense layers and ``moe_layer_freq`` (Megatron
+    ``--moe-layer-freq``: an int ``N``, every ``N``-th layer from the first is MoE, or one 0/1 per
+    layer). ``num_experts == 0`` means a dense model.
+
+    MoE cost knobs (Megatron names): ``moe_token_dispatcher_type`` (``MoETokenDispatcher``;
+    default ``alltoall``), ``moe_grouped_gemm`` (all local experts in one grouped GEMM instead of
+    one GEMM per expert, Megatron's default), ``moe_expert_capacity_factor`` (None: dropless;
+    else tokens beyond ``factor x`` an expert's even share are dropped),
+    ``moe_router_force_load_balancing`` (every expert gets its even share: benchmarks' forced or
+    fake balanced gates), ``moe_router_num_groups``/``moe_router_group_topk`` (group-limited
+    routing: each token's experts from ``group_topk`` of the groups; DeepSeek-V3's
+    node-limited routing; 0: unrestricted), ``moe_imbalance_factor`` (tokens on the busiest
+    expert rank over the average under dropless routing; None: the efficiency model's
+    documented default) and
+    ``overlap_moe_expert_parallel_comm`` (the token exchange of one microbatch hides behind
+    another's compute, Megatron ``--overlap-moe-expert-parallel-comm``).
+
+    Attention: ``multi_latent_attention`` (DeepSeek-V2/V3 MLA, Megatron
+    ``--multi-latent-attention``): queries through a ``q_lora_rank`` latent (0: projected from
+    the hidden state directly), keys/values through a ``kv_lora_rank`` latent, heads of
+    ``qk_head_dim`` plus ``qk_pos_emb_head_dim`` rotary dimensions, values ``v_head_dim`` wide
+    (DeepSeek-AI 2024, DeepSeek-V2 §2.1). ``window_size`` (tokens; 0: full causal attention)
+    with ``window_attn_skip_freq`` ``N`` (one full-attention layer per ``N``, the others
+    sliding-window; 0: all sliding) as Megatron ``--window-size``/``--window-attn-skip-freq``.
+    ``mtp_num_layers`` multi-token-prediction modules (DeepSeek-V3 §2.2, Megatron-Core
+    ``MultiTokenPredictionBlock``). Raises ``SpecError`` naming the ``model.<field>`` at fault.
     """
 
     num_layers: int
@@ -51,6 +109,25 @@ class ModelSpec:
     moe_ffn_hidden_size: int = 0
     num_shared_experts: int = 0
     num_dense_layers: int = 0
+    moe_layer_freq: int | tuple[int, ...] = 1
+    moe_shared_expert_intermediate_size: int = 0
+    moe_token_dispatcher_type: MoETokenDispatcher = MoETokenDispatcher.ALLTOALL
+    moe_grouped_gemm: bool = False
+    moe_expert_capacity_factor: float | None = None
+    moe_router_force_load_balancing: bool = False
+    moe_imbalance_factor: float | None = None
+    moe_router_num_groups: int = 0
+    moe_router_group_topk: int = 0
+    overlap_moe_expert_parallel_comm: bool = False
+    multi_latent_attention: bool = False
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_head_dim: int = 0
+    qk_pos_emb_head_dim: int = 0
+    v_head_dim: int = 0
+    window_size: int = 0
+    window_attn_skip_freq: int = 0
+    mtp_num_layers: int = 0
     preset: str | None = None
 
     def __post_init__(self) -> None:
@@ -71,9 +148,20 @@ class ModelSpec:
             "moe_ffn_hidden_size",
             "num_shared_experts",
             "num_dense_layers",
+            "moe_shared_expert_intermediate_size",
+            "moe_router_num_groups",
+            "moe_router_group_topk",
+            *MLA_FIELDS,
+            "window_size",
+            "window_attn_skip_freq",
+            "mtp_num_layers",
         ):
             require_int(f"model.{name}", getattr(self, name), minimum=0)
         require_bool("model.untie_embeddings", self.untie_embeddings)
+        for name in (*MOE_FLAG_FIELDS, "multi_latent_attention"):
+            require_bool(f"model.{name}", getattr(self, name))
+        self._check_attention()
+        self._check_moe_knobs()
         if not isinstance(self.activation, Activation):
             raise SpecError(
                 "model.activation",
@@ -104,13 +192,109 @@ class ModelSpec:
                     f"{self.num_dense_layers} leaves no MoE layer out of num_layers="
                     f"{self.num_layers}; use fewer dense layers or num_experts: 0",
                 )
+            self._check_moe_layer_freq()
         else:
-            for name in ("moe_router_topk", "num_shared_experts", "num_dense_layers"):
+            for name in (
+                "moe_router_topk",
+                "num_shared_experts",
+                "num_dense_layers",
+                "moe_shared_expert_intermediate_size",
+            ):
                 if getattr(self, name):
                     raise SpecError(
                         f"model.{name}",
                         "only applies to MoE models; set model.num_experts or drop this field",
                     )
+
+    def _check_attention(self) -> None:
+        """MLA needs its latent and head widths and has no query groups; a window needs a
+        positive size."""
+        if self.multi_latent_attention:
+            for name in ("kv_lora_rank", "qk_head_dim", "v_head_dim"):
+                if getattr(self, name) < 1:
+                    raise SpecError(
+                        f"model.{name}",
+                        "must be positive with multi_latent_attention (Megatron defaults: "
+                        "kv_lora_rank 32, qk_head_dim 128, v_head_dim 128)",
+                    )
+            if self.num_query_groups != self.num_attention_heads:
+                raise SpecError(
+                    "model.num_query_groups",
+                    "multi-latent attention has no query groups (Megatron asserts "
+                    "not --group-query-attention); drop num_query_groups",
+                )
+        else:
+            for name in MLA_FIELDS:
+                if getattr(self, name):
+                    raise SpecError(
+                        f"model.{name}",
+                        "only applies with model.multi_latent_attention: true",
+                    )
+        if self.window_attn_skip_freq and not self.window_size:
+            raise SpecError(
+                "model.window_attn_skip_freq",
+                "needs model.window_size (the sliding window of the other layers)",
+            )
+
+    def _check_moe_layer_freq(self) -> None:
+        """``moe_layer_freq``: a positive int, or one 0/1 per layer with at least one MoE
+        layer after the leading dense ones."""
+        freq = self.moe_layer_freq
+        if isinstance(freq, tuple):
+            if len(freq) != self.num_layers or any(f not in (0, 1) for f in freq):
+                raise SpecError(
+                    "model.moe_layer_freq",
+                    f"a list needs one 0 (dense) or 1 (MoE) per layer, {self.num_layers} "
+                    f"entries; got {len(freq)}",
+                )
+        else:
+            require_int("model.moe_layer_freq", freq)
+        if self.num_moe_layers < 1:
+            raise SpecError(
+                "model.moe_layer_freq",
+                "leaves no MoE layer; use num_experts: 0 for a dense model",
+            )
+
+    def _check_router_groups(self) -> None:
+        """Group-limited routing: ``G`` groups divide the experts, ``g`` of them per token,
+        at most ``k`` (Megatron's router asserts the same)."""
+        groups, chosen = self.moe_router_num_groups, self.moe_router_group_topk
+        if not groups and not chosen:
+            return
+        if not groups or not chosen:
+            raise SpecError(
+                "model.moe_router_group_topk" if groups else "model.moe_router_num_groups",
+                "group-limited routing needs both moe_router_num_groups and moe_router_group_topk",
+            )
+        if not self.is_moe or self.num_experts % groups:
+            raise SpecError(
+                "model.moe_router_num_groups",
+                f"{groups} groups must divide model.num_experts={self.num_experts}",
+            )
+        if not 1 <= chosen <= min(groups, self.moe_router_topk):
+            raise SpecError(
+                "model.moe_router_group_topk",
+                f"must be between 1 and min(moe_router_num_groups, moe_router_topk), got {chosen}",
+            )
+
+    def _check_moe_knobs(self) -> None:
+        self._check_router_groups()
+        if not isinstance(self.moe_token_dispatcher_type, MoETokenDispatcher):
+            raise SpecError(
+                "model.moe_token_dispatcher_type",
+                f"must be one of {', '.join(MoETokenDispatcher)}, "
+                f"got {self.moe_token_dispatcher_type!r}",
+            )
+        if self.moe_expert_capacity_factor is not None:
+            require_number("model.moe_expert_capacity_factor", self.moe_expert_capacity_factor)
+        if self.moe_imbalance_factor is not None:
+            require_number("model.moe_imbalance_factor", self.moe_imbalance_factor)
+            if self.moe_imbalance_factor < 1:
+                raise SpecError(
+                    "model.moe_imbalance_factor",
+                    f"is the busiest expert rank's tokens over the average, at least 1; got "
+                    f"{self.moe_imbalance_factor}",
+                )
 
     @property
     def is_moe(self) -> bool:
@@ -118,9 +302,43 @@ class ModelSpec:
         return self.num_experts > 0
 
     @property
+    def moe_layer_pattern(self) -> tuple[bool, ...]:
+        """Per decoder layer, True when its MLP is a routed MoE block: ``moe_layer_freq``
+        (Megatron: layer ``i`` is MoE when ``i % N == 0``, or the 0/1 list) with the first
+        ``num_dense_layers`` dense; all False for a dense model."""
+        if not self.is_moe:
+            return (False,) * self.num_layers
+        freq = self.moe_layer_freq
+        if isinstance(freq, tuple):
+            pattern = [bool(f) for f in freq]
+        else:
+            pattern = [i % freq == 0 for i in range(self.num_layers)]
+        return tuple(p and i >= self.num_dense_layers for i, p in enumerate(pattern))
+
+    @property
     def num_moe_layers(self) -> int:
         """Layers whose MLP is a routed MoE block."""
-        return self.num_layers - self.num_dense_layers if self.is_moe else 0
+        if not self.is_moe:
+            return 0
+        if self.moe_layer_freq == 1:
+            return self.num_layers - self.num_dense_layers
+        return sum(self.moe_layer_pattern)
+
+    @property
+    def shared_expert_ffn_hidden_size(self) -> int:
+        """Width of the always-active shared experts together: ``moe_shared_expert_intermediate_
+        size`` when set, else ``num_shared_experts · moe_ffn_hidden_size`` (0: none)."""
+        if self.moe_shared_expert_intermediate_size:
+            return self.moe_shared_expert_intermediate_size
+        return self.num_shared_experts * self.moe_ffn_hidden_size
+
+    @property
+    def num_mtp_moe_layers(self) -> int:
+        """MTP modules whose transformer layer is MoE: all of them when the last decoder layer
+        is (Megatron-Core builds the MTP layer with the decoder's last layer spec)."""
+        if not self.mtp_num_layers or not self.is_moe:
+            return 0
+        return self.mtp_num_layers if self.moe_layer_pattern[-1] else 0
 
     @property
     def gated_linear_unit(self) -> bool:
@@ -174,3 +392,97 @@ class ModelSpec:
     def kv_width(self) -> int:
         """Width of all key (or value) heads together, ``num_query_groups * kv_channels``."""
         return self.num_query_groups * self.kv_channels
+
+    # ---- attention widths the engine reads (MLA and GQA alike) ---------------------------------
+
+    @property
+    def attention_q_width(self) -> int:
+        """Width of all query heads as the attention core sees them: ``query_width``, or with
+        MLA ``heads · (qk_head_dim + qk_pos_emb_head_dim)``."""
+        if self.multi_latent_attention:
+            return self.num_attention_heads * (self.qk_head_dim + self.qk_pos_emb_head_dim)
+        return self.query_width
+
+    @property
+    def attention_k_width(self) -> int:
+        """Width of all key heads: ``kv_width`` (GQA), with MLA the query's width (keys are
+        up-projected per head, the rotary part shared)."""
+        return self.attention_q_width if self.multi_latent_attention else self.kv_width
+
+    @property
+    def attention_v_width(self) -> int:
+        """Width of all value heads: ``kv_width``, with MLA ``heads · v_head_dim``."""
+        if self.multi_latent_attention:
+            return self.num_attention_heads * self.v_head_dim
+        return self.kv_width
+
+    @property
+    def attention_out_width(self) -> int:
+        """Width of the attention core's output (the output projection's input):
+        ``query_width``, with MLA ``heads · v_head_dim``."""
+        if self.multi_latent_attention:
+            return self.num_attention_heads * self.v_head_dim
+        return self.query_width
+
+    @property
+    def attention_in_width(self) -> int:
+        """Output width of the tensor-parallel projection from the hidden state: Q, K and V
+        together; with MLA the query projection when there is no query latent, else 0."""
+        if not self.multi_latent_attention:
+            return self.query_width + 2 * self.kv_width
+        return 0 if self.q_lora_rank else self.attention_q_width
+
+    @property
+    def attention_down_width(self) -> int:
+        """MLA's down projections from the hidden state (replicated on every tensor-parallel
+        rank, Megatron ``parallel_mode="duplicated"``): ``q_lora_rank + kv_lora_rank +
+        qk_pos_emb_head_dim`` (the shared rotary key); 0 without MLA."""
+        if not self.multi_latent_attention:
+            return 0
+        return self.q_lora_rank + self.kv_lora_rank + self.qk_pos_emb_head_dim
+
+    @property
+    def kv_up_width(self) -> int:
+        """MLA's key/value up projection output, ``heads · (qk_head_dim + v_head_dim)``."""
+        if not self.multi_latent_attention:
+            return 0
+        return self.num_attention_heads * (self.qk_head_dim + self.v_head_dim)
+
+    @property
+    def attention_gemm_params(self) -> int:
+        """Weights of one layer's attention GEMMs (no norms, no biases)."""
+        h = self.hidden_size
+        return (
+            h * (self.attention_in_width + self.attention_down_width)
+            + self.q_lora_rank * self.attention_q_width
+            + self.kv_lora_rank * self.kv_up_width
+            + self.attention_out_width * h
+        )
+
+    @property
+    def attention_replicated_params(self) -> int:
+        """Attention weights every tensor-parallel rank holds whole: MLA's down projections
+        and latent norms."""
+        return self.hidden_size * self.attention_down_width + self.q_lora_rank + self.kv_lora_rank
+
+    @property
+    def attention_params(self) -> int:
+        """All weights of one layer's attention block with its two layer norms."""
+        return (
+            self.attention_gemm_params + self.q_lora_rank + self.kv_lora_rank + 2 * self.hidden_size
+        )
+
+    @property
+    def full_attention_fraction(self) -> float:
+        """Share of the layers attending over the whole causal context: 1 without a window,
+        ``1 / window_attn_skip_freq`` with one, 0 when every layer slides."""
+        if not self.window_size:
+            return 1.0
+        return 1.0 / self.window_attn_skip_freq if self.window_attn_skip_freq else 0.0
+
+    @property
+    def mtp_params(self) -> int:
+        """Weights of the MTP modules beyond their transformer layer: the ``2h -> h``
+        projection and three norms each (the embedding and output layer are shared)."""
+        h = self.hidden_size
+        return self.mtp_num_layers * (2 * h * h + 3 * h)

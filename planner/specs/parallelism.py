@@ -9,6 +9,7 @@ from planner.errors import SpecError
 from planner.specs._checks import require_bool, require_int
 from planner.specs.feasibility import parallelism_violation, violation_error
 from planner.specs.hardware import Precision
+from planner.specs.pipeline_split import virtual_stages
 
 
 class Recompute(StrEnum):
@@ -39,12 +40,55 @@ class Recompute(StrEnum):
 _RECOMPUTE_ORDER: tuple[Recompute, ...] = tuple(Recompute)
 
 
+class RecomputeModule(StrEnum):
+    """What selective recompute repeats (Megatron-Core ``--recompute-modules``, with
+    ``--recompute-granularity selective``; default ``core_attn``): the attention core, the
+    MoE activation function, the layer norms, MLA's up projections, the dense MLP, the whole
+    MoE layer (its token exchange included) or the shared experts."""
+
+    CORE_ATTN = "core_attn"
+    MOE_ACT = "moe_act"
+    LAYERNORM = "layernorm"
+    MLA_UP_PROJ = "mla_up_proj"
+    MLP = "mlp"
+    MOE = "moe"
+    SHARED_EXPERTS = "shared_experts"
+
+
+class Fp8Recipe(StrEnum):
+    """Low-precision recipe (Megatron ``--fp8-recipe`` / ``--fp4-recipe``; Transformer Engine
+    recipes, ``planner.perf.precision``); ``code`` (1..5) is the engine's array code, 0 there
+    meaning 16-bit training."""
+
+    DELAYED = "delayed"
+    TENSORWISE = "tensorwise"
+    BLOCKWISE = "blockwise"
+    MXFP8 = "mxfp8"
+    NVFP4 = "nvfp4"
+
+    @property
+    def code(self) -> int:
+        """Array code: 1 delayed ... 5 nvfp4 (0 is 16-bit training)."""
+        return tuple(Fp8Recipe).index(self) + 1
+
+
+RECIPES_OF_PRECISION: dict[Precision, tuple[Fp8Recipe, ...]] = {
+    Precision.FP8: (Fp8Recipe.DELAYED, Fp8Recipe.TENSORWISE, Fp8Recipe.BLOCKWISE, Fp8Recipe.MXFP8),
+    Precision.MXFP8: (Fp8Recipe.MXFP8,),
+    Precision.NVFP4: (Fp8Recipe.NVFP4,),
+}
+"""The recipes each low precision runs with; the first is its default (Megatron-LM's
+``--fp8-recipe`` default ``delayed``)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParallelismSpec:
     """Tensor/pipeline/context/expert/data parallel degrees, batch split and memory knobs.
 
     ``virtual_pipeline`` is the number of interleaved 1F1B model chunks per pipeline rank.
-    ``global_batch_size`` and ``micro_batch_size`` count sequences. ``zero_stage``: 0 plain data
+    ``global_batch_size`` and ``micro_batch_size`` count sequences. ``fp8_recipe`` (Megatron
+    ``--fp8-recipe``): how FP8/MXFP8/NVFP4 GEMMs are scaled (``Fp8Recipe``; default: the
+    precision's, ``RECIPES_OF_PRECISION``). ``zero_stage``: 0 plain data
     parallel, 1 distributed optimizer (Megatron ``--use-distributed-optimizer``), 2 also shards
     gradients, 3 also shards weights (FSDP). ``flash_attention`` (extra field, default true as in
     Megatron-Core) means the ``s x s`` attention scores are never stored.
@@ -57,7 +101,20 @@ class ParallelismSpec:
     reduction runs in buckets under the last microbatch's backward / the parameter all-gather
     (ZeRO >= 1) under the first microbatch's forward; false: after the backward / before the
     forward, fully exposed; None (the default): overlapped, as current recipes of every
-    framework run (FSDP/ZeRO-3 always overlap). Raises
+    framework run (FSDP/ZeRO-3 always overlap).
+
+    Uneven pipeline stages and MoE parallel folding (Megatron-Core names; every field optional,
+    absent = an even split and experts split over the tensor-parallel ranks; rules and sources
+    in ``planner.specs.pipeline_split`` and ``planner.specs.feasibility``):
+    ``pipeline_layout`` (``--pipeline-model-parallel-layout``: a layout string such as
+    ``"Et*3|(tt|)*29,m|L"``, or the transformer layers per virtual stage, virtual stage
+    ``chunk·pipeline_parallel + rank``; ``virtual_pipeline`` must be the number of virtual
+    stages over ``pipeline_parallel``), ``decoder_first_pipeline_num_layers`` /
+    ``decoder_last_pipeline_num_layers`` (layers of the first / last pipeline rank),
+    ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split`` (the
+    embedding / loss takes one layer's place in the split), ``expert_tensor_parallel``
+    (``--expert-tensor-parallel-size``: the ranks each expert's FFN is split over; the expert
+    groups fold into the stage's ``tensor·context·data`` ranks). Raises
     ``SpecError``
     naming ``parallelism.<field>``: the layout rules that read only these fields (interleaving
     needs pipeline parallelism, sequence parallelism needs tensor parallelism, the global batch
@@ -75,12 +132,20 @@ class ParallelismSpec:
     micro_batch_size: int = 1
     global_batch_size: int
     recompute: Recompute = Recompute.NONE
+    recompute_modules: tuple[RecomputeModule, ...] | None = None
     zero_stage: int = 1
     precision: Precision = Precision.BF16
+    fp8_recipe: Fp8Recipe | None = None
     flash_attention: bool = True
     grad_reduce_in_fp32: bool | None = None
     overlap_grad_reduce: bool | None = None
     overlap_param_gather: bool | None = None
+    expert_tensor_parallel: int | None = None
+    pipeline_layout: str | tuple[int, ...] | None = None
+    decoder_first_pipeline_num_layers: int | None = None
+    decoder_last_pipeline_num_layers: int | None = None
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -108,14 +173,123 @@ class ParallelismSpec:
             raise SpecError(
                 "parallelism.recompute", f"must be none, selective or full, got {self.recompute!r}"
             )
+        if self.recompute_modules is not None:
+            if any(not isinstance(m, RecomputeModule) for m in self.recompute_modules):
+                raise SpecError(
+                    "parallelism.recompute_modules",
+                    f"each must be one of {', '.join(RecomputeModule)}",
+                )
+            if self.recompute is not Recompute.SELECTIVE:
+                raise SpecError(
+                    "parallelism.recompute_modules",
+                    "applies to selective recompute (Megatron --recompute-granularity "
+                    "selective); set parallelism.recompute to selective",
+                )
         if not isinstance(self.precision, Precision):
             raise SpecError(
                 "parallelism.precision",
                 f"must be one of {', '.join(Precision)}, got {self.precision!r}",
             )
+        self._check_recipe()
+        self._check_split_fields()
         violation = parallelism_violation(self)
         if violation is not None:
             raise violation_error(violation, self)
+
+    def _check_recipe(self) -> None:
+        """``fp8_recipe`` must be one the precision runs with."""
+        if self.fp8_recipe is None:
+            return
+        if not isinstance(self.fp8_recipe, Fp8Recipe):
+            raise SpecError(
+                "parallelism.fp8_recipe",
+                f"must be one of {', '.join(Fp8Recipe)}, got {self.fp8_recipe!r}",
+            )
+        allowed = RECIPES_OF_PRECISION.get(self.precision, ())
+        if self.fp8_recipe not in allowed:
+            hint = (
+                f"use one of {', '.join(allowed)}"
+                if allowed
+                else "set parallelism.precision to fp8, mxfp8 or nvfp4"
+            )
+            raise SpecError(
+                "parallelism.fp8_recipe",
+                f"{self.fp8_recipe} does not run with precision {self.precision}; {hint}",
+            )
+
+    @property
+    def low_precision_recipe(self) -> Fp8Recipe | None:
+        """The recipe the GEMMs run with: ``fp8_recipe``, else the precision's default
+        (``RECIPES_OF_PRECISION``); None in 16-bit training."""
+        if self.fp8_recipe is not None:
+            return self.fp8_recipe
+        recipes = RECIPES_OF_PRECISION.get(self.precision)
+        return recipes[0] if recipes else None
+
+    def _check_split_fields(self) -> None:
+        """Types of the uneven-split and folding fields, and the combinations Megatron-Core's
+        ``TransformerConfig.__post_init__`` refuses whatever the model."""
+        for name in (
+            "account_for_embedding_in_pipeline_split",
+            "account_for_loss_in_pipeline_split",
+        ):
+            require_bool(f"parallelism.{name}", getattr(self, name))
+        for name in (
+            "expert_tensor_parallel",
+            "decoder_first_pipeline_num_layers",
+            "decoder_last_pipeline_num_layers",
+        ):
+            if getattr(self, name) is not None:
+                require_int(f"parallelism.{name}", getattr(self, name))
+        uneven = (
+            self.decoder_first_pipeline_num_layers is not None
+            or self.decoder_last_pipeline_num_layers is not None
+        )
+        accounted = (
+            self.account_for_embedding_in_pipeline_split or self.account_for_loss_in_pipeline_split
+        )
+        if uneven and accounted:
+            raise SpecError(
+                "parallelism.decoder_first_pipeline_num_layers",
+                "cannot be combined with account_for_embedding_in_pipeline_split / "
+                "account_for_loss_in_pipeline_split (Megatron-Core TransformerConfig); use one way "
+                "of splitting",
+            )
+        if self.pipeline_layout is None:
+            return
+        if uneven or accounted:
+            raise SpecError(
+                "parallelism.pipeline_layout",
+                "cannot be combined with decoder_first/last_pipeline_num_layers or the "
+                "account_for_* options (Megatron-Core TransformerConfig); give one of them",
+            )
+        layout = self.pipeline_layout
+        if isinstance(layout, tuple):
+            if not layout:
+                raise SpecError("parallelism.pipeline_layout", "an empty list has no stage")
+            for i, count in enumerate(layout):
+                require_int(f"parallelism.pipeline_layout[{i}]", count, minimum=0)
+        elif not isinstance(layout, str):
+            raise SpecError(
+                "parallelism.pipeline_layout",
+                f"must be a layout string (such as 'Et*3|(tt|)*29,m|L') or a list of layers per "
+                f"virtual stage, got {layout!r}",
+            )
+        stages = len(virtual_stages(layout))
+        p = self.pipeline_parallel
+        if stages % p:
+            raise SpecError(
+                "parallelism.pipeline_layout",
+                f"{stages} virtual stages cannot be spread over pipeline_parallel={p} ranks "
+                "(Megatron-Core PipelineParallelLayerLayout: a multiple of it)",
+            )
+        if self.virtual_pipeline != stages // p:
+            raise SpecError(
+                "parallelism.virtual_pipeline",
+                f"the pipeline_layout has {stages} virtual stages over {p} ranks, so "
+                f"virtual_pipeline is {stages // p}, not {self.virtual_pipeline}; set it to "
+                f"{stages // p} or leave it out",
+            )
 
     @property
     def model_parallel_size(self) -> int:

@@ -8,9 +8,12 @@ from enum import StrEnum
 from planner.errors import SpecError
 from planner.specs._checks import require_int, require_number
 from planner.specs.feasibility import first_violation, violation_error
-from planner.specs.hardware import HardwareSpec
+from planner.specs.hardware import HardwareSpec, Precision
 from planner.specs.model import ModelSpec
 from planner.specs.parallelism import ParallelismSpec
+
+_BLOCK_SCALED = (Precision.MXFP8.value, Precision.NVFP4.value)
+"""Recipes whose GEMMs need the GPU's block-scaled tensor cores (Blackwell)."""
 
 
 class Framework(StrEnum):
@@ -23,17 +26,53 @@ class Framework(StrEnum):
     DEEPSPEED = "deepspeed"
     MAXTEXT = "maxtext"
     LLM_FOUNDRY = "llm_foundry"
+    AUTOMODEL = "automodel"
     OTHER = "other"
+
+
+class TrainingMode(StrEnum):
+    """What the run trains: ``pretrain`` (every weight), ``sft`` (full supervised
+    fine-tuning: every weight, typically on packed sequences) or ``lora`` (low-rank adapters on
+    a frozen base, Hu et al. 2021)."""
+
+    PRETRAIN = "pretrain"
+    SFT = "sft"
+    LORA = "lora"
+
+
+class LoraTarget(StrEnum):
+    """Linear layers LoRA adapts (NeMo 2.0 ``nemo.collections.llm.peft.LoRA`` names)."""
+
+    LINEAR_QKV = "linear_qkv"
+    LINEAR_PROJ = "linear_proj"
+    LINEAR_FC1 = "linear_fc1"
+    LINEAR_FC2 = "linear_fc2"
+
+
+LORA_DEFAULT_RANK = 32
+"""NeMo 2.0 ``LoRA(dim=32)`` (``nemo/collections/llm/peft/lora.py``), as its recipes use."""
+LORA_DEFAULT_TARGETS: tuple[LoraTarget, ...] = tuple(LoraTarget)
+"""NeMo 2.0 ``LoRA.target_modules`` default: all four linear layers of a transformer layer."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainingSpec:
     """The training run: ``total_tokens`` to train on and/or ``train_iters`` optimizer steps
-    (Megatron ``--train-iters``); either gives ``time_to_train_s`` (tokens win when both)."""
+    (Megatron ``--train-iters``); either gives ``time_to_train_s`` (tokens win when both).
+
+    ``mode`` (``TrainingMode``, default ``pretrain``); with ``lora``, ``lora_rank`` and
+    ``lora_targets`` (defaults: NeMo's, ``LORA_DEFAULT_RANK`` and ``LORA_DEFAULT_TARGETS``).
+    ``packed_sample_length``: mean tokens of the samples packed into one sequence (NeMo packed
+    sequences: each sample attends only within itself); None: one sample per sequence.
+    """
 
     framework: Framework = Framework.MEGATRON
     total_tokens: float | None = None
     train_iters: int | None = None
+    mode: TrainingMode = TrainingMode.PRETRAIN
+    lora_rank: int | None = None
+    lora_targets: tuple[LoraTarget, ...] | None = None
+    packed_sample_length: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.framework, Framework):
@@ -41,10 +80,46 @@ class TrainingSpec:
                 "training.framework",
                 f"must be one of {', '.join(Framework)}, got {self.framework!r}",
             )
+        if not isinstance(self.mode, TrainingMode):
+            raise SpecError(
+                "training.mode", f"must be one of {', '.join(TrainingMode)}, got {self.mode!r}"
+            )
         if self.total_tokens is not None:
             require_number("training.total_tokens", self.total_tokens)
         if self.train_iters is not None:
             require_int("training.train_iters", self.train_iters)
+        if self.packed_sample_length is not None:
+            require_int("training.packed_sample_length", self.packed_sample_length)
+        if self.mode is not TrainingMode.LORA:
+            for name in ("lora_rank", "lora_targets"):
+                if getattr(self, name) is not None:
+                    raise SpecError(f"training.{name}", "applies to training.mode: lora")
+            return
+        if self.lora_rank is not None:
+            require_int("training.lora_rank", self.lora_rank)
+        if self.lora_targets is not None and (
+            not self.lora_targets or any(not isinstance(t, LoraTarget) for t in self.lora_targets)
+        ):
+            raise SpecError("training.lora_targets", f"must list some of {', '.join(LoraTarget)}")
+
+    @property
+    def trains_base(self) -> bool:
+        """True unless the base weights are frozen (LoRA)."""
+        return self.mode is not TrainingMode.LORA
+
+    @property
+    def adapter_rank(self) -> int:
+        """LoRA rank (``lora_rank`` or NeMo's default); 0 unless ``mode`` is ``lora``."""
+        if self.mode is not TrainingMode.LORA:
+            return 0
+        return self.lora_rank if self.lora_rank is not None else LORA_DEFAULT_RANK
+
+    def adapts(self, target: LoraTarget) -> bool:
+        """True when LoRA adapts ``target`` (``lora_targets`` or NeMo's default)."""
+        if self.mode is not TrainingMode.LORA:
+            return False
+        targets = self.lora_targets if self.lora_targets is not None else LORA_DEFAULT_TARGETS
+        return target in targets
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,10 +127,11 @@ class Scenario:
     """Model x hardware x parallelism x training, checked for consistency.
 
     Raises ``SpecError`` naming the field to fix when the layout does not tile the GPUs or the
-    model (``tp*pp*cp*dp != num_gpus``, heads or query groups not divisible by tp, layers not
-    divisible by ``pp*vp``, sequence not divisible by ``cp``, experts not divisible by ``ep``:
-    the rules of ``planner.specs.feasibility``, checked on this one candidate) or uses a
-    precision the GPU lacks.
+    model (``tp*pp*cp*dp != num_gpus``, heads or query groups not divisible by tp, layers the
+    framework cannot split over ``pp*vp`` stages, sequence not divisible by ``cp``, experts not
+    divisible by ``ep`` or expert groups that do not fold into a stage, a micro-batch count the
+    framework's interleaved schedule refuses: the rules of ``planner.specs.feasibility``, under
+    ``training.framework``, checked on this one candidate) or uses a precision the GPU lacks.
     """
 
     name: str | None = None
@@ -66,11 +142,32 @@ class Scenario:
 
     def __post_init__(self) -> None:
         m, hw, par = self.model, self.hardware, self.parallelism
-        violation = first_violation(m, hw.num_gpus, par)
+        framework = self.training.framework
+        violation = first_violation(m, hw.num_gpus, par, framework=framework)
         if violation is not None:
-            raise violation_error(violation, par, model=m, num_gpus=hw.num_gpus)
+            raise violation_error(
+                violation, par, model=m, num_gpus=hw.num_gpus, framework=framework
+            )
         if not hw.gpu.supports(par.precision):
             hw.gpu.peak_flop_per_s(par.precision)  # raises the SpecError with the fix
+        packed = self.training.packed_sample_length
+        if packed is not None and packed > self.model.seq_length:
+            raise SpecError(
+                "training.packed_sample_length",
+                f"{packed} exceeds model.seq_length={self.model.seq_length}, the packed "
+                "sequence the samples are packed into",
+            )
+        recipe = par.low_precision_recipe
+        if (
+            recipe is not None
+            and recipe.value in _BLOCK_SCALED
+            and not hw.gpu.supports(Precision(recipe.value))
+        ):
+            raise SpecError(
+                "parallelism.fp8_recipe",
+                f"{recipe} needs block-scaled tensor cores, which {hw.gpu.key} lacks "
+                f"(Blackwell has them); use fp8_recipe blockwise, tensorwise or delayed",
+            )
 
     @property
     def tokens_per_iteration(self) -> int:

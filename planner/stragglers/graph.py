@@ -46,29 +46,12 @@ import numpy.typing as npt
 
 from planner.errors import SpecError
 from planner.specs.trace import OP_TYPES, FloatArray, IntArray, OpTrace, OpType
+from planner.stragglers.levels import Schedule, build_schedule, segment_max
 
 BoolArray = npt.NDArray[np.bool_]
 
 _FUSE_TOLERANCE_S = 1e-6
 _CODE = {op: i for i, op in enumerate(OP_TYPES)}
-
-
-@dataclass(frozen=True, slots=True)
-class _Run:
-    """Consecutive local nodes of one worker: ends = end[pred] + cumsum(gap + dur)."""
-
-    nodes: slice
-    pred: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Group:
-    """Communication nodes that finish together: member i ends ``transfer`` after the last
-    arrival among ``peers[i]`` (itself and its direct peers, padded with itself)."""
-
-    members: IntArray
-    peers: IntArray  # (members, max peers), node indices
-    peer_preds: IntArray  # node_pred[peers]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,7 +82,9 @@ class JobGraph:
     op_duration_s: FloatArray
     node_gap_s: FloatArray
     step_time_s: FloatArray
-    program: tuple[_Run | _Group, ...]
+    op_seq: IntArray
+    op_key: IntArray
+    schedule: Schedule
 
     @property
     def num_ops(self) -> int:
@@ -119,8 +104,7 @@ class JobGraph:
     def node_durations(self, op_durations_s: FloatArray) -> FloatArray:
         """Node durations (nodes, C) from op durations (ops, C): the longest op of each node."""
         starts = np.flatnonzero(np.r_[True, np.diff(self.op_node) != 0])
-        result: FloatArray = np.maximum.reduceat(op_durations_s, starts, axis=0)
-        return result
+        return segment_max(np.asarray(op_durations_s, dtype=np.float64), starts)
 
     def replay(
         self, node_durations_s: FloatArray, node_gaps_s: FloatArray | None = None
@@ -131,18 +115,8 @@ class JobGraph:
         is one independent step (steps start at 0).
         """
         durations = np.asarray(node_durations_s, dtype=np.float64)
-        columns = durations.shape[1]
-        ends = np.zeros((self.num_nodes + 1, columns))
-        work = durations if node_gaps_s is None else durations + node_gaps_s
-        gaps = np.zeros_like(durations) if node_gaps_s is None else node_gaps_s
-        for item in self.program:
-            if isinstance(item, _Run):
-                ends[item.nodes] = ends[item.pred] + np.cumsum(work[item.nodes], axis=0)
-            else:
-                ready = ends[item.peer_preds] + gaps[item.peers]
-                ends[item.members] = ready.max(axis=1) + durations[item.members]
-        result: FloatArray = ends[: self.num_nodes].max(axis=0)
-        return result
+        gaps = None if node_gaps_s is None else np.asarray(node_gaps_s, dtype=np.float64)
+        return self.schedule.replay(durations, gaps)
 
     def reproduction_error(self) -> FloatArray:
         """Relative error (steps,) of replaying the observed durations and launch delays."""
@@ -190,18 +164,15 @@ def _group_keys(
     return keys
 
 
-def _node_peers(keys: IntArray, op_node: IntArray) -> dict[int, IntArray]:
-    """Per communication node, the sorted nodes it waits for: itself and every node holding an
-    operation with the same synchronisation key as one of its operations (not transitive)."""
-    comm = np.flatnonzero(keys >= 0)
-    order = comm[np.argsort(keys[comm], kind="stable")]
-    bounds = np.flatnonzero(np.r_[True, np.diff(keys[order]) != 0, True])
-    peers: dict[int, set[int]] = {}
-    for a, b in pairwise(bounds):
-        nodes = {int(n) for n in op_node[order[a:b]]}
-        for node in nodes:
-            peers.setdefault(node, set()).update(nodes)
-    return {node: np.array(sorted(p), dtype=np.int64) for node, p in sorted(peers.items())}
+def _dense(values: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """``np.unique(values, return_index, return_inverse, return_counts)`` less the values, by
+    one stable sort (first index = first occurrence)."""
+    order = np.argsort(values, kind="stable")
+    new = np.r_[True, np.diff(values[order]) != 0]
+    inverse = np.empty(values.size, dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    return order[starts], inverse, np.diff(np.r_[starts, values.size])
 
 
 def build_graph(trace: OpTrace) -> JobGraph:
@@ -244,14 +215,17 @@ def build_graph(trace: OpTrace) -> JobGraph:
     )
     t_idx = order[first[0] : first[1]]
     template_keys = key[first[0] : first[1]]
-    if np.unique(template_keys).size != template_keys.size:
-        dup = template_keys[np.flatnonzero(np.diff(np.sort(template_keys)) == 0)[0]]
+    key_order = np.argsort(template_keys, kind="stable")
+    repeated = np.flatnonzero(np.diff(template_keys[key_order]) == 0)
+    if repeated.size:
+        dup = template_keys[key_order[repeated[0]]]
         raise SpecError(
             "trace.seq_id",
             f"duplicate operation (worker {dup >> 30}, type {OP_TYPES[(dup >> 24) % 64]}, "
             f"seq id {dup % (1 << 24)}) in a step; each op must appear once",
         )
-    rank_in_key_order = np.argsort(np.argsort(template_keys, kind="stable"), kind="stable")
+    rank_in_key_order = np.empty_like(key_order)
+    rank_in_key_order[key_order] = np.arange(key_order.size)
     columns = []
     for i in kept:
         a, b = segments[i]
@@ -286,11 +260,13 @@ def build_graph(trace: OpTrace) -> JobGraph:
     node_first = np.flatnonzero(~fused)
     node_worker = op_worker[node_first]
 
-    # Synchronisation groups (equal keys), and each comm node's direct peers through them.
-    keys = _group_keys(op_type, op_dp, op_stage, op_seq, pp)
-    is_comm = keys >= 0
-    _check_groups(op_type, keys, layout.data_parallel, pp)
-    node_peers = _node_peers(keys, op_node)
+    # Synchronisation keys (equal keys wait for each other), numbered 0..K-1 (-1: local op).
+    raw_keys = _group_keys(op_type, op_dp, op_stage, op_seq, pp)
+    is_comm = raw_keys >= 0
+    key_first, key_index, key_count = _dense(raw_keys[is_comm])
+    _check_groups(op_type[is_comm][key_first], key_count, layout.data_parallel)
+    op_key = np.full(op_type.size, -1, dtype=np.int64)
+    op_key[is_comm] = key_index.reshape(-1)
 
     # Nodes: start/end, predecessor and launch delay.
     node_start = np.minimum.reduceat(op_start, node_first, axis=0)
@@ -300,18 +276,16 @@ def build_graph(trace: OpTrace) -> JobGraph:
     node_pred[first_of_worker] = num_nodes
     prev_end = np.vstack([node_end, step_origin[None, :]])[node_pred]
     node_gap = node_start - prev_end
+    schedule = build_schedule(node_pred, op_node[is_comm], op_key[is_comm], num_nodes)
 
     # Observed transfer of comm ops: node end - release (latest start among its peers).
     op_duration = trace.duration_s[rows].copy()
     node_is_comm = np.zeros(num_nodes, dtype=bool)
     node_is_comm[op_node[is_comm]] = True
-    release = node_start.copy()
-    for node, peers in node_peers.items():
-        release[node] = node_start[peers].max(axis=0)
+    release = schedule.peer_max(node_start)
     transfer = np.maximum(node_end - release, 0.0)
     op_duration[is_comm] = transfer[op_node[is_comm]]
 
-    program = _schedule(node_worker, node_pred, node_peers, num_nodes)
     step_time = op_end.max(axis=0) - step_origin
     return JobGraph(
         layout_workers=layout.num_workers,
@@ -329,89 +303,29 @@ def build_graph(trace: OpTrace) -> JobGraph:
         op_duration_s=op_duration,
         node_gap_s=node_gap,
         step_time_s=step_time,
-        program=program,
+        op_seq=op_seq,
+        op_key=op_key,
+        schedule=schedule,
     )
 
 
-def _check_groups(op_type: IntArray, keys: IntArray, dp: int, pp: int) -> None:
-    """Raise ``SpecError`` when a send lacks its receive or a collective lacks members."""
-    comm = keys >= 0
-    uniq, first, counts = np.unique(keys[comm], return_index=True, return_counts=True)
-    types = op_type[comm][first]
-    expected = {
-        _CODE[OpType.GRADS_REDUCE_SCATTER]: dp,
-        _CODE[OpType.PARAMS_ALL_GATHER]: dp,
-        _CODE[OpType.LAYERNORM_GRADS_ALL_REDUCE]: 1,
-    }
+def _check_groups(key_type: IntArray, key_count: IntArray, dp: int) -> None:
+    """Raise ``SpecError`` when a send lacks its receive or a collective lacks members
+    (``key_type`` / ``key_count``: each synchronisation key's op type and member count)."""
+    expected = np.full(len(OP_TYPES), -1, dtype=np.int64)
+    expected[_CODE[OpType.GRADS_REDUCE_SCATTER]] = dp
+    expected[_CODE[OpType.PARAMS_ALL_GATHER]] = dp
+    expected[_CODE[OpType.LAYERNORM_GRADS_ALL_REDUCE]] = 1
     for op in OP_TYPES:
         if op.is_p2p:
             expected[_CODE[op]] = 2
-    for i in range(uniq.size):
-        want = expected.get(int(types[i]))
-        if want is not None and counts[i] != want:
-            op = OP_TYPES[int(types[i])]
-            raise SpecError(
-                "trace.optype",
-                f"a {op} group has {counts[i]} members instead of {want} (a send without its "
-                "receive or a collective missing ranks); the trace is incomplete",
-            )
-    del pp
-
-
-def _schedule(
-    node_worker: IntArray,
-    node_pred: IntArray,
-    node_peers: dict[int, IntArray],
-    num_nodes: int,
-) -> tuple[_Run | _Group, ...]:
-    """A topological order of the template as runs of local nodes and synchronisations.
-
-    Each worker runs its local nodes until it reaches a communication node (it *arrives*
-    there); a communication node completes once every one of its peers has arrived (or already
-    completed), and its worker moves on.
-    """
-    bounds = np.flatnonzero(np.r_[True, node_worker[1:] != node_worker[:-1], True])
-    heads = [int(b) for b in bounds[:-1]]
-    stops = [int(b) for b in bounds[1:]]
-    reached = np.zeros(num_nodes, dtype=bool)  # arrived at or completed
-    program: list[_Run | _Group] = []
-    done = 0
-    while done < num_nodes:
-        for w in range(len(heads)):
-            head = run_start = heads[w]
-            while head < stops[w] and head not in node_peers:
-                head += 1
-            if head > run_start:
-                program.append(_Run(nodes=slice(run_start, head), pred=int(node_pred[run_start])))
-                done += head - run_start
-                heads[w] = head
-            if head < stops[w]:
-                reached[head] = True
-        ready = [
-            heads[w]
-            for w in range(len(heads))
-            if heads[w] < stops[w] and reached[node_peers[heads[w]]].all()
-        ]
-        if not ready:
-            if done == num_nodes:
-                break
-            raise SpecError(
-                "trace",
-                "the operations' order deadlocks (a worker waits for a peer that waits for it); "
-                "the trace's timestamps or sequence ids are inconsistent",
-            )
-        width = max(node_peers[n].size for n in ready)
-        peers = np.array(
-            [np.r_[node_peers[n], np.full(width - node_peers[n].size, n)] for n in ready],
-            dtype=np.int64,
+    want = expected[key_type]
+    bad = np.flatnonzero((want >= 0) & (key_count != want))
+    if bad.size:
+        i = int(bad[0])
+        op = OP_TYPES[int(key_type[i])]
+        raise SpecError(
+            "trace.optype",
+            f"a {op} group has {key_count[i]} members instead of {want[i]} (a send without its "
+            "receive or a collective missing ranks); the trace is incomplete",
         )
-        members = np.array(ready, dtype=np.int64)
-        program.append(_Group(members=members, peers=peers, peer_preds=node_pred[peers]))
-        done += members.size
-        for n in ready:
-            heads[_worker_index(bounds, n)] = n + 1
-    return tuple(program)
-
-
-def _worker_index(bounds: IntArray, node: int) -> int:
-    return int(np.searchsorted(bounds, node, side="right")) - 1

@@ -33,6 +33,16 @@ import numpy as np
 
 from planner.errors import SpecError
 from planner.specs.job import RankStepRecord
+from planner.specs.trace import FloatArray
+from planner.stragglers.advice import diagnose
+from planner.stragglers.nodes import (
+    SIGNIFICANCE,
+    host_wide_nodes,
+    median_of_others,
+    node_layout,
+    node_medians,
+    shift_and_error,
+)
 from planner.stragglers.online import RankFlag, StragglerDetector
 
 #: Complete intervals the slowdown is averaged over.
@@ -41,8 +51,10 @@ WINDOW = 20
 MAX_PENDING = 64
 #: Healthy intervals whose overhead (step minus slowest compute) is remembered.
 HEALTHY_WINDOW = 50
-#: Slowdown below which the job is reported as not straggling.
-SIGNIFICANT_SLOWDOWN = 1.05
+#: The window test (see ``LiveStragglers.flags``): a full window, and a shift this many standard
+#: errors out of its noise.
+WINDOW_TEST_INTERVALS = WINDOW
+WINDOW_SIGNIFICANCE = 6.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,10 +84,12 @@ class LiveStragglerReport:
     hours_lost: float | None = None
     action: str = "none"
     advice: str = ""
+    slow_nodes: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``/v1/jobs/{job_id}/stragglers`` body, less the job fields)."""
         return {
+            "slow_nodes": list(self.slow_nodes),
             "slowdown": self.slowdown,
             "actual_step_time_s": self.actual_step_time_s,
             "ideal_step_time_s": self.ideal_step_time_s,
@@ -105,6 +119,9 @@ class LiveStragglers:
     healthy_overhead_s: list[float] = field(default_factory=list)
     nodes: dict[int, str] = field(default_factory=dict)
     last_iteration: int = -1
+    node_detector: StragglerDetector | None = None
+    window_flags: dict[int, int] = field(default_factory=dict)
+    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def new(cls, world_size: int) -> LiveStragglers:
@@ -150,6 +167,7 @@ class LiveStragglers:
         known_steps = [s for s in steps if s is not None]
         step = max(known_steps) if known_steps else float(compute.max())
         self.detector.update(compute, step=iteration)
+        self._update_nodes(compute, iteration)
         self.history.append(
             IntervalStats(
                 iteration=iteration,
@@ -161,9 +179,55 @@ class LiveStragglers:
         )
         del self.history[:-WINDOW]
         self.last_iteration = iteration
-        if not self.flags():
+        self._update_window_flags()
+        if not self.flags() and not self.slow_nodes():
             self.healthy_overhead_s.append(max(0.0, step - float(compute.max())))
             del self.healthy_overhead_s[:-HEALTHY_WINDOW]
+
+    def _update_nodes(self, compute: FloatArray, iteration: int) -> None:
+        """Feed the node detector the interval's per-node median compute (once every rank's
+        node is known and the job spans several nodes of several ranks)."""
+        names = node_layout(self.nodes, self.world_size)
+        if names is None:
+            self.node_detector = None
+            return
+        order = tuple(sorted(set(names)))
+        if self.node_detector is None or self.node_detector.ranks != order:
+            self.node_detector = StragglerDetector(order)
+        self.node_detector.update(node_medians(compute, names, order), step=iteration)
+
+    def _update_window_flags(self) -> None:
+        """A rank enters the window flags when its shift over a full window is at least the
+        floor and ``WINDOW_SIGNIFICANCE`` standard errors; it stays while the shift is at
+        least the floor and ``SIGNIFICANCE`` standard errors (hysteresis: one noisy window
+        neither raises nor clears an alert)."""
+        relative = self.relative_compute()
+        error = self.relative_error()
+        floor = 0.9 * math.log1p(self.detector.min_effect_ratio)
+        for rank, shift in relative.items():
+            noise = error.get(rank, math.inf)
+            if rank in self.window_flags:
+                if shift < max(floor, SIGNIFICANCE * noise):
+                    del self.window_flags[rank]
+            elif len(self.history) >= WINDOW_TEST_INTERVALS and shift >= max(
+                floor, WINDOW_SIGNIFICANCE * noise
+            ):
+                self.window_flags[rank] = self.history[0].iteration
+
+    def _host_wide(self) -> dict[str, float]:
+        key = (self.last_iteration, len(self.history), tuple(sorted(self.nodes.items())))
+        if self._memo.get("host_wide_key") != key:
+            names = node_layout(self.nodes, self.world_size)
+            value = (
+                {}
+                if names is None or not self.history
+                else host_wide_nodes(
+                    [h.compute_s for h in self.history], names, self.detector.min_effect_ratio
+                )
+            )
+            self._memo.update(host_wide_key=key, host_wide=value)
+        result: dict[str, float] = self._memo["host_wide"]
+        return result
 
     def flags(self) -> list[RankFlag]:
         """The detector's current flags that are stragglers, one per rank.
@@ -173,28 +237,101 @@ class LiveStragglers:
         least 90 % of the detector's minimum effect over the recent intervals: a rank whose
         own time drifted, but not away from its peers', holds nobody up (with 2 ranks the
         detector has no peer score, so this is what tells the slow one from the drifting one).
+        The shift must also stand ``SIGNIFICANCE`` standard errors out of the window's own
+        noise (under heavy CPU contention one rank's median over 20 intervals wanders by 0.1 in
+        log space by chance). A rank of a node whose ranks are all slower than the other nodes'
+        (a host-wide slowdown, ``planner.stragglers.nodes``) is not a straggler: its node is.
         """
         relative = self.relative_compute()
+        error = self.relative_error()
         floor = 0.9 * math.log1p(self.detector.min_effect_ratio)
+        host_wide = self._host_wide()
         seen: set[int] = set()
         unique = []
         for flag in self.detector.flags():
-            if flag.rank in seen or relative.get(flag.rank, 0.0) < floor:
+            shift = relative.get(flag.rank, 0.0)
+            if flag.rank in seen or shift < max(floor, SIGNIFICANCE * error.get(flag.rank, 0.0)):
+                continue
+            if self.nodes.get(flag.rank) in host_wide:
                 continue
             seen.add(flag.rank)
             unique.append(flag)
+        # The window test (``_update_window_flags``): a shift far out of the window's noise is
+        # a straggler even when the CUSUM, tuned for 10 % shifts, has not crossed its threshold
+        # (under heavy noise that threshold is many times the shift of interest).
+        for rank, since in sorted(self.window_flags.items()):
+            if rank in seen or self.nodes.get(rank) in host_wide:
+                continue
+            unique.append(
+                RankFlag(
+                    rank=rank,
+                    name=self.detector.ranks[rank],
+                    kind="window",
+                    slowdown=math.exp(relative.get(rank, 0.0)),
+                    since_step=since,
+                )
+            )
         return unique
 
+    def slow_nodes(self) -> list[dict[str, Any]]:
+        """Nodes whose ranks are all slower than the other nodes' (``planner.stragglers.nodes``)
+        and that a detector flagged: the node detector, or the rank detector for every one of
+        the node's ranks (with two nodes the node detector has no peers to compare with, so a
+        node slow from the start is seen through its ranks). Per node: its ranks, the kind of
+        flag, the slowdown against the other nodes and the iteration it started."""
+        host_wide = self._host_wide()
+        if not host_wide:
+            return []
+        starts: dict[str, tuple[str, int]] = {}
+        if self.node_detector is not None:
+            for flag in self.node_detector.flags():
+                starts.setdefault(flag.name, (flag.kind, flag.since_step))
+        rank_flags: dict[int, RankFlag] = {}
+        for flag in self.detector.flags():
+            rank_flags.setdefault(flag.rank, flag)
+        result: list[dict[str, Any]] = []
+        for node in sorted(host_wide):
+            ranks = sorted(r for r, n in self.nodes.items() if n == node)
+            if node not in starts and all(r in rank_flags for r in ranks):
+                first = min((rank_flags[r] for r in ranks), key=lambda f: f.since_step)
+                starts[node] = (f"ranks-{first.kind}", first.since_step)
+            if node in starts:
+                kind, since = starts[node]
+                result.append(
+                    {
+                        "node": node,
+                        "ranks": ranks,
+                        "kind": kind,
+                        "slowdown": host_wide[node],
+                        "since_iteration": since,
+                    }
+                )
+        return result
+
     def relative_compute(self) -> dict[int, float]:
-        """Per rank, the mean over the recent intervals of ``log(compute / median of the
-        other ranks' compute)``; empty for a single rank or no history."""
+        """Per rank, the median over the recent intervals of ``log(compute / median of the
+        other ranks' compute)``; empty for a single rank or no history. The median, not the
+        mean: on a contended host one rank is descheduled now and then (an interval 2-3x
+        slower), and a few such spikes must not make a rank look persistently slower."""
+        key = (self.last_iteration, len(self.history))
+        if self._memo.get("relative_key") != key:
+            self._memo.update(relative_key=key, relative=self._relative_compute())
+        result: dict[int, float] = self._memo["relative"]
+        return result
+
+    def _relative_compute(self) -> dict[int, float]:
         if self.world_size < 2 or not self.history:
             return {}
         logs = np.log(np.array([h.compute_s for h in self.history], dtype=np.float64))
-        result = {}
-        for r in range(self.world_size):
-            others = np.delete(logs, r, axis=1)
-            result[r] = float(np.mean(logs[:, r] - np.median(others, axis=1)))
+        shift, error = shift_and_error(logs - median_of_others(logs))
+        self._memo["relative_error"] = {r: float(error[r]) for r in range(self.world_size)}
+        return {r: float(shift[r]) for r in range(self.world_size)}
+
+    def relative_error(self) -> dict[int, float]:
+        """Per rank, the standard error of :meth:`relative_compute` (from the spread of the
+        window: on a contended host a shift must stand out of its own noise)."""
+        self.relative_compute()
+        result: dict[int, float] = self._memo.get("relative_error", {})
         return result
 
     def report(self, *, remaining_s: float | None = None) -> LiveStragglerReport | None:
@@ -205,7 +342,8 @@ class LiveStragglers:
         if not self.history:
             return None
         flags = self.flags()
-        flagged = {f.rank for f in flags}
+        slow_nodes = self.slow_nodes()
+        flagged = {f.rank for f in flags} | {r for n in slow_nodes for r in n["ranks"]}
         overhead = (
             statistics.median(self.healthy_overhead_s)
             if flagged and self.healthy_overhead_s
@@ -234,7 +372,7 @@ class LiveStragglers:
             }
             for f in flags
         )
-        diagnosis, action, advice = _diagnose(slowdown, flags, self.nodes)
+        diagnosis, action, advice = diagnose(slowdown, flags, self.nodes, slow_nodes)
         result = LiveStragglerReport(
             slowdown=slowdown,
             actual_step_time_s=actual_s,
@@ -244,12 +382,15 @@ class LiveStragglers:
             diagnosis=diagnosis,
             action=action,
             advice=advice,
+            slow_nodes=tuple(slow_nodes),
         )
         if remaining_s is None or not math.isfinite(remaining_s) or remaining_s < 0:
             return result
         ideal_remaining = remaining_s / slowdown
         lost_h = (remaining_s - ideal_remaining) / 3600.0
-        suffix = f" Expected gain: {lost_h:.2f} h of the remaining run." if flags else ""
+        suffix = (
+            f" Expected gain: {lost_h:.2f} h of the remaining run." if flags or slow_nodes else ""
+        )
         return replace(
             result,
             remaining_s=remaining_s,
@@ -282,6 +423,8 @@ class LiveStragglers:
             "nodes": {str(r): n for r, n in self.nodes.items()},
             "last_iteration": self.last_iteration,
             "healthy_overhead_s": list(self.healthy_overhead_s),
+            "node_detector": None if self.node_detector is None else self.node_detector.to_json(),
+            "window_flags": {str(r): since for r, since in self.window_flags.items()},
         }
 
     @classmethod
@@ -308,6 +451,14 @@ class LiveStragglers:
                 nodes={int(r): str(n) for r, n in data.get("nodes", {}).items()},
                 last_iteration=int(data.get("last_iteration", -1)),
                 healthy_overhead_s=[float(v) for v in data.get("healthy_overhead_s", [])],
+                node_detector=(
+                    StragglerDetector.from_json(data["node_detector"])
+                    if data.get("node_detector")
+                    else None
+                ),
+                window_flags={
+                    int(r): int(since) for r, since in data.get("window_flags", {}).items()
+                },
             )
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise SpecError(
@@ -317,36 +468,3 @@ class LiveStragglers:
 
 def _opt(value: Any) -> float | None:
     return None if value is None else float(value)
-
-
-def _diagnose(
-    slowdown: float, flags: Sequence[RankFlag], nodes: dict[int, str]
-) -> tuple[str, str, str]:
-    """(diagnosis, action, advice) for a live slowdown and the detector's flags."""
-    if flags:
-        names = []
-        for f in flags:
-            node = nodes.get(f.rank)
-            where = f" on node {node}" if node else ""
-            against = "its peers" if f.kind == "peer" else "its own history"
-            names.append(
-                f"rank {f.rank}{where} ({100 * (f.slowdown - 1):.0f}% slower than {against} "
-                f"since iteration {f.since_step})"
-            )
-        nodes_to_drain = sorted({nodes[f.rank] for f in flags if f.rank in nodes})
-        target = f"node(s) {', '.join(nodes_to_drain)}" if nodes_to_drain else "the node(s)"
-        return (
-            f"individual slow worker: {'; '.join(names)}; step slowdown {slowdown:.3f}x",
-            "drain-node",
-            f"Drain or replace {target} of the slow rank(s) and restart from the last "
-            f"checkpoint: the step would be {100 * (1 - 1 / slowdown):.0f}% shorter.",
-        )
-    if slowdown >= SIGNIFICANT_SLOWDOWN:
-        return (
-            f"uneven per-rank compute without a persistent slow rank (workload imbalance, "
-            f"e.g. sequence lengths); step slowdown {slowdown:.3f}x",
-            "rebalance",
-            "Re-balance the work per rank (sequence-length packing or bucketing); a node swap "
-            "would not help.",
-        )
-    return (f"no significant straggling (slowdown {slowdown:.3f}x)", "none", "Nothing to do.")

@@ -3,7 +3,8 @@
 Each step, every rank's time is compared (in log space) with
 
 * its **peers**: the median of its peer group (ranks with the same work, e.g. the same pipeline
-  stage; groups of fewer than 3 ranks cannot say who is slow and skip this score), the
+  stage; in a pair each rank is compared with the other: the one-sided CUSUM picks the
+  persistently slower one, a pair that trades places accumulates nothing), the
   *relative score* of MegaScale's per-rank heat maps and NVIDIA's straggler detector; and
 * its **own history**: a robust baseline (median of its first ``warmup_steps`` steps, then a slow
   exponential average of healthy steps), the *individual score*, which also catches job-wide
@@ -39,6 +40,8 @@ from planner.specs.trace import OP_TYPES, FloatArray, IntArray, OpTrace, OpType,
 
 _MAD_TO_SIGMA = 1.4826
 _MIN_GROUP = 3
+_MIN_PAIR = 2  # peer scores of a pair: each rank against the other (one-sided CUSUM picks the
+# persistently slower one; a pair that trades places accumulates nothing)
 _SIGMA_FLOOR = 1e-3
 _CONFIRM = 0.9  # a flag needs an estimated shift of 90% of the minimum effect
 
@@ -136,18 +139,33 @@ class StragglerDetector:
         for g in np.unique(self.groups):
             members = self.groups == g
             values = x[members]
-            if np.isfinite(values).sum() >= _MIN_GROUP:
+            if np.isfinite(values).sum() >= _MIN_PAIR:
                 scores[members] = values - np.nanmedian(values)
         return scores
 
-    def _track(self, scores: FloatArray, sigma: float) -> float:
+    def _track(self, scores: FloatArray, sigma: float, minimum: int = _MIN_GROUP) -> float:
         finite = scores[np.isfinite(scores)]
-        if finite.size < _MIN_GROUP:
+        if finite.size < minimum:
             return sigma
         spread = max(_MAD_TO_SIGMA * float(np.median(np.abs(finite - np.median(finite)))), 0.0)
         if math.isnan(sigma):
             return max(spread, _SIGMA_FLOOR)
         return max((1 - self.ewma_alpha) * sigma + self.ewma_alpha * spread, _SIGMA_FLOOR)
+
+    def _track_own(self, own: FloatArray) -> float:
+        """The own-history noise: the spread across ranks (``_track``) when there are enough of
+        them; with fewer (a 2-rank job) the mean absolute deviation of the ranks not in a
+        CUSUM run, so the noise learnt in a noisy warm-up (a job's first iterations, a busy
+        host) does not freeze the threshold for the rest of the job."""
+        finite = np.isfinite(own)
+        if finite.sum() >= _MIN_GROUP:
+            return self._track(own, self.sigma_self_)
+        healthy = finite & (self.cusum_self_ <= 0)
+        if not healthy.any() or math.isnan(self.sigma_self_):
+            return self.sigma_self_
+        spread = 1.2533 * float(np.mean(np.abs(own[healthy])))
+        a = self.ewma_alpha
+        return max((1 - a) * self.sigma_self_ + a * spread, _SIGMA_FLOOR)
 
     def _cusum(self, kind: str, scores: FloatArray, sigma: float, step: int) -> None:
         cusum = getattr(self, f"cusum_{kind}_")
@@ -186,7 +204,7 @@ class StragglerDetector:
         self.last_step_ = step
         x = np.log(t)
         peer = self._peer_scores(x)
-        self.sigma_peer_ = self._track(peer, self.sigma_peer_)
+        self.sigma_peer_ = self._track(peer, self.sigma_peer_, minimum=_MIN_PAIR)
         if np.isfinite(self.sigma_peer_):
             self._cusum("peer", peer, self.sigma_peer_, step)
         if self.num_steps_ < self.warmup_steps:
@@ -199,7 +217,7 @@ class StragglerDetector:
             return self.flags()
         self.num_steps_ += 1
         own = x - self.baseline_
-        self.sigma_self_ = self._track(own, self.sigma_self_)
+        self.sigma_self_ = self._track_own(own)
         self._cusum("self", own, self.sigma_self_, step)
         healthy = np.isfinite(own) & (self.cusum_self_ <= 0)
         self.baseline_[healthy] += self.ewma_alpha * own[healthy]

@@ -27,7 +27,7 @@ Method of Lin et al., "Understanding Stragglers in Large Model Training Using Wh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -35,14 +35,15 @@ from typing import Any
 import numpy as np
 
 from planner.errors import SpecError
-from planner.specs.trace import OP_TYPES, FloatArray, OpTrace, OpType
+from planner.specs.trace import OP_TYPES, FloatArray, IntArray, OpTrace, OpType
+from planner.stragglers.budget import MEMORY_BUDGET_BYTES, check_rows
 from planner.stragglers.graph import BoolArray, JobGraph, build_graph
+from planner.stragglers.replicas import group_whatifs, run_scenarios
 
 #: A straggler must slow its own work by at least this much against its stage peers.
 MIN_EFFECT_RATIO = 0.10
 #: Below this slowdown the job is considered straggler-free.
 NEGLIGIBLE_SLOWDOWN = 1.05
-_MAX_COLUMNS = 1024
 
 
 class Diagnosis(StrEnum):
@@ -156,9 +157,18 @@ def ideal_durations(graph: JobGraph, exclude: BoolArray | None = None) -> FloatA
     return ideal
 
 
-def _grouped_mean(keys: np.ndarray[Any, Any], values: FloatArray) -> FloatArray:
+def _row_key(*columns: IntArray) -> IntArray:
+    """One int64 key per row of equal-length int columns (mixed radix; equal rows, equal key)."""
+    key = np.zeros(columns[0].size, dtype=np.int64)
+    for column in columns:
+        shifted = column - column.min()
+        key = key * (int(shifted.max()) + 1) + shifted
+    return key
+
+
+def _grouped_mean(keys: IntArray, values: FloatArray) -> FloatArray:
     """Per-row mean over steps and over rows sharing a key, broadcast back to (rows,)."""
-    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    _, inverse = np.unique(keys, return_inverse=True)
     inverse = inverse.reshape(-1)
     sums = np.bincount(inverse, weights=values.sum(axis=1))
     counts = np.bincount(inverse) * values.shape[1]
@@ -166,40 +176,38 @@ def _grouped_mean(keys: np.ndarray[Any, Any], values: FloatArray) -> FloatArray:
     return result
 
 
+def _is_compute(op_type: IntArray) -> BoolArray:
+    table = np.array([op.is_compute for op in OP_TYPES])
+    result: BoolArray = table[op_type]
+    return result
+
+
 def _ladder(graph: JobGraph, ideal: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Stage-level and worker-level op durations (ops, steps) for the diagnosis ladder."""
     real = graph.op_duration_s
-    compute = np.array([OP_TYPES[c].is_compute for c in graph.op_type])
-    worker_keys = np.stack([graph.op_worker, graph.op_chunk, graph.op_type], axis=1)
-    worker_mean = _grouped_mean(worker_keys, real)
-    # Stage level: per (stage, chunk, type), the median over dp ranks of the worker means.
-    stage_keys = np.stack([graph.op_stage, graph.op_chunk, graph.op_type], axis=1)
-    _, stage_group = np.unique(stage_keys, axis=0, return_inverse=True)
+    compute = _is_compute(graph.op_type)
+    worker_mean = _grouped_mean(_row_key(graph.op_worker, graph.op_chunk, graph.op_type), real)
+    # Stage level: per (stage, chunk, type), the median over workers of the worker means.
+    stage_keys = _row_key(graph.op_stage, graph.op_chunk, graph.op_type)
+    _, stage_group = np.unique(stage_keys, return_inverse=True)
     stage_group = stage_group.reshape(-1)
-    stage_value = np.empty(worker_mean.size)
-    for g in np.unique(stage_group):
-        mask = stage_group == g
-        per_worker = {
-            int(w): float(v) for w, v in zip(graph.op_worker[mask], worker_mean[mask], strict=True)
-        }
-        stage_value[mask] = float(np.median(list(per_worker.values())))
+    # One value per (stage group, worker): the worker mean is the same for all its ops there.
+    pairs = np.unique(_row_key(stage_group, graph.op_worker), return_index=True)
+    pair_group = stage_group[pairs[1]]
+    pair_value = worker_mean[pairs[1]]
+    order = np.lexsort((pair_value, pair_group))
+    sorted_group, sorted_value = pair_group[order], pair_value[order]
+    bounds = np.flatnonzero(np.r_[True, np.diff(sorted_group) != 0, True])
+    sizes = np.diff(bounds)
+    low = bounds[:-1] + (sizes - 1) // 2
+    high = bounds[:-1] + sizes // 2
+    medians = np.empty(int(stage_group.max()) + 1)
+    medians[sorted_group[bounds[:-1]]] = 0.5 * (sorted_value[low] + sorted_value[high])
+    stage_value = medians[stage_group]
     steps = real.shape[1]
     stage_level = np.where(compute[:, None], np.repeat(stage_value[:, None], steps, 1), ideal)
     worker_level = np.where(compute[:, None], np.repeat(worker_mean[:, None], steps, 1), ideal)
     return stage_level, worker_level
-
-
-def _run_scenarios(graph: JobGraph, scenarios: Sequence[Callable[[], FloatArray]]) -> FloatArray:
-    """Mean no-delay step time of each scenario (op durations, ops x steps), batched."""
-    steps = graph.num_steps
-    per_chunk = max(1, _MAX_COLUMNS // steps)
-    means = np.empty(len(scenarios))
-    for first in range(0, len(scenarios), per_chunk):
-        batch = scenarios[first : first + per_chunk]
-        durations = np.concatenate([graph.node_durations(make()) for make in batch], axis=1)
-        times = graph.replay(durations).reshape(len(batch), steps)
-        means[first : first + len(batch)] = times.mean(axis=1)
-    return means
 
 
 def _restore(real: FloatArray, ideal: FloatArray, mask: BoolArray) -> Callable[[], FloatArray]:
@@ -210,64 +218,80 @@ def _restore(real: FloatArray, ideal: FloatArray, mask: BoolArray) -> Callable[[
     return make
 
 
-def analyse(trace: OpTrace | JobGraph) -> StragglerReport:
+def _restore_ops(
+    graph: JobGraph, real: FloatArray, ideal: FloatArray, mask: BoolArray
+) -> Callable[[], FloatArray]:
+    def make() -> FloatArray:
+        return graph.node_durations(np.where(mask[:, None], real, ideal))
+
+    return make
+
+
+def analyse(
+    trace: OpTrace | JobGraph, *, memory_budget_bytes: int = MEMORY_BUDGET_BYTES
+) -> StragglerReport:
     """What-if straggler analysis of a trace (see the module docstring for the method).
 
-    Raises ``SpecError`` when the trace cannot be modelled (see ``build_graph``) or the ideal
-    run has zero length.
+    Cost: linear in trace rows (``planner.stragglers.levels``, ``planner.stragglers.replicas``);
+    memory: see ``planner.stragglers.budget``. Raises ``SpecError`` when the trace needs more
+    than ``memory_budget_bytes``, cannot be modelled (see ``build_graph``) or the ideal run has
+    zero length.
     """
+    rows = trace.num_ops * trace.num_steps if isinstance(trace, JobGraph) else trace.num_ops
+    check_rows(rows, memory_budget_bytes)
     graph = trace if isinstance(trace, JobGraph) else build_graph(trace)
     skipped_rows = 0 if isinstance(trace, JobGraph) else trace.num_skipped_rows
     real = graph.op_duration_s
     ideal = ideal_durations(graph)
     stage_level, worker_level = _ladder(graph, ideal)
-    compute = np.array([OP_TYPES[c].is_compute for c in graph.op_type])
+    compute = _is_compute(graph.op_type)
     workers = graph.layout_workers
     pp = int(graph.op_stage.max()) + 1
     dp = workers // pp
     types = [int(c) for c in np.unique(graph.op_type)]
 
+    # Node durations; masks of whole nodes (a worker's, a stage's, compute: compute ops are
+    # never fused) restore at node level, op types (a fused batch mixes them) at op level.
+    real_n, ideal_n = graph.node_durations(real), graph.node_durations(ideal)
+    node_stage = graph.op_stage[np.flatnonzero(np.r_[True, np.diff(graph.op_node) != 0])]
     scenarios: list[Callable[[], FloatArray]] = [
-        lambda: real,
-        lambda: ideal,
-        lambda: stage_level,
-        lambda: worker_level,
-        _restore(real, ideal, compute),
+        lambda: real_n,
+        lambda: ideal_n,
+        lambda: graph.node_durations(stage_level),
+        lambda: graph.node_durations(worker_level),
+        _restore(real_n, ideal_n, ~graph.node_is_comm),
     ]
-    scenarios += [_restore(real, ideal, graph.op_worker == w) for w in range(workers)]
-    scenarios += [_restore(real, ideal, graph.op_stage == s) for s in range(pp)]
-    scenarios += [_restore(real, ideal, graph.op_dp == d) for d in range(dp)]
-    scenarios += [_restore(real, ideal, graph.op_type == t) for t in types]
-    means = _run_scenarios(graph, scenarios)
+    scenarios += [_restore(real_n, ideal_n, node_stage == s) for s in range(pp)]
+    scenarios += [_restore_ops(graph, real, ideal, graph.op_type == t) for t in types]
+    means = run_scenarios(graph, scenarios)
     no_delay, ideal_t, stage_t, worker_t, compute_t = (float(x) for x in means[:5])
     if ideal_t <= 0:
         raise SpecError("trace.duration_s", "the ideal step has zero length; all durations are 0")
-    rest = means[5:] / ideal_t
     s = no_delay / ideal_t
-    by_w, rest = rest[:workers], rest[workers:]
-    by_s, rest = rest[:pp], rest[pp:]
-    by_d, by_t = rest[:dp], rest[dp:]
-
-    def explained(value: float) -> float:
-        return (value - 1.0) / (s - 1.0) if s > 1.0 else 0.0
+    by_s, by_t = means[5 : 5 + pp] / ideal_t, means[5 + pp :] / ideal_t
+    worker_means, rank_means = group_whatifs(graph, real, ideal, workers=workers, dp=dp)
+    by_w, by_d = worker_means / ideal_t, rank_means / ideal_t
 
     compute_per_worker = (
         np.bincount(graph.op_worker[compute], weights=real[compute].sum(axis=1), minlength=workers)
         / graph.num_steps
     )
-    by_worker = []
-    for w in range(workers):
-        stage = w % pp
-        peers = compute_per_worker[stage::pp]
-        by_worker.append(
-            WorkerSlowdown(
-                dp_rank=w // pp,
-                stage=stage,
-                slowdown=float(by_w[w]),
-                explained_ratio=explained(float(by_w[w])),
-                compute_ratio=float(compute_per_worker[w] / np.median(peers)),
-            )
+    stage_of = np.arange(workers) % pp
+    peer_median = np.array(
+        [np.median(compute_per_worker[st::pp]) for st in range(pp)], dtype=np.float64
+    )[stage_of]
+    compute_ratio = compute_per_worker / peer_median
+    explained_w = (by_w - 1.0) / (s - 1.0) if s > 1.0 else np.zeros(workers)
+    by_worker = [
+        WorkerSlowdown(
+            dp_rank=w // pp,
+            stage=w % pp,
+            slowdown=float(by_w[w]),
+            explained_ratio=float(explained_w[w]),
+            compute_ratio=float(compute_ratio[w]),
         )
+        for w in range(workers)
+    ]
     stragglers = tuple(
         sorted(
             (
@@ -284,7 +308,7 @@ def analyse(trace: OpTrace | JobGraph) -> StragglerReport:
     if stragglers:
         bad = np.isin(graph.op_worker, [w.dp_rank * pp + w.stage for w in stragglers])
         healthy_ideal = ideal_durations(graph, exclude=bad)
-        healthy_t = float(_run_scenarios(graph, [lambda: healthy_ideal])[0])
+        healthy_t = float(run_scenarios(graph, [lambda: graph.node_durations(healthy_ideal)])[0])
     excess = max(s - 1.0, 1e-12)
     shares = {
         "stage": (stage_t / ideal_t - 1.0) / excess,
@@ -347,14 +371,19 @@ def _microbatch_cov(graph: JobGraph) -> float:
     mask = graph.op_type == code
     if not mask.any():
         return 0.0
-    values = graph.op_duration_s[mask]
-    workers = graph.op_worker[mask]
-    covs = []
-    for w in np.unique(workers):
-        per = values[workers == w]  # micro-batches x steps
-        mean = per.mean(axis=0)
-        covs.append(np.where(mean > 0, per.std(axis=0) / np.where(mean > 0, mean, 1), 0).mean())
-    return float(np.mean(covs))
+    values = graph.op_duration_s[mask]  # ops x steps
+    _, worker = np.unique(graph.op_worker[mask], return_inverse=True)
+    worker = worker.reshape(-1)
+    count = np.bincount(worker).astype(np.float64)[:, None]
+    steps = values.shape[1]
+    sums = np.zeros((count.size, steps))
+    np.add.at(sums, worker, values)
+    mean = sums / count
+    squares = np.zeros((count.size, steps))
+    np.add.at(squares, worker, (values - mean[worker]) ** 2)
+    std = np.sqrt(squares / count)
+    cov = np.where(mean > 0, std / np.where(mean > 0, mean, 1), 0)
+    return float(cov.mean(axis=1).mean())
 
 
 def _with_explanation(report: StragglerReport) -> StragglerReport:

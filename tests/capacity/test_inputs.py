@@ -204,3 +204,69 @@ def test_what_if_errors():
     assert "w.yaml:3: jobs[0].layout: must be best" in _error(
         read_what_ifs, "name: x\njobs:\n  - {job: a, layout: fastest}\n", "w.yaml", fleet, plan
     )
+
+
+def test_relative_dates_count_from_the_review_start():
+    """``+Nd``/``+Nh``/``+Nw`` are days, hours, weeks after the review's start: the start
+    given, else the fleet's own start; the example files plan from whenever they run."""
+    day = 86400.0
+    fleet = read_fleet(FLEET.replace("2025-08-01", "+31d"), "fleet.yaml")
+    assert fleet.pools[0].changes[0].at_s == fleet.start_s + 31 * day
+    later = 1_800_000_000.0
+    moved = read_fleet(FLEET.replace("2025-08-01", "+31d"), "fleet.yaml", start_s=later)
+    assert moved.start_s == fleet.start_s  # the fleet's own start is kept as written
+    assert moved.pools[0].changes[0].at_s == later + 31 * day
+    plan = read_plan(
+        _plan("    num_gpus: 8\n    earliest_start: +36h\n    deadline: +2w\n"),
+        "plan.yaml",
+        fleet,
+        start_s=later,
+    )
+    assert plan[0].earliest_start_s == later + 1.5 * day
+    assert plan[0].deadline_s == later + 14 * day
+    no_start = FLEET.replace("start: 2025-07-01\n", "").replace("2025-08-01", "+31d")
+    assert "fleet.yaml:7: pools[0].changes[0].date: '+31d' is relative to the review's start" in (
+        _error(read_fleet, no_start, "fleet.yaml")
+    )
+    assert "is not a date: '+31x'" in _error(
+        read_fleet, FLEET.replace("2025-08-01", "+31x"), "fleet.yaml"
+    )
+
+
+def test_the_review_start_rule_and_request_bodies():
+    """The start: given, else the later of the fleet's start and the snapshot's time, else
+    now; request bodies (no lines) are read with the same checks, errors naming the field."""
+    from planner.capacity.documents import load_document, located
+    from planner.capacity.inputs import review_inputs, review_start_s
+
+    assert review_start_s(5.0, 1.0, 9.0, 100.0) == 5.0
+    assert review_start_s(None, 1.0, 9.0, 100.0) == 9.0
+    assert review_start_s(None, 12.0, 9.0, 100.0) == 12.0
+    assert review_start_s(None, None, None, 100.0) == 100.0
+    snapshot = read_snapshot((EXAMPLES / "jobs-snapshot.json").read_text(), "jobs.json")
+    now = 1_800_000_000.0
+    moved = read_snapshot(
+        (EXAMPLES / "jobs-snapshot.json")
+        .read_text()
+        .replace("2025-07-01T00:00:00Z", "2027-01-15T00:00:00Z"),
+        "jobs.json",
+    )
+    plan_doc = load_document((EXAMPLES / "plan.yaml").read_text(), "plan.yaml")
+    fleet_doc = load_document((EXAMPLES / "fleet.yaml").read_text(), "fleet.yaml")
+    inputs = review_inputs(fleet_doc, plan_doc, (), moved, now_s=now)
+    assert inputs.start_s == moved.taken_at_s  # later than the fleet's 2025-07-01
+    ablation = next(j for j in inputs.planned if j.name == "llama3-8b-ablation")
+    assert ablation.deadline_s == moved.taken_at_s + 19 * 86400.0
+    same = review_inputs(fleet_doc, plan_doc, (), snapshot, now_s=now)
+    assert same.start_s == snapshot.taken_at_s == same.fleet.start_s
+    body = {"name": "f", "pools": [{"name": "h100", "gpu": "h100-sxm", "num_gpu": 8}]}
+    with pytest.raises(DocumentError) as info:
+        review_inputs(located(body, "fleet"), None, now_s=now)
+    assert str(info.value) == "fleet: pools[0].num_gpu: unknown field; did you mean 'num_gpus'?"
+    ok = review_inputs(
+        located({"pools": [{"name": "h100", "gpu": "h100-sxm", "num_gpus": 8}]}, "fleet"),
+        located({"jobs": []}, "plan"),
+        now_s=now,
+    )
+    assert ok.start_s == now
+    assert ok.planned == ()

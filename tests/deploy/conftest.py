@@ -77,8 +77,9 @@ def planner_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlannerS
         stack.terminate(planner)
         raise
     try:
-        # First scrape of a planner that has run at least one ingest cycle.
+        # First scrape of a planner that has run at least one ingest cycle and its review.
         prom.wait_for('planner_job_info{job_id="101"}', timeout_s=60)
+        prom.wait_for("planner_capacity_review_timestamp_seconds", timeout_s=240)
         yield PlannerStack(
             prom=prom, planner_url=f"http://127.0.0.1:{port}", sink=sink, planner=planner
         )

@@ -4,8 +4,10 @@ scheduler source, for the dashboard and alert tests: ``python -m tests.deploy.pl
 
 The source reports what a Slurm cluster would: a running job with a scenario, a log with
 progress and per-rank timings (rank 2 slow) and a time limit shorter than its predicted run; a
-pending job that fits; a pending job predicted to run out of memory. Everything else is the
-planner's own code path (description, prediction, ETA, live stragglers, metrics collector).
+pending job that fits; a pending job predicted to run out of memory; two nodes of 8 H100s.
+The service also runs the capacity review of deploy/examples (fleet, plan, what-ifs) once at
+start, with those jobs in it. Everything else is the planner's own code path (description,
+prediction, ETA, queue forecast, live stragglers, capacity review, metrics collector).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import uvicorn
 from planner.errors import SourcePermanentError
 from planner.service.main import create_app
 from planner.service.settings import Settings
-from planner.specs.job import ClusterSnapshot, JobState, JobStatus
+from planner.specs.job import ClusterSnapshot, JobState, JobStatus, NodeState
 
 REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "deploy" / "examples"
 TINY_GPT = REPO / "deploy" / "dev" / "tiny_gpt" / "scenario.yaml"
 CLUSTER = "feedcluster"
 RUNNING_JOB, FITS_JOB, OOM_JOB = "101", "102", "103"
@@ -137,11 +140,22 @@ class FeedSource:
         )
 
     def snapshot(self) -> ClusterSnapshot:
+        nodes = tuple(
+            NodeState(
+                name=f"node{i}",
+                state="mixed" if i == 1 else "idle",
+                num_gpus=8,
+                num_gpus_allocated=2 if i == 1 else 0,
+                gpu_type="h100",
+                partitions=("gpu",),
+            )
+            for i in (1, 2)
+        )
         return ClusterSnapshot(
-            scheduler="slurm", cluster=CLUSTER, taken_at_s=time.time(), jobs=self.jobs
+            scheduler="slurm", cluster=CLUSTER, taken_at_s=time.time(), jobs=self.jobs, nodes=nodes
         )
 
-    def read_text_file(self, path: str, max_bytes: int) -> str:
+    def read_text_file(self, path: str, max_bytes: int, *, job: object = None) -> str:
         try:
             return Path(path).read_bytes()[:max_bytes].decode()
         except OSError as exc:
@@ -160,6 +174,14 @@ def main() -> None:
         ingest_interval_s=1.0,
         host="127.0.0.1",
         port=args.port,
+        review={
+            "schedule": "1d",
+            "fleet_file": str(EXAMPLES / "fleet.yaml"),
+            "plan_file": str(EXAMPLES / "plan.yaml"),
+            "what_if_files": [str(EXAMPLES / "what-if-more-h100.yaml")],
+            "samples": 20,
+            "sizing_samples": 10,
+        },
     )
     app = create_app(settings, sources=[FeedSource(args.workdir)])
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="info")

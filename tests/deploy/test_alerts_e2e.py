@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import PlannerStack
+from tests.deploy import stack
+
+from .conftest import RULES, PlannerStack, rules_without_for
 
 pytestmark = pytest.mark.integration
 
@@ -63,3 +65,24 @@ def test_planner_alerts_reach_the_webhook(planner_stack: PlannerStack) -> None:
     every = set().union(*(_alerts(b) for b in sink.bodies))
     assert not {a for a in every if a[0] in ("PlannerIngestStale", "PlannerJobETASlipped")}
     assert ("PlannerQueuedJobPredictedOOM", "102") not in every  # job 102 fits
+
+
+def test_planner_down_fires_in_a_real_prometheus(
+    planner_stack: PlannerStack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Issue 16: no alert covered the planner itself being down or unscrapeable. The running
+    # planner keeps it quiet; a Prometheus whose planner target does not answer fires it.
+    assert not planner_stack.prom.query('ALERTS{alertname="PlannerDown"}')
+    root = tmp_path_factory.mktemp("planner-down")
+    rules = root / "rules" / "planner.yml"
+    rules_without_for(RULES, rules)
+    dead = stack.start(
+        root / "stack",
+        scrape_jobs={"planner": [f"127.0.0.1:{stack.free_port()}"]},  # nothing listens
+        rules_glob=str(rules),
+    )
+    try:
+        firing = dead.wait_for('ALERTS{alertname="PlannerDown",alertstate="firing"}', timeout_s=60)
+        assert firing[0]["metric"]["severity"] == "critical"
+    finally:
+        stack.stop(dead)

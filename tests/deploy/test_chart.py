@@ -162,7 +162,10 @@ def test_rbac_is_least_privilege(rendered: tuple[str, list[dict[str, Any]]]) -> 
     assert all("*" not in part for g in granted for part in g)
     assert not {g for g in granted if g[1] in ("secrets", "configmaps")}
     if name == "ha-postgres":
-        assert writes == {("kueue.x-k8s.io", "workloads/status", "patch")}
+        assert writes == {
+            ("kueue.x-k8s.io", "workloads/status", "patch"),
+            ("kueue.x-k8s.io", "admissionchecks/status", "patch"),  # the check's Active condition
+        }
     else:
         assert writes == set()
     reads = {(g, r) for g, r, v in granted if v == "watch"}
@@ -180,6 +183,7 @@ def test_rbac_is_least_privilege(rendered: tuple[str, list[dict[str, Any]]]) -> 
             ("kueue.x-k8s.io", "workloads"),
             ("kueue.x-k8s.io", "localqueues"),
             ("kueue.x-k8s.io", "clusterqueues"),
+            ("kueue.x-k8s.io", "resourceflavors"),  # watched by default (issue 16 probe)
             ("kueue.x-k8s.io", "admissionchecks"),
         }
         (lease_role,) = _kind(docs, "Role")

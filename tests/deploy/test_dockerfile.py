@@ -182,6 +182,52 @@ def test_prune_venv_loadable_is_the_loaders_alignment_rule() -> None:
     assert not loadable(b"#!/bin/sh\n")
 
 
+def test_prune_venv_keeps_only_what_the_review_draws_with(tmp_path: Path) -> None:
+    """plotly pruned to its bundle, its default template and its __init__ (in a copy of the
+    installed package): the review page draws from the pruned package exactly as before."""
+    import shutil
+    import subprocess
+
+    import plotly
+
+    venv = tmp_path / "venv"
+    site = venv / "lib" / "site-packages"
+    shutil.copytree(
+        Path(plotly.__file__).parent,
+        site / "plotly",
+        ignore=shutil.ignore_patterns("graph_objs", "validators", "__pycache__"),
+    )
+    (site / "plotly" / "graph_objs").mkdir()
+    (site / "plotly" / "graph_objs" / "_figure.py").write_text("class Figure: ...\n")
+    (venv / "share" / "jupyter" / "labextensions" / "jupyterlab-plotly").mkdir(parents=True)
+    (venv / "share" / "jupyter" / "labextensions" / "jupyterlab-plotly" / "x.js").write_text("x")
+    removed = helper("prune_venv").prune_plotly(site, venv)
+    left = sorted(p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file())
+    assert left == [
+        "plotly/__init__.py",
+        "plotly/package_data/plotly.min.js",
+        "plotly/package_data/templates/plotly.json",
+    ]
+    assert not (venv / "share" / "jupyter").exists()
+    assert removed > 4_000_000  # the widget bundle alone is 4.8 MB
+    # The review's HTML reads the pruned package (a fresh interpreter finds it first).
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from planner.capacity.html import plotly_assets; "
+        "bundle, template = plotly_assets(); print(len(bundle), sorted(template))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(site)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=stack.REPO,
+        env={**os.environ, "PYTHONPATH": str(stack.REPO)},
+    ).stdout.split(maxsplit=1)
+    assert int(out[0]) > 3_000_000
+    assert out[1].strip() == "['data', 'layout']"
+
+
 def test_runtime_root_recreates_each_link_on_the_way(tmp_path: Path) -> None:
     runtime_root = helper("runtime_root")
     src = tmp_path / "src"

@@ -9,9 +9,11 @@ its mount + ``buildah commit``). The Dockerfile then builds on it, installing th
 dependencies from PyPI (with this machine's CA bundle as the build secret ``ca-bundle``).
 
 The image must: stay under 400 MB (as ``buildah images`` counts); import every module of
-planner/ and adapters/ and the PostgreSQL driver; serve ``/healthz`` and ``/readyz`` from
-``planner serve`` (its ENTRYPOINT and CMD) as UID 10001 on loopback; and write nothing outside
-its two volumes (/var/lib/planner, /tmp), which the container's overlay upper directory shows.
+planner/ and adapters/ and the PostgreSQL driver; write a capacity review whose HTML page draws
+its charts in Chromium (plotly is pruned to its JavaScript bundle); serve ``/healthz`` and
+``/readyz`` from ``planner serve`` (its ENTRYPOINT and CMD) as UID 10001 on loopback; and write
+nothing outside its two volumes (/var/lib/planner, /tmp), which the container's overlay upper
+directory shows.
 
 Everything lives under ``PLANNER_IMAGE_CACHE`` (default /tmp/planner-image-cache), locked for the
 duration: the base root file system as a tarball named by a hash of how it is made (suite,
@@ -39,6 +41,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.capacity.chromium import CHROMIUM, render
 from tests.deploy import stack
 
 pytestmark = pytest.mark.integration
@@ -441,6 +444,67 @@ def test_the_numeric_stack_computes_in_the_image_what_it_computes_here(
     assert calibration["operators"]
     assert calibration["collectives"]
     assert calibration["skipped"] == {}
+
+
+def test_planner_review_renders_in_the_image(
+    image: BuiltImage, container: Container, tmp_path: Path
+) -> None:
+    """``planner review`` on the example files in the image (so a pruning mistake cannot ship):
+    the same forecast as here, and its HTML page draws every chart in Chromium, offline."""
+    examples = stack.REPO / "deploy" / "examples"
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o1777)
+    argv = [
+        "review",
+        "{examples}/fleet.yaml",
+        "{examples}/plan.yaml",
+        "--jobs",
+        "{examples}/jobs-snapshot.json",
+        "--what-if",
+        "{examples}/what-if-more-h100.yaml",
+        "--samples",
+        "20",
+        "--no-sizing",
+        "--out",
+        "{out}",
+    ]
+    volumes = (f"{examples}:/examples:ro", f"{out}:/out")
+    run_in(
+        image,
+        container,
+        "planner",
+        *[a.format(examples="/examples", out="/out/review") for a in argv],
+        volumes=volumes,
+        timeout=240,
+    )
+    subprocess.run(
+        [
+            stack.PYTHON,
+            "-m",
+            "planner",
+            *[a.format(examples=examples, out=tmp_path / "here") for a in argv],
+        ],
+        check=True,
+        capture_output=True,
+        cwd=stack.REPO,
+        env={**os.environ, "PYTHONPATH": str(stack.REPO)},
+    )
+    got = json.loads((out / "review" / "review.json").read_text())
+    want = json.loads((tmp_path / "here" / "review.json").read_text())
+    assert [r["scenario"] for r in got["comparison"]] == [r["scenario"] for r in want["comparison"]]
+    for mine, theirs in zip(got["comparison"], want["comparison"], strict=True):
+        assert mine["utilisation"] == pytest.approx(theirs["utilisation"], rel=1e-9)
+        assert mine["expected_deadline_misses"] == pytest.approx(
+            theirs["expected_deadline_misses"], rel=1e-9
+        )
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed: the page was written but not drawn")
+    shown = render(out / "review" / "review.html", tmp_path)
+    assert shown.divs == 7
+    assert shown.drawn == shown.divs
+    assert shown.errors == []
+    assert all(url.startswith(("file:", "data:", "blob:")) for url in shown.requests)
 
 
 def test_planner_serve_answers_healthz_as_non_root_writing_only_to_its_volumes(

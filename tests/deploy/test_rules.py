@@ -23,6 +23,7 @@ EXPECTED_ALERTS = {
     "PlannerQueuedJobPredictedOOM",
     "PlannerModelDrift",
     "PlannerIngestStale",
+    "PlannerDown",  # issue 16: the planner itself down or unscrapeable
 }
 
 
@@ -43,7 +44,7 @@ def _promtool(*args: str) -> str:
 
 def test_promtool_check_rules() -> None:
     out = _promtool("check", "rules", str(RULES))
-    assert "SUCCESS: 7 rules found" in out
+    assert "SUCCESS: 8 rules found" in out
 
 
 def test_promtool_unit_tests_cover_every_alert() -> None:

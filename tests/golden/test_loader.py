@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from benchmarks.accuracy.cases import REFUSED
 from benchmarks.accuracy.convert import (
     CALIBRATION_SOURCES,
     REASONS,
@@ -14,6 +15,7 @@ from benchmarks.accuracy.convert import (
     Dataset,
     build_dataset,
 )
+from benchmarks.accuracy.convert import calibration_eligible as eligible
 from benchmarks.accuracy.runs import DATA_DIR, SOURCE_FILES, load_runs
 from planner.scenario import parse_scenario
 
@@ -25,6 +27,7 @@ CONFIGS = {
     "llm_foundry": 216,
     "nemo_24.07": 18,
     "torchtitan": 32,
+    "moe_h100_2025": 28,
 }
 
 
@@ -58,9 +61,13 @@ def test_each_dense_source_has_calibration_and_held_out_rows(dataset: Dataset) -
         rows = [c for c in dataset.cases if c.source == source]
         calibration = [c for c in rows if c.calibration]
         assert 0 < len(calibration) < len(rows), source
-        # every third configuration by sorted config_id, starting with the first
-        ids = sorted(c.config_id for c in rows)
-        assert sorted(c.config_id for c in calibration) == ids[::3]
+        # every third configuration by sorted config_id, starting with the first; rows the
+        # planner refuses keep their place
+        refused = [
+            u.config_id for u in dataset.unusable if u.source == source and u.reason == REFUSED
+        ]
+        ids = sorted(i for i in [c.config_id for c in rows] + refused if eligible(source, i))
+        assert sorted(c.config_id for c in calibration) == [i for i in ids[::3] if i not in refused]
     assert not any(c.calibration for c in dataset.cases if c.source == "torchtitan")
 
 
@@ -122,3 +129,34 @@ def test_torchtitan_memory_rows_keep_every_published_peak(dataset: Dataset) -> N
     peaks = {c.config_id: c.measured_peak_memory_bytes for c in dataset.memory_cases}
     assert peaks["titan2412_t1_FSDP"] == pytest.approx(82.4 * 2**30)
     assert len(peaks) == 14  # 20 published peaks, 6 on 405B pipeline rows left out
+
+
+def test_nemo_fine_tuning_rows_are_cases() -> None:
+    dataset = build_dataset(["nemo_24.07"])
+    modes = {
+        c.config_id: c.document["training"].get("mode")
+        for c in dataset.cases
+        if "_SFT_" in c.config_id or "_LoRA_" in c.config_id
+    }
+    assert len(modes) == 6
+    assert {m for cid, m in modes.items() if "_LoRA_" in cid} == {"lora"}
+    assert {m for cid, m in modes.items() if "_SFT_" in cid} == {"sft"}
+
+
+def test_the_packed_sample_assumption_barely_moves_the_fine_tuning_rows() -> None:
+    from dataclasses import replace
+
+    from planner.perf import predict
+
+    dataset = build_dataset(["nemo_24.07"])
+    for case in dataset.cases:
+        if "training" not in case.document or "mode" not in case.document["training"]:
+            continue
+        times = []
+        for length in (128, 512):
+            doc = dict(case.document)
+            doc["training"] = {**doc["training"], "packed_sample_length": length}
+            times.append(
+                predict(parse_scenario(replace(case, document=doc).document)).iteration_time_s
+            )
+        assert times[1] / times[0] < 1.02, case.config_id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -33,6 +34,7 @@ from planner.perf.flops import (
 from planner.perf.operators import OperatorTable, edge_ops, layer_ops
 from planner.scenario import parse_scenario
 from planner.specs import Scenario
+from planner.specs.scenario import Framework
 
 
 def _scenario(
@@ -127,29 +129,48 @@ def _link(n: int = 1) -> coll.Link:
 
 
 def test_collectives_match_hand_computed_alpha_beta() -> None:
+    """NCCL's cost model (tuning.cc): per algorithm and protocol base + per-hop latencies +
+    bytes over the protocol's bandwidth, the fastest wins; the link's latencies are the
+    reference ones (1 us NVLink, 4 us NIC), its base 8 us (tuning.cc's 8.4 us scaled)."""
     link = _link()
     one, size = np.ones(1), np.array([1e9])
-    # inside one NVLink domain (8 ranks, stride 1): ring all-reduce
-    ring = 8e-6 + 2 * 7 * 1e-6 + 2 * 7 / 8 * 1e9 / 400e9
-    tree = 8e-6 + 2 * (0 + 7 * 1e-6) + 2 * 1e9 / 400e9
-    assert coll.all_reduce_time_s(size, np.array([8.0]), one, link)[0] == pytest.approx(
-        min(ring, tree)
-    )
-    # 64 ranks, stride 8: one member per domain, bottleneck NIC 50 GB/s
-    ag = 8e-6 + 63 * 4e-6 + 63 / 64 * 1e9 / 50e9
+    base = 8e-6 / 8.4  # per us of tuning.cc's baseLat
+    # inside one NVLink domain (8 ranks, stride 1): ring all-reduce, Simple protocol
+    ring = 8.4 * base + 2 * 7 * 3.4e-6 + 2 * 7 / 8 * 1e9 / 400e9
+    tree = 8.4 * base + 2 * 7 * 4e-6 + 2 * 1e9 / (0.92 * 400e9)
+    ll128 = 14.0 * base + 2 * 7 * 1.9e-6 + 2 * 7 / 8 * 1e9 / (0.92 * 400e9)
+    assert ring < min(tree, ll128)
+    assert coll.all_reduce_time_s(size, np.array([8.0]), one, link)[0] == pytest.approx(ring)
+    # 64 ranks, stride 8: one member per domain, every step crosses the NIC at 50 GB/s
+    ag = 8.4 * base + 63 * 14e-6 + 63 / 64 * 1e9 / 50e9
     got = coll.all_gather_time_s(size, np.array([64.0]), np.array([8.0]), link)[0]
     assert got == pytest.approx(ag)
-    # 64 ranks, stride 1: 8 per domain share 8 NICs -> min(400, 8*50) GB/s
-    ag8 = 8e-6 + 63 * 4e-6 + 63 / 64 * 1e9 / 400e9
+    # 64 ranks, stride 1: 8 per domain share 8 NICs -> min(400, 8*50) GB/s; 8 of the 63 steps
+    # cross between the 8 domains at the network's latency, 55 stay on NVLink
+    ag8 = 8.4 * base + 55 * 3.4e-6 + 8 * 14e-6 + 63 / 64 * 1e9 / 400e9
     assert coll.all_gather_time_s(size, np.array([64.0]), one, link)[0] == pytest.approx(ag8)
-    # tree beats ring at scale: latency 2·log2(n_out)·alpha_out instead of 2(n-1)·alpha
-    small = np.array([1e3])
-    n = np.array([1024.0])
-    tree_small = 8e-6 + 2 * (7 * 4e-6 + 7 * 1e-6) + 2 * 1e3 / 400e9
-    assert coll.all_reduce_time_s(small, n, one, link)[0] == pytest.approx(tree_small)
+    # a tiny all-reduce over 1024 ranks: the tree (2·log2(128) network hops) with LL
+    small, n = np.array([1e3]), np.array([1024.0])
+    tree_ll = 6.8 * base + 2 * (7 * 0.6e-6 + 7 * 5.0e-6) + 2 * 1e3 * 3.8 / 400e9
+    assert coll.all_reduce_time_s(small, n, one, link)[0] == pytest.approx(tree_ll)
     p2p = coll.p2p_time_s(size, inside=np.array([False]), link=link)[0]
     assert p2p == pytest.approx(8e-6 + 4e-6 + 1e9 / 50e9)
     assert coll.all_reduce_time_s(size, one, one, link)[0] == 0.0
+
+
+def test_collective_protocol_follows_the_message_size() -> None:
+    """Small messages take LL (low latency, a quarter of the bandwidth), large ones Simple:
+    the achieved bus bandwidth rises with the size, and the cost stays the lower envelope."""
+    link = _link(5)
+    sizes = np.array([1e2, 1e4, 1e6, 1e8, 1e10])
+    n, stride = np.full(5, 64.0), np.ones(5)
+    t = coll.all_gather_time_s(sizes, n, stride, link)
+    busbw = 63 / 64 * sizes / t
+    assert np.all(np.diff(busbw) > 0)
+    assert busbw[-1] == pytest.approx(400e9, rel=0.02)
+    base = 8e-6 / 8.4
+    ll = 6.6 * base + 55 * 0.6e-6 + 8 * 2.7e-6 + 63 / 64 * 1e2 / (0.25 * 400e9)
+    assert t[0] == pytest.approx(ll)
 
 
 def test_constants_file_round_trip(tmp_path: Path) -> None:
@@ -208,9 +229,15 @@ def test_llama3_8b_cp2_fp8_nemo_fits() -> None:
 def test_bubble_fraction_shrinks_with_more_microbatches(
     pp: int, vp: int, m: int, extra: int
 ) -> None:
-    few, many = predict_batch(
-        [_scenario("llama2-7b", pp=pp, virtual_pipeline=vp, gbs=g) for g in (m, m + extra)]
-    )
+    # Megatron-Core's interleaved schedule refuses m % p != 0 (issue 13): a framework without
+    # that rule ("other") keeps every micro-batch count, m < p included
+    def any_m(gbs: int) -> Scenario:
+        s = _scenario("llama2-7b", pp=pp, gbs=gbs)
+        training = dataclasses.replace(s.training, framework=Framework.OTHER)
+        par = dataclasses.replace(s.parallelism, virtual_pipeline=vp)
+        return dataclasses.replace(s, training=training, parallelism=par)
+
+    few, many = predict_batch([any_m(g) for g in (m, m + extra)])
     assert many.breakdown.pp_bubble_s / many.iteration_time_s < (
         few.breakdown.pp_bubble_s / few.iteration_time_s
     )
@@ -253,7 +280,7 @@ def test_higher_zero_stage_never_raises_memory(preset: str, tp: int, pp: int, dp
     tp=st.sampled_from([1, 8]),
     dp=st.sampled_from([1, 2, 4]),
     factor=st.sampled_from([2, 4, 16]),
-    zero=st.integers(min_value=0, max_value=2),
+    zero=st.integers(min_value=0, max_value=1),
 )
 def test_more_replicas_never_lower_throughput(
     preset: str, tp: int, dp: int, factor: int, zero: int
@@ -262,6 +289,8 @@ def test_more_replicas_never_lower_throughput(
 
     ZeRO-3/FSDP is left out on purpose: it re-gathers parameters every microbatch, so going
     from one replica (no communication) to two across nodes can really cost more than it adds.
+    So is ZeRO-2 since issue 13: it reduce-scatters every microbatch's gradients (it keeps only
+    their shard), the same per-microbatch communication.
     """
     small, big = predict_batch(
         [_scenario(preset, tp=tp, dp=d, gbs=d * 8, zero_stage=zero) for d in (dp, dp * factor)]

@@ -3,6 +3,8 @@ pure decisions from a job's outlook, and the adapters use these very functions."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from planner.errors import SpecError
@@ -128,6 +130,13 @@ def test_runtime_hint_of_a_pending_and_a_running_job_rounded_up() -> None:
         start_time_s=NOW,
         completion_p50_s=NOW + 601.0,
         completion_p90_s=NOW + 650.0,
+        remaining_p50_s=601.0,
+        # the model: 0.5 s/iteration at MFU 0.4 (peak bound 0.2 s), 1000 iterations
+        has_prediction=True,
+        step_time_s=0.5,
+        mfu_ratio=0.4,
+        train_iters=1000,
+        iteration=10,
     )
     hint = runtime_hint(running)
     assert hint is not None
@@ -135,6 +144,48 @@ def test_runtime_hint_of_a_pending_and_a_running_job_rounded_up() -> None:
     assert hint.runtime_p90_s == 900.0
     assert hint.eta_s % QUANTUM_S == 0  # type: ignore[operator]
     assert runtime_hint(JobOutlook(job_id="8", status=JobStatus.RUNNING)) is None
+    # the same ETA without a model prediction is a user-written number alone: no hint
+    no_model = replace(running, has_prediction=False, step_time_s=None, mfu_ratio=None)
+    assert runtime_hint(no_model) is None
+
+
+def test_runtime_hint_is_never_faster_than_the_peak_compute_bound() -> None:
+    # Issue 16 probe: a log claiming 1 ms/iteration where the model says 50 s got a 28-minute
+    # limit. The ETA may say so; the hint may not: 1000 iterations at the peak bound
+    # (50 s x MFU 0.4 = 20 s) take at least 20,000 s.
+    claimed = JobOutlook(
+        job_id="9",
+        status=JobStatus.RUNNING,
+        start_time_s=NOW,
+        completion_p50_s=NOW + 60.0 + 1.0,
+        completion_p90_s=NOW + 60.0 + 2.0,
+        remaining_p50_s=1.0,
+        has_prediction=True,
+        step_time_s=50.0,
+        mfu_ratio=0.4,
+        train_iters=1000,
+        iteration=60_000,  # the log also claims more iterations than could have run
+    )
+    hint = runtime_hint(claimed)
+    assert hint is not None
+    # 60 s elapsed allow 3 iterations at the peak rate: 997 remain, >= 19,940 s from now
+    assert hint.predicted_runtime_s >= 60.0 + 997 * 20.0
+    assert "clipped" in hint.basis
+    limit = propose_time_limit_min(hint, current_limit_s=48 * 3600, elapsed_s=60.0)
+    assert limit is not None
+    assert limit * 60 >= 20_000 * 1.2
+    pending = replace(
+        claimed,
+        status=JobStatus.PENDING,
+        start_time_s=None,
+        completion_p50_s=None,
+        completion_p90_s=None,
+        remaining_p50_s=1.0,
+        remaining_p90_s=2.0,
+    )
+    pending_hint = runtime_hint(pending)
+    assert pending_hint is not None
+    assert pending_hint.predicted_runtime_s >= 1000 * 20.0
 
 
 def test_time_limit_policy() -> None:

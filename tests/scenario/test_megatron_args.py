@@ -171,3 +171,56 @@ def test_unbalanced_quotes_fall_back() -> None:
     doc = scenario_document_from_megatron_args(text, num_gpus=1, gpu="a100-80gb")
     assert doc is not None
     assert doc["model"]["num_layers"] == 2
+
+
+UNEVEN = r"""
+srun python pretrain_gpt.py --num-layers 94 --hidden-size 4096 --num-attention-heads 64 \
+    --group-query-attention --num-query-groups 4 --kv-channels 128 --ffn-hidden-size 12288 \
+    --num-experts 128 --moe-router-topk 8 --moe-ffn-hidden-size 1536 --swiglu \
+    --seq-length 4096 --vocab-size 151936 --untie-embeddings-and-output-weights \
+    --tensor-model-parallel-size 2 --pipeline-model-parallel-size 8 \
+    --expert-model-parallel-size 32 --expert-tensor-parallel-size 1 --sequence-parallel \
+    --num-layers-per-virtual-pipeline-stage 3 \
+    --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split \
+    --micro-batch-size 1 --global-batch-size 2048 --bf16 --use-distributed-optimizer
+"""
+
+
+def test_uneven_stages_and_folding_arguments() -> None:
+    """Megatron-MoE-ModelZoo's Qwen3-235B-A22B: 94 layers + embedding + loss slots over
+    pipeline 8, 3 layers per virtual stage (so virtual pipeline 96 / (8·3) = 4), expert
+    tensor parallel 1 with expert parallel 32 folded into tp 2 x dp 16."""
+    doc = scenario_document_from_megatron_args(UNEVEN, num_gpus=256, gpu="h100")
+    assert doc is not None
+    par = doc["parallelism"]
+    assert isinstance(par, dict)
+    assert par["virtual_pipeline"] == 4
+    assert par["expert_tensor_parallel"] == 1
+    assert par["account_for_embedding_in_pipeline_split"] is True
+    assert par["account_for_loss_in_pipeline_split"] is True
+    scenario = parse_scenario(doc)
+    assert scenario.parallelism.expert_tensor_parallel == 1
+    assert predict_documents([doc])[0]["iteration_time_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (
+            '--pipeline-model-parallel-layout "Et*3|(tt|)*29,m|L"',
+            {"pipeline_layout": "Et*3|(tt|)*29,m|L"},
+        ),
+        (
+            "--decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 15",
+            {"decoder_first_pipeline_num_layers": 15, "decoder_last_pipeline_num_layers": 15},
+        ),
+    ],
+)
+def test_explicit_split_arguments(flags: str, expected: dict[str, object]) -> None:
+    model = "--num-layers 126 --hidden-size 1024 --num-attention-heads 8"
+    text = f"python pretrain_gpt.py {model} {flags}"
+    doc = scenario_document_from_megatron_args(text, num_gpus=8, gpu="h100")
+    assert doc is not None
+    par = doc["parallelism"]
+    assert isinstance(par, dict)
+    assert expected.items() <= par.items()

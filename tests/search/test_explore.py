@@ -22,7 +22,7 @@ from planner.scenario.plans import (
     scenario_document,
 )
 from planner.search import REJECT_REASONS, Objective, explore, sweep
-from planner.search.space import OUT_OF_MEMORY
+from planner.search.space import EQUIVALENT_LAYOUT, OUT_OF_MEMORY
 from planner.specs.parallelism import Recompute
 
 
@@ -40,6 +40,12 @@ def layout_of(cols: Any, i: int) -> dict[str, Any]:
         "global_batch_size": int(cols.global_batch_size[i]),
         "recompute": Recompute.from_code(int(cols.recompute[i])).value,
         "zero_stage": int(cols.zero_stage[i]),
+        "account_for_embedding_in_pipeline_split": bool(
+            cols.flag("account_for_embedding_in_pipeline_split")[i]
+        ),
+        "account_for_loss_in_pipeline_split": bool(
+            cols.flag("account_for_loss_in_pipeline_split")[i]
+        ),
     }
 
 
@@ -125,8 +131,8 @@ def test_reject_reasons_match_the_scenario_rules(small: dict[str, Any]) -> None:
     cols, reason = sub.decode_at(index)
     for i in range(cols.n):
         doc = scenario_document(small, layout_of(cols, i), 16)
-        if reason[i] < 0:
-            parse_scenario(doc)  # valid layouts are valid scenarios
+        if reason[i] < 0 or reason[i] == EQUIVALENT_LAYOUT:
+            parse_scenario(doc)  # valid layouts (and the equivalent ones) are valid scenarios
         else:
             with pytest.raises(SpecError):
                 parse_scenario(doc)
@@ -134,7 +140,7 @@ def test_reject_reasons_match_the_scenario_rules(small: dict[str, Any]) -> None:
 
 def test_best_is_the_minimum_over_every_fitting_layout(small: dict[str, Any]) -> None:
     _, _, arrays, result = _all_valid(small)
-    fits = result.memory.total <= arrays.hbm_bytes
+    fits = result.memory.total + arrays.memory_headroom_bytes <= arrays.hbm_bytes
     outcome = sweep(parse_space(small), top_k=3)
     assert outcome.top_objective[0] == result.iteration_time_s[fits].min()
     assert outcome.evaluated == int(fits.sum())
@@ -143,7 +149,7 @@ def test_best_is_the_minimum_over_every_fitting_layout(small: dict[str, Any]) ->
 
 def test_pareto_front_is_exactly_the_non_dominated_set(small: dict[str, Any]) -> None:
     _, _, arrays, result = _all_valid(small)
-    fits = result.memory.total <= arrays.hbm_bytes
+    fits = result.memory.total + arrays.memory_headroom_bytes <= arrays.hbm_bytes
     t, m = result.iteration_time_s[fits], result.memory.total[fits]
     outcome = sweep(parse_space(small))
     ft = outcome.pareto_objective

@@ -48,21 +48,30 @@ MIXED: dict[str, Any] = {
 
 def test_counts_per_reason_are_pinned() -> None:
     """The counts of the rules before they moved to planner.specs.feasibility (recorded with
-    the search's own copy of them): the one module rejects the same candidates."""
+    the search's own copy of them): the one module rejects the same candidates.
+
+    Issue 13 opened the expert tensor-parallel degree (MoE parallel folding: 1 and the
+    listed tensor-parallel degrees dividing the expert FFN, 4 values here) and the
+    account_for_embedding/loss split options (joining the listed pipeline and virtual degrees
+    where they split the layers), and added the interleaved schedule's micro-batch rule:
+    28,800 candidates became 153,600 and 1,294 timed layouts 6,648 (a brute-force check of
+    every 3rd candidate against ``first_violation`` agreed on each reason)."""
     outcome = sweep(parse_space(copy.deepcopy(MIXED)))
-    assert outcome.enumerated == 28800 == outcome.evaluated + sum(outcome.rejected.values())
-    assert outcome.evaluated == 1294
+    assert outcome.enumerated == 153600 == outcome.evaluated + sum(outcome.rejected.values())
+    assert outcome.evaluated == 6648
     assert outcome.rejected == {
-        "gpus_not_divisible_by_tp_pp_cp": 18720,
-        "data_parallel_not_allowed": 720,
-        "tensor_parallel_does_not_divide_model": 2016,
-        "layers_not_divisible_by_pp_vp": 2736,
-        "virtual_pipeline_needs_pipeline_parallel": 1536,
-        "context_parallel_does_not_divide_sequence": 432,
-        "sequence_parallel_needs_tensor_parallel": 456,
-        "sequence_not_divisible_by_tensor_parallel": 24,
-        "expert_parallel_invalid": 756,
-        "global_batch_not_divisible_by_dp_micro_batch": 110,
+        "gpus_not_divisible_by_tp_pp_cp": 100224,
+        "data_parallel_not_allowed": 3264,
+        "tensor_parallel_does_not_divide_model": 10368,
+        "layers_not_divisible_by_pp_vp": 10944,
+        "virtual_pipeline_needs_pipeline_parallel": 6144,
+        "context_parallel_does_not_divide_sequence": 3648,
+        "sequence_parallel_needs_tensor_parallel": 3744,
+        "sequence_not_divisible_by_tensor_parallel": 96,
+        "expert_parallel_invalid": 7668,
+        "global_batch_not_divisible_by_dp_micro_batch": 594,
+        "microbatches_invalid_for_interleaved_schedule": 258,
+        "equivalent_layout": 0,
         "out_of_memory": 0,
     }
     assert list(outcome.rejected) == list(REJECT_REASONS)

@@ -37,7 +37,7 @@ class ScriptedSource:
             raise self.answer
         return self.answer
 
-    def read_text_file(self, path: str, max_bytes: int) -> str:
+    def read_text_file(self, path: str, max_bytes: int, *, job: object = None) -> str:
         try:
             data = Path(path).read_bytes()
         except OSError as exc:
@@ -58,6 +58,36 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+#: Bearer tokens of the service tests (the token file ``token_file`` writes).
+ADMIN_TOKEN = "test-admin-token-0123456789"
+OPERATOR_TOKEN = "test-operator-token-0123456789"
+READER_TOKEN = "test-reader-token-0123456789"
+
+
+def bearer(token: str) -> dict[str, str]:
+    """The Authorization header of ``token``."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+def write_token_file(path: Path) -> Path:
+    """A token file with one token per role (the operator's stored as its SHA-256)."""
+    import hashlib
+
+    digest = hashlib.sha256(OPERATOR_TOKEN.encode()).hexdigest()
+    path.write_text(
+        "# role name token\n"
+        f"admin ci-admin {ADMIN_TOKEN}\n"
+        f"operator ci-operator sha256:{digest}\n"
+        f"reader grafana {READER_TOKEN}\n"
+    )
+    return path
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    return write_token_file(tmp_path / "tokens")
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import yaml
 
 from planner.specs.job import JobStatus
 
-from .conftest import Clock, JobFactory, ScriptedSource
+from .conftest import OPERATOR_TOKEN, Clock, JobFactory, ScriptedSource, bearer
 from .test_service import app_for, cycle, megatron_line, metric_value
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "calibration" / "cpu_epyc_2core_fp32"
@@ -98,6 +99,7 @@ def test_upload_operator_samples(db_url: str, source: ScriptedSource, clock: Clo
             "/v1/calibrations",
             files={"op_samples": ("op_samples.csv", subset + "\n", "text/csv")},
             data={"name": "cpu"},
+            headers=bearer(OPERATOR_TOKEN),
         )
         assert response.status_code == 200, response.text
         listing = client.get("/v1/calibrations").json()
@@ -107,6 +109,78 @@ def test_upload_operator_samples(db_url: str, source: ScriptedSource, clock: Clo
         bad = client.post(
             "/v1/calibrations",
             files={"op_samples": ("broken.csv", "op,pass\ngemm,fwd\n", "text/csv")},
+            headers=bearer(OPERATOR_TOKEN),
         )
         assert bad.status_code == 422
         assert "broken.csv:1: missing column" in bad.json()["detail"]
+
+
+def test_compute_and_network_are_learnt_apart_from_rank_timings(
+    tmp_path: Path,
+    db_url: str,
+    source: ScriptedSource,
+    clock: Clock,
+    make_job: JobFactory,
+) -> None:
+    """A job on 2 GPUs prints its ranks' compute and step times: its step splits into a
+    compute and a network factor, and a job on 1 GPU (no communication) gets the compute
+    factor alone, where one factor for the whole step would also carry the network's."""
+    first = scenario(tmp_path, "a", 2, 128)
+    doc = yaml.safe_load(first.read_text())
+    doc["hardware"]["num_gpus"] = 1
+    doc["parallelism"]["global_batch_size"] = 4
+    second = tmp_path / "b.yaml"
+    second.write_text(yaml.safe_dump(doc))
+    log = tmp_path / "a.out"
+    job_a = make_job(
+        job_id="1",
+        status=JobStatus.RUNNING,
+        comment=f"planner:scenario={first}",
+        start_time_s=clock.now,
+        stdout_path=str(log),
+    )
+    f_c, f_n = 100.0, 2000.0
+    with app_for(db_url, source, clock) as client:
+        source.set_jobs(job_a)
+        cycle(client)
+        b = client.get("/v1/jobs/1").json()["prediction"]["breakdown_s"]
+        window = f_c * (b["compute"] + b["pp_bubble"])
+        step = window + f_c * b["optimizer"] + f_n * b["dp_comm_exposed"]
+        assert b["dp_comm_exposed"] > 0
+        lines = []
+        for i in range(5, 101, 5):
+            lines.append(megatron_line(i, 400, 1000 * step))
+            lines += [
+                json.dumps(
+                    {
+                        "event": "rank_step",
+                        "iteration": i,
+                        "rank": r,
+                        "world_size": 2,
+                        "compute_time_s": window,
+                        "step_time_s": step,
+                        "num_iterations": 5,
+                    }
+                )
+                + "\n"
+                for r in range(2)
+            ]
+        log.write_text("".join(lines))
+        clock.now += 30
+        cycle(client)
+
+        job_b = make_job(job_id="2", status=JobStatus.PENDING, comment=f"planner:scenario={second}")
+        source.set_jobs(job_a, job_b)
+        cycle(client)
+        pred_b = client.get("/v1/jobs/2").json()["prediction"]
+        assert pred_b["calibration"]["method"] == "components"
+        components = pred_b["calibration"]["components"]
+        assert components["compute"]["factor"] == pytest.approx(f_c, rel=0.02)
+        assert components["network"]["factor"] == pytest.approx(f_n, rel=0.02)
+        expected = f_c * pred_b["iteration_time_s"]  # one GPU: no network terms
+        assert pred_b["calibrated_iteration_time_s"] == pytest.approx(expected, rel=0.02)
+        assert components["step"]["factor"] > 1.2 * f_c
+
+        groups = client.get("/v1/calibrations").json()["online"]["groups"]
+        learnt = {(g["component"], g["level"]) for g in groups}
+        assert {("compute", "key"), ("network", "key"), ("step", "key")} <= learnt

@@ -54,7 +54,9 @@ def test_every_v1_route_has_request_and_response_schemas(client: TestClient) -> 
         if path.startswith("/v1/")
         for method, op in item.items()
     ]
-    assert len(operations) == 9
+    assert (
+        len(operations) == 14
+    )  # + GET /v1/audit (issue 16); reviews: POST, GET, latest, queue (issue 15)
     for path, method, op in operations:
         ok = op["responses"]["200"]["content"]["application/json"]["schema"]
         assert ok.get("$ref") or ok.get("anyOf"), (path, method)

@@ -12,11 +12,12 @@ from fastapi.testclient import TestClient
 from adapters.logs import LogTailer
 from planner.errors import SourceTemporaryError
 from planner.service.main import create_app
+from planner.service.security_settings import AuthSettings
 from planner.service.settings import Settings
 from planner.service.store import SqlStore
 from planner.specs.job import JobStatus
 
-from .conftest import Clock, JobFactory, ScriptedSource
+from .conftest import Clock, JobFactory, ScriptedSource, write_token_file
 
 SCENARIO = """\
 name: tiny-gpt
@@ -55,8 +56,23 @@ def metric_value(metrics: str, name: str, labels: str) -> float:
     return float(line[len(prefix) :])
 
 
-def app_for(db_url: str, source: ScriptedSource, clock: Clock) -> TestClient:
-    settings = Settings(database_url=db_url, ingest_interval_s=5.0)
+def app_for(
+    db_url: str,
+    source: ScriptedSource,
+    clock: Clock,
+    *,
+    allowed_file_roots: list[str] | None = None,
+    **settings_kw: Any,
+) -> TestClient:
+    tokens = write_token_file(Path(db_url.removeprefix("sqlite:///")).parent / "tokens")
+    settings = Settings(
+        database_url=db_url,
+        ingest_interval_s=5.0,
+        auth=AuthSettings(token_file=str(tokens)),
+        **settings_kw,
+    )
+    if allowed_file_roots is not None:
+        settings.slurm.allowed_file_roots = allowed_file_roots
     app = create_app(
         settings,
         store=SqlStore(db_url),

@@ -44,9 +44,9 @@ def test_hints_file_for_job_submit(
         cycle(client)
         app.state.planner.run_cycle()
     table = read_hints_file(hints)
-    assert scenario_key(str(scenario)) in table
+    assert scenario_key("alice", str(scenario)) in table
     assert "job:alice/train" in table
-    limit_min, body = table[scenario_key(str(scenario))]
+    limit_min, body = table[scenario_key("alice", str(scenario))]
     assert body.startswith("rt:300")  # 100 iterations of ~0.4 ms, rounded up to 5 minutes
     assert limit_min is not None
 

@@ -50,7 +50,8 @@ def test_a_job_that_names_its_trace(
     db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
 ) -> None:
     comment = f"planner:trace={ST_TRACE} planner:trace-meta={ST_META}"
-    with app_for(db_url, source, clock) as client:
+    # the traces are world-readable files outside the job's working directory: an allowed root
+    with app_for(db_url, source, clock, allowed_file_roots=[str(TRACES)]) as client:
         source.set_jobs(make_job(status=JobStatus.RUNNING, comment=comment))
         cycle(client)
         body = client.get("/v1/jobs/42/stragglers").json()

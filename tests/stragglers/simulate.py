@@ -355,11 +355,13 @@ def _run_step(
     """Event loop of one step: advance every worker until it blocks on a peer that has not
     posted yet; append one row per op (trace columns plus the true transfer time)."""
     workers = [(d, s) for d in range(dp) for s in range(pp)]
+    worker_index = {w: i for i, w in enumerate(workers)}
     pc = dict.fromkeys(workers, 0)
     clock = dict.fromkeys(workers, 0.0)
     seq: dict[tuple[int, int, str], int] = {}
     channel: dict[tuple[int, int, str, bool, int], int] = {}  # per (w, dir, send, peer) count
-    posted: dict[tuple[Any, ...], float] = {}  # p2p endpoint or collective member -> post time
+    posted: dict[tuple[Any, ...], float] = {}  # p2p endpoint -> post time
+    arrived: dict[tuple[Any, ...], tuple[int, float]] = {}  # collective -> (members, latest)
     post_of_item: dict[tuple[int, int], float] = {}
     keys_of_item: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
 
@@ -400,7 +402,7 @@ def _run_step(
             while pc[w] < len(prog):
                 item = prog[pc[w]]
                 start = clock[w] + float(gap[d, s])
-                ident = (workers.index(w), pc[w])
+                ident = (worker_index[w], pc[w])
                 if isinstance(item, _Compute):
                     if item.optype is OpType.OPTIMIZER:
                         dur = float(opt[d, s])
@@ -431,15 +433,17 @@ def _run_step(
                         record(w, names[direction, is_send], start, end - start, -1, -1, p2p_s)
                     clock[w] = end
                 else:
+                    group = (item.optype, s, item.chunk)
                     if ident not in post_of_item:
                         post_of_item[ident] = start
-                        posted[(item.optype, s, item.chunk, d)] = start
+                        count, latest = arrived.get(group, (0, 0.0))
+                        arrived[group] = (count + 1, max(latest, start))
                         progress = True
                     start = post_of_item[ident]
-                    arrivals = [posted.get((item.optype, s, item.chunk, r)) for r in range(dp)]
-                    if any(a is None for a in arrivals):
+                    count, latest = arrived[group]
+                    if count < dp:
                         break
-                    end = max(float(a) for a in arrivals if a is not None) + coll_s
+                    end = latest + coll_s
                     record(w, item.optype, start, end - start, item.chunk, -1, coll_s)
                     clock[w] = end
                 pc[w] += 1

@@ -3,6 +3,10 @@
 ``/docs`` (Swagger UI) and ``/redoc`` (ReDoc) load their scripts and styles from
 ``/static-docs``, the assets the ``fastapi-offline`` package installs, so the docs work on a
 cluster without Internet access.
+
+Issue 16: every route declares who may call it (``planner.service.api.access``), request
+bodies are limited per route and CPU-heavy work runs on a bounded worker pool with budgets
+(``planner.service.api.work``); CORS is off unless ``auth.cors_origins`` lists origins.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import fastapi_offline
 from fastapi import FastAPI
@@ -20,9 +25,26 @@ from prometheus_client import CollectorRegistry
 
 from planner import __version__
 from planner.ports import TraceSource
-from planner.service.api import calibrations, health, jobs, metrics, plan, predict, stragglers
+from planner.search.budget import SearchBudget
+from planner.service.api import (
+    audit_routes,
+    calibrations,
+    health,
+    jobs,
+    metrics,
+    plan,
+    predict,
+    reviews,
+    stragglers,
+)
+from planner.service.api.access import Access
 from planner.service.api.errors import install_error_handlers
+from planner.service.api.work import BodyKind, BodyLimitMiddleware, WorkerPool
+from planner.service.audit import AuditLog
+from planner.service.auth import Authorizer, OpenAuthorizer, TokenAuthorizer
 from planner.service.runtime import ServiceState
+from planner.service.security_settings import is_loopback
+from planner.service.settings import Settings
 
 #: Where the docs' assets are served from.
 STATIC_DOCS = "/static-docs"
@@ -56,6 +78,57 @@ def _add_docs(app: FastAPI) -> None:
         )
 
 
+def _access(settings: Settings, authorizer: Authorizer | None) -> Access:
+    auth = settings.auth
+    if authorizer is None:  # tests and embedders; the composition root passes its own
+        authorizer = OpenAuthorizer() if auth.mode == "none" else TokenAuthorizer([])
+    anonymous = auth.anonymous_read
+    return Access(
+        authorizer,
+        anonymous_read=is_loopback(settings.host) if anonymous is None else anonymous,
+        read_only=settings.read_only,
+        cors_origins=auth.cors_origins,
+    )
+
+
+def _pool(settings: Settings) -> WorkerPool:
+    limits = settings.limits
+
+    def budget() -> SearchBudget:
+        return SearchBudget(
+            time_budget_s=limits.explore_time_budget_s,
+            max_candidates=limits.explore_max_candidates,
+            time_field="limits.explore_time_budget_s",
+            candidates_field="limits.explore_max_candidates",
+        )
+
+    return WorkerPool(
+        size=limits.workers, queue=limits.queue, retry_after_s=limits.retry_after_s, budget=budget
+    )
+
+
+def _body_limits(settings: Settings) -> dict[str, tuple[BodyKind, int, str]]:
+    limits = settings.limits
+    json_rule: tuple[BodyKind, int, str] = (
+        "json",
+        limits.json_body_bytes,
+        "limits.json_body_bytes",
+    )
+    upload_rule: tuple[BodyKind, int, str] = (
+        "upload",
+        limits.upload_body_bytes,
+        "limits.upload_body_bytes",
+    )
+    return {
+        "/v1/predict": json_rule,
+        "/v1/explore": json_rule,
+        "/v1/recommendations": json_rule,
+        "/v1/reviews": json_rule,
+        "/v1/calibrations": upload_rule,
+        "/v1/stragglers": upload_rule,
+    }
+
+
 def build_app(
     state: ServiceState,
     registry: CollectorRegistry,
@@ -63,9 +136,13 @@ def build_app(
     traces: TraceSource,
     start_loops: bool = True,
     plan_workers: int = 1,
+    authorizer: Authorizer | None = None,
+    audit: AuditLog | None = None,
 ) -> FastAPI:
     """The app over ``state``: the store is migrated and the loops start with the app
-    (``start_loops=False``: cycles are driven by hand, e.g. in tests)."""
+    (``start_loops=False``: cycles are driven by hand, e.g. in tests). ``authorizer`` checks
+    bearer tokens (default: none accepted, or everyone with ``auth.mode: none``); ``audit``
+    records accepted uploads."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -84,14 +161,62 @@ def build_app(
         docs_url=None,
         redoc_url=None,
     )
+    settings = state.settings
+    access = _access(settings, authorizer)
+    pool = _pool(settings)
+    state.on_stop.append(pool.close)
+    audit = audit or AuditLog(state.store, state.clock)
     app.state.planner = state
+    app.state.pool = pool
     install_error_handlers(app)
     _add_docs(app)
     app.include_router(health.make_router(state))
-    app.include_router(jobs.make_router(state))
-    app.include_router(stragglers.make_router(traces))
-    app.include_router(predict.make_router())
-    app.include_router(plan.make_router(workers=plan_workers))
-    app.include_router(calibrations.make_router(state.store, state.clock))
+    app.include_router(jobs.make_router(state, access))
+    app.include_router(stragglers.make_router(traces, access, pool))
+    app.include_router(predict.make_router(access, pool))
+    app.include_router(plan.make_router(access, pool, workers=plan_workers))
+    app.include_router(calibrations.make_router(state.store, state.clock, access, pool, audit))
+    app.include_router(audit_routes.make_router(state.store, access))
     app.include_router(metrics.make_router(registry))
+    app.add_middleware(BodyLimitMiddleware, routes=_body_limits(settings))
+    access.install(app)
+    _document_access(app, access)
+    app.include_router(reviews.make_router(state, access, pool))
     return app
+
+
+#: Operations anyone may call without a token when ``auth.anonymous_read`` holds.
+ANONYMOUS_OPERATIONS = frozenset(
+    {
+        "list_jobs",
+        "get_job",
+        "job_stragglers",
+        "list_calibrations",
+        "predict",
+        "explore",
+        "recommend",
+        "analyse_trace",
+    }
+)
+
+
+def _document_access(app: FastAPI, access: Access) -> None:
+    """Publish what the access rules are: the bearer scheme is optional (``{}`` among the
+    alternatives) on the operations anonymous callers may use; required on the others."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = build()
+        for item in spec.get("paths", {}).values():
+            for operation in item.values():
+                if not isinstance(operation, dict) or "security" not in operation:
+                    continue
+                anonymous = access.anonymous_read or isinstance(access.authorizer, OpenAuthorizer)
+                if anonymous and operation.get("operationId") in ANONYMOUS_OPERATIONS:
+                    operation["security"] = [*operation["security"], {}]
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,11 +1,17 @@
 """``GET /v1/calibrations`` and ``POST /v1/calibrations``: what the planner has learnt.
 
 * ``online``: the per-cluster step-time corrections learnt from running jobs
-  (``planner.calibration.online``), with the model's error per cluster;
+  (``planner.calibration.online``), with the model's error per cluster: the whole step's
+  factor per group (``component: step``) and, learnt from jobs that report per-rank compute
+  times, the compute and network factors apart (``component: compute`` / ``network``);
 * ``operators/<name>``: operator and collective models fitted from uploaded samples (the CSV
   files ``planner calibrate sample`` writes), stored as data;
 * ``eta``: per cluster, what its finished jobs taught the ETA: the band calibration by progress
   bucket and its achieved coverage, the shutdown and the restart overhead.
+
+Reading needs role ``reader``; uploading a new calibration ``operator``, replacing an existing
+one ``admin`` (and no read-only mode, no cross-origin browser post: ``planner.service.api.
+access``). The fit runs on the worker pool; each accepted upload is audited with its uploader.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ import math
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, HTTPException, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from starlette.concurrency import run_in_threadpool
 
 from planner.calibration import (
     OnlineCalibration,
@@ -26,8 +33,12 @@ from planner.calibration import (
 from planner.calibration.report import summary_lines
 from planner.errors import CalibrationError, SpecError
 from planner.forecast.bands import BandCalibration
+from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import Calibrations, CalibrationUploaded
+from planner.service.api.work import WorkerPool
+from planner.service.audit import AuditLog
+from planner.service.auth import Principal, Role
 from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
 from planner.service.store import Store
 
@@ -41,17 +52,22 @@ def _online_view(state: dict[str, Any]) -> dict[str, Any]:
     except (KeyError, TypeError, SpecError):
         online = None
     if online is not None:
-        for (level, prefix), est in sorted(online.estimates_.items(), key=lambda kv: str(kv[0])):
-            groups.append(
-                {
-                    "level": str(level),
-                    "group": list(prefix),
-                    "factor": math.exp(est.log_ratio),
-                    "log_sd": est.predictive_log_sd,
-                    "num_jobs": est.num_jobs,
-                    "latest_time_s": est.latest_time_s,
-                }
-            )
+        learnt = [("step", online.estimates_)] + [
+            (component.value, part.estimates) for component, part in online.components_.items()
+        ]
+        for component, estimates in learnt:
+            for (level, prefix), est in sorted(estimates.items(), key=lambda kv: str(kv[0])):
+                groups.append(
+                    {
+                        "level": str(level),
+                        "group": list(prefix),
+                        "factor": math.exp(est.log_ratio),
+                        "log_sd": est.predictive_log_sd,
+                        "num_jobs": est.num_jobs,
+                        "latest_time_s": est.latest_time_s,
+                        "component": component,
+                    }
+                )
     return {
         "num_samples": state.get("num_samples", 0),
         "groups": groups,
@@ -80,9 +96,28 @@ def _eta_view(state: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def make_router(store: Store, clock: Callable[[], float]) -> APIRouter:
-    """The calibration routes over ``store``."""
+def _fit(op_csv: bytes, op_name: str, coll_csv: bytes | None, coll_name: str) -> Any:
+    """The fitted calibration of uploaded CSV bytes; raises ``HTTPException`` 422."""
+    try:
+        ops = read_op_samples_csv(op_csv.decode("utf-8"), source=op_name)
+        collectives = (
+            read_collective_samples_csv(coll_csv.decode("utf-8"), source=coll_name)
+            if coll_csv is not None
+            else []
+        )
+        return fit_calibration(ops, collectives)
+    except UnicodeDecodeError:
+        raise HTTPException(422, "samples must be UTF-8 CSV text") from None
+    except (CalibrationError, SpecError) as exc:
+        raise HTTPException(422, str(exc)) from None
+
+
+def make_router(
+    store: Store, clock: Callable[[], float], access: Access, pool: WorkerPool, audit: AuditLog
+) -> APIRouter:
+    """The calibration routes over ``store``; fits run on ``pool``, uploads go to ``audit``."""
     router = APIRouter(tags=["calibration"])
+    uploader = access.require(Role.OPERATOR, writes=True)
 
     @router.get(
         "/v1/calibrations",
@@ -90,7 +125,8 @@ def make_router(store: Store, clock: Callable[[], float]) -> APIRouter:
         summary="Online corrections and fitted operator models",
         response_model=Calibrations,
         response_model_exclude_unset=True,
-        responses=error_responses(503),
+        responses=error_responses(401, 403, 503),
+        dependencies=[Depends(access.require(Role.READER))],
     )
     def list_calibrations() -> dict[str, Any]:
         online: dict[str, Any] = {"num_samples": 0, "groups": [], "model_error": []}
@@ -117,39 +153,50 @@ def make_router(store: Store, clock: Callable[[], float]) -> APIRouter:
         operation_id="upload_calibration",
         summary="Fit operator/collective models from uploaded samples and store them",
         response_model=CalibrationUploaded,
-        responses=error_responses(422, 503),
+        responses=error_responses(400, 401, 403, 413, 415, 422, 429, 503),
     )
     async def upload(
+        request: Request,
         op_samples: Annotated[UploadFile, File(description="op_samples.csv")],
         collective_samples: Annotated[
             UploadFile | None, File(description="collective_samples.csv (optional)")
         ] = None,
         name: Annotated[str, Form(pattern=r"^[A-Za-z0-9_.-]{1,48}$")] = "default",
+        principal: Principal = Depends(uploader),  # noqa: B008 (FastAPI's idiom)
     ) -> dict[str, Any]:
-        try:
-            ops = read_op_samples_csv(
-                (await op_samples.read()).decode("utf-8"),
-                source=op_samples.filename or "op_samples.csv",
+        key = OPERATORS_PREFIX + name
+        exists = await run_in_threadpool(store.calibration, key) is not None
+        if principal.role < Role.ADMIN and exists:
+            raise HTTPException(
+                403,
+                f"name: calibration {name!r} exists; replacing it needs role admin "
+                f"({principal.name} has {principal.role.label}); upload under a new name",
             )
-            collectives = (
-                read_collective_samples_csv(
-                    (await collective_samples.read()).decode("utf-8"),
-                    source=collective_samples.filename or "collective_samples.csv",
-                )
-                if collective_samples is not None
-                else []
-            )
-            calibration = fit_calibration(ops, collectives)
-        except UnicodeDecodeError:
-            raise HTTPException(422, "samples must be UTF-8 CSV text") from None
-        except (CalibrationError, SpecError) as exc:
-            raise HTTPException(422, str(exc)) from None
-        summary = summary_lines(calibration)
-        store.put_calibration(
-            OPERATORS_PREFIX + name,
-            {"calibration": json.loads(calibration.to_json()), "summary": summary},
-            clock(),
+        calibration = await pool.run(
+            request,
+            _fit,
+            await op_samples.read(),
+            op_samples.filename or "op_samples.csv",
+            await collective_samples.read() if collective_samples is not None else None,
+            (collective_samples.filename if collective_samples else None)
+            or "collective_samples.csv",
         )
+        summary = summary_lines(calibration)
+        state = {
+            "calibration": json.loads(calibration.to_json()),
+            "summary": summary,
+            "uploaded_by": principal.name,
+        }
+        await run_in_threadpool(store.put_calibration, key, state, clock())
+        entry = audit.entry(
+            action="calibration_upload",
+            outcome="ok",
+            target=key,
+            reason="replaced" if exists else "new operator calibration",
+            detail={"summary": summary[:20]},
+            actor=principal.name,
+        )
+        await run_in_threadpool(audit.record, [entry])
         return {"name": name, "summary": summary}
 
     return router

@@ -1,7 +1,8 @@
 """One error shape for the whole API: ``{"error": "...", "detail": "..."}``
 (:class:`~planner.service.api.models.ErrorResponse`).
 
-``PlannerError`` becomes 422 (``SpecError``: bad input), 503 (``StoreError``) or 500; request
+``PlannerError`` becomes 422 (``SpecError``: bad input), 503 (``StoreError``, with its public
+message only: never connection details; ``SearchCancelledError``) or 500; request
 validation failures 422 with every ``location: message``; ``HTTPException`` (404 unknown job,
 409 ambiguous id, 422 bad upload) keeps its status.
 """
@@ -14,8 +15,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from planner.errors import PlannerError, SpecError, StoreError
+from planner.search.budget import SearchCancelledError
 from planner.service.api.models import ErrorResponse
 
 
@@ -28,11 +31,17 @@ def error_response(message: str, status_code: int) -> JSONResponse:
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries documenting ``codes`` with the error shape."""
     text = {
+        400: "Malformed request",
+        401: "A bearer token is needed (or it is unknown)",
+        403: "Not allowed: role too low, read-only mode, or a cross-origin write",
         404: "No such job",
         409: "The job id exists on several clusters: add ?scheduler=&cluster=",
+        413: "The request body is over its limit (limits.*_body_bytes)",
+        415: "Wrong content type (JSON routes take application/json, uploads multipart)",
         422: "Invalid input: the message names the field and the fix",
+        429: "All workers are busy and the queue is full: retry after Retry-After seconds",
         500: "Internal error",
-        503: "The store is unavailable",
+        503: "The store is unavailable, the service is stopping, or the request was cancelled",
     }
     return {c: {"model": ErrorResponse, "description": text.get(c, "Error")} for c in codes}
 
@@ -42,8 +51,13 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(PlannerError)
     async def planner_error(_: Request, exc: PlannerError) -> JSONResponse:
-        status = 422 if isinstance(exc, SpecError) else 503 if isinstance(exc, StoreError) else 500
-        return error_response(str(exc), status)
+        status = 422 if isinstance(exc, SpecError) else 500
+        if isinstance(exc, StoreError | SearchCancelledError):
+            status = 503
+        message = str(exc)
+        if isinstance(exc, StoreError):
+            message = exc.public_message  # never the database's connection details
+        return error_response(message, status)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -54,8 +68,24 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response("; ".join(errors), 422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        response = error_response(str(exc.detail), exc.status_code)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = str(exc.detail)
+        if exc.status_code == 405:
+            message = f"method: {request.method} is not allowed on {request.url.path}"
+        response = error_response(message, exc.status_code)
         for key, value in (exc.headers or {}).items():
             response.headers[key] = value
+        if exc.status_code == 405:  # every method of the path, not only the first route's
+            response.headers["Allow"] = ", ".join(_allowed(request))
         return response
+
+
+def _allowed(request: Request) -> list[str]:
+    """Methods the app's routes serve at the request's path."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        for method in getattr(route, "methods", None) or ():
+            match, _ = route.matches({**request.scope, "method": method})
+            if match == Match.FULL:
+                methods.add(method)
+    return sorted(methods)

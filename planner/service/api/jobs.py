@@ -1,19 +1,29 @@
 """``GET /v1/jobs``, ``GET /v1/jobs/{job_id}`` and ``GET /v1/jobs/{job_id}/stragglers``.
 
 Views are built from the store's rows; the response models (``planner.service.api.models``)
-check them on the way out.
+check them on the way out. ``GET /v1/jobs?limit=N`` pages the list (ordered by scheduler,
+cluster and numeric job id): the answer's ``next_cursor``, passed as ``?cursor=``, gives the
+next page; without ``limit`` every job comes in one answer, as before.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
 
+from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import JobDetail, JobList, Stragglers
-from planner.service.models import JobRow, SourceRow
+from planner.service.auth import Role
+from planner.service.models import JobRow, SourceRow, job_sort_key
 from planner.service.runtime import ServiceState
+
+#: Largest page of ``GET /v1/jobs?limit=``.
+MAX_JOBS_PAGE = 10_000
 
 NO_STRAGGLER_DATA = (
     "no per-rank timings seen yet: the job's ranks print rank_step lines (see "
@@ -102,6 +112,7 @@ def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
         "data_age_s": None if source is None else source["age_s"],
         "stale": True if source is None else source["stale"],
         "outcome": row.outcome,
+        "queue_forecast": row.queue_forecast,
     }
 
 
@@ -140,9 +151,47 @@ def stragglers_view(row: JobRow, now_s: float) -> dict[str, Any]:
     return body
 
 
-def make_router(state: ServiceState) -> APIRouter:
-    """The job routes over ``state``'s store and clock."""
-    router = APIRouter(tags=["jobs"])
+def _row_key(row: JobRow) -> tuple[str, str, tuple[int, str]]:
+    return (row.scheduler, row.cluster, job_sort_key(row.job_id))
+
+
+def encode_cursor(row: JobRow) -> str:
+    """The opaque cursor that resumes a listing after ``row``."""
+    raw = json.dumps([row.scheduler, row.cluster, row.job_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, str, tuple[int, str]]:
+    """The sort key a cursor resumes after; raises ``HTTPException`` 422 for a bad cursor."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        scheduler, cluster, job_id = json.loads(raw)
+        if not all(isinstance(v, str) for v in (scheduler, cluster, job_id)):
+            raise ValueError(cursor)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise HTTPException(
+            422, "cursor: not a next_cursor of this API; list again without it"
+        ) from None
+    return (scheduler, cluster, job_sort_key(job_id))
+
+
+def page_of(
+    rows: list[JobRow], limit: int | None, cursor: str | None
+) -> tuple[list[JobRow], str | None]:
+    """The rows after ``cursor`` (sorted as the store sorts them), at most ``limit``, and the
+    cursor of the next page (None: this was the last)."""
+    if cursor is not None:
+        after = decode_cursor(cursor)
+        rows = [r for r in rows if _row_key(r) > after]
+    if limit is None or len(rows) <= limit:
+        return rows, None
+    page = rows[:limit]
+    return page, encode_cursor(page[-1])
+
+
+def make_router(state: ServiceState, access: Access) -> APIRouter:
+    """The job routes over ``state``'s store and clock, for callers ``access`` lets read."""
+    router = APIRouter(tags=["jobs"], dependencies=[Depends(access.require(Role.READER))])
     store = state.store
 
     def sources(now_s: float) -> dict[tuple[str, str], dict[str, Any]]:
@@ -169,22 +218,44 @@ def make_router(state: ServiceState) -> APIRouter:
         summary="Jobs with progress, prediction and ETA",
         response_model=JobList,
         response_model_exclude_unset=True,
-        responses=error_responses(422, 503),
+        responses={
+            200: {
+                "description": "Jobs with progress, prediction and ETA",
+                "links": {
+                    "GetJob": {
+                        "operationId": "get_job",
+                        "parameters": {"job_id": "$response.body#/jobs/0/job_id"},
+                    },
+                    "GetJobStragglers": {
+                        "operationId": "job_stragglers",
+                        "parameters": {"job_id": "$response.body#/jobs/0/job_id"},
+                    },
+                },
+            },
+            **error_responses(401, 403, 422, 503),
+        },
     )
     def list_jobs(
         active: bool = Query(False, description="Only pending and running jobs"),
         status: str | None = Query(None, description="Only jobs in this state, e.g. running"),
+        limit: int | None = Query(
+            None, ge=1, le=MAX_JOBS_PAGE, description="Jobs per page (absent: every job)"
+        ),
+        cursor: str | None = Query(
+            None, max_length=1024, description="next_cursor of the previous page"
+        ),
     ) -> dict[str, Any]:
         now = state.clock()
         by_key = sources(now)
+        rows, next_cursor = page_of(
+            store.list_jobs(active_only=active, status=status), limit, cursor
+        )
         return {
             "generated_at_s": now,
             "stale": any(s["stale"] for s in by_key.values()),
             "sources": list(by_key.values()),
-            "jobs": [
-                job_view(r, by_key.get((r.scheduler, r.cluster)))
-                for r in store.list_jobs(active_only=active, status=status)
-            ],
+            "jobs": [job_view(r, by_key.get((r.scheduler, r.cluster))) for r in rows],
+            "next_cursor": next_cursor,
         }
 
     @router.get(
@@ -193,7 +264,7 @@ def make_router(state: ServiceState) -> APIRouter:
         summary="Live straggler analysis: flagged ranks, what-if slowdown, impact and advice",
         response_model=Stragglers,
         response_model_exclude_unset=True,
-        responses=error_responses(404, 409, 422, 503),
+        responses=error_responses(401, 403, 404, 409, 422, 503),
     )
     def get_stragglers(
         job_id: str, scheduler: str | None = scheduler_q, cluster: str | None = cluster_q
@@ -206,7 +277,7 @@ def make_router(state: ServiceState) -> APIRouter:
         summary="One job in detail",
         response_model=JobDetail,
         response_model_exclude_unset=True,
-        responses=error_responses(404, 409, 422, 503),
+        responses=error_responses(401, 403, 404, 409, 422, 503),
     )
     def get_job(
         job_id: str, scheduler: str | None = scheduler_q, cluster: str | None = cluster_q

@@ -7,6 +7,8 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from planner.service.api.errors import error_responses
+
 
 def make_router(registry: CollectorRegistry) -> APIRouter:
     """The metrics route over ``registry``."""
@@ -21,7 +23,8 @@ def make_router(registry: CollectorRegistry) -> APIRouter:
             200: {
                 "description": "The Prometheus text format, version 0.0.4",
                 "content": {"text/plain": {"schema": {"type": "string"}}},
-            }
+            },
+            **error_responses(503),
         },
     )
     def metrics() -> Response:

@@ -50,6 +50,11 @@ class Readiness(BaseModel):
     sources: list[str] = Field(description="Names of the polled sources")
     cycles_ok: int = Field(description="Ingest cycles in which every source answered")
     leader: bool = Field(description="Whether this replica runs the ingest loop")
+    store: str = Field(
+        default="ok",
+        description="ok, or why the store cannot be used (database unreachable, SQLite file "
+        "deleted or replaced)",
+    )
 
 
 # ---------------------------------------------------------------------------- predictions
@@ -179,6 +184,28 @@ class GpuUsage(BaseModel):
     least_active_ratio: float | None
 
 
+class QueueForecast(BaseModel):
+    """A pending job's predicted start and completion from the queue simulation (the running
+    jobs end at their predicted runtimes; ``planner.service.loops.queue_forecast``), beside the
+    scheduler's own start estimate, which assumes every running job runs to its time limit.
+    Kept once the job starts (the last forecast made while it waited)."""
+
+    made_at_s: float
+    start_s: Band | None = Field(description="Predicted start; null: fits no pool")
+    completion_s: Band | None = Field(
+        description="Predicted completion; null without a predicted runtime"
+    )
+    scheduler_start_s: float | None = Field(
+        description="The scheduler's own start estimate (Slurm's StartTime), not the planner's"
+    )
+    runtime_from: str = Field(
+        description="Where the job's runtime came from: eta, time_limit or none"
+    )
+    fleet: str = Field(description="The pools simulated: nodes, or the fleet file")
+    samples: int
+    reason: str | None = Field(default=None, description="Why there is no forecast")
+
+
 class JobSummary(BaseModel):
     """One job: scheduler state, description, progress, prediction and ETA."""
 
@@ -218,6 +245,7 @@ class JobSummary(BaseModel):
         "10/30/50/90 % progress (ratio of its duration), the share of its bands that held the "
         "end, its shutdown",
     )
+    queue_forecast: QueueForecast | None = None
 
 
 class StepSample(BaseModel):
@@ -249,14 +277,18 @@ class JobList(BaseModel):
     stale: bool = Field(description="True when any source is stale")
     sources: list[SourceView]
     jobs: list[JobSummary]
+    next_cursor: str | None = Field(
+        default=None, description="With ?limit=: pass as ?cursor= for the next page (None: last)"
+    )
 
 
 class Stragglers(Open):
     """Straggler analysis of a job: live (per-rank timings) or from the trace it names.
 
     ``available`` False comes with ``reason``. A live analysis adds the tracker's report
-    (``slowdown``, ``stragglers``, ``hours_lost``, ``action``, ``advice``, ...); a trace
-    analysis adds the what-if report (``planner stragglers --json``) and its ``impact``."""
+    (``slowdown``, ``stragglers``, ``slow_nodes``, ``hours_lost``, ``action``, ``advice``, ...);
+    a trace analysis adds the what-if report (``planner stragglers --json``) and its
+    ``impact``."""
 
     scheduler: str
     cluster: str
@@ -269,6 +301,11 @@ class Stragglers(Open):
     stragglers: list[dict[str, Any]] | None = None
     diagnosis: str | None = None
     predicted_completion_without_stragglers_s: float | None = None
+    slow_nodes: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Live: nodes whose ranks are all slower than the other nodes' (node, ranks, "
+        "kind, slowdown, since_iteration), reported instead of their ranks",
+    )
 
 
 class TraceReport(Open):
@@ -335,6 +372,11 @@ class CalibrationGroup(BaseModel):
     log_sd: float
     num_jobs: int
     latest_time_s: float
+    component: str = Field(
+        default="step",
+        description="What the factor multiplies: the whole step (step), or the compute or "
+        "network terms of the model's breakdown",
+    )
 
 
 class OnlineCalibrationView(BaseModel):
@@ -393,3 +435,27 @@ class CalibrationUploaded(BaseModel):
 
     name: str
     summary: list[str]
+
+
+# ---------------------------------------------------------------------------- issue 16
+
+
+class AuditRecord(BaseModel):
+    """One audited write: who (``actor``), what (``action`` on ``target``), why (``reason``)."""
+
+    id: int
+    at_s: float
+    actor: str
+    action: str
+    scheduler: str
+    cluster: str
+    target: str
+    outcome: str
+    reason: str
+    detail: dict[str, Any] | None
+
+
+class AuditPage(BaseModel):
+    """The newest audit records, newest first."""
+
+    records: list[AuditRecord]

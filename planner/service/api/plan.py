@@ -3,8 +3,10 @@
 Request bodies are :class:`ExploreDocument`/:class:`RecommendDocument` (the formats' top-level
 fields; their parsers check the rest); answers are ``ExploreResult``, ``ExplorePage`` and
 ``RecommendResult``. ``make_router(workers=...)`` returns an ``APIRouter`` the app includes.
-Both routes are CPU-bound and synchronous (FastAPI runs them in its thread pool); ``workers`` is
-the number of threads one sweep uses.
+Both routes are CPU-bound: they run on the service's worker pool (``planner.service.api.work``:
+429 when it is full), under its candidate and time budgets (422 naming the budget), and stop
+between chunks when the client disconnects; ``workers`` is the number of threads one sweep
+uses. Role ``reader``.
 
 ``POST /v1/explore`` takes one explore document (the ``planner explore --json`` contract comes
 back: ``top``, ``pareto``, ``counts``) or a list of them (a sweep). A list is paged with
@@ -23,14 +25,15 @@ an unreachable deadline (the body then still carries the scaling curve).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from planner.scenario.plans import explore_document, explore_documents, recommend_document
 from planner.search import Objective
+from planner.service.api.access import Access, open_access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import (
     ExplorePage,
@@ -40,6 +43,8 @@ from planner.service.api.models import (
     ScenarioDocument,
     as_document,
 )
+from planner.service.api.work import WorkerPool
+from planner.service.auth import Role
 
 __all__ = ["make_router"]
 
@@ -56,9 +61,15 @@ class RecommendDocument(Open):
     an optional deadline, GPU pools, and for a running job its current layout."""
 
 
-def make_router(*, workers: int = 1) -> APIRouter:
-    """The planning routes; ``workers`` threads per sweep (1 keeps one request on one core)."""
-    router = APIRouter(tags=["plan"])
+def make_router(
+    access: Access | None = None, pool: WorkerPool | None = None, *, workers: int = 1
+) -> APIRouter:
+    """The planning routes on ``pool`` (default: one worker, no budget) for the callers
+    ``access`` admits (default: all); ``workers`` threads per sweep (1 keeps one request on one
+    core)."""
+    access = access or open_access()
+    pool = pool or WorkerPool.default()
+    router = APIRouter(tags=["plan"], dependencies=[Depends(access.require(Role.READER))])
 
     @router.post(
         "/v1/explore",
@@ -81,10 +92,11 @@ def make_router(*, workers: int = 1) -> APIRouter:
                 "description": "A document was invalid or has no valid layout (its error), or "
                 "the request was malformed (the error shape)",
             },
-            **error_responses(500, 503),
+            **error_responses(400, 401, 403, 413, 415, 429, 500, 503),
         },
     )
-    def explore(
+    async def explore(
+        request: Request,
         body: Annotated[
             ExploreDocument | list[ExploreDocument],
             Body(description="An explore document (knobs as lists or left out) or a list"),
@@ -110,14 +122,18 @@ def make_router(*, workers: int = 1) -> APIRouter:
             "workers": workers,
         }
         if not isinstance(body, list):
-            result = explore_document(as_document(body), **options)
+            result = await pool.run(request, _explore_one, as_document(body), options)
             return JSONResponse(result, status_code=422 if "error" in result else 200)
         page = [as_document(d) for d in body[offset : offset + limit]]
         next_offset = offset + len(page) if offset + len(page) < len(body) else None
         if stream:
 
-            def lines() -> Iterator[bytes]:
-                for result in explore_documents(page, **options):
+            async def lines() -> AsyncIterator[bytes]:
+                for doc in page:
+                    try:
+                        result = await pool.run(request, _explore_one, doc, options)
+                    except HTTPException as exc:  # the pool is full: say so on this line
+                        result = {"name": doc.get("name"), "error": str(exc.detail)}
                     yield (json.dumps(result) + "\n").encode()
 
             return StreamingResponse(
@@ -128,7 +144,7 @@ def make_router(*, workers: int = 1) -> APIRouter:
                     "X-Next-Offset": "" if next_offset is None else str(next_offset),
                 },
             )
-        results = list(explore_documents(page, **options))
+        results = await pool.run(request, _explore_all, page, options)
         content = {
             "results": results,
             "total": len(body),
@@ -149,13 +165,26 @@ def make_router(*, workers: int = 1) -> APIRouter:
                 "model": RecommendResult,
                 "description": "Invalid request, no valid layout, or deadline unmet",
             },
-            **error_responses(500, 503),
+            **error_responses(400, 401, 403, 413, 415, 429, 500, 503),
         },
     )
-    def recommendations(
+    async def recommendations(
+        request: Request,
         body: Annotated[RecommendDocument, Body(description="A recommend document")],
     ) -> JSONResponse:
-        result = recommend_document(as_document(body), workers=workers)
+        result = await pool.run(request, _recommend, as_document(body), workers)
         return JSONResponse(result, status_code=422 if "error" in result else 200)
 
     return router
+
+
+def _explore_one(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    return explore_document(doc, **options)
+
+
+def _explore_all(docs: list[dict[str, Any]], options: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(explore_documents(docs, **options))
+
+
+def _recommend(doc: dict[str, Any], workers: int) -> dict[str, Any]:
+    return recommend_document(doc, workers=workers)

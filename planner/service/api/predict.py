@@ -1,20 +1,29 @@
-"""``POST /v1/predict``: one scenario or a list (the ``planner predict --json`` contract)."""
+"""``POST /v1/predict``: one scenario or a list (the ``planner predict --json`` contract).
+
+Runs on the worker pool (``planner.service.api.work``); role ``reader``.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
 
 from planner.scenario import predict_documents
+from planner.service.api.access import Access, open_access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import Prediction, ScenarioDocument, as_document
+from planner.service.api.work import WorkerPool
+from planner.service.auth import Role
 
 
-def make_router() -> APIRouter:
-    """The predict route."""
-    router = APIRouter(tags=["predict"])
+def make_router(access: Access | None = None, pool: WorkerPool | None = None) -> APIRouter:
+    """The predict route on ``pool`` (default: one worker) for the callers ``access`` admits
+    (default: all)."""
+    access = access or open_access()
+    pool = pool or WorkerPool.default()
+    router = APIRouter(tags=["predict"], dependencies=[Depends(access.require(Role.READER))])
 
     @router.post(
         "/v1/predict",
@@ -27,17 +36,18 @@ def make_router() -> APIRouter:
                 "description": "At least one scenario was invalid (see its error); a body that "
                 "is not JSON gets the error shape",
             },
-            **error_responses(500, 503),
+            **error_responses(400, 401, 403, 413, 415, 429, 500, 503),
         },
     )
-    def predict(
+    async def predict(
+        request: Request,
         body: Annotated[
             ScenarioDocument | list[ScenarioDocument],
             Body(description="A scenario or a list of them"),
         ],
     ) -> JSONResponse:
         docs = [as_document(d) for d in body] if isinstance(body, list) else [as_document(body)]
-        results = predict_documents(docs)
+        results = await pool.run(request, predict_documents, docs)
         invalid = any("error" in r for r in results)
         content: Any = results if isinstance(body, list) else results[0]
         return JSONResponse(content, status_code=422 if invalid else 200)

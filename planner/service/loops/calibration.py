@@ -2,18 +2,26 @@
 
 ``online_calibration`` loads the state once per process; ``recalibrate`` feeds every job of a
 cluster that has both a model prediction and an observed step time, and stores the state with
-the model's error per cluster (for ``planner_model_error_ratio``).
+the model's error per cluster (for ``planner_model_error_ratio``). A job whose ranks report
+their compute time (``rank_step`` lines or Prometheus step metrics, kept by its live straggler
+tracker) also teaches the compute and network factors apart: the share of its step spent in
+the forward/backward window over the tracker's recent complete intervals
+(``planner.calibration.online_split``).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
 from planner.calibration import OnlineCalibration, key_from_scenario
+from planner.calibration.online_split import IntervalTiming, window_share
 from planner.errors import PlannerError
 from planner.service.loops.context import IngestDeps
+from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
+from planner.stragglers.live import LiveStragglers
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +67,49 @@ def recalibrate(
                 num_iterations=job.iteration,
                 time_s=job.last_progress_s or now_s,
             )
+            share = job_window_share(job)
+            breakdown = (job.prediction or {}).get("breakdown_s")
+            if share is not None and isinstance(breakdown, dict):
+                online.observe_split(
+                    ckey,
+                    job.job_id,
+                    breakdown=breakdown,
+                    observed_step_s=float(observed),
+                    window_share=share,
+                    num_iterations=job.iteration,
+                    time_s=job.last_progress_s or now_s,
+                )
         except PlannerError as exc:
             log.warning("job %s: not used for calibration: %s", job.job_id, exc)
     if online.num_samples_ == before and uow.calibration(ONLINE_CALIBRATION) is not None:
         return
     uow.put_calibration(ONLINE_CALIBRATION, _state(online), now_s)
+
+
+def job_window_share(job: JobRow) -> float | None:
+    """The share of the job's step spent before its gradient synchronisation can start
+    (``online_split.window_share``), over the complete intervals its live straggler tracker
+    holds; None without per-rank timings, or when the ranks printed no step time (the tracker
+    then takes the slowest compute as the step)."""
+    state = (job.stragglers or {}).get("state")
+    if not state:
+        return None
+    try:
+        tracker = LiveStragglers.from_json(state)
+    except PlannerError:
+        return None
+    history = tracker.history
+    if not any(h.step_time_s > h.max_compute_s for h in history):
+        return None
+    # an interval averages the iterations since the one before it (the first: unknown, left out)
+    intervals = [
+        IntervalTiming(
+            iterations=h.iteration - before.iteration, step_s=h.step_time_s, compute_s=h.compute_s
+        )
+        for before, h in itertools.pairwise(history)
+        if h.iteration > before.iteration
+    ]
+    return window_share(intervals)
 
 
 def _state(online: OnlineCalibration) -> dict[str, Any]:

@@ -5,8 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.calibration import OnlineCalibration
+from planner.capacity.fleet import Fleet
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.service.store import Store
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueForecastConfig:
+    """The knobs of the pending jobs' forecast (``planner.service.loops.queue_forecast``):
+    Monte Carlo samples, least seconds between two forecasts of an unchanged queue, and a
+    fleet file's pools to use instead of the sources' nodes (None: the nodes)."""
+
+    enabled: bool = True
+    samples: int = 100
+    interval_s: float = 30.0
+    fleet: Fleet | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -17,6 +30,7 @@ class IngestSettings:
     max_scenario_file_bytes: int = 1024 * 1024
     ended_job_retention_s: float = 7 * 24 * 3600.0
     trace_analysis_interval_s: float = 300.0
+    queue_forecast: QueueForecastConfig = field(default_factory=QueueForecastConfig)
 
 
 @dataclass(slots=True)

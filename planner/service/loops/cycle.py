@@ -19,6 +19,8 @@ from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerS
 from planner.service.loops.calibration import recalibrate
 from planner.service.loops.context import IngestDeps, IngestSettings, source_name
 from planner.service.loops.jobs import merge_jobs
+from planner.service.loops.node_history import update_node_history
+from planner.service.loops.queue_forecast import forecast_queue
 from planner.service.store import Store
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,15 @@ def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[],
         for warning in snapshot.warnings:
             log.info("source %s: %s", source_name(source), warning)
         merge_jobs(deps, uow, source.read_text_file, snapshot, now_s=now_s)
+        update_node_history(
+            uow,
+            scheduler=snapshot.scheduler,
+            cluster=snapshot.cluster,
+            nodes=snapshot.nodes,
+            now_s=now_s,
+        )
         recalibrate(deps, uow, scheduler=snapshot.scheduler, cluster=snapshot.cluster, now_s=now_s)
+        forecast_queue(deps, uow, snapshot, now_s=now_s)
 
 
 def record_failure(deps: IngestDeps, source: SchedulerSource, error: str, *, now_s: float) -> None:

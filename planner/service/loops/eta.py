@@ -35,11 +35,11 @@ log = logging.getLogger(__name__)
 #: Step samples used for one ETA (the newest ones; the replay uses the same window).
 ETA_SAMPLE_WINDOW = OBSERVATION_WINDOW
 #: ETA history rows kept per job (older rows are pruned).
-ETA_HISTORY_ROWS = 2000
+ETA_HISTORY_ROWS = 1000
 #: An estimate joins the history when progress moved by this much since the last one kept...
-HISTORY_PROGRESS_STEP = 0.001
+HISTORY_PROGRESS_STEP = 0.002
 #: ... or this long after it (s).
-HISTORY_MAX_GAP_S = 3600.0
+HISTORY_MAX_GAP_S = 6 * 3600.0
 
 
 def eta_to_dict(eta: EtaEstimate) -> dict[str, Any]:
@@ -69,6 +69,16 @@ def prior(row: JobRow, default_log_sd: float) -> tuple[float | None, float]:
     else:
         value = row.prediction.get("iteration_time_s")
     return (float(value) if isinstance(value, int | float) and value > 0 else None), sd
+
+
+def straggler_factor(row: JobRow) -> float:
+    """The expected straggler slowdown of a queued job (``prediction["expected_straggler"]
+    ["factor"]``, ``planner.stragglers.exposure``: 1 + P (S - 1)); 1.0 without one."""
+    term = (row.prediction or {}).get("expected_straggler")
+    value = term.get("factor") if isinstance(term, dict) else None
+    if isinstance(value, int | float) and math.isfinite(value) and value >= 1.0:
+        return float(value)
+    return 1.0
 
 
 def schedule_of(row: JobRow) -> TrainingSchedule | None:
@@ -142,6 +152,8 @@ def _estimate(
     known = eta_knowledge(uow, row.scheduler, row.cluster)
     history = ProgressHistory.from_json(row.progress_history)
     if job.status == JobStatus.PENDING:
+        if step_s is not None:
+            step_s *= straggler_factor(row)
         observations = _observations(uow, row) if row.progress_history else []
         if row.progress_history and history.first_iteration is not None:
             return _resumed(
@@ -197,6 +209,8 @@ def update_eta(
         return
     payload = eta_to_dict(eta)
     payload["made_at_s"] = now_s
+    if job.status == JobStatus.PENDING:
+        payload["straggler_factor"] = straggler_factor(row)
     previous = row.eta or {}
     row.eta = payload
     if not _worth_keeping(previous, payload, now_s):

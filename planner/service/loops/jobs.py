@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 #: Snapshot fields an ended job keeps from when it ran (issue 14: it keeps what it was).
 _KEPT_WHEN_ENDED = ("stdout_path", "work_dir", "command", "comment", "node_list", "gpu_type")
 
-#: Reads a file a job names: ``(path, max_bytes) -> text`` (a source's ``read_text_file``).
-ReadText = Callable[[str, int], str]
+#: Reads a file a job names: ``(path, max_bytes, *, job) -> text`` (a source's
+#: ``read_text_file``, which applies the job-file rules of ``adapters.files``).
+ReadText = Callable[..., str]
 
 
 def merge_jobs(
@@ -40,8 +41,8 @@ def merge_jobs(
     now_s: float,
 ) -> None:
     """Store every job of ``snapshot``; jobs the scheduler stopped reporting have ended; jobs
-    that ended more than the retention ago are pruned. ``read_text(path, max_bytes)`` reads a
-    file a job names (the source's ``read_text_file``)."""
+    that ended more than the retention ago are pruned. ``read_text(path, max_bytes, job=job)``
+    reads a file a job names (the source's ``read_text_file``)."""
     retention_s = deps.settings.ended_job_retention_s
     existing = {r.job_id: r for r in uow.jobs_of(snapshot.scheduler, snapshot.cluster)}
     seen: set[str] = set()
@@ -148,7 +149,7 @@ def describe(
     """Work out what the job trains and predict it (``planner.service.describe``); a new
     prediction starts from what the cluster's jobs taught the online calibration."""
     max_bytes = deps.settings.max_scenario_file_bytes
-    description = describe_job(job, lambda path: read_text(path, max_bytes))
+    description = describe_job(job, lambda path: read_text(path, max_bytes, job=job))
     row.description_key = key
     row.described_by = description.described_by
     row.description_detail = description.error or description.detail

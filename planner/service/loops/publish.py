@@ -27,7 +27,8 @@ from planner.recommend.admission import (
 )
 from planner.recommend.outlook import JobOutlook
 from planner.recommend.time_limit import RuntimeHint, runtime_hint
-from planner.service.models import JobRow
+from planner.service.audit import AuditLog
+from planner.service.models import AuditEntry, JobRow
 from planner.service.store import Store
 from planner.specs.job import JobStatus
 
@@ -72,7 +73,23 @@ def outlook_of(row: JobRow) -> JobOutlook:
         remaining_p90_s=_quantile(row.eta, "remaining_s", "p90"),
         completion_p50_s=_quantile(row.eta, "completion_time_s", "p50"),
         completion_p90_s=_quantile(row.eta, "completion_time_s", "p90"),
+        iteration=row.iteration,
+        **_straggler_term(row),
     )
+
+
+def _straggler_term(row: JobRow) -> dict[str, Any]:
+    """The expected straggler term of a queued job (``planner.service.loops.node_history``) as
+    ``JobOutlook`` fields; empty without one."""
+    term = (row.prediction or {}).get("expected_straggler")
+    if not isinstance(term, dict) or _num(term.get("factor")) is None:
+        return {}
+    return {
+        "straggler_factor": _num(term.get("factor")),
+        "straggler_probability": _num(term.get("probability")),
+        "straggler_slowdown": _num(term.get("slowdown_when_slow")),
+        "eta_straggler_factor": _num((row.eta or {}).get("straggler_factor")) or 1.0,
+    }
 
 
 # ---------------------------------------------------------------------------- Kubernetes
@@ -144,6 +161,7 @@ class KubernetesRuntime:
     elector: Elector | None = None
     reconcile_admission: Callable[[], None] | None = None
     write_hints: Callable[[str, AdvisoryHints], None] | None = None
+    audit: AuditLog | None = None
     _written_hints: dict[str, AdvisoryHints] = field(default_factory=dict)
 
     @property
@@ -170,28 +188,52 @@ class KubernetesRuntime:
         if self.reconcile_admission is not None:
             self.reconcile_admission()
         if self.write_hints is not None:
-            publish_kubernetes_hints(store, self.write_hints, self._written_hints)
+            publish_kubernetes_hints(store, self.write_hints, self._written_hints, self.audit)
 
 
 def publish_kubernetes_hints(
     store: Store,
     write: Callable[[str, AdvisoryHints], None],
     written: dict[str, AdvisoryHints],
+    audit: AuditLog | None = None,
 ) -> None:
     """Annotate each active Kubernetes job that has a prediction with its hint values, when
-    they differ from what was written (``written`` is updated); failures are logged."""
+    they differ from what was written (``written`` is updated); failures are logged; every
+    write is audited (``audit``)."""
+    entries: list[AuditEntry] = []
     for row in store.list_jobs(active_only=True):
         if row.scheduler != KUBERNETES or row.prediction is None:
             continue
         hints = advisory_hints(outlook_of(row))
         if written.get(row.job_id) == hints:
             continue
+        values = {
+            "predicted_runtime_s": hints.predicted_runtime_s,
+            "eta_s": hints.eta_s,
+            "recommended_gpus": hints.recommended_gpus,
+        }
         try:
             write(row.job_id, hints)
         except (PlannerError, ValueError) as exc:
             log.warning("hints for %s not written: %s", row.job_id, exc)
-            continue
-        written[row.job_id] = hints
+            outcome, reason = "error", str(exc)
+        else:
+            written[row.job_id] = hints
+            outcome, reason = "ok", "the model's runtime and the ETA changed"
+        if audit is not None:
+            entries.append(
+                audit.entry(
+                    action="annotations",
+                    outcome=outcome,
+                    scheduler=KUBERNETES,
+                    cluster=row.cluster,
+                    target=row.job_id,
+                    reason=reason,
+                    detail=values,
+                )
+            )
+    if audit is not None:
+        audit.record(entries)
 
 
 # ---------------------------------------------------------------------------- Slurm
@@ -203,6 +245,21 @@ class HintResult(Protocol):
     @property
     def error(self) -> Exception | None:
         """Why this job's hint was not written."""
+        ...
+
+    @property
+    def comment(self) -> str:
+        """The job's comment now."""
+        ...
+
+    @property
+    def comment_changed(self) -> bool:
+        """Whether the comment was updated."""
+        ...
+
+    @property
+    def time_limit_min(self) -> int | None:
+        """The time limit set (None: left alone)."""
         ...
 
 
@@ -217,24 +274,29 @@ class HintWriter(Protocol):
 @dataclass(kw_only=True)
 class HintsFile:
     """The hints file for ``job_submit.lua``: ``write(hints by key)`` writes it atomically;
-    ``scenario_key(path)`` and ``job_key(user, name)`` are its keys (raise ``SpecError``)."""
+    ``scenario_key(user, path)`` and ``job_key(user, name)`` are its keys, both per user so
+    one user's hints never reach another user's jobs (raise ``SpecError``)."""
 
     path: str
     write: Callable[[Mapping[str, RuntimeHint]], None]
-    scenario_key: Callable[[str], str]
+    scenario_key: Callable[[str, str], str]
     job_key: Callable[[str, str], str]
 
 
 @dataclass(kw_only=True)
 class SlurmHintsRuntime:
-    """Writes Slurm hints after each ingest cycle (see the module docstring)."""
+    """Writes Slurm hints after each ingest cycle (see the module docstring); every write is
+    audited (``audit``)."""
 
     writer: HintWriter | None = None
     hints_file: HintsFile | None = None
+    audit: AuditLog | None = None
+    _last_file: dict[str, RuntimeHint] | None = None
 
     def after_cycle(self, store: Store) -> None:
         """Write the hints of active Slurm jobs and refresh the hints file; logs failures."""
         active: dict[str, RuntimeHint] = {}
+        rows: dict[str, JobRow] = {}
         by_key: dict[str, RuntimeHint] = {}
         for row in store.list_jobs():
             if row.scheduler != SLURM:
@@ -248,8 +310,10 @@ class SlurmHintsRuntime:
                 continue
             if row.active:
                 active[row.job_id] = hint
+                rows[row.job_id] = row
             if self.hints_file is not None:
                 by_key.update(_file_keys(self.hints_file, row, hint))
+        entries: list[AuditEntry] = []
         if self.writer is not None and active:
             try:
                 results = self.writer.write_many(active)
@@ -259,19 +323,75 @@ class SlurmHintsRuntime:
                 for job_id, result in results.items():
                     if result.error:
                         log.warning("Slurm hint for job %s: %s", job_id, result.error)
-        if self.hints_file is not None and by_key:
+                    entries += self._audit_job(rows.get(job_id), job_id, active[job_id], result)
+        if self.hints_file is not None and by_key and by_key != self._last_file:
             try:
                 self.hints_file.write(by_key)
             except (OSError, PlannerError) as exc:
                 log.warning("hints file %s not written: %s", self.hints_file.path, exc)
+                outcome, reason = "error", str(exc)
+            else:
+                self._last_file = dict(by_key)
+                outcome, reason = "ok", "the hints of the jobs' users changed"
+            if self.audit is not None:
+                entries.append(
+                    self.audit.entry(
+                        action="hints_file",
+                        outcome=outcome,
+                        scheduler=SLURM,
+                        target=self.hints_file.path,
+                        reason=reason,
+                        detail={"keys": len(by_key)},
+                    )
+                )
+        if self.audit is not None:
+            self.audit.record(entries)
+
+    def _audit_job(
+        self, row: JobRow | None, job_id: str, hint: RuntimeHint, result: HintResult
+    ) -> list[AuditEntry]:
+        if self.audit is None:
+            return []
+        cluster = row.cluster if row is not None else ""
+
+        def entry(action: str, outcome: str, reason: str, detail: dict[str, Any] | None) -> Any:
+            assert self.audit is not None
+            return self.audit.entry(
+                action=action,
+                outcome=outcome,
+                scheduler=SLURM,
+                cluster=cluster,
+                target=job_id,
+                reason=reason,
+                detail=detail,
+            )
+
+        if result.error:
+            return [entry("hint", "error", str(result.error), None)]
+        out: list[AuditEntry] = []
+        if result.comment_changed:
+            out.append(entry("comment", "ok", hint.basis, {"comment": result.comment[-300:]}))
+        if result.time_limit_min is not None:
+            detail = {
+                "time_limit_min": result.time_limit_min,
+                "runtime_p50_s": hint.predicted_runtime_s,
+                "runtime_p90_s": hint.runtime_p90_s,
+            }
+            out.append(entry("time_limit", "ok", hint.basis, detail))
+        return out
 
 
 def _file_keys(hints_file: HintsFile, row: JobRow, hint: RuntimeHint) -> dict[str, RuntimeHint]:
-    """The hints-file entries of one job: by its scenario path and by user + job name."""
+    """The hints-file entries of one job, both keyed by its user: by scenario path and by job
+    name."""
     keys: dict[str, RuntimeHint] = {}
     try:
-        if row.described_by == "scenario_file" and row.description_detail.startswith("/"):
-            keys[hints_file.scenario_key(row.description_detail)] = hint
+        if (
+            row.user
+            and row.described_by == "scenario_file"
+            and row.description_detail.startswith("/")
+        ):
+            keys[hints_file.scenario_key(row.user, row.description_detail)] = hint
         if row.user and row.name:
             keys[hints_file.job_key(row.user, row.name)] = hint
     except PlannerError as exc:

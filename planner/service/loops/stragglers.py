@@ -61,7 +61,7 @@ def analyse_trace(
     if paths is None or traces is None:
         return
     stored = (row.stragglers or {}).get("trace") or {}
-    fingerprint = traces.fingerprint(*paths)
+    fingerprint = traces.fingerprint(*paths, job=job)
     if fingerprint is None or fingerprint == stored.get("fingerprint"):
         return
     last = stored.get("analysed_at_s")
@@ -74,7 +74,7 @@ def analyse_trace(
         "meta_path": paths[1],
     }
     try:
-        report = analyse(traces.read(*paths))
+        report = analyse(traces.read(*paths, job=job))
     except PlannerError as exc:
         log.warning("job %s: trace %s not analysed: %s", row.job_id, paths[0], exc)
         doc["error"] = str(exc)

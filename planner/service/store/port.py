@@ -16,7 +16,18 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from planner.service.models import CalibrationRow, JobRow, PredictionRow, SourceRow, StepSampleRow
+from planner.service.models import (
+    AuditEntry,
+    AuditRow,
+    CalibrationRow,
+    JobRow,
+    NodeSlownessRow,
+    PredictionRow,
+    RetentionPolicy,
+    ReviewRow,
+    SourceRow,
+    StepSampleRow,
+)
 
 
 class UnitOfWork(Protocol):
@@ -84,6 +95,32 @@ class UnitOfWork(Protocol):
         """The newest ``limit`` predictions of ``kind`` of the job, oldest first."""
         ...
 
+    # Node slowness history (issue 14: straggler impact for queued jobs).
+
+    def slow_episodes(
+        self, scheduler: str, cluster: str, *, since_s: float
+    ) -> list[NodeSlownessRow]:
+        """Slow-node episodes of one cluster last seen at or after ``since_s``, oldest first."""
+        ...
+
+    def add_slow_episode(
+        self,
+        *,
+        scheduler: str,
+        cluster: str,
+        node: str,
+        job_id: str,
+        now_s: float,
+        ranks: int,
+        slowdown: float,
+    ) -> NodeSlownessRow:
+        """Start an episode of ``node`` being slow for ``job_id`` at ``now_s``."""
+        ...
+
+    def forget_nodes(self, scheduler: str, cluster: str, nodes: Sequence[str]) -> None:
+        """Remove every episode of these nodes (drained: they leave the history)."""
+        ...
+
 
 class Store(Protocol):
     """The service's database (see the module docstring)."""
@@ -141,4 +178,39 @@ class Store(Protocol):
 
     def sources(self) -> Sequence[SourceRow]:
         """Health rows of every source the service has polled."""
+        ...
+
+    # Issue 16: readiness, audit trail, retention.
+
+    def check(self) -> None:
+        """Raise ``StoreError`` unless the database answers and is the one opened."""
+        ...
+
+    def add_audit(self, entries: Sequence[AuditEntry]) -> None:
+        """Append audit records."""
+        ...
+
+    def audit(self, *, limit: int = 100, action: str | None = None) -> list[AuditRow]:
+        """The newest ``limit`` audit records, newest first."""
+        ...
+
+    def prune(self, policy: RetentionPolicy, *, now_s: float) -> dict[str, int]:
+        """Delete what the retention ``policy`` does not keep; rows deleted per kind."""
+        ...
+
+    # ------------------------------------------------------------ capacity reviews (issue 15)
+
+    def add_review(self, review: ReviewRow, *, keep: int) -> int:
+        """Store a review (its id is returned) and keep only the newest ``keep``."""
+        ...
+
+    def latest_review(
+        self, *, with_result: bool = True, with_documents: bool = False
+    ) -> ReviewRow | None:
+        """The newest stored review that ran (no ``error``); its ``result`` only
+        ``with_result``, its ``html``/``markdown`` only ``with_documents`` (else None)."""
+        ...
+
+    def list_reviews(self, *, limit: int = 20) -> list[ReviewRow]:
+        """The newest ``limit`` reviews, newest first, without result or documents."""
         ...

@@ -1,16 +1,29 @@
 """The planner's store: SQLAlchemy over any database URL (SQLite file by default).
 
 :class:`SqlStore` implements the ``Store`` port (``planner.service.store.port``) and
-:class:`SqlUnitOfWork` its ``UnitOfWork``. The schema is created and upgraded by the Alembic
-migrations in ``planner/service/migrations`` when the service starts
+:class:`SqlUnitOfWork` (``unit_of_work``) its ``UnitOfWork``. The schema is created and
+upgraded by the Alembic migrations in ``planner/service/migrations`` when the service starts
 (:meth:`SqlStore.migrate`); data already stored is never dropped. Every database failure is
 raised as :class:`planner.errors.StoreError` and the transaction is rolled back, so a failed
 write leaves what was stored before untouched.
+
+Faults (issue 16): error texts never carry the URL's password (``redact``) and the API sees only
+``StoreError.public_message``; connections are checked before use (``pool_pre_ping``), a server
+that cannot be reached is not asked again before a backoff (1 s doubling to 30 s), so requests
+fail fast while PostgreSQL is down and recover when it is back; a SQLite file that was deleted
+or replaced under the running service (its device and inode changed) fails every unit of work
+and :meth:`SqlStore.check` (``/readyz``) instead of writing to an unlinked file; SQLite commits
+are synchronous (``synchronous=FULL``), so an accepted write survives a crash.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import re
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,16 +34,50 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, delete, event, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from planner.errors import StoreError
-from planner.service.models import CalibrationRow, JobRow, PredictionRow, SourceRow, StepSampleRow
+from planner.service.models import (
+    AuditEntry,
+    AuditRow,
+    CalibrationRow,
+    JobRow,
+    PredictionRow,
+    RetentionPolicy,
+    ReviewRow,
+    SourceRow,
+    StepSampleRow,
+    job_sort_key,
+)
+from planner.service.store import maintenance
+from planner.service.store.unit_of_work import SqlUnitOfWork
 
 log = logging.getLogger(__name__)
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 _LOCK = 0x504C414E  # advisory lock key of the schema migration ("PLAN")
+#: Backoff after a failed connection: first and longest wait, seconds.
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 30.0
+UNAVAILABLE = "store: the database is unavailable (details in the planner's log); retry later"
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+
+
+def redact(text: str, url: str | None = None) -> str:
+    """``text`` without the password of ``url`` nor any ``scheme://user:password@`` one."""
+    out = _PASSWORD_IN_URL.sub(r"\1***@", text)
+    if url:
+        try:
+            password = make_url(url).password
+        except (ArgumentError, ValueError):
+            password = None
+        if password and len(str(password)) >= 3:
+            out = out.replace(str(password), "***")
+    return out
+
+
+_REVIEW_SUMMARY = ("id", "made_at_s", "trigger", "fleet", "elapsed_s", "error", "summary")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -38,6 +85,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
 
 
@@ -51,27 +99,117 @@ class SqlStore:
     def __init__(self, url: str) -> None:
         try:
             parsed = make_url(url)
-        except ArgumentError as exc:
-            raise StoreError(f"database_url {url!r} is not a SQLAlchemy URL: {exc}") from None
+        except (ArgumentError, ValueError):
+            raise StoreError(
+                f"database_url {redact(url)!r} is not a SQLAlchemy URL "
+                "(dialect+driver://user:password@host/database, or sqlite:///PATH)"
+            ) from None
         self.url = url
         self.safe_url = parsed.render_as_string(hide_password=True)
+        self.backend = parsed.get_backend_name()
+        self.sqlite_path: Path | None = None
+        self._identity: tuple[int, int] | None = None
+        self._down_until = 0.0
+        self._delay = 0.0
+        self._lock = threading.Lock()
         connect_args: dict[str, Any] = {}
-        if parsed.get_backend_name() == "sqlite":
+        options: dict[str, Any] = {"pool_pre_ping": True}
+        if self.backend == "sqlite":
             connect_args["check_same_thread"] = False
             if parsed.database and parsed.database != ":memory:":
+                self.sqlite_path = Path(parsed.database).expanduser()
                 try:
-                    Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                    self.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
                 except OSError as exc:
                     raise StoreError(
-                        f"cannot create the directory of {self.safe_url}: {exc}"
+                        f"cannot create the directory of {self.safe_url}: {exc.strerror}"
                     ) from None
+        elif self.backend == "postgresql":
+            connect_args["connect_timeout"] = 5
+            options["pool_recycle"] = 1800
         try:
-            self.engine: Engine = create_engine(url, connect_args=connect_args)
+            self.engine: Engine = create_engine(url, connect_args=connect_args, **options)
         except (SQLAlchemyError, ImportError) as exc:
-            raise StoreError(f"cannot open database {self.safe_url}: {exc}") from None
-        if parsed.get_backend_name() == "sqlite":
+            raise StoreError(
+                f"cannot open database {self.safe_url}: {redact(str(exc), url)}"
+            ) from None
+        if self.backend == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    # ---------------------------------------------------------------- faults
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        if self.sqlite_path is None:
+            return None
+        try:
+            st = os.stat(self.sqlite_path)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _check_file(self) -> None:
+        """Raise when the SQLite file this store opened was deleted or replaced."""
+        if self.sqlite_path is None:
+            return
+        now = self._file_identity()
+        if self._identity is None:
+            self._identity = now
+            return
+        if now == self._identity:
+            return
+        what = "deleted" if now is None else "replaced by another file"
+        message = (
+            f"the SQLite file {self.sqlite_path} was {what} while the planner ran: nothing is "
+            "written to it any more; restore it and restart the planner (a restart without it "
+            "starts an empty store)"
+        )
+        raise StoreError(message, public=f"store: {message}")
+
+    def _failed(self, exc: SQLAlchemyError) -> StoreError:
+        """The ``StoreError`` for ``exc``; a lost connection starts (or doubles) the backoff."""
+        detail = redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.url)
+        # A connection dropped under us (failover, killed backend) is replaced at once by the
+        # pool; a server that cannot be reached is not asked again before the backoff.
+        dropped = isinstance(exc, DBAPIError) and exc.connection_invalidated
+        unreachable = isinstance(exc, OperationalError) and not dropped
+        if unreachable and self.backend != "sqlite":
+            with self._lock:
+                self._delay = min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, 2 * self._delay))
+                self._down_until = time.monotonic() + self._delay
+            log.error(
+                "database %s unreachable (retry in %.0f s): %s", self.safe_url, self._delay, detail
+            )
+        if (dropped or unreachable) and self.backend != "sqlite":
+            return StoreError(f"database {self.safe_url} unreachable: {detail}", public=UNAVAILABLE)
+        log.error("database %s error: %s", self.safe_url, detail)
+        return StoreError(
+            f"database error: {detail}",
+            public="store: database error (details in the planner's log)",
+        )
+
+    def _before(self) -> None:
+        self._check_file()
+        wait = self._down_until - time.monotonic()
+        if wait > 0:
+            raise StoreError(
+                f"database {self.safe_url} unreachable; next try in {wait:.0f} s",
+                public=UNAVAILABLE,
+            )
+
+    def _succeeded(self) -> None:
+        if self._delay:
+            with self._lock:
+                if self._delay:
+                    log.info("database %s reachable again", self.safe_url)
+                self._delay = 0.0
+                self._down_until = 0.0
+
+    def check(self) -> None:
+        """Raise ``StoreError`` unless the database answers and (SQLite) its file is the one
+        opened (for ``/readyz``)."""
+        with self.session() as s:
+            s.execute(text("SELECT 1"))
 
     def migrate(self) -> None:
         """Create or upgrade the schema to the newest Alembic revision; raises ``StoreError``.
@@ -88,26 +226,38 @@ class SqlStore:
                 cfg.attributes["connection"] = connection
                 command.upgrade(cfg, "head")
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot migrate database {self.safe_url}: {exc}") from None
+            error = self._failed(exc)
+            raise StoreError(
+                f"cannot migrate database {self.safe_url}: {error}",
+                public=error.public_message,
+            ) from None
+        self._identity = self._file_identity()
 
     def revision(self) -> str | None:
         """The Alembic revision the database is at (None before the first migration)."""
-        with self.engine.connect() as connection:
-            return MigrationContext.configure(connection).get_current_revision()
+        try:
+            with self.engine.connect() as connection:
+                return MigrationContext.configure(connection).get_current_revision()
+        except SQLAlchemyError as exc:
+            raise self._failed(exc) from None
 
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A unit of work: commits on success, rolls back and raises ``StoreError`` on failure."""
+        self._before()
         session = self._sessions()
         try:
             yield session
             session.commit()
         except SQLAlchemyError as exc:
-            session.rollback()
-            raise StoreError(f"database error: {exc}") from None
+            with contextlib.suppress(SQLAlchemyError):  # a lost connection committed nothing
+                session.rollback()
+            raise self._failed(exc) from None
         except BaseException:
             session.rollback()
             raise
+        else:
+            self._succeeded()
         finally:
             session.close()
 
@@ -132,7 +282,7 @@ class SqlStore:
             if status:
                 query = query.where(JobRow.status == status)
             rows = list(s.scalars(query))
-        return sorted(rows, key=lambda r: (r.scheduler, r.cluster, _job_sort_key(r.job_id)))
+        return sorted(rows, key=lambda r: (r.scheduler, r.cluster, job_sort_key(r.job_id)))
 
     def find_jobs(
         self, job_id: str, *, scheduler: str | None = None, cluster: str | None = None
@@ -188,151 +338,59 @@ class SqlStore:
         with self.session() as s:
             return list(s.scalars(select(SourceRow).order_by(SourceRow.name)))
 
+    # ---------------------------------------------------------------- issue 16: audit, retention
 
-class SqlUnitOfWork:
-    """The ``UnitOfWork`` port over one SQLAlchemy session (changes to rows it returned are
-    written on commit)."""
+    def add_audit(self, entries: Sequence[AuditEntry]) -> None:
+        """Append audit records (one transaction)."""
+        if not entries:
+            return
+        with self.session() as s:
+            s.add_all(maintenance.audit_rows(entries))
 
-    def __init__(self, session: Session) -> None:
-        self._s = session
+    def audit(self, *, limit: int = 100, action: str | None = None) -> list[AuditRow]:
+        """The newest ``limit`` audit records (of one ``action`` when given), newest first."""
+        with self.session() as s:
+            query = select(AuditRow).order_by(AuditRow.id.desc()).limit(limit)
+            if action:
+                query = query.where(AuditRow.action == action)
+            return list(s.scalars(query))
 
-    def source(self, name: str, *, scheduler: str) -> SourceRow:
-        """The health row of source ``name``, created when new."""
-        row = self._s.get(SourceRow, name)
-        if row is None:
-            row = SourceRow(name=name, scheduler=scheduler, cluster="", consecutive_failures=0)
-            self._s.add(row)
-        return row
+    def prune(self, policy: RetentionPolicy, *, now_s: float) -> dict[str, int]:
+        """Apply ``policy`` (ETA history, step samples, audit); rows deleted per table."""
+        with self.session() as s:
+            return maintenance.prune(s, policy, now_s=now_s)
 
-    def jobs_of(self, scheduler: str, cluster: str) -> list[JobRow]:
-        """Every stored job of one scheduler and cluster."""
-        query = select(JobRow).where(JobRow.scheduler == scheduler, JobRow.cluster == cluster)
-        return list(self._s.scalars(query))
+    # ------------------------------------------------------------ capacity reviews (issue 15)
 
-    def new_job(self, *, scheduler: str, cluster: str, job_id: str, first_seen_s: float) -> JobRow:
-        """A new job row, added to the session."""
-        row = JobRow(
-            scheduler=scheduler,
-            cluster=cluster,
-            job_id=job_id,
-            first_seen_s=first_seen_s,
-            described_by="none",
-            description_detail="",
-            description_key="",
-        )
-        self._s.add(row)
-        return row
+    def add_review(self, review: ReviewRow, *, keep: int) -> int:
+        """Store a review (its id is returned) and keep only the newest ``keep``."""
+        with self.session() as s:
+            s.add(review)
+            s.flush()
+            newest = select(ReviewRow.id).order_by(ReviewRow.id.desc()).limit(keep)
+            s.execute(delete(ReviewRow).where(ReviewRow.id.not_in(newest.scalar_subquery())))
+            return int(review.id)
 
-    def delete_ended_jobs(self, *, ended_before_s: float) -> None:
-        """Remove inactive jobs that ended before ``ended_before_s`` (cascades to samples)."""
-        self._s.execute(
-            delete(JobRow).where(
-                JobRow.active.is_(False),
-                JobRow.ended_s.is_not(None),
-                JobRow.ended_s < ended_before_s,
-            )
-        )
+    def _reviews(self, columns: Sequence[str], *, ok_only: bool, limit: int) -> list[ReviewRow]:
+        """Reviews newest first as detached rows holding only ``columns`` (others None)."""
+        with self.session() as s:
+            query = select(*(getattr(ReviewRow, c) for c in columns))
+            if ok_only:
+                query = query.where(ReviewRow.error.is_(None))
+            found = s.execute(query.order_by(ReviewRow.id.desc()).limit(limit)).all()
+        return [ReviewRow(**dict(zip(columns, row, strict=True))) for row in found]
 
-    def _pk(self, job: JobRow) -> int:
-        if job.id is None:
-            self._s.flush()
-        return job.id
+    def latest_review(
+        self, *, with_result: bool = True, with_documents: bool = False
+    ) -> ReviewRow | None:
+        """The newest stored review that ran; ``result`` / ``html`` and ``markdown`` only
+        when asked for (else None)."""
+        columns = [*_REVIEW_SUMMARY]
+        columns += ["result"] if with_result else []
+        columns += ["html", "markdown"] if with_documents else []
+        rows = self._reviews(columns, ok_only=True, limit=1)
+        return rows[0] if rows else None
 
-    def sample_iterations(self, job: JobRow) -> set[int]:
-        """Iterations the job already has a step sample for."""
-        pk = self._pk(job)
-        return set(
-            self._s.scalars(select(StepSampleRow.iteration).where(StepSampleRow.job_pk == pk))
-        )
-
-    def add_sample(
-        self,
-        job: JobRow,
-        *,
-        iteration: int,
-        step_time_s: float | None,
-        num_iterations: int,
-        time_s: float,
-        loss: float | None,
-    ) -> None:
-        """Store one step sample."""
-        self._s.add(
-            StepSampleRow(
-                job_pk=self._pk(job),
-                iteration=iteration,
-                step_time_s=step_time_s,
-                num_iterations=num_iterations,
-                time_s=time_s,
-                loss=loss,
-            )
-        )
-
-    def timed_samples(self, job: JobRow, *, limit: int) -> list[StepSampleRow]:
-        """The newest ``limit`` samples with a step time, oldest first."""
-        pk = self._pk(job)
-        self._s.flush()
-        rows = self._s.scalars(
-            select(StepSampleRow)
-            .where(StepSampleRow.job_pk == pk, StepSampleRow.step_time_s.is_not(None))
-            .order_by(StepSampleRow.iteration.desc())
-            .limit(limit)
-        )
-        return list(reversed(list(rows)))
-
-    def add_prediction(
-        self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]
-    ) -> None:
-        """Store a prediction of ``kind`` in the job's history."""
-        self._s.add(
-            PredictionRow(job_pk=self._pk(job), made_at_s=made_at_s, kind=kind, payload=payload)
-        )
-
-    def prune_predictions(self, job: JobRow, *, kind: str, keep: int) -> None:
-        """Keep only the newest ``keep`` predictions of ``kind``."""
-        pk = self._pk(job)
-        cutoff = self._s.scalar(
-            select(PredictionRow.id)
-            .where(PredictionRow.job_pk == pk, PredictionRow.kind == kind)
-            .order_by(PredictionRow.id.desc())
-            .offset(keep)
-            .limit(1)
-        )
-        if cutoff is not None:
-            self._s.execute(
-                delete(PredictionRow).where(
-                    PredictionRow.job_pk == pk,
-                    PredictionRow.kind == kind,
-                    PredictionRow.id <= cutoff,
-                )
-            )
-
-    def calibration(self, name: str) -> CalibrationRow | None:
-        """One stored calibration by name."""
-        return self._s.get(CalibrationRow, name)
-
-    def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
-        """Create or replace a named calibration."""
-        row = self._s.get(CalibrationRow, name)
-        if row is None:
-            self._s.add(CalibrationRow(name=name, state=state, updated_s=updated_s))
-        else:
-            row.state = state
-            row.updated_s = updated_s
-
-    # issue 14 (ETA)
-    def job_predictions(self, job: JobRow, *, kind: str, limit: int) -> list[PredictionRow]:
-        """The newest ``limit`` predictions of ``kind`` of the job, oldest first."""
-        pk = self._pk(job)
-        self._s.flush()
-        rows = self._s.scalars(
-            select(PredictionRow)
-            .where(PredictionRow.job_pk == pk, PredictionRow.kind == kind)
-            .order_by(PredictionRow.made_at_s.desc(), PredictionRow.id.desc())
-            .limit(limit)
-        )
-        return list(reversed(list(rows)))
-
-
-def _job_sort_key(job_id: str) -> tuple[int, str]:
-    head = job_id.split("_", 1)[0]
-    return (int(head), job_id) if head.isdigit() else (1 << 62, job_id)
+    def list_reviews(self, *, limit: int = 20) -> list[ReviewRow]:
+        """The newest ``limit`` reviews, newest first, without result or documents."""
+        return self._reviews(_REVIEW_SUMMARY, ok_only=False, limit=limit)

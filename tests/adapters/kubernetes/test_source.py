@@ -14,6 +14,7 @@ from planner.ports import SchedulerSource
 from planner.service.describe import describe_job
 from planner.specs.job import JobStatus
 from tests.adapters.kubernetes.conftest import find, load_cluster
+from tests.adapters.test_job_files import SECRET, refused
 from tests.k8s_fake import FakeKube, Fault, wait_for
 
 
@@ -125,15 +126,17 @@ def test_missing_crds_become_warnings(fake: FakeKube) -> None:
     assert src.stats()["volcano"].installed is False
 
 
-def test_read_text_file_paths(tmp_path: Path, fake: FakeKube) -> None:
-    allowed = tmp_path / "scenarios"
-    allowed.mkdir()
+def test_read_text_file_paths(open_dir: Path, fake: FakeKube) -> None:
+    allowed = open_dir / "scenarios"
+    allowed.mkdir(mode=0o755)
     (allowed / "a.yaml").write_text("model: {preset: gpt3-13b}\n")
-    (tmp_path / "secret.yaml").write_text("x: 1\n")
-    src = KubernetesSource(fake.api_client(), scenario_roots=[str(allowed)])
+    (allowed / "a.yaml").chmod(0o644)
+    (open_dir / "secret.yaml").write_text("x: 1\n")
+    (open_dir / "secret.yaml").chmod(0o644)
+    src = KubernetesSource(fake.api_client(), allowed_file_roots=[str(allowed)])
     assert src.read_text_file(str(allowed / "a.yaml"), 1000).startswith("model")
     with pytest.raises(SourcePermanentError, match="outside"):
-        src.read_text_file(str(tmp_path / "secret.yaml"), 1000)
+        src.read_text_file(str(open_dir / "secret.yaml"), 1000)
     with pytest.raises(SourcePermanentError, match="limit"):
         src.read_text_file(str(allowed / "a.yaml"), 5)
     with pytest.raises(SourcePermanentError, match="disabled"):
@@ -155,3 +158,28 @@ def test_configmap_scenario(fake: FakeKube) -> None:
     assert "gpt3-13b" in src.read_text_file("k8s-configmap:team-a/scen/job.yaml", 1000)
     with pytest.raises(SourcePermanentError, match="no key"):
         src.read_text_file("k8s-configmap:team-a/scen/other.yaml", 1000)
+
+
+def test_kubernetes_reads_only_world_readable_files_under_listed_mounts(
+    open_dir: Path, fake: FakeKube
+) -> None:
+    mount = open_dir / "mnt"
+    mount.mkdir(mode=0o755)
+    (mount / "ok.yaml").write_text("model: {preset: llama3-8b}\n")
+    (mount / "ok.yaml").chmod(0o644)
+    (mount / "private.yaml").write_text(SECRET)
+    (mount / "private.yaml").chmod(0o600)
+    (mount / "passwd.yaml").symlink_to("/etc/passwd")
+    default = KubernetesSource(fake.api_client())
+    with pytest.raises(SourcePermanentError) as exc:
+        default.read_text_file(str(mount / "ok.yaml"), 1000)
+    assert "no directory is allowed" in refused(exc)
+    src = KubernetesSource(fake.api_client(), allowed_file_roots=[str(mount)])
+    assert src.read_text_file(str(mount / "ok.yaml"), 1000).startswith("model")
+    with pytest.raises(SourcePermanentError) as exc:
+        src.read_text_file(str(mount / "private.yaml"), 1000)
+    assert "not readable by user (no host user)" in refused(exc, SECRET)
+    for path in ("/etc/passwd", str(mount / "passwd.yaml")):
+        with pytest.raises(SourcePermanentError) as exc:
+            src.read_text_file(path, 1000)
+        assert "outside the allowed directories" in refused(exc, "root:")

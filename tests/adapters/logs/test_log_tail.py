@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import threading
+import time
 from datetime import UTC
 from pathlib import Path
 
@@ -155,3 +158,33 @@ def test_recorded_tiny_gpt_log(tailer: LogTailer) -> None:
     assert records[0].num_iterations == 1
     assert {r.num_iterations for r in records[1:]} == {5}
     assert cursor.last_iteration == 900
+
+
+def test_a_fifo_swapped_in_after_the_check_does_not_block(
+    tmp_path: Path, tailer: LogTailer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's log path that turns into a FIFO between the ``stat`` and the ``open`` (a race
+    its owner controls): the open does not block and nothing is read."""
+    regular = tmp_path / "regular.log"
+    regular.write_text("x\n")
+    fifo = tmp_path / "train.log"
+    os.mkfifo(fifo)
+    real_stat = os.stat
+    monkeypatch.setattr(
+        "adapters.logs.tail.os.stat",
+        lambda path, *a, **k: real_stat(regular if str(path) == str(fifo) else path, *a, **k),
+    )
+
+    def unblock() -> None:  # a writer comes and goes: releases a reader blocked in open()
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    timer = threading.Timer(3.0, unblock)
+    timer.start()
+    try:
+        start = time.monotonic()
+        cursor = TailCursor(path=str(fifo))
+        assert tailer.read(cursor) == ([], cursor)
+        assert time.monotonic() - start < 1.0
+    finally:
+        timer.cancel()

@@ -233,7 +233,7 @@ def test_hints_file_is_written_atomically_and_reads_back(tmp_path: Path) -> None
     path = tmp_path / "hints.tsv"
     path.write_text("old\n")
     hints = {
-        scenario_key("/data/runs/../runs/gpt.yaml"): FULL,
+        scenario_key("alice", "/data/runs/../runs/gpt.yaml"): FULL,
         job_key("alice", "pretrain 7b"): SlurmHint(predicted_runtime_s=600),
     }
     write_hints_file(path, hints)
@@ -241,13 +241,13 @@ def test_hints_file_is_written_atomically_and_reads_back(tmp_path: Path) -> None
     assert text.splitlines() == [
         HINTS_FILE_HEADER,
         "job:alice/pretrain 7b\t22\trt:600",
-        "scenario:/data/runs/gpt.yaml\t290\trt:12345;eta:1795000000;p90:14000;gpus:16;"
+        "scenario:alice:/data/runs/gpt.yaml\t290\trt:12345;eta:1795000000;p90:14000;gpus:16;"
         "par:tp=8,pp=2,dp=1",
     ]
     assert oct(path.stat().st_mode & 0o777) == "0o644"
     assert read_hints_file(path) == {
         "job:alice/pretrain 7b": (22, "rt:600"),
-        "scenario:/data/runs/gpt.yaml": (290, text.splitlines()[2].split("\t")[2]),
+        "scenario:alice:/data/runs/gpt.yaml": (290, text.splitlines()[2].split("\t")[2]),
     }
     assert sorted(os.listdir(tmp_path)) == ["hints.tsv"]
 
@@ -266,12 +266,21 @@ def test_hints_file_bad_key_leaves_the_old_file(tmp_path: Path) -> None:
 
 def test_keys_are_checked() -> None:
     with pytest.raises(SpecError):
-        scenario_key("relative.yaml")
+        scenario_key("alice", "relative.yaml")
+    with pytest.raises(SpecError):
+        scenario_key("a:b", "/x.yaml")
+    with pytest.raises(SpecError):
+        scenario_key("", "/x.yaml")
     with pytest.raises(SpecError):
         job_key("a/b", "x")
     with pytest.raises(SpecError):
         job_key("alice", "")
     assert format_hints_file({}) == HINTS_FILE_HEADER + "\n"
+
+
+def test_scenario_keys_are_per_user() -> None:
+    # Issue 16 probe: jobs of two users naming the same scenario file shared one key.
+    assert scenario_key("alice", "/shared/gpt.yaml") != scenario_key("bob", "/shared/gpt.yaml")
 
 
 # ----------------------------------------------------------------------------- writer

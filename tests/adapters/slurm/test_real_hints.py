@@ -231,7 +231,8 @@ def test_job_submit_lua_adds_hints_at_submission(lua_ctld: Any) -> None:
     write_hints_file(
         hints_file,
         {
-            scenario_key("/data/gpt.yaml"): HINT,
+            scenario_key("root", "/data/gpt.yaml"): HINT,
+            scenario_key("bob", "/data/shared.yaml"): HINT,
             job_key("root", "named"): SlurmHint(predicted_runtime_s=600),
         },
     )
@@ -244,6 +245,8 @@ def test_job_submit_lua_adds_hints_at_submission(lua_ctld: Any) -> None:
         "--hold", "-p", "short", "--comment=planner:scenario=/data/gpt.yaml", "--wrap=true"
     )
     unknown = stack.sbatch("--hold", "-J", "other", "--comment=just text", "--wrap=true")
+    # bob's hint for a file root's job names too never reaches root's job (issue 16)
+    shared = stack.sbatch("--hold", "--comment=planner:scenario=/data/shared.yaml", "--wrap=true")
 
     jobs = {str(j["job_id"]): j for j in json.loads(stack.run("squeue", "--json").stdout)["jobs"]}
     token = format_hint_token(HINT)
@@ -253,6 +256,7 @@ def test_job_submit_lua_adds_hints_at_submission(lua_ctld: Any) -> None:
     assert jobs[own_limit]["time_limit"] == 5  # the user's --time is kept
     assert jobs[capped]["time_limit"] == 60  # capped at the partition's MaxTime
     assert (jobs[unknown]["comment"], jobs[unknown]["time_limit"]) == ("just text", None)
+    assert jobs[shared]["comment"] == "planner:scenario=/data/shared.yaml"
 
     # a new file is picked up; a missing one means no hint, never a rejected job
     write_hints_file(hints_file, {job_key("root", "other"): SlurmHint(predicted_runtime_s=60)})

@@ -17,7 +17,7 @@ from adapters.slurm.sacct import is_accounting_disabled, parse_sacct_json
 from adapters.slurm.scontrol import batch_script_failed, parse_cluster_name
 from adapters.slurm.sinfo import parse_sinfo_json
 from adapters.slurm.squeue import expand_stdout_path, parse_squeue_json, parse_squeue_records
-from planner.errors import SourcePermanentError, SourceTemporaryError
+from planner.errors import SourceError, SourcePermanentError, SourceTemporaryError
 from planner.specs.job import JobState, JobStatus
 
 DATA = Path(__file__).parents[2] / "data" / "slurm"
@@ -510,3 +510,19 @@ def test_expand_hostlist_keeps_suffixes_order_and_duplicates_as_written() -> Non
     assert expand_hostlist("n[1,1]") == ("n1", "n1")
     with pytest.raises(ValueError, match=r"'n\[3-1\]' is not a Slurm hostlist .*node\[01-04,07\]"):
         expand_hostlist("n[3-1]")
+
+
+# Crashes the fuzz tests (tests/fuzz/test_fuzz_slurm.py) found: each is a SourceError now.
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000 + "]" * 100_000,  # RecursionError
+        '{"jobs": [], "x": ' + "9" * 5000 + "}",  # more than 4,300 digits: ValueError
+        '{"nodes": [{"name": "n1", "real_memory": Infinity}]}',  # OverflowError in int()
+        '{"nodes": [{"name": "n1", "real_memory": ' + "9" * 400 + "}]}",  # OverflowError
+    ],
+    ids=["deep", "digits", "infinity", "huge"],
+)
+def test_absurd_json_is_a_source_error(text: str) -> None:
+    with pytest.raises(SourceError):
+        parse_sinfo_json(text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ import pytest
 from adapters.slurm.source import CommandResult, SlurmSource, detect_slurm, subprocess_runner
 from planner.errors import SourcePermanentError, SourceTemporaryError
 from planner.ports import SchedulerSource
-from planner.specs.job import JobStatus
+from planner.specs.job import JobState, JobStatus
 
 DATA = Path(__file__).parents[2] / "data" / "slurm"
 
@@ -267,20 +268,27 @@ def test_detect_slurm(tmp_path: Path) -> None:
 
 def test_read_text_file(tmp_path: Path) -> None:
     source = SlurmSource(runner=recorded())
+    job = JobState(
+        scheduler="slurm",
+        cluster="c",
+        job_id="1",
+        user=pwd.getpwuid(os.getuid()).pw_name,
+        work_dir=str(tmp_path),
+    )
     path = tmp_path / "x.yaml"
     path.write_text("model: gpt\n")
-    assert source.read_text_file(str(path), 100) == "model: gpt\n"
+    assert source.read_text_file(str(path), 100, job=job) == "model: gpt\n"
     with pytest.raises(SourcePermanentError, match="larger than the 5-byte limit"):
-        source.read_text_file(str(path), 5)
+        source.read_text_file(str(path), 5, job=job)
     with pytest.raises(SourcePermanentError, match="no such file"):
-        source.read_text_file(str(tmp_path / "missing.yaml"), 100)
+        source.read_text_file(str(tmp_path / "missing.yaml"), 100, job=job)
     with pytest.raises(SourcePermanentError, match="not a regular file"):
-        source.read_text_file(str(tmp_path), 100)
+        source.read_text_file(str(tmp_path), 100, job=job)
     with pytest.raises(SourcePermanentError, match="not an absolute path"):
-        source.read_text_file("x.yaml", 100)
+        source.read_text_file("x.yaml", 100, job=job)
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe")
     with pytest.raises(SourcePermanentError, match="not UTF-8"):
-        source.read_text_file(str(tmp_path / "bin.yaml"), 100)
+        source.read_text_file(str(tmp_path / "bin.yaml"), 100, job=job)
 
 
 def test_subprocess_module_is_only_used_by_the_source() -> None:

@@ -114,3 +114,39 @@ def test_step_times_long_table(tmp_path: Path) -> None:
     path.write_text("step,rank,time_s\n1,a,1.0\n1,a,1.1\n")
     with pytest.raises(SpecError, match="duplicate"):
         read_step_times(path)
+
+
+# Crashes the fuzz tests (tests/fuzz/test_fuzz_traces.py) found: each is a SpecError now.
+HEADER = "dp_rank,stage,step,optype,start_ts,duration,seq_id\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        (HEADER.encode() + b"\n", "no usable rows"),  # every column empty: null-typed
+        (HEADER.encode() + b"0,0,0,0,0,1,0\n", "unknown op type"),  # optype read as int64
+        (b"\x80\r", "cannot read as a table"),  # a column name that is not UTF-8
+        (HEADER.encode() + b"0,0,1e300,fwd,0,1,0\n", "beyond"),  # step beyond int64
+    ],
+    ids=["empty-columns", "numeric-optype", "non-utf8-name", "huge-step"],
+)
+def test_malformed_csv_is_a_spec_error(tmp_path: Path, body: bytes, match: str) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_bytes(body)
+    layout = read_layout(DATA / "bytedance-straggler-meta-ST.yaml")
+    with pytest.raises(SpecError, match=match):
+        read_op_trace(path, layout)
+
+
+def test_huge_steps_are_gaps_in_step_times(tmp_path: Path) -> None:
+    path = tmp_path / "steps.csv"
+    path.write_text("step,rank,time_s\n1,a,1.0\n1e300,a,1.0\n")
+    assert read_step_times(path).steps.tolist() == [1]
+
+
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    """(``/dev/zero`` is tested through the CLI, in a memory-limited child process.)"""
+    with pytest.raises(SpecError, match=r"not a regular file \(a directory\)"):
+        read_layout(tmp_path)
+    with pytest.raises(SpecError, match=r"not a regular file \(a directory\)"):
+        read_op_trace(tmp_path, read_layout(DATA / "bytedance-straggler-meta-ST.yaml"))

@@ -1,8 +1,8 @@
 """What a job's progress showed (pauses, restarts, recent pace), the evaluation and checkpoint
 intervals its arguments state, and, once it ended, the outcome of its ETAs (issue 14).
 
-Revision ID: 0005_eta_history
-Revises: 0004
+Revision ID: 0006_eta_history
+Revises: 0005_capacity_reviews
 Create Date: 2026-11-26
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_eta_history"
-down_revision = "0004"
+revision = "0006_eta_history"
+down_revision = "0005_capacity_reviews"
 branch_labels = None
 depends_on = None
 

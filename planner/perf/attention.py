@@ -1,0 +1,158 @@
+"""The attention block's operators: projections and the attention core, per layer and microbatch.
+
+For ``tok = b·S/c`` local tokens (``t`` tensor parallel, ``h`` hidden, widths of all heads
+together from ``ModelSpec``):
+
+* GQA/MHA projections (Megatron-LM's ``SelfAttention``): QKV ``(tok, (q + 2kv)/t, h)`` and the
+  output projection ``(tok, h, q/t)``.
+* Multi-latent attention (DeepSeek-AI 2024, DeepSeek-V2 §2.1; Megatron-Core
+  ``MLASelfAttention``): the down projections to the query latent ``r_q``, the key/value latent
+  ``r_kv`` and the shared rotary key ``d_rope`` run whole on every tensor-parallel rank
+  (``parallel_mode="duplicated"``) on its sequence-parallel shard of the tokens, whose small
+  outputs are then gathered; the up projections ``(tok, heads·(d_qk + d_rope)/t, r_q)`` and
+  ``(tok, heads·(d_qk + d_v)/t, r_kv)`` and the output projection ``(tok, h, heads·d_v/t)`` are
+  tensor-parallel. Without a query latent the query comes from ``(tok, q'/t, h)``.
+* The attention core: flash attention (Dao 2023) executes the causal half of the
+  ``2·b·(S/c)·S·(q' + o)/t`` forward FLOPs of full attention (``q'``: query width, ``o``: value
+  and output width; ``4·…·q`` for GQA) and ``FLASH_BWD_FLOP_RATIO`` times that backward.
+  Sliding-window layers (Megatron ``--window-size``; Beltagy et al. 2020) visit only the key
+  tiles that overlap the window: FlashAttention-2 and cuDNN skip fully masked ``128 x 128``
+  tiles (Dao 2023 §3.1), so a query tile meets ``ceil(w/128) + 1`` key tiles,
+  ``WINDOW_TILE·(ceil(w/128) + 1)`` keys per query (at most the causal ``S/2``), at the kernel
+  efficiency of that short key length; ``full_attention_fraction`` of the layers attend fully
+  (``--window-attn-skip-freq``). Packed sequences (NeMo ``packed_sequence_specs``; THD layout
+  with ``cu_seqlens``) attend within each sample: the half square of the sample length ``P``
+  (``training.packed_sample_length``) per query instead of the sequence's. Without flash
+  attention: two batched GEMMs per direction over the full square plus softmax/mask/dropout
+  memory traffic.
+"""
+
+from __future__ import annotations
+
+from planner.perf import ops
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import EfficiencyModel
+from planner.perf.ops import Real
+from planner.perf.optable import LayerGroups, OperatorTable
+from planner.specs.parallelism import Recompute
+
+__all__ = ["FLASH_BWD_FLOP_RATIO", "WINDOW_TILE", "attention_ops"]
+
+FLASH_BWD_FLOP_RATIO = 2.5
+"""Flash-attention backward executes 5 matmuls (incl. recomputing the scores) vs 2 forward."""
+
+_SELECTIVE = Recompute.SELECTIVE.code
+
+WINDOW_TILE = 128.0
+"""Key tile of FlashAttention-2 / cuDNN fused attention at head dim 64-128 (Dao 2023 §3.1):
+fully masked tiles are skipped, partly masked ones computed whole."""
+
+
+def attention_ops(
+    table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, groups: LayerGroups
+) -> None:
+    """Register the attention projections and core of one layer (module docstring)."""
+    _projection_ops(table, a, groups)
+    _core_ops(table, a, eff, groups)
+
+
+def _projection_ops(table: OperatorTable, a: ScenarioArrays, groups: LayerGroups) -> None:
+    tp, hidden = a.tensor_parallel, a.hidden_size
+    tokens = a.tokens_per_microbatch
+    lp = a.device.low_precision
+    mla = ops.any_(a.multi_latent_attention)
+    shard = ops.where(a.sequence_parallel, tokens / tp, tokens)
+    for group, bwd in ((groups.forward, False), (groups.backward, True)):
+        frozen = a.trains_base
+        table.gemm(
+            group, tokens, a.attention_in_width / tp, hidden, lp=lp, backward=bwd, wgrad=frozen
+        )
+        table.gemm(
+            group, tokens, hidden, a.attention_out_width / tp, lp=lp, backward=bwd, wgrad=frozen
+        )
+        if mla:
+            table.gemm(
+                group, shard, a.attention_down_width, hidden, lp=lp, backward=bwd, wgrad=frozen
+            )
+            _mla_up_ops(table, a, group, backward=bwd, scale=1.0)
+    again = (a.recompute == _SELECTIVE) & a.recompute_mla_up_proj & a.multi_latent_attention
+    if ops.any_(again):  # selective recompute of the up projections (``mla_up_proj``)
+        scale = ops.where(again, 1.0, 0.0)
+        _mla_up_ops(table, a, groups.module_recompute, backward=False, scale=scale)
+
+
+def _mla_up_ops(
+    table: OperatorTable, a: ScenarioArrays, group: str, *, backward: bool, scale: Real
+) -> None:
+    """MLA's tensor-parallel up projections from the query and key/value latents."""
+    tp, tokens, lp = a.tensor_parallel, a.tokens_per_microbatch, a.device.low_precision
+    q_up, kv_up = a.attention_q_width / tp, a.kv_up_width / tp
+    for n, k in ((q_up, a.q_lora_rank), (kv_up, a.kv_lora_rank)):
+        table.gemm(group, tokens, n, k, count=scale, lp=lp, backward=backward, wgrad=a.trains_base)
+
+
+def _core_ops(
+    table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, groups: LayerGroups
+) -> None:
+    forward, backward, recompute = groups.forward, groups.backward, groups.recompute
+    tp = a.tensor_parallel
+    seq, local_seq = a.seq_length, a.seq_length / a.context_parallel
+    heads = a.num_attention_heads
+    head_dim = a.attention_q_width / heads
+    heads_local = heads / tp
+    non_flash = ops.logical_not(a.flash_attention)
+    if ops.any_(non_flash):  # scores and weighted values as batched GEMMs over b·heads
+        v_dim = a.attention_out_width / heads
+        drop = ops.where(a.has_dropout, 1.0, 0.0)
+        products = ops.where(non_flash, a.micro_batch_size * heads_local, 0.0)
+        shapes = ((local_seq, seq, head_dim), (local_seq, v_dim, seq))
+        for group in (forward, recompute):
+            for m, n, k in shapes:
+                table.gemm(group, m, n, k, count=products, lp=False, batched=True)
+            # softmax, mask and dropout over the scores of the local queries
+            traffic = (9.0 + 2.0 * drop) * heads_local * local_seq * seq * a.micro_batch_size
+            table.mem(group, ops.where(non_flash, traffic, 0.0), 3.0)
+        for m, n, k in shapes:
+            table.gemm(backward, m, n, k, count=products, lp=False, backward=True, batched=True)
+        traffic = (11.0 + 2.0 * drop) * heads_local * local_seq * seq * a.micro_batch_size
+        table.mem(backward, ops.where(non_flash, traffic, 0.0), 3.0)
+    width = a.attention_q_width + a.attention_out_width
+    per_key = a.micro_batch_size * local_seq * width / tp  # forward FLOPs per key, / 2
+    # causal within each packed sample: the half square of its length (the sequence unpacked)
+    span = ops.minimum(a.packed_sample_length, seq)
+    attn_f, attn_b = _flash_s(a, eff, per_key * span, span, head_dim)
+    if ops.any_(a.full_attention_fraction < 1.0):
+        keys = WINDOW_TILE * (ops.ceil(a.window_size / WINDOW_TILE) + 1.0)
+        keys = ops.minimum(keys, span / 2.0)
+        win_f, win_b = _flash_s(a, eff, 2.0 * per_key * keys, keys, head_dim)
+        full = a.full_attention_fraction
+        attn_f = full * attn_f + (1.0 - full) * win_f
+        attn_b = full * attn_b + (1.0 - full) * win_b
+    table.add(forward, attn_f)
+    table.add(recompute, attn_f)
+    table.add(backward, attn_b)
+
+
+def _flash_s(
+    a: ScenarioArrays, eff: EfficiencyModel, forward_flops: Real, keys: Real, head_dim: Real
+) -> tuple[Real, Real]:
+    """Seconds of the flash-attention forward and backward executing ``forward_flops`` forward
+    over ``keys`` keys per query (0 without flash attention)."""
+    flops = ops.where(a.flash_attention, forward_flops, 0.0)
+    fwd_rate, bwd_rate = (
+        eff.attention_flop_per_s(
+            keys,
+            a.device,
+            backward=bwd,
+            fused=a.fused_attention,
+            head_dim=head_dim,
+            flash_v1=a.flash_attention_v1,
+        )
+        for bwd in (False, True)
+    )
+    kmin = eff.kernel_min_time_s
+    forward = ops.where(a.flash_attention, ops.maximum(flops / fwd_rate, kmin), 0.0)
+    backward = ops.where(
+        a.flash_attention, ops.maximum(FLASH_BWD_FLOP_RATIO * flops / bwd_rate, 2 * kmin), 0.0
+    )
+    return forward, backward

@@ -1,0 +1,73 @@
+"""Memory the loss holds on the stage that computes it (``planner.perf.memory`` adds it to that
+stage's peak).
+
+The stage computing the loss peaks in the loss's backward, before any layer is re-run (so the
+loss and a full-recompute working set are never held together): it holds the final norm's
+input and the LM head's input (``2·tok·h/t`` each with SP; a DTensor ``ColwiseParallel`` head
+saves its all-gathered input, ``2·tok·h``) and the loss buffers, bytes per logit ``tok·V/t``:
+a fused loss 4 (Megatron's fused vocab-parallel cross-entropy works in place, flash-attn's keeps
+the 16-bit logits and writes the 16-bit gradient); eager ``F.cross_entropy(logits.float())``
+12 (its backward holds the saved fp32 log-softmax, the dense fp32 ``nll_loss`` gradient and
+``_log_softmax_backward_data``'s fp32 output at once, more than the 10 of its forward: 16-bit
+logits, fp32 upcast, fp32 log-softmax); 16 with tensor parallelism, where eager stacks compute
+the loss with DTensor ``loss_parallel`` (``torch/distributed/tensor/parallel/loss.py``: the
+backward ``(grad_input + torch.exp(x)) * grad_output`` holds four fp32 logit-sized tensors).
+"""
+
+from __future__ import annotations
+
+from planner.perf import ops
+from planner.perf.batch import ScenarioArrays
+from planner.perf.ops import Real
+
+__all__ = [
+    "ACTIVATION_BYTES",
+    "EAGER_LOSS_PEAK_BYTES_PER_LOGIT",
+    "FUSED_LOSS_BYTES_PER_LOGIT",
+    "LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT",
+    "loss_bytes_per_logit_arr",
+    "loss_peak_bytes_arr",
+]
+
+ACTIVATION_BYTES = 2.0
+"""16-bit activations and activation gradients, kept and sent between GPUs (also under FP8
+training: Transformer Engine casts only the GEMM inputs)."""
+FUSED_LOSS_BYTES_PER_LOGIT = 4.0
+"""A fused loss (``fused_cross_entropy`` in ``planner.perf.frameworks``): Megatron's fused
+vocab-parallel cross-entropy keeps one fp32 copy of the logits and works in place."""
+EAGER_LOSS_PEAK_BYTES_PER_LOGIT = 12.0
+"""Eager ``F.cross_entropy(logits.float())``, peak in its backward: saved fp32 log-softmax,
+dense fp32 ``nll_loss`` gradient and the fp32 ``_log_softmax_backward_data`` output."""
+LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT = 16.0
+"""DTensor ``loss_parallel`` backward ``(grad_input + torch.exp(x)) * grad_output``: saved fp32
+log-softmax, ``grad_input``, the fp32 sum and the fp32 product at once."""
+
+
+def loss_bytes_per_logit_arr(a: ScenarioArrays) -> Real:
+    """Peak bytes per logit the loss holds (forward or backward; module docstring).
+
+    A fused loss holds ``FUSED_LOSS_BYTES_PER_LOGIT``; the eager ``F.cross_entropy`` peaks in
+    its backward at ``EAGER_LOSS_PEAK_BYTES_PER_LOGIT``, or ``LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT``
+    under tensor parallelism (DTensor ``loss_parallel``)."""
+    eager = ops.where(
+        a.tensor_parallel > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT
+    )
+    out: Real = ops.where(a.fused_cross_entropy, FUSED_LOSS_BYTES_PER_LOGIT, eager)
+    return out
+
+
+def loss_peak_bytes_arr(a: ScenarioArrays) -> Real:
+    """Bytes the stage computing the loss holds at the loss on top of the layers' activations:
+    the loss buffers (``loss_bytes_per_logit_arr · tok·V/t``), the final norm's input and the
+    LM head's saved input (all-gathered under a DTensor head: eager loss with ``t > 1``)."""
+    tok = a.tokens_per_microbatch
+    t_sp = ops.where(a.sequence_parallel, a.tensor_parallel, 1.0)
+    eager_tp = ops.logical_not(a.fused_cross_entropy) & (a.tensor_parallel > 1)
+    head_input = ACTIVATION_BYTES * tok * a.hidden_size / ops.where(eager_tp, 1.0, t_sp)
+    norm_input = ACTIVATION_BYTES * tok * a.hidden_size / t_sp
+    out: Real = (
+        loss_bytes_per_logit_arr(a) * tok * a.vocab_size / a.tensor_parallel
+        + head_input
+        + norm_input
+    )
+    return out

@@ -1,0 +1,228 @@
+"""The MoE MLP's operators on one GPU, per layer and microbatch: router, token permutation, the
+local experts as (grouped) GEMMs, shared experts, activation and casts.
+
+For ``tok = b·S/c`` local tokens (all of them on every tensor-parallel rank: the expert block
+works on the gathered sequence), ``k = moe_router_topk``, ``E`` experts over ``e`` expert-parallel
+ranks (``E/e`` local experts), ``t`` tensor parallel:
+
+* **Routing imbalance** (a documented assumption, ``ScenarioArrays.moe_imbalance``): the
+  busiest expert rank receives ``ρ`` times its even share of the ``tok·k`` routed tokens; the
+  step waits for it. ``ρ = 1`` under forced load balancing (Megatron
+  ``--moe-router-force-load-balancing``, Automodel's fake balanced gate), the scenario's
+  ``moe_imbalance_factor``, else the efficiency model's ``moe_imbalance_factor`` (dropless
+  routing with an auxiliary load-balancing loss, Fedus et al. 2021; Lepikhin et al. 2021).
+  A capacity factor ``c`` (``moe_expert_capacity_factor``) drops what exceeds ``c`` times the
+  even share: ``ρ = min(ρ, c)`` (Fedus et al. 2021 §2.2). Without expert parallelism one GPU
+  holds every expert and the imbalance moves no work: ``ρ = 1``.
+* **Experts**: ``E/e`` GEMM pairs of ``m = tok·k·e/E·ρ`` tokens each, widths over ``t``. With
+  ``moe_grouped_gemm`` (Megatron ``--moe-grouped-gemm``: TE ``GroupedLinear`` / CUTLASS grouped
+  GEMM) the local experts run as one launch whose tiles, each expert's ``M`` quantised to its
+  own tiles, fill the SMs together; without it (Megatron's ``SequentialMLP``) one launch per
+  expert, each quantised to whole waves (NVIDIA, "Matrix multiplication background": tile and
+  wave quantisation). Small per-expert ``M`` (fine-grained MoE at large ``e``) is what lowers
+  the throughput: tiles half empty in ``M`` and a thin reduction depth in the weight
+  gradients.
+* **Router**: the ``(tok, E, h)`` gate GEMM in 16 bits and the score/top-k/aux-loss kernels over
+  the ``tok·E`` fp32 logits (``ROUTER_BYTES_PER_LOGIT`` forward and backward).
+* **Permutation** (Megatron ``permute``/``unpermute``, TE ``moe_permute``): gathering each
+  routed copy of a token into expert order reads the source rows and writes the copies
+  (``2h`` bytes each, 16-bit), and the combine reads the copies and writes the weighted sums:
+  ``4·h·(routed + sources)`` bytes per direction, ``sources`` the token rows read: the rank's own
+  ``tok`` (all-to-all: it permutes before sending, and sorts the received chunks by local
+  expert again, ``8·h·routed`` more when ``E/e > 1``), the distinct (token, rank) pairs it
+  receives (DeepEP/flex: tokens arrive deduplicated per rank and are permuted there), or the
+  gathered ``e·tok`` rows (all-gather dispatcher).
+* Shared experts (``shared_expert_ffn_hidden_size``) on every token, the activation function on
+  routed and shared widths (eager stacks: ``elementwise_traffic_factor`` times the bytes), the
+  recipe's quantisation of the expert GEMMs' inputs and output gradients
+  (``planner.perf.precision``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.perf import ops
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import EfficiencyModel
+from planner.perf.ops import Real
+from planner.perf.optable import LayerGroups, OperatorTable
+from planner.perf.precision import quantize_bytes
+from planner.specs.model import MoETokenDispatcher
+from planner.specs.parallelism import Recompute
+
+__all__ = [
+    "ROUTER_BYTES_PER_LOGIT",
+    "activation_bytes",
+    "distinct_share",
+    "moe_imbalance",
+    "moe_mlp_ops",
+]
+
+ROUTER_BYTES_PER_LOGIT = 20.0
+"""HBM bytes per fp32 router logit, each direction: the score function reads and writes them
+(8), top-k reads them (4), the auxiliary load-balancing loss reads the scores and writes its
+per-expert sums (8) (Megatron ``TopKRouter``: ``routing`` + ``apply_load_balancing_loss``)."""
+
+_SELECTIVE = Recompute.SELECTIVE.code
+_ALLTOALL = MoETokenDispatcher.ALLTOALL.code
+_ALLGATHER = MoETokenDispatcher.ALLGATHER.code
+_FLEX = MoETokenDispatcher.FLEX.code
+
+
+def moe_imbalance(a: ScenarioArrays, eff: EfficiencyModel) -> Real:
+    """Tokens on the busiest expert rank over its even share, ``ρ`` (module docstring)."""
+    rho = ops.where(ops.isnan(a.moe_imbalance), eff.moe_imbalance_factor, a.moe_imbalance)
+    capped = ops.where(
+        ops.isnan(a.moe_expert_capacity_factor),
+        rho,
+        ops.minimum(rho, ops.maximum(a.moe_expert_capacity_factor, 1.0)),
+    )
+    return ops.where(a.expert_parallel > 1.0, capped, 1.0)
+
+
+def _none_drawn(total: Real, marked: Real, draws: Real) -> Real:
+    """Probability that ``draws`` draws without replacement from ``total`` items miss all
+    ``marked`` ones: ``C(total - marked, draws) / C(total, draws)`` (``draws`` rounded up)."""
+    most = int(np.max(draws)) if isinstance(draws, np.ndarray) and draws.size else int(draws)
+    none: Real = 1.0
+    for i in range(int(np.ceil(most))):
+        factor = ops.maximum(total - marked - i, 0.0) / ops.maximum(total - i, 1.0)
+        none = ops.where(i < draws, none * factor, none)
+    return none
+
+
+def distinct_share(a: ScenarioArrays, sets: Real) -> Real:
+    """Probability that one token's ``k`` experts include one of a given set of ranks, the
+    experts spread evenly over ``sets`` such sets (ranks, or nodes).
+
+    Unrestricted routing draws the ``k`` experts from ``E``: ``1 - C(E - E/s, k) / C(E, k)``.
+    Group-limited routing (Megatron ``--moe-router-num-groups`` ``G``, ``--moe-router-group-
+    topk`` ``g``: DeepSeek-V3's node-limited routing, DeepSeek-AI 2024 §2.1.2) first draws ``g``
+    of the ``G`` expert groups: a set holding ``G/s >= 1`` whole groups is hit with
+    ``1 - C(G - G/s, g) / C(G, g)``; a set inside one group (``G < s``) needs its group drawn
+    (``g/G``) and one of the group's ``k/g`` experts in it. The expected distinct destinations
+    of a token are ``s`` times this (DeepEP sends one copy per rank and one per node).
+    """
+    experts = ops.maximum(a.num_experts, 1.0)
+    sets = ops.maximum(sets, 1.0)
+    limited = a.moe_router_num_groups > 0
+    groups = ops.where(limited, a.moe_router_num_groups, experts)
+    chosen = ops.where(limited, a.moe_router_group_topk, a.moe_router_topk)
+    per_group = a.moe_router_topk / ops.maximum(chosen, 1.0)
+    whole = 1.0 - _none_drawn(groups, groups / sets, chosen)
+    inside = (chosen / groups) * (1.0 - _none_drawn(experts / groups, experts / sets, per_group))
+    return ops.where(groups >= sets, whole, inside)
+
+
+def activation_bytes(a: ScenarioArrays, *, backward: bool) -> Real:
+    """HBM bytes per MLP activation element, forward or backward (a gated linear unit reads
+    and writes more: SwiGLU's two inputs)."""
+    if backward:
+        return ops.where(a.gated_linear_unit, 10.0, 6.0)
+    return ops.where(a.gated_linear_unit, 6.0, 4.0)
+
+
+def moe_mlp_ops(
+    table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, groups: LayerGroups
+) -> None:
+    """Register one MoE MLP's forward and backward operators (module docstring), and under
+    ``groups.module_recompute`` the forward parts selective recompute repeats (Megatron
+    ``--recompute-modules``: ``moe`` the whole block, else ``shared_experts`` and/or
+    ``moe_act``)."""
+    _moe_pass(table, a, eff, groups.forward, backward=False, routed_scale=1.0, shared_scale=1.0)
+    _moe_pass(table, a, eff, groups.backward, backward=True, routed_scale=1.0, shared_scale=1.0)
+    selective = a.recompute == _SELECTIVE
+    whole = selective & a.recompute_moe
+    if ops.any_(whole | (selective & (a.recompute_shared_experts | a.recompute_moe_act))):
+        every = ops.where(whole, 1.0, 0.0)
+        shared = ops.where(selective & a.recompute_shared_experts, 1.0, every)
+        _moe_pass(
+            table,
+            a,
+            eff,
+            groups.module_recompute,
+            backward=False,
+            routed_scale=every,
+            shared_scale=shared,
+        )
+        act_only = ops.where(selective & a.recompute_moe_act & ops.logical_not(whole), 1.0, 0.0)
+        ew = eff.elementwise_traffic_factor(a.fused_elementwise)
+        width = moe_imbalance(a, eff) * a.expert_tokens_per_microbatch * a.moe_router_topk
+        act = ew * activation_bytes(a, backward=False) * width * a.moe_ffn_hidden_size
+        table.mem(groups.module_recompute, act_only * act / a.expert_tensor_parallel, 2.0)
+
+
+def _moe_pass(
+    table: OperatorTable,
+    a: ScenarioArrays,
+    eff: EfficiencyModel,
+    group: str,
+    *,
+    backward: bool,
+    routed_scale: Real,
+    shared_scale: Real,
+) -> None:
+    """One direction of the MoE MLP under ``group``: the router, routed experts, permutation
+    and casts times ``routed_scale``, the shared experts times ``shared_scale`` (1 normally;
+    0 or 1 per scenario for what selective recompute repeats)."""
+    tp, hidden, expert_ffn = a.tensor_parallel, a.hidden_size, a.moe_ffn_hidden_size
+    tokens, topk, ep = a.tokens_per_microbatch, a.moe_router_topk, a.expert_parallel
+    lp = a.device.low_precision
+    n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
+    rho = moe_imbalance(a, eff)
+    local_experts = a.num_experts / ep
+    # MoE parallel folding: each expert's tokens come from its expert-parallel peers' share
+    # (``expert_tokens_per_microbatch``), its FFN split over the expert tensor-parallel ranks
+    etp, expert_tokens = a.expert_tensor_parallel, a.expert_tokens_per_microbatch
+    per_expert = expert_tokens * topk * ep / ops.maximum(a.num_experts, 1.0) * rho
+    routed = expert_tokens * topk * rho
+    shared_ffn = a.shared_expert_ffn_hidden_size
+    launch = ops.where(a.moe_grouped_gemm, local_experts, 1.0)
+    wgrad, bwd = a.trains_base, backward
+    table.gemm(
+        group,
+        tokens,
+        a.num_experts,
+        hidden,
+        count=routed_scale,
+        lp=False,
+        backward=bwd,
+        wgrad=wgrad,
+    )
+    for n, k in ((n_up * expert_ffn / etp, hidden), (hidden, expert_ffn / etp)):
+        count = local_experts * routed_scale
+        table.gemm(
+            group,
+            per_expert,
+            n,
+            k,
+            count=count,
+            lp=lp,
+            backward=bwd,
+            wgrad=wgrad,
+            per_launch=launch,
+        )
+    for n, k in ((n_up * shared_ffn / tp, hidden), (hidden, shared_ffn / tp)):
+        table.gemm(group, tokens, n, k, count=shared_scale, lp=lp, backward=bwd, wgrad=wgrad)
+    ew = eff.elementwise_traffic_factor(a.fused_elementwise)
+    act = activation_bytes(a, backward=backward)
+    width = routed * expert_ffn / etp * routed_scale + tokens * shared_ffn / tp * shared_scale
+    table.mem(group, ew * act * width, 2.0)
+    router = ROUTER_BYTES_PER_LOGIT * tokens * a.num_experts
+    table.mem(group, router * routed_scale, 3.0)
+    table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0)
+    up = n_up if backward else 1.0
+    cast = routed * (hidden + up * expert_ffn / etp) * routed_scale
+    cast = cast + tokens * (hidden + up * shared_ffn / tp) * shared_scale
+    table.mem(group, quantize_bytes(a) * cast, 4.0)
+
+
+def _permutation_bytes(a: ScenarioArrays, routed: Real) -> Real:
+    """Bytes one direction's permute + unpermute moves (module docstring)."""
+    tokens, hidden, ep = a.expert_tokens_per_microbatch, a.hidden_size, a.expert_parallel
+    code = a.moe_token_dispatcher
+    received = tokens * ep * distinct_share(a, ep)  # distinct (token, rank) pairs arriving
+    sources = ops.where(code == _FLEX, received, ops.where(code == _ALLGATHER, tokens * ep, tokens))
+    resort = ops.where((code == _ALLTOALL) & (a.num_experts > ep), 8.0 * hidden * routed, 0.0)
+    return 4.0 * hidden * (routed + sources) + resort

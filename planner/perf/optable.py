@@ -1,0 +1,165 @@
+"""The operator table: GEMMs and memory-bound kernels of one microbatch, timed in one vectorized
+call each and summed per group (an ``OperatorTimes`` field name of ``planner.perf.operators``).
+
+Each op takes ``max(FLOPs / achieved FLOP/s, bytes / achieved bytes/s, kernels ·
+kernel_min_time_s)`` (``EfficiencyModel``). A GEMM reads its operands and writes its output:
+``(a·(m·k + k·n) + 2·m·n)`` bytes, ``a`` 1 for low-precision operands, else 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.perf import ops
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import EfficiencyModel
+from planner.perf.ops import Flag, FloatArray, Real
+from planner.perf.precision import gemm_relative_efficiency
+from planner.specs.parallelism import Fp8Recipe
+
+__all__ = ["LayerGroups", "OperatorTable"]
+
+_BLOCKWISE = Fp8Recipe.BLOCKWISE.code
+
+
+class OperatorTable:
+    """Accumulates operator times per group (an ``OperatorTimes`` field name): GEMMs and
+    memory-bound kernels are timed in one vectorized call each (shape ``(num_ops, n)``,
+    ``(num_ops,)`` for one scenario). Shapes may be numbers or ``(n,)`` arrays; they are
+    broadcast once, when timed."""
+
+    def __init__(self, a: ScenarioArrays, eff: EfficiencyModel) -> None:
+        self.a, self.eff = a, eff
+        self.gemm_groups: list[str] = []
+        self.gemm_m: list[Any] = []
+        self.gemm_n: list[Any] = []
+        self.gemm_k: list[Any] = []
+        self.gemm_count: list[Any] = []
+        self.gemm_low_precision: list[Any] = []
+        self.gemm_batch: list[Any] = []
+        self.mem_groups: list[str] = []
+        self.mem_bytes: list[Any] = []
+        self.mem_kernels: list[Any] = []
+        self.extra: dict[str, Real] = {}
+
+    def gemm(
+        self,
+        group: str,
+        m: Real,
+        n: Real,
+        k: Real,
+        *,
+        count: Real = 1.0,
+        lp: Flag,
+        backward: bool = False,
+        batched: bool = False,
+        per_launch: Real | None = None,
+        wgrad: Flag = True,
+    ) -> None:
+        """Register ``count`` GEMMs ``(m x k) @ (k x n)`` (with ``backward``: their dgrad and,
+        where ``wgrad`` (per scenario: false for frozen weights), their wgrad); ``lp``: in the
+        low (FP8-class) GEMM precision; ``batched``: the ``count`` products run as one
+        strided-batched launch; ``per_launch`` (per scenario, overrides ``batched``): products
+        per launch, e.g. ``count`` for a grouped GEMM, 1 for one launch each."""
+        shapes = ((m, n, k),) if not backward else ((m, k, n), (k, n, m))  # dgrad, wgrad
+        batch = per_launch if per_launch is not None else (count if batched else 1.0)
+        for i, (rows, cols, inner) in enumerate(shapes):
+            self.gemm_groups.append(group)
+            self.gemm_m.append(rows)
+            self.gemm_n.append(cols)
+            self.gemm_k.append(inner)
+            self.gemm_count.append(
+                count if i == 0 or wgrad is True else count * ops.where(wgrad, 1.0, 0.0)
+            )
+            self.gemm_low_precision.append(lp)
+            self.gemm_batch.append(batch)
+
+    def mem(self, group: str, num_bytes: Real, kernels: float) -> None:
+        """Register a memory-bound op moving ``num_bytes`` of HBM traffic in ``kernels``
+        launches (each at least ``kernel_min_time_s``)."""
+        self.mem_groups.append(group)
+        self.mem_bytes.append(num_bytes)
+        self.mem_kernels.append(kernels)
+
+    def add(self, group: str, seconds: Real) -> None:
+        """Add ``seconds`` already timed elsewhere (flash attention) to ``group``."""
+        self.extra[group] = self.extra.get(group, 0.0) + seconds
+
+    def _table(self, column: list[Any], dtype: type[np.generic]) -> NDArray[Any]:
+        """One row per op: ``(num_ops, n)``, or ``(num_ops,)`` when every entry is a number."""
+        if self.a.scalar:
+            return np.array(column, dtype=dtype)
+        out = np.empty((len(column), self.a.num_scenarios), dtype=dtype)
+        for i, value in enumerate(column):
+            out[i] = value
+        return out
+
+    def gemm_flops(self, group: str) -> Real:
+        """FLOPs of the GEMMs registered under ``group``, shape ``(n,)``."""
+        total = self.a.full(0.0)
+        for i, each in enumerate(self.gemm_groups):
+            if each == group:
+                m, n, k = self.gemm_m[i], self.gemm_n[i], self.gemm_k[i]
+                total = total + 2.0 * m * n * k * self.gemm_count[i]
+        return total
+
+    @staticmethod
+    def _sum_groups(groups: list[str], t: FloatArray, out: dict[str, Real]) -> None:
+        index: dict[str, list[int]] = {}
+        for i, g in enumerate(groups):
+            index.setdefault(g, []).append(i)
+        rows_t: Any = t.tolist() if t.ndim == 1 else t  # one scenario: Python floats
+        for g, rows in index.items():
+            # sequential rather than pairwise: ops that are zero for a scenario (and skipped
+            # when no scenario of the batch has them) never change its rounding
+            part = rows_t[rows[0]]
+            for i in rows[1:]:
+                part = part + rows_t[i]
+            out[g] = out[g] + part if g in out else part
+
+    def totals(self) -> dict[str, Real]:
+        """Seconds per group; each op ``max(compute, memory, kernels · kernel_min)``."""
+        eff, a = self.eff, self.a
+        kmin = eff.kernel_min_time_s
+        out: dict[str, Real] = {}
+        if self.gemm_groups:
+            m = self._table(self.gemm_m, np.float64)
+            n = self._table(self.gemm_n, np.float64)
+            k = self._table(self.gemm_k, np.float64)
+            cnt = self._table(self.gemm_count, np.float64)
+            low = self._table(self.gemm_low_precision, np.bool_)
+            batch = self._table(self.gemm_batch, np.float64)
+            rate = eff.gemm_flop_per_s(m, n, k, a.device, low_precision=low, batch=batch)
+            if ops.any_(a.fp8_recipe == _BLOCKWISE):  # block scales promoted in the main loop
+                rate = rate * np.where(low, gemm_relative_efficiency(a), 1.0)
+            flops = 2.0 * m * n * k * cnt
+            bytes_ = (np.where(low, 1.0, 2.0) * (m * k + k * n) + 2.0 * m * n) * cnt
+            bw = eff.memory_bytes_per_s(bytes_, a.device)
+            launches = cnt / np.maximum(batch, 1.0)
+            t = np.maximum(np.maximum(flops / rate, bytes_ / bw), launches * kmin)
+            t = np.where((cnt > 0) & (m * n * k > 0), t, 0.0)
+            self._sum_groups(self.gemm_groups, t, out)
+        if self.mem_groups:
+            b = self._table(self.mem_bytes, np.float64)
+            kern = self._table(self.mem_kernels, np.float64)
+            bw = eff.memory_bytes_per_s(np.maximum(b, 1.0), a.device)
+            t = np.where(b > 0, np.maximum(b / bw, kern * kmin), 0.0)
+            self._sum_groups(self.mem_groups, t, out)
+        for g, sec in self.extra.items():
+            out[g] = out[g] + sec if g in out else sec
+        zero = a.full(0.0)
+        return {g: v + zero for g, v in out.items()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerGroups:
+    """The ``OperatorTimes`` fields one layer kind's operators are registered under."""
+
+    forward: str
+    backward: str
+    recompute: str
+    module_recompute: str

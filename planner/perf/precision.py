@@ -1,0 +1,91 @@
+"""Low-precision training recipes: which GEMMs run in which format, what quantising costs.
+
+Transformer Engine recipes (TE "Using FP8 and FP4 with Transformer Engine"; Megatron-LM
+``--fp8-recipe``/``--fp4-recipe``), by ``Fp8Recipe.code`` (0: 16-bit training):
+
+* ``delayed`` (``DelayedScaling``): one scale per tensor from an amax history; E4M3 forward,
+  E5M2 gradients (HYBRID). Quantising an operand is one fused cast-transpose kernel: read 16
+  bits, write the FP8 copy and, because Hopper's FP8 tensor cores take only the TN layout, a
+  transposed FP8 copy for the GEMM that uses it transposed (X and dY for the weight gradient):
+  4 bytes per element.
+* ``tensorwise`` (``Float8CurrentScaling``; torchao's default float8): the scale comes from the
+  current tensor's amax, one more read pass: 6 bytes per element.
+* ``blockwise`` (``Float8BlockScaling``; DeepSeek-AI 2024, DeepSeek-V3 §3.3.1: 1x128 tiles of
+  activations, 128x128 blocks of weights): the amax is per block within the same pass, plus
+  the fp32 scales (4 bytes per 128): 4.0625 bytes per element; the GEMM promotes its partial
+  sums with the block scales on the CUDA cores every 128 of K (DeepSeek-V3 §3.3.2), which costs
+  ``BLOCKWISE_GEMM_RELATIVE_EFFICIENCY`` of the FP8 GEMM's throughput on Hopper.
+* ``mxfp8`` (``MXFP8BlockScaling``; OCP Microscaling Formats v1.0: 32-element blocks with an
+  E8M0 scale): Blackwell's tensor cores apply the block scales themselves, so the GEMM runs at
+  the FP8 rate; the row-wise and column-wise quantisations are separate copies (the blocks run
+  along different dimensions): 4.0625 bytes per element, and 2 bytes per cached weight.
+* ``nvfp4`` (``NVFP4BlockScaling``; NVIDIA 2025, "Pretraining Large Language Models with
+  NVFP4", arXiv 2509.25149: 16-element blocks with E4M3 scales under a per-tensor fp32 scale,
+  a random Hadamard transform on the weight-gradient operands, stochastic rounding of
+  gradients): a tensor amax pass (2), the read (2) and two 4-bit copies with their scales
+  (1.125): 5.125 bytes per element; 1.125 bytes per cached weight.
+
+In every recipe the transformer's linear layers run all three GEMMs (forward, data gradient,
+weight gradient) in the recipe's format; the attention core, the router and the LM head stay
+16-bit (TE quantises ``Linear`` modules only; Megatron builds the output layer and the router
+outside them). Saved GEMM inputs are kept in the recipe's format (``SAVED_INPUT_BYTES``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.perf import ops
+from planner.perf.batch import ScenarioArrays
+from planner.perf.ops import Real
+
+__all__ = [
+    "BLOCKWISE_GEMM_RELATIVE_EFFICIENCY",
+    "QUANTIZE_BYTES_PER_ELEMENT",
+    "SAVED_INPUT_BYTES",
+    "WEIGHT_COPY_BYTES",
+    "gemm_relative_efficiency",
+    "quantize_bytes",
+    "saved_input_bytes",
+    "weight_copy_bytes",
+]
+
+BLOCKWISE_GEMM_RELATIVE_EFFICIENCY = 0.9
+"""Blockwise-scaled FP8 GEMM throughput relative to a per-tensor-scaled one on Hopper:
+DeepGEMM (DeepSeek-AI 2025) reaches 1,300-1,550 of the H800's 1,979 FP8 TFLOP/s on large
+training shapes with the block scales promoted on the CUDA cores, ~10 % below cuBLAS
+per-tensor FP8 on the same shapes (DeepGEMM README, "Performance")."""
+
+QUANTIZE_BYTES_PER_ELEMENT = (0.0, 4.0, 6.0, 4.0625, 4.0625, 5.125)
+"""HBM bytes to quantise one element of a GEMM operand, by recipe code (module docstring)."""
+WEIGHT_COPY_BYTES = (0.0, 1.0, 1.0, 1.03125, 2.0625, 1.125)
+"""Bytes per weight of the quantised copy TE caches across microbatches (FP8 recipes: the
+row-wise copy, the transpose made in the backward; MXFP8/NVFP4: both directions)."""
+SAVED_INPUT_BYTES = (2.0, 1.0, 1.0, 1.03125, 1.03125, 0.5625)
+"""Bytes per element of a GEMM input saved for the backward, by recipe code."""
+_GEMM_RELATIVE = (1.0, 1.0, 1.0, BLOCKWISE_GEMM_RELATIVE_EFFICIENCY, 1.0, 1.0)
+
+_QUANTIZE = np.array(QUANTIZE_BYTES_PER_ELEMENT)
+_WEIGHT = np.array(WEIGHT_COPY_BYTES)
+_SAVED = np.array(SAVED_INPUT_BYTES)
+_RELATIVE = np.array(_GEMM_RELATIVE)
+
+
+def quantize_bytes(a: ScenarioArrays) -> Real:
+    """HBM bytes per quantised GEMM-operand element of each scenario (0 in 16-bit)."""
+    return ops.take(_QUANTIZE, a.fp8_recipe)
+
+
+def weight_copy_bytes(a: ScenarioArrays) -> Real:
+    """Bytes per cached quantised weight of each scenario (0 in 16-bit)."""
+    return ops.take(_WEIGHT, a.fp8_recipe)
+
+
+def saved_input_bytes(a: ScenarioArrays) -> Real:
+    """Bytes per saved GEMM-input element of each scenario (2 in 16-bit)."""
+    return ops.take(_SAVED, a.fp8_recipe)
+
+
+def gemm_relative_efficiency(a: ScenarioArrays) -> Real:
+    """Low-precision GEMM throughput relative to per-tensor FP8 scaling (blockwise: less)."""
+    return ops.take(_RELATIVE, a.fp8_recipe)

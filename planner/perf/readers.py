@@ -1,0 +1,226 @@
+"""Scenario fields the engine reads through a rule: recompute and its modules, gradient
+reduction (overlap, precision), the low-precision recipe, MoE routing and dispatch, LoRA and
+packed sequences, the resolved layout (expert tensor parallel, layers per stage), the memory
+headroom and loss scaling.
+
+Each reader takes a validated ``Scenario`` and returns the value of the ``ScenarioArrays``
+field of the same name in ``READERS`` (``planner.perf.batch`` gathers them with the device
+rules). Codes and flags follow the specs: ``Fp8Recipe.code``, ``MoETokenDispatcher.code``,
+``TrainingSpec.adapts``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from planner.perf.frameworks import profile_of
+from planner.specs.feasibility import expert_tensor_parallel_of, stage_layers_of
+from planner.specs.hardware import Precision
+from planner.specs.parallelism import RecomputeModule
+from planner.specs.pipeline_split import StageLayers
+from planner.specs.scenario import LoraTarget, Scenario
+
+__all__ = ["DEFAULT_MEMORY_HEADROOM_BYTES", "READERS"]
+
+
+def _recompute_module(module: RecomputeModule) -> Callable[[Scenario], bool]:
+    """Reader of ``recompute_<module>``: the module is in ``parallelism.recompute_modules``
+    (absent: Megatron's default, ``core_attn`` alone). The engine applies it only where the
+    recompute is selective."""
+
+    def read(s: Scenario) -> bool:
+        chosen = s.parallelism.recompute_modules
+        if chosen is None:
+            return module is RecomputeModule.CORE_ATTN
+        return module in chosen
+
+    read.__doc__ = f"``{module}`` is recomputed under selective recompute."
+    return read
+
+
+def _fp8_recipe(s: Scenario) -> int:
+    """The GEMM recipe's code (``Fp8Recipe.code``; 0 in 16-bit training): the scenario's
+    ``fp8_recipe``, else the precision's default."""
+    recipe = s.parallelism.low_precision_recipe
+    return 0 if recipe is None else recipe.code
+
+
+def _moe_token_dispatcher(s: Scenario) -> int:
+    """``model.moe_token_dispatcher_type`` as its code (0 alltoall, 1 allgather, 2 flex)."""
+    return s.model.moe_token_dispatcher_type.code
+
+
+def _moe_imbalance(s: Scenario) -> float:
+    """Busiest expert rank's tokens over the average: 1 with forced load balancing, the
+    scenario's ``moe_imbalance_factor``, else NaN (the efficiency model's default)."""
+    m = s.model
+    if m.moe_router_force_load_balancing:
+        return 1.0
+    return math.nan if m.moe_imbalance_factor is None else m.moe_imbalance_factor
+
+
+def _moe_expert_capacity_factor(s: Scenario) -> float:
+    """``model.moe_expert_capacity_factor``; NaN when dropless."""
+    factor = s.model.moe_expert_capacity_factor
+    return math.nan if factor is None else factor
+
+
+def _trains_base(s: Scenario) -> bool:
+    """False when the base weights are frozen (``training.mode: lora``)."""
+    return s.training.trains_base
+
+
+def _lora_rank(s: Scenario) -> float:
+    """The LoRA rank (0 unless LoRA training)."""
+    return float(s.training.adapter_rank)
+
+
+def _lora_target(target: LoraTarget) -> Callable[[Scenario], bool]:
+    """Reader of ``lora_<target>``: LoRA adapts that linear layer."""
+
+    def read(s: Scenario) -> bool:
+        return s.training.adapts(target)
+
+    read.__doc__ = f"LoRA adapts ``{target}``."
+    return read
+
+
+def _packed_sample_length(s: Scenario) -> float:
+    """Mean tokens per packed sample (``training.packed_sample_length``), else the sequence."""
+    packed = s.training.packed_sample_length
+    return float(s.model.seq_length if packed is None else packed)
+
+
+_ISSUE13_READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
+    {
+        "moe_token_dispatcher": _moe_token_dispatcher,
+        "moe_imbalance": _moe_imbalance,
+        "moe_expert_capacity_factor": _moe_expert_capacity_factor,
+        "fp8_recipe": _fp8_recipe,
+        **{f"recompute_{m.value}": _recompute_module(m) for m in RecomputeModule},
+        "trains_base": _trains_base,
+        "lora_rank": _lora_rank,
+        **{f"lora_{t.value}": _lora_target(t) for t in LoraTarget},
+        "packed_sample_length": _packed_sample_length,
+    }
+)
+"""``ScenarioArrays`` field -> its reader."""
+
+
+DEFAULT_MEMORY_HEADROOM_BYTES = 1.0 * 2**30
+"""Memory a layout leaves free beyond its predicted peak to count as fitting, when
+``hardware.memory_headroom_gib`` is unset: 1 GiB (what it stands for and its sources are in
+``planner.perf.memory``)."""
+
+
+def _recompute(s: Scenario) -> int:
+    """``parallelism.recompute`` as its code (``Recompute.code``: 0 none, 1 selective, 2 full)."""
+    return s.parallelism.recompute.code
+
+
+def _overlap_grad_reduce(s: Scenario) -> bool:
+    """``parallelism.overlap_grad_reduce``; unset: the framework's default
+    (``FrameworkProfile.overlap_grad_reduce``: overlapped, except DeepSpeed ZeRO 0-2)."""
+    chosen = s.parallelism.overlap_grad_reduce
+    if chosen is not None:
+        return chosen
+    return profile_of(s.training.framework).overlap_grad_reduce or s.parallelism.zero_stage >= 3
+
+
+def _overlap_param_gather(s: Scenario) -> bool:
+    """``parallelism.overlap_param_gather``; unset means overlapped."""
+    return s.parallelism.overlap_param_gather is not False
+
+
+def _grad_bytes_per_param(s: Scenario) -> float:
+    """Bytes per parameter of the gradient buffer and its data-parallel reduction: 4 when
+    gradients are reduced in fp32, else 2. The scenario's ``grad_reduce_in_fp32``, else the
+    framework's default: 16-bit under fp16 (loss scaling), the profile's choice otherwise
+    (``planner.perf.frameworks``)."""
+    par = s.parallelism
+    in_fp32 = par.grad_reduce_in_fp32
+    if in_fp32 is None:
+        profile = profile_of(s.training.framework)
+        in_fp32 = profile.grad_reduce_in_fp32 and par.precision is not Precision.FP16
+    return 4.0 if in_fp32 else 2.0
+
+
+def _total_tokens(s: Scenario) -> float:
+    """``training.total_tokens``, NaN when unset."""
+    tokens = s.training.total_tokens
+    return math.nan if tokens is None else tokens
+
+
+def _train_iters(s: Scenario) -> float:
+    """``training.train_iters``, NaN when unset."""
+    iters = s.training.train_iters
+    return math.nan if iters is None else iters
+
+
+def _expert_tensor_parallel(s: Scenario) -> int:
+    """``parallelism.expert_tensor_parallel``, resolved (``feasibility.expert_tensor_parallel_of``:
+    the tensor-parallel degree unless set or unless the experts fold only with fewer)."""
+    par = s.parallelism
+    return int(expert_tensor_parallel_of(s.model, s.hardware.num_gpus, par))
+
+
+_LAST_STAGES: list[tuple[Scenario, StageLayers]] = []
+"""The last scenario's split (its three readers run one after the other)."""
+
+
+def _stages(s: Scenario) -> StageLayers:
+    last = _LAST_STAGES[0] if _LAST_STAGES else None  # one read: safe under threads
+    if last is not None and last[0] is s:
+        return last[1]
+    stages = stage_layers_of(s.model, s.parallelism, s.training.framework)
+    _LAST_STAGES[:] = [(s, stages)]
+    return stages
+
+
+def _first_stage_layers(s: Scenario) -> int:
+    """Transformer layers of pipeline rank 0 (``planner.specs.pipeline_split``)."""
+    return _stages(s).first
+
+
+def _middle_stage_layers(s: Scenario) -> int:
+    """Transformer layers of the busiest middle pipeline rank (0 without one)."""
+    return _stages(s).middle
+
+
+def _last_stage_layers(s: Scenario) -> int:
+    """Transformer layers of the last pipeline rank."""
+    return _stages(s).last
+
+
+def _memory_headroom_bytes(s: Scenario) -> float:
+    """``hardware.memory_headroom_gib`` in bytes, or the default (``planner.perf.memory``)."""
+    gib = getattr(s.hardware, "memory_headroom_gib", None)
+    return DEFAULT_MEMORY_HEADROOM_BYTES if gib is None else float(gib) * 2.0**30
+
+
+def _loss_scaling(s: Scenario) -> bool:
+    """fp16 training: dynamic loss scaling, whose optimizer step checks for inf/NaN."""
+    return s.parallelism.precision is Precision.FP16
+
+
+READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
+    {
+        "recompute": _recompute,
+        "overlap_grad_reduce": _overlap_grad_reduce,
+        "overlap_param_gather": _overlap_param_gather,
+        "grad_bytes_per_param": _grad_bytes_per_param,
+        "total_tokens": _total_tokens,
+        "train_iters": _train_iters,
+        **_ISSUE13_READERS,
+        "expert_tensor_parallel": _expert_tensor_parallel,
+        "first_stage_layers": _first_stage_layers,
+        "middle_stage_layers": _middle_stage_layers,
+        "last_stage_layers": _last_stage_layers,
+        "memory_headroom_bytes": _memory_headroom_bytes,
+        "loss_scaling": _loss_scaling,
+    }
+)
+"""Fields of ``ScenarioArrays`` read from the scenario through a rule, with their readers."""

@@ -1,0 +1,133 @@
+"""FastAPI side of ``planner.service.auth``: the dependency each route declares, CORS, and
+the ``bearer`` security scheme published in ``/openapi.json``.
+
+``Access.require(role)`` guards a read or a computation (anonymous when ``anonymous_read``);
+``Access.require(role, writes=True)`` guards a state-changing request: refused with 403 in
+read-only mode and when a browser sends it from another origin (``Origin`` not this host and
+not in ``auth.cors_origins``), and never anonymous: a cross-origin form post carries no bearer
+header, so it cannot change anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
+from fastapi import FastAPI, HTTPException, Request, Security
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from planner.service.auth import (
+    ANONYMOUS,
+    REALM,
+    AuthError,
+    Authorizer,
+    OpenAuthorizer,
+    Principal,
+    Role,
+)
+
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="A token of auth.token_file (mode token) or a Kubernetes service-account "
+    "token (mode kubernetes); see the README's Security section.",
+)
+_CHALLENGE = {"WWW-Authenticate": f'Bearer realm="{REALM}"'}
+
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
+
+
+class Access:
+    """The access rules of one app (see the module docstring)."""
+
+    def __init__(
+        self,
+        authorizer: Authorizer,
+        *,
+        anonymous_read: bool,
+        read_only: bool,
+        cors_origins: list[str],
+    ) -> None:
+        self.authorizer = authorizer
+        self.anonymous_read = anonymous_read
+        self.read_only = read_only
+        self.cors_origins = list(cors_origins)
+        self._limiter = anyio.CapacityLimiter(4)
+
+    def install(self, app: FastAPI) -> None:
+        """Add CORS to ``app`` when origins are configured (off by default)."""
+        if self.cors_origins:
+            app.add_middleware(
+                CORSMiddleware,
+                allow_origins=self.cors_origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+                allow_credentials=False,
+            )
+
+    def _cross_origin(self, request: Request) -> str | None:
+        origin = request.headers.get("origin")
+        if not origin or origin in self.cors_origins:
+            return None
+        if urlsplit(origin).netloc == request.headers.get("host", ""):
+            return None
+        return origin
+
+    def require(
+        self, role: Role, *, writes: bool = False
+    ) -> Callable[[Request, HTTPAuthorizationCredentials | None], Awaitable[Principal]]:
+        """A dependency that returns the caller's :class:`Principal` or raises 401/403."""
+
+        async def dependency(request: Request, credentials: Credentials = None) -> Principal:
+            if writes and self.read_only:
+                raise HTTPException(
+                    403,
+                    "read_only: the planner runs read-only (--read-only / PLANNER_READ_ONLY); "
+                    "state-changing requests are refused",
+                )
+            if writes and (origin := self._cross_origin(request)) is not None:
+                raise HTTPException(
+                    403,
+                    f"origin: writes from {origin} are refused (cross-origin); add it to "
+                    "auth.cors_origins if it is a trusted client",
+                )
+            principal = await self._principal(credentials, role, writes=writes)
+            request.state.principal = principal
+            return principal
+
+        return dependency
+
+    async def _principal(
+        self, credentials: HTTPAuthorizationCredentials | None, role: Role, *, writes: bool
+    ) -> Principal:
+        if isinstance(self.authorizer, OpenAuthorizer):
+            return self.authorizer.authorize("", role)
+        if credentials is None or not credentials.credentials:
+            if role == Role.READER and not writes and self.anonymous_read:
+                return ANONYMOUS
+            what = "state-changing requests need" if writes else "this request needs"
+            raise HTTPException(
+                401,
+                f"authorization: {what} a bearer token with role {role.label} "
+                "(Authorization: Bearer <token>; see auth.token_file)",
+                headers=_CHALLENGE,
+            )
+        token = credentials.credentials
+        try:
+            if self.authorizer.blocking:
+                return await anyio.to_thread.run_sync(
+                    self.authorizer.authorize, token, role, limiter=self._limiter
+                )
+            return self.authorizer.authorize(token, role)
+        except AuthError as exc:
+            headers = _CHALLENGE if exc.status == 401 else None
+            raise HTTPException(exc.status, f"authorization: {exc.message}", headers) from None
+
+
+def open_access() -> Access:
+    """Everyone may do everything (a router built without the app's access rules, in tests)."""
+    return Access(OpenAuthorizer(), anonymous_read=True, read_only=False, cors_origins=[])

@@ -1,0 +1,144 @@
+"""The newest stored capacity review and the pending jobs' predicted starts as Prometheus
+metrics, computed from the store at scrape time (``CapacityCollector``; the table is its
+docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from planner.service.metrics import _JOB_LABELS, _num
+from planner.service.store import Store
+
+#: Most planned jobs exported with a deadline-miss probability (the most at risk first).
+MAX_DEADLINE_JOBS = 100
+#: Most weeks of the forecast exported per pool (13: a 90-day review).
+MAX_FORECAST_WEEKS = 13
+_QUANTILE_LABELS = (("0.1", "p10"), ("0.5", "p50"), ("0.9", "p90"))
+
+
+def _week(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d")
+
+
+class CapacityCollector(Collector):
+    """The newest stored capacity review (``review.schedule``) as metrics, and each pending
+    job's predicted start (the queue forecast). Cardinality is bounded: pools x 13 weeks x 3
+    quantiles, 100 deadline jobs, the scenarios and GPU types of the review.
+
+    | metric | type | meaning |
+    | --- | --- | --- |
+    | ``planner_capacity_forecast_gpus{pool,quantile,week}`` | gauge | occupied GPUs (mean over
+      the week) at the 10/50/90th percentile, base scenario; ``week`` is its first day (UTC) |
+    | ``planner_capacity_forecast_capacity_gpus{pool,week}`` | gauge | GPUs installed (mean) |
+    | ``planner_plan_deadline_miss_probability{job}`` | gauge | probability of missing the
+      deadline (jobs with one, base scenario) |
+    | ``planner_capacity_expected_deadline_misses{scenario}`` | gauge | expected missed
+      deadlines per scenario |
+    | ``planner_capacity_sizing_gpus{gpu,pool}`` | gauge | smallest addition meeting every
+      deadline at p90 (absent when none does) |
+    | ``planner_capacity_review_timestamp_seconds`` | gauge | when the review was made |
+    | ``planner_job_predicted_start_timestamp_seconds`` | gauge | a pending job's p50
+      predicted start (job labels) |
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._cached: tuple[int, float, dict[str, Any]] | None = None
+
+    def _latest(self) -> tuple[float, dict[str, Any]] | None:
+        head = self.store.latest_review(with_result=False)
+        if head is None:
+            return None
+        if self._cached is None or self._cached[0] != head.id:
+            row = self.store.latest_review(with_result=True)
+            if row is None or row.result is None:
+                return None
+            self._cached = (row.id, row.made_at_s, row.result)
+        return self._cached[1], self._cached[2]
+
+    def collect(self) -> Iterator[Metric]:
+        gpus = GaugeMetricFamily(
+            "planner_capacity_forecast_gpus",
+            "Occupied GPUs of the pool in the week (mean over the week), by quantile of the "
+            "capacity review's Monte Carlo samples (base scenario).",
+            labels=["pool", "quantile", "week"],
+        )
+        capacity = GaugeMetricFamily(
+            "planner_capacity_forecast_capacity_gpus",
+            "GPUs installed in the pool in the week (mean over the week), capacity review.",
+            labels=["pool", "week"],
+        )
+        miss = GaugeMetricFamily(
+            "planner_plan_deadline_miss_probability",
+            "Probability that the job misses its deadline (capacity review, base scenario).",
+            labels=["job"],
+        )
+        expected = GaugeMetricFamily(
+            "planner_capacity_expected_deadline_misses",
+            "Expected number of missed deadlines in the scenario of the capacity review.",
+            labels=["scenario"],
+        )
+        sizing = GaugeMetricFamily(
+            "planner_capacity_sizing_gpus",
+            "Smallest number of GPUs of the type added to the pool that meets every deadline "
+            "at p90 (capacity review's sizing search).",
+            labels=["gpu", "pool"],
+        )
+        made = GaugeMetricFamily(
+            "planner_capacity_review_timestamp_seconds",
+            "When the newest stored capacity review was made, Unix epoch seconds.",
+        )
+        latest = self._latest()
+        if latest is not None:
+            made_at, result = latest
+            made.add_metric([], made_at)
+            scenarios = result.get("scenarios") or []
+            base = scenarios[0] if scenarios else {}
+            weeks: dict[str, list[dict[str, Any]]] = {}
+            for week in base.get("pool_weeks") or []:
+                weeks.setdefault(str(week["pool"]), []).append(week)
+            for pool, rows in weeks.items():
+                for week in rows[:MAX_FORECAST_WEEKS]:
+                    label = _week(float(week["week_start_s"]))
+                    for q, key in _QUANTILE_LABELS:
+                        value = _num((week.get("occupied_gpus") or {}).get(key))
+                        if value is not None:
+                            gpus.add_metric([pool, q, label], value)
+                    cap = _num(week.get("capacity_gpu_hours"))
+                    if cap is not None:
+                        capacity.add_metric([pool, label], cap / (7 * 24.0))
+            at_risk = [
+                j for j in base.get("jobs") or [] if _num(j.get("miss_probability")) is not None
+            ]
+            at_risk.sort(key=lambda j: -float(j["miss_probability"]))
+            for job in at_risk[:MAX_DEADLINE_JOBS]:
+                miss.add_metric([str(job["name"])], float(job["miss_probability"]))
+            for row in result.get("comparison") or []:
+                value = _num(row.get("expected_deadline_misses"))
+                if value is not None:
+                    expected.add_metric([str(row["scenario"])], value)
+            for answer in result.get("sizing") or []:
+                added = _num(answer.get("gpus_added"))
+                if added is not None:
+                    sizing.add_metric([str(answer["gpu"]), str(answer["pool"])], added)
+        yield from (gpus, capacity, miss, expected, sizing, made)
+        yield self._predicted_starts()
+
+    def _predicted_starts(self) -> Metric:
+        family = GaugeMetricFamily(
+            "planner_job_predicted_start_timestamp_seconds",
+            "Predicted (p50) start of the pending job from the running jobs' predicted "
+            "runtimes (queue forecast), Unix epoch seconds.",
+            labels=_JOB_LABELS,
+        )
+        for row in self.store.list_jobs(active_only=True, status="pending"):
+            start = (row.queue_forecast or {}).get("start_s") or {}
+            value = _num(start.get("p50")) if isinstance(start, dict) else None
+            if value is not None:
+                family.add_metric([row.scheduler, row.cluster, row.job_id], value)
+        return family

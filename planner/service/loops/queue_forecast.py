@@ -1,0 +1,236 @@
+"""Every pending job's predicted start and completion, from the running jobs' predicted runtimes.
+
+Once per ingest cycle and source, after the ETAs: the source's active jobs become the review
+simulator's queue (``planner.capacity.forecast_pending``): running jobs end at draws from
+their ETA band (``eta.remaining_s``), pending jobs start as the scheduler would start them on
+the fleet (Slurm: priority order with EASY backfill, which reserves on the jobs' time limits;
+other schedulers: Kueue-style admission, GPUs only) and run for their predicted runtime.
+
+- **Fleet**: the configured fleet file's pools, else one pool per (first partition, GPU type)
+  of the source's nodes that are up (``planner.capacity.fleet_from_nodes``).
+- **Order**: the scheduler's queue position, else submit time, else job id (Slurm's
+  ``priority/basic``; a job's Slurm priority is not read).
+- **Runtime** of a job without an ETA: its time limit (what Slurm assumes), and beyond the
+  horizon without one; its completion is then not predicted (``runtime_from``).
+
+The result is stored per pending job in ``queue_forecast`` (kept once it starts: the last
+forecast made) as ``start_s`` and ``completion_s`` bands (p10/p50/p90, epoch seconds; None:
+not within the horizon, or no predicted runtime), beside the scheduler's own estimate under its
+own name (``scheduler_start_s``: Slurm's ``StartTime``, which assumes every running job runs to
+its limit; a year away when one has none). The pending job's ETA takes the forecast's
+completion and start (``completion_from: "queue_forecast"``): the scheduler's estimate is
+never passed through as the planner's. A queue forecast is redone when a job arrives, starts,
+ends or changes size, a node changes, or ``interval_s`` has passed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from planner.capacity import (
+    Fleet,
+    PendingForecast,
+    QueuedJob,
+    QueueSnapshot,
+    RuntimeBand,
+    SchedulerKind,
+    fleet_from_nodes,
+    forecast_pending,
+)
+from planner.capacity.fleet import DEFAULT_HORIZON_S
+from planner.errors import PlannerError
+from planner.service.loops.context import IngestDeps
+from planner.service.models import JobRow
+from planner.service.store import UnitOfWork
+from planner.specs.job import ClusterSnapshot, JobState, JobStatus, NodeState
+
+__all__ = ["forecast_queue", "queue_order", "runtime_band"]
+
+log = logging.getLogger(__name__)
+
+#: The forecast's random draws are the same every cycle (a steady forecast of a steady queue).
+SEED = 0
+_QUANTILES = ("p10", "p50", "p90")
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def queue_order(jobs: Sequence[JobState]) -> list[JobState]:
+    """Running jobs first, then pending ones by queue position, submit time and job id."""
+
+    def key(job: JobState) -> tuple[int, float, float, int, str]:
+        position = job.queue_position if job.queue_position is not None else math.inf
+        submitted = job.submit_time_s if job.submit_time_s is not None else math.inf
+        number = int(job.job_id) if job.job_id.isdigit() else -1
+        return (int(job.status == JobStatus.PENDING), position, submitted, number, job.job_id)
+
+    return sorted(jobs, key=key)
+
+
+def runtime_band(
+    eta: dict[str, Any] | None, job: JobState, *, now_s: float, horizon_s: float
+) -> tuple[RuntimeBand, str]:
+    """The job's runtime band for the simulation (a running job's remaining wall time, a
+    pending job's whole run) and where it comes from: ``eta`` (its ETA's ``remaining_s``; a
+    missing p90 becomes the time left to its limit, else 3 x p50), ``time_limit`` (no ETA: the
+    limit, what Slurm assumes), ``none`` (neither: it holds its GPUs past the horizon)."""
+    limit = job.time_limit_s
+    if limit is not None and job.status != JobStatus.PENDING:
+        limit = limit - (now_s - (job.start_time_s if job.start_time_s is not None else now_s))
+    limit_left = None if limit is None or not math.isfinite(limit) else max(limit, 1.0)
+    remaining = (eta or {}).get("remaining_s") if not (eta or {}).get("finished") else None
+    p50 = _num(remaining.get("p50")) if isinstance(remaining, dict) else None
+    if isinstance(remaining, dict) and p50 is not None:
+        p50 = max(p50, 1.0)
+        p10 = min(max(_num(remaining.get("p10")) or p50, 1.0), p50)
+        p90 = _num(remaining.get("p90"))
+        if p90 is None:
+            p90 = limit_left if limit_left is not None else 3.0 * p50
+        return RuntimeBand(p10_s=p10, p50_s=p50, p90_s=max(p90, p50)), "eta"
+    if limit_left is not None:
+        return RuntimeBand(p10_s=limit_left, p50_s=limit_left, p90_s=limit_left), "time_limit"
+    beyond = 2.0 * horizon_s
+    return RuntimeBand(p10_s=beyond, p50_s=beyond, p90_s=beyond), "none"
+
+
+def _queue_key(jobs: Sequence[JobState], nodes: Sequence[NodeState]) -> str:
+    """What a forecast depends on besides the runtimes: who waits and runs where, and nodes."""
+    parts = [f"{j.job_id}:{j.status}:{j.num_gpus}:{j.partition}" for j in jobs]
+    parts += [f"{n.name}:{n.state}:{n.num_gpus}" for n in nodes]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def _due(rows: Sequence[JobRow], key: str, now_s: float, interval_s: float) -> bool:
+    for row in rows:
+        made = row.queue_forecast or {}
+        if made.get("queue_key") != key:
+            return True
+        if now_s - float(made.get("made_at_s") or -math.inf) >= interval_s:
+            return True
+    return False
+
+
+def _band(values: tuple[float | None, float | None, float | None]) -> dict[str, float | None]:
+    return dict(zip(_QUANTILES, values, strict=True))
+
+
+def _fleet_of(deps: IngestDeps, snapshot: ClusterSnapshot) -> tuple[Fleet, str]:
+    configured = deps.settings.queue_forecast.fleet
+    if configured is not None:
+        return configured, f"fleet file {configured.name}".strip()
+    kind = SchedulerKind.SLURM if snapshot.scheduler == "slurm" else SchedulerKind.KUEUE
+    return fleet_from_nodes(snapshot.nodes, kind), "nodes"
+
+
+def _record(
+    job: JobState,
+    forecast: PendingForecast | None,
+    runtime_from: str,
+    *,
+    key: str,
+    now_s: float,
+    fleet: str,
+    samples: int,
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "made_at_s": now_s,
+        "start_s": None,
+        "completion_s": None,
+        "scheduler_start_s": job.expected_start_time_s,
+        "runtime_from": runtime_from,
+        "fleet": fleet,
+        "samples": samples,
+        "queue_key": key,
+    }
+    if forecast is None:
+        record["reason"] = (
+            f"no pool of the fleet ({fleet}) takes partition {job.partition!r} / GPU type "
+            f"{job.gpu_type!r} with {job.num_gpus} GPUs"
+        )
+        return record
+    record["start_s"] = _band(forecast.start_s)
+    if runtime_from == "eta":
+        record["completion_s"] = _band(forecast.completion_s)
+    return record
+
+
+def _apply_to_eta(row: JobRow) -> None:
+    """The pending job's ETA takes the forecast's start and completion (never the scheduler's
+    start estimate plus the runtime)."""
+    made = row.queue_forecast
+    if row.eta is None or made is None:
+        return
+    row.eta = {
+        **row.eta,
+        "completion_time_s": made.get("completion_s"),
+        "start_time_s": made.get("start_s"),
+        "completion_from": "queue_forecast",
+    }
+
+
+def forecast_queue(
+    deps: IngestDeps, uow: UnitOfWork, snapshot: ClusterSnapshot, *, now_s: float
+) -> None:
+    """Forecast the pending jobs of ``snapshot``'s source (module docstring) and store it on
+    their rows; call it once per cycle after the ETAs. Logs and skips a forecast that fails."""
+    config = deps.settings.queue_forecast
+    if not config.enabled:
+        return
+    rows = {r.job_id: r for r in uow.jobs_of(snapshot.scheduler, snapshot.cluster) if r.active}
+    jobs = queue_order(
+        [j for j in snapshot.jobs if j.status.is_active and j.num_gpus > 0 and j.job_id in rows]
+    )
+    pending = [rows[j.job_id] for j in jobs if j.status == JobStatus.PENDING]
+    if not pending:
+        return
+    key = _queue_key(jobs, snapshot.nodes)
+    if _due(pending, key, now_s, config.interval_s):
+        try:
+            fleet, fleet_name = _fleet_of(deps, snapshot)
+        except PlannerError as exc:  # no GPU node is up: nothing can start
+            fleet, fleet_name, forecasts = None, f"nodes ({exc})", {}
+        queued, basis = [], {}
+        for job in jobs:
+            band, basis[job.job_id] = runtime_band(
+                rows[job.job_id].eta,
+                job,
+                now_s=now_s,
+                horizon_s=fleet.horizon_s if fleet else DEFAULT_HORIZON_S,
+            )
+            queued.append(QueuedJob(state=job, runtime=band))
+        if fleet is not None:
+            try:
+                forecasts = forecast_pending(
+                    fleet,
+                    QueueSnapshot(taken_at_s=now_s, jobs=tuple(queued)),
+                    rng=np.random.default_rng(SEED),
+                    samples=config.samples,
+                )
+            except (PlannerError, ValueError) as exc:
+                log.warning(
+                    "queue forecast of %s/%s failed: %s", snapshot.scheduler, snapshot.cluster, exc
+                )
+                return
+        for job in jobs:
+            if job.status == JobStatus.PENDING:
+                rows[job.job_id].queue_forecast = _record(
+                    job,
+                    forecasts.get(job.job_id),
+                    basis[job.job_id],
+                    key=key,
+                    now_s=now_s,
+                    fleet=fleet_name,
+                    samples=config.samples,
+                )
+    for row in pending:
+        _apply_to_eta(row)

@@ -1,0 +1,239 @@
+"""Capacity reviews in the service: on request (``POST /v1/reviews``) and on a schedule
+(``review.schedule``, APScheduler), the scheduled ones stored (``GET /v1/reviews/latest``, the
+``planner_capacity_*`` metrics).
+
+A review reads its fleet, plan and what-if documents (files named by the settings, or a
+request's body), today's queue (the service's active jobs with their ETAs as runtime bands, or
+a jobs snapshot document), and runs ``planner.capacity.run_review`` from the review's start
+(``planner.capacity.inputs``: the later of the fleet's start and now, for the live queue) on
+the local executor or Ray (``review.ray_address``). One review runs at a time per process
+(they are CPU-bound; a request waits for a running one). Only the leader runs the schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from planner.capacity import QueuedJob, QueueSnapshot, Review, review_markdown, run_review
+from planner.capacity.documents import Located, load_document
+from planner.capacity.html import review_html
+from planner.capacity.inputs import ReviewInputs, review_inputs
+from planner.capacity.montecarlo import Executor
+from planner.errors import PlannerError, SpecError
+from planner.service.loops.queue_forecast import queue_order, runtime_band
+from planner.service.models import JobRow, ReviewRow
+from planner.service.settings import ReviewSettings, parse_schedule
+from planner.service.store import Store
+from planner.specs.job import JobState, JobStatus
+
+__all__ = ["ReviewOptions", "ReviewRunner", "live_snapshot", "read_document"]
+
+log = logging.getLogger("planner.service.reviews")
+
+#: A job with neither an ETA nor a time limit holds its GPUs this long (past any horizon).
+FOREVER_S = 10 * 365 * 86400.0
+_STATE_FIELDS = {f.name for f in fields(JobState)}
+
+
+def read_document(path: str, what: str) -> Located:
+    """A fleet, plan or what-if file as a ``Located`` tree; raises ``SpecError`` naming the
+    setting and the file when it cannot be read, ``DocumentError`` when it does not parse."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SpecError(what, f"cannot read {path} ({reason}); check the path") from None
+    return load_document(text, path)
+
+
+def _state(row: JobRow) -> JobState | None:
+    doc = {k: v for k, v in (row.state or {}).items() if k in _STATE_FIELDS}
+    try:
+        doc["status"] = JobStatus(doc.get("status", row.status))
+        doc["node_list"] = tuple(doc.get("node_list") or ())
+        return JobState(**doc)
+    except (TypeError, ValueError):
+        return None
+
+
+def live_snapshot(rows: Sequence[JobRow], now_s: float) -> QueueSnapshot:
+    """Today's queue from the store's active jobs (those holding or asking for GPUs), in the
+    scheduler's order: each job's runtime band from its ETA, else its time limit, else it
+    holds its GPUs past any horizon (``planner.service.loops.queue_forecast.runtime_band``)."""
+    states = {}
+    for row in rows:
+        state = _state(row) if row.active else None
+        if state is not None and state.status.is_active and state.num_gpus > 0:
+            states[(state.scheduler, state.cluster, state.job_id)] = (state, row)
+    jobs = []
+    for state in queue_order([s for s, _ in states.values()]):
+        row = states[(state.scheduler, state.cluster, state.job_id)][1]
+        band, _ = runtime_band(row.eta, state, now_s=now_s, horizon_s=FOREVER_S / 2)
+        jobs.append(
+            QueuedJob(state=state, runtime=band, team=state.account or state.user or "default")
+        )
+    return QueueSnapshot(taken_at_s=now_s, jobs=tuple(jobs))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewOptions:
+    """How to run one review: Monte Carlo samples, seed, sizing search (and its samples), a
+    Ray address (None: this process)."""
+
+    samples: int = 200
+    seed: int = 0
+    sizing: bool = True
+    sizing_samples: int | None = None
+    ray_address: str | None = None
+
+    @classmethod
+    def of(cls, asked: _Asked, ray_address: str | None) -> ReviewOptions:
+        """The options a request or the review settings ask for."""
+        return cls(
+            samples=asked.samples,
+            seed=asked.seed,
+            sizing=asked.sizing,
+            sizing_samples=asked.sizing_samples,
+            ray_address=ray_address,
+        )
+
+
+class _Asked(Protocol):
+    samples: int
+    seed: int
+    sizing: bool
+    sizing_samples: int | None
+
+
+class ReviewRunner:
+    """Runs reviews for one service process (module docstring). ``executor_for(address)``
+    makes the Ray executor (the composition root's ``ray_executor``); ``is_leader`` says
+    whether this replica runs the schedule."""
+
+    def __init__(
+        self,
+        settings: ReviewSettings,
+        store: Store,
+        clock: Callable[[], float],
+        *,
+        executor_for: Callable[[str], Executor] | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.executor_for = executor_for
+        self.is_leader = is_leader
+        self._lock = threading.Lock()
+        self._scheduler: BackgroundScheduler | None = None
+
+    def inputs(
+        self,
+        fleet: Located,
+        plan: Located | None,
+        what_ifs: Sequence[Located],
+        snapshot: QueueSnapshot | None,
+        start_s: float | None,
+    ) -> ReviewInputs:
+        """The parsed inputs; raises ``DocumentError`` naming the document and field."""
+        return review_inputs(fleet, plan, what_ifs, snapshot, start_s=start_s, now_s=self.clock())
+
+    def live(self) -> QueueSnapshot:
+        """The service's queue now (``live_snapshot``)."""
+        return live_snapshot(self.store.list_jobs(active_only=True), self.clock())
+
+    def run(self, inputs: ReviewInputs, options: ReviewOptions) -> tuple[Review, float]:
+        """Run the review (one at a time); returns it and the seconds it took. Raises
+        ``SpecError`` for what-if edits a job cannot take, ``SourceError`` when Ray fails."""
+        with self._lock:
+            began = time.perf_counter()
+            executor = None
+            if options.ray_address:
+                if self.executor_for is None:
+                    raise SpecError("ray_address", "this service cannot reach Ray")
+                executor = self.executor_for(options.ray_address)
+            try:
+                review = run_review(
+                    inputs.fleet, inputs.planned, inputs.snapshot, inputs.what_ifs,
+                    start_s=inputs.start_s, samples=options.samples,
+                    rng=np.random.default_rng(options.seed), seed=options.seed,
+                    executor=executor, sizing=options.sizing,
+                    sizing_samples=options.sizing_samples,
+                )  # fmt: skip
+            finally:
+                if executor is not None:
+                    executor.close()
+            return review, time.perf_counter() - began
+
+    def run_scheduled(self) -> ReviewRow | None:
+        """The scheduled review: read the settings' files, run, store (an error is stored
+        and logged too). None on a replica that is not the leader."""
+        if not self.is_leader():
+            return None
+        cfg = self.settings
+        now = self.clock()
+        row = ReviewRow(made_at_s=now, trigger="schedule", fleet=cfg.fleet_file or "")
+        try:
+            if not cfg.fleet_file or not cfg.plan_file:
+                raise SpecError("review.fleet_file", "a scheduled review needs a fleet and plan")
+            inputs = self.inputs(
+                read_document(cfg.fleet_file, "review.fleet_file"),
+                read_document(cfg.plan_file, "review.plan_file"),
+                [read_document(p, "review.what_if_files") for p in cfg.what_if_files],
+                self.live() if cfg.live_jobs else None,
+                None,
+            )
+            review, row.elapsed_s = self.run(inputs, ReviewOptions.of(cfg, cfg.ray_address))
+        except PlannerError as exc:
+            row.error = str(exc)
+            log.error("scheduled review failed: %s", exc)
+        else:
+            data = json.loads(json.dumps(review.to_dict(), allow_nan=False))
+            row.fleet = inputs.fleet.name or row.fleet
+            row.summary, row.result = data["comparison"], data
+            row.html, row.markdown = review_html(review), review_markdown(review)
+            log.info(
+                "scheduled review: %d jobs, %d scenarios in %.1f s",
+                len(review.base.jobs),
+                len(review.scenarios),
+                row.elapsed_s,
+            )
+        self.store.add_review(row, keep=cfg.keep)
+        return row
+
+    def _run_logged(self) -> None:
+        try:
+            self.run_scheduled()
+        except Exception:  # the schedule must survive anything; the traceback goes to the log
+            log.exception("scheduled review failed")
+
+    def start(self) -> None:
+        """Schedule the review (``review.schedule``; once at start with ``run_on_start``)."""
+        if self.settings.schedule is None or self._scheduler is not None:
+            return
+        kind, args = parse_schedule(self.settings.schedule)
+        scheduler = BackgroundScheduler(timezone="UTC")
+        if self.settings.run_on_start:
+            scheduler.add_job(self._run_logged, "date", id="review-now")
+        scheduler.add_job(
+            self._run_logged, kind, **args, id="review", max_instances=1, coalesce=True
+        )
+        scheduler.start()
+        self._scheduler = scheduler
+        log.info("capacity review scheduled: %s", self.settings.schedule)
+
+    def stop(self) -> None:
+        """Stop the schedule (waiting for a running review)."""
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=True)
+            self._scheduler = None

@@ -1,0 +1,172 @@
+"""Settings of issue 16: authentication, bounded work, the store's faults and retention.
+
+They are fields of :class:`planner.service.settings.Settings` (``auth``, ``limits``,
+``retention``, ``read_only``, ``shutdown_grace_s``); the README's "Security" section says why
+each default is what it is.
+
+* ``auth.mode``: ``token`` (default; static bearer tokens from ``auth.token_file``),
+  ``kubernetes`` (TokenReview + SubjectAccessReview against the cluster the planner runs in) or
+  ``none`` (no authentication at all: only behind an authenticating proxy). A planner bound to
+  a non-loopback address refuses to start in ``token`` mode without a token file: set one,
+  choose ``kubernetes``, or say ``none`` on purpose.
+* ``limits``: request body sizes per kind of route, the worker pool that runs CPU-heavy
+  requests (size and queue; a full pool answers 429 with ``Retry-After``) and the candidate and
+  time budgets of explore and recommend (422 naming the budget).
+* ``retention``: how much ETA history and how many step samples the store keeps per job.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import SpecError
+
+log = logging.getLogger("planner.service")
+
+#: Roles, least to most privileged (each includes the ones before it).
+ROLES = ("reader", "operator", "admin")
+
+
+class AuthSettings(BaseModel):
+    """Who may call the API (see the module docstring and the README's "Security")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["token", "kubernetes", "none"] = Field(
+        default="token",
+        description="token: bearer tokens from token_file; kubernetes: TokenReview and "
+        "SubjectAccessReview; none: no authentication (only behind an authenticating proxy).",
+    )
+    token_file: str | None = Field(
+        default=None,
+        description="File of 'ROLE NAME TOKEN' lines (TOKEN may be sha256:<hex digest>); "
+        "read at start. Without it, token mode lets nobody write.",
+    )
+    anonymous_read: bool | None = Field(
+        default=None,
+        description="Reads and predictions without a token; default: only when bound to a "
+        "loopback address.",
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins allowed to call the API (CORS); empty: CORS off and "
+        "cross-origin writes refused.",
+    )
+    review_cache_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description="kubernetes mode: how long a TokenReview/SubjectAccessReview answer is kept.",
+    )
+    kubernetes_group: str = Field(
+        default="planner.llm",
+        description="kubernetes mode: API group of the 'roles' resource whose 'use' verb on "
+        "resourceName reader/operator/admin grants the role.",
+    )
+
+
+class LimitSettings(BaseModel):
+    """Bounds on the work one request can cause."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    json_body_bytes: int = Field(
+        default=2 * 1024 * 1024,
+        gt=0,
+        description="Largest JSON body (predict, explore, recommendations); larger: 413.",
+    )
+    upload_body_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        gt=0,
+        description="Largest upload (calibration samples, traces); larger: 413.",
+    )
+    workers: int = Field(
+        default_factory=lambda: max(1, min(4, os.cpu_count() or 1)),
+        ge=1,
+        le=64,
+        description="Threads running CPU-heavy requests (predict, explore, recommend, fits).",
+    )
+    queue: int = Field(
+        default=16,
+        ge=0,
+        le=10_000,
+        description="Requests waiting for a worker; beyond it: 429 with Retry-After.",
+    )
+    retry_after_s: int = Field(default=5, ge=1, le=3600)
+    explore_time_budget_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="Longest explore/recommend request; past it: 422 naming this budget.",
+    )
+    explore_max_candidates: int = Field(
+        default=50_000_000,
+        gt=0,
+        description="Largest design space one explore/recommend request may sweep.",
+    )
+
+
+class RetentionSettings(BaseModel):
+    """What the store keeps per job beyond its current state (pruned every ``interval_s``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    eta_history_rows: int = Field(
+        default=1000,
+        ge=1,
+        description="ETA estimates kept per job (the API shows the newest 50). The ETA keeps one "
+        "per 0.2 % of progress or 6 h, so 1000 span a whole run: a finished job's outcome needs "
+        "its ETAs from 10 % progress on.",
+    )
+    eta_history_max_age_s: float = Field(
+        default=60 * 24 * 3600.0,
+        gt=0,
+        description="ETA estimates older than this are dropped (longer than the longest run "
+        "whose outcome should teach the ETA).",
+    )
+    samples_per_job: int = Field(
+        default=5000,
+        ge=500,
+        description="Step samples kept per job (the ETA uses the newest 500).",
+    )
+    audit_max_age_s: float = Field(
+        default=30 * 24 * 3600.0,
+        gt=0,
+        description="Audit records of scheduler writes and uploads older than this are dropped.",
+    )
+    interval_s: float = Field(default=600.0, gt=0, description="Least time between two prunes.")
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, port: int, auth: AuthSettings) -> None:
+    """Refuse to serve an API that anyone on the network could use unawares: bound to a
+    non-loopback ``host``, ``auth.mode: token`` needs a token file (``kubernetes`` reviews
+    tokens, ``none`` says so on purpose, and is logged). Raises ``SpecError``."""
+    if is_loopback(host):
+        return
+    if auth.mode == "token" and not auth.token_file:
+        raise SpecError(
+            "auth.token_file",
+            f"the planner would listen on {host} with no authentication: set "
+            "PLANNER_AUTH__TOKEN_FILE (a file of 'ROLE NAME TOKEN' lines), or "
+            "PLANNER_AUTH__MODE=kubernetes in a cluster, or PLANNER_AUTH__MODE=none to serve "
+            "without authentication on purpose (behind an authenticating proxy)",
+        )
+    if auth.mode == "none":
+        log.warning(
+            "auth.mode=none: anyone who reaches %s:%d may read, compute and write", host, port
+        )

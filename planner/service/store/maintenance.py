@@ -1,0 +1,84 @@
+"""The store's retention and audit SQL (issue 16), used by ``SqlStore``.
+
+Retention bounds what grows per job and cycle: ETA estimates (one per job per cycle) keep the
+newest ``eta_rows`` per job and nothing older than ``eta_max_age_s``; step samples keep the
+newest ``samples_per_job`` per job; audit records are kept ``audit_max_age_s``. Per-job limits
+use ``ROW_NUMBER() OVER (PARTITION BY job)`` (SQLite >= 3.25, PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import CursorResult, delete, func, select
+from sqlalchemy.orm import Session
+
+from planner.service.models import (
+    AuditEntry,
+    AuditRow,
+    PredictionRow,
+    RetentionPolicy,
+    StepSampleRow,
+)
+
+
+def audit_rows(entries: Sequence[AuditEntry]) -> list[AuditRow]:
+    """Mapped rows of ``entries`` (strings cut to their column sizes)."""
+    return [
+        AuditRow(
+            at_s=e.at_s,
+            actor=e.actor[:128],
+            action=e.action[:32],
+            scheduler=e.scheduler[:32],
+            cluster=e.cluster[:128],
+            target=e.target[:512],
+            outcome=e.outcome[:16],
+            reason=e.reason[:4000],
+            detail=e.detail,
+        )
+        for e in entries
+    ]
+
+
+def _beyond_newest(model: Any, keep: int, *where: Any) -> Any:
+    """ids of ``model`` rows past the newest ``keep`` of their job."""
+    ranked = (
+        select(
+            model.id.label("id"),
+            func.row_number().over(partition_by=model.job_pk, order_by=model.id.desc()).label("rn"),
+        )
+        .where(*where)
+        .subquery()
+    )
+    return select(ranked.c.id).where(ranked.c.rn > keep)
+
+
+def _deleted(session: Session, statement: Any) -> int:
+    result: CursorResult[Any] = session.execute(statement)  # type: ignore[assignment]
+    return int(result.rowcount or 0)
+
+
+def prune(session: Session, policy: RetentionPolicy, *, now_s: float) -> dict[str, int]:
+    """Delete what ``policy`` does not keep; rows deleted per kind."""
+    eta = PredictionRow.kind == "eta"
+    old = _deleted(
+        session,
+        delete(PredictionRow).where(eta, PredictionRow.made_at_s < now_s - policy.eta_max_age_s),
+    )
+    many = _deleted(
+        session,
+        delete(PredictionRow).where(
+            PredictionRow.id.in_(_beyond_newest(PredictionRow, policy.eta_rows, eta))
+        ),
+    )
+    samples = _deleted(
+        session,
+        delete(StepSampleRow).where(
+            StepSampleRow.id.in_(_beyond_newest(StepSampleRow, policy.samples_per_job))
+        ),
+    )
+    audit = _deleted(
+        session, delete(AuditRow).where(AuditRow.at_s < now_s - policy.audit_max_age_s)
+    )
+    return {"eta_history": old + many, "step_samples": samples, "audit": audit}

@@ -1,0 +1,73 @@
+"""Traces (``read_op_trace``, ``read_step_times``, ``read_layout``): CSV text, real parquet
+bytes corrupted, and meta files edited give a trace or a ``SpecError``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapters.traces import read_layout, read_op_trace, read_step_times
+from adapters.traces.reader import REQUIRED_COLUMNS
+from planner.specs.trace import TraceLayout
+from tests.fuzz.strategies import FEW, FUZZ, NASTY_TEXT, edited_text, outcome
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+LAYOUT = TraceLayout(name="fuzz", data_parallel=2, pipeline_parallel=2, world_size=4)
+META = (DATA / "bytedance-straggler-meta-ST.yaml").read_text()
+
+
+def _small_parquet() -> bytes:
+    table = pq.read_table(DATA / "bytedance-straggler-trace-ST.parquet").slice(0, 50)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+PARQUET = _small_parquet()
+HEADER = ",".join(REQUIRED_COLUMNS)
+CELLS = st.one_of(
+    st.integers(-3, 5).map(str), st.sampled_from(["fwd", "bwd", "fwd-recv", "", "nan", "1e999"]),
+    NASTY_TEXT.filter(lambda t: "\n" not in t and "\r" not in t), st.floats().map(repr),
+)  # fmt: skip
+
+
+@FUZZ
+@given(st.lists(st.lists(CELLS, min_size=1, max_size=9), max_size=6), st.booleans())
+def test_csv_traces(rows: list[list[str]], skip: bool) -> None:
+    text = "\n".join([HEADER, *(",".join(row) for row in rows)])
+    outcome(read_op_trace, "t.csv", LAYOUT, skip_bad_rows=skip, data=text.encode())
+
+
+@FEW
+@given(st.data())
+def test_corrupted_parquet(data: st.DataObject) -> None:
+    raw = bytearray(PARQUET)
+    for _ in range(data.draw(st.integers(1, 8))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(raw)))
+    body = bytes(raw if data.draw(st.booleans()) else raw[:cut])
+    outcome(read_op_trace, "t.parquet", LAYOUT, skip_bad_rows=True, data=body)
+
+
+@FUZZ
+@given(st.binary(max_size=200), st.sampled_from(["t.parquet", "t.csv"]))
+def test_any_bytes(body: bytes, name: str) -> None:
+    outcome(read_op_trace, name, LAYOUT, data=body)
+    outcome(read_step_times, name, data=body)
+
+
+@FUZZ
+@given(st.lists(st.lists(CELLS, min_size=3, max_size=3), max_size=8))
+def test_step_time_tables(rows: list[list[str]]) -> None:
+    text = "\n".join(["step,rank,time_s", *(",".join(row) for row in rows)])
+    outcome(read_step_times, "s.csv", data=text.encode())
+
+
+@FUZZ
+@given(st.data())
+def test_edited_meta(data: st.DataObject) -> None:
+    outcome(read_layout, "m.yaml", data=data.draw(edited_text(META)).encode())

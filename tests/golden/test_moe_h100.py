@@ -1,0 +1,110 @@
+"""The 2025 MoE source: its rows become faithful scenarios with correctly derived times."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.accuracy.cases import (
+    ARCHITECTURE_NOT_MODELLED_LINEAR_ATTENTION,
+    ARCHITECTURE_NOT_MODELLED_MAMBA,
+    MFU_ONLY,
+    SUPERSEDED,
+)
+from benchmarks.accuracy.convert import Dataset, convert
+from benchmarks.accuracy.moe_h100 import (
+    PRESETS,
+    SOURCE,
+    _flops_model,
+    convert_moe_h100,
+    megatron_flops_per_token,
+)
+from benchmarks.accuracy.runs import PublishedRun, load_runs
+from planner.catalog import model_preset
+from planner.errors import SpecError
+
+RUNS = {run.config_id: run for run in load_runs(SOURCE)}
+
+
+def _preset_key(run: PublishedRun) -> str | None:
+    name = run.text("model_name")
+    return next((key for prefix, key in PRESETS if name.startswith(prefix)), None)
+
+
+def test_megatron_2025_flops_reproduce_the_modelzoo_step_times() -> None:
+    # rows that publish both step time and TFLOP/s per GPU: the formula the long-context rows'
+    # times are derived with must turn one into the other
+    checked = 0
+    for run in RUNS.values():
+        metrics = run.metrics
+        if not run.config_id.startswith("mz_qwen3_235b_256gpu") or "step_time" not in metrics:
+            continue
+        tokens = run.integer("global_batch") * run.integer("seq_len")  # type: ignore[operator]
+        flops = tokens * megatron_flops_per_token(_flops_model(run), causal_half=True)
+        seconds = flops / (metrics["model_tflops_per_gpu"] * 1e12 * run.integer("num_gpus"))  # type: ignore[operator]
+        assert seconds == pytest.approx(metrics["step_time"], rel=0.01), run.config_id
+        checked += 1
+    assert checked == 5
+
+
+def test_automodel_step_time_agrees_with_its_tokens_per_second() -> None:
+    for run in RUNS.values():
+        if run.config_id.startswith("am_"):
+            tokens = run.integer("global_batch") * run.integer("seq_len")  # type: ignore[operator]
+            per_s = run.metrics["tokens_per_sec_per_gpu"] * run.integer("num_gpus")  # type: ignore[operator]
+            assert run.metrics["step_time"] == pytest.approx(tokens / per_s, rel=0.01)
+
+
+@pytest.mark.parametrize("config_id", sorted(RUNS))
+def test_presets_agree_with_the_architecture_the_row_states(config_id: str) -> None:
+    run = RUNS[config_id]
+    key = _preset_key(run)
+    if key is None:
+        return
+    try:
+        preset = model_preset(key)
+    except SpecError:  # presets added with their architecture features
+        pytest.skip(f"preset {key} not in the catalog yet")
+    stated = {
+        "num_layers": "layers",
+        "hidden_size": "hidden",
+        "num_attention_heads": "heads",
+        "vocab_size": "vocab",
+        "num_experts": "moe_experts",
+        "moe_router_topk": "moe_topk",
+    }
+    for field, column in stated.items():
+        if run.integer(column) is not None:
+            assert preset[field] == run.integer(column), (field, column)
+    notes = _flops_model(run)
+    assert preset["moe_ffn_hidden_size"] == notes["moe_ffn_hidden_size"]
+
+
+def test_rows_left_out_say_why(dataset: Dataset) -> None:
+    reasons = {u.config_id: u.reason for u in dataset.unusable if u.source == SOURCE}
+    for config_id in (
+        "am_nemotron3_nano_30b_8gpu",
+        "am_nemotron3_super_120b_64gpu",
+        "am_nemotron3_ultra_550b_128gpu",
+    ):
+        assert reasons[config_id] == ARCHITECTURE_NOT_MODELLED_MAMBA
+    assert reasons["mz_qwen3_next_80b_128gpu"] == ARCHITECTURE_NOT_MODELLED_LINEAR_ATTENTION
+    assert reasons["am_qwen3_30b_a3b_8gpu_v0"] == SUPERSEDED
+    assert reasons["flagperf_mixtral8x7b_h100_32gpu_pp4tp8_seq8192"] == MFU_ONLY
+
+
+def test_automodel_rows_run_fsdp2_with_the_recipe_recompute() -> None:
+    qwen = convert_moe_h100(RUNS["am_qwen3_30b_a3b_8gpu"])
+    par = qwen.document["parallelism"]
+    assert par["zero_stage"] == 3
+    assert par["recompute"] == "full"
+    assert par["expert_parallel"] == 8
+    assert qwen.document["training"]["framework"] == "automodel"
+    assert qwen.measured_iteration_time_s == 21.773
+    oss = convert_moe_h100(RUNS["am_gptoss_120b_64gpu"])
+    assert oss.document["parallelism"]["recompute"] == "none"
+    assert oss.document["parallelism"]["expert_parallel"] == 64
+
+
+def test_every_configuration_converts_or_has_a_reason() -> None:
+    for run in RUNS.values():
+        convert(run)  # never raises: a Case or an Unusable

@@ -1,0 +1,261 @@
+"""Capacity reviews on the real dev Slurm (issue 15's "done when"), with a real ``planner serve``.
+
+1. The issue's scenario: a real training job (deploy/dev/tiny_gpt, 2 ranks) holds all 16 GPUs
+   with no time limit; a second one waits for them. Slurm's own start estimate assumes the
+   running job runs to its limit (it has none: a year away); the planner's, from the running
+   job's predicted runtime, must be its real start within ``START_TOLERANCE_S``.
+2. The example fleet, plan and what-if files of deploy/examples produce a review with those
+   live running and pending jobs in it, both from ``planner review --jobs`` on the service's
+   ``GET /v1/reviews/queue`` and from ``POST /v1/reviews``; the HTML report renders in Chromium
+   (its screenshot is copied to ``$PLANNER_REVIEW_SCREENSHOT`` when set: the README's image).
+
+What the tests saw is printed (and appended to $PLANNER_E2E_REPORT when set).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.capacity.chromium import CHROMIUM, render
+from tests.integration.test_end_to_end import (
+    ROOT,
+    TINY_GPT,
+    Service,
+    report,
+    start_service,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = ROOT / "deploy" / "examples"
+#: The running job's iterations (about a minute on 2 CPU cores) and the waiting job's.
+RUNNING_ITERS, WAITING_ITERS = 600, 200
+#: Predicted start (p50 of the last forecast made while the job waited) against its real start.
+START_TOLERANCE_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def service(slurm_stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    state = tmp_path_factory.mktemp("planner-state")
+    env = {
+        **os.environ,
+        **slurm_stack.env,
+        "PLANNER_DATABASE_URL": f"sqlite:///{state / 'planner.db'}",
+        "PLANNER_INGEST_INTERVAL_S": "2",
+        "PLANNER_SLURM__COMMAND_TIMEOUT_S": "5",
+        "PLANNER_QUEUE_FORECAST__INTERVAL_S": "5",
+        "PLANNER_LOG_LEVEL": "INFO",
+        "PYTHONUNBUFFERED": "1",
+    }
+    svc = start_service(env, tmp_path_factory.mktemp("planner-log") / "serve.log")
+    try:
+        yield svc
+    finally:
+        svc.stop()
+        if os.environ.get("CI"):
+            print(f"\n--- planner serve log (tail) ---\n{svc.log_text()[-4000:]}")
+
+
+def submit(env: dict[str, str], out: Path, *sbatch: str, iters: int, gpus: int) -> str:
+    """sbatch the tiny GPT with its scenario (``gpus`` GPUs, ``iters`` iterations)."""
+    scenario = out / f"scenario-{gpus}-{iters}.yaml"
+    text = (TINY_GPT / "scenario.yaml").read_text()
+    scenario.write_text(text.replace("train_iters: 900", f"train_iters: {iters}"))
+    result = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            f"--comment=planner:scenario={scenario}",
+            f"--output={out}/tiny-gpt-%j.out",
+            f"--chdir={ROOT}",
+            *sbatch,
+            str(TINY_GPT / "job.sbatch"),
+        ],
+        env={
+            **env,
+            "PLANNER_PYTHON": sys.executable,
+            "TINY_GPT_DIR": str(TINY_GPT),
+            "TINY_GPT_TRAIN_ITERS": str(iters),
+        },
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().split(";")[0]
+
+
+def submit_holder(env: dict[str, str], out: Path) -> str:
+    """The job holding all 16 GPUs (8 on each node, one rank each) with no time limit (no
+    --time: the partition's MaxTime=INFINITE applies)."""
+    return submit(
+        env, out, "-N", "2", "--ntasks-per-node=1", "--gres=gpu:h100:8",
+        iters=RUNNING_ITERS, gpus=16,
+    )  # fmt: skip
+
+
+def test_a_job_waiting_for_one_without_time_limit_starts_when_predicted(
+    service: Service, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wait_until("first ingest cycle", 60, lambda: service.get("/readyz").status_code == 200)
+    tmp_path.chmod(0o777)
+    holder = submit_holder(service.env, tmp_path)
+    wait_until("the holder to run", 60, lambda: service.job(holder)["status"] == "running")
+    waiting = submit(service.env, tmp_path, iters=WAITING_ITERS, gpus=2)
+
+    def forecast() -> dict[str, Any] | None:
+        job = service.job(waiting)
+        made = job.get("queue_forecast") or {}
+        return (
+            job if (made.get("start_s") or {}).get("p50") and job["status"] == "pending" else None
+        )
+
+    first = wait_until("a queue forecast for the waiting job", 60, forecast)
+    first_made = first["queue_forecast"]
+    holder_view = service.job(holder)
+    assert holder_view["time_limit_s"] is None  # UNLIMITED
+    assert first_made["start_s"]["p50"] < time.time() + 600  # the planner: minutes
+
+    last_pending: dict[str, Any] = {}
+
+    def started() -> dict[str, Any] | None:
+        job = service.job(waiting)
+        if job["status"] == "pending" and job.get("queue_forecast"):
+            last_pending.update(job["queue_forecast"])
+        return job if job["status"] in ("running", "completed") and job["start_time_s"] else None
+
+    running = wait_until("the waiting job to start", 400, started, every_s=1.0)
+    real_start = running["start_time_s"]
+    kept = running["queue_forecast"]  # the last forecast made while it waited
+    assert kept["made_at_s"] <= real_start
+    error = kept["start_s"]["p50"] - real_start
+    slurm = kept["scheduler_start_s"]  # Slurm's estimate then (its backfill runs every 5 s)
+    figures = {
+        "holder_job_id": holder,
+        "waiting_job_id": waiting,
+        "slurm_start_estimate_minus_real_start_s": None
+        if slurm is None
+        else round(slurm - real_start, 1),
+        "first_forecast_made_before_start_s": round(real_start - first_made["made_at_s"], 1),
+        "first_forecast_start_p50_minus_real_s": round(
+            first_made["start_s"]["p50"] - real_start, 1
+        ),
+        "last_forecast_made_before_start_s": round(real_start - kept["made_at_s"], 1),
+        "last_forecast_start_p50_minus_real_s": round(error, 1),
+        "last_forecast_band_s": [
+            round(kept["start_s"]["p10"] - real_start, 1),
+            round(kept["start_s"]["p90"] - real_start, 1),
+        ],
+        "waiting_runtime_from": kept["runtime_from"],
+    }
+    with capsys.disabled():
+        report({"queue_forecast": figures})
+    assert abs(error) <= START_TOLERANCE_S, figures
+    assert slurm is not None, figures
+    assert slurm > real_start + 300 * 86400, figures  # a year away: the holder has no limit
+
+
+def test_the_example_files_review_the_live_cluster(
+    service: Service, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wait_until("first ingest cycle", 60, lambda: service.get("/readyz").status_code == 200)
+    tmp_path.chmod(0o777)
+    holder = submit_holder(service.env, tmp_path)
+    waiting = ""
+    try:
+        # (the previous test's waiting job may still hold 2 GPUs: the holder starts after it)
+        wait_until("the holder to run", 180, lambda: service.job(holder)["status"] == "running")
+        waiting = submit(service.env, tmp_path, iters=WAITING_ITERS, gpus=2)
+        _review_the_live_cluster(service, tmp_path, capsys, holder, waiting)
+    finally:
+        ids = [i for i in (holder, waiting) if i]
+        subprocess.run(["scancel", *ids], env=service.env, timeout=30, check=False)
+
+
+def _review_the_live_cluster(
+    service: Service,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    holder: str,
+    waiting: str,
+) -> None:
+    def both_seen() -> dict[str, Any] | None:
+        queue = service.get("/v1/reviews/queue").json()
+        status = {j["job_id"]: j["status"] for j in queue["jobs"]}
+        return (
+            queue if status.get(holder) == "running" and status.get(waiting) == "pending" else None
+        )
+
+    queue = wait_until("one running and one pending job in the queue", 90, both_seen)
+    jobs_file = tmp_path / "jobs.json"
+    jobs_file.write_text(json.dumps(queue))
+    out = tmp_path / "review"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "planner", "review",
+            str(EXAMPLES / "fleet.yaml"), str(EXAMPLES / "plan.yaml"),
+            "--jobs", str(jobs_file), "--what-if", str(EXAMPLES / "what-if-more-h100.yaml"),
+            "--samples", "100", "--out", str(out),
+        ],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    review = json.loads((out / "review.json").read_text())
+    assert review["start_s"] == pytest.approx(queue["taken_at"])  # today, not 2025-07-01
+    base = {j["name"]: j for j in review["scenarios"][0]["jobs"]}
+    live = {name: job for name, job in base.items() if name.split(" ")[0] in (holder, waiting)}
+    assert {j["kind"] for j in live.values()} == {"running", "pending"}, base.keys()
+    assert all(j["pool"] == "h100" for j in live.values())
+    ablation = base["llama3-8b-ablation"]
+    assert ablation["deadline_s"] == pytest.approx(queue["taken_at"] + 19 * 86400)
+
+    served = httpx.post(
+        f"{service.url}/v1/reviews",
+        json={
+            "fleet": _document(EXAMPLES / "fleet.yaml"),
+            "plan": _document(EXAMPLES / "plan.yaml"),
+            "samples": 40,
+            "sizing": False,
+        },
+        timeout=120,
+    )
+    assert served.status_code == 200, served.text
+    names = {j["name"].split(" ")[0] for j in served.json()["scenarios"][0]["jobs"]}
+    assert {holder, waiting} <= names
+
+    figures = {
+        "review_stdout": done.stdout.strip().splitlines(),
+        "live_jobs": {name: [job["kind"], job["start_s"]["p50"]] for name, job in live.items()},
+    }
+    with capsys.disabled():
+        report({"live_review": figures})
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed: the report was written but not drawn")
+    shown = render(out / "review.html", tmp_path)
+    assert shown.divs == 7
+    assert shown.drawn == shown.divs
+    assert shown.errors == []
+    target = os.environ.get("PLANNER_REVIEW_SCREENSHOT")
+    if target:  # the README's image: the top of the page
+        top = render(out / "review.html", tmp_path / "readme", max_height=2000)
+        shutil.copyfile(top.screenshot, target)
+
+
+def _document(path: Path) -> Any:
+    from planner.capacity.documents import load_document
+
+    return json.loads(json.dumps(load_document(path.read_text(), path.name).value, default=str))

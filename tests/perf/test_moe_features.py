@@ -1,0 +1,271 @@
+"""Issue 13 model features and MoE costs: MLA, MTP, MoE layer frequency, shared experts,
+sliding windows, dispatchers, grouped GEMMs, routing imbalance and the 1F1B exchange overlap."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from planner.errors import SpecError
+from planner.perf import predict, predict_batch
+from planner.perf.batch import ScenarioArrays
+from planner.perf.flops import attention_linear_flops_per_token, iteration_flops
+from planner.perf.parameters import total_params
+from planner.scenario import parse_scenario
+from planner.specs import Scenario
+from planner.specs.parallelism import Recompute
+
+
+def _scenario(model: dict[str, Any], num_gpus: int = 8, **par: Any) -> Scenario:
+    parallelism = {"global_batch_size": 64, **par}
+    return parse_scenario(
+        {
+            "model": model,
+            "hardware": {"gpu": "h100-sxm", "num_gpus": num_gpus},
+            "parallelism": parallelism,
+        }
+    )
+
+
+def _time(model: dict[str, Any], num_gpus: int = 8, **par: Any) -> float:
+    return predict(_scenario(model, num_gpus, **par)).iteration_time_s
+
+
+# ---- multi-latent attention ---------------------------------------------------------------
+
+
+def test_mla_projection_flops_are_megatrons() -> None:
+    """Megatron-LM ``num_floating_point_operations`` (MLA branch), without its norm terms:
+    q: r_q·(h + heads·(d_qk + d_rope)); kv: r_kv·(h + heads·(d_qk + d_v)) + h·d_rope; out:
+    heads·d_v·h; times 2 per token forward."""
+    model = _scenario({"preset": "deepseek-v3"}, expert_parallel=8).model
+    h, heads = 7168, 128
+    q = 1536 * (h + heads * (128 + 64))
+    kv = 512 * (h + heads * (128 + 128)) + h * 64
+    out = heads * 128 * h
+    assert attention_linear_flops_per_token(model) == 2.0 * (q + kv + out)
+
+
+def test_deepseek_v3_has_671b_parameters_plus_its_mtp_module() -> None:
+    model = _scenario({"preset": "deepseek-v3"}, expert_parallel=8).model
+    main = total_params(_scenario({"preset": "deepseek-v3", "mtp_num_layers": 0}).model)
+    assert main == pytest.approx(671e9, rel=0.005)  # DeepSeek-V3 report: 671B
+    assert total_params(model) - main == pytest.approx(11.7e9, rel=0.02)  # one MoE layer + eh
+
+
+def test_mla_needs_its_widths_and_has_no_query_groups() -> None:
+    base = {"preset": "deepseek-v3"}
+    with pytest.raises(SpecError, match=r"model\.num_query_groups"):
+        _scenario({**base, "num_query_groups": 8})
+    with pytest.raises(SpecError, match=r"model\.q_lora_rank"):
+        _scenario({"preset": "llama3-8b", "q_lora_rank": 64})
+    # Megatron's argument defaults fill what is left out
+    model = _scenario(
+        {"preset": "llama3-8b", "multi_latent_attention": True, "num_query_groups": 32}
+    ).model
+    assert (model.kv_lora_rank, model.qk_head_dim, model.v_head_dim) == (32, 128, 128)
+
+
+def test_mla_without_query_latent_projects_queries_from_the_hidden_state() -> None:
+    with_latent = _scenario({"preset": "deepseek-v3"}).model
+    without = _scenario({"preset": "deepseek-v3", "q_lora_rank": 0}).model
+    assert with_latent.attention_in_width == 0
+    assert without.attention_in_width == 128 * 192
+    assert without.attention_gemm_params > with_latent.attention_gemm_params
+
+
+# ---- MoE layer frequency, shared experts, MTP -----------------------------------------------
+
+
+def test_moe_layer_freq_int_list_and_leading_dense_layers_agree() -> None:
+    every_other = _scenario({"preset": "mixtral-8x7b", "moe_layer_freq": 2}).model
+    assert every_other.num_moe_layers == 16
+    assert every_other.moe_layer_pattern[:3] == (True, False, True)
+    listed = _scenario({"preset": "deepseek-v3", "moe_layer_freq": [0] * 3 + [1] * 58}).model
+    leading = _scenario({"preset": "deepseek-v3"}).model
+    assert listed.num_moe_layers == leading.num_moe_layers == 58
+    assert total_params(listed) == total_params(leading)
+    with pytest.raises(SpecError, match=r"model\.moe_layer_freq"):
+        _scenario({"preset": "mixtral-8x7b", "moe_layer_freq": [1, 0]})
+
+
+def test_moe_layer_freq_swaps_moe_for_dense_mlps_in_the_flops() -> None:
+    all_moe = _scenario({"preset": "qwen3-30b-a3b"}).model
+    half = _scenario({"preset": "qwen3-30b-a3b", "moe_layer_freq": 2}).model
+    flops = [iteration_flops(m, num_sequences=1, recompute=Recompute.NONE) for m in (all_moe, half)]
+    # 24 layers swap 8 routed experts of 768 and a 128-expert router for a 6144-wide MLP
+    h = 2048
+    per_layer = 2 * 3 * h * 8 * 768 + 2 * h * 128 - 2 * 3 * h * 6144
+    assert flops[0].linear_per_token - flops[1].linear_per_token == 24 * per_layer
+
+
+def test_shared_expert_intermediate_size_sets_the_shared_width() -> None:
+    base = {"preset": "qwen3-30b-a3b"}
+    plain = _scenario(base).model
+    shared = _scenario({**base, "moe_shared_expert_intermediate_size": 4096}).model
+    per_token = [
+        iteration_flops(m, num_sequences=1, recompute=Recompute.NONE) for m in (plain, shared)
+    ]
+    extra = per_token[1].linear_per_token - per_token[0].linear_per_token
+    assert extra == 48 * 2 * 3 * 2048 * 4096  # 48 MoE layers, SwiGLU: 3 matrices
+    assert shared.shared_expert_ffn_hidden_size == 4096
+    with pytest.raises(SpecError, match=r"model\.moe_shared_expert_intermediate_size"):
+        _scenario({"preset": "llama3-8b", "moe_shared_expert_intermediate_size": 1024})
+
+
+def test_mtp_adds_a_layer_and_an_lm_head_on_the_last_stage() -> None:
+    base = {"preset": "deepseek-v3", "num_layers": 16, "moe_layer_freq": 1, "num_dense_layers": 0}
+    layout = {"pipeline_parallel": 4, "expert_parallel": 16}
+    without = _scenario({**base, "mtp_num_layers": 0}, 64, **layout)
+    with_mtp = _scenario({**base, "mtp_num_layers": 1}, 64, **layout)
+    flops = [
+        iteration_flops(s.model, num_sequences=1, recompute=Recompute.NONE)
+        for s in (without, with_mtp)
+    ]
+    assert flops[1].lm_head_per_token == 2 * flops[0].lm_head_per_token
+    assert flops[1].model_total > flops[0].model_total * (17 / 16)
+    slower = predict(with_mtp).breakdown
+    faster = predict(without).breakdown
+    assert slower.compute_s > faster.compute_s  # the last stage now sets the pace
+    assert slower.ep_comm_exposed_s > faster.ep_comm_exposed_s  # its MoE layer's exchange
+
+
+# ---- sliding windows --------------------------------------------------------------------------
+
+
+def test_sliding_window_layers_attend_over_the_window() -> None:
+    oss = {"preset": "gpt-oss-120b", "seq_length": 8192}
+    full = {**oss, "window_size": 0, "window_attn_skip_freq": 0}
+    windowed = iteration_flops(_scenario(oss).model, num_sequences=1, recompute=Recompute.NONE)
+    dense = iteration_flops(_scenario(full).model, num_sequences=1, recompute=Recompute.NONE)
+    # half the layers attend over 128 keys instead of 8192
+    ratio = windowed.attention_core_per_token / dense.attention_core_per_token
+    assert ratio == pytest.approx((8192 + 128) / 2 / 8192)
+    assert _time(oss, expert_parallel=8) < _time(full, expert_parallel=8)
+    with pytest.raises(SpecError, match=r"model\.window_attn_skip_freq"):
+        _scenario({"preset": "llama3-8b", "window_attn_skip_freq": 2})
+
+
+# ---- MoE cost -------------------------------------------------------------------------------
+
+
+def _moe(**model: Any) -> dict[str, Any]:
+    return {"preset": "qwen3-30b-a3b", **model}
+
+
+def test_forced_balance_capacity_factor_and_imbalance_order_the_time() -> None:
+    layout = {"expert_parallel": 8}
+    balanced = _time(_moe(moe_router_force_load_balancing=True), **layout)
+    default = _time(_moe(), **layout)
+    worse = _time(_moe(moe_imbalance_factor=1.5), **layout)
+    capped = _time(_moe(moe_imbalance_factor=1.5, moe_expert_capacity_factor=1.0), **layout)
+    assert balanced < default < worse
+    assert capped == pytest.approx(balanced)
+    with pytest.raises(SpecError, match=r"model\.moe_imbalance_factor"):
+        _scenario(_moe(moe_imbalance_factor=0.9))
+
+
+def test_imbalance_moves_no_work_without_expert_parallelism() -> None:
+    assert _time(_moe(moe_imbalance_factor=2.0)) == _time(
+        _moe(moe_router_force_load_balancing=True)
+    )
+
+
+def test_grouped_gemm_fills_the_gpu_with_small_experts() -> None:
+    # 64 experts per GPU of ~ 64 tokens each at micro-batch 1 without expert parallelism
+    layout = {"micro_batch_size": 1, "global_batch_size": 8}
+    sequential = _time(_moe(moe_grouped_gemm=False), **layout)
+    grouped = _time(_moe(moe_grouped_gemm=True), **layout)
+    assert grouped < 0.8 * sequential
+
+
+def test_dispatchers_across_nodes() -> None:
+    # 64-way expert parallel over 8 nodes, top-8 of 128: DeepEP sends one copy per node
+    # (~4.6 of 7 remote nodes) where all-to-all sends all 7 remote of the 8 copies
+    layout = {"expert_parallel": 64, "global_batch_size": 512}
+    times = {
+        d: predict(_scenario(_moe(moe_token_dispatcher_type=d), 64, **layout)).breakdown
+        for d in ("alltoall", "allgather", "flex")
+    }
+    ep = {d: b.ep_comm_exposed_s for d, b in times.items()}
+    assert ep["flex"] < ep["alltoall"] < ep["allgather"]
+
+
+def test_one_f_one_b_overlap_hides_the_exchange() -> None:
+    layout = {"expert_parallel": 64, "global_batch_size": 512}
+    plain = predict(_scenario(_moe(moe_token_dispatcher_type="flex"), 64, **layout))
+    overlap = predict(
+        _scenario(
+            _moe(moe_token_dispatcher_type="flex", overlap_moe_expert_parallel_comm=True),
+            64,
+            **layout,
+        )
+    )
+    assert overlap.breakdown.ep_comm_exposed_s < 0.5 * plain.breakdown.ep_comm_exposed_s
+
+
+def test_unknown_dispatcher_names_the_field() -> None:
+    with pytest.raises(SpecError, match=r"model\.moe_token_dispatcher_type"):
+        _scenario(_moe(moe_token_dispatcher_type="deepep"))
+
+
+# ---- both forms ---------------------------------------------------------------------------
+
+
+def _varied() -> list[Scenario]:
+    rng = np.random.default_rng(13)
+    out: list[Scenario] = []
+    presets = ("deepseek-v3", "kimi-k2", "gpt-oss-20b", "qwen3-30b-a3b", "mixtral-8x7b")
+    while len(out) < 40:
+        preset = presets[len(out) % len(presets)]
+        model: dict[str, Any] = {"preset": preset}
+        if preset in ("deepseek-v3", "kimi-k2"):
+            model.update(num_layers=8, num_dense_layers=1)
+        model["moe_token_dispatcher_type"] = str(rng.choice(["alltoall", "allgather", "flex"]))
+        model["moe_grouped_gemm"] = bool(rng.integers(0, 2))
+        model["overlap_moe_expert_parallel_comm"] = bool(rng.integers(0, 2))
+        if rng.integers(0, 2):
+            model["moe_router_force_load_balancing"] = True
+        elif rng.integers(0, 2):
+            model["moe_expert_capacity_factor"] = 1.25
+        pp = int(rng.choice([1, 2]))
+        dp = int(rng.choice([8, 16]))
+        try:
+            out.append(
+                _scenario(
+                    model,
+                    pp * dp,
+                    pipeline_parallel=pp,
+                    expert_parallel=int(rng.choice([1, 4, 8])),
+                    micro_batch_size=1,
+                    global_batch_size=dp * 4,
+                    recompute=str(rng.choice(["none", "selective", "full"])),
+                    zero_stage=int(rng.integers(0, 4)),
+                )
+            )
+        except SpecError:
+            continue
+    return out
+
+
+def test_one_scenario_and_batch_forms_agree_on_the_new_features() -> None:
+    scenarios = _varied()
+    batch = predict_batch(scenarios)
+    for scenario, together in zip(scenarios, batch, strict=True):
+        alone = predict(scenario)
+        assert alone.iteration_time_s == pytest.approx(together.iteration_time_s, rel=1e-12)
+        assert alone.memory_per_gpu_bytes == pytest.approx(together.memory_per_gpu_bytes, rel=1e-12)
+        assert math.isfinite(alone.iteration_time_s)
+        assert alone.iteration_time_s > 0
+
+
+def test_new_fields_reach_the_engine_by_name() -> None:
+    a = ScenarioArrays.from_scenario(_scenario({"preset": "deepseek-v3"}, expert_parallel=8))
+    assert a.multi_latent_attention is True
+    assert a.attention_down_width == 1536 + 512 + 64
+    assert a.shared_expert_ffn_hidden_size == 2048
+    assert a.num_mtp_moe_layers == 1
+    assert math.isnan(a.moe_imbalance)

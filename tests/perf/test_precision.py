@@ -1,0 +1,105 @@
+"""Low-precision recipes: GEMM formats, quantisation traffic, memory, and which GPUs run them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from planner.errors import SpecError
+from planner.perf import predict
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import DefaultEfficiency
+from planner.perf.engine import evaluate
+from planner.perf.operators import operator_times
+from planner.perf.precision import QUANTIZE_BYTES_PER_ELEMENT, SAVED_INPUT_BYTES, WEIGHT_COPY_BYTES
+from planner.scenario import parse_scenario
+from planner.scenario.megatron_args import scenario_document_from_megatron_args
+from planner.specs import Scenario
+from planner.specs.parallelism import Fp8Recipe
+
+
+def _scenario(gpu: str = "h100-sxm", **par: Any) -> Scenario:
+    return parse_scenario(
+        {
+            "model": {"preset": "llama3-70b"},
+            "hardware": {"gpu": gpu, "num_gpus": 64},
+            "parallelism": {
+                "tensor_parallel": 4,
+                "pipeline_parallel": 4,
+                "global_batch_size": 128,
+                **par,
+            },
+        }
+    )
+
+
+def test_every_recipe_has_its_table_entries() -> None:
+    for table in (QUANTIZE_BYTES_PER_ELEMENT, WEIGHT_COPY_BYTES, SAVED_INPUT_BYTES):
+        assert len(table) == len(Fp8Recipe) + 1  # code 0 is 16-bit training
+
+
+def test_the_precision_gives_the_default_recipe() -> None:
+    assert _scenario(precision="fp8").parallelism.low_precision_recipe is Fp8Recipe.DELAYED
+    assert _scenario(precision="bf16").parallelism.low_precision_recipe is None
+    blackwell = _scenario("b200", precision="nvfp4").parallelism
+    assert blackwell.low_precision_recipe is Fp8Recipe.NVFP4
+
+
+def test_recipes_that_do_not_fit_the_precision_or_the_gpu_are_refused() -> None:
+    with pytest.raises(SpecError, match=r"parallelism\.fp8_recipe.*set parallelism\.precision"):
+        _scenario(precision="bf16", fp8_recipe="delayed")
+    with pytest.raises(SpecError, match=r"parallelism\.fp8_recipe.*use one of mxfp8"):
+        _scenario("b200", precision="mxfp8", fp8_recipe="delayed")
+    with pytest.raises(SpecError, match=r"parallelism\.fp8_recipe.*Blackwell"):
+        _scenario(precision="fp8", fp8_recipe="mxfp8")  # Hopper has no MX tensor cores
+    with pytest.raises(SpecError, match=r"parallelism\.precision.*Blackwell.*use one of"):
+        _scenario(precision="nvfp4")
+    with pytest.raises(SpecError, match=r"FP8 tensor cores arrived with Hopper"):
+        _scenario("a100-80gb", precision="fp8")
+
+
+def test_current_scaling_and_block_scales_cost_time_not_memory() -> None:
+    delayed = predict(_scenario(precision="fp8", fp8_recipe="delayed"))
+    tensorwise = predict(_scenario(precision="fp8", fp8_recipe="tensorwise"))
+    blockwise = predict(_scenario(precision="fp8", fp8_recipe="blockwise"))
+    assert delayed.iteration_time_s < tensorwise.iteration_time_s  # one more amax pass
+    assert delayed.iteration_time_s < blockwise.iteration_time_s  # scale promotion in the GEMM
+    assert delayed.memory_per_gpu_bytes == tensorwise.memory_per_gpu_bytes
+
+
+def test_blackwell_formats_order_time_and_memory() -> None:
+    runs = {p: predict(_scenario("b200", precision=p)) for p in ("bf16", "mxfp8", "nvfp4")}
+    assert runs["nvfp4"].iteration_time_s < runs["mxfp8"].iteration_time_s
+    assert runs["mxfp8"].iteration_time_s < runs["bf16"].iteration_time_s
+    acts = {p: r.memory.activations_bytes for p, r in runs.items()}
+    assert acts["nvfp4"] < acts["mxfp8"] < acts["bf16"]
+
+
+def test_the_lm_head_stays_16_bit() -> None:
+    eff = DefaultEfficiency()
+    heads = [
+        operator_times(ScenarioArrays.from_scenario(_scenario(precision=p)), eff).lm_head_s
+        for p in ("bf16", "fp8")
+    ]
+    assert heads[0] == heads[1]
+    fp8 = evaluate(ScenarioArrays.from_scenario(_scenario(precision="fp8")), eff)
+    assert fp8.iteration_time_s > 0
+
+
+def test_megatron_recipe_flags() -> None:
+    base = (
+        "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+        "--global-batch-size 64 "
+    )
+    doc = scenario_document_from_megatron_args(
+        base + "--fp8-format hybrid --fp8-recipe blockwise", num_gpus=8, gpu="h100"
+    )
+    assert doc is not None
+    par = parse_scenario(doc).parallelism
+    assert (str(par.precision), par.fp8_recipe) == ("fp8", Fp8Recipe.BLOCKWISE)
+    doc = scenario_document_from_megatron_args(
+        base + "--fp4-format e2m1 --fp4-recipe nvfp4", num_gpus=8, gpu="b200"
+    )
+    assert doc is not None
+    assert parse_scenario(doc).parallelism.low_precision_recipe is Fp8Recipe.NVFP4

@@ -1,0 +1,230 @@
+"""The layout rules issue 13 added: MoE parallel folding, the uneven-split fields, the
+interleaved schedule's micro-batch rule per framework (planner.specs.feasibility)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.errors import SpecError
+from planner.perf.candidates import CandidateColumns
+from planner.specs import ParallelismSpec, Scenario
+from planner.specs.feasibility import (
+    Violation,
+    expert_tensor_parallel_of,
+    first_violation,
+    layout_violations,
+)
+from planner.specs.scenario import Framework, TrainingSpec
+from tests.specs.test_specs import _hardware, _model
+
+MOE = _model(
+    num_layers=8,
+    num_attention_heads=16,
+    num_query_groups=8,
+    kv_channels=64,
+    hidden_size=1024,
+    ffn_hidden_size=4096,
+    seq_length=1024,
+    num_experts=64,
+    moe_router_topk=4,
+    moe_ffn_hidden_size=768,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _One:
+    """One candidate with the folding and split knobs, without ParallelismSpec's checks."""
+
+    tensor_parallel: int
+    pipeline_parallel: int
+    context_parallel: int
+    expert_parallel: int
+    data_parallel: int
+    virtual_pipeline: int
+    sequence_parallel: bool
+    micro_batch_size: int
+    global_batch_size: int
+    expert_tensor_parallel: int | None = None
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
+
+
+def _scenario(framework: str = "megatron", num_gpus: int = 64, **par: object) -> Scenario:
+    parallelism = ParallelismSpec(**{"global_batch_size": 256, **par})  # type: ignore[arg-type]
+    return Scenario(
+        model=MOE,
+        hardware=_hardware(num_gpus),
+        parallelism=parallelism,
+        training=TrainingSpec(framework=Framework(framework)),
+    )
+
+
+def test_qwen3_style_folding_is_accepted_as_megatron_core_folds_it() -> None:
+    """tp 2 x ep 64 on 64 GPUs: the expert groups take all 64 ranks of the stage with expert
+    tensor parallel 1 (Megatron-Core parallel_state: world % (etp·ep·pp) == 0)."""
+    s = _scenario(tensor_parallel=2, data_parallel=32, expert_parallel=64, expert_tensor_parallel=1)
+    assert s.parallelism.expert_tensor_parallel == 1
+    unset = _scenario(tensor_parallel=2, data_parallel=32, expert_parallel=64)
+    assert expert_tensor_parallel_of(MOE, 64, unset.parallelism) == 1
+    # where Megatron-Core's default (expert tensor parallel = tensor parallel) folds, it is kept
+    default = _scenario(tensor_parallel=2, data_parallel=32, expert_parallel=32)
+    assert expert_tensor_parallel_of(MOE, 64, default.parallelism) == 2
+    with pytest.raises(SpecError, match="expert_tensor_parallel·expert_parallel = 2·64") as err:
+        _scenario(tensor_parallel=2, data_parallel=32, expert_parallel=64, expert_tensor_parallel=2)
+    assert err.value.field == "parallelism.expert_parallel"
+    assert "Megatron-Core parallel_state" in err.value.message
+    with pytest.raises(SpecError, match=r"768") as err:
+        _scenario(tensor_parallel=1, data_parallel=64, expert_parallel=8, expert_tensor_parallel=5)
+    assert err.value.field == "parallelism.expert_tensor_parallel"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    tp=st.sampled_from([1, 2, 4, 8]),
+    cp=st.sampled_from([1, 2, 4]),
+    etp=st.sampled_from([1, 2, 3, 4, 8, 16]),
+    ep=st.sampled_from([1, 2, 3, 4, 8, 16, 32, 64]),
+)
+def test_folding_product_rule(tp: int, cp: int, etp: int, ep: int) -> None:
+    """Property: with the other rules met, a layout is accepted exactly when
+    expert_tensor_parallel · expert_parallel divides tensor · context · data (and ep divides
+    the experts, etp the expert FFN); its expert data-parallel group is the quotient."""
+    num_gpus = 64
+    dp = num_gpus // (tp * cp)
+    one = _One(tp, 1, cp, ep, dp, 1, tp > 1, 1, 256, etp)
+    folds = (tp * cp * dp) % (etp * ep) == 0
+    fits_model = 64 % ep == 0 and 768 % etp == 0
+    violation = first_violation(MOE, num_gpus, one)
+    assert (violation is not Violation.EXPERT_PARALLEL_INVALID) == (folds and fits_model)
+    if violation is None:
+        from planner.perf.batch import ScenarioArrays
+
+        a = ScenarioArrays.from_scenario(
+            _scenario(
+                tensor_parallel=tp,
+                context_parallel=cp,
+                data_parallel=dp,
+                expert_parallel=ep,
+                expert_tensor_parallel=etp,
+                sequence_parallel=tp > 1,
+            )
+        )
+        assert a.expert_data_parallel_size * etp * ep == tp * cp * dp
+
+
+def _random_columns(n: int, seed: int) -> CandidateColumns:
+    rng = np.random.default_rng(seed)
+
+    def pick(values: list[int]) -> np.ndarray:
+        return rng.choice(np.asarray(values, dtype=np.int64), n)
+
+    return CandidateColumns(
+        tensor_parallel=pick([1, 2, 4, 8]),
+        pipeline_parallel=pick([1, 2, 3, 4, 5]),
+        context_parallel=pick([1, 2, 4]),
+        expert_parallel=pick([1, 2, 4, 8, 16, 32]),
+        data_parallel=pick([1, 2, 4, 8, 16]),
+        virtual_pipeline=pick([1, 2, 3]),
+        sequence_parallel=rng.random(n) < 0.5,
+        micro_batch_size=pick([1, 2, 4]),
+        global_batch_size=pick([24, 48, 96, 128]),
+        recompute=np.zeros(n, dtype=np.int64),
+        zero_stage=np.ones(n, dtype=np.int64),
+        num_gpus=np.full(n, 64, dtype=np.int64),
+        expert_tensor_parallel=pick([1, 2, 4, 8]),
+        account_for_embedding_in_pipeline_split=rng.random(n) < 0.5,
+        account_for_loss_in_pipeline_split=rng.random(n) < 0.5,
+    )
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo", "torchtitan", "deepspeed", "other"])
+def test_batch_and_one_candidate_readers_agree_on_the_new_knobs(framework: str) -> None:
+    cols = _random_columns(4000, seed=len(framework))
+    codes = layout_violations(MOE, 64, cols, framework=framework)
+    assert -1 in codes.tolist()
+    for i in range(cols.n):
+        one = _One(
+            **{
+                f.name: (bool if isinstance(getattr(cols, f.name)[i], np.bool_) else int)(
+                    getattr(cols, f.name)[i]
+                )
+                for f in dataclasses.fields(_One)
+            }
+        )
+        first = first_violation(MOE, 64, one, framework=framework)
+        assert (-1 if first is None else first.code) == codes[i]
+
+
+@pytest.mark.parametrize(
+    ("framework", "micro", "p", "refused"),
+    [
+        ("megatron", 12, 4, False),
+        ("megatron", 6, 4, True),  # Megatron-Core: a last micro-batch group smaller than p
+        ("megatron", 2, 4, True),  # Megatron-Core: fewer micro-batches than p
+        ("nemo", 10, 4, True),
+        ("torchtitan", 10, 4, False),  # 2 rounds of 5
+        ("torchtitan", 9, 4, True),  # 2 rounds do not divide 9
+        ("torchtitan", 3, 4, False),  # one round: m < p runs
+        ("deepspeed", 9, 4, False),
+        ("other", 1, 4, False),
+    ],
+)
+def test_interleaved_schedule_microbatch_rule(
+    framework: str, micro: int, p: int, refused: bool
+) -> None:
+    layout = {
+        "tensor_parallel": 1,
+        "pipeline_parallel": p,
+        "data_parallel": 16,
+        "virtual_pipeline": 2,
+        "global_batch_size": 16 * micro,
+    }
+    if refused:
+        with pytest.raises(SpecError) as err:
+            _scenario(framework, **layout)
+        assert err.value.field == "parallelism.virtual_pipeline"
+        rule = "Megatron-Core interleaved 1F1B" if framework != "torchtitan" else "rounds"
+        assert rule in err.value.message
+        assert f"= {micro})" in err.value.message
+    else:
+        _scenario(framework, **layout)
+    # without interleaving every framework runs any micro-batch count
+    _scenario(framework, **{**layout, "virtual_pipeline": 1})
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "text"),
+    [
+        (
+            {"decoder_first_pipeline_num_layers": 1, "account_for_loss_in_pipeline_split": True},
+            "parallelism.decoder_first_pipeline_num_layers",
+            "cannot be combined with account_for",
+        ),
+        (
+            {"pipeline_layout": "Ett|ttL", "decoder_last_pipeline_num_layers": 2},
+            "parallelism.pipeline_layout",
+            "cannot be combined",
+        ),
+        ({"pipeline_layout": "Ett|tt|ttL"}, "parallelism.pipeline_layout", "3 virtual stages"),
+        (
+            {"pipeline_layout": "Et|t|t|tL", "virtual_pipeline": 1},
+            "parallelism.virtual_pipeline",
+            "virtual_pipeline is 2",
+        ),
+        ({"pipeline_layout": 7}, "parallelism.pipeline_layout", "layout string"),
+        ({"pipeline_layout": (4, -1)}, "parallelism.pipeline_layout[1]", ">= 0"),
+        ({"account_for_loss_in_pipeline_split": 1}, "parallelism.account_for_loss", "true or"),
+    ],
+)
+def test_split_fields_are_checked_on_construction(
+    fields: dict[str, object], field: str, text: str
+) -> None:
+    layout = {"pipeline_parallel": 2, "data_parallel": 1, "global_batch_size": 8, **fields}
+    with pytest.raises(SpecError, match=text) as err:
+        ParallelismSpec(**layout)  # type: ignore[arg-type]
+    assert err.value.field.startswith(field)
