@@ -84,12 +84,20 @@ class LogTailer:
         """Parse the complete lines appended since ``cursor``; returns records and the new cursor.
 
         A missing file (or one that is not a regular file) gives no records and ``cursor``
-        unchanged. Raises ``SourcePermanentError`` when the file cannot be read for lack of
+        unchanged, and so does a file that did not grow (same inode, size at the cursor: not
+        opened). Raises ``SourcePermanentError`` when the file cannot be read for lack of
         permission and ``SourceTemporaryError`` for other I/O failures; never for its content.
         """
         source = f"logs:{cursor.path}"
         try:
-            if not stat.S_ISREG(os.stat(cursor.path).st_mode):
+            info = os.stat(cursor.path)
+            if not stat.S_ISREG(info.st_mode):
+                return [], cursor
+            if cursor.inode == info.st_ino and (
+                cursor.offset_bytes == info.st_size == cursor.size_bytes
+            ):  # nothing new: not even opened
+                if cursor.path in self._contexts:
+                    self._contexts.move_to_end(cursor.path)
                 return [], cursor
             # Non-blocking: a FIFO swapped in after the check must not block the poll.
             fd = os.open(cursor.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)

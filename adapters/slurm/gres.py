@@ -8,6 +8,7 @@ parsers turn that into a :class:`~planner.errors.SourcePermanentError` naming th
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -85,6 +86,7 @@ def _parse_count(text: str) -> int:
     return int(match.group(1)) * scale
 
 
+@functools.lru_cache(maxsize=8192)  # a 10,000-job squeue repeats a few hundred strings
 def gpus_from_gres(text: str) -> tuple[int, str | None]:
     """Total GPU count and GPU type of a GRES list (``gpu:h100:2(IDX:0-1)`` → ``(2, "h100")``).
 
@@ -107,6 +109,7 @@ def parse_tres(text: str) -> dict[str, str]:
     return result
 
 
+@functools.lru_cache(maxsize=8192)
 def gpus_from_tres(text: str) -> tuple[int, str | None]:
     """GPU count and type from a TRES string: ``gres/gpu=2`` → ``(2, None)``;
     ``gres/gpu=2,gres/gpu:h100=2`` → ``(2, "h100")``; only typed entries → their sum.

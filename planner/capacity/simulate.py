@@ -29,6 +29,7 @@ requeue. Removing GPUs that are busy drains them: running jobs keep them until t
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import dataclass
 
@@ -115,6 +116,8 @@ class _Run:
         self.used = np.zeros(w.num_pools, np.int64)
         self.pend = [np.zeros(o.size, np.bool_) for o in sim.pool_opts]
         self.running: list[dict[int, tuple[float, int]]] = [{} for _ in range(w.num_pools)]
+        # the same (reservation end, GPUs) pairs kept sorted, for the shadow time
+        self.reserved: list[list[tuple[float, int]]] = [[] for _ in range(w.num_pools)]
         self.start = np.full(w.num_jobs, np.inf)
         self.end = np.full(w.num_jobs, np.inf)
         self.option = np.full(w.num_jobs, -1, np.int64)
@@ -185,6 +188,7 @@ class _Run:
         end = t + max(run, 0.0)
         self.end[j] = end
         self.running[p][k] = (max(reservation_end, t), g)
+        bisect.insort(self.reserved[p], self.running[p][k])
         if np.isfinite(end):
             heapq.heappush(self.events, (end, _END, k))
 
@@ -192,7 +196,8 @@ class _Run:
         w = self.w
         p, g = int(w.opt_pool[k]), int(w.opt_gpus[k])
         self.used[p] -= g
-        del self.running[p][k]
+        reserved = self.reserved[p]
+        del reserved[bisect.bisect_left(reserved, self.running[p].pop(k))]
         if self.quota is not None:
             self.quota.release(int(w.opt_job[k]), p, g)
         self.dirty.add(p)
@@ -203,7 +208,7 @@ class _Run:
 
     def _shadow(self, p: int, need: int) -> tuple[float, int]:
         """(shadow time, GPUs freed by then) for ``need`` more GPUs, from the reservations."""
-        ends = sorted(self.running[p].values())
+        ends = self.reserved[p]
         freed = 0
         for i, (res_end, g) in enumerate(ends):
             freed += g

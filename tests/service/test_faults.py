@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -95,8 +95,9 @@ def test_retention_bounds_eta_history_samples_and_audit(
     scenario.write_text(SCENARIO)
     job = make_job(status=JobStatus.PENDING, comment=f"planner:scenario={scenario}")
     with app_for(db_url, source, clock) as client:
-        source.set_jobs(job)
-        for _ in range(12):  # one ETA per cycle
+        for i in range(12):  # one ETA per cycle: Slurm's backfill start estimate moves
+            # (an unchanged job is not estimated again: planner.service.loops.incremental)
+            source.set_jobs(replace(job, expected_start_time_s=clock.now + 600.0 + i))
             cycle(client)
             clock.now += 15
         store = client.app.state.planner.store  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from planner.calibration import OnlineCalibration
 from planner.capacity.fleet import Fleet
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
+from planner.service.loops.incremental import IngestMemo
 from planner.service.store import Store
 
 
@@ -47,7 +48,8 @@ class IngestDeps:
     ``store``: the database port; ``sources``: the schedulers polled; ``reader``: the job-log
     tailer; ``traces``: per-rank traces jobs name; ``telemetry``: progress and per-rank timings
     from a metrics system; ``gpus``: per-job GPU telemetry (DCGM); ``online``: the cached online
-    calibration.
+    calibration; ``memo``: what the last good cycle left each job at (issue 16, load:
+    ``planner.service.loops.incremental``).
     """
 
     store: Store
@@ -58,6 +60,7 @@ class IngestDeps:
     telemetry: JobTelemetry | None = None
     gpus: GpuTelemetry | None = None
     online: OnlineCache = field(default_factory=OnlineCache)
+    memo: IngestMemo = field(default_factory=IngestMemo)
 
 
 def source_name(source: SchedulerSource) -> str:

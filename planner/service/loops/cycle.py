@@ -22,6 +22,7 @@ from planner.service.loops.jobs import merge_jobs
 from planner.service.loops.node_history import update_node_history
 from planner.service.loops.queue_forecast import forecast_queue
 from planner.service.store import Store
+from planner.specs.job import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,17 @@ def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[],
     Raises ``SourceError`` when the source fails, ``StoreError`` when the store does."""
     snapshot = source.snapshot()
     now_s = clock()
+    try:
+        _ingest(deps, source, snapshot, now_s)
+    except BaseException:
+        deps.memo.discard()  # nothing of this cycle was stored
+        raise
+    deps.memo.commit()
+
+
+def _ingest(
+    deps: IngestDeps, source: SchedulerSource, snapshot: ClusterSnapshot, now_s: float
+) -> None:
     with deps.store.unit_of_work() as uow:
         row = uow.source(source_name(source), scheduler=source.scheduler)
         row.cluster = snapshot.cluster

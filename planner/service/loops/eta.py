@@ -25,7 +25,8 @@ from planner.forecast.eta import (
     estimate_running,
 )
 from planner.forecast.history import ProgressHistory
-from planner.service.loops.outcomes import EtaKnowledge, eta_knowledge
+from planner.service.loops.incremental import advance_running_eta
+from planner.service.loops.outcomes import ETA_CALIBRATION, EtaKnowledge, eta_knowledge
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
 from planner.specs.job import JobState, JobStatus
@@ -211,6 +212,11 @@ def update_eta(
     payload["made_at_s"] = now_s
     if job.status == JobStatus.PENDING:
         payload["straggler_factor"] = straggler_factor(row)
+    _store(uow, row, payload, now_s)
+
+
+def _store(uow: UnitOfWork, row: JobRow, payload: dict[str, Any], now_s: float) -> None:
+    """Make ``payload`` the job's ETA; keep it in the history when worth it."""
     previous = row.eta or {}
     row.eta = payload
     if not _worth_keeping(previous, payload, now_s):
@@ -221,6 +227,33 @@ def update_eta(
     payload["history_progress"] = payload.get("progress_ratio")
     uow.add_prediction(row, kind="eta", made_at_s=now_s, payload=payload)
     uow.prune_predictions(row, kind="eta", keep=ETA_HISTORY_ROWS)
+
+
+def knowledge_version(uow: UnitOfWork) -> float | None:
+    """When what finished jobs teach the ETA last changed (``updated_s`` of the ``eta``
+    calibration row; None: nothing learnt yet)."""
+    row = uow.calibration(ETA_CALIBRATION)
+    return None if row is None else row.updated_s
+
+
+def refresh_eta(uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float) -> bool:
+    """The ETA of a job whose snapshot, progress, prediction and ETA knowledge did not change
+    since its ETA was made (``planner.service.loops.incremental``): a pending job's stays, a
+    running job's is advanced to now (written when overdue, or when the history is due one).
+    False when it must be estimated afresh (a requeued job resuming its run: its ETA starts
+    from now; an ETA without completion quantiles)."""
+    eta = row.eta
+    if eta is None:
+        return True
+    if job.status == JobStatus.PENDING:
+        return not row.progress_history
+    advanced = advance_running_eta(eta, now_s, always=True)
+    if advanced is None:
+        return False
+    moved = advanced.get("completion_time_s") != eta.get("completion_time_s")
+    if moved or _worth_keeping(eta, advanced, now_s):
+        _store(uow, row, advanced, now_s)
+    return True
 
 
 def _worth_keeping(previous: dict[str, Any], payload: dict[str, Any], now_s: float) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from planner.calibration import key_from_scenario
@@ -13,8 +14,9 @@ from planner.errors import PlannerError
 from planner.service.describe import describe_job, description_key, training_schedule
 from planner.service.loops.calibration import online_calibration
 from planner.service.loops.context import IngestDeps
-from planner.service.loops.eta import update_eta
+from planner.service.loops.eta import knowledge_version, refresh_eta, update_eta
 from planner.service.loops.gpus import read_gpus
+from planner.service.loops.incremental import EtaBasis, JobMemo, knowledge_delay_s
 from planner.service.loops.outcomes import finish_job
 from planner.service.loops.progress import read_telemetry, reported_progress, tail_log
 from planner.service.loops.stragglers import analyse_trace, update_stragglers
@@ -42,10 +44,14 @@ def merge_jobs(
 ) -> None:
     """Store every job of ``snapshot``; jobs the scheduler stopped reporting have ended; jobs
     that ended more than the retention ago are pruned. ``read_text(path, max_bytes, job=job)``
-    reads a file a job names (the source's ``read_text_file``)."""
+    reads a file a job names (the source's ``read_text_file``). Jobs that did not change since
+    this process's last cycle are skipped where nothing can have changed
+    (``planner.service.loops.incremental``)."""
     retention_s = deps.settings.ended_job_retention_s
     existing = {r.job_id: r for r in uow.jobs_of(snapshot.scheduler, snapshot.cluster)}
     seen: set[str] = set()
+    touched: list[JobRow] = []
+    staged: list[tuple[JobRow, JobState, EtaBasis]] = []
     for job in snapshot.jobs:
         seen.add(job.job_id)
         row = existing.get(job.job_id)
@@ -71,7 +77,8 @@ def merge_jobs(
             )
         elif not row.active and job.status.is_active and row.ended_s is not None:
             row.ended_s = None  # a requeued job comes back under its old id
-        update_job(deps, uow, read_text, row, job, now_s=now_s)
+        basis = update_job(deps, uow, read_text, row, job, now_s=now_s, touched=touched)
+        staged.append((row, job, basis))
 
     for job_id, row in existing.items():
         if row.active and job_id not in seen:
@@ -80,7 +87,10 @@ def merge_jobs(
             row.status = JobStatus.UNKNOWN.value
             row.ended_s = now_s
             log.info("job %s/%s/%s no longer reported: ended", row.scheduler, row.cluster, job_id)
+    uow.touch_jobs(touched, last_seen_s=now_s)
     uow.delete_ended_jobs(ended_before_s=now_s - retention_s)
+    for row, job, basis in staged:
+        deps.memo.stage(row, job, basis)
 
 
 def update_job(
@@ -91,9 +101,79 @@ def update_job(
     job: JobState,
     *,
     now_s: float,
-) -> None:
-    """Bring one stored job up to date with its snapshot ``job``."""
+    touched: list[JobRow] | None = None,
+) -> EtaBasis:
+    """Bring one stored job up to date with its snapshot ``job``. With ``touched``, a job
+    unchanged since this process's last cycle (``planner.service.loops.incremental``) keeps
+    its stored snapshot and is appended there for its ``last_seen_s``. Returns what its ETA is
+    made from."""
+    memo = deps.memo.get(row) if touched is not None else None
+    unchanged = memo is not None and memo.job == job
     was_active = row.active if row.id is not None else True
+    if unchanged and touched is not None:
+        touched.append(row)
+    else:
+        _store_snapshot(deps, uow, read_text, row, job, now_s=now_s)
+
+    rank_records: list[RankStepRecord] = []
+    before = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
+    if (row.active or was_active) and job.status != JobStatus.PENDING:
+        stdout_path = job.stdout_path or row.state.get("stdout_path")
+        if stdout_path:
+            rank_records += tail_log(deps, uow, row, stdout_path, now_s=now_s)
+        rank_records += read_telemetry(deps, uow, row, job, now_s=now_s)
+        reported_progress(uow, row, job, now_s=now_s)
+    after = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
+    progressed = any(a is not b and a != b for a, b in zip(before, after, strict=True))
+
+    basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_version(uow))
+    if row.active:
+        kept = _kept_basis(memo, row, now_s, basis) if unchanged and not progressed else None
+        if kept is not None and refresh_eta(uow, row, job, now_s=now_s):
+            basis = kept
+        else:
+            update_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
+            basis = EtaBasis(prediction=row.prediction, knowledge_s=basis.knowledge_s)
+    elif was_active and row.eta is not None:
+        row.eta = {**row.eta, "finished": True}  # final state: nothing remains
+    if was_active and not row.active and row.id is not None:
+        finish_job(uow, row, job, now_s=now_s)
+    if rank_records or (row.active and (row.stragglers or {}).get("state")):
+        update_stragglers(row, rank_records)
+    analyse_trace(
+        deps.traces, row, job, now_s=now_s, interval_s=deps.settings.trace_analysis_interval_s
+    )
+    read_gpus(deps.gpus, row, job, now_s=now_s)
+    return basis
+
+
+def _kept_basis(memo: JobMemo | None, row: JobRow, now_s: float, now: EtaBasis) -> EtaBasis | None:
+    """What an unchanged job's ETA stays made from, when it need not be estimated again
+    (``planner.service.loops.incremental``); None: estimate it."""
+    kept = None if memo is None else memo.basis
+    if kept is None or kept.prediction != row.prediction:
+        return None
+    if kept.knowledge_s == now.knowledge_s or (
+        row.status == JobStatus.PENDING.value and not row.progress_history
+    ):  # a pending job's runtime does not depend on the knowledge (``eta.refresh_eta``)
+        return kept
+    stale_since = now_s if kept.stale_since_s is None else kept.stale_since_s
+    if now_s - stale_since >= knowledge_delay_s(row.job_id):
+        return None
+    return replace(kept, stale_since_s=stale_since)
+
+
+def _store_snapshot(
+    deps: IngestDeps,
+    uow: UnitOfWork,
+    read_text: ReadText,
+    row: JobRow,
+    job: JobState,
+    *,
+    now_s: float,
+) -> None:
+    """Store the job's snapshot (name, user, status, ``state``, ``last_seen_s``, end) and
+    describe it again when what its description depends on changed."""
     row.name = job.name
     row.user = job.user
     row.status = job.status.value
@@ -113,27 +193,6 @@ def update_job(
         # an ended job keeps what it was: the scheduler's accounting of a finished job (sacct)
         # lacks its command and script, which would describe it as nothing
         describe(deps, uow, read_text, row, job, key=key, now_s=now_s)
-
-    rank_records: list[RankStepRecord] = []
-    if (row.active or was_active) and job.status != JobStatus.PENDING:
-        stdout_path = job.stdout_path or row.state.get("stdout_path")
-        if stdout_path:
-            rank_records += tail_log(deps, uow, row, stdout_path, now_s=now_s)
-        rank_records += read_telemetry(deps, uow, row, job, now_s=now_s)
-        reported_progress(uow, row, job, now_s=now_s)
-
-    if row.active:
-        update_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
-    elif was_active and row.eta is not None:
-        row.eta = {**row.eta, "finished": True}  # final state: nothing remains
-    if was_active and not row.active and row.id is not None:
-        finish_job(uow, row, job, now_s=now_s)
-    if rank_records or (row.active and (row.stragglers or {}).get("state")):
-        update_stragglers(row, rank_records)
-    analyse_trace(
-        deps.traces, row, job, now_s=now_s, interval_s=deps.settings.trace_analysis_interval_s
-    )
-    read_gpus(deps.gpus, row, job, now_s=now_s)
 
 
 def describe(

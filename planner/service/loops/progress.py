@@ -36,7 +36,9 @@ def tail_log(
     except (OSError, PlannerError) as exc:  # the reader should not raise; be safe anyway
         log.warning("job %s: cannot read log %s: %s", row.job_id, path, exc)
         return []
-    row.log_cursor = dataclasses.asdict(new_cursor)
+    doc = dataclasses.asdict(new_cursor)
+    if doc != cursor_doc:
+        row.log_cursor = doc
     return store_records(uow, row, records, now_s=now_s, start_time_s=_started(row))
 
 
@@ -127,7 +129,7 @@ def store_records(
         first = progress[0]
         first_time = first.timestamp_s if first.timestamp_s is not None else now_s
         history = _continued(uow, row, first, first_time, start_time_s) or history
-    known = uow.sample_iterations(row)
+    known = uow.sample_iterations(row, since=min(r.iteration for r in progress))
     for record, observation, restart in zip(progress, observations, restarts, strict=True):
         if record.train_iters:
             row.train_iters = record.train_iters
@@ -178,7 +180,7 @@ def _continued(
         return None
     before = [
         j
-        for j in uow.jobs_of(row.scheduler, row.cluster)
+        for j in uow.ended_jobs_named(row.scheduler, row.cluster, row.name, row.user)
         if j is not row
         and not j.active
         and j.name == row.name

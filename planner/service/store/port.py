@@ -50,8 +50,8 @@ class UnitOfWork(Protocol):
         samples and predictions."""
         ...
 
-    def sample_iterations(self, job: JobRow) -> set[int]:
-        """Iterations the job already has a step sample for."""
+    def sample_iterations(self, job: JobRow, *, since: int | None = None) -> set[int]:
+        """Iterations the job already has a step sample for (from ``since`` on, when given)."""
         ...
 
     def add_sample(
@@ -119,6 +119,16 @@ class UnitOfWork(Protocol):
 
     def forget_nodes(self, scheduler: str, cluster: str, nodes: Sequence[str]) -> None:
         """Remove every episode of these nodes (drained: they leave the history)."""
+        ...
+
+    # Load (issue 16): what a cycle over 10,000 jobs asks in bulk.
+
+    def ended_jobs_named(self, scheduler: str, cluster: str, name: str, user: str) -> list[JobRow]:
+        """The cluster's inactive jobs of this name and user, as they are now."""
+        ...
+
+    def touch_jobs(self, jobs: Sequence[JobRow], *, last_seen_s: float) -> None:
+        """Set ``last_seen_s`` of these stored jobs in bulk (nothing else changes)."""
         ...
 
 

@@ -51,7 +51,7 @@ from planner.service.models import (
     job_sort_key,
 )
 from planner.service.store import maintenance
-from planner.service.store.unit_of_work import SqlUnitOfWork
+from planner.service.store.unit_of_work import JobCache, SqlUnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,7 @@ class SqlStore:
         if self.backend == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._job_cache = JobCache()
 
     # ---------------------------------------------------------------- faults
 
@@ -263,9 +264,12 @@ class SqlStore:
 
     @contextmanager
     def unit_of_work(self) -> Iterator[SqlUnitOfWork]:
-        """A transaction with the repository methods of the loops (see ``SqlUnitOfWork``)."""
+        """A transaction with the repository methods of the loops (see ``SqlUnitOfWork``);
+        the jobs it loaded are kept for the next one once it committed (``JobCache``)."""
         with self.session() as session:
-            yield SqlUnitOfWork(session)
+            uow = SqlUnitOfWork(session, self._job_cache)
+            yield uow
+        uow.keep_jobs()
 
     def dispose(self) -> None:
         """Close every pooled connection."""

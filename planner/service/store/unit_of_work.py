@@ -1,14 +1,26 @@
 """One transaction of the ingest loop over the SQLAlchemy store: :class:`SqlUnitOfWork`
 implements the ``UnitOfWork`` port (``planner.service.store.port``); :class:`planner.service.
-store.sql.SqlStore` opens it (``unit_of_work``), commits it or rolls it back."""
+store.sql.SqlStore` opens it (``unit_of_work``), commits it or rolls it back.
+
+Load (issue 16): a cluster's jobs are loaded once per unit of work (``jobs_of`` keeps the list,
+adding new jobs and dropping deleted ones), named calibrations once (a missing one too), and
+``touch_jobs`` marks many jobs seen in one statement per 500 jobs. Between units of work the
+store keeps a cluster's job rows as the last one committed them (:class:`JobCache`): the next
+one takes them back without reading and decoding 10,000 rows, after one query checks that the
+table still holds what was committed (the count of the cluster's jobs and their newest
+``last_seen_s``: every ingest cycle, of any replica, moves it); anything else reads them
+afresh. The ingest loop is the only writer of jobs (the API reads them).
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from planner.service.models import (
     CalibrationRow,
@@ -19,13 +31,59 @@ from planner.service.models import (
     StepSampleRow,
 )
 
+#: What a cluster's jobs in the table look like: (count, newest ``last_seen_s``).
+Mark = tuple[int, float | None]
+
+
+class JobCache:
+    """The job rows of each cluster as the last unit of work committed them (module
+    docstring); thread-safe: a unit of work takes a cluster's rows (another one meanwhile
+    reads its own) and gives them back once it committed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[tuple[str, str], tuple[Mark, list[JobRow]]] = {}
+
+    def take(self, key: tuple[str, str]) -> tuple[Mark, list[JobRow]] | None:
+        """The kept rows of a cluster and their mark (removed from the cache), or None."""
+        with self._lock:
+            return self._rows.pop(key, None)
+
+    def put(self, key: tuple[str, str], rows: list[JobRow]) -> None:
+        """Keep a cluster's committed rows."""
+        seen = [r.last_seen_s for r in rows]
+        with self._lock:
+            self._rows[key] = ((len(rows), max(seen) if seen else None), rows)
+
 
 class SqlUnitOfWork:
     """The ``UnitOfWork`` port over one SQLAlchemy session (changes to rows it returned are
-    written on commit)."""
+    written on commit); ``cache``: the store's kept job rows."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, cache: JobCache | None = None) -> None:
         self._s = session
+        self._cache = cache
+        self._jobs: dict[tuple[str, str], list[JobRow]] = {}
+        self._calibrations: dict[str, CalibrationRow | None] = {}
+
+    def keep_jobs(self) -> None:
+        """Give the jobs this unit of work loaded to the cache (call after the commit)."""
+        if self._cache is not None:
+            for key, rows in self._jobs.items():
+                self._cache.put(key, rows)
+
+    def _load_jobs(self, scheduler: str, cluster: str) -> list[JobRow]:
+        where = (JobRow.scheduler == scheduler, JobRow.cluster == cluster)
+        kept = self._cache.take((scheduler, cluster)) if self._cache is not None else None
+        if kept is not None:
+            count, newest = self._s.execute(
+                select(func.count(JobRow.id), func.max(JobRow.last_seen_s)).where(*where)
+            ).one()
+            if kept[0] == (count, newest):
+                for row in kept[1]:
+                    self._s.add(row)
+                return kept[1]
+        return list(self._s.scalars(select(JobRow).where(*where)))
 
     def source(self, name: str, *, scheduler: str) -> SourceRow:
         """The health row of source ``name``, created when new."""
@@ -36,9 +94,36 @@ class SqlUnitOfWork:
         return row
 
     def jobs_of(self, scheduler: str, cluster: str) -> list[JobRow]:
-        """Every stored job of one scheduler and cluster."""
-        query = select(JobRow).where(JobRow.scheduler == scheduler, JobRow.cluster == cluster)
+        """Every stored job of one scheduler and cluster (loaded once per unit of work)."""
+        key = (scheduler, cluster)
+        if key not in self._jobs:
+            self._jobs[key] = self._load_jobs(scheduler, cluster)
+        return list(self._jobs[key])
+
+    def ended_jobs_named(self, scheduler: str, cluster: str, name: str, user: str) -> list[JobRow]:
+        """The cluster's inactive jobs of this name and user (as they are now in this unit of
+        work: pending changes are flushed first)."""
+        query = select(JobRow).where(
+            JobRow.active.is_(False),
+            JobRow.scheduler == scheduler,
+            JobRow.cluster == cluster,
+            JobRow.name == name,
+            JobRow.user == user,
+        )
         return list(self._s.scalars(query))
+
+    def touch_jobs(self, jobs: Sequence[JobRow], *, last_seen_s: float) -> None:
+        """Set ``last_seen_s`` of stored ``jobs`` in bulk (no other attribute changes)."""
+        ids = [j.id for j in jobs if j.id is not None]
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            self._s.execute(
+                update(JobRow).where(JobRow.id.in_(chunk)).values(last_seen_s=last_seen_s),
+                execution_options={"synchronize_session": False},
+            )
+        for job in jobs:
+            if job.id is not None:
+                set_committed_value(job, "last_seen_s", last_seen_s)
 
     def new_job(self, *, scheduler: str, cluster: str, job_id: str, first_seen_s: float) -> JobRow:
         """A new job row, added to the session."""
@@ -52,29 +137,45 @@ class SqlUnitOfWork:
             description_key="",
         )
         self._s.add(row)
+        if (scheduler, cluster) in self._jobs:
+            self._jobs[scheduler, cluster].append(row)
         return row
 
     def delete_ended_jobs(self, *, ended_before_s: float) -> None:
-        """Remove inactive jobs that ended before ``ended_before_s`` (cascades to samples)."""
+        """Remove inactive jobs that ended before ``ended_before_s`` (cascades to samples);
+        their rows leave this unit of work."""
+
+        def gone(row: JobRow) -> bool:
+            return not row.active and row.ended_s is not None and row.ended_s < ended_before_s
+
+        self._s.flush()
         self._s.execute(
             delete(JobRow).where(
                 JobRow.active.is_(False),
                 JobRow.ended_s.is_not(None),
                 JobRow.ended_s < ended_before_s,
-            )
+            ),
+            execution_options={"synchronize_session": False},
         )
+        for state in list(self._s.identity_map.all_states()):
+            row = state.obj()
+            if isinstance(row, JobRow) and gone(row):
+                self._s.expunge(row)
+        for key, rows in self._jobs.items():
+            self._jobs[key] = [r for r in rows if not gone(r)]
 
     def _pk(self, job: JobRow) -> int:
         if job.id is None:
             self._s.flush()
         return job.id
 
-    def sample_iterations(self, job: JobRow) -> set[int]:
-        """Iterations the job already has a step sample for."""
+    def sample_iterations(self, job: JobRow, *, since: int | None = None) -> set[int]:
+        """Iterations the job already has a step sample for (from ``since`` on, when given)."""
         pk = self._pk(job)
-        return set(
-            self._s.scalars(select(StepSampleRow.iteration).where(StepSampleRow.job_pk == pk))
-        )
+        query = select(StepSampleRow.iteration).where(StepSampleRow.job_pk == pk)
+        if since is not None:
+            query = query.where(StepSampleRow.iteration >= since)
+        return set(self._s.scalars(query))
 
     def add_sample(
         self,
@@ -99,16 +200,26 @@ class SqlUnitOfWork:
         )
 
     def timed_samples(self, job: JobRow, *, limit: int) -> list[StepSampleRow]:
-        """The newest ``limit`` samples with a step time, oldest first."""
+        """The newest ``limit`` samples with a step time, oldest first (unattached rows made
+        from the columns the ETA reads: iteration, step time, iterations, time)."""
         pk = self._pk(job)
         self._s.flush()
-        rows = self._s.scalars(
-            select(StepSampleRow)
+        columns = (
+            StepSampleRow.iteration,
+            StepSampleRow.step_time_s,
+            StepSampleRow.num_iterations,
+            StepSampleRow.time_s,
+        )
+        found = self._s.execute(
+            select(*columns)
             .where(StepSampleRow.job_pk == pk, StepSampleRow.step_time_s.is_not(None))
             .order_by(StepSampleRow.iteration.desc())
             .limit(limit)
-        )
-        return list(reversed(list(rows)))
+        ).all()
+        return [
+            StepSampleRow(job_pk=pk, iteration=i, step_time_s=s, num_iterations=n, time_s=t)
+            for i, s, n, t in reversed(found)
+        ]
 
     def add_prediction(
         self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]
@@ -138,14 +249,18 @@ class SqlUnitOfWork:
             )
 
     def calibration(self, name: str) -> CalibrationRow | None:
-        """One stored calibration by name."""
-        return self._s.get(CalibrationRow, name)
+        """One stored calibration by name (read once per unit of work)."""
+        if name not in self._calibrations:
+            self._calibrations[name] = self._s.get(CalibrationRow, name)
+        return self._calibrations[name]
 
     def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
         """Create or replace a named calibration."""
-        row = self._s.get(CalibrationRow, name)
+        row = self.calibration(name)
         if row is None:
-            self._s.add(CalibrationRow(name=name, state=state, updated_s=updated_s))
+            row = CalibrationRow(name=name, state=state, updated_s=updated_s)
+            self._s.add(row)
+            self._calibrations[name] = row
         else:
             row.state = state
             row.updated_s = updated_s
