@@ -253,6 +253,12 @@ class FakeSlurm:
         for path in (self.bin_dir, self.out / "scripts", self.shared, self.home):
             path.mkdir(parents=True, exist_ok=True)
         now = self.clock()
+        for _ in range(max(3, self.target_jobs // 30)):  # ended within the last hour (sacct)
+            job = self._new_job(now - self.rng.uniform(3600, 30 * 3600), arrays=False)
+            if self._start(job, now - self._elapsed(job, now) - SACCT_WINDOW_S):
+                self._end(job, int(now - self.rng.uniform(0, SACCT_WINDOW_S)))
+            else:
+                self._forget(job)
         capacity = sum(n.num_gpus for n in self.nodes if not n.drained)
         held, misses = 0, 0
         while held < capacity * 0.97 and misses < 200:
@@ -270,12 +276,6 @@ class FakeSlurm:
                 mean_gpus=max(1.0, (self.target_gpus - asked) / left),
             )
             asked += job.gpus * max(1, len(job.pending_tasks))
-        for _ in range(self.target_jobs // 30):  # ended within the last hour (sacct)
-            job = self._new_job(now - self.rng.uniform(3600, 30 * 3600), arrays=False)
-            if self._start(job, now - self._elapsed(job, now) - SACCT_WINDOW_S):
-                self._end(job, int(now - self.rng.uniform(0, SACCT_WINDOW_S)))
-            else:
-                self._forget(job)
         self.install()
         self.write()
 
@@ -498,7 +498,7 @@ class FakeSlurm:
         counts = dict.fromkeys(
             ("ended", "started", "submitted", "rescheduled", "progressed", "nodes"), 0
         )
-        quarter = max(1, round(self.churn * self.target_jobs / 4))
+        quarter = max(1 if self.churn > 0 else 0, round(self.churn * self.target_jobs / 4))
         running = [j for j in self.jobs.values() if j.state == "RUNNING"]
         for job in running:
             if job.logs and self._progress(job, now):
@@ -536,6 +536,13 @@ class FakeSlurm:
         return counts
 
     # ------------------------------------------------------------------ logs
+
+    @staticmethod
+    def display_id(job: Job) -> str:
+        """The job id Slurm shows (``123_4`` for an array task)."""
+        if job.array_job_id and job.array_task_id is not None:
+            return f"{job.array_job_id}_{job.array_task_id}"
+        return str(job.job_id)
 
     def log_path(self, job: Job) -> str:
         """The job's output file as slurmd names it (``logs/%x-%j.out`` in its work dir)."""

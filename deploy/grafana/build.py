@@ -70,6 +70,12 @@ def by_job(metric: str, selector: str = C) -> str:
     return f"max by ({JOB}) ({metric}{{{selector}}})"
 
 
+def queued(metric: str) -> str:
+    """A per-cluster count of every pending job (``planner_jobs``, ``planner_jobs_gpus``): the
+    per-job series cover only the pending jobs with a prediction (issue 16)."""
+    return f'max by (scheduler, cluster) ({metric}{{{C}, status="pending"}})'
+
+
 def target(
     expr: str, legend: str = "", ref: str = "A", *, table: bool = False
 ) -> prometheus.Dataquery:
@@ -437,12 +443,12 @@ def queue() -> dashboard.Dashboard:
             stat_panel(
                 "Pending jobs",
                 (0, 0, 6, 4),
-                f"count({by_job('planner_job_info', C + ', ' + pend)}) or vector(0)",
+                f"sum({queued('planner_jobs')}) or vector(0)",
             ),
             stat_panel(
                 "GPUs requested by the queue",
                 (6, 0, 6, 4),
-                f"sum({pending(by_job('planner_job_gpus'))}) or vector(0)",
+                f"sum({queued('planner_jobs_gpus')}) or vector(0)",
             ),
             stat_panel(
                 "Pending jobs predicted to run out of memory",
@@ -456,7 +462,8 @@ def queue() -> dashboard.Dashboard:
                 (18, 0, 6, 4),
                 f"sum({pending(by_job('planner_job_gpus'))} * on ({JOB}) {eta}) / 3600"
                 " or vector(0)",
-                description="Sum over pending jobs of GPUs x predicted runtime.",
+                description="Sum over pending jobs of GPUs x predicted runtime (the pending "
+                "jobs with a prediction that /metrics lists: metrics.max_pending_jobs).",
             ),
             table_panel(
                 "Pending jobs",
@@ -509,9 +516,7 @@ def queue() -> dashboard.Dashboard:
                 "GPUs requested by pending jobs",
                 (0, 14, 12, 8),
                 [
-                    target(
-                        f"sum by (cluster) ({pending(by_job('planner_job_gpus'))})", "{{cluster}}"
-                    ),
+                    target(f"sum by (cluster) ({queued('planner_jobs_gpus')})", "{{cluster}}"),
                 ],
             ),
             timeseries_panel(
@@ -548,7 +553,7 @@ def capacity() -> dashboard.Dashboard:
             stat_panel(
                 "GPUs requested by pending jobs",
                 (6, 0, 6, 4),
-                f"sum({pending(by_job('planner_job_gpus'))}) or vector(0)",
+                f"sum({queued('planner_jobs_gpus')}) or vector(0)",
             ),
             stat_panel(
                 "GPUs freed within 24 h (predicted)",

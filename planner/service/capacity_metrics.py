@@ -1,6 +1,5 @@
-"""The newest stored capacity review and the pending jobs' predicted starts as Prometheus
-metrics, computed from the store at scrape time (``CapacityCollector``; the table is its
-docstring)."""
+"""The newest stored capacity review as Prometheus metrics, computed from the store at scrape
+time (``CapacityCollector``; the table is its docstring)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from planner.service.metrics import _JOB_LABELS, _num
+from planner.service.metrics import _num
 from planner.service.store import Store
 
 #: Most planned jobs exported with a deadline-miss probability (the most at risk first).
@@ -26,9 +25,9 @@ def _week(epoch_s: float) -> str:
 
 
 class CapacityCollector(Collector):
-    """The newest stored capacity review (``review.schedule``) as metrics, and each pending
-    job's predicted start (the queue forecast). Cardinality is bounded: pools x 13 weeks x 3
-    quantiles, 100 deadline jobs, the scenarios and GPU types of the review.
+    """The newest stored capacity review (``review.schedule``) as metrics. Cardinality is
+    bounded: pools x 13 weeks x 3 quantiles, 100 deadline jobs, the scenarios and GPU types of
+    the review.
 
     | metric | type | meaning |
     | --- | --- | --- |
@@ -42,8 +41,9 @@ class CapacityCollector(Collector):
     | ``planner_capacity_sizing_gpus{gpu,pool}`` | gauge | smallest addition meeting every
       deadline at p90 (absent when none does) |
     | ``planner_capacity_review_timestamp_seconds`` | gauge | when the review was made |
-    | ``planner_job_predicted_start_timestamp_seconds`` | gauge | a pending job's p50
-      predicted start (job labels) |
+
+    A pending job's predicted start (``planner_job_predicted_start_timestamp_seconds``) is a
+    job series of ``planner.service.metrics.PlannerCollector`` (issue 16: bounded job series).
     """
 
     def __init__(self, store: Store) -> None:
@@ -127,18 +127,3 @@ class CapacityCollector(Collector):
                 if added is not None:
                     sizing.add_metric([str(answer["gpu"]), str(answer["pool"])], added)
         yield from (gpus, capacity, miss, expected, sizing, made)
-        yield self._predicted_starts()
-
-    def _predicted_starts(self) -> Metric:
-        family = GaugeMetricFamily(
-            "planner_job_predicted_start_timestamp_seconds",
-            "Predicted (p50) start of the pending job from the running jobs' predicted "
-            "runtimes (queue forecast), Unix epoch seconds.",
-            labels=_JOB_LABELS,
-        )
-        for row in self.store.list_jobs(active_only=True, status="pending"):
-            start = (row.queue_forecast or {}).get("start_s") or {}
-            value = _num(start.get("p50")) if isinstance(start, dict) else None
-            if value is not None:
-                family.add_metric([row.scheduler, row.cluster, row.job_id], value)
-        return family

@@ -391,7 +391,7 @@ def create_app(
         is_leader=lambda: state.is_leader,
     )
     registry = CollectorRegistry()
-    registry.register(PlannerCollector(store))
+    registry.register(PlannerCollector(store, clock, settings.metrics.max_pending_jobs))
     registry.register(CapacityCollector(store))
     if kube is not None:
         registry.register(KubernetesCollector(kube.source.stats))
@@ -410,9 +410,7 @@ def queue_forecast_config(settings: Settings) -> QueueForecastConfig:
     if cfg.fleet_file:
         fleet = parse_fleet(read_document(cfg.fleet_file, "queue_forecast.fleet_file"))
         log.info("queue forecast on the pools of %s", cfg.fleet_file)
-    return QueueForecastConfig(
-        enabled=cfg.enabled, samples=cfg.samples, interval_s=cfg.interval_s, fleet=fleet
-    )
+    return QueueForecastConfig(**cfg.model_dump(exclude={"fleet_file"}), fleet=fleet)
 
 
 def serve(settings: Settings) -> None:

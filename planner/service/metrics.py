@@ -1,7 +1,10 @@
 """Prometheus metrics of the planner, computed from the store at scrape time.
 
-Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist only for active
-(pending or running) jobs, so finished jobs drop out and cardinality stays bounded by the queue.
+Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist only for the
+active jobs that need them (``planner.service.job_series``: every job that is not pending, and
+at most ``metrics.max_pending_jobs`` pending jobs with a prediction), so finished jobs drop out
+and cardinality stays bounded; ``planner_jobs`` and ``planner_jobs_gpus`` count every active
+job. A running job's ``planner_job_eta_seconds`` is from now to its predicted completion.
 
 | metric | type | meaning |
 | --- | --- | --- |
@@ -33,6 +36,9 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 | ``planner_source_up`` | gauge | 1 when the last poll of the source succeeded |
 | ``planner_eta_band_coverage_ratio`` | gauge | finished jobs' p10-p90 ETA bands that held the end |
 | ``planner_scheduler_writes_total`` | counter | audited writes to a scheduler (by outcome) |
+| ``planner_job_predicted_start_timestamp_seconds`` | gauge | a pending job's p50 predicted start |
+| ``planner_jobs{status}`` | gauge | active jobs per scheduler/cluster and status (all of them) |
+| ``planner_jobs_gpus{status}`` | gauge | GPUs they hold (running) or request (pending) |
 
 The capacity review's metrics and the pending jobs' predicted starts:
 ``planner.service.capacity_metrics.CapacityCollector``.
@@ -40,6 +46,7 @@ The capacity review's metrics and the pending jobs' predicted starts:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -47,6 +54,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from planner import __version__
+from planner.service.job_series import (
+    MAX_PENDING_JOBS,
+    exported_jobs,
+    job_count_metrics,
+    predicted_start,
+)
+from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import JobRow
 from planner.service.store import Store
 
@@ -212,10 +226,19 @@ def _gpu_states(nodes: list[dict[str, Any]]) -> dict[str, float]:
 
 
 class PlannerCollector(Collector):
-    """A ``prometheus_client`` collector over the store (register it on any registry)."""
+    """A ``prometheus_client`` collector over the store (register it on any registry);
+    ``clock``: epoch seconds (a running job's ETA seconds are from now); ``max_pending_jobs``:
+    the most pending jobs with series of their own (``planner.service.job_series``)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Callable[[], float] = time.time,
+        max_pending_jobs: int = MAX_PENDING_JOBS,
+    ) -> None:
         self.store = store
+        self.clock = clock
+        self.max_pending_jobs = max_pending_jobs
 
     def collect(self) -> Iterator[Metric]:
         info = GaugeMetricFamily(
@@ -233,10 +256,21 @@ class PlannerCollector(Collector):
             (GaugeMetricFamily(name, text, labels=_JOB_LABELS), extract)
             for name, text, extract in _JOB_GAUGES
         ]
-        for row in self.store.list_jobs(active_only=True):
+        start = GaugeMetricFamily(
+            "planner_job_predicted_start_timestamp_seconds",
+            "Predicted (p50) start of the pending job from the running jobs' predicted "
+            "runtimes (queue forecast), Unix epoch seconds.",
+            labels=_JOB_LABELS,
+        )
+        # issue 16: only the jobs that need series (planner.service.job_series), counted all
+        rows = exported_jobs(self.store.jobs_for_metrics(), self.max_pending_jobs)
+        now = self.clock()
+        for row in rows:
             labels = [row.scheduler, row.cluster, row.job_id]
             info.add_metric([*labels, row.name, row.user, row.status, row.described_by], 1.0)
             remaining = (row.eta or {}).get("remaining_s") or {}
+            if row.status != "pending":  # from its completion: the ETA is as of when it moved
+                remaining = eta_remaining_now(row.eta, now) or remaining
             for q, key in (("0.1", "p10"), ("0.5", "p50"), ("0.9", "p90")):
                 value = _num(remaining.get(key))
                 if value is not None:
@@ -245,10 +279,15 @@ class PlannerCollector(Collector):
                 value = extract(row)
                 if value is not None:
                     family.add_metric(labels, value)
+            begins = predicted_start(row) if row.status == "pending" else None
+            if begins is not None:
+                start.add_metric(labels, begins)
         yield info
         yield eta
         yield from (family for family, _ in families)
-        yield self._straggler_ranks()
+        yield start
+        yield from job_count_metrics(self.store.job_counts())
+        yield self._straggler_ranks(rows)
         yield from self._source_metrics()
         yield from self._calibration_metrics()
         yield self._eta_band_coverage()
@@ -296,14 +335,14 @@ class PlannerCollector(Collector):
                 family.add_metric([scheduler, cluster], value)
         return family
 
-    def _straggler_ranks(self) -> Metric:
+    def _straggler_ranks(self, rows: Iterable[JobRow]) -> Metric:
         """One series per rank the live straggler tracker flags (bounded by the flags)."""
         family = GaugeMetricFamily(
             "planner_job_straggler_rank_slowdown_ratio",
             "Slowdown of a flagged straggler rank against its peers or its own history (ratio).",
             labels=[*_JOB_LABELS, "rank", "node"],
         )
-        for row in self.store.list_jobs(active_only=True):
+        for row in rows:
             report = (row.stragglers or {}).get("report") or {}
             for flag in report.get("stragglers") or []:
                 slowdown = _num(flag.get("slowdown"))

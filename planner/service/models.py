@@ -179,6 +179,10 @@ class RetentionPolicy:
     audit_max_age_s: float = 30 * 24 * 3600.0
 
 
+#: Where a job sorts in a listing: (scheduler, cluster, ``job_sort_key(job_id)``).
+JobSortKey = tuple[str, str, tuple[int, str]]
+
+
 def job_sort_key(job_id: str) -> tuple[int, str]:
     """Order of job ids within a cluster: numerically by the id's leading number (array tasks
     ``123_4`` after ``123``), ids without one last."""

@@ -115,7 +115,7 @@ class ServiceState:
             if self.kube is not None:
                 self.kube.after_cycle(self.store)
             if self.slurm_hints is not None:
-                self.slurm_hints.after_cycle(self.store)
+                self.slurm_hints.after_cycle(self.store, self.clock())
             self.pruner.maybe_prune()  # retention (planner.service.loops.retention)
         except Exception:  # the loop must survive anything; the traceback goes to the log
             log.exception("ingest cycle failed")
@@ -149,6 +149,7 @@ class ServiceState:
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)
             self.scheduler = None
+        self.ingestor.close()
         if self.kube is not None:
             self.kube.stop()
         self.store.dispose()

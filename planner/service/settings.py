@@ -169,6 +169,26 @@ class QueueForecastSettings(BaseModel):
         description="A fleet file (docs/capacity-formats.md) instead of the pools made from the "
         "sources' nodes (one per partition and GPU type).",
     )
+    worker_min_jobs: int = Field(
+        default=1000,
+        ge=0,
+        description="Queues of at least this many active jobs are forecast in a worker "
+        "process, off the ingest cycle (the forecast lands a cycle or more later; the worker "
+        "rests as long as its last forecast took); 0: always in the cycle.",
+    )
+
+
+class MetricsSettings(BaseModel):
+    """What ``/metrics`` exports per job (issue 16: ``planner.service.job_series``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_pending_jobs: int = Field(
+        default=1000,
+        ge=0,
+        description="The most pending jobs (with a prediction; soonest predicted start first) "
+        "that get series of their own; every active job is counted in planner_jobs.",
+    )
 
 
 class ReviewSettings(BaseModel):
@@ -296,6 +316,7 @@ class Settings(BaseSettings):
     )
     queue_forecast: QueueForecastSettings = Field(default_factory=QueueForecastSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     @classmethod
     def settings_customise_sources(

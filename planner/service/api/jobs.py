@@ -247,9 +247,14 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
     ) -> dict[str, Any]:
         now = state.clock()
         by_key = sources(now)
-        rows, next_cursor = page_of(
-            store.list_jobs(active_only=active, status=status), limit, cursor
-        )
+        after = None if cursor is None else decode_cursor(cursor)
+        rows = store.list_jobs(
+            active_only=active,
+            status=status,
+            after=after,
+            limit=None if limit is None else limit + 1,
+        )  # a page reads only its rows (issue 16: 10,000 jobs)
+        rows, next_cursor = page_of(rows, limit, None)
         return {
             "generated_at_s": now,
             "stale": any(s["stale"] for s in by_key.values()),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from planner.calibration import OnlineCalibration
 from planner.capacity.fleet import Fleet
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
+from planner.service.loops.forecast_worker import QueueForecaster
 from planner.service.loops.incremental import IngestMemo
 from planner.service.store import Store
 
@@ -14,13 +15,15 @@ from planner.service.store import Store
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueForecastConfig:
     """The knobs of the pending jobs' forecast (``planner.service.loops.queue_forecast``):
-    Monte Carlo samples, least seconds between two forecasts of an unchanged queue, and a
-    fleet file's pools to use instead of the sources' nodes (None: the nodes)."""
+    Monte Carlo samples, least seconds between two forecasts of an unchanged queue, a fleet
+    file's pools to use instead of the sources' nodes (None: the nodes), and from how many
+    active jobs on a queue is forecast in the worker process (0: never)."""
 
     enabled: bool = True
     samples: int = 100
     interval_s: float = 30.0
     fleet: Fleet | None = None
+    worker_min_jobs: int = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,8 +51,9 @@ class IngestDeps:
     ``store``: the database port; ``sources``: the schedulers polled; ``reader``: the job-log
     tailer; ``traces``: per-rank traces jobs name; ``telemetry``: progress and per-rank timings
     from a metrics system; ``gpus``: per-job GPU telemetry (DCGM); ``online``: the cached online
-    calibration; ``memo``: what the last good cycle left each job at (issue 16, load:
-    ``planner.service.loops.incremental``).
+    calibration; ``memo``: what the last good cycle left each job at and ``forecaster``: the
+    worker process of large queues' forecasts (issue 16, load: ``planner.service.loops.
+    incremental``, ``forecast_worker``).
     """
 
     store: Store
@@ -61,6 +65,7 @@ class IngestDeps:
     gpus: GpuTelemetry | None = None
     online: OnlineCache = field(default_factory=OnlineCache)
     memo: IngestMemo = field(default_factory=IngestMemo)
+    forecaster: QueueForecaster = field(default_factory=QueueForecaster)
 
 
 def source_name(source: SchedulerSource) -> str:

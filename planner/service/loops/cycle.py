@@ -155,3 +155,7 @@ class IngestLoop:
             if report.all_ok:
                 self.cycles_ok += 1
             return report
+
+    def close(self) -> None:
+        """Stop the queue forecast's worker process (``forecast_worker``)."""
+        self.deps.forecaster.close()

@@ -139,7 +139,7 @@ def update_job(
     if was_active and not row.active and row.id is not None:
         finish_job(uow, row, job, now_s=now_s)
     if rank_records or (row.active and (row.stragglers or {}).get("state")):
-        update_stragglers(row, rank_records)
+        update_stragglers(row, rank_records, now_s)
     analyse_trace(
         deps.traces, row, job, now_s=now_s, interval_s=deps.settings.trace_analysis_interval_s
     )

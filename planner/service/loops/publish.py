@@ -28,6 +28,7 @@ from planner.recommend.admission import (
 from planner.recommend.outlook import JobOutlook
 from planner.recommend.time_limit import RuntimeHint, runtime_hint
 from planner.service.audit import AuditLog
+from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import AuditEntry, JobRow
 from planner.service.store import Store
 from planner.specs.job import JobStatus
@@ -47,8 +48,9 @@ def _quantile(doc: dict[str, Any] | None, key: str, quantile: str) -> float | No
     return _num(value.get(quantile)) if isinstance(value, dict) else None
 
 
-def outlook_of(row: JobRow) -> JobOutlook:
-    """The policies' view of a stored job (its prediction and ETA)."""
+def outlook_of(row: JobRow, now_s: float | None = None) -> JobOutlook:
+    """The policies' view of a stored job (its prediction and ETA; a running job's remaining
+    time at ``now_s`` from its completion, when given: ``planner.service.loops.incremental``)."""
     pred = row.prediction or {}
     gpus = (row.state or {}).get("num_gpus")
     start = (row.state or {}).get("start_time_s")
@@ -57,6 +59,9 @@ def outlook_of(row: JobRow) -> JobOutlook:
         status = JobStatus(row.status)
     except ValueError:
         status = JobStatus.UNKNOWN
+    eta = row.eta
+    if eta and now_s is not None and status != JobStatus.PENDING:
+        eta = {**eta, "remaining_s": eta_remaining_now(eta, now_s) or eta.get("remaining_s")}
     return JobOutlook(
         job_id=row.job_id,
         status=status,
@@ -69,8 +74,8 @@ def outlook_of(row: JobRow) -> JobOutlook:
         mfu_ratio=_num(pred.get("mfu")),
         memory_per_gpu_bytes=_num(pred.get("memory_per_gpu_bytes")),
         fits_in_memory=fits if isinstance(fits, bool) else None,
-        remaining_p50_s=_quantile(row.eta, "remaining_s", "p50"),
-        remaining_p90_s=_quantile(row.eta, "remaining_s", "p90"),
+        remaining_p50_s=_quantile(eta, "remaining_s", "p50"),
+        remaining_p90_s=_quantile(eta, "remaining_s", "p90"),
         completion_p50_s=_quantile(row.eta, "completion_time_s", "p50"),
         completion_p90_s=_quantile(row.eta, "completion_time_s", "p90"),
         iteration=row.iteration,
@@ -293,8 +298,9 @@ class SlurmHintsRuntime:
     audit: AuditLog | None = None
     _last_file: dict[str, RuntimeHint] | None = None
 
-    def after_cycle(self, store: Store) -> None:
-        """Write the hints of active Slurm jobs and refresh the hints file; logs failures."""
+    def after_cycle(self, store: Store, now_s: float | None = None) -> None:
+        """Write the hints of active Slurm jobs and refresh the hints file; logs failures
+        (``now_s``: the time the running jobs' remaining times are taken at)."""
         active: dict[str, RuntimeHint] = {}
         rows: dict[str, JobRow] = {}
         by_key: dict[str, RuntimeHint] = {}
@@ -302,7 +308,7 @@ class SlurmHintsRuntime:
             if row.scheduler != SLURM:
                 continue
             try:
-                hint = runtime_hint(outlook_of(row))
+                hint = runtime_hint(outlook_of(row, now_s))
             except PlannerError as exc:
                 log.warning("job %s: no Slurm hint: %s", row.job_id, exc)
                 continue

@@ -20,7 +20,11 @@ own name (``scheduler_start_s``: Slurm's ``StartTime``, which assumes every runn
 its limit; a year away when one has none). The pending job's ETA takes the forecast's
 completion and start (``completion_from: "queue_forecast"``): the scheduler's estimate is
 never passed through as the planner's. A queue forecast is redone when a job arrives, starts,
-ends or changes size, a node changes, or ``interval_s`` has passed.
+ends or changes size, a node changes, or ``interval_s`` has passed. A queue of
+``worker_min_jobs`` active jobs or more (default 1,000) is forecast in a worker process off the
+ingest cycle (``planner.service.loops.forecast_worker``): its records land a cycle or more
+after their inputs were taken (``made_at_s``), and the next one starts no sooner than the last
+one took.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,11 +51,12 @@ from planner.capacity import (
 from planner.capacity.fleet import DEFAULT_HORIZON_S
 from planner.errors import PlannerError
 from planner.service.loops.context import IngestDeps
+from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
 from planner.specs.job import ClusterSnapshot, JobState, JobStatus, NodeState
 
-__all__ = ["forecast_queue", "queue_order", "runtime_band"]
+__all__ = ["ForecastRequest", "forecast_queue", "make_forecast", "queue_order", "runtime_band"]
 
 log = logging.getLogger(__name__)
 
@@ -81,14 +87,17 @@ def runtime_band(
     eta: dict[str, Any] | None, job: JobState, *, now_s: float, horizon_s: float
 ) -> tuple[RuntimeBand, str]:
     """The job's runtime band for the simulation (a running job's remaining wall time, a
-    pending job's whole run) and where it comes from: ``eta`` (its ETA's ``remaining_s``; a
-    missing p90 becomes the time left to its limit, else 3 x p50), ``time_limit`` (no ETA: the
-    limit, what Slurm assumes), ``none`` (neither: it holds its GPUs past the horizon)."""
+    pending job's whole run) and where it comes from: ``eta`` (its ETA's ``remaining_s``, a
+    running job's taken at ``now_s`` from its completion; a missing p90 becomes the time left
+    to its limit, else 3 x p50), ``time_limit`` (no ETA: the limit, what Slurm assumes),
+    ``none`` (neither: it holds its GPUs past the horizon)."""
     limit = job.time_limit_s
     if limit is not None and job.status != JobStatus.PENDING:
         limit = limit - (now_s - (job.start_time_s if job.start_time_s is not None else now_s))
     limit_left = None if limit is None or not math.isfinite(limit) else max(limit, 1.0)
     remaining = (eta or {}).get("remaining_s") if not (eta or {}).get("finished") else None
+    if eta and remaining is not None and job.status != JobStatus.PENDING:
+        remaining = eta_remaining_now(eta, now_s) or remaining  # from now (``incremental``)
     p50 = _num(remaining.get("p50")) if isinstance(remaining, dict) else None
     if isinstance(remaining, dict) and p50 is not None:
         p50 = max(p50, 1.0)
@@ -178,15 +187,97 @@ def _apply_to_eta(row: JobRow) -> None:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class ForecastRequest:
+    """What one forecast of a source's queue reads (plain values: it may run in the worker
+    process of ``planner.service.loops.forecast_worker``): the queue key, when its inputs were
+    taken, the fleet (None: no GPU node is up) and its name, the jobs with their runtime bands
+    in queue order, where each band comes from, and the Monte Carlo samples."""
+
+    key: str
+    made_at_s: float
+    fleet: Fleet | None
+    fleet_name: str
+    jobs: tuple[QueuedJob, ...]
+    runtime_from: dict[str, str]
+    samples: int
+
+
+def make_forecast(request: ForecastRequest) -> dict[str, dict[str, Any]]:
+    """The queue forecast records of the request's pending jobs, by job id; raises
+    ``PlannerError`` or ``ValueError`` when the simulation fails."""
+    forecasts: dict[str, PendingForecast] = {}
+    if request.fleet is not None:
+        forecasts = forecast_pending(
+            request.fleet,
+            QueueSnapshot(taken_at_s=request.made_at_s, jobs=request.jobs),
+            rng=np.random.default_rng(SEED),
+            samples=request.samples,
+        )
+    return {
+        q.state.job_id: _record(
+            q.state,
+            forecasts.get(q.state.job_id),
+            request.runtime_from[q.state.job_id],
+            key=request.key,
+            now_s=request.made_at_s,
+            fleet=request.fleet_name,
+            samples=request.samples,
+        )
+        for q in request.jobs
+        if q.state.status == JobStatus.PENDING
+    }
+
+
+def _request(
+    deps: IngestDeps,
+    snapshot: ClusterSnapshot,
+    jobs: Sequence[JobState],
+    rows: Mapping[str, JobRow],
+    *,
+    key: str,
+    now_s: float,
+) -> ForecastRequest:
+    try:
+        fleet: Fleet | None
+        fleet, fleet_name = _fleet_of(deps, snapshot)
+    except PlannerError as exc:  # no GPU node is up: nothing can start
+        fleet, fleet_name = None, f"nodes ({exc})"
+    queued, basis = [], {}
+    for job in jobs:
+        band, basis[job.job_id] = runtime_band(
+            rows[job.job_id].eta,
+            job,
+            now_s=now_s,
+            horizon_s=fleet.horizon_s if fleet else DEFAULT_HORIZON_S,
+        )
+        queued.append(QueuedJob(state=job, runtime=band))
+    return ForecastRequest(
+        key=key,
+        made_at_s=now_s,
+        fleet=fleet,
+        fleet_name=fleet_name,
+        jobs=tuple(queued),
+        runtime_from=basis,
+        samples=deps.settings.queue_forecast.samples,
+    )
+
+
 def forecast_queue(
     deps: IngestDeps, uow: UnitOfWork, snapshot: ClusterSnapshot, *, now_s: float
 ) -> None:
     """Forecast the pending jobs of ``snapshot``'s source (module docstring) and store it on
-    their rows; call it once per cycle after the ETAs. Logs and skips a forecast that fails."""
+    their rows; call it once per cycle after the ETAs. Logs and skips a forecast that fails.
+    A queue of ``worker_min_jobs`` active jobs or more is forecast in the worker process
+    (``planner.service.loops.forecast_worker``): this stores the one that finished since."""
     config = deps.settings.queue_forecast
     if not config.enabled:
         return
+    source = f"{snapshot.scheduler}/{snapshot.cluster}"
     rows = {r.job_id: r for r in uow.jobs_of(snapshot.scheduler, snapshot.cluster) if r.active}
+    for job_id, record in (deps.forecaster.collect(source) or {}).items():
+        if job_id in rows:
+            rows[job_id].queue_forecast = record
     jobs = queue_order(
         [j for j in snapshot.jobs if j.status.is_active and j.num_gpus > 0 and j.job_id in rows]
     )
@@ -194,43 +285,17 @@ def forecast_queue(
     if not pending:
         return
     key = _queue_key(jobs, snapshot.nodes)
-    if _due(pending, key, now_s, config.interval_s):
-        try:
-            fleet, fleet_name = _fleet_of(deps, snapshot)
-        except PlannerError as exc:  # no GPU node is up: nothing can start
-            fleet, fleet_name, forecasts = None, f"nodes ({exc})", {}
-        queued, basis = [], {}
-        for job in jobs:
-            band, basis[job.job_id] = runtime_band(
-                rows[job.job_id].eta,
-                job,
-                now_s=now_s,
-                horizon_s=fleet.horizon_s if fleet else DEFAULT_HORIZON_S,
-            )
-            queued.append(QueuedJob(state=job, runtime=band))
-        if fleet is not None:
+    if _due(pending, key, now_s, config.interval_s) and deps.forecaster.ready(source):
+        request = _request(deps, snapshot, jobs, rows, key=key, now_s=now_s)
+        if 0 < config.worker_min_jobs <= len(jobs):
+            deps.forecaster.submit(source, make_forecast, request)
+        else:
             try:
-                forecasts = forecast_pending(
-                    fleet,
-                    QueueSnapshot(taken_at_s=now_s, jobs=tuple(queued)),
-                    rng=np.random.default_rng(SEED),
-                    samples=config.samples,
-                )
+                records = make_forecast(request)
             except (PlannerError, ValueError) as exc:
-                log.warning(
-                    "queue forecast of %s/%s failed: %s", snapshot.scheduler, snapshot.cluster, exc
-                )
+                log.warning("queue forecast of %s failed: %s", source, exc)
                 return
-        for job in jobs:
-            if job.status == JobStatus.PENDING:
-                rows[job.job_id].queue_forecast = _record(
-                    job,
-                    forecasts.get(job.job_id),
-                    basis[job.job_id],
-                    key=key,
-                    now_s=now_s,
-                    fleet=fleet_name,
-                    samples=config.samples,
-                )
+            for job_id, record in records.items():
+                rows[job_id].queue_forecast = record
     for row in pending:
         _apply_to_eta(row)

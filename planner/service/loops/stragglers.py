@@ -10,24 +10,31 @@ from typing import Any
 from planner.errors import PlannerError
 from planner.ports import TraceSource
 from planner.service.describe import trace_paths_from_comment
+from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import JobRow
-from planner.specs.job import JobState, RankStepRecord
+from planner.specs.job import JobState, JobStatus, RankStepRecord
 from planner.stragglers import analyse, assess_impact
 from planner.stragglers.live import LiveStragglers
 
 log = logging.getLogger(__name__)
 
 
-def remaining_s(row: JobRow) -> float | None:
-    """The job's p50 remaining time from its ETA, None when inactive or unknown."""
+def remaining_s(row: JobRow, now_s: float | None = None) -> float | None:
+    """The job's p50 remaining time from its ETA (a running job's at ``now_s`` from its
+    completion, when given), None when inactive or unknown."""
     if not row.active:
         return None
     value = ((row.eta or {}).get("remaining_s") or {}).get("p50")
+    if now_s is not None and row.status != JobStatus.PENDING.value:
+        value = (eta_remaining_now(row.eta, now_s) or {}).get("p50", value)
     return float(value) if isinstance(value, int | float) else None
 
 
-def update_stragglers(row: JobRow, records: list[RankStepRecord]) -> None:
-    """Feed per-rank timings to the job's live straggler tracker; refresh its report."""
+def update_stragglers(
+    row: JobRow, records: list[RankStepRecord], now_s: float | None = None
+) -> None:
+    """Feed per-rank timings to the job's live straggler tracker; refresh its report (hours
+    lost over the remaining time at ``now_s``)."""
     stored = (row.stragglers or {}).get("state")
     try:
         tracker = LiveStragglers.from_json(stored) if stored else None
@@ -39,7 +46,7 @@ def update_stragglers(row: JobRow, records: list[RankStepRecord]) -> None:
     except PlannerError as exc:
         log.warning("job %s: per-rank timings not usable: %s", row.job_id, exc)
         return
-    report = tracker.report(remaining_s=remaining_s(row))
+    report = tracker.report(remaining_s=remaining_s(row, now_s))
     row.stragglers = {
         **(row.stragglers or {}),
         "state": tracker.to_json(),
@@ -80,7 +87,7 @@ def analyse_trace(
         doc["error"] = str(exc)
     else:
         doc["report"] = report.to_dict()
-        remaining = remaining_s(row)
+        remaining = remaining_s(row, now_s)
         if remaining is not None:
             doc["impact"] = dataclasses.asdict(assess_impact(report, remaining))
     row.stragglers = {**(row.stragglers or {}), "trace": doc}

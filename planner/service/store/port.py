@@ -21,6 +21,7 @@ from planner.service.models import (
     AuditRow,
     CalibrationRow,
     JobRow,
+    JobSortKey,
     NodeSlownessRow,
     PredictionRow,
     RetentionPolicy,
@@ -156,14 +157,32 @@ class Store(Protocol):
         """A transaction: commits on success, rolls back and raises ``StoreError`` on failure."""
         ...
 
-    def list_jobs(self, *, active_only: bool = False, status: str | None = None) -> list[JobRow]:
-        """Jobs ordered by scheduler, cluster and numeric job id where possible."""
+    def list_jobs(
+        self,
+        *,
+        active_only: bool = False,
+        status: str | None = None,
+        after: JobSortKey | None = None,
+        limit: int | None = None,
+    ) -> list[JobRow]:
+        """Jobs ordered by scheduler, cluster and numeric job id where possible; with ``after``
+        only those after that sort key (``planner.service.models.JobSortKey``), at most
+        ``limit``."""
         ...
 
     def find_jobs(
         self, job_id: str, *, scheduler: str | None = None, cluster: str | None = None
     ) -> list[JobRow]:
         """Every stored job with this id (several when clusters share ids)."""
+        ...
+
+    def jobs_for_metrics(self) -> list[JobRow]:
+        """Active jobs that are not pending, and pending ones with a prediction, ordered as
+        ``list_jobs`` (issue 16: ``planner.service.job_series``)."""
+        ...
+
+    def job_counts(self) -> list[tuple[str, str, str, int, int]]:
+        """(scheduler, cluster, status, jobs, GPUs) of the active jobs."""
         ...
 
     def samples(self, job_pk: int, *, limit: int = 200) -> list[StepSampleRow]:

@@ -32,10 +32,23 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, delete, event, select, text
+from sqlalchemy import (
+    Engine,
+    String,
+    and_,
+    cast,
+    create_engine,
+    delete,
+    event,
+    func,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql import ColumnElement
 
 from planner.errors import StoreError
 from planner.service.models import (
@@ -43,6 +56,7 @@ from planner.service.models import (
     AuditRow,
     CalibrationRow,
     JobRow,
+    JobSortKey,
     PredictionRow,
     RetentionPolicy,
     ReviewRow,
@@ -277,16 +291,62 @@ class SqlStore:
 
     # ---------------------------------------------------------------- read helpers for the API
 
-    def list_jobs(self, *, active_only: bool = False, status: str | None = None) -> list[JobRow]:
-        """Jobs ordered by scheduler, cluster and numeric job id where possible."""
+    def list_jobs(
+        self,
+        *,
+        active_only: bool = False,
+        status: str | None = None,
+        after: JobSortKey | None = None,
+        limit: int | None = None,
+    ) -> list[JobRow]:
+        """Jobs ordered by scheduler, cluster and numeric job id where possible; with ``after``
+        only those after that sort key, at most ``limit``. A page reads the sort columns of
+        the jobs and then only the page's rows (issue 16: a page of 10,000 jobs)."""
+        filters: list[ColumnElement[bool]] = []
+        if active_only:
+            filters.append(JobRow.active.is_(True))
+        if status:
+            filters.append(JobRow.status == status)
         with self.session() as s:
-            query = select(JobRow)
-            if active_only:
-                query = query.where(JobRow.active.is_(True))
-            if status:
-                query = query.where(JobRow.status == status)
+            if after is None and limit is None:
+                rows = list(s.scalars(select(JobRow).where(*filters)))
+                return sorted(rows, key=lambda r: (r.scheduler, r.cluster, job_sort_key(r.job_id)))
+            found = s.execute(
+                select(JobRow.id, JobRow.scheduler, JobRow.cluster, JobRow.job_id).where(*filters)
+            ).all()
+            keys = sorted(((sch, clu, job_sort_key(jid)), pk) for pk, sch, clu, jid in found)
+            if after is not None:
+                keys = [k for k in keys if k[0] > after]
+            ids = [pk for _, pk in keys[:limit]]
+            by_id = {r.id: r for r in s.scalars(select(JobRow).where(JobRow.id.in_(ids)))}
+        return [by_id[pk] for pk in ids if pk in by_id]
+
+    def jobs_for_metrics(self) -> list[JobRow]:
+        """Active jobs that are not pending, and pending ones with a prediction, ordered as
+        ``list_jobs`` (``planner.service.job_series``)."""
+        predicted = and_(
+            JobRow.prediction.is_not(None), cast(JobRow.prediction, String) != "null"
+        )  # JSON null (a prediction set to None) is not SQL NULL
+        with self.session() as s:
+            query = select(JobRow).where(
+                JobRow.active.is_(True), or_(JobRow.status != "pending", predicted)
+            )
             rows = list(s.scalars(query))
         return sorted(rows, key=lambda r: (r.scheduler, r.cluster, job_sort_key(r.job_id)))
+
+    def job_counts(self) -> list[tuple[str, str, str, int, int]]:
+        """(scheduler, cluster, status, jobs, GPUs) of the active jobs, GPUs from each job's
+        snapshot (``num_gpus``)."""
+        gpus = func.coalesce(func.sum(JobRow.state["num_gpus"].as_integer()), 0)
+        keys = (JobRow.scheduler, JobRow.cluster, JobRow.status)
+        with self.session() as s:
+            found = s.execute(
+                select(*keys, func.count(JobRow.id), gpus)
+                .where(JobRow.active.is_(True))
+                .group_by(*keys)
+                .order_by(*keys)
+            ).all()
+        return [(a, b, c, int(n), int(g)) for a, b, c, n, g in found]
 
     def find_jobs(
         self, job_id: str, *, scheduler: str | None = None, cluster: str | None = None

@@ -1,0 +1,74 @@
+"""Which jobs get per-job series on ``/metrics``, and the per-cluster job counts (issue 16,
+load: a bounded ``/metrics`` at 10,000 jobs).
+
+Per-job series (``planner_job_*``, ``planner.service.metrics``) are exported for
+
+- every active job that is not pending (running, suspended, completing): bounded by the
+  cluster's GPUs, since each holds at least one;
+- pending jobs **with a prediction** (a scenario or Megatron-LM arguments described them), at
+  most ``max_pending`` of them (setting ``metrics.max_pending_jobs``, default 1,000): those the
+  queue forecast starts soonest (p50), then in the listing's order. They are what the queue
+  dashboard lists and the ``PlannerQueuedJobPredictedOOM`` alert watches.
+
+Pending jobs without a prediction, and those past the cap, have no series of their own: every
+active job is counted in ``planner_jobs{scheduler, cluster, status}`` and its GPUs in
+``planner_jobs_gpus{scheduler, cluster, status}``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from planner.service.models import JobRow
+
+#: Default of ``metrics.max_pending_jobs``.
+MAX_PENDING_JOBS = 1000
+
+
+def predicted_start(row: JobRow) -> float | None:
+    """The p50 start the queue forecast predicts for the job (epoch seconds; None: none)."""
+    start = (row.queue_forecast or {}).get("start_s")
+    value = start.get("p50") if isinstance(start, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _soonest(row: JobRow) -> float:
+    start = predicted_start(row)
+    return math.inf if start is None else start
+
+
+def exported_jobs(rows: Sequence[JobRow], max_pending: int) -> list[JobRow]:
+    """The rows of ``rows`` (active jobs, pending ones with a prediction) that get per-job
+    series: every one that is not pending, and the ``max_pending`` pending ones the queue
+    forecast starts soonest (ties: the order of ``rows``)."""
+    pending = [r for r in rows if r.status == "pending"]
+    if len(pending) <= max_pending:
+        return list(rows)
+    kept = {id(r) for r in sorted(pending, key=_soonest)[:max_pending]}
+    return [r for r in rows if r.status != "pending" or id(r) in kept]
+
+
+def job_count_metrics(counts: Iterable[tuple[str, str, str, int, int]]) -> list[Metric]:
+    """``planner_jobs`` and ``planner_jobs_gpus`` from ``(scheduler, cluster, status, jobs,
+    GPUs)`` of the active jobs (``Store.job_counts``)."""
+    labels = ["scheduler", "cluster", "status"]
+    jobs = GaugeMetricFamily(
+        "planner_jobs",
+        "Active jobs known to the planner, by status (every job, also those without "
+        "per-job series).",
+        labels=labels,
+    )
+    gpus = GaugeMetricFamily(
+        "planner_jobs_gpus",
+        "GPUs held (running) or requested (pending) by the active jobs, by status.",
+        labels=labels,
+    )
+    for scheduler, cluster, status, num_jobs, num_gpus in counts:
+        jobs.add_metric([scheduler, cluster, status], float(num_jobs))
+        gpus.add_metric([scheduler, cluster, status], float(num_gpus))
+    return [jobs, gpus]

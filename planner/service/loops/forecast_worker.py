@@ -1,0 +1,105 @@
+"""A large queue's forecast in a worker process, off the ingest cycle (issue 16, load).
+
+The queue forecast (``planner.service.loops.queue_forecast``) simulates the whole queue
+``samples`` times: about 2 s for 1,000 active jobs and 35 s for 10,000 on one core of the
+reference 2-core machine, far beyond a 15 s ingest cycle. From ``queue_forecast.
+worker_min_jobs`` active jobs on, a cycle that finds the forecast due hands its inputs (the
+jobs, their runtime bands, the fleet: all plain values) to one worker process and goes on; a
+later cycle collects the records and stores them (made at the time of their inputs). One
+forecast per source is in flight at a time, and after one the worker rests as long as that one
+took, so it holds at most half of one core. The worker is a ``spawn``ed process (the service's
+threads are not forked), started on first use and stopped with the ingest loop; a worker that
+died is started again for the next forecast.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import signal
+import threading
+import time
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _ignore_interrupts() -> None:
+    """The worker leaves SIGINT and SIGTERM to the service (a terminal's Ctrl-C reaches the
+    whole process group); the service stops it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+@dataclass(slots=True)
+class _Flight:
+    future: Future[Any]
+    started_s: float
+
+
+class QueueForecaster:
+    """One worker process for the forecasts of large queues (module docstring), per source
+    ``key``: :meth:`ready` (nothing in flight, rest over), :meth:`submit`, :meth:`collect`.
+    Thread-safe; ``clock``: monotonic seconds."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._executor: ProcessPoolExecutor | None = None
+        self._flights: dict[Hashable, _Flight] = {}
+        self._rest_until: dict[Hashable, float] = {}
+        #: Seconds the last forecast of each source took in the worker.
+        self.last_duration_s: dict[Hashable, float] = {}
+
+    def ready(self, key: Hashable) -> bool:
+        """Whether a forecast of ``key`` may start now (none in flight, the rest is over)."""
+        with self._lock:
+            return key not in self._flights and self._clock() >= self._rest_until.get(key, 0.0)
+
+    def submit(self, key: Hashable, fn: Callable[[Any], Any], request: Any) -> None:
+        """Run ``fn(request)`` in the worker (``fn`` importable, ``request`` picklable)."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_ignore_interrupts,
+                )
+            self._flights[key] = _Flight(self._executor.submit(fn, request), self._clock())
+
+    def collect(self, key: Hashable) -> Any | None:
+        """The result of ``key``'s finished forecast (None: none finished, or it failed: the
+        failure is logged)."""
+        with self._lock:
+            flight = self._flights.get(key)
+            if flight is None or not flight.future.done():
+                return None
+            del self._flights[key]
+            took = self._clock() - flight.started_s
+            self.last_duration_s[key] = took
+            self._rest_until[key] = self._clock() + took
+        try:
+            return flight.future.result()
+        except BrokenProcessPool:
+            log.error("queue forecast of %s: the worker process died; starting a new one", key)
+            with self._lock:
+                self._executor = None
+        except Exception as exc:  # the worker's failure, logged like an inline one
+            log.warning("queue forecast of %s failed: %s", key, exc)
+        return None
+
+    def close(self) -> None:
+        """Stop the worker (a forecast in flight is abandoned)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+            self._flights.clear()
+        if executor is None:
+            return
+        # ProcessPoolExecutor would wait for the running forecast at exit; stop it now
+        for process in list(getattr(executor, "_processes", {}).values()):
+            process.terminate()
+        executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,330 @@
+"""Issue 16 item 5 (load), at a small scale: the fake Slurm of ``benchmarks/load.py`` prints what
+the real adapter parses; the ingest is incremental (an unchanged job is not described again, its
+stored snapshot and ETA are not rewritten) and gives what a full pass gives; a page of
+``/v1/jobs`` reads only its rows; ``/metrics`` exports per-job series only for the jobs that
+need them; a large queue is forecast in the worker process."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.logs import LogTailer
+from adapters.slurm import SlurmSource
+from adapters.slurm.sacct import parse_sacct_json
+from adapters.slurm.sinfo import parse_sinfo_json
+from adapters.slurm.squeue import parse_squeue_json
+from benchmarks.fake_slurm import FakeSlurm
+from planner.service.job_series import exported_jobs
+from planner.service.loops import IngestLoop, IngestSettings, incremental, jobs
+from planner.service.loops.context import QueueForecastConfig
+from planner.service.loops.forecast_worker import QueueForecaster
+from planner.service.loops.incremental import eta_remaining_now
+from planner.service.metrics import PlannerCollector
+from planner.service.models import JobRow
+from planner.service.store import SqlStore
+from planner.specs.job import JobStatus
+
+from .conftest import Clock
+
+T0 = 1_800_000_000.0
+
+
+@pytest.fixture
+def cluster_root() -> Iterator[Path]:
+    """A directory every user may search: the fake cluster's users are not users of this host,
+    so the planner reads their files only when they are world-readable (``adapters.files``);
+    pytest's own temporary directories are private to their owner."""
+    root = Path(tempfile.mkdtemp(prefix="planner-load-test-", dir="/tmp"))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _cluster(root: Path, clock: Clock, **kw: Any) -> FakeSlurm:
+    fake = FakeSlurm(
+        root / "cluster",
+        **{"jobs": 120, "nodes": 30, "gpus": 600, "users": 12, "churn": 0.05, "seed": 1, **kw},
+        clock=clock,
+    )
+    fake.populate()
+    return fake
+
+
+def _loop(fake: FakeSlurm, db: Path, clock: Clock, **settings: Any) -> IngestLoop:
+    store = SqlStore(f"sqlite:///{db}")
+    store.migrate()
+    source = SlurmSource(
+        bin_dir=str(fake.bin_dir),
+        allowed_file_roots=[str(fake.shared)],
+        max_script_fetches=100_000,  # every script in the first cycle: descriptions settle
+        clock=clock,
+    )
+    return IngestLoop(
+        store, [source], LogTailer(), clock=clock, settings=IngestSettings(**settings)
+    )
+
+
+def test_the_fake_slurm_prints_what_the_real_adapter_parses(cluster_root: Path) -> None:
+    clock = Clock(T0)
+    fake = _cluster(cluster_root, clock)
+    counts = fake.summary()
+    squeue = parse_squeue_json((fake.out / "squeue.json").read_text())
+    active = [j for j in squeue if j.status.is_active]
+    assert len(active) == counts["jobs"] == 120
+    assert sum(j.status == JobStatus.RUNNING for j in active) == counts["running"] > 10
+    arrays = [j for j in active if j.job_id.endswith("]")]
+    assert len(arrays) == counts["pending_arrays"]
+    running = [j for j in active if j.status == JobStatus.RUNNING]
+    assert all(j.gpus_allocated and j.node_list and j.gpu_type in {"h100", "a100"} for j in running)
+    assert all(j.stdout_path and j.stdout_path.startswith(str(fake.home)) for j in running)
+    nodes = parse_sinfo_json((fake.out / "sinfo.json").read_text())
+    assert len(nodes) == 30
+    assert sum(n.num_gpus for n in nodes) == counts["gpus_installed"]
+    assert sum(n.num_gpus_allocated for n in nodes) == sum(j.num_gpus for j in running)
+    assert any("drain" in n.state for n in nodes)
+    ended = parse_sacct_json((fake.out / "sacct.json").read_text())
+    assert ended
+    assert all(not j.status.is_active and j.end_time_s for j in ended)
+
+    # through the real commands (sh scripts), as the service runs them
+    source = SlurmSource(bin_dir=str(fake.bin_dir), max_script_fetches=3, clock=clock)
+    snap = source.snapshot()
+    assert snap.cluster == "loadcluster"
+    assert len(snap.nodes) == 30
+    assert sum(j.batch_script is not None for j in snap.jobs) == 3
+    changed = fake.advance()
+    assert changed["ended"] >= 1
+    assert changed["submitted"] >= 1
+    assert len(source.snapshot().jobs) >= len(snap.jobs)
+
+
+def test_an_unchanged_job_is_not_described_or_rewritten_again(
+    tmp_path: Path, cluster_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock(T0)
+    fake = _cluster(cluster_root, clock, churn=0.0)
+    loop = _loop(fake, tmp_path / "p.db", clock)
+    described: list[str] = []
+    real = jobs.describe_job
+
+    def counting(job: Any, read: Any) -> Any:
+        described.append(job.job_id)
+        return real(job, read)
+
+    monkeypatch.setattr(jobs, "describe_job", counting)
+    assert loop.run_cycle().results == {"slurm": "ok"}
+    first = len(described)
+    assert first >= 120
+    store = loop.deps.store
+    before = {r.job_id: r for r in store.list_jobs()}
+
+    clock.now += 15.0  # nothing changed in Slurm, no log grew
+    assert loop.run_cycle().results == {"slurm": "ok"}
+    assert len(described) == first  # no job described again
+    after = {r.job_id: r for r in store.list_jobs()}
+    kept = 0
+    for job_id, row in after.items():
+        old = before[job_id]
+        assert row.state == old.state
+        if row.active:
+            assert row.last_seen_s == clock.now  # seen, in bulk
+            # a running job's ETA stays as made unless it is overdue (now past a quantile)
+            ends = (old.eta or {}).get("completion_time_s") or {}
+            if row.status == "running" and ends and min(ends.values()) >= clock.now:
+                kept += 1
+                assert row.eta["made_at_s"] == old.eta["made_at_s"]
+    assert kept > 10
+
+    # a log that grows re-estimates its job's ETA at once; a new job is described
+    running = next(
+        j
+        for j in fake.jobs.values()
+        if j.state == "RUNNING" and j.logs and j.comment and j.iteration < j.train_iters - 500
+    )
+    clock.now += running.step_s * running.log_interval * 2
+    fake.advance()
+    assert loop.run_cycle().results == {"slurm": "ok"}
+    (row,) = store.find_jobs(fake.display_id(running))
+    assert row.eta is not None
+    assert row.eta["made_at_s"] == clock.now
+    assert row.iteration == running.iteration
+    assert len(described) == first + fake.counts["submitted"]
+
+
+def _view(row: JobRow, now: float) -> dict[str, Any]:
+    """What a cycle leaves a job at, with a running ETA's remaining time taken at ``now``."""
+    eta = dict(row.eta or {})
+    for key in ("made_at_s", "history_made_at_s", "history_progress"):
+        eta.pop(key, None)
+    if row.status != "pending" and row.eta:  # (an ended job's: as of its last ETA's making)
+        eta["remaining_s"] = None if eta.get("finished") else eta_remaining_now(row.eta, now)
+    return {
+        "status": row.status,
+        "state": row.state,
+        "described_by": row.described_by,
+        "prediction": row.prediction,
+        "iteration": row.iteration,
+        "eta": eta,
+        "queue_forecast": row.queue_forecast,
+        "ended_s": row.ended_s,
+    }
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any], path: str = "") -> list[str]:
+    """Where two nested dicts differ (paths with both values)."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += _diff(x, y, f"{path}{key}.")
+        elif x != y:
+            out.append(f"{path}{key}: {x!r} != {y!r}")
+    return out
+
+
+def test_the_incremental_cycle_gives_what_a_full_pass_gives(
+    tmp_path: Path, cluster_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two services ingest the same churning cluster at the same times: one incrementally, the
+    other forgetting its memos before every cycle (every job changed: the full pass)."""
+    monkeypatch.setattr(incremental, "KNOWLEDGE_REFRESH_S", 0.0)  # new knowledge at once
+    clock = Clock(T0)
+    fake = _cluster(cluster_root, clock)
+    forecast = QueueForecastConfig(interval_s=0.0)
+    fast = _loop(fake, tmp_path / "fast.db", clock, queue_forecast=forecast)
+    full = _loop(fake, tmp_path / "full.db", clock, queue_forecast=forecast)
+    for step in range(6):
+        if step:
+            clock.now += 60.0
+            fake.advance()
+        full.deps.memo = incremental.IngestMemo()
+        assert fast.run_cycle().results == full.run_cycle().results == {"slurm": "ok"}
+        a = {r.job_id: _view(r, clock.now) for r in fast.deps.store.list_jobs()}
+        b = {r.job_id: _view(r, clock.now) for r in full.deps.store.list_jobs()}
+        assert a.keys() == b.keys()
+        for job_id, view in a.items():
+            assert view == b[job_id], (step, job_id, _diff(view, b[job_id]))
+
+
+def test_a_page_of_jobs_reads_the_rows_of_the_page(tmp_path: Path, cluster_root: Path) -> None:
+    clock = Clock(T0)
+    fake = _cluster(cluster_root, clock)
+    loop = _loop(fake, tmp_path / "p.db", clock)
+    loop.run_cycle()
+    store = loop.deps.store
+    every = [r.job_id for r in store.list_jobs()]
+    assert len(every) > 120
+    for size in (1, 7, 50, 1000):
+        seen: list[str] = []
+        after = None
+        while True:
+            page = store.list_jobs(after=after, limit=size)
+            seen += [r.job_id for r in page]
+            if len(page) < size:
+                break
+            last = page[-1]
+            after = (last.scheduler, last.cluster, jobs_sort_key(last.job_id))
+        assert seen == every, size
+    running = store.list_jobs(status="running", limit=5)
+    assert [r.job_id for r in running] == [r.job_id for r in store.list_jobs(status="running")][:5]
+
+
+def jobs_sort_key(job_id: str) -> tuple[int, str]:
+    from planner.service.models import job_sort_key
+
+    return job_sort_key(job_id)
+
+
+def test_metrics_export_per_job_series_only_for_jobs_that_need_them(
+    tmp_path: Path, cluster_root: Path
+) -> None:
+    clock = Clock(T0)
+    fake = _cluster(cluster_root, clock)
+    loop = _loop(fake, tmp_path / "p.db", clock)
+    loop.run_cycle()
+    store = loop.deps.store
+    active = store.list_jobs(active_only=True)
+    text = _exposition(PlannerCollector(store, clock))
+    with_series = {line.split('job_id="')[1].split('"')[0] for line in text if "job_info{" in line}
+    need = {r.job_id for r in active if r.status != "pending" or r.prediction is not None}
+    assert with_series == need
+    assert any(r.status == "pending" and r.prediction is None for r in active)  # left out...
+    counted = {
+        (line.split('status="')[1].split('"')[0]): float(line.rsplit(" ", 1)[1])
+        for line in text
+        if line.startswith("planner_jobs{")
+    }
+    assert sum(counted.values()) == len(active)  # ...but counted
+    gpus = sum(
+        float(line.rsplit(" ", 1)[1]) for line in text if line.startswith("planner_jobs_gpus{")
+    )
+    assert gpus == sum(r.state["num_gpus"] for r in active)
+
+    capped = _exposition(PlannerCollector(store, clock, max_pending_jobs=2))
+    pending = [line for line in capped if "job_info{" in line and 'status="pending"' in line]
+    assert len(pending) == 2
+    rows = store.jobs_for_metrics()
+    kept = exported_jobs(rows, 2)
+    assert sum(r.status == "pending" for r in kept) == 2
+    assert [r for r in kept if r.status != "pending"] == [r for r in rows if r.status != "pending"]
+
+
+def _exposition(collector: PlannerCollector) -> list[str]:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return generate_latest(registry).decode().splitlines()
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_a_large_queue_is_forecast_in_the_worker_process(
+    tmp_path: Path, cluster_root: Path
+) -> None:
+    worker = QueueForecaster()
+    try:
+        assert worker.ready("a")
+        worker.submit("a", _square, 7)
+        assert not worker.ready("a")
+        deadline = time.monotonic() + 60
+        while (result := worker.collect("a")) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert result == 49
+        assert worker.last_duration_s["a"] > 0
+    finally:
+        worker.close()
+
+    clock = Clock(T0)
+    fake = _cluster(tmp_path, clock)
+    loop = _loop(
+        fake, tmp_path / "p.db", clock, queue_forecast=QueueForecastConfig(worker_min_jobs=1)
+    )
+    try:
+        loop.run_cycle()  # hands the queue to the worker
+        store = loop.deps.store
+        assert all(r.queue_forecast is None for r in store.list_jobs(status="pending"))
+        made = clock.now
+        for _ in itertools.count():
+            clock.now += 15.0
+            loop.run_cycle()
+            forecasts = [r.queue_forecast for r in store.list_jobs(status="pending")]
+            if any(forecasts) or clock.now > made + 15.0 * 400:
+                break
+            time.sleep(0.1)
+        assert forecasts
+        assert all(f and f["made_at_s"] == made for f in forecasts)
+    finally:
+        loop.close()
