@@ -179,6 +179,74 @@ def _parse_duration_text_s(text: str) -> float:
     return float(((days * 24 + hours) * 60 + mins) * 60 + secs)
 
 
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+class _UnexpectedError(Exception):
+    """Not the shape ``loads_in_pieces`` reads piece by piece: ``json.loads`` decides."""
+
+
+def loads_in_pieces(text: str) -> Any:
+    """``json.loads(text)``, decoding a top-level object's lists one element at a time.
+
+    The same result for the same text (anything else, invalid JSON included, is decoded or
+    refused by ``json.loads`` itself, with its usual errors), but a 40 MB ``squeue --json`` of
+    10,000 jobs is decoded in 10,000 small calls instead of one that holds the interpreter for
+    a third of a second, so the service's HTTP threads keep answering while the ingest loop
+    reads it (issue 16, load).
+    """
+    try:
+        return _pieces(text)
+    except (_UnexpectedError, ValueError, RecursionError):
+        return json.loads(text)
+
+
+def _skip(text: str, i: int) -> int:
+    match = _WS.match(text, i)
+    return i if match is None else match.end()
+
+
+def _expect(text: str, i: int, chars: str) -> str:
+    if i >= len(text) or text[i] not in chars:
+        raise _UnexpectedError
+    return text[i]
+
+
+def _pieces(text: str) -> dict[str, Any]:
+    i = _skip(text, 0)
+    _expect(text, i, "{")
+    doc: dict[str, Any] = {}
+    i = _skip(text, i + 1)
+    end = "}" if i < len(text) and text[i] == "}" else ","
+    while end == ",":
+        _expect(text, i, '"')
+        key, i = _DECODER.raw_decode(text, i)
+        _expect(text, _skip(text, i), ":")
+        i = _skip(text, _skip(text, i) + 1)
+        if i < len(text) and text[i] == "[":
+            items: list[Any] = []
+            i = _skip(text, i + 1)
+            more = "]" if i < len(text) and text[i] == "]" else ","
+            while more == ",":
+                item, i = _DECODER.raw_decode(text, i)
+                items.append(item)
+                i = _skip(text, i)
+                more = _expect(text, i, ",]")
+                if more == ",":
+                    i = _skip(text, i + 1)
+            doc[key], i = items, i + 1
+        else:
+            doc[key], i = _DECODER.raw_decode(text, i)
+        i = _skip(text, i)
+        end = _expect(text, i, ",}")
+        if end == ",":
+            i = _skip(text, i + 1)
+    if _skip(text, i + 1) != len(text):
+        raise _UnexpectedError  # extra data after the object
+    return doc
+
+
 class OutputReader:
     """Reads fields of decoded JSON, raising SourcePermanentError naming command and field."""
 
@@ -192,7 +260,7 @@ class OutputReader:
         if not isinstance(text, str):
             raise SourcePermanentError(self.source, f"output is {type(text).__name__}, not text")
         try:
-            doc = json.loads(text)
+            doc = loads_in_pieces(text)
         except json.JSONDecodeError as exc:
             raise SourcePermanentError(
                 self.source, f"output is not JSON ({exc.msg}): {text[:80].strip()!r}"

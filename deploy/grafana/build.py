@@ -70,10 +70,15 @@ def by_job(metric: str, selector: str = C) -> str:
     return f"max by ({JOB}) ({metric}{{{selector}}})"
 
 
+def counted(metric: str, status: str = "pending") -> str:
+    """A per-cluster count over every job of a status (``planner_jobs``,
+    ``planner_jobs_gpus``): per-job series of pending jobs cover only those with a prediction,
+    at most ``metrics.max_pending_jobs`` of them (issue 16)."""
+    return f'max by (scheduler, cluster) ({metric}{{{C}, status="{status}"}})'
+
+
 def queued(metric: str) -> str:
-    """A per-cluster count of every pending job (``planner_jobs``, ``planner_jobs_gpus``): the
-    per-job series cover only the pending jobs with a prediction (issue 16)."""
-    return f'max by (scheduler, cluster) ({metric}{{{C}, status="pending"}})'
+    return counted(metric, "pending")
 
 
 def target(
@@ -255,17 +260,17 @@ def fleet() -> dashboard.Dashboard:
             stat_panel(
                 "Running jobs",
                 (0, 0, 6, 4),
-                "count(" + by_job("planner_job_info", f'{C}, status="running"') + ") or vector(0)",
+                f"sum({counted('planner_jobs', 'running')}) or vector(0)",
             ),
             stat_panel(
                 "Pending jobs",
                 (6, 0, 6, 4),
-                "count(" + by_job("planner_job_info", f'{C}, status="pending"') + ") or vector(0)",
+                f"sum({queued('planner_jobs')}) or vector(0)",
             ),
             stat_panel(
                 "GPUs busy (running jobs)",
                 (12, 0, 6, 4),
-                f"sum({running(by_job('planner_job_gpus'))}) or vector(0)",
+                f"sum({counted('planner_jobs_gpus', 'running')}) or vector(0)",
             ),
             stat_panel(
                 "Sources not polled OK",
@@ -535,7 +540,7 @@ def queue() -> dashboard.Dashboard:
 
 
 def capacity() -> dashboard.Dashboard:
-    busy = f"sum by (cluster) ({running(by_job('planner_job_gpus'))})"
+    busy = f"sum by (cluster) ({counted('planner_jobs_gpus', 'running')})"
     soon = (
         f"sum by (cluster) ({running(by_job('planner_job_gpus'))} and on ({JOB}) "
         f"({by_job('planner_job_predicted_completion_timestamp_seconds')} - time() < 86400))"
@@ -548,7 +553,7 @@ def capacity() -> dashboard.Dashboard:
             stat_panel(
                 "GPUs busy",
                 (0, 0, 6, 4),
-                f"sum({running(by_job('planner_job_gpus'))}) or vector(0)",
+                f"sum({counted('planner_jobs_gpus', 'running')}) or vector(0)",
             ),
             stat_panel(
                 "GPUs requested by pending jobs",
@@ -572,7 +577,7 @@ def capacity() -> dashboard.Dashboard:
                 [
                     target(busy, "{{cluster}} busy", "A"),
                     target(
-                        f"sum by (cluster) ({pending(by_job('planner_job_gpus'))})",
+                        f"sum by (cluster) ({queued('planner_jobs_gpus')})",
                         "{{cluster}} requested",
                         "B",
                     ),

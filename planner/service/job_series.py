@@ -6,13 +6,13 @@ Per-job series (``planner_job_*``, ``planner.service.metrics``) are exported for
 - every active job that is not pending (running, suspended, completing): bounded by the
   cluster's GPUs, since each holds at least one;
 - pending jobs **with a prediction** (a scenario or Megatron-LM arguments described them), at
-  most ``max_pending`` of them (setting ``metrics.max_pending_jobs``, default 1,000): those the
+  most ``max_pending`` of them (setting ``metrics.max_pending_jobs``, default 500): those the
   queue forecast starts soonest (p50), then in the listing's order. They are what the queue
   dashboard lists and the ``PlannerQueuedJobPredictedOOM`` alert watches.
 
-Pending jobs without a prediction, and those past the cap, have no series of their own: every
-active job is counted in ``planner_jobs{scheduler, cluster, status}`` and its GPUs in
-``planner_jobs_gpus{scheduler, cluster, status}``.
+Other pending jobs have no series of their own: every active job is counted in
+``planner_jobs{scheduler, cluster, status}`` and its GPUs in ``planner_jobs_gpus{scheduler,
+cluster, status}`` (what the dashboards count and sum).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from planner.service.models import JobRow
 
 #: Default of ``metrics.max_pending_jobs``.
-MAX_PENDING_JOBS = 1000
+MAX_PENDING_JOBS = 500
 
 
 def predicted_start(row: JobRow) -> float | None:

@@ -88,7 +88,7 @@ from planner.service.loops.publish import (
     SlurmHintsRuntime,
     admission_decider,
 )
-from planner.service.metrics import KubernetesCollector, PlannerCollector
+from planner.service.metrics import IngestCollector, KubernetesCollector, PlannerCollector
 from planner.service.reviews import ReviewRunner, read_document
 from planner.service.runtime import ServiceState, exit_after
 from planner.service.security_settings import check_exposure
@@ -393,6 +393,7 @@ def create_app(
     registry = CollectorRegistry()
     registry.register(PlannerCollector(store, clock, settings.metrics.max_pending_jobs))
     registry.register(CapacityCollector(store))
+    registry.register(IngestCollector(ingestor))
     if kube is not None:
         registry.register(KubernetesCollector(kube.source.stats))
     registry.register(audit.collector())

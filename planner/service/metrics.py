@@ -3,8 +3,9 @@
 Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist only for the
 active jobs that need them (``planner.service.job_series``: every job that is not pending, and
 at most ``metrics.max_pending_jobs`` pending jobs with a prediction), so finished jobs drop out
-and cardinality stays bounded; ``planner_jobs`` and ``planner_jobs_gpus`` count every active
-job. A running job's ``planner_job_eta_seconds`` is from now to its predicted completion.
+and cardinality stays bounded; ``planner_jobs`` and
+``planner_jobs_gpus`` count every active job. A running job's ``planner_job_eta_seconds`` is
+from now to its predicted completion.
 
 | metric | type | meaning |
 | --- | --- | --- |
@@ -39,6 +40,9 @@ job. A running job's ``planner_job_eta_seconds`` is from now to its predicted co
 | ``planner_job_predicted_start_timestamp_seconds`` | gauge | a pending job's p50 predicted start |
 | ``planner_jobs{status}`` | gauge | active jobs per scheduler/cluster and status (all of them) |
 | ``planner_jobs_gpus{status}`` | gauge | GPUs they hold (running) or request (pending) |
+| ``planner_ingest_cycle_seconds`` | gauge | the last good ingest cycle of each source (s) |
+| ``planner_ingest_poll_seconds`` | gauge | its poll of the scheduler (s) |
+| ``planner_queue_forecast_seconds`` | gauge | the last queue forecast in the worker process (s) |
 
 The capacity review's metrics and the pending jobs' predicted starts:
 ``planner.service.capacity_metrics.CapacityCollector``.
@@ -60,6 +64,7 @@ from planner.service.job_series import (
     job_count_metrics,
     predicted_start,
 )
+from planner.service.loops import IngestLoop
 from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import JobRow
 from planner.service.store import Store
@@ -433,3 +438,44 @@ class KubernetesCollector(Collector):
             synced.add_metric([resource], 1.0 if getattr(st, "synced", False) else 0.0)
         yield from families.values()
         yield synced
+
+
+# ---------------------------------------------------------------------------- issue 16: load
+
+
+class IngestCollector(Collector):
+    """How long this process's ingest loop takes (``loop``: the ``IngestLoop``; only the
+    replica that ingests has values): per source (scheduler, cluster) its last good cycle and
+    its poll, and the last queue forecast made in the worker process
+    (``planner.service.loops.forecast_worker``)."""
+
+    def __init__(self, loop: IngestLoop) -> None:
+        self.loop = loop
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["scheduler", "cluster"]
+        cycle = GaugeMetricFamily(
+            "planner_ingest_cycle_seconds",
+            "Wall time of the source's last good ingest cycle (its poll and storing what it "
+            "reported), seconds.",
+            labels=labels,
+        )
+        poll = GaugeMetricFamily(
+            "planner_ingest_poll_seconds",
+            "Wall time of the source's last good poll (the scheduler's commands and parsing "
+            "their output), seconds.",
+            labels=labels,
+        )
+        forecast = GaugeMetricFamily(
+            "planner_queue_forecast_seconds",
+            "Wall time of the source's last queue forecast made in the worker process, seconds.",
+            labels=labels,
+        )
+        deps = self.loop.deps
+        for (scheduler, cluster), (polled, whole) in sorted(deps.cycle_seconds.items()):
+            cycle.add_metric([scheduler, cluster], whole)
+            poll.add_metric([scheduler, cluster], polled)
+        for key, took in sorted(deps.forecaster.last_duration_s.items()):
+            scheduler, _, cluster = str(key).partition("/")
+            forecast.add_metric([scheduler, cluster], took)
+        yield from (cycle, poll, forecast)

@@ -9,7 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -30,7 +40,11 @@ class JobRow(Base):
     """
 
     __tablename__ = "jobs"
-    __table_args__ = (UniqueConstraint("scheduler", "cluster", "job_id", name="uq_jobs_key"),)
+    __table_args__ = (
+        UniqueConstraint("scheduler", "cluster", "job_id", name="uq_jobs_key"),
+        # issue 16: a page of the listing is a range of this index (``sort_number``)
+        Index("ix_jobs_listing", "scheduler", "cluster", "sort_number", "job_id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     scheduler: Mapped[str] = mapped_column(String(32))
@@ -65,6 +79,8 @@ class JobRow(Base):
     # issue 15: the pending job's predicted start and completion from the queue simulation
     # (planner.service.loops.queue_forecast); kept once the job starts (the last one made).
     queue_forecast: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # issue 16: the first part of ``job_sort_key(job_id)`` (the listing's order, indexed)
+    sort_number: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class StepSampleRow(Base):

@@ -184,7 +184,7 @@ class MetricsSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_pending_jobs: int = Field(
-        default=1000,
+        default=500,
         ge=0,
         description="The most pending jobs (with a prediction; soonest predicted start first) "
         "that get series of their own; every active job is counted in planner_jobs.",

@@ -328,3 +328,71 @@ def test_a_large_queue_is_forecast_in_the_worker_process(
         assert all(f and f["made_at_s"] == made for f in forecasts)
     finally:
         loop.close()
+
+
+def test_the_listing_index_is_filled_in_for_stored_jobs(tmp_path: Path) -> None:
+    """Migration 0007 gives jobs stored before it their place in the listing."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import text
+
+    from planner.service.store.sql import _MIGRATIONS
+
+    store = SqlStore(f"sqlite:///{tmp_path / 'p.db'}")
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with store.engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, "0006_eta_history")
+        for pk, job_id in enumerate(("10", "9", "9_1", "abc", "100_[0-3]"), start=1):
+            connection.execute(
+                text(
+                    "INSERT INTO jobs (id, scheduler, cluster, job_id, name, user, status, "
+                    "active, state, first_seen_s, last_seen_s, described_by, "
+                    "description_detail, description_key) VALUES (:pk, 'slurm', 'c', :job_id, "
+                    "'', '', 'pending', 1, '{}', 0, 0, 'none', '', '')"
+                ),
+                {"pk": pk, "job_id": job_id},
+            )
+    store.migrate()
+    assert store.revision() == "0007_job_sort_number"
+    paged = [r.job_id for r in store.list_jobs(limit=2)]
+    after = ("slurm", "c", jobs_sort_key("9_1"))
+    assert paged == ["9", "9_1"]
+    assert [r.job_id for r in store.list_jobs(after=after, limit=10)] == ["10", "100_[0-3]", "abc"]
+    assert [r.job_id for r in store.list_jobs()] == ["9", "9_1", "10", "100_[0-3]", "abc"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{}",
+        ' {"errors": [], "jobs": [ {"x": 1} , {"y": [2, {"z": null}]} ] } ',
+        '{"a": [1], "a": [2]}',
+        '{"a": "\\u00e9", "b": NaN, "c": [true, false]}',
+        '{"a": [1,]}',
+        '{"a": 1,}',
+        '{"a": 1} x',
+        "[1]",
+        "",
+        '{"a": [1 2]}',
+        '{"a" 1}',
+        '{"a": [',
+        '{"a"',
+        "{1: 2}",
+        '{"a": []]}',
+        "null",
+    ],
+)
+def test_slurm_json_is_decoded_in_pieces_as_json_loads_decodes_it(text: str) -> None:
+    import json
+
+    from adapters.slurm.output import loads_in_pieces
+
+    def outcome(decode: Any) -> Any:
+        try:
+            return ("ok", decode(text))
+        except ValueError as exc:
+            return ("error", type(exc).__name__, str(exc))
+
+    assert outcome(loads_in_pieces) == outcome(json.loads)

@@ -66,6 +66,8 @@ class IngestDeps:
     online: OnlineCache = field(default_factory=OnlineCache)
     memo: IngestMemo = field(default_factory=IngestMemo)
     forecaster: QueueForecaster = field(default_factory=QueueForecaster)
+    #: (scheduler, cluster) -> seconds of its last good cycle's poll and whole cycle
+    cycle_seconds: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
 
 def source_name(source: SchedulerSource) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -43,7 +44,9 @@ class CycleReport:
 def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[], float]) -> None:
     """Poll ``source`` once and store what it reported (the time is read after the poll).
     Raises ``SourceError`` when the source fails, ``StoreError`` when the store does."""
+    started = time.perf_counter()
     snapshot = source.snapshot()
+    polled = time.perf_counter()
     now_s = clock()
     try:
         _ingest(deps, source, snapshot, now_s)
@@ -51,6 +54,17 @@ def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[],
         deps.memo.discard()  # nothing of this cycle was stored
         raise
     deps.memo.commit()
+    done = time.perf_counter()
+    deps.cycle_seconds[snapshot.scheduler, snapshot.cluster] = (polled - started, done - started)
+    log.info(
+        "ingest %s/%s: %d jobs, %d nodes in %.2f s (poll %.2f s)",
+        snapshot.scheduler,
+        snapshot.cluster,
+        len(snapshot.jobs),
+        len(snapshot.nodes),
+        done - started,
+        polled - started,
+    )
 
 
 def _ingest(

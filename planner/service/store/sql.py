@@ -44,6 +44,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    tuple_,
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
@@ -300,8 +301,8 @@ class SqlStore:
         limit: int | None = None,
     ) -> list[JobRow]:
         """Jobs ordered by scheduler, cluster and numeric job id where possible; with ``after``
-        only those after that sort key, at most ``limit``. A page reads the sort columns of
-        the jobs and then only the page's rows (issue 16: a page of 10,000 jobs)."""
+        only those after that sort key, at most ``limit``. A page is a range of the listing's
+        index (issue 16: a page of 10,000 jobs reads only its rows)."""
         filters: list[ColumnElement[bool]] = []
         if active_only:
             filters.append(JobRow.active.is_(True))
@@ -311,15 +312,12 @@ class SqlStore:
             if after is None and limit is None:
                 rows = list(s.scalars(select(JobRow).where(*filters)))
                 return sorted(rows, key=lambda r: (r.scheduler, r.cluster, job_sort_key(r.job_id)))
-            found = s.execute(
-                select(JobRow.id, JobRow.scheduler, JobRow.cluster, JobRow.job_id).where(*filters)
-            ).all()
-            keys = sorted(((sch, clu, job_sort_key(jid)), pk) for pk, sch, clu, jid in found)
+            listing = (JobRow.scheduler, JobRow.cluster, JobRow.sort_number, JobRow.job_id)
             if after is not None:
-                keys = [k for k in keys if k[0] > after]
-            ids = [pk for _, pk in keys[:limit]]
-            by_id = {r.id: r for r in s.scalars(select(JobRow).where(JobRow.id.in_(ids)))}
-        return [by_id[pk] for pk in ids if pk in by_id]
+                scheduler, cluster, (number, job_id) = after
+                filters.append(tuple_(*listing) > tuple_(scheduler, cluster, number, job_id))
+            query = select(JobRow).where(*filters).order_by(*listing).limit(limit)
+            return list(s.scalars(query))
 
     def jobs_for_metrics(self) -> list[JobRow]:
         """Active jobs that are not pending, and pending ones with a prediction, ordered as

@@ -29,6 +29,7 @@ from planner.service.models import (
     PredictionRow,
     SourceRow,
     StepSampleRow,
+    job_sort_key,
 )
 
 #: What a cluster's jobs in the table look like: (count, newest ``last_seen_s``).
@@ -131,6 +132,7 @@ class SqlUnitOfWork:
             scheduler=scheduler,
             cluster=cluster,
             job_id=job_id,
+            sort_number=job_sort_key(job_id)[0],
             first_seen_s=first_seen_s,
             described_by="none",
             description_detail="",

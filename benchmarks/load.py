@@ -1,0 +1,439 @@
+"""Load (issue 16 item 5): a real ``planner serve`` against a fake Slurm 22.05 at the scale of a
+10,000-job / 2,000-node cluster, as production runs it.
+
+    .venv/bin/python -m benchmarks.load                  # prints the figures
+    .venv/bin/python -m benchmarks.load --write          # also writes results/load.md
+    .venv/bin/python -m benchmarks.load --src /work/main --cycles 2   # another checkout
+
+The fake Slurm (``benchmarks/fake_slurm.py``: records copied from real 22.05.8 output, printed
+by real ``squeue``/``sinfo``/``sacct``/``scontrol`` executables) runs in its own process, as
+slurmctld would: it fills the cluster, then changes it every ``--interval`` seconds (1 % of the
+jobs change state, logs grow at each job's pace). ``planner serve`` (``--src``'s checkout) runs
+with a SQLite store, its Slurm commands in the fake's ``bin``, the default settings otherwise
+(ingest every 15 s, the queue forecast's worker process from 1,000 jobs on). Measured:
+
+- **ingest cycles**: the first (empty store) and ``--cycles`` steady ones with churn, each from
+  the service's own log line (``ingest slurm/...: N jobs ... in T s (poll P s)``); a checkout
+  without that line reports the time to ``/readyz`` only;
+- **``GET /v1/jobs?limit=N``**: ``--requests`` pages (walking the cursor), one every 0.5 s
+  while the cycles run: client latency p50/p99 and size; the unpaged answer once;
+- **``/metrics``**: bytes, series and per-job series, scrape time (5 scrapes);
+- **peak RSS** (``VmHWM``) of the service and of its queue-forecast worker process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).parent / "results" / "load.md"
+CYCLE_LINE = re.compile(
+    r"ingest slurm/\S+: (\d+) jobs, (\d+) nodes in ([\d.]+) s \(poll ([\d.]+) s\)"
+)
+
+
+# ---------------------------------------------------------------------------- the fake Slurm
+
+
+def fake_slurm(root: str, options: dict[str, Any], conn: Any) -> None:
+    """The fake Slurm's process: populate, report, then change the cluster every
+    ``options["interval"]`` seconds until told to stop; reports what each change did."""
+    from benchmarks.fake_slurm import FakeSlurm  # noqa: PLC0415 - in the child process
+
+    fake = FakeSlurm(
+        Path(root),
+        jobs=options["jobs"],
+        nodes=options["nodes"],
+        gpus=options["gpus"],
+        churn=options["churn"],
+        seed=options["seed"],
+    )
+    started = time.perf_counter()
+    fake.populate()
+    conn.send({"populated_s": time.perf_counter() - started, "summary": fake.summary()})
+    changes: list[dict[str, float]] = []
+    while not conn.poll(options["interval"]):
+        t = time.perf_counter()
+        counts: dict[str, float] = dict(fake.advance())
+        counts["seconds"] = time.perf_counter() - t
+        changes.append(counts)
+    conn.recv()
+    conn.send({"changes": changes, "summary": fake.summary()})
+
+
+# ---------------------------------------------------------------------------- the service
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def peak_rss_mib(pid: int) -> float | None:
+    """``VmHWM`` of a process, MiB (None once it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    match = re.search(r"VmHWM:\s+(\d+) kB", text)
+    return None if match is None else int(match.group(1)) / 1024.0
+
+
+def children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+@dataclass
+class Service:
+    """A ``planner serve`` process and its log."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    log: Path
+    cycles: list[tuple[int, float, float]] = field(default_factory=list)
+    _offset: int = 0
+
+    def read_cycles(self) -> list[tuple[int, float, float]]:
+        """New (jobs, seconds, poll seconds) of the cycles logged since the last call."""
+        with self.log.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        new = [
+            (int(m.group(1)), float(m.group(3)), float(m.group(4)))
+            for m in CYCLE_LINE.finditer(data[:end].decode(errors="replace"))
+        ]
+        self.cycles += new
+        return new
+
+
+def start_service(src: Path, root: Path, bin_dir: Path, shared: Path, interval: float) -> Service:
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(src),
+        "XDG_STATE_HOME": str(root / "state"),
+        "PLANNER_HOST": "127.0.0.1",
+        "PLANNER_PORT": str(port),
+        "PLANNER_DATABASE_URL": f"sqlite:///{root / 'planner.db'}",
+        "PLANNER_INGEST_INTERVAL_S": str(interval),
+        "PLANNER_LOG_LEVEL": "INFO",
+        "PLANNER_SLURM__ENABLED": "on",
+        "PLANNER_SLURM__BIN_DIR": str(bin_dir),
+        "PLANNER_SLURM__ALLOWED_FILE_ROOTS": json.dumps([str(shared)]),
+        "PLANNER_KUBERNETES__ENABLED": "off",
+    }
+    log = root / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "planner", "serve"],
+            cwd=src,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return Service(proc=proc, url=f"http://127.0.0.1:{port}", log=log)
+
+
+def wait_ready(service: Service, client: httpx.Client, timeout_s: float) -> float:
+    """Seconds until ``/readyz`` answers 200 (the first cycle succeeded)."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout_s:
+        if service.proc.poll() is not None:
+            raise SystemExit(f"planner serve exited ({service.proc.returncode}); see {service.log}")
+        try:
+            if client.get(f"{service.url}/readyz", timeout=5).status_code == 200:
+                return time.perf_counter() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"not ready after {timeout_s:.0f} s; see {service.log}")
+
+
+# ---------------------------------------------------------------------------- measuring
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank) of ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+def timed(fn: Callable[[], httpx.Response]) -> tuple[float, httpx.Response]:
+    t = time.perf_counter()
+    response = fn()
+    return time.perf_counter() - t, response
+
+
+def page_latencies(
+    service: Service, client: httpx.Client, *, requests: int, page: int, wait_s: float
+) -> dict[str, Any]:
+    """``requests`` pages of ``GET /v1/jobs?limit=page`` walking the cursor (from the start
+    again at the end), one every ``wait_s``; latency and size."""
+    latencies, sizes, cursor = [], [], None
+    for _ in range(requests):
+        params: dict[str, Any] = {"limit": page, **({"cursor": cursor} if cursor else {})}
+        took, response = timed(lambda p=params: client.get(f"{service.url}/v1/jobs", params=p))
+        response.raise_for_status()
+        latencies.append(took)
+        sizes.append(len(response.content))
+        cursor = response.json().get("next_cursor")
+        service.read_cycles()
+        time.sleep(wait_s)
+    return {
+        "requests": requests,
+        "page": page,
+        "p50_ms": 1000 * quantile(latencies, 0.5),
+        "p99_ms": 1000 * quantile(latencies, 0.99),
+        "max_ms": 1000 * max(latencies),
+        "bytes_median": statistics.median(sizes),
+    }
+
+
+def metrics_figures(service: Service, client: httpx.Client, scrapes: int = 5) -> dict[str, Any]:
+    times, text = [], ""
+    for _ in range(scrapes):
+        took, response = timed(lambda: client.get(f"{service.url}/metrics", timeout=120))
+        response.raise_for_status()
+        times.append(took)
+        text = response.text
+    series = [line for line in text.splitlines() if line and not line.startswith("#")]
+    per_job = [line for line in series if line.startswith("planner_job_")]
+    job_ids = {m.group(1) for line in per_job if (m := re.search(r'job_id="([^"]+)"', line))}
+    forecast = [line for line in series if line.startswith("planner_queue_forecast_seconds")]
+    return {
+        "bytes": len(text.encode()),
+        "series": len(series),
+        "job_series": len(per_job),
+        "jobs_with_series": len(job_ids),
+        "scrape_median_s": statistics.median(times),
+        "scrape_max_s": max(times),
+        "forecast_s": float(forecast[0].rsplit(" ", 1)[1]) if forecast else None,
+    }
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="planner-load-", dir="/tmp"))
+    root.chmod(0o755)  # the fake users read their files as others: every directory searchable
+    cluster = root / "cluster"
+    options = {
+        "jobs": args.jobs,
+        "nodes": args.nodes,
+        "gpus": args.gpus,
+        "churn": args.churn,
+        "seed": args.seed,
+        "interval": args.interval,
+    }
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    slurm = context.Process(target=fake_slurm, args=(str(cluster), options, child))
+    slurm.start()
+    populated = parent.recv()
+    print(f"fake Slurm populated in {populated['populated_s']:.1f} s: {populated['summary']}")
+    service = start_service(
+        Path(args.src), root, cluster / "bin", cluster / "shared", args.interval
+    )
+    result: dict[str, Any] = {"cluster": populated["summary"], "src": args.src}
+    try:
+        with httpx.Client(timeout=60) as client:
+            result["ready_s"] = wait_ready(service, client, args.ready_timeout)
+            time.sleep(1.0)
+            first = service.read_cycles()
+            result["first_cycle"] = first[0] if first else None
+            print(f"ready after {result['ready_s']:.1f} s; first cycle {result['first_cycle']}")
+            result["pages"] = page_latencies(
+                service, client, requests=args.requests, page=args.page, wait_s=0.5
+            )
+            print(f"pages: {result['pages']}")
+            deadline = time.perf_counter() + args.cycles * args.interval * 4 + 120
+            while len(service.cycles) < 1 + args.cycles and time.perf_counter() < deadline:
+                time.sleep(1.0)
+                service.read_cycles()
+            result["metrics"] = metrics_figures(service, client)
+            print(f"metrics: {result['metrics']}")
+            took, every = timed(lambda: client.get(f"{service.url}/v1/jobs", timeout=300))
+            result["unpaged"] = {"seconds": took, "bytes": len(every.content)}
+            service.read_cycles()
+            result["cycles"] = service.cycles
+            result["rss_mib"] = peak_rss_mib(service.proc.pid)
+            result["worker_rss_mib"] = [peak_rss_mib(c) for c in children(service.proc.pid)]
+    finally:
+        service.proc.send_signal(signal.SIGTERM)
+        try:
+            service.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            service.proc.kill()
+        parent.send("stop")
+        done = parent.recv()
+        slurm.join(timeout=30)
+        result["changes"] = done["changes"]
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"kept {root}")
+    return result
+
+
+def machine() -> str:
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = Path("/proc/meminfo").read_text().split()[1]
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {int(mem) / 1024**2:.0f} GiB, "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()}; "
+        f"load average before the run {os.getloadavg()[0]:.2f}"
+    )
+
+
+def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The headline figures of a run."""
+    cycles = result.get("cycles") or []
+    steady = [c[1] for c in cycles[1:]]
+    changes = result.get("changes") or []
+    mean = {k: statistics.mean(c[k] for c in changes) for k in changes[0]} if changes else {}
+    return {
+        "first_cycle_s": cycles[0][1] if cycles else None,
+        "steady_cycles": len(steady),
+        "steady_median_s": statistics.median(steady) if steady else None,
+        "steady_max_s": max(steady) if steady else None,
+        "steady_poll_median_s": statistics.median(c[2] for c in cycles[1:]) if steady else None,
+        "churn_per_change": mean,
+    }
+
+
+def markdown(result: dict[str, Any], command: str) -> str:
+    s = summary(result)
+    c, p, m = result["cluster"], result["pages"], result["metrics"]
+    churn = s["churn_per_change"]
+    steady = [f"{c[1]:.2f}" for c in result["cycles"][1:]]
+    workers = ", ".join(f"{r:.0f}" for r in result["worker_rss_mib"] if r) or "-"
+    rows = [
+        ("first ingest cycle (empty store)", f"{s['first_cycle_s']:.2f} s", "(reported)"),
+        (
+            f"steady ingest cycles, median / max of {s['steady_cycles']}",
+            f"{s['steady_median_s']:.2f} s / {s['steady_max_s']:.2f} s",
+            "< 5 s",
+        ),
+        ("of which the Slurm poll (median)", f"{s['steady_poll_median_s']:.2f} s", "-"),
+        (
+            "queue forecast (worker process, the last one)",
+            "-" if m["forecast_s"] is None else f"{m['forecast_s']:.1f} s",
+            "off the cycle",
+        ),
+        (
+            f"`GET /v1/jobs?limit={p['page']}`: p50 / p99 / max of {p['requests']}",
+            f"{p['p50_ms']:.0f} / {p['p99_ms']:.0f} / {p['max_ms']:.0f} ms",
+            "p99 < 100 ms",
+        ),
+        ("its size (median)", f"{p['bytes_median'] / 1e3:.0f} kB", "-"),
+        (
+            "`GET /v1/jobs` unpaged",
+            f"{result['unpaged']['seconds']:.2f} s, {result['unpaged']['bytes'] / 1e6:.1f} MB",
+            "-",
+        ),
+        ("`/metrics`", f"{m['bytes'] / 1e6:.2f} MB, {m['series']:,} series", "bounded"),
+        (
+            "of which per-job series / jobs with series",
+            f"{m['job_series']:,} / {m['jobs_with_series']:,}",
+            "-",
+        ),
+        (
+            "`/metrics` scrape, median / max of 5",
+            f"{m['scrape_median_s']:.2f} / {m['scrape_max_s']:.2f} s",
+            "-",
+        ),
+        (
+            "peak RSS: service / forecast worker",
+            f"{result['rss_mib'] or 0:.0f} MiB / {workers} MiB",
+            "-",
+        ),
+    ]
+    table = "\n".join(f"| {a} | {b} | {t} |" for a, b, t in rows)
+    return f"""# Load: 10,000 jobs, 2,000 nodes (issue 16 item 5)
+
+`{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}. The machine is shared
+with other sessions: wall times vary with their load.
+
+**The cluster** (`benchmarks/fake_slurm.py`, its own process): {c["nodes"]} nodes,
+{c["gpus_installed"]:,} GPUs installed; {c["jobs"]:,} active job records ({c["running"]:,}
+running, {c["pending"]:,} pending of which {c["pending_arrays"]} arrays still pending as one
+record), holding or asking for {c["gpus_queued"]:,} GPUs; {c["users"]} users;
+{c["with_scenario"]:,} jobs name a scenario file, {c["logging"]:,} running jobs print
+Megatron-LM progress; `squeue --json` prints {c["squeue_bytes"] / 1e6:.0f} MB. Each change
+(every 15 s) ended {churn.get("ended", 0):.0f}, started {churn.get("started", 0):.0f},
+submitted {churn.get("submitted", 0):.0f} and rescheduled {churn.get("rescheduled", 0):.0f}
+jobs, and {churn.get("progressed", 0):.0f} running jobs printed progress (mean over
+{len(result["changes"])} changes; {churn.get("seconds", 0):.2f} s of the fake's own CPU each).
+
+| what | measured | target |
+| --- | ---: | --- |
+{table}
+
+Steady cycles (s): {", ".join(steady)}. Ready (first cycle stored) {result["ready_s"]:.1f} s
+after start. The page requests ran while the cycles did (one every 0.5 s).
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--src", default=str(REPO), help="checkout whose planner serve runs")
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--nodes", type=int, default=2_000)
+    parser.add_argument("--gpus", type=int, default=100_000)
+    parser.add_argument("--churn", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--interval", type=float, default=15.0)
+    parser.add_argument("--cycles", type=int, default=12, help="steady cycles to measure")
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--page", type=int, default=100)
+    parser.add_argument("--ready-timeout", type=float, default=3600.0)
+    parser.add_argument("--keep", action="store_true", help="keep the cluster and store")
+    parser.add_argument("--write", action="store_true", help=f"write {RESULTS.name}")
+    parser.add_argument("--json", help="also write the raw figures to this file")
+    args = parser.parse_args(argv)
+    result = run(args)
+    print(json.dumps(summary(result), indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+    if args.write:
+        command = "python -m benchmarks.load " + " ".join(argv or sys.argv[1:])
+        RESULTS.write_text(markdown(result, command.strip()))
+        print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
