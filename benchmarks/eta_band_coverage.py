@@ -3,8 +3,10 @@
 Replays ``tests/data/logs/tiny_gpt_megatron_900it.log`` (the dev stack's tiny GPT, PyTorch DDP
 over gloo on 2 CPU cores, 900 iterations) through the log parser and the ETA estimator, cutting
 the log at every 45 iterations from 10 % to 95 % progress as if the planner were reading it live,
-and reports, per ``level_log_sd``: the p50 completion-time error relative to the time left, and
-how often the p10-p90 band holds the real end (the last line's timestamp).
+and reports, per ``level_log_sd`` (``learnt``: the default, the spread of the job's own pace,
+``planner.forecast.level.level_spread``): the p50 completion-time error relative to the time
+left, and how often the p10-p90 band holds the real end (the last line's timestamp). The wider
+replay over many logs is ``benchmarks/eta_replay.py``.
 
     .venv/bin/python benchmarks/eta_band_coverage.py > benchmarks/results/eta_band_coverage.md
 """
@@ -29,7 +31,7 @@ def main() -> None:
     assert end_s is not None
     print("| level_log_sd | band holds the end | mean p50 error | max abs p50 error |")
     print("| --- | --- | --- | --- |")
-    for level in (0.0, 0.03, 0.05, 0.06, 0.08):
+    for level in (0.0, 0.03, 0.05, 0.06, 0.08, None):
         inside = total = 0
         errors: list[float] = []
         for cut in range(90, TRAIN_ITERS, 45):
@@ -53,7 +55,8 @@ def main() -> None:
             errors.append((band.p50 - end_s) / (end_s - now_s))
         mean = sum(errors) / len(errors)
         worst = max(abs(e) for e in errors)
-        print(f"| {level:.2f} | {inside}/{total} | {100 * mean:+.1f} % | {100 * worst:.1f} % |")
+        label = "learnt" if level is None else f"{level:.2f}"
+        print(f"| {label} | {inside}/{total} | {100 * mean:+.1f} % | {100 * worst:.1f} % |")
 
 
 if __name__ == "__main__":

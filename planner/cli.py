@@ -10,6 +10,10 @@
                                       optional YAML file in ``PLANNER_CONFIG_FILE``).
 ``planner calibrate sample|fit|show`` sample operators on this machine, fit
                                       per-operator models, show a calibration.
+``planner eta replay LOG``            replay a finished job's log: the ETA at each point and
+                                      its errors (``planner.eta_cli``).
+``planner demo``                      local Slurm, a real PyTorch job, the planner watching it
+                                      (``planner.demo_cli``).
 ``planner version``                   print the version.
 """
 
@@ -24,7 +28,9 @@ from typing import Annotated, Any
 import typer
 
 from planner import __version__
+from planner.demo_cli import demo
 from planner.errors import PlannerError, SpecError
+from planner.eta_cli import eta_app
 from planner.review_cli import review
 
 app = typer.Typer(
@@ -35,6 +41,8 @@ app = typer.Typer(
 
 EXIT_INVALID = 2
 app.command()(review)
+app.add_typer(eta_app, name="eta")
+app.command()(demo)
 
 
 def _documents(path: str) -> list[object]:

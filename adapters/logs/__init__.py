@@ -5,7 +5,7 @@ truncation."""
 
 from adapters.logs.context import LogContext, LogEvent
 from adapters.logs.parsers import parse_line
-from adapters.logs.reading import LogReading, read_log
+from adapters.logs.reading import LogReading, read_job_log, read_log
 from adapters.logs.tables import read_iteration_table
 from adapters.logs.tail import LogTailer
 
@@ -16,5 +16,6 @@ __all__ = [
     "LogTailer",
     "parse_line",
     "read_iteration_table",
+    "read_job_log",
     "read_log",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from datetime import tzinfo
+from datetime import UTC, tzinfo
 from typing import Final
 
 from adapters.logs import values
@@ -98,6 +98,15 @@ def read_log(text: str, *, tz: tzinfo | None = None) -> LogReading:
         first_timestamp_s=context.first_timestamp_s,
         last_timestamp_s=context.last_timestamp_s,
     )
+
+
+def read_job_log(text: str) -> tuple[list[ProgressRecord], int | None, str, float | None]:
+    """A finished job's log read whole (``read_log``; times printed without a zone taken as
+    UTC, so a replay is the same on every machine): its progress records, the total
+    iterations it states (None: none), its format, and the latest time it printed (None: none).
+    Raises ``SpecError`` (field ``log``) when no line carries training progress."""
+    reading = read_log(text, tz=UTC)
+    return list(reading.records), reading.train_iters, reading.framework, reading.last_timestamp_s
 
 
 def _is_table(text: str) -> bool:

@@ -2,6 +2,7 @@
 # Install the Debian packages the dev stack and the tests need (run as root). Idempotent: packages
 # already installed are skipped, and `apt-get update` runs only when something is missing.
 # apt output goes to $LOG_DIR/apt-install.log; this script prints what it did.
+#   --demo   only what `planner demo` needs: munge, Slurm and MariaDB (for sacct)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -16,6 +17,10 @@ pkgs=(munge slurm-wlm slurmctld slurmd slurm-client slurm-wlm-basic-plugins slur
   # deploy/Dockerfile with chroot isolation (no OCI runtime needed); debootstrap makes its
   # Debian bookworm base, checking the mirror's signatures with the archive keyring.
   buildah debootstrap debian-archive-keyring)
+if [[ ${1:-} == --demo ]]; then
+  pkgs=(munge slurm-wlm slurmctld slurmd slurm-client slurm-wlm-basic-plugins slurmdbd
+    slurm-wlm-mysql-plugin mariadb-server mariadb-client)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import posixpath
 import re
@@ -19,6 +20,7 @@ from typing import Any, Literal
 
 from planner.catalog import gpu_key_for_gres_type
 from planner.errors import PlannerError, SpecError
+from planner.forecast.arguments import schedule_from_arguments
 from planner.scenario import (
     format_for_path,
     parse_scenario,
@@ -190,3 +192,12 @@ def describe_job(job: JobState, read_text: Callable[[str], str]) -> JobDescripti
         described_by="none",
         detail="no planner:scenario=PATH comment and no Megatron-LM arguments found",
     )
+
+
+def training_schedule(job: JobState) -> dict[str, Any] | None:
+    """The evaluation and checkpoint intervals the job's command line or batch script states
+    (``planner.forecast.arguments``: Megatron-LM, NeMo and torchtitan names), as a dict for the
+    store; None when they state none (issue 14)."""
+    text = "\n".join(t for t in (job.command, job.batch_script) if t)
+    schedule = schedule_from_arguments(text) if text else None
+    return None if schedule is None or schedule.empty else dataclasses.asdict(schedule)

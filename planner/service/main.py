@@ -40,6 +40,7 @@ from adapters.kubernetes.auth import KubeReviewer
 from adapters.kubernetes.client import ADMISSIONCHECKS
 from adapters.kubernetes.config import api_client_from_config
 from adapters.logs import LogTailer
+from adapters.logs import read_job_log as read_job_log  # noqa: PLC0414 (for planner.eta_cli)
 from adapters.nccl import parse_nccl_tests
 from adapters.prometheus import (
     DcgmJobTelemetry,

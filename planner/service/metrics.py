@@ -31,6 +31,7 @@ Job series carry the labels ``scheduler``, ``cluster`` and ``job_id`` and exist 
 | ``planner_ingest_last_success_timestamp_seconds`` | gauge | last successful poll of each source |
 | ``planner_ingest_consecutive_failures`` | gauge | failed polls since the last success |
 | ``planner_source_up`` | gauge | 1 when the last poll of the source succeeded |
+| ``planner_eta_band_coverage_ratio`` | gauge | finished jobs' p10-p90 ETA bands that held the end |
 | ``planner_scheduler_writes_total`` | counter | audited writes to a scheduler (by outcome) |
 
 The capacity review's metrics and the pending jobs' predicted starts:
@@ -250,6 +251,7 @@ class PlannerCollector(Collector):
         yield self._straggler_ranks()
         yield from self._source_metrics()
         yield from self._calibration_metrics()
+        yield self._eta_band_coverage()
         build = GaugeMetricFamily(
             "planner_build_info", "The planner's version (value 1).", labels=["version"]
         )
@@ -275,6 +277,24 @@ class PlannerCollector(Collector):
                 error.add_metric([str(entry["scheduler"]), str(entry["cluster"])], value)
         samples.add_metric([], float(state.get("num_samples") or 0))
         return (error, samples)
+
+    # issue 14 (ETA)
+    def _eta_band_coverage(self) -> Metric:
+        """Per cluster, how often the published ETA bands of its finished jobs held the real
+        end (``planner.service.loops.outcomes``)."""
+        family = GaugeMetricFamily(
+            "planner_eta_band_coverage_ratio",
+            "Share of the published p10-p90 ETA bands of the cluster's finished jobs that held "
+            "the real end, each job weighing the same (ratio 0..1; nominal 0.8).",
+            labels=["scheduler", "cluster"],
+        )
+        row = self.store.calibration("eta")
+        for key, entry in sorted(((row.state if row else {}).get("clusters") or {}).items()):
+            value = _num((entry or {}).get("coverage_ratio"))
+            if value is not None:
+                scheduler, _, cluster = key.partition("/")
+                family.add_metric([scheduler, cluster], value)
+        return family
 
     def _straggler_ranks(self) -> Metric:
         """One series per rank the live straggler tracker flags (bounded by the flags)."""

@@ -23,6 +23,10 @@ class JobRow(Base):
     ``progress_mark``: the last progress record read (``planner.forecast.observations.
     ProgressMark`` as a dict), so a step time can span two reads; ``gpus``: the latest GPU
     telemetry of the job (``planner.ports.JobGpuUsage`` as a dict), None without DCGM.
+    ``progress_history``: its pauses, restarts and recent pace (``planner.forecast.history.
+    ProgressHistory`` as a dict); ``schedule``: the evaluation and checkpoint intervals its
+    arguments state (``planner.forecast.arguments.TrainingSchedule``); ``outcome``: once it
+    ended, how its ETAs did (``planner.service.loops.outcomes``).
     """
 
     __tablename__ = "jobs"
@@ -54,6 +58,10 @@ class JobRow(Base):
     telemetry_since_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     progress_mark: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     gpus: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # issue 14 (ETA): what the job's progress showed, what its arguments state, how its ETAs did
+    progress_history: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # issue 15: the pending job's predicted start and completion from the queue simulation
     # (planner.service.loops.queue_forecast); kept once the job starts (the last one made).
     queue_forecast: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)

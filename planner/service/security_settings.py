@@ -117,14 +117,17 @@ class RetentionSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     eta_history_rows: int = Field(
-        default=200,
+        default=1000,
         ge=1,
-        description="ETA estimates kept per job (the API shows the newest 50).",
+        description="ETA estimates kept per job (the API shows the newest 50). The ETA keeps one "
+        "per 0.2 % of progress or 6 h, so 1000 span a whole run: a finished job's outcome needs "
+        "its ETAs from 10 % progress on.",
     )
     eta_history_max_age_s: float = Field(
-        default=3 * 24 * 3600.0,
+        default=60 * 24 * 3600.0,
         gt=0,
-        description="ETA estimates older than this are dropped.",
+        description="ETA estimates older than this are dropped (longer than the longest run "
+        "whose outcome should teach the ETA).",
     )
     samples_per_job: int = Field(
         default=5000,

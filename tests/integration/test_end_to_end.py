@@ -5,12 +5,18 @@ the `slurm_stack` fixture from deploy/dev; the job is deploy/dev/tiny_gpt (PyTor
 2 ranks on CPU, launched with srun, Megatron-LM iteration lines) with its scenario attached in
 the comment. The service runs as a real `python -m planner serve` process.
 
-What the ETA test saw is printed (and appended to $PLANNER_E2E_REPORT when set).
+What the ETA test saw is printed (and appended to $PLANNER_E2E_REPORT when set). It asserts what
+must hold whatever the machine's load (issue 14): an ETA exists, is finite and narrows; its
+accuracy is judged against the job's own measured timings (its printed compute times after the
+check against those before: a machine that got busier after the check moves the real end, not
+the ETA's error).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -31,8 +37,17 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_GPT = ROOT / "deploy" / "dev" / "tiny_gpt"
-TRAIN_ITERS = int(os.environ.get("PLANNER_E2E_TRAIN_ITERS", "900"))
-ETA_TOLERANCE = 0.15
+TRAIN_ITERS = int(os.environ.get("PLANNER_E2E_TRAIN_ITERS", "1500"))
+ETA_TOLERANCE = 0.05
+# The ETA test's job, as real runs are: an evaluation every 20 % of the run and a slower phase
+# (a data stall on every rank, x1.6) from 5 to 15 %, over before the check at 30 %.
+EVAL_INTERVAL = TRAIN_ITERS // 5
+SLOW_PHASE = (TRAIN_ITERS // 20 + 1, 3 * TRAIN_ITERS // 20)
+ETA_JOB_ARGS = (
+    f"--eval-interval {EVAL_INTERVAL} --eval-iters 200 --slow-phase-from-iteration "
+    f"{SLOW_PHASE[0]} --slow-phase-to-iteration {SLOW_PHASE[1]} --slow-phase-factor 1.6 "
+    "--slow-phase-mode stall"
+)
 
 
 def _free_port() -> int:
@@ -166,13 +181,27 @@ def service(
 
 
 def submit_tiny_gpt(
-    env: dict[str, str], out_dir: Path, *, train_iters: int = TRAIN_ITERS, extra_args: str = ""
+    env: dict[str, str],
+    out_dir: Path,
+    *,
+    train_iters: int = TRAIN_ITERS,
+    extra_args: str = "",
+    literal: bool = False,
 ) -> str:
-    """sbatch the tiny GPT job with its scenario in the comment; returns the job id."""
+    """sbatch the tiny GPT job with its scenario in the comment; returns the job id. With
+    ``literal`` the batch script holds the extra arguments written out (as a user's script
+    does), so the planner reads them from it."""
     scenario = out_dir / "scenario.yaml"
     shutil.copy(TINY_GPT / "scenario.yaml", scenario)
     text = scenario.read_text().replace("train_iters: 900", f"train_iters: {train_iters}")
     scenario.write_text(text)
+    script = TINY_GPT / "job.sbatch"
+    if literal:
+        script = out_dir / "job.sbatch"
+        body = (TINY_GPT / "job.sbatch").read_text()
+        body = body.replace("${TINY_GPT_EXTRA_ARGS:-}", extra_args)
+        script.write_text(body)
+        extra_args = ""
     result = subprocess.run(
         [
             "sbatch",
@@ -180,7 +209,7 @@ def submit_tiny_gpt(
             f"--comment=planner:scenario={scenario}",
             f"--output={out_dir}/tiny-gpt-%j.out",
             f"--chdir={ROOT}",
-            str(TINY_GPT / "job.sbatch"),
+            str(script),
         ],
         env={
             **env,
@@ -207,6 +236,35 @@ def report(figures: dict[str, Any]) -> None:
             f.write(line + "\n")
 
 
+def steady_pace(path: Path, *, since: int, until: int) -> float:
+    """The job's own wall-clock time per iteration between iterations ``since`` and ``until``
+    (rank 0's timestamped Megatron lines; intervals holding an evaluation left out), s."""
+    stamp = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] iteration +(\d+)/")
+    points: list[tuple[int, float]] = []
+    evaluated: set[int] = set()
+    for line in path.read_text(errors="replace").splitlines():
+        match = stamp.search(line)
+        if match:
+            when = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S"))
+            points.append((int(match.group(2)), when))
+        elif "validation loss at iteration" in line and points:
+            evaluated.add(points[-1][0])
+    seconds = iterations = 0.0
+    for (i0, t0), (i1, t1) in itertools.pairwise(points):
+        if since <= i0 and i1 <= until and i0 not in evaluated:
+            seconds += t1 - t0
+            iterations += i1 - i0
+    return seconds / iterations
+
+
+def finite_band(eta: dict[str, Any]) -> bool:
+    values = [
+        eta[k][q] for k in ("remaining_s", "completion_time_s") for q in ("p10", "p50", "p90")
+    ]
+    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
+
+
+@pytest.mark.timeout(1500)  # a busy machine (CI, a CPU hog beside it) runs the job slower
 def test_service_tracks_a_real_training_job_and_predicts_its_end(
     service: Service,
     planner_env: dict[str, str],
@@ -216,7 +274,9 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
 ) -> None:
     wait_until("first ingest cycle", 60, lambda: service.get("/readyz").status_code == 200)
     tmp_path.chmod(0o777)
-    job_id = slurm_jobs.add(submit_tiny_gpt(planner_env, tmp_path))
+    job_id = slurm_jobs.add(
+        submit_tiny_gpt(planner_env, tmp_path, extra_args=ETA_JOB_ARGS, literal=True)
+    )
 
     # The job shows up with the right allocation and description.
     def running() -> dict[str, Any] | None:
@@ -248,15 +308,20 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     wait_until("progress to advance", 30, progressed)
 
     # Once 30% of the iterations are done: the p50 predicted completion time.
-    def at_30_percent() -> dict[str, Any] | None:
-        j = service.job(job_id)
-        ratio = (j["eta"] or {}).get("progress_ratio") or 0.0
-        return j if ratio >= 0.3 else None
+    def at_progress(ratio: float) -> Callable[[], dict[str, Any] | None]:
+        def probe() -> dict[str, Any] | None:
+            j = service.job(job_id)
+            return j if ((j["eta"] or {}).get("progress_ratio") or 0.0) >= ratio else None
 
-    snapshot = wait_until("30% progress", 180, at_30_percent, every_s=0.25)
+        return probe
+
+    snapshot = wait_until("30% progress", 300, at_progress(0.3), every_s=0.25)
     eta = snapshot["eta"]
+    assert finite_band(eta), eta
     predicted_end_s = eta["completion_time_s"]["p50"]
     band = (eta["completion_time_s"]["p10"], eta["completion_time_s"]["p90"])
+    anchor_s = snapshot["progress"]["last_progress_s"]
+    check_iteration = snapshot["progress"]["iteration"]
     seen_at_s = time.time()
 
     # Enforcing hints: the planner's token in the comment (the user's scenario token kept) and
@@ -289,24 +354,43 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     )
     assert f"planner_job_eta_seconds{{{eta_labels}}}" in metrics
 
+    # Later in the run the band has narrowed around its end.
+    late = wait_until("75% progress", 300, at_progress(0.75), every_s=0.5)
+    assert finite_band(late["eta"]), late["eta"]
+    late_band = late["eta"]["completion_time_s"]
+    assert late_band["p90"] - late_band["p10"] < band[1] - band[0], (late_band, band)
+
     def ended() -> dict[str, Any] | None:
         j = service.job(job_id)
         return j if not j["active"] and j["end_time_s"] else None
 
-    final = wait_until(f"job {job_id} to end", 300, ended, every_s=1.0)
+    final = wait_until(f"job {job_id} to end", 600, ended, every_s=1.0)
     assert final["status"] == "completed", final
     assert final["progress"]["iteration"] == TRAIN_ITERS
     start_s, end_s = final["start_time_s"], final["end_time_s"]
     duration_s = end_s - start_s
-    error = abs(predicted_end_s - end_s) / duration_s
+    # Judged against the job's own timings: what the machine's load changed after the check
+    # (the job's own steady wall-clock pace after it, against its pace between the end of its
+    # slow phase and the check) scales the remaining time the ETA predicted.
+    log = tmp_path / f"tiny-gpt-{job_id}.out"
+    load = steady_pace(log, since=check_iteration, until=TRAIN_ITERS) / steady_pace(
+        log, since=SLOW_PHASE[1] + 10, until=check_iteration
+    )
+    adjusted_end_s = anchor_s + (predicted_end_s - anchor_s) * load
+    error = abs(adjusted_end_s - end_s) / duration_s
     figures = {
         "job_id": job_id,
         "train_iters": TRAIN_ITERS,
+        "job_args": ETA_JOB_ARGS,
         "progress_ratio_at_check": snapshot["eta"]["progress_ratio"],
         "eta_method": eta.get("method"),
         "model_step_time_s": snapshot["prediction"]["iteration_time_s"],
         "observed_step_time_p50_s": eta["step_time_s"]["p50"],
+        "pauses_ahead_s": eta.get("pauses_s"),
+        "phase_start_iteration": eta.get("phase_start_iteration"),
+        "load_ratio_after_check": round(load, 4),
         "predicted_end_minus_real_end_s": round(predicted_end_s - end_s, 2),
+        "raw_error_ratio_of_duration": round(abs(predicted_end_s - end_s) / duration_s, 4),
         "p10_p90_band_s": [round(band[0] - end_s, 2), round(band[1] - end_s, 2)],
         "real_in_band": band[0] <= end_s <= band[1],
         "job_duration_s": duration_s,
@@ -316,6 +400,19 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     with capsys.disabled():
         report(figures)
     assert error <= ETA_TOLERANCE, figures
+
+    # Ended, it keeps what it was (issue 14): description, prediction, ETA history, and its
+    # outcome, which taught its cluster's ETA.
+    assert final["described_by"] == "scenario_file", final
+    assert final["prediction"] is not None
+    assert final["outcome"]["ran_all_iterations"] is True, final["outcome"]
+    assert final["outcome"]["p50_error_ratio_at"]["30pct"] is not None
+    assert service.job(job_id)["eta_history"]
+    learnt = {
+        (c["scheduler"], c["cluster"]): c for c in service.get("/v1/calibrations").json()["eta"]
+    }
+    assert learnt[("slurm", final["cluster"])]["num_jobs"] >= 1
+    assert "planner_eta_band_coverage_ratio{" in service.get("/metrics").text
 
     # Every rank printed its timings and no rank was slowed on purpose. On a busy machine a
     # rank can really compute slower than its peer for a while (it gets less CPU): a flag is

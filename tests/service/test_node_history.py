@@ -10,10 +10,11 @@ import pytest
 
 from planner.recommend.admission import advisory_hints, prediction_message
 from planner.recommend.time_limit import runtime_hint
+from planner.service.loops.eta import update_eta
 from planner.service.loops.node_history import update_node_history
 from planner.service.loops.publish import outlook_of
 from planner.service.store import SqlStore
-from planner.specs.job import NodeState
+from planner.specs.job import JobState, JobStatus, NodeState
 
 NOW = 1_800_000_000.0
 
@@ -113,3 +114,19 @@ def test_no_history_says_so_in_the_message(store: SqlStore) -> None:
     queued = store.find_jobs("9")[0]
     assert queued.prediction["expected_straggler"]["factor"] == 1.0
     assert "none" in prediction_message(outlook_of(queued))
+
+
+def test_the_pending_eta_multiplies_the_term_in_and_says_so(store: SqlStore) -> None:
+    _seed(store)
+    job = JobState(
+        scheduler="slurm", cluster="c", job_id="2", name="q", user="u", status=JobStatus.PENDING
+    )
+    with store.unit_of_work() as uow:
+        queued = next(r for r in uow.jobs_of("slurm", "c") if r.job_id == "2")
+        update_eta(uow, queued, job, now_s=NOW, default_log_sd=0.1)
+        plain = queued.eta["remaining_s"]["p50"]
+        assert queued.eta["straggler_factor"] == 1.0
+        queued.prediction = {**queued.prediction, "expected_straggler": {"factor": 1.25}}
+        update_eta(uow, queued, job, now_s=NOW + 1.0, default_log_sd=0.1)
+        assert queued.eta["straggler_factor"] == 1.25
+        assert queued.eta["remaining_s"]["p50"] == pytest.approx(1.25 * plain, rel=1e-6)

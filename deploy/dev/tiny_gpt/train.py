@@ -35,6 +35,10 @@ iteration K on: it spends ``F`` times its measured compute time per iteration (t
 matrix products, ``--slow-mode work``, or as a sleep, ``sleep``), so the other ranks wait at the
 gradient all-reduce.
 
+Evaluation pauses, checkpoints (``--save``, ``--load``, ``--exit-interval``), a slower phase
+of every rank and Megatron-LM's argument dump come from ``run_events.py`` (its docstring): the
+pauses and phases real runs have, for the planner's ETA.
+
 Needs only ``torch`` (CPU build is enough) and ``numpy``.
 """
 
@@ -54,6 +58,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_events
 
 _NUM_SUCCESSORS = 4
 
@@ -103,6 +110,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument(
         "--no-rank-lines", action="store_true", help="do not print per-rank rank_step lines"
     )
+    run_events.add_arguments(p)
     return p.parse_args(argv)
 
 
@@ -262,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         "tensor-model-parallel size: 1, pipeline-model-parallel size: 1",
     )
     _log(rank, f"> gradient accumulation steps (micro-batches per iteration): {num_micro}")
+    for line in run_events.argument_dump(args):
+        _log(rank, line)
     torch.manual_seed(args.seed)
     data = synthetic_tokens(args.num_samples, args.seq_length, args.vocab_size, args.seed)
     model = TinyGPT(args)
@@ -287,17 +297,32 @@ def main(argv: list[str] | None = None) -> int:
         betas=(args.adam_beta1, args.adam_beta2),
     )
     flops = model_flops_per_iteration(args)
+    first = 1
+    consumed = 0
+    resumed = run_events.load_checkpoint(args.load)
+    if resumed is not None:
+        model.load_state_dict(resumed["model"])
+        optimizer.load_state_dict(resumed["optimizer"])
+        first, consumed = int(resumed["iteration"]) + 1, int(resumed["consumed"])
+        _log(
+            rank,
+            f" successfully loaded checkpoint from {args.load} [ t 1/1, p 1/1 ] at iteration "
+            f"{first - 1}",
+        )
+    extra = max(args.global_batch_size * 4, 64)  # the same chain, sequences not trained on
+    held_out = synthetic_tokens(
+        args.num_samples + extra, args.seq_length, args.vocab_size, args.seed
+    )[args.num_samples :]
     built = "[after model, optimizer, and learning rate scheduler are built]"
     _log(rank, f"{built} datetime: {_now()} ")
     _log(rank, "training ...")
     _log(rank, f"[before the start of training step] datetime: {_now()} ")
 
-    consumed = 0
     loss_sum = 0.0
     iters_in_interval = 0
     compute_in_interval = 0.0
     interval_start = time.perf_counter()
-    for iteration in range(1, args.train_iters + 1):
+    for iteration in range(first, args.train_iters + 1):
         lr = learning_rate(args, iteration)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -316,6 +341,13 @@ def main(argv: list[str] | None = None) -> int:
         if rank == args.slow_rank and iteration >= args.slow_from_iteration:
             _straggle(max(0.0, args.slow_factor - 1.0) * compute_s, args.slow_mode)
             compute_s = time.perf_counter() - t_compute
+        if run_events.in_slow_phase(args, iteration):
+            extra_s = max(0.0, args.slow_phase_factor - 1.0) * compute_s
+            if args.slow_phase_mode == "stall":
+                time.sleep(extra_s)  # waiting for data: outside the measured compute time
+            else:
+                _straggle(extra_s, args.slow_mode)
+                compute_s = time.perf_counter() - t_compute
         compute_in_interval += compute_s
         if world > 1:
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
@@ -369,6 +401,19 @@ def main(argv: list[str] | None = None) -> int:
             iters_in_interval = 0
             compute_in_interval = 0.0
             interval_start = time.perf_counter()
+        paused = time.perf_counter()  # the timer stops around evaluation and checkpointing
+        if args.eval_interval and iteration % args.eval_interval == 0:
+            value = run_events.evaluate(model, held_out, args=args, rank=rank, world=world)
+            for line in run_events.validation_lines(iteration, value):
+                _log(rank, line)
+        if args.save and args.save_interval and iteration % args.save_interval == 0:
+            state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+            saved = run_events.save_checkpoint(args.save, iteration, consumed, state, rank=rank)
+            _log(rank, saved)
+        interval_start += time.perf_counter() - paused
+        if args.exit_interval and iteration % args.exit_interval == 0:
+            _log(rank, f"exiting program at iteration {iteration}")
+            break
     _log(rank, f"[after training is done] datetime: {_now()} ")
     if world > 1:
         dist.barrier()

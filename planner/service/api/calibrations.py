@@ -5,7 +5,9 @@
   factor per group (``component: step``) and, learnt from jobs that report per-rank compute
   times, the compute and network factors apart (``component: compute`` / ``network``);
 * ``operators/<name>``: operator and collective models fitted from uploaded samples (the CSV
-  files ``planner calibrate sample`` writes), stored as data.
+  files ``planner calibrate sample`` writes), stored as data;
+* ``eta``: per cluster, what its finished jobs taught the ETA: the band calibration by progress
+  bucket and its achieved coverage, the shutdown and the restart overhead.
 
 Reading needs role ``reader``; uploading a new calibration ``operator``, replacing an existing
 one ``admin`` (and no read-only mode, no cross-origin browser post: ``planner.service.api.
@@ -30,12 +32,14 @@ from planner.calibration import (
 )
 from planner.calibration.report import summary_lines
 from planner.errors import CalibrationError, SpecError
+from planner.forecast.bands import BandCalibration
 from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import Calibrations, CalibrationUploaded
 from planner.service.api.work import WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Principal, Role
+from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
 from planner.service.store import Store
 
 OPERATORS_PREFIX = "operators/"
@@ -69,6 +73,27 @@ def _online_view(state: dict[str, Any]) -> dict[str, Any]:
         "groups": groups,
         "model_error": list((state.get("errors") or {}).values()),
     }
+
+
+def _eta_view(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per cluster, what its finished jobs taught the ETA (issue 14)."""
+    out = []
+    for key in sorted(state.get("clusters") or {}):
+        scheduler, _, cluster = key.partition("/")
+        entry = state["clusters"][key] or {}
+        known = knowledge_of(entry)
+        out.append(
+            {
+                "scheduler": scheduler,
+                "cluster": cluster,
+                "num_jobs": known.num_jobs,
+                "band_coverage_ratio": known.coverage_ratio,
+                "shutdown_s": known.shutdown_s,
+                "restart_overhead_s": known.restart_overhead_s,
+                "buckets": BandCalibration.from_json(entry.get("bands")).summary(),
+            }
+        )
+    return out
 
 
 def _fit(op_csv: bytes, op_name: str, coll_csv: bytes | None, coll_name: str) -> Any:
@@ -106,8 +131,11 @@ def make_router(
     def list_calibrations() -> dict[str, Any]:
         online: dict[str, Any] = {"num_samples": 0, "groups": [], "model_error": []}
         operators = []
+        eta: list[dict[str, Any]] = []
         for row in store.calibrations():
-            if row.name == "online":
+            if row.name == ETA_CALIBRATION:
+                eta = _eta_view(row.state)
+            elif row.name == "online":
                 online = {**_online_view(row.state), "updated_s": row.updated_s}
             elif row.name.startswith(OPERATORS_PREFIX):
                 operators.append(
@@ -118,7 +146,7 @@ def make_router(
                         "summary": row.state.get("summary", []),
                     }
                 )
-        return {"online": online, "operators": operators}
+        return {"online": online, "operators": operators, "eta": eta}
 
     @router.post(
         "/v1/calibrations",

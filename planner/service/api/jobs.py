@@ -111,6 +111,7 @@ def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
         "ended_s": row.ended_s,
         "data_age_s": None if source is None else source["age_s"],
         "stale": True if source is None else source["stale"],
+        "outcome": row.outcome,
         "queue_forecast": row.queue_forecast,
     }
 

@@ -238,6 +238,13 @@ class JobSummary(BaseModel):
     ended_s: float | None
     data_age_s: float | None = Field(description="Age of the source's last success, s")
     stale: bool
+    # issue 14 (ETA): how an ended job's ETAs did
+    outcome: dict[str, Any] | None = Field(
+        default=None,
+        description="Once the job ended: its real end and duration, the p50 error of its ETAs at "
+        "10/30/50/90 % progress (ratio of its duration), the share of its bands that held the "
+        "end, its shutdown",
+    )
     queue_forecast: QueueForecast | None = None
 
 
@@ -392,11 +399,35 @@ class OperatorCalibrationView(BaseModel):
     summary: list[str]
 
 
+class EtaBandBucket(BaseModel):
+    """The band calibration of one progress bucket: log offsets of the p10 and p90 edges."""
+
+    progress: str = Field(examples=["10-25%"])
+    lower_log_offset: float
+    upper_log_offset: float
+    num_jobs: int = Field(description="Finished jobs behind it (0: the model's band)")
+
+
+class EtaCalibrationView(BaseModel):
+    """What a cluster's finished jobs taught the ETA (``planner.service.loops.outcomes``)."""
+
+    scheduler: str
+    cluster: str
+    num_jobs: int = Field(description="Finished jobs in the band calibration")
+    band_coverage_ratio: float | None = Field(
+        description="Share of the published p10-p90 bands that held the real end"
+    )
+    shutdown_s: float = Field(description="Time from the last iteration to the job's end")
+    restart_overhead_s: float | None = None
+    buckets: list[EtaBandBucket]
+
+
 class Calibrations(BaseModel):
     """What the planner has learnt."""
 
     online: OnlineCalibrationView
     operators: list[OperatorCalibrationView]
+    eta: list[EtaCalibrationView] = Field(default_factory=list)
 
 
 class CalibrationUploaded(BaseModel):

@@ -1,5 +1,12 @@
-"""A job's ETA: the model's prediction as the prior, the stored step samples as observations
-(``planner.forecast.eta``); every estimate is kept in the job's history (pruned)."""
+"""A job's ETA: the model's prediction as the prior, the stored step samples as observations,
+the job's progress history and arguments, and what the cluster's finished jobs taught
+(``planner.service.loops.outcomes``: band calibration, shutdown, restart overhead), through
+``planner.forecast.eta``; every estimate is kept in the job's history (pruned).
+
+A pending job that already made progress (requeued, or resuming another job's run) resumes from
+its history: the remaining iterations from where it got to, at its own pace, plus its restart
+overhead (the median of its own restarts, else the cluster's), from the scheduler's expected
+start (or now)."""
 
 from __future__ import annotations
 
@@ -9,17 +16,30 @@ import math
 from typing import Any
 
 from planner.errors import PlannerError
-from planner.forecast.eta import EtaEstimate, StepObservation, estimate_pending, estimate_running
+from planner.forecast.arguments import TrainingSchedule
+from planner.forecast.eta import (
+    OBSERVATION_WINDOW,
+    EtaEstimate,
+    StepObservation,
+    estimate_pending,
+    estimate_running,
+)
+from planner.forecast.history import ProgressHistory
+from planner.service.loops.outcomes import EtaKnowledge, eta_knowledge
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
 from planner.specs.job import JobState, JobStatus
 
 log = logging.getLogger(__name__)
 
-#: Step samples used for one ETA (the newest ones; the estimator weights recent ones more).
-ETA_SAMPLE_WINDOW = 500
+#: Step samples used for one ETA (the newest ones; the replay uses the same window).
+ETA_SAMPLE_WINDOW = OBSERVATION_WINDOW
 #: ETA history rows kept per job (older rows are pruned).
-ETA_HISTORY_ROWS = 2000
+ETA_HISTORY_ROWS = 1000
+#: An estimate joins the history when progress moved by this much since the last one kept...
+HISTORY_PROGRESS_STEP = 0.002
+#: ... or this long after it (s).
+HISTORY_MAX_GAP_S = 6 * 3600.0
 
 
 def eta_to_dict(eta: EtaEstimate) -> dict[str, Any]:
@@ -51,11 +71,101 @@ def prior(row: JobRow, default_log_sd: float) -> tuple[float | None, float]:
     return (float(value) if isinstance(value, int | float) and value > 0 else None), sd
 
 
+def straggler_factor(row: JobRow) -> float:
+    """The expected straggler slowdown of a queued job (``prediction["expected_straggler"]
+    ["factor"]``, ``planner.stragglers.exposure``: 1 + P (S - 1)); 1.0 without one."""
+    term = (row.prediction or {}).get("expected_straggler")
+    value = term.get("factor") if isinstance(term, dict) else None
+    if isinstance(value, int | float) and math.isfinite(value) and value >= 1.0:
+        return float(value)
+    return 1.0
+
+
+def schedule_of(row: JobRow) -> TrainingSchedule | None:
+    """The evaluation and checkpoint intervals stored for the job (None: none stated)."""
+    doc = row.schedule
+    if not isinstance(doc, dict):
+        return None
+    try:
+        ramp = doc.get("rampup_batch_size")
+        schedule = TrainingSchedule(
+            **{**doc, "rampup_batch_size": tuple(ramp) if isinstance(ramp, list) else ramp}
+        )
+    except TypeError:
+        return None
+    return None if schedule.empty else schedule
+
+
+def _observations(uow: UnitOfWork, row: JobRow) -> list[StepObservation]:
+    return [
+        StepObservation(
+            iteration=r.iteration,
+            step_time_s=float(r.step_time_s or 0.0),
+            num_iterations=r.num_iterations,
+            time_s=r.time_s,
+        )
+        for r in uow.timed_samples(row, limit=ETA_SAMPLE_WINDOW)
+    ]
+
+
+def _resumed(
+    row: JobRow,
+    job: JobState,
+    *,
+    step_s: float | None,
+    sd: float,
+    observations: list[StepObservation],
+    history: ProgressHistory,
+    known: EtaKnowledge,
+    now_s: float,
+) -> EtaEstimate | None:
+    """The ETA of a pending job that already made progress (module docstring)."""
+    if not row.train_iters or row.iteration is None or (step_s is None and not observations):
+        return None
+    start = job.expected_start_time_s if job.expected_start_time_s is not None else now_s
+    start = max(start, now_s)
+    own = sorted(r.overhead_s for r in history.restarts)
+    overhead = own[len(own) // 2] if own else (known.restart_overhead_s or 0.0)
+    estimate = estimate_running(
+        prior_step_time_s=step_s,
+        prior_log_sd=sd,
+        observations=observations,
+        iteration=row.iteration,
+        train_iters=row.train_iters,
+        last_progress_time_s=start,
+        now_s=start,
+        history=history,
+        schedule=schedule_of(row),
+        shutdown_s=known.shutdown_s + overhead,
+        shutdown_sd_s=known.shutdown_sd_s,
+        band=known.band,
+    )
+    if job.expected_start_time_s is None:
+        return dataclasses.replace(estimate, completion_time_s=None)
+    return estimate
+
+
 def _estimate(
     uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float, default_log_sd: float
 ) -> EtaEstimate | None:
     step_s, sd = prior(row, default_log_sd)
+    known = eta_knowledge(uow, row.scheduler, row.cluster)
+    history = ProgressHistory.from_json(row.progress_history)
     if job.status == JobStatus.PENDING:
+        if step_s is not None:
+            step_s *= straggler_factor(row)
+        observations = _observations(uow, row) if row.progress_history else []
+        if row.progress_history and history.first_iteration is not None:
+            return _resumed(
+                row,
+                job,
+                step_s=step_s,
+                sd=sd,
+                observations=observations,
+                history=history,
+                known=known,
+                now_s=now_s,
+            )
         if step_s is None or not row.train_iters:
             return None
         return estimate_pending(
@@ -66,16 +176,8 @@ def _estimate(
         )
     if not row.train_iters:
         return None
-    observations = [
-        StepObservation(
-            iteration=r.iteration,
-            step_time_s=float(r.step_time_s or 0.0),
-            num_iterations=r.num_iterations,
-            time_s=r.time_s,
-        )
-        for r in uow.timed_samples(row, limit=ETA_SAMPLE_WINDOW)
-    ]
-    if step_s is None and not observations:
+    observations = _observations(uow, row)
+    if step_s is None and not observations and not history.recent:
         return None
     return estimate_running(
         prior_step_time_s=step_s,
@@ -85,6 +187,11 @@ def _estimate(
         train_iters=row.train_iters,
         last_progress_time_s=row.last_progress_s or job.start_time_s or now_s,
         now_s=now_s,
+        history=history if row.progress_history else None,
+        schedule=schedule_of(row),
+        shutdown_s=known.shutdown_s,
+        shutdown_sd_s=known.shutdown_sd_s,
+        band=known.band,
     )
 
 
@@ -102,6 +209,30 @@ def update_eta(
         return
     payload = eta_to_dict(eta)
     payload["made_at_s"] = now_s
+    if job.status == JobStatus.PENDING:
+        payload["straggler_factor"] = straggler_factor(row)
+    previous = row.eta or {}
     row.eta = payload
+    if not _worth_keeping(previous, payload, now_s):
+        payload["history_made_at_s"] = previous.get("history_made_at_s")
+        payload["history_progress"] = previous.get("history_progress")
+        return
+    payload["history_made_at_s"] = now_s
+    payload["history_progress"] = payload.get("progress_ratio")
     uow.add_prediction(row, kind="eta", made_at_s=now_s, payload=payload)
     uow.prune_predictions(row, kind="eta", keep=ETA_HISTORY_ROWS)
+
+
+def _worth_keeping(previous: dict[str, Any], payload: dict[str, Any], now_s: float) -> bool:
+    """Whether an estimate joins the job's history: when progress moved by
+    ``HISTORY_PROGRESS_STEP`` since the last one kept, or ``HISTORY_MAX_GAP_S`` passed, or the
+    method changed (so a long job's history spans its whole run, not its last hours)."""
+    last_s, last_progress = previous.get("history_made_at_s"), previous.get("history_progress")
+    progress = payload.get("progress_ratio")
+    if not isinstance(last_s, int | float) or previous.get("method") != payload.get("method"):
+        return True
+    if now_s - last_s >= HISTORY_MAX_GAP_S:
+        return True
+    if not isinstance(progress, int | float) or not isinstance(last_progress, int | float):
+        return True
+    return abs(progress - last_progress) >= HISTORY_PROGRESS_STEP

@@ -10,11 +10,12 @@ from typing import Any
 
 from planner.calibration import key_from_scenario
 from planner.errors import PlannerError
-from planner.service.describe import describe_job, description_key
+from planner.service.describe import describe_job, description_key, training_schedule
 from planner.service.loops.calibration import online_calibration
 from planner.service.loops.context import IngestDeps
 from planner.service.loops.eta import update_eta
 from planner.service.loops.gpus import read_gpus
+from planner.service.loops.outcomes import finish_job
 from planner.service.loops.progress import read_telemetry, reported_progress, tail_log
 from planner.service.loops.stragglers import analyse_trace, update_stragglers
 from planner.service.models import JobRow
@@ -22,6 +23,9 @@ from planner.service.store import UnitOfWork
 from planner.specs.job import ClusterSnapshot, JobState, JobStatus, RankStepRecord
 
 log = logging.getLogger(__name__)
+
+#: Snapshot fields an ended job keeps from when it ran (issue 14: it keeps what it was).
+_KEPT_WHEN_ENDED = ("stdout_path", "work_dir", "command", "comment", "node_list", "gpu_type")
 
 #: Reads a file a job names: ``(path, max_bytes, *, job) -> text`` (a source's
 #: ``read_text_file``, which applies the job-file rules of ``adapters.files``).
@@ -94,19 +98,27 @@ def update_job(
     row.user = job.user
     row.status = job.status.value
     row.active = job.status.is_active
+    previous = row.state or {}
     row.state = job_state_dict(job)
+    if not row.active:  # an ended job keeps what the accounting of finished jobs leaves out
+        for key in _KEPT_WHEN_ENDED:
+            if not row.state.get(key) and previous.get(key):
+                row.state[key] = previous[key]
     row.last_seen_s = now_s
     if not row.active and row.ended_s is None:
         row.ended_s = job.end_time_s or now_s
 
     key = description_key(job)
-    if key != row.description_key:
+    if key != row.description_key and (row.active or not row.description_key):
+        # an ended job keeps what it was: the scheduler's accounting of a finished job (sacct)
+        # lacks its command and script, which would describe it as nothing
         describe(deps, uow, read_text, row, job, key=key, now_s=now_s)
 
     rank_records: list[RankStepRecord] = []
     if (row.active or was_active) and job.status != JobStatus.PENDING:
-        if job.stdout_path:
-            rank_records += tail_log(deps, uow, row, job.stdout_path, now_s=now_s)
+        stdout_path = job.stdout_path or row.state.get("stdout_path")
+        if stdout_path:
+            rank_records += tail_log(deps, uow, row, stdout_path, now_s=now_s)
         rank_records += read_telemetry(deps, uow, row, job, now_s=now_s)
         reported_progress(uow, row, job, now_s=now_s)
 
@@ -114,6 +126,8 @@ def update_job(
         update_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
     elif was_active and row.eta is not None:
         row.eta = {**row.eta, "finished": True}  # final state: nothing remains
+    if was_active and not row.active and row.id is not None:
+        finish_job(uow, row, job, now_s=now_s)
     if rank_records or (row.active and (row.stragglers or {}).get("state")):
         update_stragglers(row, rank_records)
     analyse_trace(
@@ -153,6 +167,7 @@ def describe(
             log.warning("job %s: prediction not calibrated: %s", job.job_id, exc)
     if description.train_iters is not None:
         row.train_iters = description.train_iters
+    row.schedule = training_schedule(job)
     if description.error:
         log.warning("job %s: cannot use its description: %s", job.job_id, description.error)
     if description.prediction is not None:

@@ -1,10 +1,11 @@
 """A job's progress: its log, the metrics it exports, and its own report, as step samples.
 
 Every progress record becomes one step sample per iteration; its step time comes from the one
-rule of ``planner.forecast.observations`` (printed step times, or printed timestamps of two
-successive records, never differences of read times). The last record read is remembered in the
-job's ``progress_mark`` so a rate can span two reads. Per-rank timings are returned to the
-caller for the straggler tracker.
+rule of ``planner.forecast.observations`` (wall-clock progress: printed times of two points, else
+read times, never the printed compute time). The last point read is remembered in the job's
+``progress_mark`` so a rate can span two reads; what the progress showed (pauses, restarts, the
+recent pace: ``planner.forecast.history``) in its ``progress_history``. Per-rank timings are
+returned to the caller for the straggler tracker.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import logging
 from collections.abc import Sequence
 
 from planner.errors import PlannerError
-from planner.forecast.observations import ProgressMark, step_observations
+from planner.forecast.history import ProgressHistory
+from planner.forecast.observations import ProgressMark, Restart, read_progress
 from planner.service.loops.context import IngestDeps
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
@@ -35,7 +37,7 @@ def tail_log(
         log.warning("job %s: cannot read log %s: %s", row.job_id, path, exc)
         return []
     row.log_cursor = dataclasses.asdict(new_cursor)
-    return store_records(uow, row, records, now_s=now_s)
+    return store_records(uow, row, records, now_s=now_s, start_time_s=_started(row))
 
 
 def read_telemetry(
@@ -52,7 +54,7 @@ def read_telemetry(
         log.warning("job %s: metrics not read: %s", row.job_id, exc)
         return []
     row.telemetry_since_s = now_s
-    return store_records(uow, row, records, now_s=now_s)
+    return store_records(uow, row, records, now_s=now_s, start_time_s=job.start_time_s)
 
 
 def reported_progress(uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float) -> None:
@@ -70,17 +72,35 @@ def reported_progress(uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: flo
         timestamp_s=job.progress_updated_s,
         framework="scheduler",
     )
-    store_records(uow, row, [record], now_s=now_s)
+    store_records(uow, row, [record], now_s=now_s, start_time_s=job.start_time_s)
+
+
+def _started(row: JobRow) -> float | None:
+    value = (row.state or {}).get("start_time_s")
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _mark(row: JobRow) -> ProgressMark | None:
+    """The stored mark (a mark stored before issue 14 had only ``iteration`` and its printed
+    ``timestamp_s``: a point of the printed clock, or of no clock)."""
     doc = row.progress_mark
     if not doc or not isinstance(doc.get("iteration"), int):
         return None
-    stamp = doc.get("timestamp_s")
+
+    def num(key: str) -> float | None:
+        value = doc.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    stamp = num("timestamp_s")
+    time_s = num("time_s") if "time_s" in doc else stamp
+    logged = num("logged_s") if "logged_s" in doc else 0.0
     return ProgressMark(
         iteration=doc["iteration"],
-        timestamp_s=float(stamp) if isinstance(stamp, int | float) else None,
+        time_s=time_s,
+        printed=bool(doc.get("printed", stamp is not None)),
+        logged_s=logged,
+        logged_iterations=int(doc.get("logged_iterations") or 0),
+        timestamp_s=stamp,
     )
 
 
@@ -90,21 +110,40 @@ def store_records(
     records: Sequence[ProgressRecord | RankStepRecord],
     *,
     now_s: float,
+    start_time_s: float | None = None,
 ) -> list[RankStepRecord]:
-    """Store progress records as step samples (one per iteration; ``now_s`` is the read time);
-    advance the job's iteration; return the per-rank timings among ``records``."""
+    """Store progress records as step samples (one per iteration; ``now_s`` is the read time),
+    update the job's progress history; advance the job's iteration (back to where it restarted
+    after a restart); return the per-rank timings among ``records``. ``start_time_s``: the job's
+    start (a requeued job's restart overhead is measured from it)."""
     rank_records = [r for r in records if isinstance(r, RankStepRecord)]
     progress = [r for r in records if isinstance(r, ProgressRecord)]
     if not progress:
         return rank_records
-    observations, mark = step_observations(progress, read_time_s=now_s, previous=_mark(row))
+    observations, restarts, mark = read_progress(progress, read_time_s=now_s, previous=_mark(row))
     row.progress_mark = None if mark is None else dataclasses.asdict(mark)
+    history = ProgressHistory.from_json(row.progress_history)
+    if row.progress_history is None:
+        first = progress[0]
+        first_time = first.timestamp_s if first.timestamp_s is not None else now_s
+        history = _continued(uow, row, first, first_time, start_time_s) or history
     known = uow.sample_iterations(row)
-    for record, observation in zip(progress, observations, strict=True):
+    for record, observation, restart in zip(progress, observations, restarts, strict=True):
         if record.train_iters:
             row.train_iters = record.train_iters
         time_s = record.timestamp_s if record.timestamp_s is not None else now_s
-        if row.iteration is None or record.iteration >= row.iteration:
+        if restart is not None:
+            history.restart(restart, start_time_s=start_time_s)
+            log.info(
+                "job %s: restarted from iteration %d back to %d",
+                row.job_id,
+                restart.from_iteration,
+                restart.to_iteration,
+            )
+        history.start(record.iteration, time_s)
+        if observation is not None:
+            history.observe(observation)
+        if row.iteration is None or record.iteration >= row.iteration or restart is not None:
             row.iteration = record.iteration
             row.last_progress_s = time_s
         if record.iteration in known:
@@ -120,4 +159,57 @@ def store_records(
             time_s=time_s,
             loss=record.loss,
         )
+    row.progress_history = history.to_json()
     return rank_records
+
+
+def _continued(
+    uow: UnitOfWork,
+    row: JobRow,
+    first: ProgressRecord,
+    time_s: float,
+    start_time_s: float | None,
+) -> ProgressHistory | None:
+    """The history of the run a new job continues, when its first record resumes past 0 and an
+    ended job of the same name, user and total got at least as far (the latest such job): the
+    new job keeps that history, with the gap as a restart (its overhead measured from the new
+    job's start). None when it continues nothing."""
+    if first.iteration <= 0:
+        return None
+    before = [
+        j
+        for j in uow.jobs_of(row.scheduler, row.cluster)
+        if j is not row
+        and not j.active
+        and j.name == row.name
+        and j.user == row.user
+        and j.progress_history
+        and j.iteration is not None
+        and j.iteration >= first.iteration
+        and (not row.train_iters or not j.train_iters or j.train_iters == row.train_iters)
+        and (j.ended_s is None or start_time_s is None or j.ended_s <= start_time_s + 60.0)
+    ]
+    if not before:
+        return None
+    previous = max(before, key=lambda j: j.ended_s or 0.0)
+    assert previous.iteration is not None
+    history = ProgressHistory.from_json(previous.progress_history)
+    history.continues = previous.job_id
+    history.restart(
+        Restart(
+            from_iteration=previous.iteration,
+            to_iteration=first.iteration,
+            from_time_s=previous.last_progress_s,
+            time_s=time_s,
+        ),
+        start_time_s=start_time_s,
+    )
+    if row.train_iters is None:
+        row.train_iters = previous.train_iters
+    log.info(
+        "job %s continues the run of job %s (from iteration %d)",
+        row.job_id,
+        previous.job_id,
+        first.iteration,
+    )
+    return history

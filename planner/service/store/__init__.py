@@ -3,6 +3,7 @@
 ``planner.service.migrations``."""
 
 from planner.service.store.port import Store, UnitOfWork
-from planner.service.store.sql import SqlStore, SqlUnitOfWork
+from planner.service.store.sql import SqlStore
+from planner.service.store.unit_of_work import SqlUnitOfWork
 
 __all__ = ["SqlStore", "SqlUnitOfWork", "Store", "UnitOfWork"]

@@ -90,6 +90,11 @@ class UnitOfWork(Protocol):
         """Create or replace a named calibration."""
         ...
 
+    # issue 14 (ETA): a finished job's ETA history, read back to learn from it
+    def job_predictions(self, job: JobRow, *, kind: str, limit: int) -> list[PredictionRow]:
+        """The newest ``limit`` predictions of ``kind`` of the job, oldest first."""
+        ...
+
     # Node slowness history (issue 14: straggler impact for queued jobs).
 
     def slow_episodes(

@@ -1,0 +1,321 @@
+"""``planner demo``: the whole loop on real parts, in a few minutes, from a clone.
+
+It starts the local single-node Slurm of ``deploy/dev`` (when it is not running already), starts
+``planner serve`` watching it, submits a real PyTorch DDP training job (``deploy/dev/tiny_gpt``:
+2 ranks on CPU under ``srun``, Megatron-LM arguments, an evaluation every quarter of the run and
+rank 1 slowed x1.6 from 40 % on), and prints what the planner says while the job runs: progress,
+the ETA with its p10-p90 band, the pauses it expects, the straggler flag when it appears, and the
+links to ``/v1/jobs/{id}`` and ``/metrics``. When the job ends it prints how the band narrowed
+around the real end, then stops what it started (the service, the job if still running, the
+Slurm it brought up) and removes its files (``--keep`` keeps them).
+
+Needs root (the Slurm daemons switch users), the Debian packages of the dev stack
+(``sudo bash deploy/dev/install-deps.sh --demo``) and PyTorch in this interpreter
+(``deploy/dev/demo.sh`` does all of it). Errors say which is missing (exit 2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+
+EXIT_INVALID = 2
+STACK_ROOT = Path(os.environ.get("STACK_ROOT", "/tmp/planner-dev-stack"))
+MARKS = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+SCENARIO = """name: tiny-gpt-demo
+model: {num_layers: 2, hidden_size: 128, num_attention_heads: 4, ffn_hidden_size: 512,
+        vocab_size: 1024, seq_length: 128, activation: gelu}
+hardware: {gpu: h100-sxm, num_gpus: 2, gpus_per_node: 8}
+parallelism: {tensor_parallel: 1, pipeline_parallel: 1, data_parallel: 2, micro_batch_size: 4,
+              global_batch_size: 8, overlap_grad_reduce: false}
+training: {framework: megatron, train_iters: TRAIN_ITERS}
+"""
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"planner demo: {message}", err=True)
+    return typer.Exit(EXIT_INVALID)
+
+
+def _repo() -> Path:
+    """The clone's root (``deploy/dev`` lives there, not in an installed package)."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "deploy" / "dev" / "slurm-up.sh").is_file():
+        raise _fail(
+            f"deploy/dev is not next to the planner package ({root}): run the demo from a clone "
+            "installed with `pip install -e .`"
+        )
+    return root
+
+
+def _preflight(repo: Path) -> None:
+    if os.geteuid() != 0:
+        raise _fail("run it as root: the local Slurm's daemons switch users (sudo)")
+    missing = [b for b in ("munged", "slurmctld", "slurmd") if not Path(f"/usr/sbin/{b}").exists()]
+    if missing or shutil.which("sbatch") is None:
+        raise _fail(
+            f"Slurm is not installed ({', '.join(missing) or 'sbatch'} missing): run "
+            f"`sudo bash {repo}/deploy/dev/install-deps.sh --demo`"
+        )
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch"], capture_output=True, text=True, check=False
+    )
+    if probe.returncode != 0:
+        raise _fail(
+            f"PyTorch is not installed in {sys.executable}: install the CPU build "
+            "(`pip install torch --index-url https://download.pytorch.org/whl/cpu`) or run "
+            "`sudo bash deploy/dev/demo.sh`"
+        )
+
+
+def _controller_up(env: dict[str, str]) -> bool:
+    """True when a slurmctld answers on the dev stack's configuration."""
+    try:
+        ping = subprocess.run(
+            ["scontrol", "ping"], capture_output=True, text=True, timeout=15, env=env, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "is UP" in ping.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _clock(epoch_s: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_s).strftime("%H:%M:%S")
+
+
+def _wait(what: str, timeout_s: float, probe: Callable[[], Any]) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            value = probe()
+        except httpx.HTTPError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.5)
+    raise _fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def _line(job: dict[str, Any], now_s: float) -> str:
+    progress = job["progress"]
+    eta = job.get("eta") or {}
+    ratio = progress.get("progress_ratio") or 0.0
+    done, total = progress.get("iteration") or 0, progress.get("train_iters") or 0
+    head = f"{100 * ratio:5.1f}%  iteration {done:5d}/{total}"
+    completion = eta.get("completion_time_s")
+    if not completion:
+        return f"{head}  (no ETA yet)"
+    p10, p50, p90 = completion["p10"], completion["p50"], completion["p90"]
+    pauses = eta.get("pauses_s") or 0.0
+    return (
+        f"{head}  ETA {_clock(p50)} (in {max(0.0, p50 - now_s):5.0f} s)  "
+        f"p10-p90 {_clock(p10)}-{_clock(p90)} ({p90 - p10:4.0f} s wide)  "
+        f"step {eta['step_time_s']['p50'] * 1000:5.1f} ms  pauses ahead {pauses:4.1f} s"
+    )
+
+
+def _straggler_line(report: dict[str, Any]) -> str | None:
+    flags = report.get("stragglers") or []
+    if not report.get("available") or not flags:
+        return None
+    ranks = ", ".join(
+        f"rank {f.get('rank')} on {f.get('node') or '?'} ({f.get('slowdown', 0):.2f}x)"
+        for f in flags
+    )
+    return (
+        f"straggler flagged: {ranks}; the step is {report.get('slowdown', 1.0):.2f}x what it "
+        f"would be without it; advice: {report.get('action')}: {report.get('advice')}"
+    )
+
+
+def _narrowing(history: list[tuple[float, dict[str, float]]], end_s: float) -> list[str]:
+    """The completion band at each mark of progress, relative to the real end."""
+    lines = ["progress   p10 - end   p50 - end   p90 - end   (seconds; the band narrows)"]
+    shown: set[int] = set()
+    for mark in MARKS:
+        index = next((k for k, (r, _) in enumerate(history) if r >= mark), None)
+        if index is None or index in shown:
+            continue
+        shown.add(index)
+        entry = history[index]
+        ratio, band = entry
+        lines.append(
+            f"{100 * ratio:6.1f}%  {band['p10'] - end_s:+10.1f}  {band['p50'] - end_s:+10.1f}  "
+            f"{band['p90'] - end_s:+10.1f}"
+        )
+    return lines
+
+
+def demo(
+    port: Annotated[int, typer.Option(help="Port of the planner's API (0: a free one)")] = 8080,
+    train_iters: Annotated[
+        int, typer.Option("--train-iters", min=200, help="Iterations of the training job")
+    ] = 600,
+    keep: Annotated[bool, typer.Option(help="Keep the demo's files and the local Slurm")] = False,
+) -> None:
+    """Run the whole loop on real parts: local Slurm, a real PyTorch job, the planner watching."""
+    repo = _repo()
+    _preflight(repo)
+    port = port or _free_port()
+    work = Path(tempfile.mkdtemp(prefix="planner-demo-"))
+    work.chmod(0o777)
+    service: subprocess.Popen[bytes] | None = None
+    job_id: str | None = None
+    conf = STACK_ROOT / "slurm" / "etc" / "slurm.conf"
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    started_slurm = not (conf.exists() and _controller_up(env))
+    try:
+        if started_slurm:
+            typer.echo("starting the local Slurm (deploy/dev/slurm-up.sh) ...")
+            subprocess.run(["bash", str(repo / "deploy/dev/slurm-up.sh")], check=True, env=env)
+        log = (work / "planner-serve.log").open("ab")
+        service = subprocess.Popen(
+            [sys.executable, "-m", "planner", "serve", "--port", str(port)],
+            env={
+                **env,
+                "PLANNER_DATABASE_URL": f"sqlite:///{work / 'planner.db'}",
+                "PLANNER_INGEST_INTERVAL_S": "2",
+                "PLANNER_SLURM__ENABLED": "on",
+                "PYTHONUNBUFFERED": "1",
+            },
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        _wait("the planner to answer /readyz", 60, lambda: httpx.get(f"{url}/readyz").is_success)
+        job_id = _submit(repo, work, env, train_iters)
+        typer.echo(
+            f"submitted job {job_id}: a tiny GPT, 2 DDP ranks on CPU, {train_iters} iterations,"
+        )
+        typer.echo("  an evaluation every quarter of the run, rank 1 slowed x1.6 from 40 % on")
+        typer.echo(f"the planner's view of it: {url}/v1/jobs/{job_id}")
+        typer.echo(f"its metrics:              {url}/metrics  (planner_job_eta_seconds, ...)")
+        final = _watch(url, job_id, train_iters)
+        job_id = None if not final["active"] else job_id
+    finally:
+        _clean(service, job_id, env, repo, started_slurm and not keep, work, keep)
+
+
+def _submit(repo: Path, work: Path, env: dict[str, str], train_iters: int) -> str:
+    scenario = work / "scenario.yaml"
+    scenario.write_text(SCENARIO.replace("TRAIN_ITERS", str(train_iters)))
+    script = work / "job.sbatch"
+    args = (
+        f"--eval-interval {train_iters // 4} --eval-iters 150 --slow-rank 1 --slow-factor 1.6 "
+        f"--slow-from-iteration {int(train_iters * 0.4)}"
+    )
+    body = (repo / "deploy/dev/tiny_gpt/job.sbatch").read_text()
+    script.write_text(body.replace("${TINY_GPT_EXTRA_ARGS:-}", args))
+    result = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            f"--comment=planner:scenario={scenario}",
+            f"--output={work}/tiny-gpt-%j.out",
+            f"--chdir={repo}",
+            str(script),
+        ],
+        env={
+            **env,
+            "PLANNER_PYTHON": sys.executable,
+            "TINY_GPT_DIR": str(repo / "deploy/dev/tiny_gpt"),
+            "TINY_GPT_TRAIN_ITERS": str(train_iters),
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise _fail(f"sbatch failed: {result.stderr.strip()}")
+    return result.stdout.strip().split(";")[0]
+
+
+def _watch(url: str, job_id: str, train_iters: int) -> dict[str, Any]:
+    """Print the planner's view of the job until it ends; then how the band narrowed."""
+    history: list[tuple[float, dict[str, float]]] = []
+    last_iteration = -1
+    flagged = False
+    deadline = time.monotonic() + 60 + 2.0 * train_iters
+    while True:
+        if time.monotonic() > deadline:
+            raise _fail(f"job {job_id} did not end in time; see {url}/v1/jobs/{job_id}")
+        response = httpx.get(f"{url}/v1/jobs/{job_id}", timeout=10)
+        if response.status_code == 404:  # not polled from Slurm yet
+            time.sleep(1.0)
+            continue
+        response.raise_for_status()
+        job: dict[str, Any] = response.json()
+        if not job["active"] and job.get("end_time_s"):
+            break
+        iteration = job["progress"].get("iteration") or 0
+        eta = job.get("eta") or {}
+        if iteration != last_iteration and job["status"] == "running":
+            last_iteration = iteration
+            typer.echo(_line(job, time.time()))
+            if eta.get("completion_time_s") and eta.get("progress_ratio") is not None:
+                history.append((eta["progress_ratio"], eta["completion_time_s"]))
+        if not flagged:
+            report = httpx.get(f"{url}/v1/jobs/{job_id}/stragglers", timeout=10).json()
+            line = _straggler_line(report)
+            if line:
+                flagged = True
+                typer.echo(line)
+        time.sleep(2.0)
+    end_s = float(job["end_time_s"])
+    typer.echo(
+        f"job {job_id} {job['status']} at {_clock(end_s)} after {end_s - job['start_time_s']:.0f} s"
+    )
+    for text in _narrowing(history, end_s):
+        typer.echo(text)
+    outcome = job.get("outcome") or {}
+    typer.echo(
+        f"the planner keeps the ended job with its ETA history and outcome: {url}/v1/jobs/{job_id}"
+        f" (p50 error at 30 %: {outcome.get('p50_error_ratio_at', {}).get('30pct')})"
+    )
+    return job
+
+
+def _clean(  # noqa: PLR0917 - what the demo started, in the order it stops them
+    service: subprocess.Popen[bytes] | None,
+    job_id: str | None,
+    env: dict[str, str],
+    repo: Path,
+    stop_slurm: bool,
+    work: Path,
+    keep: bool,
+) -> None:
+    if job_id is not None:
+        subprocess.run(["scancel", job_id], env=env, check=False, capture_output=True)
+    if service is not None and service.poll() is None:
+        service.terminate()
+        try:
+            service.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait()
+    if stop_slurm:
+        subprocess.run(["bash", str(repo / "deploy/dev/slurm-down.sh")], env=env, check=False)
+    if keep:
+        typer.echo(f"kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    typer.echo("demo cleaned up")

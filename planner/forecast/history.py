@@ -1,0 +1,277 @@
+"""A job's progress history: the pauses it made, its restarts and its recent steady pace;
+pure, kept between reads as JSON (the service stores it on the job, the replay in memory).
+
+Each wall-clock step observation (``planner.forecast.observations``) is, in order:
+
+* **warm-up** when its interval starts within ``WARMUP_ITERATIONS`` (10) of the start of the run
+  or of the last restart: the first iterations are slow (graph capture, allocator and NCCL
+  warm-up, data loader start) and say nothing about the pace or the pauses;
+* **a pause** when the interval took longer than its steady pace by more than its noise: the
+  excess is a pause (evaluation, checkpoint, a stall) made after some iteration of the interval.
+  The steady pace of the interval is the compute time the log printed for it times the recent
+  wall-over-printed ratio when the log printed one (then the decision is made at once: the
+  printed time follows a slower phase, a pause is not in it); else the median of the recent
+  steady pace, and then only when the *next* interval is back to that pace (an interval that is
+  slow and followed by another slow one is the start of a slower phase, not a pause: both are
+  kept as steady);
+* **steady** otherwise: it joins the recent pace (the last ``RECENT`` (32) steady intervals).
+
+An interval is slow when its excess is above ``PAUSE_Z`` (5) noise sd plus the time resolution
+of the log (1 s when every time so far was a whole second), and above ``PAUSE_MIN_RATIO`` of the
+interval's steady time (0.5 without a printed compute time, 0.1 with one): a pause hidden in a
+long interval is then left in the pace, where it still counts at its average rate. The noise is
+the robust (MAD) per-iteration log-sd of the recent pace, as in ``planner.forecast.level``.
+
+A restart (``planner.forecast.observations.Restart``) is recorded with its overhead: the wall time
+from the last point before it to the restart point (from the job's new start, when a requeued
+job waited in the queue) plus the iterations done again at the recent pace.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+import numpy as np
+
+from planner.forecast.observations import Restart
+from planner.forecast.values import StepObservation
+
+WARMUP_ITERATIONS: Final = 10
+RECENT: Final = 32
+PAUSE_Z: Final = 5.0
+PAUSE_MIN_RATIO: Final = 0.5
+PAUSE_MIN_RATIO_LOGGED: Final = 0.1
+DEFAULT_LOG_SD: Final = 0.10
+MAX_PAUSES: Final = 400
+MAX_RESTARTS: Final = 100
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pause:
+    """A pause of ``duration_s`` seconds beyond the steady pace, made after one of the
+    iterations ``after_iteration .. iteration - 1`` (the interval that held it), seen at
+    ``time_s`` (epoch s)."""
+
+    after_iteration: int
+    iteration: int
+    duration_s: float
+    time_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestartRecord:
+    """A restart from ``from_iteration`` back to ``to_iteration`` at ``time_s``; ``gap_s`` the
+    wall time between the two points (from the job's new start when it waited in a queue),
+    ``overhead_s`` the gap plus the iterations done again at the recent pace."""
+
+    from_iteration: int
+    to_iteration: int
+    time_s: float
+    gap_s: float
+    overhead_s: float
+
+
+@dataclass(slots=True, kw_only=True)
+class ProgressHistory:
+    """What a job's progress has shown so far (see the module docstring); mutable, updated by
+    :meth:`observe` and :meth:`restart`, saved with :meth:`to_json`.
+
+    ``recent``: ``[log step time, iterations, time, end iteration]`` of the last steady
+    intervals;
+    ``wall_over_logged``: recent ratios of wall to printed compute time; ``pending``: a slow
+    interval waiting for the next one (no printed compute time); ``first_iteration`` and
+    ``first_time_s``: the first point; ``segment_start``: the iteration the current run of
+    points started from (start or last restart); ``steady_iterations``: iterations seen in
+    steady intervals; ``integer_times``: every observed time was a whole second;
+    ``continues``: the job this one continues (a new job resuming the same run), if any.
+    """
+
+    recent: list[list[float]] = field(default_factory=list)
+    wall_over_logged: list[float] = field(default_factory=list)
+    pauses: list[Pause] = field(default_factory=list)
+    restarts: list[RestartRecord] = field(default_factory=list)
+    pending: StepObservation | None = None
+    first_iteration: int | None = None
+    first_time_s: float | None = None
+    segment_start: int | None = None
+    steady_iterations: int = 0
+    integer_times: bool = True
+    continues: str | None = None
+
+    # ------------------------------------------------------------------ updates
+
+    def start(self, iteration: int, time_s: float) -> None:
+        """Note the first point of the job (no-op once known)."""
+        if self.first_iteration is None:
+            self.first_iteration = iteration
+            self.first_time_s = time_s
+        if self.segment_start is None:
+            self.segment_start = iteration
+
+    def observe(self, obs: StepObservation) -> None:
+        """Classify one step observation (in log order) and remember what it showed."""
+        self.start(obs.iteration - obs.num_iterations, obs.time_s - obs.step_time_s)
+        if not float(obs.time_s).is_integer():
+            self.integer_times = False
+        assert self.segment_start is not None
+        if obs.iteration - obs.num_iterations < self.segment_start + WARMUP_ITERATIONS:
+            return
+        pending, self.pending = self.pending, None
+        excess = self._excess(obs)
+        if pending is not None:
+            if excess is not None:  # slow again: a slower phase, not a pause
+                self._steady(pending)
+                self._steady(obs)
+                return
+            self._pause(pending, self._excess(pending, recompute=True) or 0.0)
+            self._steady(obs)
+            return
+        if excess is None:
+            self._steady(obs)
+        elif obs.logged_step_time_s is not None:
+            self._pause(obs, excess)
+        else:
+            self.pending = obs
+
+    def restart(self, event: Restart, *, start_time_s: float | None = None) -> None:
+        """Record a restart; ``start_time_s`` is the job's (new) start when the scheduler gave
+        one (a requeued job: the gap is measured from it, not from before its wait)."""
+        base = event.from_time_s if event.from_time_s is not None else event.time_s
+        if start_time_s is not None and start_time_s > base:
+            base = start_time_s
+        gap = max(0.0, event.time_s - base)
+        redo = max(0, event.from_iteration - event.to_iteration)
+        level = self.level_s()
+        overhead = gap + (redo * level if level is not None else 0.0)
+        self.restarts.append(
+            RestartRecord(
+                from_iteration=event.from_iteration,
+                to_iteration=event.to_iteration,
+                time_s=event.time_s,
+                gap_s=gap,
+                overhead_s=overhead,
+            )
+        )
+        del self.restarts[:-MAX_RESTARTS]
+        self.segment_start = event.to_iteration
+        self.pending = None
+
+    # ------------------------------------------------------------------ queries
+
+    def level_s(self) -> float | None:
+        """Median steady wall time per iteration of the recent intervals (None: none yet)."""
+        if not self.recent:
+            return None
+        return math.exp(float(np.median([r[0] for r in self.recent])))
+
+    def noise_log_sd(self) -> float:
+        """Robust per-iteration log-sd of the recent pace (``DEFAULT_LOG_SD`` with < 4)."""
+        if len(self.recent) < 4:
+            return DEFAULT_LOG_SD
+        y = np.array([r[0] for r in self.recent])
+        n = np.array([r[1] for r in self.recent])
+        res = (y - np.median(y)) * np.sqrt(n)
+        mad = 1.4826 * float(np.median(np.abs(res - np.median(res))))
+        return max(mad, 0.01)
+
+    def excluded_iterations(self) -> set[int]:
+        """End iterations of the intervals that are not steady pace: pauses and a pending one."""
+        out = {p.iteration for p in self.pauses}
+        if self.pending is not None:
+            out.add(self.pending.iteration)
+        return out
+
+    def recent_observations(self) -> list[StepObservation]:
+        """The recent steady pace as step observations (for a job that continues another's
+        run and has none of its own yet)."""
+        return [
+            StepObservation(
+                iteration=max(1, round(entry[3]) if len(entry) > 3 else k + 1),
+                step_time_s=math.exp(entry[0]),
+                num_iterations=max(1, round(entry[1])),
+                time_s=entry[2],
+            )
+            for k, entry in enumerate(self.recent)
+        ]
+
+    # ------------------------------------------------------------------ internals
+
+    def _reference(self, obs: StepObservation) -> float | None:
+        if obs.logged_step_time_s is not None:
+            ratio = float(np.median(self.wall_over_logged)) if self.wall_over_logged else 1.0
+            return obs.logged_step_time_s * max(1.0, ratio)
+        if len(self.recent) < 3:
+            return None
+        return self.level_s()
+
+    def _excess(self, obs: StepObservation, *, recompute: bool = False) -> float | None:
+        """Seconds the interval took beyond its steady pace when it is slow, else None (with
+        ``recompute``: the excess whatever its size)."""
+        ref = self._reference(obs)
+        if ref is None:
+            return None
+        n = obs.num_iterations
+        excess = n * (obs.step_time_s - ref)
+        if recompute:
+            return max(0.0, excess)
+        noise = math.sqrt(n) * ref * self.noise_log_sd()
+        ratio = PAUSE_MIN_RATIO if obs.logged_step_time_s is None else PAUSE_MIN_RATIO_LOGGED
+        resolution = 1.0 if self.integer_times else 0.0
+        threshold = max(PAUSE_Z * noise, ratio * n * ref) + resolution
+        return excess if excess > threshold else None
+
+    def _steady(self, obs: StepObservation) -> None:
+        self.recent.append(
+            [math.log(obs.step_time_s), float(obs.num_iterations), obs.time_s, obs.iteration]
+        )
+        del self.recent[:-RECENT]
+        if obs.logged_step_time_s is not None and obs.logged_step_time_s > 0:
+            self.wall_over_logged.append(obs.step_time_s / obs.logged_step_time_s)
+            del self.wall_over_logged[:-RECENT]
+        self.steady_iterations += obs.num_iterations
+
+    def _pause(self, obs: StepObservation, excess: float) -> None:
+        self.pauses.append(
+            Pause(
+                after_iteration=obs.iteration - obs.num_iterations,
+                iteration=obs.iteration,
+                duration_s=excess,
+                time_s=obs.time_s,
+            )
+        )
+        del self.pauses[:-MAX_PAUSES]
+        self.steady_iterations += obs.num_iterations
+
+    # ------------------------------------------------------------------ JSON
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict of the history (:meth:`from_json` reads it back)."""
+        doc = asdict(self)
+        doc["pending"] = None if self.pending is None else asdict(self.pending)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any] | None) -> ProgressHistory:
+        """The history a :meth:`to_json` dict holds; an empty one for None or a dict that does
+        not read (a stored state from another version starts afresh)."""
+        if not doc:
+            return cls()
+        try:
+            pending = doc.get("pending")
+            return cls(
+                recent=[[float(v) for v in r] for r in doc.get("recent", [])],
+                wall_over_logged=[float(v) for v in doc.get("wall_over_logged", [])],
+                pauses=[Pause(**p) for p in doc.get("pauses", [])],
+                restarts=[RestartRecord(**r) for r in doc.get("restarts", [])],
+                pending=None if not pending else StepObservation(**pending),
+                first_iteration=doc.get("first_iteration"),
+                first_time_s=doc.get("first_time_s"),
+                segment_start=doc.get("segment_start"),
+                steady_iterations=int(doc.get("steady_iterations", 0)),
+                integer_times=bool(doc.get("integer_times", True)),
+                continues=doc.get("continues"),
+            )
+        except (TypeError, ValueError, KeyError):
+            return cls()

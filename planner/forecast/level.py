@@ -1,0 +1,267 @@
+"""The steady step time of a running job: its wall-clock pace between pauses, blended with the
+performance model's prediction; pure (statistics documented in ``planner.forecast.eta``).
+
+Steps, in order: drop pause intervals (``planner.forecast.history``) and warm-up; keep the
+current phase (change points, below); estimate the per-iteration noise robustly; take the mean
+pace (total time over total iterations) with exponential forgetting; blend with the model's
+prior unless they conflict.
+
+**Phases.** A run changes pace: a batch-size ramp-up (``--rampup-batch-size``), a sequence-length
+warm-up, a slower phase (a degraded node, another job on the host). Only the observations since
+the last change point are used. The change point is the split of the observations that best
+separates the paces (time over iterations) of the two sides in log space, ``z = (log pace_after -
+log pace_before) / sqrt(sigma^2 (1/W_a + 1/W_b) + blur)`` (``W``: iterations on each side,
+``sigma``: per-iteration log-sd, ``blur``: the two sides' end blur when the log prints whole
+seconds, see :func:`phase_start`), accepted when
+``|z| > CHANGE_Z`` (6: a maximum over many splits of a noisy series needs a high bar, Page 1954,
+Biometrika 41:100; the bar keeps noise from moving the estimate), the means differ by more than
+``CHANGE_MIN_EFFECT`` (3 %) and at least ``CHANGE_MIN_OBS`` (3) observations follow it; the
+search repeats on what follows (up to ``MAX_CHANGES`` times), so the newest phase is found. A
+step change of a few tens of percent is thus followed after three logging intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from planner.errors import SpecError
+from planner.forecast.values import EtaMethod, StepObservation
+
+DEFAULT_LOG_SD: Final = 0.10
+"""Per-iteration log-sd of step time assumed before data says otherwise (10 % jitter)."""
+NOISE_PRIOR_DOF: Final = 4.0
+"""Pseudo-observations behind DEFAULT_LOG_SD in the noise estimate."""
+NOISE_WINDOW: Final = 64
+"""Most recent observations used for the MAD noise estimate."""
+MAD_TO_SD: Final = 1.4826
+"""MAD consistency factor for the normal distribution, 1 / Phi^-1(3/4)."""
+HUBER_K: Final = 3.0
+"""Reach of the winsorizing before a change-point scan, in sds of each observation."""
+WARMUP_LOG_SD: Final = 1.0
+"""Extra log-sd of the data mean when only warm-up observations exist."""
+LEVEL_PRIOR_LOG_SD: Final = 0.03
+"""Spread of the future pace around the pace seen, assumed before the job's own blocks say."""
+LEVEL_PRIOR_DOF: Final = 1.0
+LEVEL_BLOCKS: Final = 8
+CHANGE_Z: Final = 6.0
+CHANGE_MIN_EFFECT: Final = 0.03
+CHANGE_MIN_OBS: Final = 3
+MAX_CHANGES: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class LevelFit:
+    """The fitted log mean step time ``mu`` (log s) and its variance ``var``; ``sigma`` the
+    per-iteration log-sd; ``dof`` its degrees of freedom (None: prior only); ``num_used``
+    observations used; ``observed_mu`` the data mean alone; ``conflict_z`` Box's check;
+    ``phase_start_iteration`` where the current phase began (None: no change point)."""
+
+    method: EtaMethod
+    mu: float
+    var: float
+    sigma: float
+    dof: float | None
+    num_used: int
+    observed_mu: float | None
+    conflict_z: float | None
+    prior_step_time_s: float | None
+    phase_start_iteration: int | None = None
+    level_log_sd: float = LEVEL_PRIOR_LOG_SD
+
+
+def prior_fit(prior_step_time_s: float, prior_log_sd: float) -> LevelFit:
+    """The fit of the model's prediction alone."""
+    return LevelFit(
+        method=EtaMethod.PRIOR,
+        mu=math.log(prior_step_time_s),
+        var=prior_log_sd**2,
+        sigma=DEFAULT_LOG_SD,
+        dof=None,
+        num_used=0,
+        observed_mu=None,
+        conflict_z=None,
+        prior_step_time_s=prior_step_time_s,
+    )
+
+
+def phase_start(y: np.ndarray, n: np.ndarray, sigma: float, *, resolution_s: float = 0.0) -> int:
+    """Index of the first observation of the current phase of ``y`` (log step times of ``n``
+    iterations each, in order); 0 when there is no change point (module docstring).
+
+    A segment's pace is its time over its iterations (the ratio of sums: what the ETA projects),
+    with log variance ``sigma^2 / W + (resolution_s^2 / 6) / D^2`` for ``W`` iterations lasting
+    ``D`` seconds: a log that prints whole seconds (``resolution_s`` 1) blurs each interval by up
+    to a second, but over a segment only its two ends are blurred. Values are first winsorized at
+    ``HUBER_K`` times their own sd (at least twice ``CHANGE_MIN_EFFECT``) from the median, so a
+    lone outlier is no phase."""
+    start = 0
+    blur = resolution_s**2 / 6.0
+    for _ in range(MAX_CHANGES):
+        ns = n[start:]
+        m = len(ns)
+        if m < 2 * CHANGE_MIN_OBS:
+            break
+        med = float(np.median(y[start:]))
+        own = np.sqrt(sigma**2 / ns + blur / (ns * np.exp(y[start:])) ** 2)
+        reach = np.maximum(HUBER_K * own, 2.0 * CHANGE_MIN_EFFECT)
+        ys = np.clip(y[start:], med - reach, med + reach)  # one outlier is not a phase
+        w = np.cumsum(ns)
+        d = np.cumsum(ns * np.exp(ys))
+        splits = np.arange(CHANGE_MIN_OBS, m - CHANGE_MIN_OBS + 1)
+        wb, db = w[splits - 1], d[splits - 1]
+        wa, da = w[-1] - wb, d[-1] - db
+        diff = np.log(da / wa) - np.log(db / wb)
+        var = sigma**2 * (1.0 / wa + 1.0 / wb) + blur * (1.0 / da**2 + 1.0 / db**2)
+        z = diff / np.sqrt(var)
+        ok = np.abs(diff) > CHANGE_MIN_EFFECT
+        if not ok.any():
+            break
+        scores = np.where(ok, np.abs(z), 0.0)
+        best = int(np.argmax(scores))
+        if scores[best] < CHANGE_Z:
+            break
+        start += int(splits[best])
+    return start
+
+
+def fit_level(
+    *,
+    prior_step_time_s: float | None,
+    prior_log_sd: float,
+    observations: Sequence[StepObservation],
+    half_life_s: float,
+    warmup_iterations: int,
+    conflict_z: float,
+    exclude: Collection[int] = (),
+    run_start_iteration: int | None = None,
+    restarts: Sequence[tuple[float, int]] = (),
+    resolution_s: float = 0.0,
+) -> LevelFit:
+    """Fit the steady step time (see ``planner.forecast.eta`` and the module docstring).
+
+    ``exclude``: end iterations of intervals that held a pause; ``run_start_iteration``: the
+    iteration the run started from (None: the earliest observed); ``restarts``: ``(time_s,
+    iteration)`` of each restart, whose first ``warmup_iterations`` are warm-up again;
+    ``resolution_s``: how finely the log prints its times (1 for whole seconds: the per-interval
+    noise is then mostly that blur, and the MAD of intervals that share a few values says
+    nothing: ``DEFAULT_LOG_SD`` is its floor). Raises
+    ``SpecError`` when there is neither a prior nor an observation.
+    """
+    by_iteration = {o.iteration: o for o in observations if o.iteration not in exclude}
+    obs = [by_iteration[i] for i in sorted(by_iteration)]
+    if not obs:
+        if prior_step_time_s is None:
+            raise SpecError("observations", "no observations and no prior")
+        return prior_fit(prior_step_time_s, prior_log_sd)
+
+    first_start = (
+        run_start_iteration
+        if run_start_iteration is not None
+        else min(o.iteration - o.num_iterations for o in obs)
+    )
+
+    def warm(o: StepObservation) -> bool:
+        begin = o.iteration - o.num_iterations
+        if begin < first_start + warmup_iterations:
+            return True
+        return any(o.time_s > t and begin < i + warmup_iterations for t, i in restarts)
+
+    steady = [o for o in obs if not warm(o)]
+    warmup_only = not steady
+    used = obs if warmup_only else steady
+
+    y = np.log(np.array([o.step_time_s for o in used]))
+    n = np.array([float(o.num_iterations) for o in used])
+    t = np.array([o.time_s for o in used])
+    sigma, m = _noise(y, n, resolution_s)
+    spread = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, sigma)
+    begin = 0 if warmup_only else phase_start(y, n, sigma, resolution_s=resolution_s)
+    phase_iteration = None
+    if begin > 0:
+        phase_iteration = used[begin].iteration - used[begin].num_iterations
+        y, n, t = y[begin:], n[begin:], t[begin:]
+        used = used[begin:]
+        sigma, m = _noise(y, n, resolution_s)
+
+    decay = np.power(0.5, (t.max() - t) / half_life_s)
+    w = n * decay
+    ybar = math.log(float(np.sum(w * np.exp(y)) / np.sum(w)))
+    var = sigma**2 * float(np.sum(w**2 / n)) / float(np.sum(w)) ** 2
+    var += resolution_s**2 / 6.0 / float(np.sum(n * np.exp(y))) ** 2  # the two blurred ends
+    if warmup_only:
+        var += WARMUP_LOG_SD**2
+    dof = NOISE_PRIOR_DOF + m - 1
+
+    def done(method: EtaMethod, mu: float, v: float, z: float | None) -> LevelFit:
+        return LevelFit(
+            method,
+            mu,
+            v,
+            sigma,
+            dof,
+            len(used),
+            ybar,
+            z,
+            prior_step_time_s,
+            phase_iteration,
+            spread,
+        )
+
+    if prior_step_time_s is None:
+        return done(EtaMethod.OBSERVED, ybar, var, None)
+    mu0, var0 = math.log(prior_step_time_s), prior_log_sd**2
+    z = (ybar - mu0) / math.sqrt(var0 + var)
+    if abs(z) > conflict_z:
+        return done(EtaMethod.PRIOR_CONFLICT, ybar, var, z)
+    precision = 1.0 / var0 + 1.0 / var
+    mu = (mu0 / var0 + ybar / var) / precision
+    return done(EtaMethod.BLEND, mu, 1.0 / precision, z)
+
+
+def _noise(y: np.ndarray, n: np.ndarray, resolution_s: float = 0.0) -> tuple[float, int]:
+    """(per-iteration log-sd shrunk toward DEFAULT_LOG_SD, observations it used).
+
+    A log printing coarse times (``resolution_s`` > 0) blurs each interval by up to that much:
+    its intervals take a few values, and their MAD says nothing (0 when half of them share one);
+    ``DEFAULT_LOG_SD`` is then a floor (the blur itself is modelled apart: ``phase_start``)."""
+    recent = slice(max(0, len(y) - NOISE_WINDOW), len(y))
+    r = (y - float(np.median(y))) * np.sqrt(n)
+    m = len(y[recent])
+    mad = MAD_TO_SD * float(np.median(np.abs(r[recent] - np.median(r[recent]))))
+    sigma = math.sqrt(
+        (NOISE_PRIOR_DOF * DEFAULT_LOG_SD**2 + (m - 1) * mad**2) / (NOISE_PRIOR_DOF + m - 1)
+    )
+    if resolution_s > 0:
+        sigma = max(sigma, DEFAULT_LOG_SD)
+    return sigma, m
+
+
+def level_spread(y: np.ndarray, n: np.ndarray, sigma: float) -> float:
+    """How far the mean pace of a stretch of the run strays from the whole's, beyond noise: the
+    log-sd ``tau`` of the means of up to ``LEVEL_BLOCKS`` (8) consecutive blocks of equal
+    iterations (one-way random-effects ANOVA: the between-block variance minus the noise's share
+    ``sigma^2 / W_block``), shrunk toward ``LEVEL_PRIOR_LOG_SD`` (0.03) with ``LEVEL_PRIOR_DOF``
+    (1) pseudo-blocks. Past phase changes count: they say the job changes pace. A steady job
+    (a CI run on a dedicated cluster) gets a narrow band, one on a busy machine a wide one."""
+    blocks = min(LEVEL_BLOCKS, len(y) // 3)
+    if blocks < 2:
+        return LEVEL_PRIOR_LOG_SD
+    edges = np.linspace(0.0, float(n.sum()), blocks + 1)
+    which = np.minimum(np.searchsorted(edges, np.cumsum(n) - n / 2.0, side="right") - 1, blocks - 1)
+    weights = np.bincount(which, weights=n, minlength=blocks)
+    sums = np.bincount(which, weights=n * y, minlength=blocks)
+    keep = weights > 0
+    means, weights = sums[keep] / weights[keep], weights[keep]
+    k = len(means)
+    if k < 2:
+        return LEVEL_PRIOR_LOG_SD
+    grand = float(np.sum(weights * means) / np.sum(weights))
+    between = float(np.sum(weights * (means - grand) ** 2) / np.sum(weights)) * k / (k - 1)
+    tau2 = max(0.0, between - sigma**2 / float(np.mean(weights)))
+    shrunk = (LEVEL_PRIOR_DOF * LEVEL_PRIOR_LOG_SD**2 + (k - 1) * tau2) / (LEVEL_PRIOR_DOF + k - 1)
+    return math.sqrt(shrunk)

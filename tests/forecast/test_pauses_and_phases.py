@@ -1,0 +1,276 @@
+"""Pauses, phases and restarts (issue 14): the history tells pauses from a slower phase, pauses
+are projected from the history or the arguments, change points move the pace quickly but not
+on noise, restarts are recorded with their overhead."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.forecast.arguments import TrainingSchedule, schedule_from_arguments
+from planner.forecast.eta import estimate_running
+from planner.forecast.history import Pause, ProgressHistory
+from planner.forecast.level import phase_start
+from planner.forecast.observations import Restart
+from planner.forecast.pauses import infer_interval, project_pauses
+from planner.forecast.values import StepObservation
+
+T0 = 1_800_000_000.5  # not a whole second: the log's times are precise
+
+
+def intervals(
+    steps: list[float], *, every: int = 10, pause_after: dict[int, float] | None = None
+) -> list[StepObservation]:
+    """Observations of ``every`` iterations at the given per-iteration times, with a pause of
+    ``pause_after[i]`` seconds in the interval after iteration ``i``."""
+    out, t = [], T0
+    for k, step in enumerate(steps):
+        begin = k * every
+        extra = (pause_after or {}).get(begin, 0.0)
+        t += every * step + extra
+        out.append(
+            StepObservation(
+                iteration=begin + every,
+                step_time_s=step + extra / every,
+                num_iterations=every,
+                time_s=t,
+            )
+        )
+    return out
+
+
+def history_of(observations: list[StepObservation]) -> ProgressHistory:
+    history = ProgressHistory()
+    history.start(0, T0)
+    for obs in observations:
+        history.observe(obs)
+    return history
+
+
+def test_an_isolated_slow_interval_is_a_pause_a_sustained_one_a_phase() -> None:
+    pauses = history_of(intervals([1.0] * 30, pause_after={100: 30.0, 200: 30.0}))
+    assert [(p.after_iteration, round(p.duration_s)) for p in pauses.pauses] == [
+        (100, 30),
+        (200, 30),
+    ]
+    slower = history_of(intervals([1.0] * 15 + [1.6] * 15))
+    assert slower.pauses == []
+    assert slower.level_s() == pytest.approx(1.6, rel=0.05)  # the new pace joined the recent one
+
+
+def test_with_a_printed_compute_time_the_pause_is_told_at_once() -> None:
+    obs = intervals([1.0] * 20, pause_after={100: 30.0})
+    logged = [
+        StepObservation(
+            iteration=o.iteration,
+            step_time_s=o.step_time_s,
+            num_iterations=o.num_iterations,
+            time_s=o.time_s,
+            logged_step_time_s=1.0,
+        )
+        for o in obs
+    ]
+    history = ProgressHistory()
+    history.start(0, T0)
+    for o in logged[:11]:  # up to the interval with the pause, nothing after it
+        history.observe(o)
+    assert [round(p.duration_s) for p in history.pauses] == [30]
+    assert history.pending is None
+
+
+@given(noise=st.floats(min_value=0.0, max_value=0.15), seed=st.integers(0, 10_000))
+@settings(max_examples=60, deadline=None)
+def test_noise_alone_makes_no_pause_and_no_phase(noise: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    steps = list(np.exp(rng.normal(0.0, noise / math.sqrt(10), size=60)))
+    history = history_of(intervals(steps))
+    assert history.pauses == []
+    y = np.log(np.array(steps))
+    assert phase_start(y, np.full(60, 10.0), sigma=max(noise, 0.02)) == 0
+
+
+def test_a_step_change_moves_the_pace_within_a_few_intervals() -> None:
+    obs = intervals([1.0] * 40 + [1.5] * 4)
+    estimate = estimate_running(
+        prior_step_time_s=None,
+        prior_log_sd=0.3,
+        observations=obs,
+        iteration=440,
+        train_iters=1000,
+        last_progress_time_s=obs[-1].time_s,
+        now_s=obs[-1].time_s,
+    )
+    assert estimate.phase_start_iteration == 400
+    assert estimate.step_time_s.p50 == pytest.approx(1.5, rel=0.03)
+
+
+def test_pauses_are_projected_at_their_interval_and_mean() -> None:
+    obs = intervals([1.0] * 40, pause_after={100: 20.0, 200: 22.0, 300: 18.0})
+    history = history_of(obs)
+    assert infer_interval(history.pauses) == 100
+    forecast = project_pauses(
+        history.pauses,
+        schedule=None,
+        first_iteration=0,
+        iteration=400,
+        train_iters=1000,
+        steady_iterations=history.steady_iterations,
+        step_time_s=1.0,
+    )
+    # slots 100, 200, 300 seen; 400 (right after the current line) to 1000 ahead: 7 of 20 s
+    (period,) = forecast.periods
+    assert (period.interval, period.slots_seen, period.slots_ahead) == (100, 3, 7)
+    assert forecast.mean_s == pytest.approx(7 * 20.0)
+    estimate = estimate_running(
+        prior_step_time_s=None,
+        prior_log_sd=0.3,
+        observations=obs,
+        iteration=400,
+        train_iters=1000,
+        last_progress_time_s=obs[-1].time_s,
+        now_s=obs[-1].time_s,
+        history=history,
+    )
+    assert estimate.remaining_s.p50 == pytest.approx(600 + 140, rel=0.03)
+    assert estimate.step_time_s.p50 == pytest.approx(1.0, rel=0.01)
+
+
+def test_arguments_give_the_pauses_before_any_is_seen() -> None:
+    schedule = TrainingSchedule(eval_interval=100, eval_iters=30)
+    forecast = project_pauses(
+        [],
+        schedule=schedule,
+        first_iteration=0,
+        iteration=50,
+        train_iters=1000,
+        steady_iterations=50,
+        step_time_s=1.0,
+    )
+    # 10 evaluations ahead, each 30 forward passes at a third of the step time
+    assert forecast.mean_s == pytest.approx(10 * 30 / 3)
+    assert forecast.var_s2 > 0
+    seen = project_pauses(
+        [Pause(after_iteration=100, iteration=110, duration_s=25.0, time_s=T0)],
+        schedule=schedule,
+        first_iteration=0,
+        iteration=150,
+        train_iters=1000,
+        steady_iterations=150,
+        step_time_s=1.0,
+    )
+    assert seen.periods[0].per_slot_s == pytest.approx(25.0)  # what was seen replaces the guess
+
+
+def test_irregular_pauses_are_projected_at_their_rate() -> None:
+    pauses = [
+        Pause(after_iteration=130, iteration=140, duration_s=10.0, time_s=T0),
+        Pause(after_iteration=170, iteration=180, duration_s=10.0, time_s=T0),
+        Pause(after_iteration=390, iteration=400, duration_s=10.0, time_s=T0),
+    ]
+    assert infer_interval(pauses) is None
+    forecast = project_pauses(
+        pauses,
+        schedule=None,
+        first_iteration=0,
+        iteration=400,
+        train_iters=800,
+        steady_iterations=400,
+        step_time_s=1.0,
+    )
+    assert forecast.irregular_s == pytest.approx(30.0 / 400 * 400)
+
+
+def test_a_restart_is_recorded_with_its_overhead() -> None:
+    history = history_of(intervals([1.0] * 30))
+    history.restart(
+        Restart(from_iteration=300, to_iteration=250, from_time_s=T0 + 300, time_s=T0 + 400),
+        start_time_s=T0 + 340,  # requeued: it waited 40 s in the queue
+    )
+    (record,) = history.restarts
+    assert record.gap_s == pytest.approx(60.0)
+    assert record.overhead_s == pytest.approx(60.0 + 50 * 1.0, rel=0.01)
+    assert history.segment_start == 250
+    again = ProgressHistory.from_json(history.to_json())
+    assert again == history
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "torchrun pretrain_gpt.py --eval-interval 1000 --eval-iters=10 --save-interval 500",
+            TrainingSchedule(eval_interval=1000, eval_iters=10, save_interval=500),
+        ),
+        (
+            "  eval_interval ................................... 100\n"
+            "  eval_iters ...................................... 10\n"
+            "  save_interval ................................... 10000\n"
+            "  train_iters ..................................... 1716613\n",
+            TrainingSchedule(
+                eval_interval=100, eval_iters=10, save_interval=10000, train_iters=1716613
+            ),
+        ),
+        (
+            "python megatron_gpt_pretraining.py trainer.val_check_interval=2000 "
+            "trainer.limit_val_batches=32 trainer.max_steps=100000 "
+            "exp_manager.checkpoint_callback_params.every_n_train_steps=1000",
+            TrainingSchedule(
+                eval_interval=2000, eval_iters=32, save_interval=1000, train_iters=100000
+            ),
+        ),
+        (
+            "torchrun -m torchtitan.train --validation.freq 500 --validation.steps 20 "
+            "--checkpoint.interval 250 --training.steps 3000",
+            TrainingSchedule(eval_interval=500, eval_iters=20, save_interval=250, train_iters=3000),
+        ),
+        # a fraction of an epoch is no iteration interval; --eval-iters 0 turns evaluation off
+        ("trainer.val_check_interval=0.25", TrainingSchedule()),
+        ("--eval-interval 100 --eval-iters 0", TrainingSchedule(eval_iters=0)),
+    ],
+)
+def test_schedules_from_arguments(text: str, expected: TrainingSchedule) -> None:
+    assert schedule_from_arguments(text) == expected
+
+
+def test_a_batch_size_ramp_up_is_work_not_a_change_of_pace() -> None:
+    schedule = schedule_from_arguments(
+        "pretrain_gpt.py --global-batch-size 64 --rampup-batch-size 16 16 4800 --train-iters 400"
+    )
+    assert schedule.rampup_batch_size == (16, 16, 4800)
+    assert schedule.ramp() == (16, 16, 4800, 64)
+    # simulate: 1 s per full batch of 64, the batch read off Megatron-LM's ramp
+    batch: list[int] = []
+    consumed, obs = 0, []
+    for _ in range(400):
+        b = min(64, 16 + int(consumed / 1600) * 16)
+        consumed += b
+        batch.append(b)
+    times = np.cumsum([b / 64 for b in batch])
+    for i in range(10, 401, 10):
+        obs.append(
+            StepObservation(
+                iteration=i,
+                step_time_s=float(times[i - 1] - (times[i - 11] if i > 10 else 0.0)) / 10,
+                num_iterations=10,
+                time_s=T0 + float(times[i - 1]),
+            )
+        )
+    at = 60  # during the ramp
+    upto = [o for o in obs if o.iteration <= at]
+    estimate = estimate_running(
+        prior_step_time_s=None,
+        prior_log_sd=0.3,
+        observations=upto,
+        iteration=at,
+        train_iters=400,
+        last_progress_time_s=upto[-1].time_s,
+        now_s=upto[-1].time_s,
+        schedule=schedule,
+    )
+    real_remaining = float(times[-1] - times[at - 1])
+    assert estimate.step_time_s.p50 == pytest.approx(1.0, rel=0.02)  # per full batch
+    assert estimate.remaining_s.p50 == pytest.approx(real_remaining, rel=0.02)

@@ -1,0 +1,199 @@
+"""The ETA in the service (issue 14): wall-clock pace and pauses from timestamped logs, ended jobs
+keep what they were and teach their cluster (band calibration, shutdown), a job continuing
+another's run keeps its history, a requeued job resumes from it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planner.specs.job import JobStatus
+
+from .conftest import Clock, JobFactory, ScriptedSource
+from .test_service import app_for, cycle, job_view, metric_value
+
+T0 = 1_800_000_000.0
+SCENARIO = (
+    "model: {num_layers: 2, hidden_size: 128, num_attention_heads: 4, seq_length: 128,"
+    " vocab_size: 1024}\nhardware: {gpu: h100-sxm, num_gpus: 2}\n"
+    "parallelism: {micro_batch_size: 4, global_batch_size: 8}\ntraining: {train_iters: 200}\n"
+)
+
+
+def stamped_line(iteration: int, total: int, at_s: float, ms: float) -> str:
+    """A Megatron-LM iteration line with its timestamp (printed in the host's zone)."""
+    stamp = dt.datetime.fromtimestamp(at_s).strftime("%Y-%m-%d %H:%M:%S")
+    return (
+        f" [{stamp}] iteration {iteration:8d}/{total:8d} | consumed samples: {iteration * 8:12d} |"
+        f" elapsed time per iteration (ms): {ms:.1f} | learning rate: 1.000000E-04 |"
+        " global batch size:     8 | lm loss: 6.900000E+00 | loss scale: 1.0 |"
+        " number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+    )
+
+
+def run_log(
+    start: float, total: int, upto: int, *, step_s: float, eval_every: int, eval_s: float
+) -> tuple[str, float]:
+    """Log lines every 10 iterations to ``upto`` of a run at ``step_s`` per iteration with an
+    evaluation of ``eval_s`` after every multiple of ``eval_every`` (the printed time leaves it
+    out, as Megatron-LM's timer does); returns the text and the time of the last line."""
+    lines, now = [], start
+    for i in range(10, upto + 1, 10):
+        now += 10 * step_s
+        if (i - 10) % eval_every == 0 and i > 10:
+            now += eval_s
+        lines.append(stamped_line(i, total, now, 1000 * step_s))
+    return "".join(lines), now
+
+
+def running_job(make_job: JobFactory, log: Path, scenario: Path, **kw: Any) -> Any:
+    base: dict[str, Any] = {
+        "status": JobStatus.RUNNING,
+        "comment": f"planner:scenario={scenario}",
+        "stdout_path": str(log),
+        "command": "train.py --eval-interval 50 --eval-iters 10",
+    }
+    base.update(kw)
+    return make_job(**base)
+
+
+def test_pauses_are_projected_and_an_ended_job_teaches_its_cluster(
+    tmp_path: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    log = tmp_path / "a.out"
+    start = clock.now = T0
+    with app_for(db_url, source, clock) as client:
+        text, last = run_log(start, 200, 40, step_s=1.0, eval_every=50, eval_s=20.0)
+        log.write_text(text)
+        clock.now = last + 1.0
+        source.set_jobs(running_job(make_job, log, scenario, start_time_s=start))
+        cycle(client)
+        # 120 of 200 iterations at 1 s each, an evaluation of 20 s after 50 and 100
+        text, last = run_log(start, 200, 120, step_s=1.0, eval_every=50, eval_s=20.0)
+        log.write_text(text)
+        clock.now = last + 1.0
+        source.set_jobs(running_job(make_job, log, scenario, start_time_s=start))
+        cycle(client)
+        eta = job_view(client)["eta"]
+        assert eta["step_time_s"]["p50"] == pytest.approx(1.0, rel=0.05)
+        # 80 iterations and the evaluations after 150 and 200 are ahead
+        assert eta["pauses_s"] == pytest.approx(40.0, rel=0.2)
+        assert eta["remaining_s"]["p50"] == pytest.approx(80.0 + 40.0 - 1.0, rel=0.05)
+        assert job_view(client)["eta_history"]
+
+        # The job runs to its end; the scheduler's accounting reports it without its command
+        # or comment: it keeps its description, prediction and ETA history.
+        text, last = run_log(start, 200, 200, step_s=1.0, eval_every=50, eval_s=20.0)
+        log.write_text(text)
+        end = last + 20.0 + 5.0  # the final evaluation, then 5 s of teardown
+        clock.now = end + 2.0
+        source.set_jobs(make_job(status=JobStatus.COMPLETED, start_time_s=start, end_time_s=end))
+        cycle(client)
+        ended = job_view(client)
+        assert ended["active"] is False
+        assert ended["described_by"] == "scenario_file"
+        assert ended["prediction"] is not None
+        assert ended["eta"]["finished"] is True
+        assert len(ended["eta_history"]) >= 2
+        outcome = ended["outcome"]
+        assert outcome["duration_s"] == pytest.approx(end - start)
+        assert outcome["ran_all_iterations"] is True, (outcome, ended["progress"])
+        assert abs(outcome["p50_error_ratio_at"]["50pct"]) < 0.03
+        assert outcome["shutdown_s"] == pytest.approx(5.0, abs=2.0)
+
+        body = client.get("/v1/calibrations").json()
+        (cluster,) = body["eta"]
+        assert (cluster["scheduler"], cluster["cluster"], cluster["num_jobs"]) == (
+            "slurm",
+            "test",
+            1,
+        )
+        assert cluster["shutdown_s"] == pytest.approx(5.0, abs=2.0)
+        assert [b["progress"] for b in cluster["buckets"]] == [
+            "0-10%",
+            "10-25%",
+            "25-50%",
+            "50-75%",
+            "75-100%",
+        ]
+        metrics = client.get("/metrics").text
+        coverage = metric_value(
+            metrics, "planner_eta_band_coverage_ratio", 'cluster="test",scheduler="slurm"'
+        )
+        assert 0.0 <= coverage <= 1.0
+
+        # The next job of the cluster gets the shutdown learnt from the first.
+        log_b = tmp_path / "b.out"
+        text, last = run_log(clock.now, 200, 60, step_s=1.0, eval_every=50, eval_s=20.0)
+        log_b.write_text(text)
+        clock.now = last
+        job_b = running_job(make_job, log_b, scenario, job_id="43", start_time_s=end + 2.0)
+        source.set_jobs(job_b)
+        cycle(client)
+        eta_b = job_view(client, "43")["eta"]
+        assert eta_b["shutdown_s"] == pytest.approx(5.0, abs=2.0)
+        assert eta_b["band_calibrated"] is True
+
+
+def test_a_job_continuing_a_run_keeps_its_history_and_a_requeued_one_resumes(
+    tmp_path: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    start = clock.now = T0
+    with app_for(db_url, source, clock) as client:
+        first = tmp_path / "1.out"
+        text, last = run_log(start, 200, 120, step_s=1.0, eval_every=50, eval_s=20.0)
+        first.write_text(text)
+        clock.now = last + 1.0
+        source.set_jobs(running_job(make_job, first, scenario, job_id="1", start_time_s=start))
+        cycle(client)
+        # it stops (out of time) at 120; a new job of the same run starts from the checkpoint
+        # of 100, 30 s later
+        clock.now = last + 10.0
+        source.set_jobs(
+            make_job(job_id="1", status=JobStatus.TIMEOUT, start_time_s=start, end_time_s=last)
+        )
+        cycle(client)
+        second = tmp_path / "2.out"
+        restart_at = last + 30.0
+        lines = [stamped_line(i, 200, restart_at + 15.0 + (i - 100), 1000.0) for i in (110, 120)]
+        second.write_text("".join(lines))
+        clock.now = restart_at + 40.0
+        source.set_jobs(
+            running_job(make_job, second, scenario, job_id="2", start_time_s=restart_at)
+        )
+        cycle(client)
+        view = job_view(client, "2")
+        assert view["progress"]["iteration"] == 120
+        eta = view["eta"]
+        # its own two lines say little; the run's history says 1 s per iteration and an
+        # evaluation of 20 s every 50
+        assert eta["step_time_s"]["p50"] == pytest.approx(1.0, rel=0.1)
+        assert eta["pauses_s"] == pytest.approx(40.0, rel=0.3)
+
+        # requeued: pending again, it resumes from 120 plus the run's restart overhead
+        clock.now += 5.0
+        source.set_jobs(
+            make_job(
+                job_id="2",
+                status=JobStatus.PENDING,
+                comment=f"planner:scenario={scenario}",
+                command="train.py --eval-interval 50 --eval-iters 10",
+                expected_start_time_s=clock.now + 100.0,
+            )
+        )
+        cycle(client)
+        pending = job_view(client, "2")["eta"]
+        assert pending["iteration"] == 120
+        # its completion is the queue forecast's (never Slurm's start estimate plus the runtime)
+        assert pending["completion_from"] == "queue_forecast"
+        # the continuation's overhead: the time lost against an uninterrupted run
+        # (25 s from its start to its first line, at 110, and the 10 iterations done again)
+        assert pending["shutdown_s"] == pytest.approx(25.0 + 10.0, abs=1.0)
+        assert pending["remaining_s"]["p50"] > 80.0 + 40.0 + 30.0
