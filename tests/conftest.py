@@ -6,7 +6,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from tests.slurm_stack import slurm_stack
+from tests.slurm_stack import slurm_jobs, slurm_stack
 
 # CI runs property tests on a fixed seed sequence so that a verdict never depends on the draw;
 # local runs keep exploring new examples.
@@ -28,4 +28,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(UNIT_TEST_TIMEOUT_S))
 
 
-__all__ = ["slurm_stack"]
+__all__ = ["slurm_jobs", "slurm_stack"]

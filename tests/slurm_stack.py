@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,15 +35,18 @@ class SlurmStack:
     with_slurmdbd: bool
     env: dict[str, str] = field(default_factory=dict)
 
-    def run(self, *argv: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess[str]:
-        """Run a Slurm client command against this cluster (raises on non-zero exit)."""
+    def run(
+        self, *argv: str, timeout_s: float = 30.0, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm client command against this cluster (raises on non-zero exit when
+        ``check``)."""
         return subprocess.run(
             list(argv),
             capture_output=True,
             text=True,
             timeout=timeout_s,
             env={**os.environ, **self.env},
-            check=True,
+            check=check,
         )
 
     def sbatch(self, *args: str) -> str:
@@ -55,6 +59,36 @@ class SlurmStack:
 
     def scancel(self, *job_ids: str) -> None:
         self.run("scancel", *job_ids)
+
+    def queued(self) -> list[str]:
+        """The jobs Slurm still lists (pending, running, completing...), one line each: id,
+        name, state, nodes (or why it waits), GRES and working directory."""
+        out = self.run("squeue", "-h", "-o", "%i %j %T %R %b %Z").stdout
+        return [line.strip() for line in out.splitlines() if line.strip()]
+
+    def busy_nodes(self) -> list[str]:
+        """The nodes that are not idle, one line each: name, state and Slurm's reason."""
+        out = self.run("sinfo", "-h", "-N", "-o", "%N %T %E").stdout
+        lines = [line.split(maxsplit=2) for line in out.splitlines() if line.strip()]
+        return [" ".join(f) for f in lines if len(f) < 2 or f[1] != "idle"]
+
+    def wait_until_idle(self, why: str, timeout_s: float = 120.0) -> None:
+        """Wait until no job is queued and every node is idle, for a test that needs the whole
+        cluster (``why``); fails naming the jobs and nodes that still hold it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            jobs, nodes = self.queued(), self.busy_nodes()
+            if not jobs and not nodes:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"the dev cluster is not idle after {timeout_s:.0f} s, {why}; left by an "
+                    "earlier test or run:\n  jobs (id name state nodes/reason gres workdir): "
+                    + ("\n    ".join(["", *jobs]) if jobs else "none")
+                    + "\n  nodes not idle (name state reason): "
+                    + ("\n    ".join(["", *nodes]) if nodes else "none")
+                )
+            time.sleep(1.0)
 
     def stop_slurmctld(self) -> None:
         """Stop only slurmctld (fault injection); :meth:`start_slurmctld` brings it back."""
@@ -69,6 +103,24 @@ class SlurmStack:
             "STACK_ROOT": str(self.stack_root),
             "WITH_SLURMDBD": "1" if self.with_slurmdbd else "0",
         }
+
+
+@dataclass(slots=True)
+class SubmittedJobs:
+    """The jobs one test submitted (:meth:`add` each id); the ``slurm_jobs`` fixture cancels
+    them when the test ends, passed or failed, so none holds GPUs in a later test."""
+
+    stack: SlurmStack
+    ids: list[str] = field(default_factory=list)
+
+    def add(self, job_id: str) -> str:
+        self.ids.append(job_id)
+        return job_id
+
+    def cancel(self) -> None:
+        """scancel every job added (ended ones are ignored by Slurm)."""
+        if self.ids:
+            self.stack.run("scancel", *self.ids, check=False)
 
 
 def missing_binaries() -> list[str]:
@@ -159,3 +211,14 @@ def slurm_stack() -> Iterator[SlurmStack]:
     yield stack
     if owned:
         stop_stack(stack)
+
+
+@pytest.fixture
+def slurm_jobs(slurm_stack: SlurmStack) -> Iterator[SubmittedJobs]:
+    """The jobs a test submits to the dev cluster (``slurm_jobs.add(job_id)``), cancelled when
+    the test ends."""
+    jobs = SubmittedJobs(slurm_stack)
+    try:
+        yield jobs
+    finally:
+        jobs.cancel()

@@ -38,17 +38,22 @@ def parse_sacct_json(
     ``AccountingStorageTRES=gres/gpu``. ``comment`` from ``comment.job`` (filled once the job
     ended, with ``AccountingStoreFlags=job_comment``). ``stdout_path`` and ``command`` are not in
     22.05's sacct JSON and stay ``None``. Raises like :func:`parse_squeue_json`.
+
+    One job per id: once Slurm's job ids were reset (a controller started on a fresh
+    StateSaveLocation, or ids wrapped at MaxJobId) the accounting database holds several jobs
+    under one id and sacct prints them all; the one submitted last is kept, as ``sacct --jobs``
+    does without ``--duplicates``.
     """
     if is_accounting_disabled(text):
         raise SourcePermanentError(SOURCE_SACCT, "Slurm accounting storage is disabled")
     reader = OutputReader(SOURCE_SACCT)
-    jobs: list[JobState] = []
+    latest: dict[str, JobState] = {}
     for i, raw in enumerate(reader.load(text, "jobs")):
-        where = f"jobs[{i}]"
-        job = _sacct_job(reader, raw, where, cluster)
-        if include_active or not job.status.is_active:
-            jobs.append(job)
-    return jobs
+        job = _sacct_job(reader, raw, f"jobs[{i}]", cluster)
+        kept = latest.get(job.job_id)
+        if kept is None or (job.submit_time_s or 0.0) >= (kept.submit_time_s or 0.0):
+            latest[job.job_id] = job
+    return [j for j in latest.values() if include_active or not j.status.is_active]
 
 
 def _sacct_job(

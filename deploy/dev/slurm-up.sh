@@ -192,6 +192,13 @@ CONF
 fi
 
 # ------------------------------------------------------------------ slurmctld + slurmd
+# A cold start (no slurmctld and no slurmd running) of a stack that died without slurm-down.sh
+# (which cancels every job first): slurmctld recovers that stack's jobs from StateSaveLocation as
+# still running, holds their GPUs for minutes until it notices their processes are gone, then
+# requeues and runs them again. They are cancelled below, once the nodes are up.
+cold=1
+pid_alive slurmctld slurmctld && cold=0
+while read -r n; do pid_alive "slurmd-$n" slurmd && cold=0; done < <(node_names)
 start_slurmctld
 while read -r n; do
   if ! pid_alive "slurmd-$n" slurmd; then
@@ -212,6 +219,18 @@ if ! wait_for "nodes to be idle" 30 nodes_ready; then
   scontrol update NodeName="$hostlist" State=RESUME || true
   wait_for "nodes to be idle after RESUME" 30 nodes_ready ||
     { sinfo -N -R >&2; tail -n 20 "$SLURM_DIR/log/slurmd-node1.log" >&2; die "nodes not ready"; }
+fi
+
+no_jobs() { [[ -z $(squeue -h -o %i) ]]; }
+if ((cold)) && ! no_jobs; then
+  log "cancelling the jobs of a stack stopped without slurm-down.sh (their processes are gone):"
+  squeue -o '%.8i %.10u %.20j %.10T %N' >&2
+  # shellcheck disable=SC2046 # one job id per word
+  scancel --full $(squeue -h -o %i) || true
+  wait_for "the left-over jobs to end" 60 no_jobs ||
+    { squeue >&2; die "jobs of the previous stack are still there (squeue above)"; }
+  all_idle() { [[ -z $(sinfo -h -N -o %T | grep -vx idle) ]]; }
+  wait_for "nodes to be idle" 30 all_idle || { sinfo -N -R >&2; die "nodes not idle"; }
 fi
 
 cat >"$SLURM_DIR/env.sh" <<ENV

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.slurm_stack import SlurmStack
+from tests.slurm_stack import SlurmStack, SubmittedJobs
 
 pytestmark = pytest.mark.integration
 
@@ -126,24 +126,44 @@ def start_service(env: dict[str, str], log_path: Path) -> Service:
     return service
 
 
-@pytest.fixture(scope="module")
-def planner_env(
-    slurm_stack: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+def service_env(
+    slurm_stack: SlurmStack,
+    tmp_path_factory: pytest.TempPathFactory,
+    state_dir: str,
+    **settings: str,
 ) -> dict[str, str]:
-    state = tmp_path_factory.mktemp("planner-state")
+    """The environment of a `planner serve` watching the dev cluster: its Slurm, an SQLite
+    store of its own (in a new temporary directory named ``state_dir``), an ingest every 2 s,
+    and ``settings`` (``PLANNER_...`` variables) on top.
+
+    The jobs' scenario files live in the tests' temporary directories, outside the jobs'
+    working directory (the repository), so the session's base temporary directory is an
+    allowed root for job files (README, Security: "What files are read").
+    """
+    state = tmp_path_factory.mktemp(state_dir)
     return {
         **os.environ,
         **slurm_stack.env,
         "PLANNER_DATABASE_URL": f"sqlite:///{state / 'planner.db'}",
         "PLANNER_INGEST_INTERVAL_S": "2",
-        "PLANNER_SLURM__COMMAND_TIMEOUT_S": "5",
-        "PLANNER_SLURM__HINTS": "enforce",
-        # the jobs' scenario files live in the test's temporary directories, outside the
-        # jobs' working directory (the repository): allow them as a root
         "PLANNER_SLURM__ALLOWED_FILE_ROOTS": json.dumps([str(tmp_path_factory.getbasetemp())]),
         "PLANNER_LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",
+        **settings,
     }
+
+
+@pytest.fixture(scope="module")
+def planner_env(
+    slurm_stack: SlurmStack, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    return service_env(
+        slurm_stack,
+        tmp_path_factory,
+        "planner-state",
+        PLANNER_SLURM__COMMAND_TIMEOUT_S="5",
+        PLANNER_SLURM__HINTS="enforce",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -248,12 +268,15 @@ def finite_band(eta: dict[str, Any]) -> bool:
 def test_service_tracks_a_real_training_job_and_predicts_its_end(
     service: Service,
     planner_env: dict[str, str],
+    slurm_jobs: SubmittedJobs,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     wait_until("first ingest cycle", 60, lambda: service.get("/readyz").status_code == 200)
     tmp_path.chmod(0o777)
-    job_id = submit_tiny_gpt(planner_env, tmp_path, extra_args=ETA_JOB_ARGS, literal=True)
+    job_id = slurm_jobs.add(
+        submit_tiny_gpt(planner_env, tmp_path, extra_args=ETA_JOB_ARGS, literal=True)
+    )
 
     # The job shows up with the right allocation and description.
     def running() -> dict[str, Any] | None:
@@ -478,6 +501,7 @@ def measured_whatif(
 def test_a_slowed_rank_is_flagged_and_its_slowdown_predicted(
     service: Service,
     planner_env: dict[str, str],
+    slurm_jobs: SubmittedJobs,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -489,6 +513,7 @@ def test_a_slowed_rank_is_flagged_and_its_slowdown_predicted(
         train_iters=SLOW_ITERS,
         extra_args=(f"--slow-rank 1 --slow-factor {SLOW_FACTOR} --slow-from-iteration {SLOW_FROM}"),
     )
+    slurm_jobs.add(job_id)
 
     def late_in_the_run() -> dict[str, Any] | None:
         j = service.job(job_id)

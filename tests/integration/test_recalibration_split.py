@@ -14,7 +14,6 @@ timings, which a busy machine does not disturb (its log is the truth the service
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,10 +32,12 @@ from tests.integration.test_end_to_end import (
     ROOT,
     TINY_GPT,
     Service,
+    service_env,
     start_service,
     submit_tiny_gpt,
     wait_until,
 )
+from tests.slurm_stack import SlurmStack, SubmittedJobs
 
 pytestmark = pytest.mark.integration
 
@@ -44,17 +45,9 @@ TRAIN_ITERS = 300
 
 
 @pytest.fixture(scope="module")
-def split_env(slurm_stack: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def split_env(slurm_stack: SlurmStack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The service's environment: the stack's Slurm, its own SQLite store."""
-    state = tmp_path_factory.mktemp("planner-split-state")
-    return {
-        **os.environ,
-        **slurm_stack.env,
-        "PLANNER_DATABASE_URL": f"sqlite:///{state / 'planner.db'}",
-        "PLANNER_INGEST_INTERVAL_S": "2",
-        "PLANNER_LOG_LEVEL": "INFO",
-        "PYTHONUNBUFFERED": "1",
-    }
+    return service_env(slurm_stack, tmp_path_factory, "planner-split-state")
 
 
 @pytest.fixture(scope="module")
@@ -84,12 +77,12 @@ def _measured_window_share(log: Path) -> float:
 
 
 def test_compute_and_network_factors_are_learnt_from_a_real_ddp_job(
-    split_service: Service, split_env: dict[str, str], tmp_path: Path
+    split_service: Service, split_env: dict[str, str], slurm_jobs: SubmittedJobs, tmp_path: Path
 ) -> None:
     service = split_service
     wait_until("first ingest cycle", 60, lambda: service.get("/readyz").status_code == 200)
     tmp_path.chmod(0o777)
-    job_id = submit_tiny_gpt(split_env, tmp_path, train_iters=TRAIN_ITERS)
+    job_id = slurm_jobs.add(submit_tiny_gpt(split_env, tmp_path, train_iters=TRAIN_ITERS))
     log = tmp_path / f"tiny-gpt-{job_id}.out"
 
     def learnt() -> dict[tuple[str, str], dict[str, Any]] | None:
@@ -130,17 +123,14 @@ def test_compute_and_network_factors_are_learnt_from_a_real_ddp_job(
         ],
         env=split_env, capture_output=True, text=True, timeout=30, check=True,
     )  # fmt: skip
-    queued = held.stdout.strip().split(";")[0]
-    try:
-        pred = wait_until(
-            "the queued job's calibrated prediction",
-            60,
-            lambda: (service.job(queued).get("prediction") or {}).get("calibration"),
-        )
-        prediction = service.job(queued)["prediction"]
-        assert pred["method"] == "components"
-        assert prediction["calibrated_iteration_time_s"] == pytest.approx(
-            pred["components"]["compute"]["factor"] * prediction["iteration_time_s"], rel=1e-6
-        )
-    finally:
-        subprocess.run(["scancel", queued], env=split_env, timeout=30, check=False)
+    queued = slurm_jobs.add(held.stdout.strip().split(";")[0])
+    pred = wait_until(
+        "the queued job's calibrated prediction",
+        60,
+        lambda: (service.job(queued).get("prediction") or {}).get("calibration"),
+    )
+    prediction = service.job(queued)["prediction"]
+    assert pred["method"] == "components"
+    assert prediction["calibrated_iteration_time_s"] == pytest.approx(
+        pred["components"]["compute"]["factor"] * prediction["iteration_time_s"], rel=1e-6
+    )

@@ -133,6 +133,48 @@ def test_an_unauthenticated_public_listener_is_refused(tmp_path: Path) -> None:
         assert upload(client, "cpu").status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("host", "mode", "anonymous"),
+    [("127.0.0.1", "token", {"reader"}), ("0.0.0.0", "token", set()), ("0.0.0.0", "none", None)],
+    ids=["loopback", "public", "mode-none"],
+)
+def test_the_published_security_is_what_each_operation_enforces(
+    tmp_path: Path, token_file: Path, host: str, mode: str, anonymous: set[str] | None
+) -> None:
+    # Probe: /openapi.json said GET/POST /v1/reviews* needed a token while they answered
+    # without one (Schemathesis ST401/ST203): the schema must say what the routes do, for
+    # every operation and every access setting.
+    settings = Settings(
+        host=host,
+        database_url=f"sqlite:///{tmp_path / 'p.db'}",
+        auth=AuthSettings(mode=mode, token_file=str(token_file)),  # type: ignore[arg-type]
+    )
+    app = create_app(settings, sources=[], reader=LogTailer(), start_loops=False)
+    with TestClient(app) as client:
+        spec = client.get("/openapi.json").json()
+        checked = set()
+        for path, item in spec["paths"].items():
+            for method, operation in item.items():
+                if "security" not in operation:
+                    continue  # probes and /metrics: open by design
+                optional = {} in operation["security"]
+                url = path.replace("{job_id}", "1")
+                body = operation.get("requestBody", {}).get("content", {})
+                if "multipart/form-data" in body:
+                    answer = client.request(method, url, files={"x": ("x", b"", "text/plain")})
+                else:
+                    answer = client.request(method, url, json={} if body else None)
+                name = f"{method.upper()} {path}"
+                assert (answer.status_code == 401) is not optional, (name, answer.text)
+                if anonymous is None:
+                    assert optional, name  # mode none: everyone may do everything
+                elif not anonymous:
+                    assert not optional, name
+                checked.add(name)
+    assert len(checked) >= 14
+    assert {"POST /v1/reviews", "GET /v1/reviews", "GET /v1/reviews/latest"} <= checked
+
+
 def test_body_limits_and_budgets_answer_clearly(tmp_path: Path) -> None:
     limits = LimitSettings(
         json_body_bytes=4096,

@@ -6,12 +6,17 @@ the ``bearer`` security scheme published in ``/openapi.json``.
 read-only mode and when a browser sends it from another origin (``Origin`` not this host and
 not in ``auth.cors_origins``), and never anonymous: a cross-origin form post carries no bearer
 header, so it cannot change anything.
+
+``/openapi.json`` says which: the dependency of a requirement that a caller without a token
+passes (:meth:`Access.anonymous`) declares the scheme ``bearer-or-anonymous``, the others
+``bearer``; :func:`document_access` publishes the first as ``bearer`` with ``{}`` (no token)
+among the alternatives, so the schema follows the rule each route declares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -30,15 +35,18 @@ from planner.service.auth import (
     Role,
 )
 
-bearer = HTTPBearer(
-    auto_error=False,
-    scheme_name="bearer",
-    description="A token of auth.token_file (mode token) or a Kubernetes service-account "
-    "token (mode kubernetes); see the README's Security section.",
+_BEARER = (
+    "A token of auth.token_file (mode token) or a Kubernetes service-account token (mode "
+    "kubernetes); see the README's Security section."
 )
+bearer = HTTPBearer(auto_error=False, scheme_name="bearer", description=_BEARER)
+#: The same scheme where a caller without a token passes too (renamed by document_access).
+_OPTIONAL = "bearer-or-anonymous"
+_bearer_or_anonymous = HTTPBearer(auto_error=False, scheme_name=_OPTIONAL, description=_BEARER)
 _CHALLENGE = {"WWW-Authenticate": f'Bearer realm="{REALM}"'}
 
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
+OptionalCredentials = Annotated[HTTPAuthorizationCredentials | None, Security(_bearer_or_anonymous)]
 
 
 class Access:
@@ -77,12 +85,22 @@ class Access:
             return None
         return origin
 
+    def anonymous(self, role: Role, *, writes: bool = False) -> bool:
+        """Whether a caller without a token may make a request that needs ``role``: a read
+        or a computation (role reader) with ``anonymous_read``, or anything when the
+        authorizer lets everyone in (``auth.mode: none``)."""
+        if isinstance(self.authorizer, OpenAuthorizer):
+            return True
+        return role == Role.READER and not writes and self.anonymous_read
+
     def require(
         self, role: Role, *, writes: bool = False
     ) -> Callable[[Request, HTTPAuthorizationCredentials | None], Awaitable[Principal]]:
         """A dependency that returns the caller's :class:`Principal` or raises 401/403."""
 
-        async def dependency(request: Request, credentials: Credentials = None) -> Principal:
+        async def check(
+            request: Request, credentials: HTTPAuthorizationCredentials | None
+        ) -> Principal:
             if writes and self.read_only:
                 raise HTTPException(
                     403,
@@ -99,7 +117,19 @@ class Access:
             request.state.principal = principal
             return principal
 
-        return dependency
+        if self.anonymous(role, writes=writes):
+
+            async def token_or_none(
+                request: Request, credentials: OptionalCredentials = None
+            ) -> Principal:
+                return await check(request, credentials)
+
+            return token_or_none
+
+        async def token(request: Request, credentials: Credentials = None) -> Principal:
+            return await check(request, credentials)
+
+        return token
 
     async def _principal(
         self, credentials: HTTPAuthorizationCredentials | None, role: Role, *, writes: bool
@@ -107,7 +137,7 @@ class Access:
         if isinstance(self.authorizer, OpenAuthorizer):
             return self.authorizer.authorize("", role)
         if credentials is None or not credentials.credentials:
-            if role == Role.READER and not writes and self.anonymous_read:
+            if self.anonymous(role, writes=writes):
                 return ANONYMOUS
             what = "state-changing requests need" if writes else "this request needs"
             raise HTTPException(
@@ -131,3 +161,31 @@ class Access:
 def open_access() -> Access:
     """Everyone may do everything (a router built without the app's access rules, in tests)."""
     return Access(OpenAuthorizer(), anonymous_read=True, read_only=False, cors_origins=[])
+
+
+def document_access(app: FastAPI) -> None:
+    """Publish in ``/openapi.json`` who may call each operation, from the dependencies its
+    route declares (:meth:`Access.require`): ``bearer`` alone where one of them needs a
+    token, ``bearer`` or no token (``{}``) where every one lets a caller without a token
+    pass."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = build()
+        schemes = spec.get("components", {}).get("securitySchemes", {})
+        optional = schemes.pop(_OPTIONAL, None)
+        if optional is not None:
+            schemes.setdefault(bearer.scheme_name, optional)
+        for item in spec.get("paths", {}).values():
+            for operation in item.values():
+                alternatives = operation.get("security") if isinstance(operation, dict) else None
+                if not alternatives:
+                    continue
+                needed = [a for a in alternatives if _OPTIONAL not in a]
+                operation["security"] = needed or [{bearer.scheme_name: []}, {}]
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import fastapi_offline
 from fastapi import FastAPI
@@ -37,7 +36,7 @@ from planner.service.api import (
     reviews,
     stragglers,
 )
-from planner.service.api.access import Access
+from planner.service.api.access import Access, document_access
 from planner.service.api.errors import install_error_handlers
 from planner.service.api.work import BodyKind, BodyLimitMiddleware, WorkerPool
 from planner.service.audit import AuditLog
@@ -180,43 +179,6 @@ def build_app(
     app.include_router(metrics.make_router(registry))
     app.add_middleware(BodyLimitMiddleware, routes=_body_limits(settings))
     access.install(app)
-    _document_access(app, access)
+    document_access(app)
     app.include_router(reviews.make_router(state, access, pool))
     return app
-
-
-#: Operations anyone may call without a token when ``auth.anonymous_read`` holds.
-ANONYMOUS_OPERATIONS = frozenset(
-    {
-        "list_jobs",
-        "get_job",
-        "job_stragglers",
-        "list_calibrations",
-        "predict",
-        "explore",
-        "recommend",
-        "analyse_trace",
-    }
-)
-
-
-def _document_access(app: FastAPI, access: Access) -> None:
-    """Publish what the access rules are: the bearer scheme is optional (``{}`` among the
-    alternatives) on the operations anonymous callers may use; required on the others."""
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        spec = build()
-        for item in spec.get("paths", {}).values():
-            for operation in item.values():
-                if not isinstance(operation, dict) or "security" not in operation:
-                    continue
-                anonymous = access.anonymous_read or isinstance(access.authorizer, OpenAuthorizer)
-                if anonymous and operation.get("operationId") in ANONYMOUS_OPERATIONS:
-                    operation["security"] = [*operation["security"], {}]
-        app.openapi_schema = spec
-        return spec
-
-    app.openapi = openapi  # type: ignore[method-assign]

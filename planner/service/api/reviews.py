@@ -130,7 +130,10 @@ def make_router(
         operation_id="run_review",
         summary="Run a capacity review (JSON, or the HTML report with Accept: text/html)",
         response_model=ReviewResult,
-        responses={**documents, **error_responses(401, 403, 413, 415, 422, 429, 500, 503)},
+        responses={
+            **documents,
+            **error_responses(400, 401, 403, 413, 415, 422, 429, 500, 503),
+        },
     )
     async def post_review(
         request: Request,

@@ -300,6 +300,24 @@ def test_sacct_all_skips_active_jobs_unless_asked() -> None:
     )
 
 
+@pytest.mark.parametrize("older_first", [True, False])
+def test_sacct_reused_job_id_keeps_the_job_submitted_last(older_first: bool) -> None:
+    # After a job id reset slurmdbd holds two jobs 17; sacct prints both (no --jobs filter).
+    doc = json.loads(read("sacct_ended.json"))
+    (newer,) = [j for j in doc["jobs"] if j["job_id"] == 17]
+    older = json.loads(json.dumps(newer))
+    older["time"]["submission"] -= 86400
+    older["state"]["current"] = "FAILED"
+    older["name"] = "before-the-reset"
+    doc["jobs"].remove(newer)
+    doc["jobs"] += [older, newer] if older_first else [newer, older]
+    jobs = parse_sacct_json(json.dumps(doc))
+    assert [j.job_id for j in jobs].count("17") == 1
+    kept = by_id(jobs)["17"]
+    assert (kept.status, kept.name) == (JobStatus.COMPLETED, newer["name"])
+    assert len(jobs) == len(parse_sacct_json(read("sacct_ended.json")))
+
+
 def test_sacct_nothing_found_is_an_empty_list() -> None:
     # 22.05 reports an empty window as error 9003 "Nothing found" with exit status 0
     assert parse_sacct_json(read("sacct_nothing_found.json")) == []
