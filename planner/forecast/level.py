@@ -18,6 +18,19 @@ Biometrika 41:100; the bar keeps noise from moving the estimate), the means diff
 ``CHANGE_MIN_EFFECT`` (3 %) and at least ``CHANGE_MIN_OBS`` (3) observations follow it; the
 search repeats on what follows (up to ``MAX_CHANGES`` times), so the newest phase is found. A
 step change of a few tens of percent is thus followed after three logging intervals.
+
+**Two clocks.** When the log prints the compute time of every interval as well, the same search
+runs on those printed times and the later of the two change points wins: a log that prints whole
+seconds blurs intervals shorter than a few seconds (a 50 ms step logged every 5 iterations), and
+its wall clock alone cannot tell a slower phase from the blur, while the printed times of the
+same iterations carry no blur. The wall clock still decides the pace (what the ETA projects).
+
+**Noise.** ``sigma`` is the MAD of successive differences of the recent log step times (scaled
+by their iterations), not of their distance to the median: a phase change moves one difference,
+while it moves half of the distances (the MAD of the distances of a run with a slow phase in its
+middle was the size of the phase, and hid it). Under whole-second times the wall clock's
+intervals are blurred (modelled apart, above), so ``sigma`` comes from the printed compute
+times when there are some, and ``DEFAULT_LOG_SD`` is its floor.
 """
 
 from __future__ import annotations
@@ -178,15 +191,21 @@ def fit_level(
     y = np.log(np.array([o.step_time_s for o in used]))
     n = np.array([float(o.num_iterations) for o in used])
     t = np.array([o.time_s for o in used])
-    sigma, m = _noise(y, n, resolution_s)
+    logged = _logged(used)
+    sigma, m = _noise(y, n, resolution_s, logged)
     spread = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, sigma)
-    begin = 0 if warmup_only else phase_start(y, n, sigma, resolution_s=resolution_s)
+    begin = 0
+    if not warmup_only:
+        begin = phase_start(y, n, sigma, resolution_s=resolution_s)
+        if logged is not None:  # the compute clock sees a change the coarse wall clock blurs
+            begin = max(begin, phase_start(logged, n, _noise(logged, n)[0]))
     phase_iteration = None
     if begin > 0:
         phase_iteration = used[begin].iteration - used[begin].num_iterations
         y, n, t = y[begin:], n[begin:], t[begin:]
         used = used[begin:]
-        sigma, m = _noise(y, n, resolution_s)
+        logged = None if logged is None else logged[begin:]
+        sigma, m = _noise(y, n, resolution_s, logged)
 
     decay = np.power(0.5, (t.max() - t) / half_life_s)
     w = n * decay
@@ -223,16 +242,40 @@ def fit_level(
     return done(EtaMethod.BLEND, mu, 1.0 / precision, z)
 
 
-def _noise(y: np.ndarray, n: np.ndarray, resolution_s: float = 0.0) -> tuple[float, int]:
-    """(per-iteration log-sd shrunk toward DEFAULT_LOG_SD, observations it used).
+def _logged(used: Sequence[StepObservation]) -> np.ndarray | None:
+    """Log compute times the log printed for ``used`` (None unless every one printed one)."""
+    values = [o.logged_step_time_s for o in used]
+    if not values or any(v is None for v in values):
+        return None
+    logged: np.ndarray = np.log(np.array(values, dtype=float))
+    return logged
+
+
+def _noise(
+    y: np.ndarray, n: np.ndarray, resolution_s: float = 0.0, logged: np.ndarray | None = None
+) -> tuple[float, int]:
+    """(per-iteration log-sd shrunk toward DEFAULT_LOG_SD, observations it used): the MAD of
+    successive differences of the newest ``NOISE_WINDOW`` values (module docstring, "Noise").
 
     A log printing coarse times (``resolution_s`` > 0) blurs each interval by up to that much:
     its intervals take a few values, and their MAD says nothing (0 when half of them share one);
-    ``DEFAULT_LOG_SD`` is then a floor (the blur itself is modelled apart: ``phase_start``)."""
+    the noise then comes from ``logged`` (the log compute times of the same intervals) when
+    given, and ``DEFAULT_LOG_SD`` is a floor (the blur itself is modelled apart:
+    ``phase_start``)."""
+    if resolution_s > 0 and logged is not None:
+        # The wall clock's intervals are blurred by the printed resolution (modelled apart);
+        # the printed compute times of the same iterations carry the jitter without the blur.
+        sigma, m = _noise(logged, n)
+        return max(sigma, DEFAULT_LOG_SD), m
     recent = slice(max(0, len(y) - NOISE_WINDOW), len(y))
-    r = (y - float(np.median(y))) * np.sqrt(n)
-    m = len(y[recent])
-    mad = MAD_TO_SD * float(np.median(np.abs(r[recent] - np.median(r[recent]))))
+    yr, nr = y[recent], n[recent]
+    m = len(yr)
+    if m >= 3:  # successive differences: a phase change moves one of them, not the MAD
+        d = np.diff(yr) / np.sqrt(1.0 / nr[1:] + 1.0 / nr[:-1])
+        mad = MAD_TO_SD * float(np.median(np.abs(d)))
+    else:
+        r = (yr - float(np.median(yr))) * np.sqrt(nr)
+        mad = MAD_TO_SD * float(np.median(np.abs(r - np.median(r))))
     sigma = math.sqrt(
         (NOISE_PRIOR_DOF * DEFAULT_LOG_SD**2 + (m - 1) * mad**2) / (NOISE_PRIOR_DOF + m - 1)
     )

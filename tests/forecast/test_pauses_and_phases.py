@@ -15,9 +15,10 @@ from planner.forecast.arguments import TrainingSchedule, schedule_from_arguments
 from planner.forecast.eta import estimate_running
 from planner.forecast.history import Pause, ProgressHistory
 from planner.forecast.level import phase_start
-from planner.forecast.observations import Restart
+from planner.forecast.observations import Restart, step_observations
 from planner.forecast.pauses import infer_interval, project_pauses
 from planner.forecast.values import StepObservation
+from planner.specs.job import ProgressRecord
 
 T0 = 1_800_000_000.5  # not a whole second: the log's times are precise
 
@@ -274,3 +275,67 @@ def test_a_batch_size_ramp_up_is_work_not_a_change_of_pace() -> None:
     real_remaining = float(times[-1] - times[at - 1])
     assert estimate.step_time_s.p50 == pytest.approx(1.0, rel=0.02)  # per full batch
     assert estimate.remaining_s.p50 == pytest.approx(real_remaining, rel=0.02)
+
+
+def whole_second_log(steps: list[float], *, every: int = 5, seed: int = 0) -> list[StepObservation]:
+    """Observations of a log that prints whole seconds and the compute time of each interval of
+    ``every`` iterations (``steps[k]`` s per iteration in interval ``k``, 3 % jitter), read by
+    the service's rule: each new printed second is a point."""
+    rng = np.random.default_rng(seed)
+    records, t = [], 1_800_000_000.0
+    for k, step in enumerate(steps):
+        took = step * math.exp(rng.normal(0.0, 0.03))
+        t += every * took
+        records.append(
+            ProgressRecord(
+                iteration=(k + 1) * every,
+                step_time_s=took,
+                num_iterations=every,
+                timestamp_s=float(math.floor(t)),
+            )
+        )
+    observations, _ = step_observations(records, read_time_s=t)
+    return [o for o in observations if o is not None]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_phase_blurred_by_whole_second_times_is_found_on_the_printed_compute_times(
+    seed: int,
+) -> None:
+    # Issue 14, CI of 2026-11-26: a job of 50 ms iterations logging every 5 (0.25 s) under a log
+    # that prints whole seconds, x1.5 slower from iteration 75 to 225, read at 450. The wall
+    # clock alone blurs the phase away (the mean pace mixed it in: the ETA 16 % late).
+    steps = [0.05] * 15 + [0.075] * 30 + [0.05] * 45
+    obs = whole_second_log(steps, seed=seed)
+    history = history_of(obs)
+    assert history.integer_times
+    estimate = estimate_running(
+        prior_step_time_s=None,
+        prior_log_sd=0.3,
+        observations=obs,
+        iteration=450,
+        train_iters=1500,
+        last_progress_time_s=obs[-1].time_s,
+        now_s=obs[-1].time_s,
+        history=history,
+    )
+    assert estimate.phase_start_iteration is not None
+    assert 225 <= estimate.phase_start_iteration <= 260
+    assert estimate.step_time_s.p50 == pytest.approx(0.05, rel=0.06)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_whole_second_times_and_steady_compute_make_no_phase(seed: int) -> None:
+    obs = whole_second_log([0.05] * 90, seed=seed)
+    estimate = estimate_running(
+        prior_step_time_s=None,
+        prior_log_sd=0.3,
+        observations=obs,
+        iteration=450,
+        train_iters=1500,
+        last_progress_time_s=obs[-1].time_s,
+        now_s=obs[-1].time_s,
+        history=history_of(obs),
+    )
+    assert estimate.phase_start_iteration is None
+    assert estimate.step_time_s.p50 == pytest.approx(0.05, rel=0.06)

@@ -197,3 +197,38 @@ def test_a_job_continuing_a_run_keeps_its_history_and_a_requeued_one_resumes(
         # (25 s from its start to its first line, at 110, and the 10 iterations done again)
         assert pending["shutdown_s"] == pytest.approx(25.0 + 10.0, abs=1.0)
         assert pending["remaining_s"]["p50"] > 80.0 + 40.0 + 30.0
+
+
+def test_a_fresh_rerun_of_a_job_does_not_continue_the_previous_run(
+    tmp_path: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    # CI of 2026-11-26: the tiny GPT job run again (same name, user and total) within a minute
+    # of the previous one took that run's pace and pauses as its own, as if it had resumed.
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    start = clock.now = T0
+    with app_for(db_url, source, clock) as client:
+        first = tmp_path / "1.out"
+        text, last = run_log(start, 200, 200, step_s=1.0, eval_every=50, eval_s=20.0)
+        first.write_text(text)
+        clock.now = last + 1.0
+        source.set_jobs(running_job(make_job, first, scenario, job_id="1", start_time_s=start))
+        cycle(client)
+        clock.now = last + 5.0
+        source.set_jobs(
+            make_job(job_id="1", status=JobStatus.COMPLETED, start_time_s=start, end_time_s=last)
+        )
+        cycle(client)
+        # the same job again from the start, twice as slow: its first line at 10, as the first's
+        second = tmp_path / "2.out"
+        rerun_at = last + 10.0
+        lines = [stamped_line(i, 200, rerun_at + 5.0 + 2.0 * i, 2000.0) for i in (10, 20)]
+        second.write_text("".join(lines))
+        clock.now = rerun_at + 50.0
+        source.set_jobs(running_job(make_job, second, scenario, job_id="2", start_time_s=rerun_at))
+        cycle(client)
+        eta = job_view(client, "2")["eta"]
+        # its own pace (the model, recalibrated on the first run, is blended in apart) and no
+        # evaluation seen yet: the first run's are not its own
+        assert eta["observed_step_time_s"] == pytest.approx(2.0, rel=0.05)
+        assert [p["slots_seen"] for p in eta["pauses"]["periods"]] == [0]

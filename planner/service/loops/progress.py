@@ -175,7 +175,9 @@ def _continued(
     """The history of the run a new job continues, when its first record resumes past 0 and an
     ended job of the same name, user and total got at least as far (the latest such job): the
     new job keeps that history, with the gap as a restart (its overhead measured from the new
-    job's start). None when it continues nothing."""
+    job's start). A first record at most twice that job's own first iteration is a fresh start
+    (a log prints its first line at ``--log-interval``, a resumed run past its checkpoint). None
+    when it continues nothing."""
     if first.iteration <= 0:
         return None
     before = [
@@ -196,6 +198,11 @@ def _continued(
     previous = max(before, key=lambda j: j.ended_s or 0.0)
     assert previous.iteration is not None
     history = ProgressHistory.from_json(previous.progress_history)
+    if history.first_iteration is not None and first.iteration <= 2 * history.first_iteration:
+        # a new run of the same job: its first line is where a fresh start logs first (the
+        # previous run's first), not past a checkpoint (CI of 2026-11-26: a rerun of the
+        # tiny GPT job took its predecessor's pauses and pace as its own)
+        return None
     history.continues = previous.job_id
     history.restart(
         Restart(
