@@ -7,7 +7,7 @@ values produced by the service (job snapshots, scenario documents, prediction an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     JSON,
@@ -99,6 +99,15 @@ class StepSampleRow(Base):
     num_iterations: Mapped[int] = mapped_column(Integer, default=1)
     time_s: Mapped[float] = mapped_column(Float)
     loss: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class SampleTiming(NamedTuple):
+    """The columns of a step sample the ETA reads (issue 16: read as plain tuples, not rows)."""
+
+    iteration: int
+    step_time_s: float | None
+    num_iterations: int
+    time_s: float
 
 
 class PredictionRow(Base):

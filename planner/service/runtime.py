@@ -7,6 +7,7 @@ elector, schedule the ingest cycle (APScheduler 3.x ``BackgroundScheduler``).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -31,6 +32,12 @@ log = logging.getLogger("planner.service")
 
 #: A source whose last success is older than this many ingest intervals is reported stale.
 STALE_AFTER_INTERVALS = 3.0
+#: The garbage collector's thresholds in the service (issue 16, load): a cycle over 10,000 jobs
+#: decodes millions of short-lived objects; collecting the youngest generation every 50,000
+#: allocations (Python's default: 700) lets them die young instead of being promoted and
+#: rescanned by full collections, which take about a second with 10,000 jobs in memory and
+#: stop every thread (the API's too).
+GC_THRESHOLDS = (50_000, 20, 100)
 
 
 class ServiceState:
@@ -123,6 +130,7 @@ class ServiceState:
     def start(self, *, start_loops: bool) -> None:
         """Migrate the store, start Kubernetes, and schedule the ingest loop when asked and
         there is a source. Raises ``StoreError`` when the store cannot be migrated."""
+        gc.set_threshold(*GC_THRESHOLDS)
         self.store.migrate()
         log.info("store ready: %s (revision %s)", self.store.safe_url, self.store.revision())
         if self.kube is not None:

@@ -291,6 +291,19 @@ def _square(x: int) -> int:
     return x * x
 
 
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "State:\tZ" not in status  # a zombie until its parent reaps it
+
+
+def _sleep(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
 def test_a_large_queue_is_forecast_in_the_worker_process(
     tmp_path: Path, cluster_root: Path
 ) -> None:
@@ -304,8 +317,14 @@ def test_a_large_queue_is_forecast_in_the_worker_process(
             time.sleep(0.05)
         assert result == 49
         assert worker.last_duration_s["a"] > 0
+        worker.submit("b", _sleep, 600.0)  # stopping the service stops a forecast in flight
+        pids = list(worker._executor._processes)  # type: ignore[union-attr]
     finally:
         worker.close()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in pids)
 
     clock = Clock(T0)
     fake = _cluster(tmp_path, clock)

@@ -26,6 +26,7 @@ from planner.service.models import (
     PredictionRow,
     RetentionPolicy,
     ReviewRow,
+    SampleTiming,
     SourceRow,
     StepSampleRow,
 )
@@ -69,7 +70,7 @@ class UnitOfWork(Protocol):
         ``iteration``, observed at ``time_s``)."""
         ...
 
-    def timed_samples(self, job: JobRow, *, limit: int) -> list[StepSampleRow]:
+    def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
         """The newest ``limit`` samples of the job that have a step time, oldest first."""
         ...
 

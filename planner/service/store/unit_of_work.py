@@ -27,6 +27,7 @@ from planner.service.models import (
     JobRow,
     NodeSlownessRow,
     PredictionRow,
+    SampleTiming,
     SourceRow,
     StepSampleRow,
     job_sort_key,
@@ -201,9 +202,9 @@ class SqlUnitOfWork:
             )
         )
 
-    def timed_samples(self, job: JobRow, *, limit: int) -> list[StepSampleRow]:
-        """The newest ``limit`` samples with a step time, oldest first (unattached rows made
-        from the columns the ETA reads: iteration, step time, iterations, time)."""
+    def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
+        """The newest ``limit`` samples with a step time, oldest first (the columns the ETA
+        reads, as tuples: no row objects)."""
         pk = self._pk(job)
         self._s.flush()
         columns = (
@@ -218,10 +219,7 @@ class SqlUnitOfWork:
             .order_by(StepSampleRow.iteration.desc())
             .limit(limit)
         ).all()
-        return [
-            StepSampleRow(job_pk=pk, iteration=i, step_time_s=s, num_iterations=n, time_s=t)
-            for i, s, n, t in reversed(found)
-        ]
+        return [SampleTiming(*row) for row in reversed(found)]
 
     def add_prediction(
         self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]
