@@ -6,7 +6,6 @@ need them; a large queue is forecast in the worker process."""
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import tempfile
 import time
@@ -25,7 +24,6 @@ from benchmarks.fake_slurm import FakeSlurm
 from planner.service.job_series import exported_jobs
 from planner.service.loops import IngestLoop, IngestSettings, incremental, jobs
 from planner.service.loops.context import QueueForecastConfig
-from planner.service.loops.forecast_worker import QueueForecaster
 from planner.service.loops.incremental import eta_remaining_now
 from planner.service.metrics import PlannerCollector
 from planner.service.models import JobRow
@@ -199,11 +197,11 @@ def test_the_incremental_cycle_gives_what_a_full_pass_gives(
     other forgetting its memos before every cycle (every job changed: the full pass)."""
     monkeypatch.setattr(incremental, "KNOWLEDGE_REFRESH_S", 0.0)  # new knowledge at once
     clock = Clock(T0)
-    fake = _cluster(cluster_root, clock)
+    fake = _cluster(cluster_root, clock, jobs=60, nodes=16, gpus=300)
     forecast = QueueForecastConfig(interval_s=0.0)
     fast = _loop(fake, tmp_path / "fast.db", clock, queue_forecast=forecast)
     full = _loop(fake, tmp_path / "full.db", clock, queue_forecast=forecast)
-    for step in range(6):
+    for step in range(4):
         if step:
             clock.now += 60.0
             fake.advance()
@@ -276,6 +274,8 @@ def test_metrics_export_per_job_series_only_for_jobs_that_need_them(
     rows = store.jobs_for_metrics()
     kept = exported_jobs(rows, 2)
     assert sum(r.status == "pending" for r in kept) == 2
+    capped_rows = store.jobs_for_metrics(max_pending=2)  # the store picks the same two
+    assert [r.job_id for r in capped_rows] == [r.job_id for r in kept]
     assert [r for r in kept if r.status != "pending"] == [r for r in rows if r.status != "pending"]
 
 
@@ -285,10 +285,6 @@ def _exposition(collector: PlannerCollector) -> list[str]:
     registry = CollectorRegistry()
     registry.register(collector)
     return generate_latest(registry).decode().splitlines()
-
-
-def _square(x: int) -> int:
-    return x * x
 
 
 def _alive(pid: int) -> bool:
@@ -304,49 +300,44 @@ def _sleep(seconds: float) -> float:
     return seconds
 
 
+def _until(done: Any, seconds: float = 60.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (value := done()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+
+
 def test_a_large_queue_is_forecast_in_the_worker_process(
     tmp_path: Path, cluster_root: Path
 ) -> None:
-    worker = QueueForecaster()
-    try:
-        assert worker.ready("a")
-        worker.submit("a", _square, 7)
-        assert not worker.ready("a")
-        deadline = time.monotonic() + 60
-        while (result := worker.collect("a")) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert result == 49
-        assert worker.last_duration_s["a"] > 0
-        worker.submit("b", _sleep, 600.0)  # stopping the service stops a forecast in flight
-        pids = list(worker._executor._processes)  # type: ignore[union-attr]
-    finally:
-        worker.close()
-    deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(_alive(pid) for pid in pids)
-
     clock = Clock(T0)
-    fake = _cluster(tmp_path, clock)
-    loop = _loop(
-        fake, tmp_path / "p.db", clock, queue_forecast=QueueForecastConfig(worker_min_jobs=1)
-    )
+    fake = _cluster(cluster_root, clock, jobs=40, nodes=12, gpus=200)
+    big = QueueForecastConfig(worker_min_jobs=1)  # every queue is large
+    loop = _loop(fake, tmp_path / "p.db", clock, queue_forecast=big)
+    worker = loop.deps.forecaster
     try:
         loop.run_cycle()  # hands the queue to the worker
         store = loop.deps.store
+        assert not worker.ready("slurm/loadcluster")  # one forecast per source at a time
         assert all(r.queue_forecast is None for r in store.list_jobs(status="pending"))
         made = clock.now
-        for _ in itertools.count():
+
+        def stored() -> list[Any]:
             clock.now += 15.0
             loop.run_cycle()
-            forecasts = [r.queue_forecast for r in store.list_jobs(status="pending")]
-            if any(forecasts) or clock.now > made + 15.0 * 400:
-                break
-            time.sleep(0.1)
+            return [r.queue_forecast for r in store.list_jobs(status="pending") if r.queue_forecast]
+
+        forecasts = _until(stored)
         assert forecasts
-        assert all(f and f["made_at_s"] == made for f in forecasts)
+        assert all(f["made_at_s"] == made for f in forecasts)  # made from the first cycle
+        assert worker.last_duration_s["slurm/loadcluster"] > 0
+        # stopping the service stops a forecast in flight, and the worker with it
+        worker.submit("other", _sleep, 600.0)
+        pids = list(worker._executor._processes)  # type: ignore[union-attr]
+        assert pids
     finally:
         loop.close()
+    assert _until(lambda: not any(_alive(pid) for pid in pids), 10.0)
 
 
 def test_the_listing_index_is_filled_in_for_stored_jobs(tmp_path: Path) -> None:

@@ -177,9 +177,10 @@ class Store(Protocol):
         """Every stored job with this id (several when clusters share ids)."""
         ...
 
-    def jobs_for_metrics(self) -> list[JobRow]:
-        """Active jobs that are not pending, and pending ones with a prediction, ordered as
-        ``list_jobs`` (issue 16: ``planner.service.job_series``)."""
+    def jobs_for_metrics(self, *, max_pending: int | None = None) -> list[JobRow]:
+        """Active jobs that are not pending, and pending ones with a prediction (at most
+        ``max_pending``, the soonest predicted starts), ordered as ``list_jobs``, with only
+        the columns ``/metrics`` reads (issue 16: ``planner.service.job_series``)."""
         ...
 
     def job_counts(self) -> list[tuple[str, str, str, int, int]]:
