@@ -6,9 +6,10 @@
     .venv/bin/python -m benchmarks.load --src /work/main --cycles 2   # another checkout
 
 The fake Slurm (``benchmarks/fake_slurm.py``: records copied from real 22.05.8 output, printed
-by real ``squeue``/``sinfo``/``sacct``/``scontrol`` executables) runs in its own process, as
-slurmctld would: it fills the cluster, then changes it every ``--interval`` seconds (1 % of the
-jobs change state, logs grow at each job's pace). ``planner serve`` (``--src``'s checkout) runs
+by real ``squeue``/``sinfo``/``sacct``/``scontrol`` executables) runs in its own process at a
+lower CPU priority (nice 10), as slurmctld would on its own host: it fills the cluster, then
+changes it every ``--interval`` seconds (1 % of the jobs change state, logs grow at each job's
+pace). ``planner serve`` (``--src``'s checkout) runs
 with a SQLite store, its Slurm commands in the fake's ``bin``, the default settings otherwise
 (ingest every 15 s, the queue forecast's worker process from 1,000 jobs on). Measured:
 
@@ -60,6 +61,7 @@ def fake_slurm(root: str, options: dict[str, Any], conn: Any) -> None:
     ``options["interval"]`` seconds until told to stop; reports what each change did."""
     from benchmarks.fake_slurm import FakeSlurm  # noqa: PLC0415 - in the child process
 
+    os.nice(10)  # slurmctld runs on its own host: here it yields the CPU to the service
     fake = FakeSlurm(
         Path(root),
         jobs=options["jobs"],

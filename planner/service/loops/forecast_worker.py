@@ -28,12 +28,16 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+#: How much lower the worker's CPU priority is than the service's (``nice``).
+WORKER_NICENESS = 10
+
 
 def _worker_start() -> None:
     """In the worker: leave SIGINT to the service (a terminal's Ctrl-C reaches the whole
-    process group; the service stops the worker), and end when the service is gone (killed:
-    the worker would otherwise finish its forecast for nobody)."""
+    process group; the service stops the worker), run at a lower priority, and end when the
+    service is gone (killed: the worker would otherwise finish its forecast for nobody)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(WORKER_NICENESS)  # background work: the ingest loop and the API come first
     parent = os.getppid()
 
     def watch() -> None:

@@ -285,6 +285,7 @@ class SqlStore:
         with self.session() as session:
             uow = SqlUnitOfWork(session, self._job_cache)
             yield uow
+            uow.finish()
         uow.keep_jobs()
 
     def dispose(self) -> None:
