@@ -21,6 +21,7 @@ from adapters.slurm.sacct import parse_sacct_json
 from adapters.slurm.sinfo import parse_sinfo_json
 from adapters.slurm.squeue import parse_squeue_json
 from benchmarks.fake_slurm import FakeSlurm
+from planner.errors import SourceError
 from planner.service.job_series import exported_jobs
 from planner.service.loops import IngestLoop, IngestSettings, incremental, jobs
 from planner.service.loops.context import QueueForecastConfig
@@ -406,3 +407,35 @@ def test_slurm_json_is_decoded_in_pieces_as_json_loads_decodes_it(text: str) -> 
             return ("error", type(exc).__name__, str(exc))
 
     assert outcome(loads_in_pieces) == outcome(json.loads)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"meta": {}, "errors": [], "jobs": [{"a": 1}, {"b": [2]}]}',
+        '{"jobs": []}',
+        '{"jobs": [1]}',
+        '{"errors": [{"error": "x"}], "jobs": []}',
+        '{"jobs": {}}',
+        "{}",
+        "[]",
+        '{"jobs": [{"a": 1}], "jobs": [{"b": 2}]}',  # valid, not streamed: decoded whole
+        '{"jobs": [{"a": 1}',
+    ],
+)
+def test_squeue_records_are_streamed_as_a_whole_decode_reads_them(text: str) -> None:
+    from adapters.slurm.output import OutputReader, StreamRestartError
+
+    reader = OutputReader("slurm:squeue")
+
+    def outcome(read: Any) -> Any:
+        try:
+            return ("ok", read())
+        except StreamRestartError:
+            return ("ok", reader.load(text, "jobs"))
+        except SourceError as exc:
+            return ("error", str(exc))
+
+    assert outcome(lambda: list(reader.iter_items(text, "jobs"))) == outcome(
+        lambda: reader.load(text, "jobs")
+    )
