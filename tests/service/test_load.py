@@ -439,3 +439,25 @@ def test_squeue_records_are_streamed_as_a_whole_decode_reads_them(text: str) -> 
     assert outcome(lambda: list(reader.iter_items(text, "jobs"))) == outcome(
         lambda: reader.load(text, "jobs")
     )
+
+
+def test_a_page_of_jobs_leaves_the_nodes_out(
+    db_url: str, source: Any, clock: Clock, make_job: Any
+) -> None:
+    from planner.specs.job import ClusterSnapshot, NodeState
+
+    from .test_service import app_for, cycle
+
+    nodes = tuple(NodeState(name=f"n{i}", state="idle", num_gpus=8) for i in range(3))
+    jobs = tuple(make_job(job_id=str(i)) for i in range(5))
+    source.answer = ClusterSnapshot(
+        scheduler="slurm", cluster="test", taken_at_s=clock.now, jobs=jobs, nodes=nodes
+    )
+    with app_for(db_url, source, clock) as client:
+        cycle(client)
+        every = client.get("/v1/jobs").json()
+        assert [n["name"] for n in every["sources"][0]["nodes"]] == ["n0", "n1", "n2"]
+        page = client.get("/v1/jobs", params={"limit": 2}).json()
+        assert [j["job_id"] for j in page["jobs"]] == ["0", "1"]
+        assert "nodes" not in page["sources"][0]
+        assert page["sources"][0]["stale"] is False
