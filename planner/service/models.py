@@ -44,8 +44,10 @@ class JobRow(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         UniqueConstraint("scheduler", "cluster", "job_id", name="uq_jobs_key"),
-        # issue 16: a page of the listing is a range of this index (``sort_number``)
+        # issue 16: a page of the listing is a range of one of these (``sort_number``)
         Index("ix_jobs_listing", "scheduler", "cluster", "sort_number", "job_id"),
+        Index("ix_jobs_listing_active", "active", "scheduler", "cluster", "sort_number", "job_id"),
+        Index("ix_jobs_listing_status", "status", "scheduler", "cluster", "sort_number", "job_id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
