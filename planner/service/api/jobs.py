@@ -65,6 +65,15 @@ def _progress_ratio(row: JobRow) -> float | None:
     return None
 
 
+def _last_seen(row: JobRow, source: dict[str, Any] | None) -> float:
+    """When the scheduler last reported the job: an active job is in every good poll of its
+    source (issue 16: its row is not rewritten for that), an ended one as stored."""
+    polled = None if source is None else source.get("last_success_s")
+    if row.active and isinstance(polled, int | float):
+        return max(row.last_seen_s, float(polled))
+    return row.last_seen_s
+
+
 def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
     """One job's summary (``JobSummary``); ``source`` is its source's view (None: unknown)."""
     st = row.state or {}
@@ -113,7 +122,7 @@ def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
             else None
         ),
         "first_seen_s": row.first_seen_s,
-        "last_seen_s": row.last_seen_s,
+        "last_seen_s": _last_seen(row, source),
         "ended_s": row.ended_s,
         "data_age_s": None if source is None else source["age_s"],
         "stale": True if source is None else source["stale"],
