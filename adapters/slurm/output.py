@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from adapters.slurm.hostlist import expand_hostlist
@@ -247,6 +247,52 @@ def _pieces(text: str) -> dict[str, Any]:
     return doc
 
 
+class StreamRestartError(Exception):
+    """``OutputReader.iter_items`` met valid JSON of a shape it does not stream (a list key
+    given twice, say): decode it whole with ``OutputReader.load`` instead."""
+
+
+def _stream(text: str, list_key: str) -> Iterator[tuple[str, Any]]:
+    """The top-level object of ``text`` piece by piece: ``("item", element)`` for each element
+    of ``list_key``'s list as it is decoded, ``(key, value)`` for the other keys; raises
+    ``_UnexpectedError`` (or ``ValueError``) on anything else."""
+    i = _skip(text, 0)
+    _expect(text, i, "{")
+    i = _skip(text, i + 1)
+    end = "}" if i < len(text) and text[i] == "}" else ","
+    streamed = False
+    while end == ",":
+        _expect(text, i, '"')
+        key, i = _DECODER.raw_decode(text, i)
+        _expect(text, _skip(text, i), ":")
+        i = _skip(text, _skip(text, i) + 1)
+        if key == list_key and i < len(text) and text[i] == "[":
+            if streamed:
+                raise _UnexpectedError  # json.loads keeps the last one: not streamable
+            streamed = True
+            i = _skip(text, i + 1)
+            more = "]" if i < len(text) and text[i] == "]" else ","
+            while more == ",":
+                item, i = _DECODER.raw_decode(text, i)
+                yield "item", item
+                i = _skip(text, i)
+                more = _expect(text, i, ",]")
+                if more == ",":
+                    i = _skip(text, i + 1)
+            i += 1
+        else:
+            value, i = _DECODER.raw_decode(text, i)
+            if key == list_key and streamed:
+                raise _UnexpectedError
+            yield key, value
+        i = _skip(text, i)
+        end = _expect(text, i, ",}")
+        if end == ",":
+            i = _skip(text, i + 1)
+    if _skip(text, i + 1) != len(text):
+        raise _UnexpectedError  # extra data after the object
+
+
 class OutputReader:
     """Reads fields of decoded JSON, raising SourcePermanentError naming command and field."""
 
@@ -272,12 +318,7 @@ class OutputReader:
             ) from None
         if not isinstance(doc, Mapping):
             raise self.fail("<top>", f"expected a JSON object, got {type(doc).__name__}")
-        errors = doc.get("errors") or []
-        if not isinstance(errors, list):
-            raise self.fail("errors", f"expected a list, got {type(errors).__name__}")
-        errors = [e for e in errors if not _is_empty_result(e)]
-        if errors:
-            self._raise_errors(errors)
+        self._check_errors(doc.get("errors"))
         items = doc.get(list_key)
         if items is None:
             raise self.fail(list_key, "missing")
@@ -289,6 +330,45 @@ class OutputReader:
                     f"{list_key}[{i}]", f"expected an object, got {type(item).__name__}"
                 )
         return items
+
+    def iter_items(self, text: str, list_key: str) -> Iterator[Mapping[str, Any]]:
+        """The objects of ``list_key`` one at a time as they are decoded: what :meth:`load`
+        returns, with its errors (an ``errors`` list after the items is raised after them, and
+        a syntax error after an item once the caller has read that item),
+        but never all of a 40 MB answer in memory as objects at once, so each is freed as soon
+        as the caller has read it (issue 16: no survivors for the garbage collector to move
+        and scan). Raises :class:`StreamRestartError` (before yielding anything but what
+        :meth:`load` would give) when the text is valid JSON this does not stream."""
+        if not isinstance(text, str):
+            self.load(text, list_key)  # raises
+        fields: dict[str, Any] = {}
+        count = 0
+        try:
+            for key, value in _stream(text, list_key):
+                if key != "item":
+                    fields[key] = value
+                    if key == "errors":
+                        self._check_errors(value)
+                    continue
+                if not isinstance(value, Mapping):
+                    raise self.fail(
+                        f"{list_key}[{count}]", f"expected an object, got {type(value).__name__}"
+                    )
+                count += 1
+                yield value
+        except (_UnexpectedError, ValueError, RecursionError):
+            self.load(text, list_key)  # raises what a whole decode raises
+            raise StreamRestartError from None
+        if count == 0:  # no list streamed: the key is missing, empty or not a list
+            self.load(text, list_key)
+
+    def _check_errors(self, errors: Any) -> None:
+        errors = errors or []
+        if not isinstance(errors, list):
+            raise self.fail("errors", f"expected a list, got {type(errors).__name__}")
+        errors = [e for e in errors if not _is_empty_result(e)]
+        if errors:
+            self._raise_errors(errors)
 
     def _raise_errors(self, errors: list[Any]) -> None:
         texts = []

@@ -18,6 +18,7 @@ from adapters.slurm.output import (
     SCHEDULER,
     SOURCE_SQUEUE,
     OutputReader,
+    StreamRestartError,
     display_job_id,
     job_times,
     slurm_state_to_status,
@@ -93,11 +94,12 @@ class SqueueRecord:
 def parse_squeue_records(text: str, *, cluster: str | None = None) -> list[SqueueRecord]:
     """Like :func:`parse_squeue_json`, also returning Slurm's numeric job id and batch flag."""
     reader = OutputReader(SOURCE_SQUEUE)
-    records: list[SqueueRecord] = []
-    for i, raw in enumerate(reader.load(text, "jobs")):
-        where = f"jobs[{i}]"
-        records.append(_squeue_job(reader, raw, where, cluster))
-    return records
+    try:  # each record decoded, read and dropped in turn (a 10,000-job answer is 40 MB)
+        items = reader.iter_items(text, "jobs")
+        return [_squeue_job(reader, raw, f"jobs[{i}]", cluster) for i, raw in enumerate(items)]
+    except StreamRestartError:
+        items = iter(reader.load(text, "jobs"))
+        return [_squeue_job(reader, raw, f"jobs[{i}]", cluster) for i, raw in enumerate(items)]
 
 
 def parse_squeue_json(text: str, *, cluster: str | None = None) -> list[JobState]:

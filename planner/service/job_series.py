@@ -17,39 +17,26 @@ cluster, status}`` (what the dashboards count and sum).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from planner.service.models import JobRow
+from planner.service.models import JobRow, predicted_start, soonest_first
+
+__all__ = ["MAX_PENDING_JOBS", "exported_jobs", "job_count_metrics", "predicted_start"]
 
 #: Default of ``metrics.max_pending_jobs``.
 MAX_PENDING_JOBS = 500
 
 
-def predicted_start(row: JobRow) -> float | None:
-    """The p50 start the queue forecast predicts for the job (epoch seconds; None: none)."""
-    start = (row.queue_forecast or {}).get("start_s")
-    value = start.get("p50") if isinstance(start, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _soonest(row: JobRow) -> float:
-    start = predicted_start(row)
-    return math.inf if start is None else start
-
-
 def exported_jobs(rows: Sequence[JobRow], max_pending: int) -> list[JobRow]:
     """The rows of ``rows`` (active jobs, pending ones with a prediction) that get per-job
     series: every one that is not pending, and the ``max_pending`` pending ones the queue
-    forecast starts soonest (ties: the order of ``rows``)."""
+    forecast starts soonest (``soonest_first``); in the order of ``rows``."""
     pending = [r for r in rows if r.status == "pending"]
     if len(pending) <= max_pending:
         return list(rows)
-    kept = {id(r) for r in sorted(pending, key=_soonest)[:max_pending]}
+    kept = {id(r) for r in soonest_first(pending)[:max_pending]}
     return [r for r in rows if r.status != "pending" or id(r) in kept]
 
 

@@ -58,12 +58,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from planner import __version__
-from planner.service.job_series import (
-    MAX_PENDING_JOBS,
-    exported_jobs,
-    job_count_metrics,
-    predicted_start,
-)
+from planner.service.job_series import MAX_PENDING_JOBS, job_count_metrics, predicted_start
 from planner.service.loops import IngestLoop
 from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import JobRow
@@ -268,7 +263,7 @@ class PlannerCollector(Collector):
             labels=_JOB_LABELS,
         )
         # issue 16: only the jobs that need series (planner.service.job_series), counted all
-        rows = exported_jobs(self.store.jobs_for_metrics(), self.max_pending_jobs)
+        rows = self.store.jobs_for_metrics(max_pending=self.max_pending_jobs)
         now = self.clock()
         for row in rows:
             labels = [row.scheduler, row.cluster, row.job_id]

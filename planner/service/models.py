@@ -6,8 +6,10 @@ values produced by the service (job snapshots, scenario documents, prediction an
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     JSON,
@@ -42,8 +44,10 @@ class JobRow(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         UniqueConstraint("scheduler", "cluster", "job_id", name="uq_jobs_key"),
-        # issue 16: a page of the listing is a range of this index (``sort_number``)
+        # issue 16: a page of the listing is a range of one of these (``sort_number``)
         Index("ix_jobs_listing", "scheduler", "cluster", "sort_number", "job_id"),
+        Index("ix_jobs_listing_active", "active", "scheduler", "cluster", "sort_number", "job_id"),
+        Index("ix_jobs_listing_status", "status", "scheduler", "cluster", "sort_number", "job_id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -99,6 +103,15 @@ class StepSampleRow(Base):
     num_iterations: Mapped[int] = mapped_column(Integer, default=1)
     time_s: Mapped[float] = mapped_column(Float)
     loss: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class SampleTiming(NamedTuple):
+    """The columns of a step sample the ETA reads (issue 16: read as plain tuples, not rows)."""
+
+    iteration: int
+    step_time_s: float | None
+    num_iterations: int
+    time_s: float
 
 
 class PredictionRow(Base):
@@ -193,6 +206,50 @@ class RetentionPolicy:
     eta_max_age_s: float = 3 * 24 * 3600.0
     samples_per_job: int = 5000
     audit_max_age_s: float = 30 * 24 * 3600.0
+
+
+#: The columns of a job ``/metrics`` reads (``Store.jobs_for_metrics`` loads only these).
+METRIC_COLUMNS = (
+    "scheduler",
+    "cluster",
+    "job_id",
+    "name",
+    "user",
+    "status",
+    "described_by",
+    "state",
+    "prediction",
+    "iteration",
+    "eta",
+    "stragglers",
+    "gpus",
+    "queue_forecast",
+)
+
+
+def predicted_start(row: JobRow) -> float | None:
+    """The p50 start the queue forecast predicts for the job (epoch seconds; None: none)."""
+    start = (row.queue_forecast or {}).get("start_s")
+    value = start.get("p50") if isinstance(start, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def soonest_first(rows: Sequence[JobRow]) -> list[JobRow]:
+    """Pending jobs by their predicted start, soonest first (none: last), then in listing
+    order (issue 16: which pending jobs get series on ``/metrics``)."""
+
+    def key(row: JobRow) -> tuple[float, str, str, tuple[int, str]]:
+        start = predicted_start(row)
+        return (
+            math.inf if start is None else start,
+            row.scheduler,
+            row.cluster,
+            job_sort_key(row.job_id),
+        )
+
+    return sorted(rows, key=key)
 
 
 #: Where a job sorts in a listing: (scheduler, cluster, ``job_sort_key(job_id)``).

@@ -6,7 +6,6 @@ need them; a large queue is forecast in the worker process."""
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import tempfile
 import time
@@ -22,10 +21,10 @@ from adapters.slurm.sacct import parse_sacct_json
 from adapters.slurm.sinfo import parse_sinfo_json
 from adapters.slurm.squeue import parse_squeue_json
 from benchmarks.fake_slurm import FakeSlurm
+from planner.errors import SourceError
 from planner.service.job_series import exported_jobs
 from planner.service.loops import IngestLoop, IngestSettings, incremental, jobs
 from planner.service.loops.context import QueueForecastConfig
-from planner.service.loops.forecast_worker import QueueForecaster
 from planner.service.loops.incremental import eta_remaining_now
 from planner.service.metrics import PlannerCollector
 from planner.service.models import JobRow
@@ -136,8 +135,8 @@ def test_an_unchanged_job_is_not_described_or_rewritten_again(
     for job_id, row in after.items():
         old = before[job_id]
         assert row.state == old.state
-        if row.active:
-            assert row.last_seen_s == clock.now  # seen, in bulk
+        if row.active:  # not rewritten to say it was seen: /v1/jobs takes the source's poll
+            assert row.last_seen_s == old.last_seen_s
             # a running job's ETA stays as made unless it is overdue (now past a quantile)
             ends = (old.eta or {}).get("completion_time_s") or {}
             if row.status == "running" and ends and min(ends.values()) >= clock.now:
@@ -199,11 +198,11 @@ def test_the_incremental_cycle_gives_what_a_full_pass_gives(
     other forgetting its memos before every cycle (every job changed: the full pass)."""
     monkeypatch.setattr(incremental, "KNOWLEDGE_REFRESH_S", 0.0)  # new knowledge at once
     clock = Clock(T0)
-    fake = _cluster(cluster_root, clock)
+    fake = _cluster(cluster_root, clock, jobs=60, nodes=16, gpus=300)
     forecast = QueueForecastConfig(interval_s=0.0)
     fast = _loop(fake, tmp_path / "fast.db", clock, queue_forecast=forecast)
     full = _loop(fake, tmp_path / "full.db", clock, queue_forecast=forecast)
-    for step in range(6):
+    for step in range(4):
         if step:
             clock.now += 60.0
             fake.advance()
@@ -276,6 +275,8 @@ def test_metrics_export_per_job_series_only_for_jobs_that_need_them(
     rows = store.jobs_for_metrics()
     kept = exported_jobs(rows, 2)
     assert sum(r.status == "pending" for r in kept) == 2
+    capped_rows = store.jobs_for_metrics(max_pending=2)  # the store picks the same two
+    assert [r.job_id for r in capped_rows] == [r.job_id for r in kept]
     assert [r for r in kept if r.status != "pending"] == [r for r in rows if r.status != "pending"]
 
 
@@ -287,47 +288,57 @@ def _exposition(collector: PlannerCollector) -> list[str]:
     return generate_latest(registry).decode().splitlines()
 
 
-def _square(x: int) -> int:
-    return x * x
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "State:\tZ" not in status  # a zombie until its parent reaps it
+
+
+def _sleep(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def _until(done: Any, seconds: float = 60.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (value := done()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
 
 
 def test_a_large_queue_is_forecast_in_the_worker_process(
     tmp_path: Path, cluster_root: Path
 ) -> None:
-    worker = QueueForecaster()
-    try:
-        assert worker.ready("a")
-        worker.submit("a", _square, 7)
-        assert not worker.ready("a")
-        deadline = time.monotonic() + 60
-        while (result := worker.collect("a")) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert result == 49
-        assert worker.last_duration_s["a"] > 0
-    finally:
-        worker.close()
-
     clock = Clock(T0)
-    fake = _cluster(tmp_path, clock)
-    loop = _loop(
-        fake, tmp_path / "p.db", clock, queue_forecast=QueueForecastConfig(worker_min_jobs=1)
-    )
+    fake = _cluster(cluster_root, clock, jobs=40, nodes=12, gpus=200)
+    big = QueueForecastConfig(worker_min_jobs=1)  # every queue is large
+    loop = _loop(fake, tmp_path / "p.db", clock, queue_forecast=big)
+    worker = loop.deps.forecaster
     try:
         loop.run_cycle()  # hands the queue to the worker
         store = loop.deps.store
+        assert not worker.ready("slurm/loadcluster")  # one forecast per source at a time
         assert all(r.queue_forecast is None for r in store.list_jobs(status="pending"))
         made = clock.now
-        for _ in itertools.count():
+
+        def stored() -> list[Any]:
             clock.now += 15.0
             loop.run_cycle()
-            forecasts = [r.queue_forecast for r in store.list_jobs(status="pending")]
-            if any(forecasts) or clock.now > made + 15.0 * 400:
-                break
-            time.sleep(0.1)
+            return [r.queue_forecast for r in store.list_jobs(status="pending") if r.queue_forecast]
+
+        forecasts = _until(stored)
         assert forecasts
-        assert all(f and f["made_at_s"] == made for f in forecasts)
+        assert all(f["made_at_s"] == made for f in forecasts)  # made from the first cycle
+        assert worker.last_duration_s["slurm/loadcluster"] > 0
+        # stopping the service stops a forecast in flight, and the worker with it
+        worker.submit("other", _sleep, 600.0)
+        pids = list(worker._executor._processes)  # type: ignore[union-attr]
+        assert pids
     finally:
         loop.close()
+    assert _until(lambda: not any(_alive(pid) for pid in pids), 10.0)
 
 
 def test_the_listing_index_is_filled_in_for_stored_jobs(tmp_path: Path) -> None:
@@ -396,3 +407,65 @@ def test_slurm_json_is_decoded_in_pieces_as_json_loads_decodes_it(text: str) -> 
             return ("error", type(exc).__name__, str(exc))
 
     assert outcome(loads_in_pieces) == outcome(json.loads)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"meta": {}, "errors": [], "jobs": [{"a": 1}, {"b": [2]}]}',
+        '{"jobs": []}',
+        '{"jobs": [1]}',
+        '{"errors": [{"error": "x"}], "jobs": []}',
+        '{"jobs": {}}',
+        "{}",
+        "[]",
+        '{"jobs": [{"a": 1}], "jobs": [{"b": 2}]}',  # valid, not streamed: decoded whole
+        '{"jobs": [{"a": 1}',
+    ],
+)
+def test_squeue_records_are_streamed_as_a_whole_decode_reads_them(text: str) -> None:
+    from adapters.slurm.output import OutputReader, StreamRestartError
+
+    reader = OutputReader("slurm:squeue")
+
+    def outcome(read: Any) -> Any:
+        try:
+            return ("ok", read())
+        except StreamRestartError:
+            return ("ok", reader.load(text, "jobs"))
+        except SourceError as exc:
+            return ("error", str(exc))
+
+    assert outcome(lambda: list(reader.iter_items(text, "jobs"))) == outcome(
+        lambda: reader.load(text, "jobs")
+    )
+
+
+def test_a_page_of_jobs_leaves_the_nodes_out(
+    db_url: str, source: Any, clock: Clock, make_job: Any
+) -> None:
+    from planner.specs.job import ClusterSnapshot, NodeState
+
+    from .test_service import app_for, cycle
+
+    nodes = tuple(NodeState(name=f"n{i}", state="idle", num_gpus=8) for i in range(3))
+    jobs = tuple(make_job(job_id=str(i)) for i in range(5))
+    source.answer = ClusterSnapshot(
+        scheduler="slurm", cluster="test", taken_at_s=clock.now, jobs=jobs, nodes=nodes
+    )
+    with app_for(db_url, source, clock) as client:
+        cycle(client)
+        every = client.get("/v1/jobs").json()
+        assert [n["name"] for n in every["sources"][0]["nodes"]] == ["n0", "n1", "n2"]
+        page = client.get("/v1/jobs", params={"limit": 2}).json()
+        assert [j["job_id"] for j in page["jobs"]] == ["0", "1"]
+        assert "nodes" not in page["sources"][0]
+        assert page["sources"][0]["stale"] is False
+        # an unchanged job's row is not rewritten, yet it was seen at the last poll
+        clock.now += 15.0
+        source.answer = ClusterSnapshot(
+            scheduler="slurm", cluster="test", taken_at_s=clock.now, jobs=jobs, nodes=nodes
+        )
+        cycle(client)
+        seen = {j["last_seen_s"] for j in client.get("/v1/jobs").json()["jobs"]}
+        assert seen == {clock.now}

@@ -3,7 +3,8 @@
 Views are built from the store's rows; the response models (``planner.service.api.models``)
 check them on the way out. ``GET /v1/jobs?limit=N`` pages the list (ordered by scheduler,
 cluster and numeric job id): the answer's ``next_cursor``, passed as ``?cursor=``, gives the
-next page; without ``limit`` every job comes in one answer, as before.
+next page, and its ``sources`` leave out their ``nodes`` (issue 16: 2,000 nodes outweigh a page
+of 100 jobs); without ``limit`` every job comes in one answer, with the nodes, as before.
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ NO_STRAGGLER_DATA = (
 )
 
 
-def source_view(row: SourceRow, now_s: float, stale_after_s: float) -> dict[str, Any]:
-    """One source's health: age of its last success and whether it is stale."""
+def source_view(
+    row: SourceRow, now_s: float, stale_after_s: float, *, nodes: bool = True
+) -> dict[str, Any]:
+    """One source's health: age of its last success and whether it is stale (with its nodes
+    unless ``nodes`` is false: a page of jobs leaves them out)."""
     age = None if row.last_success_s is None else max(0.0, now_s - row.last_success_s)
-    return {
+    view: dict[str, Any] = {
         "name": row.name,
         "scheduler": row.scheduler,
         "cluster": row.cluster,
@@ -46,8 +50,10 @@ def source_view(row: SourceRow, now_s: float, stale_after_s: float) -> dict[str,
         "consecutive_failures": row.consecutive_failures,
         "last_error": row.last_error,
         "warnings": row.warnings or [],
-        "nodes": row.nodes or [],
     }
+    if nodes:
+        view["nodes"] = row.nodes or []
+    return view
 
 
 def _progress_ratio(row: JobRow) -> float | None:
@@ -57,6 +63,15 @@ def _progress_ratio(row: JobRow) -> float | None:
     if row.iteration is not None and row.train_iters:
         return min(1.0, row.iteration / row.train_iters)
     return None
+
+
+def _last_seen(row: JobRow, source: dict[str, Any] | None) -> float:
+    """When the scheduler last reported the job: an active job is in every good poll of its
+    source (issue 16: its row is not rewritten for that), an ended one as stored."""
+    polled = None if source is None else source.get("last_success_s")
+    if row.active and isinstance(polled, int | float):
+        return max(row.last_seen_s, float(polled))
+    return row.last_seen_s
 
 
 def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
@@ -107,7 +122,7 @@ def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
             else None
         ),
         "first_seen_s": row.first_seen_s,
-        "last_seen_s": row.last_seen_s,
+        "last_seen_s": _last_seen(row, source),
         "ended_s": row.ended_s,
         "data_age_s": None if source is None else source["age_s"],
         "stale": True if source is None else source["stale"],
@@ -194,8 +209,8 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
     router = APIRouter(tags=["jobs"], dependencies=[Depends(access.require(Role.READER))])
     store = state.store
 
-    def sources(now_s: float) -> dict[tuple[str, str], dict[str, Any]]:
-        views = [source_view(r, now_s, state.stale_after_s) for r in store.sources()]
+    def sources(now_s: float, *, nodes: bool = True) -> dict[tuple[str, str], dict[str, Any]]:
+        views = [source_view(r, now_s, state.stale_after_s, nodes=nodes) for r in store.sources()]
         return {(v["scheduler"], v["cluster"]): v for v in views}
 
     def one_job(job_id: str, scheduler: str | None, cluster: str | None) -> JobRow:
@@ -246,7 +261,7 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
         ),
     ) -> dict[str, Any]:
         now = state.clock()
-        by_key = sources(now)
+        by_key = sources(now, nodes=limit is None)  # a page leaves the nodes out
         after = None if cursor is None else decode_cursor(cursor)
         rows = store.list_jobs(
             active_only=active,

@@ -120,7 +120,11 @@ class SourceView(BaseModel):
     consecutive_failures: int
     last_error: str | None
     warnings: list[str]
-    nodes: list[NodeView]
+    nodes: list[NodeView] | None = Field(
+        default=None,
+        description="The source's nodes; left out of a page of GET /v1/jobs?limit= (2,000 "
+        "nodes would outweigh the page's jobs): list without limit to have them",
+    )
 
 
 class Progress(BaseModel):

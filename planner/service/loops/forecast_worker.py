@@ -8,14 +8,15 @@ jobs, their runtime bands, the fleet: all plain values) to one worker process an
 later cycle collects the records and stores them (made at the time of their inputs). One
 forecast per source is in flight at a time, and after one the worker rests as long as that one
 took, so it holds at most half of one core. The worker is a ``spawn``ed process (the service's
-threads are not forked), started on first use and stopped with the ingest loop; a worker that
-died is started again for the next forecast.
+threads are not forked), started on first use and killed with the ingest loop (it also ends by
+itself when the service is gone); a worker that died is started again for the next forecast.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -27,12 +28,24 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+#: How much lower the worker's CPU priority is than the service's (``nice``).
+WORKER_NICENESS = 10
 
-def _ignore_interrupts() -> None:
-    """The worker leaves SIGINT and SIGTERM to the service (a terminal's Ctrl-C reaches the
-    whole process group); the service stops it."""
+
+def _worker_start() -> None:
+    """In the worker: leave SIGINT to the service (a terminal's Ctrl-C reaches the whole
+    process group; the service stops the worker), run at a lower priority, and end when the
+    service is gone (killed: the worker would otherwise finish its forecast for nobody)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.nice(WORKER_NICENESS)  # background work: the ingest loop and the API come first
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(2.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 @dataclass(slots=True)
@@ -67,7 +80,7 @@ class QueueForecaster:
                 self._executor = ProcessPoolExecutor(
                     max_workers=1,
                     mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_ignore_interrupts,
+                    initializer=_worker_start,
                 )
             self._flights[key] = _Flight(self._executor.submit(fn, request), self._clock())
 
@@ -100,6 +113,6 @@ class QueueForecaster:
         if executor is None:
             return
         # ProcessPoolExecutor would wait for the running forecast at exit; stop it now
-        for process in list(getattr(executor, "_processes", {}).values()):
-            process.terminate()
+        for process in list((getattr(executor, "_processes", None) or {}).values()):
+            process.kill()
         executor.shutdown(wait=False, cancel_futures=True)

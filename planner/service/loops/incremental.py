@@ -7,8 +7,11 @@ replica that held the leadership meanwhile makes every job changed once). For an
 job the cycle
 
 - keeps its stored snapshot (``state``), name, user and status as they are (not rebuilt, not
-  rewritten) and does not describe it again (its description key cannot have changed); its
-  ``last_seen_s`` is set with every other unchanged job's in bulk (``UnitOfWork.touch_jobs``);
+  rewritten) and does not describe it again (its description key cannot have changed); its row
+  is not rewritten to say it was seen: an active job is in every good poll of its source (one
+  it is not in ends it), so ``/v1/jobs`` gives it its source's last good poll as
+  ``last_seen_s``; an ended one (in the accounting's window) is marked seen with the others in
+  one statement per 500 (``UnitOfWork.touch_jobs``);
 - still reads its log and its telemetry (a running job): new progress re-estimates its ETA;
 - without new progress, and with the prediction its ETA was made from, estimates nothing
   again: a pending job's ETA stays (``estimate_pending`` does not depend on the time), a running

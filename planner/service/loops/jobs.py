@@ -105,13 +105,15 @@ def update_job(
 ) -> EtaBasis:
     """Bring one stored job up to date with its snapshot ``job``. With ``touched``, a job
     unchanged since this process's last cycle (``planner.service.loops.incremental``) keeps
-    its stored snapshot and is appended there for its ``last_seen_s``. Returns what its ETA is
-    made from."""
+    its stored snapshot, and an ended one is appended there for its ``last_seen_s`` (an active
+    one is seen at every poll of its source: its row is not rewritten for that). Returns what
+    its ETA is made from."""
     memo = deps.memo.get(row) if touched is not None else None
     unchanged = memo is not None and memo.job == job
     was_active = row.active if row.id is not None else True
     if unchanged and touched is not None:
-        touched.append(row)
+        if not row.active:  # an active job was seen at its source's last poll (API: job_view)
+            touched.append(row)
     else:
         _store_snapshot(deps, uow, read_text, row, job, now_s=now_s)
 

@@ -26,6 +26,7 @@ from planner.service.models import (
     PredictionRow,
     RetentionPolicy,
     ReviewRow,
+    SampleTiming,
     SourceRow,
     StepSampleRow,
 )
@@ -69,7 +70,7 @@ class UnitOfWork(Protocol):
         ``iteration``, observed at ``time_s``)."""
         ...
 
-    def timed_samples(self, job: JobRow, *, limit: int) -> list[StepSampleRow]:
+    def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
         """The newest ``limit`` samples of the job that have a step time, oldest first."""
         ...
 
@@ -176,9 +177,10 @@ class Store(Protocol):
         """Every stored job with this id (several when clusters share ids)."""
         ...
 
-    def jobs_for_metrics(self) -> list[JobRow]:
-        """Active jobs that are not pending, and pending ones with a prediction, ordered as
-        ``list_jobs`` (issue 16: ``planner.service.job_series``)."""
+    def jobs_for_metrics(self, *, max_pending: int | None = None) -> list[JobRow]:
+        """Active jobs that are not pending, and pending ones with a prediction (at most
+        ``max_pending``, the soonest predicted starts), ordered as ``list_jobs``, with only
+        the columns ``/metrics`` reads (issue 16: ``planner.service.job_series``)."""
         ...
 
     def job_counts(self) -> list[tuple[str, str, str, int, int]]:

@@ -41,18 +41,18 @@ from sqlalchemy import (
     delete,
     event,
     func,
-    or_,
     select,
     text,
     tuple_,
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, load_only, sessionmaker
 from sqlalchemy.sql import ColumnElement
 
 from planner.errors import StoreError
 from planner.service.models import (
+    METRIC_COLUMNS,
     AuditEntry,
     AuditRow,
     CalibrationRow,
@@ -64,6 +64,7 @@ from planner.service.models import (
     SourceRow,
     StepSampleRow,
     job_sort_key,
+    soonest_first,
 )
 from planner.service.store import maintenance
 from planner.service.store.unit_of_work import JobCache, SqlUnitOfWork
@@ -284,6 +285,7 @@ class SqlStore:
         with self.session() as session:
             uow = SqlUnitOfWork(session, self._job_cache)
             yield uow
+            uow.finish()
         uow.keep_jobs()
 
     def dispose(self) -> None:
@@ -319,17 +321,28 @@ class SqlStore:
             query = select(JobRow).where(*filters).order_by(*listing).limit(limit)
             return list(s.scalars(query))
 
-    def jobs_for_metrics(self) -> list[JobRow]:
-        """Active jobs that are not pending, and pending ones with a prediction, ordered as
-        ``list_jobs`` (``planner.service.job_series``)."""
+    def jobs_for_metrics(self, *, max_pending: int | None = None) -> list[JobRow]:
+        """Active jobs that are not pending, and pending ones with a prediction (at most
+        ``max_pending``: those predicted to start soonest, ``soonest_first``), ordered as
+        ``list_jobs``; only the columns ``/metrics`` reads are loaded (``METRIC_COLUMNS``: the
+        others cannot be read from these rows)."""
         predicted = and_(
             JobRow.prediction.is_not(None), cast(JobRow.prediction, String) != "null"
         )  # JSON null (a prediction set to None) is not SQL NULL
+        active = JobRow.active.is_(True)
+        only = load_only(*(getattr(JobRow, c) for c in METRIC_COLUMNS))
+        heads = load_only(JobRow.scheduler, JobRow.cluster, JobRow.job_id, JobRow.queue_forecast)
         with self.session() as s:
-            query = select(JobRow).where(
-                JobRow.active.is_(True), or_(JobRow.status != "pending", predicted)
-            )
-            rows = list(s.scalars(query))
+            running = select(JobRow).options(only).where(active, JobRow.status != "pending")
+            rows = list(s.scalars(running))
+            pending = select(JobRow).where(active, JobRow.status == "pending", predicted)
+            if max_pending is None:
+                rows += s.scalars(pending.options(only))
+            else:
+                waiting = soonest_first(s.scalars(pending.options(heads)).all())
+                ids = [r.id for r in waiting[:max_pending]]
+                if ids:
+                    rows += s.scalars(select(JobRow).options(only).where(JobRow.id.in_(ids)))
         return sorted(rows, key=lambda r: (r.scheduler, r.cluster, job_sort_key(r.job_id)))
 
     def job_counts(self) -> list[tuple[str, str, str, int, int]]:

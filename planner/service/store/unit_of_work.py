@@ -7,9 +7,10 @@ adding new jobs and dropping deleted ones), named calibrations once (a missing o
 ``touch_jobs`` marks many jobs seen in one statement per 500 jobs. Between units of work the
 store keeps a cluster's job rows as the last one committed them (:class:`JobCache`): the next
 one takes them back without reading and decoding 10,000 rows, after one query checks that the
-table still holds what was committed (the count of the cluster's jobs and their newest
-``last_seen_s``: every ingest cycle, of any replica, moves it); anything else reads them
-afresh. The ingest loop is the only writer of jobs (the API reads them).
+table still holds what was committed (the count of the cluster's jobs, their newest
+``last_seen_s``, and the newest poll of the cluster's sources, which every ingest cycle of any
+replica moves); anything else reads them afresh. The ingest loop is the only writer of jobs
+(the API reads them).
 """
 
 from __future__ import annotations
@@ -27,13 +28,15 @@ from planner.service.models import (
     JobRow,
     NodeSlownessRow,
     PredictionRow,
+    SampleTiming,
     SourceRow,
     StepSampleRow,
     job_sort_key,
 )
 
-#: What a cluster's jobs in the table look like: (count, newest ``last_seen_s``).
-Mark = tuple[int, float | None]
+#: What a cluster's jobs in the table look like: (count, newest ``last_seen_s``, the newest
+#: poll of its sources: every ingest cycle of any replica moves it).
+Mark = tuple[int, float | None, float | None]
 
 
 class JobCache:
@@ -50,11 +53,10 @@ class JobCache:
         with self._lock:
             return self._rows.pop(key, None)
 
-    def put(self, key: tuple[str, str], rows: list[JobRow]) -> None:
-        """Keep a cluster's committed rows."""
-        seen = [r.last_seen_s for r in rows]
+    def put(self, key: tuple[str, str], mark: Mark, rows: list[JobRow]) -> None:
+        """Keep a cluster's committed rows and the mark of the table they were committed in."""
         with self._lock:
-            self._rows[key] = ((len(rows), max(seen) if seen else None), rows)
+            self._rows[key] = (mark, rows)
 
 
 class SqlUnitOfWork:
@@ -66,24 +68,35 @@ class SqlUnitOfWork:
         self._cache = cache
         self._jobs: dict[tuple[str, str], list[JobRow]] = {}
         self._calibrations: dict[str, CalibrationRow | None] = {}
+        self._prunes: dict[tuple[str, int], set[int]] = {}
+        self._marks: dict[tuple[str, str], Mark] = {}
 
     def keep_jobs(self) -> None:
         """Give the jobs this unit of work loaded to the cache (call after the commit)."""
         if self._cache is not None:
             for key, rows in self._jobs.items():
-                self._cache.put(key, rows)
+                if key in self._marks:
+                    self._cache.put(key, self._marks[key], rows)
+
+    def _mark(self, scheduler: str, cluster: str) -> Mark:
+        jobs = (JobRow.scheduler == scheduler, JobRow.cluster == cluster)
+        sources = (SourceRow.scheduler == scheduler, SourceRow.cluster == cluster)
+        count, newest, polled = self._s.execute(
+            select(
+                select(func.count(JobRow.id)).where(*jobs).scalar_subquery(),
+                select(func.max(JobRow.last_seen_s)).where(*jobs).scalar_subquery(),
+                select(func.max(SourceRow.last_attempt_s)).where(*sources).scalar_subquery(),
+            )
+        ).one()
+        return (int(count), newest, polled)
 
     def _load_jobs(self, scheduler: str, cluster: str) -> list[JobRow]:
-        where = (JobRow.scheduler == scheduler, JobRow.cluster == cluster)
         kept = self._cache.take((scheduler, cluster)) if self._cache is not None else None
-        if kept is not None:
-            count, newest = self._s.execute(
-                select(func.count(JobRow.id), func.max(JobRow.last_seen_s)).where(*where)
-            ).one()
-            if kept[0] == (count, newest):
-                for row in kept[1]:
-                    self._s.add(row)
-                return kept[1]
+        if kept is not None and kept[0] == self._mark(scheduler, cluster):
+            for row in kept[1]:
+                self._s.add(row)
+            return kept[1]
+        where = (JobRow.scheduler == scheduler, JobRow.cluster == cluster)
         return list(self._s.scalars(select(JobRow).where(*where)))
 
     def source(self, name: str, *, scheduler: str) -> SourceRow:
@@ -201,9 +214,9 @@ class SqlUnitOfWork:
             )
         )
 
-    def timed_samples(self, job: JobRow, *, limit: int) -> list[StepSampleRow]:
-        """The newest ``limit`` samples with a step time, oldest first (unattached rows made
-        from the columns the ETA reads: iteration, step time, iterations, time)."""
+    def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
+        """The newest ``limit`` samples with a step time, oldest first (the columns the ETA
+        reads, as tuples: no row objects)."""
         pk = self._pk(job)
         self._s.flush()
         columns = (
@@ -218,10 +231,7 @@ class SqlUnitOfWork:
             .order_by(StepSampleRow.iteration.desc())
             .limit(limit)
         ).all()
-        return [
-            StepSampleRow(job_pk=pk, iteration=i, step_time_s=s, num_iterations=n, time_s=t)
-            for i, s, n, t in reversed(found)
-        ]
+        return [SampleTiming(*row) for row in reversed(found)]
 
     def add_prediction(
         self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]
@@ -232,23 +242,35 @@ class SqlUnitOfWork:
         )
 
     def prune_predictions(self, job: JobRow, *, kind: str, keep: int) -> None:
-        """Keep only the newest ``keep`` predictions of ``kind``."""
-        pk = self._pk(job)
-        cutoff = self._s.scalar(
-            select(PredictionRow.id)
-            .where(PredictionRow.job_pk == pk, PredictionRow.kind == kind)
-            .order_by(PredictionRow.id.desc())
-            .offset(keep)
-            .limit(1)
-        )
-        if cutoff is not None:
-            self._s.execute(
-                delete(PredictionRow).where(
-                    PredictionRow.job_pk == pk,
-                    PredictionRow.kind == kind,
-                    PredictionRow.id <= cutoff,
+        """Keep only the newest ``keep`` predictions of ``kind`` (for every job asked, in one
+        statement per 500 jobs when the unit of work ends: ``finish``)."""
+        self._prunes.setdefault((kind, keep), set()).add(self._pk(job))
+
+    def finish(self) -> None:
+        """What this unit of work does at its end, before it commits: the predictions' pruning
+        of ``prune_predictions`` (the newest ``keep`` of each job stay)."""
+        for (kind, keep), pks in self._prunes.items():
+            ordered = sorted(pks)
+            for i in range(0, len(ordered), 500):
+                newest = func.row_number().over(
+                    partition_by=PredictionRow.job_pk, order_by=PredictionRow.id.desc()
                 )
-            )
+                ranked = (
+                    select(PredictionRow.id, newest.label("rank"))
+                    .where(
+                        PredictionRow.kind == kind, PredictionRow.job_pk.in_(ordered[i : i + 500])
+                    )
+                    .subquery()
+                )
+                self._s.execute(
+                    delete(PredictionRow).where(
+                        PredictionRow.id.in_(select(ranked.c.id).where(ranked.c.rank > keep))
+                    ),
+                    execution_options={"synchronize_session": False},
+                )
+        self._prunes.clear()
+        self._s.flush()
+        self._marks = {key: self._mark(*key) for key in self._jobs}
 
     def calibration(self, name: str) -> CalibrationRow | None:
         """One stored calibration by name (read once per unit of work)."""

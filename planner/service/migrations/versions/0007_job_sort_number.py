@@ -1,5 +1,6 @@
-"""A job's place in a listing as a column, indexed with its key: a page of 10,000 jobs is an
-index range (issue 16, load: ``GET /v1/jobs?limit=N`` reads only its rows).
+"""A job's place in a listing as a column, indexed with its key (also after ``active`` and after
+``status``, the listing's filters): a page of 10,000 jobs is an index range (issue 16, load:
+``GET /v1/jobs?limit=N`` reads only its rows).
 
 ``sort_number`` is the leading number of the job id (``123`` of ``123_4``; 2^62 for ids without
 one), the first part of ``planner.service.models.job_sort_key``; existing jobs are filled in.
@@ -20,6 +21,12 @@ branch_labels = None
 depends_on = None
 
 _NO_NUMBER = 1 << 62
+#: The listing's indexes: all jobs, active ones (``?active=true``), by status (``?status=``).
+LISTINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ix_jobs_listing", ()),
+    ("ix_jobs_listing_active", ("active",)),
+    ("ix_jobs_listing_status", ("status",)),
+)
 
 
 def _number(job_id: str) -> int:
@@ -41,10 +48,12 @@ def upgrade() -> None:
             numbers.update().where(numbers.c.id == sa.bindparam("pk")),
             [{"pk": pk, "sort_number": _number(job_id)} for pk, job_id in rows],
         )
-    op.create_index("ix_jobs_listing", "jobs", ["scheduler", "cluster", "sort_number", "job_id"])
+    for name, first in LISTINGS:
+        op.create_index(name, "jobs", [*first, "scheduler", "cluster", "sort_number", "job_id"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_jobs_listing", table_name="jobs")
+    for name, _ in LISTINGS:
+        op.drop_index(name, table_name="jobs")
     with op.batch_alter_table("jobs") as batch:
         batch.drop_column("sort_number")
