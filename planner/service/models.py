@@ -103,6 +103,7 @@ class StepSampleRow(Base):
     num_iterations: Mapped[int] = mapped_column(Integer, default=1)
     time_s: Mapped[float] = mapped_column(Float)
     loss: Mapped[float | None] = mapped_column(Float, nullable=True)
+    logged_step_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class SampleTiming(NamedTuple):
@@ -112,6 +113,7 @@ class SampleTiming(NamedTuple):
     step_time_s: float | None
     num_iterations: int
     time_s: float
+    logged_step_time_s: float | None
 
 
 class PredictionRow(Base):

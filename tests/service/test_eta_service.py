@@ -10,6 +10,10 @@ from typing import Any
 
 import pytest
 
+import planner.forecast.replay as replay_module
+from adapters.logs import read_job_log
+from planner.forecast.arguments import schedule_from_arguments
+from planner.forecast.eta import estimate_running
 from planner.specs.job import JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource
@@ -232,3 +236,62 @@ def test_a_fresh_rerun_of_a_job_does_not_continue_the_previous_run(
         # evaluation seen yet: the first run's are not its own
         assert eta["observed_step_time_s"] == pytest.approx(2.0, rel=0.05)
         assert [p["slots_seen"] for p in eta["pauses"]["periods"]] == [0]
+
+
+@pytest.mark.parametrize("upto", [300, 450, 900])
+def test_the_service_reads_a_log_as_its_replay_does(
+    tmp_path: Path,
+    db_url: str,
+    source: ScriptedSource,
+    clock: Clock,
+    make_job: JobFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    upto: int,
+) -> None:
+    # One rule in one place: the service's stored samples must give the estimator what the
+    # replay of the same log gives it (the printed compute times were dropped by the store:
+    # the service missed a phase that `planner eta replay` found, CI of 2026-11-26).
+    data = Path(__file__).resolve().parents[1] / "data" / "logs"
+    lines = (data / "tiny_gpt_eval_slowphase_1500it.log").read_text().splitlines(keepends=True)
+    records, _, _, _ = read_job_log("".join(lines))
+    last = next(k for k, r in enumerate(records) if r.iteration >= upto)
+    records = records[: last + 1]
+    assert records[-1].timestamp_s is not None
+    command = "train.py --eval-interval 300 --eval-iters 150"
+    replayed: list[Any] = []
+
+    def spy(**kw: Any) -> Any:
+        estimate = estimate_running(**kw)
+        replayed.append(estimate)
+        return estimate
+
+    with monkeypatch.context() as patched:
+        patched.setattr(replay_module, "estimate_running", spy)
+        replay_module.replay(
+            records, total_iterations=1500, schedule=schedule_from_arguments(command)
+        )
+    want = replayed[-1]
+
+    log = tmp_path / "job.out"
+    cut = next(
+        k for k, line in enumerate(lines) if f"iteration {records[-1].iteration:8d}/" in line
+    )
+    log.write_text("".join(lines[: cut + 1]))
+    clock.now = records[-1].timestamp_s
+    source.set_jobs(
+        make_job(
+            job_id="1",
+            status=JobStatus.RUNNING,
+            stdout_path=str(log),
+            command=command,
+            start_time_s=records[0].timestamp_s,
+        )
+    )
+    with app_for(db_url, source, clock) as client:
+        cycle(client)
+        eta = job_view(client, "1")["eta"]
+    assert eta["iteration"] == records[-1].iteration
+    assert eta["phase_start_iteration"] == want.phase_start_iteration
+    assert eta["observed_step_time_s"] == pytest.approx(want.observed_step_time_s, rel=1e-9)
+    assert eta["step_time_log_sd"] == pytest.approx(want.step_time_log_sd, rel=1e-9)
+    assert eta["pauses_s"] == pytest.approx(want.pauses_s, rel=1e-6)

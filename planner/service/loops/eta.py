@@ -104,6 +104,7 @@ def _observations(uow: UnitOfWork, row: JobRow) -> list[StepObservation]:
             step_time_s=float(r.step_time_s or 0.0),
             num_iterations=r.num_iterations,
             time_s=r.time_s,
+            logged_step_time_s=r.logged_step_time_s,
         )
         for r in uow.timed_samples(row, limit=ETA_SAMPLE_WINDOW)
     ]

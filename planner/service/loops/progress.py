@@ -160,6 +160,7 @@ def store_records(
             ),
             time_s=time_s,
             loss=record.loss,
+            logged_step_time_s=None if observation is None else observation.logged_step_time_s,
         )
     row.progress_history = history.to_json()
     return rank_records

@@ -65,9 +65,11 @@ class UnitOfWork(Protocol):
         num_iterations: int,
         time_s: float,
         loss: float | None,
+        logged_step_time_s: float | None = None,
     ) -> None:
         """Store one step sample (mean step time over ``num_iterations`` ending at
-        ``iteration``, observed at ``time_s``)."""
+        ``iteration``, observed at ``time_s``; ``logged_step_time_s`` the compute time the log
+        printed for them, when it printed one)."""
         ...
 
     def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:

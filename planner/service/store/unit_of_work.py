@@ -201,8 +201,10 @@ class SqlUnitOfWork:
         num_iterations: int,
         time_s: float,
         loss: float | None,
+        logged_step_time_s: float | None = None,
     ) -> None:
-        """Store one step sample."""
+        """Store one step sample (``logged_step_time_s``: the compute time the log printed
+        for its iterations, when it printed one)."""
         self._s.add(
             StepSampleRow(
                 job_pk=self._pk(job),
@@ -211,6 +213,7 @@ class SqlUnitOfWork:
                 num_iterations=num_iterations,
                 time_s=time_s,
                 loss=loss,
+                logged_step_time_s=logged_step_time_s,
             )
         )
 
@@ -224,6 +227,7 @@ class SqlUnitOfWork:
             StepSampleRow.step_time_s,
             StepSampleRow.num_iterations,
             StepSampleRow.time_s,
+            StepSampleRow.logged_step_time_s,
         )
         found = self._s.execute(
             select(*columns)
