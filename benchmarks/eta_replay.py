@@ -56,6 +56,8 @@ LOGS: tuple[tuple[str, int | None, str], ...] = (
     ("tiny_gpt_eval_slowphase_1500it.log", None, "dev stack: evaluations, slow phase"),
     ("tiny_gpt_ckpt_restart_1200it.log", None, "dev stack: checkpoints, restart"),
     ("tiny_gpt_slowrank_eval_1000it.log", None, "dev stack: evaluations, slowed rank"),
+    ("tiny_gpt_e2e_stall_quiet_1500it.log", None, "dev stack: end-to-end test job, quiet"),
+    ("tiny_gpt_e2e_stall_hog_1500it.log", None, "dev stack: end-to-end test job, CPU hog"),
 )
 
 

@@ -321,7 +321,9 @@ def test_a_phase_blurred_by_whole_second_times_is_found_on_the_printed_compute_t
     )
     assert estimate.phase_start_iteration is not None
     assert 225 <= estimate.phase_start_iteration <= 260
-    assert estimate.step_time_s.p50 == pytest.approx(0.05, rel=0.06)
+    # paced on the printed compute times scaled by the wall clock's ratio to them over the run:
+    # the phase's own 11 blurred seconds would be up to 10 % off
+    assert estimate.step_time_s.p50 == pytest.approx(0.05, rel=0.025)
 
 
 @pytest.mark.parametrize("seed", range(5))
