@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from adapters.slurm.hostlist import expand_hostlist
@@ -213,10 +213,13 @@ def _expect(text: str, i: int, chars: str) -> str:
     return text[i]
 
 
-def _pieces(text: str) -> dict[str, Any]:
+def _members(text: str, streamed: Callable[[str], bool]) -> Iterator[tuple[str, str, Any]]:
+    """The top-level object of ``text`` piece by piece, in order: ``(key, "list", None)`` when
+    the list value of a key that ``streamed`` accepts begins, then ``(key, "item", element)`` for
+    each of its elements as it is decoded; ``(key, "value", value)`` for any other value. Raises
+    ``_UnexpectedError`` (or ``ValueError``) on anything that is not one JSON object."""
     i = _skip(text, 0)
     _expect(text, i, "{")
-    doc: dict[str, Any] = {}
     i = _skip(text, i + 1)
     end = "}" if i < len(text) and text[i] == "}" else ","
     while end == ",":
@@ -224,26 +227,40 @@ def _pieces(text: str) -> dict[str, Any]:
         key, i = _DECODER.raw_decode(text, i)
         _expect(text, _skip(text, i), ":")
         i = _skip(text, _skip(text, i) + 1)
-        if i < len(text) and text[i] == "[":
-            items: list[Any] = []
+        if i < len(text) and text[i] == "[" and streamed(key):
+            yield key, "list", None
             i = _skip(text, i + 1)
             more = "]" if i < len(text) and text[i] == "]" else ","
             while more == ",":
                 item, i = _DECODER.raw_decode(text, i)
-                items.append(item)
+                yield key, "item", item
                 i = _skip(text, i)
                 more = _expect(text, i, ",]")
                 if more == ",":
                     i = _skip(text, i + 1)
-            doc[key], i = items, i + 1
+            i += 1
         else:
-            doc[key], i = _DECODER.raw_decode(text, i)
+            value, i = _DECODER.raw_decode(text, i)
+            yield key, "value", value
         i = _skip(text, i)
         end = _expect(text, i, ",}")
         if end == ",":
             i = _skip(text, i + 1)
     if _skip(text, i + 1) != len(text):
         raise _UnexpectedError  # extra data after the object
+
+
+def _pieces(text: str) -> dict[str, Any]:
+    """``json.loads(text)`` of one object, its top-level lists decoded one element at a time
+    (a key given twice keeps its last value, as ``json.loads`` does)."""
+    doc: dict[str, Any] = {}
+    for key, kind, value in _members(text, lambda _key: True):
+        if kind == "list":
+            doc[key] = []
+        elif kind == "item":
+            doc[key].append(value)
+        else:
+            doc[key] = value
     return doc
 
 
@@ -256,41 +273,18 @@ def _stream(text: str, list_key: str) -> Iterator[tuple[str, Any]]:
     """The top-level object of ``text`` piece by piece: ``("item", element)`` for each element
     of ``list_key``'s list as it is decoded, ``(key, value)`` for the other keys; raises
     ``_UnexpectedError`` (or ``ValueError``) on anything else."""
-    i = _skip(text, 0)
-    _expect(text, i, "{")
-    i = _skip(text, i + 1)
-    end = "}" if i < len(text) and text[i] == "}" else ","
     streamed = False
-    while end == ",":
-        _expect(text, i, '"')
-        key, i = _DECODER.raw_decode(text, i)
-        _expect(text, _skip(text, i), ":")
-        i = _skip(text, _skip(text, i) + 1)
-        if key == list_key and i < len(text) and text[i] == "[":
+    for key, kind, value in _members(text, lambda key: key == list_key):
+        if kind == "list":
             if streamed:
                 raise _UnexpectedError  # json.loads keeps the last one: not streamable
             streamed = True
-            i = _skip(text, i + 1)
-            more = "]" if i < len(text) and text[i] == "]" else ","
-            while more == ",":
-                item, i = _DECODER.raw_decode(text, i)
-                yield "item", item
-                i = _skip(text, i)
-                more = _expect(text, i, ",]")
-                if more == ",":
-                    i = _skip(text, i + 1)
-            i += 1
+        elif kind == "item":
+            yield "item", value
         else:
-            value, i = _DECODER.raw_decode(text, i)
             if key == list_key and streamed:
                 raise _UnexpectedError
             yield key, value
-        i = _skip(text, i)
-        end = _expect(text, i, ",}")
-        if end == ",":
-            i = _skip(text, i + 1)
-    if _skip(text, i + 1) != len(text):
-        raise _UnexpectedError  # extra data after the object
 
 
 class OutputReader:
