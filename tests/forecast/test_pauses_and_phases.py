@@ -5,6 +5,7 @@ on noise, restarts are recorded with their overhead."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.forecast.arguments import TrainingSchedule, schedule_from_arguments
-from planner.forecast.eta import estimate_running
+from planner.forecast.eta import EtaEstimate, estimate_running
 from planner.forecast.history import Pause, ProgressHistory
 from planner.forecast.level import phase_start
 from planner.forecast.observations import Restart, step_observations
@@ -42,6 +43,22 @@ def intervals(
             )
         )
     return out
+
+
+def observed_eta(
+    observations: list[StepObservation], *, iteration: int, train_iters: int, **kw: Any
+) -> EtaEstimate:
+    """The ETA from ``observations`` alone (no model prior), read at the newest one."""
+    return estimate_running(
+        prior_step_time_s=None,
+        prior_log_sd=0.3,
+        observations=observations,
+        iteration=iteration,
+        train_iters=train_iters,
+        last_progress_time_s=observations[-1].time_s,
+        now_s=observations[-1].time_s,
+        **kw,
+    )
 
 
 def history_of(observations: list[StepObservation]) -> ProgressHistory:
@@ -96,15 +113,7 @@ def test_noise_alone_makes_no_pause_and_no_phase(noise: float, seed: int) -> Non
 
 def test_a_step_change_moves_the_pace_within_a_few_intervals() -> None:
     obs = intervals([1.0] * 40 + [1.5] * 4)
-    estimate = estimate_running(
-        prior_step_time_s=None,
-        prior_log_sd=0.3,
-        observations=obs,
-        iteration=440,
-        train_iters=1000,
-        last_progress_time_s=obs[-1].time_s,
-        now_s=obs[-1].time_s,
-    )
+    estimate = observed_eta(obs, iteration=440, train_iters=1000)
     assert estimate.phase_start_iteration == 400
     assert estimate.step_time_s.p50 == pytest.approx(1.5, rel=0.03)
 
@@ -126,16 +135,7 @@ def test_pauses_are_projected_at_their_interval_and_mean() -> None:
     (period,) = forecast.periods
     assert (period.interval, period.slots_seen, period.slots_ahead) == (100, 3, 7)
     assert forecast.mean_s == pytest.approx(7 * 20.0)
-    estimate = estimate_running(
-        prior_step_time_s=None,
-        prior_log_sd=0.3,
-        observations=obs,
-        iteration=400,
-        train_iters=1000,
-        last_progress_time_s=obs[-1].time_s,
-        now_s=obs[-1].time_s,
-        history=history,
-    )
+    estimate = observed_eta(obs, iteration=400, train_iters=1000, history=history)
     assert estimate.remaining_s.p50 == pytest.approx(600 + 140, rel=0.03)
     assert estimate.step_time_s.p50 == pytest.approx(1.0, rel=0.01)
 
@@ -262,16 +262,7 @@ def test_a_batch_size_ramp_up_is_work_not_a_change_of_pace() -> None:
         )
     at = 60  # during the ramp
     upto = [o for o in obs if o.iteration <= at]
-    estimate = estimate_running(
-        prior_step_time_s=None,
-        prior_log_sd=0.3,
-        observations=upto,
-        iteration=at,
-        train_iters=400,
-        last_progress_time_s=upto[-1].time_s,
-        now_s=upto[-1].time_s,
-        schedule=schedule,
-    )
+    estimate = observed_eta(upto, iteration=at, train_iters=400, schedule=schedule)
     real_remaining = float(times[-1] - times[at - 1])
     assert estimate.step_time_s.p50 == pytest.approx(1.0, rel=0.02)  # per full batch
     assert estimate.remaining_s.p50 == pytest.approx(real_remaining, rel=0.02)
@@ -309,16 +300,7 @@ def test_a_phase_blurred_by_whole_second_times_is_found_on_the_printed_compute_t
     obs = whole_second_log(steps, seed=seed)
     history = history_of(obs)
     assert history.integer_times
-    estimate = estimate_running(
-        prior_step_time_s=None,
-        prior_log_sd=0.3,
-        observations=obs,
-        iteration=450,
-        train_iters=1500,
-        last_progress_time_s=obs[-1].time_s,
-        now_s=obs[-1].time_s,
-        history=history,
-    )
+    estimate = observed_eta(obs, iteration=450, train_iters=1500, history=history)
     assert estimate.phase_start_iteration is not None
     assert 225 <= estimate.phase_start_iteration <= 260
     # paced on the printed compute times scaled by the wall clock's ratio to them over the run:
@@ -329,15 +311,6 @@ def test_a_phase_blurred_by_whole_second_times_is_found_on_the_printed_compute_t
 @pytest.mark.parametrize("seed", range(5))
 def test_whole_second_times_and_steady_compute_make_no_phase(seed: int) -> None:
     obs = whole_second_log([0.05] * 90, seed=seed)
-    estimate = estimate_running(
-        prior_step_time_s=None,
-        prior_log_sd=0.3,
-        observations=obs,
-        iteration=450,
-        train_iters=1500,
-        last_progress_time_s=obs[-1].time_s,
-        now_s=obs[-1].time_s,
-        history=history_of(obs),
-    )
+    estimate = observed_eta(obs, iteration=450, train_iters=1500, history=history_of(obs))
     assert estimate.phase_start_iteration is None
     assert estimate.step_time_s.p50 == pytest.approx(0.05, rel=0.06)

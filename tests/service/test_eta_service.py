@@ -64,6 +64,32 @@ def running_job(make_job: JobFactory, log: Path, scenario: Path, **kw: Any) -> A
     return make_job(**base)
 
 
+def first_run_ended(
+    client: Any,
+    tmp_path: Path,
+    source: ScriptedSource,
+    clock: Clock,
+    make_job: JobFactory,
+    scenario: Path,
+    *,
+    upto: int,
+    ended: JobStatus,
+) -> float:
+    """Job 1 of a 200-iteration run (1 s per iteration, an evaluation of 20 s every 50) seen
+    running up to ``upto``, then ended with ``ended``; returns the time of its last line."""
+    start = clock.now
+    log = tmp_path / "1.out"
+    text, last = run_log(start, 200, upto, step_s=1.0, eval_every=50, eval_s=20.0)
+    log.write_text(text)
+    clock.now = last + 1.0
+    source.set_jobs(running_job(make_job, log, scenario, job_id="1", start_time_s=start))
+    cycle(client)
+    clock.now = last + 5.0
+    source.set_jobs(make_job(job_id="1", status=ended, start_time_s=start, end_time_s=last))
+    cycle(client)
+    return last
+
+
 def test_pauses_are_projected_and_an_ended_job_teaches_its_cluster(
     tmp_path: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
 ) -> None:
@@ -149,21 +175,13 @@ def test_a_job_continuing_a_run_keeps_its_history_and_a_requeued_one_resumes(
 ) -> None:
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SCENARIO)
-    start = clock.now = T0
+    clock.now = T0
     with app_for(db_url, source, clock) as client:
-        first = tmp_path / "1.out"
-        text, last = run_log(start, 200, 120, step_s=1.0, eval_every=50, eval_s=20.0)
-        first.write_text(text)
-        clock.now = last + 1.0
-        source.set_jobs(running_job(make_job, first, scenario, job_id="1", start_time_s=start))
-        cycle(client)
         # it stops (out of time) at 120; a new job of the same run starts from the checkpoint
         # of 100, 30 s later
-        clock.now = last + 10.0
-        source.set_jobs(
-            make_job(job_id="1", status=JobStatus.TIMEOUT, start_time_s=start, end_time_s=last)
+        last = first_run_ended(
+            client, tmp_path, source, clock, make_job, scenario, upto=120, ended=JobStatus.TIMEOUT
         )
-        cycle(client)
         second = tmp_path / "2.out"
         restart_at = last + 30.0
         lines = [stamped_line(i, 200, restart_at + 15.0 + (i - 100), 1000.0) for i in (110, 120)]
@@ -210,19 +228,11 @@ def test_a_fresh_rerun_of_a_job_does_not_continue_the_previous_run(
     # of the previous one took that run's pace and pauses as its own, as if it had resumed.
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SCENARIO)
-    start = clock.now = T0
+    clock.now = T0
     with app_for(db_url, source, clock) as client:
-        first = tmp_path / "1.out"
-        text, last = run_log(start, 200, 200, step_s=1.0, eval_every=50, eval_s=20.0)
-        first.write_text(text)
-        clock.now = last + 1.0
-        source.set_jobs(running_job(make_job, first, scenario, job_id="1", start_time_s=start))
-        cycle(client)
-        clock.now = last + 5.0
-        source.set_jobs(
-            make_job(job_id="1", status=JobStatus.COMPLETED, start_time_s=start, end_time_s=last)
+        last = first_run_ended(
+            client, tmp_path, source, clock, make_job, scenario, upto=200, ended=JobStatus.COMPLETED
         )
-        cycle(client)
         # the same job again from the start, twice as slow: its first line at 10, as the first's
         second = tmp_path / "2.out"
         rerun_at = last + 10.0
