@@ -14,8 +14,9 @@ with a SQLite store, its Slurm commands in the fake's ``bin``, the default setti
 (ingest every 15 s, the queue forecast's worker process from 1,000 jobs on). Measured:
 
 - **ingest cycles**: the first (empty store) and ``--cycles`` steady ones with churn, each from
-  the service's own log line (``ingest slurm/...: N jobs ... in T s (poll P s)``); a checkout
-  without that line reports the time to ``/readyz`` only;
+  the service's own log line (``ingest slurm/...: N jobs ... in T s (poll P s); W s of it
+  waiting for API requests``); a checkout without that line reports the time to ``/readyz``
+  only;
 - **``GET /v1/jobs?limit=N``**: ``--requests`` pages (walking the cursor), one every 0.5 s
   while the cycles run: client latency p50/p99 and size; the unpaged answer once;
 - **``/metrics``**: bytes, series and per-job series, scrape time (5 scrapes);
@@ -50,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results" / "load.md"
 CYCLE_LINE = re.compile(
     r"^(\S+ \S+),(\d+) \S+ \S+ ingest slurm/\S+: (\d+) jobs, (\d+) nodes in ([\d.]+) s "
-    r"\(poll ([\d.]+) s\)",
+    r"\(poll ([\d.]+) s\)(?:; ([\d.]+) s of it waiting for API requests)?",
     re.MULTILINE,
 )
 
@@ -121,12 +122,12 @@ class Service:
     proc: subprocess.Popen[bytes]
     url: str
     log: Path
-    cycles: list[tuple[int, float, float, float]] = field(default_factory=list)
+    cycles: list[tuple[int, float, float, float, float]] = field(default_factory=list)
     _offset: int = 0
 
-    def read_cycles(self) -> list[tuple[int, float, float, float]]:
-        """New (jobs, seconds, poll seconds, end epoch s) of the cycles logged since the last
-        call."""
+    def read_cycles(self) -> list[tuple[int, float, float, float, float]]:
+        """New (jobs, seconds, poll seconds, end epoch s, seconds waiting for API requests: 0
+        where the checkout does not log them) of the cycles logged since the last call."""
         with self.log.open("rb") as f:
             f.seek(self._offset)
             data = f.read()
@@ -138,6 +139,7 @@ class Service:
                 float(m.group(5)),
                 float(m.group(6)),
                 time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1e3,
+                float(m.group(7) or 0.0),
             )
             for m in CYCLE_LINE.finditer(data[:end].decode(errors="replace"))
         ]
@@ -220,7 +222,7 @@ def page_latencies(
         service.read_cycles()
         time.sleep(wait_s)
     service.read_cycles()
-    spans = [(end - took, end) for _, took, _, end in service.cycles]
+    spans = [(c[3] - c[1], c[3]) for c in service.cycles]
     flags = [
         any(a <= t + lat and t <= b for a, b in spans) for t, lat in zip(at, latencies, strict=True)
     ]
@@ -354,6 +356,9 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
         "steady_median_s": statistics.median(steady) if steady else None,
         "steady_max_s": max(steady) if steady else None,
         "steady_poll_median_s": statistics.median(c[2] for c in cycles[1:]) if steady else None,
+        "steady_paused_median_s": (
+            statistics.median(c[4] if len(c) > 4 else 0.0 for c in cycles[1:]) if steady else None
+        ),
         "churn_per_change": mean,
     }
 
@@ -376,6 +381,11 @@ def markdown(result: dict[str, Any], command: str) -> str:
             "< 5 s",
         ),
         ("of which the Slurm poll (median)", f"{s['steady_poll_median_s']:.2f} s", "-"),
+        (
+            "of which waiting for API requests (median)",
+            f"{s['steady_paused_median_s']:.2f} s",
+            "-",
+        ),
         (
             "queue forecast (worker process, the last one)",
             "-" if m["forecast_s"] is None else f"{m['forecast_s']:.1f} s",

@@ -43,6 +43,7 @@ from now to its predicted completion.
 | ``planner_ingest_cycle_seconds`` | gauge | the last good ingest cycle of each source (s) |
 | ``planner_ingest_poll_seconds`` | gauge | its poll of the scheduler (s) |
 | ``planner_queue_forecast_seconds`` | gauge | the last queue forecast in the worker process (s) |
+| ``planner_ingest_paused_seconds_total`` | counter | the ingest loop's waits for API requests (s) |
 
 The capacity review's metrics and the pending jobs' predicted starts:
 ``planner.service.capacity_metrics.CapacityCollector``.
@@ -473,4 +474,10 @@ class IngestCollector(Collector):
         for key, took in sorted(deps.forecaster.last_duration_s.items()):
             scheduler, _, cluster = str(key).partition("/")
             forecast.add_metric([scheduler, cluster], took)
-        yield from (cycle, poll, forecast)
+        paused = CounterMetricFamily(
+            "planner_ingest_paused_seconds",
+            "Seconds the ingest loop waited at its safe points for API requests in flight "
+            "(planner.service.loops.priority).",
+        )
+        paused.add_metric([], deps.priority.paused_s)
+        yield from (cycle, poll, forecast, paused)

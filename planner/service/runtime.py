@@ -110,7 +110,7 @@ class ServiceState:
     def fresh(self) -> bool:
         """True when every source answered within the staleness window."""
         now = self.clock()
-        rows = self.store.sources()
+        rows = self.store.sources(nodes=False)
         return bool(rows) and all(
             r.last_success_s is not None and now - r.last_success_s <= self.stale_after_s
             for r in rows

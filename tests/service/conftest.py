@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +146,16 @@ def responses_match_the_published_schema(
 
     monkeypatch.setattr(TestClient, "request", request)
     return checked
+
+
+@pytest.fixture
+def cluster_root() -> Iterator[Path]:
+    """A directory every user may search: the fake cluster's users are not users of this host,
+    so the planner reads their files only when they are world-readable (``adapters.files``);
+    pytest's own temporary directories are private to their owner."""
+    root = Path(tempfile.mkdtemp(prefix="planner-load-test-", dir="/tmp"))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

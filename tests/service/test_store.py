@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import SQLAlchemyError
 
 from planner.errors import StoreError
 from planner.service.models import SourceRow
@@ -23,6 +24,21 @@ def test_migrate_twice_and_reopen_keeps_rows(tmp_path: Path) -> None:
     again = SqlStore(url)
     again.migrate()
     assert [r.name for r in again.sources()] == ["slurm"]
+
+
+def test_sources_without_their_nodes_do_not_load_them(tmp_path: Path) -> None:
+    store = SqlStore(f"sqlite:///{tmp_path / 'p.db'}")
+    store.migrate()
+    nodes = [{"name": f"n{i}", "gpus": 8} for i in range(3)]
+    with store.session() as s:
+        s.add(SourceRow(name="slurm", scheduler="slurm", cluster="c", consecutive_failures=0))
+        s.get(SourceRow, "slurm").nodes = nodes  # type: ignore[union-attr]
+    (whole,) = store.sources()
+    assert whole.nodes == nodes
+    (light,) = store.sources(nodes=False)
+    assert (light.name, light.cluster) == ("slurm", "c")
+    with pytest.raises(SQLAlchemyError):  # not loaded, and not loaded behind our back
+        _ = light.nodes
 
 
 def test_failed_write_rolls_back_and_keeps_stored_data(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ cluster without Internet access.
 
 Issue 16: every route declares who may call it (``planner.service.api.access``), request
 bodies are limited per route and CPU-heavy work runs on a bounded worker pool with budgets
-(``planner.service.api.work``); CORS is off unless ``auth.cors_origins`` lists origins.
+(``planner.service.api.work``); CORS is off unless ``auth.cors_origins`` lists origins;
+the ingest loop steps aside while requests are in flight (``PriorityMiddleware``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CollectorRegistry
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from planner import __version__
 from planner.ports import TraceSource
@@ -41,6 +43,7 @@ from planner.service.api.errors import install_error_handlers
 from planner.service.api.work import BodyKind, BodyLimitMiddleware, WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Authorizer, OpenAuthorizer, TokenAuthorizer
+from planner.service.loops.priority import RequestPriority
 from planner.service.runtime import ServiceState
 from planner.service.security_settings import is_loopback
 from planner.service.settings import Settings
@@ -128,6 +131,22 @@ def _body_limits(settings: Settings) -> dict[str, tuple[BodyKind, int, str]]:
     }
 
 
+class PriorityMiddleware:
+    """Counts every HTTP request in flight in ``priority``, for which the ingest loop steps
+    aside (``planner.service.loops.priority``; pure ASGI: the request runs as it would)."""
+
+    def __init__(self, app: ASGIApp, priority: RequestPriority) -> None:
+        self.app = app
+        self.priority = priority
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with self.priority.request():
+            await self.app(scope, receive, send)
+
+
 def build_app(
     state: ServiceState,
     registry: CollectorRegistry,
@@ -181,4 +200,5 @@ def build_app(
     access.install(app)
     document_access(app)
     app.include_router(reviews.make_router(state, access, pool))
+    app.add_middleware(PriorityMiddleware, priority=state.ingestor.deps.priority)
     return app

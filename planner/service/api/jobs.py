@@ -210,7 +210,8 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
     store = state.store
 
     def sources(now_s: float, *, nodes: bool = True) -> dict[tuple[str, str], dict[str, Any]]:
-        views = [source_view(r, now_s, state.stale_after_s, nodes=nodes) for r in store.sources()]
+        rows = store.sources(nodes=nodes)
+        views = [source_view(r, now_s, state.stale_after_s, nodes=nodes) for r in rows]
         return {(v["scheduler"], v["cluster"]): v for v in views}
 
     def one_job(job_id: str, scheduler: str | None, cluster: str | None) -> JobRow:

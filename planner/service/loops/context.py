@@ -9,6 +9,7 @@ from planner.capacity.fleet import Fleet
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.service.loops.forecast_worker import QueueForecaster
 from planner.service.loops.incremental import IngestMemo
+from planner.service.loops.priority import RequestPriority
 from planner.service.store import Store
 
 
@@ -53,7 +54,8 @@ class IngestDeps:
     from a metrics system; ``gpus``: per-job GPU telemetry (DCGM); ``online``: the cached online
     calibration; ``memo``: what the last good cycle left each job at and ``forecaster``: the
     worker process of large queues' forecasts (issue 16, load: ``planner.service.loops.
-    incremental``, ``forecast_worker``).
+    incremental``, ``forecast_worker``); ``priority``: the API's requests in flight, which
+    the cycle steps aside for (``planner.service.loops.priority``).
     """
 
     store: Store
@@ -66,6 +68,7 @@ class IngestDeps:
     online: OnlineCache = field(default_factory=OnlineCache)
     memo: IngestMemo = field(default_factory=IngestMemo)
     forecaster: QueueForecaster = field(default_factory=QueueForecaster)
+    priority: RequestPriority = field(default_factory=RequestPriority)
     #: (scheduler, cluster) -> seconds of its last good cycle's poll and whole cycle
     cycle_seconds: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 

@@ -45,8 +45,10 @@ def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[],
     """Poll ``source`` once and store what it reported (the time is read after the poll).
     Raises ``SourceError`` when the source fails, ``StoreError`` when the store does."""
     started = time.perf_counter()
+    paused_before = deps.priority.paused_s
     snapshot = source.snapshot()
     polled = time.perf_counter()
+    deps.priority.pause()
     now_s = clock()
     try:
         _ingest(deps, source, snapshot, now_s)
@@ -57,13 +59,15 @@ def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[],
     done = time.perf_counter()
     deps.cycle_seconds[snapshot.scheduler, snapshot.cluster] = (polled - started, done - started)
     log.info(
-        "ingest %s/%s: %d jobs, %d nodes in %.2f s (poll %.2f s)",
+        "ingest %s/%s: %d jobs, %d nodes in %.2f s (poll %.2f s); %.2f s of it waiting for "
+        "API requests",
         snapshot.scheduler,
         snapshot.cluster,
         len(snapshot.jobs),
         len(snapshot.nodes),
         done - started,
         polled - started,
+        deps.priority.paused_s - paused_before,
     )
 
 
@@ -82,6 +86,7 @@ def _ingest(
         for warning in snapshot.warnings:
             log.info("source %s: %s", source_name(source), warning)
         merge_jobs(deps, uow, source.read_text_file, snapshot, now_s=now_s)
+        deps.priority.pause()
         update_node_history(
             uow,
             scheduler=snapshot.scheduler,
@@ -90,6 +95,7 @@ def _ingest(
             now_s=now_s,
         )
         recalibrate(deps, uow, scheduler=snapshot.scheduler, cluster=snapshot.cluster, now_s=now_s)
+        deps.priority.pause()
         forecast_queue(deps, uow, snapshot, now_s=now_s)
 
 
@@ -108,6 +114,7 @@ def record_failure(deps: IngestDeps, source: SchedulerSource, error: str, *, now
 def run_cycle(deps: IngestDeps, clock: Callable[[], float]) -> CycleReport:
     """Poll each source once; never raises for a source or store failure (logs it)."""
     report = CycleReport(started_s=clock())
+    deps.priority.begin_cycle()
     for source in deps.sources:
         name = source_name(source)
         try:

@@ -53,6 +53,7 @@ def merge_jobs(
     touched: list[JobRow] = []
     staged: list[tuple[JobRow, JobState, EtaBasis]] = []
     for job in snapshot.jobs:
+        deps.priority.pause()  # a safe point: the API's requests first
         seen.add(job.job_id)
         row = existing.get(job.job_id)
         if row is None:

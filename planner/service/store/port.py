@@ -209,8 +209,9 @@ class Store(Protocol):
         """Create or replace a named calibration."""
         ...
 
-    def sources(self) -> Sequence[SourceRow]:
-        """Health rows of every source the service has polled."""
+    def sources(self, *, nodes: bool = True) -> Sequence[SourceRow]:
+        """Health rows of every source the service has polled (without ``nodes``: their node
+        lists are not loaded and must not be read)."""
         ...
 
     # Issue 16: readiness, audit trail, retention.

@@ -81,13 +81,15 @@ class SqlUnitOfWork:
     def _mark(self, scheduler: str, cluster: str) -> Mark:
         jobs = (JobRow.scheduler == scheduler, JobRow.cluster == cluster)
         sources = (SourceRow.scheduler == scheduler, SourceRow.cluster == cluster)
-        count, newest, polled = self._s.execute(
-            select(
-                select(func.count(JobRow.id)).where(*jobs).scalar_subquery(),
-                select(func.max(JobRow.last_seen_s)).where(*jobs).scalar_subquery(),
-                select(func.max(SourceRow.last_attempt_s)).where(*sources).scalar_subquery(),
-            )
-        ).one()
+        query = select(
+            select(func.count(JobRow.id)).where(*jobs).scalar_subquery(),
+            select(func.max(JobRow.last_seen_s)).where(*jobs).scalar_subquery(),
+            select(func.max(SourceRow.last_attempt_s)).where(*sources).scalar_subquery(),
+        )
+        # the table as committed: this cycle's own pending change (its source's poll time,
+        # set before the jobs are loaded) must not make the kept rows look stale
+        with self._s.no_autoflush:
+            count, newest, polled = self._s.execute(query).one()
         return (int(count), newest, polled)
 
     def _load_jobs(self, scheduler: str, cluster: str) -> list[JobRow]:
