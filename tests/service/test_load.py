@@ -185,6 +185,35 @@ def test_a_cycle_takes_back_the_job_rows_the_last_one_committed(
     assert len(loads) == 1
 
 
+def test_a_pending_eta_is_made_from_the_prediction_its_cycle_stores(
+    tmp_path: Path, cluster_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node history gives pending jobs their expected straggler term after their ETAs
+    were made: they are made again in the same cycle, so the stored ETA carries the term and
+    the next cycle, with nothing changed, estimates none of them again (issue 16: it did all
+    2,300 of a 10,000-job cluster's pending jobs with a prediction)."""
+    clock = Clock(T0)
+    fake = _cluster(cluster_root, clock, churn=0.0)
+    loop = _loop(fake, tmp_path / "p.db", clock)
+    assert loop.run_cycle().results == {"slurm": "ok"}
+    pending = [r for r in loop.deps.store.list_jobs() if r.status == "pending" and r.prediction]
+    assert len(pending) > 5
+    for row in pending:
+        term = row.prediction["expected_straggler"]
+        assert row.eta["straggler_factor"] == term["factor"]
+    estimated: list[str] = []
+    real = jobs.update_eta
+
+    def counting(uow: Any, row: JobRow, job: Any, **kw: Any) -> None:
+        estimated.append(row.status)
+        real(uow, row, job, **kw)
+
+    monkeypatch.setattr(jobs, "update_eta", counting)
+    clock.now += 15.0
+    assert loop.run_cycle().results == {"slurm": "ok"}
+    assert "pending" not in estimated
+
+
 def _view(row: JobRow, now: float) -> dict[str, Any]:
     """What a cycle leaves a job at, with a running ETA's remaining time taken at ``now``."""
     eta = dict(row.eta or {})

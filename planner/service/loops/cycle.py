@@ -19,7 +19,7 @@ from planner.errors import SourceError, StoreError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.service.loops.calibration import recalibrate
 from planner.service.loops.context import IngestDeps, IngestSettings, source_name
-from planner.service.loops.jobs import merge_jobs
+from planner.service.loops.jobs import estimate_again, merge_jobs
 from planner.service.loops.node_history import update_node_history
 from planner.service.loops.queue_forecast import forecast_queue
 from planner.service.store import Store
@@ -87,13 +87,14 @@ def _ingest(
             log.info("source %s: %s", source_name(source), warning)
         merge_jobs(deps, uow, source.read_text_file, snapshot, now_s=now_s)
         deps.priority.pause()
-        update_node_history(
+        termed = update_node_history(
             uow,
             scheduler=snapshot.scheduler,
             cluster=snapshot.cluster,
             nodes=snapshot.nodes,
             now_s=now_s,
         )
+        estimate_again(deps, uow, termed, snapshot, now_s=now_s)
         recalibrate(deps, uow, scheduler=snapshot.scheduler, cluster=snapshot.cluster, now_s=now_s)
         deps.priority.pause()
         forecast_queue(deps, uow, snapshot, now_s=now_s)

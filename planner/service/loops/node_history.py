@@ -127,8 +127,9 @@ def update_node_history(
     cluster: str,
     nodes: Sequence[NodeState],
     now_s: float,
-) -> None:
-    """Steps 1-3 of the module docstring for one source's cluster."""
+) -> list[JobRow]:
+    """Steps 1-3 of the module docstring for one source's cluster; returns the pending jobs
+    whose prediction got a new term (their ETAs were made without it)."""
     drained = {n.name for n in nodes if is_drained(n.state)}
     uow.forget_nodes(scheduler, cluster, sorted(drained))
     rows = uow.jobs_of(scheduler, cluster)
@@ -150,6 +151,7 @@ def update_node_history(
     in_service = [n for n in nodes if not is_drained(n.state)]
     gpus = [n.num_gpus for n in in_service if n.num_gpus > 0]
     gpus_per_node = statistics.median(gpus) if gpus else 0.0
+    changed: list[JobRow] = []
     for row in rows:
         if row.status != JobStatus.PENDING.value or row.prediction is None:
             continue
@@ -165,3 +167,5 @@ def update_node_history(
         updated = with_term(row.prediction, term)
         if updated != row.prediction:
             row.prediction = updated
+            changed.append(row)
+    return changed

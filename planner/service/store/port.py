@@ -79,7 +79,9 @@ class UnitOfWork(Protocol):
     def add_prediction(
         self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]
     ) -> None:
-        """Store a prediction of ``kind`` (``model`` or ``eta``) in the job's history."""
+        """Store a prediction of ``kind`` (``model`` or ``eta``) in the job's history; one
+        made at the same ``made_at_s`` in the same unit of work replaces that one (a cycle
+        keeps one entry per job and kind: the last it made)."""
         ...
 
     def prune_predictions(self, job: JobRow, *, kind: str, keep: int) -> None:

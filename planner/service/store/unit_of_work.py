@@ -70,6 +70,7 @@ class SqlUnitOfWork:
         self._calibrations: dict[str, CalibrationRow | None] = {}
         self._prunes: dict[tuple[str, int], set[int]] = {}
         self._marks: dict[tuple[str, str], Mark] = {}
+        self._predictions: dict[tuple[int, str], PredictionRow] = {}  # the last added per job
 
     def keep_jobs(self) -> None:
         """Give the jobs this unit of work loaded to the cache (call after the commit)."""
@@ -242,10 +243,16 @@ class SqlUnitOfWork:
     def add_prediction(
         self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]
     ) -> None:
-        """Store a prediction of ``kind`` in the job's history."""
-        self._s.add(
-            PredictionRow(job_pk=self._pk(job), made_at_s=made_at_s, kind=kind, payload=payload)
-        )
+        """Store a prediction of ``kind`` in the job's history; one made at the same
+        ``made_at_s`` in this unit of work replaces that one (the port's rule)."""
+        pk = self._pk(job)
+        earlier = self._predictions.get((pk, kind))
+        if earlier is not None and earlier.made_at_s == made_at_s:
+            earlier.payload = payload
+            return
+        row = PredictionRow(job_pk=pk, made_at_s=made_at_s, kind=kind, payload=payload)
+        self._s.add(row)
+        self._predictions[pk, kind] = row
 
     def prune_predictions(self, job: JobRow, *, kind: str, keep: int) -> None:
         """Keep only the newest ``keep`` predictions of ``kind`` (for every job asked, in one
