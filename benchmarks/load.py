@@ -223,11 +223,18 @@ def page_latencies(
         time.sleep(wait_s)
     service.read_cycles()
     spans = [(c[3] - c[1], c[3]) for c in service.cycles]
-    flags = [
-        any(a <= t + lat and t <= b for a, b in spans) for t, lat in zip(at, latencies, strict=True)
-    ]
+    polls = [(c[3] - c[1], c[3] - c[1] + c[2]) for c in service.cycles]  # a cycle polls first
+
+    def overlapping(ranges: list[tuple[float, float]]) -> list[bool]:
+        return [
+            any(a <= t + lat and t <= b for a, b in ranges)
+            for t, lat in zip(at, latencies, strict=True)
+        ]
+
+    flags, in_poll = overlapping(spans), overlapping(polls)
     during = [lat for lat, flag in zip(latencies, flags, strict=True) if flag]
     between = [lat for lat, flag in zip(latencies, flags, strict=True) if not flag]
+    polling = [lat for lat, flag in zip(latencies, in_poll, strict=True) if flag]
     return {
         "requests": requests,
         "page": page,
@@ -240,6 +247,10 @@ def page_latencies(
         "during_p99_ms": 1000 * quantile(during, 0.99) if during else None,
         "between_p50_ms": 1000 * quantile(between, 0.5) if between else None,
         "between_p99_ms": 1000 * quantile(between, 0.99) if between else None,
+        "during_polls": len(polling),
+        "during_polls_max_ms": 1000 * max(polling) if polling else None,
+        "during_cycles_over_100_ms": sum(lat > 0.1 for lat in during),
+        "during_polls_over_100_ms": sum(lat > 0.1 for lat in polling),
     }
 
 

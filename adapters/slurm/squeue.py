@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,15 +91,30 @@ class SqueueRecord:
     is_batch: bool
 
 
-def parse_squeue_records(text: str, *, cluster: str | None = None) -> list[SqueueRecord]:
-    """Like :func:`parse_squeue_json`, also returning Slurm's numeric job id and batch flag."""
+def parse_squeue_records(
+    text: str, *, cluster: str | None = None, pace: Callable[[], object] | None = None
+) -> list[SqueueRecord]:
+    """Like :func:`parse_squeue_json`, also returning Slurm's numeric job id and batch flag.
+    ``pace`` is called before each record (the service's ingest loop steps aside there for
+    its API's requests: ``planner.service.loops.priority``)."""
     reader = OutputReader(SOURCE_SQUEUE)
+    step = pace or _no_pace
+
+    def parsed(items: Iterable[Any]) -> list[SqueueRecord]:
+        out = []
+        for i, raw in enumerate(items):
+            step()
+            out.append(_squeue_job(reader, raw, f"jobs[{i}]", cluster))
+        return out
+
     try:  # each record decoded, read and dropped in turn (a 10,000-job answer is 40 MB)
-        items = reader.iter_items(text, "jobs")
-        return [_squeue_job(reader, raw, f"jobs[{i}]", cluster) for i, raw in enumerate(items)]
+        return parsed(reader.iter_items(text, "jobs"))
     except StreamRestartError:
-        items = iter(reader.load(text, "jobs"))
-        return [_squeue_job(reader, raw, f"jobs[{i}]", cluster) for i, raw in enumerate(items)]
+        return parsed(reader.load(text, "jobs"))
+
+
+def _no_pace() -> None:
+    return None
 
 
 def parse_squeue_json(text: str, *, cluster: str | None = None) -> list[JobState]:

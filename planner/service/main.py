@@ -82,6 +82,7 @@ from planner.service.capacity_metrics import CapacityCollector
 from planner.service.guard import GuardedSource
 from planner.service.loops import IngestLoop, IngestSettings
 from planner.service.loops.context import QueueForecastConfig
+from planner.service.loops.priority import RequestPriority
 from planner.service.loops.publish import (
     HintsFile,
     KubernetesRuntime,
@@ -102,8 +103,12 @@ log = logging.getLogger("planner.service")
 STOP_GRACE_S = 10.0
 
 
-def build_sources(settings: Settings) -> list[SchedulerSource]:
-    """The scheduler sources the settings ask for (Slurm when ``auto`` and its CLI is on PATH)."""
+def build_sources(
+    settings: Settings, *, pace: Callable[[], object] | None = None
+) -> list[SchedulerSource]:
+    """The scheduler sources the settings ask for (Slurm when ``auto`` and its CLI is on PATH);
+    ``pace``: where the Slurm source's parsing steps aside for API requests
+    (``RequestPriority.pause``)."""
     sources: list[SchedulerSource] = []
     slurm = settings.slurm
     if slurm.enabled == Toggle.ON or (
@@ -116,6 +121,7 @@ def build_sources(settings: Settings) -> list[SchedulerSource]:
                 timeout_s=slurm.command_timeout_s,
                 use_sacct=slurm.use_sacct,
                 allowed_file_roots=slurm.allowed_file_roots,
+                pace=pace,
             )
         )
         log.info(
@@ -331,7 +337,8 @@ def create_app(
     authorizer = build_authorizer(settings, kube_api_client=kube_api_client)
     store = store or SqlStore(settings.database_url)
     audit = AuditLog(store, clock)
-    sources = list(sources) if sources is not None else build_sources(settings)
+    priority = RequestPriority()  # the API's requests before the ingest loop's CPU
+    sources = list(sources) if sources is not None else build_sources(settings, pace=priority.pause)
     traces = traces or TraceFiles(
         allowed_file_roots={
             "slurm": settings.slurm.allowed_file_roots,
@@ -375,6 +382,7 @@ def create_app(
         traces=traces,
         telemetry=telemetry,
         gpus=gpus,
+        priority=priority,
     )
     slurm_hints = (
         build_slurm_hints(settings.slurm, audit=audit)

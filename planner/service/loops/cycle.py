@@ -21,6 +21,7 @@ from planner.service.loops.calibration import recalibrate
 from planner.service.loops.context import IngestDeps, IngestSettings, source_name
 from planner.service.loops.jobs import estimate_again, merge_jobs
 from planner.service.loops.node_history import update_node_history
+from planner.service.loops.priority import RequestPriority
 from planner.service.loops.queue_forecast import forecast_queue
 from planner.service.store import Store
 from planner.specs.job import ClusterSnapshot
@@ -138,7 +139,8 @@ def run_cycle(deps: IngestDeps, clock: Callable[[], float]) -> CycleReport:
 
 class IngestLoop:
     """The ingest loop of one process: its dependencies, its clock, a lock that serialises
-    cycles (the scheduler's thread and a test may both call) and the count of good cycles."""
+    cycles (the scheduler's thread and a test may both call) and the count of good cycles;
+    ``priority``: the API's requests it steps aside for (default: a new one, no requests)."""
 
     def __init__(
         self,
@@ -151,6 +153,7 @@ class IngestLoop:
         traces: TraceSource | None = None,
         telemetry: JobTelemetry | None = None,
         gpus: GpuTelemetry | None = None,
+        priority: RequestPriority | None = None,
     ) -> None:
         self.deps = IngestDeps(
             store=store,
@@ -160,6 +163,7 @@ class IngestLoop:
             traces=traces,
             telemetry=telemetry,
             gpus=gpus,
+            priority=priority or RequestPriority(),
         )
         self.clock = clock
         self.cycles_ok = 0

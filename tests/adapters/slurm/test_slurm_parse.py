@@ -98,6 +98,14 @@ def test_squeue_array_tasks_use_slurm_display_ids_and_expand_a() -> None:
     assert records["7"].is_batch is False
 
 
+def test_squeue_parsing_paces_itself_once_per_record() -> None:
+    """The service's ingest loop steps aside for API requests between two records."""
+    calls: list[int] = []
+    records = parse_squeue_records(read("squeue.json"), pace=lambda: calls.append(1))
+    assert len(calls) == len(records) > 3
+    assert [r.job for r in records] == parse_squeue_json(read("squeue.json"))
+
+
 def test_squeue_pending_held_array_is_one_record() -> None:
     job = by_id(parse_squeue_json(read("squeue_held_array.json")))["18_[0-3%2]"]
     assert job.status is JobStatus.PENDING
