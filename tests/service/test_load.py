@@ -6,6 +6,7 @@ need them; a large queue is forecast in the worker process."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from planner.service.job_series import exported_jobs
 from planner.service.loops import IngestLoop, IngestSettings, incremental, jobs
 from planner.service.loops.context import QueueForecastConfig
 from planner.service.loops.incremental import eta_remaining_now
+from planner.service.loops.publish import slurm_jobs
 from planner.service.metrics import PlannerCollector
 from planner.service.models import JobRow
 from planner.service.store import SqlStore
@@ -183,6 +185,32 @@ def test_a_cycle_takes_back_the_job_rows_the_last_one_committed(
     clock.now += 15.0
     assert loop.run_cycle().results == {"slurm": "ok"}
     assert len(loads) == 1
+
+
+def test_slurm_hints_read_the_jobs_the_cycle_committed(tmp_path: Path, cluster_root: Path) -> None:
+    """The Slurm hints after a cycle read the rows the cycle committed (no whole-cluster read
+    of 10,000 rows again), the same jobs as ``list_jobs`` in the same order and state."""
+    clock, fake, loop = _ingesting(cluster_root, tmp_path / "p.db")
+    assert loop.run_cycle().results == {"slurm": "ok"}
+    clock.now += 15.0
+    fake.advance()
+    assert loop.run_cycle().results == {"slurm": "ok"}
+    store = loop.deps.store
+    loads: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().startswith("SELECT jobs.id,"):
+            loads.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", count)
+    rows = slurm_jobs(store)
+    event.remove(store.engine, "before_cursor_execute", count)
+    assert loads == []
+
+    def stored(jobs: list[JobRow]) -> Any:  # as JSON holds them (a kept row may hold tuples)
+        return json.loads(json.dumps([(r.job_id, r.status, r.prediction, r.eta) for r in jobs]))
+
+    assert stored(rows) == stored(store.list_jobs())
 
 
 def test_a_pending_eta_is_made_from_the_prediction_its_cycle_stores(

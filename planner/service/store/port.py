@@ -191,6 +191,10 @@ class Store(Protocol):
         """(scheduler, cluster, status, jobs, GPUs) of the active jobs."""
         ...
 
+    def job_clusters(self, scheduler: str) -> list[str]:
+        """The clusters of ``scheduler`` that have stored jobs, sorted."""
+        ...
+
     def samples(self, job_pk: int, *, limit: int = 200) -> list[StepSampleRow]:
         """The newest ``limit`` step samples of a job, oldest first."""
         ...

@@ -345,6 +345,12 @@ class SqlStore:
                     rows += s.scalars(select(JobRow).options(only).where(JobRow.id.in_(ids)))
         return sorted(rows, key=lambda r: (r.scheduler, r.cluster, job_sort_key(r.job_id)))
 
+    def job_clusters(self, scheduler: str) -> list[str]:
+        """The clusters of ``scheduler`` that have stored jobs, sorted."""
+        with self.session() as s:
+            query = select(JobRow.cluster).where(JobRow.scheduler == scheduler).distinct()
+            return sorted(s.scalars(query))
+
     def job_counts(self) -> list[tuple[str, str, str, int, int]]:
         """(scheduler, cluster, status, jobs, GPUs) of the active jobs, GPUs from each job's
         snapshot (``num_gpus``)."""
