@@ -98,12 +98,12 @@ def parse_squeue_records(
     ``pace`` is called before each record (the service's ingest loop steps aside there for
     its API's requests: ``planner.service.loops.priority``)."""
     reader = OutputReader(SOURCE_SQUEUE)
-    step = pace or _no_pace
 
     def parsed(items: Iterable[Any]) -> list[SqueueRecord]:
         out = []
         for i, raw in enumerate(items):
-            step()
+            if pace is not None:
+                pace()
             out.append(_squeue_job(reader, raw, f"jobs[{i}]", cluster))
         return out
 
@@ -111,10 +111,6 @@ def parse_squeue_records(
         return parsed(reader.iter_items(text, "jobs"))
     except StreamRestartError:
         return parsed(reader.load(text, "jobs"))
-
-
-def _no_pace() -> None:
-    return None
 
 
 def parse_squeue_json(text: str, *, cluster: str | None = None) -> list[JobState]:

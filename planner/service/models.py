@@ -265,6 +265,12 @@ def job_sort_key(job_id: str) -> tuple[int, str]:
     return (int(head), job_id) if head.isdigit() else (1 << 62, job_id)
 
 
+def listing_key(row: JobRow) -> tuple[str, str, tuple[int, str]]:
+    """Order of the job listing (``GET /v1/jobs``, ``Store.list_jobs``): by scheduler, cluster
+    and :func:`job_sort_key`."""
+    return (row.scheduler, row.cluster, job_sort_key(row.job_id))
+
+
 class NodeSlownessRow(Base):
     """One episode of a slow node (``planner.stragglers.exposure.SlowEpisode``): a node on which
     a running job had ranks flagged (or the node itself flagged as slow), from ``started_s`` to

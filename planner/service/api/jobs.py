@@ -20,7 +20,7 @@ from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import JobDetail, JobList, Stragglers
 from planner.service.auth import Role
-from planner.service.models import JobRow, SourceRow, job_sort_key
+from planner.service.models import JobRow, SourceRow, job_sort_key, listing_key
 from planner.service.runtime import ServiceState
 
 #: Largest page of ``GET /v1/jobs?limit=``.
@@ -166,10 +166,6 @@ def stragglers_view(row: JobRow, now_s: float) -> dict[str, Any]:
     return body
 
 
-def _row_key(row: JobRow) -> tuple[str, str, tuple[int, str]]:
-    return (row.scheduler, row.cluster, job_sort_key(row.job_id))
-
-
 def encode_cursor(row: JobRow) -> str:
     """The opaque cursor that resumes a listing after ``row``."""
     raw = json.dumps([row.scheduler, row.cluster, row.job_id]).encode()
@@ -197,7 +193,7 @@ def page_of(
     cursor of the next page (None: this was the last)."""
     if cursor is not None:
         after = decode_cursor(cursor)
-        rows = [r for r in rows if _row_key(r) > after]
+        rows = [r for r in rows if listing_key(r) > after]
     if limit is None or len(rows) <= limit:
         return rows, None
     page = rows[:limit]

@@ -29,7 +29,7 @@ from planner.recommend.outlook import JobOutlook
 from planner.recommend.time_limit import RuntimeHint, runtime_hint
 from planner.service.audit import AuditLog
 from planner.service.loops.incremental import eta_remaining_now
-from planner.service.models import AuditEntry, JobRow, job_sort_key
+from planner.service.models import AuditEntry, JobRow, listing_key
 from planner.service.store import Store
 from planner.specs.job import JobStatus
 
@@ -295,7 +295,7 @@ def slurm_jobs(store: Store) -> list[JobRow]:
     after each cycle took 1.2 s, this 0.3 s). Read only: nothing is changed."""
     with store.unit_of_work() as uow:
         rows = [row for c in store.job_clusters(SLURM) for row in uow.jobs_of(SLURM, c)]
-    return sorted(rows, key=lambda r: (r.cluster, job_sort_key(r.job_id)))
+    return sorted(rows, key=listing_key)
 
 
 @dataclass(kw_only=True)

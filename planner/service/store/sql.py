@@ -63,7 +63,7 @@ from planner.service.models import (
     ReviewRow,
     SourceRow,
     StepSampleRow,
-    job_sort_key,
+    listing_key,
     soonest_first,
 )
 from planner.service.store import maintenance
@@ -313,7 +313,7 @@ class SqlStore:
         with self.session() as s:
             if after is None and limit is None:
                 rows = list(s.scalars(select(JobRow).where(*filters)))
-                return sorted(rows, key=lambda r: (r.scheduler, r.cluster, job_sort_key(r.job_id)))
+                return sorted(rows, key=listing_key)
             listing = (JobRow.scheduler, JobRow.cluster, JobRow.sort_number, JobRow.job_id)
             if after is not None:
                 scheduler, cluster, (number, job_id) = after
@@ -343,7 +343,7 @@ class SqlStore:
                 ids = [r.id for r in waiting[:max_pending]]
                 if ids:
                     rows += s.scalars(select(JobRow).options(only).where(JobRow.id.in_(ids)))
-        return sorted(rows, key=lambda r: (r.scheduler, r.cluster, job_sort_key(r.job_id)))
+        return sorted(rows, key=listing_key)
 
     def job_clusters(self, scheduler: str) -> list[str]:
         """The clusters of ``scheduler`` that have stored jobs, sorted."""
