@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -47,11 +48,14 @@ def test_upload_garbage_is_a_clear_422(db_url: str, source: ScriptedSource, cloc
 
 
 def test_a_job_that_names_its_trace(
-    db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+    db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory, cluster_root: Path
 ) -> None:
-    comment = f"planner:trace={ST_TRACE} planner:trace-meta={ST_META}"
-    # the traces are world-readable files outside the job's working directory: an allowed root
-    with app_for(db_url, source, clock, allowed_file_roots=[str(TRACES)]) as client:
+    # the traces are world-readable files outside the job's working directory, under an
+    # allowed root every user may search (the checkout's own directories may be private: a
+    # clone in ``mktemp -d`` is, and the job's user is not a user of this host)
+    trace, meta = (shutil.copy(f, cluster_root / f.name) for f in (ST_TRACE, ST_META))
+    comment = f"planner:trace={trace} planner:trace-meta={meta}"
+    with app_for(db_url, source, clock, allowed_file_roots=[str(cluster_root)]) as client:
         source.set_jobs(make_job(status=JobStatus.RUNNING, comment=comment))
         cycle(client)
         body = client.get("/v1/jobs/42/stragglers").json()
