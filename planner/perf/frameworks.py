@@ -127,9 +127,17 @@ Memory (``planner.perf.memory``):
   16-bit logits and writes the 16-bit gradient. Eager ``F.cross_entropy(logits.float())``
   (torchtitan ``train.py``, Dec 2024) peaks in its backward at 12 bytes per logit, 16 under
   DTensor ``loss_parallel`` (``planner.perf.memory``).
-* ``fp8_weight_cache``: under FP8 training, Transformer Engine keeps a 1-byte copy of every
-  linear weight across microbatches (``is_first_microbatch``); torchao's float8 linears
-  (torchtitan) cast each weight when the layer runs and keep nothing.
+* ``fp8_weight_cache``: under FP8 training, Transformer Engine keeps a quantised copy of every
+  linear weight across the microbatches of a step only when the caller says which microbatch
+  is the first (TE ``Linear.forward(..., is_first_microbatch=None)``: "when set, ... it allows
+  caching of the FP8 versions of the weights"; the default ``None`` caches nothing).
+  Megatron-Core sets it (``MegatronModule.set_is_first_microbatch``, called by
+  ``pipeline_parallel/schedules.py`` on each step's first microbatch: "TE modules will update
+  their fp8 parameter cache"; NeMo runs the same modules); llm-foundry 0.4 does not
+  (``llmfoundry/models/layers/fc.py`` registers ``te.Linear`` as a plain ``fc_type`` called
+  without it), nor does a plain PyTorch (FSDP) loop; torchao's float8 linears (torchtitan)
+  cast each weight when the layer runs and keep nothing. DeepSpeed keeps the cache (unknown
+  for its TE integrations; the published DeepSpeed runs are 16-bit).
 * ``op_level_selective_recompute``: "selective" recompute means torchtitan's op-level selective
   activation checkpointing (``selective_ac_option = "op"``: save the outputs of matmuls, except
   every second one, and of the attention kernel; recompute element-wise ops), not Megatron's
@@ -190,14 +198,14 @@ _EAGER_PYTORCH = FrameworkProfile(
     fused_elementwise=False,
     tp_comm_overlap=False,
     fused_cross_entropy=False,
-    fp8_weight_cache=True,
+    fp8_weight_cache=False,
 )
 _LLM_FOUNDRY = FrameworkProfile(
     fused_attention=False,
     fused_elementwise=False,
     tp_comm_overlap=False,
     fused_cross_entropy=True,  # flash-attn's fused cross-entropy (``loss_fn`` default)
-    fp8_weight_cache=True,
+    fp8_weight_cache=False,
     flash_attention_v1=True,
     loss_bytes_per_logit=10.0,
 )

@@ -133,8 +133,6 @@ __all__ = [
 
 WEIGHT_BYTES_PER_PARAM = 2.0
 OPTIMIZER_BYTES_PER_PARAM = 12.0
-LOW_PRECISION_WEIGHT_COPY_BYTES = 1.0
-"""Transformer Engine's cached FP8 copy of each linear weight (``is_first_microbatch``)."""
 _NONE, _SELECTIVE, _FULL = Recompute.NONE.code, Recompute.SELECTIVE.code, Recompute.FULL.code
 
 

@@ -65,12 +65,23 @@ def test_torchtitan_op_level_sac_never_raises_activations(recompute: str) -> Non
     assert other.memory.activations_bytes <= none.memory.activations_bytes
 
 
-def test_eager_loss_holds_more_logit_bytes_and_torchao_caches_no_fp8_weights() -> None:
-    titan = predict(_scenario("torchtitan", precision="fp8"))
+def test_eager_loss_holds_more_logit_bytes_than_megatron() -> None:
     megatron = predict(_scenario("megatron", precision="fp8"))
     fsdp = predict(_scenario("fsdp", precision="fp8"))
-    assert titan.memory.weights_bytes < fsdp.memory.weights_bytes
     assert fsdp.memory.activations_bytes > megatron.memory.activations_bytes
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "fsdp", "llm_foundry"])
+def test_only_stacks_that_name_the_first_microbatch_cache_fp8_weights(framework: str) -> None:
+    """TE caches a quantised weight only given ``is_first_microbatch`` (Megatron-Core passes
+    it; llm-foundry's ``te.Linear`` and plain loops do not; torchao casts per use)."""
+    same = {"zero_stage": 1}
+    cached = predict(_scenario("megatron", precision="fp8", **same)).memory
+    other_fp8 = predict(_scenario(framework, precision="fp8", **same)).memory
+    other_bf16 = predict(_scenario(framework, precision="bf16", **same)).memory
+    megatron_bf16 = predict(_scenario("megatron", precision="bf16", **same)).memory
+    assert cached.weights_bytes > megatron_bf16.weights_bytes  # the 1-byte copy
+    assert other_fp8.weights_bytes == other_bf16.weights_bytes
 
 
 def test_llm_foundry_flash_attention_v1_is_slower_than_flash_attention_2() -> None:
