@@ -27,7 +27,17 @@ compute stream: 0); with ``overlap_moe_expert_parallel_comm`` (Megatron-Core's 1
 overlap: the exchange of one microbatch runs under the attention/expert compute of another in
 the merged forward-backward steady state) what exceeds that compute, at least
 ``(1 - moe_ep_comm_overlap_fraction)`` of it (the communication kernels take SMs from the
-compute they overlap). Only the MoE layers' share of the layers pays it.
+compute they overlap). Only the merged steps hide it: the warm-up forwards and the cool-down
+backwards run alone and pay their exchange in full (megatron-core 0.14
+``pipeline_parallel/combined_1f1b.py``: without pipelining "the forward step for the first
+microbatch is executed alone, no a2a overlapping", and the last backward likewise;
+``schedules.py``, ``get_pp_rank_microbatches``: the interleaved schedule's rank 0 runs
+``2(p-1) + (v-1)·p`` warm-up chunk forwards (``microbatch_group_size_per_vp_stage`` defaults to
+``p``) and "one extra micro-batch forward step before the 1f1b stages" with the overlap, of
+its ``m·v`` chunk passes; Megatron-Core refuses the overlap with ``p > 1`` and no
+interleaving, ``transformer_config.py``), so a share ``min(w / (m·v), 1)`` of the exchange,
+``w`` the warm-up steps of the first rank (the one with the most), is not hidden. Only the
+MoE layers' share of the layers pays it.
 """
 
 from __future__ import annotations
@@ -45,7 +55,7 @@ from planner.perf.ops import Real
 from planner.specs.model import MoETokenDispatcher
 from planner.specs.parallelism import Recompute
 
-__all__ = ["ExpertParallelTimes", "expert_parallel_times", "token_exchange_s"]
+__all__ = ["ExpertParallelTimes", "expert_parallel_times", "token_exchange_s", "unmerged_share"]
 
 _SELECTIVE, _FULL = Recompute.SELECTIVE.code, Recompute.FULL.code
 _ALLGATHER = MoETokenDispatcher.ALLGATHER.code
@@ -90,6 +100,18 @@ def token_exchange_s(a: ScenarioArrays, eff: EfficiencyModel, link: coll.Link) -
     return out
 
 
+def unmerged_share(a: ScenarioArrays) -> Real:
+    """Share of the chunk forwards (and backwards) that Megatron-Core's combined 1F1B runs
+    alone, without a backward (forward) to overlap their exchange with (module docstring):
+    the first pipeline rank's warm-up steps over its ``m·v`` chunk passes; one of ``m``
+    without pipelining (``p`` of ``m`` for the non-interleaved ``p > 1`` Megatron-Core
+    refuses)."""
+    p, v, m = a.pipeline_parallel, ops.maximum(a.virtual_pipeline, 1.0), a.num_microbatches
+    interleaved = 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0
+    warmup = ops.where(v > 1.0, interleaved, p)  # (p - 1) + 1 without interleaving
+    return ops.minimum(warmup / ops.maximum(m * v, 1.0), 1.0)
+
+
 def expert_parallel_times(
     a: ScenarioArrays, eff: EfficiencyModel, link: coll.Link, layer: LayerTimes | None = None
 ) -> ExpertParallelTimes:
@@ -106,7 +128,9 @@ def expert_parallel_times(
     if ops.any_(a.overlap_moe_expert_parallel_comm):
         hidden = eff.comm_overlap(CommKind.EXPERT_1F1B)
         window = layer.total_s if layer is not None else 0.0
-        overlapped = ops.maximum(exchange * (1.0 - hidden), exchange - window)
+        merged = ops.maximum(exchange * (1.0 - hidden), exchange - window)
+        alone = unmerged_share(a)
+        overlapped = alone * exchange + (1.0 - alone) * merged
         exposed = ops.where(a.overlap_moe_expert_parallel_comm, overlapped, exposed)
     moe_share = a.num_moe_layers / a.num_layers
     return ExpertParallelTimes(layer_s=moe_share * exposed, moe_layer_s=exposed)

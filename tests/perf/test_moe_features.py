@@ -12,6 +12,7 @@ import pytest
 from planner.errors import SpecError
 from planner.perf import predict, predict_batch
 from planner.perf.batch import ScenarioArrays
+from planner.perf.expert import unmerged_share
 from planner.perf.flops import attention_linear_flops_per_token, iteration_flops
 from planner.perf.parameters import total_params
 from planner.scenario import parse_scenario
@@ -205,6 +206,27 @@ def test_one_f_one_b_overlap_hides_the_exchange() -> None:
         )
     )
     assert overlap.breakdown.ep_comm_exposed_s < 0.5 * plain.breakdown.ep_comm_exposed_s
+
+
+def test_one_f_one_b_overlap_leaves_the_warm_up_exposed() -> None:
+    """Megatron-Core's combined 1F1B merges only steady-state steps: rank 0 of PP 8 x VP 4
+    runs 2·7 + 3·8 + 1 = 39 of its 128·4 chunk forwards (and backwards) alone; without
+    pipelining the first forward and the last backward."""
+    interleaved = _scenario(
+        _moe(overlap_moe_expert_parallel_comm=True, num_layers=32),
+        256,
+        pipeline_parallel=8,
+        virtual_pipeline=4,
+        global_batch_size=128 * 32,
+        expert_parallel=8,
+    )
+    share = unmerged_share(ScenarioArrays.from_scenarios([interleaved]))
+    assert float(np.asarray(share)[0]) == pytest.approx(39 / 512)
+    flat = _scenario(
+        _moe(overlap_moe_expert_parallel_comm=True), 64, expert_parallel=64, global_batch_size=512
+    )
+    share = unmerged_share(ScenarioArrays.from_scenarios([flat]))
+    assert float(np.asarray(share)[0]) == pytest.approx(1 / 8)  # 512 / 64 ranks
 
 
 def test_unknown_dispatcher_names_the_field() -> None:
