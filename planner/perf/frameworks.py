@@ -49,11 +49,20 @@ in ``efficiency_constants.json``):
   FSDP/FSDP2 prefetch the next whole wrapped block (``forward_prefetch``/``backward_prefetch``,
   FSDP2's implicit prefetch) and keep a block unsharded from its recomputed forward through its
   backward (0, False). DeepSpeed ZeRO-3 prefetches at most ``stage3_prefetch_bucket_size``
-  parameters ahead (default 5e7, DeepSpeed configuration docs), so only that much of the next
-  parameter tensor's gather can run under the current operator's compute; and its stage-3
-  module hooks release parameters after every forward (``post_sub_module_forward``) and fetch
-  them before every forward and backward, so under full activation checkpointing the forward
-  recomputed inside the backward gathers them once more (5e7, True).
+  parameters ahead (default 5e7, DeepSpeed configuration docs), modelled as: only that much of
+  the next parameter tensor's gather can run under the current operator's compute; and its
+  stage-3 module hooks release parameters after every forward (``post_sub_module_forward``)
+  and fetch them before every forward and backward, so under full activation checkpointing
+  the forward recomputed inside the backward gathers them once more (5e7, True). The 2021 code
+  (DeepSpeed 0.3.13 ``runtime/zero/stage3.py``) is more detailed than this model: it
+  synchronises the GPU before each fetch and each parameter's all-gather and prefetches whole
+  parameters up to the 5e7 elements, keeps a parameter reused within
+  ``stage3_max_reuse_distance`` (1e9) gathered, stops prefetching above
+  ``stage3_max_live_parameters`` (1e9), and gathers tensors under
+  ``stage3_param_persistence_threshold`` (1e5: biases, norms) once per step instead of per
+  pass. A replay with all five rules (``benchmarks/zero3_deepspeed_2021.py``) is further from
+  the published SC21 Table 2 than this model (``benchmarks/RESULTS.md``), so the simpler
+  model stays; its agreement is not evidence for its details.
 * ``dp_bucket_min_params`` and ``dp_bucket_params_per_rank``: the data-parallel gradient
   reduction (ZeRO 0-2) runs in buckets of ``max(min, per_rank · d)`` parameters, one collective
   each: Megatron-Core DDP's default ``max(40000000, 1000000 · dp_size)`` ("larger DP sizes need
