@@ -57,10 +57,10 @@ class ScenarioArrays:
     / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``, per-GPU one-direction bandwidths and
     per-hop latencies of both tiers, ``hbm_bytes``, and ``device`` (peaks, HBM bandwidth, SMs,
     architecture). Framework (``FrameworkProfile``, see ``planner.perf.frameworks``):
-    ``fused_attention`` ... ``pp_comm_overlap``. Training: ``total_tokens`` and ``train_iters``,
-    NaN when the scenario leaves them out; ``trains_base`` (false under LoRA), ``lora_rank`` and
-    ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length`` (the sequence when
-    not packed).
+    ``fused_attention`` ... ``pp_comm_overlap``, ``chunk_grad_sync``. Training:
+    ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out;
+    ``trains_base`` (false under LoRA), ``lora_rank`` and ``lora_<target>``
+    (``TrainingSpec.adapts``), ``packed_sample_length`` (the sequence when not packed).
 
     Issue 13 model fields (``ModelSpec`` properties): the attention widths the engine times
     (``attention_q_width`` ... ``attention_down_width``, ``kv_up_width``: GQA and MLA alike),
@@ -181,6 +181,7 @@ class ScenarioArrays:
     zero3_prefetch_params: Real
     zero3_regather_on_recompute: Flag
     pp_comm_overlap: Flag
+    chunk_grad_sync: Flag
     master_weight_bytes: Real
     # training
     total_tokens: Real

@@ -31,6 +31,20 @@ the ZeRO-1 memory; Megatron-Core 0.16.1 ``megatron_fsdp.py``: "with gradient-sha
 strategies [``optim_grads``, ``optim_grads_params``], gradient reduction occurs on every
 backward propagation").
 
+Under the interleaved schedule, a stack that synchronises per model chunk
+(``chunk_grad_sync``: NeMo 24.07's distributed Adam through Megatron-Core 0.8's
+``grad_sync_func`` / ``param_sync_func``, ``planner.perf.frameworks``) reduces each of the
+``v`` chunks' gradients, ``D/v`` of them, once the chunk's last backward is done. Megatron-Core
+runs the backward of chunk ``v-1`` first, in groups of ``p`` microbatches per chunk
+(``get_model_chunk_id``), so on the first stage chunk ``c``'s last backward ends ``c·p`` chunk
+backwards (``t_b/v`` each, ``t_b`` the stage's backward of one microbatch) before the step's;
+the reductions queue on the network in that order, and what outlasts the step is
+``max(D/v, D − (v−1)·p·t_b/v)`` (the last chunk's reduction alone, or the backlog when one
+chunk's reduction outlasts ``p`` chunk backwards). Gathers run the same way ahead of each
+chunk's first forward (chunk ``c+1`` launched at chunk ``c``'s, ``p`` chunk forwards apart):
+``max(G/v, G − (v−1)·p·t_f/v)``. Never less than the ``1 − dp_overlap_fraction`` that no
+overlap hides.
+
 ZeRO-3 / FSDP gathers the parameters before every microbatch's forward and backward (and once
 more for the recomputed forward under full recompute on stacks that release them after every
 forward: DeepSpeed) and reduce-scatters the gradients every microbatch, hidden behind that
@@ -55,7 +69,7 @@ from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import CommKind, EfficiencyModel
 from planner.perf.operators import LayerTimes
-from planner.perf.ops import Real
+from planner.perf.ops import Flag, Real
 from planner.perf.parameters import LocalParameters
 from planner.perf.pipeline import PipelineSchedule
 from planner.specs.parallelism import Recompute
@@ -115,15 +129,19 @@ def data_parallel_times(
         gather = gather + ops.where(params.expert > 0, experts.parameter_gather_s, 0.0)
     keep = 1.0 - eff.comm_overlap(CommKind.DATA)
     layers = params.layers  # the busiest stage's layers: its backward / forward hides them
+    v = a.virtual_pipeline
+    chunked = a.chunk_grad_sync & (v > 1.0) & (a.pipeline_parallel > 1.0) & (zero <= 1)
     exposed_grads = ops.where(
-        a.overlap_grad_reduce, ops.maximum(grads * keep, grads - layers * layer.backward_s), grads
+        a.overlap_grad_reduce,
+        _exposed(grads, keep, layers * layer.backward_s, a, chunked),
+        grads,
     )
     # ZeRO-2 keeps only its shard of the gradients: each microbatch's are reduce-scattered
     # under that microbatch's backward (module docstring); ZeRO 0-1 accumulate them locally
     exposed_grads = ops.where(zero == 2, a.num_microbatches * exposed_grads, exposed_grads)
     exposed_gather = ops.where(
         a.overlap_param_gather,
-        ops.maximum(gather * keep, gather - layers * layer.forward_s),
+        _exposed(gather, keep, layers * layer.forward_s, a, chunked),
         gather,
     )
     per_microbatch = grads + gather
@@ -146,6 +164,18 @@ def data_parallel_times(
         parameter_gather_s=gather,
         exposed_s=ops.where(zero >= 3, zero3, exposed_grads + exposed_gather),
     )
+
+
+def _exposed(total: Real, keep: Real, window: Real, a: ScenarioArrays, chunked: Flag) -> Real:
+    """Seconds of the data-parallel collective ``total`` (s) left exposed behind ``window``,
+    the stage's backward (forward) of one microbatch; per model chunk where ``chunked``
+    (module docstring)."""
+    whole = ops.maximum(total * keep, total - window)
+    if not ops.any_(chunked):
+        return whole
+    v, p = a.virtual_pipeline, a.pipeline_parallel
+    per_chunk = ops.maximum(total / v, total - (v - 1.0) * p * window / v)
+    return ops.where(chunked, ops.maximum(total * keep, per_chunk), whole)
 
 
 def gradient_buckets(a: ScenarioArrays, params: Real, group: Real) -> Real:

@@ -122,6 +122,22 @@ in ``efficiency_constants.json``):
   10 bytes per logit, like flash-attn's fused kernel) and FSDP2's ``MixedPrecisionPolicy``
   reduces in fp32 (Automodel ``FSDP2Manager`` defaults).
 
+* ``chunk_grad_sync``: under the interleaved (virtual-pipeline) 1F1B schedule each model
+  chunk's gradients are reduced as soon as that chunk's last backward is done, and each
+  chunk's parameters gathered ahead of its first forward, instead of the stage's all together
+  under the last microbatch's backward / first forward. NeMo 24.07 with its distributed Adam
+  (Apex ``DistributedFusedAdam``, the performance recipes' optimizer) hands Megatron-Core's
+  schedule ``grad_sync_func = reduce_overlap_gradients`` and ``param_sync_func =
+  sync_overlap_parameters`` (nemo-toolkit 2.0.0rc1, ``megatron_gpt_model.py``
+  ``fwd_bwd_step``; ``megatron_base_model.py``: "In the first pipeline stage, the grad sync is
+  overlapped with the final backward pass. In other pipeline stages, the grad sync is deferred
+  until the bubble overhead."), which Megatron-Core 0.8's
+  ``forward_backward_pipelining_with_interleaving`` calls per chunk: the grad sync of a chunk
+  after the backward of its last microbatch (``backward_step_helper``, launched at the same
+  time on every pipeline rank), the parameter sync of chunk ``c+1`` at the first forward of
+  chunk ``c`` (chunks 0 and 1 before the schedule; ``forward_step_helper``). How much hides is
+  in ``planner.perf.data``. Megatron-LM's own ``--delay-grad-reduce`` path is the same code,
+  but its default is not in the Megatron-Core wheel: the ``megatron`` profile leaves it off.
 * ``grad_buffer_memset`` and ``loss_all_reduce_per_microbatch``: Megatron-Core's training step
   (Megatron-LM, NeMo) zeroes its contiguous gradient buffer every iteration and all-reduces the
   reporting loss over the data-parallel group after every microbatch (``pretrain_gpt.py``
@@ -188,6 +204,7 @@ class FrameworkProfile:
     dp_bucket_min_params: float = 6.25e6
     dp_bucket_params_per_rank: float = 0.0
     overlap_grad_reduce: bool = True
+    chunk_grad_sync: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -231,7 +248,11 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
     {
         Framework.MEGATRON: _TE_STACK,
         Framework.NEMO: replace(
-            _TE_STACK, pp_comm_overlap=True, grad_reduce_in_fp32=False, master_weight_bytes=2.0
+            _TE_STACK,
+            pp_comm_overlap=True,
+            grad_reduce_in_fp32=False,
+            master_weight_bytes=2.0,
+            chunk_grad_sync=True,
         ),
         Framework.TORCHTITAN: _TORCHTITAN,
         Framework.FSDP: _EAGER_PYTORCH,

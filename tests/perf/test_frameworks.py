@@ -178,3 +178,59 @@ def test_data_parallel_overlap_can_be_switched_off() -> None:
     assert no_grad > both
     assert no_gather > both
     assert dp_s(overlap_grad_reduce=False, overlap_param_gather=False) > max(no_grad, no_gather)
+
+
+def _gpt3_interleaved(framework: str, virtual_pipeline: int) -> Scenario:
+    """GPT-3 175B as NeMo 24.07's 128-GPU row runs it: TP 4, PP 8, distributed optimizer."""
+    parallelism: dict[str, Any] = {
+        "tensor_parallel": 4,
+        "pipeline_parallel": 8,
+        "sequence_parallel": True,
+        "zero_stage": 1,
+        "micro_batch_size": 1,
+        "global_batch_size": 256,
+        "precision": "fp8",
+    }
+    if virtual_pipeline > 1:
+        parallelism["virtual_pipeline"] = virtual_pipeline
+    return parse_scenario(
+        {
+            "model": {"preset": "gpt3-175b"},
+            "hardware": {"gpu": "h100-sxm", "num_gpus": 128},
+            "parallelism": parallelism,
+            "training": {"framework": framework},
+        }
+    )
+
+
+def test_nemo_reduces_each_interleaved_chunk_after_its_last_backward(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NeMo's distributed Adam syncs gradients (and parameters) per model chunk under the
+    interleaved schedule (Megatron-Core 0.8 ``grad_sync_func``): more of the data-parallel
+    exchange hides than behind the last microbatch alone; without interleaving nothing
+    changes."""
+    nemo = profile_of(Framework.NEMO)
+    assert nemo.chunk_grad_sync
+    assert not profile_of(Framework.MEGATRON).chunk_grad_sync
+    chunked = predict(_gpt3_interleaved("nemo", 6)).breakdown.dp_comm_exposed_s
+    plain_1f1b = predict(_gpt3_interleaved("nemo", 1)).breakdown.dp_comm_exposed_s
+    whole = replace(nemo, chunk_grad_sync=False)
+    monkeypatch.setattr(batch, "profile_of", lambda framework: whole)
+    assert predict(_gpt3_interleaved("nemo", 6)).breakdown.dp_comm_exposed_s > chunked
+    assert predict(_gpt3_interleaved("nemo", 1)).breakdown.dp_comm_exposed_s == plain_1f1b
+
+
+def test_chunked_sync_exposes_the_last_chunk_or_the_backlog() -> None:
+    """``max(D/v, D - (v-1)·p·t/v)``, never below the share no overlap hides."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from planner.perf.batch import ScenarioArrays
+    from planner.perf.data import _exposed
+
+    a = cast(ScenarioArrays, SimpleNamespace(virtual_pipeline=4.0, pipeline_parallel=4.0))
+    assert _exposed(1.0, 0.15, 0.1, a, True) == pytest.approx(0.7)  # backlog: 1 - 3·4·0.1/4
+    assert _exposed(1.0, 0.15, 1.0, a, True) == pytest.approx(0.25)  # the last chunk alone
+    assert _exposed(1.0, 0.3, 1.0, a, True) == pytest.approx(0.3)
+    assert _exposed(1.0, 0.15, 0.1, a, False) == pytest.approx(0.9)  # whole stage: 1 - 0.1
