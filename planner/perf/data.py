@@ -173,7 +173,10 @@ def _exposed(total: Real, keep: Real, window: Real, a: ScenarioArrays, chunked: 
     whole = ops.maximum(total * keep, total - window)
     if not ops.any_(chunked):
         return whole
-    v, p = a.virtual_pipeline, a.pipeline_parallel
+    v = a.virtual_pipeline
+    # chunk backwards between two chunks' last ones: p (Megatron-Core needs m % p == 0; a
+    # scenario with fewer microbatches than stages has only m)
+    p = ops.minimum(a.pipeline_parallel, a.num_microbatches)
     per_chunk = ops.maximum(total / v, total - (v - 1.0) * p * window / v)
     return ops.where(chunked, ops.maximum(total * keep, per_chunk), whole)
 

@@ -229,7 +229,10 @@ def test_chunked_sync_exposes_the_last_chunk_or_the_backlog() -> None:
     from planner.perf.batch import ScenarioArrays
     from planner.perf.data import _exposed
 
-    a = cast(ScenarioArrays, SimpleNamespace(virtual_pipeline=4.0, pipeline_parallel=4.0))
+    a = cast(
+        ScenarioArrays,
+        SimpleNamespace(virtual_pipeline=4.0, pipeline_parallel=4.0, num_microbatches=8.0),
+    )
     assert _exposed(1.0, 0.15, 0.1, a, True) == pytest.approx(0.7)  # backlog: 1 - 3·4·0.1/4
     assert _exposed(1.0, 0.15, 1.0, a, True) == pytest.approx(0.25)  # the last chunk alone
     assert _exposed(1.0, 0.3, 1.0, a, True) == pytest.approx(0.3)
