@@ -127,9 +127,10 @@ in ``efficiency_constants.json``):
   chunk's parameters gathered ahead of its first forward, instead of the stage's all together
   under the last microbatch's backward / first forward. NeMo 24.07 with its distributed Adam
   (Apex ``DistributedFusedAdam``, the performance recipes' optimizer) hands Megatron-Core's
-  schedule ``grad_sync_func = reduce_overlap_gradients`` and ``param_sync_func =
-  sync_overlap_parameters`` (nemo-toolkit 2.0.0rc1, ``megatron_gpt_model.py``
-  ``fwd_bwd_step``; ``megatron_base_model.py``: "In the first pipeline stage, the grad sync is
+  schedule ``grad_sync_func = reduce_overlap_gradients`` (``try_grad_sync``) and
+  ``param_sync_func = sync_overlap_parameters`` (``_try_start_bucket_param_sync``: the
+  all-gathers of the chunk's parameter buckets; nemo-toolkit 2.0.0rc1, ``megatron_gpt_model.py``
+  ``fwd_bwd_step``, ``megatron_base_model.py``: "In the first pipeline stage, the grad sync is
   overlapped with the final backward pass. In other pipeline stages, the grad sync is deferred
   until the bubble overhead."), which Megatron-Core 0.8's
   ``forward_backward_pipelining_with_interleaving`` calls per chunk: the grad sync of a chunk
