@@ -112,8 +112,8 @@ SOURCE_NOTES: Mapping[str, str] = {
         "Megatron-LM README 2024 H100 weak-scaling table. Not stated, assumed: micro-batch 1, "
         "selective recompute, sequence parallel when tp > 1, no interleaving, distributed "
         "optimizer (zero_stage 1), BF16 (inferred by the source), h100-sxm (DGX H100), "
-        "ffn 4h, tied embeddings, GeLU. Time from TFLOP/s with Megatron-LM's model FLOPs "
-        "72·B·s·l·h²·(1+s/6h+V/12lh)."
+        "ffn 4h, GeLU. Untied embeddings: the table's model sizes count a separate output "
+        "layer. Time from TFLOP/s with Megatron-LM's model FLOPs 72·B·s·l·h²·(1+s/6h+V/12lh)."
     ),
     "llm_foundry": (
         "llm-foundry MPT benchmark tables: FSDP FULL_SHARD = zero_stage 3 (SHARD_GRAD_OP = 2), "
@@ -236,7 +236,11 @@ def _convert_megatron_h100(run: PublishedRun) -> Case:
         zero_stage=1,
         precision="bf16",
     )
-    doc = _document(run, _model(run, activation="gelu", untie=False), "h100-sxm", par, "megatron")
+    # the table's model sizes (1.7B, 7.1B, 16B, ..., 177B) count a separate output layer:
+    # 12·l·h² + 2·V·h gives 1.745B / 7.12B / 16.1B / 177.2B, tied embeddings 1.48B / 6.58B /
+    # 15.3B / 175.6B, so the runs untied them (Megatron-LM --untie-embeddings-and-output-weights)
+    untied = _model(run, activation="gelu", untie=True)
+    doc = _document(run, untied, "h100-sxm", par, "megatron")
     return Case(
         source=run.source,
         config_id=run.config_id,
@@ -249,7 +253,7 @@ def _convert_megatron_h100(run: PublishedRun) -> Case:
             "sequence_parallel when tp > 1",
             "virtual_pipeline 1",
             "zero_stage 1",
-            "ffn_hidden_size 4h, tied embeddings, gelu",
+            "ffn_hidden_size 4h, gelu",
         ),
     )
 
