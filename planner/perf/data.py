@@ -48,9 +48,12 @@ overlap hides.
 ZeRO-3 / FSDP gathers the parameters before every microbatch's forward and backward (and once
 more for the recomputed forward under full recompute on stacks that release them after every
 forward: DeepSpeed) and reduce-scatters the gradients every microbatch, hidden behind that
-microbatch's compute on the slowest stage. Each collective unit pays the ring latency: a flat
+microbatch's compute on the slowest stage. Each collective unit is its own NCCL call: a flat
 buffer per layer (PyTorch FSDP), or every parameter tensor of the layer (DeepSpeed; 12 with
-biases, 9 without, ``ModelSpec.has_biases``); DeepSpeed's prefetch reaches only
+biases, 9 without, ``ModelSpec.has_biases``), timed at the unit's size, so each pays the base
+and per-hop latency of the protocol NCCL's tuner picks for that size (``collectives``: a
+unit of hundreds of MB runs ``Simple``, whose ring latency over 512 ranks is ~2.4 ms, not the
+``LL`` latency of an empty message); DeepSpeed's prefetch reaches only
 ``zero3_prefetch_params`` parameters ahead, hiding at most that share of the next tensor's
 gather (``planner.perf.frameworks``). A stack whose ZeRO-3 collectives take a list of per-rank
 tensors (``zero3_list_collectives``: DeepSpeed of 2021) pays one device copy per rank of the
@@ -148,9 +151,21 @@ def data_parallel_times(
     keep_zero3 = a.full(keep)
     if ops.any_(zero >= 3):
         tensors = ops.where(a.zero3_gather_per_tensor, ops.where(a.has_biases, 12.0, 9.0), 1.0)
-        latency = coll.all_gather_time_s(a.full(0.0), dense_group, a.tensor_parallel, link)
         units = ops.maximum(layers * tensors - 1.0, 0.0)
-        per_microbatch = per_microbatch + (gathers + 1.0) * units * latency
+        # one NCCL call per unit, each with the protocol NCCL's tuner picks for its size
+        n_units = units + 1.0
+        unit_gather = coll.all_gather_time_s(
+            params.dense * PARAM_GATHER_BYTES / n_units, dense_group, a.tensor_parallel, link
+        )
+        unit_reduce = coll.reduce_scatter_time_s(
+            params.dense * a.grad_bytes_per_param / n_units, dense_group, a.tensor_parallel, link
+        )
+        per_microbatch = (
+            per_microbatch
+            - dense.gradient_reduction_s
+            - dense.parameter_gather_s
+            + n_units * (gathers * unit_gather + unit_reduce)
+        )
         # collectives over lists of per-rank tensors: one copy kernel per rank and unit
         copies = ops.where(a.zero3_list_collectives, dense_group * eff.kernel_min_time_s, 0.0)
         per_microbatch = per_microbatch + (gathers + 1.0) * (units + 1.0) * copies
