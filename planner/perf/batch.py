@@ -182,6 +182,7 @@ class ScenarioArrays:
     zero3_regather_on_recompute: Flag
     pp_comm_overlap: Flag
     chunk_grad_sync: Flag
+    zero3_backward_prefetch_post: Flag
     master_weight_bytes: Real
     # training
     total_tokens: Real

@@ -60,7 +60,10 @@ tensors (``zero3_list_collectives``: DeepSpeed of 2021) pays one device copy per
 group for every gather and reduce-scatter of a unit, each at least ``kernel_min_time_s``:
 PyTorch's ``ProcessGroupNCCL::allgather`` (1.8-1.10) gathers into a flat buffer and copies
 every rank's chunk out to its output tensor (``outputTensors[i][j].copy_(...)``), and
-``reduce_scatter`` copies every input into a flat buffer first.
+``reduce_scatter`` copies every input into a flat buffer first. A stack that prefetches
+backward gathers only after the current unit's gradients (``zero3_backward_prefetch_post``:
+FSDP ``BACKWARD_POST``, Composer's default) has every unit's backward all-gather on the
+critical path: it is paid whole, and only the rest overlaps.
 """
 
 from __future__ import annotations
@@ -149,6 +152,7 @@ def data_parallel_times(
     )
     per_microbatch = grads + gather
     keep_zero3 = a.full(keep)
+    serial = a.full(0.0)  # ZeRO-3 collectives on the critical path, not overlapped
     if ops.any_(zero >= 3):
         tensors = ops.where(a.zero3_gather_per_tensor, ops.where(a.has_biases, 12.0, 9.0), 1.0)
         units = ops.maximum(layers * tensors - 1.0, 0.0)
@@ -172,8 +176,11 @@ def data_parallel_times(
         unit_params = params.dense / ops.maximum(layers * tensors, 1.0)
         reach = ops.minimum(a.zero3_prefetch_params / ops.maximum(unit_params, 1.0), 1.0 - keep)
         keep_zero3 = ops.where(a.zero3_prefetch_params > 0, 1.0 - reach, keep)
-    hidden = per_microbatch - schedule.slowest_stage_s
-    zero3 = a.num_microbatches * ops.maximum(per_microbatch * keep_zero3, hidden)
+        # BACKWARD_POST: each unit's backward gather waits for the previous unit's gradients
+        serial = ops.where(a.zero3_backward_prefetch_post, n_units * unit_gather, 0.0)
+    overlapped = per_microbatch - serial
+    hidden = overlapped - schedule.slowest_stage_s
+    zero3 = a.num_microbatches * (serial + ops.maximum(overlapped * keep_zero3, hidden))
     return DataParallelTimes(
         gradient_reduction_s=grads,
         parameter_gather_s=gather,

@@ -74,6 +74,18 @@ in ``efficiency_constants.json``):
   ``zero_optimization.overlap_comm`` defaults to false for ZeRO 0-2 and true for ZeRO-3
   (``deepspeed/runtime/zero/config.py``), and its pipeline engine reduces after the flush
   (``_exec_reduce_grads``): false; the other profiles' recipes overlap it.
+* ``zero3_backward_prefetch_post``: the ZeRO-3 / FSDP backward prefetches the next unit's
+  parameters only after the current unit's gradients are computed (PyTorch FSDP
+  ``BackwardPrefetch.BACKWARD_POST``: "prefetches the next set of parameters after the current
+  set of parameters' gradient computation. This overlaps the current reduce-scatter and the
+  next gradient computation", ``torch.distributed.fsdp.BackwardPrefetch`` docs, PyTorch
+  2.1), so every unit's backward all-gather sits on the critical path between two units'
+  gradient computations instead of under one (``BACKWARD_PRE``, PyTorch FSDP's own default,
+  "enables the most overlap"). Composer sets ``BACKWARD_POST`` unless the FSDP config says
+  otherwise (``composer/trainer/dist_strategy.py`` ``set_fsdp_default``, mosaicml 0.17.2, the
+  version llm-foundry 0.4.0 pins: ``mosaicml>=0.17,<0.18``; llm-foundry 0.4.0 does not set
+  ``backward_prefetch``): true for ``llm_foundry``. torchtitan's FSDP2 prefetches the next
+  block before the current one's backward (implicit prefetch): false.
 * ``zero3_list_collectives``: the ZeRO-3 parameter all-gather and gradient reduce-scatter pass
   lists of per-rank tensors to ``torch.distributed``: DeepSpeed 0.3-0.5 (2021, the version of
   the published DeepSpeed runs; ``partition_parameters.py`` ``_allgather_param`` gathers into
@@ -206,6 +218,7 @@ class FrameworkProfile:
     dp_bucket_params_per_rank: float = 0.0
     overlap_grad_reduce: bool = True
     chunk_grad_sync: bool = False
+    zero3_backward_prefetch_post: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -235,6 +248,7 @@ _LLM_FOUNDRY = FrameworkProfile(
     fp8_weight_cache=False,
     flash_attention_v1=True,
     loss_bytes_per_logit=10.0,
+    zero3_backward_prefetch_post=True,
 )
 _TORCHTITAN = FrameworkProfile(
     fused_attention=False,
