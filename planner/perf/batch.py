@@ -183,6 +183,7 @@ class ScenarioArrays:
     pp_comm_overlap: Flag
     chunk_grad_sync: Flag
     zero3_backward_prefetch_post: Flag
+    zero3_grad_prep_pass: Flag
     master_weight_bytes: Real
     # training
     total_tokens: Real

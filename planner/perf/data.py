@@ -63,7 +63,12 @@ every rank's chunk out to its output tensor (``outputTensors[i][j].copy_(...)``)
 ``reduce_scatter`` copies every input into a flat buffer first. A stack that prefetches
 backward gathers only after the current unit's gradients (``zero3_backward_prefetch_post``:
 FSDP ``BACKWARD_POST``, Composer's default) has every unit's backward all-gather on the
-critical path: it is paid whole, and only the rest overlaps.
+critical path: it is paid whole, and only the rest overlaps. PyTorch FSDP (v1) prepares every
+unit's unsharded gradient for its reduce-scatter with memory-bound passes
+(``zero3_grad_prep_pass``: the cast to an fp32 reduce dtype, read 2 and write 4 bytes per
+parameter, and the in-place pre-divide, read and write the reduce dtype: 14 bytes per
+parameter with fp32 reduction, 4 with bf16), every microbatch; they are paid in full (HBM
+passes of the size of the unit's gradient, beside the backward's own).
 """
 
 from __future__ import annotations
@@ -178,6 +183,13 @@ def data_parallel_times(
         keep_zero3 = ops.where(a.zero3_prefetch_params > 0, 1.0 - reach, keep)
         # BACKWARD_POST: each unit's backward gather waits for the previous unit's gradients
         serial = ops.where(a.zero3_backward_prefetch_post, n_units * unit_gather, 0.0)
+        # FSDP's cast to the reduce dtype and pre-divide of every unit's unsharded gradient
+        grad_bytes = a.grad_bytes_per_param
+        prep = params.dense * (
+            ops.where(grad_bytes > 2.0, 2.0 + grad_bytes, 0.0) + 2.0 * grad_bytes
+        )
+        prep_s = prep / eff.memory_bytes_per_s(prep / n_units, a.device)
+        serial = serial + ops.where(a.zero3_grad_prep_pass, prep_s, 0.0)
     overlapped = per_microbatch - serial
     hidden = overlapped - schedule.slowest_stage_s
     zero3 = a.num_microbatches * (serial + ops.maximum(overlapped * keep_zero3, hidden))

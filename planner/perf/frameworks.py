@@ -86,6 +86,26 @@ in ``efficiency_constants.json``):
   version llm-foundry 0.4.0 pins: ``mosaicml>=0.17,<0.18``; llm-foundry 0.4.0 does not set
   ``backward_prefetch``): true for ``llm_foundry``. torchtitan's FSDP2 prefetches the next
   block before the current one's backward (implicit prefetch): false.
+* ``zero3_grad_prep_pass``: before each flat parameter's reduce-scatter, PyTorch FSDP (v1)
+  casts the unsharded gradient to the reduce dtype when it differs from the parameters'
+  (``_post_backward_hook``: ``flat_param.grad.to(handle._reduce_dtype)``) and divides it by the
+  pre-divide factor (``_reduce_grad``: ``_div_if_needed(padded_unsharded_grad,
+  _gradient_predivide_factor)``, a factor above 1 for every group of 2 or more ranks,
+  ``default_hooks.DefaultState._get_gradient_predivide_factor``), both on the post-backward
+  stream, over the whole unsharded gradient of every unit, every microbatch (Composer syncs
+  FSDP gradients on every microbatch: ``no_sync`` only for DDP, ``trainer.py``
+  ``_train_microbatch``). With bf16 parameters and an fp32 reduction (Composer's
+  ``mixed_precision: DEFAULT``) that is 6 + 8 bytes per parameter, 4 with a bf16 one
+  (``PURE``) (``planner.perf.data``). True for ``llm_foundry`` (Composer drives FSDP v1);
+  torchtitan's and Automodel's FSDP2 reduce through another code path (``foreach_reduce``,
+  version-dependent, not checked), and the ``fsdp`` profile leaves it off until a source of
+  its own is measured.
+* ``trains_with_dropout``: false when the framework's model code trains without dropout
+  whatever the activation suggests (``ModelSpec.has_dropout``): llm-foundry's MPT has
+  ``attn_pdrop``, ``resid_pdrop`` and ``emb_pdrop`` 0.0 by default (``MPTConfig``, llm-foundry
+  0.4.0 ``configuration_mpt.py``; the benchmark YAMLs set none of them), and PyTorch's
+  ``dropout`` with ``p = 0`` returns its input without a kernel (``at::dropout``). The model
+  then charges no dropout kernels and stores no masks.
 * ``zero3_list_collectives``: the ZeRO-3 parameter all-gather and gradient reduce-scatter pass
   lists of per-rank tensors to ``torch.distributed``: DeepSpeed 0.3-0.5 (2021, the version of
   the published DeepSpeed runs; ``partition_parameters.py`` ``_allgather_param`` gathers into
@@ -219,6 +239,8 @@ class FrameworkProfile:
     overlap_grad_reduce: bool = True
     chunk_grad_sync: bool = False
     zero3_backward_prefetch_post: bool = False
+    trains_with_dropout: bool = True
+    zero3_grad_prep_pass: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -249,6 +271,8 @@ _LLM_FOUNDRY = FrameworkProfile(
     flash_attention_v1=True,
     loss_bytes_per_logit=10.0,
     zero3_backward_prefetch_post=True,
+    trains_with_dropout=False,  # MPTConfig: attn_pdrop, resid_pdrop, emb_pdrop default 0.0
+    zero3_grad_prep_pass=True,
 )
 _TORCHTITAN = FrameworkProfile(
     fused_attention=False,

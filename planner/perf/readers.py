@@ -206,6 +206,13 @@ def _loss_scaling(s: Scenario) -> bool:
     return s.parallelism.precision is Precision.FP16
 
 
+def _has_dropout(s: Scenario) -> bool:
+    """The model trains with dropout (``ModelSpec.has_dropout``: GPT-style GeLU models) and
+    the framework's model code applies it (``FrameworkProfile.trains_with_dropout``: not
+    llm-foundry's MPT, whose dropout probabilities default to 0)."""
+    return s.model.has_dropout and profile_of(s.training.framework).trains_with_dropout
+
+
 READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
         "recompute": _recompute,
@@ -221,6 +228,7 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "last_stage_layers": _last_stage_layers,
         "memory_headroom_bytes": _memory_headroom_bytes,
         "loss_scaling": _loss_scaling,
+        "has_dropout": _has_dropout,
     }
 )
 """Fields of ``ScenarioArrays`` read from the scenario through a rule, with their readers."""
