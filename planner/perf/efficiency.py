@@ -12,7 +12,15 @@ sampled operator regressors; ``DefaultEfficiency`` is the analytic default:
   quantisation ``wave_eff = tiles / (ceil(tiles/SMs)·SMs)`` follow NVIDIA's "Matrix
   multiplication background" guide; a batched GEMM (``batch`` independent products in one
   strided-batched launch, e.g. unfused attention's ``baddbmm``/``bmm`` over batch x heads)
-  spreads the tiles of all its products over the SMs, so ``tiles`` counts them all;
+  spreads the tiles of all its products over the SMs, so ``tiles`` counts them all; a GEMM
+  with fewer output tiles than SMs and an inner dimension longer than its output's sides
+  splits K into ``min(floor(SMs/tiles), floor(K/max(M, N)))`` slices, each a tile of its own,
+  reduced afterwards (cuBLAS/cuBLASLt split-K,
+  ``CUBLASLT_ALGO_CONFIG_SPLITK_NUM``; CUTLASS "parallel split-K" for small-M·N, large-K
+  GEMMs such as the weight gradients ``(h x h) = (h x tokens) @ (tokens x h)`` of small
+  models), so the waves fill while each slice's shorter inner loop pays ``K/(K + k_half)``
+  at ``K/split`` (the partial sums' reduction, ``split·M·N`` elements, is not counted: it is
+  far below the operands' ``M·K + K·N``);
   FP8/MXFP8/NVFP4 GEMMs run at ``low_precision_gemm_relative_efficiency`` of that fraction of
   their own (higher) peak.
 * flash attention: the GEMM fraction of the 16-bit peak times a forward/backward factor and
@@ -247,8 +255,13 @@ class DefaultEfficiency:
         tile_eff = m * n / (rows * cols * tm * tn)
         tiles = rows * cols * ops.maximum(batch, 1.0)
         sms = device.num_sms
+        # split-K below one wave, for inner dimensions longer than the output's sides
+        split = ops.minimum(ops.floor(sms / tiles), ops.floor(k / ops.maximum(m, n)))
+        split = ops.maximum(split, 1.0)
+        tiles = tiles * split
         wave_eff = tiles / (ops.ceil(tiles / sms) * sms)
-        k_eff = k / (k + self._c("gemm_k_half"))
+        k_split = k / split
+        k_eff = k_split / (k_split + self._c("gemm_k_half"))
         frac = ops.take(self._arch_fraction, device.architecture)
         peak = ops.where(low_precision, device.peak_flop_per_s, device.peak16_flop_per_s)
         lp = ops.where(low_precision, self._c("low_precision_gemm_relative_efficiency"), 1.0)

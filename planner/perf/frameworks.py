@@ -124,7 +124,15 @@ in ``efficiency_constants.json``):
   ``nll_loss`` gradient (4), ``log_softmax_backward`` (4 + 4 read, 4 written), cast back
   (6): 40 bytes. llm-foundry's MPT defaults to ``loss_fn: fused_crossentropy``
   (flash-attn's fused cross-entropy kernel: reads the 16-bit logits twice forward, writes the
-  16-bit gradient in place backward): 10 bytes. XLA (MaxText) fuses the loss similarly: 10.
+  16-bit gradient in place backward): 10 bytes; and llm-foundry's MPT trains with
+  ``use_train_metrics`` true (``modeling_mpt.py``: ``LanguageCrossEntropy`` and
+  ``LanguagePerplexity``), which Composer updates after every microbatch's backward from the
+  same logits (``trainer.py`` ``_train_microbatch`` -> ``_eval_train_metrics``, under the
+  precision's autocast; each metric runs an eager ``torch.nn.CrossEntropyLoss`` over the
+  16-bit logits, whose ``log_softmax`` autocast runs with an fp32 output (PyTorch
+  ``autocast_mode.h``, ``AT_FORALL_FP32_SET_OPT_DTYPE``): three reads of 2 bytes and a 4-byte
+  write, 10 bytes), 20 more: 30 bytes in all. XLA (MaxText)
+  fuses the loss similarly: 10.
 
 * ``grad_reduce_in_fp32``: with bf16 (or FP8 on bf16) parameters the stack accumulates
   gradients and reduces them across data-parallel ranks in fp32 (4 bytes per parameter) unless
@@ -269,7 +277,7 @@ _LLM_FOUNDRY = FrameworkProfile(
     fused_cross_entropy=True,  # flash-attn's fused cross-entropy (``loss_fn`` default)
     fp8_weight_cache=False,
     flash_attention_v1=True,
-    loss_bytes_per_logit=10.0,
+    loss_bytes_per_logit=30.0,  # fused loss 10 + Composer's two training metrics 20
     zero3_backward_prefetch_post=True,
     trains_with_dropout=False,  # MPTConfig: attn_pdrop, resid_pdrop, emb_pdrop default 0.0
     zero3_grad_prep_pass=True,
