@@ -100,6 +100,16 @@ in ``efficiency_constants.json``):
   torchtitan's and Automodel's FSDP2 reduce through another code path (``foreach_reduce``,
   version-dependent, not checked), and the ``fsdp`` profile leaves it off until a source of
   its own is measured.
+* ``optimizer_bytes_per_param``: HBM bytes per owned parameter of the optimizer step when the
+  stack's optimizer is not the fused multi-tensor Adam the default counts (0: the default,
+  ``planner.perf.optimizer``). llm-foundry's ``decoupled_adamw`` is Composer's
+  ``DecoupledAdamW`` (mosaicml 0.17.2, ``composer/optim/decoupled_weight_decay.py``
+  ``DecoupledAdamW.adamw``): a Python loop over the parameters running one eager fp32 kernel
+  per operation: ``exp_avg.mul_`` (8 bytes), ``.add_(grad)`` (12), ``exp_avg_sq.mul_`` (8),
+  ``.addcmul_(grad, grad)`` (12), ``sqrt`` (8), ``/ sqrt(bias_correction2)`` (8),
+  ``.add_(eps)`` (8), ``param.addcdiv_`` (16): 80 bytes, plus the gradient-norm pass (4) the
+  default counts too: 84 (``param.mul_`` for a nonzero ``weight_decay`` would add 8; FSDP
+  casts the fp32 shard to the 16-bit gather copy itself, so no 16-bit copy is written here).
 * ``trains_with_dropout``: false when the framework's model code trains without dropout
   whatever the activation suggests (``ModelSpec.has_dropout``): llm-foundry's MPT has
   ``attn_pdrop``, ``resid_pdrop`` and ``emb_pdrop`` 0.0 by default (``MPTConfig``, llm-foundry
@@ -249,6 +259,7 @@ class FrameworkProfile:
     zero3_backward_prefetch_post: bool = False
     trains_with_dropout: bool = True
     zero3_grad_prep_pass: bool = False
+    optimizer_bytes_per_param: float = 0.0
 
 
 _TE_STACK = FrameworkProfile(
@@ -281,6 +292,7 @@ _LLM_FOUNDRY = FrameworkProfile(
     zero3_backward_prefetch_post=True,
     trains_with_dropout=False,  # MPTConfig: attn_pdrop, resid_pdrop, emb_pdrop default 0.0
     zero3_grad_prep_pass=True,
+    optimizer_bytes_per_param=84.0,
 )
 _TORCHTITAN = FrameworkProfile(
     fused_attention=False,

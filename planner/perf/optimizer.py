@@ -9,7 +9,9 @@ the optimizer is sharded (ZeRO >= 1; Megatron's distributed optimizer, Rajbhanda
 2020). Low-precision training adds the cast of every local weight to its quantised copy (read
 16-bit, write the recipe's copy, ``planner.perf.precision.weight_copy_bytes``: 1 byte under
 FP8 recipes, ``FP8_CAST_BYTES_PER_PARAM`` = 3 in all). The step runs as a few fused
-multi-tensor kernels (at least ``4 · kernel_min_time_s``).
+multi-tensor kernels (at least ``4 · kernel_min_time_s``). A framework whose optimizer runs
+unfused per-parameter kernels states its own bytes per parameter
+(``FrameworkProfile.optimizer_bytes_per_param``: Composer's ``DecoupledAdamW``, 84).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def optimizer_times(
     cast = (2.0 + weight_copy_bytes(a)) * (params.dense + params.expert)
     # a master kept as a 16-bit remainder is read and written at half the bytes
     adam = ADAM_HBM_BYTES_PER_PARAM - 2.0 * (4.0 - a.master_weight_bytes)
+    adam = ops.where(a.optimizer_bytes_per_param > 0, a.optimizer_bytes_per_param, adam)
     hbm = adam * owned + ops.where(a.device.low_precision, cast, 0.0)
     seconds = hbm / eff.memory_bytes_per_s(hbm, a.device)
     return OptimizerTimes(
