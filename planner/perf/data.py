@@ -158,6 +158,7 @@ def data_parallel_times(
     per_microbatch = grads + gather
     keep_zero3 = a.full(keep)
     serial = a.full(0.0)  # ZeRO-3 collectives on the critical path, not overlapped
+    prep_s = a.full(0.0)  # FSDP's memory-bound passes over the gradients before reducing
     if ops.any_(zero >= 3):
         tensors = ops.where(a.zero3_gather_per_tensor, ops.where(a.has_biases, 12.0, 9.0), 1.0)
         units = ops.maximum(layers * tensors - 1.0, 0.0)
@@ -188,11 +189,12 @@ def data_parallel_times(
         prep = params.dense * (
             ops.where(grad_bytes > 2.0, 2.0 + grad_bytes, 0.0) + 2.0 * grad_bytes
         )
-        prep_s = prep / eff.memory_bytes_per_s(prep / n_units, a.device)
-        serial = serial + ops.where(a.zero3_grad_prep_pass, prep_s, 0.0)
+        prep_s = ops.where(
+            a.zero3_grad_prep_pass, prep / eff.memory_bytes_per_s(prep / n_units, a.device), 0.0
+        )
     overlapped = per_microbatch - serial
     hidden = overlapped - schedule.slowest_stage_s
-    zero3 = a.num_microbatches * (serial + ops.maximum(overlapped * keep_zero3, hidden))
+    zero3 = a.num_microbatches * (serial + prep_s + ops.maximum(overlapped * keep_zero3, hidden))
     return DataParallelTimes(
         gradient_reduction_s=grads,
         parameter_gather_s=gather,
