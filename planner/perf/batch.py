@@ -46,7 +46,8 @@ class ScenarioArrays:
     Model (``ModelSpec`` attributes, Megatron-LM names): ``query_width``/``kv_width`` are the
     widths of all query / key heads together (GQA/MQA through ``kv_width``);
     ``gated_linear_unit``, ``has_dropout``, ``has_biases`` and ``has_rotary_embeddings`` are the
-    model facts ``ModelSpec`` derives from the activation. Parallelism (``ParallelismSpec``):
+    model facts ``ModelSpec`` derives from the activation (``has_dropout`` also false where the
+    framework's model code trains without it, ``FrameworkProfile.trains_with_dropout``). Parallelism (``ParallelismSpec``):
     the degrees, batch sizes, ``num_microbatches``, ``recompute`` (``Recompute.code``: 0 none, 1
     selective, 2 full) and ``recompute_<module>`` (``RecomputeModule``: what selective recompute
     repeats), ``fp8_recipe`` (``Fp8Recipe.code``, 0 in 16-bit), ``zero_stage``,
