@@ -47,20 +47,20 @@ class ScenarioArrays:
     widths of all query / key heads together (GQA/MQA through ``kv_width``);
     ``gated_linear_unit``, ``has_dropout``, ``has_biases`` and ``has_rotary_embeddings`` are the
     model facts ``ModelSpec`` derives from the activation (``has_dropout`` also false where the
-    framework's model code trains without it, ``FrameworkProfile.trains_with_dropout``). Parallelism (``ParallelismSpec``):
-    the degrees, batch sizes, ``num_microbatches``, ``recompute`` (``Recompute.code``: 0 none, 1
-    selective, 2 full) and ``recompute_<module>`` (``RecomputeModule``: what selective recompute
-    repeats), ``fp8_recipe`` (``Fp8Recipe.code``, 0 in 16-bit), ``zero_stage``,
-    ``flash_attention``; ``overlap_grad_reduce`` / ``overlap_param_gather`` are the scenario's
-    flags (true unless set to false); ``grad_bytes_per_param`` is the gradient buffer and its
-    data-parallel reduction, bytes per parameter (4 fp32, 2 16-bit;
-    ``parallelism.grad_reduce_in_fp32`` or the framework's default). Hardware (``HardwareSpec``
-    / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``, per-GPU one-direction bandwidths and
-    per-hop latencies of both tiers, ``hbm_bytes``, and ``device`` (peaks, HBM bandwidth, SMs,
-    architecture). Framework (``FrameworkProfile``, see ``planner.perf.frameworks``):
-    ``fused_attention`` ... ``pp_comm_overlap``, ``chunk_grad_sync``. Training:
-    ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out;
-    ``trains_base`` (false under LoRA), ``lora_rank`` and ``lora_<target>``
+    framework's model code trains without it, ``FrameworkProfile.trains_with_dropout``).
+    Parallelism (``ParallelismSpec``): the degrees, batch sizes, ``num_microbatches``,
+    ``recompute`` (``Recompute.code``: 0 none, 1 selective, 2 full) and ``recompute_<module>``
+    (``RecomputeModule``: what selective recompute repeats), ``fp8_recipe`` (``Fp8Recipe.code``,
+    0 in 16-bit), ``zero_stage``, ``flash_attention``; ``overlap_grad_reduce`` /
+    ``overlap_param_gather`` are the scenario's flags (true unless set to false);
+    ``grad_bytes_per_param`` is the gradient buffer and its data-parallel reduction, bytes per
+    parameter (4 fp32, 2 16-bit; ``parallelism.grad_reduce_in_fp32`` or the framework's
+    default). Hardware (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``,
+    per-GPU one-direction bandwidths and per-hop latencies of both tiers, ``hbm_bytes``, and
+    ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
+    ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,
+    ``chunk_grad_sync``. Training: ``total_tokens`` and ``train_iters``, NaN when the scenario
+    leaves them out; ``trains_base`` (false under LoRA), ``lora_rank`` and ``lora_<target>``
     (``TrainingSpec.adapts``), ``packed_sample_length`` (the sequence when not packed).
 
     Issue 13 model fields (``ModelSpec`` properties): the attention widths the engine times
