@@ -31,7 +31,16 @@ forward and the backward of every layer, submodule by submodule, with the rules 
   (``_reduce_scatter_gradients``) on the reduction stream; the next fetch's synchronize waits
   for it, so it is exposed.
 * Collectives over lists of per-rank tensors pay one device copy per rank
-  (``planner.perf.data``, ``zero3_list_collectives``).
+  (``planner.perf.data``, ``zero3_list_collectives``), which the host launches itself in the
+  calling thread (``ProcessGroupNCCL::collective``, torch 1.8-1.10): a prefetched gather,
+  issued from the submodule's pre-forward hook, overlaps the submodule's compute with its NCCL
+  kernel only, since the compute is launched after the copies (``host_copies``).
+
+Each rule can be switched off (``--rules``) to see what it moves; ``host_loops`` (not on by
+default) also charges DeepSpeed's Python loop over the ranks that builds the per-rank views
+before each collective (``_allgather_param``, ``_reduce_scatter_gradient``: a ``narrow`` per
+rank) at one ``kernel_min_time_s`` per rank, a host cost no source sizes. Every collective is
+timed at its own tensor's size.
 
 Costs: each submodule's compute is the planner's layer forward / backward split by FLOPs
 (QKV 6, attention core ``4s/h``, output projection 2, each MLP GEMM 8, layer norms 0, in units
@@ -40,6 +49,7 @@ each collective is ``planner.perf.collectives`` on the scenario's network, with
 ``--bandwidth-factor`` scaling the bus bandwidths (a diagnostic sweep: what bandwidth would fit).
 
     .venv/bin/python -m benchmarks.zero3_deepspeed_2021 [--bandwidth-factor 1 0.25 ...]
+        [--rules prefetch reuse live persist host_copies host_loops]
 """
 
 from __future__ import annotations
@@ -91,11 +101,24 @@ def _submodules(h: float, ffn: float, s: float) -> list[tuple[str, tuple[float, 
     ]
 
 
+RULES = frozenset({"prefetch", "reuse", "live", "persist", "host_copies"})
+"""The rules the replay applies by default (module docstring); ``host_loops`` is optional."""
+
+
 def replay(
-    case_document: dict[str, object], bandwidth_factor: float, copy_per_rank_s: float | None = None
+    case_document: dict[str, object],
+    bandwidth_factor: float,
+    copy_per_rank_s: float | None = None,
+    rules: frozenset[str] = RULES,
 ) -> tuple[float, float]:
     """Seconds of one step replayed as DeepSpeed 0.3.13 runs it, and the planner's compute;
-    ``copy_per_rank_s`` overrides the cost of one per-rank copy (``kernel_min_time_s``)."""
+    ``copy_per_rank_s`` overrides the cost of one per-rank copy (``kernel_min_time_s``);
+    ``rules`` switches the rules on: ``prefetch`` (without it every gather is fetched when its
+    submodule runs), ``reuse`` (release by reuse distance), ``live`` (the live-parameter cap),
+    ``persist`` (small tensors gathered once per step), ``host_copies`` (the per-rank copies are
+    launched by the calling thread before the next submodule's compute: a prefetched gather
+    overlaps that compute with its NCCL kernel only), ``host_loops`` (DeepSpeed's Python loop
+    over the ranks before each collective, one per-rank copy's time per rank)."""
     scenario = parse_scenario(case_document)
     eff = DefaultEfficiency()
     a = ScenarioArrays.from_scenarios([scenario])
@@ -122,15 +145,20 @@ def replay(
     total_share = sum(share for _, _, share in subs)
     copy_s = n * (eff.kernel_min_time_s if copy_per_rank_s is None else copy_per_rank_s)
 
+    # host_loops: DeepSpeed's Python loop over the ranks before each collective
+    loop_s = copy_s if "host_loops" in rules else 0.0
+
+    def nccl_gather_s(elements: float) -> float:
+        size = a.full(2.0 * elements)
+        return float(coll.all_gather_time_s(size, a.full(n), a.full(1.0), link)[0])
+
     def gather_s(elements: float) -> float:
-        return (
-            float(coll.all_gather_time_s(a.full(2.0 * elements), a.full(n), a.full(1.0), link)[0])
-            + copy_s
-        )
+        return nccl_gather_s(elements) + copy_s + loop_s
 
     def reduce_scatter_s(elements: float) -> float:
         size = a.full(float(a.grad_bytes_per_param[0]) * elements)
-        return float(coll.reduce_scatter_time_s(size, a.full(n), a.full(1.0), link)[0]) + copy_s
+        rs = float(coll.reduce_scatter_time_s(size, a.full(n), a.full(1.0), link)[0])
+        return rs + copy_s + loop_s
 
     trace: list[_Step] = []
     for i in range(num_layers):
@@ -142,7 +170,7 @@ def replay(
         (st.layer, st.name, j)
         for st in trace
         for j, e in enumerate(st.params)
-        if e < PERSISTENCE_ELEMENTS
+        if e < PERSISTENCE_ELEMENTS and "persist" in rules
     }
     status: dict[tuple[int, str, int], str] = {}  # absent: partitioned; "in_flight"; "available"
     live = 0.0
@@ -162,7 +190,8 @@ def replay(
                 if key not in persistent:
                     status[key] = "available"
             in_flight = False
-        if not in_flight and live < MAX_LIVE_ELEMENTS:  # prefetch_next_sub_modules
+        live_ok = live < MAX_LIVE_ELEMENTS or "live" not in rules
+        if "prefetch" in rules and not in_flight and live_ok:  # prefetch_next_sub_modules
             chosen: list[tuple[tuple[int, str, int], float]] = []
             total = 0.0
             for nxt in trace[k:]:
@@ -181,13 +210,17 @@ def replay(
                 live += e
                 if q < len(chosen) - 1:
                     clock += gather_s(e)  # the next _allgather_param synchronizes first
+                elif "host_copies" in rules:  # the calling thread launches the copies first
+                    clock += copy_s + loop_s
+                    in_flight_until, in_flight = clock + nccl_gather_s(e), True
                 else:
                     in_flight_until, in_flight = clock + gather_s(e), True
         clock += st.compute_s
         if st.phase == "b":  # each gradient reduce-scattered, waited for by the next fetch
             clock += sum(reduce_scatter_s(e) for e in st.params)
         keep = False
-        if st.phase == "r":  # release_sub_module: kept when reused within 1e9 elements
+        # release_sub_module: kept when reused within 1e9 elements
+        if st.phase == "r" and "reuse" in rules:
             distance = 0.0
             for nxt in trace[k + 1 :]:
                 if nxt.phase == "b" and (nxt.layer, nxt.name) == (st.layer, st.name):
@@ -200,7 +233,9 @@ def replay(
                     live -= e
     clock = max(clock, in_flight_until if in_flight else 0.0)
     small = [e for st in trace if st.phase == "f" for e in st.params if e < PERSISTENCE_ELEMENTS]
-    post_step = gather_s(sum(small)) + len(small) * copy_s  # _post_step: one copy_ per piece
+    post_step = 0.0
+    if "persist" in rules:  # _post_step: one copy_ per piece
+        post_step = gather_s(sum(small)) + len(small) * copy_s
     return clock + other + post_step, compute
 
 
@@ -208,7 +243,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bandwidth-factor", type=float, nargs="+", default=[1.0])
     parser.add_argument("--copy-per-rank-s", type=float, default=None)
+    parser.add_argument(
+        "--rules",
+        nargs="*",
+        default=sorted(RULES),
+        help="rules to apply (prefetch reuse live persist host_copies host_loops; "
+        "default: all but host_loops)",
+    )
     args = parser.parse_args(argv)
+    rules = frozenset(args.rules)
+    print(f"rules: {' '.join(sorted(rules)) or 'none (lock step only)'}")
     cases = [c for c in build_dataset(["sc21"]).cases if "_t2_" in c.config_id]
     for factor in args.bandwidth_factor:
         print(f"bus bandwidth x {factor:g}")
@@ -217,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
         held: list[tuple[float, float]] = []
         for case in sorted(cases, key=lambda c: c.config_id):
             shipped = predict(parse_scenario(case.document)).iteration_time_s
-            replayed, _ = replay(case.document, factor, args.copy_per_rank_s)
+            replayed, _ = replay(case.document, factor, args.copy_per_rank_s, rules)
             measured = case.measured_iteration_time_s
             e_ship = 100 * (shipped - measured) / measured
             e_rep = 100 * (replayed - measured) / measured

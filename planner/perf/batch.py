@@ -208,6 +208,7 @@ class ScenarioArrays:
     grad_buffer_memset: Flag
     loss_all_reduce_per_microbatch: Flag
     zero3_list_collectives: Flag
+    zero3_lock_step: Flag
     dp_bucket_min_params: Real
     dp_bucket_params_per_rank: Real
     device: DeviceArrays

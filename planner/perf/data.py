@@ -50,12 +50,16 @@ more for the recomputed forward under full recompute on stacks that release them
 forward: DeepSpeed) and reduce-scatters the gradients every microbatch, hidden behind that
 microbatch's compute on the slowest stage. Each collective unit is its own NCCL call: a flat
 buffer per layer (PyTorch FSDP), or every parameter tensor of the layer (DeepSpeed; 12 with
-biases, 9 without, ``ModelSpec.has_biases``), timed at the unit's size, so each pays the base
-and per-hop latency of the protocol NCCL's tuner picks for that size (``collectives``: a
-unit of hundreds of MB runs ``Simple``, whose ring latency over 512 ranks is ~2.4 ms, not the
-``LL`` latency of an empty message); DeepSpeed's prefetch reaches only
-``zero3_prefetch_params`` parameters ahead, hiding at most that share of the next tensor's
-gather (``planner.perf.frameworks``). A stack whose ZeRO-3 collectives take a list of per-rank
+biases, 9 without, ``ModelSpec.has_biases``), timed at the units' mean size (the stage's
+parameters over its units), so each pays the base and per-hop latency of the protocol NCCL's
+tuner picks for that size (``collectives``: a unit of hundreds of MB runs ``Simple``, whose
+ring latency over 512 ranks is ~2.4 ms, not the ``LL`` latency of an empty message). For
+DeepSpeed the mean is a simplification: its tensors range from a bias or norm of ``h``
+elements (``LL``, a quarter of the bandwidth but the lowest latency) to an MLP weight of
+``4h²``; timing each at its own size makes the published ZeRO-3 runs faster still
+(``benchmarks/RESULTS.md``). DeepSpeed's prefetch reaches only ``zero3_prefetch_params``
+parameters ahead, hiding at most that share of the next tensor's gather
+(``planner.perf.frameworks``). A stack whose ZeRO-3 collectives take a list of per-rank
 tensors (``zero3_list_collectives``: DeepSpeed of 2021) pays one device copy per rank of the
 group for every gather and reduce-scatter of a unit, each at least ``kernel_min_time_s``:
 PyTorch's ``ProcessGroupNCCL::allgather`` (1.8-1.10) gathers into a flat buffer and copies
@@ -63,8 +67,23 @@ every rank's chunk out to its output tensor (``outputTensors[i][j].copy_(...)``)
 ``reduce_scatter`` copies every input into a flat buffer first. A stack that prefetches
 backward gathers only after the current unit's gradients (``zero3_backward_prefetch_post``:
 FSDP ``BACKWARD_POST``, Composer's default) has every unit's backward all-gather on the
-critical path: it is paid whole, and only the rest overlaps. PyTorch FSDP (v1) prepares every
-unit's unsharded gradient for its reduce-scatter with memory-bound passes
+critical path: it is paid whole, and only the rest overlaps. A stack that runs ZeRO-3 in lock
+step with the device (``zero3_lock_step``: DeepSpeed 0.3-0.4, 2021) has every gradient
+reduce-scatter and every per-rank copy of its list collectives on the critical path too, and
+overlaps only the NCCL kernels of the gathers it prefetches: DeepSpeed 0.3.13's
+``PartitionedParameterCoordinator.fetch_sub_module`` (``runtime/zero/stage3.py``) ends every
+submodule fetch with ``_synchronize_communication``, which waits for the gathers and calls
+``torch.cuda.synchronize()``, a wait for every stream, the reduction stream included, where
+the gradient hooks (``reduce_ipg_grads``) launched the reduce-scatters of the submodule's
+backward; ``Init._allgather_param`` (``partition_parameters.py``) calls
+``torch.cuda.synchronize()`` again before each parameter's all-gather. The host issues the
+per-rank copies of each list collective itself, in the calling thread
+(``ProcessGroupNCCL::collective`` runs ``allgather``'s copy-out after ``ncclAllGather`` and
+``reduce_scatter``'s copy-in before ``ncclReduceScatter``, torch 1.8-1.10), and DeepSpeed issues
+the prefetched gathers from the submodule's pre-forward hook
+(``pre_sub_module_forward_function``), so the submodule's compute is launched only after
+their copies: on an idle device (just synchronised) the copies run alone. PyTorch FSDP (v1)
+prepares every unit's unsharded gradient for its reduce-scatter with memory-bound passes
 (``zero3_grad_prep_pass``: the cast to an fp32 reduce dtype, read 2 and write 4 bytes per
 parameter, and the in-place pre-divide, read and write the reduce dtype: 14 bytes per
 parameter with fp32 reduction, 4 with bf16), every microbatch; they are paid in full (HBM
@@ -184,6 +203,11 @@ def data_parallel_times(
         keep_zero3 = ops.where(a.zero3_prefetch_params > 0, 1.0 - reach, keep)
         # BACKWARD_POST: each unit's backward gather waits for the previous unit's gradients
         serial = ops.where(a.zero3_backward_prefetch_post, n_units * unit_gather, 0.0)
+        # lock step (DeepSpeed 0.3.x): every gradient reduce-scatter, and every per-rank copy
+        # the host issues around a list collective, on the critical path
+        serial = serial + ops.where(
+            a.zero3_lock_step, n_units * unit_reduce + (gathers + 1.0) * n_units * copies, 0.0
+        )
         # FSDP's cast to the reduce dtype and pre-divide of every unit's unsharded gradient
         grad_bytes = a.grad_bytes_per_param
         prep = params.dense * (

@@ -54,15 +54,43 @@ in ``efficiency_constants.json``):
   stage-3 module hooks release parameters after every forward (``post_sub_module_forward``)
   and fetch them before every forward and backward, so under full activation checkpointing
   the forward recomputed inside the backward gathers them once more (5e7, True). The 2021 code
-  (DeepSpeed 0.3.13 ``runtime/zero/stage3.py``) is more detailed than this model: it
-  synchronises the GPU before each fetch and each parameter's all-gather and prefetches whole
-  parameters up to the 5e7 elements, keeps a parameter reused within
-  ``stage3_max_reuse_distance`` (1e9) gathered, stops prefetching above
-  ``stage3_max_live_parameters`` (1e9), and gathers tensors under
-  ``stage3_param_persistence_threshold`` (1e5: biases, norms) once per step instead of per
-  pass. A replay with all five rules (``benchmarks/zero3_deepspeed_2021.py``) is further from
-  the published SC21 Table 2 than this model (``benchmarks/RESULTS.md``), so the simpler
-  model stays; its agreement is not evidence for its details.
+  (DeepSpeed 0.3.13 ``runtime/zero/stage3.py``, the same in 0.3.15-0.4.5) is more detailed than
+  this model, and each detail the model leaves out would make it faster: the prefetch
+  (``PrefetchCoordinator.get_params_to_prefetch``) gathers whole parameters of the next
+  submodules up to the 5e7 elements, so a prefetched weight's gather can hide entirely under
+  the current submodule's compute (the model hides ``5e7`` of a tensor of the layer's mean
+  size); ``_keep_for_later`` keeps a parameter reused within ``stage3_max_reuse_distance``
+  (1e9 elements) gathered, the recomputed forward's last MLP weight into its backward (the
+  model re-gathers every tensor); ``stage3_max_live_parameters`` (1e9) stops the prefetch while
+  more elements are gathered, i.e. around every 530B MLP weight (1.68e9 each); tensors under
+  ``stage3_param_persistence_threshold`` (1e5: biases, norms, 8 of a GPT layer's 12) are
+  gathered once per step (``_post_step``) instead of per pass; and every collective is timed
+  at the mean size of a layer's tensors. What the model does take from that code is the lock
+  step (``zero3_lock_step``). A step-by-step replay of the code's rules
+  (``benchmarks/zero3_deepspeed_2021.py``) is further from the published SC21 Table 2 than this
+  model (``benchmarks/RESULTS.md``: the code runs faster than the published steps): the
+  simpler model stays, and its agreement is not evidence for its details.
+* ``zero3_lock_step``: the ZeRO-3 stack synchronises the device before every submodule's
+  parameters are used and before every parameter's all-gather (DeepSpeed 0.3-0.4, 2021:
+  ``PartitionedParameterCoordinator.fetch_sub_module`` calls ``_synchronize_communication``,
+  which waits for the in-flight gathers and calls ``torch.cuda.synchronize()``; ``Init.
+  _allgather_param`` in ``partition_parameters.py`` calls it again before each gather; the
+  same in 0.3.13-0.4.5). A device-wide synchronise also waits for the reduction stream, where
+  the gradient hooks (``reduce_ipg_grads``) launched the reduce-scatters of the submodule just
+  run backward: every gradient reduce-scatter is on the critical path. And the host launches
+  the per-rank copies of the list collectives itself (``zero3_list_collectives``;
+  ``ProcessGroupNCCL::collective``, torch 1.8-1.10, runs them in the calling thread) before it
+  launches the compute a prefetched gather should overlap (the prefetch is issued from the
+  submodule's pre-forward hook, ``pre_sub_module_forward_function``): the copies run alone on
+  the just-synchronised device, and only the gathers' NCCL kernels overlap compute
+  (``planner.perf.data``). True for ``deepspeed``, whose profile describes the DeepSpeed of
+  the published runs (2021), not a current one (not checked). The gradient reduce-scatter
+  per parameter over a list of per-rank tensors (``Init._reduce_scatter_gradient``) is what
+  0.4.3-0.4.5 run by default and 0.3.13-0.4.2 with ``contiguous_gradients`` set; the default
+  of 0.3.13-0.4.2 (``ZERO3_OPTIMIZATION_CONTIGUOUS_GRADIENTS_DEFAULT = False``) reduces each
+  bucket of up to ``reduce_bucket_size`` (5e8) gradients with one flat all-reduce instead
+  (``reduce_ipg_grads`` -> ``buffered_reduce_fallback`` -> ``allreduce_bucket``): twice the
+  bytes, no per-rank copies. SC21 does not state its DeepSpeed version or configuration.
 * ``dp_bucket_min_params`` and ``dp_bucket_params_per_rank``: the data-parallel gradient
   reduction (ZeRO 0-2) runs in buckets of ``max(min, per_rank · d)`` parameters, one collective
   each: Megatron-Core DDP's default ``max(40000000, 1000000 · dp_size)`` ("larger DP sizes need
@@ -252,6 +280,7 @@ class FrameworkProfile:
     grad_buffer_memset: bool = False
     loss_all_reduce_per_microbatch: bool = False
     zero3_list_collectives: bool = False
+    zero3_lock_step: bool = False
     dp_bucket_min_params: float = 6.25e6
     dp_bucket_params_per_rank: float = 0.0
     overlap_grad_reduce: bool = True
@@ -326,6 +355,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             zero3_prefetch_params=5e7,
             zero3_regather_on_recompute=True,
             zero3_list_collectives=True,
+            zero3_lock_step=True,
             dp_bucket_min_params=5e8,
             overlap_grad_reduce=False,
         ),

@@ -163,6 +163,23 @@ def test_deepspeed_zero3_short_prefetch_and_recompute_regather_expose_more_gathe
         assert predict(scenario).breakdown.dp_comm_exposed_s < real
 
 
+def test_deepspeed_2021_lock_step_puts_reduce_scatters_and_copies_on_the_critical_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DeepSpeed 0.3-0.4 synchronises the device at every fetch: the gradient reduce-scatters
+    and the host-launched per-rank copies of its list collectives cannot hide under compute."""
+    deepspeed = profile_of(Framework.DEEPSPEED)
+    assert deepspeed.zero3_lock_step
+    assert not any(
+        p.zero3_lock_step for f, p in FRAMEWORK_PROFILES.items() if f != Framework.DEEPSPEED
+    )
+    scenario = _scenario("deepspeed", preset="llama3-70b", micro_batch_size=1, recompute="full")
+    real = predict(scenario).breakdown.dp_comm_exposed_s
+    patched = replace(deepspeed, zero3_lock_step=False)
+    monkeypatch.setattr(batch, "profile_of", lambda framework: patched)
+    assert predict(scenario).breakdown.dp_comm_exposed_s < real
+
+
 def test_data_parallel_overlap_can_be_switched_off() -> None:
     """``overlap_grad_reduce`` / ``overlap_param_gather`` false: the whole reduction / gather
     is exposed (Megatron-LM without ``--overlap-grad-reduce``)."""
