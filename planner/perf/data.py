@@ -75,7 +75,8 @@ overlaps only the NCCL kernels of the gathers it prefetches: DeepSpeed 0.3.13's
 submodule fetch with ``_synchronize_communication``, which waits for the gathers and calls
 ``torch.cuda.synchronize()``, a wait for every stream, the reduction stream included, where
 the gradient hooks (``reduce_ipg_grads``) launched the reduce-scatters of the submodule's
-backward; ``Init._allgather_param`` (``partition_parameters.py``) calls
+backward (charged whole: each can overlap only the kernels of that backward still running when
+its hook fires); ``Init._allgather_param`` (``partition_parameters.py``) calls
 ``torch.cuda.synchronize()`` again before each parameter's all-gather. The host issues the
 per-rank copies of each list collective itself, in the calling thread
 (``ProcessGroupNCCL::collective`` runs ``allgather``'s copy-out after ``ncclAllGather`` and

@@ -77,7 +77,9 @@ in ``efficiency_constants.json``):
   _allgather_param`` in ``partition_parameters.py`` calls it again before each gather; the
   same in 0.3.13-0.4.5). A device-wide synchronise also waits for the reduction stream, where
   the gradient hooks (``reduce_ipg_grads``) launched the reduce-scatters of the submodule just
-  run backward: every gradient reduce-scatter is on the critical path. And the host launches
+  run backward: every gradient reduce-scatter is on the critical path (charged whole; it can
+  overlap only the kernels of its own submodule's backward still running when the gradient
+  hook launches it, ``reduce_ipg_grads``). And the host launches
   the per-rank copies of the list collectives itself (``zero3_list_collectives``;
   ``ProcessGroupNCCL::collective``, torch 1.8-1.10, runs them in the calling thread) before it
   launches the compute a prefetched gather should overlap (the prefetch is issued from the
