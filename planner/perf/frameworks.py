@@ -54,10 +54,10 @@ in ``efficiency_constants.json``):
   stage-3 module hooks release parameters after every forward (``post_sub_module_forward``)
   and fetch them before every forward and backward, so under full activation checkpointing
   the forward recomputed inside the backward gathers them once more (5e7, True). The 2021 code
-  (DeepSpeed 0.3.13 ``runtime/zero/stage3.py``, the same in 0.3.15-0.4.5) is more detailed than
-  this model, and each detail the model leaves out would make it faster: the prefetch
-  (``PrefetchCoordinator.get_params_to_prefetch``) gathers whole parameters of the next
-  submodules up to the 5e7 elements, so a prefetched weight's gather can hide entirely under
+  (DeepSpeed 0.3.13 ``runtime/zero/stage3.py``; 0.3.15-0.4.5 have the same structure) is more
+  detailed than this model, and each detail the model leaves out would make it faster: the
+  prefetch (``PrefetchCoordinator.get_params_to_prefetch``) gathers whole parameters of the
+  next submodules up to the 5e7 elements, so a prefetched weight's gather can hide entirely under
   the current submodule's compute (the model hides ``5e7`` of a tensor of the layer's mean
   size); ``_keep_for_later`` keeps a parameter reused within ``stage3_max_reuse_distance``
   (1e9 elements) gathered, the recomputed forward's last MLP weight into its backward (the
@@ -73,14 +73,14 @@ in ``efficiency_constants.json``):
 * ``zero3_lock_step``: the ZeRO-3 stack synchronises the device before every submodule's
   parameters are used and before every parameter's all-gather (DeepSpeed 0.3-0.4, 2021:
   ``PartitionedParameterCoordinator.fetch_sub_module`` calls ``_synchronize_communication``,
-  which waits for the in-flight gathers and calls ``torch.cuda.synchronize()``; ``Init.
-  _allgather_param`` in ``partition_parameters.py`` calls it again before each gather; the
-  same in 0.3.13-0.4.5). A device-wide synchronise also waits for the reduction stream, where
-  the gradient hooks (``reduce_ipg_grads``) launched the reduce-scatters of the submodule just
-  run backward: every gradient reduce-scatter is on the critical path (charged whole; it can
-  overlap only the kernels of its own submodule's backward still running when the gradient
-  hook launches it, ``reduce_ipg_grads``). And the host launches
-  the per-rank copies of the list collectives itself (``zero3_list_collectives``;
+  which waits for the in-flight gathers and calls ``torch.cuda.synchronize()``;
+  ``Init._allgather_param`` in ``partition_parameters.py`` calls it again before each gather;
+  both calls are in every release from 0.3.13 to 0.4.5). A device-wide synchronise also waits
+  for the reduction stream, where the gradient hooks (``reduce_ipg_grads``) launched the
+  reduce-scatters of the submodule just run backward: every gradient reduce-scatter is on the
+  critical path (charged whole; it can overlap only the kernels of its own submodule's
+  backward still running when its hook fires). And the host launches the per-rank copies of
+  the list collectives itself (``zero3_list_collectives``;
   ``ProcessGroupNCCL::collective``, torch 1.8-1.10, runs them in the calling thread) before it
   launches the compute a prefetched gather should overlap (the prefetch is issued from the
   submodule's pre-forward hook, ``pre_sub_module_forward_function``): the copies run alone on
