@@ -28,8 +28,16 @@ sampled operator regressors; ``DefaultEfficiency`` is the analytic default:
   without a fused native kernel, ``planner.perf.frameworks``) reaches only
   ``flash_attention2_hopper_relative_efficiency`` of that (Shah et al. 2024), and FlashAttention
   v1 (llm-foundry 0.4) ``flash_attention1_relative_efficiency`` of FlashAttention-2 (Dao 2023);
-  heads narrower
-  than 128 run at ``d/(d + head_dim_half)`` relative to 128 (Dao 2023, Fig. 4-6).
+  heads narrower than 128 run at ``d/(d + head_dim_half)`` relative to 128 (FlashAttention-2,
+  Dao 2023, Fig. 4-6). FlashAttention v1 has no such penalty: flash-attn 1.0.9 measured on an
+  H100 SXM (``benchmarks/flash_attention_v1_h100.py``, causal, bf16) runs head dim 64 at
+  1.09-1.38x the FLOP rate of head dim 128 (FlashAttention-2 through PyTorch SDPA on the same
+  GPU: 0.89-0.94x); the narrow-head rate is taken equal to 128's, not the measured gain (no A100
+  measurement is at hand, and the A100 rows of heads of 64 fit the equal rate). v1 is Ampere
+  code (``mma.sync``/``ldmatrix``/``cp.async`` templates that flash-attn 1.0.9 also builds for
+  sm_90): on Hopper it cannot use ``wgmma``/TMA, so its rate is its A100 rate scaled by SMs x
+  clock (``flash_attention1_hopper_speedup``, 132 x 1.98 GHz over 108 x 1.41 GHz), not the
+  Hopper tensor peak times the FlashAttention-2 Hopper factor.
 * element-wise ops of eager (unfused) stacks move ``unfused_elementwise_traffic_factor`` times
   the bytes of fused kernels.
 * memory-bound kernels: ``hbm_bw · hbm_peak_fraction · bytes/(bytes + memory_bytes_half)``.
@@ -185,6 +193,9 @@ class EfficiencyModel(Protocol):
 
 _ARCH_KEYS = tuple(f"gemm_peak_fraction_{a}" for a in ARCHITECTURES)
 _HOPPER = ARCHITECTURES.index("hopper")
+_A100_PEAK16_FLOP_PER_S = 311.87e12
+"""A100 SXM dense 16-bit tensor peak, 108 SMs x 2048 FLOP/clock x 1.41 GHz (A100 whitepaper):
+the reference FlashAttention v1 is scaled from on Hopper."""
 _CDNA3 = ARCHITECTURES.index("cdna3")
 
 
@@ -283,20 +294,26 @@ class DefaultEfficiency:
         )
         frac = ops.take(self._arch_fraction, device.architecture)
         seq_eff = seq_kv / (seq_kv + self._c("attention_seq_half"))
+        unfused = ops.logical_not(fused)
+        v1 = unfused & flash_v1
         if head_dim is not None:  # narrower heads: less work per loaded tile, normalised at 128
             half = self._c("attention_head_dim_half")
-            seq_eff = seq_eff * ops.minimum(
-                head_dim / (head_dim + half) * (128.0 + half) / 128.0, 1.0
-            )
-        unfused = ops.logical_not(fused)
+            narrow = ops.minimum(head_dim / (head_dim + half) * (128.0 + half) / 128.0, 1.0)
+            seq_eff = seq_eff * ops.where(v1, 1.0, narrow)  # v1: no narrow-head penalty
         arch = device.architecture
         fa2 = ops.where(
             unfused & (arch >= _HOPPER) & (arch < _CDNA3),
             self._c("flash_attention2_hopper_relative_efficiency"),
             1.0,
         )
-        fa1 = ops.where(unfused & flash_v1, self._c("flash_attention1_relative_efficiency"), 1.0)
-        return device.peak16_flop_per_s * frac * rel * seq_eff * fa2 * fa1
+        fa1 = ops.where(v1, self._c("flash_attention1_relative_efficiency"), 1.0)
+        native = device.peak16_flop_per_s * frac * fa2
+        # v1 on Hopper: its Ampere rate scaled by SMs x clock (module docstring)
+        ampere = _A100_PEAK16_FLOP_PER_S * self._c("gemm_peak_fraction_ampere")
+        native = ops.where(
+            v1 & (arch == _HOPPER), ampere * self._c("flash_attention1_hopper_speedup"), native
+        )
+        return native * rel * seq_eff * fa1
 
     def elementwise_traffic_factor(self, fused: Flag) -> Real:
         """``unfused_elementwise_traffic_factor`` for eager stacks, 1 for fused ones."""

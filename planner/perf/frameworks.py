@@ -18,7 +18,10 @@ in ``efficiency_constants.json``):
   default Docker image (``mosaicml/llm-foundry:2.1.0_cu121-latest``; FlashAttention-2 only in
   the separate ``gpu-flash2`` extra / ``_flash2`` images; llm-foundry 0.4.0 ``setup.py`` and
   README). FlashAttention-2 is ~2x faster (Dao 2023, §4.1: 1.7-3.0x; v1 reaches 25-40 % of the
-  A100 peak, v2 50-73 %), so v1 runs at ``flash_attention1_relative_efficiency`` of v2.
+  A100 peak, v2 50-73 %), so v1 runs at ``flash_attention1_relative_efficiency`` of v2. v1 has
+  no narrow-head penalty (head dim 64 is not slower than 128, measured on an H100:
+  ``benchmarks/flash_attention_v1_h100.py``), and on Hopper it runs its Ampere code at its A100
+  rate scaled by SMs x clock (``flash_attention1_hopper_speedup``; ``planner.perf.efficiency``).
 * ``fused_elementwise``: layer norms, bias+GeLU, bias+dropout+residual, rotary embeddings and
   the cross-entropy run as fused kernels (Transformer Engine / Apex / XLA fusion); eager
   PyTorch runs one kernel per op, each re-reading and re-writing its operands from HBM, which
