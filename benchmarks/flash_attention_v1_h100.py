@@ -32,7 +32,10 @@ s      v1 d=64 (fwd / bwd)    v1 d=128 (fwd / bwd)   FA2 SDPA d=64 / 128
 64k    159 (129 / 174)        125 (94 / 144)         293 / 320
 =====  =====================  =====================  =====================
 
-(cuDNN through SDPA, d=128: 147 at 512 tokens, 538-559 from 16k.) Head dim 64 runs v1 at
+(cuDNN through SDPA, d=128: 147 at 512 tokens, 538-559 from 16k.) SM clock and board power
+sampled with ``nvidia-smi`` every 0.5 s over 12 s of back-to-back runs (700 W limit): v1 fwd+bwd
+at 16k, d=128, 1980 MHz (min = max = median) at ~611 W; FlashAttention-2 ~1800 MHz at ~698 W;
+a bf16 8192x8192x8192 cuBLAS GEMM ~1365 MHz (1305-1485) at ~698 W. Head dim 64 runs v1 at
 1.09-1.38x the FLOP rate of 128; FlashAttention-2 runs it at 0.89-0.94x. The absolute v1 rates
 of this build are below what the published llm-foundry H100 rows imply (their long-sequence
 steps would not fit the attention alone at these rates), so the model uses the ratios, not the

@@ -36,8 +36,9 @@ sampled operator regressors; ``DefaultEfficiency`` is the analytic default:
   measurement is at hand, and the A100 rows of heads of 64 fit the equal rate). v1 is Ampere
   code (``mma.sync``/``ldmatrix``/``cp.async`` templates that flash-attn 1.0.9 also builds for
   sm_90): on Hopper it cannot use ``wgmma``/TMA, so its rate is its A100 rate scaled by SMs x
-  clock (``flash_attention1_hopper_speedup``, 132 x 1.98 GHz over 108 x 1.41 GHz), not the
-  Hopper tensor peak times the FlashAttention-2 Hopper factor.
+  clock (``flash_attention1_hopper_speedup``, 132 x 1.98 GHz over 108 x 1.41 GHz: measured, v1
+  holds the H100's maximum 1980 MHz below its power limit, where a cuBLAS GEMM is capped at
+  ~1365 MHz), not the Hopper tensor peak times the FlashAttention-2 Hopper factor.
 * element-wise ops of eager (unfused) stacks move ``unfused_elementwise_traffic_factor`` times
   the bytes of fused kernels.
 * memory-bound kernels: ``hbm_bw · hbm_peak_fraction · bytes/(bytes + memory_bytes_half)``.
