@@ -12,7 +12,8 @@ architecture, next to this file's copy of ``flash_attn_interface.py``::
     # -gencode arch=compute_90,code=sm_90 only; empty definitions of run_fmha_{fwd,bwd}_hdim32
     # and run_fmha_block_* (kernels not called); c10::optional -> std::optional for torch >= 2.4
     python setup.py build_ext --inplace
-    python -m benchmarks.flash_attention_v1_h100 fa1     # or: sdpa (FlashAttention-2), cudnn
+    python -m benchmarks.flash_attention_v1_h100 fa1     # or: sdpa (FlashAttention-2), cudnn,
+                                                         # clocks
 
 Shapes follow Dao 2023 §4.1 (16k tokens per batch, hidden 2048, head dim 64 or 128; causal;
 bf16), plus batch 1 at 32k and 64k tokens. FLOPs: the causal half of ``4·b·s²·hidden``
@@ -98,12 +99,61 @@ def _attention(mode: str, s: int, b: int, d: int) -> Callable[[], Any]:
     return run
 
 
+def clocks(mode: str, seconds: float = 12.0) -> dict[str, float]:
+    """Median SM clock (MHz) and board power (W) from ``nvidia-smi`` every 0.5 s while ``mode``
+    (fa1, sdpa, cudnn: fwd+bwd at 16k tokens, d=128; gemm: a bf16 8192^3 matmul) runs."""
+    import subprocess  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    if mode == "gemm":
+        x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        step: Callable[[], Any] = lambda: x @ x  # noqa: E731
+    else:
+        fn = _attention(mode, 16384, 1, 128)
+        grad = torch.randn_like(fn())
+        step = lambda: fn().backward(grad)  # noqa: E731
+    query = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits"]
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            out = subprocess.run(query, capture_output=True, text=True, check=True).stdout
+            clock, power = out.strip().split(",")[:2]
+            samples.append((float(clock), float(power)))
+            time.sleep(0.5)
+
+    step()
+    torch.cuda.synchronize()
+    thread = threading.Thread(target=sample)
+    thread.start()
+    start = time.time()
+    while time.time() - start < seconds:
+        step()
+        torch.cuda.synchronize()
+    stop.set()
+    thread.join()
+    kept = sorted(samples[2:])
+    return {
+        "clock_mhz": kept[len(kept) // 2][0],
+        "power_w": sorted(p for _, p in kept)[len(kept) // 2],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print one JSON line per (head dim, sequence length) for the mode given."""
+    """Print one JSON line per (head dim, sequence length) for the mode given (``clocks``:
+    the SM clock and power of each kernel in turn)."""
     import torch  # noqa: PLC0415
 
     mode = (argv or sys.argv[1:] or ["fa1"])[0]
     sys.path.insert(0, os.getcwd())
+    if mode == "clocks":
+        for kernel in ("gemm", "sdpa", "fa1"):
+            print(json.dumps({"mode": kernel, **clocks(kernel)}), flush=True)
+        return 0
     for d in (64, 128):
         for s, b in SHAPES:
             flops = 4 * b * s * s * HIDDEN / 2  # causal forward
