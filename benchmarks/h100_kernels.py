@@ -16,10 +16,15 @@ It measures, with CUDA events after a warm-up of 200 ``8192³`` bf16 products (c
   7-32 heads, with PyTorch's cuDNN and FlashAttention-2 backends: forward and backward TFLOP/s
   on executed (causal-half) FLOPs, backward = 2.5x forward;
 * ``memory``: bytes/s (read + write) of layer norm, tanh-GeLU and an add over ``(4096, h)``
-  bf16 tensors, and of a 512 MB scale.
+  bf16 tensors, and of a 512 MB scale;
+* ``fp8`` (``python -m benchmarks.h100_kernels --fp8 out.json``): FP8 (E4M3, per-tensor scales,
+  bf16 output, ``torch._scaled_mm``) TFLOP/s of the NeMo 24.07 GPT3-175B layer GEMMs at tensor
+  parallel 4 for 512-4096 rows (micro-batch 1 and 2 of 2048 tokens, and the 4 chunks
+  Transformer Engine's userbuffers overlap splits them into), and of LLAMA2-7B/13B's at 4096.
 
 Numbers recorded on 2026-11-26 (one H100 80GB HBM3, PyTorch 2.11 + CUDA 13) are in
-``benchmarks/results/h100_kernels.json`` and discussed in ``benchmarks/RESULTS.md``.
+``benchmarks/results/h100_kernels.json`` and ``h100_fp8_gemm.json`` (the FP8 sweep ran as an
+inline copy of ``fp8_main``), discussed in ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -145,5 +150,45 @@ def main(out_path: str) -> dict[str, Any]:
     return results
 
 
+def fp8_main(out_path: str) -> dict[str, float]:
+    """The FP8 GEMM sweep (module docstring): write ``out_path`` (JSON), return the results."""
+    import torch  # noqa: PLC0415 (GPU machines only)
+
+    dev = "cuda"
+    warm = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    for _ in range(200):
+        warm @ warm
+    one = torch.ones((), device=dev)
+
+    def fp8_tflops(m: int, n: int, k: int) -> float:
+        a = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn)
+        product = partial(
+            torch._scaled_mm, a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16
+        )
+        return 2.0 * m * n * k / _time_ms(torch, product, 30) / 1e9
+
+    results = {"ref8192": fp8_tflops(8192, 8192, 8192)}
+    gpt3 = {"qkv": (9216, 12288), "proj": (12288, 3072), "fc1": (12288, 12288)}
+    gpt3["fc2"] = (12288, 12288)
+    for name, (n, k) in gpt3.items():
+        for m in (512, 1024, 2048, 4096):
+            results[f"175b/{name}/{m}/f"] = fp8_tflops(m, n, k)
+            results[f"175b/{name}/{m}/d"] = fp8_tflops(m, k, n)
+            results[f"175b/{name}/{m}/w"] = fp8_tflops(n, k, m)
+    for tag, (h, ffn) in {"7b": (4096, 11008), "13b": (5120, 13824)}.items():
+        llama = {"qkv": (3 * h, h), "proj": (h, h), "fc1": (2 * ffn, h), "fc2": (h, ffn)}
+        for name, (n, k) in llama.items():
+            results[f"{tag}/{name}/f"] = fp8_tflops(TOKENS, n, k)
+            results[f"{tag}/{name}/d"] = fp8_tflops(TOKENS, k, n)
+            results[f"{tag}/{name}/w"] = fp8_tflops(n, k, TOKENS)
+    with open(out_path, "w", encoding="utf-8") as fh:
+        json.dump(results, fh, indent=1)
+    return results
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "h100_kernels.json")
+    if len(sys.argv) > 1 and sys.argv[1] == "--fp8":
+        fp8_main(sys.argv[2] if len(sys.argv) > 2 else "h100_fp8_gemm.json")
+    else:
+        main(sys.argv[1] if len(sys.argv) > 1 else "h100_kernels.json")
