@@ -175,56 +175,77 @@ def data_parallel_times(
         _exposed(gather, keep, layers * layer.forward_s, a, chunked),
         gather,
     )
-    per_microbatch = grads + gather
-    keep_zero3 = a.full(keep)
-    serial = a.full(0.0)  # ZeRO-3 collectives on the critical path, not overlapped
-    prep_s = a.full(0.0)  # FSDP's memory-bound passes over the gradients before reducing
+    zero3 = a.full(0.0)
     if ops.any_(zero >= 3):
-        tensors = ops.where(a.zero3_gather_per_tensor, ops.where(a.has_biases, 12.0, 9.0), 1.0)
-        units = ops.maximum(layers * tensors - 1.0, 0.0)
-        # one NCCL call per unit, each with the protocol NCCL's tuner picks for its size
-        n_units = units + 1.0
-        unit_gather = coll.all_gather_time_s(
-            params.dense * PARAM_GATHER_BYTES / n_units, dense_group, a.tensor_parallel, link
+        experts_round = grads + gather - dense.gradient_reduction_s - dense.parameter_gather_s
+        zero3 = _zero3_s(
+            a,
+            eff,
+            link,
+            params=params,
+            group=dense_group,
+            gathers=gathers,
+            experts_round_s=experts_round,
+            keep=keep,
+            schedule=schedule,
         )
-        unit_reduce = coll.reduce_scatter_time_s(
-            params.dense * a.grad_bytes_per_param / n_units, dense_group, a.tensor_parallel, link
-        )
-        per_microbatch = (
-            per_microbatch
-            - dense.gradient_reduction_s
-            - dense.parameter_gather_s
-            + n_units * (gathers * unit_gather + unit_reduce)
-        )
-        # collectives over lists of per-rank tensors: one copy kernel per rank and unit
-        copies = ops.where(a.zero3_list_collectives, dense_group * eff.kernel_min_time_s, 0.0)
-        per_microbatch = per_microbatch + (gathers + 1.0) * (units + 1.0) * copies
-        unit_params = params.dense / ops.maximum(layers * tensors, 1.0)
-        reach = ops.minimum(a.zero3_prefetch_params / ops.maximum(unit_params, 1.0), 1.0 - keep)
-        keep_zero3 = ops.where(a.zero3_prefetch_params > 0, 1.0 - reach, keep)
-        # BACKWARD_POST: each unit's backward gather waits for the previous unit's gradients
-        serial = ops.where(a.zero3_backward_prefetch_post, n_units * unit_gather, 0.0)
-        # lock step (DeepSpeed 0.3.x): every gradient reduce-scatter, and every per-rank copy
-        # the host issues around a list collective, on the critical path
-        serial = serial + ops.where(
-            a.zero3_lock_step, n_units * unit_reduce + (gathers + 1.0) * n_units * copies, 0.0
-        )
-        # FSDP's cast to the reduce dtype and pre-divide of every unit's unsharded gradient
-        grad_bytes = a.grad_bytes_per_param
-        prep = params.dense * (
-            ops.where(grad_bytes > 2.0, 2.0 + grad_bytes, 0.0) + 2.0 * grad_bytes
-        )
-        prep_s = ops.where(
-            a.zero3_grad_prep_pass, prep / eff.memory_bytes_per_s(prep / n_units, a.device), 0.0
-        )
-    overlapped = per_microbatch - serial
-    hidden = overlapped - schedule.slowest_stage_s
-    zero3 = a.num_microbatches * (serial + prep_s + ops.maximum(overlapped * keep_zero3, hidden))
     return DataParallelTimes(
         gradient_reduction_s=grads,
         parameter_gather_s=gather,
         exposed_s=ops.where(zero >= 3, zero3, exposed_grads + exposed_gather),
     )
+
+
+def _zero3_s(
+    a: ScenarioArrays,
+    eff: EfficiencyModel,
+    link: coll.Link,
+    *,
+    params: LocalParameters,
+    group: Real,
+    gathers: Real,
+    experts_round_s: Real,
+    keep: Real,
+    schedule: PipelineSchedule,
+) -> Real:
+    """Exposed ZeRO-3 / FSDP seconds per iteration (module docstring): per microbatch, every
+    unit's ``gathers`` all-gathers and its reduce-scatter, one NCCL call each at the unit's size
+    (``group`` ranks), beside the expert parameters' round (``experts_round_s``); the per-rank
+    copies of list collectives; what the stack puts on the critical path (``serial``); FSDP's
+    gradient preparation passes; the rest hidden behind the slowest stage up to ``keep``."""
+    tensors = ops.where(a.zero3_gather_per_tensor, ops.where(a.has_biases, 12.0, 9.0), 1.0)
+    n_units = ops.maximum(params.layers * tensors, 1.0)
+    unit_gather = coll.all_gather_time_s(
+        params.dense * PARAM_GATHER_BYTES / n_units, group, a.tensor_parallel, link
+    )
+    unit_reduce = coll.reduce_scatter_time_s(
+        params.dense * a.grad_bytes_per_param / n_units, group, a.tensor_parallel, link
+    )
+    # collectives over lists of per-rank tensors: one copy kernel per rank, unit and collective
+    copies = (
+        (gathers + 1.0)
+        * n_units
+        * ops.where(a.zero3_list_collectives, group * eff.kernel_min_time_s, 0.0)
+    )
+    per_microbatch = experts_round_s + n_units * (gathers * unit_gather + unit_reduce) + copies
+    reach = ops.minimum(
+        a.zero3_prefetch_params / ops.maximum(params.dense / n_units, 1.0), 1.0 - keep
+    )
+    keep_zero3 = ops.where(a.zero3_prefetch_params > 0, 1.0 - reach, keep)
+    # BACKWARD_POST: each unit's backward gather waits for the previous unit's gradients
+    serial = ops.where(a.zero3_backward_prefetch_post, n_units * unit_gather, 0.0)
+    # lock step (DeepSpeed 0.3.x): every gradient reduce-scatter, and every per-rank copy the
+    # host issues around a list collective, on the critical path
+    serial = serial + ops.where(a.zero3_lock_step, n_units * unit_reduce + copies, 0.0)
+    # FSDP's cast to the reduce dtype and pre-divide of every unit's unsharded gradient
+    grad_bytes = a.grad_bytes_per_param
+    prep = params.dense * (ops.where(grad_bytes > 2.0, 2.0 + grad_bytes, 0.0) + 2.0 * grad_bytes)
+    prep_s = ops.where(
+        a.zero3_grad_prep_pass, prep / eff.memory_bytes_per_s(prep / n_units, a.device), 0.0
+    )
+    overlapped = per_microbatch - serial
+    hidden = overlapped - schedule.slowest_stage_s
+    return a.num_microbatches * (serial + prep_s + ops.maximum(overlapped * keep_zero3, hidden))
 
 
 def _exposed(total: Real, keep: Real, window: Real, a: ScenarioArrays, chunked: Flag) -> Real:
