@@ -122,17 +122,10 @@ def replay(
     scenario = parse_scenario(case_document)
     eff = DefaultEfficiency()
     a = ScenarioArrays.from_scenarios([scenario])
-    link = link_of(a, eff)
-    link = coll.Link(
-        scale_up_bus_bandwidth_bytes_per_s=link.scale_up_bus_bandwidth_bytes_per_s
-        * bandwidth_factor,
-        scale_out_bus_bandwidth_bytes_per_s=link.scale_out_bus_bandwidth_bytes_per_s
-        * bandwidth_factor,
-        scale_up_latency_s=link.scale_up_latency_s,
-        scale_out_latency_s=link.scale_out_latency_s,
-        nvlink_domain_size=link.nvlink_domain_size,
-        base_latency_s=link.base_latency_s,
-    )
+    # both tiers' bus bandwidths times the factor: the NCCL fractions the link is built from
+    fractions = ("nvlink_busbw_fraction", "network_busbw_fraction")
+    scaled = {name: eff.constants[name] * bandwidth_factor for name in fractions}
+    link = link_of(a, DefaultEfficiency.from_constants(scaled))
     layer = layer_times(operator_times(a, eff), a)
     n = float(a.dense_data_parallel_size[0])
     num_layers = int(a.num_layers[0])
