@@ -14,6 +14,7 @@ the ETA's error).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -237,23 +238,28 @@ def report(figures: dict[str, Any]) -> None:
 
 def steady_pace(path: Path, *, since: int, until: int) -> float:
     """The job's own wall-clock time per iteration between iterations ``since`` and ``until``,
-    evaluations left out, s: the elapsed time per iteration rank 0 printed for each interval
-    (train.py's wall clock, stopped around evaluation as Megatron-LM's), weighted by the
-    interval's iterations. Not the printed whole-second times: over the ten seconds between
-    the slow phase and the check they are 10 % coarse (CI of 2026-11-26)."""
-    line_re = re.compile(r"iteration +(\d+)/.*elapsed time per iteration \(ms\): ([\d.]+)")
-    seconds = iterations = 0.0
-    previous: int | None = None
+    evaluations left out, s: the wall clock rank 0 stamped on its ``rank_step`` lines
+    (``time_s``, to the millisecond) across each interval between two of them, intervals that
+    hold an evaluation (an iteration that is a multiple of ``EVAL_INTERVAL``) left out.
+    Not the printed whole-second times (over the ten seconds between the slow phase and the
+    check they are 10 % coarse, CI of 2026-11-26), and not train.py's "elapsed time per
+    iteration", which times the training step alone: under a CPU hog the job's wall clock
+    between steps (its logging) slowed by 2 % where that figure said 8 % (CI of 2026-11-26,
+    with two hogs), and the ETA is judged in wall-clock time."""
+    stamps: dict[int, float] = {}
     for line in path.read_text(errors="replace").splitlines():
-        match = line_re.search(line)
-        if not match:
+        if line.startswith("{") and '"rank_step"' in line:
+            event = json.loads(line)
+            if event.get("rank") == 0:
+                stamps[int(event["iteration"])] = float(event["time_s"])
+    iterations = sorted(i for i in stamps if since <= i <= until)
+    seconds = steps = 0.0
+    for before, after in itertools.pairwise(iterations):
+        if any(before < i <= after for i in range(EVAL_INTERVAL, TRAIN_ITERS + 1, EVAL_INTERVAL)):
             continue
-        iteration, ms = int(match.group(1)), float(match.group(2))
-        if previous is not None and since <= previous and iteration <= until:
-            seconds += (iteration - previous) * ms / 1000.0
-            iterations += iteration - previous
-        previous = iteration
-    return seconds / iterations
+        seconds += stamps[after] - stamps[before]
+        steps += after - before
+    return seconds / steps
 
 
 def finite_band(eta: dict[str, Any]) -> bool:
