@@ -41,7 +41,7 @@ def main() -> int:
     p.add_argument("--log-interval", type=int, default=2)
     p.add_argument("--hogs", type=int, default=0, help="busy CPU processes beside the job")
     p.add_argument("--hog-host", type=int, default=-1, help="pin the hogs to this host's CPU")
-    p.add_argument("--pin", action="store_true", help="pin host h's ranks to CPU h % cores")
+    p.add_argument("--pin", action="store_true", help="pin host h's ranks to CPU h %% cores")
     p.add_argument(
         "--throttle-host",
         type=int,

@@ -47,6 +47,11 @@ from planner.stragglers.online import RankFlag, StragglerDetector
 
 #: Complete intervals the slowdown is averaged over.
 WINDOW = 20
+#: Complete intervals kept as evidence for a detector flag: its shift against the other ranks
+#: is judged over the intervals since its change point (at least the last ``WINDOW``, at most
+#: these), so a straggler the CUSUM found long ago is not dropped because the last ``WINDOW``
+#: intervals alone, under heavy noise, cannot tell its shift from chance.
+EVIDENCE_WINDOW = 60
 #: Incomplete intervals kept while waiting for the other ranks' lines.
 MAX_PENDING = 64
 #: Healthy intervals whose overhead (step minus slowest compute) is remembered.
@@ -177,7 +182,7 @@ class LiveStragglers:
                 compute_s=tuple(float(c) for c in compute),
             )
         )
-        del self.history[:-WINDOW]
+        del self.history[:-EVIDENCE_WINDOW]
         self.last_iteration = iteration
         self._update_window_flags()
         if not self.flags() and not self.slow_nodes():
@@ -209,10 +214,10 @@ class LiveStragglers:
             if rank in self.window_flags:
                 if shift < max(floor, SIGNIFICANCE * noise):
                     del self.window_flags[rank]
-            elif len(self.history) >= WINDOW_TEST_INTERVALS and shift >= max(
+            elif len(self.window) >= WINDOW_TEST_INTERVALS and shift >= max(
                 floor, WINDOW_SIGNIFICANCE * noise
             ):
-                self.window_flags[rank] = self.history[0].iteration
+                self.window_flags[rank] = self.window[0].iteration
 
     def _host_wide(self) -> dict[str, float]:
         key = (self.last_iteration, len(self.history), tuple(sorted(self.nodes.items())))
@@ -222,7 +227,7 @@ class LiveStragglers:
                 {}
                 if names is None or not self.history
                 else host_wide_nodes(
-                    [h.compute_s for h in self.history], names, self.detector.min_effect_ratio
+                    [h.compute_s for h in self.window], names, self.detector.min_effect_ratio
                 )
             )
             self._memo.update(host_wide_key=key, host_wide=value)
@@ -237,19 +242,22 @@ class LiveStragglers:
         least 90 % of the detector's minimum effect over the recent intervals: a rank whose
         own time drifted, but not away from its peers', holds nobody up (with 2 ranks the
         detector has no peer score, so this is what tells the slow one from the drifting one).
-        The shift must also stand ``SIGNIFICANCE`` standard errors out of the window's own
-        noise (under heavy CPU contention one rank's median over 20 intervals wanders by 0.1 in
-        log space by chance). A rank of a node whose ranks are all slower than the other nodes'
-        (a host-wide slowdown, ``planner.stragglers.nodes``) is not a straggler: its node is.
+        The shift must also stand ``SIGNIFICANCE`` standard errors out of its own noise (under
+        heavy CPU contention one rank's median over 20 intervals wanders by 0.1 in log space by
+        chance), both judged over the intervals since the flag's change point (at least the
+        last ``WINDOW``, at most ``EVIDENCE_WINDOW``): under that noise a straggler's last 20
+        intervals alone may not stand out, the 40 since the CUSUM found it do. A rank of a
+        node whose ranks are all slower than the other nodes' (a host-wide slowdown,
+        ``planner.stragglers.nodes``) is not a straggler: its node is.
         """
         relative = self.relative_compute()
-        error = self.relative_error()
         floor = 0.9 * math.log1p(self.detector.min_effect_ratio)
         host_wide = self._host_wide()
         seen: set[int] = set()
         unique = []
         for flag in self.detector.flags():
-            shift = relative.get(flag.rank, 0.0)
+            shifts, error = self._flag_evidence(flag.since_step)
+            shift = shifts.get(flag.rank, 0.0)
             if flag.rank in seen or shift < max(floor, SIGNIFICANCE * error.get(flag.rank, 0.0)):
                 continue
             if self.nodes.get(flag.rank) in host_wide:
@@ -315,17 +323,41 @@ class LiveStragglers:
         slower), and a few such spikes must not make a rank look persistently slower."""
         key = (self.last_iteration, len(self.history))
         if self._memo.get("relative_key") != key:
-            self._memo.update(relative_key=key, relative=self._relative_compute())
+            shift, error = self._shift_since(self.window[0].iteration if self.history else 0)
+            self._memo.update(relative_key=key, relative=shift, relative_error=error)
         result: dict[int, float] = self._memo["relative"]
         return result
 
-    def _relative_compute(self) -> dict[int, float]:
-        if self.world_size < 2 or not self.history:
-            return {}
-        logs = np.log(np.array([h.compute_s for h in self.history], dtype=np.float64))
+    def _shift_since(self, iteration: int) -> tuple[dict[int, float], dict[int, float]]:
+        """Per rank, the median ``log(compute / median of the other ranks' compute)`` over the
+        kept intervals from ``iteration`` on, and its standard error; empty for one rank."""
+        intervals = [h.compute_s for h in self.history if h.iteration >= iteration]
+        if self.world_size < 2 or not intervals:
+            return {}, {}
+        logs = np.log(np.array(intervals, dtype=np.float64))
         shift, error = shift_and_error(logs - median_of_others(logs))
-        self._memo["relative_error"] = {r: float(error[r]) for r in range(self.world_size)}
-        return {r: float(shift[r]) for r in range(self.world_size)}
+        return (
+            {r: float(shift[r]) for r in range(self.world_size)},
+            {r: float(error[r]) for r in range(self.world_size)},
+        )
+
+    def _flag_evidence(self, since_step: int) -> tuple[dict[int, float], dict[int, float]]:
+        """:meth:`relative_compute` and its error over the intervals since a detector flag's
+        change point (``EVIDENCE_WINDOW``), or over the window when the change point is newer."""
+        if not self.history or since_step >= self.window[0].iteration:
+            return self.relative_compute(), self.relative_error()
+        key = (self.last_iteration, len(self.history))
+        if self._memo.get("evidence_key") != key:
+            self._memo.update(evidence_key=key, evidence={})
+        evidence: dict[int, tuple[dict[int, float], dict[int, float]]] = self._memo["evidence"]
+        if since_step not in evidence:
+            evidence[since_step] = self._shift_since(since_step)
+        return evidence[since_step]
+
+    @property
+    def window(self) -> list[IntervalStats]:
+        """The last ``WINDOW`` complete intervals (the what-if's and the window test's span)."""
+        return self.history[-WINDOW:]
 
     def relative_error(self) -> dict[int, float]:
         """Per rank, the standard error of :meth:`relative_compute` (from the spread of the
@@ -350,7 +382,7 @@ class LiveStragglers:
             else None
         )
         actual, ideal = [], []
-        for interval in self.history:
+        for interval in self.window:
             others = [c for r, c in enumerate(interval.compute_s) if r not in flagged]
             reference = statistics.median(others or interval.compute_s)
             actual.append(interval.step_time_s)
@@ -377,7 +409,7 @@ class LiveStragglers:
             slowdown=slowdown,
             actual_step_time_s=actual_s,
             ideal_step_time_s=ideal_s,
-            num_intervals=len(self.history),
+            num_intervals=len(self.window),
             stragglers=stragglers,
             diagnosis=diagnosis,
             action=action,

@@ -152,7 +152,8 @@ def test_median_of_the_other_ranks_matches_the_definition() -> None:
 def test_every_flag_on_a_long_hog_recording_is_a_measured_slowdown() -> None:
     """900 iterations of real ranks beside two CPU hogs: whatever the tracker names (a rank or
     a node) was measured slower than the others over its window (the median interval at least
-    5 % slower), never a wall-clock artefact."""
+    5 % slower; a rank over the intervals since its change point), never a wall-clock
+    artefact."""
     _, records = _recorded("rank-steps-cpu-hogs-long.jsonl")
     tracker = LiveStragglers.new(4)
     by_iteration: dict[int, list[RankStepRecord]] = {}
@@ -163,13 +164,44 @@ def test_every_flag_on_a_long_hog_recording_is_a_measured_slowdown() -> None:
         report = tracker.report()
         if report is None:
             continue
-        logs = np.log(np.array([h.compute_s for h in tracker.history]))
+        logs = np.log(np.array([h.compute_s for h in tracker.window]))
         for straggler in report.stragglers:
-            r = straggler["rank"]
-            others = np.median(np.delete(logs, r, axis=1), axis=1)
-            assert np.median(logs[:, r] - others) >= np.log(1.05), (iteration, straggler)
+            # A rank is judged over the intervals since its change point (at least the window).
+            r, since = straggler["rank"], straggler["since_iteration"]
+            start = min(since, tracker.window[0].iteration)
+            kept = np.log([h.compute_s for h in tracker.history if h.iteration >= start])
+            others = np.median(np.delete(kept, r, axis=1), axis=1)
+            assert np.median(kept[:, r] - others) >= np.log(1.05), (iteration, straggler)
         for node in report.slow_nodes:
             mine = node["ranks"]
             rest = [r for r in range(4) if r not in mine]
             shift = np.median(np.median(logs[:, mine], axis=1) - np.median(logs[:, rest], axis=1))
             assert shift >= np.log(1.05), (iteration, node)
+
+
+def test_a_pair_s_slow_rank_stays_flagged_under_ci_load() -> None:
+    """The end-to-end straggler test's job under CI with two CPU hogs (rank 1 of 2 slowed
+    1.6x from iteration 300): its last 20 intervals alone are too noisy to show the shift, the
+    intervals since the detector's change point show it. From iteration 540 on rank 1 is
+    flagged and the what-if slowdown is within 10 % of the one the job's timings show (the
+    step against the same step with rank 1 computing like rank 0); before the evidence window
+    (the tracker judging the last 20 intervals only) rank 1 was dropped and the slowdown was
+    1.14 against 1.27-1.31."""
+    provenance, records = _recorded("rank-steps-slow-rank-pair-ci-hogs.jsonl")
+    assert "test_a_slowed_rank_is_flagged" in str(provenance["made_by"])
+    tracker = LiveStragglers.new(2)
+    computes: dict[int, dict[int, tuple[float, float]]] = {}
+    for rec in records:
+        tracker.add([rec])
+        assert rec.step_time_s is not None
+        computes.setdefault(rec.iteration, {})[rec.rank] = (rec.compute_time_s, rec.step_time_s)
+        if rec.rank == 0 or rec.iteration < 540:
+            continue
+        report = tracker.report()
+        assert report is not None
+        assert [s["rank"] for s in report.stragglers] == [1], (rec.iteration, report.diagnosis)
+        first = tracker.window[0].iteration
+        seen = [r for i, r in computes.items() if i >= first]
+        actual = sum(max(s for _, s in r.values()) for r in seen)
+        ideal = sum(max(s for _, s in r.values()) - max(0.0, r[1][0] - r[0][0]) for r in seen)
+        assert report.slowdown == pytest.approx(actual / ideal, rel=0.10), rec.iteration
