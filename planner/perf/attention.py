@@ -25,6 +25,17 @@ together from ``ModelSpec``):
   (``training.packed_sample_length``) per query instead of the sequence's. Without flash
   attention: two batched GEMMs per direction over the full square plus softmax/mask/dropout
   memory traffic.
+* Context parallel under Megatron-Core + Transformer Engine (``cp_comm_type`` p2p, TE 2.4
+  ``dot_product_attention/context_parallel.py``, ``AttnFuncWithCPAndKVP2P``): with the
+  load-balanced split (rank ``r`` holds chunks ``r`` and ``2c - 1 - r``) the ``c`` ring steps
+  do equal work, and only step 0 (local queries against local keys) runs the causal kernel;
+  the ``c - 1`` others call ``fused_attn_fwd``/``_bwd`` with ``attn_mask_type="no_mask"``,
+  half with all local queries against half a key chunk, half with the second query chunk
+  against the whole received chunk. Unmasked kernels have no causal grid tail (blocks of equal
+  work: ``CAUSAL_TAIL_FWD``), so the core runs at the causal rate times
+  ``(1 + (c - 1)·unmasked/causal)/c`` of the tail factors. Only for the fused (TE) kernel;
+  torchtitan's ring attention (PyTorch ``_templated_ring_attention`` over FlashAttention-2) is
+  another implementation and kernel, kept at the causal rate.
 """
 
 from __future__ import annotations
@@ -42,6 +53,24 @@ FLASH_BWD_FLOP_RATIO = 2.5
 """Flash-attention backward executes 5 matmuls (incl. recomputing the scores) vs 2 forward."""
 
 _SELECTIVE = Recompute.SELECTIVE.code
+
+QUERY_TILE = 128.0
+"""Query rows per thread block of cuDNN fused attention / FlashAttention-2 at head dim 128."""
+
+CAUSAL_TAIL_FWD = 0.66
+"""Grid tail of causal fused attention, forward: the blocks of a causal kernel are query tiles
+whose work grows with the tile index (tile ``i`` of ``T`` meets ``i + 1`` key tiles), so when
+``n`` (batch x local heads) x ``T`` blocks are spread over the ``S`` SMs the last ones leave a
+tail of about ``alpha`` times the longest block: time ``∝ 1 + 2·alpha·S / (n·(T + 1))``.
+Unmasked blocks all do the same work; their tail is ``alpha`` times one block: ``∝ 1 +
+alpha·S / (n·T)``. ``alpha`` fitted on the causal cuDNN rates measured on an H100 SXM at
+batch 1, 4096 tokens, head dim 128 and 7, 8, 10, 12, 16, 32 heads (360 … 543 TFLOP/s
+forward; ``benchmarks/results/h100_kernels.json``, ``benchmarks/h100_kernels.py``): 0.664,
+every point within 1.2 % (an earlier run of the sweep: 0.66); Graham's list-scheduling
+bound keeps it in [0, 1]."""
+
+CAUSAL_TAIL_BWD = 0.62
+"""The same for the backward (the same sweep: 0.624, within 1.2 %; the earlier run 0.53-0.61)."""
 
 WINDOW_TILE = 128.0
 """Key tile of FlashAttention-2 / cuDNN fused attention at head dim 64-128 (Dao 2023 §3.1):
@@ -121,6 +150,10 @@ def _core_ops(
     # causal within each packed sample: the half square of its length (the sequence unpacked)
     span = ops.minimum(a.packed_sample_length, seq)
     attn_f, attn_b = _flash_s(a, eff, per_key * span, span, head_dim)
+    if ops.any_(a.context_parallel > 1.0):  # TE's ring: off-diagonal steps run unmasked
+        heads_problems = a.micro_batch_size * heads_local
+        attn_f = attn_f * _ring_step_time(a, local_seq, span, heads_problems, CAUSAL_TAIL_FWD)
+        attn_b = attn_b * _ring_step_time(a, local_seq, span, heads_problems, CAUSAL_TAIL_BWD)
     if ops.any_(a.full_attention_fraction < 1.0):
         keys = WINDOW_TILE * (ops.ceil(a.window_size / WINDOW_TILE) + 1.0)
         keys = ops.minimum(keys, span / 2.0)
@@ -131,6 +164,22 @@ def _core_ops(
     table.add(forward, attn_f)
     table.add(recompute, attn_f)
     table.add(backward, attn_b)
+
+
+def _ring_step_time(a: ScenarioArrays, local_seq: Real, span: Real, n: Real, alpha: float) -> Real:
+    """Attention time under Transformer Engine's context-parallel ring relative to one causal
+    kernel over the local queries (module docstring: ``CAUSAL_TAIL_FWD``); 1 without CP, for
+    other stacks (``fused_attention`` False: torch ring attention over FlashAttention-2) and for
+    packed sequences (``span`` shorter than the sequence)."""
+    cp, sms = a.context_parallel, a.device.num_sms
+    tiles = local_seq / QUERY_TILE
+    causal = 1.0 + 2.0 * alpha * sms / (n * (tiles + 1.0))
+    # half the off-diagonal steps run all local queries against half a key chunk, half run
+    # the second query chunk (half the tiles) against the whole received chunk
+    unmasked = 1.0 + 0.5 * alpha * sms / n * (1.0 / tiles + 2.0 / tiles)
+    rel = (1.0 + (cp - 1.0) * unmasked / causal) / cp
+    ring = (cp > 1.0) & a.fused_attention & (span >= a.seq_length)
+    return ops.where(ring, rel, 1.0)
 
 
 def _flash_s(
