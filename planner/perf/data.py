@@ -45,9 +45,10 @@ chunk's first forward (chunk ``c+1`` launched at chunk ``c``'s, ``p`` chunk forw
 ``max(G/v, G − (v−1)·p·t_f/v)``. Never less than the ``1 − dp_overlap_fraction`` that no
 overlap hides.
 
-ZeRO-3 / FSDP gathers the parameters before every microbatch's forward and backward (and once
-more for the recomputed forward under full recompute on stacks that release them after every
-forward: DeepSpeed) and reduce-scatters the gradients every microbatch, hidden behind that
+ZeRO-3 / FSDP gathers the parameters before every microbatch's forward and backward (and once more
+for the recomputed forward under full recompute on stacks that release them after every forward:
+DeepSpeed; PyTorch FSDP and Megatron-FSDP keep the recomputed forward's gather for the backward,
+``planner.perf.frameworks``) and reduce-scatters the gradients every microbatch, hidden behind that
 microbatch's compute on the slowest stage. Each collective unit is its own NCCL call: a flat
 buffer per layer (PyTorch FSDP), or every parameter tensor of the layer (DeepSpeed; 12 with
 biases, 9 without, ``ModelSpec.has_biases``), timed at the units' mean size (the stage's

@@ -51,7 +51,21 @@ in ``efficiency_constants.json``):
   gathers ZeRO-3 parameters, and whether a recomputed forward gathers them again. PyTorch
   FSDP/FSDP2 prefetch the next whole wrapped block (``forward_prefetch``/``backward_prefetch``,
   FSDP2's implicit prefetch) and keep a block unsharded from its recomputed forward through its
-  backward (0, False). DeepSpeed ZeRO-3 prefetches at most ``stage3_prefetch_bucket_size``
+  backward (0, False). So does Megatron-FSDP, the ``megatron`` profile's ZeRO-3
+  (``--data-parallel-sharding-strategy optim_grads_params``; megatron-core 0.13.1
+  ``distributed/custom_fsdp/fully_sharded_data_parallel.py`` and 0.14.0
+  ``distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py``, ``_register_fsdp_hooks``): one unit
+  per ``TransformerLayer``, the next unit prefetched (``suggested_communication_unit_size``:
+  twice the mean unit, ``AllGatherPipeline.all_gather_params``), and ``_root_pre_backward``
+  marks every unit ``PRE_BACKWARD``, so the recomputed forward gathers the unit and
+  ``_post_forward`` keeps it for the backward ("gather parameters once for both the
+  recomputation and backward computation"): two gathers per microbatch under full recompute. Its
+  ``_post_backward`` reduce-scatters each unit's gradients after every backward
+  (``grad_reduce_every_bprop`` for ``optim_grads``/``optim_grads_params``; ``no_sync`` delays
+  only ``no_shard``/``optim``), the expert parameters over the expert data-parallel group
+  (``expt_dp_group``), from a gradient buffer that is fp32 when ``grad_reduce_in_fp32``
+  (``ParamAndGradBuffer``; Megatron-LM's bf16 default, ``grad_reduce_in_fp32`` below).
+  DeepSpeed ZeRO-3 prefetches at most ``stage3_prefetch_bucket_size``
   parameters ahead (default 5e7, DeepSpeed configuration docs), modelled as: only that much of
   the next parameter tensor's gather can run under the current operator's compute; and its
   stage-3 module hooks release parameters after every forward (``post_sub_module_forward``)

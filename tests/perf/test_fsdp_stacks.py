@@ -1,6 +1,7 @@
 """The PyTorch-FSDP stacks' documented behaviours (llm-foundry/Composer, PyTorch FSDP v1), the
-per-unit timing of ZeRO-3 collectives, split-K GEMMs and FlashAttention v1's rates: each moves
-the prediction the way its source says, and only where it applies."""
+per-unit timing of ZeRO-3 collectives, Megatron-FSDP's collectives per microbatch, split-K GEMMs
+and FlashAttention v1's rates: each moves the prediction the way its source says, and only where
+it applies."""
 
 from __future__ import annotations
 
@@ -189,3 +190,39 @@ def test_flash_attention_v1_on_hopper_is_its_ampere_rate_scaled_by_sms_and_clock
     speedup = eff.constants["flash_attention1_hopper_speedup"]
     assert speedup == pytest.approx(132 * 1.98 / (108 * 1.41), rel=1e-3)
     assert v1[1] / v1[0] == pytest.approx(speedup, rel=0.01)
+
+
+def test_megatron_fsdp_gathers_once_for_recompute_and_backward_and_reduces_every_microbatch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Megatron-FSDP (the ``megatron`` profile's ZeRO-3): under full recompute the recomputed
+    forward's gather is kept for the backward (two gathers per microbatch, not three), every
+    microbatch reduce-scatters its gradients, and the expert parameters are gathered and
+    reduced over the expert data-parallel group (``t_e·e`` apart), the dense ones per layer over
+    the data-parallel group: with nothing hidden, each microbatch pays exactly that."""
+    megatron = profile_of(Framework.MEGATRON)
+    assert not megatron.zero3_regather_on_recompute
+    eff = DefaultEfficiency.from_constants({"dp_overlap_fraction": 0.0})
+    par = {"tensor_parallel": 2, "expert_parallel": 8, "expert_tensor_parallel": 1}
+    par |= {"micro_batch_size": 1, "sequence_parallel": True, "recompute": "full"}
+
+    def per_microbatch(microbatches: int) -> float:
+        gbs = 32 * microbatches
+        s = _scenario("megatron", "h100-sxm", "qwen3-235b-a22b", 64, **par, global_batch_size=gbs)
+        return predict(s, eff).breakdown.dp_comm_exposed_s / microbatches
+
+    s = _scenario("megatron", "h100-sxm", "qwen3-235b-a22b", 64, **par, global_batch_size=128)
+    a = ScenarioArrays.from_scenario(s)
+    link = link_of(a, eff)
+    params = stage_params(a).busiest()
+    units = s.model.num_layers
+    grad = a.grad_bytes_per_param
+    dense_unit = 2.0 * coll.all_gather_time_s(2.0 * params.dense / units, 32, 2.0, link)
+    dense_unit += coll.reduce_scatter_time_s(grad * params.dense / units, 32, 2.0, link)
+    experts = 2.0 * coll.all_gather_time_s(2.0 * params.expert, 8, 8.0, link)
+    experts += coll.reduce_scatter_time_s(grad * params.expert, 8, 8.0, link)
+    # (plus Megatron's per-microbatch loss all-reduce, tens of microseconds)
+    assert per_microbatch(4) == pytest.approx(units * dense_unit + experts, rel=1e-4)
+    assert per_microbatch(8) == pytest.approx(per_microbatch(4), rel=1e-6)
+    _with(monkeypatch, replace(megatron, zero3_regather_on_recompute=True))
+    assert per_microbatch(4) > 1.2 * (units * dense_unit + experts)  # a third gather
