@@ -33,6 +33,8 @@ NUMBER: Final = r"[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan
 # A log line's own time: "[2023-04-18 08:48:36,035]" (DeepSpeed, Python logging) or
 # "2025-01-01 12:00:00" at the start of the line, after an optional "[" and launcher label.
 _LEADING_DATETIME: Final = re.compile(r"^(?:\S{0,40}?[: ])?\[?(?=\d{4}-\d{2}-\d{2}[ T]\d)")
+# Megatron-LM's ``print_datetime`` (``training.py``): ``[after training is done] datetime: ...``
+_EVENT_DATETIME: Final = re.compile(r"^\[[^\]]{1,80}\] datetime: (?=\d{4}-\d{2}-\d{2} \d)")
 
 
 class InvalidLineError(Exception):
@@ -132,8 +134,11 @@ def timestamp(text: str, tz: tzinfo | None) -> float | None:
 def leading_timestamp(text: str, tz: tzinfo | None) -> float | None:
     """Epoch seconds of the time a line starts with (``[YYYY-MM-DD HH:MM:SS,fff]`` or bare), or
     None when the line does not start with one (a launcher label such as ``0: `` may come first).
+    Megatron-LM's event lines (``[after training is done] datetime: YYYY-MM-DD HH:MM:SS``, its
+    ``print_datetime``) count as starting with their time: the last one is the job's end, after
+    its final evaluation and checkpoint.
     """
-    m = _LEADING_DATETIME.match(text)
+    m = _LEADING_DATETIME.match(text) or _EVENT_DATETIME.match(text)
     if m is None:
         return None
     return timestamp(text[m.end() : m.end() + 40], tz)

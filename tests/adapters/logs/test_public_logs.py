@@ -163,3 +163,13 @@ def test_megatron_ci_nemotron_table() -> None:
     assert (first.step_time_s, first.num_iterations) == (29.74817, 10)
     assert (second.step_time_s, second.num_iterations) == (13.1398, 10)
     assert reading.records[-1].step_time_s == 13.57023
+
+
+def test_megatron_s_after_training_line_is_the_job_s_end() -> None:
+    """Megatron-LM prints ``[after training is done] datetime: ...`` (``print_datetime``) after
+    its final evaluation: the log's last time is that line's, 2 s after the last iteration's
+    (the end-to-end test job's final evaluation), not the last iteration's."""
+    reading = _read("tiny_gpt_e2e_stall_quiet_1500it.log")
+    assert reading.records[-1].iteration == 1500
+    assert reading.records[-1].timestamp_s == _epoch("2026-11-26 01:27:30")
+    assert reading.last_timestamp_s == _epoch("2026-11-26 01:27:32")
