@@ -240,8 +240,7 @@ class LiveStragglers:
         A peer flag wins over an own-history one (the detector lists peer flags first). A flag
         counts only while the rank is also slower than the median of the other ranks by at
         least 90 % of the detector's minimum effect over the recent intervals: a rank whose
-        own time drifted, but not away from its peers', holds nobody up (with 2 ranks the
-        detector has no peer score, so this is what tells the slow one from the drifting one).
+        own time drifted, but not away from its peers', holds nobody up.
         The shift must also stand ``SIGNIFICANCE`` standard errors out of its own noise (under
         heavy CPU contention one rank's median over 20 intervals wanders by 0.1 in log space by
         chance), both judged over the intervals since the flag's change point (at least the

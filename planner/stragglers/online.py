@@ -14,8 +14,11 @@ Each score feeds a one-sided CUSUM (Page 1954) with reference ``k = log(1 + min_
 threshold ``h`` set for one false alarm per ``false_alarm_rank_steps`` rank-steps (Siegmund's
 run-length approximation; at least ``threshold_sigmas * sigma`` and ``log(1 + min_effect)``),
 where ``sigma`` is the robust spread (1.4826 x MAD) of the scores, tracked as an exponential
-average. Scores are winsorised and increments capped at ``h/2`` so that one spike (a GC pause,
-one long sequence) never raises a flag alone: a shift must persist for at least two steps. A flag
+average; for a pair, whose two peer scores are +-half their difference (their spread is the
+difference itself, which a slow rank would inflate), the step-to-step change of the scores
+instead (von Neumann's mean successive difference). Scores are winsorised and increments
+capped at ``h/2`` so that one spike (a GC pause, one long sequence) never raises a flag alone: a
+shift must persist for at least two steps. A flag
 is confirmed only when the mean score since the change point is at least 90% of
 ``log(1 + min_effect)``, so smaller real shifts (a job that becomes 8% slower everywhere, as ST
 does between its sampled windows) raise none. Expected delay for a shift ``d`` above ``k`` is
@@ -120,6 +123,7 @@ class StragglerDetector:
         self.run_start_peer_: IntArray = np.zeros(n, dtype=np.int64)
         self.run_start_self_: IntArray = np.zeros(n, dtype=np.int64)
         self.last_step_ = -1
+        self.last_peer_: FloatArray = np.full(n, np.nan)
 
     @property
     def _k(self) -> float:
@@ -142,6 +146,25 @@ class StragglerDetector:
             if np.isfinite(values).sum() >= _MIN_PAIR:
                 scores[members] = values - np.nanmedian(values)
         return scores
+
+    def _track_peer(self, peer: FloatArray) -> float:
+        """The peer-score noise: the spread across ranks (``_track``) with ``_MIN_GROUP`` or
+        more scores; with a pair, whose two scores are +-half their difference, that spread is
+        the difference itself (a persistently slow rank would raise the noise it is judged
+        against), so the pair's noise is the step-to-step change of its scores instead (von
+        Neumann's mean successive difference: ``sigma = sqrt(pi) / 2 * mean |x_t - x_(t-1)|``
+        for independent normal scores), which a persistent shift moves only once."""
+        last, self.last_peer_ = self.last_peer_, peer.copy()
+        if np.isfinite(peer).sum() >= _MIN_GROUP:
+            return self._track(peer, self.sigma_peer_, minimum=_MIN_PAIR)
+        both = np.isfinite(peer) & np.isfinite(last)
+        if not both.any():
+            return self._track(peer, self.sigma_peer_, minimum=_MIN_PAIR)
+        spread = 0.8862 * float(np.mean(np.abs(peer[both] - last[both])))
+        if math.isnan(self.sigma_peer_):
+            return max(spread, _SIGMA_FLOOR)
+        a = self.ewma_alpha
+        return max((1 - a) * self.sigma_peer_ + a * spread, _SIGMA_FLOOR)
 
     def _track(self, scores: FloatArray, sigma: float, minimum: int = _MIN_GROUP) -> float:
         finite = scores[np.isfinite(scores)]
@@ -204,7 +227,7 @@ class StragglerDetector:
         self.last_step_ = step
         x = np.log(t)
         peer = self._peer_scores(x)
-        self.sigma_peer_ = self._track(peer, self.sigma_peer_, minimum=_MIN_PAIR)
+        self.sigma_peer_ = self._track_peer(peer)
         if np.isfinite(self.sigma_peer_):
             self._cusum("peer", peer, self.sigma_peer_, step)
         if self.num_steps_ < self.warmup_steps:
@@ -282,6 +305,7 @@ class StragglerDetector:
             "run_len_self": [int(v) for v in self.run_len_self_],
             "run_start_peer": [int(v) for v in self.run_start_peer_],
             "run_start_self": [int(v) for v in self.run_start_self_],
+            "last_peer": floats(self.last_peer_),
         }
 
     @classmethod
@@ -319,6 +343,8 @@ class StragglerDetector:
                 setattr(det, f"{name}_", value)
             for name in ("run_len_peer", "run_len_self", "run_start_peer", "run_start_self"):
                 setattr(det, f"{name}_", arr(name, np.int64))
+            if "last_peer" in data:  # state stored before the pair noise rule: none yet
+                det.last_peer_ = arr("last_peer")
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, SpecError):
                 raise

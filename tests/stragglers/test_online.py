@@ -92,3 +92,21 @@ def test_bad_input_is_a_spec_error() -> None:
     with pytest.raises(SpecError):
         StragglerDetector.from_json({"version": 1})
     det.update([1.0, np.nan, 1.0])  # a missing rank is fine
+
+
+def test_a_pair_s_noise_is_not_its_difference() -> None:
+    """Two ranks at 5 % jitter, rank 1 1.6x slower from step 40: the pair's peer noise stays
+    near the jitter (the scores' step-to-step change), so rank 1's peer score flags it within
+    a few steps; its spread across the two ranks would have grown to the difference itself
+    (1.4826 x log(1.6)/2 = 0.35) and held the flag back. No flag in 40 jitter-only steps of
+    either pair (seeds 0-19)."""
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        times = rng.lognormal(np.log(0.05), 0.05, size=(120, 2))
+        times[40:, 1] *= 1.6
+        det = StragglerDetector(["r0", "r1"])
+        first = _feed(det, times)
+        assert all(step >= 40 for step in first.values()), (seed, first)
+        assert first.get((1, "peer"), 999) <= 45, (seed, first)
+        assert det.sigma_peer_ < 0.1, (seed, det.sigma_peer_)
+        assert (0, "peer") not in first, (seed, first)
