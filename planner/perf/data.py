@@ -148,6 +148,7 @@ def data_parallel_times(
         a, link, params=params.dense, group=dense_group, stride=a.tensor_parallel, gathers=gathers
     )
     grads, gather = dense.gradient_reduction_s, dense.parameter_gather_s
+    experts_round = a.full(0.0)
     if ops.any_(a.num_moe_layers > 0):  # expert parameters: their own (smaller) group
         experts = _round(
             a,
@@ -156,6 +157,9 @@ def data_parallel_times(
             group=a.expert_data_parallel_size,
             stride=a.expert_tensor_parallel * a.expert_parallel,
             gathers=gathers,
+        )
+        experts_round = ops.where(
+            params.expert > 0, experts.gradient_reduction_s + experts.parameter_gather_s, 0.0
         )
         grads = grads + ops.where(params.expert > 0, experts.gradient_reduction_s, 0.0)
         gather = gather + ops.where(params.expert > 0, experts.parameter_gather_s, 0.0)
@@ -178,7 +182,6 @@ def data_parallel_times(
     )
     zero3 = a.full(0.0)
     if ops.any_(zero >= 3):
-        experts_round = grads + gather - dense.gradient_reduction_s - dense.parameter_gather_s
         zero3 = _zero3_s(
             a,
             eff,

@@ -50,7 +50,10 @@ WINDOW = 20
 #: Complete intervals kept as evidence for a detector flag: its shift against the other ranks
 #: is judged over the intervals since its change point (at least the last ``WINDOW``, at most
 #: these), so a straggler the CUSUM found long ago is not dropped because the last ``WINDOW``
-#: intervals alone, under heavy noise, cannot tell its shift from chance.
+#: intervals alone, under heavy noise, cannot tell its shift from chance. Three windows: the
+#: failing CI run's straggler stood out after ~40 intervals; each interval kept is one more
+#: row of per-rank times in the stored state (an 8,192-rank job: 3.5 -> 6.8 MB from 20 to 60,
+#: ``benchmarks/RESULTS.md``).
 EVIDENCE_WINDOW = 60
 #: Incomplete intervals kept while waiting for the other ranks' lines.
 MAX_PENDING = 64

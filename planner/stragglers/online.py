@@ -42,6 +42,10 @@ from planner.errors import SpecError
 from planner.specs.trace import OP_TYPES, FloatArray, IntArray, OpTrace, OpType, StepTimeSeries
 
 _MAD_TO_SIGMA = 1.4826
+# normal-theory sigma from a mean absolute deviation about the centre (sqrt(pi/2)) and from a
+# mean absolute successive difference of independent draws (sqrt(pi)/2, von Neumann)
+_MEAN_ABS_TO_SIGMA = math.sqrt(math.pi / 2.0)
+_MEAN_ABS_DIFF_TO_SIGMA = math.sqrt(math.pi) / 2.0
 _MIN_GROUP = 3
 _MIN_PAIR = 2  # peer scores of a pair: each rank against the other (one-sided CUSUM picks the
 # persistently slower one; a pair that trades places accumulates nothing)
@@ -160,20 +164,22 @@ class StragglerDetector:
         both = np.isfinite(peer) & np.isfinite(last)
         if not both.any():
             return self._track(peer, self.sigma_peer_, minimum=_MIN_PAIR)
-        spread = 0.8862 * float(np.mean(np.abs(peer[both] - last[both])))
-        if math.isnan(self.sigma_peer_):
+        spread = _MEAN_ABS_DIFF_TO_SIGMA * float(np.mean(np.abs(peer[both] - last[both])))
+        return self._smooth(self.sigma_peer_, spread)
+
+    def _smooth(self, sigma: float, spread: float) -> float:
+        """The tracked noise after one step whose spread is ``spread``: the exponential average
+        (``ewma_alpha``), the spread itself at the first step; never below ``_SIGMA_FLOOR``."""
+        if math.isnan(sigma):
             return max(spread, _SIGMA_FLOOR)
-        a = self.ewma_alpha
-        return max((1 - a) * self.sigma_peer_ + a * spread, _SIGMA_FLOOR)
+        return max((1 - self.ewma_alpha) * sigma + self.ewma_alpha * spread, _SIGMA_FLOOR)
 
     def _track(self, scores: FloatArray, sigma: float, minimum: int = _MIN_GROUP) -> float:
         finite = scores[np.isfinite(scores)]
         if finite.size < minimum:
             return sigma
         spread = max(_MAD_TO_SIGMA * float(np.median(np.abs(finite - np.median(finite)))), 0.0)
-        if math.isnan(sigma):
-            return max(spread, _SIGMA_FLOOR)
-        return max((1 - self.ewma_alpha) * sigma + self.ewma_alpha * spread, _SIGMA_FLOOR)
+        return self._smooth(sigma, spread)
 
     def _track_own(self, own: FloatArray) -> float:
         """The own-history noise: the spread across ranks (``_track``) when there are enough of
@@ -186,9 +192,8 @@ class StragglerDetector:
         healthy = finite & (self.cusum_self_ <= 0)
         if not healthy.any() or math.isnan(self.sigma_self_):
             return self.sigma_self_
-        spread = 1.2533 * float(np.mean(np.abs(own[healthy])))
-        a = self.ewma_alpha
-        return max((1 - a) * self.sigma_self_ + a * spread, _SIGMA_FLOOR)
+        spread = _MEAN_ABS_TO_SIGMA * float(np.mean(np.abs(own[healthy])))
+        return self._smooth(self.sigma_self_, spread)
 
     def _cusum(self, kind: str, scores: FloatArray, sigma: float, step: int) -> None:
         cusum = getattr(self, f"cusum_{kind}_")

@@ -249,12 +249,11 @@ def steady_pace(path: Path, *, since: int, until: int) -> float:
     iteration", which times the training step alone: under a CPU hog the job's wall clock
     between steps (its logging) slowed by 2 % where that figure said 8 % (CI of 2026-11-26,
     with two hogs), and the ETA is judged in wall-clock time."""
-    stamps: dict[int, float] = {}
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith("{") and '"rank_step"' in line:
-            event = json.loads(line)
-            if event.get("rank") == 0:
-                stamps[int(event["iteration"])] = float(event["time_s"])
+    stamps = {
+        int(event["iteration"]): float(event["time_s"])
+        for event in rank_step_events(path)
+        if event["rank"] == 0
+    }
     iterations = sorted(i for i in stamps if since <= i <= until)
     seconds = steps = 0.0
     for before, after in itertools.pairwise(iterations):
@@ -451,14 +450,22 @@ def step_times_from_log(path: Path) -> dict[int, float]:
     return times
 
 
+def rank_step_events(path: Path) -> list[dict[str, Any]]:
+    """Every rank's ``rank_step`` JSON lines of the job's log, as train.py printed them (read
+    here, not by the planner's parser, so the tests judge the planner against the job's own
+    figures)."""
+    return [
+        json.loads(line[line.index("{") :])
+        for line in path.read_text(errors="replace").splitlines()
+        if '"event": "rank_step"' in line
+    ]
+
+
 def rank_compute_from_log(path: Path) -> dict[int, dict[int, tuple[float, float]]]:
     """Every rank's ``rank_step`` lines: iteration -> rank -> (compute s, step s) per
     iteration, as the job measured them."""
     out: dict[int, dict[int, tuple[float, float]]] = {}
-    for line in path.read_text(errors="replace").splitlines():
-        if '"event": "rank_step"' not in line:
-            continue
-        doc = json.loads(line[line.index("{") :])
+    for doc in rank_step_events(path):
         out.setdefault(doc["iteration"], {})[doc["rank"]] = (
             doc["compute_time_s"],
             doc["step_time_s"],
