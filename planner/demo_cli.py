@@ -133,6 +133,13 @@ def _line(job: dict[str, Any], now_s: float) -> str:
     )
 
 
+def _flagged_ranks(report: dict[str, Any]) -> frozenset[int]:
+    """The ranks a straggler report names (none when it is not available)."""
+    if not report.get("available"):
+        return frozenset()
+    return frozenset(int(f["rank"]) for f in report.get("stragglers") or [])
+
+
 def _straggler_line(report: dict[str, Any]) -> str | None:
     flags = report.get("stragglers") or []
     if not report.get("available") or not flags:
@@ -253,7 +260,7 @@ def _watch(url: str, job_id: str, train_iters: int) -> dict[str, Any]:
     """Print the planner's view of the job until it ends; then how the band narrowed."""
     history: list[tuple[float, dict[str, float]]] = []
     last_iteration = -1
-    flagged = False
+    shown: frozenset[int] = frozenset()  # the ranks of the last straggler line printed
     deadline = time.monotonic() + 60 + 2.0 * train_iters
     while True:
         if time.monotonic() > deadline:
@@ -273,12 +280,14 @@ def _watch(url: str, job_id: str, train_iters: int) -> dict[str, Any]:
             typer.echo(_line(job, time.time()))
             if eta.get("completion_time_s") and eta.get("progress_ratio") is not None:
                 history.append((eta["progress_ratio"], eta["completion_time_s"]))
-        if not flagged:
-            report = httpx.get(f"{url}/v1/jobs/{job_id}/stragglers", timeout=10).json()
-            line = _straggler_line(report)
-            if line:
-                flagged = True
-                typer.echo(line)
+        # a line whenever the flagged ranks change (a contended core may name a rank for a
+        # while before the slowed one is found)
+        report = httpx.get(f"{url}/v1/jobs/{job_id}/stragglers", timeout=10).json()
+        line = _straggler_line(report)
+        ranks = _flagged_ranks(report)
+        if line and ranks != shown:
+            shown = ranks
+            typer.echo(line)
         time.sleep(2.0)
     end_s = float(job["end_time_s"])
     typer.echo(

@@ -184,3 +184,44 @@ def test_compute_and_network_are_learnt_apart_from_rank_timings(
         groups = client.get("/v1/calibrations").json()["online"]["groups"]
         learnt = {(g["component"], g["level"]) for g in groups}
         assert {("compute", "key"), ("network", "key"), ("step", "key")} <= learnt
+
+
+def test_a_job_s_window_share_spans_the_tracker_s_window_not_its_evidence() -> None:
+    """The online split reads the window share over the straggler tracker's last ``WINDOW``
+    intervals (the what-if's span), not over the longer history it keeps as evidence for its
+    flags: a job whose first 40 intervals waited 40 % of the step and whose last 20 waited
+    10 % has the share of the last 20."""
+    from planner.calibration.online_split import IntervalTiming, window_share
+    from planner.service.loops.calibration import job_window_share
+    from planner.service.models import JobRow
+    from planner.specs.job import RankStepRecord
+    from planner.stragglers.live import EVIDENCE_WINDOW, WINDOW, LiveStragglers
+
+    tracker = LiveStragglers.new(2)
+    for k in range(1, EVIDENCE_WINDOW + 1):
+        compute = 0.06 if k <= EVIDENCE_WINDOW - WINDOW else 0.09
+        tracker.add(
+            [
+                RankStepRecord(
+                    iteration=5 * k,
+                    rank=r,
+                    world_size=2,
+                    compute_time_s=compute,
+                    step_time_s=0.1,
+                    num_iterations=5,
+                )
+                for r in range(2)
+            ]
+        )
+    assert len(tracker.history) == EVIDENCE_WINDOW
+    last = [
+        IntervalTiming(iterations=5, step_s=h.step_time_s, compute_s=h.compute_s)
+        for h in tracker.history[-WINDOW + 1 :]
+    ]
+    share = job_window_share(JobRow(stragglers={"state": tracker.to_json()}))
+    assert share == pytest.approx(window_share(last))
+    everything = [
+        IntervalTiming(iterations=5, step_s=h.step_time_s, compute_s=h.compute_s)
+        for h in tracker.history[1:]
+    ]
+    assert share != pytest.approx(window_share(everything), abs=0.05)

@@ -64,6 +64,10 @@ def test_the_lines_it_prints() -> None:
     assert flagged is not None
     assert flagged.startswith("straggler flagged: rank 1 on node1 (1.60x)")
     assert demo_cli._straggler_line({"available": False}) is None
+    # the demo prints a line each time the named ranks change
+    assert demo_cli._flagged_ranks(report) == {1}
+    assert demo_cli._flagged_ranks({**report, "available": False}) == frozenset()
+    assert demo_cli._flagged_ranks({"available": True, "stragglers": []}) == frozenset()
     narrowing = demo_cli._narrowing(
         [
             (0.1, {"p10": 90.0, "p50": 100.0, "p90": 130.0}),

@@ -88,9 +88,10 @@ def recalibrate(
 
 def job_window_share(job: JobRow) -> float | None:
     """The share of the job's step spent before its gradient synchronisation can start
-    (``online_split.window_share``), over the complete intervals its live straggler tracker
-    holds; None without per-rank timings, or when the ranks printed no step time (the tracker
-    then takes the slowest compute as the step)."""
+    (``online_split.window_share``), over the last complete intervals of its live straggler
+    tracker (``LiveStragglers.window``, the span of its what-if; it keeps more as evidence for
+    its flags); None without per-rank timings, or when the ranks printed no step time (the
+    tracker then takes the slowest compute as the step)."""
     state = (job.stragglers or {}).get("state")
     if not state:
         return None
@@ -98,7 +99,7 @@ def job_window_share(job: JobRow) -> float | None:
         tracker = LiveStragglers.from_json(state)
     except PlannerError:
         return None
-    history = tracker.history
+    history = tracker.window
     if not any(h.step_time_s > h.max_compute_s for h in history):
         return None
     # an interval averages the iterations since the one before it (the first: unknown, left out)
