@@ -85,7 +85,9 @@ class ScenarioArrays:
 
     Per-iteration costs (``planner.perf.iteration``): ``loss_scaling`` (fp16: the optimizer
     checks the gradients for inf/NaN), and the framework's ``grad_buffer_memset`` and
-    ``loss_all_reduce_per_microbatch`` (``planner.perf.frameworks``).
+    ``loss_all_reduce_per_microbatch`` (``planner.perf.frameworks``); its
+    ``wgrad_accumulation_fusion`` (weight gradients added into the gradient buffer by the GEMM,
+    ``planner.perf.optable``).
     """
 
     num_scenarios: int
@@ -207,6 +209,7 @@ class ScenarioArrays:
     loss_scaling: Flag
     grad_buffer_memset: Flag
     loss_all_reduce_per_microbatch: Flag
+    wgrad_accumulation_fusion: Flag
     zero3_list_collectives: Flag
     zero3_lock_step: Flag
     dp_bucket_min_params: Real

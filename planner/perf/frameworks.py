@@ -236,6 +236,15 @@ in ``efficiency_constants.json``):
   chunk ``c`` (chunks 0 and 1 before the schedule; ``forward_step_helper``). How much hides is
   in ``planner.perf.data``. Megatron-LM's own ``--delay-grad-reduce`` path is the same code,
   but its default is not in the Megatron-Core wheel: the ``megatron`` profile leaves it off.
+* ``wgrad_accumulation_fusion``: the weight-gradient GEMMs add into the gradient buffer
+  (``main_grad``) every microbatch instead of writing a 16-bit gradient: Megatron-Core's
+  ``gradient_accumulation_fusion`` (Megatron-LM ``--no-gradient-accumulation-fusion`` turns it
+  off, so on by default; NeMo's recipes set ``gradient_accumulation_fusion: True``), run as
+  ``wgrad_gemm_accum_fp32`` (``LinearWithGradAccumulationAndAsyncCommunication.backward``) or
+  Transformer Engine's ``fuse_wgrad_accumulation`` (``TELinear``, ``TEGroupedLinear``: a GEMM
+  with ``accumulate=True`` into ``main_grad``). The GEMM reads and writes the buffer
+  (``planner.perf.optable``). PyTorch stacks write the gradient and add it in a separate
+  AccumulateGrad kernel from the second microbatch on; that add is not modelled.
 * ``grad_buffer_memset`` and ``loss_all_reduce_per_microbatch``: Megatron-Core's training step
   (Megatron-LM, NeMo) zeroes its contiguous gradient buffer every iteration and all-reduces the
   reporting loss over the data-parallel group after every microbatch (``pretrain_gpt.py``
@@ -308,6 +317,7 @@ class FrameworkProfile:
     trains_with_dropout: bool = True
     zero3_grad_prep_pass: bool = False
     optimizer_bytes_per_param: float = 0.0
+    wgrad_accumulation_fusion: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -319,6 +329,7 @@ _TE_STACK = FrameworkProfile(
     loss_bytes_per_logit=52.0,
     grad_buffer_memset=True,
     loss_all_reduce_per_microbatch=True,
+    wgrad_accumulation_fusion=True,
     dp_bucket_min_params=4e7,
     dp_bucket_params_per_rank=1e6,
 )

@@ -3,7 +3,14 @@ call each and summed per group (an ``OperatorTimes`` field name of ``planner.per
 
 Each op takes ``max(FLOPs / achieved FLOP/s, bytes / achieved bytes/s, kernels ·
 kernel_min_time_s)`` (``EfficiencyModel``). A GEMM reads its operands and writes its output:
-``(a·(m·k + k·n) + 2·m·n)`` bytes, ``a`` 1 for low-precision operands, else 2.
+``(a·(m·k + k·n) + o·m·n)`` bytes, ``a`` 1 for low-precision operands, else 2; ``o`` 2 (a
+16-bit output), except a weight gradient under the framework's ``wgrad_accumulation_fusion``
+(``planner.perf.frameworks``): the GEMM adds into the gradient buffer (``beta = 1``), reading and
+writing it, ``o = 2·grad_bytes_per_param`` (8 for fp32 main gradients). With few tokens per GEMM
+(a fine-grained expert's ``m`` of a few hundred) that traffic, not the FLOPs, sets the time: the
+weight gradient of an ``(h, f)`` expert weight from ``m`` tokens does ``2·m·h·f`` FLOPs against
+``8·h·f`` bytes, memory-bound on an H100 (~990 TFLOP/s over ~3.35 TB/s, about 300 FLOP/byte)
+below ``m`` ≈ 1,200.
 """
 
 from __future__ import annotations
@@ -41,10 +48,16 @@ class OperatorTable:
         self.gemm_count: list[Any] = []
         self.gemm_low_precision: list[Any] = []
         self.gemm_batch: list[Any] = []
+        self.gemm_out_bytes: list[Any] = []
         self.mem_groups: list[str] = []
         self.mem_bytes: list[Any] = []
         self.mem_kernels: list[Any] = []
         self.extra: dict[str, Real] = {}
+        # bytes per weight-gradient element: read and written in the gradient buffer's dtype
+        # under gradient-accumulation fusion, else one 16-bit write (module docstring)
+        self._wgrad_out_bytes: Real = ops.where(
+            a.wgrad_accumulation_fusion, 2.0 * a.grad_bytes_per_param, 2.0
+        )
 
     def gemm(
         self,
@@ -77,6 +90,7 @@ class OperatorTable:
             )
             self.gemm_low_precision.append(lp)
             self.gemm_batch.append(batch)
+            self.gemm_out_bytes.append(self._wgrad_out_bytes if backward and i == 1 else 2.0)
 
     def mem(self, group: str, num_bytes: Real, kernels: float) -> None:
         """Register a memory-bound op moving ``num_bytes`` of HBM traffic in ``kernels``
@@ -133,11 +147,12 @@ class OperatorTable:
             cnt = self._table(self.gemm_count, np.float64)
             low = self._table(self.gemm_low_precision, np.bool_)
             batch = self._table(self.gemm_batch, np.float64)
+            out_b = self._table(self.gemm_out_bytes, np.float64)
             rate = eff.gemm_flop_per_s(m, n, k, a.device, low_precision=low, batch=batch)
             if ops.any_(a.fp8_recipe == _BLOCKWISE):  # block scales promoted in the main loop
                 rate = rate * np.where(low, gemm_relative_efficiency(a), 1.0)
             flops = 2.0 * m * n * k * cnt
-            bytes_ = (np.where(low, 1.0, 2.0) * (m * k + k * n) + 2.0 * m * n) * cnt
+            bytes_ = (np.where(low, 1.0, 2.0) * (m * k + k * n) + out_b * m * n) * cnt
             bw = eff.memory_bytes_per_s(bytes_, a.device)
             launches = cnt / np.maximum(batch, 1.0)
             t = np.maximum(np.maximum(flops / rate, bytes_ / bw), launches * kmin)

@@ -254,3 +254,55 @@ def test_chunked_sync_exposes_the_last_chunk_or_the_backlog() -> None:
     assert _exposed(1.0, 0.15, 1.0, a, True) == pytest.approx(0.25)  # the last chunk alone
     assert _exposed(1.0, 0.3, 1.0, a, True) == pytest.approx(0.3)
     assert _exposed(1.0, 0.15, 0.1, a, False) == pytest.approx(0.9)  # whole stage: 1 - 0.1
+
+
+def _fine_grained_moe(framework: str) -> Scenario:
+    """Qwen3-30B-A3B (128 experts of 768, top-8) at expert parallel 8 with 512-token
+    microbatches: 256 tokens per local expert, whose weight gradients are memory-bound."""
+    return parse_scenario(
+        {
+            "model": {
+                "preset": "qwen3-30b-a3b",
+                "seq_length": 512,
+                "moe_router_force_load_balancing": True,
+            },
+            "hardware": {"gpu": "h100-sxm", "num_gpus": 8},
+            "parallelism": {
+                "expert_parallel": 8,
+                "global_batch_size": 64,
+                "zero_stage": 1,
+            },
+            "training": {"framework": framework},
+        }
+    )
+
+
+def test_fused_wgrad_accumulation_reads_and_writes_the_fp32_gradient_buffer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Megatron-Core's weight-gradient GEMMs add into the fp32 ``main_grad`` buffer (8 bytes
+    per weight element per microbatch): with 256 tokens per expert that traffic, not the
+    FLOPs, sets the experts' weight-gradient time (measured: ``benchmarks/moe_layer_h100.py``);
+    a stack that writes a 16-bit gradient moves a quarter of it."""
+    assert profile_of(Framework.MEGATRON).wgrad_accumulation_fusion
+    assert profile_of(Framework.NEMO).wgrad_accumulation_fusion
+    assert not profile_of(Framework.FSDP).wgrad_accumulation_fusion
+    fused = predict(_fine_grained_moe("megatron")).breakdown.compute_s
+    plain = replace(profile_of(Framework.MEGATRON), wgrad_accumulation_fusion=False)
+    monkeypatch.setattr(batch, "profile_of", lambda framework: plain)
+    written = predict(_fine_grained_moe("megatron")).breakdown.compute_s
+    assert fused > written
+    # the difference is the buffer traffic of the weight gradients, (8 - 2) bytes per element
+    # per microbatch: at least the experts' at the datasheet bandwidth; the attention and output
+    # weights add about a third (512 tokens leave their gradients memory-bound too)
+    scenario = _fine_grained_moe("megatron")
+    model = scenario.model
+    expert_weights = 3 * model.hidden_size * model.moe_ffn_hidden_size * model.num_experts / 8
+    experts_s = (
+        6.0
+        * expert_weights
+        * model.num_layers
+        * 8
+        / (scenario.hardware.gpu.hbm_bandwidth_bytes_per_s)
+    )
+    assert experts_s < fused - written < 1.6 * experts_s
