@@ -31,8 +31,11 @@ It measures, with CUDA events after a warm-up of 200 ``8192³`` bf16 products (c
 * ``launch``: host microseconds per launched kernel on this machine's CPU (a ``16``-element
   ``add_`` issued 20,000 times, the GPU idle between).
 
-Numbers recorded on a lent H100 are in ``benchmarks/results/moe_layer_h100.json`` and discussed in
-``benchmarks/RESULTS.md``.
+Numbers recorded on lent H100 80GB HBM3 machines (PyTorch 2.11 + CUDA 13, 16-vCPU Xeon VM) are
+in ``benchmarks/results/moe_layer_h100.json``: ``launch``, ``layer`` and ``grouped`` from one
+run, ``wgrad`` from a later one on another machine of the same kind (its launch cost beside it:
+the host's per-launch time varied 6.3-9.9 µs between machines); discussed in
+``benchmarks/RESULTS.md`` (issue 13, seventh pass).
 """
 
 from __future__ import annotations
