@@ -53,7 +53,7 @@ VOCAB = 131072
 HEADS = (7, 8, 10, 12, 16, 32)
 
 
-def _time_ms(torch: Any, fn: Callable[[], object], reps: int = 20) -> float:
+def cuda_time_ms(torch: Any, fn: Callable[[], object], reps: int = 20) -> float:
     """Mean milliseconds of ``fn`` over ``reps`` back-to-back calls, after 3 warm-up calls."""
     for _ in range(3):
         fn()
@@ -87,7 +87,7 @@ def main(out_path: str) -> dict[str, Any]:
     def gemm_tflops(m: int, n: int, k: int) -> float:
         a = torch.randn(m, k, device=dev, dtype=bf16)
         b = torch.randn(n, k, device=dev, dtype=bf16)
-        return 2.0 * m * n * k / _time_ms(torch, partial(torch.matmul, a, b.t()), 30) / 1e9
+        return 2.0 * m * n * k / cuda_time_ms(torch, partial(torch.matmul, a, b.t()), 30) / 1e9
 
     gemm: dict[str, float] = {"ref8192": gemm_tflops(8192, 8192, 8192)}
     for h, t in LAYERS:
@@ -117,8 +117,8 @@ def main(out_path: str) -> dict[str, Any]:
             forward = partial(F.scaled_dot_product_attention, query, key, value, is_causal=True)
             with sdpa_kernel(backend):
                 grad = torch.randn_like(forward())
-                fwd = _time_ms(torch, forward)
-                both = _time_ms(
+                fwd = cuda_time_ms(torch, forward)
+                both = cuda_time_ms(
                     torch, partial(_forward_backward, torch, forward, (query, key, value), grad)
                 )
             attention[f"{label}/{heads}"] = [flops / fwd / 1e9, 2.5 * flops / (both - fwd) / 1e9]
@@ -130,13 +130,13 @@ def main(out_path: str) -> dict[str, Any]:
         y = torch.randn(TOKENS, 4 * h // (1 if h < 4096 else 2), device=dev, dtype=bf16)
         n_x, n_y = x.numel() * 2, y.numel() * 2
         norm = partial(F.layer_norm, x, (h,), w, b)
-        memory[f"layer_norm/{h}"] = 2 * n_x / _time_ms(torch, norm) / 1e6
+        memory[f"layer_norm/{h}"] = 2 * n_x / cuda_time_ms(torch, norm) / 1e6
         gelu = partial(F.gelu, y, approximate="tanh")
-        memory[f"gelu/{h}"] = 2 * n_y / _time_ms(torch, gelu) / 1e6
-        memory[f"add/{h}"] = 3 * n_x / _time_ms(torch, partial(torch.add, x, x)) / 1e6
+        memory[f"gelu/{h}"] = 2 * n_y / cuda_time_ms(torch, gelu) / 1e6
+        memory[f"add/{h}"] = 3 * n_x / cuda_time_ms(torch, partial(torch.add, x, x)) / 1e6
     big = torch.randn(2**28, device=dev, dtype=bf16)
     scale = partial(torch.mul, big, 2)
-    memory["scale_512MB"] = 2 * big.numel() * 2 / _time_ms(torch, scale) / 1e6
+    memory["scale_512MB"] = 2 * big.numel() * 2 / cuda_time_ms(torch, scale) / 1e6
 
     results = {
         "device": torch.cuda.get_device_name(),
@@ -166,7 +166,7 @@ def fp8_main(out_path: str) -> dict[str, float]:
         product = partial(
             torch._scaled_mm, a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16
         )
-        return 2.0 * m * n * k / _time_ms(torch, product, 30) / 1e9
+        return 2.0 * m * n * k / cuda_time_ms(torch, product, 30) / 1e9
 
     results = {"ref8192": fp8_tflops(8192, 8192, 8192)}
     gpt3 = {"qkv": (9216, 12288), "proj": (12288, 3072), "fc1": (12288, 12288)}

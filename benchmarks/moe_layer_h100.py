@@ -47,6 +47,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.h100_kernels import cuda_time_ms
+
 GROUPED = (
     # (label, local experts E, tokens per expert m, hidden h, expert ffn f, gated)
     ("qwen3_235b_tp4_ep8_4k", 16, 512, 4096, 1536, True),
@@ -85,20 +87,6 @@ WGRAD_WEIGHTS = ((4096, 3072), (1536, 4096))
 (hidden x 2·ffn) and fc2 (ffn x hidden)."""
 WGRAD_TOKENS = (128, 256, 512, 1024, 2048, 4096, 8192)
 DEVICE = "cuda"
-
-
-def _events(torch: Any, fn: Callable[[], object], reps: int) -> float:
-    """Mean milliseconds of ``fn`` over ``reps`` back-to-back calls, after 3 warm-up calls."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    end.synchronize()
-    return float(start.elapsed_time(end)) / reps
 
 
 def _missing(*args: Any, **kwargs: Any) -> Any:
@@ -184,12 +172,12 @@ def _grouped(torch: Any) -> dict[str, Any]:
                     main.wait_stream(s)
 
             entry: dict[str, float | str] = {
-                "serial_tflops": flops / _events(torch, serial, 20) / 1e9,
-                "multistream_tflops": flops / _events(torch, multi, 20) / 1e9,
+                "serial_tflops": flops / cuda_time_ms(torch, serial, 20) / 1e9,
+                "multistream_tflops": flops / cuda_time_ms(torch, multi, 20) / 1e9,
             }
             if has_grouped_mm:
                 try:
-                    entry["grouped_mm_tflops"] = flops / _events(torch, grouped, 20) / 1e9
+                    entry["grouped_mm_tflops"] = flops / cuda_time_ms(torch, grouped, 20) / 1e9
                 except Exception as err:
                     entry["grouped_mm_error"] = str(err).splitlines()[0][:200]
             out_dim, in_dim = (n_up, h) if name.startswith("fc1") else (h, f)
@@ -200,7 +188,7 @@ def _grouped(torch: Any) -> dict[str, Any]:
             def dense(a: Any = a, b: Any = b) -> Any:
                 return a @ b
 
-            dense_ms = _events(torch, dense, 20)
+            dense_ms = cuda_time_ms(torch, dense, 20)
             entry["dense_same_rows_tflops"] = dense_flops / dense_ms / 1e9
             row[name] = {k: round(v, 1) if isinstance(v, float) else v for k, v in entry.items()}
         out[label] = row
@@ -337,7 +325,7 @@ def _layer(
         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):  # outside the compiled region
             run().backward()
 
-    gpu_ms = _events(torch, one_pass, 20)
+    gpu_ms = cuda_time_ms(torch, one_pass, 20)
     issue = []
     for _ in range(10):
         torch.cuda.synchronize()
@@ -429,7 +417,7 @@ def _wgrad(torch: Any) -> dict[str, Any]:
             def accumulated(x: Any = x, g: Any = g, buffer: Any = buffer) -> Any:
                 return torch.addmm(buffer, x.t(), g, out_dtype=torch.float32, out=buffer)
 
-            entry: dict[str, float | str] = {"bf16_out_ms": _events(torch, written, 20)}
+            entry: dict[str, float | str] = {"bf16_out_ms": cuda_time_ms(torch, written, 20)}
 
             def summed(x: Any = x, g: Any = g, buffer: Any = buffer) -> Any:
                 return torch.addmm(buffer, x.t(), g, out_dtype=torch.float32)
@@ -437,7 +425,7 @@ def _wgrad(torch: Any) -> dict[str, Any]:
             # in place where the build takes ``out``, else a new fp32 sum (the same traffic)
             for key, fn in (("fp32_accumulate_ms", accumulated), ("fp32_addmm_ms", summed)):
                 try:
-                    entry[key] = _events(torch, fn, 20)
+                    entry[key] = cuda_time_ms(torch, fn, 20)
                     break
                 except Exception as err:  # a build without addmm's out_dtype: recorded
                     entry[key.replace("_ms", "_error")] = str(err).splitlines()[0][:200]
