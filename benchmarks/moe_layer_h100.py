@@ -19,10 +19,12 @@ It measures, with CUDA events after a warm-up of 200 ``8192³`` bf16 products (c
   a sum; the expert dispatch a gather): RMSNorm, QKV (``h → (q + 2·kv)/t``), QK RMSNorm, RoPE,
   cuDNN causal attention (16 heads of 128, the one kv head repeated), output projection, RMSNorm,
   router (fp32 softmax, top-8, renormalised, an auxiliary-loss term), the ``S/t·k`` routed
-  copies gathered in expert order, 16 local experts (SwiGLU, ``f = 1536``) as per-expert GEMMs
-  over four streams, weighted combine (``index_add``), residuals; forward and backward through
-  autograd. Reported per pass: GPU time (events around 20 passes), the host time to issue one
-  pass (wall clock from a synchronised start to the return of ``backward``), and the profiler's
+  copies gathered in expert order, 16 local experts (SwiGLU, ``f = 1536``), the weighted
+  combine, residuals; dispatch and combine are gathers both ways (``_gathers``, as TE's fused
+  permute), forward and backward through autograd. Variants (``VARIANTS``): the experts as
+  per-expert GEMMs over four streams or as ``torch._grouped_mm``, eager or ``torch.compile``d.
+  Reported per pass: GPU time (events around 20 passes), the host time to issue one pass (wall
+  clock from a synchronised start to the return of ``backward``), and the profiler's
   kernel time per kind (GEMM, attention, other).
 * ``wgrad``: one expert weight gradient ``x.t() @ g`` from ``m`` tokens (128-8192) written in
   16 bits, and added into an fp32 buffer by the GEMM (``torch.addmm(..., out_dtype=float32,
@@ -141,7 +143,6 @@ def _grouped(torch: Any) -> dict[str, Any]:
     """The ``grouped`` sweep (module docstring)."""
     dev, bf16 = DEVICE, torch.bfloat16
     streams = [torch.cuda.Stream() for _ in range(STREAMS)]
-    has_grouped_mm = hasattr(torch, "_grouped_mm")
     out: dict[str, Any] = {}
     for label, experts, m, h, f, gated in GROUPED:
         n_up = (2 if gated else 1) * f
@@ -175,11 +176,10 @@ def _grouped(torch: Any) -> dict[str, Any]:
                 "serial_tflops": flops / cuda_time_ms(torch, serial, 20) / 1e9,
                 "multistream_tflops": flops / cuda_time_ms(torch, multi, 20) / 1e9,
             }
-            if has_grouped_mm:
-                try:
-                    entry["grouped_mm_tflops"] = flops / cuda_time_ms(torch, grouped, 20) / 1e9
-                except Exception as err:
-                    entry["grouped_mm_error"] = str(err).splitlines()[0][:200]
+            try:  # a build without torch._grouped_mm, or a shape it refuses: recorded
+                entry["grouped_mm_tflops"] = flops / cuda_time_ms(torch, grouped, 20) / 1e9
+            except Exception as err:
+                entry["grouped_mm_error"] = str(err).splitlines()[0][:200]
             out_dim, in_dim = (n_up, h) if name.startswith("fc1") else (h, f)
             a = torch.randn(experts * m, in_dim, device=dev, dtype=bf16)
             b = torch.randn(in_dim, out_dim, device=dev, dtype=bf16)
@@ -352,8 +352,8 @@ def _kernel_kinds(
     torch: Any, one_pass: Callable[[], None]
 ) -> tuple[dict[str, float], int, list[tuple[str, float, int]]]:
     """Profiler kernel milliseconds per pass by kind (GEMM, attention, other), kernels per
-    pass and the 12 longest kernels (name, ms per pass), over 5 passes; ``({}, 0, [])`` where
-    the profiler cannot read the GPU."""
+    pass and every kernel (name, ms per pass, launches per pass; longest first), over 5
+    passes; ``({}, 0, [])`` where the profiler cannot read the GPU."""
     from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
 
     try:
@@ -457,7 +457,8 @@ def main(out_path: str, parts: tuple[str, ...] = PARTS) -> dict[str, Any]:
         print("launch", results["launch"], flush=True)
     if "wgrad" in parts:
         results["wgrad"] = _wgrad(torch)
-    results["layer"] = {}
+    if "layer" in parts:
+        results["layer"] = {}
     for label, seq, tp, experts, topk in LAYERS if "layer" in parts else ():
         for grouped_mm, compiled in VARIANTS[label]:
             key = f"{label}/{'grouped_mm' if grouped_mm else 'streams'}"
