@@ -6,9 +6,9 @@ Run on a machine with a CUDA GPU and PyTorch (not part of CI, not imported by th
 
     python -m benchmarks.ring_attention_h100 out.json [cp,...]
 
-PyTorch's ring attention (``torch/distributed/tensor/experimental`` ``_attention.py``,
-``_templated_ring_attention`` and ``_templated_ring_attention_backward``; the head-tail load
-balancer, ``enable_load_balance``; fp32 merging, ``convert_to_f32``) runs, on every rank of a
+PyTorch's ring attention (context parallel of ``torch.distributed.tensor.experimental``,
+``_attention.py``: ``_templated_ring_attention`` and its backward; the head-tail load balancer,
+``enable_load_balance``; fp32 merging, ``convert_to_f32``) runs, on every rank of a
 ring of ``c``, ``c`` steps of the FlashAttention-2 kernel of
 ``aten._scaled_dot_product_flash_attention``: step 0 causal over the local ``L`` queries and
 keys; each later step unmasked, either all ``L`` queries against the first ``L/2`` received keys
@@ -27,8 +27,7 @@ whose merges add a ``torch.cat`` each.
 
 Reported per ``c`` (CUDA events, after a warm-up of 200 ``8192³`` bf16 products): milliseconds
 of the forward and backward with and without the merge/accumulation ops, executed TFLOP/s of
-the kernels (every step executes ``2·L²·heads·128`` forward FLOPs; the backward 2.5 times that),
-and the ratio to ``c = 1``.
+the kernels (every step executes ``2·L²·heads·128`` forward FLOPs; the backward 2.5 times that).
 """
 
 from __future__ import annotations
