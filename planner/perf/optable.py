@@ -91,7 +91,10 @@ class OperatorTable:
             )
             self.gemm_low_precision.append(lp)
             self.gemm_batch.append(batch)
-            self.gemm_out_bytes.append(self._wgrad_out_bytes if backward and i == 1 else 2.0)
+            # the second backward product is a weight gradient, except for batched products of
+            # two activations (attention scores without flash attention)
+            weight_grad = backward and i == 1 and not batched
+            self.gemm_out_bytes.append(self._wgrad_out_bytes if weight_grad else 2.0)
 
     def mem(self, group: str, num_bytes: Real, kernels: float) -> None:
         """Register a memory-bound op moving ``num_bytes`` of HBM traffic in ``kernels``

@@ -9,7 +9,10 @@ import pytest
 
 from planner.errors import SpecError
 from planner.perf import batch, predict
+from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import DefaultEfficiency
 from planner.perf.frameworks import FRAMEWORK_PROFILES, profile_of
+from planner.perf.optable import OperatorTable
 from planner.scenario import parse_scenario
 from planner.specs.scenario import Framework, Scenario
 
@@ -287,15 +290,15 @@ def test_fused_wgrad_accumulation_reads_and_writes_the_fp32_gradient_buffer(
     assert profile_of(Framework.MEGATRON).wgrad_accumulation_fusion
     assert profile_of(Framework.NEMO).wgrad_accumulation_fusion
     assert not profile_of(Framework.FSDP).wgrad_accumulation_fusion
-    fused = predict(_fine_grained_moe("megatron")).breakdown.compute_s
+    scenario = _fine_grained_moe("megatron")
+    fused = predict(scenario).breakdown.compute_s
     plain = replace(profile_of(Framework.MEGATRON), wgrad_accumulation_fusion=False)
     monkeypatch.setattr(batch, "profile_of", lambda framework: plain)
-    written = predict(_fine_grained_moe("megatron")).breakdown.compute_s
+    written = predict(scenario).breakdown.compute_s
     assert fused > written
     # the difference is the buffer traffic of the weight gradients, (8 - 2) bytes per element
     # per microbatch: at least the experts' at the datasheet bandwidth; the attention and output
     # weights add about a third (512 tokens leave their gradients memory-bound too)
-    scenario = _fine_grained_moe("megatron")
     model = scenario.model
     expert_weights = 3 * model.hidden_size * model.moe_ffn_hidden_size * model.num_experts / 8
     experts_s = (
@@ -306,3 +309,14 @@ def test_fused_wgrad_accumulation_reads_and_writes_the_fp32_gradient_buffer(
         / (scenario.hardware.gpu.hbm_bandwidth_bytes_per_s)
     )
     assert experts_s < fused - written < 1.6 * experts_s
+
+
+def test_products_of_two_activations_keep_a_16_bit_output_under_wgrad_fusion() -> None:
+    """Only weight gradients add into the gradient buffer: the backward products of the
+    attention scores without flash attention (batched, activation by activation) write their
+    16-bit output, while a linear layer's weight gradient reads and writes the fp32 buffer."""
+    scenario = _fine_grained_moe("megatron")
+    table = OperatorTable(ScenarioArrays.from_scenario(scenario), DefaultEfficiency())
+    table.gemm("dense_backward_s", 512, 512, 128, count=4, lp=False, backward=True, batched=True)
+    table.gemm("dense_backward_s", 512, 2048, 1024, lp=False, backward=True)
+    assert [float(b) for b in table.gemm_out_bytes] == [2.0, 2.0, 2.0, 8.0]
