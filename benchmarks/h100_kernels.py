@@ -53,6 +53,15 @@ VOCAB = 131072
 HEADS = (7, 8, 10, 12, 16, 32)
 
 
+def warm_up_clocks(torch: Any) -> None:
+    """200 bf16 ``8192³`` products on the GPU, then a synchronise: clocks and power settle
+    before anything is timed."""
+    warm = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    for _ in range(200):
+        warm @ warm
+    torch.cuda.synchronize()
+
+
 def cuda_time_ms(torch: Any, fn: Callable[[], object], reps: int = 20) -> float:
     """Mean milliseconds of ``fn`` over ``reps`` back-to-back calls, after 3 warm-up calls."""
     for _ in range(3):
@@ -80,9 +89,7 @@ def main(out_path: str) -> dict[str, Any]:
     from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415
 
     dev, bf16 = "cuda", torch.bfloat16
-    warm = torch.randn(8192, 8192, device=dev, dtype=bf16)
-    for _ in range(200):
-        warm @ warm
+    warm_up_clocks(torch)
 
     def gemm_tflops(m: int, n: int, k: int) -> float:
         a = torch.randn(m, k, device=dev, dtype=bf16)
@@ -155,9 +162,7 @@ def fp8_main(out_path: str) -> dict[str, float]:
     import torch  # noqa: PLC0415 (GPU machines only)
 
     dev = "cuda"
-    warm = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-    for _ in range(200):
-        warm @ warm
+    warm_up_clocks(torch)
     one = torch.ones((), device=dev)
 
     def fp8_tflops(m: int, n: int, k: int) -> float:

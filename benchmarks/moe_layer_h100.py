@@ -49,7 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.h100_kernels import cuda_time_ms
+from benchmarks.h100_kernels import cuda_time_ms, warm_up_clocks
 
 GROUPED = (
     # (label, local experts E, tokens per expert m, hidden h, expert ffn f, gated)
@@ -440,10 +440,7 @@ def main(out_path: str, parts: tuple[str, ...] = PARTS) -> dict[str, Any]:
     """Run ``parts`` (module docstring), write ``out_path`` (JSON) and return the results."""
     import torch  # noqa: PLC0415 (GPU machines only)
 
-    a = torch.randn(8192, 8192, device=DEVICE, dtype=torch.bfloat16)
-    for _ in range(200):
-        a @ a
-    torch.cuda.synchronize()
+    warm_up_clocks(torch)
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     cpu = [ln for ln in cpuinfo if ln.startswith("model name")]
     results: dict[str, Any] = {

@@ -38,7 +38,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.h100_kernels import cuda_time_ms
+from benchmarks.h100_kernels import cuda_time_ms, warm_up_clocks
 
 LOCAL_TOKENS = 32768
 HEADS = 32
@@ -184,10 +184,7 @@ def main(out_path: str, rings: tuple[int, ...] = RINGS) -> dict[str, Any]:
     dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
     tokens, heads = (LOCAL_TOKENS, HEADS) if cuda else (256, 2)
     if cuda:
-        warm = torch.randn(8192, 8192, device=dev, dtype=dtype)
-        for _ in range(200):
-            warm @ warm
-        torch.cuda.synchronize()
+        warm_up_clocks(torch)
     fwd, bwd = _kernels(torch)
     qkv = tuple(torch.randn(1, heads, tokens, HEAD_DIM, device=dev, dtype=dtype) for _ in "qkv")
     dout = torch.randn_like(qkv[0])
