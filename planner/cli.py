@@ -10,6 +10,9 @@
                                       optional YAML file in ``PLANNER_CONFIG_FILE``).
 ``planner calibrate sample|fit|show`` sample operators on this machine, fit
                                       per-operator models, show a calibration.
+``planner describe LAUNCH``           what a batch script, command line or Kubernetes manifest
+                                      trains, each value with its source, and the prediction
+                                      (``planner.describe_cli``).
 ``planner eta replay LOG``            replay a finished job's log: the ETA at each point and
                                       its errors (``planner.eta_cli``).
 ``planner demo``                      local Slurm, a real PyTorch job, the planner watching it
@@ -29,6 +32,7 @@ import typer
 
 from planner import __version__
 from planner.demo_cli import demo
+from planner.describe_cli import describe
 from planner.errors import PlannerError, SpecError
 from planner.eta_cli import eta_app
 from planner.review_cli import review
@@ -43,6 +47,7 @@ EXIT_INVALID = 2
 app.command()(review)
 app.add_typer(eta_app, name="eta")
 app.command()(demo)
+app.command()(describe)
 
 
 def _documents(path: str) -> list[object]:

@@ -26,6 +26,8 @@ __all__ = [
     "gpu_catalog",
     "gpu_key_for_gres_type",
     "model_preset",
+    "model_preset_hf_ids",
+    "model_preset_key_for_name",
     "model_preset_keys",
     "model_preset_source",
 ]
@@ -155,6 +157,11 @@ def gpu_key_for_gres_type(gres_type: str) -> str | None:
     return None
 
 
+_PRESET_METADATA = frozenset({"source", "hf_ids", "aliases"})
+"""Preset entries that describe the preset rather than hold ``model:`` fields: ``source``, the
+Hugging Face ids (``hf_ids``) and other names (``aliases``) the preset answers to."""
+
+
 @cache
 def _model_presets() -> Mapping[str, Mapping[str, object]]:
     data = _read_yaml("models.yaml")
@@ -185,9 +192,44 @@ def model_preset(key: str, *, field: str = "model.preset") -> dict[str, object]:
             f"unknown model preset {key!r}; {_did_you_mean(normalized, known)}"
             f"known presets: {', '.join(known)}",
         )
-    return {k: v for k, v in presets[normalized].items() if k != "source"}
+    return {k: v for k, v in presets[normalized].items() if k not in _PRESET_METADATA}
 
 
 def model_preset_source(key: str) -> str:
     """Public source (paper / model card) of a preset's values."""
     return str(_model_presets()[key]["source"])
+
+
+def model_preset_hf_ids(key: str) -> tuple[str, ...]:
+    """The Hugging Face ids (``meta-llama/Llama-3.1-8B``) of preset ``key``, as the catalog
+    spells them; the first is the id its values were read from. Empty when none."""
+    return _preset_list(key, "hf_ids")
+
+
+def _preset_list(key: str, entry: str) -> tuple[str, ...]:
+    names = _model_presets()[key].get(entry) or ()
+    if not isinstance(names, list | tuple):
+        raise SpecError(f"catalog/models.yaml:{key}", f"'{entry}' must be a list of names")
+    return tuple(str(name) for name in names)
+
+
+@cache
+def _preset_names() -> Mapping[str, str]:
+    names: dict[str, str] = {}
+    for key in _model_presets():
+        for name in (key, *_preset_list(key, "hf_ids"), *_preset_list(key, "aliases")):
+            normalized = name.strip().lower()
+            if names.setdefault(normalized, key) != key:
+                raise SpecError(
+                    f"catalog/models.yaml:{key}",
+                    f"{name!r} is also a name of preset {names[normalized]!r}",
+                )
+    return MappingProxyType(names)
+
+
+def model_preset_key_for_name(name: str) -> str | None:
+    """The preset a model name denotes, or None: a preset key, one of its ``hf_ids``
+    (``Qwen/Qwen3-8B``, ``meta-llama/Meta-Llama-3.1-8B-Instruct``) or ``aliases`` (torchtune
+    builder names such as ``llama3_1_8b``), case-insensitively, surrounding spaces ignored.
+    Exact names only: partial names are the caller's to judge."""
+    return _preset_names().get(name.strip().lower())

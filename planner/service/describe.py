@@ -3,8 +3,11 @@
 1. A scenario file named in the job's comment: ``planner:scenario=PATH`` (Slurm
    ``--comment=planner:scenario=/path/job.yaml``; a relative path is taken from the job's
    working directory). YAML, JSON or a one-line JSONL, in the scenario format.
-2. Megatron-LM arguments found in the job's command line or batch script (``--num-layers``,
-   ``--hidden-size``, ...); the hardware comes from the job's GPU allocation.
+2. The job's launch, read by the launch readers (``planner.launch.describe``): its batch
+   script or command line and the config files they name (torchtitan, NeMo, Megatron-Bridge,
+   Megatron-LM, Megatron-DeepSpeed, HF Trainer / TRL / accelerate, Axolotl, LLaMA-Factory,
+   torchtune, LLM Foundry, PyTorch FSDP scripts), read under the job-file rules; the hardware
+   comes from the job's GPU allocation. ``described_by`` names the reader.
 3. Nothing: the job is still listed, marked ``described_by: none``.
 """
 
@@ -16,21 +19,20 @@ import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from planner.catalog import gpu_key_for_gres_type
-from planner.errors import PlannerError, SpecError
+from planner.errors import PlannerError, SourceError, SpecError
 from planner.forecast.arguments import schedule_from_arguments
+from planner.launch.describe import LaunchDescription, describe_launch
+from planner.launch.types import Launch
 from planner.scenario import (
     format_for_path,
     parse_scenario,
     predict_documents,
     read_documents,
-    scenario_document_from_megatron_args,
 )
 from planner.specs.job import JobState
-
-DescribedBy = Literal["scenario_file", "megatron_args", "none"]
 
 _SCENARIO_COMMENT = re.compile(r"planner:scenario=(\S+)")
 _TRACE_COMMENT = re.compile(r"planner:trace=(\S+)")
@@ -44,14 +46,20 @@ class JobDescription:
     ``document`` is the scenario document (scenario-format dict) or None; ``prediction`` the
     ``planner predict`` output for it (None when the scenario is invalid: ``error`` says why);
     ``train_iters`` the total iterations the job runs, when the description says.
+    ``described_by`` is ``scenario_file``, a launch reader's name (``torchtitan``, ``megatron``,
+    ...) or ``none``. ``facts`` (launch descriptions only): ``provenance`` (dotted field ->
+    where its value came from), ``assumed`` (fields filled by documented defaults), ``unknown``
+    (fields no source determined), ``launch`` (facts outside the scenario format) and
+    ``notes``.
     """
 
-    described_by: DescribedBy
+    described_by: str
     detail: str
     document: dict[str, Any] | None = None
     prediction: dict[str, Any] | None = None
     train_iters: int | None = None
     error: str | None = None
+    facts: dict[str, Any] | None = None
 
 
 _OWN_HINT = re.compile(r"\s*planner:hint=\S*")
@@ -119,7 +127,7 @@ def _train_iters(document: dict[str, Any]) -> int | None:
     return None
 
 
-def _predicted(described_by: DescribedBy, detail: str, document: object) -> JobDescription:
+def _predicted(described_by: str, detail: str, document: object) -> JobDescription:
     if not isinstance(document, dict):
         return JobDescription(
             described_by=described_by,
@@ -168,29 +176,95 @@ def describe_job(job: JobState, read_text: Callable[[str], str]) -> JobDescripti
             return JobDescription(described_by="scenario_file", detail=path, error=str(document))
         return _predicted("scenario_file", path, document)
 
+    return describe_from_launch(job, read_text)
+
+
+class _JobFiles:
+    """The files a job's launch names, read under the job-file rules (``read_text`` is the
+    source's ``read_text_file`` bound to the job); ``exists`` reads the file once and keeps it."""
+
+    def __init__(self, read_text: Callable[[str], str]) -> None:
+        self._read = read_text
+        self._texts: dict[str, str] = {}
+
+    def read_text(self, path: str) -> str:
+        if path not in self._texts:
+            try:
+                self._texts[path] = self._read(path)
+            except (UnicodeDecodeError, ValueError, OSError) as exc:
+                raise SourceError(path, f"not read: {type(exc).__name__}") from None
+        return self._texts[path]
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.read_text(path)
+        except PlannerError:
+            return False
+        return True
+
+
+def launch_of(job: JobState) -> Launch:
+    """The launch of ``job`` as the launch readers take it."""
     gpu = gpu_key_for_gres_type(job.gpu_type) if job.gpu_type else None
-    for label, text in (("command", job.command), ("batch_script", job.batch_script)):
-        if not text:
-            continue
-        document = scenario_document_from_megatron_args(
-            text, num_gpus=job.num_gpus or None, gpu=gpu, name=job.name or None
+    return Launch(
+        command=job.command,
+        batch_script=job.batch_script,
+        work_dir=job.work_dir,
+        num_gpus=job.num_gpus,
+        num_nodes=job.num_nodes,
+        gpu=gpu,
+        name=job.name,
+        script_name=posixpath.basename(job.command or "") if job.batch_script else "",
+        per_node=job.scheduler == "kubernetes",
+    )
+
+
+def describe_from_launch(job: JobState, read_text: Callable[[str], str]) -> JobDescription:
+    """Describe ``job`` from its launch (``planner.launch.describe.describe_launch``)."""
+    if not (job.batch_script or job.command):
+        return JobDescription(
+            described_by="none",
+            detail="no planner:scenario=PATH comment and no command or batch script to read",
         )
-        if document is None:
-            continue
-        description = _predicted("megatron_args", label, document)
-        if description.error and gpu is None and job.gpu_type:
-            return JobDescription(
-                described_by="megatron_args",
-                detail=label,
-                document=document,
-                train_iters=description.train_iters,
-                error=f"hardware.gpu: the job's GPU type {job.gpu_type!r} is not in the "
-                "catalog; attach a scenario with --comment=planner:scenario=PATH",
+    launch = launch_of(job)
+    described = describe_launch(launch, _JobFiles(read_text))
+    if not described.recognised:
+        return JobDescription(
+            described_by="none",
+            detail=f"no planner:scenario=PATH comment; {described.error or described.detail}",
+        )
+    return _from_launch_description(job, launch, described)
+
+
+def _from_launch_description(
+    job: JobState, launch: Launch, described: LaunchDescription
+) -> JobDescription:
+    facts = {
+        "provenance": described.provenance,
+        "assumed": list(described.assumed),
+        "unknown": list(described.unknown),
+        "launch": described.launch,
+        "notes": list(described.notes),
+    }
+    document = described.scenario or None
+    error = described.error
+    prediction = described.prediction
+    if prediction is not None and "error" in prediction:
+        error = str(prediction["error"])
+        prediction = None
+        if launch.gpu is None and job.gpu_type:
+            error = (
+                f"hardware.gpu: the job's GPU type {job.gpu_type!r} is not in the catalog; "
+                "attach a scenario with --comment=planner:scenario=PATH"
             )
-        return description
     return JobDescription(
-        described_by="none",
-        detail="no planner:scenario=PATH comment and no Megatron-LM arguments found",
+        described_by=described.described_by,
+        detail=described.detail,
+        document=document,
+        prediction=prediction,
+        train_iters=described.train_iters,
+        error=error,
+        facts=facts,
     )
 
 

@@ -66,6 +66,8 @@ class JobRow(Base):
     description_detail: Mapped[str] = mapped_column(Text, default="")
     description_key: Mapped[str] = mapped_column(Text, default="")
     scenario: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # where each value of a launch description came from, what was assumed and left unknown
+    description_facts: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     prediction: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     train_iters: Mapped[int | None] = mapped_column(Integer, nullable=True)
     iteration: Mapped[int | None] = mapped_column(Integer, nullable=True)

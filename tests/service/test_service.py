@@ -287,7 +287,8 @@ def test_megatron_arguments_describe_a_job_without_a_scenario(
         )
         cycle(client)
         described = job_view(client, "42")
-        assert described["described_by"] == "megatron_args"
+        assert described["described_by"] == "megatron"
+        assert "job.sbatch" in described["launch_description"]["provenance"]["model.num_layers"]
         assert described["progress"]["train_iters"] == 5000
         assert described["prediction"]["iteration_time_s"] > 0
         bare = job_view(client, "44")

@@ -302,6 +302,8 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
         row = one_job(job_id, scheduler, cluster)
         view = job_view(row, sources(state.clock()).get((row.scheduler, row.cluster)))
         view["scenario"] = row.scenario
+        if row.description_facts is not None:
+            view["launch_description"] = row.description_facts
         view["state"] = row.state
         view["samples"] = [
             {

@@ -231,7 +231,10 @@ class JobSummary(BaseModel):
     end_time_s: float | None
     time_limit_s: float | None
     stdout_path: str | None
-    described_by: str = Field(description="scenario_file, megatron_args or none")
+    described_by: str = Field(
+        description="scenario_file, the launch reader that recognised the job's launch "
+        "(torchtitan, nemo2, megatron, hf_trainer, ...; `planner describe`) or none"
+    )
     description: str = Field(description="The scenario path, or why there is none")
     progress: Progress
     prediction: Prediction | None
@@ -263,11 +266,27 @@ class StepSample(BaseModel):
     loss: float | None
 
 
+class LaunchFacts(BaseModel):
+    """Where the values of a launch description came from (``planner describe --json``)."""
+
+    provenance: dict[str, str] = Field(
+        description="Dotted scenario field -> its source: file:line, override, default of a "
+        "framework, catalog:<name>, derived, launch"
+    )
+    assumed: list[str] = Field(description="Fields filled by documented defaults")
+    unknown: list[str] = Field(description="Fields no source determined")
+    launch: dict[str, Any] = Field(
+        description="Launch facts outside the scenario format (num_nodes, fsdp_shard, ...)"
+    )
+    notes: list[str]
+
+
 class JobDetail(JobSummary):
     """One job in detail: its scenario, scheduler snapshot, step samples, ETA history and GPU
     telemetry."""
 
     scenario: dict[str, Any] | None
+    launch_description: LaunchFacts | None = None
     state: dict[str, Any]
     samples: list[StepSample]
     eta_history: list[Eta]

@@ -240,6 +240,7 @@ def describe(
     row.described_by = description.described_by
     row.description_detail = description.error or description.detail
     row.scenario = description.document
+    row.description_facts = description.facts
     row.prediction = description.prediction
     ckey = (
         key_from_scenario(job.scheduler, job.cluster, description.document)

@@ -124,7 +124,7 @@ def test_megatron_args_in_the_command_describe_the_job(cluster: list[dict[str, A
         "jobset", obj, _context(cluster, "jobset", obj, "jobset-llama-70b-3f2a1"), cluster="k"
     )
     description = describe_job(job, lambda path: "")
-    assert description.described_by == "megatron_args"
+    assert description.described_by == "megatron"
     assert description.document is not None
     assert description.document["model"]["num_layers"] == 80
     assert description.document["hardware"]["num_gpus"] == 16

@@ -1,0 +1,363 @@
+"""A Hugging Face ``config.json`` read as the scenario format's ``model:`` fields, each with the
+config key it came from (so a reader can cite ``config.json:<line>``).
+
+Key names and the defaults of keys a file may leave out follow the ``transformers``
+configuration classes (``src/transformers/models/<model_type>/configuration_<model_type>.py``:
+``tie_word_embeddings`` False for Llama, Mistral, Mixtral, Qwen2/3 (+MoE), Phi-3, GPT-NeoX,
+DeepSeek, gpt-oss and Llama 4, True for GPT-2, Gemma, Starcoder2, Falcon and the
+``PretrainedConfig`` base; ``num_key_value_heads`` = ``num_attention_heads`` when absent;
+GPT-2 ``n_inner`` None = 4 x ``n_embd``) and, for MPT, llm-foundry's ``MPTConfig``
+(``llmfoundry/models/mpt/configuration_mpt.py``: ``expansion_ratio`` 4, tied embeddings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from planner.errors import SpecError
+
+__all__ = ["SUPPORTED_MODEL_TYPES", "hf_config_fields"]
+
+Found = dict[str, tuple[object, str]]
+"""Scenario field -> (value, the config key it was read or derived from)."""
+
+_NON_GATED = frozenset(
+    {"gpt2", "gpt_bigcode", "gpt_neox", "mpt", "starcoder2", "falcon", "phi", "nemotron"}
+)
+"""Families whose MLP has two matrices (up, down); every other family is gated (SwiGLU, or
+GeGLU for Gemma: three matrices, the ``swiglu`` shape)."""
+_TIED_BY_DEFAULT = frozenset(
+    {"gpt2", "gpt_bigcode", "mpt", "gemma", "gemma2", "gemma3", "gemma3_text", "starcoder2"}
+    | {"falcon", ""}
+)
+_UNTIED_BY_DEFAULT = frozenset(
+    {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "phi"}
+    | {"gpt_neox", "deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2", "gpt_oss", "llama4"}
+    | {"llama4_text", "nemotron", "olmo", "olmo2", "olmoe", "granite"}
+)
+SUPPORTED_MODEL_TYPES = _TIED_BY_DEFAULT - {""} | _UNTIED_BY_DEFAULT
+"""``model_type`` values read with their own family's keys and defaults."""
+
+
+class _Keys:
+    """Typed access to one config mapping; ``prefix`` (``text_config.``) names nested keys."""
+
+    def __init__(self, config: Mapping[str, object], prefix: str = "") -> None:
+        self.config = config
+        self.prefix = prefix
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    def present(self, name: str) -> bool:
+        return self.config.get(name) is not None
+
+    def first(self, *names: str) -> str | None:
+        return next((name for name in names if self.present(name)), None)
+
+    def positive(self, name: str) -> int:
+        """The positive integer at ``name``; ``SpecError`` naming the key otherwise."""
+        if not self.present(name):
+            raise SpecError(self.key(name), "is missing; the model's shape needs it")
+        number = self.integer(name)
+        if number < 1:
+            raise SpecError(self.key(name), f"must be a positive integer, got {number}")
+        return number
+
+    def optional(self, name: str, *, minimum: int = 1) -> int | None:
+        """The integer at ``name`` (at least ``minimum``), or None when absent or null."""
+        if not self.present(name):
+            return None
+        number = self.integer(name)
+        if number < minimum:
+            raise SpecError(self.key(name), f"must be an integer >= {minimum}, got {number}")
+        return number
+
+    def integer(self, name: str) -> int:
+        value = self.config.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise SpecError(self.key(name), f"must be a positive integer, got {value!r}")
+
+    def text(self, name: str) -> str:
+        value = self.config.get(name)
+        return value.lower() if isinstance(value, str) else ""
+
+    def flag(self, name: str, default: bool) -> bool:
+        value = self.config.get(name)
+        return value if isinstance(value, bool) else default
+
+
+def hf_config_fields(config: Mapping[str, object]) -> Found:
+    """Scenario ``model:`` fields of a Hugging Face config mapping, each with its config key
+    (see :func:`planner.launch.models.model_fields_from_hf_config`). ``SpecError(<key>, ...)``
+    when a required key is missing or not a positive integer."""
+    keys = _Keys(config)
+    text = config.get("text_config")
+    if isinstance(text, Mapping):
+        keys = _Keys(text, "text_config.")
+    model_type = keys.text("model_type") or _Keys(config).text("model_type")
+    if model_type in ("gpt2", "gpt_bigcode"):
+        found = _gpt2(keys, model_type)
+    elif model_type == "mpt":
+        found = _mpt(keys)
+    else:
+        found = _decoder(keys, model_type)
+    # A multimodal config may say it at the top level, its text_config, or both (text wins).
+    outer = _Keys(config)
+    tied = outer.flag("tie_word_embeddings", model_type not in _UNTIED_BY_DEFAULT)
+    tied = keys.flag("tie_word_embeddings", tied)
+    tie_key = "tie_word_embeddings"
+    if keys.present(tie_key) or not outer.present(tie_key):
+        tie_key = keys.key(tie_key)
+    found["untie_embeddings"] = (not tied, tie_key)
+    return found
+
+
+def _gpt2(keys: _Keys, model_type: str) -> Found:
+    """GPT-2 / GPT-BigCode names: ``n_layer``, ``n_embd``, ``n_head``, ``n_inner`` (None: 4h),
+    ``n_positions``; BigCode's ``multi_query`` (default True) means one KV head."""
+    hidden = keys.positive("n_embd")
+    heads = keys.positive("n_head")
+    inner = keys.optional("n_inner")
+    found: Found = {
+        "num_layers": (keys.positive("n_layer"), keys.key("n_layer")),
+        "hidden_size": (hidden, keys.key("n_embd")),
+        "num_attention_heads": (heads, keys.key("n_head")),
+        "num_query_groups": (heads, keys.key("n_head")),
+        "ffn_hidden_size": (
+            (inner, keys.key("n_inner")) if inner else (4 * hidden, keys.key("n_embd"))
+        ),
+        "vocab_size": (keys.positive("vocab_size"), keys.key("vocab_size")),
+        "activation": ("gelu", keys.key("activation_function")),
+    }
+    if model_type == "gpt_bigcode" and keys.flag("multi_query", True):
+        found["num_query_groups"] = (1, keys.key("multi_query"))
+    _sequence(keys, found, "n_positions")
+    return found
+
+
+def _mpt(keys: _Keys) -> Found:
+    """MPT names: ``n_layers``, ``d_model``, ``n_heads``, ``expansion_ratio`` (default 4),
+    ``max_seq_len``; ``attn_config.kv_n_heads`` for grouped-query attention and
+    ``ffn_config.ffn_type`` ``mptglu`` for a gated MLP."""
+    hidden = keys.positive("d_model")
+    heads = keys.positive("n_heads")
+    ratio = keys.config.get("expansion_ratio", 4)
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or ratio <= 0:
+        raise SpecError(keys.key("expansion_ratio"), f"must be a positive number, got {ratio!r}")
+    found: Found = {
+        "num_layers": (keys.positive("n_layers"), keys.key("n_layers")),
+        "hidden_size": (hidden, keys.key("d_model")),
+        "num_attention_heads": (heads, keys.key("n_heads")),
+        "num_query_groups": (heads, keys.key("n_heads")),
+        "ffn_hidden_size": (round(hidden * ratio), keys.key("expansion_ratio")),
+        "vocab_size": (keys.positive("vocab_size"), keys.key("vocab_size")),
+        "activation": ("gelu", keys.key("ffn_config")),
+    }
+    attn = keys.config.get("attn_config")
+    if isinstance(attn, Mapping):
+        inner = _Keys(attn, keys.key("attn_config."))
+        if inner.text("attn_type") == "grouped_query_attention" and inner.present("kv_n_heads"):
+            found["num_query_groups"] = (inner.positive("kv_n_heads"), inner.key("kv_n_heads"))
+        elif inner.text("attn_type") == "multiquery_attention":
+            found["num_query_groups"] = (1, inner.key("attn_type"))
+    ffn = keys.config.get("ffn_config")
+    if isinstance(ffn, Mapping):
+        inner = _Keys(ffn, keys.key("ffn_config."))
+        if inner.text("ffn_type") == "mptglu":
+            found["activation"] = ("swiglu", inner.key("ffn_type"))
+        if inner.present("ffn_hidden_size"):
+            width = inner.positive("ffn_hidden_size")
+            found["ffn_hidden_size"] = (width, inner.key("ffn_hidden_size"))
+    _sequence(keys, found, "max_seq_len")
+    return found
+
+
+def _decoder(keys: _Keys, model_type: str) -> Found:
+    """The Llama key names most families share (``num_hidden_layers``, ``hidden_size``,
+    ``num_attention_heads``, ``num_key_value_heads``, ``head_dim``, ``intermediate_size``,
+    ``vocab_size``, ``max_position_embeddings``), then each family's MoE, MLA and window keys."""
+    hidden = keys.positive("hidden_size")
+    heads = keys.positive("num_attention_heads")
+    layers = keys.positive("num_hidden_layers")
+    found: Found = {
+        "num_layers": (layers, keys.key("num_hidden_layers")),
+        "hidden_size": (hidden, keys.key("hidden_size")),
+        "num_attention_heads": (heads, keys.key("num_attention_heads")),
+        "vocab_size": (keys.positive("vocab_size"), keys.key("vocab_size")),
+        "activation": _activation(keys, model_type),
+    }
+    if model_type == "falcon":
+        _falcon(keys, found, hidden, heads)
+    else:
+        kv_key = keys.first("num_key_value_heads") or "num_attention_heads"
+        found["num_query_groups"] = (keys.positive(kv_key), keys.key(kv_key))
+        width = keys.positive("intermediate_size")
+        found["ffn_hidden_size"] = (width, keys.key("intermediate_size"))
+    head_dim = keys.optional("head_dim")
+    if head_dim is not None and (hidden % heads or hidden // heads != head_dim):
+        found["kv_channels"] = (head_dim, keys.key("head_dim"))
+    _sequence(keys, found, "max_position_embeddings")
+    _moe(keys, found, model_type, layers)
+    if keys.present("kv_lora_rank"):
+        _latent_attention(keys, found)
+    _window(keys, found, model_type)
+    return found
+
+
+def _falcon(keys: _Keys, found: Found, hidden: int, heads: int) -> None:
+    """Falcon: ``num_kv_heads`` with ``new_decoder_architecture``, else one KV head when
+    ``multi_query``; ``ffn_hidden_size`` (None: 4h)."""
+    if keys.flag("new_decoder_architecture", False) and keys.present("num_kv_heads"):
+        found["num_query_groups"] = (keys.positive("num_kv_heads"), keys.key("num_kv_heads"))
+    elif keys.flag("multi_query", True):
+        found["num_query_groups"] = (1, keys.key("multi_query"))
+    else:
+        found["num_query_groups"] = (heads, keys.key("num_attention_heads"))
+    width = keys.optional("ffn_hidden_size")
+    found["ffn_hidden_size"] = (
+        (width, keys.key("ffn_hidden_size")) if width else (4 * hidden, keys.key("hidden_size"))
+    )
+
+
+def _activation(keys: _Keys, model_type: str) -> tuple[object, str]:
+    name = keys.first("hidden_act", "hidden_activation", "activation") or "hidden_act"
+    if model_type not in _NON_GATED:
+        return "swiglu", keys.key(name)
+    if keys.text(name) in ("relu2", "squared_relu"):
+        return "squared_relu", keys.key(name)
+    return "gelu", keys.key(name)
+
+
+def _sequence(keys: _Keys, found: Found, name: str) -> None:
+    length = keys.optional(name)
+    if length is not None:
+        found["seq_length"] = (length, keys.key(name))
+
+
+def _moe(keys: _Keys, found: Found, model_type: str, layers: int) -> None:
+    """Experts (``num_local_experts`` | ``num_experts`` | ``n_routed_experts``), top-k
+    (``num_experts_per_tok`` | ``experts_per_token``), expert width (``moe_intermediate_size``,
+    else ``intermediate_size``), shared experts and which layers are MoE (as
+    ``moe_layer_freq``: one 0/1 per layer, where not every layer is)."""
+    experts_key = keys.first("num_local_experts", "num_experts", "n_routed_experts")
+    experts = keys.optional(experts_key, minimum=0) if experts_key else None
+    if not experts_key or not experts:
+        return
+    found["num_experts"] = (experts, keys.key(experts_key))
+    topk_key = keys.first("num_experts_per_tok", "experts_per_token") or "num_experts_per_tok"
+    found["moe_router_topk"] = (keys.positive(topk_key), keys.key(topk_key))
+    width_key = keys.first("moe_intermediate_size") or "intermediate_size"
+    found["moe_ffn_hidden_size"] = (keys.positive(width_key), keys.key(width_key))
+    pattern: list[int] | None = None
+    if model_type in ("qwen2_moe", "qwen3_moe"):
+        pattern = _qwen_moe(keys, found, layers)
+    elif model_type == "llama4_text":
+        pattern = _llama4_moe(keys, found, layers)
+    else:
+        pattern = _deepseek_moe(keys, found, layers)
+    if pattern is not None:
+        found["moe_layer_freq"] = (pattern, keys.key("moe_layer_freq"))
+
+
+def _deepseek_moe(keys: _Keys, found: Found, layers: int) -> list[int] | None:
+    """DeepSeek: ``n_shared_experts``, ``first_k_dense_replace`` leading dense layers, then
+    every ``moe_layer_freq``-th layer MoE (HF ``DeepseekV3DecoderLayer``)."""
+    if keys.present("n_shared_experts"):
+        shared = keys.optional("n_shared_experts", minimum=0)
+        found["num_shared_experts"] = (shared, keys.key("n_shared_experts"))
+    if not keys.present("first_k_dense_replace"):
+        return None
+    dense = keys.optional("first_k_dense_replace", minimum=0)
+    found["num_dense_layers"] = (dense, keys.key("first_k_dense_replace"))
+    freq = keys.optional("moe_layer_freq") or 1
+    return [int(i % freq == 0) for i in range(layers)] if freq > 1 else None
+
+
+def _qwen_moe(keys: _Keys, found: Found, layers: int) -> list[int] | None:
+    """Qwen MoE: layer ``i`` is MoE unless listed in ``mlp_only_layers`` and when
+    ``(i + 1) % decoder_sparse_step == 0``; Qwen2-MoE's one shared expert is
+    ``shared_expert_intermediate_size`` wide."""
+    shared_width = keys.optional("shared_expert_intermediate_size", minimum=0)
+    if shared_width:
+        key = keys.key("shared_expert_intermediate_size")
+        found["num_shared_experts"] = (1, key)
+        found["moe_shared_expert_intermediate_size"] = (shared_width, key)
+    step = keys.optional("decoder_sparse_step") or 1
+    listed = keys.config.get("mlp_only_layers")
+    dense = {i for i in listed if isinstance(i, int)} if isinstance(listed, list) else set()
+    if step == 1 and not dense:
+        return None
+    return [int(i not in dense and (i + 1) % step == 0) for i in range(layers)]
+
+
+def _llama4_moe(keys: _Keys, found: Found, layers: int) -> list[int] | None:
+    """Llama 4: one shared expert as wide as the routed ones; every
+    ``interleave_moe_layer_step``-th layer MoE, the others dense ``intermediate_size_mlp``
+    wide (then ``ffn_hidden_size`` is that dense width)."""
+    found["num_shared_experts"] = (1, keys.key("num_local_experts"))
+    step = keys.optional("interleave_moe_layer_step") or 1
+    if step == 1:
+        return None
+    width = keys.positive("intermediate_size_mlp")
+    found["ffn_hidden_size"] = (width, keys.key("intermediate_size_mlp"))
+    return [int((i + 1) % step == 0) for i in range(layers)]
+
+
+def _latent_attention(keys: _Keys, found: Found) -> None:
+    """DeepSeek multi-latent attention: latent ranks and head widths; no query groups. Also the
+    router's groups (``n_group``, ``topk_group``) and multi-token prediction layers."""
+    found.pop("num_query_groups", None)
+    found.pop("kv_channels", None)
+    found["multi_latent_attention"] = (True, keys.key("kv_lora_rank"))
+    for field, name in (
+        ("q_lora_rank", "q_lora_rank"),
+        ("kv_lora_rank", "kv_lora_rank"),
+        ("qk_head_dim", "qk_nope_head_dim"),
+        ("qk_pos_emb_head_dim", "qk_rope_head_dim"),
+        ("v_head_dim", "v_head_dim"),
+    ):
+        value = keys.optional(name)
+        if value is not None:
+            found[field] = (value, keys.key(name))
+    groups = keys.optional("n_group")
+    if groups is not None and groups > 1 and "num_experts" in found:
+        found["moe_router_num_groups"] = (groups, keys.key("n_group"))
+        found["moe_router_group_topk"] = (keys.positive("topk_group"), keys.key("topk_group"))
+    mtp = keys.optional("num_nextn_predict_layers", minimum=0)
+    if mtp:
+        found["mtp_num_layers"] = (mtp, keys.key("num_nextn_predict_layers"))
+
+
+def _window(keys: _Keys, found: Found, model_type: str) -> None:
+    """Sliding-window attention: ``window_size`` = ``sliding_window``; which layers keep full
+    attention from ``layer_types`` (one full layer every N: ``window_attn_skip_freq`` N),
+    Gemma 3's ``sliding_window_pattern``, Gemma 2's alternation, or none (Mistral, all
+    layers sliding). Qwen's ``use_sliding_window: false`` and a null window mean none."""
+    window = keys.optional("sliding_window", minimum=0)
+    if not window or not keys.flag("use_sliding_window", True):
+        return
+    key = keys.key("sliding_window")
+    types = keys.config.get("layer_types")
+    if isinstance(types, list) and types:
+        full = [i for i, kind in enumerate(types) if kind != "sliding_attention"]
+        if len(full) == len(types):
+            return
+        every = full[0] + 1 if full else 0
+        if every and full != list(range(every - 1, len(types), every)):
+            return  # an irregular pattern has no Megatron window setting
+        found["window_size"] = (window, key)
+        found["window_attn_skip_freq"] = (every, keys.key("layer_types"))
+    elif model_type == "gemma2":
+        found["window_size"] = (window, key)
+        found["window_attn_skip_freq"] = (2, keys.key("model_type"))
+    elif keys.present("sliding_window_pattern"):
+        every = keys.positive("sliding_window_pattern")
+        found["window_size"] = (window, key)
+        found["window_attn_skip_freq"] = (every, keys.key("sliding_window_pattern"))
+    elif model_type in ("mistral", "mixtral"):
+        found["window_size"] = (window, key)
+        found["window_attn_skip_freq"] = (0, key)

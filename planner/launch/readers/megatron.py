@@ -1,0 +1,240 @@
+"""Megatron-LM launches: ``pretrain_gpt.py`` and Megatron-Core based launchers (a Python program
+with ``--num-layers`` / ``--hidden-size`` or ``--yaml-cfg``), GPT-family and MoE models.
+
+The arguments are read as Megatron-LM's argparse and ``validate_args`` read them
+(NVIDIA/Megatron-LM ``megatron/training/arguments.py`` at the commit of
+``planner/launch/data/megatron.yaml``), each value cited as ``<where> (--flag)`` (the command's
+line in the launch), a default of Megatron-LM (the data file names the file defining it) or a
+``derived:`` rule:
+
+* FFN width: ``--ffn-hidden-size``, else ``int(8h/3/64)*64`` with ``--swiglu``, else ``4h``.
+* KV heads: ``--num-query-groups`` only with ``--group-query-attention`` (else = heads).
+* Vocabulary: the tokenizer (``pretrain_gpt.py`` defaults to ``GPT2BPETokenizer``: GPT-2's
+  50257), padded to ``--make-vocab-size-divisible-by`` (128) x TP -> ``launch.padded_vocab_size``.
+* Steps: ``--train-iters``, else ``--train-samples`` over the global batch, walking
+  ``--rampup-batch-size`` as ``update_train_iters`` does (``megatron/training/training.py``).
+* ZeRO: ``--use-distributed-optimizer`` 1, Torch/Megatron FSDP 3, else 0.
+* ``--yaml-cfg FILE``: Megatron then ignores every other argument and reads all of them from
+  the YAML (keys are argparse names; ``language_model`` and ``model_parallel`` sections),
+  completing it as ``megatron/training/yaml_arguments.py`` ``validate_yaml`` does.
+
+The helpers it shares with the Megatron-DeepSpeed reader live in
+:mod:`planner.launch.readers.megatron_common`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from planner.launch.configs import ConfigTree, read_config
+from planner.launch.reader import ReadContext
+from planner.launch.readers.megatron_common import (
+    ArgSource,
+    Defaults,
+    defaults_of,
+    has_model_flags,
+    read_batch,
+    read_precision,
+    read_shape,
+    read_train_iters,
+    read_vocab,
+    world_size,
+)
+from planner.launch.types import Facts, Invocation, resolve_path
+from planner.scenario.megatron_args import arguments_from_yaml
+from planner.scenario.megatron_table import (
+    attention_values,
+    gradient_reduction_values,
+    moe_values,
+    parse_megatron_args,
+    pipeline_values,
+    recompute_values,
+)
+
+__all__ = ["READER", "MegatronReader", "read_megatron", "yaml_source"]
+
+_OTHER_PROGRAMS = ("pretrain_bert", "pretrain_t5", "pretrain_mamba", "pretrain_vlm", "pretrain_ict")
+
+
+def _memory(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
+    """Recompute, ZeRO stage (distributed optimizer 1, FSDP 3) and gradient reduction."""
+    rows = recompute_values(args.values)
+    for row in rows:
+        args.set(facts, row, defaults)
+    if args.on("checkpoint-activations"):
+        facts.note("--checkpoint-activations: Megatron-LM exits (use --recompute-activations)")
+    if not rows:
+        defaults.apply(facts, "parallelism.recompute", "recompute_granularity")
+    for flag in ("use-torch-fsdp2", "use-megatron-fsdp"):
+        if args.on(flag):
+            facts.set("parallelism.zero_stage", 3, args.source(flag))
+            break
+    else:
+        if args.on("use-distributed-optimizer"):
+            facts.set("parallelism.zero_stage", 1, args.source("use-distributed-optimizer"))
+        else:
+            defaults.apply(facts, "parallelism.zero_stage", "use_distributed_optimizer", 0)
+    for row in gradient_reduction_values(args.values):
+        args.set(facts, row, defaults)
+
+
+def _attention(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
+    """KV heads (``--num-query-groups`` only with ``--group-query-attention``; none for
+    multi-latent attention), MLA ranks, sliding windows, MTP layers."""
+    rows = attention_values(args.values)
+    for row in rows:
+        args.set(facts, row, defaults)
+    mtp = args.int("mtp-num-layers")
+    if mtp:
+        facts.set("model.mtp_num_layers", mtp, args.source("mtp-num-layers"))
+    if args.on("multi-latent-attention"):
+        return
+    heads = args.int("num-attention-heads")
+    if args.on("group-query-attention"):
+        groups = args.int("num-query-groups")
+        if groups is not None:
+            facts.set("model.num_query_groups", groups, args.source("num-query-groups"))
+        else:
+            defaults.apply(facts, "model.num_query_groups", "num_query_groups")
+    elif heads is not None:
+        facts.set(
+            "model.num_query_groups",
+            heads,
+            "derived: no grouped-query attention asked -> multi-head attention (groups = heads)",
+        )
+        if args.int("num-query-groups") is not None:
+            facts.note("--num-query-groups is ignored without --group-query-attention")
+
+
+def _moe(facts: Facts, args: ArgSource, defaults: Defaults, *, tp: int) -> None:
+    """Experts, router top-k (default 2), expert width (default the FFN width), MoE layer
+    pattern (default every layer), the other MoE options and expert tensor parallelism
+    (default the tensor-parallel size)."""
+    experts = args.int("num-experts")
+    if not experts:
+        return
+    facts.set("model.num_experts", experts, args.source("num-experts"))
+    topk = args.int("moe-router-topk")
+    if topk is not None:
+        facts.set("model.moe_router_topk", topk, args.source("moe-router-topk"))
+    else:
+        defaults.apply(facts, "model.moe_router_topk", "moe_router_topk")
+    width = args.int("moe-ffn-hidden-size")
+    ffn = facts.int("model.ffn_hidden_size")
+    if width is not None:
+        facts.set("model.moe_ffn_hidden_size", width, args.source("moe-ffn-hidden-size"))
+    elif ffn is not None:
+        rule = f"derived: no {args.name('moe-ffn-hidden-size')} -> the FFN width (validate_args)"
+        facts.set("model.moe_ffn_hidden_size", ffn, rule)
+    for row in moe_values(args.values):
+        args.set(facts, row, defaults)
+    defaults.apply(facts, "model.moe_layer_freq", "moe_layer_freq")
+    etp = args.int("expert-tensor-parallel-size")
+    if etp is not None:
+        facts.set(
+            "parallelism.expert_tensor_parallel", etp, args.source("expert-tensor-parallel-size")
+        )
+    else:
+        rule = (
+            f"derived: no {args.name('expert-tensor-parallel-size')} -> the tensor-parallel size "
+            "(validate_args)"
+        )
+        facts.set("parallelism.expert_tensor_parallel", tp, rule)
+
+
+def _parallel(facts: Facts, args: ArgSource, defaults: Defaults) -> tuple[int, int, int]:
+    """TP, PP, CP, EP (each 1 by default), sequence parallel (only with TP > 1) and the
+    pipeline split; returns (tp, pp, cp)."""
+    sizes: dict[str, int] = {}
+    for arg, name in (
+        ("tensor-model-parallel-size", "parallelism.tensor_parallel"),
+        ("pipeline-model-parallel-size", "parallelism.pipeline_parallel"),
+        ("context-parallel-size", "parallelism.context_parallel"),
+        ("expert-model-parallel-size", "parallelism.expert_parallel"),
+    ):
+        value = args.int(arg)
+        if value is not None and value > 0:
+            facts.set(name, value, args.source(arg))
+        else:
+            defaults.apply(facts, name, arg.replace("-", "_"))
+        sizes[arg] = value if value is not None and value > 0 else 1
+    tp = sizes["tensor-model-parallel-size"]
+    pp = sizes["pipeline-model-parallel-size"]
+    if args.on("sequence-parallel"):
+        facts.set("parallelism.sequence_parallel", tp > 1, args.source("sequence-parallel"))
+        if tp == 1:
+            facts.note(f"{args.name('sequence-parallel')} is off at tensor parallel 1")
+    else:
+        defaults.apply(facts, "parallelism.sequence_parallel", "sequence_parallel")
+    layers = args.int("num-layers")
+    if layers:
+        for row in pipeline_values(args.values, layers, pp):
+            args.set(facts, row, defaults)
+    return tp, pp, sizes["context-parallel-size"]
+
+
+def read_megatron(facts: Facts, args: ArgSource, *, world: int | None) -> None:
+    """Every Megatron-LM argument the planner uses, into ``facts``."""
+    defaults = defaults_of("megatron_lm")
+    read_shape(facts, args, defaults)
+    tp, pp, cp = _parallel(facts, args, defaults)
+    global_batch = read_batch(facts, args, world=world, model_parallel=tp * pp * cp)
+    if read_precision(facts, args) is None:
+        facts.note(
+            "no --bf16 / --fp16: Megatron-LM keeps fp32 parameters, which the scenario format "
+            "does not model; the precision is left to the scenario default"
+        )
+    _memory(facts, args, defaults)
+    _attention(facts, args, defaults)
+    _moe(facts, args, defaults, tp=tp)
+    read_vocab(facts, args, defaults, tp)
+    read_train_iters(facts, args, defaults, global_batch=global_batch, stop_at_train_samples=True)
+
+
+class MegatronReader:
+    """Megatron-LM's ``pretrain_gpt.py`` and Megatron-Core launchers (module docstring)."""
+
+    name = "megatron"
+
+    def recognises(self, invocation: Invocation) -> bool:
+        """``pretrain_gpt*.py``, or any Python program with Megatron model flags or
+        ``--yaml-cfg``; not the BERT, T5, Mamba or vision pretraining programs."""
+        base = posixpath.basename(invocation.program)
+        if base.startswith(_OTHER_PROGRAMS):
+            return False
+        if base.startswith("pretrain_gpt") and base.endswith(".py"):
+            return True
+        return base.endswith(".py") and has_model_flags(invocation.args)
+
+    def read(self, invocation: Invocation, context: ReadContext) -> Facts:
+        """What the program trains (module docstring). Raises ``SourceError`` /
+        ``SpecError`` when the ``--yaml-cfg`` file cannot be read or parsed."""
+        facts = Facts()
+        tokens = parse_megatron_args(invocation.args)
+        args = ArgSource(tokens, where=invocation.where)
+        config = args.text("yaml-cfg")
+        if config is not None:
+            cwd = invocation.cwd or context.launch.work_dir
+            tree = read_config(context.files, resolve_path(config, cwd))
+            ignored = sorted(key for key in tokens if key != "yaml-cfg")
+            if ignored:
+                facts.note(
+                    f"--yaml-cfg {config}: Megatron-LM ignores the other {len(ignored)} "
+                    f"arguments (--{ignored[0]}, ...) and reads every value from the YAML"
+                )
+            args = yaml_source(tree)
+        program = posixpath.basename(invocation.program)
+        facts.set("training.framework", "megatron", f"derived: {program} is Megatron-LM")
+        facts.set("training.mode", "pretrain", f"derived: {program} pretrains")
+        read_megatron(facts, args, world=world_size(context))
+        return facts
+
+
+def yaml_source(tree: ConfigTree) -> ArgSource:
+    """A ``--yaml-cfg`` file as arguments, each cited by its ``file:line``."""
+    values, keys = arguments_from_yaml(tree.data)
+    cited = {arg: tree.where(dotted) for arg, dotted in keys.items()}
+    return ArgSource(values, where=tree.where(""), cited=cited, names=keys)
+
+
+READER = MegatronReader()

@@ -1,0 +1,410 @@
+"""Megatron-Bridge launches: its entry scripts (``examples/recipes/llama/pretrain_llama3_8b.py
+[--config-file f.yaml] a.b=c ...``, ``scripts/training/run_recipe.py --recipe <name> [-tp N]
+a.b=c ...``) loading a recipe's ``ConfigContainer``.
+
+Settings resolve as the scripts build them: the recipe function's published values
+(``planner/launch/data/megatron_bridge_recipes.yaml``), then the ``--config-file`` YAML merged
+over them (OmegaConf.merge; ``pretrain_llama3_8b.py`` applies its default
+``conf/llama3_8b_pretrain_override_example.yaml`` when the option is absent), then the command
+line (``run_recipe.py``'s convenience options first, then Hydra-style ``a.b=c`` / ``+a.b=c`` /
+``~a.b`` overrides, in order). The model's shape is its Hugging Face config's (the recipe
+converts ``hf_path`` with AutoBridge; :func:`planner.launch.models.resolve_model`), under
+``model.*`` overrides; its vocabulary stays the HF config's, unpadded, when it is at least the
+tokenizer's (``training/setup.py`` ``_validate_and_set_vocab_size``).
+
+A job that runs the script several times (a sweep of layouts) is described by its first run;
+the others are noted.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from planner.errors import SourceError
+from planner.launch.configs import read_config
+from planner.launch.data import load_data
+from planner.launch.models import resolve_model
+from planner.launch.reader import ReadContext
+from planner.launch.readers.nemo_common import as_int, unexpanded
+from planner.launch.readers.nemo_hydra import HydraConfig
+from planner.launch.types import Facts, Invocation, resolve_path
+
+__all__ = ["READER", "MegatronBridgeReader"]
+
+_DATA = "megatron_bridge_recipes.yaml"
+_SETUP = "src/megatron/bridge/training/setup.py"
+_RECIPE_MODES = {
+    "pretrain": "pretrain",
+    "sft": "sft",
+    "finetune": "sft",
+    "peft": "lora",
+    "lora": "lora",
+    "dora": "lora",
+}
+"""``--mode`` values and recipe-name parts -> the planner's training mode."""
+_WRAPPERS = frozenset({"bash", "sh", "uv", "python", "python3", "torchrun"})
+_LAYOUT = (
+    ("TP", "model.tensor_model_parallel_size"),
+    ("PP", "model.pipeline_model_parallel_size"),
+    ("CP", "model.context_parallel_size"),
+    ("EP", "model.expert_model_parallel_size"),
+    ("SP", "model.sequence_parallel"),
+)
+_FACTS = (
+    ("parallelism.tensor_parallel", "model.tensor_model_parallel_size"),
+    ("parallelism.pipeline_parallel", "model.pipeline_model_parallel_size"),
+    ("parallelism.virtual_pipeline", "model.virtual_pipeline_model_parallel_size"),
+    ("parallelism.context_parallel", "model.context_parallel_size"),
+    ("parallelism.expert_parallel", "model.expert_model_parallel_size"),
+    ("parallelism.expert_tensor_parallel", "model.expert_tensor_parallel_size"),
+    ("parallelism.sequence_parallel", "model.sequence_parallel"),
+    ("parallelism.micro_batch_size", "train.micro_batch_size"),
+    ("parallelism.global_batch_size", "train.global_batch_size"),
+    ("training.train_iters", "train.train_iters"),
+    ("model.num_layers", "model.num_layers"),
+    ("model.hidden_size", "model.hidden_size"),
+    ("model.num_attention_heads", "model.num_attention_heads"),
+    ("model.num_query_groups", "model.num_query_groups"),
+    ("model.ffn_hidden_size", "model.ffn_hidden_size"),
+    ("model.kv_channels", "model.kv_channels"),
+    ("model.num_experts", "model.num_moe_experts"),
+    ("model.moe_router_topk", "model.moe_router_topk"),
+    ("model.moe_ffn_hidden_size", "model.moe_ffn_hidden_size"),
+    ("model.vocab_size", "model.vocab_size"),
+)
+
+
+def _catalog() -> Mapping[str, object]:
+    return load_data(_DATA)
+
+
+def _section(name: str) -> Mapping[str, object]:
+    section = _catalog().get(name)
+    return section if isinstance(section, Mapping) else {}
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _cite(repo_key: object, path: object) -> str:
+    repo = _mapping(_section("repos").get(str(repo_key)))
+    return f"{repo.get('repo', 'NVIDIA-NeMo/Megatron-Bridge')}/{path}@{str(repo.get('commit'))[:7]}"
+
+
+def _script(program: str) -> tuple[str, Mapping[str, object]] | None:
+    """The catalogued entry script ``program`` runs (matched by its path's end)."""
+    for key, entry in _section("scripts").items():
+        if (
+            program == key
+            or program.endswith("/" + key)
+            or (
+                posixpath.basename(program) == posixpath.basename(str(key))
+                and str(key).startswith("examples/")
+            )
+        ):
+            return str(key), _mapping(entry)
+    return None
+
+
+def _unwrap(invocation: Invocation) -> Invocation | None:
+    """``invocation`` itself when it runs an entry script; else the script found inside a
+    wrapper the shell layer left (``bash -c "uv run python .../run_recipe.py ..."``)."""
+    if _script(invocation.program) is not None:
+        return invocation
+    if posixpath.basename(invocation.program) not in _WRAPPERS:
+        return None
+    words = list(invocation.args)
+    if "-c" in words[:2]:
+        text = words[words.index("-c") + 1] if words.index("-c") + 1 < len(words) else ""
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            return None
+    for index, word in enumerate(words):
+        if _script(word) is not None:
+            return Invocation(
+                program=word,
+                args=tuple(words[index + 1 :]),
+                env=invocation.env,
+                cwd=invocation.cwd,
+                launcher=invocation.launcher,
+                launcher_args=invocation.launcher_args,
+                where=invocation.where,
+            )
+    return None
+
+
+@dataclass(slots=True)
+class _Run:
+    """One script run: its recipe, config and mode."""
+
+    recipe: str = ""
+    entry: Mapping[str, object] = field(default_factory=dict)
+    config: HydraConfig = field(default_factory=HydraConfig)
+    mode: str = "pretrain"
+
+
+class MegatronBridgeReader:
+    """Reads Megatron-Bridge recipe launches (module docstring)."""
+
+    name = "megatron_bridge"
+
+    def recognises(self, invocation: Invocation) -> bool:
+        """An entry script of the catalog (``pretrain_llama3_8b.py``, ``run_recipe.py`` with
+        ``--recipe`` / ``--model``), directly or inside a shell wrapper."""
+        found = _unwrap(invocation)
+        if found is None:
+            return False
+        key, _ = _script(found.program) or ("", {})
+        if key.endswith("run_recipe.py"):
+            return any(a.split("=", 1)[0] in {"--recipe", "--model"} for a in found.args)
+        return True
+
+    def read(self, invocation: Invocation, context: ReadContext) -> Facts:
+        """What the first run trains. Raises ``SourceError`` when a ``--config-file`` the
+        launch names is missing, ``SpecError`` when it cannot be parsed."""
+        facts = Facts()
+        facts.set("training.framework", "megatron", "launch: Megatron-Bridge")
+        found = _unwrap(invocation) or invocation
+        run = _read_run(found, context, facts)
+        _to_facts(run, found, context, facts)
+        _note_sweep(invocation, run, context, facts)
+        return facts
+
+
+def _read_run(invocation: Invocation, context: ReadContext, facts: Facts | None) -> _Run:
+    key, script = _script(invocation.program) or ("", {})
+    run = _Run()
+    args = list(invocation.args)
+    if key.endswith("run_recipe.py"):
+        overrides = _run_recipe_args(args, script, run, facts)
+    else:
+        overrides = _example_args(invocation, script, run, context, facts)
+    for arg in overrides:
+        if unexpanded(arg):
+            if facts is not None:
+                facts.note(f"{arg!r}: no value (a shell variable left unexpanded); ignored")
+            continue
+        if not run.config.apply_override(arg) and facts is not None:
+            facts.note(f"argument {arg!r} is not a KEY=VALUE override; ignored")
+    return run
+
+
+def _load_recipe(name: str, run: _Run, facts: Facts | None) -> None:
+    recipes = _section("recipes")
+    entry = _mapping(recipes.get(name))
+    if not entry:
+        for candidate, value in recipes.items():
+            aliases = _mapping(value).get("aliases")
+            if isinstance(aliases, list) and name in aliases:
+                name, entry = str(candidate), _mapping(value)
+                break
+    run.recipe = name
+    if not entry:
+        if facts is not None:
+            facts.note(
+                f"Megatron-Bridge recipe {name!r} is not in the catalog; only overrides read"
+            )
+        return
+    run.entry = entry
+    cited = _cite(entry.get("repo_key"), entry.get("path"))
+    source = f"catalog:{name} (Megatron-Bridge recipe, {cited})"
+    for section in ("model", "train", "dataset"):
+        for field_name, value in _mapping(entry.get(section)).items():
+            run.config.set(f"{section}.{field_name}", value, source)
+    run.config.set("mixed_precision", entry.get("mixed_precision"), source)
+    run.config.set("tokenizer.tokenizer_type", entry.get("tokenizer"), source)
+
+
+def _example_args(
+    invocation: Invocation,
+    script: Mapping[str, object],
+    run: _Run,
+    context: ReadContext,
+    facts: Facts | None,
+) -> list[str]:
+    """``pretrain_llama3_8b.py``: ``--config-file`` (default next to the script), ``--debug``,
+    then the overrides."""
+    args = invocation.args
+    config_file: str | None = None
+    overrides: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        name, eq, value = arg.partition("=")
+        if name == "--config-file":
+            if not eq and index < len(args):
+                value = args[index]
+                index += 1
+            config_file = value
+        elif not arg.startswith("-"):
+            overrides.append(arg)
+    _load_recipe(str(script.get("recipe", "")), run, facts)
+    if config_file is not None:
+        path = resolve_path(config_file, invocation.cwd)
+        if not context.files.exists(path):
+            raise SourceError(
+                path,
+                "the --config-file YAML is not in the job's files (the "
+                "script exits without it); add the file or fix the path",
+            )
+        run.config.merge_tree(read_config(context.files, path))
+        return overrides
+    default = str(script.get("default_config_file", ""))
+    if not default:
+        return overrides
+    script_dir = posixpath.dirname(resolve_path(invocation.program, invocation.cwd))
+    path = posixpath.join(script_dir, default)
+    if context.files.exists(path):
+        run.config.merge_tree(read_config(context.files, path))
+        if facts is not None:
+            facts.note(f"--config-file not given: the script's default {default} is applied")
+        return overrides
+    published = _mapping(script.get("default_config_values"))
+    values = _mapping(published.get("values"))
+    source = (
+        "default of Megatron-Bridge (--config-file default "
+        f"{_cite(script.get('repo_key'), published.get('path'))})"
+    )
+    run.config.merge_values({str(k): v for k, v in values.items()}, source)
+    if facts is not None:
+        facts.note(
+            f"--config-file not given and {default} is not in the job's files: its "
+            "published values are applied"
+        )
+    return overrides
+
+
+def _run_recipe_args(
+    args: Sequence[str], script: Mapping[str, object], run: _Run, facts: Facts | None
+) -> list[str]:
+    """``run_recipe.py``: ``--recipe`` / ``--model`` + ``--mode``, convenience options
+    (turned into overrides first), then the trailing overrides."""
+    options = _mapping(script.get("options"))
+    valued = script.get("valued_options")
+    takes_value = set(valued) if isinstance(valued, list) else set()
+    chosen: dict[str, str] = {}
+    converted: list[str] = []
+    trailing: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        name, eq, value = arg.partition("=")
+        if name in options or name in takes_value:
+            if not eq and index < len(args):
+                value = args[index]
+                index += 1
+            if name in options:
+                converted.append(f"{options[name]}={value}")
+            else:
+                chosen[name.lstrip("-").replace("-", "_")] = value
+        elif not arg.startswith("-"):
+            trailing.append(arg)
+    mode = chosen.get("mode", "")
+    if "recipe" in chosen:
+        name = chosen["recipe"]
+        mode = mode or next((m for m in _RECIPE_MODES if f"_{m}" in name), "")
+    else:
+        task = "pretrain" if mode in {"", "pretrain"} else "finetune"
+        name = f"{chosen.get('model', '')}_{task}_config"
+    run.mode = _RECIPE_MODES.get(mode, "pretrain")
+    _load_recipe(name, run, facts)
+    if "dataset" in chosen and facts is not None:
+        facts.note(f"--dataset {chosen['dataset']}: its data settings are not read")
+    return [*converted, *trailing]
+
+
+def _to_facts(run: _Run, invocation: Invocation, context: ReadContext, facts: Facts) -> None:
+    config = run.config
+    facts.set("training.mode", run.mode, f"launch: {posixpath.basename(invocation.program)}")
+    hf_path = run.entry.get("hf_path")
+    if isinstance(hf_path, str):
+        source = f"catalog:{run.recipe} (hf_path)"
+        if not resolve_model(
+            hf_path, facts=facts, files=context.files, cwd=invocation.cwd, source=source
+        ):
+            facts.note(f"{hf_path}: the model's shape is not known to the catalog")
+    if run.recipe:
+        facts.set("launch.recipe", run.recipe, f"launch: {posixpath.basename(invocation.program)}")
+    for name, key in _FACTS:
+        found = config.lookup(key)
+        if found is not None and found.value is not None:
+            facts.set(name, found.value, found.source)
+    seq = config.lookup("dataset.seq_length") or config.lookup("model.seq_length")
+    if seq is not None and seq.value is not None:
+        facts.set("model.seq_length", seq.value, seq.source)
+    model_seq = config.lookup("model.seq_length")
+    if model_seq is not None and seq is not None and model_seq.value != seq.value:
+        facts.note(
+            f"model.seq_length {model_seq.value} differs from dataset.seq_length {seq.value}"
+        )
+    _precision(config, facts)
+    vocab = as_int(facts.get("model.vocab_size"))
+    if vocab:
+        facts.set(
+            "launch.padded_vocab_size",
+            vocab,
+            "derived: the model's vocab_size (HF config) is kept unpadded "
+            f"({_cite(run.entry.get('repo_key', 'llama_qwen'), _SETUP)} "
+            "_validate_and_set_vocab_size)",
+        )
+    for key in sorted(config.unknown):
+        facts.note(f"{key}: its interpolation cannot be resolved from the files")
+
+
+def _precision(config: HydraConfig, facts: Facts) -> None:
+    table = _section("mixed_precision")
+    found = config.lookup("mixed_precision")
+    if found is None or found.value is None:
+        return
+    if isinstance(found.value, str):
+        name = table.get(found.value)
+        if isinstance(name, str):
+            facts.set("parallelism.precision", name, found.source)
+        else:
+            facts.note(f"mixed_precision {found.value!r}: not a recipe the catalog knows")
+        return
+    fp8 = config.lookup("mixed_precision.fp8")
+    recipe = config.lookup("mixed_precision.fp8_recipe")
+    bf16 = config.lookup("mixed_precision.bf16")
+    if fp8 is not None and fp8.value:
+        mx = recipe is not None and str(recipe.value).lower() == "mxfp8"
+        facts.set("parallelism.precision", "mxfp8" if mx else "fp8", (recipe or fp8).source)
+    elif bf16 is not None and bf16.value is True:
+        facts.set("parallelism.precision", "bf16", bf16.source)
+
+
+def _layout(run: _Run) -> str:
+    parts = []
+    for label, key in _LAYOUT:
+        found = run.config.lookup(key)
+        parts.append(f"{label} {found.value if found is not None else '?'}")
+    return ", ".join(parts)
+
+
+def _note_sweep(invocation: Invocation, run: _Run, context: ReadContext, facts: Facts) -> None:
+    """Note the other runs of the same entry script in the launch (a layout sweep)."""
+    others = []
+    seen_first = False
+    for sibling in context.invocations:
+        unwrapped = _unwrap(sibling)
+        if unwrapped is None:
+            continue
+        if sibling == invocation and not seen_first:
+            seen_first = True
+            continue
+        others.append(_layout(_read_run(unwrapped, context, None)))
+    if others:
+        facts.note(
+            f"the job runs {len(others) + 1} trainings in sequence; described: the first "
+            f"({_layout(run)}); then: " + "; ".join(others)
+        )
+
+
+READER = MegatronBridgeReader()

@@ -1,0 +1,94 @@
+"""Helpers the NeMo 1.0, NeMo 2.0 and Megatron-Bridge readers share: integer reading, the
+Megatron vocabulary padding, precision names and activation names."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from planner.launch.configs import parse_scalar
+from planner.launch.types import Facts
+
+__all__ = ["as_int", "padded_vocab", "precision_of_trainer", "set_activation", "unexpanded"]
+
+_PRECISIONS = {
+    "16": "fp16",
+    "16-mixed": "fp16",
+    "16-true": "fp16",
+    "fp16": "fp16",
+    "fp16-mixed": "fp16",
+    "bf16": "bf16",
+    "bf16-mixed": "bf16",
+    "bf16-true": "bf16",
+}
+_ACTIVATIONS = {
+    "swiglu": "swiglu",
+    "fast-swiglu": "swiglu",
+    "geglu": "swiglu",
+    "fast-geglu": "swiglu",
+    "reglu": "swiglu",
+    "fast-reglu": "swiglu",
+    "gelu": "gelu",
+    "relu": "gelu",
+    "squared-relu": "squared_relu",
+    "squared_relu": "squared_relu",
+}
+
+
+def as_int(value: object) -> int | None:
+    """``value`` as an int when it is integral (an int, an integral float, or text holding
+    one); None otherwise (bools included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        parsed = parse_scalar(value)
+        return as_int(parsed) if not isinstance(parsed, str) else None
+    return None
+
+
+def unexpanded(arg: str) -> bool:
+    """True when the value of a ``key=value`` argument is empty or holds a shell variable the
+    launch left unexpanded (``$TP``; ``${...}`` is an interpolation, not a variable)."""
+    _, eq, value = arg.partition("=")
+    if not eq:
+        return False
+    return not value.strip() or re.search(r"\$(?!\{)", value) is not None
+
+
+def padded_vocab(facts: Facts, vocab: int, multiple: int, tp: int, rule: str) -> int:
+    """Set ``launch.padded_vocab_size``: ``vocab`` rounded up to a multiple of ``multiple`` x
+    ``tp`` (Megatron's embedding padding; ``rule`` names where the framework does it), and
+    return it."""
+    step = max(1, multiple) * max(1, tp)
+    padded = math.ceil(vocab / step) * step
+    facts.set(
+        "launch.padded_vocab_size",
+        padded,
+        f"derived: {vocab} padded to a multiple of {multiple} x TP {tp} ({rule})",
+    )
+    return padded
+
+
+def precision_of_trainer(value: object) -> str | None:
+    """The planner's precision (``bf16`` / ``fp16``) of a Lightning / NeMo precision setting
+    (``16``, ``"16-mixed"``, ``"bf16-mixed"``, ...); None for 32-bit or unknown values."""
+    if isinstance(value, bool) or value is None:
+        return None
+    text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+    return _PRECISIONS.get(text.strip().lower())
+
+
+def set_activation(facts: Facts, value: object, source: str) -> None:
+    """Set ``model.activation`` from a NeMo / Megatron activation name (gated variants share
+    SwiGLU's three-matrix MLP); unknown names leave it unset with a note."""
+    if not isinstance(value, str):
+        return
+    name = _ACTIVATIONS.get(value.strip().lower())
+    if name is None:
+        facts.note(f"activation {value!r}: not one the planner models; left at its default")
+        return
+    facts.set("model.activation", name, source)

@@ -1,0 +1,429 @@
+"""The Megatron argument table shared by the Megatron-LM flag parser
+(:mod:`planner.scenario.megatron_args`) and the launch readers
+(``planner.launch.readers.megatron`` / ``megatron_deepspeed``).
+
+:func:`parse_megatron_args` turns tokens into ``{argument: value}`` (names without dashes);
+:data:`INT_ARGS` lists integer arguments that are one scenario field each; the ``*_values``
+functions turn the arguments of one concern (precision, MoE, attention, pipeline split,
+recompute, gradient reduction) into :class:`ArgValue` rows: a dotted scenario field, its value
+and the argument that sets it (``""`` where the value is Megatron-LM's default). Names and
+semantics follow NVIDIA/Megatron-LM ``megatron/training/arguments.py`` (``validate_args``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+__all__ = [
+    "INT_ARGS",
+    "LIST_ARGS",
+    "SWITCHES",
+    "TOKENIZER_VOCAB",
+    "ArgValue",
+    "Args",
+    "attention_values",
+    "fp8_recipe",
+    "gradient_reduction_values",
+    "known_tokenizer_vocab",
+    "layer_pattern",
+    "megatron_int",
+    "moe_values",
+    "padded_vocab_size",
+    "parse_megatron_args",
+    "pipeline_values",
+    "precision_value",
+    "recompute_values",
+    "swiglu_ffn_hidden_size",
+]
+
+Args = Mapping[str, str | bool]
+"""Parsed arguments: name without the leading dashes (``num-layers``) -> its value as written,
+or True for a switch (``--bf16``)."""
+
+
+class ArgValue(NamedTuple):
+    """One scenario value read from Megatron arguments: ``field`` (dotted, ``model.num_experts``),
+    ``value``, and ``arg``, the argument that sets it (``""``: Megatron-LM's default)."""
+
+    field: str
+    value: object
+    arg: str
+
+
+TOKENIZER_VOCAB = (
+    (re.compile(r"llama-?3|llama3", re.I), 128256),
+    (re.compile(r"llama-?2|llama2", re.I), 32000),
+    (re.compile(r"mixtral-8x22b", re.I), 32768),
+    (re.compile(r"mistral|mixtral", re.I), 32000),
+    (re.compile(r"qwen", re.I), 151936),
+    (re.compile(r"nemotron", re.I), 256000),
+    (re.compile(r"gpt-?neox|pythia", re.I), 50277),
+)
+"""Vocabulary sizes of tokenizers named in ``--tokenizer-model`` (model cards / config.json)."""
+
+SWITCHES = frozenset(
+    {
+        "swiglu",
+        "squared-relu",
+        "untie-embeddings-and-output-weights",
+        "sequence-parallel",
+        "use-distributed-optimizer",
+        "use-torch-fsdp2",
+        "use-megatron-fsdp",
+        "group-query-attention",
+        "recompute-activations",
+        "checkpoint-activations",
+        "bf16",
+        "fp16",
+        "use-flash-attn",
+        "overlap-grad-reduce",
+        "overlap-param-gather",
+        "tp-comm-overlap",
+        "accumulate-allreduce-grads-in-fp32",
+        "grad-reduce-in-bf16",
+        "multi-latent-attention",
+        "moe-grouped-gemm",
+        "moe-router-force-load-balancing",
+        "overlap-moe-expert-parallel-comm",
+        "moe-enable-deepep",
+        "account-for-embedding-in-pipeline-split",
+        "account-for-loss-in-pipeline-split",
+        "deepspeed",
+        "no-pipeline-parallel",
+        "deepspeed-activation-checkpointing",
+        "enable-expert-tensor-parallelism",
+    }
+)
+"""Arguments that take no value (argparse ``store_true``) of Megatron-LM and Megatron-DeepSpeed."""
+
+LIST_ARGS = frozenset({"recompute-modules", "rampup-batch-size"})
+"""Megatron-LM arguments that take several values (argparse ``nargs``); their values are joined
+by spaces. (Megatron-DeepSpeed adds ``--num-experts``, a list there.)"""
+
+INT_ARGS: tuple[tuple[str, str], ...] = (
+    ("num-layers", "model.num_layers"),
+    ("hidden-size", "model.hidden_size"),
+    ("num-attention-heads", "model.num_attention_heads"),
+    ("ffn-hidden-size", "model.ffn_hidden_size"),
+    ("kv-channels", "model.kv_channels"),
+    ("moe-ffn-hidden-size", "model.moe_ffn_hidden_size"),
+    ("mtp-num-layers", "model.mtp_num_layers"),
+    ("tensor-model-parallel-size", "parallelism.tensor_parallel"),
+    ("pipeline-model-parallel-size", "parallelism.pipeline_parallel"),
+    ("context-parallel-size", "parallelism.context_parallel"),
+    ("expert-model-parallel-size", "parallelism.expert_parallel"),
+    ("expert-tensor-parallel-size", "parallelism.expert_tensor_parallel"),
+    ("micro-batch-size", "parallelism.micro_batch_size"),
+    ("global-batch-size", "parallelism.global_batch_size"),
+    ("train-iters", "training.train_iters"),
+)
+"""Integer arguments that are one scenario field each, as Megatron-LM names them."""
+
+_ASSIGNMENT = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def parse_megatron_args(
+    tokens: Iterable[str],
+    *,
+    switches: frozenset[str] = SWITCHES,
+    lists: frozenset[str] = LIST_ARGS,
+) -> dict[str, str | bool]:
+    """``{argument: value}`` of a token sequence, as argparse reads Megatron's arguments:
+    ``--name value`` and ``--name=value`` (underscores in names read as dashes), ``switches``
+    without a value, ``lists`` with every value up to the next ``--`` argument (joined by
+    spaces); a later occurrence wins. Shell assignments among the tokens (``N=8``) are kept as
+    variables and expanded in later values (``$N``, ``${N:-8}``); other tokens are skipped."""
+    variables: dict[str, str] = {}
+    args: dict[str, str | bool] = {}
+    items = list(tokens)
+
+    def expand(value: str) -> str:
+        def repl(match: re.Match[str]) -> str:
+            name = match.group(1) or match.group(3)
+            default = match.group(2)
+            return variables.get(name, default if default is not None else match.group(0))
+
+        return _VAR.sub(repl, value)
+
+    i = 0
+    while i < len(items):
+        token = items[i]
+        i += 1
+        assignment = _ASSIGNMENT.match(token)
+        if assignment and not token.startswith("-"):
+            name, value = assignment.group(1), assignment.group(2).strip("()")
+            if value.startswith("--"):  # GPT_ARGS=--num-layers (quoted group was split)
+                token = value
+            else:
+                variables[name] = expand(value)
+                continue
+        if not token.startswith("--") or len(token) == 2:
+            continue
+        key, eq, value = token[2:].partition("=")
+        key = key.replace("_", "-")
+        if key in lists and not eq:  # nargs: every value up to the next flag
+            values = []
+            while i < len(items) and not items[i].startswith("--"):
+                values.append(expand(items[i]))
+                i += 1
+            args[key] = " ".join(values)
+        elif eq:
+            args[key] = expand(value)
+        elif key in switches:
+            args[key] = True
+        elif i < len(items) and not items[i].startswith("--"):
+            args[key] = expand(items[i])
+            i += 1
+        else:
+            args[key] = True
+    return args
+
+
+def megatron_int(args: Args, key: str) -> int | None:
+    """``args[key]`` as an integer (``"8"``, ``"8.0"``, ``"1e3"``), else None."""
+    value = args.get(key)
+    if not isinstance(value, str):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            as_float = float(value)
+        except ValueError:
+            return None
+        return int(as_float) if as_float.is_integer() else None
+
+
+def known_tokenizer_vocab(text: str) -> int | None:
+    """Vocabulary of a tokenizer named in ``text`` (a ``--tokenizer-model`` path or Hugging Face
+    id) by :data:`TOKENIZER_VOCAB`, else None."""
+    return next((size for pattern, size in TOKENIZER_VOCAB if pattern.search(text)), None)
+
+
+def padded_vocab_size(vocab: int, divisible_by: int, tensor_parallel: int) -> int:
+    """``vocab`` rounded up to a multiple of ``divisible_by`` x ``tensor_parallel``, as Megatron's
+    ``vocab_size_with_padding`` does (integer arithmetic: no float overflow on huge values)."""
+    multiple = max(1, divisible_by) * max(1, tensor_parallel)
+    return -(-vocab // multiple) * multiple
+
+
+def swiglu_ffn_hidden_size(hidden: int) -> int:
+    """Megatron's FFN width for ``--swiglu`` without ``--ffn-hidden-size``:
+    ``int((4 * hidden * 2 / 3) / 64) * 64`` (``validate_args``)."""
+    return int((4 * hidden * 2 / 3) / 64) * 64
+
+
+def precision_value(args: Args) -> ArgValue | None:
+    """The training precision the arguments ask for (``--fp4-format`` nvfp4, ``--fp8-format``
+    fp8 or mxfp8 with ``--fp8-recipe mxfp8``, ``--fp16``, ``--bf16``); None when none is given
+    (Megatron then trains in fp32, which the scenario format does not model)."""
+    recipe = str(args.get("fp8-recipe", "")).lower()
+    for arg in ("fp4-format", "fp4"):
+        if arg in args:
+            return ArgValue("parallelism.precision", "nvfp4", arg)
+    for arg in ("fp8-format", "fp8"):
+        if arg in args:
+            return ArgValue("parallelism.precision", "mxfp8" if recipe == "mxfp8" else "fp8", arg)
+    if args.get("fp16") is True:
+        return ArgValue("parallelism.precision", "fp16", "fp16")
+    if args.get("bf16") is True:
+        return ArgValue("parallelism.precision", "bf16", "bf16")
+    return None
+
+
+_FP8_RECIPES = frozenset({"delayed", "tensorwise", "blockwise", "mxfp8"})
+
+
+def fp8_recipe(args: Args, precision: str) -> str | None:
+    """``--fp8-recipe`` (Megatron: delayed, the default, tensorwise, blockwise, mxfp8) or
+    ``--fp4-recipe nvfp4``, for a low-precision run; None otherwise (the precision's
+    default)."""
+    if precision == "nvfp4":
+        return "nvfp4"
+    recipe = str(args.get("fp8-recipe", "")).lower()
+    if precision in ("fp8", "mxfp8") and recipe in _FP8_RECIPES:
+        return recipe
+    return None
+
+
+def layer_pattern(text: str) -> int | list[int] | None:
+    """``--moe-layer-freq``: an int, or a Python list expression of 0/1 such as
+    ``([0]*3+[1]*58)`` or ``[1,0,1,0]`` (evaluated over list literals, ``*`` and ``+`` only);
+    None when it is neither."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+    def value(node: ast.expr) -> list[int] | int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.List):
+            items = [value(e) for e in node.elts]
+            if all(isinstance(i, int) for i in items):
+                return [int(i) for i in items]  # type: ignore[arg-type]
+        if isinstance(node, ast.BinOp):
+            left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):
+                return left + right
+            if isinstance(node.op, ast.Mult):
+                if isinstance(left, list) and isinstance(right, int) and 0 <= right <= 100_000:
+                    return left * right
+                if isinstance(right, list) and isinstance(left, int) and 0 <= left <= 100_000:
+                    return right * left
+        raise ValueError("not a layer pattern")
+
+    try:
+        result = value(tree.body)
+    except (ValueError, RecursionError):
+        return None
+    return result
+
+
+def moe_values(args: Args) -> list[ArgValue]:
+    """MoE options (Megatron-LM / Megatron-Core names) other than the expert count, top-k and
+    expert width. The dispatcher defaults to Megatron's ``allgather``; ``--moe-enable-deepep``
+    means the ``flex`` dispatcher over DeepEP."""
+    out: list[ArgValue] = []
+    dispatcher = args.get("moe-token-dispatcher-type")
+    if args.get("moe-enable-deepep") is True:
+        out.append(ArgValue("model.moe_token_dispatcher_type", "flex", "moe-enable-deepep"))
+    elif isinstance(dispatcher, str):
+        out.append(
+            ArgValue("model.moe_token_dispatcher_type", dispatcher, "moe-token-dispatcher-type")
+        )
+    else:
+        out.append(ArgValue("model.moe_token_dispatcher_type", "allgather", ""))
+    for flag in (
+        "moe-grouped-gemm",
+        "moe-router-force-load-balancing",
+        "overlap-moe-expert-parallel-comm",
+    ):
+        if args.get(flag) is True:
+            out.append(ArgValue(f"model.{flag.replace('-', '_')}", True, flag))
+    factor = args.get("moe-expert-capacity-factor")
+    if isinstance(factor, str):
+        try:
+            number: object = float(factor)
+        except ValueError:
+            number = factor  # parse_scenario names the field
+        out.append(
+            ArgValue("model.moe_expert_capacity_factor", number, "moe-expert-capacity-factor")
+        )
+    for arg in ("moe-router-num-groups", "moe-router-group-topk"):
+        value = megatron_int(args, arg)
+        if value:
+            out.append(ArgValue(f"model.{arg.replace('-', '_')}", value, arg))
+    shared = megatron_int(args, "moe-shared-expert-intermediate-size")
+    if shared:
+        arg = "moe-shared-expert-intermediate-size"
+        out.append(ArgValue("model.moe_shared_expert_intermediate_size", shared, arg))
+        out.append(ArgValue("model.num_shared_experts", 1, arg))
+    freq = args.get("moe-layer-freq")
+    if isinstance(freq, str):
+        pattern = layer_pattern(freq)
+        out.append(
+            ArgValue(
+                "model.moe_layer_freq", pattern if pattern is not None else freq, "moe-layer-freq"
+            )
+        )
+    return out
+
+
+def attention_values(args: Args) -> list[ArgValue]:
+    """Multi-latent attention (``--multi-latent-attention`` with its ranks and head widths)
+    and sliding windows (``--window-size`` as ``left`` or ``(left, right)``,
+    ``--window-attn-skip-freq``)."""
+    out: list[ArgValue] = []
+    if args.get("multi-latent-attention") is True:
+        out.append(ArgValue("model.multi_latent_attention", True, "multi-latent-attention"))
+        for arg in (
+            "q-lora-rank",
+            "kv-lora-rank",
+            "qk-head-dim",
+            "qk-pos-emb-head-dim",
+            "v-head-dim",
+        ):
+            value = megatron_int(args, arg)
+            if value is not None:
+                out.append(ArgValue(f"model.{arg.replace('-', '_')}", value, arg))
+    window = args.get("window-size")
+    if isinstance(window, str):
+        sizes = [int(t) for t in re.findall(r"-?\d+", window)[:2]]
+        if sizes and sizes[0] > 0:
+            out.append(ArgValue("model.window_size", sizes[0], "window-size"))
+            skip = megatron_int(args, "window-attn-skip-freq")
+            if skip:
+                out.append(ArgValue("model.window_attn_skip_freq", skip, "window-attn-skip-freq"))
+    return out
+
+
+def pipeline_values(args: Args, layers: int, pp: int) -> list[ArgValue]:
+    """The virtual pipeline degree and the uneven-split arguments of Megatron-LM
+    (``--pipeline-model-parallel-layout``, ``--decoder-first/last-pipeline-num-layers``,
+    ``--account-for-embedding/loss-in-pipeline-split``). The virtual degree:
+    ``--num-virtual-stages-per-pipeline-rank``, or ``--num-layers-per-virtual-pipeline-stage``
+    over each rank's share (``num_layers`` plus the ``account_for`` slots over ``pp``, as
+    Megatron-LM's ``validate_args`` computes it)."""
+    out: list[ArgValue] = []
+    layout = args.get("pipeline-model-parallel-layout")
+    if isinstance(layout, str) and layout:
+        arg = "pipeline-model-parallel-layout"
+        out.append(ArgValue("parallelism.pipeline_layout", layout.strip("'\""), arg))
+    for arg in ("decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers"):
+        value = megatron_int(args, arg)
+        if value is not None:
+            out.append(ArgValue(f"parallelism.{arg.replace('-', '_')}", value, arg))
+    slots = 0
+    for arg in ("account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split"):
+        if args.get(arg) is True:
+            out.append(ArgValue(f"parallelism.{arg.replace('-', '_')}", True, arg))
+            slots += 1
+    vp_arg = "num-virtual-stages-per-pipeline-rank"
+    vp = megatron_int(args, vp_arg)
+    per_stage = megatron_int(args, "num-layers-per-virtual-pipeline-stage")
+    share = layers + slots
+    if per_stage and pp > 0 and share % (pp * per_stage) == 0:
+        vp, vp_arg = share // (pp * per_stage), "num-layers-per-virtual-pipeline-stage"
+    if vp:
+        out.append(ArgValue("parallelism.virtual_pipeline", vp, vp_arg))
+    return out
+
+
+def recompute_values(args: Args) -> list[ArgValue]:
+    """``--recompute-granularity selective|full``, ``--recompute-activations`` (selective, as
+    ``validate_args`` sets it) and, with selective, ``--recompute-modules``."""
+    out: list[ArgValue] = []
+    granularity = args.get("recompute-granularity")
+    if isinstance(granularity, str) and granularity in ("selective", "full"):
+        out.append(ArgValue("parallelism.recompute", granularity, "recompute-granularity"))
+    elif args.get("recompute-activations") is True:
+        out.append(ArgValue("parallelism.recompute", "selective", "recompute-activations"))
+    modules = args.get("recompute-modules")
+    selective = bool(out) and out[0].value == "selective"
+    if isinstance(modules, str) and modules.split() and selective:
+        out.append(ArgValue("parallelism.recompute_modules", modules.split(), "recompute-modules"))
+    return out
+
+
+def gradient_reduction_values(args: Args) -> list[ArgValue]:
+    """Overlap of the gradient reduce and parameter gather (Megatron-LM leaves both off unless
+    asked: training arguments, Megatron-Core DDP config) and the gradient-reduction precision."""
+    out: list[ArgValue] = []
+    for arg in ("overlap-grad-reduce", "overlap-param-gather"):
+        on = args.get(arg) is True
+        out.append(ArgValue(f"parallelism.{arg.replace('-', '_')}", on, arg if on else ""))
+    if args.get("grad-reduce-in-bf16") is True:
+        out.append(ArgValue("parallelism.grad_reduce_in_fp32", False, "grad-reduce-in-bf16"))
+    elif args.get("accumulate-allreduce-grads-in-fp32") is True:
+        arg = "accumulate-allreduce-grads-in-fp32"
+        out.append(ArgValue("parallelism.grad_reduce_in_fp32", True, arg))
+    return out

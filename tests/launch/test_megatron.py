@@ -1,0 +1,256 @@
+"""The Megatron-LM reader: which programs it takes, the flags read as Megatron's argparse and
+validate_args read them (each with its source), ``--yaml-cfg`` files, tokenizer vocabularies and
+sample-based step counts with a batch ramp-up."""
+
+from __future__ import annotations
+
+import random
+import shlex
+from pathlib import Path
+
+import pytest
+
+from planner.errors import PlannerError
+from planner.launch.describe import describe_launch, finish
+from planner.launch.reader import ReadContext
+from planner.launch.readers.megatron import READER
+from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from planner.scenario.megatron_args import train_iters_from_samples
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "megatron"
+JOB = "/jobs/mlm"
+
+BASE = (
+    "--num-layers 16 --hidden-size 1536 --num-attention-heads 12 --seq-length 2048 "
+    "--micro-batch-size 2 --global-batch-size 96 --bf16 --train-iters 5000"
+)
+
+
+def _files() -> MemoryFiles:
+    files = MemoryFiles()
+    for path in DATA.rglob("*"):
+        if path.is_file():
+            files.files[f"{JOB}/{path.relative_to(DATA).as_posix()}"] = path.read_text()
+    return files
+
+
+def _invocation(args: str, program: str = "pretrain_gpt.py") -> Invocation:
+    return Invocation(
+        program=program,
+        args=tuple(shlex.split(args)),
+        cwd=JOB,
+        launcher="torchrun",
+        where="job.sh:9",
+    )
+
+
+def _read(args: str, *, gpus: int = 8, finished: bool = True) -> Facts:
+    invocation = _invocation(args)
+    assert READER.recognises(invocation)
+    allocation = Facts()
+    allocation.set("hardware.num_gpus", gpus, "launch")
+    context = ReadContext(
+        launch=Launch(work_dir=JOB), files=_files(), allocation=allocation, invocations=()
+    )
+    facts = READER.read(invocation, context)
+    if finished:
+        facts.set("hardware.num_gpus", gpus, "launch")
+        finish(facts)
+    return facts
+
+
+@pytest.mark.parametrize(
+    ("program", "args", "expected"),
+    [
+        ("pretrain_gpt.py", "--lr 1e-4", True),
+        ("/opt/Megatron-LM/pretrain_gpt.py", BASE, True),
+        ("examples/train_moe.py", "--num-layers=4 --hidden-size 64", True),
+        ("launch.py", "--yaml-cfg cfg.yaml", True),
+        ("train.py", "--num_layers 32 --hidden_width 4096", False),  # not Megatron's spelling
+        ("pretrain_bert.py", BASE, False),
+        ("pretrain_mamba.py", BASE, False),
+        ("torchtitan.train", BASE, False),
+    ],
+)
+def test_recognised_programs(program: str, args: str, expected: bool) -> None:
+    assert READER.recognises(_invocation(args, program)) is expected
+
+
+def test_flags_with_their_sources_and_megatron_defaults() -> None:
+    facts = _read(BASE + " --swiglu --tensor-model-parallel-size 2")
+    assert facts.get("model.num_layers") == 16
+    assert facts.values["model.num_layers"].source == "job.sh:9 (--num-layers)"
+    # swiglu without --ffn-hidden-size: int(8 * 1536 / 3 / 64) * 64
+    assert facts.get("model.ffn_hidden_size") == 4096
+    assert "int(8 x hidden 1536 / 3 / 64)" in facts.values["model.ffn_hidden_size"].source
+    assert facts.get("model.num_query_groups") == 12  # multi-head attention
+    assert facts.get("parallelism.data_parallel") == 4
+    assert facts.get("launch.gradient_accumulation") == 12
+    assert facts.get("parallelism.zero_stage") == 0
+    assert "parallelism.zero_stage" in facts.assumed
+    assert "Megatron-LM" in facts.values["parallelism.zero_stage"].source
+    assert "@10e7b74" in facts.values["parallelism.pipeline_parallel"].source
+    assert facts.get("parallelism.precision") == "bf16"
+    assert facts.get("training.train_iters") == 5000
+    assert facts.get("training.mode") == "pretrain"
+
+
+def test_gelu_ffn_is_four_times_the_width_and_gqa_needs_its_switch() -> None:
+    facts = _read(BASE + " --num-query-groups 4")
+    assert facts.get("model.ffn_hidden_size") == 4 * 1536
+    assert facts.get("model.num_query_groups") == 12
+    assert any("--num-query-groups is ignored" in note for note in facts.notes)
+    grouped = _read(BASE + " --group-query-attention --num-query-groups 4")
+    assert grouped.get("model.num_query_groups") == 4
+    default = _read(BASE + " --group-query-attention")
+    assert default.get("model.num_query_groups") == 1  # argparse default of --num-query-groups
+
+
+def test_gpt2_vocabulary_padded_to_the_tensor_parallel_multiple() -> None:
+    facts = _read(BASE + " --tensor-model-parallel-size 4 --vocab-file /data/gpt2-vocab.json")
+    assert facts.get("model.vocab_size") == 50257  # pretrain_gpt.py's GPT2BPETokenizer
+    assert facts.get("launch.padded_vocab_size") == 50688  # multiple of 128 x 4
+    assert facts.values["model.vocab_size"].source.startswith("catalog:gpt2")
+
+
+@pytest.mark.parametrize(
+    ("flags", "vocab", "padded"),
+    [
+        ("--tokenizer-type NullTokenizer --vocab-size 1000", 1001, 1024),
+        (
+            "--tokenizer-type HuggingFaceTokenizer --tokenizer-model meta-llama/Llama-3.1-8B",
+            128256,
+            128256,
+        ),
+        ("--tokenizer-type GPT2BPETokenizer --make-vocab-size-divisible-by 64", 50257, 50304),
+        ("--padded-vocab-size 51200", 50257, 51200),
+    ],
+)  # fmt: skip
+def test_tokenizer_vocabularies(flags: str, vocab: int, padded: int) -> None:
+    facts = _read(f"{BASE} {flags}")
+    assert (facts.get("model.vocab_size"), facts.get("launch.padded_vocab_size")) == (vocab, padded)
+
+
+def test_a_tokenizer_file_outside_the_launch_leaves_the_vocabulary_unknown() -> None:
+    facts = _read(BASE + " --tokenizer-type SentencePieceTokenizer --tokenizer-model ./tok.model")
+    assert not facts.has("model.vocab_size")
+    assert "model.vocab_size" in facts.unknown
+    assert any("tok.model is not part of the launch" in note for note in facts.notes)
+
+
+def test_zero_stage_recompute_and_precision_flags() -> None:
+    facts = _read(BASE + " --use-distributed-optimizer --recompute-activations --fp8-format hybrid")
+    assert facts.get("parallelism.zero_stage") == 1
+    assert facts.get("parallelism.recompute") == "selective"
+    assert facts.get("parallelism.precision") == "fp8"
+    assert _read(BASE + " --use-torch-fsdp2").get("parallelism.zero_stage") == 3
+    fp32 = _read(BASE.replace(" --bf16", ""), finished=False)
+    assert not fp32.has("parallelism.precision")
+    assert any("fp32" in note for note in fp32.notes)
+
+
+def test_global_batch_defaults_to_micro_times_data_parallel() -> None:
+    facts = _read(BASE.replace(" --global-batch-size 96", "") + " --pipeline-model-parallel-size 2")
+    assert facts.get("parallelism.global_batch_size") == 2 * 4
+    assert "validate_args" in facts.values["parallelism.global_batch_size"].source
+
+
+def test_moe_flags_and_their_defaults() -> None:
+    facts = _read(
+        BASE + " --num-experts 8 --expert-model-parallel-size 4 --swiglu --ffn-hidden-size 4096 "
+        '--moe-layer-freq "[0]*2+[1]*14" --tensor-model-parallel-size 2'
+    )
+    assert facts.get("model.num_experts") == 8
+    assert facts.get("model.moe_router_topk") == 2  # TransformerConfig.moe_router_topk
+    assert "model.moe_router_topk" in facts.assumed
+    assert facts.get("model.moe_ffn_hidden_size") == 4096  # the FFN width when not given
+    assert facts.get("model.moe_layer_freq") == [0, 0] + [1] * 14
+    assert facts.get("parallelism.expert_parallel") == 4
+    assert facts.get("parallelism.expert_tensor_parallel") == 2
+    assert facts.get("model.moe_token_dispatcher_type") == "allgather"
+
+
+def test_sample_based_training_walks_the_batch_rampup() -> None:
+    # batches 16, 16, 32, 48 over the first 96 samples (112 consumed), then 13 x 64
+    args = BASE.replace(" --train-iters 5000", "").replace("96", "64")
+    facts = _read(args + " --train-samples 1000 --rampup-batch-size 16 16 96")
+    assert facts.get("training.train_iters") == 17
+    assert facts.get("launch.train_samples") == 1000
+    assert "update_train_iters" in facts.values["training.train_iters"].source
+    constant = _read(args + " --train-samples 1000")
+    assert constant.get("training.train_iters") == 1000 // 64
+
+
+def test_an_impossible_rampup_is_noted_not_raised() -> None:
+    args = BASE.replace(" --train-iters 5000", "")
+    facts = _read(args + " --train-samples 1000 --rampup-batch-size 16 30 96")
+    assert not facts.has("training.train_iters")
+    assert any("rampup-batch-size" in note for note in facts.notes)
+
+
+def _reference(samples: int, batch: int, rampup: tuple[int, int, int], capped: bool) -> int:
+    """Megatron's update_train_iters, one step at a time."""
+    start, step, ramp = rampup
+    per = ramp / ((batch - start) // step)
+    consumed = iterations = 0
+    while consumed <= ramp and (not capped or consumed <= samples):
+        consumed += batch if consumed > ramp else start + int(consumed / per) * step
+        iterations += 1
+    if not capped or samples > consumed:
+        iterations += (samples - consumed) // batch
+    return iterations
+
+
+def test_rampup_rule_matches_megatrons_step_by_step_loop() -> None:
+    rng = random.Random(7)
+    for _ in range(2000):
+        start, step = rng.randint(1, 40), rng.randint(1, 16)
+        batch = start + step * rng.randint(1, 20)
+        rampup = (start, step, rng.randint(1, 20000))
+        samples = rng.randint(0, 40000)
+        capped = rng.random() < 0.5
+        got = train_iters_from_samples(samples, batch, rampup, stop_at_train_samples=capped)
+        assert got == _reference(samples, batch, rampup, capped)
+
+
+def test_yaml_cfg_replaces_every_other_argument() -> None:
+    facts = _read(
+        "--yaml-cfg configs/small_gpt.yaml --num-layers 99 --tensor-model-parallel-size 8"
+    )
+    assert facts.get("model.num_layers") == 12
+    assert facts.values["model.num_layers"].source == "small_gpt.yaml:3"
+    assert any("ignores the other 2 arguments" in note for note in facts.notes)
+    # activation_func swiglu decides, not the top-level swiglu: false
+    assert facts.get("model.ffn_hidden_size") == 2048
+    assert facts.get("model.num_query_groups") == 4  # used as given in the YAML path
+    assert facts.get("parallelism.tensor_parallel") == 2
+    assert facts.get("parallelism.sequence_parallel") is True
+    assert facts.get("parallelism.data_parallel") == 4
+    assert facts.get("parallelism.zero_stage") == 1
+    assert facts.get("parallelism.recompute") == "selective"
+    assert facts.get("parallelism.precision") == "bf16"
+    assert facts.get("model.vocab_size") == 32001  # NullTokenizer: vocab_size + 1
+    assert facts.get("launch.padded_vocab_size") == 32128  # multiple of 64 x 2
+    assert facts.get("training.train_iters") == 17
+
+
+def test_a_missing_yaml_cfg_is_an_error_naming_the_file() -> None:
+    with pytest.raises(PlannerError, match=r"nowhere\.yaml"):
+        _read("--yaml-cfg configs/nowhere.yaml")
+
+
+def test_a_batch_script_described_end_to_end() -> None:
+    script = (DATA / "jobs" / "mlm_job.sbatch").read_text()
+    description = describe_launch(
+        Launch(batch_script=script, work_dir=JOB), _files(), gpu="h100-sxm"
+    )
+    assert description.described_by == "megatron"
+    model, par = description.scenario["model"], description.scenario["parallelism"]
+    assert (model["num_layers"], model["hidden_size"]) == (8, 512)
+    assert model["ffn_hidden_size"] == 1344  # int(8 * 512 / 3 / 64) * 64
+    assert description.launch["padded_vocab_size"] == 50432  # 50257 to a multiple of 256
+    assert (par["tensor_parallel"], par["data_parallel"]) == (2, 4)
+    assert description.launch["gradient_accumulation"] == 4
+    assert description.train_iters == 6400 // 32
+    assert description.provenance["model.num_layers"].endswith("(--num-layers)")
+    assert "iteration_time_s" in (description.prediction or {})

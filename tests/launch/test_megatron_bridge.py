@@ -1,0 +1,178 @@
+"""The Megatron-Bridge reader, on launch files written for these tests
+(tests/data/launch/megatron_bridge/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.errors import SourceError
+from planner.launch.describe import finish
+from planner.launch.reader import ReadContext
+from planner.launch.readers.megatron_bridge import READER
+from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "megatron_bridge"
+ROOT = "/job"
+EXAMPLE = "examples/recipes/llama/pretrain_llama3_8b.py"
+RUNNER = "scripts/training/run_recipe.py"
+
+
+def _files(*, without: str = "") -> MemoryFiles:
+    return MemoryFiles(
+        files={
+            f"{ROOT}/{path.relative_to(DATA).as_posix()}": path.read_text(encoding="utf-8")
+            for path in DATA.rglob("*")
+            if path.is_file() and (not without or not path.as_posix().endswith(without))
+        }
+    )
+
+
+def _read(*invocations: Invocation, files: MemoryFiles | None = None, gpus: int = 8) -> Facts:
+    allocation = Facts()
+    allocation.set("hardware.num_gpus", gpus, "launch: test allocation")
+    context = ReadContext(
+        launch=Launch(work_dir=ROOT),
+        files=files if files is not None else _files(),
+        allocation=allocation,
+        invocations=invocations,
+    )
+    assert READER.recognises(invocations[0])
+    facts = READER.read(invocations[0], context)
+    facts.default("hardware.num_gpus", gpus, "launch: test allocation")
+    finish(facts)
+    return facts
+
+
+def _example(*args: str) -> Invocation:
+    return Invocation(program=EXAMPLE, args=args, cwd=ROOT, launcher="torchrun")
+
+
+def test_recognises_entry_scripts_only() -> None:
+    assert READER.recognises(_example())
+    assert READER.recognises(Invocation(program=f"/opt/bridge/{RUNNER}", args=("--recipe", "x")))
+    assert not READER.recognises(Invocation(program=RUNNER, args=("a.b=1",)))
+    assert not READER.recognises(Invocation(program="pretrain_gpt.py", args=("--num-layers", "2")))
+    wrapped = Invocation(program="bash", args=("-c", f"uv run python {RUNNER} --model qwen3_8b"))
+    assert READER.recognises(wrapped)
+
+
+def test_default_config_file_applies_between_recipe_and_cli() -> None:
+    facts = _read(_example("model.tensor_model_parallel_size=2", "train.train_iters=700"))
+    # recipe: CP 2, model from the HF config of meta-llama/Meta-Llama-3-8B
+    assert facts.get("model.num_layers") == 32
+    assert facts.get("model.vocab_size") == 128256
+    assert facts.get("parallelism.context_parallel") == 2
+    # the script's default --config-file (tests' own values)
+    assert facts.get("model.seq_length") == 2048
+    assert facts.get("parallelism.global_batch_size") == 64
+    assert facts.get("parallelism.micro_batch_size") == 2
+    assert facts.values["parallelism.global_batch_size"].source.startswith(
+        "llama3_8b_pretrain_override_example.yaml:"
+    )
+    # the command line
+    assert facts.get("parallelism.tensor_parallel") == 2
+    assert facts.get("training.train_iters") == 700
+    assert facts.get("parallelism.data_parallel") == 2
+    assert facts.get("launch.gradient_accumulation") == 16
+    assert facts.get("parallelism.precision") == "bf16"
+
+
+def test_default_config_file_absent_uses_its_published_values() -> None:
+    files = _files(without="llama3_8b_pretrain_override_example.yaml")
+    facts = _read(_example(), files=files)
+    assert facts.get("model.seq_length") == 4096
+    assert facts.get("parallelism.global_batch_size") == 8
+    assert facts.get("training.train_iters") == 20
+    assert "7e8111c" in facts.values["training.train_iters"].source
+
+
+def test_named_config_file_with_interpolation_and_fp8() -> None:
+    facts = _read(_example("--config-file", "configs/long.yaml", "train.micro_batch_size=1"))
+    assert facts.get("model.seq_length") == 16384
+    assert "${model.seq_length}" in facts.values["model.seq_length"].source
+    assert facts.get("parallelism.context_parallel") == 4
+    assert facts.get("parallelism.global_batch_size") == 32
+    assert facts.get("training.train_iters") == 1168251  # the recipe's
+    assert facts.get("parallelism.precision") == "fp8"
+
+
+def test_missing_named_config_file_is_an_error() -> None:
+    with pytest.raises(SourceError, match=r"nope\.yaml"):
+        _read(_example("--config-file=nope.yaml"))
+
+
+def test_run_recipe_options_then_overrides() -> None:
+    invocation = Invocation(
+        program=RUNNER,
+        args=(
+            "--recipe",
+            "qwen3_8b_pretrain_config",
+            "-tp",
+            "2",
+            "--global_batch_size=128",
+            "-sl",
+            "8192",
+            "model.tensor_model_parallel_size=1",
+        ),
+        cwd=ROOT,
+    )
+    facts = _read(invocation, gpus=16)
+    assert facts.get("model.num_layers") == 36
+    assert facts.get("parallelism.tensor_parallel") == 1  # the trailing override wins
+    assert facts.get("parallelism.global_batch_size") == 128
+    assert facts.get("model.seq_length") == 8192
+    assert facts.get("parallelism.micro_batch_size") == 2
+    assert facts.get("training.train_iters") == 300000
+    assert facts.get("training.mode") == "pretrain"
+
+
+def test_model_and_mode_select_the_recipe() -> None:
+    invocation = Invocation(
+        program=RUNNER, args=("--model", "gpt_oss_20b", "--mode", "pretrain"), cwd=ROOT
+    )
+    facts = _read(invocation, gpus=32)
+    assert facts.get("launch.recipe") == "gpt_oss_20b_pretrain_config"
+    assert facts.get("model.num_experts") == 32
+    assert facts.get("parallelism.expert_parallel") == 4
+    assert facts.get("parallelism.data_parallel") == 4
+
+
+def test_unknown_recipe_is_noted() -> None:
+    invocation = Invocation(program=RUNNER, args=("--recipe", "mystery_config"), cwd=ROOT)
+    facts = _read(invocation)
+    assert not facts.has("model.num_layers")
+    assert any("mystery_config" in note for note in facts.notes)
+
+
+def test_sweep_describes_the_first_run_and_notes_the_others() -> None:
+    runs = tuple(
+        Invocation(
+            program="bash",
+            args=(
+                "-c",
+                f"python {RUNNER} --recipe qwen3_8b_pretrain_config -gb 64 "
+                f"model.tensor_model_parallel_size={tp} train.train_iters=500",
+            ),
+            cwd=ROOT,
+            where=f"sweep.sbatch:{line}",
+        )
+        for tp, line in ((2, 7), (4, 8))
+    )
+    facts = _read(*runs, gpus=16)
+    assert facts.get("parallelism.tensor_parallel") == 2
+    assert facts.get("parallelism.data_parallel") == 8
+    assert facts.get("training.train_iters") == 500
+    assert any("2 trainings" in note and "TP 4" in note for note in facts.notes)
+
+
+def test_unexpanded_shell_variable_leaves_the_recipe_value() -> None:
+    invocation = Invocation(
+        program=RUNNER,
+        args=("--recipe", "qwen3_8b_pretrain_config", "model.tensor_model_parallel_size=$TP"),
+        cwd=ROOT,
+    )
+    facts = _read(invocation)
+    assert facts.get("parallelism.tensor_parallel") == 4
+    assert any("$TP" in note for note in facts.notes)

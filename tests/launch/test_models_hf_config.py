@@ -1,0 +1,265 @@
+"""Hugging Face ``config.json`` mappings of each family read as scenario ``model:`` fields
+(made-up shapes in each family's key names), and the errors of broken ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner.errors import SpecError
+from planner.launch.models import model_fields_from_hf_config, resolve_model
+from planner.launch.types import Facts, MemoryFiles
+from planner.scenario import parse_scenario
+
+LLAMA_KEYS: dict[str, object] = {
+    "num_hidden_layers": 4,
+    "hidden_size": 512,
+    "num_attention_heads": 8,
+    "intermediate_size": 1408,
+    "vocab_size": 1000,
+}
+
+
+def parses(fields: dict[str, object]) -> None:
+    """The fields make a valid scenario model."""
+    model = {"seq_length": 1024, **fields}
+    doc = {
+        "model": model,
+        "hardware": {"gpu": "h200", "num_gpus": 8},
+        "parallelism": {"global_batch_size": 8},
+    }
+    parse_scenario(doc)
+
+
+def test_llama_defaults() -> None:
+    fields = model_fields_from_hf_config({"model_type": "llama", **LLAMA_KEYS})
+    assert fields == {
+        "num_layers": 4,
+        "hidden_size": 512,
+        "num_attention_heads": 8,
+        "num_query_groups": 8,
+        "ffn_hidden_size": 1408,
+        "vocab_size": 1000,
+        "activation": "swiglu",
+        "untie_embeddings": True,
+    }
+    parses(fields)
+
+
+def test_gpt2_names_and_defaults() -> None:
+    fields = model_fields_from_hf_config(
+        {
+            "model_type": "gpt2",
+            "n_layer": 3,
+            "n_embd": 384,
+            "n_head": 6,
+            "n_inner": None,
+            "n_positions": 512,
+            "vocab_size": 5000,
+        }
+    )
+    assert fields["ffn_hidden_size"] == 4 * 384
+    assert fields["num_query_groups"] == 6
+    assert fields["activation"] == "gelu"
+    assert fields["untie_embeddings"] is False
+    assert fields["seq_length"] == 512
+    parses(fields)
+
+
+def test_gpt_bigcode_multi_query() -> None:
+    config = {"model_type": "gpt_bigcode", "n_layer": 2, "n_embd": 256, "n_head": 4}
+    fields = model_fields_from_hf_config({**config, "n_inner": 900, "vocab_size": 300})
+    assert fields["num_query_groups"] == 1
+    assert fields["ffn_hidden_size"] == 900
+
+
+def test_mpt_names() -> None:
+    fields = model_fields_from_hf_config(
+        {
+            "model_type": "mpt",
+            "d_model": 640,
+            "n_layers": 5,
+            "n_heads": 10,
+            "expansion_ratio": 3,
+            "max_seq_len": 4096,
+            "vocab_size": 7000,
+            "attn_config": {"attn_type": "grouped_query_attention", "kv_n_heads": 2},
+            "ffn_config": {"ffn_type": "mptglu"},
+        }
+    )
+    assert fields["ffn_hidden_size"] == 1920
+    assert fields["num_query_groups"] == 2
+    assert fields["activation"] == "swiglu"
+    assert fields["untie_embeddings"] is False
+    assert fields["seq_length"] == 4096
+    parses(fields)
+
+
+def test_two_matrix_families() -> None:
+    neox = model_fields_from_hf_config({"model_type": "gpt_neox", **LLAMA_KEYS})
+    assert neox["activation"] == "gelu"
+    assert neox["untie_embeddings"] is True
+    squared = {"model_type": "nemotron", "hidden_act": "relu2", **LLAMA_KEYS}
+    assert model_fields_from_hf_config(squared)["activation"] == "squared_relu"
+
+
+def test_mixtral_expert_width_is_intermediate_size() -> None:
+    fields = model_fields_from_hf_config(
+        {
+            "model_type": "mixtral",
+            **LLAMA_KEYS,
+            "num_key_value_heads": 2,
+            "num_local_experts": 4,
+            "num_experts_per_tok": 2,
+            "sliding_window": None,
+        }
+    )
+    assert (fields["num_experts"], fields["moe_router_topk"]) == (4, 2)
+    assert fields["moe_ffn_hidden_size"] == fields["ffn_hidden_size"] == 1408
+    assert "window_size" not in fields
+    parses(fields)
+
+
+def test_qwen2_moe_shared_expert_and_sparse_step() -> None:
+    fields = model_fields_from_hf_config(
+        {
+            "model_type": "qwen2_moe",
+            **LLAMA_KEYS,
+            "num_experts": 16,
+            "num_experts_per_tok": 4,
+            "moe_intermediate_size": 176,
+            "shared_expert_intermediate_size": 704,
+            "decoder_sparse_step": 2,
+            "mlp_only_layers": [],
+        }
+    )
+    assert fields["num_shared_experts"] == 1
+    assert fields["moe_shared_expert_intermediate_size"] == 704
+    assert fields["moe_layer_freq"] == [0, 1, 0, 1]
+    parses(fields)
+
+
+def test_deepseek_v3_latent_attention() -> None:
+    fields = model_fields_from_hf_config(
+        {
+            "model_type": "deepseek_v3",
+            **LLAMA_KEYS,
+            "num_key_value_heads": 8,
+            "n_routed_experts": 32,
+            "num_experts_per_tok": 4,
+            "moe_intermediate_size": 128,
+            "n_shared_experts": 1,
+            "first_k_dense_replace": 1,
+            "moe_layer_freq": 1,
+            "n_group": 4,
+            "topk_group": 2,
+            "q_lora_rank": 192,
+            "kv_lora_rank": 64,
+            "qk_nope_head_dim": 32,
+            "qk_rope_head_dim": 16,
+            "v_head_dim": 32,
+            "num_nextn_predict_layers": 1,
+        }
+    )
+    assert "num_query_groups" not in fields
+    assert fields["multi_latent_attention"] is True
+    assert (fields["q_lora_rank"], fields["kv_lora_rank"]) == (192, 64)
+    assert (fields["qk_head_dim"], fields["qk_pos_emb_head_dim"], fields["v_head_dim"]) == (
+        32,
+        16,
+        32,
+    )
+    assert (fields["num_shared_experts"], fields["num_dense_layers"]) == (1, 1)
+    assert (fields["moe_router_num_groups"], fields["moe_router_group_topk"]) == (4, 2)
+    assert fields["mtp_num_layers"] == 1
+    assert "moe_layer_freq" not in fields
+    parses(fields)
+
+
+def test_latent_attention_without_query_latent() -> None:
+    config = {"model_type": "deepseek_v2", **LLAMA_KEYS, "q_lora_rank": None}
+    fields = model_fields_from_hf_config({**config, "kv_lora_rank": 64})
+    assert "q_lora_rank" not in fields
+    assert fields["kv_lora_rank"] == 64
+
+
+def test_llama4_text_config_interleaved() -> None:
+    text = {
+        "model_type": "llama4_text",
+        **LLAMA_KEYS,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "intermediate_size": 256,
+        "intermediate_size_mlp": 1024,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 2,
+    }
+    config = {"model_type": "llama4", "tie_word_embeddings": False, "text_config": text}
+    fields = model_fields_from_hf_config(config)
+    assert fields["num_shared_experts"] == 1
+    assert fields["moe_ffn_hidden_size"] == 256
+    assert fields["ffn_hidden_size"] == 1024
+    assert fields["moe_layer_freq"] == [0, 1, 0, 1]
+    assert fields["untie_embeddings"] is True
+    assert "kv_channels" not in fields  # 512 / 8 = 64 = head_dim
+    parses(fields)
+
+
+def test_windows() -> None:
+    alternating = {
+        "model_type": "gpt_oss",
+        **LLAMA_KEYS,
+        "num_local_experts": 8,
+        "experts_per_token": 2,
+        "sliding_window": 64,
+        "layer_types": ["sliding_attention", "full_attention"] * 2,
+    }
+    fields = model_fields_from_hf_config(alternating)
+    assert (fields["window_size"], fields["window_attn_skip_freq"]) == (64, 2)
+    assert fields["moe_router_topk"] == 2
+    parses(fields)
+    mistral = {"model_type": "mistral", **LLAMA_KEYS, "sliding_window": 256}
+    fields = model_fields_from_hf_config(mistral)
+    assert (fields["window_size"], fields["window_attn_skip_freq"]) == (256, 0)
+    qwen = {"model_type": "qwen2", **LLAMA_KEYS, "sliding_window": 256}
+    assert "window_size" not in model_fields_from_hf_config({**qwen, "use_sliding_window": False})
+    full = {**alternating, "layer_types": ["full_attention"] * 4}
+    assert "window_size" not in model_fields_from_hf_config(full)
+    irregular = ["sliding_attention", "full_attention", "full_attention", "sliding_attention"]
+    assert "window_size" not in model_fields_from_hf_config({**full, "layer_types": irregular})
+    gemma2 = {"model_type": "gemma2", **LLAMA_KEYS, "sliding_window": 128}
+    fields = model_fields_from_hf_config(gemma2)
+    assert (fields["window_attn_skip_freq"], fields["untie_embeddings"]) == (2, False)
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"num_hidden_layers": True}, "num_hidden_layers", "positive integer"),
+        ({"hidden_size": 0}, "hidden_size", "got 0"),
+        ({"vocab_size": 12.5}, "vocab_size", "positive integer"),
+        ({"num_attention_heads": "8"}, "num_attention_heads", "positive integer"),
+        ({"intermediate_size": None}, "intermediate_size", "is missing"),
+        ({"num_key_value_heads": -2}, "num_key_value_heads", "got -2"),
+    ],
+)
+def test_bad_values_name_the_key(change: dict[str, object], field: str, message: str) -> None:
+    with pytest.raises(SpecError, match=message) as caught:
+        model_fields_from_hf_config({"model_type": "qwen3", **LLAMA_KEYS, **change})
+    assert caught.value.field == field
+
+
+def test_nested_keys_are_named_and_cited() -> None:
+    broken = {"model_type": "llama4", "text_config": {**LLAMA_KEYS, "hidden_size": -1}}
+    with pytest.raises(SpecError) as caught:
+        model_fields_from_hf_config(broken)
+    assert caught.value.field == "text_config.hidden_size"
+    text = {"model_type": "llama4_text", **LLAMA_KEYS, "num_local_experts": 4}
+    config = {"model_type": "llama4", "text_config": {**text, "num_experts_per_tok": 1}}
+    files = MemoryFiles({"/job/scout/config.json": json.dumps(config, indent=2)})
+    facts = Facts()
+    assert resolve_model("scout", facts=facts, files=files, cwd="/job", source="run.sh:4")
+    line = json.dumps(config, indent=2).splitlines().index('    "num_hidden_layers": 4,') + 1
+    assert facts.values["model.num_layers"].source == f"scout/config.json:{line}"

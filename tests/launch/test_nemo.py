@@ -1,0 +1,271 @@
+"""The NeMo 2.0 and NeMo 1.0 readers, on launch files written for these tests
+(tests/data/launch/nemo/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.errors import SourceError
+from planner.launch.configs import load_config
+from planner.launch.describe import describe_launch, finish
+from planner.launch.reader import ReadContext
+from planner.launch.readers.nemo import NEMO1_READER, NEMO2_READER
+from planner.launch.readers.nemo2 import parse_factory
+from planner.launch.readers.nemo_hydra import HydraConfig, split_override
+from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "nemo"
+ROOT = "/job"
+
+
+def _files() -> MemoryFiles:
+    return MemoryFiles(
+        files={
+            f"{ROOT}/{path.relative_to(DATA).as_posix()}": path.read_text(encoding="utf-8")
+            for path in DATA.rglob("*")
+            if path.is_file()
+        }
+    )
+
+
+def _read(reader: object, invocation: Invocation, files: MemoryFiles | None = None) -> Facts:
+    context = ReadContext(
+        launch=Launch(work_dir=ROOT),
+        files=files if files is not None else _files(),
+        allocation=Facts(),
+        invocations=(invocation,),
+    )
+    assert reader.recognises(invocation)  # type: ignore[attr-defined]
+    facts: Facts = reader.read(invocation, context)  # type: ignore[attr-defined]
+    finish(facts)
+    return facts
+
+
+def _nemo(*args: str) -> Invocation:
+    return Invocation(program="nemo", args=("llm", *args), cwd=ROOT)
+
+
+# NeMo 2.0
+
+
+def test_factory_call_is_parsed_not_run() -> None:
+    assert parse_factory("llama3_8b") == ("llama3_8b", {}, [])
+    name, arguments, problems = parse_factory("llama3_70b(num_nodes=128, name='x')")
+    assert (name, arguments, problems) == ("llama3_70b", {"num_nodes": 128, "name": "x"}, [])
+    name, arguments, problems = parse_factory("llama3_8b(num_nodes=__import__('os'))")
+    assert name == "llama3_8b"
+    assert arguments == {}
+    assert problems
+    assert parse_factory("1 +")[0] == ""
+
+
+def test_nemo2_recognises_only_llm_train_commands() -> None:
+    assert NEMO2_READER.recognises(_nemo("pretrain", "--factory", "llama3_8b"))
+    assert NEMO2_READER.recognises(_nemo("finetune", "-f", "llama3_8b"))
+    assert not NEMO2_READER.recognises(_nemo("import", "llama3_8b"))
+    assert not NEMO2_READER.recognises(Invocation(program="tune", args=("run",)))
+
+
+def test_recipe_defaults_factory_args_then_overrides() -> None:
+    facts = _read(
+        NEMO2_READER,
+        _nemo(
+            "pretrain",
+            "-y",
+            "--factory",
+            "llama3_8b(num_nodes=2)",
+            "trainer.strategy.tensor_model_parallel_size=4",
+            "trainer.strategy.context_parallel_size=1",
+            "data.global_batch_size=256",
+            "data.seq_length=4096",
+            "trainer.max_steps=5000",
+        ),
+    )
+    assert facts.get("model.num_layers") == 32
+    assert facts.get("model.num_query_groups") == 8
+    assert facts.get("hardware.num_gpus") == 16
+    assert facts.values["hardware.num_gpus"].source.startswith("derived:")
+    assert facts.get("launch.num_nodes") == 2
+    assert facts.get("parallelism.tensor_parallel") == 4
+    assert facts.get("parallelism.context_parallel") == 1
+    assert facts.get("parallelism.data_parallel") == 4
+    assert facts.get("parallelism.global_batch_size") == 256
+    assert facts.get("launch.gradient_accumulation") == 64
+    assert facts.get("model.seq_length") == 4096
+    assert facts.get("training.train_iters") == 5000
+    assert facts.values["training.train_iters"].source == "override: trainer.max_steps=5000"
+    assert facts.get("parallelism.precision") == "bf16"
+    # mock data -> GPT-2 BPE, padded to 128 x TP 4
+    assert facts.get("model.vocab_size") == 50257
+    assert facts.get("launch.padded_vocab_size") == 50688
+
+
+def test_recipe_values_without_overrides_cite_the_catalog() -> None:
+    facts = _read(NEMO2_READER, _nemo("pretrain", "--factory", "mixtral_8x7b"))
+    assert facts.get("hardware.num_gpus") == 64
+    assert facts.get("parallelism.pipeline_parallel") == 4
+    assert facts.get("parallelism.virtual_pipeline") == 8
+    assert facts.get("parallelism.expert_parallel") == 8
+    assert facts.get("model.num_experts") == 8
+    assert facts.get("model.moe_ffn_hidden_size") == 14336
+    assert "mixtral_8x7b.py@8cfedd7" in facts.values["parallelism.pipeline_parallel"].source
+
+
+def test_arithmetic_override_and_plugin_factory() -> None:
+    facts = _read(
+        NEMO2_READER,
+        _nemo(
+            "pretrain",
+            "--factory=llama3_8b",
+            "data.global_batch_size*=2",
+            "trainer.plugins=bf16_with_fp8_mixed",
+        ),
+    )
+    assert facts.get("parallelism.global_batch_size") == 1024
+    assert facts.get("parallelism.precision") == "fp8"
+
+
+def test_model_factory_override_swaps_the_shape() -> None:
+    facts = _read(NEMO2_READER, _nemo("pretrain", "--factory", "llama3_8b", "model=qwen3_8b"))
+    assert facts.get("model.num_layers") == 36
+    assert facts.get("model.vocab_size") == 151936  # preset in the config: not padded
+    assert facts.get("launch.padded_vocab_size") == 151936
+
+
+def test_unknown_recipe_and_argument_are_noted_not_guessed() -> None:
+    facts = _read(NEMO2_READER, _nemo("pretrain", "--factory", "not_a_recipe"))
+    assert not facts.has("model.num_layers")
+    assert any("not_a_recipe" in note for note in facts.notes)
+    assert "model.num_layers" in facts.unknown
+    facts = _read(NEMO2_READER, _nemo("pretrain", "--factory", "llama3_8b(tensor_parallelism=8)"))
+    assert facts.get("parallelism.tensor_parallel") == 1
+    assert any("tensor_parallelism" in note for note in facts.notes)
+
+
+def test_helper_recipe_takes_its_parallel_arguments() -> None:
+    facts = _read(NEMO2_READER, _nemo("pretrain", "--factory", "qwen3_8b(tensor_parallelism=2)"))
+    assert facts.get("parallelism.tensor_parallel") == 2
+    assert facts.get("parallelism.micro_batch_size") == 2
+    assert facts.get("training.train_iters") == 300000
+
+
+def test_finetune_lora_recipe() -> None:
+    facts = _read(
+        NEMO2_READER,
+        _nemo(
+            "finetune",
+            "--factory",
+            "llama3_70b(peft_scheme='lora', seq_length=4096)",
+            "trainer.max_steps=300",
+        ),
+    )
+    assert facts.get("training.mode") == "lora"
+    assert facts.get("training.lora_rank") == 16
+    assert facts.get("parallelism.tensor_parallel") == 8
+    assert facts.get("hardware.num_gpus") == 8
+    assert facts.get("model.seq_length") == 4096
+    assert facts.get("parallelism.global_batch_size") == 128
+    assert facts.get("training.train_iters") == 300
+    assert facts.get("model.vocab_size") == 128256  # the model's own tokenizer
+    full = _read(NEMO2_READER, _nemo("finetune", "--factory", "llama3_70b(peft_scheme=None)"))
+    assert full.get("training.mode") == "sft"
+    assert full.get("hardware.num_gpus") == 32
+    assert full.get("parallelism.pipeline_parallel") == 4
+
+
+def test_nemo2_batch_script_end_to_end() -> None:
+    launch = Launch(batch_script=(DATA / "pretrain.sbatch").read_text(), work_dir=ROOT)
+    description = describe_launch(launch, _files(), gpu="h100-sxm", predict=False)
+    assert description.described_by == "nemo2"
+    assert description.scenario["parallelism"]["tensor_parallel"] == 4
+    assert description.scenario["hardware"]["num_gpus"] == 16
+
+
+# NeMo 1.0 (Hydra)
+
+
+def test_hydra_overrides_and_interpolations() -> None:
+    tree = load_config("a:\n  b: 1\n  c: ${.b}\n  d: x${a.b}y\nn: ${oc.env:HOME}\n", "c.yaml")
+    config = HydraConfig.from_tree(tree)
+    assert config.value("a.c") == 1
+    assert config.value("a.d") == "x1y"
+    assert config.lookup("n") is None
+    assert "n" in config.unknown
+    config.apply_override("a.b=5")
+    assert config.value("a.c") == 5
+    assert config.lookup("a.c") is not None
+    assert "override: a.b=5" in config.lookup("a.c").source  # type: ignore[union-attr]
+    config.apply_override("~a.d")
+    assert not config.has("a.d")
+    config.apply_override("++z.q=[1,2]")
+    assert config.value("z.q") == [1, 2]
+    assert split_override("--flag") is None
+    assert split_override("+x=null") == ("add", "x", None)
+
+
+def test_nemo1_hydra_config_defaults_group_and_overrides() -> None:
+    invocation = Invocation(
+        program="scripts/megatron_gpt_pretraining.py",
+        args=(
+            "--config-path=conf",
+            "--config-name=small_gpt",
+            "trainer.num_nodes=2",
+            "model.tensor_model_parallel_size=2",
+            "model.global_batch_size=64",
+            "+model.context_parallel_size=1",
+            "~model.nsys_profile",
+        ),
+        cwd=ROOT,
+        launcher="srun",
+    )
+    facts = _read(NEMO1_READER, invocation)
+    assert facts.get("hardware.num_gpus") == 8
+    assert facts.get("hardware.gpus_per_node") == 4
+    assert facts.get("parallelism.tensor_parallel") == 2
+    assert facts.get("parallelism.data_parallel") == 4
+    assert facts.get("launch.gradient_accumulation") == 8
+    assert facts.get("model.ffn_hidden_size") == 4096  # null -> 4 x hidden
+    assert facts.get("model.num_query_groups") == 4
+    assert facts.get("model.activation") == "swiglu"
+    assert facts.get("model.untie_embeddings") is True
+    assert facts.get("parallelism.sequence_parallel") is True  # from the defaults group
+    assert facts.get("parallelism.precision") == "bf16"
+    assert facts.get("parallelism.zero_stage") == 1
+    assert facts.get("launch.padded_vocab_size") == 50432
+    assert facts.get("training.train_iters") == 2000
+    assert facts.values["model.seq_length"].source == "small_gpt.yaml:17"
+
+
+def test_nemo1_falls_back_to_published_defaults() -> None:
+    invocation = Invocation(
+        program="examples/nlp/language_modeling/megatron_gpt_pretraining.py",
+        args=("trainer.devices=2", "model.encoder_seq_length=1024"),
+        cwd=ROOT,
+    )
+    facts = _read(NEMO1_READER, invocation)
+    assert facts.get("model.num_layers") == 12
+    assert facts.get("model.seq_length") == 1024
+    assert facts.get("parallelism.precision") == "fp16"
+    assert facts.get("hardware.num_gpus") == 2
+    assert "9d86acd" in facts.values["model.num_layers"].source
+    assert any("published defaults" in note for note in facts.notes)
+
+
+def test_nemo1_unknown_config_is_an_error_naming_the_file() -> None:
+    invocation = Invocation(
+        program="scripts/megatron_gpt_pretraining.py",
+        args=("--config-name", "nowhere"),
+        cwd=ROOT,
+    )
+    with pytest.raises(SourceError, match=r"nowhere\.yaml"):
+        _read(NEMO1_READER, invocation)
+
+
+def test_nemo1_batch_script_end_to_end() -> None:
+    launch = Launch(batch_script=(DATA / "gpt1.sbatch").read_text(), work_dir=ROOT)
+    description = describe_launch(launch, _files(), gpu="h100-sxm", predict=False)
+    assert description.described_by == "nemo1"
+    assert description.scenario["model"]["num_layers"] == 16
+    assert description.launch["gradient_accumulation"] == 8

@@ -1,0 +1,303 @@
+"""The torchtitan reader: TOML job config + tyro-style overrides, flavors through the catalog,
+the ParallelDims layout (shard -1 = the rest), the batch, converters -> precision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.errors import SourceError
+from planner.launch.data import load_data
+from planner.launch.describe import finish
+from planner.launch.reader import ReadContext
+from planner.launch.readers.torchrun import torchrun_world_size
+from planner.launch.readers.torchtitan import READER, cli_overrides
+from planner.launch.readers.torchtitan_flavors import flavor_fields, llama4_moe_ffn, llama_ffn
+from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "torchtitan"
+JOB = "/jobs/titan"
+
+
+def _files() -> MemoryFiles:
+    files = MemoryFiles()
+    for path in DATA.rglob("*.toml"):
+        files.files[f"{JOB}/{path.relative_to(DATA).as_posix()}"] = path.read_text()
+    return files
+
+
+def _invocation(
+    *args: str,
+    env: dict[str, str] | None = None,
+    launcher_args: dict[str, str] | None = None,
+    program: str = "torchtitan.train",
+) -> Invocation:
+    return Invocation(
+        program=program,
+        args=args,
+        env=env or {},
+        cwd=JOB,
+        launcher="torchrun",
+        launcher_args=launcher_args or {},
+    )
+
+
+def _read(invocation: Invocation, allocation: Facts | None = None) -> Facts:
+    assert READER.recognises(invocation)
+    context = ReadContext(
+        launch=Launch(work_dir=JOB), files=_files(), allocation=allocation or Facts()
+    )
+    facts = READER.read(invocation, context)
+    finish(facts)
+    return facts
+
+
+def test_overrides_take_both_spellings_flags_and_lists() -> None:
+    found = cli_overrides(
+        [
+            "--job.config-file",
+            "a.toml",
+            "--training.seq_len=65536",
+            "--parallelism.data-parallel-shard-degree",
+            "-1",
+            "--compile.enable",
+            "--model.converters=float8,quantize.grouped_mm.mx",
+            "--activation_checkpoint.no-early-stop",
+        ]
+    )
+    assert [(key, value) for key, value, _ in found] == [
+        ("job.config_file", "a.toml"),
+        ("training.seq_len", 65536),
+        ("parallelism.data_parallel_shard_degree", -1),
+        ("compile.enable", True),
+        ("model.converters", ["float8", "quantize.grouped_mm.mx"]),
+        ("activation_checkpoint.early_stop", False),
+    ]
+    assert found[1][2] == "--training.seq_len=65536"
+    assert found[2][2] == "--parallelism.data-parallel-shard-degree -1"
+
+
+def test_recognises_the_module_and_the_script_with_a_job_config() -> None:
+    assert READER.recognises(_invocation())
+    assert READER.recognises(_invocation(program="torchtitan.experiments.flux.train"))
+    assert READER.recognises(_invocation("--job.config_file", "x.toml", program="train.py"))
+    assert READER.recognises(_invocation(program="./torchtitan/train.py"))
+    assert not READER.recognises(_invocation("--lr", "1", program="train.py"))
+    assert not READER.recognises(_invocation(program="torchtitan.tools.download"))
+
+
+def test_hsdp_tp_pp_layout_batch_and_float8_from_the_toml() -> None:
+    facts = _read(
+        _invocation(
+            "--job.config_file",
+            "./configs/llama3_70b_hsdp.toml",
+            launcher_args={"nnodes": "8", "nproc_per_node": "8"},
+        )
+    )
+    expected = {
+        "model.num_layers": 80,
+        "model.hidden_size": 8192,
+        "model.num_query_groups": 8,
+        "model.ffn_hidden_size": 28672,
+        "model.vocab_size": 128256,
+        "model.seq_length": 4096,
+        "hardware.num_gpus": 64,
+        "parallelism.tensor_parallel": 4,
+        "parallelism.pipeline_parallel": 2,
+        "parallelism.virtual_pipeline": 2,
+        "parallelism.data_parallel": 8,
+        "launch.fsdp_shard": 4,
+        "parallelism.micro_batch_size": 2,
+        "parallelism.global_batch_size": 64,
+        "launch.gradient_accumulation": 4,
+        "parallelism.precision": "fp8",
+        "parallelism.fp8_recipe": "tensorwise",
+        "parallelism.recompute": "full",
+        "parallelism.zero_stage": 3,
+        "training.train_iters": 500,
+        "training.mode": "pretrain",
+        "training.framework": "torchtitan",
+    }
+    assert {name: facts.get(name) for name in expected} == expected
+    assert facts.values["parallelism.tensor_parallel"].source == "llama3_70b_hsdp.toml:20"
+    assert facts.values["model.num_layers"].source.startswith("catalog:torchtitan llama3/70B")
+
+
+def test_command_line_beats_the_toml_and_reshapes_the_layout() -> None:
+    facts = _read(
+        _invocation(
+            "--job.config_file",
+            "./configs/llama3_70b_hsdp.toml",
+            "--training.seq_len=8192",
+            "--parallelism.tensor_parallel_degree",
+            "2",
+            "--model.converters",
+            "",
+            launcher_args={"nnodes": "8", "nproc_per_node": "8"},
+        )
+    )
+    assert facts.get("model.seq_length") == 8192
+    assert facts.values["model.seq_length"].source == "override: --training.seq_len=8192"
+    # shard = 64 / (replicate 2 x TP 2 x PP 2) = 8; global 64 = 2 x 16 x GA 2.
+    assert facts.get("launch.fsdp_shard") == 8
+    assert facts.get("parallelism.data_parallel") == 16
+    assert facts.get("launch.gradient_accumulation") == 2
+    assert facts.get("parallelism.precision") == "bf16"
+
+
+def test_config_file_from_the_environment_and_ngpu_world_size() -> None:
+    facts = _read(
+        _invocation(env={"CONFIG_FILE": "./configs/dsv3_ep.toml", "NGPU": "8"}),
+    )
+    assert facts.get("hardware.num_gpus") == 8
+    assert facts.get("parallelism.expert_parallel") == 4
+    assert facts.get("parallelism.expert_tensor_parallel") == 1
+    assert facts.get("parallelism.data_parallel") == 8
+    assert facts.get("parallelism.global_batch_size") == 16
+    assert facts.get("parallelism.zero_stage") == 2  # fsdp_reshard_after_forward never
+    assert facts.get("parallelism.recompute") == "none"
+    assert facts.get("parallelism.precision") == "bf16"
+    assert "parallelism.precision" in facts.assumed
+    assert facts.get("model.multi_latent_attention") is True
+    assert facts.get("model.kv_lora_rank") == 512
+    assert not facts.has("model.num_query_groups")
+    assert facts.get("model.num_dense_layers") == 1
+    assert facts.get("model.moe_ffn_hidden_size") == 1408
+
+
+def test_moe_flavor_with_mx_expert_gemms_and_explicit_shard() -> None:
+    allocation = Facts()
+    allocation.set("launch.world_size", 16, "launch: torchrun")
+    facts = _read(_invocation("--job.config_file=configs/qwen3_moe_mx.toml"), allocation)
+    assert facts.get("hardware.num_gpus") == 16
+    assert facts.get("parallelism.data_parallel") == 16
+    assert facts.get("parallelism.precision") == "mxfp8"
+    assert facts.get("model.ffn_hidden_size") == 768
+    assert facts.get("model.kv_channels") == 128
+    assert facts.get("model.num_query_groups") == 4
+    assert facts.get("model.moe_router_topk") == 8
+    assert facts.get("model.untie_embeddings") is True
+    assert any("expert GEMMs" in note for note in facts.notes)
+
+
+def test_llama4_alternating_moe_layers() -> None:
+    facts = _read(
+        _invocation(
+            "--job.config_file",
+            "configs/llama4_128e.toml",
+            launcher_args={"nnodes": "4", "nproc_per_node": "8"},
+        )
+    )
+    assert facts.get("model.ffn_hidden_size") == 16384
+    assert facts.get("model.moe_ffn_hidden_size") == 8192
+    pattern = facts.get("model.moe_layer_freq")
+    assert isinstance(pattern, list)
+    assert pattern[:4] == [0, 1, 0, 1]
+    assert len(pattern) == 48
+    assert facts.get("parallelism.data_parallel") == 4
+    assert facts.get("parallelism.expert_tensor_parallel") == 1
+
+
+def test_keys_of_earlier_releases() -> None:
+    facts = _read(
+        _invocation(
+            "--job.config-file", "configs/legacy.toml", launcher_args={"nproc_per_node": "8"}
+        )
+    )
+    assert facts.get("parallelism.tensor_parallel") == 2
+    assert facts.get("parallelism.context_parallel") == 2
+    assert facts.get("parallelism.data_parallel") == 2
+    assert facts.get("parallelism.micro_batch_size") == 4
+    assert facts.get("parallelism.global_batch_size") == 8
+    assert facts.get("parallelism.precision") == "fp8"
+    assert facts.values["parallelism.micro_batch_size"].source == "legacy.toml:7"
+
+
+def test_no_world_size_leaves_the_data_parallel_open() -> None:
+    facts = _read(_invocation("--job.config_file", "configs/legacy.toml"))
+    assert not facts.has("launch.fsdp_shard")
+    assert facts.get("parallelism.micro_batch_size") == 4
+    assert not facts.has("parallelism.global_batch_size")
+    assert any("processes" in note for note in facts.notes)
+    assert "parallelism.global_batch_size" in facts.unknown
+
+
+def test_no_config_takes_the_job_config_defaults() -> None:
+    facts = _read(_invocation(launcher_args={"nproc_per_node": "2"}))
+    assert facts.get("model.hidden_size") == 256  # llama3 debugmodel
+    assert facts.get("model.seq_length") == 2048
+    assert facts.get("parallelism.micro_batch_size") == 8
+    assert facts.get("parallelism.global_batch_size") == 16
+    assert "model.seq_length" in facts.assumed
+
+
+def test_missing_config_file_names_it() -> None:
+    with pytest.raises(SourceError, match=r"missing\.toml.*--job\.config_file"):
+        _read(_invocation("--job.config_file", "configs/missing.toml"))
+
+
+def test_unknown_flavor_is_a_note_not_a_guess() -> None:
+    facts = _read(
+        _invocation(
+            "--job.config_file",
+            "configs/legacy.toml",
+            "--model.flavor",
+            "3B",
+            launcher_args={"nproc_per_node": "8"},
+        )
+    )
+    assert not facts.has("model.num_layers")
+    assert any("flavor 3B is not in the catalog" in note for note in facts.notes)
+
+
+def test_world_size_sources_in_order() -> None:
+    context = ReadContext(launch=Launch(), files=MemoryFiles(), allocation=Facts())
+    assert torchrun_world_size(
+        _invocation(env={"PET_NNODES": "1:3", "PET_NPROC_PER_NODE": "4"}), context
+    ) == (12, "launch: PET_NNODES x PET_NPROC_PER_NODE")
+    assert torchrun_world_size(_invocation(env={"WORLD_SIZE": "6"}), context) == (
+        6,
+        "launch: WORLD_SIZE",
+    )
+    assert torchrun_world_size(_invocation(), context) is None
+
+
+def test_catalog_widths_match_the_rounding_rules() -> None:
+    data = load_data("torchtitan.yaml")
+    families = data["families"]
+    assert isinstance(families, dict)
+    checked = 0
+    for name, family in families.items():
+        for flavor, entry in family["flavors"].items():
+            found = flavor_fields(data, name, flavor)
+            assert not isinstance(found, str), found
+            fields, _ = found
+            assert isinstance(fields["model.num_layers"], int)
+            assert fields["model.num_layers"] > 0
+            if "ffn_hidden_size" in entry:
+                assert fields["model.ffn_hidden_size"] == entry["ffn_hidden_size"], flavor
+                checked += 1
+            if "moe_ffn_hidden_size" in entry:
+                assert fields["model.moe_ffn_hidden_size"] == entry["moe_ffn_hidden_size"]
+    assert checked >= 7
+    assert llama_ffn(4096, 1024, 1.3) == 14336
+    assert llama4_moe_ffn(5120, 2048, 1.2, 2) == 8192
+
+
+def test_bad_values_are_notes_not_errors() -> None:
+    facts = _read(
+        _invocation(
+            "--job.config_file",
+            "configs/legacy.toml",
+            "--parallelism.tensor_parallel_degree",
+            "0",
+            "--training.seq_len",
+            "long",
+            launcher_args={"nproc_per_node": "8"},
+        )
+    )
+    assert facts.get("parallelism.tensor_parallel") == 1
+    assert not facts.has("model.seq_length")
+    assert any("tensor_parallel_degree 0" in note for note in facts.notes)
+    assert any("training.seq_len 'long'" in note for note in facts.notes)
