@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from planner.catalog import gpu_catalog
 from planner.errors import SpecError
+from planner.specs.scenario import Framework
 
 __all__ = [
     "GROUP_LEVELS",
@@ -86,8 +88,11 @@ def key_from_scenario(
     scheduler: str, cluster: str, scenario: Mapping[str, Any]
 ) -> CalibrationKey | None:
     """The key of a job described by a scenario document (``hardware.gpu``,
-    ``training.framework``, which defaults to ``megatron`` as in the scenario format); None when
-    the document names no GPU (the job cannot be calibrated)."""
+    ``training.framework``, which defaults to ``megatron`` as in the scenario format), with both
+    names normalised as the scenario parser reads them (``H100-SXM`` is ``h100-sxm``,
+    ``Megatron`` is ``megatron``, ``llm-foundry`` is ``llm_foundry``), so the jobs of one GPU and
+    framework learn together however their documents spell them. None when the document names
+    no GPU of the catalog or no known framework (the job cannot be calibrated)."""
     hardware = scenario.get("hardware")
     training = scenario.get("training")
     gpu = hardware.get("gpu") if isinstance(hardware, Mapping) else None
@@ -96,7 +101,16 @@ def key_from_scenario(
         framework = "megatron"
     if not isinstance(gpu, str) or not isinstance(framework, str):
         return None
-    return CalibrationKey(scheduler=scheduler, cluster=cluster, gpu=gpu, framework=framework)
+    gpu_key = gpu.strip().lower()
+    framework_name = framework.strip().lower().replace("-", "_")
+    if gpu_key not in gpu_catalog() or framework_name not in _FRAMEWORKS:
+        return None
+    return CalibrationKey(
+        scheduler=scheduler, cluster=cluster, gpu=gpu_key, framework=framework_name
+    )
+
+
+_FRAMEWORKS: Final = frozenset(f.value for f in Framework)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

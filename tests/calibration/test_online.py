@@ -295,6 +295,20 @@ def test_key_from_scenario() -> None:
     assert key_from_scenario("slurm", "dev", {"hardware": {}}) is None
 
 
+def test_key_from_scenario_normalises_names_as_the_parser_does() -> None:
+    """Two spellings of one GPU and framework are one calibration group."""
+    upper = {"hardware": {"gpu": " H100-SXM"}, "training": {"framework": "Megatron"}}
+    lower = {"hardware": {"gpu": "h100-sxm"}, "training": {"framework": "megatron"}}
+    dashed = {"hardware": {"gpu": "A100-80GB"}, "training": {"framework": "LLM-Foundry"}}
+    assert key_from_scenario("slurm", "c", upper) == key_from_scenario("slurm", "c", lower)
+    assert key_from_scenario("slurm", "c", dashed) == CalibrationKey(
+        scheduler="slurm", cluster="c", gpu="a100-80gb", framework="llm_foundry"
+    )
+    assert key_from_scenario("slurm", "c", {"hardware": {"gpu": "no-such-gpu"}}) is None
+    unknown_framework = {"hardware": {"gpu": "h100-sxm"}, "training": {"framework": "jax?"}}
+    assert key_from_scenario("slurm", "c", unknown_framework) is None
+
+
 def _tiny(num_layers: int, hidden: int, heads: int) -> dict[str, object]:
     doc = yaml.safe_load((ROOT / "deploy/dev/tiny_gpt/scenario.yaml").read_text())
     doc["name"] = f"tiny-l{num_layers}-h{hidden}"
