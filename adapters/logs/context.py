@@ -1,7 +1,8 @@
 """What earlier lines of one log told the parsers: the state of multi-line log formats.
 
-Some formats cannot be read one line at a time: MLPerf's MLLOG counts tokens, not steps, until
-its header has given the global batch and the sequence length; DeepSpeed-Chat prints a step's
+Some formats cannot be read one line at a time: MLPerf's MLLOG counts samples, tokens or epochs,
+not steps, until its header has given the benchmark, the global batch, the sequence length and
+the dataset's size (``MllogState``); DeepSpeed-Chat prints a step's
 number and its time on two lines; modded-nanogpt prints a cumulative training time; Megatron-LM
 averages its step time over the iterations since its previous line; DeepSpeed's engine prints
 the wall-clock time of an iteration one line before Megatron-DeepSpeed prints the iteration.
@@ -35,6 +36,39 @@ class LogEvent:
 
 
 @dataclass(slots=True)
+class MllogState:
+    """What an MLPerf MLLOG log said before the current line (``adapters.logs.mlperf``).
+
+    ``benchmark``: ``submission_benchmark``; ``global_batch_size`` and ``sequence_length``
+    (``max_sequence_length``) from the header; ``epoch_samples``: ``train_samples`` logged before
+    the first progress record (the dataset's size, what one epoch counts); ``count_unit``: the
+    unit of the log's ``epoch_num`` and ``tracked_stats`` step counts once decided
+    (``samples``, ``tokens`` or ``epochs``); ``first_epoch``: the ``epoch_num`` of the first
+    ``epoch_start`` (0 when the log numbers its epochs from 0); ``steps_per_epoch``: decided at
+    the first position in epochs; ``epoch_started``: the ``epoch_num`` and time of the current
+    epoch's first ``epoch_start`` (every rank may print one); ``epoch_s``: how long the last
+    whole epoch lasted; ``epoch_offset``: what to subtract from fractional epoch
+    counts, decided at the first (None: none seen); ``trained``: the log stated the samples
+    it trained; ``stopped``: ``run_stop`` was read;
+    ``last_iteration``: the optimizer step of the last progress record (None before the first).
+    """
+
+    benchmark: str | None = None
+    global_batch_size: int | None = None
+    sequence_length: int | None = None
+    epoch_samples: int | None = None
+    count_unit: str | None = None
+    first_epoch: float | None = None
+    steps_per_epoch: float | None = None
+    epoch_started: tuple[float | None, float | None] | None = None
+    epoch_s: float | None = None
+    epoch_offset: float | None = None
+    trained: bool = False
+    stopped: bool = False
+    last_iteration: int | None = None
+
+
+@dataclass(slots=True)
 class LogContext:
     """Parser state for one log, updated by ``parse_line(line, context=...)``; see module doc.
 
@@ -44,9 +78,7 @@ class LogContext:
 
     megatron_last_iteration: int | None = None
     """Iteration of the last Megatron-LM interval line (its step time averages since then)."""
-    mlperf_global_batch_size: int | None = None
-    mlperf_sequence_length: int | None = None
-    mlperf_last_iteration: int | None = None
+    mllog: MllogState = field(default_factory=MllogState)
     nanogpt_last: tuple[int, float] | None = None
     """(iteration, cumulative ``train_time`` in ms) of the last modded-nanogpt step line."""
     dschat_epochs: int | None = None

@@ -61,8 +61,10 @@ Formats recognised (``ProgressRecord.framework`` in brackets):
   (``compute_time_s``, required), its mean wall time per iteration (``step_time_s``), the
   iterations averaged and its host. These feed live straggler detection
   (``planner.specs.job.RankStepRecord``); ``deploy/dev/tiny_gpt/train.py`` prints them.
-* **MLPerf MLLOG** (``mlperf``; ``adapters.logs.mlperf``): ``:::MLLOG {json}`` events of NVIDIA's
-  NeMo GPT-3 submissions; one record per ``tracked_stats`` training-step event (needs a context).
+* **MLPerf MLLOG** (``mlperf``; ``adapters.logs.mlperf``): ``:::MLLOG {json}`` events of the
+  MLPerf Training result logs of every round since v1.0; one record per event that reaches a new
+  position in samples, tokens or epochs (training statistics, evaluations, epoch ends), as
+  optimizer steps (needs a context).
 * **modded-nanogpt** (``modded-nanogpt``; ``adapters.logs.nanogpt``): ``step:N/T
   [train_loss:X ]train_time:Tms step_avg:Ams``; validation lines are not steps.
 * **DeepSpeed engine** (``deepspeed``) and **DeepSpeed-Chat** (``deepspeed-chat``;
@@ -70,7 +72,7 @@ Formats recognised (``ProgressRecord.framework`` in brackets):
   RLHF ``epoch: E|step: N|...`` and ``|E2E latency=Xs |...`` lines.
 
 Reading a whole log: a ``adapters.logs.context.LogContext`` passed to every call on one log, in
-order, lets lines use what earlier lines said. With it: MLLOG steps become optimizer steps;
+order, lets lines use what earlier lines said. With it: MLLOG positions become optimizer steps;
 modded-nanogpt steps take their time from the previous step line; DeepSpeed-Chat steps are
 given with their ``E2E latency`` (``LogContext.finish`` gives a last step that has none);
 DeepSpeed engine lines, once another format reports steps, give None and lend their time to

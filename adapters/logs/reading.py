@@ -40,12 +40,12 @@ class LogReading:
     a log mixes several (records of the others are dropped). ``train_iters`` is the total number
     of iterations the log states (the last stated on a kept record: Megatron-LM ``N/T``,
     modded-nanogpt ``step:N/T``, torchtitan's start line, DeepSpeed-Chat's epochs x generation
-    batches, a CI table's ``end_step``), None when it states none (MLPerf runs stop at a target
-    loss). ``events`` are evaluation and run start/stop events in log order (``LogEvent``).
-    ``first_timestamp_s`` and ``last_timestamp_s`` are the earliest and latest times the log
-    printed on any line (launcher and framework log lines, MLLOG ``time_ms``), epoch seconds,
-    None when it printed none: the span includes start-up before the first record and teardown
-    after the last.
+    batches, a CI table's ``end_step``; an MLPerf run's cap, then what it trained once it ended:
+    ``adapters.logs.mlperf``), None when it states none. ``events`` are evaluation and run
+    start/stop events in log order (``LogEvent``). ``first_timestamp_s`` and
+    ``last_timestamp_s`` are the earliest and latest times the log printed on any line (launcher
+    and framework log lines, MLLOG ``time_ms``), epoch seconds, None when it printed none: the
+    span includes start-up before the first record and teardown after the last.
     """
 
     records: tuple[ProgressRecord, ...]
@@ -90,9 +90,12 @@ def read_log(text: str, *, tz: tzinfo | None = None) -> LogReading:
     framework = max(counts, key=lambda name: counts[name])  # first seen wins a tie
     records = tuple(record for record in found if record.framework == framework)
     totals = [record.train_iters for record in records if record.train_iters is not None]
+    # The last total the format stated, also one stated after its last record (an MLPerf run's
+    # trained samples and run_stop, logged once training is over).
+    stated = context.totals.get(framework, totals[-1] if totals else None)
     return LogReading(
         records=records,
-        train_iters=totals[-1] if totals else None,
+        train_iters=stated,
         framework=framework,
         events=tuple(context.events),
         first_timestamp_s=context.first_timestamp_s,

@@ -139,6 +139,33 @@ def timeseries_panel(
     return _place(timeseries.Panel(), title, grid, targets, unit=unit, description=description)
 
 
+def band_panel(
+    title: str,
+    grid: Grid,
+    exprs: tuple[str, str, str],
+    unit: str = "short",
+    description: str = "",
+) -> timeseries.Panel:
+    """The p50 as a line and the p10-p90 band as a shaded area: ``exprs`` are the p10, p50 and
+    p90 queries (series ``p10``, ``p50``, ``p90``); the p90 series fills down to the p10 one
+    (Grafana's fill-below-to), neither drawn as a line."""
+    p10, p50, p90 = exprs
+    targets = [target(p10, "p10", "A"), target(p50, "p50", "B"), target(p90, "p90", "C")]
+    band = [models.DynamicConfigValue(id_val="custom.lineWidth", value=0)]
+    return (
+        timeseries_panel(title, grid, targets, unit=unit, description=description)
+        .override_by_name(
+            "p90",
+            [
+                *band,
+                models.DynamicConfigValue(id_val="custom.fillBelowTo", value="p10"),
+                models.DynamicConfigValue(id_val="custom.fillOpacity", value=25),
+            ],
+        )
+        .override_by_name("p10", band)
+    )
+
+
 def table_panel(
     title: str,
     grid: Grid,
@@ -302,9 +329,16 @@ def fleet() -> dashboard.Dashboard:
                         ref="G",
                         table=True,
                     ),
+                    target(
+                        running(by_job("planner_job_predicted_completion_p90_timestamp_seconds"))
+                        + " * 1000",
+                        ref="H",
+                        table=True,
+                    ),
                 ],
                 description="B progress, C/D/E remaining time p10/p50/p90, F predicted completion "
-                "(p50), G time limit.",
+                "(p50), G time limit, H late completion (p90): a job whose H is past its G may "
+                "not finish in time.",
                 units={
                     "Value #B": "percentunit",
                     "Value #C": "dtdurations",
@@ -312,6 +346,7 @@ def fleet() -> dashboard.Dashboard:
                     "Value #E": "dtdurations",
                     "Value #F": "dateTimeAsIso",
                     "Value #G": "dateTimeAsIso",
+                    "Value #H": "dateTimeAsIso",
                 },
             ),
             _place(
@@ -390,14 +425,14 @@ def job_detail() -> dashboard.Dashboard:
                 ],
                 unit="s",
             ),
-            timeseries_panel(
-                "Remaining time band",
+            band_panel(
+                "Remaining time (p50, band p10-p90)",
                 (12, 4, 12, 8),
-                [
-                    target(one("planner_job_eta_seconds", ', quantile="0.1"'), "p10", "A"),
-                    target(one("planner_job_eta_seconds", ', quantile="0.5"'), "p50", "B"),
-                    target(one("planner_job_eta_seconds", ', quantile="0.9"'), "p90", "C"),
-                ],
+                (
+                    one("planner_job_eta_seconds", ', quantile="0.1"'),
+                    one("planner_job_eta_seconds", ', quantile="0.5"'),
+                    one("planner_job_eta_seconds", ', quantile="0.9"'),
+                ),
                 unit="s",
             ),
             timeseries_panel(
@@ -431,6 +466,19 @@ def job_detail() -> dashboard.Dashboard:
                 "Iterations completed",
                 (12, 20, 12, 8),
                 [target(one("planner_job_iteration"), "iteration")],
+            ),
+            band_panel(
+                "Predicted completion (p50, band p10-p90)",
+                (0, 28, 24, 8),
+                (
+                    one("planner_job_predicted_completion_p10_timestamp_seconds") + " * 1000",
+                    one("planner_job_predicted_completion_timestamp_seconds") + " * 1000",
+                    one("planner_job_predicted_completion_p90_timestamp_seconds") + " * 1000",
+                ),
+                unit="dateTimeAsIso",
+                description="When the job will end, as predicted at each moment: the p50 and "
+                "its p10-p90 band. A band that narrows as the job runs is the ETA settling; a "
+                "p50 that climbs is the job slipping (alert PlannerJobETASlipped).",
             ),
         ],
         job=True,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -137,11 +137,13 @@ def replay(
     prior_log_sd: float = 0.3,
     schedule: TrainingSchedule | None = None,
     band: BandOffsets | None = None,
+    on_record: Callable[[int, int], None] | None = None,
 ) -> Replay:
     """Replay ``records`` (one job's log, in order) against ``total_iterations``; ``end_time_s``
     the latest time the log printed (None: its last record's); ``prior_step_time_s`` a model
-    prediction (s), ``schedule`` the job's arguments, ``band`` band offsets. Raises
-    ``SpecError`` for an empty log or an invalid total."""
+    prediction (s), ``schedule`` the job's arguments, ``band`` band offsets; ``on_record`` is
+    called with (records replayed, records to replay) after each record (progress of a long
+    replay). Raises ``SpecError`` for an empty log or an invalid total."""
     if total_iterations < 1:
         raise SpecError("total_iterations", f"must be >= 1, got {total_iterations}")
     if not records:
@@ -160,7 +162,9 @@ def replay(
     mark = None
     t0 = clock[0]
     points: list[ReplayPoint] = []
-    for record, time_s in zip(records, clock, strict=True):
+    for k, (record, time_s) in enumerate(zip(records, clock, strict=True)):
+        if on_record is not None and k > 0:
+            on_record(k, len(records))
         stamped = dataclasses.replace(record, timestamp_s=time_s)
         observations, restarts, mark = read_progress([stamped], read_time_s=time_s, previous=mark)
         if restarts[0] is not None:
@@ -193,6 +197,8 @@ def replay(
                 model_eta_s=raw,
             )
         )
+    if on_record is not None:
+        on_record(len(records), len(records))
     return Replay(
         points=tuple(points),
         total_iterations=total_iterations,

@@ -5,7 +5,9 @@ active jobs that need them (``planner.service.job_series``: every job that is no
 at most ``metrics.max_pending_jobs`` pending jobs with a prediction), so finished jobs drop out
 and cardinality stays bounded; ``planner_jobs`` and
 ``planner_jobs_gpus`` count every active job. A running job's ``planner_job_eta_seconds`` is
-from now to its predicted completion.
+from now to its predicted completion. The completion band is one gauge per bound (p10, p50, p90
+completion timestamps), not a ``quantile`` label: that label is reserved for summaries, and the
+p50 gauge keeps the name and labels the alert rules and dashboards already use.
 
 | metric | type | meaning |
 | --- | --- | --- |
@@ -17,6 +19,8 @@ from now to its predicted completion.
 | ``planner_job_predicted_step_time_seconds`` | gauge | the performance model's prediction |
 | ``planner_job_eta_seconds{quantile}`` | gauge | seconds to completion (pending: runtime) |
 | ``planner_job_predicted_completion_timestamp_seconds`` | gauge | p50 completion time, epoch s |
+| ``planner_job_predicted_completion_p10_timestamp_seconds`` | gauge | p10 completion, epoch s |
+| ``planner_job_predicted_completion_p90_timestamp_seconds`` | gauge | p90 completion, epoch s |
 | ``planner_job_time_limit_timestamp_seconds`` | gauge | start + time limit of a running job |
 | ``planner_job_model_error_ratio`` | gauge | model step time / observed step time - 1 |
 | ``planner_job_predicted_memory_bytes`` | gauge | predicted peak memory per GPU, bytes |
@@ -157,6 +161,16 @@ _JOB_GAUGES: list[tuple[str, str, Callable[[JobRow], float | None]]] = [
         "planner_job_predicted_completion_timestamp_seconds",
         "Predicted (p50) completion time of the job, Unix epoch seconds.",
         lambda r: _eta(r, "completion_time_s"),
+    ),
+    (
+        "planner_job_predicted_completion_p10_timestamp_seconds",
+        "Early bound (p10) of the job's predicted completion time, Unix epoch seconds.",
+        lambda r: _eta(r, "completion_time_s", "p10"),
+    ),
+    (
+        "planner_job_predicted_completion_p90_timestamp_seconds",
+        "Late bound (p90) of the job's predicted completion time, Unix epoch seconds.",
+        lambda r: _eta(r, "completion_time_s", "p90"),
     ),
     (
         "planner_job_time_limit_timestamp_seconds",

@@ -164,6 +164,13 @@ def test_pending_then_running_job_gets_prediction_progress_and_eta(
             in (metrics)
         )
         assert f"planner_job_predicted_completion_timestamp_seconds{{{labels}}}" in metrics
+        # the completion band, one gauge per bound (Grafana's job detail draws it)
+        band = [
+            metric_value(metrics, f"planner_job_predicted_completion{q}_timestamp_seconds", labels)
+            for q in ("_p10", "", "_p90")
+        ]
+        assert band[0] < band[1] < band[2]
+        assert band[1] == pytest.approx(clock.now + eta["remaining_s"]["p50"], abs=1.0)
         assert "planner_ingest_last_success_timestamp_seconds{" in metrics
         assert metric_value(metrics, "planner_job_time_limit_timestamp_seconds", labels) == (
             start + 3600.0

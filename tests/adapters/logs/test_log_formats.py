@@ -33,7 +33,11 @@ def _feed(lines: list[str], context: LogContext) -> list[ProgressRecord]:
 
 
 STEP = _mllog("tracked_stats", {"train_step_timing": 12.5, "reduced_train_loss": 2.7}, step=8192)
-HEADER = [_mllog("global_batch_size", 2), _mllog("max_sequence_length", 2048)]
+HEADER = [
+    _mllog("submission_benchmark", "gpt3"),
+    _mllog("global_batch_size", 2),
+    _mllog("max_sequence_length", 2048),
+]
 
 
 def test_mllog_step_needs_the_header() -> None:
@@ -54,7 +58,7 @@ def test_mllog_step_needs_the_header() -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        _mllog("tracked_stats", {"train_step_timing": 12.5}, step=8193),  # not whole steps
+        _mllog("tracked_stats", {"train_step_timing": 12.5}, step=1000),  # under half a step
         _mllog("tracked_stats", {"validation_step_timing": 5.0}, step=8192),
         _mllog("tracked_stats", {"train_step_timing": -1.0}, step=8192),
         _mllog("tracked_stats", {"train_step_timing": "fast"}, step=8192),

@@ -29,7 +29,8 @@ def _span(reading: LogReading) -> tuple[int, int]:
 
 def test_mlperf_v30_one_record_per_train_step() -> None:
     reading = _read("mlperf-v3.0-nvidia-gpt3-175b-dgxh100-n64-result_0.log")
-    assert (reading.framework, reading.train_iters) == ("mlperf", None)
+    # the total: run_stop after step 288, and trained_samples 1,207,959,552 tokens = 288 x 2048^2
+    assert (reading.framework, reading.train_iters) == ("mlperf", 288)
     assert [r.iteration for r in reading.records] == list(range(1, 289))
     first, last = reading.records[0], reading.records[-1]
     assert first.step_time_s == pytest.approx(12.160857439041138)
@@ -61,6 +62,7 @@ def test_mlperf_v30_events() -> None:
 def test_mlperf_v31_trimmed_log() -> None:
     reading = _read("mlperf-v3.1-nvidia-gpt3-175b-eos-n1344-result_0.log")
     assert _span(reading) == (1, 220)
+    assert reading.train_iters == 220  # 1,211,105,280 tokens trained / (2,688 x 2,048)
     assert len(reading.records) == 220
     assert reading.records[0].step_time_s == pytest.approx(1.5570313930511475)
     assert reading.records[0].timestamp_s == pytest.approx(1696565168.704)
