@@ -55,6 +55,7 @@ __all__ = [
     "read_local_file",
     "read_local_text",
     "stat_job_file",
+    "utf8_head",
     "utf8_text",
 ]
 
@@ -298,9 +299,11 @@ def read_job_file(
     user: str | None,
     max_bytes: int,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    head: bool = False,
 ) -> bytes:
     """The bytes of a file a job named, read under the module's rules (roots, the job user's
-    view, regular files only, bounded).
+    view, regular files only, bounded). ``head``: a longer file gives its first ``max_bytes``
+    bytes instead of an error (the start of a growing log).
 
     ``path`` must be absolute (a caller joins a relative one to the job's working directory);
     ``roots`` are the directories files may be read from; ``user`` is the job's host user
@@ -315,6 +318,8 @@ def read_job_file(
         return _read_fd(fd, max_bytes, deadline, cancelled)
 
     data = _as_job_user(source, path, read, roots=roots, user=user, timeout_s=timeout_s)
+    if head:
+        return data[:max_bytes]
     if len(data) > max_bytes:
         raise SourcePermanentError(source, f"{path}: larger than the {max_bytes}-byte limit")
     return data
@@ -333,6 +338,12 @@ def stat_job_file(
     return _as_job_user(
         source, path, lambda fd, *_: os.fstat(fd), roots=roots, user=user, timeout_s=timeout_s
     )
+
+
+def utf8_head(data: bytes) -> str:
+    """The first bytes of a file as text: a character the cut split, and any other byte that is
+    not UTF-8, becomes U+FFFD (a log's head is read for what it prints, never executed)."""
+    return data.decode("utf-8", errors="replace")
 
 
 def utf8_text(source: str, path: str, data: bytes) -> str:

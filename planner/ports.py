@@ -35,10 +35,14 @@ class SchedulerSource(Protocol):
         """
         ...
 
-    def read_text_file(self, path: str, max_bytes: int, *, job: JobState | None = None) -> str:
-        """Read a (scenario) file ``job`` refers to, as that job's user may see it (under the
-        source's allowed directories; without ``job`` only what any user may read); raises
-        ``SourceError`` (never with the file's content in the message)."""
+    def read_text_file(
+        self, path: str, max_bytes: int, *, job: JobState | None = None, head: bool = False
+    ) -> str:
+        """Read a file ``job`` refers to (a scenario, a config its launch names, its log), as
+        that job's user may see it (under the source's allowed directories; without ``job`` only
+        what any user may read); raises ``SourceError`` (never with the file's content in the
+        message). ``head``: a longer file gives its first ``max_bytes`` bytes (undecodable bytes
+        replaced) instead of an error."""
         ...
 
 

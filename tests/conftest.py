@@ -1,6 +1,7 @@
 """Fixtures shared by every test package, the hypothesis profile of CI runs, and the per-test
 time limit of unit tests."""
 
+import json
 import os
 
 import pytest
@@ -26,6 +27,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.get_closest_marker("timeout") is None
         ):
             item.add_marker(pytest.mark.timeout(UNIT_TEST_TIMEOUT_S))
+
+
+@pytest.fixture(autouse=True)
+def test_client_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starlette's ``TestClient`` sends ``Host: testserver``: the service's tests allow that
+    name besides the default loopback names (``allowed_hosts``), as Django's test runner adds
+    it to ``ALLOWED_HOSTS``. Tests of the check itself set ``allowed_hosts`` themselves."""
+    monkeypatch.setenv(
+        "PLANNER_ALLOWED_HOSTS", json.dumps(["localhost", "127.0.0.1", "::1", "testserver"])
+    )
 
 
 __all__ = ["slurm_jobs", "slurm_stack"]

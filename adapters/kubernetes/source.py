@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from adapters.files import DEFAULT_TIMEOUT_S, read_job_file, utf8_text
+from adapters.files import DEFAULT_TIMEOUT_S, read_job_file, utf8_head, utf8_text
 from adapters.kubernetes.client import (
     CLUSTERQUEUES,
     JOBS,
@@ -324,7 +324,9 @@ class KubernetesSource:
 
     # ------------------------------------------------------------------ scenario files
 
-    def read_text_file(self, path: str, max_bytes: int, *, job: JobState | None = None) -> str:
+    def read_text_file(
+        self, path: str, max_bytes: int, *, job: JobState | None = None, head: bool = False
+    ) -> str:
         """Read a scenario a job's ``planner.llm/scenario`` annotation names (``job``: that
         job; the rules are the same for every Kubernetes job).
 
@@ -340,7 +342,7 @@ class KubernetesSource:
                 text = self._inline.get(path)
             if text is None:
                 raise SourcePermanentError(source, f"{path}: the annotation is gone")
-            return _limit(source, path, text, max_bytes)
+            return _limit(source, path, text, max_bytes, head=head)
         if path.startswith(CONFIGMAP_SCHEME):
             if not self._allow_configmaps:
                 raise SourcePermanentError(
@@ -354,10 +356,10 @@ class KubernetesSource:
             text = data.get(key) if isinstance(data, dict) else None
             if not isinstance(text, str):
                 raise SourcePermanentError(source, f"{path}: ConfigMap has no key {key!r}")
-            return _limit(source, path, text, max_bytes)
-        return self._read_local(source, path, max_bytes)
+            return _limit(source, path, text, max_bytes, head=head)
+        return self._read_local(source, path, max_bytes, head=head)
 
-    def _read_local(self, source: str, path: str, max_bytes: int) -> str:
+    def _read_local(self, source: str, path: str, max_bytes: int, *, head: bool = False) -> str:
         data = read_job_file(
             source,
             path,
@@ -365,11 +367,14 @@ class KubernetesSource:
             user=None,  # no host identity: only what others may read
             max_bytes=max_bytes,
             timeout_s=self._file_timeout_s,
+            head=head,
         )
-        return utf8_text(source, path, data)
+        return utf8_head(data) if head else utf8_text(source, path, data)
 
 
-def _limit(source: str, path: str, text: str, max_bytes: int) -> str:
+def _limit(source: str, path: str, text: str, max_bytes: int, *, head: bool = False) -> str:
+    if head:
+        return text.encode()[:max_bytes].decode("utf-8", errors="replace")
     if len(text.encode()) > max_bytes:
         raise SourcePermanentError(source, f"{path}: larger than the {max_bytes}-byte limit")
     return text

@@ -17,7 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from adapters.files import DEFAULT_TIMEOUT_S, job_file_access, read_job_file, utf8_text
+from adapters.files import (
+    DEFAULT_TIMEOUT_S,
+    job_file_access,
+    read_job_file,
+    utf8_head,
+    utf8_text,
+)
 from adapters.slurm.output import SCHEDULER, SOURCE_SACCT
 from adapters.slurm.sacct import is_accounting_disabled, parse_sacct_json
 from adapters.slurm.scontrol import batch_script_failed, parse_cluster_name
@@ -304,7 +310,9 @@ class SlurmSource:
 
     # ----------------------------------------------------------------------------- files
 
-    def read_text_file(self, path: str, max_bytes: int, *, job: JobState | None = None) -> str:
+    def read_text_file(
+        self, path: str, max_bytes: int, *, job: JobState | None = None, head: bool = False
+    ) -> str:
         """Read a UTF-8 text file on this host that ``job`` names (a scenario in its comment).
 
         Read only under the job's working directory and ``allowed_file_roots``, as the job's
@@ -322,8 +330,9 @@ class SlurmSource:
             user=user,
             max_bytes=max_bytes,
             timeout_s=self._file_timeout_s,
+            head=head,
         )
-        return utf8_text("slurm:file", path, data)
+        return utf8_head(data) if head else utf8_text("slurm:file", path, data)
 
     # ----------------------------------------------------------------------------- commands
 

@@ -20,6 +20,7 @@ from adapters.traces.reader import (
     file_bytes,
     read_layout,
     read_op_trace,
+    trace_limits,
 )
 from planner.errors import SourcePermanentError, SpecError
 from planner.specs.job import JobState
@@ -41,6 +42,11 @@ class TraceFiles:
             its roots and only world-readable).
         max_trace_bytes / max_meta_bytes: size limits of the trace and of its meta file.
         timeout_s: time limit of reading one file, seconds.
+        memory_budget_bytes: the most memory reading and analysing one trace may add
+            (``adapters.traces.reader.trace_limits``): a larger file is refused before it is
+            read (its size from ``stat``), a parquet trace of more rows before it is decoded,
+            a CSV trace of more rows before it is analysed; None: only the limits above.
+        budget_setting: the name errors give the budget (the service's setting).
     """
 
     def __init__(
@@ -50,11 +56,19 @@ class TraceFiles:
         max_trace_bytes: int = MAX_TRACE_BYTES,
         max_meta_bytes: int = MAX_META_BYTES,
         timeout_s: float = 4 * DEFAULT_TIMEOUT_S,
+        memory_budget_bytes: int | None = None,
+        budget_setting: str = "the trace memory budget",
     ) -> None:
         self._allowed_file_roots = {
             scheduler: tuple(roots) for scheduler, roots in (allowed_file_roots or {}).items()
         }
         self._max_trace_bytes = max_trace_bytes
+        self._max_rows: int | None = None
+        if memory_budget_bytes is not None:
+            budget_bytes, self._max_rows = trace_limits(memory_budget_bytes)
+            self._max_trace_bytes = min(max_trace_bytes, budget_bytes)
+        self._memory_budget_bytes = memory_budget_bytes
+        self._budget_setting = budget_setting
         self._max_meta_bytes = max_meta_bytes
         self._timeout_s = timeout_s
 
@@ -91,10 +105,36 @@ class TraceFiles:
         """
         if not os.path.isabs(trace_path) or not os.path.isabs(meta_path):
             raise SpecError(_SOURCE, "trace and meta paths must be absolute")
+        self._check_size(trace_path, job)
         meta = self._bytes(meta_path, self._max_meta_bytes, job)
         trace = self._bytes(trace_path, self._max_trace_bytes, job)
         layout = read_layout(meta_path, data=meta)
-        return read_op_trace(trace_path, layout, skip_bad_rows=True, data=trace)
+        return read_op_trace(
+            trace_path, layout, skip_bad_rows=True, data=trace, max_rows=self._max_rows
+        )
+
+    def _check_size(self, path: str, job: JobState | None) -> None:
+        """Refuse a trace file larger than the memory budget allows before reading it (a
+        sparse file of 500 MiB once took the planner to 1.3 GB while it was read)."""
+        if self._memory_budget_bytes is None:
+            return
+        try:
+            if job is None:
+                size = os.stat(path).st_size
+            else:
+                roots, user = self._access(job)
+                size = stat_job_file(
+                    _SOURCE, path, roots=roots, user=user, timeout_s=self._timeout_s
+                ).st_size
+        except OSError:
+            return  # the read says why (missing, not readable)
+        if size > self._max_trace_bytes:
+            raise SpecError(
+                path,
+                f"{size:,} bytes, over the {self._max_trace_bytes:,} bytes whose reading and "
+                f"analysis fit {self._budget_setting} ({self._memory_budget_bytes:,} bytes); "
+                "keep fewer steps in the trace (or a parquet file) or raise it",
+            )
 
     def _access(self, job: JobState) -> tuple[tuple[str, ...], str | None]:
         return job_file_access(job, self._allowed_file_roots.get(job.scheduler, ()))

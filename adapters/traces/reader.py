@@ -32,6 +32,20 @@ MAX_TRACE_ROWS = 50_000_000
 """Most rows of a trace table."""
 MAX_META_BYTES = 2**20
 """Largest meta (layout) file read, bytes (1 MiB)."""
+BYTES_PER_FILE_BYTE = 16
+"""Peak memory per byte of a trace file read, parsed and analysed, bytes: 12-14 measured for
+CSV traces of 35,000-140,000 rows (simulated 1F1B, ``resource.getrusage`` peak RSS), 2 for a
+file of NUL bytes (read, then refused by the parser); parquet needs less per file byte and is
+bounded by its rows."""
+BYTES_PER_ROW = 1000
+"""Peak memory per trace row read and analysed, bytes (700-940 measured, as above)."""
+
+
+def trace_limits(memory_budget_bytes: int) -> tuple[int, int]:
+    """``(largest file, most rows)`` of a trace whose reading and analysis fit
+    ``memory_budget_bytes`` (:data:`BYTES_PER_FILE_BYTE`, :data:`BYTES_PER_ROW`)."""
+    return memory_budget_bytes // BYTES_PER_FILE_BYTE, memory_budget_bytes // BYTES_PER_ROW
+
 
 #: Columns an operation trace must have (the artifact's names).
 REQUIRED_COLUMNS = ("dp_rank", "stage", "step", "optype", "start_ts", "duration", "seq_id")
@@ -62,8 +76,9 @@ def file_bytes(path: str | Path, max_bytes: int) -> bytes:
         raise SpecError(source, f"{reason}{hint}") from None
 
 
-def _read_table(path: str | Path, data: bytes | None) -> pa.Table:
-    """The file as an Arrow table: ``.parquet``/``.pq`` as parquet, anything else as CSV."""
+def _read_table(path: str | Path, data: bytes | None, max_rows: int | None = None) -> pa.Table:
+    """The file as an Arrow table: ``.parquet``/``.pq`` as parquet (refused before it is
+    decoded when its footer counts more than ``max_rows`` rows), anything else as CSV."""
     source = str(path)
     if data is None:
         data = file_bytes(path, MAX_TRACE_BYTES)
@@ -78,6 +93,7 @@ def _read_table(path: str | Path, data: bytes | None) -> pa.Table:
                     f"{meta.num_rows:,} rows, {unpacked:,} bytes unpacked: more than the "
                     f"{MAX_TRACE_ROWS:,}-row or {MAX_TRACE_UNPACKED_BYTES:,}-byte limit",
                 )
+            _refuse(source, meta.num_rows, max_rows)
             table = parquet.read()
         else:
             table = pa_csv.read_csv(pa.BufferReader(data))
@@ -184,7 +200,7 @@ def read_op_trace(
     """Operation trace of ``path`` (parquet or CSV with ``REQUIRED_COLUMNS``; ``data`` its
     bytes when already read).
 
-    ``max_rows`` refuses a larger trace with ``SpecError`` (before reading a parquet file).
+    ``max_rows`` refuses a larger trace with ``SpecError`` (before decoding a parquet file).
 
     Bad rows (a null in a required column, an unknown ``optype``, a negative or non-finite
     ``start_ts``/``duration``, a rank outside ``layout``) raise ``SpecError`` naming the column
@@ -194,7 +210,7 @@ def read_op_trace(
     source = str(path)
     if data is None:
         _check_size(path, max_rows)
-    table = _read_table(path, data)
+    table = _read_table(path, data, max_rows)
     _refuse(source, table.num_rows, max_rows)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:

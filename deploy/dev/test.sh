@@ -19,12 +19,13 @@ step "python environment"
 PY=${PYTHON:-python3}
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 pipq() { .venv/bin/pip install -q --disable-pip-version-check "$@" 2> >(grep -v 'is ignored: it is neither' >&2); }
-pipq -e '.[dev,ray]'
 if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   # The CPU wheel of torch 2.13.0 ships on these machines (PIP_FIND_LINKS, /opt/wheels); pinning
-  # the +cpu local version keeps pip from ever fetching the multi-GB CUDA build.
+  # the +cpu local version keeps pip from ever fetching the multi-GB CUDA build. Installed before
+  # the dev extra, whose accelerate needs torch: pip then keeps this one.
   pipq --find-links "${PIP_FIND_LINKS:-/opt/wheels}" "torch==2.13.0+cpu" numpy
 fi
+pipq -e '.[dev,ray]'
 
 step "dashboard type-check tools (npm ci in deploy/grafana)"
 if command -v npm >/dev/null; then

@@ -31,7 +31,16 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import nnls
 
+from planner.calibration.limits import (
+    MAX_BUS_BYTES_PER_S,
+    MAX_ELEMENTS,
+    MAX_RANKS,
+    check_at_most,
+    check_time,
+)
+from planner.calibration.samples import CHECKPOINT_ROWS, MAX_SAMPLE_ROWS, row_limit_error
 from planner.errors import CalibrationError
+from planner.search.budget import checkpoint
 
 __all__ = [
     "COLLECTIVE_SAMPLE_COLUMNS",
@@ -101,6 +110,15 @@ class CollectiveSample:
             raise CalibrationError(f"size_bytes must be >= 0, got {self.size_bytes!r}")
         if not (math.isfinite(self.time_s) and self.time_s > 0):
             raise CalibrationError(f"time_s must be > 0, got {self.time_s!r}")
+        check_at_most("num_ranks", self.num_ranks, MAX_RANKS, "ranks")
+        check_at_most("size_bytes", self.size_bytes, MAX_ELEMENTS, "elements")
+        check_time("time_s", self.time_s)
+        check_at_most(
+            "busbw (size_bytes / time_s x bus factor)",
+            self.busbw_bytes_per_s,
+            MAX_BUS_BYTES_PER_S,
+            "bus_rate",
+        )
 
     @property
     def algbw_bytes_per_s(self) -> float:
@@ -157,9 +175,18 @@ def format_collective_samples_csv(samples: Iterable[CollectiveSample]) -> str:
     return buf.getvalue()
 
 
-def read_collective_samples_csv(text: str, *, source: str = "<samples>") -> list[CollectiveSample]:
+def read_collective_samples_csv(
+    text: str,
+    *,
+    source: str = "<samples>",
+    max_rows: int = MAX_SAMPLE_ROWS,
+    max_rows_setting: str | None = None,
+) -> list[CollectiveSample]:
     """Parse collective samples from CSV ``text``; ``CalibrationError`` ``"<source>:<line>:
-    ..."`` for a missing column, an unknown collective or tier, or a bad number."""
+    ..."`` for a missing column, an unknown collective or tier, a bad number, a value beyond
+    its physical limit (``planner.calibration.limits``) or more than ``max_rows`` rows (naming
+    ``max_rows_setting`` when given). Under a caller's budget it stops between rows when the
+    budget says so."""
     reader = csv.DictReader(io.StringIO(text))
     need = ("collective", "num_ranks", "tier", "size_bytes", "time_s")
     missing = [c for c in need if c not in (reader.fieldnames or [])]
@@ -168,6 +195,10 @@ def read_collective_samples_csv(text: str, *, source: str = "<samples>") -> list
     out: list[CollectiveSample] = []
     for row in reader:
         where = f"{source}:{reader.line_num}"
+        if len(out) >= max_rows:
+            raise row_limit_error(where, max_rows, max_rows_setting)
+        if len(out) % CHECKPOINT_ROWS == 0:
+            checkpoint()
         try:
             out.append(
                 CollectiveSample(

@@ -1,8 +1,8 @@
 """Per-operator regressors chosen by cross-validation (scikit-learn estimator contract).
 
 ``OperatorRegressor`` predicts log time from log-shape features (``operator_features``). Its
-``fit`` scores each candidate by k-fold cross-validated RMSE of log time (scikit-learn's
-``cross_val_score`` over one seeded shuffled ``KFold``) and keeps the best,
+``fit`` scores each candidate by k-fold cross-validated RMSE of log time (the folds and scores of
+scikit-learn's ``cross_val_score`` over one seeded shuffled ``KFold``) and keeps the best,
 refitted on all the data given; after ``fit`` it has ``selected_`` (candidate name),
 ``cv_rmse_`` (candidate -> CV RMSE, natural-log units) and ``estimator_``. The candidates are
 small on purpose (Zhang et al. 2025 use random forests / XGBoost per operator):
@@ -28,14 +28,22 @@ from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 from sklearn.linear_model import Ridge
-from sklearn.model_selection import KFold, cross_val_score
+from sklearn.metrics import mean_squared_error
+from sklearn.model_selection import KFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
 from planner.calibration.ops import OP_DIMS, OpKey, OpKind, op_bytes, op_flops
 from planner.errors import CalibrationError
+from planner.search.budget import checkpoint
 
-__all__ = ["CANDIDATES", "OperatorRegressor", "feature_names", "operator_features"]
+__all__ = [
+    "CANDIDATES",
+    "OperatorRegressor",
+    "feature_names",
+    "fit_stoppable",
+    "operator_features",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -112,19 +120,46 @@ def _cv_rmse(
     per-fold mean squared errors are weighted by fold size: sqrt(sum_k n_k * MSE_k / n).
     """
     folds = KFold(n_splits=num_folds, shuffle=True, random_state=random_state)
-    sizes = np.array([len(test) for _, test in folds.split(x)], dtype=np.float64)
+    splits = list(folds.split(x))
+    sizes = np.array([len(test) for _, test in splits], dtype=np.float64)
     scores: dict[str, float] = {}
     for name in candidates:
-        neg_mse = cross_val_score(
-            _make(name, random_state),
-            x,
-            t,
-            cv=folds,
-            scoring="neg_mean_squared_error",
-            error_score="raise",
-        )
-        scores[name] = math.sqrt(float(sizes @ -np.asarray(neg_mse)) / float(sizes.sum()))
+        # cross_val_score's folds and scores, fitted here so a budget can stop each fit
+        mse = []
+        for train, test in splits:
+            model = fit_stoppable(_make(name, random_state), x[train], t[train])
+            mse.append(mean_squared_error(t[test], model.predict(x[test])))
+        scores[name] = math.sqrt(float(sizes @ np.asarray(mse)) / float(sizes.sum()))
     return scores
+
+
+def _stop_between_stages(_stage: int, _model: Any, _locals: Any) -> bool:
+    """A ``GradientBoostingRegressor.fit`` monitor: raises when the caller's budget says stop
+    (never stops the fit early otherwise, so the model is the one fitted without it)."""
+    checkpoint()
+    return False
+
+
+def fit_stoppable(model: Any, x: FloatArray, t: FloatArray) -> Any:
+    """``model.fit(x, t)`` that stops within one tree (or one boosting stage) when the
+    caller's budget (``planner.search.budget``) says so, with the same fitted model: a random
+    forest grows with ``warm_start`` one tree per call (scikit-learn draws each tree's seed as
+    a single fit would), gradient boosting looks at the budget after each stage."""
+    checkpoint()
+    if isinstance(model, RandomForestRegressor):
+        total = model.n_estimators
+        model.set_params(warm_start=True)
+        for grown in range(1, total + 1):
+            model.set_params(n_estimators=grown)
+            model.fit(x, t)
+            checkpoint()
+        model.set_params(warm_start=False)
+        return model
+    if isinstance(model, GradientBoostingRegressor):
+        return model.fit(x, t, monitor=_stop_between_stages)
+    model.fit(x, t)
+    checkpoint()
+    return model
 
 
 class OperatorRegressor(RegressorMixin, BaseEstimator):  # type: ignore[misc]
@@ -162,7 +197,7 @@ class OperatorRegressor(RegressorMixin, BaseEstimator):  # type: ignore[misc]
             scores[best] = math.nan
         self.cv_rmse_ = scores
         self.selected_ = best
-        self.estimator_ = _make(best, self.random_state).fit(x, t)
+        self.estimator_ = fit_stoppable(_make(best, self.random_state), x, t)
         self.n_features_in_ = x.shape[1]
         return self
 

@@ -18,6 +18,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner.calibration.limits import (
+    MAX_BYTES_PER_S,
+    MAX_ELEMENTS,
+    MAX_FLOP_PER_S,
+    MAX_GEMM_DIM,
+    check_at_most,
+    check_time,
+)
 from planner.calibration.ops import (
     ALL_DIMS,
     DTYPE_BYTES,
@@ -30,12 +38,14 @@ from planner.calibration.ops import (
     op_flops,
 )
 from planner.errors import CalibrationError
+from planner.search.budget import checkpoint
 
 __all__ = [
     "OP_SAMPLE_COLUMNS",
     "OpSample",
     "format_op_samples_csv",
     "read_op_samples_csv",
+    "row_limit_error",
 ]
 
 OP_SAMPLE_COLUMNS: tuple[str, ...] = (
@@ -66,7 +76,9 @@ _REQUIRED = ("op", "pass", "dtype", "time_median_s")
 MAX_SAMPLE_CSV_CHARS = 64 * 2**20
 """Longest operator sample CSV read, characters (64 MiB, about 300,000 rows)."""
 MAX_SAMPLE_ROWS = 1_000_000
-"""Most sample rows one CSV may hold."""
+"""Most sample rows one CSV may hold (a caller may ask for fewer)."""
+CHECKPOINT_ROWS = 1000
+"""Rows read between two looks at the caller's budget (``planner.search.budget``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,8 +121,27 @@ class OpSample:
             value = self.dims.get(name)
             if value is None or not math.isfinite(value) or value < 1:
                 raise CalibrationError(f"{self.op} needs {name} >= 1, got {value!r}")
+            if self.op is OpKind.GEMM:
+                check_at_most(name, value, MAX_GEMM_DIM, "gemm_dim")
+            check_at_most(name, value, MAX_ELEMENTS, "elements")
         if not (math.isfinite(self.time_median_s) and self.time_median_s > 0):
             raise CalibrationError(f"time_median_s must be > 0, got {self.time_median_s!r}")
+        for name in ("time_median_s", "time_p25_s", "time_p75_s", "time_min_s"):
+            check_time(name, getattr(self, name))
+        shape = ", ".join(OP_DIMS[self.op])
+        check_at_most(f"bytes (from {shape})", self.bytes, MAX_ELEMENTS, "elements")
+        check_at_most(
+            f"flop / time_median_s (from {shape})",
+            self.flop / self.time_median_s,
+            MAX_FLOP_PER_S,
+            "flop_rate",
+        )
+        check_at_most(
+            f"bytes / time_median_s (from {shape})",
+            self.bytes / self.time_median_s,
+            MAX_BYTES_PER_S,
+            "byte_rate",
+        )
 
     @property
     def key(self) -> OpKey:
@@ -194,13 +225,22 @@ def _count(where: str, name: str, text: str | None, *, default: int) -> int:
     return int(value)
 
 
-def read_op_samples_csv(text: str, *, source: str = "<samples>") -> list[OpSample]:
+def read_op_samples_csv(
+    text: str,
+    *,
+    source: str = "<samples>",
+    max_rows: int = MAX_SAMPLE_ROWS,
+    max_rows_setting: str | None = None,
+) -> list[OpSample]:
     """Parse operator samples from CSV ``text`` (header row first, any column order; columns
     beyond ``OP_SAMPLE_COLUMNS`` are kept in ``extra``).
 
     Raises ``CalibrationError`` ``"<source>:<line>: ..."`` for a missing header column, an
-    unknown op, pass or dtype, a missing or non-positive dimension or time, a malformed CSV
-    line, and for text over ``MAX_SAMPLE_CSV_CHARS`` or rows over ``MAX_SAMPLE_ROWS``.
+    unknown op, pass or dtype, a missing or non-positive dimension or time, a value beyond its
+    physical limit (``planner.calibration.limits``), a malformed CSV line, and for text over
+    ``MAX_SAMPLE_CSV_CHARS`` or more than ``max_rows`` rows (the message names
+    ``max_rows_setting`` when given). Under a caller's budget (``planner.search.budget``) it
+    stops between rows when the budget says so.
     """
     if len(text) > MAX_SAMPLE_CSV_CHARS:
         raise CalibrationError(
@@ -209,12 +249,20 @@ def read_op_samples_csv(text: str, *, source: str = "<samples>") -> list[OpSampl
         )
     reader = csv.DictReader(io.StringIO(text))
     try:
-        return _read_rows(reader, source)
+        return _read_rows(reader, source, max_rows, max_rows_setting)
     except csv.Error as exc:
         raise CalibrationError(f"{source}:{reader.line_num}: malformed CSV ({exc})") from None
 
 
-def _read_rows(reader: csv.DictReader[str], source: str) -> list[OpSample]:
+def row_limit_error(where: str, max_rows: int, setting: str | None) -> CalibrationError:
+    """The error of a sample CSV over ``max_rows`` rows (naming ``setting`` when given)."""
+    fix = f" ({setting}); send fewer rows or raise {setting}" if setting else "; split the run"
+    return CalibrationError(f"{where}: more than the {max_rows:,}-row limit{fix}")
+
+
+def _read_rows(
+    reader: csv.DictReader[str], source: str, max_rows: int, setting: str | None
+) -> list[OpSample]:
     header = reader.fieldnames or []
     missing = [c for c in _REQUIRED if c not in header]
     if missing:
@@ -226,8 +274,10 @@ def _read_rows(reader: csv.DictReader[str], source: str) -> list[OpSample]:
     known = set(OP_SAMPLE_COLUMNS)
     for row in reader:
         where = f"{source}:{reader.line_num}"
-        if len(out) >= MAX_SAMPLE_ROWS:
-            raise CalibrationError(f"{where}: more than the {MAX_SAMPLE_ROWS:,}-row limit")
+        if len(out) >= max_rows:
+            raise row_limit_error(where, max_rows, setting)
+        if len(out) % CHECKPOINT_ROWS == 0:
+            checkpoint()
         try:
             op = OpKind(row["op"])
         except ValueError:

@@ -22,6 +22,7 @@ from planner.capacity.snapshot import QueuedJob, QueueSnapshot
 from planner.capacity.workload import JobKind, Workload
 from planner.catalog import gpu_key_for_gres_type
 from planner.errors import SpecError
+from planner.search.budget import checkpoint
 from planner.specs.scenario import Scenario
 
 __all__ = ["PredictionCache", "build_workload"]
@@ -266,6 +267,7 @@ def build_workload(
         for queued in snapshot.jobs:
             _add_queued(rows, fleet, queued, start_s, snapshot.taken_at_s)
     for job in planned:
+        checkpoint()  # each planned job runs the performance model: stop between them
         _add_planned(rows, fleet, job, start_s, cache)
     opts = np.array(rows.opts, dtype=np.float64).reshape(-1, 7)
     teams = tuple(dict.fromkeys(rows.teams))

@@ -14,6 +14,7 @@ from planner.capacity.plan import PlannedJob
 from planner.capacity.snapshot import QueueSnapshot
 from planner.capacity.stats import ScenarioResult, summarize
 from planner.capacity.workload import FloatArray, Workload
+from planner.search.budget import checkpoint
 
 __all__ = ["Case", "Evaluator"]
 
@@ -62,4 +63,8 @@ class Evaluator:
         durations = [self._durations(w) for w in workloads]
         outcomes = simulate_workloads(workloads, durations, self.executor)
         self.evaluations += len(cases)
-        return [summarize(w, o, c.name) for w, o, c in zip(workloads, outcomes, cases, strict=True)]
+        results = []
+        for w, o, c in zip(workloads, outcomes, cases, strict=True):
+            checkpoint()
+            results.append(summarize(w, o, c.name))
+        return results

@@ -7,6 +7,11 @@ the service image keeps plotly's JavaScript bundle and its default template and 
 Python classes (``deploy/prune_venv.py``). The layouts are the ones ``plotly.subplots.
 make_subplots`` writes (axis domains, shared x axes, subplot titles as annotations).
 
+Every text that comes from the review's input (job, pool and scenario names) is escaped for
+plotly.js (:func:`text`): plotly draws labels, titles and hover text from a subset of HTML
+(``<a href>``, ``<b>``, ``<br>``), so a job named ``<a href="https://evil.example">`` would
+otherwise become a link in the chart; escaped, it is shown as the characters it is.
+
 Charts: occupied GPUs per pool over time (p10-p90 band, median, demand) against capacity; a
 Gantt of the jobs most at risk (median start to median completion, p10-p90 of completion,
 deadline marks); utilisation per pool and week; the scenarios side by side. Times are UTC
@@ -24,7 +29,7 @@ from planner.capacity.review import Review
 from planner.capacity.stats import JobForecast, ScenarioResult
 from planner.capacity.tables import format_day, risk_order
 
-__all__ = ["MAX_GANTT_JOBS", "Figure", "comparison", "gantt", "occupancy", "weeks"]
+__all__ = ["MAX_GANTT_JOBS", "Figure", "comparison", "gantt", "occupancy", "text", "weeks"]
 
 MAX_GANTT_JOBS = 60
 """Jobs drawn in the Gantt chart: deadline jobs by risk first, then the longest others."""
@@ -43,6 +48,13 @@ BLUES = [
          "rgb(8,48,107)")
     )
 ]  # fmt: skip
+
+
+def text(value: str) -> str:
+    """``value`` as plain text in a plotly.js label, title or hover text: ``&``, ``<`` and
+    ``>`` as entities (plotly.js parses its tags first and decodes entities only in the text
+    between them, so no tag can be made of an escaped string)."""
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def when(epoch_s: float | None) -> str | None:
@@ -102,7 +114,7 @@ def occupancy(result: ScenarioResult) -> Figure:
             "domain": [round(bottom, 10), round(top, 10)],
             "title": {"text": "GPUs"},
         }
-        layout["annotations"].append(_title(occ.pool, 0.5, round(top, 10)))
+        layout["annotations"].append(_title(text(occ.pool), 0.5, round(top, 10)))
         t = [when(float(x)) for x in occ.edges_s[:-1]]
         first = row == 1
         on = {"xaxis": f"x{ax}", "yaxis": f"y{ax}", "x": t, "type": "scatter"}
@@ -150,7 +162,7 @@ def occupancy(result: ScenarioResult) -> Figure:
             },
         ]
     layout |= {
-        "title": {"text": f"Occupied GPUs per pool ({result.name})"},
+        "title": {"text": f"Occupied GPUs per pool ({text(result.name)})"},
         "height": 260 * len(pools) + 120,
         "margin": {"t": 80},
     }
@@ -173,7 +185,7 @@ def gantt(result: ScenarioResult, horizon_end_s: float) -> Figure:
     end when they do not complete), the p10-p90 of completion as a line, deadlines as marks;
     bars coloured by the probability of missing the deadline (> 50 % red, > 10 % orange)."""
     jobs = list(reversed(gantt_jobs(result)))
-    names = [j.name for j in jobs]
+    names = [text(j.name) for j in jobs]
     end = [j.completion_s[1] if j.completion_s[1] is not None else horizon_end_s for j in jobs]
     data: list[dict[str, Any]] = [
         {
@@ -185,7 +197,7 @@ def gantt(result: ScenarioResult, horizon_end_s: float) -> Figure:
             "marker": {"color": [_risk_color(j) for j in jobs]},
             "name": "median start to median completion",
             "hovertext": [
-                f"{j.name}: {j.num_gpus} GPUs on {j.pool}, P(miss) "
+                f"{text(j.name)}: {j.num_gpus} GPUs on {text(str(j.pool))}, P(miss) "
                 + ("-" if j.miss_probability is None else f"{j.miss_probability:.0%}")
                 for j in jobs
             ],
@@ -199,7 +211,7 @@ def gantt(result: ScenarioResult, horizon_end_s: float) -> Figure:
                 {
                     "type": "scatter",
                     "x": [when(lo), when(hi)],
-                    "y": [j.name, j.name],
+                    "y": [text(j.name), text(j.name)],
                     "mode": "lines+markers",
                     "line": {"color": "#333", "width": 2},
                     "marker": {"symbol": "line-ns-open", "size": 10},
@@ -222,16 +234,15 @@ def gantt(result: ScenarioResult, horizon_end_s: float) -> Figure:
         {
             "type": "scatter",
             "x": [when(j.deadline_s) for j in deadlines],
-            "y": [j.name for j in deadlines],
+            "y": [text(j.name) for j in deadlines],
             "mode": "markers",
             "marker": {"symbol": "x", "size": 10, "color": "#000"},
             "name": "deadline",
         }
     )
+    title = f"Jobs ({text(result.name)}): median start to completion, p10-p90 of completion"
     layout = {
-        "title": {
-            "text": f"Jobs ({result.name}): median start to completion, p10-p90 of completion"
-        },
+        "title": {"text": title},
         "height": max(300, 22 * len(jobs) + 150),
         "xaxis": {"type": "date"},
         "barmode": "overlay",
@@ -249,7 +260,7 @@ def weeks(result: ScenarioResult) -> Figure:
             "type": "heatmap",
             "z": [[busy.get((pool, w)) for w in starts] for pool in pools],
             "x": [format_day(w) for w in starts],
-            "y": pools,
+            "y": [text(pool) for pool in pools],
             "colorscale": BLUES,
             "zmin": 0,
             "zmax": 100,
@@ -257,7 +268,7 @@ def weeks(result: ScenarioResult) -> Figure:
         }
     ]
     layout = {
-        "title": {"text": f"Utilisation per pool and week, median ({result.name})"},
+        "title": {"text": f"Utilisation per pool and week, median ({text(result.name)})"},
         "height": 160 + 40 * len(pools),
     }
     return {"data": data, "layout": layout}
@@ -267,7 +278,7 @@ def comparison(review: Review) -> Figure:
     """The scenarios side by side: expected deadline misses and misses at p90 (left),
     utilisation in % (right)."""
     rows: Sequence[dict[str, Any]] = review.comparison()
-    names = [r["scenario"] for r in rows]
+    names = [text(r["scenario"]) for r in rows]
     data = [
         {
             "type": "bar",

@@ -23,6 +23,7 @@ import numpy as np
 from planner.capacity.runtime import sample_durations
 from planner.capacity.simulate import SampleOutcome, Simulator, completion
 from planner.capacity.workload import BoolArray, FloatArray, IntArray, Workload
+from planner.search.budget import checkpoint
 
 __all__ = [
     "DEFAULT_CHUNK_SAMPLES",
@@ -127,10 +128,15 @@ def simulate_chunk(workloads: Sequence[Workload], item: tuple[int, FloatArray]) 
     """Simulate the samples ``item = (scenario index, durations (s, K))`` of one scenario.
 
     The task function of every executor (a module-level function, so Ray ships it by
-    reference)."""
+    reference). Between samples it stops when the caller's budget says so
+    (``planner.search.budget.checkpoint``: nothing outside a budget scope, e.g. on Ray)."""
     index, durations = item
     sim = Simulator(workloads[index])
-    return Outcomes.stack([sim.run(durations[s]) for s in range(durations.shape[0])])
+    outcomes = []
+    for s in range(durations.shape[0]):
+        checkpoint()
+        outcomes.append(sim.run(durations[s]))
+    return Outcomes.stack(outcomes)
 
 
 def simulate_workloads(

@@ -39,11 +39,14 @@ from planner.capacity.fleet import SchedulerKind
 from planner.capacity.kueue import KueueQueues
 from planner.capacity.workload import BoolArray, FloatArray, IntArray, Workload
 from planner.catalog import get_gpu
+from planner.search.budget import checkpoint
 from planner.specs.hardware import Precision
 
 __all__ = ["SampleOutcome", "Simulator", "completion"]
 
 _END, _CAPACITY, _ELIGIBLE = 0, 1, 2
+#: Event times of one sample between two budget checkpoints (``planner.search.budget``).
+EVENTS_PER_CHECKPOINT = 256
 
 
 def completion(release_s: FloatArray, timed_out: BoolArray) -> FloatArray:
@@ -137,7 +140,11 @@ class _Run:
         for i in range(w.change_time_s.size):
             events.append((float(w.change_time_s[i]), _CAPACITY, i))
         heapq.heapify(events)
+        times = 0
         while events:
+            times += 1
+            if times % EVENTS_PER_CHECKPOINT == 0:
+                checkpoint()  # a caller's budget or cancellation stops a long sample too
             t = events[0][0]
             while events and events[0][0] == t:
                 _, kind, ident = heapq.heappop(events)

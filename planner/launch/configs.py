@@ -13,13 +13,14 @@ import json
 import posixpath
 import re
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import yaml
 
-from planner.errors import PlannerError, SourceError, SpecError
+from planner.errors import SpecError
 from planner.launch.types import LaunchFiles
+from planner.launch.values import parse_scalar
 from planner.scenario.loading import load_yaml
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "load_config",
     "parse_scalar",
     "read_config",
+    "split_options",
 ]
 
 _MAX_DEPTH = 64
@@ -230,39 +232,7 @@ def _format(path: str) -> str:
 def read_config(files: LaunchFiles, path: str, fmt: str | None = None) -> ConfigTree:
     """Read and parse the config at absolute ``path`` through ``files``; ``SourceError`` or
     ``SpecError`` (both ``PlannerError``) when it cannot be read or parsed."""
-    text = files.read_text(path)
-    try:
-        return load_config(text, path, fmt)
-    except SourceError:
-        raise
-    except PlannerError:
-        raise
-
-
-_INT = re.compile(r"^[+-]?\d+$")
-_FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
-
-
-def parse_scalar(text: str) -> object:
-    """A command-line override value as the frameworks read it: ``true``/``false`` (any case)
-    -> bool, ``null``/``None`` -> None, integers and decimals -> numbers, ``[a,b]`` -> list of
-    scalars, quotes stripped; anything else stays text."""
-    value = text.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    lowered = value.lower()
-    if lowered in {"true", "false"}:
-        return lowered == "true"
-    if lowered in {"null", "none", "~"}:
-        return None
-    if _INT.match(value):
-        return int(value)
-    if _FLOAT.match(value):
-        return float(value)
-    if value.startswith("[") and value.endswith("]"):
-        inner = value[1:-1].strip()
-        return [parse_scalar(item) for item in inner.split(",")] if inner else []
-    return value
+    return load_config(files.read_text(path), path, fmt)
 
 
 def dotted_overrides(args: Sequence[str]) -> list[tuple[str, object, str]]:
@@ -279,3 +249,27 @@ def dotted_overrides(args: Sequence[str]) -> list[tuple[str, object, str]]:
             continue
         found.append((key, parse_scalar(raw), arg))
     return found
+
+
+def split_options(
+    args: Sequence[str], valued: Collection[str]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """``args`` as argparse reads the options in ``valued`` (each takes one value:
+    ``--name value`` or ``--name=value``; a last ``--name`` without one gets ``""``):
+    ``(name, value)`` of each, and the arguments that do not start with ``-`` (overrides,
+    positionals), both in order. Other options (switches) are skipped."""
+    options: list[tuple[str, str]] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        name, eq, value = arg.partition("=")
+        if name in valued:
+            if not eq and index < len(args):
+                value = args[index]
+                index += 1
+            options.append((name, value))
+        elif not arg.startswith("-"):
+            rest.append(arg)
+    return options, rest

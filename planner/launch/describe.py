@@ -11,11 +11,15 @@ Order of work:
    Kubernetes resources.
 2. The first reader (:data:`planner.launch.readers.READERS`, in order) that recognises one of the
    programs describes the job from its arguments and the config files they name.
-3. :func:`finish` settles the GPU count (``--gpus`` > the launcher's world size > the
+3. When the head of the job's log is given (``Launch.log_text``), what it prints of the
+   resolved configuration fills what the launch left open and is checked against what the
+   launch says (:mod:`planner.launch.witness`: the launch's values stay, a disagreement is
+   noted).
+4. :func:`finish` settles the GPU count (``--gpus`` > the launcher's world size > the
    scheduler's allocation), derives data parallelism and the global batch where the reader left
    them, assumes documented defaults for what is still open (listing them) and names what no
    source determined.
-4. The scenario is predicted (``planner predict``'s output for one scenario) when the GPU type
+5. The scenario is predicted (``planner predict``'s output for one scenario) when the GPU type
    is known and nothing required is unknown; else ``prediction`` is ``{"error": ...}`` naming
    the missing field and how to give it.
 """
@@ -39,6 +43,8 @@ from planner.launch.types import (
     LaunchFiles,
     Sourced,
 )
+from planner.launch.values import positive_int
+from planner.launch.witness import check_witness, weigh_witness, witness_facts
 from planner.scenario import predict_documents
 
 __all__ = [
@@ -116,14 +122,6 @@ class LaunchDescription:
         }
 
 
-def _positive(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return value if isinstance(value, int) and value > 0 else None
-
-
 def _settle_gpus(facts: Facts, plan: LaunchPlan, launch: Launch, gpus: int | None) -> None:
     """``hardware.num_gpus``: ``--gpus`` > what the reader found > the launcher's world size >
     the scheduler lines of the launch > the scheduler's allocation; ``hardware.gpus_per_node``
@@ -139,8 +137,8 @@ def _settle_gpus(facts: Facts, plan: LaunchPlan, launch: Launch, gpus: int | Non
         return
     for name in ("launch.world_size", "hardware.num_gpus"):
         found = plan.allocation.values.get(name)
-        if found is not None and _positive(found.value):
-            facts.set("hardware.num_gpus", _positive(found.value), found.source)
+        if found is not None and positive_int(found.value):
+            facts.set("hardware.num_gpus", positive_int(found.value), found.source)
             return
     if launch.num_gpus > 0:
         facts.set("hardware.num_gpus", launch.num_gpus, "launch: the scheduler's allocation")
@@ -160,6 +158,24 @@ def finish(facts: Facts, *, gpu: str | None = None) -> None:
     if gpu:
         key = gpu_key_for_gres_type(gpu) or gpu
         facts.set("hardware.gpu", key, "override: --gpu")
+    _assume_defaults(facts)
+    _derive_data_parallel(facts)
+    _derive_batch(facts)
+    num_gpus = facts.int("hardware.num_gpus")
+    per_node = facts.int("hardware.gpus_per_node")
+    if num_gpus and per_node and not facts.has("launch.num_nodes"):
+        facts.set(
+            "launch.num_nodes",
+            max(1, math.ceil(num_gpus / per_node)),
+            "derived: num_gpus / gpus_per_node",
+        )
+    for name in REQUIRED_FIELDS:
+        facts.mark_unknown(name)
+
+
+def _assume_defaults(facts: Facts) -> None:
+    """Parallel degrees and micro batch 1 (the scenario format's defaults); the model's own
+    length as the training sequence when nothing gave one."""
     for name in (
         "parallelism.tensor_parallel",
         "parallelism.pipeline_parallel",
@@ -175,6 +191,10 @@ def finish(facts: Facts, *, gpu: str | None = None) -> None:
             model_length.value,
             f"{model_length.source}: the model's own length, assumed as the training sequence",
         )
+
+
+def _derive_data_parallel(facts: Facts) -> None:
+    """data parallel = num_gpus / (tp x pp x cp), when unset and it divides."""
     num_gpus = facts.int("hardware.num_gpus")
     tp = facts.int("parallelism.tensor_parallel") or 1
     pp = facts.int("parallelism.pipeline_parallel") or 1
@@ -185,6 +205,11 @@ def finish(facts: Facts, *, gpu: str | None = None) -> None:
             num_gpus // (tp * pp * cp),
             "derived: num_gpus / (tensor x pipeline x context parallel)",
         )
+
+
+def _derive_batch(facts: Facts) -> None:
+    """global batch = micro x accumulation x data parallel, or accumulation = global batch /
+    (micro x data parallel), whichever the facts lack."""
     dp = facts.int("parallelism.data_parallel")
     micro = facts.int("parallelism.micro_batch_size")
     accumulation = facts.int("launch.gradient_accumulation")
@@ -207,15 +232,6 @@ def finish(facts: Facts, *, gpu: str | None = None) -> None:
             gbs // (micro * dp),
             "derived: global batch / (micro batch x data parallel)",
         )
-    per_node = facts.int("hardware.gpus_per_node")
-    if num_gpus and per_node and not facts.has("launch.num_nodes"):
-        facts.set(
-            "launch.num_nodes",
-            max(1, math.ceil(num_gpus / per_node)),
-            "derived: num_gpus / gpus_per_node",
-        )
-    for name in REQUIRED_FIELDS:
-        facts.mark_unknown(name)
 
 
 def scenario_from_facts(facts: Facts, *, name: str = "") -> dict[str, Any]:
@@ -231,7 +247,7 @@ def scenario_from_facts(facts: Facts, *, name: str = "") -> dict[str, Any]:
     return document
 
 
-def _plain(value: object) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
     if isinstance(value, list):
@@ -261,7 +277,7 @@ def _prediction(facts: Facts, document: dict[str, Any]) -> dict[str, Any]:
 
 
 def _train_iters(facts: Facts) -> int | None:
-    iters = _positive(facts.get("training.train_iters"))
+    iters = positive_int(facts.get("training.train_iters"))
     if iters:
         return iters
     tokens = facts.get("training.total_tokens")
@@ -332,7 +348,12 @@ def _described(
     _settle_gpus(facts, plan, launch, gpus)
     for note in plan.allocation.notes:
         facts.note(note)
+    witness = witness_facts(launch.log_text) if launch.log_text else None
+    if witness is not None:
+        weigh_witness(facts, witness)
     finish(facts, gpu=gpu or launch.gpu)
+    if witness is not None:
+        check_witness(facts, witness)
     document = scenario_from_facts(facts, name=launch.name)
     extras = {
         dotted.partition(".")[2]: _plain(found.value)

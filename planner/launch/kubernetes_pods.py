@@ -22,6 +22,7 @@ __all__ = [
     "ManifestField",
     "TrainingPods",
     "command_text",
+    "env_entries",
     "expand_references",
     "main_container",
     "pod_containers",
@@ -176,11 +177,13 @@ def resource_gpus(
     return 0, None
 
 
-def read_container(node: ManifestField) -> Container:
-    """The container at ``node`` (a ``containers[i]`` item)."""
-    env: list[tuple[str, str]] = []
+def env_entries(node: ManifestField) -> tuple[list[tuple[str, str]], list[str]]:
+    """The ``env`` list at ``node``: ``(name, value)`` of each entry with a value (a missing
+    value is empty), and the names set through ``valueFrom`` (a secret or field reference whose
+    value the manifest does not hold)."""
+    values: list[tuple[str, str]] = []
     unknown: list[str] = []
-    for entry in node.get("env").items():
+    for entry in node.items():
         name = entry.get("name").text()
         if not name:
             continue
@@ -188,7 +191,13 @@ def read_container(node: ManifestField) -> Container:
         if value is None and entry.get("valueFrom").value is not None:
             unknown.append(name)
         else:
-            env.append((name, value or ""))
+            values.append((name, value or ""))
+    return values, unknown
+
+
+def read_container(node: ManifestField) -> Container:
+    """The container at ``node`` (a ``containers[i]`` item)."""
+    env, unknown = env_entries(node.get("env"))
     gpus, found = resource_gpus(node.get("resources"))
     return Container(
         name=node.get("name").text() or "",

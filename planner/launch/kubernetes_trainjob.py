@@ -37,6 +37,7 @@ from planner.launch.kubernetes_pods import (
     Container,
     ManifestField,
     TrainingPods,
+    env_entries,
     main_container,
     pod_containers,
     resource_gpus,
@@ -216,46 +217,39 @@ def _tune_command(
     return tuple(command)
 
 
-def trainjob_pods(
-    trainjob: ManifestField, documents: Sequence[Mapping[str, object]], source: str
-) -> TrainingPods:
-    """The pods the TrainJob ``trainjob`` trains on and what their ``node`` container runs
-    (module docstring); ``documents``: the manifest's documents (where its runtime may be),
-    ``source``: how the manifest is cited. A runtime neither in ``documents`` nor in the
-    catalog, with no trainer command, gives no container (and a note)."""
-    spec = trainjob.get("spec")
-    job_name = trainjob.get("metadata").get("name").text() or "trainjob"
-    ref = spec.get("runtimeRef")
-    ref_name = ref.get("name").text() or ""
-    ref_kind = ref.get("kind").text() or "ClusterTrainingRuntime"
-    runtime = _find_runtime(ref_kind, ref_name, documents, source) if ref_name else None
-    trainer = spec.get("trainer")
-    trainer.mapping()
-    notes: list[str] = []
-    container: Container | None = None
-    if runtime is None:
-        notes.append(
-            f"{ref.label}: {ref_kind} {ref_name!r} is neither in the manifest nor a built-in "
-            "Kubeflow Trainer runtime; only spec.trainer is read"
-            if ref_name
-            else f"{ref.label}: names no runtime; only spec.trainer is read"
-        )
-        policy = ManifestField(None, "spec.mlPolicy", trainjob.source)
-    else:
-        policy = runtime.field.get("spec").get("mlPolicy")
-        container = _trainer_container(runtime.field)
-    base = container or Container(name="node", path="spec.trainer")
+@dataclass(frozen=True, slots=True)
+class _Nodes:
+    """How many nodes the trainer runs on and the GPUs of each, with their sources;
+    ``resources``: the ``resourcesPerNode`` field the count came from (its CPUs size
+    ``numProcPerNode: auto`` on CPU nodes); ``total_source``: the citation of the GPU total when
+    a built-in runtime gives both numbers."""
 
+    count: int
+    count_source: str
+    gpus: int
+    gpus_source: str
+    total_source: str
+    resources: ManifestField
+
+
+def _nodes(
+    trainjob: ManifestField,
+    trainer: ManifestField,
+    runtime: _Runtime | None,
+    policy: ManifestField,
+    container: Container | None,
+) -> _Nodes:
+    """``spec.trainer.numNodes``, else the runtime's ``mlPolicy.numNodes``, else 1; GPUs per
+    node from ``spec.trainer.resourcesPerNode`` (requests before limits, as the torch plugin's
+    ``runtime.GetNumGPUPerNode`` reads them), else the runtime container's resources."""
     nodes = trainer.get("numNodes").count()
-    pods_source = trainer.get("numNodes").label
+    nodes_source = trainer.get("numNodes").label
     if nodes is None and runtime is not None:
         nodes = policy.get("numNodes").count()
-        pods_source = runtime.cite(f"numNodes {nodes}", policy.get("numNodes"))
+        nodes_source = runtime.cite(f"numNodes {nodes}", policy.get("numNodes"))
     if nodes is None:
-        nodes, pods_source = 1, _DEFAULT_NODES
-
+        nodes, nodes_source = 1, _DEFAULT_NODES
     resources = trainer.get("resourcesPerNode")
-    # The torch plugin reads requests before limits (runtime.GetNumGPUPerNode).
     gpus, found = resource_gpus(resources, ("requests", "limits"))
     gpus_source = f"{found.label} ({gpus})" if found is not None else ""
     total_source = ""
@@ -265,68 +259,149 @@ def trainjob_pods(
         resources = ManifestField(None, "", trainjob.source)
         if runtime.cited and trainer.get("numNodes").value is None:
             total_source = runtime.cite(f"numNodes {nodes} x {gpus} GPUs per node", "")
+    return _Nodes(nodes, nodes_source, gpus, gpus_source, total_source, resources)
 
-    command = trainer.get("command").texts() if trainer.get("command").value is not None else None
+
+def _trainer_env(
+    base: Container, trainer: ManifestField, notes: list[str]
+) -> list[tuple[str, str]]:
+    """The container's env with ``spec.trainer.env`` upserted; names set through
+    ``valueFrom`` are noted."""
+    env = list(base.env)
+    values, referenced = env_entries(trainer.get("env"))
+    for name, value in values:
+        upsert_env(env, name, value)
+    unknown = [*base.env_unknown, *referenced]
+    if unknown:
+        notes.append(f"env {', '.join(unknown)}: set from valueFrom, unknown here")
+    return env
+
+
+def _torch_policy(
+    env: list[tuple[str, str]],
+    nodes: _Nodes,
+    procs_text: str | None,
+    job_name: str,
+    *,
+    tune: bool,
+) -> None:
+    """The torch plugin's ``PET_*`` environment (``EnforceMLPolicy``): ``numProcPerNode``
+    ``auto``/``gpu`` is the node's GPU count (torchrun resolves it to the GPUs the pod sees), or
+    its CPU count on a node without GPUs; no rendezvous address for ``tune run`` (the
+    completed command carries its endpoint)."""
+    procs = _count(procs_text)
+    per_node = procs_text or "auto"
+    if procs is None and not nodes.gpus:
+        per_node = str(max(1, _cpus(nodes.resources)))
+    elif procs is None and per_node in {"auto", "gpu"}:
+        per_node = str(nodes.gpus)
+    upsert_env(env, "PET_NNODES", str(nodes.count))
+    upsert_env(env, "PET_NPROC_PER_NODE", per_node)
+    upsert_env(env, "PET_NODE_RANK", "0")
+    if not tune:
+        upsert_env(env, "PET_MASTER_ADDR", f"{job_name}-node-0-0.{job_name}")
+        upsert_env(env, "PET_MASTER_PORT", str(_TRAINER_PORT))
+
+
+def _mpi_policy(
+    env: list[tuple[str, str]], mpi: ManifestField, procs: int | None, gpus: int
+) -> None:
+    """The mpi plugin's OpenMPI settings; slots per node = ``numProcPerNode`` (a runtime value
+    of 1 becomes the GPU count when that is larger)."""
+    slots = procs if procs is not None else (mpi.get("numProcPerNode").count() or 1)
+    if procs is None and slots == 1 and gpus > 1:
+        slots = gpus
+    upsert_env(env, "OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile")
+    upsert_env(env, "OMPI_MCA_orte_keep_fqdn_hostnames", "true")
+    upsert_env(env, "OMPI_MCA_orte_set_default_slots", str(slots))
+    upsert_env(env, "OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10")
+
+
+def _count(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None
+
+
+def _runtime(
+    trainjob: ManifestField,
+    documents: Sequence[Mapping[str, object]],
+    source: str,
+    notes: list[str],
+) -> tuple[_Runtime | None, ManifestField, Container | None]:
+    """The runtime ``spec.runtimeRef`` names, its ``mlPolicy`` and its trainer container;
+    a runtime found nowhere is noted (then only ``spec.trainer`` is read)."""
+    ref = trainjob.get("spec").get("runtimeRef")
+    ref_name = ref.get("name").text() or ""
+    ref_kind = ref.get("kind").text() or "ClusterTrainingRuntime"
+    runtime = _find_runtime(ref_kind, ref_name, documents, source) if ref_name else None
+    if runtime is None:
+        notes.append(
+            f"{ref.label}: {ref_kind} {ref_name!r} is neither in the manifest nor a built-in "
+            "Kubeflow Trainer runtime; only spec.trainer is read"
+            if ref_name
+            else f"{ref.label}: names no runtime; only spec.trainer is read"
+        )
+        return None, ManifestField(None, "spec.mlPolicy", trainjob.source), None
+    policy = runtime.field.get("spec").get("mlPolicy")
+    return runtime, policy, _trainer_container(runtime.field)
+
+
+def _trainer_command(
+    trainer: ManifestField, runtime: _Runtime | None, container: Container | None
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None, str]:
+    """``spec.trainer``'s command and args (None where the runtime container's stand) and
+    where the command that runs is written."""
+    field = trainer.get("command")
+    command = field.texts() if field.value is not None else None
     args = trainer.get("args").texts() if trainer.get("args").value is not None else None
     if command is not None:
-        where = trainer.get("command").label
+        where = field.label
     elif runtime is not None and container is not None:
         where = runtime.cite("trainer command", container.path)
     else:
         where = trainer.label
+    return command, args, where
+
+
+def trainjob_pods(
+    trainjob: ManifestField, documents: Sequence[Mapping[str, object]], source: str
+) -> TrainingPods:
+    """The pods the TrainJob ``trainjob`` trains on and what their ``node`` container runs
+    (module docstring); ``documents``: the manifest's documents (where its runtime may be),
+    ``source``: how the manifest is cited. A runtime neither in ``documents`` nor in the
+    catalog, with no trainer command, gives no container (and a note)."""
+    job_name = trainjob.get("metadata").get("name").text() or "trainjob"
+    trainer = trainjob.get("spec").get("trainer")
+    trainer.mapping()
+    notes: list[str] = []
+    runtime, policy, container = _runtime(trainjob, documents, source, notes)
+    base = container or Container(name="node", path="spec.trainer")
+    nodes = _nodes(trainjob, trainer, runtime, policy, container)
+
+    command, args, where = _trainer_command(trainer, runtime, container)
     words = command if command is not None else base.command
 
-    env = list(base.env)
-    unknown = list(base.env_unknown)
-    for entry in trainer.get("env").items():
-        name = entry.get("name").text()
-        if not name:
-            continue
-        value = entry.get("value").text()
-        if value is None and entry.get("valueFrom").value is not None:
-            unknown.append(name)
-            continue
-        upsert_env(env, name, value or "")
-    if unknown:
-        notes.append(f"env {', '.join(unknown)}: set from valueFrom, unknown here")
-
+    env = _trainer_env(base, trainer, notes)
     procs_field = trainer.get("numProcPerNode")
     if procs_field.value is None:
         procs_field = policy.get("torch").get("numProcPerNode")
     procs_text = procs_field.text()
-    procs = int(procs_text) if procs_text and procs_text.isdigit() else None
+    procs = _count(procs_text)
     if policy.get("torch").value is not None and trainer.value is not None:
-        per_node = procs_text or "auto"
-        if procs is None and not gpus:
-            per_node = str(max(1, _cpus(resources)))
-        elif procs is None and per_node in {"auto", "gpu"}:
-            # torchrun resolves auto/gpu to the GPUs the pod sees: its GPU limit.
-            per_node = str(gpus)
-        upsert_env(env, "PET_NNODES", str(nodes))
-        upsert_env(env, "PET_NPROC_PER_NODE", per_node)
-        upsert_env(env, "PET_NODE_RANK", "0")
-        if command is not None and tuple(command) == _TUNE_RUN:
+        tune = command is not None and tuple(command) == _TUNE_RUN
+        _torch_policy(env, nodes, procs_text, job_name, tune=tune)
+        if tune:
             words = _tune_command(
                 job=job_name,
-                runtime_name=ref_name,
-                nodes=nodes,
+                runtime_name=trainjob.get("spec").get("runtimeRef").get("name").text() or "",
+                nodes=nodes.count,
                 procs=procs,
-                gpus=gpus,
+                gpus=nodes.gpus,
                 args=args or (),
                 runtime_command=base.command,
             )
-        else:
-            upsert_env(env, "PET_MASTER_ADDR", f"{job_name}-node-0-0.{job_name}")
-            upsert_env(env, "PET_MASTER_PORT", str(_TRAINER_PORT))
     mpi = policy.get("mpi")
     if mpi.value is not None:
-        slots = procs if procs is not None else (mpi.get("numProcPerNode").count() or 1)
-        if procs is None and slots == 1 and gpus > 1:
-            slots = gpus
-        upsert_env(env, "OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile")
-        upsert_env(env, "OMPI_MCA_orte_keep_fqdn_hostnames", "true")
-        upsert_env(env, "OMPI_MCA_orte_set_default_slots", str(slots))
-        upsert_env(env, "OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10")
+        _mpi_policy(env, mpi, procs, nodes.gpus)
 
     argv = tuple(words) + (args if args is not None else base.args)
     return TrainingPods(
@@ -336,11 +411,11 @@ def trainjob_pods(
         env=tuple(env),
         cwd=base.working_dir,
         where=where,
-        pods=nodes,
-        pods_source=pods_source,
-        gpus_per_pod=gpus,
-        gpus_source=gpus_source,
-        num_gpus=nodes * gpus,
-        num_gpus_source=total_source,
+        pods=nodes.count,
+        pods_source=nodes.count_source,
+        gpus_per_pod=nodes.gpus,
+        gpus_source=nodes.gpus_source,
+        num_gpus=nodes.count * nodes.gpus,
+        num_gpus_source=nodes.total_source,
         notes=tuple(notes),
     )

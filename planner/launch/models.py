@@ -73,7 +73,8 @@ def resolve_model(
     Readers set that (from the config or the framework's default); :func:`finish
     <planner.launch.describe.finish>` assumes the model's length only when nothing else gave
     one. Every other field is set with ``facts.set``, so a reader applies its own model
-    settings after this call. ``source`` is where the reference came from (``train.yaml:3``), used for ``launch.*`` and in notes.
+    settings after this call. ``source`` is where the reference came from (``train.yaml:3``),
+    used for ``launch.*`` and in notes.
 
     Raises ``SpecError`` naming the file and key when a local ``config.json`` is not valid JSON
     or lacks a required shape value, and ``SourceError`` when ``files`` refuses it. Never

@@ -106,7 +106,7 @@ class Frame:
 
         return substitute(self, text)
 
-    # --- helpers -----------------------------------------------------------------------
+    # --- the frame: where it is, its variables, its copies and children -----------------
     def where(self, line: int | None = None) -> str:
         return f"{self.source}:{self.offset + (line if line is not None else self.line)}"
 

@@ -237,29 +237,42 @@ def find_close(text: str, pos: int, opener: str, depth: int) -> int:
     nested quotes and expansions; the text's end when it is never closed."""
     if depth > MAX_NESTING:
         raise ParseError("quotes or substitutions nested too deep")
+    if opener in {'"', "`"}:
+        return _close_quote(text, pos, opener, depth)
+    return _close_bracket(text, pos, opener, depth)
+
+
+def _close_quote(text: str, pos: int, opener: str, depth: int) -> int:
+    """The close of a double quote (expansions and backquotes inside it skipped) or of a
+    backquote (only escapes skipped)."""
     n = len(text)
-    level = 1
     index = pos
     while index < n:
         char = text[index]
         if char == "\\":
             index += 2
-            continue
-        if opener == '"':
-            if char == '"':
-                return index + 1
-            if char == "$":
-                index = dollar_end(text, index, depth) if index + 1 < n else index + 1
-                continue
-            if char == "`":
-                index = find_close(text, index + 1, "`", depth + 1)
-                continue
+        elif char == opener:
+            return index + 1
+        elif opener == '"' and char == "$":
+            index = dollar_end(text, index, depth) if index + 1 < n else index + 1
+        elif opener == '"' and char == "`":
+            index = find_close(text, index + 1, "`", depth + 1)
+        else:
             index += 1
-            continue
-        if opener == "`":
-            if char == "`":
-                return index + 1
-            index += 1
+    return n
+
+
+def _close_bracket(text: str, pos: int, opener: str, depth: int) -> int:
+    """The close of ``(``, ``((`` or ``{``, counting nested brackets of its kind and skipping
+    quotes, expansions and (outside braces) comments."""
+    n = len(text)
+    level = 1
+    index = pos
+    open_char, close_char = ("{", "}") if opener == "{" else ("(", ")")
+    while index < n:
+        char = text[index]
+        if char == "\\":
+            index += 2
             continue
         if char == "'" and opener != "{":
             end = text.find("'", index + 1)
@@ -271,27 +284,14 @@ def find_close(text: str, pos: int, opener: str, depth: int) -> int:
         if char == "$" and index + 1 < n and text[index + 1] in "({":
             index = dollar_end(text, index, depth)
             continue
-        if opener == "{":
-            if char == "{":
-                level += 1
-            elif char == "}":
-                level -= 1
-                if level == 0:
-                    return index + 1
-        elif opener == "((":
-            if char == "(":
-                level += 1
-            elif char == ")":
-                level -= 1
-                if level == 0:
-                    return index + 2 if text.startswith("))", index) else index + 1
-        elif char == "(":
+        if char == open_char:
             level += 1
-        elif char == ")":
+        elif char == close_char:
             level -= 1
             if level == 0:
-                return index + 1
-        elif char == "#" and (index == 0 or text[index - 1] in " \t\n"):
+                double = opener == "((" and text.startswith("))", index)
+                return index + 2 if double else index + 1
+        elif opener == "(" and char == "#" and (index == 0 or text[index - 1] in " \t\n"):
             end = text.find("\n", index)
             index = n if end < 0 else end
             continue

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from planner.errors import SourceError
+from planner.launch.values import as_int
 
 __all__ = [
     "DEFAULT_MAX_FILES",
@@ -240,21 +241,9 @@ class Facts:
         return fallback if found is None else found.value
 
     def int(self, name: str) -> int | None:
-        """The value of ``name`` as an int when it is integral, else None."""
-        value = self.get(name)
-        if isinstance(value, bool):
-            return None
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                number = float(value)
-            except ValueError:
-                return None
-            return int(number) if number.is_integer() else None
-        return None
+        """The value of ``name`` as an int when it is integral (:func:`~planner.launch.values.
+        as_int`), else None."""
+        return as_int(self.get(name))
 
     def has(self, name: str) -> bool:
         """True when ``name`` has a value."""

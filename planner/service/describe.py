@@ -152,12 +152,17 @@ def _predicted(described_by: str, detail: str, document: object) -> JobDescripti
     )
 
 
-def describe_job(job: JobState, read_text: Callable[[str], str]) -> JobDescription:
+def describe_job(
+    job: JobState, read_text: Callable[[str], str], *, log_text: str | None = None
+) -> JobDescription:
     """Describe ``job`` (see the module docstring for the order).
 
-    ``read_text(path)`` reads a scenario file named in the comment and raises a
-    ``PlannerError`` (e.g. ``SourceError``) when it cannot. Never raises: a broken scenario
-    file or an invalid scenario comes back as a description with ``error`` set.
+    ``read_text(path)`` reads a scenario file named in the comment, or a file the launch names,
+    and raises a ``PlannerError`` (e.g. ``SourceError``) when it cannot. ``log_text``: the head
+    of the job's log, when it is readable: what the framework printed of its configuration
+    fills what the launch left open and is checked against what it said
+    (``planner.launch.witness``). Never raises: a broken scenario file or an invalid scenario
+    comes back as a description with ``error`` set.
     """
     path = scenario_path_from_comment(job)
     if path is not None:
@@ -176,7 +181,7 @@ def describe_job(job: JobState, read_text: Callable[[str], str]) -> JobDescripti
             return JobDescription(described_by="scenario_file", detail=path, error=str(document))
         return _predicted("scenario_file", path, document)
 
-    return describe_from_launch(job, read_text)
+    return describe_from_launch(job, read_text, log_text=log_text)
 
 
 class _JobFiles:
@@ -219,14 +224,17 @@ def launch_of(job: JobState) -> Launch:
     )
 
 
-def describe_from_launch(job: JobState, read_text: Callable[[str], str]) -> JobDescription:
-    """Describe ``job`` from its launch (``planner.launch.describe.describe_launch``)."""
+def describe_from_launch(
+    job: JobState, read_text: Callable[[str], str], *, log_text: str | None = None
+) -> JobDescription:
+    """Describe ``job`` from its launch (``planner.launch.describe.describe_launch``), with the
+    head of its log as a witness when given."""
     if not (job.batch_script or job.command):
         return JobDescription(
             described_by="none",
             detail="no planner:scenario=PATH comment and no command or batch script to read",
         )
-    launch = launch_of(job)
+    launch = dataclasses.replace(launch_of(job), log_text=log_text)
     described = describe_launch(launch, _JobFiles(read_text))
     if not described.recognised:
         return JobDescription(
@@ -245,6 +253,7 @@ def _from_launch_description(
         "unknown": list(described.unknown),
         "launch": described.launch,
         "notes": list(described.notes),
+        "log_read": launch.log_text is not None,
     }
     document = described.scenario or None
     error = described.error

@@ -43,9 +43,11 @@ class GuardedSource:
                 f"unexpected {type(exc).__name__} while reading the scheduler: {exc}"[:500],
             ) from exc
 
-    def read_text_file(self, path: str, max_bytes: int, *, job: JobState | None = None) -> str:
+    def read_text_file(
+        self, path: str, max_bytes: int, *, job: JobState | None = None, head: bool = False
+    ) -> str:
         """The wrapped source's file reader (the job-file rules apply to ``job``)."""
-        return self.inner.read_text_file(path, max_bytes, job=job)
+        return self.inner.read_text_file(path, max_bytes, job=job, head=head)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

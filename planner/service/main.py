@@ -343,7 +343,9 @@ def create_app(
         allowed_file_roots={
             "slurm": settings.slurm.allowed_file_roots,
             "kubernetes": settings.kubernetes.allowed_file_roots,
-        }
+        },
+        memory_budget_bytes=settings.limits.trace_memory_bytes,
+        budget_setting="limits.trace_memory_bytes",
     )
     if telemetry is None and gpus is None:
         telemetry, gpus = build_prometheus(settings)
@@ -378,6 +380,7 @@ def create_app(
             ended_job_retention_s=settings.ended_job_retention_s,
             trace_analysis_interval_s=settings.trace_analysis_interval_s,
             queue_forecast=queue_forecast_config(settings),
+            job_text_chars=settings.limits.job_text_chars,
         ),
         traces=traces,
         telemetry=telemetry,

@@ -30,6 +30,7 @@ from planner.capacity.html import review_html
 from planner.capacity.inputs import ReviewInputs, review_inputs
 from planner.capacity.montecarlo import Executor
 from planner.errors import PlannerError, SpecError
+from planner.search.budget import checkpoint
 from planner.service.loops.queue_forecast import queue_order, runtime_band
 from planner.service.models import JobRow, ReviewRow
 from planner.service.settings import ReviewSettings, parse_schedule
@@ -42,6 +43,8 @@ log = logging.getLogger("planner.service.reviews")
 
 #: A job with neither an ETA nor a time limit holds its GPUs this long (past any horizon).
 FOREVER_S = 10 * 365 * 86400.0
+#: How often a review waiting for the running one looks at its budget, seconds.
+LOCK_POLL_S = 0.1
 _STATE_FIELDS = {f.name for f in fields(JobState)}
 
 
@@ -154,8 +157,12 @@ class ReviewRunner:
 
     def run(self, inputs: ReviewInputs, options: ReviewOptions) -> tuple[Review, float]:
         """Run the review (one at a time); returns it and the seconds it took. Raises
-        ``SpecError`` for what-if edits a job cannot take, ``SourceError`` when Ray fails."""
-        with self._lock:
+        ``SpecError`` for what-if edits a job cannot take, ``SourceError`` when Ray fails;
+        under a caller's budget (``planner.search.budget``) ``SearchCancelledError`` /
+        ``BudgetExceededError`` when it says stop, also while waiting for another review."""
+        while not self._lock.acquire(timeout=LOCK_POLL_S):
+            checkpoint()  # a request whose client left stops waiting for the running review
+        try:
             began = time.perf_counter()
             executor = None
             if options.ray_address:
@@ -174,6 +181,8 @@ class ReviewRunner:
                 if executor is not None:
                     executor.close()
             return review, time.perf_counter() - began
+        finally:
+            self._lock.release()
 
     def run_scheduled(self) -> ReviewRow | None:
         """The scheduled review: read the settings' files, run, store (an error is stored

@@ -10,8 +10,11 @@ each default is what it is.
   a non-loopback address refuses to start in ``token`` mode without a token file: set one,
   choose ``kubernetes``, or say ``none`` on purpose.
 * ``limits``: request body sizes per kind of route, the worker pool that runs CPU-heavy
-  requests (size and queue; a full pool answers 429 with ``Retry-After``) and the candidate and
-  time budgets of explore and recommend (422 naming the budget).
+  requests (size and queue; a full pool answers 429 with ``Retry-After``), the candidate and
+  time budgets of explore and recommend, the budgets of capacity reviews (``review_*``) and
+  calibration uploads (``calibration_*``; 422 naming the budget), the text kept of what a
+  scheduler reports about a job (``job_text_chars``) and the memory of one trace
+  (``trace_memory_bytes``).
 * ``retention``: how much ETA history and how many step samples the store keeps per job.
 """
 
@@ -108,6 +111,77 @@ class LimitSettings(BaseModel):
         default=50_000_000,
         gt=0,
         description="Largest design space one explore/recommend request may sweep.",
+    )
+    job_text_chars: int = Field(
+        default=4096,
+        ge=64,
+        le=1024 * 1024,
+        description="Longest text stored of each field a scheduler reports about a job "
+        "(comment, command, partition, account, reason, ...; the name at most 256, the user "
+        "128 characters: the store's columns); longer ones are cut, ending in '…[cut]'.",
+    )
+    trace_memory_bytes: int = Field(
+        default=1024**3,
+        ge=64 * 1024**2,
+        description="The most memory reading and analysing one trace (a job's planner:trace= "
+        "or an upload to /v1/stragglers) may add, bytes: larger files are refused before "
+        "they are read (16 bytes per file byte), traces of more rows (1,000 bytes each) "
+        "before they are analysed.",
+    )
+    calibration_max_rows: int = Field(
+        default=20_000,
+        gt=0,
+        le=1_000_000,
+        description="Most rows of each uploaded calibration CSV (a sampling run writes a few "
+        "hundred to a few thousand); more: 422 naming this budget.",
+    )
+    calibration_time_budget_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="CPU seconds one calibration upload's parse and fit may use; past it: 422 "
+        "naming this budget.",
+    )
+    review_time_budget_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="CPU seconds one POST /v1/reviews may use (its worker thread; waiting "
+        "for another review does not count); past it: 422 naming this budget.",
+    )
+    review_max_horizon_days: float = Field(
+        default=366.0,
+        gt=0,
+        le=100 * 366,
+        description="Longest horizon (the fleet's horizon_days) a requested review may cover.",
+    )
+    review_max_jobs: int = Field(
+        default=20_000,
+        gt=0,
+        description="Most jobs (planned plus today's queue) of a requested review.",
+    )
+    review_max_samples: int = Field(
+        default=2000,
+        gt=0,
+        le=10_000,
+        description="Most Monte Carlo samples (and sizing samples) of a requested review.",
+    )
+    review_max_pools: int = Field(
+        default=64,
+        gt=0,
+        description="Most pools of a requested review (the fleet's plus what-ifs' new ones).",
+    )
+    review_max_what_ifs: int = Field(
+        default=20,
+        gt=0,
+        description="Most what-if scenarios of a requested review.",
+    )
+    review_max_memory_bytes: int = Field(
+        default=1024**3,
+        gt=0,
+        description="Largest estimated memory of a requested review "
+        "(planner.capacity.budget.estimated_bytes: samples x jobs x scenarios and samples x "
+        "pools x 6-hour bins), bytes.",
     )
 
 

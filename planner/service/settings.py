@@ -273,6 +273,12 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+    allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1", "::1"],
+        description="Host names the API answers to (the Host header; port ignored): names, "
+        "'*.suffix' for every name under suffix, '*' for any; IP addresses are always "
+        "accepted. Others get 421: a DNS-rebinding page is served under a name of its own.",
+    )
     database_url: str = Field(default_factory=default_database_url)
     ingest_interval_s: float = Field(default=15.0, gt=0, le=3600)
     log_level: str = "INFO"

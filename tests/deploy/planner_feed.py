@@ -155,7 +155,9 @@ class FeedSource:
             scheduler="slurm", cluster=CLUSTER, taken_at_s=time.time(), jobs=self.jobs, nodes=nodes
         )
 
-    def read_text_file(self, path: str, max_bytes: int, *, job: object = None) -> str:
+    def read_text_file(
+        self, path: str, max_bytes: int, *, job: object = None, head: bool = False
+    ) -> str:
         try:
             return Path(path).read_bytes()[:max_bytes].decode()
         except OSError as exc:

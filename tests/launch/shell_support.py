@@ -1,4 +1,4 @@
-"""Helpers of the shell-layer tests: the launch scripts of ``tests/data/launch/shell/`` in
+"""What the shell-layer tests share: the launch scripts of ``tests/data/launch/shell/`` in
 memory, and short ways to interpret a script or a command line."""
 
 from __future__ import annotations

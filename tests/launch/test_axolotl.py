@@ -4,66 +4,28 @@ adapters, DeepSpeed and FSDP."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import functools
 
 import pytest
 
 from planner.errors import PlannerError
-from planner.launch.describe import finish
-from planner.launch.reader import ReadContext
 from planner.launch.readers.axolotl import READER
-from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from planner.launch.types import Invocation
+from tests.launch import reader_support as support
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "axolotl"
 JOB = "/jobs/axolotl"
 
 
-def _files() -> MemoryFiles:
-    files = MemoryFiles()
-    for path in DATA.rglob("*"):
-        if path.is_file():
-            files.files[f"{JOB}/{path.relative_to(DATA).as_posix()}"] = path.read_text()
-    return files
-
-
-def _allocation(gpus: int, nodes: int, per_node: int) -> Facts:
-    facts = Facts()
-    facts.set("hardware.num_gpus", gpus, "launch")
-    facts.set("launch.num_nodes", nodes, "launch")
-    facts.set("hardware.gpus_per_node", per_node, "launch")
-    return facts
-
-
-def _read(
-    program: str,
-    *args: str,
-    launcher: str = "",
-    launcher_args: dict[str, str] | None = None,
-    allocation: Facts | None = None,
-) -> Facts:
-    invocation = Invocation(
-        program=program,
-        args=args,
-        cwd=JOB,
-        launcher=launcher,
-        launcher_args=launcher_args or {},
-        where="job.sh:4",
-    )
-    assert READER.recognises(invocation)
-    context = ReadContext(
-        launch=Launch(work_dir=JOB),
-        files=_files(),
-        allocation=allocation if allocation is not None else _allocation(8, 1, 8),
-        invocations=(invocation,),
-    )
-    facts = READER.read(invocation, context)
-    if not facts.has("hardware.num_gpus"):
-        for name in ("hardware.num_gpus", "hardware.gpus_per_node", "launch.num_nodes"):
-            found = context.allocation.values.get(name)
-            if found is not None:
-                facts.set(name, found.value, found.source)
-    finish(facts)
-    return facts
+_read = functools.partial(
+    support.read_program,
+    READER,
+    "axolotl",
+    JOB,
+    allocation=support.allocation(8, 1, 8),
+    where="job.sh:4",
+    gpus_from_allocation=True,
+)
+"""``_read(program, *args, launcher=, launcher_args=, allocation=)``: the finished facts."""
 
 
 def test_recognises_the_train_command_and_module() -> None:
@@ -103,7 +65,7 @@ def test_torchrun_options_after_the_separator_set_the_world() -> None:
         "4",
         "--rdzv_endpoint",
         "head:29400",
-        allocation=_allocation(8, 2, 4),
+        allocation=support.allocation(8, 2, 4),
     )
     assert facts.get("hardware.num_gpus") == 8
     assert facts.get("launch.num_nodes") == 2
@@ -134,7 +96,7 @@ def test_qlora_with_accelerate_options_and_cli_overrides() -> None:
         "accelerate",
         "--",
         "--num_processes=4",
-        allocation=_allocation(4, 1, 4),
+        allocation=support.allocation(4, 1, 4),
     )
     assert facts.get("training.mode") == "lora"
     assert facts.get("training.lora_rank") == 16
@@ -162,7 +124,7 @@ def test_module_form_deepspeed_batch_size_and_defaults() -> None:
         "configs/ds.yaml",
         launcher="accelerate",
         launcher_args={"num_processes": "6", "num_machines": "1"},
-        allocation=_allocation(8, 1, 8),
+        allocation=support.allocation(8, 1, 8),
     )
     assert facts.get("hardware.num_gpus") == 6
     assert facts.get("launch.gradient_accumulation") == 4

@@ -3,45 +3,22 @@ shapes, batch and accumulation, durations, precision and FSDP sharding."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from planner.errors import PlannerError
 from planner.launch.configs import load_config
-from planner.launch.describe import finish
-from planner.launch.reader import ReadContext
 from planner.launch.readers.foundry import READER
 from planner.launch.readers.foundry_yaml import FoundryConfig
-from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from planner.launch.types import Facts, Invocation
+from tests.launch import reader_support as support
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "foundry"
 JOB = "/jobs/foundry"
 
 
-def _files() -> MemoryFiles:
-    files = MemoryFiles()
-    for path in DATA.rglob("*"):
-        if path.is_file():
-            files.files[f"{JOB}/{path.relative_to(DATA).as_posix()}"] = path.read_text()
-    return files
-
-
 def _read(invocation: Invocation, *, per_node: int = 8, nodes: int = 1) -> Facts:
-    assert READER.recognises(invocation)
-    allocation = Facts()
-    allocation.set("hardware.gpus_per_node", per_node, "launch")
-    allocation.set("launch.num_nodes", nodes, "launch")
-    allocation.set("hardware.num_gpus", per_node * nodes, "launch")
-    context = ReadContext(
-        launch=Launch(work_dir=JOB),
-        files=_files(),
-        allocation=allocation,
-        invocations=(invocation,),
-    )
-    facts = READER.read(invocation, context)
-    finish(facts)
-    return facts
+    given = support.allocation(per_node * nodes, nodes, per_node)
+    facts = support.read(READER, invocation, support.data_files("foundry", JOB), given=given)
+    return support.finished(facts)
 
 
 def _composer(*args: str, env: dict[str, str] | None = None, **options: str) -> Invocation:

@@ -4,23 +4,13 @@ world from torchrun."""
 
 from __future__ import annotations
 
-from planner.launch.describe import finish
-from planner.launch.reader import ReadContext
 from planner.launch.readers.fsdp_script import READER
-from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from planner.launch.types import Facts, Invocation, MemoryFiles
+from tests.launch import reader_support as support
 
 
 def _read(invocation: Invocation, allocation: Facts | None = None) -> Facts:
-    assert READER.recognises(invocation)
-    context = ReadContext(
-        launch=Launch(),
-        files=MemoryFiles(),
-        allocation=allocation or Facts(),
-        invocations=(invocation,),
-    )
-    facts = READER.read(invocation, context)
-    finish(facts)
-    return facts
+    return support.finished(support.read(READER, invocation, MemoryFiles(), given=allocation))
 
 
 def _torchrun(*args: str, nodes: str = "2", per_node: str = "4") -> Invocation:

@@ -4,19 +4,18 @@ command line and its built-in accelerate configs, LoRA and precision."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import functools
 
 import pytest
 
 from planner.errors import PlannerError
-from planner.launch.describe import finish
-from planner.launch.reader import ReadContext
 from planner.launch.readers.hf import READER
-from planner.launch.readers.hf_args import as_bool, flag_args
+from planner.launch.readers.hf_args import flag_args
 from planner.launch.readers.hf_parallel import fsdp_zero_stage, launcher_world
-from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from planner.launch.types import Invocation
+from planner.launch.values import as_bool
+from tests.launch import reader_support as support
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "hf"
 JOB = "/jobs/hf"
 SCRIPT_ARGS = (
     "--model_name_or_path",
@@ -28,52 +27,16 @@ SCRIPT_ARGS = (
 )
 
 
-def _files() -> MemoryFiles:
-    files = MemoryFiles()
-    for path in DATA.rglob("*"):
-        if path.is_file():
-            files.files[f"{JOB}/{path.relative_to(DATA).as_posix()}"] = path.read_text()
-    return files
-
-
-def _allocation(gpus: int, nodes: int, per_node: int) -> Facts:
-    facts = Facts()
-    facts.set("hardware.num_gpus", gpus, "launch")
-    facts.set("launch.num_nodes", nodes, "launch")
-    facts.set("hardware.gpus_per_node", per_node, "launch")
-    return facts
-
-
-def _read(
-    program: str,
-    *args: str,
-    launcher: str = "",
-    launcher_args: dict[str, str] | None = None,
-    allocation: Facts | None = None,
-) -> Facts:
-    invocation = Invocation(
-        program=program,
-        args=args,
-        cwd=JOB,
-        launcher=launcher,
-        launcher_args=launcher_args or {},
-        where="job.sh:3",
-    )
-    assert READER.recognises(invocation)
-    context = ReadContext(
-        launch=Launch(work_dir=JOB),
-        files=_files(),
-        allocation=allocation if allocation is not None else _allocation(8, 1, 8),
-        invocations=(invocation,),
-    )
-    facts = READER.read(invocation, context)
-    if not facts.has("hardware.num_gpus"):
-        for name in ("hardware.num_gpus", "hardware.gpus_per_node", "launch.num_nodes"):
-            found = context.allocation.values.get(name)
-            if found is not None:
-                facts.set(name, found.value, found.source)
-    finish(facts)
-    return facts
+_read = functools.partial(
+    support.read_program,
+    READER,
+    "hf",
+    JOB,
+    allocation=support.allocation(8, 1, 8),
+    where="job.sh:3",
+    gpus_from_allocation=True,
+)
+"""``_read(program, *args, launcher=, launcher_args=, allocation=)``: the finished facts."""
 
 
 def test_recognises_trl_commands_scripts_with_hf_arguments_and_handbook_recipes() -> None:
@@ -93,7 +56,7 @@ def test_accelerate_command_line_beats_its_config_file_and_zero2_comes_from_the_
         *SCRIPT_ARGS,
         launcher="accelerate",
         launcher_args={"config_file": "accelerate/ds_zero2.yaml", "num_processes": "4"},
-        allocation=_allocation(4, 1, 4),
+        allocation=support.allocation(4, 1, 4),
     )
     assert facts.get("hardware.num_gpus") == 4
     assert facts.values["hardware.num_gpus"].source.startswith("launch: accelerate")
@@ -147,7 +110,7 @@ def test_trl_cli_config_builtin_accelerate_config_and_lora() -> None:
         "recipes/dpo_lora.yaml",
         "--accelerate_config",
         "zero1",
-        allocation=_allocation(4, 1, 4),
+        allocation=support.allocation(4, 1, 4),
     )
     assert facts.get("training.mode") == "lora"
     assert facts.get("training.lora_rank") == 64
@@ -181,7 +144,7 @@ def test_hybrid_sharding_shards_within_a_node() -> None:
         *SCRIPT_ARGS,
         launcher="accelerate",
         launcher_args={"config_file": "accelerate/fsdp_hybrid.yaml"},
-        allocation=_allocation(16, 2, 8),
+        allocation=support.allocation(16, 2, 8),
     )
     assert facts.get("hardware.num_gpus") == 16
     assert facts.get("launch.num_nodes") == 2
@@ -213,7 +176,7 @@ def test_deepspeed_argument_json_sets_precision_and_notes_a_batch_mismatch() -> 
         "ds/stage2_fixed.json",
         launcher="torchrun",
         launcher_args={"nproc_per_node": "4", "nnodes": "2"},
-        allocation=_allocation(8, 2, 4),
+        allocation=support.allocation(8, 2, 4),
     )
     assert facts.get("parallelism.zero_stage") == 2
     assert facts.get("parallelism.precision") == "fp16"
@@ -229,7 +192,7 @@ def test_trl_default_bf16_overrides_accelerate_fp16_and_ddp_shards_nothing() -> 
         *SCRIPT_ARGS,
         launcher="accelerate",
         launcher_args={"config_file": "accelerate/ddp_fp16.yaml"},
-        allocation=_allocation(4, 1, 4),
+        allocation=support.allocation(4, 1, 4),
     )
     assert facts.get("parallelism.precision") == "bf16"
     assert any("overrides accelerate fp16" in note for note in facts.notes)

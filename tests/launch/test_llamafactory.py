@@ -3,34 +3,14 @@ DeepSpeed and FSDP sharding, LoRA defaults and the USE_MCA Megatron backend."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from planner.errors import PlannerError
-from planner.launch.describe import finish
-from planner.launch.reader import ReadContext
 from planner.launch.readers.llamafactory import READER
-from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from planner.launch.types import Facts, Invocation
+from tests.launch import reader_support as support
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "llamafactory"
 JOB = "/jobs/lf"
-
-
-def _files() -> MemoryFiles:
-    files = MemoryFiles()
-    for path in DATA.rglob("*"):
-        if path.is_file():
-            files.files[f"{JOB}/{path.relative_to(DATA).as_posix()}"] = path.read_text()
-    return files
-
-
-def _allocation(gpus: int, nodes: int, per_node: int) -> Facts:
-    facts = Facts()
-    facts.set("hardware.num_gpus", gpus, "launch")
-    facts.set("launch.num_nodes", nodes, "launch")
-    facts.set("hardware.gpus_per_node", per_node, "launch")
-    return facts
 
 
 def _read(
@@ -40,17 +20,10 @@ def _read(
     program: str = "llamafactory-cli",
     launcher: str = "",
 ) -> Facts:
-    invocation = Invocation(program=program, args=args, env=env or {}, cwd=JOB, launcher=launcher)
-    assert READER.recognises(invocation)
-    context = ReadContext(
-        launch=Launch(work_dir=JOB),
-        files=_files(),
-        allocation=allocation if allocation is not None else _allocation(8, 1, 8),
-        invocations=(invocation,),
+    given = allocation if allocation is not None else support.allocation(8, 1, 8)
+    return support.read_program(
+        READER, "llamafactory", JOB, program, *args, env=env, launcher=launcher, allocation=given
     )
-    facts = READER.read(invocation, context)
-    finish(facts)
-    return facts
 
 
 def test_recognises_the_train_command_and_the_script() -> None:
@@ -121,7 +94,9 @@ def test_one_visible_device_runs_one_process() -> None:
 
 def test_nnodes_and_nproc_per_node_set_the_world() -> None:
     env = {"FORCE_TORCHRUN": "1", "NNODES": "4", "NODE_RANK": "1", "NPROC_PER_NODE": "4"}
-    facts = _read("train", "configs/full_zero2.yaml", env=env, allocation=_allocation(32, 4, 8))
+    facts = _read(
+        "train", "configs/full_zero2.yaml", env=env, allocation=support.allocation(32, 4, 8)
+    )
     assert facts.get("hardware.num_gpus") == 16
     assert facts.get("hardware.gpus_per_node") == 4
     assert facts.get("launch.num_nodes") == 4
@@ -130,7 +105,9 @@ def test_nnodes_and_nproc_per_node_set_the_world() -> None:
 
 def test_use_mca_reads_the_megatron_layout() -> None:
     env = {"USE_MCA": "1", "NNODES": "2"}
-    facts = _read("train", "configs/moe_megatron.yaml", env=env, allocation=_allocation(16, 2, 8))
+    facts = _read(
+        "train", "configs/moe_megatron.yaml", env=env, allocation=support.allocation(16, 2, 8)
+    )
     assert facts.get("hardware.num_gpus") == 16
     assert facts.get("parallelism.tensor_parallel") == 2
     assert facts.get("parallelism.pipeline_parallel") == 2
@@ -150,7 +127,7 @@ def test_pretraining_with_fp8_and_fsdp_flags() -> None:
         "configs/pretrain_fp8.yaml",
         program="src/train.py",
         launcher="torchrun",
-        allocation=_allocation(8, 1, 8),
+        allocation=support.allocation(8, 1, 8),
     )
     assert facts.get("training.mode") == "pretrain"
     assert facts.get("parallelism.precision") == "fp8"

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import random
 import shlex
-from pathlib import Path
 
 import pytest
 
 from planner.errors import PlannerError
 from planner.launch.describe import describe_launch, finish
-from planner.launch.reader import ReadContext
 from planner.launch.readers.megatron import READER
 from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
 from planner.scenario.megatron_args import train_iters_from_samples
+from tests.launch import reader_support as support
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "megatron"
 JOB = "/jobs/mlm"
 
 BASE = (
@@ -27,11 +25,7 @@ BASE = (
 
 
 def _files() -> MemoryFiles:
-    files = MemoryFiles()
-    for path in DATA.rglob("*"):
-        if path.is_file():
-            files.files[f"{JOB}/{path.relative_to(DATA).as_posix()}"] = path.read_text()
-    return files
+    return support.data_files("megatron", JOB)
 
 
 def _invocation(args: str, program: str = "pretrain_gpt.py") -> Invocation:
@@ -45,14 +39,9 @@ def _invocation(args: str, program: str = "pretrain_gpt.py") -> Invocation:
 
 
 def _read(args: str, *, gpus: int = 8, finished: bool = True) -> Facts:
-    invocation = _invocation(args)
-    assert READER.recognises(invocation)
-    allocation = Facts()
-    allocation.set("hardware.num_gpus", gpus, "launch")
-    context = ReadContext(
-        launch=Launch(work_dir=JOB), files=_files(), allocation=allocation, invocations=()
+    facts = support.read(
+        READER, _invocation(args), _files(), given=support.allocation(gpus), invocations=()
     )
-    facts = READER.read(invocation, context)
     if finished:
         facts.set("hardware.num_gpus", gpus, "launch")
         finish(facts)
@@ -240,7 +229,7 @@ def test_a_missing_yaml_cfg_is_an_error_naming_the_file() -> None:
 
 
 def test_a_batch_script_described_end_to_end() -> None:
-    script = (DATA / "jobs" / "mlm_job.sbatch").read_text()
+    script = (support.DATA / "megatron" / "jobs" / "mlm_job.sbatch").read_text()
     description = describe_launch(
         Launch(batch_script=script, work_dir=JOB), _files(), gpu="h100-sxm"
     )

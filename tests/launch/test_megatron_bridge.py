@@ -3,46 +3,34 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from planner.errors import SourceError
-from planner.launch.describe import finish
-from planner.launch.reader import ReadContext
 from planner.launch.readers.megatron_bridge import READER
-from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from planner.launch.types import Facts, Invocation, MemoryFiles
+from tests.launch import reader_support as support
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "megatron_bridge"
 ROOT = "/job"
 EXAMPLE = "examples/recipes/llama/pretrain_llama3_8b.py"
 RUNNER = "scripts/training/run_recipe.py"
 
 
 def _files(*, without: str = "") -> MemoryFiles:
-    return MemoryFiles(
-        files={
-            f"{ROOT}/{path.relative_to(DATA).as_posix()}": path.read_text(encoding="utf-8")
-            for path in DATA.rglob("*")
-            if path.is_file() and (not without or not path.as_posix().endswith(without))
-        }
-    )
+    return support.data_files("megatron_bridge", ROOT, without=without)
 
 
 def _read(*invocations: Invocation, files: MemoryFiles | None = None, gpus: int = 8) -> Facts:
-    allocation = Facts()
-    allocation.set("hardware.num_gpus", gpus, "launch: test allocation")
-    context = ReadContext(
-        launch=Launch(work_dir=ROOT),
-        files=files if files is not None else _files(),
-        allocation=allocation,
+    given = support.allocation(gpus, source="launch: test allocation")
+    facts = support.read(
+        READER,
+        invocations[0],
+        files if files is not None else _files(),
+        given=given,
+        work_dir=ROOT,
         invocations=invocations,
     )
-    assert READER.recognises(invocations[0])
-    facts = READER.read(invocations[0], context)
     facts.default("hardware.num_gpus", gpus, "launch: test allocation")
-    finish(facts)
-    return facts
+    return support.finished(facts)
 
 
 def _example(*args: str) -> Invocation:

@@ -5,17 +5,15 @@ the data-parallel ranks) and the --train-tokens stop."""
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 import pytest
 
 from planner.errors import PlannerError
-from planner.launch.describe import describe_launch, finish
-from planner.launch.reader import ReadContext
+from planner.launch.describe import describe_launch
 from planner.launch.readers.megatron_deepspeed import READER
 from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from tests.launch import reader_support as support
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "megatron"
 JOB = "/jobs/mds"
 
 MODEL = (
@@ -26,12 +24,7 @@ DS = "--deepspeed --deepspeed_config configs/ds_zero1_bf16.json"
 
 
 def _files(extra: dict[str, str] | None = None) -> MemoryFiles:
-    files = MemoryFiles()
-    for path in DATA.rglob("*"):
-        if path.is_file():
-            files.files[f"{JOB}/{path.relative_to(DATA).as_posix()}"] = path.read_text()
-    files.files.update(extra or {})
-    return files
+    return support.data_files("megatron", JOB, extra=extra)
 
 
 def _invocation(args: str, program: str = "pretrain_gpt.py") -> Invocation:
@@ -45,17 +38,10 @@ def _invocation(args: str, program: str = "pretrain_gpt.py") -> Invocation:
 
 
 def _read(args: str, *, gpus: int = 8, files: MemoryFiles | None = None) -> Facts:
-    invocation = _invocation(args)
-    assert READER.recognises(invocation)
-    allocation = Facts()
-    allocation.set("launch.world_size", gpus, "launch")
-    context = ReadContext(
-        launch=Launch(work_dir=JOB), files=files or _files(), allocation=allocation
-    )
-    facts = READER.read(invocation, context)
+    given = support.allocation(world_size=gpus)
+    facts = support.read(READER, _invocation(args), files or _files(), given=given, invocations=())
     facts.set("hardware.num_gpus", gpus, "launch")
-    finish(facts)
-    return facts
+    return support.finished(facts)
 
 
 @pytest.mark.parametrize(
@@ -165,7 +151,7 @@ def test_gpt2_vocabulary_by_default() -> None:
 
 
 def test_a_batch_script_writing_its_deepspeed_json_described_end_to_end() -> None:
-    script = (DATA / "jobs" / "mds_job.sbatch").read_text()
+    script = (support.DATA / "megatron" / "jobs" / "mds_job.sbatch").read_text()
     description = describe_launch(Launch(batch_script=script, work_dir=JOB), _files())
     assert description.described_by == "megatron_deepspeed"
     par = description.scenario["parallelism"]

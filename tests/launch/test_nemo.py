@@ -3,44 +3,28 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from planner.errors import SourceError
 from planner.launch.configs import load_config
-from planner.launch.describe import describe_launch, finish
-from planner.launch.reader import ReadContext
+from planner.launch.describe import describe_launch
+from planner.launch.reader import LaunchReader
 from planner.launch.readers.nemo import NEMO1_READER, NEMO2_READER
 from planner.launch.readers.nemo2 import parse_factory
 from planner.launch.readers.nemo_hydra import HydraConfig, split_override
 from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from tests.launch import reader_support as support
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "nemo"
 ROOT = "/job"
 
 
 def _files() -> MemoryFiles:
-    return MemoryFiles(
-        files={
-            f"{ROOT}/{path.relative_to(DATA).as_posix()}": path.read_text(encoding="utf-8")
-            for path in DATA.rglob("*")
-            if path.is_file()
-        }
-    )
+    return support.data_files("nemo", ROOT)
 
 
-def _read(reader: object, invocation: Invocation, files: MemoryFiles | None = None) -> Facts:
-    context = ReadContext(
-        launch=Launch(work_dir=ROOT),
-        files=files if files is not None else _files(),
-        allocation=Facts(),
-        invocations=(invocation,),
-    )
-    assert reader.recognises(invocation)  # type: ignore[attr-defined]
-    facts: Facts = reader.read(invocation, context)  # type: ignore[attr-defined]
-    finish(facts)
-    return facts
+def _read(reader: LaunchReader, invocation: Invocation, files: MemoryFiles | None = None) -> Facts:
+    files = files if files is not None else _files()
+    return support.finished(support.read(reader, invocation, files, work_dir=ROOT))
 
 
 def _nemo(*args: str) -> Invocation:
@@ -144,7 +128,7 @@ def test_unknown_recipe_and_argument_are_noted_not_guessed() -> None:
     assert any("tensor_parallelism" in note for note in facts.notes)
 
 
-def test_helper_recipe_takes_its_parallel_arguments() -> None:
+def test_a_factory_with_parallel_arguments_takes_them() -> None:
     facts = _read(NEMO2_READER, _nemo("pretrain", "--factory", "qwen3_8b(tensor_parallelism=2)"))
     assert facts.get("parallelism.tensor_parallel") == 2
     assert facts.get("parallelism.micro_batch_size") == 2
@@ -176,7 +160,9 @@ def test_finetune_lora_recipe() -> None:
 
 
 def test_nemo2_batch_script_end_to_end() -> None:
-    launch = Launch(batch_script=(DATA / "pretrain.sbatch").read_text(), work_dir=ROOT)
+    launch = Launch(
+        batch_script=(support.DATA / "nemo" / "pretrain.sbatch").read_text(), work_dir=ROOT
+    )
     description = describe_launch(launch, _files(), gpu="h100-sxm", predict=False)
     assert description.described_by == "nemo2"
     assert description.scenario["parallelism"]["tensor_parallel"] == 4
@@ -264,7 +250,7 @@ def test_nemo1_unknown_config_is_an_error_naming_the_file() -> None:
 
 
 def test_nemo1_batch_script_end_to_end() -> None:
-    launch = Launch(batch_script=(DATA / "gpt1.sbatch").read_text(), work_dir=ROOT)
+    launch = Launch(batch_script=(support.DATA / "nemo" / "gpt1.sbatch").read_text(), work_dir=ROOT)
     description = describe_launch(launch, _files(), gpu="h100-sxm", predict=False)
     assert description.described_by == "nemo1"
     assert description.scenario["model"]["num_layers"] == 16

@@ -3,28 +3,19 @@ the ParallelDims layout (shard -1 = the rest), the batch, converters -> precisio
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from planner.errors import SourceError
 from planner.launch.data import load_data
-from planner.launch.describe import finish
 from planner.launch.reader import ReadContext
 from planner.launch.readers.torchrun import torchrun_world_size
-from planner.launch.readers.torchtitan import READER, cli_overrides
+from planner.launch.readers.torchtitan import READER
 from planner.launch.readers.torchtitan_flavors import flavor_fields, llama4_moe_ffn, llama_ffn
+from planner.launch.readers.torchtitan_settings import cli_overrides
 from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from tests.launch import reader_support as support
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "torchtitan"
 JOB = "/jobs/titan"
-
-
-def _files() -> MemoryFiles:
-    files = MemoryFiles()
-    for path in DATA.rglob("*.toml"):
-        files.files[f"{JOB}/{path.relative_to(DATA).as_posix()}"] = path.read_text()
-    return files
 
 
 def _invocation(
@@ -44,13 +35,8 @@ def _invocation(
 
 
 def _read(invocation: Invocation, allocation: Facts | None = None) -> Facts:
-    assert READER.recognises(invocation)
-    context = ReadContext(
-        launch=Launch(work_dir=JOB), files=_files(), allocation=allocation or Facts()
-    )
-    facts = READER.read(invocation, context)
-    finish(facts)
-    return facts
+    files = support.data_files("torchtitan", JOB, pattern="*.toml")
+    return support.finished(support.read(READER, invocation, files, given=allocation))
 
 
 def test_overrides_take_both_spellings_flags_and_lists() -> None:

@@ -3,26 +3,16 @@ catalog), key=value overrides, model builders and LoRA defaults, the FSDP2/TP la
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from planner.errors import SourceError
 from planner.launch.data import load_data
-from planner.launch.describe import finish
-from planner.launch.reader import ReadContext
-from planner.launch.readers.torchtune import READER, parse_tune_run
-from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from planner.launch.readers.torchtune import READER
+from planner.launch.readers.torchtune_config import parse_tune_run
+from planner.launch.types import Facts, Invocation
+from tests.launch import reader_support as support
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "launch" / "torchtune"
 JOB = "/jobs/tune"
-
-
-def _files() -> MemoryFiles:
-    files = MemoryFiles()
-    for path in DATA.rglob("*.yaml"):
-        files.files[f"{JOB}/{path.relative_to(DATA).as_posix()}"] = path.read_text()
-    return files
 
 
 def _read(
@@ -34,21 +24,18 @@ def _read(
     launcher_args: dict[str, str] | None = None,
     allocation: Facts | None = None,
 ) -> Facts:
-    invocation = Invocation(
-        program=program,
-        args=tuple(command.split()),
-        env=env or {},
-        cwd=JOB,
+    return support.read_program(
+        READER,
+        "torchtune",
+        JOB,
+        program,
+        *command.split(),
+        env=env,
         launcher=launcher,
-        launcher_args=launcher_args or {},
+        launcher_args=launcher_args,
+        allocation=allocation,
+        pattern="*.yaml",
     )
-    assert READER.recognises(invocation)
-    context = ReadContext(
-        launch=Launch(work_dir=JOB), files=_files(), allocation=allocation or Facts()
-    )
-    facts = READER.read(invocation, context)
-    finish(facts)
-    return facts
 
 
 def test_parse_tune_run_splits_torchrun_options_recipe_and_overrides() -> None:

@@ -39,7 +39,9 @@ class ScriptedSource:
             raise self.answer
         return self.answer
 
-    def read_text_file(self, path: str, max_bytes: int, *, job: object = None) -> str:
+    def read_text_file(
+        self, path: str, max_bytes: int, *, job: object = None, head: bool = False
+    ) -> str:
         try:
             data = Path(path).read_bytes()
         except OSError as exc:

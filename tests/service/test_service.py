@@ -304,6 +304,51 @@ def test_megatron_arguments_describe_a_job_without_a_scenario(
         assert bare["eta"] is None
 
 
+def test_the_log_of_a_job_fills_what_its_launch_left_open(
+    tmp_path: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    """A launch without a sequence length is described with the model's own; once the job's
+    log prints Megatron-LM's argument dump, the job is described again from it (once)."""
+    script = (
+        "#!/bin/bash\nsrun python pretrain_gpt.py --num-layers 24 --hidden-size 2048 "
+        "--num-attention-heads 16 --micro-batch-size 1 --global-batch-size 64 "
+        "--train-iters 5000 --bf16\n"
+    )
+    dump = "".join(
+        f"  {name} {'.' * (40 - len(name))} {value}\n"
+        for name, value in (("num_layers", 24), ("seq_length", 3072), ("world_size", 2))
+    )
+    log = tmp_path / "train.out"
+    log.write_text(
+        "------------------------ arguments ------------------------\n"
+        + dump
+        + "-------------------- end of arguments ---------------------\n"
+        + megatron_line(5, 5000, 500.0)
+    )
+    with app_for(db_url, source, clock) as client:
+        source.set_jobs(make_job(status=JobStatus.PENDING, batch_script=script))
+        cycle(client)
+        pending = job_view(client)
+        assert pending["described_by"] == "megatron"
+        assert "model.seq_length" not in pending["launch_description"]["provenance"]
+        clock.now += 10
+        running = make_job(
+            status=JobStatus.RUNNING,
+            batch_script=script,
+            start_time_s=clock.now - 5,
+            stdout_path=str(log),
+        )
+        source.set_jobs(running)
+        cycle(client)
+        described = job_view(client)
+        assert described["scenario"]["model"]["seq_length"] == 3072
+        assert described["launch_description"]["provenance"]["model.seq_length"] == "log:3"
+        clock.now += 10
+        source.set_jobs(running)
+        cycle(client)  # described once from the log, not at every cycle
+        assert job_view(client)["launch_description"]["provenance"]["model.seq_length"] == "log:3"
+
+
 def test_broken_scenario_file_is_reported_not_fatal(
     tmp_path: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
 ) -> None:

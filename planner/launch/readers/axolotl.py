@@ -29,8 +29,6 @@ from planner.launch.reader import ReadContext
 from planner.launch.readers.hf import lora_targets
 from planner.launch.readers.hf_args import (
     Settings,
-    as_bool,
-    as_int,
     cite_file,
     flag_args,
     hf_default,
@@ -48,6 +46,7 @@ from planner.launch.readers.hf_parallel import (
     record_world,
 )
 from planner.launch.types import Facts, Invocation, Sourced, resolve_path
+from planner.launch.values import as_bool, as_int
 
 __all__ = ["READER", "AxolotlReader"]
 

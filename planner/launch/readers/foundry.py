@@ -29,6 +29,7 @@ from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
 from planner.launch.readers.foundry_yaml import FoundryConfig
 from planner.launch.types import Facts, Invocation, resolve_path
+from planner.launch.values import as_int
 
 __all__ = ["READER", "FoundryReader"]
 
@@ -66,16 +67,6 @@ def _default(key: str) -> tuple[object, str]:
     if not isinstance(entry, Mapping):
         raise SpecError("planner/launch/data/foundry.yaml", f"defaults.{key} is missing")
     return entry.get("value"), _cite(entry)
-
-
-def _int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return value if isinstance(value, int) else None
 
 
 class FoundryReader:
@@ -141,24 +132,24 @@ class FoundryReader:
             if world:
                 return world, allocation.int("hardware.gpus_per_node")
             if invocation.launcher in {"python", ""}:
-                world = _int(env.get("WORLD_SIZE")) or 1
+                world = as_int(env.get("WORLD_SIZE")) or 1
                 facts.set("hardware.num_gpus", world, "launch: one python process")
                 facts.set("launch.num_nodes", 1, "launch: one python process")
                 return world, None
             return allocation.int("hardware.num_gpus"), allocation.int("hardware.gpus_per_node")
         cited = _cite(_section("launcher"))
-        nproc = _int(options.get("nproc") or options.get("n"))
+        nproc = as_int(options.get("nproc") or options.get("n"))
         nproc_source = "launch: composer --nproc"
-        if nproc is None and _int(env.get("LOCAL_WORLD_SIZE")):
-            nproc, nproc_source = _int(env.get("LOCAL_WORLD_SIZE")), "launch: LOCAL_WORLD_SIZE"
+        if nproc is None and as_int(env.get("LOCAL_WORLD_SIZE")):
+            nproc, nproc_source = as_int(env.get("LOCAL_WORLD_SIZE")), "launch: LOCAL_WORLD_SIZE"
         if nproc is None:
             nproc = allocation.int("hardware.gpus_per_node") or context.launch.gpus_per_node
             nproc_source = f"launch: the node's GPUs ({cited})"
-        world = _int(options.get("world_size"))
+        world = as_int(options.get("world_size"))
         world_source = "launch: composer --world_size"
         multinode = env.get("LOCAL_WORLD_SIZE") != env.get("WORLD_SIZE")
-        if world is None and _int(env.get("WORLD_SIZE")) and multinode:
-            world, world_source = _int(env.get("WORLD_SIZE")), "launch: WORLD_SIZE"
+        if world is None and as_int(env.get("WORLD_SIZE")) and multinode:
+            world, world_source = as_int(env.get("WORLD_SIZE")), "launch: WORLD_SIZE"
         if world is None and nproc:
             world, world_source = nproc, f"derived: the world size defaults to nproc ({cited})"
         if not world:
@@ -190,19 +181,19 @@ class FoundryReader:
                     facts.set("launch.model_name", found[0], found[1])
             for key, name in _HF_SHAPE_KEYS.items():
                 override = config.get(f"model.config_overrides.{key}")
-                if override is not None and _int(override[0]):
-                    facts.set(name, _int(override[0]), override[1])
+                if override is not None and as_int(override[0]):
+                    facts.set(name, as_int(override[0]), override[1])
         else:
             facts.note(f"model.name {kind!r}: only mpt_causal_lm and hf_* models are read")
         for key in ("max_seq_len", "model.max_seq_len", "train_loader.dataset.max_seq_len"):
             found = config.get(key)
-            if found is not None and _int(found[0]):
-                facts.set("model.seq_length", _int(found[0]), found[1])
+            if found is not None and as_int(found[0]):
+                facts.set("model.seq_length", as_int(found[0]), found[1])
                 break
 
     def _batch(self, config: FoundryConfig, facts: Facts, world: int | None) -> None:
         found = config.get("global_train_batch_size")
-        total = _int(found[0]) if found is not None else None
+        total = as_int(found[0]) if found is not None else None
         if found is None or not total:
             facts.note("global_train_batch_size is not set: LLM Foundry requires it")
             return
@@ -210,8 +201,8 @@ class FoundryReader:
         micro_found = config.get("device_train_microbatch_size")
         micro_value, micro_source = micro_found or _default("device_train_microbatch_size")
         if not world:
-            if _int(micro_value):
-                facts.set("parallelism.micro_batch_size", _int(micro_value), micro_source)
+            if as_int(micro_value):
+                facts.set("parallelism.micro_batch_size", as_int(micro_value), micro_source)
             return
         if total % world:
             facts.note(
@@ -220,7 +211,7 @@ class FoundryReader:
             )
             return
         device = total // world
-        micro = _int(micro_value)
+        micro = as_int(micro_value)
         if micro is None:
             facts.default(
                 "parallelism.micro_batch_size",
@@ -254,7 +245,7 @@ class FoundryReader:
             facts.note("max_duration is not set: the run length is unknown")
             return
         value, source = found
-        if _int(value) is not None:
+        if as_int(value) is not None:
             facts.note(f"max_duration {value} is in epochs ({source}): steps depend on the data")
             return
         match = _DURATION.match(str(value).strip().lower())
@@ -296,8 +287,8 @@ class FoundryReader:
         self, config: FoundryConfig, facts: Facts, world: int | None, per_node: int | None
     ) -> None:
         tp = config.get("tp_config.tensor_parallel_degree")
-        if tp is not None and _int(tp[0]) and _int(tp[0]) != 1:
-            facts.set("parallelism.tensor_parallel", _int(tp[0]), tp[1])
+        if tp is not None and as_int(tp[0]) and as_int(tp[0]) != 1:
+            facts.set("parallelism.tensor_parallel", as_int(tp[0]), tp[1])
             facts.note("tp_config: LLM Foundry still splits the global batch over every rank")
         if config.value("fsdp_config") is None:
             facts.set("parallelism.zero_stage", 0, "derived: no fsdp_config (DDP)")
@@ -309,7 +300,7 @@ class FoundryReader:
         strategy, source = found or _default("fsdp_config.sharding_strategy")
         name = str(strategy).upper()
         degree_found = config.get("fsdp_config.data_parallel_shard_degree")
-        degree = _int(degree_found[0]) if degree_found is not None else None
+        degree = as_int(degree_found[0]) if degree_found is not None else None
         if name == "NO_SHARD":
             facts.set("parallelism.zero_stage", 0, source)
             return
@@ -331,8 +322,8 @@ class FoundryReader:
         if isinstance(peft, Mapping) and str(peft.get("peft_type", "")).upper() == "LORA":
             facts.set("training.mode", "lora", config.where("model.peft_config"))
             rank = config.get("model.peft_config.r")
-            if rank is not None and _int(rank[0]):
-                facts.set("training.lora_rank", _int(rank[0]), rank[1])
+            if rank is not None and as_int(rank[0]):
+                facts.set("training.lora_rank", as_int(rank[0]), rank[1])
             return
         loader = config.get("train_loader.name")
         if loader is not None and loader[0] == "finetuning":
@@ -365,11 +356,11 @@ def _mpt_shape(config: FoundryConfig, facts: Facts) -> None:
         ("max_seq_len", "model.seq_length"),
     ):
         value, source = found[key]
-        (facts.default if source == cited else facts.set)(name, _int(value), source)
-    d_model, ratio = _int(found["d_model"][0]), found["expansion_ratio"][0]
+        (facts.default if source == cited else facts.set)(name, as_int(value), source)
+    d_model, ratio = as_int(found["d_model"][0]), found["expansion_ratio"][0]
     width = config.get("model.ffn_config.ffn_hidden_size")
-    if width is not None and _int(width[0]):
-        facts.set("model.ffn_hidden_size", _int(width[0]), width[1])
+    if width is not None and as_int(width[0]):
+        facts.set("model.ffn_hidden_size", as_int(width[0]), width[1])
     elif d_model and isinstance(ratio, int | float) and not isinstance(ratio, bool):
         facts.set(
             "model.ffn_hidden_size",
@@ -377,28 +368,28 @@ def _mpt_shape(config: FoundryConfig, facts: Facts) -> None:
             f"derived: d_model x expansion_ratio ({found['d_model'][1]}; "
             f"{found['expansion_ratio'][1]})",
         )
-    heads, heads_source = _int(found["n_heads"][0]), found["n_heads"][1]
+    heads, heads_source = as_int(found["n_heads"][0]), found["n_heads"][1]
     attention = config.value("model.attn_config.attn_type") or mpt.get("attn_type")
     kv = config.get("model.attn_config.kv_n_heads")
     if attention == "multiquery_attention":
         facts.set("model.num_query_groups", 1, config.where("model.attn_config.attn_type"))
-    elif attention == "grouped_query_attention" and kv is not None and _int(kv[0]):
-        facts.set("model.num_query_groups", _int(kv[0]), kv[1])
+    elif attention == "grouped_query_attention" and kv is not None and as_int(kv[0]):
+        facts.set("model.num_query_groups", as_int(kv[0]), kv[1])
     else:
         facts.set("model.num_query_groups", heads, heads_source)
     head_dim = config.get("model.head_dim")
-    if head_dim is not None and _int(head_dim[0]):
-        facts.set("model.kv_channels", _int(head_dim[0]), head_dim[1])
+    if head_dim is not None and as_int(head_dim[0]):
+        facts.set("model.kv_channels", as_int(head_dim[0]), head_dim[1])
     ffn_type = config.value("model.ffn_config.ffn_type") or mpt.get("ffn_type")
     facts.set("model.activation", "swiglu" if ffn_type == "mptglu" else "gelu", cited)
     tied = config.value("model.tie_word_embeddings")
     facts.set("model.untie_embeddings", tied is False, cited)
     experts = config.get("model.ffn_config.moe_num_experts")
-    if ffn_type in {"mb_moe", "mb_dmoe"} and experts is not None and _int(experts[0]):
-        facts.set("model.num_experts", _int(experts[0]), experts[1])
+    if ffn_type in {"mb_moe", "mb_dmoe"} and experts is not None and as_int(experts[0]):
+        facts.set("model.num_experts", as_int(experts[0]), experts[1])
         topk = config.get("model.ffn_config.moe_top_k")
-        if topk is not None and _int(topk[0]):
-            facts.set("model.moe_router_topk", _int(topk[0]), topk[1])
+        if topk is not None and as_int(topk[0]):
+            facts.set("model.moe_router_topk", as_int(topk[0]), topk[1])
     facts.set("launch.model_name", "mpt_causal_lm", config.where("model.name"))
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from planner.errors import SpecError
 from planner.launch.configs import ConfigTree
+from planner.launch.values import child_dict
 
 __all__ = ["FoundryConfig"]
 
@@ -30,15 +31,8 @@ class FoundryConfig:
         self.overrides = dict(overrides)
         self.data: dict[str, object] = _plain_copy(tree.data)
         for key, (value, _argument) in self.overrides.items():
-            node = self.data
-            parts = key.split(".")
-            for part in parts[:-1]:
-                child = node.get(part)
-                if not isinstance(child, dict):
-                    child = {}
-                    node[part] = child
-                node = child
-            node[parts[-1]] = value
+            *parents, last = key.split(".")
+            child_dict(self.data, parents)[last] = value
 
     def _raw(self, dotted: str) -> tuple[object, str] | None:
         node: object = self.data

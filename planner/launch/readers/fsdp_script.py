@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from planner.errors import SpecError
-from planner.launch.configs import parse_scalar
 from planner.launch.data import load_data
 from planner.launch.reader import ReadContext
 from planner.launch.readers.hf_args import flag_args
 from planner.launch.types import Facts, Invocation
+from planner.launch.values import as_int
 
 __all__ = ["READER", "FsdpScriptReader"]
 
@@ -42,14 +42,6 @@ def _flags(args: Sequence[str]) -> dict[str, tuple[object, str]]:
     later flag wins, as with argparse."""
     found = flag_args(args).values
     return {_ALIASES.get(name, name): value for name, value in found.items()}
-
-
-def _int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value if isinstance(value, int) else None
 
 
 class _Script:
@@ -133,35 +125,35 @@ class FsdpScriptReader:
             ("vocab_size", "model.vocab_size"),
         ):
             value, source, given = script.get(flag)
-            _put(facts, name, _int(value), source, given)
+            _put(facts, name, as_int(value), source, given)
         heads, heads_source, heads_given = script.get("num_heads")
         kv, kv_source, kv_given = script.get("num_key_value_heads")
-        if entry.get("key") == "gpt_neox" or _int(kv) is None:
-            _put(facts, "model.num_query_groups", _int(heads), heads_source, heads_given)
+        if entry.get("key") == "gpt_neox" or as_int(kv) is None:
+            _put(facts, "model.num_query_groups", as_int(heads), heads_source, heads_given)
         else:
-            _put(facts, "model.num_query_groups", _int(kv), kv_source, kv_given)
-        hidden = _int(script.get("hidden_width")[0])
+            _put(facts, "model.num_query_groups", as_int(kv), kv_source, kv_given)
+        hidden = as_int(script.get("hidden_width")[0])
         if entry.get("ffn") == "four_times_hidden":
             if hidden:
                 facts.set("model.ffn_hidden_size", 4 * hidden, f"derived: 4 x hidden ({built})")
         else:
             value, source, given = script.get("intermediate_size")
-            _put(facts, "model.ffn_hidden_size", _int(value), source, given)
+            _put(facts, "model.ffn_hidden_size", as_int(value), source, given)
         facts.set("model.activation", entry.get("activation"), built)
         facts.set("model.untie_embeddings", entry.get("untie_embeddings") is True, built)
-        experts = _int(entry.get("num_experts"))
+        experts = as_int(entry.get("num_experts"))
         if experts:
             facts.set("model.num_experts", experts, built)
-            facts.set("model.moe_router_topk", _int(entry.get("moe_router_topk")), built)
+            facts.set("model.moe_router_topk", as_int(entry.get("moe_router_topk")), built)
             value, source, given = script.get("intermediate_size")
-            _put(facts, "model.moe_ffn_hidden_size", _int(value), source, given)
+            _put(facts, "model.moe_ffn_hidden_size", as_int(value), source, given)
             facts.note(
                 f"{kind}: {experts} experts, top-{entry.get('moe_router_topk')}, are "
                 "hard-coded in get_model_config, not flags; experts are FSDP-sharded "
                 "like dense weights (no expert parallelism)"
             )
             facts.set("parallelism.expert_parallel", 1, built)
-        seq = _int(script.data.get("dataloader_seq_length"))
+        seq = as_int(script.data.get("dataloader_seq_length"))
         facts.set(
             "model.seq_length",
             seq,
@@ -169,7 +161,7 @@ class FsdpScriptReader:
             f"(create_streaming_dataloader, {script.location('train_utils_path')})",
         )
         width, width_source, width_given = script.get("max_context_width")
-        if width_given and _int(width) != seq:
+        if width_given and as_int(width) != seq:
             facts.note(
                 f"{width_source} only sets max_position_embeddings ({width}); "
                 f"train.py's dataloader cuts {seq}-token sequences"
@@ -177,14 +169,14 @@ class FsdpScriptReader:
 
     def _run(self, script: _Script, facts: Facts) -> None:
         value, source, given = script.get("train_batch_size")
-        _put(facts, "parallelism.micro_batch_size", _int(value), source, given)
+        _put(facts, "parallelism.micro_batch_size", as_int(value), source, given)
         facts.set(
             "launch.gradient_accumulation",
-            _int(script.data.get("gradient_accumulation")),
+            as_int(script.data.get("gradient_accumulation")),
             f"derived: one optimizer step per batch ({script.location('train_path')})",
         )
         value, source, given = script.get("max_steps")
-        _put(facts, "training.train_iters", _int(value), source, given)
+        _put(facts, "training.train_iters", as_int(value), source, given)
         value, source, given = script.get("bf16")
         if value:
             _put(facts, "parallelism.precision", "bf16", source, given)
@@ -219,8 +211,8 @@ class FsdpScriptReader:
             facts.set("launch.fsdp_shard", world, "derived: FSDP over every rank (launch)")
             return
         options = invocation.launcher_args
-        per_node = _int(parse_scalar(options.get("nproc_per_node", "")))
-        nodes = _int(parse_scalar(options.get("nnodes", "1")))
+        per_node = as_int(options.get("nproc_per_node", ""))
+        nodes = as_int(options.get("nnodes", "1"))
         if per_node and nodes:
             source = f"launch: {invocation.launcher} --nnodes x --nproc_per_node"
             facts.set("hardware.num_gpus", per_node * nodes, source)

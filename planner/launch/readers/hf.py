@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping
 
 from planner.launch.configs import ConfigTree, read_config
 from planner.launch.data import load_data
@@ -30,15 +29,21 @@ from planner.launch.reader import ReadContext
 from planner.launch.readers.hf_args import (
     Flags,
     Settings,
-    as_bool,
-    as_int,
     flag_args,
     hf_default,
 )
 from planner.launch.readers.hf_distributed import apply_distributed
 from planner.launch.types import Facts, Invocation, resolve_path
+from planner.launch.values import as_bool, as_int, mapping_of, positive_int
 
-__all__ = ["READER", "TRL_COMMANDS", "HfTrainerReader", "lora_targets", "script_kind"]
+__all__ = [
+    "READER",
+    "TRL_COMMANDS",
+    "HfTrainerReader",
+    "lora_targets",
+    "script_kind",
+    "trainer_settings_facts",
+]
 
 TRL_COMMANDS = frozenset(
     {"sft", "dpo", "orpo", "kto", "reward", "grpo", "rloo", "gkd", "online_dpo", "xpo", "cpo"}
@@ -166,20 +171,16 @@ def _config_file(flags: Flags, invocation: Invocation, context: ReadContext) -> 
     return read_config(context.files, resolve_path(path, invocation.cwd))
 
 
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _settings(kind: str, tree: ConfigTree | None, flags: Flags) -> Settings:
     """Defaults (TrainingArguments, then the TRL config's own) < config file < command line."""
     settings = Settings()
     data = load_data("hf.yaml")
-    for name in _mapping(data.get("training_args")):
+    for name in mapping_of(data.get("training_args")):
         settings.default(name, hf_default(f"training_args.{name}"))
-    trl = _mapping(data.get("trl"))
+    trl = mapping_of(data.get("trl"))
     if kind:
         for section in ("base", "model"):
-            for name in _mapping(trl.get(section)):
+            for name in mapping_of(trl.get(section)):
                 settings.default(name, hf_default(f"trl.{section}.{name}"))
     if kind in _TRL_KINDS:
         settings.default("max_length", hf_default(f"trl.max_length.{kind}"))
@@ -207,28 +208,37 @@ def _model(facts: Facts, settings: Settings, invocation: Invocation, context: Re
         )
         if not facts.has("launch.model_name"):
             facts.set("launch.model_name", found.value, found.source)
-    explicit = [k for k in _SEQ_KEYS if settings.explicit(k) and _positive(settings.get(k))]
-    chosen = (
-        explicit[0]
-        if explicit
-        else next((k for k in _SEQ_KEYS if _positive(settings.get(k))), None)
-    )
-    if chosen is not None:
-        settings.record(facts, "model.seq_length", chosen, _positive(settings.get(chosen)))
+    _sequence(facts, settings)
     if as_bool(settings.get("load_in_4bit")) or as_bool(settings.get("load_in_8bit")):
         facts.note("the base model is loaded quantised (bitsandbytes) and frozen under LoRA")
 
 
-def _positive(value: object) -> int | None:
-    number = as_int(value)
-    return number if number is not None and number > 0 else None
+def _sequence(facts: Facts, settings: Settings) -> None:
+    """The training sequence: the first sequence cap (:data:`_SEQ_KEYS` order) the launch
+    sets, else the first one a default gives."""
+    explicit = [k for k in _SEQ_KEYS if settings.explicit(k) and positive_int(settings.get(k))]
+    chosen = (
+        explicit[0]
+        if explicit
+        else next((k for k in _SEQ_KEYS if positive_int(settings.get(k))), None)
+    )
+    if chosen is not None:
+        settings.record(facts, "model.seq_length", chosen, positive_int(settings.get(chosen)))
+
+
+def trainer_settings_facts(facts: Facts, settings: Settings) -> None:
+    """What a resolved set of ``TrainingArguments`` values says (the dump a job's log prints):
+    the sequence cap, per-device batch, gradient accumulation, steps and recomputation, as
+    :class:`HfTrainerReader` reads them."""
+    _sequence(facts, settings)
+    _batch_and_steps(facts, settings)
 
 
 def _batch_and_steps(facts: Facts, settings: Settings) -> None:
     """Per-device batch, gradient accumulation, steps and activation recomputation."""
     settings.record(facts, "parallelism.micro_batch_size", "per_device_train_batch_size")
     settings.record(facts, "launch.gradient_accumulation", "gradient_accumulation_steps")
-    steps = _positive(settings.get("max_steps"))
+    steps = positive_int(settings.get("max_steps"))
     if steps is not None:
         settings.record(facts, "training.train_iters", "max_steps", steps)
     else:

@@ -8,7 +8,6 @@ and Axolotl readers.
 * :func:`hf_default` / :func:`cite_source`: a documented default from
   ``planner/launch/data/hf.yaml`` with its source
   (``default of <framework> <version> (<repo>/<path>@<short commit>)``).
-* :func:`as_int` / :func:`as_bool`: config values as the frameworks read them.
 """
 
 from __future__ import annotations
@@ -18,15 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from planner.errors import SpecError
-from planner.launch.configs import parse_scalar
 from planner.launch.data import load_data
 from planner.launch.types import Facts, Sourced
+from planner.launch.values import as_bool, parse_scalar
 
 __all__ = [
     "Flags",
     "Settings",
-    "as_bool",
-    "as_int",
     "assume",
     "cite_file",
     "cite_source",
@@ -73,39 +70,6 @@ def _source_entry(key: str) -> Mapping[str, object]:
     return entry
 
 
-def as_int(value: object) -> int | None:
-    """An integral number (or text holding one) as int, else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        parsed = parse_scalar(value)
-        return as_int(parsed) if not isinstance(parsed, str) else None
-    return None
-
-
-_TRUE = {"true", "yes", "t", "y", "1"}
-_FALSE = {"false", "no", "f", "n", "0"}
-
-
-def as_bool(value: object) -> bool | None:
-    """``True``/``False`` (and the words ``HfArgumentParser`` accepts: yes/no, t/f, 1/0)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return bool(value)
-    if isinstance(value, str):
-        lowered = value.strip().lower()
-        if lowered in _TRUE:
-            return True
-        if lowered in _FALSE:
-            return False
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class Flags:
     """Parsed ``--key value`` arguments: ``values`` maps each key (dashes as underscores) to its
@@ -135,7 +99,7 @@ class Flags:
 def flag_args(args: Sequence[str], *, bool_keys: frozenset[str] = frozenset()) -> Flags:
     """``args`` read as ``--key value``, ``--key=value`` and bare ``--flag`` (True). A key in
     ``bool_keys`` takes the next argument only when it is a boolean word. Values are parsed as
-    :func:`~planner.launch.configs.parse_scalar` does. Single-dash arguments and everything
+    :func:`~planner.launch.values.parse_scalar` does. Single-dash arguments and everything
     after ``--`` are positionals."""
     values: dict[str, tuple[object, str]] = {}
     positionals: list[str] = []

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from planner.launch.configs import ConfigTree
 from planner.launch.data import load_data
 from planner.launch.reader import ReadContext
-from planner.launch.readers.hf_args import Settings, as_bool, as_int, assume, cite_file
+from planner.launch.readers.hf_args import Settings, assume, cite_file
 from planner.launch.readers.hf_args import hf_default as default_of
 from planner.launch.readers.hf_parallel import (
     AccelerateSetup,
@@ -42,6 +42,7 @@ from planner.launch.readers.hf_parallel import (
     record_world,
 )
 from planner.launch.types import Facts, Invocation, Sourced, resolve_path
+from planner.launch.values import as_bool, as_int
 
 __all__ = ["apply_distributed", "builtin_accelerate_config"]
 

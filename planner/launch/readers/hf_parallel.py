@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from planner.launch.configs import ConfigTree, load_config, parse_scalar, read_config
 from planner.launch.reader import ReadContext
-from planner.launch.readers.hf_args import as_bool, as_int
 from planner.launch.types import Facts, LaunchFiles, Sourced, resolve_path
+from planner.launch.values import as_bool, as_int
 
 __all__ = [
     "AccelerateSetup",

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from planner.errors import SpecError
-from planner.launch.configs import ConfigTree, dotted_overrides, parse_scalar, read_config
+from planner.launch.configs import ConfigTree, dotted_overrides, read_config
 from planner.launch.data import load_data
 from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
@@ -39,6 +39,7 @@ from planner.launch.readers.hf_parallel import (
     read_deepspeed,
 )
 from planner.launch.types import Facts, Invocation, Sourced, resolve_path
+from planner.launch.values import positive_int
 
 __all__ = ["READER", "LlamaFactoryReader"]
 
@@ -109,17 +110,6 @@ def _truthy(value: object) -> bool:
 def _env_enabled(env: Mapping[str, str], name: str) -> bool:
     """LLaMA-Factory's ``is_env_enabled``: ``true``, ``y`` or ``1`` (any case)."""
     return env.get(name, "0").strip().lower() in _TRUE
-
-
-def _positive_int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, str):
-        parsed = parse_scalar(value)
-        return _positive_int(parsed) if not isinstance(parsed, str) else None
-    return value if isinstance(value, int) and value > 0 else None
 
 
 class LlamaFactoryReader:
@@ -198,7 +188,7 @@ class LlamaFactoryReader:
         """``cutoff_len`` caps every sample (and is the block length when packing)."""
         found = settings.get("cutoff_len")
         length, source = found if found is not None else _default("defaults", "cutoff_len")
-        facts.set("model.seq_length", _positive_int(length), source)
+        facts.set("model.seq_length", positive_int(length), source)
         if found is None:
             # a documented default, over the model's context length the model lookup assumed
             facts.assumed.add("model.seq_length")
@@ -211,11 +201,11 @@ class LlamaFactoryReader:
             found = settings.get(key)
             if found is None:
                 value, source = _default("defaults", key)
-                facts.default(name, _positive_int(value), source)
+                facts.default(name, positive_int(value), source)
             else:
-                facts.set(name, _positive_int(found[0]), found[1])
+                facts.set(name, positive_int(found[0]), found[1])
         steps = settings.get("max_steps")
-        count = _positive_int(steps[0]) if steps is not None else None
+        count = positive_int(steps[0]) if steps is not None else None
         if steps is not None and count:
             facts.set("training.train_iters", count, steps[1])
         else:
@@ -233,7 +223,7 @@ class LlamaFactoryReader:
             facts.set("training.mode", "lora", kind_source)
             rank = settings.get("lora_rank")
             value, source = rank if rank is not None else _default("defaults", "lora_rank")
-            facts.set("training.lora_rank", _positive_int(value), source)
+            facts.set("training.lora_rank", positive_int(value), source)
             target = settings.get("lora_target")
             names, where = target if target is not None else _default("defaults", "lora_target")
             targets = _lora_targets(names)
@@ -306,9 +296,9 @@ class LlamaFactoryReader:
             nodes_value, nodes_source = env["NNODES"], "launch: NNODES"
         per_node, per_node_source = devices, device_source
         if env.get("NPROC_PER_NODE") is not None:
-            per_node = _positive_int(env["NPROC_PER_NODE"])
+            per_node = positive_int(env["NPROC_PER_NODE"])
             per_node_source = "launch: NPROC_PER_NODE"
-        nodes = _positive_int(nodes_value)
+        nodes = positive_int(nodes_value)
         if not nodes or not per_node:
             return
         world = f"derived: NNODES x NPROC_PER_NODE ({nodes_source}; {per_node_source})"
@@ -328,7 +318,7 @@ class LlamaFactoryReader:
         ):
             found = settings.get(key)
             if found is not None and found[0] is not None:
-                facts.set(name, _positive_int(found[0]), found[1])
+                facts.set(name, positive_int(found[0]), found[1])
             else:
                 value, source = _default("mca_defaults", key)
                 facts.default(name, value, source)
@@ -337,8 +327,8 @@ class LlamaFactoryReader:
             ("virtual_pipeline_model_parallel_size", "parallelism.virtual_pipeline"),
         ):
             found = settings.get(key)
-            if found is not None and _positive_int(found[0]):
-                facts.set(name, _positive_int(found[0]), found[1])
+            if found is not None and positive_int(found[0]):
+                facts.set(name, positive_int(found[0]), found[1])
         found = settings.get("sequence_parallel")
         if found is not None:
             facts.set("parallelism.sequence_parallel", _truthy(found[0]), found[1])

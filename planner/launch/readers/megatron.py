@@ -18,7 +18,7 @@ line in the launch), a default of Megatron-LM (the data file names the file defi
   the YAML (keys are argparse names; ``language_model`` and ``model_parallel`` sections),
   completing it as ``megatron/training/yaml_arguments.py`` ``validate_yaml`` does.
 
-The helpers it shares with the Megatron-DeepSpeed reader live in
+What it shares with the Megatron-DeepSpeed reader lives in
 :mod:`planner.launch.readers.megatron_common`.
 """
 

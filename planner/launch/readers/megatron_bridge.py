@@ -24,15 +24,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from planner.errors import SourceError
-from planner.launch.configs import read_config
+from planner.launch.configs import read_config, split_options
 from planner.launch.data import load_data
 from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
-from planner.launch.readers.nemo_common import as_int, unexpanded
+from planner.launch.readers.nemo_common import unexpanded
 from planner.launch.readers.nemo_hydra import HydraConfig
 from planner.launch.types import Facts, Invocation, resolve_path
+from planner.launch.values import as_int, mapping_of
 
-__all__ = ["READER", "MegatronBridgeReader"]
+__all__ = ["READER", "MegatronBridgeReader", "config_facts"]
 
 _DATA = "megatron_bridge_recipes.yaml"
 _SETUP = "src/megatron/bridge/training/setup.py"
@@ -82,16 +83,11 @@ def _catalog() -> Mapping[str, object]:
 
 
 def _section(name: str) -> Mapping[str, object]:
-    section = _catalog().get(name)
-    return section if isinstance(section, Mapping) else {}
-
-
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
+    return mapping_of(_catalog().get(name))
 
 
 def _cite(repo_key: object, path: object) -> str:
-    repo = _mapping(_section("repos").get(str(repo_key)))
+    repo = mapping_of(_section("repos").get(str(repo_key)))
     return f"{repo.get('repo', 'NVIDIA-NeMo/Megatron-Bridge')}/{path}@{str(repo.get('commit'))[:7]}"
 
 
@@ -106,7 +102,7 @@ def _script(program: str) -> tuple[str, Mapping[str, object]] | None:
                 and str(key).startswith("examples/")
             )
         ):
-            return str(key), _mapping(entry)
+            return str(key), mapping_of(entry)
     return None
 
 
@@ -196,12 +192,12 @@ def _read_run(invocation: Invocation, context: ReadContext, facts: Facts | None)
 
 def _load_recipe(name: str, run: _Run, facts: Facts | None) -> None:
     recipes = _section("recipes")
-    entry = _mapping(recipes.get(name))
+    entry = mapping_of(recipes.get(name))
     if not entry:
         for candidate, value in recipes.items():
-            aliases = _mapping(value).get("aliases")
+            aliases = mapping_of(value).get("aliases")
             if isinstance(aliases, list) and name in aliases:
-                name, entry = str(candidate), _mapping(value)
+                name, entry = str(candidate), mapping_of(value)
                 break
     run.recipe = name
     if not entry:
@@ -214,7 +210,7 @@ def _load_recipe(name: str, run: _Run, facts: Facts | None) -> None:
     cited = _cite(entry.get("repo_key"), entry.get("path"))
     source = f"catalog:{name} (Megatron-Bridge recipe, {cited})"
     for section in ("model", "train", "dataset"):
-        for field_name, value in _mapping(entry.get(section)).items():
+        for field_name, value in mapping_of(entry.get(section)).items():
             run.config.set(f"{section}.{field_name}", value, source)
     run.config.set("mixed_precision", entry.get("mixed_precision"), source)
     run.config.set("tokenizer.tokenizer_type", entry.get("tokenizer"), source)
@@ -229,21 +225,8 @@ def _example_args(
 ) -> list[str]:
     """``pretrain_llama3_8b.py``: ``--config-file`` (default next to the script), ``--debug``,
     then the overrides."""
-    args = invocation.args
-    config_file: str | None = None
-    overrides: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
-        name, eq, value = arg.partition("=")
-        if name == "--config-file":
-            if not eq and index < len(args):
-                value = args[index]
-                index += 1
-            config_file = value
-        elif not arg.startswith("-"):
-            overrides.append(arg)
+    given, overrides = split_options(invocation.args, {"--config-file"})
+    config_file = given[-1][1] if given else None
     _load_recipe(str(script.get("recipe", "")), run, facts)
     if config_file is not None:
         path = resolve_path(config_file, invocation.cwd)
@@ -265,8 +248,8 @@ def _example_args(
         if facts is not None:
             facts.note(f"--config-file not given: the script's default {default} is applied")
         return overrides
-    published = _mapping(script.get("default_config_values"))
-    values = _mapping(published.get("values"))
+    published = mapping_of(script.get("default_config_values"))
+    values = mapping_of(published.get("values"))
     source = (
         "default of Megatron-Bridge (--config-file default "
         f"{_cite(script.get('repo_key'), published.get('path'))})"
@@ -285,27 +268,14 @@ def _run_recipe_args(
 ) -> list[str]:
     """``run_recipe.py``: ``--recipe`` / ``--model`` + ``--mode``, convenience options
     (turned into overrides first), then the trailing overrides."""
-    options = _mapping(script.get("options"))
+    options = mapping_of(script.get("options"))
     valued = script.get("valued_options")
     takes_value = set(valued) if isinstance(valued, list) else set()
-    chosen: dict[str, str] = {}
-    converted: list[str] = []
-    trailing: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
-        name, eq, value = arg.partition("=")
-        if name in options or name in takes_value:
-            if not eq and index < len(args):
-                value = args[index]
-                index += 1
-            if name in options:
-                converted.append(f"{options[name]}={value}")
-            else:
-                chosen[name.lstrip("-").replace("-", "_")] = value
-        elif not arg.startswith("-"):
-            trailing.append(arg)
+    given, trailing = split_options(args, {*options, *takes_value})
+    converted = [f"{options[name]}={value}" for name, value in given if name in options]
+    chosen = {
+        name.lstrip("-").replace("-", "_"): value for name, value in given if name not in options
+    }
     mode = chosen.get("mode", "")
     if "recipe" in chosen:
         name = chosen["recipe"]
@@ -332,6 +302,24 @@ def _to_facts(run: _Run, invocation: Invocation, context: ReadContext, facts: Fa
             facts.note(f"{hf_path}: the model's shape is not known to the catalog")
     if run.recipe:
         facts.set("launch.recipe", run.recipe, f"launch: {posixpath.basename(invocation.program)}")
+    config_facts(config, facts)
+    vocab = as_int(facts.get("model.vocab_size"))
+    if vocab:
+        facts.set(
+            "launch.padded_vocab_size",
+            vocab,
+            "derived: the model's vocab_size (HF config) is kept unpadded "
+            f"({_cite(run.entry.get('repo_key', 'llama_qwen'), _SETUP)} "
+            "_validate_and_set_vocab_size)",
+        )
+    for key in sorted(config.unknown):
+        facts.note(f"{key}: its interpolation cannot be resolved from the files")
+
+
+def config_facts(config: HydraConfig, facts: Facts) -> None:
+    """The values of a ``ConfigContainer`` (the job's merged config, or the one its log
+    prints): layout, batch, steps and model shape as the keys hold them, the sequence length
+    (``dataset.seq_length``, else ``model.seq_length``) and the precision."""
     for name, key in _FACTS:
         found = config.lookup(key)
         if found is not None and found.value is not None:
@@ -345,17 +333,6 @@ def _to_facts(run: _Run, invocation: Invocation, context: ReadContext, facts: Fa
             f"model.seq_length {model_seq.value} differs from dataset.seq_length {seq.value}"
         )
     _precision(config, facts)
-    vocab = as_int(facts.get("model.vocab_size"))
-    if vocab:
-        facts.set(
-            "launch.padded_vocab_size",
-            vocab,
-            "derived: the model's vocab_size (HF config) is kept unpadded "
-            f"({_cite(run.entry.get('repo_key', 'llama_qwen'), _SETUP)} "
-            "_validate_and_set_vocab_size)",
-        )
-    for key in sorted(config.unknown):
-        facts.note(f"{key}: its interpolation cannot be resolved from the files")
 
 
 def _precision(config: HydraConfig, facts: Facts) -> None:

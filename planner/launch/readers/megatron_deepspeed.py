@@ -44,6 +44,7 @@ from planner.launch.readers.megatron_common import (
     world_size,
 )
 from planner.launch.types import Facts, Invocation, resolve_path
+from planner.launch.values import as_int
 from planner.scenario.megatron_table import (
     LIST_ARGS,
     megatron_int,
@@ -51,19 +52,9 @@ from planner.scenario.megatron_table import (
     recompute_values,
 )
 
-__all__ = ["READER", "MegatronDeepSpeedReader"]
+__all__ = ["READER", "MegatronDeepSpeedReader", "read_megatron_deepspeed"]
 
 _DEEPSPEED_FLAGS = frozenset({"--deepspeed", "--deepspeed_config", "--deepspeed-config"})
-
-
-def _int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 def _deepspeed_config(
@@ -137,7 +128,7 @@ def _batch_notes(
         "gradient_accumulation_steps": gbs // (micro * dp) if gbs and micro and dp else None,
     }
     for key, want in expected.items():
-        found = _int(config.get(key))
+        found = as_int(config.get(key))
         if found is not None and want is not None and found != want:
             facts.note(
                 f"{config.where(key)}: {key} {found} differs from Megatron's {want}; the "
@@ -167,7 +158,7 @@ def _memory(
             args.set(facts, row, defaults)
         if not rows:
             defaults.apply(facts, "parallelism.recompute", "recompute_granularity")
-    stage = _int(config.get("zero_optimization.stage")) if config is not None else None
+    stage = as_int(config.get("zero_optimization.stage")) if config is not None else None
     flag = args.int("zero-stage")
     if not on:
         if args.on("use-distributed-optimizer"):
@@ -225,6 +216,14 @@ def _moe(facts: Facts, args: ArgSource, defaults: Defaults, *, tp: int, dp: int 
             f"{defaults.cite('megatron/model/transformer.py')})",
         )
         facts.note(f"expert interval {interval}: {sum(pattern)} MoE layers of {layers}")
+    _expert_parallel(facts, args, defaults, tp=tp, dp=dp)
+
+
+def _expert_parallel(
+    facts: Facts, args: ArgSource, defaults: Defaults, *, tp: int, dp: int | None
+) -> None:
+    """EP (default 1; capped at the data-parallel ranks the expert groups are cut from) and
+    expert tensor parallelism (TP with ``--enable-expert-tensor-parallelism``, else 1)."""
     ep = args.int("moe-expert-parallel-size")
     if ep is None or ep <= 0:
         defaults.apply(facts, "parallelism.expert_parallel", "moe_expert_parallel_size")
@@ -298,30 +297,35 @@ class MegatronDeepSpeedReader:
         """What the program trains (module docstring). Raises ``SpecError`` when the DeepSpeed
         config is present but is not valid JSON."""
         facts = Facts()
-        defaults = defaults_of("megatron_deepspeed")
         tokens = parse_megatron_args(invocation.args, lists=LIST_ARGS | {"num-experts"})
         args = ArgSource(tokens, where=invocation.where)
         program = posixpath.basename(invocation.program)
         facts.set("training.framework", "deepspeed", f"derived: {program} with --deepspeed")
         facts.set("training.mode", "pretrain", f"derived: {program} pretrains")
         config = _deepspeed_config(facts, args, invocation, context)
-        world = world_size(context)
-        read_shape(facts, args, defaults)
-        _attention(facts, args)
-        tp, pp, sp = _parallel(facts, args, defaults)
-        model_parallel = tp * pp * sp
-        dp = world // model_parallel if world and world % model_parallel == 0 else None
-        global_batch = read_batch(facts, args, world=world, model_parallel=model_parallel)
-        _batch_notes(facts, config, micro=args.int("micro-batch-size"), dp=dp)
-        _precision(facts, args, config)
-        _memory(facts, args, defaults, config, on=args.on("deepspeed"))
-        _moe(facts, args, defaults, tp=tp, dp=dp)
-        read_vocab(facts, args, defaults, tp)
-        read_train_iters(
-            facts, args, defaults, global_batch=global_batch, stop_at_train_samples=False
-        )
-        _train_tokens(facts, args, defaults, config)
+        read_megatron_deepspeed(facts, args, config=config, world=world_size(context))
         return facts
+
+
+def read_megatron_deepspeed(
+    facts: Facts, args: ArgSource, *, config: ConfigTree | None, world: int | None
+) -> None:
+    """Every Megatron-DeepSpeed argument the planner uses, with the DeepSpeed JSON ``config``
+    when it was read, into ``facts`` (module docstring); ``world``: the processes started."""
+    defaults = defaults_of("megatron_deepspeed")
+    read_shape(facts, args, defaults)
+    _attention(facts, args)
+    tp, pp, sp = _parallel(facts, args, defaults)
+    model_parallel = tp * pp * sp
+    dp = world // model_parallel if world and world % model_parallel == 0 else None
+    global_batch = read_batch(facts, args, world=world, model_parallel=model_parallel)
+    _batch_notes(facts, config, micro=args.int("micro-batch-size"), dp=dp)
+    _precision(facts, args, config)
+    _memory(facts, args, defaults, config, on=args.on("deepspeed"))
+    _moe(facts, args, defaults, tp=tp, dp=dp)
+    read_vocab(facts, args, defaults, tp)
+    read_train_iters(facts, args, defaults, global_batch=global_batch, stop_at_train_samples=False)
+    _train_tokens(facts, args, defaults, config)
 
 
 READER = MegatronDeepSpeedReader()

@@ -23,11 +23,10 @@ import posixpath
 from collections.abc import Mapping, Sequence
 
 from planner.errors import SourceError
-from planner.launch.configs import ConfigTree, read_config
+from planner.launch.configs import ConfigTree, read_config, split_options
 from planner.launch.data import load_data
 from planner.launch.reader import ReadContext
 from planner.launch.readers.nemo_common import (
-    as_int,
     padded_vocab,
     precision_of_trainer,
     set_activation,
@@ -35,22 +34,25 @@ from planner.launch.readers.nemo_common import (
 )
 from planner.launch.readers.nemo_hydra import HydraConfig
 from planner.launch.types import Facts, Invocation, resolve_path
+from planner.launch.values import as_int, mapping_of
 
-__all__ = ["NEMO1_READER", "Nemo1Reader"]
+__all__ = ["NEMO1_READER", "Nemo1Reader", "apply_config"]
 
 _DATA = "nemo2_recipes.yaml"
 _VALUED = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd"}
 _RECOMPUTE = {"selective": "selective", "full": "full"}
+_VOCAB_DIVISOR = 128
+"""``make_vocab_size_divisible_by`` when the config leaves it out (``self._cfg.get(
+'make_vocab_size_divisible_by', 128)``, nemo/collections/nlp/models/language_modeling/
+megatron_base_model.py@9d86acd)."""
 
 
 def _catalog() -> Mapping[str, object]:
-    section = load_data(_DATA).get("nemo1")
-    return section if isinstance(section, Mapping) else {}
+    return mapping_of(load_data(_DATA).get("nemo1"))
 
 
 def _scripts() -> Mapping[str, object]:
-    scripts = _catalog().get("scripts")
-    return scripts if isinstance(scripts, Mapping) else {}
+    return mapping_of(_catalog().get("scripts"))
 
 
 def _cite(path: str) -> str:
@@ -83,7 +85,7 @@ class Nemo1Reader:
                 continue
             if not config.apply_override(arg):
                 facts.note(f"argument {arg!r} is not a Hydra override; ignored")
-        _apply(config, facts)
+        apply_config(config, facts)
         for key in sorted(config.unknown):
             facts.note(f"{key}: its interpolation cannot be resolved from the files")
         return facts
@@ -97,7 +99,7 @@ class Nemo1Reader:
     ) -> HydraConfig:
         script = posixpath.basename(invocation.program)
         entry = _scripts().get(script)
-        defaults = entry if isinstance(entry, Mapping) else {}
+        defaults = mapping_of(entry)
         name = options.get("config_name") or str(defaults.get("config_name", ""))
         config_path = options.get("config_path") or str(defaults.get("config_path", "conf"))
         script_dir = posixpath.dirname(resolve_path(invocation.program, invocation.cwd))
@@ -136,23 +138,9 @@ class Nemo1Reader:
 def _split_args(args: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """Hydra's own options (``--config-path``, ``--config-name``, ``--config-dir``, with
     ``=`` or a separate value) and the overrides, in order."""
-    options: dict[str, str] = {}
-    overrides: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
-        name, eq, value = arg.partition("=")
-        if name in _VALUED:
-            if not eq and index < len(args):
-                value = args[index]
-                index += 1
-            key = {"-cp": "config_path", "-cn": "config_name", "-cd": "config_dir"}.get(
-                name, name[2:].replace("-", "_")
-            )
-            options[key] = value
-        elif not arg.startswith("-"):
-            overrides.append(arg)
+    given, overrides = split_options(args, _VALUED)
+    short = {"-cp": "config_path", "-cn": "config_name", "-cd": "config_dir"}
+    options = {short.get(name, name[2:].replace("-", "_")): value for name, value in given}
     return options, overrides
 
 
@@ -204,35 +192,53 @@ def _compose_defaults(
             facts.note(f"Hydra defaults group {group}: {option} not found at {path}; skipped")
 
 
-def _apply(config: HydraConfig, facts: Facts) -> None:
-    """The composed config -> facts."""
+_SHAPE_AND_LAYOUT = (
+    ("model.num_layers", "model.num_layers"),
+    ("model.hidden_size", "model.hidden_size"),
+    ("model.num_attention_heads", "model.num_attention_heads"),
+    ("model.ffn_hidden_size", "model.ffn_hidden_size"),
+    ("model.kv_channels", "model.kv_channels"),
+    ("model.seq_length", "model.encoder_seq_length"),
+    ("model.num_experts", "model.num_moe_experts"),
+    ("model.moe_router_topk", "model.moe_router_topk"),
+    ("parallelism.tensor_parallel", "model.tensor_model_parallel_size"),
+    ("parallelism.pipeline_parallel", "model.pipeline_model_parallel_size"),
+    ("parallelism.virtual_pipeline", "model.virtual_pipeline_model_parallel_size"),
+    ("parallelism.context_parallel", "model.context_parallel_size"),
+    ("parallelism.expert_parallel", "model.expert_model_parallel_size"),
+    ("parallelism.sequence_parallel", "model.sequence_parallel"),
+    ("parallelism.micro_batch_size", "model.micro_batch_size"),
+    ("parallelism.global_batch_size", "model.global_batch_size"),
+)
+"""Scenario field <- the key of NeMo's Megatron GPT config that holds it as is."""
 
-    def put(name: str, key: str) -> object:
+
+def apply_config(config: HydraConfig, facts: Facts) -> None:
+    """A composed NeMo 1.0 Megatron GPT config (the job's, or the one its log prints) ->
+    facts (module docstring)."""
+    for name, key in _SHAPE_AND_LAYOUT:
         found = config.lookup(key)
-        if found is None or found.value is None:
-            return None
-        facts.set(name, found.value, found.source)
-        return found.value
+        if found is not None and found.value is not None:
+            facts.set(name, found.value, found.source)
+    _attention_and_width(config, facts)
+    activation = config.lookup("model.activation")
+    if activation is not None:
+        set_activation(facts, activation.value, activation.source)
+    shared = config.lookup("model.share_embeddings_and_output_weights")
+    if shared is not None and isinstance(shared.value, bool):
+        facts.set("model.untie_embeddings", not shared.value, shared.source)
+    granularity = config.lookup("model.activations_checkpoint_granularity")
+    if granularity is not None and granularity.value in _RECOMPUTE:
+        facts.set("parallelism.recompute", _RECOMPUTE[str(granularity.value)], granularity.source)
+    _precision(config, facts)
+    _sharding(config, facts)
+    _vocab(config, facts)
+    _steps_and_gpus(config, facts)
 
-    for name, key in (
-        ("model.num_layers", "model.num_layers"),
-        ("model.hidden_size", "model.hidden_size"),
-        ("model.num_attention_heads", "model.num_attention_heads"),
-        ("model.ffn_hidden_size", "model.ffn_hidden_size"),
-        ("model.kv_channels", "model.kv_channels"),
-        ("model.seq_length", "model.encoder_seq_length"),
-        ("model.num_experts", "model.num_moe_experts"),
-        ("model.moe_router_topk", "model.moe_router_topk"),
-        ("parallelism.tensor_parallel", "model.tensor_model_parallel_size"),
-        ("parallelism.pipeline_parallel", "model.pipeline_model_parallel_size"),
-        ("parallelism.virtual_pipeline", "model.virtual_pipeline_model_parallel_size"),
-        ("parallelism.context_parallel", "model.context_parallel_size"),
-        ("parallelism.expert_parallel", "model.expert_model_parallel_size"),
-        ("parallelism.sequence_parallel", "model.sequence_parallel"),
-        ("parallelism.micro_batch_size", "model.micro_batch_size"),
-        ("parallelism.global_batch_size", "model.global_batch_size"),
-    ):
-        put(name, key)
+
+def _attention_and_width(config: HydraConfig, facts: Facts) -> None:
+    """KV heads (``num_query_groups`` null: multi-head), the FFN width (null: 4 x hidden) and
+    the data's sequence length against the model's."""
     heads = config.lookup("model.num_attention_heads")
     groups = config.lookup("model.num_query_groups")
     if groups is not None and groups.value is not None:
@@ -254,19 +260,6 @@ def _apply(config: HydraConfig, facts: Facts) -> None:
             f"model.data.seq_length {data_seq.value} differs from model.encoder_seq_length "
             f"{facts.get('model.seq_length')}"
         )
-    activation = config.lookup("model.activation")
-    if activation is not None:
-        set_activation(facts, activation.value, activation.source)
-    shared = config.lookup("model.share_embeddings_and_output_weights")
-    if shared is not None and isinstance(shared.value, bool):
-        facts.set("model.untie_embeddings", not shared.value, shared.source)
-    granularity = config.lookup("model.activations_checkpoint_granularity")
-    if granularity is not None and granularity.value in _RECOMPUTE:
-        facts.set("parallelism.recompute", _RECOMPUTE[str(granularity.value)], granularity.source)
-    _precision(config, facts)
-    _sharding(config, facts)
-    _vocab(config, facts)
-    _steps_and_gpus(config, facts)
 
 
 def _precision(config: HydraConfig, facts: Facts) -> None:
@@ -297,7 +290,7 @@ def _sharding(config: HydraConfig, facts: Facts) -> None:
 
 def _vocab(config: HydraConfig, facts: Facts) -> None:
     table = _catalog().get("tokenizer_vocab")
-    known = table if isinstance(table, Mapping) else {}
+    known = mapping_of(table)
     tokenizer_type = config.lookup("model.tokenizer.type")
     library = config.lookup("model.tokenizer.library")
     name = tokenizer_type.value if tokenizer_type is not None else None
@@ -316,11 +309,11 @@ def _vocab(config: HydraConfig, facts: Facts) -> None:
     )
     divisor = config.lookup("model.make_vocab_size_divisible_by")
     tp = as_int(facts.get("parallelism.tensor_parallel")) or 1
-    multiple = as_int(divisor.value) if divisor is not None else 128
+    multiple = as_int(divisor.value) if divisor is not None else None
     padded_vocab(
         facts,
         vocab,
-        multiple or 128,
+        multiple or _VOCAB_DIVISOR,
         tp,
         _cite("nemo/collections/nlp/models/language_modeling/megatron_base_model.py")
         + " _vocab_size_with_padding",

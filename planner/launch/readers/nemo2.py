@@ -23,6 +23,8 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from planner.errors import SpecError
+from planner.launch.configs import split_options
 from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
 from planner.launch.readers.nemo2_values import (
@@ -33,8 +35,9 @@ from planner.launch.readers.nemo2_values import (
     model_values,
     pretrain_values,
 )
-from planner.launch.readers.nemo_common import as_int, padded_vocab, unexpanded
+from planner.launch.readers.nemo_common import padded_vocab, unexpanded
 from planner.launch.types import Facts, Invocation, MemoryFiles, Sourced
+from planner.launch.values import as_int, mapping_of
 
 __all__ = ["NEMO2_READER", "Nemo2Reader", "parse_factory"]
 
@@ -147,25 +150,10 @@ def _literal(text: str) -> object:
 def _split(args: Sequence[str]) -> tuple[dict[str, str], list[str], list[str]]:
     """NeMo-Run's own options (``--factory X`` / ``--factory=X``, flags such as ``-y``), the
     overrides, and the arguments it ignores."""
-    options: dict[str, str] = {}
-    overrides: list[str] = []
-    ignored: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
-        if arg.startswith("-"):
-            name, eq, value = arg.partition("=")
-            if name in _VALUED:
-                if not eq and index < len(args):
-                    value = args[index]
-                    index += 1
-                options[name.lstrip("-")] = value
-            continue
-        if _OVERRIDE.match(arg):
-            overrides.append(arg)
-        else:
-            ignored.append(arg)
+    given, rest = split_options(args, _VALUED)
+    options = {name.lstrip("-"): value for name, value in given}
+    overrides = [arg for arg in rest if _OVERRIDE.match(arg)]
+    ignored = [arg for arg in rest if not _OVERRIDE.match(arg)]
     if "f" in options:
         options.setdefault("factory", options.pop("f"))
     return options, overrides, ignored
@@ -254,7 +242,7 @@ def _override(values: RecipeValues, arg: str, facts: Facts) -> None:
     elif key == "trainer.plugins" and isinstance(value, str):
         values.set_plugin(value, source, facts)
     elif key == "peft":
-        values.set_peft(value, source)
+        values.set_peft(value)
     elif key == "trainer.accumulate_grad_batches":
         facts.note(
             f"{arg}: Lightning gradient accumulation; the Megatron strategy accumulates from "
@@ -353,13 +341,24 @@ def _precision(settings: Mapping[str, Sourced], facts: Facts) -> None:
         facts.set("parallelism.precision", "mxfp8" if mx else "fp8", (recipe or fp8).source)
 
 
+def _catalog_int(section: str, key: str) -> int:
+    """An integer of the catalog (``nemo2_recipes.yaml``); ``SpecError`` when it is missing (a
+    packaging error)."""
+    value = as_int(mapping_of(catalog().get(section)).get(key))
+    if value is None:
+        raise SpecError("planner/launch/data/nemo2_recipes.yaml", f"{section}.{key} is missing")
+    return value
+
+
 def _vocab(values: RecipeValues, facts: Facts) -> None:
     """``model.vocab_size`` and ``launch.padded_vocab_size``: a model config's preset vocab
     (unpadded), the mock data's GPT-2 fallback, or the fine-tuned model's tokenizer."""
     settings = values.settings
     tp = as_int(facts.get("parallelism.tensor_parallel")) or 1
     divisor = settings.get("model.config.make_vocab_size_divisible_by")
-    multiple = (as_int(divisor.value) if divisor else None) or 128
+    multiple = (as_int(divisor.value) if divisor else None) or _catalog_int(
+        "vocab_divisor", "value"
+    )
     rule = f"NVIDIA/NeMo/nemo/lightning/base.py@{commit()} get_vocab_size"
     preset = settings.get("model.config.vocab_size")
     if preset is not None and as_int(preset.value):
@@ -375,9 +374,8 @@ def _vocab(values: RecipeValues, facts: Facts) -> None:
     module = settings.get("data.module")
     named = tokenizer is not None and tokenizer.value is not None
     if values.mode == "pretrain" and module and module.value == "MockDataModule" and not named:
-        entry = catalog().get("mock_tokenizer")
-        mock = entry if isinstance(entry, Mapping) else {}
-        vocab = as_int(mock.get("vocab_size")) or 50257
+        mock = mapping_of(catalog().get("mock_tokenizer"))
+        vocab = _catalog_int("mock_tokenizer", "vocab_size")
         facts.set(
             "model.vocab_size",
             vocab,

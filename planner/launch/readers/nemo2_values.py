@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from planner.launch.data import load_data
 from planner.launch.types import Facts, Sourced
+from planner.launch.values import mapping_of
 
 __all__ = [
     "FACTORY_ARGS",
@@ -57,12 +58,7 @@ def commit() -> str:
 
 
 def _section(name: str) -> Mapping[str, object]:
-    section = catalog().get(name)
-    return section if isinstance(section, Mapping) else {}
-
-
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
+    return mapping_of(catalog().get(name))
 
 
 @dataclass(slots=True)
@@ -104,14 +100,16 @@ class RecipeValues:
         base = "16-mixed" if name.startswith("fp16") else "bf16-mixed"
         self.settings["trainer.plugins.precision"] = Sourced(base, source)
 
-    def set_peft(self, value: object, source: str) -> None:
+    def set_peft(self, value: object) -> None:
         """``peft=<scheme>`` (``lora``, ``dora``, ``none``)."""
         if value is None or str(value).lower() == "none":
             self.mode = "sft"
             self.settings.pop("peft.dim", None)
         elif str(value).lower() in {"lora", "dora"}:
             self.mode = "lora"
-            self.settings.setdefault("peft.dim", Sourced(32, source))
+            defaults = mapping_of(_section("finetune_defaults").get("lora_dim"))
+            cited = f"default of NeMo 2.0 ({_cite(defaults.get('path'))} LoRA.dim)"
+            self.settings.setdefault("peft.dim", Sourced(defaults.get("value"), cited))
 
 
 def _cite(path: object) -> str:
@@ -123,10 +121,10 @@ def model_values(name: str, source: str | None = None) -> dict[str, Sourced] | N
     factory builds (``llama3_8b``, ``Llama3Config8B``); None when the catalog lacks it.
     ``source`` overrides the citation (a ``model=<factory>`` override)."""
     configs = _section("model_configs")
-    recipe = _mapping(_section("recipes").get(name))
-    factory = _mapping(_section("model_factories").get(name))
+    recipe = mapping_of(_section("recipes").get(name))
+    factory = mapping_of(_section("model_factories").get(name))
     class_name = str(recipe.get("model") or factory.get("model") or name)
-    config = _mapping(configs.get(class_name))
+    config = mapping_of(configs.get(class_name))
     if not config:
         return None
     cited = f"catalog:{class_name} (NeMo 2.0 model config, {_cite(config.get('path'))})"
@@ -149,15 +147,15 @@ def pretrain_values(
 ) -> RecipeValues:
     """What ``pretrain_recipe(**arguments)`` of recipe ``name`` builds; an unknown recipe
     gives empty settings and a note."""
-    recipe = _mapping(_section("recipes").get(name))
+    recipe = mapping_of(_section("recipes").get(name))
     if not recipe:
         facts.note(f"NeMo 2.0 recipe {name!r} is not in the catalog; only the overrides are read")
         return RecipeValues(name="", mode="pretrain")
     values = RecipeValues(name=name, mode="pretrain")
     source = f"catalog:{name} (NeMo 2.0 recipe, {_cite(recipe.get('path'))})"
-    values.put(_mapping(recipe.get("trainer")), "trainer", source)
-    values.put(_mapping(recipe.get("strategy")), "trainer.strategy", source)
-    values.put(_mapping(recipe.get("data")), "data", source)
+    values.put(mapping_of(recipe.get("trainer")), "trainer", source)
+    values.put(mapping_of(recipe.get("strategy")), "trainer.strategy", source)
+    values.put(mapping_of(recipe.get("data")), "data", source)
     values.settings["trainer.plugins.precision"] = Sourced(recipe.get("precision"), source)
     if recipe.get("recompute"):
         values.settings["model.config.recompute_granularity"] = Sourced(
@@ -188,8 +186,8 @@ def finetune_values(
     """What ``finetune_recipe(**arguments)`` of recipe ``name`` builds over
     ``default_finetune_recipe`` (``peft_scheme`` 'lora' by default; 'none' is full
     fine-tuning); a recipe without catalogued fine-tuning values gives the model only."""
-    recipe = _mapping(_section("recipes").get(name))
-    finetune = _mapping(recipe.get("finetune"))
+    recipe = mapping_of(_section("recipes").get(name))
+    finetune = mapping_of(recipe.get("finetune"))
     scheme = arguments.get("peft_scheme", "lora")
     full = scheme is None or str(scheme).lower() == "none"
     values = RecipeValues(name=name if recipe else "", mode="sft" if full else "lora")
@@ -203,18 +201,18 @@ def finetune_values(
     base = f"catalog:finetune_default ({_cite(defaults.get('path'))})"
     source = f"catalog:{name} (NeMo 2.0 finetune_recipe, {_cite(recipe.get('path'))})"
     values.hf_id = str(finetune.get("hf_id", ""))
-    values.put(_mapping(defaults.get("trainer")), "trainer", base)
-    values.put(_mapping(defaults.get("strategy")), "trainer.strategy", base)
-    values.put(_mapping(defaults.get("data")), "data", base)
+    values.put(mapping_of(defaults.get("trainer")), "trainer", base)
+    values.put(mapping_of(defaults.get("strategy")), "trainer.strategy", base)
+    values.put(mapping_of(defaults.get("data")), "data", base)
     values.settings["trainer.plugins.precision"] = Sourced(defaults.get("precision"), base)
     values.settings.update(model_values(name) or {})
     packed = bool(arguments.get("packed_sequence", arguments.get("performance_mode", False)))
     if packed:
-        values.put(_mapping(defaults.get("packed_data")), "data", base)
-    nodes = _mapping(finetune.get("num_nodes")).get("full" if full else "lora", 1)
+        values.put(mapping_of(defaults.get("packed_data")), "data", base)
+    nodes = mapping_of(finetune.get("num_nodes")).get("full" if full else "lora", 1)
     values.settings["trainer.num_nodes"] = Sourced(nodes, source)
-    scheme_values = _mapping(finetune.get("full" if full else "lora"))
-    values.put(_mapping(scheme_values.get("strategy")), "trainer.strategy", source)
+    scheme_values = mapping_of(finetune.get("full" if full else "lora"))
+    values.put(mapping_of(scheme_values.get("strategy")), "trainer.strategy", source)
     if not full:
         values.settings["peft.dim"] = Sourced(scheme_values.get("dim"), source)
         values.settings["peft.target_modules"] = Sourced(defaults.get("lora_targets"), base)

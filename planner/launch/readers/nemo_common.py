@@ -1,15 +1,14 @@
-"""Helpers the NeMo 1.0, NeMo 2.0 and Megatron-Bridge readers share: integer reading, the
-Megatron vocabulary padding, precision names and activation names."""
+"""What the NeMo 1.0, NeMo 2.0 and Megatron-Bridge readers share: the Megatron vocabulary
+padding, precision names and activation names."""
 
 from __future__ import annotations
 
 import math
 import re
 
-from planner.launch.configs import parse_scalar
 from planner.launch.types import Facts
 
-__all__ = ["as_int", "padded_vocab", "precision_of_trainer", "set_activation", "unexpanded"]
+__all__ = ["padded_vocab", "precision_of_trainer", "set_activation", "unexpanded"]
 
 _PRECISIONS = {
     "16": "fp16",
@@ -33,21 +32,6 @@ _ACTIVATIONS = {
     "squared-relu": "squared_relu",
     "squared_relu": "squared_relu",
 }
-
-
-def as_int(value: object) -> int | None:
-    """``value`` as an int when it is integral (an int, an integral float, or text holding
-    one); None otherwise (bools included)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        parsed = parse_scalar(value)
-        return as_int(parsed) if not isinstance(parsed, str) else None
-    return None
 
 
 def unexpanded(arg: str) -> bool:

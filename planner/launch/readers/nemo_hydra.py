@@ -16,7 +16,8 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from planner.launch.configs import ConfigTree, parse_scalar
+from planner.launch.configs import ConfigTree
+from planner.launch.values import child_dict, parse_scalar
 
 __all__ = ["HydraConfig", "Resolved", "split_override"]
 
@@ -89,13 +90,7 @@ class HydraConfig:
     def set(self, dotted: str, value: object, source: str) -> None:
         """``dotted = value`` from ``source``; a mapping value replaces the whole subtree."""
         parts = dotted.split(".")
-        node = self.data
-        for part in parts[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                node[part] = child
-            node = child
+        node = child_dict(self.data, parts[:-1])
         self._forget(dotted)
         if isinstance(value, Mapping):
             node[parts[-1]] = {}

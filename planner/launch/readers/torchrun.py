@@ -8,24 +8,9 @@ from collections.abc import Mapping, Sequence
 
 from planner.launch.reader import ReadContext
 from planner.launch.types import Facts, Invocation
+from planner.launch.values import as_int
 
-__all__ = ["as_int", "record_world", "torchrun_world_size"]
-
-
-def as_int(value: object) -> int | None:
-    """``value`` as an int when it is one (an integral float, a decimal text), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            return None
-    return None
+__all__ = ["record_world", "torchrun_world_size"]
 
 
 def _nodes(text: str) -> int | None:

@@ -11,13 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from planner.launch.readers.torchrun import as_int as _int
+from planner.launch.values import as_int, mapping_of
 
-__all__ = ["flavor_fields", "llama4_moe_ffn", "llama_ffn"]
-
-
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
+__all__ = ["family_of", "flavor_fields", "llama4_moe_ffn", "llama_ffn", "model_args_fields"]
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -44,14 +40,14 @@ def llama4_moe_ffn(dim: int, multiple_of: int, multiplier: float | None, denomin
 
 
 def _args(family: Mapping[str, object], flavor: str) -> dict[str, object] | None:
-    flavors = _mapping(family.get("flavors"))
-    entry = _mapping(flavors.get(flavor))
+    flavors = mapping_of(family.get("flavors"))
+    entry = mapping_of(flavors.get(flavor))
     if not entry:
         return None
     same = entry.get("same_as")
     if isinstance(same, str):
-        entry = _mapping(flavors.get(same))
-    return {**_mapping(family.get("defaults")), **entry}
+        entry = mapping_of(flavors.get(same))
+    return {**mapping_of(family.get("defaults")), **entry}
 
 
 def _moe(args: Mapping[str, object], expert_width: object) -> dict[str, object]:
@@ -63,76 +59,65 @@ def _moe(args: Mapping[str, object], expert_width: object) -> dict[str, object]:
     }
 
 
+def family_of(data: Mapping[str, object], name: str) -> Mapping[str, object]:
+    """The catalog's family of torchtitan model ``name`` (a TrainSpec name or one of its
+    aliases); ``{}`` when the catalog does not hold it."""
+    families = mapping_of(data.get("families"))
+    family = mapping_of(families.get(name))
+    if not family:
+        for other in families.values():
+            aliases = mapping_of(mapping_of(other).get("aliases"))
+            if name in aliases:
+                family = mapping_of(other)
+    return family
+
+
 def flavor_fields(
     data: Mapping[str, object], name: str, flavor: str
 ) -> tuple[dict[str, object], str] | str:
     """Scenario ``model.*`` fields of torchtitan model ``name`` flavor ``flavor`` and the
     catalog source to cite; a note (str) when the catalog does not hold it."""
-    families = _mapping(data.get("families"))
-    family = _mapping(families.get(name))
-    if not family:
-        for other in families.values():
-            aliases = _mapping(_mapping(other).get("aliases"))
-            if name in aliases:
-                family = _mapping(other)
+    family = family_of(data, name)
     args = _args(family, flavor) if family else None
     if args is None:
+        families = mapping_of(data.get("families"))
         known = ", ".join(
             f"{key}/{flv}"
             for key, fam in families.items()
-            for flv in _mapping(_mapping(fam).get("flavors"))
+            for flv in mapping_of(mapping_of(fam).get("flavors"))
         )
         return f"torchtitan: model {name} flavor {flavor} is not in the catalog ({known})"
     source = (
         f"catalog:torchtitan {name}/{flavor} ({data.get('repo', '')}/{family.get('path', '')}"
         f"@{str(data.get('commit', ''))[:7]})"
     )
-    dim = _int(args.get("dim")) or 0
-    heads = _int(args.get("n_heads")) or 0
-    layers = _int(args.get("n_layers")) or 0
-    kind = family.get("kind")
+    return model_args_fields(str(family.get("kind", "")), args), source
+
+
+def model_args_fields(kind: str, args: Mapping[str, object]) -> dict[str, object]:
+    """Scenario ``model.*`` fields of a torchtitan model-args mapping (a flavor's args over its
+    family's defaults, or the args a job's log prints, with ``moe_args`` flattened) of family
+    ``kind`` (``llama``, ``llama4``, ``deepseek``, ``qwen3``, ``gpt_oss``; another kind gets
+    the shape every family shares). Values the args lack are left out."""
+    dim = as_int(args.get("dim")) or 0
+    heads = as_int(args.get("n_heads")) or 0
     fields: dict[str, object] = {
-        "model.num_layers": layers,
+        "model.num_layers": as_int(args.get("n_layers")) or 0,
         "model.hidden_size": dim,
         "model.num_attention_heads": heads,
         "model.vocab_size": args.get("vocab_size"),
         "model.activation": "swiglu",
     }
-    multiple = _int(args.get("multiple_of")) or 256
-    multiplier = args.get("ffn_dim_multiplier")
-    ratio = float(multiplier) if isinstance(multiplier, int | float) else None
     if kind != "deepseek":
         fields["model.num_query_groups"] = args.get("n_kv_heads") or heads
     if kind in {"qwen3", "gpt_oss"}:
         fields["model.kv_channels"] = args.get("head_dim")
     if kind == "llama":
-        fields["model.ffn_hidden_size"] = llama_ffn(dim, multiple, ratio)
+        fields["model.ffn_hidden_size"] = llama_ffn(dim, *_ffn_rule(args))
     elif kind == "llama4":
-        top_k = _int(args.get("top_k")) or 1
-        shared = _int(args.get("num_shared_experts")) or 0
-        scale = top_k + shared if args.get("auto_scale_hidden_dim") else 1
-        expert = llama4_moe_ffn(dim, multiple, ratio, scale)
-        step = _int(args.get("interleave_moe_layer_step")) or 1
-        fields["model.ffn_hidden_size"] = expert if step == 1 else llama_ffn(dim, multiple, ratio)
-        fields.update(_moe(args, expert))
-        if step > 1:
-            pattern = [1 if (i + 1) % step == 0 else 0 for i in range(layers)]
-            fields["model.moe_layer_freq"] = pattern
+        fields.update(_llama4(args, dim))
     elif kind == "deepseek":
-        fields["model.ffn_hidden_size"] = args.get("inter_dim")
-        fields.update(_moe(args, args.get("moe_inter_dim")))
-        fields["model.num_dense_layers"] = args.get("n_dense_layers")
-        fields["model.multi_latent_attention"] = True
-        for field, key in (
-            ("q_lora_rank", "q_lora_rank"),
-            ("kv_lora_rank", "kv_lora_rank"),
-            ("qk_head_dim", "qk_nope_head_dim"),
-            ("qk_pos_emb_head_dim", "qk_rope_head_dim"),
-            ("v_head_dim", "v_head_dim"),
-        ):
-            fields[f"model.{field}"] = args.get(key)
-        fields["model.moe_router_num_groups"] = args.get("num_expert_groups")
-        fields["model.moe_router_group_topk"] = args.get("num_limited_groups")
+        fields.update(_deepseek(args))
     elif kind == "qwen3":
         moe = bool(args.get("moe_enabled"))
         fields["model.ffn_hidden_size"] = args.get("moe_inter_dim" if moe else "hidden_dim")
@@ -144,4 +129,52 @@ def flavor_fields(
         fields.update(_moe(args, args.get("moe_inter_dim")))
         fields["model.window_size"] = args.get("sliding_window_size")
         fields["model.window_attn_skip_freq"] = 2
-    return {key: value for key, value in fields.items() if value is not None}, source
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def _ffn_rule(args: Mapping[str, object]) -> tuple[int, float | None]:
+    """``multiple_of`` (default 256) and ``ffn_dim_multiplier`` of the SwiGLU width rule."""
+    multiplier = args.get("ffn_dim_multiplier")
+    ratio = float(multiplier) if isinstance(multiplier, int | float) else None
+    return as_int(args.get("multiple_of")) or 256, ratio
+
+
+def _llama4(args: Mapping[str, object], dim: int) -> dict[str, object]:
+    """Llama 4: the expert width, MoE every ``interleave_moe_layer_step`` layers (the dense
+    layers between keep the llama3 width)."""
+    multiple, ratio = _ffn_rule(args)
+    top_k = as_int(args.get("top_k")) or 1
+    shared = as_int(args.get("num_shared_experts")) or 0
+    scale = top_k + shared if args.get("auto_scale_hidden_dim") else 1
+    expert = llama4_moe_ffn(dim, multiple, ratio, scale)
+    step = as_int(args.get("interleave_moe_layer_step")) or 1
+    fields: dict[str, object] = {
+        "model.ffn_hidden_size": expert if step == 1 else llama_ffn(dim, multiple, ratio),
+        **_moe(args, expert),
+    }
+    if step > 1:
+        layers = as_int(args.get("n_layers")) or 0
+        fields["model.moe_layer_freq"] = [1 if (i + 1) % step == 0 else 0 for i in range(layers)]
+    return fields
+
+
+def _deepseek(args: Mapping[str, object]) -> dict[str, object]:
+    """DeepSeek-V3: dense layers of ``inter_dim`` below ``n_dense_layers``, MoE of
+    ``moe_inter_dim`` per expert above, multi-latent attention."""
+    fields: dict[str, object] = {
+        "model.ffn_hidden_size": args.get("inter_dim"),
+        **_moe(args, args.get("moe_inter_dim")),
+        "model.num_dense_layers": args.get("n_dense_layers"),
+        "model.multi_latent_attention": True,
+    }
+    for field, key in (
+        ("q_lora_rank", "q_lora_rank"),
+        ("kv_lora_rank", "kv_lora_rank"),
+        ("qk_head_dim", "qk_nope_head_dim"),
+        ("qk_pos_emb_head_dim", "qk_rope_head_dim"),
+        ("v_head_dim", "v_head_dim"),
+    ):
+        fields[f"model.{field}"] = args.get(key)
+    fields["model.moe_router_num_groups"] = args.get("num_expert_groups")
+    fields["model.moe_router_group_topk"] = args.get("num_limited_groups")
+    return fields

@@ -7,35 +7,36 @@ is a built-in name (``llama3_1/8B_full`` = recipes/configs/llama3_1/8B_full.yaml
 job's tree when it holds that file, else from the catalog ``planner/launch/data/torchtune.yaml``)
 or a path; ``key=value`` overrides beat the YAML, ``model=<builder>`` sets
 ``model._component_`` and ``~key`` removes a key (torchtune/config/_utils.py
-``_merge_yaml_and_cli_args``). The model shape comes from the ``model._component_`` builder
-through the catalog; LoRA builders add ``lora_rank`` / ``lora_alpha`` / targets. The
-distributed recipes shard with FSDP2 over ``data_parallel_shard_dim`` (-1: the ranks left by
-replicate x TP x CP, torchtune/training/_distributed.py ``ParallelDims``); ``batch_size`` is per
-data-parallel rank. Training length is epoch based: the optimizer steps depend on the dataset's
-size, so ``train_iters`` is left unknown unless ``max_steps_per_epoch`` bounds it.
+``_merge_yaml_and_cli_args``), as :mod:`planner.launch.readers.torchtune_config` reads them.
+The model shape comes from the ``model._component_`` builder through the catalog; LoRA builders
+add ``lora_rank`` / ``lora_alpha`` / targets. The distributed recipes shard with FSDP2 over
+``data_parallel_shard_dim`` (-1: the ranks left by replicate x TP x CP,
+torchtune/training/_distributed.py ``ParallelDims``); ``batch_size`` is per data-parallel rank.
+Training length is epoch based: the optimizer steps depend on the dataset's size, so
+``train_iters`` is left unknown unless ``max_steps_per_epoch`` bounds it.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 
-from planner.errors import SourceError
-from planner.launch.configs import ConfigTree, dotted_overrides, read_config
+from planner.launch.configs import ConfigTree
 from planner.launch.data import load_data
 from planner.launch.reader import ReadContext
-from planner.launch.readers.torchrun import as_int as _int
 from planner.launch.readers.torchrun import record_world, torchrun_world_size
-from planner.launch.types import Facts, Invocation, resolve_path
+from planner.launch.readers.torchtune_config import (
+    TuneConfig,
+    TuneRun,
+    load_tune_config,
+    parse_tune_run,
+)
+from planner.launch.types import Facts, Invocation
+from planner.launch.values import as_int, mapping_of
 
-__all__ = ["READER", "TorchtuneReader", "TuneRun", "parse_tune_run"]
+__all__ = ["READER", "TorchtuneReader", "config_facts"]
 
 _DATA = "torchtune.yaml"
-_TORCHRUN_FLAGS = frozenset(
-    {"standalone", "no_python", "run_path", "module", "m", "virtual_local_rank"}
-)
-"""torchrun options that take no value (torch/distributed/run.py ``get_args_parser``)."""
 _LORA_TARGETS = {
     "q_proj": "linear_qkv",
     "k_proj": "linear_qkv",
@@ -44,112 +45,26 @@ _LORA_TARGETS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class TuneRun:
-    """A parsed ``tune run``: ``options`` (torchrun's, names without dashes, ``-`` as ``_``),
-    ``recipe`` (name or path), ``config`` (``--config`` value), ``overrides`` (the recipe's
-    other arguments, in order)."""
-
-    recipe: str
-    config: str | None
-    options: Mapping[str, str] = field(default_factory=dict)
-    overrides: tuple[str, ...] = ()
-
-
-def parse_tune_run(args: Sequence[str]) -> TuneRun | None:
-    """``args`` of ``tune`` (starting with ``run``) or of a recipe script -> :class:`TuneRun`;
-    None when no recipe is named."""
-    words = list(args[1:] if args and args[0] == "run" else args)
-    options: dict[str, str] = {}
-    index = 0
-    recipe = ""
-    if args and args[0] == "run":
-        while index < len(words):
-            word = words[index]
-            index += 1
-            if not word.startswith("-"):
-                recipe = word
-                break
-            name, eq, value = word.lstrip("-").partition("=")
-            name = name.replace("-", "_")
-            if eq:
-                options[name] = value
-            elif name in _TORCHRUN_FLAGS:
-                options[name] = ""
-            elif index < len(words):
-                options[name] = words[index]
-                index += 1
-        if not recipe:
-            return None
-    config: str | None = None
-    rest: list[str] = []
-    while index < len(words):
-        word = words[index]
-        index += 1
-        if word == "--config" and index < len(words):
-            config = words[index]
-            index += 1
-        elif word.startswith("--config="):
-            config = word.partition("=")[2]
-        else:
-            rest.append(word)
-    return TuneRun(recipe=recipe, config=config, options=options, overrides=tuple(rest))
-
-
-class _Config:
-    """A torchtune config (YAML file or catalog entry) with the command line's overrides."""
-
-    def __init__(
-        self,
-        tree: ConfigTree | None,
-        flat: Mapping[str, object],
-        flat_source: str,
-        overrides: Sequence[str],
-    ) -> None:
-        self.tree = tree
-        self.flat = flat
-        self.flat_source = flat_source
-        self.removed = [arg[1:].partition("=")[0] for arg in overrides if arg.startswith("~")]
-        self.set: dict[str, tuple[object, str]] = {}
-        for key, value, raw in dotted_overrides([a for a in overrides if a[:1] != "~"]):
-            target = f"{key}._component_" if self._has(f"{key}._component_") else key
-            self.set[target] = (value, f"override: {raw}")
-
-    def _has(self, key: str) -> bool:
-        return (self.tree.has(key) if self.tree is not None else False) or key in self.flat
-
-    def find(self, key: str) -> tuple[object, str] | None:
-        """``(value, source)`` of dotted ``key``, or None when the config does not set it."""
-        if key in self.set:
-            return self.set[key]
-        if any(key == gone or key.startswith(f"{gone}.") for gone in self.removed):
-            return None
-        if self.tree is not None and self.tree.has(key):
-            return self.tree.get(key), self.tree.where(key)
-        if key in self.flat:
-            return self.flat[key], self.flat_source
-        return None
-
-    def value(self, key: str, fallback: object = None) -> object:
-        found = self.find(key)
-        return fallback if found is None else found[0]
-
-
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _recipes(data: Mapping[str, object]) -> set[str]:
     """The recipes the catalog's built-in configs run with."""
     names: set[str] = set()
-    for entry in _mapping(data.get("configs")).values():
-        recipe = _mapping(entry).get("recipe")
+    for entry in mapping_of(data.get("configs")).values():
+        recipe = mapping_of(entry).get("recipe")
         names.update(str(r) for r in (recipe if isinstance(recipe, list) else [recipe]))
     return names
 
 
 def _short(data: Mapping[str, object]) -> str:
     return str(data.get("commit", ""))[:7]
+
+
+def _default_source(data: Mapping[str, object], path: object, what: str = "") -> str:
+    """``default of torchtune <version> (<repo>/<path>@<short commit>[ <what>])``."""
+    suffix = f" {what}" if what else ""
+    return (
+        f"default of torchtune {data.get('version', '')} ({data.get('repo', '')}/"
+        f"{path or ''}@{_short(data)}{suffix})"
+    )
 
 
 class TorchtuneReader:
@@ -180,7 +95,7 @@ class TorchtuneReader:
         if run.config is None:
             facts.note("torchtune: no --config; the recipe cannot run")
             return facts
-        config = _load(run, invocation, context, data, facts)
+        config = load_tune_config(run, invocation, context, data, facts)
         distributed = not recipe.endswith("single_device")
         _model(facts, config, data, recipe)
         _world(facts, run, invocation, context, distributed)
@@ -189,53 +104,31 @@ class TorchtuneReader:
         return facts
 
 
-def _load(
-    run: TuneRun,
-    invocation: Invocation,
-    context: ReadContext,
-    data: Mapping[str, object],
+def config_facts(facts: Facts, tree: ConfigTree, recipe: str, recipe_source: str) -> None:
+    """A resolved torchtune config (the YAML a recipe logs at start, command-line overrides
+    merged in) -> the model, LoRA, batch, precision, recomputation, sequence and steps, as
+    :class:`TorchtuneReader` reads them; ``recipe``: the recipe's name (LoRA recipes train
+    adapters), cited as ``recipe_source``."""
+    data = load_data(_DATA)
+    config = TuneConfig(tree, {}, "", ())
+    _model(facts, config, data, recipe, recipe_source)
+    _training(facts, config, data)
+
+
+def _model(
     facts: Facts,
-) -> _Config:
-    """The config ``--config`` names: a built-in name (the job tree's
-    recipes/configs/<name>.yaml, else the catalog) or a YAML path."""
-    name = run.config or ""
-    builtin = _mapping(_mapping(data.get("configs")).get(name))
-    in_tree = resolve_path(f"recipes/configs/{name}.yaml", invocation.cwd)
-    as_path = resolve_path(name, invocation.cwd)
-    tree: ConfigTree | None = None
-    flat: Mapping[str, object] = {}
-    source = ""
-    if builtin or not name.endswith((".yaml", ".yml")):
-        facts.set("launch.recipe", name, f"launch: --config {name}")
-    if context.files.exists(as_path) and name.endswith((".yaml", ".yml")):
-        tree = read_config(context.files, as_path)
-    elif context.files.exists(in_tree):
-        tree = read_config(context.files, in_tree)
-    elif builtin:
-        flat = builtin
-        source = (
-            f"catalog:{name} (torchtune {data.get('version', '')} built-in config, "
-            f"{data.get('repo', '')}/recipes/configs/{name}.yaml@{_short(data)})"
-        )
-    elif name.endswith((".yaml", ".yml")):
-        raise SourceError(
-            as_path,
-            "no such file; it is the torchtune config named by --config (a path relative to "
-            "the job's directory, or a built-in name such as llama3_1/8B_full)",
-        )
-    else:
-        facts.note(f"torchtune: built-in config {name} is not in the catalog")
-    return _Config(tree, flat, source, run.overrides)
-
-
-def _model(facts: Facts, config: _Config, data: Mapping[str, object], recipe: str) -> None:
+    config: TuneConfig,
+    data: Mapping[str, object],
+    recipe: str,
+    recipe_source: str = "",
+) -> None:
     found = config.find("model._component_")
     component = str(found[0]) if found is not None else ""
     builder = component.rpartition(".")[2]
     lora = builder.startswith(("lora_", "qlora_"))
     base = builder.partition("_")[2] if lora else builder
-    base = str(_mapping(data.get("aliases")).get(base, base))
-    mode_source = f"launch: recipe {recipe}"
+    base = str(mapping_of(data.get("aliases")).get(base, base))
+    mode_source = recipe_source or f"launch: recipe {recipe}"
     if "lora" in recipe or (lora and "full" not in recipe):
         facts.set("training.mode", "lora", mode_source)
     else:
@@ -244,7 +137,7 @@ def _model(facts: Facts, config: _Config, data: Mapping[str, object], recipe: st
         facts.note("torchtune: the config names no model._component_")
         return
     facts.set("launch.model_name", builder, found[1])
-    shape = _mapping(_mapping(data.get("models")).get(base))
+    shape = mapping_of(mapping_of(data.get("models")).get(base))
     if not shape:
         facts.note(f"torchtune: model builder {component} is not in the catalog")
         return
@@ -257,8 +150,8 @@ def _model(facts: Facts, config: _Config, data: Mapping[str, object], recipe: st
         if key in {"path", "line", "moe_every_n_layers"}:
             continue
         facts.set(f"model.{key}", value, source)
-    every = _int(shape.get("moe_every_n_layers"))
-    layers = _int(shape.get("num_layers")) or 0
+    every = as_int(shape.get("moe_every_n_layers"))
+    layers = as_int(shape.get("num_layers")) or 0
     if every and every > 1:
         pattern = [1 if (i + 1) % every == 0 else 0 for i in range(layers)]
         facts.set("model.moe_layer_freq", pattern, source)
@@ -266,13 +159,10 @@ def _model(facts: Facts, config: _Config, data: Mapping[str, object], recipe: st
         _lora(facts, config, data, builder)
 
 
-def _lora(facts: Facts, config: _Config, data: Mapping[str, object], builder: str) -> None:
-    defaults = _mapping(data.get("lora_defaults"))
-    values = _mapping(defaults.get("values"))
-    default_source = (
-        f"default of torchtune {data.get('version', '')} ({data.get('repo', '')}/"
-        f"{defaults.get('path', '')}@{_short(data)} lora builders)"
-    )
+def _lora(facts: Facts, config: TuneConfig, data: Mapping[str, object], builder: str) -> None:
+    defaults = mapping_of(data.get("lora_defaults"))
+    values = mapping_of(defaults.get("values"))
+    default_source = _default_source(data, defaults.get("path"), "lora builders")
 
     def put(field: str, key: str) -> None:
         found = config.find(f"model.{key}")
@@ -327,17 +217,16 @@ def _world(
     record_world(facts, world, context, options, command)
 
 
-def _layout(facts: Facts, config: _Config, data: Mapping[str, object], distributed: bool) -> None:
-    defaults = _mapping(data.get("recipe_defaults"))
-    values = _mapping(defaults.get("values"))
-    default_source = (
-        f"default of torchtune {data.get('version', '')} ({data.get('repo', '')}/"
-        f"{defaults.get('path', '')}@{_short(data)})"
-    )
+def _layout(
+    facts: Facts, config: TuneConfig, data: Mapping[str, object], distributed: bool
+) -> None:
+    defaults = mapping_of(data.get("recipe_defaults"))
+    values = mapping_of(defaults.get("values"))
+    default_source = _default_source(data, defaults.get("path"))
 
     def degree(field: str | None, key: str) -> int:
         found = config.find(key)
-        value = _int(found[0]) if found is not None else _int(values.get(key))
+        value = as_int(found[0]) if found is not None else as_int(values.get(key))
         if value is not None and value < 1 and key != "data_parallel_shard_dim":
             facts.note(f"torchtune: {key} {value} is not a degree >= 1; read as 1")
             value = 1
@@ -380,14 +269,14 @@ def _layout(facts: Facts, config: _Config, data: Mapping[str, object], distribut
         facts.set("launch.fsdp_cpu_offload", True, offload[1])
 
 
-def _training(facts: Facts, config: _Config, data: Mapping[str, object]) -> None:
+def _training(facts: Facts, config: TuneConfig, data: Mapping[str, object]) -> None:
     for name, key in (
         ("parallelism.micro_batch_size", "batch_size"),
         ("launch.gradient_accumulation", "gradient_accumulation_steps"),
     ):
         found = config.find(key)
-        if found is not None and _int(found[0]):
-            facts.set(name, _int(found[0]), found[1])
+        if found is not None and as_int(found[0]):
+            facts.set(name, as_int(found[0]), found[1])
     micro = facts.int("parallelism.micro_batch_size")
     steps = facts.int("launch.gradient_accumulation")
     dp = facts.int("parallelism.data_parallel")
@@ -408,8 +297,8 @@ def _training(facts: Facts, config: _Config, data: Mapping[str, object]) -> None
         recompute = "none" if checkpointing[0] is not True else str(mode or "full")
         facts.set("parallelism.recompute", recompute, checkpointing[1])
     _sequence(facts, config, data)
-    epochs = _int(config.value("epochs"))
-    per_epoch = _int(config.value("max_steps_per_epoch"))
+    epochs = as_int(config.value("epochs"))
+    per_epoch = as_int(config.value("max_steps_per_epoch"))
     if epochs and per_epoch:
         facts.set(
             "training.train_iters",
@@ -420,23 +309,22 @@ def _training(facts: Facts, config: _Config, data: Mapping[str, object]) -> None
         facts.note("torchtune: epoch-based training; the step count depends on the dataset")
 
 
-def _sequence(facts: Facts, config: _Config, data: Mapping[str, object]) -> None:
+def _sequence(facts: Facts, config: TuneConfig, data: Mapping[str, object]) -> None:
     """``tokenizer.max_seq_len`` caps (or, packed, fixes) the sequence length; absent, the
     tokenizer builder's default applies."""
     found = config.find("tokenizer.max_seq_len")
     if found is not None:
-        if _int(found[0]):
-            facts.set("model.seq_length", _int(found[0]), found[1])
+        if as_int(found[0]):
+            facts.set("model.seq_length", as_int(found[0]), found[1])
             return
     else:
         tokenizer = str(config.value("tokenizer._component_", ""))
-        known = _mapping(_mapping(data.get("tokenizers")).get(tokenizer))
-        if _int(known.get("max_seq_len")):
+        known = mapping_of(mapping_of(data.get("tokenizers")).get(tokenizer))
+        if as_int(known.get("max_seq_len")):
             facts.default(
                 "model.seq_length",
-                _int(known.get("max_seq_len")),
-                f"default of torchtune {data.get('version', '')} ({data.get('repo', '')}/"
-                f"{known.get('path', '')}@{_short(data)} {tokenizer.rpartition('.')[2]})",
+                as_int(known.get("max_seq_len")),
+                _default_source(data, known.get("path"), tokenizer.rpartition(".")[2]),
             )
             return
     facts.note("torchtune: tokenizer.max_seq_len is null; samples keep their own lengths")

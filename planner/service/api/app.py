@@ -7,7 +7,8 @@ cluster without Internet access.
 Issue 16: every route declares who may call it (``planner.service.api.access``), request
 bodies are limited per route and CPU-heavy work runs on a bounded worker pool with budgets
 (``planner.service.api.work``); CORS is off unless ``auth.cors_origins`` lists origins;
-the ingest loop steps aside while requests are in flight (``PriorityMiddleware``).
+the ingest loop steps aside while requests are in flight (``PriorityMiddleware``); every
+request's ``Host`` must be one of ``allowed_hosts`` (``planner.service.api.hosts``: 421).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from planner.service.api import (
 )
 from planner.service.api.access import Access, document_access
 from planner.service.api.errors import install_error_handlers
+from planner.service.api.hosts import AllowedHostsMiddleware, document_hosts
 from planner.service.api.work import BodyKind, BodyLimitMiddleware, WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Authorizer, OpenAuthorizer, TokenAuthorizer
@@ -193,7 +195,11 @@ def build_app(
     app.include_router(stragglers.make_router(traces, access, pool))
     app.include_router(predict.make_router(access, pool))
     app.include_router(plan.make_router(access, pool, workers=plan_workers))
-    app.include_router(calibrations.make_router(state.store, state.clock, access, pool, audit))
+    app.include_router(
+        calibrations.make_router(
+            state.store, state.clock, access, pool, audit, limits=settings.limits
+        )
+    )
     app.include_router(audit_routes.make_router(state.store, access))
     app.include_router(metrics.make_router(registry))
     app.add_middleware(BodyLimitMiddleware, routes=_body_limits(settings))
@@ -201,4 +207,7 @@ def build_app(
     document_access(app)
     app.include_router(reviews.make_router(state, access, pool))
     app.add_middleware(PriorityMiddleware, priority=state.ingestor.deps.priority)
+    # outermost: a request under a host name not allowed reaches nothing (DNS rebinding)
+    app.add_middleware(AllowedHostsMiddleware, allowed_hosts=settings.allowed_hosts)
+    document_hosts(app)
     return app

@@ -11,13 +11,18 @@
 
 Reading needs role ``reader``; uploading a new calibration ``operator``, replacing an existing
 one ``admin`` (and no read-only mode, no cross-origin browser post: ``planner.service.api.
-access``). The fit runs on the worker pool; each accepted upload is audited with its uploader.
+access``). The fit runs on the worker pool (429 when it is full) within budgets: at most
+``limits.calibration_max_rows`` rows per CSV, every value within its physical limit
+(``planner.calibration.limits``: 422 naming the column), ``limits.calibration_time_budget_s``
+CPU seconds, and it stops within a tree of the fit when the client leaves. Each accepted
+upload is audited with its uploader.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -33,6 +38,7 @@ from planner.calibration import (
 from planner.calibration.report import summary_lines
 from planner.errors import CalibrationError, SpecError
 from planner.forecast.bands import BandCalibration
+from planner.search.budget import BudgetExceededError, SearchBudget
 from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import Calibrations, CalibrationUploaded
@@ -40,9 +46,12 @@ from planner.service.api.work import WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Principal, Role
 from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
+from planner.service.security_settings import LimitSettings
 from planner.service.store import Store
 
 OPERATORS_PREFIX = "operators/"
+ROWS_SETTING = "limits.calibration_max_rows"
+TIME_SETTING = "limits.calibration_time_budget_s"
 
 
 def _online_view(state: dict[str, Any]) -> dict[str, Any]:
@@ -96,26 +105,66 @@ def _eta_view(state: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _fit(op_csv: bytes, op_name: str, coll_csv: bytes | None, coll_name: str) -> Any:
-    """The fitted calibration of uploaded CSV bytes; raises ``HTTPException`` 422."""
+def _fit(
+    op_csv: bytes,
+    op_name: str,
+    coll_csv: bytes | None,
+    coll_name: str,
+    limits: LimitSettings,
+) -> Any:
+    """The fitted calibration of uploaded CSV bytes (at most ``limits.calibration_max_rows``
+    rows each, every value within its physical limit); raises ``HTTPException`` 422."""
+    most = limits.calibration_max_rows
     try:
-        ops = read_op_samples_csv(op_csv.decode("utf-8"), source=op_name)
+        ops = read_op_samples_csv(
+            op_csv.decode("utf-8"), source=op_name, max_rows=most, max_rows_setting=ROWS_SETTING
+        )
         collectives = (
-            read_collective_samples_csv(coll_csv.decode("utf-8"), source=coll_name)
+            read_collective_samples_csv(
+                coll_csv.decode("utf-8"),
+                source=coll_name,
+                max_rows=most,
+                max_rows_setting=ROWS_SETTING,
+            )
             if coll_csv is not None
             else []
         )
         return fit_calibration(ops, collectives)
     except UnicodeDecodeError:
         raise HTTPException(422, "samples must be UTF-8 CSV text") from None
+    except BudgetExceededError as exc:
+        raise HTTPException(
+            422,
+            f"{exc.field}: parsing and fitting the samples ran past the budget of "
+            f"{limits.calibration_time_budget_s:g} CPU seconds; upload fewer rows",
+        ) from None
     except (CalibrationError, SpecError) as exc:
         raise HTTPException(422, str(exc)) from None
 
 
+def _fit_budget(limits: LimitSettings) -> SearchBudget:
+    """The budget of one upload: CPU seconds of its worker thread (cancelled when the client
+    leaves, like every job of the pool)."""
+    return SearchBudget(
+        time_budget_s=limits.calibration_time_budget_s,
+        time_field=TIME_SETTING,
+        clock=time.thread_time,
+    )
+
+
 def make_router(
-    store: Store, clock: Callable[[], float], access: Access, pool: WorkerPool, audit: AuditLog
+    store: Store,
+    clock: Callable[[], float],
+    access: Access,
+    pool: WorkerPool,
+    audit: AuditLog,
+    *,
+    limits: LimitSettings | None = None,
 ) -> APIRouter:
-    """The calibration routes over ``store``; fits run on ``pool``, uploads go to ``audit``."""
+    """The calibration routes over ``store``; fits run on ``pool`` within ``limits``
+    (``calibration_max_rows``, ``calibration_time_budget_s``; default: the settings'
+    defaults), uploads go to ``audit``."""
+    limits = limits or LimitSettings()
     router = APIRouter(tags=["calibration"])
     uploader = access.require(Role.OPERATOR, writes=True)
 
@@ -180,6 +229,8 @@ def make_router(
             await collective_samples.read() if collective_samples is not None else None,
             (collective_samples.filename if collective_samples else None)
             or "collective_samples.csv",
+            limits,
+            budget=_fit_budget(limits),
         )
         summary = summary_lines(calibration)
         state = {

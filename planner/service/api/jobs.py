@@ -20,6 +20,7 @@ from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import JobDetail, JobList, Stragglers
 from planner.service.auth import Role
+from planner.service.job_fields import shown
 from planner.service.models import JobRow, SourceRow, job_sort_key, listing_key
 from planner.service.runtime import ServiceState
 
@@ -75,19 +76,20 @@ def _last_seen(row: JobRow, source: dict[str, Any] | None) -> float:
 
 
 def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
-    """One job's summary (``JobSummary``); ``source`` is its source's view (None: unknown)."""
+    """One job's summary (``JobSummary``); ``source`` is its source's view (None: unknown).
+    Text the scheduler reported is shown cut to ``job_fields.PAGE_CHARS`` characters."""
     st = row.state or {}
     reported = st.get("progress_ratio") is not None or st.get("reported_remaining_s") is not None
     return {
         "scheduler": row.scheduler,
         "cluster": row.cluster,
         "job_id": row.job_id,
-        "name": row.name,
-        "user": row.user,
+        "name": shown(row.name),
+        "user": shown(row.user),
         "status": row.status,
         "active": row.active,
         **{
-            key: st.get(key)
+            key: shown(value) if isinstance(value := st.get(key), str) else value
             for key in (
                 "partition",
                 "num_gpus",

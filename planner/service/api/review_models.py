@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAX_SAMPLES = 2000
+#: The schema's bound on samples; the service's own is ``limits.review_max_samples``.
+MAX_SAMPLES = 10_000
 MAX_WHAT_IFS = 20
 
 
@@ -56,7 +57,12 @@ class ReviewRequest(BaseModel):
         description="Review start (ISO date/time UTC, or epoch s); none: the later of the "
         "fleet's start and the queue's time (now, for the live jobs)",
     )
-    samples: int = Field(default=200, ge=1, le=MAX_SAMPLES, description="Monte Carlo samples")
+    samples: int = Field(
+        default=200,
+        ge=1,
+        le=MAX_SAMPLES,
+        description="Monte Carlo samples (at most limits.review_max_samples, default 2000)",
+    )
     seed: int = Field(default=0, description="Seed of the random draws")
     sizing: bool = Field(default=True, description="Search the smallest addition per GPU type")
     sizing_samples: int | None = Field(default=None, ge=1, le=MAX_SAMPLES)

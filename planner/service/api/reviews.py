@@ -9,6 +9,12 @@ self-contained HTML page with ``Accept: text/html`` (Markdown with ``text/markdo
 work runs in a worker thread, off the event loop; a bad document is a 422 naming the document
 and field (``fleet: pools[0].num_gpu: unknown field; did you mean 'num_gpus'?``).
 
+Bounded like explore (``planner.service.api.work``): the review runs on the worker pool (429
+when it is full), its sizes are checked against the ``limits.review_*`` budgets before anything
+is simulated (``planner.capacity.budget``: horizon, jobs, samples, pools, what-ifs, estimated
+memory; 422 naming the budget), it may use ``limits.review_time_budget_s`` CPU seconds, and it
+stops between samples when the client leaves.
+
 The router is self-contained: ``make_router(state)`` uses ``state.reviews`` (the composition
 root's ``ReviewRunner``, with Ray) or makes a local one, and its lifespan starts and stops the
 review schedule (``review.schedule``).
@@ -17,6 +23,7 @@ review schedule (``review.schedule``).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -26,10 +33,12 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from starlette.concurrency import run_in_threadpool
 
 from planner.capacity import review_markdown, snapshot_document
+from planner.capacity.budget import ReviewBudget
 from planner.capacity.documents import Located, located
 from planner.capacity.fields import read_timestamp_s
 from planner.capacity.html import review_html
 from planner.capacity.snapshot import parse_snapshot
+from planner.search.budget import BudgetExceededError, SearchBudget
 from planner.service.api.access import Access, open_access
 from planner.service.api.errors import error_responses
 from planner.service.api.review_models import (
@@ -102,7 +111,29 @@ def make_router(
         }
     }
 
+    limits = state.settings.limits
+    budget = ReviewBudget(
+        max_horizon_days=limits.review_max_horizon_days,
+        max_jobs=limits.review_max_jobs,
+        max_samples=limits.review_max_samples,
+        max_pools=limits.review_max_pools,
+        max_what_ifs=limits.review_max_what_ifs,
+        max_memory_bytes=limits.review_max_memory_bytes,
+        field_prefix="limits.review_",
+    )
+
+    def time_budget() -> SearchBudget:
+        # CPU time of the worker thread: waiting for another review costs nothing
+        return SearchBudget(
+            time_budget_s=limits.review_time_budget_s,
+            time_field="limits.review_time_budget_s",
+            max_candidates=limits.explore_max_candidates,  # a what-if's layout: best
+            candidates_field="limits.explore_max_candidates",
+            clock=time.thread_time,
+        )
+
     def review(body: ReviewRequest, media: str) -> Response:
+        budget.check_samples(body.samples, body.sizing_samples)
         snapshot = None
         if body.jobs is not None:
             snapshot = parse_snapshot(located(body.jobs, "jobs"))
@@ -118,7 +149,19 @@ def make_router(
             snapshot,
             start_s,
         )
-        result, _ = runner.run(inputs, ReviewOptions.of(body, state.settings.review.ray_address))
+        budget.check(inputs, samples=body.samples, sizing_samples=body.sizing_samples)
+        try:
+            result, _ = runner.run(
+                inputs, ReviewOptions.of(body, state.settings.review.ray_address)
+            )
+        except BudgetExceededError as exc:
+            if exc.field != "limits.review_time_budget_s":
+                raise
+            raise BudgetExceededError(
+                exc.field,
+                f"the review ran past its budget of {limits.review_time_budget_s:g} CPU "
+                "seconds; ask for fewer samples (or sizing: false), jobs, what-ifs or days",
+            ) from None
         if media == "text/html":
             return HTMLResponse(review_html(result))
         if media == "text/markdown":
@@ -139,7 +182,7 @@ def make_router(
         request: Request,
         body: Annotated[ReviewRequest, Body(description="Fleet, plan, what-ifs and options")],
     ) -> Response:
-        return await pool.run(request, review, body, _wants(request))
+        return await pool.run(request, review, body, _wants(request), budget=time_budget())
 
     @router.get(
         "/v1/reviews",

@@ -167,10 +167,17 @@ class WorkerPool:
             for budget in self._running:
                 budget.cancel()
 
-    async def run(self, request: Request | None, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on a worker thread under a fresh budget; cancelled when ``request``'s
-        client disconnects. Raises :class:`PoolFull` when the pool and its queue are full or
-        the service is stopping, ``SearchCancelledError`` when the client left."""
+    async def run(
+        self,
+        request: Request | None,
+        fn: Callable[..., T],
+        *args: Any,
+        budget: SearchBudget | None = None,
+    ) -> T:
+        """``fn(*args)`` on a worker thread under ``budget`` (default: a fresh one of the
+        pool's; a route with budgets of its own, e.g. reviews, passes one); cancelled when
+        ``request``'s client disconnects. Raises :class:`PoolFull` when the pool and its queue
+        are full or the service is stopping, ``SearchCancelledError`` when the client left."""
         if self.closed:
             raise PoolFull(503, "the planner is shutting down; retry", self.retry_after_s)
         with self._lock:
@@ -186,7 +193,7 @@ class WorkerPool:
                 "wait (limits.queue); retry later",
                 self.retry_after_s,
             )
-        budget = self._budget()
+        budget = budget if budget is not None else self._budget()
         try:
             return await self._run(request, budget, fn, args)
         finally:

@@ -36,6 +36,7 @@ class IngestSettings:
     ended_job_retention_s: float = 7 * 24 * 3600.0
     trace_analysis_interval_s: float = 300.0
     queue_forecast: QueueForecastConfig = field(default_factory=QueueForecastConfig)
+    job_text_chars: int = 4096
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from planner.errors import SourceError, StoreError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
+from planner.service.job_fields import bound_snapshot
 from planner.service.loops.calibration import recalibrate
 from planner.service.loops.context import IngestDeps, IngestSettings, source_name
 from planner.service.loops.jobs import estimate_again, merge_jobs
@@ -47,7 +48,11 @@ def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[],
     Raises ``SourceError`` when the source fails, ``StoreError`` when the store does."""
     started = time.perf_counter()
     paused_before = deps.priority.paused_s
-    snapshot = source.snapshot()
+    snapshot = bound_snapshot(  # users type these fields: bounded before anything reads them
+        source.snapshot(),
+        text_chars=deps.settings.job_text_chars,
+        script_chars=deps.settings.max_scenario_file_bytes,
+    )
     polled = time.perf_counter()
     deps.priority.pause()
     now_s = clock()

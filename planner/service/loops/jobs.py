@@ -148,6 +148,7 @@ def update_job(
         stdout_path = job.stdout_path or row.state.get("stdout_path")
         if stdout_path:
             rank_records += tail_log(deps, uow, row, stdout_path, now_s=now_s)
+            witness_log(deps, uow, read_text, row, job, path=stdout_path, now_s=now_s)
         rank_records += read_telemetry(deps, uow, row, job, now_s=now_s)
         reported_progress(uow, row, job, now_s=now_s)
     after = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
@@ -222,6 +223,37 @@ def _store_snapshot(
         describe(deps, uow, read_text, row, job, key=key, now_s=now_s)
 
 
+LOG_HEAD_BYTES = 256 * 1024
+"""How much of a job's log is read as the witness of its configuration (frameworks print it
+at start: ``planner.launch.witness`` reads no more than this either)."""
+
+
+def witness_log(
+    deps: IngestDeps,
+    uow: UnitOfWork,
+    read_text: ReadText,
+    row: JobRow,
+    job: JobState,
+    *,
+    path: str,
+    now_s: float,
+) -> None:
+    """Describe a job described from its launch once more when its log has begun: what the
+    framework printed of its resolved configuration fills what the launch left open and is
+    checked against it. Once per job (``description_facts.log_read``); the log is read under
+    the job-file rules, its head only."""
+    facts = row.description_facts
+    if facts is None or facts.get("log_read") or not (row.log_cursor or {}).get("offset_bytes"):
+        return
+    try:
+        head = read_text(path, LOG_HEAD_BYTES, job=job, head=True)
+    except PlannerError as exc:
+        row.description_facts = {**facts, "log_read": True}
+        log.info("job %s: its log is not read as a witness: %s", row.job_id, exc)
+        return
+    describe(deps, uow, read_text, row, job, key=row.description_key, now_s=now_s, log_text=head)
+
+
 def describe(
     deps: IngestDeps,
     uow: UnitOfWork,
@@ -231,11 +263,15 @@ def describe(
     *,
     key: str,
     now_s: float,
+    log_text: str | None = None,
 ) -> None:
     """Work out what the job trains and predict it (``planner.service.describe``); a new
-    prediction starts from what the cluster's jobs taught the online calibration."""
+    prediction starts from what the cluster's jobs taught the online calibration. ``log_text``:
+    the head of the job's log, read as a witness of its configuration."""
     max_bytes = deps.settings.max_scenario_file_bytes
-    description = describe_job(job, lambda path: read_text(path, max_bytes, job=job))
+    description = describe_job(
+        job, lambda path: read_text(path, max_bytes, job=job), log_text=log_text
+    )
     row.description_key = key
     row.described_by = description.described_by
     row.description_detail = description.error or description.detail
