@@ -17,6 +17,20 @@
 4. Quality: for each Megatron SC21 Table 1 run (``benchmarks.accuracy`` conversion), the best
    predicted configuration (knobs open; precision fp16, no flash attention as in 2021) versus
    the published configuration's prediction, and the published configuration's rank.
+
+Cost of the benchmark spaces (``SPACES``: GPT-3 175B on 1,024 A100, Mixtral 8x7B and
+Qwen3-30B-A3B on 256 H100, DeepSeek-V3 on 2,048 H100, every knob open), each explored
+(``explore_document``, one worker) in a fresh process: CPU seconds of the explore and the
+process's peak RSS, for this checkout or several side by side in one window::
+
+    .venv/bin/python -m benchmarks.explore --spaces deepseek-v3-h100-2048 gpt3-175b-a100-1024
+    .venv/bin/python -m benchmarks.explore --spaces all --compare /tmp/before . --rounds 3
+    .venv/bin/python -m benchmarks.explore --spaces deepseek-v3-h100-2048 --without-uneven-splits
+
+``--compare`` runs each space in each checkout directory (a tree with ``planner/``, e.g. a
+``git archive`` export of another commit) in turn, ``--rounds`` times, alternating, with this
+checkout's interpreter; it prints per space and checkout the least CPU seconds, the largest
+peak RSS, the candidate counts and the best layout.
 """
 
 from __future__ import annotations
@@ -60,6 +74,120 @@ GPT3: dict[str, Any] = {
     "parallelism": {"global_batch_size": 1536},
 }
 WORKERS = os.cpu_count() or 1
+
+
+def _preset_space(preset: str, gpu: str, num_gpus: int, global_batch_size: int) -> dict[str, Any]:
+    return {
+        "name": f"{preset}-{gpu.split('-', maxsplit=1)[0]}-{num_gpus}",
+        "model": {"preset": preset},
+        "hardware": {"gpu": gpu, "num_gpus": num_gpus},
+        "parallelism": {"global_batch_size": global_batch_size},
+    }
+
+
+SPACES: dict[str, dict[str, Any]] = {
+    "gpt3-175b-a100-1024": GPT3,
+    "mixtral-8x7b-h100-256": _preset_space("mixtral-8x7b", "h100-sxm", 256, 1024),
+    "qwen3-30b-a3b-h100-256": _preset_space("qwen3-30b-a3b", "h100-sxm", 256, 1024),
+    "deepseek-v3-h100-2048": _preset_space("deepseek-v3", "h100-sxm", 2048, 8192),
+}
+"""The benchmark spaces, every knob open: the dense reference (GPT-3 175B, the SC21 size) and
+three MoE models (Mixtral 8x7B, Qwen3-30B-A3B, DeepSeek-V3: 2.7-11.6 M candidates each)."""
+
+_CHILD = """
+import json, resource, sys, time
+from planner.scenario.plans import explore_document
+doc = json.loads(sys.argv[1])
+start_cpu, start_wall = time.process_time(), time.perf_counter()
+result = explore_document(doc, workers=1)
+cpu_s, wall_s = time.process_time() - start_cpu, time.perf_counter() - start_wall
+best = result["top"][0]
+print(json.dumps({
+    "cpu_s": cpu_s,
+    "wall_s": wall_s,
+    "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    "enumerated": result["counts"]["enumerated"],
+    "evaluated": result["counts"]["evaluated"],
+    "best": best["parallelism"],
+    "best_s": best["prediction"]["iteration_time_s"],
+    "top_pipeline": sorted({e["parallelism"]["pipeline_parallel"] for e in result["top"]}),
+}))
+"""
+"""What each measured process runs: one explore of one document, one worker, then its CPU
+seconds (``time.process_time``), wall seconds and peak RSS (``ru_maxrss``)."""
+
+
+def measure_space(doc: dict[str, Any], checkout: Path) -> dict[str, Any]:
+    """One explore of ``doc`` by the ``planner`` of ``checkout``, in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(doc)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=checkout,
+    )
+    measured: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return measured
+
+
+def _best_text(p: dict[str, Any]) -> str:
+    split = ""
+    if p.get("decoder_first_pipeline_num_layers") or p.get("decoder_last_pipeline_num_layers"):
+        first = p.get("decoder_first_pipeline_num_layers", "-")
+        split = f" (first {first}, last {p.get('decoder_last_pipeline_num_layers', '-')})"
+    elif p.get("account_for_embedding_in_pipeline_split") or p.get(
+        "account_for_loss_in_pipeline_split"
+    ):
+        split = " (E/L slots)"
+    return (
+        f"tp {p['tensor_parallel']}, pp {p['pipeline_parallel']}{split}, cp "
+        f"{p['context_parallel']}, ep {p['expert_parallel']}, etp "
+        f"{p.get('expert_tensor_parallel', '-')}, dp {p['data_parallel']}, vp "
+        f"{p['virtual_pipeline']}, mbs {p['micro_batch_size']}, {p['recompute']}, ZeRO "
+        f"{p['zero_stage']}"
+    )
+
+
+def without_uneven_splits(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with Megatron-Core's uneven first / last ranks left out of the search (the
+    checkout must know the ``decoder_first/last_pipeline_num_layers`` knobs)."""
+    out: dict[str, Any] = json.loads(json.dumps(doc))
+    out["parallelism"]["decoder_first_pipeline_num_layers"] = [None]
+    out["parallelism"]["decoder_last_pipeline_num_layers"] = [None]
+    return out
+
+
+def compare(
+    names: list[str], checkouts: list[Path], rounds: int, *, uneven: bool = True
+) -> list[str]:
+    """The cost table of ``names`` (``SPACES`` keys) explored by each checkout, ``rounds``
+    alternating rounds (space by space, checkout after checkout); ``uneven=False``: without
+    the uneven first / last ranks (``without_uneven_splits``)."""
+    runs: dict[tuple[str, Path], list[dict[str, Any]]] = {}
+    for _ in range(rounds):
+        for name in names:
+            doc = SPACES[name] if uneven else without_uneven_splits(SPACES[name])
+            for checkout in checkouts:
+                runs.setdefault((name, checkout), []).append(measure_space(doc, checkout))
+    lines = [
+        f"{rounds} alternating rounds, one worker, each explore in a fresh process; CPU s = "
+        "least of the rounds, peak RSS = largest.\n",
+        "| space | checkout | CPU s | peak RSS MiB | enumerated | timed | best (pred. s) | "
+        "pipeline degrees in the top 10 |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for name in names:
+        for checkout in checkouts:
+            r = runs[(name, checkout)]
+            last = r[-1]
+            lines.append(
+                f"| {name} | {checkout} | {min(x['cpu_s'] for x in r):.2f} | "
+                f"{max(x['peak_rss_mib'] for x in r):.0f} | {last['enumerated']:,} | "
+                f"{last['evaluated']:,} | {_best_text(last['best'])} ({last['best_s']:.3f}) | "
+                f"{', '.join(str(p) for p in last['top_pipeline'])} |"
+            )
+    lines.append("")
+    return lines
 
 
 def _rss_mib() -> float:
@@ -183,6 +311,9 @@ def huge(lines: list[str]) -> None:
         *(256, 384, 512, 640, 768, 1024, 1280, 1536),
         *(2048, 2560, 3072, 4096, 5120, 6144, 7168, 8192),
     ]
+    # open tensor parallelism stays inside the 8-GPU NVLink domain; listing the degrees across
+    # domains keeps the space it was before that rule (above 10^8 candidates)
+    doc["parallelism"]["tensor_parallel"] = [1, 2, 4, 8, 16, 32]
     space = parse_space(doc)
     rss_before = _rss_mib()
     start = time.perf_counter()
@@ -211,6 +342,8 @@ SC21_FEATURES_2021 = {
     "recompute": ["none", "full"],
     "account_for_embedding_in_pipeline_split": False,
     "account_for_loss_in_pipeline_split": False,
+    "decoder_first_pipeline_num_layers": [None],
+    "decoder_last_pipeline_num_layers": [None],
 }
 """Megatron-LM as of SC21 (2021): no sequence parallelism or selective recompute (2022), no
 distributed optimizer, no context parallelism, no uneven pipeline stages (2024)."""
@@ -300,7 +433,36 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS}")
     parser.add_argument("--skip-huge", action="store_true", help="skip the 10^8 sweep")
+    parser.add_argument(
+        "--spaces",
+        nargs="+",
+        metavar="NAME",
+        help=f"only the cost of these spaces ({', '.join(SPACES)} or all)",
+    )
+    parser.add_argument(
+        "--compare",
+        nargs="+",
+        type=Path,
+        metavar="DIR",
+        default=[REPO],
+        help="checkouts to measure --spaces with (default: this one)",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="alternating rounds of --spaces")
+    parser.add_argument(
+        "--without-uneven-splits",
+        action="store_true",
+        help="--spaces without the uneven first / last ranks (checkouts that search them)",
+    )
     args = parser.parse_args(argv)
+    if args.spaces:
+        names = list(SPACES) if args.spaces == ["all"] else args.spaces
+        unknown = [n for n in names if n not in SPACES]
+        if unknown:
+            parser.error(f"unknown space {unknown[0]!r}; choose from {', '.join(SPACES)}")
+        checkouts = [c.resolve() for c in args.compare]
+        uneven = not args.without_uneven_splits
+        print("\n".join(compare(names, checkouts, args.rounds, uneven=uneven)))
+        return
     lines = [
         "# Design-space exploration: speed and answer quality (issue 4)\n",
         f"Recorded with `.venv/bin/python -m benchmarks.explore --write` on "

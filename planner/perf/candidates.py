@@ -41,8 +41,10 @@ class CandidateColumns:
     ``recompute`` codes: 0 none, 1 selective, 2 full (as ``ScenarioArrays.recompute``);
     ``num_gpus`` is ``tensor·pipeline·context·data``. ``num_microbatches`` is derived,
     ``global_batch_size // (data_parallel · micro_batch_size)``. ``expert_tensor_parallel``
-    (MoE parallel folding) and the ``account_for`` split options are optional: None reads as
-    unset (the tensor-parallel degree; no option).
+    (MoE parallel folding), the ``account_for`` split options and the uneven first / last
+    stages (``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers``,
+    transformer layers of pipeline rank 0 / ``p-1``, ``0`` where unset) are optional: None
+    reads as unset (the tensor-parallel degree; no option; no explicit count).
     """
 
     tensor_parallel: IntArray
@@ -60,6 +62,8 @@ class CandidateColumns:
     expert_tensor_parallel: IntArray | None = None
     account_for_embedding_in_pipeline_split: BoolArray | None = None
     account_for_loss_in_pipeline_split: BoolArray | None = None
+    decoder_first_pipeline_num_layers: IntArray | None = None
+    decoder_last_pipeline_num_layers: IntArray | None = None
 
     @property
     def n(self) -> int:
@@ -109,6 +113,8 @@ def candidate_arrays(
         cand.flag("account_for_embedding_in_pipeline_split"),
         cand.flag("account_for_loss_in_pipeline_split"),
         framework,
+        first=cand.decoder_first_pipeline_num_layers,
+        last=cand.decoder_last_pipeline_num_layers,
     )
     etp = cand.expert_tensor_parallel
     if etp is None:

@@ -4,7 +4,9 @@ An *explore document* is a scenario document (``docs/scenario-format.md``) whose
 ``parallelism`` knobs (``planner.search.KNOBS``) may be absent (open: every value valid on its
 own) or a list of allowed values, whose ``data_parallel`` may be a list of allowed degrees
 (it is derived otherwise), and whose ``hardware.num_gpus`` and ``parallelism.global_batch_size``
-may be lists. The other ``parallelism`` fields (``SCALAR_FIELDS``: precision, flash attention,
+may be lists. A list of ``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers``
+may hold ``null`` (that rank's count unset): ``[null]`` for both searches no uneven first / last
+ranks. The other ``parallelism`` fields (``SCALAR_FIELDS``: precision, flash attention,
 gradient-reduction precision and overlap) take one value per document, carried into every
 candidate (a JSONL of documents sweeps several). Numbers follow ``planner.scenario.numbers``.
 
@@ -40,13 +42,10 @@ __all__ = [
 ]
 
 _LIST_FIELDS = (*KNOBS, "data_parallel", "global_batch_size")
-_PREDICT_ONLY = (
-    "pipeline_layout",
-    "decoder_first_pipeline_num_layers",
-    "decoder_last_pipeline_num_layers",
-)
-"""Explicit splits fix the pipeline and virtual pipeline degrees: ``planner predict`` takes
-them, the explorer searches the ``account_for`` options and the framework's split instead."""
+_PREDICT_ONLY = ("pipeline_layout",)
+"""An explicit layout fixes the pipeline and virtual pipeline degrees: ``planner predict``
+takes it, the explorer searches the uneven first / last ranks, the ``account_for`` options and
+the framework's split instead."""
 SCALAR_FIELDS = tuple(
     k for k in SECTION_KEYS["parallelism"] if k not in _LIST_FIELDS and k not in _PREDICT_ONLY
 )
@@ -94,10 +93,11 @@ def _parallelism_section(doc: Mapping[str, Any]) -> Mapping[str, Any]:
         if key in _PREDICT_ONLY:
             raise SpecError(
                 f"parallelism.{key}",
-                "an explicit split fixes pipeline_parallel and virtual_pipeline, so explore does "
-                "not take it: it searches account_for_embedding_in_pipeline_split / "
+                "an explicit layout fixes pipeline_parallel and virtual_pipeline, so explore "
+                "does not take it: it searches decoder_first_pipeline_num_layers / "
+                "decoder_last_pipeline_num_layers, account_for_embedding_in_pipeline_split / "
                 "account_for_loss_in_pipeline_split and the framework's own split; predict the "
-                "explicit split with planner predict",
+                "explicit layout with planner predict",
             )
         if key not in allowed:
             raise SpecError(f"parallelism.{key}", f"unknown field; allowed: {', '.join(allowed)}")
@@ -211,7 +211,17 @@ def layout_json(parallelism: ParallelismSpec, stated: Mapping[str, Any]) -> dict
             parallelism.account_for_embedding_in_pipeline_split
         ),
         "account_for_loss_in_pipeline_split": parallelism.account_for_loss_in_pipeline_split,
+        **_uneven_split(parallelism),
         **stated,
+    }
+
+
+def _uneven_split(parallelism: ParallelismSpec) -> dict[str, int]:
+    """The first / last pipeline ranks' layer counts a layout sets (none for most layouts)."""
+    return {
+        name: value
+        for name in ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+        if (value := getattr(parallelism, name)) is not None
     }
 
 
@@ -220,7 +230,9 @@ def entry_json(
 ) -> dict[str, Any]:
     """One entry of the explore output: ``num_gpus``, ``parallelism`` (``layout_json``),
     ``prediction`` (the ``planner predict --json`` object of that layout), ``gpu_hours`` for
-    the cost objective, ``rank`` for a ranked entry."""
+    the cost objective, ``rank`` for a ranked entry, with its ``equivalents`` (entries of
+    the layouts within the tolerance of it, each with ``num_gpus``, ``parallelism`` and
+    ``prediction``) and ``num_equivalents`` (how many there are, listed or not)."""
     n = entry.num_gpus
     prediction = prediction_json(entry.prediction, entry.scenario.name)
     out: dict[str, Any] = {
@@ -233,6 +245,8 @@ def entry_json(
         out["gpu_hours"] = None if ttt is None else n * ttt / 3600.0
     if entry.rank is not None:
         out["rank"] = entry.rank
+        out["equivalents"] = [entry_json(e, objective, stated) for e in entry.equivalents]
+        out["num_equivalents"] = entry.num_equivalents
     return out
 
 

@@ -8,12 +8,22 @@ exactly what ``planner predict`` says of that layout.
 
 The Pareto front is over (objective, peak memory per GPU, GPU count): the layouts no other
 layout beats on all three (with one GPU count: the fastest layout for each memory budget).
+
+Distinct choices: layouts predicted within ``tolerance`` of each other (relative, on the
+objective; ``DEFAULT_TOLERANCE`` = 0.5 %) are one choice. In ranking order, the best layout
+opens a choice and every layout within the tolerance of it joins it as an equivalent; the
+next layout beyond opens the next choice (``planner.search.fronts``). Every ranked layout fits
+in memory with the same headroom (the sweep ranks no other), so their memory fit is equal;
+memory per GPU is not compared further (a context-parallel / data-parallel swap trades
+activation memory at the same speed, the near-duplicate this removes), and each equivalent
+carries its own prediction. A ranked entry lists its best ``MAX_LISTED_EQUIVALENTS``
+equivalents (``equivalents``) and how many there are (``num_equivalents``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -26,7 +36,21 @@ from planner.search.space import DesignSpace
 from planner.search.sweep import DEFAULT_CHUNK_SIZE, SweepOutcome, sweep
 from planner.specs.scenario import Scenario
 
-__all__ = ["PLACEMENT_NOTE", "ExploreEntry", "ExploreResult", "explore"]
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "MAX_LISTED_EQUIVALENTS",
+    "PLACEMENT_NOTE",
+    "ExploreEntry",
+    "ExploreResult",
+    "explore",
+]
+
+DEFAULT_TOLERANCE = 0.005
+"""Layouts whose objective is within this fraction (0.5 %) of a better one's are one choice:
+below the model's own resolution (its held-out errors are several per cent, ``RESULTS.md``)."""
+
+MAX_LISTED_EQUIVALENTS = 8
+"""Equivalents an entry lists (its best ones); ``num_equivalents`` counts them all."""
 
 PLACEMENT_NOTE = (
     "Megatron-Core rank order: tensor parallel fastest (inside the NVLink domain first), then "
@@ -39,11 +63,15 @@ PLACEMENT_NOTE = (
 class ExploreEntry:
     """One layout the search reports: its ``scenario`` (the job on ``num_gpus`` GPUs in this
     layout), ``planner predict``'s ``prediction`` of it, and its ``rank`` in the ranking
-    (1 = best; None for a Pareto-front entry)."""
+    (1 = best; None for a Pareto-front entry or an equivalent). A ranked entry also holds its
+    ``equivalents`` (at most ``MAX_LISTED_EQUIVALENTS`` of the ``num_equivalents`` layouts
+    within the tolerance of it, best first; module docstring)."""
 
     scenario: Scenario
     prediction: Prediction
     rank: int | None = None
+    equivalents: tuple[ExploreEntry, ...] = ()
+    num_equivalents: int = 0
 
     @property
     def num_gpus(self) -> int:
@@ -116,7 +144,45 @@ def _entries(
     )
 
 
-def _infeasible_message(outcome: SweepOutcome) -> str:
+def _with_equivalents(
+    space: DesignSpace,
+    ranked: tuple[ExploreEntry, ...],
+    outcome: SweepOutcome,
+    rank_offset: int,
+    efficiency: EfficiencyModel | None,
+) -> tuple[ExploreEntry, ...]:
+    """The ranked entries with their equivalents (``outcome.equivalents`` of rows
+    ``rank_offset..``), the listed ones predicted in one ``predict_batch`` call."""
+    if outcome.equivalent_of.size == 0:
+        return ranked
+    of = outcome.equivalent_of
+    listed: list[int] = []
+    for row in range(rank_offset, rank_offset + len(ranked)):
+        listed.extend(np.flatnonzero(of == row)[:MAX_LISTED_EQUIVALENTS].tolist())
+    chosen = np.asarray(listed, dtype=np.int64)
+    entries = _entries(space, outcome.equivalents.take(chosen), efficiency, first_rank=None)
+    out: list[ExploreEntry] = []
+    for i, entry in enumerate(ranked):
+        row = rank_offset + i
+        mine = tuple(e for e, r in zip(entries, of[chosen], strict=True) if r == row)
+        count = int(np.count_nonzero(of == row))
+        out.append(replace(entry, equivalents=mine, num_equivalents=count))
+    return tuple(out)
+
+
+def _tensor_note(space: DesignSpace) -> str:
+    """What an open tensor-parallel knob left out (``planner.search.values``), if anything."""
+    if space.knobs.tensor_parallel is not None:
+        return ""
+    domain = space.base.hardware.nvlink_domain_size
+    return (
+        f"; open tensor_parallel takes only degrees inside one NVLink domain "
+        f"(hardware.nvlink_domain_size = {domain}): list parallelism.tensor_parallel to search "
+        "larger ones across domains"
+    )
+
+
+def _infeasible_message(outcome: SweepOutcome, space: DesignSpace) -> str:
     rejected = {k: v for k, v in outcome.rejected.items() if v}
     parts = ", ".join(f"{v:,} {k}" for k, v in sorted(rejected.items(), key=lambda kv: -kv[1]))
     what = f"no valid layout among {outcome.enumerated:,} candidates ({parts or 'none'})"
@@ -131,6 +197,7 @@ def _infeasible_message(outcome: SweepOutcome) -> str:
             f"{math.ceil((need + headroom) / have)}x the GPUs (more pipeline/tensor sharding), "
             "a GPU with "
             f"more memory, or opening recompute (full) and zero_stage (3) if they were fixed"
+            + _tensor_note(space)
         )
     return (
         f"{what}; no combination of the allowed values tiles the GPU count and global batch. "
@@ -149,14 +216,17 @@ def explore(
     workers: int = 1,
     efficiency: EfficiencyModel | None = None,
     with_pareto: bool = True,
+    tolerance: float | None = DEFAULT_TOLERANCE,
 ) -> ExploreResult:
     """Sweep ``space`` and predict the entries of ranks ``rank_offset+1 ..
     rank_offset+top_k`` and (unless ``with_pareto`` is false) of the Pareto front.
 
+    ``tolerance``: layouts within this fraction of a better one's objective are one ranked
+    choice, listed as its equivalents (module docstring); None ranks every layout on its own.
     ``efficiency`` (default ``DefaultEfficiency()``) times the sweep and the entries alike.
     Raises ``InfeasibleError`` (saying why and what would make it feasible) when no candidate
     is valid and fits in memory; ``SpecError`` for a bad ``objective``, ``top_k``,
-    ``rank_offset`` or a time-to-train objective without a token budget.
+    ``rank_offset``, ``tolerance`` or a time-to-train objective without a token budget.
     """
     objective = as_objective(objective)
     if rank_offset < 0:
@@ -168,14 +238,16 @@ def explore(
         chunk_size=chunk_size,
         workers=workers,
         efficiency=efficiency,
+        tolerance=tolerance,
     )
     if outcome.evaluated == 0:
-        raise InfeasibleError(_infeasible_message(outcome))
+        raise InfeasibleError(_infeasible_message(outcome, space))
     page = outcome.top.take(np.arange(rank_offset, outcome.top.n, dtype=np.int64))
+    ranked = _entries(space, page, efficiency, first_rank=rank_offset + 1)
     return ExploreResult(
         name=space.name,
         objective=objective,
-        top=_entries(space, page, efficiency, first_rank=rank_offset + 1),
+        top=_with_equivalents(space, ranked, outcome, rank_offset, efficiency),
         pareto=_entries(space, outcome.pareto, efficiency, None) if with_pareto else (),
         outcome=outcome,
     )

@@ -1,9 +1,17 @@
 """Running reductions of a sweep: the best candidates so far (top-k) and the Pareto front.
 
 ``Kept`` holds candidates (their layout, objective in minimisation form, peak memory per GPU
-and enumeration index); ``top`` and ``pareto`` reduce one, and merging two reductions then
-reducing again gives the reduction of the union, so chunks can be reduced in any grouping.
-Ties are broken by memory, then enumeration index: the result never depends on chunking.
+and enumeration index); ``top``, ``top_groups`` and ``pareto`` reduce one, and merging two
+reductions then reducing again gives the reduction of the union, so chunks can be reduced in
+any grouping. Ties are broken by memory, then enumeration index: the result never depends on
+chunking.
+
+Near-equal candidates (``top_groups``, ``groups``): in ranking order, the best candidate opens
+a group and every candidate whose objective is within ``tolerance`` of it (``objective <= o +
+tolerance·|o|``, a relative tolerance) joins it; the first candidate beyond opens the next
+group, and so on. Adding candidates never raises the objective of the ``k``-th group's first
+candidate (by induction over the groups: each opens at the minimum over a superset), so a
+reduction may drop every candidate beyond the ``k``-th group's limit and stays exact.
 """
 
 from __future__ import annotations
@@ -16,7 +24,12 @@ from numpy.typing import NDArray
 
 from planner.perf.candidates import CandidateColumns
 
-__all__ = ["Kept", "pareto", "top"]
+__all__ = ["MAX_GROUPED", "Kept", "groups", "pareto", "top", "top_groups"]
+
+MAX_GROUPED = 1 << 16
+"""Candidates ``top_groups`` keeps at most (about 9 MiB of columns): beyond it (a space whose
+``k`` best groups hold more candidates than this) the best ``MAX_GROUPED`` in ranking order
+are kept, and the groups are formed among them."""
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -93,6 +106,47 @@ def top(kept: Kept, k: int) -> Kept:
         threshold = kept.objective[part].max()
         kept = kept.take(np.flatnonzero(kept.objective <= threshold))
     return kept.take(kept.order()[:k])
+
+
+def _limits(objective: FloatArray, k: int, tolerance: float) -> list[float]:
+    """The first objective of each of the (at most) ``k`` best groups, in order."""
+    firsts: list[float] = []
+    above = objective
+    for _ in range(k):
+        if above.size == 0:
+            break
+        first = float(above.min())
+        firsts.append(first)
+        above = above[above > first + tolerance * abs(first)]
+    return firsts
+
+
+def top_groups(kept: Kept, k: int, tolerance: float, cap: int = MAX_GROUPED) -> Kept:
+    """Every candidate of the ``k`` best groups of near-equal candidates (module docstring),
+    in ranking order (``Kept.order``); at most ``cap`` of them (the best)."""
+    if kept.n == 0:
+        return kept
+    firsts = _limits(kept.objective, k, tolerance)
+    if len(firsts) == k:
+        last = firsts[-1]
+        kept = kept.take(np.flatnonzero(kept.objective <= last + tolerance * abs(last)))
+    return kept.take(kept.order()[:cap])
+
+
+def groups(kept: Kept, tolerance: float) -> IntArray:
+    """The group of each candidate of ``kept`` (in ranking order, as ``top_groups`` returns
+    them): 0 for the best group, 1 for the next, ...; shape ``(kept.n,)``."""
+    out = np.zeros(kept.n, dtype=np.int64)
+    start, group = 0, 0
+    objective = kept.objective
+    while start < kept.n:
+        first = float(objective[start])
+        stop = start + int(
+            np.searchsorted(objective[start:], first + tolerance * abs(first), "right")
+        )
+        out[start:stop] = group
+        start, group = stop, group + 1
+    return out
 
 
 def pareto(kept: Kept) -> Kept:

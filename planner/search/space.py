@@ -11,24 +11,28 @@ fastest) with the reason each invalid one is rejected for, so a sweep walks 10^8
 bounded memory; ``DesignSpace.scenario`` turns one candidate into its ``Scenario``
 (``dataclasses.replace`` on the base).
 
-Open knobs take, for ``N`` GPUs and the base model: tensor parallel the divisors of
-``gcd(heads, query groups, ffn[, moe ffn])`` that divide ``N``; pipeline parallel the divisors
-of ``N`` over which the framework can split the layers (``planner.specs.pipeline_split``: the
-divisors of the layer count for an even split, of ``layers + 1`` or ``+ 2`` with the
-``account_for_embedding/loss_in_pipeline_split`` options (both open: false/true), any count up
-to the layers for a framework with a default uneven split); context parallel 1 and every ``c``
-dividing ``N`` with ``seq_length % 2c == 0``; expert parallel the divisors of the expert count
-(1 for dense models); expert tensor parallel (MoE parallel folding) 1 and the space's
-tensor-parallel degrees that divide the expert FFN (the tensor-parallel degree, unused, for
-dense models); virtual pipeline the divisors of each rank's share of the split; micro-batch the
-divisors of the global batch; recompute none/selective/full; ZeRO stage 0-3; sequence parallel
-false/true. The pipeline degree, the two ``account_for`` options and the virtual pipeline
-degree are one digit of the product (``planner.search.values``), over the combinations that
-split the layers (the options are never combined with one stage, where they change nothing;
-listed degrees are crossed in full). ``data_parallel`` is always derived (``N/(tp·pp·cp)``);
-a list of values filters it. Combinations are then checked with the layout rules ``Scenario``
-applies under the base scenario's framework (``planner.specs.feasibility``; ``REJECT_REASONS``), so
-``enumerated`` equals ``evaluated + sum(rejected)`` in a sweep's counts.
+Open knobs take, for ``N`` GPUs and the base model: tensor parallel the divisors of ``gcd(heads,
+query groups, ffn[, moe ffn])`` that divide ``N`` and the NVLink domain
+(``hardware.nvlink_domain_size``: each tensor-parallel group inside one domain;
+``values.tensor_parallel_degrees``); pipeline parallel the divisors of ``N`` over which the
+framework can split the layers (``planner.specs.pipeline_split``: the divisors of the layer
+count for an even split, of ``layers + 1`` or ``+ 2`` with the
+``account_for_embedding/loss_in_pipeline_split`` options (both open: false/true), under
+Megatron-Core the uneven first / last ranks ``decoder_first/last_pipeline_num_layers`` whose
+busiest rank holds ``⌈layers / p⌉`` layers (``values.uneven_splits``), any count up to the
+layers for a framework with a default uneven split); context parallel 1 and every ``c`` dividing
+``N`` with ``seq_length % 2c == 0``; expert parallel the divisors of the expert count (1 for
+dense models); expert tensor parallel (MoE parallel folding) 1 and the space's tensor-parallel
+degrees that divide the expert FFN (the tensor-parallel degree, unused, for dense models);
+virtual pipeline the divisors of each rank's share of the split; micro-batch the divisors of the
+global batch; recompute none/selective/full; ZeRO stage 0-3; sequence parallel false/true. The
+pipeline degree, the two ``account_for`` options, the virtual pipeline degree and the first /
+last ranks' layers are one digit of the product (``planner.search.values``), over the
+combinations that split the layers (the options are never combined with one stage, where they
+change nothing; listed degrees are crossed in full). ``data_parallel`` is always derived
+(``N/(tp·pp·cp)``); a list of values filters it. Combinations are then checked with the layout
+rules ``Scenario`` applies under the base scenario's framework (``planner.specs.feasibility``;
+``REJECT_REASONS``), so ``enumerated`` equals ``evaluated + sum(rejected)`` in a sweep's counts.
 
 Equivalent layouts (``equivalent_layout``) are counted once: two candidates are equivalent
 when they run the same way, which the rules leave in one case: ZeRO stages 0, 1 and 2 when
@@ -87,9 +91,14 @@ KNOBS = (
     "expert_tensor_parallel",
     "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split",
+    "decoder_first_pipeline_num_layers",
+    "decoder_last_pipeline_num_layers",
 )
 """Enumerated knobs (``data_parallel`` is derived, GPU count and global batch select the
 sub-space)."""
+
+_SPLIT_KNOBS = ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+"""Knobs whose values are layer counts or None (unset)."""
 
 _BOOL_KNOBS = (
     "sequence_parallel",
@@ -131,7 +140,8 @@ class SubSpace:
     ``ScenarioArrays``. ``values[k]`` lists the allowed values of ``DIGITS[k]`` (recompute as
     codes, sequence parallel as 0/1, the expert tensor-parallel degree 0 for "the
     tensor-parallel one" in a dense model, the pipeline digit as row indices of
-    ``pipelines``: rows ``(p, embedding, loss, v)``, shape ``(k, 4)``). ``data_parallel`` is
+    ``pipelines``: rows of ``planner.search.values.PIPELINE_COLUMNS``, ``(p, embedding, loss,
+    v, first, last)``, shape ``(k, 6)``, ``first`` / ``last`` 0 where unset). ``data_parallel`` is
     None when open, else the allowed set. ``zero_stages`` are the allowed ZeRO stages (the
     lowest of 0-2 is the one kept among equivalent layouts). ``offset`` is the index of this
     sub-space's first candidate in the whole design space.
@@ -191,6 +201,8 @@ class SubSpace:
             expert_tensor_parallel=etp,
             account_for_embedding_in_pipeline_split=row[:, 1].astype(np.bool_),
             account_for_loss_in_pipeline_split=row[:, 2].astype(np.bool_),
+            decoder_first_pipeline_num_layers=row[:, 4],
+            decoder_last_pipeline_num_layers=row[:, 5],
         )
         framework = self.base.training.framework
         code = layout_violations(self.base.model, num_gpus, cols, framework=framework)
@@ -240,7 +252,9 @@ class Knobs:
     Values may repeat and come in any order (a sweep takes the distinct values, ascending).
     Raises ``SpecError("parallelism.<knob>", ...)`` for an empty tuple, a degree or micro-batch
     size below 1, a ZeRO stage outside 0-3, a recompute value that is not a ``Recompute``, a
-    sequence-parallel or ``account_for`` value that is not a ``bool``.
+    sequence-parallel or ``account_for`` value that is not a ``bool``, a first / last rank's
+    layer count (``decoder_first/last_pipeline_num_layers``) that is neither ``None`` (unset)
+    nor an ``int >= 1``.
     """
 
     tensor_parallel: tuple[int, ...] | None = None
@@ -255,6 +269,8 @@ class Knobs:
     expert_tensor_parallel: tuple[int, ...] | None = None
     account_for_embedding_in_pipeline_split: tuple[bool, ...] | None = None
     account_for_loss_in_pipeline_split: tuple[bool, ...] | None = None
+    decoder_first_pipeline_num_layers: tuple[int | None, ...] | None = None
+    decoder_last_pipeline_num_layers: tuple[int | None, ...] | None = None
     data_parallel: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -271,6 +287,12 @@ class Knobs:
                         raise SpecError(
                             path, f"must be true or false (or a list of them), got {value!r}"
                         )
+            elif name in _SPLIT_KNOBS:  # layer counts, None for "unset"
+                if not values:
+                    allowed_counts(path, values)  # raises: an empty list allows nothing
+                counts = [v for v in values if v is not None]
+                if counts:
+                    allowed_counts(path, counts)
             elif name == "zero_stage":
                 stages = allowed_counts(path, values, minimum=0)
                 if stages[-1] > 3:
@@ -280,10 +302,13 @@ class Knobs:
 
     def codes(self, name: str) -> tuple[int, ...] | None:
         """The distinct allowed values of knob ``name`` as array codes, ascending (recompute
-        as ``Recompute.code``, sequence parallel as 0/1); None when open."""
+        as ``Recompute.code``, sequence parallel as 0/1, an unset first / last rank's layer
+        count as 0); None when open."""
         values = getattr(self, name)
         if values is None:
             return None
+        if name in _SPLIT_KNOBS:
+            return tuple(sorted({0 if v is None else int(v) for v in values}))
         if name == "recompute":
             return tuple(sorted({Recompute(v).code for v in values}))
         return tuple(sorted({int(v) for v in values}))
@@ -297,6 +322,13 @@ def _require_members(path: str, values: Sequence[object]) -> None:
             raise SpecError(
                 path, f"unknown value {value!r}; use one of {', '.join(r.value for r in Recompute)}"
             )
+
+
+def _count_or_none(column: IntArray | None, i: int) -> int | None:
+    """An optional layer-count column's value for candidate ``i``: None where unset (0)."""
+    if column is None or int(column[i]) == 0:
+        return None
+    return int(column[i])
 
 
 def _probe(base: Scenario, num_gpus: int) -> Scenario:
@@ -404,6 +436,12 @@ class DesignSpace:
             ),
             account_for_loss_in_pipeline_split=bool(
                 candidates.flag("account_for_loss_in_pipeline_split")[i]
+            ),
+            decoder_first_pipeline_num_layers=_count_or_none(
+                candidates.decoder_first_pipeline_num_layers, i
+            ),
+            decoder_last_pipeline_num_layers=_count_or_none(
+                candidates.decoder_last_pipeline_num_layers, i
             ),
         )
         hardware = replace(self.base.hardware, num_gpus=int(candidates.num_gpus[i]))

@@ -7,8 +7,11 @@ invalid layouts are rejected with their reason (``REJECT_REASONS``), the memory 
 timed by the engine ``planner predict`` uses (``planner.perf.engine.evaluate`` over
 ``candidate_arrays``; one engine, identical numbers). A running top-k and Pareto front are
 merged chunk by chunk (``planner.search.fronts``); chunks run on ``workers`` threads (numpy
-releases the GIL). A caller's budget (``planner.search.budget``: candidates, time, cancellation)
-is checked before the sweep and between chunks.
+releases the GIL). With a ``tolerance``, the top-k holds ``k`` distinct choices: near-equal
+candidates (objective within the relative tolerance of a better one's, ``fronts.groups``) are
+one choice, its best candidate ranked and the others listed as its equivalents. A caller's
+budget (``planner.search.budget``: candidates, time, cancellation) is checked before the sweep
+and between chunks.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,7 +31,7 @@ from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
 from planner.perf.engine import evaluate
 from planner.perf.memory import memory_arrays
 from planner.search.budget import check_candidates, checkpoint
-from planner.search.fronts import Kept, pareto, top
+from planner.search.fronts import Kept, groups, pareto, top, top_groups
 from planner.search.objectives import Objective, as_objective, objective_values
 from planner.search.space import OUT_OF_MEMORY, REJECT_REASONS, DesignSpace, SubSpace
 
@@ -62,6 +65,11 @@ class SweepOutcome:
     ``REJECT_REASONS``; ``min_oom_memory_bytes`` is the smallest peak memory among the
     layouts rejected as out of memory (``inf`` when none was); ``num_below`` the evaluated
     candidates strictly better than ``sweep``'s ``count_below``.
+
+    With a ``tolerance`` (relative, on the objective), ``top`` holds the best candidate of
+    each of the ``top_k`` best groups of near-equal candidates and ``equivalents`` the other
+    members of those groups, in ranking order, ``equivalent_of[i]`` the row of ``top`` whose
+    group equivalent ``i`` joins (shape ``(num_equivalents,)``); without, they are empty.
     """
 
     enumerated: int
@@ -75,6 +83,10 @@ class SweepOutcome:
     hbm_bytes: float
     num_below: int = 0
     memory_headroom_bytes: float = 0.0
+    tolerance: float | None = None
+    equivalents: CandidateColumns = field(default_factory=lambda: Kept.empty().cols)
+    equivalents_objective: FloatArray = field(default_factory=lambda: np.zeros(0))
+    equivalent_of: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _chunks(space: DesignSpace, chunk_size: int) -> Iterator[tuple[SubSpace, int, int]]:
@@ -92,6 +104,7 @@ def _run_chunk(
     top_k: int,
     eff: EfficiencyModel,
     count_below: float | None,
+    tolerance: float | None,
 ) -> _Partial:
     cols, reason = sub.decode(start, stop)
     valid = np.flatnonzero(reason < 0)
@@ -136,17 +149,22 @@ def _run_chunk(
         num_below=below,
         rejected=rejected,
         evaluated=kept.n,
-        top=top(kept, top_k),
+        top=_best(kept, top_k, tolerance),
         front=pareto(kept),
         min_oom_memory=oom_min,
     )
 
 
-def _merge(a: _Partial, b: _Partial, top_k: int) -> _Partial:
+def _best(kept: Kept, top_k: int, tolerance: float | None) -> Kept:
+    """The ``top_k`` best candidates, or every candidate of the ``top_k`` best groups."""
+    return top(kept, top_k) if tolerance is None else top_groups(kept, top_k, tolerance)
+
+
+def _merge(a: _Partial, b: _Partial, top_k: int, tolerance: float | None) -> _Partial:
     return _Partial(
         rejected=a.rejected + b.rejected,
         evaluated=a.evaluated + b.evaluated,
-        top=top(a.top.concat(b.top), top_k),
+        top=_best(a.top.concat(b.top), top_k, tolerance),
         front=pareto(a.front.concat(b.front)),
         min_oom_memory=min(a.min_oom_memory, b.min_oom_memory),
         num_below=a.num_below + b.num_below,
@@ -162,12 +180,15 @@ def sweep(
     workers: int = 1,
     efficiency: EfficiencyModel | None = None,
     count_below: float | None = None,
+    tolerance: float | None = None,
 ) -> SweepOutcome:
     """Enumerate, prune and time every candidate of ``space``; arrays only (no documents).
 
     ``count_below``: also count the evaluated candidates whose objective (minimisation form)
     is strictly below this value (``SweepOutcome.num_below``; the rank of a given layout is
-    ``num_below + 1`` with its own objective here).
+    ``num_below + 1`` with its own objective here). ``tolerance`` (a fraction, ``>= 0``; None:
+    every candidate is its own choice): rank groups of near-equal candidates, ``top_k`` of
+    them (``SweepOutcome``; grouping in ``planner.search.fronts``).
 
     Memory is bounded by ``workers · chunk_size`` candidates in flight. Deterministic: the
     same space gives the same outcome whatever ``workers`` and ``chunk_size`` are (ties are
@@ -179,6 +200,8 @@ def sweep(
         raise SpecError("top_k", f"must be at least 1, got {top_k}")
     if chunk_size < 1:
         raise SpecError("chunk_size", f"must be at least 1, got {chunk_size}")
+    if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
+        raise SpecError("tolerance", f"must be a fraction >= 0 (0.005 = 0.5 %), got {tolerance}")
     if objective is Objective.TIME_TO_TRAIN:
         for sub in space.subspaces:
             tr = sub.base.training
@@ -199,7 +222,14 @@ def sweep(
     def run(job: tuple[SubSpace, int, int]) -> _Partial:
         sub, start, stop = job
         return _run_chunk(
-            sub, start, stop, objective=objective, top_k=top_k, eff=eff, count_below=count_below
+            sub,
+            start,
+            stop,
+            objective=objective,
+            top_k=top_k,
+            eff=eff,
+            count_below=count_below,
+            tolerance=tolerance,
         )
 
     check_candidates(space.size)  # a caller's budget (planner.search.budget), if any
@@ -207,7 +237,7 @@ def sweep(
     if workers <= 1:
         for job in jobs:
             checkpoint()
-            total = _merge(total, run(job), top_k)
+            total = _merge(total, run(job), top_k, tolerance)
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             pending: list[Future[_Partial]] = []
@@ -215,26 +245,44 @@ def sweep(
                 checkpoint()
                 pending.append(pool.submit(run, job))
                 if len(pending) >= 2 * workers:
-                    total = _merge(total, pending.pop(0).result(), top_k)
+                    total = _merge(total, pending.pop(0).result(), top_k, tolerance)
             for fut in pending:
-                total = _merge(total, fut.result(), top_k)
+                total = _merge(total, fut.result(), top_k, tolerance)
     hbm = min((s.base.hardware.gpu.hbm_bytes for s in space.subspaces), default=math.inf)
     headroom = max(
         (float(ops.item(s.base_arrays.memory_headroom_bytes, 0)) for s in space.subspaces),
         default=0.0,
     )
+    best, equivalents, equivalent_of = _choices(total.top, top_k, tolerance)
     return SweepOutcome(
         enumerated=space.size,
         evaluated=total.evaluated,
         rejected={
             name: int(count) for name, count in zip(REJECT_REASONS, total.rejected, strict=True)
         },
-        top=total.top.cols,
-        top_objective=total.top.objective,
+        top=best.cols,
+        top_objective=best.objective,
         pareto=total.front.cols,
         pareto_objective=total.front.objective,
         min_oom_memory_bytes=total.min_oom_memory,
         hbm_bytes=hbm,
         num_below=total.num_below,
         memory_headroom_bytes=headroom,
+        tolerance=tolerance,
+        equivalents=equivalents.cols,
+        equivalents_objective=equivalents.objective,
+        equivalent_of=equivalent_of,
     )
+
+
+def _choices(kept: Kept, top_k: int, tolerance: float | None) -> tuple[Kept, Kept, IntArray]:
+    """The ranked candidates (the best of each group), the other members of the ``top_k``
+    groups and the ranked row each joins; ``kept`` in ranking order."""
+    if tolerance is None:
+        return kept, Kept.empty(), np.zeros(0, dtype=np.int64)
+    group = groups(kept, tolerance)
+    inside = group < top_k
+    kept, group = kept.take(np.flatnonzero(inside)), group[inside]
+    opens = np.ones(kept.n, dtype=np.bool_)
+    opens[1:] = group[1:] != group[:-1]
+    return kept.take(np.flatnonzero(opens)), kept.take(np.flatnonzero(~opens)), group[~opens]

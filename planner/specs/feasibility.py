@@ -18,15 +18,17 @@ Rules (Megatron-LM ``arguments.py`` / Megatron-Core ``parallel_state`` constrain
 ``tensor·pipeline·context·data = num_gpus``; tensor parallel divides the attention heads, the
 query groups and the MLP width(s); the framework splits the layers over ``pipeline·virtual
 pipeline`` stages (evenly, or as ``planner.specs.pipeline_split`` says: the uneven-stage
-options, an explicit layout, the framework's default); interleaving needs pipeline
-parallelism; load-balanced causal context parallelism needs ``2·cp`` to divide the sequence;
-sequence parallelism needs tensor parallelism and a local sequence divisible by it; expert
-parallelism needs an MoE model and divides the experts, and the expert groups fold into the
-ranks of a pipeline stage (Megatron-Core "MoE parallel folding", ``parallel_state``: the
-world size is divisible by ``expert_tensor·expert·pipeline``, so ``expert_tensor_parallel ·
-expert_parallel`` divides ``tensor·context·data``; the expert FFN is split over the expert
-tensor-parallel ranks); the global batch is a multiple of ``data_parallel·micro_batch_size``;
-the interleaved schedule's micro-batch rule of the framework (``interleaved_microbatch_rule``).
+options, an explicit layout, the framework's default); interleaving needs pipeline parallelism;
+load-balanced causal context parallelism needs ``2·cp`` to divide the sequence; sequence
+parallelism needs tensor parallelism and a local sequence divisible by it; an MoE model with
+tensor parallelism needs sequence parallelism under Megatron-Core (``MoELayer.forward`` refuses
+to train without it: ``moe_tensor_parallel_rule``); expert parallelism needs an MoE model and
+divides the experts, and the expert groups fold into the ranks of a pipeline stage
+(Megatron-Core "MoE parallel folding", ``parallel_state``: the world size is divisible by
+``expert_tensor·expert·pipeline``, so ``expert_tensor_parallel · expert_parallel`` divides
+``tensor·context·data``; the expert FFN is split over the expert tensor-parallel ranks); the
+global batch is a multiple of ``data_parallel·micro_batch_size``; the interleaved schedule's
+micro-batch rule of the framework (``interleaved_microbatch_rule``).
 Which GPU precision a scenario may use is a property of the GPU, not of the layout, and stays
 in ``Scenario``.
 
@@ -59,12 +61,14 @@ from planner.specs.pipeline_split import (
 
 __all__ = [
     "DEFAULT_FRAMEWORK",
+    "MOE_SEQUENCE_PARALLEL_SOURCE",
     "Layout",
     "Violation",
     "expert_tensor_parallel_of",
     "first_violation",
     "interleaved_microbatch_rule",
     "layout_violations",
+    "moe_tensor_parallel_rule",
     "parallelism_violation",
     "stage_layers_of",
     "violation_error",
@@ -113,6 +117,7 @@ class Violation(StrEnum):
     CONTEXT_PARALLEL_DOES_NOT_DIVIDE_SEQUENCE = "context_parallel_does_not_divide_sequence"
     SEQUENCE_PARALLEL_NEEDS_TENSOR_PARALLEL = "sequence_parallel_needs_tensor_parallel"
     SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL = "sequence_not_divisible_by_tensor_parallel"
+    MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL = "moe_tensor_parallel_needs_sequence_parallel"
     EXPERT_PARALLEL_INVALID = "expert_parallel_invalid"
     GLOBAL_BATCH_NOT_DIVISIBLE_BY_DP_MICRO_BATCH = "global_batch_not_divisible_by_dp_micro_batch"
     MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE = "microbatches_invalid_for_interleaved_schedule"
@@ -174,6 +179,8 @@ def _layers(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
         ones & _flag(x, "account_for_embedding_in_pipeline_split"),
         ones & _flag(x, "account_for_loss_in_pipeline_split"),
         str(fw),
+        first=knob(x, "decoder_first_pipeline_num_layers"),
+        last=knob(x, "decoder_last_pipeline_num_layers"),
     )
     out: BoolArray = ~valid
     return out
@@ -195,6 +202,36 @@ def _sequence_parallel_needs_tensor(x: Layout) -> Flag:
 def _sequence_divides_by_tensor(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     local = m.seq_length // x.context_parallel
     return x.sequence_parallel & (local % x.tensor_parallel != 0)
+
+
+MOE_SEQUENCE_PARALLEL_SOURCE = (
+    "NVIDIA/Megatron-LM megatron/core/transformer/moe/moe_layer.py, MoELayer.forward, at "
+    "core_v0.16.1 (55ac7082517c3878ae653c07c09c534b8aed49f6) and main "
+    "(d98e8a64ddf34856e74b24714e3bedb2f5a39553): raises ValueError when training with the "
+    "attention tensor-parallel group larger than 1 and sequence_parallel false"
+)
+"""Where Megatron-Core refuses an MoE layer with tensor parallelism and no sequence
+parallelism."""
+
+
+def moe_tensor_parallel_rule(framework: str) -> bool:
+    """Whether ``framework`` trains MoE layers only with sequence parallelism when
+    ``tensor_parallel > 1``: Megatron-LM and NeMo (Megatron-Core, ``MOE_SEQUENCE_PARALLEL_SOURCE``:
+    "During training, performance may degrade if MoE and tensor parallelism are enabled
+    without also enabling sequence parallelism", raised as a ``ValueError``). The other
+    frameworks do not run Megatron-Core's MoE layer, and the planner knows no such rule of
+    theirs."""
+    return framework in MEGATRON_CORE
+
+
+def _moe_sequence_parallel(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    if not m.is_moe or not moe_tensor_parallel_rule(fw):
+        return x.tensor_parallel < 0  # False, of the candidates' shape
+    sequence_parallel = x.sequence_parallel
+    if isinstance(sequence_parallel, np.ndarray):
+        out: BoolArray = (x.tensor_parallel > 1) & ~sequence_parallel
+        return out
+    return bool(x.tensor_parallel > 1) and not sequence_parallel
 
 
 def _expert_parallel(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
@@ -262,6 +299,7 @@ _MODEL_RULES: dict[Violation, ScenarioRule] = {
     Violation.LAYERS_NOT_DIVISIBLE_BY_PP_VP: _layers,
     Violation.CONTEXT_PARALLEL_DOES_NOT_DIVIDE_SEQUENCE: _context_divides_sequence,
     Violation.SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL: _sequence_divides_by_tensor,
+    Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _moe_sequence_parallel,
     Violation.EXPERT_PARALLEL_INVALID: _expert_parallel,
     Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _interleaved_microbatches,
 }
@@ -381,6 +419,17 @@ def _sequence_message(m: ModelSpec, x: Layout) -> SpecError:
     )
 
 
+def _moe_sequence_parallel_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    return SpecError(
+        "parallelism.sequence_parallel",
+        f"an MoE model (model.num_experts={m.num_experts}) with tensor_parallel="
+        f"{int(x.tensor_parallel)} must use sequence parallelism under {fw}: Megatron-Core's "
+        "MoELayer refuses to train without it (megatron/core/transformer/moe/moe_layer.py, "
+        "MoELayer.forward); set sequence_parallel to true (or leave it out: it defaults to true "
+        "with tensor parallelism), or set tensor_parallel to 1",
+    )
+
+
 def _expert_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     ep = int(x.expert_parallel)
     if not m.is_moe:
@@ -460,6 +509,7 @@ _MODEL_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout], SpecError]] = {
 }
 _FRAMEWORK_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout, str], SpecError]] = {
     Violation.LAYERS_NOT_DIVISIBLE_BY_PP_VP: _layers_message,
+    Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _moe_sequence_parallel_message,
     Violation.EXPERT_PARALLEL_INVALID: _expert_message,
     Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _microbatches_message,
 }

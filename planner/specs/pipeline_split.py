@@ -43,7 +43,7 @@ and ``transformer_block.get_num_layers_to_build``; the same rules are refused th
    * Other frameworks: refused (no documented default split); give ``pipeline_layout``.
 
 ``stage_layers`` resolves one scenario (Python ints, rich ``SpecError``); ``stage_layer_arrays``
-computes cases 3-4 for a batch of candidates (the design-space search) with the same rules.
+computes cases 2-4 for a batch of candidates (the design-space search) with the same rules.
 """
 
 from __future__ import annotations
@@ -221,6 +221,12 @@ def _explicit_first_last(
             )
         rest -= value
         middle_ranks -= 1
+    if middle_ranks < 0:
+        raise SpecError(
+            "parallelism.decoder_last_pipeline_num_layers",
+            f"{rule}pipeline_parallel={p} has one rank, which is both the first and the last: "
+            "give decoder_first_pipeline_num_layers only",
+        )
     if bool(rest) != bool(middle_ranks) or rest < 0:
         raise SpecError(
             "parallelism.decoder_first_pipeline_num_layers",
@@ -326,11 +332,58 @@ def stage_layer_arrays(  # noqa: PLR0917 (the split's own terms, in Megatron's o
     embedding: BoolArray,
     loss: BoolArray,
     framework: str,
+    *,
+    first: IntArray | None = None,
+    last: IntArray | None = None,
 ) -> tuple[IntArray, IntArray, IntArray, BoolArray]:
     """Layers of rank 0, of the busiest middle rank and of rank ``p-1`` for candidates with
     ``p`` ranks of ``v`` chunks and the ``account_for`` options ``embedding`` / ``loss``
-    (arrays of shape ``(n,)``), and whether the framework accepts the split (cases 3-4 of the
-    module docstring; the counts of a refused split are meaningless)."""
+    (arrays of shape ``(n,)``), and whether the framework accepts the split (cases 2-4 of the
+    module docstring; the counts of a refused split are meaningless). ``first`` / ``last``:
+    ``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers`` per candidate,
+    ``0`` where unset (case 2, the same rules as ``stage_layers``)."""
+    base = _even_or_default_arrays(num_layers, p, v, embedding, loss, framework)
+    if first is None and last is None:
+        return base
+    zeros = np.zeros(p.shape, dtype=np.int64)
+    f = zeros if first is None else first.astype(np.int64)
+    lo = zeros if last is None else last.astype(np.int64)
+    explicit = (f > 0) | (lo > 0)
+    if not explicit.any():
+        return base
+    p64, v64 = p.astype(np.int64), v.astype(np.int64)
+    # Megatron-Core TransformerConfig.__post_init__ ("Uneven PP"): each given count divisible
+    # by v; the other ranks share the rest evenly, each share divisible by v; middle layers
+    # exactly when there are middle ranks; never with the account_for options
+    rest = num_layers - f - lo
+    others = p64 - (f > 0) - (lo > 0)
+    share = rest // np.maximum(others, 1)
+    ok = (f % v64 == 0) & (lo % v64 == 0) & (rest >= 0) & (others >= 0)
+    ok &= (rest > 0) == (others > 0)
+    ok &= (others == 0) | ((rest % np.maximum(others, 1) == 0) & (share % v64 == 0))
+    ok &= ~(embedding.astype(np.bool_) | loss.astype(np.bool_))
+    single = p64 == 1
+    ex_first = np.where(single, num_layers, np.where(f > 0, f, share))
+    ex_last = np.where(single, num_layers, np.where(lo > 0, lo, share))
+    ex_middle = np.where(p64 > 2, share, 0)
+    b_first, b_middle, b_last, b_valid = base
+    return (
+        np.where(explicit, ex_first, b_first),
+        np.where(explicit, ex_middle, b_middle),
+        np.where(explicit, ex_last, b_last),
+        np.where(explicit, ok, b_valid),
+    )
+
+
+def _even_or_default_arrays(  # noqa: PLR0917 (as stage_layer_arrays)
+    num_layers: int,
+    p: IntArray,
+    v: IntArray,
+    embedding: BoolArray,
+    loss: BoolArray,
+    framework: str,
+) -> tuple[IntArray, IntArray, IntArray, BoolArray]:
+    """``stage_layer_arrays`` for cases 3-4 of the module docstring (no explicit counts)."""
     p64, v64 = p.astype(np.int64), v.astype(np.int64)
     slots = embedding.astype(np.int64) + loss.astype(np.int64)
     flagged = slots > 0

@@ -44,9 +44,15 @@ def test_the_explorer_searches_uneven_splits_and_folded_expert_layouts() -> None
         cols.flag("account_for_embedding_in_pipeline_split")[ok]
         & cols.flag("account_for_loss_in_pipeline_split")[ok]
     )
-    # 14 layers split over 4, 8 or 16 ranks only with the embedding and loss slots
+    first, last = cols.decoder_first_pipeline_num_layers, cols.decoder_last_pipeline_num_layers
+    assert first is not None  # the search's candidates have every column
+    assert last is not None
+    uneven = ((first > 0) | (last > 0))[ok]
+    # 14 layers split over 4, 8 or 16 ranks only with the embedding and loss slots, or with
+    # uneven first / last ranks (4 ranks: 2 + 4 + 4 + 4 and 4 + 4 + 4 + 2)
     assert set(p[both].tolist()) >= {4, 8, 16}
-    assert not np.any((p > 2) & ~both)
+    assert not np.any((p > 2) & ~both & ~uneven)
+    assert set(p[uneven].tolist()) == {4}
     # expert groups wider than data x context: only with folding (etp < tp)
     tp, etp, ep, dp = (
         getattr(cols, name)[ok]
@@ -80,6 +86,8 @@ def test_the_torchtitan_explorer_uses_torchtitans_default_split() -> None:
         "virtual_pipeline": [1, 2],
         "account_for_embedding_in_pipeline_split": [False],
         "account_for_loss_in_pipeline_split": [False],
+        "decoder_first_pipeline_num_layers": [None],
+        "decoder_last_pipeline_num_layers": [None],
         "tensor_parallel": [1],
     }
     outcome = sweep(parse_space(doc))
@@ -91,6 +99,18 @@ def test_the_torchtitan_explorer_uses_torchtitans_default_split() -> None:
     refused = sweep(parse_space(megatron))
     assert refused.evaluated == 0
     assert refused.rejected["layers_not_divisible_by_pp_vp"] > 0
+    # with the uneven first / last ranks open, Megatron-Core splits them with at most 8 layers
+    # on a rank: 6 + 8 + 8 + 8, 7 + 8 + 8 + 7, 8 + 8 + 8 + 6 or 8 + 7 + 7 + 8
+    for name in ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"):
+        del megatron["parallelism"][name]
+    uneven = explore(parse_space(megatron), top_k=50, tolerance=None)
+    splits = {
+        (e.scenario.parallelism.decoder_first_pipeline_num_layers or 0,
+         e.scenario.parallelism.decoder_last_pipeline_num_layers or 0)
+        for e in uneven.top
+    }  # fmt: skip
+    assert splits <= {(6, 8), (8, 6), (7, 7), (8, 8)}
+    assert len(splits) >= 2
 
 
 def test_interleaved_candidates_follow_the_frameworks_microbatch_rule() -> None:
@@ -173,14 +193,14 @@ def test_the_memory_headroom_is_what_fits_means() -> None:
         "hardware": {"gpu": "h100-sxm", "num_gpus": 8, "memory_headroom_gib": 0},
         "parallelism": {"global_batch_size": 64, "tensor_parallel": [1, 2], "recompute": ["none"]},
     }
-    bare = explore(parse_space(copy.deepcopy(doc)), top_k=1000)
+    bare = explore(parse_space(copy.deepcopy(doc)), top_k=1000, tolerance=None)
     hbm = bare.top[0].prediction.hbm_bytes
     free = [hbm - e.prediction.memory_per_gpu_bytes for e in bare.top]
     tight = min(free)
     assert tight >= 0
     headroom_gib = (tight + 1) / 2**30 + 0.5  # more than the tightest layout leaves free
     doc["hardware"]["memory_headroom_gib"] = headroom_gib
-    safe = explore(parse_space(copy.deepcopy(doc)), top_k=1000)
+    safe = explore(parse_space(copy.deepcopy(doc)), top_k=1000, tolerance=None)
     assert safe.evaluated < bare.evaluated
     for entry in safe.top:
         assert hbm - entry.prediction.memory_per_gpu_bytes >= headroom_gib * 2**30
@@ -203,4 +223,71 @@ def test_the_memory_headroom_is_what_fits_means() -> None:
 def test_explicit_splits_are_for_predict() -> None:
     doc = copy.deepcopy(QWEN_LIKE)
     doc["parallelism"]["pipeline_layout"] = "Ett|tL"
-    assert "explicit split" in explore_document(doc)["error"]
+    assert "explicit layout" in explore_document(doc)["error"]
+
+
+def test_open_tensor_parallel_stays_inside_the_nvlink_domain() -> None:
+    """Open tensor-parallel degrees divide hardware.nvlink_domain_size (8 on H100 SXM); a
+    space that lists a wider degree gets it (tensor parallelism across domains on request)."""
+    doc: dict[str, Any] = {
+        "model": {"preset": "llama2-7b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 64},
+        "parallelism": {"global_batch_size": 64, "recompute": ["full"], "zero_stage": [1]},
+    }
+    (sub,) = parse_space(copy.deepcopy(doc)).subspaces
+    assert sub.values[0].tolist() == [1, 2, 4, 8]
+    listed = copy.deepcopy(doc)
+    listed["parallelism"]["tensor_parallel"] = [8, 16, 32]
+    (sub,) = parse_space(listed).subspaces
+    assert sub.values[0].tolist() == [8, 16, 32]
+    wide = copy.deepcopy(doc)
+    wide["hardware"]["nvlink_domain_size"] = 32
+    (sub,) = parse_space(wide).subspaces
+    assert sub.values[0].tolist() == [1, 2, 4, 8, 16, 32]
+    # nothing fits: the answer says that wider tensor parallelism has to be listed
+    tiny = copy.deepcopy(doc)
+    tiny["model"] = {"preset": "llama3-70b"}
+    tiny["hardware"]["num_gpus"] = 8
+    tiny["parallelism"] = {"global_batch_size": 8, "pipeline_parallel": [1], "zero_stage": [0]}
+    error = explore_document(tiny)["error"]
+    assert "nvlink_domain_size = 8" in error
+    assert "list parallelism.tensor_parallel" in error
+
+
+def test_uneven_first_last_ranks_are_knobs_of_an_explore_document() -> None:
+    """Open: Megatron-Core's splits whose busiest rank holds ⌈L/p⌉ layers; a list crosses the
+    listed counts (null: unset); [null] for both searches none."""
+    doc = copy.deepcopy(QWEN_LIKE)
+    doc["model"]["num_layers"] = 13  # 13 over 4 ranks: 4 + 3 + 3 + 3 and the like
+    doc["parallelism"] |= {"pipeline_parallel": [4], "virtual_pipeline": [1]}
+    (sub,) = parse_space(copy.deepcopy(doc)).subspaces
+    rows = {(int(r[4]), int(r[5])) for r in sub.pipelines}
+    # 2·m + f + l = 13 with every rank at most 4: (1, 4), (4, 1), (2, 3), (3, 2) over middle
+    # ranks of 4; (3, 4), (4, 3) over middle ranks of 3 ((4, 4) leaves 5 layers to 2 ranks)
+    assert rows - {(0, 0)} == {(1, 4), (2, 3), (3, 2), (4, 1), (3, 4), (4, 3)}
+    none = copy.deepcopy(doc)
+    none["parallelism"] |= {
+        "decoder_first_pipeline_num_layers": [None],
+        "decoder_last_pipeline_num_layers": [None],
+    }
+    (sub,) = parse_space(none).subspaces
+    assert {(int(r[4]), int(r[5])) for r in sub.pipelines} <= {(0, 0)}
+    listed = copy.deepcopy(doc)
+    listed["parallelism"] |= {
+        "decoder_first_pipeline_num_layers": [1, None],
+        "decoder_last_pipeline_num_layers": [None],
+    }
+    (sub,) = parse_space(listed).subspaces
+    assert {(int(r[4]), int(r[5])) for r in sub.pipelines} - {(0, 0)} == {(1, 0)}
+    result = explore(parse_space(listed), top_k=3)
+    for entry in result.top:
+        par = entry.scenario.parallelism
+        assert par.decoder_last_pipeline_num_layers is None
+        assert par.decoder_first_pipeline_num_layers in (1, None)
+        assert predict(entry.scenario) == entry.prediction
+    for bad in ([0], ["x"], []):
+        wrong = copy.deepcopy(doc)
+        wrong["parallelism"]["decoder_first_pipeline_num_layers"] = bad
+        assert explore_document(wrong)["error"].startswith(
+            "parallelism.decoder_first_pipeline_num_layers"
+        )

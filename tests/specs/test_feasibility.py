@@ -14,6 +14,7 @@ from planner.perf.candidates import CandidateColumns
 from planner.specs import ModelSpec, ParallelismSpec, Scenario
 from planner.specs._checks import DIVISOR_SEARCH_LIMIT, divisor_list, divisors
 from planner.specs.feasibility import (
+    MOE_SEQUENCE_PARALLEL_SOURCE,
     Violation,
     first_violation,
     layout_violations,
@@ -178,6 +179,12 @@ def test_scenario_is_valid_exactly_when_no_rule_is_broken() -> None:
             "2·context_parallel = 16",
         ),
         (
+            {"tensor_parallel": 2, "data_parallel": 4},
+            Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL,
+            "parallelism.sequence_parallel",
+            "set sequence_parallel to true",
+        ),
+        (
             {"expert_parallel": 3},
             Violation.EXPERT_PARALLEL_INVALID,
             "parallelism.expert_parallel",
@@ -230,3 +237,24 @@ def test_divisor_hints_of_huge_numbers_are_fast() -> None:
     assert divisor_list(10**18)[:4] == [1, 2, 4, 5]
     assert time.perf_counter() - start < 2.0
     assert math.isqrt(prime) > DIVISOR_SEARCH_LIMIT
+
+
+def test_moe_with_tensor_parallel_needs_sequence_parallel_under_megatron_core_only() -> None:
+    """Megatron-Core's MoELayer.forward refuses to train an MoE layer over a tensor-parallel
+    group of more than one rank without sequence parallelism (the rule cites the source); a
+    dense model and the frameworks without Megatron-Core's MoE layer are not refused."""
+    no_sp = _One(2, 1, 1, 1, 4, 1, False, 1, 64)
+    with_sp = dataclasses.replace(no_sp, sequence_parallel=True)
+    for framework in ("megatron", "nemo"):
+        found = first_violation(MOE, 8, no_sp, framework=framework)
+        assert found is Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL
+        assert first_violation(MOE, 8, with_sp, framework=framework) is None
+    assert first_violation(MOE, 8, no_sp, framework="torchtitan") is None
+    dense = _model(num_attention_heads=12, num_query_groups=4, seq_length=1000, num_layers=6)
+    assert first_violation(dense, 8, no_sp) is None
+    err = violation_error(
+        Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL, no_sp, model=MOE, num_gpus=8
+    )
+    assert "moe_layer.py" in err.message
+    assert "tensor_parallel to 1" in err.message
+    assert "NVIDIA/Megatron-LM" in MOE_SEQUENCE_PARALLEL_SOURCE

@@ -55,7 +55,10 @@ class _One:
 
 
 def _scenario(framework: str = "megatron", num_gpus: int = 64, **par: object) -> Scenario:
-    parallelism = ParallelismSpec(**{"global_batch_size": 256, **par})  # type: ignore[arg-type]
+    tp = int(par.get("tensor_parallel", 1))  # type: ignore[call-overload]
+    # Megatron-Core trains MoE layers with tensor parallelism only under sequence parallelism
+    defaults = {"global_batch_size": 256, "sequence_parallel": tp > 1}
+    parallelism = ParallelismSpec(**{**defaults, **par})  # type: ignore[arg-type]
     return Scenario(
         model=MOE,
         hardware=_hardware(num_gpus),

@@ -298,3 +298,51 @@ def test_every_accepted_split_covers_all_layers(
     assert min(split.ranks) >= 0
     assert sum(split.ranks) == layers
     assert len(split.ranks) == p
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    layers=st.integers(min_value=1, max_value=80),
+    p=st.integers(min_value=1, max_value=16),
+    v=st.integers(min_value=1, max_value=4),
+    first=st.integers(min_value=0, max_value=30),
+    last=st.integers(min_value=0, max_value=30),
+)
+def test_batch_first_last_split_is_the_one_scenario_split(
+    layers: int, p: int, v: int, first: int, last: int
+) -> None:
+    """Property: the batch form of Megatron-Core's uneven first / last ranks (0 = unset)
+    accepts exactly what ``stage_layers`` accepts, with the same layers per rank."""
+    if first == last == 0:
+        return
+    no = np.array([False])
+    got_first, got_middle, got_last, valid = stage_layer_arrays(
+        layers, np.array([p]), np.array([v]), no, no, "megatron",
+        first=np.array([first]), last=np.array([last]),
+    )  # fmt: skip
+    try:
+        split = stage_layers(
+            layers,
+            pipeline_parallel=p,
+            virtual_pipeline=v,
+            framework="megatron",
+            decoder_first_pipeline_num_layers=first or None,
+            decoder_last_pipeline_num_layers=last or None,
+        )
+    except SpecError:
+        assert not valid[0]
+        return
+    assert valid[0]
+    assert (split.first, split.middle, split.last) == (got_first[0], got_middle[0], got_last[0])
+    assert sum(split.ranks) == layers
+
+
+def test_batch_first_last_split_is_refused_with_the_account_for_options() -> None:
+    """Megatron-Core TransformerConfig: the uneven first / last ranks and the account_for
+    options are two ways of splitting, never combined."""
+    yes = np.array([True])
+    *_, valid = stage_layer_arrays(
+        61, np.array([8]), np.array([1]), yes, np.array([False]), "megatron",
+        first=np.array([5]), last=np.array([8]),
+    )  # fmt: skip
+    assert not valid[0]
