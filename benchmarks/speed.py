@@ -1,4 +1,5 @@
-"""Speed of the performance model: one scenario in-process, and 10,000 in one batch.
+"""Speed of the performance model: one scenario in-process, and 10,000 in one batch; and of
+the observed-runs calibration: learning from 1,000 runs, predicting with it.
 
     .venv/bin/python -m benchmarks.speed            # prints a markdown table
 
@@ -6,19 +7,28 @@ Model time (``predict_batch`` on already-validated ``Scenario`` values, split in
 arrays, the numpy engine, and building ``Prediction`` objects) is measured apart from parse
 time (``parse_scenario`` on scenario documents) and from ``predict_documents`` end to end.
 Targets (issue 3): one scenario well under 1 ms of model time; 10,000 in one batch under 2 s.
+Observed-runs calibration: ``planner calibrate observe`` of 1,000 runs under 10 s (in-process
+and as the command, interpreter start included); ``planner predict`` of one scenario with a
+calibration under 1 ms (``predict_documents`` with it: parse, model, calibration, JSON).
 Run as a module from the checkout: it times that checkout's ``planner`` (run as a file, it
 would import whichever ``planner`` the environment has installed, e.g. another worktree's).
 """
 
 from __future__ import annotations
 
+import json
 import platform
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from planner.calibration.files import load_calibration_file, observe_files
 from planner.perf import DefaultEfficiency, predict, predict_batch
 from planner.perf.batch import ScenarioArrays
 from planner.perf.engine import evaluate
@@ -51,6 +61,88 @@ def documents(n: int) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+CLUSTERS = ("east", "west", "lab", "cloud")
+FRAMEWORKS = ("megatron", "nemo", "torchtitan")
+
+
+def observed_runs(n: int) -> str:
+    """``n`` observed runs as JSON lines (deterministic): ``documents(n)`` on four clusters and
+    three frameworks, fp8 on the H100/B200 half, each measured as the model's time times a
+    factor per cluster and GPU and a 5 % log-normal spread."""
+    rng = np.random.default_rng(1)
+    docs = documents(n)
+    for i, doc in enumerate(docs):
+        doc["training"] = {"framework": FRAMEWORKS[i % len(FRAMEWORKS)]}
+        if doc["hardware"]["gpu"] in ("h100-sxm", "b200") and i % 2:
+            doc["parallelism"]["precision"] = "fp8"
+    predicted = predict_documents(docs)
+    bias = {(c, g): float(rng.normal(0, 0.1)) for c in CLUSTERS for g in GPUS}
+    lines = []
+    for i, (doc, result) in enumerate(zip(docs, predicted, strict=True)):
+        cluster = CLUSTERS[i % len(CLUSTERS)]
+        noise = bias[(cluster, doc["hardware"]["gpu"])] + float(rng.normal(0, 0.05))
+        measured = result["iteration_time_s"] * float(np.exp(noise))
+        lines.append(
+            json.dumps({"scenario": doc, "iteration_time_s": measured, "cluster": cluster})
+        )
+    return "\n".join(lines) + "\n"
+
+
+def calibration_rows(docs: list[dict[str, Any]]) -> list[tuple[str, float, str]]:
+    """The observed-runs calibration: learning from 1,000 runs (in-process and as the
+    command), and one prediction with it."""
+    text = observed_runs(1000)
+    rows: list[tuple[str, float, str]] = []
+    report = observe_files(["runs.jsonl"], lambda _: text)
+    rows.append(
+        (
+            "calibrate observe: 1,000 runs in-process (`observe_files`: read, parse, model, "
+            "fit, 5-fold cross-validation)",
+            best_of(lambda: observe_files(["runs.jsonl"], lambda _: text), 3),
+            "< 10 s",
+        )
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        runs, out = Path(tmp) / "runs.jsonl", Path(tmp) / "observed.json"
+        runs.write_text(text, encoding="utf-8")
+        command = [sys.executable, "-m", "planner", "calibrate", "observe", str(runs)]
+
+        def cli() -> None:
+            subprocess.run([*command, "--out", str(out)], check=True, capture_output=True)
+
+        rows.append(
+            (
+                "`planner calibrate observe` of 1,000 runs (the command, interpreter start "
+                "included)",
+                best_of(cli, 2),
+                "< 10 s",
+            )
+        )
+        _, observed = load_calibration_file(out.read_text(encoding="utf-8"), source=str(out))
+    assert observed is not None
+    one = [docs[1]]
+    predict_documents(one, calibration=observed, cluster="east")  # warm
+    rows.append(
+        (
+            "1 scenario: `predict_documents` with an observed-runs calibration (parse + model "
+            "+ calibration + JSON; `planner predict --calibration`)",
+            best_of(lambda: predict_documents(one, calibration=observed, cluster="east"), 200),
+            "< 1 ms",
+        )
+    )
+    scenario = parse_scenario(docs[1])
+    result = predict_documents(one)[0]
+    rows.append(
+        (
+            "1 scenario: `ObservedCalibration.apply` alone",
+            best_of(lambda: observed.apply(result, scenario, cluster="east"), 200),
+            "-",
+        )
+    )
+    del report
+    return rows
 
 
 def best_of(fn: Callable[[], object], repeat: int) -> float:
@@ -127,6 +219,7 @@ def main() -> None:
             "-",
         )
     )
+    rows += calibration_rows(docs)
     machine = platform.processor() or platform.machine()
     print(f"Machine: {machine}, Python {platform.python_version()}, numpy {np.__version__}")
     print()

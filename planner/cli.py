@@ -10,6 +10,8 @@
                                       optional YAML file in ``PLANNER_CONFIG_FILE``).
 ``planner calibrate sample|fit|show`` sample operators on this machine, fit
                                       per-operator models, show a calibration.
+``planner calibrate observe RUNS``    learn corrections from measured runs (JSON lines) for
+                                      ``planner predict --calibration``.
 ``planner describe LAUNCH``           what a batch script, command line or Kubernetes manifest
                                       trains, each value with its source, and the prediction
                                       (``planner.describe_cli``).
@@ -79,7 +81,16 @@ def _human(result: dict[str, Any]) -> str:
     if result.get("time_to_train_s") is not None:
         line += f", time to train {result['time_to_train_s'] / 86400:.2f} days"
     breakdown = ", ".join(f"{k} {v:.3f}" for k, v in result.get("breakdown_s", {}).items())
-    return f"{line}\n  breakdown (s): {breakdown}"
+    line = f"{line}\n  breakdown (s): {breakdown}"
+    calibrated = result.get("calibration")
+    if isinstance(calibrated, dict) and calibrated.get("method") == "observed_runs":
+        line += (
+            f"\n  calibrated from observed runs: iteration "
+            f"{result['calibrated_iteration_time_s']:.3f} s (x{calibrated['factor']:.3f}, "
+            f"log-sd {calibrated['log_sd']:.3f}, learnt at level {calibrated['level']} from "
+            f"{calibrated['num_jobs']} runs)"
+        )
+    return line
 
 
 @app.command()
@@ -94,31 +105,41 @@ def predict(
         str | None,
         typer.Option(
             "--calibration",
-            help="Operator models from `planner calibrate fit` to use instead of the analytic "
-            "efficiency model, for scenarios on --device-key",
+            help="A calibration file: operator models from `planner calibrate fit` (used "
+            "instead of the analytic efficiency model, for scenarios on --device-key), or "
+            "corrections learnt from observed runs by `planner calibrate observe` (adds the "
+            "calibrated_* fields); the file's content tells which",
         ),
     ] = None,
     device_key: Annotated[
         str, typer.Option("--device-key", help="Catalog GPU key of the calibrated device")
     ] = "h100-sxm",
+    cluster: Annotated[
+        str,
+        typer.Option("--cluster", help="Cluster the jobs run on (observed-runs calibration)"),
+    ] = "",
 ) -> None:
     """Predict iteration time, throughput, MFU and memory of each scenario, in input order."""
+    from planner.calibration.files import load_calibration_file
     from planner.scenario import predict_documents
 
     efficiency = None
+    observed = None
     if calibration is not None:
-        from planner.calibration import CalibratedEfficiency, Calibration
-
         try:
-            loaded = Calibration.from_json(read_input_text(calibration), source=calibration)
-            efficiency = CalibratedEfficiency(loaded, device_key=device_key)
+            efficiency, observed = load_calibration_file(
+                read_input_text(calibration), source=calibration, device_key=device_key
+            )
         except PlannerError as exc:
             typer.echo(f"planner: --calibration: {exc}", err=True)
             raise typer.Exit(EXIT_INVALID) from None
+        if observed is not None:
+            for warning in observed.stale_warnings():
+                typer.echo(f"planner: --calibration: {warning}", err=True)
     docs: list[object] = []
     for path in files:
         docs.extend(_documents(path))
-    results = predict_documents(docs, efficiency=efficiency)
+    results = predict_documents(docs, efficiency=efficiency, calibration=observed, cluster=cluster)
     for result in results:
         typer.echo(json.dumps(result) if as_json else _human(result))
     if any("error" in r for r in results):
@@ -139,6 +160,7 @@ def serve(
     ] = False,
 ) -> None:
     """Run the planner service: ingest loops, HTTP API and /metrics."""
+    from planner.service.log_format import configure_logging
     from planner.service.main import serve as run_service
     from planner.service.settings import load_settings
 
@@ -154,10 +176,8 @@ def serve(
     except SpecError as exc:
         typer.echo(f"planner: invalid setting: {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    # one record per line, control characters escaped, query-string tokens redacted
+    configure_logging(settings.log_level)
     # Per-cycle chatter of the libraries stays out of the log unless asked for with DEBUG.
     if settings.log_level.upper() != "DEBUG":
         for noisy in ("apscheduler", "alembic"):
@@ -364,7 +384,8 @@ def recommend(
 
 calibrate_app = typer.Typer(
     no_args_is_help=True,
-    help="Sample operators on this machine, fit per-operator models, show a calibration.",
+    help="Sample operators on this machine, fit per-operator models, show a calibration; "
+    "learn corrections from observed runs.",
 )
 app.add_typer(calibrate_app, name="calibrate")
 
@@ -449,6 +470,45 @@ def calibrate_fit(
     for line in summary_lines(calibration):
         typer.echo(line)
     typer.echo(f"wrote {out}")
+
+
+@calibrate_app.command("observe")
+def calibrate_observe(
+    runs: Annotated[
+        list[str],
+        typer.Argument(help="Observed runs, JSON lines: {scenario, iteration_time_s, ...}"),
+    ],
+    out: Annotated[str | None, typer.Option("--out", help="Calibration JSON to write")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+) -> None:
+    """Learn per cluster, GPU type, precision recipe and framework how far the model is off
+    from measured runs: compute and network factors, a residual model and memory factors,
+    with the held-out error of 5-fold cross-validation; write them as a calibration file for
+    `planner predict --calibration`. Exit 2 when a run was invalid (the others are used)."""
+    from planner.calibration.files import observe_files
+
+    try:
+        report = observe_files(runs, read_input_text)
+    except PlannerError as exc:
+        typer.echo(f"planner: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    for error in report.errors:
+        typer.echo(f"planner: {error}", err=True)
+    if out is not None:
+        try:
+            Path(out).write_text(report.calibration.dumps(), encoding="utf-8")
+        except OSError as exc:
+            typer.echo(f"planner: cannot write {out}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps(report.summary()))
+    else:
+        for line in report.lines():
+            typer.echo(line)
+        if out is not None:
+            typer.echo(f"wrote {out}")
+    if report.errors:
+        raise typer.Exit(EXIT_INVALID)
 
 
 @calibrate_app.command("show")

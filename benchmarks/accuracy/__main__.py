@@ -5,6 +5,9 @@
     .venv/bin/python -m benchmarks.accuracy --rows       # ... plus every row, worst first
     .venv/bin/python -m benchmarks.accuracy --fit        # fit constants on the calibration subset
     .venv/bin/python -m benchmarks.accuracy --fit --write  # ... and store them in the model
+    .venv/bin/python -m benchmarks.accuracy --learning   # ... plus the learning curve of the
+                                                         # observed-runs calibration (minutes)
+    .venv/bin/python -m benchmarks.accuracy --learning --results  # ... written to RESULTS.md
 
 With ``--fit`` the tables are computed with the fitted constants (held-out rows untouched by
 the fit); ``--write`` stores them via ``planner.perf.constants.write_constants`` with their
@@ -24,6 +27,14 @@ import planner
 from benchmarks.accuracy.convert import CALIBRATION_EVERY, build_dataset
 from benchmarks.accuracy.evaluate import evaluate
 from benchmarks.accuracy.fit import default_parameters, efficiency_with, fit, write_fitted
+from benchmarks.accuracy.learning import (
+    BRIDGE,
+    LEARNING_MARKERS,
+    learning_curve,
+    learning_section,
+    learning_table,
+    time_split_table,
+)
 from benchmarks.accuracy.report import (
     RESULTS_FILE,
     accuracy_table,
@@ -33,10 +44,13 @@ from benchmarks.accuracy.report import (
     refusals_table,
     results_section,
     rows_table,
+    source_gpu_table,
     time_stats,
     unusable_table,
     write_results,
+    write_section,
 )
+from benchmarks.accuracy.runs import available_sources
 from planner.perf import EfficiencyModel
 
 
@@ -83,11 +97,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--label", help="model version for RESULTS.md (default: git revision of planner/)"
     )
+    parser.add_argument(
+        "--learning",
+        action="store_true",
+        help="the learning curve: held-out error after k observed runs (benchmarks.accuracy."
+        "learning)",
+    )
     args = parser.parse_args(argv)
     if args.write and not args.fit:
         parser.error("--write needs --fit")
 
-    dataset = build_dataset()
+    dataset = build_dataset(available_sources())
     today = datetime.now(tz=UTC).date().isoformat()
     efficiency: EfficiencyModel | None = None
     constants_note = f"planner {args.label or model_revision()}, constants as shipped"
@@ -132,9 +152,19 @@ def main(argv: list[str] | None = None) -> int:
     print(unusable_table(dataset))
     print()
     print(refusals_table(dataset))
+    if any(c.source == BRIDGE for c in dataset.cases):
+        print()
+        print(source_gpu_table(dataset, {o.case.key: o.time_error for o in outcomes}))
     if args.rows:
         print()
         print(rows_table(outcomes))
+    learning = None
+    if args.learning:
+        learning = learning_curve(dataset)
+        print()
+        print(learning_table(learning))
+        print()
+        print(time_split_table(learning))
     if args.results:
         command = shlex.join(
             [
@@ -154,6 +184,16 @@ def main(argv: list[str] | None = None) -> int:
             fitted=args.fit,
         )
         write_results(section, fitted=args.fit)
+        if learning is not None:
+            write_section(
+                learning_section(
+                    date=today,
+                    command=command.strip(),
+                    result=learning,
+                    constants_note=constants_note,
+                ),
+                LEARNING_MARKERS,
+            )
         print(f"\nwrote {RESULTS_FILE}")
     return 0
 

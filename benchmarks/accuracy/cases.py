@@ -25,7 +25,8 @@ class Case:
     the published wall-clock seconds per optimizer step (derived as the module docstring says,
     from ``derived_from``); ``measured_peak_memory_bytes`` the published peak memory per GPU, or
     None; ``assumptions`` lists the values not stated by the source and filled in here;
-    ``calibration`` marks the declared calibration subset.
+    ``calibration`` marks the declared calibration subset; ``release`` names the software release
+    (container) of a source that published several, '' otherwise.
     """
 
     source: str
@@ -36,6 +37,7 @@ class Case:
     measured_peak_memory_bytes: float | None = None
     assumptions: tuple[str, ...] = ()
     calibration: bool = False
+    release: str = ""
 
     @property
     def key(self) -> tuple[str, str]:

@@ -17,6 +17,8 @@ Measured iteration time, per source (conventions from ``tests/data/ground_truth/
 * ``llm_foundry``: ``B·s / throughput_tokens_per_s`` (global tokens/s as published).
 * ``nemo_24.07`` and ``torchtitan``: ``B·s / (tokens/s/GPU · N)``.
 * ``moe_h100_2025``: see ``benchmarks.accuracy.moe_h100``.
+* ``megatron_bridge_2025`` (in the workplace's shared data, read by the benchmark only): see
+  ``benchmarks.accuracy.bridge``.
 
 A converted case is then parsed as ``planner predict`` would: a scenario the planner refuses
 is left out as ``REFUSED`` with the planner's message (``Unusable.detail``), after the
@@ -30,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from benchmarks.accuracy.bridge import convert_bridge
 from benchmarks.accuracy.cases import (
     DUPLICATE,
     GIB,
@@ -53,7 +56,7 @@ from benchmarks.accuracy.cases import num as _num
 from benchmarks.accuracy.cases import time_from_tflops as _time_from_tflops
 from benchmarks.accuracy.cases import tokens_per_iteration as _tokens_per_iteration
 from benchmarks.accuracy.moe_h100 import convert_moe_h100
-from benchmarks.accuracy.runs import SOURCE_FILES, PublishedRun, load_runs
+from benchmarks.accuracy.runs import SHARED_SOURCE_FILES, SOURCE_FILES, PublishedRun, load_runs
 from planner.errors import SpecError
 from planner.scenario import parse_scenario
 
@@ -64,6 +67,7 @@ __all__ = [
     "MOE_SOURCES",
     "REASONS",
     "SOURCE_NOTES",
+    "SPLIT_SOURCES",
     "Case",
     "Dataset",
     "Unusable",
@@ -84,8 +88,15 @@ CALIBRATION_SOURCES = DENSE_A100_H100_SOURCES + MOE_SOURCES
 """Sources that contribute calibration rows. torchtitan ran on 96 GB / 500 W H100s that are not
 a catalog SKU (their peak FLOP/s is unknown), so all its rows are held out."""
 
+SHARED_SPLIT_SOURCES = tuple(SHARED_SOURCE_FILES)
+"""Sources of the workplace's shared data with a calibration subset too (Megatron-Bridge 2025:
+H100 and Blackwell); the benchmark reads them when they are there."""
+
+SPLIT_SOURCES = CALIBRATION_SOURCES + SHARED_SPLIT_SOURCES
+"""Every source with a declared calibration subset (``mark_calibration``)."""
+
 CALIBRATION_EVERY = 3
-"""Calibration rule: within each source of ``CALIBRATION_SOURCES``, the converted
+"""Calibration rule: within each source of ``SPLIT_SOURCES``, the converted
 configurations (a time derived, the architecture modelled, duplicates dropped: the rows the
 planner refuses today included, so the split does not move when they become accepted; of the
 MoE source only its high-confidence rows, ``calibration_eligible``) sorted by ``config_id``,
@@ -148,6 +159,17 @@ SOURCE_NOTES: Mapping[str, str] = {
         "held out. FSDP2 = zero_stage 3, op-level SAC = selective, Float8 linears = fp8 with "
         "torchao's tensorwise (current) scaling. Time "
         "from tokens/s/GPU; peak memory as published (GiB)."
+    ),
+    "megatron_bridge_2025": (
+        "Megatron-Bridge performance summary, NeMo containers 25.09 and 25.11 "
+        "(`benchmarks/accuracy/bridge.py`; read from the workplace's shared data): DGX-H100, "
+        "DGX-B200, GB200 and GB300 NVL72; catalog presets; BF16, FP8 current scaling "
+        "(tensorwise; assumed for 25.09, which states no precision), MXFP8, FP8 blockwise; "
+        "distributed optimizer or Megatron-FSDP as stated; MoE force-balanced unless tokendrop "
+        "(capacity factor 1) or dropless. Not stated, assumed: no recompute (DeepSeek-V3: "
+        "selective mla_up_proj), flex dispatcher for DeepSeek-V3, all-to-all for the others. "
+        "Each container is its own release (rows of the two containers are not duplicates). "
+        "Time from tokens/s/GPU."
     ),
 }
 """How each source is turned into scenarios: mappings, defaults, FLOP formula."""
@@ -406,6 +428,7 @@ CONVERTERS: Mapping[str, Callable[[PublishedRun], Case]] = {
     "nemo_24.07": _convert_nemo,
     "torchtitan": _convert_torchtitan,
     "moe_h100_2025": convert_moe_h100,
+    "megatron_bridge_2025": convert_bridge,
 }
 
 
@@ -424,11 +447,12 @@ def scenario_key(case: Case) -> str:
 
 
 def deduplicate(cases: Iterable[Case]) -> tuple[list[Case], list[Unusable]]:
-    """Keep one case per (source, scenario): the fastest measured one (the best-tuned run of
-    options the format cannot express). Returns the kept cases (input order) and the dropped."""
-    best: dict[tuple[str, str], Case] = {}
+    """Keep one case per (source, release, scenario): the fastest measured one (the best-tuned
+    run of options the format cannot express). Returns the kept cases (input order) and the
+    dropped."""
+    best: dict[tuple[str, str, str], Case] = {}
     for case in cases:
-        key = (case.source, scenario_key(case))
+        key = (case.source, case.release, scenario_key(case))
         held = best.get(key)
         if held is None or case.measured_iteration_time_s < held.measured_iteration_time_s:
             best[key] = case
@@ -456,10 +480,10 @@ def calibration_eligible(source: str, config_id: str) -> bool:
 
 def mark_calibration(cases: Iterable[Case]) -> list[Case]:
     """Set ``calibration`` by the declared rule (``CALIBRATION_EVERY`` over the
-    ``calibration_eligible`` cases of each source); keeps the order."""
+    ``calibration_eligible`` cases of each of ``SPLIT_SOURCES``); keeps the order."""
     cases = list(cases)
     chosen: set[tuple[str, str]] = set()
-    for source in CALIBRATION_SOURCES:
+    for source in SPLIT_SOURCES:
         ids = sorted(
             c.config_id
             for c in cases

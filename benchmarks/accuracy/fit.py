@@ -22,7 +22,7 @@ from typing import Any
 
 from scipy.optimize import minimize
 
-from benchmarks.accuracy.convert import CALIBRATION_SOURCES, Case
+from benchmarks.accuracy.convert import SPLIT_SOURCES, Case
 from benchmarks.accuracy.evaluate import evaluate, scenarios_of
 from benchmarks.accuracy.stats import mean_abs_log_error
 from planner.perf import DefaultEfficiency, EfficiencyModel
@@ -102,7 +102,7 @@ layouts the planner does not yet accept) would otherwise steer the shared consta
 def calibration_loss(
     cases: Sequence[Case],
     predicted: Sequence[float],
-    sources: Sequence[str] = CALIBRATION_SOURCES,
+    sources: Sequence[str] = SPLIT_SOURCES,
     *,
     min_rows: int = 1,
 ) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from scipy.stats import spearmanr
@@ -13,19 +13,22 @@ from scipy.stats import spearmanr
 from benchmarks.accuracy.cases import REFUSED
 from benchmarks.accuracy.convert import (
     CALIBRATION_EVERY,
-    CALIBRATION_SOURCES,
     DENSE_A100_H100_SOURCES,
     MOE_SOURCES,
     SOURCE_NOTES,
+    SPLIT_SOURCES,
+    Case,
     Dataset,
 )
 from benchmarks.accuracy.evaluate import Outcome
-from benchmarks.accuracy.runs import SOURCE_FILES
+from benchmarks.accuracy.runs import SHARED_SOURCE_FILES, SOURCE_FILES
 from benchmarks.accuracy.stats import ErrorStats, error_stats
 from planner.catalog import get_gpu, model_preset
 from planner.scenario import parse_scenario
 
 RESULTS_FILE = Path(__file__).resolve().parents[1] / "RESULTS.md"
+ALL_SOURCES = (*SOURCE_FILES, *SHARED_SOURCE_FILES)
+"""Every source, the project's and the shared ones, in report order."""
 
 
 def _markers(fitted: bool) -> tuple[str, str]:
@@ -94,8 +97,12 @@ def _verdict(held_out: ErrorStats, source: str) -> str:
 
 
 def _is_moe(o: Outcome) -> bool:
+    return is_moe_case(o.case)
+
+
+def is_moe_case(case: Case) -> bool:
     """True when the case's model (its fields, or its catalog preset's) has routed experts."""
-    model = o.case.document.get("model", {})
+    model = case.document.get("model", {})
     experts = model.get("num_experts")
     if experts is None and isinstance(model.get("preset"), str):
         experts = model_preset(model["preset"]).get("num_experts")
@@ -121,8 +128,10 @@ def accuracy_table(outcomes: Sequence[Outcome]) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     groups: list[tuple[str, list[Outcome]]] = []
-    for source in SOURCE_FILES:
+    for source in ALL_SOURCES:
         of_source = [o for o in outcomes if o.case.source == source]
+        if not of_source and source in SHARED_SOURCE_FILES:
+            continue  # a shared source whose file is not there
         groups.append((source, of_source))
         for label, prefix in SUBSETS.get(source, ()):
             subset = [o for o in of_source if o.case.config_id.startswith(prefix)]
@@ -175,7 +184,7 @@ def fit_table(outcomes: Sequence[Outcome]) -> str:
         "| worst predicted / HBM | beyond 5 % of HBM (issue 13 target: 0) |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for source in SOURCE_FILES:
+    for source in ALL_SOURCES:
         rows = [o for o in outcomes if o.case.source == source]
         if not rows:
             continue
@@ -228,7 +237,7 @@ def ranking_table(outcomes: Sequence[Outcome]) -> str:
         "| top-1, lowest |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for source in SOURCE_FILES:
+    for source in ALL_SOURCES:
         rhos: list[float] = []
         top1: list[float] = []
         rows = 0
@@ -263,7 +272,7 @@ def unusable_table(dataset: Dataset) -> str:
         "| other unusable: count × reason |",
         "| --- | ---: | ---: | ---: | --- |",
     ]
-    for source in SOURCE_FILES:
+    for source in ALL_SOURCES:
         usable = sum(1 for c in dataset.cases if c.source == source)
         left_out = [u for u in dataset.unusable if u.source == source]
         refused = sum(1 for u in left_out if u.reason == REFUSED)
@@ -304,10 +313,10 @@ def rows_table(outcomes: Sequence[Outcome]) -> str:
 
 def methodology() -> str:
     """How rows become scenarios and which are calibration rows (for RESULTS.md)."""
-    notes = "\n".join(f"- `{s}`: {SOURCE_NOTES[s]}" for s in SOURCE_FILES)
+    notes = "\n".join(f"- `{s}`: {SOURCE_NOTES[s]}" for s in ALL_SOURCES)
     return (
         f"**Calibration subset** (declared in `benchmarks/accuracy/convert.py`): within each of "
-        f"{', '.join(f'`{s}`' for s in CALIBRATION_SOURCES)}, the usable configurations sorted "
+        f"{', '.join(f'`{s}`' for s in SPLIT_SOURCES)}, the usable configurations sorted "
         f"by `config_id`, every {CALIBRATION_EVERY}rd one starting with the first. Constants are "
         f"fitted (`--fit`) on these rows only; every other row is held out (rows the planner "
         f"refuses keep their place in the split). torchtitan (96 GB / "
@@ -348,6 +357,11 @@ def results_section(
         "### Ranking: does the model order the runs of one model on one GPU type correctly?",
         ranking_table(outcomes),
     ]
+    if any(c.source == "megatron_bridge_2025" for c in dataset.cases):
+        parts += [
+            "### megatron_bridge_2025 (Blackwell and H100, NeMo 25.09 / 25.11): error per GPU",
+            source_gpu_table(dataset, {o.case.key: o.time_error for o in outcomes}),
+        ]
     if not fitted:
         parts += [
             "### Published configurations used and left out",
@@ -363,7 +377,13 @@ def results_section(
 def write_results(section: str, path: Path = RESULTS_FILE, *, fitted: bool = False) -> None:
     """Replace the (fitted or shipped-constants) accuracy section of ``path``, or append it;
     creates the file if needed."""
-    begin, end = _markers(fitted)
+    write_section(section, _markers(fitted), path)
+
+
+def write_section(section: str, markers: tuple[str, str], path: Path = RESULTS_FILE) -> None:
+    """Replace the section between ``markers`` (begin, end comments) of ``path``, or append
+    it; creates the file if needed."""
+    begin, end = markers
     if path.exists():
         text = path.read_text(encoding="utf-8")
         if begin in text and end in text:
@@ -375,3 +395,33 @@ def write_results(section: str, path: Path = RESULTS_FILE, *, fitted: bool = Fal
     else:
         text = "# Benchmark results\n\n" + section + "\n"
     path.write_text(text, encoding="utf-8")
+
+
+def source_gpu_table(dataset: Dataset, outcomes_errors: Mapping[tuple[str, str], float]) -> str:
+    """Markdown: Megatron-Bridge's error per GPU type, family and subset (``outcomes_errors``:
+    case key -> signed error of the model as shipped)."""
+    lines = [
+        "| GPU | family | subset | rows | mean APE % | max APE % | bias % |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    cases = [c for c in dataset.cases if c.source == "megatron_bridge_2025"]
+    gpus = sorted({str(c.document["hardware"]["gpu"]) for c in cases})
+    for gpu in gpus:
+        for family, moe in (("dense", False), ("MoE", True)):
+            for subset, flag in (("calibration", True), ("held-out", False)):
+                errors = [
+                    outcomes_errors[c.key]
+                    for c in cases
+                    if str(c.document["hardware"]["gpu"]) == gpu
+                    and c.calibration is flag
+                    and is_moe_case(c) is moe
+                ]
+                if not errors:
+                    continue
+                absolute = [abs(e) for e in errors]
+                lines.append(
+                    f"| {gpu} | {family} | {subset} | {len(errors)} | "
+                    f"{_pct(statistics.fmean(absolute))} | {_pct(max(absolute))} | "
+                    f"{_signed(statistics.fmean(errors))} |"
+                )
+    return "\n".join(lines)

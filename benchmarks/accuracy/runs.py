@@ -25,7 +25,31 @@ SOURCE_FILES: Mapping[str, str] = {
     "torchtitan": "torchtitan_benchmarks.csv",
     "moe_h100_2025": "moe_h100_2025.csv",
 }
-"""Source key (used in reports) -> CSV file name."""
+"""Source key (used in reports) -> CSV file name, in ``DATA_DIR``."""
+
+SHARED_DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "ground_truth"
+"""The workplace's shared ground-truth folder (``../shared/data/ground_truth`` of the checkout):
+sources the benchmark reads where they are (tests do not read them)."""
+
+SHARED_SOURCE_FILES: Mapping[str, str] = {
+    "megatron_bridge_2025": "megatron_bridge_2025.csv",
+}
+"""Source key -> CSV file name, in ``SHARED_DATA_DIR``."""
+
+
+def source_path(source: str, data_dir: Path = DATA_DIR) -> Path:
+    """The CSV of ``source``: in ``data_dir`` for ``SOURCE_FILES``, in ``SHARED_DATA_DIR`` for
+    ``SHARED_SOURCE_FILES``."""
+    if source in SHARED_SOURCE_FILES:
+        return SHARED_DATA_DIR / SHARED_SOURCE_FILES[source]
+    return data_dir / SOURCE_FILES[source]
+
+
+def available_sources() -> tuple[str, ...]:
+    """Every source whose CSV is there: the project's, then the shared ones present."""
+    shared = tuple(s for s in SHARED_SOURCE_FILES if source_path(s).is_file())
+    return (*SOURCE_FILES, *shared)
+
 
 DESCRIPTIVE_COLUMNS = (
     "source",
@@ -123,5 +147,6 @@ def pivot(source: str, rows: list[dict[str, str]]) -> list[PublishedRun]:
 
 
 def load_runs(source: str, data_dir: Path = DATA_DIR) -> list[PublishedRun]:
-    """All configurations of one source (a key of ``SOURCE_FILES``), in file order."""
-    return pivot(source, read_rows(data_dir / SOURCE_FILES[source]))
+    """All configurations of one source (a key of ``SOURCE_FILES`` or ``SHARED_SOURCE_FILES``),
+    in file order."""
+    return pivot(source, read_rows(source_path(source, data_dir)))

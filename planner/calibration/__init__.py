@@ -15,7 +15,11 @@ Public API:
 * the engine hook: ``CalibratedEfficiency`` (``describe()`` gives the provenance);
 * ``device_spec(calibration)``: a ``GpuSpec`` of a sampled device the catalog lacks (a CPU);
 * online recalibration: ``OnlineCalibration`` (observe / correction / apply / error_stats /
-  recalibrate, ``to_json``/``from_json``), ``CalibrationKey``, ``key_from_scenario``.
+  recalibrate, ``to_json``/``from_json``), ``CalibrationKey``, ``key_from_scenario``;
+* calibration from observed runs (``planner calibrate observe``): ``read_observed_runs``,
+  ``observe_runs`` / ``fit_observed`` -> ``ObservedCalibration`` (``apply``, ``correct``,
+  ``to_json``/``from_json``), ``ObservedParams``, ``RunKey``; ``load_calibration_file`` tells
+  the two kinds of calibration file apart.
 """
 
 from planner.calibration.collectives import (
@@ -32,6 +36,7 @@ from planner.calibration.collectives import (
 from planner.calibration.design import PROFILES, DesignPoint, OpDomain, design
 from planner.calibration.device import device_spec
 from planner.calibration.efficiency import CalibratedEfficiency
+from planner.calibration.files import load_calibration_file
 from planner.calibration.model import (
     MEMORY_MODEL,
     Calibration,
@@ -39,6 +44,13 @@ from planner.calibration.model import (
     HeldOutError,
     fit_calibration,
 )
+from planner.calibration.observed import (
+    ObservedCalibration,
+    ObservedParams,
+    fit_observed,
+    observe_runs,
+)
+from planner.calibration.observed_runs import RunKey, read_observed_runs
 from planner.calibration.online import (
     CalibrationKey,
     CalibrationLevel,
@@ -72,6 +84,8 @@ __all__ = [
     "GroupEstimate",
     "HeldOutError",
     "JobObservation",
+    "ObservedCalibration",
+    "ObservedParams",
     "OnlineCalibration",
     "OpDomain",
     "OpKey",
@@ -79,6 +93,7 @@ __all__ = [
     "OpSample",
     "OperatorRegressor",
     "Pass",
+    "RunKey",
     "Tier",
     "bus_factor",
     "design",
@@ -86,11 +101,15 @@ __all__ = [
     "fit_alpha_beta",
     "fit_calibration",
     "fit_collectives",
+    "fit_observed",
     "format_collective_samples_csv",
     "format_op_samples_csv",
     "key_from_scenario",
+    "load_calibration_file",
+    "observe_runs",
     "op_bytes",
     "op_flops",
     "read_collective_samples_csv",
+    "read_observed_runs",
     "read_op_samples_csv",
 ]

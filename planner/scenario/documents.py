@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 from planner.errors import SpecError
 from planner.perf.efficiency import EfficiencyModel
@@ -13,7 +13,24 @@ from planner.scenario.loading import load_json, load_json_lines, load_yaml
 from planner.scenario.parse import parse_scenario
 from planner.specs.scenario import Scenario
 
-__all__ = ["format_for_path", "predict_documents", "prediction_json", "read_documents"]
+__all__ = [
+    "PredictionCalibration",
+    "format_for_path",
+    "predict_documents",
+    "prediction_json",
+    "read_documents",
+]
+
+
+class PredictionCalibration(Protocol):
+    """What corrects a prediction from observed runs
+    (``planner.calibration.observed.ObservedCalibration``)."""
+
+    def apply(
+        self, prediction: Mapping[str, Any], scenario: Scenario, *, cluster: str = ""
+    ) -> dict[str, Any]:
+        """The ``planner predict`` object with the calibrated fields added."""
+        ...
 
 
 def _expand(doc: object) -> list[object]:
@@ -82,7 +99,11 @@ def prediction_json(prediction: Prediction, name: str | None) -> dict[str, Any]:
 
 
 def predict_documents(
-    docs: Sequence[object], *, efficiency: EfficiencyModel | None = None
+    docs: Sequence[object],
+    *,
+    efficiency: EfficiencyModel | None = None,
+    calibration: PredictionCalibration | None = None,
+    cluster: str = "",
 ) -> list[dict[str, Any]]:
     """One JSON-ready dict per document, in order: the prediction, or ``{"name", "error"}``.
 
@@ -91,6 +112,8 @@ def predict_documents(
     ``name`` is echoed when the document had one, else None. Never raises for bad documents.
     ``efficiency`` replaces the analytic efficiency model (e.g. a ``CalibratedEfficiency``);
     when it can ``describe()`` itself, each prediction carries that as ``efficiency_model``.
+    ``calibration`` (learnt from observed runs on ``cluster``) adds its calibrated fields to
+    each prediction, the model's own fields unchanged.
     """
     describe = getattr(efficiency, "describe", None)
     provenance = describe() if callable(describe) else None
@@ -109,9 +132,12 @@ def predict_documents(
         try:
             predictions = predict_batch([s for _, s in valid], efficiency)
             for (i, scenario), prediction in zip(valid, predictions, strict=True):
-                results[i] = prediction_json(prediction, scenario.name)
+                result = prediction_json(prediction, scenario.name)
+                if calibration is not None:
+                    result = calibration.apply(result, scenario, cluster=cluster)
                 if provenance is not None:
-                    results[i]["efficiency_model"] = _plain(provenance)  # type: ignore[index]
+                    result["efficiency_model"] = _plain(provenance)
+                results[i] = result
         except (ValueError, TypeError, ArithmeticError) as exc:  # defensive: report, never crash
             for i, scenario in valid:
                 results[i] = {

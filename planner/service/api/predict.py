@@ -1,16 +1,21 @@
 """``POST /v1/predict``: one scenario or a list (the ``planner predict --json`` contract).
 
-Runs on the worker pool (``planner.service.api.work``); role ``reader``.
+Runs on the worker pool (``planner.service.api.work``); role ``reader``. With a calibration
+learnt from observed runs (``calibration``: called per request, so a refreshed calibration is
+used at once), each prediction also gets its calibrated fields for the ``cluster`` query
+parameter (``planner.calibration.observed``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from planner.scenario import predict_documents
+from planner.scenario.documents import PredictionCalibration
 from planner.service.api.access import Access, open_access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import Prediction, ScenarioDocument, as_document
@@ -18,9 +23,13 @@ from planner.service.api.work import WorkerPool
 from planner.service.auth import Role
 
 
-def make_router(access: Access | None = None, pool: WorkerPool | None = None) -> APIRouter:
+def make_router(
+    access: Access | None = None,
+    pool: WorkerPool | None = None,
+    calibration: Callable[[], PredictionCalibration | None] | None = None,
+) -> APIRouter:
     """The predict route on ``pool`` (default: one worker) for the callers ``access`` admits
-    (default: all)."""
+    (default: all); ``calibration`` gives the observed-runs calibration to apply (None: none)."""
     access = access or open_access()
     pool = pool or WorkerPool.default()
     router = APIRouter(tags=["predict"], dependencies=[Depends(access.require(Role.READER))])
@@ -45,11 +54,25 @@ def make_router(access: Access | None = None, pool: WorkerPool | None = None) ->
             ScenarioDocument | list[ScenarioDocument],
             Body(description="A scenario or a list of them"),
         ],
+        cluster: Annotated[
+            str,
+            Query(
+                max_length=200,
+                description="Cluster the jobs run on (the observed-runs calibration's key)",
+            ),
+        ] = "",
     ) -> JSONResponse:
         docs = [as_document(d) for d in body] if isinstance(body, list) else [as_document(body)]
-        results = await pool.run(request, predict_documents, docs)
+        observed = calibration() if calibration is not None else None
+        results = await pool.run(request, _predict, docs, observed, cluster)
         invalid = any("error" in r for r in results)
         content: Any = results if isinstance(body, list) else results[0]
         return JSONResponse(content, status_code=422 if invalid else 200)
 
     return router
+
+
+def _predict(
+    docs: list[dict[str, Any]], observed: PredictionCalibration | None, cluster: str
+) -> list[dict[str, Any]]:
+    return predict_documents(docs, calibration=observed, cluster=cluster)

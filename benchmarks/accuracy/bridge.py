@@ -1,0 +1,181 @@
+"""The Megatron-Bridge runs of 2025 (``megatron_bridge_2025.csv``) -> scenarios with a measured
+time.
+
+Source: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary-archive.md`` @ ``067f987df03b``,
+the NeMo containers 25.09 and 25.11, pre-training on DGX-H100, DGX-B200, GB200 NVL72 and GB300
+NVL72 (``../shared/data/ground_truth/README.md``). The file lives in the workplace's shared
+data, not in the project: the benchmark reads it there (``runs.SHARED_DATA_DIR``); tests build
+their rows inline.
+
+How a row becomes a scenario:
+
+* **model**: the catalog preset of the model name (``PRESETS``; the row's layers, hidden size
+  and heads agree with it), the row's sequence length. DeepSeek-V3 "w/o MTP" trains no MTP
+  module (``mtp_num_layers`` 0), "w/ MTP" one; the 25.09 rows do not say, the preset's one is
+  kept.
+* **routing**: the page's note: "expert routing force-balanced, token-dropless unless marked
+  tokendrop". ``tokendrop`` rows drop beyond an expert's even share
+  (``moe_expert_capacity_factor`` 1.0, Megatron-Bridge's token-drop recipes); ``dropless``
+  rows route as trained (the model's default imbalance); the others are force-balanced.
+* **precision**: BF16 -> ``bf16``; FP8-CS (current scaling) -> ``fp8`` with the ``tensorwise``
+  recipe; FP8-MX -> ``mxfp8``; FP8 blockwise -> ``fp8`` with ``blockwise``. 25.09 states no
+  precision column: its primary cells are taken as FP8 current scaling (the README's reading,
+  an assumption listed per case).
+* **layout**: tp/pp/cp/ep/vp, micro-batch and global batch as stated; sequence parallel when
+  tp > 1; "DDP (FSDP=0)" is Megatron's distributed optimizer (``zero_stage`` 1, the recipes'
+  ``use_distributed_optimizer``), Megatron-FSDP is ``zero_stage`` 3. When the layers do not
+  divide over ``pp·vp`` the embedding and the loss count as layers (the README's note on these
+  recipes).
+* **not stated, assumed** (each case lists them): no recompute except DeepSeek-V3's
+  ``mla_up_proj`` (selective), MoE tokens exchanged by the flex (DeepEP/HybridEP) dispatcher
+  for DeepSeek-V3 and by all-to-all for the others, grouped-GEMM experts
+  (Megatron-Bridge ``scripts/performance/configs/*/workload_base_configs.py``, read at a later
+  commit than the containers: the knobs of 2025 may differ). CPU offloading of layers and CUDA
+  graphs, which some recipes use, are not in the scenario format.
+* **measured time**: ``global_batch · seq_length / (tokens/s/GPU · GPUs)``.
+
+The framework is ``nemo`` (the NeMo container's Megatron-Bridge, Megatron-Core underneath).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from benchmarks.accuracy.cases import Case, document, layout, num
+from benchmarks.accuracy.runs import PublishedRun
+
+__all__ = ["SOURCE", "convert_bridge", "release_of"]
+
+SOURCE: Final = "megatron_bridge_2025"
+
+PRESETS: Final = (
+    ("LLAMA3.1_405B", "llama3.1-405b"),
+    ("LLAMA3_70B", "llama3-70b"),
+    ("LLAMA3_8B", "llama3-8b"),
+    ("DeepSeekV3", "deepseek-v3"),
+    ("GPT OSS 120B", "gpt-oss-120b"),
+    ("Qwen3_30B_a3B", "qwen3-30b-a3b"),
+    ("Qwen3_235B_a22B", "qwen3-235b-a22b"),
+)
+"""Model name prefix in the CSV -> catalog preset (``planner/catalog/models.yaml``)."""
+
+GPUS: Final = {"H100-SXM": "h100-sxm", "B200": "b200", "GB200": "gb200", "GB300": "gb300"}
+"""The CSV's GPU column -> catalog key."""
+
+
+DEEPSEEK_V3_LAYOUTS: Final = {
+    8: "Et*8|(t*8|)*6t*5{m}L",
+    16: "Et*4|(t*4|)*14t{m}L",
+    32: "Et|(tt|)*30{m}L",
+}
+"""DeepSeek-V3's 61 layers over ``pp·vp`` model chunks as its recipes split them (Megatron
+``--pipeline-model-parallel-layout``; ``{m}``: the MTP module, on the last chunk): NeMo's
+``map_pp_vp_to_layout`` for 8 and 16 chunks (embedding + 8 or 4 layers first, 5 or 1 with the
+loss last), Megatron-Bridge's H100 ``pp_layout`` ``Et|(tt|)*30mL`` for 32."""
+
+
+def release_of(run: PublishedRun) -> str:
+    """The NeMo container of the row (``25.09``, ``25.11``), from its config id."""
+    return run.config_id.split("_")[1]
+
+
+def _preset(run: PublishedRun) -> str:
+    name = run.text("model_name")
+    for prefix, preset in PRESETS:
+        if name.startswith(prefix):
+            return preset
+    raise ValueError(f"{run.config_id}: no preset for model {name!r}")
+
+
+def _precision(run: PublishedRun) -> tuple[dict[str, Any], list[str]]:
+    """The ``parallelism`` precision fields and the assumptions they need."""
+    text = run.text("precision")
+    if text == "BF16":
+        return {"precision": "bf16"}, []
+    if text == "FP8-MX":
+        return {"precision": "mxfp8"}, []
+    if text.startswith("FP8 blockwise"):
+        return {"precision": "fp8", "fp8_recipe": "blockwise"}, []
+    if text == "FP8-CS":
+        return {"precision": "fp8", "fp8_recipe": "tensorwise"}, []
+    if text.startswith("FP8"):
+        return {"precision": "fp8", "fp8_recipe": "tensorwise"}, [
+            "fp8 current scaling (25.09 states no precision column)"
+        ]
+    raise ValueError(f"{run.config_id}: unknown precision {text!r}")
+
+
+def _moe(run: PublishedRun, preset: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """Model fields, extra parallelism fields and assumptions of an MoE row."""
+    name = run.text("model_name")
+    model: dict[str, Any] = {"moe_grouped_gemm": True}
+    extra: dict[str, Any] = {}
+    assumptions = ["grouped-GEMM experts"]
+    if "(tokendrop)" in name:
+        model["moe_expert_capacity_factor"] = 1.0
+        assumptions.append("token drop at capacity factor 1.0")
+    elif "(dropless)" not in name:
+        model["moe_router_force_load_balancing"] = True
+    if preset == "deepseek-v3":
+        model["moe_token_dispatcher_type"] = "flex"
+        assumptions.append("flex (DeepEP/HybridEP) dispatcher")
+        if "w/o MTP" in name:
+            model["mtp_num_layers"] = 0
+        elif "w/ MTP" in name:
+            model["mtp_num_layers"] = 1
+        extra["recompute"] = "selective"
+        extra["recompute_modules"] = ["mla_up_proj"]
+        assumptions.append("selective recompute of mla_up_proj")
+        mtp = model.get("mtp_num_layers", 1) > 0
+        chunks = (run.integer("pp") or 1) * (run.integer("vp") or 1)
+        if chunks in DEEPSEEK_V3_LAYOUTS:
+            extra["pipeline_layout"] = DEEPSEEK_V3_LAYOUTS[chunks].format(m="m" if mtp else "")
+            assumptions.append("the recipes' DeepSeek-V3 pipeline layout")
+    else:
+        model["moe_token_dispatcher_type"] = "alltoall"
+        assumptions.append("all-to-all dispatcher")
+    extra["expert_parallel"] = run.integer("ep") or 1
+    if (run.integer("tp") or 1) > 1:
+        extra["expert_tensor_parallel"] = 1
+        assumptions.append("expert_tensor_parallel 1")
+    return model, extra, assumptions
+
+
+def convert_bridge(run: PublishedRun) -> Case:
+    """One ``megatron_bridge_2025`` configuration as a ``Case`` (module docstring)."""
+    preset = _preset(run)
+    model: dict[str, Any] = {"preset": preset, "seq_length": num(run, "seq_len")}
+    precision, assumptions = _precision(run)
+    extra: dict[str, Any] = {"recompute": "none"}
+    if run.text("moe_experts"):
+        moe_model, moe_extra, moe_assumed = _moe(run, preset)
+        model.update(moe_model)
+        extra.update(moe_extra)
+        assumptions += moe_assumed
+    else:
+        assumptions.append("no recompute")
+    tp = run.integer("tp") or 1
+    chunks = (run.integer("pp") or 1) * (run.integer("vp") or 1)
+    if chunks > 1 and num(run, "layers") % chunks and "pipeline_layout" not in extra:
+        extra["account_for_embedding_in_pipeline_split"] = True
+        extra["account_for_loss_in_pipeline_split"] = True
+    par = layout(
+        run,
+        sequence_parallel=tp > 1,
+        zero_stage=3 if run.text("zero_stage").startswith("Megatron-FSDP") else 1,
+        **precision,
+        **extra,
+    )
+    gpu = GPUS[run.text("gpu")]
+    measured = (num(run, "global_batch") * num(run, "seq_len")) / (
+        run.metrics["tokens_per_s_per_gpu"] * num(run, "num_gpus")
+    )
+    return Case(
+        source=run.source,
+        config_id=run.config_id,
+        document=document(run, model, gpu, par, "nemo"),
+        measured_iteration_time_s=measured,
+        derived_from="tokens_per_s_per_gpu",
+        assumptions=tuple(assumptions),
+        release=release_of(run),
+    )

@@ -1,0 +1,323 @@
+"""Accuracy as a learning curve: the held-out error of the prior and after k observed runs.
+
+A planner in production meets a GPU type and recipe once and then sees every run on it. This
+measures how fast the observed-runs calibration (``planner.calibration.observed``: the same
+``sample_of``, ``fit_observed`` and ``ObservedCalibration.correct`` that ``planner calibrate
+observe`` and ``planner predict --calibration`` use) learns, on the published runs of the
+accuracy harness:
+
+* **targets**: the held-out rows of every source (the declared calibration subset, on which the
+  shipped constants were fitted, is never a target);
+* **k = 0, prior**: the model as shipped;
+* **k = 0, others seen**: calibrated on every other usable row except those on the target's GPU
+  type and recipe (what it learns from other GPUs, recipes, clusters);
+* **k = 1, 3, 10**: the same plus k runs drawn at random from the other rows of the target's
+  family (dense or MoE) on its GPU type and recipe (all of them when there are fewer: the count
+  is reported), ``DRAWS`` draws per target (``numpy.random.default_rng(SEED)``), their errors
+  averaged: leave-one-out over the visible sources;
+* **time split**, where a source has releases (Megatron-Bridge's NeMo containers 25.09 and
+  25.11; torchtitan's benchmarks of 2024-12 and 2025-06): calibrated on everything but the
+  newest release of the source, each row of the newest release predicted.
+
+Each source is its own cluster (a publisher's machines and stack). Errors are
+``|predicted / measured - 1|`` of the iteration time, as in the accuracy table; families and
+GPU generations as there (MoE: routed experts; generation: the catalog's architecture).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from benchmarks.accuracy.convert import Case, Dataset
+from benchmarks.accuracy.evaluate import scenarios_of
+from benchmarks.accuracy.report import is_moe_case
+from planner.calibration.observed import (
+    ObservedCalibration,
+    RunSample,
+    fit_observed,
+    sample_of,
+)
+from planner.perf import predict_batch
+from planner.scenario.documents import prediction_json
+
+__all__ = [
+    "BRIDGE",
+    "DRAWS",
+    "KS",
+    "LEARNING_MARKERS",
+    "LearningResult",
+    "learning_curve",
+    "learning_section",
+    "learning_table",
+    "release_of",
+    "time_split_table",
+]
+
+BRIDGE: Final = "megatron_bridge_2025"
+LEARNING_MARKERS: Final = (
+    "<!-- learning-curve:begin (written by python -m benchmarks.accuracy --learning --results) -->",
+    "<!-- learning-curve:end -->",
+)
+KS: Final = (1, 3, 10)
+"""Observed runs on the target's GPU type and recipe."""
+DRAWS: Final = 4
+"""Random draws of the k runs per target."""
+SEED: Final = 0
+GENERATIONS: Final = {"ampere": "A100 (Ampere)", "hopper": "H100/H200 (Hopper)"}
+TARGET_K0: Final = {"dense": 0.06, "MoE": 0.10}
+TARGET_K0_BLACKWELL: Final = {"dense": 0.10, "MoE": 0.15}
+TARGET_K3: Final = {"dense": 0.04, "MoE": 0.06}
+TARGET_K3_ROW: Final = 0.25
+
+
+def release_of(case: Case) -> str:
+    """The software release of a case: its own (Megatron-Bridge containers); torchtitan's
+    benchmark documents by date (``titan2412_*``: 2024-12, the others: 2025-06); '' for
+    sources of one release."""
+    if case.release:
+        return case.release
+    if case.source == "torchtitan":
+        return "2024-12" if case.config_id.startswith("titan2412") else "2025-06"
+    return ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One target: its case, family (``dense``/``MoE``), generation, errors at k = 0 (prior),
+    k = 0 with the other groups seen (``others``) and at each of ``KS`` (mean over draws), and
+    how many runs of its group there were to draw from."""
+
+    case: Case
+    family: str
+    generation: str
+    prior: float
+    others: float
+    after: tuple[float, ...]
+    pool: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LearningResult:
+    """Every target's ``Row`` and the time-split rows ``(case, family, generation, prior
+    error, calibrated error, runs seen on its GPU type and recipe)``."""
+
+    rows: list[Row]
+    time_split: list[tuple[Case, str, str, float, float, int]]
+
+
+def _family(case: Case) -> str:
+    return "MoE" if is_moe_case(case) else "dense"
+
+
+def _generation(architecture: str) -> str:
+    return GENERATIONS.get(architecture, architecture.capitalize())
+
+
+def _error(cal: ObservedCalibration, s: RunSample) -> float:
+    found = cal.correct(s.key, s.compute_s, s.network_s, s.features)
+    return abs(s.predicted_s * found.factor / s.observed_s - 1)
+
+
+def samples_of(cases: Sequence[Case]) -> list[RunSample]:
+    """Every case as an observed run (cluster = its source)."""
+    scenarios = scenarios_of(cases)
+    predictions = predict_batch(scenarios)
+    return [
+        sample_of(
+            scenario,
+            prediction_json(prediction, None),
+            case.measured_iteration_time_s,
+            cluster=case.source,
+        )
+        for case, scenario, prediction in zip(cases, scenarios, predictions, strict=True)
+    ]
+
+
+def learning_curve(
+    dataset: Dataset, *, ks: Sequence[int] = KS, draws: int = DRAWS, seed: int = SEED
+) -> LearningResult:
+    """The learning curve and the time split of ``dataset`` (module docstring)."""
+    cases = dataset.cases
+    samples = samples_of(cases)
+    group = [(s.key.gpu, s.key.recipe) for s in samples]
+    family = [s.key.family for s in samples]
+    rng = np.random.default_rng(seed)
+    others_fit: dict[tuple[str, str], ObservedCalibration] = {}
+    rows: list[Row] = []
+    for t, (case, sample) in enumerate(zip(cases, samples, strict=True)):
+        if case.calibration:
+            continue
+        mine = group[t]
+        others = [s for s, g in zip(samples, group, strict=True) if g != mine]
+        pool = [i for i, g in enumerate(group) if g == mine and family[i] == family[t] and i != t]
+        if mine not in others_fit:
+            others_fit[mine] = fit_observed(others)
+        after = []
+        for k in ks:
+            errors = []
+            for _ in range(draws):
+                size = min(k, len(pool))
+                chosen = (
+                    [int(i) for i in rng.choice(pool, size=size, replace=False)] if pool else []
+                )
+                seen = others + [samples[i] for i in chosen]
+                errors.append(_error(fit_observed(seen), sample))
+            after.append(float(np.mean(errors)))
+        rows.append(
+            Row(
+                case=case,
+                family=_family(case),
+                generation=_generation(sample.key.architecture),
+                prior=abs(sample.predicted_s / sample.observed_s - 1),
+                others=_error(others_fit[mine], sample),
+                after=tuple(after),
+                pool=len(pool),
+            )
+        )
+    return LearningResult(rows=rows, time_split=_time_split(cases, samples))
+
+
+def _time_split(
+    cases: Sequence[Case], samples: Sequence[RunSample]
+) -> list[tuple[Case, str, str, float, float, int]]:
+    """Per source with releases: calibrate on all but its newest release, predict that."""
+    out: list[tuple[Case, str, str, float, float, int]] = []
+    releases: dict[str, set[str]] = {}
+    for case in cases:
+        if release_of(case):
+            releases.setdefault(case.source, set()).add(release_of(case))
+    for source, names in sorted(releases.items()):
+        if len(names) < 2:
+            continue
+        newest = max(names)
+        new = [i for i, c in enumerate(cases) if c.source == source and release_of(c) == newest]
+        seen = [s for i, s in enumerate(samples) if i not in set(new)]
+        cal = fit_observed(seen)
+        for i in new:
+            s = samples[i]
+            runs = sum(1 for o in seen if (o.key.gpu, o.key.recipe) == (s.key.gpu, s.key.recipe))
+            out.append(
+                (
+                    cases[i],
+                    _family(cases[i]),
+                    _generation(s.key.architecture),
+                    abs(s.predicted_s / s.observed_s - 1),
+                    _error(cal, s),
+                    runs,
+                )
+            )
+    return out
+
+
+def _pct(x: float) -> str:
+    return "–" if math.isnan(x) else f"{100 * x:.1f}"
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if values else math.nan
+
+
+def _cells(families: Sequence[str]) -> list[tuple[str, str]]:
+    order = ("A100 (Ampere)", "H100/H200 (Hopper)", "Blackwell")
+    return [(f, g) for f in families for g in order]
+
+
+def learning_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
+    """Markdown: per family and GPU generation, held-out rows and mean APE (%) at k = 0 (prior
+    and others seen) and each k, the worst row at k = 3, and the targets (``TARGET_*``)."""
+    head = " | ".join(f"k = {k} mean APE %" for k in ks)
+    lines = [
+        f"| family | GPU generation | held-out rows | k = 0: prior mean APE % | k = 0: other "
+        f"groups seen % | {head} | worst row at k = 3 % | rows with < 10 runs to draw from "
+        "| targets (k = 0 / k = 3 mean; no row beyond 25 % at k = 3) |",
+        "| --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in ks) + " | ---: | ---: "
+        "| --- |",
+    ]
+    k3 = list(ks).index(3) if 3 in ks else None
+    for family, generation in [*_cells(("dense", "MoE")), ("dense", "all"), ("MoE", "all")]:
+        rows = [
+            r for r in result.rows if r.family == family and generation in ("all", r.generation)
+        ]
+        if not rows:
+            continue
+        after = [_mean([r.after[j] for r in rows]) for j in range(len(ks))]
+        worst = max(r.after[k3] for r in rows) if k3 is not None else math.nan
+        blackwell = generation == "Blackwell"
+        k0_target = (TARGET_K0_BLACKWELL if blackwell else TARGET_K0)[family]
+        prior = _mean([r.prior for r in rows])
+        verdict = "–"
+        if k3 is not None:
+            meets_k0 = prior <= k0_target
+            meets_k3 = after[k3] <= TARGET_K3[family] and worst <= TARGET_K3_ROW
+            verdict = (
+                f"≤{100 * k0_target:.0f} / ≤{100 * TARGET_K3[family]:.0f}: "
+                f"{'meets' if meets_k0 else 'misses'} / {'meets' if meets_k3 else 'misses'}"
+            )
+        label = f"**{generation}**" if generation == "all" else generation
+        lines.append(
+            f"| {family} | {label} | {len(rows)} | {_pct(prior)} | "
+            f"{_pct(_mean([r.others for r in rows]))} | "
+            + " | ".join(_pct(a) for a in after)
+            + f" | {_pct(worst)} | {sum(1 for r in rows if r.pool < 10)} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def time_split_table(result: LearningResult) -> str:
+    """Markdown: per source, family and generation, the newest release's rows predicted by the
+    prior and by the calibration learnt on the older releases (and everything else)."""
+    lines = [
+        "| source (newest release) | family | GPU generation | rows | runs seen on their GPU "
+        "type and recipe (median) | prior mean APE % | calibrated mean APE % | calibrated "
+        "max APE % |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    keys = sorted({(c.source, f, g) for c, f, g, *_ in result.time_split})
+    for source, family, generation in keys:
+        rows = [
+            r
+            for r in result.time_split
+            if (r[0].source, r[1], r[2]) == (source, family, generation)
+        ]
+        newest = release_of(rows[0][0])
+        lines.append(
+            f"| {source} ({newest}) | {family} | {generation} | {len(rows)} | "
+            f"{int(np.median([r[5] for r in rows]))} | {_pct(_mean([r[3] for r in rows]))} | "
+            f"{_pct(_mean([r[4] for r in rows]))} | {_pct(max(r[4] for r in rows))} |"
+        )
+    return "\n".join(lines)
+
+
+def learning_section(
+    *, date: str, command: str, result: LearningResult, constants_note: str
+) -> str:
+    """The learning-curve section of RESULTS.md."""
+    begin, end = LEARNING_MARKERS
+    return "\n\n".join(
+        [
+            begin,
+            "## Learning curve: held-out error after k observed runs (issue 24)",
+            f"Measured {date} with `{command}` ({constants_note}; the learning curve always "
+            "starts from the shipped constants). The observed-runs calibration "
+            "(`planner calibrate observe`, `planner.calibration.observed`) learns from the "
+            "published runs as a planner in production would from its jobs: each source is a "
+            "cluster. Targets are the held-out rows; k = 0 prior: the model as shipped; k = 0 "
+            "other groups seen: calibrated on every usable row except those on the target's GPU "
+            "type and recipe; k = 1, 3, 10: plus k runs of its family drawn at random from the "
+            f"others on its GPU type and recipe ({DRAWS} draws per target, all of them when "
+            "fewer; "
+            "`benchmarks/accuracy/learning.py`). Mean APE = mean |predicted - measured| / "
+            "measured.",
+            learning_table(result),
+            "### Time split: calibrated on the older releases, predicting the newest",
+            "Every other usable row of every source is seen too (runs on the row's GPU type and "
+            "recipe: counted in the table).",
+            time_split_table(result),
+            end,
+        ]
+    )

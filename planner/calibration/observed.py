@@ -1,0 +1,802 @@
+"""Calibration from observed runs: learn how far the model's step time is off per cluster, GPU
+type, precision recipe and framework (and model family), from runs that were measured; apply
+it to new predictions (pure; the CLI, the service and the benchmark call the same functions:
+``observe_runs`` / ``fit_observed`` to learn, ``ObservedCalibration.apply`` / ``correct``).
+
+Input: observed runs (``planner.calibration.observed_runs``: JSON lines, one run each,
+``{"scenario": {<scenario format>}, "iteration_time_s": <measured s>}``, with optional
+``tokens_per_s``, ``memory_per_gpu_bytes`` and ``cluster``).
+
+What is learnt (``fit_observed``), in three parts:
+
+1. **Compute and network factors per group.** The model's step is the sum of its
+   ``breakdown_s`` terms; the compute terms ``C`` (``compute``, ``pp_bubble``, ``optimizer``) and
+   the network terms ``N`` (the exposed ``tp/cp/ep/pp/dp`` communication) are those of the online
+   split (``online_split.ModelSplit``). A run's step is ``f_c·C + f_n·N``; ``log f_c = u`` and
+   ``log f_n = u + v`` are the sum of one deviation per level of ``LEVELS``: the global bias of
+   the model, its bias on a model family (dense, MoE: the model errs differently on them, e.g.
+   Blackwell MoE runs 30 % too fast where dense ones are within 10 %), on a GPU architecture
+   (Ampere, Hopper, Blackwell), on an architecture at a precision width (16, 8, 4 bits), on one
+   GPU type with one recipe, and on one cluster, GPU, recipe and framework (the key). Each
+   deviation has a normal prior whose variance per level is learnt from the groups themselves,
+   starting from ``ObservedParams.prior_log_sd`` (EM for variance components with
+   ``prior_dof`` pseudo-groups at it); the posterior is found exactly on the tree of groups
+   (``observed_fit``). A key seen through few runs stays near what its parents learnt: a new
+   GPU type (B300) is predicted from its specs and what was learnt on the other parts of its
+   architecture and precision width. The network factor is told apart where a group's runs
+   expose different shares of communication; ``network_separated`` says where the data
+   determine it at least as well as the prior does.
+2. **A residual model** on documented features (``residual.FEATURES``): ridge regression or
+   nothing, chosen and scored by cross-validation over whole keys (``residual.ResidualModel``).
+   The factors are fitted again with its correction as an offset (backfitting, two passes:
+   Hastie & Tibshirani 1990, *Generalized Additive Models*, §4.3).
+3. **A memory factor** per group (runs that give ``memory_per_gpu_bytes``), by the same tree
+   with one factor.
+
+The run noise ``sigma`` (log-sd of a run around its key's factors, per model family) is the
+pooled within-key root-mean-square deviation of the runs' log ratios, shrunk toward
+``noise_log_sd`` with ``noise_dof`` pseudo-runs as the online calibration's spread is
+(``planner.calibration.online``, step 4). The mean square, not the median absolute deviation
+the online spread uses: it sets how far one run moves its key, and the model's errors have
+heavy tails (on the published runs the within-key MAD gives 0.050 for dense models, the root
+mean square 0.067).
+
+Applying (``ObservedCalibration.apply``): the model's own fields are left as computed (the
+``planner predict`` contract, as ``OnlineCalibration.apply`` leaves them) and
+``calibrated_iteration_time_s`` (``f_c·C + f_n·N`` times the residual factor),
+``calibrated_tokens_per_s``, ``calibrated_mfu``, ``calibrated_time_to_train_s``,
+``calibrated_memory_per_gpu_bytes`` and a ``calibration`` object (``factor``, ``log_sd``,
+``level``, ``num_jobs``, ``method: observed_runs``, ``components``, ``key``) are added.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+import planner.perf
+from planner import __version__
+from planner.calibration.observed_fit import TreeFit, fit_tree
+from planner.calibration.observed_runs import (
+    FAMILIES,
+    LEVELS,
+    ObservedRun,
+    RunKey,
+    RunSample,
+    read_observed_runs,
+    recipe_of,
+    run_key,
+    sample_of,
+    samples_from_runs,
+)
+from planner.calibration.online_split import ModelSplit
+from planner.calibration.residual import FEATURES, ResidualModel, run_features
+from planner.errors import CalibrationError, SpecError
+from planner.perf.constants import CONSTANTS_FILE
+from planner.specs.scenario import Scenario
+
+__all__ = [
+    "FORMAT",
+    "LEVELS",
+    "ObservedCalibration",
+    "ObservedParams",
+    "ObservedRun",
+    "RunKey",
+    "RunSample",
+    "cross_validated_errors",
+    "fit_observed",
+    "is_observed_calibration",
+    "observe_runs",
+    "read_observed_runs",
+    "recipe_of",
+    "run_key",
+    "sample_of",
+    "samples_from_runs",
+]
+
+FORMAT: Final = "planner-observed-runs/1"
+"""The ``format`` of the calibration file (operator models of ``planner calibrate fit`` are
+``planner-calibration/1``): what tells the two kinds apart."""
+
+Float = NDArray[np.float64]
+Int = NDArray[np.int64]
+
+
+# -- hyper-parameters -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObservedParams:
+    """Hyper-parameters of ``fit_observed``.
+
+    ``prior_log_sd``: per level of ``LEVELS``, the log-sd of a group's deviation from its
+    parent, ``(compute, network extra)``, where the fit starts; ``prior_dof`` (2): pseudo-groups
+    of it in each level's variance learnt from the data (0 keeps it). Sources: the model's
+    held-out mean error per family is 5-15 % and its bias differs by family, GPU generation and
+    precision (``benchmarks/RESULTS.md``: Blackwell BF16 23-40 % too fast, H100 FP8 4 % too
+    slow), so the global, family and architecture levels allow 0.15; one architecture at one
+    width 0.10, one GPU type and recipe 0.08 beyond it; frameworks and clusters on one GPU differ
+    by about ten percent (the online calibration's ``gpu_level_log_sd``), the network more (its
+    fabric), 0.10 / 0.15.
+    ``noise_log_sd`` (0.10) and ``noise_dof`` (4): the prior of a run's spread around its key
+    (the online calibration's ``prior_spread_log_sd`` and ``prior_spread_dof``).
+    ``huber_k``: down-weighting beyond ``huber_k`` sigmas (1.5, as online).
+    ``memory_prior_log_sd`` / ``memory_noise_log_sd``: the same for the memory factor (the
+    memory model is within 10 % of published peaks: ``benchmarks/RESULTS.md``).
+    ``residual_min_runs``: fewer runs fit no residual model."""
+
+    prior_log_sd: tuple[tuple[float, float], ...] = (
+        (0.15, 0.30),
+        (0.15, 0.20),
+        (0.15, 0.20),
+        (0.10, 0.10),
+        (0.08, 0.08),
+        (0.10, 0.15),
+    )
+    noise_log_sd: float = 0.10
+    noise_dof: float = 4.0
+    huber_k: float = 1.5
+    memory_prior_log_sd: tuple[float, ...] = (0.10, 0.05, 0.05, 0.05, 0.05, 0.05)
+    memory_noise_log_sd: float = 0.05
+    residual_min_runs: int = 12
+    prior_dof: float = 2.0
+
+    def __post_init__(self) -> None:
+        if len(self.prior_log_sd) != len(LEVELS) or len(self.memory_prior_log_sd) != len(LEVELS):
+            raise SpecError("prior_log_sd", f"needs one entry per level of {LEVELS}")
+        values = [v for pair in self.prior_log_sd for v in pair]
+        values += [*self.memory_prior_log_sd, self.noise_log_sd, self.memory_noise_log_sd]
+        values += [self.noise_dof, self.huber_k]
+        if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in values):
+            raise SpecError("prior_log_sd", "every log-sd, noise_dof and huber_k must be > 0")
+        if not (math.isfinite(self.prior_dof) and self.prior_dof >= 0):
+            raise SpecError("prior_dof", f"must be finite and >= 0, got {self.prior_dof}")
+        if self.residual_min_runs < 3:
+            raise SpecError("residual_min_runs", f"must be >= 3, got {self.residual_min_runs}")
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            "prior_log_sd": [list(p) for p in self.prior_log_sd],
+            "noise_log_sd": self.noise_log_sd,
+            "noise_dof": self.noise_dof,
+            "huber_k": self.huber_k,
+            "memory_prior_log_sd": list(self.memory_prior_log_sd),
+            "memory_noise_log_sd": self.memory_noise_log_sd,
+            "residual_min_runs": self.residual_min_runs,
+            "prior_dof": self.prior_dof,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ObservedParams:
+        """Inverse of ``to_json``; raises ``SpecError`` when malformed."""
+        try:
+            return cls(
+                prior_log_sd=tuple((float(a), float(b)) for a, b in doc["prior_log_sd"]),
+                noise_log_sd=float(doc["noise_log_sd"]),
+                noise_dof=float(doc["noise_dof"]),
+                huber_k=float(doc["huber_k"]),
+                memory_prior_log_sd=tuple(float(v) for v in doc["memory_prior_log_sd"]),
+                memory_noise_log_sd=float(doc["memory_noise_log_sd"]),
+                residual_min_runs=int(doc["residual_min_runs"]),
+                prior_dof=float(doc["prior_dof"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecError("params", f"malformed calibration parameters ({exc!r})") from exc
+
+
+# -- the fitted calibration -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupFactors:
+    """A group's cumulative log factors with their posterior: ``u`` (compute), ``v``
+    (network over compute), covariance entries ``var_u``, ``cov_uv``, ``var_v``; ``num_runs``
+    behind it; ``network_separated``: its runs tell the network factor at least as well as the
+    prior does (their information about ``v``, with ``u`` unknown, >= the prior precision of
+    ``v`` at that level)."""
+
+    u: float
+    v: float
+    var_u: float
+    cov_uv: float
+    var_v: float
+    num_runs: int
+    network_separated: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryFactor:
+    """A group's cumulative log memory factor ``u`` with its variance and run count."""
+
+    u: float
+    var_u: float
+    num_runs: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObservedCorrection:
+    """What ``ObservedCalibration.correct`` finds for one prediction: the ``compute_factor``,
+    ``network_factor`` and ``residual_factor``, the whole-step ``factor``, its ``log_sd``, the
+    most specific ``level`` learnt from runs and their ``num_runs``, ``network_separated``."""
+
+    compute_factor: float
+    network_factor: float
+    residual_factor: float
+    factor: float
+    log_sd: float
+    level: str
+    num_runs: int
+    network_separated: bool
+
+
+@dataclass(slots=True)
+class ObservedCalibration:
+    """A fitted observed-runs calibration (``fit_observed``; module docstring).
+
+    ``groups[level][prefix]``: ``GroupFactors`` of every group with runs; ``memory`` the same
+    for the memory factor; ``residual`` the residual model; ``noise_log_sd`` sigma per family;
+    ``level_log_sd`` the learnt ``(tau_u, tau_v)`` of each level (what a group no run has seen
+    may deviate by; empty: the parameters'); ``samples`` the runs it was fitted on (persisted,
+    so it can be fitted again)."""
+
+    params: ObservedParams
+    groups: list[dict[tuple[str, ...], GroupFactors]]
+    memory: list[dict[tuple[str, ...], MemoryFactor]]
+    residual: ResidualModel
+    noise_log_sd: dict[str, float]
+    samples: list[RunSample] = field(default_factory=list)
+    prior: dict[str, str] = field(default_factory=dict)
+    level_log_sd: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def num_runs(self) -> int:
+        """Runs behind the calibration."""
+        return len(self.samples)
+
+    def _factors(self, key: RunKey) -> tuple[GroupFactors | None, int, float, float]:
+        """The deepest group of ``key``'s path with runs, its level index, and the prior
+        variances ``(u, v)`` of the levels below it."""
+        path = key.path()
+        found: GroupFactors | None = None
+        depth = -1
+        for level, prefix in enumerate(path):
+            group = self.groups[level].get(prefix)
+            if group is None:
+                break
+            found, depth = group, level
+        below = (self.level_log_sd or self.params.prior_log_sd)[depth + 1 :]
+        return found, depth, sum(a * a for a, _ in below), sum(b * b for _, b in below)
+
+    def correct(
+        self, key: RunKey, compute_s: float, network_s: float, features: Sequence[float]
+    ) -> ObservedCorrection:
+        """The correction of a prediction with ``compute_s`` and ``network_s`` (s) and
+        ``features`` (``residual.FEATURES``) on ``key``. Raises nothing."""
+        found, depth, extra_u, extra_v = self._factors(key)
+        if found is None:  # no run at all (an empty calibration)
+            u = v = var_u = cov_uv = var_v = 0.0
+            runs, separated = 0, False
+        else:
+            u, v = found.u, found.v
+            var_u, cov_uv, var_v = found.var_u, found.cov_uv, found.var_v
+            runs, separated = found.num_runs, found.network_separated and depth == len(LEVELS) - 1
+        var_u += extra_u
+        var_v += extra_v
+        compute_factor = math.exp(u)
+        network_factor = math.exp(u + v)
+        residual = self.residual.predict_one(features)
+        total = compute_s + network_s
+        corrected = compute_factor * compute_s + network_factor * network_s
+        share = network_factor * network_s / corrected if corrected > 0 else 0.0
+        noise = self.noise_log_sd.get(key.family, self.params.noise_log_sd)
+        variance = var_u + 2 * share * cov_uv + share * share * var_v + noise * noise
+        factor = corrected / total * math.exp(residual)
+        return ObservedCorrection(
+            compute_factor=compute_factor,
+            network_factor=network_factor,
+            residual_factor=math.exp(residual),
+            factor=factor,
+            log_sd=math.sqrt(max(variance, 0.0)),
+            level=LEVELS[depth] if depth >= 0 else "none",
+            num_runs=runs,
+            network_separated=separated,
+        )
+
+    def memory_factor(self, key: RunKey) -> MemoryFactor | None:
+        """The memory factor of ``key``'s deepest group with measured memory, None without."""
+        found: MemoryFactor | None = None
+        for level, prefix in enumerate(key.path()):
+            group = self.memory[level].get(prefix)
+            if group is None:
+                break
+            found = group
+        return found
+
+    def apply(
+        self, prediction: Mapping[str, Any], scenario: Scenario, *, cluster: str = ""
+    ) -> dict[str, Any]:
+        """A copy of a ``planner predict`` object of ``scenario`` with the calibrated fields
+        and the ``calibration`` object added (module docstring; the model's fields untouched).
+        A prediction without ``breakdown_s`` or a positive ``iteration_time_s`` (an error
+        line) is returned as it is."""
+        step = prediction.get("iteration_time_s")
+        breakdown = prediction.get("breakdown_s")
+        if not isinstance(step, int | float) or not step > 0 or not isinstance(breakdown, Mapping):
+            return dict(prediction)
+        split = ModelSplit.from_breakdown(breakdown)
+        if split is None:
+            return dict(prediction)
+        key = run_key(scenario, cluster)
+        try:
+            features = run_features(scenario, breakdown)
+        except CalibrationError:  # a breakdown that does not add up: nothing to correct
+            return dict(prediction)
+        found = self.correct(key, split.compute_s, split.network_s, features)
+        factor = found.factor
+        out = dict(prediction)
+        out["calibrated_iteration_time_s"] = step * factor
+        for name, scale in (
+            ("tokens_per_s", 1.0 / factor),
+            ("tokens_per_s_per_gpu", 1.0 / factor),
+            ("mfu", 1.0 / factor),
+            ("time_to_train_s", factor),
+        ):
+            value = prediction.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[f"calibrated_{name}"] = value * scale
+        memory = self.memory_factor(key)
+        value = prediction.get("memory_per_gpu_bytes")
+        if memory is not None and isinstance(value, int | float):
+            out["calibrated_memory_per_gpu_bytes"] = value * math.exp(memory.u)
+        out["calibration"] = {
+            "factor": factor,
+            "log_sd": found.log_sd,
+            "level": found.level,
+            "num_jobs": found.num_runs,
+            "method": "observed_runs",
+            "components": {
+                "compute": {"factor": found.compute_factor},
+                "network": {
+                    "factor": found.network_factor,
+                    "separated": found.network_separated,
+                },
+                "residual": {"factor": found.residual_factor},
+            },
+            "key": key.to_json(),
+        }
+        return out
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    def summary(self) -> list[dict[str, Any]]:
+        """One row per key with runs: the key, runs, compute and network factors (the latter
+        None where not separated), memory factor, and the uncorrected model's median error on
+        its runs."""
+        rows: list[dict[str, Any]] = []
+        by_key: dict[RunKey, list[RunSample]] = {}
+        for sample in self.samples:
+            by_key.setdefault(sample.key, []).append(sample)
+        for key, samples in sorted(by_key.items(), key=lambda kv: kv[0].path()[-1]):
+            group = self.groups[-1][key.path()[-1]]
+            memory = self.memory_factor(key)
+            errors = [abs(s.predicted_s / s.observed_s - 1) for s in samples]
+            rows.append(
+                {
+                    **key.to_json(),
+                    "num_runs": group.num_runs,
+                    "compute_factor": math.exp(group.u),
+                    "network_factor": math.exp(group.u + group.v)
+                    if group.network_separated
+                    else None,
+                    "memory_factor": None if memory is None else math.exp(memory.u),
+                    "model_median_abs_error_ratio": float(np.median(errors)),
+                }
+            )
+        return rows
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The calibration as a JSON-ready document (``format``, what model it corrects,
+        parameters, groups, residual model, runs)."""
+        return {
+            "format": FORMAT,
+            "prior": dict(self.prior),
+            "params": self.params.to_json(),
+            "levels": list(LEVELS),
+            "noise_log_sd": dict(self.noise_log_sd),
+            "level_log_sd": [list(pair) for pair in self.level_log_sd],
+            "num_runs": self.num_runs,
+            "groups": [
+                {
+                    "level": LEVELS[level],
+                    "group": list(prefix),
+                    "compute_log_factor": g.u,
+                    "network_log_factor": g.u + g.v,
+                    "var_u": g.var_u,
+                    "cov_uv": g.cov_uv,
+                    "var_v": g.var_v,
+                    "num_runs": g.num_runs,
+                    "network_separated": g.network_separated,
+                }
+                for level, groups in enumerate(self.groups)
+                for prefix, g in sorted(groups.items())
+            ],
+            "memory_groups": [
+                {
+                    "level": LEVELS[level],
+                    "group": list(prefix),
+                    "memory_log_factor": m.u,
+                    "var_u": m.var_u,
+                    "num_runs": m.num_runs,
+                }
+                for level, groups in enumerate(self.memory)
+                for prefix, m in sorted(groups.items())
+            ],
+            "residual": self.residual.to_json(),
+            "runs": [
+                {
+                    **s.key.to_json(),
+                    "compute_s": s.compute_s,
+                    "network_s": s.network_s,
+                    "observed_s": s.observed_s,
+                    "features": list(s.features),
+                    "predicted_memory_bytes": s.predicted_memory_bytes,
+                    "observed_memory_bytes": s.observed_memory_bytes,
+                }
+                for s in self.samples
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ObservedCalibration:
+        """Inverse of ``to_json``. Raises ``CalibrationError`` naming what is wrong (another
+        kind of file, another format version, a malformed entry)."""
+        fmt = doc.get("format")
+        if not is_observed_calibration(doc):
+            raise CalibrationError(
+                f"not an observed-runs calibration: format is {fmt!r}, need {FORMAT} "
+                "(written by `planner calibrate observe`)"
+            )
+        if fmt != FORMAT:
+            raise CalibrationError(
+                f"format {fmt!r}: this planner reads {FORMAT}; run `planner calibrate observe` "
+                "again"
+            )
+        try:
+            params = ObservedParams.from_json(doc["params"])
+            groups: list[dict[tuple[str, ...], GroupFactors]] = [{} for _ in LEVELS]
+            for g in doc["groups"]:
+                level = LEVELS.index(g["level"])
+                groups[level][tuple(str(p) for p in g["group"])] = GroupFactors(
+                    u=float(g["compute_log_factor"]),
+                    v=float(g["network_log_factor"]) - float(g["compute_log_factor"]),
+                    var_u=float(g["var_u"]),
+                    cov_uv=float(g["cov_uv"]),
+                    var_v=float(g["var_v"]),
+                    num_runs=int(g["num_runs"]),
+                    network_separated=bool(g["network_separated"]),
+                )
+            memory: list[dict[tuple[str, ...], MemoryFactor]] = [{} for _ in LEVELS]
+            for m in doc.get("memory_groups", []):
+                level = LEVELS.index(m["level"])
+                memory[level][tuple(str(p) for p in m["group"])] = MemoryFactor(
+                    u=float(m["memory_log_factor"]),
+                    var_u=float(m["var_u"]),
+                    num_runs=int(m["num_runs"]),
+                )
+            samples = [
+                RunSample(
+                    key=RunKey(
+                        cluster=str(r["cluster"]),
+                        gpu=str(r["gpu"]),
+                        architecture=str(r["architecture"]),
+                        recipe=str(r["recipe"]),
+                        framework=str(r["framework"]),
+                        family=str(r["family"]),
+                    ),
+                    compute_s=float(r["compute_s"]),
+                    network_s=float(r["network_s"]),
+                    observed_s=float(r["observed_s"]),
+                    features=tuple(float(v) for v in r["features"]),
+                    predicted_memory_bytes=float(r["predicted_memory_bytes"]),
+                    observed_memory_bytes=None
+                    if r.get("observed_memory_bytes") is None
+                    else float(r["observed_memory_bytes"]),
+                )
+                for r in doc.get("runs", [])
+            ]
+            noise = {str(k): float(v) for k, v in dict(doc["noise_log_sd"]).items()}
+            level_log_sd = tuple((float(a), float(b)) for a, b in doc.get("level_log_sd", []))
+            if level_log_sd and len(level_log_sd) != len(LEVELS):
+                raise CalibrationError(f"level_log_sd: needs one pair per level of {LEVELS}")
+            prior = {str(k): str(v) for k, v in dict(doc.get("prior", {})).items()}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CalibrationError(f"malformed observed-runs calibration ({exc!r})") from exc
+        except SpecError as exc:
+            raise CalibrationError(f"malformed observed-runs calibration: {exc}") from exc
+        values = list(noise.values()) + [
+            x for level in groups for g in level.values() for x in (g.u, g.v, g.var_u, g.var_v)
+        ]
+        if not all(math.isfinite(x) for x in values):
+            raise CalibrationError("malformed observed-runs calibration: a value is not finite")
+        return cls(
+            params=params,
+            groups=groups,
+            memory=memory,
+            residual=ResidualModel.from_json(doc["residual"]),
+            noise_log_sd=noise,
+            samples=samples,
+            prior=prior,
+            level_log_sd=level_log_sd,
+        )
+
+    def stale_warnings(self) -> list[str]:
+        """Why the corrections may not fit this planner's model (they were learnt against
+        another version or other efficiency constants); empty when they match."""
+        now = model_fingerprint()
+        if not self.prior or self.prior == now:
+            return []
+        return [
+            f"learnt against planner {self.prior.get('planner_version')} with efficiency "
+            f"constants {self.prior.get('constants_sha256', '')[:12]}, this is planner "
+            f"{now['planner_version']} with {now['constants_sha256'][:12]}: the corrections "
+            "may be stale; run `planner calibrate observe` again"
+        ]
+
+    def dumps(self) -> str:
+        """``to_json`` as JSON text."""
+        return json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
+
+
+def is_observed_calibration(doc: object) -> bool:
+    """True when ``doc`` (a parsed JSON document) is an observed-runs calibration file, of
+    this format version or another."""
+    fmt = doc.get("format") if isinstance(doc, Mapping) else None
+    return isinstance(fmt, str) and fmt.startswith(FORMAT.split("/")[0] + "/")
+
+
+def model_fingerprint() -> dict[str, str]:
+    """What model a calibration corrects: the planner version and the SHA-256 of the
+    packaged efficiency constants (a calibration learnt against other constants is stale)."""
+    path = Path(planner.perf.__file__).resolve().parent / CONSTANTS_FILE
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        digest = "unknown"
+    return {"planner_version": __version__, "constants_sha256": digest}
+
+
+# -- fitting --------------------------------------------------------------------------------
+
+
+def _tree(keys: Sequence[RunKey]) -> tuple[list[Int], Int, list[list[tuple[str, ...]]]]:
+    """The tree of groups of ``keys``: per level the parent of each group, each run's leaf,
+    and each level's group prefixes in id order."""
+    index: list[dict[tuple[str, ...], int]] = [{} for _ in LEVELS]
+    parents: list[list[int]] = [[] for _ in LEVELS]
+    leaf = np.empty(len(keys), dtype=np.int64)
+    for i, key in enumerate(keys):
+        parent = 0
+        for level, prefix in enumerate(key.path()):
+            ids = index[level]
+            if prefix not in ids:
+                ids[prefix] = len(ids)
+                parents[level].append(parent)
+            parent = ids[prefix]
+        leaf[i] = parent
+    prefixes = [list(ids) for ids in index]
+    return [np.asarray(p, dtype=np.int64) for p in parents], leaf, prefixes
+
+
+def _noise(keys: Sequence[RunKey], log_ratio: Float, params: ObservedParams) -> Float:
+    """Each run's sigma: per model family, the pooled within-key root-mean-square deviation of
+    the log ratios from their key's mean, shrunk toward ``noise_log_sd`` (module docstring).
+    Shape ``(n,)``."""
+    out = np.full(len(keys), params.noise_log_sd)
+    for family in FAMILIES:
+        members = np.fromiter((i for i, k in enumerate(keys) if k.family == family), np.int64)
+        if not members.size:
+            continue
+        ids: dict[RunKey, int] = {}
+        group = np.fromiter(
+            (ids.setdefault(keys[i], len(ids)) for i in members), np.int64, members.size
+        )
+        y = log_ratio[members]
+        counts = np.bincount(group, minlength=len(ids))
+        means = np.bincount(group, weights=y, minlength=len(ids)) / counts
+        squares = float(((y - means[group]) ** 2).sum())
+        dof = float(np.maximum(counts - 1, 0).sum())
+        out[members] = math.sqrt(
+            (params.noise_dof * params.noise_log_sd**2 + squares) / (params.noise_dof + dof)
+        )
+    return out
+
+
+def _groups(
+    fit: TreeFit, prefixes: list[list[tuple[str, ...]]]
+) -> list[dict[tuple[str, ...], GroupFactors]]:
+    out: list[dict[tuple[str, ...], GroupFactors]] = []
+    for level, names in enumerate(prefixes):
+        mean, cov, info = fit.mean[level], fit.cov[level], fit.info[level]
+        # information about v with u unknown: the Schur complement of the 2x2 information
+        info_v = info[:, 1, 1] - info[:, 0, 1] ** 2 / np.maximum(info[:, 0, 0], 1e-12)
+        prior_v = float(fit.prior_log_sd[level][1]) ** 2
+        out.append(
+            {
+                prefix: GroupFactors(
+                    u=float(mean[g, 0]),
+                    v=float(mean[g, 1]),
+                    var_u=float(cov[g, 0, 0]),
+                    cov_uv=float(cov[g, 0, 1]),
+                    var_v=float(cov[g, 1, 1]),
+                    num_runs=int(fit.num_runs[level][g]),
+                    network_separated=bool(info_v[g] * prior_v >= 1.0),
+                )
+                for g, prefix in enumerate(names)
+            }
+        )
+    return out
+
+
+def fit_observed(
+    samples: Sequence[RunSample], params: ObservedParams | None = None
+) -> ObservedCalibration:
+    """Learn the calibration from ``samples`` (module docstring). With no sample, the result
+    corrects nothing (factor 1 with the prior's uncertainty). Raises ``CalibrationError`` for a
+    sample with a non-positive time."""
+    params = params or ObservedParams()
+    for s in samples:
+        if not (s.compute_s > 0 and s.network_s >= 0 and s.observed_s > 0):
+            raise CalibrationError(
+                f"run on {s.key.gpu}: compute_s, observed_s must be > 0 and network_s >= 0"
+            )
+    keys = [s.key for s in samples]
+    compute = np.fromiter((s.compute_s for s in samples), np.float64, len(samples))
+    network = np.fromiter((s.network_s for s in samples), np.float64, len(samples))
+    observed = np.log(np.fromiter((s.observed_s for s in samples), np.float64, len(samples)))
+    features = np.asarray([s.features for s in samples], dtype=np.float64).reshape(
+        len(samples), len(FEATURES)
+    )
+    residual = ResidualModel(min_runs=params.residual_min_runs)
+    if not samples:
+        residual.fit(features, np.zeros(0))
+        return ObservedCalibration(
+            params=params,
+            groups=[{} for _ in LEVELS],
+            memory=[{} for _ in LEVELS],
+            residual=residual,
+            noise_log_sd={},
+            prior=model_fingerprint(),
+        )
+    parents, leaf, prefixes = _tree(keys)
+    noise = _noise(keys, observed - np.log(compute + network), params)
+    prior = np.asarray(params.prior_log_sd, dtype=np.float64)
+    offset = np.zeros(len(samples))
+
+    def tree(offset: Float) -> TreeFit:
+        return fit_tree(
+            parents,
+            leaf,
+            compute_s=compute,
+            network_s=network,
+            log_observed=observed,
+            offset=offset,
+            prior_log_sd=prior,
+            noise_log_sd=noise,
+            huber_k=params.huber_k,
+            prior_dof=params.prior_dof,
+        )
+
+    first = tree(offset)
+    residual.fit(features, first.residual, groups=leaf)
+    fitted = first
+    if residual.selected_ != "none":
+        offset = residual.predict(features)
+        fitted = tree(offset)
+    return ObservedCalibration(
+        params=params,
+        groups=_groups(fitted, prefixes),
+        memory=_memory(samples, params),
+        residual=residual,
+        noise_log_sd={
+            family: float(noise[i])
+            for family in FAMILIES
+            for i in [next((j for j, k in enumerate(keys) if k.family == family), -1)]
+            if i >= 0
+        },
+        samples=list(samples),
+        prior=model_fingerprint(),
+        level_log_sd=tuple((float(a), float(b)) for a, b in fitted.prior_log_sd),
+    )
+
+
+def _memory(
+    samples: Sequence[RunSample], params: ObservedParams
+) -> list[dict[tuple[str, ...], MemoryFactor]]:
+    """The memory factor per group, from the runs that measured their peak (the tree with the
+    model's peak as the only term)."""
+    measured = [s for s in samples if s.observed_memory_bytes is not None]
+    out: list[dict[tuple[str, ...], MemoryFactor]] = [{} for _ in LEVELS]
+    if not measured:
+        return out
+    parents, leaf, prefixes = _tree([s.key for s in measured])
+    predicted = np.fromiter((s.predicted_memory_bytes for s in measured), np.float64)
+    observed = np.fromiter((s.observed_memory_bytes or 0.0 for s in measured), np.float64)
+    prior = np.asarray([(sd, sd) for sd in params.memory_prior_log_sd], dtype=np.float64)
+    fit = fit_tree(
+        parents,
+        leaf,
+        compute_s=predicted,
+        network_s=np.zeros_like(predicted),
+        log_observed=np.log(observed),
+        offset=np.zeros_like(predicted),
+        prior_log_sd=prior,
+        noise_log_sd=np.full(len(measured), params.memory_noise_log_sd),
+        huber_k=params.huber_k,
+    )
+    for level, names in enumerate(prefixes):
+        for g, prefix in enumerate(names):
+            out[level][prefix] = MemoryFactor(
+                u=float(fit.mean[level][g, 0]),
+                var_u=float(fit.cov[level][g, 0, 0]),
+                num_runs=int(fit.num_runs[level][g]),
+            )
+    return out
+
+
+def observe_runs(
+    runs: Sequence[ObservedRun], params: ObservedParams | None = None
+) -> tuple[ObservedCalibration, list[RunSample], list[str]]:
+    """Parse, predict and learn from ``runs``: the calibration, the samples it was fitted on
+    and one error line per run left out. The one entry point of ``planner calibrate observe``
+    and the service."""
+    samples, errors = samples_from_runs(runs)
+    return fit_observed(samples, params), samples, errors
+
+
+def cross_validated_errors(
+    samples: Sequence[RunSample],
+    params: ObservedParams | None = None,
+    *,
+    folds: int = 5,
+    seed: int = 0,
+) -> dict[str, float | int]:
+    """Held-out error of the calibration on its own runs: ``folds``-fold cross-validation
+    (runs shuffled by ``numpy.random.default_rng(seed)``), each fold predicted by a
+    calibration fitted on the others. Returns ``num_runs``, ``prior_mean_abs_error_ratio``
+    (the uncorrected model) and ``calibrated_mean_abs_error_ratio`` (mean
+    ``|predicted / observed - 1|``); fewer than two runs give the prior's error for both."""
+    n = len(samples)
+    prior = [abs(s.predicted_s / s.observed_s - 1) for s in samples]
+    if n < 2:
+        mean = float(np.mean(prior)) if prior else math.nan
+        return {
+            "num_runs": n,
+            "prior_mean_abs_error_ratio": mean,
+            "calibrated_mean_abs_error_ratio": mean,
+        }
+    order = np.random.default_rng(seed).permutation(n)
+    parts = np.array_split(order, min(folds, n))
+    calibrated = np.empty(n)
+    for part in parts:
+        held = {int(i) for i in part}
+        cal = fit_observed([samples[i] for i in range(n) if i not in held], params)
+        for i in held:
+            s = samples[i]
+            found = cal.correct(s.key, s.compute_s, s.network_s, s.features)
+            calibrated[i] = abs(s.predicted_s * found.factor / s.observed_s - 1)
+    return {
+        "num_runs": n,
+        "prior_mean_abs_error_ratio": float(np.mean(prior)),
+        "calibrated_mean_abs_error_ratio": float(calibrated.mean()),
+    }

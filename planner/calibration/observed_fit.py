@@ -1,0 +1,277 @@
+"""Nested random effects of the compute and network factors, fitted exactly on a tree (pure).
+
+The observed-runs calibration (``planner.calibration.observed``) gives every run ``i`` a
+compute log factor ``u`` and a network log factor ``u + v`` that multiply the model's compute
+terms ``C_i`` and network terms ``N_i`` (``online_split.ModelSplit``), so that
+
+    log t_i = log(C_i·e^u + N_i·e^(u+v)) + r_i + e_i,      e_i ~ N(0, sigma²)
+
+with ``r_i`` the residual model's offset. ``theta = (u, v)`` is the sum of one deviation per
+level of a tree of groups (global -> GPU architecture -> architecture and precision bits -> GPU
+and recipe -> cluster, GPU, recipe and framework), each deviation ``N(0, diag(tau_u², tau_v²))``
+of its level: a linear mixed model with nested random effects (Henderson's mixed-model
+equations; Gelman et al., *Bayesian Data Analysis*, 3rd ed., 2013, §5.5 and §15.2). A group
+seen through few runs stays near its parent: the shrinkage toward the prior.
+
+Fitting. The likelihood is linearised at the current estimate (Gauss-Newton): with ``q_i`` the
+network share ``N_i·e^v / (C_i + N_i·e^v)``, ``d log t_i / d(u, v) = (1, q_i)``. On a tree, the
+posterior of a linear Gaussian model is found exactly by two passes of 2x2 information
+messages (belief propagation on a tree; Pearl 1988, ch. 4; the Rauch-Tung-Striebel smoother is
+the chain case): upward, every group sends its parent what its runs say about the parent's
+cumulative effect (``Λ - Λ(Λ + T⁻¹)⁻¹Λ``, the Woodbury form, valid for singular ``Λ``);
+downward, every group combines what its parent knows without it with its own runs. The result
+is each group's cumulative ``(u, v)`` and its exact 2x2 posterior covariance, at O(runs +
+groups) cost. Runs far from their group (beyond ``huber_k·sigma``) are down-weighted as in
+``online_stats`` (Huber 1964, iteratively reweighted).
+
+Identification. ``v`` is learnt only where the network shares ``q_i`` of a group's runs differ
+(the design ``(1, q_i)`` then has rank 2) or a run has no network terms; elsewhere the data
+determine ``u + q·v`` and the prior, whose ``tau_v`` is smaller than ``tau_u`` at the lower
+levels, puts the correction mostly into ``u``: a single factor for the whole step, as the
+online calibration does when a job's split is not determined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["GN_ITERATIONS", "TreeFit", "fit_tree", "network_share"]
+
+Float = NDArray[np.float64]
+Int = NDArray[np.int64]
+
+GN_ITERATIONS: Final = 10
+"""Gauss-Newton steps (each re-linearises the network share and re-weights the runs); the
+model is linear in ``u`` and mildly non-linear in ``v``, so the steps stop moving by the
+fourth."""
+_TINY: Final = 1e-12
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TreeFit:
+    """Posterior of every group's cumulative ``(u, v)``.
+
+    Per level ``l`` (0 = root): ``mean[l]`` shape ``(G_l, 2)``, ``cov[l]`` shape ``(G_l, 2, 2)``,
+    ``info[l]`` the Fisher information of the group's own runs (subtree) about its cumulative
+    effect, shape ``(G_l, 2, 2)``, and ``num_runs[l]`` shape ``(G_l,)``. ``residual`` shape
+    ``(n,)``: each run's ``log t - log t_hat`` at the fit; ``weight`` its final Huber weight;
+    ``prior_log_sd`` shape ``(L, 2)``: the levels' ``tau`` the fit ended with.
+    """
+
+    mean: tuple[Float, ...]
+    cov: tuple[Float, ...]
+    info: tuple[Float, ...]
+    num_runs: tuple[Int, ...]
+    residual: Float
+    weight: Float
+    prior_log_sd: Float
+
+
+def network_share(compute_s: Float, network_s: Float, v: Float) -> Float:
+    """``N·e^v / (C + N·e^v)``, the network terms' share of the corrected step (shape of the
+    inputs)."""
+    scaled = network_s * np.exp(v)
+    share: Float = scaled / np.maximum(compute_s + scaled, _TINY)
+    return share
+
+
+def _inv(m: Float) -> Float:
+    """Batched inverse of symmetric 2x2 matrices, shape ``(k, 2, 2)``."""
+    a, b, d = m[:, 0, 0], m[:, 0, 1], m[:, 1, 1]
+    det = np.maximum(a * d - b * b, _TINY)
+    out = np.empty_like(m)
+    out[:, 0, 0] = d / det
+    out[:, 1, 1] = a / det
+    out[:, 0, 1] = out[:, 1, 0] = -b / det
+    return out
+
+
+def _mv(m: Float, x: Float) -> Float:
+    """Batched matrix-vector product, ``(k, 2, 2) @ (k, 2)``."""
+    out: Float = np.einsum("kij,kj->ki", m, x)
+    return out
+
+
+def _mm(a: Float, b: Float) -> Float:
+    out: Float = np.einsum("kij,kjl->kil", a, b)
+    return out
+
+
+def _scatter(index: Int, values: Float, size: int) -> Float:
+    """Sum of ``values`` (shape ``(n, ...)``) per ``index`` into ``size`` rows."""
+    out = np.zeros((size, *values.shape[1:]))
+    np.add.at(out, index, values)
+    return out
+
+
+def _posterior(
+    parents: Sequence[Int],
+    leaf_info: Float,
+    leaf_vec: Float,
+    prior_var: Float,
+) -> tuple[list[Float], list[Float], list[Float], list[Float]]:
+    """Exact posterior means and covariances of the cumulative effects on the tree, the
+    subtrees' information, and each group's posterior second moment of its own deviation
+    ``E[delta²]`` (shape ``(G, 2)``, for the variance components).
+
+    ``parents[l]`` (l >= 1) maps level ``l``'s groups to level ``l - 1``'s; ``leaf_info`` /
+    ``leaf_vec`` are the deepest level's information matrix and vector (shape ``(G, 2, 2)`` /
+    ``(G, 2)``); ``prior_var`` shape ``(L, 2)``: ``tau_u², tau_v²`` per level."""
+    depth = len(parents)
+    info: list[Float] = [np.zeros(0)] * depth
+    vec: list[Float] = [np.zeros(0)] * depth
+    up_info: list[Float] = [np.zeros(0)] * depth
+    up_vec: list[Float] = [np.zeros(0)] * depth
+    info[-1], vec[-1] = leaf_info, leaf_vec
+    for level in range(depth - 1, 0, -1):
+        lam, eta = info[level], vec[level]
+        prior_precision = np.zeros_like(lam)
+        prior_precision[:, 0, 0] = 1.0 / prior_var[level, 0]
+        prior_precision[:, 1, 1] = 1.0 / prior_var[level, 1]
+        gain = _mm(lam, _inv(lam + prior_precision))  # Λ(Λ + T⁻¹)⁻¹
+        up_info[level] = lam - _mm(gain, lam)
+        up_vec[level] = eta - _mv(gain, eta)
+        size = int(parents[level - 1].shape[0]) if level > 1 else 1
+        info[level - 1] = _scatter(parents[level], up_info[level], size)
+        vec[level - 1] = _scatter(parents[level], up_vec[level], size)
+    root_precision = info[0].copy()
+    root_precision[:, 0, 0] += 1.0 / prior_var[0, 0]
+    root_precision[:, 1, 1] += 1.0 / prior_var[0, 1]
+    cov = [np.zeros(0)] * depth
+    mean = [np.zeros(0)] * depth
+    cov[0] = _inv(root_precision)
+    mean[0] = _mv(cov[0], vec[0])
+    second = [np.zeros(0)] * depth
+    second[0] = mean[0] ** 2 + np.stack([cov[0][:, 0, 0], cov[0][:, 1, 1]], axis=1)
+    for level in range(1, depth):
+        parent = parents[level]
+        # what the parent knows without this child, then widened by the child's deviation
+        outside = _inv(cov[level - 1])[parent] - up_info[level]
+        outside_vec = _mv(_inv(cov[level - 1]), mean[level - 1])[parent] - up_vec[level]
+        outside_cov = _inv(outside)
+        prior_mean = _mv(outside_cov, outside_vec)
+        widened = outside_cov.copy()
+        widened[:, 0, 0] += prior_var[level, 0]
+        widened[:, 1, 1] += prior_var[level, 1]
+        down = _inv(widened)
+        precision = down + info[level]
+        cov[level] = _inv(precision)
+        mean[level] = _mv(cov[level], _mv(down, prior_mean) + vec[level])
+        # the deviation delta = theta_child - theta_parent: given the parent, the child's
+        # posterior is (T⁻¹ + Λ)⁻¹(T⁻¹·theta_parent + η), so Cov(child, parent) = A·Σ_parent
+        # with A = (T⁻¹ + Λ)⁻¹T⁻¹
+        prior_precision = np.zeros_like(info[level])
+        prior_precision[:, 0, 0] = 1.0 / prior_var[level, 0]
+        prior_precision[:, 1, 1] = 1.0 / prior_var[level, 1]
+        gain = _mm(_inv(prior_precision + info[level]), prior_precision)
+        parent_cov = cov[level - 1][parent]
+        cross = _mm(gain, parent_cov)
+        var = cov[level] + parent_cov - cross - np.swapaxes(cross, 1, 2)
+        delta = mean[level] - mean[level - 1][parent]
+        second[level] = delta**2 + np.stack([var[:, 0, 0], var[:, 1, 1]], axis=1)
+    return mean, cov, info, second
+
+
+def _huber(
+    residual: Float, jac: Float, *, leaf_cov: Float, precision: Float, sigma2: Float, k: float
+) -> Float:
+    """Huber weights from each run's leave-one-out residual: its residual to its key's fit
+    without it, over the predictive sd ``sqrt(J·Sigma_-i·J' + sigma²)`` (a lone run is judged
+    against what its parents predict, not against a fit to itself)."""
+    # h = J·Sigma·J' is the run's share of its own fit (leverage); leaving it out divides its
+    # residual by (1 - precision·h) and gives the predictive variance h / (1 - precision·h)
+    lever = np.einsum("ki,kij,kj->k", jac, leaf_cov, jac)
+    keep = np.maximum(1.0 - precision * lever, 1e-6)
+    deleted = residual / keep
+    sd = np.sqrt(lever / keep + sigma2)
+    out: Float = np.minimum(1.0, k * sd / np.maximum(np.abs(deleted), _TINY))
+    return out
+
+
+def fit_tree(
+    parents: Sequence[Int],
+    leaf_of_run: Int,
+    *,
+    compute_s: Float,
+    network_s: Float,
+    log_observed: Float,
+    offset: Float,
+    prior_log_sd: Float,
+    noise_log_sd: Float,
+    huber_k: float,
+    prior_dof: float = 0.0,
+) -> TreeFit:
+    """Fit the nested compute/network factors (module docstring).
+
+    ``parents``: per level ``l >= 1`` the parent of each group (``parents[0]`` is unused, an
+    empty array); ``leaf_of_run`` shape ``(n,)``: each run's group at the deepest level;
+    ``compute_s``, ``network_s`` shape ``(n,)``: the model's compute and network terms (s,
+    compute > 0); ``log_observed`` shape ``(n,)``: log of the observed step time (s);
+    ``offset`` shape ``(n,)``: the residual model's log correction; ``prior_log_sd`` shape
+    ``(L, 2)``: ``tau_u, tau_v`` per level; ``noise_log_sd`` shape ``(n,)``: each run's sigma.
+    ``prior_dof`` > 0 learns the variance components from the data: after each pass, level
+    ``l``'s ``tau²`` becomes ``(prior_dof·tau0² + sum of E[delta²]) / (prior_dof + G_l)`` over
+    its ``G_l`` groups (the EM update of a mixed model's variance components, Laird & Ware
+    1982, with a scaled-inverse-chi² prior of ``prior_dof`` pseudo-groups at ``prior_log_sd``,
+    BDA3 §3.3); 0 keeps ``prior_log_sd``.
+    """
+    depth = len(parents)
+    prior0 = np.asarray(prior_log_sd, dtype=np.float64) ** 2
+    prior_var = prior0.copy()
+    num_leaves = int(leaf_of_run.max()) + 1 if leaf_of_run.size else 0
+    if depth > 1 and parents[-1].shape[0] != num_leaves:
+        num_leaves = int(parents[-1].shape[0])
+    sigma2 = np.asarray(noise_log_sd, dtype=np.float64) ** 2
+    theta = np.zeros((leaf_of_run.shape[0], 2))
+    weight = np.ones(leaf_of_run.shape[0])
+    residual = np.zeros(leaf_of_run.shape[0])
+    mean: list[Float] = []
+    cov: list[Float] = []
+    info: list[Float] = []
+    y = log_observed - offset
+    leaf_cov = np.zeros((leaf_of_run.shape[0], 2, 2))
+    for _ in range(GN_ITERATIONS):
+        u, v = theta[:, 0], theta[:, 1]
+        q = network_share(compute_s, network_s, v)
+        predicted = np.log(compute_s * np.exp(u) + network_s * np.exp(u + v))
+        residual = y - predicted
+        jac = np.stack([np.ones_like(q), q], axis=1)
+        weight = _huber(
+            residual, jac, leaf_cov=leaf_cov, precision=weight / sigma2, sigma2=sigma2, k=huber_k
+        )
+        pseudo = residual + u + q * v  # J·theta + residual: the linearised observation
+        scale = weight / sigma2
+        outer = jac[:, :, None] * jac[:, None, :] * scale[:, None, None]
+        leaf_info = _scatter(leaf_of_run, outer, num_leaves)
+        leaf_vec = _scatter(leaf_of_run, jac * (scale * pseudo)[:, None], num_leaves)
+        mean, cov, info, second = _posterior(parents, leaf_info, leaf_vec, prior_var)
+        theta = mean[-1][leaf_of_run]
+        leaf_cov = cov[-1][leaf_of_run]
+        if prior_dof > 0:
+            for level in range(depth):
+                groups = second[level].shape[0]
+                prior_var[level] = (prior_dof * prior0[level] + second[level].sum(axis=0)) / (
+                    prior_dof + groups
+                )
+    u, v = theta[:, 0], theta[:, 1]
+    residual = y - np.log(compute_s * np.exp(u) + network_s * np.exp(u + v))
+    counts: list[Int] = [np.bincount(leaf_of_run, minlength=num_leaves).astype(np.int64)]
+    for level in range(depth - 1, 0, -1):
+        size = int(parents[level - 1].shape[0]) if level > 1 else 1
+        counts.insert(
+            0, np.bincount(parents[level], weights=counts[0], minlength=size).astype(np.int64)
+        )
+    return TreeFit(
+        mean=tuple(mean),
+        cov=tuple(cov),
+        info=tuple(info),
+        num_runs=tuple(counts),
+        residual=residual,
+        weight=weight,
+        prior_log_sd=np.sqrt(prior_var),
+    )

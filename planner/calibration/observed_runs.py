@@ -1,0 +1,301 @@
+"""Observed runs: reading them, their calibration keys, and what the fit sees of each (pure).
+
+A run is one JSON line, ``{"scenario": {<scenario format>}, "iteration_time_s": <measured
+s>}``; ``tokens_per_s`` (global, tokens/s) may stand in for the time (``global_batch_size ·
+seq_length / tokens_per_s``) and, with it, must agree within 2 %; ``memory_per_gpu_bytes`` (the
+measured peak per GPU) and ``cluster`` (default ``""``) are optional. The scenario is parsed
+as ``planner predict`` parses it, so the key's names are the normalised ones (``H100-SXM`` is
+``h100-sxm``), and predicted once (``predict_batch``) into a ``RunSample``: the model's compute
+and network terms (``online_split.ModelSplit``), the residual features
+(``residual.run_features``) and its peak memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from planner.calibration.online_split import ModelSplit
+from planner.calibration.residual import run_features
+from planner.errors import CalibrationError, SpecError
+from planner.perf.step import predict_batch
+from planner.scenario.documents import prediction_json
+from planner.scenario.loading import load_json_lines
+from planner.scenario.parse import parse_scenario
+from planner.specs.parallelism import Fp8Recipe, ParallelismSpec
+from planner.specs.scenario import Scenario
+
+__all__ = [
+    "FAMILIES",
+    "LEVELS",
+    "RUN_FIELDS",
+    "ObservedRun",
+    "RunKey",
+    "RunSample",
+    "read_observed_runs",
+    "recipe_of",
+    "run_key",
+    "sample_of",
+    "samples_from_runs",
+]
+
+LEVELS: Final = (
+    "global",
+    "family",
+    "architecture",
+    "architecture_bits",
+    "gpu_recipe",
+    "key",
+)
+"""The levels of the tree of groups, from the root to the key (each level within the model
+family: dense and MoE models are off by different amounts on the same GPU)."""
+FAMILIES: Final = ("dense", "moe")
+RUN_FIELDS: Final = frozenset(
+    {"scenario", "iteration_time_s", "tokens_per_s", "memory_per_gpu_bytes", "cluster"}
+)
+TOKENS_AGREEMENT: Final = 0.02
+"""How far ``tokens_per_s`` and ``iteration_time_s`` of one run may disagree."""
+
+
+# -- keys -----------------------------------------------------------------------------------
+
+
+def recipe_of(parallelism: ParallelismSpec) -> str:
+    """The precision recipe of a layout: ``bf16``, ``fp16``, ``fp8-delayed``,
+    ``fp8-tensorwise``, ``fp8-blockwise``, ``mxfp8`` or ``nvfp4`` (an ``fp8`` layout with the
+    ``mxfp8`` recipe is ``mxfp8``: the same GEMMs)."""
+    recipe = parallelism.low_precision_recipe
+    if recipe is None:
+        return parallelism.precision.value
+    if recipe in (Fp8Recipe.MXFP8, Fp8Recipe.NVFP4):
+        return recipe.value
+    return f"fp8-{recipe.value}"
+
+
+def _bits(recipe: str) -> str:
+    if recipe in ("bf16", "fp16"):
+        return "16"
+    return "4" if recipe == "nvfp4" else "8"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunKey:
+    """What the factors are kept per: ``cluster`` (as the user names it), ``gpu`` (catalog key)
+    and its ``architecture``, ``recipe`` (``recipe_of``) and ``framework``, all as the scenario
+    parser normalises them, and the model ``family`` (``dense`` or ``moe``: routed experts)."""
+
+    cluster: str
+    gpu: str
+    architecture: str
+    recipe: str
+    framework: str
+    family: str
+
+    def path(self) -> tuple[tuple[str, ...], ...]:
+        """The group of this key at each of ``LEVELS``."""
+        family = self.family
+        return (
+            (),
+            (family,),
+            (family, self.architecture),
+            (family, self.architecture, _bits(self.recipe)),
+            (family, self.gpu, self.recipe),
+            (family, self.cluster, self.gpu, self.recipe, self.framework),
+        )
+
+    def to_json(self) -> dict[str, str]:
+        """JSON-ready fields."""
+        return {
+            "cluster": self.cluster,
+            "gpu": self.gpu,
+            "architecture": self.architecture,
+            "recipe": self.recipe,
+            "framework": self.framework,
+            "family": self.family,
+        }
+
+
+def run_key(scenario: Scenario, cluster: str = "") -> RunKey:
+    """The key of a parsed scenario on ``cluster``."""
+    return RunKey(
+        cluster=cluster,
+        gpu=scenario.hardware.gpu.key,
+        architecture=scenario.hardware.gpu.architecture,
+        recipe=recipe_of(scenario.parallelism),
+        framework=scenario.training.framework.value,
+        family="moe" if scenario.model.num_experts > 0 else "dense",
+    )
+
+
+# -- runs -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObservedRun:
+    """One measured run: its scenario ``document``, measured ``iteration_time_s`` (s), optional
+    measured peak ``memory_per_gpu_bytes``, the ``cluster`` it ran on, the ``source`` file and
+    its ``line`` there (1-based; 0 when not read from a file)."""
+
+    document: Mapping[str, Any]
+    iteration_time_s: float | None
+    tokens_per_s: float | None = None
+    memory_per_gpu_bytes: float | None = None
+    cluster: str = ""
+    source: str = ""
+    line: int = 0
+
+
+def _positive(doc: Mapping[str, Any], name: str) -> float | None:
+    value = doc.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(name, f"must be a number > 0, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise SpecError(name, f"must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _run_of(doc: object, source: str, line: int) -> ObservedRun:
+    """One JSON line as an ``ObservedRun``; raises ``SpecError`` naming the field."""
+    if not isinstance(doc, Mapping):
+        raise SpecError("run", "must be a JSON object with 'scenario' and 'iteration_time_s'")
+    unknown = sorted(set(doc) - RUN_FIELDS)
+    if unknown:
+        raise SpecError(unknown[0], f"unknown field; a run has {', '.join(sorted(RUN_FIELDS))}")
+    scenario = doc.get("scenario")
+    if not isinstance(scenario, Mapping):
+        raise SpecError("scenario", "must be a scenario document (an object)")
+    cluster = doc.get("cluster", "")
+    if not isinstance(cluster, str):
+        raise SpecError("cluster", f"must be a string, got {cluster!r}")
+    time_s = _positive(doc, "iteration_time_s")
+    tokens = _positive(doc, "tokens_per_s")
+    if time_s is None and tokens is None:
+        raise SpecError("iteration_time_s", "missing: give the measured seconds per iteration")
+    return ObservedRun(
+        document=scenario,
+        iteration_time_s=time_s,
+        tokens_per_s=tokens,
+        memory_per_gpu_bytes=_positive(doc, "memory_per_gpu_bytes"),
+        cluster=cluster,
+        source=source,
+        line=line,
+    )
+
+
+def read_observed_runs(text: str, source: str) -> tuple[list[ObservedRun], list[str]]:
+    """The runs of a JSON-lines text and one error line per bad run (``"<source>:<line>:
+    <field>: <what is wrong>"``); blank lines are skipped. Raises ``SpecError`` only when the
+    text cannot be read at all (``planner.scenario.loading`` limits)."""
+    runs: list[ObservedRun] = []
+    errors: list[str] = []
+    numbers = [i + 1 for i, raw in enumerate(text.splitlines()) if raw.strip()]
+    for number, doc in zip(numbers, load_json_lines(text, source), strict=True):
+        if isinstance(doc, SpecError):  # not JSON: the loader's message names file and line
+            errors.append(str(doc))
+            continue
+        try:
+            runs.append(_run_of(doc, source, number))
+        except SpecError as exc:
+            errors.append(f"{source}:{number}: {exc}")
+    return runs, errors
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSample:
+    """A run as the fit sees it: its ``key``, the model's compute and network terms
+    (``compute_s``, ``network_s``, s), the ``observed_s`` step (s), its ``features``
+    (``residual.FEATURES``), the model's peak memory and the measured one (bytes; None when not
+    measured)."""
+
+    key: RunKey
+    compute_s: float
+    network_s: float
+    observed_s: float
+    features: tuple[float, ...]
+    predicted_memory_bytes: float
+    observed_memory_bytes: float | None = None
+
+    @property
+    def predicted_s(self) -> float:
+        """The model's step, s."""
+        return self.compute_s + self.network_s
+
+
+def sample_of(
+    scenario: Scenario,
+    prediction: Mapping[str, Any],
+    observed_s: float,
+    *,
+    cluster: str = "",
+    observed_memory_bytes: float | None = None,
+) -> RunSample:
+    """The sample of one run: its parsed ``scenario``, the model's prediction (``planner
+    predict --json`` object), the measured step ``observed_s`` (s). Raises
+    ``CalibrationError`` when the prediction has no usable ``breakdown_s``."""
+    breakdown = prediction.get("breakdown_s")
+    split = ModelSplit.from_breakdown(breakdown) if isinstance(breakdown, Mapping) else None
+    if split is None or not isinstance(breakdown, Mapping):
+        raise CalibrationError("the prediction has no breakdown_s with compute > 0")
+    return RunSample(
+        key=run_key(scenario, cluster),
+        compute_s=split.compute_s,
+        network_s=split.network_s,
+        observed_s=float(observed_s),
+        features=run_features(scenario, breakdown),
+        predicted_memory_bytes=float(prediction["memory_per_gpu_bytes"]),
+        observed_memory_bytes=observed_memory_bytes,
+    )
+
+
+def samples_from_runs(runs: Sequence[ObservedRun]) -> tuple[list[RunSample], list[str]]:
+    """Parse and predict every run (one ``predict_batch``); returns the samples and one error
+    line per run that cannot be used (``"<source>:<line>: <field>: <message>"``)."""
+    parsed: list[tuple[ObservedRun, Scenario, float]] = []
+    errors: list[str] = []
+    for run in runs:
+        try:
+            scenario = parse_scenario(run.document)
+            observed = _observed_step(run, scenario)
+        except SpecError as exc:
+            errors.append(f"{run.source}:{run.line}: {exc}")
+            continue
+        parsed.append((run, scenario, observed))
+    predictions = predict_batch([s for _, s, _ in parsed]) if parsed else []
+    samples: list[RunSample] = []
+    for (run, scenario, observed), prediction in zip(parsed, predictions, strict=True):
+        try:
+            samples.append(
+                sample_of(
+                    scenario,
+                    prediction_json(prediction, scenario.name),
+                    observed,
+                    cluster=run.cluster,
+                    observed_memory_bytes=run.memory_per_gpu_bytes,
+                )
+            )
+        except CalibrationError as exc:
+            errors.append(f"{run.source}:{run.line}: {exc}")
+    return samples, errors
+
+
+def _observed_step(run: ObservedRun, scenario: Scenario) -> float:
+    """The measured step of a run, s: ``iteration_time_s``, or from ``tokens_per_s``."""
+    from_tokens = (
+        None if run.tokens_per_s is None else scenario.tokens_per_iteration / run.tokens_per_s
+    )
+    if run.iteration_time_s is None:
+        if from_tokens is None:
+            raise SpecError("iteration_time_s", "missing: give the measured seconds per iteration")
+        return from_tokens
+    if from_tokens is not None and abs(from_tokens / run.iteration_time_s - 1) > TOKENS_AGREEMENT:
+        raise SpecError(
+            "tokens_per_s",
+            f"gives {from_tokens:.4g} s per iteration (global_batch_size · seq_length / "
+            f"tokens_per_s) but iteration_time_s is {run.iteration_time_s:.4g} s; "
+            "give one, or both from the same measurement",
+        )
+    return run.iteration_time_s
