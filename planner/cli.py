@@ -222,9 +222,9 @@ def stragglers(
     ] = 2.0,
 ) -> None:
     """What-if straggler analysis of a trace: slowdown, attribution and diagnosis."""
-    from planner.service.main import read_trace
     from planner.stragglers import analyse
     from planner.stragglers.budget import check_rows, max_rows
+    from planner.wiring import read_trace
 
     budget = int(memory_budget_gib * 1024**3)
     try:

@@ -6,9 +6,9 @@ sources (Slurm CLI, Kubernetes informers), the log tailer, trace files, Promethe
 metrics and dcgm-exporter GPU telemetry), leader election, the Kueue AdmissionCheck controller,
 hint writers, and the HTTP API. Everything is injectable for tests: pass ``store``, ``sources``,
 ``reader``, ``traces``, ``telemetry``, ``gpus``, ``kube_api_client`` and ``clock``, and
-``start_loops=False`` to drive cycles by hand. ``serve`` is ``planner serve``; ``read_trace``,
-``sample_this_machine`` and ``read_calibration_inputs`` are the adapters the other commands of
-``planner.cli`` use.
+``start_loops=False`` to drive cycles by hand. ``serve`` is ``planner serve``;
+``sample_this_machine`` and ``read_calibration_inputs`` are the adapters the calibration commands
+of ``planner.cli`` use (``planner.wiring`` holds those that need no service).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from adapters.slurm import (
     scenario_key,
     write_hints_file,
 )
-from adapters.traces import TraceFiles, read_layout, read_op_trace
+from adapters.traces import TraceFiles
 from planner import __version__
 from planner.calibration.collectives import CollectiveSample
 from planner.calibration.samples import OpSample
@@ -95,7 +95,6 @@ from planner.service.runtime import ServiceState, exit_after
 from planner.service.security_settings import check_exposure
 from planner.service.settings import KubernetesSettings, Settings, SlurmSettings, Toggle
 from planner.service.store import SqlStore, Store
-from planner.specs.trace import OpTrace
 
 log = logging.getLogger("planner.service")
 
@@ -466,16 +465,6 @@ def ray_executor(address: str) -> Executor:
     from adapters.ray import RayExecutor  # noqa: PLC0415 - Ray is optional and slow to import
 
     return RayExecutor(address)
-
-
-def read_trace(
-    trace_path: str, meta_path: str, *, skip_bad_rows: bool = False, max_rows: int | None = None
-) -> OpTrace:
-    """A per-rank operation trace (parquet or CSV) with its layout file (meta YAML); raises
-    ``SpecError`` naming the file and the problem (or a trace over ``max_rows`` rows)."""
-    return read_op_trace(
-        trace_path, read_layout(meta_path), skip_bad_rows=skip_bad_rows, max_rows=max_rows
-    )
 
 
 def sample_this_machine(out: str, **options: Any) -> tuple[SampleRun, list[Path]]:

@@ -110,9 +110,9 @@ def test_an_unchanged_job_is_not_described_or_rewritten_again(
     described: list[str] = []
     real = jobs.describe_job
 
-    def counting(job: Any, read: Any) -> Any:
+    def counting(job: Any, read: Any, **kw: Any) -> Any:
         described.append(job.job_id)
-        return real(job, read)
+        return real(job, read, **kw)
 
     monkeypatch.setattr(jobs, "describe_job", counting)
     assert loop.run_cycle().results == {"slurm": "ok"}
