@@ -23,8 +23,6 @@ p50 gauge keeps the name and labels the alert rules and dashboards already use.
 | ``planner_job_predicted_completion_p90_timestamp_seconds`` | gauge | p90 completion, epoch s |
 | ``planner_job_time_limit_timestamp_seconds`` | gauge | start + time limit of a running job |
 | ``planner_job_model_error_ratio`` | gauge | model step time / observed step time - 1 |
-| ``planner_job_phase_slowdown_ratio`` | gauge | pace since the latest sustained change / before |
-| ``planner_job_phase_start_iteration`` | gauge | iteration where that change of pace began |
 | ``planner_job_predicted_memory_bytes`` | gauge | predicted peak memory per GPU, bytes |
 | ``planner_job_predicted_fits_in_memory`` | gauge | 1 when the prediction fits HBM, else 0 |
 | ``planner_job_straggler_slowdown_ratio`` | gauge | what-if step slowdown (1 = no stragglers) |
@@ -115,13 +113,6 @@ def _fits(row: JobRow) -> float | None:
     return None if not isinstance(fits, bool) else float(fits)
 
 
-def _phase(row: JobRow, key: str) -> float | None:
-    """A field of the job's latest sustained change of pace (``eta["phase"]``:
-    ``planner.forecast.history.PhaseEvent``), None when it has none."""
-    phase = (row.eta or {}).get("phase")
-    return _num(phase.get(key)) if isinstance(phase, dict) else None
-
-
 def _gpu(row: JobRow, key: str) -> float | None:
     return _num((row.gpus or {}).get(key))
 
@@ -165,17 +156,6 @@ _JOB_GAUGES: list[tuple[str, str, Callable[[JobRow], float | None]]] = [
         "planner_job_model_error_ratio",
         "Performance-model step time over the observed step time, minus 1 (signed ratio).",
         _model_error,
-    ),
-    (
-        "planner_job_phase_slowdown_ratio",
-        "Pace of the job since its latest sustained change of pace over its pace before it "
-        "(ratio; 1.3: 30 % slower, below 1: faster).",
-        lambda r: _phase(r, "ratio"),
-    ),
-    (
-        "planner_job_phase_start_iteration",
-        "Iteration at which the job's latest sustained change of pace began.",
-        lambda r: _phase(r, "start_iteration"),
     ),
     (
         "planner_job_predicted_completion_timestamp_seconds",

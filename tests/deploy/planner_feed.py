@@ -44,16 +44,11 @@ training: {train_iters: 1000}
 
 def write_log(path: Path, now: float) -> None:
     """Progress lines (JSON ``step`` events) and ``rank_step`` lines of 40 intervals ending now,
-    10 iterations each at ~0.06 s; rank 2 computes 1.5x slower from interval 10 on, and the
-    job's wall clock with it (every rank waits for it: a phase the straggler explains)."""
+    10 iterations each at ~0.06 s; rank 2 computes 1.5x slower from interval 10 on."""
     lines = []
     intervals = 40
-
-    def wall(k: int) -> float:  # seconds from the first interval's end to interval k's
-        return 0.6 * (min(k, 10) - 1) + 0.9 * max(0, k - 10)
-
     for k in range(1, intervals + 1):
-        t = now - (wall(intervals) - wall(k))
+        t = now - (intervals - k) * 0.6
         iteration = 10 * k
         compute = [0.040 + 0.0005 * ((k * 7 + r * 3) % 5) for r in range(WORLD_SIZE)]
         if k >= 10:

@@ -24,13 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_service_the_replay_and_the_benchmarks_call_the_one_implementation() -> None:
-    # the service and the replay follow a read through one function, which applies the rule
-    tracking = importlib.import_module("planner.forecast.tracking")
-    assert tracking.read_progress is rule.read_progress
     progress = importlib.import_module("planner.service.loops.progress")
-    assert progress.follow is tracking.follow
+    assert progress.read_progress is rule.read_progress
     replay = importlib.import_module("planner.forecast.replay")
-    assert replay.follow is tracking.follow
+    assert replay.read_progress is rule.read_progress
     for name in ("eta_band_coverage", "recalibration"):
         bench = importlib.import_module(f"benchmarks.{name}")
         assert bench.observations_from_progress is rule.observations_from_progress

@@ -20,7 +20,6 @@ from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import JobDetail, JobList, Stragglers
 from planner.service.auth import Role
-from planner.service.job_events import job_events
 from planner.service.job_fields import shown
 from planner.service.models import JobRow, SourceRow, job_sort_key, listing_key
 from planner.service.runtime import ServiceState
@@ -319,7 +318,6 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
             for s in store.samples(row.id)
         ]
         view["eta_history"] = [p.payload for p in store.predictions(row.id, kind="eta", limit=50)]
-        view["events"] = job_events(row)
         view["gpus"] = row.gpus
         return view
 

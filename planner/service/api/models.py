@@ -281,34 +281,15 @@ class LaunchFacts(BaseModel):
     notes: list[str]
 
 
-class JobEvent(Open):
-    """Something that happened in the job's run besides its steps
-    (``planner.service.job_events``): ``kind`` ``phase`` (a sustained change of pace, with its
-    ``ratio`` to the pace before), ``evaluation``, ``checkpoint``, ``pause`` (with its
-    ``duration_s``) or ``restart``, from ``iteration``, seen at ``time_s``."""
-
-    kind: str
-    iteration: int
-    time_s: float
-    description: str
-    duration_s: float | None = None
-    ratio: float | None = None
-
-
 class JobDetail(JobSummary):
-    """One job in detail: its scenario, scheduler snapshot, step samples, ETA history, events
-    (phases, pauses, restarts) and GPU telemetry."""
+    """One job in detail: its scenario, scheduler snapshot, step samples, ETA history and GPU
+    telemetry."""
 
     scenario: dict[str, Any] | None
     launch_description: LaunchFacts | None = None
     state: dict[str, Any]
     samples: list[StepSample]
     eta_history: list[Eta]
-    events: list[JobEvent] = Field(
-        default_factory=list,
-        description="Phases (sustained changes of pace), evaluation and checkpoint pauses and "
-        "restarts, oldest first",
-    )
     gpus: GpuUsage | None
 
 

@@ -72,21 +72,6 @@ class UnitOfWork(Protocol):
         printed for them, when it printed one)."""
         ...
 
-    def replace_sample(
-        self,
-        job: JobRow,
-        *,
-        iteration: int,
-        step_time_s: float | None,
-        num_iterations: int,
-        time_s: float,
-        loss: float | None,
-        logged_step_time_s: float | None = None,
-    ) -> None:
-        """Replace the job's step sample of ``iteration`` with a newer observation (the
-        iteration was done again after a restart); as ``add_sample`` when it has none."""
-        ...
-
     def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
         """The newest ``limit`` samples of the job that have a step time, oldest first."""
         ...

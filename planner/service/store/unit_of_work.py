@@ -220,42 +220,6 @@ class SqlUnitOfWork:
             )
         )
 
-    def replace_sample(
-        self,
-        job: JobRow,
-        *,
-        iteration: int,
-        step_time_s: float | None,
-        num_iterations: int,
-        time_s: float,
-        loss: float | None,
-        logged_step_time_s: float | None = None,
-    ) -> None:
-        """Replace the sample of ``iteration`` with a newer observation (the port's rule)."""
-        pk = self._pk(job)
-        self._s.flush()
-        row = self._s.scalars(
-            select(StepSampleRow).where(
-                StepSampleRow.job_pk == pk, StepSampleRow.iteration == iteration
-            )
-        ).first()
-        if row is None:
-            self.add_sample(
-                job,
-                iteration=iteration,
-                step_time_s=step_time_s,
-                num_iterations=num_iterations,
-                time_s=time_s,
-                loss=loss,
-                logged_step_time_s=logged_step_time_s,
-            )
-            return
-        row.step_time_s = step_time_s
-        row.num_iterations = num_iterations
-        row.time_s = time_s
-        row.loss = loss
-        row.logged_step_time_s = logged_step_time_s
-
     def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
         """The newest ``limit`` samples with a step time, oldest first (the columns the ETA
         reads, as tuples: no row objects)."""
