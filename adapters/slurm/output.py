@@ -194,7 +194,7 @@ def loads_in_pieces(text: str) -> Any:
     refused by ``json.loads`` itself, with its usual errors), but a 40 MB ``squeue --json`` of
     10,000 jobs is decoded in 10,000 small calls instead of one that holds the interpreter for
     a third of a second, so the service's HTTP threads keep answering while the ingest loop
-    reads it (issue 16, load).
+    reads it.
     """
     try:
         return _pieces(text)
@@ -330,7 +330,7 @@ class OutputReader:
         returns, with its errors (an ``errors`` list after the items is raised after them, and
         a syntax error after an item once the caller has read that item),
         but never all of a 40 MB answer in memory as objects at once, so each is freed as soon
-        as the caller has read it (issue 16: no survivors for the garbage collector to move
+        as the caller has read it (no survivors for the garbage collector to move
         and scan). Raises :class:`StreamRestartError` (before yielding anything but what
         :meth:`load` would give) when the text is valid JSON this does not stream."""
         if not isinstance(text, str):

@@ -204,7 +204,7 @@ class SlurmSource:
 
     def _fetch_scripts_of(self, records: Sequence[SqueueRecord]) -> dict[int, SourceError]:
         """Fetch the scripts not fetched yet, the first ``max_script_fetches`` in ``records``'
-        order, :data:`SCRIPT_FETCHERS` at a time (issue 16: 50 ``scontrol`` runs one after the
+        order, :data:`SCRIPT_FETCHERS` at a time (50 ``scontrol`` runs one after the
         other took a third of a second per cycle); returns the failures by job id."""
         missing = [r.slurm_job_id for r in records if self._wants_script(r)]
         missing = [i for i in dict.fromkeys(missing) if i not in self._scripts]

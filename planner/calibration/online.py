@@ -37,7 +37,7 @@ The statistics (one-way random-effects model, as in the ETA's normal model of
    ``tau^2 = (nu0 * tau0^2 + (m - 1) * MAD^2) / (nu0 + m - 1)`` with ``m`` the effective number of
    jobs ``(sum a)^2 / sum a^2`` (Kish 1965). One job alone thus says nothing about the spread:
    ``tau = tau0``. ``tau0 = 0.10``: the model's held-out error within one published source is
-   4.5-10 % mean APE (``benchmarks/RESULTS.md``, issue 3), i.e. a log-sd of about 0.06-0.13
+   4.5-10 % mean APE (``benchmarks/RESULTS.md``), i.e. a log-sd of about 0.06-0.13
    (mean |e| = 0.8 sd for a normal e). Where the model's shape scaling is plainly wrong for the
    hardware the spread is larger: the three tiny GPT runs recorded on CPUs but described as
    H100 jobs (``tests/data/logs``) spread by 0.29, and with more jobs ``tau`` learns that
@@ -66,7 +66,7 @@ ETA's prior is then ``calibrated_iteration_time_s`` with ``prior_log_sd = calibr
 The predicted step time fed to ``observe`` must be the uncorrected model's, or the correction
 would correct itself.
 
-Compute and network apart (issue 13, item 8). A job whose ranks report their forward/backward
+Compute and network apart. A job whose ranks report their forward/backward
 time (``rank_step`` lines or Prometheus step metrics) also tells how its step splits into
 compute and exposed communication; ``observe_split`` turns that into a compute factor and a
 network factor (``planner.calibration.online_split``), each learnt per key by its own

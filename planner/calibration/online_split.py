@@ -1,7 +1,7 @@
 """Split a job's observed step into compute and exposed communication, and put it back together.
 
 The model's step is the sum of the ``breakdown_s`` terms of ``planner predict``. Two parts are
-recalibrated apart (issue 13, item 8):
+recalibrated apart:
 
 * **compute**: ``compute`` (operators of the slowest stage), ``pp_bubble`` (idle time made of
   other stages' compute) and ``optimizer`` (a memory-bound kernel pass);

@@ -10,8 +10,8 @@ the service's ingest loop (``planner.service.loops.progress``), the replay of fi
 The rule: **a step time is wall-clock progress**, iterations against time, never the compute
 time a log prints. Frameworks time their iterations with the evaluation, checkpointing and
 data stalls left out (Megatron-LM stops its ``interval-time`` timer around them), so an ETA that
-adds up printed step times runs early by exactly those pauses (issue 14 measured 10-17 % of the
-job's duration at 10-30 % progress).
+adds up printed step times runs early by exactly those pauses (the dev-stack runs measured 10-17 %
+of the job's duration at 10-30 % progress).
 
 * **The time of a record** is the time the log printed on it (``timestamp_s``); when it printed
   none, the time the planner read it (``read_time_s``). The two clocks are never mixed: a rate

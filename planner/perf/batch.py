@@ -63,7 +63,7 @@ class ScenarioArrays:
     leaves them out; ``trains_base`` (false under LoRA), ``lora_rank`` and ``lora_<target>``
     (``TrainingSpec.adapts``), ``packed_sample_length`` (the sequence when not packed).
 
-    Issue 13 model fields (``ModelSpec`` properties): the attention widths the engine times
+    Model fields (``ModelSpec`` properties): the attention widths the engine times
     (``attention_q_width`` ... ``attention_down_width``, ``kv_up_width``: GQA and MLA alike),
     the attention weights per layer (``attention_gemm_params``, ``attention_replicated_params``
     held whole by every TP rank, ``attention_params`` with norms), ``full_attention_fraction``
@@ -110,7 +110,7 @@ class ScenarioArrays:
     moe_ffn_hidden_size: Real
     num_shared_experts: Real
     num_moe_layers: Real
-    # model (issue 13: MLA, MTP, MoE layer frequency, shared experts, windows, MoE cost knobs)
+    # model (MLA, MTP, MoE layer frequency, shared experts, windows, MoE cost knobs)
     multi_latent_attention: Flag
     attention_q_width: Real
     attention_k_width: Real

@@ -43,7 +43,7 @@ class CapacityCollector(Collector):
     | ``planner_capacity_review_timestamp_seconds`` | gauge | when the review was made |
 
     A pending job's predicted start (``planner_job_predicted_start_timestamp_seconds``) is a
-    job series of ``planner.service.metrics.PlannerCollector`` (issue 16: bounded job series).
+    job series of ``planner.service.metrics.PlannerCollector`` (bounded job series).
     """
 
     def __init__(self, store: Store) -> None:

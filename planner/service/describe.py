@@ -280,7 +280,7 @@ def _from_launch_description(
 def training_schedule(job: JobState) -> dict[str, Any] | None:
     """The evaluation and checkpoint intervals the job's command line or batch script states
     (``planner.forecast.arguments``: Megatron-LM, NeMo and torchtitan names), as a dict for the
-    store; None when they state none (issue 14)."""
+    store; None when they state none."""
     text = "\n".join(t for t in (job.command, job.batch_script) if t)
     schedule = schedule_from_arguments(text) if text else None
     return None if schedule is None or schedule.empty else dataclasses.asdict(schedule)

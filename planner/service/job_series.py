@@ -1,5 +1,5 @@
-"""Which jobs get per-job series on ``/metrics``, and the per-cluster job counts (issue 16,
-load: a bounded ``/metrics`` at 10,000 jobs).
+"""Which jobs get per-job series on ``/metrics``, and the per-cluster job counts
+(a bounded ``/metrics`` at 10,000 jobs).
 
 Per-job series (``planner_job_*``, ``planner.service.metrics``) are exported for
 

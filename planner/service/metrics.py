@@ -277,7 +277,7 @@ class PlannerCollector(Collector):
             "runtimes (queue forecast), Unix epoch seconds.",
             labels=_JOB_LABELS,
         )
-        # issue 16: only the jobs that need series (planner.service.job_series), counted all
+        # only the jobs that need series (planner.service.job_series), counted all
         rows = self.store.jobs_for_metrics(max_pending=self.max_pending_jobs)
         now = self.clock()
         for row in rows:
@@ -332,7 +332,7 @@ class PlannerCollector(Collector):
         samples.add_metric([], float(state.get("num_samples") or 0))
         return (error, samples)
 
-    # issue 14 (ETA)
+    # ETA
     def _eta_band_coverage(self) -> Metric:
         """Per cluster, how often the published ETA bands of its finished jobs held the real
         end (``planner.service.loops.outcomes``)."""
@@ -450,7 +450,7 @@ class KubernetesCollector(Collector):
         yield synced
 
 
-# ---------------------------------------------------------------------------- issue 16: load
+# ---------------------------------------------------------------------------- load
 
 
 class IngestCollector(Collector):

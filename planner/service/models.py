@@ -44,7 +44,7 @@ class JobRow(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         UniqueConstraint("scheduler", "cluster", "job_id", name="uq_jobs_key"),
-        # issue 16: a page of the listing is a range of one of these (``sort_number``)
+        # a page of the listing is a range of one of these (``sort_number``)
         Index("ix_jobs_listing", "scheduler", "cluster", "sort_number", "job_id"),
         Index("ix_jobs_listing_active", "active", "scheduler", "cluster", "sort_number", "job_id"),
         Index("ix_jobs_listing_status", "status", "scheduler", "cluster", "sort_number", "job_id"),
@@ -78,14 +78,14 @@ class JobRow(Base):
     telemetry_since_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     progress_mark: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     gpus: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    # issue 14 (ETA): what the job's progress showed, what its arguments state, how its ETAs did
+    # ETA: what the job's progress showed, what its arguments state, how its ETAs did
     progress_history: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    # issue 15: the pending job's predicted start and completion from the queue simulation
+    # the pending job's predicted start and completion from the queue simulation
     # (planner.service.loops.queue_forecast); kept once the job starts (the last one made).
     queue_forecast: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    # issue 16: the first part of ``job_sort_key(job_id)`` (the listing's order, indexed)
+    # the first part of ``job_sort_key(job_id)`` (the listing's order, indexed)
     sort_number: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
@@ -109,7 +109,7 @@ class StepSampleRow(Base):
 
 
 class SampleTiming(NamedTuple):
-    """The columns of a step sample the ETA reads (issue 16: read as plain tuples, not rows)."""
+    """The columns of a step sample the ETA reads (read as plain tuples, not rows)."""
 
     iteration: int
     step_time_s: float | None
@@ -157,7 +157,7 @@ class CalibrationRow(Base):
     updated_s: Mapped[float] = mapped_column(Float)
 
 
-# Issue 16: the audit trail of what the planner wrote (schedulers) and what it was sent (uploads).
+# the audit trail of what the planner wrote (schedulers) and what it was sent (uploads).
 
 
 class AuditRow(Base):
@@ -242,7 +242,7 @@ def predicted_start(row: JobRow) -> float | None:
 
 def soonest_first(rows: Sequence[JobRow]) -> list[JobRow]:
     """Pending jobs by their predicted start, soonest first (none: last), then in listing
-    order (issue 16: which pending jobs get series on ``/metrics``)."""
+    order (which pending jobs get series on ``/metrics``)."""
 
     def key(row: JobRow) -> tuple[float, str, str, tuple[int, str]]:
         start = predicted_start(row)

@@ -33,7 +33,7 @@ log = logging.getLogger("planner.service")
 
 #: A source whose last success is older than this many ingest intervals is reported stale.
 STALE_AFTER_INTERVALS = 3.0
-#: The garbage collector's thresholds in the service (issue 16, load): a cycle over 10,000 jobs
+#: The garbage collector's thresholds in the service: a cycle over 10,000 jobs
 #: decodes millions of short-lived objects; collecting the youngest generation every 50,000
 #: allocations (Python's default: 700) lets them die young instead of being promoted and
 #: rescanned by full collections, which take about a second with 10,000 jobs in memory and
@@ -41,7 +41,7 @@ STALE_AFTER_INTERVALS = 3.0
 GC_THRESHOLDS = (50_000, 20, 100)
 #: How long a thread may hold the interpreter before another waiting one gets it (Python's
 #: default: 5 ms): a request must not wait behind the ingest loop's CPU-bound cycle for each of
-#: the many hand-overs it takes (issue 16: /v1/jobs pages while a 10,000-job cycle runs).
+#: the many hand-overs it takes (/v1/jobs pages while a 10,000-job cycle runs).
 SWITCH_INTERVAL_S = 0.001
 
 
@@ -79,7 +79,7 @@ class ServiceState:
         )
         #: Called when the app stops, before the loops (e.g. cancel the API's searches).
         self.on_stop: list[Callable[[], None]] = []
-        #: Capacity reviews (issue 15), set by the composition root (with Ray).
+        #: Capacity reviews, set by the composition root (with Ray).
         self.reviews: ReviewRunner | None = None
 
     @property

@@ -1,4 +1,4 @@
-"""Settings of issue 16: authentication, bounded work, the store's faults and retention.
+"""Settings of authentication, bounded work, the store's faults and retention.
 
 They are fields of :class:`planner.service.settings.Settings` (``auth``, ``limits``,
 ``retention``, ``read_only``, ``shutdown_grace_s``); the README's "Security" section says why

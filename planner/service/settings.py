@@ -146,7 +146,7 @@ class PrometheusSettings(BaseModel):
     )
 
 
-# ---------------------------------------------------------------- capacity reviews (issue 15)
+# ---------------------------------------------------------------- capacity reviews
 
 
 class QueueForecastSettings(BaseModel):
@@ -179,7 +179,7 @@ class QueueForecastSettings(BaseModel):
 
 
 class MetricsSettings(BaseModel):
-    """What ``/metrics`` exports per job (issue 16: ``planner.service.job_series``)."""
+    """What ``/metrics`` exports per job (``planner.service.job_series``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -304,7 +304,7 @@ class Settings(BaseSettings):
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
-    # Issue 16 (planner.service.security_settings): who may call, bounded work, retention.
+    # planner.service.security_settings: who may call, bounded work, retention.
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)

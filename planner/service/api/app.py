@@ -4,7 +4,7 @@
 ``/static-docs``, the assets the ``fastapi-offline`` package installs, so the docs work on a
 cluster without Internet access.
 
-Issue 16: every route declares who may call it (``planner.service.api.access``), request
+Every route declares who may call it (``planner.service.api.access``), request
 bodies are limited per route and CPU-heavy work runs on a bounded worker pool with budgets
 (``planner.service.api.work``); CORS is off unless ``auth.cors_origins`` lists origins;
 the ingest loop steps aside while requests are in flight (``PriorityMiddleware``); every

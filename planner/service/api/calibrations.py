@@ -85,7 +85,7 @@ def _online_view(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _eta_view(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per cluster, what its finished jobs taught the ETA (issue 14)."""
+    """Per cluster, what its finished jobs taught the ETA."""
     out = []
     for key in sorted(state.get("clusters") or {}):
         scheduler, _, cluster = key.partition("/")

@@ -3,7 +3,7 @@
 Views are built from the store's rows; the response models (``planner.service.api.models``)
 check them on the way out. ``GET /v1/jobs?limit=N`` pages the list (ordered by scheduler,
 cluster and numeric job id): the answer's ``next_cursor``, passed as ``?cursor=``, gives the
-next page, and its ``sources`` leave out their ``nodes`` (issue 16: 2,000 nodes outweigh a page
+next page, and its ``sources`` leave out their ``nodes`` (2,000 nodes outweigh a page
 of 100 jobs); without ``limit`` every job comes in one answer, with the nodes, as before.
 """
 
@@ -68,7 +68,7 @@ def _progress_ratio(row: JobRow) -> float | None:
 
 def _last_seen(row: JobRow, source: dict[str, Any] | None) -> float:
     """When the scheduler last reported the job: an active job is in every good poll of its
-    source (issue 16: its row is not rewritten for that), an ended one as stored."""
+    source (its row is not rewritten for that), an ended one as stored."""
     polled = None if source is None else source.get("last_success_s")
     if row.active and isinstance(polled, int | float):
         return max(row.last_seen_s, float(polled))
@@ -267,7 +267,7 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
             status=status,
             after=after,
             limit=None if limit is None else limit + 1,
-        )  # a page reads only its rows (issue 16: 10,000 jobs)
+        )  # a page reads only its rows (10,000 jobs)
         rows, next_cursor = page_of(rows, limit, None)
         return {
             "generated_at_s": now,

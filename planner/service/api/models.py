@@ -245,7 +245,7 @@ class JobSummary(BaseModel):
     ended_s: float | None
     data_age_s: float | None = Field(description="Age of the source's last success, s")
     stale: bool
-    # issue 14 (ETA): how an ended job's ETAs did
+    # ETA: how an ended job's ETAs did
     outcome: dict[str, Any] | None = Field(
         default=None,
         description="Once the job ended: its real end and duration, the p50 error of its ETAs at "
@@ -460,7 +460,7 @@ class CalibrationUploaded(BaseModel):
     summary: list[str]
 
 
-# ---------------------------------------------------------------------------- issue 16
+# ---------------------------------------------------------------------------- access and audit
 
 
 class AuditRecord(BaseModel):

@@ -54,7 +54,7 @@ class IngestDeps:
     tailer; ``traces``: per-rank traces jobs name; ``telemetry``: progress and per-rank timings
     from a metrics system; ``gpus``: per-job GPU telemetry (DCGM); ``online``: the cached online
     calibration; ``memo``: what the last good cycle left each job at and ``forecaster``: the
-    worker process of large queues' forecasts (issue 16, load: ``planner.service.loops.
+    worker process of large queues' forecasts (``planner.service.loops.
     incremental``, ``forecast_worker``); ``priority``: the API's requests in flight, which
     the cycle steps aside for (``planner.service.loops.priority``).
     """

@@ -1,4 +1,4 @@
-"""A large queue's forecast in a worker process, off the ingest cycle (issue 16, load).
+"""A large queue's forecast in a worker process, off the ingest cycle.
 
 The queue forecast (``planner.service.loops.queue_forecast``) simulates the whole queue
 ``samples`` times: about 2 s for 1,000 active jobs and 35 s for 10,000 on one core of the

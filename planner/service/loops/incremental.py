@@ -1,4 +1,4 @@
-"""Incremental ingest (issue 16, load): what a cycle skips for a job that did not change.
+"""Incremental ingest: what a cycle skips for a job that did not change.
 
 A cycle over 10,000 jobs cannot rebuild, re-estimate and rewrite every job every 15 s. A job is
 *unchanged* when the scheduler reports the same ``JobState`` as at this process's previous

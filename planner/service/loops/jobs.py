@@ -26,7 +26,7 @@ from planner.specs.job import ClusterSnapshot, JobState, JobStatus, RankStepReco
 
 log = logging.getLogger(__name__)
 
-#: Snapshot fields an ended job keeps from when it ran (issue 14: it keeps what it was).
+#: Snapshot fields an ended job keeps from when it ran (it keeps what it was).
 _KEPT_WHEN_ENDED = ("stdout_path", "work_dir", "command", "comment", "node_list", "gpu_type")
 
 #: Reads a file a job names: ``(path, max_bytes, *, job) -> text`` (a source's
@@ -106,7 +106,7 @@ def estimate_again(
     them (the node history's expected straggler term: ``planner.service.loops.node_history``),
     made again in the same cycle, and their memos with them: the ETA a cycle stores is made
     from the prediction it stores (otherwise the next cycle estimates every such job again:
-    2,300 of a 10,000-job cluster's pending jobs after its first cycle, issue 16)."""
+    2,300 of a 10,000-job cluster's pending jobs after its first cycle)."""
     jobs = {job.job_id: job for job in snapshot.jobs}
     knowledge = knowledge_version(uow)
     for row in rows:

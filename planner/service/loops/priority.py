@@ -1,4 +1,4 @@
-"""API requests before the ingest loop's CPU (issue 16, load).
+"""API requests before the ingest loop's CPU.
 
 The ingest loop and the API share one process, so one interpreter lock: while a 10,000-job
 cycle runs, a request thread that gives the lock up (every row SQLite steps through, every

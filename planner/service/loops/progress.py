@@ -83,7 +83,7 @@ def _started(row: JobRow) -> float | None:
 
 
 def _mark(row: JobRow) -> ProgressMark | None:
-    """The stored mark (a mark stored before issue 14 had only ``iteration`` and its printed
+    """The stored mark (a mark stored by earlier versions had only ``iteration`` and its printed
     ``timestamp_s``: a point of the printed clock, or of no clock)."""
     doc = row.progress_mark
     if not doc or not isinstance(doc.get("iteration"), int):

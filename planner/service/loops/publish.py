@@ -291,7 +291,7 @@ class HintsFile:
 def slurm_jobs(store: Store) -> list[JobRow]:
     """Every stored Slurm job in ``list_jobs``' order, read as the ingest loop reads them
     (``UnitOfWork.jobs_of``: the rows its last cycle committed, without reading and decoding
-    them again while the table holds what it wrote; issue 16: ``list_jobs`` of 10,000 jobs
+    them again while the table holds what it wrote; ``list_jobs`` of 10,000 jobs
     after each cycle took 1.2 s, this 0.3 s). Read only: nothing is changed."""
     with store.unit_of_work() as uow:
         rows = [row for c in store.job_clusters(SLURM) for row in uow.jobs_of(SLURM, c)]

@@ -1,4 +1,4 @@
-"""Retention: what the store keeps beyond each job's current state (issue 16).
+"""Retention: what the store keeps beyond each job's current state.
 
 The ingest loop adds one ETA estimate per active job per cycle and a step sample per logged
 interval; at 10,000 jobs that is thousands of rows a cycle. :class:`Pruner` applies the

@@ -1,4 +1,4 @@
-"""The store's retention and audit SQL (issue 16), used by ``SqlStore``.
+"""The store's retention and audit SQL, used by ``SqlStore``.
 
 Retention bounds what grows per job and cycle: ETA estimates (one per job per cycle) keep the
 newest ``eta_rows`` per job and nothing older than ``eta_max_age_s``; step samples keep the

@@ -96,12 +96,12 @@ class UnitOfWork(Protocol):
         """Create or replace a named calibration."""
         ...
 
-    # issue 14 (ETA): a finished job's ETA history, read back to learn from it
+    # ETA: a finished job's ETA history, read back to learn from it
     def job_predictions(self, job: JobRow, *, kind: str, limit: int) -> list[PredictionRow]:
         """The newest ``limit`` predictions of ``kind`` of the job, oldest first."""
         ...
 
-    # Node slowness history (issue 14: straggler impact for queued jobs).
+    # Node slowness history (straggler impact for queued jobs).
 
     def slow_episodes(
         self, scheduler: str, cluster: str, *, since_s: float
@@ -127,7 +127,7 @@ class UnitOfWork(Protocol):
         """Remove every episode of these nodes (drained: they leave the history)."""
         ...
 
-    # Load (issue 16): what a cycle over 10,000 jobs asks in bulk.
+    # Load: what a cycle over 10,000 jobs asks in bulk.
 
     def ended_jobs_named(self, scheduler: str, cluster: str, name: str, user: str) -> list[JobRow]:
         """The cluster's inactive jobs of this name and user, as they are now."""
@@ -184,7 +184,7 @@ class Store(Protocol):
     def jobs_for_metrics(self, *, max_pending: int | None = None) -> list[JobRow]:
         """Active jobs that are not pending, and pending ones with a prediction (at most
         ``max_pending``, the soonest predicted starts), ordered as ``list_jobs``, with only
-        the columns ``/metrics`` reads (issue 16: ``planner.service.job_series``)."""
+        the columns ``/metrics`` reads (``planner.service.job_series``)."""
         ...
 
     def job_counts(self) -> list[tuple[str, str, str, int, int]]:
@@ -220,7 +220,7 @@ class Store(Protocol):
         lists are not loaded and must not be read)."""
         ...
 
-    # Issue 16: readiness, audit trail, retention.
+    # readiness, audit trail, retention.
 
     def check(self) -> None:
         """Raise ``StoreError`` unless the database answers and is the one opened."""
@@ -238,7 +238,7 @@ class Store(Protocol):
         """Delete what the retention ``policy`` does not keep; rows deleted per kind."""
         ...
 
-    # ------------------------------------------------------------ capacity reviews (issue 15)
+    # ------------------------------------------------------------ capacity reviews
 
     def add_review(self, review: ReviewRow, *, keep: int) -> int:
         """Store a review (its id is returned) and keep only the newest ``keep``."""

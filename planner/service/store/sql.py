@@ -7,7 +7,7 @@ upgraded by the Alembic migrations in ``planner/service/migrations`` when the se
 raised as :class:`planner.errors.StoreError` and the transaction is rolled back, so a failed
 write leaves what was stored before untouched.
 
-Faults (issue 16): error texts never carry the URL's password (``redact``) and the API sees only
+Faults: error texts never carry the URL's password (``redact``) and the API sees only
 ``StoreError.public_message``; connections are checked before use (``pool_pre_ping``), a server
 that cannot be reached is not asked again before a backoff (1 s doubling to 30 s), so requests
 fail fast while PostgreSQL is down and recover when it is back; a SQLite file that was deleted
@@ -304,7 +304,7 @@ class SqlStore:
     ) -> list[JobRow]:
         """Jobs ordered by scheduler, cluster and numeric job id where possible; with ``after``
         only those after that sort key, at most ``limit``. A page is a range of the listing's
-        index (issue 16: a page of 10,000 jobs reads only its rows)."""
+        index (a page of 10,000 jobs reads only its rows)."""
         filters: list[ColumnElement[bool]] = []
         if active_only:
             filters.append(JobRow.active.is_(True))
@@ -416,7 +416,7 @@ class SqlStore:
 
     def sources(self, *, nodes: bool = True) -> Sequence[SourceRow]:
         """Health rows of every source the service has polled. Without ``nodes`` their node
-        lists are not loaded (issue 16: 2,000 nodes take 6 ms to decode, a page of jobs or a
+        lists are not loaded (2,000 nodes take 6 ms to decode, a page of jobs or a
         readiness probe reads none of them) and must not be read from the rows."""
         query = select(SourceRow).order_by(SourceRow.name)
         if not nodes:
@@ -424,7 +424,7 @@ class SqlStore:
         with self.session() as s:
             return list(s.scalars(query))
 
-    # ---------------------------------------------------------------- issue 16: audit, retention
+    # ---------------------------------------------------------------- audit, retention
 
     def add_audit(self, entries: Sequence[AuditEntry]) -> None:
         """Append audit records (one transaction)."""
@@ -446,7 +446,7 @@ class SqlStore:
         with self.session() as s:
             return maintenance.prune(s, policy, now_s=now_s)
 
-    # ------------------------------------------------------------ capacity reviews (issue 15)
+    # ------------------------------------------------------------ capacity reviews
 
     def add_review(self, review: ReviewRow, *, keep: int) -> int:
         """Store a review (its id is returned) and keep only the newest ``keep``."""

@@ -2,7 +2,7 @@
 implements the ``UnitOfWork`` port (``planner.service.store.port``); :class:`planner.service.
 store.sql.SqlStore` opens it (``unit_of_work``), commits it or rolls it back.
 
-Load (issue 16): a cluster's jobs are loaded once per unit of work (``jobs_of`` keeps the list,
+Load: a cluster's jobs are loaded once per unit of work (``jobs_of`` keeps the list,
 adding new jobs and dropping deleted ones), named calibrations once (a missing one too), and
 ``touch_jobs`` marks many jobs seen in one statement per 500 jobs. Between units of work the
 store keeps a cluster's job rows as the last one committed them (:class:`JobCache`): the next
@@ -302,7 +302,7 @@ class SqlUnitOfWork:
             row.state = state
             row.updated_s = updated_s
 
-    # issue 14 (ETA)
+    # ETA
     def job_predictions(self, job: JobRow, *, kind: str, limit: int) -> list[PredictionRow]:
         """The newest ``limit`` predictions of ``kind`` of the job, oldest first."""
         pk = self._pk(job)
@@ -315,7 +315,7 @@ class SqlUnitOfWork:
         )
         return list(reversed(list(rows)))
 
-    # Node slowness history (issue 14: straggler impact for queued jobs).
+    # Node slowness history (straggler impact for queued jobs).
 
     def slow_episodes(
         self, scheduler: str, cluster: str, *, since_s: float

@@ -1,4 +1,4 @@
-"""Capacity reviews (issue 15): each job's queue forecast (a pending job's predicted start and
+"""Capacity reviews: each job's queue forecast (a pending job's predicted start and
 completion from the queue simulation) and the reviews the service runs on a schedule.
 
 Revision ID: 0005_capacity_reviews

@@ -1,4 +1,4 @@
-"""The audit trail of scheduler writes and accepted uploads (issue 16).
+"""The audit trail of scheduler writes and accepted uploads.
 
 Revision ID: 0005_security_audit
 Revises: 0004

@@ -1,5 +1,5 @@
 """What a job's progress showed (pauses, restarts, recent pace), the evaluation and checkpoint
-intervals its arguments state, and, once it ended, the outcome of its ETAs (issue 14).
+intervals its arguments state, and, once it ended, the outcome of its ETAs.
 
 Revision ID: 0006_eta_history
 Revises: 0005_capacity_reviews

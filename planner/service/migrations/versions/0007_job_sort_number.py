@@ -1,6 +1,6 @@
 """A job's place in a listing as a column, indexed with its key (also after ``active`` and after
-``status``, the listing's filters): a page of 10,000 jobs is an index range (issue 16, load:
-``GET /v1/jobs?limit=N`` reads only its rows).
+``status``, the listing's filters): a page of 10,000 jobs is an index range
+(``GET /v1/jobs?limit=N`` reads only its rows).
 
 ``sort_number`` is the leading number of the job id (``123`` of ``123_4``; 2^62 for ids without
 one), the first part of ``planner.service.models.job_sort_key``; existing jobs are filled in.

@@ -1,4 +1,4 @@
-"""The compute time a log printed for a step sample's iterations (issue 14, CI of 2026-11-26):
+"""The compute time a log printed for a step sample's iterations:
 the ETA finds a slower phase on those times when the log's whole-second times blur it, and the
 service must read back what the replay of the same log reads. Existing samples keep none (their
 jobs' ETAs use the wall clock alone, as before).
