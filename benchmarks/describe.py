@@ -244,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         f"max {1000 * max(cpus):.1f} ms ({len(walls)} runs)"
     )
     lines += ["", "## Mismatches", ""]
+    mark = len(lines)
     for result in results:
         if result.described_by == "none" or result.error:
             lines.append(
@@ -252,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         for mismatch in result.mismatches:
             lines.append(f"- `{result.case}` ({result.described_by}): {mismatch}")
+    if len(lines) == mark:
+        lines.append("None: every case described, every expected value matched.")
     text = "\n".join(lines)
     print(text)
     if args.write:

@@ -14,7 +14,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -123,6 +123,23 @@ def _human(description: LaunchDescription) -> str:
     return "\n".join(lines)
 
 
+def _launch_of(launch: str | None, command: str | None, root: str) -> Launch:
+    """The launch ``planner describe`` was given: ``--command``, else the file (or ``-``).
+    Raises ``SpecError`` when the file is not UTF-8 text, ``PlannerError`` when unreadable."""
+    from planner.cli_input import read_input
+    from planner.launch.types import Launch
+
+    if command is not None:
+        return Launch(command=command, work_dir=root)
+    assert launch is not None
+    raw = read_input(launch, _LAUNCH_MAX_BYTES)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(launch, "not UTF-8 text; give a batch script or manifest") from None
+    return launch_from_text(text, source=launch, work_dir=root)
+
+
 def describe(  # noqa: PLR0917 (typer options)
     launch: Annotated[
         str | None,
@@ -151,9 +168,7 @@ def describe(  # noqa: PLR0917 (typer options)
     """What a batch script, command line or Kubernetes manifest trains: each value with its
     source, the defaults assumed, the unknowns, and the prediction. Exit 2 when no reader
     recognises the launch or a file it names cannot be read."""
-    from planner.cli_input import read_input
     from planner.launch.describe import describe_launch
-    from planner.launch.types import Launch
 
     root = str(Path(workdir or os.getcwd()).resolve())
     if not Path(root).is_dir():
@@ -163,22 +178,12 @@ def describe(  # noqa: PLR0917 (typer options)
         typer.echo("planner: give a launch file (or -) or --command, not both", err=True)
         raise typer.Exit(EXIT_INVALID)
     try:
-        if command is not None:
-            spec = Launch(command=command, work_dir=root)
-        else:
-            assert launch is not None
-            raw = read_input(launch, _LAUNCH_MAX_BYTES)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise SpecError(launch, "not UTF-8 text; give a batch script or manifest") from None
-            spec = launch_from_text(text, source=launch, work_dir=root)
+        spec = _launch_of(launch, command, root)
     except PlannerError as exc:
         typer.echo(f"planner: {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
     description = describe_launch(spec, TreeFiles(root), gpus=gpus, gpu=gpu)
-    out: Any = description.to_json() if as_json else _human(description)
-    typer.echo(json.dumps(out) if as_json else out)
+    typer.echo(json.dumps(description.to_json()) if as_json else _human(description))
     if not description.recognised:
         typer.echo(
             "planner: no reader recognises this launch; recognised styles: torchtitan, NeMo "

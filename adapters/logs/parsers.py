@@ -25,8 +25,9 @@ Formats recognised (``ProgressRecord.framework`` in brackets):
   INFO -``. The line has no step time (``tps`` is tokens per second *per device*, and tokens per
   step per device is not on the line), so ``step_time_s`` is None and ``tokens_per_s`` carries
   ``tps`` as printed; consecutive timestamps give the rate (``planner.forecast.observations``).
-  torchtitan's start line ``Training starts at step S, ... total steps T`` gives a record with
-  ``iteration=S-1`` and ``train_iters=T`` and no step time.
+  torchtitan's start line ``Training starts at step S`` gives a record with ``iteration=S-1``
+  and no step time; its ``train_iters`` is the ``total steps T`` on that line (older versions)
+  or, with a context, on the ``Trainer is initialized with ... total steps T`` line before it.
 * **PyTorch Lightning / NeMo progress bar** (``lightning``): tqdm lines such as
   ``Epoch 0:  45%|████▌     | 450/1000 [02:30<03:03, 3.00it/s, v_num=1, reduced_train_loss=3.2,
   global_step=449.0, train_step_timing in s=0.33]``. ``iteration`` is ``global_step + 1`` when
@@ -36,6 +37,17 @@ Formats recognised (``ProgressRecord.framework`` in brackets):
   ``global_step`` give None. ``step_time_s`` is ``train_step_timing in s`` (NeMo) when present,
   else the inverse of tqdm's rate (an exponential moving average, tqdm's ``smoothing=0.3``).
   Validation bars are ignored.
+* **Hugging Face Trainer bar** (``transformers``; needs a context): the training bar of
+  ``transformers.trainer_callback.ProgressCallback``, ``tqdm(total=state.max_steps)`` without a
+  description, moved to ``state.global_step`` after each optimizer step: ``iteration`` is its
+  count, ``train_iters`` its total, ``step_time_s`` the inverse of tqdm's rate. Its evaluation
+  bars look the same; the training bar is the one whose total is the ``Total optimization
+  steps = N`` of the ``***** Running training *****`` summary, else the first bar that no
+  ``***** Running Evaluation *****`` line announced. A launcher prefix (``0:``, ``[default0]:``)
+  is allowed before it. The Trainer's ``{'loss': ...}`` dicts carry no step and are not read.
+* **torchtune bar** (``torchtune``): its recipes describe their tqdm bar as ``{epoch}|{global
+  step}|Loss: {loss}``; ``iteration`` is the global step (the bar's count restarts each epoch),
+  ``step_time_s`` the inverse of tqdm's rate (one bar step per optimizer step).
 * **Structured JSON** (framework from the object's ``framework`` key, else ``json``): one JSON
   object on the line, optionally after a prefix. ``event``, when present, must be ``step``,
   ``train_step``, ``progress`` or ``iteration``. Accepted keys (first found wins):
@@ -128,8 +140,21 @@ _TITAN_STEP = re.compile(
 )
 _TITAN_FIELD = re.compile(rf"\b(?P<key>tps|wps|grad_norm):\s*(?P<value>{values.NUMBER})")
 _TITAN_START = re.compile(
-    r"Training starts at step (?P<step>\d+)\b.*?\btotal steps (?P<total>\d+)", re.IGNORECASE
+    r"Training starts at step (?P<step>\d+)\b(?:.*?\btotal steps (?P<total>\d+))?", re.IGNORECASE
 )
+_TITAN_INIT = re.compile(
+    r"Trainer is initialized with\b.*?\btotal steps (?P<total>\d+)", re.IGNORECASE
+)
+
+# Hugging Face Trainer: its "***** Running training *****" summary names the optimizer steps its
+# training bar (a tqdm bar without a description) counts.
+_TRAINER_TOTAL = re.compile(r"\bTotal optimization steps = (?P<total>\d[\d,]*)")
+# torchtune's recipes describe their bar as "{epoch}|{global step}|Loss: {loss}".
+_TUNE_DESC = re.compile(
+    rf"(?:^|\s)(?P<epoch>\d+)\|(?P<step>\d+)\|Loss:\s*(?P<loss>{values.NUMBER})"
+)
+# What a launcher puts before a rank's line: ``srun -l``'s ``0:``, torchrun's ``[default0]:``.
+_LAUNCHER_PREFIX = re.compile(r"\s*(?:\d+:|\[(?:default|rank)\d+\]:)?\s*")
 
 # tqdm bar as Lightning formats it:
 # "{desc}: {pct}%|{bar}| {n}/{total} [{elapsed}<{left}, {rate}{postfix}]"
@@ -277,13 +302,15 @@ def _parse_torchtitan(
     if m is None:
         start = _TITAN_START.search(text)
         if start is None:
+            _torchtitan_total(text, context)
             return None
         step = values.iteration(float(start["step"]))
         if step < 1:
             raise values.InvalidLineError
+        total = float(start["total"]) if start["total"] is not None else None
         return ProgressRecord(
             iteration=step - 1,
-            train_iters=values.total(float(start["total"]), step - 1),
+            train_iters=values.total(total, step - 1),
             timestamp_s=values.timestamp(text[: start.start()], tz),
             framework="torchtitan",
         )
@@ -299,6 +326,18 @@ def _parse_torchtitan(
         tokens_per_s=tokens_per_s,
         framework="torchtitan",
     )
+
+
+def _torchtitan_total(text: str, context: LogContext | None) -> None:
+    """Current torchtitan states its total on ``Trainer is initialized with ... total steps T``
+    and no longer on its start line: keep it for the records that follow (``LogContext.totals``).
+    """
+    if context is None or "initialized" not in text:
+        return
+    init = _TITAN_INIT.search(text)
+    total = values.total(float(init["total"]), 0) if init is not None else None
+    if total is not None:
+        context.totals["torchtitan"] = total
 
 
 # --- Lightning / NeMo tqdm bar --------------------------------------------------------------
@@ -318,21 +357,28 @@ def _parse_bar(
 ) -> ProgressRecord | None:
     m = _BAR.search(text) if "%|" in text else None  # the check spares a slow search
     if m is None:
+        _trainer_total(text, context)
         return None
     epoch = _EPOCH.search(m["desc"])
     if epoch is None:
-        return None  # a validation / test / predict bar
+        # not Lightning's: torchtune's or the Hugging Face Trainer's bar, else a validation,
+        # test or predict bar
+        tune = _TUNE_DESC.search(text, 0, m.start("pct"))
+        if tune is not None:
+            return ProgressRecord(
+                iteration=values.iteration(float(tune["step"])),
+                step_time_s=_bar_step_time(m),
+                loss=values.finite(values.number(tune["loss"])),
+                framework="torchtune",
+            )
+        return _trainer_bar(m, context)
     fields = _bar_postfix(m["postfix"])
     step_time_s: float | None
     timing = fields.get("train_step_timing in s", fields.get("train_step_timing"))
     if timing is not None:
         step_time_s = values.step_time(values.number(timing))
-    elif m["rate"] != "?":
-        rate = values.number(m["rate"])
-        per_it = rate if m["unit"] == "s/it" else (1.0 / rate if rate > 0 else 0.0)
-        step_time_s = values.step_time(per_it)
     else:
-        step_time_s = None
+        step_time_s = _bar_step_time(m)
     train_iters: int | None = None
     if "global_step" in fields:
         iteration = values.iteration(values.number(fields["global_step"]) + 1.0)
@@ -353,6 +399,55 @@ def _parse_bar(
         timestamp_s=values.timestamp(text[: m.start("pct")], tz),
         loss=values.finite(values.number(fields[loss_key])) if loss_key is not None else None,
         framework="lightning",
+    )
+
+
+def _bar_step_time(m: re.Match[str]) -> float | None:
+    """Seconds per bar step from tqdm's rate (an exponential moving average, ``smoothing=0.3``)."""
+    if m["rate"] == "?":
+        return None
+    rate = values.number(m["rate"])
+    per_it = rate if m["unit"] == "s/it" else (1.0 / rate if rate > 0 else 0.0)
+    return values.step_time(per_it)
+
+
+def _trainer_total(text: str, context: LogContext | None) -> None:
+    """The Hugging Face Trainer's summaries, kept in ``context``: ``***** Running Evaluation
+    *****`` (bars that follow count evaluation batches) and ``***** Running training *****``,
+    whose ``Total optimization steps = N`` is the total of its training bar."""
+    if context is None or ("*****" not in text and "optimization steps" not in text):
+        return
+    if "***** Running " in text:
+        context.trainer_evaluating = "***** Running training" not in text
+        return
+    summary = _TRAINER_TOTAL.search(text)
+    total = values.total(values.number(summary["total"]), 0) if summary is not None else None
+    if total is not None:
+        context.trainer_bar_total = total
+        context.totals["transformers"] = total
+
+
+def _trainer_bar(m: re.Match[str], context: LogContext | None) -> ProgressRecord | None:
+    """The Hugging Face Trainer's training bar (``transformers.trainer_callback.ProgressCallback``:
+    ``tqdm(total=state.max_steps)`` with no description, advanced to ``state.global_step`` at
+    each optimizer step), told from its evaluation bars (same look, ``total`` = evaluation
+    batches) by its total: the summary's, else the first bar's. Needs a context; None without.
+    """
+    if context is None or m["total"] == "?" or not _LAUNCHER_PREFIX.fullmatch(m["desc"]):
+        return None
+    total = int(m["total"])
+    if context.trainer_bar_total is None:
+        if context.trainer_evaluating:
+            return None  # an evaluation before training
+        context.trainer_bar_total = total
+    if total != context.trainer_bar_total:
+        return None  # an evaluation bar
+    iteration = values.iteration(float(m["n"]))
+    return ProgressRecord(
+        iteration=iteration,
+        train_iters=values.total(float(total), iteration),
+        step_time_s=_bar_step_time(m),
+        framework="transformers",
     )
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,7 @@ def description_key(job: JobState) -> str:
         job.gpu_type or "",
         job.work_dir or "",
         job.name,
+        job.launch_manifest or "",
     )
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
@@ -208,12 +210,25 @@ class _JobFiles:
         return True
 
 
+def _manifest(job: JobState) -> tuple[Mapping[str, object], ...]:
+    """The Kubernetes object of ``job`` (``JobState.launch_manifest``), parsed; () for none."""
+    if not job.launch_manifest:
+        return ()
+    try:
+        document = json.loads(job.launch_manifest)
+    except (ValueError, RecursionError):
+        return ()
+    return (document,) if isinstance(document, dict) else ()
+
+
 def launch_of(job: JobState) -> Launch:
     """The launch of ``job`` as the launch readers take it."""
     gpu = gpu_key_for_gres_type(job.gpu_type) if job.gpu_type else None
-    return Launch(
-        command=job.command,
-        batch_script=job.batch_script,
+    manifest = _manifest(job)
+    return Launch(  # the object, when there is one, says all the command says and its env
+        manifest=manifest,
+        command=None if manifest else job.command,
+        batch_script=None if manifest else job.batch_script,
         work_dir=job.work_dir,
         num_gpus=job.num_gpus,
         num_nodes=job.num_nodes,

@@ -51,6 +51,11 @@ class JobState:
     position among the pending workloads of its ClusterQueue, from Kueue's visibility API),
     ``progress_ratio`` (0..1 and ``reported_remaining_s``, the job's own progress report, e.g.
     Kubeflow TrainJob ``status.trainerStatus``) and ``progress_updated_s`` (when it was reported).
+    ``launch_manifest`` is the Kubernetes object the job runs as, as JSON, reduced to what says
+    how it starts (``apiVersion``, ``kind``, ``metadata.name``/``namespace``, ``spec``), for the
+    launch readers (``planner.launch.kubernetes``: the container's ``env``, the controller's
+    injected variables, ``$(VAR)`` references); None when the scheduler has none or it was too
+    large.
     """
 
     scheduler: str
@@ -83,6 +88,7 @@ class JobState:
     progress_ratio: float | None = None
     reported_remaining_s: float | None = None
     progress_updated_s: float | None = None
+    launch_manifest: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

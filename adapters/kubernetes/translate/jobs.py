@@ -6,10 +6,11 @@ and ETA), with their pods and Kueue Workload."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from adapters.kubernetes.translate.kueue import MAX_EXEC_TIME_LABEL, QUEUE_LABEL, workload_view
 from adapters.kubernetes.translate.nodes import pod_gpus, pod_is_terminal, pod_node
@@ -218,6 +219,34 @@ def description_fields(
             tokens.append(f"planner:{token}={value}")
     command, script = _main_command(main_template)
     return " ".join(tokens), command, script, inline
+
+
+MAX_LAUNCH_MANIFEST_CHARS: Final = 256 * 1024
+"""Longest reduced object kept as a job's ``launch_manifest`` (JSON characters)."""
+
+
+def launch_manifest(obj: Mapping[str, Any]) -> str | None:
+    """The object reduced to how its pods start, as JSON for ``JobState.launch_manifest``:
+    ``apiVersion``, ``kind``, ``metadata.name``/``namespace`` and ``spec`` without ``suspend``
+    (``spec.suspend``, ``spec.runPolicy.suspend``: Kueue flips them at admission, which does
+    not change what the job trains). None when it does not serialise or exceeds
+    ``MAX_LAUNCH_MANIFEST_CHARS``."""
+    meta = as_map(obj.get("metadata"))
+    spec = {k: v for k, v in as_map(obj.get("spec")).items() if k != "suspend"}
+    run_policy = as_map(spec.get("runPolicy"))
+    if "suspend" in run_policy:
+        spec["runPolicy"] = {k: v for k, v in run_policy.items() if k != "suspend"}
+    reduced = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+        "spec": spec,
+    }
+    try:
+        text = json.dumps(reduced, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return text if len(text) <= MAX_LAUNCH_MANIFEST_CHARS else None
 
 
 def _main_command(template: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
@@ -460,4 +489,5 @@ def job_state(kind: str, obj: Mapping[str, Any], context: JobContext, *, cluster
         progress_ratio=progress.progress_ratio if progress else None,
         reported_remaining_s=progress.remaining_s if progress else None,
         progress_updated_s=progress.updated_s if progress else None,
+        launch_manifest=launch_manifest(obj),
     )

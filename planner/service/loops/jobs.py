@@ -305,3 +305,4 @@ def job_state_dict(job: JobState) -> dict[str, Any]:
     state["node_list"] = list(job.node_list)
     state.pop("batch_script", None)
     return state
+    state.pop("launch_manifest", None)  # kept in the description, when it told anything

@@ -243,3 +243,69 @@ def test_odd_objects_never_crash(kind: str, obj: dict[str, Any]) -> None:
     assert job.scheduler == "kubernetes"
     node = node_state(obj, [obj])
     assert node.num_gpus == 0
+
+
+def _env_pytorchjob() -> dict[str, Any]:
+    """A PyTorchJob whose Megatron-LM arguments come from its container's ``env`` through
+    ``$(VAR)`` references, and whose node count only the operator's ``PET_NNODES`` tells."""
+    container = {
+        "name": "pytorch",
+        "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+        "command": ["torchrun", "--nproc_per_node=8", "pretrain_gpt.py"],
+        "args": [
+            "--num-layers=$(NUM_LAYERS)",
+            "--hidden-size=$(HIDDEN)",
+            "--num-attention-heads=32",
+            "--seq-length=4096",
+            "--max-position-embeddings=4096",
+            "--micro-batch-size=1",
+            "--global-batch-size=$(GBS)",
+            "--tensor-model-parallel-size=8",
+            "--train-iters=5000",
+            "--bf16",
+        ],
+        "env": [
+            {"name": "NUM_LAYERS", "value": "40"},
+            {"name": "HIDDEN", "value": "5120"},
+            {"name": "GBS", "value": "512"},
+        ],
+        "resources": {"limits": {"nvidia.com/gpu": 8}},
+    }
+    template = {"spec": {"containers": [container]}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "gpt-env", "namespace": "team-a", "resourceVersion": "7"},
+        "spec": {
+            "runPolicy": {"suspend": False},
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": template},
+                "Worker": {"replicas": 3, "template": template},
+            },
+        },
+        "status": {"conditions": [{"type": "Running", "status": "True"}]},
+    }
+
+
+def test_container_env_reaches_the_launch_readers() -> None:
+    obj = _env_pytorchjob()
+    job = job_state("pytorchjob", obj, JobContext(), cluster="k")
+    assert job.launch_manifest is not None
+    assert "resourceVersion" not in job.launch_manifest
+    assert "suspend" not in job.launch_manifest
+    description = describe_job(job, lambda path: "")
+    assert description.described_by == "megatron"
+    assert description.document is not None
+    assert description.document["model"]["num_layers"] == 40
+    assert description.document["model"]["hidden_size"] == 5120
+    assert description.document["parallelism"]["global_batch_size"] == 512
+    assert description.document["hardware"]["num_gpus"] == 32  # 4 pods x 8 (PET_NNODES)
+
+
+def test_a_huge_object_is_not_kept_as_the_launch() -> None:
+    obj = _env_pytorchjob()
+    obj["metadata"]["annotations"] = {"x": "y"}
+    obj["spec"]["padding"] = "x" * (300 * 1024)
+    job = job_state("pytorchjob", obj, JobContext(), cluster="k")
+    assert job.launch_manifest is None
+    assert job.command is not None  # the command line still describes what it can
