@@ -27,16 +27,27 @@ process's peak RSS, for this checkout or several side by side in one window::
     .venv/bin/python -m benchmarks.explore --spaces all --compare /tmp/before . --rounds 3
     .venv/bin/python -m benchmarks.explore --spaces deepseek-v3-h100-2048 --without-uneven-splits
 
+Published layouts among the candidates (``--ranking [SOURCE ...]``, with ``--write`` into
+``benchmarks/results/explore_ranking.md``): for every accepted run of every ground-truth source
+(``benchmarks.accuracy``), its published layout's predicted and measured iteration time, its
+rank among the candidates explore times for its model, GPU count and global batch (every
+layout knob open, the rest as published) and the best candidate::
+
+    .venv/bin/python -m benchmarks.explore --ranking --write
+    .venv/bin/python -m benchmarks.explore --ranking sc21 moe_h100_2025
+
 ``--compare`` runs each space in each checkout directory (a tree with ``planner/``, e.g. a
 ``git archive`` export of another commit) in turn, ``--rounds`` times, alternating, with this
 checkout's interpreter; it prints per space and checkout the least CPU seconds, the largest
-peak RSS, the candidate counts and the best layout.
+peak RSS, the candidate counts and the best layout (or why that checkout cannot explore the
+space: ``82228ff`` has no DeepSeek-V3 preset).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -50,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.accuracy.convert import Case, build_dataset
+from benchmarks.accuracy.runs import available_sources
 from planner.perf.candidates import candidate_arrays
 from planner.perf.efficiency import DefaultEfficiency
 from planner.perf.engine import evaluate
@@ -57,8 +69,10 @@ from planner.scenario import predict_documents
 from planner.scenario.plans import explore_document, parse_space, scenario_document
 from planner.scenario.space import layout_json
 from planner.search import sweep
+from planner.search.space import KNOBS
 
 RESULTS = Path(__file__).parent / "results" / "explore.md"
+RANKING = Path(__file__).parent / "results" / "explore_ranking.md"
 REPO = Path(__file__).resolve().parents[1]
 
 GPT3: dict[str, Any] = {
@@ -89,17 +103,34 @@ SPACES: dict[str, dict[str, Any]] = {
     "gpt3-175b-a100-1024": GPT3,
     "mixtral-8x7b-h100-256": _preset_space("mixtral-8x7b", "h100-sxm", 256, 1024),
     "qwen3-30b-a3b-h100-256": _preset_space("qwen3-30b-a3b", "h100-sxm", 256, 1024),
-    "deepseek-v3-h100-2048": _preset_space("deepseek-v3", "h100-sxm", 2048, 8192),
+    "deepseek-v3-h100-2048": {
+        **_preset_space("deepseek-v3", "h100-sxm", 2048, 8192),
+        "model": {"preset": "deepseek-v3", "moe_token_dispatcher_type": "flex"},
+    },
 }
 """The benchmark spaces, every knob open: the dense reference (GPT-3 175B, the SC21 size) and
-three MoE models (Mixtral 8x7B, Qwen3-30B-A3B, DeepSeek-V3: 2.7-11.6 M candidates each)."""
+three MoE models (Mixtral 8x7B, Qwen3-30B-A3B, DeepSeek-V3: 2.7-11.6 M candidates each).
+
+DeepSeek-V3 exchanges its tokens as its published runs do: DeepEP's node-deduplicated
+dispatcher (``flex``; DeepSeek-AI 2024, DeepSeek-V3 technical report §3.2.2: each token
+crosses InfiniBand once per destination node and is forwarded over NVLink there; NeMo Automodel
+``deepseek_v3_te_deepep.yaml`` ``enable_deepep: true``, Megatron-Bridge's DeepSeek-V3 recipes,
+``benchmarks/accuracy/bridge.py``), not the preset's default NCCL all-to-all of every (token,
+expert) pair, which no published DeepSeek-V3 run uses at expert parallel > 8 (eight copies of
+each token over the NIC: 15 s of a 27 s step at expert parallel 64)."""
 
 _CHILD = """
 import json, resource, sys, time
-from planner.scenario.plans import explore_document
+try:
+    from planner.scenario.plans import explore_document
+except ImportError:  # checkouts before the scenario package held the plans (e.g. 82228ff)
+    from planner.search.explore import explore_document
 doc = json.loads(sys.argv[1])
 start_cpu, start_wall = time.process_time(), time.perf_counter()
 result = explore_document(doc, workers=1)
+if "error" in result:
+    print(json.dumps({"error": result["error"]}))
+    sys.exit(0)
 cpu_s, wall_s = time.process_time() - start_cpu, time.perf_counter() - start_wall
 best = result["top"][0]
 print(json.dumps({
@@ -180,6 +211,12 @@ def compare(
         for checkout in checkouts:
             r = runs[(name, checkout)]
             last = r[-1]
+            if "error" in last:
+                lines.append(
+                    f"| {name} | {checkout} | - | - | - | - | cannot explore this space: "
+                    f"{last['error'][:160]} | - |"
+                )
+                continue
             lines.append(
                 f"| {name} | {checkout} | {min(x['cpu_s'] for x in r):.2f} | "
                 f"{max(x['peak_rss_mib'] for x in r):.0f} | {last['enumerated']:,} | "
@@ -428,6 +465,121 @@ def sc21(lines: list[str]) -> None:
     lines.append("")
 
 
+LAYOUT_KEYS = (*KNOBS, "data_parallel", "pipeline_layout")
+"""The parallelism keys a ranking opens (the layout); the rest of a published run's
+parallelism (global batch, precision, FP8 recipe, flash attention, gradient reduction and
+overlap settings) stays as published."""
+
+
+def _layout_cell(p: dict[str, Any]) -> str:
+    return (
+        f"tp {p.get('tensor_parallel', 1)}, pp {p.get('pipeline_parallel', 1)}, cp "
+        f"{p.get('context_parallel', 1)}, ep {p.get('expert_parallel', 1)}, vp "
+        f"{p.get('virtual_pipeline', 1)}, mbs {p.get('micro_batch_size', 1)}, "
+        f"{p.get('recompute', 'none')}, ZeRO {p.get('zero_stage', 0)}"
+    )
+
+
+def rank_case(case: Case) -> dict[str, Any]:
+    """Where the published layout of ``case`` ranks among explore's candidates for its model,
+    GPU count and global batch (every layout knob open, the rest as published): its predicted
+    and measured iteration time, the best candidate's, the rank (1 + candidates predicted
+    strictly faster) among the timed candidates."""
+    doc = case.document
+    pub = predict_documents([doc])[0]
+    published = doc["parallelism"]
+    opened = {k: v for k, v in published.items() if k not in LAYOUT_KEYS}
+    # explore takes one value per scalar field: a list-valued one (recompute_modules) is left
+    # to its default
+    dropped = sorted(k for k, v in opened.items() if isinstance(v, list))
+    opened = {k: v for k, v in opened.items() if k not in dropped}
+    space = parse_space({**doc, "parallelism": opened})
+    fits = bool(pub["fits_in_memory"])
+    start = time.process_time()
+    outcome = sweep(space, workers=1, count_below=pub["iteration_time_s"] if fits else None)
+    cpu_s = time.process_time() - start
+    best = float(outcome.top_objective[0]) if outcome.evaluated else math.nan
+    top_layout = (
+        layout_json(space.scenario(outcome.top, 0).parallelism, {}) if outcome.evaluated else {}
+    )
+    return {
+        "case": case,
+        "published": published,
+        "predicted_s": float(pub["iteration_time_s"]),
+        "measured_s": case.measured_iteration_time_s,
+        "fits": fits,
+        "memory_gib": float(pub["memory_per_gpu_bytes"]) / 2**30,
+        "rank": outcome.num_below + 1 if fits else None,
+        "timed": outcome.evaluated,
+        "best_s": best,
+        "best": top_layout,
+        "cpu_s": cpu_s,
+        "dropped": dropped,
+    }
+
+
+def ranking(lines: list[str], sources: list[str] | None = None) -> None:
+    """The published-layout ranking table, one section per ground-truth source."""
+    chosen = sources or list(available_sources())
+    dataset = build_dataset(sources=chosen)
+    lines.append("## Published layouts among explore's candidates\n")
+    lines.append(
+        "Every accepted run of every ground-truth source (`benchmarks.accuracy` conversion: "
+        "model, GPUs, global batch, precision and framework as published). The space opens "
+        "every layout knob (tensor, pipeline with its splits, context, expert and expert "
+        "tensor parallel, virtual pipeline, micro-batch, sequence parallel, recompute, ZeRO) "
+        "and keeps the rest as published. **rank** = 1 + the candidates predicted strictly "
+        "faster than the published layout, among those timed (fit in memory); **pred / meas** "
+        "= the published layout's predicted over its measured iteration time (> 1: the model "
+        "is slower than the run); **best / pub** = the best candidate's predicted time over "
+        "the published layout's.\n"
+    )
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for case in dataset.cases:
+        by_source.setdefault(case.source, []).append(rank_case(case))
+    summary = [
+        "| source | runs | published layout ranked 1 | in the top 10 | median best / pub | "
+        "runs with pred / meas off by > 15 % | CPU s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    detail: list[str] = []
+    for source, rows in by_source.items():
+        ranks = [r["rank"] for r in rows if r["rank"] is not None]
+        ratios = sorted(r["best_s"] / r["predicted_s"] for r in rows if r["fits"])
+        gaps = [r for r in rows if abs(r["predicted_s"] / r["measured_s"] - 1) > 0.15]
+        median = ratios[len(ratios) // 2] if ratios else math.nan
+        summary.append(
+            f"| {source} | {len(rows)} | {sum(x == 1 for x in ranks)} | "
+            f"{sum(x <= 10 for x in ranks)} | {median:.3f} | {len(gaps)} | "
+            f"{sum(r['cpu_s'] for r in rows):.1f} |"
+        )
+        detail.append(f"### {source}\n")
+        detail.append(
+            "| run | GPUs | published layout | meas. s | pred. s | pred / meas | rank / timed "
+            "| best / pub | best layout |"
+        )
+        detail.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        for r in rows:
+            case, fits = r["case"], r["fits"]
+            rank = (
+                f"{r['rank']:,} / {r['timed']:,}"
+                if fits
+                else f"n/a (needs {r['memory_gib']:.0f} GiB) / {r['timed']:,}"
+            )
+            ratio = f"{r['best_s'] / r['predicted_s']:.3f}" if fits else "-"
+            note = f" (explore without {', '.join(r['dropped'])})" if r["dropped"] else ""
+            detail.append(
+                f"| {case.config_id}{note} | {case.document['hardware']['num_gpus']} | "
+                f"{_layout_cell(r['published'])} | {r['measured_s']:.3g} | "
+                f"{r['predicted_s']:.3g} | {r['predicted_s'] / r['measured_s']:.2f} | {rank} | "
+                f"{ratio} | {_layout_cell(r['best']) if r['best'] else '-'} |"
+            )
+        detail.append("")
+    lines.extend(summary)
+    lines.append("")
+    lines.extend(detail)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the sections and print (``--write``: also save) the markdown report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -453,7 +605,27 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="--spaces without the uneven first / last ranks (checkouts that search them)",
     )
+    parser.add_argument(
+        "--ranking",
+        nargs="*",
+        metavar="SOURCE",
+        help="only the published-layout ranking (of these ground-truth sources; none: all); "
+        f"with --write, into {RANKING}",
+    )
     args = parser.parse_args(argv)
+    if args.ranking is not None:
+        lines = [
+            "# Design-space exploration: published layouts among the candidates\n",
+            f"Recorded with `.venv/bin/python -m benchmarks.explore --ranking --write` on "
+            f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"numpy {np.__version__}; causes of the gaps in `benchmarks/results/explore.md`.\n",
+        ]
+        ranking(lines, args.ranking)
+        text = "\n".join(lines)
+        print(text)
+        if args.write:
+            RANKING.write_text(text + "\n", encoding="utf-8")
+        return
     if args.spaces:
         names = list(SPACES) if args.spaces == ["all"] else args.spaces
         unknown = [n for n in names if n not in SPACES]

@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from planner.perf import ops
 from planner.perf.efficiency import ARCHITECTURES, DeviceArrays
@@ -33,9 +34,17 @@ from planner.specs.model import ModelSpec
 from planner.specs.parallelism import ParallelismSpec
 from planner.specs.scenario import Framework, Scenario
 
-__all__ = ["DEFAULT_MEMORY_HEADROOM_BYTES", "ScenarioArrays"]
+__all__ = ["DEFAULT_MEMORY_HEADROOM_BYTES", "ScenarioArrays", "constant_column"]
 
 _ARRAY = np.ndarray
+
+
+def constant_column(value: NDArray[Any], n: int) -> NDArray[Any]:
+    """``value[0]`` for ``n`` scenarios: a read-only view of shape ``(n,)`` with stride 0 (no
+    copy; the engine only reads its inputs). ``value`` has at least one element."""
+    out: NDArray[Any] = np.ndarray((n,), dtype=value.dtype, buffer=value[:1].copy(), strides=(0,))
+    out.flags.writeable = False
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -263,6 +272,30 @@ class ScenarioArrays:
         Megatron-Core's all-to-all dispatcher does with an all-gather over the expert
         tensor-parallel group)."""
         return self.tokens_per_microbatch * self.expert_tensor_parallel / self.tensor_parallel
+
+    def take(self, index: NDArray[np.int64]) -> ScenarioArrays:
+        """The scenarios ``index`` (shape ``(k,)``) of a batch: every field of shape ``(k,)``.
+        Raises ``ValueError`` for the one-scenario form."""
+        if self.scalar:
+            raise ValueError("take needs a batch of arrays, not the one-scenario form")
+        k = int(index.shape[0])
+
+        def pick(value: Any) -> Any:
+            if not isinstance(value, _ARRAY):
+                return value
+            if value.strides == (0,):  # one value broadcast to every scenario: stays one
+                return value[:k] if k <= value.shape[0] else constant_column(value, k)
+            return value[index]
+
+        device = DeviceArrays(
+            **{f.name: pick(getattr(self.device, f.name)) for f in fields(DeviceArrays)}
+        )
+        columns: dict[str, Any] = {
+            f.name: pick(getattr(self, f.name))
+            for f in fields(self)
+            if f.name not in ("num_scenarios", "device")
+        }
+        return ScenarioArrays(num_scenarios=k, device=device, **columns)
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ScenarioArrays:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.perf.batch import ScenarioArrays
+from planner.perf.batch import ScenarioArrays, constant_column
 from planner.perf.efficiency import DeviceArrays
 from planner.specs.feasibility import DEFAULT_FRAMEWORK
 from planner.specs.pipeline_split import stage_layer_arrays
@@ -45,6 +45,10 @@ class CandidateColumns:
     stages (``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers``,
     transformer layers of pipeline rank 0 / ``p-1``, ``0`` where unset) are optional: None
     reads as unset (the tensor-parallel degree; no option; no explicit count).
+    ``stage_layers`` (optional, shape ``(n, 4)``): what ``stage_layer_arrays`` gives for each
+    candidate's split (layers of rank 0, of the busiest middle rank, of rank ``p-1``, and 1
+    where the framework accepts the split, else 0), when the caller has it already (a design
+    space computes it once per pipeline combination); None: computed where needed.
     """
 
     tensor_parallel: IntArray
@@ -64,6 +68,7 @@ class CandidateColumns:
     account_for_loss_in_pipeline_split: BoolArray | None = None
     decoder_first_pipeline_num_layers: IntArray | None = None
     decoder_last_pipeline_num_layers: IntArray | None = None
+    stage_layers: IntArray | None = None
 
     @property
     def n(self) -> int:
@@ -88,7 +93,9 @@ class CandidateColumns:
 
 
 def _repeat(value: Any, n: int) -> Any:
-    return np.repeat(value[:1] if isinstance(value, np.ndarray) else value, n)
+    """The base's one value for ``n`` candidates: a read-only broadcast view of shape ``(n,)``
+    (no copy; the engine only reads its inputs)."""
+    return constant_column(value if isinstance(value, np.ndarray) else np.asarray([value]), n)
 
 
 def candidate_arrays(
@@ -106,16 +113,23 @@ def candidate_arrays(
     f64 = np.float64
     num_microbatches = cand.global_batch_size // (cand.data_parallel * cand.micro_batch_size)
     num_layers = int(np.asarray(base.num_layers).reshape(-1)[0])
-    first, middle, last, _ = stage_layer_arrays(
-        num_layers,
-        cand.pipeline_parallel,
-        cand.virtual_pipeline,
-        cand.flag("account_for_embedding_in_pipeline_split"),
-        cand.flag("account_for_loss_in_pipeline_split"),
-        framework,
-        first=cand.decoder_first_pipeline_num_layers,
-        last=cand.decoder_last_pipeline_num_layers,
-    )
+    if cand.stage_layers is not None:
+        first, middle, last = (
+            cand.stage_layers[:, 0],
+            cand.stage_layers[:, 1],
+            cand.stage_layers[:, 2],
+        )
+    else:
+        first, middle, last, _ = stage_layer_arrays(
+            num_layers,
+            cand.pipeline_parallel,
+            cand.virtual_pipeline,
+            cand.flag("account_for_embedding_in_pipeline_split"),
+            cand.flag("account_for_loss_in_pipeline_split"),
+            framework,
+            first=cand.decoder_first_pipeline_num_layers,
+            last=cand.decoder_last_pipeline_num_layers,
+        )
     etp = cand.expert_tensor_parallel
     if etp is None:
         etp = cand.tensor_parallel

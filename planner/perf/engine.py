@@ -42,12 +42,12 @@ from planner.perf.flops import iteration_flops
 from planner.perf.iteration import iteration_costs
 from planner.perf.lora import adapter_flops_per_token, adapter_params_per_gpu
 from planner.perf.memory import MemoryArrays, memory_arrays
-from planner.perf.operators import layer_times, operator_times
+from planner.perf.operators import OperatorTimes, layer_times, operator_times
 from planner.perf.ops import Real
 from planner.perf.optimizer import optimizer_times
 from planner.perf.parameters import LocalParameters, stage_params
 from planner.perf.pipeline import pipeline_schedule
-from planner.perf.tensor import tensor_parallel_times
+from planner.perf.tensor import TensorParallelTimes, tensor_parallel_times
 
 __all__ = ["BREAKDOWN_KEYS", "BatchResult", "evaluate", "link_of"]
 
@@ -122,13 +122,27 @@ def _trained_params(a: ScenarioArrays, busiest: LocalParameters) -> _TrainedPara
     return _TrainedParameters(reduced=reduced, updated=updated)
 
 
-def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
+def evaluate(
+    a: ScenarioArrays,
+    eff: EfficiencyModel,
+    *,
+    operators: OperatorTimes | None = None,
+    memory: MemoryArrays | None = None,
+    tensor: TensorParallelTimes | None = None,
+) -> BatchResult:
     """Iteration time, breakdown, FLOPs and memory of every scenario in ``a``: arrays of shape
-    ``(n,)`` for arrays in, Python floats for the one-scenario form."""
-    operators = operator_times(a, eff)
+    ``(n,)`` for arrays in, Python floats for the one-scenario form.
+
+    ``operators`` (``operator_times(a, eff)``), ``memory`` (``memory_arrays(a, eff)``) and
+    ``tensor`` (``tensor_parallel_times(a, eff, link_of(a, eff))``), when the caller has them
+    already (a sweep shares the operator table and the tensor-parallel times among candidates,
+    and checks memory before timing), are used as given, not recomputed."""
+    if operators is None:
+        operators = operator_times(a, eff)
     layer = layer_times(operators, a)
     link = link_of(a, eff)
-    tensor = tensor_parallel_times(a, eff, link)
+    if tensor is None:
+        tensor = tensor_parallel_times(a, eff, link)
     schedule = pipeline_schedule(
         a,
         link,
@@ -169,5 +183,5 @@ def evaluate(a: ScenarioArrays, eff: EfficiencyModel) -> BatchResult:
         breakdown_s=breakdown,
         model_flops=flops.model_total,
         hardware_flops=flops.hardware_total,
-        memory=memory_arrays(a, eff, params=params),
+        memory=memory if memory is not None else memory_arrays(a, eff, params=params),
     )

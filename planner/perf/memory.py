@@ -119,9 +119,11 @@ __all__ = [
     "EAGER_LOSS_PEAK_BYTES_PER_LOGIT",
     "FUSED_LOSS_BYTES_PER_LOGIT",
     "LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT",
+    "LayerActivations",
     "MemoryArrays",
     "MemoryBreakdown",
     "activation_bytes_per_layer",
+    "layer_activations",
     "layers_in_flight",
     "local_params",
     "loss_bytes_per_logit_arr",
@@ -361,10 +363,24 @@ class _StageActivations:
     middle: Real
 
 
-def _stage_activations(a: ScenarioArrays, eff: EfficiencyModel) -> _StageActivations:
-    """Activations of the first stage (layers in flight) and the last (its layers and the
-    multi-token-prediction layers, plus the loss), each with one layer's working set while it
-    is re-run under full recompute; MoE layers at the busiest expert rank."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerActivations:
+    """Activation bytes of one microbatch that do not depend on the pipeline: one layer's kept
+    activations (``per_layer``, the larger of a dense and an MoE layer's, MoE layers at the
+    busiest expert rank), one layer's working set while it is re-run under full recompute
+    (``working``, 0 otherwise) and the loss's peak or that working set, whichever is larger
+    (``at_loss``); numbers, or arrays of shape ``(n,)``. Of the layout, they read only
+    ``planner.perf.operators.OPERATOR_COLUMNS`` (a sweep shares them like the operator table,
+    ``planner.search.shared``)."""
+
+    per_layer: Real
+    working: Real
+    at_loss: Real
+
+
+def layer_activations(a: ScenarioArrays, eff: EfficiencyModel) -> LayerActivations:
+    """``LayerActivations`` of every scenario of ``a`` (``activation_bytes_arr``,
+    ``loss_peak_bytes_arr``)."""
     rc = a.recompute
     moe_frac = a.num_moe_layers / a.num_layers
     dense_act = activation_bytes_arr(a, moe_layer=False, recompute=rc)
@@ -387,10 +403,18 @@ def _stage_activations(a: ScenarioArrays, eff: EfficiencyModel) -> _StageActivat
                 a, moe_layer=True, recompute=_SELECTIVE, op_level=False, imbalance=rho
             )
             working = ops.maximum(working, ops.where(moe_frac > 0, moe_working, 0.0))
-    in_flight = layers_in_flight_arr(a)
     working = ops.where(full, working, 0.0)
     # the loss peaks before any layer is re-run: the stage holds one or the other on top
     at_loss = ops.maximum(loss_peak_bytes_arr(a), working)
+    return LayerActivations(per_layer=per_layer, working=working, at_loss=at_loss)
+
+
+def _stage_activations(a: ScenarioArrays, layer: LayerActivations) -> _StageActivations:
+    """Activations of the first stage (layers in flight) and the last (its layers and the
+    multi-token-prediction layers, plus the loss), each with one layer's working set while it
+    is re-run under full recompute; ``layer``: the per-layer terms."""
+    per_layer, working, at_loss = layer.per_layer, layer.working, layer.at_loss
+    in_flight = layers_in_flight_arr(a)
     single = a.pipeline_parallel == 1
     first_chunks = _chunks_in_flight(a, 0.0)
     last_layers = ops.minimum(
@@ -406,14 +430,19 @@ def _stage_activations(a: ScenarioArrays, eff: EfficiencyModel) -> _StageActivat
 
 
 def memory_arrays(
-    a: ScenarioArrays, eff: EfficiencyModel, *, params: StageParameters | None = None
+    a: ScenarioArrays,
+    eff: EfficiencyModel,
+    *,
+    params: StageParameters | None = None,
+    layer: LayerActivations | None = None,
 ) -> MemoryArrays:
     """Peak memory of the most loaded GPU (first, busiest middle or last pipeline stage) for a
     batch, bytes.
 
-    ``params`` is ``stage_params(a)`` when the caller has it already."""
+    ``params`` is ``stage_params(a)`` and ``layer`` is ``layer_activations(a, eff)`` when the
+    caller has them already."""
     stages = params if params is not None else stage_params(a)
-    act = _stage_activations(a, eff)
+    act = _stage_activations(a, layer if layer is not None else layer_activations(a, eff))
     sizes = {"d_dense": a.dense_data_parallel_size, "d_expert": a.expert_data_parallel_size}
     first = _model_states(
         a,

@@ -44,6 +44,8 @@ from planner.specs.parallelism import Recompute
 
 __all__ = [
     "FLASH_BWD_FLOP_RATIO",
+    "GROUPS",
+    "OPERATOR_COLUMNS",
     "LayerTimes",
     "OperatorTable",
     "OperatorTimes",
@@ -54,6 +56,21 @@ __all__ = [
 ]
 
 _SELECTIVE, _FULL = Recompute.SELECTIVE.code, Recompute.FULL.code
+
+OPERATOR_COLUMNS = (
+    "tensor_parallel",
+    "context_parallel",
+    "expert_parallel",
+    "expert_tensor_parallel",
+    "micro_batch_size",
+    "sequence_parallel",
+    "recompute",
+)
+"""The layout columns ``operator_times`` reads: of the columns a design-space sweep varies per
+candidate (``planner.perf.candidates.candidate_arrays``), only these; every other input is the
+base scenario's. Candidates that agree on them (e.g. differ only in ZeRO stage, pipeline
+split, virtual pipeline or data-parallel degree) have the same ``OperatorTimes``, which a sweep
+computes once (``planner.search.shared``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,7 +94,8 @@ class OperatorTimes:
     lm_head_s: Real
 
 
-_GROUPS = tuple(f.name for f in fields(OperatorTimes))
+GROUPS = tuple(f.name for f in fields(OperatorTimes))
+"""The ``OperatorTimes`` fields, in order."""
 
 
 _DENSE = LayerGroups(
@@ -244,7 +262,7 @@ def operator_times(a: ScenarioArrays, eff: EfficiencyModel) -> OperatorTimes:
     edge_ops(table, a)
     totals = table.totals()
     zero = a.full(0.0)
-    times = OperatorTimes(**{name: totals.get(name, zero) for name in _GROUPS})
+    times = OperatorTimes(**{name: totals.get(name, zero) for name in GROUPS})
     if ops.any_(a.mtp_num_layers > 0):  # the MTP modules' transformer layers: last stage
         mtp, mtp_moe = a.mtp_num_layers, a.num_mtp_moe_layers
         dense, moe = _layer_total_s(times, a, moe=False), _layer_total_s(times, a, moe=True)

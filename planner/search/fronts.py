@@ -155,11 +155,14 @@ def pareto(kept: Kept) -> Kept:
         return kept
     fronts: list[Kept] = []
     for gpus in np.unique(kept.cols.num_gpus):
-        group = kept.take(np.flatnonzero(kept.cols.num_gpus == gpus))
-        group = group.take(group.order())
-        best_mem = np.minimum.accumulate(group.memory)
+        # the group's rows in ``Kept.order``, found on the sort keys alone: only the front's
+        # rows are taken (a chunk's group is every candidate it timed)
+        rows = np.flatnonzero(kept.cols.num_gpus == gpus)
+        rows = rows[np.lexsort((kept.index[rows], kept.memory[rows], kept.objective[rows]))]
+        memory = kept.memory[rows]
+        best_mem = np.minimum.accumulate(memory)
         prev = np.concatenate(([np.inf], best_mem[:-1]))
-        fronts.append(group.take(np.flatnonzero(group.memory < prev)))
+        fronts.append(kept.take(rows[memory < prev]))
     merged = fronts[0]
     for f in fronts[1:]:
         merged = merged.concat(f)

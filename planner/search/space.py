@@ -60,10 +60,12 @@ from numpy.typing import NDArray
 from planner.errors import SpecError
 from planner.perf.batch import ScenarioArrays
 from planner.perf.candidates import CandidateColumns
+from planner.perf.operators import OPERATOR_COLUMNS
 from planner.search.values import DIGITS, knob_values, pipeline_combinations
 from planner.specs._checks import require_int
 from planner.specs.feasibility import Violation, layout_violations
 from planner.specs.parallelism import Recompute
+from planner.specs.pipeline_split import stage_layer_arrays
 from planner.specs.scenario import Scenario
 
 __all__ = [
@@ -130,6 +132,20 @@ _TILES = Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.code
 OUT_OF_MEMORY = len(REJECT_REASONS) - 1
 """Index of ``out_of_memory`` in ``REJECT_REASONS`` (decided by the sweep, not ``decode``)."""
 
+_COARSE = np.arange(REJECT_REASONS.index(Violation.EXPERT_PARALLEL_INVALID.value) + 1)
+"""The reasons up to ``expert_parallel_invalid``: their rules read the tensor, pipeline (with
+its split), context, expert and expert tensor-parallel degrees, the data-parallel degree they
+set and sequence parallelism, never the micro-batch size, recompute or ZeRO stage (the
+``_FINE_DIGITS``), so a candidate's first broken rule among them is its coarse class's
+(``SubSpace.decode_valid``; ``tests/search`` checks the counts against a full decode)."""
+
+_FINE_DIGITS = slice(DIGITS.index("micro_batch_size"), len(DIGITS))
+"""The digits inside a coarse class: micro-batch, recompute, ZeRO stage, sequence parallel
+(the last, fastest digit)."""
+
+_COARSE_TABLE_MAX = 1 << 20
+"""Most coarse classes a sub-space tabulates (8 MiB of int64)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubSpace:
@@ -145,6 +161,12 @@ class SubSpace:
     None when open, else the allowed set. ``zero_stages`` are the allowed ZeRO stages (the
     lowest of 0-2 is the one kept among equivalent layouts). ``offset`` is the index of this
     sub-space's first candidate in the whole design space.
+
+    Derived once, at construction: ``pipeline_stages`` (shape ``(k, 4)``: each pipeline row's
+    split, ``stage_layer_arrays``: layers of rank 0, the busiest middle rank, rank ``p-1``, 1
+    where the framework accepts it), ``coarse_reasons`` (``_coarse_table``) and
+    ``operator_values`` (per ``OPERATOR_COLUMNS`` column, the sorted values its candidates
+    take: the radix of ``operator_codes``).
     """
 
     num_gpus: int
@@ -156,6 +178,66 @@ class SubSpace:
     data_parallel: tuple[int, ...] | None
     offset: int
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    pipeline_stages: IntArray = field(init=False, repr=False, compare=False)
+    coarse_reasons: IntArray | None = field(init=False, repr=False, compare=False)
+    operator_values: tuple[IntArray, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # the split of each pipeline combination (few rows), looked up per candidate by decode
+        p = self.pipelines
+        first, middle, last, valid = stage_layer_arrays(
+            self.base.model.num_layers,
+            p[:, 0],
+            p[:, 3],
+            p[:, 1].astype(np.bool_),
+            p[:, 2].astype(np.bool_),
+            str(self.base.training.framework),
+            first=p[:, 4],
+            last=p[:, 5],
+        )
+        stages = np.stack([first, middle, last, valid.astype(np.int64)], axis=1)
+        object.__setattr__(self, "pipeline_stages", stages.astype(np.int64))
+        object.__setattr__(self, "coarse_reasons", self._coarse_table())
+        values = tuple(self._column_values(name) for name in OPERATOR_COLUMNS)
+        object.__setattr__(self, "operator_values", values)
+
+    def _coarse_table(self) -> IntArray | None:
+        """The reason (``REJECT_REASONS`` index, ``-1`` for none) of each coarse class: the
+        candidates that share every digit but micro-batch, recompute and ZeRO stage (class
+        ``index // fine · len(sequence parallel) + sequence-parallel digit``, ``fine`` the
+        product of those three digits' and the sequence-parallel digit's value counts) and
+        break one of the ``_COARSE`` rules, which read none of those three digits; -1 where
+        the class passes them. None when the table would not be much smaller than the
+        sub-space (every candidate is then decoded)."""
+        fine = math.prod(len(v) for v in self.values[_FINE_DIGITS])
+        num_sp = len(self.values[-1])
+        classes = self.size // fine * num_sp
+        if classes > min(_COARSE_TABLE_MAX, self.size // 4):
+            return None
+        cls = np.arange(classes, dtype=np.int64)
+        _, reason = self.decode_at(cls // num_sp * fine + cls % num_sp)  # fine digits 0
+        out: IntArray = np.where(np.isin(reason, _COARSE), reason, -1)
+        return out
+
+    def decode_valid(self, start: int, stop: int) -> tuple[CandidateColumns, IntArray, IntArray]:
+        """The candidates ``start..stop-1`` that pass every layout rule: their columns, their
+        positions in the range (offsets from ``start``), shape ``(k,)``, and how many of the
+        others each reason rejects (``REJECT_REASONS`` order, shape ``(len(REJECT_REASONS),)``).
+        The same candidates and counts as ``decode``; coarse classes that break a rule reading
+        none of the micro-batch, recompute and ZeRO digits (``coarse_reasons``) are counted
+        without decoding their candidates."""
+        index = np.arange(start, stop, dtype=np.int64)
+        rejected = np.zeros(len(REJECT_REASONS), dtype=np.int64)
+        if self.coarse_reasons is not None:
+            fine = math.prod(len(v) for v in self.values[_FINE_DIGITS])
+            num_sp = len(self.values[-1])
+            coarse = self.coarse_reasons[index // fine * num_sp + index % num_sp]
+            rejected += np.bincount(coarse[coarse >= 0], minlength=len(REJECT_REASONS))
+            index = index[coarse < 0]
+        cols, reason = self.decode_at(index)
+        rejected += np.bincount(reason[reason >= 0], minlength=len(REJECT_REASONS))
+        valid = np.flatnonzero(reason < 0)
+        return cols.take(valid), index[valid] - start, rejected
 
     @property
     def size(self) -> int:
@@ -203,6 +285,7 @@ class SubSpace:
             account_for_loss_in_pipeline_split=row[:, 2].astype(np.bool_),
             decoder_first_pipeline_num_layers=row[:, 4],
             decoder_last_pipeline_num_layers=row[:, 5],
+            stage_layers=self.pipeline_stages[pipe],
         )
         framework = self.base.training.framework
         code = layout_violations(self.base.model, num_gpus, cols, framework=framework)
@@ -212,6 +295,29 @@ class SubSpace:
             reason[(code != _TILES) & ~allowed] = DATA_PARALLEL_NOT_ALLOWED
         reason[(reason < 0) & self._equivalent(cols)] = EQUIVALENT_LAYOUT
         return cols, reason
+
+    def operator_codes(self, cols: CandidateColumns) -> IntArray:
+        """One code per candidate of this sub-space, equal for two candidates exactly when
+        they agree on every column of ``planner.perf.operators.OPERATOR_COLUMNS`` (so they
+        have the same operator table): the mixed-radix number of each column's position among
+        the values the sub-space allows for it. Shape ``(cols.n,)``, codes in ``[0, product of
+        the value counts)``."""
+        code = np.zeros(cols.n, dtype=np.int64)
+        for name, allowed in zip(OPERATOR_COLUMNS, self.operator_values, strict=True):
+            column = np.asarray(getattr(cols, name))
+            code = code * len(allowed) + np.searchsorted(allowed, column)
+        return code
+
+    def _column_values(self, name: str) -> IntArray:
+        """The sorted distinct values candidates of this sub-space take in column ``name``
+        (the expert tensor-parallel degree: its listed values, with the tensor-parallel
+        degrees standing for "the tensor-parallel one", code 0)."""
+        values = self.values[DIGITS.index(name)]
+        if name == "expert_tensor_parallel":
+            tensor = self.values[DIGITS.index("tensor_parallel")]
+            values = np.union1d(values[values > 0], tensor)
+        out: IntArray = np.unique(values).astype(np.int64)
+        return out
 
     def _equivalent(self, cols: CandidateColumns) -> NDArray[np.bool_]:
         """Candidates equivalent to one with a lower allowed ZeRO stage (module docstring):

@@ -5,7 +5,10 @@
 invalid layouts are rejected with their reason (``REJECT_REASONS``), the memory model
 (``planner.perf.memory.memory_arrays``) rejects those that do not fit in HBM, and the rest are
 timed by the engine ``planner predict`` uses (``planner.perf.engine.evaluate`` over
-``candidate_arrays``; one engine, identical numbers). A running top-k and Pareto front are
+``candidate_arrays``; one engine, identical numbers). What candidates share is computed once:
+the layout rules of coarse classes (``SubSpace.decode_valid``), and per sub-space the operator
+table, one layer's activations and the tensor-parallel times, by operator key
+(``planner.search.shared``). A running top-k and Pareto front are
 merged chunk by chunk (``planner.search.fronts``); chunks run on ``workers`` threads (numpy
 releases the GIL). With a ``tolerance``, the top-k holds ``k`` distinct choices: near-equal
 candidates (objective within the relative tolerance of a better one's, ``fronts.groups``) are
@@ -29,10 +32,18 @@ from planner.perf import ops
 from planner.perf.candidates import CandidateColumns, candidate_arrays
 from planner.perf.efficiency import DefaultEfficiency, EfficiencyModel
 from planner.perf.engine import evaluate
-from planner.perf.memory import memory_arrays
+from planner.perf.memory import LayerActivations, MemoryArrays, memory_arrays
+from planner.perf.operators import OperatorTimes
+from planner.perf.tensor import TensorParallelTimes
 from planner.search.budget import check_candidates, checkpoint
 from planner.search.fronts import Kept, groups, pareto, top, top_groups
 from planner.search.objectives import Objective, as_objective, objective_values
+from planner.search.shared import (
+    SharedByKey,
+    shared_layer_activations,
+    shared_operator_times,
+    shared_tensor_times,
+)
 from planner.search.space import OUT_OF_MEMORY, REJECT_REASONS, DesignSpace, SubSpace
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "SweepOutcome", "sweep"]
@@ -89,6 +100,15 @@ class SweepOutcome:
     equivalent_of: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """The tables one sub-space's chunks share (``planner.search.shared``)."""
+
+    operators: SharedByKey[OperatorTimes]
+    activations: SharedByKey[LayerActivations]
+    tensor: SharedByKey[TensorParallelTimes]
+
+
 def _chunks(space: DesignSpace, chunk_size: int) -> Iterator[tuple[SubSpace, int, int]]:
     for sub in space.subspaces:
         for start in range(0, sub.size, chunk_size):
@@ -103,30 +123,38 @@ def _run_chunk(
     objective: Objective,
     top_k: int,
     eff: EfficiencyModel,
+    shared: _Shared,
     count_below: float | None,
     tolerance: float | None,
 ) -> _Partial:
-    cols, reason = sub.decode(start, stop)
-    valid = np.flatnonzero(reason < 0)
+    cols, valid, rejected = sub.decode_valid(start, stop)
     oom_min = math.inf
     kept = Kept.empty()
     if valid.size:
-        cols = cols.take(valid)
         base = sub.base_arrays
         framework = str(sub.base.training.framework)
         arrays = candidate_arrays(base, cols, framework=framework)
-        mem = ops.array(memory_arrays(arrays, eff).total)
+        codes = sub.operator_codes(cols)
+        memory = memory_arrays(arrays, eff, layer=shared.activations.values(cols, arrays, codes))
+        mem = ops.array(memory.total)
         headroom = float(ops.item(base.memory_headroom_bytes, 0))
         fits = mem + headroom <= sub.base.hardware.gpu.hbm_bytes
         oom = np.flatnonzero(~fits)
         if oom.size:
-            reason[valid[oom]] = OUT_OF_MEMORY
+            rejected[OUT_OF_MEMORY] += oom.size
             oom_min = float(mem[oom].min())
         ok = np.flatnonzero(fits)
         if ok.size:
             cols = cols.take(ok)
-            arrays = candidate_arrays(base, cols, framework=framework)
-            result = evaluate(arrays, eff)
+            arrays = arrays.take(ok)
+            ok_codes = codes[ok]
+            result = evaluate(
+                arrays,
+                eff,
+                operators=shared.operators.values(cols, arrays, ok_codes),
+                tensor=shared.tensor.values(cols, arrays, ok_codes),
+                memory=_take_memory(memory, ok),
+            )
             training = sub.base.training
             obj = objective_values(
                 objective,
@@ -143,7 +171,6 @@ def _run_chunk(
                 memory=ops.array(result.memory.total),
                 index=sub.offset + start + valid[ok],
             )
-    rejected = np.bincount(reason[reason >= 0], minlength=len(REJECT_REASONS))
     below = 0 if count_below is None else int(np.count_nonzero(kept.objective < count_below))
     return _Partial(
         num_below=below,
@@ -152,6 +179,17 @@ def _run_chunk(
         top=_best(kept, top_k, tolerance),
         front=pareto(kept),
         min_oom_memory=oom_min,
+    )
+
+
+def _take_memory(memory: MemoryArrays, index: IntArray) -> MemoryArrays:
+    """The rows ``index`` of a batch's memory breakdown."""
+    return MemoryArrays(
+        weights=ops.array(memory.weights)[index],
+        gradients=ops.array(memory.gradients)[index],
+        optimizer=ops.array(memory.optimizer)[index],
+        activations=ops.array(memory.activations)[index],
+        overhead=ops.array(memory.overhead)[index],
     )
 
 
@@ -219,6 +257,17 @@ def sweep(
         front=Kept.empty(),
     )
 
+    # the per-layer tables of each sub-space (operators, layer activations, tensor-parallel
+    # collectives), shared by its chunks (planner.search.shared)
+    tables = {
+        id(sub): _Shared(
+            operators=shared_operator_times(sub, eff),
+            activations=shared_layer_activations(sub, eff),
+            tensor=shared_tensor_times(sub, eff),
+        )
+        for sub in space.subspaces
+    }
+
     def run(job: tuple[SubSpace, int, int]) -> _Partial:
         sub, start, stop = job
         return _run_chunk(
@@ -228,6 +277,7 @@ def sweep(
             objective=objective,
             top_k=top_k,
             eff=eff,
+            shared=tables[id(sub)],
             count_below=count_below,
             tolerance=tolerance,
         )

@@ -171,6 +171,10 @@ def _layers(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
         except SpecError:
             return True
         return False
+    known = knob(x, "stage_layers")  # CandidateColumns of a design space: split per row once
+    if known is not None:
+        refused: BoolArray = known[:, 3] == 0
+        return refused
     ones = np.ones(x.pipeline_parallel.shape, dtype=np.bool_)
     *_, valid = stage_layer_arrays(
         m.num_layers,
