@@ -2,10 +2,11 @@
 itself may read) and files the planner's own user names (command-line arguments, uploads).
 
 **Files jobs name** (``planner:scenario=`` and ``planner:trace=`` in a Slurm comment, a path in a
-Kubernetes annotation) are written by any cluster user, so :func:`read_job_file` reads one only
-when all of these hold, and otherwise raises ``SourcePermanentError`` saying which rule refused
-it, naming only the path the job gave (never the file's content, its size or where a symlink
-pointed):
+Kubernetes annotation, the configs a launch names, the job's log: its stdout path) are written
+by any cluster user, so :func:`read_job_file` (:func:`read_job_file_part` for a growing log,
+:func:`stat_job_file` for a fingerprint) reads one only when all of these hold, and otherwise
+raises ``SourcePermanentError`` saying which rule refused it, naming only the path the job
+gave (never the file's content, its size or where a symlink pointed):
 
 1. *Roots*: the path, resolved (symlinks followed, ``..`` removed), lies under one of ``roots``
    (themselves resolved): for Slurm the job's working directory tree plus the operator's
@@ -34,9 +35,11 @@ rules but keep the bounds (the command line's own input files are read by
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import pwd
+import queue
 import stat
 import threading
 import time
@@ -50,9 +53,13 @@ from planner.specs.job import JobState
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "MAX_HUNG_READS",
+    "FilePart",
+    "MissingFileError",
     "job_file_access",
     "read_job_file",
+    "read_job_file_part",
     "read_local_file",
+    "read_local_file_part",
     "read_local_text",
     "stat_job_file",
     "utf8_head",
@@ -70,8 +77,34 @@ _DIR_FLAGS = (
     getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 )  # O_PATH: search permission suffices, as for the job's user
 _FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+VIEWER_TTL_S = 60.0
+"""How long a host user's uid and groups, once looked up, are used for job file reads, seconds
+(a change of the user's groups counts after at most this long)."""
+_MAX_VIEWERS = 10_000
 _slots = threading.BoundedSemaphore(MAX_HUNG_READS)
 _T = TypeVar("_T")
+
+
+class MissingFileError(SourcePermanentError):
+    """The file does not exist (yet: a job's log before its first line)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FilePart:
+    """Part of a file read from an offset: ``info`` is ``fstat`` of the opened file,
+    ``data`` at most the asked bytes from ``offset_bytes`` (empty when nothing was asked)."""
+
+    info: os.stat_result
+    offset_bytes: int
+    data: bytes
+
+
+#: Where to read an opened file from, given its ``fstat``: a byte offset, or None for nothing.
+ReadFrom = Callable[[os.stat_result], int | None]
+
+
+#: Host users looked up: user name -> (monotonic time the entry expires, its viewer).
+_viewers: dict[str, tuple[float, _Viewer]] = {}
 
 
 class _RefusedError(Exception):
@@ -88,6 +121,20 @@ class _Viewer:
 
     @classmethod
     def of(cls, user: str | None) -> _Viewer:
+        """The viewer of host user ``user``, looked up at most once per
+        :data:`VIEWER_TTL_S` (a job's log is read at every ingest cycle)."""
+        now = time.monotonic()
+        kept = _viewers.get(user or "")
+        if kept is not None and kept[0] > now:
+            return kept[1]
+        viewer = cls._look_up(user)
+        if len(_viewers) >= _MAX_VIEWERS:
+            _viewers.clear()
+        _viewers[user or ""] = (now + VIEWER_TTL_S, viewer)
+        return viewer
+
+    @classmethod
+    def _look_up(cls, user: str | None) -> _Viewer:
         if not user:
             return cls("(no host user)", None, frozenset())
         try:
@@ -194,13 +241,51 @@ def _open_as(real: str, viewer: _Viewer) -> int:
     return file_fd
 
 
+class _Workers:
+    """:data:`MAX_HUNG_READS` daemon threads that run the job file reads, started on the first
+    read of each process (a forked child starts its own): a log is read at every ingest cycle,
+    and starting a thread per read cost more than the read. A read holds one of ``_slots``
+    while it runs, so no read waits for a worker while a slot is free."""
+
+    def __init__(self) -> None:
+        self._pid = -1
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._tasks = queue.SimpleQueue()
+                    for number in range(MAX_HUNG_READS):
+                        threading.Thread(
+                            target=_serve,
+                            args=(self._tasks,),
+                            name=f"planner-file-read-{number}",
+                            daemon=True,
+                        ).start()
+                    self._pid = os.getpid()
+        self._tasks.put(task)
+
+
+def _serve(tasks: queue.SimpleQueue[Callable[[], None]]) -> None:
+    while True:
+        task = tasks.get()
+        with contextlib.suppress(BaseException):  # a task hands its own errors to its caller
+            task()
+
+
+_workers = _Workers()
+
+
 def _in_thread(source: str, path: str, timeout_s: float, work: Callable[[], _T]) -> _T:
-    """Run ``work`` in a daemon thread, waiting at most ``timeout_s`` for it."""
+    """Run ``work`` on a worker thread, waiting at most ``timeout_s`` for it."""
     if not _slots.acquire(blocking=False):
         raise SourceTemporaryError(
             source, f"{path}: not read: {MAX_HUNG_READS} earlier file reads are still hung"
         )
     box: dict[str, object] = {}
+    done = threading.Event()
 
     def run() -> None:
         try:
@@ -209,11 +294,14 @@ def _in_thread(source: str, path: str, timeout_s: float, work: Callable[[], _T])
             box["error"] = exc
         finally:
             _slots.release()
+            done.set()
 
-    thread = threading.Thread(target=run, name="planner-file-read", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
+    try:
+        _workers.submit(run)
+    except BaseException:
+        _slots.release()
+        raise
+    if not done.wait(timeout_s):
         raise SourceTemporaryError(source, f"{path}: not read within {timeout_s:g} s")
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
@@ -222,7 +310,7 @@ def _in_thread(source: str, path: str, timeout_s: float, work: Callable[[], _T])
 
 def _os_error(source: str, path: str, exc: OSError) -> Exception:
     if exc.errno == errno.ENOENT:
-        return SourcePermanentError(source, f"{path}: no such file")
+        return MissingFileError(source, f"{path}: no such file")
     if exc.errno in {errno.EACCES, errno.EPERM}:
         return SourcePermanentError(source, f"{path}: permission denied")
     if exc.errno in {errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG}:
@@ -340,6 +428,42 @@ def stat_job_file(
     )
 
 
+def read_job_file_part(
+    source: str,
+    path: str,
+    *,
+    roots: Sequence[str],
+    user: str | None,
+    read_from: ReadFrom,
+    max_bytes: int,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> FilePart:
+    """At most ``max_bytes`` of a file a job named (its growing log), opened under the same
+    rules as :func:`read_job_file`; ``read_from(fstat of the opened file)`` says where to start
+    (None: read nothing, e.g. the file did not grow). Raises as :func:`read_job_file`
+    (:class:`MissingFileError` when the file does not exist)."""
+
+    def read(fd: int, deadline: float, cancelled: threading.Event) -> FilePart:
+        return _part(fd, read_from, max_bytes, deadline, cancelled)
+
+    return _as_job_user(source, path, read, roots=roots, user=user, timeout_s=timeout_s)
+
+
+def _part(
+    fd: int, read_from: ReadFrom, max_bytes: int, deadline: float, cancelled: threading.Event
+) -> FilePart:
+    info = os.fstat(fd)
+    offset = read_from(info)
+    if offset is None:
+        return FilePart(info=info, offset_bytes=0, data=b"")
+    os.lseek(fd, offset, os.SEEK_SET)
+    return FilePart(
+        info=info,
+        offset_bytes=offset,
+        data=_read_fd(fd, max_bytes, deadline, cancelled)[:max_bytes],
+    )
+
+
 def utf8_head(data: bytes) -> str:
     """The first bytes of a file as text: a character the cut split, and any other byte that is
     not UTF-8, becomes U+FFFD (a log's head is read for what it prints, never executed)."""
@@ -369,6 +493,34 @@ def read_local_file(source: str, path: str, max_bytes: int) -> bytes:
     ...)`` when ``path`` is relative, missing, not a regular file, unreadable or larger than
     ``max_bytes`` (retrying cannot help), and ``SourceTemporaryError`` on other I/O errors.
     """
+
+    def read(fd: int) -> bytes:
+        return _read_fd(fd, max_bytes, float("inf"), threading.Event())
+
+    data = _as_own_user(source, path, read, max_bytes=max_bytes)
+    if len(data) > max_bytes:
+        raise SourcePermanentError(source, f"{path}: larger than the {max_bytes}-byte limit")
+    return data
+
+
+def read_local_file_part(
+    source: str, path: str, *, read_from: ReadFrom, max_bytes: int
+) -> FilePart:
+    """:func:`read_job_file_part` of a file the planner's own user named (a log given on the
+    command line): regular files only, opened non-blocking, symlinks followed; raises as
+    :func:`read_local_file` (:class:`MissingFileError` when the file does not exist)."""
+
+    def read(fd: int) -> FilePart:
+        return _part(fd, read_from, max_bytes, float("inf"), threading.Event())
+
+    return _as_own_user(source, path, read)
+
+
+def _as_own_user(
+    source: str, path: str, use: Callable[[int], _T], *, max_bytes: int | None = None
+) -> _T:
+    """Open ``path`` as the planner's own user (regular files only, non-blocking, at most
+    ``max_bytes`` when given) and return ``use(fd)``; failures as ``SourceError``."""
     _check_path(source, path)
     try:
         info = os.stat(path)
@@ -376,7 +528,7 @@ def read_local_file(source: str, path: str, max_bytes: int) -> bytes:
             raise SourcePermanentError(
                 source, f"{path}: not a regular file ({_kind(info.st_mode)})"
             )
-        if info.st_size > max_bytes:
+        if max_bytes is not None and info.st_size > max_bytes:
             raise SourcePermanentError(
                 source, f"{path}: {info.st_size} bytes, larger than the {max_bytes}-byte limit"
             )
@@ -384,11 +536,8 @@ def read_local_file(source: str, path: str, max_bytes: int) -> bytes:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise SourcePermanentError(source, f"{path}: not a regular file")
-            data = _read_fd(fd, max_bytes, float("inf"), threading.Event())
+            return use(fd)
         finally:
             os.close(fd)
     except OSError as exc:
         raise _os_error(source, path, exc) from None
-    if len(data) > max_bytes:
-        raise SourcePermanentError(source, f"{path}: larger than the {max_bytes}-byte limit")
-    return data

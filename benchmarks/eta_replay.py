@@ -49,7 +49,7 @@ from planner.eta_cli import run_replay
 from planner.forecast.bands import BandCalibration, BandPoint
 from planner.forecast.replay import MARKS
 from planner.forecast.values import Quantiles
-from planner.service.main import read_job_log
+from planner.wiring.logs import read_job_log
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS_DIR = ROOT / "tests" / "data" / "logs"

@@ -1,5 +1,5 @@
 """A fake Slurm 22.05 at the scale of a large training cluster, for the load benchmark
-(``benchmarks/load.py``, issue 16 item 5) and its test.
+(``benchmarks/load.py``) and its test.
 
 It is a cluster model (nodes, a queue of running and pending jobs, job arrays, many users, the
 jobs' batch scripts, scenario files and growing training logs) that writes what Slurm's commands
@@ -25,7 +25,11 @@ running and pending), partly as job arrays still pending as one record. 400 user
 accounts. A third of the jobs name a scenario file in their comment (``planner:scenario=``;
 in the user's home, the job's working directory tree, or in ``ROOT/shared``, which the
 benchmark configures as ``slurm.allowed_file_roots``), a third carry Megatron-LM arguments in
-their batch script, the rest neither. 70 % of the running jobs print Megatron-LM progress lines
+their batch script, the rest launch in one of the other styles the planner's launch readers
+describe (torchtitan TOML, HF Trainer with accelerate/DeepSpeed, NeMo 2.0, torchtune,
+Megatron-DeepSpeed wrapper, Axolotl, LLaMA-Factory: ``benchmarks/fake_launches.py``, config
+files in the job's working directory) or in a plain style no reader recognises, an eighth of
+that third each (``Job.style``). 70 % of the running jobs print Megatron-LM progress lines
 (the format of ``tests/data/logs/tiny_gpt_megatron_900it.log``) to their ``--output`` file at
 their own pace (a line per log interval: step times 1-20 s, log-uniform; log intervals 20, 50,
 100 or 200 iterations; a line every 20 s to 67 min, each job's at its own pace).
@@ -58,6 +62,7 @@ import hostlist
 import yaml
 
 from adapters.slurm.squeue import expand_stdout_path
+from benchmarks.fake_launches import STYLES, JobLaunch, launch_lines
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDED = REPO / "tests" / "data" / "slurm"
@@ -168,6 +173,7 @@ class Job:
     comment: str
     script: str
     work_dir: str
+    style: str = "plain"  # scenario_file, megatron or a key of fake_launches.STYLES
     state: str = "PENDING"
     reason: str = "Priority"
     expected_start_s: int = 0
@@ -319,7 +325,10 @@ class FakeSlurm:
         describe = self.rng.random()
         comment = ""
         args = ""
+        launch = ""
+        per_node = next(p[4] for p in PARTITIONS if p[0] == partition)
         if describe < 1 / 3:
+            style = "scenario_file"
             comment = "planner:scenario=" + self._scenario_file(
                 user=user,
                 model=model,
@@ -332,6 +341,7 @@ class FakeSlurm:
                 gbs=gbs,
             )
         elif describe < 2 / 3:
+            style = "megatron"
             args = (
                 f"--num-layers {shape.get('num_layers', 32)} --hidden-size "
                 f"{shape.get('hidden_size', 4096)} --num-attention-heads "
@@ -340,15 +350,33 @@ class FakeSlurm:
                 f"--train-iters {train_iters} --lr 3e-4 --bf16 --tensor-model-parallel-size {tp} "
                 f"--pipeline-model-parallel-size {pp}"
             )
+        else:
+            style = self.rng.choice(list(STYLES))
+            launch = launch_lines(
+                style,
+                JobLaunch(
+                    name=name,
+                    model=model,
+                    tp=tp,
+                    pp=pp,
+                    gpus=gpus,
+                    per_node=per_node,
+                    train_iters=train_iters,
+                    gbs=gbs,
+                    work_dir=Path(work_dir),
+                ),
+                self.rng,
+            )
         script = (
             "#!/bin/bash\n"
             f"#SBATCH --job-name={name}\n#SBATCH --partition={partition}\n"
-            f"#SBATCH --gres=gpu:{min(gpus, 8)}\n#SBATCH --output=logs/%x-%j.out\n"
+            f"#SBATCH --nodes={max(1, math.ceil(gpus / per_node))}\n"
+            f"#SBATCH --gres=gpu:{min(gpus, per_node)}\n#SBATCH --output=logs/%x-%j.out\n"
             + (f"#SBATCH --comment={comment}\n" if comment else "")
             + (
                 f"srun python pretrain_gpt.py {args} --log-interval 10\n"
                 if args
-                else f"srun python train.py --config configs/{name}.yaml\n"
+                else launch or f"srun python train.py --config configs/{name}.yaml\n"
             )
         )
         job = Job(
@@ -363,6 +391,7 @@ class FakeSlurm:
             comment=comment,
             script=script,
             work_dir=work_dir,
+            style=style,
             train_iters=train_iters,
             step_s=math.exp(self.rng.uniform(math.log(1.0), math.log(20.0))),
             log_interval=self.rng.choice([20, 50, 100, 200]),
@@ -535,6 +564,25 @@ class FakeSlurm:
         self.counts = counts
         return counts
 
+    def fetched(self) -> set[int]:
+        """Job ids whose batch script ``scontrol write batch_script`` printed so far."""
+        path = self.out / "fetched.log"
+        if not path.exists():
+            return set()
+        return {int(line) for line in path.read_text().split() if line.isdigit()}
+
+    def styles(self) -> dict[str, tuple[str, int]]:
+        """The launch style and Slurm job id (whose batch script ``scontrol`` prints) of every
+        job record Slurm shows or accounts for now, by the job id the planner lists it under
+        (``123``, ``123_4``, ``123_[0-31]`` for a pending array)."""
+        out = {self.display_id(j): (j.style, j.job_id) for j in self.ended}
+        for job in self.jobs.values():
+            shown = self.display_id(job)
+            if job.pending_tasks:
+                shown = f"{job.job_id}_[{_idx(job.pending_tasks)}]"
+            out[shown] = (job.style, job.job_id)
+        return out
+
     # ------------------------------------------------------------------ logs
 
     @staticmethod
@@ -604,7 +652,7 @@ class FakeSlurm:
         t = self.templates
         active = job.state in ("RUNNING", "PENDING")
         base = t["pending"] if job.state == "PENDING" else t["running"] if active else t["ended"]
-        rec = copy.deepcopy(base)
+        rec: dict[str, Any] = copy.deepcopy(base)
         per_node = next(p[4] for p in PARTITIONS if p[0] == job.partition)
         gres = next(p[3] for p in PARTITIONS if p[0] == job.partition)
         num_nodes = max(1, math.ceil(job.gpus / per_node))
@@ -619,11 +667,7 @@ class FakeSlurm:
             array_job_id=job.array_job_id,
             array_task_id=job.array_task_id,
             array_max_tasks=0,
-            array_task_string=(
-                hostlist.collect_hostlist([str(i) for i in job.pending_tasks])
-                if job.pending_tasks
-                else ""
-            ),
+            array_task_string=_idx(job.pending_tasks) if job.pending_tasks else "",  # 0-31
             batch_flag=True,
             batch_host=job.allocation[0][0] if ran else "",
             cluster=CLUSTER,
@@ -681,7 +725,7 @@ class FakeSlurm:
         return rec
 
     def _sinfo_record(self, node: Node) -> dict[str, Any]:
-        rec = copy.deepcopy(self.templates["node"])
+        rec: dict[str, Any] = copy.deepcopy(self.templates["node"])
         used = [i for i, u in enumerate(node.used) if u]
         state = "idle" if not used else "allocated" if len(used) == node.num_gpus else "mixed"
         rec.update(
@@ -706,7 +750,7 @@ class FakeSlurm:
         return rec
 
     def _sacct_record(self, job: Job) -> dict[str, Any]:
-        rec = copy.deepcopy(self.templates["sacct"])
+        rec: dict[str, Any] = copy.deepcopy(self.templates["sacct"])
         rec["comment"]["job"] = job.comment
         rec["array"]["job_id"] = job.array_job_id
         rec["array"]["task_id"] = job.array_task_id
@@ -775,6 +819,7 @@ class FakeSlurm:
             "scontrol": (
                 'case "$1 $2" in\n'
                 f'  "write batch_script") f={out}/scripts/"$3".sh\n'
+                f'    echo "$3" >> {out}/fetched.log\n'
                 '    if [ -f "$f" ]; then exec cat "$f"; fi\n'
                 '    echo "job script retrieval failed: Invalid job id specified" >&2 ;;\n'
                 f'  "show config") echo "ClusterName             = {CLUSTER}" ;;\n'
@@ -804,6 +849,10 @@ class FakeSlurm:
             "gpus_queued": sum(j.gpus * max(1, len(j.pending_tasks)) for j in self.jobs.values()),
             "logging": sum(1 for j in running if j.logs),
             "with_scenario": sum(1 for j in self.jobs.values() if j.comment),
+            "styles": {
+                style: sum(1 for j in self.jobs.values() if j.style == style)
+                for style in ("scenario_file", "megatron", *STYLES)
+            },
             "users": len({j.user for j in self.jobs.values()}),
             "squeue_bytes": (self.out / "squeue.json").stat().st_size,
         }

@@ -1,4 +1,4 @@
-"""Load (issue 16 item 5): a real ``planner serve`` against a fake Slurm 22.05 at the scale of a
+"""Load: a real ``planner serve`` against a fake Slurm 22.05 at the scale of a
 10,000-job / 2,000-node cluster, as production runs it.
 
     .venv/bin/python -m benchmarks.load                  # prints the figures
@@ -20,12 +20,21 @@ with a SQLite store, its Slurm commands in the fake's ``bin``, the default setti
 - **``GET /v1/jobs?limit=N``**: ``--requests`` pages (walking the cursor), one every 0.5 s
   while the cycles run: client latency p50/p99 and size; the unpaged answer once;
 - **``/metrics``**: bytes, series and per-job series, scrape time (5 scrapes);
-- **peak RSS** (``VmHWM``) of the service and of its queue-forecast worker process.
+- **peak RSS** (``VmHWM``) of the service and of its queue-forecast worker process;
+- **launch styles**: per style of the fake's jobs (scenario file, Megatron-LM arguments,
+  torchtitan, HF Trainer, NeMo 2.0, torchtune, Megatron-DeepSpeed, Axolotl, LLaMA-Factory,
+  plain), how many the service described with the style's reader (``described_by`` in
+  ``GET /v1/jobs``), of those whose launch it could read;
+- with ``--hogs N``: N busy-loop processes run beside the service from before it starts to the
+  end (the 1-minute load average is sampled while measuring).
+
+    .venv/bin/python -m benchmarks.load --hogs 2 --write   # beside two CPU hogs: load_hogs2.md
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing
 import os
@@ -48,6 +57,9 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+#: The query of the one unpaged ``GET /v1/jobs`` (every job in one answer; the service is
+#: started with ``limits.jobs_unpaged_max`` above the cluster's jobs).
+UNPAGED: dict[str, Any] = {"limit": 0}
 RESULTS = Path(__file__).parent / "results" / "load.md"
 CYCLE_LINE = re.compile(
     r"^(\S+ \S+),(\d+) \S+ \S+ ingest slurm/\S+: (\d+) jobs, (\d+) nodes in ([\d.]+) s "
@@ -83,7 +95,47 @@ def fake_slurm(root: str, options: dict[str, Any], conn: Any) -> None:
         counts["seconds"] = time.perf_counter() - t
         changes.append(counts)
     conn.recv()
-    conn.send({"changes": changes, "summary": fake.summary()})
+    conn.send(
+        {
+            "changes": changes,
+            "summary": fake.summary(),
+            "styles": fake.styles(),
+        }
+    )
+
+
+# ---------------------------------------------------------------------------- CPU hogs
+
+
+def start_hogs(count: int) -> list[subprocess.Popen[bytes]]:
+    """``count`` busy-loop processes (each takes a core while it can): the service then runs
+    on a machine whose other work competes for the CPU."""
+    return [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(count)
+    ]
+
+
+def stop_hogs(hogs: list[subprocess.Popen[bytes]]) -> None:
+    for hog in hogs:
+        hog.kill()
+    for hog in hogs:
+        hog.wait(timeout=30)
+
+
+@dataclass
+class LoadAverage:
+    """Samples of the 1-minute load average while the benchmark measures."""
+
+    samples: list[float] = field(default_factory=list)
+
+    def sample(self) -> None:
+        self.samples.append(os.getloadavg()[0])
+
+    def figures(self) -> dict[str, float | None]:
+        if not self.samples:
+            return {"mean": None, "max": None}
+        return {"mean": statistics.mean(self.samples), "max": max(self.samples)}
 
 
 # ---------------------------------------------------------------------------- the service
@@ -162,6 +214,7 @@ def start_service(src: Path, root: Path, bin_dir: Path, shared: Path, interval: 
         "PLANNER_SLURM__BIN_DIR": str(bin_dir),
         "PLANNER_SLURM__ALLOWED_FILE_ROOTS": json.dumps([str(shared)]),
         "PLANNER_KUBERNETES__ENABLED": "off",
+        "PLANNER_LIMITS__JOBS_UNPAGED_MAX": "1000000",  # the unpaged answer is measured
     }
     log = root / "serve.log"
     with log.open("wb") as out:
@@ -206,7 +259,13 @@ def timed(fn: Callable[[], httpx.Response]) -> tuple[float, httpx.Response]:
 
 
 def page_latencies(
-    service: Service, client: httpx.Client, *, requests: int, page: int, wait_s: float
+    service: Service,
+    client: httpx.Client,
+    *,
+    requests: int,
+    page: int,
+    wait_s: float,
+    load: LoadAverage,
 ) -> dict[str, Any]:
     """``requests`` pages of ``GET /v1/jobs?limit=page`` walking the cursor (from the start
     again at the end), one every ``wait_s``; latency and size."""
@@ -214,12 +273,15 @@ def page_latencies(
     for _ in range(requests):
         params: dict[str, Any] = {"limit": page, **({"cursor": cursor} if cursor else {})}
         at.append(time.time())
-        took, response = timed(lambda p=params: client.get(f"{service.url}/v1/jobs", params=p))
+        took, response = timed(
+            functools.partial(client.get, f"{service.url}/v1/jobs", params=params)
+        )
         response.raise_for_status()
         latencies.append(took)
         sizes.append(len(response.content))
         cursor = response.json().get("next_cursor")
         service.read_cycles()
+        load.sample()
         time.sleep(wait_s)
     service.read_cycles()
     spans = [(c[3] - c[1], c[3]) for c in service.cycles]
@@ -276,10 +338,116 @@ def metrics_figures(service: Service, client: httpx.Client, scrapes: int = 5) ->
     }
 
 
+def fetched_ids(cluster: Path) -> set[int]:
+    """Slurm job ids whose batch script the fake's ``scontrol`` has printed so far."""
+    path = cluster / "out" / "fetched.log"
+    text = path.read_text() if path.exists() else ""
+    return {int(word) for word in text.split() if word.isdigit()}
+
+
+def wait_for_cycle(service: Service, *, timeout_s: float) -> None:
+    """Until the service logs one more ingest cycle (or ``timeout_s`` passed)."""
+    seen = len(service.cycles)
+    deadline = time.perf_counter() + timeout_s
+    while len(service.read_cycles()) == 0 and time.perf_counter() < deadline:
+        time.sleep(0.5)
+    if len(service.cycles) == seen:
+        print(f"no ingest cycle within {timeout_s:.0f} s")
+
+
+def listed_jobs(service: Service, client: httpx.Client, page: int = 1000) -> dict[str, Any]:
+    """Every listed job's ``described_by`` and whether it has a prediction, by job id (pages of
+    ``GET /v1/jobs?limit=page``)."""
+    jobs: dict[str, Any] = {}
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": page, **({"cursor": cursor} if cursor else {})}
+        response = client.get(f"{service.url}/v1/jobs", params=params, timeout=300)
+        response.raise_for_status()
+        body = response.json()
+        for job in body["jobs"]:
+            jobs[job["job_id"]] = {
+                "described_by": job["described_by"],
+                "predicted": job["prediction"] is not None,
+                "running": job["status"] == "running",
+            }
+        cursor = body.get("next_cursor")
+        if not cursor:
+            return jobs
+
+
+def expected_reader(style: str) -> str:
+    """The ``described_by`` a job of the fake's launch ``style`` should get."""
+    from benchmarks.fake_launches import STYLES  # noqa: PLC0415 - the fake's own module
+
+    readers: dict[str, str | None] = {
+        "scenario_file": "scenario_file",
+        "megatron": "megatron",
+        **STYLES,
+    }
+    return readers.get(style) or "none"
+
+
+def launch_details(
+    service: Service, client: httpx.Client, listed: dict[str, Any], per_reader: int = 5
+) -> dict[str, list[int]]:
+    """Per reader, of up to ``per_reader`` jobs it described (running jobs first): how many
+    carry a ``launch_description`` in ``GET /v1/jobs/{id}``: ``{reader: [asked, with one]}``."""
+    picked: dict[str, list[str]] = {}
+    running_first = sorted(listed.items(), key=lambda kv: not kv[1]["running"])
+    for job_id, seen in running_first:
+        reader = seen["described_by"]
+        if reader in ("none", "scenario_file"):
+            continue
+        if len(picked.setdefault(reader, [])) < per_reader:
+            picked[reader].append(job_id)
+    out: dict[str, list[int]] = {}
+    for reader, ids in sorted(picked.items()):
+        with_facts = 0
+        for job_id in ids:
+            response = client.get(f"{service.url}/v1/jobs/{job_id}", timeout=60)
+            response.raise_for_status()
+            with_facts += response.json().get("launch_description") is not None
+        out[reader] = [len(ids), with_facts]
+    return out
+
+
+def style_shares(
+    listed: dict[str, Any], styles: dict[str, Any], fetched: set[int]
+) -> dict[str, dict[str, int]]:
+    """Per launch style of the fake's jobs: jobs listed, jobs whose launch the service could
+    read (a scenario file always; a batch script once ``scontrol`` printed it: the Slurm
+    source fetches 50 per cycle), of those described by the expected reader, and with a
+    prediction."""
+    out: dict[str, dict[str, int]] = {}
+    for job_id, seen in listed.items():
+        entry = styles.get(job_id)
+        if entry is None:
+            continue
+        style, slurm_job_id = entry
+        row = out.setdefault(style, dict.fromkeys(("listed", "read", "described", "predicted"), 0))
+        row["listed"] += 1
+        if style != "scenario_file" and slurm_job_id not in fetched:
+            continue
+        row["read"] += 1
+        row["described"] += seen["described_by"] == expected_reader(style)
+        row["predicted"] += seen["predicted"]
+    return out
+
+
 # ---------------------------------------------------------------------------- the run
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_before = os.getloadavg()
+    hogs = start_hogs(args.hogs)
+    try:
+        return _run(args, hogs=len(hogs), load_before=load_before)
+    finally:
+        stop_hogs(hogs)
+
+
+def _run(args: argparse.Namespace, *, hogs: int, load_before: tuple[float, ...]) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="planner-load-", dir="/tmp"))
     root.chmod(0o755)  # the fake users read their files as others: every directory searchable
     cluster = root / "cluster"
@@ -300,7 +468,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     service = start_service(
         Path(args.src), root, cluster / "bin", cluster / "shared", args.interval
     )
-    result: dict[str, Any] = {"cluster": populated["summary"], "src": args.src}
+    result: dict[str, Any] = {
+        "cluster": populated["summary"],
+        "src": args.src,
+        "hogs": hogs,
+        "load_before": list(load_before),
+    }
+    load = LoadAverage()
+    listed: dict[str, Any] | None = None
+    fetched: set[int] = set()
     try:
         with httpx.Client(timeout=60) as client:
             result["ready_s"] = wait_ready(service, client, args.ready_timeout)
@@ -309,17 +485,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["first_cycle"] = first[0] if first else None
             print(f"ready after {result['ready_s']:.1f} s; first cycle {result['first_cycle']}")
             result["pages"] = page_latencies(
-                service, client, requests=args.requests, page=args.page, wait_s=0.5
+                service, client, requests=args.requests, page=args.page, wait_s=0.5, load=load
             )
             print(f"pages: {result['pages']}")
             deadline = time.perf_counter() + args.cycles * args.interval * 4 + 120
             while len(service.cycles) < 1 + args.cycles and time.perf_counter() < deadline:
                 time.sleep(1.0)
                 service.read_cycles()
+                load.sample()
+            result["load"] = load.figures()
             result["metrics"] = metrics_figures(service, client)
             print(f"metrics: {result['metrics']}")
-            took, every = timed(lambda: client.get(f"{service.url}/v1/jobs", timeout=300))
+            took, every = timed(
+                lambda: client.get(f"{service.url}/v1/jobs", params=UNPAGED, timeout=300)
+            )
+            every.raise_for_status()
             result["unpaged"] = {"seconds": took, "bytes": len(every.content)}
+            # the scripts fetched so far are stored once the cycle now running has ended
+            fetched = fetched_ids(cluster)
+            wait_for_cycle(service, timeout_s=args.interval * 4 + 60)
+            listed = listed_jobs(service, client)
+            result["launch_details"] = launch_details(service, client, listed)
             service.read_cycles()
             result["cycles"] = service.cycles
             result["rss_mib"] = peak_rss_mib(service.proc.pid)
@@ -334,6 +520,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         done = parent.recv()
         slurm.join(timeout=30)
         result["changes"] = done["changes"]
+        if listed is not None:
+            result["styles"] = style_shares(listed, done["styles"], fetched)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
         else:
@@ -341,7 +529,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def machine() -> str:
+def machine(load_before: list[float]) -> str:
     cpu = "?"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -351,7 +539,7 @@ def machine() -> str:
     return (
         f"{os.cpu_count()} cores ({cpu}), {int(mem) / 1024**2:.0f} GiB, "
         f"{platform.system()} {platform.release()}, Python {platform.python_version()}; "
-        f"load average before the run {os.getloadavg()[0]:.2f}"
+        f"load average (1 min) before the run {load_before[0]:.2f}"
     )
 
 
@@ -366,6 +554,7 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
         "steady_cycles": len(steady),
         "steady_median_s": statistics.median(steady) if steady else None,
         "steady_max_s": max(steady) if steady else None,
+        "steady_p95_s": quantile(steady, 0.95) if steady else None,
         "steady_poll_median_s": statistics.median(c[2] for c in cycles[1:]) if steady else None,
         "steady_paused_median_s": (
             statistics.median(c[4] if len(c) > 4 else 0.0 for c in cycles[1:]) if steady else None
@@ -385,11 +574,11 @@ def markdown(result: dict[str, Any], command: str) -> str:
     steady = [f"{c[1]:.2f}" for c in result["cycles"][1:]]
     workers = ", ".join(f"{r:.0f}" for r in result["worker_rss_mib"] if r) or "-"
     rows = [
-        ("first ingest cycle (empty store)", f"{s['first_cycle_s']:.2f} s", "(reported)"),
+        ("first ingest cycle (empty store)", f"{s['first_cycle_s']:.2f} s", "< 20 s"),
         (
-            f"steady ingest cycles, median / max of {s['steady_cycles']}",
-            f"{s['steady_median_s']:.2f} s / {s['steady_max_s']:.2f} s",
-            "< 5 s",
+            f"steady ingest cycles, median / p95 / max of {s['steady_cycles']}",
+            f"{s['steady_median_s']:.2f} s / {s['steady_p95_s']:.2f} s / {s['steady_max_s']:.2f} s",
+            "p95 < 5 s",
         ),
         ("of which the Slurm poll (median)", f"{s['steady_poll_median_s']:.2f} s", "-"),
         (
@@ -405,7 +594,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
         (
             f"`GET /v1/jobs?limit={p['page']}`: p50 / p99 / max of {p['requests']}",
             f"{p['p50_ms']:.0f} / {p['p99_ms']:.0f} / {p['max_ms']:.0f} ms",
-            "p99 < 100 ms",
+            "p99 < 150 ms",
         ),
         (
             f"the same, between cycles ({p['requests'] - p['during_cycles']}) / during a cycle "
@@ -416,7 +605,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
         ),
         ("its size (median)", f"{p['bytes_median'] / 1e3:.0f} kB", "-"),
         (
-            "`GET /v1/jobs` unpaged",
+            "`GET /v1/jobs?limit=0` (unpaged)",
             f"{result['unpaged']['seconds']:.2f} s, {result['unpaged']['bytes'] / 1e6:.1f} MB",
             "-",
         ),
@@ -432,23 +621,31 @@ def markdown(result: dict[str, Any], command: str) -> str:
             "-",
         ),
         (
+            "CPU hogs beside it / 1-min load average while measuring, mean / max",
+            f"{result['hogs']} / {_load(result['load'])}",
+            "-",
+        ),
+        (
             "peak RSS: service / forecast worker",
             f"{result['rss_mib'] or 0:.0f} MiB / {workers} MiB",
             "-",
         ),
     ]
     table = "\n".join(f"| {a} | {b} | {t} |" for a, b, t in rows)
-    return f"""# Load: 10,000 jobs, 2,000 nodes (issue 16 item 5)
+    styles = style_table(result.get("styles") or {}, result.get("launch_details") or {})
+    return f"""# Load: {c["jobs"]:,} jobs, {c["nodes"]:,} nodes
 
-`{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}. The machine is shared
-with other sessions: wall times vary with their load.
+`{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine(result["load_before"])}.
+The machine is shared with other sessions: wall times vary with their load.
 
 **The cluster** (`benchmarks/fake_slurm.py`, its own process): {c["nodes"]} nodes,
 {c["gpus_installed"]:,} GPUs installed; {c["jobs"]:,} active job records ({c["running"]:,}
 running, {c["pending"]:,} pending of which {c["pending_arrays"]} arrays still pending as one
 record), holding or asking for {c["gpus_queued"]:,} GPUs; {c["users"]} users;
-{c["with_scenario"]:,} jobs name a scenario file, {c["logging"]:,} running jobs print
-Megatron-LM progress; `squeue --json` prints {c["squeue_bytes"] / 1e6:.0f} MB. Each change
+{c["with_scenario"]:,} jobs name a scenario file, the others launch in the styles below (batch
+scripts and config files in the jobs' working directories, `benchmarks/fake_launches.py`);
+{c["logging"]:,} running jobs print Megatron-LM progress; `squeue --json` prints
+{c["squeue_bytes"] / 1e6:.0f} MB. Each change
 (every 15 s) ended {churn.get("ended", 0):.0f}, started {churn.get("started", 0):.0f},
 submitted {churn.get("submitted", 0):.0f} and rescheduled {churn.get("rescheduled", 0):.0f}
 jobs, and {churn.get("progressed", 0):.0f} running jobs printed progress (mean over
@@ -460,7 +657,53 @@ jobs, and {churn.get("progressed", 0):.0f} running jobs printed progress (mean o
 
 Steady cycles (s): {", ".join(steady)}. Ready (first cycle stored) {result["ready_s"]:.1f} s
 after start. The page requests ran while the cycles did (one every 0.5 s).
+
+**Launch styles**, at the end of the run (`described_by` of every job in `GET /v1/jobs`). A
+batch script is read once `scontrol write batch_script` printed it: the Slurm source fetches
+50 a cycle, so "launch read" counts the jobs whose script it had fetched (a scenario file is
+read at once). "as expected": described by the style's reader (`none` for the plain style).
+
+{styles}
 """
+
+
+def _load(load: dict[str, Any]) -> str:
+    if load.get("mean") is None:
+        return "-"
+    return f"{load['mean']:.2f} / {load['max']:.2f}"
+
+
+def style_table(styles: dict[str, dict[str, int]], details: dict[str, list[int]]) -> str:
+    """The launch styles' table: per style, jobs listed, launch read, described as expected
+    and predicted; then the sampled job details."""
+    lines = [
+        "| style (reader) | jobs listed | launch read | described as expected | predicted |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    total = dict.fromkeys(("listed", "read", "described", "predicted"), 0)
+    for style, row in sorted(styles.items(), key=lambda kv: -kv[1]["listed"]):
+        for key in total:
+            total[key] += row[key]
+        share = f"{100 * row['described'] / row['read']:.1f} %" if row["read"] else "-"
+        lines.append(
+            f"| {style} ({expected_reader(style)}) | {row['listed']:,} | {row['read']:,} | "
+            f"{row['described']:,} ({share}) | {row['predicted']:,} |"
+        )
+    share = f"{100 * total['described'] / total['read']:.1f} %" if total["read"] else "-"
+    lines.append(
+        f"| **all** | {total['listed']:,} | {total['read']:,} | {total['described']:,} ({share}) "
+        f"| {total['predicted']:,} |"
+    )
+    sampled = ", ".join(f"{reader} {c[1]}/{c[0]}" for reader, c in sorted(details.items()))
+    return "\n".join(lines) + (
+        f"\n\n`GET /v1/jobs/{{id}}` of up to 5 jobs per reader, with a `launch_description`: "
+        f"{sampled or '-'}."
+    )
+
+
+def results_path(hogs: int) -> Path:
+    """Where ``--write`` puts the table: ``load.md``, or ``load_hogs{N}.md`` beside N hogs."""
+    return RESULTS if hogs == 0 else RESULTS.with_name(f"load_hogs{hogs}.md")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -468,7 +711,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--src", default=str(REPO), help="checkout whose planner serve runs")
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=2_000)
-    parser.add_argument("--gpus", type=int, default=100_000)
+    parser.add_argument(
+        "--gpus", type=int, default=None, help="GPUs the jobs hold or ask for (default 10 a job)"
+    )
     parser.add_argument("--churn", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--interval", type=float, default=15.0)
@@ -476,18 +721,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--page", type=int, default=100)
     parser.add_argument("--ready-timeout", type=float, default=3600.0)
+    parser.add_argument(
+        "--hogs", type=int, default=0, help="busy-loop processes running beside the service"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the cluster and store")
-    parser.add_argument("--write", action="store_true", help=f"write {RESULTS.name}")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help=f"write {RESULTS.name} (with --hogs N: {results_path(2).name} for N = 2)",
+    )
     parser.add_argument("--json", help="also write the raw figures to this file")
     args = parser.parse_args(argv)
+    if args.gpus is None:
+        args.gpus = 10 * args.jobs
     result = run(args)
     print(json.dumps(summary(result), indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
     if args.write:
         command = "python -m benchmarks.load " + " ".join(argv or sys.argv[1:])
-        RESULTS.write_text(markdown(result, command.strip()))
-        print(f"wrote {RESULTS}")
+        path = results_path(args.hogs)
+        path.write_text(markdown(result, command.strip()))
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

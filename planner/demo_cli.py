@@ -10,13 +10,19 @@ around the real end, then stops what it started (the service, the job if still r
 Slurm it brought up) and removes its files (``--keep`` keeps them).
 
 Needs root (the Slurm daemons switch users), the Debian packages of the dev stack
-(``sudo bash deploy/dev/install-deps.sh --demo``) and PyTorch in this interpreter
-(``deploy/dev/demo.sh`` does all of it). Errors say which is missing (exit 2).
+(``bash deploy/dev/install-deps.sh --demo`` as root) and PyTorch in this interpreter
+(``bash deploy/dev/demo.sh`` does all of it, through ``sudo`` when it is not run as root). Errors
+say which is missing (exit 2). It prints only what means something: no line before the job
+has logged an iteration, the band once the pace is measured (from 5 % of the run on), the
+pauses ahead with where they come from (the launch's evaluation interval, the pauses seen), a
+line per phase (a sustained change of pace), the straggler flag, and at the end where the
+time went.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import socket
@@ -28,12 +34,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 
 EXIT_INVALID = 2
 STACK_ROOT = Path(os.environ.get("STACK_ROOT", "/tmp/planner-dev-stack"))
 MARKS = (0.1, 0.25, 0.5, 0.75, 0.9)
+SETTLED_PROGRESS = 0.05
+SETTLED_OBSERVATIONS = 3
+MIN_PAUSE_S = 0.5
+"""Pauses shorter than this (s) are not worth a word."""
+EVAL_ITERS = 60
+"""Forward passes per evaluation of the demo's job: a pause of a few seconds."""
 
 SCENARIO = """name: tiny-gpt-demo
 model: {num_layers: 2, hidden_size: 128, num_attention_heads: 4, ffn_hidden_size: 512,
@@ -61,14 +72,21 @@ def _repo() -> Path:
     return root
 
 
+def _as_root_hint() -> str:
+    """How to run the demo as root from here: through sudo where it exists."""
+    if shutil.which("sudo") is not None:
+        return "`sudo .venv/bin/planner demo` or `bash deploy/dev/demo.sh`"
+    return "a root shell (sudo is not installed)"
+
+
 def _preflight(repo: Path) -> None:
     if os.geteuid() != 0:
-        raise _fail("run it as root: the local Slurm's daemons switch users (sudo)")
+        raise _fail(f"run it as root: the local Slurm's daemons switch users ({_as_root_hint()})")
     missing = [b for b in ("munged", "slurmctld", "slurmd") if not Path(f"/usr/sbin/{b}").exists()]
     if missing or shutil.which("sbatch") is None:
         raise _fail(
             f"Slurm is not installed ({', '.join(missing) or 'sbatch'} missing): run "
-            f"`sudo bash {repo}/deploy/dev/install-deps.sh --demo`"
+            f"`bash {repo}/deploy/dev/install-deps.sh --demo` as root"
         )
     probe = subprocess.run(
         [sys.executable, "-c", "import torch"], capture_output=True, text=True, check=False
@@ -77,7 +95,7 @@ def _preflight(repo: Path) -> None:
         raise _fail(
             f"PyTorch is not installed in {sys.executable}: install the CPU build "
             "(`pip install torch --index-url https://download.pytorch.org/whl/cpu`) or run "
-            "`sudo bash deploy/dev/demo.sh`"
+            "`bash deploy/dev/demo.sh`"
         )
 
 
@@ -103,6 +121,8 @@ def _clock(epoch_s: float) -> str:
 
 
 def _wait(what: str, timeout_s: float, probe: Callable[[], Any]) -> Any:
+    import httpx
+
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -115,22 +135,76 @@ def _wait(what: str, timeout_s: float, probe: Callable[[], Any]) -> Any:
     raise _fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
-def _line(job: dict[str, Any], now_s: float) -> str:
+def _line(job: dict[str, Any], now_s: float) -> str | None:
+    """The progress line of one poll; None before the job has logged an iteration of a known
+    total (nothing to say yet)."""
     progress = job["progress"]
     eta = job.get("eta") or {}
-    ratio = progress.get("progress_ratio") or 0.0
     done, total = progress.get("iteration") or 0, progress.get("train_iters") or 0
+    if done <= 0 or total <= 0:
+        return None
+    ratio = progress.get("progress_ratio") or done / total
     head = f"{100 * ratio:5.1f}%  iteration {done:5d}/{total}"
     completion = eta.get("completion_time_s")
     if not completion:
         return f"{head}  (no ETA yet)"
     p10, p50, p90 = completion["p10"], completion["p50"], completion["p90"]
-    pauses = eta.get("pauses_s") or 0.0
+    text = f"{head}  ETA {_clock(p50)} (in {max(0.0, p50 - now_s):5.0f} s)"
+    if _settled(eta, ratio):
+        text += f"  p10-p90 {_clock(p10)}-{_clock(p90)} ({p90 - p10:4.0f} s wide)"
+    else:
+        text += "  (measuring the pace: the band from 5 % on)"
+    text += f"  step {eta['step_time_s']['p50'] * 1000:5.1f} ms"
+    pauses = _pauses_text(eta)
+    return f"{text}  {pauses}" if pauses else text
+
+
+def _settled(eta: dict[str, Any], ratio: float) -> bool:
+    """Whether the band is worth printing: from ``SETTLED_PROGRESS`` of the run on, once the
+    pace comes from the job's own steps (``SETTLED_OBSERVATIONS`` of them), not the model
+    alone: before that it spans everything the first seconds of a job allow."""
     return (
-        f"{head}  ETA {_clock(p50)} (in {max(0.0, p50 - now_s):5.0f} s)  "
-        f"p10-p90 {_clock(p10)}-{_clock(p90)} ({p90 - p10:4.0f} s wide)  "
-        f"step {eta['step_time_s']['p50'] * 1000:5.1f} ms  pauses ahead {pauses:4.1f} s"
+        ratio >= SETTLED_PROGRESS
+        and (eta.get("num_observations") or 0) >= SETTLED_OBSERVATIONS
+        and eta.get("method") != "prior"
     )
+
+
+def _pauses_text(eta: dict[str, Any]) -> str | None:
+    """``pauses ahead 7 s: 3 evaluations of 2.4 s (launch)``: the pauses the ETA projects,
+    per recurring kind with where its interval and length come from; None when none."""
+    forecast = eta.get("pauses") or {}
+    parts = []
+    for period in forecast.get("periods") or []:
+        ahead, each = period.get("slots_ahead") or 0, period.get("per_slot_s") or 0.0
+        if ahead <= 0 or each < MIN_PAUSE_S:
+            continue
+        kind = period.get("kind") or "pause"
+        seen = "seen" if (period.get("slots_seen") or 0) > 0 else "expected"
+        origin = "launch" if period.get("source") == "arguments" else "history"
+        parts.append(
+            f"{ahead} {kind}{'s' if ahead > 1 else ''} of {each:.1f} s "
+            f"(every {period.get('interval')} iterations: {origin}; length {seen})"
+        )
+    irregular = forecast.get("irregular_s") or 0.0
+    if irregular >= MIN_PAUSE_S:
+        parts.append(f"{irregular:.0f} s of stalls")
+    total = eta.get("pauses_s") or 0.0
+    if not parts or total < MIN_PAUSE_S:
+        return None
+    return f"pauses ahead {total:.0f} s: {', '.join(parts)}"
+
+
+def _phase_lines(job: dict[str, Any], shown: set[int]) -> list[str]:
+    """A line per phase event (a sustained change of pace) not shown yet; ``shown`` holds the
+    start iterations already printed (updated)."""
+    out = []
+    for event in job.get("events") or []:
+        if event.get("kind") != "phase" or event.get("iteration") in shown:
+            continue
+        shown.add(event["iteration"])
+        out.append(f"phase: {event.get('description')}")
+    return out
 
 
 def _flagged_ranks(report: dict[str, Any]) -> frozenset[int]:
@@ -182,6 +256,8 @@ def demo(
     """Run the whole loop on real parts: local Slurm, a real PyTorch job, the planner watching."""
     repo = _repo()
     _preflight(repo)
+    began = time.monotonic()
+    timings: dict[str, float] = {}
     port = port or _free_port()
     work = Path(tempfile.mkdtemp(prefix="planner-demo-"))
     work.chmod(0o777)
@@ -193,7 +269,15 @@ def demo(
     try:
         if started_slurm:
             typer.echo("starting the local Slurm (deploy/dev/slurm-up.sh) ...")
-            subprocess.run(["bash", str(repo / "deploy/dev/slurm-up.sh")], check=True, env=env)
+            subprocess.run(
+                ["bash", str(repo / "deploy/dev/slurm-up.sh")],
+                check=True,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            timings["the local Slurm up"] = time.monotonic() - began
+        mark = time.monotonic()
         log = (work / "planner-serve.log").open("ab")
         service = subprocess.Popen(
             [sys.executable, "-m", "planner", "serve", "--port", str(port)],
@@ -202,13 +286,19 @@ def demo(
                 "PLANNER_DATABASE_URL": f"sqlite:///{work / 'planner.db'}",
                 "PLANNER_INGEST_INTERVAL_S": "2",
                 "PLANNER_SLURM__ENABLED": "on",
+                # the job's log and scenario are in the demo's directory, not the job's
+                # working directory (the clone): the service reads job files only under those
+                "PLANNER_SLURM__ALLOWED_FILE_ROOTS": json.dumps([str(work)]),
                 "PYTHONUNBUFFERED": "1",
             },
             stdout=log,
             stderr=subprocess.STDOUT,
         )
         url = f"http://127.0.0.1:{port}"
+        import httpx
+
         _wait("the planner to answer /readyz", 60, lambda: httpx.get(f"{url}/readyz").is_success)
+        timings["planner serve ready"] = time.monotonic() - mark
         job_id = _submit(repo, work, env, train_iters)
         typer.echo(
             f"submitted job {job_id}: a tiny GPT, 2 DDP ranks on CPU, {train_iters} iterations,"
@@ -216,28 +306,45 @@ def demo(
         typer.echo("  an evaluation every quarter of the run, rank 1 slowed x1.6 from 40 % on")
         typer.echo(f"the planner's view of it: {url}/v1/jobs/{job_id}")
         typer.echo(f"its metrics:              {url}/metrics  (planner_job_eta_seconds, ...)")
-        final = _watch(url, job_id, train_iters)
+        final = _watch(url, job_id, train_iters, timings)
         job_id = None if not final["active"] else job_id
     finally:
+        mark = time.monotonic()
         _clean(service, job_id, env, repo, started_slurm and not keep, work, keep)
+        timings["clean-up"] = time.monotonic() - mark
+        typer.echo(_timings_line(timings, time.monotonic() - began))
+        typer.echo("demo cleaned up")  # the last line: nothing it started is left
 
 
-def _submit(repo: Path, work: Path, env: dict[str, str], train_iters: int) -> str:
-    scenario = work / "scenario.yaml"
-    scenario.write_text(SCENARIO.replace("TRAIN_ITERS", str(train_iters)))
-    script = work / "job.sbatch"
-    args = (
-        f"--eval-interval {train_iters // 4} --eval-iters 150 --slow-rank 1 --slow-factor 1.6 "
-        f"--slow-from-iteration {int(train_iters * 0.4)}"
-    )
+def _timings_line(timings: dict[str, float], total_s: float) -> str:
+    """``where the time went: ...``: each step of the demo and the whole (s)."""
+    steps = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in timings.items())
+    return f"where the time went: {steps}; in all {total_s:.0f} s"
+
+
+def sbatch_tiny_gpt(
+    repo: Path,
+    env: dict[str, str],
+    *,
+    script: Path,
+    scenario: Path,
+    args: str,
+    train_iters: int,
+    output: str,
+) -> subprocess.CompletedProcess[str]:
+    """Submit the dev stack's tiny GPT (``deploy/dev/tiny_gpt``) with ``sbatch --parsable``:
+    its batch script written to ``script`` with the job's arguments ``args`` written out (as a
+    user's script holds them, so the planner reads its schedule), ``scenario`` named in its
+    comment, ``train_iters`` iterations, its output to ``output`` (an ``sbatch -o`` pattern).
+    Returns sbatch's result (stdout: ``job_id[;cluster]``); the caller checks it."""
     body = (repo / "deploy/dev/tiny_gpt/job.sbatch").read_text()
     script.write_text(body.replace("${TINY_GPT_EXTRA_ARGS:-}", args))
-    result = subprocess.run(
+    return subprocess.run(
         [
             "sbatch",
             "--parsable",
             f"--comment=planner:scenario={scenario}",
-            f"--output={work}/tiny-gpt-%j.out",
+            f"--output={output}",
             f"--chdir={repo}",
             str(script),
         ],
@@ -251,17 +358,42 @@ def _submit(repo: Path, work: Path, env: dict[str, str], train_iters: int) -> st
         text=True,
         check=False,
     )
+
+
+def _submit(repo: Path, work: Path, env: dict[str, str], train_iters: int) -> str:
+    scenario = work / "scenario.yaml"
+    scenario.write_text(SCENARIO.replace("TRAIN_ITERS", str(train_iters)))
+    args = (
+        f"--eval-interval {train_iters // 4} --eval-iters {EVAL_ITERS} --slow-rank 1 "
+        "--slow-factor 1.6 "
+        f"--slow-from-iteration {int(train_iters * 0.4)}"
+    )
+    result = sbatch_tiny_gpt(
+        repo,
+        env,
+        script=work / "job.sbatch",
+        scenario=scenario,
+        args=args,
+        train_iters=train_iters,
+        output=f"{work}/tiny-gpt-%j.out",
+    )
     if result.returncode != 0:
         raise _fail(f"sbatch failed: {result.stderr.strip()}")
     return result.stdout.strip().split(";")[0]
 
 
-def _watch(url: str, job_id: str, train_iters: int) -> dict[str, Any]:
-    """Print the planner's view of the job until it ends; then how the band narrowed."""
+def _watch(url: str, job_id: str, train_iters: int, timings: dict[str, float]) -> dict[str, Any]:
+    """Print the planner's view of the job until it ends; then how the band narrowed.
+    ``timings`` gets how long the job waited in the queue and ran (s)."""
+    import httpx
+
     history: list[tuple[float, dict[str, float]]] = []
     last_iteration = -1
     shown: frozenset[int] = frozenset()  # the ranks of the last straggler line printed
-    deadline = time.monotonic() + 60 + 2.0 * train_iters
+    phases: set[int] = set()
+    submitted = time.monotonic()
+    running: float | None = None
+    deadline = submitted + 60 + 2.0 * train_iters
     while True:
         if time.monotonic() > deadline:
             raise _fail(f"job {job_id} did not end in time; see {url}/v1/jobs/{job_id}")
@@ -273,13 +405,20 @@ def _watch(url: str, job_id: str, train_iters: int) -> dict[str, Any]:
         job: dict[str, Any] = response.json()
         if not job["active"] and job.get("end_time_s"):
             break
+        if running is None and job["status"] == "running":
+            running = time.monotonic()
+            timings["job queued"] = running - submitted
         iteration = job["progress"].get("iteration") or 0
         eta = job.get("eta") or {}
         if iteration != last_iteration and job["status"] == "running":
-            last_iteration = iteration
-            typer.echo(_line(job, time.time()))
+            line = _line(job, time.time())
+            if line is not None:
+                last_iteration = iteration
+                typer.echo(line)
             if eta.get("completion_time_s") and eta.get("progress_ratio") is not None:
                 history.append((eta["progress_ratio"], eta["completion_time_s"]))
+        for text in _phase_lines(job, phases):
+            typer.echo(text)
         # a line whenever the flagged ranks change (a contended core may name a rank for a
         # while before the slowed one is found)
         report = httpx.get(f"{url}/v1/jobs/{job_id}/stragglers", timeout=10).json()
@@ -289,12 +428,17 @@ def _watch(url: str, job_id: str, train_iters: int) -> dict[str, Any]:
             shown = ranks
             typer.echo(line)
         time.sleep(2.0)
+    timings["job running, seen to its end"] = time.monotonic() - (running or submitted)
     end_s = float(job["end_time_s"])
     typer.echo(
         f"job {job_id} {job['status']} at {_clock(end_s)} after {end_s - job['start_time_s']:.0f} s"
     )
     for text in _narrowing(history, end_s):
         typer.echo(text)
+    counted = [e for e in job.get("events") or [] if e.get("kind") not in ("phase", "restart")]
+    if counted:
+        lengths = ", ".join(f"{e['duration_s']:.1f}" for e in counted)
+        typer.echo(f"pauses the planner counted ({len(counted)}): {lengths} s")
     outcome = job.get("outcome") or {}
     typer.echo(
         f"the planner keeps the ended job with its ETA history and outcome: {url}/v1/jobs/{job_id}"
@@ -327,4 +471,3 @@ def _clean(  # noqa: PLR0917 - what the demo started, in the order it stops them
         typer.echo(f"kept: {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
-    typer.echo("demo cleaned up")

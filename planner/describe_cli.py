@@ -117,7 +117,7 @@ def _human(description: LaunchDescription) -> str:
     if "error" in prediction or not prediction:
         lines.append(f"prediction: none ({prediction.get('error', 'not predicted')})")
     else:
-        from planner.cli import _human as predicted
+        from planner.predict_cli import human_prediction as predicted
 
         lines.append("prediction: " + predicted(prediction))
     return "\n".join(lines)

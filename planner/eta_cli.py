@@ -118,7 +118,7 @@ def run_replay(
     goes. Raises ``typer.Exit`` (2) with the error on standard error."""
     from planner.forecast.arguments import schedule_from_arguments
     from planner.forecast.replay import replay, summarize
-    from planner.service.main import read_job_log
+    from planner.wiring.logs import read_job_log
 
     try:
         text = Path(log).read_text(encoding="utf-8", errors="replace")

@@ -49,13 +49,19 @@ class SchedulerSource(Protocol):
 class ProgressReader(Protocol):
     """Incremental reader of training progress from a job's log file."""
 
-    def read(self, cursor: TailCursor) -> tuple[list[ProgressRecord | RankStepRecord], TailCursor]:
+    def read(
+        self, cursor: TailCursor, *, job: JobState | None = None
+    ) -> tuple[list[ProgressRecord | RankStepRecord], TailCursor]:
         """Parse the lines appended since ``cursor``; returns the records and the new cursor.
 
         Records are job progress (``ProgressRecord``) or per-rank timings (``RankStepRecord``).
+        ``job``: the job whose log it is; the file is then read as that job's user may see it,
+        under the same rules as its other files (``SchedulerSource.read_text_file``). Without
+        ``job`` the caller vouches for the path.
 
         A missing file returns no records and the cursor unchanged; a rotated or truncated file
-        is read from its start. Garbage lines are skipped. Never raises for file content.
+        is read from its start. Garbage lines are skipped. Raises ``SourceError`` when the file
+        is refused or cannot be read (never for, nor with, its content).
         """
         ...
 

@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_input import read_input_text
 from planner.errors import PlannerError, SourceError, SpecError
 
 __all__ = ["review"]
@@ -22,6 +21,8 @@ EXIT_INVALID = 2
 
 def _read(path: str) -> str:
     """The file's text, bounded (``planner.cli_input``); ``SpecError`` naming the file."""
+    from planner.cli_input import read_input_text
+
     return read_input_text(path)
 
 
@@ -89,7 +90,7 @@ def review(  # noqa: PLR0917 (typer options)
         raise _fail(f"invalid input: {exc}") from None
     executor = None
     if ray_address:
-        from planner.service.main import ray_executor
+        from planner.wiring.ray import ray_executor
 
         try:
             executor = ray_executor(ray_address)
@@ -128,9 +129,15 @@ def review(  # noqa: PLR0917 (typer options)
             f"{row['deadlines_missed_at_p90']} missed at p90, "
             f"utilisation {100 * row['utilisation']:.0f}%"
         )
+        if not row["comparable"]:
+            typer.echo(f"  {row['not_comparable']}")
+    if result.not_capacity:
+        typer.echo(
+            f"{len(result.not_capacity)} deadline(s) capacity cannot save: "
+            + "; ".join(f"{n.job}: {n.fix}" for n in result.not_capacity)
+        )
     for answer in result.sizing:
-        added = "not enough" if answer.gpus_added is None else f"+{answer.gpus_added}"
-        typer.echo(f"sizing {answer.gpu}: {added} GPUs in {answer.pool}")
+        typer.echo(f"sizing {answer.gpu}: {answer.answer()}")
     where = f"Ray {ray_address}" if ray_address else f"local, {os.cpu_count()} CPUs"
     typer.echo(f"simulated in {elapsed:.1f} s ({where})")
     for name in files:

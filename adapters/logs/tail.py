@@ -3,7 +3,9 @@
 ``LogTailer.read`` reads only the bytes appended since a ``TailCursor``, at most
 ``max_read_bytes`` per call so a huge backlog never blocks a poll (the next call goes on where
 this one stopped), and turns each complete line into a ``ProgressRecord`` with
-``adapters.logs.parsers.parse_line``. All file I/O of the log adapter lives here.
+``adapters.logs.parsers.parse_line``. A job's log is read under the job-file rules of
+``adapters.files`` (the same as for its scenario, traces and configs): a symlink out of the
+job's tree, a file its user may not read, a FIFO or a device is refused with the reason.
 
 Lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (tqdm progress bars rewrite their line with
 ``\\r``). A last line without its end is left for the next call: the returned cursor points
@@ -37,15 +39,23 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import stat
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from datetime import tzinfo
 from typing import Final
 
+from adapters.files import (
+    DEFAULT_TIMEOUT_S,
+    FilePart,
+    MissingFileError,
+    job_file_access,
+    read_job_file_part,
+    read_local_file_part,
+)
 from adapters.logs.context import LogContext
 from adapters.logs.parsers import Record, parse_line
-from planner.errors import SourcePermanentError, SourceTemporaryError, SpecError
-from planner.specs.job import TailCursor
+from planner.errors import SpecError
+from planner.specs.job import JobState, TailCursor
 
 DEFAULT_MAX_READ_BYTES: Final = 4 * 1024 * 1024
 DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024
@@ -56,12 +66,31 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 _ENDS: Final = (ord("\n"), ord("\r"))
 
 
+def _unchanged(cursor: TailCursor, st: os.stat_result) -> bool:
+    """The file is the one the cursor read, at the size it had then."""
+    return cursor.inode == st.st_ino and cursor.offset_bytes == st.st_size == cursor.size_bytes
+
+
+def _start(cursor: TailCursor, st: os.stat_result) -> tuple[int, bool]:
+    """(byte offset where reading goes on, whether that is a restart at 0): rotation (another
+    inode) and truncation (smaller than the cursor's offset or recorded size) restart."""
+    restart = (
+        cursor.inode not in (0, st.st_ino)
+        or st.st_size < cursor.offset_bytes
+        or st.st_size < cursor.size_bytes
+    )
+    return (0 if restart else cursor.offset_bytes), restart
+
+
 class LogTailer:
     """Reads training progress from a growing log file; a ``planner.ports.ProgressReader``.
 
     ``max_read_bytes`` bounds the bytes read per call; ``max_line_bytes`` the length of a line
     that is still parsed. ``tz`` is the zone of timestamps the log prints without one (None: the
-    host's local zone, as for ``parse_line``).
+    host's local zone, as for ``parse_line``). ``allowed_file_roots``: per scheduler name, the
+    directories a job's log may lie under besides a Slurm job's working directory (the
+    settings' ``slurm.allowed_file_roots`` and ``kubernetes.allowed_file_roots``, as for the
+    other files a job names); ``timeout_s``: time limit of one read of a job's log, seconds.
     """
 
     def __init__(
@@ -70,6 +99,8 @@ class LogTailer:
         max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         tz: tzinfo | None = None,
+        allowed_file_roots: Mapping[str, Sequence[str]] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         if max_read_bytes < 1:
             raise SpecError("max_read_bytes", "must be at least 1 byte")
@@ -78,51 +109,43 @@ class LogTailer:
         self.max_read_bytes = max_read_bytes
         self.max_line_bytes = max_line_bytes
         self.tz = tz
+        self.timeout_s = timeout_s
+        self._allowed_file_roots = {
+            scheduler: tuple(roots) for scheduler, roots in (allowed_file_roots or {}).items()
+        }
         self._contexts: OrderedDict[str, tuple[int, int, LogContext]] = OrderedDict()
 
-    def read(self, cursor: TailCursor) -> tuple[list[Record], TailCursor]:
+    def read(
+        self, cursor: TailCursor, *, job: JobState | None = None
+    ) -> tuple[list[Record], TailCursor]:
         """Parse the complete lines appended since ``cursor``; returns records and the new cursor.
 
-        A missing file (or one that is not a regular file) gives no records and ``cursor``
-        unchanged, and so does a file that did not grow (same inode, size at the cursor: not
-        opened). Raises ``SourcePermanentError`` when the file cannot be read for lack of
-        permission and ``SourceTemporaryError`` for other I/O failures; never for its content.
+        ``job``: the job whose log this is; the file is then read under the job-file rules of
+        :mod:`adapters.files` (under its working directory or ``allowed_file_roots``, as its user
+        may see it, no symlink out, regular files only, within ``timeout_s``). Without ``job``
+        the caller vouches for the path (a log the planner's own user names): regular files
+        only, opened non-blocking.
+
+        A missing file gives no records and ``cursor`` unchanged, and so does a file that did
+        not grow (same inode, size at the cursor: nothing read). Raises
+        ``SourcePermanentError`` when a rule refuses the file (a symlink out of the job's
+        tree, a file its user may not read, a FIFO or device) or it cannot be read for lack of
+        permission, and ``SourceTemporaryError`` for a timeout or other I/O failures; never for
+        its content, and no message holds any of it.
         """
-        source = f"logs:{cursor.path}"
         try:
-            info = os.stat(cursor.path)
-            if not stat.S_ISREG(info.st_mode):
-                return [], cursor
-            if cursor.inode == info.st_ino and (
-                cursor.offset_bytes == info.st_size == cursor.size_bytes
-            ):  # nothing new: not even opened
-                if cursor.path in self._contexts:
-                    self._contexts.move_to_end(cursor.path)
-                return [], cursor
-            # Non-blocking: a FIFO swapped in after the check must not block the poll.
-            fd = os.open(cursor.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-            with os.fdopen(fd, "rb") as f:
-                st = os.fstat(f.fileno())
-                if not stat.S_ISREG(st.st_mode):
-                    return [], cursor
-                restart = (
-                    cursor.inode not in (0, st.st_ino)
-                    or st.st_size < cursor.offset_bytes
-                    or st.st_size < cursor.size_bytes
-                )
-                start = 0 if restart else cursor.offset_bytes
-                last_iteration = None if restart else cursor.last_iteration
-                lead = 1 if start > 0 else 0
-                data = b""
-                if st.st_size > start:
-                    f.seek(start - lead)
-                    data = f.read(self.max_read_bytes + lead)
-        except (FileNotFoundError, NotADirectoryError):
+            part = self._read_part(cursor, job)
+        except MissingFileError:
             return [], cursor
-        except PermissionError as exc:
-            raise SourcePermanentError(source, f"cannot read the log: {exc}") from exc
-        except OSError as exc:
-            raise SourceTemporaryError(source, f"reading the log failed: {exc}") from exc
+        st = part.info
+        if _unchanged(cursor, st):  # nothing new: nothing read
+            if cursor.path in self._contexts:
+                self._contexts.move_to_end(cursor.path)
+            return [], cursor
+        start, restart = _start(cursor, st)
+        last_iteration = None if restart else cursor.last_iteration
+        lead = 1 if start > 0 else 0
+        data = part.data[: self.max_read_bytes + lead] if st.st_size > start else b""
 
         mid_line = lead == 1 and len(data) > 0 and data[0] not in _ENDS
         body = data[lead:]
@@ -143,6 +166,32 @@ class LogTailer:
             last_iteration=context.megatron_last_iteration,
         )
         return records, new_cursor
+
+    def _read_part(self, cursor: TailCursor, job: JobState | None) -> FilePart:
+        """The bytes from just before where reading goes on (one byte of lead, to tell whether
+        the cursor stopped mid-line), at most ``max_read_bytes`` after it."""
+
+        def read_from(st: os.stat_result) -> int | None:
+            if _unchanged(cursor, st):
+                return None
+            start, _ = _start(cursor, st)
+            return max(0, start - 1) if st.st_size > start else None
+
+        source = "logs"
+        if job is None:
+            return read_local_file_part(
+                source, cursor.path, read_from=read_from, max_bytes=self.max_read_bytes + 1
+            )
+        roots, user = job_file_access(job, self._allowed_file_roots.get(job.scheduler, ()))
+        return read_job_file_part(
+            source,
+            cursor.path,
+            roots=roots,
+            user=user,
+            read_from=read_from,
+            max_bytes=self.max_read_bytes + 1,
+            timeout_s=self.timeout_s,
+        )
 
     def _consumable(self, body: bytes, mid_line: bool) -> tuple[int, int]:
         """(bytes of ``body`` to consume, bytes holding complete lines to parse).

@@ -2,7 +2,8 @@
 
 ``SlurmSource`` implements :class:`planner.ports.SchedulerSource`; the parsers are pure functions
 of the commands' output, one module per concern: :mod:`~adapters.slurm.squeue`,
-:mod:`~adapters.slurm.sinfo`, :mod:`~adapters.slurm.sacct` and :mod:`~adapters.slurm.scontrol`,
+:mod:`~adapters.slurm.sinfo`, :mod:`~adapters.slurm.sacct` and :mod:`~adapters.slurm.scontrol`
+(what active jobs ask of and hold on each node: :mod:`~adapters.slurm.resources`),
 over the shared JSON reader, job states and time limits of :mod:`~adapters.slurm.output`, the
 GRES/TRES strings of :mod:`~adapters.slurm.gres` and the hostlists of
 :mod:`~adapters.slurm.hostlist` (python-hostlist). ``SlurmHintWriter`` and

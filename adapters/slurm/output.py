@@ -213,11 +213,34 @@ def _expect(text: str, i: int, chars: str) -> str:
     return text[i]
 
 
-def _members(text: str, streamed: Callable[[str], bool]) -> Iterator[tuple[str, str, Any]]:
+#: Recognises an element of a streamed list by its text (one the caller read before): what
+#: the caller made of it then, or None.
+Known = Callable[[str], object | None]
+
+
+def _element_end(text: str, i: int) -> int:
+    """Where the object element starting at ``text[i]`` ends, guessed from pretty-printed
+    output (its closing brace on its own line, indented as its opening one); 0: no guess. A
+    guess only picks the text to look up: text equal to a whole element read before *is* that
+    element (an object ends at its own closing brace), so a wrong guess only misses."""
+    if not text.startswith("{", i):
+        return 0
+    indent = i - (text.rfind("\n", 0, i) + 1)
+    close = "\n" + " " * indent + "}"
+    end = text.find(close, i)
+    return 0 if end < 0 else end + len(close)
+
+
+def _members(
+    text: str, streamed: Callable[[str], bool], known: Known | None = None
+) -> Iterator[tuple[str, str, Any]]:
     """The top-level object of ``text`` piece by piece, in order: ``(key, "list", None)`` when
     the list value of a key that ``streamed`` accepts begins, then ``(key, "item", element)`` for
     each of its elements as it is decoded; ``(key, "value", value)`` for any other value. Raises
-    ``_UnexpectedError`` (or ``ValueError``) on anything that is not one JSON object."""
+    ``_UnexpectedError`` (or ``ValueError``) on anything that is not one JSON object.
+
+    With ``known``, an element whose text ``known`` recognises is not decoded: ``(key, "known",
+    what known returned)``; the others come as ``(key, "item", (element, its text))``."""
     i = _skip(text, 0)
     _expect(text, i, "{")
     i = _skip(text, i + 1)
@@ -232,8 +255,18 @@ def _members(text: str, streamed: Callable[[str], bool]) -> Iterator[tuple[str, 
             i = _skip(text, i + 1)
             more = "]" if i < len(text) and text[i] == "]" else ","
             while more == ",":
-                item, i = _DECODER.raw_decode(text, i)
-                yield key, "item", item
+                stop = _element_end(text, i) if known is not None else 0
+                hit = known(text[i:stop]) if known is not None and stop else None
+                if hit is not None:
+                    yield key, "known", hit
+                    i = stop
+                elif known is not None:
+                    item, stop = _DECODER.raw_decode(text, i)
+                    yield key, "item", (item, text[i:stop])
+                    i = stop
+                else:
+                    item, i = _DECODER.raw_decode(text, i)
+                    yield key, "item", item
                 i = _skip(text, i)
                 more = _expect(text, i, ",]")
                 if more == ",":
@@ -269,18 +302,19 @@ class StreamRestartError(Exception):
     given twice, say): decode it whole with ``OutputReader.load`` instead."""
 
 
-def _stream(text: str, list_key: str) -> Iterator[tuple[str, Any]]:
+def _stream(text: str, list_key: str, known: Known | None = None) -> Iterator[tuple[str, Any]]:
     """The top-level object of ``text`` piece by piece: ``("item", element)`` for each element
-    of ``list_key``'s list as it is decoded, ``(key, value)`` for the other keys; raises
+    of ``list_key``'s list as it is decoded (with ``known``: as :func:`_members` gives them,
+    ``("known", ...)`` for those it recognised), ``(key, value)`` for the other keys; raises
     ``_UnexpectedError`` (or ``ValueError``) on anything else."""
     streamed = False
-    for key, kind, value in _members(text, lambda key: key == list_key):
+    for key, kind, value in _members(text, lambda key: key == list_key, known):
         if kind == "list":
             if streamed:
                 raise _UnexpectedError  # json.loads keeps the last one: not streamable
             streamed = True
-        elif kind == "item":
-            yield "item", value
+        elif kind in ("item", "known"):
+            yield kind, value
         else:
             if key == list_key and streamed:
                 raise _UnexpectedError
@@ -333,23 +367,39 @@ class OutputReader:
         as the caller has read it (no survivors for the garbage collector to move
         and scan). Raises :class:`StreamRestartError` (before yielding anything but what
         :meth:`load` would give) when the text is valid JSON this does not stream."""
+        for kind, value in self.iter_known_items(text, list_key, None):
+            if kind == "item":
+                yield value
+
+    def iter_known_items(
+        self, text: str, list_key: str, known: Known | None
+    ) -> Iterator[tuple[str, Any]]:
+        """:meth:`iter_items` that skips what the caller read before: ``("known", what
+        known(element text) returned)`` for an element ``known`` recognises (not decoded
+        again), ``("item", (element, its text))`` for the others (``("item", element)``
+        without ``known``); the same errors."""
         if not isinstance(text, str):
             self.load(text, list_key)  # raises
         fields: dict[str, Any] = {}
         count = 0
         try:
-            for key, value in _stream(text, list_key):
+            for key, value in _stream(text, list_key, known):
+                if key == "known":
+                    count += 1
+                    yield key, value
+                    continue
                 if key != "item":
                     fields[key] = value
                     if key == "errors":
                         self._check_errors(value)
                     continue
-                if not isinstance(value, Mapping):
+                element = value if known is None else value[0]
+                if not isinstance(element, Mapping):
                     raise self.fail(
-                        f"{list_key}[{count}]", f"expected an object, got {type(value).__name__}"
+                        f"{list_key}[{count}]", f"expected an object, got {type(element).__name__}"
                     )
                 count += 1
-                yield value
+                yield key, value
         except (_UnexpectedError, ValueError, RecursionError):
             self.load(text, list_key)  # raises what a whole decode raises
             raise StreamRestartError from None

@@ -16,7 +16,8 @@ def parse_sinfo_json(text: str) -> list[NodeState]:
     GPU count and type from ``gres`` (``gpu:h100:8``; ``tres`` ``gres/gpu=8`` as fallback),
     allocated GPUs from ``gres_used`` (``gpu:h100:2(IDX:0-1)``; ``tres_used`` as fallback).
     ``state`` is the base state plus flags, lower case, joined by ``+`` (``idle``,
-    ``mixed+drain``). ``memory_bytes`` = ``real_memory`` MiB × 2²⁰. Raises like
+    ``mixed+drain``). ``memory_bytes`` = ``real_memory`` MiB × 2²⁰, ``memory_allocated_bytes`` =
+    ``alloc_memory`` MiB × 2²⁰, ``num_cpus_allocated`` = ``alloc_cpus``. Raises like
     :func:`parse_squeue_json`.
     """
     reader = OutputReader(SOURCE_SINFO)
@@ -53,6 +54,9 @@ def parse_sinfo_json(text: str) -> list[NodeState]:
                 num_cpus=reader.int_(raw, "cpus", where) or 0,
                 memory_bytes=float(reader.int_(raw, "real_memory", where) or 0) * 1024.0**2,
                 partitions=partitions,
+                num_cpus_allocated=reader.int_(raw, "alloc_cpus", where) or 0,
+                memory_allocated_bytes=float(reader.int_(raw, "alloc_memory", where) or 0)
+                * 1024.0**2,
             )
         )
     return nodes

@@ -28,7 +28,7 @@ from adapters.slurm.output import SCHEDULER, SOURCE_SACCT
 from adapters.slurm.sacct import is_accounting_disabled, parse_sacct_json
 from adapters.slurm.scontrol import batch_script_failed, parse_cluster_name
 from adapters.slurm.sinfo import parse_sinfo_json
-from adapters.slurm.squeue import SqueueRecord, parse_squeue_records
+from adapters.slurm.squeue import SqueueCache, SqueueRecord, parse_squeue_records
 from planner.errors import SourceError, SourcePermanentError, SourceTemporaryError
 from planner.specs.job import ClusterSnapshot, JobState
 
@@ -156,6 +156,8 @@ class SlurmSource:
         self._config_cluster: str | None = None
         # Slurm job id -> script text (None: Slurm has none, e.g. an srun job); fetched once.
         self._scripts: dict[int, str | None] = {}
+        # The last squeue answer's records: the next poll parses only the jobs that changed.
+        self._squeue_cache = SqueueCache()
 
     @property
     def scheduler(self) -> str:
@@ -175,7 +177,9 @@ class SlurmSource:
         taken_at_s = self._clock()
         warnings: list[str] = []
         squeue = self._run_ok("squeue", ["--json", "--all"])
-        records = parse_squeue_records(squeue, cluster=self._cluster, pace=self._pace)
+        records = parse_squeue_records(
+            squeue, cluster=self._cluster, pace=self._pace, cache=self._squeue_cache
+        )
         nodes = parse_sinfo_json(self._run_ok("sinfo", ["--json", "--all"]))
 
         failed = self._fetch_scripts_of(records)
@@ -197,6 +201,7 @@ class SlurmSource:
             jobs=tuple(jobs),
             nodes=tuple(nodes),
             warnings=tuple(warnings),
+            resources=tuple(r.resources for r in records if r.resources is not None),
         )
 
     def _wants_script(self, rec: SqueueRecord) -> bool:

@@ -37,6 +37,7 @@ __all__ = [
     "read_observed_runs",
     "recipe_of",
     "run_key",
+    "run_of",
     "sample_of",
     "samples_from_runs",
 ]
@@ -158,8 +159,10 @@ def _positive(doc: Mapping[str, Any], name: str) -> float | None:
     return float(value)
 
 
-def _run_of(doc: object, source: str, line: int) -> ObservedRun:
-    """One JSON line as an ``ObservedRun``; raises ``SpecError`` naming the field."""
+def run_of(doc: object, source: str, line: int = 0) -> ObservedRun:
+    """One run document (a JSON line: ``RUN_FIELDS``) as an ``ObservedRun`` read from
+    ``source`` at ``line``; raises ``SpecError`` naming the field (a step time that is zero,
+    negative, NaN or not a number, an unknown field, a scenario that is not an object)."""
     if not isinstance(doc, Mapping):
         raise SpecError("run", "must be a JSON object with 'scenario' and 'iteration_time_s'")
     unknown = sorted(set(doc) - RUN_FIELDS)
@@ -198,7 +201,7 @@ def read_observed_runs(text: str, source: str) -> tuple[list[ObservedRun], list[
             errors.append(str(doc))
             continue
         try:
-            runs.append(_run_of(doc, source, number))
+            runs.append(run_of(doc, source, number))
         except SpecError as exc:
             errors.append(f"{source}:{number}: {exc}")
     return runs, errors

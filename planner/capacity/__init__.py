@@ -10,7 +10,8 @@ which anchors relative dates (``+19d``); ``planner.capacity.documents.located`` 
 bodies the same way.
 
 Outputs: ``run_review`` -> ``Review`` (base + what-ifs as ``ScenarioResult``, ``Sizing`` per GPU
-type; ``to_dict`` for JSON, ``review_markdown`` / ``review_html`` for documents);
+type, ``NotCapacity`` for the missed deadlines no capacity saves; ``to_dict`` for JSON,
+``review_markdown`` / ``review_html`` for documents);
 ``forecast_pending`` -> ``PendingForecast`` per pending job (for ``/v1/jobs``), with
 ``fleet_from_nodes`` when no fleet file is configured. ``Executor`` / ``LocalExecutor`` run the
 Monte Carlo chunks (``adapters.ray.RayExecutor`` past one machine).
@@ -28,7 +29,7 @@ from planner.capacity.fleet import (
     read_fleet,
 )
 from planner.capacity.markdown import review_markdown
-from planner.capacity.montecarlo import Executor, LocalExecutor, Outcomes, simulate_chunk
+from planner.capacity.montecarlo import Draws, Executor, LocalExecutor, Outcomes, simulate_chunk
 from planner.capacity.pending import PendingForecast, fleet_from_nodes, forecast_pending
 from planner.capacity.plan import PlannedJob, read_plan
 from planner.capacity.review import BASE_SCENARIO, Review, run_review
@@ -38,9 +39,16 @@ from planner.capacity.runtime import (
     RuntimeBand,
 )
 from planner.capacity.simulate import SampleOutcome, Simulator
-from planner.capacity.sizing import Sizing
+from planner.capacity.sizing import NotCapacity, Sizing
 from planner.capacity.snapshot import QueuedJob, QueueSnapshot, read_snapshot, snapshot_document
-from planner.capacity.stats import JobForecast, Occupancy, PoolWeek, ScenarioResult, TeamUsage
+from planner.capacity.stats import (
+    JobForecast,
+    Occupancy,
+    PoolWeek,
+    QueueUsage,
+    ScenarioResult,
+    TeamUsage,
+)
 from planner.capacity.whatif import WhatIf, apply_what_if, read_what_ifs
 from planner.capacity.workload import Workload
 
@@ -51,12 +59,14 @@ __all__ = [
     "Case",
     "ClusterQueue",
     "DocumentError",
+    "Draws",
     "Evaluator",
     "Executor",
     "Fleet",
     "InterruptionModel",
     "JobForecast",
     "LocalExecutor",
+    "NotCapacity",
     "Occupancy",
     "Outcomes",
     "PendingForecast",
@@ -65,6 +75,7 @@ __all__ = [
     "PoolWeek",
     "PredictionCache",
     "QueueSnapshot",
+    "QueueUsage",
     "QueuedJob",
     "Review",
     "RuntimeBand",

@@ -12,12 +12,13 @@ sample).
 
 Memory estimate (:func:`estimated_bytes`), measured with ``resource.getrusage`` peak RSS over
 reviews of 200 to 2,000 pending jobs, 50 to 1,600 samples, 90 to 3,650 days and 0 to 3 what-ifs
-(local executor, no sizing): about 220-270 bytes per job and sample of the base scenario (the
-outcome arrays, their quantiles and the per-job summaries), 100 more per job, sample and what-if
-(their outcomes are held until every scenario is summarised), and 70-75 per sample, pool and
-6-hour bin (occupancy and demand integrals). The constants below round those up, so the
-estimate is above every measured peak (2,000 jobs x 200 samples: 113 MiB measured, 126 MiB
-estimated; 200 samples x 3,650 days: 196 MiB measured, 246 MiB estimated).
+(local executor, no sizing; every run of a job kept, since runs stop at failures and time limits
+and requeue): about 390 bytes per job and sample of the base scenario (the outcome arrays, the
+runs, their quantiles and the per-job summaries), 240 more per job, sample and what-if (their
+outcomes are held until every scenario is summarised), and about 70 per sample, pool and 6-hour
+bin (occupancy and demand integrals). The constants below round those up, so the estimate is
+above every measured peak (2,000 jobs x 200 samples: 155 MiB measured, 189 MiB estimated;
+200 samples x 3,650 days: 211 MiB measured, 241 MiB estimated).
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from planner.search.budget import BudgetExceededError
 __all__ = ["ReviewBudget", "estimated_bytes"]
 
 #: Peak bytes per job and sample of the base scenario.
-BYTES_PER_JOB_SAMPLE = 300
+BYTES_PER_JOB_SAMPLE = 480
 #: Bytes per job, sample and what-if scenario held until every scenario is summarised.
-BYTES_PER_WHAT_IF_JOB_SAMPLE = 100
+BYTES_PER_WHAT_IF_JOB_SAMPLE = 300
 #: Bytes per sample, pool and 6-hour occupancy bin.
 BYTES_PER_OCCUPANCY_CELL = 80
 

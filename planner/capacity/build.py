@@ -3,7 +3,11 @@
 Planned jobs get their work time from the performance model (``planner.capacity.scaling``) on
 every pool they may use; ``num_gpus: recommend`` picks the size there (``recommend_size``).
 Today's jobs bring their own runtime band (the service's ETA). Jobs that fit no pool (too big,
-out of memory on every GPU type, unknown partition) are left out with the reason.
+out of memory on every GPU type, a layout that does not tile the GPU count, unknown partition)
+are left out with the reason, which every report shows. A job whose plan says ``layout: best``
+is not left out for a layout that does not tile: the layout search's fastest layout at that GPU
+count is used, else the job's own layout at the nearest GPU count that tiles, and the job's
+note says which.
 """
 
 from __future__ import annotations
@@ -16,12 +20,18 @@ import numpy as np
 
 from planner.capacity.fleet import Fleet, Pool, SchedulerKind
 from planner.capacity.plan import PlannedJob
-from planner.capacity.runtime import Z90, RuntimeBand
-from planner.capacity.scaling import ScalingPoint, recommend_size, work_s
+from planner.capacity.runtime import DEFAULT_CHECKPOINT_INTERVAL_S, Z90, RuntimeBand
+from planner.capacity.scaling import (
+    ScalingPoint,
+    best_layout,
+    candidate_counts,
+    recommend_size,
+    work_s,
+)
 from planner.capacity.snapshot import QueuedJob, QueueSnapshot
 from planner.capacity.workload import JobKind, Workload
 from planner.catalog import gpu_key_for_gres_type
-from planner.errors import SpecError
+from planner.errors import InfeasibleError, SpecError
 from planner.search.budget import checkpoint
 from planner.specs.scenario import Scenario
 
@@ -37,6 +47,7 @@ class PredictionCache:
     sizes: dict[tuple[Scenario, str, int, float | None, float], ScalingPoint] = field(
         default_factory=dict
     )
+    layouts: dict[tuple[Scenario, str, int], Scenario | None] = field(default_factory=dict)
 
     def work(self, scenario: Scenario, gpu: str, num_gpus: int) -> ScalingPoint:
         """``scaling.work_s``, cached."""
@@ -44,6 +55,16 @@ class PredictionCache:
         if key not in self.points:
             self.points[key] = work_s(scenario, gpu, num_gpus)
         return self.points[key]
+
+    def best(self, scenario: Scenario, gpu: str, num_gpus: int) -> Scenario | None:
+        """``scaling.best_layout``, cached; None when no layout fits."""
+        key = (scenario, gpu, num_gpus)
+        if key not in self.layouts:
+            try:
+                self.layouts[key] = best_layout(scenario, gpu, num_gpus)
+            except (InfeasibleError, SpecError):
+                self.layouts[key] = None
+        return self.layouts[key]
 
     def size(
         self, scenario: Scenario, gpu: str, max_gpus: int, budget_s: float | None, spread: float
@@ -66,8 +87,16 @@ class _Rows:
     queue: list[int] = field(default_factory=list)
     start: list[float] = field(default_factory=list)
     opts: list[tuple[int, int, int, float, float, float, float]] = field(default_factory=list)
+    layouts: list[str] = field(default_factory=list)
+    requeue: list[bool] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     excluded: list[tuple[str, str]] = field(default_factory=list)
+    excluded_deadline: list[float] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+    def exclude(self, name: str, reason: str, deadline: float) -> None:
+        self.excluded.append((name, reason))
+        self.excluded_deadline.append(deadline)
 
     def add_job(
         self,
@@ -81,8 +110,14 @@ class _Rows:
         queue: int,
         start: float,
         options: Sequence[tuple[int, int, float, float, float, float]],
+        layouts: Sequence[str],
+        requeue: bool,
+        note: str,
     ) -> None:
         j = len(self.names)
+        self.layouts.extend(layouts)
+        self.requeue.append(requeue)
+        self.notes.append(note)
         self.names.append(name)
         self.kinds.append(kind)
         self.teams.append(team)
@@ -118,6 +153,11 @@ def _queue_index(fleet: Fleet, name: str) -> int:
     return -1
 
 
+def _on_kueue(fleet: Fleet, pools: Sequence[int]) -> bool:
+    """Whether any of the pools is started by Kueue (the job then needs a ClusterQueue)."""
+    return any(fleet.scheduler_of(fleet.pools[p]) is SchedulerKind.KUEUE for p in pools)
+
+
 def _limit(own: float | None, pool: Pool) -> float:
     limit = own if own is not None else pool.default_time_limit_s
     return math.inf if limit is None else limit
@@ -129,13 +169,13 @@ def _add_queued(
     state = job.state
     name = job.display_name
     pools = _pools_for_state(fleet, job)
+    deadline = math.inf if job.deadline_s is None else job.deadline_s - start_s
     if not pools:
-        rows.excluded.append(
-            (
-                name,
-                f"no pool for partition {state.partition!r} / GPU type {state.gpu_type!r}; "
-                "add the partition to a pool's partitions",
-            )
+        rows.exclude(
+            name,
+            f"no pool for partition {state.partition!r} / GPU type {state.gpu_type!r}; "
+            "add the partition to a pool's partitions",
+            deadline,
         )
         return
     band = job.runtime
@@ -151,12 +191,9 @@ def _add_queued(
         if (job.running and state.start_time_s is not None)
         else (0.0 if job.running else math.nan)
     )
-    queue = (
-        _queue_index(fleet, state.queue_name or state.partition)
-        if fleet.scheduler is SchedulerKind.KUEUE
-        else -1
-    )
-    if fleet.scheduler is SchedulerKind.KUEUE and queue < 0:
+    kueue = _on_kueue(fleet, pools)
+    queue = _queue_index(fleet, state.queue_name or state.partition) if kueue else -1
+    if kueue and queue < 0:
         rows.warnings.append(
             f"job {name}: queue {state.queue_name!r} is no ClusterQueue of the fleet; "
             "only GPUs limit it"
@@ -177,11 +214,16 @@ def _add_queued(
         kind=JobKind.RUNNING if job.running else JobKind.PENDING,
         team=job.team or "default",
         eligible=0.0,
-        deadline=math.inf if job.deadline_s is None else job.deadline_s - start_s,
+        deadline=deadline,
         priority=job.priority,
         queue=queue,
         start=min(started, 0.0) if job.running else math.nan,
         options=options,
+        layouts=[f"{state.num_gpus} GPUs (as submitted)"] * len(options),
+        # a scheduler's job ends at its time limit (Slurm's TIMEOUT, a Job's
+        # activeDeadlineSeconds): neither requeues it; a failure does (JobRequeue=1)
+        requeue=False,
+        note="",
     )
 
 
@@ -195,11 +237,17 @@ def _add_planned(
         if job.pool
         else [i for i, p in enumerate(fleet.pools) if job.gpu is None or p.gpu == job.gpu]
     )
+    if not job.queue:  # no ClusterQueue: the pools Kueue starts take it only if no other does
+        others = [p for p in pools if not _on_kueue(fleet, [p])]
+        pools = others or pools
     options = []
+    layouts: list[str] = []
+    notes: list[str] = []
     reasons = []
     spread = math.exp(Z90 * job.runtime_log_sd)
     for p in pools:
         pool = fleet.pools[p]
+        scenario = job.scenario
         if job.num_gpus is None:
             window = min(deadline - eligible, _limit(job.time_limit_s, pool))
             budget = window if math.isfinite(window) else None
@@ -211,9 +259,20 @@ def _add_planned(
             continue
         else:
             point = cache.work(job.scenario, pool.gpu, job.num_gpus)
+            if point.work_s is None and job.layout_best:
+                scenario, point, note = _nearest_valid(job, pool, point, cache)
+                notes.append(note)
         if point.work_s is None:
             reasons.append(f"{pool.name}: {point.reason}")
             continue
+        checkpoint_s = job.checkpoint_interval_s
+        steps = _steps(scenario)
+        if job.checkpoint_interval_iters is not None and steps:
+            checkpoint_s = job.checkpoint_interval_iters * point.work_s / steps
+            notes.append(
+                f"{pool.name}: checkpoints every {job.checkpoint_interval_iters} iterations "
+                f"(--save-interval), {checkpoint_s / 60:.0f} min at the predicted step time"
+            )
         options.append(
             (
                 p,
@@ -221,14 +280,18 @@ def _add_planned(
                 _limit(job.time_limit_s, pool),
                 math.log(point.work_s),
                 job.runtime_log_sd,
-                job.checkpoint_interval_s,
+                checkpoint_s,
             )
         )
+        layouts.append(layout_words(scenario, point.num_gpus))
     if not options:
-        rows.excluded.append((job.name, "; ".join(reasons) or "no pool of the fleet can run it"))
+        reason = "; ".join(reasons) or "no pool of the fleet can run it"
+        if not job.layout_best and any("not a multiple" in r or "divid" in r for r in reasons):
+            reason += " (or let the plan pick a layout: layout: best)"
+        rows.exclude(job.name, reason, deadline)
         return
     queue = -1
-    if fleet.scheduler is SchedulerKind.KUEUE:
+    if _on_kueue(fleet, [o[0] for o in options]):
         queue = _queue_index(fleet, job.queue)
         if queue < 0:
             raise SpecError(
@@ -246,7 +309,73 @@ def _add_planned(
         queue=queue,
         start=math.nan,
         options=options,
+        layouts=layouts,
+        requeue=job.requeue,
+        note="; ".join(n for n in notes if n),
     )
+
+
+def _steps(scenario: Scenario) -> float | None:
+    """Optimizer steps of the training run: ``train_iters``, else the tokens over the tokens
+    of one global batch (as ``planner.perf`` counts them)."""
+    training = scenario.training
+    if training.total_tokens is not None:
+        per_step = scenario.parallelism.global_batch_size * scenario.model.seq_length
+        return training.total_tokens / per_step if per_step else None
+    return float(training.train_iters) if training.train_iters else None
+
+
+def layout_words(scenario: Scenario, num_gpus: int) -> str:
+    """The layout of ``scenario`` on ``num_gpus`` GPUs in words: ``tp 8 · pp 4 · dp 16``
+    (context and expert parallel when above 1; data parallel absorbs the GPU count)."""
+    par = scenario.parallelism
+    parts = [f"tp {par.tensor_parallel}", f"pp {par.pipeline_parallel}"]
+    if par.context_parallel > 1:
+        parts.append(f"cp {par.context_parallel}")
+    if par.expert_parallel > 1:
+        parts.append(f"ep {par.expert_parallel}")
+    parts.append(f"dp {num_gpus // max(par.model_parallel_size, 1)}")
+    return " · ".join(parts)
+
+
+def _nearest_valid(
+    job: PlannedJob, pool: Pool, failed: ScalingPoint, cache: PredictionCache
+) -> tuple[Scenario, ScalingPoint, str]:
+    """For a ``layout: best`` job whose layout does not run on ``job.num_gpus`` GPUs of the
+    pool: the layout search's fastest layout at that count, else the job's layout at the
+    nearest count that tiles (fewer GPUs first on a tie). Returns (scenario, point, note);
+    the point keeps ``failed``'s reason when neither works."""
+    assert job.num_gpus is not None
+    best = cache.best(job.scenario, pool.gpu, job.num_gpus)
+    if best is not None:
+        point = cache.work(best, pool.gpu, job.num_gpus)
+        if point.work_s is not None:
+            words = layout_words(best, job.num_gpus)
+            return (
+                best,
+                point,
+                (
+                    f"{pool.name}: layout: best chose {words} on {job.num_gpus} GPUs "
+                    f"(its own layout: {failed.reason})"
+                ),
+            )
+    wanted = job.num_gpus
+    counts = sorted(
+        candidate_counts(job.scenario, pool.max_gpus), key=lambda n: (abs(n - wanted), n)
+    )
+    for count in counts[:8]:
+        point = cache.work(job.scenario, pool.gpu, count)
+        if point.work_s is not None:
+            words = layout_words(job.scenario, count)
+            return (
+                job.scenario,
+                point,
+                (
+                    f"{pool.name}: layout: best ran {words} on {count} GPUs, the nearest count "
+                    f"to {job.num_gpus} its layout tiles ({failed.reason})"
+                ),
+            )
+    return job.scenario, failed, ""
 
 
 def build_workload(
@@ -269,6 +398,14 @@ def build_workload(
     for job in planned:
         checkpoint()  # each planned job runs the performance model: stop between them
         _add_planned(rows, fleet, job, start_s, cache)
+    defaults = [j.name for j in planned if not j.checkpoint_interval_given]
+    if defaults:
+        rows.warnings.append(
+            f"{len(defaults)} planned job(s) give no checkpoint interval "
+            "(checkpoint_interval_minutes, or --save-interval in megatron_args): "
+            f"{DEFAULT_CHECKPOINT_INTERVAL_S / 60:.0f} min assumed "
+            "(planner.capacity.runtime.DEFAULT_CHECKPOINT_INTERVAL_S)"
+        )
     opts = np.array(rows.opts, dtype=np.float64).reshape(-1, 7)
     teams = tuple(dict.fromkeys(rows.teams))
     kind_order = {JobKind.RUNNING: 0, JobKind.PENDING: 1, JobKind.PLANNED: 2}
@@ -293,8 +430,9 @@ def build_workload(
             nominal[qi, fleet.pool_names.index(pool_name)] = gpus
         for pool_name, gpus in queue.borrowing_limit_gpus:
             borrow[qi, fleet.pool_names.index(pool_name)] = gpus
-    no_limit = sum(1 for o in rows.opts if not math.isfinite(o[4]))
-    if no_limit and fleet.scheduler is SchedulerKind.SLURM:
+    kueue_pools = [fleet.scheduler_of(p) is SchedulerKind.KUEUE for p in fleet.pools]
+    no_limit = sum(1 for o in rows.opts if not math.isfinite(o[3]) and not kueue_pools[int(o[1])])
+    if no_limit:
         rows.warnings.append(
             f"{no_limit} job option(s) have no time limit: backfill cannot reserve around them "
             "(set time_limit or a pool default_time_limit)"
@@ -339,5 +477,13 @@ def build_workload(
         queue_borrowing_limit=borrow,
         queue_strict=np.array([q.strict_fifo for q in fleet.queues], np.bool_),
         excluded=tuple(rows.excluded),
+        excluded_deadline_s=tuple(rows.excluded_deadline),
         warnings=tuple(rows.warnings),
+        job_requeue=np.array(rows.requeue, np.bool_),
+        pool_on_demand=np.array([p.on_demand for p in fleet.pools], np.bool_),
+        cohort_names=tuple(str(c) for c in cohorts),
+        pool_kueue=np.array(kueue_pools, np.bool_),
+        pool_cluster=tuple(p.cluster for p in fleet.pools),
+        opt_layout=tuple(rows.layouts),
+        job_notes=tuple(rows.notes),
     )

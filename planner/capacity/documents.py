@@ -11,15 +11,26 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import yaml
 
 from planner.errors import SpecError
 
-__all__ = ["DocumentError", "Located", "check_keys", "load_document", "located"]
+__all__ = [
+    "DocumentError",
+    "ErrorList",
+    "Located",
+    "MultiDocumentError",
+    "check_keys",
+    "load_document",
+    "located",
+]
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class DocumentError(SpecError):
@@ -39,6 +50,77 @@ class DocumentError(SpecError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+    @property
+    def errors(self) -> tuple[DocumentError, ...]:
+        """The single errors this one stands for (itself)."""
+        return (self,)
+
+
+class MultiDocumentError(DocumentError):
+    """Every bad field of a document at once: ``str(err)`` is one ``DocumentError`` line per
+    field, in document order; ``errors`` are those errors; ``field``, ``line`` and ``message``
+    are the first one's."""
+
+    def __init__(self, errors: Sequence[DocumentError]) -> None:
+        singles = tuple(e for err in errors for e in err.errors)
+        first = singles[0]
+        super().__init__(first.source, first.line, first.field, first.message)
+        self._errors = singles
+        self.args = ("\n".join(str(e) for e in singles),)
+
+    @property
+    def errors(self) -> tuple[DocumentError, ...]:
+        """The single errors, in document order."""
+        return self._errors
+
+
+class ErrorList:
+    """Collects the located errors of a document so that all of them are reported together:
+    ``take(fn, default)`` runs one field's reader and keeps its error (returning ``default``);
+    ``check()`` raises them (one ``DocumentError``, or ``MultiDocumentError`` for several)."""
+
+    def __init__(self) -> None:
+        self.found: list[DocumentError] = []
+
+    def take(self, read: Callable[[], T], default: T) -> T:
+        """``read()``, or ``default`` after keeping the ``DocumentError`` it raised."""
+        try:
+            return read()
+        except DocumentError as exc:
+            self.found.extend(exc.errors)
+            return default
+
+    def call(self, default: T, read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``read(*args, **kwargs)``, or ``default`` after keeping its ``DocumentError``."""
+        try:
+            return read(*args, **kwargs)
+        except DocumentError as exc:
+            self.found.extend(exc.errors)
+            return default
+
+    def items(self, node: Located | None) -> list[Located]:
+        """The items of the list ``node`` (none when absent, or after keeping the error when
+        it is no list)."""
+        if node is None:
+            return []
+        return self.call([], lambda: list(node.items()))
+
+    def check(self) -> None:
+        """Raise the errors kept so far, sorted by document and line (nothing when none)."""
+        if not self.found:
+            return
+        unique = list({str(e): e for e in self.found}.values())
+        # a misspelled key (``num_gpu``: did you mean 'num_gpus'?) also leaves the key it meant
+        # missing; the one error says both, so the "is required" of that key is dropped
+        meant = {
+            _sibling(e.field, match[1])
+            for e in unique
+            if (match := re.search(r"unknown field; did you mean '([^']+)'", e.message))
+        }
+        unique = [e for e in unique if not (e.field in meant and "is required" in e.message)]
+        unique.sort(key=lambda e: (e.source, e.line))
+        raise unique[0] if len(unique) == 1 else MultiDocumentError(unique)
 
 
 _Base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built
@@ -102,6 +184,12 @@ class Located:
             yield self.children[index]
 
 
+def _sibling(path: str, key: str) -> str:
+    """The dotted path of ``key`` beside the field at ``path`` (``a[0].b``, ``c`` -> ``a[0].c``)."""
+    head, dot, _ = path.rpartition(".")
+    return f"{head}{dot}{key}"
+
+
 def _kind(value: object) -> str:
     if isinstance(value, Mapping):
         return "a mapping"
@@ -111,13 +199,15 @@ def _kind(value: object) -> str:
 
 
 def check_keys(node: Located, allowed: Sequence[str]) -> None:
-    """Raise a located error for the first key of ``node`` not in ``allowed`` (with a
-    did-you-mean hint)."""
+    """Raise a located error for every key of ``node`` not in ``allowed`` (each with a
+    did-you-mean hint; several as ``MultiDocumentError``)."""
+    errors = ErrorList()
     for key in node.mapping().value:
         if not isinstance(key, str) or key not in allowed:
             close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
-            raise node.error(f"unknown field; {hint}", str(key))
+            errors.found.append(node.error(f"unknown field; {hint}", str(key)))
+    errors.check()
 
 
 def _build(node: yaml.Node, loader: _Loader, source: str, path: str) -> Located:

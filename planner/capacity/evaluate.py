@@ -9,7 +9,13 @@ import numpy as np
 
 from planner.capacity.build import PredictionCache, build_workload
 from planner.capacity.fleet import Fleet
-from planner.capacity.montecarlo import Executor, draw_durations, draw_normals, simulate_workloads
+from planner.capacity.montecarlo import (
+    Draws,
+    Executor,
+    draw_durations,
+    draw_normals,
+    simulate_workloads,
+)
 from planner.capacity.plan import PlannedJob
 from planner.capacity.snapshot import QueueSnapshot
 from planner.capacity.stats import ScenarioResult, summarize
@@ -32,7 +38,7 @@ class Case:
 @dataclass
 class Evaluator:
     """Simulates cases with common random numbers: each job's normal draws are fixed by name
-    the first time it is seen, the interruption draws come from one seed."""
+    the first time it is seen, its interruption draws come from one seed and its name."""
 
     start_s: float
     samples: int
@@ -49,13 +55,13 @@ class Evaluator:
             case.fleet, case.planned, case.snapshot, start_s=self.start_s, cache=self.cache
         )
 
-    def _durations(self, w: Workload) -> FloatArray:
+    def _durations(self, w: Workload) -> Draws:
         z = draw_normals(w.job_names, self.samples, self.rng, self.normals)
         for j, name in enumerate(w.job_names):
             self.normals.setdefault(name, z[:, j])
         if self.failure_seed is None:
             self.failure_seed = int(self.rng.integers(2**62))
-        return draw_durations(w, z, np.random.default_rng(self.failure_seed))
+        return draw_durations(w, z, self.rng, self.failure_seed)
 
     def evaluate(self, cases: Sequence[Case]) -> list[ScenarioResult]:
         """Simulate every case (one executor submission) and summarise each."""

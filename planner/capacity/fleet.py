@@ -6,11 +6,12 @@ parses a fleet document into a ``Fleet``; every error names the file, line and f
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from planner.capacity.documents import Located, check_keys, load_document
+from planner.capacity.documents import ErrorList, Located, check_keys, load_document
 from planner.capacity.fields import (
     optional,
     read_int,
@@ -67,13 +68,20 @@ class Pool:
     ``changes`` capacity added or removed later, in date order; ``partitions`` the Slurm
     partitions / Kueue flavors whose jobs run here (default: the pool's name);
     ``default_time_limit_s`` the limit of jobs that ask for none (Slurm's partition
-    ``DefaultTime``; None: unlimited); ``cost_per_gpu_hour`` in the fleet's currency.
+    ``DefaultTime``; None: unlimited); ``cost_per_gpu_hour`` in the fleet's currency, paid
+    for every GPU-hour of capacity (reserved, the default: owned or committed GPUs cost the
+    same used or idle) or, with ``on_demand``, only for the GPU-hours jobs use. ``cluster``
+    and ``scheduler`` name the cluster the pool belongs to and its scheduler (None: the
+    fleet's ``scheduler``), for fleets of several clusters.
     """
 
     name: str
     gpu: str
     num_gpus: int
     cost_per_gpu_hour: float | None = None
+    on_demand: bool = False
+    cluster: str = ""
+    scheduler: SchedulerKind | None = None
     partitions: tuple[str, ...] = ()
     changes: tuple[CapacityChange, ...] = ()
     default_time_limit_s: float | None = None
@@ -124,7 +132,9 @@ class ClusterQueue:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fleet:
-    """Pools, scheduler, interruption model and review horizon of one cluster (or several).
+    """Pools, scheduler, interruption model and review horizon of one cluster (or several:
+    each pool then names its ``cluster`` and that cluster's ``scheduler``, and ``scheduler``
+    is the first cluster's).
 
     ``start_s`` (epoch seconds) is the review's default start, ``horizon_s`` its length.
     """
@@ -144,6 +154,15 @@ class Fleet:
         if len(set(names)) != len(names):
             raise SpecError("pools", f"pool names must be unique, got {names}")
 
+    def scheduler_of(self, pool: Pool) -> SchedulerKind:
+        """The scheduler that starts the jobs of ``pool``: its cluster's, else the fleet's."""
+        return pool.scheduler if pool.scheduler is not None else self.scheduler
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        """Cluster names in file order ("" for pools outside ``clusters``)."""
+        return tuple(dict.fromkeys(p.cluster for p in self.pools))
+
     def pool(self, name: str) -> Pool:
         """The pool called ``name`` (``SpecError`` with the known names otherwise)."""
         for pool in self.pools:
@@ -159,10 +178,12 @@ class Fleet:
 
 _FLEET_KEYS = (
     "name", "scheduler", "start", "horizon_days", "interruptions_per_gpu_hour",
-    "restart_overhead_minutes", "pools", "queues",
+    "restart_overhead_minutes", "pools", "queues", "clusters",
 )  # fmt: skip
+_CLUSTER_KEYS = ("name", "scheduler", "pools", "queues")
 _POOL_KEYS = (
-    "name", "gpu", "num_gpus", "cost_per_gpu_hour", "partitions", "changes", "default_time_limit",
+    "name", "gpu", "num_gpus", "cost_per_gpu_hour", "billing", "partitions", "changes",
+    "default_time_limit",
 )  # fmt: skip
 _CHANGE_KEYS = ("date", "gpus")
 _QUEUE_KEYS = (
@@ -176,22 +197,12 @@ def _names(node: Located, what: str) -> tuple[str, ...]:
     return tuple(read_name(item, what) for item in node.items())
 
 
-def _parse_pool(node: Located, start_s: float | None) -> Pool:
-    check_keys(node, _POOL_KEYS)
-    name = read_name(require(node, "name", "give the pool a name"), "a pool name")
-    gpu_node = require(node, "gpu", "a GPU catalog key such as h100-sxm")
-    try:
-        gpu = get_gpu(str(gpu_node.value), field="gpu").key
-    except SpecError as exc:
-        raise gpu_node.error(exc.message) from None
-    num_gpus = read_int(require(node, "num_gpus", "the GPUs in the pool"), minimum=0)
-    cost = optional(node, "cost_per_gpu_hour")
-    partitions = optional(node, "partitions")
-    limit = optional(node, "default_time_limit")
+def _parse_changes(
+    node: Located | None, num_gpus: int, start_s: float | None
+) -> list[CapacityChange]:
     changes: list[CapacityChange] = []
     current = num_gpus
-    changes_node = optional(node, "changes")
-    for item in changes_node.items() if changes_node else ():
+    for item in node.items() if node else ():
         check_keys(item, _CHANGE_KEYS)
         at_s = read_timestamp_s(require(item, "date", "the date the change takes effect"), start_s)
         delta_node = require(item, "gpus", "GPUs added (negative: removed)")
@@ -202,15 +213,61 @@ def _parse_pool(node: Located, start_s: float | None) -> Pool:
         if current < 0:
             raise delta_node.error(f"removes more GPUs than the pool has then ({current - delta})")
         changes.append(CapacityChange(at_s=at_s, delta_gpus=delta))
+    return changes
+
+
+def _read_gpu(node: Located) -> str:
+    try:
+        return get_gpu(str(node.value), field="gpu").key
+    except SpecError as exc:
+        raise node.error(exc.message) from None
+
+
+def _parse_pool(node: Located, start_s: float | None) -> Pool:
+    errors = ErrorList()
+    errors.take(lambda: check_keys(node, _POOL_KEYS), None)
+    name = errors.take(
+        lambda: read_name(require(node, "name", "give the pool a name"), "a pool name"), ""
+    )
+    gpu = errors.take(
+        lambda: _read_gpu(require(node, "gpu", "a GPU catalog key such as h100-sxm")), ""
+    )
+    num_gpus = errors.take(
+        lambda: read_int(require(node, "num_gpus", "the GPUs in the pool"), minimum=0), 0
+    )
+    cost = optional(node, "cost_per_gpu_hour")
+    cost_value = errors.take(lambda: read_number(cost, positive=False) if cost else None, None)
+    billing = optional(node, "billing")
+    on_demand = errors.take(lambda: _read_billing(billing), False)
+    partitions = optional(node, "partitions")
+    own: tuple[str, ...] = (name,)
+    names = errors.take(lambda: _names(partitions, "a partition name") if partitions else own, own)
+    limit = optional(node, "default_time_limit")
+    limit_s = errors.take(lambda: read_time_limit_s(limit) if limit else None, None)
+    changes = errors.call([], _parse_changes, optional(node, "changes"), num_gpus, start_s)
+    errors.check()
     return Pool(
         name=name,
         gpu=gpu,
         num_gpus=num_gpus,
-        cost_per_gpu_hour=read_number(cost, positive=False) if cost else None,
-        partitions=_names(partitions, "a partition name") if partitions else (name,),
+        cost_per_gpu_hour=cost_value,
+        on_demand=on_demand,
+        partitions=names,
         changes=tuple(changes),
-        default_time_limit_s=read_time_limit_s(limit) if limit else None,
+        default_time_limit_s=limit_s,
     )
+
+
+def _read_billing(node: Located | None) -> bool:
+    """True for ``billing: on_demand`` (paid per GPU-hour used), False for ``reserved``."""
+    if node is None:
+        return False
+    if node.value not in ("reserved", "on_demand"):
+        raise node.error(
+            f"must be reserved (paid whether used or not) or on_demand (paid per GPU-hour "
+            f"used), got {node.value!r}"
+        )
+    return bool(node.value == "on_demand")
 
 
 def _quota(node: Located | None, pools: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
@@ -245,6 +302,79 @@ def _parse_queue(node: Located, pools: tuple[str, ...]) -> ClusterQueue:
     )
 
 
+def _parse_pools_and_queues(
+    errors: ErrorList,
+    node: Located,
+    *,
+    pools_node: Located | None,
+    queues_node: Located | None,
+    anchor: float | None,
+    scheduler: SchedulerKind,
+    cluster: str = "",
+    taken: set[str] | None = None,
+) -> tuple[list[Pool], list[ClusterQueue]]:
+    """The pools and ClusterQueues of a fleet (or of one of its clusters), errors kept."""
+    pools: list[Pool] = []
+    seen = taken if taken is not None else set()
+    for item in errors.items(pools_node):
+        pool = errors.call(None, _parse_pool, item, anchor)
+        if pool is None:
+            continue
+        if pool.name in seen:
+            errors.found.append(item.error("duplicate pool name; rename one", "name"))
+        seen.add(pool.name)
+        if cluster:
+            pool = dataclasses.replace(pool, cluster=cluster, scheduler=scheduler)
+        pools.append(pool)
+    names = tuple(p.name for p in pools)
+    queues: list[ClusterQueue] = []
+    for item in errors.items(queues_node):
+        queue = errors.call(None, _parse_queue, item, names)
+        if queue is not None:
+            queues.append(queue)
+    if scheduler is SchedulerKind.KUEUE and not queues and queues_node is None:
+        errors.found.append(
+            node.error("scheduler kueue needs queues (ClusterQueues with nominal_gpus)", "queues")
+        )
+    return pools, queues
+
+
+def _parse_cluster(
+    node: Located, anchor: float | None, taken: set[str]
+) -> tuple[list[Pool], list[ClusterQueue]]:
+    """One cluster of a fleet: its scheduler, pools and (Kueue) ClusterQueues, whose quotas
+    name pools of the same cluster."""
+    errors = ErrorList()
+    errors.take(lambda: check_keys(node, _CLUSTER_KEYS), None)
+    name = errors.take(
+        lambda: read_name(require(node, "name", "name the cluster"), "a cluster name"), "cluster"
+    )
+    scheduler = errors.take(
+        lambda: _scheduler(require(node, "scheduler", "slurm or kueue")), SchedulerKind.SLURM
+    )
+    pools_node = errors.take(
+        lambda: require(node, "pools", "list the cluster's GPU pools (name, gpu, num_gpus)"), None
+    )
+    result = _parse_pools_and_queues(
+        errors, node, pools_node=pools_node, queues_node=optional(node, "queues"),
+        anchor=anchor, scheduler=scheduler, cluster=name, taken=taken,
+    )  # fmt: skip
+    if scheduler is SchedulerKind.SLURM and optional(node, "queues") is not None:
+        errors.found.append(
+            node.error("ClusterQueues belong to a kueue cluster; use Slurm partitions", "queues")
+        )
+    errors.check()
+    return result
+
+
+def _scheduler(kind: Located | None) -> SchedulerKind:
+    if kind is None:
+        return SchedulerKind.SLURM
+    if kind.value not in tuple(SchedulerKind):
+        raise kind.error(f"must be slurm or kueue, got {kind.value!r}")
+    return SchedulerKind(kind.value)
+
+
 def fleet_start_s(root: Located) -> float | None:
     """The ``start`` of a fleet document (epoch seconds; None when it has none). It must be
     absolute: it anchors the relative dates (``+19d``) of the fleet, plan and what-ifs."""
@@ -258,47 +388,72 @@ def parse_fleet(root: Located, *, start_s: float | None = None) -> Fleet:
 
     Raises ``DocumentError`` (``file:line: field: what is wrong and the fix``).
     """
-    check_keys(root, _FLEET_KEYS)
-    own_start = fleet_start_s(root)
+    errors = ErrorList()
+    errors.take(lambda: check_keys(root, _FLEET_KEYS), None)
+    own_start = errors.take(lambda: fleet_start_s(root), None)
     anchor = start_s if start_s is not None else own_start
-    scheduler = SchedulerKind.SLURM
-    if (kind := optional(root, "scheduler")) is not None:
-        if kind.value not in tuple(SchedulerKind):
-            raise kind.error(f"must be slurm or kueue, got {kind.value!r}")
-        scheduler = SchedulerKind(kind.value)
-    pools_node = require(root, "pools", "list the GPU pools (name, gpu, num_gpus)")
-    pools = tuple(_parse_pool(item, anchor) for item in pools_node.items())
-    names = [p.name for p in pools]
-    for index, pool in enumerate(pools):
-        if names.index(pool.name) != index:
-            raise pools_node.children[index].error("duplicate pool name; rename one", "name")
-    queues: tuple[ClusterQueue, ...] = ()
-    queues_node = optional(root, "queues")
-    if queues_node is not None:
-        queues = tuple(_parse_queue(item, tuple(names)) for item in queues_node.items())
-    if scheduler is SchedulerKind.KUEUE and not queues:
-        raise root.error("scheduler kueue needs queues (ClusterQueues with nominal_gpus)", "queues")
+    scheduler = errors.take(lambda: _scheduler(optional(root, "scheduler")), SchedulerKind.SLURM)
+    pools: list[Pool] = []
+    queues: list[ClusterQueue] = []
+    clusters_node = optional(root, "clusters")
+    if clusters_node is not None:
+        for key in ("pools", "queues", "scheduler"):
+            if optional(root, key) is not None:
+                errors.found.append(
+                    root.error(
+                        "give it per cluster (clusters[].pools, .queues, .scheduler) in a fleet "
+                        "of clusters",
+                        key,
+                    )
+                )
+        names_seen: set[str] = set()
+        for item in errors.items(clusters_node):
+            cluster = errors.call(None, _parse_cluster, item, anchor, names_seen)
+            if cluster is not None:
+                pools += cluster[0]
+                queues += cluster[1]
+        if pools and pools[0].scheduler is not None:
+            scheduler = pools[0].scheduler
+    else:
+        pools_node = errors.take(
+            lambda: require(root, "pools", "list the GPU pools (name, gpu, num_gpus)"), None
+        )
+        pools, queues = _parse_pools_and_queues(
+            errors, root, pools_node=pools_node, queues_node=optional(root, "queues"),
+            anchor=anchor, scheduler=scheduler,
+        )  # fmt: skip
     horizon = optional(root, "horizon_days")
     rate = optional(root, "interruptions_per_gpu_hour")
     overhead = optional(root, "restart_overhead_minutes")
     name = optional(root, "name")
-    horizon_s = read_number(horizon) * 86400.0 if horizon else DEFAULT_HORIZON_S
+    horizon_s = errors.take(
+        lambda: read_number(horizon) * 86400.0 if horizon else DEFAULT_HORIZON_S,
+        DEFAULT_HORIZON_S,
+    )
     if not math.isfinite(horizon_s):
-        raise root.error("must be finite: the review's length in days", "horizon_days")
+        errors.found.append(
+            root.error("must be finite: the review's length in days", "horizon_days")
+        )
+    rate_value = errors.take(
+        lambda: read_number(rate, positive=False) if rate else LLAMA3_INTERRUPTIONS_PER_GPU_HOUR,
+        0.0,
+    )
+    overhead_s = errors.take(
+        lambda: (
+            read_number(overhead, positive=False) * 60.0 if overhead else DEFAULT_RESTART_OVERHEAD_S
+        ),
+        0.0,
+    )
+    errors.check()
+    if not pools:
+        raise root.error("the fleet needs at least one pool", "pools")
     return Fleet(
         name=str(name.value) if name else "",
         scheduler=scheduler,
-        pools=pools,
-        queues=queues,
+        pools=tuple(pools),
+        queues=tuple(queues),
         interruptions=InterruptionModel(
-            rate_per_gpu_hour=(
-                read_number(rate, positive=False) if rate else LLAMA3_INTERRUPTIONS_PER_GPU_HOUR
-            ),
-            restart_overhead_s=(
-                read_number(overhead, positive=False) * 60.0
-                if overhead
-                else DEFAULT_RESTART_OVERHEAD_S
-            ),
+            rate_per_gpu_hour=rate_value, restart_overhead_s=overhead_s
         ),
         horizon_s=horizon_s,
         start_s=own_start,

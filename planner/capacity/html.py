@@ -25,7 +25,9 @@ from planner.capacity.tables import (
     Table,
     comparison_table,
     format_time,
+    not_capacity_table,
     notes,
+    queue_table,
     risk_table,
     sizing_table,
     team_table,
@@ -96,17 +98,10 @@ def _table(table: Table, classes: Sequence[str] = ()) -> str:
 
 
 def _risk_table(result: ScenarioResult) -> str:
-    table, jobs = risk_table(result)
-    if not jobs:
+    table, risk = risk_table(result)
+    if not risk:
         return "<p>No job has a deadline.</p>"
-    classes = [
-        "risk-high"
-        if (j.miss_probability or 0) > 0.5
-        else "risk-mid"
-        if (j.miss_probability or 0) > 0.1
-        else ""
-        for j in jobs
-    ]
+    classes = ["risk-high" if p > 0.5 else "risk-mid" if p > 0.1 else "" for p in risk]
     return _table(table, classes)
 
 
@@ -122,9 +117,15 @@ def review_html(review: Review) -> str:
     bundle, _ = plotly_assets()
     charts = [plotly_figure_html(fig, f"chart-{i}") for i, fig in enumerate(charts_figures)]
     sizing = ""
+    if review.not_capacity:
+        sizing += f"<h2>{len(review.not_capacity)} deadline(s) capacity cannot save</h2>"
+        sizing += _table(not_capacity_table(review))
     if review.sizing:
-        sizing = "<h2>Smallest addition meeting every deadline at p90</h2>"
+        sizing += "<h2>Smallest addition meeting every deadline at p90</h2>"
         sizing += _table(sizing_table(review))
+    queues = ""
+    if review.base.queues:
+        queues = "<h2>ClusterQueues (base)</h2>" + _table(queue_table(review.base))
     listed = "".join(f"<li>{html.escape(n)}</li>" for n in notes(review.base))
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Capacity review</title>",
@@ -133,6 +134,7 @@ def review_html(review: Review) -> str:
         "<h1>Capacity review</h1>",
         f"<p>From {format_time(review.start_s)} UTC over {review.horizon_s / 86400:.0f} days; "
         f"{review.num_samples} Monte Carlo samples per scenario.</p>",
+        f"<p class='note'>{html.escape(review.model_note)}</p>",
         "<h2>Scenarios</h2>",
         _table(comparison_table(review)),
         charts[0],
@@ -145,6 +147,7 @@ def review_html(review: Review) -> str:
         charts[3],
         "<h2>Teams (base)</h2>",
         _table(team_table(review.base)),
+        queues,
     ]
     for scenario, chart in zip(review.scenarios[1:], charts[4:], strict=True):
         parts += [f"<h2>Scenario {html.escape(scenario.name)}</h2>", _risk_table(scenario), chart]

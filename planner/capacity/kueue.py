@@ -70,10 +70,12 @@ class QuotaState:
 
 
 class KueueQueues:
-    """Static Kueue data of a workload: cohort totals and the global admission order."""
+    """Static Kueue data of a workload: cohort totals and the global admission order of the
+    pools Kueue starts (``pools``; default: all)."""
 
-    def __init__(self, w: Workload, order: IntArray) -> None:
+    def __init__(self, w: Workload, order: IntArray, pools: frozenset[int] | None = None) -> None:
         self.w = w
+        self.pools = pools if pools is not None else frozenset(range(w.num_pools))
         self.num_cohorts = int(w.queue_cohort.max()) + 1 if w.queue_cohort.size else 0
         self.cohort_nominal = np.zeros((self.num_cohorts, w.num_pools))
         for queue in range(len(w.queue_names)):
@@ -89,7 +91,11 @@ class KueueQueues:
         return QuotaState(self)
 
     def _pending(self, run: _Run) -> IntArray:
-        parts = [opts[pend] for opts, pend in zip(run.sim.pool_opts, run.pend, strict=True)]
+        parts = [
+            opts[pend]
+            for p, (opts, pend) in enumerate(zip(run.sim.pool_opts, run.pend, strict=True))
+            if p in self.pools
+        ]
         flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return flat[np.argsort(self.rank[flat], kind="stable")]
 
@@ -118,7 +124,7 @@ class KueueQueues:
                 for k in candidates.tolist():
                     j, p, g = int(w.opt_job[k]), int(w.opt_pool[k]), int(w.opt_gpus[k])
                     queue = int(w.job_queue[j])
-                    if run.option[j] >= 0 or heads.get(queue, j) != j:
+                    if run.active[j] or heads.get(queue, j) != j:
                         continue
                     if g <= run.cap[p] - run.used[p] and quota.fits(queue, p, g, borrow=borrow):
                         run._begin(k, t, reservation_end=t + float(w.opt_limit_s[k]))

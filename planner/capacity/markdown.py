@@ -8,8 +8,10 @@ from planner.capacity.tables import (
     Table,
     comparison_table,
     format_time,
+    not_capacity_table,
     notes,
     pool_week_table,
+    queue_table,
     risk_table,
     sizing_table,
     team_table,
@@ -18,12 +20,17 @@ from planner.capacity.tables import (
 __all__ = ["review_markdown"]
 
 
+def _cell(text: str) -> str:
+    """A table cell: ``|`` escaped and line breaks as spaces, so user text keeps the row."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
 def _render(table: Table) -> list[str]:
     header, rows = table
     if not rows:
         return ["(none)"]
     out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    return out + ["| " + " | ".join(r) + " |" for r in rows]
+    return out + ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
 
 
 def review_markdown(review: Review) -> str:
@@ -35,10 +42,16 @@ def review_markdown(review: Review) -> str:
         f"From {format_time(review.start_s)} UTC over {review.horizon_s / 86400:.0f} days; "
         f"{review.num_samples} Monte Carlo samples per scenario{seed}",
         "",
+        review.model_note,
+        "",
         "## Scenarios",
         "",
         *_render(comparison_table(review)),
     ]
+    if review.not_capacity:
+        count = len(review.not_capacity)
+        lines += ["", f"## {count} deadline(s) capacity cannot save", ""]
+        lines += _render(not_capacity_table(review))
     if review.sizing:
         lines += ["", "## Smallest addition meeting every deadline at p90", ""]
         lines += _render(sizing_table(review))
@@ -47,6 +60,8 @@ def review_markdown(review: Review) -> str:
         lines += _render(risk_table(result)[0])
     lines += ["", "## Pools per week (base)", "", *_render(pool_week_table(review.base))]
     lines += ["", "## Teams (base)", "", *_render(team_table(review.base))]
+    if review.base.queues:
+        lines += ["", "## ClusterQueues (base)", "", *_render(queue_table(review.base))]
     if notes(review.base):
         lines += ["", "## Notes", "", *(f"- {n}" for n in notes(review.base))]
     return "\n".join(lines) + "\n"

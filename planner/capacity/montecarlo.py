@@ -1,32 +1,36 @@
 """Monte Carlo over the jobs' runtimes: draw the samples, simulate them (locally or on Ray).
 
 Each sample draws one standard normal per job (shared by the job's options: the model's error
-is the job's, not the pool's), turns it into a log-normal work time per option, adds sampled
-interruptions (``runtime.sample_durations``) and runs the simulator. Samples are drawn up
+is the job's, not the pool's) and turns it into a log-normal work time per option; the job's
+interruptions are a Poisson process on its own GPU-second clock (rate
+``InterruptionModel.rate_per_gpu_hour / 3600`` per GPU-second), drawn up front per job from a
+seed and the job's name; the simulator stops, checkpoints and requeues the runs
+(``planner.capacity.simulate``). Samples are drawn up
 front in the calling process and cut into chunks, so the outcome is the same whatever runs the
 chunks (``LocalExecutor`` here, ``adapters.ray.RayExecutor`` past one machine: the same
 ``simulate_chunk`` function either way).
 
 What-if scenarios use common random numbers: a job keeps its normal draw (by name) and the
-interruption draws use the same seed, so differences between scenarios come from the changes,
-not from sampling noise.
+interruption draws come from the same seed and the job's name, so differences between
+scenarios come from the changes, not from sampling noise.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import numpy as np
 
-from planner.capacity.runtime import sample_durations
 from planner.capacity.simulate import SampleOutcome, Simulator, completion
 from planner.capacity.workload import BoolArray, FloatArray, IntArray, Workload
 from planner.search.budget import checkpoint
 
 __all__ = [
     "DEFAULT_CHUNK_SAMPLES",
+    "Draws",
     "Executor",
     "LocalExecutor",
     "Outcomes",
@@ -68,20 +72,39 @@ class LocalExecutor:
         """Nothing to release."""
 
 
+_SAMPLE_FIELDS = (
+    "start_s", "release_s", "option", "timed_out", "finished", "wait_s", "failures",
+    "limit_kills", "lost_gpu_s", "work_s",
+)  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class Outcomes:
-    """Simulated futures, arrays of shape ``(S, J)`` (samples x jobs), as ``SampleOutcome``
-    stacked: ``start_s``, ``release_s``, ``option``, ``timed_out``."""
+    """Simulated futures: the ``SampleOutcome`` arrays stacked, ``(S, J)`` (``delay_s``:
+    ``(S, 3, J)``), and every run of every sample as ``(N,)`` arrays (``run_sample``,
+    ``run_job``, ``run_option``, ``run_start_s``, ``run_end_s``)."""
 
     start_s: FloatArray
     release_s: FloatArray
     option: IntArray
     timed_out: BoolArray
+    finished: BoolArray
+    wait_s: FloatArray
+    failures: IntArray
+    limit_kills: IntArray
+    lost_gpu_s: FloatArray
+    work_s: FloatArray
+    delay_s: FloatArray
+    run_sample: IntArray
+    run_job: IntArray
+    run_option: IntArray
+    run_start_s: FloatArray
+    run_end_s: FloatArray
 
     @property
     def completion_s(self) -> FloatArray:
         """When each job completed, ``(S, J)``; inf when it did not (killed or never ran)."""
-        return completion(self.release_s, self.timed_out)
+        return completion(self.release_s, self.finished)
 
     @property
     def num_samples(self) -> int:
@@ -90,15 +113,65 @@ class Outcomes:
 
     @staticmethod
     def stack(parts: Sequence[SampleOutcome | Outcomes]) -> Outcomes:
-        """Samples (``SampleOutcome``, ``(J,)`` arrays) or chunks (``Outcomes``) joined along
-        the sample axis."""
-        join = np.stack if parts and isinstance(parts[0], SampleOutcome) else np.concatenate
+        """Samples (``SampleOutcome``) or chunks (``Outcomes``) joined along the sample
+        axis (run sample indices renumbered)."""
+        if parts and isinstance(parts[0], SampleOutcome):
+            samples = [p for p in parts if isinstance(p, SampleOutcome)]
+            arrays = {f: np.stack([getattr(p, f) for p in samples]) for f in _SAMPLE_FIELDS}
+            run_sample = np.concatenate(
+                [np.full(p.run_job.size, i, np.int64) for i, p in enumerate(samples)]
+                or [np.zeros(0, np.int64)]
+            )
+            return Outcomes(
+                **arrays,
+                delay_s=np.stack([p.delay_s for p in samples]),
+                run_sample=run_sample,
+                run_job=np.concatenate([p.run_job for p in samples]),
+                run_option=np.concatenate([p.run_option for p in samples]),
+                run_start_s=np.concatenate([p.run_start_s for p in samples]),
+                run_end_s=np.concatenate([p.run_end_s for p in samples]),
+            )
+        chunks = [p for p in parts if isinstance(p, Outcomes)]
+        offsets = np.cumsum([0] + [c.num_samples for c in chunks])
         return Outcomes(
-            join([p.start_s for p in parts]),
-            join([p.release_s for p in parts]),
-            join([p.option for p in parts]),
-            join([p.timed_out for p in parts]),
+            **{f: np.concatenate([getattr(c, f) for c in chunks]) for f in _SAMPLE_FIELDS},
+            delay_s=np.concatenate([c.delay_s for c in chunks]),
+            run_sample=np.concatenate(
+                [c.run_sample + o for c, o in zip(chunks, offsets[:-1], strict=True)]
+            ),
+            run_job=np.concatenate([c.run_job for c in chunks]),
+            run_option=np.concatenate([c.run_option for c in chunks]),
+            run_start_s=np.concatenate([c.run_start_s for c in chunks]),
+            run_end_s=np.concatenate([c.run_end_s for c in chunks]),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Draws:
+    """The random inputs of ``S`` samples of one scenario: ``work_s`` ``(S, K)`` (seconds of
+    training of each option), ``fail_counts`` ``(S, J)`` (interruptions drawn per job) and
+    ``fail_gpu_s`` (their times on each job's GPU-second clock, flat: sample by sample, job by
+    job, ascending)."""
+
+    work_s: FloatArray
+    fail_counts: IntArray
+    fail_gpu_s: FloatArray
+
+    @property
+    def num_samples(self) -> int:
+        """``S``."""
+        return int(self.work_s.shape[0])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``(S, K)``, the work times' shape."""
+        return tuple(self.work_s.shape)
+
+    def chunk(self, lo: int, hi: int) -> Draws:
+        """Samples ``lo`` to ``hi`` (exclusive)."""
+        per_sample = self.fail_counts.sum(axis=1)
+        a, b = int(per_sample[:lo].sum()), int(per_sample[:hi].sum())
+        return Draws(self.work_s[lo:hi], self.fail_counts[lo:hi], self.fail_gpu_s[a:b])
 
 
 def draw_normals(
@@ -117,42 +190,86 @@ def draw_normals(
     return out
 
 
-def draw_durations(w: Workload, normals: FloatArray, rng: np.random.Generator) -> FloatArray:
-    """Wall times ``(S, K)`` of every option in every sample: log-normal work from the job's
-    normal draw plus sampled interruptions."""
+def draw_failures(w: Workload, num_samples: int, seed: int) -> tuple[IntArray, FloatArray]:
+    """Interruption times of every job in every sample on the job's own GPU-second clock:
+    a Poisson process of rate ``rate_per_gpu_hour / 3600`` per GPU-second up to the
+    GPU-seconds its largest option could run in the horizon plus its longest plausible work
+    time (p99.9 of the log-normal), so none is missing while the job runs. Each job's draws
+    come from ``seed`` and its name (common random numbers across scenarios). Returns
+    ``(counts (S, J), times)`` with times flat by sample, job, ascending."""
+    rate = w.interruptions.rate_per_gpu_hour / 3600.0
+    num_jobs = w.num_jobs
+    counts = np.zeros((num_samples, num_jobs), np.int64)
+    if rate == 0 or num_jobs == 0:
+        return counts, np.zeros(0)
+    max_gpus = np.zeros(num_jobs)
+    np.maximum.at(max_gpus, w.opt_job, w.opt_gpus.astype(np.float64))
+    longest = np.zeros(num_jobs)
+    np.maximum.at(longest, w.opt_job, np.exp(w.opt_log_work_mu + 3.1 * w.opt_log_work_sigma))
+    span_gpu_s = max_gpus * (w.horizon_s + longest)
+    per_job: list[FloatArray] = []
+    for j, name in enumerate(w.job_names):
+        if j % 64 == 0:
+            checkpoint()  # a caller's budget or cancellation stops the draws of many jobs too
+        rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+        counts[:, j] = rng.poisson(rate * span_gpu_s[j], num_samples)
+        per_job.append(rng.random(int(counts[:, j].sum())) * span_gpu_s[j])
+    times = np.concatenate(per_job)
+    sample = np.concatenate(
+        [np.repeat(np.arange(num_samples), counts[:, j]) for j in range(num_jobs)]
+    )
+    job = np.repeat(np.arange(num_jobs), counts.sum(axis=0))
+    order = np.lexsort((times, job, sample))
+    return counts, times[order]
+
+
+def draw_durations(
+    w: Workload, normals: FloatArray, rng: np.random.Generator, failure_seed: int | None = None
+) -> Draws:
+    """The random inputs of ``S = len(normals)`` samples: log-normal work ``(S, K)`` from
+    each job's normal draw, and each job's interruptions (``draw_failures``, from
+    ``failure_seed``, else a seed drawn from ``rng``)."""
     work = np.exp(w.opt_log_work_mu + w.opt_log_work_sigma * normals[:, w.opt_job])
-    return sample_durations(work, w.opt_gpus, w.opt_checkpoint_s, w.interruptions, rng)
+    seed = failure_seed if failure_seed is not None else int(rng.integers(2**62))
+    counts, times = draw_failures(w, normals.shape[0], seed)
+    return Draws(work, counts, times)
 
 
-def simulate_chunk(workloads: Sequence[Workload], item: tuple[int, FloatArray]) -> Outcomes:
-    """Simulate the samples ``item = (scenario index, durations (s, K))`` of one scenario.
+def simulate_chunk(workloads: Sequence[Workload], item: tuple[int, Draws]) -> Outcomes:
+    """Simulate the samples ``item = (scenario index, draws of s samples)`` of one scenario.
 
     The task function of every executor (a module-level function, so Ray ships it by
     reference). Between samples it stops when the caller's budget says so
     (``planner.search.budget.checkpoint``: nothing outside a budget scope, e.g. on Ray)."""
-    index, durations = item
+    index, draws = item
     sim = Simulator(workloads[index])
     outcomes = []
-    for s in range(durations.shape[0]):
+    ends = np.cumsum(draws.fail_counts.sum(axis=1))
+    for s in range(draws.num_samples):
         checkpoint()
-        outcomes.append(sim.run(durations[s]))
+        lo = int(ends[s - 1]) if s else 0
+        outcomes.append(
+            sim.run(draws.work_s[s], draws.fail_counts[s], draws.fail_gpu_s[lo : int(ends[s])])
+        )
     return Outcomes.stack(outcomes)
 
 
 def simulate_workloads(
     workloads: Sequence[Workload],
-    durations: Sequence[FloatArray],
+    durations: Sequence[Draws],
     executor: Executor | None = None,
     chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
 ) -> list[Outcomes]:
-    """Simulate every scenario's samples (``durations[i]`` of shape ``(S_i, K_i)``), all
-    chunks of all scenarios submitted to ``executor`` at once; one ``Outcomes`` per scenario."""
+    """Simulate every scenario's samples (``durations[i]``: the draws of scenario ``i``),
+    all chunks of all scenarios submitted to ``executor`` at once; one ``Outcomes`` per
+    scenario."""
     runner = executor if executor is not None else LocalExecutor()
-    items: list[tuple[int, FloatArray]] = []
+    items: list[tuple[int, Draws]] = []
     owners: list[int] = []
+    step = max(chunk_samples, 1)
     for index, d in enumerate(durations):
-        for lo in range(0, d.shape[0], max(chunk_samples, 1)):
-            items.append((index, d[lo : lo + chunk_samples]))
+        for lo in range(0, d.num_samples, step):
+            items.append((index, d.chunk(lo, min(lo + step, d.num_samples))))
             owners.append(index)
     parts = runner.map(simulate_chunk, tuple(workloads), items)
     return [

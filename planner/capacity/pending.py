@@ -5,7 +5,10 @@ Slurm's ``StartTime`` of a pending job assumes every running job runs to its tim
 is a year away when a running job has none); the planner's estimate lets the running jobs end
 at their predicted runtimes and replays the scheduler (``planner.capacity.simulate``) on
 today's queue alone. ``fleet_from_nodes`` builds the pools from the scheduler's nodes when no
-fleet file is configured.
+fleet file is configured. Pools count GPUs only: when the scheduler reports what each job asks
+of and holds on each node (Slurm), the service places jobs on the nodes instead
+(``planner.capacity.placement``), as a job that needs whole nodes waits for a CPU-only job on
+one of them.
 """
 
 from __future__ import annotations

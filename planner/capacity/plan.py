@@ -9,13 +9,15 @@ Megatron-LM arguments (``planner.scenario.scenario_document_from_megatron_args``
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from planner.capacity.documents import Located, check_keys, load_document
+from planner.capacity.documents import ErrorList, Located, check_keys, load_document
 from planner.capacity.fields import (
     optional,
+    read_bool,
     read_int,
     read_name,
     read_number,
@@ -49,6 +51,15 @@ class PlannedJob:
     ``gpu`` is a catalog key or None (any type); ``num_gpus`` None means "recommend".
     Times are epoch seconds; ``priority``: higher starts first; ``time_limit_s`` what the user
     asks the scheduler for (None: the pool default, else unlimited).
+    ``checkpoint_interval_s``: seconds between checkpoints (``checkpoint_interval_given``
+    False: the documented default, ``runtime.DEFAULT_CHECKPOINT_INTERVAL_S``), unless
+    ``checkpoint_interval_iters`` (Megatron-LM's ``--save-interval`` in the job's
+    ``megatron_args``) gives it in iterations, which the workload turns into seconds at the
+    predicted step time. ``layout_best``:
+    the plan lets the planner pick another layout (``layout: best``) when a what-if moves the
+    job where its own does not tile. ``requeue``: a run stopped by its time limit or a failure
+    goes back to the queue and resumes from its last checkpoint (Slurm ``--requeue``, Kueue
+    re-admission); False: a time-limit kill ends the job unfinished.
     """
 
     name: str
@@ -64,18 +75,26 @@ class PlannedJob:
     queue: str = ""
     time_limit_s: float | None = None
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
+    checkpoint_interval_given: bool = False
+    checkpoint_interval_iters: int | None = None
     runtime_log_sd: float = DEFAULT_RUNTIME_LOG_SD
+    layout_best: bool = False
+    requeue: bool = True
 
 
 _JOB_KEYS = (
     "name", "scenario", "megatron_args", "total_tokens", "train_iters", "earliest_start",
     "deadline", "priority", "team", "queue", "gpu", "pool", "num_gpus", "time_limit",
-    "checkpoint_interval_minutes", "runtime_log_sd",
+    "checkpoint_interval_minutes", "runtime_log_sd", "layout", "requeue",
 )  # fmt: skip
 _DEFAULT_KEYS = (
     "priority", "team", "queue", "time_limit", "checkpoint_interval_minutes", "runtime_log_sd",
-    "earliest_start",
+    "earliest_start", "layout", "requeue",
 )  # fmt: skip
+
+
+_SAVE_INTERVAL = re.compile(r"--save[-_]interval[=\s]+(\d+)")
+"""Megatron-LM's checkpoint interval in iterations (``--save-interval 500``)."""
 
 
 def _locate(node: Located, dotted: str) -> Located:
@@ -161,14 +180,10 @@ def _num_gpus(job: Located, doc: Mapping[str, Any]) -> int | None:
     )
 
 
-def _parse_job(
-    job: Located, defaults: Located | None, fleet: Fleet, start_s: float | None
-) -> PlannedJob:
-    check_keys(job, _JOB_KEYS)
-    name_node = optional(job, "name")
-    if name_node is None:
-        raise job.error("is required; give every job a unique name", "name")
-    name = read_name(name_node, "a job name")
+def _model(
+    job: Located, name: str, fleet: Fleet
+) -> tuple[Scenario, dict[str, Any], str | None, str | None, int | None]:
+    """(scenario, document, gpu key or None, pool or None, num_gpus or None) of a job."""
     doc, doc_node = _scenario_document(job, name)
     gpu, pool = _gpu(job, doc, fleet)
     num_gpus = _num_gpus(job, doc)
@@ -203,6 +218,32 @@ def _parse_job(
         raise where.error(
             f"{exc.field}: {exc.message}" if where is doc_node else exc.message
         ) from None
+    return scenario, doc, gpu, pool, num_gpus
+
+
+def _read_layout(node: Located | None) -> bool:
+    """True for ``layout: best`` (the planner may pick another layout), False for ``fixed``."""
+    if node is None:
+        return False
+    if node.value not in ("best", "fixed"):
+        raise node.error(
+            "must be fixed (run the layout given) or best (the planner may pick the fastest "
+            f"valid layout when a what-if moves the job), got {node.value!r}"
+        )
+    return bool(node.value == "best")
+
+
+def _parse_job(
+    job: Located, defaults: Located | None, fleet: Fleet, start_s: float | None
+) -> PlannedJob:
+    """One job; every bad field of it reported together (``MultiDocumentError``)."""
+    errors = ErrorList()
+    errors.take(lambda: check_keys(job, _JOB_KEYS), None)
+    name_node = optional(job, "name")
+    if name_node is None:
+        errors.found.append(job.error("is required; give every job a unique name", "name"))
+    name = errors.take(lambda: read_name(name_node, "a job name") if name_node else "", "")
+    model = errors.take(lambda: _model(job, name or "job", fleet), None)
 
     def pick(key: str) -> Located | None:
         found = optional(job, key)
@@ -212,22 +253,51 @@ def _parse_job(
 
     earliest = pick("earliest_start")
     deadline_node = optional(job, "deadline")
-    earliest_s = read_timestamp_s(earliest, start_s) if earliest else None
-    deadline_s = read_timestamp_s(deadline_node, start_s) if deadline_node else None
+    earliest_s = errors.take(
+        lambda: read_timestamp_s(earliest, start_s) if earliest else None, None
+    )
+    deadline_s = errors.take(
+        lambda: read_timestamp_s(deadline_node, start_s) if deadline_node else None, None
+    )
     if (
         deadline_node is not None
         and earliest_s is not None
         and deadline_s is not None
         and deadline_s <= earliest_s
     ):
-        raise deadline_node.error("is not after earliest_start; move the deadline or the start")
+        errors.found.append(
+            deadline_node.error("is not after earliest_start; move the deadline or the start")
+        )
     priority, team, queue = pick("priority"), pick("team"), pick("queue")
     limit, ckpt, log_sd = (
         pick("time_limit"),
         pick("checkpoint_interval_minutes"),
         pick("runtime_log_sd"),
     )
-    queue_name = read_name(queue, "a queue name") if queue else ""
+    queue_name = errors.take(lambda: read_name(queue, "a queue name") if queue else "", "")
+    priority_value = errors.take(
+        lambda: read_number(priority, positive=False) if priority else 0.0, 0.0
+    )
+    team_name = errors.take(
+        lambda: read_name(team, "a team name") if team else (queue_name or "default"), "default"
+    )
+    limit_s = errors.take(lambda: read_time_limit_s(limit) if limit else None, None)
+    ckpt_s = errors.take(
+        lambda: read_number(ckpt) * 60.0 if ckpt else DEFAULT_CHECKPOINT_INTERVAL_S,
+        DEFAULT_CHECKPOINT_INTERVAL_S,
+    )
+    log_sd_value = errors.take(
+        lambda: read_number(log_sd, positive=False) if log_sd else DEFAULT_RUNTIME_LOG_SD,
+        DEFAULT_RUNTIME_LOG_SD,
+    )
+    best = errors.take(lambda: _read_layout(pick("layout")), False)
+    args = optional(job, "megatron_args")
+    save = _SAVE_INTERVAL.search(args.value) if args and isinstance(args.value, str) else None
+    requeue_node = pick("requeue")
+    requeue = errors.take(lambda: read_bool(requeue_node) if requeue_node else True, True)
+    errors.check()
+    assert model is not None
+    scenario, doc, gpu, pool, num_gpus = model
     return PlannedJob(
         name=name,
         scenario=scenario,
@@ -237,12 +307,18 @@ def _parse_job(
         num_gpus=num_gpus,
         earliest_start_s=earliest_s,
         deadline_s=deadline_s,
-        priority=read_number(priority, positive=False) if priority else 0.0,
-        team=read_name(team, "a team name") if team else (queue_name or "default"),
+        priority=priority_value,
+        team=team_name,
         queue=queue_name,
-        time_limit_s=read_time_limit_s(limit) if limit else None,
-        checkpoint_interval_s=(read_number(ckpt) * 60.0 if ckpt else DEFAULT_CHECKPOINT_INTERVAL_S),
-        runtime_log_sd=read_number(log_sd, positive=False) if log_sd else DEFAULT_RUNTIME_LOG_SD,
+        time_limit_s=limit_s,
+        checkpoint_interval_s=ckpt_s,
+        checkpoint_interval_given=ckpt is not None or save is not None,
+        checkpoint_interval_iters=(
+            int(save[1]) if save and optional(job, "checkpoint_interval_minutes") is None else None
+        ),
+        runtime_log_sd=log_sd_value,
+        layout_best=best,
+        requeue=requeue,
     )
 
 
@@ -256,21 +332,27 @@ def parse_plan(
     (``file:line: field: what is wrong and the fix``).
     """
     anchor = start_s if start_s is not None else fleet.start_s
-    check_keys(root, ("defaults", "jobs"))
+    errors = ErrorList()
+    errors.take(lambda: check_keys(root, ("defaults", "jobs")), None)
     defaults = optional(root, "defaults")
     if defaults is not None:
-        check_keys(defaults, _DEFAULT_KEYS)
+        errors.take(lambda: check_keys(defaults, _DEFAULT_KEYS), None)
     jobs_node = root.mapping().get("jobs")
     if jobs_node is None:
-        raise root.error("is required; list the planned jobs", "jobs")
+        errors.found.append(root.error("is required; list the planned jobs", "jobs"))
     jobs: list[PlannedJob] = []
     seen: set[str] = set()
-    for item in jobs_node.items():
-        job = _parse_job(item, defaults, fleet, anchor)
+    for item in errors.items(jobs_node):
+        job = errors.call(None, _parse_job, item, defaults, fleet, anchor)
+        if job is None:
+            continue
         if job.name in seen:
-            raise item.error(f"duplicate job name {job.name!r}; names must be unique", "name")
+            errors.found.append(
+                item.error(f"duplicate job name {job.name!r}; names must be unique", "name")
+            )
         seen.add(job.name)
         jobs.append(job)
+    errors.check()
     return tuple(jobs)
 
 

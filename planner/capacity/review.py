@@ -8,6 +8,7 @@ submitted to one executor (local loop, or Ray past one machine).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,12 @@ from planner.capacity.evaluate import Case, Evaluator
 from planner.capacity.fleet import Fleet
 from planner.capacity.montecarlo import Executor
 from planner.capacity.plan import PlannedJob
-from planner.capacity.sizing import Sizing, size_fleet
+from planner.capacity.runtime import (
+    DEFAULT_CHECKPOINT_INTERVAL_S,
+    LLAMA3_INTERRUPTIONS_PER_GPU_HOUR,
+    InterruptionModel,
+)
+from planner.capacity.sizing import NotCapacity, Sizing, not_capacity, size_fleet
 from planner.capacity.snapshot import QueueSnapshot
 from planner.capacity.stats import ScenarioResult
 from planner.capacity.whatif import WhatIf, apply_what_if
@@ -34,7 +40,8 @@ DEFAULT_SAMPLES = 200
 @dataclass(frozen=True, slots=True)
 class Review:
     """The base scenario and the what-ifs (``scenarios[0]`` is the base), and the sizing
-    answers (one ``Sizing`` per GPU type) when asked for."""
+    answers (one ``Sizing`` per GPU type) when asked for, with the base's missed deadlines
+    that no capacity saves (``not_capacity``)."""
 
     start_s: float
     horizon_s: float
@@ -43,6 +50,28 @@ class Review:
     scenarios: tuple[ScenarioResult, ...]
     descriptions: tuple[str, ...]
     sizing: tuple[Sizing, ...] = ()
+    not_capacity: tuple[NotCapacity, ...] = ()
+    model_note: str = ""
+
+    def not_comparable(self, index: int) -> str:
+        """Why scenario ``index`` cannot be compared with the base ("" when it can): the jobs
+        it leaves out that the base runs (its totals would lack their GPU-hours, cost and
+        misses), each with its reason and the fix."""
+        if index == 0:
+            return ""
+        base = {name for name, _ in self.base.excluded}
+        dropped = [
+            f"{name} cannot run here ({reason})"
+            for name, reason in self.scenarios[index].excluded
+            if name not in base
+        ]
+        if not dropped:
+            return ""
+        return (
+            "not comparable until fixed: "
+            + "; ".join(dropped)
+            + ". Fix the what-if, or let the plan pick a layout (layout: best)"
+        )
 
     @property
     def base(self) -> ScenarioResult:
@@ -50,12 +79,18 @@ class Review:
         return self.scenarios[0]
 
     def comparison(self) -> list[dict[str, Any]]:
-        """One row per scenario: its summary plus utilisation and cost totals."""
+        """One row per scenario: its summary, utilisation, GPU-hours used and lost, goodput,
+        the fleet's cost (reserved capacity whether used or not, on-demand pools as used), the
+        jobs' chargeback cost, and whether it can be compared with the base (``comparable``,
+        ``not_comparable``: why not)."""
         rows = []
-        for scenario, description in zip(self.scenarios, self.descriptions, strict=True):
+        for index, (scenario, description) in enumerate(
+            zip(self.scenarios, self.descriptions, strict=True)
+        ):
             cap = sum(p.capacity_gpu_hours for p in scenario.pool_weeks)
             busy = sum(p.busy_gpu_hours[1] for p in scenario.pool_weeks)
             costs = [t.cost_mean for t in scenario.teams]
+            why = self.not_comparable(index)
             rows.append(
                 {
                     "scenario": scenario.name,
@@ -63,7 +98,14 @@ class Review:
                     **scenario.summary(),
                     "utilisation": busy / cap if cap else 0.0,
                     "gpu_hours": sum(t.gpu_hours_mean for t in scenario.teams),
-                    "cost": None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
+                    "lost_gpu_hours": scenario.lost_gpu_hours_mean,
+                    "goodput": scenario.goodput,
+                    "cost": scenario.fleet_cost_mean,
+                    "usage_cost": (
+                        None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+                    ),
+                    "comparable": not why,
+                    "not_comparable": why,
                 }
             )
         return rows
@@ -78,6 +120,8 @@ class Review:
             "comparison": self.comparison(),
             "scenarios": [s.to_dict() for s in self.scenarios],
             "sizing": [s.to_dict() for s in self.sizing],
+            "not_capacity": [n.to_dict() for n in self.not_capacity],
+            "model_note": self.model_note,
         }
 
 
@@ -113,6 +157,7 @@ def run_review(
         )
     results = evaluator.evaluate(cases)
     answers: tuple[Sizing, ...] = ()
+    unsaved = not_capacity(results[0])
     if sizing:
         small = Evaluator(
             start_s=start_s,
@@ -121,7 +166,7 @@ def run_review(
             executor=executor,
             cache=evaluator.cache,
         )
-        answers = tuple(size_fleet(small, cases[0]))
+        answers = tuple(size_fleet(small, cases[0], frozenset(n.job for n in unsaved)))
     return Review(
         start_s=start_s,
         horizon_s=fleet.horizon_s,
@@ -130,6 +175,25 @@ def run_review(
         scenarios=tuple(results),
         descriptions=("as planned", *(w.description or _describe(w) for w in what_ifs)),
         sizing=answers,
+        not_capacity=unsaved,
+        model_note=model_note(fleet.interruptions),
+    )
+
+
+def model_note(model: InterruptionModel) -> str:
+    """The failure and restart model of a review in one sentence, with its source."""
+    rate = model.rate_per_gpu_hour
+    source = (
+        "Llama 3, arXiv 2407.21783 sec. 3.3.4: 419 unexpected interruptions in 54 days on "
+        "16,384 H100, 419 / (54 x 24 x 16,384 GPU-hours)"
+        if math.isclose(rate, LLAMA3_INTERRUPTIONS_PER_GPU_HOUR, rel_tol=1e-2)
+        else "the fleet's interruptions_per_gpu_hour"
+    )
+    return (
+        f"Failures: {rate:.3g} interruptions per GPU-hour ({source}); restart overhead "
+        f"{model.restart_overhead_s / 60:.0f} min. A run stopped by a failure or its time limit "
+        "requeues and resumes from its last checkpoint (default interval "
+        f"{DEFAULT_CHECKPOINT_INTERVAL_S / 60:.0f} min when the plan gives none)."
     )
 
 

@@ -20,56 +20,86 @@ hold a reservation in several pools. Pools are visited fastest GPU first (dense 
 then fleet order), so such a job starts on the fastest GPU type that takes it at that moment.
 
 **Kueue** (ClusterQueue quota with cohort borrowing; kueue.sigs.k8s.io "Cluster Queue"): see
-``planner.capacity.kueue``.
+``planner.capacity.kueue``. A fleet of several clusters mixes both: each pool is started by its
+cluster's scheduler (``Workload.pool_kueue``), in the same event loop.
 
-A job that runs past its time limit is killed there (``timed_out``) and does not complete.
-Interruptions lengthen runs (``planner.capacity.runtime.sample_durations``), they do not
-requeue. Removing GPUs that are busy drains them: running jobs keep them until they end.
+**Checkpoints, failures and requeues** (``planner.capacity.runtime``): a run ends when its
+work is done, when its time limit is reached, or at the next unexpected interruption (a Poisson
+process in the job's own GPU-seconds, drawn up front: ``montecarlo.draw_durations``). A stopped
+run keeps the work up to its last checkpoint (``floor(useful / c) · c`` of the useful time of
+that run, ``c`` the job's checkpoint interval) and goes back to the queue with its priority
+(Slurm ``--requeue``, Kueue re-admission); the next run first pays the restart overhead ``R``
+(re-scheduling, process start, checkpoint load). A failure always requeues (Slurm's default
+``JobRequeue=1`` requeues the batch jobs of a failed node; Kueue re-admits an evicted
+workload); a time-limit kill requeues unless the job says ``requeue: false``, in which case it
+ends unfinished (``timed_out``), as does a job whose runs cannot save one checkpoint before
+their limit. A job stopped after the horizon is not requeued (it stays unfinished). Removing
+GPUs that are busy drains them: running jobs keep them until they end.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from planner.capacity.fleet import SchedulerKind
 from planner.capacity.kueue import KueueQueues
 from planner.capacity.workload import BoolArray, FloatArray, IntArray, Workload
 from planner.catalog import get_gpu
 from planner.search.budget import checkpoint
 from planner.specs.hardware import Precision
 
-__all__ = ["SampleOutcome", "Simulator", "completion"]
+__all__ = ["DONE", "FAILED", "LIMIT", "SampleOutcome", "Simulator", "completion"]
 
 _END, _CAPACITY, _ELIGIBLE = 0, 1, 2
+DONE, FAILED, LIMIT = 0, 1, 2
+"""How a run ends: its work done, an interruption, its time limit."""
 #: Event times of one sample between two budget checkpoints (``planner.search.budget``).
 EVENTS_PER_CHECKPOINT = 256
 
 
-def completion(release_s: FloatArray, timed_out: BoolArray) -> FloatArray:
-    """Completion times: the release time, inf where the time limit killed the job."""
-    return np.where(timed_out, np.inf, release_s)
+def completion(release_s: FloatArray, finished: BoolArray) -> FloatArray:
+    """Completion times: the release time where the job finished, inf elsewhere."""
+    return np.where(finished, release_s, np.inf)
 
 
 @dataclass(frozen=True, slots=True)
 class SampleOutcome:
-    """One simulated future, arrays of shape ``(J,)``: ``start_s`` (seconds from the review's
-    start, inf when the job never starts), ``release_s`` (when it gave its GPUs back: its end,
-    or its time limit when killed there; inf: never), ``option`` (the option it ran as, -1
-    none) and ``timed_out`` (killed at its time limit, so it never completed)."""
+    """One simulated future, arrays of shape ``(J,)`` (seconds from the review's start):
+
+    ``start_s`` first start (inf: never started), ``release_s`` when its last run gave its
+    GPUs back (inf: never), ``option`` the option of its last run (-1: none), ``timed_out``
+    (a time-limit kill ended it unfinished), ``finished`` (its work completed), ``wait_s``
+    total time queued (eligible to first start, plus every requeue's wait; inf: never
+    started), ``failures`` and ``limit_kills`` (runs stopped by each), ``lost_gpu_s``
+    (GPU-seconds of lost work and restart overhead), ``delay_s`` ``(3, J)``: the delay from
+    capacity (first wait), time-limit kills and failures (their lost wall time plus the
+    requeue waits after them), ``work_s`` the work time of its last option. Runs as
+    ``(N,)`` arrays: ``run_job``, ``run_option``, ``run_start_s``, ``run_end_s``."""
 
     start_s: FloatArray
     release_s: FloatArray
     option: IntArray
     timed_out: BoolArray
+    finished: BoolArray
+    wait_s: FloatArray
+    failures: IntArray
+    limit_kills: IntArray
+    lost_gpu_s: FloatArray
+    delay_s: FloatArray
+    work_s: FloatArray
+    run_job: IntArray
+    run_option: IntArray
+    run_start_s: FloatArray
+    run_end_s: FloatArray
 
     @property
     def completion_s(self) -> FloatArray:
-        """When each job completed (inf: never started, still running, or killed)."""
-        return completion(self.release_s, self.timed_out)
+        """When each job completed (inf: never started, unfinished, or killed)."""
+        return completion(self.release_s, self.finished)
 
 
 class Simulator:
@@ -99,32 +129,80 @@ class Simulator:
             for j in range(w.num_jobs)
             if not np.isfinite(w.job_start_s[j])
         )
+        self.kueue_pools = frozenset(w.kueue_pools)
         self.kueue: KueueQueues | None = None
-        if w.scheduler is SchedulerKind.KUEUE:
-            self.kueue = KueueQueues(w, order)
+        if self.kueue_pools:
+            self.kueue = KueueQueues(w, order, self.kueue_pools)
+        self.job_list: list[int] = w.opt_job.tolist()
+        self.pool_list: list[int] = w.opt_pool.tolist()
+        self.position_list: list[int] = self.position.tolist()
+        self.limit_list = w.opt_limit_s.tolist()
+        self.ckpt_list = w.opt_checkpoint_s.tolist()
+        self.gpus_list = w.opt_gpus.tolist()
+        self.eligible_list = w.job_eligible_s.tolist()
+        self.requeue = w.job_requeue.tolist() if w.job_requeue.size else [False] * w.num_jobs
+        self.restart_s = float(w.interruptions.restart_overhead_s)
 
-    def run(self, duration_s: FloatArray) -> SampleOutcome:
-        """Simulate one future where option ``k`` runs ``duration_s[k]`` seconds of wall time
-        once started (shape ``(K,)``; for a running job: from the review's start)."""
-        return _Run(self, duration_s).go()
+    def run(
+        self,
+        work_s: FloatArray,
+        fail_counts: IntArray | None = None,
+        fail_gpu_s: FloatArray | None = None,
+    ) -> SampleOutcome:
+        """Simulate one future where option ``k`` needs ``work_s[k]`` seconds of training
+        (shape ``(K,)``; a running job: from the review's start). ``fail_counts`` ``(J,)``
+        and ``fail_gpu_s`` (their concatenation, job by job, ascending within each) are the
+        interruptions of each job on its own GPU-second clock; None: no interruptions."""
+        return _Run(self, work_s, fail_counts, fail_gpu_s).go()
 
 
 class _Run:
     """The mutable state of one sample."""
 
-    def __init__(self, sim: Simulator, duration_s: FloatArray) -> None:
+    def __init__(
+        self,
+        sim: Simulator,
+        work_s: FloatArray,
+        fail_counts: IntArray | None,
+        fail_gpu_s: FloatArray | None,
+    ) -> None:
         w = sim.w
-        self.sim, self.w, self.duration = sim, w, duration_s
+        self.sim, self.w = sim, w
+        self.work = work_s.tolist()
+        num = w.num_jobs
+        if fail_counts is None or fail_gpu_s is None:
+            self.fail_next = [0] * num
+            self.fail_end = [0] * num
+            self.fail_times: list[float] = []
+        else:
+            ends = np.cumsum(fail_counts)
+            self.fail_next = (ends - fail_counts).tolist()
+            self.fail_end = ends.tolist()
+            self.fail_times = fail_gpu_s.tolist()
         self.cap = w.pool_capacity.astype(np.int64).copy()
         self.used = np.zeros(w.num_pools, np.int64)
         self.pend = [np.zeros(o.size, np.bool_) for o in sim.pool_opts]
         self.running: list[dict[int, tuple[float, int]]] = [{} for _ in range(w.num_pools)]
         # the same (reservation end, GPUs) pairs kept sorted, for the shadow time
         self.reserved: list[list[tuple[float, int]]] = [[] for _ in range(w.num_pools)]
-        self.start = np.full(w.num_jobs, np.inf)
-        self.end = np.full(w.num_jobs, np.inf)
-        self.option = np.full(w.num_jobs, -1, np.int64)
-        self.timed_out = np.zeros(w.num_jobs, np.bool_)
+        self.start = [math.inf] * num
+        self.end = [math.inf] * num
+        self.option = [-1] * num
+        self.timed_out = [False] * num
+        self.finished = [False] * num
+        self.active = [False] * num
+        self.progress = [0.0] * num  # share of the work saved in checkpoints
+        self.gpu_clock = [0.0] * num  # GPU-seconds run so far (the failure clock)
+        self.runs = [0] * num
+        self.queued_at = list(sim.eligible_list)
+        self.last_stop = [DONE] * num
+        self.ending: list[tuple[int, float, float]] = [(DONE, 0.0, 0.0)] * num
+        self.wait = [0.0] * num
+        self.delay = [[0.0] * num for _ in range(3)]
+        self.failures = [0] * num
+        self.limit_kills = [0] * num
+        self.lost_gpu_s = [0.0] * num
+        self.run_rows: list[tuple[int, int, float, float]] = []
         self.events: list[tuple[float, int, int]] = []
         self.dirty: set[int] = set()
         self.quota = sim.kueue.state() if sim.kueue is not None else None
@@ -149,69 +227,152 @@ class _Run:
             while events and events[0][0] == t:
                 _, kind, ident = heapq.heappop(events)
                 if kind == _END:
-                    self._finish(ident)
+                    self._finish(ident, t)
                 elif kind == _ELIGIBLE:
-                    for k in self.sim.job_opts[ident]:
-                        self.pend[int(w.opt_pool[k])][self.sim.position[k]] = True
-                        self.dirty.add(int(w.opt_pool[k]))
+                    self._enqueue(ident)
                 else:
                     p = int(w.change_pool[ident])
                     self.cap[p] += int(w.change_delta[ident])
                     self.dirty.add(p)
             self._schedule(max(t, 0.0))
-        return SampleOutcome(self.start, self.end, self.option, self.timed_out)
+        return self._outcome()
+
+    def _outcome(self) -> SampleOutcome:
+        num = self.w.num_jobs
+        start = np.array(self.start, np.float64)
+        started = np.isfinite(start)
+        rows = np.array(self.run_rows, np.float64).reshape(-1, 4)
+        work = np.array(self.work)
+        option = np.array(self.option, np.int64)
+        last = np.where(option >= 0, option, 0)
+        return SampleOutcome(
+            start_s=start,
+            release_s=np.array(self.end, np.float64),
+            option=option,
+            timed_out=np.array(self.timed_out, np.bool_),
+            finished=np.array(self.finished, np.bool_),
+            wait_s=np.where(started, np.array(self.wait), np.inf),
+            failures=np.array(self.failures, np.int64),
+            limit_kills=np.array(self.limit_kills, np.int64),
+            lost_gpu_s=np.array(self.lost_gpu_s),
+            delay_s=np.array(self.delay).reshape(3, num),
+            work_s=np.where(option >= 0, work[last] if work.size else 0.0, np.nan),
+            run_job=rows[:, 0].astype(np.int64),
+            run_option=rows[:, 1].astype(np.int64),
+            run_start_s=rows[:, 2].copy(),
+            run_end_s=rows[:, 3].copy(),
+        )
+
+    def _enqueue(self, j: int) -> None:
+        """Job ``j`` joins the queue of every pool it may use."""
+        sim = self.sim
+        for k in sim.job_opts[j]:
+            p = sim.pool_list[k]
+            self.pend[p][sim.position_list[k]] = True
+            self.dirty.add(p)
 
     def _schedule(self, t: float) -> None:
-        if self.quota is not None:
-            if self.dirty:
-                self.dirty.clear()
+        kueue = self.sim.kueue_pools
+        while self.dirty:
+            if kueue and not self.dirty.isdisjoint(kueue):
+                self.dirty -= kueue
                 assert self.sim.kueue is not None
                 self.sim.kueue.admit(self, t)
-            return
-        while self.dirty:
+                continue
             p = min(self.dirty, key=self.sim.pass_rank.__getitem__)
             self.dirty.discard(p)
             self._backfill_pass(p, t)
 
     def _begin(self, k: int, t: float, *, reservation_end: float, elapsed: float = 0.0) -> None:
-        """Start option ``k`` at ``t``; ``elapsed`` is how long it already ran before 0."""
-        w, sim = self.w, self.sim
-        j, p, g = int(w.opt_job[k]), int(w.opt_pool[k]), int(w.opt_gpus[k])
+        """Start a run of option ``k`` at ``t``; ``elapsed`` is how long it already ran
+        before 0 (a job running at the review's start)."""
+        sim = self.sim
+        j, p, g = sim.job_list[k], sim.pool_list[k], sim.gpus_list[k]
         for other in sim.job_opts[j]:
-            q = int(w.opt_pool[other])
-            if self.pend[q][sim.position[other]]:
-                self.pend[q][sim.position[other]] = False
+            q = sim.pool_list[other]
+            pos = sim.position_list[other]
+            if self.pend[q][pos]:
+                self.pend[q][pos] = False
                 if q != p:
                     self.dirty.add(q)
         self.used[p] += g
         if self.quota is not None:
             self.quota.charge(j, p, g)
-        run = float(self.duration[k])
-        limit = float(w.opt_limit_s[k]) - elapsed
-        if run > limit:
-            run, self.timed_out[j] = limit, True
-        self.start[j] = t - elapsed
+        waited = max(t - self.queued_at[j], 0.0)
+        if self.runs[j] == 0:
+            self.start[j] = t - elapsed
+            self.delay[0][j] += waited
+            restart = 0.0
+        else:
+            self.delay[self.last_stop[j]][j] += waited
+            restart = sim.restart_s
+        self.wait[j] += waited
+        self.runs[j] += 1
+        self.active[j] = True
+        need = restart + (1.0 - self.progress[j]) * self.work[k]
+        limit = sim.limit_list[k] - elapsed
+        nxt = self.fail_next[j]
+        to_failure = (
+            (self.fail_times[nxt] - self.gpu_clock[j]) / g if nxt < self.fail_end[j] else math.inf
+        )
+        if need <= limit and need <= to_failure:
+            run, how = need, DONE
+        elif to_failure < limit:
+            run, how = max(to_failure, 0.0), FAILED
+        else:
+            run, how = max(limit, 0.0), LIMIT
+        self.ending[j] = (how, run, restart)
         self.option[j] = k
-        end = t + max(run, 0.0)
+        end = t + run
         self.end[j] = end
+        self.run_rows.append((j, k, t, end))
         self.running[p][k] = (max(reservation_end, t), g)
         bisect.insort(self.reserved[p], self.running[p][k])
-        if np.isfinite(end):
+        if math.isfinite(end):
             heapq.heappush(self.events, (end, _END, k))
 
-    def _finish(self, k: int) -> None:
-        w = self.w
-        p, g = int(w.opt_pool[k]), int(w.opt_gpus[k])
+    def _finish(self, k: int, t: float) -> None:
+        w, sim = self.w, self.sim
+        j, p, g = sim.job_list[k], sim.pool_list[k], sim.gpus_list[k]
         self.used[p] -= g
         reserved = self.reserved[p]
         del reserved[bisect.bisect_left(reserved, self.running[p].pop(k))]
         if self.quota is not None:
-            self.quota.release(int(w.opt_job[k]), p, g)
+            self.quota.release(j, p, g)
         self.dirty.add(p)
+        self.active[j] = False
+        how, run, restart = self.ending[j]
+        if how == DONE:
+            self.finished[j] = True
+            self.lost_gpu_s[j] += g * restart  # the last run's restart made no progress either
+            self.delay[self.last_stop[j]][j] += restart
+            return
+        useful = max(run - restart, 0.0)
+        interval = sim.ckpt_list[k]
+        saved = math.floor(useful / interval) * interval if interval > 0 else useful
+        work = self.work[k]
+        if work > 0:
+            self.progress[j] = min(self.progress[j] + saved / work, 1.0)
+        self.gpu_clock[j] += g * run
+        self.lost_gpu_s[j] += g * (run - saved)
+        self.delay[how][j] += run - saved
+        if how == FAILED:
+            self.failures[j] += 1
+            self.fail_next[j] += 1
+        else:
+            self.limit_kills[j] += 1
+            if not sim.requeue[j] or saved <= 0.0:
+                self.timed_out[j] = True  # ends unfinished: no requeue, or no progress possible
+                return
+        if t >= w.horizon_s:
+            return  # stopped after the horizon: not simulated further
+        self.last_stop[j] = how
+        self.queued_at[j] = t
+        self._enqueue(j)
 
     def _start_at(self, p: int, pos: int, t: float) -> None:
         k = int(self.sim.pool_opts[p][pos])
-        self._begin(k, t, reservation_end=t + float(self.w.opt_limit_s[k]))
+        self._begin(k, t, reservation_end=t + self.sim.limit_list[k])
 
     def _shadow(self, p: int, need: int) -> tuple[float, int]:
         """(shadow time, GPUs freed by then) for ``need`` more GPUs, from the reservations."""

@@ -1,10 +1,24 @@
-"""Monte Carlo outcomes -> what a review reports: per-job quantiles and deadline risk, pool
-occupancy over time and per week, GPU-hours and cost per team.
+"""Monte Carlo outcomes -> what a review reports: per-job quantiles, queue waits and deadline
+risk with its cause, pool occupancy over time and per week, GPU-hours, cost and quota use per
+team and ClusterQueue, the fleet's cost, goodput and lost GPU-hours.
 
 Quantiles are empirical (``numpy.quantile``, ``inverted_cdf``: an observed value, so "never"
 stays infinite instead of interpolating). A deadline is *missed* when the job has not
-completed by it (killed at its time limit and never started count as misses). Occupancy
-integrates each job's GPUs over the time it holds them (start to release) exactly, bin by bin.
+completed by it (unfinished, killed at its time limit and never started count as misses; so
+does a job that cannot run at all). Occupancy integrates each run's GPUs over the time it holds
+them exactly, bin by bin; a job waits (demand) from its eligibility to its first run and
+between a stopped run and the next.
+
+The *cause* of a missed deadline, per sample: the largest of the job's delays from capacity
+(its first queue wait, or never starting), time limits (the wall time lost to time-limit kills
+plus the requeue waits after them; a kill that ends the job counts here) and failures (the same
+for interruptions); a job's cause is the most frequent one over the samples it misses in.
+*Goodput* is the share of held GPU-hours that made saved progress: ``1 - lost / held``, lost
+being the work since the last checkpoint and the restart overheads of stopped runs.
+
+Cost: a reserved pool (the default) costs ``cost_per_gpu_hour`` for every GPU-hour of its
+capacity whether used or not; an ``on_demand`` pool for the GPU-hours jobs use. Team costs
+are chargeback: the GPU-hours the team used times the pool's price.
 """
 
 from __future__ import annotations
@@ -17,13 +31,15 @@ from typing import Any
 import numpy as np
 
 from planner.capacity.montecarlo import Outcomes
-from planner.capacity.workload import FloatArray, IntArray, Workload
+from planner.capacity.workload import BoolArray, FloatArray, IntArray, Workload
 
 __all__ = [
+    "CAUSES",
     "QUANTILES",
     "JobForecast",
     "Occupancy",
     "PoolWeek",
+    "QueueUsage",
     "ScenarioResult",
     "TeamUsage",
     "interval_integrals",
@@ -33,6 +49,9 @@ __all__ = [
 
 QUANTILES = (0.1, 0.5, 0.9)
 """The quantiles every forecast reports: p10, p50, p90."""
+
+CAUSES = ("capacity", "failure", "time limit")
+"""Why a deadline is missed (index = the row of ``Outcomes.delay_s``)."""
 
 WEEK_S = 7 * 86400.0
 DEFAULT_BIN_S = 6 * 3600.0
@@ -94,13 +113,24 @@ def capacity_integrals(w: Workload, edges: FloatArray) -> FloatArray:
     return out
 
 
+def _opt(value: float) -> float | None:
+    return None if not math.isfinite(value) else value
+
+
 @dataclass(frozen=True, slots=True)
 class JobForecast:
     """One job's forecast (epoch seconds; None: not within the simulated future).
 
-    ``start_s``/``completion_s`` are (p10, p50, p90); ``pool``/``num_gpus`` the option it ran as
-    most often; ``miss_probability`` the share of samples where it had not completed by its
-    deadline (None without one); ``timeout_probability`` where its time limit killed it."""
+    ``start_s``/``completion_s`` are (p10, p50, p90); ``pool``/``num_gpus``/``layout`` the
+    option of its last run in the most samples; ``miss_probability`` the share of samples
+    where it had not completed by its deadline (None without one); ``timeout_probability``
+    where a time-limit kill ended it unfinished. ``wait_s`` (p50, p90) seconds queued in all
+    (None: never started); ``miss_cause`` the most frequent cause over the missed samples
+    (``CAUSES``; None: never missed); ``runtime_p90_s`` the p90 of one uninterrupted run's
+    wall time (its work time); ``time_limit_s`` its limit (None: none); ``failures_mean`` /
+    ``limit_kills_mean`` runs stopped per sample; ``lost_gpu_hours_mean`` GPU-hours lost to
+    them; ``checkpoint_interval_s`` and ``note`` (how its layout or checkpoint interval was
+    chosen)."""
 
     name: str
     kind: str
@@ -112,6 +142,16 @@ class JobForecast:
     deadline_s: float | None
     miss_probability: float | None
     timeout_probability: float
+    layout: str = ""
+    wait_s: tuple[float | None, float | None] = (None, None)
+    miss_cause: str | None = None
+    runtime_p90_s: float | None = None
+    time_limit_s: float | None = None
+    failures_mean: float = 0.0
+    limit_kills_mean: float = 0.0
+    lost_gpu_hours_mean: float = 0.0
+    checkpoint_interval_s: float | None = None
+    note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -122,11 +162,21 @@ class JobForecast:
             "team": self.team,
             "pool": self.pool,
             "num_gpus": self.num_gpus,
+            "layout": self.layout,
             "start_s": dict(zip(keys, self.start_s, strict=True)),
             "completion_s": dict(zip(keys, self.completion_s, strict=True)),
+            "wait_s": dict(zip(("p50", "p90"), self.wait_s, strict=True)),
             "deadline_s": self.deadline_s,
             "miss_probability": self.miss_probability,
+            "miss_cause": self.miss_cause,
             "timeout_probability": self.timeout_probability,
+            "runtime_p90_s": self.runtime_p90_s,
+            "time_limit_s": self.time_limit_s,
+            "failures_mean": self.failures_mean,
+            "limit_kills_mean": self.limit_kills_mean,
+            "lost_gpu_hours_mean": self.lost_gpu_hours_mean,
+            "checkpoint_interval_s": self.checkpoint_interval_s,
+            "note": self.note,
         }
 
 
@@ -161,13 +211,26 @@ class PoolWeek:
 
 @dataclass(frozen=True, slots=True)
 class TeamUsage:
-    """GPU-hours a team uses within the horizon (mean, p10, p90) and its mean cost (None when
-    a pool it used has no cost)."""
+    """GPU-hours a team uses within the horizon (mean, p10, p90), its mean cost (chargeback;
+    None when a pool it used has no cost), the GPU-hours it lost to stopped runs, and its
+    quota use: the GPU-hours of its jobs in Kueue ClusterQueues (``queued_gpu_hours_mean``)
+    over the nominal quota GPU-hours of those queues (None without Kueue queues)."""
 
     team: str
     gpu_hours_mean: float
     gpu_hours: tuple[float, float]
     cost_mean: float | None
+    lost_gpu_hours_mean: float = 0.0
+    quota_gpu_hours: float | None = None
+    queued_gpu_hours_mean: float = 0.0
+
+    @property
+    def quota_use(self) -> float | None:
+        """Mean GPU-hours of its jobs in ClusterQueues over their quota GPU-hours (None
+        without a quota)."""
+        if not self.quota_gpu_hours:
+            return None
+        return self.queued_gpu_hours_mean / self.quota_gpu_hours
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -177,6 +240,37 @@ class TeamUsage:
             "gpu_hours_p10": self.gpu_hours[0],
             "gpu_hours_p90": self.gpu_hours[1],
             "cost_mean": self.cost_mean,
+            "lost_gpu_hours_mean": self.lost_gpu_hours_mean,
+            "quota_gpu_hours": self.quota_gpu_hours,
+            "queued_gpu_hours_mean": self.queued_gpu_hours_mean,
+            "quota_use": self.quota_use,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class QueueUsage:
+    """One Kueue ClusterQueue over the horizon: its cohort, its nominal quota in GPU-hours (all
+    pools, the whole horizon) and the GPU-hours its jobs used (mean over samples); ``use``
+    above 1 means it borrowed from its cohort."""
+
+    queue: str
+    cohort: str | None
+    nominal_gpu_hours: float
+    used_gpu_hours_mean: float
+
+    @property
+    def use(self) -> float | None:
+        """Used over nominal GPU-hours (None with no nominal quota)."""
+        return self.used_gpu_hours_mean / self.nominal_gpu_hours if self.nominal_gpu_hours else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "queue": self.queue,
+            "cohort": self.cohort,
+            "nominal_gpu_hours": self.nominal_gpu_hours,
+            "used_gpu_hours_mean": self.used_gpu_hours_mean,
+            "use": self.use,
         }
 
 
@@ -206,7 +300,13 @@ class Occupancy:
 
 @dataclass(frozen=True, slots=True)
 class ScenarioResult:
-    """Everything a review reports about one scenario (see the module docstring)."""
+    """Everything a review reports about one scenario (see the module docstring).
+
+    ``excluded`` (name, reason) are jobs that cannot run at all (``excluded_deadlines``: their
+    deadlines, epoch seconds or None); ``queues`` the ClusterQueues' quota use;
+    ``fleet_cost_mean`` what the fleet costs over the horizon (reserved capacity plus on-demand
+    use; None when a pool has no price); ``held_gpu_hours_mean`` / ``lost_gpu_hours_mean``
+    GPU-hours jobs held and lost to stopped runs within the horizon."""
 
     name: str
     num_samples: int
@@ -216,6 +316,18 @@ class ScenarioResult:
     occupancy: tuple[Occupancy, ...]
     excluded: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
+    excluded_deadlines: tuple[float | None, ...] = ()
+    queues: tuple[QueueUsage, ...] = ()
+    fleet_cost_mean: float | None = None
+    held_gpu_hours_mean: float = 0.0
+    lost_gpu_hours_mean: float = 0.0
+
+    @property
+    def goodput(self) -> float | None:
+        """Share of held GPU-hours that made saved progress (None when nothing ran)."""
+        if self.held_gpu_hours_mean <= 0:
+            return None
+        return 1.0 - self.lost_gpu_hours_mean / self.held_gpu_hours_mean
 
     @property
     def deadline_jobs(self) -> tuple[JobForecast, ...]:
@@ -232,32 +344,40 @@ class ScenarioResult:
 
     @property
     def excluded_with_deadline(self) -> tuple[str, ...]:
-        """Names of excluded jobs (they cannot run) - all count as misses."""
-        return tuple(name for name, _ in self.excluded)
+        """Names of excluded jobs that have a deadline: they cannot run, so they miss it."""
+        deadlines = self.excluded_deadlines or (0.0,) * len(self.excluded)
+        return tuple(
+            name
+            for (name, _), deadline in zip(self.excluded, deadlines, strict=True)
+            if deadline is not None
+        )
 
     @property
     def misses_at_p90(self) -> tuple[str, ...]:
-        """Jobs whose p90 completion is after their deadline (or never)."""
+        """Jobs whose p90 completion is after their deadline (or never), then the excluded
+        jobs with a deadline."""
         out = [
             j.name
             for j in self.deadline_jobs
             if j.completion_s[2] is None or j.completion_s[2] > (j.deadline_s or 0.0)
         ]
-        return tuple(out)
+        return tuple(out) + self.excluded_with_deadline
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers."""
         return {
-            "jobs": len(self.jobs),
-            "jobs_with_deadline": len(self.deadline_jobs),
+            "jobs": len(self.jobs) + len(self.excluded),
+            "jobs_with_deadline": len(self.deadline_jobs) + len(self.excluded_with_deadline),
             "expected_deadline_misses": self.expected_misses,
             "deadlines_missed_at_p90": len(self.misses_at_p90),
-            "jobs_likely_to_miss": sum(1 for j in self.jobs if (j.miss_probability or 0.0) > 0.5),
+            "jobs_likely_to_miss": sum(1 for j in self.jobs if (j.miss_probability or 0.0) > 0.5)
+            + len(self.excluded_with_deadline),
             "excluded_jobs": len(self.excluded),
         }
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of the scenario (see ``docs/capacity-formats.md``, "Review output")."""
+        deadlines = self.excluded_deadlines or (None,) * len(self.excluded)
         return {
             "name": self.name,
             "num_samples": self.num_samples,
@@ -265,37 +385,62 @@ class ScenarioResult:
             "jobs": [j.to_dict() for j in self.jobs],
             "pool_weeks": [p.to_dict() for p in self.pool_weeks],
             "teams": [t.to_dict() for t in self.teams],
+            "queues": [q.to_dict() for q in self.queues],
             "occupancy": [o.to_dict() for o in self.occupancy],
-            "excluded": [{"name": n, "reason": r} for n, r in self.excluded],
+            "excluded": [
+                {"name": n, "reason": r, "deadline_s": d}
+                for (n, r), d in zip(self.excluded, deadlines, strict=True)
+            ],
+            "fleet_cost_mean": self.fleet_cost_mean,
+            "held_gpu_hours_mean": self.held_gpu_hours_mean,
+            "lost_gpu_hours_mean": self.lost_gpu_hours_mean,
+            "goodput": self.goodput,
             "warnings": list(self.warnings),
         }
 
 
 def _held(w: Workload, out: Outcomes) -> Intervals:
-    """Flattened (start, release, gpus, sample*P + pool) of every job that ran, per sample."""
-    ran = out.option >= 0
-    k = np.where(ran, out.option, 0)
-    pool = w.opt_pool[k]
-    samples = np.broadcast_to(np.arange(out.num_samples)[:, None], ran.shape)
-    group = samples * w.num_pools + pool
-    return out.start_s[ran], out.release_s[ran], w.opt_gpus[k][ran].astype(np.float64), group[ran]
+    """Flattened (start, end, gpus, sample*P + pool) of every run of every sample."""
+    k = out.run_option
+    group = out.run_sample * w.num_pools + w.opt_pool[k]
+    return out.run_start_s, out.run_end_s, w.opt_gpus[k].astype(np.float64), group
 
 
 def _waiting(w: Workload, out: Outcomes) -> Intervals:
-    """(eligible, start, gpus, group) of every job that waited: in the pool it ran in, else its
-    first option's pool."""
+    """(from, to, gpus, group) of every wait: eligibility to the first run (in the pool it
+    ran in, else its first option's pool), a stopped run to the next, and a stopped run
+    never restarted to the end."""
     first = np.zeros(w.num_jobs, np.int64)
     first[w.opt_job[::-1]] = np.arange(w.num_options)[::-1]
-    k = np.where(out.option >= 0, out.option, first[None, :])
+    runs = out.run_sample.size
+    order = np.lexsort((out.run_start_s, out.run_job, out.run_sample))
+    rs, rj, ro = out.run_sample[order], out.run_job[order], out.run_option[order]
+    a, b = out.run_start_s[order], out.run_end_s[order]
+    first_run = np.ones(runs, np.bool_)
+    if runs:
+        first_run[1:] = (rs[1:] != rs[:-1]) | (rj[1:] != rj[:-1])
+    last_run = np.append(first_run[1:], True) if runs else first_run
+    k0 = np.full((out.num_samples, w.num_jobs), -1, np.int64)
+    k0[rs[first_run], rj[first_run]] = ro[first_run]
+    k = np.where(k0 >= 0, k0, first[None, :])
     queued = np.broadcast_to(~np.isfinite(w.job_start_s), k.shape)
     samples = np.broadcast_to(np.arange(out.num_samples)[:, None], k.shape)
     eligible = np.broadcast_to(w.job_eligible_s, k.shape)
-    group = samples * w.num_pools + w.opt_pool[k]
+    gap = ~first_run
+    stranded = last_run & ~out.finished[rs, rj] & ~out.timed_out[rs, rj]
     return (
-        eligible[queued],
-        out.start_s[queued],
-        w.opt_gpus[k][queued].astype(np.float64),
-        group[queued],
+        np.concatenate([eligible[queued], b[:-1][gap[1:]] if runs else b, b[stranded]]),
+        np.concatenate([out.start_s[queued], a[gap], np.full(int(stranded.sum()), np.inf)]),
+        np.concatenate(
+            [w.opt_gpus[k][queued], w.opt_gpus[ro[gap]], w.opt_gpus[ro[stranded]]]
+        ).astype(np.float64),
+        np.concatenate(
+            [
+                (samples * w.num_pools + w.opt_pool[k])[queued],
+                rs[gap] * w.num_pools + w.opt_pool[ro[gap]],
+                rs[stranded] * w.num_pools + w.opt_pool[ro[stranded]],
+            ]
+        ),
     )
 
 
@@ -313,12 +458,34 @@ def _per_pool(w: Workload, out: Outcomes, edges: FloatArray) -> tuple[FloatArray
     return busy.reshape(shape), (busy + wait).reshape(shape)
 
 
+def _causes(w: Workload, out: Outcomes, missed: BoolArray) -> list[str | None]:
+    """The most frequent cause (``CAUSES``) over each job's missed samples (None: none)."""
+    cause = np.argmax(out.delay_s, axis=1)  # (S, J)
+    cause = np.where(out.timed_out, 2, cause)
+    cause = np.where(np.isfinite(out.start_s), cause, 0)
+    result: list[str | None] = []
+    for j in range(w.num_jobs):
+        hits = cause[missed[:, j], j]
+        result.append(CAUSES[int(np.bincount(hits, minlength=3).argmax())] if hits.size else None)
+    return result
+
+
 def _jobs(w: Workload, out: Outcomes) -> list[JobForecast]:
     start_q = quantiles(out.start_s)
     done = out.completion_s
     done_q = quantiles(done)
-    missed = (done > w.job_deadline_s[None, :]).mean(axis=0)
+    late = done > w.job_deadline_s[None, :]
+    missed = late.mean(axis=0)
     timed_out = out.timed_out.mean(axis=0)
+    wait_q = np.quantile(out.wait_s, (0.5, 0.9), axis=0, method="inverted_cdf")
+    work = np.where(np.isnan(out.work_s), np.inf, out.work_s)
+    runtime_p90 = np.quantile(work, 0.9, axis=0, method="inverted_cdf")
+    causes = _causes(w, out, late)
+    failures = out.failures.mean(axis=0)
+    kills = out.limit_kills.mean(axis=0)
+    lost = out.lost_gpu_s.mean(axis=0) / 3600.0
+    notes = w.job_notes or ("",) * w.num_jobs
+    layouts = w.opt_layout or ("",) * w.num_options
     jobs = []
     for j, name in enumerate(w.job_names):
         opts = out.option[:, j]
@@ -337,22 +504,55 @@ def _jobs(w: Workload, out: Outcomes) -> list[JobForecast]:
                 deadline_s=_time(deadline, w.start_s),
                 miss_probability=float(missed[j]) if math.isfinite(deadline) else None,
                 timeout_probability=float(timed_out[j]),
+                layout=layouts[k],
+                wait_s=(_opt(float(wait_q[0, j])), _opt(float(wait_q[1, j]))),
+                miss_cause=causes[j] if math.isfinite(deadline) else None,
+                runtime_p90_s=_opt(float(runtime_p90[j])),
+                time_limit_s=_opt(float(w.opt_limit_s[k])),
+                failures_mean=float(failures[j]),
+                limit_kills_mean=float(kills[j]),
+                lost_gpu_hours_mean=float(lost[j]),
+                checkpoint_interval_s=float(w.opt_checkpoint_s[k]),
+                note=notes[j],
             )
         )
     return jobs
 
 
+def _run_hours(w: Workload, out: Outcomes) -> FloatArray:
+    """GPU-hours of every run within the horizon, ``(N,)``."""
+    held = np.clip(out.run_end_s, 0, w.horizon_s) - np.clip(out.run_start_s, 0, w.horizon_s)
+    return np.maximum(held, 0.0) * w.opt_gpus[out.run_option] / 3600.0
+
+
+def _per_sample_job(w: Workload, out: Outcomes, values: FloatArray) -> FloatArray:
+    """Run values summed per (sample, job), ``(S, J)``."""
+    flat = out.run_sample * w.num_jobs + out.run_job
+    sums = np.bincount(flat, weights=values, minlength=out.num_samples * w.num_jobs)
+    return sums.astype(np.float64).reshape(out.num_samples, w.num_jobs)
+
+
+def _quota_hours(w: Workload) -> FloatArray:
+    """Nominal quota GPU-hours per ClusterQueue over the horizon, ``(Q,)``."""
+    if not w.queue_names:
+        return np.zeros(0)
+    return np.asarray(w.queue_nominal.sum(axis=1) * w.horizon_s / 3600.0, np.float64)
+
+
 def _teams(w: Workload, out: Outcomes) -> list[TeamUsage]:
-    ran = out.option >= 0
-    k = np.where(ran, out.option, 0)
-    held = np.clip(out.release_s, 0, w.horizon_s) - np.clip(out.start_s, 0, w.horizon_s)
-    hours = np.where(ran, np.maximum(held, 0.0) * w.opt_gpus[k] / 3600.0, 0.0)
-    cost = hours * w.pool_cost_per_gpu_hour[w.opt_pool[k]]
+    run_hours = _run_hours(w, out)
+    hours = _per_sample_job(w, out, run_hours)
+    price = w.pool_cost_per_gpu_hour[w.opt_pool[out.run_option]]
+    priced = np.where(run_hours > 0, run_hours * price, 0.0)
+    cost = _per_sample_job(w, out, priced)
+    unpriced = _per_sample_job(w, out, np.where(run_hours > 0, np.isnan(price), False) * 1.0)
+    lost = out.lost_gpu_s / 3600.0
+    quota = _quota_hours(w)
     teams = []
     for t, team in enumerate(w.teams):
         cols = w.job_team == t
         per_sample = hours[:, cols].sum(axis=1)
-        team_cost = np.where(hours[:, cols] > 0, cost[:, cols], 0.0).sum(axis=1)
+        queues = sorted({int(q) for q in w.job_queue[cols] if q >= 0})
         teams.append(
             TeamUsage(
                 team=team,
@@ -361,10 +561,52 @@ def _teams(w: Workload, out: Outcomes) -> list[TeamUsage]:
                     float(np.quantile(per_sample, 0.1)),
                     float(np.quantile(per_sample, 0.9)),
                 ),
-                cost_mean=None if np.isnan(team_cost).any() else float(team_cost.mean()),
+                cost_mean=None
+                if unpriced[:, cols].any()
+                else float(np.nan_to_num(cost[:, cols]).sum(axis=1).mean()),
+                lost_gpu_hours_mean=float(lost[:, cols].sum(axis=1).mean()),
+                quota_gpu_hours=float(quota[queues].sum()) if queues else None,
+                queued_gpu_hours_mean=float(hours[:, cols & (w.job_queue >= 0)].sum(axis=1).mean()),
             )
         )
     return teams
+
+
+def _queues(w: Workload, out: Outcomes) -> list[QueueUsage]:
+    if not w.queue_names:
+        return []
+    hours = _per_sample_job(w, out, _run_hours(w, out)).mean(axis=0)
+    quota = _quota_hours(w)
+    cohorts = w.queue_cohort
+    return [
+        QueueUsage(
+            queue=name,
+            cohort=_cohort_name(w, int(cohorts[q])),
+            nominal_gpu_hours=float(quota[q]),
+            used_gpu_hours_mean=float(hours[w.job_queue == q].sum()),
+        )
+        for q, name in enumerate(w.queue_names)
+    ]
+
+
+def _cohort_name(w: Workload, cohort: int) -> str | None:
+    if cohort < 0:
+        return None
+    return w.cohort_names[cohort] if cohort < len(w.cohort_names) else f"cohort {cohort}"
+
+
+def _fleet_cost(w: Workload, out: Outcomes, edges: FloatArray) -> float | None:
+    """Reserved pools' capacity GPU-hours plus on-demand pools' used GPU-hours, priced."""
+    price = w.pool_cost_per_gpu_hour
+    if np.isnan(price).any():
+        return None
+    on_demand = w.pool_on_demand if w.pool_on_demand.size else np.zeros(w.num_pools, np.bool_)
+    capacity_h = capacity_integrals(w, edges).sum(axis=1) / 3600.0
+    hours = _run_hours(w, out)
+    used_h = np.bincount(w.opt_pool[out.run_option], weights=hours, minlength=w.num_pools) / max(
+        out.num_samples, 1
+    )
+    return float(np.where(on_demand, used_h, capacity_h) @ price)
 
 
 def summarize(
@@ -406,6 +648,7 @@ def summarize(
                     demand_gpus=tuple(float(v) for v in quantiles(wdemand[:, p, b]) / wwidth[b]),  # type: ignore[arg-type]
                 )
             )
+    held = float(_run_hours(w, out).sum()) / max(out.num_samples, 1)
     return ScenarioResult(
         name=name,
         num_samples=out.num_samples,
@@ -415,6 +658,15 @@ def summarize(
         occupancy=occupancy,
         excluded=w.excluded,
         warnings=w.warnings,
+        excluded_deadlines=tuple(
+            _time(d, w.start_s) for d in (w.excluded_deadline_s or (math.inf,) * len(w.excluded))
+        ),
+        queues=tuple(_queues(w, out)),
+        fleet_cost_mean=_fleet_cost(w, out, weeks),
+        held_gpu_hours_mean=held,
+        lost_gpu_hours_mean=float(out.lost_gpu_s.sum(axis=1).mean()) / 3600.0
+        if out.num_samples
+        else 0.0,
     )
 
 

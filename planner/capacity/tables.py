@@ -14,10 +14,13 @@ __all__ = [
     "Table",
     "comparison_table",
     "format_day",
+    "format_duration",
     "format_time",
+    "not_capacity_table",
     "notes",
     "percent",
     "pool_week_table",
+    "queue_table",
     "risk_order",
     "risk_table",
     "sizing_table",
@@ -54,6 +57,31 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
 
 
+def format_duration(seconds: float | None) -> str:
+    """``3.2 d``, ``5.0 h`` or ``12 min``; ``never`` for None."""
+    if seconds is None:
+        return "never"
+    if seconds >= 86400.0:
+        return f"{seconds / 86400.0:.1f} d"
+    if seconds >= 3600.0:
+        return f"{seconds / 3600.0:.1f} h"
+    return f"{seconds / 60.0:.0f} min"
+
+
+def _why(job: JobForecast) -> str:
+    """Why a deadline job misses, in words ("-" when it never does)."""
+    if not job.miss_probability or job.miss_cause is None:
+        return "-"
+    if job.miss_cause == "time limit":
+        limit = format_duration(job.time_limit_s) if job.time_limit_s else "its limit"
+        return f"time limit ({limit} < runtime p90 {format_duration(job.runtime_p90_s)})"
+    if job.miss_cause == "failure":
+        return (
+            f"failures ({job.failures_mean:.1f} per run, {job.lost_gpu_hours_mean:,.0f} GPU-h lost)"
+        )
+    return f"capacity (queued {format_duration(job.wait_s[1])} at p90)"
+
+
 def risk_order(jobs: Sequence[JobForecast]) -> list[JobForecast]:
     """Deadline jobs by miss probability (highest first), then by p90 completion."""
     with_deadline = [j for j in jobs if j.deadline_s is not None]
@@ -64,18 +92,22 @@ def risk_order(jobs: Sequence[JobForecast]) -> list[JobForecast]:
 
 
 def comparison_table(review: Review) -> Table:
-    """One row per scenario."""
-    header = ["scenario", "change", "deadline jobs", "expected misses", "missed at p90"]
-    header += ["utilisation", "GPU-hours", "cost"]
+    """One row per scenario; a scenario that leaves out a job the base runs says so in its
+    ``comparable`` cell, with the reason and the fix."""
+    header = ["scenario", "change", "comparable", "deadline jobs", "expected misses"]
+    header += ["missed at p90", "utilisation", "GPU-hours", "lost GPU-h", "goodput", "cost"]
     rows = [
         [
             r["scenario"],
             r["description"],
+            "yes" if r["comparable"] else r["not_comparable"],
             str(r["jobs_with_deadline"]),
             f"{r['expected_deadline_misses']:.2f}",
             str(r["deadlines_missed_at_p90"]),
             percent(r["utilisation"]),
             _num(r["gpu_hours"]),
+            _num(r["lost_gpu_hours"]),
+            percent(r["goodput"]),
             _num(r["cost"]),
         ]
         for r in review.comparison()
@@ -84,42 +116,64 @@ def comparison_table(review: Review) -> Table:
 
 
 def sizing_table(review: Review) -> Table:
-    """One row per GPU type of the sizing search."""
-    header = ["GPU type", "pool", "GPUs to add", "latest arrival", "deadlines it cannot save"]
-    rows = [
-        [
-            s.gpu,
-            s.pool,
-            "not enough" if s.gpus_added is None else str(s.gpus_added),
-            format_day(s.latest_date_s) if s.gpus_added else "-",
-            ", ".join(s.unfixable) or "-",
-        ]
-        for s in review.sizing
-    ]
+    """One row per GPU type of the sizing search: the answer in words (``add N GPUs of T by
+    D``, ``0 to add``), and the deadlines this type cannot save."""
+    header = ["GPU type", "pool", "answer", "deadlines it cannot save"]
+    rows = [[s.gpu, s.pool, s.answer(), ", ".join(s.unfixable) or "-"] for s in review.sizing]
     return header, rows
 
 
-def risk_table(result: ScenarioResult) -> tuple[Table, list[JobForecast]]:
-    """The deadline jobs most at risk (``MAX_JOB_ROWS``), and the jobs of the rows."""
+def not_capacity_table(review: Review) -> Table:
+    """The base's missed deadlines that no capacity saves, with the fix."""
+    header = ["job", "not a capacity problem", "fix"]
+    rows = [[n.job, n.cause, n.fix] for n in review.not_capacity]
+    return header, rows
+
+
+def risk_table(result: ScenarioResult) -> tuple[Table, list[float]]:
+    """The jobs that cannot run (first), then the deadline jobs most at risk
+    (``MAX_JOB_ROWS``), and each row's miss probability."""
     jobs = risk_order(result.jobs)[:MAX_JOB_ROWS]
-    header = ["job", "team", "pool", "GPUs", "deadline", "start p50", "done p50", "done p90"]
-    header += ["P(miss)", "P(time limit)"]
+    header = ["job", "team", "pool", "GPUs", "layout", "deadline", "wait p50", "wait p90"]
+    header += ["done p50", "done p90", "P(miss)", "why it misses"]
+    deadlines = result.excluded_deadlines or (None,) * len(result.excluded)
     rows = [
         [
-            j.name,
-            j.team,
-            j.pool or "-",
-            str(j.num_gpus),
-            format_day(j.deadline_s),
-            format_time(j.start_s[1]),
-            format_time(j.completion_s[1]),
-            format_time(j.completion_s[2]),
-            percent(j.miss_probability),
-            percent(j.timeout_probability),
+            name,
+            "-",
+            "-",
+            "-",
+            "-",
+            format_day(d),
+            "never",
+            "never",
+            "never",
+            "never",
+            "100%" if d is not None else "-",
+            f"cannot run: {reason}",
         ]
-        for j in jobs
+        for (name, reason), d in zip(result.excluded, deadlines, strict=True)
     ]
-    return (header, rows), jobs
+    risk = [1.0] * len(rows)
+    for j in jobs:
+        rows.append(
+            [
+                j.name,
+                j.team,
+                j.pool or "-",
+                str(j.num_gpus),
+                j.layout or "-",
+                format_day(j.deadline_s),
+                format_duration(j.wait_s[0]),
+                format_duration(j.wait_s[1]),
+                format_time(j.completion_s[1]),
+                format_time(j.completion_s[2]),
+                percent(j.miss_probability),
+                _why(j),
+            ]
+        )
+        risk.append(j.miss_probability or 0.0)
+    return (header, rows), risk
 
 
 def pool_week_table(result: ScenarioResult) -> Table:
@@ -142,22 +196,42 @@ def pool_week_table(result: ScenarioResult) -> Table:
 
 
 def team_table(result: ScenarioResult) -> Table:
-    """One row per team."""
-    header = ["team", "GPU-hours (mean)", "p10", "p90", "cost (mean)"]
+    """One row per team: GPU-hours, lost GPU-hours, chargeback cost, quota use."""
+    header = ["team", "GPU-hours (mean)", "p10", "p90", "lost GPU-h", "cost (mean)"]
+    header += ["quota use"]
     rows = [
         [
             t.team,
             _num(t.gpu_hours_mean),
             _num(t.gpu_hours[0]),
             _num(t.gpu_hours[1]),
+            _num(t.lost_gpu_hours_mean),
             _num(t.cost_mean),
+            percent(t.quota_use),
         ]
         for t in result.teams
     ]
     return header, rows
 
 
+def queue_table(result: ScenarioResult) -> Table:
+    """One row per Kueue ClusterQueue: cohort, nominal and used GPU-hours, use."""
+    header = ["ClusterQueue", "cohort", "nominal GPU-h", "used GPU-h (mean)", "use"]
+    rows = [
+        [
+            q.queue,
+            q.cohort or "-",
+            _num(q.nominal_gpu_hours),
+            _num(q.used_gpu_hours_mean),
+            percent(q.use),
+        ]
+        for q in result.queues
+    ]
+    return header, rows
+
+
 def notes(result: ScenarioResult) -> list[str]:
-    """Excluded jobs and warnings, one line each."""
+    """Excluded jobs, layout choices and warnings, one line each."""
     lines = [f"{name} cannot run: {reason}" for name, reason in result.excluded]
+    lines += [f"{j.name}: {j.note}" for j in result.jobs if j.note]
     return lines + list(result.warnings)

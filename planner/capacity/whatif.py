@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from planner.capacity.documents import Located, check_keys, load_document
+from planner.capacity.documents import ErrorList, Located, check_keys, load_document
 from planner.capacity.fields import (
     optional,
     read_int,
@@ -137,6 +137,10 @@ def _job(node: Located, fleet: Fleet, names: set[str], new_pools: tuple[str, ...
     )
 
 
+def _scenario_name(node: Located) -> str:
+    return read_name(require(node, "name", "name the scenario"), "a scenario name")
+
+
 def _queue_names(snapshot: QueueSnapshot | None) -> set[str]:
     return {j.state.job_id for j in snapshot.jobs} if snapshot else set()
 
@@ -155,24 +159,35 @@ def parse_what_ifs(
     nodes = list(root.items()) if isinstance(root.value, list) else [root]
     names = {j.name for j in planned} | _queue_names(snapshot)
     out = []
+    errors = ErrorList()
     for node in nodes:
-        check_keys(node, ("name", "description", "capacity", "jobs"))
-        name = read_name(require(node, "name", "name the scenario"), "a scenario name")
+        errors.call(None, check_keys, node, ("name", "description", "capacity", "jobs"))
+        name = errors.call("", _scenario_name, node)
         cap, jobs, desc = (
             optional(node, "capacity"),
             optional(node, "jobs"),
             optional(node, "description"),
         )
-        capacity = tuple(_capacity(c, fleet, anchor) for c in cap.items()) if cap else ()
+        capacity: list[CapacityEdit] = []
+        for c in errors.items(cap):
+            edit = errors.call(None, _capacity, c, fleet, anchor)
+            if edit is not None:
+                capacity.append(edit)
         new_pools = tuple(c.pool for c in capacity if c.gpu is not None)
+        edits: list[JobEdit] = []
+        for j in errors.items(jobs):
+            job_edit = errors.call(None, _job, j, fleet, names, new_pools)
+            if job_edit is not None:
+                edits.append(job_edit)
         out.append(
             WhatIf(
                 name=name,
                 description=str(desc.value) if desc else "",
-                capacity=capacity,
-                jobs=tuple(_job(j, fleet, names, new_pools) for j in jobs.items()) if jobs else (),
+                capacity=tuple(capacity),
+                jobs=tuple(edits),
             )
         )
+    errors.check()
     return tuple(out)
 
 

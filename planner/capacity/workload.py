@@ -49,8 +49,15 @@ class Workload:
     ``opt_log_work_mu``/``opt_log_work_sigma`` (log-normal work time, remaining for a running
     job), ``opt_checkpoint_s``. Kueue: ``queue_names``, ``queue_cohort`` (index, -1 none),
     ``queue_nominal`` / ``queue_borrowing_limit`` (``(Q, P)``, inf: no limit),
-    ``queue_strict``. ``excluded`` maps a job that cannot run anywhere to why;
-    ``warnings`` are one-line notes for the report.
+    ``queue_strict``. ``excluded`` maps a job that cannot run anywhere to why
+    (``excluded_deadline_s`` its deadline, inf when none); ``warnings`` are one-line notes for
+    the report. ``job_requeue`` ``(J,)``: a time-limit kill requeues the job (empty: none
+    does); ``opt_layout`` the layout of each option in words (``tp 8 · pp 4 · dp 8``);
+    ``job_notes`` one line per job (how its layout or checkpoint interval was chosen);
+    ``pool_on_demand`` ``(P,)``: the pool is paid per GPU-hour used (empty: all reserved);
+    ``cohort_names`` the names of the cohorts ``queue_cohort`` indexes; ``pool_kueue``
+    ``(P,)``: Kueue starts the pool's jobs, else Slurm (empty: ``scheduler`` for every pool);
+    ``pool_cluster`` each pool's cluster ("" outside a fleet of clusters).
     """
 
     start_s: float
@@ -88,7 +95,15 @@ class Workload:
     queue_borrowing_limit: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
     queue_strict: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
     excluded: tuple[tuple[str, str], ...] = ()
+    excluded_deadline_s: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
+    job_requeue: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
+    pool_on_demand: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
+    cohort_names: tuple[str, ...] = ()
+    pool_kueue: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
+    pool_cluster: tuple[str, ...] = ()
+    opt_layout: tuple[str, ...] = ()
+    job_notes: tuple[str, ...] = ()
 
     @property
     def num_jobs(self) -> int:
@@ -99,6 +114,13 @@ class Workload:
     def num_options(self) -> int:
         """``K``."""
         return int(self.opt_job.size)
+
+    @property
+    def kueue_pools(self) -> tuple[int, ...]:
+        """The pools whose jobs Kueue starts."""
+        if self.pool_kueue.size:
+            return tuple(int(p) for p in np.flatnonzero(self.pool_kueue))
+        return tuple(range(self.num_pools)) if self.scheduler is SchedulerKind.KUEUE else ()
 
     @property
     def num_pools(self) -> int:

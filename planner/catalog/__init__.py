@@ -103,22 +103,67 @@ def _did_you_mean(word: str, choices: list[str]) -> str:
     return f"did you mean {close[0]!r}? " if close else ""
 
 
-def get_gpu(key: str, *, field: str = "hardware.gpu") -> GpuSpec:
-    """The catalog entry for ``key`` (a catalog key, case-insensitive).
+def _normalized_gpu_name(name: str) -> str:
+    """Lower case, spaces and ``_`` as ``-`` (``"H100 SXM5"`` -> ``"h100-sxm5"``)."""
+    return re.sub(r"[\s_-]+", "-", name.strip().lower()).strip("-")
 
-    Scheduler type names are not guessed here (a typo must not silently pick a GPU); map them
-    with ``gpu_key_for_gres_type`` first. Raises ``SpecError(field, ...)`` with a did-you-mean
-    hint and the known keys when the GPU is unknown.
+
+@cache
+def _gpu_names() -> Mapping[str, str]:
+    """Every name a catalog GPU answers to (its key and its ``aliases``) -> its key."""
+    names: dict[str, str] = {}
+    for key, entry in _read_yaml("gpus.yaml").items():
+        aliases = entry.get("aliases") or []
+        if not isinstance(aliases, list):
+            raise SpecError(f"catalog/gpus.yaml:{key}", "'aliases' must be a list of names")
+        for name in (key, *aliases):
+            normalized = _normalized_gpu_name(str(name))
+            if names.setdefault(normalized, key) != key:
+                raise SpecError(
+                    f"catalog/gpus.yaml:{key}",
+                    f"{name!r} is also a name of GPU {names[normalized]!r}",
+                )
+    return MappingProxyType(names)
+
+
+_GPU_FAMILY = re.compile(r"[a-z]+\d+[a-z]*")
+
+
+def _family(name: str) -> str:
+    match = _GPU_FAMILY.match(name)
+    return match[0] if match else ""
+
+
+def _gpu_suggestions(word: str) -> list[str]:
+    """Catalog keys close to ``word``, best first: the keys of the same GPU family (the first
+    letters-and-digits token: ``h100``, ``a100``, ``mi300x``) when there are any, ranked by how
+    close their names are; otherwise the closest names of any GPU (difflib, ratio >= 0.5)."""
+    names = _gpu_names()
+    family = _family(word)
+    same = [n for n in names if family and _family(n) == family]
+    pool = same or list(names)
+    ranked = difflib.get_close_matches(word, pool, n=len(pool), cutoff=0.0 if same else 0.5)
+    return list(dict.fromkeys(names[n] for n in ranked))
+
+
+def get_gpu(key: str, *, field: str = "hardware.gpu") -> GpuSpec:
+    """The catalog entry for ``key``: a catalog key or one of its ``aliases`` in ``gpus.yaml``
+    (``H100``, ``H100-80GB``, ``H100 SXM5``, ``h100_sxm``: case, spaces and ``_`` ignored).
+
+    Scheduler type names are not guessed here (a typo must not silently pick a GPU): only
+    exact names resolve; map free-form GRES types with ``gpu_key_for_gres_type`` first. Raises
+    ``SpecError(field, ...)`` with did-you-mean hints (GPUs of the same family first) and the
+    known keys when the GPU is unknown.
     """
     catalog = gpu_catalog()
-    normalized = key.strip().lower()
-    if normalized in catalog:
-        return catalog[normalized]
+    normalized = _normalized_gpu_name(key)
+    found = _gpu_names().get(normalized)
+    if found is not None:
+        return catalog[found]
     known = sorted(catalog)
-    raise SpecError(
-        field,
-        f"unknown GPU {key!r}; {_did_you_mean(normalized, known)}known GPUs: {', '.join(known)}",
-    )
+    close = _gpu_suggestions(normalized)[:2]
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise SpecError(field, f"unknown GPU {key!r}; {hint}known GPUs: {', '.join(known)}")
 
 
 # Ordered: the first pattern found in the normalized name wins (gb300 before b300, gh200 before

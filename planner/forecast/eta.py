@@ -46,24 +46,33 @@ update in log space (Gelman et al., *Bayesian Data Analysis*, 3rd ed., 2013, §2
 5. **Forgetting.** Weights halve every ``half_life_s`` of age (default 1800 s, measured back from
    the newest observation). Weight of observation ``k``: ``w_k = n_k * 0.5^(age_k /
    half_life_s)``; the pace is ``exp(ybar)`` with ``ybar = log(sum w_k s_k / sum w_k)`` for step
-   times ``s_k``, of variance ``sigma^2 sum(w_k^2 / n_k) / (sum w)^2``.
+   times ``s_k``, of variance ``pace_sd^2 sum(w_k^2 / n_k) / (sum w)^2`` (``pace_sd``: the
+   long-run noise of the pace, ``planner.forecast.level``, "Pace noise"; ``sigma`` on a quiet
+   host).
 6. **Prior-data conflict.** Box's prior predictive check (Box 1980, JRSS A 143:383; Evans &
-   Moshonov 2006, Bayesian Analysis 1:893): ``z = (ybar - mu0) / sqrt(prior_log_sd^2 + var)``.
+   Moshonov 2006, Bayesian Analysis 1:893): ``z = (ybar - mu0) / sqrt(v_prior + var)``.
    When ``|z| > conflict_z`` (default 3) the prior is dropped (``method="prior_conflict"``): the
    model predicted something the job plainly does not do (e.g. it assumed H100s and the job runs
-   on CPUs).
+   on CPUs). Otherwise the prior's weight is ``n0 / (n0 + W)`` after ``W`` iterations of the
+   job's own pace (the stated rule of ``planner.forecast.level``, "The prior"); the noise
+   behind ``var`` and ``n0`` is the pace's long-run noise (``planner.forecast.level``, "Pace
+   noise"), so a shared host's swings widen the pace's uncertainty rather than being taken
+   for evidence.
 
 **The band.** The pace term is a sum of ``N`` steps: log of the sum ~ ``log N + mu + e`` with ``e``
 normal (Fenton-Wilkinson approximation of a sum of log-normals, Fenton 1960) of variance ``var(mu) +
-sigma^2 / N + drift + level_log_sd^2``. ``drift`` is the variance of the average future level if
-``mu`` follows a random walk whose optimal filter is the exponential forgetting above (Muth 1960,
-JASA 55:299: smoothing ``a`` per iteration matches a signal-to-noise ratio ``a^2 / (1 - a)``); the
-average of a random walk over ``N`` steps has variance ``q N / 3``. ``level_log_sd`` is how far the
-pace of the rest of the run may differ from the pace seen so far: by default the spread of the
-job's own pace over stretches of its run (``planner.forecast.level.level_spread``). The
+pace_sd^2 / N + drift + level_log_sd^2`` (``pace_sd``: the long-run noise of the pace, so the
+band widens with the observed dispersion of a swinging pace, in ``var(mu)`` and in the pace
+still ahead). ``drift`` is the variance of the average future level if ``mu`` follows a random
+walk whose optimal filter is the exponential forgetting above (Muth 1960, JASA 55:299: smoothing
+``a`` per iteration matches a signal-to-noise ratio ``a^2 / (1 - a)``); the average of a random
+walk over ``N`` steps has variance ``q N / 3``. ``level_log_sd`` is how far the pace of the rest
+of the run may differ from the pace seen so far: by default the spread of the job's own pace
+over stretches of its run (``planner.forecast.level.level_spread``). The
 pauses ahead and the shutdown add their means and variances; the sum is matched to a log-normal by
 its first two moments (Fenton-Wilkinson again). Quantiles use Student's t with ``NOISE_PRIOR_DOF +
-m - 1`` degrees of freedom when ``sigma`` was estimated from ``m`` observations (BDA3 §3.3), the
+m - 1`` degrees of freedom when ``sigma`` was estimated from ``m`` observations (``m`` the
+batches when ``pace_sd`` came from fewer: BDA3 §3.3), the
 normal quantile 1.2816 for the prior alone. That band is the model's (``model_remaining_s``); the
 one published is calibrated on the cluster's finished jobs (``planner.forecast.bands``), the
 model's own when there are none. ``step_time_s`` quantiles describe the mean step time only.
@@ -133,13 +142,20 @@ class EtaEstimate:
     ``now_s`` to the end. ``completion_time_s``: epoch seconds of the end, None when the start
     time is unknown (pending jobs). ``progress_ratio``: ``iteration / train_iters`` (None when
     not started). ``num_observations``: observations used (after warm-up, pauses and phases).
-    ``prior_step_time_s``: the model prediction given; ``observed_step_time_s``: the robust
+    ``prior_step_time_s``: the model prediction given and ``prior_log_sd`` its log-sd;
+    ``observed_step_time_s``: the robust
     weighted estimate from the observations alone; ``step_time_log_sd``: per-iteration log-sd
     used; ``conflict_z``: the prior-data conflict score (None without both).
     ``pauses_s``: mean pause time still ahead (s) and ``pauses``: how it was projected;
-    ``shutdown_s``: the shutdown added (s); ``phase_start_iteration``: where the current pace
-    began (None: no change point); ``model_remaining_s``: the model's band of the remaining time
-    before calibration (s); ``band_calibrated``: whether finished jobs calibrated the band.
+    ``shutdown_s``: the shutdown added (s) and ``shutdown_sd_s`` its sd (what the cluster's
+    finished jobs taught: given both, a replay of the job's log makes the same band);
+    ``phase_start_iteration``: where the current pace
+    began (None: no change point), ``phase_ratio`` its pace over the pace before it and
+    ``phase_z`` that shift in long-run sd (``planner.forecast.level``); ``pace_log_sd``: the
+    long-run log-sd of the pace per iteration; ``prior_weight``: the prior's share of the
+    pace (0..1, None without a prior); ``model_remaining_s``: the model's band of the
+    remaining time before calibration (s); ``band_calibrated``: whether finished jobs
+    calibrated the band.
     """
 
     method: EtaMethod
@@ -151,13 +167,19 @@ class EtaEstimate:
     train_iters: int | None
     num_observations: int
     prior_step_time_s: float | None = None
+    prior_log_sd: float | None = None
     observed_step_time_s: float | None = None
     step_time_log_sd: float | None = None
+    pace_log_sd: float | None = None
+    prior_weight: float | None = None
     conflict_z: float | None = None
     pauses_s: float | None = None
     pauses: PauseForecast | None = None
     shutdown_s: float | None = None
+    shutdown_sd_s: float | None = None
     phase_start_iteration: int | None = None
+    phase_ratio: float | None = None
+    phase_z: float | None = None
     model_remaining_s: Quantiles | None = None
     band_calibrated: bool = False
 
@@ -260,7 +282,17 @@ def estimate_running(
         end = last_progress_time_s
         zero = Quantiles(p10=0.0, p50=0.0, p90=0.0)
         done = Quantiles(p10=end, p50=end, p90=end)
-        return _estimate(fit, EtaMethod.DONE, step_q, zero, zero, done, iteration, train_iters)
+        return _estimate(
+            fit,
+            EtaMethod.DONE,
+            step_q,
+            zero,
+            zero,
+            done,
+            iteration,
+            train_iters,
+            prior_log_sd=prior_log_sd,
+        )
     q = Z90 if fit.dof is None else t_quantile_90(fit.dof)
     raw = _total(pace, pauses, shutdown_s, shutdown_sd_s, q)
     rem_q = raw if band is None else band.adjust(iteration / train_iters, raw)
@@ -276,7 +308,9 @@ def estimate_running(
         train_iters,
         pauses=pauses,
         shutdown_s=shutdown_s,
+        shutdown_sd_s=shutdown_sd_s,
         calibrated=band is not None and band.num_jobs > 0,
+        prior_log_sd=prior_log_sd,
     )
 
 
@@ -401,7 +435,8 @@ def _pace(
     n = float(remaining_iters)
     smoothing = min(_MAX_SMOOTHING, 1.0 - 0.5 ** (math.exp(fit.mu) / half_life_s))
     walk_var = fit.sigma**2 * smoothing**2 / (1.0 - smoothing)
-    sd_sum = math.sqrt(fit.var + level_log_sd**2 + fit.sigma**2 / n + walk_var * n / 3.0)
+    pace_sd = fit.sigma if fit.pace_sd is None else fit.pace_sd
+    sd_sum = math.sqrt(fit.var + level_log_sd**2 + pace_sd**2 / n + walk_var * n / 3.0)
     return step, _Pace(math.exp(math.log(n) + fit.mu), sd_sum)
 
 
@@ -438,7 +473,9 @@ def _estimate(  # noqa: PLR0917 - the parts of an estimate, in order
     *,
     pauses: PauseForecast | None = None,
     shutdown_s: float = 0.0,
+    shutdown_sd_s: float = 0.0,
     calibrated: bool = False,
+    prior_log_sd: float | None = None,
 ) -> EtaEstimate:
     return EtaEstimate(
         method=method,
@@ -450,13 +487,19 @@ def _estimate(  # noqa: PLR0917 - the parts of an estimate, in order
         train_iters=train_iters,
         num_observations=fit.num_used,
         prior_step_time_s=fit.prior_step_time_s,
+        prior_log_sd=None if fit.prior_step_time_s is None else prior_log_sd,
         observed_step_time_s=None if fit.observed_mu is None else math.exp(fit.observed_mu),
         step_time_log_sd=fit.sigma,
+        pace_log_sd=fit.pace_sd,
+        prior_weight=None if fit.prior_step_time_s is None else fit.prior_weight,
         conflict_z=fit.conflict_z,
         pauses_s=None if pauses is None else pauses.mean_s,
         pauses=pauses,
         shutdown_s=shutdown_s,
+        shutdown_sd_s=shutdown_sd_s,
         phase_start_iteration=fit.phase_start_iteration,
+        phase_ratio=fit.phase_ratio,
+        phase_z=fit.phase_z,
         model_remaining_s=raw,
         band_calibrated=calibrated,
     )

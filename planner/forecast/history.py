@@ -16,15 +16,50 @@ Each wall-clock step observation (``planner.forecast.observations``) is, in orde
   kept as steady);
 * **steady** otherwise: it joins the recent pace (the last ``RECENT`` (32) steady intervals).
 
-An interval is slow when its excess is above ``PAUSE_Z`` (5) noise sd plus the time resolution
-of the log (1 s when every time so far was a whole second), and above ``PAUSE_MIN_RATIO`` of the
-interval's steady time (0.5 without a printed compute time, 0.1 with one): a pause hidden in a
-long interval is then left in the pace, where it still counts at its average rate. The noise is
-the robust (MAD) per-iteration log-sd of the recent pace, as in ``planner.forecast.level``.
+An interval is slow when its excess is above ``PAUSE_Z`` (5) noise sd and above
+``PAUSE_MIN_RATIO`` of the interval's steady time (0.5 without a printed compute time, 0.1 with
+one): a pause hidden in a long interval is then left in the pace, where it still counts at its
+average rate. The noise depends on what the steady time is taken from:
+
+* **with a printed compute time** the steady time follows the pace of the interval itself (a loaded
+  host slows the printed time of the same iterations), so the noise is that of the interval's
+  *excess over its printed time*: the robust sd (the mean absolute deviation from the median,
+  scaled), in seconds, of the excesses of the recent steady intervals (``RECENT`` of them; at least
+  ``EXCESS_FLOOR_S``), not the swings of the pace. When iterations are logged every N steps and the
+  log prints whole seconds, that sd is the blur of the two ends of an interval (each end is the
+  first line that printed its second: off by at most the time between two lines), measured, not
+  assumed: a 3 s evaluation stands out of intervals whose excesses scatter by 0.3 s, whatever the
+  pace does on a shared host (when the pace's own swings set the bar, an evaluation of a few seconds
+  on a host whose pace swung 0.3-1.7 s per iteration was never seen);
+* **without one**, the robust (MAD) per-iteration log-sd of the recent pace, as in
+  ``planner.forecast.level``, plus the time resolution of the log (1 s when every time so far
+  was a whole second).
+
+Where the job's launch states when it pauses (``expected``: its evaluation and checkpoint
+intervals, ``planner.forecast.arguments``), an interval that holds one of those moments (it
+starts at or before a multiple of the interval and ends after it: the pause comes right after
+that iteration) is expected to be slow, and the bar there is ``PAUSE_Z_EXPECTED`` (3) noise sd
+instead of 5: a 2 s evaluation among intervals blurred by 0.4 s is counted where it was due,
+while an unexpected stall still needs the higher bar.
 
 A restart (``planner.forecast.observations.Restart``) is recorded with its overhead: the wall time
 from the last point before it to the restart point (from the job's new start, when a requeued
 job waited in the queue) plus the iterations done again at the recent pace.
+
+**Phases.** A sustained change of the job's pace is a :class:`PhaseEvent`, noted from the ETA's
+fit after each estimate (:meth:`ProgressHistory.note_phase`, called by the service and the
+replay alike: ``planner.forecast.tracking``). The ETA follows the newest pace as soon as its
+change-point search finds one (``planner.forecast.level``: a shift of 6 sd of the per-iteration
+noise); an *event* asks more, because a shared host's load swings the pace for tens of seconds
+at a time and an alert must not follow those swings: the shift must be at least
+``PHASE_MIN_EFFECT`` (10 %) and ``PHASE_Z`` (4) times the sd of the difference of the two
+stretches' mean paces under the pace's *long-run* noise (``pace_sd^2 (1/W_before +
+1/W_after)``, ``W``: iterations; ``planner.forecast.level.long_run_sd``: the swings of a shared
+host are in it, so they are not phases). Pauses are no phase (their intervals are left out of
+the pace before the search), nor is a straggler (one rank slow: the service marks an event that
+a flagged straggler explains). A later report of the same phase (its start revised by less than
+``PHASE_REVISE_RATIO`` of it, the same way) updates the event: the start reported is the
+latest, the iteration and time it was first seen stay.
 """
 
 from __future__ import annotations
@@ -41,11 +76,22 @@ from planner.forecast.values import StepObservation
 WARMUP_ITERATIONS: Final = 10
 RECENT: Final = 32
 PAUSE_Z: Final = 5.0
+PAUSE_Z_EXPECTED: Final = 3.0
 PAUSE_MIN_RATIO: Final = 0.5
 PAUSE_MIN_RATIO_LOGGED: Final = 0.1
 DEFAULT_LOG_SD: Final = 0.10
 MAX_PAUSES: Final = 400
 MAX_RESTARTS: Final = 100
+MAX_PHASES: Final = 50
+PHASE_MIN_EFFECT: Final = 0.10
+PHASE_Z: Final = 4.0
+PHASE_REVISE_RATIO: Final = 0.10
+MEAN_ABS_TO_SD: Final = math.sqrt(math.pi / 2.0)
+"""Mean absolute deviation to sd for the normal distribution."""
+EXCESS_FLOOR_S: Final = 0.05
+"""Least noise (s) of an interval's excess over its printed compute time."""
+MIN_EXCESSES: Final = 4
+"""Steady intervals needed before their excesses set the noise (the resolution stands in)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,22 +120,48 @@ class RestartRecord:
 
 
 @dataclass(slots=True, kw_only=True)
+class PhaseEvent:
+    """A sustained change of pace (module docstring, "Phases"): the job's pace since
+    ``start_iteration`` is ``ratio`` times its pace before (1.3: 30 % slower), first seen at
+    ``seen_iteration`` and ``seen_time_s`` (epoch s); ``explained_by`` what explains it when
+    something does (the service: a flagged straggler rank)."""
+
+    start_iteration: int
+    ratio: float
+    seen_iteration: int
+    seen_time_s: float
+    explained_by: str | None = None
+
+    @property
+    def description(self) -> str:
+        """``job slowed by 35 % since iteration 361`` (or ``sped up by``)."""
+        change = abs(self.ratio - 1.0)
+        verb = "slowed by" if self.ratio >= 1.0 else "sped up by"
+        return f"job {verb} {100 * change:.0f} % since iteration {self.start_iteration}"
+
+
+@dataclass(slots=True, kw_only=True)
 class ProgressHistory:
     """What a job's progress has shown so far (see the module docstring); mutable, updated by
     :meth:`observe` and :meth:`restart`, saved with :meth:`to_json`.
 
     ``recent``: ``[log step time, iterations, time, end iteration]`` of the last steady
     intervals;
-    ``wall_over_logged``: recent ratios of wall to printed compute time; ``pending``: a slow
+    ``wall_over_logged``: recent ratios of wall to printed compute time; ``excess_s``: the
+    recent steady intervals' wall time beyond their printed compute time (s, after the
+    ratio); ``pending``: a slow
     interval waiting for the next one (no printed compute time); ``first_iteration`` and
     ``first_time_s``: the first point; ``segment_start``: the iteration the current run of
     points started from (start or last restart); ``steady_iterations``: iterations seen in
     steady intervals; ``integer_times``: every observed time was a whole second;
-    ``continues``: the job this one continues (a new job resuming the same run), if any.
+    ``continues``: the job this one continues (a new job resuming the same run), if any;
+    ``phases``: the sustained changes of pace seen (module docstring, "Phases");
+    ``expected``: the iteration intervals at which the job's launch says it pauses.
     """
 
     recent: list[list[float]] = field(default_factory=list)
     wall_over_logged: list[float] = field(default_factory=list)
+    excess_s: list[float] = field(default_factory=list)
     pauses: list[Pause] = field(default_factory=list)
     restarts: list[RestartRecord] = field(default_factory=list)
     pending: StepObservation | None = None
@@ -99,8 +171,15 @@ class ProgressHistory:
     steady_iterations: int = 0
     integer_times: bool = True
     continues: str | None = None
+    phases: list[PhaseEvent] = field(default_factory=list)
+    expected: list[int] = field(default_factory=list)
 
     # ------------------------------------------------------------------ updates
+
+    def expect(self, intervals: list[int]) -> None:
+        """The iteration intervals at which the job's launch says it pauses (evaluations,
+        checkpoints); kept until changed."""
+        self.expected = sorted({i for i in intervals if i > 0})
 
     def start(self, iteration: int, time_s: float) -> None:
         """Note the first point of the job (no-op once known)."""
@@ -157,6 +236,42 @@ class ProgressHistory:
         del self.restarts[:-MAX_RESTARTS]
         self.segment_start = event.to_iteration
         self.pending = None
+
+    def note_phase(
+        self,
+        *,
+        start_iteration: int | None,
+        ratio: float | None,
+        z: float | None,
+        iteration: int,
+        time_s: float,
+    ) -> PhaseEvent | None:
+        """Note the phase an estimate reports (``start_iteration``, its pace ``ratio`` to the
+        stretch before and ``z``: its shift in long-run sd, ``planner.forecast.level``) at
+        ``iteration`` and ``time_s``; returns the new event when it is one (module docstring,
+        "Phases"), None when it is none or revises one already noted."""
+        if start_iteration is None or ratio is None or z is None or ratio <= 0:
+            return None
+        if abs(ratio - 1.0) < PHASE_MIN_EFFECT or abs(z) < PHASE_Z:
+            return None
+        for event in self.phases:
+            same_way = (event.ratio > 1.0) == (ratio > 1.0)
+            near = abs(start_iteration - event.start_iteration) <= max(
+                1.0, PHASE_REVISE_RATIO * event.start_iteration
+            )
+            if same_way and near:
+                event.start_iteration = start_iteration
+                event.ratio = ratio
+                return None
+        event = PhaseEvent(
+            start_iteration=start_iteration,
+            ratio=ratio,
+            seen_iteration=iteration,
+            seen_time_s=time_s,
+        )
+        self.phases.append(event)
+        del self.phases[:-MAX_PHASES]
+        return event
 
     # ------------------------------------------------------------------ queries
 
@@ -216,11 +331,32 @@ class ProgressHistory:
         excess = n * (obs.step_time_s - ref)
         if recompute:
             return max(0.0, excess)
-        noise = math.sqrt(n) * ref * self.noise_log_sd()
-        ratio = PAUSE_MIN_RATIO if obs.logged_step_time_s is None else PAUSE_MIN_RATIO_LOGGED
         resolution = 1.0 if self.integer_times else 0.0
-        threshold = max(PAUSE_Z * noise, ratio * n * ref) + resolution
+        z = PAUSE_Z_EXPECTED if self._due(obs) else PAUSE_Z
+        if obs.logged_step_time_s is not None:
+            threshold = max(z * self._excess_sd(resolution), PAUSE_MIN_RATIO_LOGGED * n * ref)
+        else:
+            noise = math.sqrt(n) * ref * self.noise_log_sd()
+            threshold = max(z * noise, PAUSE_MIN_RATIO * n * ref) + resolution
         return excess if excess > threshold else None
+
+    def _due(self, obs: StepObservation) -> bool:
+        """The interval holds a moment the launch says the job pauses after (module
+        docstring): a multiple of an expected interval in ``[start, end)``."""
+        start = obs.iteration - obs.num_iterations
+        return any(-(-max(start, 1) // every) * every < obs.iteration for every in self.expected)
+
+    def _excess_sd(self, resolution_s: float) -> float:
+        """Robust sd (s) of the recent steady intervals' excess over their printed compute
+        time (module docstring); before ``MIN_EXCESSES`` of them, the resolution's (a
+        uniform blur of each end: ``resolution / sqrt(6)``) or the floor."""
+        if len(self.excess_s) < MIN_EXCESSES:
+            return max(EXCESS_FLOOR_S, resolution_s / math.sqrt(6.0))
+        values = np.array(self.excess_s)
+        # the mean absolute deviation from the median, scaled to a normal sd: the median
+        # absolute deviation collapses to 0 on the few values whole-second ends give
+        spread = MEAN_ABS_TO_SD * float(np.mean(np.abs(values - np.median(values))))
+        return max(EXCESS_FLOOR_S, spread)
 
     def _steady(self, obs: StepObservation) -> None:
         self.recent.append(
@@ -228,6 +364,10 @@ class ProgressHistory:
         )
         del self.recent[:-RECENT]
         if obs.logged_step_time_s is not None and obs.logged_step_time_s > 0:
+            ref = self._reference(obs)
+            if ref is not None:
+                self.excess_s.append(obs.num_iterations * (obs.step_time_s - ref))
+                del self.excess_s[:-RECENT]
             self.wall_over_logged.append(obs.step_time_s / obs.logged_step_time_s)
             del self.wall_over_logged[:-RECENT]
         self.steady_iterations += obs.num_iterations
@@ -250,6 +390,7 @@ class ProgressHistory:
         """A JSON-safe dict of the history (:meth:`from_json` reads it back)."""
         doc = asdict(self)
         doc["pending"] = None if self.pending is None else asdict(self.pending)
+        doc["phases"] = [asdict(p) for p in self.phases]
         return doc
 
     @classmethod
@@ -263,6 +404,7 @@ class ProgressHistory:
             return cls(
                 recent=[[float(v) for v in r] for r in doc.get("recent", [])],
                 wall_over_logged=[float(v) for v in doc.get("wall_over_logged", [])],
+                excess_s=[float(v) for v in doc.get("excess_s", [])],
                 pauses=[Pause(**p) for p in doc.get("pauses", [])],
                 restarts=[RestartRecord(**r) for r in doc.get("restarts", [])],
                 pending=None if not pending else StepObservation(**pending),
@@ -272,6 +414,8 @@ class ProgressHistory:
                 steady_iterations=int(doc.get("steady_iterations", 0)),
                 integer_times=bool(doc.get("integer_times", True)),
                 continues=doc.get("continues"),
+                phases=[PhaseEvent(**p) for p in doc.get("phases", [])],
+                expected=[int(v) for v in doc.get("expected", [])],
             )
         except (TypeError, ValueError, KeyError):
             return cls()

@@ -38,6 +38,37 @@ while it moves half of the distances (the MAD of the distances of a run with a s
 middle was the size of the phase, and hid it). Under whole-second times the wall clock's
 intervals are blurred (modelled apart, above), so ``sigma`` comes from the printed compute
 times when there are some, and ``DEFAULT_LOG_SD`` is its floor.
+
+**Pace noise.** ``sigma`` is the step-to-step noise; on a shared host the pace also swings for
+tens of seconds at a time (another job's load comes and goes), and those swings do not average
+out over a few intervals. What the ETA needs is how far the *mean* pace over ``W`` iterations
+strays: ``pace_sd^2 / W`` for large ``W``, where ``pace_sd^2`` is the long-run variance of the
+log pace per iteration (the spectral density at zero). It is measured by batch means (Flegal &
+Jones 2010, Annals of Statistics 38:1034): the newest ``PACE_WINDOW`` observations cut into
+``k`` batches of ``sqrt(m)`` observations (at least ``MIN_BATCHES``), each batch's pace (time
+over iterations), and the MAD of successive batch differences scaled by their iterations (a
+phase change moves one difference), shrunk toward ``sigma`` with ``NOISE_PRIOR_DOF``
+pseudo-batches. On a quiet host ``pace_sd`` is ``sigma``; on the dev machine with other test
+suites beside the job it was 3-10 times ``sigma``. It sets the variance of the fitted pace
+(``pace_sd^2 sum(w^2/n) / (sum w)^2``), the pace's term of the band (``planner.forecast.eta``)
+and the significance of a phase event (``planner.forecast.history``); the change-point search
+of the ETA keeps the step-to-step ``sigma`` (it follows a new pace within a few intervals, and
+a false change only costs the band some width).
+
+**The prior.** The model's step time (times the cluster's calibration) is a prior of log-sd
+``prior_log_sd``; to it is added ``host^2``, how far the job's own pace strays between stretches
+of its run beyond step-to-step noise (``level_spread`` with ``sigma``): a model predicts the job
+on its hardware, the load of a shared host moves the whole run by about as much as it moves a
+stretch of it. Unless the two conflict (Box's check, ``planner.forecast.eta``), the pace is
+``mu = w0 mu0 + (1 - w0) ybar`` with the stated rule
+
+    w0 = v / (v_prior + v),  v = pace_sd^2 / W,  v_prior = prior_log_sd^2 + host^2,
+
+``W`` the iterations the job has run outside warm-up and pauses, all its phases: the prior
+counts as ``n0 = pace_sd^2 / v_prior`` iterations of the job's own pace and its weight is
+``n0 / (n0 + W)``, so it yields to the observed pace as the job runs, and faster on a host
+whose pace swings (a wider ``v_prior``) or with a loose calibration. The variance of ``mu`` is
+``(1 - w0)^2 var(ybar) + w0^2 v_prior``.
 """
 
 from __future__ import annotations
@@ -72,6 +103,10 @@ CHANGE_Z: Final = 6.0
 CHANGE_MIN_EFFECT: Final = 0.03
 CHANGE_MIN_OBS: Final = 3
 MAX_CHANGES: Final = 3
+MIN_BATCHES: Final = 4
+"""Batches the long-run noise needs (below: the per-iteration noise stands in)."""
+PACE_WINDOW: Final = 400
+"""Newest observations the long-run noise is measured on."""
 SHORT_PHASE_RESOLUTIONS: Final = 100.0
 """A phase shorter than this many printed-time resolutions (100 s of whole seconds) is paced on
 the printed compute times (module docstring, "Two clocks")."""
@@ -80,9 +115,14 @@ the printed compute times (module docstring, "Two clocks")."""
 @dataclass(frozen=True, slots=True)
 class LevelFit:
     """The fitted log mean step time ``mu`` (log s) and its variance ``var``; ``sigma`` the
-    per-iteration log-sd; ``dof`` its degrees of freedom (None: prior only); ``num_used``
-    observations used; ``observed_mu`` the data mean alone; ``conflict_z`` Box's check;
-    ``phase_start_iteration`` where the current phase began (None: no change point)."""
+    per-iteration log-sd; ``pace_sd`` the long-run log-sd of the pace (the mean pace over ``W``
+    iterations scatters by ``pace_sd / sqrt(W)``: "Pace noise" in the module docstring);
+    ``dof`` their degrees of freedom (None: prior only); ``num_used`` observations used;
+    ``observed_mu`` the data mean alone; ``conflict_z`` Box's check; ``prior_weight`` the
+    prior's share of ``mu`` (0: not blended); ``phase_start_iteration`` where the current
+    phase began (None: no change point), ``phase_ratio`` its pace over the pace of the
+    stretch before it and ``phase_z`` that shift in sd of the two stretches' mean paces under
+    the long-run noise (both None: no change point)."""
 
     method: EtaMethod
     mu: float
@@ -95,6 +135,10 @@ class LevelFit:
     prior_step_time_s: float | None
     phase_start_iteration: int | None = None
     level_log_sd: float = LEVEL_PRIOR_LOG_SD
+    pace_sd: float | None = None
+    prior_weight: float = 0.0
+    phase_ratio: float | None = None
+    phase_z: float | None = None
 
 
 def prior_fit(prior_step_time_s: float, prior_log_sd: float) -> LevelFit:
@@ -112,9 +156,44 @@ def prior_fit(prior_step_time_s: float, prior_log_sd: float) -> LevelFit:
     )
 
 
+def long_run_sd(
+    y: np.ndarray, n: np.ndarray, sigma: float, *, window: int = PACE_WINDOW
+) -> tuple[float, int]:
+    """(long-run per-iteration log-sd of the pace, batches it used): robust batch means
+    (module docstring, "Pace noise"). ``y``: log step times of ``n`` iterations each, in
+    order; ``sigma``: the per-iteration log-sd it is shrunk toward. With fewer than
+    ``2 * MIN_BATCHES`` observations, ``(sigma, 0)``."""
+    y, n = y[-window:], n[-window:]
+    m = len(y)
+    if m < 2 * MIN_BATCHES:
+        return sigma, 0
+    size = max(2, math.isqrt(m))
+    k = m // size
+    if k < MIN_BATCHES:
+        size, k = m // MIN_BATCHES, MIN_BATCHES
+    yb, nb = y[m - k * size :].reshape(k, size), n[m - k * size :].reshape(k, size)
+    w = nb.sum(axis=1)
+    pace = np.log((nb * np.exp(yb)).sum(axis=1) / w)
+    d = np.diff(pace) / np.sqrt(1.0 / w[1:] + 1.0 / w[:-1])
+    batch = MAD_TO_SD * float(np.median(np.abs(d)))
+    shrunk = (NOISE_PRIOR_DOF * sigma**2 + (k - 1) * batch**2) / (NOISE_PRIOR_DOF + k - 1)
+    return math.sqrt(shrunk), k
+
+
 def phase_start(y: np.ndarray, n: np.ndarray, sigma: float, *, resolution_s: float = 0.0) -> int:
     """Index of the first observation of the current phase of ``y`` (log step times of ``n``
     iterations each, in order); 0 when there is no change point (module docstring).
+    ``sigma``: the per-iteration log-sd a segment's pace is judged by (the ETA gives the
+    step-to-step one, so it follows a new pace within a few intervals; "Pace noise")."""
+    starts = phase_starts(y, n, sigma, resolution_s=resolution_s)
+    return starts[-1] if starts else 0
+
+
+def phase_starts(
+    y: np.ndarray, n: np.ndarray, sigma: float, *, resolution_s: float = 0.0
+) -> list[int]:
+    """Indexes of the change points of ``y`` found one after the other (each in what follows
+    the previous one), as :func:`phase_start` searches; empty when there is none.
 
     A segment's pace is its time over its iterations (the ratio of sums: what the ETA projects),
     with log variance ``sigma^2 / W + (resolution_s^2 / 6) / D^2`` for ``W`` iterations lasting
@@ -123,6 +202,7 @@ def phase_start(y: np.ndarray, n: np.ndarray, sigma: float, *, resolution_s: flo
     ``HUBER_K`` times their own sd (at least twice ``CHANGE_MIN_EFFECT``) from the median, so a
     lone outlier is no phase."""
     start = 0
+    starts: list[int] = []
     blur = resolution_s**2 / 6.0
     for _ in range(MAX_CHANGES):
         ns = n[start:]
@@ -149,7 +229,8 @@ def phase_start(y: np.ndarray, n: np.ndarray, sigma: float, *, resolution_s: flo
         if scores[best] < CHANGE_Z:
             break
         start += int(splits[best])
-    return start
+        starts.append(start)
+    return starts
 
 
 def fit_level(
@@ -203,13 +284,30 @@ def fit_level(
     t = np.array([o.time_s for o in used])
     logged = _logged(used)
     sigma, m = _noise(y, n, resolution_s, logged)
-    spread = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, sigma)
-    wall_begin = logged_begin = 0
+    pace_sd, batches = (sigma, 0) if warmup_only else long_run_sd(y, n, sigma)
+    seen_iterations = float(n.sum())  # all the job's own evidence, every phase
+    spread = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, pace_sd)
+    host = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, sigma)
+    wall_starts: list[int] = []
+    logged_starts: list[int] = []
     if not warmup_only:
-        wall_begin = phase_start(y, n, sigma, resolution_s=resolution_s)
+        wall_starts = phase_starts(y, n, sigma, resolution_s=resolution_s)
         if logged is not None:  # the compute clock sees a change the coarse wall clock blurs
-            logged_begin = phase_start(logged, n, _noise(logged, n)[0])
+            logged_starts = phase_starts(logged, n, _noise(logged, n)[0])
+    wall_begin = wall_starts[-1] if wall_starts else 0
+    logged_begin = logged_starts[-1] if logged_starts else 0
     begin = max(wall_begin, logged_begin)
+    ratio_of_phase = z_of_phase = None
+    if begin > 0:  # the current phase's pace over the pace of the stretch before it
+        before = max([0, *(b for b in (*wall_starts, *logged_starts) if b < begin)])
+        seconds = n * np.exp(y)
+        w_after, w_before = float(n[begin:].sum()), float(n[before:begin].sum())
+        ratio_of_phase = float(
+            (seconds[begin:].sum() / w_after) / (seconds[before:begin].sum() / w_before)
+        )
+        z_of_phase = math.log(ratio_of_phase) / (
+            pace_sd * math.sqrt(1.0 / w_after + 1.0 / w_before)
+        )
     span_s = float(np.sum(n[begin:] * np.exp(y[begin:])))
     if logged is not None and resolution_s > 0 and span_s < SHORT_PHASE_RESOLUTIONS * resolution_s:
         # A phase of a few blurred seconds: its compute times, scaled by the wall clock's
@@ -231,13 +329,15 @@ def fit_level(
     decay = np.power(0.5, (t.max() - t) / half_life_s)
     w = n * decay
     ybar = math.log(float(np.sum(w * np.exp(y)) / np.sum(w)))
-    var = sigma**2 * float(np.sum(w**2 / n)) / float(np.sum(w)) ** 2
+    var = pace_sd**2 * float(np.sum(w**2 / n)) / float(np.sum(w)) ** 2
     var += resolution_s**2 / 6.0 / span_s**2  # the two blurred ends
     if warmup_only:
         var += WARMUP_LOG_SD**2
-    dof = NOISE_PRIOR_DOF + m - 1
+    dof = NOISE_PRIOR_DOF + (min(m, batches) if batches else m) - 1
 
-    def done(method: EtaMethod, mu: float, v: float, z: float | None) -> LevelFit:
+    def done(
+        method: EtaMethod, mu: float, v: float, z: float | None, weight: float = 0.0
+    ) -> LevelFit:
         return LevelFit(
             method,
             mu,
@@ -250,17 +350,29 @@ def fit_level(
             prior_step_time_s,
             phase_iteration,
             spread,
+            pace_sd,
+            weight,
+            ratio_of_phase,
+            z_of_phase,
         )
 
     if prior_step_time_s is None:
         return done(EtaMethod.OBSERVED, ybar, var, None)
-    mu0, var0 = math.log(prior_step_time_s), prior_log_sd**2
+    # The prior's variance: the model's and its calibration's, plus how far this job's pace
+    # strays between stretches of its run (module docstring, "The prior").
+    mu0, var0 = math.log(prior_step_time_s), prior_log_sd**2 + host**2
     z = (ybar - mu0) / math.sqrt(var0 + var)
     if abs(z) > conflict_z:
         return done(EtaMethod.PRIOR_CONFLICT, ybar, var, z)
-    precision = 1.0 / var0 + 1.0 / var
-    mu = (mu0 / var0 + ybar / var) / precision
-    return done(EtaMethod.BLEND, mu, 1.0 / precision, z)
+    # The prior's weight is judged against everything the job has shown (module docstring,
+    # "The prior"): n0 / (n0 + W) for W iterations seen and n0 = pace_sd^2 / var0.
+    if warmup_only:
+        evidence = var
+    else:
+        evidence = pace_sd**2 / seen_iterations + resolution_s**2 / 6.0 / span_s**2
+    weight = evidence / (var0 + evidence)
+    mu = weight * mu0 + (1.0 - weight) * ybar
+    return done(EtaMethod.BLEND, mu, (1.0 - weight) ** 2 * var + weight**2 * var0, z, weight)
 
 
 def _logged(used: Sequence[StepObservation]) -> np.ndarray | None:

@@ -1,11 +1,13 @@
 """Replay a finished job's log as if the planner were watching it live; pure.
 
 ``planner eta replay LOG`` and ``benchmarks/eta_replay.py`` are built on :func:`replay`: each
-logged point is read in log order at the time it was logged, through the same rule
-(``planner.forecast.observations``), history (``planner.forecast.history``) and estimator
-(``planner.forecast.eta.estimate_running``, with the service's window of the newest
-``OBSERVATION_WINDOW`` observations) as the service, using at each point only what was known
-then. Nothing after a point is seen by its ETA.
+logged point is read in log order at the time it was logged, through the same path as the
+service (``planner.forecast.tracking.follow``: the rule of ``planner.forecast.observations``,
+the history of ``planner.forecast.history``, the service's window of observations) and the same
+estimator (``planner.forecast.eta.estimate_running``), using at each point only what was known
+then. Nothing after a point is seen by its ETA. Given the job's prior, schedule and its
+cluster's knowledge (band offsets, shutdown), a point's estimate is the one the service makes
+when its read ends at that record (``tests/service/test_live_equals_replay.py``).
 
 **The clock.** A record's time is the time the log printed on it. A record without one (a
 Megatron-LM CI table, modded-nanogpt, a DeepSpeed-Chat step between two engine lines) is read
@@ -31,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -41,10 +42,11 @@ import numpy as np
 from planner.errors import SpecError
 from planner.forecast.arguments import TrainingSchedule
 from planner.forecast.bands import BandOffsets, BandPoint
-from planner.forecast.eta import OBSERVATION_WINDOW, estimate_running
+from planner.forecast.eta import EtaEstimate, estimate_running
 from planner.forecast.history import ProgressHistory
-from planner.forecast.observations import read_progress
-from planner.forecast.values import Quantiles, StepObservation
+from planner.forecast.observations import ProgressMark
+from planner.forecast.tracking import ObservationWindow, follow, note_estimate
+from planner.forecast.values import Quantiles
 from planner.specs.job import ProgressRecord
 
 MARKS: Final = (0.1, 0.3, 0.5, 0.9)
@@ -55,13 +57,16 @@ MARKS: Final = (0.1, 0.3, 0.5, 0.9)
 class ReplayPoint:
     """The ETA at one logged point: ``elapsed_s`` since the first point, its ``iteration`` and
     ``progress`` (0..1), ``eta_s`` the predicted remaining seconds (published band) and
-    ``model_eta_s`` the model's band before calibration."""
+    ``model_eta_s`` the model's band before calibration; ``time_s`` the point's time (epoch s)
+    and ``estimate`` the whole estimate made there."""
 
     elapsed_s: float
     iteration: int
     progress: float
     eta_s: Quantiles
     model_eta_s: Quantiles
+    time_s: float = 0.0
+    estimate: EtaEstimate | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON line of ``planner eta replay``."""
@@ -76,12 +81,14 @@ class ReplayPoint:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Replay:
     """A replayed log: its points and the real end (``duration_s`` from the first point; None
-    when the log stops before ``total_iterations``)."""
+    when the log stops before ``total_iterations``); ``history`` what the progress showed at
+    the end (pauses, restarts, phases)."""
 
     points: tuple[ReplayPoint, ...]
     total_iterations: int
     duration_s: float | None
     last_iteration: int
+    history: ProgressHistory | None = None
 
     def band_points(self) -> list[BandPoint]:
         """The points as a finished job's ETAs, for a band calibration (none without an end)."""
@@ -137,13 +144,17 @@ def replay(
     prior_log_sd: float = 0.3,
     schedule: TrainingSchedule | None = None,
     band: BandOffsets | None = None,
+    shutdown_s: float = 0.0,
+    shutdown_sd_s: float = 0.0,
     on_record: Callable[[int, int], None] | None = None,
 ) -> Replay:
     """Replay ``records`` (one job's log, in order) against ``total_iterations``; ``end_time_s``
     the latest time the log printed (None: its last record's); ``prior_step_time_s`` a model
-    prediction (s), ``schedule`` the job's arguments, ``band`` band offsets; ``on_record`` is
-    called with (records replayed, records to replay) after each record (progress of a long
-    replay). Raises ``SpecError`` for an empty log or an invalid total."""
+    prediction (s) of log-sd ``prior_log_sd``, ``schedule`` the job's arguments, ``band`` band
+    offsets and ``shutdown_s`` / ``shutdown_sd_s`` the shutdown (what the service learnt from
+    the cluster's finished jobs); ``on_record`` is called with (records replayed, records to
+    replay) after each record (progress of a long replay). Raises ``SpecError`` for an empty
+    log or an invalid total."""
     if total_iterations < 1:
         raise SpecError("total_iterations", f"must be >= 1, got {total_iterations}")
     if not records:
@@ -158,35 +169,36 @@ def replay(
         if end_time_s is not None and not ran_past:
             end = max(end, end_time_s)
     history = ProgressHistory()
-    window: deque[StepObservation] = deque(maxlen=OBSERVATION_WINDOW)
-    mark = None
+    window = ObservationWindow()
+    mark: ProgressMark | None = None
     t0 = clock[0]
     points: list[ReplayPoint] = []
     for k, (record, time_s) in enumerate(zip(records, clock, strict=True)):
         if on_record is not None and k > 0:
             on_record(k, len(records))
         stamped = dataclasses.replace(record, timestamp_s=time_s)
-        observations, restarts, mark = read_progress([stamped], read_time_s=time_s, previous=mark)
-        if restarts[0] is not None:
-            history.restart(restarts[0])
-        history.start(record.iteration, time_s)
-        if observations[0] is not None:
-            history.observe(observations[0])
-            window.append(observations[0])
-        if prior_step_time_s is None and not window:
+        followed, mark = follow(
+            [stamped], read_time_s=time_s, mark=mark, history=history, schedule=schedule
+        )
+        if followed[0].observation is not None:
+            window.add(followed[0].observation)
+        if prior_step_time_s is None and not len(window):
             continue
         estimate = estimate_running(
             prior_step_time_s=prior_step_time_s,
             prior_log_sd=prior_log_sd,
-            observations=list(window),
+            observations=window.observations(),
             iteration=min(record.iteration, total_iterations),
             train_iters=total_iterations,
             last_progress_time_s=time_s,
             now_s=time_s,
             history=history,
             schedule=schedule,
+            shutdown_s=shutdown_s,
+            shutdown_sd_s=shutdown_sd_s,
             band=band,
         )
+        note_estimate(history, estimate, time_s=time_s)
         raw = estimate.model_remaining_s or estimate.remaining_s
         points.append(
             ReplayPoint(
@@ -195,6 +207,8 @@ def replay(
                 progress=min(1.0, record.iteration / total_iterations),
                 eta_s=estimate.remaining_s,
                 model_eta_s=raw,
+                time_s=time_s,
+                estimate=estimate,
             )
         )
     if on_record is not None:
@@ -204,6 +218,7 @@ def replay(
         total_iterations=total_iterations,
         duration_s=None if end is None else end - t0,
         last_iteration=records[-1].iteration,
+        history=history,
     )
 
 

@@ -21,14 +21,24 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["MAX_INTEGER", "MAX_LITERAL_CHARS", "integer_or_value", "number_or_value"]
+__all__ = [
+    "LITERAL_PATTERN",
+    "MAX_INTEGER",
+    "MAX_LITERAL_CHARS",
+    "integer_or_value",
+    "number_or_value",
+]
 
 MAX_INTEGER = 2**53
 """Largest magnitude of an integer taken as an integer (9,007,199,254,740,992)."""
 MAX_LITERAL_CHARS = 400
 """Longest text converted to a number, characters."""
 
-_LITERAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+LITERAL_PATTERN = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+"""A decimal or scientific literal (``8``, ``1.0e12``, ``-.5``), as text must hold it to be
+taken as a number."""
+
+_LITERAL = re.compile(LITERAL_PATTERN)
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 

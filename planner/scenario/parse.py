@@ -290,11 +290,17 @@ def _parse_model(raw: dict[str, object]) -> ModelSpec:
 
 def _layer_freq(value: object) -> object:
     """``model.moe_layer_freq``: an int (every N-th layer), or a list of 0/1 per layer (a
-    tuple for the spec); integral floats become ints. Anything else is left for the spec to
-    reject."""
-    if isinstance(value, list | tuple):
-        return tuple(_int("model.moe_layer_freq", v) for v in value)
-    return _int("model.moe_layer_freq", value)
+    tuple for the spec); integral floats become ints. Any other type is refused here, dense
+    model or not (the spec checks the pattern of MoE models only)."""
+    items = value if isinstance(value, list | tuple) else (value,)
+    ints = tuple(_int("model.moe_layer_freq", v) for v in items)
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in ints):
+        raise SpecError(
+            "model.moe_layer_freq",
+            "must be an integer N (every N-th layer is MoE) or a list of one 0 (dense) or "
+            f"1 (MoE) per layer, got {value!r}",
+        )
+    return ints if isinstance(value, list | tuple) else ints[0]
 
 
 def _parse_hardware(raw: dict[str, object]) -> HardwareSpec:

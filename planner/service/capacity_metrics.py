@@ -10,7 +10,8 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from planner.service.metrics import _num
+from planner.service.job_fields import label
+from planner.service.metrics import LastGood, _num
 from planner.service.store import Store
 
 #: Most planned jobs exported with a deadline-miss probability (the most at risk first).
@@ -49,6 +50,7 @@ class CapacityCollector(Collector):
     def __init__(self, store: Store) -> None:
         self.store = store
         self._cached: tuple[int, float, dict[str, Any]] | None = None
+        self._last = LastGood("the capacity review's metrics")
 
     def _latest(self) -> tuple[float, dict[str, Any]] | None:
         head = self.store.latest_review(with_result=False)
@@ -62,6 +64,10 @@ class CapacityCollector(Collector):
         return self._cached[1], self._cached[2]
 
     def collect(self) -> Iterator[Metric]:
+        """The review's families; while the store fails, those of its last good read."""
+        yield from self._last.read(self._from_store)
+
+    def _from_store(self) -> Iterator[Metric]:
         gpus = GaugeMetricFamily(
             "planner_capacity_forecast_gpus",
             "Occupied GPUs of the pool in the week (mean over the week), by quantile of the "
@@ -104,26 +110,26 @@ class CapacityCollector(Collector):
                 weeks.setdefault(str(week["pool"]), []).append(week)
             for pool, rows in weeks.items():
                 for week in rows[:MAX_FORECAST_WEEKS]:
-                    label = _week(float(week["week_start_s"]))
+                    week_label = _week(float(week["week_start_s"]))
                     for q, key in _QUANTILE_LABELS:
                         value = _num((week.get("occupied_gpus") or {}).get(key))
                         if value is not None:
-                            gpus.add_metric([pool, q, label], value)
+                            gpus.add_metric([label(pool), q, week_label], value)
                     cap = _num(week.get("capacity_gpu_hours"))
                     if cap is not None:
-                        capacity.add_metric([pool, label], cap / (7 * 24.0))
+                        capacity.add_metric([label(pool), week_label], cap / (7 * 24.0))
             at_risk = [
                 j for j in base.get("jobs") or [] if _num(j.get("miss_probability")) is not None
             ]
             at_risk.sort(key=lambda j: -float(j["miss_probability"]))
             for job in at_risk[:MAX_DEADLINE_JOBS]:
-                miss.add_metric([str(job["name"])], float(job["miss_probability"]))
+                miss.add_metric([label(job["name"])], float(job["miss_probability"]))
             for row in result.get("comparison") or []:
                 value = _num(row.get("expected_deadline_misses"))
                 if value is not None:
-                    expected.add_metric([str(row["scenario"])], value)
+                    expected.add_metric([label(row["scenario"])], value)
             for answer in result.get("sizing") or []:
                 added = _num(answer.get("gpus_added"))
                 if added is not None:
-                    sizing.add_metric([str(answer["gpu"]), str(answer["pool"])], added)
+                    sizing.add_metric([label(answer["gpu"]), label(answer["pool"])], added)
         yield from (gpus, capacity, miss, expected, sizing, made)

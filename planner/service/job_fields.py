@@ -14,15 +14,21 @@ longer than its ``VARCHAR(256)`` column, which fails the whole cycle). So:
   two jobs.
 * **shown** in pages (:func:`shown`): at most :data:`PAGE_CHARS` characters per field, cut with
   the same marker; the job's own page (``GET /v1/jobs/{id}``) shows its stored ``state`` whole.
+* **exported** as metric label values (:func:`label`): at most :data:`LABEL_CHARS` characters,
+  cut with the marker and a digest of the whole value, so that two long values never share a
+  series (a job id or cluster name is an identity, a node name from a log line is not bounded
+  where it is stored).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 from planner.specs.job import ClusterSnapshot, JobState, NodeState
 
 __all__ = [
+    "LABEL_CHARS",
     "MARKER",
     "NAME_CHARS",
     "NODE_CHARS",
@@ -32,6 +38,7 @@ __all__ = [
     "bound_job",
     "bound_snapshot",
     "cut",
+    "label",
     "shown",
 ]
 
@@ -47,6 +54,8 @@ NODE_CHARS = 256
 PATH_CHARS = 4095
 #: Characters of one field in a page of ``/v1/jobs``.
 PAGE_CHARS = 256
+#: Characters of one label value of ``/metrics``.
+LABEL_CHARS = 128
 
 _TEXT_FIELDS = (
     "partition",
@@ -67,6 +76,18 @@ def cut(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[: max(0, limit - len(MARKER))] + MARKER
+
+
+def label(value: object) -> str:
+    """``value`` as a metric label value: its text when it has at most :data:`LABEL_CHARS`
+    characters, else its start, :data:`MARKER` and the first 8 hex digits of the SHA-256 of
+    the whole text (``LABEL_CHARS`` characters in all; distinct values stay distinct)."""
+    text = str(value)
+    if len(text) <= LABEL_CHARS:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:8]
+    tail = f"{MARKER}{digest}"
+    return text[: LABEL_CHARS - len(tail)] + tail
 
 
 def shown(text: str | None) -> str | None:

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from planner.service.job_fields import label
 from planner.service.models import JobRow, predicted_start, soonest_first
 
 __all__ = ["MAX_PENDING_JOBS", "exported_jobs", "job_count_metrics", "predicted_start"]
@@ -56,6 +57,7 @@ def job_count_metrics(counts: Iterable[tuple[str, str, str, int, int]]) -> list[
         labels=labels,
     )
     for scheduler, cluster, status, num_jobs, num_gpus in counts:
-        jobs.add_metric([scheduler, cluster, status], float(num_jobs))
-        gpus.add_metric([scheduler, cluster, status], float(num_gpus))
+        values = [label(scheduler), label(cluster), label(status)]
+        jobs.add_metric(values, float(num_jobs))
+        gpus.add_metric(values, float(num_gpus))
     return [jobs, gpus]

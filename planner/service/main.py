@@ -6,9 +6,8 @@ sources (Slurm CLI, Kubernetes informers), the log tailer, trace files, Promethe
 metrics and dcgm-exporter GPU telemetry), leader election, the Kueue AdmissionCheck controller,
 hint writers, and the HTTP API. Everything is injectable for tests: pass ``store``, ``sources``,
 ``reader``, ``traces``, ``telemetry``, ``gpus``, ``kube_api_client`` and ``clock``, and
-``start_loops=False`` to drive cycles by hand. ``serve`` is ``planner serve``;
-``sample_this_machine`` and ``read_calibration_inputs`` are the adapters the calibration commands
-of ``planner.cli`` use (``planner.wiring`` holds those that need no service).
+``start_loops=False`` to drive cycles by hand. ``serve`` is ``planner serve``. The adapters the
+offline commands use are wired in ``planner.wiring``, without the service.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import uvicorn
@@ -40,16 +38,12 @@ from adapters.kubernetes.auth import KubeReviewer
 from adapters.kubernetes.client import ADMISSIONCHECKS
 from adapters.kubernetes.config import api_client_from_config
 from adapters.logs import LogTailer
-from adapters.logs import read_job_log as read_job_log  # noqa: PLC0414 (for planner.eta_cli)
-from adapters.nccl import parse_nccl_tests
 from adapters.prometheus import (
     DcgmJobTelemetry,
     DcgmTelemetry,
     PrometheusClient,
     PrometheusJobTelemetry,
 )
-from adapters.sampling.files import SampleRun, read_sample_run
-from adapters.sampling.run import run_sampling
 from adapters.slurm import (
     SlurmHintWriter,
     SlurmSource,
@@ -61,12 +55,8 @@ from adapters.slurm import (
 )
 from adapters.traces import TraceFiles
 from planner import __version__
-from planner.calibration.collectives import CollectiveSample
-from planner.calibration.samples import OpSample
 from planner.capacity.fleet import parse_fleet
-from planner.capacity.montecarlo import Executor
-from planner.cli_input import read_input_text
-from planner.errors import CalibrationError, SourcePermanentError, SpecError
+from planner.errors import SourcePermanentError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.recommend.admission import AdvisoryHints, CheckDecision
 from planner.service.api import build_app
@@ -80,6 +70,8 @@ from planner.service.auth import (
 )
 from planner.service.capacity_metrics import CapacityCollector
 from planner.service.guard import GuardedSource
+from planner.service.job_series import MAX_PENDING_JOBS
+from planner.service.learning import Learner, Learning, LearningConfig
 from planner.service.loops import IngestLoop, IngestSettings
 from planner.service.loops.context import QueueForecastConfig
 from planner.service.loops.priority import RequestPriority
@@ -95,6 +87,7 @@ from planner.service.runtime import ServiceState, exit_after
 from planner.service.security_settings import check_exposure
 from planner.service.settings import KubernetesSettings, Settings, SlurmSettings, Toggle
 from planner.service.store import SqlStore, Store
+from planner.wiring.ray import ray_executor
 
 log = logging.getLogger("planner.service")
 
@@ -138,8 +131,15 @@ def build_sources(
 
 
 def build_reader(settings: Settings) -> ProgressReader:
-    """The log tailer used for job progress."""
-    return LogTailer(max_read_bytes=settings.max_log_bytes_per_cycle)
+    """The log tailer used for job progress: a job's log is read under the rules of the other
+    files it names (its working directory and each scheduler's ``allowed_file_roots``)."""
+    return LogTailer(
+        max_read_bytes=settings.max_log_bytes_per_cycle,
+        allowed_file_roots={
+            "slurm": settings.slurm.allowed_file_roots,
+            "kubernetes": settings.kubernetes.allowed_file_roots,
+        },
+    )
 
 
 def build_prometheus(settings: Settings) -> tuple[JobTelemetry | None, GpuTelemetry | None]:
@@ -391,7 +391,10 @@ def create_app(
         if any(src.scheduler == "slurm" for src in sources) and not settings.read_only
         else None
     )
+    learning = LearningConfig(**settings.learning.model_dump())
+    ingestor.deps.learning = Learning(config=learning)
     state = ServiceState(settings, store, ingestor, clock, kube=kube, slurm_hints=slurm_hints)
+    state.learner = Learner(store, clock, learning)
     state_box.append(state)
     state.reviews = ReviewRunner(
         settings.review,
@@ -399,17 +402,41 @@ def create_app(
         clock,
         executor_for=ray_executor,
         is_leader=lambda: state.is_leader,
+        limits=settings.limits,
     )
-    registry = CollectorRegistry()
-    registry.register(PlannerCollector(store, clock, settings.metrics.max_pending_jobs))
-    registry.register(CapacityCollector(store))
-    registry.register(IngestCollector(ingestor))
-    if kube is not None:
-        registry.register(KubernetesCollector(kube.source.stats))
-    registry.register(audit.collector())
+    registry = metrics_registry(
+        store,
+        ingestor,
+        audit,
+        clock=clock,
+        max_pending_jobs=settings.metrics.max_pending_jobs,
+        kubernetes_stats=kube.source.stats if kube is not None else None,
+    )
     return build_app(
         state, registry, traces=traces, start_loops=start_loops, authorizer=authorizer, audit=audit
     )
+
+
+def metrics_registry(
+    store: Store,
+    ingestor: IngestLoop,
+    audit: AuditLog,
+    *,
+    clock: Callable[[], float] = time.time,
+    max_pending_jobs: int = MAX_PENDING_JOBS,
+    kubernetes_stats: Callable[[], Mapping[str, Any]] | None = None,
+) -> CollectorRegistry:
+    """The registry ``/metrics`` serves: every collector of the service (the Kubernetes
+    informers' only with ``kubernetes_stats``). ``deploy/docs_gen.py`` lists its metrics in
+    ``docs/metrics.md``."""
+    registry = CollectorRegistry()
+    registry.register(PlannerCollector(store, clock, max_pending_jobs))
+    registry.register(CapacityCollector(store))
+    registry.register(IngestCollector(ingestor))
+    if kubernetes_stats is not None:
+        registry.register(KubernetesCollector(kubernetes_stats))
+    registry.register(audit.collector())
+    return registry
 
 
 def queue_forecast_config(settings: Settings) -> QueueForecastConfig:
@@ -453,43 +480,3 @@ def serve(settings: Settings) -> None:
         log_config=None,
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)),
     )
-
-
-# ---------------------------------------------------------------------------- the CLI's adapters
-
-
-def ray_executor(address: str) -> Executor:
-    """The capacity review's Monte Carlo executor on the Ray cluster at ``address``
-    (``adapters.ray``, the optional ``[ray]`` extra); raises ``SourcePermanentError`` when Ray
-    is not installed and ``SourceTemporaryError`` when the cluster cannot be reached."""
-    from adapters.ray import RayExecutor  # noqa: PLC0415 - Ray is optional and slow to import
-
-    return RayExecutor(address)
-
-
-def sample_this_machine(out: str, **options: Any) -> tuple[SampleRun, list[Path]]:
-    """Time the model's operators (and collectives) on this machine with PyTorch and write the
-    run under ``out`` (``adapters.sampling.run.run_sampling``); raises ``CalibrationError``."""
-    return run_sampling(out, **options)
-
-
-def read_calibration_inputs(
-    samples: Sequence[str], nccl: Sequence[str] = ()
-) -> tuple[list[OpSample], list[CollectiveSample], dict[str, Any]]:
-    """Operator and collective samples from sample runs (directories or CSV files) and
-    nccl-tests output files, with the first run's metadata; raises ``CalibrationError``."""
-    ops: list[OpSample] = []
-    colls: list[CollectiveSample] = []
-    metadata: dict[str, Any] = {}
-    for path in samples:
-        run = read_sample_run(path)
-        ops.extend(run.ops)
-        colls.extend(run.collectives)
-        metadata = metadata or dict(run.metadata)
-    for path in nccl:
-        try:
-            text = read_input_text(path)
-        except SpecError as exc:
-            raise CalibrationError(f"cannot read {exc}") from None
-        colls.extend(parse_nccl_tests(text, source=path).samples)
-    return ops, colls, metadata

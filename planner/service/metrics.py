@@ -23,6 +23,8 @@ p50 gauge keeps the name and labels the alert rules and dashboards already use.
 | ``planner_job_predicted_completion_p90_timestamp_seconds`` | gauge | p90 completion, epoch s |
 | ``planner_job_time_limit_timestamp_seconds`` | gauge | start + time limit of a running job |
 | ``planner_job_model_error_ratio`` | gauge | model step time / observed step time - 1 |
+| ``planner_job_phase_slowdown_ratio`` | gauge | pace since the latest sustained change / before |
+| ``planner_job_phase_start_iteration`` | gauge | iteration where that change of pace began |
 | ``planner_job_predicted_memory_bytes`` | gauge | predicted peak memory per GPU, bytes |
 | ``planner_job_predicted_fits_in_memory`` | gauge | 1 when the prediction fits HBM, else 0 |
 | ``planner_job_straggler_slowdown_ratio`` | gauge | what-if step slowdown (1 = no stragglers) |
@@ -48,6 +50,11 @@ p50 gauge keeps the name and labels the alert rules and dashboards already use.
 | ``planner_ingest_poll_seconds`` | gauge | its poll of the scheduler (s) |
 | ``planner_queue_forecast_seconds`` | gauge | the last queue forecast in the worker process (s) |
 | ``planner_ingest_paused_seconds_total`` | counter | the ingest loop's waits for API requests (s) |
+| ``planner_store_up`` | gauge | 1 when this scrape read the store, 0 while it cannot |
+
+While the store (PostgreSQL, SQLite) cannot be read, a scrape still answers: the series above
+keep the values of the last scrape that read it (:class:`LastGood`) and ``planner_store_up`` is 0,
+so the planner's own health metrics do not vanish with its database.
 
 The capacity review's metrics and the pending jobs' predicted starts:
 ``planner.service.capacity_metrics.CapacityCollector``.
@@ -55,6 +62,7 @@ The capacity review's metrics and the pending jobs' predicted starts:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -63,6 +71,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from planner import __version__
+from planner.errors import StoreError
+from planner.service.job_fields import label
 from planner.service.job_series import MAX_PENDING_JOBS, job_count_metrics, predicted_start
 from planner.service.loops import IngestLoop
 from planner.service.loops.incremental import eta_remaining_now
@@ -70,6 +80,13 @@ from planner.service.models import JobRow
 from planner.service.store import Store
 
 _JOB_LABELS = ["scheduler", "cluster", "job_id"]
+
+log = logging.getLogger(__name__)
+
+
+def _job_labels(row: JobRow) -> list[str]:
+    """The values of ``_JOB_LABELS`` for ``row``, each bounded (``job_fields.label``)."""
+    return [label(row.scheduler), label(row.cluster), label(row.job_id)]
 
 
 def _num(value: Any) -> float | None:
@@ -111,6 +128,13 @@ def _deadline(row: JobRow) -> float | None:
 def _fits(row: JobRow) -> float | None:
     fits = None if row.prediction is None else row.prediction.get("fits_in_memory")
     return None if not isinstance(fits, bool) else float(fits)
+
+
+def _phase(row: JobRow, key: str) -> float | None:
+    """A field of the job's latest sustained change of pace (``eta["phase"]``:
+    ``planner.forecast.history.PhaseEvent``), None when it has none."""
+    phase = (row.eta or {}).get("phase")
+    return _num(phase.get(key)) if isinstance(phase, dict) else None
 
 
 def _gpu(row: JobRow, key: str) -> float | None:
@@ -156,6 +180,17 @@ _JOB_GAUGES: list[tuple[str, str, Callable[[JobRow], float | None]]] = [
         "planner_job_model_error_ratio",
         "Performance-model step time over the observed step time, minus 1 (signed ratio).",
         _model_error,
+    ),
+    (
+        "planner_job_phase_slowdown_ratio",
+        "Pace of the job since its latest sustained change of pace over its pace before it "
+        "(ratio; 1.3: 30 % slower, below 1: faster).",
+        lambda r: _phase(r, "ratio"),
+    ),
+    (
+        "planner_job_phase_start_iteration",
+        "Iteration at which the job's latest sustained change of pace began.",
+        lambda r: _phase(r, "start_iteration"),
     ),
     (
         "planner_job_predicted_completion_timestamp_seconds",
@@ -240,10 +275,43 @@ def _gpu_states(nodes: list[dict[str, Any]]) -> dict[str, float]:
     return totals
 
 
+class LastGood:
+    """The metric families a collector last read from the store, served again while the store
+    fails (``StoreError``): a scrape during an outage keeps the series at their last values
+    instead of failing. ``what`` names them in the log (one line when the store goes down and
+    one when it is back)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.families: list[Metric] = []
+        self.up = True
+
+    def read(self, produce: Callable[[], Iterable[Metric]]) -> list[Metric]:
+        """``produce()``'s families (kept), or the kept ones when the store fails."""
+        try:
+            families = list(produce())
+        except StoreError as exc:
+            if self.up:
+                log.warning(
+                    "metrics: the store cannot be read, %s keep their last values: %s",
+                    self.what,
+                    exc,
+                )
+            self.up = False
+            return self.families
+        if not self.up:
+            log.info("metrics: the store is read again (%s)", self.what)
+        self.up = True
+        self.families = families
+        return families
+
+
 class PlannerCollector(Collector):
     """A ``prometheus_client`` collector over the store (register it on any registry);
     ``clock``: epoch seconds (a running job's ETA seconds are from now); ``max_pending_jobs``:
-    the most pending jobs with series of their own (``planner.service.job_series``)."""
+    the most pending jobs with series of their own (``planner.service.job_series``). While the
+    store fails it serves the families of its last good read (:class:`LastGood`) and
+    ``planner_store_up`` 0."""
 
     def __init__(
         self,
@@ -254,8 +322,19 @@ class PlannerCollector(Collector):
         self.store = store
         self.clock = clock
         self.max_pending_jobs = max_pending_jobs
+        self._last = LastGood("the job, source and calibration metrics")
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._last.read(self._from_store)
+        up = GaugeMetricFamily(
+            "planner_store_up",
+            "1 when this scrape read the planner's store, 0 when it could not (the store's "
+            "series then keep the values of the last scrape that read it).",
+        )
+        up.add_metric([], 1.0 if self._last.up else 0.0)
+        yield up
+
+    def _from_store(self) -> Iterator[Metric]:
         info = GaugeMetricFamily(
             "planner_job_info",
             "Active job known to the planner (value 1).",
@@ -281,8 +360,10 @@ class PlannerCollector(Collector):
         rows = self.store.jobs_for_metrics(max_pending=self.max_pending_jobs)
         now = self.clock()
         for row in rows:
-            labels = [row.scheduler, row.cluster, row.job_id]
-            info.add_metric([*labels, row.name, row.user, row.status, row.described_by], 1.0)
+            labels = _job_labels(row)
+            info.add_metric(
+                [*labels, *map(label, (row.name, row.user, row.status, row.described_by))], 1.0
+            )
             remaining = (row.eta or {}).get("remaining_s") or {}
             if row.status != "pending":  # from its completion: the ETA is as of when it moved
                 remaining = eta_remaining_now(row.eta, now) or remaining
@@ -328,7 +409,7 @@ class PlannerCollector(Collector):
         for entry in (state.get("errors") or {}).values():
             value = _num(entry.get("median_abs_error_ratio"))
             if value is not None:
-                error.add_metric([str(entry["scheduler"]), str(entry["cluster"])], value)
+                error.add_metric([label(entry["scheduler"]), label(entry["cluster"])], value)
         samples.add_metric([], float(state.get("num_samples") or 0))
         return (error, samples)
 
@@ -347,7 +428,7 @@ class PlannerCollector(Collector):
             value = _num((entry or {}).get("coverage_ratio"))
             if value is not None:
                 scheduler, _, cluster = key.partition("/")
-                family.add_metric([scheduler, cluster], value)
+                family.add_metric([label(scheduler), label(cluster)], value)
         return family
 
     def _straggler_ranks(self, rows: Iterable[JobRow]) -> Metric:
@@ -363,16 +444,8 @@ class PlannerCollector(Collector):
                 slowdown = _num(flag.get("slowdown"))
                 if slowdown is None:
                     continue
-                family.add_metric(
-                    [
-                        row.scheduler,
-                        row.cluster,
-                        row.job_id,
-                        str(flag.get("rank")),
-                        str(flag.get("node") or ""),
-                    ],
-                    slowdown,
-                )
+                rank = [label(flag.get("rank")), label(flag.get("node") or "")]
+                family.add_metric([*_job_labels(row), *rank], slowdown)
         return family
 
     def _source_metrics(self) -> Iterable[Metric]:
@@ -397,7 +470,7 @@ class PlannerCollector(Collector):
             labels=[*labels, "state"],
         )
         for row in self.store.sources():
-            lv = [row.scheduler, row.cluster]
+            lv = [label(row.scheduler), label(row.cluster)]
             if row.last_success_s is not None:
                 last.add_metric(lv, row.last_success_s)
             failures.add_metric(lv, float(row.consecutive_failures or 0))
@@ -483,11 +556,11 @@ class IngestCollector(Collector):
         )
         deps = self.loop.deps
         for (scheduler, cluster), (polled, whole) in sorted(deps.cycle_seconds.items()):
-            cycle.add_metric([scheduler, cluster], whole)
-            poll.add_metric([scheduler, cluster], polled)
+            cycle.add_metric([label(scheduler), label(cluster)], whole)
+            poll.add_metric([label(scheduler), label(cluster)], polled)
         for key, took in sorted(deps.forecaster.last_duration_s.items()):
             scheduler, _, cluster = str(key).partition("/")
-            forecast.add_metric([scheduler, cluster], took)
+            forecast.add_metric([label(scheduler), label(cluster)], took)
         paused = CounterMetricFamily(
             "planner_ingest_paused_seconds",
             "Seconds the ingest loop waited at its safe points for API requests in flight "

@@ -310,3 +310,43 @@ class ReviewRow(Base):
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     html: Mapped[str | None] = mapped_column(Text, nullable=True)
     markdown: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class ObservedRunRow(Base):
+    """One finished job as a measured run for the observed-runs calibration
+    (``planner.service.learning``): its scenario document, the measured step time
+    (``iteration_time_s``, s: the ETA's robust mean of its wall-clock step times) over
+    ``num_iterations`` iterations, the most GPU memory one of its GPUs used when DCGM reported
+    it, and ``skip_reason`` when the run cannot be learnt from (a step time that is zero or not
+    a number, a GPU the catalog does not know): kept with its reason, never fitted. One row per
+    job (a requeued job's later end replaces it)."""
+
+    __tablename__ = "observed_runs"
+    __table_args__ = (
+        UniqueConstraint("scheduler", "cluster", "job_id", name="uq_observed_runs_job"),
+        Index("ix_observed_runs_cluster", "scheduler", "cluster", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    scheduler: Mapped[str] = mapped_column(String(32))
+    cluster: Mapped[str] = mapped_column(String(128))
+    job_id: Mapped[str] = mapped_column(String(64))
+    recorded_s: Mapped[float] = mapped_column(Float)
+    ended_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu: Mapped[str] = mapped_column(String(64), default="")
+    scenario: Mapped[dict[str, Any]] = mapped_column(JSON)
+    iteration_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    num_iterations: Mapped[int] = mapped_column(Integer, default=0)
+    memory_per_gpu_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    skip_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class ObservedRunCount(NamedTuple):
+    """What one cluster's observed runs hold: usable runs, runs skipped with a reason, and
+    the newest row's id (a refit is due when it moved)."""
+
+    scheduler: str
+    cluster: str
+    num_runs: int
+    num_skipped: int
+    newest_id: int

@@ -8,6 +8,13 @@ a jobs snapshot document), and runs ``planner.capacity.run_review`` from the rev
 (``planner.capacity.inputs``: the later of the fleet's start and now, for the live queue) on
 the local executor or Ray (``review.ray_address``). One review runs at a time per process
 (they are CPU-bound; a request waits for a running one). Only the leader runs the schedule.
+
+Every review runs under the same budget (:func:`review_budget`, :func:`review_time_budget`:
+the ``limits.review_*`` settings): a request's or the schedule's review whose inputs are over a
+limit (horizon, jobs, samples, pools, what-ifs, estimated memory) is refused before anything
+is simulated, and one that runs past ``limits.review_time_budget_s`` CPU seconds stops. A
+scheduled review that is refused, or stopped, is stored with the error naming the limit (and
+logged), as any other failed scheduled review; stopping the service stops a running one.
 """
 
 from __future__ import annotations
@@ -25,19 +32,28 @@ import numpy as np
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from planner.capacity import QueuedJob, QueueSnapshot, Review, review_markdown, run_review
+from planner.capacity.budget import ReviewBudget
 from planner.capacity.documents import Located, load_document
 from planner.capacity.html import review_html
 from planner.capacity.inputs import ReviewInputs, review_inputs
 from planner.capacity.montecarlo import Executor
 from planner.errors import PlannerError, SpecError
-from planner.search.budget import checkpoint
+from planner.search.budget import BudgetExceededError, SearchBudget, budget_scope, checkpoint
 from planner.service.loops.queue_forecast import queue_order, runtime_band
 from planner.service.models import JobRow, ReviewRow
+from planner.service.security_settings import LimitSettings
 from planner.service.settings import ReviewSettings, parse_schedule
 from planner.service.store import Store
 from planner.specs.job import JobState, JobStatus
 
-__all__ = ["ReviewOptions", "ReviewRunner", "live_snapshot", "read_document"]
+__all__ = [
+    "ReviewOptions",
+    "ReviewRunner",
+    "live_snapshot",
+    "read_document",
+    "review_budget",
+    "review_time_budget",
+]
 
 log = logging.getLogger("planner.service.reviews")
 
@@ -57,6 +73,43 @@ def read_document(path: str, what: str) -> Located:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SpecError(what, f"cannot read {path} ({reason}); check the path") from None
     return load_document(text, path)
+
+
+def review_budget(limits: LimitSettings) -> ReviewBudget:
+    """The sizes a review may have (``limits.review_max_*``); its errors name those settings."""
+    return ReviewBudget(
+        max_horizon_days=limits.review_max_horizon_days,
+        max_jobs=limits.review_max_jobs,
+        max_samples=limits.review_max_samples,
+        max_pools=limits.review_max_pools,
+        max_what_ifs=limits.review_max_what_ifs,
+        max_memory_bytes=limits.review_max_memory_bytes,
+        field_prefix="limits.review_",
+    )
+
+
+def review_time_budget(limits: LimitSettings) -> SearchBudget:
+    """A fresh time budget of one review: ``limits.review_time_budget_s`` CPU seconds of the
+    thread running it (waiting for another review costs nothing), and a what-if's layout
+    search within ``limits.explore_max_candidates``."""
+    return SearchBudget(
+        time_budget_s=limits.review_time_budget_s,
+        time_field="limits.review_time_budget_s",
+        max_candidates=limits.explore_max_candidates,
+        candidates_field="limits.explore_max_candidates",
+        clock=time.thread_time,
+    )
+
+
+def over_time(exc: BudgetExceededError, limits: LimitSettings, advice: str) -> SpecError:
+    """``exc`` with what to do when it is the review's time budget (``advice``: which inputs
+    to shrink); any other budget's error as it is."""
+    if exc.field != "limits.review_time_budget_s":
+        return exc
+    return BudgetExceededError(
+        exc.field,
+        f"the review ran past its budget of {limits.review_time_budget_s:g} CPU seconds; " + advice,
+    )
 
 
 def _state(row: JobRow) -> JobState | None:
@@ -121,7 +174,8 @@ class _Asked(Protocol):
 class ReviewRunner:
     """Runs reviews for one service process (module docstring). ``executor_for(address)``
     makes the Ray executor (the composition root's ``ray_executor``); ``is_leader`` says
-    whether this replica runs the schedule."""
+    whether this replica runs the schedule; ``limits``: the budgets of every review (default:
+    the defaults of ``LimitSettings``)."""
 
     def __init__(
         self,
@@ -131,14 +185,18 @@ class ReviewRunner:
         *,
         executor_for: Callable[[str], Executor] | None = None,
         is_leader: Callable[[], bool] = lambda: True,
+        limits: LimitSettings | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.clock = clock
         self.executor_for = executor_for
         self.is_leader = is_leader
+        self.limits = limits if limits is not None else LimitSettings()
+        self.budget = review_budget(self.limits)
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
+        self._scheduled_budget: SearchBudget | None = None
 
     def inputs(
         self,
@@ -185,8 +243,9 @@ class ReviewRunner:
             self._lock.release()
 
     def run_scheduled(self) -> ReviewRow | None:
-        """The scheduled review: read the settings' files, run, store (an error is stored
-        and logged too). None on a replica that is not the leader."""
+        """The scheduled review: read the settings' files, check them against the review
+        budget, run within its time budget, store (an error, a refusal naming the budget, is
+        stored and logged too). None on a replica that is not the leader."""
         if not self.is_leader():
             return None
         cfg = self.settings
@@ -195,6 +254,7 @@ class ReviewRunner:
         try:
             if not cfg.fleet_file or not cfg.plan_file:
                 raise SpecError("review.fleet_file", "a scheduled review needs a fleet and plan")
+            self.budget.check_samples(cfg.samples, cfg.sizing_samples)
             inputs = self.inputs(
                 read_document(cfg.fleet_file, "review.fleet_file"),
                 read_document(cfg.plan_file, "review.plan_file"),
@@ -202,7 +262,14 @@ class ReviewRunner:
                 self.live() if cfg.live_jobs else None,
                 None,
             )
-            review, row.elapsed_s = self.run(inputs, ReviewOptions.of(cfg, cfg.ray_address))
+            self.budget.check(inputs, samples=cfg.samples, sizing_samples=cfg.sizing_samples)
+            budget = self._scheduled_budget = review_time_budget(self.limits)
+            with budget_scope(budget):
+                review, row.elapsed_s = self.run(inputs, ReviewOptions.of(cfg, cfg.ray_address))
+        except BudgetExceededError as exc:
+            advice = "set fewer review.samples (or review.sizing: false) or a smaller plan"
+            row.error = f"scheduled review refused: {over_time(exc, self.limits, advice)}"
+            log.error("%s", row.error)
         except PlannerError as exc:
             row.error = str(exc)
             log.error("scheduled review failed: %s", exc)
@@ -242,7 +309,9 @@ class ReviewRunner:
         log.info("capacity review scheduled: %s", self.settings.schedule)
 
     def stop(self) -> None:
-        """Stop the schedule (waiting for a running review)."""
+        """Stop the schedule; a running scheduled review stops at its next checkpoint."""
+        if self._scheduled_budget is not None:
+            self._scheduled_budget.cancel()
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=True)
             self._scheduler = None

@@ -27,6 +27,7 @@ from planner.service.settings import Settings
 from planner.service.store import Store
 
 if TYPE_CHECKING:
+    from planner.service.learning import Learner
     from planner.service.reviews import ReviewRunner
 
 log = logging.getLogger("planner.service")
@@ -81,6 +82,8 @@ class ServiceState:
         self.on_stop: list[Callable[[], None]] = []
         #: Capacity reviews, set by the composition root (with Ray).
         self.reviews: ReviewRunner | None = None
+        #: Fits each cluster's calibration from its finished jobs, set by the composition root.
+        self.learner: Learner | None = None
 
     @property
     def stale_after_s(self) -> float:
@@ -132,6 +135,16 @@ class ServiceState:
         except Exception:  # the loop must survive anything; the traceback goes to the log
             log.exception("ingest cycle failed")
 
+    def run_learning(self) -> None:
+        """Fit the calibrations of the clusters with new finished jobs (the scheduled job,
+        off the ingest cycle's thread), on the leader; logs and swallows everything."""
+        if not self.is_leader or self.learner is None:
+            return
+        try:
+            self.learner.run()
+        except Exception:  # the loop must survive anything; the traceback goes to the log
+            log.exception("learning from finished jobs failed")
+
     def start(self, *, start_loops: bool) -> None:
         """Migrate the store, start Kubernetes, and schedule the ingest loop when asked and
         there is a source. Raises ``StoreError`` when the store cannot be migrated."""
@@ -152,6 +165,15 @@ class ServiceState:
                 coalesce=True,
                 next_run_time=datetime.now(UTC),
             )
+            if self.learner is not None and self.learner.config.enabled:
+                scheduler.add_job(
+                    self.run_learning,
+                    "interval",
+                    seconds=self.learner.config.interval_s,
+                    id="learn",
+                    max_instances=1,
+                    coalesce=True,
+                )
             scheduler.start()
             self.scheduler = scheduler
             log.info("ingest loop every %.1f s", self.settings.ingest_interval_s)

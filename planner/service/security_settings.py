@@ -1,7 +1,7 @@
 """Settings of authentication, bounded work, the store's faults and retention.
 
 They are fields of :class:`planner.service.settings.Settings` (``auth``, ``limits``,
-``retention``, ``read_only``, ``shutdown_grace_s``); the README's "Security" section says why
+``retention``, ``read_only``, ``shutdown_grace_s``); docs/security.md says why
 each default is what it is.
 
 * ``auth.mode``: ``token`` (default; static bearer tokens from ``auth.token_file``),
@@ -36,7 +36,7 @@ ROLES = ("reader", "operator", "admin")
 
 
 class AuthSettings(BaseModel):
-    """Who may call the API (see the module docstring and the README's "Security")."""
+    """Who may call the API (see the module docstring and docs/security.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -182,6 +182,20 @@ class LimitSettings(BaseModel):
         description="Largest estimated memory of a requested review "
         "(planner.capacity.budget.estimated_bytes: samples x jobs x scenarios and samples x "
         "pools x 6-hour bins), bytes.",
+    )
+    jobs_page: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="Jobs per page of GET /v1/jobs when the request names no limit (the "
+        "answer's next_cursor, passed as ?cursor=, gives the next page).",
+    )
+    jobs_unpaged_max: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Most jobs GET /v1/jobs?limit=0 (every job in one answer) may return; "
+        "with more: 422 naming this limit (page with limit and cursor instead).",
     )
 
 

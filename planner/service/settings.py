@@ -55,14 +55,20 @@ class SlurmSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: Toggle = Toggle.AUTO
+    enabled: Toggle = Field(
+        default=Toggle.AUTO,
+        description="auto: on when squeue and sinfo are on PATH (or in bin_dir); the service "
+        "logs which sources it found.",
+    )
     cluster: str | None = Field(
         default=None, description="Cluster label; default: Slurm's ClusterName."
     )
     bin_dir: str | None = Field(
         default=None, description="Directory of squeue/sinfo/sacct; default: PATH."
     )
-    command_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    command_timeout_s: float = Field(
+        default=10.0, gt=0, le=300, description="Longest run of one Slurm command, seconds."
+    )
     use_sacct: bool | None = Field(
         default=None, description="Read ended jobs from sacct; None = detect accounting."
     )
@@ -88,13 +94,24 @@ class AdmissionCheckSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
-    controller_name: str = "planner.llm/llm-capacity-planner"
+    enabled: bool = Field(
+        default=False,
+        description="Be the controller of the Kueue AdmissionCheck named by controller_name.",
+    )
+    controller_name: str = Field(
+        default="planner.llm/llm-capacity-planner",
+        description="The AdmissionCheck's controllerName the planner answers for.",
+    )
     gating_queues: list[str] = Field(
         default_factory=list,
         description="LocalQueues (namespace/name) or ClusterQueues whose workloads may be held.",
     )
-    grace_period_s: float = Field(default=120.0, gt=0)
+    grace_period_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="With no fresh prediction the check turns Ready after this long, so the "
+        "planner never blocks admission on its own, seconds.",
+    )
 
 
 class KubernetesSettings(BaseModel):
@@ -107,13 +124,20 @@ class KubernetesSettings(BaseModel):
         description="auto: on when running in a pod (KUBERNETES_SERVICE_HOST) or a kubeconfig "
         "is named in KUBECONFIG.",
     )
-    cluster: str = "kubernetes"
+    cluster: str = Field(default="kubernetes", description="Cluster label of its jobs.")
     namespace: str | None = Field(default=None, description="Watch one namespace; None: all.")
-    kubeconfig: str | None = None
-    leader_election: bool = True
-    lease_name: str = "llm-capacity-planner"
+    kubeconfig: str | None = Field(
+        default=None, description="A kubeconfig file; default: in-cluster config, or KUBECONFIG."
+    )
+    leader_election: bool = Field(
+        default=True,
+        description="Replicas elect a leader over a coordination.k8s.io Lease: only the leader "
+        "ingests and writes, all serve reads from the shared store.",
+    )
+    lease_name: str = Field(default="llm-capacity-planner", description="The Lease's name.")
     lease_namespace: str = Field(
         default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"),
+        description="The Lease's namespace: the pod's own (POD_NAMESPACE), else default.",
     )
     identity: str | None = Field(default=None, description="Leader identity; default hostname.")
     hint_annotations: bool = Field(
@@ -135,7 +159,9 @@ class PrometheusSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str | None = Field(default=None, description="e.g. http://prometheus:9090")
-    timeout_s: float = Field(default=10.0, gt=0, le=300)
+    timeout_s: float = Field(
+        default=10.0, gt=0, le=300, description="Longest Prometheus query, seconds."
+    )
     slurm_job_label: str = Field(default="job_id", description="Label carrying a Slurm job id.")
     step_s: float = Field(default=15.0, gt=0, description="Range-query step, <= scrape interval.")
     gpu_window_s: float = Field(
@@ -156,7 +182,9 @@ class QueueForecastSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = True
+    enabled: bool = Field(
+        default=True, description="Forecast the pending jobs' start and completion."
+    )
     samples: int = Field(default=100, ge=1, le=2000, description="Monte Carlo samples.")
     interval_s: float = Field(
         default=30.0,
@@ -169,12 +197,66 @@ class QueueForecastSettings(BaseModel):
         description="A fleet file (docs/capacity-formats.md) instead of the pools made from the "
         "sources' nodes (one per partition and GPU type).",
     )
+    place_on_nodes: bool = Field(
+        default=False,
+        description="Place jobs on the nodes (each node's free CPUs, memory and GPUs, whole "
+        "nodes for exclusive jobs; CPU-only jobs take part) when the source reports what each "
+        "job asks of and holds on each node (Slurm), instead of pooling GPUs per partition and "
+        "type. Closer to when Slurm starts jobs (median start error 0.05 of the wait against "
+        "0.14 on the dev Slurm's scripted mix, benchmarks/results/pending_replay.md) but 6-8 "
+        "times the CPU of the pool model, so off by default.",
+    )
     worker_min_jobs: int = Field(
         default=1000,
         ge=0,
         description="Queues of at least this many active jobs are forecast in a worker "
         "process, off the ingest cycle (the forecast lands a cycle or more later; the worker "
         "rests as long as its last forecast took); 0: always in the cycle.",
+    )
+
+
+class LearningSettings(BaseModel):
+    """What the service learns from the jobs it saw finish (``planner.service.learning``):
+    each finished job with a description and a measured step time is kept as an observed run,
+    and each cluster's observed-runs calibration (``planner calibrate observe``'s) is fitted
+    again from its newest runs on a schedule of its own, off the ingest cycle."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(
+        default=True, description="Keep finished jobs as observed runs and fit the calibration."
+    )
+    apply: bool = Field(
+        default=True,
+        description="Correct predictions (jobs' and POST /v1/predict?cluster=) with the "
+        "cluster's learnt calibration where it is at least as specific as the online one and "
+        "its held-out error is no worse than the uncorrected model's.",
+    )
+    interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=86400,
+        description="How often new runs are looked for; a cluster with new runs is fitted "
+        "again (at most once per interval).",
+    )
+    max_runs: int = Field(
+        default=2000, ge=1, le=100_000, description="Newest runs of a cluster one fit reads."
+    )
+    keep_runs: int = Field(
+        default=10_000, ge=1, le=1_000_000, description="Runs kept per cluster (newest)."
+    )
+    fit_cpu_budget_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="CPU seconds of one cluster's fit: its held-out error is left out when "
+        "the fit itself took most of it.",
+    )
+    min_iterations: int = Field(
+        default=20,
+        ge=1,
+        description="Iterations a job must have run to count (before, its mean step time is "
+        "mostly warm-up).",
     )
 
 
@@ -208,10 +290,20 @@ class ReviewSettings(BaseModel):
     live_jobs: bool = Field(
         default=True, description="Include the service's running and pending jobs."
     )
-    samples: int = Field(default=200, ge=1, le=10000)
-    sizing: bool = True
-    sizing_samples: int | None = Field(default=None, ge=1, le=10000)
-    seed: int = 0
+    samples: int = Field(
+        default=200, ge=1, le=10000, description="Monte Carlo samples per scenario."
+    )
+    sizing: bool = Field(
+        default=True,
+        description="Search the smallest addition per GPU type that meets every deadline at p90.",
+    )
+    sizing_samples: int | None = Field(
+        default=None,
+        ge=1,
+        le=10000,
+        description="Samples per sizing run; default: min(samples, 100).",
+    )
+    seed: int = Field(default=0, description="Seed of the random draws.")
     run_on_start: bool = Field(default=True, description="Also run once when the service starts.")
     keep: int = Field(default=20, ge=1, le=1000, description="Stored reviews kept (newest).")
     ray_address: str | None = Field(
@@ -271,17 +363,32 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535)
+    host: str = Field(
+        default="127.0.0.1",
+        description="Bind address (planner serve --host). A non-loopback address in token "
+        "mode needs auth.token_file.",
+    )
+    port: int = Field(default=8080, ge=0, le=65535, description="Port (planner serve --port).")
     allowed_hosts: list[str] = Field(
         default_factory=lambda: ["localhost", "127.0.0.1", "::1"],
         description="Host names the API answers to (the Host header; port ignored): names, "
         "'*.suffix' for every name under suffix, '*' for any; IP addresses are always "
         "accepted. Others get 421: a DNS-rebinding page is served under a name of its own.",
     )
-    database_url: str = Field(default_factory=default_database_url)
-    ingest_interval_s: float = Field(default=15.0, gt=0, le=3600)
-    log_level: str = "INFO"
+    database_url: str = Field(
+        default_factory=default_database_url,
+        description="SQLAlchemy URL of the store: SQLite by default, PostgreSQL "
+        "(postgresql+psycopg://...; the [postgres] extra) for more than one replica. Alembic "
+        "migrations are applied on start.",
+    )
+    ingest_interval_s: float = Field(
+        default=15.0, gt=0, le=3600, description="Seconds between two polls of each source."
+    )
+    log_level: str = Field(
+        default="INFO",
+        description="Python logging level; DEBUG also logs the scheduler's and the "
+        "migrations' per-cycle lines.",
+    )
     model_prior_log_sd: float = Field(
         default=0.3,
         gt=0,
@@ -289,8 +396,12 @@ class Settings(BaseSettings):
         description="Log-space sd of the performance model's step-time prediction, the prior "
         "of the ETA blend (uncalibrated analytic model: ~30%).",
     )
-    max_log_bytes_per_cycle: int = Field(default=4 * 1024 * 1024, gt=0)
-    max_scenario_file_bytes: int = Field(default=1024 * 1024, gt=0)
+    max_log_bytes_per_cycle: int = Field(
+        default=4 * 1024 * 1024, gt=0, description="Most bytes read from one job's log per cycle."
+    )
+    max_scenario_file_bytes: int = Field(
+        default=1024 * 1024, gt=0, description="Largest scenario file a job may name."
+    )
     ended_job_retention_s: float = Field(
         default=7 * 24 * 3600.0,
         gt=0,
@@ -323,6 +434,7 @@ class Settings(BaseSettings):
     queue_forecast: QueueForecastSettings = Field(default_factory=QueueForecastSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
 
     @classmethod
     def settings_customise_sources(

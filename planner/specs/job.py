@@ -93,7 +93,11 @@ class JobState:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeState:
-    """One node of a cluster: GPU capacity and use, from the scheduler."""
+    """One node of a cluster: capacity and what jobs hold of it now, from the scheduler.
+
+    ``num_cpus``/``num_cpus_allocated`` are CPUs (Slurm's ``cpus``/``alloc_cpus``),
+    ``memory_bytes``/``memory_allocated_bytes`` the memory jobs may ask for and what they hold
+    (``real_memory``/``alloc_memory``), ``num_gpus``/``num_gpus_allocated`` the GPUs."""
 
     name: str
     state: str
@@ -103,6 +107,43 @@ class NodeState:
     num_cpus: int = 0
     memory_bytes: float = 0.0
     partitions: tuple[str, ...] = ()
+    num_cpus_allocated: int = 0
+    memory_allocated_bytes: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeShare:
+    """What one running job holds on one node: CPUs, memory (bytes) and GPUs."""
+
+    node: str
+    num_cpus: int = 0
+    memory_bytes: float = 0.0
+    num_gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobResources:
+    """What an active job asks of each node (pending) or holds on each (running).
+
+    A pending job starts once ``num_nodes`` nodes of one of its ``partitions`` (all nodes
+    when empty), all of ``required_nodes`` among them and none of ``excluded_nodes``, each
+    have ``cpus_per_node`` CPUs, ``memory_per_node_bytes`` of memory and ``gpus_per_node``
+    GPUs (of ``gpu_type`` when set) free; an ``exclusive`` job needs nodes no job holds
+    anything of, and while it runs no other job gets them. ``held`` lists a running job's
+    holding on each of its nodes (empty for a pending job).
+    """
+
+    job_id: str
+    num_nodes: int = 1
+    cpus_per_node: int = 1
+    memory_per_node_bytes: float = 0.0
+    gpus_per_node: int = 0
+    gpu_type: str | None = None
+    exclusive: bool = False
+    partitions: tuple[str, ...] = ()
+    required_nodes: tuple[str, ...] = ()
+    excluded_nodes: tuple[str, ...] = ()
+    held: tuple[NodeShare, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,7 +152,8 @@ class ClusterSnapshot:
 
     ``jobs`` holds the active jobs and, when the scheduler's accounting could tell, jobs that
     ended recently (their final state and end time). ``warnings`` lists non-fatal problems met
-    while reading (e.g. accounting disabled), one line each.
+    while reading (e.g. accounting disabled), one line each. ``resources`` holds what active
+    jobs ask of or hold on each node, for the schedulers that report it (Slurm).
     """
 
     scheduler: str
@@ -120,6 +162,7 @@ class ClusterSnapshot:
     jobs: tuple[JobState, ...] = ()
     nodes: tuple[NodeState, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    resources: tuple[JobResources, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -422,8 +422,11 @@ class LiveStragglers:
             return result
         ideal_remaining = remaining_s / slowdown
         lost_h = (remaining_s - ideal_remaining) / 3600.0
+        gain = _duration_text(remaining_s - ideal_remaining)
         suffix = (
-            f" Expected gain: {lost_h:.2f} h of the remaining run." if flags or slow_nodes else ""
+            f" Expected gain: {gain} of the remaining run."
+            if (flags or slow_nodes) and gain is not None
+            else ""
         )
         return replace(
             result,
@@ -502,3 +505,15 @@ class LiveStragglers:
 
 def _opt(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _duration_text(seconds: float) -> str | None:
+    """``42 s``, ``12 min``, ``3.4 h``: a duration in the unit that reads best; None below a
+    second (nothing is gained: no line)."""
+    if not seconds >= 1.0:
+        return None
+    if seconds < 120.0:
+        return f"{seconds:.0f} s"
+    if seconds < 7200.0:
+        return f"{seconds / 60.0:.0f} min"
+    return f"{seconds / 3600.0:.1f} h"

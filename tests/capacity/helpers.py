@@ -9,9 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.capacity.fleet import SchedulerKind
-from planner.capacity.montecarlo import Outcomes, simulate_workloads
-from planner.capacity.runtime import InterruptionModel
+from planner.capacity.montecarlo import Draws, Outcomes, simulate_workloads
+from planner.capacity.runtime import InterruptionModel, RuntimeBand
+from planner.capacity.snapshot import QueuedJob
 from planner.capacity.workload import JobKind, Workload
+from planner.specs.job import JobState, JobStatus
 
 NO_INTERRUPTIONS = InterruptionModel(rate_per_gpu_hour=0.0)
 
@@ -34,6 +36,8 @@ class J:
     deadline: float = math.inf
     queue: int = -1
     runs: Sequence[float] = ()
+    requeue: bool = False
+    checkpoint: float = 3600.0
 
 
 def workload(
@@ -97,7 +101,8 @@ def workload(
         opt_limit_s=o[:, 3].copy(),
         opt_log_work_mu=o[:, 4].copy(),
         opt_log_work_sigma=o[:, 5].copy(),
-        opt_checkpoint_s=np.full(len(opts), 3600.0),
+        opt_checkpoint_s=np.array([jobs[int(o[0])].checkpoint for o in opts], np.float64),
+        job_requeue=np.array([j.requeue for j in jobs], np.bool_),
         queue_names=tuple(f"q{i}" for i in range(queues)),
         queue_cohort=np.array(list(cohorts) or [-1] * queues, np.int64),
         queue_nominal=np.array(nominal, np.float64).reshape(queues, n_pools),
@@ -110,12 +115,48 @@ def workload(
     )
 
 
-def run_fixed(w: Workload) -> Outcomes:
-    """One sample where every option runs exactly its median."""
-    durations = np.round(np.exp(w.opt_log_work_mu), 6)[None, :]
-    return simulate_workloads([w], [durations])[0]
+def fixed_draws(w: Workload, failures: Sequence[Sequence[float]] = ()) -> Draws:
+    """One sample where every option needs exactly its median work and job ``j`` is
+    interrupted at the GPU-seconds ``failures[j]`` of its own clock (none by default)."""
+    work = np.round(np.exp(w.opt_log_work_mu), 6)[None, :]
+    per_job = [list(failures[j]) if j < len(failures) else [] for j in range(w.num_jobs)]
+    counts = np.array([[len(f) for f in per_job]], np.int64).reshape(1, w.num_jobs)
+    times = np.array([t for f in per_job for t in sorted(f)], np.float64)
+    return Draws(work, counts, times)
+
+
+def run_fixed(w: Workload, failures: Sequence[Sequence[float]] = ()) -> Outcomes:
+    """One sample where every option runs exactly its median (``fixed_draws``)."""
+    return simulate_workloads([w], [fixed_draws(w, failures)])[0]
 
 
 def by_name(w: Workload, values: np.ndarray) -> dict[str, float]:
     """``{job name: value}`` of a ``(J,)`` row."""
     return {name: float(v) for name, v in zip(w.job_names, values, strict=True)}
+
+
+def queued(
+    job_id: str,
+    partition: str,
+    runtime: RuntimeBand,
+    *,
+    num_gpus: int = 8,
+    deadline_s: float | None = None,
+    time_limit_s: float | None = None,
+    queue: str = "",
+) -> QueuedJob:
+    """A pending job of today's queue (Kueue when ``queue`` names its LocalQueue)."""
+    return QueuedJob(
+        state=JobState(
+            scheduler="kueue" if queue else "slurm",
+            cluster="c",
+            job_id=job_id,
+            partition=partition,
+            status=JobStatus.PENDING,
+            num_gpus=num_gpus,
+            time_limit_s=time_limit_s,
+            queue_name=queue,
+        ),
+        runtime=runtime,
+        deadline_s=deadline_s,
+    )

@@ -59,3 +59,32 @@ def test_report_renders_in_chromium(tmp_path: Path) -> None:
         shown.requests
     )
     assert shown.screenshot.stat().st_size > 50_000
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (deploy/dev/install-deps.sh installs it)"
+)
+def test_review_of_a_fleet_of_clusters_renders_in_chromium(tmp_path: Path) -> None:
+    """Two Slurm clusters and one Kueue cluster, checkpointed jobs with failures and
+    requeues, a what-if that layout: best repairs: the page draws every chart and shows the
+    goodput, the ClusterQueues and the failure model."""
+    out = tmp_path / "review"
+    subprocess.run(
+        [
+            sys.executable, "-m", "planner", "review",
+            str(EXAMPLES / "fleet-clusters.yaml"), str(EXAMPLES / "plan-clusters.yaml"),
+            "--what-if", str(EXAMPLES / "what-if-clusters.yaml"),
+            "--out", str(out), "--samples", "30", "--no-sizing",
+        ],
+        check=True, capture_output=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    page = (out / "review.html").read_text()
+    assert "ClusterQueues (base)" in page
+    assert "goodput" in page
+    assert "419 unexpected interruptions in 54 days" in page
+    shown = render(out / "review.html", tmp_path)
+    print(f"screenshot: {shown.screenshot}")
+    assert shown.divs == 6  # comparison, occupancy, Gantt, weeks, one occupancy per what-if (2)
+    assert shown.drawn == shown.divs
+    assert shown.tables >= 6
+    assert shown.errors == []

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.capacity.helpers import J, by_name, run_fixed, workload
+from tests.capacity.helpers import J, by_name, fixed_draws, run_fixed, workload
 
 
 def test_single_fifo_pool_runs_jobs_back_to_back():
@@ -181,7 +181,7 @@ def test_same_input_same_outcome():
         [16],
         [J(f"j{i}", 4 + 4 * (i % 3), 10.0 + i, limit=30.0 + i, priority=i % 4) for i in range(30)],
     )
-    d = np.exp(w.opt_log_work_mu)[None, :]
+    d = fixed_draws(w)
     from planner.capacity.montecarlo import simulate_workloads
 
     a = simulate_workloads([w], [d])[0]

@@ -13,6 +13,7 @@ prediction, ETA, queue forecast, live stragglers, capacity review, metrics colle
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import time
@@ -44,11 +45,16 @@ training: {train_iters: 1000}
 
 def write_log(path: Path, now: float) -> None:
     """Progress lines (JSON ``step`` events) and ``rank_step`` lines of 40 intervals ending now,
-    10 iterations each at ~0.06 s; rank 2 computes 1.5x slower from interval 10 on."""
+    10 iterations each at ~0.06 s; rank 2 computes 1.5x slower from interval 10 on, and the
+    job's wall clock with it (every rank waits for it: a phase the straggler explains)."""
     lines = []
     intervals = 40
+
+    def wall(k: int) -> float:  # seconds from the first interval's end to interval k's
+        return 0.6 * (min(k, 10) - 1) + 0.9 * max(0, k - 10)
+
     for k in range(1, intervals + 1):
-        t = now - (intervals - k) * 0.6
+        t = now - (wall(intervals) - wall(k))
         iteration = 10 * k
         compute = [0.040 + 0.0005 * ((k * 7 + r * 3) % 5) for r in range(WORLD_SIZE)]
         if k >= 10:
@@ -104,7 +110,10 @@ class FeedSource:
                 **common,
                 job_id=RUNNING_JOB,
                 name="tiny-gpt",
-                user="alice",
+                # the host user running the feed, in its work directory: the planner reads a
+                # job's log as its user may see it, under its working directory
+                user=getpass.getuser(),
+                work_dir=str(workdir),
                 status=JobStatus.RUNNING,
                 node_list=("node1", "node2"),
                 num_nodes=2,

@@ -45,8 +45,8 @@ def _cluster_role(docs: list[dict[str, Any]]) -> dict[str, Any]:
 def what_the_code_calls(*, admission: bool, hints: bool, reviews: bool) -> set[Grant]:
     """The API calls of ``adapters.kubernetes`` as RBAC grants (from its resource tables)."""
     needed: set[Grant] = set()
-    # The chart's Kueue integration reads AdmissionChecks even with the check off (the README's
-    # RBAC list; turning the check on then needs only its writes).
+    # The chart's Kueue integration reads AdmissionChecks even with the check off (the RBAC
+    # list of docs/kubernetes.md; turning the check on then needs only its writes).
     watched = (*DEFAULT_RESOURCES, ADMISSIONCHECKS)
     for res in watched:
         needed |= {(res.group, res.plural, verb) for verb in ("get", "list", "watch")}
@@ -68,7 +68,7 @@ def what_the_code_calls(*, admission: bool, hints: bool, reviews: bool) -> set[G
 @pytest.mark.parametrize("everything", [False, True])
 def test_the_cluster_role_grants_what_the_code_calls(everything: bool) -> None:
     # Probe: the ClusterRole lacked resourceflavors (watched by default), admissionchecks/status
-    # and job patch, which the README lists.
+    # and job patch, which docs/kubernetes.md lists.
     docs = render(EVERYTHING_ON if everything else {})
     granted = _granted(_cluster_role(docs))
     needed = what_the_code_calls(admission=everything, hints=everything, reviews=everything)

@@ -71,3 +71,8 @@ def test_names_help_and_labels_follow_conventions(planner_stack: PlannerStack) -
     for name, labels in re.findall(r"^(planner_job_\w+)\{([^}]*)\}", text, re.MULTILINE):
         keys = set(re.findall(r'(\w+)="', labels))
         assert keys == JOB_LABELS | extras.get(name, set()), (name, keys)
+    # The feed's running job slows x1.5 at its 10th interval (its straggler's doing): a phase,
+    # exported as the latest sustained change of pace and where it began.
+    for name in ("planner_job_phase_slowdown_ratio", "planner_job_phase_start_iteration"):
+        assert types.get(name) == "gauge", name
+        assert re.search(rf"^{name}\{{[^}}]*\}} ", text, re.MULTILINE), name

@@ -1,4 +1,4 @@
-"""Calibrated ETA bands (issue 14 item 3): conformal offsets per progress bucket from finished
+"""Calibrated ETA bands: conformal offsets per progress bucket from finished
 jobs, the model's band as the prior, and the coverage they reach."""
 
 from __future__ import annotations

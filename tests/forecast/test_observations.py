@@ -1,5 +1,5 @@
 """The one rule for step times from progress (planner.forecast.observations): wall-clock
-progress, never the compute time a log prints (issue 14); and that the service's ingest loop, the
+progress, never the compute time a log prints; and that the service's ingest loop, the
 replay and the benchmarks call that one implementation."""
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_service_the_replay_and_the_benchmarks_call_the_one_implementation() -> None:
+    # the service and the replay follow a read through one function, which applies the rule
+    tracking = importlib.import_module("planner.forecast.tracking")
+    assert tracking.read_progress is rule.read_progress
     progress = importlib.import_module("planner.service.loops.progress")
-    assert progress.read_progress is rule.read_progress
+    assert progress.follow is tracking.follow
     replay = importlib.import_module("planner.forecast.replay")
-    assert replay.read_progress is rule.read_progress
+    assert replay.follow is tracking.follow
     for name in ("eta_band_coverage", "recalibration"):
         bench = importlib.import_module(f"benchmarks.{name}")
         assert bench.observations_from_progress is rule.observations_from_progress

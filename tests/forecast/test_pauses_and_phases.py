@@ -1,4 +1,4 @@
-"""Pauses, phases and restarts (issue 14): the history tells pauses from a slower phase, pauses
+"""Pauses, phases and restarts: the history tells pauses from a slower phase, pauses
 are projected from the history or the arguments, change points move the pace quickly but not
 on noise, restarts are recorded with their overhead."""
 
@@ -293,7 +293,7 @@ def whole_second_log(steps: list[float], *, every: int = 5, seed: int = 0) -> li
 def test_a_phase_blurred_by_whole_second_times_is_found_on_the_printed_compute_times(
     seed: int,
 ) -> None:
-    # Issue 14, CI of 2026-11-26: a job of 50 ms iterations logging every 5 (0.25 s) under a log
+    # CI of 2026-11-26: a job of 50 ms iterations logging every 5 (0.25 s) under a log
     # that prints whole seconds, x1.5 slower from iteration 75 to 225, read at 450. The wall
     # clock alone blurs the phase away (the mean pace mixed it in: the ETA 16 % late).
     steps = [0.05] * 15 + [0.075] * 30 + [0.05] * 45

@@ -1,4 +1,4 @@
-"""``planner eta replay`` (issue 14 item 6) and the replay it is built on: the clock of a log,
+"""``planner eta replay`` and the replay it is built on: the clock of a log,
 its end, one JSON line per logged point, the summary, and the errors for a log without a total."""
 
 from __future__ import annotations

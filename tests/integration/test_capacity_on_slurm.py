@@ -7,7 +7,7 @@
 2. The example fleet, plan and what-if files of deploy/examples produce a review with those
    live running and pending jobs in it, both from ``planner review --jobs`` on the service's
    ``GET /v1/reviews/queue`` and from ``POST /v1/reviews``; the HTML report renders in Chromium
-   (its screenshot is copied to ``$PLANNER_REVIEW_SCREENSHOT`` when set: the README's image).
+   (its screenshot is copied to ``$PLANNER_REVIEW_SCREENSHOT`` when set: docs/capacity.md's image).
 
 What the tests saw is printed (and appended to $PLANNER_E2E_REPORT when set).
 """
@@ -58,6 +58,7 @@ def service(slurm_stack: SlurmStack, tmp_path_factory: pytest.TempPathFactory) -
         "planner-state",
         PLANNER_SLURM__COMMAND_TIMEOUT_S=str(int(POLL_LIMIT_S)),
         PLANNER_QUEUE_FORECAST__INTERVAL_S="5",
+        PLANNER_QUEUE_FORECAST__PLACE_ON_NODES="true",  # this small cluster affords it
     )
     svc = start_service(env, tmp_path_factory.mktemp("planner-log") / "serve.log")
     try:
@@ -257,7 +258,7 @@ def _review_the_live_cluster(
     assert shown.drawn == shown.divs
     assert shown.errors == []
     target = os.environ.get("PLANNER_REVIEW_SCREENSHOT")
-    if target:  # the README's image: the top of the page
+    if target:  # docs/capacity.md's image: the top of the page
         top = render(out / "review.html", tmp_path / "readme", max_height=2000)
         shutil.copyfile(top.screenshot, target)
 

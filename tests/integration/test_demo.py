@@ -1,4 +1,4 @@
-"""``planner demo`` end to end (issue 14 item 10): the local Slurm, a real PyTorch job with an
+"""``planner demo`` end to end: the local Slurm, a real PyTorch job with an
 evaluation pause and a slowed rank, the planner watching it; the terminal shows the ETA band,
 the straggler flag and the links; it cleans up after itself."""
 

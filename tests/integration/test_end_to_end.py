@@ -6,7 +6,7 @@ the `slurm_stack` fixture from deploy/dev; the job is deploy/dev/tiny_gpt (PyTor
 the comment. The service runs as a real `python -m planner serve` process.
 
 What the ETA test saw is printed (and appended to $PLANNER_E2E_REPORT when set). It asserts what
-must hold whatever the machine's load (issue 14): an ETA exists, is finite and narrows; its
+must hold whatever the machine's load: an ETA exists, is finite and narrows; its
 accuracy is judged against the job's own measured timings (its printed compute times after the
 check against those before: a machine that got busier after the check moves the real end, not
 the ETA's error).
@@ -361,7 +361,8 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     )
     assert f"planner_job_eta_seconds{{{eta_labels}}}" in metrics
 
-    # Later in the run the band has narrowed around its end.
+    # Half way, and later in the run: the band has narrowed around its end.
+    middle = wait_until("50% progress", 300, at_progress(0.5), every_s=0.5)
     late = wait_until("75% progress", 300, at_progress(0.75), every_s=0.5)
     assert finite_band(late["eta"]), late["eta"]
     late_band = late["eta"]["completion_time_s"]
@@ -380,6 +381,9 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
     # (the job's own steady wall-clock pace after it, against its pace between the end of its
     # slow phase and the check) scales the remaining time the ETA predicted.
     log = tmp_path / f"tiny-gpt-{job_id}.out"
+    # The live ETA is the replay of the job's own log: at three moments the service's ETA is
+    # what `planner eta replay` makes at the last line the service had read.
+    assert_live_is_replay([eta, middle["eta"], late["eta"]], log, tmp_path / "job.sbatch")
     load = steady_pace(log, since=check_iteration, until=TRAIN_ITERS) / steady_pace(
         log, since=SLOW_PHASE[1] + 10, until=check_iteration
     )
@@ -408,7 +412,7 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
         report(figures)
     assert error <= ETA_TOLERANCE, figures
 
-    # Ended, it keeps what it was (issue 14): description, prediction, ETA history, and its
+    # Ended, it keeps what it was: description, prediction, ETA history, and its
     # outcome, which taught its cluster's ETA.
     assert final["described_by"] == "scenario_file", final
     assert final["prediction"] is not None
@@ -432,6 +436,45 @@ def test_service_tracks_a_real_training_job_and_predicts_its_end(
             flag,
             stragglers,
         )
+
+
+def assert_live_is_replay(etas: list[dict[str, Any]], log: Path, launch: Path) -> None:
+    """Each of ``etas`` (as ``/v1/jobs/{id}`` published it, made without finished jobs to
+    calibrate its band) equals the replay of ``log`` at the last record the service had read
+    (its ``iteration``), given the same prior, schedule (from the batch script ``launch``) and
+    shutdown, its median and sd (the dev Slurm's accounting holds the jobs of earlier tests:
+    the service learns a shutdown from those it sees ended, and adds it to the band): the
+    completion band (to the microsecond, unless the service's clock had passed it), the pace,
+    the phase and the pauses ahead."""
+    from adapters.logs.reading import read_log
+    from planner.forecast.arguments import schedule_from_arguments
+    from planner.forecast.replay import replay
+
+    records = list(read_log(log.read_text(errors="replace")).records)  # the host's zone, as live
+    schedule = schedule_from_arguments(launch.read_text())
+    for eta in etas:
+        assert eta["band_calibrated"] is False, eta  # the module's first job: no finished jobs
+        run = replay(
+            records,
+            total_iterations=TRAIN_ITERS,
+            prior_step_time_s=eta["prior_step_time_s"],
+            prior_log_sd=eta["prior_log_sd"] or 0.3,
+            schedule=schedule,
+            shutdown_s=eta["shutdown_s"] or 0.0,
+            shutdown_sd_s=eta["shutdown_sd_s"] or 0.0,
+        )
+        point = next(p for p in run.points if p.iteration == eta["iteration"])
+        assert point.estimate is not None
+        want = point.estimate
+        moment = f"iteration {eta['iteration']}"
+        assert eta["method"] == want.method.value, moment
+        assert eta["phase_start_iteration"] == want.phase_start_iteration, moment
+        assert eta["observed_step_time_s"] == pytest.approx(want.observed_step_time_s), moment
+        assert eta["pauses_s"] == pytest.approx(want.pauses_s, abs=1e-6), moment
+        assert want.completion_time_s is not None
+        for q in ("p10", "p50", "p90"):
+            replayed = max(getattr(want.completion_time_s, q), eta["made_at_s"])
+            assert eta["completion_time_s"][q] == pytest.approx(replayed, abs=1e-6), (moment, q)
 
 
 SLOW_ITERS = 600

@@ -23,6 +23,13 @@ from tests.search.conftest import SMALL
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMORY_LIMIT_BYTES = 2 * 2**30
+CPU_LIMIT_S = 8
+"""CPU seconds a bounded command may use (the kernel stops it past that, SIGXCPU): what the
+command costs, however busy the machine; the wall-clock timeout only catches a hang."""
+HANG_TIMEOUT_S = 120
+in_a_child = pytest.mark.timeout(2 * HANG_TIMEOUT_S + 10)
+"""For tests that run ``planner`` in child processes: the children's CPU limit bounds them, not
+the unit tests' wall-clock limit (a busy machine starts a Python process in seconds)."""
 runner = CliRunner()
 
 
@@ -31,17 +38,18 @@ runner = CliRunner()
 _LIMITED = (
     "import os, resource, sys; "
     f"resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT_BYTES}, {MEMORY_LIMIT_BYTES})); "
+    f"resource.setrlimit(resource.RLIMIT_CPU, ({CPU_LIMIT_S}, {CPU_LIMIT_S})); "
     "os.execv(sys.executable, [sys.executable, '-m', 'planner', *sys.argv[1:]])"
 )
 
 
 def planner(*args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m planner ARGS`` of this checkout with 2 GiB of address space and 8 s."""
+    """``python -m planner ARGS`` of this checkout with 2 GiB of address space and 8 CPU-s."""
     return subprocess.run(
         [sys.executable, "-c", _LIMITED, *args],
         capture_output=True,
         text=True,
-        timeout=8,
+        timeout=HANG_TIMEOUT_S,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         cwd=ROOT,
         check=False,
@@ -61,10 +69,12 @@ def clear_exit_2(result: subprocess.CompletedProcess[str] | object, *needles: st
     return out
 
 
+@in_a_child
 def test_predict_dev_zero_is_a_bounded_read() -> None:
     clear_exit_2(planner("predict", "/dev/zero"), "/dev/zero", "67,108,864 bytes")
 
 
+@in_a_child
 def test_predict_a_huge_file(tmp_path: Path) -> None:
     big = tmp_path / "big.yaml"
     with big.open("wb") as fh:  # sparse: no disk space used
@@ -77,6 +87,7 @@ def test_predict_stdin_is_bounded_too() -> None:
     clear_exit_2(result, "nested deeper than 64 levels")
 
 
+@in_a_child
 def test_an_alias_bomb_is_refused_fast(tmp_path: Path) -> None:
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text("model: {preset: llama3-8b}\n" + alias_bomb(before="gpu: h100-sxm"))
@@ -111,6 +122,7 @@ def test_overflowing_list_knobs(
     clear_exit_2(result, f"{section}.{field}", "must be an integer")
 
 
+@in_a_child
 def test_stragglers_on_dev_zero() -> None:
     meta = ROOT / "tests" / "data" / "traces" / "bytedance-straggler-meta-ST.yaml"
     result = planner("stragglers", "/dev/zero", "--meta", str(meta))
@@ -125,6 +137,7 @@ def test_stragglers_meta_alias_bomb(tmp_path: Path) -> None:
     clear_exit_2(result, "alias bomb")
 
 
+@in_a_child
 def test_calibration_files_are_bounded() -> None:
     clear_exit_2(planner("calibrate", "show", "/dev/zero"), "/dev/zero", "limit")
     scenario = ROOT / "deploy" / "examples" / "llama3-8b-h100.yaml"

@@ -161,3 +161,12 @@ def cluster_root() -> Iterator[Path]:
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def tmp_path(cluster_root: Path) -> Path:
+    """The service tests' temporary directory is one every user may search, as a cluster's
+    shared file system is: the service reads a job's log and other files as the job's user
+    (``alice``, not a user of this host) may see them (``adapters.files``), and pytest's own
+    temporary directories are private to their owner. ``app_for`` allows it as a file root."""
+    return cluster_root

@@ -305,3 +305,46 @@ def test_the_service_reads_a_log_as_its_replay_does(
     assert eta["observed_step_time_s"] == pytest.approx(want.observed_step_time_s, rel=1e-9)
     assert eta["step_time_log_sd"] == pytest.approx(want.step_time_log_sd, rel=1e-9)
     assert eta["pauses_s"] == pytest.approx(want.pauses_s, rel=1e-6)
+
+
+def test_a_sustained_slower_phase_is_an_event_a_metric_and_not_an_evaluation(
+    tmp_path: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    # 300 iterations at 1 s, then 1.4 s from iteration 150 on; an evaluation of 20 s after
+    # every 50. The evaluations are pauses, the slower pace a phase: each its own event.
+    log = tmp_path / "phase.out"
+    start = clock.now = T0
+    lines, now = [], start
+    with app_for(db_url, source, clock) as client:
+        for i in range(10, 301, 10):
+            step = 1.4 if i > 150 else 1.0
+            now += 10 * step
+            if (i - 10) % 50 == 0 and i > 10:
+                now += 20.0
+            lines.append(stamped_line(i, 300, now, 1000 * step))
+            if i % 30 == 0 or i == 300:
+                log.write_text("".join(lines))
+                clock.now = now + 1.0
+                source.set_jobs(
+                    running_job(make_job, log, tmp_path / "none.yaml", start_time_s=start)
+                )
+                cycle(client)
+        view = job_view(client)
+        phases = [e for e in view["events"] if e["kind"] == "phase"]
+        assert len(phases) == 1, view["events"]
+        assert abs(phases[0]["iteration"] - 150) <= 15
+        assert phases[0]["ratio"] == pytest.approx(1.4, rel=0.1)
+        assert phases[0]["description"].startswith("job slowed by 4")
+        evaluations = [e for e in view["events"] if e["kind"] == "evaluation"]
+        assert [e["iteration"] for e in evaluations] == [50, 100, 150, 200, 250]
+        assert all(e["duration_s"] == pytest.approx(20.0, abs=2.0) for e in evaluations)
+        assert view["eta"]["phase"]["start_iteration"] == phases[0]["iteration"]
+        metrics = client.get("/metrics").text
+        labels = 'cluster="test",job_id="42",scheduler="slurm"'
+        assert metric_value(metrics, "planner_job_phase_slowdown_ratio", labels) == (
+            pytest.approx(1.4, rel=0.1)
+        )
+        assert (
+            metric_value(metrics, "planner_job_phase_start_iteration", labels)
+            == (phases[0]["iteration"])
+        )

@@ -178,3 +178,31 @@ def test_jobs_are_paged_with_a_cursor(
         bad = client.get("/v1/jobs", params={"cursor": "!!"})
         assert bad.status_code == 422
         assert bad.json()["error"].startswith("cursor:")
+
+
+def test_jobs_come_in_pages_unless_every_job_is_asked_for(
+    db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    limits = {"jobs_page": 2, "jobs_unpaged_max": 5}
+    with app_for(db_url, source, clock, limits=limits) as client:
+        source.set_jobs(*(make_job(job_id=str(i)) for i in (3, 10, 2, 1, 20)))
+        cycle(client)
+        first = client.get("/v1/jobs").json()  # no limit: the default page
+        assert [j["job_id"] for j in first["jobs"]] == ["1", "2"]
+        assert "nodes" not in first["sources"][0]
+        second = client.get("/v1/jobs", params={"cursor": first["next_cursor"]}).json()
+        assert [j["job_id"] for j in second["jobs"]] == ["3", "10"]
+        every = client.get("/v1/jobs", params={"limit": 0}).json()
+        assert [j["job_id"] for j in every["jobs"]] == ["1", "2", "3", "10", "20"]
+        assert every["next_cursor"] is None
+        assert "nodes" in every["sources"][0]
+        source.set_jobs(*(make_job(job_id=str(i)) for i in (3, 10, 2, 1, 20, 21)))
+        cycle(client)
+        refused = client.get("/v1/jobs", params={"limit": 0})
+        assert refused.status_code == 422
+        error = refused.json()["error"]
+        assert error.startswith("limit:")
+        assert "limits.jobs_unpaged_max" in error
+        assert "next_cursor" in error
+        negative = client.get("/v1/jobs", params={"limit": -1})
+        assert negative.status_code == 422

@@ -19,7 +19,9 @@ from fastapi.testclient import TestClient
 import planner.service.reviews as service_reviews
 from adapters.logs import LogTailer
 from planner.service.main import create_app
-from planner.service.settings import Settings
+from planner.service.reviews import ReviewRunner
+from planner.service.security_settings import LimitSettings
+from planner.service.settings import ReviewSettings, Settings
 from planner.service.store import SqlStore
 
 from .asgi_probe import Answer, send_request
@@ -225,7 +227,8 @@ def test_the_review_budgets_are_settings_with_documented_defaults() -> None:
     assert limits.review_max_what_ifs == 20
     assert limits.review_max_memory_bytes == 2**30
     assert limits.review_time_budget_s == 120
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    # documented where the settings are (docs/settings.md, generated from the settings model)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text()
     for name in (
         "review_time_budget_s",
         "review_max_horizon_days",
@@ -235,4 +238,68 @@ def test_the_review_budgets_are_settings_with_documented_defaults() -> None:
         "review_max_what_ifs",
         "review_max_memory_bytes",
     ):
-        assert name in readme, name
+        assert f"`limits.{name}`" in page, name
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
+
+
+def _scheduled(db_url: str, clock: Clock, **limits: Any) -> ReviewRunner:
+    """The schedule's runner over the example fleet and plan, with ``limits`` as budgets."""
+    store = SqlStore(db_url)
+    store.migrate()
+    settings = ReviewSettings(
+        schedule="1d",
+        fleet_file=str(EXAMPLES / "fleet.yaml"),
+        plan_file=str(EXAMPLES / "plan.yaml"),
+        what_if_files=[str(EXAMPLES / "what-if-more-h100.yaml")],
+        samples=50,
+        sizing=False,
+        live_jobs=False,
+        run_on_start=False,
+    )
+    return ReviewRunner(settings, store, clock, limits=LimitSettings(**limits))
+
+
+@pytest.mark.parametrize(
+    ("limits", "budget"),
+    [
+        ({"review_max_samples": 10}, "limits.review_max_samples"),
+        ({"review_max_jobs": 2}, "limits.review_max_jobs"),
+        ({"review_max_what_ifs": 1, "review_max_pools": 1}, "limits.review_max_pools"),
+        ({"review_max_memory_bytes": 1000}, "limits.review_max_memory_bytes"),
+    ],
+)
+def test_a_scheduled_review_over_its_budget_is_refused_and_stored(
+    db_url: str,
+    clock: Clock,
+    no_simulation: list[str],
+    limits: dict[str, Any],
+    budget: str,
+) -> None:
+    runner = _scheduled(db_url, clock, **limits)
+    row = runner.run_scheduled()
+    assert row is not None
+    assert row.error is not None
+    assert row.error.startswith(f"scheduled review refused: {budget}: "), row.error
+    assert no_simulation == []  # refused before any work
+    (stored,) = runner.store.list_reviews(limit=5)
+    assert stored.trigger == "schedule"
+    assert stored.error == row.error
+
+
+def test_a_scheduled_review_past_its_cpu_budget_is_stopped_and_stored(
+    db_url: str, clock: Clock
+) -> None:
+    runner = _scheduled(db_url, clock, review_time_budget_s=0.01)
+    row = runner.run_scheduled()
+    assert row is not None
+    assert row.error is not None
+    assert row.error.startswith(
+        "scheduled review refused: limits.review_time_budget_s: the review ran past its "
+        "budget of 0.01 CPU seconds; set fewer review.samples"
+    ), row.error
+    assert runner.store.list_reviews(limit=5)[0].error == row.error
+    within = _scheduled(db_url, clock).run_scheduled()  # the defaults: it runs
+    assert within is not None
+    assert within.error is None

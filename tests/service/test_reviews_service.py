@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from adapters.logs import LogTailer
 from planner.capacity import LocalExecutor, read_snapshot
 from planner.capacity.documents import load_document
 from planner.service.loops.queue_forecast import queue_order, runtime_band
@@ -45,13 +44,11 @@ def _document(path: Path) -> Any:
 
 
 def _client(db_url: str, source: ScriptedSource, clock: Clock, **settings: Any) -> TestClient:
+    config = Settings(database_url=db_url, ingest_interval_s=5.0, **settings)
+    # the jobs' logs lie beside the database: read under the job-file rules as in service
+    config.slurm.allowed_file_roots = [str(Path(db_url.removeprefix("sqlite:///")).parent)]
     app = create_app(
-        Settings(database_url=db_url, ingest_interval_s=5.0, **settings),
-        store=SqlStore(db_url),
-        sources=[source],
-        reader=LogTailer(),
-        clock=clock,
-        start_loops=False,
+        config, store=SqlStore(db_url), sources=[source], clock=clock, start_loops=False
     )
     return TestClient(app)
 

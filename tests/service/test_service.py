@@ -71,15 +71,10 @@ def app_for(
         auth=AuthSettings(token_file=str(tokens)),
         **settings_kw,
     )
-    if allowed_file_roots is not None:
-        settings.slurm.allowed_file_roots = allowed_file_roots
+    # the test's directory holds its jobs' logs: read under the job-file rules as in service
+    settings.slurm.allowed_file_roots = [*(allowed_file_roots or []), str(tokens.parent)]
     app = create_app(
-        settings,
-        store=SqlStore(db_url),
-        sources=[source],
-        reader=LogTailer(),
-        clock=clock,
-        start_loops=False,
+        settings, store=SqlStore(db_url), sources=[source], clock=clock, start_loops=False
     )
     return TestClient(app)
 

@@ -110,3 +110,12 @@ def test_own_drift_that_does_not_leave_the_peers_is_no_straggler() -> None:
     report = tracker.report()
     assert report is not None
     assert report.stragglers == ()
+
+
+def test_the_gain_reads_in_the_unit_that_fits_and_nothing_is_no_line() -> None:
+    from planner.stragglers.live import _duration_text
+
+    assert _duration_text(0.4) is None  # a short job gains nothing worth a line: no "0.00 h"
+    assert _duration_text(42.0) == "42 s"
+    assert _duration_text(600.0) == "10 min"
+    assert _duration_text(4 * 3600.0) == "4.0 h"

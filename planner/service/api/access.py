@@ -37,7 +37,7 @@ from planner.service.auth import (
 
 _BEARER = (
     "A token of auth.token_file (mode token) or a Kubernetes service-account token (mode "
-    "kubernetes); see the README's Security section."
+    "kubernetes); see docs/security.md."
 )
 bearer = HTTPBearer(auto_error=False, scheme_name="bearer", description=_BEARER)
 #: The same scheme where a caller without a token passes too (renamed by document_access).

@@ -45,6 +45,7 @@ from planner.service.api.hosts import AllowedHostsMiddleware, document_hosts
 from planner.service.api.work import BodyKind, BodyLimitMiddleware, WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Authorizer, OpenAuthorizer, TokenAuthorizer
+from planner.service.learning import LearntCalibrations
 from planner.service.loops.priority import RequestPriority
 from planner.service.runtime import ServiceState
 from planner.service.security_settings import is_loopback
@@ -193,7 +194,10 @@ def build_app(
     app.include_router(health.make_router(state))
     app.include_router(jobs.make_router(state, access))
     app.include_router(stragglers.make_router(traces, access, pool))
-    app.include_router(predict.make_router(access, pool))
+    learnt = LearntCalibrations(state.store, clock=state.clock)  # POST /v1/predict?cluster=
+    app.include_router(
+        predict.make_router(access, pool, (lambda: learnt) if settings.learning.apply else None)
+    )
     app.include_router(plan.make_router(access, pool, workers=plan_workers))
     app.include_router(
         calibrations.make_router(

@@ -8,6 +8,9 @@
   files ``planner calibrate sample`` writes), stored as data;
 * ``eta``: per cluster, what its finished jobs taught the ETA: the band calibration by progress
   bucket and its achieved coverage, the shutdown and the restart overhead.
+* ``learnt``: per cluster, the observed-runs calibration fitted from the jobs it saw finish
+  (``planner.service.learning``): the runs used and skipped (with reasons), its held-out error
+  against the uncorrected model's, whether predictions use it, when it was fitted.
 
 Reading needs role ``reader``; uploading a new calibration ``operator``, replacing an existing
 one ``admin`` (and no read-only mode, no cross-origin browser post: ``planner.service.api.
@@ -45,6 +48,7 @@ from planner.service.api.models import Calibrations, CalibrationUploaded
 from planner.service.api.work import WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Principal, Role
+from planner.service.learning import PREFIX as LEARNT_PREFIX
 from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
 from planner.service.security_settings import LimitSettings
 from planner.service.store import Store
@@ -103,6 +107,32 @@ def _eta_view(state: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _learnt_view(state: dict[str, Any]) -> dict[str, Any] | None:
+    """One cluster's learnt calibration as listed; None for a state this version cannot read."""
+    held_out = state.get("held_out") or {}
+    try:
+        return {
+            "scheduler": str(state["scheduler"]),
+            "cluster": str(state["cluster"]),
+            "fitted_s": float(state["fitted_s"]),
+            "num_runs": int(state["num_runs"]),
+            "num_skipped": int(state.get("num_skipped") or 0),
+            "skipped": [
+                {"job_id": str(s.get("job_id", "")), "reason": str(s.get("reason", ""))}
+                for s in state.get("skipped") or []
+                if isinstance(s, dict)
+            ],
+            "held_out_error_ratio": held_out.get("calibrated_mean_abs_error_ratio"),
+            "model_error_ratio": held_out.get("prior_mean_abs_error_ratio"),
+            "applied": bool(state.get("applied")),
+            "reason": str(state.get("reason") or ""),
+            "cpu_s": float(state.get("cpu_s") or 0.0),
+            "keys": [k for k in state.get("summary") or [] if isinstance(k, dict)],
+        }
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _fit(
@@ -171,7 +201,7 @@ def make_router(
     @router.get(
         "/v1/calibrations",
         operation_id="list_calibrations",
-        summary="Online corrections and fitted operator models",
+        summary="Online corrections, fitted operator models, what finished jobs taught",
         response_model=Calibrations,
         response_model_exclude_unset=True,
         responses=error_responses(401, 403, 503),
@@ -181,9 +211,13 @@ def make_router(
         online: dict[str, Any] = {"num_samples": 0, "groups": [], "model_error": []}
         operators = []
         eta: list[dict[str, Any]] = []
+        learnt: list[dict[str, Any]] = []
         for row in store.calibrations():
             if row.name == ETA_CALIBRATION:
                 eta = _eta_view(row.state)
+            elif row.name.startswith(LEARNT_PREFIX):
+                view = _learnt_view(row.state or {})
+                learnt += [view] if view is not None else []
             elif row.name == "online":
                 online = {**_online_view(row.state), "updated_s": row.updated_s}
             elif row.name.startswith(OPERATORS_PREFIX):
@@ -195,7 +229,7 @@ def make_router(
                         "summary": row.state.get("summary", []),
                     }
                 )
-        return {"online": online, "operators": operators, "eta": eta}
+        return {"online": online, "operators": operators, "eta": eta, "learnt": learnt}
 
     @router.post(
         "/v1/calibrations",

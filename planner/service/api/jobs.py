@@ -1,10 +1,11 @@
 """``GET /v1/jobs``, ``GET /v1/jobs/{job_id}`` and ``GET /v1/jobs/{job_id}/stragglers``.
 
 Views are built from the store's rows; the response models (``planner.service.api.models``)
-check them on the way out. ``GET /v1/jobs?limit=N`` pages the list (ordered by scheduler,
-cluster and numeric job id): the answer's ``next_cursor``, passed as ``?cursor=``, gives the
-next page, and its ``sources`` leave out their ``nodes`` (2,000 nodes outweigh a page
-of 100 jobs); without ``limit`` every job comes in one answer, with the nodes, as before.
+check them on the way out. ``GET /v1/jobs`` pages the list (ordered by scheduler, cluster and
+numeric job id): ``limit`` jobs a page (without it ``limits.jobs_page``, 100 by default); the
+answer's ``next_cursor``, passed as ``?cursor=``, gives the next page, and its ``sources`` leave
+out their ``nodes`` (2,000 nodes outweigh a page of 100 jobs). ``limit=0`` asks for every job
+in one answer, with the nodes, up to ``limits.jobs_unpaged_max`` jobs (more: 422).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import JobDetail, JobList, Stragglers
 from planner.service.auth import Role
+from planner.service.job_events import job_events
 from planner.service.job_fields import shown
 from planner.service.models import JobRow, SourceRow, job_sort_key, listing_key
 from planner.service.runtime import ServiceState
@@ -253,22 +255,34 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
         active: bool = Query(False, description="Only pending and running jobs"),
         status: str | None = Query(None, description="Only jobs in this state, e.g. running"),
         limit: int | None = Query(
-            None, ge=1, le=MAX_JOBS_PAGE, description="Jobs per page (absent: every job)"
+            None,
+            ge=0,
+            le=MAX_JOBS_PAGE,
+            description="Jobs per page (absent: the limits.jobs_page setting, 100 by default); "
+            "0: every job in one answer, with the sources' nodes, up to the "
+            "limits.jobs_unpaged_max setting (more: 422)",
         ),
         cursor: str | None = Query(
             None, max_length=1024, description="next_cursor of the previous page"
         ),
     ) -> dict[str, Any]:
+        limits = state.settings.limits
+        unpaged = limit == 0
+        page = limits.jobs_unpaged_max if unpaged else (limit or limits.jobs_page)
         now = state.clock()
-        by_key = sources(now, nodes=limit is None)  # a page leaves the nodes out
         after = None if cursor is None else decode_cursor(cursor)
         rows = store.list_jobs(
-            active_only=active,
-            status=status,
-            after=after,
-            limit=None if limit is None else limit + 1,
-        )  # a page reads only its rows (10,000 jobs)
-        rows, next_cursor = page_of(rows, limit, None)
+            active_only=active, status=status, after=after, limit=page + 1
+        )  # reads only its rows (10,000 jobs)
+        if unpaged and len(rows) > page:
+            raise HTTPException(
+                422,
+                f"limit: 0 lists every job in one answer, at most {page:,} "
+                "(limits.jobs_unpaged_max); there are more: page with limit=1.."
+                f"{MAX_JOBS_PAGE} and the answer's next_cursor",
+            )
+        by_key = sources(now, nodes=unpaged)  # a page leaves the nodes out
+        rows, next_cursor = page_of(rows, page, None)
         return {
             "generated_at_s": now,
             "stale": any(s["stale"] for s in by_key.values()),
@@ -318,6 +332,7 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
             for s in store.samples(row.id)
         ]
         view["eta_history"] = [p.payload for p in store.predictions(row.id, kind="eta", limit=50)]
+        view["events"] = job_events(row)
         view["gpus"] = row.gpus
         return view
 

@@ -9,9 +9,16 @@ answers ``{"name", "error"}`` per document, as the CLI does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WrapValidator
+
+from planner.scenario.schema import (
+    HardwareSection,
+    ModelSection,
+    ParallelismSection,
+    TrainingSection,
+)
 
 
 class Open(BaseModel):
@@ -80,15 +87,35 @@ class Prediction(Open):
     error: str | None = Field(default=None, description="Why the scenario is invalid")
 
 
-class ScenarioDocument(Open):
-    """A scenario in the scenario format (``model``, ``hardware``, ``parallelism``,
-    ``training``); checked by the planner's parser, which names the field and the fix."""
+def _keep(value: Any, _handler: Any) -> Any:
+    """Validation that keeps the value as sent (the format's parser checks it)."""
+    return value
 
-    name: Any = None
-    model: Any = None
-    hardware: Any = None
-    parallelism: Any = None
-    training: Any = None
+
+def _unchanged(value: Any) -> Any:
+    """Serialization of a value kept as sent: the value itself."""
+    return value
+
+
+_T = TypeVar("_T")
+AsSent = Annotated[_T, WrapValidator(_keep), PlainSerializer(_unchanged)]
+"""A field whose JSON schema is ``_T``'s while its value is kept as the client sent it: the
+format's parser checks it, so that a bad document gets the parser's ``{"name", "error"}`` (the
+field and the fix) in its place in a list, as the CLI gives it, not a request-wide 422."""
+
+
+class ScenarioDocument(Open):
+    """A scenario in the scenario format: its sections are the format's schema
+    (``planner.scenario.schema``, the field tables of ``docs/scenario-format.md``); the
+    planner's parser checks the document and names the field and the fix."""
+
+    name: AsSent[str | int | float | None] = Field(
+        default=None, description="Free text, echoed back in the output"
+    )
+    model: AsSent[ModelSection | None] = None
+    hardware: AsSent[HardwareSection | None] = None
+    parallelism: AsSent[ParallelismSection | None] = None
+    training: AsSent[TrainingSection | None] = None
 
 
 # ---------------------------------------------------------------------------- jobs
@@ -281,15 +308,34 @@ class LaunchFacts(BaseModel):
     notes: list[str]
 
 
+class JobEvent(Open):
+    """Something that happened in the job's run besides its steps
+    (``planner.service.job_events``): ``kind`` ``phase`` (a sustained change of pace, with its
+    ``ratio`` to the pace before), ``evaluation``, ``checkpoint``, ``pause`` (with its
+    ``duration_s``) or ``restart``, from ``iteration``, seen at ``time_s``."""
+
+    kind: str
+    iteration: int
+    time_s: float
+    description: str
+    duration_s: float | None = None
+    ratio: float | None = None
+
+
 class JobDetail(JobSummary):
-    """One job in detail: its scenario, scheduler snapshot, step samples, ETA history and GPU
-    telemetry."""
+    """One job in detail: its scenario, scheduler snapshot, step samples, ETA history, events
+    (phases, pauses, restarts) and GPU telemetry."""
 
     scenario: dict[str, Any] | None
     launch_description: LaunchFacts | None = None
     state: dict[str, Any]
     samples: list[StepSample]
     eta_history: list[Eta]
+    events: list[JobEvent] = Field(
+        default_factory=list,
+        description="Phases (sustained changes of pace), evaluation and checkpoint pauses and "
+        "restarts, oldest first",
+    )
     gpus: GpuUsage | None
 
 
@@ -445,12 +491,46 @@ class EtaCalibrationView(BaseModel):
     buckets: list[EtaBandBucket]
 
 
+class SkippedRun(BaseModel):
+    """A finished job not learnt from, and why (``<field>: <what is wrong>``)."""
+
+    job_id: str
+    reason: str
+
+
+class LearntCalibrationView(BaseModel):
+    """One cluster's observed-runs calibration, learnt from the jobs it saw finish
+    (``planner.service.learning``)."""
+
+    scheduler: str
+    cluster: str
+    fitted_s: float = Field(description="When it was fitted (epoch s)")
+    num_runs: int = Field(description="Finished jobs it was fitted on")
+    num_skipped: int = Field(description="Finished jobs left out, each with its reason")
+    skipped: list[SkippedRun] = Field(description="The newest of those, with their reasons")
+    held_out_error_ratio: float | None = Field(
+        description="Mean |predicted / measured - 1| of its runs, each predicted by a fit "
+        "without it (5-fold cross-validation); None with fewer than 2 runs"
+    )
+    model_error_ratio: float | None = Field(
+        description="The same for the uncorrected model, on the same runs"
+    )
+    applied: bool = Field(description="Whether predictions use it (held-out error no worse)")
+    reason: str = Field(description="Why it is applied or not")
+    cpu_s: float = Field(description="CPU seconds the fit took")
+    keys: list[dict[str, Any]] = Field(
+        description="Per key (GPU, recipe, framework, family): runs, compute and network "
+        "factors, memory factor, the model's median error on them"
+    )
+
+
 class Calibrations(BaseModel):
     """What the planner has learnt."""
 
     online: OnlineCalibrationView
     operators: list[OperatorCalibrationView]
     eta: list[EtaCalibrationView] = Field(default_factory=list)
+    learnt: list[LearntCalibrationView] = Field(default_factory=list)
 
 
 class CalibrationUploaded(BaseModel):

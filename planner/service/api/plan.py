@@ -55,6 +55,13 @@ MAX_PAGE = 1000
 class ExploreDocument(ScenarioDocument):
     """An explore document: a scenario whose knobs may be lists or left out (every value)."""
 
+    # Lists where a scenario takes one value: the fields are the explore parser's to check.
+    name: Any = None
+    model: Any = None
+    hardware: Any = None
+    parallelism: Any = None
+    training: Any = None
+
 
 class RecommendDocument(Open):
     """A recommend document (``planner.recommend``): the job (a scenario), its token budget,

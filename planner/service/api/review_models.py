@@ -31,11 +31,45 @@ class SeriesQuantiles(BaseModel):
     p90: list[float | None]
 
 
+#: A small review that runs in well under a second: one pool of 64 H100, one planned job.
+REVIEW_EXAMPLE: dict[str, Any] = {
+    "fleet": {
+        "name": "example",
+        "scheduler": "slurm",
+        "start": "2025-07-01",
+        "horizon_days": 30,
+        "pools": [{"name": "h100", "gpu": "h100-sxm", "num_gpus": 64}],
+    },
+    "plan": {
+        "jobs": [
+            {
+                "name": "llama3-8b",
+                "scenario": {
+                    "model": {"preset": "llama3-8b"},
+                    "parallelism": {"tensor_parallel": 2, "global_batch_size": 128},
+                },
+                "total_tokens": 2.0e10,
+                "gpu": "h100-sxm",
+                "num_gpus": 16,
+                "deadline": "+20d",
+            }
+        ]
+    },
+    "live_jobs": False,
+    "samples": 20,
+    "sizing": False,
+}
+
+
 class ReviewRequest(BaseModel):
     """A review to run: the documents of ``planner review`` as JSON (formats in
     ``docs/capacity-formats.md``; dates may be relative to the review's start, ``+19d``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # strict: a value of another JSON type (``"sizing": 0``, ``"samples": "200"``) is a 422,
+    # as the schema says, not converted
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [REVIEW_EXAMPLE]}
+    )
 
     fleet: dict[str, Any] = Field(description="A fleet document: pools, scheduler, horizon")
     plan: dict[str, Any] | None = Field(
@@ -86,7 +120,12 @@ class ComparisonRow(Summary):
     description: str
     utilisation: float = Field(description="Busy over capacity GPU-hours (p50), ratio")
     gpu_hours: float
-    cost: float | None
+    cost: float | None = Field(description="Reserved capacity, used or not, plus on-demand use")
+    lost_gpu_hours: float = 0.0
+    goodput: float | None = None
+    usage_cost: float | None = Field(default=None, description="The teams' chargeback")
+    comparable: bool = True
+    not_comparable: str = Field(default="", description="Why not comparable with the base")
 
 
 class JobForecastView(BaseModel):
@@ -102,6 +141,16 @@ class JobForecastView(BaseModel):
     deadline_s: float | None
     miss_probability: float | None = Field(description="Share of samples missing the deadline")
     timeout_probability: float = Field(description="Share of samples killed by the time limit")
+    layout: str = ""
+    wait_s: dict[str, float | None] = Field(default_factory=dict, description="p50, p90 queued")
+    miss_cause: str | None = Field(default=None, description="capacity, failure or time limit")
+    runtime_p90_s: float | None = None
+    time_limit_s: float | None = None
+    failures_mean: float = 0.0
+    limit_kills_mean: float = 0.0
+    lost_gpu_hours_mean: float = 0.0
+    checkpoint_interval_s: float | None = None
+    note: str = ""
 
 
 class PoolWeekView(BaseModel):
@@ -125,6 +174,10 @@ class TeamUsageView(BaseModel):
     gpu_hours_p10: float
     gpu_hours_p90: float
     cost_mean: float | None
+    lost_gpu_hours_mean: float = 0.0
+    quota_gpu_hours: float | None = None
+    queued_gpu_hours_mean: float = 0.0
+    quota_use: float | None = None
 
 
 class OccupancyView(BaseModel):
@@ -149,6 +202,11 @@ class ScenarioView(BaseModel):
     occupancy: list[OccupancyView]
     excluded: list[dict[str, Any]] = Field(description="Jobs that fit no pool: name, reason")
     warnings: list[str]
+    queues: list[dict[str, Any]] = Field(default_factory=list, description="ClusterQueue use")
+    fleet_cost_mean: float | None = None
+    held_gpu_hours_mean: float = 0.0
+    lost_gpu_hours_mean: float = 0.0
+    goodput: float | None = None
 
 
 class SizingView(BaseModel):
@@ -160,6 +218,7 @@ class SizingView(BaseModel):
     latest_date_s: float | None
     unfixable: list[str]
     evaluations: int
+    answer: str = ""
 
 
 class ReviewResult(BaseModel):
@@ -172,6 +231,10 @@ class ReviewResult(BaseModel):
     comparison: list[ComparisonRow]
     scenarios: list[ScenarioView]
     sizing: list[SizingView]
+    not_capacity: list[dict[str, Any]] = Field(
+        default_factory=list, description="Missed deadlines no capacity saves, with the fix"
+    )
+    model_note: str = ""
 
 
 class StoredReview(BaseModel):

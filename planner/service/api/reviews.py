@@ -23,7 +23,6 @@ review schedule (``review.schedule``).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -33,12 +32,11 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from starlette.concurrency import run_in_threadpool
 
 from planner.capacity import review_markdown, snapshot_document
-from planner.capacity.budget import ReviewBudget
 from planner.capacity.documents import Located, located
 from planner.capacity.fields import read_timestamp_s
 from planner.capacity.html import review_html
 from planner.capacity.snapshot import parse_snapshot
-from planner.search.budget import BudgetExceededError, SearchBudget
+from planner.search.budget import BudgetExceededError
 from planner.service.api.access import Access, open_access
 from planner.service.api.errors import error_responses
 from planner.service.api.review_models import (
@@ -50,7 +48,13 @@ from planner.service.api.review_models import (
 )
 from planner.service.api.work import WorkerPool
 from planner.service.auth import Role
-from planner.service.reviews import ReviewOptions, ReviewRunner
+from planner.service.reviews import (
+    ReviewOptions,
+    ReviewRunner,
+    over_time,
+    review_budget,
+    review_time_budget,
+)
 from planner.service.runtime import ServiceState
 
 __all__ = ["make_router"]
@@ -87,7 +91,11 @@ def make_router(
     access = access or open_access()
     pool = pool or WorkerPool.default()
     runner: ReviewRunner = getattr(state, "reviews", None) or ReviewRunner(
-        state.settings.review, state.store, state.clock, is_leader=lambda: state.is_leader
+        state.settings.review,
+        state.store,
+        state.clock,
+        is_leader=lambda: state.is_leader,
+        limits=state.settings.limits,
     )
 
     @asynccontextmanager
@@ -112,25 +120,7 @@ def make_router(
     }
 
     limits = state.settings.limits
-    budget = ReviewBudget(
-        max_horizon_days=limits.review_max_horizon_days,
-        max_jobs=limits.review_max_jobs,
-        max_samples=limits.review_max_samples,
-        max_pools=limits.review_max_pools,
-        max_what_ifs=limits.review_max_what_ifs,
-        max_memory_bytes=limits.review_max_memory_bytes,
-        field_prefix="limits.review_",
-    )
-
-    def time_budget() -> SearchBudget:
-        # CPU time of the worker thread: waiting for another review costs nothing
-        return SearchBudget(
-            time_budget_s=limits.review_time_budget_s,
-            time_field="limits.review_time_budget_s",
-            max_candidates=limits.explore_max_candidates,  # a what-if's layout: best
-            candidates_field="limits.explore_max_candidates",
-            clock=time.thread_time,
-        )
+    budget = review_budget(limits)
 
     def review(body: ReviewRequest, media: str) -> Response:
         budget.check_samples(body.samples, body.sizing_samples)
@@ -155,13 +145,8 @@ def make_router(
                 inputs, ReviewOptions.of(body, state.settings.review.ray_address)
             )
         except BudgetExceededError as exc:
-            if exc.field != "limits.review_time_budget_s":
-                raise
-            raise BudgetExceededError(
-                exc.field,
-                f"the review ran past its budget of {limits.review_time_budget_s:g} CPU "
-                "seconds; ask for fewer samples (or sizing: false), jobs, what-ifs or days",
-            ) from None
+            advice = "ask for fewer samples (or sizing: false), jobs, what-ifs or days"
+            raise over_time(exc, limits, advice) from None
         if media == "text/html":
             return HTMLResponse(review_html(result))
         if media == "text/markdown":
@@ -182,7 +167,9 @@ def make_router(
         request: Request,
         body: Annotated[ReviewRequest, Body(description="Fleet, plan, what-ifs and options")],
     ) -> Response:
-        return await pool.run(request, review, body, _wants(request), budget=time_budget())
+        return await pool.run(
+            request, review, body, _wants(request), budget=review_time_budget(limits)
+        )
 
     @router.get(
         "/v1/reviews",

@@ -18,6 +18,12 @@ from typing import Any
 from planner.calibration import OnlineCalibration, key_from_scenario
 from planner.calibration.online_split import IntervalTiming, window_share
 from planner.errors import PlannerError
+from planner.service.learning import (
+    REAPPLY_MAX_JOBS,
+    calibrate_prediction,
+    calibration_name,
+    model_fields,
+)
 from planner.service.loops.context import IngestDeps
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
@@ -81,9 +87,50 @@ def recalibrate(
                 )
         except PlannerError as exc:
             log.warning("job %s: not used for calibration: %s", job.job_id, exc)
+    reapply_learnt(deps, uow, scheduler=scheduler, cluster=cluster)
     if online.num_samples_ == before and uow.calibration(ONLINE_CALIBRATION) is not None:
         return
     uow.put_calibration(ONLINE_CALIBRATION, _state(online), now_s)
+
+
+def reapply_learnt(deps: IngestDeps, uow: UnitOfWork, *, scheduler: str, cluster: str) -> None:
+    """After a new fit of the cluster's learnt calibration, the predictions of its active
+    jobs are corrected again (the online calibration's or the new fit's, whichever
+    ``calibrate_prediction`` chooses), at most ``REAPPLY_MAX_JOBS`` per cycle: queued jobs
+    described before it landed get it too."""
+    if not deps.learning.config.apply:
+        return
+    name = calibration_name(scheduler, cluster)
+    learnt = deps.learning.cache.get(uow.calibration(name))
+    if learnt is None:
+        return
+    fitted, done = deps.learning.cache.reapplied.get(name, (None, set()))
+    if fitted != learnt.fitted_s:
+        fitted, done = learnt.fitted_s, set()
+        deps.learning.cache.reapplied[name] = (fitted, done)
+    todo = [job for job in uow.jobs_of(scheduler, cluster) if job.active and job.job_id not in done]
+    online = online_calibration(deps, uow)
+    for job in todo[:REAPPLY_MAX_JOBS]:
+        done.add(job.job_id)
+        scenario, prediction = job.scenario, job.prediction
+        if not scenario or not prediction:
+            continue
+        model = model_fields(prediction)
+        ckey = key_from_scenario(scheduler, cluster, scenario)
+        try:
+            corrected = online.apply(model, ckey) if ckey is not None else model
+        except PlannerError:
+            corrected = model
+        new = calibrate_prediction(
+            deps.learning,
+            uow,
+            scheduler=scheduler,
+            cluster=cluster,
+            document=scenario,
+            online=corrected,
+        )
+        if new != prediction:
+            job.prediction = new
 
 
 def job_window_share(job: JobRow) -> float | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from planner.calibration import OnlineCalibration
 from planner.capacity.fleet import Fleet
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
+from planner.service.learning import Learning
 from planner.service.loops.forecast_worker import QueueForecaster
 from planner.service.loops.incremental import IngestMemo
 from planner.service.loops.priority import RequestPriority
@@ -17,14 +18,16 @@ from planner.service.store import Store
 class QueueForecastConfig:
     """The knobs of the pending jobs' forecast (``planner.service.loops.queue_forecast``):
     Monte Carlo samples, least seconds between two forecasts of an unchanged queue, a fleet
-    file's pools to use instead of the sources' nodes (None: the nodes), and from how many
-    active jobs on a queue is forecast in the worker process (0: never)."""
+    file's pools to use instead of the sources' nodes (None: the nodes), from how many
+    active jobs on a queue is forecast in the worker process (0: never), and whether jobs are
+    placed on the nodes when the source reports what they ask of each."""
 
     enabled: bool = True
     samples: int = 100
     interval_s: float = 30.0
     fleet: Fleet | None = None
     worker_min_jobs: int = 1000
+    place_on_nodes: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +59,8 @@ class IngestDeps:
     calibration; ``memo``: what the last good cycle left each job at and ``forecaster``: the
     worker process of large queues' forecasts (``planner.service.loops.
     incremental``, ``forecast_worker``); ``priority``: the API's requests in flight, which
-    the cycle steps aside for (``planner.service.loops.priority``).
+    the cycle steps aside for (``planner.service.loops.priority``); ``learning``: what finished
+    jobs taught (``planner.service.learning``).
     """
 
     store: Store
@@ -70,6 +74,7 @@ class IngestDeps:
     memo: IngestMemo = field(default_factory=IngestMemo)
     forecaster: QueueForecaster = field(default_factory=QueueForecaster)
     priority: RequestPriority = field(default_factory=RequestPriority)
+    learning: Learning = field(default_factory=Learning)
     #: (scheduler, cluster) -> seconds of its last good cycle's poll and whole cycle
     cycle_seconds: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 

@@ -24,7 +24,8 @@ from planner.forecast.eta import (
     estimate_pending,
     estimate_running,
 )
-from planner.forecast.history import ProgressHistory
+from planner.forecast.history import PhaseEvent, ProgressHistory
+from planner.forecast.tracking import note_estimate
 from planner.service.loops.incremental import advance_running_eta
 from planner.service.loops.outcomes import ETA_CALIBRATION, EtaKnowledge, eta_knowledge
 from planner.service.models import JobRow
@@ -41,6 +42,8 @@ ETA_HISTORY_ROWS = 1000
 HISTORY_PROGRESS_STEP = 0.002
 #: ... or this long after it (s).
 HISTORY_MAX_GAP_S = 6 * 3600.0
+#: A straggler flagged from this many iterations of a phase's start explains it (at least).
+PHASE_STRAGGLER_ITERATIONS = 50
 
 
 def eta_to_dict(eta: EtaEstimate) -> dict[str, Any]:
@@ -209,11 +212,57 @@ def update_eta(
     if eta is None:
         row.eta = None
         return
+    phase = None
+    if job.status == JobStatus.RUNNING and row.progress_history:
+        phase = _note_phase(row, eta, now_s)
     payload = eta_to_dict(eta)
+    payload["phase"] = phase
     payload["made_at_s"] = now_s
     if job.status == JobStatus.PENDING:
         payload["straggler_factor"] = straggler_factor(row)
     _store(uow, row, payload, now_s)
+
+
+def _note_phase(row: JobRow, eta: EtaEstimate, now_s: float) -> dict[str, Any] | None:
+    """Note the phase the estimate reports in the job's history, as the replay does
+    (``planner.forecast.tracking.note_estimate``); a new phase is logged, and marked as
+    explained by a straggler when the live tracker flags a rank from about where it began.
+    Returns the job's latest phase event as the ETA shows it (None: none yet)."""
+    history = ProgressHistory.from_json(row.progress_history)
+    before = [dataclasses.asdict(p) for p in history.phases]
+    event = note_estimate(history, eta, time_s=row.last_progress_s or now_s)
+    if event is not None:
+        event.explained_by = _straggler_near(row, event)
+        log.info(
+            "job %s: %s (seen at iteration %d)%s",
+            row.job_id,
+            event.description,
+            event.seen_iteration,
+            f", explained by {event.explained_by}" if event.explained_by else "",
+        )
+    if [dataclasses.asdict(p) for p in history.phases] != before:
+        row.progress_history = history.to_json()
+    return phase_view(history.phases[-1]) if history.phases else None
+
+
+def phase_view(event: PhaseEvent) -> dict[str, Any]:
+    """A phase event as the API and ``/metrics`` show it."""
+    return {**dataclasses.asdict(event), "description": event.description}
+
+
+def _straggler_near(row: JobRow, event: PhaseEvent) -> str | None:
+    """``straggler rank R`` when the live straggler report flags a rank (or a node) slowed
+    from within ``PHASE_STRAGGLER_ITERATIONS`` of where the phase began: the job's pace
+    changed because one rank did, not the whole job."""
+    report = (row.stragglers or {}).get("report") or {}
+    reach = max(PHASE_STRAGGLER_ITERATIONS, 0.1 * event.start_iteration)
+    for flag in [*(report.get("stragglers") or []), *(report.get("slow_nodes") or [])]:
+        since = flag.get("since_iteration")
+        if isinstance(since, int | float) and abs(since - event.start_iteration) <= reach:
+            if "rank" in flag:
+                return f"straggler rank {flag['rank']}"
+            return f"slow node {flag.get('node')}"
+    return None
 
 
 def _store(uow: UnitOfWork, row: JobRow, payload: dict[str, Any], now_s: float) -> None:

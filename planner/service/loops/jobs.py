@@ -12,6 +12,7 @@ from typing import Any
 from planner.calibration import key_from_scenario
 from planner.errors import PlannerError
 from planner.service.describe import describe_job, description_key, training_schedule
+from planner.service.learning import calibrate_prediction, record_finished_run
 from planner.service.loops.calibration import online_calibration
 from planner.service.loops.context import IngestDeps
 from planner.service.loops.eta import knowledge_version, refresh_eta, update_eta
@@ -147,7 +148,10 @@ def update_job(
     if (row.active or was_active) and job.status != JobStatus.PENDING:
         stdout_path = job.stdout_path or row.state.get("stdout_path")
         if stdout_path:
-            rank_records += tail_log(deps, uow, row, stdout_path, now_s=now_s)
+            # an ended job's accounting record may lack its working directory: its log is
+            # still read as the job's file, under the directory it ran in
+            owner = job if job.work_dir else replace(job, work_dir=row.state.get("work_dir"))
+            rank_records += tail_log(deps, uow, row, owner, stdout_path, now_s=now_s)
             witness_log(deps, uow, read_text, row, job, path=stdout_path, now_s=now_s)
         rank_records += read_telemetry(deps, uow, row, job, now_s=now_s)
         reported_progress(uow, row, job, now_s=now_s)
@@ -166,6 +170,7 @@ def update_job(
         row.eta = {**row.eta, "finished": True}  # final state: nothing remains
     if was_active and not row.active and row.id is not None:
         finish_job(uow, row, job, now_s=now_s)
+        record_finished_run(uow, row, config=deps.learning.config, now_s=now_s)
     if rank_records or (row.active and (row.stragglers or {}).get("state")):
         update_stragglers(row, rank_records, now_s)
     analyse_trace(
@@ -288,6 +293,14 @@ def describe(
             row.prediction = online_calibration(deps, uow).apply(description.prediction, ckey)
         except PlannerError as exc:
             log.warning("job %s: prediction not calibrated: %s", job.job_id, exc)
+        row.prediction = calibrate_prediction(
+            deps.learning,
+            uow,
+            scheduler=job.scheduler,
+            cluster=job.cluster,
+            document=description.document or {},
+            online=row.prediction or description.prediction,
+        )
     if description.train_iters is not None:
         row.train_iters = description.train_iters
     row.schedule = training_schedule(job)
@@ -304,5 +317,5 @@ def job_state_dict(job: JobState) -> dict[str, Any]:
     state["status"] = job.status.value
     state["node_list"] = list(job.node_list)
     state.pop("batch_script", None)
-    return state
     state.pop("launch_manifest", None)  # kept in the description, when it told anything
+    return state

@@ -1,11 +1,15 @@
 """A job's progress: its log, the metrics it exports, and its own report, as step samples.
 
-Every progress record becomes one step sample per iteration; its step time comes from the one
-rule of ``planner.forecast.observations`` (wall-clock progress: printed times of two points, else
-read times, never the printed compute time). The last point read is remembered in the job's
-``progress_mark`` so a rate can span two reads; what the progress showed (pauses, restarts, the
-recent pace: ``planner.forecast.history``) in its ``progress_history``. Per-rank timings are
-returned to the caller for the straggler tracker.
+Every read of progress records goes through the path the replay takes
+(``planner.forecast.tracking.follow``: the step-time rule of ``planner.forecast.observations``,
+wall-clock progress, never the printed compute time; the history of
+``planner.forecast.history``). Each record becomes one step sample per iteration; an iteration
+observed again (redone after a restart from a checkpoint) gets the newer observation, as the
+replay's window keeps it. The last point read is remembered in the job's ``progress_mark`` (with
+whether its run of points has measured a wall-clock step time yet, so that a read which splits
+the records of one printed second continues as one whole read would) so a rate can span two
+reads; what the progress showed (pauses, restarts, the recent pace) in its
+``progress_history``. Per-rank timings are returned to the caller for the straggler tracker.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from collections.abc import Sequence
 
 from planner.errors import PlannerError
 from planner.forecast.history import ProgressHistory
-from planner.forecast.observations import ProgressMark, Restart, read_progress
+from planner.forecast.observations import ProgressMark, Restart
+from planner.forecast.tracking import follow
 from planner.service.loops.context import IngestDeps
+from planner.service.loops.eta import schedule_of
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
 from planner.specs.job import JobState, ProgressRecord, RankStepRecord, TailCursor
@@ -26,15 +32,21 @@ log = logging.getLogger(__name__)
 
 
 def tail_log(
-    deps: IngestDeps, uow: UnitOfWork, row: JobRow, path: str, *, now_s: float
+    deps: IngestDeps, uow: UnitOfWork, row: JobRow, job: JobState, path: str, *, now_s: float
 ) -> list[RankStepRecord]:
-    """Read the job's new log lines: store progress samples, return per-rank timings."""
+    """Read the job's new log lines (as ``job``'s user may see them: the job-file rules): store
+    progress samples, return per-rank timings. A log that is refused or cannot be read gives
+    nothing; why is kept in the cursor's ``error`` (logged when it changes)."""
     cursor_doc = row.log_cursor or {}
-    cursor = TailCursor(**cursor_doc) if cursor_doc.get("path") == path else TailCursor(path=path)
+    kept = {k: v for k, v in cursor_doc.items() if k != "error"}
+    cursor = TailCursor(**kept) if kept.get("path") == path else TailCursor(path=path)
     try:
-        records, new_cursor = deps.reader.read(cursor)
-    except (OSError, PlannerError) as exc:  # the reader should not raise; be safe anyway
-        log.warning("job %s: cannot read log %s: %s", row.job_id, path, exc)
+        records, new_cursor = deps.reader.read(cursor, job=job)
+    except (OSError, PlannerError) as exc:
+        reason = str(exc)[:500]
+        if cursor_doc.get("error") != reason:
+            log.warning("job %s: its log is not read: %s", row.job_id, reason)
+            row.log_cursor = {**dataclasses.asdict(cursor), "error": reason}
         return []
     doc = dataclasses.asdict(new_cursor)
     if doc != cursor_doc:
@@ -84,7 +96,9 @@ def _started(row: JobRow) -> float | None:
 
 def _mark(row: JobRow) -> ProgressMark | None:
     """The stored mark (a mark stored by earlier versions had only ``iteration`` and its printed
-    ``timestamp_s``: a point of the printed clock, or of no clock)."""
+    ``timestamp_s``: a point of the printed clock, or of no clock). ``walled`` is kept: without
+    it a read that starts inside a printed second took the printed compute times of that
+    second's lines as wall-clock observations, where one whole read (the replay) takes none."""
     doc = row.progress_mark
     if not doc or not isinstance(doc.get("iteration"), int):
         return None
@@ -103,6 +117,7 @@ def _mark(row: JobRow) -> ProgressMark | None:
         logged_s=logged,
         logged_iterations=int(doc.get("logged_iterations") or 0),
         timestamp_s=stamp,
+        walled=bool(doc.get("walled", False)),
     )
 
 
@@ -122,33 +137,51 @@ def store_records(
     progress = [r for r in records if isinstance(r, ProgressRecord)]
     if not progress:
         return rank_records
-    observations, restarts, mark = read_progress(progress, read_time_s=now_s, previous=_mark(row))
-    row.progress_mark = None if mark is None else dataclasses.asdict(mark)
     history = ProgressHistory.from_json(row.progress_history)
     if row.progress_history is None:
         first = progress[0]
         first_time = first.timestamp_s if first.timestamp_s is not None else now_s
         history = _continued(uow, row, first, first_time, start_time_s) or history
+    followed, mark = follow(
+        progress,
+        read_time_s=now_s,
+        mark=_mark(row),
+        history=history,
+        start_time_s=start_time_s,
+        schedule=schedule_of(row),
+    )
+    row.progress_mark = None if mark is None else dataclasses.asdict(mark)
     known = uow.sample_iterations(row, since=min(r.iteration for r in progress))
-    for record, observation, restart in zip(progress, observations, restarts, strict=True):
+    for step in followed:
+        record, observation, restart, time_s = (
+            step.record,
+            step.observation,
+            step.restart,
+            step.time_s,
+        )
         if record.train_iters:
             row.train_iters = record.train_iters
-        time_s = record.timestamp_s if record.timestamp_s is not None else now_s
         if restart is not None:
-            history.restart(restart, start_time_s=start_time_s)
             log.info(
                 "job %s: restarted from iteration %d back to %d",
                 row.job_id,
                 restart.from_iteration,
                 restart.to_iteration,
             )
-        history.start(record.iteration, time_s)
-        if observation is not None:
-            history.observe(observation)
         if row.iteration is None or record.iteration >= row.iteration or restart is not None:
             row.iteration = record.iteration
             row.last_progress_s = time_s
         if record.iteration in known:
+            if observation is not None:  # redone after a restart: the newer observation
+                uow.replace_sample(
+                    row,
+                    iteration=record.iteration,
+                    step_time_s=observation.step_time_s,
+                    num_iterations=observation.num_iterations,
+                    time_s=time_s,
+                    loss=record.loss,
+                    logged_step_time_s=observation.logged_step_time_s,
+                )
             continue
         known.add(record.iteration)
         uow.add_sample(

@@ -6,8 +6,13 @@ their ETA band (``eta.remaining_s``), pending jobs start as the scheduler would 
 the fleet (Slurm: priority order with EASY backfill, which reserves on the jobs' time limits;
 other schedulers: Kueue-style admission, GPUs only) and run for their predicted runtime.
 
-- **Fleet**: the configured fleet file's pools, else one pool per (first partition, GPU type)
-  of the source's nodes that are up (``planner.capacity.fleet_from_nodes``).
+- **Fleet**: the configured fleet file's pools; else, with ``place_on_nodes`` and when the
+  source reports what each job asks of and holds on each node (Slurm), the source's nodes
+  themselves: a pending job starts
+  when enough nodes each have its CPUs, memory and GPUs free (whole nodes when exclusive), and
+  running jobs, CPU-only ones included, free what they hold when they end
+  (``planner.capacity.placement``); else one pool per (first partition, GPU type) of the
+  source's nodes that are up (``planner.capacity.fleet_from_nodes``).
 - **Order**: the scheduler's queue position, else submit time, else job id (Slurm's
   ``priority/basic``; a job's Slurm priority is not read).
 - **Runtime** of a job without an ETA: its time limit (what Slurm assumes), and beyond the
@@ -21,7 +26,8 @@ its limit; a year away when one has none). The pending job's ETA takes the forec
 completion and start (``completion_from: "queue_forecast"``): the scheduler's estimate is
 never passed through as the planner's. A queue forecast is redone when a job arrives, starts,
 ends or changes size, a node changes, or ``interval_s`` has passed. A queue of
-``worker_min_jobs`` active jobs or more (default 1,000) is forecast in a worker process off the
+``worker_min_jobs`` active jobs or more (default 1,000; a tenth of that when jobs are placed on
+nodes, ``PLACEMENT_COST``) is forecast in a worker process off the
 ingest cycle (``planner.service.loops.forecast_worker``): its records land a cycle or more
 after their inputs were taken (``made_at_s``), and the next one starts no sooner than the last
 one took.
@@ -49,12 +55,13 @@ from planner.capacity import (
     forecast_pending,
 )
 from planner.capacity.fleet import DEFAULT_HORIZON_S
+from planner.capacity.placement import PlacedJob, forecast_on_nodes
 from planner.errors import PlannerError
 from planner.service.loops.context import IngestDeps
 from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
-from planner.specs.job import ClusterSnapshot, JobState, JobStatus, NodeState
+from planner.specs.job import ClusterSnapshot, JobResources, JobState, JobStatus, NodeState
 
 __all__ = ["ForecastRequest", "forecast_queue", "make_forecast", "queue_order", "runtime_band"]
 
@@ -62,6 +69,13 @@ log = logging.getLogger(__name__)
 
 #: The forecast's random draws are the same every cycle (a steady forecast of a steady queue).
 SEED = 0
+#: The fleet's name in the records when jobs are placed on the source's nodes.
+NODES_FLEET = "nodes (CPUs, memory and GPUs of each node)"
+#: How many pool-model jobs one job placed on nodes counts as for ``worker_min_jobs``: the
+#: node simulation cost 5.7 times the pool one on the same queue
+#: (benchmarks/results/pending_replay.md; 7.9 in an earlier run), so a queue placed on nodes
+#: goes to the worker process from a tenth of the jobs.
+PLACEMENT_COST = 10
 _QUANTILES = ("p10", "p50", "p90")
 
 
@@ -115,7 +129,11 @@ def runtime_band(
 def _queue_key(jobs: Sequence[JobState], nodes: Sequence[NodeState]) -> str:
     """What a forecast depends on besides the runtimes: who waits and runs where, and nodes."""
     parts = [f"{j.job_id}:{j.status}:{j.num_gpus}:{j.partition}" for j in jobs]
-    parts += [f"{n.name}:{n.state}:{n.num_gpus}" for n in nodes]
+    parts += [
+        f"{n.name}:{n.state}:{n.num_gpus}:{n.num_gpus_allocated}:{n.num_cpus_allocated}:"
+        f"{n.memory_allocated_bytes:.0f}"
+        for n in nodes
+    ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
@@ -192,7 +210,10 @@ class ForecastRequest:
     """What one forecast of a source's queue reads (plain values: it may run in the worker
     process of ``planner.service.loops.forecast_worker``): the queue key, when its inputs were
     taken, the fleet (None: no GPU node is up) and its name, the jobs with their runtime bands
-    in queue order, where each band comes from, and the Monte Carlo samples."""
+    in queue order, where each band comes from, and the Monte Carlo samples. When ``placed``
+    is not empty the jobs are placed on ``nodes`` instead of the fleet's pools: ``placed``
+    holds every active job the source reported resources for (CPU-only ones too), in queue
+    order, and ``jobs`` the GPU jobs the records are made for."""
 
     key: str
     made_at_s: float
@@ -201,13 +222,23 @@ class ForecastRequest:
     jobs: tuple[QueuedJob, ...]
     runtime_from: dict[str, str]
     samples: int
+    nodes: tuple[NodeState, ...] = ()
+    placed: tuple[PlacedJob, ...] = ()
 
 
 def make_forecast(request: ForecastRequest) -> dict[str, dict[str, Any]]:
     """The queue forecast records of the request's pending jobs, by job id; raises
     ``PlannerError`` or ``ValueError`` when the simulation fails."""
     forecasts: dict[str, PendingForecast] = {}
-    if request.fleet is not None:
+    if request.placed:
+        forecasts = forecast_on_nodes(
+            request.nodes,
+            request.placed,
+            taken_at_s=request.made_at_s,
+            rng=np.random.default_rng(SEED),
+            samples=request.samples,
+        )
+    elif request.fleet is not None:
         forecasts = forecast_pending(
             request.fleet,
             QueueSnapshot(taken_at_s=request.made_at_s, jobs=request.jobs),
@@ -237,13 +268,20 @@ def _request(
     *,
     key: str,
     now_s: float,
+    resources: Mapping[str, JobResources] | None = None,
 ) -> ForecastRequest:
-    try:
-        fleet: Fleet | None
-        fleet, fleet_name = _fleet_of(deps, snapshot)
-    except PlannerError as exc:  # no GPU node is up: nothing can start
-        fleet, fleet_name = None, f"nodes ({exc})"
-    queued, basis = [], {}
+    """The request for ``jobs`` (in queue order); with ``resources`` (by job id) every job that
+    has them is placed on the snapshot's nodes, the others (GPU jobs the source gave no
+    resources for) are left out of the simulation."""
+    fleet: Fleet | None = None
+    if resources:
+        fleet_name = NODES_FLEET
+    else:
+        try:
+            fleet, fleet_name = _fleet_of(deps, snapshot)
+        except PlannerError as exc:  # no GPU node is up: nothing can start
+            fleet, fleet_name = None, f"nodes ({exc})"
+    queued, placed, basis = [], [], {}
     for job in jobs:
         band, basis[job.job_id] = runtime_band(
             rows[job.job_id].eta,
@@ -251,7 +289,10 @@ def _request(
             now_s=now_s,
             horizon_s=fleet.horizon_s if fleet else DEFAULT_HORIZON_S,
         )
-        queued.append(QueuedJob(state=job, runtime=band))
+        if job.num_gpus > 0:
+            queued.append(QueuedJob(state=job, runtime=band))
+        if resources and job.job_id in resources:
+            placed.append(PlacedJob(state=job, runtime=band, resources=resources[job.job_id]))
     return ForecastRequest(
         key=key,
         made_at_s=now_s,
@@ -260,6 +301,8 @@ def _request(
         jobs=tuple(queued),
         runtime_from=basis,
         samples=deps.settings.queue_forecast.samples,
+        nodes=tuple(snapshot.nodes) if resources else (),
+        placed=tuple(placed),
     )
 
 
@@ -278,16 +321,29 @@ def forecast_queue(
     for job_id, record in (deps.forecaster.collect(source) or {}).items():
         if job_id in rows:
             rows[job_id].queue_forecast = record
-    jobs = queue_order(
-        [j for j in snapshot.jobs if j.status.is_active and j.num_gpus > 0 and j.job_id in rows]
+    # Jobs are placed on the nodes when asked to, the source says what each asks of and holds
+    # on them, and no fleet file is configured: CPU-only jobs then take part too, as they hold CPUs
+    # and memory a GPU job may need.
+    resources = (
+        {r.job_id: r for r in snapshot.resources}
+        if config.place_on_nodes and config.fleet is None and snapshot.resources
+        else {}
     )
-    pending = [rows[j.job_id] for j in jobs if j.status == JobStatus.PENDING]
+    jobs = queue_order(
+        [
+            j
+            for j in snapshot.jobs
+            if j.status.is_active and j.job_id in rows and (j.num_gpus > 0 or j.job_id in resources)
+        ]
+    )
+    pending = [rows[j.job_id] for j in jobs if j.status == JobStatus.PENDING and j.num_gpus > 0]
     if not pending:
         return
     key = _queue_key(jobs, snapshot.nodes)
     if _due(pending, key, now_s, config.interval_s) and deps.forecaster.ready(source):
-        request = _request(deps, snapshot, jobs, rows, key=key, now_s=now_s)
-        if 0 < config.worker_min_jobs <= len(jobs):
+        request = _request(deps, snapshot, jobs, rows, key=key, now_s=now_s, resources=resources)
+        weight = PLACEMENT_COST if request.placed else 1
+        if 0 < config.worker_min_jobs <= len(jobs) * weight:
             deps.forecaster.submit(source, make_forecast, request)
         else:
             try:

@@ -23,6 +23,8 @@ from planner.service.models import (
     JobRow,
     JobSortKey,
     NodeSlownessRow,
+    ObservedRunCount,
+    ObservedRunRow,
     PredictionRow,
     RetentionPolicy,
     ReviewRow,
@@ -70,6 +72,21 @@ class UnitOfWork(Protocol):
         """Store one step sample (mean step time over ``num_iterations`` ending at
         ``iteration``, observed at ``time_s``; ``logged_step_time_s`` the compute time the log
         printed for them, when it printed one)."""
+        ...
+
+    def replace_sample(
+        self,
+        job: JobRow,
+        *,
+        iteration: int,
+        step_time_s: float | None,
+        num_iterations: int,
+        time_s: float,
+        loss: float | None,
+        logged_step_time_s: float | None = None,
+    ) -> None:
+        """Replace the job's step sample of ``iteration`` with a newer observation (the
+        iteration was done again after a restart); as ``add_sample`` when it has none."""
         ...
 
     def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
@@ -125,6 +142,11 @@ class UnitOfWork(Protocol):
 
     def forget_nodes(self, scheduler: str, cluster: str, nodes: Sequence[str]) -> None:
         """Remove every episode of these nodes (drained: they leave the history)."""
+        ...
+
+    def put_observed_run(self, run: ObservedRunRow) -> None:
+        """Store a finished job as an observed run; it replaces the job's earlier run (same
+        scheduler, cluster and job id: a requeued job ended again)."""
         ...
 
     # Load: what a cycle over 10,000 jobs asks in bulk.
@@ -203,8 +225,8 @@ class Store(Protocol):
         """The newest ``limit`` stored predictions of one kind for a job, oldest first."""
         ...
 
-    def calibrations(self) -> list[CalibrationRow]:
-        """Every stored calibration."""
+    def calibrations(self, *, prefix: str = "") -> list[CalibrationRow]:
+        """Every stored calibration, or those whose name starts with ``prefix``."""
         ...
 
     def calibration(self, name: str) -> CalibrationRow | None:
@@ -218,6 +240,21 @@ class Store(Protocol):
     def sources(self, *, nodes: bool = True) -> Sequence[SourceRow]:
         """Health rows of every source the service has polled (without ``nodes``: their node
         lists are not loaded and must not be read)."""
+        ...
+
+    def observed_run_counts(self) -> list[ObservedRunCount]:
+        """Per cluster with observed runs: usable and skipped runs, the newest row's id."""
+        ...
+
+    def observed_runs(
+        self, scheduler: str, cluster: str, *, limit: int, skipped: bool = False
+    ) -> list[ObservedRunRow]:
+        """The newest ``limit`` usable runs of one cluster (``skipped``: those skipped with a
+        reason instead), oldest first."""
+        ...
+
+    def prune_observed_runs(self, scheduler: str, cluster: str, *, keep: int) -> int:
+        """Delete all but the newest ``keep`` runs of one cluster; returns how many went."""
         ...
 
     # readiness, audit trail, retention.

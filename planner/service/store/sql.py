@@ -58,6 +58,8 @@ from planner.service.models import (
     CalibrationRow,
     JobRow,
     JobSortKey,
+    ObservedRunCount,
+    ObservedRunRow,
     PredictionRow,
     RetentionPolicy,
     ReviewRow,
@@ -399,10 +401,14 @@ class SqlStore:
             )
             return list(reversed(list(rows)))
 
-    def calibrations(self) -> list[CalibrationRow]:
-        """Every stored calibration (``online`` and uploaded operator calibrations)."""
+    def calibrations(self, *, prefix: str = "") -> list[CalibrationRow]:
+        """Every stored calibration (``online``, uploaded operator calibrations, what finished
+        jobs taught), or those whose name starts with ``prefix``."""
+        query = select(CalibrationRow).order_by(CalibrationRow.name)
+        if prefix:
+            query = query.where(CalibrationRow.name.startswith(prefix, autoescape=True))
         with self.session() as s:
-            return list(s.scalars(select(CalibrationRow).order_by(CalibrationRow.name)))
+            return list(s.scalars(query))
 
     def calibration(self, name: str) -> CalibrationRow | None:
         """One stored calibration by name."""
@@ -413,6 +419,57 @@ class SqlStore:
         """Create or replace a named calibration."""
         with self.unit_of_work() as uow:
             uow.put_calibration(name, state, updated_s)
+
+    def observed_run_counts(self) -> list[ObservedRunCount]:
+        """Per cluster with observed runs: usable and skipped runs, the newest row's id."""
+        skipped = ObservedRunRow.skip_reason.is_not(None)
+        query = select(
+            ObservedRunRow.scheduler,
+            ObservedRunRow.cluster,
+            func.count().filter(~skipped),
+            func.count().filter(skipped),
+            func.max(ObservedRunRow.id),
+        ).group_by(ObservedRunRow.scheduler, ObservedRunRow.cluster)
+        query = query.order_by(ObservedRunRow.scheduler, ObservedRunRow.cluster)
+        with self.session() as s:
+            return [
+                ObservedRunCount(str(a), str(b), int(c), int(d), int(e))
+                for a, b, c, d, e in s.execute(query)
+            ]
+
+    def observed_runs(
+        self, scheduler: str, cluster: str, *, limit: int, skipped: bool = False
+    ) -> list[ObservedRunRow]:
+        """The newest ``limit`` usable (or skipped) runs of one cluster, oldest first."""
+        reason = ObservedRunRow.skip_reason
+        query = (
+            select(ObservedRunRow)
+            .where(
+                ObservedRunRow.scheduler == scheduler,
+                ObservedRunRow.cluster == cluster,
+                reason.is_not(None) if skipped else reason.is_(None),
+            )
+            .order_by(ObservedRunRow.id.desc())
+            .limit(limit)
+        )
+        with self.session() as s:
+            return list(reversed(s.scalars(query).all()))
+
+    def prune_observed_runs(self, scheduler: str, cluster: str, *, keep: int) -> int:
+        """Delete all but the newest ``keep`` runs of one cluster; how many went."""
+        mine = (ObservedRunRow.scheduler == scheduler, ObservedRunRow.cluster == cluster)
+        with self.session() as s:
+            cut = s.scalar(
+                select(ObservedRunRow.id)
+                .where(*mine)
+                .order_by(ObservedRunRow.id.desc())
+                .offset(keep)
+                .limit(1)
+            )
+            if cut is None:
+                return 0
+            gone = s.execute(delete(ObservedRunRow).where(*mine, ObservedRunRow.id <= cut))
+            return int(getattr(gone, "rowcount", 0) or 0)
 
     def sources(self, *, nodes: bool = True) -> Sequence[SourceRow]:
         """Health rows of every source the service has polled. Without ``nodes`` their node

@@ -27,6 +27,7 @@ from planner.service.models import (
     CalibrationRow,
     JobRow,
     NodeSlownessRow,
+    ObservedRunRow,
     PredictionRow,
     SampleTiming,
     SourceRow,
@@ -220,6 +221,42 @@ class SqlUnitOfWork:
             )
         )
 
+    def replace_sample(
+        self,
+        job: JobRow,
+        *,
+        iteration: int,
+        step_time_s: float | None,
+        num_iterations: int,
+        time_s: float,
+        loss: float | None,
+        logged_step_time_s: float | None = None,
+    ) -> None:
+        """Replace the sample of ``iteration`` with a newer observation (the port's rule)."""
+        pk = self._pk(job)
+        self._s.flush()
+        row = self._s.scalars(
+            select(StepSampleRow).where(
+                StepSampleRow.job_pk == pk, StepSampleRow.iteration == iteration
+            )
+        ).first()
+        if row is None:
+            self.add_sample(
+                job,
+                iteration=iteration,
+                step_time_s=step_time_s,
+                num_iterations=num_iterations,
+                time_s=time_s,
+                loss=loss,
+                logged_step_time_s=logged_step_time_s,
+            )
+            return
+        row.step_time_s = step_time_s
+        row.num_iterations = num_iterations
+        row.time_s = time_s
+        row.loss = loss
+        row.logged_step_time_s = logged_step_time_s
+
     def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
         """The newest ``limit`` samples with a step time, oldest first (the columns the ETA
         reads, as tuples: no row objects)."""
@@ -367,3 +404,17 @@ class SqlUnitOfWork:
                     NodeSlownessRow.node.in_(list(nodes)),
                 )
             )
+
+    def put_observed_run(self, run: ObservedRunRow) -> None:
+        """Store ``run``, replacing the job's earlier one (the port's rule)."""
+        found = self._s.scalars(
+            select(ObservedRunRow).where(
+                ObservedRunRow.scheduler == run.scheduler,
+                ObservedRunRow.cluster == run.cluster,
+                ObservedRunRow.job_id == run.job_id,
+            )
+        ).first()
+        if found is not None:  # a new id: the learner sees a changed run as a new one
+            self._s.delete(found)
+            self._s.flush()
+        self._s.add(run)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from adapters.logs.tail import LogTailer
+from planner.errors import SourcePermanentError
 from planner.specs.job import TailCursor
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "logs"
@@ -85,7 +86,11 @@ def test_truncation_restarts_from_zero(tmp_path: Path, tailer: LogTailer) -> Non
 def test_missing_file_keeps_cursor(tmp_path: Path, tailer: LogTailer) -> None:
     cursor = TailCursor(path=str(tmp_path / "nope.out"), inode=5, offset_bytes=10, size_bytes=10)
     assert tailer.read(cursor) == ([], cursor)
-    assert tailer.read(TailCursor(path=str(tmp_path))) == ([], TailCursor(path=str(tmp_path)))
+
+
+def test_a_directory_is_refused_with_the_reason(tmp_path: Path, tailer: LogTailer) -> None:
+    with pytest.raises(SourcePermanentError, match=r"not a regular file \(a directory\)"):
+        tailer.read(TailCursor(path=str(tmp_path)))
 
 
 def test_garbage_binary_and_invalid_utf8(tmp_path: Path, tailer: LogTailer) -> None:
@@ -163,15 +168,15 @@ def test_recorded_tiny_gpt_log(tailer: LogTailer) -> None:
 def test_a_fifo_swapped_in_after_the_check_does_not_block(
     tmp_path: Path, tailer: LogTailer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A job's log path that turns into a FIFO between the ``stat`` and the ``open`` (a race
-    its owner controls): the open does not block and nothing is read."""
+    """A log path that turns into a FIFO between the ``stat`` and the ``open`` (a race its
+    owner controls): the open does not block and the FIFO is refused, nothing read."""
     regular = tmp_path / "regular.log"
     regular.write_text("x\n")
     fifo = tmp_path / "train.log"
     os.mkfifo(fifo)
     real_stat = os.stat
     monkeypatch.setattr(
-        "adapters.logs.tail.os.stat",
+        "adapters.files.os.stat",
         lambda path, *a, **k: real_stat(regular if str(path) == str(fifo) else path, *a, **k),
     )
 
@@ -183,8 +188,8 @@ def test_a_fifo_swapped_in_after_the_check_does_not_block(
     timer.start()
     try:
         start = time.monotonic()
-        cursor = TailCursor(path=str(fifo))
-        assert tailer.read(cursor) == ([], cursor)
+        with pytest.raises(SourcePermanentError, match="not a regular file"):
+            tailer.read(TailCursor(path=str(fifo)))
         assert time.monotonic() - start < 1.0
     finally:
         timer.cancel()

@@ -1,6 +1,4 @@
-"""Adapters the offline commands need, wired without the service: the command line reaches a
-file reader here instead of importing the web stack, the database and every scheduler client
-with the service's composition root (``planner.service.main``)."""
+"""Per-rank operation traces for ``planner stragglers`` (``adapters.traces``)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,526 @@
+"""The live ETA on a job with pauses, a slower phase and a noisy host: a session of ``planner
+serve`` watching a real DDP job on the dev Slurm, recorded once into ``tests/data/live/``, then
+replayed here (deterministic) and judged against the job's own timings.
+
+**The job** (``deploy/dev/tiny_gpt/train.py``, 2 ranks over gloo on CPU under ``srun``, the shape
+of ``deploy/dev/tiny_gpt/job.sbatch``, Megatron-LM arguments written out in its batch script):
+900 iterations logged every 5, an evaluation of 200 forward passes after every multiple of 90
+(Megatron-LM's rule, the last iteration included: ``megatron/training/training.py`` evaluates
+``if args.eval_interval and iteration % args.eval_interval == 0``), every rank's compute x1.35
+from iteration 361 to the end (a slower phase), and a noisy host: beside it a schedule of 0-2
+busy processes switching every 4-20 s (``HOGS``), on top of whatever else the shared machine
+runs. Every rank prints its ``rank_step`` line (millisecond wall-clock stamps): the ground truth
+of the evaluations' lengths and of the pace.
+
+**Recording** (``--record DIR``, as root, the dev Slurm free): starts the dev Slurm (when it is
+not running), a fresh ``planner serve`` (SQLite, ingest every 2 s), submits the job with the
+scenario of ``deploy/dev/tiny_gpt/scenario.yaml``, runs the noise schedule, polls
+``/v1/jobs/{id}`` every second and writes ``DIR/job.log`` (the job's output), ``DIR/job.sbatch``,
+``DIR/scenario.yaml`` and ``DIR/session.json`` (the job's start and end from Slurm, the noise
+schedule as run, and every ETA the service published: when it was made and at what iteration).
+
+**Judging** (default): the session's log is replayed (``planner.forecast.replay``: the path the
+service takes, ``tests/service/test_live_equals_replay.py``) as the fresh service saw it, and
+with a calibrated prior (the pace of the job's first tenth, log-sd 0.05: what a cluster's online
+calibration gives after earlier runs of the same job on a quieter host), and reports the
+median absolute p50 error from 10 % progress (in % of the job's duration, against Slurm's end),
+the p10-p90 coverage from 10 % on, the reported phase start against the true one (iteration
+361) and every evaluation's counted length against its real length (from the ``rank_step``
+stamps around it, less the steady pace). ``--results`` writes the section into
+``benchmarks/RESULTS.md``.
+
+    flock /tmp/planner-integration.lock .venv/bin/python -m benchmarks.live_session --record \
+        tests/data/live/noisy_eval_slowphase_900it
+    .venv/bin/python -m benchmarks.live_session [--results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import numpy as np
+
+from adapters.logs import read_job_log
+from planner.demo_cli import sbatch_tiny_gpt
+from planner.forecast.arguments import schedule_from_arguments
+from planner.forecast.replay import Replay, replay, summarize
+from planner.specs.job import ProgressRecord
+
+REPO: Final = Path(__file__).resolve().parents[1]
+LIVE: Final = REPO / "tests" / "data" / "live"
+TRAIN_ITERS: Final = 900
+EVAL_INTERVAL: Final = 90
+EVAL_ITERS: Final = 200
+PHASE_FACTOR: Final = 1.35
+SESSIONS: Final = {
+    # a slower phase from 10 % to 25 % of the run, over before 30 % (as the end-to-end test's)
+    "noisy_eval_tempphase_900it": (91, 225),
+    # a slower phase from 40 % of the run to its end: nothing before 40 % can foresee it
+    "noisy_eval_slowphase_900it": (361, TRAIN_ITERS),
+}
+
+
+def job_args(phase: tuple[int, int]) -> str:
+    """The job's arguments beyond the shape of ``job.sbatch``, with the slower phase ``phase``
+    (first and last iteration)."""
+    return (
+        f"--eval-interval {EVAL_INTERVAL} --eval-iters {EVAL_ITERS} "
+        f"--slow-phase-from-iteration {phase[0]} --slow-phase-to-iteration {phase[1]} "
+        f"--slow-phase-factor {PHASE_FACTOR} --slow-phase-mode compute"
+    )
+
+
+HOGS: Final = (0, 1, 2)
+"""Busy processes beside the job in each stretch of the noise schedule."""
+HOG_SECONDS: Final = (4.0, 20.0)
+NOISE_SEED: Final = 28
+PUBLISHED_FIELDS: Final = (
+    "made_at_s",
+    "iteration",
+    "progress_ratio",
+    "method",
+    "completion_time_s",
+    "step_time_s",
+    "observed_step_time_s",
+    "pauses_s",
+    "phase_start_iteration",
+)
+"""What the session keeps of each ETA the service published."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Noise:
+    """The noisy host: stretches of ``HOGS`` busy processes, each ``HOG_SECONDS`` long, drawn
+    from a seeded generator, run until :meth:`stop`; ``schedule`` is what ran (start epoch s,
+    busy processes)."""
+
+    def __init__(self, seed: int = NOISE_SEED) -> None:
+        self.rng = random.Random(seed)
+        self.schedule: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            count = self.rng.choice(HOGS)
+            seconds = self.rng.uniform(*HOG_SECONDS)
+            self.schedule.append((time.time(), count))
+            hogs = [
+                subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)
+            ]
+            self._stop.wait(seconds)
+            for hog in hogs:
+                hog.send_signal(signal.SIGKILL)
+                hog.wait()
+        self.schedule.append((time.time(), 0))
+
+
+def _slurm_env() -> dict[str, str]:
+    root = Path(os.environ.get("STACK_ROOT", "/tmp/planner-dev-stack"))
+    return {**os.environ, "SLURM_CONF": str(root / "slurm" / "etc" / "slurm.conf")}
+
+
+def _sacct(job_id: str, env: dict[str, str]) -> tuple[float | None, float | None]:
+    """The job's start and end (epoch s) as Slurm's accounting has them."""
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "Start,End"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    ).stdout.strip()
+
+    def epoch(text: str) -> float | None:
+        try:
+            return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+        except ValueError:
+            return None
+
+    parts = out.splitlines()[0].split("|") if out else []
+    return (epoch(parts[0]), epoch(parts[1])) if len(parts) == 2 else (None, None)
+
+
+def record(out: Path) -> None:
+    """Record a session into ``out`` (module docstring; its name picks the phase of
+    ``SESSIONS``)."""
+    args = job_args(SESSIONS[out.name])
+    env = _slurm_env()
+    started = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, check=False)
+    subprocess.run(["bash", str(REPO / "deploy/dev/slurm-up.sh")], check=True, env=env)
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"live-session-{os.getpid()}"
+    work.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o777)
+    port = _free_port()
+    serve_log = (work / "serve.log").open("ab")
+    service = subprocess.Popen(
+        [sys.executable, "-m", "planner", "serve", "--port", str(port)],
+        env={
+            **env,
+            "PLANNER_DATABASE_URL": f"sqlite:///{work / 'planner.db'}",
+            "PLANNER_INGEST_INTERVAL_S": "2",
+            "PLANNER_SLURM__ENABLED": "on",
+            "PLANNER_SLURM__ALLOWED_FILE_ROOTS": json.dumps([str(work)]),
+            "PYTHONUNBUFFERED": "1",
+        },
+        stdout=serve_log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+    )
+    url = f"http://127.0.0.1:{port}"
+    noise = Noise()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=5).is_success:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        scenario = work / "scenario.yaml"
+        shutil.copy(REPO / "deploy/dev/tiny_gpt/scenario.yaml", scenario)
+        submitted = sbatch_tiny_gpt(
+            REPO,
+            env,
+            script=work / "job.sbatch",
+            scenario=scenario,
+            args=args,
+            train_iters=TRAIN_ITERS,
+            output=f"{work}/job-%j.out",
+        )
+        if submitted.returncode != 0:
+            raise SystemExit(f"sbatch failed: {submitted.stderr.strip()}")
+        job_id = submitted.stdout.strip().split(";")[0]
+        print(f"job {job_id} submitted; polling {url}/v1/jobs/{job_id}", flush=True)
+        noise.start()
+        published: dict[float, dict[str, Any]] = {}
+        job: dict[str, Any] = {}
+        deadline = time.monotonic() + 1500
+        while time.monotonic() < deadline:
+            response = httpx.get(f"{url}/v1/jobs/{job_id}", timeout=10)
+            if response.status_code == 200:
+                job = response.json()
+                eta = job.get("eta")
+                if eta and eta.get("made_at_s") is not None and job["status"] == "running":
+                    kept = {k: eta.get(k) for k in PUBLISHED_FIELDS}
+                    published.setdefault(eta["made_at_s"], {**kept, "polled_at_s": time.time()})
+                if not job["active"] and job.get("end_time_s"):
+                    break
+            time.sleep(1.0)
+        noise.stop()
+        start_s, end_s = _sacct(job_id, env)
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(work / f"job-{job_id}.out", out / "job.log")
+        shutil.copy(work / "job.sbatch", out / "job.sbatch")
+        shutil.copy(scenario, out / "scenario.yaml")
+        session = {
+            "job_id": job_id,
+            "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "host": {"cpus": os.cpu_count(), "load_average": os.getloadavg()},
+            "job_args": args,
+            "train_iters": TRAIN_ITERS,
+            "start_time_s": start_s if start_s is not None else job.get("start_time_s"),
+            "end_time_s": end_s if end_s is not None else job.get("end_time_s"),
+            "service_start_time_s": job.get("start_time_s"),
+            "service_end_time_s": job.get("end_time_s"),
+            "prediction": job.get("prediction"),
+            "noise_schedule": noise.schedule,
+            "published_etas": [published[k] for k in sorted(published)],
+        }
+        (out / "session.json").write_text(json.dumps(session, indent=1) + "\n")
+        print(f"recorded {len(published)} ETAs of job {job_id} into {out}", flush=True)
+    finally:
+        noise.stop()
+        if service.poll() is None:
+            service.terminate()
+            service.wait(timeout=30)
+        if started.returncode != 0:  # it was not running: stop what this run started
+            subprocess.run(["bash", str(REPO / "deploy/dev/slurm-down.sh")], env=env, check=False)
+
+
+# ---------------------------------------------------------------------------- judging
+
+RESULTS: Final = REPO / "benchmarks" / "RESULTS.md"
+BEGIN, END = "<!-- live-session:begin -->", "<!-- live-session:end -->"
+CALIBRATED_LOG_SD: Final = 0.05
+
+
+def rank0_stamps(log_text: str) -> dict[int, float]:
+    """Rank 0's ``rank_step`` wall-clock stamps (epoch s, to the millisecond) by iteration."""
+    out: dict[int, float] = {}
+    for line in log_text.splitlines():
+        if '"event": "rank_step"' not in line:
+            continue
+        doc = json.loads(line[line.index("{") :])
+        if doc["rank"] == 0:
+            out[int(doc["iteration"])] = float(doc["time_s"])
+    return out
+
+
+def true_evaluations(log_text: str, interval: int, total: int) -> dict[int, float]:
+    """Each evaluation's real length (s), by the iteration it follows: the wall time of the
+    logging interval that holds it (rank 0's stamps) less that interval's steady time (the
+    median pace of the two intervals before and the two after it). The last one (after the
+    last iteration, before the job's end) is not in any interval and is left out."""
+    stamps = rank0_stamps(log_text)
+    its = sorted(stamps)
+    out: dict[int, float] = {}
+    for k in range(interval, total, interval):
+        if k not in stamps:
+            continue
+        j = its.index(k)
+        if j + 3 >= len(its) or j < 2:
+            continue
+        nxt = its[j + 1]
+        paces = [
+            (stamps[its[i + 1]] - stamps[its[i]]) / (its[i + 1] - its[i])
+            for i in (j - 2, j - 1, j + 1, j + 2)
+        ]
+        out[k] = stamps[nxt] - stamps[k] - (nxt - k) * float(np.median(paces))
+    return out
+
+
+def counted_evaluations(run: Replay, interval: int, total: int) -> dict[int, float]:
+    """The pause time the replay's history counted after each multiple of ``interval``."""
+    pauses = [] if run.history is None else run.history.pauses
+    out: dict[int, float] = {}
+    for k in range(interval, total, interval):
+        out[k] = sum(p.duration_s for p in pauses if p.after_iteration <= k < p.iteration)
+    return out
+
+
+def steady_pace_s(session_dir: Path) -> float:
+    """A recorded session's steady wall-clock pace outside its slower phase, s per iteration
+    (rank 0's stamps, the intervals holding an evaluation left out): what a cluster's online
+    calibration learns from that run of the job."""
+    phase = SESSIONS[session_dir.name]
+    stamps = rank0_stamps((session_dir / "job.log").read_text())
+    its = sorted(stamps)
+    seconds = iterations = 0.0
+    for a, b in itertools.pairwise(its):
+        if a % EVAL_INTERVAL == 0 or (phase[0] <= b and a <= phase[1]):
+            continue
+        seconds += stamps[b] - stamps[a]
+        iterations += b - a
+    return seconds / iterations
+
+
+def judge(session_dir: Path) -> dict[str, Any]:
+    """The figures of a recorded session (module docstring)."""
+    log_text = (session_dir / "job.log").read_text()
+    session = json.loads((session_dir / "session.json").read_text())
+    launch = (session_dir / "job.sbatch").read_text()
+    schedule = schedule_from_arguments(launch)
+    records, stated, _, last_s = read_job_log(log_text)
+    total = stated or TRAIN_ITERS
+    prediction = session.get("prediction") or {}
+    model_s = prediction.get("iteration_time_s")
+    other = next(LIVE / name for name in SESSIONS if name != session_dir.name)
+    variants: dict[str, tuple[float | None, float]] = {
+        "fresh planner (the model's H100 prior)": (model_s, 0.3),
+        "calibrated by the other session (prior: its steady pace, log-sd 0.05)": (
+            steady_pace_s(other),
+            CALIBRATED_LOG_SD,
+        ),
+    }
+    figures: dict[str, Any] = {"session": session_dir.name, "variants": {}}
+    truth = true_evaluations(log_text, EVAL_INTERVAL, total)
+    for name, (prior, sd) in variants.items():
+        run = replay(
+            records,
+            total_iterations=total,
+            end_time_s=last_s,
+            prior_step_time_s=prior,
+            prior_log_sd=sd,
+            schedule=schedule,
+        )
+        summary = summarize(run)
+        counted = counted_evaluations(run, EVAL_INTERVAL, total)
+        phases = [] if run.history is None else list(run.history.phases)
+        figures["variants"][name] = {
+            "summary": summary,
+            "evaluations": {
+                k: {"real_s": truth[k], "counted_s": counted.get(k, 0.0)} for k in sorted(truth)
+            },
+            "phases": [{**dataclasses.asdict(p), "description": p.description} for p in phases],
+        }
+    figures["published"] = _published(session, records, last_s)
+    figures["records"] = len(records)
+    figures["duration_s"] = None if last_s is None else last_s - _first_time(records)
+    figures["load_average"] = session.get("host", {}).get("load_average")
+    figures["noise_schedule"] = session.get("noise_schedule")
+    return figures
+
+
+def _first_time(records: list[ProgressRecord]) -> float:
+    stamp = records[0].timestamp_s
+    assert stamp is not None
+    return stamp
+
+
+def _published(
+    session: dict[str, Any], records: list[ProgressRecord], last_s: float | None
+) -> dict[str, Any]:
+    """The errors of the ETAs the live service published while recording (the code of that
+    day), judged as the replay is: against the log's end, from the first logged point."""
+    if last_s is None:
+        return {}
+    t0 = _first_time(records)
+    duration = last_s - t0
+    errors, inside = [], []
+    for eta in session.get("published_etas") or []:
+        ratio = eta.get("progress_ratio") or 0.0
+        if ratio < 0.1 or eta.get("method") == "done":
+            continue
+        band = eta["completion_time_s"]
+        errors.append(abs(band["p50"] - last_s) / duration)
+        inside.append(band["p10"] <= last_s <= band["p90"])
+    if not errors:
+        return {}
+    return {
+        "etas": len(errors),
+        "median_abs_p50_error_ratio_from_10pct": float(np.median(errors)),
+        "p10_p90_coverage_ratio": float(np.mean(inside)),
+    }
+
+
+def section(sessions: list[dict[str, Any]]) -> str:
+    """The markdown section of RESULTS.md for the judged ``sessions``."""
+    lines = [
+        BEGIN,
+        "",
+        "## Live ETA on a noisy host: recorded sessions",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} with `.venv/bin/python -m benchmarks.live_session "
+        "--results`: each session of `tests/data/live` (a real DDP job on the dev Slurm: "
+        "evaluations every 10 %, a slower phase x1.35, a noisy host; README there) replayed "
+        "through the service's path (`tests/service/test_live_equals_replay.py` asserts the "
+        "service and the replay agree at every poll), as a fresh planner (the scenario's H100 "
+        "prior, which the CPU pace conflicts with) and as a planner calibrated by the other "
+        "session (its steady pace as the prior, log-sd 0.05). Errors in % of the job's "
+        "duration against the end its log printed; coverage from 10 % on; phases: the phase "
+        "events noted (start iteration, pace ratio, iteration first seen); evaluations: each "
+        "one's counted length against its real length (rank 0's millisecond stamps around it, "
+        "less the steady pace), the largest relative difference. *live*: what the service "
+        "published while the session was recorded (the code of that day).",
+        "",
+        "| session | planner | median abs p50 error from 10 % | p10-p90 coverage % | p50 error "
+        "at 10 % | 30 % | 50 % | phase events (start, ratio, seen at) | evaluations: largest "
+        "difference % |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for figures in sessions:
+        truth = SESSIONS[figures["session"]]
+        for name, v in figures["variants"].items():
+            s = v["summary"]
+            at = s["p50_error_ratio_at"]
+            phases = "; ".join(
+                f"{p['start_iteration']}, x{p['ratio']:.2f}, {p['seen_iteration']}"
+                for p in v["phases"]
+            )
+            worst = max(
+                abs(e["counted_s"] - e["real_s"]) / e["real_s"] for e in v["evaluations"].values()
+            )
+            lines.append(
+                f"| `{figures['session']}` (phase {truth[0]}-{truth[1]}) | {name} | "
+                f"{100 * s['median_abs_p50_error_ratio']['from_10pct']:.1f} | "
+                f"{100 * s['p10_p90_coverage_ratio']:.0f} | {100 * at['10pct']:+.1f} | "
+                f"{100 * at['30pct']:+.1f} | {100 * at['50pct']:+.1f} | {phases or 'none'} | "
+                f"{100 * worst:.0f} |"
+            )
+        live = figures["published"]
+        if live:
+            lines.append(
+                f"| `{figures['session']}` | *live* ({live['etas']} ETAs) | "
+                f"{100 * live['median_abs_p50_error_ratio_from_10pct']:.1f} | "
+                f"{100 * live['p10_p90_coverage_ratio']:.0f} | | | | | |"
+            )
+    lines += [
+        "",
+        "Against the targets (p50 error <= 5 % from 10 % on, coverage 70-90 %, the phase within "
+        "10 % of its start, every evaluation within 20 % of its length): every evaluation is "
+        "counted within 20 % in both sessions, and the slower phase of the session that keeps "
+        "it to the end is reported within 10 % of its start (and first seen about 100 "
+        "iterations after it); the p50 error and the coverage miss by a little. On this "
+        "machine the pace swung with the load of the other test suites by up to 4x (0.05-0.32 s "
+        "per iteration, the README of `tests/data/live`), and the slower phases could not be "
+        "foreseen before they began: in the late-phase session every point from 10 % to 40 % "
+        "is early by the phase still ahead (-10 to -22 %). In the other session the host's "
+        "load rose at iteration 60, before the job's own slower phase (the noise schedule went "
+        "from 0 to 2 busy processes there; rank 0's stamps: 137 ms per iteration over 30-60, "
+        "180 ms over 60-90, 215-236 ms in the phase), so the change "
+        "reported from 50-60 is the pace's real change, and the host's own later change (its "
+        "load fell away at 60 %, then came back) is reported at 615. The *live* row of that "
+        "session differs from the fresh replay by the shutdown the service had learnt from the "
+        "jobs already in the dev Slurm's accounting (about 17 s added to every ETA; the replay "
+        "takes it as `shutdown_s` and `shutdown_sd_s`): the same phases and pauses ahead at "
+        "every poll.",
+        "",
+        "Rules tried on these two sessions and not adopted, because each helped one session "
+        "and hurt the other (a rule chosen on these two alone would be fitted to them): the "
+        "change-point search judged under the long-run pace noise instead of the step-to-step "
+        "noise (early-phase session 16.9 %, coverage 53 %); overlapping batch means for the "
+        "long-run noise (steadier band; the late session's slower phase is then no phase event); "
+        "the current phase's pace shrunk toward the run's mean pace by the rate of change "
+        "points seen (a random level-shift hazard: late session 4.2 %, coverage 79 %; early "
+        "session 12.2 %, 61 %); evaluations projected in steady steps rather than seconds (early "
+        "session 5.9 %, late session 12.5 %: its slower phase slowed training, not evaluation).",
+    ]
+    return "\n".join([*lines, "", END])
+
+
+def write_results(text: str) -> None:
+    """Replace (or append) the section in RESULTS.md."""
+    body = RESULTS.read_text()
+    if BEGIN in body and END in body:
+        head, rest = body.split(BEGIN, 1)
+        body = head + text + rest.split(END, 1)[1]
+    else:
+        body = body.rstrip("\n") + "\n\n" + text + "\n"
+    RESULTS.write_text(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record", type=Path, default=None, help="record a session into DIR")
+    parser.add_argument("--results", action="store_true", help="write into RESULTS.md")
+    args = parser.parse_args(argv)
+    if args.record is not None:
+        record(args.record)
+        return 0
+    text = section([judge(LIVE / name) for name in SESSIONS])
+    print(text)
+    if args.results:
+        write_results(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""A job's log is read under the rules of the other files a job names (``adapters.files``).
+
+The probes: a log path that is a symlink to another user's root-only log outside the job's tree,
+a root-only log inside it, a FIFO and ``/dev/zero`` as the log, and a log replaced by such a
+symlink between two reads. Each gives no records and a ``SourcePermanentError`` saying which
+rule refused it, without the log's content or where the symlink pointed.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+
+from adapters.logs.tail import LogTailer
+from planner.errors import SourcePermanentError
+from planner.specs.job import TailCursor
+from tests.adapters.test_job_files import ME, other_user, slurm_job
+
+SECRET_LOSS = "4.242424E+00"
+
+
+def megatron(first: int, last: int) -> str:
+    """Megatron iteration lines every 10 iterations, with a loss nobody else may learn."""
+    return "".join(
+        f" iteration {i:8d}/{1000:8d} | consumed samples: {i * 8:12d} |"
+        f" elapsed time per iteration (ms): 250.0 | lm loss: {SECRET_LOSS} |\n"
+        for i in range(first, last + 1, 10)
+    )
+
+
+@pytest.fixture
+def their_log(open_dir: Path) -> Path:
+    """Another user's log outside the job's tree, readable by root only (mode 0600)."""
+    other = open_dir / "other-user"
+    other.mkdir(mode=0o755)
+    path = other / "secret-run.out"
+    path.write_text(megatron(10, 200))
+    path.chmod(0o600)
+    return path
+
+
+def refusal(exc: pytest.ExceptionInfo[SourcePermanentError], *hidden: str) -> str:
+    message = str(exc.value)
+    for text in (SECRET_LOSS, "iteration", *hidden):
+        assert text not in message
+    return message
+
+
+def test_a_log_symlinked_to_a_root_only_log_outside_the_tree_gives_nothing(
+    job_dir: Path, their_log: Path
+) -> None:
+    log = job_dir / "train.out"
+    log.symlink_to(their_log)
+    tailer = LogTailer(tz=UTC)
+    for user in (other_user(), ME):  # even a job of the root user: not outside its tree
+        cursor = TailCursor(path=str(log))
+        with pytest.raises(SourcePermanentError) as exc:
+            tailer.read(cursor, job=slurm_job(user, job_dir))
+        assert "outside the allowed directories" in refusal(exc, str(their_log))
+    # Without the job (the planner's own user names the file) it is read: the rule is the job's.
+    assert len(tailer.read(TailCursor(path=str(log)))[0]) == 20
+
+
+def test_a_root_only_log_in_the_tree_is_not_read_for_another_user(job_dir: Path) -> None:
+    log = job_dir / "train.out"
+    log.write_text(megatron(10, 50))
+    log.chmod(0o600)
+    tailer = LogTailer(tz=UTC)
+    with pytest.raises(SourcePermanentError) as exc:
+        tailer.read(TailCursor(path=str(log)), job=slurm_job(other_user(), job_dir))
+    assert "not readable by user nobody" in refusal(exc)
+    records, _ = tailer.read(TailCursor(path=str(log)), job=slurm_job(ME, job_dir))
+    assert [r.iteration for r in records] == [10, 20, 30, 40, 50]
+
+
+def test_a_fifo_as_the_log_is_refused_and_does_not_hang(fifo: Path, job_dir: Path) -> None:
+    """The FIFO's writer stays for 3 s: a reader that opened it without ``O_NONBLOCK`` or read
+    it would wait that long and then find nothing, not a refusal."""
+    tailer = LogTailer(tz=UTC)
+    for job in (slurm_job(ME, job_dir), None):
+        with pytest.raises(SourcePermanentError) as exc:
+            tailer.read(TailCursor(path=str(fifo)), job=job)
+        assert "not a regular file (a FIFO)" in refusal(exc)
+
+
+def test_dev_zero_as_the_log_is_refused_without_reading(job_dir: Path) -> None:
+    log = job_dir / "train.out"
+    log.symlink_to("/dev/zero")
+    job = slurm_job(ME, job_dir)
+    with pytest.raises(SourcePermanentError) as exc:
+        LogTailer().read(TailCursor(path=str(log)), job=job)
+    assert "outside the allowed directories" in refusal(exc, "/dev/zero")
+    allowed = LogTailer(allowed_file_roots={"slurm": ["/dev"]})
+    for path in ("/dev/zero", str(log)):
+        with pytest.raises(SourcePermanentError) as exc:
+            allowed.read(TailCursor(path=path), job=job)
+        assert "not a regular file (a character device)" in refusal(exc)
+
+
+def test_a_log_replaced_by_a_symlink_between_reads_gives_nothing_more(
+    job_dir: Path, their_log: Path
+) -> None:
+    log = job_dir / "train.out"
+    log.write_text(megatron(10, 30))
+    log.chmod(0o644)
+    job = slurm_job(other_user(), job_dir)
+    tailer = LogTailer(tz=UTC)
+    records, cursor = tailer.read(TailCursor(path=str(log)), job=job)
+    assert [r.iteration for r in records] == [10, 20, 30]
+    os.link(log, job_dir / "kept.out")  # its inode stays taken: not reused for run-2.out
+    swap = job_dir / "swap"
+    swap.symlink_to(their_log)
+    os.replace(swap, log)  # atomically: the path now names the other user's log
+    with pytest.raises(SourcePermanentError) as exc:
+        tailer.read(cursor, job=job)
+    assert "outside the allowed directories" in refusal(exc, str(their_log))
+    # a symlink within the tree to a file the job's user may read is followed
+    inside = job_dir / "run-2.out"
+    inside.write_text(megatron(10, 40))
+    inside.chmod(0o644)
+    os.remove(log)
+    log.symlink_to(inside)
+    records, _ = tailer.read(cursor, job=job)
+    assert [r.iteration for r in records] == [10, 20, 30, 40]  # another inode: from its start
+
+
+def test_a_kubernetes_jobs_log_only_under_its_roots_and_world_readable(job_dir: Path) -> None:
+    log = job_dir / "train.out"
+    log.write_text(megatron(10, 20))
+    kube = slurm_job(ME, job_dir)
+    kube = type(kube)(scheduler="kubernetes", cluster="k", job_id="ns/j", user=ME, work_dir="/")
+    with pytest.raises(SourcePermanentError) as exc:
+        LogTailer(allowed_file_roots={"slurm": [str(job_dir)]}).read(
+            TailCursor(path=str(log)), job=kube
+        )
+    assert "no directory is allowed" in refusal(exc)
+    tailer = LogTailer(allowed_file_roots={"kubernetes": [str(job_dir)]})
+    log.chmod(0o644)
+    assert len(tailer.read(TailCursor(path=str(log)), job=kube)[0]) == 2
+    log.chmod(0o600)  # no host identity: only what others may read
+    with pytest.raises(SourcePermanentError, match="not readable by user"):
+        tailer.read(TailCursor(path=str(log)), job=kube)

@@ -1,0 +1,205 @@
+"""The service learns from the jobs it sees finish: observed runs in the real store (SQLite),
+a calibration fitted per cluster, used by the next predictions and listed."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from planner.service.learning import run_row
+from planner.service.models import JobRow
+from planner.specs.job import JobState, JobStatus
+
+from .conftest import Clock, JobFactory, ScriptedSource
+from .test_service import app_for, cycle, megatron_line
+
+SLOWER = 3.0
+"""How much slower than the model the cluster runs (its measured pace)."""
+
+
+def scenario_doc(name: str, layers: int, hidden: int, gpu: str = "h100-sxm") -> dict[str, Any]:
+    return {
+        "name": name,
+        "model": {
+            "num_layers": layers,
+            "hidden_size": hidden,
+            "num_attention_heads": 4,
+            "seq_length": 128,
+            "vocab_size": 1024,
+        },
+        "hardware": {"gpu": gpu, "num_gpus": 2},
+        "parallelism": {"tensor_parallel": 1, "micro_batch_size": 4, "global_batch_size": 8},
+        "training": {"train_iters": 100},
+    }
+
+
+def write_scenario(root: Path, doc: dict[str, Any]) -> Path:
+    path = root / f"{doc['name']}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o644)
+    return path
+
+
+def run_to_the_end(
+    client: TestClient,
+    source: ScriptedSource,
+    clock: Clock,
+    job: JobState,
+    log: Path,
+    *,
+    step_ms: float,
+    last: int = 100,
+) -> None:
+    """The job runs, its log shows ``step_ms`` per iteration up to ``last``, then it ends."""
+    source.set_jobs(job)
+    cycle(client)
+    log.write_text("".join(megatron_line(i, 100, step_ms) for i in range(5, last + 1, 5)))
+    log.chmod(0o644)
+    clock.now += 60
+    cycle(client)
+    ended = JobState(
+        **{
+            **{f: getattr(job, f) for f in job.__dataclass_fields__},
+            "status": JobStatus.COMPLETED,
+            "end_time_s": clock.now + 5,
+        }
+    )
+    clock.now += 10
+    source.set_jobs(ended)
+    cycle(client)
+
+
+def predict(client: TestClient, doc: dict[str, Any]) -> dict[str, Any]:
+    response = client.post("/v1/predict?cluster=test", json=doc)
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def learn(client: TestClient) -> dict[str, str]:
+    return client.app.state.planner.learner.run()  # type: ignore[attr-defined,no-any-return]
+
+
+def test_the_next_prediction_moves_toward_the_measured_pace(
+    cluster_root: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    tmp_path = cluster_root
+    first = scenario_doc("a", 2, 128)
+    second = scenario_doc("b", 4, 192)
+    log = tmp_path / "a.out"
+    job = make_job(
+        job_id="1",
+        status=JobStatus.RUNNING,
+        comment=f"planner:scenario={write_scenario(tmp_path, first)}",
+        start_time_s=clock.now,
+        stdout_path=str(log),
+    )
+    with app_for(db_url, source, clock) as client:
+        before = predict(client, second)
+        assert "calibration" not in before  # nothing learnt yet
+        model_step = predict(client, first)["iteration_time_s"]
+        run_to_the_end(client, source, clock, job, log, step_ms=1000 * SLOWER * model_step)
+        measured = client.get("/v1/jobs/1").json()["eta"]["observed_step_time_s"]
+        assert measured == pytest.approx(SLOWER * model_step, rel=0.05)
+
+        early = make_job(
+            job_id="3",
+            status=JobStatus.PENDING,
+            comment=f"planner:scenario={write_scenario(tmp_path, second)}",
+        )
+        source.set_jobs(early)
+        cycle(client)  # queued before anything was learnt: the online calibration's
+        assert client.get("/v1/jobs/3").json()["prediction"]["calibration"]["method"] != (
+            "observed_runs"
+        )
+
+        assert learn(client) == {"slurm/test": "ok"}
+        assert learn(client) == {}  # nothing new: no refit
+        clock.now += 30  # the API reads the learnt calibrations again
+
+        after = predict(client, second)
+        assert after["calibration"]["method"] == "observed_runs"
+        assert after["calibration"]["num_jobs"] == 1
+        # one run moves its key part of the way (the prior's shrinkage), toward the pace seen
+        ratio = after["calibrated_iteration_time_s"] / after["iteration_time_s"]
+        assert 1.5 < ratio <= SLOWER * 1.05
+        assert after["iteration_time_s"] == before["iteration_time_s"]
+
+        # a job queued now gets the learnt correction in its prediction, and so does the one
+        # queued before
+        queued = make_job(
+            job_id="2",
+            status=JobStatus.PENDING,
+            comment=f"planner:scenario={write_scenario(tmp_path, second)}",
+        )
+        source.set_jobs(queued, early)
+        cycle(client)
+        for job_id in ("2", "3"):  # the one queued before the fit gets it too
+            prediction = client.get(f"/v1/jobs/{job_id}").json()["prediction"]
+            assert prediction["calibration"]["method"] == "observed_runs"
+            assert prediction["calibrated_iteration_time_s"] == pytest.approx(
+                after["calibrated_iteration_time_s"], rel=1e-6
+            )
+
+        listing = client.get("/v1/calibrations").json()["learnt"]
+        assert [(c["scheduler"], c["cluster"], c["num_runs"]) for c in listing] == [
+            ("slurm", "test", 1)
+        ]
+        assert listing[0]["applied"]
+        assert listing[0]["fitted_s"] <= clock.now
+        assert listing[0]["keys"][0]["gpu"] == "h100-sxm"
+
+
+def test_bad_runs_are_skipped_with_their_reason(
+    cluster_root: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    tmp_path = cluster_root
+    unknown = scenario_doc("u", 2, 128, gpu="h900-imaginary")
+    short = scenario_doc("s", 2, 128)
+    with app_for(db_url, source, clock) as client:
+        model_step = predict(client, short)["iteration_time_s"]
+        for job_id, doc, last in (("1", unknown, 100), ("2", short, 10)):
+            log = tmp_path / f"{job_id}.out"
+            job = make_job(
+                job_id=job_id,
+                status=JobStatus.RUNNING,
+                comment=f"planner:scenario={write_scenario(tmp_path, doc)}",
+                start_time_s=clock.now,
+                stdout_path=str(log),
+            )
+            run_to_the_end(
+                client, source, clock, job, log, step_ms=1000 * SLOWER * model_step, last=last
+            )
+        assert learn(client) == {"slurm/test": "ok"}
+        listing = client.get("/v1/calibrations").json()["learnt"][0]
+        assert listing["num_runs"] == 0
+        assert not listing["applied"]
+        reasons = {s["job_id"]: s["reason"] for s in listing["skipped"]}
+        assert reasons["2"].startswith("num_iterations: ran 10")
+        assert "gpu" in reasons["1"]
+        clock.now += 30
+        assert "calibration" not in predict(client, short)
+
+
+@pytest.mark.parametrize(
+    ("step", "field"),
+    [(0.0, "iteration_time_s"), (math.nan, "iteration_time_s"), (None, "iteration_time_s")],
+)
+def test_a_run_without_a_usable_step_time_names_it(step: float | None, field: str) -> None:
+    row = JobRow(
+        scheduler="slurm",
+        cluster="test",
+        job_id="7",
+        scenario=scenario_doc("a", 2, 128),
+        eta={"observed_step_time_s": step},
+        iteration=100,
+    )
+    run = run_row(row, min_iterations=20, now_s=0.0)
+    assert run is not None
+    assert run.skip_reason is not None
+    assert run.skip_reason.startswith(f"{field}:")
+    assert run.iteration_time_s is None or run.iteration_time_s == 0.0

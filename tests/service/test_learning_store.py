@@ -1,0 +1,94 @@
+"""Observed runs in the store and the learner over them, on SQLite and (integration) on
+PostgreSQL: one row per job, counts per cluster, newest runs read back, pruning, a fit per
+cluster that lands only when there is something new."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planner.service.learning import Learner, LearningConfig, calibration_name
+from planner.service.models import ObservedRunRow
+from planner.service.store import SqlStore
+
+from .test_store_postgres import pg_server, pg_url
+
+__all__ = ["pg_server", "pg_url"]  # the PostgreSQL fixtures, used below
+
+SCENARIO: dict[str, Any] = {
+    "name": "tiny",
+    "model": {
+        "num_layers": 2,
+        "hidden_size": 128,
+        "num_attention_heads": 4,
+        "seq_length": 128,
+        "vocab_size": 1024,
+    },
+    "hardware": {"gpu": "h100-sxm", "num_gpus": 2},
+    "parallelism": {"micro_batch_size": 4, "global_batch_size": 8},
+}
+
+
+def run(
+    job_id: str, step_s: float | None, *, cluster: str = "a", reason: str | None = None
+) -> ObservedRunRow:
+    return ObservedRunRow(
+        scheduler="slurm",
+        cluster=cluster,
+        job_id=job_id,
+        recorded_s=1.0,
+        gpu="h100-sxm",
+        scenario=SCENARIO,
+        iteration_time_s=step_s,
+        num_iterations=100,
+        skip_reason=reason,
+    )
+
+
+def check_store(store: SqlStore) -> None:
+    store.migrate()
+    with store.unit_of_work() as uow:
+        for i in range(5):
+            uow.put_observed_run(run(str(i), 0.01 * (i + 1)))
+        uow.put_observed_run(run("bad", None, reason="iteration_time_s: no step time"))
+        uow.put_observed_run(run("0", 0.5, cluster="b"))
+    with store.unit_of_work() as uow:
+        uow.put_observed_run(run("4", 0.07))  # job 4 ended again: its run is replaced
+    counts = {(c.scheduler, c.cluster): c for c in store.observed_run_counts()}
+    assert (counts["slurm", "a"].num_runs, counts["slurm", "a"].num_skipped) == (5, 1)
+    assert counts["slurm", "b"].num_runs == 1
+    newest = store.observed_runs("slurm", "a", limit=2)
+    assert [(r.job_id, r.iteration_time_s) for r in newest] == [("3", 0.04), ("4", 0.07)]
+    skipped = store.observed_runs("slurm", "a", limit=10, skipped=True)
+    assert [r.skip_reason for r in skipped] == ["iteration_time_s: no step time"]
+
+    learner = Learner(store, lambda: 100.0, LearningConfig(max_runs=4, keep_runs=3))
+    assert learner.run() == {"slurm/a": "ok", "slurm/b": "ok"}
+    assert learner.run() == {}  # nothing new
+    store.put_calibration("online", {}, 1.0)
+    names = [r.name for r in store.calibrations(prefix="observed/")]
+    assert names == ["observed/slurm/a", "observed/slurm/b"]
+    state = store.calibration(calibration_name("slurm", "a"))
+    assert state is not None
+    assert state.state["num_runs"] == 4  # the newest max_runs
+    assert state.state["held_out"]["num_runs"] == 4
+    counts = {(c.scheduler, c.cluster): c for c in store.observed_run_counts()}
+    assert counts["slurm", "a"].num_runs + counts["slurm", "a"].num_skipped == 3  # kept
+    store.dispose()
+
+
+def test_observed_runs_on_sqlite(tmp_path: Path) -> None:
+    check_store(SqlStore(f"sqlite:///{tmp_path / 'planner.db'}"))
+
+
+@pytest.mark.integration
+def test_observed_runs_on_postgres(pg_url: str) -> None:
+    check_store(SqlStore(pg_url))
+
+
+def test_a_long_cluster_name_fits_the_name_column() -> None:
+    name = calibration_name("kubernetes", "c" * 128)
+    assert len(name) <= 64
+    assert name != calibration_name("kubernetes", "c" * 127)

@@ -1,0 +1,75 @@
+"""The fake Slurm of ``benchmarks/load.py`` launches its jobs in every style the planner's launch
+readers describe (``benchmarks/fake_launches.py``): each job's batch script, fetched through the
+real Slurm adapter, and the config files it names in the job's working directory are described
+by the style's reader, with a prediction, as the service describes them at ingest."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from pathlib import Path
+
+from adapters.slurm import SlurmSource
+from benchmarks.fake_launches import STYLES
+from benchmarks.fake_slurm import FakeSlurm
+from planner.service.describe import describe_job
+from planner.specs.job import JobState
+
+from .conftest import Clock
+
+T0 = 1_800_000_000.0
+PER_STYLE = 2
+
+
+def test_every_launch_style_of_the_fake_cluster_is_described_by_its_reader(
+    cluster_root: Path,
+) -> None:
+    clock = Clock(T0)
+    fake = FakeSlurm(
+        cluster_root / "cluster", jobs=160, nodes=30, gpus=800, users=12, seed=3, clock=clock
+    )
+    fake.populate()
+    styles = fake.styles()
+    counts = Counter(style for style, _ in styles.values())
+    assert set(STYLES) | {"scenario_file", "megatron"} <= set(counts)
+    assert 35 <= counts["scenario_file"] <= 75  # a third of the jobs, as before
+
+    source = SlurmSource(
+        bin_dir=str(fake.bin_dir),
+        allowed_file_roots=[str(fake.shared)],
+        max_script_fetches=100_000,
+        clock=clock,
+    )
+    snapshot = source.snapshot()
+    assert fake.fetched()  # the scripts came through ``scontrol write batch_script``
+    described: Counter[str] = Counter()
+    for job in snapshot.jobs:
+        style = styles[job.job_id][0]
+        if not job.status.is_active or style in ("scenario_file", "megatron"):
+            continue
+        if described[style] == PER_STYLE:
+            continue
+        assert job.batch_script is not None
+        description = describe_job(job, functools.partial(_read, source, job))
+        reader = STYLES[style]
+        detail = (style, job.job_id, description.error or description.detail)
+        if reader is None:
+            assert description.described_by == "none", detail
+            assert description.prediction is None
+        else:
+            assert description.described_by == reader, detail
+            assert description.error is None, detail
+            assert description.prediction is not None, detail
+            assert description.train_iters == fake_iters(fake, job.job_id), detail
+        described[style] += 1
+    assert described == dict.fromkeys(STYLES, PER_STYLE)
+
+
+def fake_iters(fake: FakeSlurm, job_id: str) -> int:
+    """The iterations the fake job runs (every style states them on its command line)."""
+    (job,) = [j for j in fake.jobs.values() if fake.display_id(j) == job_id]
+    return job.train_iters
+
+
+def _read(source: SlurmSource, job: JobState, path: str) -> str:
+    return source.read_text_file(path, 1 << 20, job=job)
