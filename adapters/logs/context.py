@@ -92,13 +92,6 @@ class LogContext:
     """Formats of the progress records given so far (DeepSpeed engine lines excluded)."""
     totals: dict[str, int] = field(default_factory=dict)
     """Last iteration total stated per format."""
-    trainer_bar_total: int | None = None
-    """Optimizer steps of a Hugging Face Trainer's training bar: the ``Total optimization steps``
-    of its ``***** Running training *****`` summary, else the total of the first bar printed
-    without a description (the Trainer opens its training bar before any evaluation bar)."""
-    trainer_evaluating: bool = False
-    """A Hugging Face Trainer said ``***** Running Evaluation *****`` (or ``Prediction``) and no
-    training summary since: until the training bar's total is known, bars are evaluation's."""
     events: list[LogEvent] = field(default_factory=list)
     first_timestamp_s: float | None = None
     last_timestamp_s: float | None = None

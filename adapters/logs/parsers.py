@@ -37,14 +37,6 @@ Formats recognised (``ProgressRecord.framework`` in brackets):
   ``global_step`` give None. ``step_time_s`` is ``train_step_timing in s`` (NeMo) when present,
   else the inverse of tqdm's rate (an exponential moving average, tqdm's ``smoothing=0.3``).
   Validation bars are ignored.
-* **Hugging Face Trainer bar** (``transformers``; needs a context): the training bar of
-  ``transformers.trainer_callback.ProgressCallback``, ``tqdm(total=state.max_steps)`` without a
-  description, moved to ``state.global_step`` after each optimizer step: ``iteration`` is its
-  count, ``train_iters`` its total, ``step_time_s`` the inverse of tqdm's rate. Its evaluation
-  bars look the same; the training bar is the one whose total is the ``Total optimization
-  steps = N`` of the ``***** Running training *****`` summary, else the first bar that no
-  ``***** Running Evaluation *****`` line announced. A launcher prefix (``0:``, ``[default0]:``)
-  is allowed before it. The Trainer's ``{'loss': ...}`` dicts carry no step and are not read.
 * **torchtune bar** (``torchtune``): its recipes describe their tqdm bar as ``{epoch}|{global
   step}|Loss: {loss}``; ``iteration`` is the global step (the bar's count restarts each epoch),
   ``step_time_s`` the inverse of tqdm's rate (one bar step per optimizer step).
@@ -146,15 +138,10 @@ _TITAN_INIT = re.compile(
     r"Trainer is initialized with\b.*?\btotal steps (?P<total>\d+)", re.IGNORECASE
 )
 
-# Hugging Face Trainer: its "***** Running training *****" summary names the optimizer steps its
-# training bar (a tqdm bar without a description) counts.
-_TRAINER_TOTAL = re.compile(r"\bTotal optimization steps = (?P<total>\d[\d,]*)")
 # torchtune's recipes describe their bar as "{epoch}|{global step}|Loss: {loss}".
 _TUNE_DESC = re.compile(
     rf"(?:^|\s)(?P<epoch>\d+)\|(?P<step>\d+)\|Loss:\s*(?P<loss>{values.NUMBER})"
 )
-# What a launcher puts before a rank's line: ``srun -l``'s ``0:``, torchrun's ``[default0]:``.
-_LAUNCHER_PREFIX = re.compile(r"\s*(?:\d+:|\[(?:default|rank)\d+\]:)?\s*")
 
 # tqdm bar as Lightning formats it:
 # "{desc}: {pct}%|{bar}| {n}/{total} [{elapsed}<{left}, {rate}{postfix}]"
@@ -357,12 +344,12 @@ def _parse_bar(
 ) -> ProgressRecord | None:
     m = _BAR.search(text) if "%|" in text else None  # the check spares a slow search
     if m is None:
-        _trainer_total(text, context)
         return None
     epoch = _EPOCH.search(m["desc"])
     if epoch is None:
-        # not Lightning's: torchtune's or the Hugging Face Trainer's bar, else a validation,
-        # test or predict bar
+        # not Lightning's: torchtune's bar, else a validation, test or predict bar, or a bar
+        # without a description (the Hugging Face Trainer's training and evaluation bars look
+        # alike, and a log that also prints structured step lines would be read twice)
         tune = _TUNE_DESC.search(text, 0, m.start("pct"))
         if tune is not None:
             return ProgressRecord(
@@ -371,7 +358,7 @@ def _parse_bar(
                 loss=values.finite(values.number(tune["loss"])),
                 framework="torchtune",
             )
-        return _trainer_bar(m, context)
+        return None
     fields = _bar_postfix(m["postfix"])
     step_time_s: float | None
     timing = fields.get("train_step_timing in s", fields.get("train_step_timing"))
@@ -409,46 +396,6 @@ def _bar_step_time(m: re.Match[str]) -> float | None:
     rate = values.number(m["rate"])
     per_it = rate if m["unit"] == "s/it" else (1.0 / rate if rate > 0 else 0.0)
     return values.step_time(per_it)
-
-
-def _trainer_total(text: str, context: LogContext | None) -> None:
-    """The Hugging Face Trainer's summaries, kept in ``context``: ``***** Running Evaluation
-    *****`` (bars that follow count evaluation batches) and ``***** Running training *****``,
-    whose ``Total optimization steps = N`` is the total of its training bar."""
-    if context is None or ("*****" not in text and "optimization steps" not in text):
-        return
-    if "***** Running " in text:
-        context.trainer_evaluating = "***** Running training" not in text
-        return
-    summary = _TRAINER_TOTAL.search(text)
-    total = values.total(values.number(summary["total"]), 0) if summary is not None else None
-    if total is not None:
-        context.trainer_bar_total = total
-        context.totals["transformers"] = total
-
-
-def _trainer_bar(m: re.Match[str], context: LogContext | None) -> ProgressRecord | None:
-    """The Hugging Face Trainer's training bar (``transformers.trainer_callback.ProgressCallback``:
-    ``tqdm(total=state.max_steps)`` with no description, advanced to ``state.global_step`` at
-    each optimizer step), told from its evaluation bars (same look, ``total`` = evaluation
-    batches) by its total: the summary's, else the first bar's. Needs a context; None without.
-    """
-    if context is None or m["total"] == "?" or not _LAUNCHER_PREFIX.fullmatch(m["desc"]):
-        return None
-    total = int(m["total"])
-    if context.trainer_bar_total is None:
-        if context.trainer_evaluating:
-            return None  # an evaluation before training
-        context.trainer_bar_total = total
-    if total != context.trainer_bar_total:
-        return None  # an evaluation bar
-    iteration = values.iteration(float(m["n"]))
-    return ProgressRecord(
-        iteration=iteration,
-        train_iters=values.total(float(total), iteration),
-        step_time_s=_bar_step_time(m),
-        framework="transformers",
-    )
 
 
 # --- structured JSON ------------------------------------------------------------------------
