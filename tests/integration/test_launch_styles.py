@@ -75,17 +75,27 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TITAN_STEP = re.compile(
     r"\[titan\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*?\bstep:\s*(\d+)\s+loss:"
 )
+_TITAN_START = re.compile(
+    r"\[titan\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*?Training starts at step (\d+)"
+)
 
 
 def titan_stamps(text: str) -> dict[int, float]:
     """Step -> the time the torchtitan stand-in printed on its step line (its logger's
-    ``asctime``: local time, to the millisecond)."""
+    ``asctime``: local time, to the millisecond); its ``Training starts at step S`` line is the
+    stamp of step S - 1 (where the first step's time is measured from)."""
     stamps: dict[int, float] = {}
     for line in _ANSI.sub("", text).splitlines():
         m = _TITAN_STEP.search(line)
+        start = _TITAN_START.search(line) if m is None else None
         if m is not None:
-            when = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").timestamp()
-            stamps[int(m[3])] = when + int(m[2]) / 1000.0
+            step = int(m[3])
+        elif start is not None:
+            m, step = start, int(start[3]) - 1
+        else:
+            continue
+        when = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").timestamp()
+        stamps[step] = when + int(m[2]) / 1000.0
     return stamps
 
 
