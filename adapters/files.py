@@ -28,6 +28,10 @@ gave (never the file's content, its size or where a symlink pointed):
    must finish within ``timeout_s`` (else ``SourceTemporaryError``: a hung network file system
    holds one worker thread, never the caller; at most :data:`MAX_HUNG_READS` may hang at once).
 
+Whether many files changed is told by :func:`lstat_paths` (``lstat`` only, nothing opened or
+read, all in one worker thread within one time limit): a log that did not grow is then not
+read at all.
+
 **Files the planner's own user names** (:func:`read_local_text`) skip the roots and owner
 rules but keep the bounds (the command line's own input files are read by
 ``planner.cli_input``).
@@ -56,6 +60,7 @@ __all__ = [
     "FilePart",
     "MissingFileError",
     "job_file_access",
+    "lstat_paths",
     "read_job_file",
     "read_job_file_part",
     "read_local_file",
@@ -426,6 +431,37 @@ def stat_job_file(
     return _as_job_user(
         source, path, lambda fd, *_: os.fstat(fd), roots=roots, user=user, timeout_s=timeout_s
     )
+
+
+def lstat_paths(
+    source: str, paths: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> dict[str, os.stat_result]:
+    """``lstat`` of many absolute ``paths`` at once (symlinks not followed; nothing opened,
+    nothing read): one worker thread looks at them all, within ``timeout_s`` seconds in all, so
+    telling whether thousands of logs grew costs one hand-off instead of one per file, and a
+    hung network file system stalls that thread, never the caller. Returns path -> its
+    ``lstat``; a path that is not absolute, does not exist, cannot be looked at or was not
+    reached in time is left out (the caller reads it as usual, under the rules). Says nothing
+    about whether the rules let a file be read: read it with :func:`read_job_file_part`."""
+    found: list[tuple[str, os.stat_result]] = []
+    cancelled = threading.Event()
+
+    def work() -> None:
+        for path in paths:
+            if cancelled.is_set():
+                return
+            if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                found.append((path, os.lstat(path)))
+
+    try:
+        _in_thread(source, f"{len(paths)} files", timeout_s, work)
+    except SourceTemporaryError:
+        pass  # past the limit, or earlier reads hung: what was looked at in time
+    finally:
+        cancelled.set()  # a look still running past the limit stops at its next path
+    return dict(list(found))
 
 
 def read_job_file_part(

@@ -6,8 +6,12 @@ nodes (``planner.capacity.placement``) against GPUs pooled per partition (the pr
 
 Starts the dev Slurm (deploy/dev: two nodes of 64 CPUs, 500 GiB, 8 fake H100), waits until it
 is idle and submits the scripted mix of ``MIX`` (CPU-only jobs, exclusive whole-node jobs,
-memory-heavy jobs, GPU jobs of 2 to 16 GPUs), each a ``sleep`` of a duration drawn from its
-log-normal runtime band (seed ``SEED``). Every ``POLL_S`` it reads the cluster with the Slurm
+memory-heavy jobs, GPU jobs of 2 to 16 GPUs), each a ``sleep`` of a duration from its
+log-normal runtime band: the jobs take evenly spaced quantiles of their bands ((k + 0.5) / n),
+in an order drawn with seed ``SEED``, so that the mix's runtimes spread as their bands say
+(``stratified_normals``; twelve independent draws need not: seed 7 drew a log-sd of 0.66 of the
+bands' with one job of twelve outside its p10-p90, and a calibrated forecast then looks too
+wide). Every ``POLL_S`` it reads the cluster with the Slurm
 adapter (``adapters.slurm.SlurmSource``: ``squeue --json``, ``sinfo --json``) and forecasts
 every pending job's start as the service does (jobs in ``queue_order``), giving each job its
 band (a running one: the band less the time it ran), not its drawn duration, so the forecast
@@ -34,6 +38,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 
@@ -166,6 +171,14 @@ def _forecast(snapshot: ClusterSnapshot, seen: dict[str, Seen]) -> float:
     return took
 
 
+def stratified_normals(n: int, rng: np.random.Generator) -> list[float]:
+    """Standard normal quantiles at ``(k + 0.5) / n`` for ``k < n``, in an order drawn from
+    ``rng``: ``n`` draws whose spread is the distribution's (a share of about 0.2 of them
+    outside the p10-p90), whatever the seed."""
+    spots = [NormalDist().inv_cdf((k + 0.5) / n) for k in range(n)]
+    return [spots[int(i)] for i in rng.permutation(n)]
+
+
 def replay() -> tuple[list[Seen], list[float]]:
     """Run the mix on the dev Slurm; the jobs as seen and the node forecasts' times (s)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -178,7 +191,7 @@ def replay() -> tuple[list[Seen], list[float]]:
         if time.monotonic() > deadline:
             raise SystemExit(f"the dev cluster is not idle: {stack.queued()} {stack.busy_nodes()}")
         time.sleep(1.0)
-    rng = np.random.default_rng(SEED)
+    normals = iter(stratified_normals(len(MIX), np.random.default_rng(SEED)))
     sigma = math.log(SPREAD) / (2.0 * Z90)
     workdir = Path(tempfile.mkdtemp(prefix="pending-replay-"))
     workdir.chmod(0o777)
@@ -192,7 +205,7 @@ def replay() -> tuple[list[Seen], list[float]]:
             now = time.monotonic() - begin
             while todo and todo[0].at_s <= now:
                 job = todo.pop(0)
-                duration = job.p50_s * math.exp(sigma * rng.standard_normal())
+                duration = job.p50_s * math.exp(sigma * next(normals))
                 job_id = stack.sbatch(
                     "-J", job.name, "-t", str(job.limit_min), f"--chdir={workdir}",
                     f"--output={workdir}/%x-%j.out", *job.args, "--wrap", f"sleep {duration:.1f}",
@@ -300,7 +313,9 @@ def report(seen: Sequence[Seen], took: Sequence[float], cost: Sequence[str]) -> 
         f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: `flock /tmp/slurm.lock .venv/bin/python"
         " -m benchmarks.pending_replay --write` (dev stack: 2 nodes x 64 CPUs, 500 GiB, 8 fake"
         f" H100; {len(seen)} jobs; a forecast every {POLL_S:g} s, {SAMPLES} samples; runtime"
-        f" bands p90/p10 = {SPREAD:g}, durations drawn from them, seed {SEED}).",
+        f" bands p90/p10 = {SPREAD:g}, durations at evenly spaced quantiles of them in an order"
+        f" drawn with seed {SEED}; runtimes drawn from each band's p10, p50 and p90,"
+        " planner.capacity.placement.draw_runtimes).",
         "",
         f"Forecasts made at least {MIN_WAIT_S:g} s before the job's real start. Targets (node"
         " model): median |error| / wait <= 0.10, p10-p90 coverage 70-90 %.",

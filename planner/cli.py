@@ -10,6 +10,9 @@
 ``planner stragglers TRACE --meta M`` what-if straggler analysis of a per-rank trace
                                       (``planner.stragglers_cli``).
 ``planner review FLEET PLAN --out D`` a capacity-planning review (``planner.review_cli``).
+``planner simulate JOB [--json]``     when a job submitted now would start and finish, from
+                                      the running service's live queue (``--url``;
+                                      ``planner.simulate_cli``).
 ``planner serve``                     run the service (settings: ``PLANNER_*`` environment,
                                       optional YAML file in ``PLANNER_CONFIG_FILE``).
 ``planner calibrate sample|fit|show`` sample operators on this machine, fit
@@ -48,6 +51,7 @@ from planner.errors import PlannerError, SpecError
 from planner.eta_cli import eta_app
 from planner.predict_cli import explore, predict, recommend
 from planner.review_cli import review
+from planner.simulate_cli import simulate
 from planner.stragglers_cli import stragglers
 
 app = typer.Typer(
@@ -121,6 +125,7 @@ app.command()(serve)
 app.command()(stragglers)
 app.command()(explore)
 app.command()(recommend)
+app.command()(simulate)
 app.command()(version)
 app.add_typer(eta_app, name="eta")
 app.add_typer(calibrate_app, name="calibrate")

@@ -18,7 +18,9 @@ progress lines, a Megatron-LM argument dump or a command line with ``--train-ite
 result log's cap, then the samples it trained and its ``run_stop``: ``adapters.logs.mlperf``);
 an iteration is one optimizer step (for MLPerf logs their samples, tokens or epochs over the
 global batch, for Megatron-LM CI tables one step number). A log that states none is an error
-(exit 2), as is an unreadable log or scenario. ``--scenario`` gives the performance model's
+(exit 2), as is an unreadable log or scenario, or a log of more than ``MAX_LOG_BYTES`` (256 MiB:
+the whole log is held in memory to be replayed; cut a longer one to the run it should replay).
+``--scenario`` gives the performance model's
 prediction as the prior, as the service does for a described job.
 
 A long replay (``PROGRESS_MIN_RECORDS`` records or more: a few seconds) prints its progress to
@@ -40,6 +42,9 @@ import typer
 from planner.errors import PlannerError, SpecError
 
 EXIT_INVALID = 2
+MAX_LOG_BYTES: Final = 256 * 1024 * 1024
+"""Largest log ``planner eta replay`` reads, bytes (it is held in memory as text; the longest
+pretraining logs the replay was built on are tens of MiB)."""
 PROGRESS_MIN_RECORDS: Final = 2_000
 """Replays of fewer records (under about 3 s) print no progress."""
 PROGRESS_EVERY_S: Final = 10.0
@@ -57,13 +62,12 @@ def _fail(message: str) -> typer.Exit:
 
 def _prior(scenario: str) -> float:
     """The model's step time (s) for the scenario file; raises ``typer.Exit`` (2)."""
+    from planner.cli_input import read_input_text
     from planner.scenario import format_for_path, predict_documents, read_documents
 
     try:
-        text = Path(scenario).read_text(encoding="utf-8")
+        text = read_input_text(scenario)
         documents = read_documents(text, format_for_path(scenario), source=scenario)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _fail(f"--scenario: cannot read {scenario}: {exc}") from None
     except SpecError as exc:
         raise _fail(f"--scenario: {exc}") from None
     if len(documents) != 1:
@@ -112,18 +116,28 @@ def run_replay(
     total_iterations: int | None = None,
     scenario: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    max_bytes: int = MAX_LOG_BYTES,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The JSON lines of ``planner eta replay`` for the log at ``log``: one per logged point and
-    the summary; ``progress`` is called with (records replayed, records to replay) as the replay
-    goes. Raises ``typer.Exit`` (2) with the error on standard error."""
+    """The JSON lines of ``planner eta replay`` for the log at ``log`` (``-``: standard input),
+    at most ``max_bytes`` long: one per logged point and the summary; ``progress`` is called
+    with (records replayed, records to replay) as the replay goes. Raises ``typer.Exit`` (2)
+    with the error on standard error (a longer log included: nothing of it is replayed)."""
+    from planner.cli_input import read_input
     from planner.forecast.arguments import schedule_from_arguments
     from planner.forecast.replay import replay, summarize
     from planner.wiring.logs import read_job_log
 
     try:
-        text = Path(log).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise _fail(f"LOG: cannot read {log} ({exc.strerror or exc}); check the path") from None
+        data = read_input(log, max_bytes)
+    except SpecError as exc:
+        if "more than" not in str(exc):
+            raise _fail(f"LOG: {exc}") from None
+        raise _fail(
+            f"LOG: {log} is longer than {max_bytes:,} bytes, the limit of a log the replay "
+            "reads (MAX_LOG_BYTES; it is held in memory): cut it to the run to replay, e.g. "
+            "with tail -c or sed"
+        ) from None
+    text = data.decode("utf-8", errors="replace")
     try:
         records, stated, framework, last_time_s = read_job_log(text)
     except SpecError as exc:

@@ -6,6 +6,7 @@ imports an adapter. Only the service's composition root (``planner.service.main`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -63,6 +64,12 @@ class ProgressReader(Protocol):
         is read from its start. Garbage lines are skipped. Raises ``SourceError`` when the file
         is refused or cannot be read (never for, nor with, its content).
         """
+        ...
+
+    def unchanged(self, cursors: Sequence[TailCursor]) -> set[str]:
+        """The paths among ``cursors`` whose file certainly did not change since its cursor
+        (``read`` would read nothing and return the cursor as it is), told by a cheap look at
+        all of them at once that reads nothing; any other path is read with ``read``."""
         ...
 
 

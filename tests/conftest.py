@@ -1,8 +1,11 @@
 """Fixtures shared by every test package, the hypothesis profile of CI runs, and the per-test
-time limit of unit tests."""
+limits of unit tests: a CPU-time budget, and a wall-clock limit that only catches a hang."""
 
 import json
 import os
+import signal
+from collections.abc import Iterator
+from types import FrameType
 
 import pytest
 from hypothesis import settings
@@ -10,23 +13,82 @@ from hypothesis import settings
 from tests.slurm_stack import slurm_jobs, slurm_stack
 
 # CI runs property tests on a fixed seed sequence so that a verdict never depends on the draw;
-# local runs keep exploring new examples.
+# local runs keep exploring new examples. Both keep each test's own example count.
 settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-UNIT_TEST_TIMEOUT_S = 10
-"""A unit test (no ``integration`` marker) that runs longer than this fails: unit tests are
-fast by contract (STYLE.md), so a hang or a slow path shows at once instead of stalling CI.
-Tests that start real components carry ``integration`` and keep the global 600 s limit."""
+UNIT_TEST_CPU_S = float(os.environ.get("PLANNER_TEST_CPU_S", "10"))
+"""A unit test (no ``integration`` marker) that uses more CPU time than this fails at once:
+unit tests are fast by contract (STYLE.md), so a slow path shows in the run that made it. CPU
+time (this process, all its threads: ``ITIMER_PROF``) judges the work, not the machine: it is
+the same on a busy machine, where the wall clock of a test stretches with the load. A unit test
+with a ``timeout`` mark gets that many CPU seconds instead. Child processes are not counted:
+tests that start them bound them themselves (``RLIMIT_CPU``, as tests/scenario/
+test_documents_cli.py does). ``PLANNER_TEST_CPU_S`` sets another budget (a deep fuzz hunt)."""
+
+UNIT_TEST_HANG_S = 180
+"""The wall-clock limit of a unit test without a ``timeout`` mark: a hang detector (a test
+blocked on a lock, a socket or a child uses no CPU), far above what a test within its CPU
+budget takes on a busy machine (10 CPU-s at a load of 14 on 2 cores is about 70 s). Tests
+that start real components carry ``integration`` and keep the global 600 s limit."""
+
+_budget_s: list[float] = [UNIT_TEST_CPU_S]
+
+
+def _over_budget(signum: int, frame: FrameType | None) -> None:
+    pytest.fail(
+        f"this unit test used more than {_budget_s[0]:g} s of CPU time (the process, all its "
+        "threads): make it cheaper, or mark it integration if it must start real components "
+        "(tests/conftest.py UNIT_TEST_CPU_S)"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    signal.signal(signal.SIGPROF, _over_budget)
+
+
+_BUDGET_KEY = pytest.StashKey[float]()
+_SPENT_KEY = pytest.StashKey[float]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give each unit test its CPU budget and the wall-clock hang limit: ``UNIT_TEST_CPU_S``
+    and ``UNIT_TEST_HANG_S``, or for a unit test marked ``timeout(N)`` N CPU seconds and a hang
+    limit of at least N."""
     for item in items:
-        if item.get_closest_marker("integration") is None and (
-            item.get_closest_marker("timeout") is None
-        ):
-            item.add_marker(pytest.mark.timeout(UNIT_TEST_TIMEOUT_S))
+        if item.get_closest_marker("integration") is not None:
+            continue
+        mark = item.get_closest_marker("timeout")
+        seconds = 0.0
+        if mark is not None:
+            seconds = float(mark.args[0] if mark.args else mark.kwargs.get("timeout", 0))
+        item.stash[_BUDGET_KEY] = max(UNIT_TEST_CPU_S, seconds)
+        item.add_marker(pytest.mark.timeout(max(UNIT_TEST_HANG_S, seconds)), append=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def _cpu_budgeted(item: pytest.Item) -> Iterator[None]:
+    """Run one phase (setup, call, teardown) of ``item`` under what is left of its CPU budget:
+    the profiling timer counts this process's CPU time and raises ``SIGPROF`` when it runs out.
+    The timer is armed only inside a phase, so the failure lands in that phase's report."""
+    budget = item.stash.get(_BUDGET_KEY, None)
+    if budget is None:  # an integration test
+        return (yield)
+    spent = item.stash.get(_SPENT_KEY, 0.0)
+    left = max(budget - spent, 1e-3)
+    _budget_s[0] = budget
+    signal.setitimer(signal.ITIMER_PROF, left)
+    try:
+        return (yield)
+    finally:
+        remaining, _ = signal.setitimer(signal.ITIMER_PROF, 0)
+        item.stash[_SPENT_KEY] = spent + (left - remaining if remaining > 0 else left)
+
+
+pytest_runtest_setup = _cpu_budgeted
+pytest_runtest_call = _cpu_budgeted
+pytest_runtest_teardown = _cpu_budgeted
 
 
 @pytest.fixture(autouse=True)

@@ -55,6 +55,7 @@ from adapters.kubernetes.translate import (
     pending_positions,
     pod_groups,
     pods_of_job,
+    queue_products,
 )
 from planner.errors import PlannerError, SourcePermanentError, SourceTemporaryError
 from planner.specs.job import ClusterSnapshot, JobState
@@ -228,6 +229,7 @@ class KubernetesSource:
         local_queues = {
             (namespace_of(q), name_of(q)): local_queue_target(q) for q in self._items(LOCALQUEUES)
         }
+        cq_products = queue_products(self._items(CLUSTERQUEUES), flavor_products)
         by_owner: dict[tuple[str, str, str], dict[str, Any]] = {}
         for wl in workloads:
             owner = owner_key(wl)
@@ -254,7 +256,7 @@ class KubernetesSource:
                         local_queues,
                         positions,
                         node_products,
-                        flavor_products,
+                        (flavor_products, cq_products),
                         inline,
                     )
                 except Exception as exc:
@@ -285,7 +287,7 @@ class KubernetesSource:
         local_queues: Mapping[tuple[str, str], str],
         positions: Mapping[tuple[str, str], int],
         node_products: Mapping[str, str],
-        flavor_products: Mapping[str, str],
+        products: tuple[Mapping[str, str], Mapping[str, str]],
         inline: dict[str, str],
     ) -> JobState:
         namespace, name = namespace_of(obj), name_of(obj)
@@ -295,7 +297,8 @@ class KubernetesSource:
             local_queues=local_queues,
             queue_positions=positions,
             node_products=node_products,
-            flavor_products=flavor_products,
+            flavor_products=products[0],
+            queue_products=products[1],
         )
         groups = pod_groups(kind, obj)
         _, _, _, scenario = description_fields(kind, obj, groups[0].template if groups else None)

@@ -141,7 +141,10 @@ def _value(value: Any, field: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SpecError(field, f'must be a number or "nan", got {_short(value)}')
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond the float range (JSON allows any length)
+        number = math.inf
     if math.isnan(number):
         return None
     if not math.isfinite(number):

@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import tzinfo
@@ -49,6 +50,7 @@ from adapters.files import (
     FilePart,
     MissingFileError,
     job_file_access,
+    lstat_paths,
     read_job_file_part,
     read_local_file_part,
 )
@@ -166,6 +168,26 @@ class LogTailer:
             last_iteration=context.megatron_last_iteration,
         )
         return records, new_cursor
+
+    def unchanged(self, cursors: Sequence[TailCursor]) -> set[str]:
+        """The paths among ``cursors`` whose file is still the regular file each cursor read,
+        at the size it had then (same inode, size at the cursor): :meth:`read` would read
+        nothing there and return the cursor as it is. One ``lstat`` per path, all in one
+        worker thread within ``timeout_s`` (:func:`adapters.files.lstat_paths`: a hung
+        network file system holds that thread, never the caller); nothing is opened or read,
+        so no rule is bypassed: a path not listed (grown, replaced, a symlink, missing, not
+        looked at in time) is read with :meth:`read` under the rules."""
+        if not cursors:
+            return set()
+        infos = lstat_paths("logs", [c.path for c in cursors], timeout_s=self.timeout_s)
+        quiet: set[str] = set()
+        for cursor in cursors:
+            st = infos.get(cursor.path)
+            if st is not None and stat.S_ISREG(st.st_mode) and _unchanged(cursor, st):
+                quiet.add(cursor.path)
+                if cursor.path in self._contexts:
+                    self._contexts.move_to_end(cursor.path)
+        return quiet
 
     def _read_part(self, cursor: TailCursor, job: JobState | None) -> FilePart:
         """The bytes from just before where reading goes on (one byte of lead, to tell whether

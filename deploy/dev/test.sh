@@ -4,9 +4,10 @@
 #   2. a virtual environment .venv with the project, its dev tools and the CPU build of PyTorch
 #      (the tiny training job of the end-to-end test)
 #   3. ruff (lint + format), mypy --strict (planner/, adapters/), import-linter (layer rules)
-#   4. pytest: unit, property and golden tests, then the integration tests that start a real
-#      Slurm cluster on loopback and run a real PyTorch DDP job under it.
-# Extra arguments go to pytest (e.g. `deploy/dev/test.sh -m "not integration"`).
+#   4. pytest: unit, property and golden tests on every core (pytest-xdist), then, one at a time,
+#      the integration tests that start a real Slurm cluster on loopback and run a real PyTorch
+#      DDP job under it (they share the dev Slurm, its fixed ports and the machine's CPUs).
+# Extra arguments go to one pytest run instead (e.g. `deploy/dev/test.sh -m "not integration"`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 t0=$SECONDS
@@ -41,6 +42,16 @@ step "mypy --strict planner adapters"
 .venv/bin/mypy
 step "import-linter"
 .venv/bin/lint-imports
-step "pytest"
-.venv/bin/python -m pytest "$@"
+if (($#)); then
+  step "pytest $*"
+  .venv/bin/python -m pytest "$@"
+else
+  # Both parts run whatever the first gives, so one run shows every failure.
+  status=0
+  step "pytest: unit tests (-n auto)"
+  .venv/bin/python -m pytest -m "not integration" -n auto || status=$?
+  step "pytest: integration tests (serial)"
+  .venv/bin/python -m pytest -m integration || status=$((status ? status : $?))
+  ((status == 0)) || { step "pytest failed (exit $status)"; exit "$status"; }
+fi
 step "done"

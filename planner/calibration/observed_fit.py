@@ -7,10 +7,11 @@ terms ``C_i`` and network terms ``N_i`` (``online_split.ModelSplit``), so that
     log t_i = log(C_i·e^u + N_i·e^(u+v)) + r_i + e_i,      e_i ~ N(0, sigma²)
 
 with ``r_i`` the residual model's offset. ``theta = (u, v)`` is the sum of one deviation per
-level of a tree of groups (global -> GPU architecture -> architecture and precision bits -> GPU
-and recipe -> cluster, GPU, recipe and framework), each deviation ``N(0, diag(tau_u², tau_v²))``
-of its level: a linear mixed model with nested random effects (Henderson's mixed-model
-equations; Gelman et al., *Bayesian Data Analysis*, 3rd ed., 2013, §5.5 and §15.2). A group
+level of a tree of groups (global -> GPU architecture -> model family on it -> its precision
+bits -> GPU and recipe -> cluster, GPU, recipe and framework), each deviation
+``N(0, diag(tau_u², tau_v²))`` of its level: a linear mixed model with nested random effects
+(Henderson's mixed-model equations; Gelman et al., *Bayesian Data Analysis*, 3rd ed., 2013,
+§5.5 and §15.2). A group
 seen through few runs stays near its parent: the shrinkage toward the prior.
 
 Fitting. The likelihood is linearised at the current estimate (Gauss-Newton): with ``q_i`` the

@@ -13,7 +13,7 @@ import difflib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import yaml
 
@@ -123,10 +123,13 @@ class ErrorList:
         raise unique[0] if len(unique) == 1 else MultiDocumentError(unique)
 
 
-_Base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built
+if TYPE_CHECKING:  # checked as PyYAML's safe loader, which libyaml's mirrors
+    _Base = yaml.SafeLoader
+else:
+    _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built
 
 
-class _Loader(_Base):  # type: ignore[valid-type,misc]
+class _Loader(_Base):
     """Safe loader: ``1.5e13`` is a float (YAML 1.2 / JSON), duplicate keys are errors."""
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from planner.capacity.review import Review
@@ -277,7 +277,7 @@ def weeks(result: ScenarioResult) -> Figure:
 def comparison(review: Review) -> Figure:
     """The scenarios side by side: expected deadline misses and misses at p90 (left),
     utilisation in % (right)."""
-    rows: Sequence[dict[str, Any]] = review.comparison()
+    rows = review.comparison()
     names = [text(r["scenario"]) for r in rows]
     data = [
         {

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.capacity.build import build_workload
+from planner.capacity.build import _pools_for_state, build_workload
 from planner.capacity.fleet import DEFAULT_HORIZON_S, Fleet, Pool, SchedulerKind
 from planner.capacity.montecarlo import (
     LocalExecutor,
@@ -27,14 +27,26 @@ from planner.capacity.montecarlo import (
     simulate_workloads,
 )
 from planner.capacity.runtime import InterruptionModel
-from planner.capacity.snapshot import QueueSnapshot
+from planner.capacity.snapshot import QueuedJob, QueueSnapshot
 from planner.capacity.stats import quantiles
 from planner.catalog import gpu_key_for_gres_type
+from planner.errors import SpecError
 from planner.specs.job import NodeState
 
-__all__ = ["PendingForecast", "fleet_from_nodes", "forecast_pending"]
+__all__ = [
+    "Band",
+    "PendingForecast",
+    "PublishedForecast",
+    "fleet_from_nodes",
+    "forecast_pending",
+    "simulate_submission",
+]
 
 _UNAVAILABLE = ("down", "drain", "fail", "maint", "unknown", "not_responding", "power")
+
+
+#: p10, p50, p90 of a time, epoch seconds (None: not within the simulated future).
+Band = tuple[float | None, float | None, float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +55,30 @@ class PendingForecast:
     not within the simulated future), with the scheduler's own estimate beside them."""
 
     job_id: str
-    start_s: tuple[float | None, float | None, float | None]
-    completion_s: tuple[float | None, float | None, float | None]
+    start_s: Band
+    completion_s: Band
     scheduler_start_s: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishedForecast:
+    """What the planner writes back onto one active job's scheduler objects (the Kubernetes
+    Workload and job annotations and condition, ``adapters.kubernetes.publish``).
+
+    ``job_id`` the planner's id; ``pending`` whether it waits; ``start_s`` a pending job's
+    predicted start (admission) band from the queue forecast and ``made_at_s`` when that
+    forecast was made; ``completion_s`` the predicted completion band (epoch seconds);
+    ``progress_ratio`` 0..1 of its iterations (a running job); ``expected_runtime_s`` the p90
+    of its whole run's wall time, seconds (None: not predicted).
+    """
+
+    job_id: str
+    pending: bool
+    start_s: Band | None = None
+    made_at_s: float | None = None
+    completion_s: Band | None = None
+    progress_ratio: float | None = None
+    expected_runtime_s: float | None = None
 
 
 def fleet_from_nodes(
@@ -99,8 +132,9 @@ def forecast_pending(
         if job.running:
             continue
 
-        def epoch(values: np.ndarray) -> tuple[float | None, float | None, float | None]:
-            return tuple(None if not np.isfinite(v) else float(v) + w.start_s for v in values)  # type: ignore[return-value]
+        def epoch(values: np.ndarray) -> Band:
+            p10, p50, p90 = (None if not np.isfinite(v) else float(v) + w.start_s for v in values)
+            return p10, p50, p90
 
         result[job.state.job_id] = PendingForecast(
             job_id=job.state.job_id,
@@ -109,3 +143,42 @@ def forecast_pending(
             scheduler_start_s=job.state.expected_start_time_s,
         )
     return result
+
+
+def simulate_submission(
+    fleet: Fleet,
+    snapshot: QueueSnapshot,
+    job: QueuedJob,
+    *,
+    rng: np.random.Generator,
+    samples: int = 100,
+) -> PendingForecast:
+    """When ``job`` would start and finish (p10/p50/p90, epoch seconds) if it were submitted at
+    ``snapshot.taken_at_s``: it joins the end of today's queue (after every pending job of
+    ``snapshot``) and the queue is replayed as :func:`forecast_pending` does. ``job`` must be
+    pending and its id unused in ``snapshot``. Raises ``SpecError`` naming ``job.<field>`` when
+    no pool of ``fleet`` takes it (GPU type, partition or more GPUs than the pool has)."""
+    if job.running:
+        raise SpecError("job.status", "a simulated submission is pending, not running")
+    if any(q.state.job_id == job.state.job_id for q in snapshot.jobs):
+        raise SpecError("job.job_id", f"{job.state.job_id!r} is already in the queue")
+    pools = [fleet.pools[i] for i in _pools_for_state(fleet, job)]  # the simulator's own rule
+    if not pools:
+        raise SpecError(
+            "job.gpu_type" if job.state.gpu_type else "job.partition",
+            f"no pool of the fleet takes GPU type {job.state.gpu_type or 'any'!r} in partition "
+            f"{job.state.partition or 'any'!r}; pools: "
+            + ", ".join(f"{p.name} ({p.num_gpus} x {p.gpu})" for p in fleet.pools),
+        )
+    largest = max(p.num_gpus for p in pools)
+    if job.state.num_gpus > largest:
+        raise SpecError(
+            "job.num_gpus",
+            f"{job.state.num_gpus} GPUs never fit: the largest pool that takes the job has "
+            f"{largest}; ask for at most {largest}",
+        )
+    queued = QueueSnapshot(taken_at_s=snapshot.taken_at_s, jobs=(*snapshot.jobs, job))
+    found = forecast_pending(fleet, queued, rng=rng, samples=samples).get(job.state.job_id)
+    if found is None:  # the pool rules above and build_workload disagree: say so plainly
+        raise SpecError("job", "the simulated job fits no pool of the fleet")
+    return found

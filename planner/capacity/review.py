@@ -26,15 +26,33 @@ from planner.capacity.runtime import (
 )
 from planner.capacity.sizing import NotCapacity, Sizing, not_capacity, size_fleet
 from planner.capacity.snapshot import QueueSnapshot
-from planner.capacity.stats import ScenarioResult
+from planner.capacity.stats import ScenarioResult, Summary
 from planner.capacity.whatif import WhatIf, apply_what_if
 
-__all__ = ["BASE_SCENARIO", "DEFAULT_SAMPLES", "Review", "run_review"]
+__all__ = ["BASE_SCENARIO", "DEFAULT_SAMPLES", "ComparisonRow", "Review", "run_review"]
 
 BASE_SCENARIO = "base"
 """The name of the scenario without changes."""
 
 DEFAULT_SAMPLES = 200
+
+
+class ComparisonRow(Summary):
+    """One scenario of a review's comparison (JSON-ready): its name and change, its
+    ``Summary``, utilisation (ratio), GPU-hours used and lost, goodput (ratio; None when
+    nothing ran), the fleet's cost and the jobs' chargeback cost (None without prices), and
+    whether it compares with the base (``not_comparable``: why not, "" when it does)."""
+
+    scenario: str
+    description: str
+    utilisation: float
+    gpu_hours: float
+    lost_gpu_hours: float
+    goodput: float | None
+    cost: float | None
+    usage_cost: float | None
+    comparable: bool
+    not_comparable: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +96,7 @@ class Review:
         """The scenario without changes."""
         return self.scenarios[0]
 
-    def comparison(self) -> list[dict[str, Any]]:
+    def comparison(self) -> list[ComparisonRow]:
         """One row per scenario: its summary, utilisation, GPU-hours used and lost, goodput,
         the fleet's cost (reserved capacity whether used or not, on-demand pools as used), the
         jobs' chargeback cost, and whether it can be compared with the base (``comparable``,
@@ -92,21 +110,21 @@ class Review:
             costs = [t.cost_mean for t in scenario.teams]
             why = self.not_comparable(index)
             rows.append(
-                {
-                    "scenario": scenario.name,
-                    "description": description,
+                ComparisonRow(
+                    scenario=scenario.name,
+                    description=description,
                     **scenario.summary(),
-                    "utilisation": busy / cap if cap else 0.0,
-                    "gpu_hours": sum(t.gpu_hours_mean for t in scenario.teams),
-                    "lost_gpu_hours": scenario.lost_gpu_hours_mean,
-                    "goodput": scenario.goodput,
-                    "cost": scenario.fleet_cost_mean,
-                    "usage_cost": (
+                    utilisation=busy / cap if cap else 0.0,
+                    gpu_hours=sum(t.gpu_hours_mean for t in scenario.teams),
+                    lost_gpu_hours=scenario.lost_gpu_hours_mean,
+                    goodput=scenario.goodput,
+                    cost=scenario.fleet_cost_mean,
+                    usage_cost=(
                         None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
                     ),
-                    "comparable": not why,
-                    "not_comparable": why,
-                }
+                    comparable=not why,
+                    not_comparable=why,
+                )
             )
         return rows
 

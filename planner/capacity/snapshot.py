@@ -9,7 +9,9 @@ them from a JSON file (``--jobs``, format in ``docs/capacity-formats.md``, "Jobs
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from planner.capacity.documents import Located, check_keys, load_document
 from planner.capacity.fields import optional, read_number, read_timestamp_s, require
@@ -67,46 +69,92 @@ class QueueSnapshot:
     jobs: tuple[QueuedJob, ...] = ()
 
 
-_STR_FIELDS = frozenset(
-    {"scheduler", "cluster", "job_id", "name", "user", "partition", "account", "state_reason",
-     "gpu_type", "stdout_path", "work_dir", "command", "batch_script", "comment", "namespace",
-     "queue_name"}
-)  # fmt: skip
-_INT_FIELDS = frozenset({"num_nodes", "num_gpus", "queue_position"})
-_FLOAT_FIELDS = frozenset(
-    {"submit_time_s", "start_time_s", "end_time_s", "expected_start_time_s", "time_limit_s",
-     "progress_ratio", "reported_remaining_s", "progress_updated_s"}
-)  # fmt: skip
 _STATE_FIELDS = tuple(f.name for f in dataclasses.fields(JobState))
 _EXTRA_FIELDS = ("runtime_s", "priority", "team", "deadline", "checkpoint_interval_s", "pool")
 
+_T = TypeVar("_T")
+_D = TypeVar("_D")
 
-def _state_value(node: Located, key: str) -> object:
+
+def _text(node: Located) -> str:
     value = node.value
-    if key == "status":
-        try:
-            return JobStatus(str(value).lower())
-        except ValueError:
-            raise node.error(f"must be one of {', '.join(JobStatus)}, got {value!r}") from None
-    if key == "node_list":
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise node.error("must be a list of node names")
-        return tuple(value)
-    if key == "gpus_allocated":
-        if not isinstance(value, bool):
-            raise node.error(f"must be true or false, got {value!r}")
-        return value
-    if key in _INT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise node.error(f"must be a non-negative integer, got {value!r}")
-        return value
-    if key in _FLOAT_FIELDS:
-        return read_number(node, positive=False)
-    if key in _STR_FIELDS:
-        if not isinstance(value, str | int) or isinstance(value, bool):
-            raise node.error(f"must be text, got {value!r}")
-        return str(value)
-    raise node.error("unknown field")  # pragma: no cover - keys are checked first
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise node.error(f"must be text, got {value!r}")
+    return str(value)
+
+
+def _count(node: Located) -> int:
+    value = node.value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise node.error(f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _seconds(node: Located) -> float:
+    return read_number(node, positive=False)
+
+
+def _flag(node: Located) -> bool:
+    if not isinstance(node.value, bool):
+        raise node.error(f"must be true or false, got {node.value!r}")
+    return node.value
+
+
+def _status(node: Located) -> JobStatus:
+    try:
+        return JobStatus(str(node.value).lower())
+    except ValueError:
+        raise node.error(f"must be one of {', '.join(JobStatus)}, got {node.value!r}") from None
+
+
+def _node_names(node: Located) -> tuple[str, ...]:
+    value = node.value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise node.error("must be a list of node names")
+    return tuple(str(v) for v in value)
+
+
+def _field(node: Located, key: str, read: Callable[[Located], _T], default: _D) -> _T | _D:
+    """The child ``key`` of ``node`` as ``read`` reads it, ``default`` when absent or null."""
+    child = node.get(key)
+    return default if child is None else read(child)
+
+
+def _job_state(node: Located) -> JobState:
+    """The ``JobState`` fields of a job entry (the scheduler defaults to ``slurm``)."""
+    return JobState(
+        scheduler=_field(node, "scheduler", _text, "slurm"),
+        cluster=_field(node, "cluster", _text, ""),
+        job_id=_text(require(node, "job_id", "the scheduler's job id")),
+        name=_field(node, "name", _text, ""),
+        user=_field(node, "user", _text, ""),
+        partition=_field(node, "partition", _text, ""),
+        account=_field(node, "account", _text, ""),
+        status=_status(require(node, "status", "running or pending")),
+        state_reason=_field(node, "state_reason", _text, ""),
+        node_list=_field(node, "node_list", _node_names, ()),
+        num_nodes=_field(node, "num_nodes", _count, 0),
+        num_gpus=_field(node, "num_gpus", _count, 0),
+        gpus_allocated=_field(node, "gpus_allocated", _flag, False),
+        gpu_type=_field(node, "gpu_type", _text, None),
+        submit_time_s=_field(node, "submit_time_s", _seconds, None),
+        start_time_s=_field(node, "start_time_s", _seconds, None),
+        end_time_s=_field(node, "end_time_s", _seconds, None),
+        expected_start_time_s=_field(node, "expected_start_time_s", _seconds, None),
+        time_limit_s=_field(node, "time_limit_s", _seconds, None),
+        stdout_path=_field(node, "stdout_path", _text, None),
+        work_dir=_field(node, "work_dir", _text, None),
+        command=_field(node, "command", _text, None),
+        batch_script=_field(node, "batch_script", _text, None),
+        comment=_field(node, "comment", _text, ""),
+        namespace=_field(node, "namespace", _text, ""),
+        queue_name=_field(node, "queue_name", _text, ""),
+        queue_position=_field(node, "queue_position", _count, None),
+        progress_ratio=_field(node, "progress_ratio", _seconds, None),
+        reported_remaining_s=_field(node, "reported_remaining_s", _seconds, None),
+        progress_updated_s=_field(node, "progress_updated_s", _seconds, None),
+        launch_manifest=_field(node, "launch_manifest", _text, None),
+    )
 
 
 def _band(node: Located) -> RuntimeBand:
@@ -126,14 +174,8 @@ def _band(node: Located) -> RuntimeBand:
 
 def _parse_job(node: Located) -> QueuedJob | None:
     check_keys(node, (*_STATE_FIELDS, *_EXTRA_FIELDS))
-    values: dict[str, object] = {"scheduler": "slurm", "cluster": ""}
-    for key in node.mapping().value:
-        child = node.get(str(key))
-        if child is not None and key in _STATE_FIELDS:
-            values[str(key)] = _state_value(child, str(key))
-    require(node, "job_id", "the scheduler's job id")
+    state = _job_state(node)
     status_node = require(node, "status", "running or pending")
-    state = JobState(**values)  # type: ignore[arg-type]
     if not state.status.is_active:
         return None  # ended jobs take no part in the forecast
     runtime = _band(require(node, "runtime_s", "the predicted runtime band {p10_s, p50_s, p90_s}"))

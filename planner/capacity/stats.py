@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -41,6 +41,7 @@ __all__ = [
     "PoolWeek",
     "QueueUsage",
     "ScenarioResult",
+    "Summary",
     "TeamUsage",
     "interval_integrals",
     "quantiles",
@@ -64,6 +65,18 @@ def quantiles(values: FloatArray, axis: int = 0) -> FloatArray:
 
 def _time(value: float, start_s: float) -> float | None:
     return None if not math.isfinite(value) else start_s + value
+
+
+def _floats(values: FloatArray) -> tuple[float, float, float]:
+    """A p10/p50/p90 triple (the first axis of ``quantiles``) as floats."""
+    p10, p50, p90 = (float(v) for v in values)
+    return p10, p50, p90
+
+
+def _times(values: FloatArray, start_s: float) -> tuple[float | None, float | None, float | None]:
+    """A p10/p50/p90 triple of seconds after ``start_s`` as epoch seconds (None: never)."""
+    p10, p50, p90 = (_time(float(v), start_s) for v in values)
+    return p10, p50, p90
 
 
 Intervals = tuple[FloatArray, FloatArray, FloatArray, IntArray]
@@ -178,6 +191,19 @@ class JobForecast:
             "checkpoint_interval_s": self.checkpoint_interval_s,
             "note": self.note,
         }
+
+
+class Summary(TypedDict):
+    """A scenario's headline numbers (JSON-ready): jobs in all and with a deadline, the
+    expected number of missed deadlines (sum of the miss probabilities), deadlines missed at
+    the p90 completion, jobs more likely than not to miss, jobs left out."""
+
+    jobs: int
+    jobs_with_deadline: int
+    expected_deadline_misses: float
+    deadlines_missed_at_p90: int
+    jobs_likely_to_miss: int
+    excluded_jobs: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,17 +389,17 @@ class ScenarioResult:
         ]
         return tuple(out) + self.excluded_with_deadline
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Summary:
         """Headline numbers."""
-        return {
-            "jobs": len(self.jobs) + len(self.excluded),
-            "jobs_with_deadline": len(self.deadline_jobs) + len(self.excluded_with_deadline),
-            "expected_deadline_misses": self.expected_misses,
-            "deadlines_missed_at_p90": len(self.misses_at_p90),
-            "jobs_likely_to_miss": sum(1 for j in self.jobs if (j.miss_probability or 0.0) > 0.5)
+        return Summary(
+            jobs=len(self.jobs) + len(self.excluded),
+            jobs_with_deadline=len(self.deadline_jobs) + len(self.excluded_with_deadline),
+            expected_deadline_misses=self.expected_misses,
+            deadlines_missed_at_p90=len(self.misses_at_p90),
+            jobs_likely_to_miss=sum(1 for j in self.jobs if (j.miss_probability or 0.0) > 0.5)
             + len(self.excluded_with_deadline),
-            "excluded_jobs": len(self.excluded),
-        }
+            excluded_jobs=len(self.excluded),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of the scenario (see ``docs/capacity-formats.md``, "Review output")."""
@@ -499,8 +525,8 @@ def _jobs(w: Workload, out: Outcomes) -> list[JobForecast]:
                 team=w.teams[int(w.job_team[j])],
                 pool=w.pool_names[int(w.opt_pool[k])] if ran.size else None,
                 num_gpus=int(w.opt_gpus[k]),
-                start_s=tuple(_time(float(v), w.start_s) for v in start_q[:, j]),  # type: ignore[arg-type]
-                completion_s=tuple(_time(float(v), w.start_s) for v in done_q[:, j]),  # type: ignore[arg-type]
+                start_s=_times(start_q[:, j], w.start_s),
+                completion_s=_times(done_q[:, j], w.start_s),
                 deadline_s=_time(deadline, w.start_s),
                 miss_probability=float(missed[j]) if math.isfinite(deadline) else None,
                 timeout_probability=float(timed_out[j]),
@@ -641,11 +667,11 @@ def summarize(
                     pool=pool,
                     week_start_s=float(weeks[b] + w.start_s),
                     capacity_gpu_hours=cap_h,
-                    busy_gpu_hours=tuple(float(v) for v in busy_q),  # type: ignore[arg-type]
+                    busy_gpu_hours=_floats(busy_q),
                     utilisation=float(busy_q[1] / cap_h) if cap_h > 0 else 0.0,
                     idle_gpu_hours=max(cap_h - float(busy_q[1]), 0.0),
-                    occupied_gpus=tuple(float(v) for v in quantiles(wbusy[:, p, b]) / wwidth[b]),  # type: ignore[arg-type]
-                    demand_gpus=tuple(float(v) for v in quantiles(wdemand[:, p, b]) / wwidth[b]),  # type: ignore[arg-type]
+                    occupied_gpus=_floats(quantiles(wbusy[:, p, b]) / wwidth[b]),
+                    demand_gpus=_floats(quantiles(wdemand[:, p, b]) / wwidth[b]),
                 )
             )
     held = float(_run_hours(w, out).sum()) / max(out.num_samples, 1)

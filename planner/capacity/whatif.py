@@ -239,16 +239,16 @@ def _apply_capacity(fleet: Fleet, edits: Sequence[CapacityEdit], start_s: float)
 
 
 def _apply_job(job: PlannedJob, edit: JobEdit, fleet: Fleet) -> PlannedJob:
-    changes: dict[str, Any] = {}
+    gpu, pool, num_gpus, priority = job.gpu, job.pool, job.num_gpus, job.priority
     if edit.gpu is not None:
-        changes.update(gpu=None if edit.gpu == ANY_GPU else edit.gpu, pool=None)
+        gpu, pool = (None if edit.gpu == ANY_GPU else edit.gpu), None
     if edit.pool is not None:
-        changes.update(pool=edit.pool, gpu=fleet.pool(edit.pool).gpu)
-    if edit.num_gpus is not None:
-        changes["num_gpus"] = None if edit.num_gpus == "recommend" else edit.num_gpus
+        pool, gpu = edit.pool, fleet.pool(edit.pool).gpu
+    if edit.num_gpus is not None:  # a count, or "recommend" (None: the review chooses)
+        num_gpus = edit.num_gpus if isinstance(edit.num_gpus, int) else None
     if edit.priority is not None:
-        changes["priority"] = edit.priority
-    job = dataclasses.replace(job, **changes)
+        priority = edit.priority
+    job = dataclasses.replace(job, gpu=gpu, pool=pool, num_gpus=num_gpus, priority=priority)
     if edit.layout is None:
         return job
     gpu = job.gpu or fleet.pools[0].gpu

@@ -77,6 +77,19 @@ normal quantile 1.2816 for the prior alone. That band is the model's (``model_re
 one published is calibrated on the cluster's finished jobs (``planner.forecast.bands``), the
 model's own when there are none. ``step_time_s`` quantiles describe the mean step time only.
 
+**A pace that just changed.** After a change point the remaining run is projected at the new
+phase's pace (the p50), but the phase may end before the job does and the pace return to where
+it was: the band's side toward the pace before the phase (its lower side after a slowdown, its
+upper side after a speed-up) is widened by that uncertainty, the other side is not (a two-piece
+normal in log space, John 1982, Communications in Statistics A 11:879). How long a phase lasts
+is unknown; by the delta-t argument (Gott 1993, Nature 363:315) a phase seen at a random moment
+of its life, having lasted ``L`` iterations, lasts ``T`` more with probability ``L / (L + T)``,
+so the younger the phase and the longer the run ahead, the wider that side
+(:func:`persistence_log_sd`). The p50 is not moved toward the earlier pace: after a stall that
+ended, the pace before the current phase is the stall's, and a drift goes on; projecting that
+expectation made the replays of recorded logs worse (``benchmarks/RESULTS.md``, "Live ETA on a
+noisy host").
+
 If there is neither a prior nor any observation there is nothing to estimate from:
 ``estimate_running`` raises ``SpecError`` rather than invent a number.
 """
@@ -124,6 +137,7 @@ __all__ = [
     "estimate_pending",
     "estimate_running",
     "history_of",
+    "persistence_log_sd",
     "t_quantile_90",
 ]
 
@@ -295,6 +309,25 @@ def estimate_running(
         )
     q = Z90 if fit.dof is None else t_quantile_90(fit.dof)
     raw = _total(pace, pauses, shutdown_s, shutdown_sd_s, q)
+    persist = persistence_log_sd(
+        ratio=fit.phase_ratio,
+        phase_iterations=(
+            0 if fit.phase_start_iteration is None else iteration - fit.phase_start_iteration
+        ),
+        remaining_iters=remaining_iters,
+    )
+    if persist > 0 and fit.phase_ratio is not None:  # the side toward the pace before the phase
+        wide = _total(
+            _Pace(pace.median_s, math.hypot(pace.log_sd, persist)),
+            pauses,
+            shutdown_s,
+            shutdown_sd_s,
+            q,
+        )
+        if fit.phase_ratio > 1.0:
+            raw = Quantiles(p10=min(raw.p10, wide.p10), p50=raw.p50, p90=raw.p90)
+        else:
+            raw = Quantiles(p10=raw.p10, p50=raw.p50, p90=max(raw.p90, wide.p90))
     rem_q = raw if band is None else band.adjust(iteration / train_iters, raw)
     ends = [max(now_s, last_progress_time_s + r) for r in (rem_q.p10, rem_q.p50, rem_q.p90)]
     return _estimate(
@@ -382,6 +415,28 @@ def t_quantile_90(dof: float) -> float:
     g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
     g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
     return z + g1 / dof + g2 / dof**2 + g3 / dof**3 + g4 / dof**4
+
+
+def persistence_log_sd(
+    *, ratio: float | None, phase_iterations: int, remaining_iters: int
+) -> float:
+    """Log-sd the pace of the remaining run may stray from the current phase's toward the pace
+    before it, because the phase may end (module docstring, "A pace that just changed").
+
+    ``ratio``: the phase's pace over the pace before it (None: no phase); ``phase_iterations``:
+    ``L``, iterations since the phase began; ``remaining_iters``: ``N``. Under the delta-t
+    argument (Gott 1993, Nature 363:315) a phase seen at a random moment of its life, having
+    lasted ``L``, lasts a further ``T`` or more with probability ``L / (L + T)``; the share ``G``
+    of the remaining iterations still in the phase then has ``E[G] = ln(1 + x) / x`` and
+    ``E[G^2] = 2 (x - ln(1 + x)) / x^2`` for ``x = N / L``, and the remaining run's mean log pace
+    differs from the phase's by ``(1 - G) log(ratio)``, of root mean square
+    ``|log ratio| sqrt(1 - 2 E[G] + E[G^2])``. 0 without a phase."""
+    if ratio is None or ratio <= 0 or phase_iterations <= 0 or remaining_iters <= 0:
+        return 0.0
+    x = remaining_iters / phase_iterations
+    share = math.log1p(x) / x
+    share2 = 2.0 * (x - math.log1p(x)) / x**2
+    return abs(math.log(ratio)) * math.sqrt(max(0.0, 1.0 - 2.0 * share + share2))
 
 
 def _check_common(prior_step_time_s: float | None, prior_log_sd: float, train_iters: int) -> None:

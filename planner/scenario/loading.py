@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from yaml.composer import Composer, ComposerError
 from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.error import Mark
+from yaml.events import Event
 from yaml.nodes import MappingNode, Node, SequenceNode
-from yaml.resolver import BaseResolver, Resolver
+from yaml.resolver import Resolver
 
 from planner.errors import SpecError
 
@@ -49,18 +52,22 @@ MAX_DEPTH = 64
 MAX_NODES = 1_000_000
 """Most values one YAML document may hold once its aliases are expanded."""
 
-try:  # libyaml's parser, when PyYAML was built with it
+if TYPE_CHECKING:  # checked against libyaml's parser; PyYAML's own has the same interface
     from yaml._yaml import CParser as _Events
-except ImportError:  # pragma: no cover - PyYAML without libyaml
-    from yaml.parser import Parser
-    from yaml.reader import Reader
-    from yaml.scanner import Scanner
+    from yaml._yaml import Mark as CMark
+else:
+    try:  # libyaml's parser, when PyYAML was built with it
+        from yaml._yaml import CParser as _Events
+    except ImportError:  # pragma: no cover - PyYAML without libyaml
+        from yaml.parser import Parser
+        from yaml.reader import Reader
+        from yaml.scanner import Scanner
 
-    class _Events(Reader, Scanner, Parser):  # type: ignore[no-redef]
-        def __init__(self, stream: str) -> None:
-            Reader.__init__(self, stream)
-            Scanner.__init__(self)
-            Parser.__init__(self)
+        class _Events(Reader, Scanner, Parser):
+            def __init__(self, stream: str) -> None:
+                Reader.__init__(self, stream)
+                Scanner.__init__(self)
+                Parser.__init__(self)
 
 
 def _children(node: Node) -> list[Node]:
@@ -108,14 +115,27 @@ def _check_expansion(root: Node) -> None:
         stack.extend((kid, False) for kid in _children(node) if id(kid) not in done)
 
 
+def _plain_mark(mark: Mark | CMark | None) -> Mark | None:
+    """A position in the text as PyYAML's errors take it (libyaml's events carry their own
+    ``Mark`` type; only the line and column are read)."""
+    if mark is None:
+        return None
+    return Mark(mark.name, mark.index, mark.line, mark.column, None, 0)
+
+
 class _BoundedComposer(Composer):
     """PyYAML's composer with a depth limit and a check of each document's expanded size."""
 
     _depth = 0
 
+    if TYPE_CHECKING:  # from the parser it is mixed with (``_Loader``); not in Composer's stubs
+
+        def peek_event(self) -> Event | None: ...
+
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
         if self._depth >= MAX_DEPTH:
-            mark = self.peek_event().start_mark  # type: ignore[attr-defined]
+            event = self.peek_event()
+            mark = None if event is None else _plain_mark(event.start_mark)
             raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
         self._depth += 1
         try:
@@ -144,36 +164,33 @@ class _Loader(_Events, _BoundedComposer, SafeConstructor, Resolver):
     get_node = Composer.get_node
     get_single_node = Composer.get_single_node
 
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        """A mapping whose keys are plain values, each once (PyYAML would keep the last of
+        duplicate keys). Keys and values are built at once (``deep``): the limits above bound
+        their depth."""
+        self.flatten_mapping(node)
+        seen: dict[Hashable, Any] = {}
+        for key_node, value_node in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                raise ConstructorError(
+                    None,
+                    None,
+                    "a mapping key must be a plain value, not a list or mapping",
+                    key_node.start_mark,
+                ) from None
+            if key in seen:
+                raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen[key] = self.construct_object(value_node, deep=True)
+        return seen
+
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
     list("-+0123456789"),
-)
-
-
-def _construct_mapping(loader: _Loader, node: MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    seen: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            hash(key)
-        except TypeError:
-            raise ConstructorError(
-                None,
-                None,
-                "a mapping key must be a plain value, not a list or mapping",
-                key_node.start_mark,
-            ) from None
-        if key in seen:
-            raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen[key] = loader.construct_object(value_node, deep=True)
-    return seen
-
-
-_Loader.add_constructor(  # type: ignore[type-var]  # the stubs list PyYAML's own loaders only
-    BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
 )
 
 
@@ -197,7 +214,7 @@ def load_yaml(text: str, source: str) -> list[object]:
         loader = _Loader(text)
         try:
             docs: list[object] = []
-            while loader.check_data():  # type: ignore[no-untyped-call]
+            while loader.check_node():  # another document (``check_data``, typed)
                 docs.append(loader.get_data())
             return docs
         finally:

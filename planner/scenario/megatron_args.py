@@ -268,13 +268,14 @@ def scenario_document_from_megatron_args(
         model["mtp_num_layers"] = mtp
 
     precision = precision_value(args)
+    micro_batch = ints["parallelism.micro_batch_size"] or 1
     parallelism: dict[str, object] = {
         "tensor_parallel": tp,
         "pipeline_parallel": pp,
         "context_parallel": cp,
         "expert_parallel": ep,
         "sequence_parallel": args.get("sequence-parallel") is True and tp > 1,
-        "micro_batch_size": ints["parallelism.micro_batch_size"] or 1,
+        "micro_batch_size": micro_batch,
         "precision": precision.value if precision is not None else "bf16",
         "zero_stage": 3
         if args.get("use-torch-fsdp2") is True
@@ -291,11 +292,12 @@ def scenario_document_from_megatron_args(
     if etp is not None:
         parallelism["expert_tensor_parallel"] = etp
     parallelism.update(_as_dict(recompute_values(args)))
-    if num_gpus is not None and num_gpus % (tp * pp * cp) == 0:
-        parallelism["data_parallel"] = num_gpus // (tp * pp * cp)
     global_batch = ints["parallelism.global_batch_size"]
-    if global_batch is None and "data_parallel" in parallelism:
-        global_batch = int(parallelism["micro_batch_size"]) * int(parallelism["data_parallel"])  # type: ignore[call-overload]
+    if num_gpus is not None and num_gpus % (tp * pp * cp) == 0:
+        data_parallel = num_gpus // (tp * pp * cp)
+        parallelism["data_parallel"] = data_parallel
+        if global_batch is None:
+            global_batch = micro_batch * data_parallel
     if global_batch is not None:
         parallelism["global_batch_size"] = global_batch
 

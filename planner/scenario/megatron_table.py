@@ -268,8 +268,9 @@ def layer_pattern(text: str) -> int | list[int] | None:
             return node.value
         if isinstance(node, ast.List):
             items = [value(e) for e in node.elts]
-            if all(isinstance(i, int) for i in items):
-                return [int(i) for i in items]  # type: ignore[arg-type]
+            whole = [i for i in items if isinstance(i, int)]
+            if len(whole) == len(items):
+                return whole
         if isinstance(node, ast.BinOp):
             left, right = value(node.left), value(node.right)
             if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):

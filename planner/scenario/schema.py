@@ -4,7 +4,8 @@
 ``ParallelismSection`` and ``TrainingSection`` state every field of the format with its type,
 meaning and unit; they are the API's request model for scenarios (``/openapi.json``) and the
 source of the field tables in ``docs/scenario-format.md``. Unknown fields are refused
-(``extra="forbid"``). Values are read by the format's rules, as ``parse_scenario`` reads them:
+(``extra="forbid"``). ``parse_scenario`` validates every scenario document with them, by the
+format's rules:
 
 - a numeric field takes a number or text holding a decimal or scientific literal
   (``planner.scenario.numbers.number_or_value``); an integer field also takes an integral
@@ -12,19 +13,15 @@ source of the field tables in ``docs/scenario-format.md``. Unknown fields are re
 - an enumerated field takes its value whatever the case, with ``-`` for ``_``;
 - an absent field (or ``null``) is ``None``: the parser fills the documented default.
 
-The models check each field on its own; rules across fields (``tp·pp·cp·dp = num_gpus``, a
-preset or the model's sizes, ...) and the defaults are ``parse_scenario``'s.
+The models check each field on its own; the defaults and the rules across fields
+(``tp·pp·cp·dp = num_gpus``, a preset or the model's sizes, ...) are ``parse_scenario``'s and
+the specs'.
 
-    python -m planner.scenario.schema --markdown          # rewrite the doc's field tables
-    python -m planner.scenario.schema --markdown --check  # exit 1 when the doc is stale
+The doc's tables are written by ``planner.scenario.schema_doc``.
 """
 
 from __future__ import annotations
 
-import argparse
-import re
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema
@@ -41,8 +38,6 @@ from planner.specs.parallelism import Fp8Recipe, Recompute, RecomputeModule
 from planner.specs.scenario import Framework, LoraTarget, TrainingMode
 
 __all__ = [
-    "COMMAND",
-    "DOC_PATH",
     "NUMBER_TEXT_PATTERN",
     "SECTIONS",
     "HardwareSection",
@@ -50,8 +45,7 @@ __all__ = [
     "ParallelismSection",
     "ScenarioSchema",
     "TrainingSection",
-    "markdown_tables",
-    "render_doc",
+    "choice_text",
 ]
 
 NUMBER_TEXT_PATTERN = rf"^\s*{LITERAL_PATTERN}\s*$"
@@ -59,11 +53,11 @@ NUMBER_TEXT_PATTERN = rf"^\s*{LITERAL_PATTERN}\s*$"
 _NUMBER_TEXT = {"type": "string", "pattern": NUMBER_TEXT_PATTERN, "maxLength": MAX_LITERAL_CHARS}
 
 
-def _integer(value: object) -> object:
-    """An integral float as its ``int`` (``1e3``); anything else unchanged."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
+def _whole_number(value: object) -> object:
+    """A list item of an integer field: ``integer_or_value`` for numbers (an integral float
+    within ``±MAX_INTEGER`` as its ``int``, an integer beyond it as a float, which the field
+    refuses); text unchanged (list items take no numeric text)."""
+    return value if isinstance(value, str) else integer_or_value(value)
 
 
 Integer = Annotated[
@@ -73,7 +67,7 @@ Integer = Annotated[
     WithJsonSchema({"anyOf": [{"type": "integer"}, _NUMBER_TEXT]}),
 ]
 """An integer field: an integer, an integral float, or text holding one."""
-WholeNumber = Annotated[int, Strict(), BeforeValidator(_integer)]
+WholeNumber = Annotated[int, Strict(), BeforeValidator(_whole_number)]
 """An integer inside a list (``moe_layer_freq``, ``pipeline_layout``): a number, not text."""
 Number = Annotated[
     float,
@@ -86,23 +80,36 @@ Flag = Annotated[bool, Strict()]
 """``true`` or ``false`` (not ``1``, not ``"yes"``)."""
 
 
-def _enum_value(value: object) -> object:
+def _name_text(value: object) -> object:
+    """A scenario's name as text: a number (or ``true``/``false``) as Python writes it."""
+    return str(value) if isinstance(value, int | float) else value
+
+
+Name = Annotated[
+    str,
+    BeforeValidator(_name_text),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"}]}),
+]
+"""A scenario's name: text, or a number taken as its text."""
+
+
+def choice_text(value: object) -> object:
     """Text as an enumeration takes it: blanks stripped, lower case, ``-`` as ``_`` (the
-    values are lower-case ``snake_case``)."""
+    values are lower-case ``snake_case``); anything else unchanged."""
     if isinstance(value, str):
         return value.strip().lower().replace("-", "_")
     return value
 
 
-ActivationChoice = Annotated[Activation, BeforeValidator(_enum_value)]
-DispatcherChoice = Annotated[MoETokenDispatcher, BeforeValidator(_enum_value)]
-RecomputeChoice = Annotated[Recompute, BeforeValidator(_enum_value)]
-RecomputeModuleChoice = Annotated[RecomputeModule, BeforeValidator(_enum_value)]
-PrecisionChoice = Annotated[Precision, BeforeValidator(_enum_value)]
-Fp8RecipeChoice = Annotated[Fp8Recipe, BeforeValidator(_enum_value)]
-FrameworkChoice = Annotated[Framework, BeforeValidator(_enum_value)]
-ModeChoice = Annotated[TrainingMode, BeforeValidator(_enum_value)]
-LoraTargetChoice = Annotated[LoraTarget, BeforeValidator(_enum_value)]
+ActivationChoice = Annotated[Activation, BeforeValidator(choice_text)]
+DispatcherChoice = Annotated[MoETokenDispatcher, BeforeValidator(choice_text)]
+RecomputeChoice = Annotated[Recompute, BeforeValidator(choice_text)]
+RecomputeModuleChoice = Annotated[RecomputeModule, BeforeValidator(choice_text)]
+PrecisionChoice = Annotated[Precision, BeforeValidator(choice_text)]
+Fp8RecipeChoice = Annotated[Fp8Recipe, BeforeValidator(choice_text)]
+FrameworkChoice = Annotated[Framework, BeforeValidator(choice_text)]
+ModeChoice = Annotated[TrainingMode, BeforeValidator(choice_text)]
+LoraTargetChoice = Annotated[LoraTarget, BeforeValidator(choice_text)]
 """Fields holding one of an enumeration's values (case and ``-``/``_`` free)."""
 
 
@@ -312,9 +319,7 @@ class ScenarioSchema(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, title="Scenario")
 
-    name: str | int | float | None = Field(
-        default=None, description="Free text, echoed back in the output"
-    )
+    name: Name | None = Field(default=None, description="Free text, echoed back in the output")
     model: ModelSection
     hardware: HardwareSection
     parallelism: ParallelismSection
@@ -328,93 +333,3 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "training": TrainingSection,
 }
 """The section models by their key in a scenario document."""
-
-# ---------------------------------------------------------------------------- the doc's tables
-
-DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "scenario-format.md"
-"""The public contract whose field tables come from these models."""
-BEGIN = "<!-- BEGIN field tables: python -m planner.scenario.schema --markdown -->"
-END = "<!-- END field tables -->"
-COMMAND = "python -m planner.scenario.schema --markdown"
-
-
-def _type_text(prop: dict[str, Any], defs: dict[str, Any]) -> str:
-    """A JSON-schema property as the doc's type column (numeric text is the format's rule for
-    every number, stated once in the doc's prose, so it is not repeated per field)."""
-    if "$ref" in prop:
-        return _type_text(defs[prop["$ref"].rsplit("/", 1)[-1]], defs)
-    if "anyOf" in prop:
-        parts = [
-            p
-            for p in prop["anyOf"]
-            if p.get("type") != "null" and p.get("pattern") != NUMBER_TEXT_PATTERN
-        ]
-        texts = list(dict.fromkeys(_type_text(p, defs) for p in parts))
-        lists = [t for t in texts if f"list of ({t})" in texts]
-        return " or ".join(
-            f"{t} (or a list of them)" if t in lists else t
-            for t in texts
-            if not any(t == f"list of ({one})" for one in lists)
-        )
-    if "enum" in prop:
-        return "one of " + ", ".join(f"`{v}`" for v in prop["enum"])
-    kind = prop.get("type")
-    if kind == "array":
-        return f"list of ({_type_text(prop['items'], defs)})"
-    return {"integer": "integer", "number": "number", "boolean": "true/false"}.get(
-        str(kind), "text"
-    )
-
-
-def markdown_tables() -> str:
-    """The field tables of ``docs/scenario-format.md``: one per section, every field with its
-    type, meaning, unit and default, from the models' JSON schema."""
-    lines: list[str] = []
-    for key, model in SECTIONS.items():
-        schema = model.model_json_schema()
-        defs = schema.get("$defs", {})
-        doc = " ".join(str(model.__doc__).split()).replace("``", "`")
-        lines += [f"### `{key}`", "", doc, ""]
-        lines += ["| field | type | meaning |", "| --- | --- | --- |"]
-        for name, prop in schema["properties"].items():
-            meaning = str(prop.get("description", "")).replace("|", "\\|")
-            lines.append(f"| `{name}` | {_type_text(prop, defs)} | {meaning} |")
-        lines.append("")
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def render_doc(text: str) -> str:
-    """``text`` (the doc) with the tables between its ``BEGIN``/``END`` markers replaced."""
-    pattern = re.compile(re.escape(BEGIN) + r"\n.*?" + re.escape(END), re.DOTALL)
-    if not pattern.search(text):
-        raise ValueError(f"{DOC_PATH.name} lacks the markers {BEGIN!r} ... {END!r}")
-    return pattern.sub(lambda _: f"{BEGIN}\n\n{markdown_tables()}\n{END}", text, count=1)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``--markdown``: rewrite the doc's field tables; with ``--check``: exit 1 when they are
-    stale, naming the command that updates them."""
-    parser = argparse.ArgumentParser(prog="python -m planner.scenario.schema")
-    parser.add_argument("--markdown", action="store_true", help="the doc's field tables")
-    parser.add_argument("--check", action="store_true", help="exit 1 when the doc is stale")
-    args = parser.parse_args(argv)
-    if not args.markdown:
-        parser.error("say what to generate: --markdown")
-    text = DOC_PATH.read_text(encoding="utf-8")
-    try:
-        fresh = render_doc(text)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.check:
-        if fresh != text:
-            print(f"{DOC_PATH} is stale: run `{COMMAND}`", file=sys.stderr)
-            return 1
-        return 0
-    if fresh != text:
-        DOC_PATH.write_text(fresh, encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

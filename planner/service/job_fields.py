@@ -95,40 +95,78 @@ def shown(text: str | None) -> str | None:
     return None if text is None else cut(text, PAGE_CHARS)
 
 
+def _cut(text: str | None, limit: int) -> str | None:
+    return None if text is None else cut(text, limit)
+
+
+def _path(path: str | None) -> str | None:
+    """A path that can name a file (at most :data:`PATH_CHARS` characters), or None."""
+    return None if path is None or len(path) > PATH_CHARS else path
+
+
+def _names(names: tuple[str, ...], limit: int) -> tuple[str, ...]:
+    if all(len(name) <= limit for name in names):
+        return names
+    return tuple(cut(name, limit) for name in names)
+
+
 def bound_job(job: JobState, *, text_chars: int, script_chars: int) -> JobState:
     """``job`` with every text field within its bound (module docstring); the same object
     when nothing is over."""
-    changes: dict[str, object] = {}
-    for name, limit in (("name", NAME_CHARS), ("user", USER_CHARS)):
-        value = getattr(job, name)
-        if len(value) > min(limit, text_chars):
-            changes[name] = cut(value, min(limit, text_chars))
-    for name in _TEXT_FIELDS:
-        value = getattr(job, name)
-        if value is not None and len(value) > text_chars:
-            changes[name] = cut(value, text_chars)
-    for name in _PATH_FIELDS:
-        value = getattr(job, name)
-        if value is not None and len(value) > PATH_CHARS:
-            changes[name] = None
-    if job.batch_script is not None and len(job.batch_script) > script_chars:
-        changes["batch_script"] = cut(job.batch_script, script_chars)
-    if any(len(node) > NODE_CHARS for node in job.node_list):
-        changes["node_list"] = tuple(cut(node, NODE_CHARS) for node in job.node_list)
-    return dataclasses.replace(job, **changes) if changes else job  # type: ignore[arg-type]
+    name = cut(job.name, min(NAME_CHARS, text_chars))
+    user = cut(job.user, min(USER_CHARS, text_chars))
+    partition = cut(job.partition, text_chars)
+    account = cut(job.account, text_chars)
+    reason = cut(job.state_reason, text_chars)
+    gpu_type = _cut(job.gpu_type, text_chars)
+    command = _cut(job.command, text_chars)
+    comment = cut(job.comment, text_chars)
+    namespace = cut(job.namespace, text_chars)
+    queue = cut(job.queue_name, text_chars)
+    stdout_path, work_dir = _path(job.stdout_path), _path(job.work_dir)
+    script = _cut(job.batch_script, script_chars)
+    nodes = _names(job.node_list, NODE_CHARS)
+    bounded = (name, user, partition, account, reason, gpu_type, command, comment, namespace,
+               queue, stdout_path, work_dir, script, nodes)  # fmt: skip
+    given = (job.name, job.user, job.partition, job.account, job.state_reason, job.gpu_type,
+             job.command, job.comment, job.namespace, job.queue_name, job.stdout_path,
+             job.work_dir, job.batch_script, job.node_list)  # fmt: skip
+    if bounded == given:  # the values are the same objects then: no text is compared
+        return job
+    return dataclasses.replace(
+        job,
+        name=name,
+        user=user,
+        partition=partition,
+        account=account,
+        state_reason=reason,
+        gpu_type=gpu_type,
+        command=command,
+        comment=comment,
+        namespace=namespace,
+        queue_name=queue,
+        stdout_path=stdout_path,
+        work_dir=work_dir,
+        batch_script=script,
+        node_list=nodes,
+    )
 
 
 def _bound_node(node: NodeState, text_chars: int) -> NodeState:
-    changes: dict[str, object] = {}
-    if len(node.name) > NODE_CHARS:
-        changes["name"] = cut(node.name, NODE_CHARS)
-    if len(node.state) > text_chars:
-        changes["state"] = cut(node.state, text_chars)
-    if node.gpu_type is not None and len(node.gpu_type) > text_chars:
-        changes["gpu_type"] = cut(node.gpu_type, text_chars)
-    if any(len(p) > text_chars for p in node.partitions):
-        changes["partitions"] = tuple(cut(p, text_chars) for p in node.partitions)
-    return dataclasses.replace(node, **changes) if changes else node  # type: ignore[arg-type]
+    name = cut(node.name, NODE_CHARS)
+    state = cut(node.state, text_chars)
+    gpu_type = _cut(node.gpu_type, text_chars)
+    partitions = _names(node.partitions, text_chars)
+    if (name, state, gpu_type, partitions) == (
+        node.name,
+        node.state,
+        node.gpu_type,
+        node.partitions,
+    ):
+        return node
+    return dataclasses.replace(
+        node, name=name, state=state, gpu_type=gpu_type, partitions=partitions
+    )
 
 
 def bound_snapshot(

@@ -21,8 +21,11 @@ seconds. The result goes to the ``calibrations`` table as ``observed/<scheduler>
 
 Using it (``calibrate_prediction``; ``LearntCalibrations`` for ``POST /v1/predict``): a
 cluster's learnt calibration corrects a prediction when its held-out error is no worse than
-the uncorrected model's (or there are too few runs to tell: one run moves its key only as far
-as the prior lets it) and, for a job's prediction, when it is at least as specific as the
+the uncorrected model's and than the online calibration's on the same folds (the online one,
+learnt from the other folds' runs, is what the prediction gets otherwise; a run it has no
+correction for counts with the model's error), or there are too few runs to tell (one run
+moves its key only as far as the prior lets it); and, for a job's prediction, when it is at
+least as specific as the
 online calibration's correction (``SPECIFICITY``: both learn from the same cluster's jobs, so
 one of them is used, never both; on a tie the learnt one, which keeps compute and network
 apart and corrects each configuration by its residual model). A new fit reaches the active
@@ -48,9 +51,9 @@ from planner.calibration.observed import (
     ObservedCalibration,
     ObservedRun,
     cross_validated_errors,
-    observe_runs,
+    fit_observed,
 )
-from planner.calibration.observed_runs import run_of
+from planner.calibration.observed_runs import indexed_samples_from_runs, run_of
 from planner.errors import PlannerError, SpecError
 from planner.scenario.parse import parse_scenario
 from planner.service.models import CalibrationRow, JobRow, ObservedRunCount, ObservedRunRow
@@ -199,12 +202,16 @@ def fit_cluster(
         )
         for r in rows
     ]
-    calibration, samples, errors = observe_runs(runs)
+    # observe_runs's two steps, keeping which row each sample came from (for the online
+    # calibration's held-out error, which weighs a job by its iterations and age)
+    samples, indices, errors = indexed_samples_from_runs(runs)
+    calibration = fit_observed(samples)
     fit_s = time.thread_time() - started
     held_out: dict[str, Any] | None = None
     note = ""
     if len(samples) >= 2 and fit_s * (FOLDS + 1) <= config.fit_cpu_budget_s:
-        held_out = dict(cross_validated_errors(samples, folds=FOLDS))
+        jobs = [(rows[i].num_iterations, rows[i].ended_s or rows[i].recorded_s) for i in indices]
+        held_out = dict(cross_validated_errors(samples, folds=FOLDS, online_jobs=jobs))
     elif len(samples) >= 2:
         note = (
             f"held-out error not computed: the fit took {fit_s:.2f} CPU s of the "
@@ -214,10 +221,11 @@ def fit_cluster(
     if held_out is not None:
         prior = held_out["prior_mean_abs_error_ratio"]
         learnt = held_out["calibrated_mean_abs_error_ratio"]
-        applied = bool(learnt <= prior)
+        online = held_out["online_mean_abs_error_ratio"]
+        applied = bool(learnt <= prior and learnt <= online)
         reason = (
             f"held-out error {100 * learnt:.1f} % against the uncorrected model's "
-            f"{100 * prior:.1f} %"
+            f"{100 * prior:.1f} % and the online calibration's {100 * online:.1f} %"
         )
     if not samples:
         applied, reason = False, "no usable run"
@@ -315,7 +323,8 @@ class Learner:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Learnt:
     """A cluster's learnt calibration as read back: the ``calibration``, when it was fitted
-    and whether it is applied (held-out error no worse than the model's)."""
+    and whether it is applied (held-out error no worse than the model's and the online
+    calibration's)."""
 
     scheduler: str
     cluster: str

@@ -37,6 +37,7 @@ from adapters.kubernetes import (
 from adapters.kubernetes.auth import KubeReviewer
 from adapters.kubernetes.client import ADMISSIONCHECKS
 from adapters.kubernetes.config import api_client_from_config
+from adapters.kubernetes.publish import ChangeRule, PredictionPublisher
 from adapters.logs import LogTailer
 from adapters.prometheus import (
     DcgmJobTelemetry,
@@ -81,6 +82,7 @@ from planner.service.loops.publish import (
     SlurmHintsRuntime,
     admission_decider,
 )
+from planner.service.loops.queue_forecast import published_forecast
 from planner.service.metrics import IngestCollector, KubernetesCollector, PlannerCollector
 from planner.service.reviews import ReviewRunner, read_document
 from planner.service.runtime import ServiceState, exit_after
@@ -193,8 +195,12 @@ def build_kubernetes(
             return None
     admission = settings.admission_check
     admit = admission.enabled and not read_only
-    if read_only and (admission.enabled or settings.hint_annotations):
-        log.warning("read-only: the admission check and hint annotations are off")
+    publish = settings.publish
+    publishing = publish.workload_admission or publish.trainjob_progress or publish.expected_runtime
+    if read_only and (admission.enabled or settings.hint_annotations or publishing):
+        log.warning(
+            "read-only: the admission check, hint annotations and published predictions are off"
+        )
     resources = (*DEFAULT_RESOURCES, ADMISSIONCHECKS) if admit else DEFAULT_RESOURCES
     source = KubernetesSource(
         api_client,
@@ -241,13 +247,56 @@ def build_kubernetes(
                 ),
             )
 
+    published = None
+    if publishing and not read_only:
+        publisher = PredictionPublisher(
+            KubeApi(api_client),
+            workloads=publish.workload_admission,
+            progress=publish.trainjob_progress,
+            expected_runtime=publish.expected_runtime,
+            condition_type=publish.condition_type,
+            rule=ChangeRule(
+                min_change_s=publish.min_change_s, min_change_ratio=publish.min_change_ratio
+            ),
+        )
+        published = functools.partial(_publish_predictions, source, publisher, audit)
     return KubernetesRuntime(
         source=source,
         elector=elector,
         reconcile_admission=reconcile,
         write_hints=writer,
+        publish_predictions=published,
         audit=audit,
     )
+
+
+def _publish_predictions(
+    source: KubernetesSource, publisher: PredictionPublisher, audit: AuditLog | None, store: Store
+) -> None:
+    """Write the active Kubernetes jobs' predictions onto the watched objects; errors logged,
+    a pass that wrote or failed audited (one entry: the writes per kind, the first errors)."""
+    forecasts = {}
+    for row in store.list_jobs(active_only=True):
+        found = published_forecast(row) if row.scheduler == "kubernetes" else None
+        if found is not None:
+            forecasts[row.job_id] = found
+    informers = source.informers
+    workloads = informers.get("workloads")
+    jobs = {key: informer.items() for key, informer in informers.items() if key != "workloads"}
+    report = publisher.publish(workloads.items() if workloads else (), jobs, forecasts)
+    if report.errors:
+        log.warning("publishing predictions: %d errors: %s", len(report.errors), report.errors[:3])
+    if audit is not None and (report.written or report.errors):
+        entry = audit.entry(
+            action="published_predictions",
+            outcome="error" if report.errors else "ok",
+            scheduler="kubernetes",
+            cluster=source.cluster,
+            target="workloads and jobs",
+            reason="; ".join(report.errors[:3]) or "predictions moved enough to be written",
+            detail={"written": report.written, "errors": len(report.errors)},
+        )
+        audit.record([entry])
 
 
 def _reconcile_admission(source: KubernetesSource, controller: AdmissionCheckController) -> None:

@@ -114,6 +114,54 @@ class AdmissionCheckSettings(BaseModel):
     )
 
 
+class PublishSettings(BaseModel):
+    """Predictions written onto Kubernetes objects (``adapters.kubernetes.publish``,
+    docs/kubernetes.md): the predicted admission of pending Kueue Workloads (a condition and
+    annotations), the progress and ETA band of running TrainJobs, the expected runtime of every
+    job. Each is off by default; the leader writes, only when a value moved enough."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workload_admission: bool = Field(
+        default=False,
+        description="Pending Kueue Workloads: the condition (status subresource, server-side "
+        "apply) and planner.llm/predicted-admission-p50/-p90 annotations.",
+    )
+    trainjob_progress: bool = Field(
+        default=False,
+        description="Running TrainJobs: planner.llm/progress-ratio and "
+        "planner.llm/eta-p10/-p50/-p90 annotations.",
+    )
+    expected_runtime: bool = Field(
+        default=False,
+        description="Every job: planner.llm/expected-runtime, the p90 of its whole run's wall "
+        "time as a Go duration (26h40m).",
+    )
+    condition_type: str = Field(
+        default="PredictedAdmission",
+        min_length=1,
+        max_length=316,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+        r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        description="The Workload condition's type (a domain prefix such as "
+        "planner.llm/PredictedAdmission keeps it apart from Kueue's own types).",
+    )
+    min_change_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=86400,
+        description="A published time is rewritten only when it moved by more than "
+        "max(min_change_s, min_change_ratio x the time still ahead), seconds.",
+    )
+    min_change_ratio: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="See min_change_s; an expected runtime is rewritten when it moved by "
+        "more than this share of itself.",
+    )
+
+
 class KubernetesSettings(BaseModel):
     """How the planner reaches Kubernetes: in-cluster config or a kubeconfig."""
 
@@ -144,6 +192,7 @@ class KubernetesSettings(BaseModel):
         default=False, description="Write planner.llm/* prediction annotations on job objects."
     )
     admission_check: AdmissionCheckSettings = Field(default_factory=AdmissionCheckSettings)
+    publish: PublishSettings = Field(default_factory=PublishSettings)
     allowed_file_roots: list[str] = Field(
         default_factory=list,
         description="Mounted directories under which a planner.llm/scenario annotation or a "
@@ -202,8 +251,8 @@ class QueueForecastSettings(BaseModel):
         description="Place jobs on the nodes (each node's free CPUs, memory and GPUs, whole "
         "nodes for exclusive jobs; CPU-only jobs take part) when the source reports what each "
         "job asks of and holds on each node (Slurm), instead of pooling GPUs per partition and "
-        "type. Closer to when Slurm starts jobs (median start error 0.05 of the wait against "
-        "0.14 on the dev Slurm's scripted mix, benchmarks/results/pending_replay.md) but 6-8 "
+        "type. Closer to when Slurm starts jobs (median start error 0.10 of the wait against "
+        "0.16 on the dev Slurm's scripted mix, benchmarks/results/pending_replay.md) but 6-8 "
         "times the CPU of the pool model, so off by default.",
     )
     worker_min_jobs: int = Field(
@@ -230,7 +279,8 @@ class LearningSettings(BaseModel):
         default=True,
         description="Correct predictions (jobs' and POST /v1/predict?cluster=) with the "
         "cluster's learnt calibration where it is at least as specific as the online one and "
-        "its held-out error is no worse than the uncorrected model's.",
+        "its held-out error is no worse than the uncorrected model's and the online "
+        "calibration's.",
     )
     interval_s: float = Field(
         default=60.0,

@@ -4,8 +4,8 @@ advice for the flagged ranks and slow nodes of ``planner.stragglers.live``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from planner.stragglers.nodes import SlowNode
 from planner.stragglers.online import RankFlag
 
 #: Slowdown below which the job is reported as not straggling.
@@ -16,7 +16,7 @@ def diagnose(
     slowdown: float,
     flags: Sequence[RankFlag],
     nodes: dict[int, str],
-    slow_nodes: Sequence[dict[str, Any]] = (),
+    slow_nodes: Sequence[SlowNode] = (),
 ) -> tuple[str, str, str]:
     """(diagnosis, action, advice) for a live slowdown, the detector's flags and slow nodes."""
     if flags or slow_nodes:

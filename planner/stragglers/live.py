@@ -27,7 +27,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from planner.specs.trace import FloatArray
 from planner.stragglers.advice import diagnose
 from planner.stragglers.nodes import (
     SIGNIFICANCE,
+    SlowNode,
     host_wide_nodes,
     median_of_others,
     node_layout,
@@ -77,6 +78,18 @@ class IntervalStats:
     compute_s: tuple[float, ...]
 
 
+class StragglerFlag(TypedDict):
+    """A flagged rank of a live report (JSON-ready): its ``node`` (None: unknown), the
+    ``kind`` of flag (``planner.stragglers.online.RankFlag``), its ``slowdown`` (ratio) and
+    the iteration it started (``since_iteration``)."""
+
+    rank: int
+    node: str | None
+    kind: str
+    slowdown: float
+    since_iteration: int
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LiveStragglerReport:
     """The live what-if result of a job (see the module docstring); times in seconds."""
@@ -85,14 +98,14 @@ class LiveStragglerReport:
     actual_step_time_s: float
     ideal_step_time_s: float
     num_intervals: int
-    stragglers: tuple[dict[str, Any], ...]
+    stragglers: tuple[StragglerFlag, ...]
     diagnosis: str
     remaining_s: float | None = None
     remaining_ideal_s: float | None = None
     hours_lost: float | None = None
     action: str = "none"
     advice: str = ""
-    slow_nodes: tuple[dict[str, Any], ...] = ()
+    slow_nodes: tuple[SlowNode, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``/v1/jobs/{job_id}/stragglers`` body, less the job fields)."""
@@ -113,6 +126,21 @@ class LiveStragglerReport:
 
 
 @dataclass(slots=True)
+class _Memo:
+    """What a tracker computed for its current state (``key``: the state it was computed for;
+    None: never): the host-wide node slowdowns, the ranks' relative compute and its error,
+    and the flags' evidence by change point."""
+
+    host_wide_key: tuple[int, int, tuple[tuple[int, str], ...]] | None = None
+    host_wide: dict[str, float] = field(default_factory=dict)
+    relative_key: tuple[int, int] | None = None
+    relative: dict[int, float] = field(default_factory=dict)
+    relative_error: dict[int, float] = field(default_factory=dict)
+    evidence_key: tuple[int, int] | None = None
+    evidence: dict[int, tuple[dict[int, float], dict[int, float]]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class LiveStragglers:
     """Mutable tracker of one job; round-trips through :meth:`to_json` / :meth:`from_json`.
 
@@ -129,7 +157,7 @@ class LiveStragglers:
     last_iteration: int = -1
     node_detector: StragglerDetector | None = None
     window_flags: dict[int, int] = field(default_factory=dict)
-    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    _memo: _Memo = field(default_factory=_Memo, compare=False, repr=False)
 
     @classmethod
     def new(cls, world_size: int) -> LiveStragglers:
@@ -224,7 +252,8 @@ class LiveStragglers:
 
     def _host_wide(self) -> dict[str, float]:
         key = (self.last_iteration, len(self.history), tuple(sorted(self.nodes.items())))
-        if self._memo.get("host_wide_key") != key:
+        memo = self._memo
+        if memo.host_wide_key != key:
             names = node_layout(self.nodes, self.world_size)
             value = (
                 {}
@@ -233,9 +262,8 @@ class LiveStragglers:
                     [h.compute_s for h in self.window], names, self.detector.min_effect_ratio
                 )
             )
-            self._memo.update(host_wide_key=key, host_wide=value)
-        result: dict[str, float] = self._memo["host_wide"]
-        return result
+            memo.host_wide_key, memo.host_wide = key, value
+        return memo.host_wide
 
     def flags(self) -> list[RankFlag]:
         """The detector's current flags that are stragglers, one per rank.
@@ -283,7 +311,7 @@ class LiveStragglers:
             )
         return unique
 
-    def slow_nodes(self) -> list[dict[str, Any]]:
+    def slow_nodes(self) -> list[SlowNode]:
         """Nodes whose ranks are all slower than the other nodes' (``planner.stragglers.nodes``)
         and that a detector flagged: the node detector, or the rank detector for every one of
         the node's ranks (with two nodes the node detector has no peers to compare with, so a
@@ -299,7 +327,7 @@ class LiveStragglers:
         rank_flags: dict[int, RankFlag] = {}
         for flag in self.detector.flags():
             rank_flags.setdefault(flag.rank, flag)
-        result: list[dict[str, Any]] = []
+        result: list[SlowNode] = []
         for node in sorted(host_wide):
             ranks = sorted(r for r, n in self.nodes.items() if n == node)
             if node not in starts and all(r in rank_flags for r in ranks):
@@ -308,13 +336,13 @@ class LiveStragglers:
             if node in starts:
                 kind, since = starts[node]
                 result.append(
-                    {
-                        "node": node,
-                        "ranks": ranks,
-                        "kind": kind,
-                        "slowdown": host_wide[node],
-                        "since_iteration": since,
-                    }
+                    SlowNode(
+                        node=node,
+                        ranks=ranks,
+                        kind=kind,
+                        slowdown=host_wide[node],
+                        since_iteration=since,
+                    )
                 )
         return result
 
@@ -324,11 +352,11 @@ class LiveStragglers:
         mean: on a contended host one rank is descheduled now and then (an interval 2-3x
         slower), and a few such spikes must not make a rank look persistently slower."""
         key = (self.last_iteration, len(self.history))
-        if self._memo.get("relative_key") != key:
+        memo = self._memo
+        if memo.relative_key != key:
             shift, error = self._shift_since(self.window[0].iteration if self.history else 0)
-            self._memo.update(relative_key=key, relative=shift, relative_error=error)
-        result: dict[int, float] = self._memo["relative"]
-        return result
+            memo.relative_key, memo.relative, memo.relative_error = key, shift, error
+        return memo.relative
 
     def _shift_since(self, iteration: int) -> tuple[dict[int, float], dict[int, float]]:
         """Per rank, the median ``log(compute / median of the other ranks' compute)`` over the
@@ -349,9 +377,10 @@ class LiveStragglers:
         if not self.history or since_step >= self.window[0].iteration:
             return self.relative_compute(), self.relative_error()
         key = (self.last_iteration, len(self.history))
-        if self._memo.get("evidence_key") != key:
-            self._memo.update(evidence_key=key, evidence={})
-        evidence: dict[int, tuple[dict[int, float], dict[int, float]]] = self._memo["evidence"]
+        memo = self._memo
+        if memo.evidence_key != key:
+            memo.evidence_key, memo.evidence = key, {}
+        evidence = memo.evidence
         if since_step not in evidence:
             evidence[since_step] = self._shift_since(since_step)
         return evidence[since_step]
@@ -365,8 +394,7 @@ class LiveStragglers:
         """Per rank, the standard error of :meth:`relative_compute` (from the spread of the
         window: on a contended host a shift must stand out of its own noise)."""
         self.relative_compute()
-        result: dict[int, float] = self._memo.get("relative_error", {})
-        return result
+        return self._memo.relative_error
 
     def report(self, *, remaining_s: float | None = None) -> LiveStragglerReport | None:
         """The what-if slowdown over the last complete intervals, None before the first one.
@@ -397,13 +425,13 @@ class LiveStragglers:
         ideal_s = float(np.mean(ideal))
         slowdown = max(1.0, actual_s / ideal_s)
         stragglers = tuple(
-            {
-                "rank": f.rank,
-                "node": self.nodes.get(f.rank),
-                "kind": f.kind,
-                "slowdown": f.slowdown,
-                "since_iteration": f.since_step,
-            }
+            StragglerFlag(
+                rank=f.rank,
+                node=self.nodes.get(f.rank),
+                kind=f.kind,
+                slowdown=f.slowdown,
+                since_iteration=f.since_step,
+            )
             for f in flags
         )
         diagnosis, action, advice = diagnose(slowdown, flags, self.nodes, slow_nodes)

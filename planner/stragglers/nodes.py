@@ -25,10 +25,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypedDict
 
 import numpy as np
 
 from planner.specs.trace import FloatArray
+
+
+class SlowNode(TypedDict):
+    """A node whose ranks are all slower than the other nodes' (JSON-ready): its ``ranks``,
+    the ``kind`` of flag that found it, its ``slowdown`` against the other nodes (ratio) and
+    the iteration the slowdown started (``since_iteration``)."""
+
+    node: str
+    ranks: list[int]
+    kind: str
+    slowdown: float
+    since_iteration: int
+
 
 #: Share of the minimum effect the node's median and every one of its ranks must show against
 #: the other nodes.

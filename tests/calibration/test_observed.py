@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from planner.calibration.observed_runs import (
     run_key,
 )
 from planner.calibration.residual import FEATURES, ResidualModel
-from planner.errors import CalibrationError
+from planner.errors import CalibrationError, SpecError
 from planner.scenario import parse_scenario, predict_documents
 
 ZERO_FEATURES = (0.0,) * len(FEATURES)
@@ -151,6 +152,28 @@ def test_an_unseen_gpu_learns_from_its_architecture() -> None:
     assert b300.log_sd > cal.correct(_key("b200", arch="blackwell"), 10, 0, ZERO_FEATURES).log_sd
 
 
+def test_one_generations_family_bias_stays_on_its_generation() -> None:
+    """MoE runs 40 % slower than the model on Blackwell and as predicted on Hopper (dense as
+    predicted on both): a Hopper MoE GPU type no run has seen inherits Hopper's MoE runs, not
+    Blackwell's bias through a family level shared across generations."""
+    runs = []
+    for gpu, arch, moe_factor in (
+        ("b200", "blackwell", 1.4),
+        ("gb200", "blackwell", 1.4),
+        ("h100-sxm", "hopper", 1.0),
+    ):
+        for family, factor in (("moe", moe_factor), ("dense", 1.0)):
+            key = replace(_key(gpu, arch=arch), family=family)
+            runs += [_run(key, 10.0 + i, 0.0, (factor, factor)) for i in range(6)]
+    cal = fit_observed(runs)
+    h200 = cal.correct(replace(_key("h200", arch="hopper"), family="moe"), 10.0, 0.0, ZERO_FEATURES)
+    assert h200.factor == pytest.approx(1.0, abs=0.01)
+    b300 = cal.correct(
+        replace(_key("b300", arch="blackwell"), family="moe"), 10.0, 0.0, ZERO_FEATURES
+    )
+    assert b300.factor > 1.25
+
+
 def test_no_run_corrects_nothing() -> None:
     cal = fit_observed([])
     found = cal.correct(_key(), 10.0, 1.0, ZERO_FEATURES)
@@ -247,6 +270,12 @@ def test_held_out_error_improves_on_a_biased_model() -> None:
     held = cross_validated_errors(samples)
     assert held["prior_mean_abs_error_ratio"] == pytest.approx(0.3 / 1.3, rel=1e-6)
     assert held["calibrated_mean_abs_error_ratio"] < 0.05
+    # the online calibration on the same folds learns the same 1.3 (one factor per key)
+    jobs = [(100, 0.0)] * len(samples)
+    online = cross_validated_errors(samples, online_jobs=jobs)["online_mean_abs_error_ratio"]
+    assert online < 0.05
+    with pytest.raises(SpecError, match="online_jobs"):
+        cross_validated_errors(samples, online_jobs=jobs[1:])
 
 
 def test_names_are_normalised_as_the_parser_does() -> None:
@@ -310,7 +339,7 @@ def test_the_file_round_trips_and_is_told_from_operator_models() -> None:
     with pytest.raises(CalibrationError, match="malformed"):
         load_calibration_file(json.dumps(broken), source="obs.json")
     newer = dict(json.loads(text), format="planner-observed-runs/9")
-    with pytest.raises(CalibrationError, match="this planner reads planner-observed-runs/1"):
+    with pytest.raises(CalibrationError, match="this planner reads planner-observed-runs/2"):
         load_calibration_file(json.dumps(newer), source="obs.json")
     stale = ObservedCalibration.from_json(dict(json.loads(text), prior={"planner_version": "0"}))
     assert "may be stale" in stale.stale_warnings()[0]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,9 @@ from planner.capacity import (
     read_what_ifs,
 )
 from planner.capacity.fields import slurm_time_limit_s
+from planner.capacity.runtime import RuntimeBand
+from planner.capacity.snapshot import QueuedJob, QueueSnapshot, snapshot_document
+from planner.specs.job import JobState, JobStatus
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 
@@ -270,3 +275,29 @@ def test_the_review_start_rule_and_request_bodies():
     )
     assert ok.start_s == now
     assert ok.planned == ()
+
+
+def test_a_snapshot_document_reads_back_with_every_job_field():
+    """``snapshot_document`` (what ``GET /v1/reviews/queue`` serves) and ``read_snapshot``
+    (``planner review --jobs``) agree on every ``JobState`` field, a Kubernetes job's launch
+    manifest included."""
+    state = JobState(
+        scheduler="kubernetes", cluster="east", job_id="ml/llama", name="llama", user="ann",
+        partition="h100", account="research", status=JobStatus.PENDING, state_reason="Quota",
+        node_list=("node-1", "node-2"), num_nodes=2, num_gpus=16, gpus_allocated=True,
+        gpu_type="h100", submit_time_s=1751155200.0, start_time_s=1751155260.0,
+        end_time_s=1751241600.0, expected_start_time_s=1751155230.0, time_limit_s=86400.0,
+        stdout_path="/logs/llama.out", work_dir="/work", command="torchrun train.py",
+        batch_script="#!/bin/bash\ntorchrun train.py\n", comment="planner:hint",
+        namespace="ml", queue_name="team-a", queue_position=4, progress_ratio=0.25,
+        reported_remaining_s=3600.0, progress_updated_s=1751155290.0,
+        launch_manifest='{"kind": "PyTorchJob"}',
+    )  # fmt: skip
+    unset = [f.name for f in dataclasses.fields(JobState) if getattr(state, f.name) == f.default]
+    assert unset == []  # a new field joins this test
+    job = QueuedJob(
+        state=state, runtime=RuntimeBand(p10_s=60.0, p50_s=90.0, p90_s=120.0), team="ml"
+    )
+    snapshot = QueueSnapshot(taken_at_s=1751155200.0, jobs=(job,))
+    text = json.dumps(snapshot_document(snapshot))
+    assert read_snapshot(text, "queue.json") == snapshot

@@ -11,7 +11,7 @@ import pytest
 from adapters.slurm.sinfo import parse_sinfo_json
 from adapters.slurm.squeue import parse_squeue_records
 from planner.capacity import QueuedJob, QueueSnapshot, fleet_from_nodes, forecast_pending
-from planner.capacity.placement import PlacedJob, forecast_on_nodes
+from planner.capacity.placement import PlacedJob, draw_runtimes, forecast_on_nodes
 from planner.capacity.runtime import RuntimeBand
 from planner.errors import SpecError
 from planner.specs.job import JobResources, JobState, JobStatus, NodeShare, NodeState
@@ -310,3 +310,17 @@ def test_backfill_compares_on_slurms_one_minute_grid() -> None:
 
     assert start_of_late(0.0) == 0.0
     assert start_of_late(60.0) == 400.0  # after the head (300 s + its 100 s run)
+
+
+def test_runtime_draws_keep_all_three_quantiles_of_a_band() -> None:
+    """A running job past its own p10 has an asymmetric remaining-time band: one log-normal sd
+    from p90/p10 would put its p90 far later than the band's; the two-piece draw keeps it."""
+    normals = np.random.default_rng(3).standard_normal((200_000, 2))
+    symmetric = RuntimeBand(p10_s=20.0, p50_s=25.0, p90_s=31.25)
+    skewed = RuntimeBand(p10_s=1.0, p50_s=5.0, p90_s=10.6)
+    runs = draw_runtimes([symmetric, skewed], normals)
+    for column, band in enumerate((symmetric, skewed)):
+        got = np.quantile(runs[:, column], [0.1, 0.5, 0.9])
+        assert got == pytest.approx([band.p10_s, band.p50_s, band.p90_s], rel=0.02)
+    # a symmetric band is the ordinary log-normal of the same draws
+    assert runs[:, 0] == pytest.approx(np.exp(symmetric.mu + symmetric.sigma * normals[:, 0]))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.kubernetes.admission import _KIND_RESOURCES
-from adapters.kubernetes.client import ADMISSIONCHECKS, WORKLOADS
+from adapters.kubernetes.client import ADMISSIONCHECKS, TRAINJOBS, WORKLOADS
 from adapters.kubernetes.source import DEFAULT_RESOURCES
 
 from .test_chart import K8S_VERSIONS, kv, render
@@ -19,7 +19,18 @@ Grant = tuple[str, str, str]
 
 EVERYTHING_ON: dict[str, Any] = {
     "auth": {"mode": "kubernetes"},
-    "rbac": {"integrations": {"kueueAdmissionCheck": True, "hintAnnotations": True}},
+    "rbac": {
+        "integrations": {
+            "kueueAdmissionCheck": True,
+            "hintAnnotations": True,
+            "publishWorkloadAdmission": True,
+            "publishTrainjobProgress": True,
+            "publishExpectedRuntime": True,
+        }
+    },
+}
+PUBLISH_ONLY: dict[str, Any] = {
+    "rbac": {"integrations": {"publishWorkloadAdmission": True, "publishTrainjobProgress": True}},
 }
 
 
@@ -42,7 +53,13 @@ def _cluster_role(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return role
 
 
-def what_the_code_calls(*, admission: bool, hints: bool, reviews: bool) -> set[Grant]:
+def what_the_code_calls(
+    *,
+    admission: bool,
+    hints: bool,
+    reviews: bool,
+    published: tuple[bool, bool, bool] = (False, False, False),
+) -> set[Grant]:
     """The API calls of ``adapters.kubernetes`` as RBAC grants (from its resource tables)."""
     needed: set[Grant] = set()
     # The chart's Kueue integration reads AdmissionChecks even with the check off (the RBAC
@@ -56,6 +73,13 @@ def what_the_code_calls(*, admission: bool, hints: bool, reviews: bool) -> set[G
         needed |= {(WORKLOADS.group, "workloads/status", "patch")}
         needed |= {(ADMISSIONCHECKS.group, "admissionchecks/status", "patch")}
     if hints:  # write_hints: merge_patch of every job kind
+        needed |= {(res.group, res.plural, "patch") for res in _KIND_RESOURCES.values()}
+    workload_admission, trainjob_progress, expected_runtime = published
+    if workload_admission:  # PredictionPublisher: apply_status and merge_patch of workloads
+        needed |= {(WORKLOADS.group, p, "patch") for p in ("workloads", "workloads/status")}
+    if trainjob_progress:  # PredictionPublisher: merge_patch of trainjobs
+        needed.add((TRAINJOBS.group, TRAINJOBS.plural, "patch"))
+    if expected_runtime:  # PredictionPublisher: merge_patch of every job kind
         needed |= {(res.group, res.plural, "patch") for res in _KIND_RESOURCES.values()}
     if reviews:  # adapters.kubernetes.auth
         needed |= {
@@ -71,10 +95,33 @@ def test_the_cluster_role_grants_what_the_code_calls(everything: bool) -> None:
     # and job patch, which docs/kubernetes.md lists.
     docs = render(EVERYTHING_ON if everything else {})
     granted = _granted(_cluster_role(docs))
-    needed = what_the_code_calls(admission=everything, hints=everything, reviews=everything)
+    needed = what_the_code_calls(
+        admission=everything,
+        hints=everything,
+        reviews=everything,
+        published=(everything, everything, everything),
+    )
     assert needed <= granted, needed - granted
     extra = {g for g in granted - needed if g[2] != "get" or "/" not in g[1]}
     assert not extra, extra  # nothing beyond what the code calls (get on a subresource aside)
+
+
+def test_publishing_alone_grants_only_its_patches() -> None:
+    docs = render(PUBLISH_ONLY)
+    granted = _granted(_cluster_role(docs))
+    needed = what_the_code_calls(
+        admission=False, hints=False, reviews=False, published=(True, True, False)
+    )
+    assert needed <= granted, needed - granted
+    extra = {g for g in granted - needed if g[2] != "get" or "/" not in g[1]}
+    assert not extra, extra
+    (container,) = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["PLANNER_KUBERNETES__PUBLISH__WORKLOAD_ADMISSION"] == "true"
+    assert env["PLANNER_KUBERNETES__PUBLISH__TRAINJOB_PROGRESS"] == "true"
+    assert env["PLANNER_KUBERNETES__PUBLISH__EXPECTED_RUNTIME"] == "false"
 
 
 def test_kubernetes_mode_ships_the_user_roles() -> None:

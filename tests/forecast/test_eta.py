@@ -311,7 +311,7 @@ def test_replay_recorded_tiny_gpt_run() -> None:
     end_s = records[-1].timestamp_s
     assert end_s is not None
     assert records[-1].iteration == 900
-    upto = [r for r in records if r.iteration <= 270]
+    upto = [r for r in records if isinstance(r, ProgressRecord) and r.iteration <= 270]
     now_s = upto[-1].timestamp_s
     assert now_s is not None
     obs = observations_from_progress(upto, read_time_s=now_s)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.forecast.arguments import TrainingSchedule, schedule_from_arguments
-from planner.forecast.eta import EtaEstimate, estimate_running
+from planner.forecast.eta import EtaEstimate, estimate_running, persistence_log_sd
 from planner.forecast.history import Pause, ProgressHistory
 from planner.forecast.level import phase_start
 from planner.forecast.observations import Restart, step_observations
@@ -116,6 +116,48 @@ def test_a_step_change_moves_the_pace_within_a_few_intervals() -> None:
     estimate = observed_eta(obs, iteration=440, train_iters=1000)
     assert estimate.phase_start_iteration == 400
     assert estimate.step_time_s.p50 == pytest.approx(1.5, rel=0.03)
+
+
+@pytest.mark.parametrize("after", [1.5, 0.6])
+def test_a_new_pace_is_projected_and_the_band_reaches_toward_the_pace_before_it(
+    after: float,
+) -> None:
+    # 400 iterations at 1 s, then 40 at ``after``: the p50 projects the new pace over the 560
+    # iterations left; the phase may end, so the band's side toward the pace before it reaches
+    # the remaining time at that pace, and the other side stays as narrow as the noise says.
+    obs = intervals([1.0] * 40 + [after] * 4)
+    estimate = observed_eta(obs, iteration=440, train_iters=1000)
+    remaining = estimate.remaining_s
+    assert estimate.phase_start_iteration == 400
+    assert remaining.p50 == pytest.approx(560 * after, rel=0.03)
+    if after > 1.0:  # slower now: the run may end sooner
+        assert remaining.p10 <= 560 * 1.0
+        assert math.log(remaining.p90 / remaining.p50) < 0.5 * math.log(
+            remaining.p50 / remaining.p10
+        )
+    else:  # faster now: it may end later
+        assert remaining.p90 >= 560 * 1.0
+        assert math.log(remaining.p50 / remaining.p10) < 0.5 * math.log(
+            remaining.p90 / remaining.p50
+        )
+
+
+def test_the_persistence_of_a_phase_follows_the_delta_t_argument() -> None:
+    # A phase that has lasted L lasts a further T with probability L / (L + T) (Gott 1993): the
+    # closed form against the share of the remaining iterations still in the phase, integrated
+    # numerically; no phase, no term; an older phase is trusted more.
+    ratio, age, left = 1.5, 40, 560
+    t = np.linspace(0.0, left, 200_001)
+    survival = age / (age + t)
+    dt = t[1] - t[0]
+    share = float(np.sum(survival) * dt) / left
+    share2 = 2.0 * float(np.sum(t * survival) * dt) / left**2
+    want = abs(math.log(ratio)) * math.sqrt(1.0 - 2.0 * share + share2)
+    got = persistence_log_sd(ratio=ratio, phase_iterations=age, remaining_iters=left)
+    assert got == pytest.approx(want, rel=1e-3)
+    assert persistence_log_sd(ratio=None, phase_iterations=age, remaining_iters=left) == 0.0
+    older = persistence_log_sd(ratio=ratio, phase_iterations=10 * age, remaining_iters=left)
+    assert 0.0 < older < got
 
 
 def test_pauses_are_projected_at_their_interval_and_mean() -> None:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from benchmarks.accuracy.convert import Dataset, build_dataset
 from planner.errors import SpecError
 from planner.scenario import parse_scenario
-from planner.scenario import schema as schema_module
+from planner.scenario import schema_doc as schema_module
 from planner.scenario.loading import load_yaml
 from planner.scenario.numbers import number_or_value
 from planner.scenario.parse import SECTION_KEYS
@@ -210,6 +210,7 @@ def test_an_unknown_field_is_refused_by_both(section: str) -> None:
         ("model", "activation", 1),
         ("model", "moe_layer_freq", "2"),
         ("model", "moe_layer_freq", [1, "x"]),
+        ("model", "moe_layer_freq", [1, 2**60]),
         ("model", "preset", 70),
         ("hardware", "gpu", 100),
         ("hardware", "num_gpus", None),
@@ -221,6 +222,7 @@ def test_an_unknown_field_is_refused_by_both(section: str) -> None:
         ("parallelism", "recompute_modules", ["everything"]),
         ("parallelism", "sequence_parallel", "true"),
         ("parallelism", "pipeline_layout", {"stages": 4}),
+        ("parallelism", "pipeline_layout", [2**60]),
         ("training", "framework", "jax"),
         ("training", "lora_targets", 3),
         ("training", "total_tokens", [1e12]),

@@ -9,65 +9,33 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from adapters.logs import LogTailer
-from planner.service.main import create_app
 from planner.service.settings import (
     AdmissionCheckSettings,
-    KubernetesSettings,
-    Settings,
-    Toggle,
 )
-from planner.service.store import SqlStore
-from tests.adapters.kubernetes.conftest import load_cluster
 from tests.adapters.kubernetes.test_admission import _pending_workload
 from tests.k8s_fake import FakeKube
-
-
-def wait(what: str, probe: Any, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if probe():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
+from tests.service.kube_app import cluster_server, kube_app, wait
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeKube]:
-    server = FakeKube(bookmark_interval_s=0.1, max_watch_s=1.0).start()
-    try:
-        for obj in load_cluster():
-            server.put(obj)
+    with cluster_server() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_kubernetes_jobs_admission_check_and_hints(fake: FakeKube, tmp_path: Path) -> None:
     _pending_workload(fake)
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'p.db'}",
-        kubernetes=KubernetesSettings(
-            enabled=Toggle.ON,
-            cluster="k8s-test",
-            lease_namespace="default",
-            identity="replica-a",
-            hint_annotations=True,
-            admission_check=AdmissionCheckSettings(enabled=True),
-        ),
-    )
-    app = create_app(
-        settings,
-        store=SqlStore(settings.database_url),
-        sources=[],
-        reader=LogTailer(),
-        kube_api_client=fake.api_client(),
-        start_loops=False,
+    app = kube_app(
+        fake,
+        tmp_path / "p.db",
+        kube={
+            "hint_annotations": True,
+            "admission_check": AdmissionCheckSettings(enabled=True),
+        },
     )
     state = app.state.planner
     with TestClient(app) as client:
@@ -119,20 +87,7 @@ def test_a_replica_that_is_not_the_leader_only_serves(fake: FakeKube, tmp_path: 
             },
         }
     )
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'p.db'}",
-        kubernetes=KubernetesSettings(
-            enabled=Toggle.ON, lease_namespace="default", identity="replica-b"
-        ),
-    )
-    app = create_app(
-        settings,
-        store=SqlStore(settings.database_url),
-        sources=[],
-        reader=LogTailer(),
-        kube_api_client=fake.api_client(),
-        start_loops=False,
-    )
+    app = kube_app(fake, tmp_path / "p.db", kube={"cluster": "kubernetes", "identity": "replica-b"})
     state = app.state.planner
     with TestClient(app) as client:
         wait("informer caches", lambda: state.kube.source.wait_synced(0.1))

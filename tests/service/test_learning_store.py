@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from planner.calibration.observed_runs import ObservedRun, samples_from_runs
 from planner.service.learning import Learner, LearningConfig, calibration_name
 from planner.service.models import ObservedRunRow
 from planner.service.store import SqlStore
@@ -32,7 +33,12 @@ SCENARIO: dict[str, Any] = {
 
 
 def run(
-    job_id: str, step_s: float | None, *, cluster: str = "a", reason: str | None = None
+    job_id: str,
+    step_s: float | None,
+    *,
+    cluster: str = "a",
+    reason: str | None = None,
+    scenario: dict[str, Any] | None = None,
 ) -> ObservedRunRow:
     return ObservedRunRow(
         scheduler="slurm",
@@ -40,7 +46,7 @@ def run(
         job_id=job_id,
         recorded_s=1.0,
         gpu="h100-sxm",
-        scenario=SCENARIO,
+        scenario=scenario or SCENARIO,
         iteration_time_s=step_s,
         num_iterations=100,
         skip_reason=reason,
@@ -92,3 +98,35 @@ def test_a_long_cluster_name_fits_the_name_column() -> None:
     name = calibration_name("kubernetes", "c" * 128)
     assert len(name) <= 64
     assert name != calibration_name("kubernetes", "c" * 127)
+
+
+def test_the_learnt_calibration_must_also_beat_the_online_one(tmp_path: Path) -> None:
+    """Three runs of a cluster far slower than the model (CPUs described as H100s, as on the
+    dev Slurm, by 180, 350 and 700 times): the learnt factors, shrunk toward the prior, beat the
+    uncorrected model on held-out runs but not the online calibration, which then stays."""
+    shapes = [(2, 4), (4, 4), (2, 1)]
+    documents = []
+    for layers, micro_batch in shapes:
+        doc = {**SCENARIO, "model": {**SCENARIO["model"], "num_layers": layers}}
+        doc["parallelism"] = {**SCENARIO["parallelism"], "micro_batch_size": micro_batch}
+        documents.append(doc)
+    model, _ = samples_from_runs(
+        [ObservedRun(document=d, iteration_time_s=1.0, cluster="a") for d in documents]
+    )
+    store = SqlStore(f"sqlite:///{tmp_path / 'planner.db'}")
+    store.migrate()
+    with store.unit_of_work() as uow:
+        for i, (doc, sample, slower) in enumerate(
+            zip(documents, model, (180, 350, 700), strict=True)
+        ):
+            uow.put_observed_run(run(str(i), sample.predicted_s * slower, scenario=doc))
+    assert Learner(store, lambda: 100.0, LearningConfig()).run() == {"slurm/a": "ok"}
+    state = store.calibration(calibration_name("slurm", "a"))
+    assert state is not None
+    held = state.state["held_out"]
+    learnt, online = held["calibrated_mean_abs_error_ratio"], held["online_mean_abs_error_ratio"]
+    assert learnt < held["prior_mean_abs_error_ratio"]
+    assert online < learnt
+    assert not state.state["applied"]
+    assert "online calibration's" in state.state["reason"]
+    store.dispose()

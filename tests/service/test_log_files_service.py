@@ -10,11 +10,13 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from fastapi import FastAPI
 
 from planner.service.store import SqlStore
-from planner.specs.job import JobStatus
+from planner.specs.job import JobStatus, TailCursor
 
 from .conftest import Clock, JobFactory, ScriptedSource
 from .test_service import app_for, cycle, job_view, megatron_line
@@ -60,6 +62,11 @@ def test_a_log_symlinked_to_another_users_log_publishes_nothing_of_it(
             assert cycle(client) == {"slurm": "ok"}
         view = job_view(client, "7")
         assert view["samples"] == []
+        # the job's owner sees why its log is not read, and what to do about it
+        assert view["log"]["path"] == str(log)
+        assert "outside the allowed directories" in view["log"]["not_read"]
+        assert "allowed_file_roots" in view["log"]["fix"]
+        assert str(their_log) not in str(view["log"])
         assert view["progress"]["iteration"] is None
         metrics = client.get("/metrics").text
     assert not [
@@ -92,11 +99,17 @@ def test_a_log_that_becomes_readable_is_read_and_the_reason_goes(
         row = next(r for r in SqlStore(db_url).list_jobs() if r.job_id == "42")
         assert row.log_cursor is not None
         assert "not a regular file (a FIFO)" in row.log_cursor["error"]
+        shown = job_view(client)["log"]
+        assert "not a regular file (a FIFO)" in shown["not_read"]
+        assert "regular file" in shown["fix"]
         log.unlink()
         log.write_text("".join(megatron_line(i, 100, 400.0) for i in range(10, 31, 10)))
         clock.now += 30
         cycle(client)
-        assert [s["iteration"] for s in job_view(client)["samples"]] == [10, 20, 30]
+        view = job_view(client)
+        assert [s["iteration"] for s in view["samples"]] == [10, 20, 30]
+        assert view["log"]["not_read"] is None
+        assert view["log"]["offset_bytes"] == log.stat().st_size
     row = next(r for r in SqlStore(db_url).list_jobs() if r.job_id == "42")
     assert row.log_cursor is not None
     assert "error" not in row.log_cursor
@@ -129,3 +142,42 @@ def test_an_ended_jobs_last_lines_are_read_under_the_directory_it_ran_in(
             assert [s["iteration"] for s in job_view(client)["samples"]] == [10, 20, 30, 40]
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_a_log_that_did_not_grow_is_not_read_again(
+    tmp_path: Path,
+    db_url: str,
+    source: ScriptedSource,
+    clock: Clock,
+    make_job: JobFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thousands of running jobs mostly print nothing between two cycles: one look at all
+    their logs (``ProgressReader.unchanged``) spares each quiet log its read (a hand-off to a
+    reader thread); a log that grew is read, and what it printed arrives as before."""
+    log = tmp_path / "job.out"
+    log.write_text("".join(megatron_line(i, 100, 400.0) for i in range(10, 31, 10)))
+    job = make_job(status=JobStatus.RUNNING, start_time_s=clock.now, stdout_path=str(log))
+    source.set_jobs(job)
+    with app_for(db_url, source, clock) as client:
+        reader = cast(FastAPI, client.app).state.planner.ingestor.deps.reader
+        reads: list[str] = []
+        read = reader.read
+
+        def counted(cursor: TailCursor, **kw: Any) -> Any:
+            reads.append(cursor.path)
+            return read(cursor, **kw)
+
+        monkeypatch.setattr(reader, "read", counted)
+        cycle(client)
+        assert reads == [str(log)]
+        for _ in range(2):
+            clock.now += 30
+            cycle(client)
+        assert reads == [str(log)]  # it did not grow: not read again
+        with log.open("a") as out:
+            out.write(megatron_line(40, 100, 400.0))
+        clock.now += 30
+        cycle(client)
+        assert reads == [str(log)] * 2
+        assert [s["iteration"] for s in job_view(client)["samples"]] == [10, 20, 30, 40]

@@ -55,8 +55,8 @@ def test_every_v1_route_has_request_and_response_schemas(client: TestClient) -> 
         for method, op in item.items()
     ]
     assert (
-        len(operations) == 14
-    )  # + GET /v1/audit (issue 16); reviews: POST, GET, latest, queue (issue 15)
+        len(operations) == 15
+    )  # + GET /v1/audit (issue 16); reviews: POST, GET, latest, queue (issue 15); POST /v1/simulate
     for path, method, op in operations:
         ok = op["responses"]["200"]["content"]["application/json"]["schema"]
         assert ok.get("$ref") or ok.get("anyOf"), (path, method)

@@ -8,6 +8,7 @@ took the server from 319 MB to 4 GB; abandoned reviews kept computing."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -202,9 +203,18 @@ def test_a_review_stops_within_a_second_of_its_client_leaving_and_the_pool_admit
     assert busy.status == 429
     assert busy.headers["retry-after"] == "5"
     assert json.loads(busy.body)["error"].startswith("limits.workers: ")
-    # the worker returned (its review stopped) within 1 s of the client leaving
-    assert left.returned_after_s < 0.5 + 1.0, left.returned_after_s
+    # the worker returned (its review stopped) within 1 s of the client leaving, in this
+    # machine's seconds: on a busy host a second of work takes longer than a second
+    assert left.returned_after_s < 0.5 + 1.0 * _contention(), left.returned_after_s
     assert again.status_code == 200, again.text  # the worker is free again
+
+
+def _contention(work_s: float = 0.3) -> float:
+    """Wall seconds per CPU second of a busy loop on this thread now (1 on an idle core)."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    while time.thread_time() - cpu < work_s:
+        pass
+    return max(1.0, (time.perf_counter() - wall) / (time.thread_time() - cpu))
 
 
 def test_a_review_past_its_cpu_budget_is_stopped_with_the_budget_named(

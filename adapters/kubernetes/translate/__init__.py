@@ -44,6 +44,7 @@ from adapters.kubernetes.translate.kueue import (
     flavor_product,
     local_queue_target,
     pending_positions,
+    queue_products,
     workload_pod_groups,
     workload_view,
 )
@@ -136,6 +137,7 @@ __all__ = [
     "pod_node",
     "pod_spec_gpus",
     "pods_of_job",
+    "queue_products",
     "template_gpus",
     "trainer_progress",
     "workload_pod_groups",

@@ -310,7 +310,9 @@ class JobContext:
     ``pods``: the job's pods; ``workload``: its Kueue Workload, if any; ``local_queues``:
     ``{(namespace, name): cluster queue}``; ``queue_positions``: ``{(namespace, workload name):
     position in its ClusterQueue}``; ``node_products``: ``{node: GPU product label}``;
-    ``flavor_products``: ``{ResourceFlavor name: GPU product label from its nodeLabels}``.
+    ``flavor_products``: ``{ResourceFlavor name: GPU product label from its nodeLabels}``;
+    ``queue_products``: ``{ClusterQueue name: GPU product of its first flavor that selects one}``
+    (what a pending Workload, not yet assigned a flavor, will most likely run on).
     """
 
     pods: Sequence[Mapping[str, Any]] = ()
@@ -319,6 +321,7 @@ class JobContext:
     queue_positions: Mapping[tuple[str, str], int] = field(default_factory=dict)
     node_products: Mapping[str, str] = field(default_factory=dict)
     flavor_products: Mapping[str, str] = field(default_factory=dict)
+    queue_products: Mapping[str, str] = field(default_factory=dict)
 
 
 def _deadline_s(kind: str, obj: Mapping[str, Any]) -> float | None:
@@ -365,7 +368,8 @@ def job_state(kind: str, obj: Mapping[str, Any], context: JobContext, *, cluster
       there is one, else from the job's spec. ``num_nodes``: distinct nodes of the running pods,
       else the number of pods asked for.
     * ``gpu_type``: GPU product of the nodes its pods run on, else the product selected by the
-      pod template (nodeSelector/affinity), else that of the admitted ResourceFlavor.
+      pod template (nodeSelector/affinity), else that of the admitted ResourceFlavor, else
+      (a Workload still waiting) that of its ClusterQueue's first GPU flavor.
     * times: submit = ``creationTimestamp``; start = job ``status.startTime``, else the Workload's
       Admitted time, else the earliest pod start; end = the final condition's time.
     * limit: ``activeDeadlineSeconds``, else the Workload's ``maximumExecutionTimeSeconds``.
@@ -443,6 +447,8 @@ def job_state(kind: str, obj: Mapping[str, Any], context: JobContext, *, cluster
     cluster_queue = (view.cluster_queue if view else "") or context.local_queues.get(
         (namespace, queue_name), ""
     )
+    if gpu_type is None and status is JobStatus.PENDING:
+        gpu_type = context.queue_products.get(cluster_queue)
     limit = _deadline_s(kind, obj)
     if limit is None and view is not None:
         limit = view.max_execution_time_s

@@ -3,7 +3,7 @@ visibility API's pending positions."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,6 +117,25 @@ def flavor_product(flavor: Mapping[str, Any]) -> str | None:
         if isinstance(v, str)
     }
     return gpu_product_of(labels)
+
+
+def queue_products(
+    cluster_queues: Iterable[Mapping[str, Any]], flavor_products: Mapping[str, str]
+) -> dict[str, str]:
+    """``{ClusterQueue name: GPU product}``: the product of the first flavor, in
+    ``spec.resourceGroups[].flavors[]`` order (Kueue tries them in that order), whose
+    ResourceFlavor selects one (``flavor_products``). Queues without one are left out."""
+    out: dict[str, str] = {}
+    for queue in cluster_queues:
+        name = name_of(queue)
+        groups = as_list(as_map(queue.get("spec")).get("resourceGroups"))
+        flavors = [
+            as_str(as_map(f).get("name")) for g in groups for f in as_list(as_map(g).get("flavors"))
+        ]
+        product = next((flavor_products[f] for f in flavors if f in flavor_products), None)
+        if name and product is not None:
+            out[name] = product
+    return out
 
 
 def local_queue_target(local_queue: Mapping[str, Any]) -> str:

@@ -163,29 +163,19 @@ def open_access() -> Access:
     return Access(OpenAuthorizer(), anonymous_read=True, read_only=False, cors_origins=[])
 
 
-def document_access(app: FastAPI) -> None:
-    """Publish in ``/openapi.json`` who may call each operation, from the dependencies its
-    route declares (:meth:`Access.require`): ``bearer`` alone where one of them needs a
-    token, ``bearer`` or no token (``{}``) where every one lets a caller without a token
-    pass."""
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        spec = build()
-        schemes = spec.get("components", {}).get("securitySchemes", {})
-        optional = schemes.pop(_OPTIONAL, None)
-        if optional is not None:
-            schemes.setdefault(bearer.scheme_name, optional)
-        for item in spec.get("paths", {}).values():
-            for operation in item.values():
-                alternatives = operation.get("security") if isinstance(operation, dict) else None
-                if not alternatives:
-                    continue
-                needed = [a for a in alternatives if _OPTIONAL not in a]
-                operation["security"] = needed or [{bearer.scheme_name: []}, {}]
-        app.openapi_schema = spec
-        return spec
-
-    app.openapi = openapi  # type: ignore[method-assign]
+def document_access(spec: dict[str, Any]) -> None:
+    """Publish in the OpenAPI document ``spec`` (amended in place) who may call each
+    operation, from the dependencies its route declares (:meth:`Access.require`): ``bearer``
+    alone where one of them needs a token, ``bearer`` or no token (``{}``) where every one lets
+    a caller without a token pass."""
+    schemes = spec.get("components", {}).get("securitySchemes", {})
+    optional = schemes.pop(_OPTIONAL, None)
+    if optional is not None:
+        schemes.setdefault(bearer.scheme_name, optional)
+    for item in spec.get("paths", {}).values():
+        for operation in item.values():
+            alternatives = operation.get("security") if isinstance(operation, dict) else None
+            if not alternatives:
+                continue
+            needed = [a for a in alternatives if _OPTIONAL not in a]
+            operation["security"] = needed or [{bearer.scheme_name: []}, {}]

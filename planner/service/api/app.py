@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import fastapi_offline
 from fastapi import FastAPI
@@ -37,6 +38,7 @@ from planner.service.api import (
     plan,
     predict,
     reviews,
+    simulate,
     stragglers,
 )
 from planner.service.api.access import Access, document_access
@@ -57,6 +59,19 @@ STATIC_DOCS = "/static-docs"
 DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
 
 TITLE = "LLM capacity planner"
+
+
+class _PlannerApi(FastAPI):
+    """The app: its OpenAPI document also states who may call each operation
+    (``document_access``) and the answers of the host check (``document_hosts``)."""
+
+    def openapi(self) -> dict[str, Any]:
+        if self.openapi_schema is not None:
+            return self.openapi_schema
+        spec = super().openapi()  # kept as ``openapi_schema``: amended once, in place
+        document_access(spec)
+        document_hosts(spec)
+        return spec
 
 
 def _add_docs(app: FastAPI) -> None:
@@ -129,6 +144,7 @@ def _body_limits(settings: Settings) -> dict[str, tuple[BodyKind, int, str]]:
         "/v1/explore": json_rule,
         "/v1/recommendations": json_rule,
         "/v1/reviews": json_rule,
+        "/v1/simulate": json_rule,
         "/v1/calibrations": upload_rule,
         "/v1/stragglers": upload_rule,
     }
@@ -174,7 +190,7 @@ def build_app(
             state.stop()
 
     life: Callable[[FastAPI], AbstractAsyncContextManager[None]] = lifespan
-    app = FastAPI(
+    app = _PlannerApi(
         title=TITLE,
         version=__version__,
         description="Predicts iteration time, memory, MFU and ETA of LLM training jobs.",
@@ -208,10 +224,13 @@ def build_app(
     app.include_router(metrics.make_router(registry))
     app.add_middleware(BodyLimitMiddleware, routes=_body_limits(settings))
     access.install(app)
-    document_access(app)
     app.include_router(reviews.make_router(state, access, pool))
+    app.include_router(
+        simulate.make_router(
+            state, access, pool, (lambda: learnt) if settings.learning.apply else None
+        )
+    )
     app.add_middleware(PriorityMiddleware, priority=state.ingestor.deps.priority)
     # outermost: a request under a host name not allowed reaches nothing (DNS rebinding)
     app.add_middleware(AllowedHostsMiddleware, allowed_hosts=settings.allowed_hosts)
-    document_hosts(app)
     return app

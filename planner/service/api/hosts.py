@@ -21,7 +21,6 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
-from fastapi import FastAPI
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -91,30 +90,20 @@ class AllowedHostsMiddleware:
         await self.app(scope, receive, send)
 
 
-def document_hosts(app: FastAPI) -> None:
-    """Publish in ``/openapi.json`` that every operation may answer 400 (no ``Host``) and 421
-    (a ``Host`` not allowed), with the API's error shape."""
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        spec = build()
-        error = {"$ref": "#/components/schemas/ErrorResponse"}
-        answers = {
-            "400": "Malformed request (no Host header)",
-            "421": "The Host header is not one of allowed_hosts (DNS rebinding defence)",
-        }
-        for item in spec.get("paths", {}).values():
-            for operation in item.values():
-                if not isinstance(operation, dict) or "responses" not in operation:
-                    continue
-                for code, text in answers.items():
-                    operation["responses"].setdefault(
-                        code,
-                        {"description": text, "content": {"application/json": {"schema": error}}},
-                    )
-        app.openapi_schema = spec
-        return spec
-
-    app.openapi = openapi  # type: ignore[method-assign]
+def document_hosts(spec: dict[str, Any]) -> None:
+    """Publish in the OpenAPI document ``spec`` (amended in place) that every operation may
+    answer 400 (no ``Host``) and 421 (a ``Host`` not allowed), with the API's error shape."""
+    error = {"$ref": "#/components/schemas/ErrorResponse"}
+    answers = {
+        "400": "Malformed request (no Host header)",
+        "421": "The Host header is not one of allowed_hosts (DNS rebinding defence)",
+    }
+    for item in spec.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            for code, text in answers.items():
+                operation["responses"].setdefault(
+                    code,
+                    {"description": text, "content": {"application/json": {"schema": error}}},
+                )

@@ -135,6 +135,55 @@ def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+#: What makes a refused or unreadable log readable, by a phrase of the reason
+#: (``adapters.files`` words its refusals so); the first that matches.
+LOG_FIXES = (
+    (
+        ("outside the allowed directories", "no directory is allowed"),
+        "write the log under the job's working directory, or have the operator add its "
+        "directory to slurm.allowed_file_roots (kubernetes.allowed_file_roots)",
+    ),
+    (
+        ("not searchable by user", "not readable by user", "permission denied"),
+        "make the log readable, and its directories searchable, by the job's user (its "
+        "owner, its group, or everyone for a job without a host user)",
+    ),
+    (
+        ("not a regular file",),
+        "point the job's output (#SBATCH --output) at a regular file, not a FIFO, device, "
+        "socket or directory",
+    ),
+    (("not an absolute path", "not a valid path"), "give the job an absolute output path"),
+    (
+        ("not read within", "still hung", "changed while it was checked"),
+        "nothing to change in the job: the file system did not answer in time (or the file "
+        "was being replaced); it is read again next cycle",
+    ),
+)
+
+
+def log_view(row: JobRow) -> dict[str, Any] | None:
+    """The job's log as read (``LogReading``): its path, the bytes read, and, when it is not
+    read, why (the reason kept on its cursor by the ingest loop) and what fixes it."""
+    cursor = row.log_cursor
+    if not cursor or not isinstance(cursor.get("path"), str):
+        return None
+    view: dict[str, Any] = {
+        "path": cursor["path"],
+        "offset_bytes": int(cursor.get("offset_bytes") or 0),
+        "not_read": None,
+        "fix": None,
+    }
+    reason = cursor.get("error")
+    if isinstance(reason, str) and reason:
+        view["not_read"] = reason
+        view["fix"] = next(
+            (fix for phrases, fix in LOG_FIXES if any(p in reason for p in phrases)),
+            "see the reason; the log is tried again every cycle",
+        )
+    return view
+
+
 def stragglers_view(row: JobRow, now_s: float) -> dict[str, Any]:
     """The job's straggler analysis: live when per-rank timings were seen, else from its trace,
     else ``available: false`` with the reason."""
@@ -334,6 +383,7 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
         view["eta_history"] = [p.payload for p in store.predictions(row.id, kind="eta", limit=50)]
         view["events"] = job_events(row)
         view["gpus"] = row.gpus
+        view["log"] = log_view(row)
         return view
 
     return router

@@ -215,6 +215,20 @@ class GpuUsage(BaseModel):
     least_active_ratio: float | None
 
 
+class LogReading(BaseModel):
+    """How far the job's log (its stdout path) was read, and why it is not read when a rule
+    refused it or it could not be read (the job-file rule: ``adapters.files``)."""
+
+    path: str
+    offset_bytes: int = Field(description="Bytes of the log read so far")
+    not_read: str | None = Field(
+        default=None,
+        description="Why the log is not read (None: it is read at every ingest cycle); "
+        "retried every cycle",
+    )
+    fix: str | None = Field(default=None, description="What makes the log readable")
+
+
 class QueueForecast(BaseModel):
     """A pending job's predicted start and completion from the queue simulation (the running
     jobs end at their predicted runtimes; ``planner.service.loops.queue_forecast``), beside the
@@ -337,6 +351,9 @@ class JobDetail(JobSummary):
         "restarts, oldest first",
     )
     gpus: GpuUsage | None
+    log: LogReading | None = Field(
+        default=None, description="The job's log as read (None: no log read yet)"
+    )
 
 
 class JobList(BaseModel):

@@ -23,7 +23,13 @@ from planner.service.loops.progress import read_telemetry, reported_progress, ta
 from planner.service.loops.stragglers import analyse_trace, update_stragglers
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
-from planner.specs.job import ClusterSnapshot, JobState, JobStatus, RankStepRecord
+from planner.specs.job import (
+    ClusterSnapshot,
+    JobState,
+    JobStatus,
+    RankStepRecord,
+    TailCursor,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +59,14 @@ def merge_jobs(
     seen: set[str] = set()
     touched: list[JobRow] = []
     staged: list[tuple[JobRow, JobState, EtaBasis]] = []
+    quiet = quiet_logs(deps, existing, snapshot)
+    # Rows first, then their updates: the first job that needs its row's id stores every new
+    # row at once (a first cycle of 10,000 jobs otherwise wrote them one flush at a time).
+    merged: list[tuple[JobRow, JobState, bool]] = []
     for job in snapshot.jobs:
-        deps.priority.pause()  # a safe point: the API's requests first
         seen.add(job.job_id)
         row = existing.get(job.job_id)
+        new = row is None
         if row is None:
             # An ended job we never saw running: keep it only within the retention.
             if (
@@ -68,6 +78,10 @@ def merge_jobs(
             row = uow.new_job(
                 scheduler=job.scheduler, cluster=job.cluster, job_id=job.job_id, first_seen_s=now_s
             )
+            # storable as it is (its snapshot is stored by ``update_job``, maybe after the
+            # flush that gives every new row its id)
+            row.name, row.user, row.status = job.name, job.user, job.status.value
+            row.active, row.state, row.last_seen_s = job.status.is_active, {}, now_s
             log.info(
                 "new job %s/%s/%s (%s, %d GPUs, %s)",
                 job.scheduler,
@@ -79,7 +93,20 @@ def merge_jobs(
             )
         elif not row.active and job.status.is_active and row.ended_s is not None:
             row.ended_s = None  # a requeued job comes back under its old id
-        basis = update_job(deps, uow, read_text, row, job, now_s=now_s, touched=touched)
+        merged.append((row, job, new))
+    for row, job, new in merged:
+        deps.priority.pause()  # a safe point: the API's requests first
+        basis = update_job(
+            deps,
+            uow,
+            read_text,
+            row,
+            job,
+            now_s=now_s,
+            touched=touched,
+            quiet_logs=quiet,
+            new=new,
+        )
         staged.append((row, job, basis))
 
     for job_id, row in existing.items():
@@ -93,6 +120,31 @@ def merge_jobs(
     uow.delete_ended_jobs(ended_before_s=now_s - retention_s)
     for row, job, basis in staged:
         deps.memo.stage(row, job, basis)
+
+
+def quiet_logs(
+    deps: IngestDeps, rows: dict[str, JobRow], snapshot: ClusterSnapshot
+) -> frozenset[str]:
+    """The logs of ``snapshot``'s started jobs that did not change since their stored cursor
+    (``ProgressReader.unchanged``: one look at all of them, nothing read), so that
+    :func:`tail_log` reads none of them: a cluster's thousands of running jobs mostly printed
+    nothing since the last cycle, and each read is a hand-off to a reader thread (the job-file
+    rule's bound on a hung file system). A cursor that kept an error is left out (its log is
+    read again, and the error cleared once it reads)."""
+    cursors: list[TailCursor] = []
+    for job in snapshot.jobs:
+        row = rows.get(job.job_id)
+        if row is None or job.status == JobStatus.PENDING or not row.log_cursor:
+            continue
+        doc = row.log_cursor
+        path = job.stdout_path or (row.state or {}).get("stdout_path")
+        if "error" in doc or not path or doc.get("path") != path:
+            continue
+        try:
+            cursors.append(TailCursor(**doc))
+        except TypeError:  # a cursor stored by another version: read it as usual
+            continue
+    return frozenset(deps.reader.unchanged(cursors))
 
 
 def estimate_again(
@@ -128,15 +180,20 @@ def update_job(
     *,
     now_s: float,
     touched: list[JobRow] | None = None,
+    quiet_logs: frozenset[str] = frozenset(),
+    new: bool = False,
 ) -> EtaBasis:
     """Bring one stored job up to date with its snapshot ``job``. With ``touched``, a job
     unchanged since this process's last cycle (``planner.service.loops.incremental``) keeps
     its stored snapshot, and an ended one is appended there for its ``last_seen_s`` (an active
-    one is seen at every poll of its source: its row is not rewritten for that). Returns what
-    its ETA is made from."""
+    one is seen at every poll of its source: its row is not rewritten for that).
+    ``quiet_logs``: logs known not to have changed since their cursor (:func:`quiet_logs`:
+    not read). ``new``: the row was created this cycle (it may have its id already: counted
+    as active until now, as a row without one is, so that a job first seen ended has its
+    log read and is finished). Returns what its ETA is made from."""
     memo = deps.memo.get(row) if touched is not None else None
     unchanged = memo is not None and memo.job == job
-    was_active = row.active if row.id is not None else True
+    was_active = True if new or row.id is None else row.active
     if unchanged and touched is not None:
         if not row.active:  # an active job was seen at its source's last poll (API: job_view)
             touched.append(row)
@@ -151,7 +208,8 @@ def update_job(
             # an ended job's accounting record may lack its working directory: its log is
             # still read as the job's file, under the directory it ran in
             owner = job if job.work_dir else replace(job, work_dir=row.state.get("work_dir"))
-            rank_records += tail_log(deps, uow, row, owner, stdout_path, now_s=now_s)
+            if stdout_path not in quiet_logs:
+                rank_records += tail_log(deps, uow, row, owner, stdout_path, now_s=now_s)
             witness_log(deps, uow, read_text, row, job, path=stdout_path, now_s=now_s)
         rank_records += read_telemetry(deps, uow, row, job, now_s=now_s)
         reported_progress(uow, row, job, now_s=now_s)

@@ -159,13 +159,15 @@ class KubernetesRuntime:
     ``source``: the informer-backed source (registered with the ingest loop); ``elector``:
     leader election (None: always the leader); ``reconcile_admission``: one reconcile pass of
     the AdmissionCheck controller (None: off); ``write_hints``: annotate a job ``namespace/kind/
-    name`` with hint values (None: off).
+    name`` with hint values (None: off); ``publish_predictions``: write the predicted admission,
+    progress and runtime onto the watched objects (None: off; ``adapters.kubernetes.publish``).
     """
 
     source: WatchedSource
     elector: Elector | None = None
     reconcile_admission: Callable[[], None] | None = None
     write_hints: Callable[[str, AdvisoryHints], None] | None = None
+    publish_predictions: Callable[[Store], None] | None = None
     audit: AuditLog | None = None
     _written_hints: dict[str, AdvisoryHints] = field(default_factory=dict)
 
@@ -187,13 +189,16 @@ class KubernetesRuntime:
         self.source.stop()
 
     def after_cycle(self, store: Store) -> None:
-        """Leader only: reconcile the AdmissionCheck and write changed hint annotations."""
+        """Leader only: reconcile the AdmissionCheck, write changed hint annotations and the
+        published predictions."""
         if not self.is_leader:
             return
         if self.reconcile_admission is not None:
             self.reconcile_admission()
         if self.write_hints is not None:
             publish_kubernetes_hints(store, self.write_hints, self._written_hints, self.audit)
+        if self.publish_predictions is not None:
+            self.publish_predictions(store)
 
 
 def publish_kubernetes_hints(

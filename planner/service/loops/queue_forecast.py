@@ -55,6 +55,7 @@ from planner.capacity import (
     forecast_pending,
 )
 from planner.capacity.fleet import DEFAULT_HORIZON_S
+from planner.capacity.pending import Band, PublishedForecast
 from planner.capacity.placement import PlacedJob, forecast_on_nodes
 from planner.errors import PlannerError
 from planner.service.loops.context import IngestDeps
@@ -63,7 +64,14 @@ from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
 from planner.specs.job import ClusterSnapshot, JobResources, JobState, JobStatus, NodeState
 
-__all__ = ["ForecastRequest", "forecast_queue", "make_forecast", "queue_order", "runtime_band"]
+__all__ = [
+    "ForecastRequest",
+    "forecast_queue",
+    "make_forecast",
+    "published_forecast",
+    "queue_order",
+    "runtime_band",
+]
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +80,8 @@ SEED = 0
 #: The fleet's name in the records when jobs are placed on the source's nodes.
 NODES_FLEET = "nodes (CPUs, memory and GPUs of each node)"
 #: How many pool-model jobs one job placed on nodes counts as for ``worker_min_jobs``: the
-#: node simulation cost 5.7 times the pool one on the same queue
-#: (benchmarks/results/pending_replay.md; 7.9 in an earlier run), so a queue placed on nodes
+#: node simulation cost 7.0 times the pool one on the same queue
+#: (benchmarks/results/pending_replay.md; 5.7 and 7.9 in earlier runs), so a queue placed on nodes
 #: goes to the worker process from a tenth of the jobs.
 PLACEMENT_COST = 10
 _QUANTILES = ("p10", "p50", "p90")
@@ -355,3 +363,52 @@ def forecast_queue(
                 rows[job_id].queue_forecast = record
     for row in pending:
         _apply_to_eta(row)
+
+
+def _band_of(doc: Any) -> Band | None:
+    if not isinstance(doc, dict):
+        return None
+    band = (_num(doc.get("p10")), _num(doc.get("p50")), _num(doc.get("p90")))
+    return None if band[1] is None else band
+
+
+def published_forecast(row: JobRow) -> PublishedForecast | None:
+    """What the schedulers are told of an active job (``planner.capacity.PublishedForecast``):
+    a pending job's predicted start from its last queue forecast, a running job's completion
+    band from its ETA, its progress (iterations done of ``train_iters``, else the ratio the job
+    itself reported to the scheduler) and the p90 of its whole run's wall time (a running
+    job's p90 completion less its start; a pending job's p90 runtime). None for a job that is
+    not active."""
+    try:
+        status = JobStatus(row.status)
+    except ValueError:
+        return None
+    if not row.active or not status.is_active:
+        return None
+    pending = status == JobStatus.PENDING
+    eta = row.eta or {}
+    made = row.queue_forecast or {}
+    completion = _band_of(eta.get("completion_time_s"))
+    state = row.state or {}
+    ratio = None
+    if row.iteration is not None and row.train_iters:
+        ratio = min(max(row.iteration / row.train_iters, 0.0), 1.0)
+    elif _num(state.get("progress_ratio")) is not None:
+        ratio = _num(state.get("progress_ratio"))
+    runtime = None
+    if pending:
+        whole = _band_of(eta.get("remaining_s"))
+        runtime = whole[2] if whole is not None else None
+    else:
+        start = _num(state.get("start_time_s"))
+        if completion is not None and completion[2] is not None and start is not None:
+            runtime = completion[2] - start
+    return PublishedForecast(
+        job_id=row.job_id,
+        pending=pending,
+        start_s=_band_of(made.get("start_s")) if pending else None,
+        made_at_s=_num(made.get("made_at_s")) if pending else None,
+        completion_s=completion,
+        progress_ratio=None if pending else ratio,
+        expected_runtime_s=runtime if runtime is not None and runtime > 0 else None,
+    )

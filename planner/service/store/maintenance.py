@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import CursorResult, delete, func, select
+from sqlalchemy import CursorResult, Delete, delete, func, select
 from sqlalchemy.orm import Session
 
 from planner.service.models import (
@@ -54,9 +54,11 @@ def _beyond_newest(model: Any, keep: int, *where: Any) -> Any:
     return select(ranked.c.id).where(ranked.c.rn > keep)
 
 
-def _deleted(session: Session, statement: Any) -> int:
-    result: CursorResult[Any] = session.execute(statement)  # type: ignore[assignment]
-    return int(result.rowcount or 0)
+def _deleted(session: Session, statement: Delete) -> int:
+    """Rows ``statement`` deleted: a DELETE answers with a ``CursorResult``, which counts them
+    (``Session.execute`` is typed as returning any ``Result``)."""
+    result = session.execute(statement)
+    return int(result.rowcount or 0) if isinstance(result, CursorResult) else 0
 
 
 def prune(session: Session, policy: RetentionPolicy, *, now_s: float) -> dict[str, int]:

@@ -72,6 +72,9 @@ class SqlUnitOfWork:
         self._prunes: dict[tuple[str, int], set[int]] = {}
         self._marks: dict[tuple[str, str], Mark] = {}
         self._predictions: dict[tuple[int, str], PredictionRow] = {}  # the last added per job
+        # per job pk, by iteration: the step samples this unit of work added or replaced, so
+        # that reading a job's samples needs no flush of everything pending (``_samples_of``)
+        self._written: dict[int, dict[int, StepSampleRow]] = {}
 
     def keep_jobs(self) -> None:
         """Give the jobs this unit of work loaded to the cache (call after the commit)."""
@@ -194,7 +197,10 @@ class SqlUnitOfWork:
         query = select(StepSampleRow.iteration).where(StepSampleRow.job_pk == pk)
         if since is not None:
             query = query.where(StepSampleRow.iteration >= since)
-        return set(self._s.scalars(query))
+        with self._s.no_autoflush:  # what this unit of work wrote is added from ``_written``
+            found = set(self._s.scalars(query))
+        written = self._written.get(pk, {})
+        return found | {i for i in written if since is None or i >= since}
 
     def add_sample(
         self,
@@ -209,17 +215,17 @@ class SqlUnitOfWork:
     ) -> None:
         """Store one step sample (``logged_step_time_s``: the compute time the log printed
         for its iterations, when it printed one)."""
-        self._s.add(
-            StepSampleRow(
-                job_pk=self._pk(job),
-                iteration=iteration,
-                step_time_s=step_time_s,
-                num_iterations=num_iterations,
-                time_s=time_s,
-                loss=loss,
-                logged_step_time_s=logged_step_time_s,
-            )
+        row = StepSampleRow(
+            job_pk=self._pk(job),
+            iteration=iteration,
+            step_time_s=step_time_s,
+            num_iterations=num_iterations,
+            time_s=time_s,
+            loss=loss,
+            logged_step_time_s=logged_step_time_s,
         )
+        self._s.add(row)
+        self._written.setdefault(row.job_pk, {})[iteration] = row
 
     def replace_sample(
         self,
@@ -256,12 +262,15 @@ class SqlUnitOfWork:
         row.time_s = time_s
         row.loss = loss
         row.logged_step_time_s = logged_step_time_s
+        self._written.setdefault(pk, {})[iteration] = row
 
     def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
         """The newest ``limit`` samples with a step time, oldest first (the columns the ETA
-        reads, as tuples: no row objects)."""
+        reads, as tuples: no row objects). The stored ones are read without flushing what is
+        pending (a flush per job cost more than its query); the samples this unit of work
+        added or replaced take their place by iteration."""
         pk = self._pk(job)
-        self._s.flush()
+        written = self._written.get(pk, {})
         columns = (
             StepSampleRow.iteration,
             StepSampleRow.step_time_s,
@@ -269,13 +278,27 @@ class SqlUnitOfWork:
             StepSampleRow.time_s,
             StepSampleRow.logged_step_time_s,
         )
-        found = self._s.execute(
-            select(*columns)
-            .where(StepSampleRow.job_pk == pk, StepSampleRow.step_time_s.is_not(None))
-            .order_by(StepSampleRow.iteration.desc())
-            .limit(limit)
-        ).all()
-        return [SampleTiming(*row) for row in reversed(found)]
+        with self._s.no_autoflush:
+            found = self._s.execute(
+                select(*columns)
+                .where(StepSampleRow.job_pk == pk, StepSampleRow.step_time_s.is_not(None))
+                .order_by(StepSampleRow.iteration.desc())
+                .limit(limit + len(written))  # each written one may replace a stored one
+            ).all()
+        samples = {row[0]: SampleTiming(*row) for row in found}
+        for iteration, row in written.items():
+            samples[iteration] = SampleTiming(
+                iteration,
+                row.step_time_s,
+                row.num_iterations,
+                row.time_s,
+                row.logged_step_time_s,
+            )
+        timed = sorted(
+            (sample for sample in samples.values() if sample.step_time_s is not None),
+            key=lambda sample: sample.iteration,
+        )
+        return timed[-limit:] if limit > 0 else []
 
     def add_prediction(
         self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]

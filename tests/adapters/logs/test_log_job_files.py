@@ -143,3 +143,38 @@ def test_a_kubernetes_jobs_log_only_under_its_roots_and_world_readable(job_dir: 
     log.chmod(0o600)  # no host identity: only what others may read
     with pytest.raises(SourcePermanentError, match="not readable by user"):
         tailer.read(TailCursor(path=str(log)), job=kube)
+
+
+def test_unchanged_lists_only_logs_the_cursor_read_to_their_end(
+    job_dir: Path, their_log: Path, fifo: Path
+) -> None:
+    """``LogTailer.unchanged`` (one look at many logs, nothing read) names a log only when
+    reading it would give nothing: grown, rotated, swapped for a symlink (even to the same
+    file), missing or a FIFO is read as usual, under the rules."""
+    job = slurm_job(ME, job_dir)
+    tailer = LogTailer(tz=UTC)
+    cursors = {}
+    for name in ("quiet", "grows", "rotated", "swapped", "gone"):
+        log = job_dir / f"{name}.out"
+        log.write_text(megatron(10, 30))
+        _, cursors[name] = tailer.read(TailCursor(path=str(log)), job=job)
+    (job_dir / "grows.out").write_text(megatron(10, 40))
+    os.link(job_dir / "rotated.out", job_dir / "kept.out")  # the old inode stays taken
+    (job_dir / "rotated.out").unlink()
+    (job_dir / "rotated.out").write_text(megatron(10, 30))
+    os.link(job_dir / "swapped.out", job_dir / "swapped-target.out")
+    (job_dir / "swapped.out").unlink()
+    (job_dir / "swapped.out").symlink_to(job_dir / "swapped-target.out")
+    (job_dir / "gone.out").unlink()
+    fresh = TailCursor(path=str(job_dir / "never-read.out"))
+    (job_dir / "never-read.out").write_text("")
+    probe = [*cursors.values(), TailCursor(path=str(fifo)), fresh, TailCursor(path="relative")]
+    assert tailer.unchanged(probe) == {str(job_dir / "quiet.out")}
+    assert tailer.unchanged([]) == set()
+    # what it names reads nothing indeed; what it leaves out is read (or refused) as before
+    assert tailer.read(cursors["quiet"], job=job) == ([], cursors["quiet"])
+    assert [r.iteration for r in tailer.read(cursors["grows"], job=job)[0]] == [40]
+    (job_dir / "swapped.out").unlink()
+    (job_dir / "swapped.out").symlink_to(their_log)
+    with pytest.raises(SourcePermanentError):
+        tailer.read(cursors["swapped"], job=job)

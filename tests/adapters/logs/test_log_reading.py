@@ -52,6 +52,7 @@ def test_table_records_and_gaps() -> None:
         (_table({"5": "fast"}), "iteration-time.values.5", "'fast'"),
         (_table({"5": -1.0}), "iteration-time.values.5", "-1.0"),
         (_table({"5": 1e300}), "iteration-time.values.5", "1e+300"),
+        (_table({"5": 10**400}), "iteration-time.values.5", "finite"),
         (_table({"5": "nan", "10": 0}), "iteration-time.values", "every sample"),
     ],
 )
