@@ -289,14 +289,15 @@ def _in_thread(source: str, path: str, timeout_s: float, work: Callable[[], _T])
         raise SourceTemporaryError(
             source, f"{path}: not read: {MAX_HUNG_READS} earlier file reads are still hung"
         )
-    box: dict[str, object] = {}
+    values: list[_T] = []
+    errors: list[BaseException] = []
     done = threading.Event()
 
     def run() -> None:
         try:
-            box["value"] = work()
+            values.append(work())
         except BaseException as exc:  # handed to the caller below
-            box["error"] = exc
+            errors.append(exc)
         finally:
             _slots.release()
             done.set()
@@ -308,9 +309,9 @@ def _in_thread(source: str, path: str, timeout_s: float, work: Callable[[], _T])
         raise
     if not done.wait(timeout_s):
         raise SourceTemporaryError(source, f"{path}: not read within {timeout_s:g} s")
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box["value"]  # type: ignore[return-value]
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
 def _os_error(source: str, path: str, exc: OSError) -> Exception:

@@ -275,9 +275,15 @@ class CollectiveModel:
 
             def num(name: str) -> float:
                 value = data.get(name)
-                return math.nan if value is None else float(value)  # type: ignore[arg-type]
+                if value is None:
+                    return math.nan
+                if not isinstance(value, int | float | str):
+                    raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+                return float(value)
 
             sources = data.get("sources") or []
+            if not isinstance(sources, list | tuple):
+                raise TypeError(f"sources must be a list, got {type(sources).__name__}")
             return cls(
                 collective=Collective(str(data["collective"])),
                 num_ranks=int(num("num_ranks")),
@@ -289,7 +295,7 @@ class CollectiveModel:
                 max_size_bytes=num("max_size_bytes"),
                 held_out_mape=num("held_out_mape"),
                 held_out_max_ape=num("held_out_max_ape"),
-                sources=tuple(str(s) for s in sources),  # type: ignore[attr-defined]
+                sources=tuple(str(s) for s in sources),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationError(f"malformed collective model {data!r}: {exc}") from None

@@ -51,6 +51,15 @@ def test_fit_recovers_alpha_and_bus_bandwidth() -> None:
     assert CollectiveModel.from_dict(model.to_dict()) == model
 
 
+@pytest.mark.parametrize(
+    ("field", "value"), [("alpha_s", {"s": 1}), ("sources", "nccl-tests"), ("num_ranks", [8])]
+)
+def test_a_malformed_collective_model_is_a_calibration_error(field: str, value: object) -> None:
+    (model,) = fit_collectives(_curve(20e-6, 360e9))
+    with pytest.raises(CalibrationError, match=field):
+        CollectiveModel.from_dict({**model.to_dict(), field: value})
+
+
 def test_fit_groups_by_collective_group_size_and_tier() -> None:
     models = fit_collectives(_curve(20e-6, 360e9, n=8) + _curve(40e-6, 40e9, n=16))
     assert [(m.num_ranks, round(m.bus_bandwidth_bytes_per_s / 1e9)) for m in models] == [

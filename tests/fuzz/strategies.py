@@ -25,8 +25,9 @@ FUZZ = settings(
     deadline=timedelta(seconds=2),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-"""Per-test settings: examples sized so each test stays well under the 10 s unit limit
-(``PLANNER_FUZZ_EXAMPLES=5000`` hunts deeper, outside the unit limit: add ``-p no:timeout``)."""
+"""Per-test settings: examples sized so each test stays well under the unit tests' 10 CPU-s
+budget (``PLANNER_FUZZ_EXAMPLES=5000`` hunts deeper: give it a larger budget with
+``PLANNER_TEST_CPU_S``)."""
 
 FEW = settings(FUZZ, max_examples=max(1, FUZZ.max_examples // 4))
 """Settings of tests whose examples are expensive (a prediction, a table read)."""
