@@ -108,7 +108,8 @@ def advisory_decider(message: Callable[[WorkloadSnapshot], str | None]) -> Decid
     return decide
 
 
-def _rfc3339(epoch_s: float) -> str:
+def rfc3339(epoch_s: float) -> str:
+    """A Unix time (s) as Kubernetes writes times: RFC 3339 in UTC, whole seconds."""
     return datetime.fromtimestamp(epoch_s, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -171,7 +172,7 @@ def apply_body(
         "name": check_name,
         "state": decision.state.value,
         "message": message,
-        "lastTransitionTime": _rfc3339(now_s) if changed or not isinstance(last, str) else last,
+        "lastTransitionTime": rfc3339(now_s) if changed or not isinstance(last, str) else last,
     }
     if requeue is not None:
         entry["requeueAfterSeconds"] = max(0, int(requeue))
@@ -274,7 +275,7 @@ class AdmissionCheckController:
                 "status": "True",
                 "reason": "Active",
                 "message": message,
-                "lastTransitionTime": _rfc3339(self._clock()),
+                "lastTransitionTime": rfc3339(self._clock()),
             }
             if isinstance(generation, int):
                 cond["observedGeneration"] = generation
@@ -392,7 +393,8 @@ ANNOTATION_ETA = "planner.llm/eta"
 ANNOTATION_GPUS = "planner.llm/recommended-gpus"
 ANNOTATION_PARALLELISM = "planner.llm/recommended-parallelism"
 
-_KIND_RESOURCES: dict[str, Resource] = {
+#: The resource of each job kind the planner annotates, by the kind's lower-case name.
+KIND_RESOURCES: dict[str, Resource] = {
     "job": JOBS,
     "jobset": JOBSETS,
     "pytorchjob": PYTORCHJOBS,
@@ -420,7 +422,7 @@ def hint_annotations(hints: JobHints) -> dict[str, str | None]:
         ANNOTATION_RUNTIME: f"{round(hints.predicted_runtime_s)}"
         if hints.predicted_runtime_s is not None
         else None,
-        ANNOTATION_ETA: _rfc3339(hints.eta_s) if hints.eta_s is not None else None,
+        ANNOTATION_ETA: rfc3339(hints.eta_s) if hints.eta_s is not None else None,
         ANNOTATION_GPUS: str(hints.recommended_gpus)
         if hints.recommended_gpus is not None
         else None,
@@ -433,11 +435,11 @@ def write_hints(api: KubeApi, job_id_: str, hints: JobHints) -> dict[str, Any]:
     ``metadata.annotations``: only the ``planner.llm/*`` keys change, others' annotations stay).
     Raises ``ValueError`` for a malformed id or kind, the client's errors otherwise."""
     parts = job_id_.split("/")
-    if len(parts) != 3 or parts[1] not in _KIND_RESOURCES or not parts[0] or not parts[2]:
+    if len(parts) != 3 or parts[1] not in KIND_RESOURCES or not parts[0] or not parts[2]:
         raise ValueError(f"not a Kubernetes job id (namespace/kind/name): {job_id_!r}")
     namespace, kind, name = parts
     body = {"metadata": {"annotations": hint_annotations(hints)}}
-    return api.merge_patch(_KIND_RESOURCES[kind], name, body, namespace=namespace)
+    return api.merge_patch(KIND_RESOURCES[kind], name, body, namespace=namespace)
 
 
 __all__ = [

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.kubernetes.admission import _KIND_RESOURCES, _rfc3339
+from adapters.kubernetes.admission import KIND_RESOURCES, rfc3339
 from adapters.kubernetes.client import TRAINJOBS, WORKLOADS, KubeApi
 from adapters.kubernetes.translate import (
     job_id,
@@ -107,7 +107,7 @@ def parse_go_duration(text: str) -> float | None:
 
 
 def _time_text(value: float | None) -> str | None:
-    return _rfc3339(value) if value is not None and math.isfinite(value) else None
+    return rfc3339(value) if value is not None and math.isfinite(value) else None
 
 
 def admission_annotations(forecast: PublishedForecast) -> dict[str, str | None]:
@@ -270,7 +270,7 @@ def _condition(
         "status": status,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": _rfc3339(now_s) if changed else last,
+        "lastTransitionTime": rfc3339(now_s) if changed else last,
     }
     generation = metadata(workload).get("generation")
     if isinstance(generation, int) and not isinstance(generation, bool):
@@ -352,7 +352,7 @@ class PredictionPublisher:
                     report, "workload", workload, self._workload, workload, forecasts, now_s
                 )
         if self.progress or self.expected_runtime:
-            for kind, res in _KIND_RESOURCES.items():
+            for kind, res in KIND_RESOURCES.items():
                 for obj in jobs.get(res.key, ()):
                     forecast = forecasts.get(job_id(namespace_of(obj), kind, name_of(obj)))
                     if forecast is not None:
@@ -422,7 +422,7 @@ class PredictionPublisher:
         now_s: float,
     ) -> list[str]:
         wanted: dict[str, str | None] = {}
-        if self.progress and _KIND_RESOURCES[kind] is TRAINJOBS and not forecast.pending:
+        if self.progress and KIND_RESOURCES[kind] is TRAINJOBS and not forecast.pending:
             wanted.update(progress_annotations(forecast))
         if self.expected_runtime:
             wanted.update(runtime_annotation(forecast))
@@ -433,7 +433,7 @@ class PredictionPublisher:
         if patch is None:
             return []
         body = {"metadata": {"annotations": patch}}
-        self.api.merge_patch(_KIND_RESOURCES[kind], name_of(obj), body, namespace=namespace_of(obj))
+        self.api.merge_patch(KIND_RESOURCES[kind], name_of(obj), body, namespace=namespace_of(obj))
         return [f"{kind}_annotations"]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from adapters.kubernetes.admission import _KIND_RESOURCES
+from adapters.kubernetes.admission import KIND_RESOURCES
 from adapters.kubernetes.client import ADMISSIONCHECKS, TRAINJOBS, WORKLOADS
 from adapters.kubernetes.source import DEFAULT_RESOURCES
 
@@ -73,14 +73,14 @@ def what_the_code_calls(
         needed |= {(WORKLOADS.group, "workloads/status", "patch")}
         needed |= {(ADMISSIONCHECKS.group, "admissionchecks/status", "patch")}
     if hints:  # write_hints: merge_patch of every job kind
-        needed |= {(res.group, res.plural, "patch") for res in _KIND_RESOURCES.values()}
+        needed |= {(res.group, res.plural, "patch") for res in KIND_RESOURCES.values()}
     workload_admission, trainjob_progress, expected_runtime = published
     if workload_admission:  # PredictionPublisher: apply_status and merge_patch of workloads
         needed |= {(WORKLOADS.group, p, "patch") for p in ("workloads", "workloads/status")}
     if trainjob_progress:  # PredictionPublisher: merge_patch of trainjobs
         needed.add((TRAINJOBS.group, TRAINJOBS.plural, "patch"))
     if expected_runtime:  # PredictionPublisher: merge_patch of every job kind
-        needed |= {(res.group, res.plural, "patch") for res in _KIND_RESOURCES.values()}
+        needed |= {(res.group, res.plural, "patch") for res in KIND_RESOURCES.values()}
     if reviews:  # adapters.kubernetes.auth
         needed |= {
             ("authentication.k8s.io", "tokenreviews", "create"),
