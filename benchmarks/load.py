@@ -199,7 +199,15 @@ class Service:
         return new
 
 
-def start_service(src: Path, root: Path, bin_dir: Path, shared: Path, interval: float) -> Service:
+def start_service(
+    src: Path,
+    root: Path,
+    bin_dir: Path,
+    shared: Path,
+    interval: float,
+    *,
+    processes: str = "single",
+) -> Service:
     port = free_port()
     env = {
         **os.environ,
@@ -215,6 +223,7 @@ def start_service(src: Path, root: Path, bin_dir: Path, shared: Path, interval: 
         "PLANNER_SLURM__ALLOWED_FILE_ROOTS": json.dumps([str(shared)]),
         "PLANNER_KUBERNETES__ENABLED": "off",
         "PLANNER_LIMITS__JOBS_UNPAGED_MAX": "1000000",  # the unpaged answer is measured
+        "PLANNER_SERVICE__PROCESSES": processes,  # split: the ingest loop in a child process
     }
     log = root / "serve.log"
     with log.open("wb") as out:
@@ -466,11 +475,17 @@ def _run(args: argparse.Namespace, *, hogs: int, load_before: tuple[float, ...])
     populated = parent.recv()
     print(f"fake Slurm populated in {populated['populated_s']:.1f} s: {populated['summary']}")
     service = start_service(
-        Path(args.src), root, cluster / "bin", cluster / "shared", args.interval
+        Path(args.src),
+        root,
+        cluster / "bin",
+        cluster / "shared",
+        args.interval,
+        processes=args.processes,
     )
     result: dict[str, Any] = {
         "cluster": populated["summary"],
         "src": args.src,
+        "processes": args.processes,
         "hogs": hogs,
         "load_before": list(load_before),
     }
@@ -725,6 +740,12 @@ def main(argv: list[str] | None = None) -> None:
         "--hogs", type=int, default=0, help="busy-loop processes running beside the service"
     )
     parser.add_argument("--keep", action="store_true", help="keep the cluster and store")
+    parser.add_argument(
+        "--processes",
+        choices=("single", "split"),
+        default="single",
+        help="service.processes of the service: split runs its ingest loop in a child process",
+    )
     parser.add_argument(
         "--write",
         action="store_true",

@@ -315,7 +315,7 @@ def report(seen: Sequence[Seen], took: Sequence[float], cost: Sequence[str]) -> 
         f" H100; {len(seen)} jobs; a forecast every {POLL_S:g} s, {SAMPLES} samples; runtime"
         f" bands p90/p10 = {SPREAD:g}, durations at evenly spaced quantiles of them in an order"
         f" drawn with seed {SEED}; runtimes drawn from each band's p10, p50 and p90,"
-        " planner.capacity.placement.draw_runtimes).",
+        " planner.capacity.runtime.draw_runtimes).",
         "",
         f"Forecasts made at least {MIN_WAIT_S:g} s before the job's real start. Targets (node"
         " model): median |error| / wait <= 0.10, p10-p90 coverage 70-90 %.",

@@ -227,11 +227,24 @@ def replay(data: Path) -> dict[str, Any]:
         }
         replayer = Replayer(records, manifest["workdir"], str(workdir))
         clock = [polls[0]]
-        source = SlurmSource(runner=replayer, clock=lambda: clock[0], sacct_window_s=SACCT_WINDOW_S)
+        # The recording's jobs ran from the checkout and wrote their files under WORKDIR: as an
+        # operator of that cluster would, the replay allows that directory (here moved to
+        # ``workdir``) for job files and logs, besides each job's working directory.
+        roots = (str(workdir),)
+        source = SlurmSource(
+            runner=replayer,
+            clock=lambda: clock[0],
+            sacct_window_s=SACCT_WINDOW_S,
+            allowed_file_roots=roots,
+        )
         store = SqlStore(f"sqlite:///{Path(tmp) / 'replay.db'}")
         store.migrate()
         loop = IngestLoop(
-            store, [source], LogTailer(), clock=lambda: clock[0], settings=IngestSettings()
+            store,
+            [source],
+            LogTailer(allowed_file_roots={"slurm": roots}),
+            clock=lambda: clock[0],
+            settings=IngestSettings(),
         )
         sizes = manifest["log_sizes"]
         for t in polls:
@@ -324,7 +337,8 @@ def markdown(figures: dict[str, Any]) -> str:
         f"Replayed with `python -m benchmarks.review_replay`: the recording in "
         f"`tests/data/slurm/replay` ({summary['jobs']} real tiny GPT jobs on the dev Slurm, "
         f"{manifest['slurm']}; {summary['polls']} polls every {manifest['poll_s']:g} s) through "
-        "the service's ingest loop with its default settings. Errors are predicted minus real "
+        "the service's ingest loop with its default settings, the recording's job-file directory "
+        "allowed (`slurm.allowed_file_roots`). Errors are predicted minus real "
         "start; *first*: at the first poll that saw the job pending (Slurm: its first "
         "estimate, its backfill runs every 5 s); *mean*: mean absolute error over every poll "
         "while it waited; *in band*: polls whose p10-p90 held the real start. Slurm's estimate "

@@ -79,10 +79,9 @@ def serve(
         ),
     ] = False,
 ) -> None:
-    """Run the planner service: ingest loops, HTTP API and /metrics."""
-    import logging
-
-    from planner.service.log_format import configure_logging
+    """Run the planner service: ingest loops, HTTP API and /metrics (in one process, or the API
+    and a supervised ingest process with PLANNER_SERVICE__PROCESSES=split)."""
+    from planner.service.main import configure_service_logging
     from planner.service.main import serve as run_service
     from planner.service.settings import load_settings
 
@@ -98,12 +97,9 @@ def serve(
     except SpecError as exc:
         typer.echo(f"planner: invalid setting: {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
-    # one record per line, control characters escaped, query-string tokens redacted
-    configure_logging(settings.log_level)
-    # Per-cycle chatter of the libraries stays out of the log unless asked for with DEBUG.
-    if settings.log_level.upper() != "DEBUG":
-        for noisy in ("apscheduler", "alembic"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+    # one record per line, control characters escaped, query-string tokens redacted; the
+    # libraries' per-cycle chatter only with DEBUG
+    configure_service_logging(settings.log_level)
     try:
         run_service(settings)
     except PlannerError as exc:

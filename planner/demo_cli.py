@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import socket
@@ -32,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired, TypedDict
 
 import typer
 
@@ -54,6 +55,98 @@ parallelism: {tensor_parallel: 1, pipeline_parallel: 1, data_parallel: 2, micro_
               global_batch_size: 8, overlap_grad_reduce: false}
 training: {framework: megatron, train_iters: TRAIN_ITERS}
 """
+
+
+class _Band(TypedDict):
+    """A p10/p50/p90 band (s, or epoch s for a completion time; null: unknown)."""
+
+    p10: float | None
+    p50: float | None
+    p90: float | None
+
+
+class _PausePeriod(TypedDict, total=False):
+    """A recurring pause the ETA projects (``planner.forecast.pauses.PausePeriod``)."""
+
+    kind: str
+    interval: int
+    per_slot_s: float
+    slots_seen: int
+    slots_ahead: int
+    source: str
+
+
+class _PauseForecast(TypedDict, total=False):
+    """The pauses ahead as the ETA projects them: recurring ones, then stalls (s)."""
+
+    periods: list[_PausePeriod]
+    irregular_s: float
+
+
+class _Eta(TypedDict, total=False):
+    """The parts of a job's ``eta`` object the demo prints (``GET /v1/jobs/{id}``)."""
+
+    method: str
+    step_time_s: _Band
+    completion_time_s: _Band | None
+    progress_ratio: float | None
+    num_observations: int
+    pauses_s: float | None
+    pauses: _PauseForecast | None
+
+
+class _Progress(TypedDict, total=False):
+    """A job's ``progress`` object: iterations logged of its total, and their ratio."""
+
+    iteration: int | None
+    train_iters: int | None
+    progress_ratio: float | None
+
+
+class _Event(TypedDict, total=False):
+    """One event of a job's history: a phase (``description``) or a pause (``duration_s``)."""
+
+    kind: str
+    iteration: int
+    description: str
+    duration_s: float
+
+
+class _Outcome(TypedDict, total=False):
+    """An ended job's outcome: the p50 ETA's relative error at marks of progress."""
+
+    p50_error_ratio_at: dict[str, float | None]
+
+
+class _Job(TypedDict):
+    """The parts of ``GET /v1/jobs/{id}`` the demo reads (the API's ``JobDetail``)."""
+
+    status: str
+    active: bool
+    start_time_s: float | None
+    end_time_s: float | None
+    progress: _Progress
+    eta: _Eta | None
+    events: NotRequired[list[_Event]]
+    outcome: _Outcome | None
+
+
+class _Flag(TypedDict, total=False):
+    """A flagged rank of the live straggler report."""
+
+    rank: int
+    node: str | None
+    slowdown: float
+
+
+class _Stragglers(TypedDict, total=False):
+    """The parts of ``GET /v1/jobs/{id}/stragglers`` the demo prints."""
+
+    available: bool
+    stragglers: list[_Flag]
+    slowdown: float
+    action: str
+    advice: str
 
 
 def _fail(message: str) -> typer.Exit:
@@ -135,11 +228,11 @@ def _wait(what: str, timeout_s: float, probe: Callable[[], Any]) -> Any:
     raise _fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
-def _line(job: dict[str, Any], now_s: float) -> str | None:
+def _line(job: _Job, now_s: float) -> str | None:
     """The progress line of one poll; None before the job has logged an iteration of a known
     total (nothing to say yet)."""
     progress = job["progress"]
-    eta = job.get("eta") or {}
+    eta: _Eta = job.get("eta") or {}
     done, total = progress.get("iteration") or 0, progress.get("train_iters") or 0
     if done <= 0 or total <= 0:
         return None
@@ -149,17 +242,20 @@ def _line(job: dict[str, Any], now_s: float) -> str | None:
     if not completion:
         return f"{head}  (no ETA yet)"
     p10, p50, p90 = completion["p10"], completion["p50"], completion["p90"]
+    if p10 is None or p50 is None or p90 is None:
+        return f"{head}  (no ETA yet)"
     text = f"{head}  ETA {_clock(p50)} (in {max(0.0, p50 - now_s):5.0f} s)"
     if _settled(eta, ratio):
         text += f"  p10-p90 {_clock(p10)}-{_clock(p90)} ({p90 - p10:4.0f} s wide)"
     else:
         text += "  (measuring the pace: the band from 5 % on)"
-    text += f"  step {eta['step_time_s']['p50'] * 1000:5.1f} ms"
+    step_s = eta["step_time_s"]["p50"] if "step_time_s" in eta else None
+    text += f"  step {math.nan if step_s is None else step_s * 1000:5.1f} ms"
     pauses = _pauses_text(eta)
     return f"{text}  {pauses}" if pauses else text
 
 
-def _settled(eta: dict[str, Any], ratio: float) -> bool:
+def _settled(eta: _Eta, ratio: float) -> bool:
     """Whether the band is worth printing: from ``SETTLED_PROGRESS`` of the run on, once the
     pace comes from the job's own steps (``SETTLED_OBSERVATIONS`` of them), not the model
     alone: before that it spans everything the first seconds of a job allow."""
@@ -170,10 +266,10 @@ def _settled(eta: dict[str, Any], ratio: float) -> bool:
     )
 
 
-def _pauses_text(eta: dict[str, Any]) -> str | None:
+def _pauses_text(eta: _Eta) -> str | None:
     """``pauses ahead 7 s: 3 evaluations of 2.4 s (launch)``: the pauses the ETA projects,
     per recurring kind with where its interval and length come from; None when none."""
-    forecast = eta.get("pauses") or {}
+    forecast: _PauseForecast = eta.get("pauses") or {}
     parts = []
     for period in forecast.get("periods") or []:
         ahead, each = period.get("slots_ahead") or 0, period.get("per_slot_s") or 0.0
@@ -195,26 +291,27 @@ def _pauses_text(eta: dict[str, Any]) -> str | None:
     return f"pauses ahead {total:.0f} s: {', '.join(parts)}"
 
 
-def _phase_lines(job: dict[str, Any], shown: set[int]) -> list[str]:
+def _phase_lines(job: _Job, shown: set[int]) -> list[str]:
     """A line per phase event (a sustained change of pace) not shown yet; ``shown`` holds the
     start iterations already printed (updated)."""
     out = []
     for event in job.get("events") or []:
-        if event.get("kind") != "phase" or event.get("iteration") in shown:
+        iteration = event.get("iteration")
+        if event.get("kind") != "phase" or iteration is None or iteration in shown:
             continue
-        shown.add(event["iteration"])
+        shown.add(iteration)
         out.append(f"phase: {event.get('description')}")
     return out
 
 
-def _flagged_ranks(report: dict[str, Any]) -> frozenset[int]:
+def _flagged_ranks(report: _Stragglers) -> frozenset[int]:
     """The ranks a straggler report names (none when it is not available)."""
     if not report.get("available"):
         return frozenset()
-    return frozenset(int(f["rank"]) for f in report.get("stragglers") or [])
+    return frozenset(f["rank"] for f in report.get("stragglers") or [] if "rank" in f)
 
 
-def _straggler_line(report: dict[str, Any]) -> str | None:
+def _straggler_line(report: _Stragglers) -> str | None:
     flags = report.get("stragglers") or []
     if not report.get("available") or not flags:
         return None
@@ -228,7 +325,7 @@ def _straggler_line(report: dict[str, Any]) -> str | None:
     )
 
 
-def _narrowing(history: list[tuple[float, dict[str, float]]], end_s: float) -> list[str]:
+def _narrowing(history: list[tuple[float, _Band]], end_s: float) -> list[str]:
     """The completion band at each mark of progress, relative to the real end."""
     lines = ["progress   p10 - end   p50 - end   p90 - end   (seconds; the band narrows)"]
     shown: set[int] = set()
@@ -237,12 +334,11 @@ def _narrowing(history: list[tuple[float, dict[str, float]]], end_s: float) -> l
         if index is None or index in shown:
             continue
         shown.add(index)
-        entry = history[index]
-        ratio, band = entry
-        lines.append(
-            f"{100 * ratio:6.1f}%  {band['p10'] - end_s:+10.1f}  {band['p50'] - end_s:+10.1f}  "
-            f"{band['p90'] - end_s:+10.1f}"
+        ratio, band = history[index]
+        offsets = (
+            math.nan if q is None else q - end_s for q in (band["p10"], band["p50"], band["p90"])
         )
+        lines.append(f"{100 * ratio:6.1f}%  " + "  ".join(f"{o:+10.1f}" for o in offsets))
     return lines
 
 
@@ -382,12 +478,12 @@ def _submit(repo: Path, work: Path, env: dict[str, str], train_iters: int) -> st
     return result.stdout.strip().split(";")[0]
 
 
-def _watch(url: str, job_id: str, train_iters: int, timings: dict[str, float]) -> dict[str, Any]:
+def _watch(url: str, job_id: str, train_iters: int, timings: dict[str, float]) -> _Job:
     """Print the planner's view of the job until it ends; then how the band narrowed.
     ``timings`` gets how long the job waited in the queue and ran (s)."""
     import httpx
 
-    history: list[tuple[float, dict[str, float]]] = []
+    history: list[tuple[float, _Band]] = []
     last_iteration = -1
     shown: frozenset[int] = frozenset()  # the ranks of the last straggler line printed
     phases: set[int] = set()
@@ -402,26 +498,28 @@ def _watch(url: str, job_id: str, train_iters: int, timings: dict[str, float]) -
             time.sleep(1.0)
             continue
         response.raise_for_status()
-        job: dict[str, Any] = response.json()
-        if not job["active"] and job.get("end_time_s"):
+        job: _Job = response.json()  # the API's JobDetail (its OpenAPI contract)
+        ended_s = job["end_time_s"]
+        if not job["active"] and ended_s:
             break
         if running is None and job["status"] == "running":
             running = time.monotonic()
             timings["job queued"] = running - submitted
         iteration = job["progress"].get("iteration") or 0
-        eta = job.get("eta") or {}
+        eta: _Eta = job.get("eta") or {}
         if iteration != last_iteration and job["status"] == "running":
             line = _line(job, time.time())
             if line is not None:
                 last_iteration = iteration
                 typer.echo(line)
-            if eta.get("completion_time_s") and eta.get("progress_ratio") is not None:
-                history.append((eta["progress_ratio"], eta["completion_time_s"]))
+            band, ratio = eta.get("completion_time_s"), eta.get("progress_ratio")
+            if band and ratio is not None:
+                history.append((ratio, band))
         for text in _phase_lines(job, phases):
             typer.echo(text)
         # a line whenever the flagged ranks change (a contended core may name a rank for a
         # while before the slowed one is found)
-        report = httpx.get(f"{url}/v1/jobs/{job_id}/stragglers", timeout=10).json()
+        report: _Stragglers = httpx.get(f"{url}/v1/jobs/{job_id}/stragglers", timeout=10).json()
         line = _straggler_line(report)
         ranks = _flagged_ranks(report)
         if line and ranks != shown:
@@ -429,17 +527,17 @@ def _watch(url: str, job_id: str, train_iters: int, timings: dict[str, float]) -
             typer.echo(line)
         time.sleep(2.0)
     timings["job running, seen to its end"] = time.monotonic() - (running or submitted)
-    end_s = float(job["end_time_s"])
-    typer.echo(
-        f"job {job_id} {job['status']} at {_clock(end_s)} after {end_s - job['start_time_s']:.0f} s"
-    )
+    end_s = float(ended_s)
+    started_s = job["start_time_s"]
+    took = "" if started_s is None else f" after {end_s - started_s:.0f} s"
+    typer.echo(f"job {job_id} {job['status']} at {_clock(end_s)}{took}")
     for text in _narrowing(history, end_s):
         typer.echo(text)
     counted = [e for e in job.get("events") or [] if e.get("kind") not in ("phase", "restart")]
     if counted:
-        lengths = ", ".join(f"{e['duration_s']:.1f}" for e in counted)
+        lengths = ", ".join(f"{e.get('duration_s', math.nan):.1f}" for e in counted)
         typer.echo(f"pauses the planner counted ({len(counted)}): {lengths} s")
-    outcome = job.get("outcome") or {}
+    outcome: _Outcome = job.get("outcome") or {}
     typer.echo(
         f"the planner keeps the ended job with its ETA history and outcome: {url}/v1/jobs/{job_id}"
         f" (p50 error at 30 %: {outcome.get('p50_error_ratio_at', {}).get('30pct')})"

@@ -101,7 +101,9 @@ def _human(description: LaunchDescription) -> str:
         lines.append(f"error: {description.error}")
     assumed = set(description.assumed)
     for section in ("model", "hardware", "parallelism", "training"):
-        values = description.scenario.get(section, {})
+        values = description.scenario.get(section)
+        if not isinstance(values, dict):
+            continue
         for key in sorted(values):
             dotted = f"{section}.{key}"
             mark = " (assumed)" if dotted in assumed else ""
@@ -113,9 +115,11 @@ def _human(description: LaunchDescription) -> str:
     if description.unknown:
         lines.append(f"unknown: {', '.join(description.unknown)}")
     lines.extend(f"note: {note}" for note in description.notes)
-    prediction = description.prediction or {}
-    if "error" in prediction or not prediction:
-        lines.append(f"prediction: none ({prediction.get('error', 'not predicted')})")
+    prediction = description.predicted
+    if prediction is None or "error" in prediction:
+        lines.append(
+            f"prediction: none ({'not predicted' if prediction is None else prediction['error']})"
+        )
     else:
         from planner.predict_cli import human_prediction as predicted
 

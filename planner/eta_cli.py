@@ -35,11 +35,22 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
 from planner.errors import PlannerError, SpecError
+
+if TYPE_CHECKING:  # the replay (and numpy) is imported when a command runs
+    from planner.forecast.replay import ReplayPointJson, ReplaySummaryJson
+
+    class EtaReplaySummaryJson(ReplaySummaryJson):
+        """The summary line of ``planner eta replay``: the log's file name and format, then
+        :func:`planner.forecast.replay.summarize`'s figures."""
+
+        log: str
+        framework: str
+
 
 EXIT_INVALID = 2
 MAX_LOG_BYTES: Final = 256 * 1024 * 1024
@@ -63,7 +74,8 @@ def _fail(message: str) -> typer.Exit:
 def _prior(scenario: str) -> float:
     """The model's step time (s) for the scenario file; raises ``typer.Exit`` (2)."""
     from planner.cli_input import read_input_text
-    from planner.scenario import format_for_path, predict_documents, read_documents
+    from planner.scenario import format_for_path, read_documents
+    from planner.scenario.documents import predict_results
 
     try:
         text = read_input_text(scenario)
@@ -72,10 +84,13 @@ def _prior(scenario: str) -> float:
         raise _fail(f"--scenario: {exc}") from None
     if len(documents) != 1:
         raise _fail(f"--scenario: {scenario} holds {len(documents)} scenarios; give exactly one")
-    result = predict_documents(documents)[0]
+    result = predict_results(documents)[0]
     if "error" in result:
         raise _fail(f"--scenario: {result['error']}")
-    return float(result["iteration_time_s"])
+    step_s = result["iteration_time_s"]
+    if step_s is None:  # a non-finite model step time
+        raise _fail(f"--scenario: {scenario}: the model gives no finite step time")
+    return step_s
 
 
 class ReplayProgress:
@@ -117,7 +132,7 @@ def run_replay(
     scenario: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     max_bytes: int = MAX_LOG_BYTES,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[ReplayPointJson], EtaReplaySummaryJson]:
     """The JSON lines of ``planner eta replay`` for the log at ``log`` (``-``: standard input),
     at most ``max_bytes`` long: one per logged point and the summary; ``progress`` is called
     with (records replayed, records to replay) as the replay goes. Raises ``typer.Exit`` (2)
@@ -162,11 +177,15 @@ def run_replay(
         )
     except PlannerError as exc:
         raise _fail(f"{log}: {exc}") from None
-    summary = {"log": Path(log).name, "framework": framework, **summarize(run)}
+    summary: EtaReplaySummaryJson = {
+        "log": Path(log).name,
+        "framework": framework,
+        **summarize(run),
+    }
     return [p.to_json() for p in run.points], summary
 
 
-def _table(lines: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
+def _table(lines: list[ReplayPointJson], summary: EtaReplaySummaryJson) -> list[str]:
     out = [f"{'progress':>8} {'elapsed_s':>11} {'p10_s':>11} {'p50_s':>11} {'p90_s':>11}"]
     next_mark = 0.0
     for line in lines:

@@ -9,11 +9,17 @@ so ``planner --help`` stays fast (``benchmarks/cli_startup.py``).
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+import math
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from planner.errors import PlannerError, SpecError
+
+if TYPE_CHECKING:
+    from planner.scenario.documents import DocumentError, PredictedJson
+    from planner.scenario.request import RecommendationJson
+    from planner.scenario.space import ExploreJson
 
 __all__ = ["explore", "human_prediction", "predict", "recommend"]
 
@@ -28,20 +34,23 @@ def _documents(path: str) -> list[object]:
     return input_documents(path)
 
 
-def human_prediction(result: dict[str, Any]) -> str:
+def human_prediction(result: PredictedJson | DocumentError) -> str:
+    """The text line (and breakdown) of one ``planner predict --json`` object."""
     name = result.get("name") or "(unnamed)"
     if "error" in result:
         return f"{name}: INVALID {result['error']}"
-    gib = result["memory_per_gpu_bytes"] / 2**30
+    gib = _number(result["memory_per_gpu_bytes"]) / 2**30
     fits = "fits" if result["fits_in_memory"] else "DOES NOT FIT"
     line = (
-        f"{name}: iteration {result['iteration_time_s']:.3f} s, "
-        f"{result['tokens_per_s']:,.0f} tokens/s ({result['tokens_per_s_per_gpu']:,.1f}/GPU), "
-        f"MFU {100 * result['mfu']:.1f}%, memory {gib:.1f} GiB/GPU ({fits})"
+        f"{name}: iteration {_number(result['iteration_time_s']):.3f} s, "
+        f"{_number(result['tokens_per_s']):,.0f} tokens/s "
+        f"({_number(result['tokens_per_s_per_gpu']):,.1f}/GPU), "
+        f"MFU {100 * _number(result['mfu']):.1f}%, memory {gib:.1f} GiB/GPU ({fits})"
     )
-    if result.get("time_to_train_s") is not None:
-        line += f", time to train {result['time_to_train_s'] / 86400:.2f} days"
-    breakdown = ", ".join(f"{k} {v:.3f}" for k, v in result.get("breakdown_s", {}).items())
+    time_to_train_s = result.get("time_to_train_s")
+    if time_to_train_s is not None:
+        line += f", time to train {time_to_train_s / 86400:.2f} days"
+    breakdown = ", ".join(f"{k} {_number(v):.3f}" for k, v in result["breakdown_s"].items())
     line = f"{line}\n  breakdown (s): {breakdown}"
     calibrated = result.get("calibration")
     if isinstance(calibrated, dict) and calibrated.get("method") == "observed_runs":
@@ -82,7 +91,7 @@ def predict(
     """Predict iteration time, throughput, MFU and memory of each scenario, in input order."""
     from planner.calibration.files import load_calibration_file
     from planner.cli_input import read_input_text
-    from planner.scenario import predict_documents
+    from planner.scenario.documents import predict_results
 
     efficiency = None
     observed = None
@@ -100,16 +109,21 @@ def predict(
     docs: list[object] = []
     for path in files:
         docs.extend(_documents(path))
-    results = predict_documents(docs, efficiency=efficiency, calibration=observed, cluster=cluster)
+    results = predict_results(docs, efficiency=efficiency, calibration=observed, cluster=cluster)
     for result in results:
         typer.echo(json.dumps(result) if as_json else human_prediction(result))
     if any("error" in r for r in results):
         raise typer.Exit(EXIT_INVALID)
 
 
-def _explore_summary(result: dict[str, Any]) -> str:
+def _number(value: float | None) -> float:
+    """A number of the JSON output for a summary line; NaN (printed ``nan``) for a JSON null."""
+    return math.nan if value is None else value
+
+
+def _explore_summary(result: ExploreJson | DocumentError) -> str:
     name = result.get("name") or "(unnamed)"
-    if "error" in result:
+    if "counts" not in result:
         return f"{name}: INVALID {result['error']}"
     counts = result["counts"]
     rejected = ", ".join(f"{k} {v:,}" for k, v in counts["rejected"].items() if v)
@@ -130,7 +144,8 @@ def _explore_summary(result: dict[str, Any]) -> str:
             f"{p['data_parallel']:>5} {p['virtual_pipeline']:>3} {split or '-':>5} "
             f"{'y' if p['sequence_parallel'] else 'n'} {p['micro_batch_size']:>3} "
             f"{p['recompute']:>9} {p['zero_stage']}  | {pred['iteration_time_s']:.3f} s, "
-            f"{100 * pred['mfu']:.1f}%, {pred['memory_per_gpu_bytes'] / 2**30:.1f}"
+            f"{100 * _number(pred['mfu']):.1f}%, "
+            f"{_number(pred['memory_per_gpu_bytes']) / 2**30:.1f}"
         )
     lines.append(f"  Pareto front: {len(result['pareto'])} layouts")
     return "\n".join(lines)
@@ -173,7 +188,7 @@ def explore(
         raise typer.Exit(EXIT_INVALID)
 
 
-def _recommend_summary(result: dict[str, Any]) -> str:
+def _recommend_summary(result: RecommendationJson | DocumentError) -> str:
     name = result.get("name") or "(unnamed)"
     if "scaling" not in result:
         return f"{name}: INVALID {result['error']}"
@@ -188,26 +203,26 @@ def _recommend_summary(result: dict[str, Any]) -> str:
             f"  {row['gpu']} x{row['num_gpus']}: {row['tokens_per_s']:,.0f} tokens/s, "
             f"{row['scaling_efficiency']:.2f}, "
             f"{'-' if marginal is None else f'{marginal:.2f}'}, "
-            f"{row['time_to_train_s'] / days:.2f} days"
+            f"{_number(row.get('time_to_train_s')) / days:.2f} days"
         )
-    for label, key in (
-        ("smallest meeting the deadline", "smallest_meeting_deadline"),
-        ("recommended", "recommendation"),
+    for label, view in (
+        ("smallest meeting the deadline", result["smallest_meeting_deadline"]),
+        ("recommended", result["recommendation"]),
     ):
-        view = result.get(key)
         if view:
             lines.append(
                 f"  {label}: {view['num_gpus']} x {view['gpu']}, "
                 f"{view['time_to_train_s'] / days:.2f} days, layout {view['parallelism']}"
             )
     for knee in result["knee"]:
-        lines.append(f"  knee: {knee['num_gpus']} x {knee['gpu']}")
+        if knee is not None:
+            lines.append(f"  knee: {knee['num_gpus']} x {knee['gpu']}")
     running = result.get("running")
-    if running and running.get("best"):
+    if running and "restart_cost" in running:
         lines.append(
             f"  running job: best layout {running['speedup']:.2f}x faster; restart costs "
             f"{running['restart_cost']['total_s']:.0f} s, saves "
-            f"{running['time_saved_s'] / days:.2f} days "
+            f"{_number(running.get('time_saved_s')) / days:.2f} days "
             f"({'worth it' if running['restart_pays'] else 'not worth it'})"
         )
     if "error" in result:
@@ -233,7 +248,7 @@ def recommend(
     invalid = False
     for doc in docs:
         if isinstance(doc, SpecError):  # the file could not be read or parsed
-            result: dict[str, Any] = {"name": None, "error": str(doc)}
+            result: RecommendationJson | DocumentError = {"name": None, "error": str(doc)}
         else:
             result = recommend_document(doc, workers=threads)
         invalid = invalid or "error" in result

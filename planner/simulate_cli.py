@@ -25,8 +25,9 @@ framework, no HTTP client library: the standard library's ``urllib``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -42,13 +43,13 @@ MAX_TOKEN_BYTES = 4096
 _SCENARIO_KEYS = frozenset({"model", "hardware", "parallelism", "training"})
 
 
-def request_body(doc: object, *, source: str | None, samples: int | None) -> dict[str, Any]:
+def request_body(doc: object, *, source: str | None, samples: int | None) -> dict[str, object]:
     """The ``/v1/simulate`` body of a JOB_FILE document (a plain scenario becomes its
     ``scenario``); ``source`` and ``samples`` override the file's. Raises ``SpecError`` when the
     document is not a mapping."""
     if not isinstance(doc, dict):
         raise SpecError("JOB_FILE", "must be one mapping (job:, scenario:) or a scenario")
-    body: dict[str, Any] = dict(doc)
+    body: dict[str, object] = dict(doc)
     if not {"job", "scenario"} & body.keys() and _SCENARIO_KEYS & body.keys():
         body = {"scenario": body}
     if source is not None:
@@ -70,10 +71,11 @@ def _token(token_file: Path | None) -> str | None:
 
 
 def post_json(
-    url: str, body: dict[str, Any], *, token: str | None, timeout_s: float
-) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """POST ``body`` as JSON; returns (HTTP status, JSON answer, headers). Raises
-    ``PlannerError`` when the service cannot be reached or answers something not JSON."""
+    url: str, body: Mapping[str, object], *, token: str | None, timeout_s: float
+) -> tuple[int, dict[str, object], dict[str, str]]:
+    """POST ``body`` as JSON; returns (HTTP status, JSON answer: an object as read, headers).
+    Raises ``PlannerError`` when the service cannot be reached or answers something not JSON
+    or not an object."""
     import json
     import urllib.error
     import urllib.request
@@ -103,7 +105,7 @@ def post_json(
         raise PlannerError(
             f"{url} answered HTTP {status} with something that is not JSON"
         ) from None
-    if not isinstance(answer, dict):
+    if not isinstance(answer, dict) or not all(isinstance(k, str) for k in answer):
         raise PlannerError(f"{url} answered HTTP {status} with JSON that is not an object")
     return status, answer, {k.lower(): v for k, v in got.items()}
 
@@ -120,8 +122,22 @@ def _hours(seconds: float | None) -> str:
     return "beyond horizon" if seconds is None else f"{seconds / 3600:.1f} h"
 
 
-def format_result(result: dict[str, Any]) -> str:
-    """The answer as a table (times UTC)."""
+def _band(result: Mapping[str, object], key: str) -> dict[str, float | None]:
+    """The p10/p50/p90 band ``result[key]`` (epoch s or s; null: beyond the horizon).
+    Raises ``PlannerError`` naming the field when the answer does not hold one."""
+    band = result.get(key)
+    out: dict[str, float | None] = {}
+    for q in ("p10", "p50", "p90"):
+        value = band.get(q) if isinstance(band, Mapping) else "no band"
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+            raise PlannerError(f"the planner's answer has no {key}.{q} (got {value!r})")
+        out[q] = value
+    return out
+
+
+def format_result(result: Mapping[str, object]) -> str:
+    """The ``/v1/simulate`` answer as a table (times UTC). Raises ``PlannerError`` when one
+    of its bands is malformed."""
     runtime_from = {
         "scenario": "the scenario's prediction",
         "runtime_s": "job.runtime_s",
@@ -135,14 +151,15 @@ def format_result(result: dict[str, Any]) -> str:
         f"{result['fleet']}",
         f"{'':9}{'p10':>18}{'p50':>18}{'p90':>18}",
     ]
-    rows = (
-        ("start", result["start_s"], _when),
-        ("finish", result["completion_s"], _when),
-        ("wait", result["wait_s"], _hours),
-        ("runtime", result["runtime_s"], _hours),
+    rows: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
+        ("start", "start_s", _when),
+        ("finish", "completion_s", _when),
+        ("wait", "wait_s", _hours),
+        ("runtime", "runtime_s", _hours),
     )
-    for label, band, show in rows:
-        cells = "".join(f"{show(band.get(q)):>18}" for q in ("p10", "p50", "p90"))
+    for label, key, show in rows:
+        band = _band(result, key)
+        cells = "".join(f"{show(band[q]):>18}" for q in ("p10", "p50", "p90"))
         lines.append(f"{label:9}{cells}")
     lines.append(f"times UTC; runtime from {runtime_from}")
     return "\n".join(lines)
@@ -198,7 +215,11 @@ def simulate(
             error = f"{error} (retry in {headers.get('retry-after', 'a few')} s)"
         typer.echo(f"planner: {error}", err=True)
         raise typer.Exit(EXIT_INVALID if status in (400, 413, 415, 422) else EXIT_UNAVAILABLE)
-    typer.echo(json.dumps(answer) if json_out else format_result(answer))
+    try:
+        typer.echo(json.dumps(answer) if json_out else format_result(answer))
+    except PlannerError as exc:
+        typer.echo(f"planner: {exc}", err=True)
+        raise typer.Exit(EXIT_UNAVAILABLE) from None
 
 
 __all__ = ["format_result", "post_json", "request_body", "simulate"]

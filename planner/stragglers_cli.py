@@ -5,18 +5,21 @@ command; ``planner.cli`` registers it."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from planner.errors import SpecError
+
+if TYPE_CHECKING:
+    from planner.stragglers.whatif import StragglerReportJson
 
 __all__ = ["stragglers"]
 
 EXIT_INVALID = 2
 
 
-def _straggler_summary(result: dict[str, Any]) -> str:
+def _straggler_summary(result: StragglerReportJson) -> str:
     lines = [result["explanation"]]
     lines.append(
         f"  actual {result['actual_step_time_s']:.3f} s/step, ideal "

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.capacity.fleet import Fleet, Pool, SchedulerKind
+from planner.capacity.fleet import Fleet, Placement, Pool, SchedulerKind
 from planner.capacity.plan import PlannedJob
 from planner.capacity.runtime import DEFAULT_CHECKPOINT_INTERVAL_S, Z90, RuntimeBand
 from planner.capacity.scaling import (
@@ -35,7 +35,7 @@ from planner.errors import InfeasibleError, SpecError
 from planner.search.budget import checkpoint
 from planner.specs.scenario import Scenario
 
-__all__ = ["PredictionCache", "build_workload"]
+__all__ = ["PredictionCache", "build_workload", "pools_for_state"]
 
 
 @dataclass
@@ -86,8 +86,12 @@ class _Rows:
     priority: list[float] = field(default_factory=list)
     queue: list[int] = field(default_factory=list)
     start: list[float] = field(default_factory=list)
-    opts: list[tuple[int, int, int, float, float, float, float]] = field(default_factory=list)
+    # (job, pool, GPUs, limit, log median, sd above, checkpoint, sd below)
+    opts: list[tuple[int, int, int, float, float, float, float, float]] = field(
+        default_factory=list
+    )
     layouts: list[str] = field(default_factory=list)
+    num_nodes: list[int] = field(default_factory=list)
     requeue: list[bool] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     excluded: list[tuple[str, str]] = field(default_factory=list)
@@ -109,13 +113,15 @@ class _Rows:
         priority: float,
         queue: int,
         start: float,
-        options: Sequence[tuple[int, int, float, float, float, float]],
+        options: Sequence[tuple[int, int, float, float, float, float, float]],
         layouts: Sequence[str],
         requeue: bool,
         note: str,
+        num_nodes: int = 0,
     ) -> None:
         j = len(self.names)
         self.layouts.extend(layouts)
+        self.num_nodes.extend([num_nodes] * len(options))
         self.requeue.append(requeue)
         self.notes.append(note)
         self.names.append(name)
@@ -129,7 +135,11 @@ class _Rows:
         self.opts.extend((j, *o) for o in options)
 
 
-def _pools_for_state(fleet: Fleet, job: QueuedJob) -> list[int]:
+def pools_for_state(fleet: Fleet, job: QueuedJob) -> list[int]:
+    """Indices of the fleet's pools that take today's job ``job``: its ``pool``; else the pools
+    whose partitions include one of its partitions (comma-separated, as Slurm lists them);
+    else the pools of its GPU type. A running job gets the first only (it holds one pool's
+    GPUs); empty when none takes it."""
     names = fleet.pool_names
     if job.pool is not None:
         if job.pool not in names:
@@ -168,8 +178,10 @@ def _add_queued(
 ) -> None:
     state = job.state
     name = job.display_name
-    pools = _pools_for_state(fleet, job)
+    pools = pools_for_state(fleet, job)
     deadline = math.inf if job.deadline_s is None else job.deadline_s - start_s
+    if not pools and state.num_gpus == 0:
+        return  # a job without GPUs off the fleet's partitions takes no part in the review
     if not pools:
         rows.exclude(
             name,
@@ -204,8 +216,9 @@ def _add_queued(
             state.num_gpus,
             _limit(state.time_limit_s, fleet.pools[p]),
             band.mu,
-            band.sigma,
+            band.sigma_above,
             job.checkpoint_interval_s,
+            band.sigma_below,
         )
         for p in pools
     ]
@@ -224,6 +237,7 @@ def _add_queued(
         # activeDeadlineSeconds): neither requeues it; a failure does (JobRequeue=1)
         requeue=False,
         note="",
+        num_nodes=state.num_nodes,
     )
 
 
@@ -281,6 +295,7 @@ def _add_planned(
                 math.log(point.work_s),
                 job.runtime_log_sd,
                 checkpoint_s,
+                job.runtime_log_sd,
             )
         )
         layouts.append(layout_words(scenario, point.num_gpus))
@@ -406,7 +421,7 @@ def build_workload(
             f"{DEFAULT_CHECKPOINT_INTERVAL_S / 60:.0f} min assumed "
             "(planner.capacity.runtime.DEFAULT_CHECKPOINT_INTERVAL_S)"
         )
-    opts = np.array(rows.opts, dtype=np.float64).reshape(-1, 7)
+    opts = np.array(rows.opts, dtype=np.float64).reshape(-1, 8)
     teams = tuple(dict.fromkeys(rows.teams))
     kind_order = {JobKind.RUNNING: 0, JobKind.PENDING: 1, JobKind.PLANNED: 2}
     order = sorted(
@@ -469,6 +484,11 @@ def build_workload(
         opt_log_work_mu=opts[:, 4].copy(),
         opt_log_work_sigma=opts[:, 5].copy(),
         opt_checkpoint_s=opts[:, 6].copy(),
+        opt_log_work_sigma_below=opts[:, 7].copy(),
+        pool_nodes=np.array(
+            [fleet.placement is Placement.NODES and not kueue for kueue in kueue_pools], np.bool_
+        ),
+        opt_num_nodes=np.array(rows.num_nodes, np.int64),
         queue_names=tuple(q.name for q in fleet.queues),
         queue_cohort=np.array(
             [cohorts.index(q.cohort) if q.cohort else -1 for q in fleet.queues], np.int64

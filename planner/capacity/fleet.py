@@ -34,6 +34,7 @@ __all__ = [
     "CapacityChange",
     "ClusterQueue",
     "Fleet",
+    "Placement",
     "Pool",
     "SchedulerKind",
     "parse_fleet",
@@ -50,6 +51,15 @@ class SchedulerKind(StrEnum):
 
     SLURM = "slurm"
     KUEUE = "kueue"
+
+
+class Placement(StrEnum):
+    """Where a Slurm pool's jobs go: on whole nodes (``nodes``: a job needs enough nodes each
+    with the GPUs it asks per node, ``planner.capacity.nodes``) or anywhere in the pool's GPU
+    count (``gpus``: fragmentation ignored, the faster and older model)."""
+
+    NODES = "nodes"
+    GPUS = "gpus"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,7 +146,8 @@ class Fleet:
     each pool then names its ``cluster`` and that cluster's ``scheduler``, and ``scheduler``
     is the first cluster's).
 
-    ``start_s`` (epoch seconds) is the review's default start, ``horizon_s`` its length.
+    ``start_s`` (epoch seconds) is the review's default start, ``horizon_s`` its length;
+    ``placement`` how the Slurm pools place jobs (Kueue pools admit by quota alone).
     """
 
     name: str = ""
@@ -146,6 +157,7 @@ class Fleet:
     interruptions: InterruptionModel = field(default_factory=InterruptionModel)
     horizon_s: float = DEFAULT_HORIZON_S
     start_s: float | None = None
+    placement: Placement = Placement.NODES
 
     def __post_init__(self) -> None:
         if not self.pools:
@@ -178,7 +190,7 @@ class Fleet:
 
 _FLEET_KEYS = (
     "name", "scheduler", "start", "horizon_days", "interruptions_per_gpu_hour",
-    "restart_overhead_minutes", "pools", "queues", "clusters",
+    "restart_overhead_minutes", "pools", "queues", "clusters", "placement",
 )  # fmt: skip
 _CLUSTER_KEYS = ("name", "scheduler", "pools", "queues")
 _POOL_KEYS = (
@@ -375,6 +387,17 @@ def _scheduler(kind: Located | None) -> SchedulerKind:
     return SchedulerKind(kind.value)
 
 
+def _placement(node: Located | None) -> Placement:
+    if node is None:
+        return Placement.NODES
+    if node.value not in tuple(Placement):
+        raise node.error(
+            f"must be nodes (jobs on whole nodes, the default) or gpus (on the pool's GPU "
+            f"count, ignoring fragmentation), got {node.value!r}"
+        )
+    return Placement(node.value)
+
+
 def fleet_start_s(root: Located) -> float | None:
     """The ``start`` of a fleet document (epoch seconds; None when it has none). It must be
     absolute: it anchors the relative dates (``+19d``) of the fleet, plan and what-ifs."""
@@ -426,6 +449,7 @@ def parse_fleet(root: Located, *, start_s: float | None = None) -> Fleet:
     rate = optional(root, "interruptions_per_gpu_hour")
     overhead = optional(root, "restart_overhead_minutes")
     name = optional(root, "name")
+    placement = errors.take(lambda: _placement(optional(root, "placement")), Placement.NODES)
     horizon_s = errors.take(
         lambda: read_number(horizon) * 86400.0 if horizon else DEFAULT_HORIZON_S,
         DEFAULT_HORIZON_S,
@@ -457,6 +481,7 @@ def parse_fleet(root: Located, *, start_s: float | None = None) -> Fleet:
         ),
         horizon_s=horizon_s,
         start_s=own_start,
+        placement=placement,
     )
 
 

@@ -1,8 +1,9 @@
 """Monte Carlo over the jobs' runtimes: draw the samples, simulate them (locally or on Ray).
 
 Each sample draws one standard normal per job (shared by the job's options: the model's error
-is the job's, not the pool's) and turns it into a log-normal work time per option; the job's
-interruptions are a Poisson process on its own GPU-second clock (rate
+is the job's, not the pool's) and turns it into a work time per option (the two-piece
+log-normal through the band's p10, p50 and p90: ``planner.capacity.runtime.draw_runtimes``);
+the job's interruptions are a Poisson process on its own GPU-second clock (rate
 ``InterruptionModel.rate_per_gpu_hour / 3600`` per GPU-second), drawn up front per job from a
 seed and the job's name; the simulator stops, checkpoints and requeues the runs
 (``planner.capacity.simulate``). Samples are drawn up
@@ -24,6 +25,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
+from planner.capacity.runtime import draw_runtimes
 from planner.capacity.simulate import SampleOutcome, Simulator, completion
 from planner.capacity.workload import BoolArray, FloatArray, IntArray, Workload
 from planner.search.budget import checkpoint
@@ -226,10 +228,14 @@ def draw_failures(w: Workload, num_samples: int, seed: int) -> tuple[IntArray, F
 def draw_durations(
     w: Workload, normals: FloatArray, rng: np.random.Generator, failure_seed: int | None = None
 ) -> Draws:
-    """The random inputs of ``S = len(normals)`` samples: log-normal work ``(S, K)`` from
-    each job's normal draw, and each job's interruptions (``draw_failures``, from
-    ``failure_seed``, else a seed drawn from ``rng``)."""
-    work = np.exp(w.opt_log_work_mu + w.opt_log_work_sigma * normals[:, w.opt_job])
+    """The random inputs of ``S = len(normals)`` samples: work ``(S, K)`` from each job's
+    normal draw (``runtime.draw_runtimes``: the two-piece log-normal of each option's band),
+    and each job's interruptions (``draw_failures``, from ``failure_seed``, else a seed drawn
+    from ``rng``)."""
+    below = w.opt_log_work_sigma_below if w.opt_log_work_sigma_below.size else w.opt_log_work_sigma
+    work = draw_runtimes(
+        np.exp(w.opt_log_work_mu), below, w.opt_log_work_sigma, normals[:, w.opt_job]
+    )
     seed = failure_seed if failure_seed is not None else int(rng.integers(2**62))
     counts, times = draw_failures(w, normals.shape[0], seed)
     return Draws(work, counts, times)

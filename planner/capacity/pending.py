@@ -5,10 +5,11 @@ Slurm's ``StartTime`` of a pending job assumes every running job runs to its tim
 is a year away when a running job has none); the planner's estimate lets the running jobs end
 at their predicted runtimes and replays the scheduler (``planner.capacity.simulate``) on
 today's queue alone. ``fleet_from_nodes`` builds the pools from the scheduler's nodes when no
-fleet file is configured. Pools count GPUs only: when the scheduler reports what each job asks
-of and holds on each node (Slurm), the service places jobs on the nodes instead
-(``planner.capacity.placement``), as a job that needs whole nodes waits for a CPU-only job on
-one of them.
+fleet file is configured. Pools know their nodes' GPUs only (whole nodes of the catalog's
+size, ``planner.capacity.nodes``), not which nodes today's jobs hold nor their CPUs and
+memory: when the scheduler reports what each job asks of and holds on each node (Slurm), the
+service places jobs on the real nodes instead (``planner.capacity.placement``), as a job that
+needs whole nodes waits for a CPU-only job on one of them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.capacity.build import _pools_for_state, build_workload
+from planner.capacity.build import build_workload, pools_for_state
 from planner.capacity.fleet import DEFAULT_HORIZON_S, Fleet, Pool, SchedulerKind
 from planner.capacity.montecarlo import (
     LocalExecutor,
@@ -162,7 +163,7 @@ def simulate_submission(
         raise SpecError("job.status", "a simulated submission is pending, not running")
     if any(q.state.job_id == job.state.job_id for q in snapshot.jobs):
         raise SpecError("job.job_id", f"{job.state.job_id!r} is already in the queue")
-    pools = [fleet.pools[i] for i in _pools_for_state(fleet, job)]  # the simulator's own rule
+    pools = [fleet.pools[i] for i in pools_for_state(fleet, job)]  # the simulator's own rule
     if not pools:
         raise SpecError(
             "job.gpu_type" if job.state.gpu_type else "job.partition",

@@ -41,7 +41,7 @@ import numpy as np
 
 from planner.capacity.fleet import DEFAULT_HORIZON_S
 from planner.capacity.pending import PendingForecast
-from planner.capacity.runtime import Z90, RuntimeBand
+from planner.capacity.runtime import RuntimeBand, band_arrays, draw_runtimes
 from planner.capacity.stats import quantiles
 from planner.capacity.workload import BoolArray, FloatArray, IntArray
 from planner.errors import SpecError
@@ -483,21 +483,6 @@ def _queue(nodes: Sequence[NodeState], jobs: Sequence[PlacedJob], taken_at_s: fl
     )
 
 
-def draw_runtimes(bands: Sequence[RuntimeBand], normals: FloatArray) -> FloatArray:
-    """Runtimes, seconds, ``(S, J)`` from standard normal draws ``normals`` ``(S, J)``, one
-    column per band: a two-piece log-normal through each band's p10, p50 and p90 (log-space sd
-    ``ln(p50/p10) / Z90`` below the median, ``ln(p90/p50) / Z90`` above). A symmetric band is
-    the ordinary log-normal; an asymmetric one keeps its three quantiles, where one log-normal
-    sd from ``p90/p10`` alone would not: a running job's remaining time, whose p10 nears zero
-    as it passes its own p10, would get a p90 half as late again as its band's."""
-    p10 = np.array([b.p10_s for b in bands], dtype=np.float64)
-    p50 = np.array([b.p50_s for b in bands], dtype=np.float64)
-    p90 = np.array([b.p90_s for b in bands], dtype=np.float64)
-    below, above = np.log(p50 / p10) / Z90, np.log(p90 / p50) / Z90
-    out: FloatArray = p50 * np.exp(np.where(normals < 0.0, below, above) * normals)
-    return out
-
-
 def forecast_on_nodes(
     nodes: Sequence[NodeState],
     jobs: Sequence[PlacedJob],
@@ -519,7 +504,8 @@ def forecast_on_nodes(
     if not any(not job.running for job in jobs):
         return {}
     queue = _queue(nodes, jobs, taken_at_s)
-    run_s = draw_runtimes([job.runtime for job in jobs], rng.standard_normal((samples, len(jobs))))
+    normals = rng.standard_normal((samples, len(jobs)))
+    run_s = draw_runtimes(*band_arrays([job.runtime for job in jobs]), normals)
     start = np.empty((samples, len(jobs)))
     done = np.empty((samples, len(jobs)))
     for s in range(samples):

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired
 
 import numpy as np
 
 from planner.capacity.evaluate import Case, Evaluator
-from planner.capacity.fleet import Fleet
+from planner.capacity.fleet import Fleet, Placement
 from planner.capacity.montecarlo import Executor
 from planner.capacity.plan import PlannedJob
 from planner.capacity.runtime import (
@@ -39,20 +39,23 @@ DEFAULT_SAMPLES = 200
 
 class ComparisonRow(Summary):
     """One scenario of a review's comparison (JSON-ready): its name and change, its
-    ``Summary``, utilisation (ratio), GPU-hours used and lost, goodput (ratio; None when
-    nothing ran), the fleet's cost and the jobs' chargeback cost (None without prices), and
-    whether it compares with the base (``not_comparable``: why not, "" when it does)."""
+    ``Summary``, utilisation (busy over capacity GPU-hours at the median, ratio), GPU-hours
+    used and lost, goodput (ratio; None when nothing ran), the fleet's cost (reserved
+    capacity used or not, plus on-demand use) and the teams' chargeback cost (None without
+    prices), and whether it compares with the base (``not_comparable``: why not, "" when it
+    does). The API's response models use this type as it is; the keys marked ``NotRequired``
+    came after the first version, so a review stored by that version lacks them."""
 
     scenario: str
     description: str
     utilisation: float
     gpu_hours: float
-    lost_gpu_hours: float
-    goodput: float | None
+    lost_gpu_hours: NotRequired[float]
+    goodput: NotRequired[float | None]
     cost: float | None
-    usage_cost: float | None
-    comparable: bool
-    not_comparable: str
+    usage_cost: NotRequired[float | None]
+    comparable: NotRequired[bool]
+    not_comparable: NotRequired[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,12 +197,13 @@ def run_review(
         descriptions=("as planned", *(w.description or _describe(w) for w in what_ifs)),
         sizing=answers,
         not_capacity=unsaved,
-        model_note=model_note(fleet.interruptions),
+        model_note=model_note(fleet.interruptions, fleet.placement),
     )
 
 
-def model_note(model: InterruptionModel) -> str:
-    """The failure and restart model of a review in one sentence, with its source."""
+def model_note(model: InterruptionModel, placement: Placement = Placement.NODES) -> str:
+    """The failure and restart model of a review, with its source, and how its Slurm pools
+    place jobs, in two sentences."""
     rate = model.rate_per_gpu_hour
     source = (
         "Llama 3, arXiv 2407.21783 sec. 3.3.4: 419 unexpected interruptions in 54 days on "
@@ -211,7 +215,14 @@ def model_note(model: InterruptionModel) -> str:
         f"Failures: {rate:.3g} interruptions per GPU-hour ({source}); restart overhead "
         f"{model.restart_overhead_s / 60:.0f} min. A run stopped by a failure or its time limit "
         "requeues and resumes from its last checkpoint (default interval "
-        f"{DEFAULT_CHECKPOINT_INTERVAL_S / 60:.0f} min when the plan gives none)."
+        f"{DEFAULT_CHECKPOINT_INTERVAL_S / 60:.0f} min when the plan gives none). "
+        + (
+            "Slurm pools place jobs on whole nodes: a job waits until enough nodes each have "
+            "its share of GPUs free."
+            if placement is Placement.NODES
+            else "Slurm pools count GPUs only (placement: gpus): a fragmented pool starts jobs "
+            "sooner here than on the cluster."
+        )
     )
 
 

@@ -1,8 +1,13 @@
 """Runtime distributions of jobs and the interruption (failure and restart) model.
 
-A job's runtime is log-normal, fitted to the prediction's p10/p50/p90 band (the band the ETA
-and ``predict`` give): ``mu = ln p50`` and ``sigma = ln(p90 / p10) / (2 z_0.9)`` with
-``z_0.9 = 1.2816`` the standard normal's 0.9 quantile.
+A job's runtime is a two-piece log-normal through the prediction's p10, p50 and p90 (the band
+the ETA and ``predict`` give): median ``p50``, log-space sd ``ln(p50 / p10) / z_0.9`` below the
+median and ``ln(p90 / p50) / z_0.9`` above, ``z_0.9 = 1.2816`` the standard normal's 0.9
+quantile (``draw_runtimes``). A symmetric band is the ordinary log-normal with
+``sigma = ln(p90 / p10) / (2 z_0.9)``; an asymmetric one keeps its three quantiles, where one
+log-normal fitted to p10 and p90 alone would not: a running job's remaining time, whose p10 nears
+zero as it passes its own p10, would get a p90 half as late again as its band's. Every simulation
+draws runtimes this one way (the review's pooled and node models, the pending-queue forecast).
 
 Interruptions follow Llama 3 (Dubey et al. 2024, arXiv 2407.21783, sec. 3.3.4, Table 5): 419
 unexpected interruptions in a 54-day snapshot of pretraining on 16,384 H100 GPUs. Taking the
@@ -26,8 +31,12 @@ job's ``checkpoint_interval_s``), else ``DEFAULT_CHECKPOINT_INTERVAL_S``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+
+import numpy as np
+from numpy.typing import NDArray
 
 from planner.errors import SpecError
 
@@ -38,6 +47,8 @@ __all__ = [
     "Z90",
     "InterruptionModel",
     "RuntimeBand",
+    "band_arrays",
+    "draw_runtimes",
 ]
 
 Z90 = NormalDist().inv_cdf(0.9)
@@ -59,7 +70,8 @@ _MAX_LOSS_FRACTION = 0.9
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RuntimeBand:
-    """A log-normal runtime in seconds given by its p10, p50 and p90.
+    """A runtime in seconds given by its p10, p50 and p90 (a two-piece log-normal through
+    them: module docstring).
 
     Raises ``SpecError`` unless ``0 < p10_s <= p50_s <= p90_s`` (all finite). ``p10_s == p90_s``
     is a fixed runtime.
@@ -98,12 +110,25 @@ class RuntimeBand:
 
     @property
     def sigma(self) -> float:
-        """Standard deviation of the log runtime, ``ln(p90/p10) / (2 Z90)``."""
+        """The mean of the two halves' log-space sds, ``ln(p90/p10) / (2 Z90)`` (the sd of a
+        symmetric band)."""
         return math.log(self.p90_s / self.p10_s) / (2.0 * Z90)
 
+    @property
+    def sigma_below(self) -> float:
+        """Log-space sd below the median, ``ln(p50/p10) / Z90``."""
+        return math.log(self.p50_s / self.p10_s) / Z90
+
+    @property
+    def sigma_above(self) -> float:
+        """Log-space sd above the median, ``ln(p90/p50) / Z90``."""
+        return math.log(self.p90_s / self.p50_s) / Z90
+
     def quantile_s(self, q: float) -> float:
-        """The ``q`` quantile of the runtime, seconds (0 < q < 1)."""
-        return math.exp(self.mu + self.sigma * NormalDist().inv_cdf(q))
+        """The ``q`` quantile of the runtime, seconds (0 < q < 1; the two-piece log-normal,
+        so the 0.1, 0.5 and 0.9 quantiles are the band's)."""
+        z = NormalDist().inv_cdf(q)
+        return self.p50_s * math.exp((self.sigma_below if z < 0 else self.sigma_above) * z)
 
     def scaled(self, factor: float) -> RuntimeBand:
         """The same spread with every quantile multiplied by ``factor`` (> 0)."""
@@ -114,6 +139,34 @@ class RuntimeBand:
     def to_dict(self) -> dict[str, float]:
         """``{"p10_s", "p50_s", "p90_s"}``."""
         return {"p10_s": self.p10_s, "p50_s": self.p50_s, "p90_s": self.p90_s}
+
+
+def band_arrays(
+    bands: Sequence[RuntimeBand],
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """``(p50_s, sigma_below, sigma_above)`` of ``bands``, each ``(len(bands),)``: the
+    arguments of ``draw_runtimes``."""
+    return (
+        np.array([b.p50_s for b in bands], np.float64),
+        np.array([b.sigma_below for b in bands], np.float64),
+        np.array([b.sigma_above for b in bands], np.float64),
+    )
+
+
+def draw_runtimes(
+    p50_s: NDArray[np.float64],
+    sigma_below: NDArray[np.float64],
+    sigma_above: NDArray[np.float64],
+    normals: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Runtimes, seconds, from standard normal draws ``normals`` ``(S, K)``: the two-piece
+    log-normal of median ``p50_s`` and log-space sds ``sigma_below`` / ``sigma_above``
+    (each ``(K,)``, one per column; module docstring), ``p50 · exp(sd · z)`` with the sd of
+    the side of the median ``z`` falls on. Bands give them as ``RuntimeBand.p50_s``,
+    ``sigma_below``, ``sigma_above``."""
+    sd = np.where(normals < 0.0, sigma_below, sigma_above)
+    out: NDArray[np.float64] = p50_s * np.exp(sd * normals)
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,6 +19,13 @@ is in every pool's queue and starts in the first pool, in fleet order, that star
 hold a reservation in several pools. Pools are visited fastest GPU first (dense BF16 peak,
 then fleet order), so such a job starts on the fastest GPU type that takes it at that moment.
 
+**Nodes**: in a pool placed on whole nodes (``Workload.pool_nodes``, a Slurm pool of a fleet
+with ``placement: nodes``; ``planner.capacity.nodes``) "fits" means enough nodes each with the
+job's GPUs per node free, the head's reservation is on nodes free at the shadow time (those
+busiest now first: ``NodeState.shadow``), and a backfilled job that does not end before it
+must fit beside it on those nodes. With only whole-node jobs this starts every job when the
+pooled model does; the pool's GPU count stays a bound either way.
+
 **Kueue** (ClusterQueue quota with cohort borrowing; kueue.sigs.k8s.io "Cluster Queue"): see
 ``planner.capacity.kueue``. A fleet of several clusters mixes both: each pool is started by its
 cluster's scheduler (``Workload.pool_kueue``), in the same event loop.
@@ -47,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.capacity.kueue import KueueQueues
+from planner.capacity.nodes import NodePool, NodeState, request
 from planner.capacity.workload import BoolArray, FloatArray, IntArray, Workload
 from planner.catalog import get_gpu
 from planner.search.budget import checkpoint
@@ -142,6 +150,26 @@ class Simulator:
         self.eligible_list = w.job_eligible_s.tolist()
         self.requeue = w.job_requeue.tolist() if w.job_requeue.size else [False] * w.num_jobs
         self.restart_s = float(w.interruptions.restart_overhead_s)
+        # whole-node placement (planner.capacity.nodes) in the pools that have it
+        self.node_pools: dict[int, NodePool] = {}
+        for p in np.flatnonzero(w.pool_nodes).tolist() if w.pool_nodes.size else []:
+            sel = np.flatnonzero(w.change_pool == p)
+            self.node_pools[p] = NodePool.build(
+                int(w.pool_capacity[p]), int(w.pool_gpus_per_node[p]), sel, w.change_delta[sel]
+            )
+        asked = w.opt_num_nodes if w.opt_num_nodes.size else np.zeros(w.num_options, np.int64)
+        gpn = w.pool_gpus_per_node
+        shape = np.array(
+            [
+                request(int(g), int(gpn[p]) if gpn.size else 1, int(n))
+                for g, p, n in zip(w.opt_gpus, w.opt_pool, asked, strict=True)
+            ],
+            np.int64,
+        ).reshape(-1, 2)
+        self.nodes_list: list[int] = shape[:, 0].tolist()
+        self.per_node_list: list[int] = shape[:, 1].tolist()
+        self.pool_nodes_needed = [shape[o, 0] for o in self.pool_opts]
+        self.pool_per_node = [shape[o, 1] for o in self.pool_opts]
 
     def run(
         self,
@@ -206,6 +234,9 @@ class _Run:
         self.events: list[tuple[float, int, int]] = []
         self.dirty: set[int] = set()
         self.quota = sim.kueue.state() if sim.kueue is not None else None
+        self.nodes = {p: NodeState(pool) for p, pool in sim.node_pools.items()}
+        self.held: dict[int, tuple[IntArray, IntArray]] = {}
+        self.node_reserved: dict[int, list[tuple[float, int]]] = {p: [] for p in self.nodes}
 
     def go(self) -> SampleOutcome:
         w, events = self.w, self.events
@@ -233,6 +264,8 @@ class _Run:
                 else:
                     p = int(w.change_pool[ident])
                     self.cap[p] += int(w.change_delta[ident])
+                    if p in self.nodes:
+                        self.nodes[p].change(ident)
                     self.dirty.add(p)
             self._schedule(max(t, 0.0))
         return self._outcome()
@@ -281,13 +314,27 @@ class _Run:
                 continue
             p = min(self.dirty, key=self.sim.pass_rank.__getitem__)
             self.dirty.discard(p)
-            self._backfill_pass(p, t)
+            if p in self.nodes:
+                self._node_pass(p, t)
+            else:
+                self._backfill_pass(p, t)
 
-    def _begin(self, k: int, t: float, *, reservation_end: float, elapsed: float = 0.0) -> None:
+    def _begin(
+        self,
+        k: int,
+        t: float,
+        *,
+        reservation_end: float,
+        elapsed: float = 0.0,
+        room: IntArray | None = None,
+    ) -> None:
         """Start a run of option ``k`` at ``t``; ``elapsed`` is how long it already ran
-        before 0 (a job running at the review's start)."""
+        before 0 (a job running at the review's start). In a pool placed on nodes the run
+        takes nodes where ``room`` (free GPUs per node; default: those free now) fits it."""
         sim = self.sim
         j, p, g = sim.job_list[k], sim.pool_list[k], sim.gpus_list[k]
+        if p in self.nodes:
+            self._take_nodes(k, p, room, max(reservation_end, t))
         for other in sim.job_opts[j]:
             q = sim.pool_list[other]
             pos = sim.position_list[other]
@@ -331,10 +378,29 @@ class _Run:
         if math.isfinite(end):
             heapq.heappush(self.events, (end, _END, k))
 
+    def _take_nodes(self, k: int, p: int, room: IntArray | None, reservation_end: float) -> None:
+        """Option ``k`` takes its nodes of pool ``p``; a job running at the review's start
+        that does not fit as a request is spread over the freest nodes (``NodeState.spread``)."""
+        state = self.nodes[p]
+        nodes, per_node = self.sim.nodes_list[k], self.sim.per_node_list[k]
+        chosen = state.choose(nodes, per_node, room)
+        if chosen is None:
+            chosen, amounts = state.spread(self.sim.gpus_list[k], nodes)
+        else:
+            amounts = np.full(chosen.size, per_node, np.int64)
+        state.take(chosen, amounts)
+        self.held[k] = (chosen, amounts)
+        bisect.insort(self.node_reserved[p], (reservation_end, k))
+
     def _finish(self, k: int, t: float) -> None:
         w, sim = self.w, self.sim
         j, p, g = sim.job_list[k], sim.pool_list[k], sim.gpus_list[k]
         self.used[p] -= g
+        if p in self.nodes:
+            nodes, amounts = self.held.pop(k)
+            self.nodes[p].give(nodes, amounts)
+            ends = self.node_reserved[p]
+            del ends[bisect.bisect_left(ends, (self.running[p][k][0], k))]
         reserved = self.reserved[p]
         del reserved[bisect.bisect_left(reserved, self.running[p].pop(k))]
         if self.quota is not None:
@@ -370,9 +436,61 @@ class _Run:
         self.queued_at[j] = t
         self._enqueue(j)
 
-    def _start_at(self, p: int, pos: int, t: float) -> None:
+    def _start_at(self, p: int, pos: int, t: float, room: IntArray | None = None) -> int:
         k = int(self.sim.pool_opts[p][pos])
-        self._begin(k, t, reservation_end=t + self.sim.limit_list[k])
+        self._begin(k, t, reservation_end=t + self.sim.limit_list[k], room=room)
+        return k
+
+    def _node_pass(self, p: int, t: float) -> None:
+        """The Slurm pass of a pool placed on whole nodes: ``_backfill_pass`` with "fits"
+        meaning enough nodes each with the GPUs a job asks per node, and the head's
+        reservation on the nodes it would get when the running jobs reach their time limits;
+        a later job that does not end before it must fit beside it on those nodes."""
+        pend, state, sim = self.pend[p], self.nodes[p], self.sim
+        idx = np.flatnonzero(pend)
+        if idx.size == 0:
+            return
+        free = int(self.cap[p] - self.used[p])
+        if free <= 0 or int(sim.pool_gpus[p][idx].min()) > free:
+            return  # not even the pool's GPU count fits any of them
+        need_n, need_q = sim.pool_nodes_needed[p], sim.pool_per_node[p]
+        i = 0
+        while i < idx.size and state.fits(int(need_n[idx[i]]), int(need_q[idx[i]])):
+            self._start_at(p, int(idx[i]), t)
+            i += 1
+        if i >= idx.size - 1:
+            return
+        head = int(idx[i])
+        rest = idx[i + 1 :]
+        rest = rest[pend[rest]]  # jobs started above in another pool's pass are gone
+        n_rest, q_rest = need_n[rest], need_q[rest]
+        fit = state.fit_mask(n_rest, q_rest)
+        if not fit.any():
+            return
+        held = self.held
+        shadow, left = state.shadow(
+            int(need_n[head]),
+            int(need_q[head]),
+            ((end, *held[k]) for end, k in self.node_reserved[p]),
+            int(sim.pool_gpus[p][head]),
+        )
+        ends_in_time = t + sim.pool_limit[p][rest] <= shadow
+        room = np.minimum(state.free, left)
+        ok = fit & (ends_in_time | state.fit_mask(n_rest, q_rest, room))
+        while True:
+            hits = np.flatnonzero(ok)
+            if hits.size == 0:
+                return
+            m = int(hits[0])
+            k = self._start_at(p, int(rest[m]), t, None if ends_in_time[m] else room)
+            if not ends_in_time[m]:
+                nodes, amounts = held[k]
+                left[nodes] -= amounts
+            room = np.minimum(state.free, left)
+            ok[: m + 1] = False
+            ok &= state.fit_mask(n_rest, q_rest) & (
+                ends_in_time | state.fit_mask(n_rest, q_rest, room)
+            )
 
     def _shadow(self, p: int, need: int) -> tuple[float, int]:
         """(shadow time, GPUs freed by then) for ``need`` more GPUs, from the reservations."""

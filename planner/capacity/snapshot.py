@@ -31,7 +31,9 @@ class QueuedJob:
     ``runtime`` is the remaining wall time from the snapshot's ``taken_at_s`` for a running job
     and the whole run for a pending one (seconds, log-normal band). ``priority``: higher starts
     first (Slurm's job priority, Kueue's workload priority). ``pool`` names the fleet pool
-    explicitly; otherwise the job's partition (or Kueue flavor) or GPU type picks it.
+    explicitly; otherwise the job's partition (or Kueue flavor) or GPU type picks it. A job
+    of no GPUs (``num_gpus`` 0) that holds ``num_nodes`` nodes of a GPU partition (a CPU-only
+    job) holds them whole in a review that places jobs on nodes.
     """
 
     state: JobState
@@ -45,9 +47,11 @@ class QueuedJob:
     def __post_init__(self) -> None:
         if not self.state.status.is_active:
             raise SpecError("status", f"must be running or pending, got {self.state.status}")
-        if self.state.num_gpus < 1:
+        if self.state.num_gpus < 1 and self.state.num_nodes < 1:
             raise SpecError(
-                "num_gpus", f"must be >= 1 (GPUs allocated or requested), got {self.state.num_gpus}"
+                "num_gpus",
+                f"must be >= 1 (GPUs allocated or requested), got {self.state.num_gpus}; a job "
+                "without GPUs that holds nodes gives num_nodes",
             )
 
     @property

@@ -26,9 +26,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
+from typing_extensions import TypedDict
 
 from planner.capacity.montecarlo import Outcomes
 from planner.capacity.workload import BoolArray, FloatArray, IntArray, Workload
@@ -196,7 +197,10 @@ class JobForecast:
 class Summary(TypedDict):
     """A scenario's headline numbers (JSON-ready): jobs in all and with a deadline, the
     expected number of missed deadlines (sum of the miss probabilities), deadlines missed at
-    the p90 completion, jobs more likely than not to miss, jobs left out."""
+    the p90 completion, jobs more likely than not to miss, jobs left out.
+
+    The one description of this shape: the API's response models use it as it is
+    (``typing_extensions.TypedDict``, which pydantic reads on every Python version)."""
 
     jobs: int
     jobs_with_deadline: int

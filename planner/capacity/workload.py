@@ -46,10 +46,15 @@ class Workload:
     first), ``job_priority``, ``job_queue`` (ClusterQueue index, -1 none), ``job_start_s``
     (running jobs: their start, <= 0; NaN otherwise). Options: ``opt_job``, ``opt_pool``,
     ``opt_gpus``, ``opt_limit_s`` (the time limit asked for; inf: none),
-    ``opt_log_work_mu``/``opt_log_work_sigma`` (log-normal work time, remaining for a running
-    job), ``opt_checkpoint_s``. Kueue: ``queue_names``, ``queue_cohort`` (index, -1 none),
-    ``queue_nominal`` / ``queue_borrowing_limit`` (``(Q, P)``, inf: no limit),
-    ``queue_strict``. ``excluded`` maps a job that cannot run anywhere to why
+    ``opt_log_work_mu``/``opt_log_work_sigma`` (work time, remaining for a running job: the
+    log of its median and the log-space sd above the median of its two-piece log-normal,
+    ``planner.capacity.runtime``), ``opt_checkpoint_s``; ``opt_log_work_sigma_below`` the sd
+    below the median (empty: the same as above). ``pool_nodes`` ``(P,)``: the pool's jobs are
+    placed on whole nodes of ``pool_gpus_per_node`` GPUs (``planner.capacity.nodes``), else
+    on its GPU count (empty: none is); ``opt_num_nodes`` ``(K,)`` the nodes an option asks
+    for (0, or empty: as many as its GPUs fill). Kueue: ``queue_names``, ``queue_cohort``
+    (index, -1 none), ``queue_nominal`` / ``queue_borrowing_limit`` (``(Q, P)``, inf: no
+    limit), ``queue_strict``. ``excluded`` maps a job that cannot run anywhere to why
     (``excluded_deadline_s`` its deadline, inf when none); ``warnings`` are one-line notes for
     the report. ``job_requeue`` ``(J,)``: a time-limit kill requeues the job (empty: none
     does); ``opt_layout`` the layout of each option in words (``tp 8 · pp 4 · dp 8``);
@@ -104,6 +109,9 @@ class Workload:
     pool_cluster: tuple[str, ...] = ()
     opt_layout: tuple[str, ...] = ()
     job_notes: tuple[str, ...] = ()
+    opt_log_work_sigma_below: FloatArray = field(default_factory=lambda: np.zeros(0))
+    pool_nodes: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
+    opt_num_nodes: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def num_jobs(self) -> int:

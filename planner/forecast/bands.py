@@ -31,10 +31,11 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final, TypedDict
 
 import numpy as np
 
+from planner.forecast.stored import items, number, object_of
 from planner.forecast.values import Quantiles
 
 BUCKETS: Final = (0.0, 0.10, 0.25, 0.50, 0.75)
@@ -111,12 +112,16 @@ class BandOffsets:
         return {str(b): [lo, hi, float(n)] for b, (lo, hi, n) in self.by_bucket.items()}
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any] | None) -> BandOffsets:
+    def from_json(cls, doc: object) -> BandOffsets:
         """The offsets of a :meth:`to_json` dict (none, i.e. the model's band, when it does not
-        read)."""
+        read, e.g. None)."""
         try:
+            offsets = {b: items(v) for b, v in object_of(doc).items()}
             return cls(
-                {int(b): (float(v[0]), float(v[1]), int(v[2])) for b, v in (doc or {}).items()}
+                {
+                    int(b): (number(v[0]), number(v[1]), int(number(v[2])))
+                    for b, v in offsets.items()
+                }
             )
         except (TypeError, ValueError, IndexError):
             return cls({})
@@ -185,9 +190,9 @@ class BandCalibration:
         shares = [j.covered / j.total for j in self.jobs if j.total > 0]
         return float(np.mean(shares)) if shares else None
 
-    def summary(self) -> list[dict[str, Any]]:
+    def summary(self) -> list[BandBucketJson]:
         """Per bucket: its label, offsets and number of jobs (for ``/v1/calibrations``)."""
-        out = []
+        out: list[BandBucketJson] = []
         for index, (q_lo, q_hi, jobs) in sorted(self.table().by_bucket.items()):
             out.append(
                 {
@@ -199,7 +204,7 @@ class BandCalibration:
             )
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BandCalibrationJson:
         """A JSON-safe dict (:meth:`from_json` reads it back)."""
         return {
             "jobs": [
@@ -215,26 +220,58 @@ class BandCalibration:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any] | None) -> BandCalibration:
-        """The calibration a :meth:`to_json` dict holds (an empty one when it does not read)."""
+    def from_json(cls, doc: object) -> BandCalibration:
+        """The calibration a :meth:`to_json` dict holds (an empty one when it does not read,
+        e.g. None)."""
         out = cls()
         try:
-            for j in (doc or {}).get("jobs", []):
+            for item in items(object_of(doc).get("jobs", [])):
+                j = object_of(item)
                 out.jobs.append(
                     JobScores(
                         job=str(j["job"]),
-                        ended_s=float(j["ended_s"]),
+                        ended_s=number(j["ended_s"]),
                         scores={
-                            int(b): [[float(x) for x in v[0]], [float(x) for x in v[1]]]
-                            for b, v in j["scores"].items()
+                            int(b): [
+                                [number(x) for x in items(items(pair)[0])],
+                                [number(x) for x in items(items(pair)[1])],
+                            ]
+                            for b, pair in object_of(j["scores"]).items()
                         },
-                        covered=int(j["covered"]),
-                        total=int(j["total"]),
+                        covered=int(number(j["covered"])),
+                        total=int(number(j["total"])),
                     )
                 )
         except (KeyError, TypeError, ValueError, IndexError):
             return cls()
         return out
+
+
+class BandBucketJson(TypedDict):
+    """One progress bucket of a band calibration (``/v1/calibrations``): its ``progress``
+    range (``"0-10%"``, ...), the log offsets of the lower and upper edges and the finished
+    jobs behind them."""
+
+    progress: str
+    lower_log_offset: float
+    upper_log_offset: float
+    num_jobs: int
+
+
+class JobScoresJson(TypedDict):
+    """One finished job's scores as stored (:class:`JobScores`; bucket indices as text)."""
+
+    job: str
+    ended_s: float
+    scores: dict[str, list[list[float]]]
+    covered: int
+    total: int
+
+
+class BandCalibrationJson(TypedDict):
+    """A band calibration as stored: its finished jobs' scores, oldest end first."""
+
+    jobs: list[JobScoresJson]
 
 
 def _weighted_quantile(values: list[float], weights: np.ndarray) -> float:

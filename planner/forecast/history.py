@@ -65,12 +65,22 @@ latest, the iteration and time it was first seen stay.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any, Final
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypedDict
 
 import numpy as np
 
 from planner.forecast.observations import Restart
+from planner.forecast.stored import (
+    integer,
+    items,
+    number,
+    object_of,
+    optional_integer,
+    optional_real,
+    real,
+)
 from planner.forecast.values import StepObservation
 
 WARMUP_ITERATIONS: Final = 10
@@ -387,35 +397,188 @@ class ProgressHistory:
     # ------------------------------------------------------------------ JSON
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-safe dict of the history (:meth:`from_json` reads it back)."""
-        doc = asdict(self)
-        doc["pending"] = None if self.pending is None else asdict(self.pending)
-        doc["phases"] = [asdict(p) for p in self.phases]
-        return doc
+        """A JSON-safe dict of the history, a :class:`ProgressHistoryJson` (:meth:`from_json`
+        reads it back); typed as the store's column (``JobRow.progress_history``) holds it."""
+        pending = self.pending
+        doc: ProgressHistoryJson = {
+            "recent": [list(r) for r in self.recent],
+            "wall_over_logged": list(self.wall_over_logged),
+            "excess_s": list(self.excess_s),
+            "pauses": [
+                {
+                    "after_iteration": p.after_iteration,
+                    "iteration": p.iteration,
+                    "duration_s": p.duration_s,
+                    "time_s": p.time_s,
+                }
+                for p in self.pauses
+            ],
+            "restarts": [
+                {
+                    "from_iteration": r.from_iteration,
+                    "to_iteration": r.to_iteration,
+                    "time_s": r.time_s,
+                    "gap_s": r.gap_s,
+                    "overhead_s": r.overhead_s,
+                }
+                for r in self.restarts
+            ],
+            "pending": None
+            if pending is None
+            else {
+                "iteration": pending.iteration,
+                "step_time_s": pending.step_time_s,
+                "num_iterations": pending.num_iterations,
+                "time_s": pending.time_s,
+                "logged_step_time_s": pending.logged_step_time_s,
+            },
+            "first_iteration": self.first_iteration,
+            "first_time_s": self.first_time_s,
+            "segment_start": self.segment_start,
+            "steady_iterations": self.steady_iterations,
+            "integer_times": self.integer_times,
+            "continues": self.continues,
+            "phases": [
+                {
+                    "start_iteration": p.start_iteration,
+                    "ratio": p.ratio,
+                    "seen_iteration": p.seen_iteration,
+                    "seen_time_s": p.seen_time_s,
+                    "explained_by": p.explained_by,
+                }
+                for p in self.phases
+            ],
+            "expected": list(self.expected),
+        }
+        return dict(doc)
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any] | None) -> ProgressHistory:
+    def from_json(cls, doc: object) -> ProgressHistory:
         """The history a :meth:`to_json` dict holds; an empty one for None or a dict that does
         not read (a stored state from another version starts afresh)."""
         if not doc:
             return cls()
         try:
-            pending = doc.get("pending")
+            stored = object_of(doc)
+            pending = stored.get("pending")
             return cls(
-                recent=[[float(v) for v in r] for r in doc.get("recent", [])],
-                wall_over_logged=[float(v) for v in doc.get("wall_over_logged", [])],
-                excess_s=[float(v) for v in doc.get("excess_s", [])],
-                pauses=[Pause(**p) for p in doc.get("pauses", [])],
-                restarts=[RestartRecord(**r) for r in doc.get("restarts", [])],
-                pending=None if not pending else StepObservation(**pending),
-                first_iteration=doc.get("first_iteration"),
-                first_time_s=doc.get("first_time_s"),
-                segment_start=doc.get("segment_start"),
-                steady_iterations=int(doc.get("steady_iterations", 0)),
-                integer_times=bool(doc.get("integer_times", True)),
-                continues=doc.get("continues"),
-                phases=[PhaseEvent(**p) for p in doc.get("phases", [])],
-                expected=[int(v) for v in doc.get("expected", [])],
+                recent=[[number(v) for v in items(r)] for r in items(stored.get("recent", []))],
+                wall_over_logged=[number(v) for v in items(stored.get("wall_over_logged", []))],
+                excess_s=[number(v) for v in items(stored.get("excess_s", []))],
+                pauses=[_pause(object_of(p)) for p in items(stored.get("pauses", []))],
+                restarts=[_restart(object_of(r)) for r in items(stored.get("restarts", []))],
+                pending=None if not pending else _observation(object_of(pending)),
+                first_iteration=optional_integer(stored.get("first_iteration")),
+                first_time_s=optional_real(stored.get("first_time_s")),
+                segment_start=optional_integer(stored.get("segment_start")),
+                steady_iterations=int(number(stored.get("steady_iterations", 0))),
+                integer_times=bool(stored.get("integer_times", True)),
+                continues=_optional_text(stored.get("continues")),
+                phases=[_phase(object_of(p)) for p in items(stored.get("phases", []))],
+                expected=[int(number(v)) for v in items(stored.get("expected", []))],
             )
         except (TypeError, ValueError, KeyError):
             return cls()
+
+
+class PauseJson(TypedDict):
+    """A :class:`Pause` as stored."""
+
+    after_iteration: int
+    iteration: int
+    duration_s: float
+    time_s: float
+
+
+class RestartRecordJson(TypedDict):
+    """A :class:`RestartRecord` as stored."""
+
+    from_iteration: int
+    to_iteration: int
+    time_s: float
+    gap_s: float
+    overhead_s: float
+
+
+class StepObservationJson(TypedDict):
+    """A ``StepObservation`` as stored."""
+
+    iteration: int
+    step_time_s: float
+    num_iterations: int
+    time_s: float
+    logged_step_time_s: float | None
+
+
+class PhaseEventJson(TypedDict):
+    """A :class:`PhaseEvent` as stored."""
+
+    start_iteration: int
+    ratio: float
+    seen_iteration: int
+    seen_time_s: float
+    explained_by: str | None
+
+
+class ProgressHistoryJson(TypedDict):
+    """A :class:`ProgressHistory` as stored (its fields, in order)."""
+
+    recent: list[list[float]]
+    wall_over_logged: list[float]
+    excess_s: list[float]
+    pauses: list[PauseJson]
+    restarts: list[RestartRecordJson]
+    pending: StepObservationJson | None
+    first_iteration: int | None
+    first_time_s: float | None
+    segment_start: int | None
+    steady_iterations: int
+    integer_times: bool
+    continues: str | None
+    phases: list[PhaseEventJson]
+    expected: list[int]
+
+
+def _pause(stored: Mapping[str, object]) -> Pause:
+    return Pause(
+        after_iteration=integer(stored["after_iteration"]),
+        iteration=integer(stored["iteration"]),
+        duration_s=real(stored["duration_s"]),
+        time_s=real(stored["time_s"]),
+    )
+
+
+def _restart(stored: Mapping[str, object]) -> RestartRecord:
+    return RestartRecord(
+        from_iteration=integer(stored["from_iteration"]),
+        to_iteration=integer(stored["to_iteration"]),
+        time_s=real(stored["time_s"]),
+        gap_s=real(stored["gap_s"]),
+        overhead_s=real(stored["overhead_s"]),
+    )
+
+
+def _observation(stored: Mapping[str, object]) -> StepObservation:
+    return StepObservation(
+        iteration=integer(stored["iteration"]),
+        step_time_s=real(stored["step_time_s"]),
+        num_iterations=integer(stored.get("num_iterations", 1)),
+        time_s=real(stored["time_s"]),
+        logged_step_time_s=optional_real(stored.get("logged_step_time_s")),
+    )
+
+
+def _phase(stored: Mapping[str, object]) -> PhaseEvent:
+    return PhaseEvent(
+        start_iteration=integer(stored["start_iteration"]),
+        ratio=real(stored["ratio"]),
+        seen_iteration=integer(stored["seen_iteration"]),
+        seen_time_s=real(stored["seen_time_s"]),
+        explained_by=_optional_text(stored.get("explained_by")),
+    )
+
+
+def _optional_text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"not text: {type(value).__name__}")

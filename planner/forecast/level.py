@@ -48,12 +48,17 @@ Jones 2010, Annals of Statistics 38:1034): the newest ``PACE_WINDOW`` observatio
 ``k`` batches of ``sqrt(m)`` observations (at least ``MIN_BATCHES``), each batch's pace (time
 over iterations), and the MAD of successive batch differences scaled by their iterations (a
 phase change moves one difference), shrunk toward ``sigma`` with ``NOISE_PRIOR_DOF``
-pseudo-batches. On a quiet host ``pace_sd`` is ``sigma``; on the dev machine with other test
-suites beside the job it was 3-10 times ``sigma``. It sets the variance of the fitted pace
-(``pace_sd^2 sum(w^2/n) / (sum w)^2``), the pace's term of the band (``planner.forecast.eta``)
-and the significance of a phase event (``planner.forecast.history``); the change-point search
-of the ETA keeps the step-to-step ``sigma`` (it follows a new pace within a few intervals, and
-a false change only costs the band some width).
+pseudo-batches. A log that prints whole seconds blurs each batch at its two ends, which
+successive batches share: that variance is the log's, not the pace's, and is taken out of the
+differences (:func:`long_run_sd`; left in, a steady 90 ms pace logged every 5 iterations
+measured 0.45 per iteration instead of about 0.06, and the end of the end-to-end test job's
+stall under a CPU hog was 3 sd of it instead of 4). On a quiet host ``pace_sd`` is ``sigma``;
+on the dev machine with other test suites beside the job it was 3-10 times ``sigma``. It sets
+the variance of the fitted pace (``pace_sd^2 sum(w^2/n) / (sum w)^2``), the pace's term of the
+band (``planner.forecast.eta``) and the significance of a phase event
+(``planner.forecast.history``); the change-point search of the ETA keeps the step-to-step
+``sigma`` (it follows a new pace within a few intervals, and a false change only costs the band
+some width).
 
 **The prior.** The model's step time (times the cluster's calibration) is a prior of log-sd
 ``prior_log_sd``; to it is added ``host^2``, how far the job's own pace strays between stretches
@@ -157,11 +162,21 @@ def prior_fit(prior_step_time_s: float, prior_log_sd: float) -> LevelFit:
 
 
 def long_run_sd(
-    y: np.ndarray, n: np.ndarray, sigma: float, *, window: int = PACE_WINDOW
+    y: np.ndarray,
+    n: np.ndarray,
+    sigma: float,
+    *,
+    window: int = PACE_WINDOW,
+    resolution_s: float = 0.0,
 ) -> tuple[float, int]:
     """(long-run per-iteration log-sd of the pace, batches it used): robust batch means
     (module docstring, "Pace noise"). ``y``: log step times of ``n`` iterations each, in
-    order; ``sigma``: the per-iteration log-sd it is shrunk toward. With fewer than
+    order; ``sigma``: the per-iteration log-sd it is shrunk toward; ``resolution_s``: how
+    finely the log prints its times (1 for whole seconds: each end of a batch is then off by
+    a uniform error of variance ``resolution_s^2 / 12``, and two successive batches of ``D0``
+    and ``D1`` seconds share one end, so the difference of their log paces carries a variance
+    ``resolution_s^2 / 12 * (1/D0^2 + (1/D0 + 1/D1)^2 + 1/D1^2)`` that is the log's, not the
+    pace's: it is taken out of the batch differences' variance). With fewer than
     ``2 * MIN_BATCHES`` observations, ``(sigma, 0)``."""
     y, n = y[-window:], n[-window:]
     m = len(y)
@@ -173,9 +188,15 @@ def long_run_sd(
         size, k = m // MIN_BATCHES, MIN_BATCHES
     yb, nb = y[m - k * size :].reshape(k, size), n[m - k * size :].reshape(k, size)
     w = nb.sum(axis=1)
-    pace = np.log((nb * np.exp(yb)).sum(axis=1) / w)
-    d = np.diff(pace) / np.sqrt(1.0 / w[1:] + 1.0 / w[:-1])
+    seconds = (nb * np.exp(yb)).sum(axis=1)
+    pace = np.log(seconds / w)
+    scale = 1.0 / w[1:] + 1.0 / w[:-1]
+    d = np.diff(pace) / np.sqrt(scale)
     batch = MAD_TO_SD * float(np.median(np.abs(d)))
+    if resolution_s > 0:  # the blur of the batches' ends is no swing of the pace
+        a, b = 1.0 / seconds[:-1], 1.0 / seconds[1:]  # two batches share an end
+        blur = resolution_s**2 / 12.0 * (a**2 + (a + b) ** 2 + b**2)
+        batch = math.sqrt(max(0.0, batch**2 - float(np.median(blur / scale))))
     shrunk = (NOISE_PRIOR_DOF * sigma**2 + (k - 1) * batch**2) / (NOISE_PRIOR_DOF + k - 1)
     return math.sqrt(shrunk), k
 
@@ -284,7 +305,9 @@ def fit_level(
     t = np.array([o.time_s for o in used])
     logged = _logged(used)
     sigma, m = _noise(y, n, resolution_s, logged)
-    pace_sd, batches = (sigma, 0) if warmup_only else long_run_sd(y, n, sigma)
+    pace_sd, batches = (
+        (sigma, 0) if warmup_only else long_run_sd(y, n, sigma, resolution_s=resolution_s)
+    )
     seen_iterations = float(n.sum())  # all the job's own evidence, every phase
     spread = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, pace_sd)
     host = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, sigma)

@@ -35,7 +35,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final, NotRequired, TypedDict
 
 import numpy as np
 
@@ -53,6 +53,46 @@ MARKS: Final = (0.1, 0.3, 0.5, 0.9)
 """Progress at which the summary reports the p50 error of the first point at or past it."""
 
 
+class BandJson(TypedDict):
+    """A band of the remaining time, seconds."""
+
+    p10: float
+    p50: float
+    p90: float
+
+
+class ReplayPointJson(TypedDict):
+    """One point's JSON line of ``planner eta replay`` (:class:`ReplayPoint`'s fields)."""
+
+    elapsed_s: float
+    iteration: int
+    progress: float
+    eta_s: BandJson
+
+
+class ErrorRatiosJson(TypedDict):
+    """Median absolute error of the p50 end over the points from 10 % and from 50 % of the
+    run (None: no point there)."""
+
+    from_10pct: float | None
+    from_50pct: float | None
+
+
+class ReplaySummaryJson(TypedDict):
+    """The summary line's figures (module docstring): without a real end, ``error`` says why
+    and the error figures are absent. ``p50_error_ratio_at``: the p50 end's signed error at
+    each mark (``"10pct"``, ...; None: no point there)."""
+
+    total_iterations: int
+    last_iteration: int
+    points: int
+    duration_s: float | None
+    error: NotRequired[str]
+    median_abs_p50_error_ratio: NotRequired[ErrorRatiosJson]
+    p10_p90_coverage_ratio: NotRequired[float | None]
+    p50_error_ratio_at: NotRequired[dict[str, float | None]]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayPoint:
     """The ETA at one logged point: ``elapsed_s`` since the first point, its ``iteration`` and
@@ -68,13 +108,17 @@ class ReplayPoint:
     time_s: float = 0.0
     estimate: EtaEstimate | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReplayPointJson:
         """The JSON line of ``planner eta replay``."""
         return {
             "elapsed_s": round(self.elapsed_s, 6),
             "iteration": self.iteration,
             "progress": round(self.progress, 6),
-            "eta_s": {k: round(getattr(self.eta_s, k), 6) for k in ("p10", "p50", "p90")},
+            "eta_s": {
+                "p10": round(self.eta_s.p10, 6),
+                "p50": round(self.eta_s.p50, 6),
+                "p90": round(self.eta_s.p90, 6),
+            },
         }
 
 
@@ -222,15 +266,15 @@ def replay(
     )
 
 
-def summarize(run: Replay, points: Sequence[ReplayPoint] | None = None) -> dict[str, Any]:
-    """The summary line's figures (module docstring); ``points`` replaces the run's own (e.g.
-    with a band calibrated afterwards)."""
+def summarize(run: Replay, points: Sequence[ReplayPoint] | None = None) -> ReplaySummaryJson:
+    """The summary line's figures (module docstring; non-finite ones None); ``points``
+    replaces the run's own (e.g. with a band calibrated afterwards)."""
     pts = list(run.points if points is None else points)
-    out: dict[str, Any] = {
+    out: ReplaySummaryJson = {
         "total_iterations": run.total_iterations,
         "last_iteration": run.last_iteration,
         "points": len(pts),
-        "duration_s": run.duration_s,
+        "duration_s": _finite(run.duration_s),
     }
     duration = run.duration_s
     if duration is None or duration <= 0:
@@ -253,12 +297,15 @@ def summarize(run: Replay, points: Sequence[ReplayPoint] | None = None) -> dict[
         "from_10pct": median_from(0.1),
         "from_50pct": median_from(0.5),
     }
-    out["p10_p90_coverage_ratio"] = float(np.mean(inside[late])) if late.any() else None
+    out["p10_p90_coverage_ratio"] = _finite(float(np.mean(inside[late]))) if late.any() else None
     at: dict[str, float | None] = {}
     for mark in MARKS:
         index = np.flatnonzero(progress >= mark)
         at[f"{round(100 * mark)}pct"] = float(errors[index[0]]) if index.size else None
     out["p50_error_ratio_at"] = at
-    return {
-        k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()
-    }
+    return out
+
+
+def _finite(value: float | None) -> float | None:
+    """``value``, or None for a non-finite one (JSON has no NaN)."""
+    return None if value is None or not math.isfinite(value) else value

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict, final
 
 from planner.catalog import gpu_catalog, gpu_key_for_gres_type
 from planner.errors import PlannerError
@@ -45,11 +45,12 @@ from planner.launch.types import (
 )
 from planner.launch.values import positive_int
 from planner.launch.witness import check_witness, weigh_witness, witness_facts
-from planner.scenario import predict_documents
+from planner.scenario.documents import PredictedJson, predict_results
 
 __all__ = [
     "REQUIRED_FIELDS",
     "LaunchDescription",
+    "LaunchDescriptionJson",
     "describe_launch",
     "finish",
     "scenario_from_facts",
@@ -72,6 +73,13 @@ _SECTIONS = ("model", "hardware", "parallelism", "training")
 _SCENARIO_DEFAULT = "default of the scenario format (docs/scenario-format.md)"
 
 
+@final
+class PredictionErrorJson(TypedDict):
+    """Why a launch has no prediction: ``"<field>: <what is wrong and how to fix it>"``."""
+
+    error: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LaunchDescription:
     """What the planner thinks a launch trains.
@@ -82,31 +90,38 @@ class LaunchDescription:
     dotted field -> source; ``assumed``: fields filled by documented defaults; ``unknown``:
     fields no source determined; ``launch``: launch facts the scenario format does not hold
     (``num_nodes``, ``fsdp_shard``, ``gradient_accumulation``, ``model_name``, ...);
-    ``notes``: what the reader wants a person to know; ``prediction``: one ``planner predict
-    --json`` object, or ``{"error": ...}``; ``train_iters``: optimizer steps the job runs, when
-    known; ``error``: why the launch could not be described (a config that cannot be read).
+    ``notes``: what the reader wants a person to know; ``predicted``: one ``planner predict
+    --json`` object, or ``{"error": ...}`` (None: not predicted); ``train_iters``: optimizer
+    steps the job runs, when known; ``error``: why the launch could not be described (a config
+    that cannot be read).
     """
 
     described_by: str
     detail: str
-    scenario: dict[str, Any] = field(default_factory=dict)
+    scenario: dict[str, object] = field(default_factory=dict)
     provenance: dict[str, str] = field(default_factory=dict)
     assumed: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
-    launch: dict[str, Any] = field(default_factory=dict)
+    launch: dict[str, object] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    prediction: dict[str, Any] | None = None
+    predicted: PredictedJson | PredictionErrorJson | None = None
     train_iters: int | None = None
     error: str | None = None
+
+    @property
+    def prediction(self) -> dict[str, Any] | None:
+        """``predicted`` as a plain dict (a copy), for the service's job descriptions
+        (``planner.service.describe``), which still hold a prediction as one."""
+        return None if self.predicted is None else dict(self.predicted)
 
     @property
     def recognised(self) -> bool:
         """True when a reader recognised the launch."""
         return self.described_by != "none"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LaunchDescriptionJson:
         """The ``planner describe --json`` object."""
-        return {
+        out: LaunchDescriptionJson = {
             "described_by": self.described_by,
             "detail": self.detail,
             "scenario": self.scenario,
@@ -115,11 +130,29 @@ class LaunchDescription:
             "unknown": list(self.unknown),
             "launch": self.launch,
             "notes": list(self.notes),
-            "prediction": self.prediction
-            if self.prediction is not None
+            "prediction": self.predicted
+            if self.predicted is not None
             else {"error": self.error or "not predicted"},
-            **({"error": self.error} if self.error else {}),
         }
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+class LaunchDescriptionJson(TypedDict):
+    """The ``planner describe --json`` object (``LaunchDescription``'s fields; ``prediction``
+    is ``{"error": ...}`` when there is none)."""
+
+    described_by: str
+    detail: str
+    scenario: dict[str, object]
+    provenance: dict[str, str]
+    assumed: list[str]
+    unknown: list[str]
+    launch: dict[str, object]
+    notes: list[str]
+    prediction: PredictedJson | PredictionErrorJson
+    error: NotRequired[str]
 
 
 def _settle_gpus(facts: Facts, plan: LaunchPlan, launch: Launch, gpus: int | None) -> None:
@@ -234,17 +267,18 @@ def _derive_batch(facts: Facts) -> None:
         )
 
 
-def scenario_from_facts(facts: Facts, *, name: str = "") -> dict[str, Any]:
-    """The scenario-format document of ``facts`` (``launch.*`` facts are left out)."""
-    document: dict[str, Any] = {}
-    if name:
-        document["name"] = name
+def scenario_from_facts(facts: Facts, *, name: str = "") -> dict[str, object]:
+    """The scenario-format document of ``facts``: ``name`` (when given), then each section
+    (``model``, ``hardware``, ...) that has facts, in the order facts were found, as a
+    mapping of field -> plain value (lists, mappings, scalars); ``launch.*`` facts are left
+    out."""
+    sections: dict[str, dict[str, object]] = {}
     for dotted, found in facts:
         section, _, key = dotted.partition(".")
         if section not in _SECTIONS or not key or "." in key:
             continue
-        document.setdefault(section, {})[key] = _plain(found.value)
-    return document
+        sections.setdefault(section, {})[key] = _plain(found.value)
+    return {"name": name, **sections} if name else {**sections}
 
 
 def _plain(value: object) -> object:
@@ -257,7 +291,9 @@ def _plain(value: object) -> object:
     return value
 
 
-def _prediction(facts: Facts, document: dict[str, Any]) -> dict[str, Any]:
+def _prediction(
+    facts: Facts, document: Mapping[str, object]
+) -> PredictedJson | PredictionErrorJson:
     missing = sorted(facts.unknown & set(REQUIRED_FIELDS))
     if missing:
         how = {
@@ -269,10 +305,11 @@ def _prediction(facts: Facts, document: dict[str, Any]) -> dict[str, Any]:
             "error": f"{', '.join(missing)}: not determined by the launch"
             + (f"; {hints}" if hints else "")
         }
-    gpu = document.get("hardware", {}).get("gpu")
+    hardware = document.get("hardware")
+    gpu = hardware.get("gpu") if isinstance(hardware, Mapping) else None
     if isinstance(gpu, str) and gpu not in gpu_catalog():
         return {"error": f"hardware.gpu: {gpu!r} is not in the GPU catalog; pass --gpu TYPE"}
-    result = predict_documents([document])[0]
+    result = predict_results([document])[0]
     return {"error": result["error"]} if "error" in result else result
 
 
@@ -369,7 +406,7 @@ def _described(
         unknown=tuple(sorted(facts.unknown)),
         launch=extras,
         notes=tuple(facts.notes),
-        prediction=_prediction(facts, document) if predict else None,
+        predicted=_prediction(facts, document) if predict else None,
         train_iters=_train_iters(facts),
     )
 

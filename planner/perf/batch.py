@@ -68,9 +68,10 @@ class ScenarioArrays:
     per-GPU one-direction bandwidths and per-hop latencies of both tiers, ``hbm_bytes``, and
     ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
     ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,
-    ``chunk_grad_sync``. Training: ``total_tokens`` and ``train_iters``, NaN when the scenario
-    leaves them out; ``trains_base`` (false under LoRA), ``lora_rank`` and ``lora_<target>``
-    (``TrainingSpec.adapts``), ``packed_sample_length`` (the sequence when not packed).
+    ``chunk_grad_sync``, ``grouped_gemm_streams``. Training: ``total_tokens`` and
+    ``train_iters``, NaN when the scenario leaves them out; ``trains_base`` (false under LoRA),
+    ``lora_rank`` and ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length``
+    (the sequence when not packed).
 
     Model fields (``ModelSpec`` properties): the attention widths the engine times
     (``attention_q_width`` ... ``attention_down_width``, ``kv_up_width``: GQA and MLA alike),
@@ -198,6 +199,7 @@ class ScenarioArrays:
     zero3_grad_prep_pass: Flag
     optimizer_bytes_per_param: Real
     master_weight_bytes: Real
+    grouped_gemm_streams: Real
     # training
     total_tokens: Real
     train_iters: Real

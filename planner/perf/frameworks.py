@@ -245,6 +245,17 @@ in ``efficiency_constants.json``):
   with ``accumulate=True`` into ``main_grad``). The GEMM reads and writes the buffer
   (``planner.perf.optable``). PyTorch stacks write the gradient and add it in a separate
   AccumulateGrad kernel from the second microbatch on; that add is not modelled.
+* ``grouped_gemm_streams``: how the stack runs ``--moe-grouped-gemm`` experts. Megatron-Core's
+  ``TEGroupedMLP`` calls Transformer Engine's ``GroupedLinear``, whose default path reads the
+  per-expert token counts on the host, quantises each expert's input on its own and launches
+  one cuBLAS GEMM per expert, round-robin on a pool of ``num_streams = 4`` CUDA streams
+  (NVIDIA/TransformerEngine ``transformer_engine/common/include/transformer_engine/gemm.h``
+  @ ``1a540000f43c``: ``constexpr int num_streams = 4``; ``common/gemm/cublaslt_gemm.cu``
+  @ ``5c62f7283a65``, ``nvte_multi_tensor_gemm``: "Currently only support cutlass group gemm on
+  Hopper Arch", and only under ``NVTE_USE_CUTLASS_GROUPED_GEMM=1``, default off). At most 4
+  experts' tiles share the SMs at a time, so each wave is quantised over those 4 GEMMs, not
+  over every local expert as one grouped kernel would be (``planner.perf.moe_mlp``). 0: one
+  grouped kernel over all local experts (CUTLASS/``torch._grouped_mm``-style stacks).
 * ``grad_buffer_memset`` and ``loss_all_reduce_per_microbatch``: Megatron-Core's training step
   (Megatron-LM, NeMo) zeroes its contiguous gradient buffer every iteration and all-reduces the
   reporting loss over the data-parallel group after every microbatch (``pretrain_gpt.py``
@@ -318,6 +329,7 @@ class FrameworkProfile:
     zero3_grad_prep_pass: bool = False
     optimizer_bytes_per_param: float = 0.0
     wgrad_accumulation_fusion: bool = False
+    grouped_gemm_streams: float = 0.0
 
 
 _TE_STACK = FrameworkProfile(
@@ -330,6 +342,7 @@ _TE_STACK = FrameworkProfile(
     grad_buffer_memset=True,
     loss_all_reduce_per_microbatch=True,
     wgrad_accumulation_fusion=True,
+    grouped_gemm_streams=4.0,
     dp_bucket_min_params=4e7,
     dp_bucket_params_per_rank=1e6,
 )

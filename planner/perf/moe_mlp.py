@@ -19,9 +19,12 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
   GEMM) the local experts run as one launch whose tiles, each expert's ``M`` quantised to its
   own tiles, fill the SMs together; without it (Megatron's ``SequentialMLP``) one launch per
   expert, each quantised to whole waves (NVIDIA, "Matrix multiplication background": tile and
-  wave quantisation). Small per-expert ``M`` (fine-grained MoE at large ``e``) is what lowers
-  the throughput: tiles half empty in ``M`` and a thin reduction depth in the weight
-  gradients.
+  wave quantisation). Transformer Engine's ``GroupedLinear`` (Megatron-Core's
+  ``TEGroupedMLP``) is in between: one cuBLAS GEMM per expert on a pool of
+  ``grouped_gemm_streams`` (4) CUDA streams, so the tiles of at most that many experts share
+  the SMs at a time (``planner.perf.frameworks``). Small per-expert ``M`` (fine-grained MoE
+  at large ``e``) is what lowers the throughput: tiles half empty in ``M`` and a thin
+  reduction depth in the weight gradients.
 * **Router**: the ``(tok, E, h)`` gate GEMM in 16 bits and the score/top-k/aux-loss kernels over
   the ``tok·E`` fp32 logits (``ROUTER_BYTES_PER_LOGIT`` forward and backward).
 * **Permutation** (Megatron ``permute``/``unpermute``, TE ``moe_permute``): gathering each
@@ -178,7 +181,11 @@ def _moe_pass(
     per_expert = expert_tokens * topk * ep / ops.maximum(a.num_experts, 1.0) * rho
     routed = expert_tokens * topk * rho
     shared_ffn = a.shared_expert_ffn_hidden_size
-    launch = ops.where(a.moe_grouped_gemm, local_experts, 1.0)
+    # experts whose tiles share the SMs in one wave: all local experts for one grouped kernel,
+    # the framework's stream pool for per-expert GEMMs on concurrent streams (docstring)
+    streams = a.grouped_gemm_streams
+    together = ops.where(streams > 0.0, ops.minimum(local_experts, streams), local_experts)
+    launch = ops.where(a.moe_grouped_gemm, together, 1.0)
     wgrad, bwd = a.trains_base, backward
     table.gemm(
         group,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, final
 
 from planner.errors import SpecError
 from planner.perf.efficiency import EfficiencyModel
@@ -14,9 +14,14 @@ from planner.scenario.parse import parse_scenario
 from planner.specs.scenario import Scenario
 
 __all__ = [
+    "DocumentError",
+    "MemoryBreakdownJson",
+    "PredictedJson",
     "PredictionCalibration",
+    "PredictionJson",
     "format_for_path",
     "predict_documents",
+    "predict_results",
     "prediction_json",
     "read_documents",
 ]
@@ -27,8 +32,8 @@ class PredictionCalibration(Protocol):
     (``planner.calibration.observed.ObservedCalibration``)."""
 
     def apply(
-        self, prediction: Mapping[str, Any], scenario: Scenario, *, cluster: str = ""
-    ) -> dict[str, Any]:
+        self, prediction: PredictionJson, scenario: Scenario, *, cluster: str = ""
+    ) -> Mapping[str, object]:
         """The ``planner predict`` object with the calibrated fields added."""
         ...
 
@@ -78,7 +83,7 @@ def _name_of(doc: object) -> str | None:
     return None
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """Make a value JSON-safe: plain float/int/bool/None, non-finite floats become None."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
@@ -87,25 +92,141 @@ def _plain(value: Any) -> Any:
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return float(value) if math.isfinite(value) else None
+        return _finite(value)
     return value
 
 
-def prediction_json(prediction: Prediction, name: str | None) -> dict[str, Any]:
-    """The ``planner predict --json`` object of one prediction: ``Prediction.to_dict(name)``
-    with plain floats, ints and bools, non-finite numbers as None."""
-    out: dict[str, Any] = _plain(prediction.to_dict(name))
+def _finite(value: float) -> float | None:
+    """A plain float, or None for a non-finite one (JSON has no NaN or infinity)."""
+    return float(value) if math.isfinite(value) else None
+
+
+class MemoryBreakdownJson(TypedDict):
+    """The ``memory_breakdown_bytes`` object of a prediction: bytes per GPU of each part."""
+
+    weights: float | None
+    gradients: float | None
+    optimizer: float | None
+    activations: float | None
+    overhead: float | None
+
+
+class PredictionJson(TypedDict):
+    """The ``planner predict --json`` object of one scenario (``Prediction``'s fields, SI
+    units; a non-finite number is None). ``breakdown_s``: the exposed time of each term of
+    the iteration (``planner.perf.engine.BREAKDOWN_KEYS``, without the ``_s``), seconds."""
+
+    name: str | None
+    iteration_time_s: float | None
+    tokens_per_s: float | None
+    tokens_per_s_per_gpu: float | None
+    model_flops_per_iteration: float | None
+    model_tflops_per_gpu: float | None
+    mfu: float | None
+    hfu: float | None
+    memory_per_gpu_bytes: float | None
+    fits_in_memory: bool
+    breakdown_s: dict[str, float | None]
+    memory_breakdown_bytes: MemoryBreakdownJson
+    time_to_train_s: float | None
+
+
+@final
+class DocumentError(TypedDict):
+    """The answer to a document that is invalid or has no valid plan: its ``name`` (None
+    when it has none) and ``error`` (``"<field>: <what is wrong and how to fix it>"`` or
+    ``"infeasible: ..."``)."""
+
+    name: str | None
+    error: str
+
+
+def prediction_json(prediction: Prediction, name: str | None) -> PredictedJson:
+    """The ``planner predict --json`` object of one prediction: ``Prediction``'s contract
+    fields with plain floats and bools, non-finite numbers as None (a :class:`PredictedJson`
+    without the calibrated fields, which a calibration adds)."""
+    mem = prediction.memory
+    ttt = prediction.time_to_train_s
+    return {
+        "name": name,
+        "iteration_time_s": _finite(prediction.iteration_time_s),
+        "tokens_per_s": _finite(prediction.tokens_per_s),
+        "tokens_per_s_per_gpu": _finite(prediction.tokens_per_s_per_gpu),
+        "model_flops_per_iteration": _finite(prediction.model_flops_per_iteration),
+        "model_tflops_per_gpu": _finite(prediction.model_tflops_per_gpu),
+        "mfu": _finite(prediction.mfu),
+        "hfu": _finite(prediction.hfu),
+        "memory_per_gpu_bytes": _finite(prediction.memory_per_gpu_bytes),
+        "fits_in_memory": bool(prediction.fits_in_memory),
+        "breakdown_s": {k: _finite(v) for k, v in prediction.breakdown.as_dict().items()},
+        "memory_breakdown_bytes": {
+            "weights": _finite(mem.weights_bytes),
+            "gradients": _finite(mem.gradients_bytes),
+            "optimizer": _finite(mem.optimizer_bytes),
+            "activations": _finite(mem.activations_bytes),
+            "overhead": _finite(mem.overhead_bytes),
+        },
+        "time_to_train_s": None if ttt is None else _finite(ttt),
+    }
+
+
+@final
+class PredictedJson(PredictionJson):
+    """The ``planner predict --json`` object of a valid scenario: :class:`PredictionJson`,
+    with a calibration learnt from observed runs its ``calibrated_*`` fields (the model's field
+    corrected, same unit) and its ``calibration`` object
+    (``planner.calibration.observed``), and with a calibrated efficiency model its
+    ``efficiency_model`` provenance."""
+
+    calibrated_iteration_time_s: NotRequired[float]
+    calibrated_tokens_per_s: NotRequired[float]
+    calibrated_tokens_per_s_per_gpu: NotRequired[float]
+    calibrated_mfu: NotRequired[float]
+    calibrated_time_to_train_s: NotRequired[float]
+    calibrated_memory_per_gpu_bytes: NotRequired[float]
+    calibration: NotRequired[Mapping[str, object]]
+    efficiency_model: NotRequired[object]
+
+
+def _calibrated(prediction: PredictedJson, applied: Mapping[str, object]) -> PredictedJson:
+    """``prediction`` with the calibrated fields ``PredictionCalibration.apply`` added, in the
+    order it added them. Raises ``TypeError`` naming a field it added that this type does not
+    hold or that has another type (the two must change together)."""
+    out: PredictedJson = {**prediction}
+    for key, value in applied.items():
+        if key in prediction:
+            continue
+        if key == "calibration" and isinstance(value, Mapping):
+            out["calibration"] = value
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise TypeError(f"calibration.apply added {key!r} of type {type(value).__name__}")
+        number = float(value)
+        if key == "calibrated_iteration_time_s":
+            out["calibrated_iteration_time_s"] = number
+        elif key == "calibrated_tokens_per_s":
+            out["calibrated_tokens_per_s"] = number
+        elif key == "calibrated_tokens_per_s_per_gpu":
+            out["calibrated_tokens_per_s_per_gpu"] = number
+        elif key == "calibrated_mfu":
+            out["calibrated_mfu"] = number
+        elif key == "calibrated_time_to_train_s":
+            out["calibrated_time_to_train_s"] = number
+        elif key == "calibrated_memory_per_gpu_bytes":
+            out["calibrated_memory_per_gpu_bytes"] = number
+        else:
+            raise TypeError(f"calibration.apply added {key!r}, which PredictedJson lacks")
     return out
 
 
-def predict_documents(
+def predict_results(
     docs: Sequence[object],
     *,
     efficiency: EfficiencyModel | None = None,
     calibration: PredictionCalibration | None = None,
     cluster: str = "",
-) -> list[dict[str, Any]]:
-    """One JSON-ready dict per document, in order: the prediction, or ``{"name", "error"}``.
+) -> list[PredictedJson | DocumentError]:
+    """One JSON-ready object per document, in order: the prediction, or ``{"name", "error"}``.
 
     All documents are parsed first; the valid scenarios are then predicted in ONE vectorized
     ``predict_batch`` call. ``error`` reads ``"<field>: <what is wrong and how to fix it>"``;
@@ -117,7 +238,7 @@ def predict_documents(
     """
     describe = getattr(efficiency, "describe", None)
     provenance = describe() if callable(describe) else None
-    results: list[dict[str, Any] | None] = []
+    results: list[PredictedJson | DocumentError | None] = []
     valid: list[tuple[int, Scenario]] = []
     for doc in docs:
         name = _name_of(doc)
@@ -132,9 +253,12 @@ def predict_documents(
         try:
             predictions = predict_batch([s for _, s in valid], efficiency)
             for (i, scenario), prediction in zip(valid, predictions, strict=True):
-                result = prediction_json(prediction, scenario.name)
-                if calibration is not None:
-                    result = calibration.apply(result, scenario, cluster=cluster)
+                typed = prediction_json(prediction, scenario.name)
+                result: PredictedJson = (
+                    {**typed}
+                    if calibration is None
+                    else _calibrated(typed, calibration.apply(typed, scenario, cluster=cluster))
+                )
                 if provenance is not None:
                     result["efficiency_model"] = _plain(provenance)
                 results[i] = result
@@ -145,3 +269,20 @@ def predict_documents(
                     "error": f"internal: {type(exc).__name__}: {exc}",
                 }
     return [r if r is not None else {"name": None, "error": "internal: missing"} for r in results]
+
+
+def predict_documents(
+    docs: Sequence[object],
+    *,
+    efficiency: EfficiencyModel | None = None,
+    calibration: PredictionCalibration | None = None,
+    cluster: str = "",
+) -> list[dict[str, Any]]:
+    """:func:`predict_results` as plain dicts, for the callers that still hold a prediction as
+    one (the service's job descriptions, ``planner.service.describe``)."""
+    return [
+        dict(result)
+        for result in predict_results(
+            docs, efficiency=efficiency, calibration=calibration, cluster=cluster
+        )
+    ]

@@ -13,15 +13,24 @@ typed search or recommendation, and write its result as the ``planner explore --
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TypedDict, Unpack
 
 from planner.errors import InfeasibleError, SpecError
+from planner.perf.efficiency import EfficiencyModel
 from planner.recommend import recommend
-from planner.scenario.request import parse_request, recommendation_json
-from planner.scenario.space import explore_json, parse_space, scenario_document, stated_fields
-from planner.search import explore
+from planner.scenario.documents import DocumentError
+from planner.scenario.request import RecommendationJson, parse_request, recommendation_json
+from planner.scenario.space import (
+    ExploreJson,
+    explore_json,
+    parse_space,
+    scenario_document,
+    stated_fields,
+)
+from planner.search import Objective, explore
 
 __all__ = [
+    "ExploreOptions",
     "explore_document",
     "explore_documents",
     "parse_request",
@@ -36,13 +45,26 @@ def _name(doc: object) -> str | None:
     return None if name is None else str(name)
 
 
-def explore_document(doc: object, **kwargs: Any) -> dict[str, Any]:
+class ExploreOptions(TypedDict, total=False):
+    """The options of ``planner.search.explore`` a caller may set (its defaults otherwise)."""
+
+    objective: Objective | str
+    top_k: int
+    rank_offset: int
+    chunk_size: int
+    workers: int
+    efficiency: EfficiencyModel | None
+    with_pareto: bool
+    tolerance: float | None
+
+
+def explore_document(doc: object, **kwargs: Unpack[ExploreOptions]) -> ExploreJson | DocumentError:
     """One explore document -> the contract's JSON object, or ``{"name", "error"}``.
 
-    ``kwargs`` go to ``planner.search.explore`` (``objective``, ``top_k``, ``rank_offset``,
-    ``chunk_size``, ``workers``, ``efficiency``, ``with_pareto``). Never raises for bad
-    documents or infeasible spaces: the ``error`` reads ``"<field>: <what is wrong and how to
-    fix it>"`` or ``"infeasible: ..."``.
+    ``kwargs`` go to ``planner.search.explore`` (``ExploreOptions``: ``objective``, ``top_k``,
+    ``rank_offset``, ``chunk_size``, ``workers``, ``efficiency``, ``with_pareto``,
+    ``tolerance``). Never raises for bad documents or infeasible spaces: the ``error`` reads
+    ``"<field>: <what is wrong and how to fix it>"`` or ``"infeasible: ..."``.
     """
     try:
         space = parse_space(doc)
@@ -55,14 +77,16 @@ def explore_document(doc: object, **kwargs: Any) -> dict[str, Any]:
     return explore_json(result, stated_fields(parallelism))
 
 
-def explore_documents(docs: Sequence[object], **kwargs: Any) -> Iterator[dict[str, Any]]:
+def explore_documents(
+    docs: Sequence[object], **kwargs: Unpack[ExploreOptions]
+) -> Iterator[ExploreJson | DocumentError]:
     """``explore_document`` over a sweep of documents (one process, results in input order,
     yielded as each finishes so a caller can stream them)."""
     for doc in docs:
         yield explore_document(doc, **kwargs)
 
 
-def recommend_document(doc: object, *, workers: int = 1) -> dict[str, Any]:
+def recommend_document(doc: object, *, workers: int = 1) -> RecommendationJson | DocumentError:
     """A recommend document -> the ``planner recommend --json`` object, or
     ``{"name", "error"}`` for bad input and for jobs no pool can run. Never raises for bad
     documents. An unreachable deadline keeps the whole answer and adds its ``error``."""

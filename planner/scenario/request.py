@@ -29,8 +29,9 @@ attention. Numbers follow ``planner.scenario.numbers``. The answer's meaning is
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast
+from typing import Literal, NotRequired, TypedDict, cast, final
 
 from planner.errors import SpecError
 from planner.recommend import (
@@ -43,20 +44,34 @@ from planner.recommend import (
     RunningAdvice,
     RunningJob,
 )
-from planner.scenario.documents import prediction_json
+from planner.scenario.documents import PredictionJson, prediction_json
 from planner.scenario.numbers import integer_or_value, number_or_value
 from planner.scenario.parse import parse_scenario
 from planner.scenario.space import (
+    ExploreEntryJson,
+    LayoutJson,
+    StatedFields,
     entry_json,
     layout_json,
     parse_knobs,
     probe_document,
     stated_fields,
 )
-from planner.search import ExploreEntry, Objective
+from planner.search import Objective
 from planner.specs._checks import require_int, require_number
 
-__all__ = ["parse_request", "recommendation_json"]
+__all__ = [
+    "AllocationJson",
+    "CurveRowJson",
+    "RecommendationJson",
+    "RestartAssumptionsJson",
+    "RestartCostJson",
+    "RunningBetterJson",
+    "RunningJson",
+    "RunningNoBetterJson",
+    "parse_request",
+    "recommendation_json",
+]
 
 _HW_OVERRIDES = ("gpus_per_node", "nvlink_domain_size", "inter_node_bandwidth_gbit_per_s")
 _RECOMMEND_KEYS = (
@@ -89,7 +104,7 @@ def _number(path: str, raw: object, *, positive: bool = True) -> float:
     return cast(float, value)
 
 
-def _mapping(path: str, raw: object) -> Mapping[str, Any]:
+def _mapping(path: str, raw: object) -> Mapping[str, object]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
@@ -97,21 +112,21 @@ def _mapping(path: str, raw: object) -> Mapping[str, Any]:
     return raw
 
 
-def _check_keys(path: str, raw: Mapping[str, Any], allowed: Sequence[str]) -> None:
+def _check_keys(path: str, raw: Mapping[str, object], allowed: Sequence[str]) -> None:
     for key in raw:
         if key not in allowed:
             raise SpecError(f"{path}.{key}", f"unknown field; allowed: {', '.join(allowed)}")
 
 
 def _job_document(
-    doc: Mapping[str, Any],
+    doc: Mapping[str, object],
     total_tokens: float,
     *,
     gpu: str,
     num_gpus: int,
-    hardware: Mapping[str, Any],
-    parallelism: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    hardware: Mapping[str, object],
+    parallelism: Mapping[str, object] | None = None,
+) -> dict[str, object]:
     """The job of ``doc`` as an explore document on ``num_gpus`` GPUs of type ``gpu``."""
     out = {k: v for k, v in doc.items() if k != "recommend"}
     own = _mapping("hardware", doc.get("hardware"))
@@ -125,7 +140,9 @@ def _job_document(
     return out
 
 
-def _raw_pools(rec: Mapping[str, Any], hardware: Mapping[str, Any]) -> list[tuple[str, int, Any]]:
+def _raw_pools(
+    rec: Mapping[str, object], hardware: Mapping[str, object]
+) -> list[tuple[str, int, dict[str, object]]]:
     """``(gpu, free_gpus, hardware overrides)`` of each pool, validated."""
     raw_pools = rec.get("pools")
     if raw_pools is None:
@@ -142,16 +159,17 @@ def _raw_pools(rec: Mapping[str, Any], hardware: Mapping[str, Any]) -> list[tupl
         return [(str(gpu), _integer("hardware.num_gpus", free), overrides)]
     if not isinstance(raw_pools, list) or not raw_pools:
         raise SpecError("recommend.pools", "must be a non-empty list of {gpu, free_gpus}")
-    pools: list[tuple[str, int, Any]] = []
+    pools: list[tuple[str, int, dict[str, object]]] = []
     for i, raw in enumerate(raw_pools):
         path = f"recommend.pools[{i}]"
         pool = _mapping(path, raw)
         _check_keys(path, pool, ("gpu", "free_gpus", *_HW_OVERRIDES))
-        if not isinstance(pool.get("gpu"), str):
+        pool_gpu = pool.get("gpu")
+        if not isinstance(pool_gpu, str):
             raise SpecError(f"{path}.gpu", "a GPU catalog key is required, e.g. h100-sxm")
         free = _integer(f"{path}.free_gpus", pool.get("free_gpus"))
         overrides = {k: pool[k] for k in _HW_OVERRIDES if k in pool}
-        pools.append((pool["gpu"], free, overrides))
+        pools.append((pool_gpu, free, overrides))
     return pools
 
 
@@ -163,7 +181,7 @@ def _numbers_last(value: object) -> tuple[int, float]:
     return (0, 0.0)
 
 
-def _gpu_counts(rec: Mapping[str, Any]) -> tuple[int, ...] | None:
+def _gpu_counts(rec: Mapping[str, object]) -> tuple[int, ...] | None:
     counts = rec.get("gpu_counts")
     if counts is None:
         return None
@@ -173,7 +191,7 @@ def _gpu_counts(rec: Mapping[str, Any]) -> tuple[int, ...] | None:
     return tuple(sorted(values))
 
 
-def _restart(raw: Mapping[str, Any]) -> RestartAssumptions:
+def _restart(raw: Mapping[str, object]) -> RestartAssumptions:
     _check_keys("recommend.restart", raw, _RESTART_KEYS)
     bw = raw.get("checkpoint_bandwidth_gb_per_s")
     return RestartAssumptions(
@@ -196,11 +214,22 @@ def _restart(raw: Mapping[str, Any]) -> RestartAssumptions:
     )
 
 
-def _running_fields(
-    raw: object, hardware: Mapping[str, Any]
-) -> tuple[str, int, Mapping[str, Any], float, dict[str, Any]] | None:
-    """``(gpu, num_gpus, parallelism, tokens_trained, hardware overrides)`` of the running job,
-    validated as a section (its layout is checked against the model later)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _RunningFields:
+    """The ``recommend.running`` section, checked as a section: the GPU type and count, the
+    layout as written (checked against the model later), tokens trained so far, and the
+    hardware overrides of the job's own section."""
+
+    gpu: str
+    num_gpus: int
+    parallelism: Mapping[str, object]
+    tokens_trained: float
+    hardware: dict[str, object]
+
+
+def _running_fields(raw: object, hardware: Mapping[str, object]) -> _RunningFields | None:
+    """The running job's section, validated as a section (its layout is checked against the
+    model later); None when the document has none."""
     if raw is None:
         return None
     run = _mapping("recommend.running", raw)
@@ -221,13 +250,18 @@ def _running_fields(
     trained = _number(
         "recommend.running.tokens_trained", run.get("tokens_trained", 0.0), positive=False
     )
-    overrides = {k: run[k] for k in _HW_OVERRIDES if k in run}
-    return gpu, num_gpus, par, float(trained), overrides
+    return _RunningFields(
+        gpu=gpu,
+        num_gpus=num_gpus,
+        parallelism=par,
+        tokens_trained=float(trained),
+        hardware={k: run[k] for k in _HW_OVERRIDES if k in run},
+    )
 
 
 def _running_search_parallelism(
-    doc: Mapping[str, Any], running: Mapping[str, Any], global_batch_size: int
-) -> dict[str, Any]:
+    doc: Mapping[str, object], running: Mapping[str, object], global_batch_size: int
+) -> dict[str, object]:
     """The ``parallelism`` section the running job's best layout is searched with: the
     document's knobs, the job's global batch, precision and flash attention."""
     knobs = dict(_mapping("parallelism", doc.get("parallelism")))
@@ -280,17 +314,25 @@ def parse_request(doc: object) -> RecommendRequest:
     )
     job: RunningJob | None = None
     if running is not None:
-        gpu, num_gpus, layout, trained, overrides = running
         on_its_gpus = partial(
-            _job_document, doc, total_tokens, gpu=gpu, num_gpus=num_gpus, hardware=overrides
+            _job_document,
+            doc,
+            total_tokens,
+            gpu=running.gpu,
+            num_gpus=running.num_gpus,
+            hardware=running.hardware,
         )
         try:
-            current = parse_scenario(on_its_gpus(parallelism=layout))
+            current = parse_scenario(on_its_gpus(parallelism=running.parallelism))
         except SpecError as exc:
             raise SpecError(f"recommend.running.{exc.field}", exc.message) from None
-        search = _running_search_parallelism(doc, layout, current.parallelism.global_batch_size)
-        base = parse_scenario(probe_document(on_its_gpus(parallelism=search), num_gpus))
-        job = RunningJob(gpu=gpu, current=current, base=base, tokens_trained=trained)
+        search = _running_search_parallelism(
+            doc, running.parallelism, current.parallelism.global_batch_size
+        )
+        base = parse_scenario(probe_document(on_its_gpus(parallelism=search), running.num_gpus))
+        job = RunningJob(
+            gpu=running.gpu, current=current, base=base, tokens_trained=running.tokens_trained
+        )
     name = doc.get("name")
     return RecommendRequest(
         name=None if name is None else str(name),
@@ -309,32 +351,146 @@ def parse_request(doc: object) -> RecommendRequest:
 # ---- the answer as JSON ----------------------------------------------------------------------
 
 
-def _layout_and_prediction(best: ExploreEntry, stated: Mapping[str, Any]) -> dict[str, Any]:
+class AllocationJson(TypedDict):
+    """A feasible point of the scaling curve (a knee, the smallest allocation meeting the
+    deadline, the recommendation): GPU type and count, time to train (s), GPU-hours,
+    tokens/s, and its best layout with that layout's prediction."""
+
+    gpu: str
+    num_gpus: int
+    time_to_train_s: float
+    gpu_hours: float
+    tokens_per_s: float
+    parallelism: LayoutJson
+    prediction: PredictionJson
+
+
+class CurveRowJson(TypedDict):
+    """One row of the scaling curve: an infeasible row has ``reason``; a feasible one its
+    throughput, efficiencies (ratios), time to train (s), GPU-hours, whether it meets the
+    deadline (None without one) and its best layout with that layout's prediction."""
+
+    gpu: str
+    num_gpus: int
+    feasible: bool
+    reason: NotRequired[str | None]
+    tokens_per_s: NotRequired[float]
+    tokens_per_s_per_gpu: NotRequired[float]
+    scaling_efficiency: NotRequired[float]
+    marginal_efficiency: NotRequired[float | None]
+    time_to_train_s: NotRequired[float]
+    gpu_hours: NotRequired[float]
+    meets_deadline: NotRequired[bool | None]
+    parallelism: NotRequired[LayoutJson]
+    prediction: NotRequired[PredictionJson]
+
+
+class RestartCostJson(TypedDict):
+    """What restarting the running job costs: checkpoint bytes, seconds of each part."""
+
+    checkpoint_bytes: float
+    checkpoint_save_s: float
+    checkpoint_load_s: float
+    relaunch_s: float
+    warmup_s: float
+    total_s: float
+
+
+class RestartAssumptionsJson(TypedDict):
+    """The restart assumptions the answer used (``RestartAssumptions``)."""
+
+    checkpoint_bandwidth_bytes_per_s: float
+    checkpoint_bytes_per_param: float
+    relaunch_s: float
+    warmup_iterations: int
+
+
+class CurrentLayoutJson(TypedDict):
+    """The running job's layout as written in the document, and its prediction."""
+
+    parallelism: dict[str, object]
+    prediction: PredictionJson
+
+
+class _RunningJobJson(TypedDict):
+    """The running job: GPU type and count, its layout and prediction, the tokens left and
+    the time they take on that layout (s)."""
+
+    gpu: str
+    num_gpus: int
+    current: CurrentLayoutJson
+    remaining_tokens: float
+    remaining_time_current_s: float
+
+
+@final
+class RunningNoBetterJson(_RunningJobJson):
+    """The advice for a running job no other layout beats: ``best`` is None, ``reason``
+    says why."""
+
+    best: None
+    reason: str | None
+    faster: Literal[False]
+
+
+@final
+class RunningBetterJson(_RunningJobJson):
+    """The advice for a running job with a better layout: that layout (``best``), its speedup
+    (ratio), the iteration time it saves (s), the restart's cost, the remaining time after a
+    restart and the time saved (s), whether the restart pays, and the remaining tokens below
+    which it would not."""
+
+    best: ExploreEntryJson
+    faster: bool
+    speedup: float | None
+    iteration_time_saving_s: float | None
+    restart_cost: RestartCostJson
+    remaining_time_after_restart_s: float | None
+    time_saved_s: float | None
+    restart_pays: bool | None
+    break_even_remaining_tokens: float | None
+
+
+RunningJson = RunningNoBetterJson | RunningBetterJson
+"""The advice for the running job (``recommend.running``)."""
+
+
+class RecommendationJson(TypedDict):
+    """The ``planner recommend --json`` object (``recommendation_json``)."""
+
+    name: str | None
+    total_tokens: float
+    deadline_s: float | None
+    marginal_efficiency_threshold: float
+    scaling: list[CurveRowJson]
+    knee: list[AllocationJson | None]
+    smallest_meeting_deadline: AllocationJson | None
+    restart_assumptions: RestartAssumptionsJson
+    recommendation: AllocationJson | None
+    error: NotRequired[str]
+    running: NotRequired[RunningJson]
+
+
+def _row_json(p: CurvePoint, stated: StatedFields) -> CurveRowJson:
+    if p.best is None or p.scaling_efficiency is None:
+        return {"gpu": p.gpu, "num_gpus": p.num_gpus, "feasible": p.feasible, "reason": p.reason}
     return {
-        "parallelism": layout_json(best.scenario.parallelism, stated),
-        "prediction": prediction_json(best.prediction, best.scenario.name),
+        "gpu": p.gpu,
+        "num_gpus": p.num_gpus,
+        "feasible": p.feasible,
+        "tokens_per_s": p.tokens_per_s,
+        "tokens_per_s_per_gpu": p.tokens_per_s / p.num_gpus,
+        "scaling_efficiency": p.scaling_efficiency,
+        "marginal_efficiency": p.marginal_efficiency,
+        "time_to_train_s": p.time_to_train_s,
+        "gpu_hours": p.gpu_hours,
+        "meets_deadline": p.meets_deadline,
+        "parallelism": layout_json(p.best.scenario.parallelism, stated),
+        "prediction": prediction_json(p.best.prediction, p.best.scenario.name),
     }
 
 
-def _row_json(p: CurvePoint, stated: Mapping[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {"gpu": p.gpu, "num_gpus": p.num_gpus, "feasible": p.feasible}
-    if p.best is None or p.scaling_efficiency is None:
-        row["reason"] = p.reason
-        return row
-    row.update(
-        tokens_per_s=p.tokens_per_s,
-        tokens_per_s_per_gpu=p.tokens_per_s / p.num_gpus,
-        scaling_efficiency=p.scaling_efficiency,
-        marginal_efficiency=p.marginal_efficiency,
-        time_to_train_s=p.time_to_train_s,
-        gpu_hours=p.gpu_hours,
-        meets_deadline=p.meets_deadline,
-        **_layout_and_prediction(p.best, stated),
-    )
-    return row
-
-
-def _point_json(p: CurvePoint | None, stated: Mapping[str, Any]) -> dict[str, Any] | None:
+def _point_json(p: CurvePoint | None, stated: StatedFields) -> AllocationJson | None:
     if p is None or p.best is None:
         return None
     return {
@@ -343,15 +499,16 @@ def _point_json(p: CurvePoint | None, stated: Mapping[str, Any]) -> dict[str, An
         "time_to_train_s": p.time_to_train_s,
         "gpu_hours": p.gpu_hours,
         "tokens_per_s": p.tokens_per_s,
-        **_layout_and_prediction(p.best, stated),
+        "parallelism": layout_json(p.best.scenario.parallelism, stated),
+        "prediction": prediction_json(p.best.prediction, p.best.scenario.name),
     }
 
 
 def _running_json(
-    advice: RunningAdvice, layout: Mapping[str, Any], stated: Mapping[str, Any]
-) -> dict[str, Any]:
+    advice: RunningAdvice, layout: Mapping[str, object], stated: StatedFields
+) -> RunningJson:
     job = advice.job
-    out: dict[str, Any] = {
+    head: _RunningJobJson = {
         "gpu": job.gpu,
         "num_gpus": job.num_gpus,
         "current": {
@@ -361,16 +518,16 @@ def _running_json(
         "remaining_tokens": advice.remaining_tokens,
         "remaining_time_current_s": advice.remaining_time_current_s,
     }
-    if advice.best is None or advice.restart_cost is None:
-        out.update(best=None, reason=advice.reason, faster=False)
-        return out
     cost = advice.restart_cost
-    out.update(
-        best=entry_json(advice.best, Objective.TIME_TO_TRAIN, stated),
-        faster=advice.faster,
-        speedup=advice.speedup,
-        iteration_time_saving_s=advice.iteration_time_saving_s,
-        restart_cost={
+    if advice.best is None or cost is None:
+        return {**head, "best": None, "reason": advice.reason, "faster": False}
+    return {
+        **head,
+        "best": entry_json(advice.best, Objective.TIME_TO_TRAIN, stated),
+        "faster": advice.faster,
+        "speedup": advice.speedup,
+        "iteration_time_saving_s": advice.iteration_time_saving_s,
+        "restart_cost": {
             "checkpoint_bytes": cost.checkpoint_bytes,
             "checkpoint_save_s": cost.checkpoint_save_s,
             "checkpoint_load_s": cost.checkpoint_load_s,
@@ -378,22 +535,21 @@ def _running_json(
             "warmup_s": cost.warmup_s,
             "total_s": cost.total_s,
         },
-        remaining_time_after_restart_s=advice.remaining_time_after_restart_s,
-        time_saved_s=advice.time_saved_s,
-        restart_pays=advice.restart_pays,
-        break_even_remaining_tokens=advice.break_even_remaining_tokens,
-    )
-    return out
+        "remaining_time_after_restart_s": advice.remaining_time_after_restart_s,
+        "time_saved_s": advice.time_saved_s,
+        "restart_pays": advice.restart_pays,
+        "break_even_remaining_tokens": advice.break_even_remaining_tokens,
+    }
 
 
-def recommendation_json(recommendation: Recommendation, doc: object) -> dict[str, Any]:
+def recommendation_json(recommendation: Recommendation, doc: object) -> RecommendationJson:
     """The ``planner recommend --json`` object of ``recommendation``; ``doc`` is the recommend
     document it answers (its one-per-job ``parallelism`` fields and the running job's layout
     are repeated as written). An unmet deadline adds ``error`` (``"infeasible: ..."``)."""
-    source = doc if isinstance(doc, Mapping) else {}
+    source: Mapping[str, object] = doc if isinstance(doc, Mapping) else {}
     stated = stated_fields(source.get("parallelism"))
     r = recommendation
-    out: dict[str, Any] = {
+    out: RecommendationJson = {
         "name": r.name,
         "total_tokens": r.total_tokens,
         "deadline_s": r.deadline_s,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from planner.scenario.schema import NUMBER_TEXT_PATTERN, SECTIONS
 
@@ -25,15 +25,29 @@ END = "<!-- END field tables -->"
 COMMAND = "python -m planner.scenario.schema_doc --markdown"
 
 
-def _type_text(prop: dict[str, Any], defs: dict[str, Any]) -> str:
+def _object(value: object) -> Mapping[str, object]:
+    """A JSON-schema node (an object; pydantic writes every node as one)."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"a JSON-schema node must be an object, got {value!r}")
+    return value
+
+
+def _nodes(value: object) -> list[Mapping[str, object]]:
+    """A JSON-schema list of nodes (``anyOf``)."""
+    if not isinstance(value, list):
+        raise ValueError(f"a JSON-schema node list must be a list, got {value!r}")
+    return [_object(v) for v in value]
+
+
+def _type_text(prop: Mapping[str, object], defs: Mapping[str, object]) -> str:
     """A JSON-schema property as the doc's type column (numeric text is the format's rule for
     every number, stated once in the doc's prose, so it is not repeated per field)."""
     if "$ref" in prop:
-        return _type_text(defs[prop["$ref"].rsplit("/", 1)[-1]], defs)
+        return _type_text(_object(defs[str(prop["$ref"]).rsplit("/", 1)[-1]]), defs)
     if "anyOf" in prop:
         parts = [
             p
-            for p in prop["anyOf"]
+            for p in _nodes(prop["anyOf"])
             if p.get("type") != "null" and p.get("pattern") != NUMBER_TEXT_PATTERN
         ]
         texts = list(dict.fromkeys(_type_text(p, defs) for p in parts))
@@ -43,11 +57,12 @@ def _type_text(prop: dict[str, Any], defs: dict[str, Any]) -> str:
             for t in texts
             if not any(t == f"list of ({one})" for one in lists)
         )
-    if "enum" in prop:
-        return "one of " + ", ".join(f"`{v}`" for v in prop["enum"])
+    enum = prop.get("enum")
+    if isinstance(enum, list):
+        return "one of " + ", ".join(f"`{v}`" for v in enum)
     kind = prop.get("type")
     if kind == "array":
-        return f"list of ({_type_text(prop['items'], defs)})"
+        return f"list of ({_type_text(_object(prop['items']), defs)})"
     return {"integer": "integer", "number": "number", "boolean": "true/false"}.get(
         str(kind), "text"
     )
@@ -59,13 +74,14 @@ def markdown_tables() -> str:
     lines: list[str] = []
     for key, model in SECTIONS.items():
         schema = model.model_json_schema()
-        defs = schema.get("$defs", {})
+        defs = _object(schema.get("$defs", {}))
         doc = " ".join(str(model.__doc__).split()).replace("``", "`")
         lines += [f"### `{key}`", "", doc, ""]
         lines += ["| field | type | meaning |", "| --- | --- | --- |"]
-        for name, prop in schema["properties"].items():
-            meaning = str(prop.get("description", "")).replace("|", "\\|")
-            lines.append(f"| `{name}` | {_type_text(prop, defs)} | {meaning} |")
+        for name, prop in _object(schema["properties"]).items():
+            node = _object(prop)
+            meaning = str(node.get("description", "")).replace("|", "\\|")
+            lines.append(f"| `{name}` | {_type_text(node, defs)} | {meaning} |")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Literal, NotRequired, TypedDict, get_args
 
 from planner.errors import SpecError
-from planner.scenario.documents import prediction_json
+from planner.scenario.documents import PredictionJson, prediction_json
 from planner.scenario.numbers import integer_or_value
 from planner.scenario.parse import SECTION_KEYS, parse_scenario
 from planner.search import KNOBS, PLACEMENT_NOTE, DesignSpace, Knobs, Objective
@@ -31,6 +31,12 @@ from planner.specs.parallelism import ParallelismSpec, Recompute
 
 __all__ = [
     "SCALAR_FIELDS",
+    "ExploreCountsJson",
+    "ExploreEntryJson",
+    "ExploreJson",
+    "LayoutJson",
+    "ScalarField",
+    "StatedFields",
     "entry_json",
     "explore_json",
     "layout_json",
@@ -46,11 +52,109 @@ _PREDICT_ONLY = ("pipeline_layout",)
 """An explicit layout fixes the pipeline and virtual pipeline degrees: ``planner predict``
 takes it, the explorer searches the uneven first / last ranks, the ``account_for`` options and
 the framework's split instead."""
-SCALAR_FIELDS = tuple(
-    k for k in SECTION_KEYS["parallelism"] if k not in _LIST_FIELDS and k not in _PREDICT_ONLY
-)
+ScalarField = Literal[
+    "recompute_modules",
+    "precision",
+    "fp8_recipe",
+    "flash_attention",
+    "grad_reduce_in_fp32",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+]
+SCALAR_FIELDS: tuple[ScalarField, ...] = get_args(ScalarField)
 """The scenario's other ``parallelism`` fields (precision, flash attention, gradient-reduction
-precision and overlap): one value per explore document, carried into every candidate."""
+precision and overlap): one value per explore document, carried into every candidate. They
+are the schema's ``parallelism`` fields that are neither knobs (``_LIST_FIELDS``) nor
+``_PREDICT_ONLY``; ``_check_scalar_fields`` holds the two lists together."""
+
+
+def _check_scalar_fields() -> None:
+    """Raise ``RuntimeError`` when ``SCALAR_FIELDS`` is not the schema's one-per-document
+    ``parallelism`` fields (a field added to the schema must be added to ``ScalarField``)."""
+    schema = tuple(
+        k for k in SECTION_KEYS["parallelism"] if k not in _LIST_FIELDS and k not in _PREDICT_ONLY
+    )
+    if schema != SCALAR_FIELDS:
+        raise RuntimeError(
+            f"planner.scenario.space.ScalarField lists {SCALAR_FIELDS}, the schema's "
+            f"one-per-document parallelism fields are {schema} (in this order)"
+        )
+
+
+_check_scalar_fields()
+
+
+class StatedFields(TypedDict, total=False):
+    """The ``SCALAR_FIELDS`` an explore document states, as written (any value the
+    document's reader gave; ``parse_scenario`` has checked them)."""
+
+    recompute_modules: object
+    precision: object
+    fp8_recipe: object
+    flash_attention: object
+    grad_reduce_in_fp32: object
+    overlap_grad_reduce: object
+    overlap_param_gather: object
+
+
+class _ExpertTensorParallel(TypedDict, total=False):
+    expert_tensor_parallel: int
+
+
+class _UnevenSplit(TypedDict, total=False):
+    decoder_first_pipeline_num_layers: int
+    decoder_last_pipeline_num_layers: int
+
+
+class LayoutJson(_ExpertTensorParallel, _UnevenSplit, StatedFields):
+    """The scenario-format ``parallelism`` section of one layout (``layout_json``)."""
+
+    tensor_parallel: int
+    pipeline_parallel: int
+    context_parallel: int
+    expert_parallel: int
+    data_parallel: int
+    virtual_pipeline: int
+    sequence_parallel: bool
+    micro_batch_size: int
+    global_batch_size: int
+    recompute: str
+    zero_stage: int
+    account_for_embedding_in_pipeline_split: bool
+    account_for_loss_in_pipeline_split: bool
+
+
+class ExploreEntryJson(TypedDict):
+    """One entry of the explore output (``entry_json``)."""
+
+    num_gpus: int
+    parallelism: LayoutJson
+    prediction: PredictionJson
+    gpu_hours: NotRequired[float | None]
+    rank: NotRequired[int]
+    equivalents: NotRequired[list[ExploreEntryJson]]
+    num_equivalents: NotRequired[int]
+
+
+class ExploreCountsJson(TypedDict):
+    """How many candidates the sweep enumerated and evaluated, and why the others were
+    rejected (count per reason)."""
+
+    enumerated: int
+    evaluated: int
+    rejected: dict[str, int]
+
+
+class ExploreJson(TypedDict):
+    """The ``planner explore --json`` object (``explore_json``)."""
+
+    name: str | None
+    objective: str
+    top: list[ExploreEntryJson]
+    pareto: list[ExploreEntryJson]
+    pareto_criteria: list[str]
+    counts: ExploreCountsJson
+    placement: str
 
 
 def _values(raw: object, *, numeric: bool = True) -> list[object] | None:
@@ -76,14 +180,14 @@ def _recompute(raw: list[object]) -> list[object]:
     return out
 
 
-def _section(doc: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+def _section(doc: Mapping[str, object], name: str) -> Mapping[str, object]:
     section = doc.get(name)
     if not isinstance(section, Mapping):
         raise SpecError(name, f"must be a mapping of fields, got {type(section).__name__}")
     return section
 
 
-def _parallelism_section(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+def _parallelism_section(doc: Mapping[str, object]) -> Mapping[str, object]:
     """The ``parallelism`` section, its fields checked (not yet their values)."""
     if doc.get("parallelism") is None:
         raise SpecError("parallelism", "the 'parallelism' section is required (global_batch_size)")
@@ -110,7 +214,7 @@ def _parallelism_section(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     return par
 
 
-def parse_knobs(doc: Mapping[str, Any]) -> tuple[tuple[int, ...], Knobs]:
+def parse_knobs(doc: Mapping[str, object]) -> tuple[tuple[int, ...], Knobs]:
     """The global batch sizes and ``Knobs`` of an explore document's ``parallelism`` section.
 
     Raises ``SpecError("parallelism[.<field>]", ...)`` for a missing section or global batch,
@@ -123,7 +227,7 @@ def parse_knobs(doc: Mapping[str, Any]) -> tuple[tuple[int, ...], Knobs]:
             "parallelism.global_batch_size", "is required (sequences per iteration, or a list)"
         )
     batches = allowed_counts("parallelism.global_batch_size", raw_batch)
-    given: dict[str, Any] = {}
+    given: dict[str, tuple[object, ...]] = {}
     for key in (*KNOBS, "data_parallel"):
         numeric = key not in (
             "recompute",
@@ -134,20 +238,18 @@ def parse_knobs(doc: Mapping[str, Any]) -> tuple[tuple[int, ...], Knobs]:
         values = _values(par.get(key), numeric=numeric)
         if values is not None:
             given[key] = tuple(_recompute(values) if key == "recompute" else values)
-    return batches, Knobs(**given)
+    return batches, Knobs.from_values(given)
 
 
-def probe_document(doc: Mapping[str, Any], num_gpus: int) -> dict[str, Any]:
+def probe_document(doc: Mapping[str, object], num_gpus: int) -> dict[str, object]:
     """The scenario document of ``doc``'s job on ``num_gpus`` GPUs, pure data parallel, with
     the document's ``SCALAR_FIELDS``: what ``parse_scenario`` validates the model, hardware,
     training and one-per-document fields of an explore document with."""
-    par = doc.get("parallelism") or {}
-    probe_par: dict[str, Any] = {"data_parallel": num_gpus, "global_batch_size": num_gpus}
-    for key in SCALAR_FIELDS:
-        if par.get(key) is not None:
-            probe_par[key] = par[key]
+    par = doc.get("parallelism")
+    probe_par: dict[str, object] = {"data_parallel": num_gpus, "global_batch_size": num_gpus}
+    probe_par.update(stated_fields(par))
     probe = {k: v for k, v in doc.items() if k != "parallelism"}
-    probe["hardware"] = {**dict(doc.get("hardware") or {}), "num_gpus": num_gpus}
+    probe["hardware"] = {**_mapping_or_empty(doc.get("hardware")), "num_gpus": num_gpus}
     probe["parallelism"] = probe_par
     return probe
 
@@ -177,23 +279,24 @@ def parse_space(doc: object) -> DesignSpace:
     return DesignSpace(base=base, num_gpus=gpu_counts, global_batch_size=batches, knobs=knobs)
 
 
-def stated_fields(parallelism: object) -> dict[str, Any]:
+def stated_fields(parallelism: object) -> StatedFields:
     """The ``SCALAR_FIELDS`` a document's ``parallelism`` section states, as written: every
     entry of the explore output repeats them after its layout."""
-    if not isinstance(parallelism, Mapping):
-        return {}
-    return {k: parallelism[k] for k in SCALAR_FIELDS if parallelism.get(k) is not None}
+    stated: StatedFields = {}
+    if isinstance(parallelism, Mapping):
+        for key in SCALAR_FIELDS:
+            if parallelism.get(key) is not None:
+                stated[key] = parallelism[key]
+    return stated
 
 
-def layout_json(parallelism: ParallelismSpec, stated: Mapping[str, Any]) -> dict[str, Any]:
+def layout_json(parallelism: ParallelismSpec, stated: StatedFields) -> LayoutJson:
     """The scenario-format ``parallelism`` section of one layout: every knob explicit (the
     expert tensor-parallel degree where the layout sets one: MoE models), then the ``stated``
     one-per-document fields."""
-    folded = (
-        {}
-        if parallelism.expert_tensor_parallel is None
-        else {"expert_tensor_parallel": parallelism.expert_tensor_parallel}
-    )
+    folded: _ExpertTensorParallel = {}
+    if parallelism.expert_tensor_parallel is not None:
+        folded["expert_tensor_parallel"] = parallelism.expert_tensor_parallel
     return {
         "tensor_parallel": parallelism.tensor_parallel,
         "pipeline_parallel": parallelism.pipeline_parallel,
@@ -216,18 +319,17 @@ def layout_json(parallelism: ParallelismSpec, stated: Mapping[str, Any]) -> dict
     }
 
 
-def _uneven_split(parallelism: ParallelismSpec) -> dict[str, int]:
+def _uneven_split(parallelism: ParallelismSpec) -> _UnevenSplit:
     """The first / last pipeline ranks' layer counts a layout sets (none for most layouts)."""
-    return {
-        name: value
-        for name in ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
-        if (value := getattr(parallelism, name)) is not None
-    }
+    split: _UnevenSplit = {}
+    if parallelism.decoder_first_pipeline_num_layers is not None:
+        split["decoder_first_pipeline_num_layers"] = parallelism.decoder_first_pipeline_num_layers
+    if parallelism.decoder_last_pipeline_num_layers is not None:
+        split["decoder_last_pipeline_num_layers"] = parallelism.decoder_last_pipeline_num_layers
+    return split
 
 
-def entry_json(
-    entry: ExploreEntry, objective: Objective, stated: Mapping[str, Any]
-) -> dict[str, Any]:
+def entry_json(entry: ExploreEntry, objective: Objective, stated: StatedFields) -> ExploreEntryJson:
     """One entry of the explore output: ``num_gpus``, ``parallelism`` (``layout_json``),
     ``prediction`` (the ``planner predict --json`` object of that layout), ``gpu_hours`` for
     the cost objective, ``rank`` for a ranked entry, with its ``equivalents`` (entries of
@@ -235,13 +337,13 @@ def entry_json(
     ``prediction``) and ``num_equivalents`` (how many there are, listed or not)."""
     n = entry.num_gpus
     prediction = prediction_json(entry.prediction, entry.scenario.name)
-    out: dict[str, Any] = {
+    out: ExploreEntryJson = {
         "num_gpus": n,
         "parallelism": layout_json(entry.scenario.parallelism, stated),
         "prediction": prediction,
     }
     if objective is Objective.COST:
-        ttt = prediction.get("time_to_train_s")
+        ttt = prediction["time_to_train_s"]
         out["gpu_hours"] = None if ttt is None else n * ttt / 3600.0
     if entry.rank is not None:
         out["rank"] = entry.rank
@@ -250,7 +352,7 @@ def entry_json(
     return out
 
 
-def explore_json(result: ExploreResult, stated: Mapping[str, Any]) -> dict[str, Any]:
+def explore_json(result: ExploreResult, stated: StatedFields) -> ExploreJson:
     """The ``planner explore --json`` object of ``result``; ``stated``: the document's
     one-per-document ``parallelism`` fields (``stated_fields``)."""
     return {
@@ -268,12 +370,18 @@ def explore_json(result: ExploreResult, stated: Mapping[str, Any]) -> dict[str, 
     }
 
 
+def _mapping_or_empty(section: object) -> Mapping[str, object]:
+    """A document section that is a mapping, else no fields (the parser reports a section
+    that is not a mapping, naming it)."""
+    return section if isinstance(section, Mapping) else {}
+
+
 def scenario_document(
-    doc: Mapping[str, Any], parallelism: Mapping[str, Any], num_gpus: int
-) -> dict[str, Any]:
+    doc: Mapping[str, object], parallelism: Mapping[str, object], num_gpus: int
+) -> dict[str, object]:
     """The ``planner predict`` document of one explore entry: the explore document ``doc``
     with the entry's ``parallelism`` section and GPU count."""
     out = copy.deepcopy(dict(doc))
-    out["hardware"] = {**dict(out.get("hardware") or {}), "num_gpus": num_gpus}
+    out["hardware"] = {**_mapping_or_empty(out.get("hardware")), "num_gpus": num_gpus}
     out["parallelism"] = dict(parallelism)
     return out

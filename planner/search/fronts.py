@@ -17,7 +17,6 @@ reduction may drop every candidate beyond the ``k``-th group's limit and stays e
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,7 +36,6 @@ IntArray = NDArray[np.int64]
 _KEY_FIELDS = tuple(f.name for f in fields(CandidateColumns))
 """The candidate columns (``CandidateColumns`` fields) kept, merged and paged by the sweep
 (the sweep's candidates have every optional column)."""
-_FLAG_FIELDS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
 
 
 @dataclass(slots=True)
@@ -53,11 +51,27 @@ class Kept:
     def empty(cls) -> Kept:
         """No candidate."""
         z = np.zeros(0, dtype=np.int64)
-        flags = ("sequence_parallel", *_FLAG_FIELDS)
-        empty: dict[str, Any] = {
-            name: (z.astype(np.bool_) if name in flags else z) for name in _KEY_FIELDS
-        }
-        cols = CandidateColumns(**empty)
+        no = np.zeros(0, dtype=np.bool_)
+        cols = CandidateColumns(  # every column, as the sweep's candidates have
+            tensor_parallel=z,
+            pipeline_parallel=z,
+            context_parallel=z,
+            expert_parallel=z,
+            data_parallel=z,
+            virtual_pipeline=z,
+            sequence_parallel=no,
+            micro_batch_size=z,
+            global_batch_size=z,
+            recompute=z,
+            zero_stage=z,
+            num_gpus=z,
+            expert_tensor_parallel=z,
+            account_for_embedding_in_pipeline_split=no,
+            account_for_loss_in_pipeline_split=no,
+            decoder_first_pipeline_num_layers=z,
+            decoder_last_pipeline_num_layers=z,
+            stage_layers=z,
+        )
         return cls(cols=cols, objective=np.zeros(0), memory=np.zeros(0), index=z)
 
     @property

@@ -50,9 +50,9 @@ separate knob.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import cast
+from typing import TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -107,6 +107,8 @@ _BOOL_KNOBS = (
     "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split",
 )
+
+_T = TypeVar("_T")
 
 REJECT_REASONS: tuple[str, ...] = (
     Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.value,
@@ -382,29 +384,42 @@ class Knobs:
     def __post_init__(self) -> None:
         for name in (*KNOBS, "data_parallel"):
             values = getattr(self, name)
-            path = f"parallelism.{name}"
-            if values is None:
-                continue
-            if name == "recompute":
-                _require_members(path, values)
-            elif name in _BOOL_KNOBS:
-                for value in values:
-                    if not isinstance(value, bool):
-                        raise SpecError(
-                            path, f"must be true or false (or a list of them), got {value!r}"
-                        )
-            elif name in _SPLIT_KNOBS:  # layer counts, None for "unset"
-                if not values:
-                    allowed_counts(path, values)  # raises: an empty list allows nothing
-                counts = [v for v in values if v is not None]
-                if counts:
-                    allowed_counts(path, counts)
-            elif name == "zero_stage":
-                stages = allowed_counts(path, values, minimum=0)
-                if stages[-1] > 3:
-                    raise SpecError(path, f"must be 0, 1, 2 or 3, got {stages[-1]}")
-            else:
-                allowed_counts(path, values)
+            if values is not None:
+                _KNOB_CHECKS[name](f"parallelism.{name}", values)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Sequence[object]]) -> Knobs:
+        """Knobs from the allowed values of each knob as a document gives them (a knob left
+        out is open), each checked as ``Knobs`` checks them, in the same order (so the first
+        bad knob is the one reported). Raises ``SpecError("parallelism.<knob>", ...)``."""
+
+        def given(name: str, check: Callable[[str, Sequence[object]], _T]) -> _T | None:
+            raw = values.get(name)
+            return None if raw is None else check(f"parallelism.{name}", raw)
+
+        return cls(
+            tensor_parallel=given("tensor_parallel", _degrees),
+            pipeline_parallel=given("pipeline_parallel", _degrees),
+            context_parallel=given("context_parallel", _degrees),
+            expert_parallel=given("expert_parallel", _degrees),
+            virtual_pipeline=given("virtual_pipeline", _degrees),
+            micro_batch_size=given("micro_batch_size", _degrees),
+            recompute=given("recompute", _recompute_modes),
+            zero_stage=given("zero_stage", _zero_stages),
+            sequence_parallel=given("sequence_parallel", _flags),
+            expert_tensor_parallel=given("expert_tensor_parallel", _degrees),
+            account_for_embedding_in_pipeline_split=given(
+                "account_for_embedding_in_pipeline_split", _flags
+            ),
+            account_for_loss_in_pipeline_split=given("account_for_loss_in_pipeline_split", _flags),
+            decoder_first_pipeline_num_layers=given(
+                "decoder_first_pipeline_num_layers", _layer_counts
+            ),
+            decoder_last_pipeline_num_layers=given(
+                "decoder_last_pipeline_num_layers", _layer_counts
+            ),
+            data_parallel=given("data_parallel", _degrees),
+        )
 
     def codes(self, name: str) -> tuple[int, ...] | None:
         """The distinct allowed values of knob ``name`` as array codes, ascending (recompute
@@ -420,14 +435,63 @@ class Knobs:
         return tuple(sorted({int(v) for v in values}))
 
 
-def _require_members(path: str, values: Sequence[object]) -> None:
+def _degrees(path: str, values: Sequence[object]) -> tuple[int, ...]:
+    """Allowed degrees or sizes, in the order given: each an ``int >= 1``."""
+    allowed_counts(path, values)  # raises on an empty list or a bad element
+    return tuple(v for v in values if isinstance(v, int))  # every one, checked above
+
+
+def _zero_stages(path: str, values: Sequence[object]) -> tuple[int, ...]:
+    """Allowed ZeRO stages, in the order given: each 0, 1, 2 or 3."""
+    stages = allowed_counts(path, values, minimum=0)
+    if stages[-1] > 3:
+        raise SpecError(path, f"must be 0, 1, 2 or 3, got {stages[-1]}")
+    return tuple(v for v in values if isinstance(v, int))  # every one, checked above
+
+
+def _flags(path: str, values: Sequence[object]) -> tuple[bool, ...]:
+    """Allowed values of an on/off knob, in the order given: each a ``bool``."""
+    out: list[bool] = []
+    for value in values:
+        if not isinstance(value, bool):
+            raise SpecError(path, f"must be true or false (or a list of them), got {value!r}")
+        out.append(value)
+    return tuple(out)
+
+
+def _layer_counts(path: str, values: Sequence[object]) -> tuple[int | None, ...]:
+    """Allowed layer counts of a first / last pipeline rank, in the order given: each an
+    ``int >= 1`` or None (unset)."""
+    if not values:
+        allowed_counts(path, values)  # raises: an empty list allows nothing
+    counts = [v for v in values if v is not None]
+    if counts:
+        allowed_counts(path, counts)
+    return tuple(v for v in values if v is None or isinstance(v, int))  # every one, checked
+
+
+def _recompute_modes(path: str, values: Sequence[object]) -> tuple[Recompute, ...]:
+    """Allowed recompute modes, in the order given: each a ``Recompute``."""
     if not values:
         raise SpecError(path, "an empty list allows nothing; leave the field out to open it")
+    out: list[Recompute] = []
     for value in values:
         if not isinstance(value, Recompute):
             raise SpecError(
                 path, f"unknown value {value!r}; use one of {', '.join(r.value for r in Recompute)}"
             )
+        out.append(value)
+    return tuple(out)
+
+
+_KNOB_CHECKS: dict[str, Callable[[str, Sequence[object]], tuple[object, ...]]] = {
+    **dict.fromkeys((*KNOBS, "data_parallel"), _degrees),
+    "recompute": _recompute_modes,
+    "zero_stage": _zero_stages,
+    **dict.fromkeys(_BOOL_KNOBS, _flags),
+    **dict.fromkeys(_SPLIT_KNOBS, _layer_counts),
+}
+"""How each knob's allowed values are checked (``Knobs``)."""
 
 
 def _count_or_none(column: IntArray | None, i: int) -> int | None:

@@ -91,7 +91,7 @@ class AuditLog:
 
     def collector(self) -> Collector:
         """A ``prometheus_client`` collector of ``planner_scheduler_writes_total``."""
-        return _WritesCollector(self)
+        return WritesCollector(self.snapshot)
 
     def snapshot(self) -> Sequence[tuple[tuple[str, str, str], int]]:
         """The write counters, sorted."""
@@ -99,9 +99,13 @@ class AuditLog:
             return sorted(self.scheduler_writes.items())
 
 
-class _WritesCollector(Collector):
-    def __init__(self, audit: AuditLog) -> None:
-        self.audit = audit
+class WritesCollector(Collector):
+    """``planner_scheduler_writes_total`` from ``snapshot()``: ((scheduler, kind, outcome),
+    count) pairs (this process's :meth:`AuditLog.snapshot`, or what the ingest process last
+    reported in a split service, ``planner.service.processes``)."""
+
+    def __init__(self, snapshot: Callable[[], Iterable[tuple[tuple[str, str, str], int]]]) -> None:
+        self.snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(
@@ -110,6 +114,6 @@ class _WritesCollector(Collector):
             "annotations), by outcome; each is in the audit trail (GET /v1/audit).",
             labels=["scheduler", "kind", "outcome"],
         )
-        for (scheduler, kind, outcome), count in self.audit.snapshot():
+        for (scheduler, kind, outcome), count in self.snapshot():
             family.add_metric([scheduler, kind, outcome], float(count))
         yield family

@@ -3,9 +3,8 @@ time (``CapacityCollector``; the table is its docstring)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -13,6 +12,7 @@ from prometheus_client.registry import Collector
 from planner.service.job_fields import label
 from planner.service.metrics import LastGood, _num
 from planner.service.store import Store
+from planner.service.stored_json import fields, rows
 
 #: Most planned jobs exported with a deadline-miss probability (the most at risk first).
 MAX_DEADLINE_JOBS = 100
@@ -49,10 +49,10 @@ class CapacityCollector(Collector):
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._cached: tuple[int, float, dict[str, Any]] | None = None
+        self._cached: tuple[int, float, Mapping[str, object]] | None = None
         self._last = LastGood("the capacity review's metrics")
 
-    def _latest(self) -> tuple[float, dict[str, Any]] | None:
+    def _latest(self) -> tuple[float, Mapping[str, object]] | None:
         head = self.store.latest_review(with_result=False)
         if head is None:
             return None
@@ -103,33 +103,39 @@ class CapacityCollector(Collector):
         if latest is not None:
             made_at, result = latest
             made.add_metric([], made_at)
-            scenarios = result.get("scenarios") or []
+            scenarios = rows(result.get("scenarios"))
             base = scenarios[0] if scenarios else {}
-            weeks: dict[str, list[dict[str, Any]]] = {}
-            for week in base.get("pool_weeks") or []:
-                weeks.setdefault(str(week["pool"]), []).append(week)
-            for pool, rows in weeks.items():
-                for week in rows[:MAX_FORECAST_WEEKS]:
-                    week_label = _week(float(week["week_start_s"]))
+            weeks: dict[str, list[Mapping[str, object]]] = {}
+            for week in rows(base.get("pool_weeks")):
+                weeks.setdefault(str(week.get("pool")), []).append(week)
+            for pool, pool_weeks in weeks.items():
+                for week in pool_weeks[:MAX_FORECAST_WEEKS]:
+                    start_s = _num(week.get("week_start_s"))
+                    if start_s is None:
+                        continue
+                    week_label = _week(start_s)
+                    occupied = fields(week.get("occupied_gpus"))
                     for q, key in _QUANTILE_LABELS:
-                        value = _num((week.get("occupied_gpus") or {}).get(key))
+                        value = _num(occupied.get(key))
                         if value is not None:
                             gpus.add_metric([label(pool), q, week_label], value)
                     cap = _num(week.get("capacity_gpu_hours"))
                     if cap is not None:
                         capacity.add_metric([label(pool), week_label], cap / (7 * 24.0))
             at_risk = [
-                j for j in base.get("jobs") or [] if _num(j.get("miss_probability")) is not None
+                (probability, job)
+                for job in rows(base.get("jobs"))
+                if (probability := _num(job.get("miss_probability"))) is not None
             ]
-            at_risk.sort(key=lambda j: -float(j["miss_probability"]))
-            for job in at_risk[:MAX_DEADLINE_JOBS]:
-                miss.add_metric([label(job["name"])], float(job["miss_probability"]))
-            for row in result.get("comparison") or []:
+            at_risk.sort(key=lambda pair: -pair[0])
+            for probability, job in at_risk[:MAX_DEADLINE_JOBS]:
+                miss.add_metric([label(job.get("name"))], probability)
+            for row in rows(result.get("comparison")):
                 value = _num(row.get("expected_deadline_misses"))
                 if value is not None:
-                    expected.add_metric([label(row["scenario"])], value)
-            for answer in result.get("sizing") or []:
+                    expected.add_metric([label(row.get("scenario"))], value)
+            for answer in rows(result.get("sizing")):
                 added = _num(answer.get("gpus_added"))
                 if added is not None:
-                    sizing.add_metric([label(answer["gpu"]), label(answer["pool"])], added)
+                    sizing.add_metric([label(answer.get("gpu")), label(answer.get("pool"))], added)
         yield from (gpus, capacity, miss, expected, sizing, made)

@@ -12,7 +12,7 @@ a phase that a flagged straggler rank explains says so (``explained_by``).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final, Literal, TypedDict
 
 from planner.forecast.history import Pause, ProgressHistory
 from planner.service.loops.eta import schedule_of
@@ -40,7 +40,49 @@ def pause_kind(pause: Pause, eval_interval: int | None, save_interval: int | Non
     return " and ".join(kinds) or "pause"
 
 
-def job_events(row: JobRow) -> list[dict[str, Any]]:
+class PhaseEventJson(TypedDict):
+    """A sustained change of pace: from ``iteration``, seen at ``time_s`` (epoch s) and
+    ``seen_iteration``; ``ratio`` the new step time over the one before; ``explained_by`` the
+    straggler that explains it, if one does."""
+
+    kind: Literal["phase"]
+    iteration: int
+    time_s: float
+    seen_iteration: int
+    ratio: float
+    explained_by: str | None
+    description: str
+
+
+class PauseEventJson(TypedDict):
+    """A pause of ``duration_s`` seconds after ``iteration``, in the interval that ended at
+    ``until_iteration`` and ``time_s`` (epoch s); ``kind`` from :func:`pause_kind`."""
+
+    kind: str
+    iteration: int
+    time_s: float
+    until_iteration: int
+    duration_s: float
+    description: str
+
+
+class RestartEventJson(TypedDict):
+    """A restart from ``from_iteration`` back to ``iteration`` at ``time_s`` (epoch s), with
+    ``duration_s`` seconds lost."""
+
+    kind: Literal["restart"]
+    iteration: int
+    time_s: float
+    from_iteration: int
+    duration_s: float
+    description: str
+
+
+JobEventJson = PhaseEventJson | PauseEventJson | RestartEventJson
+"""One entry of ``GET /v1/jobs/{id}``'s ``events``."""
+
+
+def job_events(row: JobRow) -> list[JobEventJson]:
     """The job's events, oldest first, the newest ``MAX_EVENTS`` (module docstring)."""
     if not row.progress_history:
         return []
@@ -48,7 +90,7 @@ def job_events(row: JobRow) -> list[dict[str, Any]]:
     schedule = schedule_of(row)
     eval_interval = None if schedule is None else schedule.eval_interval
     save_interval = None if schedule is None else schedule.save_interval
-    events: list[dict[str, Any]] = []
+    events: list[JobEventJson] = []
     for phase in history.phases:
         events.append(
             {

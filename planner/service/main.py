@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import functools
 import logging
+import multiprocessing
 import os
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict, Unpack
 
 import uvicorn
 from fastapi import FastAPI
@@ -61,7 +65,7 @@ from planner.errors import SourcePermanentError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.recommend.admission import AdvisoryHints, CheckDecision
 from planner.service.api import build_app
-from planner.service.audit import AuditLog
+from planner.service.audit import AuditLog, WritesCollector
 from planner.service.auth import (
     Authorizer,
     OpenAuthorizer,
@@ -73,7 +77,8 @@ from planner.service.capacity_metrics import CapacityCollector
 from planner.service.guard import GuardedSource
 from planner.service.job_series import MAX_PENDING_JOBS
 from planner.service.learning import Learner, Learning, LearningConfig
-from planner.service.loops import IngestLoop, IngestSettings
+from planner.service.log_format import configure_logging
+from planner.service.loops import IngestLoop, IngestSettings, source_name
 from planner.service.loops.context import QueueForecastConfig
 from planner.service.loops.priority import RequestPriority
 from planner.service.loops.publish import (
@@ -84,8 +89,19 @@ from planner.service.loops.publish import (
 )
 from planner.service.loops.queue_forecast import published_forecast
 from planner.service.metrics import IngestCollector, KubernetesCollector, PlannerCollector
+from planner.service.processes import (
+    MIN_STALE_S,
+    HeartbeatWriter,
+    IngestStatus,
+    IngestView,
+    Supervisor,
+    WriteCount,
+    heartbeat_name,
+    informer_counts,
+    loop_figures,
+)
 from planner.service.reviews import ReviewRunner, read_document
-from planner.service.runtime import ServiceState, exit_after
+from planner.service.runtime import STALE_AFTER_INTERVALS, ServiceState, exit_after
 from planner.service.security_settings import check_exposure
 from planner.service.settings import KubernetesSettings, Settings, SlurmSettings, Toggle
 from planner.service.store import SqlStore, Store
@@ -364,30 +380,51 @@ def build_authorizer(settings: Settings, *, kube_api_client: Any = None) -> Auth
     return TokenAuthorizer(entries)
 
 
-def create_app(
-    settings: Settings | None = None,
-    *,
-    store: Store | None = None,
-    sources: Sequence[SchedulerSource] | None = None,
-    reader: ProgressReader | None = None,
-    traces: TraceSource | None = None,
-    kube_api_client: Any = None,
-    telemetry: JobTelemetry | None = None,
-    gpus: GpuTelemetry | None = None,
-    clock: Callable[[], float] = time.time,
-    start_loops: bool = True,
-) -> FastAPI:
-    """Build the service's app (see the module docstring); the store is migrated and the loops
-    start when the app starts. Raises ``StoreError`` when the database cannot be opened and
-    ``SpecError`` when the settings would expose an unauthenticated API."""
-    settings = settings or Settings()
-    check_exposure(settings.host, settings.port, settings.auth)
-    authorizer = build_authorizer(settings, kube_api_client=kube_api_client)
-    store = store or SqlStore(settings.database_url)
+@dataclass(slots=True)
+class Service:
+    """The pieces of one process of the service: its state (store, loop, leadership), the
+    registry ``/metrics`` serves, the trace files and the audit log."""
+
+    state: ServiceState
+    registry: CollectorRegistry
+    traces: TraceSource
+    audit: AuditLog
+
+
+class Parts(TypedDict, total=False):
+    """What a test or an embedder may inject instead of what the settings build (module
+    docstring); ``ingest_view``: the ingest process's status, in a split service's API
+    process."""
+
+    store: Store | None
+    sources: Sequence[SchedulerSource] | None
+    reader: ProgressReader | None
+    traces: TraceSource | None
+    kube_api_client: Any
+    telemetry: JobTelemetry | None
+    gpus: GpuTelemetry | None
+    clock: Callable[[], float]
+    ingest_view: IngestView | None
+
+
+def build_service(settings: Settings, **parts: Unpack[Parts]) -> Service:
+    """The pieces :func:`create_app` and the ingest process (:func:`run_ingest`) run (see the
+    module docstring for the arguments). With ``ingest_view`` (the API process of a split
+    service) nothing is polled or published here: the loop's status and metrics are read from
+    what the ingest process stores. Raises ``StoreError`` when the database cannot be opened."""
+    clock = parts.get("clock") or time.time
+    store = parts.get("store") or SqlStore(settings.database_url)
+    ingest_view = parts.get("ingest_view")
+    sources = parts.get("sources")
+    telemetry, gpus = parts.get("telemetry"), parts.get("gpus")
     audit = AuditLog(store, clock)
     priority = RequestPriority()  # the API's requests before the ingest loop's CPU
-    sources = list(sources) if sources is not None else build_sources(settings, pace=priority.pause)
-    traces = traces or TraceFiles(
+    if ingest_view is not None:
+        sources = []
+    elif sources is None:
+        sources = build_sources(settings, pace=priority.pause)
+    sources = list(sources)
+    traces = parts.get("traces") or TraceFiles(
         allowed_file_roots={
             "slurm": settings.slurm.allowed_file_roots,
             "kubernetes": settings.kubernetes.allowed_file_roots,
@@ -395,17 +432,19 @@ def create_app(
         memory_budget_bytes=settings.limits.trace_memory_bytes,
         budget_setting="limits.trace_memory_bytes",
     )
-    if telemetry is None and gpus is None:
+    if telemetry is None and gpus is None and ingest_view is None:
         telemetry, gpus = build_prometheus(settings)
     state_box: list[ServiceState] = []
-    kube = build_kubernetes(
-        settings.kubernetes,
-        store,
-        is_fresh=lambda: state_box[0].fresh(),  # noqa: PLW0108 (state is built below)
-        api_client=kube_api_client,
-        read_only=settings.read_only,
-        audit=audit,
-    )
+    kube = None
+    if ingest_view is None:
+        kube = build_kubernetes(
+            settings.kubernetes,
+            store,
+            is_fresh=lambda: state_box[0].fresh(),  # noqa: PLW0108 (state is built below)
+            api_client=parts.get("kube_api_client"),
+            read_only=settings.read_only,
+            audit=audit,
+        )
     if kube is not None:
         sources.append(kube.source)
         log.info(
@@ -420,7 +459,7 @@ def create_app(
     ingestor = IngestLoop(
         store,
         sources,
-        reader or build_reader(settings),
+        parts.get("reader") or build_reader(settings),
         clock=clock,
         settings=IngestSettings(
             model_prior_log_sd=settings.model_prior_log_sd,
@@ -442,7 +481,16 @@ def create_app(
     )
     learning = LearningConfig(**settings.learning.model_dump())
     ingestor.deps.learning = Learning(config=learning)
-    state = ServiceState(settings, store, ingestor, clock, kube=kube, slurm_hints=slurm_hints)
+    state = ServiceState(
+        settings,
+        store,
+        ingestor,
+        clock,
+        kube=kube,
+        slurm_hints=slurm_hints,
+        ingest_view=ingest_view,
+        tune_interpreter=ingest_view is None,
+    )
     state.learner = Learner(store, clock, learning)
     state_box.append(state)
     state.reviews = ReviewRunner(
@@ -460,9 +508,30 @@ def create_app(
         clock=clock,
         max_pending_jobs=settings.metrics.max_pending_jobs,
         kubernetes_stats=kube.source.stats if kube is not None else None,
+        ingest_view=ingest_view,
+        kubernetes=kubernetes_wanted(settings.kubernetes),
     )
+    return Service(state=state, registry=registry, traces=traces, audit=audit)
+
+
+def create_app(
+    settings: Settings | None = None, *, start_loops: bool = True, **parts: Unpack[Parts]
+) -> FastAPI:
+    """Build the service's app (see the module docstring); the store is migrated and the loops
+    start when the app starts (none with ``ingest_view``: :func:`build_service`). Raises
+    ``StoreError`` when the database cannot be opened and ``SpecError`` when the settings would
+    expose an unauthenticated API."""
+    settings = settings or Settings()
+    check_exposure(settings.host, settings.port, settings.auth)
+    authorizer = build_authorizer(settings, kube_api_client=parts.get("kube_api_client"))
+    service = build_service(settings, **parts)
     return build_app(
-        state, registry, traces=traces, start_loops=start_loops, authorizer=authorizer, audit=audit
+        service.state,
+        service.registry,
+        traces=service.traces,
+        start_loops=start_loops,
+        authorizer=authorizer,
+        audit=service.audit,
     )
 
 
@@ -474,17 +543,39 @@ def metrics_registry(
     clock: Callable[[], float] = time.time,
     max_pending_jobs: int = MAX_PENDING_JOBS,
     kubernetes_stats: Callable[[], Mapping[str, Any]] | None = None,
+    ingest_view: IngestView | None = None,
+    kubernetes: bool = False,
 ) -> CollectorRegistry:
     """The registry ``/metrics`` serves: every collector of the service (the Kubernetes
-    informers' only with ``kubernetes_stats``). ``deploy/docs_gen.py`` lists its metrics in
-    ``docs/metrics.md``."""
+    informers' only with ``kubernetes_stats``). With ``ingest_view`` (the API process of a
+    split service) the loop's own metrics, the writes to the schedulers and (``kubernetes``)
+    the informers' counters are those the ingest process last reported, under the same names.
+    ``deploy/docs_gen.py`` lists its metrics in ``docs/metrics.md``."""
     registry = CollectorRegistry()
     registry.register(PlannerCollector(store, clock, max_pending_jobs))
     registry.register(CapacityCollector(store))
-    registry.register(IngestCollector(ingestor))
-    if kubernetes_stats is not None:
-        registry.register(KubernetesCollector(kubernetes_stats))
-    registry.register(audit.collector())
+    if ingest_view is None:
+        registry.register(IngestCollector(functools.partial(loop_figures, ingestor)))
+        if kubernetes_stats is not None:
+            registry.register(KubernetesCollector(kubernetes_stats))
+        registry.register(audit.collector())
+        return registry
+    view = ingest_view
+
+    def reported() -> IngestStatus:
+        return view.current() or IngestStatus(
+            name="", pid=0, started_s=0.0, heartbeat_s=0.0, leader=False, sources=(), cycles_ok=0
+        )
+
+    registry.register(IngestCollector(lambda: reported().figures))
+    if kubernetes:
+        informers = lambda: {i.resource: i for i in reported().informers}  # noqa: E731
+        registry.register(KubernetesCollector(informers))
+    registry.register(
+        WritesCollector(
+            lambda: [((w.scheduler, w.kind, w.outcome), w.count) for w in reported().writes]
+        )
+    )
     return registry
 
 
@@ -500,32 +591,132 @@ def queue_forecast_config(settings: Settings) -> QueueForecastConfig:
     return QueueForecastConfig(**cfg.model_dump(exclude={"fleet_file"}), fleet=fleet)
 
 
+def configure_service_logging(level: str) -> None:
+    """The service's log: one record per line on standard error (``configure_logging``), the
+    libraries' per-cycle chatter (APScheduler, Alembic) only at DEBUG."""
+    configure_logging(level)
+    if level.upper() != "DEBUG":
+        for noisy in ("apscheduler", "alembic"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def ingest_status(service: Service, *, started_s: float) -> IngestStatus:
+    """What this ingest process reports now (its heartbeat, ``planner.service.processes``)."""
+    state = service.state
+    kube = state.kube
+    return IngestStatus(
+        name=heartbeat_name(),
+        pid=os.getpid(),
+        started_s=started_s,
+        heartbeat_s=state.clock(),
+        leader=state.is_leader,
+        sources=tuple(source_name(s) for s in state.ingestor.sources),
+        cycles_ok=state.ingestor.cycles_ok,
+        last_error=state.last_error,
+        figures=loop_figures(state.ingestor),
+        writes=tuple(
+            WriteCount(scheduler=scheduler, kind=kind, outcome=outcome, count=count)
+            for (scheduler, kind, outcome), count in service.audit.snapshot()
+        ),
+        informers=informer_counts(kube.source.stats()) if kube is not None else (),
+    )
+
+
+def run_ingest(settings: Settings, parent_pid: int | None = None) -> None:
+    """The ingest process (``service.role: ingest``, or the child a split ``planner serve``
+    supervises): the loops, leader election and what the leader publishes, and a heartbeat in
+    the store every few seconds and after each cycle; no HTTP port. Returns on SIGTERM/SIGINT
+    (a running cycle gets :data:`STOP_GRACE_S`) or, with ``parent_pid``, once that process is
+    gone. Raises ``PlannerError`` when the store cannot be opened or migrated."""
+    if parent_pid is not None:  # a spawned child: the parent's logging is not inherited
+        configure_service_logging(settings.log_level)
+    store = SqlStore(settings.database_url)
+    service = build_service(settings, store=store)
+    state = service.state
+    started_s = state.clock()
+    writer = HeartbeatWriter(store, functools.partial(ingest_status, service, started_s=started_s))
+    state.heartbeat = writer.beat
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("ingest process: signal %d, stopping", signum)
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    state.start(start_loops=True)
+    log.info("planner %s ingest process (pid %d)", __version__, os.getpid())
+    try:
+        while not stopping.wait(1.0):
+            if parent_pid is not None and os.getppid() != parent_pid:
+                log.warning("ingest process: the supervising process is gone, stopping")
+                break
+    finally:
+        exit_after(STOP_GRACE_S)
+        state.stop()
+
+
+def _spawn_ingest(settings: Settings) -> multiprocessing.process.BaseProcess:
+    """The ingest child of this process (started by the caller; ``spawn``: no state of the
+    parent's threads is inherited)."""
+    context = multiprocessing.get_context("spawn")
+    return context.Process(
+        target=run_ingest, args=(settings, os.getpid()), name="planner-ingest", daemon=False
+    )
+
+
 def serve(settings: Settings) -> None:
-    """Run the service under uvicorn on ``settings.host``/``port`` (``planner serve``).
-    Raises ``PlannerError`` when the store cannot be opened or migrated, or the settings would
-    expose an unauthenticated API.
+    """Run the service (``planner serve``): under uvicorn on ``settings.host``/``port`` with
+    the loops in this process (``service.processes: single``) or in a supervised child
+    (``split``), or one part alone (``service.role``: ``api``, ``ingest``). Raises
+    ``PlannerError`` when the store cannot be opened or migrated, or the settings would expose
+    an unauthenticated API.
 
     On SIGTERM/SIGINT uvicorn stops accepting connections, requests in flight get
-    ``shutdown_grace_s`` (then their searches are cancelled at the next chunk), the loops stop,
-    and a watchdog ends the process :data:`STOP_GRACE_S` later whatever still runs, so the pod
-    stops within its termination grace period (30 s by default)."""
+    ``shutdown_grace_s`` (then their searches are cancelled at the next chunk), the loops (or
+    the ingest child) stop, and a watchdog ends the process :data:`STOP_GRACE_S` later whatever
+    still runs, so the pod stops within its termination grace period (30 s by default)."""
+    role = settings.service.role
+    if role == "ingest":
+        run_ingest(settings)
+        return
     check_exposure(settings.host, settings.port, settings.auth)
     store = SqlStore(settings.database_url)
     store.migrate()  # fail here with a message rather than inside the server's start-up
-    application = create_app(settings, store=store)
+    supervisor = None
+    view = None
+    if role == "api" or settings.service.processes == "split":
+        if role == "all":
+            supervisor = Supervisor(functools.partial(_spawn_ingest, settings))
+        view = IngestView(
+            store,
+            time.time,
+            stale_after_s=max(STALE_AFTER_INTERVALS * settings.ingest_interval_s, MIN_STALE_S),
+            child=supervisor,
+        )
+    application = create_app(settings, store=store, ingest_view=view)
     log.info(
-        "planner %s serving on http://%s:%d (API docs at /docs)%s",
+        "planner %s serving on http://%s:%d (API docs at /docs)%s%s",
         __version__,
         settings.host,
         settings.port,
         ", read-only" if settings.read_only else "",
+        ", ingest in a child process" if supervisor else ", API only" if view else "",
     )
     # Once the app stops (after the requests' grace), the loops get STOP_GRACE_S more.
-    application.state.planner.on_stop.append(functools.partial(exit_after, STOP_GRACE_S))
-    uvicorn.run(
-        application,
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)),
-    )
+    on_stop = application.state.planner.on_stop
+    on_stop.append(functools.partial(exit_after, STOP_GRACE_S))
+    if supervisor is not None:
+        on_stop.append(functools.partial(supervisor.stop, STOP_GRACE_S * 0.8))
+        supervisor.start()
+    try:
+        uvicorn.run(
+            application,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)),
+        )
+    finally:
+        if supervisor is not None:
+            supervisor.stop(STOP_GRACE_S * 0.8)

@@ -74,9 +74,9 @@ from planner import __version__
 from planner.errors import StoreError
 from planner.service.job_fields import label
 from planner.service.job_series import MAX_PENDING_JOBS, job_count_metrics, predicted_start
-from planner.service.loops import IngestLoop
 from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import JobRow
+from planner.service.processes import IngestFigures
 from planner.service.store import Store
 
 _JOB_LABELS = ["scheduler", "cluster", "job_id"]
@@ -527,13 +527,14 @@ class KubernetesCollector(Collector):
 
 
 class IngestCollector(Collector):
-    """How long this process's ingest loop takes (``loop``: the ``IngestLoop``; only the
-    replica that ingests has values): per source (scheduler, cluster) its last good cycle and
-    its poll, and the last queue forecast made in the worker process
+    """How long the ingest loop takes (``figures()``: this process's loop,
+    ``planner.service.processes.loop_figures``, or what the ingest process last reported,
+    ``IngestView``; only the replica that ingests has values): per source (scheduler, cluster)
+    its last good cycle and its poll, and the last queue forecast made in the worker process
     (``planner.service.loops.forecast_worker``)."""
 
-    def __init__(self, loop: IngestLoop) -> None:
-        self.loop = loop
+    def __init__(self, figures: Callable[[], IngestFigures]) -> None:
+        self.figures = figures
 
     def collect(self) -> Iterator[Metric]:
         labels = ["scheduler", "cluster"]
@@ -554,17 +555,17 @@ class IngestCollector(Collector):
             "Wall time of the source's last queue forecast made in the worker process, seconds.",
             labels=labels,
         )
-        deps = self.loop.deps
-        for (scheduler, cluster), (polled, whole) in sorted(deps.cycle_seconds.items()):
-            cycle.add_metric([label(scheduler), label(cluster)], whole)
-            poll.add_metric([label(scheduler), label(cluster)], polled)
-        for key, took in sorted(deps.forecaster.last_duration_s.items()):
-            scheduler, _, cluster = str(key).partition("/")
+        figures = self.figures()
+        for timing in figures.timings:
+            cycle.add_metric([label(timing.scheduler), label(timing.cluster)], timing.cycle_s)
+            poll.add_metric([label(timing.scheduler), label(timing.cluster)], timing.poll_s)
+        for key, took in figures.forecast_s:
+            scheduler, _, cluster = key.partition("/")
             forecast.add_metric([label(scheduler), label(cluster)], took)
         paused = CounterMetricFamily(
             "planner_ingest_paused_seconds",
             "Seconds the ingest loop waited at its safe points for API requests in flight "
             "(planner.service.loops.priority).",
         )
-        paused.add_metric([], deps.priority.paused_s)
+        paused.add_metric([], figures.paused_s)
         yield from (cycle, poll, forecast, paused)

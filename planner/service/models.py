@@ -157,6 +157,18 @@ class CalibrationRow(Base):
     updated_s: Mapped[float] = mapped_column(Float)
 
 
+class HeartbeatRow(Base):
+    """What a process of the service last reported about itself (``planner.service.
+    processes``): ``name`` (e.g. ``ingest/<host>-<pid>``), ``body`` (the status record as JSON
+    text, read by the API process) and when it was written, Unix epoch seconds."""
+
+    __tablename__ = "heartbeats"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    body: Mapped[str] = mapped_column(Text)
+    updated_s: Mapped[float] = mapped_column(Float)
+
+
 # the audit trail of what the planner wrote (schedulers) and what it was sent (uploads).
 
 

@@ -123,13 +123,16 @@ def _state(row: JobRow) -> JobState | None:
 
 
 def live_snapshot(rows: Sequence[JobRow], now_s: float) -> QueueSnapshot:
-    """Today's queue from the store's active jobs (those holding or asking for GPUs), in the
+    """Today's queue from the store's active jobs (those holding or asking for GPUs or nodes:
+    a CPU-only job on a GPU partition holds nodes a review places GPU jobs on), in the
     scheduler's order: each job's runtime band from its ETA, else its time limit, else it
     holds its GPUs past any horizon (``planner.service.loops.queue_forecast.runtime_band``)."""
     states = {}
     for row in rows:
         state = _state(row) if row.active else None
-        if state is not None and state.status.is_active and state.num_gpus > 0:
+        if state is None or not state.status.is_active:
+            continue
+        if state.num_gpus > 0 or state.num_nodes > 0:  # CPU-only jobs hold nodes of GPU pools
             states[(state.scheduler, state.cluster, state.job_id)] = (state, row)
     jobs = []
     for state in queue_order([s for s, _ in states.values()]):

@@ -323,6 +323,27 @@ class MetricsSettings(BaseModel):
     )
 
 
+class ServiceSettings(BaseModel):
+    """Which processes ``planner serve`` runs (``planner.service.processes``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    processes: Literal["single", "split"] = Field(
+        default="single",
+        description="single: the ingest loop and the API in one process; split: the API in "
+        "this process and the ingest loop in a child process it supervises (restarted when "
+        "it dies), so a page never waits on a cycle. Both share the store.",
+    )
+    role: Literal["all", "api", "ingest"] = Field(
+        default="all",
+        description="all: what service.processes says; api: only the API (reads what an "
+        "ingest process elsewhere stores; its /readyz needs only the store); ingest: only the "
+        "ingest loop, leader election and what the leader publishes, no HTTP port (one "
+        "container or Deployment each, sharing a PostgreSQL store or a SQLite file on one "
+        "volume).",
+    )
+
+
 class ReviewSettings(BaseModel):
     """The capacity review the service runs on a schedule and stores (``GET
     /v1/reviews/latest``, the ``planner_capacity_*`` metrics)."""
@@ -485,6 +506,8 @@ class Settings(BaseSettings):
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     learning: LearningSettings = Field(default_factory=LearningSettings)
+    # planner.service.processes: one process or an API and an ingest process.
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
 
     @classmethod
     def settings_customise_sources(

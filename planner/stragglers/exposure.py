@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from planner.errors import SpecError
 
@@ -71,7 +71,7 @@ class StragglerTerm:
     window_s: float
     basis: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StragglerTermJson:
         """JSON-ready dict (the ``expected_straggler`` entry of a pending job's prediction)."""
         return {
             "factor": self.factor,
@@ -85,6 +85,22 @@ class StragglerTerm:
             "window_s": self.window_s,
             "basis": self.basis,
         }
+
+
+class StragglerTermJson(TypedDict):
+    """A ``StragglerTerm`` as JSON (the ``expected_straggler`` entry of a pending job's
+    prediction): its fields, same names and units."""
+
+    factor: float
+    probability: float
+    slow_node_share: float
+    slowdown_when_slow: float
+    job_nodes: int
+    cluster_nodes: int
+    episodes: int
+    nodes: int
+    window_s: float
+    basis: str
 
 
 def is_drained(state: str) -> bool:

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 
@@ -44,7 +44,16 @@ from planner.stragglers.nodes import (
     node_medians,
     shift_and_error,
 )
-from planner.stragglers.online import RankFlag, StragglerDetector
+from planner.stragglers.online import DetectorJson, RankFlag, StragglerDetector
+from planner.stragglers.stored import (
+    int_key,
+    integer,
+    mapping,
+    number,
+    number_list,
+    objects,
+    section,
+)
 
 #: Complete intervals the slowdown is averaged over.
 WINDOW = 20
@@ -107,7 +116,7 @@ class LiveStragglerReport:
     advice: str = ""
     slow_nodes: tuple[SlowNode, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LiveStragglerReportJson:
         """JSON-ready dict (the ``/v1/jobs/{job_id}/stragglers`` body, less the job fields)."""
         return {
             "slow_nodes": list(self.slow_nodes),
@@ -123,6 +132,49 @@ class LiveStragglerReport:
             "action": self.action,
             "advice": self.advice,
         }
+
+
+class LiveStragglerReportJson(TypedDict):
+    """A ``LiveStragglerReport`` as JSON (``to_dict``): seconds, ratios and hours as there."""
+
+    slow_nodes: list[SlowNode]
+    slowdown: float
+    actual_step_time_s: float
+    ideal_step_time_s: float
+    num_intervals: int
+    stragglers: list[StragglerFlag]
+    diagnosis: str
+    remaining_s: float | None
+    remaining_ideal_s: float | None
+    hours_lost: float | None
+    action: str
+    advice: str
+
+
+class IntervalStatsJson(TypedDict):
+    """One ``IntervalStats`` as stored."""
+
+    iteration: int
+    step_time_s: float
+    max_compute_s: float
+    slowest_rank: int
+    compute_s: list[float]
+
+
+class LiveStragglersJson(TypedDict):
+    """A ``LiveStragglers`` tracker as stored (``to_json``): ranks and iterations as object
+    keys are their numbers as text; ``pending`` maps iteration -> rank -> ``[compute_time_s,
+    step_time_s or null]``."""
+
+    world_size: int
+    detector: DetectorJson
+    pending: dict[str, dict[str, list[float | None]]]
+    history: list[IntervalStatsJson]
+    nodes: dict[str, str]
+    last_iteration: int
+    healthy_overhead_s: list[float]
+    node_detector: DetectorJson | None
+    window_flags: dict[str, int]
 
 
 @dataclass(slots=True)
@@ -466,7 +518,7 @@ class LiveStragglers:
 
     # ------------------------------------------------------------------ persistence
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LiveStragglersJson:
         """The tracker as a JSON-ready dict."""
         return {
             "world_size": self.world_size,
@@ -493,46 +545,73 @@ class LiveStragglers:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LiveStragglers:
-        """Inverse of :meth:`to_json`; raises ``SpecError`` on a malformed document."""
-        try:
-            return cls(
-                world_size=int(data["world_size"]),
-                detector=StragglerDetector.from_json(data["detector"]),
-                pending={
-                    int(i): {int(r): (float(v[0]), _opt(v[1])) for r, v in reports.items()}
-                    for i, reports in data.get("pending", {}).items()
-                },
-                history=[
-                    IntervalStats(
-                        iteration=int(h["iteration"]),
-                        step_time_s=float(h["step_time_s"]),
-                        max_compute_s=float(h["max_compute_s"]),
-                        slowest_rank=int(h["slowest_rank"]),
-                        compute_s=tuple(float(c) for c in h["compute_s"]),
-                    )
-                    for h in data.get("history", [])
-                ],
-                nodes={int(r): str(n) for r, n in data.get("nodes", {}).items()},
-                last_iteration=int(data.get("last_iteration", -1)),
-                healthy_overhead_s=[float(v) for v in data.get("healthy_overhead_s", [])],
-                node_detector=(
-                    StragglerDetector.from_json(data["node_detector"])
-                    if data.get("node_detector")
-                    else None
-                ),
-                window_flags={
-                    int(r): int(since) for r, since in data.get("window_flags", {}).items()
-                },
-            )
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise SpecError(
-                "stragglers", f"stored live straggler state is malformed: {exc}"
-            ) from None
+    def from_json(cls, data: Mapping[str, object]) -> LiveStragglers:
+        """Inverse of :meth:`to_json` (the fields after ``detector`` may be missing: a state
+        stored before they existed); raises ``SpecError`` naming the field on a malformed
+        document."""
+        path = "stragglers"
+        history = objects(data, "history", path) if "history" in data else []
+        overhead = (
+            number_list(data, "healthy_overhead_s", path) if "healthy_overhead_s" in data else []
+        )
+        nodes = mapping(data.get("nodes", {}), f"{path}.nodes")
+        flags = mapping(data.get("window_flags", {}), f"{path}.window_flags")
+        node_detector = data.get("node_detector")
+        return cls(
+            world_size=integer(data, "world_size", path),
+            detector=StragglerDetector.from_json(section(data, "detector", path)),
+            pending=_pending(data.get("pending", {}), f"{path}.pending"),
+            history=[_interval(h, f"{path}.history[{k}]") for k, h in enumerate(history)],
+            nodes={int_key(r, f"{path}.nodes"): str(n) for r, n in nodes.items()},
+            last_iteration=(
+                integer(data, "last_iteration", path) if "last_iteration" in data else -1
+            ),
+            healthy_overhead_s=[_required(v, f"{path}.healthy_overhead_s") for v in overhead],
+            node_detector=(
+                StragglerDetector.from_json(mapping(node_detector, f"{path}.node_detector"))
+                if node_detector
+                else None
+            ),
+            window_flags={
+                int_key(r, f"{path}.window_flags"): integer(flags, r, f"{path}.window_flags")
+                for r in flags
+            },
+        )
 
 
-def _opt(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _interval(stored: Mapping[str, object], path: str) -> IntervalStats:
+    """One stored ``IntervalStats``."""
+    return IntervalStats(
+        iteration=integer(stored, "iteration", path),
+        step_time_s=number(stored, "step_time_s", path),
+        max_compute_s=number(stored, "max_compute_s", path),
+        slowest_rank=integer(stored, "slowest_rank", path),
+        compute_s=tuple(
+            _required(v, f"{path}.compute_s") for v in number_list(stored, "compute_s", path)
+        ),
+    )
+
+
+def _required(value: float | None, path: str) -> float:
+    """A number of a stored list that cannot be null."""
+    if value is None:
+        raise SpecError(path, "stored state is malformed: a number is null")
+    return value
+
+
+def _pending(raw: object, path: str) -> dict[int, dict[int, tuple[float, float | None]]]:
+    """The stored ``pending`` intervals: iteration -> rank -> (compute s, step s or None)."""
+    out: dict[int, dict[int, tuple[float, float | None]]] = {}
+    for i, reports in mapping(raw, path).items():
+        at = f"{path}.{i}"
+        ranks: dict[int, tuple[float, float | None]] = {}
+        for r in mapping(reports, at):
+            pair = number_list(mapping(reports, at), r, at)
+            if len(pair) != 2 or pair[0] is None:
+                raise SpecError(f"{at}.{r}", "stored state is malformed: needs [compute_s, step_s]")
+            ranks[int_key(r, at)] = (pair[0], pair[1])
+        out[int_key(i, path)] = ranks
+    return out
 
 
 def _duration_text(seconds: float) -> str | None:

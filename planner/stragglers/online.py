@@ -33,13 +33,16 @@ current flags; ``to_json()`` / ``from_json()`` round-trip the whole state.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal, TypedDict
 
 import numpy as np
 
 from planner.errors import SpecError
 from planner.specs.trace import OP_TYPES, FloatArray, IntArray, OpTrace, OpType, StepTimeSeries
+from planner.stragglers.stored import integer, integer_list, number, number_list, text_list
+from planner.stragglers.stored import optional_number as _optional_number
 
 _MAD_TO_SIGMA = 1.4826
 # normal-theory sigma from a mean absolute deviation about the centre (sqrt(pi/2)) and from a
@@ -64,6 +67,38 @@ class RankFlag:
     kind: str
     slowdown: float
     since_step: int
+
+
+class DetectorJson(TypedDict):
+    """A ``StragglerDetector`` as stored (``to_json``): its parameters, then its learned state
+    (NaN and infinities as null; per-rank lists in rank order; ``warmup`` row-major, steps x
+    ranks)."""
+
+    version: Literal[1]
+    ranks: list[str]
+    groups: list[int]
+    min_effect_ratio: float
+    threshold_sigmas: float
+    false_alarm_rank_steps: float
+    warmup_steps: int
+    ewma_alpha: float
+    winsor_sigmas: float
+    baseline_margin_sigmas: float
+    num_steps: int
+    last_step: int
+    sigma_peer: float | None
+    sigma_self: float | None
+    warmup: list[float | None]
+    baseline: list[float | None]
+    cusum_peer: list[float | None]
+    cusum_self: list[float | None]
+    run_sum_peer: list[float | None]
+    run_sum_self: list[float | None]
+    run_len_peer: list[int]
+    run_len_self: list[int]
+    run_start_peer: list[int]
+    run_start_self: list[int]
+    last_peer: list[float | None]
 
 
 class StragglerDetector:
@@ -276,7 +311,7 @@ class StragglerDetector:
                 )
         return result
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DetectorJson:
         """The whole detector (parameters and state) as a JSON-ready dict."""
 
         def floats(a: FloatArray) -> list[float | None]:
@@ -314,46 +349,50 @@ class StragglerDetector:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StragglerDetector:
-        """Rebuild a detector from ``to_json()``'s dict; ``SpecError`` on a malformed dict."""
-        try:
-            if data.get("version") != 1:
-                raise SpecError("detector.version", f"unsupported: {data.get('version')!r}")
-            det = cls(
-                data["ranks"],
-                groups=data["groups"],
-                min_effect_ratio=data["min_effect_ratio"],
-                threshold_sigmas=data["threshold_sigmas"],
-                false_alarm_rank_steps=data["false_alarm_rank_steps"],
-                warmup_steps=data["warmup_steps"],
-                ewma_alpha=data["ewma_alpha"],
-                winsor_sigmas=data["winsor_sigmas"],
-                baseline_margin_sigmas=data["baseline_margin_sigmas"],
-            )
-            n = len(det.ranks)
+    def from_json(cls, data: Mapping[str, object]) -> StragglerDetector:
+        """Rebuild a detector from ``to_json()``'s dict (a state stored before ``last_peer``
+        existed has none yet); ``SpecError`` naming the field on a malformed dict."""
+        path = "detector"
+        if data.get("version") != 1:
+            raise SpecError("detector.version", f"unsupported: {data.get('version')!r}")
+        det = cls(
+            text_list(data, "ranks", path),
+            groups=integer_list(data, "groups", path),
+            min_effect_ratio=number(data, "min_effect_ratio", path),
+            threshold_sigmas=number(data, "threshold_sigmas", path),
+            false_alarm_rank_steps=number(data, "false_alarm_rank_steps", path),
+            warmup_steps=integer(data, "warmup_steps", path),
+            ewma_alpha=number(data, "ewma_alpha", path),
+            winsor_sigmas=number(data, "winsor_sigmas", path),
+            baseline_margin_sigmas=number(data, "baseline_margin_sigmas", path),
+        )
+        n = len(det.ranks)
 
-            def arr(name: str, dtype: type[np.generic] = np.float64) -> Any:
-                values = np.array([np.nan if v is None else v for v in data[name]], dtype=dtype)
-                return values
+        def floats(name: str) -> FloatArray:
+            values = number_list(data, name, path)
+            return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
-            det.num_steps_ = int(data["num_steps"])
-            det.last_step_ = int(data["last_step"])
-            det.sigma_peer_ = math.nan if data["sigma_peer"] is None else data["sigma_peer"]
-            det.sigma_self_ = math.nan if data["sigma_self"] is None else data["sigma_self"]
-            det.warmup_ = arr("warmup").reshape(det.warmup_steps, n)
-            for name in ("baseline", "cusum_peer", "cusum_self", "run_sum_peer", "run_sum_self"):
-                value = arr(name)
-                if value.shape != (n,):
-                    raise SpecError(f"detector.{name}", f"needs {n} values")
-                setattr(det, f"{name}_", value)
-            for name in ("run_len_peer", "run_len_self", "run_start_peer", "run_start_self"):
-                setattr(det, f"{name}_", arr(name, np.int64))
-            if "last_peer" in data:  # state stored before the pair noise rule: none yet
-                det.last_peer_ = arr("last_peer")
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, SpecError):
-                raise
-            raise SpecError("detector", f"malformed state ({exc!r})") from None
+        def per_rank(name: str, values: FloatArray) -> None:
+            if values.shape != (n,):
+                raise SpecError(f"detector.{name}", f"needs {n} values")
+            setattr(det, f"{name}_", values)
+
+        det.num_steps_ = integer(data, "num_steps", path)
+        det.last_step_ = integer(data, "last_step", path)
+        sigma_peer = _optional_number(data, "sigma_peer", path)
+        sigma_self = _optional_number(data, "sigma_self", path)
+        det.sigma_peer_ = math.nan if sigma_peer is None else sigma_peer
+        det.sigma_self_ = math.nan if sigma_self is None else sigma_self
+        warmup = floats("warmup")
+        if warmup.size != det.warmup_steps * n:
+            raise SpecError("detector.warmup", f"needs {det.warmup_steps} x {n} values")
+        det.warmup_ = warmup.reshape(det.warmup_steps, n)
+        for name in ("baseline", "cusum_peer", "cusum_self", "run_sum_peer", "run_sum_self"):
+            per_rank(name, floats(name))
+        for name in ("run_len_peer", "run_len_self", "run_start_peer", "run_start_self"):
+            setattr(det, f"{name}_", np.array(integer_list(data, name, path), dtype=np.int64))
+        if "last_peer" in data:  # state stored before the pair noise rule: none yet
+            det.last_peer_ = floats("last_peer")
         return det
 
 

@@ -27,10 +27,11 @@ Method of Lin et al., "Understanding Stragglers in Large Model Training Using Wh
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -67,6 +68,51 @@ class WorkerSlowdown:
     compute_ratio: float  # worker's mean compute time per step / its stage peers' median
 
 
+class WorkerSlowdownJson(TypedDict):
+    """One worker of the ``by_worker`` list (``WorkerSlowdown``)."""
+
+    dp_rank: int
+    stage: int
+    slowdown: float
+    explained_ratio: float
+    compute_ratio: float
+
+
+class StragglerJson(TypedDict):
+    """One flagged straggler: its data-parallel rank, pipeline stage and slowdown S_w."""
+
+    dp_rank: int
+    stage: int
+    slowdown: float
+
+
+class StragglerReportJson(TypedDict):
+    """The ``planner stragglers --json`` object (``StragglerReport.to_dict``): seconds per
+    step, slowdowns as ratios; ``by_stage`` / ``by_dp_rank`` keyed by the number as text."""
+
+    slowdown: float
+    ideal_step_time_s: float
+    actual_step_time_s: float
+    no_delay_step_time_s: float
+    launch_slowdown: float
+    by_worker: list[WorkerSlowdownJson]
+    by_stage: dict[str, float]
+    by_dp_rank: dict[str, float]
+    by_optype: dict[str, float]
+    stragglers: list[StragglerJson]
+    slow_stages: list[int]
+    slowdown_vs_healthy: float
+    healthy_ideal_step_time_s: float
+    diagnosis: str
+    explanation: str
+    shares: dict[str, float]
+    evidence: dict[str, float]
+    reproduction_error_ratio: float
+    num_steps: int
+    num_skipped_steps: int
+    num_skipped_rows: int
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StragglerReport:
     """Result of ``analyse``: times in seconds (per-step means), slowdowns as ratios.
@@ -100,10 +146,10 @@ class StragglerReport:
     slowdown_vs_healthy: float = 0.0
     healthy_ideal_step_time_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StragglerReportJson:
         """JSON-ready dict (the ``planner stragglers --json`` output)."""
 
-        def worker(w: WorkerSlowdown) -> dict[str, Any]:
+        def worker(w: WorkerSlowdown) -> WorkerSlowdownJson:
             return {
                 "dp_rank": w.dp_rank,
                 "stage": w.stage,
@@ -425,8 +471,4 @@ def _with_explanation(report: StragglerReport) -> StragglerReport:
             f"{head}: communication: transfer times above their medians explain "
             f"{pct['communication']:.0f}% of the slowdown."
         )
-    return StragglerReport(**{**_fields(report), "explanation": text})
-
-
-def _fields(report: StragglerReport) -> dict[str, Any]:
-    return {name: getattr(report, name) for name in report.__dataclass_fields__}
+    return dataclasses.replace(report, explanation=text)

@@ -26,12 +26,13 @@ def sample_this_machine(out: str, **options: Any) -> tuple[SampleRun, list[Path]
 
 def read_calibration_inputs(
     samples: Sequence[str], nccl: Sequence[str] = ()
-) -> tuple[list[OpSample], list[CollectiveSample], dict[str, Any]]:
+) -> tuple[list[OpSample], list[CollectiveSample], dict[str, object]]:
     """Operator and collective samples from sample runs (directories or CSV files) and
-    nccl-tests output files, with the first run's metadata; raises ``CalibrationError``."""
+    nccl-tests output files, with the first run's metadata (its ``run.json`` object as read:
+    device, versions, host, ...); raises ``CalibrationError``."""
     ops: list[OpSample] = []
     colls: list[CollectiveSample] = []
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, object] = {}
     for path in samples:
         run = read_sample_run(path)
         ops.extend(run.ops)

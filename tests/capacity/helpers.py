@@ -144,16 +144,21 @@ def queued(
     deadline_s: float | None = None,
     time_limit_s: float | None = None,
     queue: str = "",
+    status: JobStatus = JobStatus.PENDING,
+    num_nodes: int = 0,
 ) -> QueuedJob:
-    """A pending job of today's queue (Kueue when ``queue`` names its LocalQueue)."""
+    """A pending job of today's queue (Kueue when ``queue`` names its LocalQueue), or with
+    ``status`` running one started at 0."""
     return QueuedJob(
         state=JobState(
             scheduler="kueue" if queue else "slurm",
             cluster="c",
             job_id=job_id,
             partition=partition,
-            status=JobStatus.PENDING,
+            status=status,
             num_gpus=num_gpus,
+            num_nodes=num_nodes,
+            start_time_s=0.0 if status is JobStatus.RUNNING else None,
             time_limit_s=time_limit_s,
             queue_name=queue,
         ),

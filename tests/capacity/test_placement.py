@@ -11,8 +11,8 @@ import pytest
 from adapters.slurm.sinfo import parse_sinfo_json
 from adapters.slurm.squeue import parse_squeue_records
 from planner.capacity import QueuedJob, QueueSnapshot, fleet_from_nodes, forecast_pending
-from planner.capacity.placement import PlacedJob, draw_runtimes, forecast_on_nodes
-from planner.capacity.runtime import RuntimeBand
+from planner.capacity.placement import PlacedJob, forecast_on_nodes
+from planner.capacity.runtime import RuntimeBand, band_arrays, draw_runtimes
 from planner.errors import SpecError
 from planner.specs.job import JobResources, JobState, JobStatus, NodeShare, NodeState
 
@@ -318,7 +318,7 @@ def test_runtime_draws_keep_all_three_quantiles_of_a_band() -> None:
     normals = np.random.default_rng(3).standard_normal((200_000, 2))
     symmetric = RuntimeBand(p10_s=20.0, p50_s=25.0, p90_s=31.25)
     skewed = RuntimeBand(p10_s=1.0, p50_s=5.0, p90_s=10.6)
-    runs = draw_runtimes([symmetric, skewed], normals)
+    runs = draw_runtimes(*band_arrays([symmetric, skewed]), normals)
     for column, band in enumerate((symmetric, skewed)):
         got = np.quantile(runs[:, column], [0.1, 0.5, 0.9])
         assert got == pytest.approx([band.p10_s, band.p50_s, band.p90_s], rel=0.02)

@@ -252,3 +252,36 @@ def test_servicemonitor_scrapes_the_service() -> None:
     assert svc["spec"]["selector"].items() <= pod_labels.items()
     (netpol,) = _kind(docs, "NetworkPolicy")
     assert netpol["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_the_processes_value_runs_the_api_and_the_ingest_loop_apart() -> None:
+    def pod_of(values: dict[str, Any]) -> dict[str, Any]:
+        docs = render(values)
+        for doc in docs:
+            if doc["kind"] not in CRD_KINDS:
+                kv.validate(doc, K8S_VERSIONS[-1], strict=True)
+        (deploy,) = _kind(docs, "Deployment")
+        return deploy["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+    def env_of(container: dict[str, Any]) -> dict[str, Any]:
+        return {e["name"]: e.get("value") for e in container["env"]}
+
+    (single,) = pod_of({})["containers"]
+    assert "PLANNER_SERVICE__PROCESSES" not in env_of(single)
+    assert "PLANNER_SERVICE__ROLE" not in env_of(single)
+    (split,) = pod_of({"processes": "split"})["containers"]
+    assert env_of(split)["PLANNER_SERVICE__PROCESSES"] == "split"
+
+    api, ingest = pod_of({"processes": "containers", "persistence": {"enabled": True}})[
+        "containers"
+    ]
+    assert (api["name"], ingest["name"]) == ("planner", "ingest")
+    assert env_of(api).pop("PLANNER_SERVICE__ROLE") == "api"
+    assert env_of(ingest).pop("PLANNER_SERVICE__ROLE") == "ingest"
+    same = {k: v for k, v in env_of(api).items() if k != "PLANNER_SERVICE__ROLE"}
+    assert same == {k: v for k, v in env_of(ingest).items() if k != "PLANNER_SERVICE__ROLE"}
+    assert same == env_of(single)  # the same settings as one process
+    assert api["volumeMounts"] == ingest["volumeMounts"]  # one SQLite file
+    assert "ports" not in ingest
+    assert "readinessProbe" not in ingest
+    assert ingest["securityContext"] == api["securityContext"]

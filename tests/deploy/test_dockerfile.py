@@ -115,9 +115,10 @@ def test_final_stage_runs_as_the_charts_user_with_state_on_the_charts_volume() -
     assert users == [f"{uid}:{gid}"]  # numeric: runAsNonRoot can verify it
     build_runs = " ".join(a for i, a in stages()[0] if i == "RUN")
     assert f"--user planner:{uid}:{gid} --home /var/lib/planner" in build_runs
-    deployment = (CHART / "templates" / "deployment.yaml").read_text()
-    assert "mountPath: /var/lib/planner" in deployment
-    assert "mountPath: /tmp" in deployment
+    # the pod's volume mounts (the deployment's containers share them through _helpers.tpl)
+    templates = "".join(p.read_text() for p in sorted((CHART / "templates").iterdir()))
+    assert "mountPath: /var/lib/planner" in templates
+    assert "mountPath: /tmp" in templates
     env = dict(
         kv.split("=", 1) for i, a in final if i == "ENV" for kv in shlex.split(a) if "=" in kv
     )

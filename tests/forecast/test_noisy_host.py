@@ -134,6 +134,21 @@ def test_the_long_run_noise_of_a_swinging_pace_exceeds_its_step_to_step_noise() 
     assert swinging > 3 * steady
 
 
+def test_whole_second_times_are_no_swing_of_the_pace() -> None:
+    # A steady 90 ms pace (5 % jitter) logged every 5 iterations in whole seconds, as the
+    # end-to-end test's job: each batch of intervals is blurred at its two ends by the
+    # resolution, which is the log's, not the pace's (once 0.45 per iteration, 7 times sigma).
+    records, end = swinging_run(seed=5, loads=(1.0,), eval_every=0, step_s=0.09)
+    run = replay(records, total_iterations=900, end_time_s=end)
+    noise = [
+        e.pace_log_sd
+        for p in run.points
+        if (e := p.estimate) is not None and e.pace_log_sd is not None and p.progress > 0.3
+    ]
+    assert noise
+    assert max(noise) < 0.15  # 0.05 of jitter, shrunk toward the 0.1 floor of whole seconds
+
+
 def test_the_band_widens_with_the_pace_s_swings() -> None:
     quiet, _ = swinging_run(seed=5, loads=(1.0,), eval_every=0)
     noisy, _ = swinging_run(seed=5, eval_every=0)

@@ -586,6 +586,7 @@ def measured_whatif(
     return sum(actual) / sum(ideal)
 
 
+@pytest.mark.timeout(1200)  # a busy machine (CI's other lane, a CPU hog) runs the job slower
 def test_a_slowed_rank_is_flagged_and_its_slowdown_predicted(
     service: Service,
     planner_env: dict[str, str],
@@ -607,7 +608,10 @@ def test_a_slowed_rank_is_flagged_and_its_slowdown_predicted(
         j = service.job(job_id)
         return j if (j["progress"]["iteration"] or 0) >= SLOW_ITERS - 40 else None
 
-    late = wait_until("the slowed job to near its end", 240, late_in_the_run, every_s=0.5)
+    # Beside other work the job runs far slower than alone: at a load average of 12-15 its 600
+    # iterations had not neared their end after 240 s, the ETA test's 1,500 took 13 min 37 s
+    # (sacct, 2026-12-04). The bound only catches a job that hangs.
+    late = wait_until("the slowed job to near its end", 900, late_in_the_run, every_s=0.5)
     report_body = service.get(f"/v1/jobs/{job_id}/stragglers").json()
     report_body["seen_iteration"] = late["progress"]["iteration"]
     metrics = service.get("/metrics").text

@@ -4,16 +4,19 @@ sliding windows, dispatchers, grouped GEMMs, routing imbalance and the 1F1B exch
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from planner.errors import SpecError
-from planner.perf import predict, predict_batch
+from planner.perf import DefaultEfficiency, predict, predict_batch
 from planner.perf.batch import ScenarioArrays
 from planner.perf.expert import unmerged_share
 from planner.perf.flops import attention_linear_flops_per_token, iteration_flops
+from planner.perf.frameworks import profile_of
+from planner.perf.operators import operator_times
 from planner.perf.parameters import total_params
 from planner.scenario import parse_scenario
 from planner.specs import Scenario
@@ -181,6 +184,34 @@ def test_grouped_gemm_fills_the_gpu_with_small_experts() -> None:
     sequential = _time(_moe(moe_grouped_gemm=False), **layout)
     grouped = _time(_moe(moe_grouped_gemm=True), **layout)
     assert grouped < 0.8 * sequential
+
+
+def _moe_forward_s(arrays: ScenarioArrays) -> float:
+    return float(np.asarray(operator_times(arrays, DefaultEfficiency()).moe_forward_s)[0])
+
+
+@pytest.mark.parametrize(("expert_parallel", "slower"), [(1, True), (32, False)])
+def test_te_grouped_gemm_fills_the_sms_four_experts_at_a_time(
+    expert_parallel: int, slower: bool
+) -> None:
+    """Transformer Engine's ``GroupedLinear`` (Megatron's ``--moe-grouped-gemm``) launches one
+    cuBLAS GEMM per expert on 4 streams: with 128 local experts of ~256 tokens each, a wave
+    holds the tiles of 4 experts, not of all 128 as one grouped kernel's would; with 4 local
+    experts (expert parallel 32) the two are the same."""
+    scenario = _scenario(
+        _moe(moe_grouped_gemm=True),
+        32,
+        expert_parallel=expert_parallel,
+        micro_batch_size=1,
+        global_batch_size=32,
+    )
+    assert profile_of(scenario.training.framework).grouped_gemm_streams == 4.0
+    te = ScenarioArrays.from_scenarios([scenario])
+    one_kernel = replace(te, grouped_gemm_streams=np.zeros(1))
+    if slower:
+        assert _moe_forward_s(te) > 1.05 * _moe_forward_s(one_kernel)
+    else:
+        assert _moe_forward_s(te) == pytest.approx(_moe_forward_s(one_kernel))
 
 
 def test_dispatchers_across_nodes() -> None:

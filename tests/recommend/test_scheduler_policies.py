@@ -150,7 +150,7 @@ def test_runtime_hint_of_a_pending_and_a_running_job_rounded_up() -> None:
 
 
 def test_runtime_hint_is_never_faster_than_the_peak_compute_bound() -> None:
-    # Issue 16 probe: a log claiming 1 ms/iteration where the model says 50 s got a 28-minute
+    # A log claiming 1 ms/iteration where the model says 50 s got a 28-minute
     # limit. The ETA may say so; the hint may not: 1000 iterations at the peak bound
     # (50 s x MFU 0.4 = 20 s) take at least 20,000 s.
     claimed = JobOutlook(

@@ -124,3 +124,26 @@ def test_output_is_plain_json(base_doc: dict[str, Any]) -> None:
     }
     total = sum(out["breakdown_s"].values())
     assert total == pytest.approx(out["iteration_time_s"])
+
+
+def test_a_calibrated_prediction_keeps_every_field_the_calibration_adds() -> None:
+    """The typed result holds exactly what ``ObservedCalibration.apply`` returns, in its order
+    (a field it adds that ``PredictedJson`` lacks would make the prediction an error)."""
+    from planner.calibration.observed import observe_runs
+    from planner.calibration.observed_runs import read_observed_runs
+    from planner.perf.step import predict_batch
+    from planner.scenario.documents import predict_results, prediction_json
+    from planner.scenario.parse import parse_scenario
+    from tests.calibration.test_observed import _runs_text, _scenario
+
+    runs, _ = read_observed_runs(_runs_text(1.25, cluster="east"), "runs.jsonl")
+    calibration, _, _ = observe_runs(runs)
+    doc = _scenario(2, 8)
+    scenario = parse_scenario(doc)
+    (prediction,) = predict_batch([scenario], None)
+    applied = calibration.apply(
+        prediction_json(prediction, scenario.name), scenario, cluster="east"
+    )
+    (result,) = predict_results([doc], calibration=calibration, cluster="east")
+    assert "calibrated_iteration_time_s" in applied
+    assert json.dumps(result) == json.dumps(applied)

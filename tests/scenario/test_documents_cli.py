@@ -1,4 +1,4 @@
-"""The CLI on hostile input (issue 16, item 4): ``/dev/zero``, a huge file, deeply nested JSON,
+"""The CLI on hostile input: ``/dev/zero``, a huge file, deeply nested JSON,
 overflowing list knobs and alias bombs each give a clear error and exit status 2, never a
 traceback (exit 1) and never unbounded memory.
 

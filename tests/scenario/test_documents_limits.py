@@ -1,4 +1,4 @@
-"""Bounded document loading (issue 16, item 4): alias bombs, deep nesting, huge numbers and huge
+"""Bounded document loading: alias bombs, deep nesting, huge numbers and huge
 texts are refused fast with a ``SpecError`` naming the source and the limit, never expanded,
 never a ``RecursionError``/``ValueError``/``TypeError`` traceback."""
 

@@ -1,4 +1,4 @@
-"""The Megatron-LM argument reader learns the issue-13 model flags (MLA, MTP, MoE options)."""
+"""The Megatron-LM argument reader learns the model flags of MLA, MTP and the MoE options."""
 
 from __future__ import annotations
 

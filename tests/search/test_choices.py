@@ -127,3 +127,16 @@ def test_the_json_entry_adds_its_equivalents(tied: dict[str, Any]) -> None:
 def test_a_tolerance_below_zero_is_refused(tied: dict[str, Any]) -> None:
     with pytest.raises(SpecError, match="tolerance"):
         explore(parse_space(copy.deepcopy(tied)), tolerance=-0.01)
+
+
+def test_no_candidates_have_every_column_and_concatenate() -> None:
+    """``Kept.empty`` sets every ``CandidateColumns`` column, as the sweep's candidates do, so
+    merging it with kept candidates keeps them whole (a column added to ``CandidateColumns``
+    must be added to ``Kept.empty`` too)."""
+    empty = Kept.empty()
+    assert empty.n == 0
+    assert [f for f in _FIELDS if getattr(empty.cols, f) is None] == []
+    kept = _kept([1.0, 2.0])
+    for merged in (empty.concat(kept), kept.concat(empty)):
+        assert merged.objective.tolist() == [1.0, 2.0]
+        assert all(getattr(merged.cols, f).shape[0] == 2 for f in _FIELDS if f != "stage_layers")

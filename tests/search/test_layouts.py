@@ -1,5 +1,5 @@
-"""The explorer on the layouts issue 13 opened: uneven splits, folded expert layouts, the
-interleaved micro-batch rule, equivalent layouts counted once, the memory headroom."""
+"""The explorer on uneven splits, folded expert layouts, the interleaved micro-batch rule,
+equivalent layouts counted once, the memory headroom."""
 
 from __future__ import annotations
 

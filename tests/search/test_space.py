@@ -50,8 +50,8 @@ def test_counts_per_reason_are_pinned() -> None:
     """The counts of the rules before they moved to planner.specs.feasibility (recorded with
     the search's own copy of them): the one module rejects the same candidates.
 
-    Issue 13 opened the expert tensor-parallel degree (MoE parallel folding: 1 and the
-    listed tensor-parallel degrees dividing the expert FFN, 4 values here) and the
+    The search then opened the expert tensor-parallel degree (MoE parallel folding: 1 and
+    the listed tensor-parallel degrees dividing the expert FFN, 4 values here) and the
     account_for_embedding/loss split options (joining the listed pipeline and virtual degrees
     where they split the layers), and added the interleaved schedule's micro-batch rule:
     28,800 candidates became 153,600 and 1,294 timed layouts 6,648 (a brute-force check of

@@ -444,7 +444,7 @@ def test_the_listing_index_is_filled_in_for_stored_jobs(tmp_path: Path) -> None:
                 {"pk": pk, "job_id": job_id},
             )
     store.migrate()
-    assert store.revision() == "0010_observed_runs"
+    assert store.revision() == "0011_heartbeats"
     paged = [r.job_id for r in store.list_jobs(limit=2)]
     after = ("slurm", "c", jobs_sort_key("9_1"))
     assert paged == ["9", "9_1"]

@@ -17,7 +17,7 @@ def test_migrate_twice_and_reopen_keeps_rows(tmp_path: Path) -> None:
     store = SqlStore(url)
     store.migrate()
     store.migrate()
-    assert store.revision() == "0010_observed_runs"
+    assert store.revision() == "0011_heartbeats"
     with store.session() as s:
         s.add(SourceRow(name="slurm", scheduler="slurm", cluster="c", consecutive_failures=0))
     store.dispose()

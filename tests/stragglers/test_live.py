@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,26 @@ def test_the_gain_reads_in_the_unit_that_fits_and_nothing_is_no_line() -> None:
     assert _duration_text(42.0) == "42 s"
     assert _duration_text(600.0) == "10 min"
     assert _duration_text(4 * 3600.0) == "4.0 h"
+
+
+@pytest.mark.parametrize(
+    ("damage", "field"),
+    [
+        (lambda s: s["history"][0].pop("step_time_s"), "stragglers.history[0].step_time_s"),
+        (lambda s: s["history"][0].update(slowest_rank="1"), "stragglers.history[0].slowest_rank"),
+        (lambda s: s["detector"].update(ewma_alpha="fast"), "detector.ewma_alpha"),
+        (lambda s: s.update(nodes={"first": "node1"}), "stragglers.nodes"),
+        (lambda s: s["pending"].update({"9": {"0": [None, 0.1]}}), "stragglers.pending.9.0"),
+    ],
+)
+def test_a_malformed_stored_state_names_its_field(damage: object, field: str) -> None:
+    """A stored tracker whose value has the wrong type or is missing: the error names the
+    field (not only the whole state), so a damaged row in the store can be found."""
+    tracker = LiveStragglers.new(2)
+    tracker.add(records(5, [0.05, 0.05]))
+    state = json.loads(json.dumps(tracker.to_json()))
+    assert callable(damage)
+    damage(state)
+    with pytest.raises(SpecError, match="malformed") as caught:
+        LiveStragglers.from_json(state)
+    assert caught.value.field == field

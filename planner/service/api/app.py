@@ -7,7 +7,8 @@ cluster without Internet access.
 Every route declares who may call it (``planner.service.api.access``), request
 bodies are limited per route and CPU-heavy work runs on a bounded worker pool with budgets
 (``planner.service.api.work``); CORS is off unless ``auth.cors_origins`` lists origins;
-the ingest loop steps aside while requests are in flight (``PriorityMiddleware``); every
+the ingest loop steps aside while requests are in flight when it runs in this process
+(``PriorityMiddleware``; not in a split service's API process); every
 request's ``Host`` must be one of ``allowed_hosts`` (``planner.service.api.hosts``: 421).
 """
 
@@ -230,7 +231,8 @@ def build_app(
             state, access, pool, (lambda: learnt) if settings.learning.apply else None
         )
     )
-    app.add_middleware(PriorityMiddleware, priority=state.ingestor.deps.priority)
+    if state.ingest_view is None:  # the loop runs in this process: it steps aside
+        app.add_middleware(PriorityMiddleware, priority=state.ingestor.deps.priority)
     # outermost: a request under a host name not allowed reaches nothing (DNS rebinding)
     app.add_middleware(AllowedHostsMiddleware, allowed_hosts=settings.allowed_hosts)
     return app

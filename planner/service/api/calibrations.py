@@ -26,13 +26,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, NotRequired, TypedDict
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from planner.calibration import (
+    Calibration,
     OnlineCalibration,
     fit_calibration,
     read_collective_samples_csv,
@@ -40,7 +41,8 @@ from planner.calibration import (
 )
 from planner.calibration.report import summary_lines
 from planner.errors import CalibrationError, SpecError
-from planner.forecast.bands import BandCalibration
+from planner.forecast import stored
+from planner.forecast.bands import BandBucketJson, BandCalibration
 from planner.search.budget import BudgetExceededError, SearchBudget
 from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
@@ -52,16 +54,105 @@ from planner.service.learning import PREFIX as LEARNT_PREFIX
 from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
 from planner.service.security_settings import LimitSettings
 from planner.service.store import Store
+from planner.service.stored_json import fields, number, rows
 
 OPERATORS_PREFIX = "operators/"
 ROWS_SETTING = "limits.calibration_max_rows"
 TIME_SETTING = "limits.calibration_time_budget_s"
 
 
-def _online_view(state: dict[str, Any]) -> dict[str, Any]:
-    groups = []
+class CalibrationGroupJson(TypedDict):
+    """One group of the online correction (``CalibrationGroup``)."""
+
+    level: str
+    group: list[object]
+    factor: float
+    log_sd: float
+    num_jobs: int
+    latest_time_s: float
+    component: str
+
+
+class OnlineViewJson(TypedDict):
+    """The online correction (``OnlineCalibrationView``): ``model_error`` the stored per-cluster
+    error objects as they are."""
+
+    num_samples: int
+    groups: list[CalibrationGroupJson]
+    model_error: list[Mapping[str, object]]
+    updated_s: NotRequired[float]
+
+
+class OperatorViewJson(TypedDict):
+    """A stored operator calibration (``OperatorCalibrationView``): ``device`` its stored
+    device object as it is."""
+
+    name: str
+    updated_s: float
+    device: object
+    summary: object
+
+
+class EtaViewJson(TypedDict):
+    """What one cluster's finished jobs taught the ETA (``EtaCalibrationView``)."""
+
+    scheduler: str
+    cluster: str
+    num_jobs: int
+    band_coverage_ratio: float | None
+    shutdown_s: float
+    restart_overhead_s: float | None
+    buckets: list[BandBucketJson]
+
+
+class SkippedRunJson(TypedDict):
+    """A finished job a learnt calibration left out, and why."""
+
+    job_id: str
+    reason: str
+
+
+class LearntViewJson(TypedDict):
+    """One cluster's learnt calibration (``LearntCalibrationView``): ``keys`` its stored
+    per-key summary objects as they are."""
+
+    scheduler: str
+    cluster: str
+    fitted_s: float
+    num_runs: int
+    num_skipped: int
+    skipped: list[SkippedRunJson]
+    held_out_error_ratio: float | None
+    model_error_ratio: float | None
+    applied: bool
+    reason: str
+    cpu_s: float
+    keys: list[Mapping[str, object]]
+
+
+class CalibrationsJson(TypedDict):
+    """The ``GET /v1/calibrations`` body (``Calibrations``)."""
+
+    online: OnlineViewJson
+    operators: list[OperatorViewJson]
+    eta: list[EtaViewJson]
+    learnt: list[LearntViewJson]
+
+
+class CalibrationUploadedJson(TypedDict):
+    """The ``POST /v1/calibrations`` body (``CalibrationUploaded``)."""
+
+    name: str
+    summary: list[str]
+
+
+def _online_view(state: Mapping[str, object]) -> OnlineViewJson:
+    groups: list[CalibrationGroupJson] = []
+    stored = state.get("online")
     try:
-        online = OnlineCalibration.from_json(state["online"])
+        if not isinstance(stored, Mapping):
+            raise TypeError("online: not an object")
+        online = OnlineCalibration.from_json(stored)
     except (KeyError, TypeError, SpecError):
         online = None
     if online is not None:
@@ -81,19 +172,21 @@ def _online_view(state: dict[str, Any]) -> dict[str, Any]:
                         "component": component,
                     }
                 )
+    num_samples = number(state.get("num_samples", 0))
     return {
-        "num_samples": state.get("num_samples", 0),
+        "num_samples": 0 if num_samples is None else int(num_samples),
         "groups": groups,
-        "model_error": list((state.get("errors") or {}).values()),
+        "model_error": rows(list(fields(state.get("errors")).values())),
     }
 
 
-def _eta_view(state: dict[str, Any]) -> list[dict[str, Any]]:
+def _eta_view(state: Mapping[str, object]) -> list[EtaViewJson]:
     """Per cluster, what its finished jobs taught the ETA."""
-    out = []
-    for key in sorted(state.get("clusters") or {}):
+    out: list[EtaViewJson] = []
+    clusters = fields(state.get("clusters"))
+    for key in sorted(clusters):
         scheduler, _, cluster = key.partition("/")
-        entry = state["clusters"][key] or {}
+        entry = clusters[key] or {}
         known = knowledge_of(entry)
         out.append(
             {
@@ -103,36 +196,45 @@ def _eta_view(state: dict[str, Any]) -> list[dict[str, Any]]:
                 "band_coverage_ratio": known.coverage_ratio,
                 "shutdown_s": known.shutdown_s,
                 "restart_overhead_s": known.restart_overhead_s,
-                "buckets": BandCalibration.from_json(entry.get("bands")).summary(),
+                "buckets": BandCalibration.from_json(fields(entry).get("bands")).summary(),
             }
         )
     return out
 
 
-def _learnt_view(state: dict[str, Any]) -> dict[str, Any] | None:
+def _learnt_view(state: Mapping[str, object]) -> LearntViewJson | None:
     """One cluster's learnt calibration as listed; None for a state this version cannot read."""
-    held_out = state.get("held_out") or {}
+    held_out = fields(state.get("held_out"))
     try:
         return {
             "scheduler": str(state["scheduler"]),
             "cluster": str(state["cluster"]),
-            "fitted_s": float(state["fitted_s"]),
-            "num_runs": int(state["num_runs"]),
-            "num_skipped": int(state.get("num_skipped") or 0),
+            "fitted_s": stored.number(state["fitted_s"]),
+            "num_runs": _whole(state["num_runs"]),
+            "num_skipped": _whole(state.get("num_skipped") or 0),
             "skipped": [
                 {"job_id": str(s.get("job_id", "")), "reason": str(s.get("reason", ""))}
-                for s in state.get("skipped") or []
-                if isinstance(s, dict)
+                for s in rows(state.get("skipped"))
             ],
-            "held_out_error_ratio": held_out.get("calibrated_mean_abs_error_ratio"),
-            "model_error_ratio": held_out.get("prior_mean_abs_error_ratio"),
+            "held_out_error_ratio": _ratio(held_out.get("calibrated_mean_abs_error_ratio")),
+            "model_error_ratio": _ratio(held_out.get("prior_mean_abs_error_ratio")),
             "applied": bool(state.get("applied")),
             "reason": str(state.get("reason") or ""),
-            "cpu_s": float(state.get("cpu_s") or 0.0),
-            "keys": [k for k in state.get("summary") or [] if isinstance(k, dict)],
+            "cpu_s": stored.number(state.get("cpu_s") or 0.0),
+            "keys": rows(state.get("summary")),
         }
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _whole(value: object) -> int:
+    """A stored whole number (or its text); raises TypeError or ValueError for anything else."""
+    return int(stored.number(value))
+
+
+def _ratio(value: object) -> float | None:
+    """A stored ratio or None; raises TypeError for anything else."""
+    return None if value is None else stored.number(value)
 
 
 def _fit(
@@ -141,7 +243,7 @@ def _fit(
     coll_csv: bytes | None,
     coll_name: str,
     limits: LimitSettings,
-) -> Any:
+) -> Calibration:
     """The fitted calibration of uploaded CSV bytes (at most ``limits.calibration_max_rows``
     rows each, every value within its physical limit); raises ``HTTPException`` 422."""
     most = limits.calibration_max_rows
@@ -207,11 +309,11 @@ def make_router(
         responses=error_responses(401, 403, 503),
         dependencies=[Depends(access.require(Role.READER))],
     )
-    def list_calibrations() -> dict[str, Any]:
-        online: dict[str, Any] = {"num_samples": 0, "groups": [], "model_error": []}
-        operators = []
-        eta: list[dict[str, Any]] = []
-        learnt: list[dict[str, Any]] = []
+    def list_calibrations() -> CalibrationsJson:
+        online: OnlineViewJson = {"num_samples": 0, "groups": [], "model_error": []}
+        operators: list[OperatorViewJson] = []
+        eta: list[EtaViewJson] = []
+        learnt: list[LearntViewJson] = []
         for row in store.calibrations():
             if row.name == ETA_CALIBRATION:
                 eta = _eta_view(row.state)
@@ -219,13 +321,14 @@ def make_router(
                 view = _learnt_view(row.state or {})
                 learnt += [view] if view is not None else []
             elif row.name == "online":
-                online = {**_online_view(row.state), "updated_s": row.updated_s}
+                online = _online_view(row.state)
+                online["updated_s"] = row.updated_s
             elif row.name.startswith(OPERATORS_PREFIX):
                 operators.append(
                     {
                         "name": row.name[len(OPERATORS_PREFIX) :],
                         "updated_s": row.updated_s,
-                        "device": (row.state.get("calibration") or {}).get("device"),
+                        "device": fields(row.state.get("calibration")).get("device"),
                         "summary": row.state.get("summary", []),
                     }
                 )
@@ -246,7 +349,7 @@ def make_router(
         ] = None,
         name: Annotated[str, Form(pattern=r"^[A-Za-z0-9_.-]{1,48}$")] = "default",
         principal: Principal = Depends(uploader),  # noqa: B008 (FastAPI's idiom)
-    ) -> dict[str, Any]:
+    ) -> CalibrationUploadedJson:
         key = OPERATORS_PREFIX + name
         exists = await run_in_threadpool(store.calibration, key) is not None
         if principal.role < Role.ADMIN and exists:

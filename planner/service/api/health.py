@@ -1,5 +1,6 @@
 """``GET /healthz`` (liveness) and ``GET /readyz`` (readiness: first ingest cycle done and the
-store usable).
+store usable; in a split service, the ingest process running and reporting, and which part is
+unhealthy: ``store``, ``ingest``).
 
 Both are ``async`` and never queue behind the worker pool or FastAPI's thread pool, so a busy
 planner still answers its probes; ``/readyz`` checks the store (a ``SELECT 1``, and for SQLite
@@ -40,17 +41,36 @@ def make_router(state: ServiceState) -> APIRouter:
         operation_id="readyz",
         summary="Readiness: first ingest done and the store usable",
         response_model=Readiness,
-        responses={503: {"model": Readiness, "description": "Not ready (see store)"}},
+        responses={503: {"model": Readiness, "description": "Not ready (see store and ingest)"}},
     )
     async def readyz() -> JSONResponse:
-        problem = await anyio.to_thread.run_sync(state.store_problem, limiter=limiter)
-        body = Readiness(
-            ready=state.ready and problem is None,
-            sources=[source_name(s) for s in state.ingestor.sources],
-            cycles_ok=state.ingestor.cycles_ok,
-            leader=state.is_leader,
-            store=problem or "ok",
-        )
+        body = await anyio.to_thread.run_sync(_readiness, state, limiter=limiter)
         return JSONResponse(body.model_dump(), status_code=200 if body.ready else 503)
 
     return router
+
+
+def _readiness(state: ServiceState) -> Readiness:
+    """Readiness of ``state`` (reads the store: on a worker thread). In a split service's API
+    process the sources, cycles and leadership are those the ingest process last reported."""
+    problem = state.store_problem()
+    ingest = state.ingest_problem()
+    view = state.ingest_view
+    if view is None:
+        sources = [source_name(s) for s in state.ingestor.sources]
+        cycles_ok, leader, processes = state.ingestor.cycles_ok, state.is_leader, "single"
+    else:
+        status = view.current()
+        sources = list(status.sources) if status else []
+        cycles_ok = status.cycles_ok if status else 0
+        leader = bool(status and status.leader)
+        processes = "split" if view.gates_readiness else "api"
+    return Readiness(
+        ready=state.ready and problem is None,
+        sources=sources,
+        cycles_ok=cycles_ok,
+        leader=leader,
+        store=problem or "ok",
+        ingest=ingest or "ok",
+        processes=processes,
+    )

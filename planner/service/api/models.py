@@ -62,6 +62,16 @@ class Readiness(BaseModel):
         description="ok, or why the store cannot be used (database unreachable, SQLite file "
         "deleted or replaced)",
     )
+    ingest: str = Field(
+        default="ok",
+        description="ok, or why the ingest part is unhealthy (first cycle not done, the "
+        "ingest process exited or stopped reporting; planner.service.processes)",
+    )
+    processes: str = Field(
+        default="single",
+        description="single: the loop runs in this process; split: in the ingest process "
+        "this one supervises; api: in an ingest process elsewhere (not needed for ready)",
+    )
 
 
 # ---------------------------------------------------------------------------- predictions

@@ -25,13 +25,21 @@ an unreachable deadline (the body then still carries the scaling curve).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from planner.scenario.plans import explore_document, explore_documents, recommend_document
+from planner.scenario.documents import DocumentError
+from planner.scenario.plans import (
+    ExploreOptions,
+    explore_document,
+    explore_documents,
+    recommend_document,
+)
+from planner.scenario.request import RecommendationJson
+from planner.scenario.space import ExploreJson
 from planner.search import Objective
 from planner.service.api.access import Access, open_access
 from planner.service.api.errors import error_responses
@@ -122,7 +130,7 @@ def make_router(
             bool, Query(description="A list: stream one JSON object per line")
         ] = False,
     ) -> Any:
-        options: dict[str, Any] = {
+        options: ExploreOptions = {
             "objective": objective,
             "top_k": top_k,
             "rank_offset": rank_offset,
@@ -185,13 +193,15 @@ def make_router(
     return router
 
 
-def _explore_one(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+def _explore_one(doc: Mapping[str, object], options: ExploreOptions) -> ExploreJson | DocumentError:
     return explore_document(doc, **options)
 
 
-def _explore_all(docs: list[dict[str, Any]], options: dict[str, Any]) -> list[dict[str, Any]]:
+def _explore_all(
+    docs: list[Mapping[str, object]], options: ExploreOptions
+) -> list[ExploreJson | DocumentError]:
     return list(explore_documents(docs, **options))
 
 
-def _recommend(doc: dict[str, Any], workers: int) -> dict[str, Any]:
+def _recommend(doc: Mapping[str, object], workers: int) -> RecommendationJson | DocumentError:
     return recommend_document(doc, workers=workers)

@@ -8,14 +8,18 @@ parameter (``planner.calibration.observed``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from planner.scenario import predict_documents
-from planner.scenario.documents import PredictionCalibration
+from planner.scenario.documents import (
+    DocumentError,
+    PredictedJson,
+    PredictionCalibration,
+    predict_results,
+)
 from planner.service.api.access import Access, open_access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import Prediction, ScenarioDocument, as_document
@@ -66,13 +70,15 @@ def make_router(
         observed = calibration() if calibration is not None else None
         results = await pool.run(request, _predict, docs, observed, cluster)
         invalid = any("error" in r for r in results)
-        content: Any = results if isinstance(body, list) else results[0]
-        return JSONResponse(content, status_code=422 if invalid else 200)
+        return JSONResponse(
+            results if isinstance(body, list) else results[0],
+            status_code=422 if invalid else 200,
+        )
 
     return router
 
 
 def _predict(
-    docs: list[dict[str, Any]], observed: PredictionCalibration | None, cluster: str
-) -> list[dict[str, Any]]:
-    return predict_documents(docs, calibration=observed, cluster=cluster)
+    docs: list[Mapping[str, object]], observed: PredictionCalibration | None, cluster: str
+) -> list[PredictedJson | DocumentError]:
+    return predict_results(docs, calibration=observed, cluster=cluster)

@@ -9,6 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# the core's JSON types, used as they are (pydantic validates and documents TypedDicts)
+from planner.capacity.review import ComparisonRow
+from planner.capacity.stats import Summary
+
 #: The schema's bound on samples; the service's own is ``limits.review_max_samples``.
 MAX_SAMPLES = 10_000
 MAX_WHAT_IFS = 20
@@ -100,32 +104,6 @@ class ReviewRequest(BaseModel):
     seed: int = Field(default=0, description="Seed of the random draws")
     sizing: bool = Field(default=True, description="Search the smallest addition per GPU type")
     sizing_samples: int | None = Field(default=None, ge=1, le=MAX_SAMPLES)
-
-
-class Summary(BaseModel):
-    """A scenario's deadline figures."""
-
-    jobs: int
-    jobs_with_deadline: int
-    expected_deadline_misses: float
-    deadlines_missed_at_p90: int
-    jobs_likely_to_miss: int
-    excluded_jobs: int
-
-
-class ComparisonRow(Summary):
-    """One scenario's totals, side by side with the others."""
-
-    scenario: str
-    description: str
-    utilisation: float = Field(description="Busy over capacity GPU-hours (p50), ratio")
-    gpu_hours: float
-    cost: float | None = Field(description="Reserved capacity, used or not, plus on-demand use")
-    lost_gpu_hours: float = 0.0
-    goodput: float | None = None
-    usage_cost: float | None = Field(default=None, description="The teams' chargeback")
-    comparable: bool = True
-    not_comparable: str = Field(default="", description="Why not comparable with the base")
 
 
 class JobForecastView(BaseModel):

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Body, Depends, Request
@@ -31,8 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.capacity import Fleet, QueuedJob, SchedulerKind, fleet_from_nodes
 from planner.capacity.pending import Band, simulate_submission
 from planner.errors import SpecError
-from planner.scenario import predict_documents
-from planner.scenario.documents import PredictionCalibration
+from planner.scenario.documents import PredictionCalibration, predict_results
 from planner.service.api.access import Access, open_access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import ScenarioDocument, as_document
@@ -135,8 +134,8 @@ class SimulateResult(BaseModel):
     samples: int
 
 
-def _band(values: Band) -> dict[str, float | None]:
-    return dict(zip(("p10", "p50", "p90"), values, strict=True))
+def _band(values: Band) -> BandView:
+    return BandView(p10=values[0], p50=values[1], p90=values[2])
 
 
 def _source(sources: Sequence[SourceRow], wanted: str | None) -> SourceRow:
@@ -171,11 +170,14 @@ def _nodes(row: SourceRow) -> list[NodeState]:
 
 
 def _scenario_runtime(
-    scenario: dict[str, Any], calibration: PredictionCalibration | None, cluster: str, sd: float
-) -> tuple[dict[str, float], dict[str, Any]]:
+    scenario: Mapping[str, object],
+    calibration: PredictionCalibration | None,
+    cluster: str,
+    sd: float,
+) -> tuple[dict[str, float], Mapping[str, object]]:
     """The scenario's predicted runtime band (p50 its time to train, p10/p90 from the
     prediction's log-space sd) and its hardware section; 422 naming the scenario's field."""
-    (result,) = predict_documents([scenario], calibration=calibration, cluster=cluster)
+    (result,) = predict_results([scenario], calibration=calibration, cluster=cluster)
     if "error" in result:
         raise SpecError("scenario", str(result["error"]))
     p50 = result.get("calibrated_time_to_train_s") or result.get("time_to_train_s")
@@ -193,7 +195,7 @@ def _scenario_runtime(
         "p90": float(p50) * math.exp(Z90 * log_sd),
     }
     hardware = scenario.get("hardware")
-    return band, hardware if isinstance(hardware, dict) else {}
+    return band, hardware if isinstance(hardware, Mapping) else {}
 
 
 def simulate(
@@ -205,14 +207,14 @@ def simulate(
     now_s: float,
     calibration: PredictionCalibration | None = None,
     model_log_sd: float = 0.3,
-) -> dict[str, Any]:
-    """The ``SimulateResult`` of ``body`` as a dict, over the store's active ``rows`` and
+) -> SimulateResult:
+    """The ``SimulateResult`` of ``body``, over the store's active ``rows`` and
     ``sources`` at ``now_s`` (module docstring); ``fleet``: the configured fleet file's (None:
     the source's nodes). Raises ``SpecError`` naming the field of the request."""
     source = _source(sources, body.source)
     job = body.job
     remaining: dict[str, float] | None = None
-    hardware: dict[str, Any] = {}
+    hardware: Mapping[str, object] = {}
     runtime_from = "time_limit"
     if job.runtime_s is not None:
         r = job.runtime_s
@@ -270,23 +272,23 @@ def simulate(
     waits = [None if s is None else max(0.0, s - now_s) for s in found.start_s]
     wait: Band = (waits[0], waits[1], waits[2])
     running = sum(1 for q in queue.jobs if q.running)
-    return {
-        "name": job.name,
-        "source": f"{source.scheduler}/{source.cluster}",
-        "made_at_s": now_s,
-        "start_s": _band(found.start_s),
-        "completion_s": _band(found.completion_s),
-        "wait_s": _band(wait),
-        "runtime_s": _band((runtime.p10_s, runtime.p50_s, runtime.p90_s)),
-        "runtime_from": runtime_from,
-        "num_gpus": num_gpus,
-        "gpu_type": state.gpu_type,
-        "partition": state.partition,
-        "fleet": fleet.name if fleet.name != "live" else f"nodes of {source.name}",
-        "jobs_running": running,
-        "jobs_pending": len(queue.jobs) - running,
-        "samples": body.samples,
-    }
+    return SimulateResult(
+        name=job.name,
+        source=f"{source.scheduler}/{source.cluster}",
+        made_at_s=now_s,
+        start_s=_band(found.start_s),
+        completion_s=_band(found.completion_s),
+        wait_s=_band(wait),
+        runtime_s=_band((runtime.p10_s, runtime.p50_s, runtime.p90_s)),
+        runtime_from=runtime_from,
+        num_gpus=num_gpus,
+        gpu_type=state.gpu_type,
+        partition=state.partition,
+        fleet=fleet.name if fleet.name != "live" else f"nodes of {source.name}",
+        jobs_running=running,
+        jobs_pending=len(queue.jobs) - running,
+        samples=body.samples,
+    )
 
 
 def make_router(
@@ -303,7 +305,7 @@ def make_router(
     router = APIRouter(tags=["simulate"], dependencies=[Depends(access.require(Role.READER))])
     config = state.ingestor.deps.settings.queue_forecast
 
-    def run(body: SimulateRequest, observed: PredictionCalibration | None) -> dict[str, Any]:
+    def run(body: SimulateRequest, observed: PredictionCalibration | None) -> SimulateResult:
         return simulate(
             body,
             rows=state.store.list_jobs(active_only=True),
@@ -324,7 +326,7 @@ def make_router(
     async def simulate_route(
         request: Request,
         body: Annotated[SimulateRequest, Body(description="The job and what it trains")],
-    ) -> dict[str, Any]:
+    ) -> SimulateResult:
         observed = calibration() if calibration is not None else None
         return await pool.run(request, run, body, observed)
 

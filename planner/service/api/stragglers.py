@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile
 
@@ -20,6 +20,7 @@ from planner.service.api.models import TraceReport
 from planner.service.api.work import WorkerPool
 from planner.service.auth import Role
 from planner.stragglers import analyse
+from planner.stragglers.whatif import StragglerReportJson
 
 
 def make_router(
@@ -31,7 +32,9 @@ def make_router(
     pool = pool or WorkerPool.default()
     router = APIRouter(tags=["stragglers"], dependencies=[Depends(access.require(Role.READER))])
 
-    def analyse_files(trace: bytes, meta: bytes, suffix: str, names: tuple[str, str]) -> Any:
+    def analyse_files(
+        trace: bytes, meta: bytes, suffix: str, names: tuple[str, str]
+    ) -> StragglerReportJson:
         with tempfile.TemporaryDirectory(prefix="planner-trace-") as tmp:
             trace_path = Path(tmp) / f"trace{suffix}"
             meta_path = Path(tmp) / "meta.yaml"
@@ -56,16 +59,15 @@ def make_router(
         request: Request,
         trace: Annotated[UploadFile, File(description="Per-rank op trace, .parquet or .csv")],
         meta: Annotated[UploadFile, File(description="Job layout YAML (dp_size, pp_size, ...)")],
-    ) -> dict[str, Any]:
+    ) -> StragglerReportJson:
         suffix = (Path(trace.filename or "trace.parquet").suffix or ".parquet").lower()
         if suffix not in (".parquet", ".csv"):
             raise HTTPException(
                 422, f"trace: {suffix!r} files are not traces; send .parquet or .csv"
             )
         names = (trace.filename or "trace", meta.filename or "meta")
-        report: dict[str, Any] = await pool.run(
+        return await pool.run(
             request, analyse_files, await trace.read(), await meta.read(), suffix, names
         )
-        return report
 
     return router

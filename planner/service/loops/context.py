@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
+from typing import Any
 
 from planner.calibration import OnlineCalibration
 from planner.capacity.fleet import Fleet
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
+from planner.service.describe import JobDescription
 from planner.service.learning import Learning
 from planner.service.loops.forecast_worker import QueueForecaster
 from planner.service.loops.incremental import IngestMemo
 from planner.service.loops.priority import RequestPriority
 from planner.service.store import Store
+from planner.specs.job import NodeState
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +53,31 @@ class OnlineCache:
     value: OnlineCalibration | None = None
 
 
+@dataclass(slots=True)
+class LaunchDescriptions:
+    """The descriptions made in one source's cycle, by what they are made from (the job's
+    ``description_key``, scheduler, cluster, user and node count: everything
+    ``planner.service.describe.describe_job`` reads of a job, and whose view of its files it
+    reads): a cluster's jobs share few launches (a user's sbatch script submitted again and
+    again), and each is described once per cycle. Emptied at the start of every cycle (a file a
+    launch names may change between two); each caller gets its own copy."""
+
+    entries: dict[tuple[str, ...], tuple[JobDescription, dict[str, Any] | None]] = field(
+        default_factory=dict
+    )
+
+    def get(self, key: tuple[str, ...]) -> tuple[JobDescription, dict[str, Any] | None] | None:
+        """A copy of the description and training schedule kept under ``key`` (None: none)."""
+        hit = self.entries.get(key)
+        return None if hit is None else copy.deepcopy(hit)
+
+    def put(
+        self, key: tuple[str, ...], description: JobDescription, schedule: dict[str, Any] | None
+    ) -> None:
+        """Keep a copy of what ``key``'s launch was described as."""
+        self.entries[key] = copy.deepcopy((description, schedule))
+
+
 @dataclass(slots=True, kw_only=True)
 class IngestDeps:
     """Everything one ingest cycle reads from or writes to.
@@ -75,6 +104,10 @@ class IngestDeps:
     forecaster: QueueForecaster = field(default_factory=QueueForecaster)
     priority: RequestPriority = field(default_factory=RequestPriority)
     learning: Learning = field(default_factory=Learning)
+    #: the stored form of each node of the last cycle (``cycle.node_documents``)
+    node_documents: dict[NodeState, dict[str, Any]] = field(default_factory=dict)
+    #: this cycle's launch descriptions (``LaunchDescriptions``)
+    descriptions: LaunchDescriptions = field(default_factory=LaunchDescriptions)
     #: (scheduler, cluster) -> seconds of its last good cycle's poll and whole cycle
     cycle_seconds: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 

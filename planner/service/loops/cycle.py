@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from planner.errors import SourceError, StoreError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
@@ -25,7 +26,7 @@ from planner.service.loops.node_history import update_node_history
 from planner.service.loops.priority import RequestPriority
 from planner.service.loops.queue_forecast import forecast_queue
 from planner.service.store import Store
-from planner.specs.job import ClusterSnapshot
+from planner.specs.job import ClusterSnapshot, NodeState
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +57,14 @@ def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[],
     polled = time.perf_counter()
     deps.priority.pause()
     now_s = clock()
+    deps.descriptions.entries.clear()  # launches are described afresh in each cycle
     try:
         _ingest(deps, source, snapshot, now_s)
     except BaseException:
         deps.memo.discard()  # nothing of this cycle was stored
         raise
+    finally:
+        deps.descriptions.entries.clear()
     deps.memo.commit()
     done = time.perf_counter()
     deps.cycle_seconds[snapshot.scheduler, snapshot.cluster] = (polled - started, done - started)
@@ -87,7 +91,7 @@ def _ingest(
         row.last_success_s = now_s
         row.last_error = None
         row.consecutive_failures = 0
-        row.nodes = [dataclasses.asdict(n) for n in snapshot.nodes]
+        row.nodes = node_documents(deps, snapshot.nodes)
         row.warnings = list(snapshot.warnings)
         for warning in snapshot.warnings:
             log.info("source %s: %s", source_name(source), warning)
@@ -104,6 +108,24 @@ def _ingest(
         recalibrate(deps, uow, scheduler=snapshot.scheduler, cluster=snapshot.cluster, now_s=now_s)
         deps.priority.pause()
         forecast_queue(deps, uow, snapshot, now_s=now_s)
+
+
+def node_documents(deps: IngestDeps, nodes: Sequence[NodeState]) -> list[dict[str, Any]]:
+    """The nodes as the source's row stores them (JSON: a tuple as a list); a node reported
+    as it was at the last cycle reuses its document (``IngestDeps.node_documents``: most of a
+    cluster's 2,000 nodes do not change between two polls). Each call gives new dicts."""
+    kept = deps.node_documents
+    made: dict[NodeState, dict[str, Any]] = {}
+    out = []
+    for node in nodes:
+        doc = made.get(node) or kept.get(node)
+        if doc is None:
+            doc = dataclasses.asdict(node)
+            doc["partitions"] = list(node.partitions)
+        made[node] = doc
+        out.append({**doc, "partitions": list(doc["partitions"])})
+    deps.node_documents = made
+    return out
 
 
 def record_failure(deps: IngestDeps, source: SchedulerSource, error: str, *, now_s: float) -> None:

@@ -332,9 +332,18 @@ def describe(
     prediction starts from what the cluster's jobs taught the online calibration. ``log_text``:
     the head of the job's log, read as a witness of its configuration."""
     max_bytes = deps.settings.max_scenario_file_bytes
-    description = describe_job(
-        job, lambda path: read_text(path, max_bytes, job=job), log_text=log_text
-    )
+    # the log's head is the job's own; without it, a launch many jobs share is described once
+    shared = (key, job.scheduler, job.cluster, job.user, str(job.num_nodes))
+    kept = deps.descriptions.get(shared) if log_text is None else None
+    if kept is None:
+        description = describe_job(
+            job, lambda path: read_text(path, max_bytes, job=job), log_text=log_text
+        )
+        schedule = training_schedule(job)
+        if log_text is None:
+            deps.descriptions.put(shared, description, schedule)
+    else:
+        description, schedule = kept
     row.description_key = key
     row.described_by = description.described_by
     row.description_detail = description.error or description.detail
@@ -361,7 +370,7 @@ def describe(
         )
     if description.train_iters is not None:
         row.train_iters = description.train_iters
-    row.schedule = training_schedule(job)
+    row.schedule = schedule
     if description.error:
         log.warning("job %s: cannot use its description: %s", job.job_id, description.error)
     if description.prediction is not None:

@@ -20,6 +20,7 @@ from planner.service.models import (
     AuditEntry,
     AuditRow,
     CalibrationRow,
+    HeartbeatRow,
     JobRow,
     JobSortKey,
     NodeSlownessRow,
@@ -255,6 +256,16 @@ class Store(Protocol):
 
     def prune_observed_runs(self, scheduler: str, cluster: str, *, keep: int) -> int:
         """Delete all but the newest ``keep`` runs of one cluster; returns how many went."""
+        ...
+
+    # process heartbeats (planner.service.processes): the ingest process's status record.
+
+    def put_heartbeat(self, name: str, body: str, updated_s: float) -> None:
+        """Create or replace the heartbeat ``name`` (``body``: JSON text)."""
+        ...
+
+    def heartbeats(self, *, prefix: str = "") -> list[HeartbeatRow]:
+        """Every heartbeat whose name starts with ``prefix``, newest first."""
         ...
 
     # readiness, audit trail, retention.

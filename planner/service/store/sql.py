@@ -56,6 +56,7 @@ from planner.service.models import (
     AuditEntry,
     AuditRow,
     CalibrationRow,
+    HeartbeatRow,
     JobRow,
     JobSortKey,
     ObservedRunCount,
@@ -419,6 +420,21 @@ class SqlStore:
         """Create or replace a named calibration."""
         with self.unit_of_work() as uow:
             uow.put_calibration(name, state, updated_s)
+
+    # process heartbeats (planner.service.processes)
+
+    def put_heartbeat(self, name: str, body: str, updated_s: float) -> None:
+        """Create or replace the heartbeat ``name`` (``body``: JSON text)."""
+        with self.session() as s:
+            s.merge(HeartbeatRow(name=name, body=body, updated_s=updated_s))
+
+    def heartbeats(self, *, prefix: str = "") -> list[HeartbeatRow]:
+        """Every heartbeat whose name starts with ``prefix``, newest first."""
+        query = select(HeartbeatRow).order_by(HeartbeatRow.updated_s.desc())
+        if prefix:
+            query = query.where(HeartbeatRow.name.startswith(prefix, autoescape=True))
+        with self.session() as s:
+            return list(s.scalars(query))
 
     def observed_run_counts(self) -> list[ObservedRunCount]:
         """Per cluster with observed runs: usable and skipped runs, the newest row's id."""

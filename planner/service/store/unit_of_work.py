@@ -10,7 +10,9 @@ one takes them back without reading and decoding 10,000 rows, after one query ch
 table still holds what was committed (the count of the cluster's jobs, their newest
 ``last_seen_s``, and the newest poll of the cluster's sources, which every ingest cycle of any
 replica moves); anything else reads them afresh. The ingest loop is the only writer of jobs
-(the API reads them).
+(the API reads them). What a cycle asks per job is answered without flushing what is pending
+(a flush per question cost more than the question): the ended jobs of a name from the loaded
+rows, a job's samples and predictions from the table plus what this unit of work added.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, event, func, select, update
+from sqlalchemy.orm import Session, object_session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from planner.service.models import (
@@ -60,6 +62,67 @@ class JobCache:
             self._rows[key] = (mark, rows)
 
 
+_UOW_KEY = "planner.unit_of_work"
+"""Where a session's :class:`SqlUnitOfWork` is kept (``Session.info``): a job row's renaming
+finds the index of the unit of work that holds it there."""
+
+
+class _NameIndex:
+    """One cluster's job rows of a unit of work by ``(name, user)``: built once from the rows
+    loaded, kept up to date as rows are added (``add``) and renamed (the ``set`` events of
+    ``JobRow.name`` and ``JobRow.user``: :func:`_renamed`)."""
+
+    def __init__(self, rows: Sequence[JobRow]) -> None:
+        self._by_name: dict[tuple[object, object], dict[int, JobRow]] = {}
+        self._keys: dict[int, tuple[object, object]] = {}  # id(row) -> where it is filed
+        for row in rows:
+            self.add(row)
+
+    def add(self, row: JobRow) -> None:
+        """File ``row`` under its name and user now."""
+        self._file(row, (row.name, row.user))
+
+    def _file(self, row: JobRow, key: tuple[object, object]) -> None:
+        self._by_name.setdefault(key, {})[id(row)] = row
+        self._keys[id(row)] = key
+
+    def rename(self, row: JobRow, *, name: object, user: object) -> None:
+        """``row`` (when filed here) is now named ``name`` of ``user``."""
+        before = self._keys.get(id(row))
+        if before is None:
+            return
+        del self._by_name[before][id(row)]
+        self._file(row, (name, user))
+
+    def ended(self, name: str, user: str) -> list[JobRow]:
+        """The inactive rows named ``name`` of ``user``, in the listing's order."""
+        rows = [r for r in self._by_name.get((name, user), {}).values() if not r.active]
+        return sorted(rows, key=lambda r: (r.sort_number or 0, r.job_id))
+
+
+def _renamed(target: JobRow, *, name: object, user: object) -> None:
+    """File a renamed row anew in the name index of the unit of work that holds it (if any:
+    the event comes before the attribute changes, so the new name is passed)."""
+    session = object_session(target)
+    uow = session.info.get(_UOW_KEY) if session is not None else None
+    if isinstance(uow, SqlUnitOfWork):
+        index = uow._named.get((target.scheduler, target.cluster))
+        if index is not None:
+            index.rename(target, name=name, user=user)
+
+
+@event.listens_for(JobRow.name, "set")
+def _name_set(target: JobRow, value: object, old: object, _initiator: object) -> None:
+    if value != old:
+        _renamed(target, name=value, user=target.user)
+
+
+@event.listens_for(JobRow.user, "set")
+def _user_set(target: JobRow, value: object, old: object, _initiator: object) -> None:
+    if value != old:
+        _renamed(target, name=target.name, user=value)
+
+
 class SqlUnitOfWork:
     """The ``UnitOfWork`` port over one SQLAlchemy session (changes to rows it returned are
     written on commit); ``cache``: the store's kept job rows."""
@@ -72,9 +135,13 @@ class SqlUnitOfWork:
         self._prunes: dict[tuple[str, int], set[int]] = {}
         self._marks: dict[tuple[str, str], Mark] = {}
         self._predictions: dict[tuple[int, str], PredictionRow] = {}  # the last added per job
+        self._added: dict[tuple[int, str], list[PredictionRow]] = {}  # all added, per job
         # per job pk, by iteration: the step samples this unit of work added or replaced, so
         # that reading a job's samples needs no flush of everything pending (``_samples_of``)
         self._written: dict[int, dict[int, StepSampleRow]] = {}
+        # per cluster whose jobs are loaded: its rows by name and user (``ended_jobs_named``)
+        self._named: dict[tuple[str, str], _NameIndex] = {}
+        session.info[_UOW_KEY] = self
 
     def keep_jobs(self) -> None:
         """Give the jobs this unit of work loaded to the cache (call after the commit)."""
@@ -123,7 +190,17 @@ class SqlUnitOfWork:
 
     def ended_jobs_named(self, scheduler: str, cluster: str, name: str, user: str) -> list[JobRow]:
         """The cluster's inactive jobs of this name and user (as they are now in this unit of
-        work: pending changes are flushed first)."""
+        work), in the listing's order. When the unit of work loaded the cluster's jobs
+        (``jobs_of``), they are looked up among those rows by name and user (an index built
+        once, kept up to date as rows are added, renamed or deleted: :class:`_NameIndex`),
+        not queried: a query flushed every pending change first, and a first cycle asks once
+        per job whose log it starts to read (2,200 flushes of a 10,000-job cluster)."""
+        key = (scheduler, cluster)
+        if key in self._jobs:
+            index = self._named.get(key)
+            if index is None:
+                index = self._named[key] = _NameIndex(self._jobs[key])
+            return index.ended(name, user)
         query = select(JobRow).where(
             JobRow.active.is_(False),
             JobRow.scheduler == scheduler,
@@ -161,6 +238,9 @@ class SqlUnitOfWork:
         self._s.add(row)
         if (scheduler, cluster) in self._jobs:
             self._jobs[scheduler, cluster].append(row)
+            index = self._named.get((scheduler, cluster))
+            if index is not None:
+                index.add(row)
         return row
 
     def delete_ended_jobs(self, *, ended_before_s: float) -> None:
@@ -185,6 +265,7 @@ class SqlUnitOfWork:
                 self._s.expunge(row)
         for key, rows in self._jobs.items():
             self._jobs[key] = [r for r in rows if not gone(r)]
+        self._named.clear()  # built again from the rows left, when asked
 
     def _pk(self, job: JobRow) -> int:
         if job.id is None:
@@ -313,6 +394,7 @@ class SqlUnitOfWork:
         row = PredictionRow(job_pk=pk, made_at_s=made_at_s, kind=kind, payload=payload)
         self._s.add(row)
         self._predictions[pk, kind] = row
+        self._added.setdefault((pk, kind), []).append(row)
 
     def prune_predictions(self, job: JobRow, *, kind: str, keep: int) -> None:
         """Keep only the newest ``keep`` predictions of ``kind`` (for every job asked, in one
@@ -364,16 +446,29 @@ class SqlUnitOfWork:
 
     # ETA
     def job_predictions(self, job: JobRow, *, kind: str, limit: int) -> list[PredictionRow]:
-        """The newest ``limit`` predictions of ``kind`` of the job, oldest first."""
+        """The newest ``limit`` predictions of ``kind`` of the job, oldest first (by the time
+        they were made, then as stored). The stored ones are read without flushing what is
+        pending (a flush per ended job cost more than its query); those this unit of work
+        added and did not write yet (``add_prediction`` keeps them) are taken as stored after
+        every stored one, in the order added (as the flush gives them their ids)."""
         pk = self._pk(job)
-        self._s.flush()
-        rows = self._s.scalars(
-            select(PredictionRow)
-            .where(PredictionRow.job_pk == pk, PredictionRow.kind == kind)
-            .order_by(PredictionRow.made_at_s.desc(), PredictionRow.id.desc())
-            .limit(limit)
-        )
-        return list(reversed(list(rows)))
+        with self._s.no_autoflush:
+            rows = list(
+                self._s.scalars(
+                    select(PredictionRow)
+                    .where(PredictionRow.job_pk == pk, PredictionRow.kind == kind)
+                    .order_by(PredictionRow.made_at_s.desc(), PredictionRow.id.desc())
+                    .limit(limit)
+                )
+            )
+        pending = [r for r in self._added.get((pk, kind), []) if r.id is None]
+        if pending:
+            # as the flush would store them: after every stored row, in the order added
+            order = {id(r): (1, i) for i, r in enumerate(pending)}
+            rows.extend(pending)
+            rows.sort(key=lambda r: (r.made_at_s, order.get(id(r), (0, r.id))), reverse=True)
+            del rows[max(0, limit) :]
+        return list(reversed(rows))
 
     # Node slowness history (straggler impact for queued jobs).
 
