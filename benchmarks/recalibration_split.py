@@ -55,6 +55,7 @@ from planner.calibration.online_split import (
 )
 from planner.perf import predict
 from planner.scenario import parse_scenario, predict_documents
+from planner.scenario.documents import prediction_json
 from planner.specs.job import RankStepRecord, TailCursor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,7 +192,7 @@ def _cpu_predictions(runs: tuple[Run, ...], *, operators: bool) -> list[dict[str
         sc = parse_scenario(r.scenario())
         hw = dataclasses.replace(sc.hardware, gpu=spec, gpus_per_node=2, nvlink_domain_size=2)
         p = predict(dataclasses.replace(sc, hardware=hw), eff if operators else None)
-        out.append(p.to_dict(r.name))
+        out.append(prediction_json(p, r.name))
     return out
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
@@ -81,31 +80,6 @@ class Prediction:
     breakdown: StepBreakdown
     memory: MemoryBreakdown
     time_to_train_s: float | None
-
-    def to_dict(self, name: str | None) -> dict[str, Any]:
-        """The JSON object of ``planner predict --json`` (plain floats, bools and None)."""
-        mem = self.memory
-        return {
-            "name": name,
-            "iteration_time_s": self.iteration_time_s,
-            "tokens_per_s": self.tokens_per_s,
-            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
-            "model_flops_per_iteration": self.model_flops_per_iteration,
-            "model_tflops_per_gpu": self.model_tflops_per_gpu,
-            "mfu": self.mfu,
-            "hfu": self.hfu,
-            "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
-            "fits_in_memory": self.fits_in_memory,
-            "breakdown_s": self.breakdown.as_dict(),
-            "memory_breakdown_bytes": {
-                "weights": mem.weights_bytes,
-                "gradients": mem.gradients_bytes,
-                "optimizer": mem.optimizer_bytes,
-                "activations": mem.activations_bytes,
-                "overhead": mem.overhead_bytes,
-            },
-            "time_to_train_s": self.time_to_train_s,
-        }
 
 
 _DEFAULT_EFFICIENCY: list[DefaultEfficiency] = []

@@ -33,6 +33,7 @@ from planner.perf.flops import (
 )
 from planner.perf.operators import OperatorTable, edge_ops, layer_ops
 from planner.scenario import parse_scenario
+from planner.scenario.documents import prediction_json
 from planner.specs import Scenario
 from planner.specs.scenario import Framework
 
@@ -82,7 +83,7 @@ def test_batch_equals_single_exactly() -> None:
 def test_breakdown_adds_up_and_contract_keys() -> None:
     for p in predict_batch([_scenario("llama3-70b", tp=8, pp=4, dp=2, gbs=64)]):
         assert sum(p.breakdown.as_dict().values()) == pytest.approx(p.iteration_time_s, rel=1e-12)
-        assert set(p.to_dict("x")["breakdown_s"]) >= {
+        assert set(prediction_json(p, "x")["breakdown_s"]) >= {
             "compute",
             "tp_comm_exposed",
             "pp_bubble",
