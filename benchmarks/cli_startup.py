@@ -7,9 +7,13 @@ its CPU time is the child's user + system time from ``os.wait4``, so the other p
 machine do not count. The commands run round-robin, ``--repeat`` rounds, so a change of load
 touches every command alike; the table gives the median and the minimum over the rounds, the
 median's ratio to ``python -c pass``'s median, and the modules the command imports (one more run
-under ``-X importtime``). Targets: ``planner predict --help`` under 0.3 CPU-s, ``planner version``
-under 0.25 CPU-s. The last row is ``planner predict --help`` in typer's rich layout (boxes; it
-loads rich, markdown-it and pygments), which ``planner.cli`` turns off for this reason.
+under ``-X importtime``). ``python -c 'import typer'`` is the floor of a typer command line.
+Targets: ``planner predict --help`` under 0.3 CPU-s, ``planner version`` under 0.25 CPU-s.
+``planner predict EXAMPLE`` predicts ``deploy/examples/llama3-8b-h100.yaml``: a command's whole
+run, which loads the model (numpy, pydantic, YAML) but not the calibration models (scikit-learn,
+SciPy), which only ``--calibration`` needs. The last row is ``planner predict --help`` in typer's
+rich layout (boxes; it loads rich, markdown-it and pygments), which ``planner.cli`` turns off for
+this reason.
 
     python -m benchmarks.cli_startup                 # the table
     python -m benchmarks.cli_startup --write         # also writes results/cli_startup.md
@@ -29,6 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULT = Path(__file__).resolve().parent / "results" / "cli_startup.md"
 
 BASELINE = ("-c", "pass")
+TYPER = ("-c", "import typer")
+"""The floor of a typer command line: the interpreter and typer (with the click it vendors)."""
+EXAMPLE = ROOT / "deploy" / "examples" / "llama3-8b-h100.yaml"
 COMMANDS: tuple[tuple[str, ...], ...] = (
     ("version",),
     ("--help",),
@@ -40,6 +47,7 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("describe", "--help"),
     ("eta", "replay", "--help"),
     ("serve", "--help"),
+    ("predict", str(EXAMPLE)),
 )
 TARGETS_S = {("predict", "--help"): 0.3, ("version",): 0.25}
 RICH_HELP = (
@@ -78,6 +86,7 @@ def modules_imported(args: tuple[str, ...], src: Path) -> int:
 
 RUNS: tuple[tuple[str, ...], ...] = (
     BASELINE,
+    TYPER,
     *(("-m", "planner", *c) for c in COMMANDS),
     RICH_HELP,
 )
@@ -105,10 +114,12 @@ def measure(repeat: int, sources: list[Path]) -> list[list[dict[str, object]]]:
             rows.append(
                 {
                     "command": (
-                        f"planner {' '.join(command)}"
+                        f"planner {' '.join(command)}".replace(f"{ROOT}/", "")
                         if command
                         else "python -c pass"
                         if args == BASELINE
+                        else "python -c 'import typer'"
+                        if args == TYPER
                         else "planner predict --help, in typer's rich layout"
                     ),
                     "median_s": median,

@@ -16,7 +16,7 @@ remaining time, for the model's band (no finished jobs: what ``planner eta repla
 for the band calibrated on the *other* logs (leave-one-out conformal calibration,
 ``planner.forecast.bands``: what the service publishes once a cluster has finished jobs).
 Overall: the median over all points from 10 % (and 50 %) on with each log weighing the same,
-and the mean coverage over logs. Targets (issue 14): median p50 error <= 5 % from 10 % on,
+and the mean coverage over logs. Targets: median p50 error <= 5 % from 10 % on,
 <= 2 % from 50 % on, coverage 75-85 %.
 
 Beside the planner's, the ETA users get today: Kubeflow Trainer's TrainJob progress

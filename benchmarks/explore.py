@@ -1,4 +1,4 @@
-"""Speed and answer quality of design-space exploration (issue 4).
+"""Speed and answer quality of design-space exploration.
 
     .venv/bin/python -m benchmarks.explore            # prints the markdown report
     .venv/bin/python -m benchmarks.explore --write    # also writes benchmarks/results/explore.md
@@ -342,7 +342,7 @@ def huge(lines: list[str]) -> None:
     """Section 3."""
     doc = json.loads(json.dumps(GPT3))
     doc["hardware"]["num_gpus"] = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
-    # 16 global batches: since issue 13 the pipeline digit holds only the (pipeline, virtual
+    # 16 global batches: the pipeline digit holds only the (pipeline, virtual
     # pipeline) pairs that split the layers, so 8 batches no longer make 10^8 candidates
     doc["parallelism"]["global_batch_size"] = [
         *(256, 384, 512, 640, 768, 1024, 1280, 1536),

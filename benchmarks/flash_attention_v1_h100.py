@@ -1,5 +1,5 @@
 """FlashAttention v1 (flash-attn 1.0.9, llm-foundry 0.4's kernel) against FlashAttention-2 and
-cuDNN on one GPU: FLOP rates by head dimension and sequence length (issue 13, fifth pass).
+cuDNN on one GPU: FLOP rates by head dimension and sequence length.
 
 Needs a CUDA GPU, PyTorch, nvcc, and the flash-attn 1.0.9 sdist (PyPI ``flash_attn-1.0.9.tar.gz``;
 ``pip download`` runs its ``setup.py``, which imports torch: with no CUDA torch at hand, put a

@@ -1,4 +1,5 @@
-"""Kernel sweeps on one Hopper GPU: the evidence behind issue 13's fifth-pass GEMM/attention notes.
+"""Kernel sweeps on one Hopper GPU: the evidence behind the GEMM and attention efficiency notes
+of benchmarks/RESULTS.md.
 
 Run on a machine with a CUDA GPU and PyTorch (not part of CI, not imported by the planner)::
 

@@ -1,5 +1,5 @@
-"""What writing the Slurm hints costs after each ingest cycle at the load benchmark's scale
-(issue 16): a service built as ``planner serve`` builds it (``slurm.hints_file`` set), in this
+"""What writing the Slurm hints costs after each ingest cycle at the load benchmark's scale:
+a service built as ``planner serve`` builds it (``slurm.hints_file`` set), in this
 process, over the fake Slurm of ``benchmarks/load.py`` (10,000 jobs, 2,000 nodes); after each of
 ``--cycles`` cycles, ``SlurmHintsRuntime.after_cycle`` is timed on its own.
 

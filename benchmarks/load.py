@@ -597,11 +597,6 @@ def markdown(result: dict[str, Any], command: str) -> str:
         ),
         ("of which the Slurm poll (median)", f"{s['steady_poll_median_s']:.2f} s", "-"),
         (
-            "of which waiting for API requests (median)",
-            f"{s['steady_paused_median_s']:.2f} s",
-            "-",
-        ),
-        (
             "queue forecast (worker process, the last one)",
             "-" if m["forecast_s"] is None else f"{m['forecast_s']:.1f} s",
             "off the cycle",
@@ -646,6 +641,15 @@ def markdown(result: dict[str, Any], command: str) -> str:
             "-",
         ),
     ]
+    if s["steady_paused_median_s"]:  # checkouts whose ingest loop paused for API requests
+        rows.insert(
+            3,
+            (
+                "of which waiting for API requests (median)",
+                f"{s['steady_paused_median_s']:.2f} s",
+                "-",
+            ),
+        )
     table = "\n".join(f"| {a} | {b} | {t} |" for a, b, t in rows)
     styles = style_table(result.get("styles") or {}, result.get("launch_details") or {})
     return f"""# Load: {c["jobs"]:,} jobs, {c["nodes"]:,} nodes

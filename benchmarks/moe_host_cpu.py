@@ -1,6 +1,6 @@
 """Host time and op count of one Megatron-Core 0.14 transformer layer (MoE or dense).
 
-A study tool for issue 13 (the ModelZoo Qwen3-235B TP 4 row, `benchmarks/RESULTS.md`, section
+A study tool (the ModelZoo Qwen3-235B TP 4 row, `benchmarks/RESULTS.md`, section
 "MoE host/device syncs in Megatron-Core 0.13-0.14"): a pass of a layer whose GPU work is shorter
 than the host's time to issue it costs the host time. This builds Megatron-Core's own layer
 (`get_gpt_layer_local_spec`: RMSNorm, QK norm, unfused attention, the router with its auxiliary

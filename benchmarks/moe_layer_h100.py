@@ -1,5 +1,5 @@
-"""MoE operators and one MoE transformer layer on one Hopper GPU: the evidence behind issue 13's
-seventh-pass notes on the ModelZoo Qwen3-235B rows.
+"""MoE operators and one MoE transformer layer on one Hopper GPU: the evidence behind the
+notes on the ModelZoo Qwen3-235B rows.
 
 Run on a machine with a CUDA GPU and PyTorch (not part of CI, not imported by the planner)::
 
@@ -37,7 +37,7 @@ Numbers recorded on lent H100 80GB HBM3 machines (PyTorch 2.11 + CUDA 13, 16-vCP
 in ``benchmarks/results/moe_layer_h100.json``: ``launch``, ``layer`` and ``grouped`` from one
 run, ``wgrad`` from a later one on another machine of the same kind (its launch cost beside it:
 the host's per-launch time varied 6.3-9.9 µs between machines); discussed in
-``benchmarks/RESULTS.md`` (issue 13, seventh pass).
+``benchmarks/RESULTS.md`` (MoE notes).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -231,59 +232,50 @@ def _gathers(torch: Any) -> tuple[Any, Any]:
     return Dispatch, Permute
 
 
-def _layer(
-    torch: Any, seq: int, tp: int, experts: int, topk: int, *, grouped_mm: bool, compiled: bool
-) -> dict[str, Any]:
-    """One decoder layer pass of one rank (module docstring): times in milliseconds;
-    ``grouped_mm``: the experts as two ``torch._grouped_mm`` calls, else per-expert GEMMs over
-    four streams; ``compiled``: the forward (and so its backward) through ``torch.compile``,
-    which fuses the element-wise kernels as a fused stack (Transformer Engine) would."""
-    import torch.nn.functional as F  # noqa: N812, PLC0415
-    from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415
+@dataclass(frozen=True)
+class LayerShape:
+    """A decoder layer's dimensions: hidden size, attention heads, key-value heads, head dim,
+    expert FFN width, routed experts."""
 
-    dev, bf16 = DEVICE, torch.bfloat16
-    local = seq // tp  # sequence-parallel shard
-    heads, kv = HEADS // tp, max(KV_HEADS // tp, 1)
-    q_w, kv_w = heads * HEAD_DIM, kv * HEAD_DIM
-    routed = local * topk  # copies each rank receives under even routing (ep ranks send)
-    per_expert = routed // experts
-    p = {
-        "wqkv": torch.randn(HIDDEN, q_w + 2 * kv_w, device=dev, dtype=bf16) * 0.02,
-        "wo": torch.randn(q_w, HIDDEN, device=dev, dtype=bf16) * 0.02,
-        "wr": torch.randn(HIDDEN, NUM_EXPERTS, device=dev, dtype=bf16) * 0.02,
-        "w1": torch.randn(experts, HIDDEN, 2 * EXPERT_FFN, device=dev, dtype=bf16) * 0.02,
-        "w2": torch.randn(experts, EXPERT_FFN, HIDDEN, device=dev, dtype=bf16) * 0.02,
-        "n1": torch.ones(HIDDEN, device=dev, dtype=bf16),
-        "n2": torch.ones(HIDDEN, device=dev, dtype=bf16),
-        "nq": torch.ones(HEAD_DIM, device=dev, dtype=bf16),
-        "nk": torch.ones(HEAD_DIM, device=dev, dtype=bf16),
-    }
-    for t in p.values():
-        t.requires_grad_(True)
-    x0 = torch.randn(local, HIDDEN, device=dev, dtype=bf16, requires_grad=True)
-    pos = torch.arange(seq, device=dev, dtype=torch.float32)
-    inv = 1.0 / (1e6 ** (torch.arange(0, HEAD_DIM, 2, device=dev) / HEAD_DIM))
-    ang = torch.outer(pos, inv)
-    cos, sin = ang.cos().repeat(1, 2).to(bf16), ang.sin().repeat(1, 2).to(bf16)
-    # even routing: each of the ``ep`` senders' ``local`` tokens x ``topk`` spread evenly; this
-    # rank's ``routed`` copies come from its own shard (the other senders' look the same)
-    gen = torch.Generator(device=dev).manual_seed(0)
-    perm = torch.randperm(routed, device=dev, generator=gen)  # expert order -> token copy
-    inverse = torch.argsort(perm)
-    ones = torch.ones(routed, device=dev)
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    expert_ffn: int
+    num_experts: int
+
+
+QWEN3_235B = LayerShape(
+    hidden=HIDDEN,
+    heads=HEADS,
+    kv_heads=KV_HEADS,
+    head_dim=HEAD_DIM,
+    expert_ffn=EXPERT_FFN,
+    num_experts=NUM_EXPERTS,
+)
+
+ExpertsFn = Callable[[Any], Any]
+"""The local experts on the dispatched tokens ``(E·m, h)`` in expert order -> ``(E·m, h)``."""
+
+
+def _stacked_experts(
+    torch: Any, shape: LayerShape, experts: int, per_expert: int, *, grouped_mm: bool
+) -> ExpertsFn:
+    """The experts as two ``torch._grouped_mm`` calls over one ``(E, h, 2f)`` and one
+    ``(E, f, h)`` weight, or (``grouped_mm`` false) per-expert GEMMs on slices of them over
+    four streams."""
+    import torch.nn.functional as F  # noqa: N812, PLC0415
+
+    dev, bf16, h, f = DEVICE, torch.bfloat16, shape.hidden, shape.expert_ffn
+    w1 = (torch.randn(experts, h, 2 * f, device=dev, dtype=bf16) * 0.02).requires_grad_(True)
+    w2 = (torch.randn(experts, f, h, device=dev, dtype=bf16) * 0.02).requires_grad_(True)
     offs = torch.arange(1, experts + 1, device=dev, dtype=torch.int32) * per_expert
-    dispatch, permute = _gathers(torch)
     streams = [torch.cuda.Stream() for _ in range(STREAMS)]
 
-    def rope(t: Any) -> Any:
-        half = t.shape[-1] // 2
-        rot = torch.cat((-t[..., half:], t[..., :half]), dim=-1)
-        return t * cos + rot * sin
-
-    def experts_fn(tokens: Any) -> Any:
+    def run(tokens: Any) -> Any:
         if grouped_mm:
-            gate, up = torch._grouped_mm(tokens, p["w1"], offs=offs).chunk(2, dim=-1)
-            return torch._grouped_mm(F.silu(gate) * up, p["w2"], offs=offs)
+            gate, up = torch._grouped_mm(tokens, w1, offs=offs).chunk(2, dim=-1)
+            return torch._grouped_mm(F.silu(gate) * up, w2, offs=offs)
         outs: list[Any] = [None] * experts
         main = torch.cuda.current_stream()
         for s in streams:
@@ -291,48 +283,144 @@ def _layer(
         for e in range(experts):
             with torch.cuda.stream(streams[e % STREAMS]):
                 chunk = tokens[e * per_expert : (e + 1) * per_expert]
-                gate, up = (chunk @ p["w1"][e]).chunk(2, dim=-1)
-                outs[e] = (F.silu(gate) * up) @ p["w2"][e]
+                gate, up = (chunk @ w1[e]).chunk(2, dim=-1)
+                outs[e] = (F.silu(gate) * up) @ w2[e]
         for s in streams:
             main.wait_stream(s)
         return torch.cat(outs)
 
+    return run
+
+
+def layer_pass(
+    torch: Any,
+    shape: LayerShape,
+    seq: int,
+    tp: int,
+    *,
+    topk: int,
+    experts_fn: ExpertsFn,
+    micro_batch: int = 1,
+    compiled: bool = False,
+    device: str = DEVICE,
+    backward: bool = True,
+) -> Callable[[], None]:
+    """One decoder layer pass (forward and backward) of one rank (module docstring) on
+    ``micro_batch`` sequences of ``seq`` tokens, sequence-parallel over ``tp``, the routed
+    ``micro_batch·seq/tp·topk`` copies handed to ``experts_fn`` in expert order;
+    ``compiled``: the forward (and so its backward) through ``torch.compile``, which fuses the
+    element-wise kernels as a fused stack (Transformer Engine) would; ``device`` other than
+    ``cuda`` (a shape check on the CPU) runs attention on PyTorch's default backend;
+    ``backward`` false: the forward alone (its autograd graph recorded, then dropped)."""
+    import torch.nn.functional as F  # noqa: N812, PLC0415
+
+    dev, bf16, hidden, hd = device, torch.bfloat16, shape.hidden, shape.head_dim
+    local = seq // tp  # sequence-parallel shard
+    heads, kv = shape.heads // tp, max(shape.kv_heads // tp, 1)
+    q_w, kv_w = heads * hd, kv * hd
+    routed = micro_batch * local * topk  # copies each rank receives under even routing
+    p = {
+        "wqkv": torch.randn(hidden, q_w + 2 * kv_w, device=dev, dtype=bf16) * 0.02,
+        "wo": torch.randn(q_w, hidden, device=dev, dtype=bf16) * 0.02,
+        "wr": torch.randn(hidden, shape.num_experts, device=dev, dtype=bf16) * 0.02,
+        "n1": torch.ones(hidden, device=dev, dtype=bf16),
+        "n2": torch.ones(hidden, device=dev, dtype=bf16),
+        "nq": torch.ones(hd, device=dev, dtype=bf16),
+        "nk": torch.ones(hd, device=dev, dtype=bf16),
+    }
+    for t in p.values():
+        t.requires_grad_(True)
+    x0 = torch.randn(micro_batch * local, hidden, device=dev, dtype=bf16, requires_grad=True)
+    pos = torch.arange(seq, device=dev, dtype=torch.float32)
+    inv = 1.0 / (1e6 ** (torch.arange(0, hd, 2, device=dev) / hd))
+    ang = torch.outer(pos, inv)
+    cos, sin = ang.cos().repeat(1, 2).to(bf16), ang.sin().repeat(1, 2).to(bf16)
+    # even routing: each of the ``ep`` senders' tokens x ``topk`` spread evenly; this rank's
+    # ``routed`` copies come from its own shard (the other senders' look the same)
+    gen = torch.Generator(device=dev).manual_seed(0)
+    perm = torch.randperm(routed, device=dev, generator=gen)  # expert order -> token copy
+    inverse = torch.argsort(perm)
+    ones = torch.ones(routed, device=dev)
+    dispatch, permute = _gathers(torch)
+
+    def rope(t: Any) -> Any:
+        half = t.shape[-1] // 2
+        rot = torch.cat((-t[..., half:], t[..., :half]), dim=-1)
+        return t * cos + rot * sin
+
+    def heads_first(t: Any, n: int, norm: Any) -> Any:
+        t = t.view(micro_batch, seq, n, hd)
+        return (t if norm is None else F.rms_norm(t, (hd,), norm)).transpose(1, 2)
+
     def forward() -> Any:
-        h = F.rms_norm(x0, (HIDDEN,), p["n1"])
-        gathered = h.repeat(tp, 1)  # the sequence-parallel all-gather's output
+        h = F.rms_norm(x0, (hidden,), p["n1"])
+        # the sequence-parallel all-gather's output, one sequence per micro-batch sample
+        gathered = h.view(micro_batch, local, hidden).repeat(1, tp, 1)
         q, k, v = (gathered @ p["wqkv"]).split((q_w, kv_w, kv_w), dim=-1)
-        q = rope(F.rms_norm(q.view(seq, heads, HEAD_DIM), (HEAD_DIM,), p["nq"]).transpose(0, 1))
-        k = rope(F.rms_norm(k.view(seq, kv, HEAD_DIM), (HEAD_DIM,), p["nk"]).transpose(0, 1))
-        v = v.view(seq, kv, HEAD_DIM).transpose(0, 1)
-        k, v = k.repeat_interleave(heads // kv, 0), v.repeat_interleave(heads // kv, 0)
-        o = F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)
-        o = o[0].transpose(0, 1).reshape(seq, q_w) @ p["wo"]
-        x1 = x0 + o.view(tp, local, HIDDEN).sum(0)  # the reduce-scatter's sum
-        h2 = F.rms_norm(x1, (HIDDEN,), p["n2"])
+        q, k = rope(heads_first(q, heads, p["nq"])), rope(heads_first(k, kv, p["nk"]))
+        v = heads_first(v, kv, None)
+        k, v = k.repeat_interleave(heads // kv, 1), v.repeat_interleave(heads // kv, 1)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        o = o.transpose(1, 2).reshape(micro_batch, seq, q_w) @ p["wo"]
+        # the reduce-scatter's sum
+        x1 = x0 + o.view(micro_batch, tp, local, hidden).sum(1).reshape(-1, hidden)
+        h2 = F.rms_norm(x1, (hidden,), p["n2"])
         probs = torch.softmax((h2 @ p["wr"]).float(), dim=-1)
         top, idx = probs.topk(topk, dim=-1)
         top = top / top.sum(-1, keepdim=True)
-        counts = torch.zeros(NUM_EXPERTS, device=dev).scatter_add_(0, idx.flatten(), ones)
+        counts = torch.zeros(shape.num_experts, device=dev)
+        counts = counts.scatter_add_(0, idx.flatten(), ones)
         aux = (probs.mean(0) * counts).sum()  # no host sync (bincount would wait for the GPU)
         y = experts_fn(dispatch.apply(h2, perm, inverse, topk))
-        copies = permute.apply(y, inverse, perm).view(local, topk, HIDDEN)
+        copies = permute.apply(y, inverse, perm).view(-1, topk, hidden)
         combined = (copies * top.to(bf16)[..., None]).sum(1)
         return (x1 + combined).float().square().mean() + 1e-2 * aux
 
     run = torch.compile(forward) if compiled else forward
 
-    def one_pass() -> None:
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):  # outside the compiled region
-            run().backward()
+    def step() -> None:
+        loss = run()
+        if backward:
+            loss.backward()
 
-    gpu_ms = cuda_time_ms(torch, one_pass, 20)
+    def one_pass() -> None:
+        if device != "cuda":
+            step()
+            return
+        from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415
+
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):  # outside the compiled region
+            step()
+
+    return one_pass
+
+
+def host_issue_ms(torch: Any, one_pass: Callable[[], None], reps: int = 10) -> float:
+    """Median wall milliseconds from a synchronised start to the return of one pass: the
+    host's time to issue it (plus any wait inside it for the GPU)."""
     issue = []
-    for _ in range(10):
+    for _ in range(reps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         one_pass()
         issue.append((time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
+    return sorted(issue)[len(issue) // 2]
+
+
+def _layer(
+    torch: Any, seq: int, tp: int, experts: int, topk: int, *, grouped_mm: bool, compiled: bool
+) -> dict[str, Any]:
+    """One Qwen3-235B-A22B decoder layer pass of one rank (module docstring): times in
+    milliseconds; ``grouped_mm``: the experts as two ``torch._grouped_mm`` calls, else
+    per-expert GEMMs over four streams; ``compiled`` as in ``layer_pass``."""
+    per_expert = seq // tp * topk // experts
+    experts_fn = _stacked_experts(torch, QWEN3_235B, experts, per_expert, grouped_mm=grouped_mm)
+    one_pass = layer_pass(
+        torch, QWEN3_235B, seq, tp, topk=topk, experts_fn=experts_fn, compiled=compiled
+    )
+    gpu_ms = cuda_time_ms(torch, one_pass, 20)
+    issue_ms = host_issue_ms(torch, one_pass)
     kinds, kernels, top = _kernel_kinds(torch, one_pass)
     return {
         "seq": seq,
@@ -341,7 +429,7 @@ def _layer(
         "compiled": compiled,
         "tokens_per_expert": per_expert,
         "gpu_ms_per_pass": round(gpu_ms, 3),
-        "host_issue_ms_per_pass_median": round(sorted(issue)[len(issue) // 2], 3),
+        "host_issue_ms_per_pass_median": round(issue_ms, 3),
         "kernel_ms_per_pass": kinds,
         "kernels_per_pass": kernels,
         "top_kernels_ms_per_pass": top,

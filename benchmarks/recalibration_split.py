@@ -1,4 +1,4 @@
-"""Compute and network recalibrated apart, on real DDP jobs (issue 13, item 8).
+"""Compute and network recalibrated apart, on real DDP jobs.
 
 Real runs of ``deploy/dev/tiny_gpt/train.py`` (PyTorch DDP over gloo on the dev machine's CPUs)
 under the dev Slurm stack, of different communication shares: the same model on 2 ranks and on

@@ -1,4 +1,4 @@
-"""Compute and network recalibrated apart, on simulated clusters (issue 13, item 8).
+"""Compute and network recalibrated apart, on simulated clusters.
 
 The regime the split is for: a cluster whose network is off the model by another factor than
 its compute (a slower or congested fabric, another NCCL, RoCE instead of InfiniBand), and jobs

@@ -1,5 +1,5 @@
-"""Predicted against real start times of queued jobs, replaying a recorded real Slurm queue
-(issue 15): what ``/v1/jobs`` said about each pending job's start, against when it started.
+"""Predicted against real start times of queued jobs, replaying a recorded real Slurm queue:
+what ``/v1/jobs`` said about each pending job's start, against when it started.
 
     .venv/bin/python -m benchmarks.review_replay record   # as root: runs real jobs on the dev stack
     .venv/bin/python -m benchmarks.review_replay          # replays tests/data/slurm/replay

@@ -1,5 +1,5 @@
 """One rank's compute in PyTorch's ring attention (torchtitan's context parallel), on one GPU:
-the evidence behind issue 13's notes on the torchtitan CP rows (Table 2 of
+the evidence behind the notes on the torchtitan CP rows (Table 2 of
 ``llama3_h100_202412_torchtitan.md``: Llama 3.1 8B, 32,768 local tokens, CP 1-8).
 
 Run on a machine with a CUDA GPU and PyTorch (not part of CI, not imported by the planner)::

@@ -6,7 +6,7 @@ the observed-runs calibration: learning from 1,000 runs, predicting with it.
 Model time (``predict_batch`` on already-validated ``Scenario`` values, split into gathering the
 arrays, the numpy engine, and building ``Prediction`` objects) is measured apart from parse
 time (``parse_scenario`` on scenario documents) and from ``predict_documents`` end to end.
-Targets (issue 3): one scenario well under 1 ms of model time; 10,000 in one batch under 2 s.
+Targets: one scenario well under 1 ms of model time; 10,000 in one batch under 2 s.
 Observed-runs calibration: ``planner calibrate observe`` of 1,000 runs under 10 s (in-process
 and as the command, interpreter start included); ``planner predict`` of one scenario with a
 calibration under 1 ms (``predict_documents`` with it: parse, model, calibration, JSON).

@@ -158,15 +158,16 @@ def calibrate_show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
 ) -> None:
     """Per-operator model, sampled domain and held-out error; collective curves."""
-    from planner.calibration import Calibration
-    from planner.calibration.report import calibration_summary, summary_lines
-    from planner.errors import CalibrationError
-
     try:
         text = _read(file)
     except SpecError as exc:
         typer.echo(f"planner: cannot read {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
+    # the models (scikit-learn, SciPy) load once the file has been read within its bound
+    from planner.calibration import Calibration
+    from planner.calibration.report import calibration_summary, summary_lines
+    from planner.errors import CalibrationError
+
     try:
         calibration = Calibration.from_json(text, source=file)
     except CalibrationError as exc:

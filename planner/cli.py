@@ -39,9 +39,10 @@ import FastAPI, SQLAlchemy or an adapter they do not use (import-linter contract
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from planner import __version__
 from planner.calibrate_cli import calibrate_app
@@ -54,7 +55,31 @@ from planner.review_cli import review
 from planner.simulate_cli import simulate
 from planner.stragglers_cli import stragglers
 
+if TYPE_CHECKING:  # the click that typer vendors, already loaded by typer.core
+    from typer._click import Context, HelpFormatter
+
+
+class WholeSummaryGroup(TyperGroup):
+    """A command group whose ``--help`` lists each command with its help text's whole first
+    paragraph, wrapped, as typer's rich layout does; click's plain layout, which this command
+    uses, would cut it at the first sentence or at the end of the line."""
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            text = command.short_help or command.help or ""
+            paragraph = text.split("\f", 1)[0].strip().split("\n\n", 1)[0]
+            rows.append((name, " ".join(paragraph.split())))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 app = typer.Typer(
+    cls=WholeSummaryGroup,
     add_completion=False,
     no_args_is_help=True,
     # Plain help (click's layout): typer's rich layout loads rich, markdown-it and pygments,
@@ -79,8 +104,8 @@ def serve(
         ),
     ] = False,
 ) -> None:
-    """Run the planner service: ingest loops, HTTP API and /metrics (in one process, or the API
-    and a supervised ingest process with PLANNER_SERVICE__PROCESSES=split)."""
+    """Run the planner service: the HTTP API and /metrics, and the ingest loops in a process it
+    supervises (all in one process with PLANNER_SERVICE__PROCESSES=single)."""
     from planner.service.main import configure_service_logging
     from planner.service.main import serve as run_service
     from planner.service.settings import load_settings
@@ -123,8 +148,8 @@ app.command()(explore)
 app.command()(recommend)
 app.command()(simulate)
 app.command()(version)
-app.add_typer(eta_app, name="eta")
-app.add_typer(calibrate_app, name="calibrate")
+app.add_typer(eta_app, name="eta", cls=WholeSummaryGroup)
+app.add_typer(calibrate_app, name="calibrate", cls=WholeSummaryGroup)
 
 
 def main() -> None:

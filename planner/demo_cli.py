@@ -393,7 +393,7 @@ def demo(
         url = f"http://127.0.0.1:{port}"
         import httpx
 
-        _wait("the planner to answer /readyz", 60, lambda: httpx.get(f"{url}/readyz").is_success)
+        _wait("the planner to answer /readyz", 180, lambda: httpx.get(f"{url}/readyz").is_success)
         timings["planner serve ready"] = time.monotonic() - mark
         job_id = _submit(repo, work, env, train_iters)
         typer.echo(
@@ -537,12 +537,19 @@ def _watch(url: str, job_id: str, train_iters: int, timings: dict[str, float]) -
     if counted:
         lengths = ", ".join(f"{e.get('duration_s', math.nan):.1f}" for e in counted)
         typer.echo(f"pauses the planner counted ({len(counted)}): {lengths} s")
-    outcome: _Outcome = job.get("outcome") or {}
-    typer.echo(
-        f"the planner keeps the ended job with its ETA history and outcome: {url}/v1/jobs/{job_id}"
-        f" (p50 error at 30 %: {outcome.get('p50_error_ratio_at', {}).get('30pct')})"
-    )
+    typer.echo(_kept_line(url, job_id, job.get("outcome") or {}))
     return job
+
+
+def _kept_line(url: str, job_id: str, outcome: _Outcome) -> str:
+    """Where the ended job is kept, and its p50 error at 30 % progress (a ratio of its
+    duration in the outcome) in % of its duration."""
+    ratio = outcome.get("p50_error_ratio_at", {}).get("30pct")
+    error = "not measured" if ratio is None else f"{100 * ratio:+.1f} % of its duration"
+    return (
+        f"the planner keeps the ended job with its ETA history and outcome: {url}/v1/jobs/{job_id}"
+        f" (p50 error at 30 %: {error})"
+    )
 
 
 def _clean(  # noqa: PLR0917 - what the demo started, in the order it stops them

@@ -89,7 +89,6 @@ def predict(
     ] = "",
 ) -> None:
     """Predict iteration time, throughput, MFU and memory of each scenario, in input order."""
-    from planner.calibration.files import load_calibration_file
     from planner.cli_input import read_input_text
     from planner.scenario.documents import predict_results
 
@@ -97,8 +96,13 @@ def predict(
     observed = None
     if calibration is not None:
         try:
+            text = read_input_text(calibration)
+            # the calibration models (scikit-learn, SciPy: over a CPU-second to import) load
+            # only for a calibration file, and only once it has been read within its bound
+            from planner.calibration.files import load_calibration_file
+
             efficiency, observed = load_calibration_file(
-                read_input_text(calibration), source=calibration, device_key=device_key
+                text, source=calibration, device_key=device_key
             )
         except PlannerError as exc:
             typer.echo(f"planner: --calibration: {exc}", err=True)

@@ -116,8 +116,6 @@ class SlurmSource:
         env: variables layered over this process's environment for the commands (e.g.
             ``SLURM_CONF``).
         clock: returns epoch seconds (``taken_at_s``); default ``time.time``.
-        pace: called before each ``squeue`` record is parsed (the service's ingest loop waits
-            there while its API serves a request: ``planner.service.loops.priority``).
     """
 
     def __init__(
@@ -135,7 +133,6 @@ class SlurmSource:
         runner: Runner | None = None,
         env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
-        pace: Callable[[], object] | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
@@ -152,7 +149,6 @@ class SlurmSource:
         self._runner: Runner = runner or subprocess_runner
         self._env = dict(env or {})
         self._clock = clock
-        self._pace = pace
         self._config_cluster: str | None = None
         # Slurm job id -> script text (None: Slurm has none, e.g. an srun job); fetched once.
         self._scripts: dict[int, str | None] = {}
@@ -177,9 +173,7 @@ class SlurmSource:
         taken_at_s = self._clock()
         warnings: list[str] = []
         squeue = self._run_ok("squeue", ["--json", "--all"])
-        records = parse_squeue_records(
-            squeue, cluster=self._cluster, pace=self._pace, cache=self._squeue_cache
-        )
+        records = parse_squeue_records(squeue, cluster=self._cluster, cache=self._squeue_cache)
         nodes = parse_sinfo_json(self._run_ok("sinfo", ["--json", "--all"]))
 
         failed = self._fetch_scripts_of(records)

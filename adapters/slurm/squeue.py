@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,25 +115,21 @@ def parse_squeue_records(
     text: str,
     *,
     cluster: str | None = None,
-    pace: Callable[[], object] | None = None,
     cache: SqueueCache | None = None,
 ) -> list[SqueueRecord]:
     """Like :func:`parse_squeue_json`, also returning Slurm's numeric job id and batch flag.
-    ``pace`` is called before each record (the service's ingest loop steps aside there for
-    its API's requests: ``planner.service.loops.priority``). With ``cache``, a job whose text
+    With ``cache``, a job whose text
     is the same as in the answer parsed last with it keeps its record from then."""
     reader = OutputReader(SOURCE_SQUEUE)
 
     def parsed(items: Iterable[Any]) -> list[SqueueRecord]:
         out = []
         for i, raw in enumerate(items):
-            if pace is not None:
-                pace()
             out.append(_squeue_job(reader, raw, f"jobs[{i}]", cluster))
         return out
 
     if cache is not None:
-        return _parse_with(cache, reader, text, cluster, pace)
+        return _parse_with(cache, reader, text, cluster)
     try:  # each record decoded, read and dropped in turn (a 10,000-job answer is 40 MB)
         return parsed(reader.iter_items(text, "jobs"))
     except StreamRestartError:
@@ -145,7 +141,6 @@ def _parse_with(
     reader: OutputReader,
     text: str,
     cluster: str | None,
-    pace: Callable[[], object] | None,
 ) -> list[SqueueRecord]:
     """:func:`parse_squeue_records` through ``cache`` (left holding this answer's records)."""
     before = cache.records if cache.cluster == cluster else {}
@@ -161,8 +156,6 @@ def _parse_with(
     out: list[SqueueRecord] = []
     try:
         for i, (kind, value) in enumerate(reader.iter_known_items(text, "jobs", known)):
-            if pace is not None:
-                pace()
             if kind == "known":
                 out.append(value)
                 continue
@@ -172,7 +165,7 @@ def _parse_with(
             out.append(record)
     except StreamRestartError:
         cache.records = {}
-        return parse_squeue_records(text, cluster=cluster, pace=pace)
+        return parse_squeue_records(text, cluster=cluster)
     cache.cluster, cache.records = cluster, kept
     return out
 

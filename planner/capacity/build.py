@@ -501,6 +501,15 @@ def build_workload(
         warnings=tuple(rows.warnings),
         job_requeue=np.array(rows.requeue, np.bool_),
         pool_on_demand=np.array([p.on_demand for p in fleet.pools], np.bool_),
+        pool_interruption_rate=np.array(
+            [
+                fleet.interruptions.rate_per_gpu_hour
+                if p.interruptions_per_gpu_hour is None
+                else p.interruptions_per_gpu_hour
+                for p in fleet.pools
+            ],
+            np.float64,
+        ),
         cohort_names=tuple(str(c) for c in cohorts),
         pool_kueue=np.array(kueue_pools, np.bool_),
         pool_cluster=tuple(p.cluster for p in fleet.pools),

@@ -82,7 +82,9 @@ class Pool:
     for every GPU-hour of capacity (reserved, the default: owned or committed GPUs cost the
     same used or idle) or, with ``on_demand``, only for the GPU-hours jobs use. ``cluster``
     and ``scheduler`` name the cluster the pool belongs to and its scheduler (None: the
-    fleet's ``scheduler``), for fleets of several clusters.
+    fleet's ``scheduler``), for fleets of several clusters. ``interruptions_per_gpu_hour``
+    is the pool's own rate of unexpected interruptions (None: the fleet's), for GPUs or
+    nodes known to fail more or less often than the fleet's default.
     """
 
     name: str
@@ -95,10 +97,17 @@ class Pool:
     partitions: tuple[str, ...] = ()
     changes: tuple[CapacityChange, ...] = ()
     default_time_limit_s: float | None = None
+    interruptions_per_gpu_hour: float | None = None
 
     def __post_init__(self) -> None:
         if self.num_gpus < 0:
             raise SpecError(f"pools[{self.name}].num_gpus", f"must be >= 0, got {self.num_gpus}")
+        rate = self.interruptions_per_gpu_hour
+        if rate is not None and not (math.isfinite(rate) and rate >= 0):
+            raise SpecError(
+                f"pools[{self.name}].interruptions_per_gpu_hour",
+                f"must be a number >= 0 (interruptions per GPU-hour), got {rate}",
+            )
         get_gpu(self.gpu, field=f"pools[{self.name}].gpu")
         if list(self.changes) != sorted(self.changes, key=lambda c: c.at_s):
             raise SpecError(f"pools[{self.name}].changes", "must be in date order")
@@ -195,7 +204,7 @@ _FLEET_KEYS = (
 _CLUSTER_KEYS = ("name", "scheduler", "pools", "queues")
 _POOL_KEYS = (
     "name", "gpu", "num_gpus", "cost_per_gpu_hour", "billing", "partitions", "changes",
-    "default_time_limit",
+    "default_time_limit", "interruptions_per_gpu_hour",
 )  # fmt: skip
 _CHANGE_KEYS = ("date", "gpus")
 _QUEUE_KEYS = (
@@ -257,6 +266,8 @@ def _parse_pool(node: Located, start_s: float | None) -> Pool:
     limit = optional(node, "default_time_limit")
     limit_s = errors.take(lambda: read_time_limit_s(limit) if limit else None, None)
     changes = errors.call([], _parse_changes, optional(node, "changes"), num_gpus, start_s)
+    rate = optional(node, "interruptions_per_gpu_hour")
+    rate_value = errors.take(lambda: _read_rate(rate), None)
     errors.check()
     return Pool(
         name=name,
@@ -267,7 +278,18 @@ def _parse_pool(node: Located, start_s: float | None) -> Pool:
         partitions=names,
         changes=tuple(changes),
         default_time_limit_s=limit_s,
+        interruptions_per_gpu_hour=rate_value,
     )
+
+
+def _read_rate(node: Located | None) -> float | None:
+    """A pool's interruptions per GPU-hour (``>= 0``); None when it gives none."""
+    if node is None:
+        return None
+    value = read_number(node, positive=False)
+    if value < 0:
+        raise node.error(f"must be >= 0 interruptions per GPU-hour, got {value}")
+    return value
 
 
 def _read_billing(node: Located | None) -> bool:

@@ -108,7 +108,7 @@ class KueueQueues:
             pending = self._pending(run)
             if pending.size == 0:
                 return
-            free = run.cap - run.used
+            free = np.subtract(run.cap, run.used)
             heads: dict[int, int] = {}
             if self.strict:
                 queues = w.job_queue[w.opt_job[pending]]

@@ -194,12 +194,14 @@ def draw_normals(
 
 def draw_failures(w: Workload, num_samples: int, seed: int) -> tuple[IntArray, FloatArray]:
     """Interruption times of every job in every sample on the job's own GPU-second clock:
-    a Poisson process of rate ``rate_per_gpu_hour / 3600`` per GPU-second up to the
+    a Poisson process of rate ``w.failure_rate_per_gpu_hour / 3600`` per GPU-second (the
+    highest pool's rate; a run in a pool of a lower rate advances the clock by
+    ``w.failure_scale`` of its GPU-seconds, in the simulator) up to the
     GPU-seconds its largest option could run in the horizon plus its longest plausible work
     time (p99.9 of the log-normal), so none is missing while the job runs. Each job's draws
     come from ``seed`` and its name (common random numbers across scenarios). Returns
     ``(counts (S, J), times)`` with times flat by sample, job, ascending."""
-    rate = w.interruptions.rate_per_gpu_hour / 3600.0
+    rate = w.failure_rate_per_gpu_hour / 3600.0
     num_jobs = w.num_jobs
     counts = np.zeros((num_samples, num_jobs), np.int64)
     if rate == 0 or num_jobs == 0:
@@ -210,19 +212,22 @@ def draw_failures(w: Workload, num_samples: int, seed: int) -> tuple[IntArray, F
     np.maximum.at(longest, w.opt_job, np.exp(w.opt_log_work_mu + 3.1 * w.opt_log_work_sigma))
     span_gpu_s = max_gpus * (w.horizon_s + longest)
     per_job: list[FloatArray] = []
+    per_job_sample: list[IntArray] = []
+    samples = np.arange(num_samples, dtype=np.min_scalar_type(max(num_samples - 1, 0)))
     for j, name in enumerate(w.job_names):
         if j % 64 == 0:
             checkpoint()  # a caller's budget or cancellation stops the draws of many jobs too
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         counts[:, j] = rng.poisson(rate * span_gpu_s[j], num_samples)
-        per_job.append(rng.random(int(counts[:, j].sum())) * span_gpu_s[j])
-    times = np.concatenate(per_job)
-    sample = np.concatenate(
-        [np.repeat(np.arange(num_samples), counts[:, j]) for j in range(num_jobs)]
-    )
-    job = np.repeat(np.arange(num_jobs), counts.sum(axis=0))
-    order = np.lexsort((times, job, sample))
-    return counts, times[order]
+        times_j = rng.random(int(counts[:, j].sum())) * span_gpu_s[j]
+        sample_j = np.repeat(samples, counts[:, j])
+        within = np.lexsort((times_j, sample_j))  # by sample, ascending within each
+        per_job.append(times_j[within])
+        per_job_sample.append(sample_j)  # already in sample order
+    # job by job, each by sample and time: a stable sort by sample gives sample, job, time
+    sample = np.concatenate(per_job_sample)
+    order = np.argsort(sample, kind="stable")
+    return counts, np.concatenate(per_job)[order]
 
 
 def draw_durations(

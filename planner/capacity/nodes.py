@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 
@@ -90,8 +91,11 @@ class NodeState:
         self.pool = pool
         self.free = np.full(pool.capacity.size, ABSENT, np.int64)
         self.free[: pool.initial] = pool.capacity[: pool.initial]
-        self.hist = np.bincount(pool.capacity[: pool.initial], minlength=pool.gpus_per_node + 1)
+        self.hist: list[int] = np.bincount(
+            pool.capacity[: pool.initial], minlength=pool.gpus_per_node + 1
+        ).tolist()
         self.draining = 0
+        self._filled: dict[int, IntArray] = {}
         self._at_least: IntArray | None = None
         self._at_least_list: list[int] | None = None
 
@@ -101,43 +105,42 @@ class NodeState:
             self._at_least_list = self._counts(self.hist)
         return per_node <= self.pool.gpus_per_node and self._at_least_list[per_node] >= nodes
 
-    def fit_mask(
-        self, nodes: IntArray, per_node: IntArray, free: IntArray | None = None
-    ) -> BoolArray:
-        """``fits`` for many requests at once (``(R,)`` each), in ``free`` (default: the free
-        GPUs now)."""
-        q = self.pool.gpus_per_node
-        if free is None:
-            if self._at_least is None:
-                if self._at_least_list is None:
-                    self._at_least_list = self._counts(self.hist)
-                self._at_least = np.array(self._at_least_list, np.int64)
-            at_least = self._at_least
-        else:
-            at_least = np.array(self._counts(np.bincount(np.maximum(free, -1) + 1)[1:]), np.int64)
-        ok: BoolArray = at_least[np.minimum(per_node, q + 1)] >= nodes
+    def fit_mask(self, nodes: IntArray, per_node: IntArray) -> BoolArray:
+        """``fits`` for many requests at once (``(R,)`` each)."""
+        if self._at_least is None:
+            if self._at_least_list is None:
+                self._at_least_list = self._counts(self.hist)
+            self._at_least = np.array(self._at_least_list, np.int64)
+        ok: BoolArray = self._at_least[np.minimum(per_node, self.pool.gpus_per_node + 1)] >= nodes
         return ok
 
-    def _counts(self, hist: IntArray) -> list[int]:
+    def _counts(self, hist: list[int]) -> list[int]:
         """``at_least[q]``: nodes with ``q`` or more GPUs free (``q`` up to one past a node's
         GPUs, where it is 0)."""
-        counts: list[int] = hist.tolist()
-        counts += [0] * (self.pool.gpus_per_node + 2 - len(counts))
-        for q in range(len(counts) - 2, -1, -1):
-            counts[q] += counts[q + 1]
-        return counts
+        counts = hist + [0] * (self.pool.gpus_per_node + 2 - len(hist))
+        return list(accumulate(reversed(counts)))[::-1]
 
     def choose(self, nodes: int, per_node: int, free: IntArray | None = None) -> IntArray | None:
         """The nodes a request takes in ``free`` (default: the free GPUs now), best fit:
         the fewest free GPUs that still fit, then node order; None when it does not fit."""
         room = self.free if free is None else free
-        found = np.flatnonzero(room >= per_node)
+        found = (room >= per_node).nonzero()[0]
         if found.size < nodes:
             return None
         if per_node < self.pool.gpus_per_node:
             found = found[np.argsort(room[found], kind="stable")]
         chosen: IntArray = found[:nodes]
         return chosen
+
+    def filled(self, per_node: int, nodes: int) -> IntArray:
+        """``per_node`` GPUs on each of ``nodes`` nodes, ``(nodes,)``: a read-only view of one
+        array per value, so that a start does not allocate one."""
+        full = self._filled.get(per_node)
+        if full is None:
+            full = np.full(self.pool.capacity.size, per_node, np.int64)
+            full.flags.writeable = False
+            self._filled[per_node] = full
+        return full[:nodes]
 
     def spread(self, num_gpus: int, nodes: int) -> tuple[IntArray, IntArray]:
         """Where a job already running is, when it does not fit as a request (the review does
@@ -148,36 +151,52 @@ class NodeState:
         take = np.minimum(self.free[order], max(math.ceil(num_gpus / max(nodes, 1)), 1))
         return order, take
 
-    def take(self, nodes: IntArray, amounts: IntArray) -> None:
-        """A job takes ``amounts`` GPUs of each of ``nodes`` (distinct)."""
-        self._move(nodes, -amounts)
+    def take(self, nodes: IntArray, amounts: IntArray, whole: bool = False) -> None:
+        """A job takes ``amounts`` GPUs of each of ``nodes`` (distinct); ``whole``: every
+        GPU of each (nodes all free, ``amounts`` their GPUs per node), kept track of without
+        reading the nodes' free GPUs."""
+        if whole:
+            self._whole(nodes, -1)
+        else:
+            self._move(nodes, -amounts)
 
-    def give(self, nodes: IntArray, amounts: IntArray) -> None:
-        """A job gives them back; a node waiting to be removed goes once it is idle."""
-        self._move(nodes, amounts)
+    def give(self, nodes: IntArray, amounts: IntArray, whole: bool = False) -> None:
+        """A job gives them back (``whole``: as it took them); a node waiting to be removed
+        goes once it is idle."""
+        if whole:
+            self._whole(nodes, 1)
+        else:
+            self._move(nodes, amounts)
         if self.draining:
             idle = nodes[self.free[nodes] == self.pool.capacity[nodes]]
             self._remove(idle[: self.draining])
 
+    def _whole(self, nodes: IntArray, sign: int) -> None:
+        """Whole nodes taken (``sign`` -1: from all free to none) or given back (+1): while a
+        job holds a whole node nothing else fits on it, so its free GPUs go from the node's
+        GPUs per node to 0 and back."""
+        self._at_least = self._at_least_list = None
+        q, count = self.pool.gpus_per_node, int(nodes.size) * sign
+        self.free[nodes] = q if sign > 0 else 0
+        self.hist[q] += count
+        self.hist[0] -= count
+
     def _move(self, nodes: IntArray, delta: IntArray) -> None:
         self._at_least = self._at_least_list = None
-        if nodes.size <= 4:  # a few nodes: cheaper one by one than as arrays
-            free, hist = self.free, self.hist
-            for i, d in zip(nodes.tolist(), delta.tolist(), strict=True):
-                old = int(free[i])
-                hist[old] -= 1
-                hist[old + d] += 1
-                free[i] = old + d
-            return
-        size = self.hist.size
-        self.hist -= np.bincount(self.free[nodes], minlength=size)
-        self.free[nodes] += delta
-        self.hist += np.bincount(self.free[nodes], minlength=size)
+        free, hist = self.free, self.hist
+        old = free[nodes]
+        new = old + delta
+        free[nodes] = new
+        for f in old.tolist():
+            hist[f] -= 1
+        for f in new.tolist():
+            hist[f] += 1
 
     def _remove(self, nodes: IntArray) -> None:
         if nodes.size:
             self._at_least = self._at_least_list = None
-            self.hist -= np.bincount(self.free[nodes], minlength=self.hist.size)
+            for f in self.free[nodes].tolist():
+                self.hist[f] -= 1
             self.free[nodes] = ABSENT
             self.draining -= int(nodes.size)
 
@@ -188,7 +207,8 @@ class NodeState:
             lo, hi = self.pool.added[index]
             self._at_least = self._at_least_list = None
             self.free[lo:hi] = self.pool.capacity[lo:hi]
-            self.hist += np.bincount(self.pool.capacity[lo:hi], minlength=self.hist.size)
+            for f in self.pool.capacity[lo:hi].tolist():
+                self.hist[f] += 1
             return
         count = self.pool.removed.get(index, 0)
         self.draining += count
@@ -199,39 +219,56 @@ class NodeState:
         self,
         nodes: int,
         per_node: int,
-        releases: Iterable[tuple[float, IntArray, IntArray]],
+        releases: Iterable[tuple[float, IntArray, IntArray, bool, int]],
         at_least_gpus: int,
     ) -> tuple[float, IntArray]:
         """When a request first fits if the running jobs give back their nodes at ``releases``
-        (``(time, nodes, GPUs)`` in time order: their time limits), and the free GPUs per node
-        then less the request's (what is left for others: ``(M,)``), all releases of one time
-        counted together; the request takes the nodes busiest now first (``_fit_after``).
-        ``(inf, free now)`` when it never fits. ``at_least_gpus``: before the pool has that
-        many GPUs free nothing is placed, the releases are only added up."""
+        (``(time, nodes, GPUs on each, whole nodes or not, GPUs in all)`` in time order: their
+        time limits), and the free GPUs per node then less the request's (what is left for
+        others: ``(M,)``), all releases of one time counted together; the request takes the
+        nodes busiest now first (``_fit_after``). ``(inf, free now)`` when it never fits.
+        ``at_least_gpus``: before the pool has that many GPUs free nothing is placed, the
+        releases are only added up.
+
+        The nodes with ``per_node`` GPUs free are counted as releases come (a whole node goes
+        from none free to all), so the nodes are placed once, at the time the count first
+        reaches ``nodes``; whole-node releases are added to the free GPUs only then."""
         free = self.free.copy()
-        size = self.hist.size
-        total = int(self.hist @ np.arange(size))
+        hist = self.hist
+        total = sum(f * count for f, count in enumerate(hist))
+        ready = sum(hist[max(per_node, 0) :])  # nodes the request's share fits on
+        whole_adds = 0 < per_node <= self.pool.gpus_per_node
+        batch: list[IntArray] = []  # whole nodes released, not yet added to ``free``
         at = -math.inf
-        for end, where, amounts in releases:
-            if end > at and total >= at_least_gpus:  # everything ending at ``at`` is back
-                left = self._fit_after(nodes, per_node, free)
-                if left is not None:
-                    return at, left
+        for end, where, amounts, whole, gpus in releases:
+            if end > at and total >= at_least_gpus and ready >= nodes:
+                break  # everything ending at ``at`` is back, and the request fits
             at = end
-            free[where] += amounts
-            total += int(amounts.sum())
-        if math.isfinite(at) and total >= at_least_gpus:
-            left = self._fit_after(nodes, per_node, free)
-            if left is not None:
-                return at, left
-        return math.inf, self.free.copy()
+            if whole:
+                batch.append(where)
+                ready += int(where.size) if whole_adds else 0
+            else:
+                before = free[where]
+                after = before + amounts
+                free[where] = after
+                ready += int(np.count_nonzero((before < per_node) & (after >= per_node)))
+            total += gpus
+        else:
+            if not (math.isfinite(at) and total >= at_least_gpus and ready >= nodes):
+                return math.inf, self.free.copy()
+        if batch:
+            free[np.concatenate(batch)] = self.pool.gpus_per_node
+        left = self._fit_after(nodes, per_node, free)
+        if left is None:  # not reached: ``ready`` counts the nodes it needs
+            return math.inf, self.free.copy()
+        return at, left
 
     def _fit_after(self, nodes: int, per_node: int, free: IntArray) -> IntArray | None:
         """``free`` (the free GPUs per node at a reservation's time) less a request placed in
         it, or None when it does not fit there. The reservation takes the nodes busiest now
         first (after best fit), leaving the nodes free now to jobs backfilled before it: with
         whole-node jobs it then leaves exactly the GPUs the pooled model's "extra" counts."""
-        found = np.flatnonzero(free >= per_node)
+        found = (free >= per_node).nonzero()[0]
         if found.size < nodes:
             return None
         now = self.free[found]

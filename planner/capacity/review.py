@@ -197,13 +197,26 @@ def run_review(
         descriptions=("as planned", *(w.description or _describe(w) for w in what_ifs)),
         sizing=answers,
         not_capacity=unsaved,
-        model_note=model_note(fleet.interruptions, fleet.placement),
+        model_note=model_note(
+            fleet.interruptions,
+            fleet.placement,
+            tuple(
+                (pool.name, pool.interruptions_per_gpu_hour)
+                for pool in fleet.pools
+                if pool.interruptions_per_gpu_hour is not None
+            ),
+        ),
     )
 
 
-def model_note(model: InterruptionModel, placement: Placement = Placement.NODES) -> str:
+def model_note(
+    model: InterruptionModel,
+    placement: Placement = Placement.NODES,
+    pool_rates: tuple[tuple[str, float], ...] = (),
+) -> str:
     """The failure and restart model of a review, with its source, and how its Slurm pools
-    place jobs, in two sentences."""
+    place jobs, in two sentences; ``pool_rates`` the pools with their own interruption rate
+    (name, per GPU-hour), named with theirs."""
     rate = model.rate_per_gpu_hour
     source = (
         "Llama 3, arXiv 2407.21783 sec. 3.3.4: 419 unexpected interruptions in 54 days on "
@@ -211,6 +224,12 @@ def model_note(model: InterruptionModel, placement: Placement = Placement.NODES)
         if math.isclose(rate, LLAMA3_INTERRUPTIONS_PER_GPU_HOUR, rel_tol=1e-2)
         else "the fleet's interruptions_per_gpu_hour"
     )
+    own = "; ".join(f"{name} {value:.3g}" for name, value in pool_rates)
+    if own:
+        source += (
+            f"; pools with their own rate (the pool's interruptions_per_gpu_hour in the fleet "
+            f"file): {own}"
+        )
     return (
         f"Failures: {rate:.3g} interruptions per GPU-hour ({source}); restart overhead "
         f"{model.restart_overhead_s / 60:.0f} min. A run stopped by a failure or its time limit "

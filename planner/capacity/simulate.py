@@ -150,6 +150,9 @@ class Simulator:
         self.eligible_list = w.job_eligible_s.tolist()
         self.requeue = w.job_requeue.tolist() if w.job_requeue.size else [False] * w.num_jobs
         self.restart_s = float(w.interruptions.restart_overhead_s)
+        # how fast a run in each pool advances a job's failure clock (GPU-seconds at the
+        # rate the interruptions are drawn at: montecarlo.draw_failures)
+        self.fail_scale: list[float] = w.failure_scale.tolist()
         # whole-node placement (planner.capacity.nodes) in the pools that have it
         self.node_pools: dict[int, NodePool] = {}
         for p in np.flatnonzero(w.pool_nodes).tolist() if w.pool_nodes.size else []:
@@ -170,6 +173,12 @@ class Simulator:
         self.per_node_list: list[int] = shape[:, 1].tolist()
         self.pool_nodes_needed = [shape[o, 0] for o in self.pool_opts]
         self.pool_per_node = [shape[o, 1] for o in self.pool_opts]
+        # the same per pool as lists, for the event loop's one-at-a-time reads
+        self.pool_opts_list: list[list[int]] = [o.tolist() for o in self.pool_opts]
+        self.pool_gpus_list: list[list[int]] = [g.tolist() for g in self.pool_gpus]
+        self.pool_limit_list: list[list[float]] = [lim.tolist() for lim in self.pool_limit]
+        self.pool_nodes_list: list[list[int]] = [n.tolist() for n in self.pool_nodes_needed]
+        self.pool_per_node_list: list[list[int]] = [q.tolist() for q in self.pool_per_node]
 
     def run(
         self,
@@ -207,9 +216,10 @@ class _Run:
             self.fail_next = (ends - fail_counts).tolist()
             self.fail_end = ends.tolist()
             self.fail_times = fail_gpu_s.tolist()
-        self.cap = w.pool_capacity.astype(np.int64).copy()
-        self.used = np.zeros(w.num_pools, np.int64)
+        self.cap: list[int] = w.pool_capacity.astype(np.int64).tolist()
+        self.used = [0] * w.num_pools
         self.pend = [np.zeros(o.size, np.bool_) for o in sim.pool_opts]
+        self.num_pend = [0] * w.num_pools  # pending options per pool (True in ``pend``)
         self.running: list[dict[int, tuple[float, int]]] = [{} for _ in range(w.num_pools)]
         # the same (reservation end, GPUs) pairs kept sorted, for the shadow time
         self.reserved: list[list[tuple[float, int]]] = [[] for _ in range(w.num_pools)]
@@ -220,7 +230,7 @@ class _Run:
         self.finished = [False] * num
         self.active = [False] * num
         self.progress = [0.0] * num  # share of the work saved in checkpoints
-        self.gpu_clock = [0.0] * num  # GPU-seconds run so far (the failure clock)
+        self.gpu_clock = [0.0] * num  # failure clock: GPU-seconds run, at their pools' scale
         self.runs = [0] * num
         self.queued_at = list(sim.eligible_list)
         self.last_stop = [DONE] * num
@@ -235,7 +245,9 @@ class _Run:
         self.dirty: set[int] = set()
         self.quota = sim.kueue.state() if sim.kueue is not None else None
         self.nodes = {p: NodeState(pool) for p, pool in sim.node_pools.items()}
-        self.held: dict[int, tuple[IntArray, IntArray]] = {}
+        # per running option of a node pool: its nodes, GPUs on each, whole nodes or not,
+        # GPUs in all
+        self.held: dict[int, tuple[IntArray, IntArray, bool, int]] = {}
         self.node_reserved: dict[int, list[tuple[float, int]]] = {p: [] for p in self.nodes}
 
     def go(self) -> SampleOutcome:
@@ -250,24 +262,26 @@ class _Run:
             events.append((float(w.change_time_s[i]), _CAPACITY, i))
         heapq.heapify(events)
         times = 0
+        finish, enqueue, schedule, pop = self._finish, self._enqueue, self._schedule, heapq.heappop
         while events:
             times += 1
             if times % EVENTS_PER_CHECKPOINT == 0:
                 checkpoint()  # a caller's budget or cancellation stops a long sample too
             t = events[0][0]
             while events and events[0][0] == t:
-                _, kind, ident = heapq.heappop(events)
+                _, kind, ident = pop(events)
                 if kind == _END:
-                    self._finish(ident, t)
+                    finish(ident, t)
                 elif kind == _ELIGIBLE:
-                    self._enqueue(ident)
+                    enqueue(ident)
                 else:
                     p = int(w.change_pool[ident])
                     self.cap[p] += int(w.change_delta[ident])
                     if p in self.nodes:
                         self.nodes[p].change(ident)
                     self.dirty.add(p)
-            self._schedule(max(t, 0.0))
+            if self.dirty:
+                schedule(max(t, 0.0))
         return self._outcome()
 
     def _outcome(self) -> SampleOutcome:
@@ -301,7 +315,11 @@ class _Run:
         sim = self.sim
         for k in sim.job_opts[j]:
             p = sim.pool_list[k]
-            self.pend[p][sim.position_list[k]] = True
+            pend = self.pend[p]
+            pos = sim.position_list[k]
+            if not pend[pos]:
+                pend[pos] = True
+                self.num_pend[p] += 1
             self.dirty.add(p)
 
     def _schedule(self, t: float) -> None:
@@ -312,8 +330,11 @@ class _Run:
                 assert self.sim.kueue is not None
                 self.sim.kueue.admit(self, t)
                 continue
-            p = min(self.dirty, key=self.sim.pass_rank.__getitem__)
-            self.dirty.discard(p)
+            if len(self.dirty) == 1:
+                p = self.dirty.pop()
+            else:
+                p = min(self.dirty, key=self.sim.pass_rank.__getitem__)
+                self.dirty.discard(p)
             if p in self.nodes:
                 self._node_pass(p, t)
             else:
@@ -333,13 +354,18 @@ class _Run:
         takes nodes where ``room`` (free GPUs per node; default: those free now) fits it."""
         sim = self.sim
         j, p, g = sim.job_list[k], sim.pool_list[k], sim.gpus_list[k]
-        if p in self.nodes:
-            self._take_nodes(k, p, room, max(reservation_end, t))
+        reserved_until = max(reservation_end, t)
+        on_nodes = p in self.nodes
+        if on_nodes:
+            self._take_nodes(k, p, room, reserved_until)
+        pend_of, pool_of, position_of = self.pend, sim.pool_list, sim.position_list
         for other in sim.job_opts[j]:
-            q = sim.pool_list[other]
-            pos = sim.position_list[other]
-            if self.pend[q][pos]:
-                self.pend[q][pos] = False
+            q = pool_of[other]
+            pend = pend_of[q]
+            pos = position_of[other]
+            if pend[pos]:
+                pend[pos] = False
+                self.num_pend[q] -= 1
                 if q != p:
                     self.dirty.add(q)
         self.used[p] += g
@@ -359,8 +385,11 @@ class _Run:
         need = restart + (1.0 - self.progress[j]) * self.work[k]
         limit = sim.limit_list[k] - elapsed
         nxt = self.fail_next[j]
+        clock_rate = g * sim.fail_scale[p]  # failure-clock seconds per second of this run
         to_failure = (
-            (self.fail_times[nxt] - self.gpu_clock[j]) / g if nxt < self.fail_end[j] else math.inf
+            (self.fail_times[nxt] - self.gpu_clock[j]) / clock_rate
+            if nxt < self.fail_end[j] and clock_rate > 0
+            else math.inf
         )
         if need <= limit and need <= to_failure:
             run, how = need, DONE
@@ -373,23 +402,26 @@ class _Run:
         end = t + run
         self.end[j] = end
         self.run_rows.append((j, k, t, end))
-        self.running[p][k] = (max(reservation_end, t), g)
-        bisect.insort(self.reserved[p], self.running[p][k])
+        running = self.running[p][k] = (reserved_until, g)
+        if not on_nodes:  # a node pool keeps its reservations in ``node_reserved``
+            bisect.insort(self.reserved[p], running)
         if math.isfinite(end):
             heapq.heappush(self.events, (end, _END, k))
 
     def _take_nodes(self, k: int, p: int, room: IntArray | None, reservation_end: float) -> None:
         """Option ``k`` takes its nodes of pool ``p``; a job running at the review's start
         that does not fit as a request is spread over the freest nodes (``NodeState.spread``)."""
-        state = self.nodes[p]
-        nodes, per_node = self.sim.nodes_list[k], self.sim.per_node_list[k]
+        state, sim = self.nodes[p], self.sim
+        nodes, per_node = sim.nodes_list[k], sim.per_node_list[k]
         chosen = state.choose(nodes, per_node, room)
         if chosen is None:
-            chosen, amounts = state.spread(self.sim.gpus_list[k], nodes)
+            chosen, amounts = state.spread(sim.gpus_list[k], nodes)
+            whole, gpus = False, int(amounts.sum())
         else:
-            amounts = np.full(chosen.size, per_node, np.int64)
-        state.take(chosen, amounts)
-        self.held[k] = (chosen, amounts)
+            amounts = state.filled(per_node, nodes)
+            whole, gpus = per_node == state.pool.gpus_per_node, nodes * per_node
+        state.take(chosen, amounts, whole)
+        self.held[k] = (chosen, amounts, whole, gpus)
         bisect.insort(self.node_reserved[p], (reservation_end, k))
 
     def _finish(self, k: int, t: float) -> None:
@@ -397,12 +429,13 @@ class _Run:
         j, p, g = sim.job_list[k], sim.pool_list[k], sim.gpus_list[k]
         self.used[p] -= g
         if p in self.nodes:
-            nodes, amounts = self.held.pop(k)
-            self.nodes[p].give(nodes, amounts)
+            nodes, amounts, whole, _ = self.held.pop(k)
+            self.nodes[p].give(nodes, amounts, whole)
             ends = self.node_reserved[p]
-            del ends[bisect.bisect_left(ends, (self.running[p][k][0], k))]
-        reserved = self.reserved[p]
-        del reserved[bisect.bisect_left(reserved, self.running[p].pop(k))]
+            del ends[bisect.bisect_left(ends, (self.running[p].pop(k)[0], k))]
+        else:
+            reserved = self.reserved[p]
+            del reserved[bisect.bisect_left(reserved, self.running[p].pop(k))]
         if self.quota is not None:
             self.quota.release(j, p, g)
         self.dirty.add(p)
@@ -419,7 +452,7 @@ class _Run:
         work = self.work[k]
         if work > 0:
             self.progress[j] = min(self.progress[j] + saved / work, 1.0)
-        self.gpu_clock[j] += g * run
+        self.gpu_clock[j] += g * sim.fail_scale[p] * run
         self.lost_gpu_s[j] += g * (run - saved)
         self.delay[how][j] += run - saved
         if how == FAILED:
@@ -437,7 +470,7 @@ class _Run:
         self._enqueue(j)
 
     def _start_at(self, p: int, pos: int, t: float, room: IntArray | None = None) -> int:
-        k = int(self.sim.pool_opts[p][pos])
+        k = self.sim.pool_opts_list[p][pos]
         self._begin(k, t, reservation_end=t + self.sim.limit_list[k], room=room)
         return k
 
@@ -446,51 +479,62 @@ class _Run:
         meaning enough nodes each with the GPUs a job asks per node, and the head's
         reservation on the nodes it would get when the running jobs reach their time limits;
         a later job that does not end before it must fit beside it on those nodes."""
+        free = self.cap[p] - self.used[p]
+        if not self.num_pend[p] or free <= 0:
+            return  # nothing queued, or no GPU free
         pend, state, sim = self.pend[p], self.nodes[p], self.sim
-        idx = np.flatnonzero(pend)
-        if idx.size == 0:
-            return
-        free = int(self.cap[p] - self.used[p])
-        if free <= 0 or int(sim.pool_gpus[p][idx].min()) > free:
+        idx = pend.nonzero()[0]
+        queued = idx.tolist()
+        if min(map(sim.pool_gpus_list[p].__getitem__, queued)) > free:
             return  # not even the pool's GPU count fits any of them
         need_n, need_q = sim.pool_nodes_needed[p], sim.pool_per_node[p]
+        nodes_list, per_node_list = sim.pool_nodes_list[p], sim.pool_per_node_list[p]
         i = 0
-        while i < idx.size and state.fits(int(need_n[idx[i]]), int(need_q[idx[i]])):
-            self._start_at(p, int(idx[i]), t)
+        while i < len(queued) and state.fits(nodes_list[queued[i]], per_node_list[queued[i]]):
+            self._start_at(p, queued[i], t)
             i += 1
-        if i >= idx.size - 1:
+        if i >= len(queued) - 1:
             return
-        head = int(idx[i])
+        head = queued[i]
         rest = idx[i + 1 :]
-        rest = rest[pend[rest]]  # jobs started above in another pool's pass are gone
-        n_rest, q_rest = need_n[rest], need_q[rest]
-        fit = state.fit_mask(n_rest, q_rest)
-        if not fit.any():
-            return
+        if i:
+            rest = rest[pend[rest]]  # jobs started above in another pool's pass are gone
+        candidates = rest[state.fit_mask(need_n[rest], need_q[rest])].tolist()
+        if not candidates:
+            return  # nothing after the head fits now
         held = self.held
         shadow, left = state.shadow(
-            int(need_n[head]),
-            int(need_q[head]),
+            nodes_list[head],
+            per_node_list[head],
             ((end, *held[k]) for end, k in self.node_reserved[p]),
-            int(sim.pool_gpus[p][head]),
+            sim.gpus_list[sim.pool_opts_list[p][head]],
         )
-        ends_in_time = t + sim.pool_limit[p][rest] <= shadow
-        room = np.minimum(state.free, left)
-        ok = fit & (ends_in_time | state.fit_mask(n_rest, q_rest, room))
-        while True:
-            hits = np.flatnonzero(ok)
-            if hits.size == 0:
-                return
-            m = int(hits[0])
-            k = self._start_at(p, int(rest[m]), t, None if ends_in_time[m] else room)
-            if not ends_in_time[m]:
-                nodes, amounts = held[k]
-                left[nodes] -= amounts
-            room = np.minimum(state.free, left)
-            ok[: m + 1] = False
-            ok &= state.fit_mask(n_rest, q_rest) & (
-                ends_in_time | state.fit_mask(n_rest, q_rest, room)
-            )
+        # In priority order, a job that fits now starts when it ends before the shadow time
+        # or fits beside the head's reservation (``room``: the nodes' free GPUs now and at
+        # the shadow time, worked out when such a job is waiting). Within a pass free GPUs
+        # only shrink, so one look at each job in turn is enough.
+        limits = sim.pool_limit_list[p]
+        room: IntArray | None = None
+        room_counts: dict[int, int] = {}  # nodes with that many GPUs free in ``room``
+        for pos in candidates:
+            nodes, per_node = nodes_list[pos], per_node_list[pos]
+            if not state.fits(nodes, per_node):
+                continue
+            on_time = t + limits[pos] <= shadow
+            if not on_time:
+                if room is None:
+                    room = np.minimum(state.free, left)
+                    room_counts = {}
+                count = room_counts.get(per_node)
+                if count is None:
+                    count = room_counts[per_node] = int(np.count_nonzero(room >= per_node))
+                if count < nodes:
+                    continue
+            k = self._start_at(p, pos, t, None if on_time else room)
+            if not on_time:
+                where, amounts, _, _ = held[k]
+                left[where] -= amounts
+            room = None  # the start took free GPUs
 
     def _shadow(self, p: int, need: int) -> tuple[float, int]:
         """(shadow time, GPUs freed by then) for ``need`` more GPUs, from the reservations."""
@@ -503,10 +547,10 @@ class _Run:
         return np.inf, 0
 
     def _backfill_pass(self, p: int, t: float) -> None:
-        pend = self.pend[p]
-        idx = np.flatnonzero(pend)
-        if idx.size == 0:
+        if not self.num_pend[p]:
             return
+        pend = self.pend[p]
+        idx = pend.nonzero()[0]
         free = int(self.cap[p] - self.used[p])
         gpus = self.sim.pool_gpus[p]
         if free <= 0 or int(gpus[idx].min()) > free:
@@ -525,12 +569,13 @@ class _Run:
             shadow, freed = self._shadow(p, head_gpus - free)
             extra = free + freed - head_gpus if np.isfinite(shadow) else free
         rest = idx[i + 1 :]
-        rest = rest[pend[rest]]  # jobs started above in another pool's pass are gone
+        if i:
+            rest = rest[pend[rest]]  # jobs started above in another pool's pass are gone
         g = gpus[rest]
         ends_in_time = t + self.sim.pool_limit[p][rest] <= shadow
         ok = (g <= free) & (ends_in_time | (g <= extra))
         while True:
-            hits = np.flatnonzero(ok)
+            hits = ok.nonzero()[0]
             if hits.size == 0:
                 return
             m = int(hits[0])

@@ -63,6 +63,8 @@ class Workload:
     ``cohort_names`` the names of the cohorts ``queue_cohort`` indexes; ``pool_kueue``
     ``(P,)``: Kueue starts the pool's jobs, else Slurm (empty: ``scheduler`` for every pool);
     ``pool_cluster`` each pool's cluster ("" outside a fleet of clusters).
+    ``pool_interruption_rate`` ``(P,)``: unexpected interruptions per GPU-hour of jobs in
+    each pool (empty: ``interruptions.rate_per_gpu_hour`` in every pool).
     """
 
     start_s: float
@@ -108,6 +110,7 @@ class Workload:
     pool_kueue: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
     pool_cluster: tuple[str, ...] = ()
     opt_layout: tuple[str, ...] = ()
+    pool_interruption_rate: FloatArray = field(default_factory=lambda: np.zeros(0))
     job_notes: tuple[str, ...] = ()
     opt_log_work_sigma_below: FloatArray = field(default_factory=lambda: np.zeros(0))
     pool_nodes: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
@@ -129,6 +132,29 @@ class Workload:
         if self.pool_kueue.size:
             return tuple(int(p) for p in np.flatnonzero(self.pool_kueue))
         return tuple(range(self.num_pools)) if self.scheduler is SchedulerKind.KUEUE else ()
+
+    @property
+    def failure_rate_per_gpu_hour(self) -> float:
+        """The highest interruption rate of any pool, per GPU-hour: every job's interruptions
+        are drawn at this rate on its own clock (``montecarlo.draw_failures``), which runs at
+        ``failure_scale`` of the GPU-seconds of a run in each pool."""
+        rates = self.pool_interruption_rate
+        fleet = self.interruptions.rate_per_gpu_hour
+        return max(fleet, float(rates.max())) if rates.size else fleet
+
+    @property
+    def failure_scale(self) -> FloatArray:
+        """``(P,)``: each pool's interruption rate over ``failure_rate_per_gpu_hour`` (1 when
+        every pool has the fleet's rate, or none has interruptions: then none are drawn, and
+        interruptions given on a job's clock, as tests give them, apply as they are)."""
+        top = self.failure_rate_per_gpu_hour
+        rates = self.pool_interruption_rate
+        if not rates.size:
+            rates = np.full(self.num_pools, self.interruptions.rate_per_gpu_hour)
+        if top <= 0:
+            return np.ones(self.num_pools)
+        scale: FloatArray = rates / top
+        return scale
 
     @property
     def num_pools(self) -> int:

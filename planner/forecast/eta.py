@@ -72,8 +72,9 @@ over stretches of its run (``planner.forecast.level.level_spread``). The
 pauses ahead and the shutdown add their means and variances; the sum is matched to a log-normal by
 its first two moments (Fenton-Wilkinson again). Quantiles use Student's t with ``NOISE_PRIOR_DOF +
 m - 1`` degrees of freedom when ``sigma`` was estimated from ``m`` observations (``m`` the
-batches when ``pace_sd`` came from fewer: BDA3 §3.3), the
-normal quantile 1.2816 for the prior alone. That band is the model's (``model_remaining_s``); the
+batches when ``pace_sd`` came from fewer: BDA3 §3.3; ``NOISE_PRIOR_DOF`` alone before there are
+batches, when ``pace_sd`` is assumed rather than measured), the normal quantile 1.2816 for the
+prior alone. That band is the model's (``model_remaining_s``); the
 one published is calibrated on the cluster's finished jobs (``planner.forecast.bands``), the
 model's own when there are none. ``step_time_s`` quantiles describe the mean step time only.
 

@@ -65,11 +65,9 @@ latest, the iteration and time it was first seen stay.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict
-
-import numpy as np
 
 from planner.forecast.observations import Restart
 from planner.forecast.stored import (
@@ -102,6 +100,49 @@ EXCESS_FLOOR_S: Final = 0.05
 """Least noise (s) of an interval's excess over its printed compute time."""
 MIN_EXCESSES: Final = 4
 """Steady intervals needed before their excesses set the noise (the resolution stands in)."""
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of ``values`` (not empty), exactly as ``numpy.median`` gives it (the middle
+    value, or the mean of the two middle ones; NaN when one is NaN), without numpy: a history
+    asks for the medians of its 32 recent intervals for every interval it classifies, where
+    numpy's fixed cost per call was most of the work (a service's first cycle reads the logs of
+    thousands of jobs)."""
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[middle])
+    return (ordered[middle - 1] + ordered[middle]) / 2.0
+
+
+def pairwise_sum(values: Sequence[float]) -> float:
+    """The sum of ``values`` in the order numpy's pairwise summation adds float64 values (eight
+    running sums per block of up to 128, halves beyond), so that ``pairwise_sum(v) / len(v)``
+    equals ``numpy.mean(v)`` exactly."""
+    n = len(values)
+    if n < 8:
+        total = 0.0
+        for v in values:
+            total += v
+        return total
+    if n > 128:
+        half = n // 2
+        half -= half % 8
+        return pairwise_sum(values[:half]) + pairwise_sum(values[half:])
+    sums = [float(v) for v in values[:8]]
+    i = 8
+    while i < n - n % 8:
+        for j in range(8):
+            sums[j] += values[i + j]
+        i += 8
+    total = ((sums[0] + sums[1]) + (sums[2] + sums[3])) + (
+        (sums[4] + sums[5]) + (sums[6] + sums[7])
+    )
+    for v in values[i:]:
+        total += v
+    return total
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,16 +330,16 @@ class ProgressHistory:
         """Median steady wall time per iteration of the recent intervals (None: none yet)."""
         if not self.recent:
             return None
-        return math.exp(float(np.median([r[0] for r in self.recent])))
+        return math.exp(median([r[0] for r in self.recent]))
 
     def noise_log_sd(self) -> float:
         """Robust per-iteration log-sd of the recent pace (``DEFAULT_LOG_SD`` with < 4)."""
         if len(self.recent) < 4:
             return DEFAULT_LOG_SD
-        y = np.array([r[0] for r in self.recent])
-        n = np.array([r[1] for r in self.recent])
-        res = (y - np.median(y)) * np.sqrt(n)
-        mad = 1.4826 * float(np.median(np.abs(res - np.median(res))))
+        centre = median([r[0] for r in self.recent])
+        res = [(r[0] - centre) * math.sqrt(r[1]) for r in self.recent]
+        res_centre = median(res)
+        mad = 1.4826 * median([abs(v - res_centre) for v in res])
         return max(mad, 0.01)
 
     def excluded_iterations(self) -> set[int]:
@@ -325,7 +366,7 @@ class ProgressHistory:
 
     def _reference(self, obs: StepObservation) -> float | None:
         if obs.logged_step_time_s is not None:
-            ratio = float(np.median(self.wall_over_logged)) if self.wall_over_logged else 1.0
+            ratio = median(self.wall_over_logged) if self.wall_over_logged else 1.0
             return obs.logged_step_time_s * max(1.0, ratio)
         if len(self.recent) < 3:
             return None
@@ -362,10 +403,11 @@ class ProgressHistory:
         uniform blur of each end: ``resolution / sqrt(6)``) or the floor."""
         if len(self.excess_s) < MIN_EXCESSES:
             return max(EXCESS_FLOOR_S, resolution_s / math.sqrt(6.0))
-        values = np.array(self.excess_s)
+        values = self.excess_s
+        centre = median(values)
         # the mean absolute deviation from the median, scaled to a normal sd: the median
         # absolute deviation collapses to 0 on the few values whole-second ends give
-        spread = MEAN_ABS_TO_SD * float(np.mean(np.abs(values - np.median(values))))
+        spread = MEAN_ABS_TO_SD * (pairwise_sum([abs(v - centre) for v in values]) / len(values))
         return max(EXCESS_FLOOR_S, spread)
 
     def _steady(self, obs: StepObservation) -> None:
@@ -462,9 +504,9 @@ class ProgressHistory:
             stored = object_of(doc)
             pending = stored.get("pending")
             return cls(
-                recent=[[number(v) for v in items(r)] for r in items(stored.get("recent", []))],
-                wall_over_logged=[number(v) for v in items(stored.get("wall_over_logged", []))],
-                excess_s=[number(v) for v in items(stored.get("excess_s", []))],
+                recent=[[_number(v) for v in items(r)] for r in items(stored.get("recent", []))],
+                wall_over_logged=[_number(v) for v in items(stored.get("wall_over_logged", []))],
+                excess_s=[_number(v) for v in items(stored.get("excess_s", []))],
                 pauses=[_pause(object_of(p)) for p in items(stored.get("pauses", []))],
                 restarts=[_restart(object_of(r)) for r in items(stored.get("restarts", []))],
                 pending=None if not pending else _observation(object_of(pending)),
@@ -576,6 +618,13 @@ def _phase(stored: Mapping[str, object]) -> PhaseEvent:
         seen_time_s=real(stored["seen_time_s"]),
         explained_by=_optional_text(stored.get("explained_by")),
     )
+
+
+def _number(value: object) -> float:
+    """:func:`planner.forecast.stored.number` of a stored value, a float taken as it is
+    without the abstract number check (a history holds about 200 of them, read a few times per
+    job and cycle)."""
+    return value if type(value) is float else number(value)
 
 
 def _optional_text(value: object) -> str | None:

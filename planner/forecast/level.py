@@ -45,7 +45,10 @@ out over a few intervals. What the ETA needs is how far the *mean* pace over ``W
 strays: ``pace_sd^2 / W`` for large ``W``, where ``pace_sd^2`` is the long-run variance of the
 log pace per iteration (the spectral density at zero). It is measured by batch means (Flegal &
 Jones 2010, Annals of Statistics 38:1034): the newest ``PACE_WINDOW`` observations cut into
-``k`` batches of ``sqrt(m)`` observations (at least ``MIN_BATCHES``), each batch's pace (time
+``k = max(MIN_BATCHES, floor(sqrt(m)))`` batches of ``floor(m / k)`` observations (both grow
+as ``sqrt(m)``, as the estimator's consistency asks; counting batches rather than their size
+keeps ``k`` from falling as observations come: batches of ``floor(sqrt(m))`` made 5 batches of
+15 observations but 4 of 16, and the band wider), each batch's pace (time
 over iterations), and the MAD of successive batch differences scaled by their iterations (a
 phase change moves one difference), shrunk toward ``sigma`` with ``NOISE_PRIOR_DOF``
 pseudo-batches. A log that prints whole seconds blurs each batch at its two ends, which
@@ -182,10 +185,8 @@ def long_run_sd(
     m = len(y)
     if m < 2 * MIN_BATCHES:
         return sigma, 0
-    size = max(2, math.isqrt(m))
-    k = m // size
-    if k < MIN_BATCHES:
-        size, k = m // MIN_BATCHES, MIN_BATCHES
+    k = max(MIN_BATCHES, math.isqrt(m))  # never fewer batches for more observations
+    size = m // k
     yb, nb = y[m - k * size :].reshape(k, size), n[m - k * size :].reshape(k, size)
     w = nb.sum(axis=1)
     seconds = (nb * np.exp(yb)).sum(axis=1)
@@ -356,7 +357,12 @@ def fit_level(
     var += resolution_s**2 / 6.0 / span_s**2  # the two blurred ends
     if warmup_only:
         var += WARMUP_LOG_SD**2
-    dof = NOISE_PRIOR_DOF + (min(m, batches) if batches else m) - 1
+    # The band's degrees of freedom are those of its least measured noise. The long-run noise
+    # has NOISE_PRIOR_DOF pseudo-batches plus k - 1 batch differences; before there are
+    # batches it is assumed (the step-to-step sigma), not measured, and has the prior's
+    # alone: counting the observations there made the band's quantile jump wider (t at 10 to
+    # t at 7 dof) when the 8th observation brought the first batches.
+    dof = NOISE_PRIOR_DOF + max(0, min(m, batches) - 1)
 
     def done(
         method: EtaMethod, mu: float, v: float, z: float | None, weight: float = 0.0

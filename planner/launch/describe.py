@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict, final
+from typing import NotRequired, TypedDict, final
 
 from planner.catalog import gpu_catalog, gpu_key_for_gres_type
 from planner.errors import PlannerError
@@ -107,12 +107,6 @@ class LaunchDescription:
     predicted: PredictedJson | PredictionErrorJson | None = None
     train_iters: int | None = None
     error: str | None = None
-
-    @property
-    def prediction(self) -> dict[str, Any] | None:
-        """``predicted`` as a plain dict (a copy), for the service's job descriptions
-        (``planner.service.describe``), which still hold a prediction as one."""
-        return None if self.predicted is None else dict(self.predicted)
 
     @property
     def recognised(self) -> bool:

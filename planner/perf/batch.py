@@ -68,7 +68,8 @@ class ScenarioArrays:
     per-GPU one-direction bandwidths and per-hop latencies of both tiers, ``hbm_bytes``, and
     ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
     ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,
-    ``chunk_grad_sync``, ``grouped_gemm_streams``. Training: ``total_tokens`` and
+    ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
+    ``moe_host_expert_forward_s``. Training: ``total_tokens`` and
     ``train_iters``, NaN when the scenario leaves them out; ``trains_base`` (false under LoRA),
     ``lora_rank`` and ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length``
     (the sequence when not packed).
@@ -200,6 +201,8 @@ class ScenarioArrays:
     optimizer_bytes_per_param: Real
     master_weight_bytes: Real
     grouped_gemm_streams: Real
+    moe_host_forward_s: Real
+    moe_host_expert_forward_s: Real
     # training
     total_tokens: Real
     train_iters: Real

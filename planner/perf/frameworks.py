@@ -256,6 +256,25 @@ in ``efficiency_constants.json``):
   experts' tiles share the SMs at a time, so each wave is quantised over those 4 GEMMs, not
   over every local expert as one grouped kernel would be (``planner.perf.moe_mlp``). 0: one
   grouped kernel over all local experts (CUTLASS/``torch._grouped_mm``-style stacks).
+* ``moe_host_forward_s``, ``moe_host_expert_forward_s``: the host's time to issue one MoE
+  layer's forward, seconds: a fixed part and one per local expert. Megatron-Core's all-to-all
+  dispatcher copies the per-expert token counts to the host and waits for them once per MoE
+  layer forward (``MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize``,
+  NVIDIA/Megatron-LM ``megatron/core/transformer/moe/token_dispatcher.py`` @ ``0014f13713bf``;
+  the backward reuses the host lists; only drop-and-pad routing, a capacity factor with
+  ``moe_pad_expert_input_to_capacity``, skips it), and Transformer Engine's ``GroupedLinear``
+  takes them as the host list ``m_splits`` and launches one GEMM per expert. After the wait the
+  host cannot run ahead of the GPU, so a MoE layer's forward takes at least this host time
+  (``planner.perf.moe_mlp.moe_host_exposed_s``). Measured on a lent H200 (x86 host, PyTorch
+  2.11; ``benchmarks/moe_layer_h200.py``, ``benchmarks/results/moe_layer_h200.json``): the
+  Qwen3-30B-A3B layer at micro-batch 1 (16 local experts, 2.2 ms of forward GPU work) takes
+  2.3 ms per layer forward with one grouped kernel per GEMM and 3.7-5.7 ms with a host read and
+  per-expert GEMMs over 4 streams (4.2 ms without the read: the per-expert launches alone
+  outrun the GPU), so 2.0 ms fixed and 0.17 ms per local expert at the mean; at micro-batch 4
+  its 8 ms of GPU work hide the host. A stand-in for Transformer Engine's path (not
+  installable there) on that machine's host, not the runs' hosts: the Megatron-Bridge Qwen3-30B
+  rows on B200 at micro-batch 1 take 4.7 ms (25.09) and 9.2 ms (25.11) per layer forward and
+  backward, this term gives 4.7 ms for the forward alone.
 * ``grad_buffer_memset`` and ``loss_all_reduce_per_microbatch``: Megatron-Core's training step
   (Megatron-LM, NeMo) zeroes its contiguous gradient buffer every iteration and all-reduces the
   reporting loss over the data-parallel group after every microbatch (``pretrain_gpt.py``
@@ -330,6 +349,8 @@ class FrameworkProfile:
     optimizer_bytes_per_param: float = 0.0
     wgrad_accumulation_fusion: bool = False
     grouped_gemm_streams: float = 0.0
+    moe_host_forward_s: float = 0.0
+    moe_host_expert_forward_s: float = 0.0
 
 
 _TE_STACK = FrameworkProfile(
@@ -343,6 +364,8 @@ _TE_STACK = FrameworkProfile(
     loss_all_reduce_per_microbatch=True,
     wgrad_accumulation_fusion=True,
     grouped_gemm_streams=4.0,
+    moe_host_forward_s=2.0e-3,
+    moe_host_expert_forward_s=0.17e-3,
     dp_bucket_min_params=4e7,
     dp_bucket_params_per_rank=1e6,
 )

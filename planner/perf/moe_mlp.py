@@ -58,6 +58,7 @@ __all__ = [
     "ROUTER_BYTES_PER_LOGIT",
     "activation_bytes",
     "distinct_share",
+    "moe_host_exposed_s",
     "moe_imbalance",
     "moe_mlp_ops",
 ]
@@ -82,6 +83,19 @@ def moe_imbalance(a: ScenarioArrays, eff: EfficiencyModel) -> Real:
         ops.minimum(rho, ops.maximum(a.moe_expert_capacity_factor, 1.0)),
     )
     return ops.where(a.expert_parallel > 1.0, capped, 1.0)
+
+
+def moe_host_exposed_s(a: ScenarioArrays, forward_s: Real) -> Real:
+    """Seconds one MoE layer's forward waits for the host, per microbatch: ``max(0, H - G)``
+    for the host's issue time ``H = moe_host_forward_s + moe_host_expert_forward_s · E/e``
+    (``E/e`` local experts; ``planner.perf.frameworks``) and the forward's GPU time ``G``
+    (``forward_s``). The stack reads the per-expert token counts on the host once per MoE
+    layer forward, so the host cannot issue the next layer's forward before this one's GPU
+    work reaches that read; the backward reads none and overlaps its issue with the GPU.
+    0 for stacks without the host read (both constants 0)."""
+    local_experts = a.num_experts / ops.maximum(a.expert_parallel, 1.0)
+    host = a.moe_host_forward_s + a.moe_host_expert_forward_s * local_experts
+    return ops.where(a.num_experts > 0, ops.maximum(host - forward_s, 0.0), 0.0)
 
 
 def _none_drawn(total: Real, marked: Real, draws: Real) -> Real:

@@ -36,7 +36,7 @@ from planner.perf.attention import FLASH_BWD_FLOP_RATIO, attention_ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.lora import lora_ops
-from planner.perf.moe_mlp import activation_bytes, moe_mlp_ops
+from planner.perf.moe_mlp import activation_bytes, moe_host_exposed_s, moe_mlp_ops
 from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
 from planner.perf.precision import quantize_bytes
@@ -263,6 +263,9 @@ def operator_times(a: ScenarioArrays, eff: EfficiencyModel) -> OperatorTimes:
     totals = table.totals()
     zero = a.full(0.0)
     times = OperatorTimes(**{name: totals.get(name, zero) for name in GROUPS})
+    if ops.any_(a.num_moe_layers > 0):  # the host read of each MoE layer's forward
+        waited = moe_host_exposed_s(a, times.moe_forward_s)
+        times = replace(times, moe_forward_s=times.moe_forward_s + waited)
     if ops.any_(a.mtp_num_layers > 0):  # the MTP modules' transformer layers: last stage
         mtp, mtp_moe = a.mtp_num_layers, a.num_mtp_moe_layers
         dense, moe = _layer_total_s(times, a, moe=False), _layer_total_s(times, a, moe=True)

@@ -278,8 +278,8 @@ def predict_documents(
     calibration: PredictionCalibration | None = None,
     cluster: str = "",
 ) -> list[dict[str, Any]]:
-    """:func:`predict_results` as plain dicts, for the callers that still hold a prediction as
-    one (the service's job descriptions, ``planner.service.describe``)."""
+    """:func:`predict_results` as plain dicts, for the benchmarks and tests that index a
+    prediction by any key."""
     return [
         dict(result)
         for result in predict_results(

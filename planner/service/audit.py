@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -48,7 +47,7 @@ class AuditLog:
         cluster: str = "",
         target: str = "",
         reason: str = "",
-        detail: dict[str, Any] | None = None,
+        detail: Mapping[str, object] | None = None,
         actor: str | None = None,
     ) -> AuditEntry:
         """An entry stamped now, by ``actor`` (default: the planner)."""
@@ -61,7 +60,7 @@ class AuditLog:
             cluster=cluster,
             target=target,
             reason=reason,
-            detail=detail,
+            detail=None if detail is None else dict(detail),
         )
 
     def record(self, entries: Iterable[AuditEntry]) -> None:

@@ -23,19 +23,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from planner.catalog import gpu_key_for_gres_type
 from planner.errors import PlannerError, SourceError, SpecError
 from planner.forecast.arguments import schedule_from_arguments
 from planner.launch.describe import LaunchDescription, describe_launch
 from planner.launch.types import Launch
-from planner.scenario import (
-    format_for_path,
-    parse_scenario,
-    predict_documents,
-    read_documents,
-)
+from planner.scenario import format_for_path, parse_scenario, read_documents
+from planner.scenario.documents import DocumentError, PredictedJson, predict_results
 from planner.specs.job import JobState
 
 _SCENARIO_COMMENT = re.compile(r"planner:scenario=(\S+)")
@@ -43,27 +39,40 @@ _TRACE_COMMENT = re.compile(r"planner:trace=(\S+)")
 _TRACE_META_COMMENT = re.compile(r"planner:trace-meta=(\S+)")
 
 
+class LaunchFactsJson(TypedDict):
+    """Where the values of a launch description came from (``planner describe --json``'s
+    fields besides the scenario and the prediction): ``provenance`` (dotted field -> where its
+    value came from), ``assumed`` (fields filled by documented defaults), ``unknown`` (fields no
+    source determined), ``launch`` (facts outside the scenario format), ``notes``, and
+    ``log_read`` (whether the head of the job's log was read as a witness)."""
+
+    provenance: dict[str, str]
+    assumed: list[str]
+    unknown: list[str]
+    launch: dict[str, object]
+    notes: list[str]
+    log_read: bool
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobDescription:
     """What the planner knows a job trains.
 
-    ``document`` is the scenario document (scenario-format dict) or None; ``prediction`` the
-    ``planner predict`` output for it (None when the scenario is invalid: ``error`` says why);
-    ``train_iters`` the total iterations the job runs, when the description says.
-    ``described_by`` is ``scenario_file``, a launch reader's name (``torchtitan``, ``megatron``,
-    ...) or ``none``. ``facts`` (launch descriptions only): ``provenance`` (dotted field ->
-    where its value came from), ``assumed`` (fields filled by documented defaults), ``unknown``
-    (fields no source determined), ``launch`` (facts outside the scenario format) and
-    ``notes``.
+    ``document`` is the scenario document (scenario-format object) or None; ``prediction`` the
+    ``planner predict --json`` object for it (a ``PredictedJson``, as the store keeps it; None
+    when the scenario is invalid: ``error`` says why); ``train_iters`` the total iterations the
+    job runs, when the description says. ``described_by`` is ``scenario_file``, a launch
+    reader's name (``torchtitan``, ``megatron``, ...) or ``none``. ``facts``: where a launch
+    description's values came from (:class:`LaunchFactsJson`; launch descriptions only).
     """
 
     described_by: str
     detail: str
-    document: dict[str, Any] | None = None
-    prediction: dict[str, Any] | None = None
+    document: dict[str, object] | None = None
+    prediction: dict[str, object] | None = None
     train_iters: int | None = None
     error: str | None = None
-    facts: dict[str, Any] | None = None
+    facts: LaunchFactsJson | None = None
 
 
 _OWN_HINT = re.compile(r"\s*planner:hint=\S*")
@@ -112,7 +121,7 @@ def trace_paths_from_comment(job: JobState) -> tuple[str, str] | None:
     return None if trace is None or meta is None else (trace, meta)
 
 
-def _train_iters(document: dict[str, Any]) -> int | None:
+def _train_iters(document: Mapping[str, object]) -> int | None:
     """Iterations the scenario runs: ``training.train_iters``, else total_tokens / tokens per
     iteration (global batch x sequence length)."""
     try:
@@ -141,21 +150,25 @@ class _PredictionCache:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._entries: OrderedDict[str, tuple[dict[str, Any], int | None]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[PredictedJson | DocumentError, int | None]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
-    def predict(self, document: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
-        """``(predict_documents([document])[0], _train_iters(document))``."""
+    def predict(
+        self, document: Mapping[str, object]
+    ) -> tuple[PredictedJson | DocumentError, int | None]:
+        """``(predict_results([document])[0], _train_iters(document))``."""
         try:
             key = json.dumps(document, sort_keys=True, allow_nan=False)
         except (TypeError, ValueError):  # not plain JSON (a YAML date, NaN): predicted afresh
-            return predict_documents([document])[0], _train_iters(document)
+            return predict_results([document])[0], _train_iters(document)
         with self._lock:
             hit = self._entries.get(key)
             if hit is not None:
                 self._entries.move_to_end(key)
         if hit is None:
-            hit = (predict_documents([document])[0], _train_iters(document))
+            hit = (predict_results([document])[0], _train_iters(document))
             with self._lock:
                 self._entries[key] = hit
                 while len(self._entries) > self._size:
@@ -188,7 +201,7 @@ def _predicted(described_by: str, detail: str, document: object) -> JobDescripti
         described_by=described_by,
         detail=detail,
         document=document,
-        prediction=result,
+        prediction=dict(result),
         train_iters=train_iters,
     )
 
@@ -301,7 +314,7 @@ def describe_from_launch(
 def _from_launch_description(
     job: JobState, launch: Launch, described: LaunchDescription
 ) -> JobDescription:
-    facts = {
+    facts: LaunchFactsJson = {
         "provenance": described.provenance,
         "assumed": list(described.assumed),
         "unknown": list(described.unknown),
@@ -311,15 +324,17 @@ def _from_launch_description(
     }
     document = described.scenario or None
     error = described.error
-    prediction = described.prediction
-    if prediction is not None and "error" in prediction:
-        error = str(prediction["error"])
-        prediction = None
+    predicted = described.predicted
+    prediction: dict[str, object] | None = None
+    if predicted is not None and "error" in predicted:
+        error = predicted["error"]
         if launch.gpu is None and job.gpu_type:
             error = (
                 f"hardware.gpu: the job's GPU type {job.gpu_type!r} is not in the catalog; "
                 "attach a scenario with --comment=planner:scenario=PATH"
             )
+    elif predicted is not None:
+        prediction = dict(predicted)
     return JobDescription(
         described_by=described.described_by,
         detail=described.detail,
@@ -331,7 +346,7 @@ def _from_launch_description(
     )
 
 
-def training_schedule(job: JobState) -> dict[str, Any] | None:
+def training_schedule(job: JobState) -> dict[str, object] | None:
     """The evaluation and checkpoint intervals the job's command line or batch script states
     (``planner.forecast.arguments``: Megatron-LM, NeMo and torchtitan names), as a dict for the
     store; None when they state none."""

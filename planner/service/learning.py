@@ -43,9 +43,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final, TypedDict
 
 from planner.calibration.observed import (
     ObservedCalibration,
@@ -56,6 +56,7 @@ from planner.calibration.observed import (
 from planner.calibration.observed_runs import indexed_samples_from_runs, run_of
 from planner.errors import PlannerError, SpecError
 from planner.scenario.parse import parse_scenario
+from planner.service import stored_json
 from planner.service.models import CalibrationRow, JobRow, ObservedRunCount, ObservedRunRow
 from planner.service.store import Store, UnitOfWork
 from planner.specs.scenario import Scenario
@@ -114,7 +115,7 @@ def calibration_name(scheduler: str, cluster: str) -> str:
 # -- recording ------------------------------------------------------------------------------
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
@@ -125,8 +126,8 @@ def run_row(row: JobRow, *, min_iterations: int, now_s: float) -> ObservedRunRow
     from (module docstring); None for a job without a description (nothing to learn)."""
     if not isinstance(row.scenario, dict):
         return None
-    step = _number((row.eta or {}).get("observed_step_time_s"))
-    memory = _number((row.gpus or {}).get("memory_used_bytes"))
+    step = _number(stored_json.fields(row.eta).get("observed_step_time_s"))
+    memory = _number(stored_json.fields(row.gpus).get("memory_used_bytes"))
     if memory is not None and not (math.isfinite(memory) and memory > 0):
         memory = None  # an unusable memory reading leaves the run without one
     iterations = int(row.iteration or 0)
@@ -185,11 +186,44 @@ def record_finished_run(
 # -- fitting --------------------------------------------------------------------------------
 
 
+class SkippedRunJson(TypedDict):
+    """A finished job a learnt calibration left out, and why (``job_id`` empty for a run
+    the fit itself refused)."""
+
+    job_id: str
+    reason: str
+
+
+class LearntStateJson(TypedDict):
+    """A cluster's learnt calibration as the ``calibrations`` table keeps it
+    (``observed/<scheduler>/<cluster>``): when it was fitted (epoch s) and from which newest
+    run, the runs used and skipped (the newest ``SKIPPED_SHOWN`` with their reasons), the
+    held-out error (``cross_validated_errors``; None when not computed), whether predictions
+    use it and why, the fit's CPU seconds, the per-key ``summary`` and the ``calibration``
+    (``ObservedCalibration.to_json`` without its runs). Stored with every non-finite number
+    as null."""
+
+    scheduler: str
+    cluster: str
+    fitted_s: float
+    newest_id: int
+    num_runs: int
+    num_skipped: int
+    skipped: list[SkippedRunJson]
+    held_out: dict[str, float | int] | None
+    applied: bool
+    reason: str
+    cpu_s: float
+    summary: Sequence[Mapping[str, object]]
+    calibration: Mapping[str, object]
+
+
 def fit_cluster(
     store: Store, count: ObservedRunCount, config: LearningConfig, *, now_s: float
-) -> dict[str, Any]:
-    """Fit one cluster's calibration from its newest runs and store it; returns the stored
-    state. The fit's CPU time is its thread's (``time.thread_time``)."""
+) -> LearntStateJson:
+    """Fit one cluster's calibration from its newest runs and store it; returns the state
+    stored (before its non-finite numbers became null). The fit's CPU time is its thread's
+    (``time.thread_time``)."""
     started = time.thread_time()
     rows = store.observed_runs(count.scheduler, count.cluster, limit=config.max_runs)
     runs = [
@@ -207,7 +241,7 @@ def fit_cluster(
     samples, indices, errors = indexed_samples_from_runs(runs)
     calibration = fit_observed(samples)
     fit_s = time.thread_time() - started
-    held_out: dict[str, Any] | None = None
+    held_out: dict[str, float | int] | None = None
     note = ""
     if len(samples) >= 2 and fit_s * (FOLDS + 1) <= config.fit_cpu_budget_s:
         jobs = [(rows[i].num_iterations, rows[i].ended_s or rows[i].recorded_s) for i in indices]
@@ -229,7 +263,7 @@ def fit_cluster(
         )
     if not samples:
         applied, reason = False, "no usable run"
-    skipped = [
+    skipped: list[SkippedRunJson] = [
         {"job_id": r.job_id, "reason": r.skip_reason or ""}
         for r in store.observed_runs(
             count.scheduler, count.cluster, limit=SKIPPED_SHOWN, skipped=True
@@ -238,7 +272,7 @@ def fit_cluster(
     skipped += [{"job_id": "", "reason": e} for e in errors]
     doc = calibration.to_json()
     doc["runs"] = []  # the runs are the observed_runs table's; the factors are the state
-    state = {
+    state: LearntStateJson = {
         "scheduler": count.scheduler,
         "cluster": count.cluster,
         "fitted_s": now_s,
@@ -253,13 +287,13 @@ def fit_cluster(
         "summary": calibration.summary(),
         "calibration": doc,
     }
-    stored: dict[str, Any] = _finite(state)  # PostgreSQL's json holds no NaN
+    stored = {key: _finite(value) for key, value in state.items()}  # PostgreSQL's json: no NaN
     store.put_calibration(calibration_name(count.scheduler, count.cluster), stored, now_s)
     store.prune_observed_runs(count.scheduler, count.cluster, keep=config.keep_runs)
-    return stored
+    return state
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> object:
     """``value`` with every float that is not finite replaced by None (valid JSON)."""
     if isinstance(value, dict):
         return {str(k): _finite(v) for k, v in value.items()}
@@ -285,7 +319,7 @@ class Learner:
         out = []
         for count in self.store.observed_run_counts():
             row = self.store.calibration(calibration_name(count.scheduler, count.cluster))
-            seen = (row.state or {}).get("newest_id") if row is not None else None
+            seen = stored_json.fields(row.state).get("newest_id") if row is not None else None
             if seen != count.newest_id:
                 out.append(count)
         return out
@@ -337,14 +371,17 @@ def learnt_of(row: CalibrationRow | None) -> Learnt | None:
     """The learnt calibration a stored row holds; None when none or unusable (logged)."""
     if row is None or not row.name.startswith(PREFIX):
         return None
-    state = row.state or {}
+    state = stored_json.fields(row.state)
     try:
-        calibration = ObservedCalibration.from_json(state["calibration"])
+        calibration = ObservedCalibration.from_json(stored_json.fields(state["calibration"]))
+        fitted_s = stored_json.number(state["fitted_s"])
+        if fitted_s is None:
+            raise TypeError(f"fitted_s: not a number: {state['fitted_s']!r}")
         return Learnt(
             scheduler=str(state["scheduler"]),
             cluster=str(state["cluster"]),
             calibration=calibration,
-            fitted_s=float(state["fitted_s"]),
+            fitted_s=fitted_s,
             applied=bool(state.get("applied")),
         )
     except (PlannerError, KeyError, TypeError, ValueError) as exc:
@@ -380,7 +417,7 @@ class Learning:
     cache: LearntCache = field(default_factory=LearntCache)
 
 
-def model_fields(prediction: Mapping[str, Any]) -> dict[str, Any]:
+def model_fields(prediction: Mapping[str, object]) -> dict[str, object]:
     """A prediction without any calibration's fields (``calibrated_*``, ``calibration``)."""
     return {
         k: v
@@ -389,18 +426,20 @@ def model_fields(prediction: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _level(prediction: Mapping[str, Any]) -> int:
+def _level(prediction: Mapping[str, object]) -> int:
     info = prediction.get("calibration")
     level = info.get("level") if isinstance(info, Mapping) else None
     return SPECIFICITY.get(str(level), 0)
 
 
 def corrected(
-    learnt: Learnt, prediction: Mapping[str, Any], scenario: Scenario, cluster: str
-) -> dict[str, Any] | None:
+    learnt: Learnt, prediction: Mapping[str, object], scenario: Scenario, cluster: str
+) -> dict[str, object] | None:
     """The model's ``prediction`` corrected by ``learnt`` (with its ``fitted_s`` in the
     ``calibration`` object), None when it corrects nothing there."""
-    out = learnt.calibration.apply(model_fields(prediction), scenario, cluster=cluster)
+    out: dict[str, object] = learnt.calibration.apply(
+        model_fields(prediction), scenario, cluster=cluster
+    )
     info = out.get("calibration")
     if not isinstance(info, dict) or info.get("level") in (None, "none"):
         return None
@@ -414,9 +453,9 @@ def calibrate_prediction(
     *,
     scheduler: str,
     cluster: str,
-    document: Mapping[str, Any],
-    online: Mapping[str, Any],
-) -> dict[str, Any]:
+    document: Mapping[str, object],
+    online: Mapping[str, object],
+) -> dict[str, object]:
     """A job's prediction: ``online`` (the prediction as the online calibration corrected
     it), or the cluster's learnt correction of the same model prediction where that is
     applied and at least as specific (module docstring)."""
@@ -478,8 +517,8 @@ class LearntCalibrations:
             return self._by_cluster.get(cluster)
 
     def apply(
-        self, prediction: Mapping[str, Any], scenario: Scenario, *, cluster: str = ""
-    ) -> dict[str, Any]:
+        self, prediction: Mapping[str, object], scenario: Scenario, *, cluster: str = ""
+    ) -> dict[str, object]:
         """``prediction`` with the calibrated fields of ``cluster``'s learnt calibration (as
         it is without one)."""
         learnt = self.for_cluster(cluster) if cluster else None

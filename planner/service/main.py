@@ -79,8 +79,8 @@ from planner.service.job_series import MAX_PENDING_JOBS
 from planner.service.learning import Learner, Learning, LearningConfig
 from planner.service.log_format import configure_logging
 from planner.service.loops import IngestLoop, IngestSettings, source_name
+from planner.service.loops.collector import CycleCollector
 from planner.service.loops.context import QueueForecastConfig
-from planner.service.loops.priority import RequestPriority
 from planner.service.loops.publish import (
     HintsFile,
     KubernetesRuntime,
@@ -113,12 +113,8 @@ log = logging.getLogger("planner.service")
 STOP_GRACE_S = 10.0
 
 
-def build_sources(
-    settings: Settings, *, pace: Callable[[], object] | None = None
-) -> list[SchedulerSource]:
-    """The scheduler sources the settings ask for (Slurm when ``auto`` and its CLI is on PATH);
-    ``pace``: where the Slurm source's parsing steps aside for API requests
-    (``RequestPriority.pause``)."""
+def build_sources(settings: Settings) -> list[SchedulerSource]:
+    """The scheduler sources the settings ask for (Slurm when ``auto`` and its CLI is on PATH)."""
     sources: list[SchedulerSource] = []
     slurm = settings.slurm
     if slurm.enabled == Toggle.ON or (
@@ -131,7 +127,6 @@ def build_sources(
                 timeout_s=slurm.command_timeout_s,
                 use_sacct=slurm.use_sacct,
                 allowed_file_roots=slurm.allowed_file_roots,
-                pace=pace,
             )
         )
         log.info(
@@ -418,11 +413,10 @@ def build_service(settings: Settings, **parts: Unpack[Parts]) -> Service:
     sources = parts.get("sources")
     telemetry, gpus = parts.get("telemetry"), parts.get("gpus")
     audit = AuditLog(store, clock)
-    priority = RequestPriority()  # the API's requests before the ingest loop's CPU
     if ingest_view is not None:
         sources = []
     elif sources is None:
-        sources = build_sources(settings, pace=priority.pause)
+        sources = build_sources(settings)
     sources = list(sources)
     traces = parts.get("traces") or TraceFiles(
         allowed_file_roots={
@@ -472,7 +466,7 @@ def build_service(settings: Settings, **parts: Unpack[Parts]) -> Service:
         traces=traces,
         telemetry=telemetry,
         gpus=gpus,
-        priority=priority,
+        collect=CycleCollector(),  # the service's cycles keep 10,000 jobs' rows between them
     )
     slurm_hints = (
         build_slurm_hints(settings.slurm, audit=audit)
@@ -489,7 +483,6 @@ def build_service(settings: Settings, **parts: Unpack[Parts]) -> Service:
         kube=kube,
         slurm_hints=slurm_hints,
         ingest_view=ingest_view,
-        tune_interpreter=ingest_view is None,
     )
     state.learner = Learner(store, clock, learning)
     state_box.append(state)

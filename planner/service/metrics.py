@@ -49,7 +49,6 @@ p50 gauge keeps the name and labels the alert rules and dashboards already use.
 | ``planner_ingest_cycle_seconds`` | gauge | the last good ingest cycle of each source (s) |
 | ``planner_ingest_poll_seconds`` | gauge | its poll of the scheduler (s) |
 | ``planner_queue_forecast_seconds`` | gauge | the last queue forecast in the worker process (s) |
-| ``planner_ingest_paused_seconds_total`` | counter | the ingest loop's waits for API requests (s) |
 | ``planner_store_up`` | gauge | 1 when this scrape read the store, 0 while it cannot |
 
 While the store (PostgreSQL, SQLite) cannot be read, a scrape still answers: the series above
@@ -562,10 +561,4 @@ class IngestCollector(Collector):
         for key, took in figures.forecast_s:
             scheduler, _, cluster = key.partition("/")
             forecast.add_metric([label(scheduler), label(cluster)], took)
-        paused = CounterMetricFamily(
-            "planner_ingest_paused_seconds",
-            "Seconds the ingest loop waited at its safe points for API requests in flight "
-            "(planner.service.loops.priority).",
-        )
-        paused.add_metric([], figures.paused_s)
-        yield from (cycle, poll, forecast, paused)
+        yield from (cycle, poll, forecast)

@@ -1,15 +1,19 @@
 """SQLAlchemy tables of the planner's store (schema owned by the Alembic migrations).
 
 Every time column holds POSIX epoch seconds (float). JSON columns hold plain, JSON-serialisable
-values produced by the service (job snapshots, scenario documents, prediction and ETA dicts).
+values produced by the service (job snapshots, scenario documents, prediction and ETA objects).
+A JSON column reads back as it was written, by this or another version of the planner, so its
+Python type is ``dict[str, object]`` (its readers check each value they use:
+``planner.service.stored_json``, ``planner.forecast.stored``), or :data:`UncheckedJson` where
+some readers still index it unchecked.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 from sqlalchemy import (
     JSON,
@@ -23,6 +27,13 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+UncheckedJson: TypeAlias = dict[str, Any]
+"""A JSON object of a column that some readers in the ingest loops, the ``/metrics``
+collector or the reviews still index without checking each value (``JobRow.state``,
+``prediction``, ``log_cursor``, ``eta``, ``stragglers``, ``progress_mark``, ``schedule``,
+``queue_forecast``, ``PredictionRow.payload``, ``CalibrationRow.state``). A column becomes
+``dict[str, object]`` once all its readers narrow what they read."""
 
 
 class Base(DeclarativeBase):
@@ -58,33 +69,33 @@ class JobRow(Base):
     user: Mapped[str] = mapped_column(String(128), default="")
     status: Mapped[str] = mapped_column(String(32), index=True)
     active: Mapped[bool] = mapped_column(default=True, index=True)
-    state: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[UncheckedJson] = mapped_column(JSON)
     first_seen_s: Mapped[float] = mapped_column(Float)
     last_seen_s: Mapped[float] = mapped_column(Float)
     ended_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     described_by: Mapped[str] = mapped_column(String(32), default="none")
     description_detail: Mapped[str] = mapped_column(Text, default="")
     description_key: Mapped[str] = mapped_column(Text, default="")
-    scenario: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    scenario: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
     # where each value of a launch description came from, what was assumed and left unknown
-    description_facts: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    prediction: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    description_facts: Mapped[Mapping[str, object] | None] = mapped_column(JSON, nullable=True)
+    prediction: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
     train_iters: Mapped[int | None] = mapped_column(Integer, nullable=True)
     iteration: Mapped[int | None] = mapped_column(Integer, nullable=True)
     last_progress_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    log_cursor: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    eta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    stragglers: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    log_cursor: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
+    eta: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
+    stragglers: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
     telemetry_since_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    progress_mark: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    gpus: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    progress_mark: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
+    gpus: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
     # ETA: what the job's progress showed, what its arguments state, how its ETAs did
-    progress_history: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    progress_history: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
+    schedule: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
+    outcome: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
     # the pending job's predicted start and completion from the queue simulation
     # (planner.service.loops.queue_forecast); kept once the job starts (the last one made).
-    queue_forecast: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    queue_forecast: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
     # the first part of ``job_sort_key(job_id)`` (the listing's order, indexed)
     sort_number: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
@@ -128,7 +139,7 @@ class PredictionRow(Base):
     job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     made_at_s: Mapped[float] = mapped_column(Float)
     kind: Mapped[str] = mapped_column(String(16))
-    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    payload: Mapped[UncheckedJson] = mapped_column(JSON)
 
 
 class SourceRow(Base):
@@ -143,7 +154,7 @@ class SourceRow(Base):
     last_success_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
-    nodes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    nodes: Mapped[list[dict[str, object]] | None] = mapped_column(JSON, nullable=True)
     warnings: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
 
 
@@ -153,7 +164,7 @@ class CalibrationRow(Base):
     __tablename__ = "calibrations"
 
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    state: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[UncheckedJson] = mapped_column(JSON)
     updated_s: Mapped[float] = mapped_column(Float)
 
 
@@ -194,7 +205,7 @@ class AuditRow(Base):
     target: Mapped[str] = mapped_column(String(512), default="")
     outcome: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text, default="")
-    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    detail: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,7 +220,7 @@ class AuditEntry:
     cluster: str = ""
     target: str = ""
     reason: str = ""
-    detail: dict[str, Any] | None = None
+    detail: dict[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -318,8 +329,8 @@ class ReviewRow(Base):
     fleet: Mapped[str] = mapped_column(String(256), default="")
     elapsed_s: Mapped[float] = mapped_column(Float, default=0.0)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    summary: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
-    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    summary: Mapped[list[dict[str, object]] | None] = mapped_column(JSON, nullable=True)
+    result: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
     html: Mapped[str | None] = mapped_column(Text, nullable=True)
     markdown: Mapped[str | None] = mapped_column(Text, nullable=True)
 
@@ -346,7 +357,7 @@ class ObservedRunRow(Base):
     recorded_s: Mapped[float] = mapped_column(Float)
     ended_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     gpu: Mapped[str] = mapped_column(String(64), default="")
-    scenario: Mapped[dict[str, Any]] = mapped_column(JSON)
+    scenario: Mapped[dict[str, object]] = mapped_column(JSON)
     iteration_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     num_iterations: Mapped[int] = mapped_column(Integer, default=0)
     memory_per_gpu_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)

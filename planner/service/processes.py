@@ -1,5 +1,5 @@
-"""The service as separate processes (``service.processes: split``): an ingest process and an
-API process that share the store.
+"""The service as separate processes (``service.processes: split``, the default): an ingest
+process and an API process that share the store.
 
 In one process the ingest loop and the API share one interpreter lock, so a page of
 ``/v1/jobs`` served while a large cycle runs waits for the lock at each of its hand-overs. Split,
@@ -12,8 +12,7 @@ What the API used to read from the loop in memory, the ingest process writes to 
 status record (:class:`IngestStatus`, the ``heartbeats`` table) every
 :data:`HEARTBEAT_INTERVAL_S` seconds between cycles and after each cycle: its good cycles,
 sources, last error, leadership, and the values of the loop's metrics (cycle and poll seconds,
-queue-forecast seconds, seconds paused, writes to the schedulers, the Kubernetes informers'
-counters).
+queue-forecast seconds, writes to the schedulers, the Kubernetes informers' counters).
 :class:`IngestView` reads it back in the API process for ``/readyz`` and ``/metrics``.
 """
 
@@ -87,13 +86,11 @@ class WriteCount:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IngestFigures:
     """The values of the ingest loop's own metrics (``planner.service.metrics.
-    IngestCollector``): per source its last good cycle, per source key (``scheduler/cluster``)
-    the last queue forecast's seconds in the worker process, and the seconds the loop waited
-    for API requests."""
+    IngestCollector``): per source its last good cycle, and per source key
+    (``scheduler/cluster``) the last queue forecast's seconds in the worker process."""
 
     timings: tuple[SourceTiming, ...] = ()
     forecast_s: tuple[tuple[str, float], ...] = ()
-    paused_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,7 +131,6 @@ def loop_figures(loop: IngestLoop) -> IngestFigures:
         forecast_s=tuple(
             sorted((str(key), took) for key, took in deps.forecaster.last_duration_s.items())
         ),
-        paused_s=deps.priority.paused_s,
     )
 
 

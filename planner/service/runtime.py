@@ -10,10 +10,8 @@ ingest process's status record (``ingest_view``).
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
-import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -38,16 +36,6 @@ log = logging.getLogger("planner.service")
 
 #: A source whose last success is older than this many ingest intervals is reported stale.
 STALE_AFTER_INTERVALS = 3.0
-#: The garbage collector's thresholds in the service: a cycle over 10,000 jobs
-#: decodes millions of short-lived objects; collecting the youngest generation every 50,000
-#: allocations (Python's default: 700) lets them die young instead of being promoted and
-#: rescanned by full collections, which take about a second with 10,000 jobs in memory and
-#: stop every thread (the API's too).
-GC_THRESHOLDS = (50_000, 20, 100)
-#: How long a thread may hold the interpreter before another waiting one gets it (Python's
-#: default: 5 ms): a request must not wait behind the ingest loop's CPU-bound cycle for each of
-#: the many hand-overs it takes (/v1/jobs pages while a 10,000-job cycle runs).
-SWITCH_INTERVAL_S = 0.001
 
 
 class ServiceState:
@@ -63,7 +51,6 @@ class ServiceState:
         kube: KubernetesRuntime | None = None,
         slurm_hints: SlurmHintsRuntime | None = None,
         ingest_view: IngestView | None = None,
-        tune_interpreter: bool = True,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -92,9 +79,6 @@ class ServiceState:
         self.learner: Learner | None = None
         #: The ingest process's status when the loop runs in another process (else None).
         self.ingest_view = ingest_view
-        #: Whether :meth:`start` sets the collector's thresholds and the switch interval for the
-        #: loop (not in a split service's API process, which runs no loop).
-        self.tune_interpreter = tune_interpreter
         #: The first error of the last cycle that was not all good (None after a good one).
         self.last_error: str | None = None
         #: Writes this process's status record (the split service's ingest process), run every
@@ -197,9 +181,6 @@ class ServiceState:
     def start(self, *, start_loops: bool) -> None:
         """Migrate the store, start Kubernetes, and schedule the ingest loop when asked and
         there is a source. Raises ``StoreError`` when the store cannot be migrated."""
-        if self.tune_interpreter:
-            gc.set_threshold(*GC_THRESHOLDS)
-            sys.setswitchinterval(SWITCH_INTERVAL_S)
         self.store.migrate()
         log.info("store ready: %s (revision %s)", self.store.safe_url, self.store.revision())
         if self.kube is not None:

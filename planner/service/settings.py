@@ -329,10 +329,11 @@ class ServiceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     processes: Literal["single", "split"] = Field(
-        default="single",
-        description="single: the ingest loop and the API in one process; split: the API in "
-        "this process and the ingest loop in a child process it supervises (restarted when "
-        "it dies), so a page never waits on a cycle. Both share the store.",
+        default="split",
+        description="split: the API in this process and the ingest loop in a child process "
+        "it supervises (restarted when it dies), so a page never waits on a cycle; single: "
+        "both in one process (for debugging and tests: a page then shares the interpreter "
+        "lock with the cycle). Both share the store.",
     )
     role: Literal["all", "api", "ingest"] = Field(
         default="all",

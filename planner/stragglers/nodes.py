@@ -103,8 +103,10 @@ def relative_to_other_nodes(
         others = np.median(logs[:, ~mine], axis=1)
         shift, error = shift_and_error((np.median(logs[:, mine], axis=1) - others)[:, None])
         per_node[node] = (float(shift[0]), float(error[0]))
-        for r in np.flatnonzero(mine):
-            per_rank[int(r)] = float(np.median(logs[:, r] - others))
+        # one median per rank of the node, column-wise in one call
+        ranks = np.median(logs[:, mine] - others[:, None], axis=0)
+        for r, value in zip(np.flatnonzero(mine), ranks, strict=True):
+            per_rank[int(r)] = float(value)
     return per_node, per_rank
 
 

@@ -1,5 +1,5 @@
 """Reading a job's small text files: every failure a clear, classified error; the job file
-rules' time and size bounds (the probes of issue 16 are in ``test_job_files.py``)."""
+rules' time and size bounds (the attacker's probes are in ``test_job_files.py``)."""
 
 from __future__ import annotations
 

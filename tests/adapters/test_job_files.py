@@ -1,4 +1,4 @@
-"""Files that jobs name are data, not paths to anything the planner can read (issue 16, item 1).
+"""Files that jobs name are data, not paths to anything the planner can read.
 
 Each probe of the issue, against the Slurm source (``planner:scenario=`` in a comment), the
 Kubernetes source (a path in an annotation) and the trace reader (``planner:trace=``): a

@@ -1,4 +1,4 @@
-"""Compute and network recalibrated apart (planner.calibration.online_split, issue 13 item 8)."""
+"""Compute and network recalibrated apart (planner.calibration.online_split)."""
 
 from __future__ import annotations
 

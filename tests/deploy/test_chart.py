@@ -261,16 +261,19 @@ def test_the_processes_value_runs_the_api_and_the_ingest_loop_apart() -> None:
             if doc["kind"] not in CRD_KINDS:
                 kv.validate(doc, K8S_VERSIONS[-1], strict=True)
         (deploy,) = _kind(docs, "Deployment")
-        return deploy["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+        spec: dict[str, Any] = deploy["spec"]["template"]["spec"]
+        return spec
 
     def env_of(container: dict[str, Any]) -> dict[str, Any]:
         return {e["name"]: e.get("value") for e in container["env"]}
 
-    (single,) = pod_of({})["containers"]
-    assert "PLANNER_SERVICE__PROCESSES" not in env_of(single)
-    assert "PLANNER_SERVICE__ROLE" not in env_of(single)
-    (split,) = pod_of({"processes": "split"})["containers"]
+    (split,) = pod_of({})["containers"]  # the default
     assert env_of(split)["PLANNER_SERVICE__PROCESSES"] == "split"
+    assert "PLANNER_SERVICE__ROLE" not in env_of(split)
+    (single,) = pod_of({"processes": "single"})["containers"]
+    # said outright: the chart's value holds whatever the planner's own default
+    assert env_of(single)["PLANNER_SERVICE__PROCESSES"] == "single"
+    assert "PLANNER_SERVICE__ROLE" not in env_of(single)
 
     api, ingest = pod_of({"processes": "containers", "persistence": {"enabled": True}})[
         "containers"
@@ -280,7 +283,8 @@ def test_the_processes_value_runs_the_api_and_the_ingest_loop_apart() -> None:
     assert env_of(ingest).pop("PLANNER_SERVICE__ROLE") == "ingest"
     same = {k: v for k, v in env_of(api).items() if k != "PLANNER_SERVICE__ROLE"}
     assert same == {k: v for k, v in env_of(ingest).items() if k != "PLANNER_SERVICE__ROLE"}
-    assert same == env_of(single)  # the same settings as one process
+    one = {k: v for k, v in env_of(single).items() if k != "PLANNER_SERVICE__PROCESSES"}
+    assert same == one  # the same settings as one process
     assert api["volumeMounts"] == ingest["volumeMounts"]  # one SQLite file
     assert "ports" not in ingest
     assert "readinessProbe" not in ingest

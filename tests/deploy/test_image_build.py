@@ -541,11 +541,15 @@ def test_planner_serve_answers_healthz_as_non_root_writing_only_to_its_volumes(
         status = wait_for_health(f"http://127.0.0.1:{port}", proc, timeout_s=120)
         image.buildah.timings["serve to /healthz"] = round(time.monotonic() - start, 1)
         assert status == 200, log_path.read_text()[-3000:]
-        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+        # ready once its ingest process (a child of the API's) has reported
+        ready = wait_for_ready(f"http://127.0.0.1:{port}", proc, timeout_s=120)
         assert ready.status_code == 200, ready.text
         server = serving_process(proc.pid)
         assert server is not None, "no `planner serve` process under buildah run"
         assert process_ids(server) == (UID, GID)
+        ingest = children(server)
+        assert ingest, "no ingest process under `planner serve`"
+        assert {process_ids(pid) for pid in ingest} == {(UID, GID)}
         stop(proc, server)
     finally:
         if proc.poll() is None:
@@ -569,6 +573,16 @@ def wait_for_health(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -
         except httpx.TransportError:
             time.sleep(0.5)
     return -1
+
+
+def wait_for_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> httpx.Response:
+    """The first ``/readyz`` answer that is 200, or the last one at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ready = httpx.get(f"{url}/readyz", timeout=10)
+        if ready.status_code == 200 or time.monotonic() > deadline or proc.poll() is not None:
+            return ready
+        time.sleep(0.5)
 
 
 def children(pid: int) -> list[int]:

@@ -174,7 +174,11 @@ def test_the_prior_yields_to_the_observed_pace_by_the_stated_rule() -> None:
     ]
     assert weights[3][1] > 0.2  # 20 iterations in
     late = [w for i, w in weights if i >= 360]
-    assert max(late) < 0.15, late
+    # Counting every phase's iterations, the late weights follow pace_sd^2 (1-3.4 per iteration
+    # here as the host's load swings): 0.01-0.15, median 0.06. Counting only the current
+    # phase's, they would reach 0.9 (median 0.47).
+    assert max(late) < 0.2, late
+    assert float(np.median(late)) < 0.1, late
 
 
 def test_only_a_sustained_change_of_pace_is_a_phase_event() -> None:

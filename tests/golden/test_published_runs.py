@@ -1,6 +1,6 @@
 """Golden tests: predicted iteration time of a handful of published runs per dense source.
 
-Issue 3 targets a held-out mean error of at most 5 % (max 15 %) on each dense A100/H100 source;
+The target is a held-out mean error of at most 5 % (max 15 %) on each dense A100/H100 source;
 these per-row tolerances are far looser: they are what the model achieved when they were set,
 and are to be tightened as the model improves. The full table is `python -m benchmarks.accuracy`
 (benchmarks/RESULTS.md). Errors of the pinned rows when set (first analytical model dea3e67 /
@@ -30,7 +30,7 @@ TOLERANCE = {
     "nemo_24.07": 0.06,
     "llm_foundry": 0.08,
 }
-"""Largest accepted |predicted - measured| / measured per source (issue 3 targets 5 % mean)."""
+"""Largest accepted |predicted - measured| / measured per source (the target is 5 % mean)."""
 
 PINNED = [
     ("korthikanti2022", "korth_22B_selective"),

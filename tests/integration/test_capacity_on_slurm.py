@@ -1,4 +1,5 @@
-"""Capacity reviews on the real dev Slurm (issue 15's "done when"), with a real ``planner serve``.
+"""Capacity reviews and the pending-job forecast on the real dev Slurm, with a real
+``planner serve``.
 
 1. The issue's scenario: a real training job (deploy/dev/tiny_gpt, 2 ranks) holds all 16 GPUs
    with no time limit; a second one waits for them. Slurm's own start estimate assumes the

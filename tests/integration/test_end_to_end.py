@@ -126,7 +126,8 @@ def start_service(env: dict[str, str], log_path: Path) -> Service:
             pytest.fail(f"planner serve exited {process.returncode}:\n{service.log_text()}")
         return service.get("/healthz").status_code == 200
 
-    wait_until("planner serve to answer /healthz", 60, healthy)
+    # its imports alone take most of a minute on 2 busy cores
+    wait_until("planner serve to answer /healthz", 180, healthy)
     return service
 
 

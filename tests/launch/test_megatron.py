@@ -242,4 +242,4 @@ def test_a_batch_script_described_end_to_end() -> None:
     assert description.launch["gradient_accumulation"] == 4
     assert description.train_iters == 6400 // 32
     assert description.provenance["model.num_layers"].endswith("(--num-layers)")
-    assert "iteration_time_s" in (description.prediction or {})
+    assert "iteration_time_s" in (description.predicted or {})

@@ -279,9 +279,9 @@ def test_garbage_and_huge_logs_are_read_quickly_and_give_nothing() -> None:
     huge = "x" * (64 << 20)
     lines = ("iteration 10 | loss 3.2 |\n" * 3_000_000)[: 80 << 20]
     for text in (garbage, huge, lines, "", "\n" * 100_000):
-        started = time.perf_counter()
+        started = time.process_time()  # CPU time: the work, not the machine's load
         facts = witness_facts(text)
-        assert time.perf_counter() - started < 0.5
+        assert time.process_time() - started < 0.5
         assert not facts.values
     launch = Launch(batch_script=SCRIPT.format(extra=""), work_dir="/j", log_text=garbage)
     plain = Launch(batch_script=SCRIPT.format(extra=""), work_dir="/j")

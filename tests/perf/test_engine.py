@@ -230,7 +230,7 @@ def test_llama3_8b_cp2_fp8_nemo_fits() -> None:
 def test_bubble_fraction_shrinks_with_more_microbatches(
     pp: int, vp: int, m: int, extra: int
 ) -> None:
-    # Megatron-Core's interleaved schedule refuses m % p != 0 (issue 13): a framework without
+    # Megatron-Core's interleaved schedule refuses m % p != 0: a framework without
     # that rule ("other") keeps every micro-batch count, m < p included
     def any_m(gbs: int) -> Scenario:
         s = _scenario("llama2-7b", pp=pp, gbs=gbs)
@@ -292,7 +292,7 @@ def test_more_replicas_never_lower_throughput(
 
     ZeRO-3/FSDP is left out on purpose: it re-gathers parameters every microbatch, so going
     from one replica (no communication) to two across nodes can really cost more than it adds.
-    So is ZeRO-2 since issue 13: it reduce-scatters every microbatch's gradients (it keeps only
+    So is ZeRO-2: it reduce-scatters every microbatch's gradients (it keeps only
     their shard), the same per-microbatch communication.
     """
     small, big = predict_batch(

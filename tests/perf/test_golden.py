@@ -1,10 +1,10 @@
 """Golden test: predictions vs published Megatron-LM / NeMo runs (tests/data/ground_truth/).
 
-First, uncalibrated model: the tolerance is a generous 35 %; calibration (issue 3) tightens it.
+First, uncalibrated model: the tolerance is a generous 35 %; calibration tightens it.
 Errors measured when this test was written: Korthikanti 22B -13.8 %, 175B selective -5.3 %,
 175B full -4.2 %, 530B -3.2 %, 1T +2.7 %; Megatron-LM H100 MFU 70B -13.0 %, 177B -5.9 %;
 NeMo FP8 tokens/s/GPU Llama2-70B -7.1 %, Llama3-70B -1.5 %. After the framework profiles and
-the refit (issue 3): Korthikanti 22B +9.9 %, 175B selective -0.2 %, 175B full +1.8 %, 530B
+the refit: Korthikanti 22B +9.9 %, 175B selective -0.2 %, 175B full +1.8 %, 530B
 -1.3 %, 1T +2.0 %; Megatron-LM H100 MFU 70B -0.6 %, 177B -0.6 %; NeMo Llama2-70B -6.3 %,
 Llama3-70B +2.4 % (these rows run as the default framework, megatron); tolerance 12 %.
 """

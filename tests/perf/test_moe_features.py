@@ -1,4 +1,4 @@
-"""Issue 13 model features and MoE costs: MLA, MTP, MoE layer frequency, shared experts,
+"""Model features and MoE costs: MLA, MTP, MoE layer frequency, shared experts,
 sliding windows, dispatchers, grouped GEMMs, routing imbalance and the 1F1B exchange overlap."""
 
 from __future__ import annotations
@@ -178,16 +178,63 @@ def test_imbalance_moves_no_work_without_expert_parallelism() -> None:
     )
 
 
+def _moe_forward_s(arrays: ScenarioArrays) -> float:
+    return float(np.asarray(operator_times(arrays, DefaultEfficiency()).moe_forward_s)[0])
+
+
+def _gpu_only(arrays: ScenarioArrays) -> ScenarioArrays:
+    """``arrays`` without the host's issue time (``moe_host_exposed_s``): the GPU's time."""
+    zero = np.zeros(arrays.num_scenarios)
+    return replace(arrays, moe_host_forward_s=zero, moe_host_expert_forward_s=zero)
+
+
 def test_grouped_gemm_fills_the_gpu_with_small_experts() -> None:
     # 64 experts per GPU of ~ 64 tokens each at micro-batch 1 without expert parallelism
     layout = {"micro_batch_size": 1, "global_batch_size": 8}
-    sequential = _time(_moe(moe_grouped_gemm=False), **layout)
-    grouped = _time(_moe(moe_grouped_gemm=True), **layout)
+    sequential, grouped = (
+        _moe_forward_s(_gpu_only(ScenarioArrays.from_scenarios([_scenario(model, **layout)])))
+        for model in (_moe(moe_grouped_gemm=False), _moe(moe_grouped_gemm=True))
+    )
     assert grouped < 0.8 * sequential
 
 
-def _moe_forward_s(arrays: ScenarioArrays) -> float:
-    return float(np.asarray(operator_times(arrays, DefaultEfficiency()).moe_forward_s)[0])
+def _qwen3_30b_b200(micro_batch_size: int, framework: str = "megatron") -> ScenarioArrays:
+    """Qwen3-30B-A3B as Megatron-Bridge's B200 rows run it: 8 GPUs, expert parallel 8 (16
+    local experts), force-balanced routing, MXFP8."""
+    scenario = parse_scenario(
+        {
+            "model": _moe(moe_router_force_load_balancing=True, moe_grouped_gemm=True),
+            "hardware": {"gpu": "b200", "num_gpus": 8},
+            "parallelism": {
+                "expert_parallel": 8,
+                "micro_batch_size": micro_batch_size,
+                "global_batch_size": 8 * micro_batch_size,
+                "precision": "mxfp8",
+            },
+            "training": {"framework": framework},
+        }
+    )
+    return ScenarioArrays.from_scenarios([scenario])
+
+
+def test_a_short_moe_forward_waits_for_the_host() -> None:
+    """Megatron-Core reads each MoE layer's token counts on the host and TE launches one GEMM
+    per local expert: when that issue time exceeds the layer forward's GPU time (micro-batch
+    1, measured on an H200: ``benchmarks/results/moe_layer_h200.json``), the forward takes the
+    host's time; at micro-batch 8 the GPU's work hides it."""
+    small = _qwen3_30b_b200(1)
+    profile = profile_of(_scenario(_moe()).training.framework)
+    host = profile.moe_host_forward_s + 16 * profile.moe_host_expert_forward_s
+    assert _moe_forward_s(_gpu_only(small)) < host
+    assert _moe_forward_s(small) == pytest.approx(host)
+    large = _qwen3_30b_b200(8)
+    assert _moe_forward_s(_gpu_only(large)) > host
+    assert _moe_forward_s(large) == _moe_forward_s(_gpu_only(large))
+
+
+def test_stacks_without_the_host_read_have_no_host_floor() -> None:
+    arrays = _qwen3_30b_b200(1, framework="torchtitan")
+    assert _moe_forward_s(arrays) == _moe_forward_s(_gpu_only(arrays))
 
 
 @pytest.mark.parametrize(("expert_parallel", "slower"), [(1, True), (32, False)])
@@ -206,7 +253,7 @@ def test_te_grouped_gemm_fills_the_sms_four_experts_at_a_time(
         global_batch_size=32,
     )
     assert profile_of(scenario.training.framework).grouped_gemm_streams == 4.0
-    te = ScenarioArrays.from_scenarios([scenario])
+    te = _gpu_only(ScenarioArrays.from_scenarios([scenario]))
     one_kernel = replace(te, grouped_gemm_streams=np.zeros(1))
     if slower:
         assert _moe_forward_s(te) > 1.05 * _moe_forward_s(one_kernel)

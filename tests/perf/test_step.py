@@ -167,7 +167,7 @@ def test_bubble_fraction_falls_with_more_microbatches(
 ) -> None:
     model = dict(TINY, num_layers=16, hidden_size=1024, num_attention_heads=8, seq_length=1024)
 
-    # Megatron-Core's interleaved schedule refuses m % p != 0 (issue 13): a framework without
+    # Megatron-Core's interleaved schedule refuses m % p != 0: a framework without
     # that rule ("other") keeps every micro-batch count, m < p included
     def run_any_m(gbs: int) -> Any:
         s = _scenario(model=model, pp=pp, vp=1, gbs=gbs)

@@ -1,5 +1,5 @@
 """Uneven pipeline stages and MoE parallel folding, predicted as the frameworks run them, and the
-interleaved schedule's bubble for any number of micro-batches (issue 13)."""
+interleaved schedule's bubble for any number of micro-batches."""
 
 from __future__ import annotations
 
@@ -275,7 +275,8 @@ def test_interleaved_bubble_with_fewer_microbatches_than_stages(p: int, v: int) 
 def test_one_microbatch_gains_nothing_from_interleaving() -> None:
     """The issue's case: GPT-3 175B on 16,384 GPUs with one microbatch per pipeline. Megatron-
     Core refuses the interleaved schedule there; a framework that runs it pays the full bubble
-    (before issue 13 the planner predicted 1.66 s with virtual pipeline 24, 2.66 s without)."""
+    (before the uneven stages were modelled the planner predicted 1.66 s with virtual pipeline
+    24, 2.66 s without)."""
     common = {"tensor_parallel": 8, "pipeline_parallel": 4, "global_batch_size": 512}
     with pytest.raises(Exception, match="multiple of pipeline_parallel"):
         _scenario("gpt3-175b", 16384, gpu="a100-80gb", virtual_pipeline=24, **common)

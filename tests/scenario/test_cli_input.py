@@ -12,10 +12,10 @@ from planner.errors import SpecError
 
 
 def test_command_line_inputs_are_bounded(tmp_path: Path) -> None:
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: the work, not the machine's load
     with pytest.raises(SpecError, match="more than 1,000 bytes"):
         read_input("/dev/zero", 1000)
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0
     (tmp_path / "a.yaml").write_text("x: 1\n")
     assert read_input(str(tmp_path / "a.yaml"), 1000) == b"x: 1\n"
     with pytest.raises(SpecError, match="is a directory"):

@@ -1,4 +1,4 @@
-"""Issue 16, bounded work: the worker pool of CPU-heavy requests (queue, 429 with Retry-After,
+"""Bounded work: the worker pool of CPU-heavy requests (queue, 429 with Retry-After,
 503 when stopping), cancellation between chunks when the client leaves, and the search
 budgets (planner.search.budget)."""
 

@@ -113,6 +113,10 @@ def test_the_lines_it_prints() -> None:
     }
     assert demo_cli._phase_lines(events, shown) == ["phase: job slowed by 35 % since iteration 361"]
     assert demo_cli._phase_lines(events, shown) == []
+    # the ended job's p50 error at 30 % in % of its duration, not as a bare ratio
+    kept = demo_cli._kept_line("http://h", "7", {"p50_error_ratio_at": {"30pct": -0.2727}})
+    assert kept.endswith("/v1/jobs/7 (p50 error at 30 %: -27.3 % of its duration)")
+    assert demo_cli._kept_line("http://h", "7", {}).endswith("(p50 error at 30 %: not measured)")
     # where the time went
     timings = demo_cli._timings_line({"the local Slurm up": 2.4, "job running": 101.0}, 120.0)
     assert timings == (

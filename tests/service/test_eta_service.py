@@ -1,4 +1,4 @@
-"""The ETA in the service (issue 14): wall-clock pace and pauses from timestamped logs, ended jobs
+"""The ETA in the service: wall-clock pace and pauses from timestamped logs, ended jobs
 keep what they were and teach their cluster (band calibration, shutdown), a job continuing
 another's run keeps its history, a requeued job resumes from it."""
 

@@ -1,4 +1,4 @@
-"""Issue 16, faults and operability: the store's faults (deleted or replaced SQLite file,
+"""Faults and operability: the store's faults (deleted or replaced SQLite file,
 unreachable database, secrets in errors), every source failure counted, retention, the audit
 trail of scheduler writes, and paged job lists."""
 

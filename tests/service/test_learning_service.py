@@ -11,8 +11,8 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from planner.service.learning import run_row
-from planner.service.models import JobRow
+from planner.service.learning import learnt_of, run_row
+from planner.service.models import CalibrationRow, JobRow
 from planner.specs.job import JobState, JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource
@@ -203,3 +203,23 @@ def test_a_run_without_a_usable_step_time_names_it(step: float | None, field: st
     assert run.skip_reason is not None
     assert run.skip_reason.startswith(f"{field}:")
     assert run.iteration_time_s is None or run.iteration_time_s == 0.0
+
+
+@pytest.mark.parametrize("calibration", [None, [1, 2], "observed"])
+def test_a_stored_fit_of_another_shape_is_logged_and_not_used(
+    calibration: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A learnt calibration whose stored ``calibration`` is not an object (a state written by
+    another version) reads as none, with the row named in the log, never a traceback."""
+    row = CalibrationRow(
+        name="observed/slurm/test",
+        state={
+            "scheduler": "slurm",
+            "cluster": "test",
+            "fitted_s": 1.0,
+            "calibration": calibration,
+        },
+        updated_s=1.0,
+    )
+    assert learnt_of(row) is None
+    assert "stored calibration observed/slurm/test unusable" in caplog.text

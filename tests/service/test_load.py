@@ -1,4 +1,4 @@
-"""Issue 16 item 5 (load), at a small scale: the fake Slurm of ``benchmarks/load.py`` prints what
+"""The service under load, at a small scale: the fake Slurm of ``benchmarks/load.py`` prints what
 the real adapter parses; the ingest is incremental (an unchanged job is not described again, its
 stored snapshot and ETA are not rewritten) and gives what a full pass gives; a page of
 ``/v1/jobs`` reads only its rows; ``/metrics`` exports per-job series only for the jobs that
@@ -157,7 +157,7 @@ def test_an_unchanged_job_is_not_described_or_rewritten_again(
 def test_a_cycle_takes_back_the_job_rows_the_last_one_committed(
     tmp_path: Path, cluster_root: Path
 ) -> None:
-    """A steady cycle does not read and decode every job row again (issue 16: 10,000 rows cost
+    """A steady cycle does not read and decode every job row again (10,000 rows cost
     about a second a cycle): it takes the rows the last cycle committed, unless another writer
     (a second replica's cycle) moved the table since."""
     clock, fake, loop = _ingesting(cluster_root, tmp_path / "p.db")
@@ -218,7 +218,7 @@ def test_a_pending_eta_is_made_from_the_prediction_its_cycle_stores(
 ) -> None:
     """The node history gives pending jobs their expected straggler term after their ETAs
     were made: they are made again in the same cycle, so the stored ETA carries the term and
-    the next cycle, with nothing changed, estimates none of them again (issue 16: it did all
+    the next cycle, with nothing changed, estimates none of them again (it once did all
     2,300 of a 10,000-job cluster's pending jobs with a prediction)."""
     clock = Clock(T0)
     fake = _cluster(cluster_root, clock, churn=0.0)

@@ -18,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from adapters.logs import LogTailer
+from planner.scenario.schema import SECTIONS
 from planner.service.main import create_app
 from planner.service.settings import Settings
 from planner.specs.job import JobStatus
@@ -56,7 +57,7 @@ def test_every_v1_route_has_request_and_response_schemas(client: TestClient) -> 
     ]
     assert (
         len(operations) == 15
-    )  # + GET /v1/audit (issue 16); reviews: POST, GET, latest, queue (issue 15); POST /v1/simulate
+    )  # + GET /v1/audit; reviews: POST, GET, latest, queue; POST /v1/simulate
     for path, method, op in operations:
         ok = op["responses"]["200"]["content"]["application/json"]["schema"]
         assert ok.get("$ref") or ok.get("anyOf"), (path, method)
@@ -69,6 +70,24 @@ def test_every_v1_route_has_request_and_response_schemas(client: TestClient) -> 
                 assert "schema" in answer["content"]["application/json"], (path, status)
     error = spec["components"]["schemas"]["ErrorResponse"]
     assert set(error["required"]) == {"error", "detail"}
+
+
+def test_the_published_schema_holds_the_scenario_format(client: TestClient) -> None:
+    """``POST /v1/predict`` takes a scenario or a list of them, and /openapi.json spells out
+    each section of the scenario format with the fields of ``planner.scenario.schema``."""
+    spec = client.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    body = spec["paths"]["/v1/predict"]["post"]["requestBody"]["content"]["application/json"]
+    one = {"$ref": "#/components/schemas/ScenarioDocument"}
+    assert one in body["schema"]["anyOf"]
+    assert {"type": "array", "items": one} in body["schema"]["anyOf"]
+    document = schemas["ScenarioDocument"]["properties"]
+    for section, model in SECTIONS.items():
+        assert {"$ref": f"#/components/schemas/{model.__name__}"} in document[section]["anyOf"]
+        published = schemas[model.__name__]["properties"]
+        assert set(published) == set(model.model_fields), section
+    assert {"num_layers", "hidden_size", "seq_length"} <= set(schemas["ModelSection"]["properties"])
+    assert schemas["ModelSection"]["properties"]["num_layers"]["anyOf"][0]["type"] == "integer"
 
 
 def test_one_error_shape(client: TestClient) -> None:

@@ -1,4 +1,4 @@
-"""Schemathesis over ``/openapi.json`` against a real planner process (issue 16).
+"""Schemathesis over ``/openapi.json`` against a real planner process.
 
 The planner of ``tests/deploy/planner_feed.py`` (the real app, ingest loop and store, fed by a
 scripted Slurm source so jobs exist) is served by uvicorn; ``schemathesis run`` tests every
@@ -17,7 +17,7 @@ modelled by their top-level fields only (``planner.service.api.models``: the for
 is the authority and answers 422 naming the field), so a schema-valid document may still be an
 invalid scenario; the 422 is documented.
 
-Probe of issue 16: Schemathesis found 13 contract mismatches (undocumented 404/400, wrong
+When first run, Schemathesis found 13 contract mismatches (undocumented 404/400, wrong
 content types, two error shapes).
 """
 

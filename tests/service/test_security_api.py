@@ -1,6 +1,6 @@
-"""Issue 16, the API's security: who may call what, read-only mode, cross-origin writes, body
+"""The API's security: who may call what, read-only mode, cross-origin writes, body
 limits, budgets and the Kubernetes reviews. Each probe of the issue that these cover fails on
-the code before issue 16 (every endpoint was open, no limit)."""
+code where every endpoint was open and nothing was limited."""
 
 from __future__ import annotations
 

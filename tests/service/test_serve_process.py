@@ -25,6 +25,9 @@ from .test_security_api import GPT3
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
+#: Seconds ``planner serve`` gets to answer ``/healthz`` (its imports take most of a minute on
+#: two busy cores).
+START_TIMEOUT_S = 180.0
 
 
 def free_port() -> int:
@@ -64,7 +67,7 @@ class Planner:
                 cwd=REPO,
             )
         if wait:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + START_TIMEOUT_S
             while time.monotonic() < deadline:
                 assert self.proc.poll() is None, self.log.read_text()
                 try:
@@ -73,13 +76,19 @@ class Planner:
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.2)
+            self.stop()  # not left running past the test
             raise AssertionError(f"planner did not start:\n{self.log.read_text()}")
         return self
 
     def stop(self) -> None:
+        """SIGTERM (``planner serve`` stops its ingest process too), SIGKILL after 30 s."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
 
 
 @pytest.fixture

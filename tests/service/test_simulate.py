@@ -23,7 +23,10 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from planner.cli import app as cli
+from planner.service.api.simulate import _nodes as stored_nodes
+from planner.service.models import SourceRow
 from planner.service.security_settings import LimitSettings
+from planner.specs.job import NodeState
 from tests.k8s_fake import FakeKube
 from tests.service.kube_app import cluster_server, ingest, kube_app, wait
 
@@ -180,3 +183,28 @@ def test_the_command_line_says_when_the_service_is_unreachable(tmp_path: Path) -
     bad.write_text("- 1\n- 2\n")
     invalid = CliRunner().invoke(cli, ["simulate", str(bad)])
     assert invalid.exit_code == 2
+
+
+def test_nodes_stored_by_another_version_are_read_without_a_traceback() -> None:
+    """The queue is built from the nodes the last poll stored: a node without a state is left
+    out, a value of another type reads as the field's default, a good node as it was."""
+    good = {
+        "name": "gpu-1",
+        "state": "idle",
+        "num_gpus": 8,
+        "num_gpus_allocated": 2,
+        "gpu_type": "h100",
+        "num_cpus": 96,
+        "memory_bytes": 2.0e12,
+        "partitions": ["gpu"],
+        "num_cpus_allocated": 8,
+        "memory_allocated_bytes": 1.0e11,
+    }
+    row = SourceRow(
+        name="slurm",
+        scheduler="slurm",
+        nodes=[good, {"name": "gpu-2"}, {"name": "gpu-3", "state": "idle", "num_gpus": "8"}],
+    )
+    first, third = stored_nodes(row)
+    assert first == NodeState(**{**good, "partitions": ("gpu",)})
+    assert third == NodeState(name="gpu-3", state="idle")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sqlalchemy import event
 
-from planner.service.models import JobRow
+from planner.service.models import JobRow, ObservedRunRow
 from planner.service.store import SqlStore
 from planner.service.store.unit_of_work import SqlUnitOfWork
 
@@ -77,3 +77,41 @@ def test_a_jobs_predictions_include_the_pending_ones_without_a_flush(tmp_path: P
         (row,) = uow.jobs_of("slurm", "c")
         found = [p.payload["at"] for p in uow.job_predictions(row, kind="eta", limit=4)]
         assert found == [T0 + 10.0, "b", T0 + 20.0, "c"]
+
+
+def _run(job_id: str, step_s: float) -> ObservedRunRow:
+    return ObservedRunRow(
+        scheduler="slurm",
+        cluster="c",
+        job_id=job_id,
+        recorded_s=T0,
+        gpu="h100-sxm",
+        scenario={},
+        iteration_time_s=step_s,
+        num_iterations=100,
+        skip_reason=None,
+    )
+
+
+def test_observed_runs_are_stored_without_a_flush_per_run(tmp_path: Path) -> None:
+    store = SqlStore(f"sqlite:///{tmp_path / 'p.db'}")
+    store.migrate()
+    with store.unit_of_work() as uow:
+        uow.put_observed_run(_run("1", 0.1))
+    flushes: list[int] = []
+    with store.unit_of_work() as uow:
+        uow.jobs_of("slurm", "c")
+        event.listen(uow._s, "before_flush", lambda *_: flushes.append(1))
+        _job(uow, "5", name="gpt", user="ann", active=True)  # pending: not written to ask
+        for job_id in ("2", "3"):
+            uow.put_observed_run(_run(job_id, 0.2))
+        uow.put_observed_run(_run("3", 0.3))  # ended again in the same cycle: replaced
+        assert flushes == []
+        uow.put_observed_run(_run("1", 0.4))  # the stored one is replaced: deleted first
+        assert len(flushes) == 1
+    runs = store.observed_runs("slurm", "c", limit=10)
+    assert sorted((r.job_id, r.iteration_time_s) for r in runs) == [
+        ("1", 0.4),
+        ("2", 0.2),
+        ("3", 0.3),
+    ]

@@ -231,11 +231,11 @@ def test_divisor_hints_are_exact_for_small_numbers() -> None:
 
 def test_divisor_hints_of_huge_numbers_are_fast() -> None:
     prime = 2**61 - 1  # a Mersenne prime: no divisor below its square root
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the work, not the machine's load
     assert divisor_list(prime) == [1, prime]
     assert divisor_list(3 * prime) == [1, 3, 3 * prime]
     assert divisor_list(10**18)[:4] == [1, 2, 4, 5]
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
     assert math.isqrt(prime) > DIVISOR_SEARCH_LIMIT
 
 

@@ -1,4 +1,4 @@
-"""The layout rules issue 13 added: MoE parallel folding, the uneven-split fields, the
+"""Layout rules of MoE and uneven pipelines: MoE parallel folding, the uneven-split fields, the
 interleaved schedule's micro-batch rule per framework (planner.specs.feasibility)."""
 
 from __future__ import annotations

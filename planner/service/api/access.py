@@ -16,7 +16,7 @@ among the alternatives, so the schema follows the rule each route declares.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import urlsplit
 
 import anyio
@@ -25,6 +25,7 @@ from fastapi import FastAPI, HTTPException, Request, Security
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from planner.service.api.errors import openapi_operations
 from planner.service.auth import (
     ANONYMOUS,
     REALM,
@@ -163,19 +164,19 @@ def open_access() -> Access:
     return Access(OpenAuthorizer(), anonymous_read=True, read_only=False, cors_origins=[])
 
 
-def document_access(spec: dict[str, Any]) -> None:
+def document_access(spec: dict[str, object]) -> None:
     """Publish in the OpenAPI document ``spec`` (amended in place) who may call each
     operation, from the dependencies its route declares (:meth:`Access.require`): ``bearer``
     alone where one of them needs a token, ``bearer`` or no token (``{}``) where every one lets
     a caller without a token pass."""
-    schemes = spec.get("components", {}).get("securitySchemes", {})
-    optional = schemes.pop(_OPTIONAL, None)
-    if optional is not None:
+    components = spec.get("components")
+    schemes = components.get("securitySchemes") if isinstance(components, dict) else None
+    optional = schemes.pop(_OPTIONAL, None) if isinstance(schemes, dict) else None
+    if isinstance(schemes, dict) and optional is not None:
         schemes.setdefault(bearer.scheme_name, optional)
-    for item in spec.get("paths", {}).values():
-        for operation in item.values():
-            alternatives = operation.get("security") if isinstance(operation, dict) else None
-            if not alternatives:
-                continue
-            needed = [a for a in alternatives if _OPTIONAL not in a]
-            operation["security"] = needed or [{bearer.scheme_name: []}, {}]
+    for operation in openapi_operations(spec):
+        alternatives = operation.get("security")
+        if not isinstance(alternatives, list) or not alternatives:
+            continue
+        needed = [a for a in alternatives if not (isinstance(a, dict) and _OPTIONAL in a)]
+        operation["security"] = needed or [{bearer.scheme_name: []}, {}]

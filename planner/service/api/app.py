@@ -6,9 +6,7 @@ cluster without Internet access.
 
 Every route declares who may call it (``planner.service.api.access``), request
 bodies are limited per route and CPU-heavy work runs on a bounded worker pool with budgets
-(``planner.service.api.work``); CORS is off unless ``auth.cors_origins`` lists origins;
-the ingest loop steps aside while requests are in flight when it runs in this process
-(``PriorityMiddleware``; not in a split service's API process); every
+(``planner.service.api.work``); CORS is off unless ``auth.cors_origins`` lists origins; every
 request's ``Host`` must be one of ``allowed_hosts`` (``planner.service.api.hosts``: 421).
 """
 
@@ -25,7 +23,6 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CollectorRegistry
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from planner import __version__
 from planner.ports import TraceSource
@@ -49,7 +46,6 @@ from planner.service.api.work import BodyKind, BodyLimitMiddleware, WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Authorizer, OpenAuthorizer, TokenAuthorizer
 from planner.service.learning import LearntCalibrations
-from planner.service.loops.priority import RequestPriority
 from planner.service.runtime import ServiceState
 from planner.service.security_settings import is_loopback
 from planner.service.settings import Settings
@@ -151,22 +147,6 @@ def _body_limits(settings: Settings) -> dict[str, tuple[BodyKind, int, str]]:
     }
 
 
-class PriorityMiddleware:
-    """Counts every HTTP request in flight in ``priority``, for which the ingest loop steps
-    aside (``planner.service.loops.priority``; pure ASGI: the request runs as it would)."""
-
-    def __init__(self, app: ASGIApp, priority: RequestPriority) -> None:
-        self.app = app
-        self.priority = priority
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        with self.priority.request():
-            await self.app(scope, receive, send)
-
-
 def build_app(
     state: ServiceState,
     registry: CollectorRegistry,
@@ -231,8 +211,6 @@ def build_app(
             state, access, pool, (lambda: learnt) if settings.learning.apply else None
         )
     )
-    if state.ingest_view is None:  # the loop runs in this process: it steps aside
-        app.add_middleware(PriorityMiddleware, priority=state.ingestor.deps.priority)
     # outermost: a request under a host name not allowed reaches nothing (DNS rebinding)
     app.add_middleware(AllowedHostsMiddleware, allowed_hosts=settings.allowed_hosts)
     return app

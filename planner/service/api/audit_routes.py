@@ -3,13 +3,11 @@ to a scheduler and every upload it accepted, newest first. Role ``operator``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, Query
 
 from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
-from planner.service.api.models import AuditPage
+from planner.service.api.models import AuditPage, AuditRecord
 from planner.service.auth import Role
 from planner.service.store import Store
 
@@ -33,24 +31,10 @@ def make_router(store: Store, access: Access) -> APIRouter:
         action: str | None = Query(
             None, max_length=32, description="Only this action, e.g. time_limit"
         ),
-    ) -> dict[str, Any]:
+    ) -> AuditPage:
         rows = store.audit(limit=limit, action=action)
-        return {
-            "records": [
-                {
-                    "id": r.id,
-                    "at_s": r.at_s,
-                    "actor": r.actor,
-                    "action": r.action,
-                    "scheduler": r.scheduler,
-                    "cluster": r.cluster,
-                    "target": r.target,
-                    "outcome": r.outcome,
-                    "reason": r.reason,
-                    "detail": r.detail,
-                }
-                for r in rows
-            ]
-        }
+        return AuditPage(
+            records=[AuditRecord.model_validate(r, from_attributes=True) for r in rows]
+        )
 
     return router

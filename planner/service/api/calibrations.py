@@ -51,6 +51,7 @@ from planner.service.api.work import WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Principal, Role
 from planner.service.learning import PREFIX as LEARNT_PREFIX
+from planner.service.learning import SkippedRunJson
 from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
 from planner.service.security_settings import LimitSettings
 from planner.service.store import Store
@@ -103,13 +104,6 @@ class EtaViewJson(TypedDict):
     shutdown_s: float
     restart_overhead_s: float | None
     buckets: list[BandBucketJson]
-
-
-class SkippedRunJson(TypedDict):
-    """A finished job a learnt calibration left out, and why."""
-
-    job_id: str
-    reason: str
 
 
 class LearntViewJson(TypedDict):

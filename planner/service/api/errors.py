@@ -9,7 +9,7 @@ validation failures 422 with every ``location: message``; ``HTTPException`` (404
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -28,7 +28,7 @@ def error_response(message: str, status_code: int) -> JSONResponse:
     return JSONResponse(body.model_dump(), status_code=status_code)
 
 
-def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+def error_responses(*codes: int) -> dict[int | str, dict[str, object]]:
     """OpenAPI ``responses`` entries documenting ``codes`` with the error shape."""
     text = {
         400: "Malformed request",
@@ -44,6 +44,15 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         503: "The store is unavailable, the service is stopping, or the request was cancelled",
     }
     return {c: {"model": ErrorResponse, "description": text.get(c, "Error")} for c in codes}
+
+
+def openapi_operations(spec: Mapping[str, object]) -> Iterator[dict[str, object]]:
+    """The operation objects of the OpenAPI document ``spec`` (each path item's methods), to
+    amend in place."""
+    paths = spec.get("paths")
+    for item in paths.values() if isinstance(paths, dict) else ():
+        if isinstance(item, dict):
+            yield from (operation for operation in item.values() if isinstance(operation, dict))
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from planner.service.api.errors import error_response
+from planner.service.api.errors import error_response, openapi_operations
 
 __all__ = ["AllowedHostsMiddleware", "document_hosts", "host_allowed", "host_of"]
 
@@ -90,7 +89,7 @@ class AllowedHostsMiddleware:
         await self.app(scope, receive, send)
 
 
-def document_hosts(spec: dict[str, Any]) -> None:
+def document_hosts(spec: dict[str, object]) -> None:
     """Publish in the OpenAPI document ``spec`` (amended in place) that every operation may
     answer 400 (no ``Host``) and 421 (a ``Host`` not allowed), with the API's error shape."""
     error = {"$ref": "#/components/schemas/ErrorResponse"}
@@ -98,12 +97,11 @@ def document_hosts(spec: dict[str, Any]) -> None:
         "400": "Malformed request (no Host header)",
         "421": "The Host header is not one of allowed_hosts (DNS rebinding defence)",
     }
-    for item in spec.get("paths", {}).values():
-        for operation in item.values():
-            if not isinstance(operation, dict) or "responses" not in operation:
-                continue
-            for code, text in answers.items():
-                operation["responses"].setdefault(
-                    code,
-                    {"description": text, "content": {"application/json": {"schema": error}}},
-                )
+    for operation in openapi_operations(spec):
+        responses = operation.get("responses")
+        if not isinstance(responses, dict):
+            continue
+        for code, text in answers.items():
+            responses.setdefault(
+                code, {"description": text, "content": {"application/json": {"schema": error}}}
+            )

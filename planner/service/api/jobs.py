@@ -13,15 +13,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import NotRequired, TypedDict
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 
+from planner.service import stored_json
 from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import JobDetail, JobList, Stragglers
 from planner.service.auth import Role
-from planner.service.job_events import job_events
+from planner.service.job_events import JobEventJson, job_events
 from planner.service.job_fields import shown
 from planner.service.models import JobRow, SourceRow, job_sort_key, listing_key
 from planner.service.runtime import ServiceState
@@ -36,13 +38,130 @@ NO_STRAGGLER_DATA = (
 )
 
 
+class SourceViewJson(TypedDict):
+    """One source's health (``SourceView``): ``nodes`` as its last good poll stored them."""
+
+    name: str
+    scheduler: str
+    cluster: str
+    last_success_s: float | None
+    last_attempt_s: float | None
+    age_s: float | None
+    stale: bool
+    consecutive_failures: int
+    last_error: str | None
+    warnings: list[str]
+    nodes: NotRequired[list[dict[str, object]]]
+
+
+class ProgressJson(TypedDict):
+    """Iterations done, of how many, and when progress was last seen (``Progress``)."""
+
+    iteration: int | None
+    train_iters: int | None
+    progress_ratio: float | None
+    last_progress_s: float | None
+
+
+class SchedulerReportedJson(TypedDict):
+    """Progress the job reports through its scheduler (``SchedulerReported``)."""
+
+    progress_ratio: object
+    remaining_s: object
+    updated_s: object
+
+
+class JobViewJson(TypedDict):
+    """One job's summary (``JobSummary``): the scheduler's fields as stored (``state``), the
+    prediction, ETA, outcome and queue forecast as the ingest loop stored them."""
+
+    scheduler: str
+    cluster: str
+    job_id: str
+    name: str | None
+    user: str | None
+    status: str
+    active: bool
+    partition: object
+    num_gpus: object
+    gpus_allocated: object
+    gpu_type: object
+    num_nodes: object
+    node_list: object
+    submit_time_s: object
+    start_time_s: object
+    end_time_s: object
+    time_limit_s: object
+    stdout_path: object
+    described_by: str
+    description: str
+    progress: ProgressJson
+    prediction: Mapping[str, object] | None
+    eta: Mapping[str, object] | None
+    scheduler_reported: SchedulerReportedJson | None
+    first_seen_s: float
+    last_seen_s: float
+    ended_s: float | None
+    data_age_s: float | None
+    stale: bool
+    outcome: Mapping[str, object] | None
+    queue_forecast: Mapping[str, object] | None
+
+
+class StepSampleJson(TypedDict):
+    """One progress observation (``StepSample``)."""
+
+    iteration: int
+    step_time_s: float | None
+    num_iterations: int
+    time_s: float
+    loss: float | None
+
+
+class LogViewJson(TypedDict):
+    """The job's log as read (``LogReading``)."""
+
+    path: str
+    offset_bytes: int
+    not_read: str | None
+    fix: str | None
+
+
+class _LaunchDescriptionJson(TypedDict, total=False):
+    """Where a launch description's values came from: absent for a job described otherwise."""
+
+    launch_description: Mapping[str, object]
+
+
+class JobDetailJson(JobViewJson, _LaunchDescriptionJson):
+    """One job in detail (``JobDetail``)."""
+
+    scenario: Mapping[str, object] | None
+    state: Mapping[str, object]
+    samples: list[StepSampleJson]
+    eta_history: list[Mapping[str, object]]
+    events: list[JobEventJson]
+    gpus: Mapping[str, object] | None
+    log: LogViewJson | None
+
+
+class JobListJson(TypedDict):
+    """The ``GET /v1/jobs`` body (``JobList``)."""
+
+    generated_at_s: float
+    stale: bool
+    sources: list[SourceViewJson]
+    jobs: list[JobViewJson]
+    next_cursor: str | None
+
+
 def source_view(
     row: SourceRow, now_s: float, stale_after_s: float, *, nodes: bool = True
-) -> dict[str, Any]:
+) -> SourceViewJson:
     """One source's health: age of its last success and whether it is stale (with its nodes
     unless ``nodes`` is false: a page of jobs leaves them out)."""
     age = None if row.last_success_s is None else max(0.0, now_s - row.last_success_s)
-    view: dict[str, Any] = {
+    view: SourceViewJson = {
         "name": row.name,
         "scheduler": row.scheduler,
         "cluster": row.cluster,
@@ -61,26 +180,31 @@ def source_view(
 
 def _progress_ratio(row: JobRow) -> float | None:
     if row.eta:
-        value = row.eta.get("progress_ratio")
+        value = stored_json.fields(row.eta).get("progress_ratio")
         return float(value) if isinstance(value, int | float) else None
     if row.iteration is not None and row.train_iters:
         return min(1.0, row.iteration / row.train_iters)
     return None
 
 
-def _last_seen(row: JobRow, source: dict[str, Any] | None) -> float:
+def _last_seen(row: JobRow, source: SourceViewJson | None) -> float:
     """When the scheduler last reported the job: an active job is in every good poll of its
     source (its row is not rewritten for that), an ended one as stored."""
-    polled = None if source is None else source.get("last_success_s")
+    polled = None if source is None else source["last_success_s"]
     if row.active and isinstance(polled, int | float):
         return max(row.last_seen_s, float(polled))
     return row.last_seen_s
 
 
-def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
+def job_view(row: JobRow, source: SourceViewJson | None) -> JobViewJson:
     """One job's summary (``JobSummary``); ``source`` is its source's view (None: unknown).
     Text the scheduler reported is shown cut to ``job_fields.PAGE_CHARS`` characters."""
-    st = row.state or {}
+    st = stored_json.fields(row.state)
+
+    def field(key: str) -> object:
+        value = st.get(key)
+        return shown(value) if isinstance(value, str) else value
+
     reported = st.get("progress_ratio") is not None or st.get("reported_remaining_s") is not None
     return {
         "scheduler": row.scheduler,
@@ -90,22 +214,17 @@ def job_view(row: JobRow, source: dict[str, Any] | None) -> dict[str, Any]:
         "user": shown(row.user),
         "status": row.status,
         "active": row.active,
-        **{
-            key: shown(value) if isinstance(value := st.get(key), str) else value
-            for key in (
-                "partition",
-                "num_gpus",
-                "gpus_allocated",
-                "gpu_type",
-                "num_nodes",
-                "node_list",
-                "submit_time_s",
-                "start_time_s",
-                "end_time_s",
-                "time_limit_s",
-                "stdout_path",
-            )
-        },
+        "partition": field("partition"),
+        "num_gpus": field("num_gpus"),
+        "gpus_allocated": field("gpus_allocated"),
+        "gpu_type": field("gpu_type"),
+        "num_nodes": field("num_nodes"),
+        "node_list": field("node_list"),
+        "submit_time_s": field("submit_time_s"),
+        "start_time_s": field("start_time_s"),
+        "end_time_s": field("end_time_s"),
+        "time_limit_s": field("time_limit_s"),
+        "stdout_path": field("stdout_path"),
         "described_by": row.described_by,
         "description": row.description_detail,
         "progress": {
@@ -162,15 +281,17 @@ LOG_FIXES = (
 )
 
 
-def log_view(row: JobRow) -> dict[str, Any] | None:
+def log_view(row: JobRow) -> LogViewJson | None:
     """The job's log as read (``LogReading``): its path, the bytes read, and, when it is not
     read, why (the reason kept on its cursor by the ingest loop) and what fixes it."""
-    cursor = row.log_cursor
-    if not cursor or not isinstance(cursor.get("path"), str):
+    cursor = stored_json.fields(row.log_cursor)
+    path = cursor.get("path")
+    if not isinstance(path, str):
         return None
-    view: dict[str, Any] = {
-        "path": cursor["path"],
-        "offset_bytes": int(cursor.get("offset_bytes") or 0),
+    offset = stored_json.number(cursor.get("offset_bytes"))
+    view: LogViewJson = {
+        "path": path,
+        "offset_bytes": 0 if offset is None else int(offset),
         "not_read": None,
         "fix": None,
     }
@@ -184,21 +305,22 @@ def log_view(row: JobRow) -> dict[str, Any] | None:
     return view
 
 
-def stragglers_view(row: JobRow, now_s: float) -> dict[str, Any]:
-    """The job's straggler analysis: live when per-rank timings were seen, else from its trace,
-    else ``available: false`` with the reason."""
-    body: dict[str, Any] = {
+def stragglers_view(row: JobRow, now_s: float) -> dict[str, object]:
+    """The job's straggler analysis (``Stragglers``: the job's keys and the stored report's,
+    which the model keeps as they are): live when per-rank timings were seen, else from its
+    trace, else ``available: false`` with the reason."""
+    body: dict[str, object] = {
         "scheduler": row.scheduler,
         "cluster": row.cluster,
         "job_id": row.job_id,
         "status": row.status,
     }
-    stragglers = row.stragglers or {}
+    stragglers = stored_json.fields(row.stragglers)
     live = stragglers.get("report")
-    trace = stragglers.get("trace") or {}
-    if live is not None:
+    trace = stored_json.fields(stragglers.get("trace"))
+    if isinstance(live, Mapping):
         body.update(available=True, source="live", **live)
-        remaining_ideal = live.get("remaining_ideal_s")
+        remaining_ideal = stored_json.number(live.get("remaining_ideal_s"))
         last = row.last_progress_s
         body["predicted_completion_without_stragglers_s"] = (
             None if remaining_ideal is None or last is None else max(now_s, last + remaining_ideal)
@@ -211,7 +333,7 @@ def stragglers_view(row: JobRow, now_s: float) -> dict[str, Any]:
             trace_path=trace.get("trace_path"),
             analysed_at_s=trace.get("analysed_at_s"),
         )
-        body.update(trace["report"])
+        body.update(stored_json.fields(trace["report"]))
         body["impact"] = trace.get("impact")
         return body
     body["available"] = False
@@ -258,7 +380,7 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
     router = APIRouter(tags=["jobs"], dependencies=[Depends(access.require(Role.READER))])
     store = state.store
 
-    def sources(now_s: float, *, nodes: bool = True) -> dict[tuple[str, str], dict[str, Any]]:
+    def sources(now_s: float, *, nodes: bool = True) -> dict[tuple[str, str], SourceViewJson]:
         rows = store.sources(nodes=nodes)
         views = [source_view(r, now_s, state.stale_after_s, nodes=nodes) for r in rows]
         return {(v["scheduler"], v["cluster"]): v for v in views}
@@ -314,7 +436,7 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
         cursor: str | None = Query(
             None, max_length=1024, description="next_cursor of the previous page"
         ),
-    ) -> dict[str, Any]:
+    ) -> JobListJson:
         limits = state.settings.limits
         unpaged = limit == 0
         page = limits.jobs_unpaged_max if unpaged else (limit or limits.jobs_page)
@@ -350,7 +472,7 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
     )
     def get_stragglers(
         job_id: str, scheduler: str | None = scheduler_q, cluster: str | None = cluster_q
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         return stragglers_view(one_job(job_id, scheduler, cluster), state.clock())
 
     @router.get(
@@ -363,27 +485,30 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
     )
     def get_job(
         job_id: str, scheduler: str | None = scheduler_q, cluster: str | None = cluster_q
-    ) -> dict[str, Any]:
+    ) -> JobDetailJson:
         row = one_job(job_id, scheduler, cluster)
-        view = job_view(row, sources(state.clock()).get((row.scheduler, row.cluster)))
-        view["scenario"] = row.scenario
-        if row.description_facts is not None:
-            view["launch_description"] = row.description_facts
-        view["state"] = row.state
-        view["samples"] = [
-            {
-                "iteration": s.iteration,
-                "step_time_s": s.step_time_s,
-                "num_iterations": s.num_iterations,
-                "time_s": s.time_s,
-                "loss": s.loss,
-            }
-            for s in store.samples(row.id)
-        ]
-        view["eta_history"] = [p.payload for p in store.predictions(row.id, kind="eta", limit=50)]
-        view["events"] = job_events(row)
-        view["gpus"] = row.gpus
-        view["log"] = log_view(row)
+        facts = row.description_facts
+        launch: _LaunchDescriptionJson = {} if facts is None else {"launch_description": facts}
+        view: JobDetailJson = {
+            **job_view(row, sources(state.clock()).get((row.scheduler, row.cluster))),
+            **launch,
+            "scenario": row.scenario,
+            "state": row.state,
+            "samples": [
+                {
+                    "iteration": s.iteration,
+                    "step_time_s": s.step_time_s,
+                    "num_iterations": s.num_iterations,
+                    "time_s": s.time_s,
+                    "loss": s.loss,
+                }
+                for s in store.samples(row.id)
+            ],
+            "eta_history": [p.payload for p in store.predictions(row.id, kind="eta", limit=50)],
+            "events": job_events(row),
+            "gpus": row.gpus,
+            "log": log_view(row),
+        }
         return view
 
     return router

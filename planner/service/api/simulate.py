@@ -19,7 +19,6 @@ of the nodes are not simulated here even where ``queue_forecast.place_on_nodes``
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated
@@ -32,6 +31,7 @@ from planner.capacity import Fleet, QueuedJob, SchedulerKind, fleet_from_nodes
 from planner.capacity.pending import Band, simulate_submission
 from planner.errors import SpecError
 from planner.scenario.documents import PredictionCalibration, predict_results
+from planner.service import stored_json
 from planner.service.api.access import Access, open_access
 from planner.service.api.errors import error_responses
 from planner.service.api.models import ScenarioDocument, as_document
@@ -50,7 +50,6 @@ SIMULATED_ID = "simulated job"
 #: z of the 90th percentile of a normal distribution (the band of a log-normal runtime).
 Z90 = 1.2815515655446004
 _MAX_S = 10 * 365 * 86400.0
-_NODE_FIELDS = {f.name for f in dataclasses.fields(NodeState)}
 
 
 class RuntimeInput(BaseModel):
@@ -160,13 +159,41 @@ def _source(sources: Sequence[SourceRow], wanted: str | None) -> SourceRow:
 
 
 def _nodes(row: SourceRow) -> list[NodeState]:
+    """The source's nodes as its last good poll stored them (``dataclasses.asdict`` of each
+    ``NodeState``); one without a name or state is left out, a value of another type (a node
+    stored by another version) reads as the field's default."""
     out = []
-    for doc in row.nodes or []:
-        if isinstance(doc, dict) and isinstance(doc.get("name"), str):
-            fields = {k: v for k, v in doc.items() if k in _NODE_FIELDS}
-            fields["partitions"] = tuple(fields.get("partitions") or ())
-            out.append(NodeState(**fields))
+    for doc in stored_json.rows(row.nodes):
+        name, state = doc.get("name"), doc.get("state")
+        if isinstance(name, str) and isinstance(state, str):
+            out.append(_node(doc, name, state))
     return out
+
+
+def _node(doc: Mapping[str, object], name: str, state: str) -> NodeState:
+    def count(key: str) -> int:
+        value = doc.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    def amount(key: str) -> float:
+        value = doc.get(key)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+    gpu_type, partitions = doc.get("gpu_type"), doc.get("partitions")
+    return NodeState(
+        name=name,
+        state=state,
+        num_gpus=count("num_gpus"),
+        num_gpus_allocated=count("num_gpus_allocated"),
+        gpu_type=gpu_type if isinstance(gpu_type, str) else None,
+        num_cpus=count("num_cpus"),
+        memory_bytes=amount("memory_bytes"),
+        partitions=tuple(p for p in partitions if isinstance(p, str))
+        if isinstance(partitions, list)
+        else (),
+        num_cpus_allocated=count("num_cpus_allocated"),
+        memory_allocated_bytes=amount("memory_allocated_bytes"),
+    )
 
 
 def _scenario_runtime(

@@ -13,7 +13,6 @@ from planner.service.describe import JobDescription
 from planner.service.learning import Learning
 from planner.service.loops.forecast_worker import QueueForecaster
 from planner.service.loops.incremental import IngestMemo
-from planner.service.loops.priority import RequestPriority
 from planner.service.store import Store
 from planner.specs.job import NodeState
 
@@ -87,9 +86,8 @@ class IngestDeps:
     from a metrics system; ``gpus``: per-job GPU telemetry (DCGM); ``online``: the cached online
     calibration; ``memo``: what the last good cycle left each job at and ``forecaster``: the
     worker process of large queues' forecasts (``planner.service.loops.
-    incremental``, ``forecast_worker``); ``priority``: the API's requests in flight, which
-    the cycle steps aside for (``planner.service.loops.priority``); ``learning``: what finished
-    jobs taught (``planner.service.learning``).
+    incremental``, ``forecast_worker``); ``learning``: what finished jobs taught
+    (``planner.service.learning``).
     """
 
     store: Store
@@ -102,7 +100,6 @@ class IngestDeps:
     online: OnlineCache = field(default_factory=OnlineCache)
     memo: IngestMemo = field(default_factory=IngestMemo)
     forecaster: QueueForecaster = field(default_factory=QueueForecaster)
-    priority: RequestPriority = field(default_factory=RequestPriority)
     learning: Learning = field(default_factory=Learning)
     #: the stored form of each node of the last cycle (``cycle.node_documents``)
     node_documents: dict[NodeState, dict[str, Any]] = field(default_factory=dict)

@@ -20,10 +20,10 @@ from planner.errors import SourceError, StoreError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.service.job_fields import bound_snapshot
 from planner.service.loops.calibration import recalibrate
+from planner.service.loops.collector import CycleCollector
 from planner.service.loops.context import IngestDeps, IngestSettings, source_name
 from planner.service.loops.jobs import estimate_again, merge_jobs
 from planner.service.loops.node_history import update_node_history
-from planner.service.loops.priority import RequestPriority
 from planner.service.loops.queue_forecast import forecast_queue
 from planner.service.store import Store
 from planner.specs.job import ClusterSnapshot, NodeState
@@ -48,14 +48,12 @@ def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[],
     """Poll ``source`` once and store what it reported (the time is read after the poll).
     Raises ``SourceError`` when the source fails, ``StoreError`` when the store does."""
     started = time.perf_counter()
-    paused_before = deps.priority.paused_s
     snapshot = bound_snapshot(  # users type these fields: bounded before anything reads them
         source.snapshot(),
         text_chars=deps.settings.job_text_chars,
         script_chars=deps.settings.max_scenario_file_bytes,
     )
     polled = time.perf_counter()
-    deps.priority.pause()
     now_s = clock()
     deps.descriptions.entries.clear()  # launches are described afresh in each cycle
     try:
@@ -69,15 +67,13 @@ def ingest_source(deps: IngestDeps, source: SchedulerSource, clock: Callable[[],
     done = time.perf_counter()
     deps.cycle_seconds[snapshot.scheduler, snapshot.cluster] = (polled - started, done - started)
     log.info(
-        "ingest %s/%s: %d jobs, %d nodes in %.2f s (poll %.2f s); %.2f s of it waiting for "
-        "API requests",
+        "ingest %s/%s: %d jobs, %d nodes in %.2f s (poll %.2f s)",
         snapshot.scheduler,
         snapshot.cluster,
         len(snapshot.jobs),
         len(snapshot.nodes),
         done - started,
         polled - started,
-        deps.priority.paused_s - paused_before,
     )
 
 
@@ -96,7 +92,6 @@ def _ingest(
         for warning in snapshot.warnings:
             log.info("source %s: %s", source_name(source), warning)
         merge_jobs(deps, uow, source.read_text_file, snapshot, now_s=now_s)
-        deps.priority.pause()
         termed = update_node_history(
             uow,
             scheduler=snapshot.scheduler,
@@ -106,7 +101,6 @@ def _ingest(
         )
         estimate_again(deps, uow, termed, snapshot, now_s=now_s)
         recalibrate(deps, uow, scheduler=snapshot.scheduler, cluster=snapshot.cluster, now_s=now_s)
-        deps.priority.pause()
         forecast_queue(deps, uow, snapshot, now_s=now_s)
 
 
@@ -143,7 +137,6 @@ def record_failure(deps: IngestDeps, source: SchedulerSource, error: str, *, now
 def run_cycle(deps: IngestDeps, clock: Callable[[], float]) -> CycleReport:
     """Poll each source once; never raises for a source or store failure (logs it)."""
     report = CycleReport(started_s=clock())
-    deps.priority.begin_cycle()
     for source in deps.sources:
         name = source_name(source)
         try:
@@ -167,7 +160,8 @@ def run_cycle(deps: IngestDeps, clock: Callable[[], float]) -> CycleReport:
 class IngestLoop:
     """The ingest loop of one process: its dependencies, its clock, a lock that serialises
     cycles (the scheduler's thread and a test may both call) and the count of good cycles;
-    ``priority``: the API's requests it steps aside for (default: a new one, no requests)."""
+    ``collect``: garbage collection between cycles (``planner.service.loops.collector``; None:
+    Python's own, as a process that runs other work beside the loop needs)."""
 
     def __init__(
         self,
@@ -180,7 +174,7 @@ class IngestLoop:
         traces: TraceSource | None = None,
         telemetry: JobTelemetry | None = None,
         gpus: GpuTelemetry | None = None,
-        priority: RequestPriority | None = None,
+        collect: CycleCollector | None = None,
     ) -> None:
         self.deps = IngestDeps(
             store=store,
@@ -190,10 +184,10 @@ class IngestLoop:
             traces=traces,
             telemetry=telemetry,
             gpus=gpus,
-            priority=priority or RequestPriority(),
         )
         self.clock = clock
         self.cycles_ok = 0
+        self.collect = collect
         self._lock = threading.Lock()
 
     @property
@@ -207,8 +201,13 @@ class IngestLoop:
             report = run_cycle(self.deps, self.clock)
             if report.all_ok:
                 self.cycles_ok += 1
+            if self.collect is not None:
+                self.collect.after_cycle()
             return report
 
     def close(self) -> None:
-        """Stop the queue forecast's worker process (``forecast_worker``)."""
+        """Stop the queue forecast's worker process (``forecast_worker``); unfreeze what
+        ``collect`` froze."""
         self.deps.forecaster.close()
+        if self.collect is not None:
+            self.collect.close()

@@ -95,7 +95,6 @@ def merge_jobs(
             row.ended_s = None  # a requeued job comes back under its old id
         merged.append((row, job, new))
     for row, job, new in merged:
-        deps.priority.pause()  # a safe point: the API's requests first
         basis = update_job(
             deps,
             uow,
@@ -166,7 +165,6 @@ def estimate_again(
         job = jobs.get(row.job_id)
         if job is None or not row.active:
             continue
-        deps.priority.pause()
         update_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
         deps.memo.stage(row, job, EtaBasis(prediction=row.prediction, knowledge_s=knowledge))
 

@@ -12,16 +12,20 @@ table still holds what was committed (the count of the cluster's jobs, their new
 replica moves); anything else reads them afresh. The ingest loop is the only writer of jobs
 (the API reads them). What a cycle asks per job is answered without flushing what is pending
 (a flush per question cost more than the question): the ended jobs of a name from the loaded
-rows, a job's samples and predictions from the table plus what this unit of work added.
+rows, a job's samples and predictions from the table plus what this unit of work added (a job
+it created has no stored samples to ask for). Step samples are kept as values, not ORM rows, and
+written in one statement per kind (new, replaced) when the unit of work ends or before it
+deletes jobs.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, event, func, select, update
+from sqlalchemy import bindparam, delete, event, func, insert, select, update
 from sqlalchemy.orm import Session, object_session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -61,6 +65,49 @@ class JobCache:
         with self._lock:
             self._rows[key] = (mark, rows)
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Sample:
+    """A step sample this unit of work stores (its columns); ``stored``: it replaces a row
+    already in the table (written as an update of that job's iteration, else as a new row)."""
+
+    job_pk: int
+    iteration: int
+    step_time_s: float | None
+    num_iterations: int
+    time_s: float
+    loss: float | None
+    logged_step_time_s: float | None
+    stored: bool
+
+    def columns(self) -> dict[str, object]:
+        """The row's values by column name (the ``stored`` flag left out)."""
+        return {
+            "job_pk": self.job_pk,
+            "iteration": self.iteration,
+            "step_time_s": self.step_time_s,
+            "num_iterations": self.num_iterations,
+            "time_s": self.time_s,
+            "loss": self.loss,
+            "logged_step_time_s": self.logged_step_time_s,
+        }
+
+
+_SAMPLES = StepSampleRow.metadata.tables[StepSampleRow.__tablename__]
+_SAMPLE_UPDATE = (
+    update(_SAMPLES)
+    .where(
+        _SAMPLES.c.job_pk == bindparam("where_job_pk"),
+        _SAMPLES.c.iteration == bindparam("where_iteration"),
+    )
+    .values(
+        step_time_s=bindparam("step_time_s"),
+        num_iterations=bindparam("num_iterations"),
+        time_s=bindparam("time_s"),
+        loss=bindparam("loss"),
+        logged_step_time_s=bindparam("logged_step_time_s"),
+    )
+)
 
 _UOW_KEY = "planner.unit_of_work"
 """Where a session's :class:`SqlUnitOfWork` is kept (``Session.info``): a job row's renaming
@@ -138,9 +185,15 @@ class SqlUnitOfWork:
         self._added: dict[tuple[int, str], list[PredictionRow]] = {}  # all added, per job
         # per job pk, by iteration: the step samples this unit of work added or replaced, so
         # that reading a job's samples needs no flush of everything pending (``_samples_of``)
-        self._written: dict[int, dict[int, StepSampleRow]] = {}
+        self._written: dict[int, dict[int, _Sample]] = {}
+        # the samples not written yet, in the order stored (``_write_samples``)
+        self._unwritten: dict[tuple[int, int], _Sample] = {}
+        # the job rows this unit of work created, by ``id()`` (held: an id is never reused)
+        self._created: dict[int, JobRow] = {}
         # per cluster whose jobs are loaded: its rows by name and user (``ended_jobs_named``)
         self._named: dict[tuple[str, str], _NameIndex] = {}
+        # per (scheduler, cluster, job id): the observed run this unit of work stored
+        self._runs: dict[tuple[str, str, str], ObservedRunRow] = {}
         session.info[_UOW_KEY] = self
 
     def keep_jobs(self) -> None:
@@ -236,6 +289,7 @@ class SqlUnitOfWork:
             description_key="",
         )
         self._s.add(row)
+        self._created[id(row)] = row
         if (scheduler, cluster) in self._jobs:
             self._jobs[scheduler, cluster].append(row)
             index = self._named.get((scheduler, cluster))
@@ -251,6 +305,7 @@ class SqlUnitOfWork:
             return not row.active and row.ended_s is not None and row.ended_s < ended_before_s
 
         self._s.flush()
+        self._write_samples()  # a deleted job's samples go with it, as rows flushed before
         self._s.execute(
             delete(JobRow).where(
                 JobRow.active.is_(False),
@@ -272,14 +327,22 @@ class SqlUnitOfWork:
             self._s.flush()
         return job.id
 
+    def _has_stored_samples(self, job: JobRow) -> bool:
+        """False when the job's row is new in this unit of work: the table cannot hold samples
+        of it (a new id; the samples of a deleted job went with it), so none are asked for (a
+        first cycle of 10,000 new jobs asked 5,000 times)."""
+        return self._created.get(id(job)) is not job
+
     def sample_iterations(self, job: JobRow, *, since: int | None = None) -> set[int]:
         """Iterations the job already has a step sample for (from ``since`` on, when given)."""
         pk = self._pk(job)
         query = select(StepSampleRow.iteration).where(StepSampleRow.job_pk == pk)
         if since is not None:
             query = query.where(StepSampleRow.iteration >= since)
-        with self._s.no_autoflush:  # what this unit of work wrote is added from ``_written``
-            found = set(self._s.scalars(query))
+        found: set[int] = set()
+        if self._has_stored_samples(job):
+            with self._s.no_autoflush:  # what this unit of work wrote is added from ``_written``
+                found = set(self._s.scalars(query))
         written = self._written.get(pk, {})
         return found | {i for i in written if since is None or i >= since}
 
@@ -296,17 +359,18 @@ class SqlUnitOfWork:
     ) -> None:
         """Store one step sample (``logged_step_time_s``: the compute time the log printed
         for its iterations, when it printed one)."""
-        row = StepSampleRow(
-            job_pk=self._pk(job),
-            iteration=iteration,
-            step_time_s=step_time_s,
-            num_iterations=num_iterations,
-            time_s=time_s,
-            loss=loss,
-            logged_step_time_s=logged_step_time_s,
+        self._put_sample(
+            _Sample(
+                job_pk=self._pk(job),
+                iteration=iteration,
+                step_time_s=step_time_s,
+                num_iterations=num_iterations,
+                time_s=time_s,
+                loss=loss,
+                logged_step_time_s=logged_step_time_s,
+                stored=False,
+            )
         )
-        self._s.add(row)
-        self._written.setdefault(row.job_pk, {})[iteration] = row
 
     def replace_sample(
         self,
@@ -321,29 +385,54 @@ class SqlUnitOfWork:
     ) -> None:
         """Replace the sample of ``iteration`` with a newer observation (the port's rule)."""
         pk = self._pk(job)
-        self._s.flush()
-        row = self._s.scalars(
-            select(StepSampleRow).where(
-                StepSampleRow.job_pk == pk, StepSampleRow.iteration == iteration
-            )
-        ).first()
-        if row is None:
-            self.add_sample(
-                job,
+        pending = self._unwritten.get((pk, iteration))
+        if pending is not None:
+            stored = pending.stored  # a new row not written yet stays a new row
+        elif iteration in self._written.get(pk, {}):
+            stored = True  # written by this unit of work already
+        elif not self._has_stored_samples(job):
+            stored = False
+        else:
+            with self._s.no_autoflush:  # samples are written apart from the session's rows
+                found = self._s.scalar(
+                    select(StepSampleRow.id).where(
+                        StepSampleRow.job_pk == pk, StepSampleRow.iteration == iteration
+                    )
+                )
+            stored = found is not None
+        self._put_sample(
+            _Sample(
+                job_pk=pk,
                 iteration=iteration,
                 step_time_s=step_time_s,
                 num_iterations=num_iterations,
                 time_s=time_s,
                 loss=loss,
                 logged_step_time_s=logged_step_time_s,
+                stored=stored,
             )
-            return
-        row.step_time_s = step_time_s
-        row.num_iterations = num_iterations
-        row.time_s = time_s
-        row.loss = loss
-        row.logged_step_time_s = logged_step_time_s
-        self._written.setdefault(pk, {})[iteration] = row
+        )
+
+    def _put_sample(self, sample: _Sample) -> None:
+        self._written.setdefault(sample.job_pk, {})[sample.iteration] = sample
+        self._unwritten[sample.job_pk, sample.iteration] = sample
+
+    def _write_samples(self) -> None:
+        """Write the samples stored since the last write: the new ones in one statement, the
+        replacements in another (not as ORM rows: a first cycle stores 50,000 samples of
+        thousands of jobs, and rows cost more to make, flush and collect than the values)."""
+        pending = list(self._unwritten.values())
+        self._unwritten = {}
+        new = [sample.columns() for sample in pending if not sample.stored]
+        if new:
+            self._s.execute(insert(_SAMPLES), new)
+        replaced = [
+            {**sample.columns(), "where_job_pk": sample.job_pk, "where_iteration": sample.iteration}
+            for sample in pending
+            if sample.stored
+        ]
+        if replaced:
+            self._s.execute(_SAMPLE_UPDATE, replaced)
 
     def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
         """The newest ``limit`` samples with a step time, oldest first (the columns the ETA
@@ -359,14 +448,16 @@ class SqlUnitOfWork:
             StepSampleRow.time_s,
             StepSampleRow.logged_step_time_s,
         )
-        with self._s.no_autoflush:
-            found = self._s.execute(
-                select(*columns)
-                .where(StepSampleRow.job_pk == pk, StepSampleRow.step_time_s.is_not(None))
-                .order_by(StepSampleRow.iteration.desc())
-                .limit(limit + len(written))  # each written one may replace a stored one
-            ).all()
-        samples = {row[0]: SampleTiming(*row) for row in found}
+        samples: dict[int, SampleTiming] = {}
+        if self._has_stored_samples(job):
+            with self._s.no_autoflush:
+                found = self._s.execute(
+                    select(*columns)
+                    .where(StepSampleRow.job_pk == pk, StepSampleRow.step_time_s.is_not(None))
+                    .order_by(StepSampleRow.iteration.desc())
+                    .limit(limit + len(written))  # each written one may replace a stored one
+                ).all()
+            samples = {row[0]: SampleTiming(*row) for row in found}
         for iteration, row in written.items():
             samples[iteration] = SampleTiming(
                 iteration,
@@ -425,6 +516,7 @@ class SqlUnitOfWork:
                 )
         self._prunes.clear()
         self._s.flush()
+        self._write_samples()
         self._marks = {key: self._mark(*key) for key in self._jobs}
 
     def calibration(self, name: str) -> CalibrationRow | None:
@@ -524,15 +616,26 @@ class SqlUnitOfWork:
             )
 
     def put_observed_run(self, run: ObservedRunRow) -> None:
-        """Store ``run``, replacing the job's earlier one (the port's rule)."""
-        found = self._s.scalars(
-            select(ObservedRunRow).where(
-                ObservedRunRow.scheduler == run.scheduler,
-                ObservedRunRow.cluster == run.cluster,
-                ObservedRunRow.job_id == run.job_id,
-            )
-        ).first()
-        if found is not None:  # a new id: the learner sees a changed run as a new one
+        """Store ``run``, replacing the job's earlier one (the port's rule). The earlier one is
+        the run this unit of work stored for the job, else the stored one, read without
+        flushing what is pending (a first cycle stores the runs of hundreds of ended jobs
+        between the updates of 10,000 rows: a flush per run wrote them in hundreds of small
+        batches)."""
+        key = (run.scheduler, run.cluster, run.job_id)
+        found = self._runs.get(key)
+        if found is None:
+            with self._s.no_autoflush:
+                found = self._s.scalars(
+                    select(ObservedRunRow).where(
+                        ObservedRunRow.scheduler == run.scheduler,
+                        ObservedRunRow.cluster == run.cluster,
+                        ObservedRunRow.job_id == run.job_id,
+                    )
+                ).first()
+        if found is not None and found.id is None:
+            self._s.expunge(found)  # never written: it just is not
+        elif found is not None:  # a new id: the learner sees a changed run as a new one
             self._s.delete(found)
             self._s.flush()
         self._s.add(run)
+        self._runs[key] = run

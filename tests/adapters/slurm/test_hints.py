@@ -279,7 +279,7 @@ def test_keys_are_checked() -> None:
 
 
 def test_scenario_keys_are_per_user() -> None:
-    # Issue 16 probe: jobs of two users naming the same scenario file shared one key.
+    # A probe found that jobs of two users naming the same scenario file shared one key.
     assert scenario_key("alice", "/shared/gpt.yaml") != scenario_key("bob", "/shared/gpt.yaml")
 
 

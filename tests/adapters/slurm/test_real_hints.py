@@ -245,7 +245,7 @@ def test_job_submit_lua_adds_hints_at_submission(lua_ctld: Any) -> None:
         "--hold", "-p", "short", "--comment=planner:scenario=/data/gpt.yaml", "--wrap=true"
     )
     unknown = stack.sbatch("--hold", "-J", "other", "--comment=just text", "--wrap=true")
-    # bob's hint for a file root's job names too never reaches root's job (issue 16)
+    # bob's hint for a file root's job names too never reaches root's job
     shared = stack.sbatch("--hold", "--comment=planner:scenario=/data/shared.yaml", "--wrap=true")
 
     jobs = {str(j["job_id"]): j for j in json.loads(stack.run("squeue", "--json").stdout)["jobs"]}
