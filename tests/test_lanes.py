@@ -4,12 +4,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.pytest_probe import run_pytest
 
 CONFTEST = """\
 import pytest
@@ -47,16 +44,7 @@ def test_without_slurm(tmp_path):
 
 
 def collected(tmp_path: Path, expression: str) -> list[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "--co", "-p", "no:cacheprovider", "-m", expression],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        # no third-party plugin takes part in the marking; loading them costs a CPU-second
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-        cwd=tmp_path,
-        check=False,
-    )
+    result = run_pytest(tmp_path, "--co", "-m", expression)  # no plugin takes part in marking
     return sorted(line.split("::")[1] for line in result.stdout.splitlines() if "::" in line)
 
 

@@ -3,12 +3,9 @@ which works too long, whatever the load of the machine, and leaves alone a test 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.pytest_probe import run_pytest
 
 CONFTEST = """\
 import tests.conftest as limits
@@ -52,20 +49,8 @@ def test_marked_gets_its_seconds():
 def test_a_unit_test_fails_on_cpu_time_not_on_waiting(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_probes.py").write_text(PROBES)
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"),
-            *("-p", "pytest_timeout"),  # the one plugin of the suite's run that the limits meet
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        # the suite's other plugins (hypothesis, xdist, ...) cost a CPU-second to load
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-        cwd=tmp_path,
-        check=False,
-    )
+    # pytest-timeout: the one plugin of the suite's run that the limits meet
+    result = run_pytest(tmp_path, "-rA", "-p", "pytest_timeout", str(tmp_path))
     out = result.stdout + result.stderr
     assert "FAILED test_probes.py::test_works_past_its_budget" in out, out
     assert "more than 0.25 s of CPU time" in out, out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NotRequired, Protocol, TypedDict, final
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast, final
 
 from planner.errors import SpecError
 from planner.perf.efficiency import EfficiencyModel
@@ -201,22 +201,16 @@ def _calibrated(prediction: PredictedJson, applied: Mapping[str, object]) -> Pre
             continue
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise TypeError(f"calibration.apply added {key!r} of type {type(value).__name__}")
-        number = float(value)
-        if key == "calibrated_iteration_time_s":
-            out["calibrated_iteration_time_s"] = number
-        elif key == "calibrated_tokens_per_s":
-            out["calibrated_tokens_per_s"] = number
-        elif key == "calibrated_tokens_per_s_per_gpu":
-            out["calibrated_tokens_per_s_per_gpu"] = number
-        elif key == "calibrated_mfu":
-            out["calibrated_mfu"] = number
-        elif key == "calibrated_time_to_train_s":
-            out["calibrated_time_to_train_s"] = number
-        elif key == "calibrated_memory_per_gpu_bytes":
-            out["calibrated_memory_per_gpu_bytes"] = number
-        else:
+        if key not in _CALIBRATED_NUMBERS:
             raise TypeError(f"calibration.apply added {key!r}, which PredictedJson lacks")
+        cast("dict[str, object]", out)[key] = float(value)  # a key checked just above
     return out
+
+
+_CALIBRATED_NUMBERS = frozenset(
+    key for key in PredictedJson.__annotations__ if key.startswith("calibrated_")
+)
+"""The numeric ``calibrated_*`` fields of :class:`PredictedJson`."""
 
 
 def predict_results(
