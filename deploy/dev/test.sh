@@ -99,7 +99,7 @@ else
   step "pytest: unit tests (-n auto)"
   .venv/bin/python -m pytest -m "not integration" -n auto || status=$?
   step "pytest: integration tests (serial)"
-  .venv/bin/python -m pytest -m integration || status=$((status ? status : $?))
+  .venv/bin/python -m pytest -m integration --durations=25 || status=$((status ? status : $?))
   ((status == 0)) || { step "pytest failed (exit $status)"; exit "$status"; }
 fi
 step "done"
