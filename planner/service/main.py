@@ -64,6 +64,7 @@ from planner.capacity.fleet import parse_fleet
 from planner.errors import SourcePermanentError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
 from planner.recommend.admission import AdvisoryHints, CheckDecision
+from planner.service import ingest_child
 from planner.service.api import build_app
 from planner.service.audit import AuditLog, WritesCollector
 from planner.service.auth import (
@@ -104,7 +105,8 @@ from planner.service.reviews import ReviewRunner, read_document
 from planner.service.runtime import STALE_AFTER_INTERVALS, ServiceState, exit_after
 from planner.service.security_settings import check_exposure
 from planner.service.settings import KubernetesSettings, Settings, SlurmSettings, Toggle
-from planner.service.store import SqlStore, Store
+from planner.service.store import Store
+from planner.service.store.sql import SqlStore
 from planner.wiring.ray import ray_executor
 
 log = logging.getLogger("planner.service")
@@ -654,7 +656,7 @@ def _spawn_ingest(settings: Settings) -> multiprocessing.process.BaseProcess:
     parent's threads is inherited)."""
     context = multiprocessing.get_context("spawn")
     return context.Process(
-        target=run_ingest, args=(settings, os.getpid()), name="planner-ingest", daemon=False
+        target=ingest_child.run, args=(settings, os.getpid()), name="planner-ingest", daemon=False
     )
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +22,7 @@ from planner.service.audit import AuditLog
 from planner.service.main import build_service, create_app, ingest_status, metrics_registry
 from planner.service.processes import HeartbeatWriter, IngestView, Supervisor
 from planner.service.settings import Settings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 
 from .conftest import Clock, ScriptedSource
 
@@ -123,3 +126,52 @@ def test_a_running_child_is_healthy_until_stopped() -> None:
         supervisor.stop(timeout_s=5)
     assert supervisor.pid is None
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+_ORPHAN_CHILD = """
+import os, sys, time
+from planner.service.ingest_child import end_with_parent
+assert end_with_parent(os.getppid())
+print("armed", flush=True)
+time.sleep(120)
+"""
+
+_PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]])
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _ended(pid: int) -> bool:
+    """Whether ``pid`` is gone or a zombie nobody reaped yet (an orphan's new parent may not
+    reap at once)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_an_ingest_child_ends_with_its_parent_even_while_it_starts_up() -> None:
+    """The ingest child arms the kernel's parent-death signal before it imports the service:
+    a parent killed with SIGKILL (no chance to stop its child) takes the child with it, where
+    the child would otherwise sleep on as an orphan."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, _ORPHAN_CHILD], stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdout is not None
+    child_pid = int(parent.stdout.readline())
+    try:
+        assert parent.stdout.readline().strip() == "armed"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 60  # a hang detector: the signal comes at once
+        while not _ended(child_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _ended(child_pid), "the child outlived its killed parent"
+    finally:
+        parent.kill()
+        if not _ended(child_pid):
+            os.kill(child_pid, signal.SIGKILL)
