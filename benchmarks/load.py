@@ -11,16 +11,24 @@ lower CPU priority (nice 10), as slurmctld would on its own host: it fills the c
 changes it every ``--interval`` seconds (1 % of the jobs change state, logs grow at each job's
 pace). ``planner serve`` (``--src``'s checkout) runs
 with a SQLite store, its Slurm commands in the fake's ``bin``, the default settings otherwise
-(ingest every 15 s, the queue forecast's worker process from 1,000 jobs on). Measured:
+(``service.processes: split``, the ingest loop in a child process; ``--processes single`` runs
+both in one; ingest every 15 s, the queue forecast's worker process from 1,000 jobs on).
+Measured:
 
 - **ingest cycles**: the first (empty store) and ``--cycles`` steady ones with churn, each from
   the service's own log line (``ingest slurm/...: N jobs ... in T s (poll P s); W s of it
   waiting for API requests``); a checkout without that line reports the time to ``/readyz``
   only;
 - **``GET /v1/jobs?limit=N``**: ``--requests`` pages (walking the cursor), one every 0.5 s
-  while the cycles run: client latency p50/p99 and size; the unpaged answer once;
+  while the cycles run: client latency p50/p99 and size, and the same split by whether a page
+  overlapped a cycle (told once the cycle running at the last page has logged its end); the
+  unpaged answer once;
 - **``/metrics``**: bytes, series and per-job series, scrape time (5 scrapes);
-- **peak RSS** (``VmHWM``) of the service and of its queue-forecast worker process;
+- **queue forecast**: ``planner_queue_forecast_seconds`` at the end, waiting up to
+  ``--forecast-wait`` seconds for a forecast to have finished (one of 10,000 jobs can outlast
+  the measured cycles);
+- **peak RSS** (``VmHWM``) of the service and of its child processes (a split service's ingest
+  process, the queue forecast's worker);
 - **launch styles**: per style of the fake's jobs (scenario file, Megatron-LM arguments,
   torchtitan, HF Trainer, NeMo 2.0, torchtune, Megatron-DeepSpeed, Axolotl, LLaMA-Factory,
   plain), how many the service described with the style's reader (``described_by`` in
@@ -158,12 +166,16 @@ def peak_rss_mib(pid: int) -> float | None:
 
 
 def children(pid: int) -> list[int]:
+    """The process ids of ``pid``'s descendants (a split service's ingest process and, below
+    it, the queue forecast's worker), depth first."""
     out: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
-            out += [int(c) for c in (task / "children").read_text().split()]
+            direct = [int(c) for c in (task / "children").read_text().split()]
         except OSError:
             continue
+        for child in direct:
+            out += [child, *children(child)]
     return out
 
 
@@ -175,6 +187,7 @@ class Service:
     url: str
     log: Path
     cycles: list[tuple[int, float, float, float, float]] = field(default_factory=list)
+    started_s: float = field(default_factory=time.perf_counter)
     _offset: int = 0
 
     def read_cycles(self) -> list[tuple[int, float, float, float, float]]:
@@ -206,7 +219,7 @@ def start_service(
     shared: Path,
     interval: float,
     *,
-    processes: str = "single",
+    processes: str = "split",
 ) -> Service:
     port = free_port()
     env = {
@@ -277,7 +290,8 @@ def page_latencies(
     load: LoadAverage,
 ) -> dict[str, Any]:
     """``requests`` pages of ``GET /v1/jobs?limit=page`` walking the cursor (from the start
-    again at the end), one every ``wait_s``; latency and size."""
+    again at the end), one every ``wait_s``; latency and size. ``samples``: (epoch s sent,
+    seconds) of each, for :func:`by_cycle` once the cycles they overlapped have been logged."""
     latencies, sizes, cursor, at = [], [], None, []
     for _ in range(requests):
         params: dict[str, Any] = {"limit": page, **({"cursor": cursor} if cursor else {})}
@@ -292,20 +306,6 @@ def page_latencies(
         service.read_cycles()
         load.sample()
         time.sleep(wait_s)
-    service.read_cycles()
-    spans = [(c[3] - c[1], c[3]) for c in service.cycles]
-    polls = [(c[3] - c[1], c[3] - c[1] + c[2]) for c in service.cycles]  # a cycle polls first
-
-    def overlapping(ranges: list[tuple[float, float]]) -> list[bool]:
-        return [
-            any(a <= t + lat and t <= b for a, b in ranges)
-            for t, lat in zip(at, latencies, strict=True)
-        ]
-
-    flags, in_poll = overlapping(spans), overlapping(polls)
-    during = [lat for lat, flag in zip(latencies, flags, strict=True) if flag]
-    between = [lat for lat, flag in zip(latencies, flags, strict=True) if not flag]
-    polling = [lat for lat, flag in zip(latencies, in_poll, strict=True) if flag]
     return {
         "requests": requests,
         "page": page,
@@ -313,6 +313,29 @@ def page_latencies(
         "p99_ms": 1000 * quantile(latencies, 0.99),
         "max_ms": 1000 * max(latencies),
         "bytes_median": statistics.median(sizes),
+        "samples": list(zip(at, latencies, strict=True)),
+    }
+
+
+def by_cycle(
+    samples: list[tuple[float, float]], cycles: list[tuple[int, float, float, float, float]]
+) -> dict[str, Any]:
+    """The pages ``samples`` (epoch s sent, seconds) split into those that overlapped an
+    ingest cycle (its span from the cycle's log line: it ends when logged and lasted its
+    seconds; the poll comes first) and those between cycles. Call it once the cycle running
+    at the last page has been logged: a cycle not yet logged counts its pages as between."""
+    spans = [(c[3] - c[1], c[3]) for c in cycles]
+    polls = [(c[3] - c[1], c[3] - c[1] + c[2]) for c in cycles]  # a cycle polls first
+
+    def overlapping(ranges: list[tuple[float, float]]) -> list[bool]:
+        return [any(a <= t + lat and t <= b for a, b in ranges) for t, lat in samples]
+
+    latencies = [lat for _, lat in samples]
+    flags, in_poll = overlapping(spans), overlapping(polls)
+    during = [lat for lat, flag in zip(latencies, flags, strict=True) if flag]
+    between = [lat for lat, flag in zip(latencies, flags, strict=True) if not flag]
+    polling = [lat for lat, flag in zip(latencies, in_poll, strict=True) if flag]
+    return {
         "during_cycles": len(during),
         "during_p50_ms": 1000 * quantile(during, 0.5) if during else None,
         "during_p99_ms": 1000 * quantile(during, 0.99) if during else None,
@@ -345,6 +368,31 @@ def metrics_figures(service: Service, client: httpx.Client, scrapes: int = 5) ->
         "scrape_max_s": max(times),
         "forecast_s": float(forecast[0].rsplit(" ", 1)[1]) if forecast else None,
     }
+
+
+def wait_for_forecast(
+    service: Service, client: httpx.Client, *, after_s: float, timeout_s: float
+) -> dict[str, float | None]:
+    """Seconds the last queue forecast took in its worker process
+    (``planner_queue_forecast_seconds`` of ``/metrics``: in a split service the API process
+    reports what the ingest process last stored), waiting up to ``timeout_s`` for one: a
+    forecast of 10,000 jobs can outlast the measured cycles, and its time is only known once
+    the cycle after it collected it. ``{"seconds": ..., "waited_s": ...}``; seconds None:
+    none had finished ``waited_s`` seconds after the service was ready (``after_s`` after its
+    start, plus this wait)."""
+    started = time.perf_counter()
+    while True:
+        response = client.get(f"{service.url}/metrics", timeout=120)
+        response.raise_for_status()
+        found = re.search(r"^planner_queue_forecast_seconds\{[^}]*\} (\S+)$", response.text, re.M)
+        waited = time.perf_counter() - started
+        if found is not None or waited >= timeout_s:
+            return {
+                "seconds": None if found is None else float(found.group(1)),
+                "waited_s": waited,
+                "after_ready_s": time.perf_counter() - service.started_s - after_s,
+            }
+        time.sleep(5.0)
 
 
 def fetched_ids(cluster: Path) -> set[int]:
@@ -502,13 +550,17 @@ def _run(args: argparse.Namespace, *, hogs: int, load_before: tuple[float, ...])
             result["pages"] = page_latencies(
                 service, client, requests=args.requests, page=args.page, wait_s=0.5, load=load
             )
-            print(f"pages: {result['pages']}")
+            print(f"pages: { ({k: v for k, v in result['pages'].items() if k != 'samples'}) }")
+            # the cycle running at the last page (if one was) is logged at its end: only then
+            # can the pages be told apart by cycle
+            wait_for_cycle(service, timeout_s=args.interval * 4 + 60)
             deadline = time.perf_counter() + args.cycles * args.interval * 4 + 120
             while len(service.cycles) < 1 + args.cycles and time.perf_counter() < deadline:
                 time.sleep(1.0)
                 service.read_cycles()
                 load.sample()
             result["load"] = load.figures()
+            result["pages"].update(by_cycle(result["pages"].pop("samples"), service.cycles))
             result["metrics"] = metrics_figures(service, client)
             print(f"metrics: {result['metrics']}")
             took, every = timed(
@@ -521,6 +573,10 @@ def _run(args: argparse.Namespace, *, hogs: int, load_before: tuple[float, ...])
             wait_for_cycle(service, timeout_s=args.interval * 4 + 60)
             listed = listed_jobs(service, client)
             result["launch_details"] = launch_details(service, client, listed)
+            service.read_cycles()
+            result["forecast_s"] = wait_for_forecast(
+                service, client, after_s=result["ready_s"], timeout_s=args.forecast_wait
+            )
             service.read_cycles()
             result["cycles"] = service.cycles
             result["rss_mib"] = peak_rss_mib(service.proc.pid)
@@ -596,11 +652,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
             "p95 < 5 s",
         ),
         ("of which the Slurm poll (median)", f"{s['steady_poll_median_s']:.2f} s", "-"),
-        (
-            "queue forecast (worker process, the last one)",
-            "-" if m["forecast_s"] is None else f"{m['forecast_s']:.1f} s",
-            "off the cycle",
-        ),
+        ("queue forecast (worker process, the last one)", _forecast(result), "off the cycle"),
         (
             f"`GET /v1/jobs?limit={p['page']}`: p50 / p99 / max of {p['requests']}",
             f"{p['p50_ms']:.0f} / {p['p99_ms']:.0f} / {p['max_ms']:.0f} ms",
@@ -636,7 +688,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
             "-",
         ),
         (
-            "peak RSS: service / forecast worker",
+            "peak RSS: service / its child processes (ingest, forecast worker)",
             f"{result['rss_mib'] or 0:.0f} MiB / {workers} MiB",
             "-",
         ),
@@ -654,7 +706,8 @@ def markdown(result: dict[str, Any], command: str) -> str:
     styles = style_table(result.get("styles") or {}, result.get("launch_details") or {})
     return f"""# Load: {c["jobs"]:,} jobs, {c["nodes"]:,} nodes
 
-`{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine(result["load_before"])}.
+`{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine(result["load_before"])};
+`service.processes: {result.get("processes", "single")}`.
 The machine is shared with other sessions: wall times vary with their load.
 
 **The cluster** (`benchmarks/fake_slurm.py`, its own process): {c["nodes"]} nodes,
@@ -684,6 +737,16 @@ read at once). "as expected": described by the style's reader (`none` for the pl
 
 {styles}
 """
+
+
+def _forecast(result: dict[str, Any]) -> str:
+    forecast = result.get("forecast_s")
+    if not isinstance(forecast, dict):  # a run recorded before the wait for it
+        took = result["metrics"].get("forecast_s")
+        return "-" if took is None else f"{took:.1f} s"
+    if forecast["seconds"] is None:
+        return f"none finished {forecast['after_ready_s']:.0f} s after ready"
+    return f"{forecast['seconds']:.1f} s"
 
 
 def _load(load: dict[str, Any]) -> str:
@@ -743,11 +806,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--hogs", type=int, default=0, help="busy-loop processes running beside the service"
     )
+    parser.add_argument(
+        "--forecast-wait",
+        type=float,
+        default=180.0,
+        help="seconds to wait at the end for a queue forecast to have finished",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the cluster and store")
     parser.add_argument(
         "--processes",
         choices=("single", "split"),
-        default="single",
+        default="split",
         help="service.processes of the service: split runs its ingest loop in a child process",
     )
     parser.add_argument(

@@ -9,6 +9,14 @@
    torchtune, LLM Foundry, PyTorch FSDP scripts), read under the job-file rules; the hardware
    comes from the job's GPU allocation. ``described_by`` names the reader.
 3. Nothing: the job is still listed, marked ``described_by: none``.
+
+What is described once and kept (each cache bounded in entries and bytes, least recently used
+dropped first; each caller gets its own copy): a scenario file's description by the digest of
+its format and text; a launch's description by its content (command, batch script, objects,
+environment, allocation, name, GPU type) with what each file it read gave (text or error, as
+the job's own read gives it): a job of the same launch whose files read the same gets the kept
+one, so a changed file, or a job that may not read it, is described afresh; the training
+schedule by the launch text.
 """
 
 from __future__ import annotations
@@ -17,13 +25,14 @@ import copy
 import dataclasses
 import hashlib
 import json
+import pickle
 import posixpath
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Generic, TypedDict, TypeVar
 
 from planner.catalog import gpu_key_for_gres_type
 from planner.errors import PlannerError, SourceError, SpecError
@@ -141,6 +150,77 @@ def _train_iters(document: Mapping[str, object]) -> int | None:
     return None
 
 
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+class _Lru(Generic[_K, _V]):
+    """The last used values, by key: at most ``max_entries`` of them and ``max_bytes`` of their
+    ``weigh(value)`` together (the least recently used go first; one value over ``max_bytes``
+    is not kept). Thread-safe: the API and the ingest loop describe jobs concurrently."""
+
+    def __init__(
+        self, *, max_entries: int, max_bytes: int, weigh: Callable[[_V], int] = lambda _: 0
+    ) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._weigh = weigh
+        self._entries: OrderedDict[_K, tuple[_V, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: _K) -> _V | None:
+        """The value kept under ``key`` (now the most recently used), or None."""
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: _K, value: _V) -> None:
+        """Keep ``value`` under ``key``, dropping the least recently used over the bounds."""
+        size = self._weigh(value)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            if size > self.max_bytes:
+                return
+            self._entries[key] = (value, size)
+            self._bytes += size
+            while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
+                self._bytes -= self._entries.popitem(last=False)[1][1]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def values(self) -> list[_V]:
+        """The values kept, least recently used first."""
+        with self._lock:
+            return [value for value, _ in self._entries.values()]
+
+    @property
+    def bytes(self) -> int:
+        """The weight of the values kept."""
+        return self._bytes
+
+    def clear(self) -> None:
+        """Forget every value."""
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+def _digest(*parts: str) -> bytes:
+    """SHA-256 of ``parts`` (a cache key that keeps no text of a user's file)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return h.digest()
+
+
 class _PredictionCache:
     """The predictions of the last ``size`` scenario documents, by the document's canonical
     JSON: a prediction is a pure function of its document, and a cluster's jobs name the same
@@ -180,6 +260,18 @@ class _PredictionCache:
 PREDICTION_CACHE_SIZE = 4096
 _predictions = _PredictionCache(PREDICTION_CACHE_SIZE)
 
+#: Bounds of each cache of descriptions (launches, scenario files' texts): entries, and bytes
+#: of the pickled descriptions they keep (a launch's description is a few KiB).
+DESCRIPTION_CACHE_ENTRIES = 4096
+DESCRIPTION_CACHE_BYTES = 32 << 20
+
+#: Scenario files' descriptions by the digest of their format and text (a cluster's jobs name
+#: thousands of files holding a few hundred distinct scenarios): the pickled (document, its
+#: prediction, train_iters) of a file holding one mapping.
+_scenario_files: _Lru[bytes, bytes] = _Lru(
+    max_entries=DESCRIPTION_CACHE_ENTRIES, max_bytes=DESCRIPTION_CACHE_BYTES, weigh=len
+)
+
 
 def _predicted(described_by: str, detail: str, document: object) -> JobDescription:
     if not isinstance(document, dict):
@@ -189,6 +281,16 @@ def _predicted(described_by: str, detail: str, document: object) -> JobDescripti
             error=f"{detail}: the scenario must be a mapping in the scenario format",
         )
     result, train_iters = _predictions.predict(document)
+    return _with_prediction(described_by, detail, document, result, train_iters)
+
+
+def _with_prediction(
+    described_by: str,
+    detail: str,
+    document: dict[str, object],
+    result: PredictedJson | DocumentError,
+    train_iters: int | None,
+) -> JobDescription:
     if "error" in result:
         return JobDescription(
             described_by=described_by,
@@ -221,7 +323,14 @@ def describe_job(
     path = scenario_path_from_comment(job)
     if path is not None:
         try:
-            documents = read_documents(read_text(path), format_for_path(path), source=path)
+            text = read_text(path)
+            fmt = format_for_path(path)
+            key = _digest(fmt, text)
+            kept = _scenario_files.get(key)
+            if kept is not None:  # a file of the same text, described before (pickled here)
+                document, result, train_iters = pickle.loads(kept)
+                return _with_prediction("scenario_file", path, document, result, train_iters)
+            documents = read_documents(text, fmt, source=path)
         except PlannerError as exc:
             return JobDescription(described_by="scenario_file", detail=path, error=str(exc))
         if len(documents) != 1:
@@ -233,33 +342,133 @@ def describe_job(
         document = documents[0]
         if isinstance(document, SpecError):
             return JobDescription(described_by="scenario_file", detail=path, error=str(document))
-        return _predicted("scenario_file", path, document)
+        if not isinstance(document, dict):
+            return _predicted("scenario_file", path, document)
+        result, train_iters = _predictions.predict(document)
+        # what one mapping's text gives depends on nothing else (its path only names it)
+        _scenario_files.put(key, pickle.dumps((document, result, train_iters)))
+        return _with_prediction("scenario_file", path, document, result, train_iters)
 
     return describe_from_launch(job, read_text, log_text=log_text)
 
 
 class _JobFiles:
     """The files a job's launch names, read under the job-file rules (``read_text`` is the
-    source's ``read_text_file`` bound to the job); ``exists`` reads the file once and keeps it."""
+    source's ``read_text_file`` bound to the job); each path is read once, and what came of it
+    (its text or the error) kept: ``exists`` reads the file. ``asked``: the paths asked for
+    since :meth:`record`, in order, with the digest of what came of each (:meth:`outcome`)."""
 
     def __init__(self, read_text: Callable[[str], str]) -> None:
         self._read = read_text
-        self._texts: dict[str, str] = {}
+        self._outcomes: dict[str, str | PlannerError] = {}
+        self.asked: dict[str, bytes] = {}
+
+    def _get(self, path: str) -> str | PlannerError:
+        found = self._outcomes.get(path)
+        if found is None:
+            try:
+                found = self._read(path)
+            except PlannerError as exc:
+                found = exc
+            except (UnicodeDecodeError, ValueError, OSError) as exc:
+                found = SourceError(path, f"not read: {type(exc).__name__}")
+            self._outcomes[path] = found
+        if path not in self.asked:
+            self.asked[path] = self.outcome(path)
+        return found
+
+    def outcome(self, path: str) -> bytes:
+        """Digest of what reading ``path`` gives this job: its text, or the error's kind and
+        message (a file another job may read but this one may not is another outcome)."""
+        found = self._get(path) if path not in self._outcomes else self._outcomes[path]
+        if isinstance(found, str):
+            return _digest("text", found)
+        return _digest("error", type(found).__qualname__, str(found))
+
+    def record(self) -> None:
+        """Count only the paths asked for from now on in ``asked``."""
+        self.asked = {}
 
     def read_text(self, path: str) -> str:
-        if path not in self._texts:
-            try:
-                self._texts[path] = self._read(path)
-            except (UnicodeDecodeError, ValueError, OSError) as exc:
-                raise SourceError(path, f"not read: {type(exc).__name__}") from None
-        return self._texts[path]
+        found = self._get(path)
+        if isinstance(found, PlannerError):
+            raise found
+        return found
 
     def exists(self, path: str) -> bool:
-        try:
-            self.read_text(path)
-        except PlannerError:
-            return False
-        return True
+        return isinstance(self._get(path), str)
+
+
+@dataclass(frozen=True, slots=True)
+class _Described:
+    """A launch's description and what reading each file it read gave (path ->
+    :meth:`_JobFiles.outcome`, in the order read): valid for a job of the same launch whose
+    reads of these paths give the same, since a description is a function of its launch and
+    of what its files held. ``description``: pickled when it holds mappings (each job gets
+    its own copy), else itself (only text and numbers: ``described_by: none``, most of a
+    cluster's jobs before their scripts are read)."""
+
+    reads: tuple[tuple[str, bytes], ...]
+    description: JobDescription | bytes
+
+    @classmethod
+    def of(cls, description: JobDescription, reads: tuple[tuple[str, bytes], ...]) -> _Described:
+        mutable = (description.document, description.prediction, description.facts)
+        kept = description if mutable == (None, None, None) else pickle.dumps(description)
+        return cls(reads=reads, description=kept)
+
+    def get(self) -> JobDescription | None:
+        """The description (a copy of its mappings)."""
+        if isinstance(self.description, JobDescription):
+            return self.description
+        found = pickle.loads(self.description)
+        return found if isinstance(found, JobDescription) else None
+
+    @property
+    def size(self) -> int:
+        """Bytes it holds, roughly."""
+        kept = self.description
+        own = len(kept) if isinstance(kept, bytes) else 256 + len(kept.detail + (kept.error or ""))
+        return own + sum(len(p) + len(d) + 64 for p, d in self.reads)
+
+
+#: Descriptions kept per launch: jobs of one launch whose files differ (a config file edited
+#: between two submissions, a user who may not read what another may).
+LAUNCH_VARIANTS = 4
+
+#: Launches' descriptions by the launch's content (:func:`_launch_key`), newest first.
+_launches: _Lru[bytes, tuple[_Described, ...]] = _Lru(
+    max_entries=DESCRIPTION_CACHE_ENTRIES,
+    max_bytes=DESCRIPTION_CACHE_BYTES,
+    weigh=lambda variants: sum(v.size for v in variants),
+)
+
+
+def _launch_key(launch: Launch, gpu_type: str | None) -> bytes:
+    """Digest of everything of ``launch`` (but its log) and the job's GPU type: what a launch's
+    description depends on besides the files it reads."""
+    fields = [
+        repr(getattr(launch, f.name))
+        for f in dataclasses.fields(launch)
+        if f.name not in {"manifest", "env", "log_text"}
+    ]
+    manifest = json.dumps(launch.manifest, sort_keys=True, default=repr) if launch.manifest else ""
+    env = json.dumps(sorted(launch.env.items())) if launch.env else ""
+    return _digest(manifest, env, gpu_type or "", *fields)
+
+
+def _described_before(key: bytes, files: _JobFiles) -> JobDescription | None:
+    """The description kept for the launch ``key`` whose files read as they did then."""
+    for kept in _launches.get(key) or ():
+        if all(files.outcome(path) == digest for path, digest in kept.reads):
+            return kept.get()
+    return None
+
+
+def _remember(key: bytes, files: _JobFiles, description: JobDescription) -> None:
+    made = _Described.of(description, tuple(files.asked.items()))
+    older = [kept for kept in _launches.get(key) or () if kept.reads != made.reads]
+    _launches.put(key, (made, *older[: LAUNCH_VARIANTS - 1]))
 
 
 def _manifest(job: JobState) -> tuple[Mapping[str, object], ...]:
@@ -302,13 +511,26 @@ def describe_from_launch(
             detail="no planner:scenario=PATH comment and no command or batch script to read",
         )
     launch = dataclasses.replace(launch_of(job), log_text=log_text)
-    described = describe_launch(launch, _JobFiles(read_text))
+    files = _JobFiles(read_text)
+    # a launch many jobs share (a script submitted again and again, an array's tasks) is
+    # described once while what it reads stays as it was; a job's own log is not kept
+    key = _launch_key(launch, job.gpu_type) if log_text is None else None
+    if key is not None:
+        kept = _described_before(key, files)
+        if kept is not None:
+            return kept
+    files.record()
+    described = describe_launch(launch, files)
     if not described.recognised:
-        return JobDescription(
+        description = JobDescription(
             described_by="none",
             detail=f"no planner:scenario=PATH comment; {described.error or described.detail}",
         )
-    return _from_launch_description(job, launch, described)
+    else:
+        description = _from_launch_description(job, launch, described)
+    if key is not None:
+        _remember(key, files, description)
+    return description
 
 
 def _from_launch_description(
@@ -346,10 +568,23 @@ def _from_launch_description(
     )
 
 
+#: Training schedules by the digest of the launch text they were read from (a function of it).
+_schedules: _Lru[bytes, tuple[dict[str, object] | None]] = _Lru(
+    max_entries=DESCRIPTION_CACHE_ENTRIES, max_bytes=0
+)
+
+
 def training_schedule(job: JobState) -> dict[str, object] | None:
     """The evaluation and checkpoint intervals the job's command line or batch script states
     (``planner.forecast.arguments``: Megatron-LM, NeMo and torchtitan names), as a dict for the
-    store; None when they state none."""
+    store (a new one each call); None when they state none."""
     text = "\n".join(t for t in (job.command, job.batch_script) if t)
-    schedule = schedule_from_arguments(text) if text else None
-    return None if schedule is None or schedule.empty else dataclasses.asdict(schedule)
+    if not text:
+        return None
+    key = _digest(text)
+    kept = _schedules.get(key)
+    if kept is None:
+        schedule = schedule_from_arguments(text)
+        kept = (None if schedule.empty else dataclasses.asdict(schedule),)
+        _schedules.put(key, kept)
+    return None if kept[0] is None else dict(kept[0])

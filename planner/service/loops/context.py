@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
 
 from planner.calibration import OnlineCalibration
 from planner.capacity.fleet import Fleet
@@ -59,19 +58,21 @@ class LaunchDescriptions:
     ``planner.service.describe.describe_job`` reads of a job, and whose view of its files it
     reads): a cluster's jobs share few launches (a user's sbatch script submitted again and
     again), and each is described once per cycle. Emptied at the start of every cycle (a file a
-    launch names may change between two); each caller gets its own copy."""
+    launch names may change between two; across cycles ``planner.service.describe`` reuses a
+    description only when the files it read still read the same); each caller gets its own
+    copy."""
 
-    entries: dict[tuple[str, ...], tuple[JobDescription, dict[str, Any] | None]] = field(
+    entries: dict[tuple[str, ...], tuple[JobDescription, dict[str, object] | None]] = field(
         default_factory=dict
     )
 
-    def get(self, key: tuple[str, ...]) -> tuple[JobDescription, dict[str, Any] | None] | None:
+    def get(self, key: tuple[str, ...]) -> tuple[JobDescription, dict[str, object] | None] | None:
         """A copy of the description and training schedule kept under ``key`` (None: none)."""
         hit = self.entries.get(key)
         return None if hit is None else copy.deepcopy(hit)
 
     def put(
-        self, key: tuple[str, ...], description: JobDescription, schedule: dict[str, Any] | None
+        self, key: tuple[str, ...], description: JobDescription, schedule: dict[str, object] | None
     ) -> None:
         """Keep a copy of what ``key``'s launch was described as."""
         self.entries[key] = copy.deepcopy((description, schedule))
@@ -102,7 +103,7 @@ class IngestDeps:
     forecaster: QueueForecaster = field(default_factory=QueueForecaster)
     learning: Learning = field(default_factory=Learning)
     #: the stored form of each node of the last cycle (``cycle.node_documents``)
-    node_documents: dict[NodeState, dict[str, Any]] = field(default_factory=dict)
+    node_documents: dict[NodeState, dict[str, object]] = field(default_factory=dict)
     #: this cycle's launch descriptions (``LaunchDescriptions``)
     descriptions: LaunchDescriptions = field(default_factory=LaunchDescriptions)
     #: (scheduler, cluster) -> seconds of its last good cycle's poll and whole cycle
