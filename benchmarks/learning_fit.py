@@ -24,7 +24,7 @@ import numpy as np
 from planner.scenario import predict_documents
 from planner.service.learning import Learner, LearningConfig, calibration_name
 from planner.service.models import ObservedRunRow
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 
 GPUS = {"h100-sxm": 1.15, "a100-80gb": 1.05, "b200": 0.8}
 

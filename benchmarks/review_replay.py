@@ -42,7 +42,7 @@ from adapters.logs import LogTailer
 from adapters.slurm import SlurmSource
 from adapters.slurm.source import CommandResult, subprocess_runner
 from planner.service.loops import IngestLoop, IngestSettings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "slurm" / "replay"

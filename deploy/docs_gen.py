@@ -39,7 +39,7 @@ import planner.service.settings as settings_module  # noqa: E402
 from planner.service.audit import AuditLog  # noqa: E402
 from planner.service.loops import IngestLoop  # noqa: E402
 from planner.service.main import build_reader, metrics_registry  # noqa: E402
-from planner.service.store import SqlStore  # noqa: E402
+from planner.service.store.sql import SqlStore  # noqa: E402
 
 SETTINGS_PAGE = ROOT / "docs" / "settings.md"
 METRICS_PAGE = ROOT / "docs" / "metrics.md"

@@ -39,7 +39,7 @@ import FastAPI, SQLAlchemy or an adapter they do not use (import-linter contract
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.core import TyperGroup
@@ -110,7 +110,7 @@ def serve(
     from planner.service.main import serve as run_service
     from planner.service.settings import load_settings
 
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, str | int | bool] = {}
     if host is not None:
         overrides["host"] = host
     if port is not None:

@@ -14,8 +14,11 @@ How a row becomes a scenario:
   module (``mtp_num_layers`` 0), "w/ MTP" one; the 25.09 rows do not say, the preset's one is
   kept.
 * **routing**: the page's note: "expert routing force-balanced, token-dropless unless marked
-  tokendrop". ``tokendrop`` rows drop beyond an expert's even share
-  (``moe_expert_capacity_factor`` 1.0, Megatron-Bridge's token-drop recipes); ``dropless``
+  tokendrop". ``tokendrop`` rows drop beyond an expert's even share and pad every expert's
+  input to it (``moe_expert_capacity_factor`` 1.0 with ``moe_pad_expert_input_to_capacity``:
+  the defaults of Megatron-Bridge's ``apply_moe_token_drop``, which its performance scripts'
+  ``use_tokendrop`` calls, NVIDIA-NeMo/Megatron-Bridge
+  ``scripts/performance/utils/overrides.py`` @ ``9d7087463fe3``); ``dropless``
   rows route as trained (the model's default imbalance); the others are force-balanced.
 * **precision**: BF16 -> ``bf16``; FP8-CS (current scaling) -> ``fp8`` with the ``tensorwise``
   recipe; FP8-MX -> ``mxfp8``; FP8 blockwise -> ``fp8`` with ``blockwise``. 25.09 states no
@@ -113,7 +116,8 @@ def _moe(run: PublishedRun, preset: str) -> tuple[dict[str, Any], dict[str, Any]
     assumptions = ["grouped-GEMM experts"]
     if "(tokendrop)" in name:
         model["moe_expert_capacity_factor"] = 1.0
-        assumptions.append("token drop at capacity factor 1.0")
+        model["moe_pad_expert_input_to_capacity"] = True
+        assumptions.append("token drop at capacity factor 1.0, padded to capacity")
     elif "(dropless)" not in name:
         model["moe_router_force_load_balancing"] = True
     if preset == "deepseek-v3":

@@ -26,7 +26,9 @@ class Case:
     from ``derived_from``); ``measured_peak_memory_bytes`` the published peak memory per GPU, or
     None; ``assumptions`` lists the values not stated by the source and filled in here;
     ``calibration`` marks the declared calibration subset; ``release`` names the software release
-    (container) of a source that published several, '' otherwise.
+    (container) of a source that published several, '' otherwise; ``cluster`` names the
+    publisher whose machines and stack measured the run where one source file gathers several
+    publishers ('' otherwise: the source is the cluster; ``cluster_of``).
     """
 
     source: str
@@ -38,6 +40,12 @@ class Case:
     assumptions: tuple[str, ...] = ()
     calibration: bool = False
     release: str = ""
+    cluster: str = ""
+
+    @property
+    def cluster_of(self) -> str:
+        """The cluster that measured the run: its publisher, else its source."""
+        return self.cluster or self.source
 
     @property
     def key(self) -> tuple[str, str]:

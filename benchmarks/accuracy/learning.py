@@ -19,7 +19,9 @@ accuracy harness:
   25.11; torchtitan's benchmarks of 2024-12 and 2025-06): calibrated on everything but the
   newest release of the source, each row of the newest release predicted.
 
-Each source is its own cluster (a publisher's machines and stack). Errors are
+Each publisher is its own cluster (its machines and stack): a source, or for a source that
+gathers several publishers (``moe_h100_2025``: Automodel, Megatron-MoE-ModelZoo, Megatron-LM,
+FlagPerf) each of them (``Case.cluster_of``). Errors are
 ``|predicted / measured - 1|`` of the iteration time, as in the accuracy table; families and
 GPU generations as there (MoE: routed experts; generation: the catalog's architecture).
 """
@@ -124,7 +126,7 @@ def _error(cal: ObservedCalibration, s: RunSample) -> float:
 
 
 def samples_of(cases: Sequence[Case]) -> list[RunSample]:
-    """Every case as an observed run (cluster = its source)."""
+    """Every case as an observed run (cluster = its publisher: ``Case.cluster_of``)."""
     scenarios = scenarios_of(cases)
     predictions = predict_batch(scenarios)
     return [
@@ -132,7 +134,7 @@ def samples_of(cases: Sequence[Case]) -> list[RunSample]:
             scenario,
             prediction_json(prediction, None),
             case.measured_iteration_time_s,
-            cluster=case.source,
+            cluster=case.cluster_of,
         )
         for case, scenario, prediction in zip(cases, scenarios, predictions, strict=True)
     ]

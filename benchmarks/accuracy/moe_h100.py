@@ -39,7 +39,7 @@ attention) are left out: the planner does not model those layers.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 from benchmarks.accuracy.cases import (
     ARCHITECTURE_NOT_MODELLED_LINEAR_ATTENTION,
@@ -293,6 +293,25 @@ def _measured(run: PublishedRun) -> tuple[float, str]:
     raise SkipError(MFU_ONLY)
 
 
+PUBLISHERS: Final = (
+    ("am_", "NVIDIA-NeMo/Automodel"),
+    ("mz_", "yanring/Megatron-MoE-ModelZoo"),
+    ("mlm_", "NVIDIA/Megatron-LM"),
+    ("flagperf_", "FlagOpen/FlagPerf"),
+)
+"""Config id prefix -> the publisher (the CSV's ``source`` repository) whose machines and
+stack measured the row: four clusters, not one (``Case.cluster``)."""
+
+
+def publisher_of(config_id: str) -> str:
+    """The publisher of a ``moe_h100_2025`` row (``PUBLISHERS``); raises ``ValueError`` for an
+    id with none of the prefixes."""
+    for prefix, publisher in PUBLISHERS:
+        if config_id.startswith(prefix):
+            return publisher
+    raise ValueError(f"{config_id}: no publisher for this config id prefix")
+
+
 def convert_moe_h100(run: PublishedRun) -> Case:
     """One ``moe_h100_2025`` configuration as a ``Case`` (module docstring); raises
     ``SkipError`` for rows left out."""
@@ -313,4 +332,5 @@ def convert_moe_h100(run: PublishedRun) -> Case:
         measured_iteration_time_s=measured,
         derived_from=derived_from,
         assumptions=tuple(assumptions),
+        cluster=publisher_of(run.config_id),
     )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,7 +39,7 @@ from planner.perf import ops
 from planner.perf.efficiency import CommKind, DefaultEfficiency, DeviceArrays, EfficiencyModel
 from planner.perf.ops import Flag, Real
 
-__all__ = ["CalibratedEfficiency"]
+__all__ = ["CalibratedEfficiency", "EfficiencyProvenanceJson", "OperatorUseJson"]
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -49,6 +49,33 @@ _OUTSIDE = "outside sampled domain"
 _LOW_PRECISION = "low-precision GEMM not sampled"
 _BATCHED = "batched GEMM not sampled"
 _NOT_FITTED = "operator not fitted"
+
+
+class OperatorUseJson(TypedDict):
+    """One operator of ``EfficiencyProvenanceJson``: its selected model and held-out mean
+    absolute percentage error (a ratio; NaN when none was held out)."""
+
+    model: str
+    held_out_mape: float
+
+
+class EfficiencyProvenanceJson(TypedDict):
+    """``CalibratedEfficiency.describe``: the model's name, the scenarios' device key, the
+    calibration's sampling metadata, the sampled dtype, the attention batch-heads used, the
+    calibrated and fallback members, the fallback model's class name, each operator's model
+    and the query counts per member (``calibrated`` and each fallback reason)."""
+
+    efficiency_model: str
+    device_key: str
+    calibration: dict[str, object]
+    dtype: str
+    attention_batch_heads: float
+    calibrated: list[str]
+    fallback: list[str]
+    fallback_model: str
+    operators: dict[str, OperatorUseJson]
+    queries: dict[str, dict[str, int]]
+
 
 _ALWAYS_FALLBACK = (
     "moe_imbalance_factor",
@@ -147,7 +174,7 @@ class CalibratedEfficiency:
         ]
         return calibrated, [m for m in everything if m not in calibrated]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EfficiencyProvenanceJson:
         """Provenance: the calibration used, calibrated vs fallback members, query counts."""
         calibrated, fallback = self._members()
         dev = self.calibration.device

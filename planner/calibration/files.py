@@ -18,7 +18,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from planner.calibration.efficiency import CalibratedEfficiency
 from planner.calibration.model import FORMAT as OPERATOR_FORMAT
@@ -27,6 +27,7 @@ from planner.calibration.observed import (
     FORMAT as OBSERVED_FORMAT,
 )
 from planner.calibration.observed import (
+    KeySummaryJson,
     ObservedCalibration,
     cross_validated_errors,
     is_observed_calibration,
@@ -35,7 +36,14 @@ from planner.calibration.observed import (
 from planner.calibration.observed_runs import ObservedRun, RunSample, read_observed_runs
 from planner.errors import CalibrationError
 
-__all__ = ["ObserveReport", "load_calibration_file", "observe_files", "parse_json"]
+__all__ = [
+    "ObserveReport",
+    "ObserveSummaryJson",
+    "ResidualSummaryJson",
+    "load_calibration_file",
+    "observe_files",
+    "parse_json",
+]
 
 
 def parse_json(text: str, source: str) -> Any:
@@ -72,6 +80,28 @@ def load_calibration_file(
     )
 
 
+class ResidualSummaryJson(TypedDict):
+    """The residual model in ``ObserveSummaryJson``: the ``selected`` candidate, its ridge
+    ``alpha`` and the cross-validated mean squared log error of each candidate."""
+
+    selected: str
+    alpha: float
+    cv_mse: dict[str, float]
+
+
+class ObserveSummaryJson(TypedDict):
+    """``ObserveReport.summary``: runs learnt from and left out, the held-out errors
+    (``cross_validated_errors``), the per-family noise log-sd, the residual model and one row
+    per key (``ObservedCalibration.summary``)."""
+
+    num_runs: int
+    num_invalid: int
+    held_out: dict[str, float | int]
+    noise_log_sd: dict[str, float]
+    residual_model: ResidualSummaryJson
+    keys: list[KeySummaryJson]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ObserveReport:
     """What ``observe_files`` learnt: the ``calibration``, the ``samples`` behind it, one line
@@ -83,7 +113,7 @@ class ObserveReport:
     errors: list[str]
     held_out: dict[str, float | int]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ObserveSummaryJson:
         """JSON-ready: runs, runs left out, held-out errors, noise, residual model, keys."""
         residual = self.calibration.residual
         return {

@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import sklearn
@@ -42,8 +42,11 @@ __all__ = [
     "FORMAT",
     "MEMORY_MODEL",
     "Calibration",
+    "CalibrationJson",
     "FittedOperator",
+    "FittedOperatorJson",
     "HeldOutError",
+    "HeldOutErrorJson",
     "fit_calibration",
 ]
 
@@ -64,6 +67,81 @@ MIN_SAMPLES = 4
 """Fewer samples than this: the operator is skipped (its queries fall back)."""
 
 
+def _json_float(value: float) -> float | None:
+    """``value``, or None for NaN (JSON has no NaN)."""
+    return None if math.isnan(value) else value
+
+
+class HeldOutErrorJson(TypedDict):
+    """``HeldOutError.to_dict``: its fields, NaN as None."""
+
+    mape: float | None
+    median_ape: float | None
+    max_ape: float | None
+    num_test: int
+    num_train: int
+
+
+class RegressorParamsJson(TypedDict):
+    """The hyper-parameters of an ``OperatorRegressor`` in ``RegressorJson``."""
+
+    candidates: list[str]
+    num_folds: int
+    random_state: int
+
+
+RegressorJson = TypedDict(
+    "RegressorJson",
+    {
+        "class": str,
+        "params": RegressorParamsJson,
+        "selected": str,
+        "cv_rmse_log": dict[str, float | None],
+    },
+)
+"""The regressor of ``FittedOperatorJson``: its class name, hyper-parameters, the selected
+candidate and each candidate's cross-validated RMSE of log time (None: NaN)."""
+
+
+class SamplesJson(TypedDict):
+    """The training samples of ``FittedOperatorJson``: column names and one row per sample."""
+
+    columns: list[str]
+    rows: list[list[float]]
+
+
+class FittedOperatorJson(TypedDict):
+    """``FittedOperator.to_dict`` (module docstring): name, feature names, regressor, held-out
+    error, dtypes, the sampled ``[low, high]`` of each feature, samples and the predictions
+    stored to check a refit (log seconds)."""
+
+    name: str
+    features: list[str]
+    regressor: RegressorJson
+    held_out: HeldOutErrorJson
+    dtypes: list[str]
+    domain: dict[str, list[float]]
+    samples: SamplesJson
+    check_log_time: list[float]
+
+
+class CalibrationJson(TypedDict):
+    """``Calibration.to_dict``, the ``FORMAT`` document: the sampling run's ``device``
+    metadata, the scikit-learn version, the seed and test fraction, the measured peaks, the
+    operator models, the collective curves (``CollectiveModel.to_dict``) and the skipped
+    operators with their reasons."""
+
+    format: str
+    device: dict[str, object]
+    sklearn_version: str
+    random_state: int
+    test_fraction: float
+    measured: dict[str, float]
+    operators: list[FittedOperatorJson]
+    collectives: list[dict[str, object]]
+    skipped: dict[str, str]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HeldOutError:
     """Absolute relative error of predicted vs measured time on held-out samples.
@@ -77,17 +155,14 @@ class HeldOutError:
     num_test: int
     num_train: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> HeldOutErrorJson:
         """Plain JSON (NaN as null)."""
         return {
-            k: (None if isinstance(v, float) and math.isnan(v) else v)
-            for k, v in (
-                ("mape", self.mape),
-                ("median_ape", self.median_ape),
-                ("max_ape", self.max_ape),
-                ("num_test", self.num_test),
-                ("num_train", self.num_train),
-            )
+            "mape": _json_float(self.mape),
+            "median_ape": _json_float(self.median_ape),
+            "max_ape": _json_float(self.max_ape),
+            "num_test": self.num_test,
+            "num_train": self.num_train,
         }
 
     @classmethod
@@ -136,8 +211,11 @@ class FittedOperator:
         """Names of the regressor's input columns."""
         return feature_names(self.name)
 
-    def features(self, dims: Mapping[str, FloatArray | float], dtype_bytes: float) -> FloatArray:
-        """Feature rows for calls of this op (``dims``: ``OP_DIMS``; pooled: ``elements``)."""
+    def features(
+        self, dims: Mapping[str, FloatArray | float], dtype_bytes: FloatArray | float
+    ) -> FloatArray:
+        """Feature rows for calls of this op (``dims``: ``OP_DIMS``; pooled: ``elements``;
+        ``dtype_bytes`` one per row or one for all)."""
         arrays = {k: np.asarray(v, dtype=np.float64) for k, v in dims.items()}
         if self.name == MEMORY_MODEL:
             return np.log2(np.maximum(arrays["elements"], 1.0)).reshape(-1, 1)
@@ -160,9 +238,9 @@ class FittedOperator:
         cols = {c: data[:, i] for i, c in enumerate(self.columns)}
         t = cols.pop("time_median_s")
         dtype_bytes = cols.pop("dtype_bytes", np.full(data.shape[0], 4.0))
-        return self.features(cols, dtype_bytes), np.log(t)  # type: ignore[arg-type]
+        return self.features(cols, dtype_bytes), np.log(t)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> FittedOperatorJson:
         """Plain-JSON form: samples, hyper-parameters, selection, domain, held-out error."""
         reg = self.regressor
         return {
@@ -176,7 +254,7 @@ class FittedOperator:
                     "random_state": reg.random_state,
                 },
                 "selected": reg.selected_,
-                "cv_rmse_log": {k: (None if math.isnan(v) else v) for k, v in reg.cv_rmse_.items()},
+                "cv_rmse_log": {k: _json_float(v) for k, v in reg.cv_rmse_.items()},
             },
             "held_out": self.held_out.to_dict(),
             "dtypes": list(self.dtypes),
@@ -335,7 +413,7 @@ class Calibration:
         ]
         return min(hits, key=lambda c: (c.num_ranks, c.tier)) if hits else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CalibrationJson:
         """The JSON document (``FORMAT``)."""
         return {
             "format": FORMAT,
@@ -419,7 +497,7 @@ def fit_calibration(
     op_samples: Sequence[OpSample],
     collective_samples: Sequence[CollectiveSample] = (),
     *,
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
     random_state: int = 0,
     test_fraction: float = 0.25,
     candidates: tuple[str, ...] | None = None,
@@ -476,7 +554,7 @@ def fit_calibration(
         )
     elif op_samples:
         skipped[MEMORY_MODEL] = f"{len(mem)} memory-bound samples, need {MIN_SAMPLES}"
-    device: dict[str, Any] = dict(metadata or {})
+    device: dict[str, object] = dict(metadata or {})
     if op_samples:
         first = op_samples[0]
         for k in ("device", "device_name", "torch_version", "cuda_version", "hostname"):

@@ -59,7 +59,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -72,6 +72,7 @@ from planner.calibration.observed_runs import (
     LEVELS,
     ObservedRun,
     RunKey,
+    RunKeyJson,
     RunSample,
     read_observed_runs,
     recipe_of,
@@ -82,7 +83,7 @@ from planner.calibration.observed_runs import (
 from planner.calibration.online import OnlineCalibration
 from planner.calibration.online_split import ModelSplit
 from planner.calibration.online_types import CalibrationKey
-from planner.calibration.residual import FEATURES, ResidualModel, run_features
+from planner.calibration.residual import FEATURES, ResidualModel, ResidualModelJson, run_features
 from planner.errors import CalibrationError, SpecError
 from planner.perf.constants import CONSTANTS_FILE
 from planner.specs.scenario import Scenario
@@ -90,9 +91,15 @@ from planner.specs.scenario import Scenario
 __all__ = [
     "FORMAT",
     "LEVELS",
+    "GroupJson",
+    "KeySummaryJson",
+    "MemoryGroupJson",
     "ObservedCalibration",
+    "ObservedCalibrationJson",
     "ObservedParams",
+    "ObservedParamsJson",
     "ObservedRun",
+    "ObservedRunJson",
     "RunKey",
     "RunSample",
     "cross_validated_errors",
@@ -112,6 +119,94 @@ FORMAT: Final = "planner-observed-runs/2"
 
 Float = NDArray[np.float64]
 Int = NDArray[np.int64]
+
+
+# -- the JSON documents ---------------------------------------------------------------------
+
+
+class ObservedParamsJson(TypedDict):
+    """``ObservedParams.to_json``: its fields (``prior_log_sd`` as ``[compute, network]``
+    pairs)."""
+
+    prior_log_sd: list[list[float]]
+    noise_log_sd: float
+    noise_dof: float
+    huber_k: float
+    memory_prior_log_sd: list[float]
+    memory_noise_log_sd: float
+    residual_min_runs: int
+    prior_dof: float
+
+
+class KeySummaryJson(RunKeyJson):
+    """One row of ``ObservedCalibration.summary``: the key, its runs, compute factor, network
+    factor (None where not separated), memory factor (None without measured memory) and the
+    uncorrected model's median ``|predicted / observed - 1|`` on its runs."""
+
+    num_runs: int
+    compute_factor: float
+    network_factor: float | None
+    memory_factor: float | None
+    model_median_abs_error_ratio: float
+
+
+class GroupJson(TypedDict):
+    """One group of ``ObservedCalibrationJson.groups``: its level (of ``LEVELS``) and key
+    prefix, the log factors, their (co)variances, its runs and whether the network factor was
+    separated."""
+
+    level: str
+    group: list[str]
+    compute_log_factor: float
+    network_log_factor: float
+    var_u: float
+    cov_uv: float
+    var_v: float
+    num_runs: int
+    network_separated: bool
+
+
+class MemoryGroupJson(TypedDict):
+    """One group of ``ObservedCalibrationJson.memory_groups``: level, key prefix, the memory
+    log factor, its variance and runs."""
+
+    level: str
+    group: list[str]
+    memory_log_factor: float
+    var_u: float
+    num_runs: int
+
+
+class ObservedRunJson(RunKeyJson):
+    """One run of ``ObservedCalibrationJson.runs``: its key, the model's compute and network
+    terms and the observed step time (s), the residual features (``FEATURES``), the predicted
+    and observed memory per GPU (bytes; observed None when not measured)."""
+
+    compute_s: float
+    network_s: float
+    observed_s: float
+    features: list[float]
+    predicted_memory_bytes: float
+    observed_memory_bytes: float | None
+
+
+class ObservedCalibrationJson(TypedDict):
+    """``ObservedCalibration.to_json``: ``format`` (``FORMAT``), the ``prior`` (what model it
+    corrects), ``params``, ``levels``, per-family ``noise_log_sd``, the learnt
+    ``level_log_sd`` pairs, ``num_runs``, the groups, the memory groups, the residual model and
+    the runs."""
+
+    format: str
+    prior: dict[str, str]
+    params: ObservedParamsJson
+    levels: list[str]
+    noise_log_sd: dict[str, float]
+    level_log_sd: list[list[float]]
+    num_runs: int
+    groups: list[GroupJson]
+    memory_groups: list[MemoryGroupJson]
+    residual: ResidualModelJson
+    runs: list[ObservedRunJson]
 
 
 # -- hyper-parameters -----------------------------------------------------------------------
@@ -167,7 +262,7 @@ class ObservedParams:
         if self.residual_min_runs < 3:
             raise SpecError("residual_min_runs", f"must be >= 3, got {self.residual_min_runs}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ObservedParamsJson:
         """JSON-ready fields."""
         return {
             "prior_log_sd": [list(p) for p in self.prior_log_sd],
@@ -327,8 +422,8 @@ class ObservedCalibration:
         return found
 
     def apply(
-        self, prediction: Mapping[str, Any], scenario: Scenario, *, cluster: str = ""
-    ) -> dict[str, Any]:
+        self, prediction: Mapping[str, object], scenario: Scenario, *, cluster: str = ""
+    ) -> dict[str, object]:
         """A copy of a ``planner predict`` object of ``scenario`` with the calibrated fields
         and the ``calibration`` object added (module docstring; the model's fields untouched).
         A prediction without ``breakdown_s`` or a positive ``iteration_time_s`` (an error
@@ -382,11 +477,11 @@ class ObservedCalibration:
 
     # -- reporting ------------------------------------------------------------------------------
 
-    def summary(self) -> list[dict[str, Any]]:
+    def summary(self) -> list[KeySummaryJson]:
         """One row per key with runs: the key, runs, compute and network factors (the latter
         None where not separated), memory factor, and the uncorrected model's median error on
         its runs."""
-        rows: list[dict[str, Any]] = []
+        rows: list[KeySummaryJson] = []
         by_key: dict[RunKey, list[RunSample]] = {}
         for sample in self.samples:
             by_key.setdefault(sample.key, []).append(sample)
@@ -410,7 +505,7 @@ class ObservedCalibration:
 
     # -- persistence ----------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ObservedCalibrationJson:
         """The calibration as a JSON-ready document (``format``, what model it corrects,
         parameters, groups, residual model, runs)."""
         return {

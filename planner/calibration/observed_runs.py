@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from planner.calibration.online_split import ModelSplit
 from planner.calibration.residual import run_features
@@ -33,6 +33,7 @@ __all__ = [
     "RUN_FIELDS",
     "ObservedRun",
     "RunKey",
+    "RunKeyJson",
     "RunSample",
     "indexed_samples_from_runs",
     "read_observed_runs",
@@ -88,6 +89,17 @@ def _bits(recipe: str) -> str:
     return "4" if recipe == "nvfp4" else "8"
 
 
+class RunKeyJson(TypedDict):
+    """``RunKey.to_json``: the key's fields."""
+
+    cluster: str
+    gpu: str
+    architecture: str
+    recipe: str
+    framework: str
+    family: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunKey:
     """What the factors are kept per: ``cluster`` (as the user names it), ``gpu`` (catalog key)
@@ -113,7 +125,7 @@ class RunKey:
             (family, self.cluster, self.gpu, self.recipe, self.framework),
         )
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> RunKeyJson:
         """JSON-ready fields."""
         return {
             "cluster": self.cluster,

@@ -83,11 +83,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, NotRequired, TypedDict
 
 import numpy as np
 
-from planner.calibration.online_groups import JOB_LEVEL_LOG_SD, Hyper, RatioGroups
+from planner.calibration.online_groups import (
+    JOB_LEVEL_LOG_SD,
+    GroupEstimateJson,
+    Hyper,
+    JobObservationJson,
+    RatioGroups,
+)
 from planner.calibration.online_split import (
     ModelSplit,
     ObservedSplit,
@@ -100,6 +106,7 @@ from planner.calibration.online_types import (
     CalibrationLevel,
     Component,
     Correction,
+    CorrectionJson,
     ErrorStats,
     GroupEstimate,
     JobObservation,
@@ -111,20 +118,60 @@ __all__ = [
     "FORMAT_VERSION",
     "GROUP_LEVELS",
     "JOB_LEVEL_LOG_SD",
+    "CalibrationInfoJson",
     "CalibrationKey",
     "CalibrationLevel",
     "Component",
+    "ComponentStateJson",
     "Correction",
     "ErrorStats",
     "GroupEstimate",
     "JobObservation",
     "OnlineCalibration",
+    "OnlineCalibrationJson",
     "group_estimates",
     "key_from_scenario",
 ]
 
 FORMAT_VERSION: Final = 2
 """Version of the ``to_json`` document (2 adds ``components``; version 1 documents load)."""
+
+
+class CalibrationInfoJson(TypedDict):
+    """The ``calibration`` object ``OnlineCalibration.apply`` adds to a prediction: the
+    whole-step ``factor`` and ``log_sd``, the ``level`` and ``num_jobs`` behind it, the
+    ``method`` (``"step"``: one factor; ``"components"``: compute and network apart, each
+    part's ``CorrectionJson`` then in ``components`` under ``compute``, ``network``,
+    ``step``)."""
+
+    factor: float
+    log_sd: float
+    level: str
+    num_jobs: int
+    method: str
+    components: NotRequired[dict[str, CorrectionJson]]
+
+
+class ComponentStateJson(TypedDict):
+    """One component's state in ``OnlineCalibration.to_json``: its jobs and estimates."""
+
+    jobs: list[JobObservationJson]
+    estimates: list[GroupEstimateJson]
+
+
+class OnlineCalibrationJson(TypedDict):
+    """``OnlineCalibration.to_json``: ``format_version`` (``FORMAT_VERSION``), the
+    hyper-parameters (``params``), the sample counter, the whole step's jobs and estimates and
+    each component's state by ``Component`` value."""
+
+    format_version: int
+    params: dict[str, float | int]
+    num_samples: int
+    jobs: list[JobObservationJson]
+    estimates: list[GroupEstimateJson]
+    components: dict[str, ComponentStateJson]
+
+
 _SPECIFICITY: Final = {
     CalibrationLevel.JOB: 4,
     CalibrationLevel.KEY: 3,
@@ -322,8 +369,8 @@ class OnlineCalibration:
         return self.components_[component].correction(key, job_id)
 
     def apply(
-        self, prediction: Mapping[str, Any], key: CalibrationKey, job_id: str | None = None
-    ) -> dict[str, Any]:
+        self, prediction: Mapping[str, object], key: CalibrationKey, job_id: str | None = None
+    ) -> dict[str, object]:
         """A copy of a ``planner predict`` dict with the correction added (the model's own fields
         untouched): ``calibrated_iteration_time_s``, ``calibrated_tokens_per_s``,
         ``calibrated_mfu``, ``calibrated_time_to_train_s`` (each only when the model's field is a
@@ -336,8 +383,13 @@ class OnlineCalibration:
         whole = self.correction(key, job_id)
         breakdown = prediction.get("breakdown_s")
         model = ModelSplit.from_breakdown(breakdown) if isinstance(breakdown, Mapping) else None
-        info = whole.to_dict()
-        info["method"] = "step"
+        info: CalibrationInfoJson = {
+            "factor": whole.factor,
+            "log_sd": whole.log_sd,
+            "level": whole.level.value,
+            "num_jobs": whole.num_jobs,
+            "method": "step",
+        }
         factor = whole.factor
         if model is not None:
             parts = {c: self.components_[c].correction(key, job_id) for c in _PARTS}
@@ -398,7 +450,7 @@ class OnlineCalibration:
             "model_log_sd": self.model_log_sd,
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> OnlineCalibrationJson:
         """The state as a JSON-ready dict: hyper-parameters, the jobs in update order, the group
         estimates (so that ``from_json`` restores them bit for bit), the sample counter and the
         compute and network components (their jobs and estimates)."""
@@ -449,7 +501,7 @@ class OnlineCalibration:
 
 def _combined(
     model: ModelSplit, used: Mapping[Component, Correction], whole: Correction
-) -> tuple[float, dict[str, Any]]:
+) -> tuple[float, CalibrationInfoJson]:
     """The whole-step factor and ``calibration`` object of a prediction whose compute and
     network terms are corrected apart (``apply``): log-sds in quadrature, weighted by each
     part's share of the corrected step; level and job count of the less specific part."""
@@ -460,7 +512,7 @@ def _combined(
     factor = total / (model.compute_s + model.network_s)
     log_sd = math.hypot(corrected_c / total * compute.log_sd, corrected_n / total * network.log_sd)
     least = min(used.values(), key=lambda c: _SPECIFICITY[c.level])
-    info: dict[str, Any] = {
+    info: CalibrationInfoJson = {
         "factor": factor,
         "log_sd": log_sd,
         "level": least.level.value,

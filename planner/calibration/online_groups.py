@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import numpy as np
 
@@ -29,7 +29,37 @@ from planner.calibration.online_types import (
 from planner.errors import SpecError
 from planner.forecast.eta import DEFAULT_LOG_SD
 
-__all__ = ["JOB_LEVEL_LOG_SD", "Hyper", "RatioGroups"]
+__all__ = ["JOB_LEVEL_LOG_SD", "GroupEstimateJson", "Hyper", "JobObservationJson", "RatioGroups"]
+
+
+class JobObservationJson(TypedDict):
+    """One job of ``RatioGroups.jobs_json``: its key's fields, ``job_id``, the predicted and
+    observed step times (s), the iterations behind the observation and when it came (epoch
+    s)."""
+
+    scheduler: str
+    cluster: str
+    gpu: str
+    framework: str
+    job_id: str
+    predicted_step_time_s: float
+    observed_step_time_s: float
+    num_iterations: int
+    time_s: float
+
+
+class GroupEstimateJson(TypedDict):
+    """One group of ``RatioGroups.estimates_json``: its level (a ``CalibrationLevel`` value)
+    and key prefix, and the ``GroupEstimate`` fields."""
+
+    level: str
+    group: list[str]
+    log_ratio: float
+    spread_log_sd: float
+    log_se: float
+    num_jobs: int
+    latest_time_s: float
+
 
 JOB_LEVEL_LOG_SD: Final = 0.05
 """Floor of a job's own correction: how far its later mean may differ (the ETA's level_log_sd)."""
@@ -153,7 +183,7 @@ class RatioGroups:
 
     # -- persistence ----------------------------------------------------------------------------
 
-    def jobs_json(self) -> list[dict[str, Any]]:
+    def jobs_json(self) -> list[JobObservationJson]:
         """The jobs in update order, JSON-ready."""
         return [
             {
@@ -170,7 +200,7 @@ class RatioGroups:
             for o in self.jobs.values()
         ]
 
-    def estimates_json(self) -> list[dict[str, Any]]:
+    def estimates_json(self) -> list[GroupEstimateJson]:
         """The group estimates, JSON-ready, sorted by group."""
         return [
             {

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from planner.catalog import gpu_catalog
 from planner.errors import SpecError
@@ -21,6 +21,7 @@ __all__ = [
     "CalibrationLevel",
     "Component",
     "Correction",
+    "CorrectionJson",
     "ErrorStats",
     "GroupEstimate",
     "JobObservation",
@@ -142,6 +143,16 @@ class JobObservation:
         return math.log(self.observed_step_time_s / self.predicted_step_time_s)
 
 
+class CorrectionJson(TypedDict):
+    """``Correction.to_dict``: the factor, its log-sd, the level (a ``CalibrationLevel``
+    value) and the jobs behind it."""
+
+    factor: float
+    log_sd: float
+    level: str
+    num_jobs: int
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Correction:
     """Multiply the model's step time by ``factor``; ``log_sd`` is the log-sd of the truth around
@@ -152,7 +163,7 @@ class Correction:
     num_jobs: int
     level: CalibrationLevel
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CorrectionJson:
         """JSON-ready ``{factor, log_sd, level, num_jobs}``."""
         return {
             "factor": self.factor,

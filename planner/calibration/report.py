@@ -3,21 +3,52 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict
 
-from planner.calibration.model import Calibration
+from planner.calibration.model import Calibration, HeldOutErrorJson
 
-__all__ = ["calibration_summary", "summary_lines"]
+__all__ = [
+    "CalibrationSummaryJson",
+    "OperatorSummaryJson",
+    "calibration_summary",
+    "summary_lines",
+]
+
+
+class OperatorSummaryJson(TypedDict):
+    """One operator of ``CalibrationSummaryJson``: its name, selected model, samples, dtypes,
+    the sampled range of each feature (``log2_`` features as the plain ``[low, high]`` values),
+    held-out error and each candidate's cross-validated RMSE of log time (None: NaN)."""
+
+    operator: str
+    model: str
+    num_samples: int
+    dtypes: list[str]
+    domain: dict[str, list[float]]
+    held_out: HeldOutErrorJson
+    cv_rmse_log: dict[str, float | None]
+
+
+class CalibrationSummaryJson(TypedDict):
+    """``calibration_summary``: the device metadata, the measured peaks, one summary per
+    operator, the collective curves (``CollectiveModel.to_dict``) and the skipped operators
+    with their reasons."""
+
+    device: dict[str, object]
+    measured: dict[str, float]
+    operators: list[OperatorSummaryJson]
+    collectives: list[dict[str, object]]
+    skipped: dict[str, str]
 
 
 def _pct(value: float) -> str:
     return "-" if math.isnan(value) else f"{100.0 * value:.1f}%"
 
 
-def calibration_summary(calibration: Calibration) -> dict[str, Any]:
+def calibration_summary(calibration: Calibration) -> CalibrationSummaryJson:
     """Plain-JSON summary: device, measured peaks, per-operator model/domain/held-out error,
     collective curves, skipped operators."""
-    ops = []
+    ops: list[OperatorSummaryJson] = []
     for name, op in calibration.operators.items():
         ops.append(
             {

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,7 +39,7 @@ from sklearn.model_selection import GroupKFold
 from planner.errors import CalibrationError
 from planner.specs.scenario import Scenario
 
-__all__ = ["FEATURES", "ResidualModel", "run_features"]
+__all__ = ["FEATURES", "ResidualModel", "ResidualModelJson", "run_features"]
 
 Float = NDArray[np.float64]
 
@@ -101,6 +101,27 @@ def run_features(scenario: Scenario, breakdown: Mapping[str, float]) -> tuple[fl
         _RECOMPUTE[par.recompute.value],
         1.0 if par.zero_stage == 3 else 0.0,
     )
+
+
+class ResidualModelJson(TypedDict):
+    """``ResidualModel.to_json``: the ``features`` it was fitted on (``FEATURES``), the
+    ``selected`` candidate, its ridge ``alpha``, ``cv_mse`` by candidate, ``num_runs``, the
+    per-feature ``mean``, ``scale``, ``low``, ``high`` and ``coef``, the ``intercept`` (log
+    correction), and the hyper-parameters ``alphas`` and ``min_runs``."""
+
+    features: list[str]
+    selected: str
+    alpha: float
+    cv_mse: dict[str, float]
+    num_runs: int
+    mean: list[float]
+    scale: list[float]
+    low: list[float]
+    high: list[float]
+    coef: list[float]
+    intercept: float
+    alphas: list[float]
+    min_runs: int
 
 
 class ResidualModel(BaseEstimator, RegressorMixin):  # type: ignore[misc]
@@ -194,7 +215,7 @@ class ResidualModel(BaseEstimator, RegressorMixin):  # type: ignore[misc]
             total += coef * min(max(value, low), high)
         return float(total)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ResidualModelJson:
         """The fitted model as data."""
         return {
             "features": list(FEATURES),

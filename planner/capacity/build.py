@@ -496,6 +496,7 @@ def build_workload(
         queue_nominal=nominal,
         queue_borrowing_limit=borrow,
         queue_strict=np.array([q.strict_fifo for q in fleet.queues], np.bool_),
+        queue_preemption=tuple(q.preemption for q in fleet.queues),
         excluded=tuple(rows.excluded),
         excluded_deadline_s=tuple(rows.excluded_deadline),
         warnings=tuple(rows.warnings),

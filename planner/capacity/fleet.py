@@ -36,6 +36,8 @@ __all__ = [
     "Fleet",
     "Placement",
     "Pool",
+    "Preemption",
+    "PreemptionPolicy",
     "SchedulerKind",
     "parse_fleet",
     "read_fleet",
@@ -131,6 +133,82 @@ class Pool:
         return best
 
 
+class PreemptionPolicy(StrEnum):
+    """A ClusterQueue's ``spec.preemption`` policy values, spelled as Kueue spells them
+    (``PreemptionPolicy``, kubernetes-sigs/kueue ``apis/kueue/v1beta1/clusterqueue_types.go``
+    at 00b014c140a64380a3e5d79999026cb44ace4fd7)."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+    ANY = "Any"
+
+
+WITHIN_CLUSTER_QUEUE_POLICIES = (
+    PreemptionPolicy.NEVER,
+    PreemptionPolicy.LOWER_PRIORITY,
+    PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY,
+)
+"""The values Kueue accepts for ``withinClusterQueue``."""
+RECLAIM_WITHIN_COHORT_POLICIES = (
+    PreemptionPolicy.NEVER,
+    PreemptionPolicy.LOWER_PRIORITY,
+    PreemptionPolicy.ANY,
+)
+"""The values Kueue accepts for ``reclaimWithinCohort``."""
+BORROW_WITHIN_COHORT_POLICIES = (PreemptionPolicy.NEVER, PreemptionPolicy.LOWER_PRIORITY)
+"""The values Kueue accepts for ``borrowWithinCohort.policy``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preemption:
+    """A ClusterQueue's ``spec.preemption`` (Kueue's defaults: nothing is preempted).
+
+    ``within_cluster_queue`` (``withinClusterQueue``): whether a pending workload that does
+    not fit may evict running workloads of its own ClusterQueue (lower priority, or also equal
+    priority and newer); ``reclaim_within_cohort`` (``reclaimWithinCohort``): whether it may
+    evict workloads of other ClusterQueues of its cohort that use more than their nominal
+    quota (lower priority, or any); ``borrow_within_cohort`` (``borrowWithinCohort.policy``):
+    whether it may do so while it would itself borrow (lower priority only), limited to
+    workloads of priority at most ``max_priority_threshold`` (``maxPriorityThreshold``; None:
+    no limit). Raises ``SpecError`` naming the field for a value Kueue does not accept there.
+    The simulator's use: ``planner.capacity.kueue``."""
+
+    within_cluster_queue: PreemptionPolicy = PreemptionPolicy.NEVER
+    reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
+    borrow_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
+    max_priority_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        allowed = (
+            ("withinClusterQueue", self.within_cluster_queue, WITHIN_CLUSTER_QUEUE_POLICIES),
+            ("reclaimWithinCohort", self.reclaim_within_cohort, RECLAIM_WITHIN_COHORT_POLICIES),
+            ("borrowWithinCohort.policy", self.borrow_within_cohort, BORROW_WITHIN_COHORT_POLICIES),
+        )
+        for name, value, values in allowed:
+            if value not in values:
+                raise SpecError(
+                    f"preemption.{name}", f"must be one of {', '.join(values)}, got {value!r}"
+                )
+        if (
+            self.reclaim_within_cohort is PreemptionPolicy.NEVER
+            and self.borrow_within_cohort is not PreemptionPolicy.NEVER
+        ):
+            raise SpecError(
+                "preemption.borrowWithinCohort.policy",
+                "needs reclaimWithinCohort LowerPriority or Any (Kueue rejects "
+                "reclaimWithinCohort Never with borrowWithinCohort.policy other than Never)",
+            )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the queue's pending workloads may preempt anything."""
+        return (
+            self.within_cluster_queue is not PreemptionPolicy.NEVER
+            or self.reclaim_within_cohort is not PreemptionPolicy.NEVER
+        )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterQueue:
     """A Kueue ClusterQueue: nominal GPU quota per pool, its cohort and borrowing limits.
@@ -138,7 +216,8 @@ class ClusterQueue:
     A queue may use its ``nominal_gpus`` and, within a cohort, borrow the cohort's unused
     quota up to ``borrowing_limit_gpus`` per pool (absent: no limit). ``strict_fifo`` is
     ``queueingStrategy: StrictFIFO`` (the head blocks the queue); otherwise BestEffortFIFO.
-    ``local_queues`` are the LocalQueue names that feed it (default: its own name).
+    ``local_queues`` are the LocalQueue names that feed it (default: its own name);
+    ``preemption`` its ``spec.preemption`` policies (default: none).
     """
 
     name: str
@@ -147,6 +226,7 @@ class ClusterQueue:
     borrowing_limit_gpus: tuple[tuple[str, int], ...] = ()
     strict_fifo: bool = False
     local_queues: tuple[str, ...] = ()
+    preemption: Preemption = field(default_factory=Preemption)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,7 +289,10 @@ _POOL_KEYS = (
 _CHANGE_KEYS = ("date", "gpus")
 _QUEUE_KEYS = (
     "name", "cohort", "nominal_gpus", "borrowing_limit_gpus", "queueing_strategy", "local_queues",
+    "preemption",
 )  # fmt: skip
+_PREEMPTION_KEYS = ("withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort")
+_BORROW_KEYS = ("policy", "maxPriorityThreshold")
 
 
 def _names(node: Located, what: str) -> tuple[str, ...]:
@@ -326,6 +409,7 @@ def _parse_queue(node: Located, pools: tuple[str, ...]) -> ClusterQueue:
             raise strategy.error(f"must be BestEffortFIFO or StrictFIFO, got {strategy.value!r}")
         strict = strategy.value == "StrictFIFO"
     local = optional(node, "local_queues")
+    preemption = optional(node, "preemption")
     return ClusterQueue(
         name=name,
         cohort=read_name(cohort, "a cohort name") if cohort else None,
@@ -333,6 +417,44 @@ def _parse_queue(node: Located, pools: tuple[str, ...]) -> ClusterQueue:
         borrowing_limit_gpus=_quota(optional(node, "borrowing_limit_gpus"), pools),
         strict_fifo=strict,
         local_queues=_names(local, "a LocalQueue name") if local else (name,),
+        preemption=_parse_preemption(preemption) if preemption else Preemption(),
+    )
+
+
+def _policy(node: Located | None, allowed: tuple[PreemptionPolicy, ...]) -> PreemptionPolicy:
+    """One Kueue preemption policy (absent: ``Never``, Kueue's default)."""
+    if node is None:
+        return PreemptionPolicy.NEVER
+    if node.value not in allowed:
+        raise node.error(f"must be one of {', '.join(allowed)}, got {node.value!r}")
+    return PreemptionPolicy(node.value)
+
+
+def _parse_preemption(node: Located) -> Preemption:
+    """A ClusterQueue's ``preemption`` block, with Kueue's field names and defaults."""
+    check_keys(node, _PREEMPTION_KEYS)
+    reclaim = _policy(optional(node, "reclaimWithinCohort"), RECLAIM_WITHIN_COHORT_POLICIES)
+    borrow = optional(node, "borrowWithinCohort")
+    policy = PreemptionPolicy.NEVER
+    threshold: float | None = None
+    if borrow is not None:
+        check_keys(borrow, _BORROW_KEYS)
+        policy = _policy(optional(borrow, "policy"), BORROW_WITHIN_COHORT_POLICIES)
+        limit = optional(borrow, "maxPriorityThreshold")
+        threshold = float(read_int(limit, minimum=-(2**31))) if limit else None
+        if reclaim is PreemptionPolicy.NEVER and policy is not PreemptionPolicy.NEVER:
+            raise borrow.error(
+                "a policy other than Never needs reclaimWithinCohort LowerPriority or Any "
+                "(Kueue rejects reclaimWithinCohort Never with it)",
+                "policy",
+            )
+    return Preemption(
+        within_cluster_queue=_policy(
+            optional(node, "withinClusterQueue"), WITHIN_CLUSTER_QUEUE_POLICIES
+        ),
+        reclaim_within_cohort=reclaim,
+        borrow_within_cohort=policy,
+        max_priority_threshold=threshold,
     )
 
 

@@ -76,7 +76,7 @@ class LocalExecutor:
 
 _SAMPLE_FIELDS = (
     "start_s", "release_s", "option", "timed_out", "finished", "wait_s", "failures",
-    "limit_kills", "lost_gpu_s", "work_s",
+    "limit_kills", "lost_gpu_s", "work_s", "preemptions", "preempted_gpu_s",
 )  # fmt: skip
 
 
@@ -84,7 +84,8 @@ _SAMPLE_FIELDS = (
 class Outcomes:
     """Simulated futures: the ``SampleOutcome`` arrays stacked, ``(S, J)`` (``delay_s``:
     ``(S, 3, J)``), and every run of every sample as ``(N,)`` arrays (``run_sample``,
-    ``run_job``, ``run_option``, ``run_start_s``, ``run_end_s``)."""
+    ``run_job``, ``run_option``, ``run_start_s``, ``run_end_s``); ``preemptions`` and
+    ``preempted_gpu_s`` as in ``SampleOutcome``."""
 
     start_s: FloatArray
     release_s: FloatArray
@@ -102,6 +103,8 @@ class Outcomes:
     run_option: IntArray
     run_start_s: FloatArray
     run_end_s: FloatArray
+    preemptions: IntArray
+    preempted_gpu_s: FloatArray
 
     @property
     def completion_s(self) -> FloatArray:

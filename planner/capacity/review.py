@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NotRequired
+from typing import NotRequired
 
 import numpy as np
+from typing_extensions import TypedDict
 
 from planner.capacity.evaluate import Case, Evaluator
 from planner.capacity.fleet import Fleet, Placement
@@ -24,12 +25,26 @@ from planner.capacity.runtime import (
     LLAMA3_INTERRUPTIONS_PER_GPU_HOUR,
     InterruptionModel,
 )
-from planner.capacity.sizing import NotCapacity, Sizing, not_capacity, size_fleet
+from planner.capacity.sizing import (
+    NotCapacity,
+    NotCapacityJson,
+    Sizing,
+    SizingJson,
+    not_capacity,
+    size_fleet,
+)
 from planner.capacity.snapshot import QueueSnapshot
-from planner.capacity.stats import ScenarioResult, Summary
+from planner.capacity.stats import ScenarioJson, ScenarioResult, Summary
 from planner.capacity.whatif import WhatIf, apply_what_if
 
-__all__ = ["BASE_SCENARIO", "DEFAULT_SAMPLES", "ComparisonRow", "Review", "run_review"]
+__all__ = [
+    "BASE_SCENARIO",
+    "DEFAULT_SAMPLES",
+    "ComparisonRow",
+    "Review",
+    "ReviewJson",
+    "run_review",
+]
 
 BASE_SCENARIO = "base"
 """The name of the scenario without changes."""
@@ -56,6 +71,20 @@ class ComparisonRow(Summary):
     usage_cost: NotRequired[float | None]
     comparable: NotRequired[bool]
     not_comparable: NotRequired[str]
+
+
+class ReviewJson(TypedDict):
+    """``Review.to_dict`` (``docs/capacity-formats.md``, "Review output")."""
+
+    start_s: float
+    horizon_s: float
+    num_samples: int
+    seed: int | None
+    comparison: list[ComparisonRow]
+    scenarios: list[ScenarioJson]
+    sizing: list[SizingJson]
+    not_capacity: list[NotCapacityJson]
+    model_note: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +160,7 @@ class Review:
             )
         return rows
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ReviewJson:
         """The review as JSON (``docs/capacity-formats.md``, "Review output")."""
         return {
             "start_s": self.start_s,

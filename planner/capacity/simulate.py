@@ -26,9 +26,10 @@ busiest now first: ``NodeState.shadow``), and a backfilled job that does not end
 must fit beside it on those nodes. With only whole-node jobs this starts every job when the
 pooled model does; the pool's GPU count stays a bound either way.
 
-**Kueue** (ClusterQueue quota with cohort borrowing; kueue.sigs.k8s.io "Cluster Queue"): see
-``planner.capacity.kueue``. A fleet of several clusters mixes both: each pool is started by its
-cluster's scheduler (``Workload.pool_kueue``), in the same event loop.
+**Kueue** (ClusterQueue quota with cohort borrowing and preemption; kueue.sigs.k8s.io
+"Cluster Queue"): see ``planner.capacity.kueue``. A fleet of several clusters mixes both:
+each pool is started by its cluster's scheduler (``Workload.pool_kueue``), in the same event
+loop.
 
 **Checkpoints, failures and requeues** (``planner.capacity.runtime``): a run ends when its
 work is done, when its time limit is reached, or at the next unexpected interruption (a Poisson
@@ -42,6 +43,13 @@ workload); a time-limit kill requeues unless the job says ``requeue: false``, in
 ends unfinished (``timed_out``), as does a job whose runs cannot save one checkpoint before
 their limit. A job stopped after the horizon is not requeued (it stays unfinished). Removing
 GPUs that are busy drains them: running jobs keep them until they end.
+
+**Preemption** (Kueue only): an evicted workload's run stops at once like an interrupted one
+(it keeps the work up to its last checkpoint, loses the rest, requeues with its priority and
+pays the restart overhead on its next run); its lost time and the requeue wait count as
+delay from capacity (another job took its GPUs). ``preempted_gpu_s`` is its share of
+``lost_gpu_s``: the unsaved work of preempted runs plus the restart overhead of the runs after
+them.
 """
 
 from __future__ import annotations
@@ -60,11 +68,11 @@ from planner.catalog import get_gpu
 from planner.search.budget import checkpoint
 from planner.specs.hardware import Precision
 
-__all__ = ["DONE", "FAILED", "LIMIT", "SampleOutcome", "Simulator", "completion"]
+__all__ = ["DONE", "FAILED", "LIMIT", "PREEMPTED", "SampleOutcome", "Simulator", "completion"]
 
 _END, _CAPACITY, _ELIGIBLE = 0, 1, 2
-DONE, FAILED, LIMIT = 0, 1, 2
-"""How a run ends: its work done, an interruption, its time limit."""
+DONE, FAILED, LIMIT, PREEMPTED = 0, 1, 2, 3
+"""How a run ends: its work done, an interruption, its time limit, evicted by Kueue."""
 #: Event times of one sample between two budget checkpoints (``planner.search.budget``).
 EVENTS_PER_CHECKPOINT = 256
 
@@ -85,8 +93,10 @@ class SampleOutcome:
     started), ``failures`` and ``limit_kills`` (runs stopped by each), ``lost_gpu_s``
     (GPU-seconds of lost work and restart overhead), ``delay_s`` ``(3, J)``: the delay from
     capacity (first wait), time-limit kills and failures (their lost wall time plus the
-    requeue waits after them), ``work_s`` the work time of its last option. Runs as
-    ``(N,)`` arrays: ``run_job``, ``run_option``, ``run_start_s``, ``run_end_s``."""
+    requeue waits after them), ``work_s`` the work time of its last option, ``preemptions``
+    (runs evicted by Kueue preemption) and ``preempted_gpu_s`` (the GPU-seconds of
+    ``lost_gpu_s`` they caused). Runs as ``(N,)`` arrays: ``run_job``, ``run_option``,
+    ``run_start_s``, ``run_end_s``."""
 
     start_s: FloatArray
     release_s: FloatArray
@@ -103,6 +113,8 @@ class SampleOutcome:
     run_option: IntArray
     run_start_s: FloatArray
     run_end_s: FloatArray
+    preemptions: IntArray
+    preempted_gpu_s: FloatArray
 
     @property
     def completion_s(self) -> FloatArray:
@@ -234,13 +246,19 @@ class _Run:
         self.runs = [0] * num
         self.queued_at = list(sim.eligible_list)
         self.last_stop = [DONE] * num
-        self.ending: list[tuple[int, float, float]] = [(DONE, 0.0, 0.0)] * num
+        # how the current run ends, its length, its restart overhead and when it began
+        self.ending: list[tuple[int, float, float, float]] = [(DONE, 0.0, 0.0, 0.0)] * num
         self.wait = [0.0] * num
         self.delay = [[0.0] * num for _ in range(3)]
         self.failures = [0] * num
         self.limit_kills = [0] * num
         self.lost_gpu_s = [0.0] * num
+        self.preemptions = [0] * num
+        self.preempted_gpu_s = [0.0] * num
+        self.after_preempt = [False] * num  # the current run restarts a preempted one
         self.run_rows: list[tuple[int, int, float, float]] = []
+        self.run_row = [-1] * num  # the row of each job's current run
+        self.cancelled: set[tuple[float, int]] = set()  # end events of preempted runs
         self.events: list[tuple[float, int, int]] = []
         self.dirty: set[int] = set()
         self.quota = sim.kueue.state() if sim.kueue is not None else None
@@ -308,6 +326,8 @@ class _Run:
             run_option=rows[:, 1].astype(np.int64),
             run_start_s=rows[:, 2].copy(),
             run_end_s=rows[:, 3].copy(),
+            preemptions=np.array(self.preemptions, np.int64),
+            preempted_gpu_s=np.array(self.preempted_gpu_s),
         )
 
     def _enqueue(self, j: int) -> None:
@@ -370,7 +390,7 @@ class _Run:
                     self.dirty.add(q)
         self.used[p] += g
         if self.quota is not None:
-            self.quota.charge(j, p, g)
+            self.quota.charge(k, t - elapsed)
         waited = max(t - self.queued_at[j], 0.0)
         if self.runs[j] == 0:
             self.start[j] = t - elapsed
@@ -397,10 +417,11 @@ class _Run:
             run, how = max(to_failure, 0.0), FAILED
         else:
             run, how = max(limit, 0.0), LIMIT
-        self.ending[j] = (how, run, restart)
+        self.ending[j] = (how, run, restart, t)
         self.option[j] = k
         end = t + run
         self.end[j] = end
+        self.run_row[j] = len(self.run_rows)
         self.run_rows.append((j, k, t, end))
         running = self.running[p][k] = (reserved_until, g)
         if not on_nodes:  # a node pool keeps its reservations in ``node_reserved``
@@ -425,6 +446,28 @@ class _Run:
         bisect.insort(self.node_reserved[p], (reservation_end, k))
 
     def _finish(self, k: int, t: float) -> None:
+        """Option ``k``'s run ends at ``t`` as ``_begin`` planned (unless it was preempted)."""
+        if self.cancelled and (t, k) in self.cancelled:
+            self.cancelled.discard((t, k))
+            return
+        how, run, restart, _ = self.ending[self.sim.job_list[k]]
+        self._stop(k, t, how, run, restart)
+
+    def preempt(self, k: int, t: float) -> None:
+        """Kueue evicts the running option ``k`` at ``t``: its run stops there (its planned
+        end event is dropped) and it requeues (``planner.capacity.kueue``)."""
+        j = self.sim.job_list[k]
+        _, _, restart, began = self.ending[j]
+        if math.isfinite(self.end[j]):
+            self.cancelled.add((self.end[j], k))
+        self.end[j] = t
+        row = self.run_row[j]
+        self.run_rows[row] = (*self.run_rows[row][:3], t)
+        self._stop(k, t, PREEMPTED, t - began, restart)
+
+    def _stop(self, k: int, t: float, how: int, run: float, restart: float) -> None:
+        """Account a run of option ``k`` that ended at ``t`` after ``run`` seconds (the first
+        ``restart`` of them restarting), and requeue the job where it goes on."""
         w, sim = self.w, self.sim
         j, p, g = sim.job_list[k], sim.pool_list[k], sim.gpus_list[k]
         self.used[p] -= g
@@ -437,10 +480,12 @@ class _Run:
             reserved = self.reserved[p]
             del reserved[bisect.bisect_left(reserved, self.running[p].pop(k))]
         if self.quota is not None:
-            self.quota.release(j, p, g)
+            self.quota.release(k)
         self.dirty.add(p)
         self.active[j] = False
-        how, run, restart = self.ending[j]
+        if self.after_preempt[j]:  # this run's restart was the preemption's cost
+            self.after_preempt[j] = False
+            self.preempted_gpu_s[j] += g * min(run, restart)
         if how == DONE:
             self.finished[j] = True
             self.lost_gpu_s[j] += g * restart  # the last run's restart made no progress either
@@ -454,8 +499,13 @@ class _Run:
             self.progress[j] = min(self.progress[j] + saved / work, 1.0)
         self.gpu_clock[j] += g * sim.fail_scale[p] * run
         self.lost_gpu_s[j] += g * (run - saved)
-        self.delay[how][j] += run - saved
-        if how == FAILED:
+        cause = 0 if how == PREEMPTED else how  # a preemption delays as capacity does
+        self.delay[cause][j] += run - saved
+        if how == PREEMPTED:
+            self.preemptions[j] += 1
+            self.preempted_gpu_s[j] += g * (useful - saved)
+            self.after_preempt[j] = True
+        elif how == FAILED:
             self.failures[j] += 1
             self.fail_next[j] += 1
         else:
@@ -465,7 +515,7 @@ class _Run:
                 return
         if t >= w.horizon_s:
             return  # stopped after the horizon: not simulated further
-        self.last_stop[j] = how
+        self.last_stop[j] = cause
         self.queued_at[j] = t
         self._enqueue(j)
 

@@ -32,13 +32,35 @@ import datetime as dt
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from planner.capacity.evaluate import Case, Evaluator
 from planner.capacity.fleet import CapacityChange, Fleet
 from planner.capacity.stats import ScenarioResult
 
-__all__ = ["NotCapacity", "Sizing", "not_capacity", "size_fleet"]
+__all__ = ["NotCapacity", "NotCapacityJson", "Sizing", "SizingJson", "not_capacity", "size_fleet"]
+
+
+class SizingJson(TypedDict):
+    """``Sizing.to_dict``: its fields and the answer in words."""
+
+    gpu: str
+    pool: str
+    gpus_added: int | None
+    latest_date_s: float | None
+    unfixable: list[str]
+    evaluations: int
+    answer: str
+
+
+class NotCapacityJson(TypedDict):
+    """``NotCapacity.to_dict``."""
+
+    job: str
+    cause: str
+    fix: str
+    raise_limit_to_s: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +80,7 @@ class Sizing:
     unfixable: tuple[str, ...]
     evaluations: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SizingJson:
         """JSON-ready."""
         return {
             "gpu": self.gpu,
@@ -99,7 +121,7 @@ class NotCapacity:
     fix: str
     raise_limit_to_s: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> NotCapacityJson:
         """JSON-ready."""
         return {
             "job": self.job,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from typing_extensions import TypedDict
@@ -37,13 +36,23 @@ from planner.capacity.workload import BoolArray, FloatArray, IntArray, Workload
 __all__ = [
     "CAUSES",
     "QUANTILES",
+    "ExcludedJson",
     "JobForecast",
+    "JobForecastJson",
     "Occupancy",
+    "OccupancyJson",
     "PoolWeek",
+    "PoolWeekJson",
+    "QuantilesJson",
     "QueueUsage",
+    "QueueUsageJson",
+    "ScenarioJson",
     "ScenarioResult",
+    "SeriesQuantilesJson",
     "Summary",
     "TeamUsage",
+    "TeamUsageJson",
+    "WaitJson",
     "interval_integrals",
     "quantiles",
     "summarize",
@@ -62,6 +71,35 @@ DEFAULT_BIN_S = 6 * 3600.0
 def quantiles(values: FloatArray, axis: int = 0) -> FloatArray:
     """p10/p50/p90 along ``axis`` (first axis of the result), empirical, inf kept."""
     return np.quantile(values, QUANTILES, axis=axis, method="inverted_cdf")
+
+
+class QuantilesJson(TypedDict):
+    """p10/p50/p90 of one quantity (None: never, for times)."""
+
+    p10: float | None
+    p50: float | None
+    p90: float | None
+
+
+class WaitJson(TypedDict):
+    """p50/p90 of a job's total queue wait, seconds (None: never started)."""
+
+    p50: float | None
+    p90: float | None
+
+
+class SeriesQuantilesJson(TypedDict):
+    """p10/p50/p90 of a quantity per time bin."""
+
+    p10: list[float]
+    p50: list[float]
+    p90: list[float]
+
+
+def _quantiles_json(values: Sequence[float | None]) -> QuantilesJson:
+    """A (p10, p50, p90) triple as its JSON mapping."""
+    p10, p50, p90 = values
+    return {"p10": p10, "p50": p50, "p90": p90}
 
 
 def _time(value: float, start_s: float) -> float | None:
@@ -131,6 +169,33 @@ def _opt(value: float) -> float | None:
     return None if not math.isfinite(value) else value
 
 
+class JobForecastJson(TypedDict):
+    """``JobForecast.to_dict``: its fields, triples as ``QuantilesJson``."""
+
+    name: str
+    kind: str
+    team: str
+    pool: str | None
+    num_gpus: int
+    layout: str
+    start_s: QuantilesJson
+    completion_s: QuantilesJson
+    wait_s: WaitJson
+    deadline_s: float | None
+    miss_probability: float | None
+    miss_cause: str | None
+    timeout_probability: float
+    runtime_p90_s: float | None
+    time_limit_s: float | None
+    failures_mean: float
+    limit_kills_mean: float
+    lost_gpu_hours_mean: float
+    checkpoint_interval_s: float | None
+    note: str
+    preemptions_mean: float
+    preempted_gpu_hours_mean: float
+
+
 @dataclass(frozen=True, slots=True)
 class JobForecast:
     """One job's forecast (epoch seconds; None: not within the simulated future).
@@ -144,7 +209,9 @@ class JobForecast:
     wall time (its work time); ``time_limit_s`` its limit (None: none); ``failures_mean`` /
     ``limit_kills_mean`` runs stopped per sample; ``lost_gpu_hours_mean`` GPU-hours lost to
     them; ``checkpoint_interval_s`` and ``note`` (how its layout or checkpoint interval was
-    chosen)."""
+    chosen); ``preemptions_mean`` runs evicted by Kueue preemption per sample and
+    ``preempted_gpu_hours_mean`` the GPU-hours of ``lost_gpu_hours_mean`` they cost (unsaved
+    work and the restarts after them)."""
 
     name: str
     kind: str
@@ -166,10 +233,11 @@ class JobForecast:
     lost_gpu_hours_mean: float = 0.0
     checkpoint_interval_s: float | None = None
     note: str = ""
+    preemptions_mean: float = 0.0
+    preempted_gpu_hours_mean: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JobForecastJson:
         """JSON-ready."""
-        keys = ("p10", "p50", "p90")
         return {
             "name": self.name,
             "kind": self.kind,
@@ -177,9 +245,9 @@ class JobForecast:
             "pool": self.pool,
             "num_gpus": self.num_gpus,
             "layout": self.layout,
-            "start_s": dict(zip(keys, self.start_s, strict=True)),
-            "completion_s": dict(zip(keys, self.completion_s, strict=True)),
-            "wait_s": dict(zip(("p50", "p90"), self.wait_s, strict=True)),
+            "start_s": _quantiles_json(self.start_s),
+            "completion_s": _quantiles_json(self.completion_s),
+            "wait_s": {"p50": self.wait_s[0], "p90": self.wait_s[1]},
             "deadline_s": self.deadline_s,
             "miss_probability": self.miss_probability,
             "miss_cause": self.miss_cause,
@@ -191,6 +259,8 @@ class JobForecast:
             "lost_gpu_hours_mean": self.lost_gpu_hours_mean,
             "checkpoint_interval_s": self.checkpoint_interval_s,
             "note": self.note,
+            "preemptions_mean": self.preemptions_mean,
+            "preempted_gpu_hours_mean": self.preempted_gpu_hours_mean,
         }
 
 
@@ -210,6 +280,19 @@ class Summary(TypedDict):
     excluded_jobs: int
 
 
+class PoolWeekJson(TypedDict):
+    """``PoolWeek.to_dict``."""
+
+    pool: str
+    week_start_s: float
+    capacity_gpu_hours: float
+    busy_gpu_hours: QuantilesJson
+    utilisation: float
+    idle_gpu_hours: float
+    occupied_gpus: QuantilesJson
+    demand_gpus: QuantilesJson
+
+
 @dataclass(frozen=True, slots=True)
 class PoolWeek:
     """One pool in one week: capacity, occupied GPU-hours (p10/p50/p90), utilisation and idle
@@ -224,19 +307,34 @@ class PoolWeek:
     occupied_gpus: tuple[float, float, float]
     demand_gpus: tuple[float, float, float]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PoolWeekJson:
         """JSON-ready."""
-        keys = ("p10", "p50", "p90")
         return {
             "pool": self.pool,
             "week_start_s": self.week_start_s,
             "capacity_gpu_hours": self.capacity_gpu_hours,
-            "busy_gpu_hours": dict(zip(keys, self.busy_gpu_hours, strict=True)),
+            "busy_gpu_hours": _quantiles_json(self.busy_gpu_hours),
             "utilisation": self.utilisation,
             "idle_gpu_hours": self.idle_gpu_hours,
-            "occupied_gpus": dict(zip(keys, self.occupied_gpus, strict=True)),
-            "demand_gpus": dict(zip(keys, self.demand_gpus, strict=True)),
+            "occupied_gpus": _quantiles_json(self.occupied_gpus),
+            "demand_gpus": _quantiles_json(self.demand_gpus),
         }
+
+
+class TeamUsageJson(TypedDict):
+    """``TeamUsage.to_dict``: its fields, ``gpu_hours`` as p10/p90 keys, and ``quota_use``."""
+
+    team: str
+    gpu_hours_mean: float
+    gpu_hours_p10: float
+    gpu_hours_p90: float
+    cost_mean: float | None
+    lost_gpu_hours_mean: float
+    quota_gpu_hours: float | None
+    queued_gpu_hours_mean: float
+    quota_use: float | None
+    preemptions_mean: float
+    preempted_gpu_hours_mean: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +342,9 @@ class TeamUsage:
     """GPU-hours a team uses within the horizon (mean, p10, p90), its mean cost (chargeback;
     None when a pool it used has no cost), the GPU-hours it lost to stopped runs, and its
     quota use: the GPU-hours of its jobs in Kueue ClusterQueues (``queued_gpu_hours_mean``)
-    over the nominal quota GPU-hours of those queues (None without Kueue queues)."""
+    over the nominal quota GPU-hours of those queues (None without Kueue queues);
+    ``preemptions_mean`` runs of its jobs Kueue evicted per sample and
+    ``preempted_gpu_hours_mean`` the GPU-hours of ``lost_gpu_hours_mean`` they cost."""
 
     team: str
     gpu_hours_mean: float
@@ -253,6 +353,8 @@ class TeamUsage:
     lost_gpu_hours_mean: float = 0.0
     quota_gpu_hours: float | None = None
     queued_gpu_hours_mean: float = 0.0
+    preemptions_mean: float = 0.0
+    preempted_gpu_hours_mean: float = 0.0
 
     @property
     def quota_use(self) -> float | None:
@@ -262,7 +364,7 @@ class TeamUsage:
             return None
         return self.queued_gpu_hours_mean / self.quota_gpu_hours
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TeamUsageJson:
         """JSON-ready."""
         return {
             "team": self.team,
@@ -274,7 +376,19 @@ class TeamUsage:
             "quota_gpu_hours": self.quota_gpu_hours,
             "queued_gpu_hours_mean": self.queued_gpu_hours_mean,
             "quota_use": self.quota_use,
+            "preemptions_mean": self.preemptions_mean,
+            "preempted_gpu_hours_mean": self.preempted_gpu_hours_mean,
         }
+
+
+class QueueUsageJson(TypedDict):
+    """``QueueUsage.to_dict``: its fields and ``use``."""
+
+    queue: str
+    cohort: str | None
+    nominal_gpu_hours: float
+    used_gpu_hours_mean: float
+    use: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +407,7 @@ class QueueUsage:
         """Used over nominal GPU-hours (None with no nominal quota)."""
         return self.used_gpu_hours_mean / self.nominal_gpu_hours if self.nominal_gpu_hours else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> QueueUsageJson:
         """JSON-ready."""
         return {
             "queue": self.queue,
@@ -302,6 +416,16 @@ class QueueUsage:
             "used_gpu_hours_mean": self.used_gpu_hours_mean,
             "use": self.use,
         }
+
+
+class OccupancyJson(TypedDict):
+    """``Occupancy.to_dict``: its arrays as lists."""
+
+    pool: str
+    edges_s: list[float]
+    capacity_gpus: list[float]
+    occupied_gpus: SeriesQuantilesJson
+    demand_gpus_p50: list[float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,17 +439,43 @@ class Occupancy:
     occupied: FloatArray
     demand_p50: FloatArray
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> OccupancyJson:
         """JSON-ready lists."""
+        p10, p50, p90 = (row.tolist() for row in self.occupied)
         return {
             "pool": self.pool,
             "edges_s": self.edges_s.tolist(),
             "capacity_gpus": self.capacity.tolist(),
-            "occupied_gpus": {
-                k: v.tolist() for k, v in zip(("p10", "p50", "p90"), self.occupied, strict=True)
-            },
+            "occupied_gpus": {"p10": p10, "p50": p50, "p90": p90},
             "demand_gpus_p50": self.demand_p50.tolist(),
         }
+
+
+class ExcludedJson(TypedDict):
+    """A job that cannot run at all: why, and its deadline (epoch seconds; None: none)."""
+
+    name: str
+    reason: str
+    deadline_s: float | None
+
+
+class ScenarioJson(TypedDict):
+    """``ScenarioResult.to_dict`` (``docs/capacity-formats.md``, "Review output")."""
+
+    name: str
+    num_samples: int
+    summary: Summary
+    jobs: list[JobForecastJson]
+    pool_weeks: list[PoolWeekJson]
+    teams: list[TeamUsageJson]
+    queues: list[QueueUsageJson]
+    occupancy: list[OccupancyJson]
+    excluded: list[ExcludedJson]
+    fleet_cost_mean: float | None
+    held_gpu_hours_mean: float
+    lost_gpu_hours_mean: float
+    goodput: float | None
+    warnings: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,7 +555,7 @@ class ScenarioResult:
             excluded_jobs=len(self.excluded),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ScenarioJson:
         """The JSON form of the scenario (see ``docs/capacity-formats.md``, "Review output")."""
         deadlines = self.excluded_deadlines or (None,) * len(self.excluded)
         return {
@@ -514,6 +664,8 @@ def _jobs(w: Workload, out: Outcomes) -> list[JobForecast]:
     failures = out.failures.mean(axis=0)
     kills = out.limit_kills.mean(axis=0)
     lost = out.lost_gpu_s.mean(axis=0) / 3600.0
+    preemptions = out.preemptions.mean(axis=0)
+    preempted = out.preempted_gpu_s.mean(axis=0) / 3600.0
     notes = w.job_notes or ("",) * w.num_jobs
     layouts = w.opt_layout or ("",) * w.num_options
     jobs = []
@@ -544,6 +696,8 @@ def _jobs(w: Workload, out: Outcomes) -> list[JobForecast]:
                 lost_gpu_hours_mean=float(lost[j]),
                 checkpoint_interval_s=float(w.opt_checkpoint_s[k]),
                 note=notes[j],
+                preemptions_mean=float(preemptions[j]),
+                preempted_gpu_hours_mean=float(preempted[j]),
             )
         )
     return jobs
@@ -577,6 +731,7 @@ def _teams(w: Workload, out: Outcomes) -> list[TeamUsage]:
     cost = _per_sample_job(w, out, priced)
     unpriced = _per_sample_job(w, out, np.where(run_hours > 0, np.isnan(price), False) * 1.0)
     lost = out.lost_gpu_s / 3600.0
+    preempted = out.preempted_gpu_s / 3600.0
     quota = _quota_hours(w)
     teams = []
     for t, team in enumerate(w.teams):
@@ -597,6 +752,8 @@ def _teams(w: Workload, out: Outcomes) -> list[TeamUsage]:
                 lost_gpu_hours_mean=float(lost[:, cols].sum(axis=1).mean()),
                 quota_gpu_hours=float(quota[queues].sum()) if queues else None,
                 queued_gpu_hours_mean=float(hours[:, cols & (w.job_queue >= 0)].sum(axis=1).mean()),
+                preemptions_mean=float(out.preemptions[:, cols].sum(axis=1).mean()),
+                preempted_gpu_hours_mean=float(preempted[:, cols].sum(axis=1).mean()),
             )
         )
     return teams

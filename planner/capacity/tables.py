@@ -79,7 +79,13 @@ def _why(job: JobForecast) -> str:
         return (
             f"failures ({job.failures_mean:.1f} per run, {job.lost_gpu_hours_mean:,.0f} GPU-h lost)"
         )
-    return f"capacity (queued {format_duration(job.wait_s[1])} at p90)"
+    queued = f"queued {format_duration(job.wait_s[1])} at p90"
+    if job.preemptions_mean > 0:
+        queued += (
+            f"; preempted {job.preemptions_mean:.1f} times, "
+            f"{job.preempted_gpu_hours_mean:,.0f} GPU-h lost"
+        )
+    return f"capacity ({queued})"
 
 
 def risk_order(jobs: Sequence[JobForecast]) -> list[JobForecast]:
@@ -196,11 +202,17 @@ def pool_week_table(result: ScenarioResult) -> Table:
 
 
 def team_table(result: ScenarioResult) -> Table:
-    """One row per team: GPU-hours, lost GPU-hours, chargeback cost, quota use."""
+    """One row per team: GPU-hours, lost GPU-hours, chargeback cost, quota use; and, when
+    Kueue preempted any of its jobs' runs, preemptions per sample and the GPU-hours they
+    cost."""
     header = ["team", "GPU-hours (mean)", "p10", "p90", "lost GPU-h", "cost (mean)"]
     header += ["quota use"]
-    rows = [
-        [
+    preempted = any(t.preemptions_mean > 0 for t in result.teams)
+    if preempted:
+        header += ["preemptions (mean)", "preempted GPU-h"]
+    rows = []
+    for t in result.teams:
+        row = [
             t.team,
             _num(t.gpu_hours_mean),
             _num(t.gpu_hours[0]),
@@ -209,8 +221,9 @@ def team_table(result: ScenarioResult) -> Table:
             _num(t.cost_mean),
             percent(t.quota_use),
         ]
-        for t in result.teams
-    ]
+        if preempted:
+            row += [f"{t.preemptions_mean:.1f}", _num(t.preempted_gpu_hours_mean)]
+        rows.append(row)
     return header, rows
 
 

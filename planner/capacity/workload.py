@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.capacity.fleet import SchedulerKind
+from planner.capacity.fleet import Preemption, SchedulerKind
 from planner.capacity.runtime import InterruptionModel
 
 __all__ = ["FloatArray", "IntArray", "JobKind", "Workload"]
@@ -65,6 +65,8 @@ class Workload:
     ``pool_cluster`` each pool's cluster ("" outside a fleet of clusters).
     ``pool_interruption_rate`` ``(P,)``: unexpected interruptions per GPU-hour of jobs in
     each pool (empty: ``interruptions.rate_per_gpu_hour`` in every pool).
+    ``queue_preemption`` ``(Q,)``: each ClusterQueue's ``spec.preemption`` (empty: none
+    preempts).
     """
 
     start_s: float
@@ -115,6 +117,7 @@ class Workload:
     opt_log_work_sigma_below: FloatArray = field(default_factory=lambda: np.zeros(0))
     pool_nodes: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
     opt_num_nodes: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
+    queue_preemption: tuple[Preemption, ...] = ()
 
     @property
     def num_jobs(self) -> int:

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
-from typing import Any
 
 import yaml
 
@@ -56,7 +55,7 @@ _GPU_VALUE_FIELDS = (
 )
 
 
-def _read_yaml(filename: str) -> dict[str, Any]:
+def _read_yaml(filename: str) -> dict[str, object]:
     text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
     data = yaml.load(text, Loader=_SAFE_LOADER)
     if not isinstance(data, dict):
@@ -64,29 +63,60 @@ def _read_yaml(filename: str) -> dict[str, Any]:
     return data
 
 
-def _gpu_from_entry(key: str, entry: dict[str, Any]) -> GpuSpec:
-    sources = entry.get("sources", {})
+def _gpu_entries() -> dict[str, Mapping[str, object]]:
+    """The entries of ``gpus.yaml`` by key; ``SpecError`` naming an entry that is not a
+    mapping of fields."""
+    entries: dict[str, Mapping[str, object]] = {}
+    for key, entry in _read_yaml("gpus.yaml").items():
+        if not isinstance(entry, Mapping):
+            raise SpecError(f"catalog/gpus.yaml:{key}", "must be a mapping of fields")
+        entries[key] = entry
+    return entries
+
+
+def _number(key: str, field: str, value: object) -> float:
+    """``value`` of ``field`` of GPU ``key`` as a float; ``SpecError`` when not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(f"catalog/gpus.yaml:{key}", f"{field} must be a number, got {value!r}")
+    return float(value)
+
+
+def _mapping(key: str, field: str, value: object) -> Mapping[object, object]:
+    """``value`` of ``field`` of GPU ``key``; ``SpecError`` when not a mapping."""
+    if not isinstance(value, Mapping):
+        raise SpecError(f"catalog/gpus.yaml:{key}", f"{field} must be a mapping")
+    return value
+
+
+def _gpu_from_entry(key: str, entry: Mapping[str, object]) -> GpuSpec:
+    sources = _mapping(key, "sources", entry.get("sources", {}))
     missing = [f for f in _GPU_VALUE_FIELDS if f not in entry or f not in sources]
     if missing:
         raise SpecError(f"catalog/gpus.yaml:{key}", f"missing value or source for {missing}")
+
+    def number(field: str) -> float:
+        return _number(key, field, entry[field])
+
     peaks = tuple(
-        (Precision(p), float(tflops) * _TERA)
-        for p, tflops in entry["dense_peak_tflop_per_s"].items()
+        (Precision(str(p)), _number(key, f"dense_peak_tflop_per_s.{p}", tflops) * _TERA)
+        for p, tflops in _mapping(
+            key, "dense_peak_tflop_per_s", entry["dense_peak_tflop_per_s"]
+        ).items()
     )
     return GpuSpec(
         key=key,
         name=str(entry["name"]),
         dense_peak_flop_per_s=peaks,
-        hbm_bytes=float(entry["hbm_gib"]) * _GIBI,
-        hbm_bandwidth_bytes_per_s=float(entry["hbm_bandwidth_gb_per_s"]) * _GIGA,
-        scale_up_bandwidth_bytes_per_s=float(entry["scale_up_bandwidth_gb_per_s"]) * _GIGA,
-        nvlink_domain_size=int(entry["nvlink_domain_size"]),
-        gpus_per_node=int(entry["gpus_per_node"]),
-        scale_out_bandwidth_bytes_per_s=float(entry["scale_out_gbit_per_s"]) * _GIGA / 8.0,
+        hbm_bytes=number("hbm_gib") * _GIBI,
+        hbm_bandwidth_bytes_per_s=number("hbm_bandwidth_gb_per_s") * _GIGA,
+        scale_up_bandwidth_bytes_per_s=number("scale_up_bandwidth_gb_per_s") * _GIGA,
+        nvlink_domain_size=int(number("nvlink_domain_size")),
+        gpus_per_node=int(number("gpus_per_node")),
+        scale_out_bandwidth_bytes_per_s=number("scale_out_gbit_per_s") * _GIGA / 8.0,
         architecture=str(entry["architecture"]),
-        num_sms=int(entry["num_sms"]),
-        scale_up_latency_s=float(entry["scale_up_latency_us"]) * _MICRO,
-        scale_out_latency_s=float(entry["scale_out_latency_us"]) * _MICRO,
+        num_sms=int(number("num_sms")),
+        scale_up_latency_s=number("scale_up_latency_us") * _MICRO,
+        scale_out_latency_s=number("scale_out_latency_us") * _MICRO,
         sources=tuple((str(k), str(v)) for k, v in sources.items()),
     )
 
@@ -94,8 +124,9 @@ def _gpu_from_entry(key: str, entry: dict[str, Any]) -> GpuSpec:
 @cache
 def gpu_catalog() -> Mapping[str, GpuSpec]:
     """All catalog GPUs by key (e.g. ``"h100-sxm"``), values in SI units; read-only mapping."""
-    data = _read_yaml("gpus.yaml")
-    return MappingProxyType({key: _gpu_from_entry(key, entry) for key, entry in data.items()})
+    return MappingProxyType(
+        {key: _gpu_from_entry(key, entry) for key, entry in _gpu_entries().items()}
+    )
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:
@@ -112,7 +143,7 @@ def _normalized_gpu_name(name: str) -> str:
 def _gpu_names() -> Mapping[str, str]:
     """Every name a catalog GPU answers to (its key and its ``aliases``) -> its key."""
     names: dict[str, str] = {}
-    for key, entry in _read_yaml("gpus.yaml").items():
+    for key, entry in _gpu_entries().items():
         aliases = entry.get("aliases") or []
         if not isinstance(aliases, list):
             raise SpecError(f"catalog/gpus.yaml:{key}", "'aliases' must be a list of names")

@@ -67,7 +67,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypedDict
+from typing import Final, TypedDict
 
 from planner.forecast.observations import Restart
 from planner.forecast.stored import (
@@ -438,7 +438,7 @@ class ProgressHistory:
 
     # ------------------------------------------------------------------ JSON
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """A JSON-safe dict of the history, a :class:`ProgressHistoryJson` (:meth:`from_json`
         reads it back); typed as the store's column (``JobRow.progress_history``) holds it."""
         pending = self.pending

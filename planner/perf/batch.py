@@ -83,7 +83,7 @@ class ScenarioArrays:
     knobs: ``moe_token_dispatcher`` (``MoETokenDispatcher.code``), ``moe_imbalance`` (busiest
     expert rank over the average: 1 under forced balance, the scenario's
     ``moe_imbalance_factor``, else NaN = the efficiency model's default), ``moe_expert_capacity_
-    factor`` (NaN: dropless).
+    factor`` (NaN: dropless), ``moe_pad_expert_input_to_capacity`` (drop-and-pad).
 
     Layout (``planner.specs.pipeline_split``, ``planner.specs.feasibility``):
     ``expert_tensor_parallel`` is the resolved expert tensor-parallel degree (MoE parallel
@@ -148,6 +148,7 @@ class ScenarioArrays:
     moe_token_dispatcher: Count
     moe_imbalance: Real
     moe_expert_capacity_factor: Real
+    moe_pad_expert_input_to_capacity: Flag
     overlap_moe_expert_parallel_comm: Flag
     # parallelism
     tensor_parallel: Real

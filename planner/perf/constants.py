@@ -22,12 +22,13 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from planner.errors import CalibrationError
 
 __all__ = [
     "CONSTANTS_FILE",
+    "ConstantsDocument",
     "default_constants",
     "load_constants",
     "read_constant_entries",
@@ -42,7 +43,26 @@ def _default_path() -> Path:
     return Path(str(resources.files(__package__).joinpath(CONSTANTS_FILE)))
 
 
-def read_constant_entries(path: str | Path | None = None) -> dict[str, Any]:
+class ConstantsDocument(TypedDict):
+    """A constants file as ``read_constant_entries`` reads it: its ``format`` and
+    ``provenance`` as the file has them (``""`` and None when absent), and its ``constants``,
+    each the file's object as it is (``name``, ``value``, ``unit``, ``meaning``,
+    ``provenance``, any other field kept), its ``value`` checked to be a finite number."""
+
+    format: object
+    provenance: object
+    constants: list[dict[str, object]]
+
+
+def _constant_value(entry: Mapping[str, object]) -> float | None:
+    """The ``value`` of a constant's entry as a float, None when it is not a finite number."""
+    value = entry["value"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def read_constant_entries(path: str | Path | None = None) -> ConstantsDocument:
     """The whole constants document (``format``, ``provenance``, ``constants`` list).
 
     ``path`` defaults to the packaged ``efficiency_constants.json``. Raises
@@ -56,24 +76,28 @@ def read_constant_entries(path: str | Path | None = None) -> dict[str, Any]:
     entries = doc.get("constants") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise CalibrationError(f"{where}: needs a 'constants' list of entries")
+    checked: list[dict[str, object]] = []
     for entry in entries:
         if not isinstance(entry, dict) or not {"name", "value", "unit"} <= set(entry):
             raise CalibrationError(f"{where}: every constant needs name, value and unit")
-        value = entry["value"]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
+        if _constant_value(entry) is None:
             raise CalibrationError(f"{where}: constant {entry['name']!r} must be a finite number")
-    result: dict[str, Any] = doc
-    return result
+        checked.append(entry)
+    return {
+        "format": doc.get("format", ""),
+        "provenance": doc.get("provenance"),
+        "constants": checked,
+    }
 
 
 def load_constants(path: str | Path | None = None) -> dict[str, float]:
     """``{name: value}`` of the constants in ``path`` (default: the packaged file)."""
     doc = read_constant_entries(path)
-    return {str(e["name"]): float(e["value"]) for e in doc["constants"]}
+    return {
+        str(e["name"]): value
+        for e in doc["constants"]
+        if (value := _constant_value(e)) is not None  # every one: checked when read
+    }
 
 
 @cache
@@ -108,7 +132,7 @@ def write_constants(path: str | Path, values: Mapping[str, float], provenance: s
         by_name[name]["provenance"] = provenance
     doc["provenance"] = provenance
     text = "{\n"
-    text += f'  "format": {json.dumps(doc.get("format", ""))},\n'
+    text += f'  "format": {json.dumps(doc["format"])},\n'
     text += f'  "provenance": {json.dumps(provenance)},\n'
     text += '  "constants": [\n'
     text += ",\n".join(f"    {json.dumps(e, ensure_ascii=False)}" for e in doc["constants"])

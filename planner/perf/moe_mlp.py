@@ -12,8 +12,11 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
   ``moe_imbalance_factor``, else the efficiency model's ``moe_imbalance_factor`` (dropless
   routing with an auxiliary load-balancing loss, Fedus et al. 2021; Lepikhin et al. 2021).
   A capacity factor ``c`` (``moe_expert_capacity_factor``) drops what exceeds ``c`` times the
-  even share: ``ρ = min(ρ, c)`` (Fedus et al. 2021 §2.2). Without expert parallelism one GPU
-  holds every expert and the imbalance moves no work: ``ρ = 1``.
+  even share: ``ρ = min(ρ, c)`` (Fedus et al. 2021 §2.2); drop-and-pad
+  (``moe_pad_expert_input_to_capacity``) pads every expert's input to its capacity: ``ρ = c``
+  (Megatron-Core ``MoEAlltoAllTokenDispatcher.preprocess``: each local expert gets
+  ``capacity · tp · ep`` rows). Without expert parallelism one GPU holds every expert and the
+  imbalance moves no work: ``ρ = 1``.
 * **Experts**: ``E/e`` GEMM pairs of ``m = tok·k·e/E·ρ`` tokens each, widths over ``t``. With
   ``moe_grouped_gemm`` (Megatron ``--moe-grouped-gemm``: TE ``GroupedLinear`` / CUTLASS grouped
   GEMM) the local experts run as one launch whose tiles, each expert's ``M`` quantised to its
@@ -77,11 +80,9 @@ _FLEX = MoETokenDispatcher.FLEX.code
 def moe_imbalance(a: ScenarioArrays, eff: EfficiencyModel) -> Real:
     """Tokens on the busiest expert rank over its even share, ``ρ`` (module docstring)."""
     rho = ops.where(ops.isnan(a.moe_imbalance), eff.moe_imbalance_factor, a.moe_imbalance)
-    capped = ops.where(
-        ops.isnan(a.moe_expert_capacity_factor),
-        rho,
-        ops.minimum(rho, ops.maximum(a.moe_expert_capacity_factor, 1.0)),
-    )
+    capacity = ops.maximum(a.moe_expert_capacity_factor, 1.0)
+    padded = ops.where(a.moe_pad_expert_input_to_capacity, capacity, ops.minimum(rho, capacity))
+    capped = ops.where(ops.isnan(a.moe_expert_capacity_factor), rho, padded)
     return ops.where(a.expert_parallel > 1.0, capped, 1.0)
 
 
@@ -92,10 +93,16 @@ def moe_host_exposed_s(a: ScenarioArrays, forward_s: Real) -> Real:
     (``forward_s``). The stack reads the per-expert token counts on the host once per MoE
     layer forward, so the host cannot issue the next layer's forward before this one's GPU
     work reaches that read; the backward reads none and overlaps its issue with the GPU.
-    0 for stacks without the host read (both constants 0)."""
+    0 for stacks without the host read (both constants 0) and under drop-and-pad
+    (``moe_pad_expert_input_to_capacity``): Megatron-Core's ``MoEAlltoAllTokenDispatcher``
+    then builds the per-expert counts on the host from the capacity (``torch.full``) and
+    leaves its sync point at ``no_sync`` (``preprocess``, NVIDIA/Megatron-LM
+    ``megatron/core/transformer/moe/token_dispatcher.py`` @ ``0014f13713bf``), so the host
+    runs ahead of the GPU as in a dense layer."""
     local_experts = a.num_experts / ops.maximum(a.expert_parallel, 1.0)
     host = a.moe_host_forward_s + a.moe_host_expert_forward_s * local_experts
-    return ops.where(a.num_experts > 0, ops.maximum(host - forward_s, 0.0), 0.0)
+    reads = (a.num_experts > 0) & ops.logical_not(a.moe_pad_expert_input_to_capacity)
+    return ops.where(reads, ops.maximum(host - forward_s, 0.0), 0.0)
 
 
 def _none_drawn(total: Real, marked: Real, draws: Real) -> Real:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast, final
+from typing import Literal, NotRequired, Protocol, TypedDict, cast, final
 
 from planner.errors import SpecError
 from planner.perf.efficiency import EfficiencyModel
@@ -271,7 +271,7 @@ def predict_documents(
     efficiency: EfficiencyModel | None = None,
     calibration: PredictionCalibration | None = None,
     cluster: str = "",
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """:func:`predict_results` as plain dicts, for the benchmarks and tests that index a
     prediction by any key."""
     return [

@@ -87,6 +87,7 @@ SWITCHES = frozenset(
         "multi-latent-attention",
         "moe-grouped-gemm",
         "moe-router-force-load-balancing",
+        "moe-pad-expert-input-to-capacity",
         "overlap-moe-expert-parallel-comm",
         "moe-enable-deepep",
         "account-for-embedding-in-pipeline-split",
@@ -306,6 +307,7 @@ def moe_values(args: Args) -> list[ArgValue]:
     for flag in (
         "moe-grouped-gemm",
         "moe-router-force-load-balancing",
+        "moe-pad-expert-input-to-capacity",
         "overlap-moe-expert-parallel-comm",
     ):
         if args.get(flag) is True:

@@ -181,6 +181,7 @@ def _model(given: ModelSection) -> ModelSpec:
         moe_token_dispatcher_type=_or(m.moe_token_dispatcher_type, MoETokenDispatcher.ALLTOALL),
         moe_grouped_gemm=_or(m.moe_grouped_gemm, False),
         moe_expert_capacity_factor=m.moe_expert_capacity_factor,
+        moe_pad_expert_input_to_capacity=_or(m.moe_pad_expert_input_to_capacity, False),
         moe_router_force_load_balancing=_or(m.moe_router_force_load_balancing, False),
         moe_imbalance_factor=m.moe_imbalance_factor,
         moe_router_num_groups=_or(m.moe_router_num_groups, 0),

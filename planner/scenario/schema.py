@@ -178,6 +178,10 @@ class ModelSection(_Section):
     moe_expert_capacity_factor: Number | None = _field(
         "Tokens beyond `factor ×` an expert's even share are dropped", "none (dropless)"
     )
+    moe_pad_expert_input_to_capacity: Flag | None = _field(
+        "Drop-and-pad: each expert's input padded to its capacity (needs a capacity factor)",
+        "`false`",
+    )
     moe_imbalance_factor: Number | None = _field(
         "Tokens on the busiest expert rank over the average (dropless), ratio",
         "the efficiency model's documented default",

@@ -71,6 +71,7 @@ from prometheus_client.registry import Collector
 
 from planner import __version__
 from planner.errors import StoreError
+from planner.service import stored_json
 from planner.service.job_fields import label
 from planner.service.job_series import MAX_PENDING_JOBS, job_count_metrics, predicted_start
 from planner.service.loops.incremental import eta_remaining_now
@@ -92,14 +93,14 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _straggler_figures(stragglers: dict[str, Any]) -> tuple[float | None, float | None]:
+def _straggler_figures(stragglers: Mapping[str, object]) -> tuple[float | None, float | None]:
     """(slowdown, hours lost) from the live report, else from the job's trace analysis."""
-    live = stragglers.get("report")
+    live = stored_json.fields(stragglers.get("report"))
     if live:
         return _num(live.get("slowdown")), _num(live.get("hours_lost"))
-    trace = stragglers.get("trace") or {}
-    report = trace.get("report") or {}
-    impact = trace.get("impact") or {}
+    trace = stored_json.fields(stragglers.get("trace"))
+    report = stored_json.fields(trace.get("report"))
+    impact = stored_json.fields(trace.get("impact"))
     return _num(report.get("slowdown")), _num(impact.get("hours_lost"))
 
 
@@ -259,7 +260,7 @@ _JOB_GAUGES: list[tuple[str, str, Callable[[JobRow], float | None]]] = [
 _UNAVAILABLE_NODE_STATES = ("down", "drain", "fail", "not_responding", "unknown", "future")
 
 
-def _gpu_states(nodes: list[dict[str, Any]]) -> dict[str, float]:
+def _gpu_states(nodes: Iterable[Mapping[str, object]]) -> dict[str, float]:
     """GPUs allocated / idle / unavailable over the stored ``NodeState`` dicts of a source."""
     totals = {"allocated": 0.0, "idle": 0.0, "unavailable": 0.0}
     for node in nodes:
@@ -363,7 +364,7 @@ class PlannerCollector(Collector):
             info.add_metric(
                 [*labels, *map(label, (row.name, row.user, row.status, row.described_by))], 1.0
             )
-            remaining = (row.eta or {}).get("remaining_s") or {}
+            remaining: Mapping[str, object] = stored_json.fields((row.eta or {}).get("remaining_s"))
             if row.status != "pending":  # from its completion: the ETA is as of when it moved
                 remaining = eta_remaining_now(row.eta, now) or remaining
             for q, key in (("0.1", "p10"), ("0.5", "p50"), ("0.9", "p90")):
@@ -405,11 +406,11 @@ class PlannerCollector(Collector):
         )
         row = self.store.calibration("online")
         state = row.state if row is not None else {}
-        for entry in (state.get("errors") or {}).values():
+        for entry in stored_json.rows(list(stored_json.fields(state.get("errors")).values())):
             value = _num(entry.get("median_abs_error_ratio"))
             if value is not None:
                 error.add_metric([label(entry["scheduler"]), label(entry["cluster"])], value)
-        samples.add_metric([], float(state.get("num_samples") or 0))
+        samples.add_metric([], stored_json.number(state.get("num_samples")) or 0.0)
         return (error, samples)
 
     # ETA
@@ -423,8 +424,9 @@ class PlannerCollector(Collector):
             labels=["scheduler", "cluster"],
         )
         row = self.store.calibration("eta")
-        for key, entry in sorted(((row.state if row else {}).get("clusters") or {}).items()):
-            value = _num((entry or {}).get("coverage_ratio"))
+        clusters = stored_json.fields((row.state if row else {}).get("clusters"))
+        for key, entry in sorted(clusters.items(), key=lambda item: item[0]):
+            value = _num(stored_json.fields(entry).get("coverage_ratio"))
             if value is not None:
                 scheduler, _, cluster = key.partition("/")
                 family.add_metric([label(scheduler), label(cluster)], value)
@@ -438,8 +440,8 @@ class PlannerCollector(Collector):
             labels=[*_JOB_LABELS, "rank", "node"],
         )
         for row in rows:
-            report = (row.stragglers or {}).get("report") or {}
-            for flag in report.get("stragglers") or []:
+            report = stored_json.fields((row.stragglers or {}).get("report"))
+            for flag in stored_json.rows(report.get("stragglers")):
                 slowdown = _num(flag.get("slowdown"))
                 if slowdown is None:
                     continue

@@ -1,11 +1,17 @@
-"""SQLAlchemy tables of the planner's store (schema owned by the Alembic migrations).
+"""The records of the planner's store: plain objects, one class per table.
+
+Each record class lists its columns as annotated attributes and imports no database library:
+``planner.service.store.tables`` declares the tables (the schema itself is owned by the Alembic
+migrations) and maps these classes onto them when the store is imported, so the service's loops
+and routes change a row by setting its attributes and the store's unit of work writes the
+changes on commit. A record built by its keyword constructor holds only the attributes given
+(the store fills in the columns' defaults when it inserts the row, as a table's row would).
 
 Every time column holds POSIX epoch seconds (float). JSON columns hold plain, JSON-serialisable
 values produced by the service (job snapshots, scenario documents, prediction and ETA objects).
 A JSON column reads back as it was written, by this or another version of the planner, so its
-Python type is ``dict[str, object]`` (its readers check each value they use:
-``planner.service.stored_json``, ``planner.forecast.stored``), or :data:`UncheckedJson` where
-some readers still index it unchecked.
+Python type is ``dict[str, object]``: its readers check each value they use
+(``planner.service.stored_json``, ``planner.forecast.stored``).
 """
 
 from __future__ import annotations
@@ -13,34 +19,39 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeAlias
+from typing import NamedTuple
 
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    String,
-    Text,
-    UniqueConstraint,
-)
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
-UncheckedJson: TypeAlias = dict[str, Any]
-"""A JSON object of a column that some readers in the ingest loops, the ``/metrics``
-collector or the reviews still index without checking each value (``JobRow.state``,
-``prediction``, ``log_cursor``, ``eta``, ``stragglers``, ``progress_mark``, ``schedule``,
-``queue_forecast``, ``PredictionRow.payload``, ``CalibrationRow.state``). A column becomes
-``dict[str, object]`` once all its readers narrow what they read."""
+_COLUMNS: dict[type[Record], frozenset[str]] = {}
 
 
-class Base(DeclarativeBase):
-    """Declarative base of the store's tables."""
+def _columns(record: type[Record]) -> frozenset[str]:
+    """The annotated attributes (columns) of a record class and its bases."""
+    found = _COLUMNS.get(record)
+    if found is None:
+        names = (name for k in record.__mro__ for name in vars(k).get("__annotations__", {}))
+        found = _COLUMNS[record] = frozenset(names)
+    return found
 
 
-class JobRow(Base):
+class Record:
+    """A row of one table of the store: its columns are the class's annotated attributes.
+
+    ``Record(**values)`` sets the attributes named (the others stay unset until the store
+    inserts the row and reads back its defaults); raises ``TypeError`` for a name that is no
+    column of the class, as a declarative SQLAlchemy class does.
+    """
+
+    def __init__(self, **values: object) -> None:
+        columns = _columns(type(self))
+        for name, value in values.items():
+            if name not in columns:
+                raise TypeError(
+                    f"{name!r} is an invalid keyword argument for {type(self).__name__}"
+                )
+            setattr(self, name, value)
+
+
+class JobRow(Record):
     """One job of one scheduler/cluster: its latest snapshot, description, prediction and ETA.
 
     ``progress_mark``: the last progress record read (``planner.forecast.observations.
@@ -52,71 +63,57 @@ class JobRow(Base):
     ended, how its ETAs did (``planner.service.loops.outcomes``).
     """
 
-    __tablename__ = "jobs"
-    __table_args__ = (
-        UniqueConstraint("scheduler", "cluster", "job_id", name="uq_jobs_key"),
-        # a page of the listing is a range of one of these (``sort_number``)
-        Index("ix_jobs_listing", "scheduler", "cluster", "sort_number", "job_id"),
-        Index("ix_jobs_listing_active", "active", "scheduler", "cluster", "sort_number", "job_id"),
-        Index("ix_jobs_listing_status", "status", "scheduler", "cluster", "sort_number", "job_id"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    scheduler: Mapped[str] = mapped_column(String(32))
-    cluster: Mapped[str] = mapped_column(String(128))
-    job_id: Mapped[str] = mapped_column(String(64), index=True)
-    name: Mapped[str] = mapped_column(String(256), default="")
-    user: Mapped[str] = mapped_column(String(128), default="")
-    status: Mapped[str] = mapped_column(String(32), index=True)
-    active: Mapped[bool] = mapped_column(default=True, index=True)
-    state: Mapped[UncheckedJson] = mapped_column(JSON)
-    first_seen_s: Mapped[float] = mapped_column(Float)
-    last_seen_s: Mapped[float] = mapped_column(Float)
-    ended_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    described_by: Mapped[str] = mapped_column(String(32), default="none")
-    description_detail: Mapped[str] = mapped_column(Text, default="")
-    description_key: Mapped[str] = mapped_column(Text, default="")
-    scenario: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
+    id: int
+    scheduler: str
+    cluster: str
+    job_id: str
+    name: str
+    user: str
+    status: str
+    active: bool
+    state: dict[str, object]
+    first_seen_s: float
+    last_seen_s: float
+    ended_s: float | None
+    described_by: str
+    description_detail: str
+    description_key: str
+    scenario: dict[str, object] | None
     # where each value of a launch description came from, what was assumed and left unknown
-    description_facts: Mapped[Mapping[str, object] | None] = mapped_column(JSON, nullable=True)
-    prediction: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
-    train_iters: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    iteration: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    last_progress_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    log_cursor: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
-    eta: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
-    stragglers: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
-    telemetry_since_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    progress_mark: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
-    gpus: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
+    description_facts: Mapping[str, object] | None
+    prediction: dict[str, object] | None
+    train_iters: int | None
+    iteration: int | None
+    last_progress_s: float | None
+    log_cursor: dict[str, object] | None
+    eta: dict[str, object] | None
+    stragglers: dict[str, object] | None
+    telemetry_since_s: float | None
+    progress_mark: dict[str, object] | None
+    gpus: dict[str, object] | None
     # ETA: what the job's progress showed, what its arguments state, how its ETAs did
-    progress_history: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
-    schedule: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
-    outcome: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
+    progress_history: dict[str, object] | None
+    schedule: dict[str, object] | None
+    outcome: dict[str, object] | None
     # the pending job's predicted start and completion from the queue simulation
     # (planner.service.loops.queue_forecast); kept once the job starts (the last one made).
-    queue_forecast: Mapped[UncheckedJson | None] = mapped_column(JSON, nullable=True)
+    queue_forecast: dict[str, object] | None
     # the first part of ``job_sort_key(job_id)`` (the listing's order, indexed)
-    sort_number: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    sort_number: int
 
 
-class StepSampleRow(Base):
+class StepSampleRow(Record):
     """One progress observation of a job: mean step time over ``num_iterations`` ending at
     ``iteration``, observed at ``time_s``."""
 
-    __tablename__ = "step_samples"
-    __table_args__ = (
-        UniqueConstraint("job_pk", "iteration", name="uq_step_samples_job_iteration"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
-    iteration: Mapped[int] = mapped_column(Integer)
-    step_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    num_iterations: Mapped[int] = mapped_column(Integer, default=1)
-    time_s: Mapped[float] = mapped_column(Float)
-    loss: Mapped[float | None] = mapped_column(Float, nullable=True)
-    logged_step_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    id: int
+    job_pk: int
+    iteration: int
+    step_time_s: float | None
+    num_iterations: int
+    time_s: float
+    loss: float | None
+    logged_step_time_s: float | None
 
 
 class SampleTiming(NamedTuple):
@@ -129,61 +126,52 @@ class SampleTiming(NamedTuple):
     logged_step_time_s: float | None
 
 
-class PredictionRow(Base):
+class PredictionRow(Record):
     """History of what the planner predicted for a job (``kind``: ``eta`` or ``model``)."""
 
-    __tablename__ = "predictions"
-    __table_args__ = (Index("ix_predictions_job_time", "job_pk", "made_at_s"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
-    made_at_s: Mapped[float] = mapped_column(Float)
-    kind: Mapped[str] = mapped_column(String(16))
-    payload: Mapped[UncheckedJson] = mapped_column(JSON)
+    id: int
+    job_pk: int
+    made_at_s: float
+    kind: str
+    payload: dict[str, object]
 
 
-class SourceRow(Base):
+class SourceRow(Record):
     """Health of one telemetry source (e.g. Slurm on one cluster): last success and last error."""
 
-    __tablename__ = "sources"
-
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    scheduler: Mapped[str] = mapped_column(String(32))
-    cluster: Mapped[str] = mapped_column(String(128), default="")
-    last_attempt_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    last_success_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
-    nodes: Mapped[list[dict[str, object]] | None] = mapped_column(JSON, nullable=True)
-    warnings: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    name: str
+    scheduler: str
+    cluster: str
+    last_attempt_s: float | None
+    last_success_s: float | None
+    last_error: str | None
+    consecutive_failures: int
+    nodes: list[dict[str, object]] | None
+    warnings: list[str] | None
 
 
-class CalibrationRow(Base):
+class CalibrationRow(Record):
     """A named calibration state kept as data (e.g. ``online``: per-cluster corrections)."""
 
-    __tablename__ = "calibrations"
-
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    state: Mapped[UncheckedJson] = mapped_column(JSON)
-    updated_s: Mapped[float] = mapped_column(Float)
+    name: str
+    state: dict[str, object]
+    updated_s: float
 
 
-class HeartbeatRow(Base):
+class HeartbeatRow(Record):
     """What a process of the service last reported about itself (``planner.service.
     processes``): ``name`` (e.g. ``ingest/<host>-<pid>``), ``body`` (the status record as JSON
     text, read by the API process) and when it was written, Unix epoch seconds."""
 
-    __tablename__ = "heartbeats"
-
-    name: Mapped[str] = mapped_column(String(128), primary_key=True)
-    body: Mapped[str] = mapped_column(Text)
-    updated_s: Mapped[float] = mapped_column(Float)
+    name: str
+    body: str
+    updated_s: float
 
 
 # the audit trail of what the planner wrote (schedulers) and what it was sent (uploads).
 
 
-class AuditRow(Base):
+class AuditRow(Record):
     """One write the planner made to a scheduler, or a state change it accepted over the API.
 
     ``actor``: who (``planner`` for the ingest loop's writes, else the API principal);
@@ -193,19 +181,16 @@ class AuditRow(Base):
     ``detail``: values written (JSON).
     """
 
-    __tablename__ = "audit"
-    __table_args__ = (Index("ix_audit_at", "at_s"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    at_s: Mapped[float] = mapped_column(Float)
-    actor: Mapped[str] = mapped_column(String(128))
-    action: Mapped[str] = mapped_column(String(32))
-    scheduler: Mapped[str] = mapped_column(String(32), default="")
-    cluster: Mapped[str] = mapped_column(String(128), default="")
-    target: Mapped[str] = mapped_column(String(512), default="")
-    outcome: Mapped[str] = mapped_column(String(16))
-    reason: Mapped[str] = mapped_column(Text, default="")
-    detail: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
+    id: int
+    at_s: float
+    actor: str
+    action: str
+    scheduler: str
+    cluster: str
+    target: str
+    outcome: str
+    reason: str
+    detail: dict[str, object] | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,46 +281,41 @@ def listing_key(row: JobRow) -> tuple[str, str, tuple[int, str]]:
     return (row.scheduler, row.cluster, job_sort_key(row.job_id))
 
 
-class NodeSlownessRow(Base):
+class NodeSlownessRow(Record):
     """One episode of a slow node (``planner.stragglers.exposure.SlowEpisode``): a node on which
     a running job had ranks flagged (or the node itself flagged as slow), from ``started_s`` to
     ``last_seen_s``, with the job's what-if ``slowdown``. Drained nodes leave the history."""
 
-    __tablename__ = "node_slowness"
-    __table_args__ = (Index("ix_node_slowness_node", "scheduler", "cluster", "node"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    scheduler: Mapped[str] = mapped_column(String(32))
-    cluster: Mapped[str] = mapped_column(String(128))
-    node: Mapped[str] = mapped_column(String(256))
-    job_id: Mapped[str] = mapped_column(String(64))
-    started_s: Mapped[float] = mapped_column(Float)
-    last_seen_s: Mapped[float] = mapped_column(Float, index=True)
-    ranks: Mapped[int] = mapped_column(Integer, default=1)
-    slowdown: Mapped[float] = mapped_column(Float)
+    id: int
+    scheduler: str
+    cluster: str
+    node: str
+    job_id: str
+    started_s: float
+    last_seen_s: float
+    ranks: int
+    slowdown: float
 
 
-class ReviewRow(Base):
+class ReviewRow(Record):
     """A capacity review the service ran on its schedule (``planner.service.reviews``):
     ``result`` is ``Review.to_dict()`` (``docs/capacity-formats.md``), ``summary`` its
     comparison rows, ``html``/``markdown`` the documents; ``error`` (with no result) when the
     review could not run."""
 
-    __tablename__ = "reviews"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    made_at_s: Mapped[float] = mapped_column(Float, index=True)
-    trigger: Mapped[str] = mapped_column(String(16))
-    fleet: Mapped[str] = mapped_column(String(256), default="")
-    elapsed_s: Mapped[float] = mapped_column(Float, default=0.0)
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    summary: Mapped[list[dict[str, object]] | None] = mapped_column(JSON, nullable=True)
-    result: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
-    html: Mapped[str | None] = mapped_column(Text, nullable=True)
-    markdown: Mapped[str | None] = mapped_column(Text, nullable=True)
+    id: int
+    made_at_s: float
+    trigger: str
+    fleet: str
+    elapsed_s: float
+    error: str | None
+    summary: list[dict[str, object]] | None
+    result: dict[str, object] | None
+    html: str | None
+    markdown: str | None
 
 
-class ObservedRunRow(Base):
+class ObservedRunRow(Record):
     """One finished job as a measured run for the observed-runs calibration
     (``planner.service.learning``): its scenario document, the measured step time
     (``iteration_time_s``, s: the ETA's robust mean of its wall-clock step times) over
@@ -344,24 +324,18 @@ class ObservedRunRow(Base):
     a number, a GPU the catalog does not know): kept with its reason, never fitted. One row per
     job (a requeued job's later end replaces it)."""
 
-    __tablename__ = "observed_runs"
-    __table_args__ = (
-        UniqueConstraint("scheduler", "cluster", "job_id", name="uq_observed_runs_job"),
-        Index("ix_observed_runs_cluster", "scheduler", "cluster", "id"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    scheduler: Mapped[str] = mapped_column(String(32))
-    cluster: Mapped[str] = mapped_column(String(128))
-    job_id: Mapped[str] = mapped_column(String(64))
-    recorded_s: Mapped[float] = mapped_column(Float)
-    ended_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    gpu: Mapped[str] = mapped_column(String(64), default="")
-    scenario: Mapped[dict[str, object]] = mapped_column(JSON)
-    iteration_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    num_iterations: Mapped[int] = mapped_column(Integer, default=0)
-    memory_per_gpu_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
-    skip_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    id: int
+    scheduler: str
+    cluster: str
+    job_id: str
+    recorded_s: float
+    ended_s: float | None
+    gpu: str
+    scenario: dict[str, object]
+    iteration_time_s: float | None
+    num_iterations: int
+    memory_per_gpu_bytes: float | None
+    skip_reason: str | None
 
 
 class ObservedRunCount(NamedTuple):

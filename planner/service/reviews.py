@@ -23,8 +23,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -38,6 +38,7 @@ from planner.capacity.html import review_html
 from planner.capacity.inputs import ReviewInputs, review_inputs
 from planner.capacity.montecarlo import Executor
 from planner.errors import PlannerError, SpecError
+from planner.forecast.stored import integer, items, optional_integer, optional_real
 from planner.search.budget import BudgetExceededError, SearchBudget, budget_scope, checkpoint
 from planner.service.loops.queue_forecast import queue_order, runtime_band
 from planner.service.models import JobRow, ReviewRow
@@ -61,7 +62,6 @@ log = logging.getLogger("planner.service.reviews")
 FOREVER_S = 10 * 365 * 86400.0
 #: How often a review waiting for the running one looks at its budget, seconds.
 LOCK_POLL_S = 0.1
-_STATE_FIELDS = {f.name for f in fields(JobState)}
 
 
 def read_document(path: str, what: str) -> Located:
@@ -112,12 +112,69 @@ def over_time(exc: BudgetExceededError, limits: LimitSettings, advice: str) -> S
     )
 
 
+def _text(doc: Mapping[str, object], key: str, default: str | None = None) -> str:
+    """The string ``doc[key]`` (``default`` when absent); raises ``TypeError`` otherwise."""
+    value = doc.get(key, default)
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"{key}: not a string: {value!r}")
+
+
+def _optional_text(doc: Mapping[str, object], key: str) -> str | None:
+    """The string ``doc[key]`` or None; raises ``TypeError`` for another value."""
+    return None if doc.get(key) is None else _text(doc, key)
+
+
+def _names(value: object) -> tuple[str, ...]:
+    """A stored list of node names (None: none); raises ``TypeError`` for another value."""
+    names = tuple(items(value or ()))
+    if not all(isinstance(name, str) for name in names):
+        raise TypeError(f"node_list: not a list of names: {value!r}")
+    return tuple(str(name) for name in names)
+
+
 def _state(row: JobRow) -> JobState | None:
-    doc = {k: v for k, v in (row.state or {}).items() if k in _STATE_FIELDS}
+    """The job's stored snapshot (``planner.service.loops.jobs.job_state_dict``) as a
+    ``JobState``; None when a field is missing or of another type (a snapshot stored by
+    another version)."""
+    doc = row.state or {}
     try:
-        doc["status"] = JobStatus(doc.get("status", row.status))
-        doc["node_list"] = tuple(doc.get("node_list") or ())
-        return JobState(**doc)
+        flag = doc.get("gpus_allocated", False)
+        if not isinstance(flag, bool):
+            raise TypeError(f"gpus_allocated: not a bool: {flag!r}")
+        return JobState(
+            scheduler=_text(doc, "scheduler"),
+            cluster=_text(doc, "cluster"),
+            job_id=_text(doc, "job_id"),
+            name=_text(doc, "name", ""),
+            user=_text(doc, "user", ""),
+            partition=_text(doc, "partition", ""),
+            account=_text(doc, "account", ""),
+            status=JobStatus(_text(doc, "status", row.status)),
+            state_reason=_text(doc, "state_reason", ""),
+            node_list=_names(doc.get("node_list")),
+            num_nodes=integer(doc.get("num_nodes", 0)),
+            num_gpus=integer(doc.get("num_gpus", 0)),
+            gpus_allocated=flag,
+            gpu_type=_optional_text(doc, "gpu_type"),
+            submit_time_s=optional_real(doc.get("submit_time_s")),
+            start_time_s=optional_real(doc.get("start_time_s")),
+            end_time_s=optional_real(doc.get("end_time_s")),
+            expected_start_time_s=optional_real(doc.get("expected_start_time_s")),
+            time_limit_s=optional_real(doc.get("time_limit_s")),
+            stdout_path=_optional_text(doc, "stdout_path"),
+            work_dir=_optional_text(doc, "work_dir"),
+            command=_optional_text(doc, "command"),
+            batch_script=_optional_text(doc, "batch_script"),
+            comment=_text(doc, "comment", ""),
+            namespace=_text(doc, "namespace", ""),
+            queue_name=_text(doc, "queue_name", ""),
+            queue_position=optional_integer(doc.get("queue_position")),
+            progress_ratio=optional_real(doc.get("progress_ratio")),
+            reported_remaining_s=optional_real(doc.get("reported_remaining_s")),
+            progress_updated_s=optional_real(doc.get("progress_updated_s")),
+            launch_manifest=_optional_text(doc, "launch_manifest"),
+        )
     except (TypeError, ValueError):
         return None
 

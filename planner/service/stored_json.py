@@ -7,7 +7,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping
 
-__all__ = ["fields", "number", "rows"]
+__all__ = ["fields", "number", "rows", "text"]
 
 
 def fields(value: object) -> Mapping[str, object]:
@@ -19,6 +19,11 @@ def rows(value: object) -> list[Mapping[str, object]]:
     """The objects of ``value`` when it is a JSON list (what is not an object left out), else
     an empty list."""
     return [row for row in value if isinstance(row, Mapping)] if isinstance(value, list) else []
+
+
+def text(value: object) -> str | None:
+    """``value`` when it is a string, else None."""
+    return value if isinstance(value, str) else None
 
 
 def number(value: object) -> float | None:

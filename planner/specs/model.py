@@ -74,6 +74,9 @@ class ModelSpec:
     default ``alltoall``), ``moe_grouped_gemm`` (all local experts in one grouped GEMM instead of
     one GEMM per expert, Megatron's default), ``moe_expert_capacity_factor`` (None: dropless;
     else tokens beyond ``factor x`` an expert's even share are dropped),
+    ``moe_pad_expert_input_to_capacity`` (Megatron ``--moe-pad-expert-input-to-capacity``,
+    drop-and-pad: every expert's input padded to its capacity, so the per-expert token counts
+    are known on the host and no device-to-host read waits for them; needs a capacity factor),
     ``moe_router_force_load_balancing`` (every expert gets its even share: benchmarks' forced or
     fake balanced gates), ``moe_router_num_groups``/``moe_router_group_topk`` (group-limited
     routing: each token's experts from ``group_topk`` of the groups; DeepSeek-V3's
@@ -114,6 +117,7 @@ class ModelSpec:
     moe_token_dispatcher_type: MoETokenDispatcher = MoETokenDispatcher.ALLTOALL
     moe_grouped_gemm: bool = False
     moe_expert_capacity_factor: float | None = None
+    moe_pad_expert_input_to_capacity: bool = False
     moe_router_force_load_balancing: bool = False
     moe_imbalance_factor: float | None = None
     moe_router_num_groups: int = 0
@@ -287,6 +291,12 @@ class ModelSpec:
             )
         if self.moe_expert_capacity_factor is not None:
             require_number("model.moe_expert_capacity_factor", self.moe_expert_capacity_factor)
+        elif self.moe_pad_expert_input_to_capacity:
+            raise SpecError(
+                "model.moe_pad_expert_input_to_capacity",
+                "pads each expert's input to its capacity: set model.moe_expert_capacity_factor "
+                "too (Megatron-Core needs both)",
+            )
         if self.moe_imbalance_factor is not None:
             require_number("model.moe_imbalance_factor", self.moe_imbalance_factor)
             if self.moe_imbalance_factor < 1:

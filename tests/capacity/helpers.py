@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.capacity.fleet import SchedulerKind
+from planner.capacity.fleet import Preemption, SchedulerKind
 from planner.capacity.montecarlo import Draws, Outcomes, simulate_workloads
 from planner.capacity.runtime import InterruptionModel, RuntimeBand
 from planner.capacity.snapshot import QueuedJob
@@ -51,6 +51,7 @@ def workload(
     borrowing: Sequence[Sequence[float]] = (),
     cohorts: Sequence[int] = (),
     strict: Sequence[bool] = (),
+    preemption: Sequence[Preemption] = (),
     interruptions: InterruptionModel = NO_INTERRUPTIONS,
     horizon_s: float = 100 * 86400.0,
 ) -> Workload:
@@ -112,6 +113,7 @@ def workload(
             else np.full((queues, n_pools), np.inf)
         ),
         queue_strict=np.array(list(strict) or [False] * queues, np.bool_),
+        queue_preemption=tuple(preemption),
     )
 
 

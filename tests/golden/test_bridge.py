@@ -137,6 +137,7 @@ def test_moe_rows_routing_and_the_deepseek_layout() -> None:
         )
     )
     assert qwen.document["model"]["moe_expert_capacity_factor"] == 1.0
+    assert qwen.document["model"]["moe_pad_expert_input_to_capacity"]  # apply_moe_token_drop
     assert "moe_router_force_load_balancing" not in qwen.document["model"]
     assert qwen.document["parallelism"]["expert_parallel"] == 8
     parse_scenario(qwen.document)

@@ -17,6 +17,7 @@ from benchmarks.accuracy.moe_h100 import (
     _flops_model,
     convert_moe_h100,
     megatron_flops_per_token,
+    publisher_of,
 )
 from benchmarks.accuracy.runs import PublishedRun, load_runs
 from planner.catalog import model_preset
@@ -103,6 +104,22 @@ def test_automodel_rows_run_fsdp2_with_the_recipe_recompute() -> None:
     oss = convert_moe_h100(RUNS["am_gptoss_120b_64gpu"])
     assert oss.document["parallelism"]["recompute"] == "none"
     assert oss.document["parallelism"]["expert_parallel"] == 64
+
+
+def test_each_publisher_is_its_own_cluster() -> None:
+    """The source gathers four publishers' machines and stacks: the observed-runs
+    calibration must not learn one cluster's factor from another's runs."""
+    ids = (
+        "am_qwen3_30b_a3b_8gpu",
+        "mz_qwen3_235b_256gpu_intranodeEP8_a2a",
+        "mlm_moe_readme_mixtral8x7b_mcore_v0.9",
+        "flagperf_mixtral8x7b_h100_32gpu_pp2dp2tp8",
+    )
+    clusters = [convert_moe_h100(RUNS[i]).cluster_of for i in ids]
+    assert len(set(clusters)) == 4
+    assert clusters[0] == "NVIDIA-NeMo/Automodel"
+    with pytest.raises(ValueError, match="no publisher"):
+        publisher_of("xx_unknown")
 
 
 def test_every_configuration_converts_or_has_a_reason() -> None:

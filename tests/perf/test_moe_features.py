@@ -198,12 +198,15 @@ def test_grouped_gemm_fills_the_gpu_with_small_experts() -> None:
     assert grouped < 0.8 * sequential
 
 
-def _qwen3_30b_b200(micro_batch_size: int, framework: str = "megatron") -> ScenarioArrays:
+def _qwen3_30b_b200(
+    micro_batch_size: int, framework: str = "megatron", **routing: Any
+) -> ScenarioArrays:
     """Qwen3-30B-A3B as Megatron-Bridge's B200 rows run it: 8 GPUs, expert parallel 8 (16
-    local experts), force-balanced routing, MXFP8."""
+    local experts), force-balanced routing (or ``routing``), MXFP8."""
+    model = _moe(moe_grouped_gemm=True, **(routing or {"moe_router_force_load_balancing": True}))
     scenario = parse_scenario(
         {
-            "model": _moe(moe_router_force_load_balancing=True, moe_grouped_gemm=True),
+            "model": model,
             "hardware": {"gpu": "b200", "num_gpus": 8},
             "parallelism": {
                 "expert_parallel": 8,
@@ -230,6 +233,34 @@ def test_a_short_moe_forward_waits_for_the_host() -> None:
     large = _qwen3_30b_b200(8)
     assert _moe_forward_s(_gpu_only(large)) > host
     assert _moe_forward_s(large) == _moe_forward_s(_gpu_only(large))
+
+
+def test_drop_and_pad_has_no_host_floor() -> None:
+    """Drop-and-pad knows every expert's token count from the capacity, so Megatron-Core's
+    dispatcher reads nothing back and the host runs ahead (``moe_host_exposed_s``); dropping
+    without padding still reads the counts."""
+    padded = _qwen3_30b_b200(
+        1, moe_expert_capacity_factor=1.0, moe_pad_expert_input_to_capacity=True
+    )
+    assert _moe_forward_s(padded) == _moe_forward_s(_gpu_only(padded))
+    dropped = _qwen3_30b_b200(1, moe_expert_capacity_factor=1.0)
+    assert _moe_forward_s(dropped) > _moe_forward_s(_gpu_only(dropped))
+
+
+def test_drop_and_pad_runs_every_expert_at_its_capacity() -> None:
+    """Padded experts compute their whole capacity (``capacity_factor`` x the even share)
+    whatever the routing; unpadded ones at most that."""
+    capped, padded, busiest = (
+        _moe_forward_s(_gpu_only(ScenarioArrays.from_scenarios([_scenario(m, expert_parallel=8)])))
+        for m in (
+            _moe(moe_expert_capacity_factor=1.5),
+            _moe(moe_expert_capacity_factor=1.5, moe_pad_expert_input_to_capacity=True),
+            _moe(moe_imbalance_factor=1.5),
+        )
+    )
+    assert capped < padded == pytest.approx(busiest)
+    with pytest.raises(SpecError, match=r"model\.moe_pad_expert_input_to_capacity"):
+        _scenario(_moe(moe_pad_expert_input_to_capacity=True))
 
 
 def test_stacks_without_the_host_read_have_no_host_floor() -> None:

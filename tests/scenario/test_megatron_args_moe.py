@@ -52,12 +52,14 @@ def test_capacity_factor_window_and_integer_layer_frequency() -> None:
         "--num-layers 24 --hidden-size 2880 --num-attention-heads 64 --kv-channels 64 "
         "--group-query-attention --num-query-groups 8 --seq-length 4096 --num-experts 32 "
         "--moe-router-topk 4 --moe-expert-capacity-factor 1.25 --moe-layer-freq 2 "
+        "--moe-pad-expert-input-to-capacity "
         "--window-size (128,0) --window-attn-skip-freq 2 --global-batch-size 64"
     )
     doc = scenario_document_from_megatron_args(text, num_gpus=8, gpu="h100")
     assert doc is not None
     model = parse_scenario(doc).model
     assert model.moe_expert_capacity_factor == 1.25
+    assert model.moe_pad_expert_input_to_capacity
     assert model.num_moe_layers == 12
     assert (model.window_size, model.window_attn_skip_freq) == (128, 2)
 

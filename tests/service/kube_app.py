@@ -14,7 +14,7 @@ import pytest
 from adapters.logs import LogTailer
 from planner.service.main import create_app
 from planner.service.settings import KubernetesSettings, PublishSettings, Settings, Toggle
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from tests.adapters.kubernetes.conftest import load_cluster
 from tests.k8s_fake import FakeKube
 

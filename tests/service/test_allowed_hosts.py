@@ -16,7 +16,7 @@ from adapters.logs import LogTailer
 from planner.service.api.hosts import host_allowed, host_of
 from planner.service.main import create_app
 from planner.service.settings import Settings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 
 from .asgi_probe import send_request
 from .conftest import Clock, ScriptedSource

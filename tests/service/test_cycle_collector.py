@@ -14,7 +14,7 @@ from adapters.logs import LogTailer
 from planner.errors import SpecError
 from planner.service.loops import IngestLoop
 from planner.service.loops.collector import CycleCollector
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 
 
 class Node:

@@ -16,7 +16,7 @@ from planner.recommend.time_limit import RuntimeHint
 from planner.service.audit import AuditLog
 from planner.service.loops.publish import SlurmHintsRuntime
 from planner.service.models import RetentionPolicy
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobStatus
 
 from .conftest import OPERATOR_TOKEN, Clock, JobFactory, ScriptedSource, bearer

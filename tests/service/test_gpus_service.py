@@ -17,7 +17,7 @@ from adapters.logs import LogTailer
 from adapters.prometheus import DcgmJobTelemetry, DcgmTelemetry, PrometheusClient
 from planner.service.main import create_app
 from planner.service.settings import Settings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource

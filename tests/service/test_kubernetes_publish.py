@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from adapters.kubernetes.translate import parse_time
 from planner.service.settings import PublishSettings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from tests.adapters.kubernetes.crd_schema import validate_object
 from tests.k8s_fake import FakeKube
 from tests.service.kube_app import cluster_server, ingest, kube_app, wait

@@ -12,7 +12,7 @@ import pytest
 from planner.calibration.observed_runs import ObservedRun, samples_from_runs
 from planner.service.learning import Learner, LearningConfig, calibration_name
 from planner.service.models import ObservedRunRow
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 
 from .test_store_postgres import pg_server, pg_url
 

@@ -28,7 +28,7 @@ from planner.service.loops.incremental import eta_remaining_now
 from planner.service.loops.publish import slurm_jobs
 from planner.service.metrics import PlannerCollector
 from planner.service.models import JobRow
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobStatus
 
 from .conftest import Clock

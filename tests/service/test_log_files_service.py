@@ -15,7 +15,7 @@ from typing import Any, cast
 import pytest
 from fastapi import FastAPI
 
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobStatus, TailCursor
 
 from .conftest import Clock, JobFactory, ScriptedSource

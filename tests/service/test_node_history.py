@@ -13,7 +13,7 @@ from planner.recommend.time_limit import runtime_hint
 from planner.service.loops.eta import update_eta
 from planner.service.loops.node_history import update_node_history
 from planner.service.loops.publish import outlook_of
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobState, JobStatus, NodeState
 
 NOW = 1_800_000_000.0

@@ -23,7 +23,7 @@ from planner.service.main import create_app
 from planner.service.reviews import ReviewRunner
 from planner.service.security_settings import LimitSettings
 from planner.service.settings import ReviewSettings, Settings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 
 from .asgi_probe import Answer, send_request
 from .conftest import Clock, ScriptedSource

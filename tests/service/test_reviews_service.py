@@ -17,7 +17,7 @@ from planner.capacity.documents import load_document
 from planner.service.loops.queue_forecast import queue_order, runtime_band
 from planner.service.main import create_app
 from planner.service.settings import Settings, parse_schedule
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import ClusterSnapshot, JobState, JobStatus, NodeState
 
 from .conftest import Clock, JobFactory, ScriptedSource

@@ -16,7 +16,7 @@ from planner.errors import SpecError
 from planner.service.main import create_app
 from planner.service.security_settings import AuthSettings, LimitSettings
 from planner.service.settings import Settings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from tests.k8s_fake import FakeKube
 from tests.search.conftest import SMALL
 

@@ -14,7 +14,7 @@ from planner.errors import SourceTemporaryError
 from planner.service.main import create_app
 from planner.service.security_settings import AuthSettings
 from planner.service.settings import Settings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource, write_token_file

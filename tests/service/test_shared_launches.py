@@ -15,7 +15,7 @@ from sqlalchemy import event
 from adapters.logs import LogTailer
 from planner.service.describe import describe_job
 from planner.service.loops import IngestLoop, jobs
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import ClusterSnapshot, NodeState
 
 from .conftest import Clock, JobFactory, ScriptedSource

@@ -10,7 +10,7 @@ from adapters.slurm.hints import read_hints_file
 from planner.service.describe import description_key
 from planner.service.main import create_app
 from planner.service.settings import Settings, SlurmSettings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource

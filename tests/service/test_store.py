@@ -9,7 +9,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from planner.errors import StoreError
 from planner.service.models import SourceRow
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
+from planner.service.store.tables import METADATA
 
 
 def test_migrate_twice_and_reopen_keeps_rows(tmp_path: Path) -> None:
@@ -26,13 +27,34 @@ def test_migrate_twice_and_reopen_keeps_rows(tmp_path: Path) -> None:
     assert [r.name for r in again.sources()] == ["slurm"]
 
 
+def test_migrations_create_the_tables_the_store_maps(tmp_path: Path) -> None:
+    # the records are mapped onto ``METADATA``'s tables; the migrations own the schema: both
+    # must agree column by column, index by index (Alembic's autogenerate comparison)
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    store = SqlStore(f"sqlite:///{tmp_path / 'p.db'}")
+    store.migrate()
+    with store.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), METADATA) == []
+
+
+def test_a_record_takes_only_its_columns() -> None:
+    row = SourceRow(name="slurm", scheduler="slurm")
+    assert (row.name, row.scheduler) == ("slurm", "slurm")
+    with pytest.raises(TypeError, match="'nodez' is an invalid keyword argument for SourceRow"):
+        SourceRow(name="slurm", nodez=[])
+
+
 def test_sources_without_their_nodes_do_not_load_them(tmp_path: Path) -> None:
     store = SqlStore(f"sqlite:///{tmp_path / 'p.db'}")
     store.migrate()
     nodes = [{"name": f"n{i}", "gpus": 8} for i in range(3)]
     with store.session() as s:
         s.add(SourceRow(name="slurm", scheduler="slurm", cluster="c", consecutive_failures=0))
-        s.get(SourceRow, "slurm").nodes = nodes  # type: ignore[union-attr]
+        row = s.get(SourceRow, "slurm")
+        assert row is not None
+        row.nodes = nodes
     (whole,) = store.sources()
     assert whole.nodes == nodes
     (light,) = store.sources(nodes=False)

@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import event
 
 from planner.service.models import JobRow, ObservedRunRow
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.service.store.unit_of_work import SqlUnitOfWork
 
 T0 = 1_800_000_000.0

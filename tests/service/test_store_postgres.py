@@ -23,9 +23,10 @@ from adapters.logs import LogTailer
 from planner.errors import StoreError
 from planner.service.loops import IngestLoop
 from planner.service.main import create_app
-from planner.service.models import Base, JobRow, SourceRow
+from planner.service.models import JobRow, SourceRow
 from planner.service.settings import Settings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
+from planner.service.store.tables import METADATA
 from planner.specs.job import JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource
@@ -109,7 +110,7 @@ def test_migrations_run_on_postgres_and_match_the_models(pg_url: str, tmp_path: 
     reference.migrate()
     assert store.revision() == reference.revision()
     with store.engine.connect() as conn:
-        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        assert compare_metadata(MigrationContext.configure(conn), METADATA) == []
         tables = set(inspect(conn).get_table_names())
     assert {"jobs", "sources", "alembic_version"} <= tables
     # a second replica starting against the migrated database changes nothing

@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import event
 
 from planner.service.models import SampleTiming, StepSampleRow
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 
 
 def _store(tmp_path: Path) -> SqlStore:

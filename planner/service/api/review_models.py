@@ -129,6 +129,8 @@ class JobForecastView(BaseModel):
     lost_gpu_hours_mean: float = 0.0
     checkpoint_interval_s: float | None = None
     note: str = ""
+    preemptions_mean: float = Field(default=0.0, description="Runs Kueue evicted per sample")
+    preempted_gpu_hours_mean: float = Field(default=0.0, description="GPU-hours they cost")
 
 
 class PoolWeekView(BaseModel):
@@ -156,6 +158,8 @@ class TeamUsageView(BaseModel):
     quota_gpu_hours: float | None = None
     queued_gpu_hours_mean: float = 0.0
     quota_use: float | None = None
+    preemptions_mean: float = Field(default=0.0, description="Runs Kueue evicted per sample")
+    preempted_gpu_hours_mean: float = Field(default=0.0, description="GPU-hours they cost")
 
 
 class OccupancyView(BaseModel):

@@ -180,7 +180,7 @@ def make_router(
     )
     def list_reviews(
         limit: Annotated[int, Query(ge=1, le=1000, description="At most this many")] = 20,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         rows = state.store.list_reviews(limit=limit)
         return {
             "reviews": [

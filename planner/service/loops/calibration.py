@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Any
+from collections.abc import Mapping
 
 from planner.calibration import OnlineCalibration, key_from_scenario
 from planner.calibration.online_split import IntervalTiming, window_share
@@ -25,8 +25,9 @@ from planner.service.learning import (
     model_fields,
 )
 from planner.service.loops.context import IngestDeps
-from planner.service.models import JobRow
+from planner.service.models import CalibrationRow, JobRow
 from planner.service.store import UnitOfWork
+from planner.service.stored_json import fields
 from planner.stragglers.live import LiveStragglers
 
 log = logging.getLogger(__name__)
@@ -35,14 +36,21 @@ log = logging.getLogger(__name__)
 ONLINE_CALIBRATION = "online"
 
 
+def _stored_online(row: CalibrationRow) -> OnlineCalibration:
+    """The online calibration ``row`` keeps; raises ``KeyError`` or ``TypeError`` when it
+    keeps none, or ``PlannerError`` when it is unusable."""
+    state = row.state["online"]
+    if not isinstance(state, Mapping):
+        raise TypeError(f"the stored online calibration is not an object: {type(state).__name__}")
+    return OnlineCalibration.from_json(state)
+
+
 def online_calibration(deps: IngestDeps, uow: UnitOfWork) -> OnlineCalibration:
     """The online calibration, loaded from the store on first use (afresh when unusable)."""
     if deps.online.value is None:
         row = uow.calibration(ONLINE_CALIBRATION)
         try:
-            deps.online.value = (
-                OnlineCalibration.from_json(row.state["online"]) if row else OnlineCalibration()
-            )
+            deps.online.value = _stored_online(row) if row else OnlineCalibration()
         except (PlannerError, KeyError, TypeError) as exc:
             log.error("stored online calibration unusable, starting afresh: %s", exc)
             deps.online.value = OnlineCalibration()
@@ -139,7 +147,7 @@ def job_window_share(job: JobRow) -> float | None:
     tracker (``LiveStragglers.window``, the span of its what-if; it keeps more as evidence for
     its flags); None without per-rank timings, or when the ranks printed no step time (the
     tracker then takes the slowest compute as the step)."""
-    state = (job.stragglers or {}).get("state")
+    state = fields((job.stragglers or {}).get("state"))
     if not state:
         return None
     try:
@@ -160,7 +168,7 @@ def job_window_share(job: JobRow) -> float | None:
     return window_share(intervals)
 
 
-def _state(online: OnlineCalibration) -> dict[str, Any]:
+def _state(online: OnlineCalibration) -> dict[str, object]:
     errors = {}
     for sched, clus in {(k.scheduler, k.cluster) for k, _ in online.jobs_}:
         stats = online.error_stats(sched, clus)

@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from planner.errors import SourceError, StoreError
 from planner.ports import GpuTelemetry, JobTelemetry, ProgressReader, SchedulerSource, TraceSource
@@ -104,12 +103,12 @@ def _ingest(
         forecast_queue(deps, uow, snapshot, now_s=now_s)
 
 
-def node_documents(deps: IngestDeps, nodes: Sequence[NodeState]) -> list[dict[str, Any]]:
+def node_documents(deps: IngestDeps, nodes: Sequence[NodeState]) -> list[dict[str, object]]:
     """The nodes as the source's row stores them (JSON: a tuple as a list); a node reported
     as it was at the last cycle reuses its document (``IngestDeps.node_documents``: most of a
     cluster's 2,000 nodes do not change between two polls). Each call gives new dicts."""
     kept = deps.node_documents
-    made: dict[NodeState, dict[str, Any]] = {}
+    made: dict[NodeState, dict[str, object]] = {}
     out = []
     for node in nodes:
         doc = made.get(node) or kept.get(node)
@@ -117,7 +116,7 @@ def node_documents(deps: IngestDeps, nodes: Sequence[NodeState]) -> list[dict[st
             doc = dataclasses.asdict(node)
             doc["partitions"] = list(node.partitions)
         made[node] = doc
-        out.append({**doc, "partitions": list(doc["partitions"])})
+        out.append({**doc, "partitions": list(node.partitions)})  # equal to the kept one
     deps.node_documents = made
     return out
 

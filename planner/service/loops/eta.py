@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from typing import Any
+from collections.abc import Mapping
 
 from planner.errors import PlannerError
 from planner.forecast.arguments import TrainingSchedule
@@ -25,11 +25,13 @@ from planner.forecast.eta import (
     estimate_running,
 )
 from planner.forecast.history import PhaseEvent, ProgressHistory
+from planner.forecast.stored import integer, optional_integer
 from planner.forecast.tracking import note_estimate
 from planner.service.loops.incremental import advance_running_eta
 from planner.service.loops.outcomes import ETA_CALIBRATION, EtaKnowledge, eta_knowledge
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
+from planner.service.stored_json import fields, number, rows
 from planner.specs.job import JobState, JobStatus
 
 log = logging.getLogger(__name__)
@@ -46,10 +48,10 @@ HISTORY_MAX_GAP_S = 6 * 3600.0
 PHASE_STRAGGLER_ITERATIONS = 50
 
 
-def eta_to_dict(eta: EtaEstimate) -> dict[str, Any]:
+def eta_to_dict(eta: EtaEstimate) -> dict[str, object]:
     """JSON-safe dict of an estimate (non-finite floats become None)."""
 
-    def clean(value: Any) -> Any:
+    def clean(value: object) -> object:
         if isinstance(value, float) and not math.isfinite(value):
             return None
         if isinstance(value, dict):
@@ -67,9 +69,9 @@ def prior(row: JobRow, default_log_sd: float) -> tuple[float | None, float]:
         return None, default_log_sd
     sd = default_log_sd
     value = row.prediction.get("calibrated_iteration_time_s")
-    calibration = row.prediction.get("calibration") or {}
+    calibration = fields(row.prediction.get("calibration"))
     if isinstance(value, int | float) and calibration.get("level") not in (None, "none"):
-        sd = float(calibration.get("log_sd") or sd)
+        sd = number(calibration.get("log_sd")) or sd
     else:
         value = row.prediction.get("iteration_time_s")
     return (float(value) if isinstance(value, int | float) and value > 0 else None), sd
@@ -85,17 +87,35 @@ def straggler_factor(row: JobRow) -> float:
     return 1.0
 
 
+_SCHEDULE_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainingSchedule))
+
+
+def _ramp(value: object) -> tuple[int, int, int] | None:
+    """A stored ``rampup_batch_size`` (``start, increment, samples``: a JSON list, or the
+    tuple of a schedule not stored yet); raises ``TypeError`` for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, list | tuple) and len(value) == 3:
+        start, increment, samples = value
+        return integer(start), integer(increment), integer(samples)
+    raise TypeError(f"not a batch-size ramp-up: {value!r}")
+
+
 def schedule_of(row: JobRow) -> TrainingSchedule | None:
     """The evaluation and checkpoint intervals stored for the job (None: none stated)."""
     doc = row.schedule
-    if not isinstance(doc, dict):
+    if not isinstance(doc, dict) or doc.keys() - _SCHEDULE_FIELDS:
         return None
     try:
-        ramp = doc.get("rampup_batch_size")
         schedule = TrainingSchedule(
-            **{**doc, "rampup_batch_size": tuple(ramp) if isinstance(ramp, list) else ramp}
+            eval_interval=optional_integer(doc.get("eval_interval")),
+            eval_iters=optional_integer(doc.get("eval_iters")),
+            save_interval=optional_integer(doc.get("save_interval")),
+            train_iters=optional_integer(doc.get("train_iters")),
+            global_batch_size=optional_integer(doc.get("global_batch_size")),
+            rampup_batch_size=_ramp(doc.get("rampup_batch_size")),
         )
-    except TypeError:
+    except TypeError:  # a schedule stored by another version
         return None
     return None if schedule.empty else schedule
 
@@ -223,7 +243,7 @@ def update_eta(
     _store(uow, row, payload, now_s)
 
 
-def _note_phase(row: JobRow, eta: EtaEstimate, now_s: float) -> dict[str, Any] | None:
+def _note_phase(row: JobRow, eta: EtaEstimate, now_s: float) -> dict[str, object] | None:
     """Note the phase the estimate reports in the job's history, as the replay does
     (``planner.forecast.tracking.note_estimate``); a new phase is logged, and marked as
     explained by a straggler when the live tracker flags a rank from about where it began.
@@ -245,7 +265,7 @@ def _note_phase(row: JobRow, eta: EtaEstimate, now_s: float) -> dict[str, Any] |
     return phase_view(history.phases[-1]) if history.phases else None
 
 
-def phase_view(event: PhaseEvent) -> dict[str, Any]:
+def phase_view(event: PhaseEvent) -> dict[str, object]:
     """A phase event as the API and ``/metrics`` show it."""
     return {**dataclasses.asdict(event), "description": event.description}
 
@@ -254,9 +274,9 @@ def _straggler_near(row: JobRow, event: PhaseEvent) -> str | None:
     """``straggler rank R`` when the live straggler report flags a rank (or a node) slowed
     from within ``PHASE_STRAGGLER_ITERATIONS`` of where the phase began: the job's pace
     changed because one rank did, not the whole job."""
-    report = (row.stragglers or {}).get("report") or {}
+    report = fields((row.stragglers or {}).get("report"))
     reach = max(PHASE_STRAGGLER_ITERATIONS, 0.1 * event.start_iteration)
-    for flag in [*(report.get("stragglers") or []), *(report.get("slow_nodes") or [])]:
+    for flag in [*rows(report.get("stragglers")), *rows(report.get("slow_nodes"))]:
         since = flag.get("since_iteration")
         if isinstance(since, int | float) and abs(since - event.start_iteration) <= reach:
             if "rank" in flag:
@@ -265,7 +285,7 @@ def _straggler_near(row: JobRow, event: PhaseEvent) -> str | None:
     return None
 
 
-def _store(uow: UnitOfWork, row: JobRow, payload: dict[str, Any], now_s: float) -> None:
+def _store(uow: UnitOfWork, row: JobRow, payload: dict[str, object], now_s: float) -> None:
     """Make ``payload`` the job's ETA; keep it in the history when worth it."""
     previous = row.eta or {}
     row.eta = payload
@@ -306,7 +326,9 @@ def refresh_eta(uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float) ->
     return True
 
 
-def _worth_keeping(previous: dict[str, Any], payload: dict[str, Any], now_s: float) -> bool:
+def _worth_keeping(
+    previous: Mapping[str, object], payload: Mapping[str, object], now_s: float
+) -> bool:
     """Whether an estimate joins the job's history: when progress moved by
     ``HISTORY_PROGRESS_STEP`` since the last one kept, or ``HISTORY_MAX_GAP_S`` passed, or the
     method changed (so a long job's history spans its whole run, not its last hours)."""

@@ -122,7 +122,7 @@ def _num(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _completion(eta: Mapping[str, Any]) -> list[float] | None:
+def _completion(eta: Mapping[str, object]) -> list[float] | None:
     completion = eta.get("completion_time_s")
     if not isinstance(completion, Mapping):
         return None
@@ -131,8 +131,8 @@ def _completion(eta: Mapping[str, Any]) -> list[float] | None:
 
 
 def advance_running_eta(
-    eta: dict[str, Any], now_s: float, *, always: bool = False
-) -> dict[str, Any] | None:
+    eta: dict[str, object], now_s: float, *, always: bool = False
+) -> dict[str, object] | None:
     """A running job's stored ETA advanced to ``now_s`` (module docstring): a new dict with
     ``completion_time_s`` = max(now, previous) per quantile, ``remaining_s`` from now and
     ``made_at_s`` = now (method ``done``: only ``made_at_s``); ``eta`` itself when that would
@@ -154,7 +154,7 @@ def advance_running_eta(
     }
 
 
-def eta_remaining_now(eta: Mapping[str, Any] | None, now_s: float) -> dict[str, float] | None:
+def eta_remaining_now(eta: Mapping[str, object] | None, now_s: float) -> dict[str, float] | None:
     """A running job's remaining time (s, p10/p50/p90) at ``now_s`` from its stored ETA:
     completion minus now, at least 0 (the stored ``remaining_s`` when it has no completion)."""
     if not eta:

@@ -7,7 +7,6 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from planner.calibration import key_from_scenario
 from planner.errors import PlannerError
@@ -19,10 +18,16 @@ from planner.service.loops.eta import knowledge_version, refresh_eta, update_eta
 from planner.service.loops.gpus import read_gpus
 from planner.service.loops.incremental import EtaBasis, JobMemo, knowledge_delay_s
 from planner.service.loops.outcomes import finish_job
-from planner.service.loops.progress import read_telemetry, reported_progress, tail_log
+from planner.service.loops.progress import (
+    read_telemetry,
+    reported_progress,
+    stored_cursor,
+    tail_log,
+)
 from planner.service.loops.stragglers import analyse_trace, update_stragglers
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
+from planner.service.stored_json import text
 from planner.specs.job import (
     ClusterSnapshot,
     JobState,
@@ -136,11 +141,11 @@ def quiet_logs(
         if row is None or job.status == JobStatus.PENDING or not row.log_cursor:
             continue
         doc = row.log_cursor
-        path = job.stdout_path or (row.state or {}).get("stdout_path")
+        path = job.stdout_path or text((row.state or {}).get("stdout_path"))
         if "error" in doc or not path or doc.get("path") != path:
             continue
         try:
-            cursors.append(TailCursor(**doc))
+            cursors.append(stored_cursor(doc))
         except TypeError:  # a cursor stored by another version: read it as usual
             continue
     return frozenset(deps.reader.unchanged(cursors))
@@ -201,11 +206,11 @@ def update_job(
     rank_records: list[RankStepRecord] = []
     before = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
     if (row.active or was_active) and job.status != JobStatus.PENDING:
-        stdout_path = job.stdout_path or row.state.get("stdout_path")
+        stdout_path = job.stdout_path or text(row.state.get("stdout_path"))
         if stdout_path:
             # an ended job's accounting record may lack its working directory: its log is
             # still read as the job's file, under the directory it ran in
-            owner = job if job.work_dir else replace(job, work_dir=row.state.get("work_dir"))
+            owner = job if job.work_dir else replace(job, work_dir=text(row.state.get("work_dir")))
             if stdout_path not in quiet_logs:
                 rank_records += tail_log(deps, uow, row, owner, stdout_path, now_s=now_s)
             witness_log(deps, uow, read_text, row, job, path=stdout_path, now_s=now_s)
@@ -375,7 +380,7 @@ def describe(
         uow.add_prediction(row, kind="model", made_at_s=now_s, payload=description.prediction)
 
 
-def job_state_dict(job: JobState) -> dict[str, Any]:
+def job_state_dict(job: JobState) -> dict[str, object]:
     """The stored snapshot of a job (JSON-safe; the batch script is left out: it can be large
     and the description keeps what matters)."""
     state = dataclasses.asdict(job)

@@ -20,12 +20,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from planner.errors import PlannerError
 from planner.service.models import JobRow, NodeSlownessRow
 from planner.service.store import UnitOfWork
+from planner.service.stored_json import fields, rows
 from planner.specs.job import JobStatus, NodeState
 from planner.stragglers.exposure import (
     WINDOW_S,
@@ -39,17 +39,20 @@ from planner.stragglers.exposure import (
 EPISODE_GAP_S = 600.0
 
 
-def flagged_nodes(report: dict[str, Any] | None) -> Counter[str]:
-    """Per node, the ranks a live straggler report flags there (stragglers and slow nodes)."""
+def flagged_nodes(report: object) -> Counter[str]:
+    """Per node, the ranks a live straggler report (a JSON object; anything else flags
+    nothing) flags there (stragglers and slow nodes)."""
     counts: Counter[str] = Counter()
-    for item in (report or {}).get("stragglers") or []:
-        node = item.get("node") if isinstance(item, dict) else None
+    doc = fields(report)
+    for item in rows(doc.get("stragglers")):
+        node = item.get("node")
         if isinstance(node, str) and node:
             counts[node] += 1
-    for item in (report or {}).get("slow_nodes") or []:
-        node = item.get("node") if isinstance(item, dict) else None
+    for item in rows(doc.get("slow_nodes")):
+        node = item.get("node")
         if isinstance(node, str) and node:
-            counts[node] += len(item.get("ranks") or []) or 1
+            ranks = item.get("ranks")
+            counts[node] += (len(ranks) if isinstance(ranks, list) else 0) or 1
     return counts
 
 
@@ -69,8 +72,8 @@ def record_episodes(
     for row in rows:
         if not row.active or row.status != JobStatus.RUNNING.value:
             continue
-        report = (row.stragglers or {}).get("report")
-        slowdown = (report or {}).get("slowdown")
+        report = fields((row.stragglers or {}).get("report"))
+        slowdown = report.get("slowdown")
         if not isinstance(slowdown, int | float) or not math.isfinite(slowdown):
             continue
         for node, ranks in flagged_nodes(report).items():
@@ -99,7 +102,7 @@ def record_episodes(
     return episodes
 
 
-def job_nodes(state: dict[str, Any], gpus_per_node: float) -> int:
+def job_nodes(state: Mapping[str, object], gpus_per_node: float) -> int:
     """Nodes a job asks for: its node count, else its GPUs over the cluster's GPUs per node
     (rounded up), else 0 (unknown)."""
     nodes = state.get("num_nodes")
@@ -111,7 +114,7 @@ def job_nodes(state: dict[str, Any], gpus_per_node: float) -> int:
     return 0
 
 
-def with_term(prediction: dict[str, Any], term: StragglerTerm) -> dict[str, Any]:
+def with_term(prediction: Mapping[str, object], term: StragglerTerm) -> dict[str, object]:
     """The prediction with the term beside the model's numbers (which stay as they are)."""
     result = {**prediction, "expected_straggler": term.to_dict()}
     step = prediction.get("iteration_time_s")

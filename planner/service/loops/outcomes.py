@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -32,6 +33,7 @@ from planner.forecast.pauses import PausePeriod, final_pause_s
 from planner.forecast.values import Quantiles
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
+from planner.service.stored_json import fields, number
 from planner.specs.job import JobState, JobStatus
 
 log = logging.getLogger(__name__)
@@ -72,9 +74,8 @@ def _spread(values: list[float]) -> tuple[float, float]:
 def eta_knowledge(uow: UnitOfWork, scheduler: str, cluster: str) -> EtaKnowledge:
     """What the cluster's finished jobs taught the ETA (nothing when none did)."""
     row = uow.calibration(ETA_CALIBRATION)
-    entry = ((row.state if row is not None else {}).get("clusters") or {}).get(
-        cluster_key(scheduler, cluster)
-    )
+    clusters = fields((row.state if row is not None else {}).get("clusters"))
+    entry = clusters.get(cluster_key(scheduler, cluster))
     return knowledge_of(entry)
 
 
@@ -117,6 +118,11 @@ def _periods(doc: Any) -> list[PausePeriod]:
     return out
 
 
+def _listed(value: object) -> list[object]:
+    """The items of a stored JSON list (None or another value: none)."""
+    return list(value) if isinstance(value, list) else []
+
+
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -127,17 +133,20 @@ def finish_job(uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float) -> 
     end_s = job.end_time_s
     start_s = job.start_time_s or _num((row.state or {}).get("start_time_s"))
     etas = [p.payload for p in uow.job_predictions(row, kind="eta", limit=ETA_HISTORY_READ)]
-    running = [
-        e
-        for e in etas
-        if e.get("method") != "done"
-        and isinstance(e.get("progress_ratio"), int | float)
-        and _num(e.get("made_at_s")) is not None
-    ]
+    # the estimates made while it ran: (made at, s; progress ratio; the estimate)
+    running: list[tuple[float, float, dict[str, object]]] = []
+    for e in etas:
+        made_at, progress_ratio = _num(e.get("made_at_s")), e.get("progress_ratio")
+        if (
+            e.get("method") != "done"
+            and isinstance(progress_ratio, int | float)
+            and made_at is not None
+        ):
+            running.append((made_at, float(progress_ratio), e))
     ran_all = bool(
         row.train_iters and row.iteration is not None and row.iteration >= row.train_iters
     )
-    outcome: dict[str, Any] = {
+    outcome: dict[str, object] = {
         "status": row.status,
         "end_s": end_s,
         "start_s": start_s,
@@ -151,14 +160,12 @@ def finish_job(uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float) -> 
     duration = end_s - start_s
     points: list[BandPoint] = []
     errors: list[tuple[float, float]] = []
-    for e in running:
-        made = float(e["made_at_s"])
+    for made, progress, e in running:
         published = _quantiles(e.get("remaining_s"))
         completion = _quantiles(e.get("completion_time_s"))
         raw = _quantiles(e.get("model_remaining_s")) or published
         if published is None or completion is None or raw is None:
             continue
-        progress = float(e["progress_ratio"])
         errors.append((progress, (completion.p50 - end_s) / duration))
         points.append(
             BandPoint(progress=progress, raw=raw, actual_s=end_s - made, published=published)
@@ -176,40 +183,47 @@ def finish_job(uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float) -> 
     last_progress = row.last_progress_s
     if ran_all and last_progress is not None and row.train_iters:
         final = final_pause_s(
-            _periods(running[-1].get("pauses")) if running else [], row.train_iters
+            _periods(running[-1][2].get("pauses")) if running else [], row.train_iters
         )
         outcome["shutdown_s"] = max(0.0, end_s - last_progress - final)
     row.outcome = outcome
     if ran_all and row.status == JobStatus.COMPLETED.value:
-        _teach(uow, row, points, outcome, now_s=now_s)
+        _teach(uow, row, points, outcome, end_s=float(end_s), now_s=now_s)
 
 
 def _teach(
-    uow: UnitOfWork, row: JobRow, points: list[BandPoint], outcome: dict[str, Any], *, now_s: float
+    uow: UnitOfWork,
+    row: JobRow,
+    points: list[BandPoint],
+    outcome: Mapping[str, object],
+    *,
+    end_s: float,
+    now_s: float,
 ) -> None:
+    """Add the job's ``outcome`` (it ended at ``end_s``, epoch s) to its cluster's entry of the
+    ``eta`` calibration state: its ETA band points, its shutdown time and restart overheads."""
     stored = uow.calibration(ETA_CALIBRATION)
-    state: dict[str, Any] = dict(stored.state) if stored is not None else {}
-    clusters = dict(state.get("clusters") or {})
+    state: dict[str, object] = dict(stored.state) if stored is not None else {}
+    clusters = dict(fields(state.get("clusters")))
     key = cluster_key(row.scheduler, row.cluster)
-    entry = dict(clusters.get(key) or {})
+    entry = dict(fields(clusters.get(key)))
     bands = BandCalibration.from_json(entry.get("bands"))
     if points:
-        bands.add_job(row.job_id, float(outcome["end_s"]), points)
+        bands.add_job(row.job_id, end_s, points)
     entry["bands"] = bands.to_json()
     entry["offsets"] = bands.table().to_json()
     entry["coverage_ratio"] = bands.coverage()
     entry["num_jobs"] = len(bands.jobs)
-    if isinstance(outcome.get("shutdown_s"), float):
-        entry["shutdown_s"] = [*(entry.get("shutdown_s") or []), outcome["shutdown_s"]][
-            -MAX_SAMPLES:
-        ]
+    shutdown = outcome.get("shutdown_s")
+    if isinstance(shutdown, float):
+        entry["shutdown_s"] = [*_listed(entry.get("shutdown_s")), shutdown][-MAX_SAMPLES:]
     history = ProgressHistory.from_json(row.progress_history)
-    since = float(outcome.get("start_s") or 0.0)  # a continued run's older restarts were taught
+    since = number(outcome.get("start_s")) or 0.0  # a continued run's older restarts were taught
     overheads = [
         r.overhead_s for r in history.restarts if math.isfinite(r.overhead_s) and r.time_s >= since
     ]
     if overheads:
-        entry["restart_overhead_s"] = [*(entry.get("restart_overhead_s") or []), *overheads][
+        entry["restart_overhead_s"] = [*_listed(entry.get("restart_overhead_s")), *overheads][
             -MAX_SAMPLES:
         ]
     clusters[key] = entry
@@ -221,6 +235,6 @@ def _teach(
         row.scheduler,
         row.cluster,
         row.job_id,
-        (outcome.get("p50_error_ratio_at") or {}).get("30pct"),
+        fields(outcome.get("p50_error_ratio_at")).get("30pct"),
         entry["num_jobs"],
     )

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from planner.errors import PlannerError
 from planner.forecast.history import ProgressHistory
 from planner.forecast.observations import ProgressMark, Restart
+from planner.forecast.stored import integer, optional_integer
 from planner.forecast.tracking import follow
 from planner.service.loops.context import IngestDeps
 from planner.service.loops.eta import schedule_of
@@ -29,6 +30,25 @@ from planner.service.store import UnitOfWork
 from planner.specs.job import JobState, ProgressRecord, RankStepRecord, TailCursor
 
 log = logging.getLogger(__name__)
+
+_CURSOR_FIELDS = frozenset(f.name for f in dataclasses.fields(TailCursor))
+
+
+def stored_cursor(doc: Mapping[str, object]) -> TailCursor:
+    """The log cursor ``doc`` stores (``dataclasses.asdict(TailCursor)``, without its
+    ``error``). Raises ``TypeError`` for a key a cursor has not, a missing ``path`` or a value
+    of another type (a cursor stored by another version)."""
+    unknown = doc.keys() - _CURSOR_FIELDS
+    path = doc.get("path")
+    if unknown or not isinstance(path, str):
+        raise TypeError(f"not a log cursor: keys {sorted(doc)}")
+    return TailCursor(
+        path=path,
+        inode=integer(doc.get("inode", 0)),
+        offset_bytes=integer(doc.get("offset_bytes", 0)),
+        size_bytes=integer(doc.get("size_bytes", 0)),
+        last_iteration=optional_integer(doc.get("last_iteration")),
+    )
 
 
 def tail_log(
@@ -39,7 +59,7 @@ def tail_log(
     nothing; why is kept in the cursor's ``error`` (logged when it changes)."""
     cursor_doc = row.log_cursor or {}
     kept = {k: v for k, v in cursor_doc.items() if k != "error"}
-    cursor = TailCursor(**kept) if kept.get("path") == path else TailCursor(path=path)
+    cursor = stored_cursor(kept) if kept.get("path") == path else TailCursor(path=path)
     try:
         records, new_cursor = deps.reader.read(cursor, job=job)
     except (OSError, PlannerError) as exc:
@@ -99,8 +119,9 @@ def _mark(row: JobRow) -> ProgressMark | None:
     ``timestamp_s``: a point of the printed clock, or of no clock). ``walled`` is kept: without
     it a read that starts inside a printed second took the printed compute times of that
     second's lines as wall-clock observations, where one whole read (the replay) takes none."""
-    doc = row.progress_mark
-    if not doc or not isinstance(doc.get("iteration"), int):
+    doc = row.progress_mark or {}
+    iteration = doc.get("iteration")
+    if not isinstance(iteration, int):
         return None
 
     def num(key: str) -> float | None:
@@ -110,12 +131,13 @@ def _mark(row: JobRow) -> ProgressMark | None:
     stamp = num("timestamp_s")
     time_s = num("time_s") if "time_s" in doc else stamp
     logged = num("logged_s") if "logged_s" in doc else 0.0
+    count = doc.get("logged_iterations")
     return ProgressMark(
-        iteration=doc["iteration"],
+        iteration=iteration,
         time_s=time_s,
         printed=bool(doc.get("printed", stamp is not None)),
         logged_s=logged,
-        logged_iterations=int(doc.get("logged_iterations") or 0),
+        logged_iterations=int(count) if isinstance(count, int | float) else 0,
         timestamp_s=stamp,
         walled=bool(doc.get("walled", False)),
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from planner.errors import PlannerError
 from planner.ports import SchedulerSource
@@ -43,7 +43,7 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _quantile(doc: dict[str, Any] | None, key: str, quantile: str) -> float | None:
+def _quantile(doc: Mapping[str, object] | None, key: str, quantile: str) -> float | None:
     value = (doc or {}).get(key)
     return _num(value.get(quantile)) if isinstance(value, dict) else None
 
@@ -83,7 +83,16 @@ def outlook_of(row: JobRow, now_s: float | None = None) -> JobOutlook:
     )
 
 
-def _straggler_term(row: JobRow) -> dict[str, Any]:
+class _StragglerFields(TypedDict, total=False):
+    """The straggler fields of ``JobOutlook``."""
+
+    straggler_factor: float | None
+    straggler_probability: float | None
+    straggler_slowdown: float | None
+    eta_straggler_factor: float
+
+
+def _straggler_term(row: JobRow) -> _StragglerFields:
     """The expected straggler term of a queued job (``planner.service.loops.node_history``) as
     ``JobOutlook`` fields; empty without one."""
     term = (row.prediction or {}).get("expected_straggler")
@@ -373,7 +382,9 @@ class SlurmHintsRuntime:
             return []
         cluster = row.cluster if row is not None else ""
 
-        def entry(action: str, outcome: str, reason: str, detail: dict[str, Any] | None) -> Any:
+        def entry(
+            action: str, outcome: str, reason: str, detail: Mapping[str, object] | None
+        ) -> AuditEntry:
             assert self.audit is not None
             return self.audit.entry(
                 action=action,

@@ -62,6 +62,7 @@ from planner.service.loops.context import IngestDeps
 from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
+from planner.service.stored_json import number
 from planner.specs.job import ClusterSnapshot, JobResources, JobState, JobStatus, NodeState
 
 __all__ = [
@@ -106,7 +107,7 @@ def queue_order(jobs: Sequence[JobState]) -> list[JobState]:
 
 
 def runtime_band(
-    eta: dict[str, Any] | None, job: JobState, *, now_s: float, horizon_s: float
+    eta: Mapping[str, object] | None, job: JobState, *, now_s: float, horizon_s: float
 ) -> tuple[RuntimeBand, str]:
     """The job's runtime band for the simulation (a running job's remaining wall time, a
     pending job's whole run) and where it comes from: ``eta`` (its ETA's ``remaining_s``, a
@@ -150,7 +151,7 @@ def _due(rows: Sequence[JobRow], key: str, now_s: float, interval_s: float) -> b
         made = row.queue_forecast or {}
         if made.get("queue_key") != key:
             return True
-        if now_s - float(made.get("made_at_s") or -math.inf) >= interval_s:
+        if now_s - (number(made.get("made_at_s")) or -math.inf) >= interval_s:
             return True
     return False
 
@@ -176,8 +177,8 @@ def _record(
     now_s: float,
     fleet: str,
     samples: int,
-) -> dict[str, Any]:
-    record: dict[str, Any] = {
+) -> dict[str, object]:
+    record: dict[str, object] = {
         "made_at_s": now_s,
         "start_s": None,
         "completion_s": None,
@@ -234,7 +235,7 @@ class ForecastRequest:
     placed: tuple[PlacedJob, ...] = ()
 
 
-def make_forecast(request: ForecastRequest) -> dict[str, dict[str, Any]]:
+def make_forecast(request: ForecastRequest) -> dict[str, dict[str, object]]:
     """The queue forecast records of the request's pending jobs, by job id; raises
     ``PlannerError`` or ``ValueError`` when the simulation fails."""
     forecasts: dict[str, PendingForecast] = {}

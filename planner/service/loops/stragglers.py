@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
 
 from planner.errors import PlannerError
 from planner.ports import TraceSource
 from planner.service.describe import trace_paths_from_comment
 from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import JobRow
+from planner.service.stored_json import fields, number
 from planner.specs.job import JobState, JobStatus, RankStepRecord
 from planner.stragglers import analyse, assess_impact
 from planner.stragglers.live import LiveStragglers
@@ -24,7 +24,7 @@ def remaining_s(row: JobRow, now_s: float | None = None) -> float | None:
     completion, when given), None when inactive or unknown."""
     if not row.active:
         return None
-    value = ((row.eta or {}).get("remaining_s") or {}).get("p50")
+    value = fields((row.eta or {}).get("remaining_s")).get("p50")
     if now_s is not None and row.status != JobStatus.PENDING.value:
         value = (eta_remaining_now(row.eta, now_s) or {}).get("p50", value)
     return float(value) if isinstance(value, int | float) else None
@@ -35,7 +35,7 @@ def update_stragglers(
 ) -> None:
     """Feed per-rank timings to the job's live straggler tracker; refresh its report (hours
     lost over the remaining time at ``now_s``)."""
-    stored = (row.stragglers or {}).get("state")
+    stored = fields((row.stragglers or {}).get("state"))
     try:
         tracker = LiveStragglers.from_json(stored) if stored else None
         if records and (tracker is None or tracker.world_size != records[-1].world_size):
@@ -67,14 +67,14 @@ def analyse_trace(
     paths = trace_paths_from_comment(job)
     if paths is None or traces is None:
         return
-    stored = (row.stragglers or {}).get("trace") or {}
+    stored = fields((row.stragglers or {}).get("trace"))
     fingerprint = traces.fingerprint(*paths, job=job)
     if fingerprint is None or fingerprint == stored.get("fingerprint"):
         return
-    last = stored.get("analysed_at_s")
+    last = number(stored.get("analysed_at_s"))
     if last is not None and now_s - last < interval_s:
         return
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "fingerprint": fingerprint,
         "analysed_at_s": now_s,
         "trace_path": paths[0],

@@ -5,15 +5,15 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from planner.service.models import Base
+from planner.service.store.tables import METADATA
 
 connection: Connection | None = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - the store always passes its connection
-    raise RuntimeError("run migrations through planner.service.store.SqlStore.migrate()")
+    raise RuntimeError("run migrations through planner.service.store.sql.SqlStore.migrate()")
 
 context.configure(
     connection=connection,
-    target_metadata=Base.metadata,
+    target_metadata=METADATA,
     render_as_batch=connection.dialect.name == "sqlite",
 )
 with context.begin_transaction():

@@ -9,9 +9,8 @@ use ``ROW_NUMBER() OVER (PARTITION BY job)`` (SQLite >= 3.25, PostgreSQL).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from sqlalchemy import CursorResult, Delete, delete, func, select
+from sqlalchemy import ColumnElement, CursorResult, Delete, Select, delete, func, select
 from sqlalchemy.orm import Session
 
 from planner.service.models import (
@@ -20,6 +19,12 @@ from planner.service.models import (
     PredictionRow,
     RetentionPolicy,
     StepSampleRow,
+)
+from planner.service.store.tables import (
+    AUDIT,
+    PREDICTION,
+    STEP_SAMPLE,
+    Attributes,
 )
 
 
@@ -41,7 +46,7 @@ def audit_rows(entries: Sequence[AuditEntry]) -> list[AuditRow]:
     ]
 
 
-def _beyond_newest(model: Any, keep: int, *where: Any) -> Any:
+def _beyond_newest(model: Attributes, keep: int, *where: ColumnElement[bool]) -> Select[tuple[int]]:
     """ids of ``model`` rows past the newest ``keep`` of their job."""
     ranked = (
         select(
@@ -63,24 +68,22 @@ def _deleted(session: Session, statement: Delete) -> int:
 
 def prune(session: Session, policy: RetentionPolicy, *, now_s: float) -> dict[str, int]:
     """Delete what ``policy`` does not keep; rows deleted per kind."""
-    eta = PredictionRow.kind == "eta"
+    eta = PREDICTION.kind == "eta"
     old = _deleted(
         session,
-        delete(PredictionRow).where(eta, PredictionRow.made_at_s < now_s - policy.eta_max_age_s),
+        delete(PredictionRow).where(eta, PREDICTION.made_at_s < now_s - policy.eta_max_age_s),
     )
     many = _deleted(
         session,
         delete(PredictionRow).where(
-            PredictionRow.id.in_(_beyond_newest(PredictionRow, policy.eta_rows, eta))
+            PREDICTION.id.in_(_beyond_newest(PREDICTION, policy.eta_rows, eta))
         ),
     )
     samples = _deleted(
         session,
         delete(StepSampleRow).where(
-            StepSampleRow.id.in_(_beyond_newest(StepSampleRow, policy.samples_per_job))
+            STEP_SAMPLE.id.in_(_beyond_newest(STEP_SAMPLE, policy.samples_per_job))
         ),
     )
-    audit = _deleted(
-        session, delete(AuditRow).where(AuditRow.at_s < now_s - policy.audit_max_age_s)
-    )
+    audit = _deleted(session, delete(AuditRow).where(AUDIT.at_s < now_s - policy.audit_max_age_s))
     return {"eta_history": old + many, "step_samples": samples, "audit": audit}

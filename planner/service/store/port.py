@@ -3,8 +3,9 @@
 Two Protocols: :class:`Store` (reads for the API and ``/metrics``, and opening a unit of work)
 and :class:`UnitOfWork` (the repository methods one ingest step uses inside one transaction:
 everything it does commits together or not at all, so readers see whole cycles). The rows are the
-mapped classes of ``planner.service.models`` (plain attribute objects: a loop changes a job by
-setting its attributes, and the unit of work writes the changes on commit).
+record classes of ``planner.service.models`` (plain attribute objects, mapped onto the tables by
+``planner.service.store.tables``: a loop changes a job by setting its attributes, and the unit
+of work writes the changes on commit).
 
 ``planner.service.store.sql.SqlStore`` implements both over SQLAlchemy; tests may substitute
 anything with the same methods. Every method raises ``StoreError`` when the database fails.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Protocol
 
 from planner.service.models import (
     AuditEntry,
@@ -95,7 +96,7 @@ class UnitOfWork(Protocol):
         ...
 
     def add_prediction(
-        self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]
+        self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, object]
     ) -> None:
         """Store a prediction of ``kind`` (``model`` or ``eta``) in the job's history; one
         made at the same ``made_at_s`` in the same unit of work replaces that one (a cycle
@@ -110,7 +111,7 @@ class UnitOfWork(Protocol):
         """One stored calibration by name."""
         ...
 
-    def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
+    def put_calibration(self, name: str, state: dict[str, object], updated_s: float) -> None:
         """Create or replace a named calibration."""
         ...
 
@@ -234,7 +235,7 @@ class Store(Protocol):
         """One stored calibration by name."""
         ...
 
-    def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
+    def put_calibration(self, name: str, state: dict[str, object], updated_s: float) -> None:
         """Create or replace a named calibration."""
         ...
 

@@ -70,6 +70,17 @@ from planner.service.models import (
     soonest_first,
 )
 from planner.service.store import maintenance
+from planner.service.store.tables import (
+    AUDIT,
+    CALIBRATION,
+    HEARTBEAT,
+    JOB,
+    OBSERVED_RUN,
+    PREDICTION,
+    REVIEW,
+    SOURCE,
+    STEP_SAMPLE,
+)
 from planner.service.store.unit_of_work import JobCache, SqlUnitOfWork
 
 log = logging.getLogger(__name__)
@@ -310,14 +321,14 @@ class SqlStore:
         index (a page of 10,000 jobs reads only its rows)."""
         filters: list[ColumnElement[bool]] = []
         if active_only:
-            filters.append(JobRow.active.is_(True))
+            filters.append(JOB.active.is_(True))
         if status:
-            filters.append(JobRow.status == status)
+            filters.append(JOB.status == status)
         with self.session() as s:
             if after is None and limit is None:
                 rows = list(s.scalars(select(JobRow).where(*filters)))
                 return sorted(rows, key=listing_key)
-            listing = (JobRow.scheduler, JobRow.cluster, JobRow.sort_number, JobRow.job_id)
+            listing = (JOB.scheduler, JOB.cluster, JOB.sort_number, JOB.job_id)
             if after is not None:
                 scheduler, cluster, (number, job_id) = after
                 filters.append(tuple_(*listing) > tuple_(scheduler, cluster, number, job_id))
@@ -330,39 +341,39 @@ class SqlStore:
         ``list_jobs``; only the columns ``/metrics`` reads are loaded (``METRIC_COLUMNS``: the
         others cannot be read from these rows)."""
         predicted = and_(
-            JobRow.prediction.is_not(None), cast(JobRow.prediction, String) != "null"
+            JOB.prediction.is_not(None), cast(JOB.prediction, String) != "null"
         )  # JSON null (a prediction set to None) is not SQL NULL
-        active = JobRow.active.is_(True)
-        only = load_only(*(getattr(JobRow, c) for c in METRIC_COLUMNS))
-        heads = load_only(JobRow.scheduler, JobRow.cluster, JobRow.job_id, JobRow.queue_forecast)
+        active = JOB.active.is_(True)
+        only = load_only(*(getattr(JOB, c) for c in METRIC_COLUMNS))
+        heads = load_only(JOB.scheduler, JOB.cluster, JOB.job_id, JOB.queue_forecast)
         with self.session() as s:
-            running = select(JobRow).options(only).where(active, JobRow.status != "pending")
+            running = select(JobRow).options(only).where(active, JOB.status != "pending")
             rows = list(s.scalars(running))
-            pending = select(JobRow).where(active, JobRow.status == "pending", predicted)
+            pending = select(JobRow).where(active, JOB.status == "pending", predicted)
             if max_pending is None:
                 rows += s.scalars(pending.options(only))
             else:
                 waiting = soonest_first(s.scalars(pending.options(heads)).all())
                 ids = [r.id for r in waiting[:max_pending]]
                 if ids:
-                    rows += s.scalars(select(JobRow).options(only).where(JobRow.id.in_(ids)))
+                    rows += s.scalars(select(JobRow).options(only).where(JOB.id.in_(ids)))
         return sorted(rows, key=listing_key)
 
     def job_clusters(self, scheduler: str) -> list[str]:
         """The clusters of ``scheduler`` that have stored jobs, sorted."""
         with self.session() as s:
-            query = select(JobRow.cluster).where(JobRow.scheduler == scheduler).distinct()
+            query = select(JOB.cluster).where(JOB.scheduler == scheduler).distinct()
             return sorted(s.scalars(query))
 
     def job_counts(self) -> list[tuple[str, str, str, int, int]]:
         """(scheduler, cluster, status, jobs, GPUs) of the active jobs, GPUs from each job's
         snapshot (``num_gpus``)."""
-        gpus = func.coalesce(func.sum(JobRow.state["num_gpus"].as_integer()), 0)
-        keys = (JobRow.scheduler, JobRow.cluster, JobRow.status)
+        gpus = func.coalesce(func.sum(JOB.state["num_gpus"].as_integer()), 0)
+        keys = (JOB.scheduler, JOB.cluster, JOB.status)
         with self.session() as s:
             found = s.execute(
-                select(*keys, func.count(JobRow.id), gpus)
-                .where(JobRow.active.is_(True))
+                select(*keys, func.count(JOB.id), gpus)
+                .where(JOB.active.is_(True))
                 .group_by(*keys)
                 .order_by(*keys)
             ).all()
@@ -373,11 +384,11 @@ class SqlStore:
     ) -> list[JobRow]:
         """Every stored job with this id (several when clusters share ids)."""
         with self.session() as s:
-            query = select(JobRow).where(JobRow.job_id == job_id)
+            query = select(JobRow).where(JOB.job_id == job_id)
             if scheduler:
-                query = query.where(JobRow.scheduler == scheduler)
+                query = query.where(JOB.scheduler == scheduler)
             if cluster:
-                query = query.where(JobRow.cluster == cluster)
+                query = query.where(JOB.cluster == cluster)
             return list(s.scalars(query))
 
     def samples(self, job_pk: int, *, limit: int = 200) -> list[StepSampleRow]:
@@ -385,8 +396,8 @@ class SqlStore:
         with self.session() as s:
             rows = s.scalars(
                 select(StepSampleRow)
-                .where(StepSampleRow.job_pk == job_pk)
-                .order_by(StepSampleRow.iteration.desc())
+                .where(STEP_SAMPLE.job_pk == job_pk)
+                .order_by(STEP_SAMPLE.iteration.desc())
                 .limit(limit)
             )
             return list(reversed(list(rows)))
@@ -396,8 +407,8 @@ class SqlStore:
         with self.session() as s:
             rows = s.scalars(
                 select(PredictionRow)
-                .where(PredictionRow.job_pk == job_pk, PredictionRow.kind == kind)
-                .order_by(PredictionRow.made_at_s.desc())
+                .where(PREDICTION.job_pk == job_pk, PREDICTION.kind == kind)
+                .order_by(PREDICTION.made_at_s.desc())
                 .limit(limit)
             )
             return list(reversed(list(rows)))
@@ -405,9 +416,9 @@ class SqlStore:
     def calibrations(self, *, prefix: str = "") -> list[CalibrationRow]:
         """Every stored calibration (``online``, uploaded operator calibrations, what finished
         jobs taught), or those whose name starts with ``prefix``."""
-        query = select(CalibrationRow).order_by(CalibrationRow.name)
+        query = select(CalibrationRow).order_by(CALIBRATION.name)
         if prefix:
-            query = query.where(CalibrationRow.name.startswith(prefix, autoescape=True))
+            query = query.where(CALIBRATION.name.startswith(prefix, autoescape=True))
         with self.session() as s:
             return list(s.scalars(query))
 
@@ -416,7 +427,7 @@ class SqlStore:
         with self.session() as s:
             return s.get(CalibrationRow, name)
 
-    def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
+    def put_calibration(self, name: str, state: dict[str, object], updated_s: float) -> None:
         """Create or replace a named calibration."""
         with self.unit_of_work() as uow:
             uow.put_calibration(name, state, updated_s)
@@ -430,23 +441,23 @@ class SqlStore:
 
     def heartbeats(self, *, prefix: str = "") -> list[HeartbeatRow]:
         """Every heartbeat whose name starts with ``prefix``, newest first."""
-        query = select(HeartbeatRow).order_by(HeartbeatRow.updated_s.desc())
+        query = select(HeartbeatRow).order_by(HEARTBEAT.updated_s.desc())
         if prefix:
-            query = query.where(HeartbeatRow.name.startswith(prefix, autoescape=True))
+            query = query.where(HEARTBEAT.name.startswith(prefix, autoescape=True))
         with self.session() as s:
             return list(s.scalars(query))
 
     def observed_run_counts(self) -> list[ObservedRunCount]:
         """Per cluster with observed runs: usable and skipped runs, the newest row's id."""
-        skipped = ObservedRunRow.skip_reason.is_not(None)
+        skipped = OBSERVED_RUN.skip_reason.is_not(None)
         query = select(
-            ObservedRunRow.scheduler,
-            ObservedRunRow.cluster,
+            OBSERVED_RUN.scheduler,
+            OBSERVED_RUN.cluster,
             func.count().filter(~skipped),
             func.count().filter(skipped),
-            func.max(ObservedRunRow.id),
-        ).group_by(ObservedRunRow.scheduler, ObservedRunRow.cluster)
-        query = query.order_by(ObservedRunRow.scheduler, ObservedRunRow.cluster)
+            func.max(OBSERVED_RUN.id),
+        ).group_by(OBSERVED_RUN.scheduler, OBSERVED_RUN.cluster)
+        query = query.order_by(OBSERVED_RUN.scheduler, OBSERVED_RUN.cluster)
         with self.session() as s:
             return [
                 ObservedRunCount(str(a), str(b), int(c), int(d), int(e))
@@ -457,15 +468,15 @@ class SqlStore:
         self, scheduler: str, cluster: str, *, limit: int, skipped: bool = False
     ) -> list[ObservedRunRow]:
         """The newest ``limit`` usable (or skipped) runs of one cluster, oldest first."""
-        reason = ObservedRunRow.skip_reason
+        reason = OBSERVED_RUN.skip_reason
         query = (
             select(ObservedRunRow)
             .where(
-                ObservedRunRow.scheduler == scheduler,
-                ObservedRunRow.cluster == cluster,
+                OBSERVED_RUN.scheduler == scheduler,
+                OBSERVED_RUN.cluster == cluster,
                 reason.is_not(None) if skipped else reason.is_(None),
             )
-            .order_by(ObservedRunRow.id.desc())
+            .order_by(OBSERVED_RUN.id.desc())
             .limit(limit)
         )
         with self.session() as s:
@@ -473,27 +484,27 @@ class SqlStore:
 
     def prune_observed_runs(self, scheduler: str, cluster: str, *, keep: int) -> int:
         """Delete all but the newest ``keep`` runs of one cluster; how many went."""
-        mine = (ObservedRunRow.scheduler == scheduler, ObservedRunRow.cluster == cluster)
+        mine = (OBSERVED_RUN.scheduler == scheduler, OBSERVED_RUN.cluster == cluster)
         with self.session() as s:
             cut = s.scalar(
-                select(ObservedRunRow.id)
+                select(OBSERVED_RUN.id)
                 .where(*mine)
-                .order_by(ObservedRunRow.id.desc())
+                .order_by(OBSERVED_RUN.id.desc())
                 .offset(keep)
                 .limit(1)
             )
             if cut is None:
                 return 0
-            gone = s.execute(delete(ObservedRunRow).where(*mine, ObservedRunRow.id <= cut))
+            gone = s.execute(delete(ObservedRunRow).where(*mine, OBSERVED_RUN.id <= cut))
             return int(getattr(gone, "rowcount", 0) or 0)
 
     def sources(self, *, nodes: bool = True) -> Sequence[SourceRow]:
         """Health rows of every source the service has polled. Without ``nodes`` their node
         lists are not loaded (2,000 nodes take 6 ms to decode, a page of jobs or a
         readiness probe reads none of them) and must not be read from the rows."""
-        query = select(SourceRow).order_by(SourceRow.name)
+        query = select(SourceRow).order_by(SOURCE.name)
         if not nodes:
-            query = query.options(defer(SourceRow.nodes, raiseload=True))
+            query = query.options(defer(SOURCE.nodes, raiseload=True))
         with self.session() as s:
             return list(s.scalars(query))
 
@@ -509,9 +520,9 @@ class SqlStore:
     def audit(self, *, limit: int = 100, action: str | None = None) -> list[AuditRow]:
         """The newest ``limit`` audit records (of one ``action`` when given), newest first."""
         with self.session() as s:
-            query = select(AuditRow).order_by(AuditRow.id.desc()).limit(limit)
+            query = select(AuditRow).order_by(AUDIT.id.desc()).limit(limit)
             if action:
-                query = query.where(AuditRow.action == action)
+                query = query.where(AUDIT.action == action)
             return list(s.scalars(query))
 
     def prune(self, policy: RetentionPolicy, *, now_s: float) -> dict[str, int]:
@@ -526,17 +537,17 @@ class SqlStore:
         with self.session() as s:
             s.add(review)
             s.flush()
-            newest = select(ReviewRow.id).order_by(ReviewRow.id.desc()).limit(keep)
-            s.execute(delete(ReviewRow).where(ReviewRow.id.not_in(newest.scalar_subquery())))
+            newest = select(REVIEW.id).order_by(REVIEW.id.desc()).limit(keep)
+            s.execute(delete(ReviewRow).where(REVIEW.id.not_in(newest.scalar_subquery())))
             return int(review.id)
 
     def _reviews(self, columns: Sequence[str], *, ok_only: bool, limit: int) -> list[ReviewRow]:
         """Reviews newest first as detached rows holding only ``columns`` (others None)."""
         with self.session() as s:
-            query = select(*(getattr(ReviewRow, c) for c in columns))
+            query = select(*(getattr(REVIEW, c) for c in columns))
             if ok_only:
-                query = query.where(ReviewRow.error.is_(None))
-            found = s.execute(query.order_by(ReviewRow.id.desc()).limit(limit)).all()
+                query = query.where(REVIEW.error.is_(None))
+            found = s.execute(query.order_by(REVIEW.id.desc()).limit(limit)).all()
         return [ReviewRow(**dict(zip(columns, row, strict=True))) for row in found]
 
     def latest_review(

@@ -23,7 +23,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import bindparam, delete, event, func, insert, select, update
 from sqlalchemy.orm import Session, object_session
@@ -37,8 +36,16 @@ from planner.service.models import (
     PredictionRow,
     SampleTiming,
     SourceRow,
-    StepSampleRow,
     job_sort_key,
+)
+from planner.service.store.tables import (
+    JOB,
+    NODE_SLOWNESS,
+    OBSERVED_RUN,
+    PREDICTION,
+    SOURCE,
+    STEP_SAMPLE,
+    STEP_SAMPLES_TABLE,
 )
 
 #: What a cluster's jobs in the table look like: (count, newest ``last_seen_s``, the newest
@@ -93,7 +100,7 @@ class _Sample:
         }
 
 
-_SAMPLES = StepSampleRow.metadata.tables[StepSampleRow.__tablename__]
+_SAMPLES = STEP_SAMPLES_TABLE
 _SAMPLE_UPDATE = (
     update(_SAMPLES)
     .where(
@@ -158,13 +165,13 @@ def _renamed(target: JobRow, *, name: object, user: object) -> None:
             index.rename(target, name=name, user=user)
 
 
-@event.listens_for(JobRow.name, "set")
+@event.listens_for(JOB.name, "set")
 def _name_set(target: JobRow, value: object, old: object, _initiator: object) -> None:
     if value != old:
         _renamed(target, name=value, user=target.user)
 
 
-@event.listens_for(JobRow.user, "set")
+@event.listens_for(JOB.user, "set")
 def _user_set(target: JobRow, value: object, old: object, _initiator: object) -> None:
     if value != old:
         _renamed(target, name=target.name, user=value)
@@ -204,12 +211,12 @@ class SqlUnitOfWork:
                     self._cache.put(key, self._marks[key], rows)
 
     def _mark(self, scheduler: str, cluster: str) -> Mark:
-        jobs = (JobRow.scheduler == scheduler, JobRow.cluster == cluster)
-        sources = (SourceRow.scheduler == scheduler, SourceRow.cluster == cluster)
+        jobs = (JOB.scheduler == scheduler, JOB.cluster == cluster)
+        sources = (SOURCE.scheduler == scheduler, SOURCE.cluster == cluster)
         query = select(
-            select(func.count(JobRow.id)).where(*jobs).scalar_subquery(),
-            select(func.max(JobRow.last_seen_s)).where(*jobs).scalar_subquery(),
-            select(func.max(SourceRow.last_attempt_s)).where(*sources).scalar_subquery(),
+            select(func.count(JOB.id)).where(*jobs).scalar_subquery(),
+            select(func.max(JOB.last_seen_s)).where(*jobs).scalar_subquery(),
+            select(func.max(SOURCE.last_attempt_s)).where(*sources).scalar_subquery(),
         )
         # the table as committed: this cycle's own pending change (its source's poll time,
         # set before the jobs are loaded) must not make the kept rows look stale
@@ -223,7 +230,7 @@ class SqlUnitOfWork:
             for row in kept[1]:
                 self._s.add(row)
             return kept[1]
-        where = (JobRow.scheduler == scheduler, JobRow.cluster == cluster)
+        where = (JOB.scheduler == scheduler, JOB.cluster == cluster)
         return list(self._s.scalars(select(JobRow).where(*where)))
 
     def source(self, name: str, *, scheduler: str) -> SourceRow:
@@ -255,11 +262,11 @@ class SqlUnitOfWork:
                 index = self._named[key] = _NameIndex(self._jobs[key])
             return index.ended(name, user)
         query = select(JobRow).where(
-            JobRow.active.is_(False),
-            JobRow.scheduler == scheduler,
-            JobRow.cluster == cluster,
-            JobRow.name == name,
-            JobRow.user == user,
+            JOB.active.is_(False),
+            JOB.scheduler == scheduler,
+            JOB.cluster == cluster,
+            JOB.name == name,
+            JOB.user == user,
         )
         return list(self._s.scalars(query))
 
@@ -269,7 +276,7 @@ class SqlUnitOfWork:
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             self._s.execute(
-                update(JobRow).where(JobRow.id.in_(chunk)).values(last_seen_s=last_seen_s),
+                update(JobRow).where(JOB.id.in_(chunk)).values(last_seen_s=last_seen_s),
                 execution_options={"synchronize_session": False},
             )
         for job in jobs:
@@ -308,9 +315,9 @@ class SqlUnitOfWork:
         self._write_samples()  # a deleted job's samples go with it, as rows flushed before
         self._s.execute(
             delete(JobRow).where(
-                JobRow.active.is_(False),
-                JobRow.ended_s.is_not(None),
-                JobRow.ended_s < ended_before_s,
+                JOB.active.is_(False),
+                JOB.ended_s.is_not(None),
+                JOB.ended_s < ended_before_s,
             ),
             execution_options={"synchronize_session": False},
         )
@@ -336,9 +343,9 @@ class SqlUnitOfWork:
     def sample_iterations(self, job: JobRow, *, since: int | None = None) -> set[int]:
         """Iterations the job already has a step sample for (from ``since`` on, when given)."""
         pk = self._pk(job)
-        query = select(StepSampleRow.iteration).where(StepSampleRow.job_pk == pk)
+        query = select(STEP_SAMPLE.iteration).where(STEP_SAMPLE.job_pk == pk)
         if since is not None:
-            query = query.where(StepSampleRow.iteration >= since)
+            query = query.where(STEP_SAMPLE.iteration >= since)
         found: set[int] = set()
         if self._has_stored_samples(job):
             with self._s.no_autoflush:  # what this unit of work wrote is added from ``_written``
@@ -395,8 +402,8 @@ class SqlUnitOfWork:
         else:
             with self._s.no_autoflush:  # samples are written apart from the session's rows
                 found = self._s.scalar(
-                    select(StepSampleRow.id).where(
-                        StepSampleRow.job_pk == pk, StepSampleRow.iteration == iteration
+                    select(STEP_SAMPLE.id).where(
+                        STEP_SAMPLE.job_pk == pk, STEP_SAMPLE.iteration == iteration
                     )
                 )
             stored = found is not None
@@ -442,19 +449,19 @@ class SqlUnitOfWork:
         pk = self._pk(job)
         written = self._written.get(pk, {})
         columns = (
-            StepSampleRow.iteration,
-            StepSampleRow.step_time_s,
-            StepSampleRow.num_iterations,
-            StepSampleRow.time_s,
-            StepSampleRow.logged_step_time_s,
+            STEP_SAMPLE.iteration,
+            STEP_SAMPLE.step_time_s,
+            STEP_SAMPLE.num_iterations,
+            STEP_SAMPLE.time_s,
+            STEP_SAMPLE.logged_step_time_s,
         )
         samples: dict[int, SampleTiming] = {}
         if self._has_stored_samples(job):
             with self._s.no_autoflush:
                 found = self._s.execute(
                     select(*columns)
-                    .where(StepSampleRow.job_pk == pk, StepSampleRow.step_time_s.is_not(None))
-                    .order_by(StepSampleRow.iteration.desc())
+                    .where(STEP_SAMPLE.job_pk == pk, STEP_SAMPLE.step_time_s.is_not(None))
+                    .order_by(STEP_SAMPLE.iteration.desc())
                     .limit(limit + len(written))  # each written one may replace a stored one
                 ).all()
             samples = {row[0]: SampleTiming(*row) for row in found}
@@ -473,7 +480,7 @@ class SqlUnitOfWork:
         return timed[-limit:] if limit > 0 else []
 
     def add_prediction(
-        self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, Any]
+        self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, object]
     ) -> None:
         """Store a prediction of ``kind`` in the job's history; one made at the same
         ``made_at_s`` in this unit of work replaces that one (the port's rule)."""
@@ -499,18 +506,16 @@ class SqlUnitOfWork:
             ordered = sorted(pks)
             for i in range(0, len(ordered), 500):
                 newest = func.row_number().over(
-                    partition_by=PredictionRow.job_pk, order_by=PredictionRow.id.desc()
+                    partition_by=PREDICTION.job_pk, order_by=PREDICTION.id.desc()
                 )
                 ranked = (
-                    select(PredictionRow.id, newest.label("rank"))
-                    .where(
-                        PredictionRow.kind == kind, PredictionRow.job_pk.in_(ordered[i : i + 500])
-                    )
+                    select(PREDICTION.id, newest.label("rank"))
+                    .where(PREDICTION.kind == kind, PREDICTION.job_pk.in_(ordered[i : i + 500]))
                     .subquery()
                 )
                 self._s.execute(
                     delete(PredictionRow).where(
-                        PredictionRow.id.in_(select(ranked.c.id).where(ranked.c.rank > keep))
+                        PREDICTION.id.in_(select(ranked.c.id).where(ranked.c.rank > keep))
                     ),
                     execution_options={"synchronize_session": False},
                 )
@@ -525,7 +530,7 @@ class SqlUnitOfWork:
             self._calibrations[name] = self._s.get(CalibrationRow, name)
         return self._calibrations[name]
 
-    def put_calibration(self, name: str, state: dict[str, Any], updated_s: float) -> None:
+    def put_calibration(self, name: str, state: dict[str, object], updated_s: float) -> None:
         """Create or replace a named calibration."""
         row = self.calibration(name)
         if row is None:
@@ -548,8 +553,8 @@ class SqlUnitOfWork:
             rows = list(
                 self._s.scalars(
                     select(PredictionRow)
-                    .where(PredictionRow.job_pk == pk, PredictionRow.kind == kind)
-                    .order_by(PredictionRow.made_at_s.desc(), PredictionRow.id.desc())
+                    .where(PREDICTION.job_pk == pk, PREDICTION.kind == kind)
+                    .order_by(PREDICTION.made_at_s.desc(), PREDICTION.id.desc())
                     .limit(limit)
                 )
             )
@@ -571,11 +576,11 @@ class SqlUnitOfWork:
         query = (
             select(NodeSlownessRow)
             .where(
-                NodeSlownessRow.scheduler == scheduler,
-                NodeSlownessRow.cluster == cluster,
-                NodeSlownessRow.last_seen_s >= since_s,
+                NODE_SLOWNESS.scheduler == scheduler,
+                NODE_SLOWNESS.cluster == cluster,
+                NODE_SLOWNESS.last_seen_s >= since_s,
             )
-            .order_by(NodeSlownessRow.started_s, NodeSlownessRow.id)
+            .order_by(NODE_SLOWNESS.started_s, NODE_SLOWNESS.id)
         )
         return list(self._s.scalars(query))
 
@@ -609,9 +614,9 @@ class SqlUnitOfWork:
         if nodes:
             self._s.execute(
                 delete(NodeSlownessRow).where(
-                    NodeSlownessRow.scheduler == scheduler,
-                    NodeSlownessRow.cluster == cluster,
-                    NodeSlownessRow.node.in_(list(nodes)),
+                    NODE_SLOWNESS.scheduler == scheduler,
+                    NODE_SLOWNESS.cluster == cluster,
+                    NODE_SLOWNESS.node.in_(list(nodes)),
                 )
             )
 
@@ -627,9 +632,9 @@ class SqlUnitOfWork:
             with self._s.no_autoflush:
                 found = self._s.scalars(
                     select(ObservedRunRow).where(
-                        ObservedRunRow.scheduler == run.scheduler,
-                        ObservedRunRow.cluster == run.cluster,
-                        ObservedRunRow.job_id == run.job_id,
+                        OBSERVED_RUN.scheduler == run.scheduler,
+                        OBSERVED_RUN.cluster == run.cluster,
+                        OBSERVED_RUN.job_id == run.job_id,
                     )
                 ).first()
         if found is not None and found.id is None:

@@ -13,7 +13,7 @@ from adapters.logs import LogTailer
 from adapters.prometheus.dcgm import MIB
 from planner.service.main import create_app
 from planner.service.settings import PrometheusSettings, Settings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobState, JobStatus
 from tests.adapters.prometheus.conftest import Telemetry
 from tests.adapters.prometheus.test_real_prometheus import AT_S, _oracle

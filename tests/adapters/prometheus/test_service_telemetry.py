@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from adapters.logs import LogTailer
 from planner.service.main import create_app
 from planner.service.settings import PrometheusSettings, Settings
-from planner.service.store import SqlStore
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobState, JobStatus
 from tests.adapters.prometheus.conftest import LIVE_JOB_ID, LIVE_RANKS, SLOW_RANK, Telemetry
 from tests.service.conftest import ScriptedSource

@@ -1,0 +1,78 @@
+"""The typed readers of what the store's JSON columns keep: each reads back what the service
+wrote (in memory, and after the JSON round trip of the database), and a value of another shape
+(a record stored by another version) is refused instead of used unchecked."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from planner.forecast.arguments import TrainingSchedule
+from planner.service.loops.eta import schedule_of
+from planner.service.loops.jobs import job_state_dict
+from planner.service.loops.progress import stored_cursor
+from planner.service.models import JobRow
+from planner.service.reviews import _state
+from planner.specs.job import JobState, JobStatus, TailCursor
+
+
+def _stored(doc: dict[str, object]) -> dict[str, object]:
+    back: dict[str, object] = json.loads(json.dumps(doc))
+    return back
+
+
+def test_a_log_cursor_reads_back_as_written() -> None:
+    cursor = TailCursor(path="/logs/1.out", inode=7, offset_bytes=120, size_bytes=300)
+    for doc in (dataclasses.asdict(cursor), _stored(dataclasses.asdict(cursor))):
+        assert stored_cursor(doc) == cursor
+    assert stored_cursor({"path": "/a"}) == TailCursor(path="/a")
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"path": "/a", "page": 3},  # a key a cursor has not
+        {"inode": 3},  # no path
+        {"path": "/a", "offset_bytes": "12"},  # a number as text
+    ],
+)
+def test_a_log_cursor_of_another_shape_is_refused(doc: dict[str, object]) -> None:
+    with pytest.raises(TypeError, match="not a"):
+        stored_cursor(doc)
+
+
+def test_a_training_schedule_reads_back_as_written() -> None:
+    schedule = TrainingSchedule(
+        eval_interval=100, save_interval=500, global_batch_size=64, rampup_batch_size=(16, 16, 1000)
+    )
+    for doc in (dataclasses.asdict(schedule), _stored(dataclasses.asdict(schedule))):
+        assert schedule_of(JobRow(schedule=doc)) == schedule
+    other = {**dataclasses.asdict(schedule), "warmup_iters": 10}
+    assert schedule_of(JobRow(schedule=other)) is None
+    assert schedule_of(JobRow(schedule={"eval_interval": "100"})) is None
+    assert schedule_of(JobRow(schedule={"rampup_batch_size": [16, 16]})) is None
+
+
+def test_a_job_snapshot_reads_back_as_written() -> None:
+    job = JobState(
+        scheduler="slurm",
+        cluster="c",
+        job_id="42",
+        name="pretrain",
+        status=JobStatus.RUNNING,
+        node_list=("n1", "n2"),
+        num_nodes=2,
+        num_gpus=16,
+        gpus_allocated=True,
+        submit_time_s=10,
+        start_time_s=20.5,
+        time_limit_s=3600.0,
+        queue_position=None,
+    )
+    for doc in (job_state_dict(job), _stored(job_state_dict(job))):
+        assert _state(JobRow(state=doc, status="running")) == job
+    assert _state(JobRow(state={**job_state_dict(job), "status": "lost"}, status="x")) is None
+    assert _state(JobRow(state={**job_state_dict(job), "node_list": [1]}, status="x")) is None
+    assert _state(JobRow(state={"scheduler": "slurm"}, status="running")) is None
