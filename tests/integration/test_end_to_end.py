@@ -256,11 +256,20 @@ def steady_pace(path: Path, *, since: int, until: int) -> float:
     iteration", which times the training step alone: under a CPU hog the job's wall clock
     between steps (its logging) slowed by 2 % where that figure said 8 % (CI of 2026-11-26,
     with two hogs), and the ETA is judged in wall-clock time."""
-    stamps = {
+    return stamped_pace(rank0_stamps(path), since=since, until=until)
+
+
+def rank0_stamps(path: Path) -> dict[int, float]:
+    """Rank 0's wall clock on each of its ``rank_step`` lines, s, by iteration."""
+    return {
         int(event["iteration"]): float(event["time_s"])
         for event in rank_step_events(path)
         if event["rank"] == 0
     }
+
+
+def stamped_pace(stamps: dict[int, float], *, since: int, until: int) -> float:
+    """``steady_pace`` over stamps already read (``rank0_stamps``)."""
     iterations = sorted(i for i in stamps if since <= i <= until)
     seconds = steps = 0.0
     for before, after in itertools.pairwise(iterations):
@@ -276,18 +285,14 @@ def evaluation_seconds(path: Path, *, split: int) -> tuple[list[float], list[flo
     rank 0's stamps across the interval that holds each (``steady_pace``) less that interval's
     iterations at the steady pace of the intervals beside it. The evaluation after the last
     iteration has no stamp after it and is left out."""
-    stamps = {
-        int(event["iteration"]): float(event["time_s"])
-        for event in rank_step_events(path)
-        if event["rank"] == 0
-    }
+    stamps = rank0_stamps(path)
     iterations = sorted(stamps)
     seen: list[float] = []
     later: list[float] = []
     for before, after in itertools.pairwise(iterations):
         if not any(before <= i < after for i in range(EVAL_INTERVAL, TRAIN_ITERS, EVAL_INTERVAL)):
             continue
-        pace = steady_pace(path, since=before - 50, until=after + 50)
+        pace = stamped_pace(stamps, since=before - 50, until=after + 50)
         pause = stamps[after] - stamps[before] - (after - before) * pace
         (seen if before <= split else later).append(pause)
     return seen, later
