@@ -23,24 +23,30 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 from planner.capacity.review import Review
 from planner.capacity.stats import JobForecast, ScenarioResult
 from planner.capacity.tables import format_day, risk_order
+from planner.json_types import JsonObject, JsonValue
 
 __all__ = ["MAX_GANTT_JOBS", "Figure", "comparison", "gantt", "occupancy", "text", "weeks"]
 
 MAX_GANTT_JOBS = 60
 """Jobs drawn in the Gantt chart: deadline jobs by risk first, then the longest others."""
 
-Figure = dict[str, Any]
-"""A plotly.js figure: ``data`` (traces) and ``layout``."""
+
+class Figure(TypedDict):
+    """A plotly.js figure: ``data`` (its traces) and ``layout``, in plotly.js's schema."""
+
+    data: list[JsonObject]
+    layout: JsonObject
+
 
 _SUBPLOT_TITLE_FONT = {"size": 16}
 #: ColorBrewer's Blues, light to dark, as plotly.py writes its named "Blues" scale (plotly.js's
 #: own "Blues" runs the other way).
-BLUES = [
+BLUES: list[list[float | str]] = [
     [i / 8, color]
     for i, color in enumerate(
         ("rgb(247,251,255)", "rgb(222,235,247)", "rgb(198,219,239)", "rgb(158,202,225)",
@@ -69,7 +75,7 @@ def values(numbers: Iterable[float]) -> list[float | None]:
     return [float(v) if math.isfinite(v) else None for v in numbers]
 
 
-def _title(text: str, x: float, y: float) -> dict[str, Any]:
+def _title(text: str, x: float, y: float) -> JsonObject:
     return {
         "font": _SUBPLOT_TITLE_FONT,
         "showarrow": False,
@@ -99,13 +105,14 @@ def occupancy(result: ScenarioResult) -> Figure:
     rows = max(len(pools), 1)
     spacing = 0.08
     height = (1.0 - spacing * (rows - 1)) / rows
-    layout: dict[str, Any] = {"annotations": []}
-    data: list[dict[str, Any]] = []
+    annotations: list[JsonObject] = []
+    layout: dict[str, JsonValue] = {"annotations": annotations}
+    data: list[JsonObject] = []
     for row, occ in enumerate(pools, start=1):
         top = 1.0 - (row - 1) * (height + spacing)
         bottom = max(0.0, top - height)
         ax = _axis(row)
-        x_axis: dict[str, Any] = {"anchor": f"y{ax}", "domain": [0.0, 1.0]}
+        x_axis: dict[str, JsonValue] = {"anchor": f"y{ax}", "domain": [0.0, 1.0]}
         if row < rows:  # shared x axes: the bottom row's ticks only
             x_axis |= {"matches": f"x{_axis(rows)}", "showticklabels": False}
         layout[f"xaxis{ax}"] = x_axis
@@ -114,10 +121,10 @@ def occupancy(result: ScenarioResult) -> Figure:
             "domain": [round(bottom, 10), round(top, 10)],
             "title": {"text": "GPUs"},
         }
-        layout["annotations"].append(_title(text(occ.pool), 0.5, round(top, 10)))
+        annotations.append(_title(text(occ.pool), 0.5, round(top, 10)))
         t = [when(float(x)) for x in occ.edges_s[:-1]]
         first = row == 1
-        on = {"xaxis": f"x{ax}", "yaxis": f"y{ax}", "x": t, "type": "scatter"}
+        on: JsonObject = {"xaxis": f"x{ax}", "yaxis": f"y{ax}", "x": t, "type": "scatter"}
         data += [
             {
                 **on,
@@ -187,7 +194,7 @@ def gantt(result: ScenarioResult, horizon_end_s: float) -> Figure:
     jobs = list(reversed(gantt_jobs(result)))
     names = [text(j.name) for j in jobs]
     end = [j.completion_s[1] if j.completion_s[1] is not None else horizon_end_s for j in jobs]
-    data: list[dict[str, Any]] = [
+    data: list[JsonObject] = [
         {
             "type": "bar",
             "orientation": "h",
@@ -241,7 +248,7 @@ def gantt(result: ScenarioResult, horizon_end_s: float) -> Figure:
         }
     )
     title = f"Jobs ({text(result.name)}): median start to completion, p10-p90 of completion"
-    layout = {
+    layout: JsonObject = {
         "title": {"text": title},
         "height": max(300, 22 * len(jobs) + 150),
         "xaxis": {"type": "date"},
@@ -255,7 +262,7 @@ def weeks(result: ScenarioResult) -> Figure:
     pools = list(dict.fromkeys(p.pool for p in result.pool_weeks))
     starts = list(dict.fromkeys(p.week_start_s for p in result.pool_weeks))
     busy = {(p.pool, p.week_start_s): 100 * p.utilisation for p in result.pool_weeks}
-    data = [
+    data: list[JsonObject] = [
         {
             "type": "heatmap",
             "z": [[busy.get((pool, w)) for w in starts] for pool in pools],
@@ -267,7 +274,7 @@ def weeks(result: ScenarioResult) -> Figure:
             "colorbar": {"title": {"text": "% busy"}},
         }
     ]
-    layout = {
+    layout: JsonObject = {
         "title": {"text": f"Utilisation per pool and week, median ({text(result.name)})"},
         "height": 160 + 40 * len(pools),
     }
@@ -279,7 +286,7 @@ def comparison(review: Review) -> Figure:
     utilisation in % (right)."""
     rows = review.comparison()
     names = [text(r["scenario"]) for r in rows]
-    data = [
+    data: list[JsonObject] = [
         {
             "type": "bar",
             "x": names,
@@ -306,7 +313,7 @@ def comparison(review: Review) -> Figure:
             "yaxis": "y2",
         },
     ]
-    layout = {
+    layout: JsonObject = {
         "xaxis": {"anchor": "y", "domain": [0.0, 0.45]},
         "yaxis": {"anchor": "x", "domain": [0.0, 1.0]},
         "xaxis2": {"anchor": "y2", "domain": [0.55, 1.0]},

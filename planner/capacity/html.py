@@ -15,7 +15,6 @@ import importlib.util
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from planner.capacity import figures
 from planner.capacity.figures import MAX_GANTT_JOBS, Figure
@@ -33,6 +32,7 @@ from planner.capacity.tables import (
     team_table,
 )
 from planner.errors import SpecError
+from planner.json_types import JsonObject, JsonValue
 
 __all__ = ["MAX_GANTT_JOBS", "plotly_assets", "plotly_figure_html", "review_html"]
 
@@ -49,7 +49,7 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 
 
 @functools.cache
-def plotly_assets() -> tuple[str, dict[str, Any]]:
+def plotly_assets() -> tuple[str, JsonObject]:
     """plotly.js's bundle (the text of ``plotly.min.js``) and plotly's default template (the
     ``plotly`` template: a ``{"data", "layout"}`` dict), from the installed ``plotly`` package's
     data files (found without importing the package). Raises ``SpecError`` when missing."""
@@ -67,7 +67,7 @@ def plotly_assets() -> tuple[str, dict[str, Any]]:
     )
 
 
-def _script_json(value: Any) -> str:
+def _script_json(value: JsonValue) -> str:
     """JSON safe inside a ``<script>`` element (no ``</script>``, ``<!--`` or ``&`` entities)."""
     text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -77,7 +77,7 @@ def plotly_figure_html(figure: Figure, div_id: str) -> str:
     """A ``<div class="plotly-graph-div">`` and the script that draws ``figure`` in it with
     plotly's default template (plotly.js must be loaded before, see ``review_html``)."""
     _, template = plotly_assets()
-    layout = {"template": template, **figure["layout"]}
+    layout: JsonObject = {"template": template, **figure["layout"]}
     return (
         f'<div id="{html.escape(div_id)}" class="plotly-graph-div" '
         'style="height:100%; width:100%;"></div>\n'

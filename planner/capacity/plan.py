@@ -108,7 +108,7 @@ def _locate(node: Located, dotted: str) -> Located:
     return current
 
 
-def _scenario_document(job: Located, name: str) -> tuple[dict[str, Any], Located]:
+def _scenario_document(job: Located, name: str) -> tuple[dict[str, object], Located]:
     scenario = optional(job, "scenario")
     args = optional(job, "megatron_args")
     if (scenario is None) == (args is None):
@@ -128,7 +128,7 @@ def _scenario_document(job: Located, name: str) -> tuple[dict[str, Any], Located
     return doc, args
 
 
-def _model_parallel(doc: Mapping[str, Any]) -> int:
+def _model_parallel(doc: Mapping[str, object]) -> int:
     par = doc.get("parallelism")
     size = 1
     if isinstance(par, Mapping):
@@ -138,7 +138,7 @@ def _model_parallel(doc: Mapping[str, Any]) -> int:
     return size
 
 
-def _gpu(job: Located, doc: Mapping[str, Any], fleet: Fleet) -> tuple[str | None, str | None]:
+def _gpu(job: Located, doc: Mapping[str, object], fleet: Fleet) -> tuple[str | None, str | None]:
     """(catalog key or None for any, explicit pool or None)."""
     pool_node = optional(job, "pool")
     if pool_node is not None:
@@ -166,7 +166,7 @@ def _gpu(job: Located, doc: Mapping[str, Any], fleet: Fleet) -> tuple[str | None
     return key, None
 
 
-def _num_gpus(job: Located, doc: Mapping[str, Any]) -> int | None:
+def _num_gpus(job: Located, doc: Mapping[str, object]) -> int | None:
     node = optional(job, "num_gpus")
     if node is not None and node.value == "recommend":
         return None
@@ -180,14 +180,27 @@ def _num_gpus(job: Located, doc: Mapping[str, Any]) -> int | None:
     )
 
 
+def _section(doc: Mapping[str, object], key: str, doc_node: Located) -> dict[str, object]:
+    """A copy of the mapping ``doc[key]`` of a scenario document (empty when absent or empty);
+    raises the document's error naming ``key`` when it is not a mapping."""
+    value = doc.get(key)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if not value:
+        return {}
+    where = _locate(doc_node, key) if doc_node.path.endswith("scenario") else doc_node
+    message = f"must be a mapping of its fields, got {value!r}"
+    raise where.error(f"{key}: {message}" if where is doc_node else message)
+
+
 def _model(
     job: Located, name: str, fleet: Fleet
-) -> tuple[Scenario, dict[str, Any], str | None, str | None, int | None]:
+) -> tuple[Scenario, dict[str, object], str | None, str | None, int | None]:
     """(scenario, document, gpu key or None, pool or None, num_gpus or None) of a job."""
     doc, doc_node = _scenario_document(job, name)
     gpu, pool = _gpu(job, doc, fleet)
     num_gpus = _num_gpus(job, doc)
-    training = dict(doc.get("training") or {})
+    training = _section(doc, "training", doc_node)
     for key in ("total_tokens", "train_iters"):
         if (node := optional(job, key)) is not None:
             training.pop("total_tokens" if key == "train_iters" else "train_iters", None)
@@ -197,20 +210,19 @@ def _model(
     doc["training"] = training
     doc["name"] = name
     stand_in_gpu = gpu or fleet.pools[0].gpu
+    given = doc.get("hardware")
     hardware = {
-        k: v for k, v in dict(doc.get("hardware") or {}).items() if k not in ("gpu", "num_gpus")
+        k: v for k, v in _section(doc, "hardware", doc_node).items() if k not in ("gpu", "num_gpus")
     }
-    if gpu is None or (
-        isinstance(doc.get("hardware"), Mapping) and doc["hardware"].get("gpu") != gpu
-    ):
+    if gpu is None or (isinstance(given, Mapping) and given.get("gpu") != gpu):
         hardware = {}  # another GPU type: the catalog's node and network values
     doc["hardware"] = {
         **hardware,
         "gpu": stand_in_gpu,
         "num_gpus": num_gpus or _model_parallel(doc),
     }
-    if num_gpus is None and isinstance(doc.get("parallelism"), Mapping):
-        doc["parallelism"] = {k: v for k, v in doc["parallelism"].items() if k != "data_parallel"}
+    if num_gpus is None and isinstance(parallelism := doc.get("parallelism"), Mapping):
+        doc["parallelism"] = {k: v for k, v in parallelism.items() if k != "data_parallel"}
     try:
         scenario = parse_scenario(doc)
     except SpecError as exc:

@@ -16,10 +16,10 @@ a field in the one-scenario form follows its annotation: ``Real`` -> ``float``, 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,9 +34,33 @@ from planner.specs.model import ModelSpec
 from planner.specs.parallelism import ParallelismSpec
 from planner.specs.scenario import Framework, Scenario
 
-__all__ = ["DEFAULT_MEMORY_HEADROOM_BYTES", "ScenarioArrays", "constant_column"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+__all__ = [
+    "DEFAULT_MEMORY_HEADROOM_BYTES",
+    "ScenarioArrays",
+    "constant_column",
+    "from_fields",
+    "with_fields",
+]
 
 _ARRAY = np.ndarray
+_D = TypeVar("_D", bound="DataclassInstance")
+
+
+def from_fields(cls: type[_D], values: Mapping[str, object]) -> _D:
+    """``cls(**values)``: the dataclass ``cls`` (``ScenarioArrays``, ``DeviceArrays``, ...)
+    from its fields by name, as a loop over ``dataclasses.fields`` or over ``_COLUMNS`` reads
+    them; each value is of its field's type (the loop's rule), which no static check sees
+    through a loop. Raises ``TypeError`` for a missing or unknown field."""
+    return cls(**values)
+
+
+def with_fields(obj: _D, changes: Mapping[str, object]) -> _D:
+    """``dataclasses.replace(obj, **changes)``, for ``changes`` built by a loop over the
+    fields (see ``from_fields``)."""
+    return replace(obj, **changes)
 
 
 def constant_column(value: NDArray[Any], n: int) -> NDArray[Any]:
@@ -286,35 +310,39 @@ class ScenarioArrays:
             raise ValueError("take needs a batch of arrays, not the one-scenario form")
         k = int(index.shape[0])
 
-        def pick(value: Any) -> Any:
+        def pick(value: object) -> object:
             if not isinstance(value, _ARRAY):
                 return value
             if value.strides == (0,):  # one value broadcast to every scenario: stays one
                 return value[:k] if k <= value.shape[0] else constant_column(value, k)
             return value[index]
 
-        device = DeviceArrays(
-            **{f.name: pick(getattr(self.device, f.name)) for f in fields(DeviceArrays)}
+        device = from_fields(
+            DeviceArrays,
+            {f.name: pick(getattr(self.device, f.name)) for f in fields(DeviceArrays)},
         )
-        columns: dict[str, Any] = {
+        columns: dict[str, object] = {
             f.name: pick(getattr(self, f.name))
             for f in fields(self)
             if f.name not in ("num_scenarios", "device")
         }
-        return ScenarioArrays(num_scenarios=k, device=device, **columns)
+        return from_fields(ScenarioArrays, {"num_scenarios": k, "device": device, **columns})
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ScenarioArrays:
         """The one-scenario form of a validated ``Scenario``: every field a Python number."""
-        values = {
+        values: dict[str, object] = {
             name: kind(value) for (name, kind), value in zip(_COLUMNS, _row(scenario), strict=True)
         }
-        device = DeviceArrays(
-            **{name: values.pop(name) for name in _DEVICE_COLUMNS},
-            gpu_index=0,
-            gpu_keys=(scenario.hardware.gpu.key,),
+        device = from_fields(
+            DeviceArrays,
+            {
+                **{name: values.pop(name) for name in _DEVICE_COLUMNS},
+                "gpu_index": 0,
+                "gpu_keys": (scenario.hardware.gpu.key,),
+            },
         )
-        return cls(num_scenarios=1, device=device, **values)
+        return from_fields(cls, {"num_scenarios": 1, "device": device, **values})
 
     @classmethod
     def from_scenarios(cls, scenarios: Sequence[Scenario]) -> ScenarioArrays:
@@ -323,18 +351,21 @@ class ScenarioArrays:
         # one (n, columns) float64 conversion, transposed so that each column is contiguous
         table = np.array([_row(s) for s in scenarios], dtype=np.float64)
         table = table.reshape(n, len(_COLUMNS)).T.copy()
-        values: dict[str, Any] = {
+        values: dict[str, object] = {
             name: table[j] if kind is float else table[j].astype(_DTYPES[kind])
             for j, (name, kind) in enumerate(_COLUMNS)
         }
         keys: dict[str, int] = {}
         gpu_index = [keys.setdefault(s.hardware.gpu.key, len(keys)) for s in scenarios]
-        device = DeviceArrays(
-            **{name: values.pop(name) for name in _DEVICE_COLUMNS},
-            gpu_index=np.asarray(gpu_index, dtype=np.int64),
-            gpu_keys=tuple(keys),
+        device = from_fields(
+            DeviceArrays,
+            {
+                **{name: values.pop(name) for name in _DEVICE_COLUMNS},
+                "gpu_index": np.asarray(gpu_index, dtype=np.int64),
+                "gpu_keys": tuple(keys),
+            },
         )
-        return cls(num_scenarios=n, device=device, **values)
+        return from_fields(cls, {"num_scenarios": n, "device": device, **values})
 
 
 # ---- where each field comes from ----------------------------------------------------------

@@ -16,13 +16,13 @@ caller names).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.perf.batch import ScenarioArrays, constant_column
+from planner.perf.batch import ScenarioArrays, constant_column, from_fields, with_fields
 from planner.perf.efficiency import DeviceArrays
 from planner.specs.feasibility import DEFAULT_FRAMEWORK
 from planner.specs.pipeline_split import stage_layer_arrays
@@ -77,11 +77,11 @@ class CandidateColumns:
 
     def take(self, index: IntArray | BoolArray) -> CandidateColumns:
         """The candidates selected by an index or mask array."""
-        columns: dict[str, Any] = {
+        columns: dict[str, object] = {
             f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[index]
             for f in fields(self)
         }
-        return CandidateColumns(**columns)
+        return from_fields(CandidateColumns, columns)
 
     def flag(self, name: str) -> BoolArray:
         """The optional bool column ``name``, all false when unset."""
@@ -92,7 +92,7 @@ class CandidateColumns:
         return out
 
 
-def _repeat(value: Any, n: int) -> Any:
+def _repeat(value: object, n: int) -> NDArray[Any]:
     """The base's one value for ``n`` candidates: a read-only broadcast view of shape ``(n,)``
     (no copy; the engine only reads its inputs)."""
     return constant_column(value if isinstance(value, np.ndarray) else np.asarray([value]), n)
@@ -133,7 +133,7 @@ def candidate_arrays(
     etp = cand.expert_tensor_parallel
     if etp is None:
         etp = cand.tensor_parallel
-    columns: dict[str, Any] = {
+    columns: dict[str, object] = {
         "tensor_parallel": cand.tensor_parallel.astype(f64),
         "pipeline_parallel": cand.pipeline_parallel.astype(f64),
         "context_parallel": cand.context_parallel.astype(f64),
@@ -153,13 +153,13 @@ def candidate_arrays(
         "last_stage_layers": last.astype(f64),
     }
     dev = base.device
-    device_fields: dict[str, Any] = {
+    device_fields: dict[str, object] = {
         f.name: (getattr(dev, f.name) if f.name == "gpu_keys" else _repeat(getattr(dev, f.name), n))
         for f in fields(DeviceArrays)
     }
-    device = DeviceArrays(**device_fields)
+    device = from_fields(DeviceArrays, device_fields)
     for f in fields(ScenarioArrays):
         if f.name in columns or f.name in ("num_scenarios", "device"):
             continue
         columns[f.name] = _repeat(getattr(base, f.name), n)
-    return replace(base, num_scenarios=n, device=device, **columns)
+    return with_fields(base, {"num_scenarios": n, "device": device, **columns})

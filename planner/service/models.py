@@ -51,8 +51,24 @@ class Record:
             setattr(self, name, value)
 
 
-class JobRow(Record):
-    """One job of one scheduler/cluster: its latest snapshot, description, prediction and ETA.
+class JobColumns:
+    """The columns of a job that the API's job summary shows as they are stored, declared
+    once: the store's :class:`JobRow` and ``planner.service.api.models.JobSummary`` both take
+    them from here. ``status``: the ``planner.specs.job.JobStatus`` value; ``active``: the job
+    is queued or holds resources (``JobStatus.is_active``), false once it ended."""
+
+    scheduler: str
+    cluster: str
+    job_id: str
+    name: str
+    user: str
+    status: str
+    active: bool
+
+
+class JobRow(JobColumns, Record):
+    """One job of one scheduler/cluster: its latest snapshot, description, prediction and ETA
+    (the columns the API shows as stored: :class:`JobColumns`).
 
     ``progress_mark``: the last progress record read (``planner.forecast.observations.
     ProgressMark`` as a dict), so a step time can span two reads; ``gpus``: the latest GPU
@@ -64,13 +80,6 @@ class JobRow(Record):
     """
 
     id: int
-    scheduler: str
-    cluster: str
-    job_id: str
-    name: str
-    user: str
-    status: str
-    active: bool
     state: dict[str, object]
     first_seen_s: float
     last_seen_s: float
@@ -171,8 +180,9 @@ class HeartbeatRow(Record):
 # the audit trail of what the planner wrote (schedulers) and what it was sent (uploads).
 
 
-class AuditRow(Record):
-    """One write the planner made to a scheduler, or a state change it accepted over the API.
+class AuditColumns:
+    """The columns of an audit record, declared once: the store's :class:`AuditRow` and the
+    API's view of it (``planner.service.api.models.AuditRecord``) both take them from here.
 
     ``actor``: who (``planner`` for the ingest loop's writes, else the API principal);
     ``action``: what (``comment``, ``time_limit``, ``hints_file``, ``annotations``,
@@ -191,6 +201,11 @@ class AuditRow(Record):
     outcome: str
     reason: str
     detail: dict[str, object] | None
+
+
+class AuditRow(AuditColumns, Record):
+    """One write the planner made to a scheduler, or a state change it accepted over the API
+    (its columns: :class:`AuditColumns`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -297,11 +312,12 @@ class NodeSlownessRow(Record):
     slowdown: float
 
 
-class ReviewRow(Record):
-    """A capacity review the service ran on its schedule (``planner.service.reviews``):
-    ``result`` is ``Review.to_dict()`` (``docs/capacity-formats.md``), ``summary`` its
-    comparison rows, ``html``/``markdown`` the documents; ``error`` (with no result) when the
-    review could not run."""
+class ReviewColumns:
+    """The columns of a stored review that the API shows as they are, declared once: the
+    store's :class:`ReviewRow` and the API's ``planner.service.api.review_models.StoredReview``
+    both take them from here. ``made_at_s``: when it ran (epoch s); ``trigger``: what ran it;
+    ``fleet``: the fleet file; ``elapsed_s``: how long it took, seconds; ``error``: why it
+    could not run (None when it ran)."""
 
     id: int
     made_at_s: float
@@ -309,6 +325,14 @@ class ReviewRow(Record):
     fleet: str
     elapsed_s: float
     error: str | None
+
+
+class ReviewRow(ReviewColumns, Record):
+    """A capacity review the service ran on its schedule (``planner.service.reviews``):
+    ``result`` is ``Review.to_dict()`` (``docs/capacity-formats.md``), ``summary`` its
+    comparison rows, ``html``/``markdown`` the documents; ``error`` (with no result) when the
+    review could not run. Its other columns: :class:`ReviewColumns`."""
+
     summary: list[dict[str, object]] | None
     result: dict[str, object] | None
     html: str | None

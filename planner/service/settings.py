@@ -14,7 +14,7 @@ import os
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -395,7 +395,23 @@ _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _INTERVAL_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def parse_schedule(text: str) -> tuple[str, dict[str, Any]]:
+class IntervalFields(TypedDict):
+    """The arguments of APScheduler 3's ``interval`` trigger that a schedule sets."""
+
+    seconds: float
+
+
+class CronFields(TypedDict):
+    """The arguments of APScheduler 3's ``cron`` trigger: a crontab line's 5 fields."""
+
+    minute: str
+    hour: str
+    day: str
+    month: str
+    day_of_week: str
+
+
+def parse_schedule(text: str) -> tuple[str, IntervalFields | CronFields]:
     """An APScheduler 3 trigger for ``review.schedule``: ``("interval", {"seconds": s})`` for
     ``6h``/``30m``/``1d``/``3600s``, ``("cron", fields)`` for a 5-field crontab line (UTC; its
     day-of-week numbers, 0 or 7 = Sunday, become names). Raises ``ValueError`` saying what to
@@ -404,20 +420,24 @@ def parse_schedule(text: str) -> tuple[str, dict[str, Any]]:
         seconds = float(match[1]) * _INTERVAL_S[match[2]]
         if seconds < 60:
             raise ValueError(f"review.schedule {text!r}: at least one minute apart")
-        return "interval", {"seconds": seconds}
+        interval: IntervalFields = {"seconds": seconds}
+        return "interval", interval
     fields = text.split()
     if len(fields) != 5:
         raise ValueError(
             f"review.schedule {text!r} is neither an interval (6h, 30m, 1d) nor a crontab line "
             "of 5 fields (minute hour day month day-of-week, UTC), e.g. '0 6 * * 1'"
         )
-    names = ("minute", "hour", "day", "month", "day_of_week")
-    cron = dict(zip(names, fields, strict=True))
+    minute, hour, day, month, day_of_week = fields
     # crontab numbers days from Sunday (0 or 7); APScheduler 3 from Monday: use the names.
     days = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
-    cron["day_of_week"] = re.sub(
-        r"(?<![/\d])[0-7](?!\d)", lambda m: days[int(m[0])], cron["day_of_week"]
-    )
+    cron: CronFields = {
+        "minute": minute,
+        "hour": hour,
+        "day": day,
+        "month": month,
+        "day_of_week": re.sub(r"(?<![/\d])[0-7](?!\d)", lambda m: days[int(m[0])], day_of_week),
+    }
     try:
         CronTrigger(**cron, timezone="UTC")
     except ValueError as exc:

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TypedDict
+from dataclasses import dataclass, fields
 
 from planner.errors import SpecError
 
@@ -71,36 +70,10 @@ class StragglerTerm:
     window_s: float
     basis: str
 
-    def to_dict(self) -> StragglerTermJson:
-        """JSON-ready dict (the ``expected_straggler`` entry of a pending job's prediction)."""
-        return {
-            "factor": self.factor,
-            "probability": self.probability,
-            "slow_node_share": self.slow_node_share,
-            "slowdown_when_slow": self.slowdown_when_slow,
-            "job_nodes": self.job_nodes,
-            "cluster_nodes": self.cluster_nodes,
-            "episodes": self.episodes,
-            "nodes": self.nodes,
-            "window_s": self.window_s,
-            "basis": self.basis,
-        }
-
-
-class StragglerTermJson(TypedDict):
-    """A ``StragglerTerm`` as JSON (the ``expected_straggler`` entry of a pending job's
-    prediction): its fields, same names and units."""
-
-    factor: float
-    probability: float
-    slow_node_share: float
-    slowdown_when_slow: float
-    job_nodes: int
-    cluster_nodes: int
-    episodes: int
-    nodes: int
-    window_s: float
-    basis: str
+    def to_dict(self) -> dict[str, float | int | str]:
+        """JSON-ready dict (the ``expected_straggler`` entry of a pending job's prediction):
+        every field by its name, same units; ``StragglerTerm(**term.to_dict()) == term``."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def is_drained(state: str) -> bool:

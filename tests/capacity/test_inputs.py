@@ -301,3 +301,25 @@ def test_a_snapshot_document_reads_back_with_every_job_field():
     snapshot = QueueSnapshot(taken_at_s=1751155200.0, jobs=(job,))
     text = json.dumps(snapshot_document(snapshot))
     assert read_snapshot(text, "queue.json") == snapshot
+
+
+@pytest.mark.parametrize("section", ["training", "hardware"])
+@pytest.mark.parametrize("value", ["5", "[1, 2]", "abc"])
+def test_a_scenario_section_that_is_no_mapping_is_named(section: str, value: str) -> None:
+    scenario = SCENARIO.replace("{model:", f"{{{section}: {value}, model:", 1)
+    plan = (
+        f"jobs:\n  - name: a\n    scenario: {scenario}\n    total_tokens: 1.0e10\n    num_gpus: 8\n"
+    )
+    message = _error(read_plan, plan, "plan.yaml", read_fleet(FLEET, "fleet.yaml"))
+    assert message.startswith(
+        f"plan.yaml:3: jobs[0].scenario.{section}: must be a mapping of its fields"
+    )
+
+
+def test_an_empty_scenario_section_reads_as_none_given() -> None:
+    scenario = SCENARIO.replace("{model:", "{training: {}, model:", 1)
+    plan = (
+        f"jobs:\n  - name: a\n    scenario: {scenario}\n    total_tokens: 1.0e10\n    num_gpus: 8\n"
+    )
+    (job,) = read_plan(plan, "plan.yaml", read_fleet(FLEET, "fleet.yaml"))
+    assert job.document["training"] == {"total_tokens": 1.0e10}

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from planner.errors import SpecError
-from planner.stragglers.exposure import SlowEpisode, expected_straggler_term, is_drained
+from planner.stragglers.exposure import (
+    SlowEpisode,
+    StragglerTerm,
+    expected_straggler_term,
+    is_drained,
+)
 
 DAY = 86400.0
 NOW = 1_800_000_000.0
@@ -84,3 +91,11 @@ def test_unknown_sizes_and_bad_input() -> None:
 )
 def test_drained_states(state: str, drained: bool) -> None:
     assert is_drained(state) is drained
+
+
+def test_the_term_as_json_is_its_fields_and_reads_back() -> None:
+    history = [episode("n1", 100, 1.5), episode("n2", 68, 1.2, ago_h=5)]
+    term = expected_straggler_term(history, job_nodes=16, cluster_nodes=100, now_s=NOW)
+    doc = json.loads(json.dumps(term.to_dict()))
+    assert list(doc) == list(StragglerTerm.__dataclass_fields__)
+    assert StragglerTerm(**doc) == term

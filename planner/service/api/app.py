@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import fastapi_offline
 from fastapi import FastAPI
@@ -62,7 +61,7 @@ class _PlannerApi(FastAPI):
     """The app: its OpenAPI document also states who may call each operation
     (``document_access``) and the answers of the host check (``document_hosts``)."""
 
-    def openapi(self) -> dict[str, Any]:
+    def openapi(self) -> dict[str, object]:
         if self.openapi_schema is not None:
             return self.openapi_schema
         spec = super().openapi()  # kept as ``openapi_schema``: amended once, in place

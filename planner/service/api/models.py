@@ -19,6 +19,7 @@ from planner.scenario.schema import (
     ParallelismSection,
     TrainingSection,
 )
+from planner.service.models import AuditColumns, JobColumns
 
 
 class Open(BaseModel):
@@ -261,16 +262,9 @@ class QueueForecast(BaseModel):
     reason: str | None = Field(default=None, description="Why there is no forecast")
 
 
-class JobSummary(BaseModel):
+class JobSummary(BaseModel, JobColumns):
     """One job: scheduler state, description, progress, prediction and ETA."""
 
-    scheduler: str
-    cluster: str
-    job_id: str
-    name: str
-    user: str
-    status: str
-    active: bool
     partition: str | None
     num_gpus: int | None
     gpus_allocated: bool | None
@@ -570,19 +564,8 @@ class CalibrationUploaded(BaseModel):
 # ---------------------------------------------------------------------------- access and audit
 
 
-class AuditRecord(BaseModel):
+class AuditRecord(BaseModel, AuditColumns):
     """One audited write: who (``actor``), what (``action`` on ``target``), why (``reason``)."""
-
-    id: int
-    at_s: float
-    actor: str
-    action: str
-    scheduler: str
-    cluster: str
-    target: str
-    outcome: str
-    reason: str
-    detail: dict[str, Any] | None
 
 
 class AuditPage(BaseModel):

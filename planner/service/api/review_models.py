@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 # the core's JSON types, used as they are (pydantic validates and documents TypedDicts)
 from planner.capacity.review import ComparisonRow
 from planner.capacity.stats import Summary
+from planner.service.models import ReviewColumns
 
 #: The schema's bound on samples; the service's own is ``limits.review_max_samples``.
 MAX_SAMPLES = 10_000
@@ -219,15 +220,9 @@ class ReviewResult(BaseModel):
     model_note: str = ""
 
 
-class StoredReview(BaseModel):
+class StoredReview(BaseModel, ReviewColumns):
     """A review the service ran on its schedule (``error`` when it could not run)."""
 
-    id: int
-    made_at_s: float
-    trigger: str
-    fleet: str
-    elapsed_s: float
-    error: str | None
     summary: list[ComparisonRow] | None
 
 

@@ -29,6 +29,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from planner.capacity import review_markdown, snapshot_document
@@ -44,10 +45,12 @@ from planner.service.api.review_models import (
     QueueSnapshotView,
     ReviewRequest,
     ReviewResult,
+    StoredReview,
     StoredReviews,
 )
 from planner.service.api.work import WorkerPool
 from planner.service.auth import Role
+from planner.service.models import ReviewRow
 from planner.service.reviews import (
     ReviewOptions,
     ReviewRunner,
@@ -82,6 +85,12 @@ def _document(media: str, html: str | None, markdown: str | None) -> Response | 
     return None
 
 
+def _view(row: ReviewRow, view: type[BaseModel]) -> dict[str, object]:
+    """The stored review ``row`` as the API shows it: its value of each field ``view`` (an API
+    model, the public contract) declares, by name; FastAPI validates it against ``view``."""
+    return {name: getattr(row, name) for name in view.model_fields}
+
+
 def make_router(
     state: ServiceState, access: Access | None = None, pool: WorkerPool | None = None
 ) -> APIRouter:
@@ -111,7 +120,7 @@ def make_router(
         lifespan=lifespan,
         dependencies=[Depends(access.require(Role.READER))],
     )
-    documents: dict[int | str, dict[str, Any]] = {
+    documents: dict[int | str, dict[str, object]] = {
         200: {
             "content": {
                 m: {"schema": {"type": "string", "description": d}} for m, d in _DOCUMENTS.items()
@@ -182,20 +191,7 @@ def make_router(
         limit: Annotated[int, Query(ge=1, le=1000, description="At most this many")] = 20,
     ) -> dict[str, object]:
         rows = state.store.list_reviews(limit=limit)
-        return {
-            "reviews": [
-                {
-                    "id": r.id,
-                    "made_at_s": r.made_at_s,
-                    "trigger": r.trigger,
-                    "fleet": r.fleet,
-                    "elapsed_s": r.elapsed_s,
-                    "error": r.error,
-                    "summary": r.summary,
-                }
-                for r in rows
-            ]
-        }
+        return {"reviews": [_view(r, StoredReview) for r in rows]}
 
     @router.get(
         "/v1/reviews/latest",
@@ -220,16 +216,7 @@ def make_router(
         shown = _document(media, row.html, row.markdown)
         if shown is not None:
             return shown
-        return {
-            "id": row.id,
-            "made_at_s": row.made_at_s,
-            "trigger": row.trigger,
-            "fleet": row.fleet,
-            "elapsed_s": row.elapsed_s,
-            "error": row.error,
-            "summary": row.summary,
-            "result": row.result,
-        }
+        return _view(row, LatestReview)
 
     @router.get(
         "/v1/reviews/queue",

@@ -142,8 +142,8 @@ class SqlStore:
         self._down_until = 0.0
         self._delay = 0.0
         self._lock = threading.Lock()
-        connect_args: dict[str, Any] = {}
-        options: dict[str, Any] = {"pool_pre_ping": True}
+        connect_args: dict[str, object] = {}
+        pool_recycle = -1  # SQLAlchemy's default: connections are not recycled by age
         if self.backend == "sqlite":
             connect_args["check_same_thread"] = False
             if parsed.database and parsed.database != ":memory:":
@@ -156,9 +156,11 @@ class SqlStore:
                     ) from None
         elif self.backend == "postgresql":
             connect_args["connect_timeout"] = 5
-            options["pool_recycle"] = 1800
+            pool_recycle = 1800
         try:
-            self.engine: Engine = create_engine(url, connect_args=connect_args, **options)
+            self.engine: Engine = create_engine(
+                url, connect_args=connect_args, pool_pre_ping=True, pool_recycle=pool_recycle
+            )
         except (SQLAlchemyError, ImportError) as exc:
             raise StoreError(
                 f"cannot open database {self.safe_url}: {redact(str(exc), url)}"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from sqlalchemy import bindparam, delete, event, func, insert, select, update
 from sqlalchemy.orm import Session, object_session
@@ -75,8 +75,9 @@ class JobCache:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Sample:
-    """A step sample this unit of work stores (its columns); ``stored``: it replaces a row
-    already in the table (written as an update of that job's iteration, else as a new row)."""
+    """A step sample this unit of work stores: the columns of ``StepSampleRow`` but its ``id``
+    (same names and types, as the tests check); ``stored``: it replaces a row already in the
+    table (written as an update of that job's iteration, else as a new row)."""
 
     job_pk: int
     iteration: int
@@ -89,18 +90,13 @@ class _Sample:
 
     def columns(self) -> dict[str, object]:
         """The row's values by column name (the ``stored`` flag left out)."""
-        return {
-            "job_pk": self.job_pk,
-            "iteration": self.iteration,
-            "step_time_s": self.step_time_s,
-            "num_iterations": self.num_iterations,
-            "time_s": self.time_s,
-            "loss": self.loss,
-            "logged_step_time_s": self.logged_step_time_s,
-        }
+        return {name: getattr(self, name) for name in _SAMPLE_COLUMNS}
 
 
+#: The columns of a step sample this unit of work writes, in ``_Sample``'s order.
+_SAMPLE_COLUMNS = tuple(f.name for f in fields(_Sample) if f.name != "stored")
 _SAMPLES = STEP_SAMPLES_TABLE
+#: A replaced sample: its job's row of that iteration takes every other column's new value.
 _SAMPLE_UPDATE = (
     update(_SAMPLES)
     .where(
@@ -108,11 +104,7 @@ _SAMPLE_UPDATE = (
         _SAMPLES.c.iteration == bindparam("where_iteration"),
     )
     .values(
-        step_time_s=bindparam("step_time_s"),
-        num_iterations=bindparam("num_iterations"),
-        time_s=bindparam("time_s"),
-        loss=bindparam("loss"),
-        logged_step_time_s=bindparam("logged_step_time_s"),
+        {name: bindparam(name) for name in _SAMPLE_COLUMNS if name not in ("job_pk", "iteration")}
     )
 )
 
