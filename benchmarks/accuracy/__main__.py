@@ -8,6 +8,8 @@
     .venv/bin/python -m benchmarks.accuracy --learning   # ... plus the learning curve of the
                                                          # observed-runs calibration (minutes)
     .venv/bin/python -m benchmarks.accuracy --learning --results  # ... written to RESULTS.md
+    .venv/bin/python -m benchmarks.accuracy --learning --rows     # ... and every target's
+                                                                  # curve, worst at k = 3 first
 
 With ``--fit`` the tables are computed with the fitted constants (held-out rows untouched by
 the fit); ``--write`` stores them via ``planner.perf.constants.write_constants`` with their
@@ -31,6 +33,7 @@ from benchmarks.accuracy.learning import (
     BRIDGE,
     LEARNING_MARKERS,
     learning_curve,
+    learning_rows_table,
     learning_section,
     learning_table,
     time_split_table,
@@ -165,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         print(learning_table(learning))
         print()
         print(time_split_table(learning))
+        if args.rows:
+            print()
+            print(learning_rows_table(learning))
     if args.results:
         command = shlex.join(
             [

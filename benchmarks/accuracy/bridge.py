@@ -34,7 +34,12 @@ How a row becomes a scenario:
   for DeepSeek-V3 and by all-to-all for the others, grouped-GEMM experts
   (Megatron-Bridge ``scripts/performance/configs/*/workload_base_configs.py``, read at a later
   commit than the containers: the knobs of 2025 may differ). CPU offloading of layers and CUDA
-  graphs, which some recipes use, are not in the scenario format.
+  graphs, which some recipes use, are not in the scenario format. The release of the 25.11
+  container, Megatron-Bridge ``v0.2.0`` (``7af9601c9``, 2025-11-26), does not describe these
+  rows either: its GPT-OSS-120B configs give B200 EP 64 (the page: 8) and GB200 micro-batch 4
+  at 512 x 4,096 tokens (the page: 1 at 1,280 x 8,192), its H100 Qwen3-30B VP 12 (the page:
+  24), so its other knobs (HybridEP on GB200/GB300 Qwen3-30B, ``moe_a2a_overlap`` on H100) are
+  not taken either.
 * **measured time**: ``global_batch · seq_length / (tokens/s/GPU · GPUs)``.
 
 The framework is ``nemo`` (the NeMo container's Megatron-Bridge, Megatron-Core underneath).

@@ -80,7 +80,7 @@ def efficiency_with(values: Mapping[str, float]) -> EfficiencyModel:
     """A default efficiency model with ``values`` replacing its constants of the same name."""
     merged = {**model_constants(), **values}
     if has_constants_interface():
-        return DefaultEfficiency.from_constants(merged)  # type: ignore[attr-defined, no-any-return]
+        return DefaultEfficiency.from_constants(merged)
     return DefaultEfficiency(**merged)  # type: ignore[arg-type]
 
 

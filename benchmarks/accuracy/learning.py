@@ -54,6 +54,7 @@ __all__ = [
     "LEARNING_MARKERS",
     "LearningResult",
     "learning_curve",
+    "learning_rows_table",
     "learning_section",
     "learning_table",
     "release_of",
@@ -266,6 +267,29 @@ def learning_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
             f"{_pct(_mean([r.others for r in rows]))} | "
             + " | ".join(_pct(a) for a in after)
             + f" | {_pct(worst)} | {sum(1 for r in rows if r.pool < 10)} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def learning_rows_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
+    """Markdown: every target of ``result``, worst at k = 3 first (at the largest k when 3 is
+    not among ``ks``): its source, configuration, family, generation, APE (%) at k = 0 (prior
+    and others seen) and each k, and how many runs its pool held. Which rows the learning curve
+    cannot correct, and which rows a drawn outlier of their pool drags up (a row worse at k = 3
+    than with the other groups alone)."""
+    head = " | ".join(f"k = {k} %" for k in ks)
+    lines = [
+        f"| source | configuration | family | GPU generation | k = 0: prior % | k = 0: other "
+        f"groups seen % | {head} | runs in its pool |",
+        "| --- | --- | --- | --- | ---: | ---: | " + " | ".join("---:" for _ in ks) + " | ---: |",
+    ]
+    j = list(ks).index(3) if 3 in ks else len(ks) - 1
+    for r in sorted(result.rows, key=lambda r: (-r.after[j], r.case.source, r.case.config_id)):
+        lines.append(
+            f"| {r.case.source} | {r.case.config_id} | {r.family} | {r.generation} | "
+            f"{_pct(r.prior)} | {_pct(r.others)} | "
+            + " | ".join(_pct(a) for a in r.after)
+            + f" | {r.pool} |"
         )
     return "\n".join(lines)
 

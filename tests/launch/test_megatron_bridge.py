@@ -125,6 +125,9 @@ def test_model_and_mode_select_the_recipe() -> None:
     assert facts.get("model.num_experts") == 32
     assert facts.get("parallelism.expert_parallel") == 4
     assert facts.get("parallelism.data_parallel") == 4
+    assert facts.get("model.moe_token_dispatcher_type") == "alltoall"
+    assert facts.get("model.moe_grouped_gemm") is True
+    assert "gpt_oss.py@067f987" in facts.values["model.moe_grouped_gemm"].source
 
 
 def test_unknown_recipe_is_noted() -> None:
@@ -164,3 +167,20 @@ def test_unexpanded_shell_variable_leaves_the_recipe_value() -> None:
     facts = _read(invocation)
     assert facts.get("parallelism.tensor_parallel") == 4
     assert any("$TP" in note for note in facts.notes)
+
+
+def test_moe_routing_overrides_reach_the_scenario() -> None:
+    overrides = {
+        "moe_expert_capacity_factor": ("1.0", 1.0),
+        "moe_pad_expert_input_to_capacity": ("true", True),
+        "moe_token_dispatcher_type": ("flex", "flex"),  # over the recipe's alltoall
+        "moe_router_force_load_balancing": ("false", False),
+        "moe_grouped_gemm": ("false", False),  # over the recipe's true
+    }
+    args = [f"model.{key}={text}" for key, (text, _) in overrides.items()]
+    invocation = Invocation(program=RUNNER, args=("--model", "gpt_oss_20b", *args), cwd=ROOT)
+    facts = _read(invocation, gpus=32)
+    for key, (text, value) in overrides.items():
+        assert facts.get(f"model.{key}") == value
+        assert type(facts.get(f"model.{key}")) is type(value)
+        assert f"model.{key}={text}" in facts.values[f"model.{key}"].source

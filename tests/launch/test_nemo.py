@@ -95,6 +95,13 @@ def test_recipe_values_without_overrides_cite_the_catalog() -> None:
     assert facts.get("model.num_experts") == 8
     assert facts.get("model.moe_ffn_hidden_size") == 14336
     assert "mixtral_8x7b.py@8cfedd7" in facts.values["parallelism.pipeline_parallel"].source
+    # the model config class's MoE defaults: MixtralConfig sets the dispatcher, not the GEMM
+    assert facts.get("model.moe_token_dispatcher_type") == "alltoall"
+    assert "mixtral.py@8cfedd7" in facts.values["model.moe_token_dispatcher_type"].source
+    assert not facts.has("model.moe_grouped_gemm")
+    qwen = _read(NEMO2_READER, _nemo("pretrain", "--factory", "qwen3_30b_a3b"))
+    assert qwen.get("model.moe_grouped_gemm") is True
+    assert qwen.get("model.moe_token_dispatcher_type") == "alltoall"
 
 
 def test_arithmetic_override_and_plugin_factory() -> None:
@@ -126,6 +133,28 @@ def test_unknown_recipe_and_argument_are_noted_not_guessed() -> None:
     facts = _read(NEMO2_READER, _nemo("pretrain", "--factory", "llama3_8b(tensor_parallelism=8)"))
     assert facts.get("parallelism.tensor_parallel") == 1
     assert any("tensor_parallelism" in note for note in facts.notes)
+
+
+def test_moe_routing_overrides_reach_the_scenario() -> None:
+    facts = _read(
+        NEMO2_READER,
+        _nemo(
+            "pretrain",
+            "--factory",
+            "mixtral_8x7b",
+            "model.config.moe_expert_capacity_factor=1.0",
+            "model.config.moe_pad_expert_input_to_capacity=True",
+            "model.config.moe_token_dispatcher_type=alltoall",
+            "model.config.moe_grouped_gemm=true",
+        ),
+    )
+    assert facts.get("model.moe_expert_capacity_factor") == 1.0
+    assert facts.get("model.moe_pad_expert_input_to_capacity") is True
+    assert facts.get("model.moe_token_dispatcher_type") == "alltoall"
+    assert facts.get("model.moe_grouped_gemm") is True
+    assert not facts.has("model.moe_router_force_load_balancing")
+    source = facts.values["model.moe_expert_capacity_factor"].source
+    assert source == "override: model.config.moe_expert_capacity_factor=1.0"
 
 
 def test_a_factory_with_parallel_arguments_takes_them() -> None:
@@ -237,6 +266,25 @@ def test_nemo1_falls_back_to_published_defaults() -> None:
     assert facts.get("hardware.num_gpus") == 2
     assert "9d86acd" in facts.values["model.num_layers"].source
     assert any("published defaults" in note for note in facts.notes)
+
+
+def test_nemo1_moe_routing_keys_added_to_the_model_config() -> None:
+    invocation = Invocation(
+        program="examples/nlp/language_modeling/megatron_gpt_pretraining.py",
+        args=(
+            "+model.num_moe_experts=8",
+            "+model.moe_router_topk=2",
+            "+model.moe_expert_capacity_factor=1.25",
+            "+model.moe_pad_expert_input_to_capacity=true",
+            "+model.moe_router_force_load_balancing=true",
+        ),
+        cwd=ROOT,
+    )
+    facts = _read(NEMO1_READER, invocation)
+    assert facts.get("model.num_experts") == 8
+    assert facts.get("model.moe_expert_capacity_factor") == 1.25
+    assert facts.get("model.moe_pad_expert_input_to_capacity") is True
+    assert facts.get("model.moe_router_force_load_balancing") is True
 
 
 def test_nemo1_unknown_config_is_an_error_naming_the_file() -> None:

@@ -28,7 +28,7 @@ from planner.launch.configs import read_config, split_options
 from planner.launch.data import load_data
 from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
-from planner.launch.readers.nemo_common import unexpanded
+from planner.launch.readers.nemo_common import moe_routing_keys, unexpanded
 from planner.launch.readers.nemo_hydra import HydraConfig
 from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
@@ -74,8 +74,10 @@ _FACTS = (
     ("model.num_experts", "model.num_moe_experts"),
     ("model.moe_router_topk", "model.moe_router_topk"),
     ("model.moe_ffn_hidden_size", "model.moe_ffn_hidden_size"),
+    *moe_routing_keys("model"),
     ("model.vocab_size", "model.vocab_size"),
 )
+"""Scenario field <- ``ConfigContainer`` key (the MoE routing knobs: ``moe_routing_keys``)."""
 
 
 def _catalog() -> Mapping[str, object]:

@@ -27,6 +27,7 @@ from planner.launch.configs import ConfigTree, read_config, split_options
 from planner.launch.data import load_data
 from planner.launch.reader import ReadContext
 from planner.launch.readers.nemo_common import (
+    moe_routing_keys,
     padded_vocab,
     precision_of_trainer,
     set_activation,
@@ -201,6 +202,7 @@ _SHAPE_AND_LAYOUT = (
     ("model.seq_length", "model.encoder_seq_length"),
     ("model.num_experts", "model.num_moe_experts"),
     ("model.moe_router_topk", "model.moe_router_topk"),
+    *moe_routing_keys("model"),
     ("parallelism.tensor_parallel", "model.tensor_model_parallel_size"),
     ("parallelism.pipeline_parallel", "model.pipeline_model_parallel_size"),
     ("parallelism.virtual_pipeline", "model.virtual_pipeline_model_parallel_size"),

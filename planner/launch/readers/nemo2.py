@@ -35,7 +35,7 @@ from planner.launch.readers.nemo2_values import (
     model_values,
     pretrain_values,
 )
-from planner.launch.readers.nemo_common import padded_vocab, unexpanded
+from planner.launch.readers.nemo_common import moe_routing_keys, padded_vocab, unexpanded
 from planner.launch.types import Facts, Invocation, MemoryFiles, Sourced
 from planner.launch.values import as_int, mapping_of
 
@@ -84,6 +84,7 @@ _FACTS = (
     ),
     ("model.num_dense_layers", "model.config.num_dense_layers"),
     ("model.moe_layer_freq", "model.config.moe_layer_freq"),
+    *moe_routing_keys("model.config"),
     ("model.multi_latent_attention", "model.config.multi_latent_attention"),
     ("model.q_lora_rank", "model.config.q_lora_rank"),
     ("model.kv_lora_rank", "model.config.kv_lora_rank"),

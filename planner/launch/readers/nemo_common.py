@@ -1,5 +1,5 @@
 """What the NeMo 1.0, NeMo 2.0 and Megatron-Bridge readers share: the Megatron vocabulary
-padding, precision names and activation names."""
+padding, precision names, activation names and the MoE routing knobs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,37 @@ import re
 
 from planner.launch.types import Facts
 
-__all__ = ["padded_vocab", "precision_of_trainer", "set_activation", "unexpanded"]
+__all__ = [
+    "MOE_ROUTING_KNOBS",
+    "moe_routing_keys",
+    "padded_vocab",
+    "precision_of_trainer",
+    "set_activation",
+    "unexpanded",
+]
+
+MOE_ROUTING_KNOBS = (
+    "moe_expert_capacity_factor",
+    "moe_pad_expert_input_to_capacity",
+    "moe_token_dispatcher_type",
+    "moe_router_force_load_balancing",
+    "moe_grouped_gemm",
+)
+"""Megatron-Core ``TransformerConfig`` fields that decide how MoE tokens are routed and computed
+(NVIDIA/Megatron-LM ``megatron/core/transformer/transformer_config.py`` @ ``022bcb5afe88``),
+each the scenario's ``model.<same name>``. The three stacks hand these fields to Megatron-Core
+under their own name: Megatron-Bridge's model provider and NeMo 2.0's ``GPTConfig`` are
+``TransformerConfig`` subclasses (``model.<name>``, ``model.config.<name>``), and NeMo 1.0's
+``build_transformer_config`` copies every ``TransformerConfig`` field its ``model`` config holds
+(NVIDIA/NeMo ``nemo/collections/nlp/models/language_modeling/megatron_base_model.py`` @
+``9d86acd``; the default config lacks them: ``+model.<name>=...``)."""
+
+
+def moe_routing_keys(prefix: str) -> tuple[tuple[str, str], ...]:
+    """``(scenario field, config key)`` of each ``MOE_ROUTING_KNOBS`` entry, the config key
+    under ``prefix`` (``model``, ``model.config``)."""
+    return tuple((f"model.{name}", f"{prefix}.{name}") for name in MOE_ROUTING_KNOBS)
+
 
 _PRECISIONS = {
     "16": "fp16",
