@@ -37,6 +37,11 @@ _log = logging.getLogger(__name__)
 #: Batch scripts fetched at once (``scontrol write batch_script``), each its own process.
 SCRIPT_FETCHERS = 4
 
+#: Bounds of the texts of job files kept for the rest of a cycle (``SlurmSource.read_text_file``):
+#: files, and characters of them all.
+READ_MEMO_FILES = 4096
+READ_MEMO_CHARS = 16 << 20
+
 #: sacct states of ended jobs (completed, failed, cancelled, timeout, node fail, OOM, preempted).
 ENDED_STATES = "CD,F,CA,TO,NF,OOM,PR,BF,DL"
 
@@ -154,6 +159,16 @@ class SlurmSource:
         self._scripts: dict[int, str | None] = {}
         # The last squeue answer's records: the next poll parses only the jobs that changed.
         self._squeue_cache = SqueueCache()
+        # Job files read since the last snapshot, by everything a read depends on (path, the
+        # roots and user it is read as, the size limit), for the jobs of the same cycle that
+        # read them again (a user's script submitted again and again names the same configs);
+        # emptied at every snapshot. What is kept: the text, or the refusal (a launch reader
+        # looks for files that are not there); not a temporary error, nor a log's head.
+        self._read_memo: dict[
+            tuple[str, tuple[str, ...], str | None, int], str | SourcePermanentError
+        ] = {}
+        self._read_memo_chars = 0
+        self._in_cycle = False  # set by the first snapshot: before it, every read is read
 
     @property
     def scheduler(self) -> str:
@@ -171,6 +186,9 @@ class SlurmSource:
         reads only add warnings, unless ``use_sacct=True`` and accounting is disabled.
         """
         taken_at_s = self._clock()
+        self._read_memo.clear()  # a new cycle reads its jobs' files afresh
+        self._read_memo_chars = 0
+        self._in_cycle = True
         warnings: list[str] = []
         squeue = self._run_ok("squeue", ["--json", "--all"])
         records = parse_squeue_records(squeue, cluster=self._cluster, cache=self._squeue_cache)
@@ -320,18 +338,52 @@ class SlurmSource:
         ``SourcePermanentError`` when a rule refuses it or it is missing, larger than
         ``max_bytes`` or not UTF-8, and ``SourceTemporaryError`` on a timeout or other I/O
         errors; no message holds the file's content.
+
+        Once a :meth:`snapshot` was taken, what a read since the last one gave (the text, or
+        a permanent error) is given again to a job that reads the file as the same user under
+        the same roots and limit (at most :data:`READ_MEMO_FILES` files,
+        :data:`READ_MEMO_CHARS` characters): the jobs of one cycle see its files as they were
+        when it first read them.
         """
         roots, user = job_file_access(job, self._allowed_file_roots)
-        data = read_job_file(
-            "slurm:file",
-            path,
-            roots=roots,
-            user=user,
-            max_bytes=max_bytes,
-            timeout_s=self._file_timeout_s,
-            head=head,
-        )
-        return utf8_head(data) if head else utf8_text("slurm:file", path, data)
+        key = (path, roots, user, max_bytes)
+        kept = self._read_memo.get(key) if self._in_cycle and not head else None
+        if isinstance(kept, SourcePermanentError):
+            raise type(kept)(kept.source, kept.message)
+        if kept is not None:
+            return kept
+        try:
+            data = read_job_file(
+                "slurm:file",
+                path,
+                roots=roots,
+                user=user,
+                max_bytes=max_bytes,
+                timeout_s=self._file_timeout_s,
+                head=head,
+            )
+            if head:
+                return utf8_head(data)
+            text = utf8_text("slurm:file", path, data)
+        except SourcePermanentError as exc:
+            if self._in_cycle and not head:
+                self._keep_read(key, exc, len(exc.message))
+            raise
+        if self._in_cycle:
+            self._keep_read(key, text, len(text))
+        return text
+
+    def _keep_read(
+        self,
+        key: tuple[str, tuple[str, ...], str | None, int],
+        outcome: str | SourcePermanentError,
+        chars: int,
+    ) -> None:
+        if len(self._read_memo) < READ_MEMO_FILES and (
+            self._read_memo_chars + chars <= READ_MEMO_CHARS
+        ):
+            self._read_memo[key] = outcome
+            self._read_memo_chars += chars
 
     # ----------------------------------------------------------------------------- commands
 

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -36,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from planner.errors import PlannerError, SpecError
+from planner.service.lru import Lru
 
 #: Realm of the ``WWW-Authenticate`` challenge.
 REALM = "llm-capacity-planner"
@@ -212,34 +211,28 @@ class ReviewAuthorizer:
         self._review = review
         self._allowed = allowed
         self._cache_s = cache_s
-        self._max = max_entries
         self._clock = clock
-        self._cache: OrderedDict[tuple[bytes, Role], tuple[float, Principal | AuthError]] = (
-            OrderedDict()
+        #: (token digest, role) -> (when reviewed, its answer)
+        self._cache: Lru[tuple[bytes, Role], tuple[float, Principal | AuthError]] = Lru(
+            max_entries=max_entries
         )
-        self._lock = threading.Lock()
 
     def authorize(self, token: str, role: Role) -> Principal:
         """The reviewed principal of ``token`` when the cluster grants ``role``; 503 (not
         cached) when the API server cannot be asked."""
         key = (_digest(token), role)
         now = self._clock()
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and now - hit[0] < self._cache_s:
-                answer = hit[1]
-                if isinstance(answer, AuthError):
-                    raise answer
-                return answer
+        hit = self._cache.get(key)
+        if hit is not None and now - hit[0] < self._cache_s:
+            answer = hit[1]
+            if isinstance(answer, AuthError):
+                raise answer
+            return answer
         try:
             answer = self._decide(token, role)
         except PlannerError as exc:
             raise AuthError(503, f"cannot check the token with the Kubernetes API: {exc}") from None
-        with self._lock:
-            self._cache[key] = (now, answer)
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._max:
-                self._cache.popitem(last=False)
+        self._cache.put(key, (now, answer))
         if isinstance(answer, AuthError):
             raise answer
         return answer

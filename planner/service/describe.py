@@ -28,11 +28,9 @@ import json
 import pickle
 import posixpath
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypedDict, TypeVar
+from typing import TypedDict
 
 from planner.catalog import gpu_key_for_gres_type
 from planner.errors import PlannerError, SourceError, SpecError
@@ -41,6 +39,7 @@ from planner.launch.describe import LaunchDescription, describe_launch
 from planner.launch.types import Launch
 from planner.scenario import format_for_path, parse_scenario, read_documents
 from planner.scenario.documents import DocumentError, PredictedJson, predict_results
+from planner.service.lru import Lru
 from planner.specs.job import JobState
 
 _SCENARIO_COMMENT = re.compile(r"planner:scenario=(\S+)")
@@ -150,68 +149,6 @@ def _train_iters(document: Mapping[str, object]) -> int | None:
     return None
 
 
-_K = TypeVar("_K", bound=Hashable)
-_V = TypeVar("_V")
-
-
-class _Lru(Generic[_K, _V]):
-    """The last used values, by key: at most ``max_entries`` of them and ``max_bytes`` of their
-    ``weigh(value)`` together (the least recently used go first; one value over ``max_bytes``
-    is not kept). Thread-safe: the API and the ingest loop describe jobs concurrently."""
-
-    def __init__(
-        self, *, max_entries: int, max_bytes: int, weigh: Callable[[_V], int] = lambda _: 0
-    ) -> None:
-        self.max_entries = max_entries
-        self.max_bytes = max_bytes
-        self._weigh = weigh
-        self._entries: OrderedDict[_K, tuple[_V, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: _K) -> _V | None:
-        """The value kept under ``key`` (now the most recently used), or None."""
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is None:
-                return None
-            self._entries.move_to_end(key)
-            return hit[0]
-
-    def put(self, key: _K, value: _V) -> None:
-        """Keep ``value`` under ``key``, dropping the least recently used over the bounds."""
-        size = self._weigh(value)
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            if size > self.max_bytes:
-                return
-            self._entries[key] = (value, size)
-            self._bytes += size
-            while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
-                self._bytes -= self._entries.popitem(last=False)[1][1]
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def values(self) -> list[_V]:
-        """The values kept, least recently used first."""
-        with self._lock:
-            return [value for value, _ in self._entries.values()]
-
-    @property
-    def bytes(self) -> int:
-        """The weight of the values kept."""
-        return self._bytes
-
-    def clear(self) -> None:
-        """Forget every value."""
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
-
-
 def _digest(*parts: str) -> bytes:
     """SHA-256 of ``parts`` (a cache key that keeps no text of a user's file)."""
     h = hashlib.sha256()
@@ -229,11 +166,9 @@ class _PredictionCache:
     thread-safe (the API and the ingest loop describe jobs concurrently)."""
 
     def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: OrderedDict[str, tuple[PredictedJson | DocumentError, int | None]] = (
-            OrderedDict()
+        self._kept: Lru[str, tuple[PredictedJson | DocumentError, int | None]] = Lru(
+            max_entries=size
         )
-        self._lock = threading.Lock()
 
     def predict(
         self, document: Mapping[str, object]
@@ -243,16 +178,10 @@ class _PredictionCache:
             key = json.dumps(document, sort_keys=True, allow_nan=False)
         except (TypeError, ValueError):  # not plain JSON (a YAML date, NaN): predicted afresh
             return predict_results([document])[0], _train_iters(document)
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                self._entries.move_to_end(key)
+        hit = self._kept.get(key)
         if hit is None:
             hit = (predict_results([document])[0], _train_iters(document))
-            with self._lock:
-                self._entries[key] = hit
-                while len(self._entries) > self._size:
-                    self._entries.popitem(last=False)
+            self._kept.put(key, hit)
         return copy.deepcopy(hit[0]), hit[1]
 
 
@@ -268,7 +197,7 @@ DESCRIPTION_CACHE_BYTES = 32 << 20
 #: Scenario files' descriptions by the digest of their format and text (a cluster's jobs name
 #: thousands of files holding a few hundred distinct scenarios): the pickled (document, its
 #: prediction, train_iters) of a file holding one mapping.
-_scenario_files: _Lru[bytes, bytes] = _Lru(
+_scenario_files: Lru[bytes, bytes] = Lru(
     max_entries=DESCRIPTION_CACHE_ENTRIES, max_bytes=DESCRIPTION_CACHE_BYTES, weigh=len
 )
 
@@ -437,7 +366,7 @@ class _Described:
 LAUNCH_VARIANTS = 4
 
 #: Launches' descriptions by the launch's content (:func:`_launch_key`), newest first.
-_launches: _Lru[bytes, tuple[_Described, ...]] = _Lru(
+_launches: Lru[bytes, tuple[_Described, ...]] = Lru(
     max_entries=DESCRIPTION_CACHE_ENTRIES,
     max_bytes=DESCRIPTION_CACHE_BYTES,
     weigh=lambda variants: sum(v.size for v in variants),
@@ -569,9 +498,7 @@ def _from_launch_description(
 
 
 #: Training schedules by the digest of the launch text they were read from (a function of it).
-_schedules: _Lru[bytes, tuple[dict[str, object] | None]] = _Lru(
-    max_entries=DESCRIPTION_CACHE_ENTRIES, max_bytes=0
-)
+_schedules: Lru[bytes, tuple[dict[str, object] | None]] = Lru(max_entries=DESCRIPTION_CACHE_ENTRIES)
 
 
 def training_schedule(job: JobState) -> dict[str, object] | None:

@@ -82,3 +82,12 @@ async def send_request(
     await app(scope, receive, send)
     answer.returned_after_s = time.monotonic() - began
     return answer
+
+
+def contention(work_s: float = 0.3) -> float:
+    """Wall seconds per CPU second of a busy loop on this thread now (1 on an idle core): how
+    much a busy host stretches what a test times on the wall clock."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    while time.thread_time() - cpu < work_s:
+        pass
+    return max(1.0, (time.perf_counter() - wall) / (time.thread_time() - cpu))

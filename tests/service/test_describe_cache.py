@@ -15,6 +15,7 @@ from planner.launch.describe import LaunchDescription, describe_launch
 from planner.launch.types import Launch, LaunchFiles
 from planner.service import describe
 from planner.service.describe import describe_job, training_schedule
+from planner.service.lru import Lru
 from planner.specs.job import JobState
 
 from .conftest import JobFactory
@@ -160,7 +161,7 @@ def test_another_launch_is_not_taken_for_a_kept_one(
 
 
 def test_the_launch_cache_is_bounded(make_job: JobFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    small = describe._Lru[bytes, tuple[describe._Described, ...]](
+    small = Lru[bytes, tuple[describe._Described, ...]](
         max_entries=5, max_bytes=1 << 20, weigh=lambda kept: sum(v.size for v in kept)
     )
     monkeypatch.setattr(describe, "_launches", small)
@@ -178,7 +179,7 @@ def test_the_launch_cache_is_bounded(make_job: JobFactory, monkeypatch: pytest.M
 
 
 def test_the_bounds_drop_the_least_recently_used() -> None:
-    cache = describe._Lru[str, bytes](max_entries=3, max_bytes=10, weigh=len)
+    cache = Lru[str, bytes](max_entries=3, max_bytes=10, weigh=len)
     for key in "abc":
         cache.put(key, b"x")
     assert cache.get("a") == b"x"  # now the most recently used
@@ -191,6 +192,11 @@ def test_the_bounds_drop_the_least_recently_used() -> None:
     cache.put("f", b"12345678901")  # alone over the bound: not kept
     assert cache.get("f") is None
     assert cache.bytes <= 10
+    counted = Lru[int, str](max_entries=2)  # no bound on bytes: on entries only
+    for number in range(3):
+        counted.put(number, "x" * 1000)
+    assert counted.values() == ["x" * 1000] * 2
+    assert counted.get(0) is None
 
 
 def test_a_scenario_text_is_predicted_once_however_many_files_hold_it(

@@ -8,7 +8,6 @@ took the server from 319 MB to 4 GB; abandoned reviews kept computing."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from planner.service.security_settings import LimitSettings
 from planner.service.settings import ReviewSettings, Settings
 from planner.service.store.sql import SqlStore
 
-from .asgi_probe import Answer, send_request
+from .asgi_probe import Answer, contention, send_request
 from .conftest import Clock, ScriptedSource
 
 FLEET = {
@@ -205,16 +204,8 @@ def test_a_review_stops_within_a_second_of_its_client_leaving_and_the_pool_admit
     assert json.loads(busy.body)["error"].startswith("limits.workers: ")
     # the worker returned (its review stopped) within 1 s of the client leaving, in this
     # machine's seconds: on a busy host a second of work takes longer than a second
-    assert left.returned_after_s < 0.5 + 1.0 * _contention(), left.returned_after_s
+    assert left.returned_after_s < 0.5 + 1.0 * contention(), left.returned_after_s
     assert again.status_code == 200, again.text  # the worker is free again
-
-
-def _contention(work_s: float = 0.3) -> float:
-    """Wall seconds per CPU second of a busy loop on this thread now (1 on an idle core)."""
-    wall, cpu = time.perf_counter(), time.thread_time()
-    while time.thread_time() - cpu < work_s:
-        pass
-    return max(1.0, (time.perf_counter() - wall) / (time.thread_time() - cpu))
 
 
 def test_a_review_past_its_cpu_budget_is_stopped_with_the_budget_named(

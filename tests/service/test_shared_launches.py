@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import event
 
 from adapters.logs import LogTailer
-from planner.service.describe import describe_job
+from planner.service.describe import JobDescription, describe_job
 from planner.service.loops import IngestLoop, jobs
+from planner.service.loops.context import LaunchDescriptions
 from planner.service.store.sql import SqlStore
 from planner.specs.job import ClusterSnapshot, NodeState
 
@@ -110,3 +111,46 @@ def test_nodes_reported_as_before_are_not_rewritten(
         (row,) = store.sources()
         assert row.nodes == json.loads(json.dumps([dataclasses.asdict(n) for n in changed]))
         assert len(writes) == [0, 0, 1][step]  # the first cycle inserts; a change is written
+
+
+def test_a_job_changing_its_description_in_place_changes_no_other_jobs() -> None:
+    def made() -> JobDescription:
+        return JobDescription(
+            described_by="megatron",
+            detail="train.sh",
+            document={"model": {"num_layers": 2}},
+            prediction={"iteration_time_s": 1.5, "breakdown_s": {"compute": 1.0}},
+            facts={
+                "provenance": {"model.num_layers": "train.sh:3"},
+                "assumed": [],
+                "unknown": ["training.train_iters"],
+                "launch": {},
+                "notes": [],
+                "log_read": False,
+            },
+        )
+
+    kept = LaunchDescriptions()
+    key = ("digest", "slurm", "test", "alice", "1")
+    first = made()
+    schedule: dict[str, object] = {"eval_interval": 50}
+    kept.put(key, first, schedule)
+    # the job described first keeps its own description: its row changes it in place
+    assert first.document is not None
+    assert first.facts is not None
+    first.document["model"] = {"num_layers": 99}
+    first.facts["unknown"].append("model.hidden_size")
+    schedule["eval_interval"] = 1
+    second = kept.get(key)
+    assert second == (made(), {"eval_interval": 50})
+    assert second is not None
+    assert second[0].prediction is not None
+    breakdown = second[0].prediction["breakdown_s"]
+    assert isinstance(breakdown, dict)
+    breakdown["compute"] = 7.0  # the second job's row changes its copy
+    assert kept.get(key) == (made(), {"eval_interval": 50})
+
+    # a description of text only is kept as it is (nothing in it can change)
+    plain = JobDescription(described_by="none", detail="no command")
+    kept.put(key, plain, None)
+    assert kept.get(key) == (plain, None)

@@ -197,11 +197,15 @@ class IngestLoop:
     def run_cycle(self) -> CycleReport:
         """One cycle (:func:`run_cycle`); counts it when every source answered."""
         with self._lock:
-            report = run_cycle(self.deps, self.clock)
+            if self.collect is not None:
+                self.collect.before_cycle()
+            try:
+                report = run_cycle(self.deps, self.clock)
+            finally:
+                if self.collect is not None:
+                    self.collect.after_cycle()
             if report.all_ok:
                 self.cycles_ok += 1
-            if self.collect is not None:
-                self.collect.after_cycle()
             return report
 
     def close(self) -> None:

@@ -9,9 +9,12 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from adapters.files import MissingFileError, read_job_file
+from adapters.slurm import source as source_module
 from adapters.slurm.source import CommandResult, SlurmSource, detect_slurm, subprocess_runner
 from planner.errors import SourcePermanentError, SourceTemporaryError
 from planner.ports import SchedulerSource
@@ -289,6 +292,52 @@ def test_read_text_file(tmp_path: Path) -> None:
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe")
     with pytest.raises(SourcePermanentError, match="not UTF-8"):
         source.read_text_file(str(tmp_path / "bin.yaml"), 100, job=job)
+
+
+def test_a_job_file_is_read_once_per_cycle_by_jobs_that_see_it_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[str] = []
+    real = read_job_file
+
+    def counting(source: str, path: str, **kw: Any) -> bytes:
+        read.append(path)
+        return real(source, path, **kw)
+
+    monkeypatch.setattr(source_module, "read_job_file", counting)
+    source = SlurmSource(runner=recorded())
+    source.snapshot()  # a cycle begins
+    me = pwd.getpwuid(os.getuid()).pw_name
+    job = JobState(scheduler="slurm", cluster="c", job_id="1", user=me, work_dir=str(tmp_path))
+    again = JobState(scheduler="slurm", cluster="c", job_id="2", user=me, work_dir=str(tmp_path))
+    path = tmp_path / "run.yaml"
+    path.write_text("model: gpt\n")
+    assert source.read_text_file(str(path), 100, job=job) == "model: gpt\n"
+    assert source.read_text_file(str(path), 100, job=again) == "model: gpt\n"
+    assert read == [str(path)]
+    # a job that sees the file otherwise reads it under its own rules: here refused
+    (tmp_path / "other").mkdir()
+    other = JobState(
+        scheduler="slurm", cluster="c", job_id="3", user=me, work_dir=str(tmp_path / "other")
+    )
+    with pytest.raises(SourcePermanentError, match="outside the allowed directories"):
+        source.read_text_file(str(path), 100, job=other)
+    with pytest.raises(SourcePermanentError, match="larger than the 5-byte limit"):
+        source.read_text_file(str(path), 5, job=job)
+    assert source.read_text_file(str(path), 100, job=job, head=True) == "model: gpt\n"
+    assert len(read) == 4
+    # a file that is not there is not there for the rest of the cycle either
+    for reader in (job, again):
+        with pytest.raises(MissingFileError, match="no such file"):
+            source.read_text_file(str(tmp_path / "absent.yaml"), 100, job=reader)
+    assert len(read) == 5
+    # the next cycle reads them afresh
+    path.write_text("model: llama\n")
+    (tmp_path / "absent.yaml").write_text("model: gpt\n")
+    source.snapshot()
+    assert source.read_text_file(str(path), 100, job=again) == "model: llama\n"
+    assert source.read_text_file(str(tmp_path / "absent.yaml"), 100, job=job) == "model: gpt\n"
+    assert len(read) == 7
 
 
 def test_subprocess_module_is_only_used_by_the_source() -> None:
