@@ -178,10 +178,11 @@ def spawn(
     *,
     ready_line: str,
     log_path: Path,
-    timeout_s: float = 30.0,
+    timeout_s: float = 120.0,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start a helper process and wait until its log shows ``ready_line``."""
+    """Start a helper process and wait until its log shows ``ready_line``; ``timeout_s`` only
+    catches a hang (a planner's start took over 30 s beside the unit tests at a load of 9)."""
     log = log_path.open("wb")
     proc = subprocess.Popen(
         list(argv), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
