@@ -33,9 +33,10 @@ exclusive).
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -90,6 +91,14 @@ class _Nodes:
     usable: BoolArray
     gpu_type: tuple[str, ...]
     partitions: tuple[frozenset[str], ...]
+    masks: dict[object, BoolArray] = field(default_factory=dict)
+
+    def mask(self, key: object, make: Callable[[], list[bool]]) -> BoolArray:
+        """The nodes ``make`` selects (one bool per node), made once per ``key``."""
+        found = self.masks.get(key)
+        if found is None:
+            found = self.masks[key] = np.array(make(), np.bool_)
+        return found
 
 
 def _nodes(nodes: Sequence[NodeState]) -> _Nodes:
@@ -136,13 +145,16 @@ def _request(job: PlacedJob, nodes: _Nodes, shapes: dict[tuple[object, ...], int
     want = frozenset(r.partitions)
     allowed = nodes.usable.copy()
     if want:
-        allowed &= np.array([bool(p & want) for p in nodes.partitions], np.bool_)
+        allowed &= nodes.mask(
+            ("partitions", want), lambda: [bool(p & want) for p in nodes.partitions]
+        )
     for name in r.excluded_nodes:
         if name in nodes.index:
             allowed[nodes.index[name]] = False
     if r.gpus_per_node > 0 and r.gpu_type:
-        allowed &= np.array([t == r.gpu_type.lower() for t in nodes.gpu_type], np.bool_)
-    required = tuple(nodes.index.get(name, -1) for name in r.required_nodes)
+        gpu = r.gpu_type.lower()
+        allowed &= nodes.mask(("gpu_type", gpu), lambda: [t == gpu for t in nodes.gpu_type])
+    required = tuple(dict.fromkeys(nodes.index.get(name, -1) for name in r.required_nodes))
     if -1 in required:  # a node the scheduler did not report: it cannot start here
         allowed[:] = False
     need = np.array([r.cpus_per_node, int(r.memory_per_node_bytes), r.gpus_per_node], np.int64)
@@ -187,6 +199,34 @@ def _place(
     return chosen, use
 
 
+def _reserve(
+    req: _Request,
+    at_s: float,
+    t: float,
+    *,
+    free: IntArray,
+    excl: IntArray,
+    cap: IntArray,
+    reservations: Sequence[_Reservation],
+) -> _Reservation | None:
+    """The head's reservation from ``max(at_s, t)`` when it fits at ``at_s`` in ``free`` /
+    ``excl`` less what the earlier ``reservations`` from then on hold, else None."""
+    avail, avail_excl = free, excl
+    for r in reservations:
+        if r.start_s <= at_s:
+            avail = np.minimum(avail, r.left)
+            avail_excl = np.maximum(avail_excl, r.excl)
+    placed = _place(req, avail, avail_excl, cap)
+    if placed is None:
+        return None
+    nodes, use = placed
+    avail, avail_excl = avail.copy(), avail_excl.copy()
+    avail[nodes] -= use
+    if req.exclusive:
+        avail_excl[nodes] += 1
+    return _Reservation(max(at_s, t), avail, avail_excl)
+
+
 #: What a job holds: node indices (k,) and CPUs, memory bytes, GPUs on each (k, 3).
 _Holding = tuple[IntArray, IntArray]
 
@@ -220,14 +260,120 @@ class _Queue:
     shape_allowed: BoolArray
     shape_required: BoolArray
     shape_nodes: IntArray
+    slot_of: IntArray
 
-    def shape_fits(self, free: IntArray, excl: IntArray) -> BoolArray:
-        """Per shape: whether a job of it fits in ``free`` now (S,), all shapes at once."""
-        ok = self.shape_allowed & (excl == 0)[None, :]
-        ok &= np.all(free[None, :, :] >= self.shape_need, axis=2)
-        enough: BoolArray = ok.sum(axis=1) >= self.shape_nodes
-        enough &= ~np.any(self.shape_required & ~ok, axis=1)
+    def node_fits(self, free: IntArray, excl: IntArray, nodes: IntArray | None = None) -> BoolArray:
+        """Per shape and node: whether one node's share of a job of the shape fits there now
+        (S, N), or on ``nodes`` only (S, k)."""
+        if nodes is None:
+            ok: BoolArray = self.shape_allowed & (excl == 0)[None, :]
+            ok &= np.all(free[None, :, :] >= self.shape_need, axis=2)
+            return ok
+        ok = self.shape_allowed[:, nodes] & (excl[nodes] == 0)[None, :]
+        ok &= np.all(free[nodes][None, :, :] >= self.shape_need[:, nodes], axis=2)
+        return ok
+
+
+class _ShapeFits:
+    """Whether a job of each request shape fits now, kept up to date node by node as jobs
+    start and end (a pass then reads it in O(shapes), not O(shapes x nodes)): per shape, the
+    nodes its share fits on, how many, and how many of its required nodes it does not."""
+
+    def __init__(self, queue: _Queue, free: IntArray, excl: IntArray) -> None:
+        self.queue = queue
+        self.ok = queue.node_fits(free, excl)
+        self.count = self.ok.sum(axis=1)
+        self.missing = (queue.shape_required & ~self.ok).sum(axis=1)
+
+    def update(self, nodes: IntArray, free: IntArray, excl: IntArray) -> None:
+        """``free``/``excl`` changed on ``nodes`` (distinct)."""
+        if nodes.size == 0:
+            return
+        q = self.queue
+        old, new = self.ok[:, nodes], q.node_fits(free, excl, nodes)
+        self.ok[:, nodes] = new
+        self.count += new.sum(axis=1) - old.sum(axis=1)
+        required = q.shape_required[:, nodes]
+        self.missing += (required & ~new).sum(axis=1) - (required & ~old).sum(axis=1)
+
+    def fits(self) -> BoolArray:
+        """Per shape: whether a job of it fits now (S,)."""
+        enough: BoolArray = (self.count >= self.queue.shape_nodes) & (self.missing == 0)
         return enough
+
+
+def _starts(values: IntArray) -> BoolArray:
+    """Where a run of equal values begins (``(n,)``, true at 0)."""
+    out = np.empty(values.size, np.bool_)
+    out[:1] = True
+    np.not_equal(values[1:], values[:-1], out=out[1:])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Releases:
+    """The running jobs' holdings that end at a finite time limit, ``(E,)`` sorted by node
+    and then end time: ``node``, ``end_s``, and the CPUs/memory/GPUs (``(E, 3)``) and
+    exclusive holdings each node gets back up to and including that holding."""
+
+    node: IntArray
+    end_s: FloatArray
+    freed: IntArray
+    unexcl: IntArray
+    use: IntArray
+    excl: BoolArray
+
+    @staticmethod
+    def of(node: IntArray, use: IntArray, excl: BoolArray, end_s: FloatArray) -> _Releases:
+        """From flat holding slots (``end_s`` inf: nothing to release)."""
+        live = np.flatnonzero(np.isfinite(end_s))
+        order = live[np.argsort(end_s[live])]
+        # then by node, stably: a radix sort when node indices fit in 16 bits
+        keys = node[order]
+        order = order[
+            np.argsort(
+                keys.astype(np.uint16) if keys.size and keys.max() < 1 << 16 else keys,
+                kind="stable",
+            )
+        ]
+        nodes, uses, excls = node[order], use[order], excl[order].astype(np.int64)
+        freed, unexcl = np.cumsum(uses, axis=0), np.cumsum(excls)
+        if order.size:  # cumulative sums restarted at each node
+            group = np.cumsum(_starts(nodes)) - 1
+            first = np.flatnonzero(_starts(nodes))
+            freed -= (freed[first] - uses[first])[group]
+            unexcl -= (unexcl[first] - excls[first])[group]
+        return _Releases(nodes, end_s[order], freed, unexcl, uses, excl[order])
+
+    def fit_from(
+        self, free: IntArray, excl: IntArray, cap: IntArray, need: IntArray, now: BoolArray
+    ) -> FloatArray:
+        """Per node ``(N,)``: the first end time from which one node's share ``need`` (``(1,
+        3)``, or ``(N, 3)`` per node) fits there, -inf where it fits now (``now``), inf
+        where it never does or the request may not use the node (``now`` already says so
+        for the nodes it fits on; the caller masks the rest)."""
+        out = np.where(now, -math.inf, math.inf)
+        if self.node.size == 0:
+            return out
+        n = self.node
+        room = np.minimum(free[n] + self.freed, cap[n])
+        want = need[n] if need.shape[0] > 1 else need
+        ok = np.all(room >= want, axis=1) & (excl[n] == self.unexcl)
+        hits = np.flatnonzero(ok)
+        if hits.size:  # the first hit of each node (distinct nodes)
+            first = hits[_starts(n[hits])]
+            out[n[first]] = np.minimum(out[n[first]], self.end_s[first])
+        return out
+
+    def released_by(
+        self, at_s: float, free: IntArray, excl: IntArray, cap: IntArray
+    ) -> tuple[IntArray, IntArray]:
+        """``free``/``excl`` once every holding ending at or before ``at_s`` is back."""
+        gone = self.end_s <= at_s
+        free, excl = free.copy(), excl.copy()
+        np.add.at(free, self.node[gone], self.use[gone])
+        np.subtract.at(excl, self.node[gone & self.excl], 1)
+        return np.minimum(free, cap), excl
 
 
 class _Sample:
@@ -257,11 +403,22 @@ class _Sample:
         self.holding: dict[int, tuple[_Holding, bool]] = {}
         self.reserved_end: dict[int, float] = {}
         self.events: list[tuple[float, int]] = []
+        # Every holding per node as flat slots (``_Queue.slot_of``), for the heads'
+        # reservations: node, CPUs/memory/GPUs held, exclusive, and the holder's time-limit end
+        # (inf: free slot, or a holder without a limit); ``job_end`` the same per job.
+        slots = int(queue.slot_of[-1]) if queue.slot_of.size else 0
+        self.slot_node = np.zeros(slots, np.int64)
+        self.slot_use = np.zeros((slots, 3), np.int64)
+        self.slot_excl = np.zeros(slots, np.bool_)
+        self.slot_end = np.full(slots, np.inf)
+        self.job_end = np.full(run_s.size, np.inf)
+        self._table: _Releases | None = None
         for j, held, exclusive, limit_left in queue.running:
             run = float(run_s[j])
             if run > limit_left:
                 run, self.timed_out[j] = max(limit_left, 0.0), True
             self._hold(j, held, exclusive, end_s=run, reserved_end_s=max(limit_left, 0.0))
+        self.shape_fits = _ShapeFits(queue, self.free, self.excl)
 
     def _hold(
         self,
@@ -277,6 +434,13 @@ class _Sample:
             self.excl[held[0]] += 1
         self.end[j] = end_s
         self.reserved_end[j] = reserved_end_s
+        at, n = int(self.queue.slot_of[j]), held[0].size
+        self.slot_node[at : at + n] = held[0]
+        self.slot_use[at : at + n] = held[1]
+        self.slot_excl[at : at + n] = exclusive
+        self.slot_end[at : at + n] = reserved_end_s
+        self.job_end[j] = reserved_end_s
+        self._table = None
         if math.isfinite(end_s):
             heapq.heappush(self.events, (end_s, j))
 
@@ -295,6 +459,11 @@ class _Sample:
             while self.events and self.events[0][0] == t:
                 _, j = heapq.heappop(self.events)
                 self._release(j, self.free, self.excl)
+                self.shape_fits.update(self.holding[j][0][0], self.free, self.excl)
+                at = int(self.queue.slot_of[j])
+                self.slot_end[at : at + self.holding[j][0][0].size] = np.inf
+                self.job_end[j] = np.inf
+                self._table = None
                 del self.holding[j], self.reserved_end[j]
             self._pass(t)
 
@@ -307,32 +476,59 @@ class _Sample:
         self._hold(
             j, (nodes, np.array(use)), req.exclusive, end_s=t + run, reserved_end_s=t + req.limit_s
         )
+        self.shape_fits.update(nodes, self.free, self.excl)
 
     def _shadow(self, req: _Request, t: float, reservations: list[_Reservation]) -> _Reservation:
         """The head's reservation: the earliest time it fits as the running jobs end at their
-        time limits (earlier heads holding their reservations), on the nodes it gets then."""
-        free, excl = self.free.copy(), self.excl.copy()
-        ends = sorted((end, j) for j, end in self.reserved_end.items())
-        i = 0
-        while i < len(ends) and math.isfinite(ends[i][0]):
-            at = ends[i][0]
-            while i < len(ends) and ends[i][0] == at:
-                self._release(ends[i][1], free, excl)
-                i += 1
-            avail, avail_excl = free, excl
+        time limits (earlier heads holding their reservations), on the nodes it gets then.
+
+        The candidate times are the running jobs' time-limit ends. Releases only add to a
+        node's free resources, so each node has a first end time from which the head's share
+        fits on it (``_Releases.fit_from``); between two starts of earlier reservations the
+        set of nodes they leave to it is fixed, so the head fits from the ``num_nodes``-th
+        earliest of those times. This finds the time the walk over every end finds, without
+        placing the head after each end."""
+        cap = self.cap
+        table = self._releases()
+        need = cap if req.exclusive else req.need[None, :]
+        now = _fits(req, self.free, self.excl, cap)
+        fit_from = np.where(
+            req.allowed, table.fit_from(self.free, self.excl, cap, need, now), math.inf
+        )
+        ends = self.job_end[np.isfinite(self.job_end)]
+        starts = sorted({r.start_s for r in reservations if math.isfinite(r.start_s)})
+        bounds = [-math.inf, *starts, math.inf]
+        left_ok = np.ones(cap.shape[0], np.bool_)
+        required = np.array(req.required, np.int64)
+        for lo, hi in itertools.pairwise(bounds):
             for r in reservations:
-                if r.start_s <= at:
-                    avail = np.minimum(avail, r.left)
-                    avail_excl = np.maximum(avail_excl, r.excl)
-            placed = _place(req, avail, avail_excl, self.cap)
-            if placed is not None:
-                nodes, use = placed
-                avail, avail_excl = avail.copy(), avail_excl.copy()
-                avail[nodes] -= use
-                if req.exclusive:
-                    avail_excl[nodes] += 1
-                return _Reservation(max(at, t), avail, avail_excl)
-        return _Reservation(math.inf, free, excl)
+                if r.start_s == lo:  # it holds its nodes from here on
+                    left_ok &= (r.excl == 0) & np.all(r.left >= need, axis=1)
+            times = np.where(left_ok, fit_from, math.inf)
+            if times.size < req.num_nodes:
+                continue
+            ready = float(np.partition(times, req.num_nodes - 1)[req.num_nodes - 1])
+            if required.size:
+                ready = max(ready, float(times[required].max()))
+            later = ends[ends >= max(ready, lo)]
+            if later.size == 0:
+                break  # no end time is left to try
+            at = float(later.min())
+            if at >= hi:
+                continue
+            free, excl = table.released_by(at, self.free, self.excl, cap)
+            reservation = _reserve(
+                req, at, t, free=free, excl=excl, cap=cap, reservations=reservations
+            )
+            if reservation is not None:
+                return reservation
+        return _Reservation(math.inf, self.free.copy(), self.excl.copy())
+
+    def _releases(self) -> _Releases:
+        """The holdings by node and time-limit end now (cached until a job starts or ends)."""
+        if self._table is None:
+            self._table = _Releases.of(self.slot_node, self.slot_use, self.slot_excl, self.slot_end)
+        return self._table
 
     def _pass(self, t: float) -> None:
         """Start what fits at ``t``: in priority order while jobs fit, then backfill around
@@ -344,7 +540,7 @@ class _Sample:
         nowhere now is passed over without a look. A head's reservation is worked out only
         when a later job fits now."""
         q = self.queue
-        fits = q.shape_fits(self.free, self.excl)[q.job_shape] & self.waiting
+        fits = self.shape_fits.fits()[q.job_shape] & self.waiting
         candidates = fits.nonzero()[0]
         if candidates.size == 0:
             return
@@ -430,7 +626,7 @@ def _held(job: PlacedJob, nodes: _Nodes) -> _Holding:
             row[2] += share.num_gpus
     return (
         np.array(list(total), np.int64),
-        np.array(list(total.values()), np.int64).reshape(-1, 3),
+        np.maximum(np.array(list(total.values()), np.int64).reshape(-1, 3), 0),
     )
 
 
@@ -442,17 +638,21 @@ def _queue(nodes: Sequence[NodeState], jobs: Sequence[PlacedJob], taken_at_s: fl
     groups: dict[tuple[int, float], int] = {}
     running: list[tuple[int, _Holding, bool, float]] = []
     pending: list[tuple[int, _Request]] = []
+    slots = np.zeros(len(jobs) + 1, np.int64)  # per job: nodes it holds, or asks for
     for j, job in enumerate(jobs):
         if job.running:
             limit = job.state.time_limit_s
             started = job.state.start_time_s if job.state.start_time_s is not None else taken_at_s
             left = math.inf if limit is None else started + limit - taken_at_s
-            running.append((j, _held(job, table), job.resources.exclusive, left))
+            held = _held(job, table)
+            running.append((j, held, job.resources.exclusive, left))
+            slots[j + 1] = held[0].size
             continue
         req = _request(job, table, shape_ids)
         if req.shape == len(shapes):
             shapes.append(req)
         pending.append((j, req))
+        slots[j + 1] = req.num_nodes
     cap = table.cap
     num_nodes = len(table.index)
     required = np.zeros((len(shapes), num_nodes), np.bool_)
@@ -480,6 +680,7 @@ def _queue(nodes: Sequence[NodeState], jobs: Sequence[PlacedJob], taken_at_s: fl
             [groups.setdefault((req.shape, req.limit_s), len(groups)) for _, req in pending],
             np.int64,
         ),
+        slot_of=np.cumsum(slots),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from adapters.slurm.sinfo import parse_sinfo_json
 from adapters.slurm.squeue import parse_squeue_records
-from planner.capacity import QueuedJob, QueueSnapshot, fleet_from_nodes, forecast_pending
+from planner.capacity import QueuedJob, QueueSnapshot, fleet_from_nodes, forecast_pending, placement
 from planner.capacity.placement import PlacedJob, forecast_on_nodes
 from planner.capacity.runtime import RuntimeBand, band_arrays, draw_runtimes
 from planner.errors import SpecError
@@ -324,3 +325,119 @@ def test_runtime_draws_keep_all_three_quantiles_of_a_band() -> None:
         assert got == pytest.approx([band.p10_s, band.p50_s, band.p90_s], rel=0.02)
     # a symmetric band is the ordinary log-normal of the same draws
     assert runs[:, 0] == pytest.approx(np.exp(symmetric.mu + symmetric.sigma * normals[:, 0]))
+
+
+class _Walk(placement._Sample):
+    """The head's reservation found by walking every time-limit end in turn and placing the
+    head after each (the definition ``_Sample._shadow`` answers without the walk)."""
+
+    def _shadow(
+        self, req: placement._Request, t: float, reservations: list[placement._Reservation]
+    ) -> placement._Reservation:
+        free, excl = self.free.copy(), self.excl.copy()
+        ends = sorted((end, j) for j, end in self.reserved_end.items())
+        i = 0
+        while i < len(ends) and math.isfinite(ends[i][0]):
+            at = ends[i][0]
+            while i < len(ends) and ends[i][0] == at:
+                self._release(ends[i][1], free, excl)
+                i += 1
+            reservation = placement._reserve(
+                req, at, t, free=free, excl=excl, cap=self.cap, reservations=reservations
+            )
+            if reservation is not None:
+                return reservation
+        return placement._Reservation(math.inf, free, excl)
+
+
+def _random_queue(seed: int) -> tuple[list[NodeState], list[PlacedJob]]:
+    """A small cluster in two partitions, full of running jobs (some exclusive, some with no
+    limit, a CPU-only one) and a queue of mixed requests behind them."""
+    rng = np.random.default_rng(seed)
+    names = [f"n{i}" for i in range(10)]
+    parts = {name: ("gpu",) if i < 6 else ("big", "gpu") for i, name in enumerate(names)}
+    held: dict[str, list[int]] = {name: [0, 0, 0] for name in names}
+    jobs: list[PlacedJob] = []
+    for k in range(14):
+        exclusive = k % 5 == 0
+        spots = rng.choice(names, size=int(rng.integers(1, 3)), replace=False).tolist()
+        shares: dict[str, tuple[int, int, int]] = {}
+        for name in spots:
+            used = held[name]
+            if exclusive and any(used):
+                continue
+            want = (64, 512, 8) if exclusive else (4, 16, int(rng.integers(0, 3)) * 2)
+            share = tuple(min(w, c - u) for w, u, c in zip(want, used, (64, 512, 8), strict=True))
+            held[name] = [u + s for u, s in zip(used, share, strict=True)]
+            shares[name] = (share[0], share[1], share[2])
+        left = float(rng.integers(1, 40)) * 60.0
+        limit = None if k == 3 else left * float(rng.uniform(1.0, 3.0))
+        jobs.append(running(str(k), left, shares, limit_s=limit, exclusive=exclusive))
+    for k in range(14, 40):
+        request: dict[str, Any] = {
+            "num_nodes": int(rng.integers(1, 4)),
+            "cpus_per_node": int(rng.integers(1, 32)),
+            "memory_per_node_bytes": float(rng.integers(1, 200)) * GIB,
+            "gpus_per_node": int(rng.choice([0, 1, 2, 4, 8])),
+            "gpu_type": "h100",
+            "partitions": ("big",) if k % 3 == 0 else ("gpu",),
+            "exclusive": k % 7 == 0,
+        }
+        if k % 11 == 0:
+            request["required_nodes"] = ("n7",)
+        run_s = float(rng.integers(1, 30)) * 60.0
+        jobs.append(pending(str(k), run_s, limit_s=run_s * float(rng.uniform(1.0, 2.5)), **request))
+    nodes = [
+        node(name, cpus=c, mem_gib=m, gpus=g, partitions=parts[name])
+        for name, (c, m, g) in held.items()
+    ]
+    return nodes, jobs
+
+
+def _forecast(nodes: list[NodeState], jobs: list[PlacedJob]) -> dict[str, Any]:
+    return forecast_on_nodes(nodes, jobs, taken_at_s=NOW, rng=np.random.default_rng(1), samples=4)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reservations_are_those_of_the_walk_over_every_end(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each head's reservation (``_Sample._shadow``) is the one a walk over every running
+    job's time-limit end finds, placing the head after each: the forecasts are the same."""
+    nodes, jobs = _random_queue(seed)
+    fast = _forecast(nodes, jobs)
+    monkeypatch.setattr(placement, "_Sample", _Walk)
+    walked = _forecast(nodes, jobs)
+    assert fast == walked
+    assert any(f.start_s[1] is not None and f.start_s[1] > NOW for f in fast.values())
+
+
+def test_a_heads_reservation_is_placed_once_not_after_every_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fifty nodes each held by one job with its own limit, one node idle, a head that needs
+    every node and a short job behind it: the short job starts beside the head's reservation,
+    worked out with one placement of the head, not one after each of the fifty ends."""
+    names = [f"n{i:02d}" for i in range(51)]
+    jobs = [
+        running(str(i), 60.0 * (i + 1), {name: (64, 0, 8)}, limit_s=120.0 * (i + 1))
+        for i, name in enumerate(names[:-1])
+    ]
+    nodes = [node(name, cpus=64, gpus=8) for name in names[:-1]] + [node(names[-1])]
+    head = pending("head", 60.0, limit_s=600.0, num_nodes=51, gpus_per_node=8)
+    short = pending("short", 60.0, limit_s=60.0, gpus_per_node=1)
+    calls = 0
+    place = placement._place
+
+    def counted(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return place(*args)
+
+    monkeypatch.setattr(placement, "_place", counted)
+    out = forecast_on_nodes(
+        nodes, [*jobs, head, short], taken_at_s=NOW, rng=np.random.default_rng(0), samples=1
+    )
+    assert out["short"].start_s[1] == NOW
+    assert out["head"].start_s[1] == NOW + 60.0 * 50
+    assert calls <= 6, calls
