@@ -44,29 +44,16 @@ tens of seconds at a time (another job's load comes and goes), and those swings 
 out over a few intervals. What the ETA needs is how far the *mean* pace over ``W`` iterations
 strays: ``pace_sd^2 / W`` for large ``W``, where ``pace_sd^2`` is the long-run variance of the
 log pace per iteration (the spectral density at zero). It is measured by batch means (Flegal &
-Jones 2010, Annals of Statistics 38:1034) on the newest ``PACE_WINDOW`` of ``m`` observations:
-batches of ``B`` steady iterations (pauses and warm-up left out) anchored on fixed boundaries,
-the multiples of ``B`` counted from the first steady observation the ETA is given (the service
-keeps the newest ``OBSERVATION_WINDOW`` of them: past that the origin moves with the window), an
-observation in the batch it ends in, ``B`` the power of two nearest ``W / max(MIN_BATCHES,
-sqrt(m))`` for ``W`` iterations (so both the batches and their count grow as ``sqrt(m)``, as the
-estimator's consistency asks), halved until ``MIN_BATCHES`` batches are whole (the newest one,
-still filling, is left out); each batch's pace (time over iterations), and the MAD of successive
-batch differences scaled by their iterations (a phase change moves one difference), weighed as
-``max(MIN_BATCHES, floor(sqrt(m)))`` batches (a count that never falls as observations come: the
-whole batches number about 0.7-1.4 times it and halve when pairs merge, and weighed as such they
-widened a steady job's band) and shrunk toward ``sigma`` with ``NOISE_PRIOR_DOF``
-pseudo-batches. Fixed boundaries make the estimate change only when a batch fills (one more
-difference) or ``B`` doubles (pairs of batches merge), not at every poll: batches re-cut from
-the newest observation at every poll (every boundary moved by one observation, and all of them
-when the batch size grew) gave each poll a fresh draw of a statistic of 3-4 differences of
-whole-second-blurred batch paces: on the recorded session ``noisy_eval_tempphase_900it`` it read
-0.17 at iteration 165 (three equal batch paces: a MAD of 0) and 1.65 at 170, and from 10 %
-progress on it changed more than twofold between successive polls at 14 and 47 of 162 polls of
-the two recorded sessions (2 and 3 anchored). A log that prints whole seconds blurs each batch
-at its two ends, which successive batches share: that variance is the log's, not the pace's, and
-is taken out of the differences
-(:func:`long_run_sd`; left in, a steady 90 ms pace logged every 5 iterations
+Jones 2010, Annals of Statistics 38:1034): the newest ``PACE_WINDOW`` observations cut into
+``k = max(MIN_BATCHES, floor(sqrt(m)))`` batches of ``floor(m / k)`` observations (both grow
+as ``sqrt(m)``, as the estimator's consistency asks; counting batches rather than their size
+keeps ``k`` from falling as observations come: batches of ``floor(sqrt(m))`` made 5 batches of
+15 observations but 4 of 16, and the band wider), each batch's pace (time
+over iterations), and the MAD of successive batch differences scaled by their iterations (a
+phase change moves one difference), shrunk toward ``sigma`` with ``NOISE_PRIOR_DOF``
+pseudo-batches. A log that prints whole seconds blurs each batch at its two ends, which
+successive batches share: that variance is the log's, not the pace's, and is taken out of the
+differences (:func:`long_run_sd`; left in, a steady 90 ms pace logged every 5 iterations
 measured 0.45 per iteration instead of about 0.06, and the end of the end-to-end test job's
 stall under a CPU hog was 3 sd of it instead of 4). On a quiet host ``pace_sd`` is ``sigma``;
 on the dev machine with other test suites beside the job it was 3-10 times ``sigma``. It sets
@@ -185,33 +172,24 @@ def long_run_sd(
     window: int = PACE_WINDOW,
     resolution_s: float = 0.0,
 ) -> tuple[float, int]:
-    """(long-run per-iteration log-sd of the pace, batches it counts as): robust batch means
+    """(long-run per-iteration log-sd of the pace, batches it used): robust batch means
     (module docstring, "Pace noise"). ``y``: log step times of ``n`` iterations each, in
-    order, all of the run's steady ones (the batches are anchored on their running count of
-    iterations; the newest ``window`` of them are measured); ``sigma``: the per-iteration
-    log-sd it is shrunk toward; ``resolution_s``: how finely the log prints its times (1 for
-    whole seconds: each end of a batch is then off by a uniform error of variance
-    ``resolution_s^2 / 12``, and two successive batches of ``D0`` and ``D1`` seconds share one
-    end, so the difference of their log paces carries a variance ``resolution_s^2 / 12 *
-    (1/D0^2 + (1/D0 + 1/D1)^2 + 1/D1^2)`` that is the log's, not the pace's: it is taken out of
-    the batch differences' variance). With fewer than ``2 * MIN_BATCHES`` observations or
-    ``MIN_BATCHES`` whole batches, ``(sigma, 0)``."""
-    last = np.rint(np.cumsum(n)).astype(np.int64)
-    y, n, last = y[-window:], n[-window:], last[-window:]
+    order; ``sigma``: the per-iteration log-sd it is shrunk toward; ``resolution_s``: how
+    finely the log prints its times (1 for whole seconds: each end of a batch is then off by
+    a uniform error of variance ``resolution_s^2 / 12``, and two successive batches of ``D0``
+    and ``D1`` seconds share one end, so the difference of their log paces carries a variance
+    ``resolution_s^2 / 12 * (1/D0^2 + (1/D0 + 1/D1)^2 + 1/D1^2)`` that is the log's, not the
+    pace's: it is taken out of the batch differences' variance). With fewer than
+    ``2 * MIN_BATCHES`` observations, ``(sigma, 0)``."""
+    y, n = y[-window:], n[-window:]
     m = len(y)
     if m < 2 * MIN_BATCHES:
         return sigma, 0
-    which, first, stop = _batches(last, n, m)
-    if stop - first < MIN_BATCHES:
-        return sigma, 0
-    inside = (which >= first) & (which < stop)
-    slot = which[inside] - first
-    w = np.bincount(slot, weights=n[inside], minlength=stop - first)
-    seconds = np.bincount(slot, weights=(n * np.exp(y))[inside], minlength=stop - first)
-    w, seconds = w[w > 0], seconds[w > 0]  # no observation ended in it (one outlasted it)
-    k = len(w)
-    if k < MIN_BATCHES:
-        return sigma, 0
+    k = max(MIN_BATCHES, math.isqrt(m))  # never fewer batches for more observations
+    size = m // k
+    yb, nb = y[m - k * size :].reshape(k, size), n[m - k * size :].reshape(k, size)
+    w = nb.sum(axis=1)
+    seconds = (nb * np.exp(yb)).sum(axis=1)
     pace = np.log(seconds / w)
     scale = 1.0 / w[1:] + 1.0 / w[:-1]
     d = np.diff(pace) / np.sqrt(scale)
@@ -220,30 +198,8 @@ def long_run_sd(
         a, b = 1.0 / seconds[:-1], 1.0 / seconds[1:]  # two batches share an end
         blur = resolution_s**2 / 12.0 * (a**2 + (a + b) ** 2 + b**2)
         batch = math.sqrt(max(0.0, batch**2 - float(np.median(blur / scale))))
-    # Weighed as the batches the size aims at, which never fall as observations come: the
-    # whole batches halve when pairs of them merge, and a steady job's band then widened.
-    count = max(MIN_BATCHES, math.isqrt(m))
-    shrunk = (NOISE_PRIOR_DOF * sigma**2 + (count - 1) * batch**2) / (NOISE_PRIOR_DOF + count - 1)
-    return math.sqrt(shrunk), count
-
-
-def _batches(last: np.ndarray, n: np.ndarray, m: int) -> tuple[np.ndarray, int, int]:
-    """(batch of each observation, first and one past the last whole batch) for the ``m``
-    observations of ``n`` iterations each ending at steady iteration ``last`` (the running
-    count): batch ``b`` holds those that ended in ``(b B, (b + 1) B]``, ``B`` the power of
-    two nearest ``sum(n) / max(MIN_BATCHES, sqrt(m))`` (halved until there are
-    ``MIN_BATCHES`` whole ones). A batch is whole once an observation ended past it (the
-    newest is still filling) and when the first observation began at or before its start."""
-    target = float(n.sum()) / max(MIN_BATCHES, math.sqrt(m))
-    size = 2 ** max(0, round(math.log2(max(1.0, target))))
-    begin = int(last[0]) - round(float(n[0]))
-    while True:
-        which = (last - 1) // size
-        first = int(which[0]) + (1 if begin > int(which[0]) * size else 0)
-        stop = int(which[-1]) + (1 if int(last[-1]) % size == 0 else 0)
-        if stop - first >= MIN_BATCHES or size == 1:
-            return which, first, stop
-        size //= 2
+    shrunk = (NOISE_PRIOR_DOF * sigma**2 + (k - 1) * batch**2) / (NOISE_PRIOR_DOF + k - 1)
+    return math.sqrt(shrunk), k
 
 
 def phase_start(y: np.ndarray, n: np.ndarray, sigma: float, *, resolution_s: float = 0.0) -> int:
