@@ -52,26 +52,18 @@ _BUDGET_KEY = pytest.StashKey[float]()
 _SPENT_KEY = pytest.StashKey[float]()
 
 
-@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: it may name ``dev_slurm``, ``postgres``
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: it may name ``dev_slurm``
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that uses the shared dev Slurm (the ``slurm_stack`` fixture, directly or
-    through another fixture) ``dev_slurm``, every test that uses the shared PostgreSQL (the
-    ``pg_server`` fixture: fixed port 15432, stopped by the module that started it)
-    ``postgres``, and give each unit test its CPU budget and the wall-clock hang limit:
-    ``UNIT_TEST_CPU_S`` and ``UNIT_TEST_HANG_S``, or for a unit test marked ``timeout(N)`` N CPU
-    seconds and a hang limit of at least N.
+    through another fixture) ``dev_slurm``, and give each unit test its CPU budget and the
+    wall-clock hang limit: ``UNIT_TEST_CPU_S`` and ``UNIT_TEST_HANG_S``, or for a unit test
+    marked ``timeout(N)`` N CPU seconds and a hang limit of at least N.
 
-    The test command (deploy/dev/test.sh) runs the other integration tests on two workers, a
-    file on one worker (``--dist loadfile``), beside the unit tests; then the ``postgres`` tests
-    one at a time (two files would otherwise share, start and stop one server at once); then,
-    with nothing beside them, the ``dev_slurm`` tests one at a time (they share the cluster, its
-    fixed ports and its nodes, and their DDP jobs' timings are judged)."""
+    The test command runs the ``dev_slurm`` tests one at a time (they share the cluster, its
+    fixed ports and its nodes) beside the other integration tests (deploy/dev/test.sh)."""
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        if "slurm_stack" in fixtures:
+        if "slurm_stack" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.dev_slurm)
-        if "pg_server" in fixtures:
-            item.add_marker(pytest.mark.postgres)
         if item.get_closest_marker("integration") is not None:
             continue
         mark = item.get_closest_marker("timeout")

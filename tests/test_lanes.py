@@ -1,7 +1,6 @@
-"""The marks that split the integration tests into the test command's lanes (tests/conftest.py,
-deploy/dev/test.sh): every test that uses the shared dev Slurm (the ``slurm_stack`` fixture,
-directly or through another fixture) is ``dev_slurm``, and every test that uses the shared
-PostgreSQL (the ``pg_server`` fixture) is ``postgres``; no other test is either."""
+"""The mark that splits the integration tests into the test command's two lanes
+(tests/conftest.py, deploy/dev/test.sh): every test that uses the shared dev Slurm (the
+``slurm_stack`` fixture, directly or through another fixture) is ``dev_slurm``, no other is."""
 
 from __future__ import annotations
 
@@ -23,16 +22,6 @@ def slurm_stack():
 @pytest.fixture
 def service(slurm_stack):
     return slurm_stack
-
-
-@pytest.fixture
-def pg_server():
-    return "postgresql://"
-
-
-@pytest.fixture
-def pg_url(pg_server):
-    return pg_server
 """
 
 PROBES = """\
@@ -51,10 +40,6 @@ def test_through_another_fixture(service):
 
 def test_without_slurm(tmp_path):
     pass
-
-
-def test_postgres(pg_url):
-    pass
 """
 
 
@@ -67,14 +52,11 @@ def test_the_dev_slurm_lane_holds_every_test_of_the_shared_cluster(tmp_path: Pat
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\naddopts = --strict-markers\nmarkers =\n    integration: probe\n"
-        "    dev_slurm: probe\n    postgres: probe\n"
+        "    dev_slurm: probe\n"
     )
     (tmp_path / "test_probes.py").write_text(PROBES)
     assert collected(tmp_path, "integration and dev_slurm") == [
         "test_direct",
         "test_through_another_fixture",
     ]
-    assert collected(tmp_path, "integration and postgres") == ["test_postgres"]
-    assert collected(tmp_path, "integration and not dev_slurm and not postgres") == [
-        "test_without_slurm"
-    ]
+    assert collected(tmp_path, "integration and not dev_slurm") == ["test_without_slurm"]
