@@ -187,8 +187,6 @@ class Simulator:
         self.pool_per_node = [shape[o, 1] for o in self.pool_opts]
         # the same per pool as lists, for the event loop's one-at-a-time reads
         self.pool_opts_list: list[list[int]] = [o.tolist() for o in self.pool_opts]
-        self.pool_gpus_list: list[list[int]] = [g.tolist() for g in self.pool_gpus]
-        self.pool_limit_list: list[list[float]] = [lim.tolist() for lim in self.pool_limit]
         self.pool_nodes_list: list[list[int]] = [n.tolist() for n in self.pool_nodes_needed]
         self.pool_per_node_list: list[list[int]] = [q.tolist() for q in self.pool_per_node]
 
@@ -534,23 +532,22 @@ class _Run:
             return  # nothing queued, or no GPU free
         pend, state, sim = self.pend[p], self.nodes[p], self.sim
         idx = pend.nonzero()[0]
-        queued = idx.tolist()
-        if min(map(sim.pool_gpus_list[p].__getitem__, queued)) > free:
+        if int(sim.pool_gpus[p][idx].min()) > free:
             return  # not even the pool's GPU count fits any of them
         need_n, need_q = sim.pool_nodes_needed[p], sim.pool_per_node[p]
         nodes_list, per_node_list = sim.pool_nodes_list[p], sim.pool_per_node_list[p]
         i = 0
-        while i < len(queued) and state.fits(nodes_list[queued[i]], per_node_list[queued[i]]):
-            self._start_at(p, queued[i], t)
+        while i < idx.size and state.fits(nodes_list[pos := int(idx[i])], per_node_list[pos]):
+            self._start_at(p, pos, t)
             i += 1
-        if i >= len(queued) - 1:
+        if i >= idx.size - 1:
             return
-        head = queued[i]
+        head = int(idx[i])
         rest = idx[i + 1 :]
         if i:
             rest = rest[pend[rest]]  # jobs started above in another pool's pass are gone
-        candidates = rest[state.fit_mask(need_n[rest], need_q[rest])].tolist()
-        if not candidates:
+        candidates = rest[state.fit_mask(need_n[rest], need_q[rest])]
+        if not candidates.size:
             return  # nothing after the head fits now
         held = self.held
         shadow, left = state.shadow(
@@ -561,30 +558,33 @@ class _Run:
         )
         # In priority order, a job that fits now starts when it ends before the shadow time
         # or fits beside the head's reservation (``room``: the nodes' free GPUs now and at
-        # the shadow time, worked out when such a job is waiting). Within a pass free GPUs
-        # only shrink, so one look at each job in turn is enough.
-        limits = sim.pool_limit_list[p]
-        room: IntArray | None = None
-        room_counts: dict[int, int] = {}  # nodes with that many GPUs free in ``room``
-        for pos in candidates:
-            nodes, per_node = nodes_list[pos], per_node_list[pos]
-            if not state.fits(nodes, per_node):
-                continue
-            on_time = t + limits[pos] <= shadow
-            if not on_time:
-                if room is None:
-                    room = np.minimum(state.free, left)
-                    room_counts = {}
-                count = room_counts.get(per_node)
-                if count is None:
-                    count = room_counts[per_node] = int(np.count_nonzero(room >= per_node))
-                if count < nodes:
-                    continue
-            k = self._start_at(p, pos, t, None if on_time else room)
-            if not on_time:
+        # the shadow time). Within a pass free GPUs only shrink, so one look at each job in
+        # turn is enough; as nothing changes between two starts, the next job to start is
+        # the first candidate after the last start that qualifies, found for all of them at
+        # once (a pass costs array operations per start, not Python steps per waiting job).
+        cand_n, cand_q = need_n[candidates], need_q[candidates]
+        on_time = t + sim.pool_limit[p][candidates] <= shadow
+        any_late = not bool(on_time.all())
+        first = 0
+        while first < candidates.size:
+            n, q = cand_n[first:], cand_q[first:]
+            ok = state.fit_mask(n, q) & (q <= state.pool.gpus_per_node)
+            room: IntArray | None = None
+            if any_late:
+                room = np.minimum(state.free, left)
+                # nodes of ``room`` with at least q GPUs free, for every candidate's q
+                at_least = room.size - np.searchsorted(np.sort(room), q, side="left")
+                ok &= on_time[first:] | (at_least >= n)
+            hits = ok.nonzero()[0]
+            if not hits.size:
+                return
+            m = first + int(hits[0])
+            late = not bool(on_time[m])
+            k = self._start_at(p, int(candidates[m]), t, room if late else None)
+            if late:
                 where, amounts, _, _ = held[k]
                 left[where] -= amounts
-            room = None  # the start took free GPUs
+            first = m + 1
 
     def _shadow(self, p: int, need: int) -> tuple[float, int]:
         """(shadow time, GPUs freed by then) for ``need`` more GPUs, from the reservations."""

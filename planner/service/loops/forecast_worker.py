@@ -1,15 +1,14 @@
 """A large queue's forecast in a worker process, off the ingest cycle.
 
-The queue forecast (``planner.service.loops.queue_forecast``) simulates the whole queue
-``samples`` times: with GPUs pooled, about 2 s for 1,000 active jobs and 35 s for 10,000 on one
-core of the reference 2-core machine, far beyond a 15 s ingest cycle; with jobs placed on nodes
-about 1 CPU-s per sample at 1,000 jobs and 28 at 10,000 jobs on 2,000 nodes
-(``benchmarks/results/forecast_scale.md``), so 100 samples of such a queue take most of an hour.
-From ``queue_forecast.
-worker_min_jobs`` active jobs on, a cycle that finds the forecast due hands its inputs (the
-jobs, their runtime bands, the fleet: all plain values) to one worker process and goes on; a
-later cycle collects the records and stores them (made at the time of their inputs). One
-forecast per source is in flight at a time, and after one the worker rests as long as that one
+The queue forecast (``planner.service.loops.queue_forecast``) simulates the whole queue ``samples``
+times: with GPUs pooled, about 0.13 CPU-s per sample at 1,000 active jobs on 200 nodes and 1.5 at
+10,000 jobs on 2,000 nodes (154 CPU-s for the default 100 samples, far beyond a 15 s ingest cycle);
+with jobs placed on nodes about 1 CPU-s per sample at 1,000 jobs and 28 at 10,000 jobs on 2,000
+nodes (``benchmarks/results/forecast_scale.md``), so 100 samples of such a queue take most of an
+hour. From ``queue_forecast.worker_min_jobs`` active jobs on, a cycle that finds the forecast due
+hands its inputs (the jobs, their runtime bands, the fleet: all plain values) to one worker process
+and goes on; a later cycle collects the records and stores them (made at the time of their inputs).
+One forecast per source is in flight at a time, and after one the worker rests as long as that one
 took, so it holds at most half of one core. The worker is a ``spawn``ed process (the service's
 threads are not forked), started on first use and killed with the ingest loop (it also ends by
 itself when the service is gone); a worker that died is started again for the next forecast.
