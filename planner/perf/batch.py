@@ -53,7 +53,8 @@ def from_fields(cls: type[_D], values: Mapping[str, object]) -> _D:
     """``cls(**values)``: the dataclass ``cls`` (``ScenarioArrays``, ``DeviceArrays``, ...)
     from its fields by name, as a loop over ``dataclasses.fields`` or over ``_COLUMNS`` reads
     them; each value is of its field's type (the loop's rule), which no static check sees
-    through a loop. Raises ``TypeError`` for a missing or unknown field."""
+    through a loop: ``tests/perf/test_field_kinds.py`` checks the values of every builder
+    field by field instead. Raises ``TypeError`` for a missing or unknown field."""
     return cls(**values)
 
 

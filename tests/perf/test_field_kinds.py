@@ -1,0 +1,132 @@
+"""Every field of the engine's input holds the kind its annotation declares.
+
+``ScenarioArrays`` and ``DeviceArrays`` are built by loops over their fields
+(``planner.perf.batch.from_fields`` / ``with_fields``), which a static type check does not see
+through; these tests check the values each builder makes, field by field: ``Real`` is a
+``float`` (one-scenario form) or a float64 array, ``Flag`` a ``bool`` or a bool array, ``Count``
+an ``int`` or an integer array, each array of shape ``(n,)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from planner.perf.batch import ScenarioArrays
+from planner.perf.candidates import CandidateColumns, candidate_arrays
+from planner.scenario import parse_scenario
+from planner.specs import Scenario
+
+_SCALAR = {"Real": float, "Flag": bool, "Count": int}
+_DTYPE_KIND = {"Real": "f", "Flag": "b", "Count": "iu"}
+
+
+def _scenarios() -> list[Scenario]:
+    """A dense and an MoE scenario with pipeline, context and expert parallelism."""
+    docs = [
+        {
+            "model": {"preset": "llama3-8b"},
+            "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
+            "parallelism": {
+                "tensor_parallel": 2,
+                "pipeline_parallel": 2,
+                "context_parallel": 2,
+                "virtual_pipeline": 2,
+                "micro_batch_size": 1,
+                "global_batch_size": 32,
+                "recompute": "selective",
+            },
+            "training": {"framework": "megatron", "train_iters": 100},
+        },
+        {
+            "model": {"preset": "qwen3-30b-a3b"},
+            "hardware": {"gpu": "b200", "num_gpus": 16},
+            "parallelism": {
+                "tensor_parallel": 1,
+                "expert_parallel": 8,
+                "micro_batch_size": 1,
+                "global_batch_size": 64,
+                "precision": "fp8",
+            },
+            "training": {"framework": "nemo"},
+        },
+    ]
+    return [parse_scenario(doc) for doc in docs]
+
+
+def _kind_errors(obj: object, n: int | None) -> list[str]:
+    """Each field of the dataclass ``obj`` whose value is not of its annotation's kind:
+    Python numbers when ``n`` is None, arrays of shape ``(n,)`` otherwise."""
+    errors: list[str] = []
+    assert dataclasses.is_dataclass(obj)
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        kind = str(f.type)
+        if kind in _SCALAR:
+            if n is None:
+                # bool is an int in Python: a Count must not be a bool, a Flag must be one
+                ok = isinstance(value, _SCALAR[kind]) and (
+                    kind == "Flag" or not isinstance(value, bool)
+                )
+                if kind == "Real":
+                    ok = type(value) is float
+            else:
+                ok = (
+                    isinstance(value, np.ndarray)
+                    and value.shape == (n,)
+                    and value.dtype.kind in _DTYPE_KIND[kind]
+                )
+            if not ok:
+                errors.append(f"{f.name}: {kind} but {type(value).__name__} {value!r:.60}")
+        elif kind == "DeviceArrays":
+            errors.extend(f"device.{e}" for e in _kind_errors(value, n))
+        elif kind == "tuple[str, ...]":
+            if not (isinstance(value, tuple) and all(isinstance(v, str) for v in value)):
+                errors.append(f"{f.name}: {kind} but {value!r:.60}")
+        elif kind == "int":
+            if type(value) is not int:
+                errors.append(f"{f.name}: int but {type(value).__name__}")
+        else:
+            errors.append(f"{f.name}: annotation {kind} has no kind check here")
+    return errors
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["dense", "moe"])
+def test_the_one_scenario_form_holds_python_numbers_of_each_fields_kind(index: int) -> None:
+    arrays = ScenarioArrays.from_scenario(_scenarios()[index])
+    assert _kind_errors(arrays, None) == []
+
+
+def test_a_batch_and_the_scenarios_taken_from_it_hold_arrays_of_each_fields_kind() -> None:
+    batch = ScenarioArrays.from_scenarios(_scenarios())
+    assert _kind_errors(batch, 2) == []
+    taken = batch.take(np.array([1, 1, 0], dtype=np.int64))
+    assert _kind_errors(taken, 3) == []
+
+
+@pytest.mark.parametrize("one_form", [True, False], ids=["from-numbers", "from-arrays"])
+def test_candidate_layouts_hold_arrays_of_each_fields_kind(one_form: bool) -> None:
+    scenario = _scenarios()[1]
+    base = (
+        ScenarioArrays.from_scenario(scenario)
+        if one_form
+        else ScenarioArrays.from_scenarios([scenario])
+    )
+    ints = np.array([1, 2, 4], dtype=np.int64)
+    cand = CandidateColumns(
+        tensor_parallel=ints,
+        pipeline_parallel=np.ones(3, dtype=np.int64),
+        context_parallel=np.ones(3, dtype=np.int64),
+        expert_parallel=np.array([8, 4, 2], dtype=np.int64),
+        data_parallel=16 // ints,
+        virtual_pipeline=np.ones(3, dtype=np.int64),
+        sequence_parallel=ints > 1,
+        micro_batch_size=np.ones(3, dtype=np.int64),
+        global_batch_size=np.full(3, 64, dtype=np.int64),
+        recompute=np.zeros(3, dtype=np.int64),
+        zero_stage=np.zeros(3, dtype=np.int64),
+        num_gpus=np.full(3, 16, dtype=np.int64),
+    )
+    assert _kind_errors(candidate_arrays(base, cand), 3) == []
