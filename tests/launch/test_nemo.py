@@ -287,6 +287,28 @@ def test_nemo1_moe_routing_keys_added_to_the_model_config() -> None:
     assert facts.get("model.moe_router_force_load_balancing") is True
 
 
+def test_nemo1_overrides_hydra_refuses_are_noted_and_read() -> None:
+    invocation = Invocation(
+        program="scripts/megatron_gpt_pretraining.py",
+        args=(
+            "--config-path=conf",
+            "--config-name=small_gpt",
+            "model.num_moe_experts=8",  # not in the config: Hydra asks for +
+            "+model.global_batch_size=64",  # in the config: Hydra refuses to add it
+            "+model.moe_router_topk=2",
+            "model.tensor_model_parallel_size=2",
+        ),
+        cwd=ROOT,
+    )
+    facts = _read(NEMO1_READER, invocation)
+    refused = [note for note in facts.notes if "Hydra refuses" in note]
+    assert len(refused) == 2, facts.notes
+    assert "write +model.num_moe_experts=8" in refused[0]
+    assert "write model.global_batch_size=64" in refused[1]
+    assert facts.get("model.num_experts") == 8
+    assert facts.get("parallelism.global_batch_size") == 64
+
+
 def test_nemo1_unknown_config_is_an_error_naming_the_file() -> None:
     invocation = Invocation(
         program="scripts/megatron_gpt_pretraining.py",

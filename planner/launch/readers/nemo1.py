@@ -33,7 +33,7 @@ from planner.launch.readers.nemo_common import (
     set_activation,
     unexpanded,
 )
-from planner.launch.readers.nemo_hydra import HydraConfig
+from planner.launch.readers.nemo_hydra import HydraConfig, split_override
 from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
 
@@ -84,6 +84,7 @@ class Nemo1Reader:
             if unexpanded(arg):
                 facts.note(f"{arg!r}: no value (a shell variable left unexpanded); ignored")
                 continue
+            _note_refused_override(config, arg, facts)
             if not config.apply_override(arg):
                 facts.note(f"argument {arg!r} is not a Hydra override; ignored")
         apply_config(config, facts)
@@ -134,6 +135,28 @@ class Nemo1Reader:
         config = HydraConfig()
         config.merge_values(values, f"default of NeMo 1.0 ({_cite(path)})")
         return config
+
+
+def _note_refused_override(config: HydraConfig, arg: str, facts: Facts) -> None:
+    """Note an override Hydra refuses on NeMo's config (composed in struct mode): ``a.b=v`` for
+    a key the config lacks ("Could not override 'a.b' ... To append to your config use
+    +a.b=v") and ``+a.b=v`` for a key it has ("Could not append to config. An item is already
+    at 'a.b'"). The value is still read (what the launch meant), and the note says the run
+    would stop at start and how to write it."""
+    parsed = split_override(arg)
+    if parsed is None:
+        return
+    action, key, _ = parsed
+    if action == "set" and not config.has(key):
+        facts.note(
+            f"{arg!r}: the config has no {key}, so Hydra refuses this override and the run "
+            f"stops at start; write +{arg} to add the key (read here as if added)"
+        )
+    elif action == "add" and config.has(key):
+        facts.note(
+            f"{arg!r}: the config already has {key}, so Hydra refuses to add it and the run "
+            f"stops at start; write {arg[1:]} (or +{arg}) to set it (read here as set)"
+        )
 
 
 def _split_args(args: Sequence[str]) -> tuple[dict[str, str], list[str]]:
