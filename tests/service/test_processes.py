@@ -52,6 +52,8 @@ def test_the_api_process_reads_readiness_and_metrics_from_the_ingest_status(
         assert ready.json()["leader"] is False
 
         ingest.state.run_cycle()
+        # the last forecast the worker process made for the source, as it records it
+        ingest.state.ingestor.deps.forecaster.last_duration_s["slurm/test"] = 12.5
         beat()
         clock.now += 2  # past the view's cache
         body = client.get("/readyz").json()
@@ -61,6 +63,7 @@ def test_the_api_process_reads_readiness_and_metrics_from_the_ingest_status(
         metrics = client.get("/metrics").text
         assert 'planner_ingest_cycle_seconds{cluster="test",scheduler="slurm"}' in metrics
         assert 'planner_ingest_poll_seconds{cluster="test",scheduler="slurm"}' in metrics
+        assert 'planner_queue_forecast_seconds{cluster="test",scheduler="slurm"} 12.5' in metrics
 
         clock.now += STALE_S + 1  # the ingest process went silent
         assert client.get("/readyz").json()["ingest"].startswith("no ingest process reported")
