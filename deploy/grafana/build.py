@@ -73,7 +73,7 @@ def by_job(metric: str, selector: str = C) -> str:
 def counted(metric: str, status: str = "pending") -> str:
     """A per-cluster count over every job of a status (``planner_jobs``,
     ``planner_jobs_gpus``): per-job series of pending jobs cover only those with a prediction,
-    at most ``metrics.max_pending_jobs`` of them (issue 16)."""
+    at most ``metrics.max_pending_jobs`` of them."""
     return f'max by (scheduler, cluster) ({metric}{{{C}, status="{status}"}})'
 
 

@@ -94,7 +94,7 @@ def _packed_sample_length(s: Scenario) -> float:
     return float(s.model.seq_length if packed is None else packed)
 
 
-_ISSUE13_READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
+_RECIPE_AND_MOE_READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
         "moe_token_dispatcher": _moe_token_dispatcher,
         "moe_imbalance": _moe_imbalance,
@@ -221,7 +221,7 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "grad_bytes_per_param": _grad_bytes_per_param,
         "total_tokens": _total_tokens,
         "train_iters": _train_iters,
-        **_ISSUE13_READERS,
+        **_RECIPE_AND_MOE_READERS,
         "expert_tensor_parallel": _expert_tensor_parallel,
         "first_stage_layers": _first_stage_layers,
         "middle_stage_layers": _middle_stage_layers,

@@ -70,7 +70,7 @@ def test_planner_alerts_reach_the_webhook(planner_stack: PlannerStack) -> None:
 def test_planner_down_fires_in_a_real_prometheus(
     planner_stack: PlannerStack, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    # Issue 16: no alert covered the planner itself being down or unscrapeable. The running
+    # The planner itself down or unscrapeable has its own alert. The running
     # planner keeps it quiet; a Prometheus whose planner target does not answer fires it.
     assert not planner_stack.prom.query('ALERTS{alertname="PlannerDown"}')
     root = tmp_path_factory.mktemp("planner-down")

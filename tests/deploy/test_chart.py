@@ -183,7 +183,7 @@ def test_rbac_is_least_privilege(rendered: tuple[str, list[dict[str, Any]]]) -> 
             ("kueue.x-k8s.io", "workloads"),
             ("kueue.x-k8s.io", "localqueues"),
             ("kueue.x-k8s.io", "clusterqueues"),
-            ("kueue.x-k8s.io", "resourceflavors"),  # watched by default (issue 16 probe)
+            ("kueue.x-k8s.io", "resourceflavors"),  # watched by default
             ("kueue.x-k8s.io", "admissionchecks"),
         }
         (lease_role,) = _kind(docs, "Role")

@@ -1,4 +1,4 @@
-"""Issue 16, the chart's security: RBAC checked against what the Kubernetes adapter calls, the
+"""The chart's security: RBAC checked against what the Kubernetes adapter calls, the
 API's token Secret, Kubernetes-mode reviews and roles, and a NetworkPolicy that admits only the
 scrapers and the named clients. Rendered by the real Helm engine (``test_chart.render``) and
 validated against the Kubernetes schemas."""

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 #: - a "quantile" label is reserved for summaries: planner_job_eta_seconds{quantile} should use
 #:   another label name (e.g. percentile="10|50|90") or one gauge per bound;
 #: - planner_job_straggler_hours_lost is in hours, not the base unit (seconds);
-#: - planner_capacity_forecast_gpus{quantile} likewise (issue 15 names the label).
+#: - planner_capacity_forecast_gpus{quantile} likewise.
 KNOWN_PROMTOOL_FINDINGS = {
     'planner_job_eta_seconds non-summary metrics should not have "quantile" label',
     'planner_capacity_forecast_gpus non-summary metrics should not have "quantile" label',

@@ -24,7 +24,7 @@ EXPECTED_ALERTS = {
     "PlannerQueuedJobPredictedOOM",
     "PlannerModelDrift",
     "PlannerIngestStale",
-    "PlannerDown",  # issue 16: the planner itself down or unscrapeable
+    "PlannerDown",  # the planner itself down or unscrapeable
 }
 
 

@@ -1,4 +1,4 @@
-"""Issue 16 with a real ``planner serve`` process: SIGTERM stops it within the Kubernetes grace
+"""A real ``planner serve`` process: SIGTERM stops it within the Kubernetes grace
 period while a search runs, an accepted write survives SIGKILL, a busy worker pool leaves
 ``/healthz`` fast (and answers 429), and a bad database URL is refused without its password."""
 
