@@ -42,7 +42,9 @@ How a row becomes a scenario:
   not taken either.
 * **measured time**: ``global_batch · seq_length / (tokens/s/GPU · GPUs)``.
 
-The framework is ``nemo`` (the NeMo container's Megatron-Bridge, Megatron-Core underneath).
+The framework is ``nemo`` (the NeMo container's Megatron-Bridge, Megatron-Core underneath),
+its ``framework_version`` the container (``25.09``, ``25.11``): the observed-runs calibration
+keeps its corrections per release.
 """
 
 from __future__ import annotations
@@ -179,10 +181,12 @@ def convert_bridge(run: PublishedRun) -> Case:
     measured = (num(run, "global_batch") * num(run, "seq_len")) / (
         run.metrics["tokens_per_s_per_gpu"] * num(run, "num_gpus")
     )
+    doc = document(run, model, gpu, par, "nemo")
+    doc["training"]["framework_version"] = release_of(run)
     return Case(
         source=run.source,
         config_id=run.config_id,
-        document=document(run, model, gpu, par, "nemo"),
+        document=doc,
         measured_iteration_time_s=measured,
         derived_from="tokens_per_s_per_gpu",
         assumptions=tuple(assumptions),

@@ -5,7 +5,7 @@ Two kinds share ``planner predict --calibration``, told apart by the document's 
 
 * ``planner-calibration/1``: operator models sampled on a machine (``planner calibrate fit``;
   ``planner.calibration.model``), used instead of the analytic efficiency model;
-* ``planner-observed-runs/2``: corrections learnt from measured runs (``planner calibrate
+* ``planner-observed-runs/3``: corrections learnt from measured runs (``planner calibrate
   observe``; ``planner.calibration.observed``), added to the model's prediction.
 
 ``observe_files`` is what ``planner calibrate observe`` runs: read the runs, learn, and score the
@@ -149,8 +149,10 @@ class ObserveReport:
             network = row["network_factor"]
             memory = row["memory_factor"]
             lines.append(
-                f"  {row['cluster'] or '-'} {row['gpu']} {row['recipe']} {row['framework']} "
-                f"{row['family']}: {row['num_runs']} runs, compute x{row['compute_factor']:.3f}, "
+                f"  {row['cluster'] or '-'} {row['gpu']} {row['recipe']} {row['framework']}"
+                + (f" {row['release']}" if row["release"] else "")
+                + f" {row['family']}: {row['num_runs']} runs, "
+                f"compute x{row['compute_factor']:.3f}, "
                 + (
                     f"network x{network:.3f}"
                     if network is not None

@@ -1,5 +1,6 @@
 """Calibration from observed runs: learn how far the model's step time is off per cluster, GPU
-type, precision recipe and framework (and model family), from runs that were measured; apply
+type, precision recipe, framework and its release (and model family), from runs that were
+measured; apply
 it to new predictions (pure; the CLI, the service and the benchmark call the same functions:
 ``observe_runs`` / ``fit_observed`` to learn, ``ObservedCalibration.apply`` / ``correct``).
 
@@ -18,8 +19,20 @@ What is learnt (``fit_observed``), in three parts:
    that architecture (dense, MoE: the model errs differently on them, and differently per
    generation: Blackwell MoE runs 30 % too fast where dense ones are within 10 % and Hopper MoE
    within 10 %, so no family level is shared across architectures), on a family and
-   architecture at a precision width (16, 8, 4 bits), on one GPU type with one recipe, and on
-   one cluster, GPU, recipe and framework (the key). Each
+   architecture at a precision width (16, 8, 4 bits), on one GPU type with one recipe, on
+   one cluster, GPU, recipe and framework (the key), and on one release of that framework
+   (``training.framework_version``, such as the NeMo container ``25.11``): one stack's releases
+   differ by more than its GPUs do on young kernels (Megatron-Bridge's own archive,
+   NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary-archive.md`` @ ``067f987df03b``:
+   GB200 Qwen3-30B-A3B at one layout 23,766 tokens/s/GPU in container 25.11, 40,706 in 26.06;
+   H100 Qwen3-30B-A3B FP8 at one layout 12.49 s per step in 25.09, 24.85 s in 25.11). The
+   shrinkage rule of a release: its log factor is its key's plus a deviation of prior sd
+   ``tau_release`` (learnt as every level's), so its ``n`` runs of noise ``sigma`` move it
+   from the key's by the share ``n·tau² / (n·tau² + sigma²)`` of their mean log ratio to the
+   key's correction (the normal-normal posterior; about 0.7 for one run at tau 0.15, sigma
+   0.10), and the key learns from every release's runs. A release never seen takes its key's
+   correction (with ``tau_release`` more uncertainty); a run that states no release is its
+   key's (no deviation of its own). Each
    deviation has a normal prior whose variance per level is learnt from the groups themselves,
    starting from ``ObservedParams.prior_log_sd`` (EM for variance components with
    ``prior_dof`` pseudo-groups at it); the posterior is found exactly on the tree of groups
@@ -70,6 +83,7 @@ from planner.calibration.observed_fit import TreeFit, fit_tree
 from planner.calibration.observed_runs import (
     FAMILIES,
     LEVELS,
+    RELEASE_LEVEL,
     ObservedRun,
     RunKey,
     RunKeyJson,
@@ -113,7 +127,7 @@ __all__ = [
     "samples_from_runs",
 ]
 
-FORMAT: Final = "planner-observed-runs/2"
+FORMAT: Final = "planner-observed-runs/3"
 """The ``format`` of the calibration file (operator models of ``planner calibrate fit`` are
 ``planner-calibration/1``): what tells the two kinds apart."""
 
@@ -231,6 +245,10 @@ class ObservedParams:
     ``huber_k``: down-weighting beyond ``huber_k`` sigmas (1.5, as online).
     ``memory_prior_log_sd`` / ``memory_noise_log_sd``: the same for the memory factor (the
     memory model is within 10 % of published peaks: ``benchmarks/RESULTS.md``).
+    A release on its key (``tau_release``) 0.15 / 0.15: one framework's releases change the
+    step by a few percent on mature paths and by 1.7-2x on young MoE kernels (the module
+    docstring's Megatron-Bridge twins), so it starts as wide as the architecture's and the data
+    narrow it.
     ``residual_min_runs``: fewer runs fit no residual model."""
 
     prior_log_sd: tuple[tuple[float, float], ...] = (
@@ -240,11 +258,12 @@ class ObservedParams:
         (0.10, 0.10),
         (0.08, 0.08),
         (0.10, 0.15),
+        (0.15, 0.15),
     )
     noise_log_sd: float = 0.10
     noise_dof: float = 4.0
     huber_k: float = 1.5
-    memory_prior_log_sd: tuple[float, ...] = (0.10, 0.05, 0.05, 0.05, 0.05, 0.05)
+    memory_prior_log_sd: tuple[float, ...] = (0.10, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05)
     memory_noise_log_sd: float = 0.05
     residual_min_runs: int = 12
     prior_dof: float = 2.0
@@ -363,8 +382,9 @@ class ObservedCalibration:
         return len(self.samples)
 
     def _factors(self, key: RunKey) -> tuple[GroupFactors | None, int, float, float]:
-        """The deepest group of ``key``'s path with runs, its level index, and the prior
-        variances ``(u, v)`` of the levels below it."""
+        """The deepest group of ``key``'s path with runs, its level index (a key that states no
+        release is found at ``key``: it is its key's group), and the prior variances ``(u, v)``
+        of the levels below it (none for the release of a key that states none)."""
         path = key.path()
         found: GroupFactors | None = None
         depth = -1
@@ -373,7 +393,13 @@ class ObservedCalibration:
             if group is None:
                 break
             found, depth = group, level
-        below = (self.level_log_sd or self.params.prior_log_sd)[depth + 1 :]
+        below = [
+            pair
+            for level, pair in enumerate(self.level_log_sd or self.params.prior_log_sd)
+            if level > depth and (level != RELEASE_LEVEL or key.states_release)
+        ]
+        if depth == RELEASE_LEVEL and not key.states_release:
+            depth -= 1
         return found, depth, sum(a * a for a, _ in below), sum(b * b for _, b in below)
 
     def correct(
@@ -388,7 +414,10 @@ class ObservedCalibration:
         else:
             u, v = found.u, found.v
             var_u, cov_uv, var_v = found.var_u, found.cov_uv, found.var_v
-            runs, separated = found.num_runs, found.network_separated and depth == len(LEVELS) - 1
+            deepest = depth == len(LEVELS) - 1 or (
+                depth == RELEASE_LEVEL - 1 and not key.states_release
+            )
+            runs, separated = found.num_runs, found.network_separated and deepest
         var_u += extra_u
         var_v += extra_v
         compute_factor = math.exp(u)
@@ -602,6 +631,7 @@ class ObservedCalibration:
                         architecture=str(r["architecture"]),
                         recipe=str(r["recipe"]),
                         framework=str(r["framework"]),
+                        release=str(r["release"]),
                         family=str(r["family"]),
                     ),
                     compute_s=float(r["compute_s"]),
@@ -681,7 +711,8 @@ def model_fingerprint() -> dict[str, str]:
 
 def _tree(keys: Sequence[RunKey]) -> tuple[list[Int], Int, list[list[tuple[str, ...]]]]:
     """The tree of groups of ``keys``: per level the parent of each group, each run's leaf,
-    and each level's group prefixes in id order."""
+    and each level's group prefixes in id order (at ``RELEASE_LEVEL`` the last element of a
+    prefix is the release, ``""`` when not stated: ``_fixed``)."""
     index: list[dict[tuple[str, ...], int]] = [{} for _ in LEVELS]
     parents: list[list[int]] = [[] for _ in LEVELS]
     leaf = np.empty(len(keys), dtype=np.int64)
@@ -696,6 +727,17 @@ def _tree(keys: Sequence[RunKey]) -> tuple[list[Int], Int, list[list[tuple[str, 
         leaf[i] = parent
     prefixes = [list(ids) for ids in index]
     return [np.asarray(p, dtype=np.int64) for p in parents], leaf, prefixes
+
+
+def _fixed(prefixes: list[list[tuple[str, ...]]]) -> list[NDArray[np.bool_]]:
+    """Per level, the groups with no deviation of their own: the release group of runs that
+    state no release (``fit_tree``'s ``fixed``)."""
+    return [
+        np.fromiter(
+            (level == RELEASE_LEVEL and prefix[-1] == "" for prefix in names), bool, len(names)
+        )
+        for level, names in enumerate(prefixes)
+    ]
 
 
 def _noise(keys: Sequence[RunKey], log_ratio: Float, params: ObservedParams) -> Float:
@@ -795,6 +837,7 @@ def fit_observed(
             noise_log_sd=noise,
             huber_k=params.huber_k,
             prior_dof=params.prior_dof,
+            fixed=_fixed(prefixes),
         )
 
     first = tree(offset)
@@ -843,6 +886,7 @@ def _memory(
         prior_log_sd=prior,
         noise_log_sd=np.full(len(measured), params.memory_noise_log_sd),
         huber_k=params.huber_k,
+        fixed=_fixed(prefixes),
     )
     for level, names in enumerate(prefixes):
         for g, prefix in enumerate(names):

@@ -51,6 +51,9 @@ GN_ITERATIONS: Final = 10
 model is linear in ``u`` and mildly non-linear in ``v``, so the steps stop moving by the
 fourth."""
 _TINY: Final = 1e-12
+FIXED_VAR: Final = 1e-12
+"""The prior variance of a fixed group's deviation (``fit_tree``'s ``fixed``): zero to the
+fit's precision, finite so the two passes need no special case."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,11 +113,19 @@ def _scatter(index: Int, values: Float, size: int) -> Float:
     return out
 
 
+def _precision_of(var: Float) -> Float:
+    """Diagonal prior precisions, shape ``(G, 2, 2)``, of per-group variances ``(G, 2)``."""
+    out = np.zeros((var.shape[0], 2, 2))
+    out[:, 0, 0] = 1.0 / var[:, 0]
+    out[:, 1, 1] = 1.0 / var[:, 1]
+    return out
+
+
 def _posterior(
     parents: Sequence[Int],
     leaf_info: Float,
     leaf_vec: Float,
-    prior_var: Float,
+    prior_var: Sequence[Float],
 ) -> tuple[list[Float], list[Float], list[Float], list[Float]]:
     """Exact posterior means and covariances of the cumulative effects on the tree, the
     subtrees' information, and each group's posterior second moment of its own deviation
@@ -122,7 +133,8 @@ def _posterior(
 
     ``parents[l]`` (l >= 1) maps level ``l``'s groups to level ``l - 1``'s; ``leaf_info`` /
     ``leaf_vec`` are the deepest level's information matrix and vector (shape ``(G, 2, 2)`` /
-    ``(G, 2)``); ``prior_var`` shape ``(L, 2)``: ``tau_u², tau_v²`` per level."""
+    ``(G, 2)``); ``prior_var[l]`` shape ``(G_l, 2)``: ``tau_u², tau_v²`` of each group's
+    deviation."""
     depth = len(parents)
     info: list[Float] = [np.zeros(0)] * depth
     vec: list[Float] = [np.zeros(0)] * depth
@@ -131,18 +143,14 @@ def _posterior(
     info[-1], vec[-1] = leaf_info, leaf_vec
     for level in range(depth - 1, 0, -1):
         lam, eta = info[level], vec[level]
-        prior_precision = np.zeros_like(lam)
-        prior_precision[:, 0, 0] = 1.0 / prior_var[level, 0]
-        prior_precision[:, 1, 1] = 1.0 / prior_var[level, 1]
+        prior_precision = _precision_of(prior_var[level])
         gain = _mm(lam, _inv(lam + prior_precision))  # Λ(Λ + T⁻¹)⁻¹
         up_info[level] = lam - _mm(gain, lam)
         up_vec[level] = eta - _mv(gain, eta)
         size = int(parents[level - 1].shape[0]) if level > 1 else 1
         info[level - 1] = _scatter(parents[level], up_info[level], size)
         vec[level - 1] = _scatter(parents[level], up_vec[level], size)
-    root_precision = info[0].copy()
-    root_precision[:, 0, 0] += 1.0 / prior_var[0, 0]
-    root_precision[:, 1, 1] += 1.0 / prior_var[0, 1]
+    root_precision = info[0] + _precision_of(prior_var[0])
     cov = [np.zeros(0)] * depth
     mean = [np.zeros(0)] * depth
     cov[0] = _inv(root_precision)
@@ -157,8 +165,8 @@ def _posterior(
         outside_cov = _inv(outside)
         prior_mean = _mv(outside_cov, outside_vec)
         widened = outside_cov.copy()
-        widened[:, 0, 0] += prior_var[level, 0]
-        widened[:, 1, 1] += prior_var[level, 1]
+        widened[:, 0, 0] += prior_var[level][:, 0]
+        widened[:, 1, 1] += prior_var[level][:, 1]
         down = _inv(widened)
         precision = down + info[level]
         cov[level] = _inv(precision)
@@ -166,9 +174,7 @@ def _posterior(
         # the deviation delta = theta_child - theta_parent: given the parent, the child's
         # posterior is (T⁻¹ + Λ)⁻¹(T⁻¹·theta_parent + η), so Cov(child, parent) = A·Σ_parent
         # with A = (T⁻¹ + Λ)⁻¹T⁻¹
-        prior_precision = np.zeros_like(info[level])
-        prior_precision[:, 0, 0] = 1.0 / prior_var[level, 0]
-        prior_precision[:, 1, 1] = 1.0 / prior_var[level, 1]
+        prior_precision = _precision_of(prior_var[level])
         gain = _mm(_inv(prior_precision + info[level]), prior_precision)
         parent_cov = cov[level - 1][parent]
         cross = _mm(gain, parent_cov)
@@ -206,6 +212,7 @@ def fit_tree(
     noise_log_sd: Float,
     huber_k: float,
     prior_dof: float = 0.0,
+    fixed: Sequence[NDArray[np.bool_]] | None = None,
 ) -> TreeFit:
     """Fit the nested compute/network factors (module docstring).
 
@@ -220,6 +227,9 @@ def fit_tree(
     its ``G_l`` groups (the EM update of a mixed model's variance components, Laird & Ware
     1982, with a scaled-inverse-chi² prior of ``prior_dof`` pseudo-groups at ``prior_log_sd``,
     BDA3 §3.3); 0 keeps ``prior_log_sd``.
+    ``fixed``: per level, shape ``(G_l,)``, the groups whose deviation is zero (their prior
+    variance is ``FIXED_VAR``): the group is its parent, as a run that states no release is
+    its key; they are left out of the level's ``tau²``. None: no group is fixed.
     """
     depth = len(parents)
     prior0 = np.asarray(prior_log_sd, dtype=np.float64) ** 2
@@ -227,6 +237,20 @@ def fit_tree(
     num_leaves = int(leaf_of_run.max()) + 1 if leaf_of_run.size else 0
     if depth > 1 and parents[-1].shape[0] != num_leaves:
         num_leaves = int(parents[-1].shape[0])
+    sizes = [int(parents[level].shape[0]) if level else 1 for level in range(depth)]
+    if depth > 1:
+        sizes[-1] = num_leaves
+    free = [
+        np.ones(size, dtype=bool) if fixed is None else ~np.asarray(fixed[level], dtype=bool)
+        for level, size in enumerate(sizes)
+    ]
+
+    def group_var() -> list[Float]:
+        out = [
+            np.where(free[level][:, None], prior_var[level], FIXED_VAR) for level in range(depth)
+        ]
+        return out
+
     sigma2 = np.asarray(noise_log_sd, dtype=np.float64) ** 2
     theta = np.zeros((leaf_of_run.shape[0], 2))
     weight = np.ones(leaf_of_run.shape[0])
@@ -250,15 +274,14 @@ def fit_tree(
         outer = jac[:, :, None] * jac[:, None, :] * scale[:, None, None]
         leaf_info = _scatter(leaf_of_run, outer, num_leaves)
         leaf_vec = _scatter(leaf_of_run, jac * (scale * pseudo)[:, None], num_leaves)
-        mean, cov, info, second = _posterior(parents, leaf_info, leaf_vec, prior_var)
+        mean, cov, info, second = _posterior(parents, leaf_info, leaf_vec, group_var())
         theta = mean[-1][leaf_of_run]
         leaf_cov = cov[-1][leaf_of_run]
         if prior_dof > 0:
             for level in range(depth):
-                groups = second[level].shape[0]
-                prior_var[level] = (prior_dof * prior0[level] + second[level].sum(axis=0)) / (
-                    prior_dof + groups
-                )
+                groups = int(free[level].sum())
+                seen = second[level][free[level]].sum(axis=0)
+                prior_var[level] = (prior_dof * prior0[level] + seen) / (prior_dof + groups)
     u, v = theta[:, 0], theta[:, 1]
     residual = y - np.log(compute_s * np.exp(u) + network_s * np.exp(u + v))
     counts: list[Int] = [np.bincount(leaf_of_run, minlength=num_leaves).astype(np.int64)]

@@ -30,6 +30,7 @@ from planner.specs.scenario import Scenario
 __all__ = [
     "FAMILIES",
     "LEVELS",
+    "RELEASE_LEVEL",
     "RUN_FIELDS",
     "ObservedRun",
     "RunKey",
@@ -51,15 +52,21 @@ LEVELS: Final = (
     "architecture_bits",
     "gpu_recipe",
     "key",
+    "release",
 )
-"""The levels of the tree of groups, from the root to the key: every run, a GPU architecture,
-a model family on that architecture, its precision width, one GPU type and recipe, the key.
+"""The levels of the tree of groups, from the root to the release: every run, a GPU
+architecture, a model family on that architecture, its precision width, one GPU type and
+recipe, the key (cluster, GPU, recipe, framework), the framework's release on that key
+(``training.framework_version``; a run that states none is its key's, with no deviation of
+its own: ``RunKey.states_release``).
 The family splits below the architecture, not above it: the model's bias on a family differs
 by generation (on Megatron-Bridge's 2025 runs MoE is predicted 30 % too fast on Blackwell and
 5-10 % on Hopper, dense within a few percent on both; ``benchmarks/RESULTS.md``), so a family
 level shared by every architecture carried Blackwell's MoE bias into Hopper's MoE predictions
 (held-out MoE-on-H100 error 16.6 % with the model alone, 19.8 % once the other groups were
 learnt; 16.3 % with this order)."""
+RELEASE_LEVEL: Final = LEVELS.index("release")
+"""The release level's index in ``LEVELS``."""
 FAMILIES: Final = ("dense", "moe")
 RUN_FIELDS: Final = frozenset(
     {"scenario", "iteration_time_s", "tokens_per_s", "memory_per_gpu_bytes", "cluster"}
@@ -97,21 +104,30 @@ class RunKeyJson(TypedDict):
     architecture: str
     recipe: str
     framework: str
+    release: str
     family: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunKey:
     """What the factors are kept per: ``cluster`` (as the user names it), ``gpu`` (catalog key)
-    and its ``architecture``, ``recipe`` (``recipe_of``) and ``framework``, all as the scenario
-    parser normalises them, and the model ``family`` (``dense`` or ``moe``: routed experts)."""
+    and its ``architecture``, ``recipe`` (``recipe_of``), ``framework`` and its ``release``
+    (``training.framework_version``; ``""``: not stated), all as the scenario parser normalises
+    them, and the model ``family`` (``dense`` or ``moe``: routed experts)."""
 
     cluster: str
     gpu: str
     architecture: str
     recipe: str
     framework: str
+    release: str = ""
     family: str
+
+    @property
+    def states_release(self) -> bool:
+        """True when the run states its framework's release: only then does the release level
+        deviate from the key (``LEVELS``)."""
+        return self.release != ""
 
     def path(self) -> tuple[tuple[str, ...], ...]:
         """The group of this key at each of ``LEVELS``."""
@@ -123,6 +139,7 @@ class RunKey:
             (architecture, family, _bits(self.recipe)),
             (family, self.gpu, self.recipe),
             (family, self.cluster, self.gpu, self.recipe, self.framework),
+            (family, self.cluster, self.gpu, self.recipe, self.framework, self.release),
         )
 
     def to_json(self) -> RunKeyJson:
@@ -133,6 +150,7 @@ class RunKey:
             "architecture": self.architecture,
             "recipe": self.recipe,
             "framework": self.framework,
+            "release": self.release,
             "family": self.family,
         }
 
@@ -145,6 +163,7 @@ def run_key(scenario: Scenario, cluster: str = "") -> RunKey:
         architecture=scenario.hardware.gpu.architecture,
         recipe=recipe_of(scenario.parallelism),
         framework=scenario.training.framework.value,
+        release=scenario.training.framework_version or "",
         family="moe" if scenario.model.num_experts > 0 else "dense",
     )
 

@@ -63,6 +63,8 @@ _TYPE_MESSAGES = {
     "hardware.gpu": "must be a catalog key such as 'h100-sxm', got {value!r}",
     "model.moe_layer_freq": "must be an integer N (every N-th layer is MoE) or a list of one 0 "
     "(dense) or 1 (MoE) per layer, got {value!r}",
+    "training.framework_version": "must be text such as '25.11' (quote it: as a number, "
+    "25.10 would lose its trailing zero), got {value!r}",
     "parallelism.pipeline_layout": "must be a layout string (such as 'Et*3|(tt|)*29,m|L'), a "
     "list of stage strings or a list of layers per virtual stage, got {value!r}",
 }
@@ -325,6 +327,9 @@ def _training(given: TrainingSection) -> TrainingSpec:
         lora_rank=given.lora_rank,
         lora_targets=(targets,) if isinstance(targets, StrEnum) else _tuple(targets),
         packed_sample_length=given.packed_sample_length,
+        framework_version=None
+        if given.framework_version is None
+        else given.framework_version.strip(),
     )
 
 

@@ -315,6 +315,12 @@ class TrainingSection(_Section):
         "Mean tokens of the samples packed into one sequence (each attends only within itself)",
         "one sample per sequence",
     )
+    framework_version: Annotated[str, Strict()] | None = _field(
+        "The framework's release, as text (a NeMo container tag such as `'25.11'`, a package "
+        "version such as `'0.2.0'`; quoted, since a number drops trailing zeros). The model "
+        "does not read it; observed runs are calibrated per release",
+        "not stated",
+    )
 
 
 class ScenarioSchema(BaseModel):

@@ -55,6 +55,27 @@ LORA_DEFAULT_TARGETS: tuple[LoraTarget, ...] = tuple(LoraTarget)
 """NeMo 2.0 ``LoRA.target_modules`` default: all four linear layers of a transformer layer."""
 
 
+FRAMEWORK_VERSION_MAX_CHARS = 64
+"""The longest ``training.framework_version`` (a container tag or version, not a document)."""
+
+
+def _check_version(version: object) -> None:
+    """Raise ``SpecError`` unless ``version`` is a non-empty, stripped, printable text of at
+    most ``FRAMEWORK_VERSION_MAX_CHARS`` characters."""
+    if (
+        not isinstance(version, str)
+        or not version
+        or version != version.strip()
+        or len(version) > FRAMEWORK_VERSION_MAX_CHARS
+        or not version.isprintable()
+    ):
+        raise SpecError(
+            "training.framework_version",
+            f"must be the framework's release as text of 1-{FRAMEWORK_VERSION_MAX_CHARS} "
+            f"printable characters (such as '25.11' or '0.2.0'), got {version!r}",
+        )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainingSpec:
     """The training run: ``total_tokens`` to train on and/or ``train_iters`` optimizer steps
@@ -64,6 +85,11 @@ class TrainingSpec:
     ``lora_targets`` (defaults: NeMo's, ``LORA_DEFAULT_RANK`` and ``LORA_DEFAULT_TARGETS``).
     ``packed_sample_length``: mean tokens of the samples packed into one sequence (NeMo packed
     sequences: each sample attends only within itself); None: one sample per sequence.
+    ``framework_version``: the framework's release as its user names it (a NeMo container tag
+    such as ``25.11``, a package version such as ``0.2.0``; blanks stripped, at most
+    ``FRAMEWORK_VERSION_MAX_CHARS`` printable characters); None: not stated. The model does not
+    read it; the observed-runs calibration keeps its corrections per release
+    (``planner.calibration.observed_runs``).
     """
 
     framework: Framework = Framework.MEGATRON
@@ -73,8 +99,11 @@ class TrainingSpec:
     lora_rank: int | None = None
     lora_targets: tuple[LoraTarget, ...] | None = None
     packed_sample_length: int | None = None
+    framework_version: str | None = None
 
     def __post_init__(self) -> None:
+        if self.framework_version is not None:
+            _check_version(self.framework_version)
         if not isinstance(self.framework, Framework):
             raise SpecError(
                 "training.framework",

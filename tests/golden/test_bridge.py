@@ -84,6 +84,11 @@ def test_dense_rows_and_their_recipes() -> None:
     assert (len(kept), dropped) == (2, [])
     for case in (cs, mx, old):
         parse_scenario(case.document)
+    # the container is the scenario's framework release: the calibration keys runs by it
+    assert [parse_scenario(c.document).training.framework_version for c in (cs, old)] == [
+        "25.11",
+        "25.09",
+    ]
 
 
 def test_moe_rows_routing_and_the_deepseek_layout() -> None:

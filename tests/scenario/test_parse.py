@@ -97,6 +97,14 @@ def test_scientific_numbers_and_integral_floats(base_doc: dict[str, Any]) -> Non
     assert s.training.train_iters == 1000
 
 
+def test_the_framework_version_is_text_kept_as_given(base_doc: dict[str, Any]) -> None:
+    """The release is text with its trailing zeros ('25.10' is not '25.1'), blanks stripped;
+    a scenario without one (every scenario before the field) states none."""
+    assert parse_scenario(base_doc).training.framework_version is None
+    base_doc["training"] = {"framework": "nemo", "framework_version": " 25.10 "}
+    assert parse_scenario(base_doc).training.framework_version == "25.10"
+
+
 def _set(doc: dict[str, Any], path: str, value: object) -> None:
     section, _, key = path.partition(".")
     if key:
@@ -149,6 +157,9 @@ def _set(doc: dict[str, Any], path: str, value: object) -> None:
         ("training.total_tokens", -5, "training.total_tokens", "positive"),
         ("training.train_iters", 0, "training.train_iters", "positive"),
         ("training.framework", "jax", "training.framework", "megatron"),
+        ("training.framework_version", 25.1, "training.framework_version", "quote it"),
+        ("training.framework_version", " ", "training.framework_version", "1-64 printable"),
+        ("training.framework_version", "a\nb", "training.framework_version", "printable"),
         ("training.epochs", 3, "training.epochs", "unknown field"),
         ("hardware", [1, 2], "hardware", "mapping"),
         ("extra", 1, "extra", "unknown top-level field"),
