@@ -29,8 +29,9 @@ What is learnt (``fit_observed``), in three parts:
    shrinkage rule of a release: its log factor is its key's plus a deviation of prior sd
    ``tau_release`` (learnt as every level's), so its ``n`` runs of noise ``sigma`` move it
    from the key's by the share ``n·tau² / (n·tau² + sigma²)`` of their mean log ratio to the
-   key's correction (the normal-normal posterior; about 0.7 for one run at tau 0.15, sigma
-   0.10), and the key learns from every release's runs. A release never seen takes its key's
+   key's correction (the normal-normal posterior: 0.2 for one run at the prior's tau 0.05 and
+   sigma 0.10, 0.9 for three runs once tau has grown to 0.2), and the key learns from every
+   release's runs. A release never seen takes its key's
    correction (with ``tau_release`` more uncertainty); a run that states no release is its
    key's (no deviation of its own). Each
    deviation has a normal prior whose variance per level is learnt from the groups themselves,
@@ -245,10 +246,14 @@ class ObservedParams:
     ``huber_k``: down-weighting beyond ``huber_k`` sigmas (1.5, as online).
     ``memory_prior_log_sd`` / ``memory_noise_log_sd``: the same for the memory factor (the
     memory model is within 10 % of published peaks: ``benchmarks/RESULTS.md``).
-    A release on its key (``tau_release``) 0.15 / 0.15: one framework's releases change the
-    step by a few percent on mature paths and by 1.7-2x on young MoE kernels (the module
-    docstring's Megatron-Bridge twins), so it starts as wide as the architecture's and the data
-    narrow it.
+    A release on its key (``tau_release``) 0.05 / 0.05: one framework's releases change the
+    step by a few percent on mature paths (Megatron-Bridge's Llama3-8B FP8 on 8 GB200 at one
+    layout: 31,357 tokens/s/GPU in container 25.09, 31,508 in 25.11) and by 1.7-2x on young MoE
+    kernels (the module docstring's twins), so it starts narrow and the EM update widens it
+    where the releases of one key disagree (three runs of a release 80 % slower than twelve of
+    another's take it to about 0.2). Started at 0.15 it cost the dense Blackwell rows of the
+    learning curve half a point at k = 3 (5.8 -> 6.3 %) and moved no MoE cell by more than
+    0.6 (``benchmarks/RESULTS.md``).
     ``residual_min_runs``: fewer runs fit no residual model."""
 
     prior_log_sd: tuple[tuple[float, float], ...] = (
@@ -258,7 +263,7 @@ class ObservedParams:
         (0.10, 0.10),
         (0.08, 0.08),
         (0.10, 0.15),
-        (0.15, 0.15),
+        (0.05, 0.05),
     )
     noise_log_sd: float = 0.10
     noise_dof: float = 4.0
@@ -772,7 +777,11 @@ def _groups(
         mean, cov, info = fit.mean[level], fit.cov[level], fit.info[level]
         # information about v with u unknown: the Schur complement of the 2x2 information
         info_v = info[:, 1, 1] - info[:, 0, 1] ** 2 / np.maximum(info[:, 0, 0], 1e-12)
-        prior_v = float(fit.prior_log_sd[level][1]) ** 2
+        # a release group of runs that state none is its key: judged against the key's prior
+        fixed = _fixed(prefixes)[level]
+        prior_v = (
+            np.where(fixed, fit.prior_log_sd[max(level - 1, 0)][1], fit.prior_log_sd[level][1]) ** 2
+        )
         out.append(
             {
                 prefix: GroupFactors(
@@ -782,7 +791,7 @@ def _groups(
                     cov_uv=float(cov[g, 0, 1]),
                     var_v=float(cov[g, 1, 1]),
                     num_runs=int(fit.num_runs[level][g]),
-                    network_separated=bool(info_v[g] * prior_v >= 1.0),
+                    network_separated=bool(info_v[g] * prior_v[g] >= 1.0),
                 )
                 for g, prefix in enumerate(names)
             }
