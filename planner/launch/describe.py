@@ -35,10 +35,12 @@ from planner.catalog import gpu_catalog, gpu_key_for_gres_type
 from planner.errors import PlannerError
 from planner.launch.reader import ReadContext
 from planner.launch.readers import READERS
+from planner.launch.release import nemo_container_release
 from planner.launch.shell import LaunchPlan, plan_from_launch
 from planner.launch.types import (
     BoundedFiles,
     Facts,
+    Invocation,
     Launch,
     LaunchFiles,
     Sourced,
@@ -355,6 +357,7 @@ def describe_launch(
                 facts = reader.read(invocation, context)
             except PlannerError as exc:
                 return LaunchDescription(described_by=reader.name, detail=detail, error=str(exc))
+            _framework_release(facts, plan, invocation)
             return _described(
                 reader.name, detail, facts, plan, launch, gpus=gpus, gpu=gpu, predict=predict
             )
@@ -363,6 +366,30 @@ def describe_launch(
         described_by="none",
         detail=f"no reader recognises the launch (programs: {seen})",
     )
+
+
+def _framework_release(facts: Facts, plan: LaunchPlan, invocation: Invocation) -> None:
+    """``training.framework_version`` from the NeMo Framework container the program runs in
+    (:func:`~planner.launch.release.nemo_container_release`), when the reader found none: the
+    Kubernetes container's ``image``, else ``srun --container-image`` (pyxis) around the
+    program."""
+    if facts.has("training.framework_version"):
+        return
+    found = plan.allocation.values.get("launch.container_image")
+    images = [] if found is None else [(str(found.value), found.source)]
+    srun_image = invocation.launcher_args.get("container_image")
+    if invocation.launcher == "srun" and srun_image:
+        where = f"{invocation.where}: " if invocation.where else ""
+        images.append((srun_image, f"{where}srun --container-image"))
+    for image, source in images:
+        release = nemo_container_release(image)
+        if release is not None:
+            facts.set(
+                "training.framework_version",
+                release,
+                f"derived: {source} is the NeMo Framework container {release}",
+            )
+            return
 
 
 def _described(

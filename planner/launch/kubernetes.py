@@ -323,6 +323,9 @@ def _allocation(training: TrainingPods) -> Facts:
     if training.num_gpus > 0:
         source = training.num_gpus_source or _product(training.pods_source, training.gpus_source)
         facts.set("hardware.num_gpus", training.num_gpus, source)
+    image = training.container.image if training.container is not None else None
+    if image:
+        facts.set("launch.container_image", image, f"{training.where}.image")
     for note in training.notes:
         facts.note(note)
     return facts
