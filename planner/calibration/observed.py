@@ -22,10 +22,10 @@ What is learnt (``fit_observed``), in three parts:
    architecture at a precision width (16, 8, 4 bits), on one GPU type with one recipe, on
    one cluster, GPU, recipe and framework (the key), and on one release of that framework
    (``training.framework_version``, such as the NeMo container ``25.11``): one stack's releases
-   differ by more than its GPUs do on young kernels (Megatron-Bridge's own archive,
+   can differ by more than its GPUs do on young kernels (Megatron-Bridge's own archive,
    NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary-archive.md`` @ ``067f987df03b``:
-   GB200 Qwen3-30B-A3B at one layout 23,766 tokens/s/GPU in container 25.11, 40,706 in 26.06;
-   H100 Qwen3-30B-A3B FP8 at one layout 12.49 s per step in 25.09, 24.85 s in 25.11). The
+   GB200 Qwen3-30B-A3B MXFP8 at one layout 23,766 tokens/s/GPU in container 25.11, 40,706 in
+   26.06; Llama3-8B on 8 GB200 at one layout 31,357 in 25.09, 31,508 in 25.11). The
    shrinkage rule of a release: its log factor is its key's plus a deviation of prior sd
    ``tau_release`` (learnt as every level's), so its ``n`` runs of noise ``sigma`` move it
    from the key's by the share ``n·tau² / (n·tau² + sigma²)`` of their mean log ratio to the
@@ -247,12 +247,12 @@ class ObservedParams:
     ``memory_prior_log_sd`` / ``memory_noise_log_sd``: the same for the memory factor (the
     memory model is within 10 % of published peaks: ``benchmarks/RESULTS.md``).
     A release on its key (``tau_release``) 0.05 / 0.05: one framework's releases change the
-    step by a few percent on mature paths (Megatron-Bridge's Llama3-8B FP8 on 8 GB200 at one
-    layout: 31,357 tokens/s/GPU in container 25.09, 31,508 in 25.11) and by 1.7-2x on young MoE
-    kernels (the module docstring's twins), so it starts narrow and the EM update widens it
-    where the releases of one key disagree (three runs of a release 80 % slower than twelve of
-    another's take it to about 0.2). Started at 0.15 it cost the dense Blackwell rows of the
-    learning curve half a point at k = 3 (5.8 -> 6.3 %) and moved no MoE cell by more than
+    step by a few percent on mature paths (Megatron-Bridge's Llama3-8B on 8 GB200 at one
+    layout: 31,357 tokens/s/GPU in container 25.09, 31,508 in 25.11) and by 1.7x on young MoE
+    kernels (GB200 Qwen3-30B-A3B from 25.11 to 26.06), so it starts narrow and the EM update
+    widens it where the releases of one key disagree (three runs of a release 80 % slower than
+    twelve of another's take it to 0.24). Started at 0.15 it cost the dense Blackwell rows of
+    the learning curve half a point at k = 3 (5.8 -> 6.3 %) and moved no MoE cell by more than
     0.6 (``benchmarks/RESULTS.md``).
     ``residual_min_runs``: fewer runs fit no residual model."""
 

@@ -48,10 +48,11 @@ def _runs(release: str, factor: float, count: int) -> list[RunSample]:
 
 
 def test_one_release_does_not_correct_another() -> None:
-    """Container 25.09 runs as predicted, 25.11 1.8x slower on the same key (Megatron-Bridge's
-    H100 Qwen3-30B twins: 12.49 vs 24.85 s at one layout). Pooled in one key, the twelve 25.09
-    runs set the correction of both (x1.0-1.1, the 25.11 runs down-weighted as outliers); per
-    release, each keeps its own, and a release never seen takes its key's."""
+    """Container 25.09 runs as predicted, 25.11 1.8x slower on the same key (one release to
+    the next changed GB200 Qwen3-30B-A3B's throughput 1.7x at one layout in Megatron-Bridge's
+    archive). Pooled in one key, the twelve 25.09 runs set the correction of both (x1.02, the
+    25.11 runs down-weighted as outliers); per release, each keeps its own, and a release never
+    seen takes its key's."""
     cal = fit_observed(_runs("25.09", 1.0, 12) + _runs("25.11", 1.8, 3))
     old = cal.correct(_key("25.09"), 4.0, 0.0, ZERO_FEATURES)
     new = cal.correct(_key("25.11"), 4.0, 0.0, ZERO_FEATURES)
