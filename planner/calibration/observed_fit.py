@@ -246,10 +246,10 @@ def fit_tree(
     ]
 
     def group_var() -> list[Float]:
-        out = [
-            np.where(free[level][:, None], prior_var[level], FIXED_VAR) for level in range(depth)
+        """Each group's prior variances at the levels' current ``tau²``, shape ``(G_l, 2)``."""
+        return [
+            np.where(f[:, None], var, FIXED_VAR) for f, var in zip(free, prior_var, strict=True)
         ]
-        return out
 
     sigma2 = np.asarray(noise_log_sd, dtype=np.float64) ** 2
     theta = np.zeros((leaf_of_run.shape[0], 2))
