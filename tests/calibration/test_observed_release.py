@@ -4,12 +4,14 @@ seen takes its key's correction, a run that states none is its key's."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 import numpy as np
 import pytest
 
+from planner.calibration.files import observe_files
 from planner.calibration.observed import ObservedRun, fit_observed, observe_runs, run_key
 from planner.calibration.observed_fit import fit_tree
 from planner.calibration.observed_runs import RunKey, RunSample
@@ -143,3 +145,18 @@ def test_the_release_is_read_from_the_scenario() -> None:
     assert errors == []
     assert [r["release"] for r in cal.to_json()["runs"]] == ["25.11"]
     assert samples[0].key.release == "25.11"
+
+
+def test_observe_names_each_keys_release() -> None:
+    """``planner calibrate observe`` prints a key's release beside its framework."""
+    lines = [
+        json.dumps({"scenario": _document(release), "iteration_time_s": time_s})
+        for release, time_s in (("25.09", 9.0), ("25.11", 12.0), (None, 10.0))
+    ]
+    report = observe_files(["runs.jsonl"], lambda _: "\n".join(lines))
+    keys = [line for line in report.lines() if line.startswith("  ")]
+    assert sorted(line.split(":")[0].split()[3:5] for line in keys) == [
+        ["nemo", "25.09"],
+        ["nemo", "25.11"],
+        ["nemo", "dense"],
+    ]
