@@ -9,6 +9,7 @@ its metrics by name. See ``tests/data/ground_truth/README.md`` for the sources a
 from __future__ import annotations
 
 import csv
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +47,19 @@ def source_path(source: str, data_dir: Path = DATA_DIR) -> Path:
 
 
 def available_sources() -> tuple[str, ...]:
-    """Every source whose CSV is there: the project's, then the shared ones present."""
-    shared = tuple(s for s in SHARED_SOURCE_FILES if source_path(s).is_file())
+    """Every source whose CSV is there: the project's, then the shared ones present; a shared
+    one that is missing (a checkout outside the workplace, whose ``../shared`` is elsewhere) is
+    said on stderr, since every table then lacks its rows."""
+    shared = []
+    for source in SHARED_SOURCE_FILES:
+        if source_path(source).is_file():
+            shared.append(source)
+        else:
+            print(
+                f"accuracy: {source} left out: {source_path(source)} not found (the shared "
+                "ground truth, ../shared/data/ground_truth beside the checkout)",
+                file=sys.stderr,
+            )
     return (*SOURCE_FILES, *shared)
 
 
