@@ -18,7 +18,10 @@ every pending job gets the forecast the service made then. Each job's real start
 recording (squeue/sacct). Reported per job and overall: the predicted start (p50 of the queue
 forecast) and Slurm's own estimate (``StartTime``, which assumes the running jobs run to their
 time limits) minus the real start, at the first poll that saw the job pending and on average
-over every poll while it waited, and how often the real start fell in the forecast's p10-p90.
+over every poll while it waited, and how often the real start fell in the forecast's p10-p90;
+and, as ``benchmarks/pending_replay.py`` reports, the median of |p50 - real start| / (real start
+- poll) over the polls at least ``MIN_WAIT_S`` before the start, with the p10-p90 coverage over
+those polls. The forecast simulates the recorded cluster's backfill cycle (``bf_interval`` 5 s).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import argparse
 import gzip
 import json
 import logging
+import math
 import os
 import shutil
 import statistics
@@ -42,6 +46,7 @@ from adapters.logs import LogTailer
 from adapters.slurm import SlurmSource
 from adapters.slurm.source import CommandResult, subprocess_runner
 from planner.service.loops import IngestLoop, IngestSettings
+from planner.service.loops.context import QueueForecastConfig
 from planner.service.store.sql import SqlStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,6 +58,10 @@ WORKDIR = "/tmp/planner-review-replay"
 POLL_S = 3.0
 #: How far back sacct reads ended jobs (recording and replay must agree: it is in the argv).
 SACCT_WINDOW_S = 900.0
+#: The recorded cluster's ``bf_interval`` (deploy/dev/slurm-up.sh: SchedulerParameters).
+BACKFILL_INTERVAL_S = 5.0
+#: Polls closer than this to a job's real start are left out of the error over the wait.
+MIN_WAIT_S = 5.0
 WHOLE = ("-N", "2", "--ntasks-per-node=1", "--gres=gpu:h100:8")  # all 16 GPUs, 2 ranks
 #: (submit offset s, name, sbatch arguments, iterations): the recorded sequence.
 JOBS: tuple[tuple[float, str, tuple[str, ...], int], ...] = (
@@ -244,7 +253,9 @@ def replay(data: Path) -> dict[str, Any]:
             [source],
             LogTailer(allowed_file_roots={"slurm": roots}),
             clock=lambda: clock[0],
-            settings=IngestSettings(),
+            settings=IngestSettings(
+                queue_forecast=QueueForecastConfig(backfill_interval_s=BACKFILL_INTERVAL_S)
+            ),
         )
         sizes = manifest["log_sizes"]
         for t in polls:
@@ -299,6 +310,13 @@ def _figures(
         row["slurm_estimates"] = f"{len(slurm)}/{len(waits)}"
         banded = [w for w in waits if w[2] is not None and w[3] is not None]
         row["in_band"] = f"{sum(1 for w in banded if w[2] <= real <= w[3])}/{len(banded)}"
+        # over the polls at least MIN_WAIT_S before the start: |p50 - real| / time left to it
+        far = [w for w in waits if w[1] is not None and real - w[0] >= MIN_WAIT_S]
+        row["rel"] = [abs(w[1] - real) / (real - w[0]) for w in far]
+        row["covered"] = [
+            w[2] is not None and w[3] is not None and w[2] <= real <= w[3] for w in far
+        ]
+        row["median_rel"] = statistics.median(row["rel"]) if row["rel"] else None
         rows.append(row)
     waited = [r for r in rows if r.get("waited_s", 0) > POLL_S]
     summary = {
@@ -309,6 +327,9 @@ def _figures(
         "median_abs_first_slurm_s": _median(r.get("first_slurm_s") for r in waited),
         "median_mean_abs_planner_s": _median(r.get("mean_abs_planner_s") for r in waited),
         "median_mean_abs_slurm_s": _median(r.get("mean_abs_slurm_s") for r in waited),
+        "median_rel": _median(x for r in waited for x in r["rel"]),
+        "forecasts": sum(len(r["rel"]) for r in waited),
+        "coverage": statistics.fmean([c for r in waited for c in r["covered"]] or [math.nan]),
     }
     return {"summary": summary, "jobs": rows, "manifest": manifest}
 
@@ -316,6 +337,10 @@ def _figures(
 def _median(values: Any) -> float | None:
     found = [abs(v) for v in values if v is not None]
     return statistics.median(found) if found else None
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def _s(value: float | None, sign: str = "+") -> str:
@@ -342,20 +367,24 @@ def markdown(figures: dict[str, Any]) -> str:
         "start; *first*: at the first poll that saw the job pending (Slurm: its first "
         "estimate, its backfill runs every 5 s); *mean*: mean absolute error over every poll "
         "while it waited; *in band*: polls whose p10-p90 held the real start. Slurm's estimate "
-        "is its `StartTime`, which assumes the running jobs run to their time limits.",
+        "is its `StartTime`, which assumes the running jobs run to their time limits. "
+        f"*error / wait*: median over the polls at least {MIN_WAIT_S:g} s before the real start "
+        "of |planner p50 - real| / (real start - poll). The forecast simulates Slurm's backfill "
+        f"cycle every {BACKFILL_INTERVAL_S:g} s, the recorded cluster's `bf_interval`.",
         "",
         "| job | waited | polls | planner, first | Slurm, first | planner, mean abs | "
-        "Slurm, mean abs | Slurm estimates | in band |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "Slurm, mean abs | Slurm estimates | in band | error / wait |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in figures["jobs"]:
         if r.get("waited_s", 0.0) <= manifest["poll_s"]:
-            lines.append(f"| {r['job']} | started within a poll | | | | | | | |")
+            lines.append(f"| {r['job']} | started within a poll | | | | | | | | |")
             continue
         lines.append(
             f"| {r['job']} | {r['waited_s']:.0f} s | {r['polls']} | {_s(r['first_planner_s'])} | "
             f"{_s(r['first_slurm_s'])} | {_s(r['mean_abs_planner_s'], '')} | "
-            f"{_s(r['mean_abs_slurm_s'], '')} | {r['slurm_estimates']} | {r['in_band']} |"
+            f"{_s(r['mean_abs_slurm_s'], '')} | {r['slurm_estimates']} | {r['in_band']} | "
+            f"{_ratio(r['median_rel'])} |"
         )
     lines += [
         "",
@@ -363,7 +392,9 @@ def markdown(figures: dict[str, Any]) -> str:
         f"first sight {_s(summary['median_abs_first_planner_s'], '')} (planner) vs "
         f"{_s(summary['median_abs_first_slurm_s'], '')} (Slurm); median of the per-job mean "
         f"absolute error {_s(summary['median_mean_abs_planner_s'], '')} vs "
-        f"{_s(summary['median_mean_abs_slurm_s'], '')}.",
+        f"{_s(summary['median_mean_abs_slurm_s'], '')}. Over the {summary['forecasts']} polls "
+        f"at least {MIN_WAIT_S:g} s before a start: median |error| / wait "
+        f"{_ratio(summary['median_rel'])}, p10-p90 coverage {summary['coverage']:.0%}.",
     ]
     return "\n".join(lines) + "\n"
 

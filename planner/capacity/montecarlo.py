@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -156,11 +156,13 @@ class Draws:
     """The random inputs of ``S`` samples of one scenario: ``work_s`` ``(S, K)`` (seconds of
     training of each option), ``fail_counts`` ``(S, J)`` (interruptions drawn per job) and
     ``fail_gpu_s`` (their times on each job's GPU-second clock, flat: sample by sample, job by
-    job, ascending)."""
+    job, ascending); ``backfill_phase_s`` ``(S,)``: each sample's first backfill cycle, seconds
+    from the start (empty: at 0; ``Workload.backfill_interval_s``)."""
 
     work_s: FloatArray
     fail_counts: IntArray
     fail_gpu_s: FloatArray
+    backfill_phase_s: FloatArray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def num_samples(self) -> int:
@@ -176,7 +178,12 @@ class Draws:
         """Samples ``lo`` to ``hi`` (exclusive)."""
         per_sample = self.fail_counts.sum(axis=1)
         a, b = int(per_sample[:lo].sum()), int(per_sample[:hi].sum())
-        return Draws(self.work_s[lo:hi], self.fail_counts[lo:hi], self.fail_gpu_s[a:b])
+        return Draws(
+            self.work_s[lo:hi],
+            self.fail_counts[lo:hi],
+            self.fail_gpu_s[a:b],
+            self.backfill_phase_s[lo:hi],
+        )
 
 
 def draw_normals(
@@ -239,14 +246,18 @@ def draw_durations(
     """The random inputs of ``S = len(normals)`` samples: work ``(S, K)`` from each job's
     normal draw (``runtime.draw_runtimes``: the two-piece log-normal of each option's band),
     and each job's interruptions (``draw_failures``, from ``failure_seed``, else a seed drawn
-    from ``rng``)."""
+    from ``rng``), and with a ``Workload.backfill_interval_s`` each sample's first backfill
+    cycle (uniform over one interval, from ``rng`` after the seed)."""
     below = w.opt_log_work_sigma_below if w.opt_log_work_sigma_below.size else w.opt_log_work_sigma
     work = draw_runtimes(
         np.exp(w.opt_log_work_mu), below, w.opt_log_work_sigma, normals[:, w.opt_job]
     )
     seed = failure_seed if failure_seed is not None else int(rng.integers(2**62))
     counts, times = draw_failures(w, normals.shape[0], seed)
-    return Draws(work, counts, times)
+    phase: FloatArray = np.zeros(0)
+    if w.backfill_interval_s > 0:  # when in its cycle the scheduler is now: unknown, uniform
+        phase = np.asarray(rng.random(normals.shape[0]), np.float64) * w.backfill_interval_s
+    return Draws(work, counts, times, phase)
 
 
 def simulate_chunk(workloads: Sequence[Workload], item: tuple[int, Draws]) -> Outcomes:
@@ -262,8 +273,14 @@ def simulate_chunk(workloads: Sequence[Workload], item: tuple[int, Draws]) -> Ou
     for s in range(draws.num_samples):
         checkpoint()
         lo = int(ends[s - 1]) if s else 0
+        phases = draws.backfill_phase_s
         outcomes.append(
-            sim.run(draws.work_s[s], draws.fail_counts[s], draws.fail_gpu_s[lo : int(ends[s])])
+            sim.run(
+                draws.work_s[s],
+                draws.fail_counts[s],
+                draws.fail_gpu_s[lo : int(ends[s])],
+                backfill_phase_s=float(phases[s]) if phases.size else 0.0,
+            )
         )
     return Outcomes.stack(outcomes)
 

@@ -14,6 +14,7 @@ needs whole nodes waits for a CPU-only job on one of them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ from planner.capacity.montecarlo import (
     draw_normals,
     simulate_workloads,
 )
-from planner.capacity.runtime import InterruptionModel
+from planner.capacity.runtime import InterruptionModel, share_draws
 from planner.capacity.snapshot import QueuedJob, QueueSnapshot
 from planner.capacity.stats import quantiles
 from planner.catalog import gpu_key_for_gres_type
@@ -115,18 +116,27 @@ def forecast_pending(
     *,
     rng: np.random.Generator,
     samples: int = 100,
+    backfill_interval_s: float = 0.0,
 ) -> dict[str, PendingForecast]:
     """Predicted start and completion (p10/p50/p90) of every pending job of ``snapshot``,
     keyed by job id, from ``snapshot.taken_at_s``: the running jobs end at draws from their
-    runtime bands, the pending ones start as the fleet's scheduler would start them. Pending
-    jobs that fit no pool are left out."""
+    runtime bands (jobs of one ``draw_group`` at one quantile of theirs), the pending ones
+    start as the fleet's scheduler would start them. ``backfill_interval_s``: Slurm's
+    ``bf_interval`` (jobs behind a pool's head start only in a backfill cycle, at a phase drawn
+    per sample; 0: at every event). Pending jobs that fit no pool are left out."""
     w = build_workload(fleet, (), snapshot, start_s=snapshot.taken_at_s)
+    if backfill_interval_s > 0:
+        w = dataclasses.replace(w, backfill_interval_s=backfill_interval_s)
     if w.num_jobs == 0:
         return {}
-    durations = draw_durations(w, draw_normals(w.job_names, samples, rng), rng)
+    by_name = {job.display_name: job for job in snapshot.jobs}
+    normals = draw_normals(w.job_names, samples, rng)
+    groups = [by_name[name].draw_group for name in w.job_names]
+    if any(groups):
+        normals = share_draws(normals, groups)
+    durations = draw_durations(w, normals, rng)
     out = simulate_workloads([w], [durations], LocalExecutor())[0]
     start_q, done_q = quantiles(out.start_s), quantiles(out.completion_s)
-    by_name = {job.display_name: job for job in snapshot.jobs}
     result: dict[str, PendingForecast] = {}
     for j, name in enumerate(w.job_names):
         job = by_name[name]

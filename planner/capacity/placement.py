@@ -8,7 +8,8 @@ taken. This simulation keeps every node's free CPUs, memory and GPUs
 holding per node (``planner.specs.job.JobResources``), one Monte Carlo sample at a time:
 
 - **Running jobs** release what they hold on each node when they end: at a draw from their
-  remaining-runtime band, at most their time limit. What the nodes report held beyond the known
+  remaining-runtime band (jobs of one ``draw_group`` at one quantile of theirs), at most their
+  time limit. What the nodes report held beyond the known
   jobs' holdings (jobs the planner was not given) stays held.
 - **Pending jobs** are taken in the given order (the scheduler's priority) and start while one
   fits: ``num_nodes`` usable nodes of their partitions (not down, drained or failed; all of
@@ -42,7 +43,7 @@ import numpy as np
 
 from planner.capacity.fleet import DEFAULT_HORIZON_S
 from planner.capacity.pending import PendingForecast
-from planner.capacity.runtime import RuntimeBand, band_arrays, draw_runtimes
+from planner.capacity.runtime import RuntimeBand, band_arrays, draw_runtimes, share_draws
 from planner.capacity.stats import quantiles
 from planner.capacity.workload import BoolArray, FloatArray, IntArray
 from planner.errors import SpecError
@@ -62,11 +63,15 @@ UNAVAILABLE = ("down", "drain", "fail", "maint", "unknown", "not_responding", "p
 class PlacedJob:
     """One active job for the node simulation: the scheduler's view (``state``), its runtime
     band (remaining wall time of a running job from the forecast's time, the whole run of a
-    pending one, seconds) and what it asks of or holds on each node (``resources``)."""
+    pending one, seconds) and what it asks of or holds on each node (``resources``).
+    ``draw_group``: jobs of one non-empty group (the same program on the same hardware) draw
+    their runtimes at one quantile of their bands in each sample
+    (``planner.capacity.runtime.share_draws``); empty: the job's own draw."""
 
     state: JobState
     runtime: RuntimeBand
     resources: JobResources
+    draw_group: str = ""
 
     def __post_init__(self) -> None:
         if self.resources.job_id != self.state.job_id:
@@ -706,6 +711,8 @@ def forecast_on_nodes(
         return {}
     queue = _queue(nodes, jobs, taken_at_s)
     normals = rng.standard_normal((samples, len(jobs)))
+    if any(job.draw_group for job in jobs):
+        normals = share_draws(normals, [job.draw_group for job in jobs])
     run_s = draw_runtimes(*band_arrays([job.runtime for job in jobs]), normals)
     start = np.empty((samples, len(jobs)))
     done = np.empty((samples, len(jobs)))

@@ -49,6 +49,7 @@ __all__ = [
     "RuntimeBand",
     "band_arrays",
     "draw_runtimes",
+    "share_draws",
 ]
 
 Z90 = NormalDist().inv_cdf(0.9)
@@ -166,6 +167,28 @@ def draw_runtimes(
     ``sigma_below``, ``sigma_above``."""
     sd = np.where(normals < 0.0, sigma_below, sigma_above)
     out: NDArray[np.float64] = p50_s * np.exp(sd * normals)
+    return out
+
+
+def share_draws(normals: NDArray[np.float64], groups: Sequence[str]) -> NDArray[np.float64]:
+    """``normals`` ``(S, K)`` with the columns of jobs of one draw group made one: every column
+    whose ``groups`` entry (``(K,)``) is not empty takes the draws of the first column of its
+    group; an empty group keeps its own draws. A copy; raises ``ValueError`` when ``groups``
+    is not one entry per column.
+
+    Jobs of one group run the same program on the same hardware: the planner's runtime band of
+    each is its uncertainty about that program's speed there, which is the same unknown for
+    all of them, so each lands at the same quantile of its own band (two copies of one
+    training run started together end together, and a job that fits only once both are done
+    is not overtaken by a backfilled one in a gap between their ends that the scheduler
+    never saw)."""
+    if len(groups) != normals.shape[1]:
+        raise ValueError(f"{len(groups)} draw groups for {normals.shape[1]} columns of draws")
+    out = normals.copy()
+    first: dict[str, int] = {}
+    for k, group in enumerate(groups):
+        if group:
+            out[:, k] = out[:, first.setdefault(group, k)]
     return out
 
 

@@ -70,7 +70,7 @@ from planner.specs.hardware import Precision
 
 __all__ = ["DONE", "FAILED", "LIMIT", "PREEMPTED", "SampleOutcome", "Simulator", "completion"]
 
-_END, _CAPACITY, _ELIGIBLE = 0, 1, 2
+_END, _CAPACITY, _ELIGIBLE, _BACKFILL = 0, 1, 2, 3
 DONE, FAILED, LIMIT, PREEMPTED = 0, 1, 2, 3
 """How a run ends: its work done, an interruption, its time limit, evicted by Kueue."""
 #: Event times of one sample between two budget checkpoints (``planner.search.budget``).
@@ -195,12 +195,15 @@ class Simulator:
         work_s: FloatArray,
         fail_counts: IntArray | None = None,
         fail_gpu_s: FloatArray | None = None,
+        backfill_phase_s: float = 0.0,
     ) -> SampleOutcome:
         """Simulate one future where option ``k`` needs ``work_s[k]`` seconds of training
         (shape ``(K,)``; a running job: from the review's start). ``fail_counts`` ``(J,)``
         and ``fail_gpu_s`` (their concatenation, job by job, ascending within each) are the
-        interruptions of each job on its own GPU-second clock; None: no interruptions."""
-        return _Run(self, work_s, fail_counts, fail_gpu_s).go()
+        interruptions of each job on its own GPU-second clock; None: no interruptions.
+        ``backfill_phase_s``: the first backfill cycle's time, seconds from the start (cycles
+        every ``Workload.backfill_interval_s`` from there; module docstring)."""
+        return _Run(self, work_s, fail_counts, fail_gpu_s, backfill_phase_s).go()
 
 
 class _Run:
@@ -212,9 +215,14 @@ class _Run:
         work_s: FloatArray,
         fail_counts: IntArray | None,
         fail_gpu_s: FloatArray | None,
+        backfill_phase_s: float = 0.0,
     ) -> None:
         w = sim.w
         self.sim, self.w = sim, w
+        self.bf_interval = float(w.backfill_interval_s)
+        self.bf_phase = float(backfill_phase_s)
+        self.bf_due: dict[int, float] = {}  # pool -> its next backfill cycle, once asked for
+        self.bf_now: set[int] = set()  # pools whose backfill cycle is at this event time
         self.work = work_s.tolist()
         num = w.num_jobs
         if fail_counts is None or fail_gpu_s is None:
@@ -290,6 +298,10 @@ class _Run:
                     finish(ident, t)
                 elif kind == _ELIGIBLE:
                     enqueue(ident)
+                elif kind == _BACKFILL:
+                    self.bf_now.add(ident)
+                    self.dirty.add(ident)
+                    self.bf_due.pop(ident, None)
                 else:
                     p = int(w.change_pool[ident])
                     self.cap[p] += int(w.change_delta[ident])
@@ -298,6 +310,7 @@ class _Run:
                     self.dirty.add(p)
             if self.dirty:
                 schedule(max(t, 0.0))
+            self.bf_now.clear()
         return self._outcome()
 
     def _outcome(self) -> SampleOutcome:
@@ -540,7 +553,7 @@ class _Run:
         while i < idx.size and state.fits(nodes_list[pos := int(idx[i])], per_node_list[pos]):
             self._start_at(p, pos, t)
             i += 1
-        if i >= idx.size - 1:
+        if i >= idx.size - 1 or not self._backfill_cycle(p, t):
             return
         head = int(idx[i])
         rest = idx[i + 1 :]
@@ -586,6 +599,19 @@ class _Run:
                 left[where] -= amounts
             first = m + 1
 
+    def _backfill_cycle(self, p: int, t: float) -> bool:
+        """Whether pool ``p``'s jobs behind its head may be backfilled at ``t``: always when
+        backfill runs at every event (``backfill_interval_s`` 0), else only in a backfill
+        cycle; otherwise the next cycle is asked for (an event that runs the pass again)."""
+        if self.bf_interval <= 0 or p in self.bf_now:
+            return True
+        if p not in self.bf_due:
+            cycles = math.floor((t - self.bf_phase) / self.bf_interval) + 1
+            due = self.bf_phase + cycles * self.bf_interval
+            self.bf_due[p] = due
+            heapq.heappush(self.events, (due, _BACKFILL, p))
+        return False
+
     def _shadow(self, p: int, need: int) -> tuple[float, int]:
         """(shadow time, GPUs freed by then) for ``need`` more GPUs, from the reservations."""
         ends = self.reserved[p]
@@ -610,7 +636,7 @@ class _Run:
             self._start_at(p, int(idx[i]), t)
             free -= int(gpus[idx[i]])
             i += 1
-        if i >= idx.size - 1:
+        if i >= idx.size - 1 or not self._backfill_cycle(p, t):
             return
         head_gpus = int(gpus[idx[i]])
         if head_gpus > self.cap[p]:

@@ -33,7 +33,10 @@ class QueuedJob:
     first (Slurm's job priority, Kueue's workload priority). ``pool`` names the fleet pool
     explicitly; otherwise the job's partition (or Kueue flavor) or GPU type picks it. A job
     of no GPUs (``num_gpus`` 0) that holds ``num_nodes`` nodes of a GPU partition (a CPU-only
-    job) holds them whole in a review that places jobs on nodes.
+    job) holds them whole in a review that places jobs on nodes. ``draw_group``: jobs of one
+    non-empty group (the same program on the same hardware) draw their runtimes at one
+    quantile of their bands in each sample of the queue forecast
+    (``planner.capacity.runtime.share_draws``); empty: the job's own draw.
     """
 
     state: JobState
@@ -43,6 +46,7 @@ class QueuedJob:
     deadline_s: float | None = None
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
     pool: str | None = None
+    draw_group: str = ""
 
     def __post_init__(self) -> None:
         if not self.state.status.is_active:

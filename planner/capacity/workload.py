@@ -66,7 +66,8 @@ class Workload:
     ``pool_interruption_rate`` ``(P,)``: unexpected interruptions per GPU-hour of jobs in
     each pool (empty: ``interruptions.rate_per_gpu_hour`` in every pool).
     ``queue_preemption`` ``(Q,)``: each ClusterQueue's ``spec.preemption`` (empty: none
-    preempts).
+    preempts). ``backfill_interval_s``: Slurm's ``bf_interval``, seconds between two backfill
+    cycles (``planner.capacity.simulate``; 0: backfill at every event).
     """
 
     start_s: float
@@ -118,6 +119,7 @@ class Workload:
     pool_nodes: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
     opt_num_nodes: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
     queue_preemption: tuple[Preemption, ...] = ()
+    backfill_interval_s: float = 0.0
 
     @property
     def num_jobs(self) -> int:

@@ -255,6 +255,15 @@ class QueueForecastSettings(BaseModel):
         "0.16 on the dev Slurm's scripted mix, benchmarks/results/pending_replay.md) but 6-8 "
         "times the CPU of the pool model, so off by default.",
     )
+    backfill_interval_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="Seconds between two of Slurm's backfill cycles (slurm.conf "
+        "SchedulerParameters bf_interval; Slurm's default 30): a job behind a partition's "
+        "first waiting job starts only in one, so a gap shorter than this between two jobs' "
+        "ends is not backfilled. 0: at every job end. Used by the pooled model (jobs placed on "
+        "nodes backfill at every end).",
+    )
     worker_min_jobs: int = Field(
         default=1000,
         ge=0,

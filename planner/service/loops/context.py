@@ -21,8 +21,9 @@ class QueueForecastConfig:
     """The knobs of the pending jobs' forecast (``planner.service.loops.queue_forecast``):
     Monte Carlo samples, least seconds between two forecasts of an unchanged queue, a fleet
     file's pools to use instead of the sources' nodes (None: the nodes), from how many
-    active jobs on a queue is forecast in the worker process (0: never), and whether jobs are
-    placed on the nodes when the source reports what they ask of each."""
+    active jobs on a queue is forecast in the worker process (0: never), whether jobs are
+    placed on the nodes when the source reports what they ask of each, and Slurm's seconds
+    between two backfill cycles (``bf_interval``, in the pools' simulation)."""
 
     enabled: bool = True
     samples: int = 100
@@ -30,6 +31,7 @@ class QueueForecastConfig:
     fleet: Fleet | None = None
     worker_min_jobs: int = 1000
     place_on_nodes: bool = False
+    backfill_interval_s: float = 30.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,6 +36,7 @@ one took.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -67,6 +68,7 @@ from planner.specs.job import ClusterSnapshot, JobResources, JobState, JobStatus
 
 __all__ = [
     "ForecastRequest",
+    "draw_group",
     "forecast_queue",
     "make_forecast",
     "published_forecast",
@@ -133,6 +135,19 @@ def runtime_band(
         return RuntimeBand(p10_s=limit_left, p50_s=limit_left, p90_s=limit_left), "time_limit"
     beyond = 2.0 * horizon_s
     return RuntimeBand(p10_s=beyond, p50_s=beyond, p90_s=beyond), "none"
+
+
+def draw_group(scenario: Mapping[str, object] | None, job: JobState) -> str:
+    """The job's draw group in the forecast's samples (``planner.capacity.runtime.share_draws``):
+    a digest of its described scenario (model, parallelism, training) with the GPU type, GPUs
+    and nodes it holds or asks for, so that jobs running one program on the same hardware land
+    at one quantile of their runtime bands; "" (its own draw) for a job not described."""
+    if not scenario:
+        return ""
+    text = json.dumps(
+        [scenario, job.gpu_type, job.num_gpus, job.num_nodes], sort_keys=True, default=str
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _queue_key(jobs: Sequence[JobState], nodes: Sequence[NodeState]) -> str:
@@ -222,7 +237,8 @@ class ForecastRequest:
     in queue order, where each band comes from, and the Monte Carlo samples. When ``placed``
     is not empty the jobs are placed on ``nodes`` instead of the fleet's pools: ``placed``
     holds every active job the source reported resources for (CPU-only ones too), in queue
-    order, and ``jobs`` the GPU jobs the records are made for."""
+    order, and ``jobs`` the GPU jobs the records are made for. ``backfill_interval_s``: Slurm's
+    ``bf_interval`` for the pools' simulation (``forecast_pending``)."""
 
     key: str
     made_at_s: float
@@ -233,6 +249,7 @@ class ForecastRequest:
     samples: int
     nodes: tuple[NodeState, ...] = ()
     placed: tuple[PlacedJob, ...] = ()
+    backfill_interval_s: float = 0.0
 
 
 def make_forecast(request: ForecastRequest) -> dict[str, dict[str, object]]:
@@ -253,6 +270,7 @@ def make_forecast(request: ForecastRequest) -> dict[str, dict[str, object]]:
             QueueSnapshot(taken_at_s=request.made_at_s, jobs=request.jobs),
             rng=np.random.default_rng(SEED),
             samples=request.samples,
+            backfill_interval_s=request.backfill_interval_s,
         )
     return {
         q.state.job_id: _record(
@@ -298,10 +316,15 @@ def _request(
             now_s=now_s,
             horizon_s=fleet.horizon_s if fleet else DEFAULT_HORIZON_S,
         )
+        group = draw_group(rows[job.job_id].scenario, job)
         if job.num_gpus > 0:
-            queued.append(QueuedJob(state=job, runtime=band))
+            queued.append(QueuedJob(state=job, runtime=band, draw_group=group))
         if resources and job.job_id in resources:
-            placed.append(PlacedJob(state=job, runtime=band, resources=resources[job.job_id]))
+            placed.append(
+                PlacedJob(
+                    state=job, runtime=band, resources=resources[job.job_id], draw_group=group
+                )
+            )
     return ForecastRequest(
         key=key,
         made_at_s=now_s,
@@ -312,6 +335,7 @@ def _request(
         samples=deps.settings.queue_forecast.samples,
         nodes=tuple(snapshot.nodes) if resources else (),
         placed=tuple(placed),
+        backfill_interval_s=deps.settings.queue_forecast.backfill_interval_s,
     )
 
 
