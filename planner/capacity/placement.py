@@ -24,6 +24,10 @@ holding per node (``planner.specs.job.JobResources``), one Monte Carlo sample at
   As Slurm's backfill, the comparison is on a grid of ``bf_resolution`` (60 s by default): the
   job's end rounded up, the reservation's start rounded down (the dev Slurm kept a one-minute
   job waiting 50 s before a reservation 110 s away: ``benchmarks/pending_replay.py``).
+- Backfill runs in cycles ``bf_interval`` apart (``backfill_interval_s``; 0: at every event):
+  a job behind its partitions' head starts only in one, as Slurm's main scheduler stops at a
+  partition's first job that does not fit and leaves the rest to the backfill thread; a gap
+  between two ends shorter than the interval is then mostly not backfilled.
 - A job runs its sampled runtime, killed at its time limit (then it never completes).
 
 QOS, reservation and account limits are not modelled (a job held by one waits past the
@@ -392,8 +396,14 @@ class _Sample:
         *,
         origin_s: float = 0.0,
         resolution_s: float = 0.0,
+        backfill_interval_s: float = 0.0,
+        backfill_phase_s: float = 0.0,
     ) -> None:
         self.queue = queue
+        self.bf_interval = backfill_interval_s
+        self.bf_phase = backfill_phase_s
+        self.bf_now = False  # this event time is a backfill cycle
+        self.bf_due: float | None = None  # the next backfill cycle, once asked for
         self.cap = queue.nodes.cap
         self.free = queue.nodes.free0.copy()
         self.excl = np.zeros(len(queue.nodes.index), np.int64)
@@ -463,6 +473,9 @@ class _Sample:
                 break
             while self.events and self.events[0][0] == t:
                 _, j = heapq.heappop(self.events)
+                if j < 0:  # a backfill cycle
+                    self.bf_now, self.bf_due = True, None
+                    continue
                 self._release(j, self.free, self.excl)
                 self.shape_fits.update(self.holding[j][0][0], self.free, self.excl)
                 at = int(self.queue.slot_of[j])
@@ -471,6 +484,19 @@ class _Sample:
                 self._table = None
                 del self.holding[j], self.reserved_end[j]
             self._pass(t)
+            self.bf_now = False
+
+    def _backfill_cycle(self, t: float) -> bool:
+        """Whether jobs behind a blocked head may start at ``t``: always when backfill runs at
+        every event (``bf_interval`` 0), else only in a backfill cycle; otherwise the next
+        cycle is asked for (an event that runs the pass again)."""
+        if self.bf_interval <= 0 or self.bf_now:
+            return True
+        if self.bf_due is None:
+            cycles = math.floor((t - self.bf_phase) / self.bf_interval) + 1
+            self.bf_due = self.bf_phase + cycles * self.bf_interval
+            heapq.heappush(self.events, (self.bf_due, -1))
+        return False
 
     def _start(self, j: int, req: _Request, nodes: IntArray, use: IntArray, t: float) -> None:
         self.free[nodes] -= use
@@ -572,6 +598,8 @@ class _Sample:
                     blocked.add(key)
                     held_back.append((req, None))
                 continue
+            if key in blocked and not self._backfill_cycle(t):
+                continue  # behind its partitions' head: only a backfill cycle starts it
             if len(reservations) < len(held_back):
                 reservations = self._reservations(held_back, t)
             binding = [r for r in reservations if self._overlaps(t + req.limit_s, r.start_s)]
@@ -698,13 +726,17 @@ def forecast_on_nodes(
     samples: int = 100,
     horizon_s: float = DEFAULT_HORIZON_S,
     backfill_resolution_s: float = BACKFILL_RESOLUTION_S,
+    backfill_interval_s: float = 0.0,
 ) -> dict[str, PendingForecast]:
     """Predicted start and completion (p10/p50/p90, epoch seconds; None: not within
     ``horizon_s`` or killed at its limit) of every pending job of ``jobs``, keyed by job id,
     from ``taken_at_s``, simulated ``samples`` times on ``nodes`` (module docstring).
     ``jobs`` are in the scheduler's priority order (running ones anywhere); a running job's
     ``runtime`` is its remaining wall time from ``taken_at_s``. ``backfill_resolution_s`` is
-    Slurm's ``bf_resolution`` (0: exact times). Raises ``SpecError`` for ``samples`` < 1."""
+    Slurm's ``bf_resolution`` (0: exact times); ``backfill_interval_s`` its ``bf_interval``
+    (0: backfill at every event; else a job behind its partitions' head starts only in a
+    backfill cycle, the first at a phase drawn per sample after the runtimes). Raises
+    ``SpecError`` for ``samples`` < 1."""
     if samples < 1:
         raise SpecError("samples", f"must be >= 1, got {samples}")
     if not any(not job.running for job in jobs):
@@ -714,6 +746,9 @@ def forecast_on_nodes(
     if any(job.draw_group for job in jobs):
         normals = share_draws(normals, [job.draw_group for job in jobs])
     run_s = draw_runtimes(*band_arrays([job.runtime for job in jobs]), normals)
+    phases = np.zeros(samples)
+    if backfill_interval_s > 0:  # when in its cycle the scheduler is now: unknown, uniform
+        phases = backfill_interval_s * np.asarray(rng.random(samples), np.float64)
     start = np.empty((samples, len(jobs)))
     done = np.empty((samples, len(jobs)))
     for s in range(samples):
@@ -724,6 +759,8 @@ def forecast_on_nodes(
             horizon_s,
             origin_s=taken_at_s,
             resolution_s=backfill_resolution_s,
+            backfill_interval_s=backfill_interval_s,
+            backfill_phase_s=float(phases[s]),
         )
         sample.go()
         start[s] = sample.start

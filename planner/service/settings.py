@@ -261,8 +261,7 @@ class QueueForecastSettings(BaseModel):
         description="Seconds between two of Slurm's backfill cycles (slurm.conf "
         "SchedulerParameters bf_interval; Slurm's default 30): a job behind a partition's "
         "first waiting job starts only in one, so a gap shorter than this between two jobs' "
-        "ends is not backfilled. 0: at every job end. Used by the pooled model (jobs placed on "
-        "nodes backfill at every end).",
+        "ends is mostly not backfilled. 0: at every job end.",
     )
     worker_min_jobs: int = Field(
         default=1000,

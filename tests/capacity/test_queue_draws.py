@@ -1,5 +1,6 @@
 """The pending-queue forecast's draws of the running jobs' ends: jobs of one program on the
-same hardware share their quantile, and Slurm backfills only in its backfill cycles.
+same hardware share their quantile, and Slurm backfills only in its backfill cycles (the pooled
+model, ``forecast_pending``, and jobs placed on nodes, ``forecast_on_nodes``).
 
 The queue is the replayed dev Slurm's (``benchmarks/review_replay.py``): two copies of one
 8-GPU training run hold a 16-GPU partition, a 16-GPU job waits for both, and a 4-GPU job with
@@ -19,8 +20,10 @@ from planner.capacity import (
     forecast_pending,
 )
 from planner.capacity.fleet import Fleet
+from planner.capacity.pending import PendingForecast
+from planner.capacity.placement import PlacedJob, forecast_on_nodes
 from planner.capacity.runtime import share_draws
-from planner.specs.job import JobState, JobStatus, NodeState
+from planner.specs.job import JobResources, JobState, JobStatus, NodeShare, NodeState
 
 NOW = 1_750_000_000.0
 
@@ -63,6 +66,12 @@ def _queue(first: RuntimeBand, second: RuntimeBand, group: str = "") -> QueueSna
     )
 
 
+def _p50(forecast: PendingForecast) -> float:
+    p50 = forecast.start_s[1]
+    assert p50 is not None
+    return p50
+
+
 def _fleet() -> Fleet:
     return fleet_from_nodes(
         [
@@ -90,12 +99,13 @@ def test_copies_of_one_run_end_together_and_the_wide_job_goes_first() -> None:
     rng = np.random.default_rng
     apart = forecast_pending(_fleet(), _queue(band, band), rng=rng(1), samples=200)
     together = forecast_pending(_fleet(), _queue(band, band, "same"), rng=rng(1), samples=200)
-    assert apart["77"].start_s[1] < apart["76"].start_s[1]  # backfilled into the gap
+    assert _p50(apart["77"]) < _p50(apart["76"])  # backfilled into the gap
     wide, small = together["76"].start_s, together["77"].start_s
     assert wide[0] is not None
     assert wide[2] is not None
     assert small[0] is not None
-    assert wide[1] == pytest.approx(NOW + 100.0, abs=5.0)
+    assert wide[1] is not None
+    assert wide[1] - NOW == pytest.approx(100.0, abs=5.0)
     assert small[0] >= wide[2]  # never before the 16-GPU job
 
 
@@ -137,3 +147,83 @@ def test_the_backfill_cycle_delays_a_backfilled_start_by_at_most_one_interval() 
     assert out[2] is not None
     assert NOW < out[0] < out[1] < out[2] < NOW + 30.0
     assert out[1] == pytest.approx(NOW + 15.0, abs=3.0)
+
+
+def _node(name: str, gpus_held: int) -> NodeState:
+    return NodeState(
+        name=name,
+        state="mixed",
+        num_gpus=8,
+        num_gpus_allocated=gpus_held,
+        gpu_type="h100",
+        num_cpus=64,
+        memory_bytes=512.0 * 1024**3,
+        partitions=("gpu",),
+        num_cpus_allocated=1 if gpus_held else 0,
+        memory_allocated_bytes=0.0,
+    )
+
+
+def _placed(job: QueuedJob, node_ids: tuple[str, ...], *, held: bool) -> PlacedJob:
+    gpus = job.state.num_gpus // max(len(node_ids), 1)
+    resources = (
+        JobResources(
+            job_id=job.state.job_id,
+            num_nodes=len(node_ids),
+            held=tuple(
+                NodeShare(node=n, num_cpus=1, memory_bytes=0.0, num_gpus=gpus) for n in node_ids
+            ),
+        )
+        if held
+        else JobResources(
+            job_id=job.state.job_id,
+            num_nodes=len(node_ids),
+            gpus_per_node=gpus,
+            gpu_type="h100",
+            partitions=("gpu",),
+        )
+    )
+    return PlacedJob(
+        state=job.state, runtime=job.runtime, resources=resources, draw_group=job.draw_group
+    )
+
+
+def _on_nodes(snapshot: QueueSnapshot) -> list[PlacedJob]:
+    where = {"74": ("n1",), "75": ("n2",), "76": ("n1", "n2"), "77": ("n1",)}
+    return [_placed(q, where[q.state.job_id], held=q.running) for q in snapshot.jobs]
+
+
+def test_on_nodes_copies_end_together_and_short_gaps_are_not_backfilled() -> None:
+    """The same queue with each job placed on the two 8-GPU nodes: drawn together, the two
+    copies free both nodes at once and the 16-GPU job starts first; ends 2 s apart are
+    backfilled at every event but, with a 30 s backfill cycle, mostly not."""
+    nodes = [_node("n1", 8), _node("n2", 8)]
+    band = RuntimeBand(p10_s=80.0, p50_s=100.0, p90_s=125.0)
+    rng = np.random.default_rng
+
+    def forecast(snapshot: QueueSnapshot, interval_s: float = 0.0) -> dict[str, PendingForecast]:
+        return forecast_on_nodes(
+            nodes,
+            _on_nodes(snapshot),
+            taken_at_s=NOW,
+            rng=rng(1),
+            samples=200,
+            backfill_resolution_s=0.0,
+            backfill_interval_s=interval_s,
+        )
+
+    apart, together = forecast(_queue(band, band)), forecast(_queue(band, band, "same"))
+    assert _p50(apart["77"]) < _p50(apart["76"])
+    small, wide = together["77"].start_s[0], together["76"].start_s[2]
+    assert small is not None
+    assert wide is not None
+    assert small >= wide
+    first, second = RuntimeBand(p10_s=100, p50_s=100, p90_s=100), fixed_band(102.0)
+    assert forecast(_queue(first, second))["76"].start_s[1] == pytest.approx(NOW + 220.0, abs=1.0)
+    cycles = forecast(_queue(first, second), 30.0)
+    assert cycles["76"].start_s[1] == pytest.approx(NOW + 102.0, abs=1.0)
+    assert cycles["77"].start_s[1] == pytest.approx(NOW + 162.0, abs=1.0)
+
+
+def fixed_band(seconds: float) -> RuntimeBand:
+    return RuntimeBand(p10_s=seconds, p50_s=seconds, p90_s=seconds)

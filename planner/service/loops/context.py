@@ -23,7 +23,7 @@ class QueueForecastConfig:
     file's pools to use instead of the sources' nodes (None: the nodes), from how many
     active jobs on a queue is forecast in the worker process (0: never), whether jobs are
     placed on the nodes when the source reports what they ask of each, and Slurm's seconds
-    between two backfill cycles (``bf_interval``, in the pools' simulation)."""
+    between two backfill cycles (``bf_interval``)."""
 
     enabled: bool = True
     samples: int = 100

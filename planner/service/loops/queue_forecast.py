@@ -238,7 +238,7 @@ class ForecastRequest:
     is not empty the jobs are placed on ``nodes`` instead of the fleet's pools: ``placed``
     holds every active job the source reported resources for (CPU-only ones too), in queue
     order, and ``jobs`` the GPU jobs the records are made for. ``backfill_interval_s``: Slurm's
-    ``bf_interval`` for the pools' simulation (``forecast_pending``)."""
+    ``bf_interval`` for the simulation (``forecast_pending``, ``forecast_on_nodes``)."""
 
     key: str
     made_at_s: float
@@ -263,6 +263,7 @@ def make_forecast(request: ForecastRequest) -> dict[str, dict[str, object]]:
             taken_at_s=request.made_at_s,
             rng=np.random.default_rng(SEED),
             samples=request.samples,
+            backfill_interval_s=request.backfill_interval_s,
         )
     elif request.fleet is not None:
         forecasts = forecast_pending(
