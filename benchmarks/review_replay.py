@@ -214,10 +214,12 @@ class Replayer:
 def replay(
     data: Path, *, backfill_interval_s: float = BACKFILL_INTERVAL_S, draw_groups: bool = True
 ) -> dict[str, Any]:
-    """Replay the recording in ``data`` through the ingest loop; the figures (module doc).
-    ``backfill_interval_s``: Slurm's backfill cycle in the forecast (0: backfill at every
-    event); ``draw_groups`` False: every job draws its runtime on its own (the forecast before
-    jobs of one program on one hardware shared their quantile), for the ablation."""
+    """Replay the recording in ``data`` through the ingest loop; the figures (module doc), and
+    under ``polls`` what every poll saw of each job while it waited: ``(poll time, p50, p10,
+    p90, Slurm's estimate)``, epoch seconds. ``backfill_interval_s``: Slurm's backfill cycle in
+    the forecast (0: backfill at every event); ``draw_groups`` False: every job draws its
+    runtime from its own band (the forecast before jobs of one program on one hardware shared
+    their band and quantile), for the ablation."""
     if not draw_groups:
         with mock.patch.object(queue_forecast, "draw_group", return_value=""):
             return replay(data, backfill_interval_s=backfill_interval_s)
@@ -340,7 +342,7 @@ def _figures(
         "forecasts": sum(len(r["rel"]) for r in waited),
         "coverage": statistics.fmean([c for r in waited for c in r["covered"]] or [math.nan]),
     }
-    return {"summary": summary, "jobs": rows, "manifest": manifest}
+    return {"summary": summary, "jobs": rows, "manifest": manifest, "polls": seen}
 
 
 def _median(values: Any) -> float | None:
@@ -414,7 +416,9 @@ def ablation(data: Path) -> str:
     runtimes drawn per job or per draw group, backfill at every event or in cycles."""
     lines = [
         "",
-        "Each mechanism on and off (same recording, same seed):",
+        "Each mechanism on and off (same recording, same seed; *per draw group*: pending jobs "
+        "of one program on the same hardware take the band of the one whose ETA was made last, "
+        "and all of the group draw at one quantile):",
         "",
         "| runtime draws | backfill | median abs(error) / wait | p10-p90 coverage | "
         "median per-job mean abs error | median first error |",

@@ -288,6 +288,36 @@ def make_forecast(request: ForecastRequest) -> dict[str, dict[str, object]]:
     }
 
 
+def _freshest_pending_bands(
+    jobs: Sequence[JobState],
+    rows: Mapping[str, JobRow],
+    bands: Mapping[str, RuntimeBand],
+    groups: Mapping[str, str],
+    basis: Mapping[str, str],
+) -> dict[str, RuntimeBand]:
+    """The whole-run band of each pending job of a draw group that has several, by job id: the
+    band of the one whose ETA was made last (``eta.made_at_s``). The jobs run one program on
+    the same hardware, so they have one runtime; their ETAs differ only by what the planner
+    knew when each was made (a pending job's prediction keeps the calibration of when it was
+    described), and two bands for one runtime would open a gap between their ends in every
+    sample that the scheduler never sees (a backfilled job slips into it)."""
+    latest: dict[str, tuple[float, str]] = {}
+    for job in jobs:
+        group = groups[job.job_id]
+        if job.status != JobStatus.PENDING or not group or basis[job.job_id] != "eta":
+            continue
+        made = _num((rows[job.job_id].eta or {}).get("made_at_s"))
+        if made is not None and made >= latest.get(group, (-math.inf, ""))[0]:
+            latest[group] = (made, job.job_id)
+    return {
+        job.job_id: bands[latest[groups[job.job_id]][1]]
+        for job in jobs
+        if job.status == JobStatus.PENDING
+        and groups[job.job_id] in latest
+        and basis[job.job_id] == "eta"
+    }
+
+
 def _request(
     deps: IngestDeps,
     snapshot: ClusterSnapshot,
@@ -309,15 +339,18 @@ def _request(
             fleet, fleet_name = _fleet_of(deps, snapshot)
         except PlannerError as exc:  # no GPU node is up: nothing can start
             fleet, fleet_name = None, f"nodes ({exc})"
-    queued, placed, basis = [], [], {}
+    queued, placed, basis, bands, groups = [], [], {}, {}, {}
     for job in jobs:
-        band, basis[job.job_id] = runtime_band(
+        bands[job.job_id], basis[job.job_id] = runtime_band(
             rows[job.job_id].eta,
             job,
             now_s=now_s,
             horizon_s=fleet.horizon_s if fleet else DEFAULT_HORIZON_S,
         )
-        group = draw_group(rows[job.job_id].scenario, job)
+        groups[job.job_id] = draw_group(rows[job.job_id].scenario, job)
+    bands.update(_freshest_pending_bands(jobs, rows, bands, groups, basis))
+    for job in jobs:
+        band, group = bands[job.job_id], groups[job.job_id]
         if job.num_gpus > 0:
             queued.append(QueuedJob(state=job, runtime=band, draw_group=group))
         if resources and job.job_id in resources:
