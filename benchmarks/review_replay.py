@@ -417,8 +417,8 @@ def ablation(data: Path) -> str:
     lines = [
         "",
         "Each mechanism on and off (same recording, same seed; *per draw group*: pending jobs "
-        "of one program on the same hardware take the band of the one whose ETA was made last, "
-        "and all of the group draw at one quantile):",
+        "of one program on the same hardware take the narrowest of their bands, and all of the "
+        "group draw at one quantile):",
         "",
         "| runtime draws | backfill | median abs(error) / wait | p10-p90 coverage | "
         "median per-job mean abs error | median first error |",

@@ -288,32 +288,31 @@ def make_forecast(request: ForecastRequest) -> dict[str, dict[str, object]]:
     }
 
 
-def _freshest_pending_bands(
+def _group_bands(
     jobs: Sequence[JobState],
-    rows: Mapping[str, JobRow],
     bands: Mapping[str, RuntimeBand],
     groups: Mapping[str, str],
     basis: Mapping[str, str],
 ) -> dict[str, RuntimeBand]:
-    """The whole-run band of each pending job of a draw group that has several, by job id: the
-    band of the one whose ETA was made last (``eta.made_at_s``). The jobs run one program on
-    the same hardware, so they have one runtime; their ETAs differ only by what the planner
-    knew when each was made (a pending job's prediction keeps the calibration of when it was
-    described), and two bands for one runtime would open a gap between their ends in every
-    sample that the scheduler never sees (a backfilled job slips into it)."""
-    latest: dict[str, tuple[float, str]] = {}
+    """The whole-run band of each pending job of a draw group, by job id: the narrowest of the
+    group's pending ETA bands (the least log-space spread ``RuntimeBand.sigma``; on a tie the
+    first in queue order). The jobs run one program on the same hardware, so they have one
+    runtime; their bands differ only by what the planner knew when each job was described (a
+    pending job's prediction keeps the online calibration of then, whose spread narrows as it
+    learns), and two bands for one runtime would open a gap between their ends in every sample
+    that the scheduler never sees (a backfilled job slips into it)."""
+    best: dict[str, str] = {}
     for job in jobs:
         group = groups[job.job_id]
         if job.status != JobStatus.PENDING or not group or basis[job.job_id] != "eta":
             continue
-        made = _num((rows[job.job_id].eta or {}).get("made_at_s"))
-        if made is not None and made >= latest.get(group, (-math.inf, ""))[0]:
-            latest[group] = (made, job.job_id)
+        if group not in best or bands[job.job_id].sigma < bands[best[group]].sigma:
+            best[group] = job.job_id
     return {
-        job.job_id: bands[latest[groups[job.job_id]][1]]
+        job.job_id: bands[best[groups[job.job_id]]]
         for job in jobs
         if job.status == JobStatus.PENDING
-        and groups[job.job_id] in latest
+        and groups[job.job_id] in best
         and basis[job.job_id] == "eta"
     }
 
@@ -348,7 +347,7 @@ def _request(
             horizon_s=fleet.horizon_s if fleet else DEFAULT_HORIZON_S,
         )
         groups[job.job_id] = draw_group(rows[job.job_id].scenario, job)
-    bands.update(_freshest_pending_bands(jobs, rows, bands, groups, basis))
+    bands.update(_group_bands(jobs, bands, groups, basis))
     for job in jobs:
         band, group = bands[job.job_id], groups[job.job_id]
         if job.num_gpus > 0:
