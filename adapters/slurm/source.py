@@ -26,13 +26,21 @@ from adapters.files import (
 )
 from adapters.slurm.output import SCHEDULER, SOURCE_SACCT
 from adapters.slurm.sacct import is_accounting_disabled, parse_sacct_json
-from adapters.slurm.scontrol import batch_script_failed, parse_cluster_name
+from adapters.slurm.scontrol import (
+    batch_script_failed,
+    parse_backfill_interval,
+    parse_cluster_name,
+)
 from adapters.slurm.sinfo import parse_sinfo_json
 from adapters.slurm.squeue import SqueueCache, SqueueRecord, parse_squeue_records
 from planner.errors import SourceError, SourcePermanentError, SourceTemporaryError
 from planner.specs.job import ClusterSnapshot, JobState
 
 _log = logging.getLogger(__name__)
+
+#: Seconds after which ``scontrol show config`` is read again (the cluster name, the backfill
+#: cycle): a reconfigured controller is seen within this.
+CONFIG_REFRESH_S = 600.0
 
 #: Batch scripts fetched at once (``scontrol write batch_script``), each its own process.
 SCRIPT_FETCHERS = 4
@@ -154,7 +162,10 @@ class SlurmSource:
         self._runner: Runner = runner or subprocess_runner
         self._env = dict(env or {})
         self._clock = clock
-        self._config_cluster: str | None = None
+        # `scontrol show config`: its text and when it was read (None: never read; ""
+        # when the read failed), for the cluster name and the backfill cycle.
+        self._config_text: str | None = None
+        self._config_read_s = 0.0
         # Slurm job id -> script text (None: Slurm has none, e.g. an srun job); fetched once.
         self._scripts: dict[int, str | None] = {}
         # The last squeue answer's records: the next poll parses only the jobs that changed.
@@ -202,9 +213,10 @@ class SlurmSource:
         seen = {job.job_id for job in jobs}
         jobs.extend(job for job in self._ended_jobs(warnings) if job.job_id not in seen)
 
+        config = self._config(taken_at_s, warnings)
         cluster = self._cluster or next((j.cluster for j in jobs if j.cluster), None)
         if not cluster:
-            cluster = self._cluster_from_config(warnings)
+            cluster = parse_cluster_name(config) or ""
         jobs = [j if j.cluster else replace(j, cluster=cluster) for j in jobs]
         return ClusterSnapshot(
             scheduler=SCHEDULER,
@@ -214,6 +226,7 @@ class SlurmSource:
             nodes=tuple(nodes),
             warnings=tuple(warnings),
             resources=tuple(r.resources for r in records if r.resources is not None),
+            backfill_interval_s=parse_backfill_interval(config),
         )
 
     def _wants_script(self, rec: SqueueRecord) -> bool:
@@ -315,15 +328,24 @@ class SlurmSource:
             warnings.append(f"recently ended jobs not read: {exc}")
             return []
 
-    def _cluster_from_config(self, warnings: list[str]) -> str:
-        if self._config_cluster is None:
-            try:
-                text = self._run_ok("scontrol", ["show", "config"])
-            except SourceError as exc:
-                warnings.append(f"cluster name unknown: {exc}")
-                return ""
-            self._config_cluster = parse_cluster_name(text) or ""
-        return self._config_cluster
+    def _config(self, now_s: float, warnings: list[str]) -> str:
+        """``scontrol show config``'s text, read at the first snapshot and again every
+        :data:`CONFIG_REFRESH_S` (an ``scontrol reconfigure`` changes it); "" when it could not
+        be read (a warning the first time, then the last text or "" until the next try)."""
+        if self._config_text is not None and now_s - self._config_read_s < CONFIG_REFRESH_S:
+            return self._config_text
+        first = self._config_text is None
+        self._config_read_s = now_s
+        try:
+            self._config_text = self._run_ok("scontrol", ["show", "config"])
+        except SourceError as exc:
+            if first:
+                warnings.append(
+                    f"scontrol show config not read (cluster name and backfill cycle unknown): "
+                    f"{exc}"
+                )
+            self._config_text = self._config_text or ""
+        return self._config_text
 
     # ----------------------------------------------------------------------------- files
 

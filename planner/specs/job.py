@@ -154,6 +154,9 @@ class ClusterSnapshot:
     ended recently (their final state and end time). ``warnings`` lists non-fatal problems met
     while reading (e.g. accounting disabled), one line each. ``resources`` holds what active
     jobs ask of or hold on each node, for the schedulers that report it (Slurm).
+    ``backfill_interval_s`` is the seconds between two of the scheduler's backfill cycles as
+    its configuration says (Slurm: ``SchedulerParameters`` ``bf_interval``); None when the
+    source does not know it or the scheduler does not backfill.
     """
 
     scheduler: str
@@ -163,6 +166,7 @@ class ClusterSnapshot:
     nodes: tuple[NodeState, ...] = ()
     warnings: tuple[str, ...] = field(default=())
     resources: tuple[JobResources, ...] = ()
+    backfill_interval_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

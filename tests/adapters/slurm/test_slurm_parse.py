@@ -14,7 +14,11 @@ from adapters.slurm.gres import GresItem, gpus_from_gres, gpus_from_tres, parse_
 from adapters.slurm.hostlist import expand_hostlist
 from adapters.slurm.output import parse_time_limit_s, slurm_state_to_status
 from adapters.slurm.sacct import is_accounting_disabled, parse_sacct_json
-from adapters.slurm.scontrol import batch_script_failed, parse_cluster_name
+from adapters.slurm.scontrol import (
+    batch_script_failed,
+    parse_backfill_interval,
+    parse_cluster_name,
+)
 from adapters.slurm.sinfo import parse_sinfo_json
 from adapters.slurm.squeue import expand_stdout_path, parse_squeue_json, parse_squeue_records
 from planner.errors import SourceError, SourcePermanentError, SourceTemporaryError
@@ -551,3 +555,16 @@ def test_expand_hostlist_keeps_suffixes_order_and_duplicates_as_written() -> Non
 def test_absurd_json_is_a_source_error(text: str) -> None:
     with pytest.raises(SourceError):
         parse_sinfo_json(text)
+
+
+def test_backfill_interval_from_scontrol_show_config() -> None:
+    recorded = read("scontrol_show_config.txt")  # the dev Slurm: bf_interval=5
+    assert parse_backfill_interval(recorded) == 5.0
+    unset = recorded.replace("bf_interval=5", "(null)")
+    assert parse_backfill_interval(unset) == 30.0  # Slurm's default
+    among = recorded.replace("bf_interval=5", "bf_continue,bf_interval=120,bf_max_job_test=500")
+    assert parse_backfill_interval(among) == 120.0
+    assert parse_backfill_interval(recorded.replace("bf_interval=5", "bf_interval=-1")) is None
+    assert parse_backfill_interval(recorded.replace("sched/backfill", "sched/builtin")) is None
+    assert parse_backfill_interval(recorded.replace("bf_interval=5", "bf_interval=soon")) is None
+    assert parse_backfill_interval("Foo = bar\n") is None

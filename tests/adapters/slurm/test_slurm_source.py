@@ -15,7 +15,13 @@ import pytest
 
 from adapters.files import MissingFileError, read_job_file
 from adapters.slurm import source as source_module
-from adapters.slurm.source import CommandResult, SlurmSource, detect_slurm, subprocess_runner
+from adapters.slurm.source import (
+    CONFIG_REFRESH_S,
+    CommandResult,
+    SlurmSource,
+    detect_slurm,
+    subprocess_runner,
+)
 from planner.errors import SourcePermanentError, SourceTemporaryError
 from planner.ports import SchedulerSource
 from planner.specs.job import JobState, JobStatus
@@ -53,12 +59,19 @@ class FakeRunner:
     def commands(self, name: str) -> list[list[str]]:
         return [c for c in self.calls if os.path.basename(c[0]) == name]
 
+    def script_fetches(self) -> list[list[str]]:
+        """The ``scontrol write batch_script`` calls."""
+        return [c for c in self.commands("scontrol") if c[1:2] == ["write"]]
+
 
 def ok(text: str) -> CommandResult:
     return CommandResult(0, text, "")
 
 
 def scripts(argv: list[str]) -> CommandResult:
+    """``scontrol``: the recorded ``show config``, and the recorded batch scripts."""
+    if argv[1:] == ["show", "config"]:
+        return ok(read("scontrol_show_config.txt"))
     job_id = argv[3]
     if job_id == "4":
         return ok(read("batch_script_4.sh"))
@@ -103,7 +116,7 @@ def test_snapshot_merges_active_ended_nodes_and_scripts() -> None:
     (sacct,) = runner.commands("sacct")
     assert "--json" in sacct
     assert "CD,F,CA,TO,NF,OOM,PR,BF,DL" in sacct
-    script_ids = sorted(c[3] for c in runner.commands("scontrol"))
+    script_ids = sorted(c[3] for c in runner.script_fetches())
     # active batch jobs only (not 2/3 which ended, not srun job 7); by Slurm's numeric id
     assert script_ids == sorted(["1", "4", "5", "9", "8", "10", "6", "11", "13"])
 
@@ -112,9 +125,9 @@ def test_batch_scripts_are_fetched_once_per_job() -> None:
     runner = recorded()
     source = SlurmSource(runner=runner)
     source.snapshot()
-    first = len(runner.commands("scontrol"))
+    first = len(runner.script_fetches())
     snap = source.snapshot()
-    assert len(runner.commands("scontrol")) == first
+    assert len(runner.script_fetches()) == first
     assert {j.job_id: j for j in snap.jobs}["4"].batch_script is not None
 
 
@@ -122,9 +135,9 @@ def test_batch_script_fetches_are_capped_per_snapshot() -> None:
     runner = recorded()
     source = SlurmSource(runner=runner, max_script_fetches=2)
     source.snapshot()
-    assert len(runner.commands("scontrol")) == 2
+    assert len(runner.script_fetches()) == 2
     source.snapshot()
-    assert len(runner.commands("scontrol")) == 4
+    assert len(runner.script_fetches()) == 4
 
 
 def test_batch_script_failure_is_a_warning() -> None:
@@ -136,7 +149,7 @@ def test_batch_script_failure_is_a_warning() -> None:
 def test_no_scripts_when_disabled() -> None:
     runner = recorded()
     SlurmSource(runner=runner, fetch_batch_scripts=False, use_sacct=False).snapshot()
-    assert runner.commands("scontrol") == []
+    assert runner.script_fetches() == []
     assert runner.commands("sacct") == []
 
 
@@ -174,6 +187,41 @@ def test_cluster_name_from_config_when_jobs_do_not_say() -> None:
     assert source.snapshot().cluster == "devcluster"
     assert source.snapshot().cluster == "devcluster"
     assert len(runner.commands("scontrol")) == 1  # cached
+
+
+def test_the_backfill_cycle_is_read_from_the_config_and_read_again_after_a_while() -> None:
+    configs = [read("scontrol_show_config.txt")]  # bf_interval=5
+
+    def scontrol(argv: list[str]) -> CommandResult:
+        return ok(configs[-1]) if argv[1:] == ["show", "config"] else scripts(argv)
+
+    now = [1795243000.0]
+    runner = recorded(scontrol=scontrol)
+    source = SlurmSource(runner=runner, clock=lambda: now[0])
+    assert source.snapshot().backfill_interval_s == 5.0
+    configs.append(configs[0].replace("bf_interval=5", "bf_interval=45,bf_window=1440"))
+    now[0] += CONFIG_REFRESH_S - 1
+    assert source.snapshot().backfill_interval_s == 5.0  # not read again yet
+    now[0] += 1
+    assert source.snapshot().backfill_interval_s == 45.0  # after `scontrol reconfigure`
+    shows = [c for c in runner.commands("scontrol") if c[1:] == ["show", "config"]]
+    assert len(shows) == 2
+
+
+def test_a_config_that_cannot_be_read_is_one_warning_and_no_backfill_cycle() -> None:
+    refused = CommandResult(1, "", "slurm_load_ctl_conf error: Unable to contact slurm controller")
+
+    def scontrol(argv: list[str]) -> CommandResult:
+        return refused if argv[1:] == ["show", "config"] else scripts(argv)
+
+    source = SlurmSource(runner=recorded(scontrol=scontrol))
+    first, second = source.snapshot(), source.snapshot()
+    assert first.backfill_interval_s is None
+    assert first.cluster == "devcluster"  # the jobs say it
+    (warning,) = [w for w in first.warnings if "show config" in w]
+    assert "backfill cycle unknown" in warning
+    assert "Unable to contact slurm controller" in warning
+    assert not [w for w in second.warnings if "show config" in w]
 
 
 def test_cluster_override_wins() -> None:
