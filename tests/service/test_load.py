@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.orm import Session
 
 from adapters.logs import LogTailer
 from adapters.slurm import SlurmSource
@@ -547,3 +548,50 @@ def test_a_page_of_jobs_leaves_the_nodes_out(
         cycle(client)
         seen = {j["last_seen_s"] for j in client.get("/v1/jobs").json()["jobs"]}
         assert seen == {clock.now}
+
+
+def test_queue_forecasts_are_written_in_bulk_and_only_when_they_change(
+    tmp_path: Path, cluster_root: Path
+) -> None:
+    """The records of a queue forecast and the pending jobs' ETAs that take them are written
+    in one statement per set of columns, not row by row by the flush; a cycle whose forecast
+    is not made again leaves every pending job's row as it was (none for the flush to look
+    at: at 10,000 jobs, 6,900 rows a cycle)."""
+    clock = Clock(T0)
+    fake = _cluster(cluster_root, clock, churn=0.0)
+    forecast = QueueForecastConfig(interval_s=3600.0)  # made once, in the cycle (small queue)
+    loop = _loop(fake, tmp_path / "p.db", clock, queue_forecast=forecast)
+    store = loop.deps.store
+    written: list[tuple[str, int]] = []
+    flushed: list[int] = []
+
+    def count(_c: Any, _cur: Any, statement: str, params: Any, _ctx: Any, many: bool) -> None:
+        if statement.startswith("UPDATE jobs SET") and "queue_forecast" in statement:
+            written.append((statement, len(params) if many else 1))
+
+    def dirty(session: Any, _context: Any, _instances: Any) -> None:
+        flushed.append(sum(isinstance(o, JobRow) and o.status == "pending" for o in session.dirty))
+
+    event.listen(store.engine, "before_cursor_execute", count)
+    event.listen(Session, "before_flush", dirty)
+    try:
+        assert loop.run_cycle().results == {"slurm": "ok"}
+        pending = [r for r in store.list_jobs(status="pending") if r.state["num_gpus"] > 0]
+        assert pending
+        assert all(r.queue_forecast for r in pending)
+        assert len(written) <= 2  # records alone, records with the ETAs that take them
+        assert sum(rows for _, rows in written) == len(pending)
+        for row in pending:
+            if row.eta is not None:
+                assert row.eta["completion_from"] == "queue_forecast"
+                assert row.eta["start_time_s"] == row.queue_forecast["start_s"]
+        written.clear()
+        flushed.clear()
+        clock.now += 15.0
+        assert loop.run_cycle().results == {"slurm": "ok"}
+        assert written == []
+        assert flushed
+        assert max(flushed) == 0
+    finally:
+        event.remove(store.engine, "before_cursor_execute", count)
+        event.remove(Session, "before_flush", dirty)

@@ -13,7 +13,7 @@ anything with the same methods. Every method raises ``StoreError`` when the data
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -159,6 +159,11 @@ class UnitOfWork(Protocol):
 
     def touch_jobs(self, jobs: Sequence[JobRow], *, last_seen_s: float) -> None:
         """Set ``last_seen_s`` of these stored jobs in bulk (nothing else changes)."""
+        ...
+
+    def write_jobs(self, changes: Sequence[tuple[JobRow, Mapping[str, object]]]) -> None:
+        """Give each row the values of its mapping (attribute name -> value), written in bulk
+        now rather than row by row when the unit of work ends; the rows read as changed."""
         ...
 
 
