@@ -436,15 +436,16 @@ def stat_job_file(
 
 def lstat_paths(
     source: str, paths: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S
-) -> dict[str, os.stat_result]:
+) -> dict[str, os.stat_result | None]:
     """``lstat`` of many absolute ``paths`` at once (symlinks not followed; nothing opened,
     nothing read): one worker thread looks at them all, within ``timeout_s`` seconds in all, so
     telling whether thousands of logs grew costs one hand-off instead of one per file, and a
     hung network file system stalls that thread, never the caller. Returns path -> its
-    ``lstat``; a path that is not absolute, does not exist, cannot be looked at or was not
-    reached in time is left out (the caller reads it as usual, under the rules). Says nothing
-    about whether the rules let a file be read: read it with :func:`read_job_file_part`."""
-    found: list[tuple[str, os.stat_result]] = []
+    ``lstat``, None for a path that does not exist (``ENOENT``); a path that is not absolute,
+    cannot be looked at otherwise or was not reached in time is left out (the caller reads it
+    as usual, under the rules). Says nothing about whether the rules let a file be read: read
+    it with :func:`read_job_file_part`."""
+    found: list[tuple[str, os.stat_result | None]] = []
     cancelled = threading.Event()
 
     def work() -> None:
@@ -453,8 +454,12 @@ def lstat_paths(
                 return
             if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
                 continue
-            with contextlib.suppress(OSError, ValueError):
+            try:
                 found.append((path, os.lstat(path)))
+            except FileNotFoundError:
+                found.append((path, None))
+            except (OSError, ValueError):
+                continue
 
     try:
         _in_thread(source, f"{len(paths)} files", timeout_s, work)

@@ -178,3 +178,37 @@ def test_unchanged_lists_only_logs_the_cursor_read_to_their_end(
     (job_dir / "swapped.out").symlink_to(their_log)
     with pytest.raises(SourcePermanentError):
         tailer.read(cursors["swapped"], job=job)
+
+
+def test_a_log_still_missing_since_its_last_read_is_not_read_again(
+    job_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log whose last read found no file (under the rules) and that still does not exist is
+    named by ``unchanged`` (reading it would give nothing): it is not handed to a reader thread
+    again until it appears; one never read, or refused, is read as usual."""
+    import adapters.files as files
+
+    job = slurm_job(ME, job_dir)
+    tailer = LogTailer(tz=UTC)
+    later = TailCursor(path=str(job_dir / "later.out"))
+    never = TailCursor(path=str(job_dir / "never.out"))
+    outside = TailCursor(path="/nonexistent-planner-dir/x.out")  # outside the job's tree
+    assert tailer.read(later, job=job) == ([], later)
+    with pytest.raises(SourcePermanentError):
+        tailer.read(outside, job=job)
+    handed: list[str] = []
+    real = files._in_thread
+
+    def counting(source: str, path: str, timeout_s: float, work: object) -> object:
+        handed.append(path)
+        return real(source, path, timeout_s, work)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files, "_in_thread", counting)
+    assert tailer.unchanged([later, never, outside]) == {later.path}
+    assert handed == ["3 files"]  # one look at all three, nothing read
+    (job_dir / "later.out").write_text(megatron(10, 20))
+    assert tailer.unchanged([later]) == set()  # it appeared: read as usual
+    records, cursor = tailer.read(later, job=job)
+    assert [r.iteration for r in records] == [10, 20]
+    (job_dir / "later.out").unlink()  # gone after a read that found it: read as usual
+    assert tailer.unchanged([cursor]) == set()
