@@ -255,13 +255,14 @@ class QueueForecastSettings(BaseModel):
         "0.16 on the dev Slurm's scripted mix, benchmarks/results/pending_replay.md) but 6-8 "
         "times the CPU of the pool model, so off by default.",
     )
-    backfill_interval_s: float = Field(
-        default=30.0,
+    backfill_interval_s: float | None = Field(
+        default=None,
         ge=0,
         description="Seconds between two of Slurm's backfill cycles (slurm.conf "
-        "SchedulerParameters bf_interval; Slurm's default 30): a job behind a partition's "
-        "first waiting job starts only in one, so a gap shorter than this between two jobs' "
-        "ends is mostly not backfilled. 0: at every job end.",
+        "SchedulerParameters bf_interval): a job behind a partition's first waiting job starts "
+        "only in one, so a gap shorter than this between two jobs' ends is mostly not "
+        "backfilled. Unset: the cluster's own, as `scontrol show config` says it (30, Slurm's "
+        "default, when the source does not say). 0: at every job end.",
     )
     worker_min_jobs: int = Field(
         default=1000,

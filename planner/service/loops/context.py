@@ -31,7 +31,7 @@ class QueueForecastConfig:
     fleet: Fleet | None = None
     worker_min_jobs: int = 1000
     place_on_nodes: bool = False
-    backfill_interval_s: float = 30.0
+    backfill_interval_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

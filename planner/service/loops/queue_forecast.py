@@ -67,7 +67,9 @@ from planner.service.stored_json import number
 from planner.specs.job import ClusterSnapshot, JobResources, JobState, JobStatus, NodeState
 
 __all__ = [
+    "SLURM_BF_INTERVAL_S",
     "ForecastRequest",
+    "backfill_interval",
     "draw_group",
     "forecast_queue",
     "make_forecast",
@@ -87,6 +89,9 @@ NODES_FLEET = "nodes (CPUs, memory and GPUs of each node)"
 #: (benchmarks/results/pending_replay.md; 5.7 and 7.9 in earlier runs), so a queue placed on nodes
 #: goes to the worker process from a tenth of the jobs.
 PLACEMENT_COST = 10
+#: Slurm's ``bf_interval`` when neither the settings nor the source say one, seconds
+#: (slurm.conf(5), ``SchedulerParameters``: "Default: 30").
+SLURM_BF_INTERVAL_S = 30.0
 _QUANTILES = ("p10", "p50", "p90")
 
 
@@ -333,6 +338,18 @@ def _group_bands(
     }
 
 
+def backfill_interval(configured: float | None, snapshot: ClusterSnapshot) -> float:
+    """The seconds between two backfill cycles the forecast simulates: ``configured``
+    (``queue_forecast.backfill_interval_s``) when set, else what the source read from the
+    scheduler (``ClusterSnapshot.backfill_interval_s``), else Slurm's default. A scheduler
+    that does not backfill at all is simulated as backfilling in Slurm's default cycles."""
+    if configured is not None:
+        return configured
+    if snapshot.backfill_interval_s is not None:
+        return snapshot.backfill_interval_s
+    return SLURM_BF_INTERVAL_S
+
+
 def _request(
     deps: IngestDeps,
     snapshot: ClusterSnapshot,
@@ -384,7 +401,9 @@ def _request(
         samples=deps.settings.queue_forecast.samples,
         nodes=tuple(snapshot.nodes) if resources else (),
         placed=tuple(placed),
-        backfill_interval_s=deps.settings.queue_forecast.backfill_interval_s,
+        backfill_interval_s=backfill_interval(
+            deps.settings.queue_forecast.backfill_interval_s, snapshot
+        ),
     )
 
 
