@@ -1,10 +1,12 @@
-"""Fixtures shared by every test package, the hypothesis profile of CI runs, and the per-test
-limits of unit tests: a CPU-time budget, and a wall-clock limit that only catches a hang."""
+"""Fixtures shared by every test package, the hypothesis profile of CI runs, the per-test
+limits of unit tests (a CPU-time budget, and a wall-clock limit that only catches a hang), and
+the session's start-up heap kept frozen between tests."""
 
+import gc
 import json
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from types import FrameType
 
 import pytest
@@ -96,6 +98,40 @@ def _cpu_budgeted(item: pytest.Item) -> Iterator[None]:
 pytest_runtest_setup = _cpu_budgeted
 pytest_runtest_call = _cpu_budgeted
 pytest_runtest_teardown = _cpu_budgeted
+
+
+FULL_COLLECTION_EVERY = 100
+"""Tests per full collection of the whole heap (``pytest_runtest_protocol``): the cyclic
+garbage a test leaves waits frozen for at most this many tests (the service tests leave about
+1 MB each); each such collection costs 0.15-0.3 CPU-s."""
+
+_tests_run: list[int] = [0]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what start-up made (the modules, the collected tests: about 350,000 objects), as
+    ``planner serve`` freezes the service's before it serves: a full collection then traverses
+    only what the tests made. Every ingest loop of the service ends its first cycle with one
+    (``planner.service.loops.collector``): over the whole heap, 0.15-0.2 CPU-s each and 34 of
+    the unit tests' 161 CPU-s in all."""
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """After each test, freeze the heap again (a closing ingest loop unfreezes everything:
+    ``CycleCollector.close``); every ``FULL_COLLECTION_EVERY`` tests unfreeze it and collect
+    everything first, so that no garbage waits frozen for long. (``gc.freeze`` costs nothing;
+    ``gc.get_freeze_count`` walks the frozen objects, about 20 ms here: not once a test.)"""
+    try:
+        return (yield)
+    finally:
+        _tests_run[0] += 1
+        if _tests_run[0] % FULL_COLLECTION_EVERY == 0:
+            gc.unfreeze()
+            gc.collect()
+        gc.freeze()
 
 
 @pytest.fixture(autouse=True)
