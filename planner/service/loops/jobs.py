@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from planner.calibration import key_from_scenario
@@ -170,8 +170,38 @@ def estimate_again(
         job = jobs.get(row.job_id)
         if job is None or not row.active:
             continue
+        staged = deps.memo.staged.get((row.scheduler, row.cluster, row.job_id))
+        if staged is not None and same_eta_inputs(staged.basis.prediction, row.prediction):
+            # only what the term says about itself changed (the cluster's node count after a
+            # drain, the episodes behind a neutral term): the ETA made from the prediction
+            # before is the one this prediction gives; it stays, made from this prediction
+            deps.memo.stage(row, job, replace(staged.basis, prediction=row.prediction))
+            continue
         update_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
         deps.memo.stage(row, job, EtaBasis(prediction=row.prediction, knowledge_s=knowledge))
+
+
+#: The prediction's entries an ETA does not read beyond the straggler factor
+#: (``planner.service.loops.eta.straggler_factor``): the term itself and the step time with it.
+_TERM_ENTRIES = ("expected_straggler", "iteration_time_with_stragglers_s")
+
+
+def same_eta_inputs(
+    before: Mapping[str, object] | None, after: Mapping[str, object] | None
+) -> bool:
+    """Whether a pending job's ETA made from the prediction ``before`` is the one ``after``
+    gives: equal but for the expected straggler term's entries, and an equal factor."""
+    if before is None or after is None:
+        return before is after
+    if _term_factor(before) != _term_factor(after):
+        return False
+    keys = (set(before) | set(after)).difference(_TERM_ENTRIES)
+    return all(before.get(key) == after.get(key) for key in keys)
+
+
+def _term_factor(prediction: Mapping[str, object]) -> object:
+    term = prediction.get("expected_straggler")
+    return term.get("factor") if isinstance(term, Mapping) else None
 
 
 def update_job(
