@@ -214,6 +214,20 @@ def test_slurm_hints_read_the_jobs_the_cycle_committed(tmp_path: Path, cluster_r
     assert stored(rows) == stored(store.list_jobs())
 
 
+def _estimated_statuses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The status of every job whose ETA the ingest loop makes from now on (``update_eta``
+    runs as it is; each call is recorded)."""
+    estimated: list[str] = []
+    real = jobs.update_eta
+
+    def counting(uow: Any, row: JobRow, job: Any, **kw: Any) -> None:
+        estimated.append(row.status)
+        real(uow, row, job, **kw)
+
+    monkeypatch.setattr(jobs, "update_eta", counting)
+    return estimated
+
+
 def test_a_pending_eta_is_made_from_the_prediction_its_cycle_stores(
     tmp_path: Path, cluster_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -230,14 +244,7 @@ def test_a_pending_eta_is_made_from_the_prediction_its_cycle_stores(
     for row in pending:
         term = row.prediction["expected_straggler"]
         assert row.eta["straggler_factor"] == term["factor"]
-    estimated: list[str] = []
-    real = jobs.update_eta
-
-    def counting(uow: Any, row: JobRow, job: Any, **kw: Any) -> None:
-        estimated.append(row.status)
-        real(uow, row, job, **kw)
-
-    monkeypatch.setattr(jobs, "update_eta", counting)
+    estimated = _estimated_statuses(monkeypatch)
     clock.now += 15.0
     assert loop.run_cycle().results == {"slurm": "ok"}
     assert "pending" not in estimated
@@ -264,14 +271,7 @@ def test_a_node_drained_without_slow_node_history_estimates_no_pending_eta_again
         }
 
     (before,) = nodes_in_terms()
-    estimated: list[str] = []
-    real = jobs.update_eta
-
-    def counting(uow: Any, row: JobRow, job: Any, **kw: Any) -> None:
-        estimated.append(row.status)
-        real(uow, row, job, **kw)
-
-    monkeypatch.setattr(jobs, "update_eta", counting)
+    estimated = _estimated_statuses(monkeypatch)
     next(n for n in fake.nodes if not n.drained).drained = True
     fake.write()
     clock.now += 15.0
