@@ -44,18 +44,45 @@ tens of seconds at a time (another job's load comes and goes), and those swings 
 out over a few intervals. What the ETA needs is how far the *mean* pace over ``W`` iterations
 strays: ``pace_sd^2 / W`` for large ``W``, where ``pace_sd^2`` is the long-run variance of the
 log pace per iteration (the spectral density at zero). It is measured by batch means (Flegal &
-Jones 2010, Annals of Statistics 38:1034): the newest ``PACE_WINDOW`` observations cut into
-``k = max(MIN_BATCHES, floor(sqrt(m)))`` batches of ``floor(m / k)`` observations (both grow
-as ``sqrt(m)``, as the estimator's consistency asks; counting batches rather than their size
-keeps ``k`` from falling as observations come: batches of ``floor(sqrt(m))`` made 5 batches of
-15 observations but 4 of 16, and the band wider), each batch's pace (time
-over iterations), and the MAD of successive batch differences scaled by their iterations (a
-phase change moves one difference), shrunk toward ``sigma`` with ``NOISE_PRIOR_DOF``
-pseudo-batches. A log that prints whole seconds blurs each batch at its two ends, which
-successive batches share: that variance is the log's, not the pace's, and is taken out of the
-differences (:func:`long_run_sd`; left in, a steady 90 ms pace logged every 5 iterations
-measured 0.45 per iteration instead of about 0.06, and the end of the end-to-end test job's
-stall under a CPU hog was 3 sd of it instead of 4). On a quiet host ``pace_sd`` is ``sigma``;
+Jones 2010, Annals of Statistics 38:1034) on the newest ``PACE_WINDOW`` of ``m`` observations:
+batches of ``B`` steady iterations (pauses and warm-up left out) anchored on fixed boundaries,
+the multiples of ``B`` counted from the first steady observation the ETA is given (the service
+keeps the newest ``OBSERVATION_WINDOW`` of them: past that the origin moves with the window), an
+observation in the batch it ends in, ``B`` the power of two nearest ``W / max(MIN_BATCHES,
+sqrt(m))`` for ``W`` iterations (so both the batches and their count grow as ``sqrt(m)``, as the
+estimator's consistency asks), halved until ``MIN_BATCHES`` batches are whole (the newest one,
+still filling, is left out); each batch's pace (time over iterations), and the MAD of successive
+batch differences scaled by their iterations (a phase change moves one difference), weighed as
+``max(MIN_BATCHES, floor(sqrt(m)))`` batches (a count that never falls as observations come: the
+whole batches number about 0.7-1.4 times it and halve when pairs merge, and weighed as such they
+widened a steady job's band) and shrunk toward ``sigma`` with ``NOISE_PRIOR_DOF``
+pseudo-batches. Fixed boundaries make the estimate change only when a batch fills (one more
+difference), ``B`` doubles (pairs of batches merge) or a change point (below) comes or moves,
+not at every poll: batches re-cut from
+the newest observation at every poll (every boundary moved by one observation, and all of them
+when the batch size grew) gave each poll a fresh draw of a statistic of 3-4 differences of
+whole-second-blurred batch paces: on the recorded session ``noisy_eval_tempphase_900it`` it read
+0.17 at iteration 165 (three equal batch paces: a MAD of 0) and 1.65 at 170, and from 10 %
+progress on it changed more than twofold between successive polls at 14 and 47 of 162 polls of
+the two recorded sessions (5 and 3 anchored and cut as below). A batch that holds a change
+point the ETA's
+search found (:func:`phase_starts`, either clock) is cut in two there, so that no batch mixes
+two phases: a step that falls inside a fixed batch gives that batch a pace between the two and
+moves the two differences beside it, and with 4-6 batches two moved differences are a third to
+a half of the MAD, which then measures the step itself. On a noiseless log whose pace steps
+x1.5 at its 10th of 40 intervals (the metrics test's feed, ``tests/deploy/planner_feed.py``)
+the uncut batches put the step at 3.4 sd of the noise it made (no phase event: 4 needed), the
+cut ones at 61 sd; cut, a change moves one difference, as it does on a boundary. The search's
+change points on a shared host are mostly its swings; each still moves the difference across
+it, so the swings stay in the noise (less of them than when each moved two: at the first poll
+after the recorded early session's change from iteration 135, 0.47 per iteration cut, 0.64
+uncut). Leaving the differences across them out instead took the swings out of the noise: the
+recorded late session's host swing from iteration 95 became a phase event. A log that prints
+whole seconds blurs each batch at its two ends, which successive batches share: that variance is
+the log's, not the pace's, and is taken out of the differences (:func:`long_run_sd`; left in,
+a steady 90 ms pace logged every 5 iterations measured 0.45 per iteration instead of about
+0.06, and the end of the end-to-end test job's stall under a CPU hog was 3 sd of it instead of
+4). On a quiet host ``pace_sd`` is ``sigma``;
 on the dev machine with other test suites beside the job it was 3-10 times ``sigma``. It sets
 the variance of the fitted pace (``pace_sd^2 sum(w^2/n) / (sum w)^2``), the pace's term of the
 band (``planner.forecast.eta``) and the significance of a phase event
@@ -171,25 +198,42 @@ def long_run_sd(
     *,
     window: int = PACE_WINDOW,
     resolution_s: float = 0.0,
+    changes: Sequence[int] = (),
 ) -> tuple[float, int]:
-    """(long-run per-iteration log-sd of the pace, batches it used): robust batch means
+    """(long-run per-iteration log-sd of the pace, batches it counts as): robust batch means
     (module docstring, "Pace noise"). ``y``: log step times of ``n`` iterations each, in
-    order; ``sigma``: the per-iteration log-sd it is shrunk toward; ``resolution_s``: how
-    finely the log prints its times (1 for whole seconds: each end of a batch is then off by
-    a uniform error of variance ``resolution_s^2 / 12``, and two successive batches of ``D0``
-    and ``D1`` seconds share one end, so the difference of their log paces carries a variance
-    ``resolution_s^2 / 12 * (1/D0^2 + (1/D0 + 1/D1)^2 + 1/D1^2)`` that is the log's, not the
-    pace's: it is taken out of the batch differences' variance). With fewer than
-    ``2 * MIN_BATCHES`` observations, ``(sigma, 0)``."""
-    y, n = y[-window:], n[-window:]
+    order, all of the run's steady ones (the batches are anchored on their running count of
+    iterations; the newest ``window`` of them are measured); ``sigma``: the per-iteration
+    log-sd it is shrunk toward; ``resolution_s``: how finely the log prints its times (1 for
+    whole seconds: each end of a batch is then off by a uniform error of variance
+    ``resolution_s^2 / 12``, and two successive batches of ``D0`` and ``D1`` seconds share one
+    end, so the difference of their log paces carries a variance ``resolution_s^2 / 12 *
+    (1/D0^2 + (1/D0 + 1/D1)^2 + 1/D1^2)`` that is the log's, not the pace's: it is taken out of
+    the batch differences' variance); ``changes``: indexes into ``y`` of the first observation
+    of each phase the change-point search found (:func:`phase_starts`): a batch holding one is
+    cut in two there. With fewer than ``2 * MIN_BATCHES`` observations or ``MIN_BATCHES`` whole
+    batches, ``(sigma, 0)``."""
+    last = np.rint(np.cumsum(n)).astype(np.int64)
+    dropped = max(0, len(y) - window)
+    y, n, last = y[-window:], n[-window:], last[-window:]
     m = len(y)
     if m < 2 * MIN_BATCHES:
         return sigma, 0
-    k = max(MIN_BATCHES, math.isqrt(m))  # never fewer batches for more observations
-    size = m // k
-    yb, nb = y[m - k * size :].reshape(k, size), n[m - k * size :].reshape(k, size)
-    w = nb.sum(axis=1)
-    seconds = (nb * np.exp(yb)).sum(axis=1)
+    which, first, stop = _batches(last, n, m)
+    if stop - first < MIN_BATCHES:
+        return sigma, 0
+    inside = (which >= first) & (which < stop)
+    # A batch is cut at each change point in it (module docstring, "Pace noise"): a piece
+    # begins where the batch number or the phase number (both non-decreasing) changes.
+    cuts = np.array(sorted({c - dropped for c in changes if 0 < c - dropped < m}), dtype=np.int64)
+    phase = np.searchsorted(cuts, np.arange(m), side="right")[inside]
+    new_piece = (np.diff(which[inside]) != 0) | (np.diff(phase) != 0)
+    slot = np.concatenate(([0], np.cumsum(new_piece)))
+    w = np.bincount(slot, weights=n[inside])
+    seconds = np.bincount(slot, weights=(n * np.exp(y))[inside])
+    k = len(w)
+    if k < MIN_BATCHES:
+        return sigma, 0
     pace = np.log(seconds / w)
     scale = 1.0 / w[1:] + 1.0 / w[:-1]
     d = np.diff(pace) / np.sqrt(scale)
@@ -198,8 +242,30 @@ def long_run_sd(
         a, b = 1.0 / seconds[:-1], 1.0 / seconds[1:]  # two batches share an end
         blur = resolution_s**2 / 12.0 * (a**2 + (a + b) ** 2 + b**2)
         batch = math.sqrt(max(0.0, batch**2 - float(np.median(blur / scale))))
-    shrunk = (NOISE_PRIOR_DOF * sigma**2 + (k - 1) * batch**2) / (NOISE_PRIOR_DOF + k - 1)
-    return math.sqrt(shrunk), k
+    # Weighed as the batches the size aims at, which never fall as observations come: the
+    # whole batches halve when pairs of them merge, and a steady job's band then widened.
+    count = max(MIN_BATCHES, math.isqrt(m))
+    shrunk = (NOISE_PRIOR_DOF * sigma**2 + (count - 1) * batch**2) / (NOISE_PRIOR_DOF + count - 1)
+    return math.sqrt(shrunk), count
+
+
+def _batches(last: np.ndarray, n: np.ndarray, m: int) -> tuple[np.ndarray, int, int]:
+    """(batch of each observation, first and one past the last whole batch) for the ``m``
+    observations of ``n`` iterations each ending at steady iteration ``last`` (the running
+    count): batch ``b`` holds those that ended in ``(b B, (b + 1) B]``, ``B`` the power of
+    two nearest ``sum(n) / max(MIN_BATCHES, sqrt(m))`` (halved until there are
+    ``MIN_BATCHES`` whole ones). A batch is whole once an observation ended past it (the
+    newest is still filling) and when the first observation began at or before its start."""
+    target = float(n.sum()) / max(MIN_BATCHES, math.sqrt(m))
+    size = 2 ** max(0, round(math.log2(max(1.0, target))))
+    begin = int(last[0]) - round(float(n[0]))
+    while True:
+        which = (last - 1) // size
+        first = int(which[0]) + (1 if begin > int(which[0]) * size else 0)
+        stop = int(which[-1]) + (1 if int(last[-1]) % size == 0 else 0)
+        if stop - first >= MIN_BATCHES or size == 1:
+            return which, first, stop
+        size //= 2
 
 
 def phase_start(y: np.ndarray, n: np.ndarray, sigma: float, *, resolution_s: float = 0.0) -> int:
@@ -306,18 +372,22 @@ def fit_level(
     t = np.array([o.time_s for o in used])
     logged = _logged(used)
     sigma, m = _noise(y, n, resolution_s, logged)
-    pace_sd, batches = (
-        (sigma, 0) if warmup_only else long_run_sd(y, n, sigma, resolution_s=resolution_s)
-    )
-    seen_iterations = float(n.sum())  # all the job's own evidence, every phase
-    spread = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, pace_sd)
-    host = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, sigma)
     wall_starts: list[int] = []
     logged_starts: list[int] = []
     if not warmup_only:
         wall_starts = phase_starts(y, n, sigma, resolution_s=resolution_s)
         if logged is not None:  # the compute clock sees a change the coarse wall clock blurs
             logged_starts = phase_starts(logged, n, _noise(logged, n)[0])
+    pace_sd, batches = (
+        (sigma, 0)
+        if warmup_only
+        else long_run_sd(
+            y, n, sigma, resolution_s=resolution_s, changes=sorted({*wall_starts, *logged_starts})
+        )
+    )
+    seen_iterations = float(n.sum())  # all the job's own evidence, every phase
+    spread = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, pace_sd)
+    host = LEVEL_PRIOR_LOG_SD if warmup_only else level_spread(y, n, sigma)
     wall_begin = wall_starts[-1] if wall_starts else 0
     logged_begin = logged_starts[-1] if logged_starts else 0
     begin = max(wall_begin, logged_begin)
