@@ -86,6 +86,24 @@ def test_named_config_file_with_interpolation_and_fp8() -> None:
     assert facts.get("parallelism.precision") == "fp8"
 
 
+def test_framework_and_gradient_reduction_as_the_training_loop_runs_them() -> None:
+    facts = _read(_example())
+    # NeMo Framework container, Megatron-Core training loop with the nemo profile's overlap
+    assert facts.get("training.framework") == "nemo"
+    # the recipe's bf16_mixed reduces in fp32 (the nemo profile's default is 16-bit)
+    assert facts.get("parallelism.grad_reduce_in_fp32") is True
+    assert "bf16_mixed" in facts.values["parallelism.grad_reduce_in_fp32"].source
+    # the performance scripts' override
+    override = _read(_example("mixed_precision.grad_reduce_in_fp32=false"))
+    assert override.get("parallelism.grad_reduce_in_fp32") is False
+    # a mixed-precision mapping without the key keeps MixedPrecisionConfig's default, over ddp's
+    mapping = _read(_example("mixed_precision.bf16=true", "ddp.grad_reduce_in_fp32=false"))
+    assert mapping.get("parallelism.grad_reduce_in_fp32") is True
+    # no mixed-precision config: the DDP config's
+    ddp = _read(_example("~mixed_precision", "ddp.grad_reduce_in_fp32=false"))
+    assert ddp.get("parallelism.grad_reduce_in_fp32") is False
+
+
 def test_missing_named_config_file_is_an_error() -> None:
     with pytest.raises(SourceError, match=r"nope\.yaml"):
         _read(_example("--config-file=nope.yaml"))

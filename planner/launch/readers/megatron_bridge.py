@@ -36,6 +36,13 @@ from planner.launch.values import as_int, mapping_of
 __all__ = ["READER", "MegatronBridgeReader", "config_facts"]
 
 _DATA = "megatron_bridge_recipes.yaml"
+_FRAMEWORK_SOURCE = (
+    "launch: Megatron-Bridge, released in the NeMo Framework container; its training loop on "
+    "Megatron-Core overlaps the pipeline's send/recv under a virtual pipeline "
+    "(training/comm_overlap.py overlap_p2p_comm) and syncs gradients per model chunk "
+    "(training/setup.py grad_sync_func), as the nemo profile models "
+    "(NVIDIA-NeMo/Megatron-Bridge@067f987)"
+)
 _SETUP = "src/megatron/bridge/training/setup.py"
 _RECIPE_MODES = {
     "pretrain": "pretrain",
@@ -166,7 +173,7 @@ class MegatronBridgeReader:
         """What the first run trains. Raises ``SourceError`` when a ``--config-file`` the
         launch names is missing, ``SpecError`` when it cannot be parsed."""
         facts = Facts()
-        facts.set("training.framework", "megatron", "launch: Megatron-Bridge")
+        facts.set("training.framework", "nemo", _FRAMEWORK_SOURCE)
         found = _unwrap(invocation) or invocation
         run = _read_run(found, context, facts)
         _to_facts(run, found, context, facts)
@@ -335,6 +342,39 @@ def config_facts(config: HydraConfig, facts: Facts) -> None:
             f"model.seq_length {model_seq.value} differs from dataset.seq_length {seq.value}"
         )
     _precision(config, facts)
+    _grad_reduce(config, facts)
+
+
+def _grad_reduce(config: HydraConfig, facts: Facts) -> None:
+    """``parallelism.grad_reduce_in_fp32`` as ``MixedPrecisionConfig.setup`` leaves it on the
+    DDP config (it copies its own value over the DDP config's): a recipe name's (``bf16_*``
+    recipes reduce in fp32, ``fp16_*`` in fp16; the catalog's table), a mixed-precision
+    mapping's ``grad_reduce_in_fp32`` (``MixedPrecisionConfig`` default true), else, with no
+    mixed-precision config, ``ddp.grad_reduce_in_fp32``."""
+    recipe = config.lookup("mixed_precision")
+    if recipe is None or recipe.value is None:
+        found = config.lookup("ddp.grad_reduce_in_fp32")
+        if found is not None and isinstance(found.value, bool):
+            facts.set("parallelism.grad_reduce_in_fp32", found.value, found.source)
+        return
+    if isinstance(recipe.value, str):
+        default = _section("mixed_precision_grad_reduce_in_fp32").get(recipe.value)
+        if isinstance(default, bool):
+            facts.set(
+                "parallelism.grad_reduce_in_fp32",
+                default,
+                f"{recipe.source} ({recipe.value}: grad_reduce_in_fp32 {str(default).lower()})",
+            )
+        return
+    found = config.lookup("mixed_precision.grad_reduce_in_fp32")
+    if found is None:
+        facts.set(
+            "parallelism.grad_reduce_in_fp32",
+            True,
+            f"{recipe.source} (MixedPrecisionConfig default grad_reduce_in_fp32 true)",
+        )
+    elif isinstance(found.value, bool):
+        facts.set("parallelism.grad_reduce_in_fp32", found.value, found.source)
 
 
 def _precision(config: HydraConfig, facts: Facts) -> None:
