@@ -29,26 +29,48 @@ How a row becomes a scenario:
   ``use_distributed_optimizer``), Megatron-FSDP is ``zero_stage`` 3. When the layers do not
   divide over ``pp·vp`` the embedding and the loss count as layers (the README's note on these
   recipes).
-* **not stated, assumed** (each case lists them): no recompute except DeepSeek-V3's
-  ``mla_up_proj`` (selective), MoE tokens exchanged by the flex (DeepEP/HybridEP) dispatcher
-  for DeepSeek-V3 and by all-to-all for the others, grouped-GEMM experts
-  (Megatron-Bridge ``scripts/performance/configs/*/workload_base_configs.py``, read at a later
-  commit than the containers: the knobs of 2025 may differ). CPU offloading of layers and CUDA
-  graphs, which some recipes use, are not in the scenario format. The release of the 25.11
-  container, Megatron-Bridge ``v0.2.0`` (``7af9601c9``, 2025-11-26), does not describe these
-  rows either: its GPT-OSS-120B configs give B200 EP 64 (the page: 8) and GB200 micro-batch 4
-  at 512 x 4,096 tokens (the page: 1 at 1,280 x 8,192), its H100 Qwen3-30B VP 12 (the page:
-  24), so its other knobs (HybridEP on GB200/GB300 Qwen3-30B, ``moe_a2a_overlap`` on H100) are
-  not taken either.
+* **what each container's performance scripts set** (``RECIPE_KNOBS``, per release, preset and
+  GPU): the token dispatcher, the selective-recompute modules, the 1F1B all-to-all overlap
+  (``moe_a2a_overlap``: ``overlap_moe_expert_parallel_comm``) and whether the gradient
+  reduction overlaps the backward, read in the Megatron-Bridge release each container ships
+  (``docs/releases/software-versions.md`` @ ``v0.2.0``: 25.09 ships ``0.1.0rc3``, 25.11
+  ``0.2.0``). 25.09, ``v0.1.0rc3`` (``bf71eba07bae``) ``scripts/performance/run_script.py``:
+  DeepSeek-V3 on H100 runs DeepEP (``enable_deepep``, force-balanced), ``A2A_1F1B``
+  (``overlap_moe_expert_parallel_comm``), recompute of ``mla_up_proj`` and ``mlp`` and no
+  overlapped gradient reduction; on B200/GB200 ``use_tokendrop`` disables DeepEP (the
+  all-to-all dispatcher); Qwen3 runs the all-to-all dispatcher with token drop and no
+  recompute (``configs/qwen3/*.yaml``: ``recompute_granularity: null``). The Blackwell
+  DeepSeek-V3 recompute (``mla_up_proj``) and layouts are those of the next commit of the
+  scripts, ``47ff48829`` (2025-10-14, "dsv3 blackwell config update"), whose B200 / GB200
+  layouts the 25.09 page shows (``v0.1.0rc3``'s B200 TP 2, GB200 VP 8 do not; its B200
+  Qwen3-30B PP 8 VP 12 with EP 8 on 8 GPUs cannot be built). 25.11, ``v0.2.0``
+  (``7af9601c9da7``) ``scripts/performance/configs/{deepseek,qwen3,gpt_oss}/``
+  ``workload_base_configs.py``: the flex dispatcher over HybridEP on GB200/GB300 for
+  DeepSeek-V3 and Qwen3, all-to-all elsewhere; ``moe_a2a_overlap`` for Qwen3 on H100 and for
+  Qwen3-235B on B200; recompute ``mla_up_proj`` for DeepSeek-V3 on B200/GB200, ``moe_act`` on
+  GB300; ``layernorm`` and ``moe_act`` for GPT-OSS-120B except on GB300. Every script
+  reduces gradients in bf16 (``grad_reduce_in_fp32`` false) and force-balances dropless
+  routing. Where the page's layout differs from the config's (the 25.11 GB300 / GB200 FP8-MX
+  DeepSeek-V3, the GB300 Qwen3, the GPT-OSS rows, H100 Qwen3-30B VP 24 vs 12) the layout is the
+  page's and the knobs the GPU's: the knobs are set per GPU in every version of these files.
+* **not stated, assumed** (each case lists them): grouped-GEMM experts and, where
+  ``RECIPE_KNOBS`` has no entry, no recompute except DeepSeek-V3's ``mla_up_proj``
+  (selective), the flex dispatcher for DeepSeek-V3 and all-to-all for the others. CPU
+  offloading of layers and CUDA graphs, which some recipes use, are not in the scenario
+  format.
 * **measured time**: ``global_batch · seq_length / (tokens/s/GPU · GPUs)``.
 
-The framework is ``nemo`` (the NeMo container's Megatron-Bridge, Megatron-Core underneath),
-its ``framework_version`` the container (``25.09``, ``25.11``): the observed-runs calibration
-keeps its corrections per release.
+The framework is ``nemo``, as the Megatron-Bridge launch reader describes these runs
+(``planner.launch.readers.megatron_bridge``): Megatron-Bridge is released in the NeMo
+Framework container, and its training loop on Megatron-Core overlaps the pipeline's send/recv
+under a virtual pipeline and syncs gradients per model chunk, as the ``nemo`` profile models
+(``planner.perf.frameworks``); its ``framework_version`` is the container (``25.09``,
+``25.11``): the observed-runs calibration keeps its corrections per release.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 from benchmarks.accuracy.cases import Case, document, layout, num
@@ -82,6 +104,67 @@ DEEPSEEK_V3_LAYOUTS: Final = {
 ``--pipeline-model-parallel-layout``; ``{m}``: the MTP module, on the last chunk): NeMo's
 ``map_pp_vp_to_layout`` for 8 and 16 chunks (embedding + 8 or 4 layers first, 5 or 1 with the
 loss last), Megatron-Bridge's H100 ``pp_layout`` ``Et|(tt|)*30mL`` for 32."""
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """What a container's performance script sets for one model on one GPU (module
+    docstring): ``dispatcher`` (``moe_token_dispatcher_type``), ``recompute`` (selective
+    modules; empty: none), ``a2a_overlap`` (``overlap_moe_expert_parallel_comm``),
+    ``overlap_grad_reduce`` and ``source`` (where it is read)."""
+
+    dispatcher: str
+    recompute: tuple[str, ...] = ()
+    a2a_overlap: bool = False
+    overlap_grad_reduce: bool = True
+    source: str = ""
+
+
+_RC3 = "Megatron-Bridge v0.1.0rc3 scripts/performance/run_script.py"
+_RC3_NEXT = "Megatron-Bridge 47ff48829 scripts/performance/run_script.py"
+_V020 = "Megatron-Bridge v0.2.0 scripts/performance/configs/{}/workload_base_configs.py"
+_TOKENDROP_2509 = Knobs("alltoall", ("mla_up_proj",), source=f"{_RC3} (tokendrop), {_RC3_NEXT}")
+_QWEN3_2509 = Knobs("alltoall", source=f"{_RC3}, configs/qwen3/*.yaml")
+_GPT_OSS_2511 = Knobs("alltoall", ("layernorm", "moe_act"), source=_V020.format("gpt_oss"))
+
+RECIPE_KNOBS: Final[dict[tuple[str, str, str], Knobs]] = {
+    ("25.09", "deepseek-v3", "h100-sxm"): Knobs(
+        "flex", ("mla_up_proj", "mlp"), a2a_overlap=True, overlap_grad_reduce=False, source=_RC3
+    ),
+    ("25.09", "deepseek-v3", "b200"): _TOKENDROP_2509,
+    ("25.09", "deepseek-v3", "gb200"): _TOKENDROP_2509,
+    **{
+        ("25.09", q, g): _QWEN3_2509
+        for q in ("qwen3-30b-a3b", "qwen3-235b-a22b")
+        for g in GPUS.values()
+    },
+    ("25.11", "deepseek-v3", "b200"): Knobs(
+        "alltoall", ("mla_up_proj",), source=_V020.format("deepseek")
+    ),
+    ("25.11", "deepseek-v3", "gb200"): Knobs(
+        "flex", ("mla_up_proj",), source=_V020.format("deepseek")
+    ),
+    ("25.11", "deepseek-v3", "gb300"): Knobs("flex", ("moe_act",), source=_V020.format("deepseek")),
+    ("25.11", "qwen3-30b-a3b", "gb300"): Knobs("flex", source=_V020.format("qwen3")),
+    ("25.11", "qwen3-30b-a3b", "gb200"): Knobs("flex", source=_V020.format("qwen3")),
+    ("25.11", "qwen3-30b-a3b", "b200"): Knobs("alltoall", source=_V020.format("qwen3")),
+    ("25.11", "qwen3-30b-a3b", "h100-sxm"): Knobs(
+        "alltoall", a2a_overlap=True, source=_V020.format("qwen3")
+    ),
+    ("25.11", "qwen3-235b-a22b", "gb300"): Knobs("flex", source=_V020.format("qwen3")),
+    ("25.11", "qwen3-235b-a22b", "gb200"): Knobs("flex", source=_V020.format("qwen3")),
+    ("25.11", "qwen3-235b-a22b", "b200"): Knobs(
+        "alltoall", a2a_overlap=True, source=_V020.format("qwen3")
+    ),
+    ("25.11", "qwen3-235b-a22b", "h100-sxm"): Knobs(
+        "alltoall", a2a_overlap=True, source=_V020.format("qwen3")
+    ),
+    ("25.11", "gpt-oss-120b", "b200"): _GPT_OSS_2511,
+    ("25.11", "gpt-oss-120b", "gb200"): _GPT_OSS_2511,
+    ("25.11", "gpt-oss-120b", "h100-sxm"): _GPT_OSS_2511,
+    ("25.11", "gpt-oss-120b", "gb300"): Knobs("alltoall", source=_V020.format("gpt_oss")),
+}
+"""(container, preset, GPU) -> what its performance script sets (module docstring)."""
 
 
 def release_of(run: PublishedRun) -> str:
@@ -127,24 +210,33 @@ def _moe(run: PublishedRun, preset: str) -> tuple[dict[str, Any], dict[str, Any]
         assumptions.append("token drop at capacity factor 1.0, padded to capacity")
     elif "(dropless)" not in name:
         model["moe_router_force_load_balancing"] = True
+    knobs = RECIPE_KNOBS.get((release_of(run), preset, GPUS[run.text("gpu")]))
     if preset == "deepseek-v3":
-        model["moe_token_dispatcher_type"] = "flex"
-        assumptions.append("flex (DeepEP/HybridEP) dispatcher")
         if "w/o MTP" in name:
             model["mtp_num_layers"] = 0
         elif "w/ MTP" in name:
             model["mtp_num_layers"] = 1
-        extra["recompute"] = "selective"
-        extra["recompute_modules"] = ["mla_up_proj"]
-        assumptions.append("selective recompute of mla_up_proj")
         mtp = model.get("mtp_num_layers", 1) > 0
         chunks = (run.integer("pp") or 1) * (run.integer("vp") or 1)
         if chunks in DEEPSEEK_V3_LAYOUTS:
             extra["pipeline_layout"] = DEEPSEEK_V3_LAYOUTS[chunks].format(m="m" if mtp else "")
             assumptions.append("the recipes' DeepSeek-V3 pipeline layout")
+    if knobs is None:
+        deepseek = preset == "deepseek-v3"
+        knobs = Knobs("flex" if deepseek else "alltoall", ("mla_up_proj",) if deepseek else ())
+        assumptions.append(f"{knobs.dispatcher} dispatcher")
+        if deepseek:
+            assumptions.append("selective recompute of mla_up_proj")
     else:
-        model["moe_token_dispatcher_type"] = "alltoall"
-        assumptions.append("all-to-all dispatcher")
+        assumptions.append(f"dispatcher, recompute and overlap as {knobs.source} sets them")
+    model["moe_token_dispatcher_type"] = knobs.dispatcher
+    if knobs.recompute:
+        extra["recompute"] = "selective"
+        extra["recompute_modules"] = list(knobs.recompute)
+    if knobs.a2a_overlap:
+        model["overlap_moe_expert_parallel_comm"] = True
+    if not knobs.overlap_grad_reduce:
+        extra["overlap_grad_reduce"] = False
     extra["expert_parallel"] = run.integer("ep") or 1
     if (run.integer("tp") or 1) > 1:
         extra["expert_tensor_parallel"] = 1
@@ -181,6 +273,7 @@ def convert_bridge(run: PublishedRun) -> Case:
     measured = (num(run, "global_batch") * num(run, "seq_len")) / (
         run.metrics["tokens_per_s_per_gpu"] * num(run, "num_gpus")
     )
+    par["grad_reduce_in_fp32"] = False  # every performance script (module docstring)
     doc = document(run, model, gpu, par, "nemo")
     doc["training"]["framework_version"] = release_of(run)
     return Case(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.accuracy.bridge import convert_bridge
+from benchmarks.accuracy.cases import Case
 from benchmarks.accuracy.convert import deduplicate
 from benchmarks.accuracy.runs import PublishedRun
 from planner.scenario import parse_scenario
@@ -146,3 +147,86 @@ def test_moe_rows_routing_and_the_deepseek_layout() -> None:
     assert "moe_router_force_load_balancing" not in qwen.document["model"]
     assert qwen.document["parallelism"]["expert_parallel"] == 8
     parse_scenario(qwen.document)
+
+
+DEEPSEEK_2509 = {
+    "layers": "61",
+    "seq_len": "4096",
+    "moe_experts": "256 routed + 1 shared",
+    "cp": "1",
+    "micro_batch": "1",
+    "zero_stage": "DDP (FSDP=0)",
+    "precision": CS_2509,
+}
+
+
+def _deepseek_2509(
+    gpu: str, routing: str, tokens: float, gpus: str, tp: str, pp: str, vp: str, ep: str, gbs: str
+) -> Case:
+    """A 25.09 DeepSeek-V3 row as the CSV holds it."""
+    layout = f"tp{tp}pp{pp}cp1vp{vp}ep{ep}"
+    system = gpu.partition("-")[0]
+    config = f"mb_25.09_Pre-Training_DGX-{system}_DeepSeekV3_{routing}_{gpus}_FP8_{gbs}"
+    return convert_bridge(
+        _run(
+            f"{config}_{layout}_primary",
+            tokens,
+            model_name=f"DeepSeekV3 {routing}",
+            gpu=gpu,
+            num_gpus=gpus,
+            tp=tp,
+            pp=pp,
+            vp=vp,
+            ep=ep,
+            global_batch=gbs,
+            **DEEPSEEK_2509,
+        )
+    )
+
+
+def test_each_container_scripts_knobs_per_gpu() -> None:
+    """25.09's ``run_script.py`` (Megatron-Bridge v0.1.0rc3): DeepSeek-V3 on H100 with DeepEP,
+    the 1F1B all-to-all overlap, ``mla_up_proj`` + ``mlp`` recompute and no overlapped
+    gradient reduction; token drop on B200 disables DeepEP. 25.11 (v0.2.0): Qwen3 on H100
+    overlaps its all-to-all."""
+    h100 = _deepseek_2509("H100-SXM", "(dropless)", 1297, "1024", "2", "8", "4", "64", "8192")
+    model, par = h100.document["model"], h100.document["parallelism"]
+    assert model["moe_token_dispatcher_type"] == "flex"
+    assert model["overlap_moe_expert_parallel_comm"] is True
+    assert par["recompute_modules"] == ["mla_up_proj", "mlp"]
+    assert par["overlap_grad_reduce"] is False
+    assert par["grad_reduce_in_fp32"] is False
+    assert par["pipeline_layout"] == "Et|(tt|)*30mL"
+    assert any("v0.1.0rc3" in a for a in h100.assumptions)
+    b200 = _deepseek_2509("B200", "(tokendrop)", 2265, "256", "1", "16", "1", "8", "2048")
+    model, par = b200.document["model"], b200.document["parallelism"]
+    assert model["moe_token_dispatcher_type"] == "alltoall"
+    assert "overlap_moe_expert_parallel_comm" not in model
+    assert par["recompute_modules"] == ["mla_up_proj"]
+    assert "overlap_grad_reduce" not in par
+    qwen = convert_bridge(
+        _run(
+            "mb_25.11_Pre-Training_DGX-H100_Qwen3_30B_a3B_16_FP8-CS_512_tp1pp2cp1vp24ep8_primary",
+            5275,
+            model_name="Qwen3_30B_a3B",
+            layers="48",
+            seq_len="4096",
+            moe_experts="128",
+            gpu="H100-SXM",
+            num_gpus="16",
+            tp="1",
+            pp="2",
+            cp="1",
+            ep="8",
+            vp="24",
+            micro_batch="2",
+            global_batch="512",
+            zero_stage="DDP (FSDP=0)",
+            precision="FP8-CS",
+        )
+    )
+    assert qwen.document["model"]["overlap_moe_expert_parallel_comm"] is True
+    assert qwen.document["model"]["moe_token_dispatcher_type"] == "alltoall"
+    assert "recompute_modules" not in qwen.document["parallelism"]
+    for case in (h100, b200, qwen):
+        parse_scenario(case.document)
