@@ -118,6 +118,21 @@ def test_arithmetic_override_and_plugin_factory() -> None:
     assert facts.get("parallelism.precision") == "fp8"
 
 
+def test_gradient_reduction_dtype_follows_the_precision_plugin() -> None:
+    # the recipe's bf16_mixed(): MegatronMixedPrecision reduces in fp32 (the nemo profile's
+    # default is 16-bit)
+    recipe = _read(NEMO2_READER, _nemo("pretrain", "--factory=llama3_8b"))
+    assert recipe.get("parallelism.grad_reduce_in_fp32") is True
+    fp16 = _read(NEMO2_READER, _nemo("pretrain", "-f", "llama3_8b", "trainer.plugins=fp16_mixed"))
+    assert fp16.get("parallelism.grad_reduce_in_fp32") is False
+    # what NeMo's performance scripts set
+    override = _read(
+        NEMO2_READER,
+        _nemo("pretrain", "-f", "llama3_8b", "trainer.plugins.grad_reduce_in_fp32=false"),
+    )
+    assert override.get("parallelism.grad_reduce_in_fp32") is False
+
+
 def test_model_factory_override_swaps_the_shape() -> None:
     facts = _read(NEMO2_READER, _nemo("pretrain", "--factory", "llama3_8b", "model=qwen3_8b"))
     assert facts.get("model.num_layers") == 36

@@ -340,6 +340,25 @@ def _precision(settings: Mapping[str, Sourced], facts: Facts) -> None:
         recipe = settings.get("trainer.plugins.fp8_recipe")
         mx = recipe is not None and str(recipe.value).lower() == "mxfp8"
         facts.set("parallelism.precision", "mxfp8" if mx else "fp8", (recipe or fp8).source)
+    _grad_reduce(settings, plugin, facts)
+
+
+def _grad_reduce(settings: Mapping[str, Sourced], plugin: Sourced | None, facts: Facts) -> None:
+    """``parallelism.grad_reduce_in_fp32``: the precision plugin's, which the Megatron
+    strategy copies into the DDP config (``MegatronStrategy`` ->
+    ``update_config_with_dtype_overrides``, nemo/lightning/pytorch/strategies/
+    megatron_strategy.py). Every catalogued recipe builds ``MegatronMixedPrecision``
+    (``bf16_mixed()`` or the class with ``precision="bf16-mixed"``), whose default is true;
+    a precision factory or an override says otherwise."""
+    found = settings.get("trainer.plugins.grad_reduce_in_fp32")
+    if found is not None and isinstance(found.value, bool):
+        facts.set("parallelism.grad_reduce_in_fp32", found.value, found.source)
+    elif plugin is not None:
+        facts.set(
+            "parallelism.grad_reduce_in_fp32",
+            True,
+            f"{plugin.source} (MegatronMixedPrecision default grad_reduce_in_fp32 true)",
+        )
 
 
 def _catalog_int(section: str, key: str) -> int:

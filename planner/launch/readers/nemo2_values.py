@@ -99,6 +99,10 @@ class RecipeValues:
             self.settings["trainer.plugins.fp8_recipe"] = Sourced(recipe, source)
         base = "16-mixed" if name.startswith("fp16") else "bf16-mixed"
         self.settings["trainer.plugins.precision"] = Sourced(base, source)
+        # bf16_mixed() sets grad_reduce_in_fp32 True, fp16_mixed() False; the other factories
+        # start from one of the two and keep it (nemo/collections/llm/recipes/precision/
+        # mixed_precision.py)
+        self.settings["trainer.plugins.grad_reduce_in_fp32"] = Sourced(base != "16-mixed", source)
 
     def set_peft(self, value: object) -> None:
         """``peft=<scheme>`` (``lora``, ``dora``, ``none``)."""
