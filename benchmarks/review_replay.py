@@ -283,10 +283,15 @@ def replay(
             for row in store.list_jobs(status="pending"):
                 if row.job_id in seen:
                     made = row.queue_forecast or {}
-                    start = made.get("start_s") or {}
+                    start = made.get("start_s")
+                    band = (
+                        {q: _number(start.get(q)) for q in ("p10", "p50", "p90")}
+                        if isinstance(start, dict)
+                        else {}
+                    )
                     seen[row.job_id].append(
-                        (t, start.get("p50"), start.get("p10"), start.get("p90"),
-                         (row.state or {}).get("expected_start_time_s"))
+                        (t, band.get("p50"), band.get("p10"), band.get("p90"),
+                         _number((row.state or {}).get("expected_start_time_s")))
                     )  # fmt: skip
         final = {r.job_id: r for r in store.list_jobs()}
         store.dispose()
@@ -343,6 +348,11 @@ def _figures(
         "coverage": statistics.fmean([c for r in waited for c in r["covered"]] or [math.nan]),
     }
     return {"summary": summary, "jobs": rows, "manifest": manifest, "polls": seen}
+
+
+def _number(value: object) -> float | None:
+    """``value`` as a float, None when it is not a number (JSON's missing band ends)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _median(values: Any) -> float | None:

@@ -314,28 +314,69 @@ def _group_bands(
     bands: Mapping[str, RuntimeBand],
     groups: Mapping[str, str],
     basis: Mapping[str, str],
+    *,
+    now_s: float,
+    resumed: frozenset[str] = frozenset(),
 ) -> dict[str, RuntimeBand]:
-    """The whole-run band of each pending job of a draw group, by job id: the narrowest of the
-    group's pending ETA bands (the least log-space spread ``RuntimeBand.sigma``; on a tie the
-    first in queue order). The jobs run one program on the same hardware, so they have one
-    runtime; their bands differ only by what the planner knew when each job was described (a
-    pending job's prediction keeps the online calibration of then, whose spread narrows as it
-    learns), and two bands for one runtime would open a gap between their ends in every sample
-    that the scheduler never sees (a backfilled job slips into it)."""
-    best: dict[str, str] = {}
+    """The runtime band of each job of a draw group, by job id, from the group's one whole
+    run. The jobs run one program of one length on the same hardware, so they have one whole
+    runtime; their ETA bands differ only by what the planner knew when each was made (a
+    pending job's prediction keeps the online calibration of when it was described, and a
+    running job's ETA starts from that prediction until its own steps outweigh it). Each job
+    takes the narrowest whole-run band of the group (the least log-space spread
+    ``RuntimeBand.sigma``; on a tie the first in queue order): a pending job's whole-run band
+    is its ETA's, a running job's is the time it has run (``now_s`` less its start) plus its
+    remaining band. A pending job takes that band as it is, a running one less the time it
+    has run. Two bands for one runtime would open a gap between the ends of two copies started
+    together in every sample, which the scheduler never sees (a backfilled job slips into it).
+
+    Left with their own bands and teaching none: jobs whose band is not their ETA's
+    (``basis``), running jobs without a start time, jobs in ``resumed`` (a run that restarted
+    from a checkpoint has less than the whole program left) and a running job that has run
+    longer than the group's band's p10 (its remaining time is not that band shifted)."""
+    whole: dict[str, RuntimeBand] = {}
+    ran: dict[str, float] = {}
     for job in jobs:
-        group = groups[job.job_id]
-        if job.status != JobStatus.PENDING or not group or basis[job.job_id] != "eta":
+        job_id = job.job_id
+        if not groups[job_id] or basis[job_id] != "eta" or job_id in resumed:
             continue
-        if group not in best or bands[job.job_id].sigma < bands[best[group]].sigma:
-            best[group] = job.job_id
-    return {
-        job.job_id: bands[best[groups[job.job_id]]]
-        for job in jobs
-        if job.status == JobStatus.PENDING
-        and groups[job.job_id] in best
-        and basis[job.job_id] == "eta"
-    }
+        if job.status == JobStatus.PENDING:
+            ran[job_id], whole[job_id] = 0.0, bands[job_id]
+        elif job.status == JobStatus.RUNNING and job.start_time_s is not None:
+            ran[job_id] = elapsed = max(now_s - job.start_time_s, 0.0)
+            whole[job_id] = _shifted(bands[job_id], elapsed)
+    best: dict[str, str] = {}
+    for job_id, band in whole.items():
+        group = groups[job_id]
+        if group not in best or band.sigma < whole[best[group]].sigma:
+            best[group] = job_id
+    out: dict[str, RuntimeBand] = {}
+    for job_id, elapsed in ran.items():
+        chosen = best[groups[job_id]]
+        if chosen == job_id:
+            continue  # its own band
+        band = whole[chosen]
+        if elapsed == 0.0:
+            out[job_id] = band
+        elif elapsed < band.p10_s:
+            out[job_id] = _shifted(band, -elapsed)
+    return out
+
+
+def _shifted(band: RuntimeBand, seconds: float) -> RuntimeBand:
+    """``band`` with ``seconds`` added to every quantile (each at least 1 s)."""
+    return RuntimeBand(
+        p10_s=max(band.p10_s + seconds, 1.0),
+        p50_s=max(band.p50_s + seconds, 1.0),
+        p90_s=max(band.p90_s + seconds, 1.0),
+    )
+
+
+def _resumed(row: JobRow) -> bool:
+    """Whether the job's run resumed from a checkpoint: its progress history holds a restart,
+    or it continues another job's run (``planner.forecast.history.ProgressHistory``)."""
+    history = row.progress_history
+    return isinstance(history, dict) and bool(history.get("restarts") or history.get("continues"))
 
 
 def backfill_interval(configured: float | None, snapshot: ClusterSnapshot) -> float:
@@ -380,7 +421,10 @@ def _request(
             horizon_s=fleet.horizon_s if fleet else DEFAULT_HORIZON_S,
         )
         groups[job.job_id] = draw_group(rows[job.job_id].scenario, job)
-    bands.update(_group_bands(jobs, bands, groups, basis))
+    resumed = frozenset(
+        job.job_id for job in jobs if groups[job.job_id] and _resumed(rows[job.job_id])
+    )
+    bands.update(_group_bands(jobs, bands, groups, basis, now_s=now_s, resumed=resumed))
     for job in jobs:
         band, group = bands[job.job_id], groups[job.job_id]
         if job.num_gpus > 0:
