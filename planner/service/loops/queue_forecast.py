@@ -58,6 +58,7 @@ from planner.capacity import (
 from planner.capacity.fleet import DEFAULT_HORIZON_S
 from planner.capacity.pending import Band, PublishedForecast
 from planner.capacity.placement import PlacedJob, forecast_on_nodes
+from planner.capacity.runtime import Z90
 from planner.errors import PlannerError
 from planner.service.loops.context import IngestDeps
 from planner.service.loops.incremental import eta_remaining_now
@@ -334,32 +335,33 @@ def _group_bands(
     (``basis``), running jobs without a start time, jobs in ``resumed`` (a run that restarted
     from a checkpoint has less than the whole program left) and a running job that has run
     longer than the group's band's p10 (its remaining time is not that band shifted)."""
-    whole: dict[str, RuntimeBand] = {}
-    ran: dict[str, float] = {}
+    ran: dict[str, float] = {}  # seconds each member has run (0: pending)
+    spread: dict[str, float] = {}  # the log-space spread of each member's whole-run band
     for job in jobs:
         job_id = job.job_id
         if not groups[job_id] or basis[job_id] != "eta" or job_id in resumed:
             continue
+        band = bands[job_id]
         if job.status == JobStatus.PENDING:
-            ran[job_id], whole[job_id] = 0.0, bands[job_id]
+            ran[job_id], spread[job_id] = 0.0, band.sigma
         elif job.status == JobStatus.RUNNING and job.start_time_s is not None:
             ran[job_id] = elapsed = max(now_s - job.start_time_s, 0.0)
-            whole[job_id] = _shifted(bands[job_id], elapsed)
+            spread[job_id] = math.log((band.p90_s + elapsed) / (band.p10_s + elapsed)) / (2 * Z90)
     best: dict[str, str] = {}
-    for job_id, band in whole.items():
+    for job_id, sigma in spread.items():
         group = groups[job_id]
-        if group not in best or band.sigma < whole[best[group]].sigma:
+        if group not in best or sigma < spread[best[group]]:
             best[group] = job_id
     out: dict[str, RuntimeBand] = {}
     for job_id, elapsed in ran.items():
         chosen = best[groups[job_id]]
         if chosen == job_id:
             continue  # its own band
-        band = whole[chosen]
-        if elapsed == 0.0:
+        band, offset = bands[chosen], ran[chosen] - elapsed  # its whole run, less this one's
+        if elapsed == 0.0 and offset == 0.0:
             out[job_id] = band
-        elif elapsed < band.p10_s:
-            out[job_id] = _shifted(band, -elapsed)
+        elif elapsed < band.p10_s + ran[chosen]:
+            out[job_id] = _shifted(band, offset)
     return out
 
 
