@@ -426,9 +426,10 @@ def ablation(data: Path) -> str:
     runtimes drawn per job or per draw group, backfill at every event or in cycles."""
     lines = [
         "",
-        "Each mechanism on and off (same recording, same seed; *per draw group*: pending jobs "
-        "of one program on the same hardware take the narrowest of their bands, and all of the "
-        "group draw at one quantile):",
+        "Each mechanism on and off (same recording, same seed; *per draw group*: jobs of one "
+        "program on the same hardware take one whole-run band, the narrowest of theirs (a "
+        "running job's: the time it ran plus its remaining band), and all of the group draw at "
+        "one quantile):",
         "",
         "| runtime draws | backfill | median abs(error) / wait | p10-p90 coverage | "
         "median per-job mean abs error | median first error |",
