@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from planner.capacity import RuntimeBand
-from planner.service.loops.queue_forecast import _group_bands
+from planner.forecast.history import ProgressHistory
+from planner.service.loops.queue_forecast import _group_bands, _resumed
+from planner.service.models import JobRow
 from planner.specs.job import JobState, JobStatus
 
 NOW = 1_750_000_000.0
@@ -90,3 +92,16 @@ def test_waiting_copies_alone_take_the_narrowest_in_queue_order_on_a_tie() -> No
     out = _bands(jobs, {"1": _b(50, 100, 200), "2": same, "3": _b(160, 200, 250)})
     assert out["1"] == out["2"] == same
     _close(out["3"], 80, 100, 125)
+
+
+def test_a_run_is_resumed_when_it_ran_before_this_start() -> None:
+    fresh = ProgressHistory(first_iteration=10, first_time_s=NOW - 590.0).to_json()
+    before = ProgressHistory(first_iteration=10, first_time_s=NOW - 5000.0).to_json()
+    followed = ProgressHistory(first_iteration=500, first_time_s=NOW - 590.0, continues="7")
+    running = _job("1", ran_s=600.0)
+    assert not _resumed(JobRow(progress_history=None), running)
+    assert not _resumed(JobRow(progress_history=dict(fresh)), running)
+    assert _resumed(JobRow(progress_history=dict(before)), running)  # requeued, not yet logged
+    assert _resumed(JobRow(progress_history=dict(followed.to_json())), running)
+    assert not _resumed(JobRow(progress_history=None), _job("2"))
+    assert _resumed(JobRow(progress_history=dict(fresh)), _job("2"))  # requeued, waits again

@@ -94,6 +94,10 @@ PLACEMENT_COST = 10
 #: (slurm.conf(5), ``SchedulerParameters``: "Default: 30").
 SLURM_BF_INTERVAL_S = 30.0
 _QUANTILES = ("p10", "p50", "p90")
+#: How long before a running job's start its progress history may begin and the run still be
+#: its first (the scheduler's start time is whole seconds; a log's first line is stamped by
+#: another clock).
+RESTART_TOLERANCE_S = 60.0
 
 
 def _num(value: Any) -> float | None:
@@ -374,11 +378,24 @@ def _shifted(band: RuntimeBand, seconds: float) -> RuntimeBand:
     )
 
 
-def _resumed(row: JobRow) -> bool:
-    """Whether the job's run resumed from a checkpoint: its progress history holds a restart,
-    or it continues another job's run (``planner.forecast.history.ProgressHistory``)."""
+def _resumed(row: JobRow, job: JobState) -> bool:
+    """Whether the job has less than its whole program ahead of its start: a pending job that
+    has run before (requeued, or resuming another job's run: it has a progress history), a
+    running one whose history holds a restart, continues another job's run, or began before
+    this start (requeued, its restart not yet in its log)
+    (``planner.forecast.history.ProgressHistory``)."""
     history = row.progress_history
-    return isinstance(history, dict) and bool(history.get("restarts") or history.get("continues"))
+    if not isinstance(history, dict) or not history:
+        return False
+    if job.status == JobStatus.PENDING:
+        return True
+    first = history.get("first_time_s")
+    began_before = (
+        isinstance(first, int | float)
+        and job.start_time_s is not None
+        and first < job.start_time_s - RESTART_TOLERANCE_S
+    )
+    return bool(history.get("restarts") or history.get("continues") or began_before)
 
 
 def backfill_interval(configured: float | None, snapshot: ClusterSnapshot) -> float:
@@ -424,7 +441,7 @@ def _request(
         )
         groups[job.job_id] = draw_group(rows[job.job_id].scenario, job)
     resumed = frozenset(
-        job.job_id for job in jobs if groups[job.job_id] and _resumed(rows[job.job_id])
+        job.job_id for job in jobs if groups[job.job_id] and _resumed(rows[job.job_id], job)
     )
     bands.update(_group_bands(jobs, bands, groups, basis, now_s=now_s, resumed=resumed))
     for job in jobs:
