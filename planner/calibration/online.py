@@ -75,7 +75,12 @@ network factor (``planner.calibration.online_split``), each learnt per key by it
 compute terms of a new prediction's ``breakdown_s`` by the compute factor and its network terms
 by the network factor (``method: components``), when both are learnt at least as specifically
 as the whole-step factor; a component learnt less specifically keeps the whole-step factor.
-The corrected step's log-sd combines the two in quadrature, weighted by their shares of it.
+The corrected step's log-sd is the two log-sds weighted by their shares of it, added as errors
+that move together: both factors are learnt from the same jobs' observed steps (one job's step
+split by its window share), so they share those jobs' deviations and observation noise; adding
+them in quadrature, as if independent, made one job's compute-and-network correction surer of
+the step (log-sd 0.119 in the recorded queue of ``benchmarks/review_replay.py``) than the
+whole-step correction learnt from that same job (0.156).
 Without a breakdown or component estimates, the whole-step factor applies (``method: step``).
 """
 
@@ -503,14 +508,15 @@ def _combined(
     model: ModelSplit, used: Mapping[Component, Correction], whole: Correction
 ) -> tuple[float, CalibrationInfoJson]:
     """The whole-step factor and ``calibration`` object of a prediction whose compute and
-    network terms are corrected apart (``apply``): log-sds in quadrature, weighted by each
-    part's share of the corrected step; level and job count of the less specific part."""
+    network terms are corrected apart (``apply``): the log-sds weighted by each part's share of
+    the corrected step and added as errors that move together (module docstring); level and job
+    count of the less specific part."""
     compute, network = used[Component.COMPUTE], used[Component.NETWORK]
     corrected_c = compute.factor * model.compute_s
     corrected_n = network.factor * model.network_s
     total = corrected_c + corrected_n
     factor = total / (model.compute_s + model.network_s)
-    log_sd = math.hypot(corrected_c / total * compute.log_sd, corrected_n / total * network.log_sd)
+    log_sd = (corrected_c * compute.log_sd + corrected_n * network.log_sd) / total
     least = min(used.values(), key=lambda c: _SPECIFICITY[c.level])
     info: CalibrationInfoJson = {
         "factor": factor,

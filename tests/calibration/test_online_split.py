@@ -183,6 +183,22 @@ def test_a_new_layout_inherits_both_factors() -> None:
     json.dumps(out)
 
 
+def test_one_jobs_split_is_no_surer_of_the_step_than_its_whole_step() -> None:
+    """Compute and network factors learnt from one job share its deviation and noise: the
+    step they correct together has their share-weighted log-sd (here each part's, equal to
+    the whole step's), not the smaller sum in quadrature of independent errors (0.71 of it at
+    an even split)."""
+    cal = OnlineCalibration()
+    _teach(cal, KEY, "dp2", breakdown(0.010, 0.010), 100.0, 100.0, n=80)
+    whole = cal.correction(KEY)
+    parts = [cal.component_correction(c, KEY) for c in (Component.COMPUTE, Component.NETWORK)]
+    assert [p.log_sd for p in parts] == pytest.approx([whole.log_sd] * 2)
+    b = breakdown(0.010, 0.010)
+    out = cal.apply({"iteration_time_s": sum(b.values()), "breakdown_s": b}, KEY)
+    assert out["calibration"]["method"] == "components"
+    assert out["calibration"]["log_sd"] == pytest.approx(whole.log_sd)
+
+
 def test_components_follow_the_levels_and_fall_back_to_the_whole_step() -> None:
     cal = OnlineCalibration()
     # jobs without per-rank timings teach only the whole step
