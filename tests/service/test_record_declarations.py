@@ -1,9 +1,9 @@
 """Each set of columns is declared once and every other place that speaks of them is checked
-against that declaration: a record's annotated columns are its table's columns; the API's
-views of jobs, audit records and stored reviews take their fields from the records' column
-classes (``JobColumns``, ``AuditColumns``, ``ReviewColumns``) and publish exactly the contract
-below; the step samples the unit of work writes are ``StepSampleRow``'s columns but its
-``id``."""
+against that declaration: a record's annotated columns are its table's columns; the API's views
+of jobs, audit records and stored reviews take their fields from the records' column classes
+(``JobColumns``, ``AuditColumns``, ``ReviewColumns``) and publish exactly the contract below;
+the job routes answer the API's models as they build them; the step samples the unit of work
+writes are ``StepSampleRow``'s columns but its ``id``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from typing import get_type_hints
 import pytest
 from sqlalchemy.orm import class_mapper
 
-from planner.service.api.models import AuditRecord, JobSummary
+from planner.service.api.jobs import job_view
+from planner.service.api.models import AuditRecord, JobSummary, StepSample
 from planner.service.api.review_models import LatestReview, StoredReview
 from planner.service.models import (
     AuditColumns,
@@ -48,6 +49,30 @@ def test_the_job_summary_starts_with_the_job_columns() -> None:
     assert list(JobSummary.model_fields)[: len(shared)] == [
         "scheduler", "cluster", "job_id", "name", "user", "status", "active",
     ]  # fmt: skip
+
+
+def test_a_job_view_is_the_job_summary_with_every_field_set() -> None:
+    """The page of jobs answers the ``JobSummary`` that ``job_view`` builds (no second shape of
+    it): every field the model declares is set from the row, so a field added to the model
+    reaches the answer or fails here (one without a default fails mypy in ``job_view``)."""
+    row = JobRow(
+        scheduler="slurm", cluster="a", job_id="7", name="pretrain", user="ana",
+        status="running", active=True, state={"partition": "gpu", "num_gpus": 8},
+        described_by="none", description_detail="no scenario", iteration=10, train_iters=100,
+        last_progress_s=5.0, prediction=None, eta=None, first_seen_s=1.0, last_seen_s=5.0,
+        ended_s=None, outcome=None, queue_forecast=None,
+    )  # fmt: skip
+    view = job_view(row, None)
+    assert type(view) is JobSummary
+    assert view.model_fields_set == set(JobSummary.model_fields)
+    assert (view.partition, view.num_gpus, view.gpu_type) == ("gpu", 8, None)
+
+
+def test_a_shown_step_sample_reads_step_sample_columns() -> None:
+    columns = _columns(StepSampleRow)
+    assert {name: columns[name] for name in StepSample.model_fields} == {
+        name: field.annotation for name, field in StepSample.model_fields.items()
+    }
 
 
 def test_the_audit_view_is_the_audit_columns() -> None:
