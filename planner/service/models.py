@@ -16,10 +16,13 @@ Python type is ``dict[str, object]``: its readers check each value they use
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from planner.stragglers.exposure import SlowEpisode
 
 _COLUMNS: dict[type[Record], frozenset[str]] = {}
 
@@ -297,9 +300,13 @@ def listing_key(row: JobRow) -> tuple[str, str, tuple[int, str]]:
 
 
 class NodeSlownessRow(Record):
-    """One episode of a slow node (``planner.stragglers.exposure.SlowEpisode``): a node on which
-    a running job had ranks flagged (or the node itself flagged as slow), from ``started_s`` to
-    ``last_seen_s``, with the job's what-if ``slowdown``. Drained nodes leave the history."""
+    """One episode of a slow node of one scheduler/cluster: a node on which a running job had
+    ranks flagged (or the node itself flagged as slow), from ``started_s`` to ``last_seen_s``,
+    with the job's what-if ``slowdown``. Drained nodes leave the history.
+
+    Its columns but ``id``, ``scheduler`` and ``cluster`` are the fields of the core's
+    ``planner.stragglers.exposure.SlowEpisode`` (names and types; ``tests/service/
+    test_record_declarations.py`` holds them equal), read back as one by :meth:`episode`."""
 
     id: int
     scheduler: str
@@ -310,6 +317,13 @@ class NodeSlownessRow(Record):
     last_seen_s: float
     ranks: int
     slowdown: float
+
+    def episode(self) -> SlowEpisode:
+        """The stored episode as the core reads it: each field from its column."""
+        return SlowEpisode(**{f.name: getattr(self, f.name) for f in _EPISODE_FIELDS})
+
+
+_EPISODE_FIELDS = dataclasses.fields(SlowEpisode)
 
 
 class ReviewColumns:

@@ -21,6 +21,7 @@ from planner.service.models import (
     AuditRow,
     JobColumns,
     JobRow,
+    NodeSlownessRow,
     Record,
     ReviewColumns,
     ReviewRow,
@@ -28,6 +29,7 @@ from planner.service.models import (
 )
 from planner.service.store import tables
 from planner.service.store.unit_of_work import _SAMPLE_COLUMNS, _SAMPLE_UPDATE, _Sample
+from planner.stragglers.exposure import SlowEpisode
 
 
 def _columns(record: type[Record]) -> dict[str, object]:
@@ -73,6 +75,18 @@ def test_a_shown_step_sample_reads_step_sample_columns() -> None:
     assert {name: columns[name] for name in StepSample.model_fields} == {
         name: field.annotation for name, field in StepSample.model_fields.items()
     }
+
+
+def test_a_slow_node_row_holds_a_slow_episode() -> None:
+    """The store's episode columns are the core's ``SlowEpisode`` fields, whichever of the two
+    gains a field, and the row reads back as the episode."""
+    columns = _columns(NodeSlownessRow)
+    episode = get_type_hints(SlowEpisode)
+    assert {name: columns.get(name) for name in episode} == episode
+    assert set(columns) - set(episode) == {"id", "scheduler", "cluster"}
+    values = {"node": "n1", "job_id": "7", "started_s": 1.0, "last_seen_s": 4.0, "ranks": 2}
+    row = NodeSlownessRow(id=1, scheduler="slurm", cluster="a", slowdown=1.3, **values)
+    assert row.episode() == SlowEpisode(slowdown=1.3, **values)
 
 
 def test_the_audit_view_is_the_audit_columns() -> None:
