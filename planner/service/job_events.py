@@ -12,9 +12,10 @@ a phase that a flagged straggler rank explains says so (``explained_by``).
 
 from __future__ import annotations
 
-from typing import Final, Literal, TypedDict
+from typing import Final
 
 from planner.forecast.history import Pause, ProgressHistory
+from planner.service.api.models import JobEvent
 from planner.service.loops.eta import schedule_of
 from planner.service.models import JobRow
 
@@ -40,49 +41,7 @@ def pause_kind(pause: Pause, eval_interval: int | None, save_interval: int | Non
     return " and ".join(kinds) or "pause"
 
 
-class PhaseEventJson(TypedDict):
-    """A sustained change of pace: from ``iteration``, seen at ``time_s`` (epoch s) and
-    ``seen_iteration``; ``ratio`` the new step time over the one before; ``explained_by`` the
-    straggler that explains it, if one does."""
-
-    kind: Literal["phase"]
-    iteration: int
-    time_s: float
-    seen_iteration: int
-    ratio: float
-    explained_by: str | None
-    description: str
-
-
-class PauseEventJson(TypedDict):
-    """A pause of ``duration_s`` seconds after ``iteration``, in the interval that ended at
-    ``until_iteration`` and ``time_s`` (epoch s); ``kind`` from :func:`pause_kind`."""
-
-    kind: str
-    iteration: int
-    time_s: float
-    until_iteration: int
-    duration_s: float
-    description: str
-
-
-class RestartEventJson(TypedDict):
-    """A restart from ``from_iteration`` back to ``iteration`` at ``time_s`` (epoch s), with
-    ``duration_s`` seconds lost."""
-
-    kind: Literal["restart"]
-    iteration: int
-    time_s: float
-    from_iteration: int
-    duration_s: float
-    description: str
-
-
-JobEventJson = PhaseEventJson | PauseEventJson | RestartEventJson
-"""One entry of ``GET /v1/jobs/{id}``'s ``events``."""
-
-
-def job_events(row: JobRow) -> list[JobEventJson]:
+def job_events(row: JobRow) -> list[JobEvent]:
     """The job's events, oldest first, the newest ``MAX_EVENTS`` (module docstring)."""
     if not row.progress_history:
         return []
@@ -90,49 +49,49 @@ def job_events(row: JobRow) -> list[JobEventJson]:
     schedule = schedule_of(row)
     eval_interval = None if schedule is None else schedule.eval_interval
     save_interval = None if schedule is None else schedule.save_interval
-    events: list[JobEventJson] = []
+    events: list[JobEvent] = []
     for phase in history.phases:
         events.append(
-            {
-                "kind": "phase",
-                "iteration": phase.start_iteration,
-                "time_s": phase.seen_time_s,
-                "seen_iteration": phase.seen_iteration,
-                "ratio": phase.ratio,
-                "explained_by": phase.explained_by,
-                "description": phase.description
+            JobEvent(
+                kind="phase",
+                iteration=phase.start_iteration,
+                time_s=phase.seen_time_s,
+                seen_iteration=phase.seen_iteration,
+                ratio=phase.ratio,
+                explained_by=phase.explained_by,
+                description=phase.description
                 + (f" (explained by {phase.explained_by})" if phase.explained_by else ""),
-            }
+            )
         )
     for pause in history.pauses:
         kind = pause_kind(pause, eval_interval, save_interval)
         events.append(
-            {
-                "kind": kind,
-                "iteration": pause.after_iteration,
-                "time_s": pause.time_s,
-                "until_iteration": pause.iteration,
-                "duration_s": pause.duration_s,
-                "description": f"{kind} of {pause.duration_s:.1f} s after iteration "
+            JobEvent(
+                kind=kind,
+                iteration=pause.after_iteration,
+                time_s=pause.time_s,
+                until_iteration=pause.iteration,
+                duration_s=pause.duration_s,
+                description=f"{kind} of {pause.duration_s:.1f} s after iteration "
                 f"{pause.after_iteration}"
                 + (
                     f" (between iterations {pause.after_iteration} and {pause.iteration})"
                     if pause.iteration - pause.after_iteration > 1 and kind == "pause"
                     else ""
                 ),
-            }
+            )
         )
     for restart in history.restarts:
         events.append(
-            {
-                "kind": "restart",
-                "iteration": restart.to_iteration,
-                "time_s": restart.time_s,
-                "from_iteration": restart.from_iteration,
-                "duration_s": restart.overhead_s,
-                "description": f"restarted from iteration {restart.from_iteration} back to "
+            JobEvent(
+                kind="restart",
+                iteration=restart.to_iteration,
+                time_s=restart.time_s,
+                from_iteration=restart.from_iteration,
+                duration_s=restart.overhead_s,
+                description=f"restarted from iteration {restart.from_iteration} back to "
                 f"{restart.to_iteration} ({restart.overhead_s:.0f} s lost)",
-            }
+            )
         )
-    events.sort(key=lambda e: (e["time_s"], e["iteration"]))
+    events.sort(key=lambda e: (e.time_s, e.iteration))
     return events[-MAX_EVENTS:]

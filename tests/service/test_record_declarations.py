@@ -13,9 +13,11 @@ from typing import get_type_hints
 import pytest
 from sqlalchemy.orm import class_mapper
 
+from planner.forecast.history import Pause, PhaseEvent, ProgressHistory, RestartRecord
 from planner.service.api.jobs import job_view
 from planner.service.api.models import AuditRecord, JobSummary, StepSample
 from planner.service.api.review_models import LatestReview, StoredReview
+from planner.service.job_events import job_events
 from planner.service.models import (
     AuditColumns,
     AuditRow,
@@ -68,6 +70,30 @@ def test_a_job_view_is_the_job_summary_with_every_field_set() -> None:
     assert type(view) is JobSummary
     assert view.model_fields_set == set(JobSummary.model_fields)
     assert (view.partition, view.num_gpus, view.gpu_type) == ("gpu", 8, None)
+
+
+def test_a_job_event_declares_every_field_it_carries() -> None:
+    """The events of ``GET /v1/jobs/{id}`` are ``JobEvent``s as ``job_events`` builds them: a
+    field one kind carries that the model does not declare (an extra of the open model, absent
+    from ``/openapi.json``) fails here."""
+    history = ProgressHistory(
+        pauses=[Pause(after_iteration=10, iteration=12, duration_s=30.0, time_s=100.0)],
+        phases=[
+            PhaseEvent(
+                start_iteration=20, ratio=1.3, seen_iteration=25, seen_time_s=150.0,
+                explained_by="rank 3",
+            )
+        ],
+        restarts=[
+            RestartRecord(
+                from_iteration=50, to_iteration=40, time_s=200.0, gap_s=60.0, overhead_s=90.0
+            )
+        ],
+    )  # fmt: skip
+    events = job_events(JobRow(progress_history=history.to_json(), schedule=None))
+    assert [e.kind for e in events] == ["pause", "phase", "restart"]
+    assert [e.model_extra for e in events] == [{}, {}, {}]
+    assert events[1].explained_by == "rank 3"
 
 
 def test_a_shown_step_sample_reads_step_sample_columns() -> None:

@@ -27,7 +27,6 @@ from planner.service.api.models import (
     Eta,
     GpuUsage,
     JobDetail,
-    JobEvent,
     JobList,
     JobSummary,
     LaunchFacts,
@@ -425,7 +424,7 @@ def make_router(state: ServiceState, access: Access) -> APIRouter:
                 Eta.model_validate(p.payload)
                 for p in store.predictions(row.id, kind="eta", limit=50)
             ],
-            events=[JobEvent.model_validate(e) for e in job_events(row)],
+            events=job_events(row),
             gpus=_maybe(GpuUsage, row.gpus),
             log=log_view(row),
         )

@@ -330,7 +330,8 @@ class JobEvent(Open):
     """Something that happened in the job's run besides its steps
     (``planner.service.job_events``): ``kind`` ``phase`` (a sustained change of pace, with its
     ``ratio`` to the pace before), ``evaluation``, ``checkpoint``, ``pause`` (with its
-    ``duration_s``) or ``restart``, from ``iteration``, seen at ``time_s``."""
+    ``duration_s``) or ``restart``, from ``iteration``, seen at ``time_s``. The fields of one
+    kind only are absent from the others."""
 
     kind: str
     iteration: int
@@ -338,6 +339,18 @@ class JobEvent(Open):
     description: str
     duration_s: float | None = None
     ratio: float | None = None
+    seen_iteration: int | None = Field(
+        default=None, description="A phase: the iteration at which the change was seen"
+    )
+    explained_by: str | None = Field(
+        default=None, description="A phase: the flagged straggler rank that explains it"
+    )
+    until_iteration: int | None = Field(
+        default=None, description="A pause: the iteration that ended the interval holding it"
+    )
+    from_iteration: int | None = Field(
+        default=None, description="A restart: the iteration it went back from"
+    )
 
 
 class JobDetail(JobSummary):
