@@ -27,9 +27,9 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import Annotated, NotRequired, TypedDict
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from planner.calibration import (
@@ -42,16 +42,26 @@ from planner.calibration import (
 from planner.calibration.report import summary_lines
 from planner.errors import CalibrationError, SpecError
 from planner.forecast import stored
-from planner.forecast.bands import BandBucketJson, BandCalibration
+from planner.forecast.bands import BandCalibration
 from planner.search.budget import BudgetExceededError, SearchBudget
 from planner.service.api.access import Access
 from planner.service.api.errors import error_responses
-from planner.service.api.models import Calibrations, CalibrationUploaded
+from planner.service.api.models import (
+    CalibrationGroup,
+    Calibrations,
+    CalibrationUploaded,
+    EtaBandBucket,
+    EtaCalibrationView,
+    LearntCalibrationView,
+    OnlineCalibrationView,
+    OperatorCalibrationView,
+    SkippedRun,
+    answer,
+)
 from planner.service.api.work import WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Principal, Role
 from planner.service.learning import PREFIX as LEARNT_PREFIX
-from planner.service.learning import SkippedRunJson
 from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
 from planner.service.security_settings import LimitSettings
 from planner.service.store import Store
@@ -62,86 +72,8 @@ ROWS_SETTING = "limits.calibration_max_rows"
 TIME_SETTING = "limits.calibration_time_budget_s"
 
 
-class CalibrationGroupJson(TypedDict):
-    """One group of the online correction (``CalibrationGroup``)."""
-
-    level: str
-    group: list[object]
-    factor: float
-    log_sd: float
-    num_jobs: int
-    latest_time_s: float
-    component: str
-
-
-class OnlineViewJson(TypedDict):
-    """The online correction (``OnlineCalibrationView``): ``model_error`` the stored per-cluster
-    error objects as they are."""
-
-    num_samples: int
-    groups: list[CalibrationGroupJson]
-    model_error: list[Mapping[str, object]]
-    updated_s: NotRequired[float]
-
-
-class OperatorViewJson(TypedDict):
-    """A stored operator calibration (``OperatorCalibrationView``): ``device`` its stored
-    device object as it is."""
-
-    name: str
-    updated_s: float
-    device: object
-    summary: object
-
-
-class EtaViewJson(TypedDict):
-    """What one cluster's finished jobs taught the ETA (``EtaCalibrationView``)."""
-
-    scheduler: str
-    cluster: str
-    num_jobs: int
-    band_coverage_ratio: float | None
-    shutdown_s: float
-    restart_overhead_s: float | None
-    buckets: list[BandBucketJson]
-
-
-class LearntViewJson(TypedDict):
-    """One cluster's learnt calibration (``LearntCalibrationView``): ``keys`` its stored
-    per-key summary objects as they are."""
-
-    scheduler: str
-    cluster: str
-    fitted_s: float
-    num_runs: int
-    num_skipped: int
-    skipped: list[SkippedRunJson]
-    held_out_error_ratio: float | None
-    model_error_ratio: float | None
-    applied: bool
-    reason: str
-    cpu_s: float
-    keys: list[Mapping[str, object]]
-
-
-class CalibrationsJson(TypedDict):
-    """The ``GET /v1/calibrations`` body (``Calibrations``)."""
-
-    online: OnlineViewJson
-    operators: list[OperatorViewJson]
-    eta: list[EtaViewJson]
-    learnt: list[LearntViewJson]
-
-
-class CalibrationUploadedJson(TypedDict):
-    """The ``POST /v1/calibrations`` body (``CalibrationUploaded``)."""
-
-    name: str
-    summary: list[str]
-
-
-def _online_view(state: Mapping[str, object]) -> OnlineViewJson:
-    groups: list[CalibrationGroupJson] = []
+def _online_view(state: Mapping[str, object]) -> OnlineCalibrationView:
+    groups: list[CalibrationGroup] = []
     stored = state.get("online")
     try:
         if not isinstance(stored, Mapping):
@@ -156,69 +88,87 @@ def _online_view(state: Mapping[str, object]) -> OnlineViewJson:
         for component, estimates in learnt:
             for (level, prefix), est in sorted(estimates.items(), key=lambda kv: str(kv[0])):
                 groups.append(
-                    {
-                        "level": str(level),
-                        "group": list(prefix),
-                        "factor": math.exp(est.log_ratio),
-                        "log_sd": est.predictive_log_sd,
-                        "num_jobs": est.num_jobs,
-                        "latest_time_s": est.latest_time_s,
-                        "component": component,
-                    }
+                    CalibrationGroup(
+                        level=str(level),
+                        group=list(prefix),
+                        factor=math.exp(est.log_ratio),
+                        log_sd=est.predictive_log_sd,
+                        num_jobs=est.num_jobs,
+                        latest_time_s=est.latest_time_s,
+                        component=component,
+                    )
                 )
     num_samples = number(state.get("num_samples", 0))
-    return {
-        "num_samples": 0 if num_samples is None else int(num_samples),
-        "groups": groups,
-        "model_error": rows(list(fields(state.get("errors")).values())),
-    }
+    return OnlineCalibrationView(
+        num_samples=0 if num_samples is None else int(num_samples),
+        groups=groups,
+        model_error=[dict(e) for e in rows(list(fields(state.get("errors")).values()))],
+    )
 
 
-def _eta_view(state: Mapping[str, object]) -> list[EtaViewJson]:
+def _eta_view(state: Mapping[str, object]) -> list[EtaCalibrationView]:
     """Per cluster, what its finished jobs taught the ETA."""
-    out: list[EtaViewJson] = []
+    out: list[EtaCalibrationView] = []
     clusters = fields(state.get("clusters"))
     for key in sorted(clusters):
         scheduler, _, cluster = key.partition("/")
         entry = clusters[key] or {}
         known = knowledge_of(entry)
+        bands = BandCalibration.from_json(fields(entry).get("bands"))
         out.append(
-            {
-                "scheduler": scheduler,
-                "cluster": cluster,
-                "num_jobs": known.num_jobs,
-                "band_coverage_ratio": known.coverage_ratio,
-                "shutdown_s": known.shutdown_s,
-                "restart_overhead_s": known.restart_overhead_s,
-                "buckets": BandCalibration.from_json(fields(entry).get("bands")).summary(),
-            }
+            EtaCalibrationView(
+                scheduler=scheduler,
+                cluster=cluster,
+                num_jobs=known.num_jobs,
+                band_coverage_ratio=known.coverage_ratio,
+                shutdown_s=known.shutdown_s,
+                restart_overhead_s=known.restart_overhead_s,
+                buckets=[EtaBandBucket(**bucket) for bucket in bands.summary()],
+            )
         )
     return out
 
 
-def _learnt_view(state: Mapping[str, object]) -> LearntViewJson | None:
+def _learnt_view(state: Mapping[str, object]) -> LearntCalibrationView | None:
     """One cluster's learnt calibration as listed; None for a state this version cannot read."""
     held_out = fields(state.get("held_out"))
     try:
-        return {
-            "scheduler": str(state["scheduler"]),
-            "cluster": str(state["cluster"]),
-            "fitted_s": stored.number(state["fitted_s"]),
-            "num_runs": _whole(state["num_runs"]),
-            "num_skipped": _whole(state.get("num_skipped") or 0),
-            "skipped": [
-                {"job_id": str(s.get("job_id", "")), "reason": str(s.get("reason", ""))}
+        return LearntCalibrationView(
+            scheduler=str(state["scheduler"]),
+            cluster=str(state["cluster"]),
+            fitted_s=stored.number(state["fitted_s"]),
+            num_runs=_whole(state["num_runs"]),
+            num_skipped=_whole(state.get("num_skipped") or 0),
+            skipped=[
+                SkippedRun(job_id=str(s.get("job_id", "")), reason=str(s.get("reason", "")))
                 for s in rows(state.get("skipped"))
             ],
-            "held_out_error_ratio": _ratio(held_out.get("calibrated_mean_abs_error_ratio")),
-            "model_error_ratio": _ratio(held_out.get("prior_mean_abs_error_ratio")),
-            "applied": bool(state.get("applied")),
-            "reason": str(state.get("reason") or ""),
-            "cpu_s": stored.number(state.get("cpu_s") or 0.0),
-            "keys": rows(state.get("summary")),
-        }
+            held_out_error_ratio=_ratio(held_out.get("calibrated_mean_abs_error_ratio")),
+            model_error_ratio=_ratio(held_out.get("prior_mean_abs_error_ratio")),
+            applied=bool(state.get("applied")),
+            reason=str(state.get("reason") or ""),
+            cpu_s=stored.number(state.get("cpu_s") or 0.0),
+            keys=[dict(k) for k in rows(state.get("summary"))],
+        )
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _operator_view(
+    name: str, updated_s: float, state: Mapping[str, object]
+) -> OperatorCalibrationView:
+    """A stored operator calibration: its sampled device and summary lines as stored (a value
+    of another shape read as absent)."""
+    device = fields(state.get("calibration")).get("device")
+    summary = state.get("summary")
+    return OperatorCalibrationView(
+        name=name,
+        updated_s=updated_s,
+        device=dict(device) if isinstance(device, Mapping) else None,
+        summary=[line for line in summary if isinstance(line, str)]
+        if isinstance(summary, list)
+        else [],
+    )
 
 
 def _whole(value: object) -> int:
@@ -303,11 +253,11 @@ def make_router(
         responses=error_responses(401, 403, 503),
         dependencies=[Depends(access.require(Role.READER))],
     )
-    def list_calibrations() -> CalibrationsJson:
-        online: OnlineViewJson = {"num_samples": 0, "groups": [], "model_error": []}
-        operators: list[OperatorViewJson] = []
-        eta: list[EtaViewJson] = []
-        learnt: list[LearntViewJson] = []
+    def list_calibrations() -> Response:
+        online = OnlineCalibrationView(num_samples=0, groups=[], model_error=[])
+        operators: list[OperatorCalibrationView] = []
+        eta: list[EtaCalibrationView] = []
+        learnt: list[LearntCalibrationView] = []
         for row in store.calibrations():
             if row.name == ETA_CALIBRATION:
                 eta = _eta_view(row.state)
@@ -316,17 +266,11 @@ def make_router(
                 learnt += [view] if view is not None else []
             elif row.name == "online":
                 online = _online_view(row.state)
-                online["updated_s"] = row.updated_s
+                online.updated_s = row.updated_s
             elif row.name.startswith(OPERATORS_PREFIX):
-                operators.append(
-                    {
-                        "name": row.name[len(OPERATORS_PREFIX) :],
-                        "updated_s": row.updated_s,
-                        "device": fields(row.state.get("calibration")).get("device"),
-                        "summary": row.state.get("summary", []),
-                    }
-                )
-        return {"online": online, "operators": operators, "eta": eta, "learnt": learnt}
+                name = row.name[len(OPERATORS_PREFIX) :]
+                operators.append(_operator_view(name, row.updated_s, row.state))
+        return answer(Calibrations(online=online, operators=operators, eta=eta, learnt=learnt))
 
     @router.post(
         "/v1/calibrations",
@@ -343,7 +287,7 @@ def make_router(
         ] = None,
         name: Annotated[str, Form(pattern=r"^[A-Za-z0-9_.-]{1,48}$")] = "default",
         principal: Principal = Depends(uploader),  # noqa: B008 (FastAPI's idiom)
-    ) -> CalibrationUploadedJson:
+    ) -> CalibrationUploaded:
         key = OPERATORS_PREFIX + name
         exists = await run_in_threadpool(store.calibration, key) is not None
         if principal.role < Role.ADMIN and exists:
@@ -379,6 +323,6 @@ def make_router(
             actor=principal.name,
         )
         await run_in_threadpool(audit.record, [entry])
-        return {"name": name, "summary": summary}
+        return CalibrationUploaded(name=name, summary=summary)
 
     return router

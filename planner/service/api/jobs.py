@@ -39,6 +39,7 @@ from planner.service.api.models import (
     SourceView,
     StepSample,
     Stragglers,
+    answer,
 )
 from planner.service.auth import Role
 from planner.service.job_events import job_events
@@ -56,14 +57,6 @@ NO_STRAGGLER_DATA = (
     "adapters.logs.parsers) once per logging interval, or the job names a trace "
     "with planner:trace=PATH planner:trace-meta=PATH in its comment"
 )
-
-
-def answer(view: BaseModel) -> Response:
-    """``view`` as the JSON body of a 200 answer: the fields set when it was built (as the
-    routes' ``response_model_exclude_unset`` says), serialised by pydantic. Validated when it
-    was built, it is not validated again (FastAPI dumps a returned model and validates the
-    dump: twice the CPU of a page)."""
-    return Response(view.model_dump_json(exclude_unset=True), media_type="application/json")
 
 
 def source_view(
