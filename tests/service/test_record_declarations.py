@@ -3,7 +3,10 @@ against that declaration: a record's annotated columns are its table's columns; 
 of jobs, audit records and stored reviews take their fields from the records' column classes
 (``JobColumns``, ``AuditColumns``, ``ReviewColumns``) and publish exactly the contract below;
 the job routes answer the API's models as they build them; the step samples the unit of work
-writes are ``StepSampleRow``'s columns but its ``id``."""
+writes are ``StepSampleRow``'s columns but its ``id``. Where one shape is declared on both
+sides of a boundary that a declaration cannot cross (the core's frozen dataclasses and the
+store's mutable records, the core's JSON and the API's documented models), the two name the
+same fields, but those the test names."""
 
 from __future__ import annotations
 
@@ -11,15 +14,28 @@ from dataclasses import fields
 from typing import get_type_hints
 
 import pytest
+from pydantic import BaseModel
 from sqlalchemy.orm import class_mapper
 
 from planner.forecast.history import Pause, PhaseEvent, ProgressHistory, RestartRecord
+from planner.forecast.values import StepObservation
+from planner.ports import JobGpuUsage
+from planner.scenario.documents import PredictionJson
 from planner.service.api.jobs import job_view
-from planner.service.api.models import AuditRecord, JobSummary, StepSample
+from planner.service.api.models import (
+    AuditRecord,
+    GpuUsage,
+    JobSummary,
+    LaunchFacts,
+    Prediction,
+    StepSample,
+)
 from planner.service.api.review_models import LatestReview, StoredReview
+from planner.service.describe import LaunchFactsJson
 from planner.service.job_events import job_events
 from planner.service.models import (
     AuditColumns,
+    AuditEntry,
     AuditRow,
     JobColumns,
     JobRow,
@@ -27,6 +43,7 @@ from planner.service.models import (
     Record,
     ReviewColumns,
     ReviewRow,
+    SampleTiming,
     StepSampleRow,
 )
 from planner.service.store import tables
@@ -145,3 +162,36 @@ def test_a_written_sample_is_a_step_sample_row_but_its_id() -> None:
     assert tuple(sample) == _SAMPLE_COLUMNS
     updated = {c.key for c in _SAMPLE_UPDATE.table.c if c.key in _SAMPLE_UPDATE.compile().params}
     assert updated == set(sample) - {"job_pk", "iteration"}
+
+
+def _hints(declared: object) -> dict[str, object]:
+    """A declaration's fields with their types, in order (a dataclass, TypedDict, NamedTuple,
+    record or pydantic model)."""
+    if isinstance(declared, type) and issubclass(declared, BaseModel):
+        return {name: f.annotation for name, f in declared.model_fields.items()}
+    return get_type_hints(declared)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "only_first"),
+    [
+        # an audit record to append is the audit columns but the id the store gives it
+        (AuditColumns, AuditEntry, {"id"}),
+        # the GPU telemetry the API shows is the port's record of it, stored as a dict
+        (GpuUsage, JobGpuUsage, set()),
+        # whether the log was read as a witness is the ingest loop's, not shown
+        (LaunchFactsJson, LaunchFacts, {"log_read"}),
+        # the columns of a step sample the ETA reads are a step observation's
+        (StepObservation, SampleTiming, set()),
+        # an invalid scenario's prediction is its error
+        (Prediction, PredictionJson, {"error"}),
+    ],
+    ids=lambda d: getattr(d, "__name__", ""),
+)
+def test_a_shape_declared_twice_names_the_same_fields(
+    first: type, second: type, only_first: set[str]
+) -> None:
+    """Shapes declared on both sides of a boundary the declarations cannot share (a frozen
+    dataclass and a table's columns, the core and the API's documented models): the same
+    field names but those named here."""
+    assert set(_hints(first)) - only_first == set(_hints(second))
