@@ -23,10 +23,10 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, get_type_hints
 
 import numpy as np
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -112,69 +112,81 @@ def over_time(exc: BudgetExceededError, limits: LimitSettings, advice: str) -> S
     )
 
 
-def _text(doc: Mapping[str, object], key: str, default: str | None = None) -> str:
-    """The string ``doc[key]`` (``default`` when absent); raises ``TypeError`` otherwise."""
-    value = doc.get(key, default)
+def _text(value: object) -> str:
+    """A stored string; raises ``TypeError`` for another value."""
     if isinstance(value, str):
         return value
-    raise TypeError(f"{key}: not a string: {value!r}")
+    raise TypeError(f"not a string: {value!r}")
 
 
-def _optional_text(doc: Mapping[str, object], key: str) -> str | None:
-    """The string ``doc[key]`` or None; raises ``TypeError`` for another value."""
-    return None if doc.get(key) is None else _text(doc, key)
+def _optional_text(value: object) -> str | None:
+    """A stored string or None; raises ``TypeError`` for another value."""
+    return None if value is None else _text(value)
+
+
+def _flag(value: object) -> bool:
+    """A stored bool; raises ``TypeError`` for another value."""
+    if isinstance(value, bool):
+        return value
+    raise TypeError(f"not a bool: {value!r}")
 
 
 def _names(value: object) -> tuple[str, ...]:
     """A stored list of node names (None: none); raises ``TypeError`` for another value."""
     names = tuple(items(value or ()))
     if not all(isinstance(name, str) for name in names):
-        raise TypeError(f"node_list: not a list of names: {value!r}")
+        raise TypeError(f"not a list of names: {value!r}")
     return tuple(str(name) for name in names)
+
+
+def _status(value: object) -> JobStatus:
+    """A stored ``JobStatus`` value; raises ``TypeError`` or ``ValueError`` for another."""
+    return JobStatus(_text(value))
+
+
+#: How a stored snapshot's value is read, by the type of its ``JobState`` field.
+_READERS: dict[object, Callable[[object], Any]] = {
+    str: _text,
+    str | None: _optional_text,
+    int: integer,
+    int | None: optional_integer,
+    float | None: optional_real,
+    bool: _flag,
+    tuple[str, ...]: _names,
+    JobStatus: _status,
+}
+
+
+def _reader(name: str, hint: object) -> Callable[[object], Any]:
+    """The reader of a ``JobState`` field's stored value, by its type; raises ``TypeError``
+    for a type none reads (a field added to ``JobState`` with a new type needs one)."""
+    try:
+        return _READERS[hint]
+    except KeyError:
+        raise TypeError(f"JobState.{name}: no reader of a stored {hint}; add one") from None
+
+
+#: Each field of ``JobState``: its name, its reader and whether the snapshot must hold it
+#: (the fields without a default).
+_STATE_FIELDS = [
+    (f.name, _reader(f.name, hint), f.default is MISSING)
+    for f in fields(JobState)
+    for hint in [get_type_hints(JobState)[f.name]]
+]
 
 
 def _state(row: JobRow) -> JobState | None:
     """The job's stored snapshot (``planner.service.loops.jobs.job_state_dict``) as a
-    ``JobState``; None when a field is missing or of another type (a snapshot stored by
-    another version)."""
+    ``JobState``: each of its fields read by its type, a field the snapshot leaves out taking
+    its default (the status: the row's); None when a field without a default is missing or a
+    value is of another type (a snapshot stored by another version)."""
     doc = row.state or {}
+    if any(required and name not in doc for name, _, required in _STATE_FIELDS):
+        return None
     try:
-        flag = doc.get("gpus_allocated", False)
-        if not isinstance(flag, bool):
-            raise TypeError(f"gpus_allocated: not a bool: {flag!r}")
-        return JobState(
-            scheduler=_text(doc, "scheduler"),
-            cluster=_text(doc, "cluster"),
-            job_id=_text(doc, "job_id"),
-            name=_text(doc, "name", ""),
-            user=_text(doc, "user", ""),
-            partition=_text(doc, "partition", ""),
-            account=_text(doc, "account", ""),
-            status=JobStatus(_text(doc, "status", row.status)),
-            state_reason=_text(doc, "state_reason", ""),
-            node_list=_names(doc.get("node_list")),
-            num_nodes=integer(doc.get("num_nodes", 0)),
-            num_gpus=integer(doc.get("num_gpus", 0)),
-            gpus_allocated=flag,
-            gpu_type=_optional_text(doc, "gpu_type"),
-            submit_time_s=optional_real(doc.get("submit_time_s")),
-            start_time_s=optional_real(doc.get("start_time_s")),
-            end_time_s=optional_real(doc.get("end_time_s")),
-            expected_start_time_s=optional_real(doc.get("expected_start_time_s")),
-            time_limit_s=optional_real(doc.get("time_limit_s")),
-            stdout_path=_optional_text(doc, "stdout_path"),
-            work_dir=_optional_text(doc, "work_dir"),
-            command=_optional_text(doc, "command"),
-            batch_script=_optional_text(doc, "batch_script"),
-            comment=_text(doc, "comment", ""),
-            namespace=_text(doc, "namespace", ""),
-            queue_name=_text(doc, "queue_name", ""),
-            queue_position=optional_integer(doc.get("queue_position")),
-            progress_ratio=optional_real(doc.get("progress_ratio")),
-            reported_remaining_s=optional_real(doc.get("reported_remaining_s")),
-            progress_updated_s=optional_real(doc.get("progress_updated_s")),
-            launch_manifest=_optional_text(doc, "launch_manifest"),
-        )
+        given = {name: read(doc[name]) for name, read, _ in _STATE_FIELDS if name in doc}
+        given.setdefault("status", _status(row.status))
+        return JobState(**given)
     except (TypeError, ValueError):
         return None
 

@@ -76,3 +76,25 @@ def test_a_job_snapshot_reads_back_as_written() -> None:
     assert _state(JobRow(state={**job_state_dict(job), "status": "lost"}, status="x")) is None
     assert _state(JobRow(state={**job_state_dict(job), "node_list": [1]}, status="x")) is None
     assert _state(JobRow(state={"scheduler": "slurm"}, status="running")) is None
+
+
+def test_every_field_of_a_job_snapshot_reads_back() -> None:
+    """The reader takes each of ``JobState``'s fields from its declaration (by its type):
+    a snapshot with none of them at its default reads back whole, but the two fields the
+    store leaves out (``job_state_dict``)."""
+    job = JobState(
+        scheduler="slurm", cluster="c", job_id="42", name="pretrain", user="ana",
+        partition="gpu", account="llm", status=JobStatus.PENDING, state_reason="Priority",
+        node_list=("n1",), num_nodes=1, num_gpus=8, gpus_allocated=True, gpu_type="h100",
+        submit_time_s=10.0, start_time_s=20.0, end_time_s=30.0, expected_start_time_s=25.0,
+        time_limit_s=3600.0, stdout_path="/logs/42.out", work_dir="/work", command="train.sh",
+        batch_script="#!/bin/sh", comment="planner:scenario=/s.yaml", namespace="team",
+        queue_name="lq", queue_position=3, progress_ratio=0.5, reported_remaining_s=60.0,
+        progress_updated_s=29.0, launch_manifest="{}",
+    )  # fmt: skip
+    defaults = JobState(scheduler="", cluster="", job_id="")
+    assert [
+        f.name for f in dataclasses.fields(job) if getattr(job, f.name) == getattr(defaults, f.name)
+    ] == []
+    stored = dataclasses.replace(job, batch_script=None, launch_manifest=None)
+    assert _state(JobRow(state=_stored(job_state_dict(job)), status="running")) == stored
