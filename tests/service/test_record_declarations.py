@@ -27,7 +27,9 @@ from planner.service.api.models import (
     GpuUsage,
     JobSummary,
     LaunchFacts,
+    NodeView,
     Prediction,
+    SourceView,
     StepSample,
 )
 from planner.service.api.review_models import LatestReview, StoredReview
@@ -44,10 +46,12 @@ from planner.service.models import (
     ReviewColumns,
     ReviewRow,
     SampleTiming,
+    SourceRow,
     StepSampleRow,
 )
 from planner.service.store import tables
 from planner.service.store.unit_of_work import _SAMPLE_COLUMNS, _SAMPLE_UPDATE, _Sample
+from planner.specs.job import NodeState
 from planner.stragglers.exposure import SlowEpisode
 
 
@@ -185,6 +189,10 @@ def _hints(declared: object) -> dict[str, object]:
         (StepObservation, SampleTiming, set()),
         # an invalid scenario's prediction is its error
         (Prediction, PredictionJson, {"error"}),
+        # a source's health as shown: its row and how old and stale its last success is
+        (SourceView, SourceRow, {"age_s", "stale"}),
+        # the nodes of a source as its last good poll stored them (``dataclasses.asdict``)
+        (NodeView, NodeState, set()),
     ],
     ids=lambda d: getattr(d, "__name__", ""),
 )

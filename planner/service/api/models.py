@@ -152,6 +152,8 @@ class NodeView(Open):
     num_cpus: int = 0
     memory_bytes: float = 0.0
     partitions: list[str] = Field(default_factory=list)
+    num_cpus_allocated: int = Field(default=0, description="CPUs jobs hold")
+    memory_allocated_bytes: float = Field(default=0.0, description="Memory jobs hold")
 
 
 class SourceView(BaseModel):
