@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy.orm import class_mapper
 
+from planner.forecast.eta import EtaEstimate
 from planner.forecast.history import Pause, PhaseEvent, ProgressHistory, RestartRecord
 from planner.forecast.values import StepObservation
 from planner.ports import JobGpuUsage
@@ -24,6 +25,7 @@ from planner.scenario.documents import PredictionJson
 from planner.service.api.jobs import job_view
 from planner.service.api.models import (
     AuditRecord,
+    Eta,
     GpuUsage,
     JobSummary,
     LaunchFacts,
@@ -115,6 +117,15 @@ def test_a_job_event_declares_every_field_it_carries() -> None:
     assert [e.kind for e in events] == ["pause", "phase", "restart"]
     assert [e.model_extra for e in events] == [{}, {}, {}]
     assert events[1].explained_by == "rank 3"
+
+
+def test_an_eta_documents_every_field_of_an_estimate() -> None:
+    """The stored ETA is an ``EtaEstimate`` (``planner.service.loops.eta.eta_to_dict``) with
+    what the service adds to it; the API's ``Eta`` declares each of those fields, so that a
+    field the estimate gains is documented in ``/openapi.json`` (or this fails)."""
+    added_by_the_service = {"made_at_s", "finished", "straggler_factor"}
+    estimate = {f.name for f in fields(EtaEstimate)}
+    assert set(Eta.model_fields) == estimate | added_by_the_service
 
 
 def test_a_shown_step_sample_reads_step_sample_columns() -> None:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Response
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WrapValidator
 
+from planner.forecast.pauses import PauseForecast
 from planner.scenario.schema import (
     HardwareSection,
     ModelSection,
@@ -195,8 +196,10 @@ class Band(BaseModel):
 
 
 class Eta(Open):
-    """An ETA (``planner.forecast.eta.EtaEstimate``): step time, remaining time and completion
-    time with 10-90 % bands; ``made_at_s`` when it was made; ``finished`` once the job ended."""
+    """An ETA (``planner.forecast.eta.EtaEstimate``, each of its fields): step time, remaining
+    time and completion time with 10-90 % bands, and what they were made from; the service adds
+    ``made_at_s`` when it was made, ``finished`` once the job ended and, for a queued job,
+    ``straggler_factor``. A field an estimate stored by another version lacks is null."""
 
     method: str
     step_time_s: Band
@@ -207,11 +210,46 @@ class Eta(Open):
     train_iters: int | None
     num_observations: int
     prior_step_time_s: float | None = None
+    prior_log_sd: float | None = Field(default=None, description="Log-sd of the model's step time")
     observed_step_time_s: float | None = None
     step_time_log_sd: float | None = None
+    pace_log_sd: float | None = Field(
+        default=None, description="Long-run log-sd of the pace per iteration"
+    )
+    prior_weight: float | None = Field(
+        default=None, description="The model's share of the pace, 0..1 (null without a model)"
+    )
     conflict_z: float | None = None
+    pauses_s: float | None = Field(default=None, description="Mean pause time still ahead, s")
+    pauses: PauseForecast | None = Field(
+        default=None, description="How the pauses still ahead were projected"
+    )
+    shutdown_s: float | None = Field(
+        default=None, description="Shutdown time added, s (taught by the cluster's ended jobs)"
+    )
+    shutdown_sd_s: float | None = Field(default=None, description="Its standard deviation, s")
+    phase_start_iteration: int | None = Field(
+        default=None, description="Where the current pace began (null: no change of pace)"
+    )
+    phase_ratio: float | None = Field(
+        default=None, description="The current pace over the pace before it"
+    )
+    phase_z: float | None = Field(
+        default=None, description="That change in long-run standard deviations"
+    )
+    model_remaining_s: Band | None = Field(
+        default=None, description="The model's band of the remaining time before calibration"
+    )
+    band_calibrated: bool | None = Field(
+        default=None, description="Whether the cluster's ended jobs calibrated the bands"
+    )
     made_at_s: float | None = None
     finished: bool | None = None
+    straggler_factor: float | None = Field(
+        default=None,
+        description="A queued job: the expected straggler slowdown its step time includes "
+        "(planner.stragglers.exposure)",
+    )
 
 
 class SchedulerReported(BaseModel):
