@@ -148,14 +148,23 @@ class PredictionRow(Record):
     payload: dict[str, object]
 
 
-class SourceRow(Record):
-    """Health of one telemetry source (e.g. Slurm on one cluster): last success and last error."""
+class SourceColumns:
+    """The columns of a telemetry source that the API's view of it shows first, as they are
+    stored, declared once: the store's :class:`SourceRow` and ``planner.service.api.models.
+    SourceView`` both take them from here. ``last_success_s`` / ``last_attempt_s``: when a poll
+    last succeeded / was last tried (epoch s; None: never)."""
 
     name: str
     scheduler: str
     cluster: str
-    last_attempt_s: float | None
     last_success_s: float | None
+    last_attempt_s: float | None
+
+
+class SourceRow(SourceColumns, Record):
+    """Health of one telemetry source (e.g. Slurm on one cluster): last success and last error
+    (and the columns of :class:`SourceColumns`)."""
+
     last_error: str | None
     consecutive_failures: int
     nodes: list[dict[str, object]] | None

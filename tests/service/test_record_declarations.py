@@ -1,12 +1,12 @@
 """Each set of columns is declared once and every other place that speaks of them is checked
 against that declaration: a record's annotated columns are its table's columns; the API's views
-of jobs, audit records and stored reviews take their fields from the records' column classes
-(``JobColumns``, ``AuditColumns``, ``ReviewColumns``) and publish exactly the contract below;
-the job routes answer the API's models as they build them; the step samples the unit of work
-writes are ``StepSampleRow``'s columns but its ``id``. Where one shape is declared on both
-sides of a boundary that a declaration cannot cross (the core's frozen dataclasses and the
-store's mutable records, the core's JSON and the API's documented models), the two name the
-same fields, but those the test names."""
+of jobs, sources, audit records and stored reviews take their fields from the records' column
+classes (``JobColumns``, ``SourceColumns``, ``AuditColumns``, ``ReviewColumns``) and publish
+exactly the contract below; the job routes answer the API's models as they build them; the step
+samples the unit of work writes are ``StepSampleRow``'s columns but its ``id``. Where one shape
+is declared on both sides of a boundary that a declaration cannot cross (the core's frozen
+dataclasses and the store's mutable records, the core's JSON and the API's documented models),
+the two name the same fields, but those the test names."""
 
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ from planner.service.models import (
     ReviewColumns,
     ReviewRow,
     SampleTiming,
+    SourceColumns,
     SourceRow,
     StepSampleRow,
 )
@@ -75,6 +76,15 @@ def test_the_job_summary_starts_with_the_job_columns() -> None:
     assert set(shared) <= set(_columns(JobRow))
     assert list(JobSummary.model_fields)[: len(shared)] == [
         "scheduler", "cluster", "job_id", "name", "user", "status", "active",
+    ]  # fmt: skip
+
+
+def test_the_source_view_starts_with_the_source_columns() -> None:
+    assert issubclass(SourceRow, SourceColumns)
+    assert issubclass(SourceView, SourceColumns)
+    shared = list(get_type_hints(SourceColumns))
+    assert list(SourceView.model_fields)[: len(shared)] == [
+        "name", "scheduler", "cluster", "last_success_s", "last_attempt_s",
     ]  # fmt: skip
 
 

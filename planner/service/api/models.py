@@ -21,7 +21,7 @@ from planner.scenario.schema import (
     ParallelismSection,
     TrainingSection,
 )
-from planner.service.models import AuditColumns, JobColumns
+from planner.service.models import AuditColumns, JobColumns, SourceColumns
 
 
 class Open(BaseModel):
@@ -158,14 +158,9 @@ class NodeView(Open):
     memory_allocated_bytes: float = Field(default=0.0, description="Memory jobs hold")
 
 
-class SourceView(BaseModel):
+class SourceView(BaseModel, SourceColumns):
     """Health of one source (a scheduler on one cluster)."""
 
-    name: str
-    scheduler: str
-    cluster: str
-    last_success_s: float | None
-    last_attempt_s: float | None
     age_s: float | None = Field(description="Seconds since the last success")
     stale: bool
     consecutive_failures: int
