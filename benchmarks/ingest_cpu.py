@@ -4,7 +4,7 @@ service's own ingest loop (``planner.service.main.build_service``: its settings,
 learning, garbage collection), a settable clock (15 s between cycles, one fake change each).
 
     .venv/bin/python -m benchmarks.ingest_cpu                    # CPU-s of each cycle
-    .venv/bin/python -m benchmarks.ingest_cpu --profile /tmp/p   # cProfile of each cycle
+    .venv/bin/python -m benchmarks.ingest_cpu --profile /tmp/p   # cProfile (CPU-s) of each cycle
     .venv/bin/python -m benchmarks.ingest_cpu --dump /tmp/a.json # what the store holds at the end
     .venv/bin/python -m benchmarks.ingest_cpu --statements       # what each cycle wrote
 
@@ -157,7 +157,9 @@ def main() -> None:
                 for flight in flights.values():  # the forecast finishes before this cycle
                     flight.future.result(timeout=600)
                 kind = "first" if n == 0 else ("forecast" if flights else "steady")
-                profile = cProfile.Profile() if args.profile else None
+                # CPU seconds of the whole process (a worker thread's read counts where the
+                # cycle waits for it), not wall time, which a busy machine inflates
+                profile = cProfile.Profile(time.process_time) if args.profile else None
                 wall = time.perf_counter()
                 cpu = time.process_time()
                 if profile is not None:
