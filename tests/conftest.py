@@ -8,6 +8,7 @@ import os
 import signal
 from collections.abc import Generator, Iterator
 from types import FrameType
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -145,3 +146,20 @@ def test_client_host(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 __all__ = ["slurm_jobs", "slurm_stack"]
+
+
+@pytest.fixture
+def file_handoffs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What each hand-off of job file work to a reader thread was for, in order (the path of
+    one read; ``N files`` for N read at once), counted from the fixture on."""
+    import adapters.files
+
+    handoffs: list[str] = []
+    real = adapters.files._in_thread
+
+    def counting(source: str, path: str, timeout_s: float, work: Any) -> Any:
+        handoffs.append(path)
+        return real(source, path, timeout_s, work)
+
+    monkeypatch.setattr(adapters.files, "_in_thread", counting)
+    return handoffs

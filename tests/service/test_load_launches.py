@@ -6,13 +6,17 @@ by the style's reader, with a prediction, as the service describes them at inges
 from __future__ import annotations
 
 import functools
+import json
 from collections import Counter
 from pathlib import Path
 
+from adapters.logs import LogTailer
 from adapters.slurm import SlurmSource
 from benchmarks.fake_launches import STYLES
 from benchmarks.fake_slurm import FakeSlurm
 from planner.service.describe import describe_job
+from planner.service.loops import IngestLoop
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobState
 
 from .conftest import Clock
@@ -73,3 +77,59 @@ def fake_iters(fake: FakeSlurm, job_id: str) -> int:
 
 def _read(source: SlurmSource, job: JobState, path: str) -> str:
     return source.read_text_file(path, 1 << 20, job=job)
+
+
+def test_the_files_a_cycle_describes_launches_from_are_read_in_one_hand_off(
+    cluster_root: Path, file_handoffs: list[str]
+) -> None:
+    """A first cycle reads the scenario file each job's comment names, and the script each
+    command-only launch runs (its batch script not fetched yet), in one hand-off to a reader
+    thread instead of one per file; what it stores of every job is what it stores when each
+    job reads its files itself."""
+    handoffs = file_handoffs
+    stored = []
+    for batched in (True, False):
+        clock = Clock(T0)
+        root = cluster_root / f"batched-{batched}"
+        fake = FakeSlurm(root, jobs=160, nodes=30, gpus=800, users=12, seed=3, clock=clock)
+        fake.populate()
+        source = SlurmSource(
+            bin_dir=str(fake.bin_dir), allowed_file_roots=[str(fake.shared)], clock=clock
+        )
+        if not batched:
+            source.read_text_files = None  # type: ignore[assignment,method-assign]
+        store = SqlStore(f"sqlite:///{root / 'planner.db'}")
+        store.migrate()
+        loop = IngestLoop(
+            store,
+            [source],
+            LogTailer(allowed_file_roots={"slurm": [str(fake.shared)]}),
+            clock=clock,
+        )
+        handoffs.clear()
+        assert loop.run_cycle().all_ok
+        # the scenario files (in a home's scenarios/ or the shared projects) and the scripts;
+        # the config files a fetched batch script names are read as the launch reader asks
+        described = [
+            p
+            for p in handoffs
+            if p.endswith(".sbatch") or "/scenarios/" in p or p.startswith(str(fake.shared))
+        ]
+        batches = [p for p in handoffs if p.endswith(" files")]
+        if batched:
+            assert described == []
+            assert len(batches) == 1
+            assert int(batches[0].split()[0]) > 60  # the scenario files and scripts
+        else:
+            assert len(described) > 60
+            assert batches == []
+        stored.append(
+            {
+                row.job_id: (row.described_by, row.description_detail, row.prediction, row.eta)
+                for row in store.list_jobs()
+            }
+        )
+        loop.close()
+    assert json.dumps(stored[0], sort_keys=True).replace("batched-True", "X") == json.dumps(
+        stored[1], sort_keys=True
+    ).replace("batched-False", "X")

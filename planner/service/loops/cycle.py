@@ -90,7 +90,14 @@ def _ingest(
         row.warnings = list(snapshot.warnings)
         for warning in snapshot.warnings:
             log.info("source %s: %s", source_name(source), warning)
-        merge_jobs(deps, uow, source.read_text_file, snapshot, now_s=now_s)
+        merge_jobs(
+            deps,
+            uow,
+            source.read_text_file,
+            snapshot,
+            now_s=now_s,
+            read_texts=getattr(source, "read_text_files", None),  # a source may read many at once
+        )
         termed = update_node_history(
             uow,
             scheduler=snapshot.scheduler,

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+import posixpath
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from planner.calibration import key_from_scenario
 from planner.errors import PlannerError
-from planner.service.describe import describe_job, description_key, training_schedule
+from planner.launch.shell_state import SCRIPT_SUFFIXES
+from planner.service.describe import (
+    describe_job,
+    description_key,
+    scenario_path_from_comment,
+    training_schedule,
+)
 from planner.service.learning import calibrate_prediction, record_finished_run
 from planner.service.loops.calibration import online_calibration
 from planner.service.loops.context import IngestDeps
@@ -45,6 +52,10 @@ _KEPT_WHEN_ENDED = ("stdout_path", "work_dir", "command", "comment", "node_list"
 #: ``read_text_file``, which applies the job-file rules of ``adapters.files``).
 ReadText = Callable[..., str]
 
+#: Reads many files jobs name at once, for their own reads later in the cycle: ``([(path,
+#: job), ...], max_bytes) -> files asked for`` (``SlurmSource.read_text_files``).
+ReadTexts = Callable[[Sequence[tuple[str, JobState]], int], int]
+
 
 def merge_jobs(
     deps: IngestDeps,
@@ -53,12 +64,14 @@ def merge_jobs(
     snapshot: ClusterSnapshot,
     *,
     now_s: float,
+    read_texts: ReadTexts | None = None,
 ) -> None:
     """Store every job of ``snapshot``; jobs the scheduler stopped reporting have ended; jobs
     that ended more than the retention ago are pruned. ``read_text(path, max_bytes, job=job)``
-    reads a file a job names (the source's ``read_text_file``). Jobs that did not change since
-    this process's last cycle are skipped where nothing can have changed
-    (``planner.service.loops.incremental``)."""
+    reads a file a job names (the source's ``read_text_file``); ``read_texts``, when the
+    source has it, reads at once the first file each launch described this cycle reads
+    (:func:`described_reads`). Jobs that did not change since this process's last cycle are
+    skipped where nothing can have changed (``planner.service.loops.incremental``)."""
     retention_s = deps.settings.ended_job_retention_s
     existing = {r.job_id: r for r in uow.jobs_of(snapshot.scheduler, snapshot.cluster)}
     seen: set[str] = set()
@@ -99,6 +112,10 @@ def merge_jobs(
         elif not row.active and job.status.is_active and row.ended_s is not None:
             row.ended_s = None  # a requeued job comes back under its old id
         merged.append((row, job, new))
+    if read_texts is not None:
+        reads = described_reads(deps, merged)
+        if reads:
+            read_texts(reads, deps.settings.max_scenario_file_bytes)
     for row, job, new in merged:
         basis = update_job(
             deps,
@@ -124,6 +141,39 @@ def merge_jobs(
     uow.delete_ended_jobs(ended_before_s=now_s - retention_s)
     for row, job, basis in staged:
         deps.memo.stage(row, job, basis)
+
+
+def described_reads(
+    deps: IngestDeps, merged: Sequence[tuple[JobRow, JobState, bool]]
+) -> list[tuple[str, JobState]]:
+    """The first file that describing each launch of ``merged`` reads, for the jobs this cycle
+    describes (changed since the last cycle, with a new description key: ``update_job``), one
+    job per launch (the others reuse its description, ``IngestDeps.descriptions``): the
+    scenario file its comment names, else the script a command-only launch runs (a batch job
+    whose script is not fetched yet: the launch reader looks for the file, ``planner.launch``'s
+    ``is_script``). ``(path, job)`` pairs, read as ``job``'s own reads would be: a first cycle
+    of 10,000 jobs reads 8,000 such files, each else a hand-off to a reader thread."""
+    reads: list[tuple[str, JobState]] = []
+    launches: set[tuple[str, ...]] = set()
+    for row, job, _ in merged:
+        memo = deps.memo.get(row)
+        if memo is not None and memo.job == job:
+            continue  # unchanged: not described again
+        key = description_key(job)
+        if key == row.description_key or not (job.status.is_active or not row.description_key):
+            continue
+        launch = (key, job.scheduler, job.cluster, job.user, str(job.num_nodes))
+        if launch in launches:
+            continue
+        launches.add(launch)
+        path = scenario_path_from_comment(job)
+        if path is None and not job.batch_script and job.command:
+            word = job.command.strip()
+            script = posixpath.isabs(word) and not any(c.isspace() for c in word)
+            path = word if script and word.endswith(SCRIPT_SUFFIXES) else None
+        if path is not None:
+            reads.append((path, job))
+    return reads
 
 
 def quiet_logs(

@@ -22,7 +22,7 @@ from adapters.slurm.source import (
     detect_slurm,
     subprocess_runner,
 )
-from planner.errors import SourcePermanentError, SourceTemporaryError
+from planner.errors import SourceError, SourcePermanentError, SourceTemporaryError
 from planner.ports import SchedulerSource
 from planner.specs.job import JobState, JobStatus
 
@@ -393,3 +393,82 @@ def test_subprocess_module_is_only_used_by_the_source() -> None:
     users = [p.name for p in root.glob("*.py") if "subprocess" in p.read_text()]
     assert users == ["source.py"]
     assert subprocess is not None
+
+
+SECRET = "s3cret:not-for-the-log"
+
+
+def _nobody() -> str:
+    """``nobody``, a host user other than the one running the tests."""
+    try:
+        entry = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user 'nobody' on this host")
+    if entry.pw_uid == os.getuid():
+        pytest.skip("the tests run as 'nobody'")
+    return entry.pw_name
+
+
+def _job_of(user: str, work_dir: Path) -> JobState:
+    return JobState(scheduler="slurm", cluster="c", job_id="9", user=user, work_dir=str(work_dir))
+
+
+def test_files_read_at_once_are_each_read_under_their_jobs_rules(
+    job_dir: Path, fifo: Path, file_handoffs: list[str]
+) -> None:
+    """``SlurmSource.read_text_files`` reads many jobs' files in one hand-off to a reader
+    thread; each file then gives its job what that job's own read gives (the text, or the same
+    refusal: another user's view, outside the roots, a symlink out, a FIFO, /dev/zero, too
+    large, not UTF-8, missing), and no job reads another's outcome."""
+    secret = job_dir / "shadow"
+    secret.write_text(SECRET)
+    secret.chmod(0o600)
+    (job_dir / "out.yaml").symlink_to("/etc/passwd")
+    (job_dir / "zero.yaml").symlink_to("/dev/zero")
+    (job_dir / "run.yaml").write_text("model: {preset: llama3-8b}\n")
+    (job_dir / "big.yaml").write_text("x" * 200)
+    (job_dir / "bin.yaml").write_bytes(b"\xff\xfe")
+    mine = _job_of(pwd.getpwuid(os.getuid()).pw_name, job_dir)
+    nobody = _job_of(_nobody(), job_dir)
+    reads = [
+        (str(job_dir / "run.yaml"), mine),
+        (str(job_dir / "run.yaml"), nobody),
+        (str(secret), mine),
+        (str(secret), nobody),
+        ("/etc/passwd", mine),
+        (str(job_dir / "out.yaml"), mine),
+        (str(fifo), mine),
+        (str(job_dir / "zero.yaml"), mine),
+        (str(job_dir / "big.yaml"), mine),
+        (str(job_dir / "bin.yaml"), mine),
+        (str(job_dir / "absent.yaml"), mine),
+        ("relative.yaml", mine),
+    ]
+
+    def outcome(source: SlurmSource, path: str, job: JobState, limit: int = 100) -> str:
+        try:
+            return "text: " + source.read_text_file(path, limit, job=job)
+        except SourceError as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    alone = SlurmSource(allowed_file_roots=["/dev"])  # never in a cycle: reads every time
+    expected = [outcome(alone, path, job) for path, job in reads]
+    assert expected[0] == expected[1] == "text: model: {preset: llama3-8b}\n"
+    assert expected[2] == "text: " + SECRET
+    assert "not readable by user nobody" in expected[3]
+    assert len(set(expected[2:])) == len(expected) - 2  # each refusal its own
+
+    source = SlurmSource(allowed_file_roots=["/dev"], runner=recorded())
+    source.snapshot()  # a cycle begins
+    handoffs = file_handoffs
+    handoffs.clear()
+    assert source.read_text_files(reads, 100) == len(reads)
+    assert handoffs == [f"{len(reads)} files"]
+    assert [outcome(source, path, job) for path, job in reads] == expected
+    assert handoffs == [f"{len(reads)} files"]  # each job got what was read for it
+    assert source.read_text_files(reads, 100) == 0  # all kept: nothing read again
+    assert outcome(source, str(job_dir / "big.yaml"), mine) == expected[8]
+    assert len(handoffs) == 1
+    # a read with another size limit is a read of its own
+    assert "larger than" in outcome(source, str(job_dir / "run.yaml"), mine, limit=5)
+    assert handoffs[1:] == [str(job_dir / "run.yaml")]
