@@ -112,11 +112,12 @@ def merge_jobs(
         elif not row.active and job.status.is_active and row.ended_s is not None:
             row.ended_s = None  # a requeued job comes back under its old id
         merged.append((row, job, new))
+    memos = [memo_of(deps, row, job) for row, job, _ in merged]
     if read_texts is not None:
-        reads = described_reads(deps, merged)
+        reads = described_reads(deps, merged, memos)
         if reads:
             read_texts(reads, deps.settings.max_scenario_file_bytes)
-    for row, job, new in merged:
+    for (row, job, new), memo in zip(merged, memos, strict=True):
         basis = update_job(
             deps,
             uow,
@@ -127,6 +128,7 @@ def merge_jobs(
             touched=touched,
             quiet_logs=quiet,
             new=new,
+            memo=memo,
         )
         staged.append((row, job, basis))
 
@@ -143,8 +145,17 @@ def merge_jobs(
         deps.memo.stage(row, job, basis)
 
 
+def memo_of(deps: IngestDeps, row: JobRow, job: JobState) -> tuple[JobMemo | None, bool]:
+    """The job's memo (``IngestMemo.get``) and whether ``job`` is the snapshot it stored: the
+    job did not change since this process's last cycle."""
+    memo = deps.memo.get(row)
+    return memo, memo is not None and memo.job == job
+
+
 def described_reads(
-    deps: IngestDeps, merged: Sequence[tuple[JobRow, JobState, bool]]
+    deps: IngestDeps,
+    merged: Sequence[tuple[JobRow, JobState, bool]],
+    memos: Sequence[tuple[JobMemo | None, bool]],
 ) -> list[tuple[str, JobState]]:
     """The first file that describing each launch of ``merged`` reads, for the jobs this cycle
     describes (changed since the last cycle, with a new description key: ``update_job``), one
@@ -155,10 +166,9 @@ def described_reads(
     of 10,000 jobs reads 8,000 such files, each else a hand-off to a reader thread."""
     reads: list[tuple[str, JobState]] = []
     launches: set[tuple[str, ...]] = set()
-    for row, job, _ in merged:
-        memo = deps.memo.get(row)
-        if memo is not None and memo.job == job:
-            continue  # unchanged: not described again
+    for (row, job, _), (_, unchanged) in zip(merged, memos, strict=True):
+        if unchanged:
+            continue  # not described again
         key = description_key(job)
         if key == row.description_key or not (job.status.is_active or not row.description_key):
             continue
@@ -265,6 +275,7 @@ def update_job(
     touched: list[JobRow] | None = None,
     quiet_logs: frozenset[str] = frozenset(),
     new: bool = False,
+    memo: tuple[JobMemo | None, bool] | None = None,
 ) -> EtaBasis:
     """Bring one stored job up to date with its snapshot ``job``. With ``touched``, a job
     unchanged since this process's last cycle (``planner.service.loops.incremental``) keeps
@@ -273,9 +284,9 @@ def update_job(
     ``quiet_logs``: logs known not to have changed since their cursor (:func:`quiet_logs`:
     not read). ``new``: the row was created this cycle (it may have its id already: counted
     as active until now, as a row without one is, so that a job first seen ended has its
-    log read and is finished). Returns what its ETA is made from."""
-    memo = deps.memo.get(row) if touched is not None else None
-    unchanged = memo is not None and memo.job == job
+    log read and is finished). ``memo``: what :func:`memo_of` gave for the job, when the
+    caller looked it up already. Returns what its ETA is made from."""
+    kept_memo, unchanged = (None, False) if touched is None else memo or memo_of(deps, row, job)
     was_active = True if new or row.id is None else row.active
     if unchanged and touched is not None:
         if not row.active:  # an active job was seen at its source's last poll (API: job_view)
@@ -301,7 +312,7 @@ def update_job(
 
     basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_version(uow))
     if row.active:
-        kept = _kept_basis(memo, row, now_s, basis) if unchanged and not progressed else None
+        kept = _kept_basis(kept_memo, row, now_s, basis) if unchanged and not progressed else None
         if kept is not None and refresh_eta(uow, row, job, now_s=now_s):
             basis = kept
         else:
