@@ -28,8 +28,9 @@ gave (never the file's content, its size or where a symlink pointed):
    must finish within ``timeout_s`` (else ``SourceTemporaryError``: a hung network file system
    holds one worker thread, never the caller; at most :data:`MAX_HUNG_READS` may hang at once).
 
-Many files are read in one hand-off to a worker thread by :func:`read_job_files`, each under
-the rules as its own :func:`read_job_file` would read it.
+Many files are read in one hand-off to a worker thread by :func:`read_job_files` (and
+:func:`read_job_file_parts`), each under the rules as its own :func:`read_job_file`
+(:func:`read_job_file_part`) would read it.
 
 Whether many files changed is told by :func:`lstat_paths` (``lstat`` only, nothing opened or
 read, all in one worker thread within one time limit): a log that did not grow is then not
@@ -67,6 +68,7 @@ __all__ = [
     "lstat_paths",
     "read_job_file",
     "read_job_file_part",
+    "read_job_file_parts",
     "read_job_files",
     "read_local_file",
     "read_local_file_part",
@@ -93,6 +95,7 @@ VIEWER_TTL_S = 60.0
 _MAX_VIEWERS = 10_000
 _slots = threading.BoundedSemaphore(MAX_HUNG_READS)
 _T = TypeVar("_T")
+_U = TypeVar("_U")
 
 
 class MissingFileError(SourcePermanentError):
@@ -483,11 +486,51 @@ def read_job_files(
     ``SourcePermanentError`` it raises (a refusal, a missing file, too large). A read that
     failed otherwise (a time limit, another I/O error), or was not reached in time, is left
     out: the caller reads it alone, as usual."""
-    done: list[tuple[int, bytes | SourcePermanentError]] = []
-    cancelled = threading.Event()
 
     def read(fd: int, deadline: float, cancelled: threading.Event) -> bytes:
         return _read_fd(fd, max_bytes, deadline, cancelled)
+
+    def bounded(one: JobFileRead, data: bytes) -> bytes:
+        return _bounded(source, one.path, data, max_bytes, head=False)
+
+    return _in_one_thread(source, reads, lambda _: read, bounded, timeout_s)
+
+
+def read_job_file_parts(
+    source: str,
+    reads: Sequence[tuple[JobFileRead, ReadFrom]],
+    *,
+    max_bytes: int,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> dict[int, FilePart | SourcePermanentError]:
+    """Many :func:`read_job_file_part` reads (growing logs: each file with where to read it
+    from) in one hand-off to a worker thread, as :func:`read_job_files` reads whole files:
+    each under every rule, all within ``timeout_s`` in all. Returns index in ``reads`` -> the
+    part :func:`read_job_file_part` returns, or the ``SourcePermanentError`` it raises (a
+    refusal, :class:`MissingFileError`); the others are left out (read them alone)."""
+
+    def part(index: int) -> Callable[[int, float, threading.Event], FilePart]:
+        read_from = reads[index][1]
+        return lambda fd, deadline, cancelled: _part(fd, read_from, max_bytes, deadline, cancelled)
+
+    return _in_one_thread(
+        source, [one for one, _ in reads], part, lambda _one, found: found, timeout_s
+    )
+
+
+def _in_one_thread(
+    source: str,
+    reads: Sequence[JobFileRead],
+    use: Callable[[int], Callable[[int, float, threading.Event], _T]],
+    finish: Callable[[JobFileRead, _T], _U],
+    timeout_s: float,
+) -> dict[int, _U | SourcePermanentError]:
+    """``finish(read, use(index)(fd, ...))`` of each of ``reads`` opened under the rules, one
+    after the other on one worker thread within ``timeout_s`` in all; index -> what it gave,
+    or the permanent error its own read would raise (other failures and reads not reached in
+    time left out)."""
+    done: list[tuple[int, _U | SourcePermanentError]] = []
+    cancelled = threading.Event()
 
     def work() -> None:
         deadline = time.monotonic() + timeout_s
@@ -496,15 +539,15 @@ def read_job_files(
                 return
             try:
                 _check_path(source, one.path)
-                data = _open_and_use(
+                found = _open_and_use(
                     one.path,
-                    read,
+                    use(index),
                     roots=one.roots,
                     user=one.user,
                     deadline=deadline,
                     cancelled=cancelled,
                 )
-                done.append((index, _bounded(source, one.path, data, max_bytes, head=False)))
+                done.append((index, finish(one, found)))
             except Exception as exc:  # what the file's own read would raise
                 error = _job_file_error(source, one.path, exc, timeout_s)
                 if isinstance(error, SourcePermanentError):

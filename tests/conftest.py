@@ -149,16 +149,16 @@ __all__ = ["slurm_jobs", "slurm_stack"]
 
 
 @pytest.fixture
-def file_handoffs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """What each hand-off of job file work to a reader thread was for, in order (the path of
-    one read; ``N files`` for N read at once), counted from the fixture on."""
+def file_handoffs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """What each hand-off of job file work to a reader thread was for, in order: ``(source,
+    the path of one read)``, ``(source, "N files")`` for N read at once; from the fixture on."""
     import adapters.files
 
-    handoffs: list[str] = []
+    handoffs: list[tuple[str, str]] = []
     real = adapters.files._in_thread
 
     def counting(source: str, path: str, timeout_s: float, work: Any) -> Any:
-        handoffs.append(path)
+        handoffs.append((source, path))
         return real(source, path, timeout_s, work)
 
     monkeypatch.setattr(adapters.files, "_in_thread", counting)

@@ -42,21 +42,25 @@ import re
 import stat
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Final
 
 from adapters.files import (
     DEFAULT_TIMEOUT_S,
     FilePart,
+    JobFileRead,
     MissingFileError,
+    ReadFrom,
     job_file_access,
     lstat_paths,
     read_job_file_part,
+    read_job_file_parts,
     read_local_file_part,
 )
 from adapters.logs.context import LogContext
 from adapters.logs.parsers import Record, parse_line
-from planner.errors import SpecError
+from planner.errors import SourcePermanentError, SpecError
 from planner.specs.job import JobState, TailCursor
 
 DEFAULT_MAX_READ_BYTES: Final = 4 * 1024 * 1024
@@ -84,6 +88,28 @@ def _start(cursor: TailCursor, st: os.stat_result) -> tuple[int, bool]:
         or st.st_size < cursor.size_bytes
     )
     return (0 if restart else cursor.offset_bytes), restart
+
+
+def _read_from(cursor: TailCursor) -> ReadFrom:
+    """Where to read the log of ``cursor`` from, given the opened file's ``fstat``: one byte
+    before where reading goes on (None: it did not change, nothing to read)."""
+
+    def read_from(st: os.stat_result) -> int | None:
+        if _unchanged(cursor, st):
+            return None
+        start, _ = _start(cursor, st)
+        return max(0, start - 1) if st.st_size > start else None
+
+    return read_from
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """What a log read ahead was read for: its cursor, the roots and user it was read as."""
+
+    cursor: TailCursor
+    roots: tuple[str, ...]
+    user: str | None
 
 
 class LogTailer:
@@ -120,6 +146,8 @@ class LogTailer:
         self._contexts: OrderedDict[str, tuple[int, int, LogContext]] = OrderedDict()
         # the paths whose last read found no file there, under the rules (``unchanged``)
         self._missing: OrderedDict[str, None] = OrderedDict()
+        # what ``read_ahead`` read, by cursor and whose view it was read as, for ``read``
+        self._ahead: dict[_Ahead, FilePart | SourcePermanentError] = {}
 
     def read(
         self, cursor: TailCursor, *, job: JobState | None = None
@@ -212,28 +240,57 @@ class LogTailer:
                     self._contexts.move_to_end(cursor.path)
         return quiet
 
+    def read_ahead(self, reads: Sequence[tuple[TailCursor, JobState]]) -> int:
+        """Read the logs that :meth:`read` will be asked for next (``(cursor, job)`` as it
+        will be called) in one hand-off to a worker thread
+        (:func:`adapters.files.read_job_file_parts`: each under the job-file rules as its
+        job's user may see it, all within ``timeout_s``): a cycle reads thousands of logs,
+        each else a hand-off of its own. :meth:`read` then takes what was read for its cursor
+        and view instead of reading (once); what this call read for no later read is dropped
+        at the next call. A log that failed otherwise or was not read in time is read by
+        :meth:`read` as usual. Returns how many logs were asked of the worker thread."""
+        self._ahead = {}
+        wanted: dict[_Ahead, JobFileRead] = {}
+        for cursor, job in reads:
+            roots, user = job_file_access(job, self._allowed_file_roots.get(job.scheduler, ()))
+            wanted.setdefault(
+                _Ahead(cursor, roots, user), JobFileRead(path=cursor.path, roots=roots, user=user)
+            )
+        if not wanted:
+            return 0
+        keys = list(wanted)
+        found = read_job_file_parts(
+            "logs",
+            [(wanted[key], _read_from(key.cursor)) for key in keys],
+            max_bytes=self.max_read_bytes + 1,
+            timeout_s=self.timeout_s,
+        )
+        self._ahead = {keys[index]: outcome for index, outcome in found.items()}
+        return len(keys)
+
     def _read_part(self, cursor: TailCursor, job: JobState | None) -> FilePart:
         """The bytes from just before where reading goes on (one byte of lead, to tell whether
         the cursor stopped mid-line), at most ``max_read_bytes`` after it."""
-
-        def read_from(st: os.stat_result) -> int | None:
-            if _unchanged(cursor, st):
-                return None
-            start, _ = _start(cursor, st)
-            return max(0, start - 1) if st.st_size > start else None
-
         source = "logs"
         if job is None:
             return read_local_file_part(
-                source, cursor.path, read_from=read_from, max_bytes=self.max_read_bytes + 1
+                source,
+                cursor.path,
+                read_from=_read_from(cursor),
+                max_bytes=self.max_read_bytes + 1,
             )
         roots, user = job_file_access(job, self._allowed_file_roots.get(job.scheduler, ()))
+        ahead = self._ahead.pop(_Ahead(cursor, roots, user), None)
+        if isinstance(ahead, SourcePermanentError):
+            raise type(ahead)(ahead.source, ahead.message)
+        if ahead is not None:
+            return ahead
         return read_job_file_part(
             source,
             cursor.path,
             roots=roots,
             user=user,
-            read_from=read_from,
+            read_from=_read_from(cursor),
             max_bytes=self.max_read_bytes + 1,
             timeout_s=self.timeout_s,
         )

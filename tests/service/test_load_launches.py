@@ -79,13 +79,14 @@ def _read(source: SlurmSource, job: JobState, path: str) -> str:
     return source.read_text_file(path, 1 << 20, job=job)
 
 
-def test_the_files_a_cycle_describes_launches_from_are_read_in_one_hand_off(
-    cluster_root: Path, file_handoffs: list[str]
+def test_the_files_a_cycle_describes_launches_from_and_its_logs_are_read_in_one_hand_off(
+    cluster_root: Path, file_handoffs: list[tuple[str, str]]
 ) -> None:
-    """A first cycle reads the scenario file each job's comment names, and the script each
+    """A cycle reads the scenario file each job's comment names, and the script each
     command-only launch runs (its batch script not fetched yet), in one hand-off to a reader
-    thread instead of one per file; what it stores of every job is what it stores when each
-    job reads its files itself."""
+    thread, and the logs of its running jobs in another, instead of one per file; what it
+    stores of every job, over cycles that see the logs grow, is what it stores when each job
+    reads its files itself."""
     handoffs = file_handoffs
     stored = []
     for batched in (True, False):
@@ -96,36 +97,50 @@ def test_the_files_a_cycle_describes_launches_from_are_read_in_one_hand_off(
         source = SlurmSource(
             bin_dir=str(fake.bin_dir), allowed_file_roots=[str(fake.shared)], clock=clock
         )
+        logs = LogTailer(allowed_file_roots={"slurm": [str(fake.shared)]})
         if not batched:
             source.read_text_files = None  # type: ignore[assignment,method-assign]
+            logs.read_ahead = None  # type: ignore[assignment,method-assign]
         store = SqlStore(f"sqlite:///{root / 'planner.db'}")
         store.migrate()
-        loop = IngestLoop(
-            store,
-            [source],
-            LogTailer(allowed_file_roots={"slurm": [str(fake.shared)]}),
-            clock=clock,
-        )
-        handoffs.clear()
-        assert loop.run_cycle().all_ok
-        # the scenario files (in a home's scenarios/ or the shared projects) and the scripts;
-        # the config files a fetched batch script names are read as the launch reader asks
-        described = [
-            p
-            for p in handoffs
-            if p.endswith(".sbatch") or "/scenarios/" in p or p.startswith(str(fake.shared))
-        ]
-        batches = [p for p in handoffs if p.endswith(" files")]
-        if batched:
-            assert described == []
-            assert len(batches) == 1
-            assert int(batches[0].split()[0]) > 60  # the scenario files and scripts
-        else:
-            assert len(described) > 60
-            assert batches == []
+        loop = IngestLoop(store, [source], logs, clock=clock)
+        for cycle in range(3):
+            if cycle:
+                clock.now += 60.0
+                fake.advance()
+            handoffs.clear()
+            assert loop.run_cycle().all_ok
+            # the scenario files (in a home's scenarios/ or the shared projects), the scripts
+            # and the logs; the config files a fetched batch script names are read as the
+            # launch reader asks for them
+            alone = [
+                p
+                for where, p in handoffs
+                if p.endswith(".sbatch")
+                or (where == "logs" and p.endswith(".out"))  # not a log's head: its witness
+                or "/scenarios/" in p
+                or p.startswith(str(fake.shared))
+            ]
+            batches = [int(p.split()[0]) for _, p in handoffs if p.endswith(" files")]
+            if batched:
+                assert alone == []
+                if cycle == 0:
+                    assert len(batches) == 2
+                    assert min(batches) > 20  # the running jobs' logs
+                    assert max(batches) > 60  # the scenario files and scripts
+            else:
+                assert len(alone) > (80 if cycle == 0 else 5)
+                assert len(batches) == (0 if cycle == 0 else 1)  # the logs' lstat (quiet_logs)
         stored.append(
             {
-                row.job_id: (row.described_by, row.description_detail, row.prediction, row.eta)
+                row.job_id: (
+                    row.described_by,
+                    row.description_detail,
+                    row.prediction,
+                    row.iteration,
+                    {k: v for k, v in (row.log_cursor or {}).items() if k != "inode"},
+                    row.eta,
+                )
                 for row in store.list_jobs()
             }
         )

@@ -117,6 +117,9 @@ def merge_jobs(
         reads = described_reads(deps, merged, memos)
         if reads:
             read_texts(reads, deps.settings.max_scenario_file_bytes)
+    read_ahead = getattr(deps.reader, "read_ahead", None)  # a reader may read many at once
+    if read_ahead is not None:
+        read_ahead(log_reads(merged, memos, quiet))
     for (row, job, new), memo in zip(merged, memos, strict=True):
         basis = update_job(
             deps,
@@ -183,6 +186,34 @@ def described_reads(
             path = word if script and word.endswith(SCRIPT_SUFFIXES) else None
         if path is not None:
             reads.append((path, job))
+    return reads
+
+
+def log_reads(
+    merged: Sequence[tuple[JobRow, JobState, bool]],
+    memos: Sequence[tuple[JobMemo | None, bool]],
+    quiet: frozenset[str],
+) -> list[tuple[TailCursor, JobState]]:
+    """The logs ``update_job`` reads this cycle (``tail_log``: a started job's log that is not
+    known to be quiet), each as ``(cursor, job)`` as it will read it: the job whose working
+    directory it is read under, the cursor its row stores for that path."""
+    reads: list[tuple[TailCursor, JobState]] = []
+    for (row, job, new), (_, unchanged) in zip(merged, memos, strict=True):
+        was_active = True if new or row.id is None else row.active
+        active = row.active if unchanged else job.status.is_active
+        if not (active or was_active) or job.status == JobStatus.PENDING:
+            continue
+        state = row.state or {}
+        path = job.stdout_path or text(state.get("stdout_path"))
+        if not path or path in quiet:
+            continue
+        owner = job if job.work_dir else replace(job, work_dir=text(state.get("work_dir")))
+        doc = {k: v for k, v in (row.log_cursor or {}).items() if k != "error"}
+        try:
+            cursor = stored_cursor(doc) if doc.get("path") == path else TailCursor(path=path)
+        except TypeError:
+            continue  # read as ``tail_log`` reads it
+        reads.append((cursor, owner))
     return reads
 
 

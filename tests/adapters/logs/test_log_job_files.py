@@ -16,7 +16,7 @@ import pytest
 
 from adapters.logs.tail import LogTailer
 from planner.errors import SourcePermanentError
-from planner.specs.job import TailCursor
+from planner.specs.job import JobState, TailCursor
 from tests.adapters.test_job_files import ME, other_user, slurm_job
 
 SECRET_LOSS = "4.242424E+00"
@@ -212,3 +212,48 @@ def test_a_log_still_missing_since_its_last_read_is_not_read_again(
     assert [r.iteration for r in records] == [10, 20]
     (job_dir / "later.out").unlink()  # gone after a read that found it: read as usual
     assert tailer.unchanged([cursor]) == set()
+
+
+def test_logs_read_ahead_give_each_job_what_its_own_read_gives(
+    job_dir: Path, their_log: Path, fifo: Path, file_handoffs: list[tuple[str, str]]
+) -> None:
+    """``LogTailer.read_ahead`` reads many jobs' logs in one hand-off to a reader thread;
+    each ``read`` then gives what it gives alone (the records and cursor, or the same refusal:
+    a symlink out of the tree, another user's view, a FIFO, a missing log), once: a read with
+    another cursor, or after the next ``read_ahead``, reads the file itself."""
+    (job_dir / "train.out").write_text(megatron(10, 200))
+    (job_dir / "out.out").symlink_to(their_log)
+    private = job_dir / "private.out"
+    private.write_text(megatron(10, 50))
+    private.chmod(0o600)
+    mine, nobody = slurm_job(ME, job_dir), slurm_job(other_user(), job_dir)
+    reads = [
+        (TailCursor(path=str(job_dir / "train.out")), mine),
+        (TailCursor(path=str(job_dir / "train.out")), nobody),
+        (TailCursor(path=str(job_dir / "out.out")), mine),
+        (TailCursor(path=str(private)), nobody),
+        (TailCursor(path=str(fifo)), mine),
+        (TailCursor(path=str(job_dir / "absent.out")), mine),
+    ]
+
+    def outcome(tailer: LogTailer, cursor: TailCursor, job: JobState) -> str:
+        try:
+            records, after = tailer.read(cursor, job=job)
+        except SourcePermanentError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return repr((records, after))
+
+    expected = [outcome(LogTailer(tz=UTC), cursor, job) for cursor, job in reads]
+    assert "iteration=200" in expected[0]
+    assert expected[0] == expected[1]
+    assert all("SourcePermanentError" in e for e in expected[2:5])
+    assert expected[5] == repr(([], reads[5][0]))  # missing: nothing, the cursor as it was
+
+    tailer = LogTailer(tz=UTC)
+    file_handoffs.clear()
+    assert tailer.read_ahead(reads) == len(reads)
+    assert [outcome(tailer, cursor, job) for cursor, job in reads] == expected
+    assert [path for _, path in file_handoffs] == [f"{len(reads)} files"]
+    # taken once: reading the same cursor again reads the file (its old cursor: all again)
+    assert outcome(tailer, *reads[0]) == expected[0]
+    assert [path for _, path in file_handoffs][1:] == [str(job_dir / "train.out")]

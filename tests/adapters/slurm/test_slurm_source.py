@@ -414,7 +414,7 @@ def _job_of(user: str, work_dir: Path) -> JobState:
 
 
 def test_files_read_at_once_are_each_read_under_their_jobs_rules(
-    job_dir: Path, fifo: Path, file_handoffs: list[str]
+    job_dir: Path, fifo: Path, file_handoffs: list[tuple[str, str]]
 ) -> None:
     """``SlurmSource.read_text_files`` reads many jobs' files in one hand-off to a reader
     thread; each file then gives its job what that job's own read gives (the text, or the same
@@ -460,15 +460,18 @@ def test_files_read_at_once_are_each_read_under_their_jobs_rules(
 
     source = SlurmSource(allowed_file_roots=["/dev"], runner=recorded())
     source.snapshot()  # a cycle begins
-    handoffs = file_handoffs
-    handoffs.clear()
+    file_handoffs.clear()
+
+    def handoffs() -> list[str]:
+        return [path for _, path in file_handoffs]
+
     assert source.read_text_files(reads, 100) == len(reads)
-    assert handoffs == [f"{len(reads)} files"]
+    assert handoffs() == [f"{len(reads)} files"]
     assert [outcome(source, path, job) for path, job in reads] == expected
-    assert handoffs == [f"{len(reads)} files"]  # each job got what was read for it
+    assert handoffs() == [f"{len(reads)} files"]  # each job got what was read for it
     assert source.read_text_files(reads, 100) == 0  # all kept: nothing read again
     assert outcome(source, str(job_dir / "big.yaml"), mine) == expected[8]
-    assert len(handoffs) == 1
+    assert len(handoffs()) == 1
     # a read with another size limit is a read of its own
     assert "larger than" in outcome(source, str(job_dir / "run.yaml"), mine, limit=5)
-    assert handoffs[1:] == [str(job_dir / "run.yaml")]
+    assert handoffs()[1:] == [str(job_dir / "run.yaml")]
