@@ -474,6 +474,7 @@ def read_job_files(
     reads: Sequence[JobFileRead],
     *,
     max_bytes: int,
+    max_total_bytes: int,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> dict[int, bytes | SourcePermanentError]:
     """Many :func:`read_job_file` reads in one hand-off to a worker thread: each file is read
@@ -484,8 +485,9 @@ def read_job_files(
 
     Returns index in ``reads`` -> the bytes :func:`read_job_file` returns, or the
     ``SourcePermanentError`` it raises (a refusal, a missing file, too large). A read that
-    failed otherwise (a time limit, another I/O error), or was not reached in time, is left
-    out: the caller reads it alone, as usual."""
+    failed otherwise (a time limit, another I/O error), or was not reached in time or within
+    ``max_total_bytes`` (what all the files read hold, at most: the reads stop once it is
+    reached), is left out: the caller reads it alone, as usual."""
 
     def read(fd: int, deadline: float, cancelled: threading.Event) -> bytes:
         return _read_fd(fd, max_bytes, deadline, cancelled)
@@ -493,7 +495,15 @@ def read_job_files(
     def bounded(one: JobFileRead, data: bytes) -> bytes:
         return _bounded(source, one.path, data, max_bytes, head=False)
 
-    return _in_one_thread(source, reads, lambda _: read, bounded, timeout_s)
+    return _in_one_thread(
+        source,
+        reads,
+        use=lambda _: read,
+        finish=bounded,
+        weigh=len,
+        max_total_bytes=max_total_bytes,
+        timeout_s=timeout_s,
+    )
 
 
 def read_job_file_parts(
@@ -501,41 +511,54 @@ def read_job_file_parts(
     reads: Sequence[tuple[JobFileRead, ReadFrom]],
     *,
     max_bytes: int,
+    max_total_bytes: int,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> dict[int, FilePart | SourcePermanentError]:
     """Many :func:`read_job_file_part` reads (growing logs: each file with where to read it
     from) in one hand-off to a worker thread, as :func:`read_job_files` reads whole files:
-    each under every rule, all within ``timeout_s`` in all. Returns index in ``reads`` -> the
-    part :func:`read_job_file_part` returns, or the ``SourcePermanentError`` it raises (a
-    refusal, :class:`MissingFileError`); the others are left out (read them alone)."""
+    each under every rule, all within ``timeout_s`` in all and ``max_total_bytes`` of data
+    in all. Returns index in ``reads`` -> the part :func:`read_job_file_part` returns, or the
+    ``SourcePermanentError`` it raises (a refusal, :class:`MissingFileError`); the others are
+    left out (read them alone)."""
 
     def part(index: int) -> Callable[[int, float, threading.Event], FilePart]:
         read_from = reads[index][1]
         return lambda fd, deadline, cancelled: _part(fd, read_from, max_bytes, deadline, cancelled)
 
     return _in_one_thread(
-        source, [one for one, _ in reads], part, lambda _one, found: found, timeout_s
+        source,
+        [one for one, _ in reads],
+        use=part,
+        finish=lambda _one, found: found,
+        weigh=lambda found: len(found.data),
+        max_total_bytes=max_total_bytes,
+        timeout_s=timeout_s,
     )
 
 
 def _in_one_thread(
     source: str,
     reads: Sequence[JobFileRead],
+    *,
     use: Callable[[int], Callable[[int, float, threading.Event], _T]],
     finish: Callable[[JobFileRead, _T], _U],
+    weigh: Callable[[_U], int],
+    max_total_bytes: int,
     timeout_s: float,
 ) -> dict[int, _U | SourcePermanentError]:
     """``finish(read, use(index)(fd, ...))`` of each of ``reads`` opened under the rules, one
-    after the other on one worker thread within ``timeout_s`` in all; index -> what it gave,
-    or the permanent error its own read would raise (other failures and reads not reached in
-    time left out)."""
+    after the other on one worker thread within ``timeout_s`` in all, until what they gave
+    weighs ``max_total_bytes`` (``weigh``: bytes of one); index -> what it gave, or the
+    permanent error its own read would raise (other failures and reads not reached left
+    out)."""
     done: list[tuple[int, _U | SourcePermanentError]] = []
     cancelled = threading.Event()
 
     def work() -> None:
         deadline = time.monotonic() + timeout_s
+        held = 0
         for index, one in enumerate(reads):
-            if cancelled.is_set() or time.monotonic() > deadline:
+            if cancelled.is_set() or time.monotonic() > deadline or held >= max_total_bytes:
                 return
             try:
                 _check_path(source, one.path)
@@ -547,7 +570,9 @@ def _in_one_thread(
                     deadline=deadline,
                     cancelled=cancelled,
                 )
-                done.append((index, finish(one, found)))
+                kept = finish(one, found)
+                held += weigh(kept)
+                done.append((index, kept))
             except Exception as exc:  # what the file's own read would raise
                 error = _job_file_error(source, one.path, exc, timeout_s)
                 if isinstance(error, SourcePermanentError):

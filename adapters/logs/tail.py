@@ -67,6 +67,9 @@ DEFAULT_MAX_READ_BYTES: Final = 4 * 1024 * 1024
 DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024
 MAX_CONTEXTS: Final = 4096
 """Logs whose parser state a ``LogTailer`` keeps between calls (least recently read dropped)."""
+MAX_AHEAD_BYTES: Final = 64 * 1024 * 1024
+"""Bytes of logs ``LogTailer.read_ahead`` reads at most in one call (held until each is
+parsed; the logs past it are read one by one, as before)."""
 MAX_MISSING: Final = 16384
 """Paths a ``LogTailer`` remembers its last read found missing (least recently read dropped)."""
 
@@ -244,11 +247,12 @@ class LogTailer:
         """Read the logs that :meth:`read` will be asked for next (``(cursor, job)`` as it
         will be called) in one hand-off to a worker thread
         (:func:`adapters.files.read_job_file_parts`: each under the job-file rules as its
-        job's user may see it, all within ``timeout_s``): a cycle reads thousands of logs,
-        each else a hand-off of its own. :meth:`read` then takes what was read for its cursor
-        and view instead of reading (once); what this call read for no later read is dropped
-        at the next call. A log that failed otherwise or was not read in time is read by
-        :meth:`read` as usual. Returns how many logs were asked of the worker thread."""
+        job's user may see it, all within ``timeout_s`` and :data:`MAX_AHEAD_BYTES`): a cycle
+        reads thousands of logs, each else a hand-off of its own. :meth:`read` then takes what
+        was read for its cursor and view instead of reading (once); what this call read for
+        no later read is dropped at the next call. A log that failed otherwise or was not read
+        (in time, within the bytes) is read by :meth:`read` as usual. Returns how many logs
+        were asked of the worker thread."""
         self._ahead = {}
         wanted: dict[_Ahead, JobFileRead] = {}
         for cursor, job in reads:
@@ -263,6 +267,7 @@ class LogTailer:
             "logs",
             [(wanted[key], _read_from(key.cursor)) for key in keys],
             max_bytes=self.max_read_bytes + 1,
+            max_total_bytes=MAX_AHEAD_BYTES,
             timeout_s=self.timeout_s,
         )
         self._ahead = {keys[index]: outcome for index, outcome in found.items()}

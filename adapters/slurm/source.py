@@ -423,6 +423,7 @@ class SlurmSource:
             "slurm:file",
             [wanted[key] for key in keys],
             max_bytes=max_bytes,
+            max_total_bytes=max(0, READ_MEMO_CHARS - self._read_memo_chars),  # what it keeps
             timeout_s=self._file_timeout_s,
         )
         for index, outcome in outcomes.items():

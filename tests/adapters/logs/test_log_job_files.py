@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.logs import tail as tail_module
 from adapters.logs.tail import LogTailer
 from planner.errors import SourcePermanentError
 from planner.specs.job import JobState, TailCursor
@@ -257,3 +258,25 @@ def test_logs_read_ahead_give_each_job_what_its_own_read_gives(
     # taken once: reading the same cursor again reads the file (its old cursor: all again)
     assert outcome(tailer, *reads[0]) == expected[0]
     assert [path for _, path in file_handoffs][1:] == [str(job_dir / "train.out")]
+
+
+def test_logs_read_ahead_hold_at_most_their_bytes(
+    job_dir: Path, monkeypatch: pytest.MonkeyPatch, file_handoffs: list[tuple[str, str]]
+) -> None:
+    """``read_ahead`` stops once what it read holds ``MAX_AHEAD_BYTES`` (thousands of logs of
+    up to ``max_read_bytes`` each are not held at once); the logs past it are read alone."""
+    monkeypatch.setattr(tail_module, "MAX_AHEAD_BYTES", 1)
+    job = slurm_job(ME, job_dir)
+    reads = []
+    for name in ("a.out", "b.out", "c.out"):
+        (job_dir / name).write_text(megatron(10, 50))
+        reads.append((TailCursor(path=str(job_dir / name)), job))
+    tailer = LogTailer(tz=UTC)
+    assert tailer.read_ahead(reads) == 3
+    alone = [tailer.read(cursor, job=job) for cursor, job in reads]
+    assert [path for _, path in file_handoffs] == [
+        "3 files",
+        str(job_dir / "b.out"),
+        str(job_dir / "c.out"),
+    ]
+    assert alone == [LogTailer(tz=UTC).read(cursor, job=job) for cursor, job in reads]

@@ -475,3 +475,38 @@ def test_files_read_at_once_are_each_read_under_their_jobs_rules(
     # a read with another size limit is a read of its own
     assert "larger than" in outcome(source, str(job_dir / "run.yaml"), mine, limit=5)
     assert handoffs()[1:] == [str(job_dir / "run.yaml")]
+
+
+def test_files_read_at_once_hold_no_more_than_the_cycle_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file_handoffs: list[tuple[str, str]]
+) -> None:
+    """``read_text_files`` reads no more than the cycle's memo of file texts may keep
+    (``READ_MEMO_CHARS``): the files past it are read by their jobs, one by one."""
+    monkeypatch.setattr(source_module, "READ_MEMO_CHARS", 15)
+    job = _job_of(pwd.getpwuid(os.getuid()).pw_name, tmp_path)
+    reads = []
+    for name in ("a.yaml", "b.yaml", "c.yaml"):
+        (tmp_path / name).write_text("model: gpt\n")  # 11 characters
+        reads.append((str(tmp_path / name), job))
+    read_at_once: list[int] = []
+    real = source_module.read_job_files
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        found = real(*args, **kw)
+        read_at_once.append(len(found))
+        return found
+
+    monkeypatch.setattr(source_module, "read_job_files", counting)
+    source = SlurmSource(runner=recorded())
+    source.snapshot()
+    file_handoffs.clear()
+    assert source.read_text_files(reads, 100) == 3
+    assert read_at_once == [2]  # a's 11 characters, then b's reach the 15: c is not read
+    assert [source.read_text_file(path, 100, job=job) for path, job in reads] == [
+        "model: gpt\n"
+    ] * 3
+    assert [path for _, path in file_handoffs] == [
+        "3 files",
+        str(tmp_path / "b.yaml"),
+        str(tmp_path / "c.yaml"),
+    ]
