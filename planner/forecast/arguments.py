@@ -82,18 +82,49 @@ class TrainingSchedule:
         return start, increment, samples, self.global_batch_size
 
 
-def _option(text: str, alias: str) -> int | None:
+@dataclass(frozen=True, slots=True)
+class _Alias:
+    """One spelling of an option: as given on a command line or in an override (``literal``,
+    the text ``given`` must find) and as Megatron-LM's argument dump prints it (``dumped``, its
+    dashes as underscores, found by ``printed``)."""
+
+    literal: str
+    dumped: str
+    given: re.Pattern[str]
+    printed: re.Pattern[str]
+
+
+def _alias(alias: str) -> _Alias:
+    name = re.escape(alias)
+    dumped = alias.replace("-", "_")
+    return _Alias(
+        literal=alias,
+        dumped=dumped,
+        given=re.compile(
+            rf"(?:^|[\s'\"])(?:--|\+{{0,2}})?{name}(?:\s*=\s*|\s+)['\"]?(-?\d+(?:\.\d+)?)\b"
+        ),
+        printed=re.compile(rf"(?m)^\s*{re.escape(dumped)}\s\.{{2,}}\s(-?\d+(?:\.\d+)?)\s*$"),
+    )
+
+
+# Compiled once: a service's first cycle reads the schedule of every job it describes (ten
+# thousand scripts at once), and each pattern is only run over a text that holds its literal
+# (a regular expression scan of a whole script per spelling cost most of the read).
+_COMPILED: Final[dict[str, tuple[_Alias, ...]]] = {
+    field_name: tuple(_alias(a) for a in aliases) for field_name, aliases in _ALIASES.items()
+}
+_RAMPUP_COMPILED: Final = tuple(re.compile(p) for p in _RAMPUP)
+_RAMPUP_LITERALS: Final = ("rampup-batch-size", "rampup_batch_size")
+
+
+def _option(text: str, alias: _Alias) -> int | None:
     """The last integer value given to ``alias`` in ``text`` (None: not given, or not an
     integer, e.g. a fraction of an epoch)."""
-    name = re.escape(alias)
-    dump = re.escape(alias.replace("-", "_"))
-    patterns = (
-        rf"(?:^|[\s'\"])(?:--|\+{{0,2}})?{name}(?:\s*=\s*|\s+)['\"]?(-?\d+(?:\.\d+)?)\b",
-        rf"(?m)^\s*{dump}\s\.{{2,}}\s(-?\d+(?:\.\d+)?)\s*$",
-    )
     found: list[tuple[int, str]] = []
-    for pattern in patterns:
-        found += [(m.start(), m.group(1)) for m in re.finditer(pattern, text)]
+    if alias.literal in text:
+        found += [(m.start(), m.group(1)) for m in alias.given.finditer(text)]
+    if alias.dumped in text:
+        found += [(m.start(), m.group(1)) for m in alias.printed.finditer(text)]
     if not found:
         return None
     value = max(found)[1]
@@ -109,7 +140,7 @@ def schedule_from_arguments(text: str) -> TrainingSchedule:
     ``empty`` schedule when it states none. An interval of 0 means none (Megatron-LM's
     ``--eval-interval 0``)."""
     values = {}
-    for field_name, aliases in _ALIASES.items():
+    for field_name, aliases in _COMPILED.items():
         value = None
         for alias in aliases:
             value = _option(text, alias)
@@ -121,7 +152,11 @@ def schedule_from_arguments(text: str) -> TrainingSchedule:
     if eval_iters == 0:
         eval_interval = None
     ramp = None
-    found = [(m.start(), m.groups()) for p in _RAMPUP for m in re.finditer(p, text)]
+    found = (
+        [(m.start(), m.groups()) for p in _RAMPUP_COMPILED for m in p.finditer(text)]
+        if any(literal in text for literal in _RAMPUP_LITERALS)
+        else []
+    )
     if found:
         groups = max(found)[1]
         ramp = (int(groups[0]), int(groups[1]), int(groups[2]))
