@@ -29,7 +29,6 @@ from planner.service.stored_json import fields, rows
 from planner.specs.job import JobStatus, NodeState
 from planner.stragglers.exposure import (
     WINDOW_S,
-    SlowEpisode,
     StragglerTerm,
     expected_straggler_term,
     is_drained,
@@ -139,18 +138,7 @@ def update_node_history(
     stored = record_episodes(
         uow, rows, scheduler=scheduler, cluster=cluster, drained=drained, now_s=now_s
     )
-    episodes = [
-        SlowEpisode(
-            node=e.node,
-            job_id=e.job_id,
-            started_s=e.started_s,
-            last_seen_s=e.last_seen_s,
-            ranks=e.ranks,
-            slowdown=e.slowdown,
-        )
-        for e in stored
-        if e.node not in drained
-    ]
+    episodes = [e.episode() for e in stored if e.node not in drained]
     in_service = [n for n in nodes if not is_drained(n.state)]
     gpus = [n.num_gpus for n in in_service if n.num_gpus > 0]
     gpus_per_node = statistics.median(gpus) if gpus else 0.0
