@@ -118,6 +118,37 @@ def test_a_step_change_moves_the_pace_within_a_few_intervals() -> None:
     assert estimate.step_time_s.p50 == pytest.approx(1.5, rel=0.03)
 
 
+@pytest.mark.parametrize("lead", [0, 1, 2])
+def test_a_change_the_two_clocks_place_apart_is_measured_against_the_pace_before_it(
+    lead: int,
+) -> None:
+    # The pace steps x1.5 after 40 intervals of 5 iterations; the printed compute times see it
+    # there, the wall clock ``lead`` intervals earlier (a stall the printed times leave out
+    # began first). The two change points are one change: its ratio is against the 40
+    # intervals before it, not against the sliver between the two clocks' change points
+    # (which read x1.02, under 2 sd: no phase event).
+    obs, t = [], T0
+    for k in range(1, 61):
+        jitter = 1.0 + 0.02 * math.sin(1.7 * k)
+        wall = (1.0 if k <= 40 - lead else 1.5) * jitter
+        t += 5 * wall
+        logged = (1.0 if k <= 40 else 1.5) * jitter
+        obs.append(
+            StepObservation(
+                iteration=5 * k,
+                step_time_s=0.1 * wall,
+                num_iterations=5,
+                time_s=t,
+                logged_step_time_s=0.1 * logged,
+            )
+        )
+    estimate = observed_eta(obs, iteration=300, train_iters=1000)
+    assert estimate.phase_start_iteration == 200
+    assert estimate.phase_ratio == pytest.approx(1.5, rel=0.03 * (1 + lead))
+    assert estimate.phase_z is not None
+    assert estimate.phase_z > 10.0
+
+
 @pytest.mark.parametrize("after", [1.5, 0.6])
 def test_a_new_pace_is_projected_and_the_band_reaches_toward_the_pace_before_it(
     after: float,
