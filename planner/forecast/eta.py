@@ -88,7 +88,9 @@ of its life, having lasted ``L`` iterations, lasts ``T`` more with probability `
 so the younger the phase and the longer the run ahead, the wider that side
 (:func:`persistence_log_sd`). The p50 is not moved toward the earlier pace: after a stall that
 ended, the pace before the current phase is the stall's, and a drift goes on; projecting that
-expectation made the replays of recorded logs worse (``benchmarks/RESULTS.md``, "Live ETA on a
+expectation made the replays of recorded logs worse, and on the recorded sessions of a noisy
+host it helped only while the phase was compared with the sliver between the two clocks' change
+points (``planner.forecast.level``, "Two clocks"; ``benchmarks/RESULTS.md``, "Live ETA on a
 noisy host").
 
 If there is neither a prior nor any observation there is nothing to estimate from:
