@@ -97,7 +97,8 @@ class ScenarioArrays:
     ``moe_host_expert_forward_s``. Training: ``total_tokens`` and
     ``train_iters``, NaN when the scenario leaves them out; ``trains_base`` (false under LoRA),
     ``lora_rank`` and ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length``
-    (the sequence when not packed).
+    (the sequence when not packed), ``full_iteration_cuda_graph`` (``training.cuda_graphs`` is
+    ``full_iteration``).
 
     Model fields (``ModelSpec`` properties): the attention widths the engine times
     (``attention_q_width`` ... ``attention_down_width``, ``kv_up_width``: GQA and MLA alike),
@@ -239,6 +240,7 @@ class ScenarioArrays:
     lora_linear_fc1: Flag
     lora_linear_fc2: Flag
     packed_sample_length: Real
+    full_iteration_cuda_graph: Flag
     # layout (uneven pipeline stages, MoE parallel folding) and memory headroom
     expert_tensor_parallel: Real
     first_stage_layers: Real

@@ -98,10 +98,21 @@ def moe_host_exposed_s(a: ScenarioArrays, forward_s: Real) -> Real:
     then builds the per-expert counts on the host from the capacity (``torch.full``) and
     leaves its sync point at ``no_sync`` (``preprocess``, NVIDIA/Megatron-LM
     ``megatron/core/transformer/moe/token_dispatcher.py`` @ ``0014f13713bf``), so the host
-    runs ahead of the GPU as in a dense layer."""
+    runs ahead of the GPU as in a dense layer. 0 as well under a full-iteration CUDA graph
+    (``training.cuda_graphs: full_iteration``, ``full_iteration_cuda_graph``): the loop
+    replays one graph of the whole forward and backward, so the host issues nothing inside it
+    and no capture holds a device-to-host wait (a dropless layer can be captured only when its
+    experts take the token counts on the device: Megatron-Core's grouped-tensor experts,
+    ``TEGroupedMLP`` ``moe_use_grouped_tensor``, NVIDIA/Megatron-LM
+    ``megatron/core/transformer/moe/experts.py`` @ ``d98e8a64dd``). Per-layer graphs
+    (``per_layer``) keep the floor: the dispatcher still waits for the counts once per layer
+    (Megatron-Core 0.15 only moves the copy before the all-to-all when ``moe_preprocess`` is
+    graphed, ``token_dispatcher.py`` @ ``0d8e0714cd29``), and what they save of the rest of the
+    issue time is not measured."""
     local_experts = a.num_experts / ops.maximum(a.expert_parallel, 1.0)
     host = a.moe_host_forward_s + a.moe_host_expert_forward_s * local_experts
-    reads = (a.num_experts > 0) & ops.logical_not(a.moe_pad_expert_input_to_capacity)
+    issued = ops.logical_not(a.moe_pad_expert_input_to_capacity | a.full_iteration_cuda_graph)
+    reads = (a.num_experts > 0) & issued
     return ops.where(reads, ops.maximum(host - forward_s, 0.0), 0.0)
 
 

@@ -21,7 +21,7 @@ from planner.specs.feasibility import expert_tensor_parallel_of, stage_layers_of
 from planner.specs.hardware import Precision
 from planner.specs.parallelism import RecomputeModule
 from planner.specs.pipeline_split import StageLayers
-from planner.specs.scenario import LoraTarget, Scenario
+from planner.specs.scenario import CudaGraphs, LoraTarget, Scenario
 
 __all__ = ["DEFAULT_MEMORY_HEADROOM_BYTES", "READERS"]
 
@@ -94,6 +94,12 @@ def _packed_sample_length(s: Scenario) -> float:
     return float(s.model.seq_length if packed is None else packed)
 
 
+def _full_iteration_cuda_graph(s: Scenario) -> bool:
+    """``training.cuda_graphs`` is ``full_iteration``: the loop replays one graph of the whole
+    forward and backward, so the host issues no kernel inside it."""
+    return s.training.cuda_graphs is CudaGraphs.FULL_ITERATION
+
+
 _RECIPE_AND_MOE_READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
         "moe_token_dispatcher": _moe_token_dispatcher,
@@ -105,6 +111,7 @@ _RECIPE_AND_MOE_READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyT
         "lora_rank": _lora_rank,
         **{f"lora_{t.value}": _lora_target(t) for t in LoraTarget},
         "packed_sample_length": _packed_sample_length,
+        "full_iteration_cuda_graph": _full_iteration_cuda_graph,
     }
 )
 """``ScenarioArrays`` field -> its reader."""

@@ -29,6 +29,7 @@ from planner.scenario.megatron_table import (
     Args,
     ArgValue,
     attention_values,
+    cuda_graph_values,
     fp8_recipe,
     gradient_reduction_values,
     known_tokenizer_vocab,
@@ -313,6 +314,7 @@ def scenario_document_from_megatron_args(
     samples = megatron_int(args, "train-samples")
     if samples is not None and seq is not None:
         training["total_tokens"] = float(samples) * seq
+    training.update(_as_dict(cuda_graph_values(args)))
 
     doc: dict[str, object] = {}
     if name is not None:

@@ -25,6 +25,8 @@ __all__ = [
     "ArgValue",
     "Args",
     "attention_values",
+    "cuda_graph_values",
+    "cuda_graphs_of",
     "fp8_recipe",
     "gradient_reduction_values",
     "known_tokenizer_vocab",
@@ -96,11 +98,15 @@ SWITCHES = frozenset(
         "no-pipeline-parallel",
         "deepspeed-activation-checkpointing",
         "enable-expert-tensor-parallelism",
+        "enable-cuda-graph",
+        "external-cuda-graph",
     }
 )
 """Arguments that take no value (argparse ``store_true``) of Megatron-LM and Megatron-DeepSpeed."""
 
-LIST_ARGS = frozenset({"recompute-modules", "rampup-batch-size"})
+LIST_ARGS = frozenset(
+    {"recompute-modules", "rampup-batch-size", "cuda-graph-scope", "cuda-graph-modules"}
+)
 """Megatron-LM arguments that take several values (argparse ``nargs``); their values are joined
 by spaces. (Megatron-DeepSpeed adds ``--num-experts``, a list there.)"""
 
@@ -415,6 +421,57 @@ def recompute_values(args: Args) -> list[ArgValue]:
     if isinstance(modules, str) and modules.split() and selective:
         out.append(ArgValue("parallelism.recompute_modules", modules.split(), "recompute-modules"))
     return out
+
+
+def cuda_graphs_of(impl: object, scopes: object, *, legacy: bool = False) -> str | None:
+    """``training.cuda_graphs`` from Megatron-Core's CUDA-graph settings: ``impl`` the
+    implementation (``cuda_graph_impl``: ``none``, ``local``, ``transformer_engine``,
+    ``full_iteration``), ``scopes`` the scope names (``cuda_graph_scope`` /
+    ``cuda_graph_modules``: one name, a list, or words), ``legacy`` true under
+    ``--enable-cuda-graph`` (the local implementation before ``cuda_graph_impl``).
+    ``full_iteration`` for the full-iteration implementation, or the scope of that name with
+    the local implementation (Megatron-Core 0.14-0.15's spelling of it; a scope alone graphs
+    nothing); ``per_layer`` for the other implementations; ``none`` for ``none``; None when
+    nothing says.
+    (NVIDIA/Megatron-LM ``megatron/training/arguments.py`` @ ``core_v0.14.0``,
+    ``core_v0.15.0`` and ``d98e8a64dd``; ``transformer_config.py`` @ ``d98e8a64dd``.)"""
+    if isinstance(scopes, str):
+        words = scopes.replace(",", " ").split()
+    elif isinstance(scopes, list | tuple):
+        words = [str(each) for each in scopes]
+    else:
+        words = []
+    name = str(impl).strip().lower() if isinstance(impl, str) else None
+    local = name == "local" or (name is None and legacy)  # the only full-iteration capture
+    if name == "full_iteration" or (local and "full_iteration" in words):
+        return "full_iteration"
+    if name in ("local", "transformer_engine") or legacy:
+        return "per_layer"
+    if name == "none":
+        return "none"
+    return None
+
+
+def cuda_graph_values(args: Args) -> list[ArgValue]:
+    """``training.cuda_graphs`` from ``--cuda-graph-impl``, ``--cuda-graph-scope`` /
+    ``--cuda-graph-modules`` and the older switches (``--enable-cuda-graph``: the local
+    implementation, ``--external-cuda-graph``: Transformer Engine's), by ``cuda_graphs_of``;
+    nothing when none is given (Megatron-LM's default: no graphs, the scenario's default too)."""
+    impl = args.get("cuda-graph-impl")
+    impl_arg = "cuda-graph-impl" if isinstance(impl, str) else ""
+    if not impl_arg and args.get("external-cuda-graph") is True:
+        impl, impl_arg = "transformer_engine", "external-cuda-graph"
+    legacy = not impl_arg and args.get("enable-cuda-graph") is True
+    scope_arg = next((a for a in ("cuda-graph-scope", "cuda-graph-modules") if a in args), "")
+    value = cuda_graphs_of(
+        impl if impl_arg else None, args.get(scope_arg) if scope_arg else None, legacy=legacy
+    )
+    if value is None:
+        return []
+    arg = impl_arg or "enable-cuda-graph"
+    if value == "full_iteration" and impl != "full_iteration":
+        arg = scope_arg  # the scope of that name says it
+    return [ArgValue("training.cuda_graphs", value, arg)]
 
 
 def gradient_reduction_values(args: Args) -> list[ArgValue]:

@@ -37,7 +37,7 @@ from planner.specs.hardware import HardwareSpec, Precision
 from planner.specs.model import Activation, ModelSpec, MoETokenDispatcher
 from planner.specs.parallelism import ParallelismSpec, Recompute
 from planner.specs.pipeline_split import virtual_stages
-from planner.specs.scenario import Framework, Scenario, TrainingMode, TrainingSpec
+from planner.specs.scenario import CudaGraphs, Framework, Scenario, TrainingMode, TrainingSpec
 
 __all__ = ["SECTION_KEYS", "parse_scenario"]
 
@@ -330,6 +330,7 @@ def _training(given: TrainingSection) -> TrainingSpec:
         framework_version=None
         if given.framework_version is None
         else given.framework_version.strip(),
+        cuda_graphs=_or(given.cuda_graphs, CudaGraphs.NONE),
     )
 
 

@@ -35,7 +35,7 @@ from planner.scenario.numbers import (
 from planner.specs.hardware import Precision
 from planner.specs.model import Activation, MoETokenDispatcher
 from planner.specs.parallelism import Fp8Recipe, Recompute, RecomputeModule
-from planner.specs.scenario import Framework, LoraTarget, TrainingMode
+from planner.specs.scenario import CudaGraphs, Framework, LoraTarget, TrainingMode
 
 __all__ = [
     "NUMBER_TEXT_PATTERN",
@@ -109,6 +109,7 @@ PrecisionChoice = Annotated[Precision, BeforeValidator(choice_text)]
 Fp8RecipeChoice = Annotated[Fp8Recipe, BeforeValidator(choice_text)]
 FrameworkChoice = Annotated[Framework, BeforeValidator(choice_text)]
 ModeChoice = Annotated[TrainingMode, BeforeValidator(choice_text)]
+CudaGraphsChoice = Annotated[CudaGraphs, BeforeValidator(choice_text)]
 LoraTargetChoice = Annotated[LoraTarget, BeforeValidator(choice_text)]
 """Fields holding one of an enumeration's values (case and ``-``/``_`` free)."""
 
@@ -320,6 +321,14 @@ class TrainingSection(_Section):
         "version such as `'0.2.0'`; quoted, since a number drops trailing zeros). The model "
         "does not read it; observed runs are calibrated per release",
         "not stated",
+    )
+    cuda_graphs: CudaGraphsChoice | None = _field(
+        "What the training loop replays as CUDA graphs (Megatron `--cuda-graph-impl` / "
+        "`--cuda-graph-scope`): `per_layer` graphs of layers or parts of them (`attn`, "
+        "`moe_router`, ...), `full_iteration` one graph of the whole forward and backward. Only "
+        "`full_iteration` changes the prediction: a dropless MoE layer no longer waits for the "
+        "host to issue its experts",
+        "`none`",
     )
 
 

@@ -40,6 +40,20 @@ class TrainingMode(StrEnum):
     LORA = "lora"
 
 
+class CudaGraphs(StrEnum):
+    """What the training loop captures in CUDA graphs (Megatron-Core ``cuda_graph_impl`` /
+    ``cuda_graph_scope``, NVIDIA/Megatron-LM ``megatron/core/transformer/transformer_config.py``
+    @ ``d98e8a64dd``): ``none``; ``per_layer``, graphs of whole transformer layers or of parts of
+    them (``local`` or ``transformer_engine`` with a scope such as ``attn``, ``moe_router``,
+    ``moe_preprocess``, or the whole layer); ``full_iteration``, one graph of the whole forward
+    and backward (``--cuda-graph-impl full_iteration``; before Megatron-Core 0.16
+    ``--cuda-graph-scope full_iteration`` with the ``local`` implementation)."""
+
+    NONE = "none"
+    PER_LAYER = "per_layer"
+    FULL_ITERATION = "full_iteration"
+
+
 class LoraTarget(StrEnum):
     """Linear layers LoRA adapts (NeMo 2.0 ``nemo.collections.llm.peft.LoRA`` names)."""
 
@@ -89,7 +103,9 @@ class TrainingSpec:
     such as ``25.11``, a package version such as ``0.2.0``; blanks stripped, at most
     ``FRAMEWORK_VERSION_MAX_CHARS`` printable characters); None: not stated. The model does not
     read it; the observed-runs calibration keeps its corrections per release
-    (``planner.calibration.observed_runs``).
+    (``planner.calibration.observed_runs``). ``cuda_graphs`` (``CudaGraphs``, default ``none``):
+    what the loop replays as CUDA graphs; only ``full_iteration`` changes the model (no MoE
+    layer waits for the host: ``planner.perf.moe_mlp.moe_host_exposed_s``).
     """
 
     framework: Framework = Framework.MEGATRON
@@ -100,10 +116,16 @@ class TrainingSpec:
     lora_targets: tuple[LoraTarget, ...] | None = None
     packed_sample_length: int | None = None
     framework_version: str | None = None
+    cuda_graphs: CudaGraphs = CudaGraphs.NONE
 
     def __post_init__(self) -> None:
         if self.framework_version is not None:
             _check_version(self.framework_version)
+        if not isinstance(self.cuda_graphs, CudaGraphs):
+            raise SpecError(
+                "training.cuda_graphs",
+                f"must be one of {', '.join(CudaGraphs)}, got {self.cuda_graphs!r}",
+            )
         if not isinstance(self.framework, Framework):
             raise SpecError(
                 "training.framework",

@@ -159,6 +159,15 @@ def test_moe_flags_and_their_defaults() -> None:
     assert facts.get("model.moe_token_dispatcher_type") == "allgather"
 
 
+def test_cuda_graph_flags_are_read_with_their_source() -> None:
+    facts = _read(BASE + " --cuda-graph-impl local --cuda-graph-scope full_iteration")
+    assert facts.get("training.cuda_graphs") == "full_iteration"
+    assert "--cuda-graph-scope" in facts.values["training.cuda_graphs"].source
+    layers = _read(BASE + " --cuda-graph-impl transformer_engine --cuda-graph-scope attn")
+    assert layers.get("training.cuda_graphs") == "per_layer"
+    assert _read(BASE).get("training.cuda_graphs") is None  # Megatron-LM's default: none
+
+
 def test_sample_based_training_walks_the_batch_rampup() -> None:
     # batches 16, 16, 32, 48 over the first 96 samples (112 consumed), then 13 x 64
     args = BASE.replace(" --train-iters 5000", "").replace("96", "64")

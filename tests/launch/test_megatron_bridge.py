@@ -202,3 +202,31 @@ def test_moe_routing_overrides_reach_the_scenario() -> None:
         assert facts.get(f"model.{key}") == value
         assert type(facts.get(f"model.{key}")) is type(value)
         assert f"model.{key}={text}" in facts.values[f"model.{key}"].source
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (("model.cuda_graph_impl=full_iteration",), "full_iteration"),
+        (
+            ("model.cuda_graph_impl=local", "model.cuda_graph_scope=full_iteration"),
+            "full_iteration",
+        ),
+        (
+            (
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_scope=[attn,moe_router]",
+            ),
+            "per_layer",
+        ),
+        ((), None),
+    ],
+)
+def test_cuda_graphs_come_from_the_provider(
+    overrides: tuple[str, ...], expected: str | None
+) -> None:
+    invocation = Invocation(program=RUNNER, args=("--model", "gpt_oss_20b", *overrides), cwd=ROOT)
+    facts = _read(invocation, gpus=32)
+    assert facts.get("training.cuda_graphs") == expected
+    if expected is not None:
+        assert "model.cuda_graph_" in facts.values["training.cuda_graphs"].source

@@ -199,10 +199,13 @@ def test_grouped_gemm_fills_the_gpu_with_small_experts() -> None:
 
 
 def _qwen3_30b_b200(
-    micro_batch_size: int, framework: str = "megatron", **routing: Any
+    micro_batch_size: int,
+    framework: str = "megatron",
+    cuda_graphs: str = "none",
+    **routing: Any,
 ) -> ScenarioArrays:
     """Qwen3-30B-A3B as Megatron-Bridge's B200 rows run it: 8 GPUs, expert parallel 8 (16
-    local experts), force-balanced routing (or ``routing``), MXFP8."""
+    local experts), force-balanced routing (or ``routing``), MXFP8, ``cuda_graphs``."""
     model = _moe(moe_grouped_gemm=True, **(routing or {"moe_router_force_load_balancing": True}))
     scenario = parse_scenario(
         {
@@ -214,7 +217,7 @@ def _qwen3_30b_b200(
                 "global_batch_size": 8 * micro_batch_size,
                 "precision": "mxfp8",
             },
-            "training": {"framework": framework},
+            "training": {"framework": framework, "cuda_graphs": cuda_graphs},
         }
     )
     return ScenarioArrays.from_scenarios([scenario])
@@ -261,6 +264,46 @@ def test_drop_and_pad_runs_every_expert_at_its_capacity() -> None:
     assert capped < padded == pytest.approx(busiest)
     with pytest.raises(SpecError, match=r"model\.moe_pad_expert_input_to_capacity"):
         _scenario(_moe(moe_pad_expert_input_to_capacity=True))
+
+
+def test_a_full_iteration_cuda_graph_has_no_host_floor() -> None:
+    """One CUDA graph of the whole forward and backward (``training.cuda_graphs:
+    full_iteration``) issues nothing from the host inside it, so the short dropless forward
+    takes its GPU time; per-layer graphs keep the per-layer read of the counts, and the
+    floor."""
+    graphed = _qwen3_30b_b200(1, cuda_graphs="full_iteration")
+    assert _moe_forward_s(graphed) == _moe_forward_s(_gpu_only(graphed))
+    per_layer = _qwen3_30b_b200(1, cuda_graphs="per_layer")
+    assert _moe_forward_s(per_layer) > _moe_forward_s(_gpu_only(per_layer))
+    assert _moe_forward_s(per_layer) == _moe_forward_s(_qwen3_30b_b200(1))
+
+
+def test_a_full_iteration_cuda_graph_is_as_fast_in_one_scenario_and_a_batch() -> None:
+    documents = [
+        {
+            "model": _moe(moe_grouped_gemm=True, moe_router_force_load_balancing=True),
+            "hardware": {"gpu": "b200", "num_gpus": 8},
+            "parallelism": {"expert_parallel": 8, "micro_batch_size": 1, "global_batch_size": 8},
+            "training": {"cuda_graphs": graphs},
+        }
+        for graphs in ("none", "full_iteration", "per_layer")
+    ]
+    scenarios = [parse_scenario(d) for d in documents]
+    batch = predict_batch(scenarios)
+    alone = [predict(s).iteration_time_s for s in scenarios]
+    assert [p.iteration_time_s for p in batch] == pytest.approx(alone, rel=1e-12)
+    assert alone[1] < alone[0] == pytest.approx(alone[2])
+
+
+def test_an_unknown_cuda_graph_capture_names_the_field() -> None:
+    document = {
+        "model": _moe(),
+        "hardware": {"gpu": "b200", "num_gpus": 8},
+        "parallelism": {"expert_parallel": 8, "micro_batch_size": 1, "global_batch_size": 8},
+        "training": {"cuda_graphs": "full"},
+    }
+    with pytest.raises(SpecError, match=r"training\.cuda_graphs.*full_iteration"):
+        parse_scenario(document)
 
 
 def test_stacks_without_the_host_read_have_no_host_floor() -> None:

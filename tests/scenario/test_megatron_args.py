@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from planner.scenario import parse_scenario, predict_documents
@@ -126,19 +128,43 @@ def test_moe_and_explicit_vocab() -> None:
     assert parse_scenario(doc).model.is_moe
 
 
+def _small_bf16_gpt(flags: str) -> dict[str, Any]:
+    """The document of a small bf16 GPT launch on 8 H100s with ``flags`` added."""
+    cmd = (
+        "pretrain_gpt.py --num-layers 2 --hidden-size 256 --num-attention-heads 4 "
+        f"--seq-length 512 --bf16 {flags}"
+    )
+    doc = scenario_document_from_megatron_args(cmd, num_gpus=8, gpu="h100-sxm")
+    assert doc is not None
+    return doc
+
+
 @pytest.mark.parametrize(
     ("flag", "expected"),
     [("--grad-reduce-in-bf16", False), ("--accumulate-allreduce-grads-in-fp32", True)],
 )
 def test_gradient_reduction_precision_flags(flag: str, expected: bool) -> None:
-    cmd = (
-        "pretrain_gpt.py --num-layers 2 --hidden-size 256 --num-attention-heads 4 "
-        f"--seq-length 512 --bf16 {flag}"
-    )
-    doc = scenario_document_from_megatron_args(cmd, num_gpus=8, gpu="h100-sxm")
-    assert doc is not None
+    doc = _small_bf16_gpt(flag)
     assert doc["parallelism"]["grad_reduce_in_fp32"] is expected
     assert parse_scenario(doc).parallelism.grad_reduce_in_fp32 is expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ("--cuda-graph-impl full_iteration", "full_iteration"),
+        ("--cuda-graph-impl local --cuda-graph-scope full_iteration", "full_iteration"),
+        ("--enable-cuda-graph --cuda-graph-scope full_iteration", "full_iteration"),
+        ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn moe_router", "per_layer"),
+        ("--external-cuda-graph", "per_layer"),
+        ("--enable-cuda-graph", "per_layer"),
+        ("--cuda-graph-impl none", "none"),
+        ("--cuda-graph-scope full_iteration", "none"),  # a scope alone graphs nothing
+        ("", "none"),
+    ],
+)
+def test_cuda_graph_flags(flags: str, expected: str) -> None:
+    assert parse_scenario(_small_bf16_gpt(flags)).training.cuda_graphs == expected
 
 
 def test_no_model_arguments_returns_none() -> None:

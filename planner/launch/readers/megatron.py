@@ -44,6 +44,7 @@ from planner.launch.types import Facts, Invocation, resolve_path
 from planner.scenario.megatron_args import arguments_from_yaml
 from planner.scenario.megatron_table import (
     attention_values,
+    cuda_graph_values,
     gradient_reduction_values,
     moe_values,
     parse_megatron_args,
@@ -189,6 +190,8 @@ def read_megatron(facts: Facts, args: ArgSource, *, world: int | None) -> None:
     _moe(facts, args, defaults, tp=tp)
     read_vocab(facts, args, defaults, tp)
     read_train_iters(facts, args, defaults, global_batch=global_batch, stop_at_train_samples=True)
+    for row in cuda_graph_values(args.values):
+        args.set(facts, row, defaults)
 
 
 class MegatronReader:

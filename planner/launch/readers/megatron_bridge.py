@@ -32,6 +32,7 @@ from planner.launch.readers.nemo_common import moe_routing_keys, unexpanded
 from planner.launch.readers.nemo_hydra import HydraConfig
 from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
+from planner.scenario.megatron_table import cuda_graphs_of
 
 __all__ = ["READER", "MegatronBridgeReader", "config_facts"]
 
@@ -343,6 +344,32 @@ def config_facts(config: HydraConfig, facts: Facts) -> None:
         )
     _precision(config, facts)
     _grad_reduce(config, facts)
+    _cuda_graphs(config, facts)
+
+
+def _cuda_graphs(config: HydraConfig, facts: Facts) -> None:
+    """``training.cuda_graphs`` from the model provider's Megatron-Core CUDA-graph fields
+    (``model.cuda_graph_impl``, ``model.cuda_graph_scope`` or ``model.cuda_graph_modules``,
+    the older ``model.enable_cuda_graph`` / ``model.external_cuda_graph``; the performance
+    scripts set them per GPU, NVIDIA-NeMo/Megatron-Bridge ``scripts/performance/utils/
+    helpers.py`` ``set_cuda_graph_overrides`` @ ``v0.2.0``), as
+    ``planner.scenario.megatron_table.cuda_graphs_of`` reads them; nothing when none is set."""
+    impl = config.lookup("model.cuda_graph_impl")
+    scope = config.lookup("model.cuda_graph_scope") or config.lookup("model.cuda_graph_modules")
+    enable = config.lookup("model.enable_cuda_graph")
+    external = config.lookup("model.external_cuda_graph")
+    impl_value = impl.value if impl is not None else None
+    if impl_value is None and external is not None and external.value is True:
+        impl, impl_value = external, "transformer_engine"
+    legacy = impl_value is None and enable is not None and enable.value is True
+    value = cuda_graphs_of(impl_value, scope.value if scope is not None else None, legacy=legacy)
+    if value is None:
+        return
+    found = impl if impl_value is not None else enable
+    if value == "full_iteration" and impl_value != "full_iteration" and scope is not None:
+        found = scope
+    if found is not None:
+        facts.set("training.cuda_graphs", value, found.source)
 
 
 def _grad_reduce(config: HydraConfig, facts: Facts) -> None:
