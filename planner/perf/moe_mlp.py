@@ -101,9 +101,9 @@ def moe_host_exposed_s(a: ScenarioArrays, forward_s: Real) -> Real:
     runs ahead of the GPU as in a dense layer. 0 as well under a full-iteration CUDA graph
     (``training.cuda_graphs: full_iteration``, ``full_iteration_cuda_graph``): the loop
     replays one graph of the whole forward and backward, so the host issues nothing inside it
-    and no capture holds a device-to-host wait (a dropless layer can be captured only when its
-    experts take the token counts on the device: Megatron-Core's grouped-tensor experts,
-    ``TEGroupedMLP`` ``moe_use_grouped_tensor``, NVIDIA/Megatron-LM
+    (a dropless layer is capturable only without a device-to-host read, which stream capture
+    forbids: Megatron-Core's experts then take the token counts as a device tensor,
+    ``TEGroupedMLP`` with ``moe_use_grouped_tensor``, NVIDIA/Megatron-LM
     ``megatron/core/transformer/moe/experts.py`` @ ``d98e8a64dd``). Per-layer graphs
     (``per_layer``) keep the floor: the dispatcher still waits for the counts once per layer
     (Megatron-Core 0.15 only moves the copy before the all-to-all when ``moe_preprocess`` is
