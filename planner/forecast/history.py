@@ -523,6 +523,43 @@ class ProgressHistory:
             return cls()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOrigin:
+    """Where the run a stored :class:`ProgressHistory` follows began: its first point
+    (``first_iteration`` at ``first_time_s``, epoch s), the restarts it holds (at most
+    ``MAX_RESTARTS``) and the job whose run it continues (``ProgressHistory.continues``).
+    The fields of the history that say whether the job has its whole program ahead, read
+    without the rest of it (recent pace, pauses, phases): the queue forecast asks this of
+    every job it groups, where reading whole histories doubled the CPU of building its request
+    at 10,000 jobs (a history of 400 pauses takes 0.76 ms to read whole)."""
+
+    first_iteration: int | None = None
+    first_time_s: float | None = None
+    restarts: tuple[RestartRecord, ...] = ()
+    continues: str | None = None
+
+    @classmethod
+    def from_json(cls, doc: object) -> RunOrigin:
+        """The origin a :meth:`ProgressHistory.to_json` dict holds, its four fields read as
+        :meth:`ProgressHistory.from_json` reads them; an empty one (no first point, restart or
+        run continued) for None or a dict whose four fields do not read, as that history
+        starts afresh. Only these fields are read: a dict whose other fields do not read
+        (which ``ProgressHistory.from_json`` reads as an empty history) still gives its
+        origin."""
+        if not doc:
+            return cls()
+        try:
+            stored = object_of(doc)
+            return cls(
+                first_iteration=optional_integer(stored.get("first_iteration")),
+                first_time_s=optional_real(stored.get("first_time_s")),
+                restarts=tuple(_restart(object_of(r)) for r in items(stored.get("restarts", []))),
+                continues=_optional_text(stored.get("continues")),
+            )
+        except (TypeError, ValueError, KeyError):
+            return cls()
+
+
 class PauseJson(TypedDict):
     """A :class:`Pause` as stored."""
 

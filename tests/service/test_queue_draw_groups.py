@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from planner.capacity import RuntimeBand
-from planner.forecast.history import ProgressHistory
+from planner.forecast.history import ProgressHistory, RunOrigin
+from planner.forecast.observations import Restart
 from planner.service.loops.queue_forecast import _group_bands, _resumed
 from planner.service.models import JobRow
 from planner.specs.job import JobState, JobStatus
@@ -105,3 +106,39 @@ def test_a_run_is_resumed_when_it_ran_before_this_start() -> None:
     assert _resumed(JobRow(progress_history=dict(followed.to_json())), running)
     assert not _resumed(JobRow(progress_history=None), _job("2"))
     assert _resumed(JobRow(progress_history=dict(fresh)), _job("2"))  # requeued, waits again
+
+
+def test_a_history_that_does_not_read_is_a_fresh_run() -> None:
+    # a stored history from another version: its first point, or a restart, does not read
+    # (ProgressHistory.from_json reads both as an empty history, as the ETA does): a pending
+    # job's ETA is then a whole run from the prior, so it is not resumed and shares its group's
+    stored = ProgressHistory(first_iteration=10, first_time_s=NOW - 5000.0).to_json()
+    unreadable = [
+        {**stored, "first_iteration": "ten"},
+        {**stored, "first_time_s": [NOW]},
+        {**stored, "restarts": [{"from_iteration": 900}]},
+        {**stored, "continues": 7},
+    ]
+    for doc in unreadable:
+        assert ProgressHistory.from_json(doc) == ProgressHistory()
+        assert not _resumed(JobRow(progress_history=doc), _job("2"))
+        assert not _resumed(JobRow(progress_history=doc), _job("1", ran_s=600.0))
+
+
+def test_a_readable_history_says_how_the_run_began() -> None:
+    restarted = ProgressHistory(first_iteration=10, first_time_s=NOW - 590.0)
+    restarted.restart(
+        Restart(from_iteration=900, to_iteration=500, from_time_s=None, time_s=NOW - 100.0)
+    )
+    doc = restarted.to_json()
+    origin = RunOrigin.from_json(doc)
+    whole = ProgressHistory.from_json(doc)
+    assert (origin.first_iteration, origin.first_time_s, list(origin.restarts)) == (
+        whole.first_iteration,
+        whole.first_time_s,
+        whole.restarts,
+    )
+    assert _resumed(JobRow(progress_history=doc), _job("1", ran_s=600.0))  # a restart
+    assert _resumed(JobRow(progress_history=doc), _job("2"))  # has run: the rest of its run
+    empty = ProgressHistory().to_json()  # no first point: its ETA is a whole run
+    assert not _resumed(JobRow(progress_history=empty), _job("2"))

@@ -60,6 +60,7 @@ from planner.capacity.pending import Band, PublishedForecast
 from planner.capacity.placement import PlacedJob, forecast_on_nodes
 from planner.capacity.runtime import Z90
 from planner.errors import PlannerError
+from planner.forecast.history import RunOrigin
 from planner.service.loops.context import IngestDeps
 from planner.service.loops.incremental import eta_remaining_now
 from planner.service.models import JobRow
@@ -380,22 +381,24 @@ def _shifted(band: RuntimeBand, seconds: float) -> RuntimeBand:
 
 def _resumed(row: JobRow, job: JobState) -> bool:
     """Whether the job has less than its whole program ahead of its start: a pending job that
-    has run before (requeued, or resuming another job's run: it has a progress history), a
+    has run before (requeued, or resuming another job's run: its history has a first point), a
     running one whose history holds a restart, continues another job's run, or began before
     this start (requeued, its restart not yet in its log)
     (``planner.forecast.history.ProgressHistory``)."""
-    history = row.progress_history
-    if not isinstance(history, dict) or not history:
-        return False
+    # A history that does not read is an empty one, as everywhere else: a pending job's ETA
+    # (``eta._estimate``) is then a whole run from the prior, not the rest of a resumed run,
+    # so its band is a whole run's and it shares its draw group's; the next log read of a
+    # running job stores a fresh history over it (``progress.store_records``).
+    origin = RunOrigin.from_json(row.progress_history)
     if job.status == JobStatus.PENDING:
-        return True
-    first = history.get("first_time_s")
+        return origin.first_iteration is not None
+    first = origin.first_time_s
     began_before = (
-        isinstance(first, int | float)
+        first is not None
         and job.start_time_s is not None
         and first < job.start_time_s - RESTART_TOLERANCE_S
     )
-    return bool(history.get("restarts") or history.get("continues") or began_before)
+    return bool(origin.restarts or origin.continues or began_before)
 
 
 def backfill_interval(configured: float | None, snapshot: ClusterSnapshot) -> float:
