@@ -28,6 +28,7 @@ __all__ = [
     "cuda_graph_values",
     "cuda_graphs_of",
     "fp8_recipe",
+    "grad_reduce_in_bf16_ignored",
     "gradient_reduction_values",
     "known_tokenizer_vocab",
     "layer_pattern",
@@ -476,14 +477,33 @@ def cuda_graph_values(args: Args) -> list[ArgValue]:
 
 def gradient_reduction_values(args: Args) -> list[ArgValue]:
     """Overlap of the gradient reduce and parameter gather (Megatron-LM leaves both off unless
-    asked: training arguments, Megatron-Core DDP config) and the gradient-reduction precision."""
+    asked: training arguments, Megatron-Core DDP config) and the gradient-reduction precision,
+    ``parallelism.grad_reduce_in_fp32``: the ``accumulate_allreduce_grads_in_fp32`` that
+    ``validate_args`` leaves (Megatron-Core DDP's ``grad_reduce_in_fp32``; NVIDIA/Megatron-LM
+    ``megatron/training/arguments.py`` at 10e7b74597b47a57449599bf2780bd9e82ef79ff, the
+    commit of ``planner/launch/data/megatron.yaml``). ``--grad-reduce-in-bf16`` reduces in
+    bf16 (false) under ``--bf16``, over ``--accumulate-allreduce-grads-in-fp32`` too, and with
+    ``--use-megatron-fsdp`` in any precision (it sets ``megatron_fsdp_grad_comm_dtype`` to
+    bf16); otherwise it changes nothing: fp16 and fp32 parameters' gradients are reduced in
+    their own dtype (:func:`grad_reduce_in_bf16_ignored`). ``--accumulate-allreduce-grads-in-
+    fp32`` reduces in fp32 (true). Neither: left to the framework's default (fp32 under bf16,
+    as ``validate_args`` sets it; the parameters' dtype otherwise)."""
     out: list[ArgValue] = []
     for arg in ("overlap-grad-reduce", "overlap-param-gather"):
         on = args.get(arg) is True
         out.append(ArgValue(f"parallelism.{arg.replace('-', '_')}", on, arg if on else ""))
-    if args.get("grad-reduce-in-bf16") is True:
+    if args.get("grad-reduce-in-bf16") is True and not grad_reduce_in_bf16_ignored(args):
         out.append(ArgValue("parallelism.grad_reduce_in_fp32", False, "grad-reduce-in-bf16"))
     elif args.get("accumulate-allreduce-grads-in-fp32") is True:
         arg = "accumulate-allreduce-grads-in-fp32"
         out.append(ArgValue("parallelism.grad_reduce_in_fp32", True, arg))
     return out
+
+
+def grad_reduce_in_bf16_ignored(args: Args) -> bool:
+    """Whether Megatron-LM's ``validate_args`` ignores ``--grad-reduce-in-bf16`` among
+    ``args``: it acts only under ``--bf16`` (``accumulate_allreduce_grads_in_fp32 = False``)
+    and with ``--use-megatron-fsdp`` (``megatron_fsdp_grad_comm_dtype = torch.bfloat16``)
+    (NVIDIA/Megatron-LM ``megatron/training/arguments.py`` at
+    10e7b74597b47a57449599bf2780bd9e82ef79ff)."""
+    return args.get("bf16") is not True and args.get("use-megatron-fsdp") is not True

@@ -252,3 +252,22 @@ def test_a_batch_script_described_end_to_end() -> None:
     assert description.train_iters == 6400 // 32
     assert description.provenance["model.num_layers"].endswith("(--num-layers)")
     assert "iteration_time_s" in (description.predicted or {})
+
+
+def test_gradients_reduced_in_bf16_as_validate_args_reads_the_flag() -> None:
+    bf16 = _read(BASE + " --grad-reduce-in-bf16")
+    assert bf16.get("parallelism.grad_reduce_in_fp32") is False
+    assert (
+        bf16.values["parallelism.grad_reduce_in_fp32"].source == "job.sh:9 (--grad-reduce-in-bf16)"
+    )
+    both = _read(BASE + " --accumulate-allreduce-grads-in-fp32 --grad-reduce-in-bf16")
+    assert both.get("parallelism.grad_reduce_in_fp32") is False  # checked first under --bf16
+    assert _read(BASE).get("parallelism.grad_reduce_in_fp32") is None  # the framework's default
+    fp16 = BASE.replace("--bf16", "--fp16")
+    ignored = _read(fp16 + " --grad-reduce-in-bf16")
+    assert not ignored.has("parallelism.grad_reduce_in_fp32")  # fp16 gradients: fp16 reduce
+    assert any("--grad-reduce-in-bf16 is ignored" in note for note in ignored.notes)
+    kept = _read(fp16 + " --grad-reduce-in-bf16 --accumulate-allreduce-grads-in-fp32")
+    assert kept.get("parallelism.grad_reduce_in_fp32") is True
+    fsdp = _read(fp16 + " --grad-reduce-in-bf16 --use-megatron-fsdp")
+    assert fsdp.get("parallelism.grad_reduce_in_fp32") is False  # its gradient communication

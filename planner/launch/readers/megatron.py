@@ -45,6 +45,7 @@ from planner.scenario.megatron_args import arguments_from_yaml
 from planner.scenario.megatron_table import (
     attention_values,
     cuda_graph_values,
+    grad_reduce_in_bf16_ignored,
     gradient_reduction_values,
     moe_values,
     parse_megatron_args,
@@ -77,6 +78,11 @@ def _memory(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
             defaults.apply(facts, "parallelism.zero_stage", "use_distributed_optimizer", 0)
     for row in gradient_reduction_values(args.values):
         args.set(facts, row, defaults)
+    if args.on("grad-reduce-in-bf16") and grad_reduce_in_bf16_ignored(args.values):
+        facts.note(
+            "--grad-reduce-in-bf16 is ignored without --bf16 or --use-megatron-fsdp "
+            "(validate_args): gradients are reduced in the parameters' dtype"
+        )
 
 
 def _attention(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
