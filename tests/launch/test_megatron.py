@@ -269,5 +269,7 @@ def test_gradients_reduced_in_bf16_as_validate_args_reads_the_flag() -> None:
     assert any("--grad-reduce-in-bf16 is ignored" in note for note in ignored.notes)
     kept = _read(fp16 + " --grad-reduce-in-bf16 --accumulate-allreduce-grads-in-fp32")
     assert kept.get("parallelism.grad_reduce_in_fp32") is True
+    fp32 = _read(BASE.replace(" --bf16", "") + " --grad-reduce-in-bf16", finished=False)
+    assert not fp32.has("parallelism.grad_reduce_in_fp32")  # fp32 gradients: fp32 reduce
     fsdp = _read(fp16 + " --grad-reduce-in-bf16 --use-megatron-fsdp")
     assert fsdp.get("parallelism.grad_reduce_in_fp32") is False  # its gradient communication
