@@ -15,6 +15,13 @@ accuracy harness:
   family (dense or MoE) on its GPU type and recipe (all of them when there are fewer: the count
   is reported), ``DRAWS`` draws per target (``numpy.random.default_rng(SEED)``), their errors
   averaged: leave-one-out over the visible sources;
+* **floor**: the target corrected by the mean log ratio of every other run of its key (its
+  cluster, GPU type, recipe, framework and family, all releases): what a factor per key reaches
+  once it has seen all of them, so the floor of any calibration by group factors (the tree's
+  groups only pool runs, they cannot tell two runs of one key apart); a target whose key has
+  no other run has none. Where a cell's floor is above its target, no choice of levels,
+  variances or robust loss meets it: only the model (or features of the run that explain the
+  scatter within a key) can;
 * **time split**, where a source has releases (Megatron-Bridge's NeMo containers 25.09 and
   25.11; torchtitan's benchmarks of 2024-12 and 2025-06): calibrated on everything but the
   newest release of the source, each row of the newest release predicted.
@@ -102,6 +109,7 @@ class Row:
     others: float
     after: tuple[float, ...]
     pool: int
+    floor: float = math.nan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +132,34 @@ def _generation(architecture: str) -> str:
 def _error(cal: ObservedCalibration, s: RunSample) -> float:
     found = cal.correct(s.key, s.compute_s, s.network_s, s.features)
     return abs(s.predicted_s * found.factor / s.observed_s - 1)
+
+
+def key_floor(samples: Sequence[RunSample], target: int) -> float:
+    """``|predicted · factor / measured - 1|`` of ``samples[target]`` with the factor
+    ``exp(mean log(measured / predicted))`` of the other samples of its key (cluster, GPU,
+    recipe, framework, family; any release): the module docstring's floor. NaN when its key
+    has no other sample."""
+    key = samples[target].key
+
+    def same(s: RunSample) -> bool:
+        k = s.key
+        return (k.cluster, k.gpu, k.recipe, k.framework, k.family) == (
+            key.cluster,
+            key.gpu,
+            key.recipe,
+            key.framework,
+            key.family,
+        )
+
+    logs = [
+        math.log(s.observed_s / s.predicted_s)
+        for i, s in enumerate(samples)
+        if i != target and same(s)
+    ]
+    if not logs:
+        return math.nan
+    s = samples[target]
+    return abs(s.predicted_s * math.exp(float(np.mean(logs))) / s.observed_s - 1)
 
 
 def samples_of(cases: Sequence[Case]) -> list[RunSample]:
@@ -180,6 +216,7 @@ def learning_curve(
                 others=_error(others_fit[mine], sample),
                 after=tuple(after),
                 pool=len(pool),
+                floor=key_floor(samples, t),
             )
         )
     return LearningResult(rows=rows, time_split=_time_split(cases, samples))
@@ -232,14 +269,16 @@ def _cells(families: Sequence[str]) -> list[tuple[str, str]]:
 
 def learning_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
     """Markdown: per family and GPU generation, held-out rows and mean APE (%) at k = 0 (prior
-    and others seen) and each k, the worst row at k = 3, and the targets (``TARGET_*``)."""
+    and others seen) and each k, the worst row at k = 3, the floor (mean over the rows whose
+    key has another run, their count in brackets) and the targets (``TARGET_*``)."""
     head = " | ".join(f"k = {k} mean APE %" for k in ks)
     lines = [
         f"| family | GPU generation | held-out rows | k = 0: prior mean APE % | k = 0: other "
-        f"groups seen % | {head} | worst row at k = 3 % | rows with < 10 runs to draw from "
+        f"groups seen % | {head} | worst row at k = 3 % | floor: own key's other runs seen % "
+        "(rows) | rows with < 10 runs to draw from "
         "| targets (k = 0 / k = 3 mean; no row beyond 25 % at k = 3) |",
         "| --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in ks) + " | ---: | ---: "
-        "| --- |",
+        "| ---: | --- |",
     ]
     k3 = list(ks).index(3) if 3 in ks else None
     for family, generation in [*_cells(("dense", "MoE")), ("dense", "all"), ("MoE", "all")]:
@@ -262,11 +301,13 @@ def learning_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
                 f"{'meets' if meets_k0 else 'misses'} / {'meets' if meets_k3 else 'misses'}"
             )
         label = f"**{generation}**" if generation == "all" else generation
+        floors = [r.floor for r in rows if not math.isnan(r.floor)]
         lines.append(
             f"| {family} | {label} | {len(rows)} | {_pct(prior)} | "
             f"{_pct(_mean([r.others for r in rows]))} | "
             + " | ".join(_pct(a) for a in after)
-            + f" | {_pct(worst)} | {sum(1 for r in rows if r.pool < 10)} | {verdict} |"
+            + f" | {_pct(worst)} | {_pct(_mean(floors))} ({len(floors)}) | "
+            f"{sum(1 for r in rows if r.pool < 10)} | {verdict} |"
         )
     return "\n".join(lines)
 
@@ -274,14 +315,17 @@ def learning_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
 def learning_rows_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
     """Markdown: every target of ``result``, worst at k = 3 first (at the largest k when 3 is
     not among ``ks``): its source, configuration, family, generation, APE (%) at k = 0 (prior
-    and others seen) and each k, and how many runs its pool held. Which rows the learning curve
+    and others seen) and each k, its floor (``key_floor``) and how many runs its pool held.
+    Which rows the learning curve
     cannot correct, and which rows a drawn outlier of their pool drags up (a row worse at k = 3
     than with the other groups alone)."""
     head = " | ".join(f"k = {k} %" for k in ks)
     lines = [
         f"| source | configuration | family | GPU generation | k = 0: prior % | k = 0: other "
-        f"groups seen % | {head} | runs in its pool |",
-        "| --- | --- | --- | --- | ---: | ---: | " + " | ".join("---:" for _ in ks) + " | ---: |",
+        f"groups seen % | {head} | floor % | runs in its pool |",
+        "| --- | --- | --- | --- | ---: | ---: | "
+        + " | ".join("---:" for _ in ks)
+        + " | ---: | ---: |",
     ]
     j = list(ks).index(3) if 3 in ks else len(ks) - 1
     for r in sorted(result.rows, key=lambda r: (-r.after[j], r.case.source, r.case.config_id)):
@@ -289,7 +333,7 @@ def learning_rows_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
             f"| {r.case.source} | {r.case.config_id} | {r.family} | {r.generation} | "
             f"{_pct(r.prior)} | {_pct(r.others)} | "
             + " | ".join(_pct(a) for a in r.after)
-            + f" | {r.pool} |"
+            + f" | {_pct(r.floor)} | {r.pool} |"
         )
     return "\n".join(lines)
 

@@ -42,11 +42,27 @@ What is learnt (``fit_observed``), in three parts:
    architecture and precision width. The network factor is told apart where a group's runs
    expose different shares of communication; ``network_separated`` says where the data
    determine it at least as well as the prior does.
-2. **A residual model** on documented features (``residual.FEATURES``): ridge regression or
+2. **A model effect for MoE models.** A MoE run's compute log factor ``u`` also gets the
+   deviation of its model's shape (``observed_runs.model_shape``: layers, widths, experts and
+   top-k), a group crossed with the tree (it spans GPU types, recipes and clusters;
+   ``observed_fit``, crossed effects), of prior sd ``moe_model_prior_log_sd`` learnt as the
+   levels' are. The model errs on one MoE model the same way on every GPU: on
+   Megatron-Bridge's 2025 runs GPT-OSS-120B is 48-70 % too fast on B200, GB200 and GB300
+   where the other Blackwell MoE models are 24-42 %, and Qwen3-235B-A22B in BF16 9-10 %, so a
+   GPU type's few runs of one model moved the others' predictions by 30 points (the learning
+   curve, ``benchmarks/accuracy/learning.py``, at k = 3: Blackwell MoE mean 12.7 -> 10.8 %,
+   rows beyond 25 % 5 -> 1; Hopper MoE 14.2 -> 14.7 %; dense 5.8 % either way). Dense models
+   get none: one effect shared by both families learnt a sd of 0.04 (dense models agree), and
+   a dense one of their own moved an A100 row from 23 to 30 %, with no gain on the dense mean.
+   A cluster effect crossed with the tree (a publisher's bias on all its GPUs) was measured
+   too and left out: fitted to convergence it learnt a sd of 0.05 (the key level holds a
+   cluster's bias per GPU type already, and Megatron-Bridge is the only publisher on
+   Blackwell, so its bias there is the architecture's) and moved no cell by more than 0.2.
+3. **A residual model** on documented features (``residual.FEATURES``): ridge regression or
    nothing, chosen and scored by cross-validation over whole keys (``residual.ResidualModel``).
    The factors are fitted again with its correction as an offset (backfitting, two passes:
    Hastie & Tibshirani 1990, *Generalized Additive Models*, §4.3).
-3. **A memory factor** per group (runs that give ``memory_per_gpu_bytes``), by the same tree
+4. **A memory factor** per group (runs that give ``memory_per_gpu_bytes``), by the same tree
    with one factor.
 
 The run noise ``sigma`` (log-sd of a run around its key's factors, per model family) is the
@@ -67,6 +83,7 @@ Applying (``ObservedCalibration.apply``): the model's own fields are left as com
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -109,6 +126,8 @@ __all__ = [
     "GroupJson",
     "KeySummaryJson",
     "MemoryGroupJson",
+    "ModelEffect",
+    "ModelEffectJson",
     "ObservedCalibration",
     "ObservedCalibrationJson",
     "ObservedParams",
@@ -128,7 +147,7 @@ __all__ = [
     "samples_from_runs",
 ]
 
-FORMAT: Final = "planner-observed-runs/3"
+FORMAT: Final = "planner-observed-runs/4"
 """The ``format`` of the calibration file (operator models of ``planner calibrate fit`` are
 ``planner-calibration/1``): what tells the two kinds apart."""
 
@@ -151,6 +170,7 @@ class ObservedParamsJson(TypedDict):
     memory_noise_log_sd: float
     residual_min_runs: int
     prior_dof: float
+    moe_model_prior_log_sd: float
 
 
 class KeySummaryJson(RunKeyJson):
@@ -192,6 +212,16 @@ class MemoryGroupJson(TypedDict):
     num_runs: int
 
 
+class ModelEffectJson(TypedDict):
+    """One entry of ``ObservedCalibrationJson.model_effects``: a MoE model's shape
+    (``observed_runs.model_shape``), its log factor, its posterior variance and runs."""
+
+    model: str
+    log_factor: float
+    var: float
+    num_runs: int
+
+
 class ObservedRunJson(RunKeyJson):
     """One run of ``ObservedCalibrationJson.runs``: its key, the model's compute and network
     terms and the observed step time (s), the residual features (``FEATURES``), the predicted
@@ -208,8 +238,8 @@ class ObservedRunJson(RunKeyJson):
 class ObservedCalibrationJson(TypedDict):
     """``ObservedCalibration.to_json``: ``format`` (``FORMAT``), the ``prior`` (what model it
     corrects), ``params``, ``levels``, per-family ``noise_log_sd``, the learnt
-    ``level_log_sd`` pairs, ``num_runs``, the groups, the memory groups, the residual model and
-    the runs."""
+    ``level_log_sd`` pairs, ``num_runs``, the groups, the memory groups, the MoE models' effects
+    with their learnt ``model_log_sd``, the residual model and the runs."""
 
     format: str
     prior: dict[str, str]
@@ -220,6 +250,8 @@ class ObservedCalibrationJson(TypedDict):
     num_runs: int
     groups: list[GroupJson]
     memory_groups: list[MemoryGroupJson]
+    model_effects: list[ModelEffectJson]
+    model_log_sd: float
     residual: ResidualModelJson
     runs: list[ObservedRunJson]
 
@@ -254,7 +286,9 @@ class ObservedParams:
     twelve of another's take it to 0.24). Started at 0.15 it cost the dense Blackwell rows of
     the learning curve half a point at k = 3 (5.8 -> 6.3 %) and moved no MoE cell by more than
     0.6 (``benchmarks/RESULTS.md``).
-    ``residual_min_runs``: fewer runs fit no residual model."""
+    ``residual_min_runs``: fewer runs fit no residual model.
+    ``moe_model_prior_log_sd`` (0.10, as a cluster's on one GPU): where the deviation of a MoE
+    model's shape starts (module docstring, part 2); 0 fits none."""
 
     prior_log_sd: tuple[tuple[float, float], ...] = (
         (0.15, 0.30),
@@ -272,6 +306,7 @@ class ObservedParams:
     memory_noise_log_sd: float = 0.05
     residual_min_runs: int = 12
     prior_dof: float = 2.0
+    moe_model_prior_log_sd: float = 0.10
 
     def __post_init__(self) -> None:
         if len(self.prior_log_sd) != len(LEVELS) or len(self.memory_prior_log_sd) != len(LEVELS):
@@ -283,6 +318,11 @@ class ObservedParams:
             raise SpecError("prior_log_sd", "every log-sd, noise_dof and huber_k must be > 0")
         if not (math.isfinite(self.prior_dof) and self.prior_dof >= 0):
             raise SpecError("prior_dof", f"must be finite and >= 0, got {self.prior_dof}")
+        if not (math.isfinite(self.moe_model_prior_log_sd) and self.moe_model_prior_log_sd >= 0):
+            raise SpecError(
+                "moe_model_prior_log_sd",
+                f"must be finite and >= 0 (0: no model effect), got {self.moe_model_prior_log_sd}",
+            )
         if self.residual_min_runs < 3:
             raise SpecError("residual_min_runs", f"must be >= 3, got {self.residual_min_runs}")
 
@@ -297,6 +337,7 @@ class ObservedParams:
             "memory_noise_log_sd": self.memory_noise_log_sd,
             "residual_min_runs": self.residual_min_runs,
             "prior_dof": self.prior_dof,
+            "moe_model_prior_log_sd": self.moe_model_prior_log_sd,
         }
 
     @classmethod
@@ -312,6 +353,7 @@ class ObservedParams:
                 memory_noise_log_sd=float(doc["memory_noise_log_sd"]),
                 residual_min_runs=int(doc["residual_min_runs"]),
                 prior_dof=float(doc["prior_dof"]),
+                moe_model_prior_log_sd=float(doc["moe_model_prior_log_sd"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError("params", f"malformed calibration parameters ({exc!r})") from exc
@@ -347,6 +389,16 @@ class MemoryFactor:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModelEffect:
+    """A MoE model shape's deviation of the compute log factor: posterior mean ``u``, its
+    variance and the runs behind it."""
+
+    u: float
+    var_u: float
+    num_runs: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ObservedCorrection:
     """What ``ObservedCalibration.correct`` finds for one prediction: the ``compute_factor``,
     ``network_factor`` and ``residual_factor``, the whole-step ``factor``, its ``log_sd``, the
@@ -369,7 +421,9 @@ class ObservedCalibration:
     ``groups[level][prefix]``: ``GroupFactors`` of every group with runs; ``memory`` the same
     for the memory factor; ``residual`` the residual model; ``noise_log_sd`` sigma per family;
     ``level_log_sd`` the learnt ``(tau_u, tau_v)`` of each level (what a group no run has seen
-    may deviate by; empty: the parameters'); ``samples`` the runs it was fitted on (persisted,
+    may deviate by; empty: the parameters'); ``model_effects`` the MoE model shapes' effects
+    (module docstring, part 2) and ``model_log_sd`` their learnt sd (what a MoE model no run has
+    seen may deviate by; 0: no model effect); ``samples`` the runs it was fitted on (persisted,
     so it can be fitted again)."""
 
     params: ObservedParams
@@ -380,6 +434,8 @@ class ObservedCalibration:
     samples: list[RunSample] = field(default_factory=list)
     prior: dict[str, str] = field(default_factory=dict)
     level_log_sd: tuple[tuple[float, float], ...] = ()
+    model_effects: dict[str, ModelEffect] = field(default_factory=dict)
+    model_log_sd: float = 0.0
 
     @property
     def num_runs(self) -> int:
@@ -425,6 +481,10 @@ class ObservedCalibration:
             runs, separated = found.num_runs, found.network_separated and deepest
         var_u += extra_u
         var_v += extra_v
+        if self.model_log_sd > 0 and _has_model_effect(key):
+            effect = self.model_effects.get(key.model)
+            u += 0.0 if effect is None else effect.u
+            var_u += self.model_log_sd**2 if effect is None else effect.var_u
         compute_factor = math.exp(u)
         network_factor = math.exp(u + v)
         residual = self.residual.predict_one(features)
@@ -514,11 +574,12 @@ class ObservedCalibration:
     def summary(self) -> list[KeySummaryJson]:
         """One row per key with runs: the key, runs, compute and network factors (the latter
         None where not separated), memory factor, and the uncorrected model's median error on
-        its runs."""
+        its runs (``model`` empty: a key's runs of every model are one row)."""
         rows: list[KeySummaryJson] = []
         by_key: dict[RunKey, list[RunSample]] = {}
         for sample in self.samples:
-            by_key.setdefault(sample.key, []).append(sample)
+            # one row per key: its runs of every model together
+            by_key.setdefault(dataclasses.replace(sample.key, model=""), []).append(sample)
         for key, samples in sorted(by_key.items(), key=lambda kv: kv[0].path()[-1]):
             group = self.groups[-1][key.path()[-1]]
             memory = self.memory_factor(key)
@@ -576,6 +637,11 @@ class ObservedCalibration:
                 for level, groups in enumerate(self.memory)
                 for prefix, m in sorted(groups.items())
             ],
+            "model_effects": [
+                {"model": name, "log_factor": e.u, "var": e.var_u, "num_runs": e.num_runs}
+                for name, e in sorted(self.model_effects.items())
+            ],
+            "model_log_sd": self.model_log_sd,
             "residual": self.residual.to_json(),
             "runs": [
                 {
@@ -638,6 +704,7 @@ class ObservedCalibration:
                         framework=str(r["framework"]),
                         release=str(r["release"]),
                         family=str(r["family"]),
+                        model=str(r["model"]),
                     ),
                     compute_s=float(r["compute_s"]),
                     network_s=float(r["network_s"]),
@@ -655,6 +722,13 @@ class ObservedCalibration:
             if level_log_sd and len(level_log_sd) != len(LEVELS):
                 raise CalibrationError(f"level_log_sd: needs one pair per level of {LEVELS}")
             prior = {str(k): str(v) for k, v in dict(doc.get("prior", {})).items()}
+            model_effects = {
+                str(e["model"]): ModelEffect(
+                    u=float(e["log_factor"]), var_u=float(e["var"]), num_runs=int(e["num_runs"])
+                )
+                for e in doc["model_effects"]
+            }
+            model_log_sd = float(doc["model_log_sd"])
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationError(f"malformed observed-runs calibration ({exc!r})") from exc
         except SpecError as exc:
@@ -662,6 +736,7 @@ class ObservedCalibration:
         values = list(noise.values()) + [
             x for level in groups for g in level.values() for x in (g.u, g.v, g.var_u, g.var_v)
         ]
+        values += [model_log_sd, *(x for e in model_effects.values() for x in (e.u, e.var_u))]
         if not all(math.isfinite(x) for x in values):
             raise CalibrationError("malformed observed-runs calibration: a value is not finite")
         return cls(
@@ -673,6 +748,8 @@ class ObservedCalibration:
             samples=samples,
             prior=prior,
             level_log_sd=level_log_sd,
+            model_effects=model_effects,
+            model_log_sd=model_log_sd,
         )
 
     def stale_warnings(self) -> list[str]:
@@ -745,6 +822,34 @@ def _fixed(prefixes: list[list[tuple[str, ...]]]) -> list[NDArray[np.bool_]]:
     ]
 
 
+def _has_model_effect(key: RunKey) -> bool:
+    """True for a MoE run whose model's shape is known: only those get a model effect (module
+    docstring, part 2)."""
+    return key.family == "moe" and key.model != ""
+
+
+def _model_groups(keys: Sequence[RunKey]) -> tuple[Int, list[str]]:
+    """Each run's MoE model group (``-1``: none, ``_has_model_effect``) and the shapes in id
+    order."""
+    ids: dict[str, int] = {}
+    index = np.fromiter(
+        (ids.setdefault(k.model, len(ids)) if _has_model_effect(k) else -1 for k in keys),
+        np.int64,
+        len(keys),
+    )
+    return index, list(ids)
+
+
+def _noise_group(key: RunKey, params: ObservedParams) -> tuple[str, ...]:
+    """The runs whose spread is a run's noise: its key's (and release's), and for a MoE model
+    with a model effect its model's runs of them only: the effect explains how the models of
+    one key differ, so that is no run's noise."""
+    group = key.path()[-1]
+    if params.moe_model_prior_log_sd > 0 and _has_model_effect(key):
+        return (*group, key.model)
+    return group
+
+
 def _noise(keys: Sequence[RunKey], log_ratio: Float, params: ObservedParams) -> Float:
     """Each run's sigma: per model family, the pooled within-key root-mean-square deviation of
     the log ratios from their key's mean, shrunk toward ``noise_log_sd`` (module docstring).
@@ -754,9 +859,11 @@ def _noise(keys: Sequence[RunKey], log_ratio: Float, params: ObservedParams) -> 
         members = np.fromiter((i for i, k in enumerate(keys) if k.family == family), np.int64)
         if not members.size:
             continue
-        ids: dict[RunKey, int] = {}
+        ids: dict[tuple[str, ...], int] = {}
         group = np.fromiter(
-            (ids.setdefault(keys[i], len(ids)) for i in members), np.int64, members.size
+            (ids.setdefault(_noise_group(keys[i], params), len(ids)) for i in members),
+            np.int64,
+            members.size,
         )
         y = log_ratio[members]
         counts = np.bincount(group, minlength=len(ids))
@@ -828,11 +935,14 @@ def fit_observed(
             residual=residual,
             noise_log_sd={},
             prior=model_fingerprint(),
+            model_log_sd=params.moe_model_prior_log_sd,
         )
     parents, leaf, prefixes = _tree(keys)
     noise = _noise(keys, observed - np.log(compute + network), params)
     prior = np.asarray(params.prior_log_sd, dtype=np.float64)
     offset = np.zeros(len(samples))
+    models, model_names = _model_groups(keys)
+    with_models = params.moe_model_prior_log_sd > 0 and bool(model_names)
 
     def tree(offset: Float) -> TreeFit:
         return fit_tree(
@@ -847,6 +957,8 @@ def fit_observed(
             huber_k=params.huber_k,
             prior_dof=params.prior_dof,
             fixed=_fixed(prefixes),
+            crossed=[models] if with_models else [],
+            crossed_prior_log_sd=[params.moe_model_prior_log_sd] if with_models else [],
         )
 
     first = tree(offset)
@@ -869,6 +981,17 @@ def fit_observed(
         samples=list(samples),
         prior=model_fingerprint(),
         level_log_sd=tuple((float(a), float(b)) for a, b in fitted.prior_log_sd),
+        model_effects={
+            name: ModelEffect(
+                u=float(fitted.crossed_mean[0][j]),
+                var_u=float(fitted.crossed_var[0][j]),
+                num_runs=int((models == j).sum()),
+            )
+            for j, name in enumerate(model_names)
+        }
+        if with_models
+        else {},
+        model_log_sd=fitted.crossed_log_sd[0] if with_models else params.moe_model_prior_log_sd,
     )
 
 

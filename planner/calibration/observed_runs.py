@@ -24,6 +24,7 @@ from planner.perf.step import predict_batch
 from planner.scenario.documents import prediction_json
 from planner.scenario.loading import load_json_lines
 from planner.scenario.parse import parse_scenario
+from planner.specs.model import ModelSpec
 from planner.specs.parallelism import Fp8Recipe, ParallelismSpec
 from planner.specs.scenario import Scenario
 
@@ -37,6 +38,7 @@ __all__ = [
     "RunKeyJson",
     "RunSample",
     "indexed_samples_from_runs",
+    "model_shape",
     "read_observed_runs",
     "recipe_of",
     "run_key",
@@ -106,6 +108,7 @@ class RunKeyJson(TypedDict):
     framework: str
     release: str
     family: str
+    model: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,7 +116,8 @@ class RunKey:
     """What the factors are kept per: ``cluster`` (as the user names it), ``gpu`` (catalog key)
     and its ``architecture``, ``recipe`` (``recipe_of``), ``framework`` and its ``release``
     (``training.framework_version``; ``""``: not stated), all as the scenario parser normalises
-    them, and the model ``family`` (``dense`` or ``moe``: routed experts)."""
+    them, the model ``family`` (``dense`` or ``moe``: routed experts) and the ``model``'s shape
+    (``model_shape``; ``""``: not known, no model effect)."""
 
     cluster: str
     gpu: str
@@ -122,6 +126,7 @@ class RunKey:
     framework: str
     release: str = ""
     family: str
+    model: str = ""
 
     @property
     def states_release(self) -> bool:
@@ -152,6 +157,7 @@ class RunKey:
             "framework": self.framework,
             "release": self.release,
             "family": self.family,
+            "model": self.model,
         }
 
 
@@ -165,6 +171,19 @@ def run_key(scenario: Scenario, cluster: str = "") -> RunKey:
         framework=scenario.training.framework.value,
         release=scenario.training.framework_version or "",
         family="moe" if scenario.model.num_experts > 0 else "dense",
+        model=model_shape(scenario.model),
+    )
+
+
+def model_shape(model: ModelSpec) -> str:
+    """The shape of a model that its runs share on every GPU and cluster: layers, hidden
+    size, attention heads, FFN width, vocabulary, routed experts x top-k and expert width, as
+    ``L94-h4096-a64-f12288-v151936-e128x8-m1536`` (Qwen3-235B-A22B). Sequence length, batch
+    and layout are the run's, not the model's."""
+    return (
+        f"L{model.num_layers}-h{model.hidden_size}-a{model.num_attention_heads}"
+        f"-f{model.ffn_hidden_size}-v{model.vocab_size}"
+        f"-e{model.num_experts}x{model.moe_router_topk}-m{model.moe_ffn_hidden_size}"
     )
 
 

@@ -1,0 +1,168 @@
+"""The MoE model effect of the observed-runs calibration: a crossed group beside the tree whose
+backfitted posterior is the mixed model's, a MoE model's bias carried to a GPU type none of its
+runs used, none for dense models, its runs' noise measured around it, and the file round-trip."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from planner.calibration import observed_fit
+from planner.calibration.observed import ObservedCalibration, ObservedParams, fit_observed
+from planner.calibration.observed_fit import TreeFit, fit_tree
+from planner.calibration.observed_runs import RunKey, RunSample, model_shape, run_key
+from planner.calibration.residual import FEATURES
+from planner.errors import SpecError
+from planner.scenario import parse_scenario
+
+ZERO_FEATURES = (0.0,) * len(FEATURES)
+GPT_OSS = "L36-h2880-a64-f2880-v201088-e128x4-m2880"
+QWEN = "L94-h4096-a64-f12288-v151936-e128x8-m1536"
+
+
+def _key(gpu: str, model: str, *, family: str = "moe", cluster: str = "c") -> RunKey:
+    return RunKey(
+        cluster=cluster,
+        gpu=gpu,
+        architecture="blackwell",
+        recipe="bf16",
+        framework="nemo",
+        family=family,
+        model=model,
+    )
+
+
+def _run(key: RunKey, factor: float, compute_s: float = 1.0) -> RunSample:
+    return RunSample(
+        key=key,
+        compute_s=compute_s,
+        network_s=0.0,
+        observed_s=factor * compute_s,
+        features=ZERO_FEATURES,
+        predicted_memory_bytes=1e10,
+    )
+
+
+def _two_models(family: str) -> list[RunSample]:
+    """On two GPU types, one model's runs 60 % slower than predicted and another's as
+    predicted (three runs each, a few percent apart)."""
+    runs = []
+    for gpu in ("b200", "gb200"):
+        for jitter in (0.97, 1.0, 1.03):
+            runs.append(_run(_key(gpu, GPT_OSS, family=family), 1.6 * jitter))
+            runs.append(_run(_key(gpu, QWEN, family=family), 1.0 * jitter))
+    return runs
+
+
+def _factor(cal: ObservedCalibration, key: RunKey) -> float:
+    return cal.correct(key, 1.0, 0.0, ZERO_FEATURES).factor
+
+
+def test_the_crossed_effect_is_the_mixed_model_posterior(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linear in u (no network terms, no Huber, fixed variances): the backfitted tree and
+    crossed group converge to the dense solve of the mixed-model equations with both, and the
+    fit's ten steps are within 0.005 of it where every crossed group spans every leaf."""
+    rng = np.random.default_rng(1)
+    parents = [np.zeros(1, np.int64), np.array([0, 0, 0])]
+    leaf = np.array([0, 0, 0, 1, 1, 1, 2, 2])
+    crossed = np.array([0, 1, -1, 0, 1, 1, 0, -1])
+    n = leaf.size
+    compute = rng.uniform(1, 3, n)
+    log_observed = np.log(compute) + rng.normal(0.2, 0.15, n)
+    tau = np.array([[0.3, 0.3], [0.15, 0.15]])
+    tau_c, sigma = 0.2, 0.1
+
+    common: dict[str, Any] = {
+        "compute_s": compute,
+        "network_s": np.zeros(n),
+        "log_observed": log_observed,
+        "offset": np.zeros(n),
+        "prior_log_sd": tau,
+        "noise_log_sd": np.full(n, sigma),
+        "huber_k": 1e9,
+    }
+
+    def fit() -> TreeFit:
+        return fit_tree(parents, leaf, **common, crossed=[crossed], crossed_prior_log_sd=[tau_c])
+
+    # unknowns: root, 3 leaves, 2 crossed groups
+    design = np.zeros((n, 6))
+    design[:, 0] = 1
+    design[np.arange(n), 1 + leaf] = 1
+    inside = crossed >= 0
+    design[np.arange(n)[inside], 4 + crossed[inside]] = 1
+    prior = np.diag(1 / np.r_[tau[0, 0], [tau[1, 0]] * 3, [tau_c] * 2] ** 2)
+    covariance = np.linalg.inv(design.T @ design / sigma**2 + prior)
+    mean = covariance @ design.T @ (log_observed - np.log(compute)) / sigma**2
+    ten = fit()
+    assert ten.crossed_mean[0] == pytest.approx(mean[4:], abs=5e-3)
+    monkeypatch.setattr(observed_fit, "GN_ITERATIONS", 200)
+    converged = fit()
+    assert converged.crossed_mean[0] == pytest.approx(mean[4:], abs=1e-6)
+    assert converged.mean[1][:, 0] == pytest.approx(mean[0] + mean[1:4], abs=1e-6)
+    with pytest.raises(ValueError, match="one entry per crossed factor"):
+        fit_tree(parents, leaf, **common, crossed=[crossed])
+
+
+def test_a_moe_models_bias_reaches_a_gpu_type_its_runs_never_used() -> None:
+    cal = fit_observed(_two_models("moe"))
+    without = fit_observed(_two_models("moe"), ObservedParams(moe_model_prior_log_sd=0.0))
+    new_gpu_slow = _factor(cal, _key("gb300", GPT_OSS))
+    new_gpu_fast = _factor(cal, _key("gb300", QWEN))
+    # the tree alone gives both models the GPU types' mean; the model effect tells them apart
+    assert _factor(without, _key("gb300", GPT_OSS)) == pytest.approx(
+        _factor(without, _key("gb300", QWEN))
+    )
+    assert new_gpu_slow / new_gpu_fast > 1.3
+    assert cal.model_effects[GPT_OSS].num_runs == 6
+    # a model no run has shown gets the tree's factor, with the learnt spread of models
+    unseen = cal.correct(_key("gb300", "L2-other"), 1.0, 0.0, ZERO_FEATURES)
+    assert new_gpu_fast < unseen.factor < new_gpu_slow
+    assert unseen.log_sd > cal.correct(_key("gb300", QWEN), 1.0, 0.0, ZERO_FEATURES).log_sd
+
+
+def test_dense_models_get_no_model_effect() -> None:
+    cal = fit_observed(_two_models("dense"))
+    assert cal.model_effects == {}
+    assert _factor(cal, _key("gb300", GPT_OSS, family="dense")) == pytest.approx(
+        _factor(cal, _key("gb300", QWEN, family="dense"))
+    )
+
+
+def test_a_moe_runs_noise_is_its_spread_around_its_model() -> None:
+    """Two models on one key that differ by 60 %: with the model effect that difference is the
+    effect's, not the runs' noise."""
+    with_effect = fit_observed(_two_models("moe")).noise_log_sd["moe"]
+    params = ObservedParams(moe_model_prior_log_sd=0.0)
+    without = fit_observed(_two_models("moe"), params).noise_log_sd["moe"]
+    assert with_effect < 0.08 < 0.15 < without
+
+
+def test_the_model_effects_read_back_from_the_file() -> None:
+    cal = fit_observed(_two_models("moe"))
+    back = ObservedCalibration.from_json(json.loads(cal.dumps()))
+    for model in (GPT_OSS, QWEN, "L2-other"):
+        key = _key("gb300", model)
+        assert back.correct(key, 1.0, 0.0, ZERO_FEATURES) == cal.correct(
+            key, 1.0, 0.0, ZERO_FEATURES
+        )
+    assert back.params.moe_model_prior_log_sd == 0.10
+    assert [s.key.model for s in back.samples] == [s.key.model for s in cal.samples]
+
+
+def test_a_negative_model_sd_is_refused_by_name() -> None:
+    with pytest.raises(SpecError, match="moe_model_prior_log_sd"):
+        ObservedParams(moe_model_prior_log_sd=-0.1)
+
+
+def test_the_key_of_a_scenario_carries_its_models_shape() -> None:
+    doc = {
+        "model": {"preset": "qwen3-235b-a22b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 64},
+        "parallelism": {"expert_parallel": 8, "pipeline_parallel": 2, "global_batch_size": 64},
+    }
+    scenario = parse_scenario(doc)
+    assert run_key(scenario).model == model_shape(scenario.model) == QWEN
