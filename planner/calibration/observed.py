@@ -44,20 +44,25 @@ What is learnt (``fit_observed``), in three parts:
    determine it at least as well as the prior does.
 2. **A model effect for MoE models.** A MoE run's compute log factor ``u`` also gets the
    deviation of its model's shape (``observed_runs.model_shape``: layers, widths, experts and
-   top-k), a group crossed with the tree (it spans GPU types, recipes and clusters;
-   ``observed_fit``, crossed effects), of prior sd ``moe_model_prior_log_sd`` learnt as the
-   levels' are. The model errs on one MoE model the same way on every GPU: on
-   Megatron-Bridge's 2025 runs GPT-OSS-120B is 48-70 % too fast on B200, GB200 and GB300
-   where the other Blackwell MoE models are 24-42 %, and Qwen3-235B-A22B in BF16 9-10 %, so a
-   GPU type's few runs of one model moved the others' predictions by 30 points (the learning
-   curve, ``benchmarks/accuracy/learning.py``, at k = 3: Blackwell MoE mean 12.7 -> 10.8 %,
-   rows beyond 25 % 5 -> 1; Hopper MoE 14.2 -> 14.7 %; dense 5.8 % either way). Dense models
-   get none: one effect shared by both families learnt a sd of 0.04 (dense models agree), and
-   a dense one of their own moved an A100 row from 23 to 30 %, with no gain on the dense mean.
-   A cluster effect crossed with the tree (a publisher's bias on all its GPUs) was measured
-   too and left out: fitted to convergence it learnt a sd of 0.05 (the key level holds a
-   cluster's bias per GPU type already, and Megatron-Bridge is the only publisher on
-   Blackwell, so its bias there is the architecture's) and moved no cell by more than 0.2.
+   top-k) on its GPU architecture, a group crossed with the tree (it spans GPU types, recipes
+   and clusters; ``observed_fit``, crossed effects), of prior sd ``moe_model_prior_log_sd``
+   learnt as the levels' are. The model errs on one MoE model alike on the GPU types of one
+   generation: on Megatron-Bridge's 2025 runs GPT-OSS-120B's step is predicted 38-50 % short
+   on B200, GB200 and GB300 and Qwen3-235B-A22B's in BF16 9 % short on GB200 and GB300, where
+   the other Blackwell MoE runs are 4-40 % short; without the effect a GPU type's few runs of
+   one model moved the other models' predictions on it by up to 30 points (the learning curve,
+   ``benchmarks/accuracy/learning.py``, at k = 3: Blackwell MoE mean 12.7 -> 11.4 %, rows
+   beyond 25 % 5 -> 1; Hopper MoE 15.2 -> 15.6 %; dense 5.7 % either way). Per architecture,
+   as the model family is (``LEVELS``): on Hopper GPT-OSS-120B is predicted within 1 % by
+   Automodel's run, and one effect for every architecture carried the Blackwell runs' 0.12 to
+   it (5 -> 21 % at k = 3). Dense models get none: one effect shared by both families learnt
+   a sd of 0.04 (dense models agree), and a dense one of their own took the dense mean at
+   k = 3 from 5.8 to 5.6 % but the worst A100 row from 24 to 30 %, beyond the 25 % bound. A
+   cluster effect crossed with the tree (one publisher's bias on all its GPUs) was measured too
+   and left out: fitted to convergence it learnt a sd of 0.05 (the key level holds a cluster's
+   bias per GPU type already, and Megatron-Bridge is the only publisher on Blackwell, so its
+   bias there is the architecture's); it took Hopper MoE with the other groups seen from 18.1
+   to 15.4 % but moved no MoE cell at k = 3 by more than 0.2 points.
 3. **A residual model** on documented features (``residual.FEATURES``): ridge regression or
    nothing, chosen and scored by cross-validation over whole keys (``residual.ResidualModel``).
    The factors are fitted again with its correction as an offset (backfitting, two passes:
@@ -66,7 +71,9 @@ What is learnt (``fit_observed``), in three parts:
    with one factor.
 
 The run noise ``sigma`` (log-sd of a run around its key's factors, per model family) is the
-pooled within-key root-mean-square deviation of the runs' log ratios, shrunk toward
+pooled within-key root-mean-square deviation of the runs' log ratios (within key and model
+for the MoE runs that have a model effect: how the models of one key differ is the effect's,
+not noise), shrunk toward
 ``noise_log_sd`` with ``noise_dof`` pseudo-runs as the online calibration's spread is
 (``planner.calibration.online``, step 4). The mean square, not the median absolute deviation
 the online spread uses: it sets how far one run moves its key, and the model's errors have
@@ -213,9 +220,11 @@ class MemoryGroupJson(TypedDict):
 
 
 class ModelEffectJson(TypedDict):
-    """One entry of ``ObservedCalibrationJson.model_effects``: a MoE model's shape
-    (``observed_runs.model_shape``), its log factor, its posterior variance and runs."""
+    """One entry of ``ObservedCalibrationJson.model_effects``: a GPU architecture and a MoE
+    model's shape (``observed_runs.model_shape``), its log factor, its posterior variance and
+    runs."""
 
+    architecture: str
     model: str
     log_factor: float
     var: float
@@ -390,8 +399,8 @@ class MemoryFactor:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelEffect:
-    """A MoE model shape's deviation of the compute log factor: posterior mean ``u``, its
-    variance and the runs behind it."""
+    """A MoE model shape's deviation of the compute log factor on one GPU architecture:
+    posterior mean ``u``, its variance and the runs behind it."""
 
     u: float
     var_u: float
@@ -421,10 +430,10 @@ class ObservedCalibration:
     ``groups[level][prefix]``: ``GroupFactors`` of every group with runs; ``memory`` the same
     for the memory factor; ``residual`` the residual model; ``noise_log_sd`` sigma per family;
     ``level_log_sd`` the learnt ``(tau_u, tau_v)`` of each level (what a group no run has seen
-    may deviate by; empty: the parameters'); ``model_effects`` the MoE model shapes' effects
-    (module docstring, part 2) and ``model_log_sd`` their learnt sd (what a MoE model no run has
-    seen may deviate by; 0: no model effect); ``samples`` the runs it was fitted on (persisted,
-    so it can be fitted again)."""
+    may deviate by; empty: the parameters'); ``model_effects`` the effects of the MoE model
+    shapes per ``(architecture, model shape)`` (module docstring, part 2) and ``model_log_sd``
+    their learnt sd (what a MoE model no run has seen may deviate by; 0: no model effect);
+    ``samples`` the runs it was fitted on (persisted, so it can be fitted again)."""
 
     params: ObservedParams
     groups: list[dict[tuple[str, ...], GroupFactors]]
@@ -434,7 +443,7 @@ class ObservedCalibration:
     samples: list[RunSample] = field(default_factory=list)
     prior: dict[str, str] = field(default_factory=dict)
     level_log_sd: tuple[tuple[float, float], ...] = ()
-    model_effects: dict[str, ModelEffect] = field(default_factory=dict)
+    model_effects: dict[tuple[str, str], ModelEffect] = field(default_factory=dict)
     model_log_sd: float = 0.0
 
     @property
@@ -482,7 +491,7 @@ class ObservedCalibration:
         var_u += extra_u
         var_v += extra_v
         if self.model_log_sd > 0 and _has_model_effect(key):
-            effect = self.model_effects.get(key.model)
+            effect = self.model_effects.get((key.architecture, key.model))
             u += 0.0 if effect is None else effect.u
             var_u += self.model_log_sd**2 if effect is None else effect.var_u
         compute_factor = math.exp(u)
@@ -638,8 +647,14 @@ class ObservedCalibration:
                 for prefix, m in sorted(groups.items())
             ],
             "model_effects": [
-                {"model": name, "log_factor": e.u, "var": e.var_u, "num_runs": e.num_runs}
-                for name, e in sorted(self.model_effects.items())
+                {
+                    "architecture": architecture,
+                    "model": model,
+                    "log_factor": e.u,
+                    "var": e.var_u,
+                    "num_runs": e.num_runs,
+                }
+                for (architecture, model), e in sorted(self.model_effects.items())
             ],
             "model_log_sd": self.model_log_sd,
             "residual": self.residual.to_json(),
@@ -723,7 +738,7 @@ class ObservedCalibration:
                 raise CalibrationError(f"level_log_sd: needs one pair per level of {LEVELS}")
             prior = {str(k): str(v) for k, v in dict(doc.get("prior", {})).items()}
             model_effects = {
-                str(e["model"]): ModelEffect(
+                (str(e["architecture"]), str(e["model"])): ModelEffect(
                     u=float(e["log_factor"]), var_u=float(e["var"]), num_runs=int(e["num_runs"])
                 )
                 for e in doc["model_effects"]
@@ -828,12 +843,15 @@ def _has_model_effect(key: RunKey) -> bool:
     return key.family == "moe" and key.model != ""
 
 
-def _model_groups(keys: Sequence[RunKey]) -> tuple[Int, list[str]]:
-    """Each run's MoE model group (``-1``: none, ``_has_model_effect``) and the shapes in id
-    order."""
-    ids: dict[str, int] = {}
+def _model_groups(keys: Sequence[RunKey]) -> tuple[Int, list[tuple[str, str]]]:
+    """Each run's MoE model group (``-1``: none, ``_has_model_effect``) and the groups'
+    ``(architecture, model shape)`` in id order."""
+    ids: dict[tuple[str, str], int] = {}
     index = np.fromiter(
-        (ids.setdefault(k.model, len(ids)) if _has_model_effect(k) else -1 for k in keys),
+        (
+            ids.setdefault((k.architecture, k.model), len(ids)) if _has_model_effect(k) else -1
+            for k in keys
+        ),
         np.int64,
         len(keys),
     )

@@ -1,6 +1,7 @@
 """The MoE model effect of the observed-runs calibration: a crossed group beside the tree whose
-backfitted posterior is the mixed model's, a MoE model's bias carried to a GPU type none of its
-runs used, none for dense models, its runs' noise measured around it, and the file round-trip."""
+backfitted posterior is the mixed model's, a MoE model's bias carried to a GPU type of its
+architecture none of its runs used (not to another architecture), none for dense models, its
+runs' noise measured around it, and the file round-trip."""
 
 from __future__ import annotations
 
@@ -23,11 +24,11 @@ GPT_OSS = "L36-h2880-a64-f2880-v201088-e128x4-m2880"
 QWEN = "L94-h4096-a64-f12288-v151936-e128x8-m1536"
 
 
-def _key(gpu: str, model: str, *, family: str = "moe", cluster: str = "c") -> RunKey:
+def _key(gpu: str, model: str, *, family: str = "moe", architecture: str = "blackwell") -> RunKey:
     return RunKey(
-        cluster=cluster,
+        cluster="c",
         gpu=gpu,
-        architecture="blackwell",
+        architecture=architecture,
         recipe="bf16",
         framework="nemo",
         family=family,
@@ -117,11 +118,19 @@ def test_a_moe_models_bias_reaches_a_gpu_type_its_runs_never_used() -> None:
         _factor(without, _key("gb300", QWEN))
     )
     assert new_gpu_slow / new_gpu_fast > 1.3
-    assert cal.model_effects[GPT_OSS].num_runs == 6
+    assert cal.model_effects["blackwell", GPT_OSS].num_runs == 6
     # a model no run has shown gets the tree's factor, with the learnt spread of models
     unseen = cal.correct(_key("gb300", "L2-other"), 1.0, 0.0, ZERO_FEATURES)
     assert new_gpu_fast < unseen.factor < new_gpu_slow
     assert unseen.log_sd > cal.correct(_key("gb300", QWEN), 1.0, 0.0, ZERO_FEATURES).log_sd
+
+
+def test_a_models_effect_stays_on_its_gpu_architecture() -> None:
+    """The model errs differently per GPU generation (as per model family: ``LEVELS``): what
+    one MoE model's Blackwell runs say does not reach its runs on Hopper."""
+    cal = fit_observed(_two_models("moe"))
+    hopper = [_key("h100-sxm", model, architecture="hopper") for model in (GPT_OSS, QWEN)]
+    assert _factor(cal, hopper[0]) == pytest.approx(_factor(cal, hopper[1]))
 
 
 def test_dense_models_get_no_model_effect() -> None:
