@@ -52,7 +52,7 @@ What is learnt (``fit_observed``), in three parts:
    the other Blackwell MoE runs are 4-40 % short; without the effect a GPU type's few runs of
    one model moved the other models' predictions on it by up to 30 points (the learning curve,
    ``benchmarks/accuracy/learning.py``, at k = 3: Blackwell MoE mean 12.7 -> 11.4 %, rows
-   beyond 25 % 5 -> 1; Hopper MoE 15.2 -> 15.6 %; dense 5.7 % either way). Per architecture,
+   beyond 25 % 5 -> 1; Hopper MoE 15.2 -> 15.3 %; dense 5.7 % either way). Per architecture,
    as the model family is (``LEVELS``): on Hopper GPT-OSS-120B is predicted within 1 % by
    Automodel's run, and one effect for every architecture carried the Blackwell runs' 0.12 to
    it (5 -> 21 % at k = 3). Dense models get none: one effect shared by both families learnt

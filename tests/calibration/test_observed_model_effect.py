@@ -175,3 +175,29 @@ def test_the_key_of_a_scenario_carries_its_models_shape() -> None:
     }
     scenario = parse_scenario(doc)
     assert run_key(scenario).model == model_shape(scenario.model) == QWEN
+
+
+def test_one_far_run_does_not_set_its_groups_effect() -> None:
+    """A key whose runs of one model are 10-20 % over the prediction and whose one run of
+    another model is 2.5x (0.9 in log), that model's other runs on another key as predicted:
+    the far run is mostly its key's, and the model's effect keeps near its other runs (Huber
+    within the group; 0.13 without)."""
+    parents = [np.zeros(1, np.int64), np.zeros(2, np.int64)]
+    leaf = np.array([0, 0, 0, 0, 1, 1])
+    crossed = np.array([1, 1, 1, 0, 0, 0])
+    log_ratio = np.array([0.1, 0.15, 0.2, 0.9, 0.0, 0.02])
+    n = leaf.size
+    fit = fit_tree(
+        parents,
+        leaf,
+        compute_s=np.ones(n),
+        network_s=np.zeros(n),
+        log_observed=log_ratio,
+        offset=np.zeros(n),
+        prior_log_sd=np.array([[0.3, 0.3], [0.1, 0.1]]),
+        noise_log_sd=np.full(n, 0.1),
+        huber_k=1.5,
+        crossed=[crossed],
+        crossed_prior_log_sd=[0.3],
+    )
+    assert abs(fit.crossed_mean[0][0]) < 0.05
