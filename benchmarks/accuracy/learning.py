@@ -16,12 +16,13 @@ accuracy harness:
   is reported), ``DRAWS`` draws per target (``numpy.random.default_rng(SEED)``), their errors
   averaged: leave-one-out over the visible sources;
 * **floor**: the target corrected by the mean log ratio of every other run of its key (its
-  cluster, GPU type, recipe, framework and family, all releases): what a factor per key reaches
-  once it has seen all of them, so the floor of any calibration by group factors (the tree's
-  groups only pool runs, they cannot tell two runs of one key apart); a target whose key has
-  no other run has none. Where a cell's floor is above its target, no choice of levels,
-  variances or robust loss meets it: only the model (or features of the run that explain the
-  scatter within a key) can;
+  cluster, GPU type, recipe, framework and family, all releases): what one factor per key
+  reaches once it has seen all of them. A calibration that scales whole keys does about this
+  well at best on average (shrinkage toward the key's parents can beat it on a row, not on the
+  scatter within the key); a target whose key has no other run has none. Where a cell's floor
+  is above its target, levels, variances and robust losses do not meet it: only telling the
+  runs of one key apart does (the model, features of the run, or the observed-runs
+  calibration's MoE model effect, which does it by model);
 * **time split**, where a source has releases (Megatron-Bridge's NeMo containers 25.09 and
   25.11; torchtitan's benchmarks of 2024-12 and 2025-06): calibrated on everything but the
   newest release of the source, each row of the newest release predicted.
