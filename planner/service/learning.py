@@ -48,6 +48,9 @@ from dataclasses import dataclass, field
 from typing import Final, TypedDict
 
 from planner.calibration.observed import (
+    FORMAT as OBSERVED_FORMAT,
+)
+from planner.calibration.observed import (
     ObservedCalibration,
     ObservedRun,
     cross_validated_errors,
@@ -315,12 +318,17 @@ class Learner:
         self._lock = threading.Lock()
 
     def due(self) -> list[ObservedRunCount]:
-        """The clusters whose newest run is not the one their stored fit saw."""
+        """The clusters whose newest run is not the one their stored fit saw, and those whose
+        stored fit is in a format this planner does not read (written by an older version):
+        their runs are still stored, so the fit is made again from them rather than the
+        cluster going without its corrections until its next run ends."""
         out = []
         for count in self.store.observed_run_counts():
             row = self.store.calibration(calibration_name(count.scheduler, count.cluster))
-            seen = stored_json.fields(row.state).get("newest_id") if row is not None else None
-            if seen != count.newest_id:
+            state = stored_json.fields(row.state) if row is not None else {}
+            fit = state.get("calibration")
+            readable = isinstance(fit, Mapping) and fit.get("format") == OBSERVED_FORMAT
+            if state.get("newest_id") != count.newest_id or not readable:
                 out.append(count)
         return out
 

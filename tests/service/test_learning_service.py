@@ -223,3 +223,38 @@ def test_a_stored_fit_of_another_shape_is_logged_and_not_used(
     )
     assert learnt_of(row) is None
     assert "stored calibration observed/slurm/test unusable" in caplog.text
+
+
+def test_a_stored_fit_in_an_older_format_is_fitted_again_from_the_stored_runs(
+    cluster_root: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    """After an upgrade that changes the calibration's format, the stored fit no longer reads;
+    the cluster's runs are still stored, so the learner fits them again at its next run
+    instead of leaving the cluster without corrections until another job ends."""
+    doc = scenario_doc("a", 2, 128)
+    log = cluster_root / "a.out"
+    job = make_job(
+        job_id="1",
+        status=JobStatus.RUNNING,
+        comment=f"planner:scenario={write_scenario(cluster_root, doc)}",
+        start_time_s=clock.now,
+        stdout_path=str(log),
+    )
+    with app_for(db_url, source, clock) as client:
+        model_step = predict(client, doc)["iteration_time_s"]
+        run_to_the_end(client, source, clock, job, log, step_ms=1000 * SLOWER * model_step)
+        assert learn(client) == {"slurm/test": "ok"}
+        assert learn(client) == {}
+
+        store = client.app.state.planner.store  # type: ignore[attr-defined]
+        row = store.calibration("observed/slurm/test")
+        state = dict(row.state)
+        state["calibration"] = {**state["calibration"], "format": "planner-observed-runs/0"}
+        store.put_calibration(row.name, state, row.updated_s)
+        assert learnt_of(store.calibration(row.name)) is None
+
+        assert learn(client) == {"slurm/test": "ok"}  # fitted again from the stored run
+        refit = store.calibration(row.name)
+        assert learnt_of(refit) is not None
+        assert refit.state["num_runs"] == 1
+        assert learn(client) == {}
