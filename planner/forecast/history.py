@@ -503,19 +503,20 @@ class ProgressHistory:
         try:
             stored = object_of(doc)
             pending = stored.get("pending")
+            origin = RunOrigin.read(stored)
             return cls(
                 recent=[[_number(v) for v in items(r)] for r in items(stored.get("recent", []))],
                 wall_over_logged=[_number(v) for v in items(stored.get("wall_over_logged", []))],
                 excess_s=[_number(v) for v in items(stored.get("excess_s", []))],
                 pauses=[_pause(object_of(p)) for p in items(stored.get("pauses", []))],
-                restarts=[_restart(object_of(r)) for r in items(stored.get("restarts", []))],
+                restarts=list(origin.restarts),
                 pending=None if not pending else _observation(object_of(pending)),
-                first_iteration=optional_integer(stored.get("first_iteration")),
-                first_time_s=optional_real(stored.get("first_time_s")),
+                first_iteration=origin.first_iteration,
+                first_time_s=origin.first_time_s,
                 segment_start=optional_integer(stored.get("segment_start")),
                 steady_iterations=int(number(stored.get("steady_iterations", 0))),
                 integer_times=bool(stored.get("integer_times", True)),
-                continues=_optional_text(stored.get("continues")),
+                continues=origin.continues,
                 phases=[_phase(object_of(p)) for p in items(stored.get("phases", []))],
                 expected=[int(number(v)) for v in items(stored.get("expected", []))],
             )
@@ -549,15 +550,21 @@ class RunOrigin:
         if not doc:
             return cls()
         try:
-            stored = object_of(doc)
-            return cls(
-                first_iteration=optional_integer(stored.get("first_iteration")),
-                first_time_s=optional_real(stored.get("first_time_s")),
-                restarts=tuple(_restart(object_of(r)) for r in items(stored.get("restarts", []))),
-                continues=_optional_text(stored.get("continues")),
-            )
+            return cls.read(object_of(doc))
         except (TypeError, ValueError, KeyError):
             return cls()
+
+    @classmethod
+    def read(cls, stored: Mapping[str, object]) -> RunOrigin:
+        """The four fields of a stored history's dict (``ProgressHistory.from_json`` reads
+        them here too); raises ``TypeError``/``ValueError``/``KeyError`` where one does not
+        read."""
+        return cls(
+            first_iteration=optional_integer(stored.get("first_iteration")),
+            first_time_s=optional_real(stored.get("first_time_s")),
+            restarts=tuple(_restart(object_of(r)) for r in items(stored.get("restarts", []))),
+            continues=_optional_text(stored.get("continues")),
+        )
 
 
 class PauseJson(TypedDict):
