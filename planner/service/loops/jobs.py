@@ -21,7 +21,12 @@ from planner.service.describe import (
 from planner.service.learning import calibrate_prediction, record_finished_run
 from planner.service.loops.calibration import online_calibration
 from planner.service.loops.context import IngestDeps
-from planner.service.loops.eta import knowledge_version, refresh_eta, update_eta
+from planner.service.loops.eta import (
+    ETA_SAMPLE_WINDOW,
+    knowledge_version,
+    refresh_eta,
+    update_eta,
+)
 from planner.service.loops.gpus import read_gpus
 from planner.service.loops.incremental import EtaBasis, JobMemo, knowledge_delay_s
 from planner.service.loops.outcomes import finish_job
@@ -120,6 +125,7 @@ def merge_jobs(
     read_ahead = getattr(deps.reader, "read_ahead", None)  # a reader may read many at once
     if read_ahead is not None:
         read_ahead(log_reads(merged, memos, quiet))
+    uow.read_samples_ahead(sample_reads(merged, memos, quiet), limit=ETA_SAMPLE_WINDOW)
     for (row, job, new), memo in zip(merged, memos, strict=True):
         basis = update_job(
             deps,
@@ -215,6 +221,29 @@ def log_reads(
             continue  # read as ``tail_log`` reads it
         reads.append((cursor, owner))
     return reads
+
+
+def sample_reads(
+    merged: Sequence[tuple[JobRow, JobState, bool]],
+    memos: Sequence[tuple[JobMemo | None, bool]],
+    quiet: frozenset[str],
+) -> list[JobRow]:
+    """The stored jobs whose step samples ``update_job`` is likely to read this cycle (what
+    new ones join, ``progress.store_records``; what an ETA is fitted to, ``planner.service.
+    loops.eta``): jobs active until now that started or made progress before (a pending job
+    without progress reads none), changed since the last cycle or with a log to read (an
+    unchanged job without new progress keeps its ETA, mostly)."""
+    rows: list[JobRow] = []
+    for (row, job, new), (_, unchanged) in zip(merged, memos, strict=True):
+        if new or row.id is None or not (row.active or job.status.is_active):
+            continue
+        if job.status == JobStatus.PENDING and not row.progress_history:
+            continue
+        path = job.stdout_path or text((row.state or {}).get("stdout_path"))
+        if unchanged and (not path or path in quiet):
+            continue
+        rows.append(row)
+    return rows
 
 
 def quiet_logs(

@@ -95,6 +95,12 @@ class UnitOfWork(Protocol):
         """The newest ``limit`` samples of the job that have a step time, oldest first."""
         ...
 
+    def read_samples_ahead(self, jobs: Sequence[JobRow], *, limit: int) -> None:
+        """Read at once what ``timed_samples(job, limit=limit)`` and ``sample_iterations`` will
+        read of each of ``jobs`` later in this unit of work (they answer the same with or
+        without it)."""
+        ...
+
     def add_prediction(
         self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, object]
     ) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 
 from sqlalchemy import bindparam, delete, event, func, insert, select, update
 from sqlalchemy.orm import Session, object_session
-from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.attributes import instance_state, set_committed_value
 
 from planner.service.models import (
     CalibrationRow,
@@ -109,6 +109,54 @@ _SAMPLE_UPDATE = (
     )
 )
 
+#: The columns of a step sample the ETA reads (``SampleTiming``'s order).
+_TIMING_COLUMNS = (
+    _SAMPLES.c.iteration,
+    _SAMPLES.c.step_time_s,
+    _SAMPLES.c.num_iterations,
+    _SAMPLES.c.time_s,
+    _SAMPLES.c.logged_step_time_s,
+)
+#: A job's newest ``limit`` samples with a step time, newest first.
+_NEWEST_TIMED = (
+    select(*_TIMING_COLUMNS)
+    .where(_SAMPLES.c.job_pk == bindparam("job_pk"), _SAMPLES.c.step_time_s.is_not(None))
+    .order_by(_SAMPLES.c.iteration.desc())
+    .limit(bindparam("limit"))
+)
+_RANKED_TIMED = (
+    select(
+        _SAMPLES.c.job_pk,
+        *_TIMING_COLUMNS,
+        func.row_number()
+        .over(partition_by=_SAMPLES.c.job_pk, order_by=_SAMPLES.c.iteration.desc())
+        .label("rank"),
+    )
+    .where(
+        _SAMPLES.c.job_pk.in_(bindparam("job_pks", expanding=True)),
+        _SAMPLES.c.step_time_s.is_not(None),
+    )
+    .subquery()
+)
+#: Each of many jobs' newest ``limit`` samples with a step time: ``job_pk`` and the timing
+#: columns, newest first within a job.
+_NEWEST_TIMED_OF_JOBS = (
+    select(_RANKED_TIMED.c.job_pk, *(_RANKED_TIMED.c[c.name] for c in _TIMING_COLUMNS))
+    .where(_RANKED_TIMED.c.rank <= bindparam("limit"))
+    .order_by(_RANKED_TIMED.c.job_pk, _RANKED_TIMED.c.rank)
+)
+#: Each of many jobs' newest stored iteration: ``job_pk, iteration`` (none for a job without
+#: samples).
+_NEWEST_ITERATION_OF_JOBS = (
+    select(_SAMPLES.c.job_pk, func.max(_SAMPLES.c.iteration))
+    .where(_SAMPLES.c.job_pk.in_(bindparam("job_pks", expanding=True)))
+    .group_by(_SAMPLES.c.job_pk)
+)
+#: How many more samples than asked for ``read_samples_ahead`` reads of a job that has
+#: more: ``timed_samples`` answers from them while the unit of work wrote no more than this many
+#: of the job's samples (each may replace a stored one).
+TIMED_AHEAD_SPARE = 32
+
 _UOW_KEY = "planner.unit_of_work"
 """Where a session's :class:`SqlUnitOfWork` is kept (``Session.info``): a job row's renaming
 finds the index of the unit of work that holds it there."""
@@ -170,6 +218,27 @@ def _user_set(target: JobRow, value: object, old: object, _initiator: object) ->
         _renamed(target, name=target.name, user=value)
 
 
+#: The job columns an insert that leaves them out stores as NULL (no default of any kind).
+_NULL_UNLESS_SET = tuple(
+    column.key
+    for column in JOBS_TABLE.c
+    if column.nullable and column.default is None and column.server_default is None
+)
+
+
+def _as_read(row: JobRow) -> None:
+    """Give a committed row that was inserted the value None of each column its insert left
+    out, as a read of the row gives it: the row holds no value for such a column (it never
+    does for a job that never ran: ``ended_s``, ``outcome``, ``queue_forecast``, ...), and
+    each read of the attribute then asks the ORM's loaders and makes its default anew (a
+    steady cycle of a 10,000-job cluster read 80,000 such values, several times what a read
+    of a held value costs)."""
+    state = instance_state(row)
+    for key in _NULL_UNLESS_SET:
+        if key not in state.dict and key not in state.expired_attributes:
+            set_committed_value(row, key, None)
+
+
 class SqlUnitOfWork:
     """The ``UnitOfWork`` port over one SQLAlchemy session (changes to rows it returned are
     written on commit); ``cache``: the store's kept job rows."""
@@ -194,11 +263,19 @@ class SqlUnitOfWork:
         self._named: dict[tuple[str, str], _NameIndex] = {}
         # per (scheduler, cluster, job id): the observed run this unit of work stored
         self._runs: dict[tuple[str, str, str], ObservedRunRow] = {}
+        # per job pk, what ``read_samples_ahead`` read: the newest stored samples with a step
+        # time (newest first) and how many it asked for; the newest stored iteration (None:
+        # the job has no stored sample)
+        self._timed: dict[int, tuple[int, list[SampleTiming]]] = {}
+        self._newest: dict[int, int | None] = {}
         session.info[_UOW_KEY] = self
 
     def keep_jobs(self) -> None:
-        """Give the jobs this unit of work loaded to the cache (call after the commit)."""
+        """Give the jobs this unit of work loaded to the cache (call after the commit); the
+        rows it created first hold every column as a read of them would (:func:`_as_read`)."""
         if self._cache is not None:
+            for row in self._created.values():
+                _as_read(row)
             for key, rows in self._jobs.items():
                 if key in self._marks:
                     self._cache.put(key, self._marks[key], rows)
@@ -350,6 +427,8 @@ class SqlUnitOfWork:
         for key, rows in self._jobs.items():
             self._jobs[key] = [r for r in rows if not gone(r)]
         self._named.clear()  # built again from the rows left, when asked
+        self._timed.clear()  # a deleted job's id may be given to a new one
+        self._newest.clear()
 
     def _pk(self, job: JobRow) -> int:
         if job.id is None:
@@ -363,13 +442,15 @@ class SqlUnitOfWork:
         return self._created.get(id(job)) is not job
 
     def sample_iterations(self, job: JobRow, *, since: int | None = None) -> set[int]:
-        """Iterations the job already has a step sample for (from ``since`` on, when given)."""
+        """Iterations the job already has a step sample for (from ``since`` on, when given);
+        none stored are asked for when ``read_samples_ahead`` found the job has none that
+        late."""
         pk = self._pk(job)
-        query = select(STEP_SAMPLE.iteration).where(STEP_SAMPLE.job_pk == pk)
-        if since is not None:
-            query = query.where(STEP_SAMPLE.iteration >= since)
         found: set[int] = set()
-        if self._has_stored_samples(job):
+        if self._has_stored_samples(job) and not self._none_stored_since(pk, since):
+            query = select(STEP_SAMPLE.iteration).where(STEP_SAMPLE.job_pk == pk)
+            if since is not None:
+                query = query.where(STEP_SAMPLE.iteration >= since)
             with self._s.no_autoflush:  # what this unit of work wrote is added from ``_written``
                 found = set(self._s.scalars(query))
         written = self._written.get(pk, {})
@@ -466,27 +547,27 @@ class SqlUnitOfWork:
     def timed_samples(self, job: JobRow, *, limit: int) -> list[SampleTiming]:
         """The newest ``limit`` samples with a step time, oldest first (the columns the ETA
         reads, as tuples: no row objects). The stored ones are read without flushing what is
-        pending (a flush per job cost more than its query); the samples this unit of work
+        pending (a flush per job cost more than its query), or taken from what
+        ``read_samples_ahead`` read when that is enough; the samples this unit of work
         added or replaced take their place by iteration."""
         pk = self._pk(job)
         written = self._written.get(pk, {})
-        columns = (
-            STEP_SAMPLE.iteration,
-            STEP_SAMPLE.step_time_s,
-            STEP_SAMPLE.num_iterations,
-            STEP_SAMPLE.time_s,
-            STEP_SAMPLE.logged_step_time_s,
-        )
         samples: dict[int, SampleTiming] = {}
         if self._has_stored_samples(job):
-            with self._s.no_autoflush:
-                found = self._s.execute(
-                    select(*columns)
-                    .where(STEP_SAMPLE.job_pk == pk, STEP_SAMPLE.step_time_s.is_not(None))
-                    .order_by(STEP_SAMPLE.iteration.desc())
-                    .limit(limit + len(written))  # each written one may replace a stored one
-                ).all()
-            samples = {row[0]: SampleTiming(*row) for row in found}
+            ahead = self._timed.get(pk)
+            # enough: every stored one, or as many as the query below asks for (each written
+            # one may replace a stored one)
+            if ahead is not None and (len(ahead[1]) < ahead[0] or ahead[0] >= limit + len(written)):
+                found: Sequence[SampleTiming] = ahead[1]
+            else:
+                with self._s.no_autoflush:
+                    found = [
+                        SampleTiming(*row)
+                        for row in self._s.execute(
+                            _NEWEST_TIMED, {"job_pk": pk, "limit": limit + len(written)}
+                        )
+                    ]
+            samples = {sample.iteration: sample for sample in found}
         for iteration, row in written.items():
             samples[iteration] = SampleTiming(
                 iteration,
@@ -500,6 +581,44 @@ class SqlUnitOfWork:
             key=lambda sample: sample.iteration,
         )
         return timed[-limit:] if limit > 0 else []
+
+    def _none_stored_since(self, pk: int, since: int | None) -> bool:
+        """Whether ``read_samples_ahead`` found that the job has no stored sample of
+        ``since`` or later (False: not known)."""
+        if since is None or pk not in self._newest:
+            return False
+        newest = self._newest[pk]
+        return newest is None or newest < since
+
+    def read_samples_ahead(self, jobs: Sequence[JobRow], *, limit: int) -> None:
+        """Read what this unit of work will ask of the stored samples of ``jobs`` later, in
+        two queries per 500 jobs (a cycle's few hundred jobs that printed progress were two
+        queries each): the newest ``limit + TIMED_AHEAD_SPARE`` with a step time of each job,
+        which ``timed_samples(job, limit=limit)`` answers from, and its newest iteration,
+        which tells ``sample_iterations`` that a job has none stored past it. Jobs created in
+        this unit of work, or read already, are left out; read without flushing what is
+        pending, as those methods read."""
+        pks = sorted(
+            {
+                job.id
+                for job in jobs
+                if job.id is not None
+                and job.id not in self._timed
+                and self._has_stored_samples(job)
+            }
+        )
+        asked = limit + TIMED_AHEAD_SPARE
+        for i in range(0, len(pks), 500):
+            chunk = pks[i : i + 500]
+            found: dict[int, list[SampleTiming]] = {pk: [] for pk in chunk}
+            with self._s.no_autoflush:
+                rows = self._s.execute(_NEWEST_TIMED_OF_JOBS, {"job_pks": chunk, "limit": asked})
+                for row in rows:
+                    found[row[0]].append(SampleTiming(*row[1:]))
+                newest = dict(self._s.execute(_NEWEST_ITERATION_OF_JOBS, {"job_pks": chunk}).all())
+            for pk, samples in found.items():
+                self._timed[pk] = (asked, samples)
+                self._newest[pk] = newest.get(pk)
 
     def add_prediction(
         self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, object]
