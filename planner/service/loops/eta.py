@@ -208,11 +208,17 @@ def _resumed(
 
 
 def _estimate(
-    uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float, default_log_sd: float
+    uow: UnitOfWork,
+    row: JobRow,
+    job: JobState,
+    *,
+    now_s: float,
+    default_log_sd: float,
+    history: ProgressHistory,
 ) -> EtaEstimate | None:
+    """The job's ETA now; ``history``: its progress history (read, not changed)."""
     step_s, sd = prior(row, default_log_sd)
     known = eta_knowledge(uow, row.scheduler, row.cluster)
-    history = ProgressHistory.from_json(row.progress_history)
     if job.status == JobStatus.PENDING:
         if step_s is not None:
             step_s *= straggler_factor(row)
@@ -260,9 +266,11 @@ def _estimate(
 def update_eta(
     uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float, default_log_sd: float
 ) -> None:
-    """Estimate the job's ETA now; store it on the job and in its history (None: no ETA)."""
+    """Estimate the job's ETA now; store it on the job and in its history (None: no ETA).
+    The job's progress history is read once for both (the estimate only reads it)."""
+    history = ProgressHistory.from_json(row.progress_history)
     try:
-        eta = _estimate(uow, row, job, now_s=now_s, default_log_sd=default_log_sd)
+        eta = _estimate(uow, row, job, now_s=now_s, default_log_sd=default_log_sd, history=history)
     except PlannerError as exc:
         log.warning("job %s: no ETA: %s", row.job_id, exc)
         eta = None
@@ -271,7 +279,7 @@ def update_eta(
         return
     phase = None
     if job.status == JobStatus.RUNNING and row.progress_history:
-        phase = _note_phase(row, eta, now_s)
+        phase = _note_phase(row, eta, now_s, history)
     payload = eta_to_dict(eta)
     payload["phase"] = phase
     payload["made_at_s"] = now_s
@@ -280,12 +288,14 @@ def update_eta(
     _store(uow, row, payload, now_s)
 
 
-def _note_phase(row: JobRow, eta: EtaEstimate, now_s: float) -> dict[str, object] | None:
-    """Note the phase the estimate reports in the job's history, as the replay does
-    (``planner.forecast.tracking.note_estimate``); a new phase is logged, and marked as
-    explained by a straggler when the live tracker flags a rank from about where it began.
-    Returns the job's latest phase event as the ETA shows it (None: none yet)."""
-    history = ProgressHistory.from_json(row.progress_history)
+def _note_phase(
+    row: JobRow, eta: EtaEstimate, now_s: float, history: ProgressHistory
+) -> dict[str, object] | None:
+    """Note the phase the estimate reports in the job's history (``history``: the stored one,
+    read), as the replay does (``planner.forecast.tracking.note_estimate``); a new phase is
+    logged, and marked as explained by a straggler when the live tracker flags a rank from
+    about where it began. Returns the job's latest phase event as the ETA shows it (None: none
+    yet)."""
     before = [dataclasses.asdict(p) for p in history.phases]
     event = note_estimate(history, eta, time_s=row.last_progress_s or now_s)
     if event is not None:
