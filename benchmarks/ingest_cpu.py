@@ -78,6 +78,14 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=100_000)
     parser.add_argument("--cycles", type=int, default=6, help="cycles after the first")
     parser.add_argument("--samples", type=int, default=2, help="the forecast's samples")
+    parser.add_argument(
+        "--first-change-s",
+        type=float,
+        default=15.0,
+        help="seconds between the first cycle and the fake's first change (in the load "
+        "benchmark the first change comes a first cycle and more after the cluster was made: "
+        "more jobs printed progress in it than in a later one)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", help="write each cycle's cProfile stats to PREFIX-N.prof")
     parser.add_argument("--dump", help="write what the store holds at the end (JSON)")
@@ -151,8 +159,8 @@ def main() -> None:
             for n in range(args.cycles + 1):
                 cycle[0] = n
                 if n:
-                    clock.now += 15.0
-                    fake.advance()
+                    clock.now += args.first_change_s if n == 1 else 15.0
+                    printed = fake.advance()["progressed"]
                 flights = dict(forecaster._flights)
                 for flight in flights.values():  # the forecast finishes before this cycle
                     flight.future.result(timeout=600)
@@ -175,6 +183,8 @@ def main() -> None:
                     raise SystemExit(f"cycle {n} failed: {report.results}")
                 figures.append((n, kind, cpu))
                 print(f"cycle {n} ({kind}): {cpu:.2f} CPU-s, {wall:.2f} s", flush=True)
+                if n:
+                    print(f"    jobs that printed progress in the change it read: {printed}")
                 if args.statements:
                     for head, rows in written.most_common():
                         print(f"    {rows:6d} {head}")
