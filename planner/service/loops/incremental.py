@@ -97,11 +97,15 @@ class IngestMemo:
         return memo
 
     def stage(self, row: JobRow, job: JobState, basis: EtaBasis) -> None:
-        """Remember what this cycle leaves ``row`` at (committed with the unit of work)."""
-        self.sources.add((row.scheduler, row.cluster))
-        self.staged[row.scheduler, row.cluster, row.job_id] = JobMemo(
-            job=job, seen_s=row.last_seen_s, basis=basis
-        )
+        """Remember what this cycle leaves ``row`` at (committed with the unit of work): the
+        job's memo itself when it holds the same (most jobs of a cycle did not change)."""
+        key = (row.scheduler, row.cluster, row.job_id)
+        self.sources.add(key[:2])
+        seen_s = row.last_seen_s
+        memo = self.jobs.get(key)
+        if memo is None or memo.job is not job or memo.basis is not basis or memo.seen_s != seen_s:
+            memo = JobMemo(job=job, seen_s=seen_s, basis=basis)
+        self.staged[key] = memo
 
     def commit(self) -> None:
         """The staged memos become the memos of their sources (jobs not staged are forgotten)."""

@@ -156,9 +156,10 @@ def merge_jobs(
 
 def memo_of(deps: IngestDeps, row: JobRow, job: JobState) -> tuple[JobMemo | None, bool]:
     """The job's memo (``IngestMemo.get``) and whether ``job`` is the snapshot it stored: the
-    job did not change since this process's last cycle."""
+    job did not change since this process's last cycle (mostly the very object: a source keeps
+    an unchanged job's, ``adapters.slurm``; compared field by field otherwise)."""
     memo = deps.memo.get(row)
-    return memo, memo is not None and memo.job == job
+    return memo, memo is not None and (memo.job is job or memo.job == job)
 
 
 def described_reads(
@@ -370,16 +371,22 @@ def update_job(
     after = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
     progressed = any(a is not b and a != b for a, b in zip(before, after, strict=True))
 
-    basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_version(uow))
+    knowledge_s = knowledge_version(uow)
     if row.active:
-        kept = _kept_basis(kept_memo, row, now_s, basis) if unchanged and not progressed else None
+        kept = (
+            _kept_basis(kept_memo, row, now_s, knowledge_s)
+            if unchanged and not progressed
+            else None
+        )
         if kept is not None and refresh_eta(uow, row, job, now_s=now_s):
-            basis = kept
+            basis = kept  # the memo's: its memo stays as it is (``IngestMemo.stage``)
         else:
             update_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
-            basis = EtaBasis(prediction=row.prediction, knowledge_s=basis.knowledge_s)
-    elif was_active and row.eta is not None:
-        row.eta = {**row.eta, "finished": True}  # final state: nothing remains
+            basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
+    else:
+        basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
+        if was_active and row.eta is not None:
+            row.eta = {**row.eta, "finished": True}  # final state: nothing remains
     if was_active and not row.active and row.id is not None:
         finish_job(uow, row, job, now_s=now_s)
         record_finished_run(uow, row, config=deps.learning.config, now_s=now_s)
@@ -392,13 +399,16 @@ def update_job(
     return basis
 
 
-def _kept_basis(memo: JobMemo | None, row: JobRow, now_s: float, now: EtaBasis) -> EtaBasis | None:
+def _kept_basis(
+    memo: JobMemo | None, row: JobRow, now_s: float, knowledge_s: float | None
+) -> EtaBasis | None:
     """What an unchanged job's ETA stays made from, when it need not be estimated again
-    (``planner.service.loops.incremental``); None: estimate it."""
+    (``planner.service.loops.incremental``; ``knowledge_s``: the version of the ETA knowledge
+    now); None: estimate it."""
     kept = None if memo is None else memo.basis
     if kept is None or kept.prediction != row.prediction:
         return None
-    if kept.knowledge_s == now.knowledge_s or (
+    if kept.knowledge_s == knowledge_s or (
         row.status == JobStatus.PENDING.value and not row.progress_history
     ):  # a pending job's runtime does not depend on the knowledge (``eta.refresh_eta``)
         return kept
