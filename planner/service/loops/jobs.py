@@ -406,7 +406,10 @@ def _kept_basis(
     (``planner.service.loops.incremental``; ``knowledge_s``: the version of the ETA knowledge
     now); None: estimate it."""
     kept = None if memo is None else memo.basis
-    if kept is None or kept.prediction != row.prediction:
+    # mostly the very dict the kept row holds: compared key by key only when it is not
+    if kept is None or (
+        kept.prediction is not row.prediction and kept.prediction != row.prediction
+    ):
         return None
     if kept.knowledge_s == knowledge_s or (
         row.status == JobStatus.PENDING.value and not row.progress_history
