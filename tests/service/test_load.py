@@ -155,6 +155,25 @@ def test_an_unchanged_job_is_not_described_or_rewritten_again(
     assert len(described) == first + fake.counts["submitted"]
 
 
+def test_a_first_cycle_inserts_each_new_job_once_and_finishes_the_ended_ones(
+    tmp_path: Path, cluster_root: Path
+) -> None:
+    _, _, loop = _ingesting(cluster_root, tmp_path / "p.db")
+    updates: list[str] = []
+
+    def count(_c: object, _cur: object, statement: str, *_: object) -> None:
+        if statement.lstrip().upper().startswith("UPDATE JOBS"):
+            updates.append(statement.split(" WHERE ", maxsplit=1)[0])
+
+    event.listen(loop.deps.store.engine, "before_cursor_execute", count)
+    assert loop.run_cycle().results == {"slurm": "ok"}
+    # each new row was inserted as the cycle left it: no update writes its snapshot again
+    assert not [u for u in updates if "state" in u.replace("=", " ").split()]
+    ended = [r for r in loop.deps.store.list_jobs() if not r.active]
+    assert ended  # jobs first seen ended: each finished (its outcome) in that first cycle
+    assert [r.job_id for r in ended if r.outcome is None] == []
+
+
 def test_a_cycle_takes_back_the_job_rows_the_last_one_committed(
     tmp_path: Path, cluster_root: Path
 ) -> None:

@@ -83,8 +83,8 @@ def merge_jobs(
     touched: list[JobRow] = []
     staged: list[tuple[JobRow, JobState, EtaBasis]] = []
     quiet = quiet_logs(deps, existing, snapshot)
-    # Rows first, then their updates: the first job that needs its row's id stores every new
-    # row at once (a first cycle of 10,000 jobs otherwise wrote them one flush at a time).
+    # Rows first, then their updates; the new rows are inserted once, as the cycle left them
+    # (the unit of work gives them their ids when it writes them: ``UnitOfWork``).
     merged: list[tuple[JobRow, JobState, bool]] = []
     for job in snapshot.jobs:
         seen.add(job.job_id)
@@ -101,8 +101,7 @@ def merge_jobs(
             row = uow.new_job(
                 scheduler=job.scheduler, cluster=job.cluster, job_id=job.job_id, first_seen_s=now_s
             )
-            # storable as it is (its snapshot is stored by ``update_job``, maybe after the
-            # flush that gives every new row its id)
+            # storable as it is (its snapshot is stored by ``update_job``)
             row.name, row.user, row.status = job.name, job.user, job.status.value
             row.active, row.state, row.last_seen_s = job.status.is_active, {}, now_s
             log.info(
@@ -343,10 +342,10 @@ def update_job(
     its stored snapshot, and an ended one is appended there for its ``last_seen_s`` (an active
     one is seen at every poll of its source: its row is not rewritten for that).
     ``quiet_logs``: logs known not to have changed since their cursor (:func:`quiet_logs`:
-    not read). ``new``: the row was created this cycle (it may have its id already: counted
-    as active until now, as a row without one is, so that a job first seen ended has its
-    log read and is finished). ``memo``: what :func:`memo_of` gave for the job, when the
-    caller looked it up already. Returns what its ETA is made from."""
+    not read). ``new``: the row was created this cycle (counted as active until now, as a row
+    without an id is, so that a job first seen ended has its log read and is finished).
+    ``memo``: what :func:`memo_of` gave for the job, when the caller looked it up already.
+    Returns what its ETA is made from."""
     kept_memo, unchanged = (None, False) if touched is None else memo or memo_of(deps, row, job)
     was_active = True if new or row.id is None else row.active
     if unchanged and touched is not None:
@@ -387,7 +386,7 @@ def update_job(
         basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
         if was_active and row.eta is not None:
             row.eta = {**row.eta, "finished": True}  # final state: nothing remains
-    if was_active and not row.active and row.id is not None:
+    if was_active and not row.active:
         finish_job(uow, row, job, now_s=now_s)
         record_finished_run(uow, row, config=deps.learning.config, now_s=now_s)
     if rank_records or (row.active and (row.stragglers or {}).get("state")):

@@ -15,7 +15,9 @@ replica moves); anything else reads them afresh. The ingest loop is the only wri
 rows, a job's samples and predictions from the table plus what this unit of work added (a job
 it created has no stored samples to ask for). Step samples are kept as values, not ORM rows, and
 written in one statement per kind (new, replaced) when the unit of work ends or before it
-deletes jobs.
+deletes jobs. A job row it created is inserted once, with everything set on it by then: nothing
+it keeps of the job needs the row's id before that (its samples and predictions take the id
+when they are written; reads of the store do not flush it).
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ from planner.service.store.tables import (
     STEP_SAMPLES_TABLE,
 )
 
+#: How a unit of work files what it keeps of one job: its row (created in this unit of work,
+#: maybe without an id yet) or its id (``SqlUnitOfWork._key``).
+_JobKey = int | JobRow
+
 #: What a cluster's jobs in the table look like: (count, newest ``last_seen_s``, the newest
 #: poll of its sources: every ingest cycle of any replica moves it).
 Mark = tuple[int, float | None, float | None]
@@ -77,10 +83,11 @@ class JobCache:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Sample:
     """A step sample this unit of work stores: the columns of ``StepSampleRow`` but its ``id``
-    (same names and types, as the tests check); ``stored``: it replaces a row already in the
-    table (written as an update of that job's iteration, else as a new row)."""
+    and its ``job_pk`` (same names and types, as the tests check; the job's id is taken when
+    the sample is written: a job row this unit of work created has none until it is
+    inserted); ``stored``: it replaces a row already in the table (written as an update of
+    that job's iteration, else as a new row)."""
 
-    job_pk: int
     iteration: int
     step_time_s: float | None
     num_iterations: int
@@ -89,13 +96,15 @@ class _Sample:
     logged_step_time_s: float | None
     stored: bool
 
-    def columns(self) -> dict[str, object]:
-        """The row's values by column name (the ``stored`` flag left out)."""
-        return {name: getattr(self, name) for name in _SAMPLE_COLUMNS}
+    def columns(self, job_pk: int) -> dict[str, object]:
+        """The row's values by column name (the ``stored`` flag left out), of job ``job_pk``."""
+        return {"job_pk": job_pk, **{name: getattr(self, name) for name in _SAMPLE_VALUES}}
 
 
-#: The columns of a step sample this unit of work writes, in ``_Sample``'s order.
-_SAMPLE_COLUMNS = tuple(f.name for f in fields(_Sample) if f.name != "stored")
+#: The columns of a step sample ``_Sample`` holds, in its order.
+_SAMPLE_VALUES = tuple(f.name for f in fields(_Sample) if f.name != "stored")
+#: The columns of a step sample this unit of work writes: its job's id, then ``_Sample``'s.
+_SAMPLE_COLUMNS = ("job_pk", *_SAMPLE_VALUES)
 _SAMPLES = STEP_SAMPLES_TABLE
 #: A replaced sample: its job's row of that iteration takes every other column's new value.
 _SAMPLE_UPDATE = (
@@ -248,15 +257,21 @@ class SqlUnitOfWork:
         self._cache = cache
         self._jobs: dict[tuple[str, str], list[JobRow]] = {}
         self._calibrations: dict[str, CalibrationRow | None] = {}
-        self._prunes: dict[tuple[str, int], set[int]] = {}
+        self._prunes: dict[tuple[str, int], set[_JobKey]] = {}
         self._marks: dict[tuple[str, str], Mark] = {}
-        self._predictions: dict[tuple[int, str], PredictionRow] = {}  # the last added per job
-        self._added: dict[tuple[int, str], list[PredictionRow]] = {}  # all added, per job
-        # per job pk, by iteration: the step samples this unit of work added or replaced, so
-        # that reading a job's samples needs no flush of everything pending (``_samples_of``)
-        self._written: dict[int, dict[int, _Sample]] = {}
-        # the samples not written yet, in the order stored (``_write_samples``)
-        self._unwritten: dict[tuple[int, int], _Sample] = {}
+        # per job (``_key``): the last prediction added of each kind, and all of them
+        self._predictions: dict[tuple[_JobKey, str], PredictionRow] = {}
+        self._added: dict[tuple[_JobKey, str], list[PredictionRow]] = {}
+        # the predictions of jobs without an id yet, in the order added, with their job: added
+        # to the session once the job rows are written (``_write_pending``)
+        self._held: list[tuple[JobRow, PredictionRow]] = []
+        self._holding: set[int] = set()  # id() of the rows with held predictions
+        # per job (``_key``), by iteration: the step samples this unit of work added or
+        # replaced, so that reading a job's samples needs no flush of everything pending
+        self._written: dict[_JobKey, dict[int, _Sample]] = {}
+        # the samples not written yet, in the order stored, by job and iteration, with their
+        # job (``_write_samples``)
+        self._unwritten: dict[tuple[_JobKey, int], tuple[JobRow, _Sample]] = {}
         # the job rows this unit of work created, by ``id()`` (held: an id is never reused)
         self._created: dict[int, JobRow] = {}
         # per cluster whose jobs are loaded: its rows by name and user (``ended_jobs_named``)
@@ -410,8 +425,7 @@ class SqlUnitOfWork:
         def gone(row: JobRow) -> bool:
             return not row.active and row.ended_s is not None and row.ended_s < ended_before_s
 
-        self._s.flush()
-        self._write_samples()  # a deleted job's samples go with it, as rows flushed before
+        self._write_pending()  # a deleted job's samples go with it, as rows flushed before
         self._s.execute(
             delete(JobRow).where(
                 JOB.active.is_(False),
@@ -431,29 +445,55 @@ class SqlUnitOfWork:
         self._newest.clear()
 
     def _pk(self, job: JobRow) -> int:
+        """The job row's id (a row that has none yet is written first)."""
         if job.id is None:
             self._s.flush()
         return job.id
 
-    def _has_stored_samples(self, job: JobRow) -> bool:
+    def _key(self, job: JobRow) -> _JobKey:
+        """How this unit of work files what it keeps of a job (samples, predictions, prunes):
+        a row it created by the row itself, so that no flush is needed to give it an id (a
+        first cycle's first job that stored a sample inserted the 10,000 new rows at once,
+        then updated each at the end with everything the cycle set on it); any other by its
+        id (one row object per id while the session holds it, but held only weakly)."""
+        return job if self._created.get(id(job)) is job else self._pk(job)
+
+    def _key_pk(self, key: _JobKey) -> int:
+        """The id of the job filed under ``key`` (a created row's once it is written)."""
+        return key if isinstance(key, int) else self._pk(key)
+
+    def _write_pending(self) -> None:
+        """Write every pending change: the job rows and the other rows of the session (the
+        new job rows get their ids), then the predictions held until their jobs had ids, then
+        the step samples (``_write_samples``)."""
+        self._s.flush()
+        if self._held:
+            for job, prediction in self._held:
+                prediction.job_pk = self._pk(job)
+                self._s.add(prediction)
+            self._held = []
+            self._holding.clear()
+            self._s.flush()
+        self._write_samples()
+
+    def _stored_before(self, job: JobRow) -> bool:
         """False when the job's row is new in this unit of work: the table cannot hold samples
-        of it (a new id; the samples of a deleted job went with it), so none are asked for (a
-        first cycle of 10,000 new jobs asked 5,000 times)."""
+        or predictions of it (a new id; those of a deleted job went with it), so none are asked
+        for (a first cycle of 10,000 new jobs asked 5,000 times)."""
         return self._created.get(id(job)) is not job
 
     def sample_iterations(self, job: JobRow, *, since: int | None = None) -> set[int]:
         """Iterations the job already has a step sample for (from ``since`` on, when given);
         none stored are asked for when ``read_samples_ahead`` found the job has none that
         late."""
-        pk = self._pk(job)
         found: set[int] = set()
-        if self._has_stored_samples(job) and not self._none_stored_since(pk, since):
-            query = select(STEP_SAMPLE.iteration).where(STEP_SAMPLE.job_pk == pk)
+        if self._stored_before(job) and not self._none_stored_since(self._pk(job), since):
+            query = select(STEP_SAMPLE.iteration).where(STEP_SAMPLE.job_pk == self._pk(job))
             if since is not None:
                 query = query.where(STEP_SAMPLE.iteration >= since)
             with self._s.no_autoflush:  # what this unit of work wrote is added from ``_written``
                 found = set(self._s.scalars(query))
-        written = self._written.get(pk, {})
+        written = self._written.get(self._key(job), {})
         return found | {i for i in written if since is None or i >= since}
 
     def add_sample(
@@ -470,8 +510,8 @@ class SqlUnitOfWork:
         """Store one step sample (``logged_step_time_s``: the compute time the log printed
         for its iterations, when it printed one)."""
         self._put_sample(
+            job,
             _Sample(
-                job_pk=self._pk(job),
                 iteration=iteration,
                 step_time_s=step_time_s,
                 num_iterations=num_iterations,
@@ -479,7 +519,7 @@ class SqlUnitOfWork:
                 loss=loss,
                 logged_step_time_s=logged_step_time_s,
                 stored=False,
-            )
+            ),
         )
 
     def replace_sample(
@@ -494,25 +534,25 @@ class SqlUnitOfWork:
         logged_step_time_s: float | None = None,
     ) -> None:
         """Replace the sample of ``iteration`` with a newer observation (the port's rule)."""
-        pk = self._pk(job)
-        pending = self._unwritten.get((pk, iteration))
+        key = self._key(job)
+        pending = self._unwritten.get((key, iteration))
         if pending is not None:
-            stored = pending.stored  # a new row not written yet stays a new row
-        elif iteration in self._written.get(pk, {}):
+            stored = pending[1].stored  # a new row not written yet stays a new row
+        elif iteration in self._written.get(key, {}):
             stored = True  # written by this unit of work already
-        elif not self._has_stored_samples(job):
+        elif not self._stored_before(job):
             stored = False
         else:
             with self._s.no_autoflush:  # samples are written apart from the session's rows
                 found = self._s.scalar(
                     select(STEP_SAMPLE.id).where(
-                        STEP_SAMPLE.job_pk == pk, STEP_SAMPLE.iteration == iteration
+                        STEP_SAMPLE.job_pk == self._pk(job), STEP_SAMPLE.iteration == iteration
                     )
                 )
             stored = found is not None
         self._put_sample(
+            job,
             _Sample(
-                job_pk=pk,
                 iteration=iteration,
                 step_time_s=step_time_s,
                 num_iterations=num_iterations,
@@ -520,25 +560,27 @@ class SqlUnitOfWork:
                 loss=loss,
                 logged_step_time_s=logged_step_time_s,
                 stored=stored,
-            )
+            ),
         )
 
-    def _put_sample(self, sample: _Sample) -> None:
-        self._written.setdefault(sample.job_pk, {})[sample.iteration] = sample
-        self._unwritten[sample.job_pk, sample.iteration] = sample
+    def _put_sample(self, job: JobRow, sample: _Sample) -> None:
+        key = self._key(job)
+        self._written.setdefault(key, {})[sample.iteration] = sample
+        self._unwritten[key, sample.iteration] = (job, sample)
 
     def _write_samples(self) -> None:
         """Write the samples stored since the last write: the new ones in one statement, the
         replacements in another (not as ORM rows: a first cycle stores 50,000 samples of
-        thousands of jobs, and rows cost more to make, flush and collect than the values)."""
-        pending = list(self._unwritten.values())
+        thousands of jobs, and rows cost more to make, flush and collect than the values).
+        Call after a flush: a job row created in this unit of work has its id then."""
+        pending = [(self._pk(job), sample) for job, sample in self._unwritten.values()]
         self._unwritten = {}
-        new = [sample.columns() for sample in pending if not sample.stored]
+        new = [sample.columns(pk) for pk, sample in pending if not sample.stored]
         if new:
             self._s.execute(insert(_SAMPLES), new)
         replaced = [
-            {**sample.columns(), "where_job_pk": sample.job_pk, "where_iteration": sample.iteration}
-            for sample in pending
+            {**sample.columns(pk), "where_job_pk": pk, "where_iteration": sample.iteration}
+            for pk, sample in pending
             if sample.stored
         ]
         if replaced:
@@ -550,10 +592,10 @@ class SqlUnitOfWork:
         pending (a flush per job cost more than its query), or taken from what
         ``read_samples_ahead`` read when that is enough; the samples this unit of work
         added or replaced take their place by iteration."""
-        pk = self._pk(job)
-        written = self._written.get(pk, {})
+        written = self._written.get(self._key(job), {})
         samples: dict[int, SampleTiming] = {}
-        if self._has_stored_samples(job):
+        if self._stored_before(job):
+            pk = self._pk(job)
             ahead = self._timed.get(pk)
             # enough: every stored one, or as many as the query below asks for (each written
             # one may replace a stored one)
@@ -604,7 +646,7 @@ class SqlUnitOfWork:
                 for job in jobs
                 if job.id is not None
                 and job.id not in self._timed
-                and self._has_stored_samples(job)
+                and self._stored_before(job)
             }
         )
         asked = limit + TIMED_AHEAD_SPARE
@@ -624,27 +666,36 @@ class SqlUnitOfWork:
         self, job: JobRow, *, kind: str, made_at_s: float, payload: dict[str, object]
     ) -> None:
         """Store a prediction of ``kind`` in the job's history; one made at the same
-        ``made_at_s`` in this unit of work replaces that one (the port's rule)."""
-        pk = self._pk(job)
-        earlier = self._predictions.get((pk, kind))
+        ``made_at_s`` in this unit of work replaces that one (the port's rule). The prediction
+        of a job row without an id yet is held until the rows are written (so are the later
+        ones of that job while it holds some: they are stored in the order added)."""
+        key = self._key(job)
+        earlier = self._predictions.get((key, kind))
         if earlier is not None and earlier.made_at_s == made_at_s:
             earlier.payload = payload
             return
-        row = PredictionRow(job_pk=pk, made_at_s=made_at_s, kind=kind, payload=payload)
-        self._s.add(row)
-        self._predictions[pk, kind] = row
-        self._added.setdefault((pk, kind), []).append(row)
+        row = PredictionRow(made_at_s=made_at_s, kind=kind, payload=payload)
+        if job.id is None or id(job) in self._holding:
+            self._held.append((job, row))
+            self._holding.add(id(job))
+        else:
+            row.job_pk = job.id
+            self._s.add(row)
+        self._predictions[key, kind] = row
+        self._added.setdefault((key, kind), []).append(row)
 
     def prune_predictions(self, job: JobRow, *, kind: str, keep: int) -> None:
         """Keep only the newest ``keep`` predictions of ``kind`` (for every job asked, in one
         statement per 500 jobs when the unit of work ends: ``finish``)."""
-        self._prunes.setdefault((kind, keep), set()).add(self._pk(job))
+        self._prunes.setdefault((kind, keep), set()).add(self._key(job))
 
     def finish(self) -> None:
         """What this unit of work does at its end, before it commits: the predictions' pruning
-        of ``prune_predictions`` (the newest ``keep`` of each job stay)."""
-        for (kind, keep), pks in self._prunes.items():
-            ordered = sorted(pks)
+        of ``prune_predictions`` (the newest ``keep`` of each job stay), once every pending
+        change is written."""
+        self._write_pending()
+        for (kind, keep), keys in self._prunes.items():
+            ordered = sorted({self._key_pk(key) for key in keys})
             for i in range(0, len(ordered), 500):
                 newest = func.row_number().over(
                     partition_by=PREDICTION.job_pk, order_by=PREDICTION.id.desc()
@@ -661,14 +712,16 @@ class SqlUnitOfWork:
                     execution_options={"synchronize_session": False},
                 )
         self._prunes.clear()
-        self._s.flush()
-        self._write_samples()
+        self._write_pending()
         self._marks = {key: self._mark(*key) for key in self._jobs}
 
     def calibration(self, name: str) -> CalibrationRow | None:
         """One stored calibration by name (read once per unit of work)."""
         if name not in self._calibrations:
-            self._calibrations[name] = self._s.get(CalibrationRow, name)
+            # what this unit of work puts is kept here: the read needs no flush (an autoflush
+            # here inserted a first cycle's new job rows before the cycle had set them up)
+            with self._s.no_autoflush:
+                self._calibrations[name] = self._s.get(CalibrationRow, name)
         return self._calibrations[name]
 
     def put_calibration(self, name: str, state: dict[str, object], updated_s: float) -> None:
@@ -688,18 +741,23 @@ class SqlUnitOfWork:
         they were made, then as stored). The stored ones are read without flushing what is
         pending (a flush per ended job cost more than its query); those this unit of work
         added and did not write yet (``add_prediction`` keeps them) are taken as stored after
-        every stored one, in the order added (as the flush gives them their ids)."""
-        pk = self._pk(job)
-        with self._s.no_autoflush:
-            rows = list(
-                self._s.scalars(
-                    select(PredictionRow)
-                    .where(PREDICTION.job_pk == pk, PREDICTION.kind == kind)
-                    .order_by(PREDICTION.made_at_s.desc(), PREDICTION.id.desc())
-                    .limit(limit)
+        every stored one, in the order added (as the flush gives them their ids). A job row
+        this unit of work created has no stored ones to ask for (a new id): its predictions are
+        those this unit of work added, written or not."""
+        added = self._added.get((self._key(job), kind), [])
+        rows: list[PredictionRow] = []
+        pending = list(added)
+        if self._stored_before(job):
+            pending = [r for r in added if r.id is None]
+            with self._s.no_autoflush:
+                rows = list(
+                    self._s.scalars(
+                        select(PredictionRow)
+                        .where(PREDICTION.job_pk == self._pk(job), PREDICTION.kind == kind)
+                        .order_by(PREDICTION.made_at_s.desc(), PREDICTION.id.desc())
+                        .limit(limit)
+                    )
                 )
-            )
-        pending = [r for r in self._added.get((pk, kind), []) if r.id is None]
         if pending:
             # as the flush would store them: after every stored row, in the order added
             order = {id(r): (1, i) for i, r in enumerate(pending)}
