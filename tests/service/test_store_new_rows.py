@@ -50,12 +50,17 @@ def test_new_job_rows_are_inserted_once_with_what_the_unit_of_work_set(tmp_path:
             found = uow.job_predictions(row, kind="eta", limit=5)
             assert [p.payload["at"] for p in found] == [T0, T0 + 1.0, T0 + 2.0]
             row.iteration, row.eta = 10, {"n": n}  # set after its samples and predictions
+        rows[0].schedule = {"eval_interval": 100}  # rows of two shapes: set, left unset
         assert written == Counter()  # nothing written before the unit of work ends
     event.remove(store.engine, "before_cursor_execute", count)
     assert written["UPDATE jobs"] == 0  # each row inserted once, with everything set on it
+    # SQLite: the new rows of each table in one statement (ids given by the unit of work)
+    assert (written["INSERT jobs"], written["INSERT predictions"]) == (1, 1)
     with store.unit_of_work() as uow:
         stored = sorted(uow.jobs_of("slurm", "c"), key=lambda r: r.job_id)
         assert [(r.iteration, r.eta) for r in stored] == [(10, {"n": n}) for n in range(3)]
+        assert [r.schedule for r in stored] == [{"eval_interval": 100}, None, None]
+        assert [r.id for r in stored] == [1, 2, 3]  # as the database gives them
         for n, row in enumerate(stored):
             assert [s.step_time_s for s in uow.timed_samples(row, limit=5)] == [2.0 + n]
             found = uow.job_predictions(row, kind="eta", limit=5)

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
-from sqlalchemy import bindparam, delete, event, func, insert, select, update
+from sqlalchemy import Table, bindparam, delete, event, func, insert, select, update
 from sqlalchemy.orm import Session, object_session
 from sqlalchemy.orm.attributes import instance_state, set_committed_value
 
@@ -46,6 +46,7 @@ from planner.service.store.tables import (
     NODE_SLOWNESS,
     OBSERVED_RUN,
     PREDICTION,
+    PREDICTIONS_TABLE,
     SOURCE,
     STEP_SAMPLE,
     STEP_SAMPLES_TABLE,
@@ -266,6 +267,14 @@ class SqlUnitOfWork:
         # to the session once the job rows are written (``_write_pending``)
         self._held: list[tuple[JobRow, PredictionRow]] = []
         self._holding: set[int] = set()  # id() of the rows with held predictions
+        # the predictions in the session not written yet, in the order added
+        self._new_predictions: list[PredictionRow] = []
+        # SQLite gives a new row the id after the largest (a rowid: the tables have no
+        # AUTOINCREMENT); the unit of work gives its new job and prediction rows those ids
+        # itself when it writes them (``_give_ids``), so that each table's rows are inserted in
+        # one statement (SQLAlchemy inserts rows whose ids it must read back one statement per
+        # row on SQLite: 18,600 statements in a first cycle of 10,000 jobs)
+        self._own_ids = session.get_bind().dialect.name == "sqlite"
         # per job (``_key``), by iteration: the step samples this unit of work added or
         # replaced, so that reading a job's samples needs no flush of everything pending
         self._written: dict[_JobKey, dict[int, _Sample]] = {}
@@ -463,18 +472,38 @@ class SqlUnitOfWork:
         return key if isinstance(key, int) else self._pk(key)
 
     def _write_pending(self) -> None:
-        """Write every pending change: the job rows and the other rows of the session (the
-        new job rows get their ids), then the predictions held until their jobs had ids, then
-        the step samples (``_write_samples``)."""
-        self._s.flush()
-        if self._held:
-            for job, prediction in self._held:
-                prediction.job_pk = self._pk(job)
-                self._s.add(prediction)
-            self._held = []
-            self._holding.clear()
+        """Write every pending change: the rows of the session, the predictions held until
+        their jobs had ids among them, then the step samples (``_write_samples``). On SQLite
+        the new job and prediction rows get their ids here (``_own_ids``) and everything is
+        written in one flush; elsewhere the database gives them: the job rows are written
+        first, then the held predictions."""
+        if self._own_ids:
+            created = self._s.new
+            self._give_ids(
+                JOBS_TABLE, [r for r in self._created.values() if r.id is None and r in created]
+            )
+        elif self._held:
             self._s.flush()
+        for job, prediction in self._held:
+            prediction.job_pk = self._pk(job)
+            self._s.add(prediction)
+            self._new_predictions.append(prediction)
+        self._held = []
+        self._holding.clear()
+        if self._own_ids:
+            self._give_ids(PREDICTIONS_TABLE, [p for p in self._new_predictions if p.id is None])
+        self._new_predictions = []
+        self._s.flush()
         self._write_samples()
+
+    def _give_ids(self, table: Table, rows: Sequence[JobRow | PredictionRow]) -> None:
+        """Give ``rows`` (new rows of ``table``, in the order added) the ids the database would
+        give them as they are inserted in that order: those after the largest in the table."""
+        if rows:
+            with self._s.no_autoflush:
+                top = self._s.execute(select(func.max(table.c.id))).scalar() or 0
+            for n, row in enumerate(rows, start=1):
+                row.id = top + n
 
     def _stored_before(self, job: JobRow) -> bool:
         """False when the job's row is new in this unit of work: the table cannot hold samples
@@ -681,6 +710,7 @@ class SqlUnitOfWork:
         else:
             row.job_pk = job.id
             self._s.add(row)
+            self._new_predictions.append(row)
         self._predictions[key, kind] = row
         self._added.setdefault((key, kind), []).append(row)
 
