@@ -188,7 +188,7 @@ def described_reads(
         path = scenario_path_from_comment(job)
         if path is None and not job.batch_script and job.command:
             word = job.command.strip()
-            script = posixpath.isabs(word) and not any(c.isspace() for c in word)
+            script = posixpath.isabs(word) and len(word.split()) == 1  # one word: no spaces
             path = word if script and word.endswith(SCRIPT_SUFFIXES) else None
         if path is not None:
             reads.append((path, job))
