@@ -130,3 +130,16 @@ def test_the_pending_eta_multiplies_the_term_in_and_says_so(store: SqlStore) -> 
         update_eta(uow, queued, job, now_s=NOW + 1.0, default_log_sd=0.1)
         assert queued.eta["straggler_factor"] == 1.25
         assert queued.eta["remaining_s"]["p50"] == pytest.approx(1.25 * plain, rel=1e-6)
+
+
+def test_the_terms_are_written_in_bulk_not_left_to_the_flush(store: SqlStore) -> None:
+    _seed(store)
+    with store.unit_of_work() as uow:
+        changed = update_node_history(
+            uow, scheduler="slurm", cluster="c", nodes=_nodes(), now_s=NOW
+        )
+        assert [row.job_id for row in changed] == ["2"]
+        (queued,) = changed
+        assert "expected_straggler" in (queued.prediction or {})
+        assert not uow._s.is_modified(queued)  # written already (``UnitOfWork.write_jobs``)
+    assert "expected_straggler" in (store.find_jobs("2")[0].prediction or {})
