@@ -673,9 +673,7 @@ class SqlUnitOfWork:
             {
                 job.id
                 for job in jobs
-                if job.id is not None
-                and job.id not in self._timed
-                and self._stored_before(job)
+                if job.id is not None and job.id not in self._timed and self._stored_before(job)
             }
         )
         asked = limit + TIMED_AHEAD_SPARE
