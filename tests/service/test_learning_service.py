@@ -45,6 +45,21 @@ def write_scenario(root: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
+def running_job(
+    root: Path, make_job: JobFactory, clock: Clock, doc: dict[str, Any], job_id: str
+) -> tuple[JobState, Path]:
+    """A running job launched with ``doc`` as its scenario file, and the log it writes."""
+    log = root / f"{doc['name']}.out"
+    job = make_job(
+        job_id=job_id,
+        status=JobStatus.RUNNING,
+        comment=f"planner:scenario={write_scenario(root, doc)}",
+        start_time_s=clock.now,
+        stdout_path=str(log),
+    )
+    return job, log
+
+
 def run_to_the_end(
     client: TestClient,
     source: ScriptedSource,
@@ -90,14 +105,7 @@ def test_the_next_prediction_moves_toward_the_measured_pace(
     tmp_path = cluster_root
     first = scenario_doc("a", 2, 128)
     second = scenario_doc("b", 4, 192)
-    log = tmp_path / "a.out"
-    job = make_job(
-        job_id="1",
-        status=JobStatus.RUNNING,
-        comment=f"planner:scenario={write_scenario(tmp_path, first)}",
-        start_time_s=clock.now,
-        stdout_path=str(log),
-    )
+    job, log = running_job(tmp_path, make_job, clock, first, "1")
     with app_for(db_url, source, clock) as client:
         before = predict(client, second)
         assert "calibration" not in before  # nothing learnt yet
@@ -163,14 +171,7 @@ def test_bad_runs_are_skipped_with_their_reason(
     with app_for(db_url, source, clock) as client:
         model_step = predict(client, short)["iteration_time_s"]
         for job_id, doc, last in (("1", unknown, 100), ("2", short, 10)):
-            log = tmp_path / f"{job_id}.out"
-            job = make_job(
-                job_id=job_id,
-                status=JobStatus.RUNNING,
-                comment=f"planner:scenario={write_scenario(tmp_path, doc)}",
-                start_time_s=clock.now,
-                stdout_path=str(log),
-            )
+            job, log = running_job(tmp_path, make_job, clock, doc, job_id)
             run_to_the_end(
                 client, source, clock, job, log, step_ms=1000 * SLOWER * model_step, last=last
             )
@@ -232,14 +233,7 @@ def test_a_stored_fit_in_an_older_format_is_fitted_again_from_the_stored_runs(
     the cluster's runs are still stored, so the learner fits them again at its next run
     instead of leaving the cluster without corrections until another job ends."""
     doc = scenario_doc("a", 2, 128)
-    log = cluster_root / "a.out"
-    job = make_job(
-        job_id="1",
-        status=JobStatus.RUNNING,
-        comment=f"planner:scenario={write_scenario(cluster_root, doc)}",
-        start_time_s=clock.now,
-        stdout_path=str(log),
-    )
+    job, log = running_job(cluster_root, make_job, clock, doc, "1")
     with app_for(db_url, source, clock) as client:
         model_step = predict(client, doc)["iteration_time_s"]
         run_to_the_end(client, source, clock, job, log, step_ms=1000 * SLOWER * model_step)
