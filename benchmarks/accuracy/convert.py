@@ -85,8 +85,9 @@ MOE_SOURCES = ("moe_h100_2025",)
 """Sources of mixture-of-experts runs (catalog H100s): issue 13's MoE targets apply."""
 
 CALIBRATION_SOURCES = DENSE_A100_H100_SOURCES + MOE_SOURCES
-"""Sources that contribute calibration rows. torchtitan ran on 96 GB / 500 W H100s that are not
-a catalog SKU (their peak FLOP/s is unknown), so all its rows are held out."""
+"""Sources that contribute calibration rows. torchtitan ran on 96 GB / 500 W H100s whose peak
+FLOP/s is not published (catalog ``h100-sxm-96gb`` takes the midpoint of the documented bounds),
+so all its rows are held out."""
 
 SHARED_SPLIT_SOURCES = tuple(SHARED_SOURCE_FILES)
 """Sources of the workplace's shared data with a calibration subset too (Megatron-Bridge 2025:
@@ -154,11 +155,11 @@ SOURCE_NOTES: Mapping[str, str] = {
         "DeltaNet) are not modelled."
     ),
     "torchtitan": (
-        "torchtitan Llama 3.1 benchmarks. The H100s are 96 GB HBM2e at 500 W (not a catalog "
-        "SKU): mapped to h100-sxm, so its 80 GB HBM and 989 TFLOP/s peak are used; all rows "
-        "held out. FSDP2 = zero_stage 3, op-level SAC = selective, Float8 linears = fp8 with "
-        "torchao's tensorwise (current) scaling. Time "
-        "from tokens/s/GPU; peak memory as published (GiB)."
+        "torchtitan Llama 3.1 benchmarks. The H100s are 96 GB HBM2e (2.4 TB/s) at 500 W: "
+        "catalog h100-sxm-96gb, whose peak (912 TFLOP/s bf16) is the midpoint of the "
+        "documented bounds (H100 NVL 835, SXM 989); all rows held out. FSDP2 = zero_stage 3, "
+        "op-level SAC = selective, Float8 linears = fp8 with torchao's tensorwise (current) "
+        "scaling. Time from tokens/s/GPU; peak memory as published (GiB)."
     ),
     "megatron_bridge_2025": (
         "Megatron-Bridge performance summary, NeMo containers 25.09 and 25.11 "
@@ -391,7 +392,9 @@ _ARCHITECTURE_COLUMNS = {
 def _convert_torchtitan(run: PublishedRun) -> Case:
     if run.integer("micro_batch") is None:
         raise SkipError(PP_MICROBATCH_NOT_STATED)
-    gpu = "h200" if run.text("gpu").startswith("H200") else "h100-sxm"
+    # the H100 rows ran on Meta Grand Teton's 96 GB HBM2e, 500 W H100s (both benchmark docs'
+    # "Hardware" sections): the catalog's h100-sxm-96gb, not the 80 GB, 700 W h100-sxm
+    gpu = "h200" if run.text("gpu").startswith("H200") else "h100-sxm-96gb"
     recompute = run.text("recompute")
     fp8 = run.text("precision").startswith("FP8")
     par = _layout(
@@ -404,8 +407,8 @@ def _convert_torchtitan(run: PublishedRun) -> Case:
     )
     memory = run.metrics.get("peak_memory")
     assumptions = ["sequence_parallel when tp > 1"]
-    if gpu == "h100-sxm":
-        assumptions.append("96 GB / 500 W H100 modelled as h100-sxm")
+    if gpu == "h100-sxm-96gb":
+        assumptions.append("peak FLOP/s of the 96 GB / 500 W H100: midpoint of H100 NVL and SXM")
     return Case(
         source=run.source,
         config_id=run.config_id,

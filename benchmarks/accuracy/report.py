@@ -320,7 +320,7 @@ def methodology() -> str:
         f"by `config_id`, every {CALIBRATION_EVERY}rd one starting with the first. Constants are "
         f"fitted (`--fit`) on these rows only; every other row is held out (rows the planner "
         f"refuses keep their place in the split). torchtitan (96 GB / "
-        f"500 W H100, not a catalog SKU) is held out entirely. No per-row or per-model factors.\n\n"
+        f"500 W H100, no published peak) is held out entirely. No per-row or per-model factors.\n\n"
         f"**Rows to scenarios** (measured iteration time derived per source as in "
         f"`tests/data/ground_truth/README.md`):\n\n{notes}"
     )

@@ -209,6 +209,7 @@ _GRES_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"(?<![a-z])b200", "b200"),
         (r"(?<![a-z])h200", "h200"),
         (r"(?<![a-z])h100.*(pcie|nvl)", "h100-pcie"),
+        (r"(?<![a-z])h100.*(?<![0-9])96-?gb?", "h100-sxm-96gb"),
         (r"(?<![a-z])h100", "h100-sxm"),
         (r"(?<![a-z])a100.*40-?gb?", "a100-40gb"),
         (r"(?<![a-z])a100", "a100-80gb"),
@@ -224,7 +225,8 @@ def gpu_key_for_gres_type(gres_type: str) -> str | None:
     Accepts Slurm GRES types (``"h100"``, ``"a100"``, ``"h100_80gb"``, ``"a100-sxm4-80gb"``),
     Kubernetes ``nvidia.com/gpu.product`` labels (``"NVIDIA-H100-80GB-HBM3"``,
     ``"NVIDIA-A100-SXM4-40GB"``) and catalog keys, case-insensitively. A bare ``"a100"`` maps to
-    ``a100-80gb`` and a bare ``"h100"`` to ``h100-sxm`` (the training-cluster variants).
+    ``a100-80gb`` and a bare ``"h100"`` to ``h100-sxm`` (the training-cluster variants); an
+    H100 named with 96 GB (``"h100_96gb"``) to ``h100-sxm-96gb``.
     """
     normalized = re.sub(r"[\s_]+", "-", gres_type.strip().lower())
     if not normalized:

@@ -165,7 +165,7 @@ def test_gpu_aliases_resolve_to_the_catalog_entry(name):
 def test_did_you_mean_ranks_the_same_family_first():
     with pytest.raises(SpecError) as info:
         get_gpu("h100-sxm6")
-    assert "did you mean 'h100-sxm' or 'h100-pcie'?" in info.value.message
+    assert "did you mean 'h100-sxm' or 'h100-sxm-96gb'?" in info.value.message
     assert "'h200'" not in info.value.message.split("known GPUs")[0]
     with pytest.raises(SpecError) as info:
         get_gpu("A100")  # 40 or 80 GB: no alias, both suggested

@@ -21,6 +21,7 @@ GPU_KEYS = [
     "a100-40gb",
     "a100-80gb",
     "h100-sxm",
+    "h100-sxm-96gb",
     "h100-pcie",
     "h200",
     "gh200",
@@ -88,6 +89,21 @@ def test_si_conversion_of_h100() -> None:
     assert h100.scale_out_bandwidth_bytes_per_s == pytest.approx(50e9)  # 400 Gbit/s
 
 
+def test_h100_96gb_is_the_documented_500_w_part() -> None:
+    # torchtitan's benchmark hosts (Meta Grand Teton): 96 GB HBM2e at 2.4 TB/s, 500 W, a peak
+    # "between SXM and NVL" that is not published: the midpoint of the two datasheet peaks
+    part = get_gpu("H100 96GB")
+    assert part.key == "h100-sxm-96gb"
+    assert part.hbm_bytes == pytest.approx(96 * 2**30)
+    assert part.hbm_bandwidth_bytes_per_s == pytest.approx(2.4e12)
+    nvl_bf16, sxm_bf16 = 835.5e12, get_gpu("h100-sxm").peak_flop_per_s(Precision.BF16)
+    assert part.peak_flop_per_s(Precision.BF16) == pytest.approx((nvl_bf16 + sxm_bf16) / 2)
+    nvl_fp8, sxm_fp8 = 1670.5e12, get_gpu("h100-sxm").peak_flop_per_s(Precision.FP8)
+    assert part.peak_flop_per_s(Precision.FP8) == pytest.approx((nvl_fp8 + sxm_fp8) / 2)
+    assert (part.num_sms, part.nvlink_domain_size, part.architecture) == (132, 8, "hopper")
+    assert part.scale_out_bandwidth_bytes_per_s == pytest.approx(50e9)  # 400 Gbit/s per GPU
+
+
 def test_precision_support() -> None:
     assert not get_gpu("a100-80gb").supports(Precision.FP8)
     assert get_gpu("b200").supports(Precision.NVFP4)
@@ -115,6 +131,8 @@ def test_unknown_gpu_is_a_spec_error_with_hint() -> None:
         ("NVIDIA-H100-80GB-HBM3", "h100-sxm"),
         ("nvidia_h100_80gb_hbm3", "h100-sxm"),
         ("NVIDIA-H100-PCIe", "h100-pcie"),
+        ("h100_96gb", "h100-sxm-96gb"),
+        ("NVIDIA-H100-96GB-HBM2e", "h100-sxm-96gb"),
         ("H100 NVL", "h100-pcie"),
         ("a100", "a100-80gb"),
         ("a100-sxm4-80gb", "a100-80gb"),

@@ -131,6 +131,17 @@ def test_torchtitan_memory_rows_keep_every_published_peak(dataset: Dataset) -> N
     assert len(peaks) == 14  # 20 published peaks, 6 on 405B pipeline rows left out
 
 
+def test_torchtitan_h100_rows_run_on_the_96_gb_500_w_part(dataset: Dataset) -> None:
+    from planner.perf import predict
+
+    rows = [c for c in dataset.cases if c.source == "torchtitan" and "h200" not in c.config_id]
+    assert len(rows) == 12
+    assert {c.document["hardware"]["gpu"] for c in rows} == {"h100-sxm-96gb"}
+    # every published run ran: on 96 GB each fits (on the 80 GB h100-sxm, 7 of the 12 did not)
+    for case in rows:
+        assert predict(parse_scenario(case.document)).fits_in_memory, case.config_id
+
+
 def test_nemo_fine_tuning_rows_are_cases() -> None:
     dataset = build_dataset(["nemo_24.07"])
     modes = {
