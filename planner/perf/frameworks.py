@@ -304,6 +304,16 @@ Memory (``planner.perf.memory``):
   activation checkpointing (``selective_ac_option = "op"``: save the outputs of matmuls, except
   every second one, and of the attention kernel; recompute element-wise ops), not Megatron's
   recompute of the attention core.
+* ``fp8_tp_all_gather``: with tensorwise (current-scaling) FP8 linears, the sequence-parallel
+  all-gathers of the tensor-parallel layers move FP8, one byte per element: torchtitan applies
+  torchao's ``PrepareFloat8ModuleInput`` / ``Float8ColwiseParallel`` / ``Float8RowwiseParallel``
+  when its float8 converter runs a tensorwise recipe (``torchtitan/models/llama3/
+  parallelize_llama.py`` ``apply_tp`` @ ``820504e2``; ``torchtitan/parallelisms/
+  parallelize_llama.py`` @ ``9dec370a``, where float8 was tensorwise only), which cast the
+  block's input to float8 before the forward all-gather and the gradient of the block's output
+  before the backward's all-gather (``torchao/float8/float8_tensor_parallel.py``:
+  ``_hp_tensor_to_float8_dynamic`` before ``redistribute``; ``_NoopFwToFloat8BwDynamic`` after
+  the row-wise output's). The reduce-scatters sum 16-bit values and stay 16-bit.
 """
 
 from __future__ import annotations
@@ -351,6 +361,7 @@ class FrameworkProfile:
     grouped_gemm_streams: float = 0.0
     moe_host_forward_s: float = 0.0
     moe_host_expert_forward_s: float = 0.0
+    fp8_tp_all_gather: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -396,6 +407,7 @@ _TORCHTITAN = FrameworkProfile(
     fused_cross_entropy=False,
     fp8_weight_cache=False,
     op_level_selective_recompute=True,
+    fp8_tp_all_gather=True,
 )
 
 FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(

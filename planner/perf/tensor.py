@@ -7,7 +7,11 @@ that group, none when ``t_e = 1``; MoE parallel folding) (Shoeybi et al. 2019, M
 sequence parallelism an all-gather before and a reduce-scatter after the block, otherwise one
 all-reduce (Korthikanti et al. 2022 §4.2.2: the same bytes on a ring), each of ``tok·h`` 16-bit
 activations (``tok = b·S/c`` local tokens). Forward and backward make 4 pairs per layer; full
-recompute re-runs the forward's 2 (x 1.5). The vocabulary-parallel embedding adds one pair
+recompute re-runs the forward's 2 (x 1.5). A stack that all-gathers FP8 under tensorwise FP8
+linears (``fp8_tp_all_gather``: torchtitan with torchao's float8 tensor-parallel styles,
+``planner.perf.frameworks``) moves one byte per element in the layers' all-gathers, forward and
+backward; their reduce-scatters, the embedding's and the LM head's collectives stay 16-bit.
+The vocabulary-parallel embedding adds one pair
 (the all-reduce of its output; with sequence parallelism its reduce-scatter and the
 backward's all-gather); the LM head one pair under sequence parallelism (gathering its input,
 scattering the input's gradient) plus three small all-reduces of ``tok`` fp32 values for the
@@ -32,7 +36,7 @@ from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import ARCHITECTURES, CommKind, EfficiencyModel
 from planner.perf.memory import ACTIVATION_BYTES
 from planner.perf.ops import Real
-from planner.specs.parallelism import Recompute
+from planner.specs.parallelism import Fp8Recipe, Recompute
 
 __all__ = ["TensorParallelTimes", "tensor_parallel_times"]
 
@@ -40,6 +44,9 @@ _FULL = Recompute.FULL.code
 
 _HOPPER = ARCHITECTURES.index("hopper")
 _CDNA3 = ARCHITECTURES.index("cdna3")
+_TENSORWISE = Fp8Recipe.TENSORWISE.code
+_FP8_BYTES = 1.0
+"""Bytes per element of an FP8 (E4M3 / E5M2) activation or gradient."""
 _LOSS_ALL_REDUCE_BYTES_PER_TOKEN = 4.0
 """Each vocabulary-parallel cross-entropy all-reduce carries one fp32 value per token."""
 
@@ -68,6 +75,12 @@ def tensor_parallel_times(
     all_reduce = coll.all_reduce_time_s(size, tp, 1.0, link)
     loss = coll.all_reduce_time_s(tokens * _LOSS_ALL_REDUCE_BYTES_PER_TOKEN, tp, 1.0, link)
     pair = ops.where(a.sequence_parallel, all_gather + reduce_scatter, all_reduce)
+    # the transformer layers' pairs: FP8 all-gathers where the stack casts before gathering
+    fp8_gather = a.fp8_tp_all_gather & (a.fp8_recipe == _TENSORWISE) & a.sequence_parallel
+    layer_pair = pair
+    if ops.any_(fp8_gather):
+        fp8_all_gather = coll.all_gather_time_s(size * _FP8_BYTES / ACTIVATION_BYTES, tp, 1.0, link)
+        layer_pair = ops.where(fp8_gather, fp8_all_gather + reduce_scatter, pair)
     # MoE layers: the MLP block's pair runs over the expert tensor-parallel ranks (MoE
     # parallel folding; the same pair when they are the tensor-parallel ones, none when 1)
     expert_pair = pair
@@ -86,8 +99,8 @@ def tensor_parallel_times(
         a.tp_comm_overlap & hopper_plus, 1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS), plain
     )
     moe_share = a.num_moe_layers / a.num_layers
-    mlp = (1.0 - moe_share) * pair * keep + moe_share * expert_pair * plain
-    layer = 2.0 * pair * keep + 2.0 * mlp  # attention and MLP pairs, forward and backward
+    mlp = (1.0 - moe_share) * layer_pair * keep + moe_share * expert_pair * plain
+    layer = 2.0 * layer_pair * keep + 2.0 * mlp  # attention and MLP pairs, forward and backward
     full = a.recompute == _FULL
     return TensorParallelTimes(
         layer_s=layer * ops.where(full, 1.5, 1.0),

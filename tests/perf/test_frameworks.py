@@ -61,6 +61,22 @@ def test_te_tp_overlap_hides_tensor_parallel_communication() -> None:
     assert te.breakdown.tp_comm_exposed_s < eager.breakdown.tp_comm_exposed_s
 
 
+def test_torchtitan_all_gathers_tensor_parallel_activations_in_fp8_under_tensorwise() -> None:
+    def tp_s(framework: str, **par: Any) -> float:
+        layout = {"tensor_parallel": 8, "sequence_parallel": True, "micro_batch_size": 4, **par}
+        return predict(_scenario(framework, **layout)).breakdown.tp_comm_exposed_s
+
+    bf16 = tp_s("torchtitan")
+    tensorwise = tp_s("torchtitan", precision="fp8", fp8_recipe="tensorwise")
+    # the layers' all-gathers (half of their collectives' bytes) move one byte per element;
+    # the reduce-scatters and the embedding's / LM head's collectives stay 16-bit
+    assert 0.7 * bf16 < tensorwise < 0.8 * bf16
+    # a delayed-scaling recipe (torchao's float8 all-gather needs dynamic scaling) and a stack
+    # that gathers 16-bit values keep the 16-bit all-gathers
+    assert tp_s("torchtitan", precision="fp8", fp8_recipe="delayed") == pytest.approx(bf16)
+    assert tp_s("fsdp", precision="fp8", fp8_recipe="tensorwise") == pytest.approx(tp_s("fsdp"))
+
+
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 def test_torchtitan_op_level_sac_never_raises_activations(recompute: str) -> None:
     none = predict(_scenario("torchtitan", recompute="none", micro_batch_size=2))
