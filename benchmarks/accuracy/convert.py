@@ -148,10 +148,13 @@ SOURCE_NOTES: Mapping[str, str] = {
         "the quoted recipe (`activation_checkpointing`), GPT-OSS expert parallel over every GPU "
         "(column '-'); step time as published. Megatron-MoE-ModelZoo: as stated (distributed "
         "optimizer or Megatron-FSDP, DeepEP or all-to-all, expert tensor parallel 1 where "
-        "stated); long-context rows' time from their TFLOP/s with Megatron-LM's 2025 FLOPs "
+        "stated; gradients reduced in fp32: no script sets `--grad-reduce-in-bf16`); "
+        "long-context rows' time from their TFLOP/s with Megatron-LM's 2025 FLOPs "
         "(micro-batch 1 assumed). Megatron-LM MoE README Mixtral: time from TFLOP/s with the "
         "2024 FLOPs, distributed optimizer assumed. FlagPerf Mixtral: time from tokens/s/GPU, "
-        "zero_stage 0 (Megatron default). Nemotron V3 (hybrid Mamba) and Qwen3-Next (Gated "
+        "distributed optimizer (zero_stage 1: its launch script's `--use-distributed-optimizer`), "
+        "expert parallel 1 (the README's layout; Megatron-Core 0.6 refuses the script's EP 8 with "
+        "2 data-parallel ranks). Nemotron V3 (hybrid Mamba) and Qwen3-Next (Gated "
         "DeltaNet) are not modelled."
     ),
     "torchtitan": (

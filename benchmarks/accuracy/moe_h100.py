@@ -14,7 +14,14 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
 * **Megatron-MoE-ModelZoo** (``mz_*``, ``best_practice/qwen3/readme.md`` @ ``e8650517d6``):
   Megatron-Core, distributed optimizer (ZeRO-1) or Megatron-FSDP (ZeRO-3) as the table says,
   DeepEP (``flex`` dispatcher) unless it says A2A, expert tensor parallel and expert data
-  parallel as stated (``ETP``/``EDP`` in the notes). Main table: step time as published.
+  parallel as stated (``ETP``/``EDP`` in the notes). Gradients are accumulated and reduced in
+  fp32 (``parallelism.grad_reduce_in_fp32``): no ModelZoo script or model config at
+  ``e8650517d6`` (nor the 2025-05 FSDP command, ``examples/qwen3/run_235b.sh`` @ ``31c5686128``)
+  sets ``--grad-reduce-in-bf16``, and the stated code version (NVIDIA/Megatron-LM
+  ``1e057005959b``) then turns ``accumulate_allreduce_grads_in_fp32`` on for bf16
+  (``megatron/training/arguments.py``), which becomes the DDP and Megatron-FSDP config's
+  ``grad_reduce_in_fp32`` (``training.py``; Megatron-FSDP's main-grad buffer is fp32 then,
+  ``custom_fsdp/param_and_grad_buffer.py``). Main table: step time as published.
   Long-context rows publish TFLOP/s per GPU only: time from Megatron-LM's
   ``num_floating_point_operations`` of 2025 (causal attention counted as half the square),
   which reproduces the main table's step time from its TFLOP/s within 0.5 % (test); micro-batch
@@ -30,7 +37,14 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
   README's performance best practice), all-to-all dispatcher, dropless.
 * **FlagPerf** (``flagperf_*``): Megatron-Core 0.6, TP8, ``--recompute-activations``
   (selective), time from tokens/s/GPU; the seq-8192 row publishes only an MFU with a FLOP count
-  the source does not define (left out).
+  the source does not define (left out). The launch script passes
+  ``--use-distributed-optimizer`` (ZeRO-1) in every commit of its history
+  (FlagOpen/FlagPerf ``training/benchmarks/mixtral_8x7B/megatron/megatron_main.sh`` @
+  ``68d2944f88``, ``VENDOR_ARGS``). It also passes ``--expert-model-parallel-size 8``, but
+  Megatron-Core 0.6 refuses an expert-parallel size that does not divide the data-parallel size
+  (``megatron/core/parallel_state.py`` @ ``core_v0.6.0``, ``initialize_model_parallel``), and
+  this row's 32 GPUs at TP 8 PP 2 leave 2 data-parallel ranks: the README's ``PP2DP2EP1TP8``
+  is the layout that ran (expert parallel 1).
 
 Nemotron V3 (hybrid Mamba-2/attention MoE) and Qwen3-Next (hybrid Gated DeltaNet linear
 attention) are left out: the planner does not model those layers.
@@ -219,6 +233,7 @@ def _modelzoo(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str]
         recompute=recompute,
         zero_stage=_megatron_zero(run),
         precision="bf16",
+        grad_reduce_in_fp32=True,  # no --grad-reduce-in-bf16 (module docstring)
         **extra,
     )
     moe: dict[str, Any] = {
@@ -236,9 +251,9 @@ def _mixtral_megatron(run: PublishedRun, preset: str) -> tuple[dict[str, Any], l
     tp = run.integer("tp") or 1
     flagperf = run.config_id.startswith("flagperf_")
     recompute = "selective" if run.text("recompute") == "recompute-activations" else "none"
-    zero = 0 if flagperf else 1
+    # FlagPerf's megatron_main.sh passes --use-distributed-optimizer (module docstring)
     assumptions = [
-        "zero_stage 0 (not stated; Megatron-LM default)"
+        "zero_stage 1 (the launch script's --use-distributed-optimizer)"
         if flagperf
         else "zero_stage 1 (distributed optimizer, the MoE README's best practice)",
         "sequence_parallel when tp > 1",
@@ -248,7 +263,7 @@ def _mixtral_megatron(run: PublishedRun, preset: str) -> tuple[dict[str, Any], l
         expert_parallel=run.integer("ep") or 1,
         sequence_parallel=tp > 1,
         recompute=recompute,
-        zero_stage=zero,
+        zero_stage=1,
         precision="bf16",
     )
     moe = {

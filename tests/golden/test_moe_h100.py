@@ -125,3 +125,25 @@ def test_each_publisher_is_its_own_cluster() -> None:
 def test_every_configuration_converts_or_has_a_reason() -> None:
     for run in RUNS.values():
         convert(run)  # never raises: a Case or an Unusable
+
+
+def test_megatron_rows_run_as_their_launch_scripts_say() -> None:
+    # FlagPerf's megatron_main.sh passes --use-distributed-optimizer; its EP 8 cannot run on 2
+    # data-parallel ranks in Megatron-Core 0.6, so the README's EP 1 stands
+    flagperf = convert_moe_h100(RUNS["flagperf_mixtral8x7b_h100_32gpu_pp2dp2tp8"])
+    assert flagperf.document["parallelism"]["zero_stage"] == 1
+    assert flagperf.document["parallelism"]["expert_parallel"] == 1
+    # ModelZoo sets no --grad-reduce-in-bf16: Megatron reduces bf16 gradients in fp32, under
+    # the distributed optimizer and Megatron-FSDP alike
+    for config_id in (
+        "mz_qwen3_235b_256gpu_intranodeEP8_fsdp",
+        "mz_qwen3_235b_256gpu_xnodeEP32_deepep",
+    ):
+        par = convert_moe_h100(RUNS[config_id]).document["parallelism"]
+        assert par["grad_reduce_in_fp32"] is True, config_id
+    assert (
+        convert_moe_h100(RUNS["mz_qwen3_235b_256gpu_intranodeEP8_fsdp"]).document["parallelism"][
+            "zero_stage"
+        ]
+        == 3
+    )
