@@ -169,6 +169,7 @@ class ScenarioArrays:
     num_mtp_moe_layers: Real
     mtp_params: Real
     moe_grouped_gemm: Flag
+    moe_router_round_robin: Flag
     moe_router_num_groups: Real
     moe_router_group_topk: Real
     moe_token_dispatcher: Count

@@ -46,6 +46,8 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from planner.perf import ops
@@ -138,6 +140,18 @@ def distinct_share(a: ScenarioArrays, sets: Real) -> Real:
     ``1 - C(G - G/s, g) / C(G, g)``; a set inside one group (``G < s``) needs its group drawn
     (``g/G``) and one of the group's ``k/g`` experts in it. The expected distinct destinations
     of a token are ``s`` times this (DeepEP sends one copy per rank and one per node).
+
+    A round-robin gate (``moe_router_round_robin``) sends token ``t`` to the ``k`` consecutive
+    experts from ``k·t (mod E)`` (NeMo Automodel ``FakeBalancedGate``:
+    ``arange(n_tokens·k).view(-1, k) % n_experts``, NVIDIA-NeMo/Automodel
+    ``nemo_automodel/components/moe/layers.py`` @ ``89e3a9fdd604``); a set is ``B = E/s``
+    consecutive experts (rank ``r`` holds experts ``r·E/e ... (r+1)·E/e - 1``,
+    ``GroupedExpertsDeepEP.init_token_dispatcher``; a node holds consecutive ranks). The run
+    starts at the multiples of ``d = gcd(k, B)`` inside a set equally often, so it covers
+    ``1 + (k - d)/B`` sets on average (at most ``s``), each set equally likely over the
+    tokens: the share is that over ``s``. DeepSeek-V3 on EP 64 (``k`` 8, 4 experts a rank):
+    2 ranks in 1 node per token, where a learned router's 8 experts reach ~7.5 ranks and ~4.6
+    of the 7 other nodes.
     """
     experts = ops.maximum(a.num_experts, 1.0)
     sets = ops.maximum(sets, 1.0)
@@ -147,7 +161,24 @@ def distinct_share(a: ScenarioArrays, sets: Real) -> Real:
     per_group = a.moe_router_topk / ops.maximum(chosen, 1.0)
     whole = 1.0 - _none_drawn(groups, groups / sets, chosen)
     inside = (chosen / groups) * (1.0 - _none_drawn(experts / groups, experts / sets, per_group))
-    return ops.where(groups >= sets, whole, inside)
+    drawn = ops.where(groups >= sets, whole, inside)
+    if not ops.any_(a.moe_router_round_robin):
+        return drawn
+    return ops.where(a.moe_router_round_robin, _round_robin_sets(a, experts, sets) / sets, drawn)
+
+
+def _round_robin_sets(a: ScenarioArrays, experts: Real, sets: Real) -> Real:
+    """Mean sets of ``B = E/s`` consecutive experts that ``k`` consecutive experts starting at
+    ``k·t (mod E)`` cover: ``min(1 + (k - gcd(k, B))/B, s)`` (``distinct_share``)."""
+    topk = ops.maximum(a.moe_router_topk, 1.0)
+    width = experts / sets
+    step: Real
+    if isinstance(topk, np.ndarray) or isinstance(width, np.ndarray):
+        whole_k = np.rint(topk).astype(np.int64)
+        step = np.gcd(whole_k, np.maximum(np.rint(width), 1.0).astype(np.int64)).astype(float)
+    else:
+        step = float(math.gcd(round(topk), max(round(width), 1)))
+    return ops.minimum(1.0 + (topk - step) / width, sets)
 
 
 def activation_bytes(a: ScenarioArrays, *, backward: bool) -> Real:

@@ -54,10 +54,11 @@ def _moe_token_dispatcher(s: Scenario) -> int:
 
 
 def _moe_imbalance(s: Scenario) -> float:
-    """Busiest expert rank's tokens over the average: 1 with forced load balancing, the
-    scenario's ``moe_imbalance_factor``, else NaN (the efficiency model's default)."""
+    """Busiest expert rank's tokens over the average: 1 with forced load balancing or a
+    round-robin gate, the scenario's ``moe_imbalance_factor``, else NaN (the efficiency
+    model's default)."""
     m = s.model
-    if m.moe_router_force_load_balancing:
+    if m.moe_router_force_load_balancing or m.moe_router_round_robin:
         return 1.0
     return math.nan if m.moe_imbalance_factor is None else m.moe_imbalance_factor
 

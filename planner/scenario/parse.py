@@ -185,6 +185,7 @@ def _model(given: ModelSection) -> ModelSpec:
         moe_expert_capacity_factor=m.moe_expert_capacity_factor,
         moe_pad_expert_input_to_capacity=_or(m.moe_pad_expert_input_to_capacity, False),
         moe_router_force_load_balancing=_or(m.moe_router_force_load_balancing, False),
+        moe_router_round_robin=_or(m.moe_router_round_robin, False),
         moe_imbalance_factor=m.moe_imbalance_factor,
         moe_router_num_groups=_or(m.moe_router_num_groups, 0),
         moe_router_group_topk=_or(m.moe_router_group_topk, 0),

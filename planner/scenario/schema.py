@@ -191,6 +191,11 @@ class ModelSection(_Section):
     moe_router_force_load_balancing: Flag | None = _field(
         "Every expert gets its even share (benchmarks' balanced gates)", "`false`"
     )
+    moe_router_round_robin: Flag | None = _field(
+        "No learned router: token `t` goes to the `k` consecutive experts from `k·t` "
+        "(NeMo Automodel's fake balanced gate); every expert its even share",
+        "`false`",
+    )
     overlap_moe_expert_parallel_comm: Flag | None = _field(
         "The token exchange hides behind another microbatch's compute", "`false`"
     )

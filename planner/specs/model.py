@@ -28,6 +28,7 @@ MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim
 MOE_FLAG_FIELDS = (
     "moe_grouped_gemm",
     "moe_router_force_load_balancing",
+    "moe_router_round_robin",
     "overlap_moe_expert_parallel_comm",
 )
 """The MoE cost knobs that are true/false."""
@@ -78,7 +79,11 @@ class ModelSpec:
     drop-and-pad: every expert's input padded to its capacity, so the per-expert token counts
     are known on the host and no device-to-host read waits for them; needs a capacity factor),
     ``moe_router_force_load_balancing`` (every expert gets its even share: benchmarks' forced or
-    fake balanced gates), ``moe_router_num_groups``/``moe_router_group_topk`` (group-limited
+    fake balanced gates), ``moe_router_round_robin`` (no learned router: the ``t``-th token of a
+    microbatch goes to the ``k`` consecutive experts ``k·t ... k·t+k-1 (mod E)``, NeMo
+    Automodel's ``FakeBalancedGate``; every expert its even share, and a token's experts sit on
+    the fewest ranks and nodes; excludes group-limited routing),
+    ``moe_router_num_groups``/``moe_router_group_topk`` (group-limited
     routing: each token's experts from ``group_topk`` of the groups; DeepSeek-V3's
     node-limited routing; 0: unrestricted), ``moe_imbalance_factor`` (tokens on the busiest
     expert rank over the average under dropless routing; None: the efficiency model's
@@ -119,6 +124,7 @@ class ModelSpec:
     moe_expert_capacity_factor: float | None = None
     moe_pad_expert_input_to_capacity: bool = False
     moe_router_force_load_balancing: bool = False
+    moe_router_round_robin: bool = False
     moe_imbalance_factor: float | None = None
     moe_router_num_groups: int = 0
     moe_router_group_topk: int = 0
@@ -265,6 +271,12 @@ class ModelSpec:
         groups, chosen = self.moe_router_num_groups, self.moe_router_group_topk
         if not groups and not chosen:
             return
+        if self.moe_router_round_robin:
+            raise SpecError(
+                "model.moe_router_round_robin",
+                "a round-robin gate picks no expert groups: leave moe_router_num_groups and "
+                "moe_router_group_topk unset (0) with it",
+            )
         if not groups or not chosen:
             raise SpecError(
                 "model.moe_router_group_topk" if groups else "model.moe_router_num_groups",

@@ -16,6 +16,7 @@ from planner.perf.batch import ScenarioArrays
 from planner.perf.expert import unmerged_share
 from planner.perf.flops import attention_linear_flops_per_token, iteration_flops
 from planner.perf.frameworks import profile_of
+from planner.perf.moe_mlp import distinct_share
 from planner.perf.operators import operator_times
 from planner.perf.parameters import total_params
 from planner.scenario import parse_scenario
@@ -381,6 +382,64 @@ def test_one_f_one_b_overlap_leaves_the_warm_up_exposed() -> None:
     assert float(np.asarray(share)[0]) == pytest.approx(1 / 8)  # 512 / 64 ranks
 
 
+def _deepseek_round_robin(**extra: Any) -> dict[str, Any]:
+    return {
+        "preset": "deepseek-v3",
+        "moe_token_dispatcher_type": "flex",
+        "moe_router_num_groups": 0,
+        "moe_router_group_topk": 0,
+        **extra,
+    }
+
+
+def test_a_round_robin_gate_sends_each_token_to_consecutive_experts() -> None:
+    """Automodel's fake balanced gate on DeepSeek-V3, EP 64 over 8 nodes (4 experts a rank):
+    token ``t``'s 8 experts ``8t ... 8t+7`` sit on 2 ranks of 1 node; on Kimi K2 at EP 32 (12
+    experts a rank) the run starts at offsets 0, 4, 8 of a rank and covers 1, 1, 2 ranks."""
+    learned = ScenarioArrays.from_scenario(
+        _scenario(_deepseek_round_robin(), 64, expert_parallel=64)
+    )
+    gate = ScenarioArrays.from_scenario(
+        _scenario(_deepseek_round_robin(moe_router_round_robin=True), 64, expert_parallel=64)
+    )
+    assert distinct_share(gate, 64.0) * 64 == pytest.approx(2.0)
+    assert distinct_share(gate, 8.0) * 8 == pytest.approx(1.0)
+    assert distinct_share(learned, 8.0) * 7 == pytest.approx(4.6, abs=0.1)  # unrestricted
+    kimi = {"preset": "kimi-k2", "moe_router_round_robin": True}
+    k2 = ScenarioArrays.from_scenario(_scenario(kimi, 32, expert_parallel=32))
+    assert distinct_share(k2, 32.0) * 32 == pytest.approx(4.0 / 3.0)
+    assert distinct_share(k2, 4.0) * 4 == pytest.approx(1.0)
+
+
+def test_a_round_robin_gate_cuts_deepeps_exchange_and_balances_the_experts() -> None:
+    layout = {"expert_parallel": 64, "global_batch_size": 512}
+    learned = predict(_scenario(_deepseek_round_robin(), 64, **layout)).breakdown
+    gate = predict(
+        _scenario(_deepseek_round_robin(moe_router_round_robin=True), 64, **layout)
+    ).breakdown
+    assert gate.ep_comm_exposed_s < 0.5 * learned.ep_comm_exposed_s
+    balanced = ScenarioArrays.from_scenario(
+        _scenario(_deepseek_round_robin(moe_router_round_robin=True), 64, **layout)
+    )
+    assert balanced.moe_imbalance == 1.0
+    # all-to-all sends every (token, expert) pair: the placement moves no bytes
+    a2a = {"moe_token_dispatcher_type": "alltoall"}
+    plain = predict(_scenario(_deepseek_round_robin(**a2a), 64, **layout)).breakdown
+    rr = predict(
+        _scenario(_deepseek_round_robin(moe_router_round_robin=True, **a2a), 64, **layout)
+    ).breakdown
+    forced = predict(
+        _scenario(_deepseek_round_robin(moe_router_force_load_balancing=True, **a2a), 64, **layout)
+    ).breakdown
+    assert rr.ep_comm_exposed_s == pytest.approx(forced.ep_comm_exposed_s)
+    assert rr.ep_comm_exposed_s < plain.ep_comm_exposed_s  # balanced: rho 1
+
+
+def test_a_round_robin_gate_with_expert_groups_names_the_field() -> None:
+    with pytest.raises(SpecError, match=r"model\.moe_router_round_robin"):
+        _scenario({"preset": "deepseek-v3", "moe_router_round_robin": True})
+
+
 def test_unknown_dispatcher_names_the_field() -> None:
     with pytest.raises(SpecError, match=r"model\.moe_token_dispatcher_type"):
         _scenario(_moe(moe_token_dispatcher_type="deepep"))
@@ -403,6 +462,9 @@ def _varied() -> list[Scenario]:
         model["overlap_moe_expert_parallel_comm"] = bool(rng.integers(0, 2))
         if rng.integers(0, 2):
             model["moe_router_force_load_balancing"] = True
+        elif rng.integers(0, 3) == 0:
+            model.update(moe_router_round_robin=True, moe_router_num_groups=0)
+            model["moe_router_group_topk"] = 0
         elif rng.integers(0, 2):
             model["moe_expert_capacity_factor"] = 1.25
         pp = int(rng.choice([1, 2]))
