@@ -29,7 +29,9 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
   at large ``e``) is what lowers the throughput: tiles half empty in ``M`` and a thin
   reduction depth in the weight gradients.
 * **Router**: the ``(tok, E, h)`` gate GEMM in 16 bits and the score/top-k/aux-loss kernels over
-  the ``tok·E`` fp32 logits (``ROUTER_BYTES_PER_LOGIT`` forward and backward).
+  the ``tok·E`` fp32 logits (``ROUTER_BYTES_PER_LOGIT`` forward and backward); none under a
+  round-robin gate (``moe_router_round_robin``: NeMo Automodel's ``FakeBalancedGate`` has no
+  parameters and computes constant weights ``1/k`` and ``arange`` indices).
 * **Permutation** (Megatron ``permute``/``unpermute``, TE ``moe_permute``): gathering each
   routed copy of a token into expert order reads the source rows and writes the copies
   (``2h`` bytes each, 16-bit), and the combine reads the copies and writes the weighted sums:
@@ -250,12 +252,15 @@ def _moe_pass(
     together = ops.where(streams > 0.0, ops.minimum(local_experts, streams), local_experts)
     launch = ops.where(a.moe_grouped_gemm, together, 1.0)
     wgrad, bwd = a.trains_base, backward
+    # a round-robin gate has no router: no gate GEMM, score, top-k or auxiliary loss
+    # (Automodel ``FakeBalancedGate.forward``: constant weights 1/k, ``arange`` indices)
+    gate = ops.where(a.moe_router_round_robin, 0.0, routed_scale)
     table.gemm(
         group,
         tokens,
         a.num_experts,
         hidden,
-        count=routed_scale,
+        count=gate,
         lp=False,
         backward=bwd,
         wgrad=wgrad,
@@ -280,7 +285,7 @@ def _moe_pass(
     width = routed * expert_ffn / etp * routed_scale + tokens * shared_ffn / tp * shared_scale
     table.mem(group, ew * act * width, 2.0)
     router = ROUTER_BYTES_PER_LOGIT * tokens * a.num_experts
-    table.mem(group, router * routed_scale, 3.0)
+    table.mem(group, router * gate, 3.0)
     table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0)
     up = n_up if backward else 1.0
     cast = routed * (hidden + up * expert_ffn / etp) * routed_scale

@@ -433,6 +433,8 @@ def test_a_round_robin_gate_cuts_deepeps_exchange_and_balances_the_experts() -> 
     ).breakdown
     assert rr.ep_comm_exposed_s == pytest.approx(forced.ep_comm_exposed_s)
     assert rr.ep_comm_exposed_s < plain.ep_comm_exposed_s  # balanced: rho 1
+    # and no router to run: no gate GEMM, scores, top-k or auxiliary loss
+    assert rr.compute_s < forced.compute_s
 
 
 def test_a_round_robin_gate_with_expert_groups_names_the_field() -> None:
