@@ -18,6 +18,9 @@ Names read, per field:
   ``--checkpoint.interval``;
 * ``train_iters``: ``--train-iters``, ``trainer.max_steps``, ``--training.steps``;
 * ``global_batch_size``: ``--global-batch-size``, ``model.global_batch_size``;
+* ``eval_global_batch_size``: Megatron-LM's ``--eval-global-batch-size``, the samples of one
+  evaluation iteration (unstated: the training's global batch, Megatron-LM's default in
+  ``validate_args``, ``megatron/training/arguments.py``);
 * ``rampup_batch_size``: Megatron-LM's ``--rampup-batch-size START INCREMENT SAMPLES`` (the
   batch grows from ``START`` by ``INCREMENT`` over ``SAMPLES`` samples to the global batch),
   ``model.rampup_batch_size=[START,INCREMENT,SAMPLES]`` (NeMo).
@@ -40,6 +43,7 @@ _ALIASES: Final[dict[str, tuple[str, ...]]] = {
     ),
     "train_iters": ("train-iters", "trainer.max_steps", "training.steps"),
     "global_batch_size": ("global-batch-size", "model.global_batch_size"),
+    "eval_global_batch_size": ("eval-global-batch-size",),
 }
 _RAMPUP = (
     r"(?:--rampup-batch-size(?:\s*=\s*|\s+)|model\.rampup_batch_size=\[?)"
@@ -54,8 +58,9 @@ class TrainingSchedule:
     """Intervals a job's arguments state, in iterations (None: not stated).
 
     ``eval_interval``: an evaluation every that many iterations (Megatron-LM: after each
-    iteration that is a multiple of it), over ``eval_iters`` batches; ``save_interval``: a
-    checkpoint every that many iterations; ``train_iters``: the run's total;
+    iteration that is a multiple of it), over ``eval_iters`` batches of
+    ``eval_global_batch_size`` samples (None: the training's global batch); ``save_interval``:
+    a checkpoint every that many iterations; ``train_iters``: the run's total;
     ``global_batch_size`` and ``rampup_batch_size`` (``start, increment, samples``): a
     batch-size ramp-up (``planner.forecast.rampup``).
     """
@@ -66,6 +71,7 @@ class TrainingSchedule:
     train_iters: int | None = None
     global_batch_size: int | None = None
     rampup_batch_size: tuple[int, int, int] | None = None
+    eval_global_batch_size: int | None = None
 
     @property
     def empty(self) -> bool:
@@ -167,4 +173,5 @@ def schedule_from_arguments(text: str) -> TrainingSchedule:
         train_iters=values["train_iters"] or None,
         global_batch_size=values["global_batch_size"] or None,
         rampup_batch_size=ramp,
+        eval_global_batch_size=values["eval_global_batch_size"] or None,
     )

@@ -13,12 +13,27 @@ Each interval's *slots* are its multiples; the time per slot is the mean over th
 far (from the first point to the current iteration) of the pause time seen in them, 0 for a slot
 with none (a pause too short to tell from the noise, or one made every other slot, is then
 counted at its average). Before any slot is seen, an evaluation interval from the arguments gets
-a prior: ``eval_iters`` forward passes at ``EVAL_STEP_RATIO`` (1/3: forward only, no backward or
-optimizer step) of the steady step time, log-sd ``EVAL_PRIOR_LOG_SD`` (0.7); once a slot shows a
-pause the pauses seen replace it, and slots seen without one shrink it as ``PRIOR_SLOTS`` (0.5)
-slot against them. A checkpoint interval without a seen slot adds
-nothing (its cost depends on the storage). Pauses that fit no interval are projected at their
-average rate per iteration.
+a prior (:func:`evaluation_prior_s`); once a slot shows a pause the pauses seen replace it, and
+slots seen without one shrink it as ``PRIOR_SLOTS`` (0.5) slot against them. A checkpoint
+interval without a seen slot adds nothing (its cost depends on the storage). Pauses that fit no
+interval are projected at their average rate per iteration.
+
+**The evaluation prior.** Megatron-LM's ``evaluate()`` (``megatron/training/training.py``,
+NVIDIA/Megatron-LM at d98e8a64ddf34856e74b24714e3bedb2f5a39553) runs ``eval_iters`` iterations
+under ``torch.no_grad()``, each ``forward_backward_func(..., forward_only=True)`` over the
+microbatches of ``--eval-global-batch-size`` samples (``validate_args`` in
+``megatron/training/arguments.py`` defaults it to ``--global-batch-size``). One evaluation
+iteration is therefore the forward part of a training step's work on
+``eval_global_batch_size / global_batch_size`` of its batch: ``EVAL_STEP_RATIO`` (1/3, the
+forward's share of a step's forward and backward FLOPs, the backward costing twice the forward:
+Narayanan et al. SC'21, §5.1 eq. 3) of the steady step time, log-sd ``EVAL_PRIOR_LOG_SD``
+(0.7). The ratio is a FLOP share, not a measured time share, and real evaluations stray from it
+both ways, which the log-sd covers (ratios of one evaluation iteration to the steady step time
+around it, from the recorded logs of ``tests/data``): the dev job's CPU DDP runs (five logs)
+0.19-0.39, medians 0.19-0.26 per run (its step also waits for the gradient all-reduce and the
+optimizer step, which an evaluation does not run; against the forward and backward compute time
+its ranks print, medians 0.30-0.40), Megatron-DeepSpeed's GPT-3 125M on 8 GPUs 0.73-0.89 (the
+evaluations after iterations 100-500).
 
 The slots ahead are the multiples in ``[iteration, train_iters]``: the pause after the current
 iteration is not seen yet, and the one after the last iteration happens before the job ends.
@@ -136,6 +151,19 @@ def _period(
     return period, var, mine
 
 
+def evaluation_prior_s(schedule: TrainingSchedule, step_time_s: float) -> float | None:
+    """Expected seconds of one evaluation before any is seen (module docstring, "The evaluation
+    prior"): ``eval_iters`` forward-only iterations of ``eval_global_batch_size`` samples at
+    ``EVAL_STEP_RATIO`` of the steady step time ``step_time_s`` (s) per training global batch.
+    None when the arguments state no ``eval_iters``."""
+    if not schedule.eval_iters:
+        return None
+    batches = 1.0
+    if schedule.eval_global_batch_size and schedule.global_batch_size:
+        batches = schedule.eval_global_batch_size / schedule.global_batch_size
+    return schedule.eval_iters * batches * step_time_s * EVAL_STEP_RATIO
+
+
 def project_pauses(
     pauses: Sequence[Pause],
     *,
@@ -157,9 +185,7 @@ def project_pauses(
     explained: set[int] = set()
     wanted: list[tuple[int, str, str, float | None]] = []
     if schedule is not None and schedule.eval_interval:
-        prior = None
-        if schedule.eval_iters:
-            prior = schedule.eval_iters * step_time_s * EVAL_STEP_RATIO
+        prior = evaluation_prior_s(schedule, step_time_s)
         wanted.append((schedule.eval_interval, "evaluation", "arguments", prior))
     if (
         schedule is not None

@@ -17,7 +17,12 @@ from planner.forecast.eta import EtaEstimate, estimate_running, persistence_log_
 from planner.forecast.history import Pause, ProgressHistory
 from planner.forecast.level import phase_start
 from planner.forecast.observations import Restart, step_observations
-from planner.forecast.pauses import infer_interval, project_pauses
+from planner.forecast.pauses import (
+    PauseForecast,
+    evaluation_prior_s,
+    infer_interval,
+    project_pauses,
+)
 from planner.forecast.values import StepObservation
 from planner.specs.job import ProgressRecord
 
@@ -213,9 +218,9 @@ def test_pauses_are_projected_at_their_interval_and_mean() -> None:
     assert estimate.step_time_s.p50 == pytest.approx(1.0, rel=0.01)
 
 
-def test_arguments_give_the_pauses_before_any_is_seen() -> None:
-    schedule = TrainingSchedule(eval_interval=100, eval_iters=30)
-    forecast = project_pauses(
+def _before_any_pause(schedule: TrainingSchedule) -> PauseForecast:
+    """The pauses ahead at iteration 50 of 1,000 at 1 s per step, none seen yet."""
+    return project_pauses(
         [],
         schedule=schedule,
         first_iteration=0,
@@ -224,6 +229,11 @@ def test_arguments_give_the_pauses_before_any_is_seen() -> None:
         steady_iterations=50,
         step_time_s=1.0,
     )
+
+
+def test_arguments_give_the_pauses_before_any_is_seen() -> None:
+    schedule = TrainingSchedule(eval_interval=100, eval_iters=30)
+    forecast = _before_any_pause(schedule)
     # 10 evaluations ahead, each 30 forward passes at a third of the step time
     assert forecast.mean_s == pytest.approx(10 * 30 / 3)
     assert forecast.var_s2 > 0
@@ -237,6 +247,26 @@ def test_arguments_give_the_pauses_before_any_is_seen() -> None:
         step_time_s=1.0,
     )
     assert seen.periods[0].per_slot_s == pytest.approx(25.0)  # what was seen replaces the guess
+
+
+def test_an_evaluation_batch_larger_than_the_training_batch_lengthens_the_prior() -> None:
+    # Megatron-LM's evaluate(): eval_iters forward-only iterations of --eval-global-batch-size
+    # samples (default the training's global batch); the step time is per training batch
+    launch = (
+        "pretrain_gpt.py --global-batch-size 256 --eval-global-batch-size 1024 "
+        "--eval-interval 100 --eval-iters 30 --train-iters 1000"
+    )
+    schedule = schedule_from_arguments(launch)
+    assert (schedule.global_batch_size, schedule.eval_global_batch_size) == (256, 1024)
+    assert schedule_from_arguments(
+        "  eval_global_batch_size .......................... 512\n"
+        "  global_batch_size ............................... 256\n"
+    ) == TrainingSchedule(global_batch_size=256, eval_global_batch_size=512)
+    forecast = _before_any_pause(schedule)
+    # 10 evaluations ahead, each 30 forward passes of 4 training batches at a third of a step
+    assert forecast.mean_s == pytest.approx(10 * 30 * 4 / 3)
+    same = schedule_from_arguments(launch.replace("1024", "256"))
+    assert evaluation_prior_s(same, 1.0) == pytest.approx(30 / 3)
 
 
 def test_irregular_pauses_are_projected_at_their_rate() -> None:

@@ -45,7 +45,11 @@ def test_a_log_cursor_of_another_shape_is_refused(doc: dict[str, object]) -> Non
 
 def test_a_training_schedule_reads_back_as_written() -> None:
     schedule = TrainingSchedule(
-        eval_interval=100, save_interval=500, global_batch_size=64, rampup_batch_size=(16, 16, 1000)
+        eval_interval=100,
+        save_interval=500,
+        global_batch_size=64,
+        rampup_batch_size=(16, 16, 1000),
+        eval_global_batch_size=128,
     )
     for doc in (dataclasses.asdict(schedule), _stored(dataclasses.asdict(schedule))):
         assert schedule_of(JobRow(schedule=doc)) == schedule

@@ -151,6 +151,7 @@ def schedule_of(row: JobRow) -> TrainingSchedule | None:
             train_iters=optional_integer(doc.get("train_iters")),
             global_batch_size=optional_integer(doc.get("global_batch_size")),
             rampup_batch_size=_ramp(doc.get("rampup_batch_size")),
+            eval_global_batch_size=optional_integer(doc.get("eval_global_batch_size")),
         )
     except TypeError:  # a schedule stored by another version
         return None
