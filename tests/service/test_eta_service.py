@@ -14,6 +14,7 @@ import planner.forecast.replay as replay_module
 from adapters.logs import read_job_log
 from planner.forecast.arguments import schedule_from_arguments
 from planner.forecast.eta import estimate_running
+from planner.forecast.history import ProgressHistory
 from planner.specs.job import JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource
@@ -348,3 +349,44 @@ def test_a_sustained_slower_phase_is_an_event_a_metric_and_not_an_evaluation(
             metric_value(metrics, "planner_job_phase_start_iteration", labels)
             == (phases[0]["iteration"])
         )
+
+
+def test_a_job_that_progressed_has_its_history_read_at_most_once_per_cycle(
+    tmp_path: Path,
+    db_url: str,
+    source: ScriptedSource,
+    clock: Clock,
+    make_job: JobFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the store of its progress writes the history, its ETA reads it: the object written is
+    # handed over rather than read back from the dict (planner.service.loops.histories)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    log = tmp_path / "a.out"
+    start = clock.now = T0
+    reads: list[object] = []
+    read = ProgressHistory.from_json.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[ProgressHistory], doc: object) -> ProgressHistory:
+        if doc:
+            reads.append(doc)
+        history: ProgressHistory = read(cls, doc)
+        return history
+
+    with app_for(db_url, source, clock) as client:
+        for upto in (40, 80, 120):
+            text, last = run_log(start, 200, upto, step_s=1.0, eval_every=50, eval_s=20.0)
+            log.write_text(text)
+            clock.now = last + 1.0
+            source.set_jobs(running_job(make_job, log, scenario, start_time_s=start))
+            reads.clear()
+            with monkeypatch.context() as patched:
+                patched.setattr(ProgressHistory, "from_json", classmethod(counted))
+                cycle(client)
+            assert len(reads) <= 1, upto
+        eta = job_view(client)["eta"]
+    # what reading it back gives: 80 iterations and the evaluations after 150 and 200 ahead
+    assert eta["iteration"] == 120
+    assert eta["pauses_s"] == pytest.approx(40.0, rel=0.2)
+    assert eta["remaining_s"]["p50"] == pytest.approx(80.0 + 40.0 - 1.0, rel=0.05)

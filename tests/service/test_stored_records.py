@@ -10,12 +10,16 @@ import json
 import pytest
 
 from planner.forecast.arguments import TrainingSchedule
+from planner.forecast.history import Pause, ProgressHistory
 from planner.service.loops.eta import schedule_of
+from planner.service.loops.histories import read_history, write_history
 from planner.service.loops.jobs import job_state_dict
 from planner.service.loops.progress import stored_cursor
 from planner.service.models import JobRow
 from planner.service.reviews import _state
 from planner.specs.job import JobState, JobStatus, TailCursor
+
+T0 = 1_800_000_000.0
 
 
 def _stored(doc: dict[str, object]) -> dict[str, object]:
@@ -102,3 +106,25 @@ def test_every_field_of_a_job_snapshot_reads_back() -> None:
     ] == []
     stored = dataclasses.replace(job, batch_script=None, launch_manifest=None)
     assert _state(JobRow(state=_stored(job_state_dict(job)), status="running")) == stored
+
+
+def test_a_progress_history_written_is_handed_to_the_next_read_once() -> None:
+    history = ProgressHistory()
+    history.start(10, T0)
+    history.pauses.append(Pause(after_iteration=50, iteration=60, duration_s=20.0, time_s=T0))
+    row = JobRow()
+    write_history(row, history)
+    assert row.progress_history == history.to_json()
+    taken = read_history(row)
+    assert taken is history  # not read back from the dict just written
+    again = read_history(row)  # taken off the row: the next read is the column's
+    assert again is not history
+    assert again == history
+    # the column written by anything else (or read afresh from the store) is read, whatever
+    # the object kept beside it
+    write_history(row, history)
+    row.progress_history = {**history.to_json(), "first_iteration": 20}
+    assert read_history(row).first_iteration == 20
+    write_history(row, history)
+    row.progress_history = None
+    assert read_history(row) == ProgressHistory()

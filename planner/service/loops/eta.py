@@ -28,6 +28,7 @@ from planner.forecast.eta import (
 from planner.forecast.history import PhaseEvent, ProgressHistory
 from planner.forecast.stored import integer, optional_integer
 from planner.forecast.tracking import note_estimate
+from planner.service.loops.histories import read_history, write_history
 from planner.service.loops.incremental import advance_running_eta
 from planner.service.loops.outcomes import ETA_CALIBRATION, EtaKnowledge, eta_knowledge
 from planner.service.models import JobRow
@@ -268,8 +269,9 @@ def update_eta(
     uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float, default_log_sd: float
 ) -> None:
     """Estimate the job's ETA now; store it on the job and in its history (None: no ETA).
-    The job's progress history is read once for both (the estimate only reads it)."""
-    history = ProgressHistory.from_json(row.progress_history)
+    The job's progress history is read once for both (the estimate only reads it), as the
+    cycle's store of its progress wrote it (``planner.service.loops.histories``)."""
+    history = read_history(row)
     try:
         eta = _estimate(uow, row, job, now_s=now_s, default_log_sd=default_log_sd, history=history)
     except PlannerError as exc:
@@ -309,7 +311,7 @@ def _note_phase(
             f", explained by {event.explained_by}" if event.explained_by else "",
         )
     if [dataclasses.asdict(p) for p in history.phases] != before:
-        row.progress_history = history.to_json()
+        write_history(row, history)
     return phase_view(history.phases[-1]) if history.phases else None
 
 

@@ -28,9 +28,9 @@ from typing import Any, Final
 
 from planner.errors import SpecError
 from planner.forecast.bands import BandCalibration, BandOffsets, BandPoint
-from planner.forecast.history import ProgressHistory
 from planner.forecast.pauses import PausePeriod, final_pause_s
 from planner.forecast.values import Quantiles
+from planner.service.loops.histories import read_history
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
 from planner.service.stored_json import fields, number
@@ -217,7 +217,7 @@ def _teach(
     shutdown = outcome.get("shutdown_s")
     if isinstance(shutdown, float):
         entry["shutdown_s"] = [*_listed(entry.get("shutdown_s")), shutdown][-MAX_SAMPLES:]
-    history = ProgressHistory.from_json(row.progress_history)
+    history = read_history(row)  # as the cycle's store of its last progress wrote it
     since = number(outcome.get("start_s")) or 0.0  # a continued run's older restarts were taught
     overheads = [
         r.overhead_s for r in history.restarts if math.isfinite(r.overhead_s) and r.time_s >= since

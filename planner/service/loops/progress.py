@@ -25,6 +25,7 @@ from planner.forecast.stored import integer, optional_integer
 from planner.forecast.tracking import follow
 from planner.service.loops.context import IngestDeps
 from planner.service.loops.eta import schedule_of
+from planner.service.loops.histories import read_history, write_history
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
 from planner.specs.job import JobState, ProgressRecord, RankStepRecord, TailCursor
@@ -159,7 +160,7 @@ def store_records(
     progress = [r for r in records if isinstance(r, ProgressRecord)]
     if not progress:
         return rank_records
-    history = ProgressHistory.from_json(row.progress_history)
+    history = read_history(row)
     if row.progress_history is None:
         first = progress[0]
         first_time = first.timestamp_s if first.timestamp_s is not None else now_s
@@ -221,7 +222,7 @@ def store_records(
             logged_step_time_s=None if observation is None else observation.logged_step_time_s,
         )
     row.train_iters, row.iteration, row.last_progress_s = train_iters, iteration, last_progress_s
-    row.progress_history = history.to_json()
+    write_history(row, history)  # handed to the ETA's read of this cycle
     return rank_records
 
 
