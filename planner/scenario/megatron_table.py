@@ -32,6 +32,7 @@ __all__ = [
     "gradient_reduction_values",
     "known_tokenizer_vocab",
     "layer_pattern",
+    "main_grads_bf16_refused",
     "megatron_int",
     "moe_values",
     "padded_vocab_size",
@@ -486,8 +487,12 @@ def gradient_reduction_values(args: Args) -> list[ArgValue]:
     ``--use-megatron-fsdp`` in any precision (it sets ``megatron_fsdp_grad_comm_dtype`` to
     bf16); otherwise it changes nothing: fp16 and fp32 parameters' gradients are reduced in
     their own dtype (:func:`grad_reduce_in_bf16_ignored`). ``--accumulate-allreduce-grads-in-
-    fp32`` reduces in fp32 (true). Neither: left to the framework's default (fp32 under bf16,
-    as ``validate_args`` sets it; the parameters' dtype otherwise)."""
+    fp32`` reduces in fp32 (true). ``--main-grads-dtype bf16`` under ``--bf16`` reduces in bf16
+    (false): ``validate_args`` sets ``accumulate_allreduce_grads_in_fp32`` for bf16 parameters
+    only while ``main_grads_dtype`` is fp32 (its default), and stops a launch that asks for both
+    fp32 accumulation and bf16 main gradients (:func:`main_grads_bf16_refused`). Neither: left
+    to the framework's default (fp32 under bf16, as ``validate_args`` sets it; the parameters'
+    dtype otherwise)."""
     out: list[ArgValue] = []
     for arg in ("overlap-grad-reduce", "overlap-param-gather"):
         on = args.get(arg) is True
@@ -497,7 +502,22 @@ def gradient_reduction_values(args: Args) -> list[ArgValue]:
     elif args.get("accumulate-allreduce-grads-in-fp32") is True:
         arg = "accumulate-allreduce-grads-in-fp32"
         out.append(ArgValue("parallelism.grad_reduce_in_fp32", True, arg))
+    elif args.get("bf16") is True and args.get("main-grads-dtype") == "bf16":
+        out.append(ArgValue("parallelism.grad_reduce_in_fp32", False, "main-grads-dtype"))
     return out
+
+
+def main_grads_bf16_refused(args: Args) -> bool:
+    """Whether Megatron-LM's ``validate_args`` stops at ``args``: under ``--bf16``,
+    ``--accumulate-allreduce-grads-in-fp32`` with ``--main-grads-dtype bf16`` fails its
+    assertion ("--main-grads-dtype can only be fp32 when --accumulate-allreduce-grads-in-fp32
+    is set"; NVIDIA/Megatron-LM ``megatron/training/arguments.py`` at
+    10e7b74597b47a57449599bf2780bd9e82ef79ff)."""
+    return (
+        args.get("bf16") is True
+        and args.get("accumulate-allreduce-grads-in-fp32") is True
+        and args.get("main-grads-dtype") == "bf16"
+    )
 
 
 def grad_reduce_in_bf16_ignored(args: Args) -> bool:

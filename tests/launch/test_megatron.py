@@ -273,3 +273,18 @@ def test_gradients_reduced_in_bf16_as_validate_args_reads_the_flag() -> None:
     assert not fp32.has("parallelism.grad_reduce_in_fp32")  # fp32 gradients: fp32 reduce
     fsdp = _read(fp16 + " --grad-reduce-in-bf16 --use-megatron-fsdp")
     assert fsdp.get("parallelism.grad_reduce_in_fp32") is False  # its gradient communication
+
+
+def test_bf16_main_gradients_are_reduced_in_bf16_as_validate_args_reads_them() -> None:
+    # validate_args sets accumulate_allreduce_grads_in_fp32 under --bf16 only while
+    # --main-grads-dtype is fp32 (NVIDIA/Megatron-LM megatron/training/arguments.py at
+    # 10e7b74597b47a57449599bf2780bd9e82ef79ff)
+    main = _read(BASE + " --use-precision-aware-optimizer --main-grads-dtype bf16")
+    assert main.get("parallelism.grad_reduce_in_fp32") is False
+    assert main.values["parallelism.grad_reduce_in_fp32"].source == "job.sh:9 (--main-grads-dtype)"
+    assert _read(BASE + " --main-grads-dtype=fp32").get("parallelism.grad_reduce_in_fp32") is None
+    fp16 = _read(BASE.replace("--bf16", "--fp16") + " --main-grads-dtype bf16")
+    assert not fp16.has("parallelism.grad_reduce_in_fp32")  # fp16 gradients: fp16 reduce
+    refused = _read(BASE + " --main-grads-dtype bf16 --accumulate-allreduce-grads-in-fp32")
+    assert any("Megatron-LM stops" in note for note in refused.notes), refused.notes
+    assert not any("Megatron-LM stops" in note for note in main.notes)

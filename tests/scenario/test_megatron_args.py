@@ -141,7 +141,11 @@ def _small_bf16_gpt(flags: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("flag", "expected"),
-    [("--grad-reduce-in-bf16", False), ("--accumulate-allreduce-grads-in-fp32", True)],
+    [
+        ("--grad-reduce-in-bf16", False),
+        ("--accumulate-allreduce-grads-in-fp32", True),
+        ("--main-grads-dtype bf16", False),  # no fp32 accumulation set for bf16 main grads
+    ],
 )
 def test_gradient_reduction_precision_flags(flag: str, expected: bool) -> None:
     doc = _small_bf16_gpt(flag)

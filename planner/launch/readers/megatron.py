@@ -47,6 +47,7 @@ from planner.scenario.megatron_table import (
     cuda_graph_values,
     grad_reduce_in_bf16_ignored,
     gradient_reduction_values,
+    main_grads_bf16_refused,
     moe_values,
     parse_megatron_args,
     pipeline_values,
@@ -82,6 +83,12 @@ def _memory(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
         facts.note(
             "--grad-reduce-in-bf16 is ignored without --bf16 or --use-megatron-fsdp "
             "(validate_args): gradients are reduced in the parameters' dtype"
+        )
+    if main_grads_bf16_refused(args.values):
+        facts.note(
+            "--main-grads-dtype bf16 with --accumulate-allreduce-grads-in-fp32 under --bf16: "
+            "Megatron-LM stops (validate_args: --main-grads-dtype can only be fp32 when "
+            "--accumulate-allreduce-grads-in-fp32 is set); drop one of them"
         )
 
 
