@@ -144,11 +144,13 @@ SOURCE_NOTES: Mapping[str, str] = {
     ),
     "moe_h100_2025": (
         "2025 MoE runs on H100 (`benchmarks/accuracy/moe_h100.py`). NeMo Automodel: FSDP2 "
-        "(zero_stage 3) + TE + DeepEP, fake balanced gate (routing imbalance 1), recompute from "
+        "(zero_stage 3) + TE + DeepEP, fake balanced gate (`moe_router_round_robin`: its "
+        "recipes' `fake_balanced_gate: true`), recompute from "
         "the quoted recipe (`activation_checkpointing`), GPT-OSS expert parallel over every GPU "
         "(column '-'); step time as published. Megatron-MoE-ModelZoo: as stated (distributed "
         "optimizer or Megatron-FSDP, DeepEP or all-to-all, expert tensor parallel 1 where "
-        "stated; gradients reduced in fp32: no script sets `--grad-reduce-in-bf16`); "
+        "stated; gradients reduced in fp32: no script sets `--grad-reduce-in-bf16`; the main "
+        "table's launch commands force load balancing); "
         "long-context rows' time from their TFLOP/s with Megatron-LM's 2025 FLOPs "
         "(micro-batch 1 assumed). Megatron-LM MoE README Mixtral: time from TFLOP/s with the "
         "2024 FLOPs, distributed optimizer assumed. FlagPerf Mixtral: time from tokens/s/GPU, "

@@ -4,8 +4,14 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
 
 * **NeMo Automodel** (``am_*``, ``docs/performance-summary.mdx`` @ ``36044ad3d1``): PyTorch
   FSDP2 (``dp`` column = FSDP sharding size, ZeRO-3) + Transformer Engine + DeepEP, mock data
-  and a *fake balanced gate* (every expert gets the same tokens: routing imbalance 1). Step time
-  as published. Recompute: the recipe's ``activation_checkpointing`` (true = full recompute)
+  and a *fake balanced gate* (``model.moe_router_round_robin``: token ``t`` to the ``k``
+  consecutive experts from ``k·t``, every expert the same tokens). Every benchmark recipe of
+  the published rows sets ``fake_balanced_gate: true`` (NVIDIA-NeMo/Automodel
+  ``examples/benchmark/configs/{deepseek_v3,kimi_k2,qwen3_moe_30b,gptoss_20b}_te_deepep.yaml``
+  @ ``89e3a9fdd6``; ``gptoss_120b_te_deepep.yaml`` @ ``2c236e081``, the first with the row's
+  EP 64 and GBS 512; ``deepseek_v3_te_deepep_1024.yaml`` @ ``2c236e081``), and the doc says
+  "Fake balanced gate is enabled to simulate ideal expert routing". Step time as published.
+  Recompute: the recipe's ``activation_checkpointing`` (true = full recompute)
   as the row's notes quote it; GPT-OSS 20B's recipe is not quoted: full recompute, as the
   other benchmark recipes (the 120B's quoted recipe alone says false). GPT-OSS's
   expert-parallel column is ``-`` in the doc: its DeepEP recipes
@@ -146,11 +152,22 @@ def _model(run: PublishedRun, preset: str, **moe: Any) -> dict[str, Any]:
 
 
 def _routing(run: PublishedRun) -> dict[str, Any]:
-    """Forced load balancing when the row says so (Automodel's fake balanced gate,
-    ModelZoo's forced-balance cells); else dropless (the model's default imbalance)."""
-    if "fake balanced gate" in run.notes or "routing=forced_balance" in run.notes:
+    """Automodel's fake balanced gate (a round-robin gate: every expert its even share, each
+    token on consecutive experts), ModelZoo's forced-balance cells (Megatron's
+    ``--moe-router-force-load-balancing``: random routing, even on average), else dropless
+    (the model's default imbalance)."""
+    if "fake balanced gate" in run.notes:
+        return {"moe_router_round_robin": True}
+    if "routing=forced_balance" in run.notes or run.config_id.startswith(_MODELZOO_MAIN):
         return {"moe_router_force_load_balancing": True}
     return {}
+
+
+_MODELZOO_MAIN = "mz_qwen3_235b_256gpu_"
+"""The ModelZoo main table's Qwen3-235B rows: their launch commands, added by the table's
+author the same day (yanring/Megatron-MoE-ModelZoo ``examples/qwen3/run_235b.sh`` @
+``31c5686128``, 2025-05-27, whose note reads "Add --moe-router-force-load-balancing for stable
+benchmarking"), all five pass ``--moe-router-force-load-balancing``."""
 
 
 def _recompute_automodel(run: PublishedRun) -> tuple[str, str | None]:
@@ -164,7 +181,7 @@ def _recompute_automodel(run: PublishedRun) -> tuple[str, str | None]:
 
 
 def _automodel(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str]]:
-    assumptions = ["zero_stage 3 (FSDP2)", "routing perfectly balanced (fake balanced gate)"]
+    assumptions = ["zero_stage 3 (FSDP2)"]
     recompute, assumed = _recompute_automodel(run)
     if assumed:
         assumptions.append(assumed)

@@ -147,3 +147,17 @@ def test_megatron_rows_run_as_their_launch_scripts_say() -> None:
         ]
         == 3
     )
+
+
+def test_rows_state_the_routing_their_launch_configs_ran() -> None:
+    # every Automodel benchmark recipe sets fake_balanced_gate: true (a round-robin gate);
+    # the ModelZoo main table's launch commands all pass --moe-router-force-load-balancing
+    for config_id in ("am_qwen3_30b_a3b_8gpu", "am_dsv3_671b_1024gpu", "am_gptoss_120b_64gpu"):
+        model = convert_moe_h100(RUNS[config_id]).document["model"]
+        assert model.get("moe_router_round_robin") is True, config_id
+        assert "moe_router_force_load_balancing" not in model, config_id
+    for layout in ("xnodeEP32_deepep", "xnodeEP32_deepep_1f1b_overlap", "intranodeEP8_tp4"):
+        model = convert_moe_h100(RUNS[f"mz_qwen3_235b_256gpu_{layout}"]).document["model"]
+        assert model.get("moe_router_force_load_balancing") is True, layout
+    dropless = convert_moe_h100(RUNS["mz_qwen3_235b_longctx_seq16384_dropless"]).document["model"]
+    assert "moe_router_force_load_balancing" not in dropless
