@@ -180,6 +180,16 @@ def _recompute_automodel(run: PublishedRun) -> tuple[str, str | None]:
     return "full", "recompute full (recipe not quoted; Automodel's benchmark recipes checkpoint)"
 
 
+def _local_batch_size(run: PublishedRun) -> int:
+    """The row's ``LBS`` (Automodel's ``step_scheduler.local_batch_size``, quoted in the
+    notes): under pipeline parallelism each gradient-accumulation step runs the schedule once
+    over it, in microbatches of ``pp_microbatch_size`` (the ``micro_batch`` column)."""
+    found = re.search(r"\bLBS=(\d+)", run.notes)
+    if found is None:
+        raise ValueError(f"{run.config_id}: the notes quote no LBS=<local batch size>")
+    return int(found.group(1))
+
+
 def _automodel(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str]]:
     assumptions = ["zero_stage 3 (FSDP2)"]
     recompute, assumed = _recompute_automodel(run)
@@ -198,6 +208,8 @@ def _automodel(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str
         precision="bf16",
         sequence_parallel=False,
     )
+    if (run.integer("pp") or 1) > 1:
+        par["pipeline_batch_size"] = _local_batch_size(run)
     moe: dict[str, Any] = {
         "moe_token_dispatcher_type": "flex",  # DeepEP
         "moe_grouped_gemm": True,  # TE GroupedLinear experts

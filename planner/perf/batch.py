@@ -83,6 +83,8 @@ class ScenarioArrays:
     model facts ``ModelSpec`` derives from the activation (``has_dropout`` also false where the
     framework's model code trains without it, ``FrameworkProfile.trains_with_dropout``).
     Parallelism (``ParallelismSpec``): the degrees, batch sizes, ``num_microbatches``,
+    ``pipeline_schedule_runs`` (runs of the pipeline schedule per iteration, 1 unless
+    ``pipeline_batch_size`` splits the iteration),
     ``recompute`` (``Recompute.code``: 0 none, 1 selective, 2 full) and ``recompute_<module>``
     (``RecomputeModule``: what selective recompute repeats), ``fp8_recipe`` (``Fp8Recipe.code``,
     0 in 16-bit), ``zero_stage``, ``flash_attention``; ``overlap_grad_reduce`` /
@@ -188,6 +190,7 @@ class ScenarioArrays:
     micro_batch_size: Real
     global_batch_size: Real
     num_microbatches: Real
+    pipeline_schedule_runs: Real
     recompute: Count
     fp8_recipe: Count
     recompute_core_attn: Flag

@@ -20,6 +20,15 @@ the forward ends after ``(v·p + m - 1)`` chunk times and the backward likewise:
 ``(p - m)·T + (m - 1)·T/v`` (``(p-1)·T`` for ``m = 1``, as without interleaving; the
 non-interleaved 1F1B bubble ``(p-1)·T`` holds for every ``m``).
 
+A framework that runs the schedule more than once per iteration pays each run's fill and
+drain: ``r = pipeline_schedule_runs`` runs of ``m/r`` microbatches each
+(``parallelism.pipeline_batch_size``; NeMo Automodel calls ``schedule.step`` once per
+gradient-accumulation step, NVIDIA-NeMo/Automodel ``nemo_automodel/recipes/llm/train_ft.py``
+@ ``2c236e081``, ``_run_train_optim_step`` → ``_forward_backward_step``) have ``r`` bubbles of
+``m/r`` microbatches and ``r`` warm-ups and flushes of point-to-point transfers; the steady
+state still runs all ``m`` microbatches. Megatron-LM runs one schedule over all ``m``
+(``r = 1``).
+
 Each microbatch crosses every stage boundary forward and backward with ``tok·h`` 16-bit
 activations (``tok = b·S/c`` local tokens) scattered over the ``t`` tensor-parallel ranks
 (Megatron's scatter-gather p2p): ``2·v·m`` transfers in the steady state plus ``2(p-1)`` in
@@ -123,7 +132,7 @@ def pipeline_schedule(
             + layers * context.layer_s
             + layers * expert.layer_s
         ) + edges
-        bubble = ops.where(single, 0.0, _bubble_s(a, mean_stage))
+        bubble = ops.where(single, 0.0, a.pipeline_schedule_runs * _bubble_s(a, mean_stage))
         p2p = ops.where(single, 0.0, _p2p_s(a, link, layer))
     return PipelineSchedule(
         compute_s=m * slowest(compute_first, compute_last, middle.compute),
@@ -157,10 +166,11 @@ class _Stage:
 
 
 def _bubble_s(a: ScenarioArrays, mean_stage: Real) -> Real:
-    """Pipeline bubble seconds per iteration from the mean rank's per-microbatch time
-    (module docstring): ``(p-1)·T/v``, or ``(p-m)·T + (m-1)·T/v`` when an interleaved
-    schedule has fewer microbatches than ranks."""
-    p, v, m = a.pipeline_parallel, a.virtual_pipeline, a.num_microbatches
+    """Pipeline bubble seconds of one run of the schedule from the mean rank's
+    per-microbatch time (module docstring): ``(p-1)·T/v``, or ``(p-m)·T + (m-1)·T/v`` when an
+    interleaved schedule has fewer microbatches ``m`` in the run than ranks."""
+    p, v = a.pipeline_parallel, a.virtual_pipeline
+    m = a.num_microbatches / a.pipeline_schedule_runs
     full = (p - 1.0) / v * mean_stage
     if ops.all_((m >= p) | (v == 1)):  # the pipeline fills: SC'21's bubble
         return full
@@ -178,4 +188,5 @@ def _p2p_s(a: ScenarioArrays, link: coll.Link, layer: LayerTimes) -> Real:
     chunk_forward = a.num_layers / pp / vp * layer.forward_s
     overlapped = ops.maximum(transfer - chunk_forward, 0.0) + link.base_latency_s
     steady = ops.where(a.pp_comm_overlap & (vp > 1), overlapped, transfer)
-    return 2.0 * vp * a.num_microbatches * steady + 2.0 * (pp - 1.0) * transfer
+    warm_up_and_flush = a.pipeline_schedule_runs * 2.0 * (pp - 1.0) * transfer
+    return 2.0 * vp * a.num_microbatches * steady + warm_up_and_flush

@@ -308,6 +308,7 @@ def _parallelism(given: ParallelismSection, num_gpus: int) -> ParallelismSpec:
             given.account_for_embedding_in_pipeline_split, False
         ),
         account_for_loss_in_pipeline_split=_or(given.account_for_loss_in_pipeline_split, False),
+        pipeline_batch_size=given.pipeline_batch_size,
     )
 
 

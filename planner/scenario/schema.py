@@ -297,6 +297,12 @@ class ParallelismSection(_Section):
     account_for_loss_in_pipeline_split: Flag | None = _field(
         "The loss takes one layer's place in the pipeline split", "`false`"
     )
+    pipeline_batch_size: Integer | None = _field(
+        "Sequences per data-parallel rank in one run of the pipeline schedule, each run with its "
+        "own fill and drain (NeMo Automodel: `step_scheduler.local_batch_size`, one schedule "
+        "per gradient-accumulation step)",
+        "`global_batch_size / data_parallel` (one schedule per iteration, as Megatron)",
+    )
 
 
 class TrainingSection(_Section):

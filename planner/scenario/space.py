@@ -48,10 +48,12 @@ __all__ = [
 ]
 
 _LIST_FIELDS = (*KNOBS, "data_parallel", "global_batch_size")
-_PREDICT_ONLY = ("pipeline_layout",)
+_PREDICT_ONLY = ("pipeline_layout", "pipeline_batch_size")
 """An explicit layout fixes the pipeline and virtual pipeline degrees: ``planner predict``
 takes it, the explorer searches the uneven first / last ranks, the ``account_for`` options and
-the framework's split instead."""
+the framework's split instead. A pipeline batch (samples per run of the schedule) must divide
+each candidate's ``global_batch_size / data_parallel``: ``planner predict`` takes it, the
+explorer runs one schedule per iteration."""
 ScalarField = Literal[
     "recompute_modules",
     "precision",
@@ -194,6 +196,13 @@ def _parallelism_section(doc: Mapping[str, object]) -> Mapping[str, object]:
     par = _section(doc, "parallelism")
     allowed = (*_LIST_FIELDS, *SCALAR_FIELDS)
     for key in par:
+        if key == "pipeline_batch_size":
+            raise SpecError(
+                f"parallelism.{key}",
+                "it must divide each candidate's global_batch_size / data_parallel, so explore "
+                "does not take it: explore runs one pipeline schedule per iteration; predict a "
+                "run of several schedules per iteration with planner predict",
+            )
         if key in _PREDICT_ONLY:
             raise SpecError(
                 f"parallelism.{key}",

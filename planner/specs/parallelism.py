@@ -103,6 +103,21 @@ class ParallelismSpec:
     forward, fully exposed; None (the default): overlapped, as current recipes of every
     framework run (FSDP/ZeRO-3 always overlap).
 
+    ``pipeline_batch_size`` (extra field): the samples per data-parallel rank that one run of
+    the pipeline schedule takes, its fill and drain included. None (the default): the whole
+    iteration's ``global_batch_size / data_parallel`` (Megatron-LM calls its schedule once
+    per iteration with every microbatch: ``train_step``'s ``forward_backward_func(...,
+    num_microbatches=get_num_microbatches())``, ``megatron/training/training.py`` @
+    ``86df799dc4``). NeMo Automodel runs one schedule per
+    gradient-accumulation step, each over ``step_scheduler.local_batch_size`` samples in
+    microbatches of ``pp_microbatch_size`` (NVIDIA-NeMo/Automodel
+    ``nemo_automodel/recipes/llm/train_ft.py``: ``_run_train_optim_step`` calls
+    ``_forward_backward_step`` per local batch, each a ``pp.info.schedule.step``; from
+    pipeline parallelism's introduction @ ``a1e232161`` through ``36044ad3d1``): there it is
+    ``local_batch_size`` and the iteration pays ``global_batch_size / (data_parallel ·
+    local_batch_size)`` fills and drains. Must be a multiple of ``micro_batch_size`` that
+    divides ``global_batch_size / data_parallel`` (``SpecError`` naming the field otherwise).
+
     Uneven pipeline stages and MoE parallel folding (Megatron-Core names; every field optional,
     absent = an even split and experts split over the tensor-parallel ranks; rules and sources
     in ``planner.specs.pipeline_split`` and ``planner.specs.feasibility``):
@@ -146,6 +161,7 @@ class ParallelismSpec:
     decoder_last_pipeline_num_layers: int | None = None
     account_for_embedding_in_pipeline_split: bool = False
     account_for_loss_in_pipeline_split: bool = False
+    pipeline_batch_size: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -173,6 +189,7 @@ class ParallelismSpec:
             raise SpecError(
                 "parallelism.recompute", f"must be none, selective or full, got {self.recompute!r}"
             )
+        self._check_pipeline_batch_size()
         if self.recompute_modules is not None:
             if any(not isinstance(m, RecomputeModule) for m in self.recompute_modules):
                 raise SpecError(
@@ -300,3 +317,28 @@ class ParallelismSpec:
     def num_microbatches(self) -> int:
         """Microbatches per pipeline per iteration, ``global / (data_parallel * micro_batch)``."""
         return self.global_batch_size // (self.data_parallel * self.micro_batch_size)
+
+    @property
+    def pipeline_schedule_runs(self) -> int:
+        """Runs of the pipeline schedule per iteration, each with its own fill and drain:
+        ``global / (data_parallel * pipeline_batch_size)``, 1 without ``pipeline_batch_size``."""
+        if self.pipeline_batch_size is None:
+            return 1
+        return max(1, self.global_batch_size // (self.data_parallel * self.pipeline_batch_size))
+
+    def _check_pipeline_batch_size(self) -> None:
+        """``pipeline_batch_size``: a whole number of microbatches that divides the rank's
+        share of the global batch (class docstring)."""
+        size = self.pipeline_batch_size
+        if size is None:
+            return
+        require_int("parallelism.pipeline_batch_size", size)
+        per_rank, rest = divmod(self.global_batch_size, self.data_parallel)
+        if size % self.micro_batch_size or rest or per_rank % size:
+            raise SpecError(
+                "parallelism.pipeline_batch_size",
+                f"must be a multiple of micro_batch_size ({self.micro_batch_size}) that divides "
+                f"global_batch_size / data_parallel ({self.global_batch_size} / "
+                f"{self.data_parallel}), got {size}; leave it out for one pipeline schedule "
+                "per iteration",
+            )

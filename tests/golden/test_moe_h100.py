@@ -104,6 +104,12 @@ def test_automodel_rows_run_fsdp2_with_the_recipe_recompute() -> None:
     oss = convert_moe_h100(RUNS["am_gptoss_120b_64gpu"])
     assert oss.document["parallelism"]["recompute"] == "none"
     assert oss.document["parallelism"]["expert_parallel"] == 64
+    # under pipeline parallelism each gradient-accumulation step runs the schedule once
+    # over the local batch (LBS 8: Kimi K2 GA 2, DeepSeek-V3 on 1,024 GPUs GA 4)
+    for config_id in ("am_kimi_k2_256gpu", "am_dsv3_671b_1024gpu"):
+        par = convert_moe_h100(RUNS[config_id]).document["parallelism"]
+        assert par["pipeline_batch_size"] == 8, config_id
+    assert "pipeline_batch_size" not in oss.document["parallelism"]
 
 
 def test_each_publisher_is_its_own_cluster() -> None:

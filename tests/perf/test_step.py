@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from planner.errors import SpecError
 from planner.perf import DefaultEfficiency, predict
 from planner.perf.memory import activation_bytes_per_layer, layers_in_flight
 from planner.scenario import parse_scenario
@@ -241,3 +242,25 @@ def test_predictions_positive_and_finite(
         assert _finite_positive(value)
     assert p.mfu < 1.0
     assert all(math.isfinite(v) and v >= 0 for v in p.breakdown.as_dict().values())
+
+
+def test_a_schedule_per_accumulation_step_pays_each_fill_and_drain() -> None:
+    """NeMo Automodel runs the pipeline schedule once per gradient-accumulation step: with
+    ``pipeline_batch_size`` a quarter of the rank's batch the iteration has four bubbles of
+    the 8-microbatch schedule and four warm-ups and flushes, the steady state unchanged."""
+    model = dict(TINY, num_layers=16, hidden_size=1024, num_attention_heads=8, seq_length=1024)
+    one = predict(_scenario(model=model, pp=4, vp=2, gbs=32))
+    runs = predict(_scenario(model=model, pp=4, vp=2, gbs=32, pipeline_batch_size=8))
+    eight = predict(_scenario(model=model, pp=4, vp=2, gbs=8))
+    assert runs.breakdown.compute_s == pytest.approx(one.breakdown.compute_s)
+    assert runs.breakdown.pp_bubble_s == pytest.approx(4 * eight.breakdown.pp_bubble_s)
+    assert runs.breakdown.pp_bubble_s == pytest.approx(4 * one.breakdown.pp_bubble_s)
+    assert runs.breakdown.pp_comm_exposed_s > one.breakdown.pp_comm_exposed_s
+    same = predict(_scenario(model=model, pp=4, vp=2, gbs=32, pipeline_batch_size=32))
+    assert same.iteration_time_s == pytest.approx(one.iteration_time_s)
+
+
+@pytest.mark.parametrize("size", [3, 12, 64])
+def test_a_pipeline_batch_that_does_not_split_the_rank_batch_is_refused(size: int) -> None:
+    with pytest.raises(SpecError, match=r"parallelism\.pipeline_batch_size.*multiple"):
+        _scenario(pp=4, mbs=2, gbs=32, pipeline_batch_size=size)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from planner.errors import SpecError
 from planner.perf.step import predict
 from planner.scenario import parse_scenario, predict_documents
 from planner.scenario.plans import explore_document, parse_space, scenario_document
@@ -291,3 +292,10 @@ def test_uneven_first_last_ranks_are_knobs_of_an_explore_document() -> None:
         assert explore_document(wrong)["error"].startswith(
             "parallelism.decoder_first_pipeline_num_layers"
         )
+
+
+def test_explore_refuses_a_pipeline_batch_it_cannot_carry_to_every_candidate() -> None:
+    doc = copy.deepcopy(QWEN_LIKE)
+    doc["parallelism"]["pipeline_batch_size"] = 8
+    with pytest.raises(SpecError, match=r"parallelism\.pipeline_batch_size.*divide each candidate"):
+        parse_space(doc)
