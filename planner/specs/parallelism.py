@@ -115,8 +115,11 @@ class ParallelismSpec:
     ``_forward_backward_step`` per local batch, each a ``pp.info.schedule.step``; from
     pipeline parallelism's introduction @ ``a1e232161`` through ``36044ad3d1``): there it is
     ``local_batch_size`` and the iteration pays ``global_batch_size / (data_parallel ·
-    local_batch_size)`` fills and drains. Must be a multiple of ``micro_batch_size`` that
-    divides ``global_batch_size / data_parallel`` (``SpecError`` naming the field otherwise).
+    local_batch_size)`` fills and drains. torchtitan does the same with its
+    ``training.local_batch_size`` (``torchtitan/train.py`` @ ``238fa9953``: ``train_step``
+    calls ``forward_backward_step``, one ``pp_schedule.step``, per accumulated microbatch).
+    Must be a multiple of ``micro_batch_size`` that divides ``global_batch_size /
+    data_parallel`` (``SpecError`` naming the field otherwise).
 
     Uneven pipeline stages and MoE parallel folding (Megatron-Core names; every field optional,
     absent = an even split and experts split over the tensor-parallel ranks; rules and sources
