@@ -6,13 +6,16 @@ from __future__ import annotations
 import pytest
 
 from planner.errors import SourceError
+from planner.launch.configs import load_config
 from planner.launch.data import load_data
+from planner.launch.describe import scenario_from_facts
 from planner.launch.reader import ReadContext
 from planner.launch.readers.torchrun import torchrun_world_size
-from planner.launch.readers.torchtitan import READER
+from planner.launch.readers.torchtitan import READER, config_facts
 from planner.launch.readers.torchtitan_flavors import flavor_fields, llama4_moe_ffn, llama_ffn
 from planner.launch.readers.torchtitan_settings import cli_overrides
 from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from planner.scenario import parse_scenario
 from tests.launch import reader_support as support
 
 JOB = "/jobs/titan"
@@ -94,7 +97,9 @@ def test_hsdp_tp_pp_layout_batch_and_float8_from_the_toml() -> None:
         "parallelism.virtual_pipeline": 2,
         "parallelism.data_parallel": 8,
         "launch.fsdp_shard": 4,
-        "parallelism.micro_batch_size": 2,
+        # PP 2: the local batch of 2 runs as one schedule of microbatches of 1 (the default).
+        "parallelism.micro_batch_size": 1,
+        "parallelism.pipeline_batch_size": 2,
         "parallelism.global_batch_size": 64,
         "launch.gradient_accumulation": 4,
         "parallelism.precision": "fp8",
@@ -108,6 +113,7 @@ def test_hsdp_tp_pp_layout_batch_and_float8_from_the_toml() -> None:
     assert {name: facts.get(name) for name in expected} == expected
     assert facts.values["parallelism.tensor_parallel"].source == "llama3_70b_hsdp.toml:20"
     assert facts.values["model.num_layers"].source.startswith("catalog:torchtitan llama3/70B")
+    assert "parallelism.micro_batch_size" in facts.assumed
 
 
 def test_command_line_beats_the_toml_and_reshapes_the_layout() -> None:
@@ -130,6 +136,93 @@ def test_command_line_beats_the_toml_and_reshapes_the_layout() -> None:
     assert facts.get("parallelism.data_parallel") == 16
     assert facts.get("launch.gradient_accumulation") == 2
     assert facts.get("parallelism.precision") == "bf16"
+
+
+def _pipeline_job(*args: str) -> Facts:
+    return _read(
+        _invocation(
+            "--job.config_file",
+            "configs/llama3_8b_pp.toml",
+            *args,
+            launcher_args={"nnodes": "2", "nproc_per_node": "8"},
+        )
+    )
+
+
+def test_pipeline_runs_one_schedule_of_pp_microbatches_per_local_batch() -> None:
+    facts = _pipeline_job()
+    # 16 GPUs / PP 4 = DP 4; each of 256 / (16 x 4) = 4 accumulation steps runs one schedule
+    # over the local batch of 16 in microbatches of 2.
+    assert facts.get("parallelism.pipeline_parallel") == 4
+    assert facts.get("parallelism.data_parallel") == 4
+    assert facts.get("parallelism.micro_batch_size") == 2
+    assert facts.values["parallelism.micro_batch_size"].source == "llama3_8b_pp.toml:21"
+    assert facts.get("parallelism.pipeline_batch_size") == 16
+    assert facts.values["parallelism.pipeline_batch_size"].source == "llama3_8b_pp.toml:12"
+    assert facts.get("parallelism.global_batch_size") == 256
+    assert facts.get("launch.gradient_accumulation") == 4
+    assert facts.get("parallelism.virtual_pipeline") == 1
+    facts.set("hardware.gpu", "h100-sxm", "test")
+    par = parse_scenario(scenario_from_facts(facts, name="pp")).parallelism
+    assert par.num_microbatches == 32
+    assert par.pipeline_schedule_runs == 4
+
+
+def test_without_pipeline_the_local_batch_is_the_micro_batch() -> None:
+    facts = _pipeline_job("--parallelism.pipeline_parallel_degree", "1")
+    assert facts.get("parallelism.data_parallel") == 16
+    assert facts.get("parallelism.micro_batch_size") == 16
+    assert not facts.has("parallelism.pipeline_batch_size")
+    assert facts.get("parallelism.global_batch_size") == 256
+    assert facts.get("launch.gradient_accumulation") == 1
+
+
+def test_pipeline_microbatch_from_an_earlier_release_count_and_bad_sizes() -> None:
+    # Before pipeline_parallel_microbatch_size, releases took the number of microbatches.
+    counted = _read(
+        _invocation(
+            "--job.config_file",
+            "configs/llama3_8b_pp.toml",
+            "--parallelism.pipeline_parallel_microbatches",
+            "4",
+            launcher_args={"nnodes": "2", "nproc_per_node": "8"},
+        )
+    )
+    assert counted.get("parallelism.micro_batch_size") == 2  # the TOML's size wins
+    toml = (support.DATA / "torchtitan/configs/llama3_8b_pp.toml").read_text(encoding="utf-8")
+    older = toml.replace("pipeline_parallel_microbatch_size = 2", "")
+    older = older.replace(
+        "[parallelism]", "[experimental]\npipeline_parallel_microbatches = 4\n\n[parallelism]"
+    )
+    files = support.data_files("torchtitan", JOB, pattern="*.toml")
+    files.files[f"{JOB}/configs/older.toml"] = older
+    facts = support.finished(
+        support.read(
+            READER,
+            _invocation(
+                "--job.config_file",
+                "configs/older.toml",
+                launcher_args={"nnodes": "2", "nproc_per_node": "8"},
+            ),
+            files,
+        )
+    )
+    assert facts.get("parallelism.micro_batch_size") == 4
+    assert facts.values["parallelism.micro_batch_size"].source.startswith(
+        "derived: local_batch_size / experimental.pipeline_parallel_microbatches"
+    )
+    assert facts.get("parallelism.pipeline_batch_size") == 16
+    uneven = _pipeline_job("--parallelism.pipeline_parallel_microbatch_size", "3")
+    assert not uneven.has("parallelism.pipeline_batch_size")
+    assert any("local_batch_size 16 is not a multiple" in note for note in uneven.notes)
+
+
+def test_config_facts_split_the_local_batch_under_pipeline_parallelism() -> None:
+    toml = (support.DATA / "torchtitan/configs/llama3_8b_pp.toml").read_text(encoding="utf-8")
+    facts = Facts()
+    config_facts(facts, load_config(toml, "job_config", "toml"))
+    assert facts.get("parallelism.micro_batch_size") == 2
+    assert facts.get("parallelism.pipeline_batch_size") == 16
 
 
 def test_config_file_from_the_environment_and_ngpu_world_size() -> None:

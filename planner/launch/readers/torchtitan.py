@@ -8,9 +8,15 @@ resolved through the flavor catalog (``planner/launch/data/torchtitan.yaml``,
 :mod:`planner.launch.readers.torchtitan_flavors`). Parallel degrees follow ``ParallelDims``
 (torchtitan/distributed/parallel_dims.py@238fa99): ``data_parallel_shard_degree = -1`` takes the
 ranks left over by replicate x CP x TP x PP; the batch is sharded over replicate x shard and
-``local_batch_size`` is per data-parallel rank (PP splits it into microbatches); the global
-batch is local x data parallel unless ``global_batch_size`` asks for gradient accumulation
-(torchtitan/train.py@238fa99).
+``local_batch_size`` is per data-parallel rank; the global batch is local x data parallel unless
+``global_batch_size`` asks for gradient accumulation (torchtitan/train.py@238fa99). Without
+pipeline parallelism the local batch is the micro batch. With PP > 1 each gradient-accumulation
+step runs the pipeline schedule once over the local batch (``train_step`` ->
+``forward_backward_step`` -> ``pp_schedule.step``, torchtitan/train.py@238fa99), split into
+microbatches of ``parallelism.pipeline_parallel_microbatch_size`` (default 1;
+torchtitan/distributed/pipeline_parallel.py@238fa99 builds the schedule with ``local_batch_size
+// pipeline_parallel_microbatch_size`` microbatches): the micro batch is that size and the
+scenario's ``pipeline_batch_size`` the local batch.
 """
 
 from __future__ import annotations
@@ -90,7 +96,8 @@ class TorchtitanReader:
 
 def config_facts(facts: Facts, tree: ConfigTree) -> None:
     """A resolved JobConfig (the one a job's log prints with ``job.print_config``) -> the
-    model, sequence length, steps, micro batch, precision and recomputation, as
+    model, sequence length, steps, micro batch (and pipeline batch under PP), precision and
+    recomputation, as
     :class:`TorchtitanReader` reads them (the parallel layout needs the world size: the log's
     device-mesh line gives it)."""
     data = load_data(_DATA)
@@ -98,7 +105,9 @@ def config_facts(facts: Facts, tree: ConfigTree) -> None:
     _model(facts, settings, data)
     settings.put(facts, "model.seq_length", "training.seq_len", count=True)
     settings.put(facts, "training.train_iters", "training.steps", count=True)
-    settings.put(facts, "parallelism.micro_batch_size", "training.local_batch_size", count=True)
+    _micro_batch(
+        facts, settings, as_int(settings.value("parallelism.pipeline_parallel_degree")) or 1
+    )
     _precision(facts, settings, data)
     _recompute(facts, settings)
 
@@ -229,16 +238,82 @@ def _parallel(
         ep, etp = degrees["expert_parallel_degree"], degrees["expert_tensor_parallel_degree"]
         if ep > 1 and (shard * cp * tp) % (ep * etp):
             facts.note(f"torchtitan: EP {ep} x ETP {etp} does not divide shard x CP x TP")
-    _batch(facts, settings, replicate * shard if shard else None)
     pp = degrees["pipeline_parallel_degree"]
+    _micro_batch(facts, settings, pp)
+    _batch(facts, settings, replicate * shard if shard else None)
     if pp > 1:
         _virtual_pipeline(facts, settings, pp, n_layers)
 
 
+_MICROBATCH_SIZE = "parallelism.pipeline_parallel_microbatch_size"
+_MICROBATCH_COUNTS = (
+    "parallelism.pipeline_parallel_microbatches",
+    "experimental.pipeline_parallel_microbatches",
+)
+"""Releases before pytorch/torchtitan@5e2033c75 (2025-04-07) gave the number of pipeline
+microbatches instead of their size (``torchtitan/config_manager.py``); without one they took a
+microbatch per pipeline stage (``torchtitan/distributed/pipeline.py`` @ 5e2033c75^), which the
+reader cannot tell from a current job config, so it assumes the current default size instead."""
+
+
+def _micro_batch(facts: Facts, settings: JobSettings, pp: int) -> None:
+    """``parallelism.micro_batch_size`` (and ``pipeline_batch_size`` with PP > 1, module
+    docstring): the local batch without PP; with PP the pipeline microbatch size and the local
+    batch. A local batch the microbatch does not divide is a note (torchtitan raises
+    ``ValueError``) and leaves both unset."""
+    if pp <= 1:
+        settings.put(facts, "parallelism.micro_batch_size", "training.local_batch_size", count=True)
+        return
+    local = as_int(settings.value("training.local_batch_size"))
+    if local is None or local <= 0:
+        settings.put(facts, "parallelism.micro_batch_size", "training.local_batch_size", count=True)
+        return
+    size = _pipeline_microbatch(facts, settings, local)
+    if size is None:
+        return
+    if local % size[0]:
+        facts.note(
+            f"torchtitan: local_batch_size {local} is not a multiple of the pipeline microbatch "
+            f"size {size[0]} ({size[1]}); torchtitan refuses it"
+        )
+        return
+    (facts.default if size[2] else facts.set)("parallelism.micro_batch_size", size[0], size[1])
+    settings.put(facts, "parallelism.pipeline_batch_size", "training.local_batch_size", count=True)
+
+
+def _pipeline_microbatch(
+    facts: Facts, settings: JobSettings, local: int
+) -> tuple[int, str, bool] | None:
+    """``(size, source, is_default)`` of the pipeline microbatch: ``pipeline_parallel_
+    microbatch_size``, or local / an earlier release's microbatch count; None (noted) when the
+    value given is not a positive integer or the count does not divide the local batch."""
+    size = settings.find(_MICROBATCH_SIZE)
+    if size is None or size[2]:
+        for key in _MICROBATCH_COUNTS:
+            count = settings.find(key)
+            if count is None:
+                continue
+            value = as_int(count[0])
+            if value is None or value <= 0 or local % value:
+                facts.note(
+                    f"torchtitan: {key} {count[0]!r} is not a microbatch count that divides "
+                    f"local_batch_size {local} ({count[1]}); torchtitan refuses it"
+                )
+                return None
+            return local // value, f"derived: local_batch_size / {key} ({count[1]})", False
+    if size is None:
+        return None
+    value = as_int(size[0])
+    if value is None or value <= 0:
+        facts.note(
+            f"torchtitan: {_MICROBATCH_SIZE} {size[0]!r} is not a positive integer ({size[1]})"
+        )
+        return None
+    return value, size[1], size[2]
+
+
 def _batch(facts: Facts, settings: JobSettings, data_parallel: int | None) -> None:
-    """Micro batch = local_batch_size; global = local x DP (x accumulation when
-    global_batch_size asks for it)."""
-    settings.put(facts, "parallelism.micro_batch_size", "training.local_batch_size", count=True)
+    """Global = local_batch_size x DP (x accumulation when global_batch_size asks for it)."""
     local = as_int(settings.value("training.local_batch_size"))
     if not local or not data_parallel:
         return
