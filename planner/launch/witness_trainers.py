@@ -23,7 +23,10 @@ torchtitan (pytorch/torchtitan@238fa99, ``train.py``, ``distributed/parallel_dim
   ep=E, etp=X``: the resolved degrees (``dp_shard -1`` already resolved); data parallel = R x S,
   the FSDP shard S, GPUs = P x R x S x C x T.
 * ``Trainer is initialized with local batch size B, global batch size G, gradient accumulation
-  steps A, sequence length L, total steps N (warmup W)``.
+  steps A, sequence length L, total steps N (warmup W)``: B is the micro batch without pipeline
+  parallelism; with PP > 1 (the mesh's ``pp`` or the printed config) it is the pipeline batch
+  (one schedule per accumulation step) and ``Using pipeline schedule S with M microbatches and
+  K stages`` (``distributed/pipeline_parallel.py``) gives the micro batch, B / M.
 * ``Building <name> <flavor>with {...}`` (the model args as indented JSON; ``moe_args``
   nested): the model's shape by the flavor catalog's family rules
   (:func:`~planner.launch.readers.torchtitan_flavors.model_args_fields`).
@@ -103,6 +106,10 @@ _TRAINER = Marker(
         r"\bTrainer is initialized with local batch size (\d+), global batch size (\d+), "
         r"gradient accumulation steps (\d+), sequence length (\d+), total steps (\d+)"
     ),
+)
+_PP_SCHEDULE = Marker(
+    "Using pipeline schedule",
+    re.compile(r"\bUsing pipeline schedule \S+ with (\d+) microbatches and \d+ stages"),
 )
 _MODEL_ARGS = Marker("with {", re.compile(r"\bBuilding (\S+) (\S+?)\s*with \{\s*$"))
 _JOB_CONFIG = Marker("Running with configs", re.compile(r"\bRunning with configs: \{\s*$"))
@@ -237,11 +244,27 @@ def read_torchtitan_lines(log: LogView, facts: Facts) -> None:
     trainer = log.first(_TRAINER)
     if trainer is not None:
         index, match = trainer
+        pipelined = (facts.int("parallelism.pipeline_parallel") or 1) > 1 or facts.has(
+            "parallelism.pipeline_batch_size"
+        )
+        if pipelined:
+            _pipeline_microbatch(log, facts, int(match.group(1)))
         for group, field in (
-            (1, "parallelism.micro_batch_size"),
+            (1, "parallelism.pipeline_batch_size" if pipelined else "parallelism.micro_batch_size"),
             (2, "parallelism.global_batch_size"),
             (3, "launch.gradient_accumulation"),
             (4, "model.seq_length"),
             (5, "training.train_iters"),
         ):
             facts.set(field, int(match.group(group)), log.cite(index))
+
+
+def _pipeline_microbatch(log: LogView, facts: Facts, local: int) -> None:
+    """Under PP: the micro batch = the local batch / the schedule line's microbatch count."""
+    found = log.first(_PP_SCHEDULE)
+    if found is None:
+        return
+    index, match = found
+    count = int(match.group(1))
+    if count > 0 and local % count == 0:
+        facts.set("parallelism.micro_batch_size", local // count, log.cite(index))

@@ -248,6 +248,60 @@ def test_the_log_replaces_a_default_the_reader_assumed_but_not_a_value_it_read()
     ]
 
 
+TITAN_PP = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --gpus-per-node=8
+srun torchrun --nnodes 2 --nproc_per_node 8 -m torchtitan.train --job.config_file configs/pp.toml
+"""
+"""The torchtitan launch ``torchtitan_pp.log`` was written for (its TOML: ``_titan_files``)."""
+
+
+def _titan_files(microbatch_size: bool) -> MemoryFiles:
+    """The launch's TOML, with or without its ``pipeline_parallel_microbatch_size``."""
+    toml = (LOGS.parent / "torchtitan/configs/llama3_8b_pp.toml").read_text(encoding="utf-8")
+    if not microbatch_size:
+        toml = toml.replace("pipeline_parallel_microbatch_size = 2\n", "")
+    return MemoryFiles(files={"/jobs/titan/configs/pp.toml": toml})
+
+
+def test_torchtitan_under_pp_the_local_batch_is_the_pipeline_batch() -> None:
+    name = "torchtitan_pp.log"
+    facts = witness_facts(_log(name))
+    expected = {
+        "parallelism.pipeline_parallel": 4,
+        "parallelism.micro_batch_size": 2,
+        "parallelism.pipeline_batch_size": 16,
+        "parallelism.global_batch_size": 256,
+        "launch.gradient_accumulation": 4,
+    }
+    assert {key: _values(facts).get(key) for key in expected} == expected
+    assert not facts.notes
+    assert "with 8 microbatches" in _line(name, facts.values["parallelism.micro_batch_size"].source)
+    # The mesh, schedule and trainer lines alone: 16 samples in 8 microbatches.
+    lines = ("device mesh", "Using pipeline schedule", "Trainer is initialized")
+    bare = witness_facts(
+        "\n".join(line for line in _log(name).splitlines() if any(k in line for k in lines))
+    )
+    assert _values(bare)["parallelism.micro_batch_size"] == 2
+    assert _values(bare)["parallelism.pipeline_batch_size"] == 16
+
+
+@pytest.mark.parametrize("microbatch_size", [True, False])
+def test_torchtitan_pp_launch_and_log_agree_on_the_micro_batch(microbatch_size: bool) -> None:
+    launch = Launch(
+        batch_script=TITAN_PP, work_dir="/jobs/titan", log_text=_log("torchtitan_pp.log")
+    )
+    described = describe_launch(launch, _titan_files(microbatch_size), predict=False)
+    parallelism = described.scenario["parallelism"]
+    assert isinstance(parallelism, dict)
+    assert (parallelism["micro_batch_size"], parallelism["pipeline_batch_size"]) == (2, 16)
+    assert (parallelism["global_batch_size"], parallelism["data_parallel"]) == (256, 4)
+    source = described.provenance["parallelism.micro_batch_size"]
+    # the launch's own size, or (left at the default) the log's schedule line
+    assert source.startswith("pp.toml:" if microbatch_size else "log:")
+    assert not any("the launch's value is kept" in note for note in described.notes)
+
+
 def test_nemo2_padding_line_gives_the_vocabulary() -> None:
     line = (
         "[NeMo I 2025-03-09 07:00:12 base:48] Padded vocab_size: 128512, original vocab_size: "
