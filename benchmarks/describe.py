@@ -15,9 +15,11 @@ Graded fields (``expected.json`` -> description): ``model`` {num_layers, hidden_
 num_attention_heads, num_query_groups, ffn_hidden_size, vocab_size, seq_length, num_experts,
 moe_router_topk, moe_ffn_hidden_size, padded_vocab_size -> launch.padded_vocab_size},
 ``parallelism`` {tensor_parallel, pipeline_parallel, context_parallel, expert_parallel,
-data_parallel, fsdp_shard -> launch.fsdp_shard, micro_batch_size, global_batch_size, precision,
-zero_stage, gradient_accumulation -> launch.gradient_accumulation}, ``training`` {mode,
-train_iters, lora_rank}, ``hardware`` {num_gpus, gpus_per_node, num_nodes -> launch.num_nodes}.
+data_parallel, fsdp_shard -> launch.fsdp_shard, micro_batch_size (-> pipeline_batch_size where
+the launch runs its pipeline schedule once per local batch, else micro_batch_size),
+global_batch_size, precision, zero_stage, gradient_accumulation -> launch.gradient_accumulation},
+``training`` {mode, train_iters, lora_rank}, ``hardware`` {num_gpus, gpus_per_node,
+num_nodes -> launch.num_nodes}.
 A field absent from ``expected.json`` is not graded (the corpus leaves out what a launch does not
 determine). The corpus's other keys are facts its schema cannot grade (its README).
 """
@@ -63,7 +65,7 @@ GRADED: dict[str, tuple[tuple[str, str], ...]] = {
         ("expert_parallel", "parallelism.expert_parallel"),
         ("data_parallel", "parallelism.data_parallel"),
         ("fsdp_shard", "launch.fsdp_shard"),
-        ("micro_batch_size", "parallelism.micro_batch_size"),
+        ("micro_batch_size", "parallelism.step_batch_size"),
         ("global_batch_size", "parallelism.global_batch_size"),
         ("precision", "parallelism.precision"),
         ("zero_stage", "parallelism.zero_stage"),
@@ -122,7 +124,16 @@ def value_of(description: LaunchDescription, dotted: str) -> object:
     section, _, key = dotted.partition(".")
     if section == "launch":
         return description.launch.get(key)
-    return description.scenario.get(section, {}).get(key)
+    values = description.scenario.get(section)
+    if not isinstance(values, dict):
+        return None
+    if dotted == "parallelism.step_batch_size":
+        # The corpus's micro_batch_size is the samples one pipeline schedule run takes per
+        # data-parallel rank: torchtitan's local batch under pipeline parallelism, which it
+        # splits into pipeline microbatches (case tt-llama3-405b-3d, expected.json "notes");
+        # the description states that as pipeline_batch_size.
+        return values.get("pipeline_batch_size") or values.get("micro_batch_size")
+    return values.get(key)
 
 
 def _same(expected: object, got: object) -> bool:
