@@ -299,8 +299,9 @@ class ParallelismSection(_Section):
     )
     pipeline_batch_size: Integer | None = _field(
         "Sequences per data-parallel rank in one run of the pipeline schedule, each run with its "
-        "own fill and drain (NeMo Automodel: `step_scheduler.local_batch_size`, one schedule "
-        "per gradient-accumulation step)",
+        "own fill and drain (NeMo Automodel: `step_scheduler.local_batch_size`; torchtitan "
+        "under pipeline parallelism: `training.local_batch_size`; each runs one schedule per "
+        "gradient-accumulation step)",
         "`global_batch_size / data_parallel` (one schedule per iteration, as Megatron)",
     )
 
