@@ -96,8 +96,9 @@ class ScenarioArrays:
     ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
     ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,
     ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
-    ``moe_host_expert_forward_s``, ``fp8_tp_all_gather``. Training: ``total_tokens`` and
-    ``train_iters``, NaN when the scenario leaves them out; ``trains_base`` (false under LoRA),
+    ``moe_host_expert_forward_s``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``. Training:
+    ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out; ``trains_base``
+    (false under LoRA),
     ``lora_rank`` and ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length``
     (the sequence when not packed), ``full_iteration_cuda_graph`` (``training.cuda_graphs`` is
     ``full_iteration``).
@@ -235,6 +236,7 @@ class ScenarioArrays:
     moe_host_forward_s: Real
     moe_host_expert_forward_s: Real
     fp8_tp_all_gather: Flag
+    fp8_norm_fused_cast: Flag
     # training
     total_tokens: Real
     train_iters: Real

@@ -314,6 +314,18 @@ Memory (``planner.perf.memory``):
   before the backward's all-gather (``torchao/float8/float8_tensor_parallel.py``:
   ``_hp_tensor_to_float8_dynamic`` before ``redistribute``; ``_NoopFwToFloat8BwDynamic`` after
   the row-wise output's). The reduce-scatters sum 16-bit values and stay 16-bit.
+* ``fp8_norm_fused_cast``: under FP8 training the norm in front of the QKV projection (under
+  MLA: of the query and key/value up-projections) and of a dense MLP's FC1 quantises its own
+  output, since the stack builds those GEMMs as Transformer Engine ``LayerNormLinear``
+  modules: Megatron-Core's Transformer Engine layer spec (``linear_qkv`` and the dense
+  ``linear_fc1`` are ``column_parallel_layer_norm_linear``, i.e.
+  ``TELayerNormColumnParallelLinear``, with the separate ``input_layernorm`` /
+  ``pre_mlp_layernorm`` an ``IdentityOp``; MoE layers keep a separate pre-MLP norm, MLA a
+  separate input norm before plain down-projections: NVIDIA/Megatron-LM
+  ``megatron/core/models/gpt/gpt_layer_specs.py`` @ ``00611e6eeb0b``), which NeMo and
+  Megatron-Bridge build too. What the fused cast costs by recipe is in
+  ``planner.perf.precision``. torchao's float8 linears (torchtitan), llm-foundry's
+  ``te.Linear`` and eager stacks cast the norm's 16-bit output in a kernel of its own.
 """
 
 from __future__ import annotations
@@ -362,6 +374,7 @@ class FrameworkProfile:
     moe_host_forward_s: float = 0.0
     moe_host_expert_forward_s: float = 0.0
     fp8_tp_all_gather: bool = False
+    fp8_norm_fused_cast: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -379,6 +392,7 @@ _TE_STACK = FrameworkProfile(
     moe_host_expert_forward_s=0.17e-3,
     dp_bucket_min_params=4e7,
     dp_bucket_params_per_rank=1e6,
+    fp8_norm_fused_cast=True,
 )
 _EAGER_PYTORCH = FrameworkProfile(
     fused_attention=False,

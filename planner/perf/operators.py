@@ -39,7 +39,7 @@ from planner.perf.lora import lora_ops
 from planner.perf.moe_mlp import activation_bytes, moe_host_exposed_s, moe_mlp_ops
 from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
-from planner.perf.precision import quantize_bytes
+from planner.perf.precision import norm_output_quantize_bytes, quantize_bytes
 from planner.specs.parallelism import Recompute
 
 __all__ = [
@@ -166,7 +166,14 @@ def _layer_elementwise_ops(
     lp = a.device.low_precision
     if ops.any_(lp):  # quantising the inputs (forward) and output gradients (backward)
         quant = quantize_bytes(a)  # per element, by recipe (planner.perf.precision)
-        inputs = hidden + a.attention_out_width / tp + latents
+        # a norm in front of its GEMM may quantise its own output: the QKV input, or under MLA
+        # the latents (the input norm stands alone before MLA's down-projections)
+        norm_quant = norm_output_quantize_bytes(a)
+        inputs_bytes = (
+            ops.where(mla, quant, norm_quant) * hidden
+            + quant * a.attention_out_width / tp
+            + ops.where(mla, norm_quant, quant) * latents
+        )
         outputs = (
             (a.attention_in_width + a.attention_q_width * ops.where(a.q_lora_rank > 0, 1.0, 0.0))
             / tp
@@ -174,7 +181,7 @@ def _layer_elementwise_ops(
             + a.attention_down_width
             + hidden
         )
-        table.mem(forward, quant * tokens * inputs, 2.0)
+        table.mem(forward, tokens * inputs_bytes, 2.0)
         table.mem(backward, quant * tokens * outputs, 2.0)
 
 
@@ -211,9 +218,12 @@ def _dense_mlp_pass(
     act = activation_bytes(a, backward=backward)
     table.mem(group, scale * ew * act * tokens * ffn / tp, 1.0)
     if ops.any_(lp):
-        up = n_up if backward else 1.0
         quant = quantize_bytes(a)
-        table.mem(group, scale * quant * tokens * (hidden + up * ffn / tp), 2.0)
+        if backward:  # output gradients of the down and up projections
+            operand_bytes = quant * (hidden + n_up * ffn / tp)
+        else:  # FC1's input comes from the pre-MLP norm, FC2's from the activation
+            operand_bytes = norm_output_quantize_bytes(a) * hidden + quant * ffn / tp
+        table.mem(group, scale * tokens * operand_bytes, 2.0)
 
 
 def edge_ops(table: OperatorTable, a: ScenarioArrays) -> None:

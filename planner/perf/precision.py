@@ -29,6 +29,25 @@ In every recipe the transformer's linear layers run all three GEMMs (forward, da
 weight gradient) in the recipe's format; the attention core, the router and the LM head stay
 16-bit (TE quantises ``Linear`` modules only; Megatron builds the output layer and the router
 outside them). Saved GEMM inputs are kept in the recipe's format (``SAVED_INPUT_BYTES``).
+
+Where a Transformer Engine ``LayerNormLinear`` computes the norm in front of the GEMM (stacks
+whose profile says ``fp8_norm_fused_cast``, ``planner.perf.frameworks``), the norm kernel
+quantises its own output (``NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT``), by the quantizer's type
+(NVIDIA/TransformerEngine ``transformer_engine/pytorch/csrc/extensions/normalization.cpp``
+``layernorm_fwd``/``rmsnorm_fwd`` @ ``d0067d0da6cb``, ``Impl``):
+
+* ``delayed``: ``FULLY_FUSED``, the scale is known before the tensor exists, so the norm
+  writes the FP8 copy instead of its 16-bit output (one byte less per element) and the
+  backward makes the transposed copy the weight gradient needs with ``fp8_transpose`` (read
+  and write one byte): 1 byte per element. TE 1.x the same (``_apply_normalization`` with
+  ``fp8_out``, ``layernorm_linear.py`` ``tex.fp8_transpose(ln_out_total)`` @ ``v1.8``,
+  ``3ec998e96c82``).
+* ``tensorwise``: ``FUSED_NORM_AMAX_FP8``, the norm writes its 16-bit output and the amax in
+  one pass, then the quantiser casts it (read 2, write the FP8 copy and its transpose): the
+  separate amax read of an unfused cast is saved, 4 bytes per element.
+* ``blockwise``, ``mxfp8``: ``UNFUSED`` (the norm in 16 bits, then the recipe's cast), as
+  without the fusion. ``nvfp4``: taken as unfused (its fused-amax path runs only without the
+  random Hadamard transform).
 """
 
 from __future__ import annotations
@@ -41,10 +60,12 @@ from planner.perf.ops import Real
 
 __all__ = [
     "BLOCKWISE_GEMM_RELATIVE_EFFICIENCY",
+    "NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT",
     "QUANTIZE_BYTES_PER_ELEMENT",
     "SAVED_INPUT_BYTES",
     "WEIGHT_COPY_BYTES",
     "gemm_relative_efficiency",
+    "norm_output_quantize_bytes",
     "quantize_bytes",
     "saved_input_bytes",
     "weight_copy_bytes",
@@ -58,6 +79,9 @@ per-tensor FP8 on the same shapes (DeepGEMM README, "Performance")."""
 
 QUANTIZE_BYTES_PER_ELEMENT = (0.0, 4.0, 6.0, 4.0625, 4.0625, 5.125)
 """HBM bytes to quantise one element of a GEMM operand, by recipe code (module docstring)."""
+NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT = (0.0, 1.0, 4.0, 4.0625, 4.0625, 5.125)
+"""HBM bytes to quantise one element of a norm's output that a TE ``LayerNormLinear`` feeds to
+its GEMM, by recipe code, beyond the norm's own 16-bit traffic (module docstring)."""
 WEIGHT_COPY_BYTES = (0.0, 1.0, 1.0, 1.03125, 2.0625, 1.125)
 """Bytes per weight of the quantised copy TE caches across microbatches (FP8 recipes: the
 row-wise copy, the transpose made in the backward; MXFP8/NVFP4: both directions)."""
@@ -66,6 +90,7 @@ SAVED_INPUT_BYTES = (2.0, 1.0, 1.0, 1.03125, 1.03125, 0.5625)
 _GEMM_RELATIVE = (1.0, 1.0, 1.0, BLOCKWISE_GEMM_RELATIVE_EFFICIENCY, 1.0, 1.0)
 
 _QUANTIZE = np.array(QUANTIZE_BYTES_PER_ELEMENT)
+_NORM_QUANTIZE = np.array(NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT)
 _WEIGHT = np.array(WEIGHT_COPY_BYTES)
 _SAVED = np.array(SAVED_INPUT_BYTES)
 _RELATIVE = np.array(_GEMM_RELATIVE)
@@ -74,6 +99,14 @@ _RELATIVE = np.array(_GEMM_RELATIVE)
 def quantize_bytes(a: ScenarioArrays) -> Real:
     """HBM bytes per quantised GEMM-operand element of each scenario (0 in 16-bit)."""
     return ops.take(_QUANTIZE, a.fp8_recipe)
+
+
+def norm_output_quantize_bytes(a: ScenarioArrays) -> Real:
+    """HBM bytes per quantised element of a GEMM operand that a norm produces (the QKV and
+    dense FC1 inputs): the norm-fused cast where the stack fuses it (``fp8_norm_fused_cast``),
+    else ``quantize_bytes``; 0 in 16-bit."""
+    fused = ops.take(_NORM_QUANTIZE, a.fp8_recipe)
+    return ops.where(a.fp8_norm_fused_cast, fused, quantize_bytes(a))
 
 
 def weight_copy_bytes(a: ScenarioArrays) -> Real:

@@ -8,15 +8,22 @@ import pytest
 
 from planner.errors import SpecError
 from planner.perf import predict
-from planner.perf.batch import ScenarioArrays
+from planner.perf.batch import ScenarioArrays, with_fields
 from planner.perf.efficiency import DefaultEfficiency
 from planner.perf.engine import evaluate
+from planner.perf.frameworks import profile_of
 from planner.perf.operators import operator_times
-from planner.perf.precision import QUANTIZE_BYTES_PER_ELEMENT, SAVED_INPUT_BYTES, WEIGHT_COPY_BYTES
+from planner.perf.precision import (
+    NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT,
+    QUANTIZE_BYTES_PER_ELEMENT,
+    SAVED_INPUT_BYTES,
+    WEIGHT_COPY_BYTES,
+)
 from planner.scenario import parse_scenario
 from planner.scenario.megatron_args import scenario_document_from_megatron_args
 from planner.specs import Scenario
 from planner.specs.parallelism import Fp8Recipe
+from planner.specs.scenario import Framework
 
 
 def _scenario(gpu: str = "h100-sxm", **par: Any) -> Scenario:
@@ -35,7 +42,8 @@ def _scenario(gpu: str = "h100-sxm", **par: Any) -> Scenario:
 
 
 def test_every_recipe_has_its_table_entries() -> None:
-    for table in (QUANTIZE_BYTES_PER_ELEMENT, WEIGHT_COPY_BYTES, SAVED_INPUT_BYTES):
+    tables = (QUANTIZE_BYTES_PER_ELEMENT, NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT)
+    for table in (*tables, WEIGHT_COPY_BYTES, SAVED_INPUT_BYTES):
         assert len(table) == len(Fp8Recipe) + 1  # code 0 is 16-bit training
 
 
@@ -103,3 +111,29 @@ def test_megatron_recipe_flags() -> None:
     )
     assert doc is not None
     assert parse_scenario(doc).parallelism.low_precision_recipe is Fp8Recipe.NVFP4
+
+
+def _layer_s(gpu: str, recipe: str, *, fused: bool) -> tuple[float, float]:
+    """Forward and backward seconds of one dense layer, the norm-fused cast on or off."""
+    precision = recipe if recipe in ("mxfp8", "nvfp4") else "fp8"
+    a = ScenarioArrays.from_scenario(_scenario(gpu, precision=precision, fp8_recipe=recipe))
+    times = operator_times(with_fields(a, {"fp8_norm_fused_cast": fused}), DefaultEfficiency())
+    return float(times.dense_forward_s), float(times.dense_backward_s)
+
+
+def test_te_norms_quantise_the_qkv_and_fc1_inputs_by_recipe() -> None:
+    """Megatron-Core's QKV and dense FC1 are TE ``LayerNormLinear`` modules: under delayed
+    scaling the norm writes the FP8 operand itself (only the transposed copy is extra), under
+    current scaling it writes the amax with its output (the cast skips the amax pass), MXFP8
+    norms run unfused; the backward's output gradients are cast as before."""
+    saved = {}
+    for gpu, recipe in (("h100-sxm", "delayed"), ("h100-sxm", "tensorwise"), ("b200", "mxfp8")):
+        fused, unfused = _layer_s(gpu, recipe, fused=True), _layer_s(gpu, recipe, fused=False)
+        assert fused[1] == unfused[1]
+        saved[recipe] = unfused[0] - fused[0]
+    assert saved["delayed"] > saved["tensorwise"] > 0.0
+    assert saved["mxfp8"] == 0.0
+    # 3 of the 4 bytes per element saved under delayed scaling, 2 of 6 under current scaling
+    assert saved["delayed"] / saved["tensorwise"] == pytest.approx(1.5, rel=0.05)
+    stacks = {f for f in Framework if profile_of(f).fp8_norm_fused_cast}
+    assert stacks == {Framework.MEGATRON, Framework.NEMO}
