@@ -8,7 +8,7 @@ Input: observed runs (``planner.calibration.observed_runs``: JSON lines, one run
 ``{"scenario": {<scenario format>}, "iteration_time_s": <measured s>}``, with optional
 ``tokens_per_s``, ``memory_per_gpu_bytes`` and ``cluster``).
 
-What is learnt (``fit_observed``), in three parts:
+What is learnt (``fit_observed``), in five parts:
 
 1. **Compute and network factors per group.** The model's step is the sum of its
    ``breakdown_s`` terms; the compute terms ``C`` (``compute``, ``pp_bubble``, ``optimizer``) and
@@ -69,6 +69,23 @@ What is learnt (``fit_observed``), in three parts:
    Hastie & Tibshirani 1990, *Generalized Additive Models*, §4.3).
 4. **A memory factor** per group (runs that give ``memory_per_gpu_bytes``), by the same tree
    with one factor.
+5. **The cell rule** (``observed_transfer``; ``ObservedParams.cell_rule``): the tree's
+   variances are learnt over every family and architecture, so on its own it lends one
+   publisher's bias to another's runs where the cell's publishers disagree, and lets one run
+   move a new key as far in a cell whose keys agree with the model as in one whose keys do
+   not. Per model family on a GPU architecture the fit measures both on the cell's own runs
+   and moves each key's compute and network factors to them: a key inherits the share of what
+   the other runs predict for it that the leave-one-key-out predictions of its cell earn (the
+   cross-validated calibration slope, 0 to 1, one for keys whose cluster has other keys in
+   the cell and one for keys whose cluster has none), and its own runs move it by the Bayes
+   gain under the cell's spread of keys around those predictions. A key none of whose runs
+   was seen takes its cell's slope times what its parents learnt. On the learning curve
+   (``benchmarks/accuracy/learning.py``, ``benchmarks/RESULTS.md``) with the other groups seen,
+   Hopper MoE went from 18.2 % to 14.1 % (prior 14.6 %) and dense A100 from 5.3 % to 4.9 %
+   (prior 4.7 %); at k = 1 dense went from 6.4 % to 5.8 % (prior 5.5 %) and Hopper MoE from
+   17.2 % to 15.5 %; at k = 3 dense went from 5.7 % to 5.5 % and MoE from 13.5 % to 13.8 %
+   (Blackwell 11.4 -> 11.8 %: the cell's keys spread less around the slope's prediction than
+   the tree assumed, so three runs of a key move it less).
 
 The run noise ``sigma`` (log-sd of a run around its key's factors, per model family) is the
 pooled within-key root-mean-square deviation of the runs' log ratios (within key and model
@@ -119,6 +136,12 @@ from planner.calibration.observed_runs import (
     sample_of,
     samples_from_runs,
 )
+from planner.calibration.observed_transfer import (
+    KEY_LEVEL,
+    TransferRule,
+    fit_rule,
+    shifts,
+)
 from planner.calibration.online import OnlineCalibration
 from planner.calibration.online_split import ModelSplit
 from planner.calibration.online_types import CalibrationKey
@@ -154,7 +177,7 @@ __all__ = [
     "samples_from_runs",
 ]
 
-FORMAT: Final = "planner-observed-runs/4"
+FORMAT: Final = "planner-observed-runs/5"
 """The ``format`` of the calibration file (operator models of ``planner calibrate fit`` are
 ``planner-calibration/1``): what tells the two kinds apart."""
 
@@ -178,6 +201,7 @@ class ObservedParamsJson(TypedDict):
     residual_min_runs: int
     prior_dof: float
     moe_model_prior_log_sd: float
+    cell_rule: bool
 
 
 class KeySummaryJson(RunKeyJson):
@@ -244,11 +268,39 @@ class ObservedRunJson(RunKeyJson):
     observed_memory_bytes: float | None
 
 
+class CellSlopeJson(TypedDict):
+    """One transfer slope of ``CellRuleJson``: its cell, kind (``observed_transfer.KINDS``)
+    and slope."""
+
+    architecture: str
+    family: str
+    kind: str
+    slope: float
+
+
+class CellKeyJson(TypedDict):
+    """One cell's key spread of ``CellRuleJson``: log-sd of a key around its prediction."""
+
+    architecture: str
+    family: str
+    key_log_sd: float
+
+
+class CellRuleJson(TypedDict):
+    """``ObservedCalibrationJson.cell_rule``: the transfer slopes per cell and kind, the
+    pooled slope per kind and the cells' key spreads (``observed_transfer.TransferRule``)."""
+
+    slopes: list[CellSlopeJson]
+    pooled: dict[str, float]
+    keys: list[CellKeyJson]
+
+
 class ObservedCalibrationJson(TypedDict):
     """``ObservedCalibration.to_json``: ``format`` (``FORMAT``), the ``prior`` (what model it
     corrects), ``params``, ``levels``, per-family ``noise_log_sd``, the learnt
     ``level_log_sd`` pairs, ``num_runs``, the groups, the memory groups, the MoE models' effects
-    with their learnt ``model_log_sd``, the residual model and the runs."""
+    with their learnt ``model_log_sd``, the cell rule (None: not applied), the residual model
+    and the runs."""
 
     format: str
     prior: dict[str, str]
@@ -261,6 +313,7 @@ class ObservedCalibrationJson(TypedDict):
     memory_groups: list[MemoryGroupJson]
     model_effects: list[ModelEffectJson]
     model_log_sd: float
+    cell_rule: CellRuleJson | None
     residual: ResidualModelJson
     runs: list[ObservedRunJson]
 
@@ -297,7 +350,10 @@ class ObservedParams:
     0.6 (``benchmarks/RESULTS.md``).
     ``residual_min_runs``: fewer runs fit no residual model.
     ``moe_model_prior_log_sd`` (0.10, as a cluster's on one GPU): where the deviation of a MoE
-    model's shape starts (module docstring, part 2); 0 fits none."""
+    model's shape starts (module docstring, part 2); 0 fits none.
+    ``cell_rule`` (True): how much a key inherits and how much its own runs move it are
+    measured per family and architecture (module docstring, part 5;
+    ``observed_transfer``); False keeps the tree's posterior."""
 
     prior_log_sd: tuple[tuple[float, float], ...] = (
         (0.15, 0.30),
@@ -316,6 +372,7 @@ class ObservedParams:
     residual_min_runs: int = 12
     prior_dof: float = 2.0
     moe_model_prior_log_sd: float = 0.10
+    cell_rule: bool = True
 
     def __post_init__(self) -> None:
         if len(self.prior_log_sd) != len(LEVELS) or len(self.memory_prior_log_sd) != len(LEVELS):
@@ -347,6 +404,7 @@ class ObservedParams:
             "residual_min_runs": self.residual_min_runs,
             "prior_dof": self.prior_dof,
             "moe_model_prior_log_sd": self.moe_model_prior_log_sd,
+            "cell_rule": self.cell_rule,
         }
 
     @classmethod
@@ -363,6 +421,7 @@ class ObservedParams:
                 residual_min_runs=int(doc["residual_min_runs"]),
                 prior_dof=float(doc["prior_dof"]),
                 moe_model_prior_log_sd=float(doc["moe_model_prior_log_sd"]),
+                cell_rule=bool(doc["cell_rule"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError("params", f"malformed calibration parameters ({exc!r})") from exc
@@ -433,6 +492,9 @@ class ObservedCalibration:
     may deviate by; empty: the parameters'); ``model_effects`` the effects of the MoE model
     shapes per ``(architecture, model shape)`` (module docstring, part 2) and ``model_log_sd``
     their learnt sd (what a MoE model no run has seen may deviate by; 0: no model effect);
+    ``rule`` the cell rule (module docstring, part 5; None: the tree's posterior as it is) and
+    ``clusters`` the ``(architecture, family, cluster)`` cells with runs (a key of a cluster
+    not among them takes its cell's ``new`` slope);
     ``samples`` the runs it was fitted on (persisted, so it can be fitted again)."""
 
     params: ObservedParams
@@ -445,6 +507,8 @@ class ObservedCalibration:
     level_log_sd: tuple[tuple[float, float], ...] = ()
     model_effects: dict[tuple[str, str], ModelEffect] = field(default_factory=dict)
     model_log_sd: float = 0.0
+    rule: TransferRule | None = None
+    clusters: frozenset[tuple[str, str, str]] = frozenset()
 
     @property
     def num_runs(self) -> int:
@@ -494,6 +558,10 @@ class ObservedCalibration:
             effect = self.model_effects.get((key.architecture, key.model))
             u += 0.0 if effect is None else effect.u
             var_u += self.model_log_sd**2 if effect is None else effect.var_u
+        if self.rule is not None and depth < KEY_LEVEL:  # a key none of its runs was seen
+            seen = (key.architecture, key.family, key.cluster) in self.clusters
+            slope = self.rule.slope(key.architecture, key.family, "own" if seen else "new")
+            u, v = slope * u, slope * v
         compute_factor = math.exp(u)
         network_factor = math.exp(u + v)
         residual = self.residual.predict_one(features)
@@ -657,6 +725,7 @@ class ObservedCalibration:
                 for (architecture, model), e in sorted(self.model_effects.items())
             ],
             "model_log_sd": self.model_log_sd,
+            "cell_rule": None if self.rule is None else _rule_json(self.rule),
             "residual": self.residual.to_json(),
             "runs": [
                 {
@@ -744,6 +813,7 @@ class ObservedCalibration:
                 for e in doc["model_effects"]
             }
             model_log_sd = float(doc["model_log_sd"])
+            rule = _rule_of(doc["cell_rule"])
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationError(f"malformed observed-runs calibration ({exc!r})") from exc
         except SpecError as exc:
@@ -752,6 +822,8 @@ class ObservedCalibration:
             x for level in groups for g in level.values() for x in (g.u, g.v, g.var_u, g.var_v)
         ]
         values += [model_log_sd, *(x for e in model_effects.values() for x in (e.u, e.var_u))]
+        if rule is not None:
+            values += [*rule.slopes.values(), *rule.pooled.values(), *rule.key_var.values()]
         if not all(math.isfinite(x) for x in values):
             raise CalibrationError("malformed observed-runs calibration: a value is not finite")
         return cls(
@@ -765,6 +837,8 @@ class ObservedCalibration:
             level_log_sd=level_log_sd,
             model_effects=model_effects,
             model_log_sd=model_log_sd,
+            rule=rule,
+            clusters=_clusters([s.key for s in samples]),
         )
 
     def stale_warnings(self) -> list[str]:
@@ -783,6 +857,38 @@ class ObservedCalibration:
     def dumps(self) -> str:
         """``to_json`` as JSON text."""
         return json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
+
+
+def _rule_json(rule: TransferRule) -> CellRuleJson:
+    return {
+        "slopes": [
+            {"architecture": a, "family": f, "kind": kind, "slope": w}
+            for (a, f, kind), w in sorted(rule.slopes.items())
+        ],
+        "pooled": dict(rule.pooled),
+        "keys": [
+            {"architecture": a, "family": f, "key_log_sd": math.sqrt(var)}
+            for (a, f), var in sorted(rule.key_var.items())
+        ],
+    }
+
+
+def _rule_of(doc: Any) -> TransferRule | None:
+    """Inverse of ``_rule_json`` (None stays None); raises ``KeyError``, ``TypeError`` or
+    ``ValueError`` when malformed."""
+    if doc is None:
+        return None
+    return TransferRule(
+        slopes={
+            (str(e["architecture"]), str(e["family"]), str(e["kind"])): float(e["slope"])
+            for e in doc["slopes"]
+        },
+        pooled={str(k): float(v) for k, v in dict(doc["pooled"]).items()},
+        key_var={
+            (str(e["architecture"]), str(e["family"])): float(e["key_log_sd"]) ** 2
+            for e in doc["keys"]
+        },
+    )
 
 
 def is_observed_calibration(doc: object) -> bool:
@@ -985,9 +1091,28 @@ def fit_observed(
     if residual.selected_ != "none":
         offset = residual.predict(features)
         fitted = tree(offset)
+    groups = _groups(fitted, prefixes)
+    rule = None
+    if params.cell_rule:
+        crossed = np.zeros(len(samples))
+        if with_models:
+            crossed = np.where(models >= 0, fitted.crossed_mean[0][np.maximum(models, 0)], 0.0)
+        rule = _apply_cell_rule(
+            groups,
+            fitted,
+            keys,
+            prefixes=prefixes,
+            parents=parents,
+            leaf=leaf,
+            compute=compute,
+            network=network,
+            log_ratio=observed - offset - np.log(compute + network),
+            crossed=crossed,
+            noise=noise,
+        )
     return ObservedCalibration(
         params=params,
-        groups=_groups(fitted, prefixes),
+        groups=groups,
         memory=_memory(samples, params),
         residual=residual,
         noise_log_sd={
@@ -1010,7 +1135,77 @@ def fit_observed(
         if with_models
         else {},
         model_log_sd=fitted.crossed_log_sd[0] if with_models else params.moe_model_prior_log_sd,
+        rule=rule,
+        clusters=_clusters(keys),
     )
+
+
+def _clusters(keys: Sequence[RunKey]) -> frozenset[tuple[str, str, str]]:
+    """The ``(architecture, family, cluster)`` cells of ``keys``."""
+    return frozenset((k.architecture, k.family, k.cluster) for k in keys)
+
+
+def _apply_cell_rule(
+    groups: list[dict[tuple[str, ...], GroupFactors]],
+    fitted: TreeFit,
+    keys: Sequence[RunKey],
+    *,
+    prefixes: list[list[tuple[str, ...]]],
+    parents: list[Int],
+    leaf: Int,
+    compute: Float,
+    network: Float,
+    log_ratio: Float,
+    crossed: Float,
+    noise: Float,
+) -> TransferRule:
+    """Learn the cell rule (``observed_transfer``) from the fit and move the key groups and
+    their releases by it, in place; the rule."""
+    key_of_run = leaf
+    for level in range(len(LEVELS) - 1, KEY_LEVEL, -1):
+        key_of_run = parents[level][key_of_run]
+    left = fitted.left_out_mean[KEY_LEVEL]
+    at_run = left[key_of_run]
+    total = compute + network
+    predicted = (
+        np.log(compute * np.exp(at_run[:, 0]) + network * np.exp(at_run.sum(axis=1)))
+        - np.log(total)
+        + crossed
+    )
+    rule = fit_rule(
+        keys, predicted=predicted, log_ratio=log_ratio, weight=fitted.weight, noise=noise
+    )
+    shift = shifts(
+        rule,
+        keys,
+        key_of_run,
+        mean=fitted.mean[KEY_LEVEL],
+        left_out=left,
+        gain=_own_gain(fitted, KEY_LEVEL),
+        weight=fitted.weight,
+        noise=noise,
+    )
+    # a group below the key moves with it by the share its own runs do not hold: its prior
+    # mean is its parent's, weighted by one minus its gain on its own runs
+    for level in range(KEY_LEVEL, len(LEVELS)):
+        if level > KEY_LEVEL:
+            # a group with no deviation of its own (a run's unstated release) is its parent
+            kept = np.where(_fixed(prefixes)[level], 1.0, 1.0 - _own_gain(fitted, level))
+            shift = shift[parents[level]] * kept[:, None]
+        for g, prefix in enumerate(prefixes[level]):
+            found = groups[level][prefix]
+            du, dv = shift[g]
+            groups[level][prefix] = dataclasses.replace(
+                found, u=found.u - float(du), v=found.v - float(dv)
+            )
+    return rule
+
+
+def _own_gain(fitted: TreeFit, level: int) -> Float:
+    """Each group's gain on its own runs at ``level``: ``(Sigma·Lambda)_uu``, the share of
+    their log ratio its compute factor takes (0 to 1), shape ``(G_l,)``."""
+    gain: Float = np.einsum("gj,gj->g", fitted.cov[level][:, 0, :], fitted.info[level][:, :, 0])
+    return np.clip(gain, 0.0, 1.0)
 
 
 def _memory(

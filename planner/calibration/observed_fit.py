@@ -84,7 +84,10 @@ class TreeFit:
     ``prior_log_sd`` shape ``(L, 2)``: the levels' ``tau`` the fit ended with. Per crossed
     factor ``k`` (``fit_tree``'s ``crossed``): ``crossed_mean[k]`` and ``crossed_var[k]`` shape
     ``(G_k,)``, each group's posterior mean and variance of its deviation of ``u``, and
-    ``crossed_log_sd[k]`` its learnt ``tau_c``.
+    ``crossed_log_sd[k]`` its learnt ``tau_c``. ``left_out_mean[l]`` shape ``(G_l, 2)``: each
+    group's cumulative ``(u, v)`` predicted from every run but its own (its parent's posterior
+    without it: the exact leave-one-group-out mean of the linearised model at the fit's
+    weights and variances; the root's is zero).
     """
 
     mean: tuple[Float, ...]
@@ -97,6 +100,7 @@ class TreeFit:
     crossed_mean: tuple[Float, ...] = ()
     crossed_var: tuple[Float, ...] = ()
     crossed_log_sd: tuple[float, ...] = ()
+    left_out_mean: tuple[Float, ...] = ()
 
 
 def network_share(compute_s: Float, network_s: Float, v: Float) -> Float:
@@ -149,10 +153,11 @@ def _posterior(
     leaf_info: Float,
     leaf_vec: Float,
     prior_var: Sequence[Float],
-) -> tuple[list[Float], list[Float], list[Float], list[Float]]:
+) -> tuple[list[Float], list[Float], list[Float], list[Float], list[Float]]:
     """Exact posterior means and covariances of the cumulative effects on the tree, the
-    subtrees' information, and each group's posterior second moment of its own deviation
-    ``E[delta²]`` (shape ``(G, 2)``, for the variance components).
+    subtrees' information, each group's posterior second moment of its own deviation
+    ``E[delta²]`` (shape ``(G, 2)``, for the variance components) and its left-out mean
+    (``TreeFit.left_out_mean``).
 
     ``parents[l]`` (l >= 1) maps level ``l``'s groups to level ``l - 1``'s; ``leaf_info`` /
     ``leaf_vec`` are the deepest level's information matrix and vector (shape ``(G, 2, 2)`` /
@@ -179,6 +184,7 @@ def _posterior(
     cov[0] = _inv(root_precision)
     mean[0] = _mv(cov[0], vec[0])
     second = [np.zeros(0)] * depth
+    left_out = [np.zeros_like(mean[0])] * depth
     second[0] = mean[0] ** 2 + np.stack([cov[0][:, 0, 0], cov[0][:, 1, 1]], axis=1)
     for level in range(1, depth):
         parent = parents[level]
@@ -187,6 +193,7 @@ def _posterior(
         outside_vec = _mv(_inv(cov[level - 1]), mean[level - 1])[parent] - up_vec[level]
         outside_cov = _inv(outside)
         prior_mean = _mv(outside_cov, outside_vec)
+        left_out[level] = prior_mean
         widened = outside_cov.copy()
         widened[:, 0, 0] += prior_var[level][:, 0]
         widened[:, 1, 1] += prior_var[level][:, 1]
@@ -204,7 +211,7 @@ def _posterior(
         var = cov[level] + parent_cov - cross - np.swapaxes(cross, 1, 2)
         delta = mean[level] - mean[level - 1][parent]
         second[level] = delta**2 + np.stack([var[:, 0, 0], var[:, 1, 1]], axis=1)
-    return mean, cov, info, second
+    return mean, cov, info, second, left_out
 
 
 def _huber(
@@ -289,6 +296,7 @@ def fit_tree(
     mean: list[Float] = []
     cov: list[Float] = []
     info: list[Float] = []
+    left_out: list[Float] = []
     y = log_observed - offset
     leaf_cov = np.zeros((leaf_of_run.shape[0], 2, 2))
     effects = _Crossed(
@@ -308,7 +316,7 @@ def fit_tree(
         outer = jac[:, :, None] * jac[:, None, :] * scale[:, None, None]
         leaf_info = _scatter(leaf_of_run, outer, num_leaves)
         leaf_vec = _scatter(leaf_of_run, jac * (scale * pseudo)[:, None], num_leaves)
-        mean, cov, info, second = _posterior(parents, leaf_info, leaf_vec, group_var())
+        mean, cov, info, second, left_out = _posterior(parents, leaf_info, leaf_vec, group_var())
         theta = mean[-1][leaf_of_run]
         leaf_cov = cov[-1][leaf_of_run]
         tree = np.log(compute_s * np.exp(theta[:, 0]) + network_s * np.exp(theta.sum(axis=1)))
@@ -337,6 +345,7 @@ def fit_tree(
         crossed_mean=tuple(effects.mean),
         crossed_var=tuple(effects.var),
         crossed_log_sd=tuple(math.sqrt(t) for t in effects.tau2),
+        left_out_mean=tuple(left_out),
     )
 
 
