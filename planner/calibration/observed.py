@@ -77,13 +77,14 @@ What is learnt (``fit_observed``), in five parts:
    and moves each key's compute and network factors to them: a key inherits the share of what
    the other runs predict for it that the leave-one-key-out predictions of its cell earn (the
    cross-validated calibration slope, 0 to 1, one for keys whose cluster has other keys in
-   the cell and one for keys whose cluster has none), and its own runs move it by the Bayes
-   gain under the cell's spread of keys around those predictions. A key none of whose runs
+   the cell and one for keys whose cluster has none, each partially pooled over the cells),
+   and its own runs move it by the Bayes gain under the cell's spread of keys around those
+   predictions. A key none of whose runs
    was seen takes its cell's slope times what its parents learnt. On the learning curve
    (``benchmarks/accuracy/learning.py``, ``benchmarks/RESULTS.md``) with the other groups seen,
-   Hopper MoE went from 18.2 % to 14.1 % (prior 14.6 %) and dense A100 from 5.3 % to 4.9 %
-   (prior 4.7 %); at k = 1 dense went from 6.4 % to 5.8 % (prior 5.5 %) and Hopper MoE from
-   17.2 % to 15.5 %; at k = 3 dense went from 5.7 % to 5.5 % and MoE from 13.5 % to 13.8 %
+   Hopper MoE went from 18.2 % to 14.3 % (prior 14.6 %) and dense A100 from 5.3 % to 4.8 %
+   (prior 4.7 %); at k = 1 dense went from 6.4 % to 5.9 % (prior 5.5 %) and Hopper MoE from
+   17.2 % to 14.8 %; at k = 3 dense went from 5.7 % to 5.6 % and MoE from 13.5 % to 13.6 %
    (Blackwell 11.4 -> 11.8 %: the cell's keys spread less around the slope's prediction than
    the tree assumed, so three runs of a key move it less).
 

@@ -86,6 +86,21 @@ def test_a_publishers_bias_is_not_lent_to_another_where_publishers_disagree() ->
     assert _factor(cal, own) == pytest.approx(_factor(tree, own), rel=0.03)
 
 
+def test_one_run_of_a_new_publisher_does_not_set_its_cells_slope_alone() -> None:
+    """A third publisher's one MoE run happens to agree with publisher a's bias: on its own it
+    would give the cell's slope for new publishers 1 (the tree's full transfer to the next
+    one); with the slope pooled over the cells (0: the dense publishers disagree) as its prior,
+    worth one average key, the next publisher gets 14 % where the tree gives it 25 %."""
+    runs = [*_publishers(), *_runs(_hopper("f", "h100-sxm", "bf16"), 1.3, 1)]
+    cal, tree = fit_observed(runs), fit_observed(runs, OFF)
+    assert cal.rule is not None
+    assert cal.rule.pooled["new"] < 0.1
+    assert 0.3 < cal.rule.slopes[("hopper", "moe", "new")] < 0.75
+    other = _hopper("b", "h100-sxm", "bf16")
+    assert _factor(tree, other) > 1.2
+    assert np.log(_factor(cal, other)) < 0.7 * np.log(_factor(tree, other))
+
+
 def test_a_key_is_own_when_its_cluster_has_another_key_in_its_cell() -> None:
     keys = [r.key for r in _publishers()]
     kinds = dict(zip(keys, kinds_of(keys), strict=True))
