@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Literal, NotRequired, TypedDict, get_args
+from types import MappingProxyType
+from typing import Final, Literal, NotRequired, TypedDict, get_args
 
 from planner.errors import SpecError
 from planner.scenario.documents import PredictionJson, prediction_json
@@ -48,12 +49,23 @@ __all__ = [
 ]
 
 _LIST_FIELDS = (*KNOBS, "data_parallel", "global_batch_size")
-_PREDICT_ONLY = ("pipeline_layout", "pipeline_batch_size")
-"""An explicit layout fixes the pipeline and virtual pipeline degrees: ``planner predict``
-takes it, the explorer searches the uneven first / last ranks, the ``account_for`` options and
-the framework's split instead. A pipeline batch (samples per run of the schedule) must divide
-each candidate's ``global_batch_size / data_parallel``: ``planner predict`` takes it, the
-explorer runs one schedule per iteration."""
+_PREDICT_ONLY: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "pipeline_layout": (
+            "an explicit layout fixes pipeline_parallel and virtual_pipeline, so explore does "
+            "not take it: it searches decoder_first_pipeline_num_layers / "
+            "decoder_last_pipeline_num_layers, account_for_embedding_in_pipeline_split / "
+            "account_for_loss_in_pipeline_split and the framework's own split; predict the "
+            "explicit layout with planner predict"
+        ),
+        "pipeline_batch_size": (
+            "it must divide each candidate's global_batch_size / data_parallel, so explore does "
+            "not take it: explore runs one pipeline schedule per iteration; predict a run of "
+            "several schedules per iteration with planner predict"
+        ),
+    }
+)
+"""Fields ``planner predict`` takes and the explorer refuses, with the reason its error gives."""
 ScalarField = Literal[
     "recompute_modules",
     "precision",
@@ -196,22 +208,8 @@ def _parallelism_section(doc: Mapping[str, object]) -> Mapping[str, object]:
     par = _section(doc, "parallelism")
     allowed = (*_LIST_FIELDS, *SCALAR_FIELDS)
     for key in par:
-        if key == "pipeline_batch_size":
-            raise SpecError(
-                f"parallelism.{key}",
-                "it must divide each candidate's global_batch_size / data_parallel, so explore "
-                "does not take it: explore runs one pipeline schedule per iteration; predict a "
-                "run of several schedules per iteration with planner predict",
-            )
         if key in _PREDICT_ONLY:
-            raise SpecError(
-                f"parallelism.{key}",
-                "an explicit layout fixes pipeline_parallel and virtual_pipeline, so explore "
-                "does not take it: it searches decoder_first_pipeline_num_layers / "
-                "decoder_last_pipeline_num_layers, account_for_embedding_in_pipeline_split / "
-                "account_for_loss_in_pipeline_split and the framework's own split; predict the "
-                "explicit layout with planner predict",
-            )
+            raise SpecError(f"parallelism.{key}", _PREDICT_ONLY[key])
         if key not in allowed:
             raise SpecError(f"parallelism.{key}", f"unknown field; allowed: {', '.join(allowed)}")
     for key in SCALAR_FIELDS:
