@@ -44,6 +44,17 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
   routed and shared widths (eager stacks: ``elementwise_traffic_factor`` times the bytes), the
   recipe's quantisation of the expert GEMMs' inputs and output gradients
   (``planner.perf.precision``).
+* **Quantisation kernels** (``quantize_kernels``): Transformer Engine's ``GroupedLinear``
+  quantises each local expert's slice of an operand on its own (``tex.split_quantize``;
+  ``multi_tensor_quantize_impl``, NVIDIA/TransformerEngine
+  ``transformer_engine/pytorch/csrc/extensions/cast.cpp`` @ ``v2.7`` and ``v2.9``: "Currently
+  only have fused kernel for FP8 delayed scaling", every other recipe "Quantize kernels
+  individually"), each with the recipe's kernels (``QUANTIZE_KERNELS_PER_TENSOR``). Two
+  operands per direction (forward: the FC1 and FC2 inputs; backward: the two output
+  gradients), so a current-scaling layer with 16 local experts launches 96 quantisation
+  kernels a direction where delayed scaling launches 2. Each kernel takes at least
+  ``kernel_min_time_s``: with a few thousand tokens per expert (micro-batch 1) that floor,
+  not the bytes, sets the casts' time. The shared experts' two operands are single tensors.
 """
 
 from __future__ import annotations
@@ -59,15 +70,17 @@ from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
 from planner.perf.precision import quantize_bytes
 from planner.specs.model import MoETokenDispatcher
-from planner.specs.parallelism import Recompute
+from planner.specs.parallelism import Fp8Recipe, Recompute
 
 __all__ = [
+    "QUANTIZE_KERNELS_PER_TENSOR",
     "ROUTER_BYTES_PER_LOGIT",
     "activation_bytes",
     "distinct_share",
     "moe_host_exposed_s",
     "moe_imbalance",
     "moe_mlp_ops",
+    "quantize_kernels",
 ]
 
 ROUTER_BYTES_PER_LOGIT = 20.0
@@ -75,6 +88,19 @@ ROUTER_BYTES_PER_LOGIT = 20.0
 (8), top-k reads them (4), the auxiliary load-balancing loss reads the scores and writes its
 per-expert sums (8) (Megatron ``TopKRouter``: ``routing`` + ``apply_load_balancing_loss``)."""
 
+QUANTIZE_KERNELS_PER_TENSOR = (0.0, 1.0, 3.0, 1.0, 1.0, 3.0)
+"""Kernels Transformer Engine launches to quantise one tensor, by ``Fp8Recipe.code`` (0:
+16-bit training, nothing): ``delayed`` one cast(-transpose) (``Float8Quantizer::quantize``),
+``tensorwise`` three, the amax, the scale from it and the cast
+(``Float8CurrentScalingQuantizer::quantize_impl``: ``nvte_compute_amax``,
+``nvte_compute_scale_from_amax``, ``nvte_quantize_v2``), ``blockwise`` and ``mxfp8`` one
+(``Float8BlockQuantizer::quantize``, ``MXFP8Quantizer::quantize``: ``nvte_quantize_v2``),
+``nvfp4`` three, the amax, the row-wise cast and the column-wise Hadamard-transform cast
+(``NVFP4Quantizer::quantize_impl``, v2.9). NVIDIA/TransformerEngine
+``transformer_engine/pytorch/csrc/quantizer.cpp`` @ ``v2.7`` (NVFP4 @ ``v2.9``)."""
+
+_QUANTIZE_KERNELS = np.array(QUANTIZE_KERNELS_PER_TENSOR)
+_DELAYED = Fp8Recipe.DELAYED.code
 _SELECTIVE = Recompute.SELECTIVE.code
 _ALLTOALL = MoETokenDispatcher.ALLTOALL.code
 _ALLGATHER = MoETokenDispatcher.ALLGATHER.code
@@ -288,9 +314,23 @@ def _moe_pass(
     table.mem(group, router * gate, 3.0)
     table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0)
     up = n_up if backward else 1.0
-    cast = routed * (hidden + up * expert_ffn / etp) * routed_scale
-    cast = cast + tokens * (hidden + up * shared_ffn / tp) * shared_scale
-    table.mem(group, quantize_bytes(a) * cast, 4.0)
+    # two quantised operands a direction, each expert's slice on its own (module docstring)
+    routed_cast = routed * (hidden + up * expert_ffn / etp) * routed_scale
+    table.mem(group, quantize_bytes(a) * routed_cast, 2.0 * quantize_kernels(a, local_experts))
+    has_shared = ops.where(shared_ffn > 0.0, shared_scale, 0.0)  # no shared expert: no cast
+    shared_cast = tokens * (hidden + up * shared_ffn / tp) * has_shared
+    table.mem(group, quantize_bytes(a) * shared_cast, 2.0 * quantize_kernels(a, 1.0))
+
+
+def quantize_kernels(a: ScenarioArrays, tensors: Real) -> Real:
+    """Kernels that quantise one operand split into ``tensors`` slices (the local experts of a
+    ``GroupedLinear``; 1 for a plain ``Linear``), per scenario: ``tensors`` times the recipe's
+    ``QUANTIZE_KERNELS_PER_TENSOR``, except delayed scaling over grouped-GEMM experts, whose
+    slices Transformer Engine casts in one fused multi-tensor kernel
+    (``nvte_multi_cast_transpose``, module docstring); 0 in 16-bit training."""
+    per_tensor = ops.take(_QUANTIZE_KERNELS, a.fp8_recipe)
+    fused = (a.fp8_recipe == _DELAYED) & a.moe_grouped_gemm
+    return ops.where(fused, per_tensor, per_tensor * tensors)
 
 
 def _permutation_bytes(a: ScenarioArrays, routed: Real) -> Real:

@@ -96,9 +96,9 @@ class OperatorTable:
             weight_grad = backward and i == 1 and not batched
             self.gemm_out_bytes.append(self._wgrad_out_bytes if weight_grad else 2.0)
 
-    def mem(self, group: str, num_bytes: Real, kernels: float) -> None:
+    def mem(self, group: str, num_bytes: Real, kernels: Real) -> None:
         """Register a memory-bound op moving ``num_bytes`` of HBM traffic in ``kernels``
-        launches (each at least ``kernel_min_time_s``)."""
+        launches (each at least ``kernel_min_time_s``; a number, or per scenario)."""
         self.mem_groups.append(group)
         self.mem_bytes.append(num_bytes)
         self.mem_kernels.append(kernels)

@@ -16,8 +16,9 @@ from planner.perf.batch import ScenarioArrays
 from planner.perf.expert import unmerged_share
 from planner.perf.flops import attention_linear_flops_per_token, iteration_flops
 from planner.perf.frameworks import profile_of
-from planner.perf.moe_mlp import distinct_share
+from planner.perf.moe_mlp import distinct_share, moe_mlp_ops, quantize_kernels
 from planner.perf.operators import operator_times
+from planner.perf.optable import LayerGroups, OperatorTable
 from planner.perf.parameters import total_params
 from planner.scenario import parse_scenario
 from planner.specs import Scenario
@@ -155,6 +156,14 @@ def test_sliding_window_layers_attend_over_the_window() -> None:
 
 
 # ---- MoE cost -------------------------------------------------------------------------------
+
+
+_MOE_GROUPS = LayerGroups(
+    forward="moe_forward_s",
+    backward="moe_backward_s",
+    recompute="moe_recompute_s",
+    module_recompute="moe_module_recompute_s",
+)
 
 
 def _moe(**model: Any) -> dict[str, Any]:
@@ -334,6 +343,68 @@ def test_te_grouped_gemm_fills_the_sms_four_experts_at_a_time(
         assert _moe_forward_s(te) > 1.05 * _moe_forward_s(one_kernel)
     else:
         assert _moe_forward_s(te) == pytest.approx(_moe_forward_s(one_kernel))
+
+
+def _padded_b200(recipe: str, micro_batch_size: int = 1) -> ScenarioArrays:
+    """Qwen3-30B-A3B on 8 B200s, expert parallel 8 (16 local experts), drop-and-pad at
+    capacity 1.0 (no host floor), FP8 under ``recipe``."""
+    scenario = parse_scenario(
+        {
+            "model": _moe(
+                moe_grouped_gemm=True,
+                moe_expert_capacity_factor=1.0,
+                moe_pad_expert_input_to_capacity=True,
+            ),
+            "hardware": {"gpu": "b200", "num_gpus": 8},
+            "parallelism": {
+                "expert_parallel": 8,
+                "micro_batch_size": micro_batch_size,
+                "global_batch_size": 8 * micro_batch_size,
+                "precision": "fp8",
+                "fp8_recipe": recipe,
+            },
+        }
+    )
+    return ScenarioArrays.from_scenarios([scenario])
+
+
+def test_grouped_linear_quantises_each_local_experts_slice_on_its_own() -> None:
+    """Transformer Engine's ``GroupedLinear`` fuses the casts of every expert's slice only
+    under delayed scaling; current scaling quantises each of the 16 local experts' slices with
+    an amax, a scale and a cast kernel, two operands a direction. At micro-batch 1 (2,048
+    tokens per expert) those 96 kernels' launch floor, not their bytes, sets the time."""
+    arrays = _padded_b200("delayed")
+    assert quantize_kernels(arrays, 16.0) == pytest.approx([1.0])  # one fused kernel
+    kernels = {
+        recipe: float(np.asarray(quantize_kernels(_padded_b200(recipe), 16.0))[0])
+        for recipe in ("tensorwise", "blockwise", "mxfp8")
+    }
+    assert kernels == {"tensorwise": 48.0, "blockwise": 16.0, "mxfp8": 16.0}
+    per_expert = replace(arrays, moe_grouped_gemm=np.zeros(1, dtype=bool))
+    assert quantize_kernels(per_expert, 16.0) == pytest.approx([16.0])  # SequentialMLP
+    floor = 2 * 48 * DefaultEfficiency().kernel_min_time_s
+    fused, current = (_moe_forward_s(_padded_b200(r)) for r in ("delayed", "tensorwise"))
+    assert current - fused > 0.75 * floor
+
+
+def test_a_moe_layer_without_shared_experts_casts_only_the_routed_operands() -> None:
+    """The FP8 casts of a MoE layer move 6 bytes (current scaling) per element of the routed
+    experts' two operands a direction and nothing for shared experts it does not have."""
+    eff = DefaultEfficiency()
+
+    def cast_bytes(arrays: ScenarioArrays) -> float:
+        table = OperatorTable(arrays, eff)
+        moe_mlp_ops(table, arrays, eff, _MOE_GROUPS)
+        return sum(
+            float(np.asarray(b).sum())
+            for g, b in zip(table.mem_groups, table.mem_bytes, strict=True)
+            if g == "moe_forward_s"
+        )
+
+    fp8 = _padded_b200("tensorwise")
+    bf16 = replace(fp8, fp8_recipe=np.zeros(1, dtype=np.int64))
+    routed = 4096 * 8 * (2048 + 768)  # tokens x top-k (capacity 1.0) x (FC1 + FC2 inputs)
+    assert cast_bytes(fp8) - cast_bytes(bf16) == pytest.approx(6.0 * routed)
 
 
 def test_dispatchers_across_nodes() -> None:
