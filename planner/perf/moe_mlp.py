@@ -327,7 +327,9 @@ def quantize_kernels(a: ScenarioArrays, tensors: Real) -> Real:
     ``GroupedLinear``; 1 for a plain ``Linear``), per scenario: ``tensors`` times the recipe's
     ``QUANTIZE_KERNELS_PER_TENSOR``, except delayed scaling over grouped-GEMM experts, whose
     slices Transformer Engine casts in one fused multi-tensor kernel
-    (``nvte_multi_cast_transpose``, module docstring); 0 in 16-bit training."""
+    (``nvte_multi_cast_transpose``, module docstring; TE takes that path when every slice
+    gets both a row-wise and a column-wise copy, as Hopper's TN-only FP8 GEMMs need, and the
+    model takes it for delayed scaling on every GPU); 0 in 16-bit training."""
     per_tensor = ops.take(_QUANTIZE_KERNELS, a.fp8_recipe)
     fused = (a.fp8_recipe == _DELAYED) & a.moe_grouped_gemm
     return ops.where(fused, per_tensor, per_tensor * tensors)
