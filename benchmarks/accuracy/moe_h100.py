@@ -50,7 +50,12 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
   Megatron-Core 0.6 refuses an expert-parallel size that does not divide the data-parallel size
   (``megatron/core/parallel_state.py`` @ ``core_v0.6.0``, ``initialize_model_parallel``), and
   this row's 32 GPUs at TP 8 PP 2 leave 2 data-parallel ranks: the README's ``PP2DP2EP1TP8``
-  is the layout that ran (expert parallel 1).
+  is the layout that ran (expert parallel 1). The script passes neither
+  ``--overlap-grad-reduce`` nor ``--overlap-param-gather``, both ``store_true`` with
+  ``default=False`` in that release (``megatron/training/arguments.py`` @ ``core_v0.6.0``), so
+  the row states ``overlap_grad_reduce: false`` and ``overlap_param_gather: false``. Nor does it
+  pass ``--tp-comm-overlap`` (also off by default), which the scenario format cannot state: the
+  ``megatron`` profile overlaps the tensor-parallel collectives with userbuffers.
 
 Nemotron V3 (hybrid Mamba-2/attention MoE) and Qwen3-Next (hybrid Gated DeltaNet linear
 attention) are left out: the planner does not model those layers.
@@ -287,6 +292,9 @@ def _mixtral_megatron(run: PublishedRun, preset: str) -> tuple[dict[str, Any], l
         else "zero_stage 1 (distributed optimizer, the MoE README's best practice)",
         "sequence_parallel when tp > 1",
     ]
+    # FlagPerf's megatron_main.sh passes neither --overlap-grad-reduce nor
+    # --overlap-param-gather, both off by default in Megatron-LM core_v0.6.0 (module docstring)
+    overlap = {"overlap_grad_reduce": False, "overlap_param_gather": False} if flagperf else {}
     par = layout(
         run,
         expert_parallel=run.integer("ep") or 1,
@@ -294,6 +302,7 @@ def _mixtral_megatron(run: PublishedRun, preset: str) -> tuple[dict[str, Any], l
         recompute=recompute,
         zero_stage=1,
         precision="bf16",
+        **overlap,
     )
     moe = {
         # FlagPerf ran Megatron-Core 0.6 (default all-gather dispatcher) with

@@ -217,7 +217,16 @@ in ``efficiency_constants.json``):
   compute the loss with TE's fused Triton ``parallel_cross_entropy``
   (``TEParallelCrossEntropy``: reads the 16-bit logits twice, writes the gradient in place:
   10 bytes per logit, like flash-attn's fused kernel) and FSDP2's ``MixedPrecisionPolicy``
-  reduces in fp32 (Automodel ``FSDP2Manager`` defaults).
+  reduces in fp32 (Automodel ``FSDP2Manager`` defaults). Its DeepEP experts
+  (``GroupedExpertsDeepEP.forward``) run ``grouped_gemm.ops.gmm`` (NVIDIA-NeMo/Automodel
+  ``nemo_automodel/components/moe/layers.py`` @ ``89e3a9fdd6``; ``pyproject.toml`` pins
+  fanshiqing/grouped_gemm ``v1.1.4``), which on sm_90 launches one cuBLAS GEMM per expert,
+  round-robin on ``NUM_STREAM`` 4 streams, from per-expert token counts it requires on the host
+  (``csrc/grouped_gemm.cu`` @ ``v1.1.4``: "Use cuBLAS for SM90 until CUTLASS supports
+  SM90-optimized grouped-gemm", ``TORCH_CHECK(batch_sizes.is_cpu())``); the counts come from
+  DeepEP's host-side list (``fused_a2a.py``: ``torch.tensor(num_recv_tokens_per_expert_list)``):
+  the same per-expert streams and host read as Transformer Engine's ``GroupedLinear``, so the
+  same ``grouped_gemm_streams`` and host constants.
 
 * ``chunk_grad_sync``: under the interleaved (virtual-pipeline) 1F1B schedule each model
   chunk's gradients are reduced as soon as that chunk's last backward is done, and each
@@ -457,6 +466,9 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             fused_attention=True,
             fused_cross_entropy=True,
             loss_bytes_per_logit=10.0,
+            grouped_gemm_streams=4.0,
+            moe_host_forward_s=2.0e-3,
+            moe_host_expert_forward_s=0.17e-3,
         ),
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul
         # overlap assumed.

@@ -139,6 +139,10 @@ def test_megatron_rows_run_as_their_launch_scripts_say() -> None:
     flagperf = convert_moe_h100(RUNS["flagperf_mixtral8x7b_h100_32gpu_pp2dp2tp8"])
     assert flagperf.document["parallelism"]["zero_stage"] == 1
     assert flagperf.document["parallelism"]["expert_parallel"] == 1
+    # it passes neither --overlap-grad-reduce nor --overlap-param-gather (off by default in
+    # core_v0.6.0): the gradient reduction and the parameter gather run exposed
+    assert flagperf.document["parallelism"]["overlap_grad_reduce"] is False
+    assert flagperf.document["parallelism"]["overlap_param_gather"] is False
     # ModelZoo sets no --grad-reduce-in-bf16: Megatron reduces bf16 gradients in fp32, under
     # the distributed optimizer and Megatron-FSDP alike
     for config_id in (
