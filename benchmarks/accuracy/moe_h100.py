@@ -36,7 +36,15 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
   ``layernorm``, 'act' = ``moe_act``) become ``parallelism.recompute_modules``. Qwen3-235B's 94
   layers over PP 8 x VPP 4 or PP 32 x VPP 3: Megatron-Core splits them only with the embedding
   and loss counted as layers (``--account-for-embedding/loss-in-pipeline-split``: 96 slots),
-  the layouts' evident choice (not stated).
+  the layouts' evident choice (not stated). The main table's launches
+  (``examples/qwen3/run_235b.sh`` -> ``sbatch_benchmarking.sh`` with
+  ``model_configs/benchmarking/Qwen3-235B-A22B.yaml`` @ ``31c5686128``) pass no
+  ``--tp-comm-overlap`` (at that commit only ``Mixtral-8x22B.yaml`` sets it), off by default
+  in Megatron-LM, and the README of that commit says it
+  "currently only works for dense layer blocks ... and is not yet compatible with MoE layers":
+  those rows state ``tp_comm_overlap: false``. The long-context rows' launches are not
+  published (the later ``sbatch_benchmarking.sh`` @ ``e8650517d6`` adds ``--tp-comm-overlap``
+  to every bf16 run): the profile's default stays.
 * **Megatron-LM MoE README** (``mlm_moe_*``): Mixtral 8x7B 438 / 468 TFLOP/s with the README's
   best-mapping layout (low-medium confidence on the link); time from the 2024
   ``num_floating_point_operations`` (the full ``s x s`` square); distributed optimizer (the
@@ -53,9 +61,9 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
   is the layout that ran (expert parallel 1). The script passes neither
   ``--overlap-grad-reduce`` nor ``--overlap-param-gather``, both ``store_true`` with
   ``default=False`` in that release (``megatron/training/arguments.py`` @ ``core_v0.6.0``), so
-  the row states ``overlap_grad_reduce: false`` and ``overlap_param_gather: false``. Nor does it
-  pass ``--tp-comm-overlap`` (also off by default), which the scenario format cannot state: the
-  ``megatron`` profile overlaps the tensor-parallel collectives with userbuffers.
+  the row states ``overlap_grad_reduce: false`` and ``overlap_param_gather: false``; nor does it
+  pass ``--tp-comm-overlap`` (``store_true``, ``arguments.py`` @ ``core_v0.6.0``):
+  ``tp_comm_overlap: false``.
 
 Nemotron V3 (hybrid Mamba-2/attention MoE) and Qwen3-Next (hybrid Gated DeltaNet linear
 attention) are left out: the planner does not model those layers.
@@ -277,6 +285,8 @@ def _modelzoo(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str]
     }
     if "1f1b overlap" in run.notes:
         moe["overlap_moe_expert_parallel_comm"] = True
+    if run.config_id.startswith(_MODELZOO_MAIN):  # no --tp-comm-overlap (module docstring)
+        par["tp_comm_overlap"] = False
     doc = document(run, _model(run, preset, **moe), "h100-sxm", par, "megatron")
     return doc, assumptions
 
@@ -292,9 +302,13 @@ def _mixtral_megatron(run: PublishedRun, preset: str) -> tuple[dict[str, Any], l
         else "zero_stage 1 (distributed optimizer, the MoE README's best practice)",
         "sequence_parallel when tp > 1",
     ]
-    # FlagPerf's megatron_main.sh passes neither --overlap-grad-reduce nor
-    # --overlap-param-gather, both off by default in Megatron-LM core_v0.6.0 (module docstring)
-    overlap = {"overlap_grad_reduce": False, "overlap_param_gather": False} if flagperf else {}
+    # FlagPerf's megatron_main.sh passes none of --overlap-grad-reduce, --overlap-param-gather
+    # and --tp-comm-overlap, all off by default in Megatron-LM core_v0.6.0 (module docstring)
+    overlap = (
+        {"overlap_grad_reduce": False, "overlap_param_gather": False, "tp_comm_overlap": False}
+        if flagperf
+        else {}
+    )
     par = layout(
         run,
         expert_parallel=run.integer("ep") or 1,

@@ -143,6 +143,15 @@ def _overlap_param_gather(s: Scenario) -> bool:
     return s.parallelism.overlap_param_gather is not False
 
 
+def _tp_comm_overlap(s: Scenario) -> bool:
+    """``parallelism.tp_comm_overlap``; unset: the framework's default
+    (``FrameworkProfile.tp_comm_overlap``)."""
+    chosen = s.parallelism.tp_comm_overlap
+    if chosen is not None:
+        return chosen
+    return profile_of(s.training.framework).tp_comm_overlap
+
+
 def _grad_bytes_per_param(s: Scenario) -> float:
     """Bytes per parameter of the gradient buffer and its data-parallel reduction: 4 when
     gradients are reduced in fp32, else 2. The scenario's ``grad_reduce_in_fp32``, else the
@@ -226,6 +235,7 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "recompute": _recompute,
         "overlap_grad_reduce": _overlap_grad_reduce,
         "overlap_param_gather": _overlap_param_gather,
+        "tp_comm_overlap": _tp_comm_overlap,
         "grad_bytes_per_param": _grad_bytes_per_param,
         "total_tokens": _total_tokens,
         "train_iters": _train_iters,

@@ -300,6 +300,7 @@ def _parallelism(given: ParallelismSection, num_gpus: int) -> ParallelismSpec:
         grad_reduce_in_fp32=given.grad_reduce_in_fp32,
         overlap_grad_reduce=given.overlap_grad_reduce,
         overlap_param_gather=given.overlap_param_gather,
+        tp_comm_overlap=given.tp_comm_overlap,
         expert_tensor_parallel=given.expert_tensor_parallel,
         pipeline_layout=layout,
         decoder_first_pipeline_num_layers=given.decoder_first_pipeline_num_layers,

@@ -275,6 +275,11 @@ class ParallelismSection(_Section):
     overlap_param_gather: Flag | None = _field(
         "The data-parallel parameter gather hides under the forward", "`true`"
     )
+    tp_comm_overlap: Flag | None = _field(
+        "Tensor-parallel collectives split into chunks under the GEMMs (Megatron "
+        "`--tp-comm-overlap`, Transformer Engine userbuffers; Hopper and later)",
+        "the framework's default",
+    )
     expert_tensor_parallel: Integer | None = _field(
         "Ranks each expert's FFN is split over (MoE parallel folding: the expert groups fold "
         "into the stage's `tensor · context · data` ranks)",

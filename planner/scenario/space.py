@@ -74,6 +74,7 @@ ScalarField = Literal[
     "grad_reduce_in_fp32",
     "overlap_grad_reduce",
     "overlap_param_gather",
+    "tp_comm_overlap",
 ]
 SCALAR_FIELDS: tuple[ScalarField, ...] = get_args(ScalarField)
 """The scenario's other ``parallelism`` fields (precision, flash attention, gradient-reduction
@@ -109,6 +110,7 @@ class StatedFields(TypedDict, total=False):
     grad_reduce_in_fp32: object
     overlap_grad_reduce: object
     overlap_param_gather: object
+    tp_comm_overlap: object
 
 
 class _ExpertTensorParallel(TypedDict, total=False):

@@ -102,6 +102,11 @@ class ParallelismSpec:
     (ZeRO >= 1) under the first microbatch's forward; false: after the backward / before the
     forward, fully exposed; None (the default): overlapped, as current recipes of every
     framework run (FSDP/ZeRO-3 always overlap).
+    ``tp_comm_overlap`` (extra field; Megatron-LM ``--tp-comm-overlap``, off by default there):
+    the tensor-parallel all-gathers and reduce-scatters are split into chunks that overlap
+    the GEMMs consuming and producing them (Transformer Engine userbuffers; Hopper and later,
+    ``planner.perf.tensor``); false: only ``tp_overlap_fraction`` hides; None (the default):
+    the framework's recipes' choice (``FrameworkProfile.tp_comm_overlap``).
 
     ``pipeline_batch_size`` (extra field): the samples per data-parallel rank that one run of
     the pipeline schedule takes, its fill and drain included. None (the default): the whole
@@ -158,6 +163,7 @@ class ParallelismSpec:
     grad_reduce_in_fp32: bool | None = None
     overlap_grad_reduce: bool | None = None
     overlap_param_gather: bool | None = None
+    tp_comm_overlap: bool | None = None
     expert_tensor_parallel: int | None = None
     pipeline_layout: str | tuple[int, ...] | None = None
     decoder_first_pipeline_num_layers: int | None = None
@@ -185,7 +191,13 @@ class ParallelismSpec:
             )
         require_bool("parallelism.sequence_parallel", self.sequence_parallel)
         require_bool("parallelism.flash_attention", self.flash_attention)
-        for optional in ("grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather"):
+        optional_flags = (
+            "grad_reduce_in_fp32",
+            "overlap_grad_reduce",
+            "overlap_param_gather",
+            "tp_comm_overlap",
+        )
+        for optional in optional_flags:
             if getattr(self, optional) is not None:
                 require_bool(f"parallelism.{optional}", getattr(self, optional))
         if not isinstance(self.recompute, Recompute):

@@ -29,6 +29,13 @@ PRESETS = (
     "qwen3-30b-a3b",  # MoE, 128 experts
 )
 FRAMEWORKS = ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed", "maxtext", "llm_foundry")
+_OPTIONAL_FLAGS = (
+    "grad_reduce_in_fp32",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+    "tp_comm_overlap",
+)
+"""Optional ``parallelism`` flags: each left out (the framework's default), true or false."""
 
 
 def _varied_scenarios() -> list[Scenario]:
@@ -61,7 +68,7 @@ def _varied_scenarios() -> list[Scenario]:
             # optional flags: left out (the framework's default), true or false
             flags = {
                 key: bool(choice)
-                for key in ("grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather")
+                for key in _OPTIONAL_FLAGS
                 if (choice := int(rng.integers(0, 3))) < 2
             }
             doc = {
@@ -124,7 +131,7 @@ def test_the_varied_set_covers_every_knob() -> None:
     assert any(p.expert_parallel > 1 for p in par)
     assert any(p.sequence_parallel for p in par)
     assert any(not p.flash_attention for p in par)
-    for flag in ("grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather"):
+    for flag in _OPTIONAL_FLAGS:
         assert {getattr(p, flag) for p in par} == {None, True, False}
     assert len(SCENARIOS) == 16 * len(gpu_catalog())
 

@@ -216,6 +216,25 @@ def test_data_parallel_overlap_can_be_switched_off() -> None:
     assert dp_s(overlap_grad_reduce=False, overlap_param_gather=False) > max(no_grad, no_gather)
 
 
+def test_tensor_parallel_overlap_follows_the_scenario_then_the_framework() -> None:
+    """``tp_comm_overlap`` false: the tensor-parallel collectives are not split under the
+    GEMMs (Megatron-LM without ``--tp-comm-overlap``, its own default), so more of them is
+    exposed than under the ``megatron`` profile's userbuffers; unset: the profile's choice."""
+
+    def tp_s(framework: str, **par: Any) -> float:
+        scenario = _scenario(framework, tensor_parallel=8, sequence_parallel=True, **par)
+        return predict(scenario).breakdown.tp_comm_exposed_s
+
+    assert profile_of(Framework.MEGATRON).tp_comm_overlap
+    assert not profile_of(Framework.FSDP).tp_comm_overlap
+    megatron = tp_s("megatron")
+    assert tp_s("megatron", tp_comm_overlap=True) == megatron
+    assert tp_s("megatron", tp_comm_overlap=False) > 1.5 * megatron
+    assert tp_s("fsdp", tp_comm_overlap=True) < tp_s("fsdp")
+    with pytest.raises(SpecError, match=r"parallelism\.tp_comm_overlap"):
+        _scenario("megatron", tp_comm_overlap="yes")
+
+
 def _gpt3_interleaved(framework: str, virtual_pipeline: int) -> Scenario:
     """GPT-3 175B as NeMo 24.07's 128-GPU row runs it: TP 4, PP 8, distributed optimizer."""
     parallelism: dict[str, Any] = {
