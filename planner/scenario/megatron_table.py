@@ -478,7 +478,9 @@ def cuda_graph_values(args: Args) -> list[ArgValue]:
 
 def gradient_reduction_values(args: Args) -> list[ArgValue]:
     """Overlap of the gradient reduce and parameter gather (Megatron-LM leaves both off unless
-    asked: training arguments, Megatron-Core DDP config) and the gradient-reduction precision,
+    asked: training arguments, Megatron-Core DDP config), of the tensor-parallel collectives
+    with the GEMMs (``--tp-comm-overlap``, off unless asked: ``ModelParallelConfig``
+    ``tp_comm_overlap``) and the gradient-reduction precision,
     ``parallelism.grad_reduce_in_fp32``: the ``accumulate_allreduce_grads_in_fp32`` that
     ``validate_args`` leaves (Megatron-Core DDP's ``grad_reduce_in_fp32``; NVIDIA/Megatron-LM
     ``megatron/training/arguments.py`` at 10e7b74597b47a57449599bf2780bd9e82ef79ff, the
@@ -494,7 +496,7 @@ def gradient_reduction_values(args: Args) -> list[ArgValue]:
     to the framework's default (fp32 under bf16, as ``validate_args`` sets it; the parameters'
     dtype otherwise)."""
     out: list[ArgValue] = []
-    for arg in ("overlap-grad-reduce", "overlap-param-gather"):
+    for arg in ("overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap"):
         on = args.get(arg) is True
         out.append(ArgValue(f"parallelism.{arg.replace('-', '_')}", on, arg if on else ""))
     if args.get("grad-reduce-in-bf16") is True and not grad_reduce_in_bf16_ignored(args):

@@ -77,6 +77,7 @@ def test_sbatch_script_extraction() -> None:
         "global_batch_size": 512,
         "overlap_grad_reduce": True,
         "overlap_param_gather": False,
+        "tp_comm_overlap": False,
     }
     assert hw == {"gpu": "h100-sxm", "num_gpus": 1024}
     assert doc["training"] == {"framework": "megatron", "train_iters": 250000}
@@ -108,6 +109,7 @@ def test_command_line_megatron_defaults_and_vocab_padding() -> None:
     assert "grad_reduce_in_fp32" not in par  # left to the framework default
     assert par["overlap_grad_reduce"] is False  # Megatron-LM's default without the flag
     assert par["overlap_param_gather"] is False
+    assert par["tp_comm_overlap"] is False  # --tp-comm-overlap is off unless given
     assert doc["training"]["total_tokens"] == 1000 * 2048
     parse_scenario(doc)
 
@@ -151,6 +153,12 @@ def test_gradient_reduction_precision_flags(flag: str, expected: bool) -> None:
     doc = _small_bf16_gpt(flag)
     assert doc["parallelism"]["grad_reduce_in_fp32"] is expected
     assert parse_scenario(doc).parallelism.grad_reduce_in_fp32 is expected
+
+
+def test_tp_comm_overlap_flag() -> None:
+    doc = _small_bf16_gpt("--tp-comm-overlap")
+    assert doc["parallelism"]["tp_comm_overlap"] is True
+    assert parse_scenario(doc).parallelism.tp_comm_overlap is True
 
 
 @pytest.mark.parametrize(
