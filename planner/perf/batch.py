@@ -96,7 +96,8 @@ class ScenarioArrays:
     ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
     ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,
     ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
-    ``moe_host_expert_forward_s``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``. Training:
+    ``moe_host_expert_forward_s``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``,
+    ``expert_up_bias_in_gemm``. Training:
     ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out; ``trains_base``
     (false under LoRA),
     ``lora_rank`` and ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length``
@@ -180,6 +181,7 @@ class ScenarioArrays:
     moe_expert_capacity_factor: Real
     moe_pad_expert_input_to_capacity: Flag
     overlap_moe_expert_parallel_comm: Flag
+    moe_expert_bias: Flag
     # parallelism
     tensor_parallel: Real
     pipeline_parallel: Real
@@ -237,6 +239,7 @@ class ScenarioArrays:
     moe_host_expert_forward_s: Real
     fp8_tp_all_gather: Flag
     fp8_norm_fused_cast: Flag
+    expert_up_bias_in_gemm: Flag
     # training
     total_tokens: Real
     train_iters: Real

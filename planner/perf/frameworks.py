@@ -265,6 +265,17 @@ in ``efficiency_constants.json``):
   experts' tiles share the SMs at a time, so each wave is quantised over those 4 GEMMs, not
   over every local expert as one grouped kernel would be (``planner.perf.moe_mlp``). 0: one
   grouped kernel over all local experts (CUTLASS/``torch._grouped_mm``-style stacks).
+* ``expert_up_bias_in_gemm``: with expert biases (``model.moe_expert_bias``), the grouped
+  GEMM of the experts' up projection adds its bias itself. Megatron-Core's ``TEGroupedMLP``
+  builds ``linear_fc1`` with ``bias=add_bias_linear, skip_bias_add=False`` (Transformer
+  Engine's ``GroupedLinear`` adds it in the GEMM, its gradient from the same backward), and
+  ``linear_fc2`` with ``skip_bias_add=True``, whose bias ``TEGroupedMLP._apply_bias`` then
+  adds in eager PyTorch, split per local expert (NVIDIA/Megatron-LM
+  ``megatron/core/transformer/moe/experts.py`` @ ``core_v0.15.0``). NeMo Automodel's
+  ``GroupedExpertsDeepEP`` adds both biases that way, after grouped GEMMs without bias
+  (``ops.gmm``; NVIDIA-NeMo/Automodel ``nemo_automodel/components/moe/layers.py`` @
+  ``2c236e081``). False: the up projection's bias is an eager add too
+  (``planner.perf.moe_mlp``).
 * ``moe_host_forward_s``, ``moe_host_expert_forward_s``: the host's time to issue one MoE
   layer's forward, seconds: a fixed part and one per local expert. Megatron-Core's all-to-all
   dispatcher copies the per-expert token counts to the host and waits for them once per MoE
@@ -384,6 +395,7 @@ class FrameworkProfile:
     moe_host_expert_forward_s: float = 0.0
     fp8_tp_all_gather: bool = False
     fp8_norm_fused_cast: bool = False
+    expert_up_bias_in_gemm: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -399,6 +411,7 @@ _TE_STACK = FrameworkProfile(
     grouped_gemm_streams=4.0,
     moe_host_forward_s=2.0e-3,
     moe_host_expert_forward_s=0.17e-3,
+    expert_up_bias_in_gemm=True,
     dp_bucket_min_params=4e7,
     dp_bucket_params_per_rank=1e6,
     fp8_norm_fused_cast=True,

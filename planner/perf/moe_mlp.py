@@ -40,6 +40,15 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
   expert again, ``8·h·routed`` more when ``E/e > 1``), the distinct (token, rank) pairs it
   receives (DeepEP/flex: tokens arrive deduplicated per rank and are permuted there), or the
   gathered ``e·tok`` rows (all-gather dispatcher).
+* **Expert biases** (``moe_expert_bias``, GPT-OSS): after grouped GEMMs that take no bias, the
+  stacks add each local expert's bias in eager PyTorch, splitting the expert-ordered rows per
+  expert and concatenating the sums again: the down projection's ``t + b·p`` (the bias weighted
+  by the routing probability, since the combine sums the weighted outputs; Megatron-Core
+  ``TEGroupedMLP._apply_bias`` @ ``core_v0.15.0``, Automodel ``GroupedExpertsDeepEP._apply_bias``
+  @ ``2c236e081``) and, where the framework's grouped GEMM does not add it
+  (``expert_up_bias_in_gemm`` false: Automodel), the up projection's ``t + b``.
+  ``EXPERT_BIAS_BYTES`` per element of the ``routed`` rows, forward and backward, and two to
+  four kernels per local expert.
 * Shared experts (``shared_expert_ffn_hidden_size``) on every token, the activation function on
   routed and shared widths (eager stacks: ``elementwise_traffic_factor`` times the bytes), the
   recipe's quantisation of the expert GEMMs' inputs and output gradients
@@ -73,6 +82,7 @@ from planner.specs.model import MoETokenDispatcher
 from planner.specs.parallelism import Fp8Recipe, Recompute
 
 __all__ = [
+    "EXPERT_BIAS_BYTES",
     "QUANTIZE_KERNELS_PER_TENSOR",
     "ROUTER_BYTES_PER_LOGIT",
     "activation_bytes",
@@ -101,6 +111,23 @@ QUANTIZE_KERNELS_PER_TENSOR = (0.0, 1.0, 3.0, 1.0, 1.0, 3.0)
 
 _QUANTIZE_KERNELS = np.array(QUANTIZE_KERNELS_PER_TENSOR)
 _DELAYED = Fp8Recipe.DELAYED.code
+
+EXPERT_BIAS_BYTES = {
+    "down_forward": 12.0,
+    "down_backward": 16.0,
+    "down_backward_fixed_probs": 10.0,
+    "up_forward": 8.0,
+    "up_backward": 6.0,
+}
+"""HBM bytes per 16-bit element of the eager expert-bias adds (module docstring), each op
+reading its operands and writing its result. Down projection, forward: ``b·p`` written (2),
+``t + b·p`` reads two and writes one (6), ``torch.cat`` reads and writes (4); backward: the
+bias gradient ``sum(g·p)`` (a product written and read again, ``g`` read: 6), the probability
+gradient ``sum(g·b)`` (6; none under a round-robin gate, whose constant weights take no
+gradient: Automodel ``FakeBalancedGate``), and the split's backward concatenating the
+per-expert gradients (4). Up projection: ``t + b`` (4) and the ``cat`` (4) forward; the bias
+gradient's reduction (2) and the concatenated gradients (4) backward."""
+
 _SELECTIVE = Recompute.SELECTIVE.code
 _ALLTOALL = MoETokenDispatcher.ALLTOALL.code
 _ALLGATHER = MoETokenDispatcher.ALLGATHER.code
@@ -313,6 +340,8 @@ def _moe_pass(
     router = ROUTER_BYTES_PER_LOGIT * tokens * a.num_experts
     table.mem(group, router * gate, 3.0)
     table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0)
+    if ops.any_(a.moe_expert_bias):
+        _expert_bias_ops(table, a, group, routed * routed_scale, backward=backward)
     up = n_up if backward else 1.0
     # two quantised operands a direction, each expert's slice on its own (module docstring)
     routed_cast = routed * (hidden + up * expert_ffn / etp) * routed_scale
@@ -333,6 +362,29 @@ def quantize_kernels(a: ScenarioArrays, tensors: Real) -> Real:
     per_tensor = ops.take(_QUANTIZE_KERNELS, a.fp8_recipe)
     fused = (a.fp8_recipe == _DELAYED) & a.moe_grouped_gemm
     return ops.where(fused, per_tensor, per_tensor * tensors)
+
+
+def _expert_bias_ops(
+    table: OperatorTable, a: ScenarioArrays, group: str, routed: Real, *, backward: bool
+) -> None:
+    """The eager per-expert bias adds after the grouped expert GEMMs of ``routed`` rows
+    (``EXPERT_BIAS_BYTES``); nothing without expert biases or grouped GEMMs (each of
+    Megatron's per-expert ``SequentialMLP`` GEMMs adds its own bias)."""
+    on = ops.where(a.moe_expert_bias & a.moe_grouped_gemm, 1.0, 0.0)
+    n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
+    local = a.num_experts / a.expert_parallel
+    down = routed * a.hidden_size * on
+    up = routed * n_up * a.moe_ffn_hidden_size / a.expert_tensor_parallel * on
+    up = ops.where(a.expert_up_bias_in_gemm, 0.0, up)
+    b = EXPERT_BIAS_BYTES
+    if backward:
+        fixed = a.moe_router_round_robin
+        per = ops.where(fixed, b["down_backward_fixed_probs"], b["down_backward"])
+        table.mem(group, per * down, ops.where(fixed, 2.0, 4.0) * local + 1.0)
+        table.mem(group, b["up_backward"] * up, local + 1.0)
+    else:
+        table.mem(group, b["down_forward"] * down, 2.0 * local + 1.0)
+        table.mem(group, b["up_forward"] * up, local + 1.0)
 
 
 def _permutation_bytes(a: ScenarioArrays, routed: Real) -> Real:

@@ -199,6 +199,9 @@ class ModelSection(_Section):
     overlap_moe_expert_parallel_comm: Flag | None = _field(
         "The token exchange hides behind another microbatch's compute", "`false`"
     )
+    moe_expert_bias: Flag | None = _field(
+        "The routed experts' up and down projections carry bias vectors (GPT-OSS)", "`false`"
+    )
     multi_latent_attention: Flag | None = _field(
         "DeepSeek-V2/V3 multi-latent attention (with the five fields below)", "`false`"
     )

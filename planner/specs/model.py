@@ -30,6 +30,7 @@ MOE_FLAG_FIELDS = (
     "moe_router_force_load_balancing",
     "moe_router_round_robin",
     "overlap_moe_expert_parallel_comm",
+    "moe_expert_bias",
 )
 """The MoE cost knobs that are true/false."""
 
@@ -89,7 +90,11 @@ class ModelSpec:
     expert rank over the average under dropless routing; None: the efficiency model's
     documented default) and
     ``overlap_moe_expert_parallel_comm`` (the token exchange of one microbatch hides behind
-    another's compute, Megatron ``--overlap-moe-expert-parallel-comm``).
+    another's compute, Megatron ``--overlap-moe-expert-parallel-comm``) and
+    ``moe_expert_bias`` (the routed experts' up and down projections carry bias vectors, as
+    GPT-OSS's do: Hugging Face transformers ``GptOssExperts`` ``gate_up_proj_bias`` /
+    ``down_proj_bias``; Megatron-Bridge ``GPTOSSProvider`` ``add_bias_linear``; NeMo Automodel's
+    GPT-OSS ``MoEConfig(expert_bias=True)``).
 
     Attention: ``multi_latent_attention`` (DeepSeek-V2/V3 MLA, Megatron
     ``--multi-latent-attention``): queries through a ``q_lora_rank`` latent (0: projected from
@@ -129,6 +134,7 @@ class ModelSpec:
     moe_router_num_groups: int = 0
     moe_router_group_topk: int = 0
     overlap_moe_expert_parallel_comm: bool = False
+    moe_expert_bias: bool = False
     multi_latent_attention: bool = False
     q_lora_rank: int = 0
     kv_lora_rank: int = 0

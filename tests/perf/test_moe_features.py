@@ -407,6 +407,54 @@ def test_a_moe_layer_without_shared_experts_casts_only_the_routed_operands() -> 
     assert cast_bytes(fp8) - cast_bytes(bf16) == pytest.approx(6.0 * routed)
 
 
+def _gpt_oss_moe_s(framework: str, **model: Any) -> tuple[float, float]:
+    """The MoE layer's forward and backward seconds (GPU only) of GPT-OSS-120B on 8 H100s,
+    expert parallel 8 (16 local experts), force-balanced, under ``framework``."""
+    document = {
+        "model": {
+            "preset": "gpt-oss-120b",
+            "moe_grouped_gemm": True,
+            "moe_router_force_load_balancing": True,
+            **model,
+        },
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 8},
+        "parallelism": {"expert_parallel": 8, "micro_batch_size": 1, "global_batch_size": 8},
+        "training": {"framework": framework},
+    }
+    times = operator_times(
+        _gpu_only(ScenarioArrays.from_scenarios([parse_scenario(document)])), DefaultEfficiency()
+    )
+    return float(times.moe_forward_s[0]), float(times.moe_backward_s[0])
+
+
+def test_gpt_oss_experts_carry_biases() -> None:
+    assert _scenario({"preset": "gpt-oss-120b"}).model.moe_expert_bias is True
+    assert _scenario({"preset": "gpt-oss-20b"}).model.moe_expert_bias is True
+    assert _scenario(_moe()).model.moe_expert_bias is False
+    with pytest.raises(SpecError, match=r"model\.moe_expert_bias"):
+        _scenario({"preset": "gpt-oss-20b", "moe_expert_bias": "yes"})
+
+
+def test_expert_biases_are_added_per_expert_after_the_grouped_gemms() -> None:
+    """Megatron-Core's ``TEGroupedMLP`` adds the down projection's bias ``t + b·p`` in eager
+    PyTorch per local expert (its up projection's bias inside Transformer Engine's grouped
+    GEMM); Automodel's ``GroupedExpertsDeepEP`` adds both that way: 12 and 8 bytes per
+    element forward over the routed rows, 4096 tokens x top-4 here."""
+    eff, gpu = DefaultEfficiency(), ScenarioArrays.from_scenario(_scenario(_moe())).device
+    rows = 4096 * 4.0
+    down, up = rows * 2880, rows * 2 * 2880
+    for framework, eager in (("megatron", [12.0 * down]), ("automodel", [12.0 * down, 8.0 * up])):
+        with_bias = _gpt_oss_moe_s(framework)
+        without = _gpt_oss_moe_s(framework, moe_expert_bias=False)
+        expected = sum(b / float(eff.memory_bytes_per_s(b, gpu)) for b in eager)
+        assert with_bias[0] - without[0] == pytest.approx(expected, rel=1e-9)
+        assert with_bias[1] > without[1]
+    # per-expert GEMMs (Megatron's SequentialMLP) add their biases themselves
+    assert _gpt_oss_moe_s("megatron", moe_grouped_gemm=False) == _gpt_oss_moe_s(
+        "megatron", moe_grouped_gemm=False, moe_expert_bias=False
+    )
+
+
 def test_dispatchers_across_nodes() -> None:
     # 64-way expert parallel over 8 nodes, top-8 of 128: DeepEP sends one copy per node
     # (~4.6 of 7 remote nodes) where all-to-all sends all 7 remote of the 8 copies
