@@ -25,6 +25,11 @@ together from ``ModelSpec``):
   (``training.packed_sample_length``) per query instead of the sequence's. Without flash
   attention: two batched GEMMs per direction over the full square plus softmax/mask/dropout
   memory traffic.
+* Attention sinks (``softmax_type`` ``learnable`` / ``off_by_one``) under a stack whose sink
+  attention is FlexAttention (``flex_attention_for_sinks``, ``planner.perf.frameworks``): the
+  core at FlashAttention-2's rate instead of the fused kernel's, and the eager glue of NeMo
+  Automodel's GPT-OSS attention around it (``SINK_RESCALE_BYTES``, ``FLEX_LAYOUT_COPY_BYTES``).
+  Stacks that hand the sink to cuDNN's fused kernel pay nothing extra here.
 * Context parallel under Megatron-Core + Transformer Engine (``cp_comm_type`` p2p, TE 2.4
   ``dot_product_attention/context_parallel.py``, ``AttnFuncWithCPAndKVP2P``): with the
   load-balanced split (rank ``r`` holds chunks ``r`` and ``2c - 1 - r``) the ``c`` ring steps
@@ -43,11 +48,17 @@ from __future__ import annotations
 from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
-from planner.perf.ops import Real
+from planner.perf.ops import Flag, Real
 from planner.perf.optable import LayerGroups, OperatorTable
 from planner.specs.parallelism import Recompute
 
-__all__ = ["FLASH_BWD_FLOP_RATIO", "WINDOW_TILE", "attention_ops"]
+__all__ = [
+    "FLASH_BWD_FLOP_RATIO",
+    "FLEX_LAYOUT_COPY_BYTES",
+    "SINK_RESCALE_BYTES",
+    "WINDOW_TILE",
+    "attention_ops",
+]
 
 FLASH_BWD_FLOP_RATIO = 2.5
 """Flash-attention backward executes 5 matmuls (incl. recomputing the scores) vs 2 forward."""
@@ -75,6 +86,24 @@ CAUSAL_TAIL_BWD = 0.62
 WINDOW_TILE = 128.0
 """Key tile of FlashAttention-2 / cuDNN fused attention at head dim 64-128 (Dao 2023 §3.1):
 fully masked tiles are skipped, partly masked ones computed whole."""
+
+
+SINK_RESCALE_BYTES = (12.0, 34.0)
+"""HBM bytes per element of the attention output, forward and backward, of NeMo Automodel's
+sink outside FlexAttention: ``out * sigmoid(lse - sink)`` multiplies the 16-bit output by an
+fp32 per-row scale (the product is fp32) and ``.to(q.dtype)`` casts it back (forward: read 2,
+write 4, read 4, write 2); backward, the cast's gradient to fp32 (6), the output's gradient
+``g·scale`` and its cast to 16 bits (14) and the scale's ``sum(g·out)`` (14)
+(``FlexAttention.forward``, NVIDIA-NeMo/Automodel
+``nemo_automodel/components/attention/flex_attention.py`` @ ``2c236e081``). The scale itself,
+one value per row and head, is left out."""
+
+FLEX_LAYOUT_COPY_BYTES = 4.0
+"""HBM bytes per element of Q, K, V and the attention output, each direction, of the layout
+copies around FlexAttention in NeMo Automodel's ``GptOssAttention.forward``:
+``transpose(1, 2).contiguous()`` of each to the ``(B, H, S, D)`` layout and of the output back
+(a 16-bit read and write each; their gradients the same way) (NVIDIA-NeMo/Automodel
+``nemo_automodel/components/models/gpt_oss/layers.py`` @ ``2c236e081``)."""
 
 
 def attention_ops(
@@ -147,9 +176,20 @@ def _core_ops(
         table.mem(backward, ops.where(non_flash, traffic, 0.0), 3.0)
     width = a.attention_q_width + a.attention_out_width
     per_key = a.micro_batch_size * local_seq * width / tp  # forward FLOPs per key, / 2
+    # an attention sink under FlexAttention: FlashAttention-2 class, and eager glue around it
+    flex = a.has_attention_sink & a.flex_attention_for_sinks
+    fused = a.fused_attention & ops.logical_not(flex)
+    if ops.any_(flex):
+        tokens = a.micro_batch_size * local_seq
+        out = ops.where(flex, tokens * a.attention_out_width / tp, 0.0)
+        qkv = a.attention_q_width + a.attention_k_width + a.attention_v_width
+        copies = ops.where(flex, FLEX_LAYOUT_COPY_BYTES * tokens * qkv / tp, 0.0)
+        copies = copies + FLEX_LAYOUT_COPY_BYTES * out
+        table.mem(forward, SINK_RESCALE_BYTES[0] * out + copies, 6.0)
+        table.mem(backward, SINK_RESCALE_BYTES[1] * out + copies, 8.0)
     # causal within each packed sample: the half square of its length (the sequence unpacked)
     span = ops.minimum(a.packed_sample_length, seq)
-    attn_f, attn_b = _flash_s(a, eff, per_key * span, span, head_dim)
+    attn_f, attn_b = _flash_s(a, eff, per_key * span, span, head_dim, fused=fused)
     if ops.any_(a.context_parallel > 1.0):  # TE's ring: off-diagonal steps run unmasked
         heads_problems = a.micro_batch_size * heads_local
         attn_f = attn_f * _ring_step_time(a, local_seq, span, heads_problems, CAUSAL_TAIL_FWD)
@@ -157,7 +197,7 @@ def _core_ops(
     if ops.any_(a.full_attention_fraction < 1.0):
         keys = WINDOW_TILE * (ops.ceil(a.window_size / WINDOW_TILE) + 1.0)
         keys = ops.minimum(keys, span / 2.0)
-        win_f, win_b = _flash_s(a, eff, 2.0 * per_key * keys, keys, head_dim)
+        win_f, win_b = _flash_s(a, eff, 2.0 * per_key * keys, keys, head_dim, fused=fused)
         full = a.full_attention_fraction
         attn_f = full * attn_f + (1.0 - full) * win_f
         attn_b = full * attn_b + (1.0 - full) * win_b
@@ -183,17 +223,24 @@ def _ring_step_time(a: ScenarioArrays, local_seq: Real, span: Real, n: Real, alp
 
 
 def _flash_s(
-    a: ScenarioArrays, eff: EfficiencyModel, forward_flops: Real, keys: Real, head_dim: Real
+    a: ScenarioArrays,
+    eff: EfficiencyModel,
+    forward_flops: Real,
+    keys: Real,
+    head_dim: Real,
+    *,
+    fused: Flag,
 ) -> tuple[Real, Real]:
     """Seconds of the flash-attention forward and backward executing ``forward_flops`` forward
-    over ``keys`` keys per query (0 without flash attention)."""
+    over ``keys`` keys per query (0 without flash attention); ``fused``: the stack's native
+    fused kernel, else FlashAttention-2 class."""
     flops = ops.where(a.flash_attention, forward_flops, 0.0)
     fwd_rate, bwd_rate = (
         eff.attention_flop_per_s(
             keys,
             a.device,
             backward=bwd,
-            fused=a.fused_attention,
+            fused=fused,
             head_dim=head_dim,
             flash_v1=a.flash_attention_v1,
         )

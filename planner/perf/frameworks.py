@@ -276,6 +276,23 @@ in ``efficiency_constants.json``):
   (``ops.gmm``; NVIDIA-NeMo/Automodel ``nemo_automodel/components/moe/layers.py`` @
   ``2c236e081``). False: the up projection's bias is an eager add too
   (``planner.perf.moe_mlp``).
+* ``flex_attention_for_sinks``: a model with an attention sink (``model.softmax_type``
+  ``learnable`` / ``off_by_one``) runs PyTorch's FlexAttention (Triton-generated,
+  FlashAttention-2 class: "90% of FlashAttention2's performance in the forward pass and 85% in
+  the backward pass", PyTorch blog "FlexAttention: The Flexibility of PyTorch with the
+  Performance of FlashAttention", 2024) instead of the stack's fused kernel, with the sink
+  applied outside it. NeMo Automodel's GPT-OSS attention accepts only that backend
+  (``GptOssAttention``: ``assert backend.attn == "flex"``, every GPT-OSS benchmark recipe sets
+  ``attn: flex``; ``FlexAttention.forward`` rescales the output by ``sigmoid(lse - sink)`` in
+  eager PyTorch: NVIDIA-NeMo/Automodel ``nemo_automodel/components/models/gpt_oss/layers.py``,
+  ``components/attention/flex_attention.py``, ``examples/benchmark/configs/gptoss_*`` @
+  ``2c236e081``). Megatron-Core and NeMo keep Transformer Engine's fused attention: TE 2.8+
+  passes the softmax offset to cuDNN's fused kernel, which supports it from cuDNN 9.13.1
+  (NVIDIA/TransformerEngine ``transformer_engine/common/fused_attn/fused_attn.cpp`` @
+  ``v2.9``); NeMo 25.11 ships TE 2.9 with cuDNN 9.13.1.26 (NVIDIA-NeMo/Megatron-Bridge
+  ``docs/releases/software-versions.md`` @ ``v0.2.0``). Where the scenario states an older
+  stack nothing here knows it: Megatron-Bridge's ``GPTOSSProvider`` falls back to
+  Megatron-Core's unfused local attention below TE 2.8.
 * ``moe_host_forward_s``, ``moe_host_expert_forward_s``: the host's time to issue one MoE
   layer's forward, seconds: a fixed part and one per local expert. Megatron-Core's all-to-all
   dispatcher copies the per-expert token counts to the host and waits for them once per MoE
@@ -396,6 +413,7 @@ class FrameworkProfile:
     fp8_tp_all_gather: bool = False
     fp8_norm_fused_cast: bool = False
     expert_up_bias_in_gemm: bool = False
+    flex_attention_for_sinks: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -477,6 +495,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
         Framework.AUTOMODEL: replace(
             _EAGER_PYTORCH,
             fused_attention=True,
+            flex_attention_for_sinks=True,
             fused_cross_entropy=True,
             loss_bytes_per_logit=10.0,
             grouped_gemm_streams=4.0,

@@ -33,7 +33,7 @@ from planner.scenario.numbers import (
     number_or_value,
 )
 from planner.specs.hardware import Precision
-from planner.specs.model import Activation, MoETokenDispatcher
+from planner.specs.model import Activation, MoETokenDispatcher, SoftmaxType
 from planner.specs.parallelism import Fp8Recipe, Recompute, RecomputeModule
 from planner.specs.scenario import CudaGraphs, Framework, LoraTarget, TrainingMode
 
@@ -103,6 +103,7 @@ def choice_text(value: object) -> object:
 
 ActivationChoice = Annotated[Activation, BeforeValidator(choice_text)]
 DispatcherChoice = Annotated[MoETokenDispatcher, BeforeValidator(choice_text)]
+SoftmaxChoice = Annotated[SoftmaxType, BeforeValidator(choice_text)]
 RecomputeChoice = Annotated[Recompute, BeforeValidator(choice_text)]
 RecomputeModuleChoice = Annotated[RecomputeModule, BeforeValidator(choice_text)]
 PrecisionChoice = Annotated[Precision, BeforeValidator(choice_text)]
@@ -215,6 +216,11 @@ class ModelSection(_Section):
     window_size: Integer | None = _field("Sliding-window attention, tokens; 0 = full causal", "`0`")
     window_attn_skip_freq: Integer | None = _field(
         "One full-attention layer per `N` sliding-window layers; 0 = all sliding", "`0`"
+    )
+    softmax_type: SoftmaxChoice | None = _field(
+        "Attention softmax: `vanilla`, `off_by_one` or `learnable` (a learnt sink logit per "
+        "head, GPT-OSS)",
+        "`vanilla`",
     )
     mtp_num_layers: Integer | None = _field("Multi-token-prediction modules (DeepSeek-V3)", "`0`")
 

@@ -23,6 +23,18 @@ class Activation(StrEnum):
         return self is Activation.SWIGLU
 
 
+class SoftmaxType(StrEnum):
+    """The attention softmax (Megatron ``--softmax-type``, Megatron-Core
+    ``TransformerConfig.softmax_type``): ``vanilla``; ``off_by_one`` (Megatron's
+    ``off-by-one``: a fixed zero logit in each row's denominator) or ``learnable`` (one learnt
+    logit per head, the attention sink of GPT-OSS: OpenAI 2025, gpt-oss model card,
+    "Architecture"; Megatron-Core ``DotProductAttention.softmax_offset``)."""
+
+    VANILLA = "vanilla"
+    OFF_BY_ONE = "off_by_one"
+    LEARNABLE = "learnable"
+
+
 MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
 """Multi-latent attention's latent ranks and head widths (Megatron ``--q-lora-rank`` ...)."""
 MOE_FLAG_FIELDS = (
@@ -103,6 +115,7 @@ class ModelSpec:
     (DeepSeek-AI 2024, DeepSeek-V2 §2.1). ``window_size`` (tokens; 0: full causal attention)
     with ``window_attn_skip_freq`` ``N`` (one full-attention layer per ``N``, the others
     sliding-window; 0: all sliding) as Megatron ``--window-size``/``--window-attn-skip-freq``.
+    ``softmax_type`` (``SoftmaxType``: an attention sink per head or not).
     ``mtp_num_layers`` multi-token-prediction modules (DeepSeek-V3 §2.2, Megatron-Core
     ``MultiTokenPredictionBlock``). Raises ``SpecError`` naming the ``model.<field>`` at fault.
     """
@@ -143,6 +156,7 @@ class ModelSpec:
     v_head_dim: int = 0
     window_size: int = 0
     window_attn_skip_freq: int = 0
+    softmax_type: SoftmaxType = SoftmaxType.VANILLA
     mtp_num_layers: int = 0
     preset: str | None = None
 
@@ -300,6 +314,11 @@ class ModelSpec:
             )
 
     def _check_moe_knobs(self) -> None:
+        if not isinstance(self.softmax_type, SoftmaxType):
+            raise SpecError(
+                "model.softmax_type",
+                f"must be one of {', '.join(SoftmaxType)}, got {self.softmax_type!r}",
+            )
         self._check_router_groups()
         if not isinstance(self.moe_token_dispatcher_type, MoETokenDispatcher):
             raise SpecError(
@@ -397,6 +416,12 @@ class ModelSpec:
         layer).
         """
         return self.activation is Activation.GELU
+
+    @property
+    def has_attention_sink(self) -> bool:
+        """True when every attention head's softmax has a sink logit (``softmax_type``
+        ``off_by_one`` or ``learnable``)."""
+        return self.softmax_type is not SoftmaxType.VANILLA
 
     @property
     def has_rotary_embeddings(self) -> bool:

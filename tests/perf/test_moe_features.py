@@ -155,6 +155,50 @@ def test_sliding_window_layers_attend_over_the_window() -> None:
         _scenario({"preset": "llama3-8b", "window_attn_skip_freq": 2})
 
 
+def _gpt_oss_moe_s(
+    framework: str, preset: str = "gpt-oss-120b", **model: Any
+) -> tuple[float, float]:
+    """The MoE layer's forward and backward seconds (GPU only) of GPT-OSS ``preset`` on 8
+    H100s, expert parallel 8, 4,096 tokens per microbatch, force-balanced, grouped GEMMs,
+    under ``framework``."""
+    document = {
+        "model": {
+            "preset": preset,
+            "moe_grouped_gemm": True,
+            "moe_router_force_load_balancing": True,
+            **model,
+        },
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 8},
+        "parallelism": {"expert_parallel": 8, "micro_batch_size": 1, "global_batch_size": 8},
+        "training": {"framework": framework},
+    }
+    times = operator_times(
+        _gpu_only(ScenarioArrays.from_scenarios([parse_scenario(document)])), DefaultEfficiency()
+    )
+    return float(times.moe_forward_s[0]), float(times.moe_backward_s[0])
+
+
+def test_gpt_oss_attention_has_a_learnt_sink_per_head() -> None:
+    assert _scenario({"preset": "gpt-oss-120b"}).model.softmax_type == "learnable"
+    off_by_one = {"preset": "gpt-oss-20b", "softmax_type": "off-by-one"}
+    assert _scenario(off_by_one).model.has_attention_sink
+    assert not _scenario(_moe()).model.has_attention_sink
+    with pytest.raises(SpecError, match=r"model\.softmax_type"):
+        _scenario({"preset": "gpt-oss-20b", "softmax_type": "sink"})
+
+
+def test_automodel_runs_sink_attention_in_flex_attention() -> None:
+    """Automodel's GPT-OSS attention is FlexAttention (FlashAttention-2 class) with the sink
+    and the layout copies in eager PyTorch; Megatron-Core hands the sink to cuDNN's fused
+    kernel: the softmax type changes nothing there."""
+    flex = _gpt_oss_moe_s("automodel", "gpt-oss-20b")
+    plain = _gpt_oss_moe_s("automodel", "gpt-oss-20b", softmax_type="vanilla")
+    assert flex[0] > plain[0]
+    assert flex[1] > plain[1]
+    assert profile_of(_scenario(_moe()).training.framework).flex_attention_for_sinks is False
+    assert _gpt_oss_moe_s("megatron") == _gpt_oss_moe_s("megatron", softmax_type="vanilla")
+
+
 # ---- MoE cost -------------------------------------------------------------------------------
 
 
@@ -405,26 +449,6 @@ def test_a_moe_layer_without_shared_experts_casts_only_the_routed_operands() -> 
     bf16 = replace(fp8, fp8_recipe=np.zeros(1, dtype=np.int64))
     routed = 4096 * 8 * (2048 + 768)  # tokens x top-k (capacity 1.0) x (FC1 + FC2 inputs)
     assert cast_bytes(fp8) - cast_bytes(bf16) == pytest.approx(6.0 * routed)
-
-
-def _gpt_oss_moe_s(framework: str, **model: Any) -> tuple[float, float]:
-    """The MoE layer's forward and backward seconds (GPU only) of GPT-OSS-120B on 8 H100s,
-    expert parallel 8 (16 local experts), force-balanced, under ``framework``."""
-    document = {
-        "model": {
-            "preset": "gpt-oss-120b",
-            "moe_grouped_gemm": True,
-            "moe_router_force_load_balancing": True,
-            **model,
-        },
-        "hardware": {"gpu": "h100-sxm", "num_gpus": 8},
-        "parallelism": {"expert_parallel": 8, "micro_batch_size": 1, "global_batch_size": 8},
-        "training": {"framework": framework},
-    }
-    times = operator_times(
-        _gpu_only(ScenarioArrays.from_scenarios([parse_scenario(document)])), DefaultEfficiency()
-    )
-    return float(times.moe_forward_s[0]), float(times.moe_backward_s[0])
 
 
 def test_gpt_oss_experts_carry_biases() -> None:
