@@ -97,7 +97,8 @@ class ScenarioArrays:
     ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,
     ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
     ``moe_host_expert_forward_s``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``,
-    ``expert_up_bias_in_gemm``, ``flex_attention_for_sinks``. Training:
+    ``expert_up_bias_in_gemm``, ``flex_attention_for_sinks``,
+    ``activation_clamp_eager``. Training:
     ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out; ``trains_base``
     (false under LoRA),
     ``lora_rank`` and ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length``
@@ -182,6 +183,7 @@ class ScenarioArrays:
     moe_pad_expert_input_to_capacity: Flag
     overlap_moe_expert_parallel_comm: Flag
     moe_expert_bias: Flag
+    activation_func_clamp_value: Real
     has_attention_sink: Flag
     # parallelism
     tensor_parallel: Real
@@ -242,6 +244,7 @@ class ScenarioArrays:
     fp8_norm_fused_cast: Flag
     expert_up_bias_in_gemm: Flag
     flex_attention_for_sinks: Flag
+    activation_clamp_eager: Flag
     # training
     total_tokens: Real
     train_iters: Real

@@ -276,6 +276,15 @@ in ``efficiency_constants.json``):
   (``ops.gmm``; NVIDIA-NeMo/Automodel ``nemo_automodel/components/moe/layers.py`` @
   ``2c236e081``). False: the up projection's bias is an eager add too
   (``planner.perf.moe_mlp``).
+* ``activation_clamp_eager``: a clamped gated activation (``model.activation_func_clamp_value``)
+  is clamped in eager PyTorch before the fused activation kernel: Megatron-Core's
+  ``weighted_bias_quick_geglu_impl`` splits the experts' up-projection output with
+  ``chunk``, clamps each half and concatenates them again with ``torch.cat`` outside the
+  ``torch.compile``d quick-GeGLU (NVIDIA/Megatron-LM
+  ``megatron/core/fusions/fused_bias_geglu.py`` @ ``core_v0.15.0``, called by
+  ``TEGroupedMLP`` under ``bias_activation_fusion``, which Megatron-Bridge's
+  ``GPTOSSProvider`` sets). NeMo Automodel clamps inside its compiled ``quick_geglu_deepep``
+  (``nemo_automodel/components/moe/layers.py`` @ ``2c236e081``): false.
 * ``flex_attention_for_sinks``: a model with an attention sink (``model.softmax_type``
   ``learnable`` / ``off_by_one``) runs PyTorch's FlexAttention (Triton-generated,
   FlashAttention-2 class: "90% of FlashAttention2's performance in the forward pass and 85% in
@@ -414,6 +423,7 @@ class FrameworkProfile:
     fp8_norm_fused_cast: bool = False
     expert_up_bias_in_gemm: bool = False
     flex_attention_for_sinks: bool = False
+    activation_clamp_eager: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -430,6 +440,7 @@ _TE_STACK = FrameworkProfile(
     moe_host_forward_s=2.0e-3,
     moe_host_expert_forward_s=0.17e-3,
     expert_up_bias_in_gemm=True,
+    activation_clamp_eager=True,
     dp_bucket_min_params=4e7,
     dp_bucket_params_per_rank=1e6,
     fp8_norm_fused_cast=True,

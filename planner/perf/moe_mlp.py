@@ -49,6 +49,11 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
   (``expert_up_bias_in_gemm`` false: Automodel), the up projection's ``t + b``.
   ``EXPERT_BIAS_BYTES`` per element of the ``routed`` rows, forward and backward, and two to
   four kernels per local expert.
+* **Clamped activation** (``activation_func_clamp_value``, GPT-OSS) where the stack clamps
+  outside its fused activation (``activation_clamp_eager``: Megatron-Core's ``chunk`` /
+  ``clamp`` / ``torch.cat`` before the compiled quick-GeGLU): ``CLAMP_BYTES`` per element of
+  the routed up-projection output, forward (again where selective recompute repeats
+  ``moe_act``) and backward.
 * Shared experts (``shared_expert_ffn_hidden_size``) on every token, the activation function on
   routed and shared widths (eager stacks: ``elementwise_traffic_factor`` times the bytes), the
   recipe's quantisation of the expert GEMMs' inputs and output gradients
@@ -82,6 +87,7 @@ from planner.specs.model import MoETokenDispatcher
 from planner.specs.parallelism import Fp8Recipe, Recompute
 
 __all__ = [
+    "CLAMP_BYTES",
     "EXPERT_BIAS_BYTES",
     "QUANTIZE_KERNELS_PER_TENSOR",
     "ROUTER_BYTES_PER_LOGIT",
@@ -127,6 +133,12 @@ gradient ``sum(g·b)`` (6; none under a round-robin gate, whose constant weights
 gradient: Automodel ``FakeBalancedGate``), and the split's backward concatenating the
 per-expert gradients (4). Up projection: ``t + b`` (4) and the ``cat`` (4) forward; the bias
 gradient's reduction (2) and the concatenated gradients (4) backward."""
+
+CLAMP_BYTES = (8.0, 10.0)
+"""HBM bytes per 16-bit element of the gated activation's input clamped in eager PyTorch,
+forward and backward: each half clamped (read and write: 4 over the whole) and ``torch.cat``
+back together (4); backward, each half's clamp gradient (the gradient and the saved input
+read, the gradient written: 6) and the halves' gradients concatenated (4)."""
 
 _SELECTIVE = Recompute.SELECTIVE.code
 _ALLTOALL = MoETokenDispatcher.ALLTOALL.code
@@ -272,6 +284,8 @@ def moe_mlp_ops(
         width = moe_imbalance(a, eff) * a.expert_tokens_per_microbatch * a.moe_router_topk
         act = ew * activation_bytes(a, backward=False) * width * a.moe_ffn_hidden_size
         table.mem(groups.module_recompute, act_only * act / a.expert_tensor_parallel, 2.0)
+        if ops.any_(a.activation_func_clamp_value > 0.0):
+            _clamp_ops(table, a, groups.module_recompute, width * act_only, backward=False)
 
 
 def _moe_pass(
@@ -342,6 +356,8 @@ def _moe_pass(
     table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0)
     if ops.any_(a.moe_expert_bias):
         _expert_bias_ops(table, a, group, routed * routed_scale, backward=backward)
+    if ops.any_(a.activation_func_clamp_value > 0.0):
+        _clamp_ops(table, a, group, routed * routed_scale, backward=backward)
     up = n_up if backward else 1.0
     # two quantised operands a direction, each expert's slice on its own (module docstring)
     routed_cast = routed * (hidden + up * expert_ffn / etp) * routed_scale
@@ -385,6 +401,17 @@ def _expert_bias_ops(
     else:
         table.mem(group, b["down_forward"] * down, 2.0 * local + 1.0)
         table.mem(group, b["up_forward"] * up, local + 1.0)
+
+
+def _clamp_ops(
+    table: OperatorTable, a: ScenarioArrays, group: str, routed: Real, *, backward: bool
+) -> None:
+    """The eager clamp of the gated activation's input over ``routed`` rows (``CLAMP_BYTES``);
+    nothing without a clamp, a gate, or where the stack clamps inside its fused kernel."""
+    on = (a.activation_func_clamp_value > 0.0) & a.activation_clamp_eager & a.gated_linear_unit
+    width = 2.0 * a.moe_ffn_hidden_size / a.expert_tensor_parallel
+    elements = ops.where(on, routed * width, 0.0)
+    table.mem(group, CLAMP_BYTES[1 if backward else 0] * elements, 3.0)
 
 
 def _permutation_bytes(a: ScenarioArrays, routed: Real) -> Real:

@@ -191,6 +191,7 @@ def _model(given: ModelSection) -> ModelSpec:
         moe_router_group_topk=_or(m.moe_router_group_topk, 0),
         overlap_moe_expert_parallel_comm=_or(m.overlap_moe_expert_parallel_comm, False),
         moe_expert_bias=_or(m.moe_expert_bias, False),
+        activation_func_clamp_value=_or(m.activation_func_clamp_value, 0.0),
         multi_latent_attention=mla,
         q_lora_rank=_or(m.q_lora_rank, 0),
         kv_lora_rank=_or(m.kv_lora_rank, kv_lora),

@@ -203,6 +203,9 @@ class ModelSection(_Section):
     moe_expert_bias: Flag | None = _field(
         "The routed experts' up and down projections carry bias vectors (GPT-OSS)", "`false`"
     )
+    activation_func_clamp_value: Number | None = _field(
+        "The gated activation's inputs clamped to this value (GPT-OSS: 7.0); 0 = none", "`0`"
+    )
     multi_latent_attention: Flag | None = _field(
         "DeepSeek-V2/V3 multi-latent attention (with the five fields below)", "`false`"
     )

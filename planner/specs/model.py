@@ -106,7 +106,10 @@ class ModelSpec:
     ``moe_expert_bias`` (the routed experts' up and down projections carry bias vectors, as
     GPT-OSS's do: Hugging Face transformers ``GptOssExperts`` ``gate_up_proj_bias`` /
     ``down_proj_bias``; Megatron-Bridge ``GPTOSSProvider`` ``add_bias_linear``; NeMo Automodel's
-    GPT-OSS ``MoEConfig(expert_bias=True)``).
+    GPT-OSS ``MoEConfig(expert_bias=True)``). ``activation_func_clamp_value`` (Megatron-Core
+    ``TransformerConfig.activation_func_clamp_value``; 0: none): the gated activation's inputs
+    are clamped to it (the gate from above, the linear half both ways), GPT-OSS's
+    ``swiglu_limit`` 7.0.
 
     Attention: ``multi_latent_attention`` (DeepSeek-V2/V3 MLA, Megatron
     ``--multi-latent-attention``): queries through a ``q_lora_rank`` latent (0: projected from
@@ -148,6 +151,7 @@ class ModelSpec:
     moe_router_group_topk: int = 0
     overlap_moe_expert_parallel_comm: bool = False
     moe_expert_bias: bool = False
+    activation_func_clamp_value: float = 0.0
     multi_latent_attention: bool = False
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
@@ -333,6 +337,12 @@ class ModelSpec:
                 "model.moe_pad_expert_input_to_capacity",
                 "pads each expert's input to its capacity: set model.moe_expert_capacity_factor "
                 "too (Megatron-Core needs both)",
+            )
+        clamp = self.activation_func_clamp_value
+        require_number("model.activation_func_clamp_value", clamp, positive=False)
+        if clamp < 0:
+            raise SpecError(
+                "model.activation_func_clamp_value", f"must be 0 (no clamp) or more, got {clamp}"
             )
         if self.moe_imbalance_factor is not None:
             require_number("model.moe_imbalance_factor", self.moe_imbalance_factor)

@@ -479,6 +479,22 @@ def test_expert_biases_are_added_per_expert_after_the_grouped_gemms() -> None:
     )
 
 
+def test_megatron_clamps_gpt_oss_activation_outside_its_fused_kernel() -> None:
+    """Megatron-Core clamps the quick-GeGLU's input with ``chunk``, ``clamp`` and ``cat``
+    before its compiled kernel: 8 bytes per element of the routed up-projection output
+    forward; Automodel clamps inside its compiled activation."""
+    eff, gpu = DefaultEfficiency(), ScenarioArrays.from_scenario(_scenario(_moe())).device
+    clamped = 8.0 * 4096 * 4 * 2 * 2880
+    added = (
+        _gpt_oss_moe_s("megatron")[0] - _gpt_oss_moe_s("megatron", activation_func_clamp_value=0)[0]
+    )
+    assert added == pytest.approx(clamped / float(eff.memory_bytes_per_s(clamped, gpu)))
+    assert _gpt_oss_moe_s("automodel") == _gpt_oss_moe_s("automodel", activation_func_clamp_value=0)
+    assert _scenario({"preset": "gpt-oss-20b"}).model.activation_func_clamp_value == 7.0
+    with pytest.raises(SpecError, match=r"model\.activation_func_clamp_value"):
+        _scenario({"preset": "gpt-oss-20b", "activation_func_clamp_value": -1})
+
+
 def test_dispatchers_across_nodes() -> None:
     # 64-way expert parallel over 8 nodes, top-8 of 128: DeepEP sends one copy per node
     # (~4.6 of 7 remote nodes) where all-to-all sends all 7 remote of the 8 copies
