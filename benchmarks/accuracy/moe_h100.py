@@ -12,8 +12,11 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
   EP 64 and GBS 512; ``deepseek_v3_te_deepep_1024.yaml`` @ ``2c236e081``), and the doc says
   "Fake balanced gate is enabled to simulate ideal expert routing". Step time as published.
   Recompute: the recipe's ``activation_checkpointing`` (true = full recompute)
-  as the row's notes quote it; GPT-OSS 20B's recipe is not quoted: full recompute, as the
-  other benchmark recipes (the 120B's quoted recipe alone says false). GPT-OSS's
+  as the row's notes quote it; GPT-OSS 20B's row does not quote it: full recompute, which its
+  recipe sets (``gptoss_20b_te_deepep.yaml`` @ ``89e3a9fdd6`` and @ ``2c236e081``:
+  ``activation_checkpointing: true``; the 120B's quoted recipe alone says false). Both GPT-OSS
+  recipes run ``attn: flex`` (the only attention Automodel's GPT-OSS accepts: the preset's
+  ``softmax_type``, ``planner.perf.frameworks``). GPT-OSS's
   expert-parallel column is ``-`` in the doc: its DeepEP recipes
   shard the experts over every GPU (``ep = num_gpus``; issue 13 names "GPT-OSS-120B with
   64-way expert parallel").
