@@ -27,8 +27,9 @@ together from ``ModelSpec``):
   memory traffic.
 * Attention sinks (``softmax_type`` ``learnable`` / ``off_by_one``) under a stack whose sink
   attention is FlexAttention (``flex_attention_for_sinks``, ``planner.perf.frameworks``): the
-  core at FlashAttention-2's rate instead of the fused kernel's, and the eager glue of NeMo
-  Automodel's GPT-OSS attention around it (``SINK_RESCALE_BYTES``, ``FLEX_LAYOUT_COPY_BYTES``).
+  core at FlexAttention's share of the fused kernel's rate (``FLEX_ATTENTION_RELATIVE``), and
+  the eager glue of NeMo Automodel's GPT-OSS attention around it (``SINK_RESCALE_BYTES``,
+  ``FLEX_LAYOUT_COPY_BYTES``).
   Stacks that hand the sink to cuDNN's fused kernel pay nothing extra here.
 * Context parallel under Megatron-Core + Transformer Engine (``cp_comm_type`` p2p, TE 2.4
   ``dot_product_attention/context_parallel.py``, ``AttnFuncWithCPAndKVP2P``): with the
@@ -48,12 +49,13 @@ from __future__ import annotations
 from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
-from planner.perf.ops import Flag, Real
+from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
 from planner.specs.parallelism import Recompute
 
 __all__ = [
     "FLASH_BWD_FLOP_RATIO",
+    "FLEX_ATTENTION_RELATIVE",
     "FLEX_LAYOUT_COPY_BYTES",
     "SINK_RESCALE_BYTES",
     "WINDOW_TILE",
@@ -87,6 +89,14 @@ WINDOW_TILE = 128.0
 """Key tile of FlashAttention-2 / cuDNN fused attention at head dim 64-128 (Dao 2023 §3.1):
 fully masked tiles are skipped, partly masked ones computed whole."""
 
+
+FLEX_ATTENTION_RELATIVE = (0.85, 0.76)
+"""PyTorch FlexAttention's throughput relative to the native fused kernel (FlashAttention-3
+class: cuDNN fused attention), forward and backward: "On H100 GPUs, FlexAttention's forward
+performance averages 85% of FlashAttention3 ..., while backward performance averages 76% of
+FlashAttention3" (abstract of the GTC 2025 session "FlexAttention: The Flexibility of PyTorch
+With the Performance of FlashAttention", D. Guessous, as the PyTorch blog "PyTorch at GTC 2025"
+quotes it, pytorch/pytorch.github.io). Hopper figures, applied on every GPU."""
 
 SINK_RESCALE_BYTES = (12.0, 34.0)
 """HBM bytes per element of the attention output, forward and backward, of NeMo Automodel's
@@ -176,9 +186,8 @@ def _core_ops(
         table.mem(backward, ops.where(non_flash, traffic, 0.0), 3.0)
     width = a.attention_q_width + a.attention_out_width
     per_key = a.micro_batch_size * local_seq * width / tp  # forward FLOPs per key, / 2
-    # an attention sink under FlexAttention: FlashAttention-2 class, and eager glue around it
+    # an attention sink under FlexAttention: its kernel's rate, and eager glue around it
     flex = a.has_attention_sink & a.flex_attention_for_sinks
-    fused = a.fused_attention & ops.logical_not(flex)
     if ops.any_(flex):
         tokens = a.micro_batch_size * local_seq
         out = ops.where(flex, tokens * a.attention_out_width / tp, 0.0)
@@ -189,7 +198,7 @@ def _core_ops(
         table.mem(backward, SINK_RESCALE_BYTES[1] * out + copies, 8.0)
     # causal within each packed sample: the half square of its length (the sequence unpacked)
     span = ops.minimum(a.packed_sample_length, seq)
-    attn_f, attn_b = _flash_s(a, eff, per_key * span, span, head_dim, fused=fused)
+    attn_f, attn_b = _flash_s(a, eff, per_key * span, span, head_dim)
     if ops.any_(a.context_parallel > 1.0):  # TE's ring: off-diagonal steps run unmasked
         heads_problems = a.micro_batch_size * heads_local
         attn_f = attn_f * _ring_step_time(a, local_seq, span, heads_problems, CAUSAL_TAIL_FWD)
@@ -197,10 +206,13 @@ def _core_ops(
     if ops.any_(a.full_attention_fraction < 1.0):
         keys = WINDOW_TILE * (ops.ceil(a.window_size / WINDOW_TILE) + 1.0)
         keys = ops.minimum(keys, span / 2.0)
-        win_f, win_b = _flash_s(a, eff, 2.0 * per_key * keys, keys, head_dim, fused=fused)
+        win_f, win_b = _flash_s(a, eff, 2.0 * per_key * keys, keys, head_dim)
         full = a.full_attention_fraction
         attn_f = full * attn_f + (1.0 - full) * win_f
         attn_b = full * attn_b + (1.0 - full) * win_b
+    if ops.any_(flex):
+        attn_f = attn_f / ops.where(flex, FLEX_ATTENTION_RELATIVE[0], 1.0)
+        attn_b = attn_b / ops.where(flex, FLEX_ATTENTION_RELATIVE[1], 1.0)
     table.add(forward, attn_f)
     table.add(recompute, attn_f)
     table.add(backward, attn_b)
@@ -223,24 +235,17 @@ def _ring_step_time(a: ScenarioArrays, local_seq: Real, span: Real, n: Real, alp
 
 
 def _flash_s(
-    a: ScenarioArrays,
-    eff: EfficiencyModel,
-    forward_flops: Real,
-    keys: Real,
-    head_dim: Real,
-    *,
-    fused: Flag,
+    a: ScenarioArrays, eff: EfficiencyModel, forward_flops: Real, keys: Real, head_dim: Real
 ) -> tuple[Real, Real]:
     """Seconds of the flash-attention forward and backward executing ``forward_flops`` forward
-    over ``keys`` keys per query (0 without flash attention); ``fused``: the stack's native
-    fused kernel, else FlashAttention-2 class."""
+    over ``keys`` keys per query (0 without flash attention)."""
     flops = ops.where(a.flash_attention, forward_flops, 0.0)
     fwd_rate, bwd_rate = (
         eff.attention_flop_per_s(
             keys,
             a.device,
             backward=bwd,
-            fused=fused,
+            fused=a.fused_attention,
             head_dim=head_dim,
             flash_v1=a.flash_attention_v1,
         )
