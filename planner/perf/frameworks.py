@@ -276,6 +276,16 @@ in ``efficiency_constants.json``):
   (``ops.gmm``; NVIDIA-NeMo/Automodel ``nemo_automodel/components/moe/layers.py`` @
   ``2c236e081``). False: the up projection's bias is an eager add too
   (``planner.perf.moe_mlp``).
+* ``yarn_rope_unfused``: YaRN rotary embeddings (``model.rope_type`` ``yarn``) run Megatron-Core's
+  unfused rotary path even where the recipe asks for the fused kernel: Megatron-Bridge's
+  ``GPTModelProvider.provide`` turns ``apply_rope_fusion`` off for any
+  ``position_embedding_type`` but ``rope`` (``utils/fusions.py``
+  ``validate_rope_fusion_compatibility``; GPT-OSS's provider sets ``yarn``), after the
+  performance scripts' ``set_common_perf_overrides`` set it on (NVIDIA-NeMo/Megatron-Bridge
+  @ ``v0.2.0``). The path is ``_apply_rotary_pos_emb_bshd`` (NVIDIA/Megatron-LM
+  ``megatron/core/models/common/embeddings/rope_utils.py`` @ ``core_v0.15.0``):
+  ``planner.perf.operators`` ``UNFUSED_ROPE_BYTES``. Megatron-LM's own launcher is not known
+  to refuse the fusion for ``--rope-type yarn``: false there.
 * ``activation_clamp_eager``: a clamped gated activation (``model.activation_func_clamp_value``)
   is clamped in eager PyTorch before the fused activation kernel: Megatron-Core's
   ``weighted_bias_quick_geglu_impl`` splits the experts' up-projection output with
@@ -423,6 +433,7 @@ class FrameworkProfile:
     expert_up_bias_in_gemm: bool = False
     flex_attention_for_sinks: bool = False
     activation_clamp_eager: bool = False
+    yarn_rope_unfused: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -479,6 +490,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
         Framework.MEGATRON: _TE_STACK,
         Framework.NEMO: replace(
             _TE_STACK,
+            yarn_rope_unfused=True,
             pp_comm_overlap=True,
             grad_reduce_in_fp32=False,
             master_weight_bytes=2.0,

@@ -46,6 +46,7 @@ __all__ = [
     "FLASH_BWD_FLOP_RATIO",
     "GROUPS",
     "OPERATOR_COLUMNS",
+    "UNFUSED_ROPE_BYTES",
     "LayerTimes",
     "OperatorTable",
     "OperatorTimes",
@@ -56,6 +57,15 @@ __all__ = [
 ]
 
 _SELECTIVE, _FULL = Recompute.SELECTIVE.code, Recompute.FULL.code
+
+UNFUSED_ROPE_BYTES = (24.0, 26.0)
+"""HBM bytes per 16-bit element of the rotated query and key heads, forward and backward, of
+Megatron-Core's unfused rotary path (``_apply_rotary_pos_emb_bshd``, ``rope_utils.py`` @
+``core_v0.15.0``), against 4 for a fused kernel: ``t·cos`` (4), the half rotation's negation
+(2) and ``torch.cat`` (4), its product with ``sin`` (4), the sum (6) and the closing
+``torch.cat`` with the empty unrotated part (4); backward, the two products' gradients (4 +
+4), the negation's (2), the halves concatenated (4), the two paths' gradients summed (6) and
+the slice's gradient written into a full tensor (6)."""
 
 OPERATOR_COLUMNS = (
     "tensor_parallel",
@@ -157,8 +167,12 @@ def _layer_elementwise_ops(
             a.num_attention_heads * pos / tp + pos,
             (a.attention_q_width + a.attention_k_width) / tp,
         )
-        table.mem(forward, ew * 4.0 * rope * tokens * rotated, 1.0)
-        table.mem(backward, ew * 4.0 * rope * tokens * rotated, 1.0)
+        # YaRN under a stack that leaves it unfused: Megatron-Core's eager rotary path
+        eager = ops.where(a.yarn_rotary & a.yarn_rope_unfused, 1.0, 0.0)
+        fwd_b = (1.0 - eager) * ew * 4.0 + eager * UNFUSED_ROPE_BYTES[0]
+        bwd_b = (1.0 - eager) * ew * 4.0 + eager * UNFUSED_ROPE_BYTES[1]
+        table.mem(forward, fwd_b * rope * tokens * rotated, 1.0 + 5.0 * eager)
+        table.mem(backward, bwd_b * rope * tokens * rotated, 1.0 + 6.0 * eager)
     latents = a.q_lora_rank + a.kv_lora_rank
     if ops.any_(mla):  # MLA's layer norms on the query and key/value latents
         table.mem(forward, ew * 8.0 * tokens * latents, 2.0)

@@ -34,7 +34,13 @@ from planner.scenario.schema import (
 )
 from planner.specs._checks import require_int
 from planner.specs.hardware import HardwareSpec, Precision
-from planner.specs.model import Activation, ModelSpec, MoETokenDispatcher, SoftmaxType
+from planner.specs.model import (
+    Activation,
+    ModelSpec,
+    MoETokenDispatcher,
+    RopeType,
+    SoftmaxType,
+)
 from planner.specs.parallelism import ParallelismSpec, Recompute
 from planner.specs.pipeline_split import virtual_stages
 from planner.specs.scenario import CudaGraphs, Framework, Scenario, TrainingMode, TrainingSpec
@@ -200,6 +206,7 @@ def _model(given: ModelSection) -> ModelSpec:
         v_head_dim=_or(m.v_head_dim, v_head),
         window_size=_or(m.window_size, 0),
         window_attn_skip_freq=_or(m.window_attn_skip_freq, 0),
+        rope_type=_or(m.rope_type, RopeType.ROPE),
         softmax_type=_or(m.softmax_type, SoftmaxType.VANILLA),
         mtp_num_layers=_or(m.mtp_num_layers, 0),
         preset=given.preset,

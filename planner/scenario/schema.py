@@ -33,7 +33,7 @@ from planner.scenario.numbers import (
     number_or_value,
 )
 from planner.specs.hardware import Precision
-from planner.specs.model import Activation, MoETokenDispatcher, SoftmaxType
+from planner.specs.model import Activation, MoETokenDispatcher, RopeType, SoftmaxType
 from planner.specs.parallelism import Fp8Recipe, Recompute, RecomputeModule
 from planner.specs.scenario import CudaGraphs, Framework, LoraTarget, TrainingMode
 
@@ -104,6 +104,7 @@ def choice_text(value: object) -> object:
 ActivationChoice = Annotated[Activation, BeforeValidator(choice_text)]
 DispatcherChoice = Annotated[MoETokenDispatcher, BeforeValidator(choice_text)]
 SoftmaxChoice = Annotated[SoftmaxType, BeforeValidator(choice_text)]
+RopeChoice = Annotated[RopeType, BeforeValidator(choice_text)]
 RecomputeChoice = Annotated[Recompute, BeforeValidator(choice_text)]
 RecomputeModuleChoice = Annotated[RecomputeModule, BeforeValidator(choice_text)]
 PrecisionChoice = Annotated[Precision, BeforeValidator(choice_text)]
@@ -219,6 +220,9 @@ class ModelSection(_Section):
     window_size: Integer | None = _field("Sliding-window attention, tokens; 0 = full causal", "`0`")
     window_attn_skip_freq: Integer | None = _field(
         "One full-attention layer per `N` sliding-window layers; 0 = all sliding", "`0`"
+    )
+    rope_type: RopeChoice | None = _field(
+        "Rotary embedding: `rope`, or `yarn` (YaRN-scaled, GPT-OSS)", "`rope`"
     )
     softmax_type: SoftmaxChoice | None = _field(
         "Attention softmax: `vanilla`, `off_by_one` or `learnable` (a learnt sink logit per "

@@ -35,6 +35,15 @@ class SoftmaxType(StrEnum):
     LEARNABLE = "learnable"
 
 
+class RopeType(StrEnum):
+    """The rotary embedding (Megatron ``--rope-type``): plain ``rope`` (Su et al. 2021) or
+    ``yarn`` (Peng et al. 2023, YaRN: frequencies interpolated by band, attention scaled by
+    ``mscale``)."""
+
+    ROPE = "rope"
+    YARN = "yarn"
+
+
 MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
 """Multi-latent attention's latent ranks and head widths (Megatron ``--q-lora-rank`` ...)."""
 MOE_FLAG_FIELDS = (
@@ -118,7 +127,8 @@ class ModelSpec:
     (DeepSeek-AI 2024, DeepSeek-V2 §2.1). ``window_size`` (tokens; 0: full causal attention)
     with ``window_attn_skip_freq`` ``N`` (one full-attention layer per ``N``, the others
     sliding-window; 0: all sliding) as Megatron ``--window-size``/``--window-attn-skip-freq``.
-    ``softmax_type`` (``SoftmaxType``: an attention sink per head or not).
+    ``softmax_type`` (``SoftmaxType``: an attention sink per head or not), ``rope_type``
+    (``RopeType``; read only where the model has rotary embeddings).
     ``mtp_num_layers`` multi-token-prediction modules (DeepSeek-V3 §2.2, Megatron-Core
     ``MultiTokenPredictionBlock``). Raises ``SpecError`` naming the ``model.<field>`` at fault.
     """
@@ -161,6 +171,7 @@ class ModelSpec:
     window_size: int = 0
     window_attn_skip_freq: int = 0
     softmax_type: SoftmaxType = SoftmaxType.VANILLA
+    rope_type: RopeType = RopeType.ROPE
     mtp_num_layers: int = 0
     preset: str | None = None
 
@@ -318,6 +329,10 @@ class ModelSpec:
             )
 
     def _check_moe_knobs(self) -> None:
+        if not isinstance(self.rope_type, RopeType):
+            raise SpecError(
+                "model.rope_type", f"must be one of {', '.join(RopeType)}, got {self.rope_type!r}"
+            )
         if not isinstance(self.softmax_type, SoftmaxType):
             raise SpecError(
                 "model.softmax_type",
@@ -432,6 +447,16 @@ class ModelSpec:
         """True when every attention head's softmax has a sink logit (``softmax_type``
         ``off_by_one`` or ``learnable``)."""
         return self.softmax_type is not SoftmaxType.VANILLA
+
+    @property
+    def yarn_rotary(self) -> bool:
+        """True when rotary embeddings of ``rope_type`` ``yarn`` rotate the query and key heads
+        outside multi-latent attention (MLA rotates its own ``qk_pos_emb_head_dim`` part)."""
+        return (
+            self.rope_type is RopeType.YARN
+            and self.has_rotary_embeddings
+            and not self.multi_latent_attention
+        )
 
     @property
     def has_rotary_embeddings(self) -> bool:

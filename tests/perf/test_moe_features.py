@@ -479,6 +479,25 @@ def test_expert_biases_are_added_per_expert_after_the_grouped_gemms() -> None:
     )
 
 
+def test_megatron_bridge_leaves_yarn_rope_unfused() -> None:
+    """Megatron-Bridge refuses RoPE fusion for GPT-OSS's YaRN embedding: Megatron-Core's eager
+    rotary path moves 24 bytes per rotated element forward where a fused kernel moves 4, over
+    the 4,096 query and 512 key widths of 4,096 tokens."""
+    eff, gpu = DefaultEfficiency(), ScenarioArrays.from_scenario(_scenario(_moe())).device
+    rotated = 4096.0 * (64 * 64 + 8 * 64)
+
+    def seconds(num_bytes: float) -> float:
+        return num_bytes / float(eff.memory_bytes_per_s(num_bytes, gpu))
+
+    added = _gpt_oss_moe_s("nemo")[0] - _gpt_oss_moe_s("nemo", rope_type="rope")[0]
+    assert added == pytest.approx(seconds(24.0 * rotated) - seconds(4.0 * rotated))
+    assert _gpt_oss_moe_s("megatron") == _gpt_oss_moe_s("megatron", rope_type="rope")
+    assert _scenario({"preset": "gpt-oss-120b"}).model.yarn_rotary
+    assert not _scenario({"preset": "deepseek-v3", "rope_type": "yarn"}).model.yarn_rotary
+    with pytest.raises(SpecError, match=r"model\.rope_type"):
+        _scenario({"preset": "gpt-oss-20b", "rope_type": "ntk"})
+
+
 def test_megatron_clamps_gpt_oss_activation_outside_its_fused_kernel() -> None:
     """Megatron-Core clamps the quick-GeGLU's input with ``chunk``, ``clamp`` and ``cat``
     before its compiled kernel: 8 bytes per element of the routed up-projection output
