@@ -205,7 +205,28 @@ def _decoder(keys: _Keys, model_type: str) -> Found:
     if keys.present("kv_lora_rank"):
         _latent_attention(keys, found)
     _window(keys, found, model_type)
+    if model_type == "gpt_oss":
+        _gpt_oss(keys, found)
     return found
+
+
+def _gpt_oss(keys: _Keys, found: Found) -> None:
+    """gpt-oss's layers as ``transformers``' ``modeling_gpt_oss.py`` builds them whatever the
+    config says: ``GptOssExperts`` with ``gate_up_proj_bias`` / ``down_proj_bias``
+    (``moe_expert_bias``), ``GptOssAttention`` with one learnt sink per head (``softmax_type``
+    ``learnable``); the gate and linear halves clamped to ``swiglu_limit`` (``GptOssConfig``
+    default 7.0); YaRN rotary scaling when ``rope_scaling`` says ``rope_type: yarn``."""
+    model_type = keys.key("model_type")
+    found["moe_expert_bias"] = (True, model_type)
+    found["softmax_type"] = ("learnable", model_type)
+    limit = keys.config.get("swiglu_limit")
+    if isinstance(limit, int | float) and not isinstance(limit, bool):
+        found["activation_func_clamp_value"] = (float(limit), keys.key("swiglu_limit"))
+    else:
+        found["activation_func_clamp_value"] = (7.0, model_type)
+    scaling = keys.config.get("rope_scaling")
+    if isinstance(scaling, Mapping) and str(scaling.get("rope_type", "")).lower() == "yarn":
+        found["rope_type"] = ("yarn", keys.key("rope_scaling"))
 
 
 def _falcon(keys: _Keys, found: Found, hidden: int, heads: int) -> None:

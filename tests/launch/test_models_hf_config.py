@@ -220,6 +220,17 @@ def test_windows() -> None:
     assert (fields["window_size"], fields["window_attn_skip_freq"]) == (64, 2)
     assert fields["moe_router_topk"] == 2
     parses(fields)
+    # gpt-oss's biased experts, attention sinks, clamped activation and YaRN scaling
+    assert fields["moe_expert_bias"] is True
+    assert fields["softmax_type"] == "learnable"
+    assert fields["activation_func_clamp_value"] == 7.0
+    assert "rope_type" not in fields
+    yarn = {**alternating, "swiglu_limit": 5.0, "rope_scaling": {"rope_type": "yarn", "factor": 32}}
+    fields = model_fields_from_hf_config(yarn)
+    assert (fields["activation_func_clamp_value"], fields["rope_type"]) == (5.0, "yarn")
+    parses(fields)
+    mistral_fields = model_fields_from_hf_config({"model_type": "mistral", **LLAMA_KEYS})
+    assert "moe_expert_bias" not in mistral_fields
     mistral = {"model_type": "mistral", **LLAMA_KEYS, "sliding_window": 256}
     fields = model_fields_from_hf_config(mistral)
     assert (fields["window_size"], fields["window_attn_skip_freq"]) == (256, 0)
