@@ -236,6 +236,7 @@ class ScenarioArrays:
     chunk_grad_sync: Flag
     zero3_backward_prefetch_post: Flag
     zero3_grad_prep_pass: Flag
+    zero3_accumulate_unsharded: Flag
     optimizer_bytes_per_param: Real
     master_weight_bytes: Real
     grouped_gemm_streams: Real

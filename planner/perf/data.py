@@ -90,6 +90,19 @@ prepares every unit's unsharded gradient for its reduce-scatter with memory-boun
 parameter, and the in-place pre-divide, read and write the reduce dtype: 14 bytes per
 parameter with fp32 reduction, 4 with bf16), every microbatch; they are paid in full (HBM
 passes of the size of the unit's gradient, beside the backward's own).
+
+A stack that accumulates unsharded gradients between ZeRO-3 reductions
+(``zero3_accumulate_unsharded``: NeMo Automodel's FSDP2, ``planner.perf.frameworks``) reduces
+once per run of backward passes. Without a pipeline, each unit is still gathered for every
+microbatch's forward and backward, and the reduce-scatter runs once per iteration under the
+last microbatch's backward (hidden like a gather, up to ``dp_overlap_fraction`` of it). Under
+pipeline parallelism, each unit is gathered once per run of the schedule
+(``pipeline_schedule_runs``) and kept through every microbatch, and the reduce-scatter runs
+once per run, after each model chunk's last backward, with the compute stream waiting for it:
+paid whole. Every microbatch's 16-bit gradients are then added into an accumulator of the
+reduce dtype (the first one cast into it): with an fp32 reduction 6 bytes per dense parameter
+for the first microbatch of a run and 10 for every later one, an HBM pass on the compute
+stream.
 """
 
 from __future__ import annotations
@@ -148,7 +161,7 @@ def data_parallel_times(
         a, link, params=params.dense, group=dense_group, stride=a.tensor_parallel, gathers=gathers
     )
     grads, gather = dense.gradient_reduction_s, dense.parameter_gather_s
-    experts_round = a.full(0.0)
+    experts_reduce = experts_gather = a.full(0.0)
     if ops.any_(a.num_moe_layers > 0):  # expert parameters: their own (smaller) group
         experts = _round(
             a,
@@ -158,11 +171,10 @@ def data_parallel_times(
             stride=a.expert_tensor_parallel * a.expert_parallel,
             gathers=gathers,
         )
-        experts_round = ops.where(
-            params.expert > 0, experts.gradient_reduction_s + experts.parameter_gather_s, 0.0
-        )
-        grads = grads + ops.where(params.expert > 0, experts.gradient_reduction_s, 0.0)
-        gather = gather + ops.where(params.expert > 0, experts.parameter_gather_s, 0.0)
+        experts_reduce = ops.where(params.expert > 0, experts.gradient_reduction_s, 0.0)
+        experts_gather = ops.where(params.expert > 0, experts.parameter_gather_s, 0.0)
+        grads = grads + experts_reduce
+        gather = gather + experts_gather
     keep = 1.0 - eff.comm_overlap(CommKind.DATA)
     layers = params.layers  # the busiest stage's layers: its backward / forward hides them
     v = a.virtual_pipeline
@@ -189,7 +201,8 @@ def data_parallel_times(
             params=params,
             group=dense_group,
             gathers=gathers,
-            experts_round_s=experts_round,
+            experts_reduce_s=experts_reduce,
+            experts_gather_s=experts_gather,
             keep=keep,
             schedule=schedule,
         )
@@ -208,15 +221,18 @@ def _zero3_s(
     params: LocalParameters,
     group: Real,
     gathers: Real,
-    experts_round_s: Real,
+    experts_reduce_s: Real,
+    experts_gather_s: Real,
     keep: Real,
     schedule: PipelineSchedule,
 ) -> Real:
     """Exposed ZeRO-3 / FSDP seconds per iteration (module docstring): per microbatch, every
     unit's ``gathers`` all-gathers and its reduce-scatter, one NCCL call each at the unit's size
-    (``group`` ranks), beside the expert parameters' round (``experts_round_s``); the per-rank
-    copies of list collectives; what the stack puts on the critical path (``serial``); FSDP's
-    gradient preparation passes; the rest hidden behind the slowest stage up to ``keep``."""
+    (``group`` ranks), beside the expert parameters' reduction and ``gathers`` gathers
+    (``experts_reduce_s``, ``experts_gather_s``); the per-rank copies of list collectives; what
+    the stack puts on the critical path (``serial``); FSDP's gradient preparation passes; the
+    rest hidden behind the slowest stage up to ``keep``. A stack that accumulates unsharded
+    gradients (``zero3_accumulate_unsharded``) is timed by ``_accumulating_zero3_s``."""
     tensors = ops.where(a.zero3_gather_per_tensor, ops.where(a.has_biases, 12.0, 9.0), 1.0)
     n_units = ops.maximum(params.layers * tensors, 1.0)
     unit_gather = coll.all_gather_time_s(
@@ -231,6 +247,7 @@ def _zero3_s(
         * n_units
         * ops.where(a.zero3_list_collectives, group * eff.kernel_min_time_s, 0.0)
     )
+    experts_round_s = experts_reduce_s + experts_gather_s
     per_microbatch = experts_round_s + n_units * (gathers * unit_gather + unit_reduce) + copies
     reach = ops.minimum(
         a.zero3_prefetch_params / ops.maximum(params.dense / n_units, 1.0), 1.0 - keep
@@ -249,7 +266,70 @@ def _zero3_s(
     )
     overlapped = per_microbatch - serial
     hidden = overlapped - schedule.slowest_stage_s
-    return a.num_microbatches * (serial + prep_s + ops.maximum(overlapped * keep_zero3, hidden))
+    per_microbatch_s = a.num_microbatches * (
+        serial + prep_s + ops.maximum(overlapped * keep_zero3, hidden)
+    )
+    accumulating = a.zero3_accumulate_unsharded
+    if not ops.any_(accumulating):
+        return per_microbatch_s
+    reduce = experts_reduce_s + n_units * unit_reduce
+    gather = experts_gather_s / ops.maximum(gathers, 1.0) + n_units * unit_gather
+    return ops.where(
+        accumulating,
+        _accumulating_zero3_s(
+            a,
+            eff,
+            params=params,
+            reduce_s=reduce,
+            gather_s=gather,
+            gathers=gathers,
+            keep=keep,
+            window=schedule.slowest_stage_s,
+        ),
+        per_microbatch_s,
+    )
+
+
+def _accumulating_zero3_s(
+    a: ScenarioArrays,
+    eff: EfficiencyModel,
+    *,
+    params: LocalParameters,
+    reduce_s: Real,
+    gather_s: Real,
+    gathers: Real,
+    keep: Real,
+    window: Real,
+) -> Real:
+    """Exposed seconds per iteration of a ZeRO-3 stack that accumulates unsharded gradients
+    between reductions (module docstring): ``reduce_s`` one reduce-scatter of the stage's
+    dense and expert gradients, ``gather_s`` one all-gather of its parameters; ``window`` the
+    slowest stage's time per microbatch, behind which a collective hides up to ``keep``.
+
+    Without a pipeline: ``gathers`` gathers every microbatch, one reduction per iteration
+    under the last microbatch's backward. With one: one gather per schedule run, kept through
+    every microbatch, and one reduction per run that the compute stream waits for, whole.
+    Every microbatch's dense gradients are added into the unsharded accumulator in the reduce
+    dtype (the first one cast into it): an HBM pass over the stage's dense parameters."""
+
+    def hidden(total: Real) -> Real:
+        return ops.maximum(total * keep, total - window)
+
+    pipelined = a.pipeline_parallel > 1.0
+    m = a.num_microbatches
+    runs = ops.where(pipelined, a.pipeline_schedule_runs, 1.0)
+    gathers_s = ops.where(pipelined, runs * hidden(gather_s), m * hidden(gathers * gather_s))
+    reduces_s = ops.where(pipelined, runs * reduce_s, hidden(reduce_s))
+    # the dense units' 16-bit gradients, cast into a wider reduce dtype: per run the first
+    # microbatch's cast (read 2, write the accumulator), every later one's add (read 2, read
+    # and write the accumulator); a 16-bit reduction accumulates in ``.grad`` as autograd does
+    grad_bytes = a.grad_bytes_per_param
+    per_param = runs * (2.0 + grad_bytes) + (m - runs) * (2.0 + 2.0 * grad_bytes)
+    accumulate = ops.where(grad_bytes > 2.0, params.dense * per_param, 0.0)
+    accumulate_s = accumulate / eff.memory_bytes_per_s(
+        accumulate / ops.maximum(m * params.layers, 1.0), a.device
+    )
+    return gathers_s + reduces_s + accumulate_s
 
 
 def _exposed(total: Real, keep: Real, window: Real, a: ScenarioArrays, chunked: Flag) -> Real:

@@ -147,6 +147,35 @@ in ``efficiency_constants.json``):
   torchtitan's and Automodel's FSDP2 reduce through another code path (``foreach_reduce``,
   version-dependent, not checked), and the ``fsdp`` profile leaves it off until a source of
   its own is measured.
+* ``zero3_accumulate_unsharded``: under ZeRO-3 the stack accumulates the unsharded gradients
+  of its FSDP units across microbatches and reduce-scatters them once per run of backward
+  passes, not after every microbatch (``planner.perf.data``). NeMo Automodel drives FSDP2
+  (``fully_shard``) so: without pipeline parallelism its training step calls
+  ``set_requires_gradient_sync`` on the model with ``is_optim_step`` true only for the last
+  gradient-accumulation batch (``_forward_backward_step`` -> ``get_sync_ctx``,
+  NVIDIA-NeMo/Automodel ``nemo_automodel/recipes/llm/train_ft.py`` and
+  ``nemo_automodel/components/distributed/utils.py`` @ ``89e3a9fdd6``; the benchmark recipe's
+  ``run_benchmark`` loops ``_forward_backward_step`` over the ``ga_steps`` batches,
+  ``nemo_automodel/recipes/llm/benchmark.py``), so each unit is still gathered for every
+  microbatch's forward and backward (``reshard_after_forward`` true without a pipeline,
+  ``apply_fsdp`` in ``nemo_automodel/components/moe/parallelizer.py``) but reduced once per
+  iteration, under the last backward. With pipeline parallelism the MoE parallelizer shards
+  every block with ``reshard_after_forward=not pp_enabled`` (false; the pipeline builder
+  passes ``pp_enabled=True``, ``pipelining/functional.py``), and torch's pipeline stage runs
+  every backward of a schedule run with ``set_reshard_after_backward(False)`` and
+  ``set_requires_gradient_sync(False)``, then, after the model chunk's last backward, calls
+  every unit's ``post_backward`` (the reduce-scatters) and
+  ``_root_post_backward_final_callback``, which makes the compute stream wait for them
+  (``_PipelineStageBase.backward_maybe_with_nosync``, pytorch/pytorch
+  ``torch/distributed/pipelining/stage.py`` of the torch 2.x releases Automodel pins,
+  ``torch<=2.8.0``; read in copies of that file, not at the 2.8.0 tag; torch 2.13 moves the
+  same calls into the schedule's ``REDUCE_GRAD`` action, ``perform_reduce_grad``):
+  one gather per unit and run, kept through every microbatch, and one reduce-scatter per run
+  that the chunk waits for. FSDP2 keeps each microbatch's 16-bit gradient apart and adds it
+  into an accumulator of the reduce dtype (``FSDPParam.to_accumulated_grad_if_needed``,
+  ``accumulate_unsharded_grad_if_needed``, ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``).
+  True for ``automodel``; torchtitan's FSDP2 reduce-scatters every microbatch outside a
+  pipeline (not checked under one), and the other FSDP profiles reduce every microbatch.
 * ``optimizer_bytes_per_param``: HBM bytes per owned parameter of the optimizer step when the
   stack's optimizer is not the fused multi-tensor Adam the default counts (0: the default,
   ``planner.perf.optimizer``). llm-foundry's ``decoupled_adamw`` is Composer's
@@ -217,7 +246,12 @@ in ``efficiency_constants.json``):
   compute the loss with TE's fused Triton ``parallel_cross_entropy``
   (``TEParallelCrossEntropy``: reads the 16-bit logits twice, writes the gradient in place:
   10 bytes per logit, like flash-attn's fused kernel) and FSDP2's ``MixedPrecisionPolicy``
-  reduces in fp32 (Automodel ``FSDP2Manager`` defaults). Its DeepEP experts
+  reduces in fp32: the MoE recipes' parallelizer (``parallelizer:
+  nemo_automodel.components.moe.parallelizer.parallelize_model``) shards every block with its
+  own default ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``
+  (``apply_fsdp`` @ ``89e3a9fdd6``; ``FSDP2Manager``'s own default, used by the dense
+  parallelizer, reduces in bf16). Expert weights FSDP-sharded over ``ep_shard`` (data
+  parallel above expert parallel) get no policy there: bf16 like the parameters. Its DeepEP experts
   (``GroupedExpertsDeepEP.forward``) run ``grouped_gemm.ops.gmm`` (NVIDIA-NeMo/Automodel
   ``nemo_automodel/components/moe/layers.py`` @ ``89e3a9fdd6``; ``pyproject.toml`` pins
   fanshiqing/grouped_gemm ``v1.1.4``), which on sm_90 launches one cuBLAS GEMM per expert,
@@ -423,6 +457,7 @@ class FrameworkProfile:
     zero3_backward_prefetch_post: bool = False
     trains_with_dropout: bool = True
     zero3_grad_prep_pass: bool = False
+    zero3_accumulate_unsharded: bool = False
     optimizer_bytes_per_param: float = 0.0
     wgrad_accumulation_fusion: bool = False
     grouped_gemm_streams: float = 0.0
@@ -523,6 +558,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             grouped_gemm_streams=4.0,
             moe_host_forward_s=2.0e-3,
             moe_host_expert_forward_s=0.17e-3,
+            zero3_accumulate_unsharded=True,
         ),
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul
         # overlap assumed.
