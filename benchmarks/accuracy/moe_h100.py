@@ -3,7 +3,11 @@
 Four publishers (``tests/data/ground_truth/README.md``), each converted as it ran:
 
 * **NeMo Automodel** (``am_*``, ``docs/performance-summary.mdx`` @ ``36044ad3d1``): PyTorch
-  FSDP2 (``dp`` column = FSDP sharding size, ZeRO-3) + Transformer Engine + DeepEP, mock data
+  FSDP2 (``dp`` column = FSDP sharding size, ZeRO-3: one unit per block, reduced in fp32 by
+  the MoE parallelizer's policy; the experts outside it, FSDP-sharded only over ``dp / ep``
+  where that exceeds 1, the 1,024-GPU row; gradients reduced once per accumulation step or
+  pipeline schedule run: the ``automodel`` profile's ``zero3_accumulate_unsharded``, sourced
+  in ``planner.perf.frameworks``) + Transformer Engine + DeepEP, mock data
   and a *fake balanced gate* (``model.moe_router_round_robin``: token ``t`` to the ``k``
   consecutive experts from ``k·t``, every expert the same tokens). Every benchmark recipe of
   the published rows sets ``fake_balanced_gate: true`` (NVIDIA-NeMo/Automodel

@@ -174,8 +174,14 @@ in ``efficiency_constants.json``):
   that the chunk waits for. FSDP2 keeps each microbatch's 16-bit gradient apart and adds it
   into an accumulator of the reduce dtype (``FSDPParam.to_accumulated_grad_if_needed``,
   ``accumulate_unsharded_grad_if_needed``, ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``).
-  True for ``automodel``; torchtitan's FSDP2 reduce-scatters every microbatch outside a
-  pipeline (not checked under one), and the other FSDP profiles reduce every microbatch.
+  True for ``automodel`` as of ``89e3a9fdd6`` (2025-10-06, the commit whose
+  ``docs/performance-summary.md`` first publishes the benchmark rows). Two days later
+  ``2c236e081`` adds ``BackendConfig.enable_fsdp_optimizations`` (``MoEFSDPSyncMixin``,
+  ``nemo_automodel/components/moe/fsdp_mixin.py``: no resharding and no gradient sync across
+  all accumulation steps, one reduction per iteration also under a pipeline) and makes
+  ``reshard_after_forward`` a parallelizer option, default false: not described here.
+  torchtitan's FSDP2 reduce-scatters every microbatch outside a pipeline (not checked under
+  one), and the other FSDP profiles reduce every microbatch.
 * ``optimizer_bytes_per_param``: HBM bytes per owned parameter of the optimizer step when the
   stack's optimizer is not the fused multi-tensor Adam the default counts (0: the default,
   ``planner.perf.optimizer``). llm-foundry's ``decoupled_adamw`` is Composer's
