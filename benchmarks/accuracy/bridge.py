@@ -21,9 +21,23 @@ How a row becomes a scenario:
   ``scripts/performance/utils/overrides.py`` @ ``9d7087463fe3``); ``dropless``
   rows route as trained (the model's default imbalance); the others are force-balanced.
 * **precision**: BF16 -> ``bf16``; FP8-CS (current scaling) -> ``fp8`` with the ``tensorwise``
-  recipe; FP8-MX -> ``mxfp8``; FP8 blockwise -> ``fp8`` with ``blockwise``. 25.09 states no
-  precision column: its primary cells are taken as FP8 current scaling (the README's reading,
-  an assumption listed per case).
+  recipe; FP8-MX -> ``mxfp8``. 25.09 states no precision column; what its FP8 cells ran is
+  read in the performance scripts of its release (Megatron-Bridge ``v0.1.0rc3``,
+  ``bf71eba07bae``), whose per-model ``perf_matrix`` (``scripts/performance/configs/*/*.yaml``)
+  sets the layout per recipe key (``fp8_ds``, ``fp8_cs``, ``fp8_mx``, ``fp8_ss``;
+  ``utils/helpers.py`` ``get_precision_config``: ``cs`` is ``bf16_with_fp8_current_scaling_mixed``
+  with ``first_last_layers_bf16`` off, i.e. Megatron's ``tensorwise``). *Primary cells*:
+  current scaling. The Qwen3 and DeepSeek-V3 matrices have no ``fp8_ds`` entry, only
+  ``fp8_cs`` (with ``fp8_mx`` on B200/GB200, ``fp8_ss`` on H100), and the one dense cell whose
+  layout tells the two apart, GB200 Llama3 70B, has the page's micro-batch 2 under ``fp8_cs``
+  (``fp8_ds``: 1); the 25.11 page labels the same cells FP8-CS and its scripts default to
+  ``cs`` (``v0.2.0`` ``scripts/performance/README.md``), where ``v0.1.0rc3``'s command line
+  defaulted to ``ds``. *Cells in parentheses* ("different quantization granularities: ... GB200
+  and B200 systems, 32x32 for both weights and activations. For H100 system, 128x128 for weights
+  and 1x128 for activations", the page's note): on B200/GB200 ``fp8_mx``, MXFP8 (the GB200
+  Llama3 70B and 405B alternates have the ``fp8_mx`` layouts, TP 2 PP 4 VP 5 and TP 4 PP 8 CP 2
+  VP 8; the 25.11 page puts the same note under "FP8-CS (FP8-MX)"): ``mxfp8``; on H100
+  ``fp8_ss``, subchannel (blockwise) scaling: ``fp8`` with ``blockwise``.
 * **layout**: tp/pp/cp/ep/vp, micro-batch and global batch as stated; sequence parallel when
   tp > 1; "DDP (FSDP=0)" is Megatron's distributed optimizer (``zero_stage`` 1, the recipes'
   ``use_distributed_optimizer``), Megatron-FSDP is ``zero_stage`` 3. When the layers do not
@@ -180,21 +194,19 @@ def _preset(run: PublishedRun) -> str:
     raise ValueError(f"{run.config_id}: no preset for model {name!r}")
 
 
-def _precision(run: PublishedRun) -> tuple[dict[str, Any], list[str]]:
-    """The ``parallelism`` precision fields and the assumptions they need."""
+def _precision(run: PublishedRun) -> dict[str, Any]:
+    """The ``parallelism`` precision fields of the row (module docstring)."""
     text = run.text("precision")
     if text == "BF16":
-        return {"precision": "bf16"}, []
+        return {"precision": "bf16"}
     if text == "FP8-MX":
-        return {"precision": "mxfp8"}, []
-    if text.startswith("FP8 blockwise"):
-        return {"precision": "fp8", "fp8_recipe": "blockwise"}, []
-    if text == "FP8-CS":
-        return {"precision": "fp8", "fp8_recipe": "tensorwise"}, []
-    if text.startswith("FP8"):
-        return {"precision": "fp8", "fp8_recipe": "tensorwise"}, [
-            "fp8 current scaling (25.09 states no precision column)"
-        ]
+        return {"precision": "mxfp8"}
+    if text.startswith("FP8 blockwise"):  # 25.09's cells in parentheses (module docstring)
+        if GPUS[run.text("gpu")] == "h100-sxm":
+            return {"precision": "fp8", "fp8_recipe": "blockwise"}
+        return {"precision": "mxfp8"}
+    if text.startswith("FP8"):  # FP8-CS, and 25.09's primary cells (module docstring)
+        return {"precision": "fp8", "fp8_recipe": "tensorwise"}
     raise ValueError(f"{run.config_id}: unknown precision {text!r}")
 
 
@@ -248,7 +260,8 @@ def convert_bridge(run: PublishedRun) -> Case:
     """One ``megatron_bridge_2025`` configuration as a ``Case`` (module docstring)."""
     preset = _preset(run)
     model: dict[str, Any] = {"preset": preset, "seq_length": num(run, "seq_len")}
-    precision, assumptions = _precision(run)
+    precision = _precision(run)
+    assumptions: list[str] = []
     extra: dict[str, Any] = {"recompute": "none"}
     if run.text("moe_experts"):
         moe_model, moe_extra, moe_assumed = _moe(run, preset)

@@ -43,15 +43,16 @@ def _run(config_id: str, tokens_per_gpu: float, **fields: str) -> PublishedRun:
     )
 
 
+def _llama(config_id: str, tokens_per_gpu: float, gpu: str, precision: str) -> Case:
+    return convert_bridge(_run(config_id, tokens_per_gpu, gpu=gpu, precision=precision, **LLAMA))
+
+
 def test_dense_rows_and_their_recipes() -> None:
-    cs = convert_bridge(
-        _run(
-            "mb_25.11_Pre-Training_DGX-GB200_LLAMA3_8B_8_FP8-CS_128_tp1pp1cp1vpn/aep1_primary",
-            31508,
-            gpu="GB200",
-            precision="FP8-CS",
-            **LLAMA,
-        )
+    cs = _llama(
+        "mb_25.11_Pre-Training_DGX-GB200_LLAMA3_8B_8_FP8-CS_128_tp1pp1cp1vpn/aep1_primary",
+        31508,
+        "GB200",
+        "FP8-CS",
     )
     par = cs.document["parallelism"]
     assert (par["precision"], par["fp8_recipe"], par["zero_stage"]) == ("fp8", "tensorwise", 1)
@@ -59,27 +60,21 @@ def test_dense_rows_and_their_recipes() -> None:
     assert cs.document["training"]["framework"] == "nemo"
     assert cs.measured_iteration_time_s == pytest.approx(128 * 8192 / (31508 * 8))
     assert cs.release == "25.11"
-    mx = convert_bridge(
-        _run(
-            "mb_25.11_Pre-Training_DGX-GB300_LLAMA3_8B_8_FP8-MX_128_tp1pp1cp1vpn/aep1_alt",
-            36108,
-            gpu="GB300",
-            precision="FP8-MX",
-            **LLAMA,
-        )
+    mx = _llama(
+        "mb_25.11_Pre-Training_DGX-GB300_LLAMA3_8B_8_FP8-MX_128_tp1pp1cp1vpn/aep1_alt",
+        36108,
+        "GB300",
+        "FP8-MX",
     )
     assert mx.document["parallelism"]["precision"] == "mxfp8"
-    old = convert_bridge(
-        _run(
-            "mb_25.09_Pre-Training_DGX-GB200_LLAMA3_8B_8_FP8_128_tp1pp1cp1vpn/aep1_primary",
-            31357,
-            gpu="GB200",
-            precision=CS_2509,
-            **LLAMA,
-        )
+    old = _llama(
+        "mb_25.09_Pre-Training_DGX-GB200_LLAMA3_8B_8_FP8_128_tp1pp1cp1vpn/aep1_primary",
+        31357,
+        "GB200",
+        CS_2509,
     )
     assert old.document["parallelism"]["fp8_recipe"] == "tensorwise"
-    assert any("25.09 states no precision" in a for a in old.assumptions)
+    assert not any("precision" in a for a in old.assumptions)  # read in the scripts, not assumed
     # the same scenario in two containers: both kept, one per release
     kept, dropped = deduplicate([cs, old])
     assert (len(kept), dropped) == (2, [])
@@ -90,6 +85,33 @@ def test_dense_rows_and_their_recipes() -> None:
         "25.11",
         "25.09",
     ]
+
+
+LLAMA_8B_TAIL = "tp1pp1cp1vpn/aep1_alt"
+BLOCK_2509 = (
+    "FP8 blockwise (parenthetical: 32x32 on GB200/B200; 128x128 weights + 1x128 activations"
+    " on H100)"
+)
+
+
+def test_the_2509_cells_in_parentheses_ran_mxfp8_on_blackwell_and_blockwise_on_h100() -> None:
+    """25.09's second figures: the ``fp8_mx`` key of the release's perf matrices on B200 and
+    GB200 (their layouts), subchannel ``fp8_ss`` (128x128 / 1x128 blocks) on H100."""
+    gb200, h100 = (
+        _llama(
+            f"mb_25.09_Pre-Training_DGX-{system}_LLAMA3_8B_8_FP8_128_{LLAMA_8B_TAIL}",
+            t,
+            g,
+            BLOCK_2509,
+        )
+        for system, t, g in (("GB200", 29925, "GB200"), ("H100", 14079, "H100-SXM"))
+    )
+    assert gb200.document["parallelism"]["precision"] == "mxfp8"
+    assert "fp8_recipe" not in gb200.document["parallelism"]
+    par = h100.document["parallelism"]
+    assert (par["precision"], par["fp8_recipe"]) == ("fp8", "blockwise")
+    for case in (gb200, h100):
+        parse_scenario(case.document)
 
 
 def test_moe_rows_routing_and_the_deepseek_layout() -> None:
