@@ -38,7 +38,11 @@ How a row becomes a scenario:
   Llama3 70B and 405B alternates have the ``fp8_mx`` layouts, TP 2 PP 4 VP 5 and TP 4 PP 8 CP 2
   VP 8; the 25.11 page puts the same note under "FP8-CS (FP8-MX)"): ``mxfp8``; on H100
   ``fp8_ss``, subchannel (blockwise) scaling: ``fp8`` with ``blockwise``.
-* **layout**: tp/pp/cp/ep/vp, micro-batch and global batch as stated; sequence parallel when
+* **layout**: tp/pp/cp/ep/vp, micro-batch and global batch as stated, except an alternate
+  cell's micro-batch where the page's GA column (the CSV's ``GA=`` note) gives it another: the
+  page writes MBS once per row and an ``a (b)`` GA per cell, so ``global_batch / (dp · GA)``
+  is the alternate's (25.09 GB200 Llama3 70B: GBS 128, DP 8, GA 16: micro-batch 1, the
+  ``fp8_mx`` perf-matrix entry's ``mbs: 1`` at ``v0.1.0rc3``); sequence parallel when
   tp > 1; "DDP (FSDP=0)" is Megatron's distributed optimizer (``zero_stage`` 1, the recipes'
   ``use_distributed_optimizer``), Megatron-FSDP is ``zero_stage`` 3. When the layers do not
   divide over ``pp·vp`` the embedding and the loss count as layers (the README's note on these
@@ -84,6 +88,7 @@ under a virtual pipeline and syncs gradients per model chunk, as the ``nemo`` pr
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -210,6 +215,21 @@ def _precision(run: PublishedRun) -> dict[str, Any]:
     raise ValueError(f"{run.config_id}: unknown precision {text!r}")
 
 
+def _alternate_micro_batch(run: PublishedRun) -> dict[str, Any]:
+    """``micro_batch_size`` of an ``_alt`` row whose stated GA implies another micro-batch
+    than the row's (module docstring); empty otherwise."""
+    ga = re.search(r"\bGA=(\d+)", run.notes)
+    if not run.config_id.endswith("_alt") or ga is None:
+        return {}
+    dp = num(run, "num_gpus") // (
+        (run.integer("tp") or 1) * (run.integer("pp") or 1) * (run.integer("cp") or 1)
+    )
+    micro, left = divmod(num(run, "global_batch"), dp * int(ga.group(1)))
+    if left or micro < 1 or micro == run.integer("micro_batch"):
+        return {}
+    return {"micro_batch_size": micro}
+
+
 def _moe(run: PublishedRun, preset: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """Model fields, extra parallelism fields and assumptions of an MoE row."""
     name = run.text("model_name")
@@ -281,6 +301,7 @@ def convert_bridge(run: PublishedRun) -> Case:
         zero_stage=3 if run.text("zero_stage").startswith("Megatron-FSDP") else 1,
         **precision,
         **extra,
+        **_alternate_micro_batch(run),
     )
     gpu = GPUS[run.text("gpu")]
     measured = (num(run, "global_batch") * num(run, "seq_len")) / (

@@ -5,6 +5,8 @@ precision recipes, routing, the DeepSeek-V3 pipeline layout, measured time and r
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from benchmarks.accuracy.bridge import convert_bridge
@@ -252,3 +254,23 @@ def test_each_container_scripts_knobs_per_gpu() -> None:
     assert "recompute_modules" not in qwen.document["parallelism"]
     for case in (h100, b200, qwen):
         parse_scenario(case.document)
+
+
+def test_an_alternate_cells_micro_batch_follows_its_stated_ga() -> None:
+    """25.09 GB200 Llama3 70B, alternate (MXFP8) cell: TP 2 PP 4 on 64 GPUs (DP 8), GBS 128,
+    GA 16; the page's single MBS cell (2) is the primary's."""
+    fields = {**LLAMA, "model_name": "LLAMA3_70B", "num_gpus": "64", "tp": "2", "pp": "4"}
+    fields.update(vp="5", gpu="GB200", precision=BLOCK_2509)
+    config = "mb_25.09_Pre-Training_DGX-GB200_LLAMA3_70B_64_FP8_128_tp2pp4cp1vp5ep1"
+    alt = PublishedRun(
+        source="megatron_bridge_2025",
+        config_id=f"{config}_alt",
+        fields=fields,
+        metrics={"tokens_per_s_per_gpu": 3546},
+        notes="container 25.09; GA=16; SOURCE INCONSISTENCY: dp*MBS*GA=256 != GBS=128",
+    )
+    assert convert_bridge(alt).document["parallelism"]["micro_batch_size"] == 1
+    primary = replace(alt, config_id=f"{config}_primary")  # a primary cell keeps its MBS
+    assert convert_bridge(primary).document["parallelism"]["micro_batch_size"] == 2
+    consistent = replace(alt, notes="GA=8")
+    assert convert_bridge(consistent).document["parallelism"]["micro_batch_size"] == 2
