@@ -10,6 +10,22 @@ Transformer Engine recipes (TE "Using FP8 and FP4 with Transformer Engine"; Mega
   4 bytes per element.
 * ``tensorwise`` (``Float8CurrentScaling``; torchao's default float8): the scale comes from the
   current tensor's amax, one more read pass: 6 bytes per element.
+
+The transposed FP8 copy is Hopper's: Transformer Engine makes one only where the GPU's FP8
+GEMMs take the TN layout alone. ``Float8Quantizer`` (delayed) and
+``Float8CurrentScalingQuantizer`` allocate the transpose only when
+``columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()`` and let the one row-wise copy
+serve both usages otherwise; ``nvte_is_non_tn_fp8_gemm_supported`` is true for compute
+capability 10.0-11.x and >= 13.0, the data-centre Blackwell parts (NVIDIA/TransformerEngine
+``transformer_engine/pytorch/csrc/quantizer.cpp`` ``create_tensor`` and
+``transformer_engine/common/transformer_engine.cpp`` @ ``v2.7`` ``fedd9ddc739a`` and ``v2.9``
+``70f536662ae1``, the TE of NeMo 25.09 and 25.11; ``pytorch/utils.py``
+``is_non_tn_fp8_gemm_supported`` the same). On the catalog's ``blackwell`` GPUs (B200, B300,
+GB200, GB300: sm_100 / sm_103) per-tensor casts therefore write one byte less per element
+(``QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT``): delayed 3, current scaling 5. The block-scaled
+recipes keep both copies on every GPU: their column-wise copy is a different quantisation, not
+a transpose (``MXFP8Quantizer::create_tensor`` allocates column-wise data and scales whenever
+``columnwise_usage``, whatever the GPU, same tag).
 * ``blockwise`` (``Float8BlockScaling``; DeepSeek-AI 2024, DeepSeek-V3 §3.3.1: 1x128 tiles of
   activations, 128x128 blocks of weights): the amax is per block within the same pass, plus
   the fp32 scales (4 bytes per 128): 4.0625 bytes per element; the GEMM promotes its partial
@@ -45,6 +61,10 @@ quantises its own output (``NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT``), by the qua
 * ``tensorwise``: ``FUSED_NORM_AMAX_FP8``, the norm writes its 16-bit output and the amax in
   one pass, then the quantiser casts it (read 2, write the FP8 copy and its transpose): the
   separate amax read of an unfused cast is saved, 4 bytes per element.
+
+Without the transposed copy (Blackwell, above) delayed scaling's fused norm adds nothing
+beyond its own output (the byte it saves by writing FP8 instead of 16 bits is not taken off
+the norm's traffic: 0) and current scaling's cast writes one copy: 3 bytes per element.
 * ``blockwise``, ``mxfp8``: ``UNFUSED`` (the norm in 16 bits, then the recipe's cast), as
   without the fusion. ``nvfp4``: taken as unfused (its fused-amax path runs only without the
   random Hadamard transform).
@@ -56,12 +76,15 @@ import numpy as np
 
 from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
+from planner.perf.efficiency import ARCHITECTURES
 from planner.perf.ops import Real
 
 __all__ = [
     "BLOCKWISE_GEMM_RELATIVE_EFFICIENCY",
     "NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT",
+    "NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT",
     "QUANTIZE_BYTES_PER_ELEMENT",
+    "QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT",
     "SAVED_INPUT_BYTES",
     "WEIGHT_COPY_BYTES",
     "gemm_relative_efficiency",
@@ -78,10 +101,18 @@ training shapes with the block scales promoted on the CUDA cores, ~10 % below cu
 per-tensor FP8 on the same shapes (DeepGEMM README, "Performance")."""
 
 QUANTIZE_BYTES_PER_ELEMENT = (0.0, 4.0, 6.0, 4.0625, 4.0625, 5.125)
-"""HBM bytes to quantise one element of a GEMM operand, by recipe code (module docstring)."""
+"""HBM bytes to quantise one element of a GEMM operand, by recipe code, on a GPU whose FP8
+GEMMs take only the TN layout (Hopper: the per-tensor recipes write a transposed copy; module
+docstring)."""
+QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT = (0.0, 3.0, 5.0, 4.0625, 4.0625, 5.125)
+"""``QUANTIZE_BYTES_PER_ELEMENT`` on a GPU whose FP8 GEMMs take any layout (Blackwell): the
+per-tensor recipes write one FP8 copy (module docstring)."""
 NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT = (0.0, 1.0, 4.0, 4.0625, 4.0625, 5.125)
 """HBM bytes to quantise one element of a norm's output that a TE ``LayerNormLinear`` feeds to
-its GEMM, by recipe code, beyond the norm's own 16-bit traffic (module docstring)."""
+its GEMM, by recipe code, beyond the norm's own 16-bit traffic, TN-only GPUs (module
+docstring)."""
+NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT = (0.0, 0.0, 3.0, 4.0625, 4.0625, 5.125)
+"""``NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT`` on a GPU whose FP8 GEMMs take any layout."""
 WEIGHT_COPY_BYTES = (0.0, 1.0, 1.0, 1.03125, 2.0625, 1.125)
 """Bytes per weight of the quantised copy TE caches across microbatches (FP8 recipes: the
 row-wise copy, the transpose made in the backward; MXFP8/NVFP4: both directions)."""
@@ -90,22 +121,34 @@ SAVED_INPUT_BYTES = (2.0, 1.0, 1.0, 1.03125, 1.03125, 0.5625)
 _GEMM_RELATIVE = (1.0, 1.0, 1.0, BLOCKWISE_GEMM_RELATIVE_EFFICIENCY, 1.0, 1.0)
 
 _QUANTIZE = np.array(QUANTIZE_BYTES_PER_ELEMENT)
+_QUANTIZE_ANY = np.array(QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT)
 _NORM_QUANTIZE = np.array(NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT)
+_NORM_QUANTIZE_ANY = np.array(NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT)
+_BLACKWELL = ARCHITECTURES.index("blackwell")
 _WEIGHT = np.array(WEIGHT_COPY_BYTES)
 _SAVED = np.array(SAVED_INPUT_BYTES)
 _RELATIVE = np.array(_GEMM_RELATIVE)
 
 
 def quantize_bytes(a: ScenarioArrays) -> Real:
-    """HBM bytes per quantised GEMM-operand element of each scenario (0 in 16-bit)."""
-    return ops.take(_QUANTIZE, a.fp8_recipe)
+    """HBM bytes per quantised GEMM-operand element of each scenario, by recipe and by whether
+    the GPU's FP8 GEMMs take any layout (module docstring); 0 in 16-bit."""
+    any_layout = a.device.architecture == _BLACKWELL
+    return ops.where(
+        any_layout, ops.take(_QUANTIZE_ANY, a.fp8_recipe), ops.take(_QUANTIZE, a.fp8_recipe)
+    )
 
 
 def norm_output_quantize_bytes(a: ScenarioArrays) -> Real:
     """HBM bytes per quantised element of a GEMM operand that a norm produces (the QKV and
     dense FC1 inputs): the norm-fused cast where the stack fuses it (``fp8_norm_fused_cast``),
-    else ``quantize_bytes``; 0 in 16-bit."""
-    fused = ops.take(_NORM_QUANTIZE, a.fp8_recipe)
+    else ``quantize_bytes``; by GPU as ``quantize_bytes``; 0 in 16-bit."""
+    any_layout = a.device.architecture == _BLACKWELL
+    fused = ops.where(
+        any_layout,
+        ops.take(_NORM_QUANTIZE_ANY, a.fp8_recipe),
+        ops.take(_NORM_QUANTIZE, a.fp8_recipe),
+    )
     return ops.where(a.fp8_norm_fused_cast, fused, quantize_bytes(a))
 
 

@@ -15,9 +15,13 @@ from planner.perf.frameworks import profile_of
 from planner.perf.operators import operator_times
 from planner.perf.precision import (
     NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT,
+    NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT,
     QUANTIZE_BYTES_PER_ELEMENT,
+    QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT,
     SAVED_INPUT_BYTES,
     WEIGHT_COPY_BYTES,
+    norm_output_quantize_bytes,
+    quantize_bytes,
 )
 from planner.scenario import parse_scenario
 from planner.scenario.megatron_args import scenario_document_from_megatron_args
@@ -42,7 +46,12 @@ def _scenario(gpu: str = "h100-sxm", **par: Any) -> Scenario:
 
 
 def test_every_recipe_has_its_table_entries() -> None:
-    tables = (QUANTIZE_BYTES_PER_ELEMENT, NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT)
+    tables = (
+        QUANTIZE_BYTES_PER_ELEMENT,
+        QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT,
+        NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT,
+        NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT,
+    )
     for table in (*tables, WEIGHT_COPY_BYTES, SAVED_INPUT_BYTES):
         assert len(table) == len(Fp8Recipe) + 1  # code 0 is 16-bit training
 
@@ -137,3 +146,19 @@ def test_te_norms_quantise_the_qkv_and_fc1_inputs_by_recipe() -> None:
     assert saved["delayed"] / saved["tensorwise"] == pytest.approx(1.5, rel=0.05)
     stacks = {f for f in Framework if profile_of(f).fp8_norm_fused_cast}
     assert stacks == {Framework.MEGATRON, Framework.NEMO}
+
+
+def test_per_tensor_fp8_writes_no_transposed_copy_where_gemms_take_any_layout() -> None:
+    """Transformer Engine writes the transposed FP8 copy only for TN-only FP8 GEMMs (Hopper);
+    on Blackwell one row-wise copy serves both GEMMs, a byte less per element; blockwise
+    scaling's column-wise copy is its own quantisation on both."""
+    per_gpu = {}
+    for gpu in ("h100-sxm", "b200"):
+        for recipe in ("delayed", "tensorwise", "blockwise"):
+            a = ScenarioArrays.from_scenario(_scenario(gpu, precision="fp8", fp8_recipe=recipe))
+            per_gpu[gpu, recipe] = (float(quantize_bytes(a)), float(norm_output_quantize_bytes(a)))
+    assert per_gpu["h100-sxm", "delayed"] == (4.0, 1.0)
+    assert per_gpu["b200", "delayed"] == (3.0, 0.0)
+    assert per_gpu["h100-sxm", "tensorwise"] == (6.0, 4.0)
+    assert per_gpu["b200", "tensorwise"] == (5.0, 3.0)
+    assert per_gpu["b200", "blockwise"] == per_gpu["h100-sxm", "blockwise"]
