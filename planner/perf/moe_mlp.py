@@ -66,7 +66,11 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
   individually"), each with the recipe's kernels (``QUANTIZE_KERNELS_PER_TENSOR``). Two
   operands per direction (forward: the FC1 and FC2 inputs; backward: the two output
   gradients), so a current-scaling layer with 16 local experts launches 96 quantisation
-  kernels a direction where delayed scaling launches 2. Each kernel takes at least
+  kernels a direction where delayed scaling launches 2 on Hopper. The fused delayed-scaling
+  kernel (``nvte_multi_cast_transpose``) runs only when every slice has both a row-wise copy and
+  a transposed one (``with_fused_kernel`` is false when ``nvte_tensor_columnwise_data`` is
+  null, same file); on Blackwell TE makes no transpose (``planner.perf.precision``), so there
+  delayed scaling quantises each slice on its own too. Each kernel takes at least
   ``kernel_min_time_s``: with a few thousand tokens per expert (micro-batch 1) that floor,
   not the bytes, sets the casts' time. The shared experts' two operands are single tensors.
 """
@@ -82,7 +86,7 @@ from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
-from planner.perf.precision import quantize_bytes
+from planner.perf.precision import any_layout_fp8_gemms, quantize_bytes
 from planner.specs.model import MoETokenDispatcher
 from planner.specs.parallelism import Fp8Recipe, Recompute
 
@@ -370,13 +374,15 @@ def _moe_pass(
 def quantize_kernels(a: ScenarioArrays, tensors: Real) -> Real:
     """Kernels that quantise one operand split into ``tensors`` slices (the local experts of a
     ``GroupedLinear``; 1 for a plain ``Linear``), per scenario: ``tensors`` times the recipe's
-    ``QUANTIZE_KERNELS_PER_TENSOR``, except delayed scaling over grouped-GEMM experts, whose
-    slices Transformer Engine casts in one fused multi-tensor kernel
-    (``nvte_multi_cast_transpose``, module docstring; TE takes that path when every slice
-    gets both a row-wise and a column-wise copy, as Hopper's TN-only FP8 GEMMs need, and the
-    model takes it for delayed scaling on every GPU); 0 in 16-bit training."""
+    ``QUANTIZE_KERNELS_PER_TENSOR``, except delayed scaling over grouped-GEMM experts on a
+    GPU with TN-only FP8 GEMMs, whose slices Transformer Engine casts in one fused
+    multi-tensor kernel (``nvte_multi_cast_transpose``, module docstring: TE takes that path
+    only when every slice gets both a row-wise and a transposed copy, which it makes only for
+    TN-only FP8 GEMMs, ``planner.perf.precision.any_layout_fp8_gemms``); 0 in 16-bit
+    training."""
     per_tensor = ops.take(_QUANTIZE_KERNELS, a.fp8_recipe)
-    fused = (a.fp8_recipe == _DELAYED) & a.moe_grouped_gemm
+    tn_only = ops.logical_not(any_layout_fp8_gemms(a))
+    fused = (a.fp8_recipe == _DELAYED) & a.moe_grouped_gemm & tn_only
     return ops.where(fused, per_tensor, per_tensor * tensors)
 
 

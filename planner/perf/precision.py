@@ -77,7 +77,7 @@ import numpy as np
 from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import ARCHITECTURES
-from planner.perf.ops import Real
+from planner.perf.ops import Flag, Real
 
 __all__ = [
     "BLOCKWISE_GEMM_RELATIVE_EFFICIENCY",
@@ -87,6 +87,7 @@ __all__ = [
     "QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT",
     "SAVED_INPUT_BYTES",
     "WEIGHT_COPY_BYTES",
+    "any_layout_fp8_gemms",
     "gemm_relative_efficiency",
     "norm_output_quantize_bytes",
     "quantize_bytes",
@@ -130,10 +131,17 @@ _SAVED = np.array(SAVED_INPUT_BYTES)
 _RELATIVE = np.array(_GEMM_RELATIVE)
 
 
+def any_layout_fp8_gemms(a: ScenarioArrays) -> Flag:
+    """Whether each scenario's GPU runs FP8 GEMMs in any layout, so that Transformer Engine
+    makes no transposed FP8 copy (``nvte_is_non_tn_fp8_gemm_supported``: the catalog's
+    ``blackwell`` parts; module docstring)."""
+    return a.device.architecture == _BLACKWELL
+
+
 def quantize_bytes(a: ScenarioArrays) -> Real:
     """HBM bytes per quantised GEMM-operand element of each scenario, by recipe and by whether
     the GPU's FP8 GEMMs take any layout (module docstring); 0 in 16-bit."""
-    any_layout = a.device.architecture == _BLACKWELL
+    any_layout = any_layout_fp8_gemms(a)
     return ops.where(
         any_layout, ops.take(_QUANTIZE_ANY, a.fp8_recipe), ops.take(_QUANTIZE, a.fp8_recipe)
     )
@@ -143,7 +151,7 @@ def norm_output_quantize_bytes(a: ScenarioArrays) -> Real:
     """HBM bytes per quantised element of a GEMM operand that a norm produces (the QKV and
     dense FC1 inputs): the norm-fused cast where the stack fuses it (``fp8_norm_fused_cast``),
     else ``quantize_bytes``; by GPU as ``quantize_bytes``; 0 in 16-bit."""
-    any_layout = a.device.architecture == _BLACKWELL
+    any_layout = any_layout_fp8_gemms(a)
     fused = ops.where(
         any_layout,
         ops.take(_NORM_QUANTIZE_ANY, a.fp8_recipe),
