@@ -36,7 +36,10 @@ How a row becomes a scenario:
   and B200 systems, 32x32 for both weights and activations. For H100 system, 128x128 for weights
   and 1x128 for activations", the page's note): on B200/GB200 ``fp8_mx``, MXFP8 (the GB200
   Llama3 70B and 405B alternates have the ``fp8_mx`` layouts, TP 2 PP 4 VP 5 and TP 4 PP 8 CP 2
-  VP 8; the 25.11 page puts the same note under "FP8-CS (FP8-MX)"): ``mxfp8``; on H100
+  VP 8; the 25.11 page puts the same note under "FP8-CS (FP8-MX)"; and 25.09's Transformer
+  Engine refuses block-scaled FP8 off Hopper: ``check_fp8_block_scaling_support``, "FP8 block
+  scaled GEMM requires Hopper", NVIDIA/TransformerEngine ``transformer_engine/pytorch/fp8.py``
+  @ ``v2.7``): ``mxfp8``; on H100
   ``fp8_ss``, subchannel (blockwise) scaling: ``fp8`` with ``blockwise``.
 * **layout**: tp/pp/cp/ep/vp, micro-batch and global batch as stated, except an alternate
   cell's micro-batch where the page's GA column (the CSV's ``GA=`` note) gives it another: the
