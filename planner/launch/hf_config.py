@@ -35,6 +35,12 @@ _UNTIED_BY_DEFAULT = frozenset(
     | {"gpt_neox", "deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2", "gpt_oss", "llama4"}
     | {"llama4_text", "nemotron", "olmo", "olmo2", "olmoe", "granite"}
 )
+_PER_HEAD_QK_NORM = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text"})
+"""Families whose attention normalises every query and key head over ``head_dim`` before the
+rotary embedding, whatever the config says (``qk_layernorm``): ``transformers``'
+``Qwen3Attention``, ``Qwen3MoeAttention`` and ``Gemma3Attention`` build ``q_norm``/``k_norm``
+as RMSNorms of ``head_dim``. OLMo-2 and OLMoE normalise the whole query and key projections
+instead (``Olmo2Attention``: RMSNorm of ``num_attention_heads·head_dim``), not read as this."""
 SUPPORTED_MODEL_TYPES = _TIED_BY_DEFAULT - {""} | _UNTIED_BY_DEFAULT
 """``model_type`` values read with their own family's keys and defaults."""
 
@@ -205,6 +211,8 @@ def _decoder(keys: _Keys, model_type: str) -> Found:
     if keys.present("kv_lora_rank"):
         _latent_attention(keys, found)
     _window(keys, found, model_type)
+    if model_type in _PER_HEAD_QK_NORM:
+        found["qk_layernorm"] = (True, keys.key("model_type"))
     if model_type == "gpt_oss":
         _gpt_oss(keys, found)
     return found

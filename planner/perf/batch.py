@@ -109,7 +109,8 @@ class ScenarioArrays:
     (``attention_q_width`` ... ``attention_down_width``, ``kv_up_width``: GQA and MLA alike),
     the attention weights per layer (``attention_gemm_params``, ``attention_replicated_params``
     held whole by every TP rank, ``attention_params`` with norms), ``full_attention_fraction``
-    and ``window_size`` (sliding-window layers), ``shared_expert_ffn_hidden_size``, the MTP
+    and ``window_size`` (sliding-window layers), ``per_head_qk_norm`` (Qwen3's QK-norm),
+    ``shared_expert_ffn_hidden_size``, the MTP
     modules (``mtp_num_layers``, ``num_mtp_moe_layers``, ``mtp_params``), and the MoE cost
     knobs: ``moe_token_dispatcher`` (``MoETokenDispatcher.code``), ``moe_imbalance`` (busiest
     expert rank over the average: 1 under forced balance, the scenario's
@@ -186,6 +187,7 @@ class ScenarioArrays:
     activation_func_clamp_value: Real
     has_attention_sink: Flag
     yarn_rotary: Flag
+    per_head_qk_norm: Flag
     # parallelism
     tensor_parallel: Real
     pipeline_parallel: Real

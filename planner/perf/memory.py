@@ -44,9 +44,11 @@ SwiGLU, MoE, context parallel and FP8; ``tok = b·S/c`` local tokens):
 * kept on every TP rank unless sequence parallel: layer-norm inputs ``4Th``, QKV and MLP inputs
   ``4Th`` (``2Th`` when FP8 stores them in one byte), dropout masks ``2Th`` (models with
   dropout, ``ModelSpec.has_dropout``: GPT-style GeLU models; Llama-style models train without);
-* divided by ``t``: Q and attention output ``4T·q``, K and V ``4T·kv``, MLP ``2·n_up·tok·f`` (fc1
-  output) plus ``2T·f`` (activation output, ``tok·f`` in FP8), and without flash attention the
-  ``(4 + dropout)·heads·(S/c)·S·b`` bytes of scores, softmax and mask unless recomputed.
+* divided by ``t``: Q and attention output ``4T·q``, K and V ``4T·kv`` (per-head query/key
+  norms, ``ModelSpec.per_head_qk_norm``, keep their inputs too: ``2T·(q + kv)``), MLP
+  ``2·n_up·tok·f`` (fc1 output) plus ``2T·f`` (activation output, ``tok·f`` in FP8), and without
+  flash attention the ``(4 + dropout)·heads·(S/c)·S·b`` bytes of scores, softmax and mask unless
+  recomputed.
 
 Selective recompute drops the score term; full recompute keeps each layer's input (``2Th``,
 ``/t`` with SP) plus one layer's working set while that layer is re-run. torchtitan's "selective"
@@ -216,6 +218,9 @@ def activation_bytes_arr(
     # Q, K, V and the attention output (16-bit), each of its width (GQA: q, kv, kv, q)
     widths = a.attention_q_width + a.attention_k_width + a.attention_v_width
     widths = ops.where(selective & a.recompute_mla_up_proj & a.multi_latent_attention, 0.0, widths)
+    # a per-head query/key norm keeps its input, the query and key before it (its output is
+    # rotated and kept as Q and K above)
+    widths = widths + ops.where(a.per_head_qk_norm, a.attention_q_width + a.attention_k_width, 0.0)
     attn = ACTIVATION_BYTES * tok * (widths + a.attention_out_width)
     # MLA: the latents the up projections read, whole on every tensor-parallel rank
     latents = ACTIVATION_BYTES * tok * (a.q_lora_rank + a.kv_lora_rank)

@@ -15,9 +15,10 @@ width; Megatron-LM's layer, Shoeybi et al. 2019 and Narayanan et al. SC'21):
 * MoE layers: router GEMM ``(tok, E, h)``, ``E/e`` expert GEMMs of ``tok·topk·e/E·imbalance``
   tokens each, shared experts, router softmax/top-k and token permute/unpermute.
 * Memory-bound: two norms, two residual adds, dropout (models with dropout), rotary embeddings
-  (models with them), the activation function, the low-precision recipe's quantise/transpose
-  kernels on every GEMM's inputs and output gradients (``planner.perf.precision``); eager
-  stacks move ``elementwise_traffic_factor`` times the bytes.
+  (models with them), the per-head query and key norms (models with ``qk_layernorm``), the
+  activation function, the low-precision recipe's quantise/transpose kernels on every GEMM's
+  inputs and output gradients (``planner.perf.precision``); eager stacks move
+  ``elementwise_traffic_factor`` times the bytes.
 * First stage: embedding; last stage: LM head GEMM (16-bit) and cross-entropy (the framework's
   loss kernels move ``loss_bytes_per_logit`` of HBM traffic per logit,
   ``planner.perf.frameworks``).
@@ -173,6 +174,19 @@ def _layer_elementwise_ops(
         bwd_b = (1.0 - eager) * ew * 4.0 + eager * UNFUSED_ROPE_BYTES[1]
         table.mem(forward, fwd_b * rope * tokens * rotated, 1.0 + 5.0 * eager)
         table.mem(backward, bwd_b * rope * tokens * rotated, 1.0 + 6.0 * eager)
+    if ops.any_(a.per_head_qk_norm):
+        # Qwen3's QK-norm: a norm over each of the rank's query and key heads on every token
+        # (not sequence-parallel) with a norm's traffic: read x, write y; backward read dy and
+        # x, write dx, each norm's weight gradient reduced in a second kernel. Megatron-Core
+        # runs them as two TE RMSNorm modules, unfused (SelfAttention, attention.py @
+        # core_v0.15.0: its fused QKV-rotary path requires q_layernorm and k_layernorm absent);
+        # its key, a strided view of the fused QKV output, is made contiguous first (2 + 2
+        # bytes per key element, left out: num_query_groups / num_attention_heads of the
+        # query's width, 1/16 to 1/2 across the Qwen3 presets)
+        qk_norm = ops.where(a.per_head_qk_norm, 1.0, 0.0) * tokens / tp
+        qk_width = a.attention_q_width + a.attention_k_width
+        table.mem(forward, qk_norm * ew * 4.0 * qk_width, 2.0)
+        table.mem(backward, qk_norm * ew * 6.0 * qk_width, 4.0)
     latents = a.q_lora_rank + a.kv_lora_rank
     if ops.any_(mla):  # MLA's layer norms on the query and key/value latents
         table.mem(forward, ew * 8.0 * tokens * latents, 2.0)

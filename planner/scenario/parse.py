@@ -208,6 +208,7 @@ def _model(given: ModelSection) -> ModelSpec:
         window_attn_skip_freq=_or(m.window_attn_skip_freq, 0),
         rope_type=_or(m.rope_type, RopeType.ROPE),
         softmax_type=_or(m.softmax_type, SoftmaxType.VANILLA),
+        qk_layernorm=_or(m.qk_layernorm, False),
         mtp_num_layers=_or(m.mtp_num_layers, 0),
         preset=given.preset,
     )

@@ -229,6 +229,11 @@ class ModelSection(_Section):
         "head, GPT-OSS)",
         "`vanilla`",
     )
+    qk_layernorm: Flag | None = _field(
+        "Each query and key head normalised before the rotary embedding (Qwen3's QK-norm); "
+        "under MLA, the latent norms MLA always has",
+        "`false`",
+    )
     mtp_num_layers: Integer | None = _field("Multi-token-prediction modules (DeepSeek-V3)", "`0`")
 
 

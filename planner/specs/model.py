@@ -128,7 +128,13 @@ class ModelSpec:
     with ``window_attn_skip_freq`` ``N`` (one full-attention layer per ``N``, the others
     sliding-window; 0: all sliding) as Megatron ``--window-size``/``--window-attn-skip-freq``.
     ``softmax_type`` (``SoftmaxType``: an attention sink per head or not), ``rope_type``
-    (``RopeType``; read only where the model has rotary embeddings).
+    (``RopeType``; read only where the model has rotary embeddings). ``qk_layernorm``
+    (Megatron ``--qk-layernorm``): every query and key head is normalised over its
+    ``kv_channels`` by a norm of the model's kind (RMSNorm for RMSNorm models) before the
+    rotary embedding, as Qwen3's ``q_norm``/``k_norm`` (Hugging Face transformers
+    ``models/qwen3/modeling_qwen3.py`` ``Qwen3Attention``; Yang et al. 2025, Qwen3 Technical
+    Report §2: "QK-Norm"); under MLA Megatron-Core's flag selects the latent norms, which MLA
+    models always carry here, so it adds nothing there.
     ``mtp_num_layers`` multi-token-prediction modules (DeepSeek-V3 §2.2, Megatron-Core
     ``MultiTokenPredictionBlock``). Raises ``SpecError`` naming the ``model.<field>`` at fault.
     """
@@ -172,6 +178,7 @@ class ModelSpec:
     window_attn_skip_freq: int = 0
     softmax_type: SoftmaxType = SoftmaxType.VANILLA
     rope_type: RopeType = RopeType.ROPE
+    qk_layernorm: bool = False
     mtp_num_layers: int = 0
     preset: str | None = None
 
@@ -203,7 +210,7 @@ class ModelSpec:
         ):
             require_int(f"model.{name}", getattr(self, name), minimum=0)
         require_bool("model.untie_embeddings", self.untie_embeddings)
-        for name in (*MOE_FLAG_FIELDS, "multi_latent_attention"):
+        for name in (*MOE_FLAG_FIELDS, "multi_latent_attention", "qk_layernorm"):
             require_bool(f"model.{name}", getattr(self, name))
         self._check_attention()
         self._check_moe_knobs()
@@ -459,6 +466,18 @@ class ModelSpec:
         )
 
     @property
+    def per_head_qk_norm(self) -> bool:
+        """True when a norm over each query and key head's ``kv_channels`` runs between the
+        QKV projection and the rotary embedding (``qk_layernorm`` outside MLA)."""
+        return self.qk_layernorm and not self.multi_latent_attention
+
+    @property
+    def qk_norm_params(self) -> int:
+        """Weights of one layer's per-head query and key norms: one ``kv_channels`` scale each,
+        shared by every head (``Qwen3Attention.q_norm``/``k_norm``); 0 without them."""
+        return 2 * self.kv_channels if self.per_head_qk_norm else 0
+
+    @property
     def has_rotary_embeddings(self) -> bool:
         """True when attention applies rotary position embeddings (RoPE) to queries and keys.
 
@@ -550,14 +569,24 @@ class ModelSpec:
     @property
     def attention_replicated_params(self) -> int:
         """Attention weights every tensor-parallel rank holds whole: MLA's down projections
-        and latent norms."""
-        return self.hidden_size * self.attention_down_width + self.q_lora_rank + self.kv_lora_rank
+        and latent norms, the per-head query and key norms."""
+        return (
+            self.hidden_size * self.attention_down_width
+            + self.q_lora_rank
+            + self.kv_lora_rank
+            + self.qk_norm_params
+        )
 
     @property
     def attention_params(self) -> int:
-        """All weights of one layer's attention block with its two layer norms."""
+        """All weights of one layer's attention block with its two layer norms (and the
+        per-head query and key norms where the model has them)."""
         return (
-            self.attention_gemm_params + self.q_lora_rank + self.kv_lora_rank + 2 * self.hidden_size
+            self.attention_gemm_params
+            + self.q_lora_rank
+            + self.kv_lora_rank
+            + self.qk_norm_params
+            + 2 * self.hidden_size
         )
 
     @property

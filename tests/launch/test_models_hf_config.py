@@ -140,6 +140,28 @@ def test_qwen2_moe_shared_expert_and_sparse_step() -> None:
     parses(fields)
 
 
+def test_qwen3_and_gemma3_normalise_each_query_and_key_head() -> None:
+    """transformers builds ``q_norm``/``k_norm`` over ``head_dim`` in Qwen3, Qwen3-MoE and
+    Gemma 3 attention whatever the config says; OLMo-2 normalises whole projections."""
+    qwen3_moe = {
+        "model_type": "qwen3_moe",
+        **LLAMA_KEYS,
+        "head_dim": 128,
+        "num_experts": 16,
+        "num_experts_per_tok": 4,
+        "moe_intermediate_size": 176,
+    }
+    for config in ({"model_type": "qwen3", **LLAMA_KEYS, "head_dim": 128}, qwen3_moe):
+        fields = model_fields_from_hf_config(config)
+        assert fields["qk_layernorm"] is True, config["model_type"]
+        parses(fields)
+    gemma3 = {"model_type": "gemma3_text", **LLAMA_KEYS, "head_dim": 256}
+    assert model_fields_from_hf_config(gemma3)["qk_layernorm"] is True
+    for family in ("qwen2", "olmo2", "llama"):
+        fields = model_fields_from_hf_config({"model_type": family, **LLAMA_KEYS})
+        assert "qk_layernorm" not in fields, family
+
+
 def test_deepseek_v3_latent_attention() -> None:
     fields = model_fields_from_hf_config(
         {
