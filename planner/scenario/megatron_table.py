@@ -89,6 +89,8 @@ SWITCHES = frozenset(
         "accumulate-allreduce-grads-in-fp32",
         "grad-reduce-in-bf16",
         "multi-latent-attention",
+        "qk-layernorm",
+        "qk-l2-norm",
         "moe-grouped-gemm",
         "moe-router-force-load-balancing",
         "moe-pad-expert-input-to-capacity",
@@ -350,10 +352,31 @@ def moe_values(args: Args) -> list[ArgValue]:
 
 
 def attention_values(args: Args) -> list[ArgValue]:
-    """Multi-latent attention (``--multi-latent-attention`` with its ranks and head widths)
-    and sliding windows (``--window-size`` as ``left`` or ``(left, right)``,
-    ``--window-attn-skip-freq``)."""
+    """Multi-latent attention (``--multi-latent-attention`` with its ranks and head widths),
+    sliding windows (``--window-size`` as ``left`` or ``(left, right)``,
+    ``--window-attn-skip-freq``), and the layer's variants a launch may ask for: per-head query
+    and key norms (``--qk-layernorm``), the attention softmax (``--softmax-type`` ``vanilla``,
+    ``off-by-one`` or ``learnable``, as ``softmax_type`` spells them), the rotary embedding
+    (``--rope-type`` ``rope`` or ``yarn``) and the clamped gated activation
+    (``--activation-func-clamp-value``); each only where the launch passes it (Megatron-LM's
+    defaults are the scenario's: NVIDIA/Megatron-LM ``megatron/training/arguments.py`` @
+    ``core_v0.15.0``). A value that is not a number or not one of the choices goes through as
+    written, for the scenario's own error naming the field."""
     out: list[ArgValue] = []
+    if args.get("qk-layernorm") is True:
+        out.append(ArgValue("model.qk_layernorm", True, "qk-layernorm"))
+    for arg in ("softmax-type", "rope-type"):
+        choice = args.get(arg)
+        if isinstance(choice, str):
+            field = f"model.{arg.replace('-', '_')}"
+            out.append(ArgValue(field, choice.strip().lower().replace("-", "_"), arg))
+    clamp = args.get("activation-func-clamp-value")
+    if isinstance(clamp, str):
+        arg = "activation-func-clamp-value"
+        try:
+            out.append(ArgValue("model.activation_func_clamp_value", float(clamp), arg))
+        except ValueError:
+            out.append(ArgValue("model.activation_func_clamp_value", clamp, arg))
     if args.get("multi-latent-attention") is True:
         out.append(ArgValue("model.multi_latent_attention", True, "multi-latent-attention"))
         for arg in (

@@ -10,7 +10,7 @@ import shlex
 import pytest
 
 from planner.errors import PlannerError
-from planner.launch.describe import describe_launch, finish
+from planner.launch.describe import LaunchDescription, describe_launch, finish
 from planner.launch.readers.megatron import READER
 from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
 from planner.scenario.megatron_args import train_iters_from_samples
@@ -288,3 +288,36 @@ def test_bf16_main_gradients_are_reduced_in_bf16_as_validate_args_reads_them() -
     refused = _read(BASE + " --main-grads-dtype bf16 --accumulate-allreduce-grads-in-fp32")
     assert any("Megatron-LM stops" in note for note in refused.notes), refused.notes
     assert not any("Megatron-LM stops" in note for note in main.notes)
+
+
+def _describe_job(name: str, edit: tuple[str, str] = ("", "")) -> LaunchDescription:
+    script = (support.DATA / "megatron" / "jobs" / name).read_text().replace(*edit)
+    description = describe_launch(
+        Launch(batch_script=script, work_dir=JOB), _files(), gpu="h100-sxm"
+    )
+    assert description.described_by == "megatron"
+    return description
+
+
+def test_qk_layernorm_is_read_from_the_launch() -> None:
+    description = _describe_job("mlm_qk_norm_moe.sbatch")
+    model, provenance = description.scenario["model"], description.provenance
+    assert model["qk_layernorm"] is True
+    assert provenance["model.qk_layernorm"].endswith("(--qk-layernorm)")
+    assert (model["num_experts"], model["kv_channels"]) == (16, 64)
+    # the switch takes no value: the next flag is still read
+    assert _read(BASE + " --qk-layernorm --swiglu").get("model.activation") == "swiglu"
+    assert _read(BASE).get("model.qk_layernorm") is None  # Megatron-LM's default: no norms
+
+
+def test_softmax_rope_and_clamp_are_read_as_the_scenario_spells_them() -> None:
+    description = _describe_job("mlm_sink_yarn.sbatch")
+    model, provenance = description.scenario["model"], description.provenance
+    assert model["softmax_type"] == "off_by_one"  # Megatron spells it off-by-one
+    assert model["rope_type"] == "yarn"
+    assert model["activation_func_clamp_value"] == 7.0
+    assert provenance["model.rope_type"].endswith("(--rope-type)")
+    assert "iteration_time_s" in (description.predicted or {})
+    # a choice Megatron-LM does not have reaches the scenario's error, naming the field
+    wrong = _describe_job("mlm_sink_yarn.sbatch", ("off-by-one", "sparse")).predicted or {}
+    assert "model.softmax_type: unknown value 'sparse'" in str(wrong.get("error"))
