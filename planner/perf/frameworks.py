@@ -214,7 +214,10 @@ in ``efficiency_constants.json``):
   ``F.cross_entropy(logits.float())`` (torchtitan, plain FSDP/DeepSpeed): cast (6),
   log-softmax reading its input twice and writing fp32 (12), backward: the dense
   ``nll_loss`` gradient (4), ``log_softmax_backward`` (4 + 4 read, 4 written), cast back
-  (6): 40 bytes. llm-foundry's MPT defaults to ``loss_fn: fused_crossentropy``
+  (6): 40 bytes; the same loss on the 16-bit logits without the upcast (``loss_upcast_fp32``
+  false, NeMo Automodel's benchmark recipes): log-softmax (2 + 2 read, 2 written), the dense
+  ``nll_loss`` gradient (2), ``log_softmax_backward`` (2 + 2 read, 2 written): 14 bytes.
+  llm-foundry's MPT defaults to ``loss_fn: fused_crossentropy``
   (flash-attn's fused cross-entropy kernel: reads the 16-bit logits twice forward, writes the
   16-bit gradient in place backward): 10 bytes; and llm-foundry's MPT trains with
   ``use_train_metrics`` true (``modeling_mpt.py``: ``LanguageCrossEntropy`` and
@@ -248,11 +251,13 @@ in ``efficiency_constants.json``):
   (``linear: te``, ``rms_norm: te``, ``attn: te``: cuDNN fused attention through TE's
   ``DotProductAttention``) and DeepEP for the MoE token exchange (``enable_deepep``); the glue
   between modules (residual adds, rotary embedding, the experts' SwiGLU, router softmax/top-k)
-  runs as eager PyTorch (no ``torch.compile`` in the benchmark recipes); the TE recipes
-  compute the loss with TE's fused Triton ``parallel_cross_entropy``
-  (``TEParallelCrossEntropy``: reads the 16-bit logits twice, writes the gradient in place:
-  10 bytes per logit, like flash-attn's fused kernel) and FSDP2's ``MixedPrecisionPolicy``
-  reduces in fp32: the MoE recipes' parallelizer (``parallelizer:
+  runs as eager PyTorch (no ``torch.compile`` in the benchmark recipes); the benchmark recipes
+  compute the loss with ``MaskedCrossEntropy`` and ``fp32_upcast: false``
+  (``examples/benchmark/configs/*_te_deepep.yaml``: DeepSeek-V3, GPT-OSS 20B/120B, Qwen3-30B,
+  Kimi-K2, Moonlight; ``nemo_automodel/components/loss/masked_ce.py``, NVIDIA-NeMo/Automodel @
+  ``2c236e081``): eager ``F.cross_entropy`` on the 16-bit logits, not TE's fused
+  ``parallel_cross_entropy`` (``loss_upcast_fp32`` false: 14 bytes per logit, peak 6), and
+  FSDP2's ``MixedPrecisionPolicy`` reduces in fp32: the MoE recipes' parallelizer (``parallelizer:
   nemo_automodel.components.moe.parallelizer.parallelize_model``) shards every block with its
   own default ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``
   (``apply_fsdp`` @ ``89e3a9fdd6``; ``FSDP2Manager``'s own default, used by the dense
@@ -384,6 +389,10 @@ Memory (``planner.perf.memory``):
   16-bit logits and writes the 16-bit gradient. Eager ``F.cross_entropy(logits.float())``
   (torchtitan ``train.py``, Dec 2024) peaks in its backward at 12 bytes per logit, 16 under
   DTensor ``loss_parallel`` (``planner.perf.memory``).
+* ``loss_upcast_fp32``: an eager loss casts the 16-bit logits to fp32 first (``.float()``;
+  torchtitan, plain FSDP/DeepSpeed); false: ``F.cross_entropy`` runs on the 16-bit logits
+  (NeMo Automodel's ``MaskedCrossEntropy(fp32_upcast=False)``), its backward peak 6 bytes per
+  logit (``planner.perf.loss_memory``).
 * ``fp8_weight_cache``: under FP8 training, Transformer Engine keeps a quantised copy of every
   linear weight across the microbatches of a step only when the caller says which microbatch
   is the first (TE ``Linear.forward(..., is_first_microbatch=None)``: "when set, ... it allows
@@ -475,6 +484,7 @@ class FrameworkProfile:
     flex_attention_for_sinks: bool = False
     activation_clamp_eager: bool = False
     yarn_rope_unfused: bool = False
+    loss_upcast_fp32: bool = True
 
 
 _TE_STACK = FrameworkProfile(
@@ -559,8 +569,9 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             _EAGER_PYTORCH,
             fused_attention=True,
             flex_attention_for_sinks=True,
-            fused_cross_entropy=True,
-            loss_bytes_per_logit=10.0,
+            fused_cross_entropy=False,
+            loss_upcast_fp32=False,
+            loss_bytes_per_logit=14.0,
             grouped_gemm_streams=4.0,
             moe_host_forward_s=2.0e-3,
             moe_host_expert_forward_s=0.17e-3,

@@ -9,9 +9,11 @@ a fused loss 4 (Megatron's fused vocab-parallel cross-entropy works in place, fl
 the 16-bit logits and writes the 16-bit gradient); eager ``F.cross_entropy(logits.float())``
 12 (its backward holds the saved fp32 log-softmax, the dense fp32 ``nll_loss`` gradient and
 ``_log_softmax_backward_data``'s fp32 output at once, more than the 10 of its forward: 16-bit
-logits, fp32 upcast, fp32 log-softmax); 16 with tensor parallelism, where eager stacks compute
-the loss with DTensor ``loss_parallel`` (``torch/distributed/tensor/parallel/loss.py``: the
-backward ``(grad_input + torch.exp(x)) * grad_output`` holds four fp32 logit-sized tensors).
+logits, fp32 upcast, fp32 log-softmax), 6 without the upcast (the same three tensors in 16
+bits: NeMo Automodel's ``MaskedCrossEntropy(fp32_upcast=False)``); 16 with tensor
+parallelism, where eager stacks compute the loss with DTensor ``loss_parallel``
+(``torch/distributed/tensor/parallel/loss.py``: the backward ``(grad_input + torch.exp(x)) *
+grad_output`` holds four fp32 logit-sized tensors).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from planner.perf.ops import Real
 
 __all__ = [
     "ACTIVATION_BYTES",
+    "EAGER_16BIT_LOSS_PEAK_BYTES_PER_LOGIT",
     "EAGER_LOSS_PEAK_BYTES_PER_LOGIT",
     "FUSED_LOSS_BYTES_PER_LOGIT",
     "LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT",
@@ -38,6 +41,10 @@ vocab-parallel cross-entropy keeps one fp32 copy of the logits and works in plac
 EAGER_LOSS_PEAK_BYTES_PER_LOGIT = 12.0
 """Eager ``F.cross_entropy(logits.float())``, peak in its backward: saved fp32 log-softmax,
 dense fp32 ``nll_loss`` gradient and the fp32 ``_log_softmax_backward_data`` output."""
+EAGER_16BIT_LOSS_PEAK_BYTES_PER_LOGIT = 6.0
+"""Eager ``F.cross_entropy`` on the 16-bit logits (no upcast), peak in its backward: saved
+16-bit log-softmax, dense 16-bit ``nll_loss`` gradient and the 16-bit
+``_log_softmax_backward_data`` output."""
 LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT = 16.0
 """DTensor ``loss_parallel`` backward ``(grad_input + torch.exp(x)) * grad_output``: saved fp32
 log-softmax, ``grad_input``, the fp32 sum and the fp32 product at once."""
@@ -48,10 +55,12 @@ def loss_bytes_per_logit_arr(a: ScenarioArrays) -> Real:
 
     A fused loss holds ``FUSED_LOSS_BYTES_PER_LOGIT``; the eager ``F.cross_entropy`` peaks in
     its backward at ``EAGER_LOSS_PEAK_BYTES_PER_LOGIT``, or ``LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT``
-    under tensor parallelism (DTensor ``loss_parallel``)."""
-    eager = ops.where(
+    under tensor parallelism (DTensor ``loss_parallel``); without the fp32 upcast
+    (``loss_upcast_fp32`` false) at ``EAGER_16BIT_LOSS_PEAK_BYTES_PER_LOGIT``."""
+    upcast = ops.where(
         a.tensor_parallel > 1, LOSS_PARALLEL_PEAK_BYTES_PER_LOGIT, EAGER_LOSS_PEAK_BYTES_PER_LOGIT
     )
+    eager = ops.where(a.loss_upcast_fp32, upcast, EAGER_16BIT_LOSS_PEAK_BYTES_PER_LOGIT)
     out: Real = ops.where(a.fused_cross_entropy, FUSED_LOSS_BYTES_PER_LOGIT, eager)
     return out
 

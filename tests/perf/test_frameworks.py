@@ -148,6 +148,16 @@ def test_loss_traffic_per_logit_follows_each_stacks_loss_kernels(
     assert predict(_scenario("megatron")).breakdown.compute_s < slow
 
 
+def test_automodel_loss_is_eager_cross_entropy_on_16_bit_logits() -> None:
+    """Automodel's benchmark recipes run ``F.cross_entropy`` without the fp32 upcast: log-softmax
+    (2 + 2 read, 2 written), the dense nll gradient (2) and its backward (2 + 2 read, 2
+    written), 14 bytes per logit against the 40 of the upcast loss; not a fused kernel."""
+    automodel = profile_of(Framework.AUTOMODEL)
+    assert (automodel.loss_bytes_per_logit, automodel.fused_cross_entropy) == (14.0, False)
+    assert not automodel.loss_upcast_fp32
+    assert profile_of(Framework.TORCHTITAN).loss_upcast_fp32
+
+
 def test_gradient_reduction_precision_follows_the_stack_and_the_scenario() -> None:
     """bf16 Megatron reduces fp32 gradients (Megatron-LM ``arguments.py``), fp16 Megatron and
     DeepSpeed 16-bit ones; ``parallelism.grad_reduce_in_fp32`` overrides the default."""

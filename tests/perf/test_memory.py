@@ -68,6 +68,14 @@ def test_eager_cross_entropy_peaks_in_its_backward() -> None:
     assert loss_bytes_per_logit_arr(a).tolist() == [12.0, 16.0, 4.0]
 
 
+def test_automodel_cross_entropy_holds_16_bit_logit_tensors() -> None:
+    """NeMo Automodel's benchmark recipes: ``MaskedCrossEntropy(fp32_upcast=False)``, eager
+    ``F.cross_entropy`` on the 16-bit logits, whose backward holds the saved log-softmax, the
+    dense nll gradient and the log-softmax gradient in 16 bits: 6 bytes per logit."""
+    a = _arrays(_scenario("automodel"))
+    assert loss_bytes_per_logit_arr(a).tolist() == [6.0]
+
+
 def test_loss_peak_adds_final_norm_and_head_inputs() -> None:
     tok = 2 * 8192
     titan_tp, megatron_tp = _scenario(tp=8, dp=1), _scenario("megatron", tp=8, dp=1)
