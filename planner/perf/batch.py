@@ -98,7 +98,8 @@ class ScenarioArrays:
     ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
     ``moe_host_expert_forward_s``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``,
     ``expert_up_bias_in_gemm``, ``flex_attention_for_sinks``,
-    ``activation_clamp_eager``, ``yarn_rope_unfused``, ``loss_upcast_fp32``. Training:
+    ``activation_clamp_eager``, ``yarn_rope_unfused``, ``loss_upcast_fp32``, ``fused_norms``.
+    Training:
     ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out; ``trains_base``
     (false under LoRA),
     ``lora_rank`` and ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length``
@@ -251,6 +252,7 @@ class ScenarioArrays:
     activation_clamp_eager: Flag
     yarn_rope_unfused: Flag
     loss_upcast_fp32: Flag
+    fused_norms: Flag
     # training
     total_tokens: Real
     train_iters: Real

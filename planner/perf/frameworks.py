@@ -389,6 +389,12 @@ Memory (``planner.perf.memory``):
   16-bit logits and writes the 16-bit gradient. Eager ``F.cross_entropy(logits.float())``
   (torchtitan ``train.py``, Dec 2024) peaks in its backward at 12 bytes per logit, 16 under
   DTensor ``loss_parallel`` (``planner.perf.memory``).
+* ``fused_norms``: on a stack whose other element-wise ops are eager, the layer norms (the
+  per-head query/key norms and MLA's latent norms too) are Transformer Engine kernels, at a
+  fused kernel's traffic: NeMo Automodel's benchmark recipes set ``rms_norm: te``
+  (``examples/benchmark/configs/*_te_deepep.yaml``), and ``initialize_rms_norm_module`` then
+  builds ``transformer_engine.pytorch.module.rmsnorm.RMSNorm`` for every norm of the layer
+  (``nemo_automodel/components/moe/utils.py``, NVIDIA-NeMo/Automodel @ ``2c236e081``).
 * ``loss_upcast_fp32``: an eager loss casts the 16-bit logits to fp32 first (``.float()``;
   torchtitan, plain FSDP/DeepSpeed); false: ``F.cross_entropy`` runs on the 16-bit logits
   (NeMo Automodel's ``MaskedCrossEntropy(fp32_upcast=False)``), its backward peak 6 bytes per
@@ -485,6 +491,7 @@ class FrameworkProfile:
     activation_clamp_eager: bool = False
     yarn_rope_unfused: bool = False
     loss_upcast_fp32: bool = True
+    fused_norms: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -569,6 +576,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             _EAGER_PYTORCH,
             fused_attention=True,
             flex_attention_for_sinks=True,
+            fused_norms=True,
             fused_cross_entropy=False,
             loss_upcast_fp32=False,
             loss_bytes_per_logit=14.0,

@@ -142,16 +142,19 @@ def _layer_elementwise_ops(
     table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, groups: LayerGroups
 ) -> None:
     """Norms and residual adds, dropout, rotary embeddings and the FP8 casts of the attention
-    GEMMs (eager stacks: ``elementwise_traffic_factor`` times the fused traffic)."""
+    GEMMs (eager stacks: ``elementwise_traffic_factor`` times the fused traffic, the norms too
+    unless the stack's ``fused_norms``)."""
     forward, backward = groups.forward, groups.backward
     tp, hidden = a.tensor_parallel, a.hidden_size
     tokens = a.tokens_per_microbatch
     norm_tokens = ops.where(a.sequence_parallel, tokens / tp, tokens)  # sharded by SP
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
-    table.mem(forward, ew * 8.0 * norm_tokens * hidden, 2.0)  # two norms
+    # norms are kernels of their own on stacks that take them from Transformer Engine
+    norm_ew = eff.elementwise_traffic_factor(a.fused_elementwise | a.fused_norms)
+    table.mem(forward, norm_ew * 8.0 * norm_tokens * hidden, 2.0)  # two norms
     norms_again = ops.where((a.recompute == _SELECTIVE) & a.recompute_layernorm, 1.0, 0.0)
-    table.mem(groups.module_recompute, norms_again * ew * 8.0 * norm_tokens * hidden, 2.0)
-    table.mem(backward, ew * 12.0 * norm_tokens * hidden, 2.0)
+    table.mem(groups.module_recompute, norms_again * norm_ew * 8.0 * norm_tokens * hidden, 2.0)
+    table.mem(backward, norm_ew * 12.0 * norm_tokens * hidden, 2.0)
     table.mem(forward, ew * 12.0 * norm_tokens * hidden, 2.0)  # two residual adds
     table.mem(backward, ew * 12.0 * norm_tokens * hidden, 2.0)
     if ops.any_(a.has_dropout):
@@ -185,12 +188,12 @@ def _layer_elementwise_ops(
         # query's width, 1/16 to 1/2 across the Qwen3 presets)
         qk_norm = ops.where(a.per_head_qk_norm, 1.0, 0.0) * tokens / tp
         qk_width = a.attention_q_width + a.attention_k_width
-        table.mem(forward, qk_norm * ew * 4.0 * qk_width, 2.0)
-        table.mem(backward, qk_norm * ew * 6.0 * qk_width, 4.0)
+        table.mem(forward, qk_norm * norm_ew * 4.0 * qk_width, 2.0)
+        table.mem(backward, qk_norm * norm_ew * 6.0 * qk_width, 4.0)
     latents = a.q_lora_rank + a.kv_lora_rank
     if ops.any_(mla):  # MLA's layer norms on the query and key/value latents
-        table.mem(forward, ew * 8.0 * tokens * latents, 2.0)
-        table.mem(backward, ew * 12.0 * tokens * latents, 2.0)
+        table.mem(forward, norm_ew * 8.0 * tokens * latents, 2.0)
+        table.mem(backward, norm_ew * 12.0 * tokens * latents, 2.0)
     lp = a.device.low_precision
     if ops.any_(lp):  # quantising the inputs (forward) and output gradients (backward)
         quant = quantize_bytes(a)  # per element, by recipe (planner.perf.precision)

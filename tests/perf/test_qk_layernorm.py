@@ -99,10 +99,18 @@ def test_qk_norms_move_a_norms_bytes_over_the_query_and_key_heads() -> None:
     assert added == pytest.approx(seconds(4.0 * elements / 2))
 
 
+def _qk_norm_forward_s(framework: str) -> float:
+    return _layer_s(framework)[0] - _layer_s(framework, qk_layernorm=False)[0]
+
+
 def test_eager_stacks_move_more_bytes_for_the_qk_norms() -> None:
-    fused = _layer_s("megatron")[0] - _layer_s("megatron", qk_layernorm=False)[0]
-    eager = _layer_s("fsdp")[0] - _layer_s("fsdp", qk_layernorm=False)[0]
-    assert eager > fused > 0.0
+    assert _qk_norm_forward_s("fsdp") > _qk_norm_forward_s("megatron") > 0.0
+
+
+def test_automodel_norms_are_transformer_engine_kernels() -> None:
+    """Automodel's benchmark recipes build every RMSNorm from TE (``rms_norm: te``) while the
+    rest of its element-wise work stays eager: its QK-norms cost what Megatron-Core's do."""
+    assert _qk_norm_forward_s("automodel") == pytest.approx(_qk_norm_forward_s("megatron"))
 
 
 def test_qk_norms_keep_their_inputs_and_add_their_weights() -> None:
