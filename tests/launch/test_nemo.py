@@ -102,6 +102,10 @@ def test_recipe_values_without_overrides_cite_the_catalog() -> None:
     qwen = _read(NEMO2_READER, _nemo("pretrain", "--factory", "qwen3_30b_a3b"))
     assert qwen.get("model.moe_grouped_gemm") is True
     assert qwen.get("model.moe_token_dispatcher_type") == "alltoall"
+    # Qwen3Config's per-head QK-norm, inherited by every Qwen3 config class
+    assert qwen.get("model.qk_layernorm") is True
+    assert "qwen3.py@8cfedd7" in qwen.values["model.qk_layernorm"].source
+    assert not facts.has("model.qk_layernorm")
 
 
 def test_arithmetic_override_and_plugin_factory() -> None:

@@ -86,6 +86,7 @@ _FACTS = (
     ("model.moe_layer_freq", "model.config.moe_layer_freq"),
     *moe_routing_keys("model.config"),
     ("model.multi_latent_attention", "model.config.multi_latent_attention"),
+    ("model.qk_layernorm", "model.config.qk_layernorm"),
     ("model.q_lora_rank", "model.config.q_lora_rank"),
     ("model.kv_lora_rank", "model.config.kv_lora_rank"),
     ("model.activation", "model.config.activation"),
