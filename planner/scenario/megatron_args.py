@@ -165,7 +165,8 @@ def arguments_from_yaml(data: Mapping[str, object]) -> tuple[dict[str, str | boo
     ``true`` is a switch, lists are joined by spaces. ``activation_func: swiglu`` /
     ``squaredrelu`` read as ``--swiglu`` / ``--squared-relu``; a ``num_query_groups`` value as
     ``--group-query-attention --num-query-groups N`` (the YAML path uses it as given);
-    ``num_moe_experts`` as ``--num-experts``; ``fp8`` as ``--fp8-format``."""
+    ``num_moe_experts`` as ``--num-experts``; ``fp8`` as ``--fp8-format``; ``add_bias_linear:
+    false`` as ``--disable-bias-linear``."""
     args: dict[str, str | bool] = {}
     keys: dict[str, str] = {}
 
@@ -185,6 +186,10 @@ def arguments_from_yaml(data: Mapping[str, object]) -> tuple[dict[str, str | boo
             flag = {"swiglu": "swiglu", "squaredrelu": "squared-relu"}.get(str(value))
             if flag:
                 put(flag, True, dotted)
+            continue
+        if key == "add_bias_linear":  # the TransformerConfig field --disable-bias-linear clears
+            if value is False:
+                put("disable-bias-linear", True, dotted)
             continue
         arg = _YAML_RENAMES.get(key, key.replace("_", "-"))
         if value is None or value is False or isinstance(value, Mapping):

@@ -104,6 +104,7 @@ SWITCHES = frozenset(
         "enable-expert-tensor-parallelism",
         "enable-cuda-graph",
         "external-cuda-graph",
+        "disable-bias-linear",
     }
 )
 """Arguments that take no value (argparse ``store_true``) of Megatron-LM and Megatron-DeepSpeed."""
@@ -303,8 +304,20 @@ def layer_pattern(text: str) -> int | list[int] | None:
 def moe_values(args: Args) -> list[ArgValue]:
     """MoE options (Megatron-LM / Megatron-Core names) other than the expert count, top-k and
     expert width. The dispatcher defaults to Megatron's ``allgather``; ``--moe-enable-deepep``
-    means the ``flex`` dispatcher over DeepEP."""
+    means the ``flex`` dispatcher over DeepEP.
+
+    Expert biases (``model.moe_expert_bias``): Megatron-Core's ``add_bias_linear`` defaults to
+    true and ``--disable-bias-linear`` (``store_false``) turns it off; the experts'
+    ``linear_fc1`` / ``linear_fc2`` are built with ``bias=add_bias_linear``, so a MoE launch
+    without the flag trains biased experts (NVIDIA/Megatron-LM
+    ``megatron/training/arguments.py`` and ``megatron/core/transformer/transformer_config.py``,
+    ``megatron/core/transformer/moe/experts.py`` ``TEGroupedMLP`` / ``SequentialMLP`` @
+    ``core_v0.15.0``, 0d7e02bd)."""
     out: list[ArgValue] = []
+    if args.get("disable-bias-linear") is True:
+        out.append(ArgValue("model.moe_expert_bias", False, "disable-bias-linear"))
+    else:
+        out.append(ArgValue("model.moe_expert_bias", True, ""))
     dispatcher = args.get("moe-token-dispatcher-type")
     if args.get("moe-enable-deepep") is True:
         out.append(ArgValue("model.moe_token_dispatcher_type", "flex", "moe-enable-deepep"))

@@ -159,6 +159,39 @@ def test_moe_flags_and_their_defaults() -> None:
     assert facts.get("model.moe_token_dispatcher_type") == "allgather"
 
 
+def test_experts_are_biased_unless_the_launch_passes_disable_bias_linear() -> None:
+    moe = BASE + " --num-experts 8 --expert-model-parallel-size 8"
+    biased = _read(moe)
+    assert biased.get("model.moe_expert_bias") is True  # add_bias_linear defaults to true
+    assert "model.moe_expert_bias" in biased.assumed
+    assert "transformer_config.py" in biased.values["model.moe_expert_bias"].source
+    plain = _read(moe + " --disable-bias-linear --swiglu")
+    assert plain.get("model.moe_expert_bias") is False
+    assert plain.values["model.moe_expert_bias"].source.endswith("(--disable-bias-linear)")
+    assert plain.get("model.activation") == "swiglu"  # the switch takes no value
+    assert _read(BASE).get("model.moe_expert_bias") is None  # a dense model has no experts
+    # Megatron-Core refuses biased experts split by expert tensor parallelism
+    split = _read(moe + " --tensor-model-parallel-size 2")
+    assert any("Bias in Moe is only supported when ETP==1" in n for n in split.notes)
+    assert not any("Bias in Moe" in n for n in _read(moe).notes)
+    assert not any(
+        "Bias in Moe" in n
+        for n in _read(moe + " --tensor-model-parallel-size 2 --disable-bias-linear").notes
+    )
+
+
+def test_biased_experts_reach_the_prediction() -> None:
+    biased = _describe_job("mlm_sink_yarn.sbatch")  # a GPT-OSS-style launch: no disable flag
+    plain = _describe_job(
+        "mlm_sink_yarn.sbatch", ("--moe-grouped-gemm", "--moe-grouped-gemm --disable-bias-linear")
+    )
+    assert biased.scenario["model"]["moe_expert_bias"] is True
+    assert plain.scenario["model"]["moe_expert_bias"] is False
+    with_bias = (biased.predicted or {})["iteration_time_s"]
+    without = (plain.predicted or {})["iteration_time_s"]
+    assert with_bias > without  # the experts' bias adds are charged
+
+
 def test_cuda_graph_flags_are_read_with_their_source() -> None:
     facts = _read(BASE + " --cuda-graph-impl local --cuda-graph-scope full_iteration")
     assert facts.get("training.cuda_graphs") == "full_iteration"

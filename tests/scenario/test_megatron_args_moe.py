@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from planner.scenario import parse_scenario
-from planner.scenario.megatron_args import scenario_document_from_megatron_args
+from planner.scenario.megatron_args import (
+    arguments_from_yaml,
+    scenario_document_from_megatron_args,
+)
 
 DEEPSEEK = """
 pretrain_gpt.py --num-layers 61 --hidden-size 7168 --num-attention-heads 128 \\
@@ -74,3 +77,28 @@ def test_recompute_modules_take_every_listed_value() -> None:
     assert doc is not None
     par = parse_scenario(doc).parallelism
     assert [str(m) for m in par.recompute_modules or ()] == ["layernorm", "moe_act"]
+
+
+def test_experts_carry_biases_unless_the_launch_disables_linear_biases() -> None:
+    # Megatron-Core's add_bias_linear defaults to true; --disable-bias-linear clears it
+    moe = (
+        "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+        "--num-experts 8 --moe-grouped-gemm --global-batch-size 32"
+    )
+    biased = scenario_document_from_megatron_args(moe, num_gpus=8, gpu="h100")
+    plain = scenario_document_from_megatron_args(
+        moe + " --disable-bias-linear --swiglu", num_gpus=8, gpu="h100"
+    )
+    assert biased is not None
+    assert plain is not None
+    assert parse_scenario(biased).model.moe_expert_bias is True
+    assert parse_scenario(plain).model.moe_expert_bias is False
+    # the switch takes no value: the flag after it is still read
+    assert parse_scenario(plain).model.activation == "swiglu"
+
+
+def test_a_yaml_cfg_add_bias_linear_false_reads_as_the_disable_switch() -> None:
+    args, keys = arguments_from_yaml({"language_model": {"add_bias_linear": False}})
+    assert args == {"disable-bias-linear": True}
+    assert keys == {"disable-bias-linear": "language_model.add_bias_linear"}
+    assert arguments_from_yaml({"language_model": {"add_bias_linear": True}}) == ({}, {})

@@ -122,8 +122,10 @@ def _attention(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
 
 def _moe(facts: Facts, args: ArgSource, defaults: Defaults, *, tp: int) -> None:
     """Experts, router top-k (default 2), expert width (default the FFN width), MoE layer
-    pattern (default every layer), the other MoE options and expert tensor parallelism
-    (default the tensor-parallel size)."""
+    pattern (default every layer), the other MoE options (expert biases unless
+    ``--disable-bias-linear``) and expert tensor parallelism (default the tensor-parallel
+    size), with a note where biased experts meet expert tensor parallelism, which Megatron-Core
+    refuses."""
     experts = args.int("num-experts")
     if not experts:
         return
@@ -154,6 +156,12 @@ def _moe(facts: Facts, args: ArgSource, defaults: Defaults, *, tp: int) -> None:
             "(validate_args)"
         )
         facts.set("parallelism.expert_tensor_parallel", tp, rule)
+    if (etp if etp is not None else tp) > 1 and not args.on("disable-bias-linear"):
+        facts.note(
+            "biased experts (no --disable-bias-linear) with expert tensor parallelism > 1: "
+            "Megatron-Core stops (TransformerConfig: 'Bias in Moe is only supported when "
+            "ETP==1'); pass --disable-bias-linear or --expert-tensor-parallel-size 1"
+        )
 
 
 def _parallel(facts: Facts, args: ArgSource, defaults: Defaults) -> tuple[int, int, int]:
