@@ -245,7 +245,24 @@ in ``efficiency_constants.json``):
   runs with ``store_params=False, store_param_remainders=True`` when the model is bf16 and the
   optimizer state fp32 (NeMo ``megatron_base_model.setup_optimization``): the bf16 parameter
   holds the upper 16 bits of the fp32 master and the optimizer only the lower 16 (2 bytes);
-  every other stack keeps the whole fp32 master (4).
+  NeMo Automodel keeps none (0, below); every other stack keeps the whole fp32 master (4).
+* ``adam_moment_bytes``: bytes per parameter of Adam's two moments: 8 (two fp32 moments) on
+  every stack but NeMo Automodel's. Automodel's benchmark recipes run ``torch.optim.Adam``
+  (``optimizer: _target_: torch.optim.Adam`` in every ``examples/benchmark/configs/*.yaml``
+  @ ``89e3a9fdd6`` and @ ``2c236e081``, and every ``examples/llm_benchmark/**/*_te_deepep.yaml``
+  @ ``36044ad3d1``, the Nemotron V3 recipes included) directly over the FSDP2 shards of a
+  bf16 model: the MoE models' ``initialize_weights(dtype=torch.bfloat16)`` ends in
+  ``self.to(dtype)`` and ``load_model_from_base_checkpoint`` calls it with that default
+  (``nemo_automodel/components/models/{deepseek_v3,qwen3_moe,gpt_oss}/model.py``,
+  ``components/checkpoint/checkpointing.py`` @ ``2c236e081``; @ ``36044ad3d1`` it passes the
+  dtype the model was built in, which ``NeMoAutoModelForCausalLM.from_config`` makes bf16 for
+  ``torch_dtype="auto"``, ``_transformers/auto_model.py``), and the MoE parallelizer's
+  ``MixedPrecisionPolicy(param_dtype=torch.bfloat16, ...)`` keeps no fp32 copy
+  (``components/moe/parallelizer.py``). ``torch.optim.Adam`` creates its state like the
+  parameter (``state['exp_avg'] = torch.zeros_like(p, memory_format=torch.preserve_format)``,
+  the same for ``exp_avg_sq``; pytorch/pytorch ``torch/optim/adam.py``), so the moments are
+  bf16 (4 bytes for both) and there is no master (``master_weight_bytes`` 0): 4 bytes of
+  optimizer state per owned parameter, against 12 with an fp32 master and fp32 moments.
 * ``automodel`` (NVIDIA NeMo Automodel, 2025): a PyTorch-native stack, FSDP2 (``fully_shard``
   per block) with Transformer Engine modules where the recipe's ``backend`` picks them
   (``linear: te``, ``rms_norm: te``, ``attn: te``: cuDNN fused attention through TE's
@@ -467,6 +484,7 @@ class FrameworkProfile:
     zero3_prefetch_params: float = 0.0
     zero3_regather_on_recompute: bool = False
     master_weight_bytes: float = 4.0
+    adam_moment_bytes: float = 8.0
     grad_buffer_memset: bool = False
     loss_all_reduce_per_microbatch: bool = False
     zero3_list_collectives: bool = False
@@ -584,6 +602,8 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             moe_host_forward_s=2.0e-3,
             moe_host_expert_forward_s=0.17e-3,
             zero3_accumulate_unsharded=True,
+            master_weight_bytes=0.0,
+            adam_moment_bytes=4.0,
         ),
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul
         # overlap assumed.

@@ -298,9 +298,11 @@ class _ModelStates:
 
 def _optimizer_bytes(a: ScenarioArrays) -> Real:
     """Adam's bytes per owned parameter: the fp32 master (``master_weight_bytes``: 2 where
-    NeMo's distributed Adam keeps only the remainder below the bf16 parameter) and the two fp32
-    moments; ``OPTIMIZER_BYTES_PER_PARAM`` (12) with a whole master."""
-    return OPTIMIZER_BYTES_PER_PARAM - 4.0 + a.master_weight_bytes
+    NeMo's distributed Adam keeps only the remainder below the bf16 parameter, 0 where the
+    optimizer updates the bf16 parameter itself) and the two moments (``adam_moment_bytes``: 8
+    in fp32, 4 in bf16); ``OPTIMIZER_BYTES_PER_PARAM`` (12) with a whole master and fp32
+    moments (``planner.perf.frameworks``)."""
+    return a.master_weight_bytes + a.adam_moment_bytes
 
 
 def _model_states(

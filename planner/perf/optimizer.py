@@ -3,15 +3,18 @@
 Adam (Kingma & Ba 2015) with fp32 master weights, as Megatron-LM and the PyTorch stacks run it
 under mixed precision: per owned parameter the step reads the fp32 master weight, both moments
 and the gradient, makes a gradient-norm pass, and writes the master weight, both moments and the
-16-bit copy: ``ADAM_HBM_BYTES_PER_PARAM`` bytes of HBM traffic. A GPU owns all its parameters
-at ZeRO-0 and ``1/(d·c)`` of its dense and ``1/max(d·c/e, 1)`` of its expert parameters when
-the optimizer is sharded (ZeRO >= 1; Megatron's distributed optimizer, Rajbhandari et al.
-2020). Low-precision training adds the cast of every local weight to its quantised copy (read
-16-bit, write the recipe's copy, ``planner.perf.precision.weight_copy_bytes``: 1 byte under
-FP8 recipes, ``FP8_CAST_BYTES_PER_PARAM`` = 3 in all). The step runs as a few fused
-multi-tensor kernels (at least ``4 · kernel_min_time_s``). A framework whose optimizer runs
-unfused per-parameter kernels states its own bytes per parameter
-(``FrameworkProfile.optimizer_bytes_per_param``: Composer's ``DecoupledAdamW``, 84).
+16-bit copy: ``ADAM_HBM_BYTES_PER_PARAM`` bytes of HBM traffic, less what a stack keeps
+smaller (``FrameworkProfile.master_weight_bytes``, ``adam_moment_bytes``: NeMo Automodel's
+``torch.optim.Adam`` updates the bf16 parameter with bf16 moments, no master, 18 bytes).
+A GPU owns all its parameters at ZeRO-0 and ``1/(d·c)`` of its dense and
+``1/max(d·c/e, 1)`` of its expert parameters when the optimizer is sharded (ZeRO >= 1;
+Megatron's distributed optimizer, Rajbhandari et al. 2020). Low-precision training adds the
+cast of every local weight to its quantised copy (read 16-bit, write the recipe's copy,
+``planner.perf.precision.weight_copy_bytes``: 1 byte under FP8 recipes,
+``FP8_CAST_BYTES_PER_PARAM`` = 3 in all). The step runs as a few fused multi-tensor kernels
+(at least ``4 · kernel_min_time_s``). A framework whose optimizer runs unfused per-parameter
+kernels states its own bytes per parameter (``FrameworkProfile.optimizer_bytes_per_param``:
+Composer's ``DecoupledAdamW``, 84).
 """
 
 from __future__ import annotations
@@ -60,8 +63,13 @@ def optimizer_times(
     owned = params.dense / dense_shards + params.expert / expert_shards
     # re-quantise the cached weight copy: read 16-bit, write the recipe's copy
     cast = (2.0 + weight_copy_bytes(a)) * (params.dense + params.expert)
-    # a master kept as a 16-bit remainder is read and written at half the bytes
-    adam = ADAM_HBM_BYTES_PER_PARAM - 2.0 * (4.0 - a.master_weight_bytes)
+    # a master kept as a 16-bit remainder (or none) and 16-bit moments are read and written
+    # at their own bytes
+    adam = (
+        ADAM_HBM_BYTES_PER_PARAM
+        - 2.0 * (4.0 - a.master_weight_bytes)
+        - 2.0 * (8.0 - a.adam_moment_bytes)
+    )
     adam = ops.where(a.optimizer_bytes_per_param > 0, a.optimizer_bytes_per_param, adam)
     hbm = adam * owned + ops.where(a.device.low_precision, cast, 0.0)
     seconds = hbm / eff.memory_bytes_per_s(hbm, a.device)

@@ -17,6 +17,8 @@ from planner.perf.memory import (
     loss_peak_bytes_arr,
     total_params,
 )
+from planner.perf.optimizer import optimizer_times
+from planner.perf.parameters import stage_params
 from planner.scenario import parse_scenario
 from planner.specs import Recompute, Scenario
 
@@ -112,6 +114,20 @@ def test_fsdp_zero3_keeps_root_unit_gathered_and_no_16_bit_shard() -> None:
     assert m.weights_bytes == pytest.approx(2 * (root + block + root))
     assert m.gradients_bytes == pytest.approx(4 * params / 8)
     assert m.optimizer_bytes == pytest.approx(12 * params / 8)  # fp32 shard + Adam moments
+
+
+def test_automodel_adam_keeps_bf16_moments_and_no_master_on_its_bf16_shards() -> None:
+    """NeMo Automodel's recipes run ``torch.optim.Adam`` on the FSDP2 shards of a bf16 model:
+    no fp32 master, both moments bf16 like the parameter (4 bytes per owned parameter)."""
+    automodel = _scenario("automodel", zero_stage=3)
+    torchtitan = _scenario("torchtitan", zero_stage=3)
+    params = total_params(automodel.model)
+    assert memory_per_gpu(automodel).optimizer_bytes == pytest.approx(4 * params / 8)
+    assert memory_per_gpu(torchtitan).optimizer_bytes == pytest.approx(12 * params / 8)
+    # the step reads and writes the bf16 moments at their own bytes: 34 - 8 (master) - 8
+    a = _arrays(automodel, torchtitan)
+    hbm = optimizer_times(a, DefaultEfficiency(), stage_params(a).busiest()).hbm_bytes
+    assert hbm[0] / hbm[1] == pytest.approx(18 / 34)
 
 
 def test_deepspeed_zero3_keeps_its_16_bit_partition() -> None:
