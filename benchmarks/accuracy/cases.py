@@ -81,7 +81,7 @@ NO_ARCHITECTURE = "architecture not stated and no catalog preset for the model"
 PP_MICROBATCH_NOT_STATED = "pipeline microbatch size and virtual stages not stated"
 DUPLICATE = (
     "same scenario as a faster row of the source: differs only in options the scenario format "
-    "cannot express (torch.compile, async TP, float8 recipe, FSDP mixed-precision mode, "
+    "cannot express (torch.compile, float8 recipe, FSDP mixed-precision mode, "
     "software version)"
 )
 NO_TIMING = "no throughput or time metric"

@@ -164,7 +164,9 @@ SOURCE_NOTES: Mapping[str, str] = {
         "catalog h100-sxm-96gb, whose peak (912 TFLOP/s bf16) is the midpoint of the "
         "documented bounds (H100 NVL 835, SXM 989); all rows held out. FSDP2 = zero_stage 3, "
         "op-level SAC = selective, Float8 linears = fp8 with torchao's tensorwise (current) "
-        "scaling. Time from tokens/s/GPU; peak memory as published (GiB)."
+        "scaling; async TP (torch.compile's micro-pipelined all-gather/reduce-scatter GEMMs) = "
+        "tp_comm_overlap, vanilla TP = none. Time from tokens/s/GPU; peak memory as published "
+        "(GiB)."
     ),
     "megatron_bridge_2025": (
         "Megatron-Bridge performance summary, NeMo containers 25.09 and 25.11 "
@@ -395,6 +397,20 @@ _ARCHITECTURE_COLUMNS = {
 """Scenario model field -> CSV column."""
 
 
+def _titan_async_tp(run: PublishedRun) -> bool:
+    """Whether a torchtitan row ran async tensor parallelism: its techniques name "AsyncTP"
+    (benchmarks/llama3_h100_202412_torchtitan.md @ 820504e20, Tables 4-6) or "async TP" (the
+    async-TP benchmark's table, benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md @ 5ecb74e5,
+    whose commands add ``--parallelism.enable_async_tensor_parallel``; its "vanilla TP" rows do
+    not). Async TP is torch._inductor's ``micro_pipeline_tp`` pass over torch.compile'd graphs
+    (torchtitan refuses it without compile): each sequence-parallel all-gather before the
+    column-parallel linears (wq/wk/wv, w1/w3) and reduce-scatter after the row-parallel ones
+    (wo, w2) becomes SymmetricMemory chunks interleaved with the partial GEMMs, the mechanism the
+    scenario's ``tp_comm_overlap`` states (the Transformer Engine userbuffers of Megatron's
+    ``--tp-comm-overlap`` decompose the same collectives under the same GEMMs)."""
+    return "asynctp" in run.notes.lower().replace(" ", "")
+
+
 def _convert_torchtitan(run: PublishedRun) -> Case:
     if run.integer("micro_batch") is None:
         raise SkipError(PP_MICROBATCH_NOT_STATED)
@@ -403,6 +419,7 @@ def _convert_torchtitan(run: PublishedRun) -> Case:
     gpu = "h200" if run.text("gpu").startswith("H200") else "h100-sxm-96gb"
     recompute = run.text("recompute")
     fp8 = run.text("precision").startswith("FP8")
+    tp = run.integer("tp") or 1
     par = _layout(
         run,
         recompute="full" if recompute.startswith("full") else "selective",
@@ -410,6 +427,8 @@ def _convert_torchtitan(run: PublishedRun) -> Case:
         precision="fp8" if fp8 else "bf16",
         # torchao float8 linears: dynamic per-tensor (current) scaling
         **({"fp8_recipe": "tensorwise"} if fp8 else {}),
+        # async TP splits the layers' all-gathers and reduce-scatters under their GEMMs
+        **({"tp_comm_overlap": _titan_async_tp(run)} if tp > 1 else {}),
     )
     memory = run.metrics.get("peak_memory")
     assumptions = ["sequence_parallel when tp > 1"]

@@ -298,7 +298,8 @@ class ParallelismSection(_Section):
     )
     tp_comm_overlap: Flag | None = _field(
         "Tensor-parallel collectives split into chunks under the GEMMs (Megatron "
-        "`--tp-comm-overlap`, Transformer Engine userbuffers; Hopper and later)",
+        "`--tp-comm-overlap`, Transformer Engine userbuffers; torchtitan "
+        "`enable_async_tensor_parallel`, torch.compile's micro-pipelined TP; Hopper and later)",
         "the framework's default",
     )
     expert_tensor_parallel: Integer | None = _field(

@@ -104,7 +104,9 @@ class ParallelismSpec:
     framework run (FSDP/ZeRO-3 always overlap).
     ``tp_comm_overlap`` (extra field; Megatron-LM ``--tp-comm-overlap``, off by default there):
     the tensor-parallel all-gathers and reduce-scatters are split into chunks that overlap
-    the GEMMs consuming and producing them (Transformer Engine userbuffers; Hopper and later,
+    the GEMMs consuming and producing them (Transformer Engine userbuffers; torchtitan's async
+    TP, ``parallelism.enable_async_tensor_parallel``, does the same with torch.compile's
+    micro-pipelined all-gather/reduce-scatter matmuls; Hopper and later,
     ``planner.perf.tensor``); false: only ``tp_overlap_fraction`` hides; None (the default):
     the framework's recipes' choice (``FrameworkProfile.tp_comm_overlap``).
 

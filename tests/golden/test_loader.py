@@ -135,11 +135,30 @@ def test_torchtitan_h100_rows_run_on_the_96_gb_500_w_part(dataset: Dataset) -> N
     from planner.perf import predict
 
     rows = [c for c in dataset.cases if c.source == "torchtitan" and "h200" not in c.config_id]
-    assert len(rows) == 12
+    assert len(rows) == 16
     assert {c.document["hardware"]["gpu"] for c in rows} == {"h100-sxm-96gb"}
     # every published run ran: on 96 GB each fits (on the 80 GB h100-sxm, 7 of the 12 did not)
     for case in rows:
         assert predict(parse_scenario(case.document)).fits_in_memory, case.config_id
+
+
+def test_torchtitan_async_tp_rows_state_tp_comm_overlap_and_keep_their_plain_twins(
+    dataset: Dataset,
+) -> None:
+    overlap = {
+        c.config_id: c.document["parallelism"].get("tp_comm_overlap")
+        for c in dataset.cases
+        if c.source == "torchtitan"
+    }
+    # the async-TP benchmark publishes each configuration with vanilla and async TP: both
+    # kept, the async one with its collectives under the GEMMs
+    for config in ("70b_None_(bfloat16)", "8b_None_(bfloat16)", "8b_float8_tensorwise"):
+        assert overlap[f"titan_asynctp_{config}_async"] is True, config
+        assert overlap[f"titan_asynctp_{config}_vanilla"] is False, config
+    assert overlap["titan2412_t4_2D (FSDP+TP)"] is False
+    assert overlap["titan_asynctp_70b_float8_tensorwise_async"] is True
+    # no tensor parallelism: nothing stated
+    assert overlap["titan2412_t1_FSDP + torch.compile"] is None
 
 
 def test_nemo_fine_tuning_rows_are_cases() -> None:

@@ -380,3 +380,45 @@ def test_bad_values_are_notes_not_errors() -> None:
     assert not facts.has("model.seq_length")
     assert any("tensor_parallel_degree 0" in note for note in facts.notes)
     assert any("training.seq_len 'long'" in note for note in facts.notes)
+
+
+def _async_tp_read(*args: str, config: str = "configs/llama3_8b_async_tp.toml") -> Facts:
+    return _read(
+        _invocation("--job.config_file", config, *args, launcher_args={"nproc_per_node": "8"})
+    )
+
+
+def test_async_tensor_parallel_is_tp_comm_overlap_under_compile() -> None:
+    facts = _async_tp_read()
+    assert facts.get("parallelism.tensor_parallel") == 8
+    assert facts.get("parallelism.tp_comm_overlap") is True
+    assert facts.values["parallelism.tp_comm_overlap"].source == "llama3_8b_async_tp.toml:14"
+    facts.set("hardware.gpu", "h100-sxm", "test")
+    assert parse_scenario(scenario_from_facts(facts, name="async")).parallelism.tp_comm_overlap
+    # plain TP from the command line: stated, not assumed
+    plain = _async_tp_read("--parallelism.no-enable-async-tensor-parallel")
+    assert plain.get("parallelism.tp_comm_overlap") is False
+    assert "parallelism.tp_comm_overlap" not in plain.assumed
+
+
+def test_async_tensor_parallel_without_compile_is_a_note_and_no_overlap() -> None:
+    facts = _async_tp_read("--compile.no-enable")
+    assert not facts.has("parallelism.tp_comm_overlap")
+    assert any("needs the model compiled" in note for note in facts.notes)
+    only_loss = _async_tp_read("--compile.components", "loss")
+    assert not only_loss.has("parallelism.tp_comm_overlap")
+
+
+def test_async_tensor_parallel_default_off_and_earlier_spelling() -> None:
+    default = _async_tp_read(config="configs/legacy.toml")
+    assert default.get("parallelism.tp_comm_overlap") is False
+    assert "parallelism.tp_comm_overlap" in default.assumed
+    legacy = _async_tp_read(
+        "--experimental.enable_async_tensor_parallel",
+        "--training.compile",
+        config="configs/legacy.toml",
+    )
+    assert legacy.get("parallelism.tp_comm_overlap") is True
+    # without tensor parallelism there is nothing to overlap
+    single = _async_tp_read("--parallelism.tensor_parallel_degree", "1")
+    assert not single.has("parallelism.tp_comm_overlap")

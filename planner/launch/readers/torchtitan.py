@@ -17,6 +17,16 @@ microbatches of ``parallelism.pipeline_parallel_microbatch_size`` (default 1;
 torchtitan/distributed/pipeline_parallel.py@238fa99 builds the schedule with ``local_batch_size
 // pipeline_parallel_microbatch_size`` microbatches): the micro batch is that size and the
 scenario's ``pipeline_batch_size`` the local batch.
+
+With TP > 1, ``parallelism.enable_async_tensor_parallel`` (``experimental.`` in releases up to
+early 2025) is the scenario's ``tp_comm_overlap``: async TP turns on torch._inductor's
+``micro_pipeline_tp`` pass (torchtitan/distributed/tensor_parallel.py@238fa99), which splits the
+sequence-parallel all-gathers before the column-parallel linears and the reduce-scatters after
+the row-parallel ones into SymmetricMemory chunks interleaved with the partial GEMMs, forward
+and backward; plain TP runs them as whole NCCL collectives. The pass runs only on compiled
+graphs: torchtitan refuses async TP unless ``compile.enable`` with ``model`` in
+``compile.components`` (``training.compile`` in earlier releases), and the reader then notes
+the refusal and states no overlap.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from planner.launch.readers.torchtitan_settings import (
     config_path,
 )
 from planner.launch.types import Facts, Invocation, resolve_path
-from planner.launch.values import as_int, mapping_of
+from planner.launch.values import as_bool, as_int, mapping_of
 
 __all__ = ["READER", "TorchtitanReader", "config_facts"]
 
@@ -96,8 +106,8 @@ class TorchtitanReader:
 
 def config_facts(facts: Facts, tree: ConfigTree) -> None:
     """A resolved JobConfig (the one a job's log prints with ``job.print_config``) -> the
-    model, sequence length, steps, micro batch (and pipeline batch under PP), precision and
-    recomputation, as
+    model, sequence length, steps, micro batch (and pipeline batch under PP), precision,
+    recomputation and async TP, as
     :class:`TorchtitanReader` reads them (the parallel layout needs the world size: the log's
     device-mesh line gives it)."""
     data = load_data(_DATA)
@@ -110,6 +120,7 @@ def config_facts(facts: Facts, tree: ConfigTree) -> None:
     )
     _precision(facts, settings, data)
     _recompute(facts, settings)
+    _async_tensor_parallel(facts, settings)
 
 
 def _recompute(facts: Facts, settings: JobSettings) -> None:
@@ -238,11 +249,44 @@ def _parallel(
         ep, etp = degrees["expert_parallel_degree"], degrees["expert_tensor_parallel_degree"]
         if ep > 1 and (shard * cp * tp) % (ep * etp):
             facts.note(f"torchtitan: EP {ep} x ETP {etp} does not divide shard x CP x TP")
+    _async_tensor_parallel(facts, settings)
     pp = degrees["pipeline_parallel_degree"]
     _micro_batch(facts, settings, pp)
     _batch(facts, settings, replicate * shard if shard else None)
     if pp > 1:
         _virtual_pipeline(facts, settings, pp, n_layers)
+
+
+_ASYNC_TP = "parallelism.enable_async_tensor_parallel"
+
+
+def _async_tensor_parallel(facts: Facts, settings: JobSettings) -> None:
+    """``parallelism.tp_comm_overlap`` from ``parallelism.enable_async_tensor_parallel`` when
+    TP > 1 (module docstring): true only with the model compiled, the condition torchtitan
+    checks before it enables the micro-pipelined collectives."""
+    if (as_int(settings.value("parallelism.tensor_parallel_degree")) or 1) <= 1:
+        return
+    found = settings.find(_ASYNC_TP)
+    if found is None:
+        return
+    value, source, is_default = found
+    if as_bool(value) is None:
+        facts.note(f"torchtitan: {_ASYNC_TP} {value!r} is not a boolean ({source}); read as off")
+    if not as_bool(value):
+        (facts.default if is_default else facts.set)("parallelism.tp_comm_overlap", False, source)
+        return
+    components = settings.value("compile.components")
+    compiled = as_bool(settings.value("compile.enable")) and (
+        not isinstance(components, list) or "model" in components
+    )
+    if not compiled:
+        facts.note(
+            f"torchtitan: {_ASYNC_TP} ({source}) needs the model compiled; torchtitan refuses "
+            "to start without compile.enable and 'model' in compile.components "
+            "(--training.compile in earlier releases): set them, or drop async TP"
+        )
+        return
+    facts.set("parallelism.tp_comm_overlap", True, source)
 
 
 _MICROBATCH_SIZE = "parallelism.pipeline_parallel_microbatch_size"
