@@ -95,6 +95,9 @@ def _read_table(path: str | Path, data: bytes | None, max_rows: int | None = Non
                 )
             _refuse(source, meta.num_rows, max_rows)
             table = parquet.read()
+            # a corrupt page can decode into dictionary indices past the dictionary's end;
+            # full validation finds them here rather than as an IndexError deep in the reader
+            table.validate(full=True)
         else:
             table = pa_csv.read_csv(pa.BufferReader(data))
         table.column_names  # noqa: B018 (raises UnicodeDecodeError for non-UTF-8 names)

@@ -71,3 +71,25 @@ def test_step_time_tables(rows: list[list[str]]) -> None:
 @given(st.data())
 def test_edited_meta(data: st.DataObject) -> None:
     outcome(read_layout, "m.yaml", data=data.draw(edited_text(META)).encode())
+
+
+def test_dictionary_indices_past_the_dictionary_are_a_spec_error() -> None:
+    """A corrupt byte in the op-type column's dictionary-encoded data page can decode into
+    indices past the end of its dictionary; every such file is refused with a ``SpecError``
+    naming the file (found by the corruption fuzz above as an ``IndexError``)."""
+    sink = pa.BufferOutputStream()
+    table = pq.read_table(pa.BufferReader(PARQUET))
+    pq.write_table(table, sink, compression="none", use_dictionary=["optype"])
+    clean = sink.getvalue().to_pybytes()
+    chunk = pq.ParquetFile(pa.BufferReader(clean)).metadata.row_group(0).column(4)
+    assert chunk.path_in_schema == "optype"
+    start = chunk.data_page_offset
+    refused = []
+    for position in range(start, chunk.dictionary_page_offset + chunk.total_compressed_size):
+        raw = bytearray(clean)
+        raw[position] = 0xFF
+        result = outcome(read_op_trace, "t.parquet", LAYOUT, skip_bad_rows=True, data=bytes(raw))
+        if "Dictionary indices" in str(result):
+            assert "t.parquet" in str(result)
+            refused.append(position)
+    assert refused  # some corruption of the page did reach past the dictionary
