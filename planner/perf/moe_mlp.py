@@ -348,6 +348,8 @@ def _moe_pass(
             backward=bwd,
             wgrad=wgrad,
             per_launch=launch,
+            # TE's GroupedLinear: one grouped GEMM call for all local experts
+            calls=ops.where(a.moe_grouped_gemm, routed_scale, count),
         )
     for n, k in ((n_up * shared_ffn / tp, hidden), (hidden, shared_ffn / tp)):
         table.gemm(group, tokens, n, k, count=shared_scale, lp=lp, backward=bwd, wgrad=wgrad)

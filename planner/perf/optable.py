@@ -12,6 +12,10 @@ weight gradient of an ``(h, f)`` expert weight from ``m`` tokens does ``2·m·h�
 ``8·h·f`` bytes, memory-bound on an H100 SXM (989 TFLOP/s dense bf16 over 3.35 TB/s, NVIDIA H100
 datasheet: about 300 FLOP/byte) below ``m`` ≈ 1,200 (measured: ``benchmarks/moe_layer_h100.py``,
 ``wgrad``).
+
+A block-scaled GEMM (MXFP8, NVFP4) adds Transformer Engine's two scale-swizzle kernels per
+GEMM call (a grouped GEMM's call covers all its experts), one per operand, each at least
+``kernel_min_time_s`` (``planner.perf.precision.scale_swizzle_bytes``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from planner.perf import ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.ops import Flag, FloatArray, Real
-from planner.perf.precision import gemm_relative_efficiency
+from planner.perf.precision import gemm_relative_efficiency, scale_swizzle_bytes
 from planner.specs.parallelism import Fp8Recipe
 
 __all__ = ["LayerGroups", "OperatorTable"]
@@ -50,6 +54,7 @@ class OperatorTable:
         self.gemm_low_precision: list[Any] = []
         self.gemm_batch: list[Any] = []
         self.gemm_out_bytes: list[Any] = []
+        self.gemm_calls: list[Any] = []
         self.mem_groups: list[str] = []
         self.mem_bytes: list[Any] = []
         self.mem_kernels: list[Any] = []
@@ -73,12 +78,15 @@ class OperatorTable:
         batched: bool = False,
         per_launch: Real | None = None,
         wgrad: Flag = True,
+        calls: Real | None = None,
     ) -> None:
         """Register ``count`` GEMMs ``(m x k) @ (k x n)`` (with ``backward``: their dgrad and,
         where ``wgrad`` (per scenario: false for frozen weights), their wgrad); ``lp``: in the
         low (FP8-class) GEMM precision; ``batched``: the ``count`` products run as one
         strided-batched launch; ``per_launch`` (per scenario, overrides ``batched``): products
-        per launch, e.g. ``count`` for a grouped GEMM, 1 for one launch each."""
+        per launch, e.g. ``count`` for a grouped GEMM, 1 for one launch each; ``calls`` (per
+        scenario): GEMM library calls a direction, each swizzling its operands' block scales
+        once (a grouped GEMM: one call however many launches; default: one per launch)."""
         shapes = ((m, n, k),) if not backward else ((m, k, n), (k, n, m))  # dgrad, wgrad
         batch = per_launch if per_launch is not None else (count if batched else 1.0)
         for i, (rows, cols, inner) in enumerate(shapes):
@@ -91,6 +99,12 @@ class OperatorTable:
             )
             self.gemm_low_precision.append(lp)
             self.gemm_batch.append(batch)
+            per_direction = count / ops.maximum(batch, 1.0) if calls is None else calls
+            self.gemm_calls.append(
+                per_direction
+                if i == 0 or wgrad is True
+                else per_direction * ops.where(wgrad, 1.0, 0.0)
+            )
             # the second backward product is a weight gradient, except for batched products of
             # two activations (attention scores without flash attention)
             weight_grad = backward and i == 1 and not batched
@@ -160,6 +174,14 @@ class OperatorTable:
             bw = eff.memory_bytes_per_s(bytes_, a.device)
             launches = cnt / np.maximum(batch, 1.0)
             t = np.maximum(np.maximum(flops / rate, bytes_ / bw), launches * kmin)
+            swizzle = scale_swizzle_bytes(a)
+            if ops.any_(swizzle > 0):  # one scale-swizzle kernel per operand and GEMM call
+                calls = self._table(self.gemm_calls, np.float64)
+                for elements in (m * k * cnt, k * n * cnt):
+                    scale_b = np.where(low, 2.0 * swizzle * elements, 0.0)
+                    swz_bw = eff.memory_bytes_per_s(np.maximum(scale_b, 1.0), a.device)
+                    swz_t = np.maximum(scale_b / swz_bw, calls * kmin)
+                    t = t + np.where(scale_b > 0, swz_t, 0.0)
             t = np.where((cnt > 0) & (m * n * k > 0), t, 0.0)
             self._sum_groups(self.gemm_groups, t, out)
         if self.mem_groups:

@@ -68,6 +68,20 @@ the norm's traffic: 0) and current scaling's cast writes one copy: 3 bytes per e
 * ``blockwise``, ``mxfp8``: ``UNFUSED`` (the norm in 16 bits, then the recipe's cast), as
   without the fusion. ``nvfp4``: taken as unfused (its fused-amax path runs only without the
   random Hadamard transform).
+
+Before every MXFP8 or NVFP4 GEMM Transformer Engine rearranges each operand's block scales into
+the interleaved layout the block-scaled tensor cores read (``swizzle_scaling_factors``: a new
+buffer and one ``nvte_swizzle_scaling_factors`` kernel per operand, called for A and B in
+``te_general_gemm``; the grouped GEMM swizzles each operand list in one kernel,
+``multi_tensor_swizzle_scaling_factors``; NVIDIA/TransformerEngine
+``transformer_engine/pytorch/csrc/util.cpp`` and ``csrc/extensions/gemm.cpp`` @ ``v2.7``
+``fedd9ddc739a`` and ``v2.9`` ``70f536662ae1``). The quantisers write the scales in row order
+and nothing caches the swizzled copy, so each GEMM call, the cached weight's included, pays
+two more kernels, each reading and writing its operand's scales
+(``SCALE_SWIZZLE_BYTES_PER_ELEMENT`` per operand element each way: MXFP8 one E8M0 byte per 32,
+NVFP4 one E4M3 byte per 16). The per-tensor recipes' scale is one number the GEMM takes as it
+is (``swizzle_scaling_factors`` returns without a kernel for every other scaling mode), and
+``blockwise`` on Hopper passes its fp32 block scales unchanged.
 """
 
 from __future__ import annotations
@@ -86,12 +100,14 @@ __all__ = [
     "QUANTIZE_BYTES_PER_ELEMENT",
     "QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT",
     "SAVED_INPUT_BYTES",
+    "SCALE_SWIZZLE_BYTES_PER_ELEMENT",
     "WEIGHT_COPY_BYTES",
     "any_layout_fp8_gemms",
     "gemm_relative_efficiency",
     "norm_output_quantize_bytes",
     "quantize_bytes",
     "saved_input_bytes",
+    "scale_swizzle_bytes",
     "weight_copy_bytes",
 ]
 
@@ -119,6 +135,10 @@ WEIGHT_COPY_BYTES = (0.0, 1.0, 1.0, 1.03125, 2.0625, 1.125)
 row-wise copy, the transpose made in the backward; MXFP8/NVFP4: both directions)."""
 SAVED_INPUT_BYTES = (2.0, 1.0, 1.0, 1.03125, 1.03125, 0.5625)
 """Bytes per element of a GEMM input saved for the backward, by recipe code."""
+SCALE_SWIZZLE_BYTES_PER_ELEMENT = (0.0, 0.0, 0.0, 0.0, 1.0 / 32.0, 1.0 / 16.0)
+"""Block-scale bytes per GEMM-operand element that Transformer Engine swizzles (reads, then
+writes again) in a kernel of its own before each GEMM, by recipe code; 0: no swizzle kernel
+(module docstring)."""
 _GEMM_RELATIVE = (1.0, 1.0, 1.0, BLOCKWISE_GEMM_RELATIVE_EFFICIENCY, 1.0, 1.0)
 
 _QUANTIZE = np.array(QUANTIZE_BYTES_PER_ELEMENT)
@@ -128,6 +148,7 @@ _NORM_QUANTIZE_ANY = np.array(NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT)
 _BLACKWELL = ARCHITECTURES.index("blackwell")
 _WEIGHT = np.array(WEIGHT_COPY_BYTES)
 _SAVED = np.array(SAVED_INPUT_BYTES)
+_SWIZZLE = np.array(SCALE_SWIZZLE_BYTES_PER_ELEMENT)
 _RELATIVE = np.array(_GEMM_RELATIVE)
 
 
@@ -173,3 +194,10 @@ def saved_input_bytes(a: ScenarioArrays) -> Real:
 def gemm_relative_efficiency(a: ScenarioArrays) -> Real:
     """Low-precision GEMM throughput relative to per-tensor FP8 scaling (blockwise: less)."""
     return ops.take(_RELATIVE, a.fp8_recipe)
+
+
+def scale_swizzle_bytes(a: ScenarioArrays) -> Real:
+    """Block-scale bytes per GEMM-operand element that each scenario's recipe swizzles in a
+    kernel of its own before every low-precision GEMM (read once, written once: MXFP8 1/32,
+    NVFP4 1/16; module docstring); 0 where no swizzle kernel runs."""
+    return ops.take(_SWIZZLE, a.fp8_recipe)

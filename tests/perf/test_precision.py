@@ -13,15 +13,18 @@ from planner.perf.efficiency import DefaultEfficiency
 from planner.perf.engine import evaluate
 from planner.perf.frameworks import profile_of
 from planner.perf.operators import operator_times
+from planner.perf.optable import OperatorTable
 from planner.perf.precision import (
     NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT,
     NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT,
     QUANTIZE_BYTES_PER_ELEMENT,
     QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT,
     SAVED_INPUT_BYTES,
+    SCALE_SWIZZLE_BYTES_PER_ELEMENT,
     WEIGHT_COPY_BYTES,
     norm_output_quantize_bytes,
     quantize_bytes,
+    scale_swizzle_bytes,
 )
 from planner.scenario import parse_scenario
 from planner.scenario.megatron_args import scenario_document_from_megatron_args
@@ -52,7 +55,7 @@ def test_every_recipe_has_its_table_entries() -> None:
         NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT,
         NORM_FUSED_QUANTIZE_BYTES_PER_ELEMENT_ANY_LAYOUT,
     )
-    for table in (*tables, WEIGHT_COPY_BYTES, SAVED_INPUT_BYTES):
+    for table in (*tables, WEIGHT_COPY_BYTES, SAVED_INPUT_BYTES, SCALE_SWIZZLE_BYTES_PER_ELEMENT):
         assert len(table) == len(Fp8Recipe) + 1  # code 0 is 16-bit training
 
 
@@ -162,3 +165,39 @@ def test_per_tensor_fp8_writes_no_transposed_copy_where_gemms_take_any_layout() 
     assert per_gpu["h100-sxm", "tensorwise"] == (6.0, 4.0)
     assert per_gpu["b200", "tensorwise"] == (5.0, 3.0)
     assert per_gpu["b200", "blockwise"] == per_gpu["h100-sxm", "blockwise"]
+
+
+def test_block_scaled_gemms_pay_a_scale_swizzle_kernel_per_operand_and_launch() -> None:
+    """Transformer Engine swizzles both operands' block scales in a kernel each before every
+    MXFP8 and NVFP4 GEMM call (a grouped GEMM call: one per operand list, however many
+    launches); per-tensor scales need none.
+    Small scale tensors: each swizzle takes the kernel floor."""
+    eff = DefaultEfficiency()
+    arrays = {
+        p: ScenarioArrays.from_scenario(_scenario("b200", precision=p, fp8_recipe=r))
+        for p, r in (("fp8", "tensorwise"), ("mxfp8", "mxfp8"), ("nvfp4", "nvfp4"))
+    }
+    assert [float(scale_swizzle_bytes(a)) for a in arrays.values()] == [0.0, 1 / 32, 1 / 16]
+    hopper = ScenarioArrays.from_scenario(_scenario(precision="fp8", fp8_recipe="blockwise"))
+    assert float(scale_swizzle_bytes(hopper)) == 0.0
+
+    def linear_s(
+        a: ScenarioArrays, *, lp: bool = True, per_launch: float = 1.0, calls: float | None = None
+    ) -> float:
+        table = OperatorTable(a, eff)
+        table.gemm(
+            "g", 256, 256, 256, count=4, lp=lp, backward=True, per_launch=per_launch, calls=calls
+        )
+        return float(table.totals()["g"])
+
+    # same FP8 tensor-core rate: the difference is the swizzles, 2 dgrad+wgrad products x 4
+    # launches x 2 operands at the floor
+    floor = eff.kernel_min_time_s
+    per_tensor, mx = linear_s(arrays["fp8"]), linear_s(arrays["mxfp8"])
+    assert mx - per_tensor == pytest.approx(2 * 4 * 2 * floor)
+    grouped = linear_s(arrays["mxfp8"], per_launch=4.0) - linear_s(arrays["fp8"], per_launch=4.0)
+    assert grouped == pytest.approx(2 * 1 * 2 * floor)
+    # a grouped GEMM call over two launches (experts on two streams) swizzles once an operand
+    two_waves = {p: linear_s(arrays[p], per_launch=2.0, calls=1.0) for p in ("fp8", "mxfp8")}
+    assert two_waves["mxfp8"] - two_waves["fp8"] == pytest.approx(2 * 1 * 2 * floor)
+    assert linear_s(arrays["mxfp8"], lp=False) == linear_s(arrays["fp8"], lp=False)
