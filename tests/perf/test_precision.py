@@ -167,7 +167,7 @@ def test_per_tensor_fp8_writes_no_transposed_copy_where_gemms_take_any_layout() 
     assert per_gpu["b200", "blockwise"] == per_gpu["h100-sxm", "blockwise"]
 
 
-def test_block_scaled_gemms_pay_a_scale_swizzle_kernel_per_operand_and_launch() -> None:
+def test_block_scaled_gemms_pay_a_scale_swizzle_kernel_per_operand_and_call() -> None:
     """Transformer Engine swizzles both operands' block scales in a kernel each before every
     MXFP8 and NVFP4 GEMM call (a grouped GEMM call: one per operand list, however many
     launches); per-tensor scales need none.
