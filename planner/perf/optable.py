@@ -94,17 +94,13 @@ class OperatorTable:
             self.gemm_m.append(rows)
             self.gemm_n.append(cols)
             self.gemm_k.append(inner)
-            self.gemm_count.append(
-                count if i == 0 or wgrad is True else count * ops.where(wgrad, 1.0, 0.0)
-            )
+            # a frozen weight (``wgrad`` false for a scenario) has no weight-gradient product
+            share = 1.0 if i == 0 or wgrad is True else ops.where(wgrad, 1.0, 0.0)
+            self.gemm_count.append(count * share)
             self.gemm_low_precision.append(lp)
             self.gemm_batch.append(batch)
             per_direction = count / ops.maximum(batch, 1.0) if calls is None else calls
-            self.gemm_calls.append(
-                per_direction
-                if i == 0 or wgrad is True
-                else per_direction * ops.where(wgrad, 1.0, 0.0)
-            )
+            self.gemm_calls.append(per_direction * share)
             # the second backward product is a weight gradient, except for batched products of
             # two activations (attention scores without flash attention)
             weight_grad = backward and i == 1 and not batched
