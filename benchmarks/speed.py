@@ -16,6 +16,7 @@ would import whichever ``planner`` the environment has installed, e.g. another w
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import subprocess
@@ -155,8 +156,12 @@ def best_of(fn: Callable[[], object], repeat: int) -> float:
     return best
 
 
-def main() -> None:
-    """Measure and print the markdown table."""
+def main(argv: list[str] | None = None) -> None:
+    """Measure and print the markdown table (``argv``: the command line; ``--help`` only
+    describes it)."""
+    argparse.ArgumentParser(
+        prog="python -m benchmarks.speed", description=" ".join(__doc__.split("\n\n")[0].split())
+    ).parse_args(argv)
     docs = documents(10_000)
     scenarios = [parse_scenario(d) for d in docs]
     one, moe = scenarios[1], scenarios[3]  # llama3-70b (dense), mixtral-8x7b (MoE)
