@@ -70,11 +70,34 @@ EVAL_INTERVAL: Final = 90
 EVAL_ITERS: Final = 200
 PHASE_FACTOR: Final = 1.35
 SESSIONS: Final = {
+    # recorded while other test suites shared the machine (its README): the host's own load
+    # swung the pace beside the noise schedule.
     # a slower phase from 10 % to 25 % of the run, over before 30 % (as the end-to-end test's)
     "noisy_eval_tempphase_900it": (91, 225),
     # a slower phase from 40 % of the run to its end: nothing before 40 % can foresee it
     "noisy_eval_slowphase_900it": (361, TRAIN_ITERS),
+    # the same two jobs recorded with nothing else running on the machine: the noise is the
+    # seeded schedule alone (``HOGS``), so the host's swings are known and repeatable
+    "scheduled_noise_tempphase_900it": (91, 225),
+    "scheduled_noise_slowphase_900it": (361, TRAIN_ITERS),
 }
+"""The recorded sessions, by directory name: the slower phase (first and last iteration)."""
+CALIBRATED_BY: Final = {
+    "noisy_eval_tempphase_900it": "noisy_eval_slowphase_900it",
+    "noisy_eval_slowphase_900it": "noisy_eval_tempphase_900it",
+    "scheduled_noise_tempphase_900it": "scheduled_noise_slowphase_900it",
+    "scheduled_noise_slowphase_900it": "scheduled_noise_tempphase_900it",
+}
+HIDDEN_SIZE: Final = {
+    "scheduled_noise_tempphase_900it": 384,
+    "scheduled_noise_slowphase_900it": 384,
+}
+"""The job's hidden size where it is not the batch script's 128: on a quiet machine hidden 128
+steps in about 30 ms, so 900 iterations take a minute and the noise schedule's stretches of
+4-20 s span most of the run; hidden 384 (ffn 1,536) steps in about 0.12 s, the pace the first
+sessions had between their host's swings."""
+"""The session whose steady pace is the calibrated planner's prior: the other job recorded on
+the same host in the same conditions (what a cluster's online calibration learns there)."""
 
 
 def job_args(phase: tuple[int, int]) -> str:
@@ -207,7 +230,13 @@ def record(out: Path) -> None:
                 pass
             time.sleep(0.5)
         scenario = work / "scenario.yaml"
-        shutil.copy(REPO / "deploy/dev/tiny_gpt/scenario.yaml", scenario)
+        hidden = HIDDEN_SIZE.get(out.name, 128)
+        scenario.write_text(
+            (REPO / "deploy/dev/tiny_gpt/scenario.yaml")
+            .read_text()
+            .replace("hidden_size: 128", f"hidden_size: {hidden}")
+            .replace("ffn_hidden_size: 512", f"ffn_hidden_size: {4 * hidden}")
+        )
         submitted = sbatch_tiny_gpt(
             REPO,
             env,
@@ -216,6 +245,7 @@ def record(out: Path) -> None:
             args=args,
             train_iters=TRAIN_ITERS,
             output=f"{work}/job-%j.out",
+            hidden_size=hidden,
         )
         if submitted.returncode != 0:
             raise SystemExit(f"sbatch failed: {submitted.stderr.strip()}")
@@ -377,7 +407,7 @@ def judge(session_dir: Path) -> dict[str, Any]:
     total = stated or TRAIN_ITERS
     prediction = session.get("prediction") or {}
     model_s = prediction.get("iteration_time_s")
-    other = next(LIVE / name for name in SESSIONS if name != session_dir.name)
+    other = LIVE / CALIBRATED_BY[session_dir.name]
     variants: dict[str, tuple[float | None, float]] = {
         "fresh planner (the model's H100 prior)": (model_s, 0.3),
         "calibrated by the other session (prior: its steady pace, log-sd 0.05)": (
@@ -461,7 +491,8 @@ def section(sessions: list[dict[str, Any]]) -> str:
         "through the service's path (`tests/service/test_live_equals_replay.py` asserts the "
         "service and the replay agree at every poll), as a fresh planner (the scenario's H100 "
         "prior, which the CPU pace conflicts with) and as a planner calibrated by the other "
-        "session (its steady pace as the prior, log-sd 0.05). Errors in % of the job's "
+        "session recorded in the same conditions (its steady pace as the prior, log-sd 0.05). "
+        "Errors in % of the job's "
         "duration against the end its log printed; coverage from 10 % on; phases: the phase "
         "events noted (start iteration, pace ratio, iteration first seen); evaluations: each "
         "one's counted length against its real length (rank 0's millisecond stamps around it, "
@@ -503,8 +534,29 @@ def section(sessions: list[dict[str, Any]]) -> str:
             )
     lines += [
         "",
+        "The sessions recorded with the noise schedule alone (`scheduled_noise_*`, 2026-12-05, "
+        "the README of `tests/data/live`: the same two jobs at hidden size 384 on the machine "
+        "with no other suite running, 0.15 s per iteration quiet and x1.85 while the schedule "
+        "runs a busy process) meet the targets but one: p50 error from 10 % on 3.8 % and 3.2 % "
+        "with the fresh planner, 4.4 % and 2.5 % calibrated (`tests/forecast/"
+        "test_live_sessions.py` asserts <= 5 %), coverage 82 % and 89 %, every evaluation "
+        "within 5 % and 17 % of its length, and the late session's slower phase (from 361) "
+        "reported from 345 (x1.88, seen at 395: the schedule's busy process from iteration 340 "
+        "and the phase read as one change, 16 iterations, 4 % of its start, early). The early "
+        "session's phase (91-225, x1.2 on the wall clock) is no event of its own: the schedule "
+        "ran two busy processes from iteration 75 to 95 and from 125 to 160 (x1.85 each), and "
+        "the events from 75 (x1.58), 95 (x0.80), 125 (x1.70) and 185 (x0.51) are those swings "
+        "with the phase inside them. The live service published 3.4 % and 2.3 % (coverage 86 % "
+        "and 93 %). Where the p50 still errs (`--trace`): in the early session from 24 % to "
+        "35 % of the run (-20 to -29 %), the newest pace is the quiet stretch after the phase "
+        "(no busy process from iteration 180 to 315) projected over a rest that ran under one "
+        "half of the time (pace -11 to -19 %), and the evaluations ahead are projected at the "
+        "length of the two seen, one of them quiet (pauses -8 to -11 %); in the late session "
+        "before its phase, the phase ahead (-14 to -31 % at 10-16 % and 24-38 %).",
+        "",
         "Against the targets (p50 error <= 5 % from 10 % on, coverage 70-90 %, the phase within "
-        "10 % of its start, every evaluation within 20 % of its length): the coverage is within "
+        "10 % of its start, every evaluation within 20 % of its length), the first two "
+        "sessions, recorded while other test suites loaded the machine: the coverage is within "
         "70-90 % in both sessions (73 % and 81 % with the fresh planner; 67 % and 72 % before a "
         "pace that just changed widened the band's side toward the pace before it by the chance "
         'that the phase ends: `planner.forecast.eta`, "A pace that just changed"), every '

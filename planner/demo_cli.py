@@ -427,13 +427,16 @@ def sbatch_tiny_gpt(
     args: str,
     train_iters: int,
     output: str,
+    hidden_size: int = 128,
 ) -> subprocess.CompletedProcess[str]:
     """Submit the dev stack's tiny GPT (``deploy/dev/tiny_gpt``) with ``sbatch --parsable``:
     its batch script written to ``script`` with the job's arguments ``args`` written out (as a
     user's script holds them, so the planner reads its schedule), ``scenario`` named in its
-    comment, ``train_iters`` iterations, its output to ``output`` (an ``sbatch -o`` pattern).
+    comment, ``train_iters`` iterations, its output to ``output`` (an ``sbatch -o`` pattern);
+    ``hidden_size`` replaces the batch script's 128 (a heavier step, same shape otherwise).
     Returns sbatch's result (stdout: ``job_id[;cluster]``); the caller checks it."""
     body = (repo / "deploy/dev/tiny_gpt/job.sbatch").read_text()
+    body = body.replace("--hidden-size 128 ", f"--hidden-size {hidden_size} ")
     script.write_text(body.replace("${TINY_GPT_EXTRA_ARGS:-}", args))
     return subprocess.run(
         [

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from adapters.logs import read_job_log
+from benchmarks.live_session import SESSIONS
 from planner.forecast.arguments import schedule_from_arguments
 from planner.forecast.replay import Replay, ReplayPoint, replay
 from planner.service.loops.outcomes import ETA_CALIBRATION
@@ -200,7 +201,7 @@ def test_a_shutdown_learnt_from_finished_jobs_is_in_the_replay_too(tmp_path: Pat
     assert compared >= 15
 
 
-@pytest.mark.parametrize("name", ["noisy_eval_slowphase_900it", "noisy_eval_tempphase_900it"])
+@pytest.mark.parametrize("name", sorted(SESSIONS))
 def test_a_recorded_live_session_is_its_replay_at_the_moments_the_service_published(
     tmp_path: Path, name: str
 ) -> None:
