@@ -72,15 +72,18 @@ What is learnt (``fit_observed``), in five parts:
 5. **The cell rule** (``observed_transfer``; ``ObservedParams.cell_rule``): the tree's
    variances are learnt over every family and architecture, so on its own it lends one
    publisher's bias to another's runs where the cell's publishers disagree, and lets one run
-   move a new key as far in a cell whose keys agree with the model as in one whose keys do
-   not. Per model family on a GPU architecture the fit measures both on the cell's own runs
-   and moves each key's compute and network factors to them: a key inherits the share of what
-   the other runs predict for it that the leave-one-key-out predictions of its cell earn (the
-   cross-validated calibration slope, 0 to 1, one for keys whose cluster has other keys in
-   the cell and one for keys whose cluster has none, each partially pooled over the cells),
-   and its own runs move it by the Bayes gain under the cell's spread of keys around those
-   predictions. A key none of whose runs
-   was seen takes its cell's slope times what its parents learnt. On the learning curve
+   move a new key as far in a cell whose keys agree with the model as in one whose keys do not.
+   Per model family on a GPU architecture the fit measures both on the cell's own runs and
+   moves each key's compute and network factors to them: a key inherits the share of what the
+   other runs predict for it that the leave-one-key-out predictions of its cell earn (the
+   cross-validated calibration slope, 0 to 1, one for keys whose cluster has other keys in the
+   cell and one for keys whose cluster has none, each partially pooled over the cells), and its
+   own runs move it by the Bayes gain under the cell's spread of keys around those predictions.
+   A key none of whose runs was seen takes its cell's slope times what its parents learnt. A
+   group whose runs, the key's own aside, are all one other cluster's lends the key nothing
+   (its deviation cannot be told from that publisher's bias): the key is predicted from the
+   runs outside it, and the slopes are measured on those predictions
+   (``observed_transfer.lent_level``). On the learning curve
    (``benchmarks/accuracy/learning.py``, ``benchmarks/RESULTS.md``) with the other groups seen,
    Hopper MoE went from 18.2 % to 14.3 % (prior 14.6 %) and dense A100 from 5.3 % to 4.8 %
    (prior 4.7 %); at k = 1 dense went from 6.4 % to 5.9 % (prior 5.5 %) and Hopper MoE from
@@ -139,8 +142,11 @@ from planner.calibration.observed_runs import (
 )
 from planner.calibration.observed_transfer import (
     KEY_LEVEL,
+    Members,
     TransferRule,
     fit_rule,
+    lent_level,
+    members_of,
     shifts,
 )
 from planner.calibration.online import OnlineCalibration
@@ -178,7 +184,7 @@ __all__ = [
     "samples_from_runs",
 ]
 
-FORMAT: Final = "planner-observed-runs/5"
+FORMAT: Final = "planner-observed-runs/6"
 """The ``format`` of the calibration file (operator models of ``planner calibrate fit`` are
 ``planner-calibration/1``): what tells the two kinds apart."""
 
@@ -219,13 +225,15 @@ class KeySummaryJson(RunKeyJson):
 
 class GroupJson(TypedDict):
     """One group of ``ObservedCalibrationJson.groups``: its level (of ``LEVELS``) and key
-    prefix, the log factors, their (co)variances, its runs and whether the network factor was
-    separated."""
+    prefix, the log factors, their (co)variances, its runs, whether the network factor was
+    separated and the log factors predicted for it from the runs outside it."""
 
     level: str
     group: list[str]
     compute_log_factor: float
     network_log_factor: float
+    left_out_compute_log_factor: float
+    left_out_network_log_factor: float
     var_u: float
     cov_uv: float
     var_v: float
@@ -437,7 +445,9 @@ class GroupFactors:
     (network over compute), covariance entries ``var_u``, ``cov_uv``, ``var_v``; ``num_runs``
     behind it; ``network_separated``: its runs tell the network factor at least as well as the
     prior does (their information about ``v``, with ``u`` unknown, >= the prior precision of
-    ``v`` at that level)."""
+    ``v`` at that level); ``left_out_u``, ``left_out_v``: the cumulative factors the tree
+    predicts for it from every run outside it (``TreeFit.left_out_mean``), what a key this
+    group does not lend to is predicted from (``observed_transfer.lent_level``)."""
 
     u: float
     v: float
@@ -446,6 +456,8 @@ class GroupFactors:
     var_v: float
     num_runs: int
     network_separated: bool
+    left_out_u: float = 0.0
+    left_out_v: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -495,7 +507,10 @@ class ObservedCalibration:
     their learnt sd (what a MoE model no run has seen may deviate by; 0: no model effect);
     ``rule`` the cell rule (module docstring, part 5; None: the tree's posterior as it is) and
     ``clusters`` the ``(architecture, family, cluster)`` cells with runs (a key of a cluster
-    not among them takes its cell's ``new`` slope);
+    not among them takes its cell's ``new`` slope); ``members`` each group's clusters and the
+    groups below holding their runs (``observed_transfer.members_of``: with the rule, a key
+    none of whose runs was seen is not predicted from one other cluster's runs alone in a
+    group on its path);
     ``samples`` the runs it was fitted on (persisted, so it can be fitted again)."""
 
     params: ObservedParams
@@ -510,6 +525,7 @@ class ObservedCalibration:
     model_log_sd: float = 0.0
     rule: TransferRule | None = None
     clusters: frozenset[tuple[str, str, str]] = frozenset()
+    members: Members = field(default_factory=dict)
 
     @property
     def num_runs(self) -> int:
@@ -519,15 +535,25 @@ class ObservedCalibration:
     def _factors(self, key: RunKey) -> tuple[GroupFactors | None, int, float, float]:
         """The deepest group of ``key``'s path with runs, its level index (a key that states no
         release is found at ``key``: it is its key's group), and the prior variances ``(u, v)``
-        of the levels below it (none for the release of a key that states none)."""
+        of the levels below it (none for the release of a key that states none). With the cell
+        rule, a key none of whose runs was seen goes no deeper than the group it is predicted
+        without (``observed_transfer.lent_level``), and takes that group's left-out factors
+        (what the runs outside it predict) with its parent's posterior variance."""
         path = key.path()
         found: GroupFactors | None = None
         depth = -1
-        for level, prefix in enumerate(path):
+        stop = len(path)
+        if self.rule is not None and path[KEY_LEVEL] not in self.groups[KEY_LEVEL]:
+            stop = lent_level(key, self.members)
+        for level, prefix in enumerate(path[:stop]):
             group = self.groups[level].get(prefix)
             if group is None:
                 break
             found, depth = group, level
+        unlent = self.groups[stop].get(path[stop]) if stop <= KEY_LEVEL else None
+        if found is not None and unlent is not None and depth == stop - 1:
+            # predicted from the runs outside the group that does not lend to it
+            found = dataclasses.replace(found, u=unlent.left_out_u, v=unlent.left_out_v)
         below = [
             pair
             for level, pair in enumerate(self.level_log_sd or self.params.prior_log_sd)
@@ -695,6 +721,8 @@ class ObservedCalibration:
                     "group": list(prefix),
                     "compute_log_factor": g.u,
                     "network_log_factor": g.u + g.v,
+                    "left_out_compute_log_factor": g.left_out_u,
+                    "left_out_network_log_factor": g.left_out_u + g.left_out_v,
                     "var_u": g.var_u,
                     "cov_uv": g.cov_uv,
                     "var_v": g.var_v,
@@ -770,6 +798,9 @@ class ObservedCalibration:
                     var_v=float(g["var_v"]),
                     num_runs=int(g["num_runs"]),
                     network_separated=bool(g["network_separated"]),
+                    left_out_u=float(g["left_out_compute_log_factor"]),
+                    left_out_v=float(g["left_out_network_log_factor"])
+                    - float(g["left_out_compute_log_factor"]),
                 )
             memory: list[dict[tuple[str, ...], MemoryFactor]] = [{} for _ in LEVELS]
             for m in doc.get("memory_groups", []):
@@ -820,7 +851,10 @@ class ObservedCalibration:
         except SpecError as exc:
             raise CalibrationError(f"malformed observed-runs calibration: {exc}") from exc
         values = list(noise.values()) + [
-            x for level in groups for g in level.values() for x in (g.u, g.v, g.var_u, g.var_v)
+            x
+            for level in groups
+            for g in level.values()
+            for x in (g.u, g.v, g.var_u, g.var_v, g.left_out_u, g.left_out_v)
         ]
         values += [model_log_sd, *(x for e in model_effects.values() for x in (e.u, e.var_u))]
         if rule is not None:
@@ -840,6 +874,7 @@ class ObservedCalibration:
             model_log_sd=model_log_sd,
             rule=rule,
             clusters=_clusters([s.key for s in samples]),
+            members=members_of([s.key for s in samples]),
         )
 
     def stale_warnings(self) -> list[str]:
@@ -1024,6 +1059,8 @@ def _groups(
                     var_v=float(cov[g, 1, 1]),
                     num_runs=int(fit.num_runs[level][g]),
                     network_separated=bool(info_v[g] * prior_v[g] >= 1.0),
+                    left_out_u=float(fit.left_out_mean[level][g, 0]),
+                    left_out_v=float(fit.left_out_mean[level][g, 1]),
                 )
                 for g, prefix in enumerate(names)
             }
@@ -1138,6 +1175,7 @@ def fit_observed(
         model_log_sd=fitted.crossed_log_sd[0] if with_models else params.moe_model_prior_log_sd,
         rule=rule,
         clusters=_clusters(keys),
+        members=members_of(keys),
     )
 
 
@@ -1162,11 +1200,18 @@ def _apply_cell_rule(
 ) -> TransferRule:
     """Learn the cell rule (``observed_transfer``) from the fit and move the key groups and
     their releases by it, in place; the rule."""
-    key_of_run = leaf
-    for level in range(len(LEVELS) - 1, KEY_LEVEL, -1):
-        key_of_run = parents[level][key_of_run]
-    left = fitted.left_out_mean[KEY_LEVEL]
-    at_run = left[key_of_run]
+    group_of_run = {len(LEVELS) - 1: leaf}
+    for level in range(len(LEVELS) - 1, 0, -1):
+        group_of_run[level - 1] = parents[level][group_of_run[level]]
+    key_of_run = group_of_run[KEY_LEVEL]
+    # what the tree knows without the key, or without the group it is not lent by
+    members = members_of(keys)
+    lent = np.fromiter((lent_level(k, members) for k in keys), np.int64, len(keys))
+    at_run = np.stack(
+        [fitted.left_out_mean[level][group_of_run[level][i]] for i, level in enumerate(lent)]
+    )
+    left = np.zeros_like(fitted.left_out_mean[KEY_LEVEL])
+    left[key_of_run] = at_run
     total = compute + network
     predicted = (
         np.log(compute * np.exp(at_run[:, 0]) + network * np.exp(at_run.sum(axis=1)))

@@ -26,6 +26,21 @@ of llm-foundry, whose runs are within 3 % of the model on average, moved by 60 %
   information of the kind's average key (partial pooling: one odd key, such as the one run of
   a new publisher, does not set its cell's slope alone); a cell without a key of a kind takes
   the pooled slope.
+* **One publisher's runs alone in a group are not lent** (``lent_level``): runs of one other
+  cluster that are alone in a group on the key's path (the key's own aside) cannot tell that
+  cluster's bias from the group's deviation (the two are confounded: no second publisher ran
+  there), so they lend the key nothing. A key is predicted from what the tree knows without its
+  own runs (``TreeFit.left_out_mean`` at the key level) unless the runs its GPU type and recipe
+  hold besides are one other cluster's; then from what the tree knows without that group,
+  unless the runs its width holds besides are one other cluster's, and so on up. The slopes are
+  measured on those predictions. A key that names no cluster is no other publisher's. On the
+  published runs, with the H100 BF16 runs held out, the dense Hopper 16-bit width is
+  torchtitan's 96 GB H100 alone, 18 % slower than predicted, which the tree and the slope lent
+  to llm-foundry's and Megatron-LM's H100 BF16 runs (within 2 % of the model on average): on
+  the learning curve dense Hopper with the other groups seen went from 8.6 % to 6.4 % (the
+  model alone 6.5 %), at k = 1 from 7.3 % to 6.6 %, at k = 3 from 7.0 % to 6.5 %; Hopper MoE
+  with the other groups seen from 13.1 % to 13.7 % (the model alone 15.4 %), at k = 1 from
+  14.9 % to 14.3 % (``benchmarks/RESULTS.md``).
 * **Own-run gain** (``TransferRule.key_var``): a key's runs move it from the sloped prediction
   by ``n·s² / (n·s² + sigma²)``, where ``s²`` is the cell's variance of a key's mean log
   ratio around its sloped prediction, by moments (a key of ``n`` Huber-weighted runs with mean
@@ -40,7 +55,7 @@ Hopper MoE with the other groups seen 18.2 -> 14.3 % (the prior is 14.6 %) and a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -49,7 +64,17 @@ from numpy.typing import NDArray
 
 from planner.calibration.observed_runs import LEVELS, RunKey
 
-__all__ = ["KEY_LEVEL", "KINDS", "TransferRule", "fit_rule", "kinds_of", "shifts"]
+__all__ = [
+    "KEY_LEVEL",
+    "KINDS",
+    "Members",
+    "TransferRule",
+    "fit_rule",
+    "kinds_of",
+    "lent_level",
+    "members_of",
+    "shifts",
+]
 
 Float = NDArray[np.float64]
 Int = NDArray[np.int64]
@@ -59,6 +84,10 @@ KEY_LEVEL: Final = LEVELS.index("key")
 KINDS: Final = ("own", "new")
 """A key whose cluster has other keys in its cell (``own``) or none (``new``)."""
 _TINY: Final = 1e-12
+
+Members = Mapping[tuple[str, ...], Mapping[str, frozenset[tuple[str, ...]]]]
+"""Per group above the key level (``RunKey.path`` prefix, the root included): its clusters
+and, for each, the groups one level down that hold the cluster's runs (``members_of``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +116,39 @@ def kinds_of(keys: Sequence[RunKey]) -> list[str]:
     ]
 
 
+def members_of(keys: Sequence[RunKey]) -> Members:
+    """``Members`` of the runs' ``keys``."""
+    out: dict[tuple[str, ...], dict[str, set[tuple[str, ...]]]] = {}
+    for k in set(keys):
+        path = k.path()
+        for level in range(KEY_LEVEL):
+            out.setdefault(path[level], {}).setdefault(k.cluster, set()).add(path[level + 1])
+    return {
+        prefix: {c: frozenset(ks) for c, ks in clusters.items()} for prefix, clusters in out.items()
+    }
+
+
+def lent_level(key: RunKey, members: Members) -> int:
+    """The level (``LEVELS`` index, at most ``KEY_LEVEL``) of the group on ``key``'s path
+    whose left-out mean the key is predicted from (module docstring): from the key up, or from
+    below its deepest group with runs for a key none of whose runs was seen, the walk climbs
+    while the parent's runs outside the group reached, the key's own aside, are none or all
+    one other cluster's. ``KEY_LEVEL``: what the tree knows without the key; 0: nothing (a
+    correction of 1). A key that names no cluster is no other publisher: ``KEY_LEVEL``."""
+    if not key.cluster:
+        return KEY_LEVEL
+    path = key.path()
+    level = KEY_LEVEL
+    while level > 0 and path[level - 1] not in members:
+        level -= 1
+    while level > 0:
+        outside = {c for c, below in members[path[level - 1]].items() if below - {path[level]}}
+        if len(outside) > 1 or key.cluster in outside:
+            break
+        level -= 1
+    return level
+
+
 def _slope(num: float, den: float) -> float:
     return float(min(max(num / den, 0.0), 1.0)) if den > _TINY else 1.0
 
@@ -100,7 +162,8 @@ def fit_rule(
     noise: Float,
 ) -> TransferRule:
     """The rule from the runs: ``predicted`` shape ``(n,)``, each run's log correction by what
-    the tree knows without its key (and its MoE model's effect); ``log_ratio`` shape ``(n,)``,
+    the tree knows without its key, or without the group its key is not lent by
+    (``lent_level``), and its MoE model's effect; ``log_ratio`` shape ``(n,)``,
     log of observed over the model's step (less the residual model's offset); ``weight`` the
     runs' Huber weights and ``noise`` their sigma, shape ``(n,)``."""
     kinds = kinds_of(keys)
@@ -172,7 +235,8 @@ def shifts(
     noise: Float,
 ) -> Float:
     """What the rule takes off each key group's cumulative ``(u, v)``, shape ``(G, 2)``: with
-    ``mu`` its left-out mean (``left_out``, shape ``(G, 2)``), ``m`` its posterior (``mean``)
+    ``mu`` its left-out mean (``left_out``, shape ``(G, 2)``: what the tree knows without it,
+    or without the group it is not lent by, ``lent_level``), ``m`` its posterior (``mean``)
     and ``g`` the tree's gain on its own runs (``gain``, shape ``(G,)``: ``(Sigma·Lambda)_uu``),
     its runs say ``mu + (m - mu) / g``, and the rule's mean is ``w·mu + k·((m - mu) / g +
     (1 - w)·mu)`` (``w`` its cell's slope, ``k`` the own-run gain; module docstring).
