@@ -98,7 +98,8 @@ class ScenarioArrays:
     ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
     ``moe_host_expert_forward_s``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``,
     ``expert_up_bias_in_gemm``, ``flex_attention_for_sinks``,
-    ``activation_clamp_eager``, ``yarn_rope_unfused``, ``loss_upcast_fp32``, ``fused_norms``.
+    ``activation_clamp_eager``, ``yarn_rope_unfused``, ``loss_upcast_fp32``, ``fused_norms``,
+    ``separate_projections``.
     Training:
     ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out; ``trains_base``
     (false under LoRA),
@@ -247,6 +248,7 @@ class ScenarioArrays:
     moe_host_forward_s: Real
     moe_host_expert_forward_s: Real
     fp8_tp_all_gather: Flag
+    separate_projections: Flag
     fp8_norm_fused_cast: Flag
     expert_up_bias_in_gemm: Flag
     flex_attention_for_sinks: Flag

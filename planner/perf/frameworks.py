@@ -430,7 +430,21 @@ Memory (``planner.perf.memory``):
 * ``op_level_selective_recompute``: "selective" recompute means torchtitan's op-level selective
   activation checkpointing (``selective_ac_option = "op"``: save the outputs of matmuls, except
   every second one, and of the attention kernel; recompute element-wise ops), not Megatron's
-  recompute of the attention core.
+  recompute of the attention core: the backward re-runs the even-numbered matmuls, the
+  element-wise forward around them and, under sequence parallelism, the all-gathers of their
+  inputs (``planner.perf.operators``, ``planner.perf.tensor``); what it keeps is in
+  ``planner.perf.memory``.
+* ``separate_projections``: the model's query, key and value projections are three linears,
+  and a gated MLP's gate and up projections two, each its own GEMM over the same input, not one
+  fused GEMM: torchtitan's Llama (``Attention.wq`` / ``wk`` / ``wv``, ``FeedForward.w1`` /
+  ``w3``, ``torchtitan/models/llama/model.py`` @ ``9dec370a``,
+  ``torchtitan/models/llama3/model.py`` @ ``820504e2`` and @ ``e7c0cae9``), which
+  ``apply_tp`` shards each as its own ``ColwiseParallel`` linear. Under tensor parallelism a
+  GQA model's key and value GEMMs are narrow (Llama 3 at TP 8: 128 columns) and memory-bound.
+  torch.compile keeps them apart: Inductor's pre-grad fusions are off by default
+  (``pre_grad_fusion_options`` empty, ``torch/_inductor/config.py``, PyTorch 2.13 as installed
+  here; releases of 2024 that enabled ``batch_linear`` would batch ``wk`` with ``wv``, the same
+  width).
 * ``fp8_tp_all_gather``: with tensorwise (current-scaling) FP8 linears, the sequence-parallel
   all-gathers of the tensor-parallel layers move FP8, one byte per element: torchtitan applies
   torchao's ``PrepareFloat8ModuleInput`` / ``Float8ColwiseParallel`` / ``Float8RowwiseParallel``
@@ -510,6 +524,7 @@ class FrameworkProfile:
     yarn_rope_unfused: bool = False
     loss_upcast_fp32: bool = True
     fused_norms: bool = False
+    separate_projections: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -559,6 +574,7 @@ _TORCHTITAN = FrameworkProfile(
     fp8_weight_cache=False,
     op_level_selective_recompute=True,
     fp8_tp_all_gather=True,
+    separate_projections=True,
 )
 
 FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(

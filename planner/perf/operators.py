@@ -6,9 +6,10 @@ tensor parallel, ``h`` hidden, ``q``/``kv`` the widths of all query / key heads,
 width; Megatron-LM's layer, Shoeybi et al. 2019 and Narayanan et al. SC'21):
 
 * GEMMs: QKV ``(tok, (q+2kv)/t, h)`` (GQA/MQA through ``kv``), output projection
-  ``(tok, h, q/t)``, MLP up ``(tok, n_up·f/t, h)`` (``n_up`` 2 for a gated linear unit) and down
-  ``(tok, h, f/t)``; each backward GEMM is a data-gradient ``(M, K, N)`` and a weight-gradient
-  ``(K, N, M)`` GEMM.
+  ``(tok, h, q/t)``, MLP up ``(tok, n_up·f/t, h)`` (``n_up`` 2 for a gated linear unit; two
+  ``(tok, f/t, h)`` GEMMs where the stack has separate gate and up linears,
+  ``separate_projections``) and down ``(tok, h, f/t)``; each backward GEMM is a data-gradient
+  ``(M, K, N)`` and a weight-gradient ``(K, N, M)`` GEMM.
 * Attention core: flash attention (Dao 2023) executes the causal half of ``4·b·(S/c)·S·q/t``
   forward FLOPs and ``FLASH_BWD_FLOP_RATIO`` times that backward; without flash, two batched
   GEMMs per direction over the full square plus softmax/mask/dropout memory traffic.
@@ -22,6 +23,9 @@ width; Megatron-LM's layer, Shoeybi et al. 2019 and Narayanan et al. SC'21):
 * First stage: embedding; last stage: LM head GEMM (16-bit) and cross-entropy (the framework's
   loss kernels move ``loss_bytes_per_logit`` of HBM traffic per logit,
   ``planner.perf.frameworks``).
+* Recompute: what the recompute mode re-runs in the backward (full: the forward; Megatron's
+  selective: the attention core and ``recompute_modules``; torchtitan's op-level SAC: the
+  even-numbered matmuls and the element-wise forward, ``_op_level_recompute_ops``).
 
 Each op takes ``max(FLOPs / achieved FLOP/s, bytes / achieved bytes/s, kernels ·
 kernel_min_time_s)`` (``EfficiencyModel``); ops of a kind no scenario of the batch has are not
@@ -134,6 +138,8 @@ def layer_ops(table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, *, 
         moe_mlp_ops(table, a, eff, groups)
     else:
         _dense_mlp_ops(table, a, eff, groups)
+    if ops.any_(a.op_level_selective_recompute & (a.recompute == _SELECTIVE)):
+        _op_level_recompute_ops(table, a, eff, groups, moe=moe)
     if ops.any_(a.lora_rank > 0):  # LoRA adapters on the frozen base (planner.perf.lora)
         lora_ops(table, a, groups.forward, groups.backward, moe=moe)
 
@@ -216,6 +222,59 @@ def _layer_elementwise_ops(
         table.mem(backward, quant * tokens * outputs, 2.0)
 
 
+def _op_level_recompute_ops(
+    table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, groups: LayerGroups, *, moe: bool
+) -> None:
+    """What torchtitan's op-level selective activation checkpointing re-runs in the backward
+    (``op_level_selective_recompute``, ``planner.perf.frameworks``), under
+    ``groups.module_recompute``.
+
+    Its policy (``_apply_ac_to_transformer_block`` with ``selective_ac_option = "op"``,
+    pytorch/torchtitan ``torchtitan/parallelisms/parallelize_llama.py`` @ ``9dec370a``,
+    ``torchtitan/models/llama3/parallelize_llama.py`` @ ``820504e2`` and @ ``e7c0cae9``) marks
+    ``MUST_SAVE`` the outputs of the odd-numbered ``aten.mm`` calls of a block, of the attention
+    kernel (``_scaled_dot_product_flash_attention``), of the tensor-parallel reduce-scatters and
+    of ``max``, and every other op ``PREFER_RECOMPUTE``; eager checkpointing re-runs those in the
+    backward and torch.compile's partitioner treats ``PREFER_RECOMPUTE`` as must-recompute
+    (``must_recompute`` in ``torch/_functorch/partitioners.py``). So the attention kernel is
+    not re-run, but the even-numbered matmuls are: of Llama's ``wq, wk, wv, wo, w1, w3, w2``
+    (torchtitan's ``Attention`` and ``FeedForward``, ``w2(silu(w1(x)) * w3(x))``) ``wk``,
+    ``wo`` and ``w3`` (an ungated MLP's ``fc2``), with the element-wise forward around them: both
+    norms, the first residual add, the rotary embedding, the activation function and, under
+    FP8, the casts of the re-run matmuls' inputs. MoE layers re-run the attention's part
+    (their experts' grouped matmuls are not ``aten.mm``)."""
+    op_sac = a.op_level_selective_recompute & (a.recompute == _SELECTIVE)
+    scale = ops.where(op_sac, 1.0, 0.0)
+    group = groups.module_recompute
+    tp, hidden, ffn = a.tensor_parallel, a.hidden_size, a.ffn_hidden_size
+    tokens = a.tokens_per_microbatch
+    norm_tokens = ops.where(a.sequence_parallel, tokens / tp, tokens)
+    lp = a.device.low_precision
+    gated = a.gated_linear_unit
+    shapes = [(a.attention_k_width / tp, hidden), (hidden, a.attention_out_width / tp)]
+    if not moe:  # w3 (gated) or fc2 (ungated)
+        shapes.append((ops.where(gated, ffn / tp, hidden), ops.where(gated, hidden, ffn / tp)))
+    for n, k in shapes:
+        table.gemm(group, tokens, n, k, count=scale, lp=lp, wgrad=a.trains_base)
+    ew = eff.elementwise_traffic_factor(a.fused_elementwise)
+    norm_ew = eff.elementwise_traffic_factor(a.fused_elementwise | a.fused_norms)
+    table.mem(group, scale * norm_ew * 8.0 * norm_tokens * hidden, 2.0)  # both norms
+    table.mem(group, scale * ew * 6.0 * norm_tokens * hidden, 1.0)  # the first residual add
+    if ops.any_(a.has_rotary_embeddings):
+        rope = ops.where(a.has_rotary_embeddings, scale, 0.0)
+        rotated = (a.attention_q_width + a.attention_k_width) / tp
+        table.mem(group, rope * ew * 4.0 * tokens * rotated, 1.0)
+    mlp_in = hidden
+    if not moe:
+        act = activation_bytes(a, backward=False)
+        table.mem(group, scale * ew * act * tokens * ffn / tp, 1.0)
+        mlp_in = ops.where(gated, hidden, ffn / tp)
+    if ops.any_(lp):  # the re-run matmuls' inputs quantised again
+        quant = quantize_bytes(a)
+        inputs = hidden + a.attention_out_width / tp + (0.0 if moe else mlp_in)
+        table.mem(group, scale * quant * tokens * inputs, 3.0)
+
+
 def _dense_mlp_ops(
     table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, groups: LayerGroups
 ) -> None:
@@ -243,8 +302,19 @@ def _dense_mlp_pass(
     tokens = a.tokens_per_microbatch
     lp = a.device.low_precision
     n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
-    for n, k in ((n_up * ffn / tp, hidden), (hidden, ffn / tp)):
-        table.gemm(group, tokens, n, k, count=scale, lp=lp, backward=backward, wgrad=a.trains_base)
+    # a stack with separate gate and up linears runs two GEMMs of ``f/t`` columns, not one
+    up_calls = ops.where(a.separate_projections, n_up, 1.0)
+    for n, k, calls in ((n_up * ffn / tp / up_calls, hidden, up_calls), (hidden, ffn / tp, 1.0)):
+        table.gemm(
+            group,
+            tokens,
+            n,
+            k,
+            count=scale * calls,
+            lp=lp,
+            backward=backward,
+            wgrad=a.trains_base,
+        )
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
     act = activation_bytes(a, backward=backward)
     table.mem(group, scale * ew * act * tokens * ffn / tp, 1.0)
@@ -329,7 +399,9 @@ def _again_s(times: OperatorTimes, a: ScenarioArrays, *, moe: bool) -> Real:
     forward = times.moe_forward_s if moe else times.dense_forward_s
     core = times.moe_recompute_s if moe else times.dense_recompute_s
     modules = times.moe_module_recompute_s if moe else times.dense_module_recompute_s
-    selective = ops.where(a.recompute_core_attn, core, 0.0) + modules
+    # torchtitan's op-level SAC keeps the attention kernel's outputs (_op_level_recompute_ops)
+    core_again = a.recompute_core_attn & ops.logical_not(a.op_level_selective_recompute)
+    selective = ops.where(core_again, core, 0.0) + modules
     return ops.where(
         a.recompute == _FULL, forward, ops.where(a.recompute == _SELECTIVE, selective, 0.0)
     )

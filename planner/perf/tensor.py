@@ -20,7 +20,16 @@ vocabulary-parallel cross-entropy (max, sum, target logit; Megatron
 ``tp_comm_overlap_fraction`` where the framework splits the collectives into chunks overlapped
 with the GEMMs that consume and produce them (Transformer Engine userbuffers, Megatron
 ``--tp-comm-overlap``; Hopper and later, ``planner.perf.frameworks``), ``tp_overlap_fraction``
-otherwise. An MoE layer's MLP pair is the token dispatcher's all-gather / reduce-scatter
+otherwise. torch's micro-pipelined TP (torchtitan's async TP, ``tp_comm_overlap``) splits an
+all-gather with the matmuls that consume it and a reduce-scatter with the one matmul that
+produces its input, nothing else (``fuse_all_gather_matmul`` / ``fuse_matmul_reduce_scatter``,
+pytorch/pytorch ``torch/_inductor/fx_passes/micro_pipeline_tp.py`` @ ``00122fb1c8e5`` and in
+PyTorch 2.13); under ``separate_projections`` the backward's input gradient of the attention
+(``wq``, ``wk``, ``wv``) and of a dense MLP (``w1``, ``w3``) is a sum of matmuls, so those two
+reduce-scatters per layer keep ``tp_overlap_fraction``. torchtitan's op-level SAC
+(``op_level_selective_recompute``) re-runs the attention's and a dense MLP's all-gathers in the
+backward: their outputs are not saved, the reduce-scatters' are. An MoE layer's MLP pair is
+the token dispatcher's all-gather / reduce-scatter
 around the experts (Megatron-Core ``gather_from_sequence_parallel_region`` in the dispatchers),
 which userbuffers do not split: it keeps ``tp_overlap_fraction`` (the MoE layers' share of the
 layers).
@@ -41,6 +50,7 @@ from planner.specs.parallelism import Fp8Recipe, Recompute
 __all__ = ["TensorParallelTimes", "tensor_parallel_times"]
 
 _FULL = Recompute.FULL.code
+_SELECTIVE = Recompute.SELECTIVE.code
 
 _HOPPER = ARCHITECTURES.index("hopper")
 _CDNA3 = ARCHITECTURES.index("cdna3")
@@ -78,9 +88,11 @@ def tensor_parallel_times(
     # the transformer layers' pairs: FP8 all-gathers where the stack casts before gathering
     fp8_gather = a.fp8_tp_all_gather & (a.fp8_recipe == _TENSORWISE) & a.sequence_parallel
     layer_pair = pair
+    layer_gather = all_gather
     if ops.any_(fp8_gather):
         fp8_all_gather = coll.all_gather_time_s(size * _FP8_BYTES / ACTIVATION_BYTES, tp, 1.0, link)
         layer_pair = ops.where(fp8_gather, fp8_all_gather + reduce_scatter, pair)
+        layer_gather = ops.where(fp8_gather, fp8_all_gather, all_gather)
     # MoE layers: the MLP block's pair runs over the expert tensor-parallel ranks (MoE
     # parallel folding; the same pair when they are the tensor-parallel ones, none when 1)
     expert_pair = pair
@@ -101,9 +113,19 @@ def tensor_parallel_times(
     moe_share = a.num_moe_layers / a.num_layers
     mlp = (1.0 - moe_share) * layer_pair * keep + moe_share * expert_pair * plain
     layer = 2.0 * layer_pair * keep + 2.0 * mlp  # attention and MLP pairs, forward and backward
+    # micro-pipelined TP splits a reduce-scatter only after a single matmul (module docstring):
+    # with separate projections the backward's input-gradient reduce-scatters stay whole
+    whole = a.tp_comm_overlap & hopper_plus & a.separate_projections & a.sequence_parallel
+    if ops.any_(whole):
+        unsplit = ops.where(whole, 2.0 - moe_share, 0.0)
+        layer = layer + unsplit * reduce_scatter * (plain - keep)
     full = a.recompute == _FULL
+    # op-level SAC re-runs the attention's and a dense MLP's all-gathers before the matmuls it
+    # recomputes (their outputs are not saved; the reduce-scatters' are)
+    op_sac = a.op_level_selective_recompute & (a.recompute == _SELECTIVE) & a.sequence_parallel
+    regather = ops.where(op_sac, layer_gather * keep * (2.0 - moe_share), 0.0)
     return TensorParallelTimes(
-        layer_s=layer * ops.where(full, 1.5, 1.0),
+        layer_s=layer * ops.where(full, 1.5, 1.0) + regather,
         embedding_s=pair * keep,
         lm_head_s=head * keep,
     )

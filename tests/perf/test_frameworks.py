@@ -12,6 +12,7 @@ from planner.perf import batch, predict
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import DefaultEfficiency
 from planner.perf.frameworks import FRAMEWORK_PROFILES, profile_of
+from planner.perf.operators import layer_ops, layer_times, operator_times
 from planner.perf.optable import OperatorTable
 from planner.scenario import parse_scenario
 from planner.specs.scenario import Framework, Scenario
@@ -365,3 +366,84 @@ def test_products_of_two_activations_keep_a_16_bit_output_under_wgrad_fusion() -
     table.gemm("dense_backward_s", 512, 512, 128, count=4, lp=False, backward=True, batched=True)
     table.gemm("dense_backward_s", 512, 2048, 1024, lp=False, backward=True)
     assert [float(b) for b in table.gemm_out_bytes] == [2.0, 2.0, 2.0, 8.0]
+
+
+def _titan_arrays(**par: Any) -> ScenarioArrays:
+    layout = {"micro_batch_size": 2, **par}
+    return ScenarioArrays.from_scenario(_scenario("torchtitan", **layout))
+
+
+def test_torchtitan_op_level_sac_reruns_the_even_matmuls_not_the_attention_kernel() -> None:
+    """torchtitan's op-level SAC saves the attention kernel's outputs and re-runs ``wk``,
+    ``wo`` and ``w3`` (the 2nd, 4th and 6th ``aten.mm`` of a Llama block) with the element-wise
+    forward around them; Megatron's selective recompute re-runs the attention core."""
+    eff = DefaultEfficiency()
+    a = _titan_arrays(recompute="selective")
+    times = operator_times(a, eff)
+    layer = layer_times(times, a)
+    again = layer.total_s - times.dense_forward_s - times.dense_backward_s
+    assert again == pytest.approx(times.dense_module_recompute_s)
+    assert times.dense_recompute_s > 0.0  # the attention kernel's forward, not re-run here
+    matmuls = OperatorTable(a, eff)
+    tok, h, kv, f = 2 * 8192, 4096, 1024, 14336
+    for n, k in ((kv, h), (h, h), (f, h)):
+        matmuls.gemm("again", tok, n, k, lp=False)
+    three = matmuls.totals()["again"]
+    # the three matmuls and the norms, residual add, rotary embedding and SwiGLU around them
+    assert three < times.dense_module_recompute_s < 1.5 * three
+    assert operator_times(_titan_arrays(recompute="none"), eff).dense_module_recompute_s == 0.0
+    megatron = ScenarioArrays.from_scenario(
+        _scenario("megatron", micro_batch_size=2, recompute="selective")
+    )
+    megatron_times = operator_times(megatron, eff)
+    megatron_again = layer_times(megatron_times, megatron).total_s - (
+        megatron_times.dense_forward_s + megatron_times.dense_backward_s
+    )
+    assert megatron_again == pytest.approx(megatron_times.dense_recompute_s)
+
+
+def test_torchtitan_op_level_sac_gathers_the_tensor_parallel_inputs_again() -> None:
+    """The sequence-parallel all-gathers before the re-run matmuls are not saved (the
+    reduce-scatters are): torchtitan's selective recompute repeats the attention's and the
+    MLP's all-gather; a stack without op-level SAC repeats none under selective recompute."""
+
+    def tp_s(framework: str, recompute: str) -> float:
+        layout = {"tensor_parallel": 8, "micro_batch_size": 2, "recompute": recompute}
+        return predict(_scenario(framework, **layout)).breakdown.tp_comm_exposed_s
+
+    assert tp_s("torchtitan", "selective") > tp_s("torchtitan", "none")
+    assert tp_s("fsdp", "selective") == pytest.approx(tp_s("fsdp", "none"))
+    # two all-gathers of the four collective pairs' eight collectives per layer
+    extra = tp_s("torchtitan", "selective") / tp_s("torchtitan", "none") - 1.0
+    assert 0.15 < extra < 0.25
+
+
+def test_torchtitan_runs_separate_query_key_value_and_gate_up_matmuls() -> None:
+    """torchtitan's Llama has separate ``wq``/``wk``/``wv`` and ``w1``/``w3`` linears: the same
+    FLOPs as fused projections, but under TP 8 the key and value GEMMs are 128 columns wide."""
+    eff = DefaultEfficiency()
+    a = _titan_arrays(tensor_parallel=8)
+    fused = replace(a, separate_projections=False)
+    assert a.separate_projections
+    split_table, fused_table = OperatorTable(a, eff), OperatorTable(fused, eff)
+    for table, arrays in ((split_table, a), (fused_table, fused)):
+        layer_ops(table, arrays, eff, moe=False)
+    for group in ("dense_forward_s", "dense_backward_s"):
+        assert split_table.gemm_flops(group) == pytest.approx(fused_table.gemm_flops(group))
+        assert split_table.totals()[group] > fused_table.totals()[group]
+
+
+def test_torchtitan_async_tp_leaves_the_summed_input_gradients_reduce_scatters_whole() -> None:
+    """torch's micro-pipelined TP splits a reduce-scatter only after one matmul; with separate
+    projections the backward's input gradients of the attention and the MLP are sums of
+    matmuls, so those two reduce-scatters per layer are not hidden the way the others are."""
+
+    def tp_s(framework: str, overlap: bool) -> float:
+        layout = {"tensor_parallel": 8, "micro_batch_size": 2, "tp_comm_overlap": overlap}
+        return predict(_scenario(framework, **layout)).breakdown.tp_comm_exposed_s
+
+    titan_hidden = tp_s("torchtitan", False) - tp_s("torchtitan", True)
+    fsdp_hidden = tp_s("fsdp", False) - tp_s("fsdp", True)
+    assert tp_s("torchtitan", False) == pytest.approx(tp_s("fsdp", False))
+    # two of the eight collectives of a layer stay whole: about 3/4 of what fsdp hides
+    assert 0.65 * fsdp_hidden < titan_hidden < 0.85 * fsdp_hidden
