@@ -28,6 +28,7 @@ calibration split, so a row refused today keeps its place in the split.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -165,8 +166,9 @@ SOURCE_NOTES: Mapping[str, str] = {
         "documented bounds (H100 NVL 835, SXM 989); all rows held out. FSDP2 = zero_stage 3, "
         "op-level SAC = selective, Float8 linears = fp8 with torchao's tensorwise (current) "
         "scaling; async TP (torch.compile's micro-pipelined all-gather/reduce-scatter GEMMs) = "
-        "tp_comm_overlap, vanilla TP = none. Time from tokens/s/GPU; peak memory as published "
-        "(GiB)."
+        "tp_comm_overlap, vanilla TP = none; torch.compile in the 2025 benchmarks (torchtitan "
+        "820504e, e7c0cae: the loss compiled with the model) = compiled_loss. Time from "
+        "tokens/s/GPU; peak memory as published (GiB)."
     ),
     "megatron_bridge_2025": (
         "Megatron-Bridge performance summary, NeMo containers 25.09 and 25.11 "
@@ -411,6 +413,23 @@ def _titan_async_tp(run: PublishedRun) -> bool:
     return "asynctp" in run.notes.lower().replace(" ", "")
 
 
+_TITAN_COMPILES_LOSS = frozenset({"820504e", "e7c0cae"})
+"""torchtitan commits of the benchmark runs whose ``training.compile`` also compiles the loss:
+``build_cross_entropy_loss`` wraps ``cross_entropy_loss`` in ``torch.compile`` when it is set
+(``torchtitan/components/loss.py`` @ ``820504e2`` and @ ``e7c0cae9``). At ``9dec370a`` (the
+Dec-2024 benchmark) ``train.py`` leaves the loss eager (its ``torch.compile(loss_fn)`` is
+commented out)."""
+_TITAN_COMMIT = re.compile(r"torchtitan ([0-9a-f]{7})")
+
+
+def _titan_compiled_loss(run: PublishedRun) -> bool:
+    """Whether a torchtitan row's loss ran under torch.compile: the row names torch.compile
+    and its benchmark ran a torchtitan commit that compiles the loss with the model."""
+    commit = _TITAN_COMMIT.search(run.text("source"))
+    compiled = "torch.compile" in run.notes
+    return compiled and commit is not None and commit.group(1) in _TITAN_COMPILES_LOSS
+
+
 def _convert_torchtitan(run: PublishedRun) -> Case:
     if run.integer("micro_batch") is None:
         raise SkipError(PP_MICROBATCH_NOT_STATED)
@@ -434,12 +453,13 @@ def _convert_torchtitan(run: PublishedRun) -> Case:
     assumptions = ["sequence_parallel when tp > 1"]
     if gpu == "h100-sxm-96gb":
         assumptions.append("peak FLOP/s of the 96 GB / 500 W H100: midpoint of H100 NVL and SXM")
+    document = _document(run, _model(run, activation="swiglu", untie=True), gpu, par, "torchtitan")
+    if _titan_compiled_loss(run):
+        document["training"]["compiled_loss"] = True
     return Case(
         source=run.source,
         config_id=run.config_id,
-        document=_document(
-            run, _model(run, activation="swiglu", untie=True), gpu, par, "torchtitan"
-        ),
+        document=document,
         measured_iteration_time_s=_tokens_per_iteration(run)
         / (run.metrics["tokens_per_s_per_gpu"] * _num(run, "num_gpus")),
         derived_from="tokens_per_s_per_gpu",

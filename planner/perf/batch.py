@@ -105,7 +105,7 @@ class ScenarioArrays:
     (false under LoRA),
     ``lora_rank`` and ``lora_<target>`` (``TrainingSpec.adapts``), ``packed_sample_length``
     (the sequence when not packed), ``full_iteration_cuda_graph`` (``training.cuda_graphs`` is
-    ``full_iteration``).
+    ``full_iteration``), ``compiled_loss`` (``training.compiled_loss``).
 
     Model fields (``ModelSpec`` properties): the attention widths the engine times
     (``attention_q_width`` ... ``attention_down_width``, ``kv_up_width``: GQA and MLA alike),
@@ -267,6 +267,7 @@ class ScenarioArrays:
     lora_linear_fc2: Flag
     packed_sample_length: Real
     full_iteration_cuda_graph: Flag
+    compiled_loss: Flag
     # layout (uneven pipeline stages, MoE parallel folding) and memory headroom
     expert_tensor_parallel: Real
     first_stage_layers: Real

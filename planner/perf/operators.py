@@ -22,7 +22,8 @@ width; Megatron-LM's layer, Shoeybi et al. 2019 and Narayanan et al. SC'21):
   ``elementwise_traffic_factor`` times the bytes.
 * First stage: embedding; last stage: LM head GEMM (16-bit) and cross-entropy (the framework's
   loss kernels move ``loss_bytes_per_logit`` of HBM traffic per logit,
-  ``planner.perf.frameworks``).
+  ``planner.perf.frameworks``; a compiled loss, ``training.compiled_loss``,
+  ``COMPILED_LOSS_BYTES_PER_LOGIT``).
 * Recompute: what the recompute mode re-runs in the backward (full: the forward; Megatron's
   selective: the attention core and ``recompute_modules``; torchtitan's op-level SAC: the
   even-numbered matmuls and the element-wise forward, ``_op_level_recompute_ops``).
@@ -41,6 +42,7 @@ from planner.perf.attention import FLASH_BWD_FLOP_RATIO, attention_ops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.efficiency import EfficiencyModel
 from planner.perf.lora import lora_ops
+from planner.perf.loss_memory import COMPILED_LOSS_BYTES_PER_LOGIT
 from planner.perf.moe_mlp import activation_bytes, moe_host_exposed_s, moe_mlp_ops
 from planner.perf.ops import Real
 from planner.perf.optable import LayerGroups, OperatorTable
@@ -339,7 +341,13 @@ def edge_ops(table: OperatorTable, a: ScenarioArrays) -> None:
     head = a.vocab_size / tp
     table.gemm("lm_head_s", tokens, head, hidden, lp=False, backward=True, wgrad=a.trains_base)
     table.mem("lm_head_s", 20.0 * norm_tokens * hidden, 2.0)  # final norm fwd + bwd
-    loss_bytes = a.loss_bytes_per_logit * tokens * a.vocab_size / tp  # the framework's kernels
+    # the framework's loss kernels, or the compiled loss's (planner.perf.loss_memory)
+    per_logit = ops.where(
+        a.compiled_loss & ops.logical_not(a.fused_cross_entropy),
+        COMPILED_LOSS_BYTES_PER_LOGIT,
+        a.loss_bytes_per_logit,
+    )
+    loss_bytes = per_logit * tokens * a.vocab_size / tp
     table.mem("lm_head_s", loss_bytes, 5.0)
     mtp = a.mtp_num_layers
     if ops.any_(mtp > 0):

@@ -101,6 +101,11 @@ def _full_iteration_cuda_graph(s: Scenario) -> bool:
     return s.training.cuda_graphs is CudaGraphs.FULL_ITERATION
 
 
+def _compiled_loss(s: Scenario) -> bool:
+    """``training.compiled_loss``: the cross-entropy runs under torch.compile."""
+    return s.training.compiled_loss
+
+
 _RECIPE_AND_MOE_READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
         "moe_token_dispatcher": _moe_token_dispatcher,
@@ -113,6 +118,7 @@ _RECIPE_AND_MOE_READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyT
         **{f"lora_{t.value}": _lora_target(t) for t in LoraTarget},
         "packed_sample_length": _packed_sample_length,
         "full_iteration_cuda_graph": _full_iteration_cuda_graph,
+        "compiled_loss": _compiled_loss,
     }
 )
 """``ScenarioArrays`` field -> its reader."""

@@ -345,6 +345,7 @@ def _training(given: TrainingSection) -> TrainingSpec:
         if given.framework_version is None
         else given.framework_version.strip(),
         cuda_graphs=_or(given.cuda_graphs, CudaGraphs.NONE),
+        compiled_loss=_or(given.compiled_loss, False),
     )
 
 

@@ -369,6 +369,12 @@ class TrainingSection(_Section):
         "host to issue its experts",
         "`none`",
     )
+    compiled_loss: Flag | None = _field(
+        "The cross-entropy runs under torch.compile (torchtitan `compile.components` with "
+        "`loss`; `training.compile` from April to August 2025): it keeps the 16-bit logits "
+        "instead of an fp32 log-softmax and moves fewer bytes",
+        "`false`",
+    )
 
 
 class ScenarioSchema(BaseModel):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from planner.errors import SpecError
-from planner.specs._checks import require_int, require_number
+from planner.specs._checks import require_bool, require_int, require_number
 from planner.specs.feasibility import first_violation, violation_error
 from planner.specs.hardware import HardwareSpec, Precision
 from planner.specs.model import ModelSpec
@@ -105,7 +105,10 @@ class TrainingSpec:
     read it; the observed-runs calibration keeps its corrections per release
     (``planner.calibration.observed_runs``). ``cuda_graphs`` (``CudaGraphs``, default ``none``):
     what the loop replays as CUDA graphs; only ``full_iteration`` changes the model (no MoE
-    layer waits for the host: ``planner.perf.moe_mlp.moe_host_exposed_s``).
+    layer waits for the host: ``planner.perf.moe_mlp.moe_host_exposed_s``). ``compiled_loss``
+    (default false): the cross-entropy runs under ``torch.compile`` (torchtitan's
+    ``compile.components`` with ``loss``), which changes what the loss keeps and moves
+    (``planner.perf.loss_memory``).
     """
 
     framework: Framework = Framework.MEGATRON
@@ -117,10 +120,12 @@ class TrainingSpec:
     packed_sample_length: int | None = None
     framework_version: str | None = None
     cuda_graphs: CudaGraphs = CudaGraphs.NONE
+    compiled_loss: bool = False
 
     def __post_init__(self) -> None:
         if self.framework_version is not None:
             _check_version(self.framework_version)
+        require_bool("training.compiled_loss", self.compiled_loss)
         if not isinstance(self.cuda_graphs, CudaGraphs):
             raise SpecError(
                 "training.cuda_graphs",

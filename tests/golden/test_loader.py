@@ -135,7 +135,7 @@ def test_torchtitan_h100_rows_run_on_the_96_gb_500_w_part(dataset: Dataset) -> N
     from planner.perf import predict
 
     rows = [c for c in dataset.cases if c.source == "torchtitan" and "h200" not in c.config_id]
-    assert len(rows) == 16
+    assert len(rows) == 18
     assert {c.document["hardware"]["gpu"] for c in rows} == {"h100-sxm-96gb"}
     # every published run ran: on 96 GB each fits (on the 80 GB h100-sxm, 7 of the 12 did not)
     for case in rows:
@@ -159,6 +159,24 @@ def test_torchtitan_async_tp_rows_state_tp_comm_overlap_and_keep_their_plain_twi
     assert overlap["titan_asynctp_70b_float8_tensorwise_async"] is True
     # no tensor parallelism: nothing stated
     assert overlap["titan2412_t1_FSDP + torch.compile"] is None
+
+
+def test_torchtitan_rows_of_2025_state_their_compiled_loss(dataset: Dataset) -> None:
+    compiled = {
+        c.config_id: c.document["training"].get("compiled_loss", False)
+        for c in dataset.cases + dataset.memory_cases
+        if c.source == "torchtitan"
+    }
+    # June 2025 (torchtitan 820504e, e7c0cae): --training.compile compiles the loss too
+    assert compiled["titan_trainy_h200_4nodes"] is True
+    assert compiled["titan_asynctp_8b_None_(bfloat16)_vanilla"] is True
+    # Dec 2024 (9dec370): the model compiled, the loss eager
+    assert compiled["titan2412_t1_FSDP + torch.compile"] is False
+    assert compiled["titan2412_t4_2D + AsyncTP"] is False
+    # the Dec-2024 70B 2D rows and the 2025 ones are other scenarios now: both kept
+    assert {"titan2412_t4_2D (FSDP+TP)", "titan_asynctp_70b_float8_tensorwise_vanilla"} <= set(
+        compiled
+    )
 
 
 def test_nemo_fine_tuning_rows_are_cases() -> None:

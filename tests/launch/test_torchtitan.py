@@ -422,3 +422,18 @@ def test_async_tensor_parallel_default_off_and_earlier_spelling() -> None:
     # without tensor parallelism there is nothing to overlap
     single = _async_tp_read("--parallelism.tensor_parallel_degree", "1")
     assert not single.has("parallelism.tp_comm_overlap")
+
+
+def test_a_compiled_loss_is_stated_from_the_compile_section_only() -> None:
+    facts = _async_tp_read()
+    assert facts.get("training.compiled_loss") is True
+    assert facts.values["training.compiled_loss"].source == "llama3_8b_async_tp.toml:20"
+    facts.set("hardware.gpu", "h100-sxm", "test")
+    assert parse_scenario(scenario_from_facts(facts, name="loss")).training.compiled_loss
+    # the model compiled, the loss eager; compile off; neither says anything
+    assert not _async_tp_read("--compile.components", "model").has("training.compiled_loss")
+    assert not _async_tp_read("--compile.no-enable").has("training.compiled_loss")
+    # the earlier key does not date the release that read it: a note, nothing stated
+    legacy = _async_tp_read("--training.compile", config="configs/legacy.toml")
+    assert not legacy.has("training.compiled_loss")
+    assert any("compiles the loss only in releases" in note for note in legacy.notes)

@@ -433,6 +433,23 @@ def test_torchtitan_runs_separate_query_key_value_and_gate_up_matmuls() -> None:
         assert split_table.totals()[group] > fused_table.totals()[group]
 
 
+def test_compiled_loss_moves_fewer_bytes_than_the_eager_loss() -> None:
+    """``training.compiled_loss``: 8 bytes per logit (two reads forward, a read and a 16-bit
+    write backward) against the eager upcast loss's 40; a stack whose loss is already a fused
+    kernel keeps its own count."""
+
+    def compute_s(framework: str, compiled: bool) -> float:
+        scenario = _scenario(framework, micro_batch_size=2, global_batch_size=16)  # 1 microbatch
+        training = replace(scenario.training, compiled_loss=compiled)
+        return predict(replace(scenario, training=training)).breakdown.compute_s
+
+    tok, vocab = 2 * 8192, 128256
+    saved = compute_s("torchtitan", False) - compute_s("torchtitan", True)
+    hbm = 3.35e12  # h100-sxm
+    assert (40.0 - 8.0) * tok * vocab / hbm < saved < 2.0 * (40.0 - 8.0) * tok * vocab / hbm
+    assert compute_s("megatron", True) == pytest.approx(compute_s("megatron", False))
+
+
 def test_torchtitan_async_tp_leaves_the_summed_input_gradients_reduce_scatters_whole() -> None:
     """torch's micro-pipelined TP splits a reduce-scatter only after one matmul; with separate
     projections the backward's input gradients of the attention and the MLP are sums of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -68,6 +69,23 @@ def test_eager_cross_entropy_peaks_in_its_backward() -> None:
     nll gradient, log-softmax gradient, fp32); DTensor ``loss_parallel`` under TP 16."""
     a = _arrays(_scenario(), _scenario(tp=8, dp=1), _scenario("megatron"))
     assert loss_bytes_per_logit_arr(a).tolist() == [12.0, 16.0, 4.0]
+
+
+def _compiled_loss(scenario: Scenario) -> Scenario:
+    return replace(scenario, training=replace(scenario.training, compiled_loss=True))
+
+
+def test_compiled_cross_entropy_keeps_the_16_bit_logits() -> None:
+    """``training.compiled_loss``: the min-cut partitioner keeps the 16-bit logits and the
+    backward writes the 16-bit gradient, 4 bytes per logit, with or without TP; a stack whose
+    loss is a fused kernel already keeps its own 4."""
+    eager = [_scenario(), _scenario(tp=8, dp=1), _scenario("megatron")]
+    compiled = [_compiled_loss(s) for s in eager]
+    assert loss_bytes_per_logit_arr(_arrays(*compiled)).tolist() == [4.0, 4.0, 4.0]
+    assert loss_bytes_per_logit_arr(_arrays(*eager)).tolist() == [12.0, 16.0, 4.0]
+    tok = 2 * 8192
+    saved = loss_peak_bytes_arr(_arrays(eager[0])) - loss_peak_bytes_arr(_arrays(compiled[0]))
+    assert saved[0] == pytest.approx((12.0 - 4.0) * tok * V)
 
 
 def test_automodel_cross_entropy_holds_16_bit_logit_tensors() -> None:

@@ -105,6 +105,12 @@ def test_the_framework_version_is_text_kept_as_given(base_doc: dict[str, Any]) -
     assert parse_scenario(base_doc).training.framework_version == "25.10"
 
 
+def test_the_compiled_loss_is_stated_or_eager(base_doc: dict[str, Any]) -> None:
+    assert parse_scenario(base_doc).training.compiled_loss is False
+    base_doc["training"] = {"framework": "torchtitan", "compiled_loss": True}
+    assert parse_scenario(base_doc).training.compiled_loss is True
+
+
 def _set(doc: dict[str, Any], path: str, value: object) -> None:
     section, _, key = path.partition(".")
     if key:
@@ -160,6 +166,7 @@ def _set(doc: dict[str, Any], path: str, value: object) -> None:
         ("training.framework_version", 25.1, "training.framework_version", "quote it"),
         ("training.framework_version", " ", "training.framework_version", "1-64 printable"),
         ("training.framework_version", "a\nb", "training.framework_version", "printable"),
+        ("training.compiled_loss", "yes", "training.compiled_loss", "true or false"),
         ("training.epochs", 3, "training.epochs", "unknown field"),
         ("hardware", [1, 2], "hardware", "mapping"),
         ("extra", 1, "extra", "unknown top-level field"),

@@ -27,6 +27,14 @@ and backward; plain TP runs them as whole NCCL collectives. The pass runs only o
 graphs: torchtitan refuses async TP unless ``compile.enable`` with ``model`` in
 ``compile.components`` (``training.compile`` in earlier releases), and the reader then notes
 the refusal and states no overlap.
+
+``compile.enable`` with ``loss`` in ``compile.components`` (the default ``[model, loss]``) is
+the scenario's ``training.compiled_loss``: the loss function is wrapped in ``torch.compile``
+(``build_cross_entropy_loss``, torchtitan/components/loss.py@238fa99). The earlier
+``training.compile`` compiled the loss only in releases from pytorch/torchtitan@bbb1b616e
+(2025-04-02) until the ``compile`` section (@08b8b244f, 2025-08-20); before, ``train.py`` left
+it eager. A job that sets the earlier key is not dated by it, so the reader notes that and
+states nothing.
 """
 
 from __future__ import annotations
@@ -121,6 +129,7 @@ def config_facts(facts: Facts, tree: ConfigTree) -> None:
     _precision(facts, settings, data)
     _recompute(facts, settings)
     _async_tensor_parallel(facts, settings)
+    _compiled_loss(facts, settings)
 
 
 def _recompute(facts: Facts, settings: JobSettings) -> None:
@@ -250,6 +259,7 @@ def _parallel(
         if ep > 1 and (shard * cp * tp) % (ep * etp):
             facts.note(f"torchtitan: EP {ep} x ETP {etp} does not divide shard x CP x TP")
     _async_tensor_parallel(facts, settings)
+    _compiled_loss(facts, settings)
     pp = degrees["pipeline_parallel_degree"]
     _micro_batch(facts, settings, pp)
     _batch(facts, settings, replicate * shard if shard else None)
@@ -287,6 +297,29 @@ def _async_tensor_parallel(facts: Facts, settings: JobSettings) -> None:
         )
         return
     facts.set("parallelism.tp_comm_overlap", True, source)
+
+
+def _compiled_loss(facts: Facts, settings: JobSettings) -> None:
+    """``training.compiled_loss`` from ``compile.enable`` and ``compile.components`` (module
+    docstring); the earlier ``training.compile`` is a note."""
+    found = settings.find("compile.enable")
+    if found is None or not as_bool(found[0]):
+        return
+    _, source, is_default = found
+    if is_default:
+        return
+    current = "compile.enable" in settings.overrides or (
+        settings.tree is not None and settings.tree.has("compile.enable")
+    )
+    if not current:
+        facts.note(
+            f"torchtitan: training.compile ({source}) compiles the loss only in releases from "
+            "2025-04 to 2025-08: training.compiled_loss not stated"
+        )
+        return
+    components = settings.value("compile.components")
+    if not isinstance(components, list) or "loss" in components:
+        facts.set("training.compiled_loss", True, source)
 
 
 _MICROBATCH_SIZE = "parallelism.pipeline_parallel_microbatch_size"
