@@ -238,7 +238,9 @@ def _op_level_recompute_ops(
     kernel (``_scaled_dot_product_flash_attention``), of the tensor-parallel reduce-scatters and
     of ``max``, and every other op ``PREFER_RECOMPUTE``; eager checkpointing re-runs those in the
     backward and torch.compile's partitioner treats ``PREFER_RECOMPUTE`` as must-recompute
-    (``must_recompute`` in ``torch/_functorch/partitioners.py``). So the attention kernel is
+    (``must_recompute`` in ``torch/_functorch/partitioners.py``), re-running those the backward
+    reads (under sequence parallelism not ``wo``, whose output only feeds the saved
+    reduce-scatter; counted here as eager checkpointing re-runs it). So the attention kernel is
     not re-run, but the even-numbered matmuls are: of Llama's ``wq, wk, wv, wo, w1, w3, w2``
     (torchtitan's ``Attention`` and ``FeedForward``, ``w2(silu(w1(x)) * w3(x))``) ``wk``,
     ``wo`` and ``w3`` (an ungated MLP's ``fc2``), with the element-wise forward around them: both
