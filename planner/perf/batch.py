@@ -89,6 +89,7 @@ class ScenarioArrays:
     (``RecomputeModule``: what selective recompute repeats), ``fp8_recipe`` (``Fp8Recipe.code``,
     0 in 16-bit), ``zero_stage``, ``flash_attention``; ``overlap_grad_reduce`` /
     ``overlap_param_gather`` are the scenario's flags (true unless set to false);
+    ``fp8_param_gather`` and ``activation_offload_layers`` the scenario's (false, 0 unset);
     ``grad_bytes_per_param`` is the gradient buffer and its data-parallel reduction, bytes per
     parameter (4 fp32, 2 16-bit; ``parallelism.grad_reduce_in_fp32`` or the framework's
     default). Hardware (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``,
@@ -216,6 +217,8 @@ class ScenarioArrays:
     overlap_grad_reduce: Flag
     overlap_param_gather: Flag
     grad_bytes_per_param: Real
+    fp8_param_gather: Flag
+    activation_offload_layers: Real
     # hardware
     num_gpus: Real
     nvlink_domain_size: Real

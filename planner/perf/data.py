@@ -6,8 +6,9 @@ group (``t·c·d / (t_e·e)`` under MoE parallel folding, ``d·c/e`` when ``t_e 
 reduces its gradients once per iteration, ``grad_bytes_per_param`` per parameter: a ring
 all-reduce at ZeRO-0, a reduce-scatter when the optimizer is sharded (ZeRO >= 1, Megatron's
 distributed optimizer; Rajbhandari et al. 2020), which then all-gathers the updated 16-bit
-parameters before the next forward (``collectives``; ranks ``t`` apart, experts ``t_e·e``:
-Megatron-Core's expert rank order, expert tensor parallel fastest, then expert parallel).
+parameters (FP8 under ``fp8_param_gather``: ``param_gather_bytes``) before the next forward
+(``collectives``; ranks ``t`` apart, experts ``t_e·e``: Megatron-Core's expert rank order,
+expert tensor parallel fastest, then expert parallel).
 The parameters and windows are the busiest pipeline stage's (``StageParameters.busiest``).
 
 ZeRO 0-2: the reduction runs in buckets, each its own collective paying its latency
@@ -126,6 +127,21 @@ _FULL = Recompute.FULL.code
 PARAM_GATHER_BYTES = 2.0
 """Parameters are gathered in 16 bits (also under FP8 training: the FP8 copy is cast locally)."""
 
+FP8_PARAM_GATHER_BYTES = 1.0
+"""Bytes per parameter gathered when the weights are kept in FP8 (``parallelism.fp8_param_gather``;
+Megatron-LM ``--fp8-param-gather``: "Keep the compute param in fp8 (do not use any other
+intermediate dtype) and perform the param all-gather in fp8", ``megatron/training/arguments.py``
+@ ``core_v0.14.0``); the scales (one per tensor, or one byte per 32 elements under MXFP8) are
+left out."""
+
+
+def param_gather_bytes(a: ScenarioArrays) -> Real:
+    """Bytes per parameter of each scenario's data-parallel parameter gathers:
+    ``FP8_PARAM_GATHER_BYTES`` with FP8 weights under a low precision, else
+    ``PARAM_GATHER_BYTES``."""
+    quantised = a.device.low_precision & a.fp8_param_gather
+    return ops.where(quantised, FP8_PARAM_GATHER_BYTES, PARAM_GATHER_BYTES)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DataParallelTimes:
@@ -236,7 +252,7 @@ def _zero3_s(
     tensors = ops.where(a.zero3_gather_per_tensor, ops.where(a.has_biases, 12.0, 9.0), 1.0)
     n_units = ops.maximum(params.layers * tensors, 1.0)
     unit_gather = coll.all_gather_time_s(
-        params.dense * PARAM_GATHER_BYTES / n_units, group, a.tensor_parallel, link
+        params.dense * param_gather_bytes(a) / n_units, group, a.tensor_parallel, link
     )
     unit_reduce = coll.reduce_scatter_time_s(
         params.dense * a.grad_bytes_per_param / n_units, group, a.tensor_parallel, link
@@ -384,7 +400,7 @@ def _round(
     buckets = gradient_buckets(a, params, group)
     all_reduce = buckets * coll.all_reduce_time_s(grads / buckets, group, stride, link)
     reduce_scatter = buckets * coll.reduce_scatter_time_s(grads / buckets, group, stride, link)
-    all_gather = coll.all_gather_time_s(params * PARAM_GATHER_BYTES, group, stride, link)
+    all_gather = coll.all_gather_time_s(params * param_gather_bytes(a), group, stride, link)
     return _Round(
         gradient_reduction_s=ops.where(a.zero_stage == 0, all_reduce, reduce_scatter),
         parameter_gather_s=gathers * all_gather,

@@ -50,6 +50,35 @@ SwiGLU, MoE, context parallel and FP8; ``tok = b·S/c`` local tokens):
   flash attention the ``(4 + dropout)·heads·(S/c)·S·b`` bytes of scores, softmax and mask unless
   recomputed.
 
+Activation offloading (Megatron-Core ``cpu_offloading`` with ``cpu_offloading_num_layers``
+``N``, activations only; one pipeline stage, no recompute) hands every tensor the first ``N``
+layers save to Transformer Engine's ``AsyncDoubleBufferGroupOffloadHandler``: the attention
+and linear modules and Megatron's fused SwiGLU mark all they save (``mark_activation_offload``;
+``megatron/core/fusions/fused_bias_swiglu.py``), each offloaded layer's copy to host memory
+starts on a side stream and the forward frees it by the ``L/N``-spaced layer its window ends
+at, the last one by the last layer; the backward reloads an offloaded layer when it reaches
+the layer that window ended at, so the last offloaded layer comes back as the last layer's
+backward starts (NVIDIA/TransformerEngine ``transformer_engine/pytorch/cpu_offload.py`` @
+``v2.7``: ``layer_window_map``, ``synchronize_on_group_commit_forward``,
+``on_group_commit_backward``). The stage then holds ``L − N`` layers' activations with the
+loss, or ``L − N + 1`` in the last layer's backward. The copies overlap compute on their own
+streams: "D2h and h2d copying are completely hidden behind computation if computation time of
+a layer is longer than host-device communication time" (the handler's docstring), which the
+model assumes: it adds no time for them (a GPU's host-link bandwidth is not in the catalog).
+
+FP8 parameters (``parallelism.fp8_param_gather``; Megatron-Bridge's current-scaling recipe
+sets ``fp8_param_gather``, Transformer Engine ``fp8_model_init``): a transformer weight is a
+quantised tensor, which TE uses as it is ("Handle case where weights are already quantized",
+``module/base.py`` ``get_weight_workspace`` @ ``v2.7``), so neither a 16-bit weight nor a
+cached copy exists: ``WEIGHT_COPY_BYTES`` per transformer weight, the embedding and the LM head
+16-bit. Under ZeRO-3 no whole-model copy is held on Blackwell; on Hopper a ``Float8Tensor``
+parameter keeps the transpose its backward GEMMs need, which Megatron-FSDP keeps across the
+step with ``keep_fp8_transpose_cache`` ("will cause (number of parameter × 1 Byte) of memory
+overhead ... will not give any benefit from the Blackwell architecture",
+``megatron/core/distributed/fsdp/src/README.md`` @ ``core_v0.14.0``; the 25.09 H100 Llama3 8B
+recipe sets it, ``keep_fp8_transpose_cache_when_using_custom_fsdp``), counted as the copy. The
+gathered units are still counted at 16 bits (at most two layers too many).
+
 Selective recompute drops the score term; full recompute keeps each layer's input (``2Th``,
 ``/t`` with SP) plus one layer's working set while that layer is re-run. torchtitan's "selective"
 is op-level SAC (``planner.perf.frameworks``): its policy (``_apply_ac_to_transformer_block``,
@@ -112,7 +141,7 @@ from planner.perf.loss_memory import (
 from planner.perf.moe_mlp import moe_imbalance
 from planner.perf.ops import Count, Real
 from planner.perf.parameters import LocalParameters, StageParameters, stage_params, total_params
-from planner.perf.precision import saved_input_bytes, weight_copy_bytes
+from planner.perf.precision import any_layout_fp8_gemms, saved_input_bytes, weight_copy_bytes
 from planner.specs.parallelism import Recompute
 from planner.specs.scenario import Scenario
 
@@ -332,8 +361,16 @@ def _model_states(
     gathered = ops.where(z >= 3, ops.minimum(gathered, sharded_away), 0.0)
     shard16 = ops.where(unit_wise, 0.0, dense / d_dense + expert / d_expert)
     weights = WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
-    fp8_copy = a.device.low_precision & a.fp8_weight_cache
-    weights = weights + ops.where(fp8_copy, weight_copy_bytes(a) * (dense - root + expert), 0.0)
+    linear = dense - root + expert  # the transformer layers' weights (TE modules)
+    copy = weight_copy_bytes(a) * linear
+    quantised = a.device.low_precision & a.fp8_param_gather
+    # FP8 parameters (module docstring): the quantised weight is the parameter; under ZeRO-3
+    # only Hopper's kept transposes stay whole
+    kept = ops.where(z >= 3, ops.where(any_layout_fp8_gemms(a), 0.0, copy), copy)
+    copy = ops.where(quantised, kept, ops.where(a.fp8_weight_cache, copy, 0.0))
+    weights = weights + ops.where(a.device.low_precision, copy, 0.0)
+    held = WEIGHT_BYTES_PER_PARAM * root + copy  # no 16-bit transformer weight
+    weights = ops.where(quantised & (z < 3), held, weights)
     gradients = a.grad_bytes_per_param * (
         ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
     )
@@ -429,9 +466,13 @@ def _stage_activations(a: ScenarioArrays, layer: LayerActivations) -> _StageActi
     )
     middle_layers = _chunks_in_flight(a, 1.0) * (a.middle_stage_layers / a.virtual_pipeline)
     mtp = a.mtp_num_layers * per_layer  # one microbatch through the MTP layers (last stage)
+    # activation offloading (one stage only): the offloaded layers leave the GPU during the
+    # forward; the backward reloads one ahead of the layer it runs (module docstring)
+    offloaded = ops.where(single, a.activation_offload_layers, 0.0)
+    at_loss = ops.where(offloaded > 0, ops.maximum(at_loss, per_layer), at_loss)
     return _StageActivations(
-        first=in_flight * per_layer + ops.where(single, at_loss + mtp, working),
-        last=last_layers * per_layer + at_loss + mtp,
+        first=(in_flight - offloaded) * per_layer + ops.where(single, at_loss + mtp, working),
+        last=(last_layers - offloaded) * per_layer + at_loss + mtp,
         middle=ops.where(a.middle_stage_layers > 0, middle_layers * per_layer + working, 0.0),
     )
 

@@ -11,10 +11,15 @@ A GPU owns all its parameters at ZeRO-0 and ``1/(d·c)`` of its dense and
 Megatron's distributed optimizer, Rajbhandari et al. 2020). Low-precision training adds the
 cast of every local weight to its quantised copy (read 16-bit, write the recipe's copy,
 ``planner.perf.precision.weight_copy_bytes``: 1 byte under FP8 recipes,
-``FP8_CAST_BYTES_PER_PARAM`` = 3 in all). The step runs as a few fused multi-tensor kernels
-(at least ``4 · kernel_min_time_s``). A framework whose optimizer runs unfused per-parameter
-kernels states its own bytes per parameter (``FrameworkProfile.optimizer_bytes_per_param``:
-Composer's ``DecoupledAdamW``, 84).
+``FP8_CAST_BYTES_PER_PARAM`` = 3 in all). With FP8 parameters (``parallelism.fp8_param_gather``)
+no 16-bit copy exists: each rank casts its fp32 master shard into its shard of the FP8
+parameter (Megatron-Core ``quantize_param_shard`` -> Transformer Engine
+``cast_master_weights_to_fp8``, ``megatron/core/fp8_utils.py`` @ ``core_v0.14.0``), an amax
+pass and a cast over the owned parameters: read the fp32 master twice, write the recipe's
+bytes (9 under FP8), and Adam writes no 16-bit copy. The step runs as a few fused
+multi-tensor kernels (at least ``4 · kernel_min_time_s``). A framework whose optimizer runs
+unfused per-parameter kernels states its own bytes per parameter
+(``FrameworkProfile.optimizer_bytes_per_param``: Composer's ``DecoupledAdamW``, 84).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from planner.perf.precision import weight_copy_bytes
 __all__ = [
     "ADAM_HBM_BYTES_PER_PARAM",
     "FP8_CAST_BYTES_PER_PARAM",
+    "FP8_PARAM_MASTER_READ_BYTES",
     "OptimizerTimes",
     "optimizer_times",
 ]
@@ -40,6 +46,9 @@ ADAM_HBM_BYTES_PER_PARAM = 34.0
 (2)."""
 FP8_CAST_BYTES_PER_PARAM = 3.0
 """Cast of a weight to its FP8 copy: read 2 bytes, write 1."""
+FP8_PARAM_MASTER_READ_BYTES = 8.0
+"""With FP8 parameters, bytes read per owned parameter to re-quantise it: the fp32 master shard
+for the amax, then for the cast (module docstring)."""
 _MIN_KERNELS = 4.0
 
 
@@ -61,8 +70,11 @@ def optimizer_times(
     dense_shards = ops.where(sharded, a.dense_data_parallel_size, 1.0)
     expert_shards = ops.where(sharded, a.expert_data_parallel_size, 1.0)
     owned = params.dense / dense_shards + params.expert / expert_shards
-    # re-quantise the cached weight copy: read 16-bit, write the recipe's copy
+    # re-quantise the cached weight copy: read 16-bit, write the recipe's copy; FP8
+    # parameters: the owned master shard, read for its amax and for the cast
     cast = (2.0 + weight_copy_bytes(a)) * (params.dense + params.expert)
+    shard_cast = (FP8_PARAM_MASTER_READ_BYTES + weight_copy_bytes(a)) * owned
+    cast = ops.where(a.fp8_param_gather, shard_cast, cast)
     # a master kept as a 16-bit remainder (or none) and 16-bit moments are read and written
     # at their own bytes
     adam = (
@@ -71,6 +83,7 @@ def optimizer_times(
         - 2.0 * (8.0 - a.adam_moment_bytes)
     )
     adam = ops.where(a.optimizer_bytes_per_param > 0, a.optimizer_bytes_per_param, adam)
+    adam = adam - ops.where(a.fp8_param_gather, 2.0, 0.0)  # no 16-bit copy to write
     hbm = adam * owned + ops.where(a.device.low_precision, cast, 0.0)
     seconds = hbm / eff.memory_bytes_per_s(hbm, a.device)
     return OptimizerTimes(

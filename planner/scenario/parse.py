@@ -312,6 +312,8 @@ def _parallelism(given: ParallelismSection, num_gpus: int) -> ParallelismSpec:
         overlap_grad_reduce=given.overlap_grad_reduce,
         overlap_param_gather=given.overlap_param_gather,
         tp_comm_overlap=given.tp_comm_overlap,
+        fp8_param_gather=_or(given.fp8_param_gather, False),
+        activation_offload_layers=_or(given.activation_offload_layers, 0),
         expert_tensor_parallel=given.expert_tensor_parallel,
         pipeline_layout=layout,
         decoder_first_pipeline_num_layers=given.decoder_first_pipeline_num_layers,

@@ -302,6 +302,17 @@ class ParallelismSection(_Section):
         "`enable_async_tensor_parallel`, torch.compile's micro-pipelined TP; Hopper and later)",
         "the framework's default",
     )
+    fp8_param_gather: Flag | None = _field(
+        "The transformer weights are kept in the low-precision recipe's format, the optimizer "
+        "keeping the master (Megatron `--fp8-param-gather`); precision `fp8` or `mxfp8`",
+        "`false`",
+    )
+    activation_offload_layers: Integer | None = _field(
+        "The first `N` transformer layers' saved activations go to host memory during the "
+        "forward and come back for the backward (Megatron-Core `cpu_offloading_num_layers`, "
+        "activations only); below the model's layers, without pipeline parallelism or recompute",
+        "`0`",
+    )
     expert_tensor_parallel: Integer | None = _field(
         "Ranks each expert's FFN is split over (MoE parallel folding: the expert groups fold "
         "into the stage's `tensor · context · data` ranks)",

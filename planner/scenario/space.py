@@ -58,6 +58,14 @@ _PREDICT_ONLY: Final[Mapping[str, str]] = MappingProxyType(
             "account_for_loss_in_pipeline_split and the framework's own split; predict the "
             "explicit layout with planner predict"
         ),
+        "fp8_param_gather": (
+            "the explorer's candidates keep the 16-bit weights; predict a layout with weights "
+            "kept in FP8 with planner predict"
+        ),
+        "activation_offload_layers": (
+            "the explorer does not search host offloading of activations; predict a layout "
+            "with offloaded layers with planner predict"
+        ),
         "pipeline_batch_size": (
             "it must divide each candidate's global_batch_size / data_parallel, so explore does "
             "not take it: explore runs one pipeline schedule per iteration; predict a run of "

@@ -109,6 +109,19 @@ class ParallelismSpec:
     micro-pipelined all-gather/reduce-scatter matmuls; Hopper and later,
     ``planner.perf.tensor``); false: only ``tp_overlap_fraction`` hides; None (the default):
     the framework's recipes' choice (``FrameworkProfile.tp_comm_overlap``).
+    ``fp8_param_gather`` (extra field; Megatron-LM ``--fp8-param-gather``, Megatron-Bridge's
+    ``MixedPrecisionConfig.fp8_param_gather``): under a low-precision recipe the model's
+    transformer weights are kept in its quantised format (Transformer Engine
+    ``fp8_model_init``), the optimizer keeping the higher-precision master; the quantised weight
+    replaces the 16-bit weight and the copy TE would otherwise cache
+    (``planner.perf.memory``), and the data-parallel parameter gathers move one byte per weight
+    (``planner.perf.data``). Needs precision ``fp8`` or ``mxfp8``.
+    ``activation_offload_layers`` (extra field; Megatron-Core ``cpu_offloading`` with
+    ``cpu_offloading_num_layers`` and ``cpu_offloading_activations``, activations only): the
+    first ``N`` transformer layers' saved activations are copied to host memory during the
+    forward and back for the backward (``planner.perf.memory``). Megatron-Core refuses it with
+    pipeline parallelism or with activation recompute, and with ``N`` not below the model's
+    layers (``TransformerConfig.__post_init__``; the last check is the scenario's).
 
     ``pipeline_batch_size`` (extra field): the samples per data-parallel rank that one run of
     the pipeline schedule takes, its fill and drain included. None (the default): the whole
@@ -173,6 +186,8 @@ class ParallelismSpec:
     account_for_embedding_in_pipeline_split: bool = False
     account_for_loss_in_pipeline_split: bool = False
     pipeline_batch_size: int | None = None
+    fp8_param_gather: bool = False
+    activation_offload_layers: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -225,6 +240,7 @@ class ParallelismSpec:
                 f"must be one of {', '.join(Precision)}, got {self.precision!r}",
             )
         self._check_recipe()
+        self._check_offload()
         self._check_split_fields()
         violation = parallelism_violation(self)
         if violation is not None:
@@ -249,6 +265,35 @@ class ParallelismSpec:
             raise SpecError(
                 "parallelism.fp8_recipe",
                 f"{self.fp8_recipe} does not run with precision {self.precision}; {hint}",
+            )
+
+    def _check_offload(self) -> None:
+        """``fp8_param_gather`` needs FP8 or MXFP8; ``activation_offload_layers`` neither
+        pipeline parallelism nor recompute (Megatron-Core ``TransformerConfig.__post_init__``:
+        "Currently there is no support for Pipeline parallelism with CPU offloading", "CPU
+        offloading does not work when activation recomputation is enabled", core_v0.14.0)."""
+        require_bool("parallelism.fp8_param_gather", self.fp8_param_gather)
+        if self.fp8_param_gather and self.precision not in (Precision.FP8, Precision.MXFP8):
+            raise SpecError(
+                "parallelism.fp8_param_gather",
+                "keeps the weights in FP8; set parallelism.precision to fp8 or mxfp8",
+            )
+        require_int(
+            "parallelism.activation_offload_layers", self.activation_offload_layers, minimum=0
+        )
+        if not self.activation_offload_layers:
+            return
+        if self.pipeline_parallel > 1:
+            raise SpecError(
+                "parallelism.activation_offload_layers",
+                "Megatron-Core offloads activations only without pipeline parallelism; set "
+                "pipeline_parallel to 1 or leave activation_offload_layers out",
+            )
+        if self.recompute is not Recompute.NONE:
+            raise SpecError(
+                "parallelism.activation_offload_layers",
+                "Megatron-Core offloads activations only without activation recompute; set "
+                "recompute to none or leave activation_offload_layers out",
             )
 
     @property

@@ -213,6 +213,14 @@ class Scenario:
                 f"{packed} exceeds model.seq_length={self.model.seq_length}, the packed "
                 "sequence the samples are packed into",
             )
+        offloaded = par.activation_offload_layers
+        if offloaded >= m.num_layers:
+            raise SpecError(
+                "parallelism.activation_offload_layers",
+                f"{offloaded} is not below model.num_layers={m.num_layers} (Megatron-Core "
+                "TransformerConfig: CPU offloading can be done only for layers less than the "
+                "model's)",
+            )
         recipe = par.low_precision_recipe
         if (
             recipe is not None
