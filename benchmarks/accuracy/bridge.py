@@ -74,10 +74,34 @@ How a row becomes a scenario:
   routing. Where the page's layout differs from the config's (the 25.11 GB300 / GB200 FP8-MX
   DeepSeek-V3, the GB300 Qwen3, the GPT-OSS rows, H100 Qwen3-30B VP 24 vs 12) the layout is the
   page's and the knobs the GPU's: the knobs are set per GPU in every version of these files.
+* **FP8 weights and activation offloading** (both releases): every FP8-CS and FP8-MX recipe
+  keeps the transformer weights in FP8 and gathers them so (``fp8_param_gather``: True in
+  ``bf16_with_fp8_current_scaling_mixed`` and ``bf16_with_mxfp8_mixed``, False in the
+  subchannel recipe of the H100 cells in parentheses; ``src/megatron/bridge/training/
+  mixed_precision.py`` at both commits; the scripts' ``get_precision_config`` keeps it). The
+  Megatron-FSDP layouts of the Llama FP8-CS configs run no recompute (the recipes set none)
+  and offload the activations of some layers to the Grace CPU's memory
+  (``cpu_offloading_num_layers``, with ``cpu_offloading_weights`` False; applied by
+  ``set_recompute_overrides`` in ``scripts/performance/utils/helpers.py``): 25.09 GB200
+  Llama3 70B 40 of 80 layers (micro-batch 2) and Llama3.1 405B 95 of 126 (TP 2)
+  (``configs/llama3/llama3_70b_llm_pretrain.yaml``, ``configs/llama31/
+  llama31_405b_llm_pretrain.yaml`` ``perf_matrix`` ``gb200`` ``fp8_cs``); 25.11 Llama3 70B
+  40 on GB200 and 20 on GB300 (``configs/llama3/workload_base_configs.py``
+  ``LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG``, ``LLAMA3_70B_GB300_FP8_CS_BASE_CONFIG``; its GB200
+  405B config offloads 92 layers of a TP 2 Megatron-FSDP layout, but the page's 25.11 GB200
+  405B row is TP 4 PP 16, where Megatron-Core allows no offloading: none). Both releases
+  also set ``fsdp_double_buffer`` for these models (not modelled apart from the ZeRO-3
+  gathers).
+* **a row at odds with its own GA**: the 25.11 H100 GPT-OSS-120B row states MBS 4 and GA 2
+  on 16 data-parallel ranks, 128 sequences, not its GBS 512; its config runs micro-batch 1
+  (``configs/gpt_oss/workload_base_configs.py`` ``BASE_GPT_OSS_120B_CONFIG``, not overridden
+  for H100), which divides it: the config's micro-batch (``Knobs.micro_batch``), the only
+  field of that row's layout not taken from the page.
 * **not stated, assumed** (each case lists them): grouped-GEMM experts and, where
   ``RECIPE_KNOBS`` has no entry, no recompute except DeepSeek-V3's ``mla_up_proj``
-  (selective), the flex dispatcher for DeepSeek-V3 and all-to-all for the others. CPU
-  offloading of layers and CUDA graphs, which some recipes use, are not in the scenario
+  (selective), the flex dispatcher for DeepSeek-V3 and all-to-all for the others. CUDA
+  graphs other than a whole iteration's and ``recompute_num_layers`` (full recompute of the
+  first layers only, the 25.09 B200 and 25.11 H100 Llama3 configs) are not in the scenario
   format.
 * **measured time**: ``global_batch · seq_length / (tokens/s/GPU · GPUs)``.
 
@@ -131,14 +155,19 @@ loss last), Megatron-Bridge's H100 ``pp_layout`` ``Et|(tt|)*30mL`` for 32."""
 @dataclass(frozen=True, slots=True)
 class Knobs:
     """What a container's performance script sets for one model on one GPU (module
-    docstring): ``dispatcher`` (``moe_token_dispatcher_type``), ``recompute`` (selective
-    modules; empty: none), ``a2a_overlap`` (``overlap_moe_expert_parallel_comm``),
-    ``overlap_grad_reduce`` and ``source`` (where it is read)."""
+    docstring): ``dispatcher`` (``moe_token_dispatcher_type``, MoE models), ``recompute``
+    (selective modules; empty: none), ``a2a_overlap`` (``overlap_moe_expert_parallel_comm``),
+    ``overlap_grad_reduce``, ``offload_layers`` (``cpu_offloading_num_layers`` of the FP8-CS
+    Megatron-FSDP layout, activations only), ``micro_batch`` (the config's, for a row whose
+    stated micro-batch disagrees with its own GA and global batch; 0: the row's) and
+    ``source`` (where it is read)."""
 
-    dispatcher: str
+    dispatcher: str = "alltoall"
     recompute: tuple[str, ...] = ()
     a2a_overlap: bool = False
     overlap_grad_reduce: bool = True
+    offload_layers: int = 0
+    micro_batch: int = 0
     source: str = ""
 
 
@@ -148,6 +177,7 @@ _V020 = "Megatron-Bridge v0.2.0 scripts/performance/configs/{}/workload_base_con
 _TOKENDROP_2509 = Knobs("alltoall", ("mla_up_proj",), source=f"{_RC3} (tokendrop), {_RC3_NEXT}")
 _QWEN3_2509 = Knobs("alltoall", source=f"{_RC3}, configs/qwen3/*.yaml")
 _GPT_OSS_2511 = Knobs("alltoall", ("layernorm", "moe_act"), source=_V020.format("gpt_oss"))
+_RC3_YAML = "Megatron-Bridge v0.1.0rc3 scripts/performance/configs/{} perf_matrix {} fp8_cs"
 
 RECIPE_KNOBS: Final[dict[tuple[str, str, str], Knobs]] = {
     ("25.09", "deepseek-v3", "h100-sxm"): Knobs(
@@ -183,8 +213,26 @@ RECIPE_KNOBS: Final[dict[tuple[str, str, str], Knobs]] = {
     ),
     ("25.11", "gpt-oss-120b", "b200"): _GPT_OSS_2511,
     ("25.11", "gpt-oss-120b", "gb200"): _GPT_OSS_2511,
-    ("25.11", "gpt-oss-120b", "h100-sxm"): _GPT_OSS_2511,
+    ("25.11", "gpt-oss-120b", "h100-sxm"): Knobs(
+        "alltoall",
+        ("layernorm", "moe_act"),
+        micro_batch=1,
+        source=_V020.format("gpt_oss") + " BASE_GPT_OSS_120B_CONFIG",
+    ),
     ("25.11", "gpt-oss-120b", "gb300"): Knobs("alltoall", source=_V020.format("gpt_oss")),
+    ("25.09", "llama3-70b", "gb200"): Knobs(
+        offload_layers=40, source=_RC3_YAML.format("llama3/llama3_70b_llm_pretrain.yaml", "gb200")
+    ),
+    ("25.09", "llama3.1-405b", "gb200"): Knobs(
+        offload_layers=95,
+        source=_RC3_YAML.format("llama31/llama31_405b_llm_pretrain.yaml", "gb200"),
+    ),
+    ("25.11", "llama3-70b", "gb200"): Knobs(
+        offload_layers=40, source=_V020.format("llama3") + " LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG"
+    ),
+    ("25.11", "llama3-70b", "gb300"): Knobs(
+        offload_layers=20, source=_V020.format("llama3") + " LLAMA3_70B_GB300_FP8_CS_BASE_CONFIG"
+    ),
 }
 """(container, preset, GPU) -> what its performance script sets (module docstring)."""
 
@@ -208,14 +256,21 @@ def _precision(run: PublishedRun) -> dict[str, Any]:
     if text == "BF16":
         return {"precision": "bf16"}
     if text == "FP8-MX":
-        return {"precision": "mxfp8"}
+        return {"precision": "mxfp8", "fp8_param_gather": True}
     if text.startswith("FP8 blockwise"):  # 25.09's cells in parentheses (module docstring)
         if GPUS[run.text("gpu")] == "h100-sxm":
             return {"precision": "fp8", "fp8_recipe": "blockwise"}
-        return {"precision": "mxfp8"}
+        return {"precision": "mxfp8", "fp8_param_gather": True}
     if text.startswith("FP8"):  # FP8-CS, and 25.09's primary cells (module docstring)
-        return {"precision": "fp8", "fp8_recipe": "tensorwise"}
+        return {"precision": "fp8", "fp8_recipe": "tensorwise", "fp8_param_gather": True}
     raise ValueError(f"{run.config_id}: unknown precision {text!r}")
+
+
+def _data_parallel(run: PublishedRun) -> int:
+    """The row's data-parallel size, ``num_gpus / (tp · pp · cp)``."""
+    return num(run, "num_gpus") // (
+        (run.integer("tp") or 1) * (run.integer("pp") or 1) * (run.integer("cp") or 1)
+    )
 
 
 def _alternate_micro_batch(run: PublishedRun) -> dict[str, Any]:
@@ -224,17 +279,34 @@ def _alternate_micro_batch(run: PublishedRun) -> dict[str, Any]:
     ga = re.search(r"\bGA=(\d+)", run.notes)
     if not run.config_id.endswith("_alt") or ga is None:
         return {}
-    dp = num(run, "num_gpus") // (
-        (run.integer("tp") or 1) * (run.integer("pp") or 1) * (run.integer("cp") or 1)
-    )
+    dp = _data_parallel(run)
     micro, left = divmod(num(run, "global_batch"), dp * int(ga.group(1)))
     if left or micro < 1 or micro == run.integer("micro_batch"):
         return {}
     return {"micro_batch_size": micro}
 
 
-def _moe(run: PublishedRun, preset: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    """Model fields, extra parallelism fields and assumptions of an MoE row."""
+def _config_micro_batch(run: PublishedRun, knobs: Knobs | None) -> dict[str, Any]:
+    """``micro_batch_size`` of the release's config (``Knobs.micro_batch``) for a row whose
+    data-parallel size, micro-batch and the GA its note states do not multiply to its global
+    batch while the config's micro-batch divides it (module docstring); empty otherwise."""
+    ga = re.search(r"\bGA=(\d+)", run.notes)
+    if knobs is None or not knobs.micro_batch or ga is None:
+        return {}
+    dp = _data_parallel(run)
+    stated = run.integer("micro_batch") or 1
+    if dp * stated * int(ga.group(1)) == num(run, "global_batch"):
+        return {}
+    if num(run, "global_batch") % (dp * knobs.micro_batch):
+        return {}
+    return {"micro_batch_size": knobs.micro_batch}
+
+
+def _moe(
+    run: PublishedRun, preset: str, knobs: Knobs | None
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """Model fields, extra parallelism fields and assumptions of an MoE row (``knobs``: its
+    ``RECIPE_KNOBS`` entry, if any)."""
     name = run.text("model_name")
     model: dict[str, Any] = {"moe_grouped_gemm": True}
     extra: dict[str, Any] = {}
@@ -245,7 +317,6 @@ def _moe(run: PublishedRun, preset: str) -> tuple[dict[str, Any], dict[str, Any]
         assumptions.append("token drop at capacity factor 1.0, padded to capacity")
     elif "(dropless)" not in name:
         model["moe_router_force_load_balancing"] = True
-    knobs = RECIPE_KNOBS.get((release_of(run), preset, GPUS[run.text("gpu")]))
     if preset == "deepseek-v3":
         if "w/o MTP" in name:
             model["mtp_num_layers"] = 0
@@ -286,13 +357,23 @@ def convert_bridge(run: PublishedRun) -> Case:
     precision = _precision(run)
     assumptions: list[str] = []
     extra: dict[str, Any] = {"recompute": "none"}
+    knobs = RECIPE_KNOBS.get((release_of(run), preset, GPUS[run.text("gpu")]))
     if run.text("moe_experts"):
-        moe_model, moe_extra, moe_assumed = _moe(run, preset)
+        moe_model, moe_extra, moe_assumed = _moe(run, preset, knobs)
         model.update(moe_model)
         extra.update(moe_extra)
         assumptions += moe_assumed
     else:
         assumptions.append("no recompute")
+    fsdp = run.text("zero_stage").startswith("Megatron-FSDP")
+    if knobs is not None and knobs.offload_layers and fsdp and (run.integer("pp") or 1) == 1:
+        extra["activation_offload_layers"] = knobs.offload_layers
+        assumptions.append(
+            f"activations of {knobs.offload_layers} layers offloaded as {knobs.source} sets it"
+        )
+    config_micro_batch = _config_micro_batch(run, knobs)
+    if config_micro_batch and knobs is not None:
+        assumptions.append(f"micro-batch {knobs.micro_batch} of {knobs.source}")
     tp = run.integer("tp") or 1
     chunks = (run.integer("pp") or 1) * (run.integer("vp") or 1)
     if chunks > 1 and num(run, "layers") % chunks and "pipeline_layout" not in extra:
@@ -301,10 +382,11 @@ def convert_bridge(run: PublishedRun) -> Case:
     par = layout(
         run,
         sequence_parallel=tp > 1,
-        zero_stage=3 if run.text("zero_stage").startswith("Megatron-FSDP") else 1,
+        zero_stage=3 if fsdp else 1,
         **precision,
         **extra,
         **_alternate_micro_batch(run),
+        **config_micro_batch,
     )
     gpu = GPUS[run.text("gpu")]
     measured = (num(run, "global_batch") * num(run, "seq_len")) / (

@@ -13,6 +13,7 @@ from benchmarks.accuracy.bridge import convert_bridge
 from benchmarks.accuracy.cases import Case
 from benchmarks.accuracy.convert import deduplicate
 from benchmarks.accuracy.runs import PublishedRun
+from planner.perf import predict
 from planner.scenario import parse_scenario
 
 LLAMA = {
@@ -274,3 +275,70 @@ def test_an_alternate_cells_micro_batch_follows_its_stated_ga() -> None:
     assert convert_bridge(primary).document["parallelism"]["micro_batch_size"] == 2
     consistent = replace(alt, notes="GA=8")
     assert convert_bridge(consistent).document["parallelism"]["micro_batch_size"] == 2
+
+
+def test_megatron_fsdp_rows_offload_activations_and_keep_fp8_weights() -> None:
+    """Every FP8-CS / FP8-MX recipe keeps FP8 weights (``fp8_param_gather``, both releases'
+    ``mixed_precision.py``); the GB200/GB300 Megatron-FSDP layouts offload the activations of
+    the layers their configs name (25.09 GB200 Llama3 70B: 40 of 80) and then fit the GPU; a
+    row of another layout (pipeline parallel) offloads none."""
+    fields = {**LLAMA, "model_name": "LLAMA3_70B", "layers": "80", "hidden": "8192"}
+    fields.update(heads="64", num_gpus="64", gpu="GB200", precision=CS_2509)
+    fields.update(zero_stage="Megatron-FSDP (FSDP column=64)")
+    config = "mb_25.09_Pre-Training_DGX-GB200_LLAMA3_70B_64_FP8_128_tp1pp1cp1vp1ep1_primary"
+    fsdp = convert_bridge(_run(config, 1994, **fields))
+    par = fsdp.document["parallelism"]
+    assert (par["zero_stage"], par["activation_offload_layers"]) == (3, 40)
+    assert par["fp8_param_gather"] is True
+    assert any("offloaded" in a for a in fsdp.assumptions)
+    scenario = parse_scenario(fsdp.document)
+    assert predict(scenario).fits_in_memory
+    offloaded = replace(
+        scenario, parallelism=replace(scenario.parallelism, activation_offload_layers=0)
+    )
+    assert not predict(offloaded).fits_in_memory
+    ddp = {**fields, "zero_stage": "DDP (FSDP=0)", "tp": "2", "pp": "4", "vp": "5"}
+    pipelined = convert_bridge(_run(config.replace("tp1pp1cp1vp1", "tp2pp4cp1vp5"), 1, **ddp))
+    assert "activation_offload_layers" not in pipelined.document["parallelism"]
+    mx = _llama(
+        "mb_25.11_Pre-Training_DGX-GB300_LLAMA3_8B_8_FP8-MX_128_tp1pp1cp1vpn/aep1_alt",
+        36108,
+        "GB300",
+        "FP8-MX",
+    )
+    assert mx.document["parallelism"]["fp8_param_gather"] is True
+    h100 = _llama(
+        f"mb_25.09_Pre-Training_DGX-H100_LLAMA3_8B_8_FP8_128_{LLAMA_8B_TAIL}",
+        14079,
+        "H100-SXM",
+        BLOCK_2509,
+    )
+    assert "fp8_param_gather" not in h100.document["parallelism"]  # subchannel: False
+
+
+def test_a_row_at_odds_with_its_own_ga_takes_the_configs_micro_batch() -> None:
+    """25.11 H100 GPT-OSS 120B: DP 16, MBS 4 and GA 2 make 128, not the GBS 512; the
+    release's config runs micro-batch 1 (``BASE_GPT_OSS_120B_CONFIG``), which divides it."""
+    fields = {
+        "model_name": "GPT OSS 120B",
+        "layers": "36",
+        "seq_len": "4096",
+        "moe_experts": "128",
+        "gpu": "H100-SXM",
+        "num_gpus": "64",
+        "tp": "1",
+        "pp": "4",
+        "cp": "1",
+        "ep": "8",
+        "micro_batch": "4",
+        "global_batch": "512",
+        "zero_stage": "DDP (FSDP=0)",
+        "precision": "BF16",
+    }
+    config = "mb_25.11_Pre-Training_DGX-H100_GPT_OSS_120B_64_BF16_512_tp1pp4cp1vp1ep8_primary"
+    odd = replace(_run(config, 1441, **fields), notes="GA=2; SOURCE INCONSISTENCY")
+    case = convert_bridge(odd)
+    assert case.document["parallelism"]["micro_batch_size"] == 1
+    assert any("micro-batch 1" in a for a in case.assumptions)
+    consistent = replace(odd, notes="GA=8")  # 16 x 4 x 8 = 512: the row's own
+    assert convert_bridge(consistent).document["parallelism"]["micro_batch_size"] == 4
