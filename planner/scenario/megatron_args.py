@@ -14,7 +14,8 @@ Megatron's own defaults apply where the scenario format's defaults differ: tied 
 ``num_query_groups`` only with ``--group-query-attention``. Uneven pipeline stages
 (``--pipeline-model-parallel-layout``, ``--decoder-first/last-pipeline-num-layers``,
 ``--account-for-embedding/loss-in-pipeline-split``) and MoE parallel folding
-(``--expert-tensor-parallel-size``) become the scenario fields of the same names.
+(``--expert-tensor-parallel-size``) become the scenario fields of the same names, as does
+``--fp8-param-gather`` under an FP8 or MXFP8 precision.
 """
 
 from __future__ import annotations
@@ -292,6 +293,8 @@ def scenario_document_from_megatron_args(
     recipe = fp8_recipe(args, str(parallelism["precision"]))
     if recipe is not None:
         parallelism["fp8_recipe"] = recipe
+    if args.get("fp8-param-gather") is True and parallelism["precision"] in ("fp8", "mxfp8"):
+        parallelism["fp8_param_gather"] = True
     parallelism.update(_as_dict(gradient_reduction_values(args)))
     parallelism.update(_as_dict(pipeline_values(args, layers, pp)))
     etp = ints["parallelism.expert_tensor_parallel"]

@@ -161,6 +161,13 @@ def test_tp_comm_overlap_flag() -> None:
     assert parse_scenario(doc).parallelism.tp_comm_overlap is True
 
 
+def test_fp8_param_gather_flag_under_fp8_only() -> None:
+    fp8 = _small_bf16_gpt("--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather")
+    assert fp8["parallelism"]["fp8_param_gather"] is True
+    assert parse_scenario(fp8).parallelism.fp8_param_gather is True
+    assert "fp8_param_gather" not in _small_bf16_gpt("--fp8-param-gather")["parallelism"]
+
+
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
