@@ -230,3 +230,23 @@ def test_cuda_graphs_come_from_the_provider(
     assert facts.get("training.cuda_graphs") == expected
     if expected is not None:
         assert "model.cuda_graph_" in facts.values["training.cuda_graphs"].source
+
+
+def test_cpu_offloading_and_fp8_weights_come_from_the_config() -> None:
+    offload = ("model.cpu_offloading=true", "model.cpu_offloading_num_layers=4")
+    facts = _read(
+        Invocation(program=RUNNER, args=("--model", "gpt_oss_20b", *offload), cwd=ROOT), gpus=32
+    )
+    assert facts.get("parallelism.activation_offload_layers") == 4
+    assert (
+        "cpu_offloading_num_layers=4"
+        in facts.values["parallelism.activation_offload_layers"].source
+    )
+    weights_only = (*offload, "model.cpu_offloading_activations=false")
+    facts = _read(
+        Invocation(program=RUNNER, args=("--model", "gpt_oss_20b", *weights_only), cwd=ROOT),
+        gpus=32,
+    )
+    assert not facts.has("parallelism.activation_offload_layers")
+    fp8 = _read(_example("mixed_precision.fp8=hybrid", "mixed_precision.fp8_param_gather=true"))
+    assert fp8.get("parallelism.fp8_param_gather") is True

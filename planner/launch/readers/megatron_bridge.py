@@ -345,6 +345,30 @@ def config_facts(config: HydraConfig, facts: Facts) -> None:
     _precision(config, facts)
     _grad_reduce(config, facts)
     _cuda_graphs(config, facts)
+    _offloading(config, facts)
+
+
+def _offloading(config: HydraConfig, facts: Facts) -> None:
+    """``parallelism.activation_offload_layers`` from the provider's Megatron-Core CPU
+    offloading (``model.cpu_offloading`` with ``cpu_offloading_num_layers``; activations
+    unless ``cpu_offloading_activations`` is false, its ``TransformerConfig`` default true; the
+    performance scripts set them in ``set_recompute_overrides``, NVIDIA-NeMo/Megatron-Bridge
+    ``scripts/performance/utils/helpers.py`` @ ``v0.2.0``), and
+    ``parallelism.fp8_param_gather`` from a mixed-precision mapping's ``fp8_param_gather``."""
+    enabled = config.lookup("model.cpu_offloading")
+    layers = config.lookup("model.cpu_offloading_num_layers")
+    activations = config.lookup("model.cpu_offloading_activations")
+    if (
+        enabled is not None
+        and enabled.value is True
+        and layers is not None
+        and isinstance(layers.value, int)
+        and not (activations is not None and activations.value is False)
+    ):
+        facts.set("parallelism.activation_offload_layers", layers.value, layers.source)
+    gather = config.lookup("mixed_precision.fp8_param_gather")
+    if gather is not None and isinstance(gather.value, bool):
+        facts.set("parallelism.fp8_param_gather", gather.value, gather.source)
 
 
 def _cuda_graphs(config: HydraConfig, facts: Facts) -> None:
