@@ -10,8 +10,8 @@ of ``deploy/dev/tiny_gpt/job.sbatch``, Megatron-LM arguments written out in its 
 from iteration 361 to the end (a slower phase), and a noisy host: beside it a schedule of 0-2
 busy processes switching every 4-20 s (``HOGS``), on top of whatever else the shared machine
 runs (the ``noisy_eval_*`` sessions shared it with other test suites; the ``scheduled_noise_*``
-ones ran alone, at hidden size 384: ``HIDDEN_SIZE``). Every rank prints its ``rank_step`` line (millisecond wall-clock stamps): the ground truth
-of the evaluations' lengths and of the pace.
+ones ran alone, at hidden size 384: ``HIDDEN_SIZE``). Every rank prints its ``rank_step`` line
+(millisecond wall-clock stamps): the ground truth of the evaluations' lengths and of the pace.
 
 **Recording** (``--record DIR``, as root, the dev Slurm free): starts the dev Slurm (when it is
 not running), a fresh ``planner serve`` (SQLite, ingest every 2 s), submits the job with the
