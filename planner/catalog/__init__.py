@@ -88,6 +88,19 @@ def _mapping(key: str, field: str, value: object) -> Mapping[object, object]:
     return value
 
 
+def _host_link(
+    key: str, entry: Mapping[str, object], sources: Mapping[object, object]
+) -> float | None:
+    """``host_link_bandwidth_gb_per_s`` in bytes/s, None where the entry leaves it out;
+    ``SpecError`` when it is given without a source."""
+    field = "host_link_bandwidth_gb_per_s"
+    if field not in entry:
+        return None
+    if field not in sources:
+        raise SpecError(f"catalog/gpus.yaml:{key}", f"missing source for ['{field}']")
+    return _number(key, field, entry[field]) * _GIGA
+
+
 def _gpu_from_entry(key: str, entry: Mapping[str, object]) -> GpuSpec:
     sources = _mapping(key, "sources", entry.get("sources", {}))
     missing = [f for f in _GPU_VALUE_FIELDS if f not in entry or f not in sources]
@@ -117,6 +130,7 @@ def _gpu_from_entry(key: str, entry: Mapping[str, object]) -> GpuSpec:
         num_sms=int(number("num_sms")),
         scale_up_latency_s=number("scale_up_latency_us") * _MICRO,
         scale_out_latency_s=number("scale_out_latency_us") * _MICRO,
+        host_link_bandwidth_bytes_per_s=_host_link(key, entry, sources),
         sources=tuple((str(k), str(v)) for k, v in sources.items()),
     )
 

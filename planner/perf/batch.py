@@ -93,7 +93,8 @@ class ScenarioArrays:
     ``grad_bytes_per_param`` is the gradient buffer and its data-parallel reduction, bytes per
     parameter (4 fp32, 2 16-bit; ``parallelism.grad_reduce_in_fp32`` or the framework's
     default). Hardware (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``,
-    per-GPU one-direction bandwidths and per-hop latencies of both tiers, ``hbm_bytes``, and
+    per-GPU one-direction bandwidths and per-hop latencies of both tiers,
+    ``host_link_bandwidth_bytes_per_s`` (NaN where the catalog has none), ``hbm_bytes``, and
     ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
     ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,
     ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
@@ -224,6 +225,7 @@ class ScenarioArrays:
     nvlink_domain_size: Real
     scale_up_bandwidth_bytes_per_s: Real
     inter_node_bandwidth_bytes_per_s: Real
+    host_link_bandwidth_bytes_per_s: Real
     scale_up_latency_s: Real
     scale_out_latency_s: Real
     hbm_bytes: Real

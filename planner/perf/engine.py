@@ -8,7 +8,8 @@ of the model lives in its own module, which documents its terms, units and sourc
    GEMMs and core, MLP or MoE experts, norms and other memory-bound ops), the embedding and the
    LM head with its loss, timed per microbatch on one GPU from the ``EfficiencyModel``'s
    achieved FLOP/s and bytes/s; recompute repeats the attention core (selective) or the whole
-   layer forward (full).
+   layer forward (full); activation offloading adds the time the compute stream waits for
+   its host copies (``planner.perf.offload``).
 2. **Communication** over a two-tier NVLink/NIC topology (``planner.perf.collectives``):
    tensor parallel (``tensor``), context parallel ring attention (``context``), expert
    parallel all-to-alls (``expert``), pipeline point-to-point (``pipeline``), data-parallel
@@ -41,7 +42,8 @@ from planner.perf.expert import expert_parallel_times
 from planner.perf.flops import iteration_flops
 from planner.perf.iteration import iteration_costs
 from planner.perf.lora import adapter_flops_per_token, adapter_params_per_gpu
-from planner.perf.memory import MemoryArrays, memory_arrays
+from planner.perf.memory import MemoryArrays, layer_activations, memory_arrays
+from planner.perf.offload import offload_exposed_s
 from planner.perf.operators import OperatorTimes, layer_times, operator_times
 from planner.perf.ops import Real
 from planner.perf.optimizer import optimizer_times
@@ -157,8 +159,16 @@ def evaluate(
     trained = _trained_params(a, busiest)
     data = data_parallel_times(a, eff, link, params=trained.reduced, layer=layer, schedule=schedule)
     fixed = iteration_costs(a, eff, link, trained.reduced)
+    offload_s = a.full(0.0)
+    if ops.any_(a.activation_offload_layers > 0):
+        offload_s = offload_exposed_s(
+            a,
+            layer_bytes=layer_activations(a, eff).per_layer,
+            forward_s=layer.forward_s,
+            backward_s=layer.backward_s,
+        )
     breakdown = {
-        "compute": schedule.compute_s,
+        "compute": schedule.compute_s + offload_s,
         "tp_comm_exposed": schedule.tp_comm_s,
         "cp_comm_exposed": schedule.cp_comm_s,
         "ep_comm_exposed": schedule.ep_comm_s,

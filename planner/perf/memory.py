@@ -63,8 +63,8 @@ backward starts (NVIDIA/TransformerEngine ``transformer_engine/pytorch/cpu_offlo
 ``on_group_commit_backward``). The stage then holds ``L − N`` layers' activations with the
 loss, or ``L − N + 1`` in the last layer's backward. The copies overlap compute on their own
 streams: "D2h and h2d copying are completely hidden behind computation if computation time of
-a layer is longer than host-device communication time" (the handler's docstring), which the
-model assumes: it adds no time for them (a GPU's host-link bandwidth is not in the catalog).
+a layer is longer than host-device communication time" (the handler's docstring);
+``planner.perf.offload`` times what they do not hide.
 
 FP8 parameters (``parallelism.fp8_param_gather``; Megatron-Bridge's current-scaling recipe
 sets ``fp8_param_gather``, Transformer Engine ``fp8_model_init``): a transformer weight is a

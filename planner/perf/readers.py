@@ -224,6 +224,13 @@ def _memory_headroom_bytes(s: Scenario) -> float:
     return DEFAULT_MEMORY_HEADROOM_BYTES if gib is None else float(gib) * 2.0**30
 
 
+def _host_link_bandwidth_bytes_per_s(s: Scenario) -> float:
+    """The GPU's host-link bandwidth, one direction, bytes/s (``GpuSpec``); NaN where the
+    catalog has none (a scenario that offloads activations then fails validation)."""
+    rate = s.hardware.gpu.host_link_bandwidth_bytes_per_s
+    return math.nan if rate is None else rate
+
+
 def _loss_scaling(s: Scenario) -> bool:
     """fp16 training: dynamic loss scaling, whose optimizer step checks for inf/NaN."""
     return s.parallelism.precision is Precision.FP16
@@ -251,6 +258,7 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "middle_stage_layers": _middle_stage_layers,
         "last_stage_layers": _last_stage_layers,
         "memory_headroom_bytes": _memory_headroom_bytes,
+        "host_link_bandwidth_bytes_per_s": _host_link_bandwidth_bytes_per_s,
         "loss_scaling": _loss_scaling,
         "has_dropout": _has_dropout,
     }

@@ -30,7 +30,10 @@ class GpuSpec:
     ``dense_peak_flop_per_s`` pairs each supported precision with its dense (no 2:4 sparsity)
     tensor-core peak, FLOP/s. Bandwidths are per GPU and one direction, bytes/s:
     ``scale_up_bandwidth_bytes_per_s`` inside an NVLink / Infinity Fabric domain of
-    ``nvlink_domain_size`` GPUs, ``scale_out_bandwidth_bytes_per_s`` over the NICs.
+    ``nvlink_domain_size`` GPUs, ``scale_out_bandwidth_bytes_per_s`` over the NICs,
+    ``host_link_bandwidth_bytes_per_s`` to host memory (PCIe or NVLink-C2C, the GPU's share
+    when GPUs share it; None where the catalog has no figure), the rate of activation-offload
+    copies (``planner.perf.offload``).
     ``architecture`` (``ampere``, ``hopper``, ``blackwell``, ``cdna3``) and ``num_sms``
     (streaming multiprocessors / compute units) drive the GEMM efficiency model;
     ``scale_up_latency_s`` / ``scale_out_latency_s`` are the per-hop latencies of a collective
@@ -50,6 +53,7 @@ class GpuSpec:
     num_sms: int = 132
     scale_up_latency_s: float = 1e-6
     scale_out_latency_s: float = 4e-6
+    host_link_bandwidth_bytes_per_s: float | None = None
     sources: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -67,6 +71,10 @@ class GpuSpec:
             "scale_out_latency_s",
         ):
             require_number(f"{path}.{name}", getattr(self, name))
+        if self.host_link_bandwidth_bytes_per_s is not None:
+            require_number(
+                f"{path}.host_link_bandwidth_bytes_per_s", self.host_link_bandwidth_bytes_per_s
+            )
         require_int(f"{path}.num_sms", self.num_sms)
         if self.architecture not in _ARCHITECTURES:
             raise SpecError(

@@ -221,6 +221,12 @@ class Scenario:
                 "TransformerConfig: CPU offloading can be done only for layers less than the "
                 "model's)",
             )
+        if offloaded and hw.gpu.host_link_bandwidth_bytes_per_s is None:
+            raise SpecError(
+                "parallelism.activation_offload_layers",
+                f"needs the host-link bandwidth of {hw.gpu.key}, which the GPU catalog does "
+                "not give (no public figure); leave activation_offload_layers out",
+            )
         recipe = par.low_precision_recipe
         if (
             recipe is not None
