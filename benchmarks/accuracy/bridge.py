@@ -92,6 +92,14 @@ How a row becomes a scenario:
   405B row is TP 4 PP 16, where Megatron-Core allows no offloading: none). Both releases
   also set ``fsdp_double_buffer`` for these models (not modelled apart from the ZeRO-3
   gathers).
+* **no overlapped parameter gather under FP8-MX** (25.11): the ``v0.2.0`` performance
+  scripts turn ``overlap_param_gather`` off (``comm_overlap``, ``ddp`` and ``optimizer``;
+  "keeping this eanbled causes NaN grad norm") for ``fp8_mx`` in ``llama3_70b_{gb300,gb200,
+  b200}_config``, ``llama31_405b_{gb300,gb200,b200}_config`` and ``deepseek_v3_{gb300,gb200}
+  _config`` (``scripts/performance/configs/{llama3/llama3,llama31/llama31,deepseek/deepseek}
+  _llm_pretrain.py``): those FP8-MX rows set ``overlap_param_gather`` false, so the
+  distributed optimizer's parameter all-gather runs exposed. ``v0.1.0rc3`` sets it nowhere
+  (25.09 keeps the default).
 * **a row at odds with its own GA**: the 25.11 H100 GPT-OSS-120B row states MBS 4 and GA 2
   on 16 data-parallel ranks, 128 sequences, not its GBS 512; its config runs micro-batch 1
   (``configs/gpt_oss/workload_base_configs.py`` ``BASE_GPT_OSS_120B_CONFIG``, not overridden
@@ -236,6 +244,19 @@ RECIPE_KNOBS: Final[dict[tuple[str, str, str], Knobs]] = {
 }
 """(container, preset, GPU) -> what its performance script sets (module docstring)."""
 
+FP8_MX_NO_PARAM_GATHER_OVERLAP: Final = {
+    "25.11": frozenset(
+        {
+            *((m, g) for m in ("llama3-70b", "llama3.1-405b") for g in ("b200", "gb200", "gb300")),
+            ("deepseek-v3", "gb200"),
+            ("deepseek-v3", "gb300"),
+        }
+    ),
+}
+"""Container -> (preset, GPU) whose ``fp8_mx`` config turns ``overlap_param_gather`` off
+(Megatron-Bridge ``v0.2.0`` ``scripts/performance/configs/*/*_llm_pretrain.py``, module
+docstring)."""
+
 
 def release_of(run: PublishedRun) -> str:
     """The NeMo container of the row (``25.09``, ``25.11``), from its config id."""
@@ -371,6 +392,12 @@ def convert_bridge(run: PublishedRun) -> Case:
         assumptions.append(
             f"activations of {knobs.offload_layers} layers offloaded as {knobs.source} sets it"
         )
+    gpu = GPUS[run.text("gpu")]
+    if run.text("precision") == "FP8-MX" and (preset, gpu) in FP8_MX_NO_PARAM_GATHER_OVERLAP.get(
+        release_of(run), ()
+    ):
+        extra["overlap_param_gather"] = False
+        assumptions.append("no overlapped parameter gather, as the release's fp8_mx config sets")
     config_micro_batch = _config_micro_batch(run, knobs)
     if config_micro_batch and knobs is not None:
         assumptions.append(f"micro-batch {knobs.micro_batch} of {knobs.source}")
@@ -388,7 +415,6 @@ def convert_bridge(run: PublishedRun) -> Case:
         **_alternate_micro_batch(run),
         **config_micro_batch,
     )
-    gpu = GPUS[run.text("gpu")]
     measured = (num(run, "global_batch") * num(run, "seq_len")) / (
         run.metrics["tokens_per_s_per_gpu"] * num(run, "num_gpus")
     )

@@ -342,3 +342,33 @@ def test_a_row_at_odds_with_its_own_ga_takes_the_configs_micro_batch() -> None:
     assert any("micro-batch 1" in a for a in case.assumptions)
     consistent = replace(odd, notes="GA=8")  # 16 x 4 x 8 = 512: the row's own
     assert convert_bridge(consistent).document["parallelism"]["micro_batch_size"] == 4
+
+
+def test_the_2511_fp8_mx_configs_that_turn_the_parameter_gather_overlap_off() -> None:
+    """25.11 (``v0.2.0``): the Llama3 70B / Llama3.1 405B configs on B200, GB200, GB300 and
+    DeepSeek-V3 on GB200, GB300 turn ``overlap_param_gather`` off under ``fp8_mx``; FP8-CS
+    rows, 25.09 rows and other models keep it."""
+    fields = {**LLAMA, "model_name": "LLAMA3.1_405B", "layers": "126", "hidden": "16384"}
+    fields.update(heads="128", num_gpus="128", gpu="B200", tp="4", pp="8", cp="2", vp="8")
+    fields.update(micro_batch="1", global_batch="64")
+    config = "mb_25.11_Pre-Training_DGX-B200_LLAMA3.1_405B_128_FP8-MX_64_tp4pp8cp2vp8ep1_alt"
+    mx = convert_bridge(_run(config, 1, precision="FP8-MX", **fields))
+    assert mx.document["parallelism"]["overlap_param_gather"] is False
+    assert any("parameter gather" in a for a in mx.assumptions)
+    cs = convert_bridge(_run(config.replace("MX", "CS"), 1, precision="FP8-CS", **fields))
+    assert "overlap_param_gather" not in cs.document["parallelism"]
+    older = convert_bridge(_run(config.replace("25.11", "25.09"), 1, precision="FP8-MX", **fields))
+    assert "overlap_param_gather" not in older.document["parallelism"]
+    small = _llama(
+        "mb_25.11_Pre-Training_DGX-B200_LLAMA3_8B_8_FP8-MX_128_tp1pp1cp1vpn/aep1_alt",
+        1,
+        "B200",
+        "FP8-MX",
+    )
+    assert "overlap_param_gather" not in small.document["parallelism"]
+    exposed = predict(parse_scenario(mx.document)).iteration_time_s
+    overlapped = {
+        k: v for k, v in mx.document["parallelism"].items() if k != "overlap_param_gather"
+    }
+    hidden = predict(parse_scenario(mx.document | {"parallelism": overlapped})).iteration_time_s
+    assert exposed > hidden
