@@ -89,9 +89,16 @@ How a row becomes a scenario:
   40 on GB200 and 20 on GB300 (``configs/llama3/workload_base_configs.py``
   ``LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG``, ``LLAMA3_70B_GB300_FP8_CS_BASE_CONFIG``; its GB200
   405B config offloads 92 layers of a TP 2 Megatron-FSDP layout, but the page's 25.11 GB200
-  405B row is TP 4 PP 16, where Megatron-Core allows no offloading: none). Both releases
-  also set ``fsdp_double_buffer`` for these models (not modelled apart from the ZeRO-3
-  gathers).
+  405B row is TP 4 PP 16, where Megatron-Core allows no offloading: none). What
+  Megatron-FSDP holds per GPU (the ``nemo`` profile's ZeRO-3, ``planner.perf.frameworks``
+  ``zero3_master_weight_bytes``, ``zero3_model_weight_shard``): the shards of the model
+  weights (FP8 parameters), of the fp32 master (whole: the scripts turn the precision-aware
+  optimizer off under FSDP), of the bf16 gradients and of the two fp32 moments. Both
+  releases also set ``fsdp_double_buffer`` for these models: two persistent buffers each
+  for a transformer layer's gathered weights and its unsharded gradients (Megatron-FSDP
+  ``FixedPoolAllocator``); the model charges PyTorch FSDP2's gathered weights (the layers
+  outside the blocks, one block and the larger of the two, in 16 bits) and no unsharded
+  gradient buffer.
 * **no overlapped parameter gather under FP8-MX** (25.11): the ``v0.2.0`` performance
   scripts turn ``overlap_param_gather`` off (``comm_overlap``, ``ddp`` and ``optimizer``;
   "keeping this eanbled causes NaN grad norm") for ``fp8_mx`` in ``llama3_70b_{gb300,gb200,

@@ -246,6 +246,26 @@ in ``efficiency_constants.json``):
   optimizer state fp32 (NeMo ``megatron_base_model.setup_optimization``): the bf16 parameter
   holds the upper 16 bits of the fp32 master and the optimizer only the lower 16 (2 bytes);
   NeMo Automodel keeps none (0, below); every other stack keeps the whole fp32 master (4).
+* ``zero3_master_weight_bytes``: the same under ZeRO-3, where a stack shards with another
+  mechanism than its ZeRO-1 optimizer. ``nemo``'s ZeRO-3 is Megatron-FSDP (Megatron-Bridge
+  ``use_megatron_fsdp``, ``data_parallel_sharding_strategy = "optim_grads_params"``), whose
+  ``ParamAndGradBuffer`` keeps a sharded fp32 main-weight buffer while ``preserve_fp32_weights``
+  holds (default True, ``distributed_data_parallel_config.py``; the buffer:
+  ``megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py``
+  ``_init_each_parameter_group_buffers``, NVIDIA/Megatron-LM @ ``core_v0.14.0`` and
+  @ ``0d8e0714cd29``, the cores of NeMo 25.09 and 25.11). Megatron-Bridge clears it only under
+  the precision-aware optimizer (``training/config.py``), which its performance scripts turn
+  off under Megatron-FSDP (``scripts/performance/utils/helpers.py``, "Disabling precision
+  aware optimizer because it cannot work with FSDP together", @ ``v0.1.0rc3`` and
+  ``v0.2.0``): the whole fp32 master, 4 bytes, not the distributed Adam's 2-byte remainder.
+  NeMo Automodel's FSDP2 keeps none (0); every other stack 4.
+* ``zero3_model_weight_shard``: under ZeRO-3 the stack keeps its shard of the model weights
+  (16-bit, or the FP8 parameter under ``parallelism.fp8_param_gather``) besides the fp32 master
+  shard, which then is not the parameter itself: Megatron-FSDP's ``optim_grads_params``
+  distributes both the model-weight and the main-weight buffers
+  (``is_model_weight_buffer_distributed``, ``is_main_weight_buffer_distributed``, same file).
+  PyTorch FSDP2 shards the fp32 parameter and gathers it cast to 16 bits (no 16-bit shard);
+  DeepSpeed's 16-bit shard is ``zero3_gather_per_tensor``'s layout.
 * ``adam_moment_bytes``: bytes per parameter of Adam's two moments: 8 (two fp32 moments) on
   every stack but NeMo Automodel's. Automodel's benchmark recipes run ``torch.optim.Adam``
   (``optimizer: _target_: torch.optim.Adam`` in every ``examples/benchmark/configs/*.yaml``
@@ -498,6 +518,8 @@ class FrameworkProfile:
     zero3_prefetch_params: float = 0.0
     zero3_regather_on_recompute: bool = False
     master_weight_bytes: float = 4.0
+    zero3_master_weight_bytes: float = 4.0
+    zero3_model_weight_shard: bool = False
     adam_moment_bytes: float = 8.0
     grad_buffer_memset: bool = False
     loss_all_reduce_per_microbatch: bool = False
@@ -586,6 +608,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             pp_comm_overlap=True,
             grad_reduce_in_fp32=False,
             master_weight_bytes=2.0,
+            zero3_model_weight_shard=True,
             chunk_grad_sync=True,
         ),
         Framework.TORCHTITAN: _TORCHTITAN,
@@ -619,6 +642,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             moe_host_expert_forward_s=0.17e-3,
             zero3_accumulate_unsharded=True,
             master_weight_bytes=0.0,
+            zero3_master_weight_bytes=0.0,
             adam_moment_bytes=4.0,
         ),
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul

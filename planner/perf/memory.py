@@ -328,9 +328,10 @@ class _ModelStates:
 def _optimizer_bytes(a: ScenarioArrays) -> Real:
     """Adam's bytes per owned parameter: the fp32 master (``master_weight_bytes``: 2 where
     NeMo's distributed Adam keeps only the remainder below the bf16 parameter, 0 where the
-    optimizer updates the bf16 parameter itself) and the two moments (``adam_moment_bytes``: 8
-    in fp32, 4 in bf16); ``OPTIMIZER_BYTES_PER_PARAM`` (12) with a whole master and fp32
-    moments (``planner.perf.frameworks``)."""
+    optimizer updates the bf16 parameter itself; under ZeRO-3 the profile's
+    ``zero3_master_weight_bytes``, ``planner.perf.readers``) and the two moments
+    (``adam_moment_bytes``: 8 in fp32, 4 in bf16); ``OPTIMIZER_BYTES_PER_PARAM`` (12) with a
+    whole master and fp32 moments (``planner.perf.frameworks``)."""
     return a.master_weight_bytes + a.adam_moment_bytes
 
 
@@ -364,6 +365,14 @@ def _model_states(
     linear = dense - root + expert  # the transformer layers' weights (TE modules)
     copy = weight_copy_bytes(a) * linear
     quantised = a.device.low_precision & a.fp8_param_gather
+    # Megatron-FSDP: the model-weight shard beside the fp32 main-weight shard, its layers'
+    # weights as FP8 parameters when quantised (``zero3_model_weight_shard``)
+    owned_root = root / d_dense
+    owned_linear = dense / d_dense + expert / d_expert - owned_root
+    model_shard = WEIGHT_BYTES_PER_PARAM * owned_root + owned_linear * ops.where(
+        quantised, weight_copy_bytes(a), WEIGHT_BYTES_PER_PARAM
+    )
+    weights = weights + ops.where((z >= 3) & a.zero3_model_weight_shard, model_shard, 0.0)
     # FP8 parameters (module docstring): the quantised weight is the parameter; under ZeRO-3
     # only Hopper's kept transposes stay whole
     kept = ops.where(z >= 3, ops.where(any_layout_fp8_gemms(a), 0.0, copy), copy)

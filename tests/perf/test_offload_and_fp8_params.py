@@ -15,6 +15,7 @@ from planner.perf.data import param_gather_bytes
 from planner.perf.memory import activation_bytes_per_layer, loss_peak_bytes_arr, total_params
 from planner.perf.optimizer import ADAM_HBM_BYTES_PER_PARAM, optimizer_times
 from planner.perf.parameters import stage_params
+from planner.perf.precision import weight_copy_bytes
 from planner.scenario import parse_scenario
 from planner.specs import Recompute, Scenario
 
@@ -92,8 +93,11 @@ def test_under_zero3_only_hopper_keeps_a_whole_model_of_fp8_transposes() -> None
     linear = total_params(_scenario().model) - ROOT
     for gpu, kept in (("gb200", 0.0), ("h100-sxm", linear)):
         bf16 = memory_per_gpu(_scenario(gpu, zero_stage=3))
-        fp8 = memory_per_gpu(_scenario(gpu, zero_stage=3, precision="fp8", fp8_param_gather=True))
-        assert fp8.weights_bytes - bf16.weights_bytes == pytest.approx(kept)
+        quantised = _scenario(gpu, zero_stage=3, precision="fp8", fp8_param_gather=True)
+        fp8 = memory_per_gpu(quantised)
+        # the rank's shard of the model weights: FP8 parameters instead of 16-bit ones
+        shard = linear / 8 * (float(weight_copy_bytes(ScenarioArrays.from_scenario(quantised))) - 2)
+        assert fp8.weights_bytes - bf16.weights_bytes == pytest.approx(kept + shard)
         cached = memory_per_gpu(_scenario(gpu, zero_stage=3, precision="fp8"))
         assert cached.weights_bytes - bf16.weights_bytes == pytest.approx(linear)
 
@@ -128,6 +132,26 @@ def test_fp8_parameters_are_requantised_from_the_owned_master_shard() -> None:
     hbm = optimizer_times(a, DefaultEfficiency(), params).hbm_bytes
     local = float(params.dense[1] + params.expert[1])
     owned = local / 8
-    adam = ADAM_HBM_BYTES_PER_PARAM - 2.0 * (4.0 - 2.0)  # NeMo keeps a 16-bit master remainder
+    adam = ADAM_HBM_BYTES_PER_PARAM  # Megatron-FSDP keeps the whole fp32 master
     assert hbm[1] == pytest.approx(adam * owned + 3.0 * local)
     assert hbm[0] == pytest.approx((adam - 2.0) * owned + 9.0 * owned)
+
+
+def test_megatron_fsdp_keeps_a_model_weight_shard_and_the_whole_fp32_master() -> None:
+    """``nemo`` under ZeRO-3 (Megatron-FSDP, ``optim_grads_params``): per owned parameter the
+    16-bit model-weight shard (2 bytes) and the whole fp32 master (4, not the distributed
+    Adam's 2-byte remainder) beside the two fp32 moments; PyTorch FSDP2 (``fsdp``) holds no
+    16-bit shard (its fp32 shard is the parameter)."""
+    owned = total_params(_scenario().model) / 8
+    zero1 = memory_per_gpu(_scenario(zero_stage=1))
+    zero3 = memory_per_gpu(_scenario(zero_stage=3))
+    assert zero1.optimizer_bytes == pytest.approx((2 + 8) * owned)
+    assert zero3.optimizer_bytes == pytest.approx((4 + 8) * owned)
+    doc = {
+        "model": {"preset": "llama3-8b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 8},
+        "parallelism": {"micro_batch_size": 2, "global_batch_size": 16, "zero_stage": 3},
+    }
+    torch_fsdp = memory_per_gpu(parse_scenario({**doc, "training": {"framework": "fsdp"}}))
+    megatron_fsdp = memory_per_gpu(parse_scenario({**doc, "training": {"framework": "nemo"}}))
+    assert megatron_fsdp.weights_bytes - torch_fsdp.weights_bytes == pytest.approx(2 * owned)
