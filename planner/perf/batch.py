@@ -86,7 +86,9 @@ class ScenarioArrays:
     ``pipeline_schedule_runs`` (runs of the pipeline schedule per iteration, 1 unless
     ``pipeline_batch_size`` splits the iteration),
     ``recompute`` (``Recompute.code``: 0 none, 1 selective, 2 full) and ``recompute_<module>``
-    (``RecomputeModule``: what selective recompute repeats), ``fp8_recipe`` (``Fp8Recipe.code``,
+    (``RecomputeModule``: what selective recompute repeats), ``recomputed_layer_fraction`` (the
+    share of a model chunk's layers full recompute re-runs: 1, or ``recompute_num_layers`` of
+    the first stage's chunk), ``fp8_recipe`` (``Fp8Recipe.code``,
     0 in 16-bit), ``zero_stage``, ``flash_attention``; ``overlap_grad_reduce`` /
     ``overlap_param_gather`` are the scenario's flags (true unless set to false);
     ``fp8_param_gather`` and ``activation_offload_layers`` the scenario's (false, 0 unset);
@@ -205,6 +207,7 @@ class ScenarioArrays:
     num_microbatches: Real
     pipeline_schedule_runs: Real
     recompute: Count
+    recomputed_layer_fraction: Real
     fp8_recipe: Count
     recompute_core_attn: Flag
     recompute_layernorm: Flag

@@ -187,6 +187,7 @@ def evaluate(
         trains_base=a.trains_base,
         adapter_per_token=adapter_flops_per_token(a),
         span=ops.minimum(a.packed_sample_length, a.seq_length),
+        recomputed_fraction=a.recomputed_layer_fraction,
     )
     return BatchResult(
         iteration_time_s=iteration,

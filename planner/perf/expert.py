@@ -121,8 +121,9 @@ def expert_parallel_times(
     if not ops.any_(a.num_moe_layers > 0):  # skipped when no scenario of the batch has MoE
         zero = a.full(0.0)
         return ExpertParallelTimes(layer_s=zero, moe_layer_s=zero)
-    again = (a.recompute == _FULL) | ((a.recompute == _SELECTIVE) & a.recompute_moe)
-    count = ops.where(again, 6.0, 4.0)
+    selective_again = (a.recompute == _SELECTIVE) & a.recompute_moe
+    full_again = ops.where(a.recompute == _FULL, 2.0 * a.recomputed_layer_fraction, 0.0)
+    count = 4.0 + ops.where(selective_again, 2.0, full_again)
     exchange = count * token_exchange_s(a, eff, link)
     exposed = exchange * (1.0 - eff.comm_overlap(CommKind.EXPERT))
     if ops.any_(a.overlap_moe_expert_parallel_comm):

@@ -143,7 +143,9 @@ class IterationFlops:
     ``recompute_attention_core`` split them (their sums equal the totals up to rounding).
     ``weight_passes`` is 3 (forward, data and weight gradient) when the base weights train, 2
     when they are frozen (LoRA: no weight gradients; NeMo counts LoRA model FLOPs the same
-    way); ``adapter_per_token`` the LoRA adapters' forward FLOPs, trained (3 passes).
+    way); ``adapter_per_token`` the LoRA adapters' forward FLOPs, trained (3 passes);
+    ``recomputed_fraction`` the share of the layers full recompute re-runs (block recompute of
+    the first ``recompute_num_layers`` of each model chunk; 1: every layer).
     """
 
     num_tokens: Real
@@ -153,6 +155,7 @@ class IterationFlops:
     recompute_code: Count
     weight_passes: Real = 3.0
     adapter_per_token: Real = 0.0
+    recomputed_fraction: Real = 1.0
 
     @property
     def model_total(self) -> Real:
@@ -167,7 +170,8 @@ class IterationFlops:
         cores (selective)."""
         code, core = self.recompute_code, self.attention_core_per_token
         selective = ops.where(code == _SELECTIVE, core, 0.0)
-        return ops.where(code == _FULL, self.linear_per_token + core, selective)
+        full = self.recomputed_fraction * (self.linear_per_token + core)
+        return ops.where(code == _FULL, full, selective)
 
     @property
     def hardware_total(self) -> Real:
@@ -197,12 +201,15 @@ class IterationFlops:
     @property
     def recompute_gemm(self) -> Real:
         """FLOPs of the linear layers full recompute repeats."""
-        return ops.where(self.recompute_code == _FULL, self.linear_per_token, 0.0) * self.num_tokens
+        full = self.recomputed_fraction * self.linear_per_token
+        return ops.where(self.recompute_code == _FULL, full, 0.0) * self.num_tokens
 
     @property
     def recompute_attention_core(self) -> Real:
         """FLOPs of the attention cores recompute (selective or full) repeats."""
-        repeated = ops.where(self.recompute_code >= _SELECTIVE, self.attention_core_per_token, 0.0)
+        core = self.attention_core_per_token
+        full = ops.where(self.recompute_code == _FULL, self.recomputed_fraction * core, core)
+        repeated = ops.where(self.recompute_code >= _SELECTIVE, full, 0.0)
         return repeated * self.num_tokens
 
 
@@ -214,6 +221,7 @@ def iteration_flops(
     trains_base: Flag = True,
     adapter_per_token: Real = 0.0,
     span: Real | None = None,
+    recomputed_fraction: Real = 1.0,
 ) -> IterationFlops:
     """FLOPs of one iteration over ``num_sequences`` sequences of ``model.seq_length`` tokens.
 
@@ -221,7 +229,8 @@ def iteration_flops(
     batch). Recompute adds one extra forward of every layer (``full``) or of the attention core
     only (``selective``; Korthikanti et al. 2022, §4.2). ``trains_base`` False: frozen weights
     (LoRA), no weight-gradient GEMMs; ``adapter_per_token``: the adapters' forward FLOPs
-    (``planner.perf.lora``); ``span``: the packed samples' mean length (``attention_keys``).
+    (``planner.perf.lora``); ``span``: the packed samples' mean length (``attention_keys``);
+    ``recomputed_fraction``: the share of the layers full recompute re-runs.
     """
     mtp = model.mtp_num_layers
     layers = model.num_layers + mtp  # each MTP module runs one more transformer layer
@@ -241,6 +250,7 @@ def iteration_flops(
         recompute_code=recompute.code if isinstance(recompute, Recompute) else recompute,
         weight_passes=ops.where(trains_base, 3.0, 2.0),
         adapter_per_token=adapter_per_token,
+        recomputed_fraction=recomputed_fraction,
     )
 
 

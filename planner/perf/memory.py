@@ -424,7 +424,8 @@ class LayerActivations:
     (``working``, 0 otherwise) and the loss's peak or that working set, whichever is larger
     (``at_loss``); numbers, or arrays of shape ``(n,)``. Of the layout, they read only
     ``planner.perf.operators.OPERATOR_COLUMNS`` (a sweep shares them like the operator table,
-    ``planner.search.shared``)."""
+    ``planner.search.shared``) and ``recomputed_layer_fraction``, which is 1 in every sweep (the
+    explorer takes no ``recompute_num_layers``)."""
 
     per_layer: Real
     working: Real
@@ -436,16 +437,29 @@ def layer_activations(a: ScenarioArrays, eff: EfficiencyModel) -> LayerActivatio
     ``loss_peak_bytes_arr``)."""
     rc = a.recompute
     moe_frac = a.num_moe_layers / a.num_layers
-    dense_act = activation_bytes_arr(a, moe_layer=False, recompute=rc)
-    per_layer = dense_act
     full = rc == _FULL
     any_full = ops.any_(full)
+    # block recompute (``recompute_num_layers``): a share ``f`` of a chunk's layers keep only
+    # their input, the others all their activations; per layer on average
+    f = a.recomputed_layer_fraction
+    block = any_full and ops.any_(f < 1.0)
+
+    def kept(moe_layer: bool, imbalance: Real = 1.0) -> Real:
+        act = activation_bytes_arr(a, moe_layer=moe_layer, recompute=rc, imbalance=imbalance)
+        if not block:
+            return act
+        whole = activation_bytes_arr(a, moe_layer=moe_layer, recompute=_NONE, imbalance=imbalance)
+        out: Real = ops.where(full, f * act + (1.0 - f) * whole, act)
+        return out
+
+    dense_act = kept(False)
+    per_layer = dense_act
     working = a.full(0.0)
     if any_full:  # one layer's working set while it is re-run (full recompute only)
         working = activation_bytes_arr(a, moe_layer=False, recompute=_SELECTIVE, op_level=False)
     if ops.any_(moe_frac > 0):
         rho = moe_imbalance(a, eff)
-        moe_act = activation_bytes_arr(a, moe_layer=True, recompute=rc, imbalance=rho)
+        moe_act = kept(True, rho)
         per_layer = ops.where(
             moe_frac > 0,
             ops.where(moe_frac < 1, ops.maximum(dense_act, moe_act), moe_act),

@@ -412,8 +412,11 @@ def _again_s(times: OperatorTimes, a: ScenarioArrays, *, moe: bool) -> Real:
     # torchtitan's op-level SAC keeps the attention kernel's outputs (_op_level_recompute_ops)
     core_again = a.recompute_core_attn & ops.logical_not(a.op_level_selective_recompute)
     selective = ops.where(core_again, core, 0.0) + modules
+    # block recompute (``recompute_num_layers``): the chunk's first layers only, on average
     return ops.where(
-        a.recompute == _FULL, forward, ops.where(a.recompute == _SELECTIVE, selective, 0.0)
+        a.recompute == _FULL,
+        a.recomputed_layer_fraction * forward,
+        ops.where(a.recompute == _SELECTIVE, selective, 0.0),
     )
 
 

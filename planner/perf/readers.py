@@ -171,6 +171,20 @@ def _grad_bytes_per_param(s: Scenario) -> float:
     return 4.0 if in_fp32 else 2.0
 
 
+def _recomputed_layer_fraction(s: Scenario) -> float:
+    """Share of each model chunk's transformer layers that full recompute re-runs: 1, or
+    ``parallelism.recompute_num_layers`` of the first pipeline stage's chunk (Megatron-Core
+    ``TransformerBlock._checkpointed_forward``, ``recompute_method == 'block'``: the first
+    ``recompute_num_layers`` layers of the block, i.e. of each pipeline model chunk, are
+    checkpointed, the others run as without recompute; NVIDIA/Megatron-LM
+    ``megatron/core/transformer/transformer_block.py`` @ ``core_v0.14.0``)."""
+    par = s.parallelism
+    if par.recompute_num_layers is None:
+        return 1.0
+    chunk_layers = _stages(s).first / par.virtual_pipeline
+    return min(par.recompute_num_layers / chunk_layers, 1.0) if chunk_layers > 0 else 1.0
+
+
 def _master_weight_bytes(s: Scenario) -> float:
     """Bytes per owned parameter of the optimizer's fp32 master: the profile's
     ``zero3_master_weight_bytes`` under ZeRO-3, its ``master_weight_bytes`` otherwise
@@ -256,6 +270,7 @@ def _has_dropout(s: Scenario) -> bool:
 READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
         "recompute": _recompute,
+        "recomputed_layer_fraction": _recomputed_layer_fraction,
         "overlap_grad_reduce": _overlap_grad_reduce,
         "overlap_param_gather": _overlap_param_gather,
         "tp_comm_overlap": _tp_comm_overlap,

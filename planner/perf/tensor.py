@@ -125,7 +125,7 @@ def tensor_parallel_times(
     op_sac = a.op_level_selective_recompute & (a.recompute == _SELECTIVE) & a.sequence_parallel
     regather = ops.where(op_sac, layer_gather * keep * (2.0 - moe_share), 0.0)
     return TensorParallelTimes(
-        layer_s=layer * ops.where(full, 1.5, 1.0) + regather,
+        layer_s=layer * ops.where(full, 1.0 + 0.5 * a.recomputed_layer_fraction, 1.0) + regather,
         embedding_s=pair * keep,
         lm_head_s=head * keep,
     )

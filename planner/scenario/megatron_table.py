@@ -447,7 +447,10 @@ def pipeline_values(args: Args, layers: int, pp: int) -> list[ArgValue]:
 
 def recompute_values(args: Args) -> list[ArgValue]:
     """``--recompute-granularity selective|full``, ``--recompute-activations`` (selective, as
-    ``validate_args`` sets it) and, with selective, ``--recompute-modules``."""
+    ``validate_args`` sets it), with selective ``--recompute-modules`` and with full
+    ``--recompute-method block`` its ``--recompute-num-layers`` (the first layers of each
+    pipeline model chunk recomputed, ``TransformerBlock._checkpointed_forward``; ``uniform``
+    recomputes every layer: nothing more to state)."""
     out: list[ArgValue] = []
     granularity = args.get("recompute-granularity")
     if isinstance(granularity, str) and granularity in ("selective", "full"):
@@ -458,6 +461,10 @@ def recompute_values(args: Args) -> list[ArgValue]:
     selective = bool(out) and out[0].value == "selective"
     if isinstance(modules, str) and modules.split() and selective:
         out.append(ArgValue("parallelism.recompute_modules", modules.split(), "recompute-modules"))
+    full = bool(out) and out[0].value == "full"
+    layers = megatron_int(args, "recompute-num-layers")
+    if full and args.get("recompute-method") == "block" and layers is not None and layers > 0:
+        out.append(ArgValue("parallelism.recompute_num_layers", layers, "recompute-num-layers"))
     return out
 
 

@@ -304,6 +304,7 @@ def _parallelism(given: ParallelismSection, num_gpus: int) -> ParallelismSpec:
         global_batch_size=given.global_batch_size,
         recompute=_or(given.recompute, Recompute.NONE),
         recompute_modules=(modules,) if isinstance(modules, StrEnum) else _tuple(modules),
+        recompute_num_layers=given.recompute_num_layers,
         zero_stage=_or(given.zero_stage, 1),
         precision=_or(given.precision, Precision.BF16),
         fp8_recipe=given.fp8_recipe,

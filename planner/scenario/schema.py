@@ -281,6 +281,12 @@ class ParallelismSection(_Section):
         "Megatron `--recompute-modules` with `recompute: selective` (one name or a list)",
         "the attention core",
     )
+    recompute_num_layers: Integer | None = _field(
+        "With `recompute: full`, only the first `N` transformer layers of each pipeline model "
+        "chunk are recomputed; the others keep their activations (Megatron `--recompute-method "
+        "block --recompute-num-layers N`)",
+        "every layer",
+    )
     zero_stage: Integer | None = _field("0 none, 1 distributed optimizer, 2, 3 = FSDP", "`1`")
     precision: PrecisionChoice | None = _field("Training precision", "`bf16`")
     fp8_recipe: Fp8RecipeChoice | None = _field("Megatron `--fp8-recipe`", "the precision's recipe")

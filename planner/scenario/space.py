@@ -62,6 +62,10 @@ _PREDICT_ONLY: Final[Mapping[str, str]] = MappingProxyType(
             "the explorer's candidates keep the 16-bit weights; predict a layout with weights "
             "kept in FP8 with planner predict"
         ),
+        "recompute_num_layers": (
+            "the explorer recomputes every layer or none; predict full recompute of the first "
+            "layers of each chunk with planner predict"
+        ),
         "activation_offload_layers": (
             "the explorer does not search host offloading of activations; predict a layout "
             "with offloaded layers with planner predict"

@@ -171,6 +171,7 @@ class ParallelismSpec:
     global_batch_size: int
     recompute: Recompute = Recompute.NONE
     recompute_modules: tuple[RecomputeModule, ...] | None = None
+    recompute_num_layers: int | None = None
     zero_stage: int = 1
     precision: Precision = Precision.BF16
     fp8_recipe: Fp8Recipe | None = None
@@ -233,6 +234,14 @@ class ParallelismSpec:
                     "parallelism.recompute_modules",
                     "applies to selective recompute (Megatron --recompute-granularity "
                     "selective); set parallelism.recompute to selective",
+                )
+        if self.recompute_num_layers is not None:
+            require_int("parallelism.recompute_num_layers", self.recompute_num_layers, minimum=1)
+            if self.recompute is not Recompute.FULL:
+                raise SpecError(
+                    "parallelism.recompute_num_layers",
+                    "applies to full recompute (Megatron --recompute-granularity full "
+                    "--recompute-method block); set parallelism.recompute to full",
                 )
         if not isinstance(self.precision, Precision):
             raise SpecError(

@@ -250,3 +250,16 @@ def test_cpu_offloading_and_fp8_weights_come_from_the_config() -> None:
     assert not facts.has("parallelism.activation_offload_layers")
     fp8 = _read(_example("mixed_precision.fp8=hybrid", "mixed_precision.fp8_param_gather=true"))
     assert fp8.get("parallelism.fp8_param_gather") is True
+
+
+def test_block_recompute_of_the_first_layers_comes_from_the_config() -> None:
+    """``set_recompute_overrides``: granularity full, method block, ``recompute_num_layers``;
+    the uniform method recomputes every layer (no count stated)."""
+    full = ("model.recompute_granularity=full", "model.recompute_num_layers=5")
+    block = _read(_example(*full, "model.recompute_method=block"))
+    assert block.get("parallelism.recompute") == "full"
+    assert block.get("parallelism.recompute_num_layers") == 5
+    assert "recompute_num_layers=5" in block.values["parallelism.recompute_num_layers"].source
+    uniform = _read(_example(*full, "model.recompute_method=uniform"))
+    assert uniform.get("parallelism.recompute") == "full"
+    assert not uniform.has("parallelism.recompute_num_layers")

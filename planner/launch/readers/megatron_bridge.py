@@ -346,6 +346,32 @@ def config_facts(config: HydraConfig, facts: Facts) -> None:
     _grad_reduce(config, facts)
     _cuda_graphs(config, facts)
     _offloading(config, facts)
+    _recompute(config, facts)
+
+
+def _recompute(config: HydraConfig, facts: Facts) -> None:
+    """``parallelism.recompute`` from the provider's ``model.recompute_granularity``
+    (``selective`` or ``full``) and, under ``full`` with ``model.recompute_method`` ``block``,
+    ``parallelism.recompute_num_layers`` from ``model.recompute_num_layers`` (the first layers
+    of each pipeline model chunk recomputed; ``uniform`` recomputes every layer). The
+    performance scripts set the three in ``set_recompute_overrides``
+    (NVIDIA-NeMo/Megatron-Bridge ``scripts/performance/utils/helpers.py`` @ ``v0.1.0rc3`` and
+    ``v0.2.0``)."""
+    granularity = config.lookup("model.recompute_granularity")
+    if granularity is None or granularity.value not in ("selective", "full"):
+        return
+    facts.set("parallelism.recompute", granularity.value, granularity.source)
+    method = config.lookup("model.recompute_method")
+    layers = config.lookup("model.recompute_num_layers")
+    if (
+        granularity.value == "full"
+        and method is not None
+        and method.value == "block"
+        and layers is not None
+        and isinstance(layers.value, int)
+        and layers.value > 0
+    ):
+        facts.set("parallelism.recompute_num_layers", layers.value, layers.source)
 
 
 def _offloading(config: HydraConfig, facts: Facts) -> None:
