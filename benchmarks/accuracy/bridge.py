@@ -107,6 +107,14 @@ How a row becomes a scenario:
   _llm_pretrain.py``): those FP8-MX rows set ``overlap_param_gather`` false, so the
   distributed optimizer's parameter all-gather runs exposed. ``v0.1.0rc3`` sets it nowhere
   (25.09 keeps the default).
+* **full recompute of the first layers** (``recompute_num_layers``: Megatron-Core's
+  ``recompute_granularity`` full, ``recompute_method`` block, applied by
+  ``set_recompute_overrides`` in ``scripts/performance/utils/helpers.py``): 25.11 H100
+  Llama3 8B, 5 of its 32 layers (``configs/llama3/workload_base_configs.py``
+  ``LLAMA3_8B_H100_FP8_CS_BASE_CONFIG``, every FP8 precision on H100), and 25.09 B200
+  Llama3 70B, 5 (``configs/llama3/llama3_70b_llm_pretrain.yaml`` ``perf_matrix`` ``b200``
+  ``fp8_ds``, ``fp8_cs``; not ``fp8_mx``): those rows set ``recompute`` full with
+  ``recompute_num_layers``.
 * **a row at odds with its own GA**: the 25.11 H100 GPT-OSS-120B row states MBS 4 and GA 2
   on 16 data-parallel ranks, 128 sequences, not its GBS 512; its config runs micro-batch 1
   (``configs/gpt_oss/workload_base_configs.py`` ``BASE_GPT_OSS_120B_CONFIG``, not overridden
@@ -116,8 +124,7 @@ How a row becomes a scenario:
   ``RECIPE_KNOBS`` has no entry, no recompute except DeepSeek-V3's ``mla_up_proj``
   (selective), the flex dispatcher for DeepSeek-V3 and all-to-all for the others. CUDA
   graphs other than a whole iteration's and ``recompute_num_layers`` (full recompute of the
-  first layers only, the 25.09 B200 and 25.11 H100 Llama3 configs) are not in the scenario
-  format.
+  first layers only) is stated where a config sets it (below).
 * **measured time**: ``global_batch · seq_length / (tokens/s/GPU · GPUs)``.
 
 The framework is ``nemo``, as the Megatron-Bridge launch reader describes these runs
@@ -173,7 +180,9 @@ class Knobs:
     docstring): ``dispatcher`` (``moe_token_dispatcher_type``, MoE models), ``recompute``
     (selective modules; empty: none), ``a2a_overlap`` (``overlap_moe_expert_parallel_comm``),
     ``overlap_grad_reduce``, ``offload_layers`` (``cpu_offloading_num_layers`` of the FP8-CS
-    Megatron-FSDP layout, activations only), ``micro_batch`` (the config's, for a row whose
+    Megatron-FSDP layout, activations only), ``recompute_layers`` (``recompute_num_layers`` of
+    the FP8 layouts but MXFP8's, full recompute of each chunk's first layers; 0: none),
+    ``micro_batch`` (the config's, for a row whose
     stated micro-batch disagrees with its own GA and global batch; 0: the row's) and
     ``source`` (where it is read)."""
 
@@ -182,6 +191,7 @@ class Knobs:
     a2a_overlap: bool = False
     overlap_grad_reduce: bool = True
     offload_layers: int = 0
+    recompute_layers: int = 0
     micro_batch: int = 0
     source: str = ""
 
@@ -244,6 +254,12 @@ RECIPE_KNOBS: Final[dict[tuple[str, str, str], Knobs]] = {
     ),
     ("25.11", "llama3-70b", "gb200"): Knobs(
         offload_layers=40, source=_V020.format("llama3") + " LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG"
+    ),
+    ("25.09", "llama3-70b", "b200"): Knobs(
+        recompute_layers=5, source=_RC3_YAML.format("llama3/llama3_70b_llm_pretrain.yaml", "b200")
+    ),
+    ("25.11", "llama3-8b", "h100-sxm"): Knobs(
+        recompute_layers=5, source=_V020.format("llama3") + " LLAMA3_8B_H100_FP8_CS_BASE_CONFIG"
     ),
     ("25.11", "llama3-70b", "gb300"): Knobs(
         offload_layers=20, source=_V020.format("llama3") + " LLAMA3_70B_GB300_FP8_CS_BASE_CONFIG"
@@ -391,6 +407,12 @@ def convert_bridge(run: PublishedRun) -> Case:
         model.update(moe_model)
         extra.update(moe_extra)
         assumptions += moe_assumed
+    elif knobs is not None and knobs.recompute_layers and precision["precision"] == "fp8":
+        extra["recompute"] = "full"
+        extra["recompute_num_layers"] = knobs.recompute_layers
+        assumptions.append(
+            f"full recompute of the first {knobs.recompute_layers} layers as {knobs.source} sets it"
+        )
     else:
         assumptions.append("no recompute")
     fsdp = run.text("zero_stage").startswith("Megatron-FSDP")

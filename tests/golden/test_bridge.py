@@ -372,3 +372,19 @@ def test_the_2511_fp8_mx_configs_that_turn_the_parameter_gather_overlap_off() ->
     }
     hidden = predict(parse_scenario(mx.document | {"parallelism": overlapped})).iteration_time_s
     assert exposed > hidden
+
+
+def test_the_configs_that_recompute_their_first_layers() -> None:
+    """25.11 H100 Llama3 8B: full recompute of the first 5 layers
+    (``LLAMA3_8B_H100_FP8_CS_BASE_CONFIG`` ``recompute_num_layers=5``); the same model on
+    GB200 and the BF16 rows recompute nothing."""
+    config = f"mb_25.11_Pre-Training_DGX-H100_LLAMA3_8B_8_FP8-CS_128_{LLAMA_8B_TAIL}"
+    h100 = _llama(config, 1, "H100-SXM", "FP8-CS")
+    par = h100.document["parallelism"]
+    assert (par["recompute"], par["recompute_num_layers"]) == ("full", 5)
+    assert any("first 5 layers" in a for a in h100.assumptions)
+    parse_scenario(h100.document)
+    bf16 = _llama(config.replace("FP8-CS", "BF16"), 1, "H100-SXM", "BF16")
+    assert bf16.document["parallelism"]["recompute"] == "none"
+    gb200 = _llama(config.replace("H100", "GB200"), 1, "GB200", "FP8-CS")
+    assert "recompute_num_layers" not in gb200.document["parallelism"]
