@@ -99,7 +99,8 @@ not noise), shrunk toward
 (``planner.calibration.online``, step 4). The mean square, not the median absolute deviation
 the online spread uses: it sets how far one run moves its key, and the model's errors have
 heavy tails (on the published runs the within-key MAD gives 0.050 for dense models, the root
-mean square 0.067).
+mean square 0.067). The cell rule (part 5) pools the same spread per family on one GPU
+architecture instead: how far one run moves its key is a property of the cell's keys.
 
 Applying (``ObservedCalibration.apply``): the model's own fields are left as computed (the
 ``planner predict`` contract, as ``OnlineCalibration.apply`` leaves them) and
@@ -1010,15 +1011,20 @@ def _noise_group(key: RunKey, params: ObservedParams) -> tuple[str, ...]:
     return group
 
 
-def _noise(keys: Sequence[RunKey], log_ratio: Float, params: ObservedParams) -> Float:
-    """Each run's sigma: per model family, the pooled within-key root-mean-square deviation of
-    the log ratios from their key's mean, shrunk toward ``noise_log_sd`` (module docstring).
-    Shape ``(n,)``."""
+def _noise(
+    keys: Sequence[RunKey], log_ratio: Float, params: ObservedParams, *, per_cell: bool = False
+) -> Float:
+    """Each run's sigma: per model family (``per_cell``: per family on the run's GPU
+    architecture, the cell rule's within-key spread), the pooled within-key root-mean-square
+    deviation of the log ratios from their key's mean, shrunk toward ``noise_log_sd`` (module
+    docstring). Shape ``(n,)``."""
     out = np.full(len(keys), params.noise_log_sd)
-    for family in FAMILIES:
-        members = np.fromiter((i for i, k in enumerate(keys) if k.family == family), np.int64)
-        if not members.size:
-            continue
+    pooled_over: dict[tuple[str, ...], list[int]] = {}
+    for i, k in enumerate(keys):
+        cell = (k.architecture, k.family) if per_cell else (k.family,)
+        pooled_over.setdefault(cell, []).append(i)
+    for indices in pooled_over.values():
+        members = np.asarray(indices, dtype=np.int64)
         ids: dict[tuple[str, ...], int] = {}
         group = np.fromiter(
             (ids.setdefault(_noise_group(keys[i], params), len(ids)) for i in members),
@@ -1146,7 +1152,7 @@ def fit_observed(
             network=network,
             log_ratio=observed - offset - np.log(compute + network),
             crossed=crossed,
-            noise=noise,
+            noise=_noise(keys, observed - np.log(compute + network), params, per_cell=True),
         )
     return ObservedCalibration(
         params=params,

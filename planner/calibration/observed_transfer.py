@@ -46,7 +46,14 @@ of llm-foundry, whose runs are within 3 % of the model on average, moved by 60 %
   ratio around its sloped prediction, by moments (a key of ``n`` Huber-weighted runs with mean
   deviation ``e`` contributes ``n·e² - sigma²``, summed over the cell's keys over their runs,
   at least 0: the ANOVA estimator of a variance component, Searle, Casella & McCulloch 1992,
-  *Variance Components*, §3.6) and ``sigma`` the run noise of the key's family.
+  *Variance Components*, §3.6) and ``sigma`` the within-key spread of the key's cell: the
+  pooled root-mean-square deviation of the runs of the cell's keys from their key's mean,
+  shrunk toward the prior run noise as the tree's per-family noise is
+  (``planner.calibration.observed``). Where a cell's keys repeat their runs more closely than
+  the family's do on other architectures, one run says more of its key, and less where they
+  scatter more: on the published runs 0.063 on dense A100, 0.074 on dense Hopper and 0.088
+  on dense Blackwell, against 0.068 over dense; on the learning curve the total at k = 3 went
+  from 6.26 % to 6.21 % and dense Blackwell from 5.78 % to 5.65 % (``benchmarks/RESULTS.md``).
 
 Measured on the learning curve (``benchmarks/accuracy/learning.py``; ``benchmarks/RESULTS.md``):
 Hopper MoE with the other groups seen 18.2 -> 14.3 % (the prior is 14.6 %) and at k = 1
@@ -165,7 +172,8 @@ def fit_rule(
     the tree knows without its key, or without the group its key is not lent by
     (``lent_level``), and its MoE model's effect; ``log_ratio`` shape ``(n,)``,
     log of observed over the model's step (less the residual model's offset); ``weight`` the
-    runs' Huber weights and ``noise`` their sigma, shape ``(n,)``."""
+    runs' Huber weights and ``noise`` their within-key spread per cell (log-sd, module
+    docstring), shape ``(n,)``."""
     kinds = kinds_of(keys)
     precision = weight / noise**2
     cells: dict[tuple[str, str, str], int] = {}
@@ -241,7 +249,7 @@ def shifts(
     its runs say ``mu + (m - mu) / g``, and the rule's mean is ``w·mu + k·((m - mu) / g +
     (1 - w)·mu)`` (``w`` its cell's slope, ``k`` the own-run gain; module docstring).
     ``key_of_run`` shape ``(n,)``: each run's key group; ``weight`` and ``noise`` the runs'
-    Huber weights and sigma."""
+    Huber weights and within-key spread per cell (log-sd)."""
     size = mean.shape[0]
     runs = np.bincount(key_of_run, weights=weight, minlength=size)
     sigma2 = np.bincount(key_of_run, weights=noise**2, minlength=size) / np.maximum(
