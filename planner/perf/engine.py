@@ -160,12 +160,11 @@ def evaluate(
     data = data_parallel_times(a, eff, link, params=trained.reduced, layer=layer, schedule=schedule)
     fixed = iteration_costs(a, eff, link, trained.reduced)
     offload_s = a.full(0.0)
-    if ops.any_(a.activation_offload_layers > 0):
+    # the activations offloading copies are the memory model's: computed once for both
+    acts = layer_activations(a, eff) if ops.any_(a.activation_offload_layers > 0) else None
+    if acts is not None:
         offload_s = offload_exposed_s(
-            a,
-            layer_bytes=layer_activations(a, eff).per_layer,
-            forward_s=layer.forward_s,
-            backward_s=layer.backward_s,
+            a, layer_bytes=acts.per_layer, forward_s=layer.forward_s, backward_s=layer.backward_s
         )
     breakdown = {
         "compute": schedule.compute_s + offload_s,
@@ -194,5 +193,5 @@ def evaluate(
         breakdown_s=breakdown,
         model_flops=flops.model_total,
         hardware_flops=flops.hardware_total,
-        memory=memory if memory is not None else memory_arrays(a, eff, params=params),
+        memory=memory if memory is not None else memory_arrays(a, eff, params=params, layer=acts),
     )

@@ -61,17 +61,15 @@ def offload_exposed_s(
     a: ScenarioArrays, *, layer_bytes: Real, forward_s: Real, backward_s: Real
 ) -> Real:
     """Seconds per iteration the compute stream waits for activation-offload copies (module
-    docstring), 0 without offloading.
+    docstring), shape ``(B,)``; 0 where a scenario offloads nothing (``copy_s`` 0: no stall).
+    Validation refuses offloading under pipeline parallelism and on a GPU without a host link.
 
     ``layer_bytes``: one layer's kept activations of one microbatch on one GPU, bytes;
     ``forward_s`` / ``backward_s``: one layer's forward / backward of one microbatch, s."""
-    offloaded = ops.where(a.pipeline_parallel == 1, a.activation_offload_layers, 0.0)
-    if not ops.any_(offloaded > 0):
-        return a.full(0.0)
-    # NaN host links (none in the catalog) only reach here without offloading: validation
-    # refuses the scenario otherwise
+    offloaded = a.activation_offload_layers
+    # a GPU without a host link (NaN) is refused when it offloads: kept out of the others
     copy_s = ops.where(offloaded > 0, layer_bytes / a.host_link_bandwidth_bytes_per_s, 0.0)
     per_microbatch = _stalls(copy_s, forward_s, offloaded, a.num_layers) + _stalls(
         copy_s, backward_s, offloaded, a.num_layers
     )
-    return ops.where(offloaded > 0, a.num_microbatches * per_microbatch, 0.0)
+    return a.num_microbatches * per_microbatch
