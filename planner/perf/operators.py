@@ -172,13 +172,7 @@ def _layer_elementwise_ops(
     mla = a.multi_latent_attention
     if ops.any_(a.has_rotary_embeddings):
         rope = ops.where(a.has_rotary_embeddings, 1.0, 0.0)
-        # MLA rotates only the d_rope dimensions: of every query head and the shared key
-        pos = a.qk_pos_emb_head_dim
-        rotated = ops.where(
-            mla,
-            a.num_attention_heads * pos / tp + pos,
-            (a.attention_q_width + a.attention_k_width) / tp,
-        )
+        rotated = _rotated_width(a)
         # YaRN under a stack that leaves it unfused: Megatron-Core's eager rotary path
         eager = ops.where(a.yarn_rotary & a.yarn_rope_unfused, 1.0, 0.0)
         fwd_b = (1.0 - eager) * ew * 4.0 + eager * UNFUSED_ROPE_BYTES[0]
@@ -224,6 +218,18 @@ def _layer_elementwise_ops(
         table.mem(backward, quant * tokens * outputs, 2.0)
 
 
+def _rotated_width(a: ScenarioArrays) -> Real:
+    """Elements per token one tensor-parallel rank's rotary embedding rotates, shape ``(n,)``:
+    its query and key heads' widths, or under MLA only the ``d_rope`` dimensions of every query
+    head and of the shared key."""
+    pos = a.qk_pos_emb_head_dim
+    return ops.where(
+        a.multi_latent_attention,
+        a.num_attention_heads * pos / a.tensor_parallel + pos,
+        (a.attention_q_width + a.attention_k_width) / a.tensor_parallel,
+    )
+
+
 def _op_level_recompute_ops(
     table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, groups: LayerGroups, *, moe: bool
 ) -> None:
@@ -246,7 +252,8 @@ def _op_level_recompute_ops(
     ``wo`` and ``w3`` (an ungated MLP's ``fc2``), with the element-wise forward around them: both
     norms, the first residual add, the rotary embedding, the activation function and, under
     FP8, the casts of the re-run matmuls' inputs. MoE layers re-run the attention's part
-    (their experts' grouped matmuls are not ``aten.mm``)."""
+    (their experts' grouped matmuls are not ``aten.mm``). A per-head QK-norm (Qwen3) would be
+    re-run too and is left out: no published torchtitan run has one."""
     op_sac = a.op_level_selective_recompute & (a.recompute == _SELECTIVE)
     scale = ops.where(op_sac, 1.0, 0.0)
     group = groups.module_recompute
@@ -259,15 +266,14 @@ def _op_level_recompute_ops(
     if not moe:  # w3 (gated) or fc2 (ungated)
         shapes.append((ops.where(gated, ffn / tp, hidden), ops.where(gated, hidden, ffn / tp)))
     for n, k in shapes:
-        table.gemm(group, tokens, n, k, count=scale, lp=lp, wgrad=a.trains_base)
+        table.gemm(group, tokens, n, k, count=scale, lp=lp)  # forward only: no weight gradient
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
     norm_ew = eff.elementwise_traffic_factor(a.fused_elementwise | a.fused_norms)
     table.mem(group, scale * norm_ew * 8.0 * norm_tokens * hidden, 2.0)  # both norms
     table.mem(group, scale * ew * 6.0 * norm_tokens * hidden, 1.0)  # the first residual add
     if ops.any_(a.has_rotary_embeddings):
         rope = ops.where(a.has_rotary_embeddings, scale, 0.0)
-        rotated = (a.attention_q_width + a.attention_k_width) / tp
-        table.mem(group, rope * ew * 4.0 * tokens * rotated, 1.0)
+        table.mem(group, rope * ew * 4.0 * tokens * _rotated_width(a), 1.0)
     mlp_in = hidden
     if not moe:
         act = activation_bytes(a, backward=False)
