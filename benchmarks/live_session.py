@@ -89,16 +89,16 @@ CALIBRATED_BY: Final = {
     "scheduled_noise_tempphase_900it": "scheduled_noise_slowphase_900it",
     "scheduled_noise_slowphase_900it": "scheduled_noise_tempphase_900it",
 }
+"""The session whose steady pace is the calibrated planner's prior: the other job recorded on
+the same host in the same conditions (what a cluster's online calibration learns there)."""
 HIDDEN_SIZE: Final = {
     "scheduled_noise_tempphase_900it": 384,
     "scheduled_noise_slowphase_900it": 384,
 }
 """The job's hidden size where it is not the batch script's 128: on a quiet machine hidden 128
 steps in about 30 ms, so 900 iterations take a minute and the noise schedule's stretches of
-4-20 s span most of the run; hidden 384 (ffn 1,536) steps in about 0.12 s, the pace the first
-sessions had between their host's swings."""
-"""The session whose steady pace is the calibrated planner's prior: the other job recorded on
-the same host in the same conditions (what a cluster's online calibration learns there)."""
+4-20 s span most of the run; hidden 384 (ffn 1,536) steps in about 0.15 s (the README of
+``tests/data/live``), about the pace the first sessions had between their host's swings."""
 
 
 def job_args(phase: tuple[int, int]) -> str:
@@ -232,11 +232,13 @@ def record(out: Path) -> None:
             time.sleep(0.5)
         scenario = work / "scenario.yaml"
         hidden = HIDDEN_SIZE.get(out.name, 128)
+        text = (REPO / "deploy/dev/tiny_gpt/scenario.yaml").read_text()
+        if "hidden_size: 128\n" not in text or "ffn_hidden_size: 512\n" not in text:
+            raise SystemExit("deploy/dev/tiny_gpt/scenario.yaml no longer states hidden 128")
         scenario.write_text(
-            (REPO / "deploy/dev/tiny_gpt/scenario.yaml")
-            .read_text()
-            .replace("hidden_size: 128", f"hidden_size: {hidden}")
-            .replace("ffn_hidden_size: 512", f"ffn_hidden_size: {4 * hidden}")
+            text.replace("hidden_size: 128\n", f"hidden_size: {hidden}\n").replace(
+                "ffn_hidden_size: 512\n", f"ffn_hidden_size: {4 * hidden}\n"
+            )
         )
         submitted = sbatch_tiny_gpt(
             REPO,

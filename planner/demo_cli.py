@@ -433,10 +433,14 @@ def sbatch_tiny_gpt(
     its batch script written to ``script`` with the job's arguments ``args`` written out (as a
     user's script holds them, so the planner reads its schedule), ``scenario`` named in its
     comment, ``train_iters`` iterations, its output to ``output`` (an ``sbatch -o`` pattern);
-    ``hidden_size`` replaces the batch script's 128 (a heavier step, same shape otherwise).
-    Returns sbatch's result (stdout: ``job_id[;cluster]``); the caller checks it."""
+    ``hidden_size`` replaces the batch script's 128 (a heavier step, same shape otherwise;
+    ``ValueError`` if the script no longer states 128). Returns sbatch's result (stdout:
+    ``job_id[;cluster]``); the caller checks it."""
     body = (repo / "deploy/dev/tiny_gpt/job.sbatch").read_text()
-    body = body.replace("--hidden-size 128 ", f"--hidden-size {hidden_size} ")
+    if hidden_size != 128:
+        if "--hidden-size 128 " not in body:
+            raise ValueError("deploy/dev/tiny_gpt/job.sbatch no longer passes --hidden-size 128")
+        body = body.replace("--hidden-size 128 ", f"--hidden-size {hidden_size} ")
     script.write_text(body.replace("${TINY_GPT_EXTRA_ARGS:-}", args))
     return subprocess.run(
         [
