@@ -251,6 +251,7 @@ class ScenarioArrays:
     zero3_accumulate_unsharded: Flag
     optimizer_bytes_per_param: Real
     master_weight_bytes: Real
+    zero3_master_weight_bytes: Real
     zero3_model_weight_shard: Flag
     adam_moment_bytes: Real
     grouped_gemm_streams: Real

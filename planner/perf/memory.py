@@ -140,6 +140,7 @@ from planner.perf.loss_memory import (
 )
 from planner.perf.moe_mlp import moe_imbalance
 from planner.perf.ops import Count, Real
+from planner.perf.optimizer import master_bytes_per_param
 from planner.perf.parameters import LocalParameters, StageParameters, stage_params, total_params
 from planner.perf.precision import any_layout_fp8_gemms, saved_input_bytes, weight_copy_bytes
 from planner.specs.parallelism import Recompute
@@ -329,10 +330,10 @@ def _optimizer_bytes(a: ScenarioArrays) -> Real:
     """Adam's bytes per owned parameter: the fp32 master (``master_weight_bytes``: 2 where
     NeMo's distributed Adam keeps only the remainder below the bf16 parameter, 0 where the
     optimizer updates the bf16 parameter itself; under ZeRO-3 the profile's
-    ``zero3_master_weight_bytes``, ``planner.perf.readers``) and the two moments
+    ``zero3_master_weight_bytes``: ``master_bytes_per_param``) and the two moments
     (``adam_moment_bytes``: 8 in fp32, 4 in bf16); ``OPTIMIZER_BYTES_PER_PARAM`` (12) with a
     whole master and fp32 moments (``planner.perf.frameworks``)."""
-    return a.master_weight_bytes + a.adam_moment_bytes
+    return master_bytes_per_param(a) + a.adam_moment_bytes
 
 
 def _model_states(

@@ -38,6 +38,7 @@ __all__ = [
     "FP8_CAST_BYTES_PER_PARAM",
     "FP8_PARAM_MASTER_READ_BYTES",
     "OptimizerTimes",
+    "master_bytes_per_param",
     "optimizer_times",
 ]
 
@@ -61,6 +62,14 @@ class OptimizerTimes:
     hbm_bytes: Real
 
 
+def master_bytes_per_param(a: ScenarioArrays) -> Real:
+    """Bytes per owned parameter of the optimizer's master weight, shape ``(n,)``: the
+    profile's ``zero3_master_weight_bytes`` under ZeRO-3, its ``master_weight_bytes``
+    otherwise (``planner.perf.frameworks``). Read per scenario from the arrays, not the
+    scenario, so a candidate of another ZeRO stage (``planner.perf.candidates``) gets its own."""
+    return ops.where(a.zero_stage >= 3, a.zero3_master_weight_bytes, a.master_weight_bytes)
+
+
 def optimizer_times(
     a: ScenarioArrays, eff: EfficiencyModel, params: LocalParameters
 ) -> OptimizerTimes:
@@ -79,7 +88,7 @@ def optimizer_times(
     # at their own bytes
     adam = (
         ADAM_HBM_BYTES_PER_PARAM
-        - 2.0 * (4.0 - a.master_weight_bytes)
+        - 2.0 * (4.0 - master_bytes_per_param(a))
         - 2.0 * (8.0 - a.adam_moment_bytes)
     )
     adam = ops.where(a.optimizer_bytes_per_param > 0, a.optimizer_bytes_per_param, adam)

@@ -185,16 +185,6 @@ def _recomputed_layer_fraction(s: Scenario) -> float:
     return min(par.recompute_num_layers / chunk_layers, 1.0) if chunk_layers > 0 else 1.0
 
 
-def _master_weight_bytes(s: Scenario) -> float:
-    """Bytes per owned parameter of the optimizer's fp32 master: the profile's
-    ``zero3_master_weight_bytes`` under ZeRO-3, its ``master_weight_bytes`` otherwise
-    (``planner.perf.frameworks``)."""
-    profile = profile_of(s.training.framework)
-    if s.parallelism.zero_stage >= 3:
-        return profile.zero3_master_weight_bytes
-    return profile.master_weight_bytes
-
-
 def _total_tokens(s: Scenario) -> float:
     """``training.total_tokens``, NaN when unset."""
     tokens = s.training.total_tokens
@@ -275,7 +265,6 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "overlap_param_gather": _overlap_param_gather,
         "tp_comm_overlap": _tp_comm_overlap,
         "grad_bytes_per_param": _grad_bytes_per_param,
-        "master_weight_bytes": _master_weight_bytes,
         "total_tokens": _total_tokens,
         "train_iters": _train_iters,
         **_RECIPE_AND_MOE_READERS,

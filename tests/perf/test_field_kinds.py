@@ -10,12 +10,14 @@ an ``int`` or an integer array, each array of shape ``(n,)``.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
 
 from planner.perf.batch import ScenarioArrays
 from planner.perf.candidates import CandidateColumns, candidate_arrays
+from planner.perf.optimizer import master_bytes_per_param
 from planner.scenario import parse_scenario
 from planner.specs import Scenario
 
@@ -130,3 +132,44 @@ def test_candidate_layouts_hold_arrays_of_each_fields_kind(one_form: bool) -> No
         num_gpus=np.full(3, 16, dtype=np.int64),
     )
     assert _kind_errors(candidate_arrays(base, cand), 3) == []
+
+
+def test_a_zero3_candidate_of_a_zero1_base_has_the_master_its_stage_reads() -> None:
+    # NeMo keeps a 2-byte master remainder under its distributed Adam and a whole fp32 master
+    # under Megatron-FSDP (planner.perf.frameworks): a candidate that changes the ZeRO stage
+    # must get the master of its own stage, as the scenario read directly does
+    doc: dict[str, Any] = {
+        "model": {"preset": "llama3-8b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 8},
+        "parallelism": {"micro_batch_size": 1, "global_batch_size": 16, "zero_stage": 1},
+        "training": {"framework": "nemo", "train_iters": 100},
+    }
+    base = ScenarioArrays.from_scenario(parse_scenario(doc))
+    ones = np.ones(2, dtype=np.int64)
+    cand = CandidateColumns(
+        tensor_parallel=ones,
+        pipeline_parallel=ones,
+        context_parallel=ones,
+        expert_parallel=ones,
+        data_parallel=np.full(2, 8, dtype=np.int64),
+        virtual_pipeline=ones,
+        sequence_parallel=np.zeros(2, dtype=bool),
+        micro_batch_size=ones,
+        global_batch_size=np.full(2, 16, dtype=np.int64),
+        recompute=np.zeros(2, dtype=np.int64),
+        zero_stage=np.array([1, 3], dtype=np.int64),
+        num_gpus=np.full(2, 8, dtype=np.int64),
+    )
+    from_candidates = master_bytes_per_param(candidate_arrays(base, cand, framework="nemo"))
+    direct = [
+        float(
+            master_bytes_per_param(
+                ScenarioArrays.from_scenario(
+                    parse_scenario({**doc, "parallelism": {**doc["parallelism"], "zero_stage": z}})
+                )
+            )
+        )
+        for z in (1, 3)
+    ]
+    assert direct == [2.0, 4.0]
+    assert [float(x) for x in from_candidates] == direct
