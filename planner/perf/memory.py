@@ -166,7 +166,6 @@ __all__ = [
 ]
 
 WEIGHT_BYTES_PER_PARAM = 2.0
-OPTIMIZER_BYTES_PER_PARAM = 12.0
 _NONE, _SELECTIVE, _FULL = Recompute.NONE.code, Recompute.SELECTIVE.code, Recompute.FULL.code
 
 
@@ -331,8 +330,8 @@ def _optimizer_bytes(a: ScenarioArrays) -> Real:
     NeMo's distributed Adam keeps only the remainder below the bf16 parameter, 0 where the
     optimizer updates the bf16 parameter itself; under ZeRO-3 the profile's
     ``zero3_master_weight_bytes``: ``master_bytes_per_param``) and the two moments
-    (``adam_moment_bytes``: 8 in fp32, 4 in bf16); ``OPTIMIZER_BYTES_PER_PARAM`` (12) with a
-    whole master and fp32 moments (``planner.perf.frameworks``)."""
+    (``adam_moment_bytes``: 8 in fp32, 4 in bf16): 12 with a whole master and fp32 moments,
+    the ``FrameworkProfile`` defaults (``planner.perf.frameworks``)."""
     return master_bytes_per_param(a) + a.adam_moment_bytes
 
 

@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from planner.scenario.numbers import number_or_value
+
 __all__ = [
     "INT_ARGS",
     "LIST_ARGS",
@@ -336,13 +338,13 @@ def moe_values(args: Args) -> list[ArgValue]:
         if args.get(flag) is True:
             out.append(ArgValue(f"model.{flag.replace('-', '_')}", True, flag))
     factor = args.get("moe-expert-capacity-factor")
-    if isinstance(factor, str):
-        try:
-            number: object = float(factor)
-        except ValueError:
-            number = factor  # parse_scenario names the field
+    if isinstance(factor, str):  # text that is no number: parse_scenario names the field
         out.append(
-            ArgValue("model.moe_expert_capacity_factor", number, "moe-expert-capacity-factor")
+            ArgValue(
+                "model.moe_expert_capacity_factor",
+                number_or_value(factor),
+                "moe-expert-capacity-factor",
+            )
         )
     for arg in ("moe-router-num-groups", "moe-router-group-topk"):
         value = megatron_int(args, arg)
@@ -384,12 +386,9 @@ def attention_values(args: Args) -> list[ArgValue]:
             field = f"model.{arg.replace('-', '_')}"
             out.append(ArgValue(field, choice.strip().lower().replace("-", "_"), arg))
     clamp = args.get("activation-func-clamp-value")
-    if isinstance(clamp, str):
+    if isinstance(clamp, str):  # text that is no number: parse_scenario names the field
         arg = "activation-func-clamp-value"
-        try:
-            out.append(ArgValue("model.activation_func_clamp_value", float(clamp), arg))
-        except ValueError:
-            out.append(ArgValue("model.activation_func_clamp_value", clamp, arg))
+        out.append(ArgValue("model.activation_func_clamp_value", number_or_value(clamp), arg))
     if args.get("multi-latent-attention") is True:
         out.append(ArgValue("model.multi_latent_attention", True, "multi-latent-attention"))
         for arg in (
