@@ -1106,7 +1106,9 @@ def fit_observed(
             model_log_sd=params.moe_model_prior_log_sd,
         )
     parents, leaf, prefixes = _tree(keys)
-    noise = _noise(keys, observed - np.log(compute + network), params)
+    model_log_ratio = observed - np.log(compute + network)  # log observed / the model's step
+    noise = _noise(keys, model_log_ratio, params)
+    members = members_of(keys)
     prior = np.asarray(params.prior_log_sd, dtype=np.float64)
     offset = np.zeros(len(samples))
     models, model_names = _model_groups(keys)
@@ -1145,14 +1147,15 @@ def fit_observed(
             groups,
             fitted,
             keys,
+            members,
             prefixes=prefixes,
             parents=parents,
             leaf=leaf,
             compute=compute,
             network=network,
-            log_ratio=observed - offset - np.log(compute + network),
+            log_ratio=model_log_ratio - offset,
             crossed=crossed,
-            noise=_noise(keys, observed - np.log(compute + network), params, per_cell=True),
+            noise=_noise(keys, model_log_ratio, params, per_cell=True),
         )
     return ObservedCalibration(
         params=params,
@@ -1181,7 +1184,7 @@ def fit_observed(
         model_log_sd=fitted.crossed_log_sd[0] if with_models else params.moe_model_prior_log_sd,
         rule=rule,
         clusters=_clusters(keys),
-        members=members_of(keys),
+        members=members,
     )
 
 
@@ -1194,6 +1197,7 @@ def _apply_cell_rule(
     groups: list[dict[tuple[str, ...], GroupFactors]],
     fitted: TreeFit,
     keys: Sequence[RunKey],
+    members: Members,
     *,
     prefixes: list[list[tuple[str, ...]]],
     parents: list[Int],
@@ -1205,13 +1209,12 @@ def _apply_cell_rule(
     noise: Float,
 ) -> TransferRule:
     """Learn the cell rule (``observed_transfer``) from the fit and move the key groups and
-    their releases by it, in place; the rule."""
+    their releases by it, in place; the rule. ``members``: ``members_of(keys)``."""
     group_of_run = {len(LEVELS) - 1: leaf}
     for level in range(len(LEVELS) - 1, 0, -1):
         group_of_run[level - 1] = parents[level][group_of_run[level]]
     key_of_run = group_of_run[KEY_LEVEL]
     # what the tree knows without the key, or without the group it is not lent by
-    members = members_of(keys)
     lent = np.fromiter((lent_level(k, members) for k in keys), np.int64, len(keys))
     at_run = np.stack(
         [fitted.left_out_mean[level][group_of_run[level][i]] for i, level in enumerate(lent)]
