@@ -269,3 +269,13 @@ def test_explicit_split_arguments(flags: str, expected: dict[str, object]) -> No
     par = doc["parallelism"]
     assert isinstance(par, dict)
     assert expected.items() <= par.items()
+
+
+@pytest.mark.parametrize(("method", "expected"), [("block", 1), ("uniform", None)])
+def test_block_recompute_states_its_first_layers(method: str, expected: int | None) -> None:
+    """``--recompute-method block --recompute-num-layers N``: the first N layers of each
+    pipeline model chunk; ``uniform`` recomputes every layer."""
+    doc = _small_bf16_gpt(
+        f"--recompute-granularity full --recompute-method {method} --recompute-num-layers 1"
+    )
+    assert parse_scenario(doc).parallelism.recompute_num_layers == expected

@@ -79,25 +79,6 @@ def test_recompute_modules_take_every_listed_value() -> None:
     assert [str(m) for m in par.recompute_modules or ()] == ["layernorm", "moe_act"]
 
 
-def test_block_recompute_states_its_first_layers() -> None:
-    """``--recompute-method block --recompute-num-layers N``: the first N layers of each
-    pipeline model chunk; ``uniform`` recomputes every layer."""
-    text = (
-        "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
-        "--recompute-granularity full --recompute-num-layers 5 --global-batch-size 64 "
-    )
-    block = scenario_document_from_megatron_args(
-        text + "--recompute-method block", num_gpus=8, gpu="h100"
-    )
-    assert block is not None
-    assert parse_scenario(block).parallelism.recompute_num_layers == 5
-    uniform = scenario_document_from_megatron_args(
-        text + "--recompute-method uniform", num_gpus=8, gpu="h100"
-    )
-    assert uniform is not None
-    assert parse_scenario(uniform).parallelism.recompute_num_layers is None
-
-
 def test_experts_carry_biases_unless_the_launch_disables_linear_biases() -> None:
     # Megatron-Core's add_bias_linear defaults to true; --disable-bias-linear clears it
     moe = (
