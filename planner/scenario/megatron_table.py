@@ -27,6 +27,7 @@ __all__ = [
     "ArgValue",
     "Args",
     "attention_values",
+    "block_recompute_layers",
     "cuda_graph_values",
     "cuda_graphs_of",
     "fp8_recipe",
@@ -444,6 +445,19 @@ def pipeline_values(args: Args, layers: int, pp: int) -> list[ArgValue]:
     return out
 
 
+def block_recompute_layers(granularity: object, method: object, layers: object) -> int | None:
+    """``parallelism.recompute_num_layers`` from Megatron-Core's recompute settings: the
+    ``recompute_num_layers`` first layers of each pipeline model chunk under ``full``
+    granularity with the ``block`` method (``TransformerBlock._checkpointed_forward``); None
+    otherwise (``uniform`` recomputes every layer, and a count that is no positive integer
+    states nothing)."""
+    if granularity != "full" or method != "block":
+        return None
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers <= 0:
+        return None
+    return layers
+
+
 def recompute_values(args: Args) -> list[ArgValue]:
     """``--recompute-granularity selective|full``, ``--recompute-activations`` (selective, as
     ``validate_args`` sets it), with selective ``--recompute-modules`` and with full
@@ -460,9 +474,12 @@ def recompute_values(args: Args) -> list[ArgValue]:
     selective = bool(out) and out[0].value == "selective"
     if isinstance(modules, str) and modules.split() and selective:
         out.append(ArgValue("parallelism.recompute_modules", modules.split(), "recompute-modules"))
-    full = bool(out) and out[0].value == "full"
-    layers = megatron_int(args, "recompute-num-layers")
-    if full and args.get("recompute-method") == "block" and layers is not None and layers > 0:
+    layers = block_recompute_layers(
+        out[0].value if out else None,
+        args.get("recompute-method"),
+        megatron_int(args, "recompute-num-layers"),
+    )
+    if layers is not None:
         out.append(ArgValue("parallelism.recompute_num_layers", layers, "recompute-num-layers"))
     return out
 

@@ -32,7 +32,7 @@ from planner.launch.readers.nemo_common import moe_routing_keys, unexpanded
 from planner.launch.readers.nemo_hydra import HydraConfig
 from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
-from planner.scenario.megatron_table import cuda_graphs_of
+from planner.scenario.megatron_table import block_recompute_layers, cuda_graphs_of
 
 __all__ = ["READER", "MegatronBridgeReader", "config_facts"]
 
@@ -363,15 +363,13 @@ def _recompute(config: HydraConfig, facts: Facts) -> None:
     facts.set("parallelism.recompute", granularity.value, granularity.source)
     method = config.lookup("model.recompute_method")
     layers = config.lookup("model.recompute_num_layers")
-    if (
-        granularity.value == "full"
-        and method is not None
-        and method.value == "block"
-        and layers is not None
-        and isinstance(layers.value, int)
-        and layers.value > 0
-    ):
-        facts.set("parallelism.recompute_num_layers", layers.value, layers.source)
+    if layers is None:
+        return
+    count = block_recompute_layers(
+        granularity.value, None if method is None else method.value, layers.value
+    )
+    if count is not None:
+        facts.set("parallelism.recompute_num_layers", count, layers.source)
 
 
 def _offloading(config: HydraConfig, facts: Facts) -> None:
