@@ -317,33 +317,27 @@ def _data_parallel(run: PublishedRun) -> int:
     )
 
 
-def _alternate_micro_batch(run: PublishedRun) -> dict[str, Any]:
-    """``micro_batch_size`` of an ``_alt`` row whose stated GA implies another micro-batch
-    than the row's (module docstring); empty otherwise."""
+def _micro_batch(run: PublishedRun, knobs: Knobs | None) -> tuple[dict[str, Any], str | None]:
+    """``micro_batch_size`` where the row's own does not hold (module docstring), and the
+    assumption that says so: for a row whose data-parallel size, micro-batch and the GA its
+    note states do not multiply to its global batch, the release's config's
+    (``Knobs.micro_batch``) where it divides the global batch, else for an ``_alt`` row the
+    micro-batch its GA implies; empty (and None) otherwise."""
     ga = re.search(r"\bGA=(\d+)", run.notes)
-    if not run.config_id.endswith("_alt") or ga is None:
-        return {}
-    dp = _data_parallel(run)
-    micro, left = divmod(num(run, "global_batch"), dp * int(ga.group(1)))
-    if left or micro < 1 or micro == run.integer("micro_batch"):
-        return {}
-    return {"micro_batch_size": micro}
-
-
-def _config_micro_batch(run: PublishedRun, knobs: Knobs | None) -> dict[str, Any]:
-    """``micro_batch_size`` of the release's config (``Knobs.micro_batch``) for a row whose
-    data-parallel size, micro-batch and the GA its note states do not multiply to its global
-    batch while the config's micro-batch divides it (module docstring); empty otherwise."""
-    ga = re.search(r"\bGA=(\d+)", run.notes)
-    if knobs is None or not knobs.micro_batch or ga is None:
-        return {}
-    dp = _data_parallel(run)
+    if ga is None:
+        return {}, None
+    dp, steps, batch = _data_parallel(run), int(ga.group(1)), num(run, "global_batch")
     stated = run.integer("micro_batch") or 1
-    if dp * stated * int(ga.group(1)) == num(run, "global_batch"):
-        return {}
-    if num(run, "global_batch") % (dp * knobs.micro_batch):
-        return {}
-    return {"micro_batch_size": knobs.micro_batch}
+    if dp * stated * steps == batch:
+        return {}, None
+    if knobs is not None and knobs.micro_batch and batch % (dp * knobs.micro_batch) == 0:
+        return {
+            "micro_batch_size": knobs.micro_batch
+        }, f"micro-batch {knobs.micro_batch} of {knobs.source}"
+    micro, left = divmod(batch, dp * steps)
+    if run.config_id.endswith("_alt") and not left and micro >= 1:
+        return {"micro_batch_size": micro}, None
+    return {}, None
 
 
 def _moe(
@@ -401,7 +395,8 @@ def convert_bridge(run: PublishedRun) -> Case:
     precision = _precision(run)
     assumptions: list[str] = []
     extra: dict[str, Any] = {"recompute": "none"}
-    knobs = RECIPE_KNOBS.get((release_of(run), preset, GPUS[run.text("gpu")]))
+    gpu = GPUS[run.text("gpu")]
+    knobs = RECIPE_KNOBS.get((release_of(run), preset, gpu))
     if run.text("moe_experts"):
         moe_model, moe_extra, moe_assumed = _moe(run, preset, knobs)
         model.update(moe_model)
@@ -421,15 +416,14 @@ def convert_bridge(run: PublishedRun) -> Case:
         assumptions.append(
             f"activations of {knobs.offload_layers} layers offloaded as {knobs.source} sets it"
         )
-    gpu = GPUS[run.text("gpu")]
     if run.text("precision") == "FP8-MX" and (preset, gpu) in FP8_MX_NO_PARAM_GATHER_OVERLAP.get(
         release_of(run), ()
     ):
         extra["overlap_param_gather"] = False
         assumptions.append("no overlapped parameter gather, as the release's fp8_mx config sets")
-    config_micro_batch = _config_micro_batch(run, knobs)
-    if config_micro_batch and knobs is not None:
-        assumptions.append(f"micro-batch {knobs.micro_batch} of {knobs.source}")
+    micro_batch, micro_batch_source = _micro_batch(run, knobs)
+    if micro_batch_source is not None:
+        assumptions.append(micro_batch_source)
     tp = run.integer("tp") or 1
     chunks = (run.integer("pp") or 1) * (run.integer("vp") or 1)
     if chunks > 1 and num(run, "layers") % chunks and "pipeline_layout" not in extra:
@@ -441,8 +435,7 @@ def convert_bridge(run: PublishedRun) -> Case:
         zero_stage=3 if fsdp else 1,
         **precision,
         **extra,
-        **_alternate_micro_batch(run),
-        **config_micro_batch,
+        **micro_batch,
     )
     measured = (num(run, "global_batch") * num(run, "seq_len")) / (
         run.metrics["tokens_per_s_per_gpu"] * num(run, "num_gpus")
