@@ -187,6 +187,10 @@ def evaluate(
         adapter_per_token=adapter_flops_per_token(a),
         span=ops.minimum(a.packed_sample_length, a.seq_length),
         recomputed_fraction=a.recomputed_layer_fraction,
+        # the time model's rule (planner.perf.operators): op-level recompute keeps the cores
+        selective_core_share=ops.where(
+            a.recompute_core_attn & ops.logical_not(a.op_level_selective_recompute), 1.0, 0.0
+        ),
     )
     return BatchResult(
         iteration_time_s=iteration,

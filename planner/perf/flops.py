@@ -145,7 +145,10 @@ class IterationFlops:
     when they are frozen (LoRA: no weight gradients; NeMo counts LoRA model FLOPs the same
     way); ``adapter_per_token`` the LoRA adapters' forward FLOPs, trained (3 passes);
     ``recomputed_fraction`` the share of the layers full recompute re-runs (block recompute of
-    the first ``recompute_num_layers`` of each model chunk; 1: every layer).
+    the first ``recompute_num_layers`` of each model chunk; 1: every layer);
+    ``selective_core_share`` 1 where selective recompute re-runs the attention cores, 0 where
+    it does not (Megatron's ``recompute_modules`` without ``core_attn``; torchtitan's op-level
+    policy, which re-runs some of the linear layers instead: those are not counted here).
     """
 
     num_tokens: Real
@@ -156,6 +159,7 @@ class IterationFlops:
     weight_passes: Real = 3.0
     adapter_per_token: Real = 0.0
     recomputed_fraction: Real = 1.0
+    selective_core_share: Real = 1.0
 
     @property
     def model_total(self) -> Real:
@@ -169,7 +173,7 @@ class IterationFlops:
         """Forward FLOPs per token that recompute repeats: every layer (full) or the attention
         cores (selective)."""
         code, core = self.recompute_code, self.attention_core_per_token
-        selective = ops.where(code == _SELECTIVE, core, 0.0)
+        selective = ops.where(code == _SELECTIVE, self.selective_core_share * core, 0.0)
         full = self.recomputed_fraction * (self.linear_per_token + core)
         return ops.where(code == _FULL, full, selective)
 
@@ -208,7 +212,11 @@ class IterationFlops:
     def recompute_attention_core(self) -> Real:
         """FLOPs of the attention cores recompute (selective or full) repeats."""
         core = self.attention_core_per_token
-        full = ops.where(self.recompute_code == _FULL, self.recomputed_fraction * core, core)
+        full = ops.where(
+            self.recompute_code == _FULL,
+            self.recomputed_fraction * core,
+            self.selective_core_share * core,
+        )
         repeated = ops.where(self.recompute_code >= _SELECTIVE, full, 0.0)
         return repeated * self.num_tokens
 
@@ -222,6 +230,7 @@ def iteration_flops(
     adapter_per_token: Real = 0.0,
     span: Real | None = None,
     recomputed_fraction: Real = 1.0,
+    selective_core_share: Real = 1.0,
 ) -> IterationFlops:
     """FLOPs of one iteration over ``num_sequences`` sequences of ``model.seq_length`` tokens.
 
@@ -230,7 +239,9 @@ def iteration_flops(
     only (``selective``; Korthikanti et al. 2022, §4.2). ``trains_base`` False: frozen weights
     (LoRA), no weight-gradient GEMMs; ``adapter_per_token``: the adapters' forward FLOPs
     (``planner.perf.lora``); ``span``: the packed samples' mean length (``attention_keys``);
-    ``recomputed_fraction``: the share of the layers full recompute re-runs.
+    ``recomputed_fraction``: the share of the layers full recompute re-runs;
+    ``selective_core_share``: 1 where selective recompute re-runs the attention cores, else 0
+    (``IterationFlops``).
     """
     mtp = model.mtp_num_layers
     layers = model.num_layers + mtp  # each MTP module runs one more transformer layer
@@ -251,6 +262,7 @@ def iteration_flops(
         weight_passes=ops.where(trains_base, 3.0, 2.0),
         adapter_per_token=adapter_per_token,
         recomputed_fraction=recomputed_fraction,
+        selective_core_share=selective_core_share,
     )
 
 

@@ -9,9 +9,11 @@ import pytest
 from planner.perf import DefaultEfficiency, engine, flops
 from planner.perf.batch import ScenarioArrays
 from planner.perf.flops import iteration_flops, model_flops_per_iteration
+from planner.perf.frameworks import profile_of
 from planner.perf.memory import total_params
 from planner.scenario import parse_scenario
 from planner.specs import ModelSpec, Recompute
+from planner.specs.parallelism import RecomputeModule
 from tests.perf.test_forms import SCENARIOS
 
 
@@ -48,6 +50,13 @@ def test_selective_recompute_adds_attention_core_forward() -> None:
     sel = iteration_flops(m, num_sequences=4, recompute=Recompute.SELECTIVE)
     assert sel.recompute_attention_core == pytest.approx(sel.attention_core / 3)
     assert sel.recompute_gemm == 0
+    # a selective recompute that keeps the cores (recompute_modules without core_attn,
+    # torchtitan's op-level policy) re-runs none of their FLOPs
+    kept = iteration_flops(
+        m, num_sequences=4, recompute=Recompute.SELECTIVE, selective_core_share=0.0
+    )
+    assert kept.recompute_attention_core == 0
+    assert kept.hardware_total == kept.model_total
 
 
 def test_gqa_swiglu_and_moe_flops() -> None:
@@ -82,8 +91,15 @@ def test_the_engine_counts_flops_with_this_module_only() -> None:
     result = engine.evaluate(ScenarioArrays.from_scenarios(SCENARIOS), eff)
     for i, s in enumerate(SCENARIOS):
         par = s.parallelism
+        # selective recompute re-runs the attention cores unless the modules leave core_attn
+        # out or the stack's policy is op-level (torchtitan's keeps the attention kernel)
+        core = par.recompute_modules is None or RecomputeModule.CORE_ATTN in par.recompute_modules
+        op_level = profile_of(s.training.framework).op_level_selective_recompute
         expected = iteration_flops(
-            s.model, num_sequences=par.global_batch_size, recompute=par.recompute
+            s.model,
+            num_sequences=par.global_batch_size,
+            recompute=par.recompute,
+            selective_core_share=1.0 if core and not op_level else 0.0,
         )
         one = engine.evaluate(ScenarioArrays.from_scenario(s), eff)
         assert result.model_flops[i] == one.model_flops == expected.model_total
