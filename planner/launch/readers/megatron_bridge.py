@@ -377,8 +377,7 @@ def _offloading(config: HydraConfig, facts: Facts) -> None:
     offloading (``model.cpu_offloading`` with ``cpu_offloading_num_layers``; activations
     unless ``cpu_offloading_activations`` is false, its ``TransformerConfig`` default true; the
     performance scripts set them in ``set_recompute_overrides``, NVIDIA-NeMo/Megatron-Bridge
-    ``scripts/performance/utils/helpers.py`` @ ``v0.2.0``), and
-    ``parallelism.fp8_param_gather`` from a mixed-precision mapping's ``fp8_param_gather``."""
+    ``scripts/performance/utils/helpers.py`` @ ``v0.2.0``)."""
     enabled = config.lookup("model.cpu_offloading")
     layers = config.lookup("model.cpu_offloading_num_layers")
     activations = config.lookup("model.cpu_offloading_activations")
@@ -390,9 +389,6 @@ def _offloading(config: HydraConfig, facts: Facts) -> None:
         and not (activations is not None and activations.value is False)
     ):
         facts.set("parallelism.activation_offload_layers", layers.value, layers.source)
-    gather = config.lookup("mixed_precision.fp8_param_gather")
-    if gather is not None and isinstance(gather.value, bool):
-        facts.set("parallelism.fp8_param_gather", gather.value, gather.source)
 
 
 def _cuda_graphs(config: HydraConfig, facts: Facts) -> None:
@@ -453,6 +449,10 @@ def _grad_reduce(config: HydraConfig, facts: Facts) -> None:
 
 
 def _precision(config: HydraConfig, facts: Facts) -> None:
+    """``parallelism.precision`` from ``mixed_precision`` (a recipe's name the catalog maps, or
+    a mapping's ``fp8`` / ``fp8_recipe`` / ``bf16``) and, from a mapping,
+    ``parallelism.fp8_param_gather`` (its ``fp8_param_gather``; a named recipe's is not read:
+    the catalog maps names to precisions only)."""
     table = _section("mixed_precision")
     found = config.lookup("mixed_precision")
     if found is None or found.value is None:
@@ -472,6 +472,9 @@ def _precision(config: HydraConfig, facts: Facts) -> None:
         facts.set("parallelism.precision", "mxfp8" if mx else "fp8", (recipe or fp8).source)
     elif bf16 is not None and bf16.value is True:
         facts.set("parallelism.precision", "bf16", bf16.source)
+    gather = config.lookup("mixed_precision.fp8_param_gather")
+    if gather is not None and isinstance(gather.value, bool):
+        facts.set("parallelism.fp8_param_gather", gather.value, gather.source)
 
 
 def _layout(run: _Run) -> str:
