@@ -137,11 +137,14 @@ def _recompute(s: Scenario) -> int:
 
 def _overlap_grad_reduce(s: Scenario) -> bool:
     """``parallelism.overlap_grad_reduce``; unset: the framework's default
-    (``FrameworkProfile.overlap_grad_reduce``: overlapped, except DeepSpeed ZeRO 0-2)."""
+    (``FrameworkProfile.overlap_grad_reduce``: overlapped, except DeepSpeed ZeRO 0-2). Only ZeRO
+    0-2 read it: ZeRO-3 reduces per unit under its own schedule (``planner.perf.data``), so the
+    value stays the stage-independent one a candidate of another stage copies
+    (``planner.perf.candidates``)."""
     chosen = s.parallelism.overlap_grad_reduce
     if chosen is not None:
         return chosen
-    return profile_of(s.training.framework).overlap_grad_reduce or s.parallelism.zero_stage >= 3
+    return profile_of(s.training.framework).overlap_grad_reduce
 
 
 def _overlap_param_gather(s: Scenario) -> bool:

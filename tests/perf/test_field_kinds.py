@@ -17,6 +17,8 @@ import pytest
 
 from planner.perf.batch import ScenarioArrays
 from planner.perf.candidates import CandidateColumns, candidate_arrays
+from planner.perf.efficiency import DefaultEfficiency
+from planner.perf.engine import evaluate
 from planner.perf.optimizer import master_bytes_per_param
 from planner.scenario import parse_scenario
 from planner.specs import Scenario
@@ -173,3 +175,44 @@ def test_a_zero3_candidate_of_a_zero1_base_has_the_master_its_stage_reads() -> N
     ]
     assert direct == [2.0, 4.0]
     assert [float(x) for x in from_candidates] == direct
+
+
+def test_zero_0_2_candidates_of_a_deepspeed_zero3_base_reduce_as_their_stage_does() -> None:
+    # DeepSpeed's overlap_comm defaults to false at ZeRO 0-2 and true at ZeRO-3: a ZeRO-1 or
+    # ZeRO-2 candidate of a ZeRO-3 base must time its gradient reduction as the scenario of
+    # its own stage does, not inherit the base's overlap
+    doc: dict[str, Any] = {
+        "model": {"preset": "llama3-8b"},
+        "hardware": {"gpu": "a100-sxm4-80gb", "num_gpus": 16, "gpus_per_node": 8},
+        "parallelism": {"micro_batch_size": 1, "global_batch_size": 64, "zero_stage": 3},
+        "training": {"framework": "deepspeed", "train_iters": 100},
+    }
+    stages = (1, 2, 3)
+    base = ScenarioArrays.from_scenario(parse_scenario(doc))
+    n = len(stages)
+    ones = np.ones(n, dtype=np.int64)
+    cand = CandidateColumns(
+        tensor_parallel=ones,
+        pipeline_parallel=ones,
+        context_parallel=ones,
+        expert_parallel=ones,
+        data_parallel=np.full(n, 16, dtype=np.int64),
+        virtual_pipeline=ones,
+        sequence_parallel=np.zeros(n, dtype=bool),
+        micro_batch_size=ones,
+        global_batch_size=np.full(n, 64, dtype=np.int64),
+        recompute=np.zeros(n, dtype=np.int64),
+        zero_stage=np.array(stages, dtype=np.int64),
+        num_gpus=np.full(n, 16, dtype=np.int64),
+    )
+    eff = DefaultEfficiency()
+    swept = evaluate(candidate_arrays(base, cand, framework="deepspeed"), eff)
+    for i, z in enumerate(stages):
+        scenario = parse_scenario({**doc, "parallelism": {**doc["parallelism"], "zero_stage": z}})
+        direct = evaluate(ScenarioArrays.from_scenario(scenario), eff)
+        assert float(swept.breakdown_s["dp_comm_exposed"][i]) == pytest.approx(
+            float(direct.breakdown_s["dp_comm_exposed"]), rel=1e-9
+        ), f"zero_stage {z}"
+        assert float(swept.iteration_time_s[i]) == pytest.approx(
+            float(direct.iteration_time_s), rel=1e-9
+        ), f"zero_stage {z}"
