@@ -202,7 +202,11 @@ class ModelSection(_Section):
         "The token exchange hides behind another microbatch's compute", "`false`"
     )
     moe_expert_bias: Flag | None = _field(
-        "The routed experts' up and down projections carry bias vectors (GPT-OSS)", "`false`"
+        "The routed experts' up and down projections carry bias vectors (GPT-OSS); under "
+        "Megatron-LM and NeMo they need `parallelism.expert_tensor_parallel` 1 (Megatron-Core "
+        "refuses biased experts split by expert tensor parallelism, whose degree defaults to "
+        "`tensor_parallel`)",
+        "`false`",
     )
     activation_func_clamp_value: Number | None = _field(
         "The gated activation's inputs clamped to this value (GPT-OSS: 7.0); 0 = none", "`0`"

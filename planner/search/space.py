@@ -134,10 +134,13 @@ _TILES = Violation.GPUS_NOT_DIVISIBLE_BY_TP_PP_CP.code
 OUT_OF_MEMORY = len(REJECT_REASONS) - 1
 """Index of ``out_of_memory`` in ``REJECT_REASONS`` (decided by the sweep, not ``decode``)."""
 
-_COARSE = np.arange(REJECT_REASONS.index(Violation.EXPERT_PARALLEL_INVALID.value) + 1)
-"""The reasons up to ``expert_parallel_invalid``: their rules read the tensor, pipeline (with
-its split), context, expert and expert tensor-parallel degrees, the data-parallel degree they
-set and sequence parallelism, never the micro-batch size, recompute or ZeRO stage (the
+_COARSE = np.arange(
+    REJECT_REASONS.index(Violation.BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1.value) + 1
+)
+"""The reasons up to ``biased_experts_need_expert_tensor_parallel_1``: their rules read the
+tensor, pipeline (with its split), context, expert and expert tensor-parallel degrees, the
+data-parallel degree they set, sequence parallelism and what is one value per sub-space (the
+model, the framework), never the micro-batch size, recompute or ZeRO stage (the
 ``_FINE_DIGITS``), so a candidate's first broken rule among them is its coarse class's
 (``SubSpace.decode_valid``; ``tests/search`` checks the counts against a full decode)."""
 

@@ -26,7 +26,9 @@ to train without it: ``moe_tensor_parallel_rule``); expert parallelism needs an 
 divides the experts, and the expert groups fold into the ranks of a pipeline stage
 (Megatron-Core "MoE parallel folding", ``parallel_state``: the world size is divisible by
 ``expert_tensor·expert·pipeline``, so ``expert_tensor_parallel · expert_parallel`` divides
-``tensor·context·data``; the expert FFN is split over the expert tensor-parallel ranks); the
+``tensor·context·data``; the expert FFN is split over the expert tensor-parallel ranks); routed
+experts with biases (``model.moe_expert_bias``, GPT-OSS) need expert tensor parallelism 1 under
+Megatron-Core (``expert_bias_rule``); the
 global batch is a multiple of ``data_parallel·micro_batch_size``; the interleaved schedule's
 micro-batch rule of the framework (``interleaved_microbatch_rule``).
 Which GPU precision a scenario may use is a property of the GPU, not of the layout, and stays
@@ -61,9 +63,11 @@ from planner.specs.pipeline_split import (
 
 __all__ = [
     "DEFAULT_FRAMEWORK",
+    "EXPERT_BIAS_SOURCE",
     "MOE_SEQUENCE_PARALLEL_SOURCE",
     "Layout",
     "Violation",
+    "expert_bias_rule",
     "expert_tensor_parallel_of",
     "first_violation",
     "interleaved_microbatch_rule",
@@ -119,6 +123,7 @@ class Violation(StrEnum):
     SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL = "sequence_not_divisible_by_tensor_parallel"
     MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL = "moe_tensor_parallel_needs_sequence_parallel"
     EXPERT_PARALLEL_INVALID = "expert_parallel_invalid"
+    BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1 = "biased_experts_need_expert_tensor_parallel_1"
     GLOBAL_BATCH_NOT_DIVISIBLE_BY_DP_MICRO_BATCH = "global_batch_not_divisible_by_dp_micro_batch"
     MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE = "microbatches_invalid_for_interleaved_schedule"
 
@@ -247,6 +252,53 @@ def _expert_parallel(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     return (m.num_experts % e != 0) | (ranks % (etp * e) != 0) | (m.moe_ffn_hidden_size % etp != 0)
 
 
+EXPERT_BIAS_SOURCE = (
+    "NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py, "
+    "TransformerConfig.__post_init__: asserts expert_tensor_parallel_size == 1 ('Bias in Moe is "
+    "only supported when ETP==1') when num_moe_experts is set and add_bias_linear is true; "
+    "added by a329dd6da586261a45a8f7d04c1e659ffedd80ae ('Enable bias in expert mlp [gpt-oss "
+    "5/5]', which replaced the earlier refusal of any biased MoE), in every release since: "
+    "core_v0.15.0 (103851dcf4c380fe93463e2c128cbfba9bd84e37), core_v0.16.1 "
+    "(55ac7082517c3878ae653c07c09c534b8aed49f6) and main "
+    "(d98e8a64ddf34856e74b24714e3bedb2f5a39553)"
+)
+"""Where Megatron-Core refuses routed experts with biases split by expert tensor parallelism."""
+
+
+def expert_bias_rule(framework: str) -> bool:
+    """Whether ``framework`` refuses routed experts with biases (``model.moe_expert_bias``)
+    split over more than one expert tensor-parallel rank (``EXPERT_BIAS_SOURCE``; the degree
+    defaults to ``tensor_parallel``, ``ModelParallelConfig.__post_init__``).
+
+    * Megatron-LM and NeMo: yes. Both build Megatron-Core's ``TransformerConfig`` (NeMo 2's
+      ``GPTOSSConfig`` subclasses it with ``add_bias_linear: True``,
+      nemo/collections/llm/gpt/model/gpt_oss.py @ 8cfedd7203462cb251a914e700e5605444277561;
+      Megatron-Bridge's ``GPTModelProvider`` is one and its GPT-OSS bridge sets
+      ``add_bias_linear``, src/megatron/bridge/models/gpt_provider.py / gpt_oss/gpt_oss_bridge.py
+      @ 067f987df03b8355b03192d88d70f1709fedf51a, whose H100 GPT-OSS recipes set
+      ``expert_tensor_parallel_size = 1``, recipes/gpt_oss/h100/gpt_oss.py).
+    * torchtitan: no. It shards the biased experts over tensor parallelism (``mlp1_bias`` with
+      the column-split weight, ``mlp2_bias`` replicated: ``GptossTensorParallel`` and
+      ``GptossExpertTensorParallel``, torchtitan/models/gpt_oss/expert_parallel.py @
+      a2b5ee66ccb7dec7f4d746832b62780c94152d13; the same layout in
+      torchtitan/models/gpt_oss/sharding.py @ b5bcd76c66d0acb1a08b176d9639425bc55e0b2a, after
+      it dropped its separate expert tensor-parallel degree).
+    * NeMo Automodel: not this rule. Its MoE tensor-parallel plan keeps the routed experts on
+      the expert-parallel ranks whatever their biases (``_resolve_moe_tp_plan``,
+      nemo_automodel/components/moe/parallelizer.py @
+      36044ad3d139363fb6c73c24af2e7c6b65ec52f6), so it raises nothing about biases.
+    * The other frameworks: not checked; the planner knows no such rule of theirs.
+    """
+    return framework in MEGATRON_CORE
+
+
+def _expert_bias(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    etp = expert_tensor_parallel_of(m, num_gpus, x)
+    if not (m.is_moe and m.moe_expert_bias and expert_bias_rule(fw)):
+        return etp < 0  # False, of the candidates' shape
+    return etp > 1
+
+
 def _global_batch(x: Layout) -> Flag:
     return x.global_batch_size % (x.data_parallel * x.micro_batch_size) != 0
 
@@ -305,6 +357,7 @@ _MODEL_RULES: dict[Violation, ScenarioRule] = {
     Violation.SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL: _sequence_divides_by_tensor,
     Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _moe_sequence_parallel,
     Violation.EXPERT_PARALLEL_INVALID: _expert_parallel,
+    Violation.BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1: _expert_bias,
     Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _interleaved_microbatches,
 }
 _RULES: tuple[tuple[Violation, ScenarioRule], ...] = tuple(
@@ -464,6 +517,36 @@ def _expert_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     )
 
 
+def _expert_bias_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    etp, tp = int(expert_tensor_parallel_of(m, 0, x)), int(x.tensor_parallel)
+    stated = knob(x, "expert_tensor_parallel") is not None
+    if stated:
+        what = f"expert_tensor_parallel={etp}"
+    elif etp == tp:
+        what = (
+            f"expert_tensor_parallel is unset, so the experts split over tensor_parallel={tp} "
+            "ranks (Megatron-Core's default)"
+        )
+    else:
+        what = (
+            f"expert_tensor_parallel is unset and resolves to {etp} (the largest divisor of "
+            f"tensor_parallel={tp} whose expert groups fold into a pipeline stage)"
+        )
+    fix = (
+        "set expert_tensor_parallel to 1 (split the experts with expert_parallel instead)"
+        if stated
+        else "set parallelism.expert_tensor_parallel to 1 (tensor_parallel then splits only the "
+        "layers outside the experts; expert_parallel splits the experts), or tensor_parallel to 1"
+    )
+    return SpecError(
+        "parallelism.expert_tensor_parallel" if stated else "parallelism.tensor_parallel",
+        f"the routed experts carry biases (model.moe_expert_bias) and {what}: Megatron-Core "
+        f"refuses biased experts with expert tensor parallelism above 1 under {fw} "
+        "(megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__: "
+        f"'Bias in Moe is only supported when ETP==1'); {fix}",
+    )
+
+
 def _microbatches_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     micro = int(x.global_batch_size) // (int(x.data_parallel) * int(x.micro_batch_size))
     p = int(x.pipeline_parallel)
@@ -515,6 +598,7 @@ _FRAMEWORK_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout, str], SpecErro
     Violation.LAYERS_NOT_DIVISIBLE_BY_PP_VP: _layers_message,
     Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _moe_sequence_parallel_message,
     Violation.EXPERT_PARALLEL_INVALID: _expert_message,
+    Violation.BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1: _expert_bias_message,
     Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _microbatches_message,
 }
 

@@ -185,7 +185,8 @@ class Scenario:
     Raises ``SpecError`` naming the field to fix when the layout does not tile the GPUs or the
     model (``tp*pp*cp*dp != num_gpus``, heads or query groups not divisible by tp, layers the
     framework cannot split over ``pp*vp`` stages, sequence not divisible by ``cp``, experts not
-    divisible by ``ep`` or expert groups that do not fold into a stage, a micro-batch count the
+    divisible by ``ep`` or expert groups that do not fold into a stage, biased experts split by
+    expert tensor parallelism under Megatron-Core, a micro-batch count the
     framework's interleaved schedule refuses: the rules of ``planner.specs.feasibility``, under
     ``training.framework``, checked on this one candidate) or uses a precision the GPU lacks.
     """

@@ -35,14 +35,24 @@ MOE: dict[str, Any] = {
 too), sequence parallel, recompute and ZeRO open."""
 
 
+GPT_OSS: dict[str, Any] = {
+    "name": "gpt-oss",
+    "model": {"preset": "gpt-oss-20b"},
+    "hardware": {"gpu": "h100-sxm", "num_gpus": 32},
+    "parallelism": {"global_batch_size": 128, "micro_batch_size": [1, 2]},
+}
+"""GPT-OSS 20B on 32 H100 (Megatron-LM): biased experts, so expert tensor parallelism above 1
+is refused (a coarse rule); the knobs open as in ``MOE``."""
+
+
 def _subspace(doc: dict[str, Any]) -> SubSpace:
     (sub,) = parse_space(copy.deepcopy(doc)).subspaces
     return sub
 
 
-@pytest.mark.parametrize("doc", ["small", "moe"])
+@pytest.mark.parametrize("doc", ["small", "moe", "gpt-oss"])
 def test_decode_valid_matches_a_full_decode(doc: str, small: dict[str, Any]) -> None:
-    sub = _subspace(small if doc == "small" else MOE)
+    sub = _subspace({"small": small, "moe": MOE, "gpt-oss": GPT_OSS}[doc])
     assert sub.coarse_reasons is not None  # the path under test
     for start, stop in ((0, sub.size), (7, min(sub.size, 50_007))):
         cols, reason = sub.decode(start, stop)

@@ -62,7 +62,8 @@ def test_counts_per_reason_are_pinned() -> None:
     other splits with at most 2 layers a rank are the account_for ones), 163,200 candidates,
     and Megatron-Core's rule that an MoE layer with tensor parallelism needs sequence
     parallelism refuses 6,144 of them: 4,302 timed (every 3rd candidate checked again against
-    ``first_violation``: no disagreement)."""
+    ``first_violation``: no disagreement). Megatron-Core's refusal of biased experts split by
+    expert tensor parallelism rejects none of them: these experts carry no biases."""
     outcome = sweep(parse_space(copy.deepcopy(MIXED)))
     assert outcome.enumerated == 163200 == outcome.evaluated + sum(outcome.rejected.values())
     assert outcome.evaluated == 4302
@@ -77,6 +78,7 @@ def test_counts_per_reason_are_pinned() -> None:
         "sequence_not_divisible_by_tensor_parallel": 96,
         "moe_tensor_parallel_needs_sequence_parallel": 6144,
         "expert_parallel_invalid": 5418,
+        "biased_experts_need_expert_tensor_parallel_1": 0,
         "global_batch_not_divisible_by_dp_micro_batch": 384,
         "microbatches_invalid_for_interleaved_schedule": 168,
         "equivalent_layout": 0,
@@ -140,3 +142,46 @@ def test_counts_are_validated() -> None:
         DesignSpace(base=base, num_gpus=(), global_batch_size=(8,))
     with pytest.raises(SpecError, match=r"parallelism\.global_batch_size"):
         DesignSpace(base=base, num_gpus=(8,), global_batch_size=(0,))
+
+
+GPT_OSS: dict[str, Any] = {
+    "name": "gpt-oss",
+    "model": {"preset": "gpt-oss-20b"},
+    "hardware": {"gpu": "h100-sxm", "num_gpus": 32},
+    "parallelism": {"global_batch_size": 128, "micro_batch_size": [1], "tensor_parallel": [2, 4]},
+}
+"""GPT-OSS 20B (biased experts) on 32 H100 with tensor parallelism: the expert tensor-parallel
+degree open (1 and the tensor-parallel degrees)."""
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo", "torchtitan"])
+def test_biased_experts_are_searched_with_expert_tensor_parallel_1_under_megatron_core(
+    framework: str,
+) -> None:
+    """Megatron-Core refuses biased experts split by expert tensor parallelism: under Megatron-LM
+    and NeMo no such candidate is valid, and the sweep (which counts coarse classes without
+    decoding them) counts under the reason exactly the candidates a full decode rejects for it;
+    torchtitan shards biased experts and keeps them, as does any framework for unbiased ones."""
+    reason_index = REJECT_REASONS.index("biased_experts_need_expert_tensor_parallel_1")
+    refused_here = framework in ("megatron", "nemo")
+    for biased in (True, False):
+        doc = copy.deepcopy(GPT_OSS)
+        doc["model"]["moe_expert_bias"] = biased
+        doc["training"] = {"framework": framework}
+        (sub,) = parse_space(copy.deepcopy(doc)).subspaces
+        cols, reason = sub.decode(0, sub.size)
+        split = np.asarray(cols.expert_tensor_parallel) > 1
+        counted = reason == reason_index
+        outcome = sweep(parse_space(copy.deepcopy(doc)))
+        assert outcome.rejected["biased_experts_need_expert_tensor_parallel_1"] == counted.sum()
+        if biased and refused_here:
+            assert not (split & (reason < 0)).any()
+            assert counted.any()
+            assert split[counted].all()
+            top = explore(parse_space(copy.deepcopy(doc)), top_k=3).top
+            entries = [*top, *(e for ranked in top for e in ranked.equivalents)]
+            assert entries
+            assert all(e.scenario.parallelism.expert_tensor_parallel in (None, 1) for e in entries)
+        else:
+            assert (split & (reason < 0)).any()
+            assert not counted.any()

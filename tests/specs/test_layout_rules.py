@@ -4,16 +4,21 @@ interleaved schedule's micro-batch rule per framework (planner.specs.feasibility
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from planner.cli import app
 from planner.errors import SpecError
 from planner.perf.candidates import CandidateColumns
 from planner.specs import ParallelismSpec, Scenario
 from planner.specs.feasibility import (
+    EXPERT_BIAS_SOURCE,
     Violation,
     expert_tensor_parallel_of,
     first_violation,
@@ -161,6 +166,100 @@ def test_batch_and_one_candidate_readers_agree_on_the_new_knobs(framework: str) 
         )
         first = first_violation(MOE, 64, one, framework=framework)
         assert (-1 if first is None else first.code) == codes[i]
+
+
+BIASED = dataclasses.replace(MOE, moe_expert_bias=True)
+"""``MOE`` with biases on its routed experts (as GPT-OSS's)."""
+BIAS_RULE = Violation.BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1
+
+
+def _one_of(cols: CandidateColumns, i: int) -> _One:
+    def item(name: str) -> object:
+        column = getattr(cols, name)
+        if column is None:  # a knob the columns leave unset
+            return None
+        return bool(column[i]) if isinstance(column[i], np.bool_) else int(column[i])
+
+    return _One(**{f.name: item(f.name) for f in dataclasses.fields(_One)})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("etp_stated", [True, False])
+@pytest.mark.parametrize("framework", ["megatron", "nemo", "torchtitan", "automodel", "other"])
+def test_batch_and_one_candidate_readers_agree_on_biased_experts(
+    framework: str, etp_stated: bool
+) -> None:
+    """Arrays and one candidate find the same first rule for biased experts, with the expert
+    tensor-parallel degree stated or left to its default; the rule refuses only under
+    Megatron-Core (Megatron-LM, NeMo) and only biased experts."""
+    cols = _random_columns(4000, seed=len(framework) + 10 * etp_stated)
+    if not etp_stated:
+        cols = dataclasses.replace(cols, expert_tensor_parallel=None)
+    codes = layout_violations(BIASED, 64, cols, framework=framework)
+    assert (BIAS_RULE.code in codes.tolist()) == (framework in ("megatron", "nemo"))
+    assert BIAS_RULE.code not in layout_violations(MOE, 64, cols, framework=framework).tolist()
+    for i in range(cols.n):
+        first = first_violation(BIASED, 64, _one_of(cols, i), framework=framework)
+        assert (-1 if first is None else first.code) == codes[i]
+
+
+def _biased(framework: str = "megatron", **par: object) -> Scenario:
+    tp = int(par.get("tensor_parallel", 1))  # type: ignore[call-overload]
+    defaults = {"global_batch_size": 256, "sequence_parallel": tp > 1}
+    return Scenario(
+        model=BIASED,
+        hardware=_hardware(64),
+        parallelism=ParallelismSpec(**{**defaults, **par}),
+        training=TrainingSpec(framework=Framework(framework)),
+    )
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo"])
+def test_biased_experts_need_expert_tensor_parallel_1_under_megatron_core(framework: str) -> None:
+    """Megatron-Core asserts expert tensor parallelism 1 for biased experts
+    (``EXPERT_BIAS_SOURCE``): the scenario names the field that set the degree (the
+    expert tensor-parallel degree, or the tensor-parallel one it defaults to) and the fix."""
+    layout = {"tensor_parallel": 2, "expert_parallel": 8, "data_parallel": 32}
+    with pytest.raises(SpecError) as unset:
+        _biased(framework, **layout)
+    assert unset.value.field == "parallelism.tensor_parallel"
+    assert "Bias in Moe is only supported when ETP==1" in unset.value.message
+    assert "expert_tensor_parallel to 1" in unset.value.message
+    with pytest.raises(SpecError) as stated:
+        _biased(framework, **layout, expert_tensor_parallel=2)
+    assert stated.value.field == "parallelism.expert_tensor_parallel"
+    assert "expert_tensor_parallel=2" in stated.value.message
+    assert _biased(framework, **layout, expert_tensor_parallel=1).parallelism.tensor_parallel == 2
+    assert "a329dd6da586261a45a8f7d04c1e659ffedd80ae" in EXPERT_BIAS_SOURCE
+
+
+def test_biased_experts_split_by_tensor_parallel_run_outside_megatron_core() -> None:
+    layout = {"tensor_parallel": 2, "expert_parallel": 8, "data_parallel": 32}
+    for framework in ("torchtitan", "automodel"):
+        assert _biased(framework, **layout).model.moe_expert_bias
+    unbiased = _scenario(tensor_parallel=2, expert_parallel=8, data_parallel=32)  # no biases
+    assert int(expert_tensor_parallel_of(MOE, 64, unbiased.parallelism)) == 2
+
+
+def test_predict_refuses_biased_experts_split_by_tensor_parallel(tmp_path: Path) -> None:
+    """``planner predict`` answers a GPT-OSS layout Megatron-Core refuses with the field and the
+    fix (exit status 2), not a traceback."""
+    doc: dict[str, dict[str, object]] = {
+        "model": {"preset": "gpt-oss-20b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
+        "parallelism": {"tensor_parallel": 2, "expert_parallel": 8, "global_batch_size": 64},
+        "training": {"framework": "megatron"},
+    }
+    path = tmp_path / "gpt-oss.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    refused = CliRunner().invoke(app, ["predict", str(path)])
+    assert refused.exit_code == 2, refused.output
+    assert "Traceback" not in refused.output
+    assert "INVALID parallelism.tensor_parallel:" in refused.output
+    assert "set parallelism.expert_tensor_parallel to 1" in refused.output
+    doc["parallelism"]["expert_tensor_parallel"] = 1
+    path.write_text(yaml.safe_dump(doc))
+    accepted = CliRunner().invoke(app, ["predict", str(path)])
+    assert accepted.exit_code == 0, accepted.output
 
 
 @pytest.mark.parametrize(
