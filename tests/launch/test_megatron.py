@@ -192,6 +192,26 @@ def test_biased_experts_reach_the_prediction() -> None:
     assert with_bias > without  # the experts' bias adds are charged
 
 
+def test_biased_experts_split_by_expert_tensor_parallel_are_refused_not_timed() -> None:
+    """Megatron-Core stops a launch whose biased experts run with expert tensor parallelism 2:
+    the description keeps the reader's note and its prediction is the scenario's refusal,
+    naming the field; the same launch with ``--expert-tensor-parallel-size 1`` is timed."""
+    split = "--expert-model-parallel-size 4 --tensor-model-parallel-size 2 --sequence-parallel"
+    refused = _describe_job("mlm_sink_yarn.sbatch", ("--expert-model-parallel-size 8", split))
+    parallelism = refused.scenario["parallelism"]
+    assert isinstance(parallelism, dict)
+    assert parallelism["expert_tensor_parallel"] == 2
+    assert any("Bias in Moe is only supported when ETP==1" in n for n in refused.notes)
+    prediction: dict[str, object] = dict(refused.to_json()["prediction"])
+    assert "iteration_time_s" not in prediction
+    assert str(prediction["error"]).startswith("parallelism.expert_tensor_parallel:")
+    one = split + " --expert-tensor-parallel-size 1"
+    timed = _describe_job("mlm_sink_yarn.sbatch", ("--expert-model-parallel-size 8", one))
+    time_s = dict(timed.to_json()["prediction"]).get("iteration_time_s")
+    assert isinstance(time_s, float)
+    assert time_s > 0
+
+
 def test_cuda_graph_flags_are_read_with_their_source() -> None:
     facts = _read(BASE + " --cuda-graph-impl local --cuda-graph-scope full_iteration")
     assert facts.get("training.cuda_graphs") == "full_iteration"
