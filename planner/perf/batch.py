@@ -100,7 +100,8 @@ class ScenarioArrays:
     ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
     ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,
     ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
-    ``moe_host_expert_forward_s``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``,
+    ``moe_host_expert_forward_s``, ``moe_router_forward_kernels``,
+    ``moe_flex_router_forward_kernels``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``,
     ``expert_up_bias_in_gemm``, ``flex_attention_for_sinks``,
     ``activation_clamp_eager``, ``yarn_rope_unfused``, ``loss_upcast_fp32``, ``fused_norms``,
     ``separate_projections``.
@@ -257,6 +258,8 @@ class ScenarioArrays:
     grouped_gemm_streams: Real
     moe_host_forward_s: Real
     moe_host_expert_forward_s: Real
+    moe_router_forward_kernels: Real
+    moe_flex_router_forward_kernels: Real
     fp8_tp_all_gather: Flag
     separate_projections: Flag
     fp8_norm_fused_cast: Flag

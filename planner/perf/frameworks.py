@@ -412,6 +412,24 @@ in ``efficiency_constants.json``):
   installable there) on that machine's host, not the runs' hosts: the Megatron-Bridge Qwen3-30B
   rows on B200 at micro-batch 1 take 4.7 ms (25.09) and 9.2 ms (25.11) per layer forward and
   backward, this term gives 4.7 ms for the forward alone.
+* ``moe_router_forward_kernels``, ``moe_flex_router_forward_kernels``: kernels one MoE
+  router's forward launches (the gate GEMM apart), under the all-to-all / all-gather
+  dispatchers and under the flex dispatcher (DeepEP / HybridEP), where they count the token
+  dispatch's preprocessing too. Each takes at least ``kernel_min_time_s``: at a few thousand
+  tokens the router's logits are a few MB, so the kernel count, not the bytes, sets its time.
+  Megatron-Core with Transformer Engine: 31 with ``--moe-router-fusion`` (72 without),
+  17 for the router and the preprocessing with DeepEP's fused preprocessing kernel
+  (DeepSeek-V3's router on GB200: "Optimizing DeepSeek-V3 Training Performance on NVIDIA
+  GB200 NVL72", NVIDIA/Megatron-LM
+  ``docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md`` @
+  ``eb0783b6d356``, sections 2.1.4 and 2.2.1; the fusion is TE's ``#1883``, in TE 2.6 and
+  later). The Megatron-Bridge performance recipes of NeMo 25.09 and 25.11 set
+  ``moe_router_fusion`` (NVIDIA-NeMo/Megatron-Bridge ``scripts/performance/configs/`` @
+  ``v0.1.0rc3`` and ``v0.2.0``), and 31 is the least a Megatron-Core router launches, fused or
+  not, so the profiles take it; the router's own count stands in for every router
+  configuration (the article counts DeepSeek-V3's, the only published count). The backward's
+  count is not published: it keeps the 3 kernels (score, top-k, auxiliary loss) the other
+  stacks' forward and backward have.
 * ``grad_buffer_memset`` and ``loss_all_reduce_per_microbatch``: Megatron-Core's training step
   (Megatron-LM, NeMo) zeroes its contiguous gradient buffer every iteration and all-reduces the
   reporting loss over the data-parallel group after every microbatch (``pretrain_gpt.py``
@@ -538,6 +556,8 @@ class FrameworkProfile:
     grouped_gemm_streams: float = 0.0
     moe_host_forward_s: float = 0.0
     moe_host_expert_forward_s: float = 0.0
+    moe_router_forward_kernels: float = 3.0
+    moe_flex_router_forward_kernels: float = 3.0
     fp8_tp_all_gather: bool = False
     fp8_norm_fused_cast: bool = False
     expert_up_bias_in_gemm: bool = False
@@ -562,6 +582,8 @@ _TE_STACK = FrameworkProfile(
     grouped_gemm_streams=4.0,
     moe_host_forward_s=2.0e-3,
     moe_host_expert_forward_s=0.17e-3,
+    moe_router_forward_kernels=31.0,
+    moe_flex_router_forward_kernels=17.0,
     expert_up_bias_in_gemm=True,
     activation_clamp_eager=True,
     dp_bucket_min_params=4e7,

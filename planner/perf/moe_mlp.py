@@ -29,7 +29,9 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
   at large ``e``) is what lowers the throughput: tiles half empty in ``M`` and a thin
   reduction depth in the weight gradients.
 * **Router**: the ``(tok, E, h)`` gate GEMM in 16 bits and the score/top-k/aux-loss kernels over
-  the ``tok·E`` fp32 logits (``ROUTER_BYTES_PER_LOGIT`` forward and backward); none under a
+  the ``tok·E`` fp32 logits (``ROUTER_BYTES_PER_LOGIT`` forward and backward), the forward in
+  the framework's kernel count (``router_forward_kernels``: Megatron-Core's fused router
+  launches 31, 17 with DeepEP's preprocessing), the backward in 3; none under a
   round-robin gate (``moe_router_round_robin``: NeMo Automodel's ``FakeBalancedGate`` has no
   parameters and computes constant weights ``1/k`` and ``arange`` indices).
 * **Permutation** (Megatron ``permute``/``unpermute``, TE ``moe_permute``): gathering each
@@ -101,6 +103,7 @@ __all__ = [
     "moe_imbalance",
     "moe_mlp_ops",
     "quantize_kernels",
+    "router_forward_kernels",
 ]
 
 ROUTER_BYTES_PER_LOGIT = 20.0
@@ -358,7 +361,7 @@ def _moe_pass(
     width = routed * expert_ffn / etp * routed_scale + tokens * shared_ffn / tp * shared_scale
     table.mem(group, ew * act * width, 2.0)
     router = ROUTER_BYTES_PER_LOGIT * tokens * a.num_experts
-    table.mem(group, router * gate, 3.0)
+    table.mem(group, router * gate, 3.0 if backward else router_forward_kernels(a))
     table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0)
     if ops.any_(a.moe_expert_bias):
         _expert_bias_ops(table, a, group, routed * routed_scale, backward=backward)
@@ -371,6 +374,15 @@ def _moe_pass(
     has_shared = ops.where(shared_ffn > 0.0, shared_scale, 0.0)  # no shared expert: no cast
     shared_cast = tokens * (hidden + up * shared_ffn / tp) * has_shared
     table.mem(group, quantize_bytes(a) * shared_cast, 2.0 * quantize_kernels(a, 1.0))
+
+
+def router_forward_kernels(a: ScenarioArrays) -> Real:
+    """Kernels of one router forward (the gate GEMM apart), per scenario: the framework's
+    count under the flex dispatcher, which counts the dispatch's preprocessing with it, else its
+    router's own (``planner.perf.frameworks``: ``moe_router_forward_kernels``,
+    ``moe_flex_router_forward_kernels``)."""
+    flex = a.moe_token_dispatcher == _FLEX
+    return ops.where(flex, a.moe_flex_router_forward_kernels, a.moe_router_forward_kernels)
 
 
 def quantize_kernels(a: ScenarioArrays, tensors: Real) -> Real:

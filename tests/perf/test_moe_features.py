@@ -389,6 +389,32 @@ def test_te_grouped_gemm_fills_the_sms_four_experts_at_a_time(
         assert _moe_forward_s(te) == pytest.approx(_moe_forward_s(one_kernel))
 
 
+@pytest.mark.parametrize(("dispatcher", "kernels"), [("alltoall", 31.0), ("flex", 17.0)])
+def test_megatron_router_forward_pays_its_published_kernel_count(
+    dispatcher: str, kernels: float
+) -> None:
+    """Megatron-Core's fused router launches 31 kernels a forward, 17 with DeepEP's fused
+    preprocessing (NVIDIA/Megatron-LM's DeepSeek-V3 on GB200 article); at micro-batch 1 each
+    takes the kernel floor, so the forward grows by the kernels over the 3 other stacks
+    launch, and the backward does not move."""
+    scenario = _scenario(
+        _moe(moe_token_dispatcher_type=dispatcher), 8, expert_parallel=8, micro_batch_size=1
+    )
+    te = _gpu_only(ScenarioArrays.from_scenarios([scenario]))
+    three = replace(
+        te,
+        moe_router_forward_kernels=np.full(1, 3.0),
+        moe_flex_router_forward_kernels=np.full(1, 3.0),
+    )
+    eff = DefaultEfficiency()
+    with_count, without = operator_times(te, eff), operator_times(three, eff)
+    gap = float(np.asarray(with_count.moe_forward_s - without.moe_forward_s)[0])
+    assert gap == pytest.approx((kernels - 3.0) * eff.kernel_min_time_s, rel=1e-6)
+    assert float(np.asarray(with_count.moe_backward_s)[0]) == pytest.approx(
+        float(np.asarray(without.moe_backward_s)[0])
+    )
+
+
 def _padded_b200(recipe: str, micro_batch_size: int = 1, gpu: str = "b200") -> ScenarioArrays:
     """Qwen3-30B-A3B on 8 B200s (or ``gpu``), expert parallel 8 (16 local experts),
     drop-and-pad at capacity 1.0 (no host floor), FP8 under ``recipe``."""
