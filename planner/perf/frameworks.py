@@ -425,11 +425,12 @@ in ``efficiency_constants.json``):
   ``eb0783b6d356``, sections 2.1.4 and 2.2.1; the fusion is TE's ``#1883``, in TE 2.6 and
   later). The Megatron-Bridge performance recipes of NeMo 25.09 and 25.11 set
   ``moe_router_fusion`` (NVIDIA-NeMo/Megatron-Bridge ``scripts/performance/configs/`` @
-  ``v0.1.0rc3`` and ``v0.2.0``), and 31 is the least a Megatron-Core router launches, fused or
-  not, so the profiles take it; the router's own count stands in for every router
-  configuration (the article counts DeepSeek-V3's, the only published count). The backward's
-  count is not published: it keeps the 3 kernels (score, top-k, auxiliary loss) the other
-  stacks' forward and backward have.
+  ``v0.1.0rc3`` and ``v0.2.0``); unfused, the same router launches more (72), so the profiles
+  take 31 for either. An assumption: DeepSeek-V3's router (group-limited sigmoid scores, expert
+  bias, sequence auxiliary loss), the only published count, stands in for every router
+  configuration; a plain top-k softmax router may launch fewer. The backward's count is not
+  published: it keeps the 3 kernels (score, top-k, auxiliary loss) the other stacks' forward
+  and backward have.
 * ``grad_buffer_memset`` and ``loss_all_reduce_per_microbatch``: Megatron-Core's training step
   (Megatron-LM, NeMo) zeroes its contiguous gradient buffer every iteration and all-reduces the
   reporting loss over the data-parallel group after every microbatch (``pretrain_gpt.py``
