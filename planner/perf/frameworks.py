@@ -418,12 +418,12 @@ in ``efficiency_constants.json``):
   dispatch's preprocessing too. Each takes at least ``kernel_min_time_s``: at a few thousand
   tokens the router's logits are a few MB, so the kernel count, not the bytes, sets its time.
   Megatron-Core with Transformer Engine: 31 with ``--moe-router-fusion`` (72 without),
-  17 for the router and the preprocessing with DeepEP's fused preprocessing kernel
-  (DeepSeek-V3's router on GB200: "Optimizing DeepSeek-V3 Training Performance on NVIDIA
-  GB200 NVL72", NVIDIA/Megatron-LM
+  17 for the router and the preprocessing with DeepEP's fused preprocessing kernel (HybridEP,
+  the other flex backend, taken as DeepEP). Source: DeepSeek-V3's router on GB200,
+  "Optimizing DeepSeek-V3 Training Performance on NVIDIA GB200 NVL72", NVIDIA/Megatron-LM
   ``docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md`` @
   ``eb0783b6d356``, sections 2.1.4 and 2.2.1; the fusion is TE's ``#1883``, in TE 2.6 and
-  later). The Megatron-Bridge performance recipes of NeMo 25.09 and 25.11 set
+  later. The Megatron-Bridge performance recipes of NeMo 25.09 and 25.11 set
   ``moe_router_fusion`` (NVIDIA-NeMo/Megatron-Bridge ``scripts/performance/configs/`` @
   ``v0.1.0rc3`` and ``v0.2.0``); unfused, the same router launches more (72), so the profiles
   take 31 for either. An assumption: DeepSeek-V3's router (group-limited sigmoid scores, expert
