@@ -37,6 +37,10 @@ def _example(*args: str) -> Invocation:
     return Invocation(program=EXAMPLE, args=args, cwd=ROOT, launcher="torchrun")
 
 
+def _runner(recipe: str, *args: str) -> Invocation:
+    return Invocation(program=RUNNER, args=("--recipe", recipe, *args), cwd=ROOT)
+
+
 def test_recognises_entry_scripts_only() -> None:
     assert READER.recognises(_example())
     assert READER.recognises(Invocation(program=f"/opt/bridge/{RUNNER}", args=("--recipe", "x")))
@@ -93,14 +97,22 @@ def test_framework_and_gradient_reduction_as_the_training_loop_runs_them() -> No
     # the recipe's bf16_mixed reduces in fp32 (the nemo profile's default is 16-bit)
     assert facts.get("parallelism.grad_reduce_in_fp32") is True
     assert "bf16_mixed" in facts.values["parallelism.grad_reduce_in_fp32"].source
-    # the performance scripts' override
-    override = _read(_example("mixed_precision.grad_reduce_in_fp32=false"))
-    assert override.get("parallelism.grad_reduce_in_fp32") is False
-    # a mixed-precision mapping without the key keeps MixedPrecisionConfig's default, over ddp's
-    mapping = _read(_example("mixed_precision.bf16=true", "ddp.grad_reduce_in_fp32=false"))
-    assert mapping.get("parallelism.grad_reduce_in_fp32") is True
+    # the recipe's mixed precision is copied over the DDP config's
+    named = _read(_example("ddp.grad_reduce_in_fp32=false"))
+    assert named.get("parallelism.grad_reduce_in_fp32") is True
+    # the recipe holds the name "bf16_mixed": Hydra sets no key under it (the script stops)
+    refused = _read(_example("mixed_precision.grad_reduce_in_fp32=false"))
+    assert refused.get("parallelism.grad_reduce_in_fp32") is True
+    assert any("Could not override" in note for note in refused.notes)
+    # a recipe that builds its MixedPrecisionConfig takes the key over its bf16_mixed()
+    built = _read(
+        _runner("llama3_70b_pretrain_config", "mixed_precision.grad_reduce_in_fp32=false"),
+        gpus=128,
+    )
+    assert built.get("parallelism.grad_reduce_in_fp32") is False
+    assert built.get("parallelism.precision") == "bf16"
     # no mixed-precision config: the DDP config's
-    ddp = _read(_example("~mixed_precision", "ddp.grad_reduce_in_fp32=false"))
+    ddp = _read(_example("mixed_precision=null", "ddp.grad_reduce_in_fp32=false"))
     assert ddp.get("parallelism.grad_reduce_in_fp32") is False
 
 
@@ -248,7 +260,14 @@ def test_cpu_offloading_and_fp8_weights_come_from_the_config() -> None:
         gpus=32,
     )
     assert not facts.has("parallelism.activation_offload_layers")
-    fp8 = _read(_example("mixed_precision.fp8=hybrid", "mixed_precision.fp8_param_gather=true"))
+    fp8 = _read(
+        _runner(
+            "llama3_70b_pretrain_config",
+            "mixed_precision.fp8=hybrid",
+            "mixed_precision.fp8_param_gather=true",
+        ),
+        gpus=128,
+    )
     assert fp8.get("parallelism.fp8_param_gather") is True
 
 

@@ -12,6 +12,15 @@ converts ``hf_path`` with AutoBridge; :func:`planner.launch.models.resolve_model
 ``model.*`` overrides; its vocabulary stays the HF config's, unpadded, when it is at least the
 tokenizer's (``training/setup.py`` ``_validate_and_set_vocab_size``).
 
+The mixed precision resolves as ``runtime_config_update`` (``training/config.py``) does after
+every override: a recipe name (``bf16_with_fp8_current_scaling_mixed``, ...) to the fields its
+function sets (the catalog's ``mixed_precision_recipes``, read at v0.1.0rc3 / 25.09, v0.2.0 /
+25.11 and 067f987), a mapping to its keys over ``MixedPrecisionConfig``'s defaults; those fields
+then win over the ``model.*`` / ``ddp.*`` keys of the same name (``MixedPrecisionConfig.setup``).
+A name on the command line or in the YAML replaces the whole config; a key under a name is
+refused by Hydra (noted); a recipe function that builds its config (``bf16_mixed()``) has its
+fields edited key by key.
+
 A job that runs the script several times (a sweep of layouts) is described by its first run;
 the others are noted.
 """
@@ -29,12 +38,12 @@ from planner.launch.data import load_data
 from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
 from planner.launch.readers.nemo_common import moe_routing_keys, unexpanded
-from planner.launch.readers.nemo_hydra import HydraConfig
+from planner.launch.readers.nemo_hydra import HydraConfig, Resolved, split_override
 from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
 from planner.scenario.megatron_table import block_recompute_layers, cuda_graphs_of
 
-__all__ = ["READER", "MegatronBridgeReader", "config_facts"]
+__all__ = ["READER", "MegatronBridgeReader", "config_facts", "recipe_precision"]
 
 _DATA = "megatron_bridge_recipes.yaml"
 _FRAMEWORK_SOURCE = (
@@ -195,9 +204,48 @@ def _read_run(invocation: Invocation, context: ReadContext, facts: Facts | None)
             if facts is not None:
                 facts.note(f"{arg!r}: no value (a shell variable left unexpanded); ignored")
             continue
+        if _refused_under_name(run, arg, facts):
+            continue
         if not run.config.apply_override(arg) and facts is not None:
             facts.note(f"argument {arg!r} is not a KEY=VALUE override; ignored")
     return run
+
+
+def _refused_under_name(run: _Run, arg: str, facts: Facts | None) -> bool:
+    """True for a ``mixed_precision.<key>=v`` (or ``~mixed_precision.<key>``) override while
+    ``mixed_precision`` holds a recipe name, which Megatron-Bridge's ``parse_hydra_overrides``
+    refuses (the config is in struct mode and OmegaConf.update replaces the name by an empty
+    mapping without the key: "Could not override", the script stops); noted and ignored.
+    ``+`` / ``++`` add the key to that empty mapping, which ``apply_overrides`` then applies
+    over the recipe function's own precision config: over its fields where the function built
+    one (``mixed_precision_built``), so they are put back first (facebookresearch/hydra
+    ``hydra/_internal/config_loader_impl.py`` ``_apply_overrides_to_config`` @ v1.3.2,
+    omry/omegaconf ``omegaconf/omegaconf.py`` ``update`` @ v2.3.0)."""
+    parsed = split_override(arg)
+    if parsed is None or not parsed[1].startswith("mixed_precision."):
+        return False
+    name = run.config.value("mixed_precision")
+    if not isinstance(name, str):
+        return False
+    if parsed[0] in ("set", "delete"):
+        if facts is not None:
+            facts.note(
+                f"{arg!r}: mixed_precision holds the recipe name {name!r}, under which Hydra "
+                'sets or deletes no key ("Could not override"; the script stops); ignored'
+            )
+        return True
+    original = run.entry.get("mixed_precision")
+    if run.entry.get("mixed_precision_built") is True:
+        values = recipe_precision(str(original))
+        if values is not None:
+            source = f"catalog:{run.recipe} ({original}(), {_recipe_cite(str(original))})"
+            run.config.set("mixed_precision", values, source)
+            if facts is not None:
+                facts.note(
+                    f"{arg!r} replaces the recipe name {name!r} by a mapping, applied over the "
+                    f"recipe's own {original}()"
+                )
+    return False
 
 
 def _load_recipe(name: str, run: _Run, facts: Facts | None) -> None:
@@ -222,7 +270,14 @@ def _load_recipe(name: str, run: _Run, facts: Facts | None) -> None:
     for section in ("model", "train", "dataset"):
         for field_name, value in mapping_of(entry.get(section)).items():
             run.config.set(f"{section}.{field_name}", value, source)
-    run.config.set("mixed_precision", entry.get("mixed_precision"), source)
+    precision = entry.get("mixed_precision")
+    built = recipe_precision(precision) if isinstance(precision, str) else None
+    if entry.get("mixed_precision_built") is True and built is not None:
+        run.config.set(
+            "mixed_precision", built, f"{source}: {precision}() ({_recipe_cite(str(precision))})"
+        )
+    else:
+        run.config.set("mixed_precision", precision, source)
     run.config.set("tokenizer.tokenizer_type", entry.get("tokenizer"), source)
 
 
@@ -322,8 +377,30 @@ def _to_facts(run: _Run, invocation: Invocation, context: ReadContext, facts: Fa
             f"({_cite(run.entry.get('repo_key', 'llama_qwen'), _SETUP)} "
             "_validate_and_set_vocab_size)",
         )
+    _note_mapping_over_name(run, facts)
     for key in sorted(config.unknown):
         facts.note(f"{key}: its interpolation cannot be resolved from the files")
+
+
+def _note_mapping_over_name(run: _Run, facts: Facts) -> None:
+    """Note a ``mixed_precision`` mapping (from the ``--config-file`` or ``+`` overrides) where
+    the recipe function holds a name: ``apply_overrides`` sets the mapping itself (it edits
+    field by field only a dataclass, instantiates only a mapping with ``_target_``), which
+    ``runtime_config_update`` can neither resolve nor finalize (training/utils/
+    omegaconf_utils.py ``_apply_overrides``, training/config.py @ v0.2.0)."""
+    declared = run.config.value("mixed_precision")
+    original = run.entry.get("mixed_precision")
+    if (
+        isinstance(declared, Mapping)
+        and "_target_" not in declared
+        and isinstance(original, str)
+        and run.entry.get("mixed_precision_built") is not True
+    ):
+        facts.note(
+            f"mixed_precision is a mapping where {run.recipe} holds the name {original!r}: "
+            "Megatron-Bridge sets the mapping itself, which it cannot finalize (the script "
+            "stops); read as a MixedPrecisionConfig of its keys"
+        )
 
 
 def config_facts(config: HydraConfig, facts: Facts) -> None:
@@ -343,7 +420,6 @@ def config_facts(config: HydraConfig, facts: Facts) -> None:
             f"model.seq_length {model_seq.value} differs from dataset.seq_length {seq.value}"
         )
     _precision(config, facts)
-    _grad_reduce(config, facts)
     _cuda_graphs(config, facts)
     _offloading(config, facts)
     _recompute(config, facts)
@@ -416,65 +492,139 @@ def _cuda_graphs(config: HydraConfig, facts: Facts) -> None:
         facts.set("training.cuda_graphs", value, found.source)
 
 
-def _grad_reduce(config: HydraConfig, facts: Facts) -> None:
-    """``parallelism.grad_reduce_in_fp32`` as ``MixedPrecisionConfig.setup`` leaves it on the
-    DDP config (it copies its own value over the DDP config's): a recipe name's (``bf16_*``
-    recipes reduce in fp32, ``fp16_*`` in fp16; the catalog's table), a mixed-precision
-    mapping's ``grad_reduce_in_fp32`` (``MixedPrecisionConfig`` default true), else, with no
-    mixed-precision config, ``ddp.grad_reduce_in_fp32``."""
-    recipe = config.lookup("mixed_precision")
-    if recipe is None or recipe.value is None:
+_LOW_PRECISION = frozenset({"fp8", "mxfp8", "nvfp4"})
+_FP8_RECIPES = frozenset({"delayed", "tensorwise", "blockwise", "mxfp8"})
+"""``MixedPrecisionConfig.fp8_recipe`` values the scenario's ``fp8_recipe`` holds."""
+
+
+def recipe_precision(name: str) -> dict[str, object] | None:
+    """The fields of ``MixedPrecisionConfig`` the reader reads (``mixed_precision_defaults``) as
+    Megatron-Bridge's named recipe ``name`` sets them (its base recipe's, then its own; the
+    catalog's ``mixed_precision_recipes``), a hyphenated name read as underscored
+    (``get_mixed_precision_config`` from v0.2.0); None for a name no catalogued release
+    registers."""
+    recipes = _section("mixed_precision_recipes")
+    values = dict(_section("mixed_precision_defaults"))
+    chain: list[Mapping[str, object]] = []
+    key: object = name.replace("-", "_")
+    while isinstance(key, str) and key in recipes and len(chain) < len(recipes):
+        entry = mapping_of(recipes[key])
+        chain.append(entry)
+        key = entry.get("base")
+    if not chain:
+        return None
+    for entry in reversed(chain):
+        values.update({k: v for k, v in entry.items() if k in values})
+    return values
+
+
+def _recipe_cite(name: str) -> str:
+    """Where the named recipe's values come from: the file at each catalogued ref registering it
+    (with its NeMo Framework container)."""
+    entry = mapping_of(_section("mixed_precision_recipes").get(name.replace("-", "_")))
+    sources = _section("mixed_precision_sources")
+    refs = entry.get("sources")
+    cited = []
+    for ref in refs if isinstance(refs, list) else []:
+        source = mapping_of(sources.get(str(ref)))
+        container = source.get("container")
+        suffix = f", container {container}" if container else ""
+        cited.append(f"{ref} ({str(source.get('commit'))[:12]}{suffix})")
+    path = _catalog().get("mixed_precision_path")
+    return f"NVIDIA-NeMo/Megatron-Bridge/{path} @ " + ", ".join(cited)
+
+
+def _precision_fields(config: HydraConfig, facts: Facts) -> dict[str, Resolved] | None:
+    """The ``MixedPrecisionConfig`` fields the reader reads, as ``runtime_config_update``
+    leaves them: a recipe name's (:func:`recipe_precision`), else the mapping's keys over the
+    dataclass defaults; None without a mixed-precision config or with a name Megatron-Bridge
+    does not know (noted: ``get_mixed_precision_config`` raises and the training stops)."""
+    found = config.lookup("mixed_precision")
+    if found is None or found.value is None:
+        return None
+    if isinstance(found.value, str):
+        values = recipe_precision(found.value)
+        if values is None:
+            facts.note(
+                f"mixed_precision {found.value!r} is not a Megatron-Bridge precision recipe "
+                "(get_mixed_precision_config raises ValueError before the first step); the "
+                "precision is not read"
+            )
+            return None
+        source = f"{found.source} ({found.value}: {_recipe_cite(found.value)})"
+        return {key: Resolved(value, source) for key, value in values.items()}
+    fields = {}
+    for key, default in _section("mixed_precision_defaults").items():
+        given = config.lookup(f"mixed_precision.{key}")
+        fields[str(key)] = given or Resolved(
+            default, f"{found.source} (MixedPrecisionConfig default {key} {default})"
+        )
+    return fields
+
+
+def _precision_of(fields: Mapping[str, Resolved]) -> tuple[Resolved, Resolved | None] | None:
+    """The planner's precision of ``fields`` and the recipe it runs (an fp8 format under the
+    ``mxfp8`` recipe is ``mxfp8``); None in fp32 and with both fp4 and fp8, which
+    ``MixedPrecisionConfig.finalize`` refuses."""
+    fp4, fp8 = fields["fp4"], fields["fp8"]
+    if fp4.value and fp8.value:
+        return None
+    if fp4.value:
+        recipe = fields["fp4_recipe"]
+        return Resolved("nvfp4", fp4.source), recipe if recipe.value == "nvfp4" else None
+    if fp8.value:
+        recipe = fields["fp8_recipe"]
+        if recipe.value == "mxfp8":
+            return Resolved("mxfp8", recipe.source), recipe
+        return Resolved("fp8", fp8.source), recipe if recipe.value in _FP8_RECIPES else None
+    for name in ("fp16", "bf16"):
+        if fields[name].value is True:
+            return Resolved(name, fields[name].source), None
+    return None
+
+
+def _precision(config: HydraConfig, facts: Facts) -> None:
+    """``parallelism.precision``, ``fp8_recipe``, ``fp8_param_gather`` and
+    ``grad_reduce_in_fp32`` from ``mixed_precision`` (:func:`_precision_fields`: a named
+    recipe's values or a mapping's over ``MixedPrecisionConfig``'s defaults), whose
+    ``grad_reduce_in_fp32`` ``MixedPrecisionConfig.setup`` copies over the DDP config's;
+    without a mixed-precision config, ``ddp.grad_reduce_in_fp32``. ``fp8_param_gather`` is set
+    under fp8 and mxfp8, and elsewhere only when true (a gather the precision cannot run). The
+    16-bit first and last layers of the current-scaling recipes are noted (no scenario field
+    holds them)."""
+    if config.value("mixed_precision") is None:
         found = config.lookup("ddp.grad_reduce_in_fp32")
         if found is not None and isinstance(found.value, bool):
             facts.set("parallelism.grad_reduce_in_fp32", found.value, found.source)
         return
-    if isinstance(recipe.value, str):
-        default = _section("mixed_precision_grad_reduce_in_fp32").get(recipe.value)
-        if isinstance(default, bool):
-            facts.set(
-                "parallelism.grad_reduce_in_fp32",
-                default,
-                f"{recipe.source} ({recipe.value}: grad_reduce_in_fp32 {str(default).lower()})",
-            )
+    fields = _precision_fields(config, facts)
+    if fields is None:
         return
-    found = config.lookup("mixed_precision.grad_reduce_in_fp32")
-    if found is None:
-        facts.set(
-            "parallelism.grad_reduce_in_fp32",
-            True,
-            f"{recipe.source} (MixedPrecisionConfig default grad_reduce_in_fp32 true)",
-        )
-    elif isinstance(found.value, bool):
-        facts.set("parallelism.grad_reduce_in_fp32", found.value, found.source)
-
-
-def _precision(config: HydraConfig, facts: Facts) -> None:
-    """``parallelism.precision`` from ``mixed_precision`` (a recipe's name the catalog maps, or
-    a mapping's ``fp8`` / ``fp8_recipe`` / ``bf16``) and, from a mapping,
-    ``parallelism.fp8_param_gather`` (its ``fp8_param_gather``; a named recipe's is not read:
-    the catalog maps names to precisions only)."""
-    table = _section("mixed_precision")
-    found = config.lookup("mixed_precision")
-    if found is None or found.value is None:
+    reduce = fields["grad_reduce_in_fp32"]
+    if isinstance(reduce.value, bool):
+        facts.set("parallelism.grad_reduce_in_fp32", reduce.value, reduce.source)
+    chosen = _precision_of(fields)
+    if chosen is None:
         return
-    if isinstance(found.value, str):
-        name = table.get(found.value)
-        if isinstance(name, str):
-            facts.set("parallelism.precision", name, found.source)
-        else:
-            facts.note(f"mixed_precision {found.value!r}: not a recipe the catalog knows")
-        return
-    fp8 = config.lookup("mixed_precision.fp8")
-    recipe = config.lookup("mixed_precision.fp8_recipe")
-    bf16 = config.lookup("mixed_precision.bf16")
-    if fp8 is not None and fp8.value:
-        mx = recipe is not None and str(recipe.value).lower() == "mxfp8"
-        facts.set("parallelism.precision", "mxfp8" if mx else "fp8", (recipe or fp8).source)
-    elif bf16 is not None and bf16.value is True:
-        facts.set("parallelism.precision", "bf16", bf16.source)
-    gather = config.lookup("mixed_precision.fp8_param_gather")
-    if gather is not None and isinstance(gather.value, bool):
+    precision, recipe = chosen
+    facts.set("parallelism.precision", precision.value, precision.source)
+    if recipe is not None:
+        facts.set("parallelism.fp8_recipe", recipe.value, recipe.source)
+    gather = fields["fp8_param_gather"]
+    if isinstance(gather.value, bool) and (
+        precision.value in ("fp8", "mxfp8") or gather.value is True
+    ):
         facts.set("parallelism.fp8_param_gather", gather.value, gather.source)
+    start, end = (fields[f"num_layers_at_{side}_in_bf16"].value for side in ("start", "end"))
+    if (
+        precision.value in _LOW_PRECISION
+        and fields["first_last_layers_bf16"].value is True
+        and (start or end)
+    ):
+        facts.note(
+            f"mixed_precision: the first {start} and last {end} transformer layers run in 16 "
+            f"bits (first_last_layers_bf16); the planner times every layer in {precision.value}"
+        )
 
 
 def _layout(run: _Run) -> str:
