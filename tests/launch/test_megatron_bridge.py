@@ -282,3 +282,22 @@ def test_block_recompute_of_the_first_layers_comes_from_the_config() -> None:
     uniform = _read(_example(*full, "model.recompute_method=uniform"))
     assert uniform.get("parallelism.recompute") == "full"
     assert not uniform.has("parallelism.recompute_num_layers")
+
+
+def test_a_deleted_key_keeps_the_recipe_functions_value() -> None:
+    """``~key`` leaves the merged config without the key, and ``apply_overrides`` sets only
+    the keys it holds: the recipe function's value stays."""
+    deleted = _read(_example("~mixed_precision", "ddp.grad_reduce_in_fp32=false"))
+    assert deleted.get("parallelism.grad_reduce_in_fp32") is True
+    assert "bf16_mixed" in deleted.values["parallelism.grad_reduce_in_fp32"].source
+    assert any("'~mixed_precision'" in note for note in deleted.notes)
+    layout = _read(
+        _example("model.tensor_model_parallel_size=4", "~model.tensor_model_parallel_size")
+    )
+    assert layout.get("parallelism.tensor_parallel") == 1  # llama3_8b_pretrain_config's
+    field = _read(
+        _runner("llama3_70b_pretrain_config", "mixed_precision.fp8=hybrid", "~mixed_precision.fp8"),
+        gpus=128,
+    )
+    assert field.get("parallelism.precision") == "bf16"
+    assert not field.has("parallelism.fp8_recipe")

@@ -7,10 +7,12 @@ Settings resolve as the scripts build them: the recipe function's published valu
 over them (OmegaConf.merge; ``pretrain_llama3_8b.py`` applies its default
 ``conf/llama3_8b_pretrain_override_example.yaml`` when the option is absent), then the command
 line (``run_recipe.py``'s convenience options first, then Hydra-style ``a.b=c`` / ``+a.b=c`` /
-``~a.b`` overrides, in order). The model's shape is its Hugging Face config's (the recipe
-converts ``hf_path`` with AutoBridge; :func:`planner.launch.models.resolve_model`), under
-``model.*`` overrides; its vocabulary stays the HF config's, unpadded, when it is at least the
-tokenizer's (``training/setup.py`` ``_validate_and_set_vocab_size``).
+``~a.b`` overrides, in order; ``~a.b`` leaves the recipe function's own value, since only the
+keys the merged config holds are set on the function's ``ConfigContainer``). The model's
+shape is its Hugging Face config's (the recipe converts ``hf_path`` with AutoBridge;
+:func:`planner.launch.models.resolve_model`), under ``model.*`` overrides; its vocabulary
+stays the HF config's, unpadded, when it is at least the tokenizer's (``training/setup.py``
+``_validate_and_set_vocab_size``).
 
 The mixed precision resolves as ``runtime_config_update`` (``training/config.py``) does after
 every override: a recipe name (``bf16_with_fp8_current_scaling_mixed``, ...) to the fields its
@@ -155,12 +157,14 @@ def _unwrap(invocation: Invocation) -> Invocation | None:
 
 @dataclass(slots=True)
 class _Run:
-    """One script run: its recipe, config and mode."""
+    """One script run: its recipe, config and mode; ``function`` holds the values the recipe
+    function builds (dotted key, value, source), which the merged ``config`` starts from."""
 
     recipe: str = ""
     entry: Mapping[str, object] = field(default_factory=dict)
     config: HydraConfig = field(default_factory=HydraConfig)
     mode: str = "pretrain"
+    function: list[tuple[str, object, str]] = field(default_factory=list)
 
 
 class MegatronBridgeReader:
@@ -208,7 +212,36 @@ def _read_run(invocation: Invocation, context: ReadContext, facts: Facts | None)
             continue
         if not run.config.apply_override(arg) and facts is not None:
             facts.note(f"argument {arg!r} is not a KEY=VALUE override; ignored")
+        parsed = split_override(arg)
+        if parsed is not None and parsed[0] == "delete":
+            _keep_function_values(run, parsed[1], arg, facts)
     return run
+
+
+def _keep_function_values(run: _Run, key: str, arg: str, facts: Facts | None) -> None:
+    """After ``~key``: the recipe function's values under ``key`` again. Megatron-Bridge
+    deletes the key from the merged OmegaConf config only, and ``apply_overrides`` sets on the
+    function's ``ConfigContainer`` the keys that config holds, so the function's own values
+    under a deleted key stay (``training/utils/omegaconf_utils.py``
+    ``process_config_with_overrides`` @ 067f987, ``examples/recipes/llama/
+    pretrain_llama3_8b.py`` @ 7e8111c2)."""
+    kept = False
+    for dotted, value, source in run.function:
+        if dotted == key or dotted.startswith(key + "."):
+            run.config.set(dotted, value, source)
+            kept = True
+        elif key.startswith(dotted + ".") and isinstance(value, Mapping):
+            inner: object = value
+            for part in key[len(dotted) + 1 :].split("."):
+                inner = inner.get(part) if isinstance(inner, Mapping) else None
+            if inner is not None:
+                run.config.set(key, inner, source)
+                kept = True
+    if kept and facts is not None:
+        facts.note(
+            f"{arg!r} removes the key from the merged config only: the recipe function's "
+            "value stays"
+        )
 
 
 def _refused_under_name(run: _Run, arg: str, facts: Facts | None) -> bool:
@@ -234,18 +267,24 @@ def _refused_under_name(run: _Run, arg: str, facts: Facts | None) -> bool:
                 'sets or deletes no key ("Could not override"; the script stops); ignored'
             )
         return True
-    original = run.entry.get("mixed_precision")
-    if run.entry.get("mixed_precision_built") is True:
-        values = recipe_precision(str(original))
-        if values is not None:
-            source = f"catalog:{run.recipe} ({original}(), {_recipe_cite(str(original))})"
-            run.config.set("mixed_precision", values, source)
-            if facts is not None:
-                facts.note(
-                    f"{arg!r} replaces the recipe name {name!r} by a mapping, applied over the "
-                    f"recipe's own {original}()"
-                )
+    built, source = _function_precision(run)
+    if isinstance(built, Mapping):
+        run.config.set("mixed_precision", built, source)
+        if facts is not None:
+            facts.note(
+                f"{arg!r} replaces the recipe name {name!r} by a mapping, applied over the "
+                f"recipe's own {run.entry.get('mixed_precision')}()"
+            )
     return False
+
+
+def _function_precision(run: _Run) -> tuple[object, str]:
+    """The ``mixed_precision`` the recipe function builds (a name, or the fields of the config
+    it built) and its source; ``(None, "")`` when no catalogued recipe was loaded."""
+    for dotted, value, source in run.function:
+        if dotted == "mixed_precision":
+            return value, source
+    return None, ""
 
 
 def _load_recipe(name: str, run: _Run, facts: Facts | None) -> None:
@@ -269,16 +308,17 @@ def _load_recipe(name: str, run: _Run, facts: Facts | None) -> None:
     source = f"catalog:{name} (Megatron-Bridge recipe, {cited})"
     for section in ("model", "train", "dataset"):
         for field_name, value in mapping_of(entry.get(section)).items():
-            run.config.set(f"{section}.{field_name}", value, source)
+            run.function.append((f"{section}.{field_name}", value, source))
     precision = entry.get("mixed_precision")
     built = recipe_precision(precision) if isinstance(precision, str) else None
     if entry.get("mixed_precision_built") is True and built is not None:
-        run.config.set(
-            "mixed_precision", built, f"{source}: {precision}() ({_recipe_cite(str(precision))})"
-        )
+        cite = f"{source}: {precision}() ({_recipe_cite(str(precision))})"
+        run.function.append(("mixed_precision", built, cite))
     else:
-        run.config.set("mixed_precision", precision, source)
-    run.config.set("tokenizer.tokenizer_type", entry.get("tokenizer"), source)
+        run.function.append(("mixed_precision", precision, source))
+    run.function.append(("tokenizer.tokenizer_type", entry.get("tokenizer"), source))
+    for dotted, value, cite in run.function:
+        run.config.set(dotted, value, cite)
 
 
 def _example_args(
@@ -389,13 +429,8 @@ def _note_mapping_over_name(run: _Run, facts: Facts) -> None:
     ``runtime_config_update`` can neither resolve nor finalize (training/utils/
     omegaconf_utils.py ``_apply_overrides``, training/config.py @ v0.2.0)."""
     declared = run.config.value("mixed_precision")
-    original = run.entry.get("mixed_precision")
-    if (
-        isinstance(declared, Mapping)
-        and "_target_" not in declared
-        and isinstance(original, str)
-        and run.entry.get("mixed_precision_built") is not True
-    ):
+    original, _ = _function_precision(run)
+    if isinstance(declared, Mapping) and "_target_" not in declared and isinstance(original, str):
         facts.note(
             f"mixed_precision is a mapping where {run.recipe} holds the name {original!r}: "
             "Megatron-Bridge sets the mapping itself, which it cannot finalize (the script "
