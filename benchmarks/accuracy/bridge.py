@@ -79,6 +79,8 @@ How a row becomes a scenario:
   ``bf16_with_fp8_current_scaling_mixed`` and ``bf16_with_mxfp8_mixed``, False in the
   subchannel recipe of the H100 cells in parentheses; ``src/megatron/bridge/training/
   mixed_precision.py`` at both commits; the scripts' ``get_precision_config`` keeps it). The
+  precision fields of each recipe are those the Megatron-Bridge launch reader reads from its
+  table (``planner/launch/data/megatron_bridge_recipes.yaml`` ``mixed_precision_recipes``). The
   Megatron-FSDP layouts of the Llama FP8-CS configs run no recompute (the recipes set none)
   and offload the activations of some layers to the Grace CPU's memory
   (``cpu_offloading_num_layers``, with ``cpu_offloading_weights`` False; applied by
@@ -143,6 +145,7 @@ from typing import Any, Final
 
 from benchmarks.accuracy.cases import Case, document, layout, num
 from benchmarks.accuracy.runs import PublishedRun
+from planner.launch.readers.megatron_bridge import recipe_precision, scenario_precision
 
 __all__ = ["SOURCE", "convert_bridge", "release_of"]
 
@@ -294,20 +297,33 @@ def _preset(run: PublishedRun) -> str:
     raise ValueError(f"{run.config_id}: no preset for model {name!r}")
 
 
-def _precision(run: PublishedRun) -> dict[str, Any]:
-    """The ``parallelism`` precision fields of the row (module docstring)."""
+def _precision_recipe(run: PublishedRun) -> str:
+    """The Megatron-Bridge precision recipe the row's performance script ran
+    (``get_precision_config``, module docstring)."""
     text = run.text("precision")
     if text == "BF16":
-        return {"precision": "bf16"}
+        return "bf16_mixed"
     if text == "FP8-MX":
-        return {"precision": "mxfp8", "fp8_param_gather": True}
+        return "bf16_with_mxfp8_mixed"
     if text.startswith("FP8 blockwise"):  # 25.09's cells in parentheses (module docstring)
         if GPUS[run.text("gpu")] == "h100-sxm":
-            return {"precision": "fp8", "fp8_recipe": "blockwise"}
-        return {"precision": "mxfp8", "fp8_param_gather": True}
+            return "bf16_with_fp8_subchannel_scaling_mixed"
+        return "bf16_with_mxfp8_mixed"
     if text.startswith("FP8"):  # FP8-CS, and 25.09's primary cells (module docstring)
-        return {"precision": "fp8", "fp8_recipe": "tensorwise", "fp8_param_gather": True}
+        return "bf16_with_fp8_current_scaling_mixed"
     raise ValueError(f"{run.config_id}: unknown precision {text!r}")
+
+
+def _precision(run: PublishedRun) -> dict[str, Any]:
+    """The ``parallelism`` precision fields of the row: those of its recipe as the Megatron-
+    Bridge launch reader reads them (``recipe_precision``, ``scenario_precision``), but
+    ``grad_reduce_in_fp32``, which the performance scripts set false."""
+    name = _precision_recipe(run)
+    values = recipe_precision(name)
+    if values is None:
+        raise ValueError(f"{run.config_id}: precision recipe {name!r} is not catalogued")
+    settings = scenario_precision(values)
+    return {k: value for k, (value, _) in settings.items() if k != "grad_reduce_in_fp32"}
 
 
 def _data_parallel(run: PublishedRun) -> int:

@@ -110,7 +110,7 @@ def test_the_2509_cells_in_parentheses_ran_mxfp8_on_blackwell_and_blockwise_on_h
         for system, t, g in (("GB200", 29925, "GB200"), ("H100", 14079, "H100-SXM"))
     )
     assert gb200.document["parallelism"]["precision"] == "mxfp8"
-    assert "fp8_recipe" not in gb200.document["parallelism"]
+    assert gb200.document["parallelism"]["fp8_recipe"] == "mxfp8"  # bf16_with_mxfp8_mixed's
     par = h100.document["parallelism"]
     assert (par["precision"], par["fp8_recipe"]) == ("fp8", "blockwise")
     for case in (gb200, h100):
@@ -313,7 +313,7 @@ def test_megatron_fsdp_rows_offload_activations_and_keep_fp8_weights() -> None:
         "H100-SXM",
         BLOCK_2509,
     )
-    assert "fp8_param_gather" not in h100.document["parallelism"]  # subchannel: False
+    assert h100.document["parallelism"]["fp8_param_gather"] is False  # the subchannel recipe's
 
 
 def test_a_row_at_odds_with_its_own_ga_takes_the_configs_micro_batch() -> None:

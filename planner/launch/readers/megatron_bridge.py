@@ -45,7 +45,13 @@ from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
 from planner.scenario.megatron_table import block_recompute_layers, cuda_graphs_of
 
-__all__ = ["READER", "MegatronBridgeReader", "config_facts", "recipe_precision"]
+__all__ = [
+    "READER",
+    "MegatronBridgeReader",
+    "config_facts",
+    "recipe_precision",
+    "scenario_precision",
+]
 
 _DATA = "megatron_bridge_recipes.yaml"
 _FRAMEWORK_SOURCE = (
@@ -597,36 +603,47 @@ def _precision_fields(config: HydraConfig, facts: Facts) -> dict[str, Resolved] 
     return fields
 
 
-def _precision_of(fields: Mapping[str, Resolved]) -> tuple[Resolved, Resolved | None] | None:
-    """The planner's precision of ``fields`` and the recipe it runs (an fp8 format under the
-    ``mxfp8`` recipe is ``mxfp8``); None in fp32 and with both fp4 and fp8, which
-    ``MixedPrecisionConfig.finalize`` refuses."""
-    fp4, fp8 = fields["fp4"], fields["fp8"]
-    if fp4.value and fp8.value:
-        return None
-    if fp4.value:
-        recipe = fields["fp4_recipe"]
-        return Resolved("nvfp4", fp4.source), recipe if recipe.value == "nvfp4" else None
-    if fp8.value:
-        recipe = fields["fp8_recipe"]
-        if recipe.value == "mxfp8":
-            return Resolved("mxfp8", recipe.source), recipe
-        return Resolved("fp8", fp8.source), recipe if recipe.value in _FP8_RECIPES else None
-    for name in ("fp16", "bf16"):
-        if fields[name].value is True:
-            return Resolved(name, fields[name].source), None
-    return None
+def scenario_precision(values: Mapping[str, object]) -> dict[str, tuple[object, str]]:
+    """The scenario's ``parallelism`` precision fields of a ``MixedPrecisionConfig`` holding
+    ``values`` (the keys of :func:`recipe_precision`): field -> (value, the config field it is
+    read from). ``grad_reduce_in_fp32`` as given (``MixedPrecisionConfig.setup`` copies it over
+    the DDP config's); ``precision`` from ``fp4`` (nvfp4), ``fp8`` (``mxfp8`` under the
+    ``mxfp8`` recipe, else ``fp8``), ``fp16`` or ``bf16``, none in fp32 or with both fp4 and fp8
+    (which ``MixedPrecisionConfig.finalize`` refuses); ``fp8_recipe`` from ``fp8_recipe`` or
+    ``fp4_recipe``; ``fp8_param_gather`` under fp8 and mxfp8, elsewhere only when true (a
+    gather the precision cannot run, which the scenario then refuses)."""
+    out: dict[str, tuple[object, str]] = {}
+    reduce = values.get("grad_reduce_in_fp32")
+    if isinstance(reduce, bool):
+        out["grad_reduce_in_fp32"] = (reduce, "grad_reduce_in_fp32")
+    fp4, fp8, recipe = values.get("fp4"), values.get("fp8"), values.get("fp8_recipe")
+    if fp4 and not fp8:
+        out["precision"] = ("nvfp4", "fp4")
+        if values.get("fp4_recipe") == "nvfp4":
+            out["fp8_recipe"] = ("nvfp4", "fp4_recipe")
+    elif fp8 and not fp4:
+        out["precision"] = ("mxfp8", "fp8_recipe") if recipe == "mxfp8" else ("fp8", "fp8")
+        if recipe in _FP8_RECIPES:
+            out["fp8_recipe"] = (recipe, "fp8_recipe")
+    elif not fp8:
+        for name in ("fp16", "bf16"):
+            if values.get(name) is True:
+                out["precision"] = (name, name)
+                break
+    gather = values.get("fp8_param_gather")
+    low = out.get("precision", (None, ""))[0] in ("fp8", "mxfp8")
+    if isinstance(gather, bool) and (low or gather is True):
+        out["fp8_param_gather"] = (gather, "fp8_param_gather")
+    return out
 
 
 def _precision(config: HydraConfig, facts: Facts) -> None:
     """``parallelism.precision``, ``fp8_recipe``, ``fp8_param_gather`` and
     ``grad_reduce_in_fp32`` from ``mixed_precision`` (:func:`_precision_fields`: a named
-    recipe's values or a mapping's over ``MixedPrecisionConfig``'s defaults), whose
-    ``grad_reduce_in_fp32`` ``MixedPrecisionConfig.setup`` copies over the DDP config's;
-    without a mixed-precision config, ``ddp.grad_reduce_in_fp32``. ``fp8_param_gather`` is set
-    under fp8 and mxfp8, and elsewhere only when true (a gather the precision cannot run). The
-    16-bit first and last layers of the current-scaling recipes are noted (no scenario field
-    holds them)."""
+    recipe's values or a mapping's over ``MixedPrecisionConfig``'s defaults, read by
+    :func:`scenario_precision`); without a mixed-precision config,
+    ``ddp.grad_reduce_in_fp32``. The 16-bit first and last layers of the current-scaling
+    recipes are noted (no scenario field holds them)."""
     if config.value("mixed_precision") is None:
         found = config.lookup("ddp.grad_reduce_in_fp32")
         if found is not None and isinstance(found.value, bool):
@@ -635,30 +652,19 @@ def _precision(config: HydraConfig, facts: Facts) -> None:
     fields = _precision_fields(config, facts)
     if fields is None:
         return
-    reduce = fields["grad_reduce_in_fp32"]
-    if isinstance(reduce.value, bool):
-        facts.set("parallelism.grad_reduce_in_fp32", reduce.value, reduce.source)
-    chosen = _precision_of(fields)
-    if chosen is None:
-        return
-    precision, recipe = chosen
-    facts.set("parallelism.precision", precision.value, precision.source)
-    if recipe is not None:
-        facts.set("parallelism.fp8_recipe", recipe.value, recipe.source)
-    gather = fields["fp8_param_gather"]
-    if isinstance(gather.value, bool) and (
-        precision.value in ("fp8", "mxfp8") or gather.value is True
-    ):
-        facts.set("parallelism.fp8_param_gather", gather.value, gather.source)
+    settings = scenario_precision({key: found.value for key, found in fields.items()})
+    for name, (value, key) in settings.items():
+        facts.set(f"parallelism.{name}", value, fields[key].source)
+    precision = settings.get("precision", (None, ""))[0]
     start, end = (fields[f"num_layers_at_{side}_in_bf16"].value for side in ("start", "end"))
     if (
-        precision.value in _LOW_PRECISION
+        precision in _LOW_PRECISION
         and fields["first_last_layers_bf16"].value is True
         and (start or end)
     ):
         facts.note(
             f"mixed_precision: the first {start} and last {end} transformer layers run in 16 "
-            f"bits (first_last_layers_bf16); the planner times every layer in {precision.value}"
+            f"bits (first_last_layers_bf16); the planner times every layer in {precision}"
         )
 
 
