@@ -32,6 +32,19 @@ def _parallelism(description: LaunchDescription) -> dict[str, object]:
     return section
 
 
+def test_a_recipe_a_release_does_not_register_is_noted() -> None:
+    description = _run_recipe("qwen3_8b_pretrain_config", "mixed_precision=bf16_with_nvfp4_mixed")
+    assert _parallelism(description)["precision"] == "nvfp4"
+    assert any(
+        "'bf16_with_nvfp4_mixed' is not a recipe name" in n
+        and "container 25.09" in n
+        and "25.11" not in n
+        for n in description.notes
+    )
+    current = _describe("named.sbatch")
+    assert not any("is not a recipe name" in n for n in current.notes)
+
+
 def test_a_named_recipe_sets_every_precision_field_the_scenario_holds() -> None:
     description = _describe("named.sbatch")
     parallelism = _parallelism(description)
@@ -65,6 +78,10 @@ def test_a_name_after_a_field_replaces_the_whole_config() -> None:
     assert parallelism["fp8_recipe"] == "mxfp8"
     assert parallelism["fp8_param_gather"] is True
     assert "bf16-with-mxfp8-mixed" in description.provenance["parallelism.fp8_param_gather"]
+    assert any(
+        "'bf16-with-mxfp8-mixed' is not a recipe name" in n and "v0.1.0rc3 (container 25.09)" in n
+        for n in description.notes
+    )
 
 
 def test_a_key_under_a_name_is_refused_and_noted() -> None:

@@ -575,6 +575,29 @@ def _recipe_cite(name: str) -> str:
     return f"NVIDIA-NeMo/Megatron-Bridge/{path} @ " + ", ".join(cited)
 
 
+def _note_releases(name: str, facts: Facts) -> None:
+    """Note the catalogued releases whose Megatron-Bridge would not take the recipe name
+    ``name`` (a recipe they do not register, a hyphenated name before v0.2.0): the launch
+    stops there (``get_mixed_precision_config`` raises ValueError)."""
+    sources = _section("mixed_precision_sources")
+    entry = mapping_of(_section("mixed_precision_recipes").get(name.replace("-", "_")))
+    takes = entry.get("sources")
+    refs = set(takes) if isinstance(takes, list) else set()
+    hyphen = _catalog().get("mixed_precision_hyphen_refs")
+    if "-" in name and isinstance(hyphen, list):
+        refs &= set(hyphen)
+    missing = [
+        f"{ref} (container {mapping_of(source).get('container')})"
+        for ref, source in sources.items()
+        if ref not in refs and mapping_of(source).get("container")
+    ]
+    if missing:
+        facts.note(
+            f"mixed_precision {name!r} is not a recipe name Megatron-Bridge "
+            f"{', '.join(missing)} takes (get_mixed_precision_config raises ValueError)"
+        )
+
+
 def _precision_fields(config: HydraConfig, facts: Facts) -> dict[str, Resolved] | None:
     """The ``MixedPrecisionConfig`` fields the reader reads, as ``runtime_config_update``
     leaves them: a recipe name's (:func:`recipe_precision`), else the mapping's keys over the
@@ -592,6 +615,7 @@ def _precision_fields(config: HydraConfig, facts: Facts) -> dict[str, Resolved] 
                 "precision is not read"
             )
             return None
+        _note_releases(found.value, facts)
         source = f"{found.source} ({found.value}: {_recipe_cite(found.value)})"
         return {key: Resolved(value, source) for key, value in values.items()}
     fields = {}
