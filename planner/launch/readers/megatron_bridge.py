@@ -268,9 +268,10 @@ def _refused_under_name(run: _Run, arg: str, facts: Facts | None) -> bool:
         return False
     if parsed[0] in ("set", "delete"):
         if facts is not None:
+            refusal = '"Could not override"' if parsed[0] == "set" else '"Could not delete"'
             facts.note(
                 f"{arg!r}: mixed_precision holds the recipe name {name!r}, under which Hydra "
-                'sets or deletes no key ("Could not override"; the script stops); ignored'
+                f"sets or deletes no key ({refusal}; the script stops); ignored"
             )
         return True
     built, source = _function_precision(run)
