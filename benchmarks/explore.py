@@ -67,7 +67,7 @@ from planner.perf.efficiency import DefaultEfficiency
 from planner.perf.engine import evaluate
 from planner.scenario import predict_documents
 from planner.scenario.plans import explore_document, parse_space, scenario_document
-from planner.scenario.space import layout_json
+from planner.scenario.space import PREDICT_ONLY, layout_json
 from planner.search import sweep
 from planner.search.space import KNOBS
 
@@ -467,8 +467,9 @@ def sc21(lines: list[str]) -> None:
 
 LAYOUT_KEYS = (*KNOBS, "data_parallel", "pipeline_layout")
 """The parallelism keys a ranking opens (the layout); the rest of a published run's
-parallelism (global batch, precision, FP8 recipe, flash attention, gradient reduction and
-overlap settings) stays as published."""
+parallelism (global batch, precision, FP8 recipe and FP8 weights, flash attention, gradient
+reduction and overlap settings) stays as published, but for the fields explore does not take
+(``rank_case``)."""
 
 
 def _layout_cell(p: dict[str, Any]) -> str:
@@ -490,8 +491,10 @@ def rank_case(case: Case) -> dict[str, Any]:
     published = doc["parallelism"]
     opened = {k: v for k, v in published.items() if k not in LAYOUT_KEYS}
     # explore takes one value per scalar field: a list-valued one (recompute_modules) is left
-    # to its default
-    dropped = sorted(k for k, v in opened.items() if isinstance(v, list))
+    # to its default; a field explore refuses (PREDICT_ONLY: activation offloading, partial
+    # recompute, several pipeline schedules per iteration) is left out of the space, and the
+    # table names it beside the run
+    dropped = sorted(k for k, v in opened.items() if isinstance(v, list) or k in PREDICT_ONLY)
     opened = {k: v for k, v in opened.items() if k not in dropped}
     space = parse_space({**doc, "parallelism": opened})
     fits = bool(pub["fits_in_memory"])
@@ -528,7 +531,8 @@ def ranking(lines: list[str], sources: list[str] | None = None) -> None:
         "model, GPUs, global batch, precision and framework as published). The space opens "
         "every layout knob (tensor, pipeline with its splits, context, expert and expert "
         "tensor parallel, virtual pipeline, micro-batch, sequence parallel, recompute, ZeRO) "
-        "and keeps the rest as published. **rank** = 1 + the candidates predicted strictly "
+        "and keeps the rest as published, but for the fields explore does not take (named "
+        'beside the run: "explore without"). **rank** = 1 + the candidates predicted strictly '
         "faster than the published layout, among those timed (fit in memory); **pred / meas** "
         "= the published layout's predicted over its measured iteration time (> 1: the model "
         "is slower than the run); **best / pub** = the best candidate's predicted time over "

@@ -7,8 +7,9 @@ own) or a list of allowed values, whose ``data_parallel`` may be a list of allow
 may be lists. A list of ``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers``
 may hold ``null`` (that rank's count unset): ``[null]`` for both searches no uneven first / last
 ranks. The other ``parallelism`` fields (``SCALAR_FIELDS``: precision, flash attention,
-gradient-reduction precision and overlap) take one value per document, carried into every
-candidate (a JSONL of documents sweeps several). Numbers follow ``planner.scenario.numbers``.
+gradient-reduction precision and overlap, FP8 weights) take one value per document, carried
+into every candidate (a JSONL of documents sweeps several); the fields of ``PREDICT_ONLY``
+are refused, each with its reason. Numbers follow ``planner.scenario.numbers``.
 
 ``parse_space(doc)`` validates one into a ``DesignSpace``; ``explore_json`` writes an
 ``ExploreResult`` as the ``planner explore --json`` object.
@@ -31,6 +32,7 @@ from planner.search.space import allowed_counts
 from planner.specs.parallelism import ParallelismSpec, Recompute
 
 __all__ = [
+    "PREDICT_ONLY",
     "SCALAR_FIELDS",
     "ExploreCountsJson",
     "ExploreEntryJson",
@@ -49,7 +51,7 @@ __all__ = [
 ]
 
 _LIST_FIELDS = (*KNOBS, "data_parallel", "global_batch_size")
-_PREDICT_ONLY: Final[Mapping[str, str]] = MappingProxyType(
+PREDICT_ONLY: Final[Mapping[str, str]] = MappingProxyType(
     {
         "pipeline_layout": (
             "an explicit layout fixes pipeline_parallel and virtual_pipeline, so explore does "
@@ -57,10 +59,6 @@ _PREDICT_ONLY: Final[Mapping[str, str]] = MappingProxyType(
             "decoder_last_pipeline_num_layers, account_for_embedding_in_pipeline_split / "
             "account_for_loss_in_pipeline_split and the framework's own split; predict the "
             "explicit layout with planner predict"
-        ),
-        "fp8_param_gather": (
-            "the explorer's candidates keep the 16-bit weights; predict a layout with weights "
-            "kept in FP8 with planner predict"
         ),
         "recompute_num_layers": (
             "the explorer recomputes every layer or none; predict full recompute of the first "
@@ -87,19 +85,22 @@ ScalarField = Literal[
     "overlap_grad_reduce",
     "overlap_param_gather",
     "tp_comm_overlap",
+    "fp8_param_gather",
 ]
 SCALAR_FIELDS: tuple[ScalarField, ...] = get_args(ScalarField)
 """The scenario's other ``parallelism`` fields (precision, flash attention, gradient-reduction
-precision and overlap): one value per explore document, carried into every candidate. They
+precision and overlap, FP8 weights): one value per explore document, carried into every
+candidate (``DesignSpace.scenario`` replaces only the layout of the base's ``parallelism``;
+``planner.perf.candidates.candidate_arrays`` repeats the base's other columns). They
 are the schema's ``parallelism`` fields that are neither knobs (``_LIST_FIELDS``) nor
-``_PREDICT_ONLY``; ``_check_scalar_fields`` holds the two lists together."""
+``PREDICT_ONLY``; ``_check_scalar_fields`` holds the two lists together."""
 
 
 def _check_scalar_fields() -> None:
     """Raise ``RuntimeError`` when ``SCALAR_FIELDS`` is not the schema's one-per-document
     ``parallelism`` fields (a field added to the schema must be added to ``ScalarField``)."""
     schema = tuple(
-        k for k in SECTION_KEYS["parallelism"] if k not in _LIST_FIELDS and k not in _PREDICT_ONLY
+        k for k in SECTION_KEYS["parallelism"] if k not in _LIST_FIELDS and k not in PREDICT_ONLY
     )
     if schema != SCALAR_FIELDS:
         raise RuntimeError(
@@ -123,6 +124,7 @@ class StatedFields(TypedDict, total=False):
     overlap_grad_reduce: object
     overlap_param_gather: object
     tp_comm_overlap: object
+    fp8_param_gather: object
 
 
 class _ExpertTensorParallel(TypedDict, total=False):
@@ -222,8 +224,8 @@ def _parallelism_section(doc: Mapping[str, object]) -> Mapping[str, object]:
     par = _section(doc, "parallelism")
     allowed = (*_LIST_FIELDS, *SCALAR_FIELDS)
     for key in par:
-        if key in _PREDICT_ONLY:
-            raise SpecError(f"parallelism.{key}", _PREDICT_ONLY[key])
+        if key in PREDICT_ONLY:
+            raise SpecError(f"parallelism.{key}", PREDICT_ONLY[key])
         if key not in allowed:
             raise SpecError(f"parallelism.{key}", f"unknown field; allowed: {', '.join(allowed)}")
     for key in SCALAR_FIELDS:

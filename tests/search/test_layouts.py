@@ -299,3 +299,40 @@ def test_explore_refuses_a_pipeline_batch_it_cannot_carry_to_every_candidate() -
     doc["parallelism"]["pipeline_batch_size"] = 8
     with pytest.raises(SpecError, match=r"parallelism\.pipeline_batch_size.*divide each candidate"):
         parse_space(doc)
+
+
+def test_fp8_weights_are_carried_into_every_candidate() -> None:
+    """``fp8_param_gather`` is one value per explore document: every candidate keeps its
+    weights in FP8, the vectorized sweep times them as ``predict`` does, and every entry
+    states the field, so it predicts as it stands."""
+    doc: dict[str, Any] = {
+        "model": {"preset": "llama2-7b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
+        "parallelism": {
+            "global_batch_size": 64,
+            "precision": "fp8",
+            "fp8_recipe": "tensorwise",
+            "fp8_param_gather": True,
+            "recompute": ["none"],
+            "zero_stage": [1, 3],
+        },
+    }
+    fp8_weights = explore(parse_space(copy.deepcopy(doc)), top_k=20, tolerance=None)
+    assert fp8_weights.top
+    for entry in fp8_weights.top:
+        assert entry.scenario.parallelism.fp8_param_gather is True
+        assert predict(entry.scenario) == entry.prediction
+    sixteen_bit = copy.deepcopy(doc)
+    sixteen_bit["parallelism"]["fp8_param_gather"] = False
+    bf16_weights = explore(parse_space(sixteen_bit), top_k=20, tolerance=None)
+    layout = _layout(fp8_weights.top[0].scenario)
+    twin = next(e for e in bf16_weights.top if _layout(e.scenario) == layout
+                and e.scenario.parallelism.zero_stage
+                == fp8_weights.top[0].scenario.parallelism.zero_stage)  # fmt: skip
+    # the data-parallel parameter gathers move one byte per weight instead of two
+    assert fp8_weights.top[0].prediction.iteration_time_s < twin.prediction.iteration_time_s
+    out = explore_document(copy.deepcopy(doc), top_k=1)
+    (best,) = out["top"]
+    assert best["parallelism"]["fp8_param_gather"] is True
+    again = predict_documents([scenario_document(doc, best["parallelism"], best["num_gpus"])])[0]
+    assert again["iteration_time_s"] == best["prediction"]["iteration_time_s"]
