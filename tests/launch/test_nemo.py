@@ -7,7 +7,8 @@ import pytest
 
 from planner.errors import SourceError
 from planner.launch.configs import load_config
-from planner.launch.describe import describe_launch
+from planner.launch.describe import LaunchDescription, describe_launch
+from planner.launch.models import model_fields_from_hf_config
 from planner.launch.reader import LaunchReader
 from planner.launch.readers.nemo import NEMO1_READER, NEMO2_READER
 from planner.launch.readers.nemo2 import parse_factory
@@ -215,6 +216,80 @@ def test_nemo2_batch_script_end_to_end() -> None:
     assert description.described_by == "nemo2"
     assert description.scenario["parallelism"]["tensor_parallel"] == 4
     assert description.scenario["hardware"]["num_gpus"] == 16
+
+
+_GPT_OSS_FIELDS = (
+    "moe_expert_bias",
+    "window_size",
+    "window_attn_skip_freq",
+    "rope_type",
+    "softmax_type",
+    "activation_func_clamp_value",
+)
+"""GPT-OSS's expert biases and attention / activation variants, as scenario fields."""
+
+
+def _model(description: LaunchDescription) -> dict[str, object]:
+    model = description.scenario["model"]
+    assert isinstance(model, dict)
+    return model
+
+
+def _gpt_oss(*overrides: str) -> LaunchDescription:
+    script = (support.DATA / "nemo" / "gpt_oss.sbatch").read_text()
+    extra = "".join(f" \\\n    {o}" for o in overrides)
+    launch = Launch(batch_script=script.rstrip("\n") + extra + "\n", work_dir=ROOT)
+    return describe_launch(launch, _files(), gpu="h100-sxm", predict=True)
+
+
+def test_nemo2_gpt_oss_keeps_its_expert_biases_and_attention_variants() -> None:
+    """NeMo 2's GPTOSSConfig (add_bias_linear True, learnable softmax, (128, 0) windows every
+    other layer, YaRN, clamp 7) reads as the Hugging Face config of the same model does; its
+    biased experts then need expert tensor parallelism 1, as Megatron-Core asserts."""
+    hf = model_fields_from_hf_config(
+        {
+            "model_type": "gpt_oss",
+            "num_hidden_layers": 24,
+            "hidden_size": 2880,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "head_dim": 64,
+            "intermediate_size": 2880,
+            "num_local_experts": 32,
+            "experts_per_token": 4,
+            "vocab_size": 201088,
+            "sliding_window": 128,
+            "layer_types": ["sliding_attention", "full_attention"] * 12,
+            "swiglu_limit": 7.0,
+            "rope_scaling": {"rope_type": "yarn", "factor": 32.0},
+        }
+    )
+    refused = _gpt_oss()
+    model = _model(refused)
+    assert {k: model.get(k) for k in _GPT_OSS_FIELDS} == {k: hf[k] for k in _GPT_OSS_FIELDS}
+    assert "gpt_oss.py@8cfedd7" in refused.provenance["model.moe_expert_bias"]
+    assert refused.predicted is not None
+    assert "expert_tensor_parallel to 1" in str(refused.predicted.get("error"))
+    timed = _gpt_oss("trainer.strategy.expert_tensor_parallel_size=1")
+    parallelism = timed.scenario["parallelism"]
+    assert isinstance(parallelism, dict)
+    assert parallelism["expert_tensor_parallel"] == 1
+    assert timed.predicted is not None
+    assert "error" not in timed.predicted
+    assert (timed.predicted.get("iteration_time_s") or 0) > 0
+    # the config fields under Megatron-Core's names
+    plain = _gpt_oss(
+        "model.config.add_bias_linear=False",
+        "model.config.window_size=None",
+        "model.config.position_embedding_type=rope",
+        "model.config.softmax_type=off-by-one",
+    )
+    model = _model(plain)
+    assert model["moe_expert_bias"] is False
+    assert model.get("window_size", 0) == 0
+    assert (model["rope_type"], model["softmax_type"]) == ("rope", "off_by_one")
+    assert plain.predicted is not None
+    assert "error" not in plain.predicted
 
 
 # NeMo 1.0 (Hydra)

@@ -91,6 +91,12 @@ _FACTS = (
     ("model.kv_lora_rank", "model.config.kv_lora_rank"),
     ("model.activation", "model.config.activation"),
     ("model.untie_embeddings", "model.config.untie_embeddings"),
+    ("model.moe_expert_bias", "model.config.moe_expert_bias"),
+    ("model.window_size", "model.config.window_size"),
+    ("model.window_attn_skip_freq", "model.config.window_attn_skip_freq"),
+    ("model.rope_type", "model.config.rope_type"),
+    ("model.softmax_type", "model.config.softmax_type"),
+    ("model.activation_func_clamp_value", "model.config.activation_func_clamp_value"),
     ("model.seq_length", "data.seq_length"),
     ("parallelism.tensor_parallel", "trainer.strategy.tensor_model_parallel_size"),
     ("parallelism.pipeline_parallel", "trainer.strategy.pipeline_model_parallel_size"),
@@ -105,6 +111,12 @@ _FACTS = (
     ("training.train_iters", "trainer.max_steps"),
     ("training.lora_rank", "peft.dim"),
 )
+
+
+_WINDOW_FACTS = frozenset({"model.window_size", "model.window_attn_skip_freq"})
+"""Read only with a sliding window: without ``window_size`` every layer attends in full
+whatever ``window_attn_skip_freq`` says (Megatron-Core ``is_layer_window_attention``,
+megatron/core/transformer/utils.py @ core_v0.15.0)."""
 
 
 def parse_factory(text: str) -> tuple[str, dict[str, object], list[str]]:
@@ -210,6 +222,35 @@ class Nemo2Reader:
         return values
 
 
+def _window(value: object) -> tuple[str, object]:
+    """``window_size``: ``(left, right)`` or None (full causal) -> the left size, 0 for none
+    (Megatron-Core ``TransformerConfig.window_size``)."""
+    if value is None:
+        return "model.config.window_size", 0
+    if isinstance(value, list | tuple) and value:
+        return "model.config.window_size", value[0]
+    return "model.config.window_size", value
+
+
+def _softmax(value: object) -> tuple[str, object]:
+    """``softmax_type`` as Megatron-Core spells it (``off-by-one``) -> the scenario's
+    ``off_by_one``."""
+    text = value.replace("-", "_") if isinstance(value, str) else value
+    return "model.config.softmax_type", text
+
+
+_CONFIG_NAMES: Mapping[str, Callable[[object], tuple[str, object]]] = {
+    "model.config.add_bias_linear": lambda value: ("model.config.moe_expert_bias", value),
+    "model.config.window_size": _window,
+    # yarn or rope; anything else goes through, for the scenario's error naming the field
+    "model.config.position_embedding_type": lambda value: ("model.config.rope_type", value),
+    "model.config.softmax_type": _softmax,
+}
+"""Overrides of a model config field under its ``TransformerConfig`` name -> the catalog's
+setting under the scenario's name, and the value converted (``nemo2_recipes.yaml``,
+``model_configs``): ``add_bias_linear`` of an MoE config is its experts' biases."""
+
+
 def _override(values: RecipeValues, arg: str, facts: Facts) -> None:
     """Apply one dotted override to ``values``."""
     match = _OVERRIDE.match(arg)
@@ -252,6 +293,9 @@ def _override(values: RecipeValues, arg: str, facts: Facts) -> None:
         )
     elif key == "model.config.share_embeddings_and_output_weights" and isinstance(value, bool):
         values.settings["model.config.untie_embeddings"] = Sourced(not value, source)
+    elif key in _CONFIG_NAMES:
+        name, scenario_value = _CONFIG_NAMES[key](value)
+        values.settings[name] = Sourced(scenario_value, source)
     elif "." in key:
         values.settings[key] = Sourced(value, source)
     else:
@@ -261,8 +305,12 @@ def _override(values: RecipeValues, arg: str, facts: Facts) -> None:
 def _to_facts(values: RecipeValues, command: str, facts: Facts) -> None:
     """The settings -> facts: shape, layout, batch, steps, precision, vocabulary, GPUs."""
     settings = values.settings
+    window = settings.get("model.config.window_size")
+    full_attention = window is None or not window.value  # the skip frequency then means nothing
     for name, key in _FACTS:
         found = settings.get(key)
+        if name in _WINDOW_FACTS and full_attention:
+            continue
         if found is not None and found.value is not None:
             facts.set(name, found.value, found.source)
     facts.set("training.mode", values.mode, f"launch: nemo llm {command}")
