@@ -202,9 +202,11 @@ def _train_iters(s: Scenario) -> float:
 
 def _expert_tensor_parallel(s: Scenario) -> int:
     """``parallelism.expert_tensor_parallel``, resolved (``feasibility.expert_tensor_parallel_of``:
-    the tensor-parallel degree unless set or unless the experts fold only with fewer)."""
+    the tensor-parallel degree unless set, unless the experts fold only with fewer, or unless
+    the framework keeps the experts whole)."""
     par = s.parallelism
-    return int(expert_tensor_parallel_of(s.model, s.hardware.num_gpus, par))
+    framework = s.training.framework
+    return int(expert_tensor_parallel_of(s.model, s.hardware.num_gpus, par, framework))
 
 
 _LAST_STAGES: list[tuple[Scenario, StageLayers]] = []

@@ -326,7 +326,8 @@ class ParallelismSection(_Section):
     expert_tensor_parallel: Integer | None = _field(
         "Ranks each expert's FFN is split over (MoE parallel folding: the expert groups fold "
         "into the stage's `tensor · context · data` ranks)",
-        "`tensor_parallel` (or the largest divisor of it that fits)",
+        "`tensor_parallel` (or the largest divisor of it that fits); 1 under NeMo Automodel, "
+        "which keeps the routed experts whole (a larger value is refused)",
     )
     pipeline_layout: str | list[WholeNumber] | list[str] | None = _field(
         'Megatron `--pipeline-model-parallel-layout` string (`"Et*3|(tt|)*29,m|L"`, or a list '

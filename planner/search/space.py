@@ -23,7 +23,8 @@ busiest rank holds ``⌈layers / p⌉`` layers (``values.uneven_splits``), any c
 layers for a framework with a default uneven split); context parallel 1 and every ``c`` dividing
 ``N`` with ``seq_length % 2c == 0``; expert parallel the divisors of the expert count (1 for
 dense models); expert tensor parallel (MoE parallel folding) 1 and the space's tensor-parallel
-degrees that divide the expert FFN (the tensor-parallel degree, unused, for dense models);
+degrees that divide the expert FFN (only 1 under a framework that keeps the experts whole,
+``planner.specs.folding``; the tensor-parallel degree, unused, for dense models);
 virtual pipeline the divisors of each rank's share of the split; micro-batch the divisors of the
 global batch; recompute none/selective/full; ZeRO stage 0-3; sequence parallel false/true. The
 pipeline degree, the two ``account_for`` options, the virtual pipeline degree and the first /

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from planner.specs.folding import experts_split_by_tensor_parallel
 from planner.specs.parallelism import Recompute
 from planner.specs.pipeline_split import MEGATRON_CORE, stage_layer_arrays
 from planner.specs.scenario import Scenario
@@ -240,6 +241,7 @@ def knob_values(
     m = base.model
     gpu_divisors = divisors(num_gpus)
     open_tensor = tensor_parallel_degrees(base, num_gpus)
+    split = experts_split_by_tensor_parallel(base.training.framework)
     tensor = list(knobs.codes("tensor_parallel") or []) or open_tensor
     open_values: dict[str, list[int]] = {
         "tensor_parallel": open_tensor,
@@ -248,9 +250,12 @@ def knob_values(
         "expert_parallel": divisors(m.num_experts) if m.is_moe else [1],
         # folding: whole experts per rank, or split over as many ranks as some tensor-parallel
         # degree of the space (Megatron-Core's default is the layout's own); wider expert
-        # tensor parallel than every tensor-parallel degree is not searched
+        # tensor parallel than every tensor-parallel degree is not searched, nor any above 1
+        # where the framework keeps the experts whole
         "expert_tensor_parallel": (
-            sorted({1, *(t for t in tensor if m.moe_ffn_hidden_size % t == 0)}) if m.is_moe else [0]
+            sorted({1, *(t for t in tensor if m.moe_ffn_hidden_size % t == 0 and split)})
+            if m.is_moe
+            else [0]
         ),
         "micro_batch_size": divisors(batch),
         "recompute": [r.code for r in Recompute],

@@ -26,7 +26,9 @@ to train without it: ``moe_tensor_parallel_rule``); expert parallelism needs an 
 divides the experts, and the expert groups fold into the ranks of a pipeline stage
 (Megatron-Core "MoE parallel folding", ``parallel_state``: the world size is divisible by
 ``expert_tensor·expert·pipeline``, so ``expert_tensor_parallel · expert_parallel`` divides
-``tensor·context·data``; the expert FFN is split over the expert tensor-parallel ranks); routed
+``tensor·context·data``; the expert FFN is split over the expert tensor-parallel ranks); NeMo
+Automodel splits no routed expert over tensor parallelism (expert tensor parallelism 1:
+``planner.specs.folding``); routed
 experts with biases (``model.moe_expert_bias``, GPT-OSS) need expert tensor parallelism 1 under
 Megatron-Core (``expert_bias_rule``); the
 global batch is a multiple of ``data_parallel·micro_batch_size``; the interleaved schedule's
@@ -50,7 +52,11 @@ from numpy.typing import NDArray
 
 from planner.errors import SpecError
 from planner.specs._checks import divisors
-from planner.specs.folding import expert_tensor_parallel_of, knob
+from planner.specs.folding import (
+    expert_tensor_parallel_of,
+    experts_split_by_tensor_parallel,
+    knob,
+)
 from planner.specs.model import ModelSpec
 from planner.specs.pipeline_split import (
     DEFAULT_FRAMEWORK,
@@ -123,6 +129,7 @@ class Violation(StrEnum):
     SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL = "sequence_not_divisible_by_tensor_parallel"
     MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL = "moe_tensor_parallel_needs_sequence_parallel"
     EXPERT_PARALLEL_INVALID = "expert_parallel_invalid"
+    EXPERTS_NOT_SPLIT_BY_FRAMEWORK = "experts_not_split_by_framework"
     BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1 = "biased_experts_need_expert_tensor_parallel_1"
     GLOBAL_BATCH_NOT_DIVISIBLE_BY_DP_MICRO_BATCH = "global_batch_not_divisible_by_dp_micro_batch"
     MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE = "microbatches_invalid_for_interleaved_schedule"
@@ -165,7 +172,8 @@ def _tensor_divides_model(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Fl
     if m.is_moe and knob(x, "expert_tensor_parallel") is None:
         # no expert tensor parallel degree stated: the experts split over the TP ranks (or,
         # for one candidate that folds only with fewer, over the degree it must have set)
-        bad = bad | (m.moe_ffn_hidden_size % expert_tensor_parallel_of(m, num_gpus, x) != 0)
+        etp = expert_tensor_parallel_of(m, num_gpus, x, fw)
+        bad = bad | (m.moe_ffn_hidden_size % etp != 0)
     return bad
 
 
@@ -247,9 +255,16 @@ def _expert_parallel(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     e = x.expert_parallel
     if not m.is_moe:
         return e > 1
-    etp = expert_tensor_parallel_of(m, num_gpus, x)
+    etp = expert_tensor_parallel_of(m, num_gpus, x, fw)
     ranks = x.tensor_parallel * x.context_parallel * x.data_parallel
     return (m.num_experts % e != 0) | (ranks % (etp * e) != 0) | (m.moe_ffn_hidden_size % etp != 0)
+
+
+def _experts_whole(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    etp = expert_tensor_parallel_of(m, num_gpus, x, fw)
+    if not m.is_moe or experts_split_by_tensor_parallel(fw):
+        return etp < 0  # False, of the candidates' shape
+    return etp > 1
 
 
 EXPERT_BIAS_SOURCE = (
@@ -293,7 +308,7 @@ def expert_bias_rule(framework: str) -> bool:
 
 
 def _expert_bias(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
-    etp = expert_tensor_parallel_of(m, num_gpus, x)
+    etp = expert_tensor_parallel_of(m, num_gpus, x, fw)
     if not (m.is_moe and m.moe_expert_bias and expert_bias_rule(fw)):
         return etp < 0  # False, of the candidates' shape
     return etp > 1
@@ -357,6 +372,7 @@ _MODEL_RULES: dict[Violation, ScenarioRule] = {
     Violation.SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL: _sequence_divides_by_tensor,
     Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _moe_sequence_parallel,
     Violation.EXPERT_PARALLEL_INVALID: _expert_parallel,
+    Violation.EXPERTS_NOT_SPLIT_BY_FRAMEWORK: _experts_whole,
     Violation.BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1: _expert_bias,
     Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _interleaved_microbatches,
 }
@@ -499,7 +515,7 @@ def _expert_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
             f"{ep} does not divide model.num_experts={m.num_experts}; "
             f"use one of {divisors(m.num_experts)}",
         )
-    etp = int(expert_tensor_parallel_of(m, 0, x))
+    etp = int(expert_tensor_parallel_of(m, 0, x, fw))
     if m.moe_ffn_hidden_size % etp:
         return SpecError(
             "parallelism.expert_tensor_parallel",
@@ -517,8 +533,19 @@ def _expert_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     )
 
 
+def _experts_whole_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    etp = int(expert_tensor_parallel_of(m, 0, x, fw))
+    return SpecError(
+        "parallelism.expert_tensor_parallel",
+        f"{fw} keeps every routed expert whole on its expert-parallel ranks (its MoE "
+        "tensor-parallel plan may not target the experts: NVIDIA-NeMo/Automodel "
+        "nemo_automodel/components/moe/parallelizer.py, _resolve_moe_tp_plan); "
+        f"expert_tensor_parallel={etp} splits them: set it to 1 or leave it out",
+    )
+
+
 def _expert_bias_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
-    etp, tp = int(expert_tensor_parallel_of(m, 0, x)), int(x.tensor_parallel)
+    etp, tp = int(expert_tensor_parallel_of(m, 0, x, fw)), int(x.tensor_parallel)
     stated = knob(x, "expert_tensor_parallel") is not None
     if stated:
         what = f"expert_tensor_parallel={etp}"
@@ -598,6 +625,7 @@ _FRAMEWORK_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout, str], SpecErro
     Violation.LAYERS_NOT_DIVISIBLE_BY_PP_VP: _layers_message,
     Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _moe_sequence_parallel_message,
     Violation.EXPERT_PARALLEL_INVALID: _expert_message,
+    Violation.EXPERTS_NOT_SPLIT_BY_FRAMEWORK: _experts_whole_message,
     Violation.BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1: _expert_bias_message,
     Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _microbatches_message,
 }

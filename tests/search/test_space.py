@@ -78,6 +78,7 @@ def test_counts_per_reason_are_pinned() -> None:
         "sequence_not_divisible_by_tensor_parallel": 96,
         "moe_tensor_parallel_needs_sequence_parallel": 6144,
         "expert_parallel_invalid": 5418,
+        "experts_not_split_by_framework": 0,
         "biased_experts_need_expert_tensor_parallel_1": 0,
         "global_batch_not_divisible_by_dp_micro_batch": 384,
         "microbatches_invalid_for_interleaved_schedule": 168,
@@ -185,3 +186,27 @@ def test_biased_experts_are_searched_with_expert_tensor_parallel_1_under_megatro
         else:
             assert (split & (reason < 0)).any()
             assert not counted.any()
+
+
+def test_automodel_spaces_keep_the_experts_whole() -> None:
+    """Under NeMo Automodel the open expert tensor-parallel degree is 1 only (its MoE plan may
+    not split the routed experts), so no candidate splits them; a listed degree above 1 is
+    counted under ``experts_not_split_by_framework``, as a full decode rejects it."""
+    doc = copy.deepcopy(GPT_OSS)
+    doc["training"] = {"framework": "automodel"}
+    (sub,) = parse_space(copy.deepcopy(doc)).subspaces
+    cols, reason = sub.decode(0, sub.size)
+    assert set(np.asarray(cols.expert_tensor_parallel).tolist()) == {1}
+    assert (np.asarray(cols.tensor_parallel)[reason < 0] > 1).any()
+    top = explore(parse_space(copy.deepcopy(doc)), top_k=3).top
+    assert top
+    assert all(e.scenario.parallelism.expert_tensor_parallel == 1 for e in top)
+    doc["parallelism"]["expert_tensor_parallel"] = [1, 2]
+    (sub,) = parse_space(copy.deepcopy(doc)).subspaces
+    cols, reason = sub.decode(0, sub.size)
+    counted = reason == REJECT_REASONS.index("experts_not_split_by_framework")
+    split = np.asarray(cols.expert_tensor_parallel) > 1
+    assert counted.any()
+    assert not (split & (reason < 0)).any()
+    outcome = sweep(parse_space(copy.deepcopy(doc)))
+    assert outcome.rejected["experts_not_split_by_framework"] == counted.sum()

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.errors import SpecError
+from planner.perf.batch import ScenarioArrays
 from planner.perf.candidates import CandidateColumns
 from planner.specs import ParallelismSpec, Scenario
 from planner.specs.feasibility import (
@@ -330,3 +331,44 @@ def test_split_fields_are_checked_on_construction(
     with pytest.raises(SpecError, match=text) as err:
         ParallelismSpec(**layout)  # type: ignore[arg-type]
     assert err.value.field.startswith(field)
+
+
+def test_automodel_keeps_the_routed_experts_whole_under_tensor_parallelism() -> None:
+    """NeMo Automodel's MoE tensor-parallel plan may not target the routed experts
+    (``_resolve_moe_tp_plan``): an unset expert tensor-parallel degree is 1 there (the
+    tensor-parallel degree under Megatron-Core), the engine times the experts whole, and a
+    stated degree above 1 is refused naming the field."""
+    layout = {"tensor_parallel": 2, "expert_parallel": 8, "data_parallel": 32}
+    automodel = _scenario("automodel", **layout)
+    megatron = _scenario("megatron", **layout)
+    assert int(expert_tensor_parallel_of(MOE, 64, automodel.parallelism, "automodel")) == 1
+    assert int(expert_tensor_parallel_of(MOE, 64, megatron.parallelism, "megatron")) == 2
+    arrays = ScenarioArrays.from_scenarios([automodel, megatron])
+    assert list(np.asarray(arrays.expert_tensor_parallel)) == [1.0, 2.0]
+    with pytest.raises(SpecError) as stated:
+        _scenario("automodel", **layout, expert_tensor_parallel=2)
+    assert stated.value.field == "parallelism.expert_tensor_parallel"
+    assert "_resolve_moe_tp_plan" in stated.value.message
+    assert "expert_tensor_parallel=2" in stated.value.message
+    whole = _scenario("automodel", **layout, expert_tensor_parallel=1)
+    assert whole.parallelism.expert_tensor_parallel == 1
+    # the same candidates as arrays: only the stated degree 2 under Automodel is refused
+    cols = CandidateColumns(
+        tensor_parallel=np.array([2, 2]),
+        pipeline_parallel=np.ones(2, dtype=np.int64),
+        context_parallel=np.ones(2, dtype=np.int64),
+        expert_parallel=np.full(2, 8),
+        data_parallel=np.full(2, 32),
+        virtual_pipeline=np.ones(2, dtype=np.int64),
+        sequence_parallel=np.ones(2, dtype=np.bool_),
+        micro_batch_size=np.ones(2, dtype=np.int64),
+        global_batch_size=np.full(2, 256),
+        recompute=np.zeros(2, dtype=np.int64),
+        zero_stage=np.ones(2, dtype=np.int64),
+        num_gpus=np.full(2, 64),
+        expert_tensor_parallel=np.array([1, 2]),
+    )
+    refused = Violation.EXPERTS_NOT_SPLIT_BY_FRAMEWORK.code
+    codes = layout_violations(MOE, 64, cols, framework="automodel")
+    assert list(codes) == [-1, refused]
+    assert list(layout_violations(MOE, 64, cols, framework="megatron")) == [-1, -1]
