@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.explore import SPACES
+from benchmarks.accuracy.cases import Case
+from benchmarks.explore import SPACES, rank_case
 from planner.scenario import predict_documents
 from planner.scenario.plans import explore_document, parse_space, scenario_document
 from planner.search import explore
@@ -92,3 +93,34 @@ def test_deepseek_v3_on_2048_h100_offers_pipeline_8_and_16() -> None:
     assert "decoder_first_pipeline_num_layers" in best["parallelism"]
     (again,) = predict_documents([scenario_document(deep, best["parallelism"], best["num_gpus"])])
     assert again == best["prediction"]
+
+
+def test_the_ranking_keeps_fp8_weights_and_names_the_fields_explore_refuses() -> None:
+    """``benchmarks.explore --ranking`` of a run with FP8 weights and offloaded activations:
+    the FP8 weights stay in its space (explore carries them), the offloading is left out and
+    named; the published layout is ranked among the timed candidates."""
+    doc: dict[str, Any] = {
+        "model": {"preset": "llama2-7b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 8},
+        "parallelism": {
+            "tensor_parallel": 1,
+            "data_parallel": 8,
+            "micro_batch_size": 1,
+            "global_batch_size": 64,
+            "zero_stage": 1,
+            "precision": "fp8",
+            "fp8_recipe": "tensorwise",
+            "fp8_param_gather": True,
+            "activation_offload_layers": 8,
+        },
+        "training": {"framework": "nemo"},
+    }
+    case = Case(
+        source="test", config_id="fp8-weights", document=doc,
+        measured_iteration_time_s=1.0, derived_from="test",
+    )  # fmt: skip
+    ranked = rank_case(case)
+    assert ranked["dropped"] == ["activation_offload_layers"]
+    assert ranked["fits"]
+    assert 1 <= ranked["rank"] <= ranked["timed"]
+    assert ranked["best_s"] <= ranked["predicted_s"]
