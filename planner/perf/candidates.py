@@ -49,6 +49,9 @@ class CandidateColumns:
     candidate's split (layers of rank 0, of the busiest middle rank, of rank ``p-1``, and 1
     where the framework accepts the split, else 0), when the caller has it already (a design
     space computes it once per pipeline combination); None: computed where needed.
+    ``fp8_param_gather`` (optional): whether the candidate keeps its weights in FP8 (the base
+    scenario's ``parallelism.fp8_param_gather``, one value for a design space), read by the
+    layout rules (``planner.specs.feasibility``); the engine takes the base's. None: false.
     """
 
     tensor_parallel: IntArray
@@ -69,6 +72,7 @@ class CandidateColumns:
     decoder_first_pipeline_num_layers: IntArray | None = None
     decoder_last_pipeline_num_layers: IntArray | None = None
     stage_layers: IntArray | None = None
+    fp8_param_gather: BoolArray | None = None
 
     @property
     def n(self) -> int:

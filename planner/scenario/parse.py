@@ -33,6 +33,7 @@ from planner.scenario.schema import (
     choice_text,
 )
 from planner.specs._checks import require_int
+from planner.specs.feasibility import default_sequence_parallel
 from planner.specs.hardware import HardwareSpec, Precision
 from planner.specs.model import (
     Activation,
@@ -42,7 +43,7 @@ from planner.specs.model import (
     SoftmaxType,
 )
 from planner.specs.parallelism import ParallelismSpec, Recompute
-from planner.specs.pipeline_split import virtual_stages
+from planner.specs.pipeline_split import DEFAULT_FRAMEWORK, virtual_stages
 from planner.specs.scenario import CudaGraphs, Framework, Scenario, TrainingMode, TrainingSpec
 
 __all__ = ["SECTION_KEYS", "parse_scenario"]
@@ -107,12 +108,16 @@ def parse_scenario(doc: object) -> Scenario:
         raise _spec_error(first, doc) from None
     model = _model(schema.model)
     hardware = _hardware(schema.hardware)
+    training = schema.training or _NO_TRAINING
+    framework = _or(training.framework, Framework.MEGATRON)
     return Scenario(
         name=schema.name,
         model=model,
         hardware=hardware,
-        parallelism=_parallelism(schema.parallelism, hardware.num_gpus),
-        training=_training(schema.training or _NO_TRAINING),
+        parallelism=_parallelism(
+            schema.parallelism, hardware.num_gpus, model=model, framework=framework
+        ),
+        training=_training(training),
     )
 
 
@@ -278,7 +283,13 @@ def _data_parallel(tp: int, pp: int, cp: int, num_gpus: int) -> int:
     return num_gpus // model_parallel
 
 
-def _parallelism(given: ParallelismSection, num_gpus: int) -> ParallelismSpec:
+def _parallelism(
+    given: ParallelismSection,
+    num_gpus: int,
+    *,
+    model: ModelSpec | None = None,
+    framework: str = DEFAULT_FRAMEWORK,
+) -> ParallelismSpec:
     tp = _or(given.tensor_parallel, 1)
     pp = _or(given.pipeline_parallel, 1)
     cp = _or(given.context_parallel, 1)
@@ -299,7 +310,10 @@ def _parallelism(given: ParallelismSection, num_gpus: int) -> ParallelismSpec:
             else given.data_parallel
         ),
         virtual_pipeline=virtual,
-        sequence_parallel=_or(given.sequence_parallel, tp > 1),
+        sequence_parallel=_or(
+            given.sequence_parallel,
+            tp > 1 if model is None else default_sequence_parallel(model, tp, framework),
+        ),
         micro_batch_size=_or(given.micro_batch_size, 1),
         global_batch_size=given.global_batch_size,
         recompute=_or(given.recompute, Recompute.NONE),

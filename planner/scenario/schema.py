@@ -276,7 +276,9 @@ class ParallelismSection(_Section):
         "Interleaved 1F1B chunks per pipeline rank", "`1`, or from `pipeline_layout`"
     )
     sequence_parallel: Flag | None = _field(
-        "Megatron sequence parallelism", "`true` when `tensor_parallel` > 1"
+        "Megatron sequence parallelism",
+        "`true` when `tensor_parallel` > 1 (false for an MoE model under NeMo Automodel, "
+        "which refuses it there)",
     )
     micro_batch_size: Integer | None = _field("Sequences per microbatch", "`1`")
     global_batch_size: Integer = Field(description="Sequences per iteration. Required")

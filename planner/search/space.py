@@ -39,8 +39,10 @@ Equivalent layouts (``equivalent_layout``) are counted once: two candidates are 
 when they run the same way, which the rules leave in one case: ZeRO stages 0, 1 and 2 when
 every parameter's data-parallel group has one rank (``data·context = 1`` and expert data
 parallel 1: a distributed optimizer, or sharded gradients, over one rank is the plain one);
-the lowest allowed of these stages is kept. (ZeRO-3 stays distinct: PyTorch FSDP keeps its
-sharded fp32 parameters and gathers 16-bit copies per unit even over one rank.)
+the lowest allowed of these stages that the layout rules accept is kept (stage 1 where
+Megatron-LM refuses FP8 parameters at stage 0, ``fp8_param_gather_rule``). (ZeRO-3 stays
+distinct: PyTorch FSDP keeps its sharded fp32 parameters and gathers 16-bit copies per unit
+even over one rank.)
 
 Placement: the engine places groups in Megatron-Core rank order (tensor fastest, then context,
 data, pipeline slowest; ``planner.perf.collectives``), so "which dimension sits inside the
@@ -64,7 +66,7 @@ from planner.perf.candidates import CandidateColumns
 from planner.perf.operators import OPERATOR_COLUMNS
 from planner.search.values import DIGITS, knob_values, pipeline_combinations
 from planner.specs._checks import require_int
-from planner.specs.feasibility import Violation, layout_violations
+from planner.specs.feasibility import Violation, fp8_param_gather_rule, layout_violations
 from planner.specs.parallelism import Recompute
 from planner.specs.pipeline_split import stage_layer_arrays
 from planner.specs.scenario import Scenario
@@ -292,6 +294,7 @@ class SubSpace:
             decoder_first_pipeline_num_layers=row[:, 4],
             decoder_last_pipeline_num_layers=row[:, 5],
             stage_layers=self.pipeline_stages[pipe],
+            fp8_param_gather=np.full(n, self.base.parallelism.fp8_param_gather, dtype=np.bool_),
         )
         framework = self.base.training.framework
         code = layout_violations(self.base.model, num_gpus, cols, framework=framework)
@@ -325,10 +328,20 @@ class SubSpace:
         out: IntArray = np.unique(values).astype(np.int64)
         return out
 
+    def _fp8_param_gather_refuses_stage_0(self) -> bool:
+        """Whether the layout rules refuse ZeRO stage 0 for every candidate of this sub-space
+        (``fp8_param_gather_rule``: FP8 parameters under a framework that needs a sharded
+        optimizer for them)."""
+        base = self.base
+        return base.parallelism.fp8_param_gather and fp8_param_gather_rule(base.training.framework)
+
     def _equivalent(self, cols: CandidateColumns) -> NDArray[np.bool_]:
         """Candidates equivalent to one with a lower allowed ZeRO stage (module docstring):
         stage 1 or 2 where every data-parallel group has one rank."""
-        lower = [s for s in self.zero_stages if s <= 2]
+        # a stage the layout rules refuse for every candidate is not the one kept: FP8
+        # parameters without a sharded optimizer (fp8_param_gather_rule) leave stage 1
+        refused = 0 if self._fp8_param_gather_refuses_stage_0() else -1
+        lower = [s for s in self.zero_stages if s <= 2 and s != refused]
         if len(lower) < 2:
             return np.zeros(cols.n, dtype=np.bool_)
         dense_group = cols.data_parallel * cols.context_parallel

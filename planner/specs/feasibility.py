@@ -22,7 +22,8 @@ options, an explicit layout, the framework's default); interleaving needs pipeli
 load-balanced causal context parallelism needs ``2·cp`` to divide the sequence; sequence
 parallelism needs tensor parallelism and a local sequence divisible by it; an MoE model with
 tensor parallelism needs sequence parallelism under Megatron-Core (``MoELayer.forward`` refuses
-to train without it: ``moe_tensor_parallel_rule``); expert parallelism needs an MoE model and
+to train without it: ``moe_tensor_parallel_rule``) and must not use it under NeMo Automodel
+(``moe_sequence_parallel_refused``); expert parallelism needs an MoE model and
 divides the experts, and the expert groups fold into the ranks of a pipeline stage
 (Megatron-Core "MoE parallel folding", ``parallel_state``: the world size is divisible by
 ``expert_tensor·expert·pipeline``, so ``expert_tensor_parallel · expert_parallel`` divides
@@ -30,7 +31,8 @@ divides the experts, and the expert groups fold into the ranks of a pipeline sta
 Automodel splits no routed expert over tensor parallelism (expert tensor parallelism 1:
 ``planner.specs.folding``); routed
 experts with biases (``model.moe_expert_bias``, GPT-OSS) need expert tensor parallelism 1 under
-Megatron-Core (``expert_bias_rule``); the
+Megatron-Core (``expert_bias_rule``); FP8 parameters (``fp8_param_gather``) need a sharded
+optimizer (ZeRO stage 1 or more) under Megatron-LM (``fp8_param_gather_rule``); the
 global batch is a multiple of ``data_parallel·micro_batch_size``; the interleaved schedule's
 micro-batch rule of the framework (``interleaved_microbatch_rule``).
 Which GPU precision a scenario may use is a property of the GPU, not of the layout, and stays
@@ -70,14 +72,20 @@ from planner.specs.pipeline_split import (
 __all__ = [
     "DEFAULT_FRAMEWORK",
     "EXPERT_BIAS_SOURCE",
+    "FP8_PARAM_GATHER_SOURCE",
+    "MOE_SEQUENCE_PARALLEL_REFUSED_SOURCE",
     "MOE_SEQUENCE_PARALLEL_SOURCE",
+    "MOE_WITHOUT_SEQUENCE_PARALLEL",
     "Layout",
     "Violation",
+    "default_sequence_parallel",
     "expert_bias_rule",
     "expert_tensor_parallel_of",
     "first_violation",
+    "fp8_param_gather_rule",
     "interleaved_microbatch_rule",
     "layout_violations",
+    "moe_sequence_parallel_refused",
     "moe_tensor_parallel_rule",
     "parallelism_violation",
     "stage_layers_of",
@@ -128,9 +136,13 @@ class Violation(StrEnum):
     SEQUENCE_PARALLEL_NEEDS_TENSOR_PARALLEL = "sequence_parallel_needs_tensor_parallel"
     SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL = "sequence_not_divisible_by_tensor_parallel"
     MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL = "moe_tensor_parallel_needs_sequence_parallel"
+    MOE_SEQUENCE_PARALLEL_NOT_SUPPORTED_BY_FRAMEWORK = (
+        "moe_sequence_parallel_not_supported_by_framework"
+    )
     EXPERT_PARALLEL_INVALID = "expert_parallel_invalid"
     EXPERTS_NOT_SPLIT_BY_FRAMEWORK = "experts_not_split_by_framework"
     BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1 = "biased_experts_need_expert_tensor_parallel_1"
+    FP8_PARAM_GATHER_NEEDS_SHARDED_OPTIMIZER = "fp8_param_gather_needs_sharded_optimizer"
     GLOBAL_BATCH_NOT_DIVISIBLE_BY_DP_MICRO_BATCH = "global_batch_not_divisible_by_dp_micro_batch"
     MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE = "microbatches_invalid_for_interleaved_schedule"
 
@@ -251,6 +263,48 @@ def _moe_sequence_parallel(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> F
     return bool(x.tensor_parallel > 1) and not sequence_parallel
 
 
+MOE_SEQUENCE_PARALLEL_REFUSED_SOURCE = (
+    "NVIDIA-NeMo/Automodel nemo_automodel/components/moe/parallelizer.py at "
+    "36044ad3d139363fb6c73c24af2e7c6b65ec52f6: parallelize_model resolves the MoE "
+    "tensor-parallel plan (_resolve_moe_tp_plan) whenever the tensor-parallel mesh is larger "
+    "than 1, and that raises ValueError for sequence_parallel=True ('not supported by the "
+    "custom MoE TP path yet'); added by 8a83fdcee (after v0.5.0, whose parallelize_model "
+    "asserts that MoE models take no tensor parallelism at all)"
+)
+"""Where NeMo Automodel refuses sequence parallelism for an MoE model with tensor
+parallelism."""
+
+MOE_WITHOUT_SEQUENCE_PARALLEL = frozenset({"automodel"})
+"""Frameworks (``Framework`` values) whose MoE tensor parallelism keeps the token path
+(attention, router) replicated and refuses sequence parallelism
+(``MOE_SEQUENCE_PARALLEL_REFUSED_SOURCE``)."""
+
+
+def moe_sequence_parallel_refused(framework: str) -> bool:
+    """Whether ``framework`` refuses sequence parallelism for an MoE model with
+    ``tensor_parallel > 1``: NeMo Automodel (``MOE_SEQUENCE_PARALLEL_REFUSED_SOURCE``), the
+    converse of Megatron-Core's ``moe_tensor_parallel_rule``."""
+    return framework in MOE_WITHOUT_SEQUENCE_PARALLEL
+
+
+def default_sequence_parallel(model: ModelSpec, tensor_parallel: int, framework: str) -> bool:
+    """Sequence parallelism when a scenario leaves it out: on with tensor parallelism (as
+    Megatron-Core needs it for MoE layers, ``moe_tensor_parallel_rule``), except for an MoE
+    model under a framework that refuses it there (``moe_sequence_parallel_refused``: NeMo
+    Automodel, whose ``sequence_parallel`` defaults to false,
+    nemo_automodel/components/distributed/config.py @
+    36044ad3d139363fb6c73c24af2e7c6b65ec52f6)."""
+    if model.is_moe and moe_sequence_parallel_refused(framework):
+        return False
+    return tensor_parallel > 1
+
+
+def _moe_sequence_parallel_refused(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    if not m.is_moe or not moe_sequence_parallel_refused(fw):
+        return x.tensor_parallel < 0  # False, of the candidates' shape
+    return (x.tensor_parallel > 1) & x.sequence_parallel
+
+
 def _expert_parallel(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     e = x.expert_parallel
     if not m.is_moe:
@@ -314,6 +368,47 @@ def _expert_bias(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     return etp > 1
 
 
+FP8_PARAM_GATHER_SOURCE = (
+    "NVIDIA/Megatron-LM megatron/training/arguments.py, validate_args: with "
+    "args.fp8_param_gather it asserts the distributed optimizer ('--fp8-param-gather only "
+    "supported with distributed optimizer') from core_r0.9.0 "
+    "(1afee592e85ac7994887eb5f4ef3998f76384333) through core_v0.11.0; the distributed "
+    "optimizer or torch FSDP2 at core_v0.12.0 and core_v0.13.0; the distributed optimizer, "
+    "torch FSDP2, Megatron-FSDP or inference (no grad) at core_v0.14.0 "
+    "(23e00ed0963c35382dfe8a5a94fb3cda4d21e133), core_v0.15.0, core_v0.16.1 "
+    "(55ac7082517c3878ae653c07c09c534b8aed49f6) and main "
+    "(d98e8a64ddf34856e74b24714e3bedb2f5a39553)"
+)
+"""Where Megatron-LM refuses FP8 parameters without a sharded optimizer."""
+
+
+def fp8_param_gather_rule(framework: str) -> bool:
+    """Whether ``framework`` refuses ``parallelism.fp8_param_gather`` with ZeRO stage 0 (no
+    distributed optimizer, no FSDP), for training.
+
+    * Megatron-LM: yes (``FP8_PARAM_GATHER_SOURCE``; its ZeRO stages 1-2 are the distributed
+      optimizer, stage 3 Megatron-FSDP or torch FSDP2).
+    * NeMo 2 and Megatron-Bridge: no such check. NeMo's ``MegatronMixedPrecision`` passes
+      ``fp8_param_gather`` to the DDP config without one
+      (nemo/lightning/pytorch/plugins/mixed_precision.py @
+      8cfedd7203462cb251a914e700e5605444277561); Megatron-Bridge's ``ConfigContainer``
+      checks it only with MXFP8 (``reuse_grad_buf_for_mxfp8_param_ag``) and under
+      Megatron-FSDP v2 (src/megatron/bridge/training/config.py @
+      067f987df03b8355b03192d88d70f1709fedf51a), and Megatron-Core's own configs assert
+      nothing of it. The assertion lives in Megatron-LM's training script only.
+    * The other frameworks: the planner knows no such rule of theirs.
+    """
+    return framework == "megatron"
+
+
+def _fp8_param_gather(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    zero: Int = knob(x, "zero_stage")
+    gather = _flag(x, "fp8_param_gather")
+    if zero is None or not fp8_param_gather_rule(fw):
+        return x.tensor_parallel < 0  # False, of the candidates' shape
+    return gather & (zero == 0)
+
+
 def _global_batch(x: Layout) -> Flag:
     return x.global_batch_size % (x.data_parallel * x.micro_batch_size) != 0
 
@@ -371,9 +466,11 @@ _MODEL_RULES: dict[Violation, ScenarioRule] = {
     Violation.CONTEXT_PARALLEL_DOES_NOT_DIVIDE_SEQUENCE: _context_divides_sequence,
     Violation.SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL: _sequence_divides_by_tensor,
     Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _moe_sequence_parallel,
+    Violation.MOE_SEQUENCE_PARALLEL_NOT_SUPPORTED_BY_FRAMEWORK: _moe_sequence_parallel_refused,
     Violation.EXPERT_PARALLEL_INVALID: _expert_parallel,
     Violation.EXPERTS_NOT_SPLIT_BY_FRAMEWORK: _experts_whole,
     Violation.BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1: _expert_bias,
+    Violation.FP8_PARAM_GATHER_NEEDS_SHARDED_OPTIMIZER: _fp8_param_gather,
     Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _interleaved_microbatches,
 }
 _RULES: tuple[tuple[Violation, ScenarioRule], ...] = tuple(
@@ -503,6 +600,18 @@ def _moe_sequence_parallel_message(m: ModelSpec, x: Layout, fw: str) -> SpecErro
     )
 
 
+def _moe_sequence_parallel_refused_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    return SpecError(
+        "parallelism.sequence_parallel",
+        f"an MoE model (model.num_experts={m.num_experts}) with tensor_parallel="
+        f"{int(x.tensor_parallel)} runs without sequence parallelism under {fw}: its MoE "
+        "tensor-parallel plan keeps the attention and router activations replicated and "
+        "raises for sequence_parallel=True (NVIDIA-NeMo/Automodel "
+        "nemo_automodel/components/moe/parallelizer.py, _resolve_moe_tp_plan); set "
+        "sequence_parallel to false, or tensor_parallel to 1",
+    )
+
+
 def _expert_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     ep = int(x.expert_parallel)
     if not m.is_moe:
@@ -574,6 +683,17 @@ def _expert_bias_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     )
 
 
+def _fp8_param_gather_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    return SpecError(
+        "parallelism.zero_stage",
+        f"fp8_param_gather keeps the weights in FP8 and {fw} runs it only with a sharded "
+        "optimizer (megatron/training/arguments.py: '--fp8-param-gather only supported with "
+        "distributed optimizer, torch fsdp2, megatron fsdp, or inference mode'); zero_stage=0 "
+        "has none: set zero_stage to 1 (--use-distributed-optimizer) or 3 (FSDP), or "
+        "fp8_param_gather to false",
+    )
+
+
 def _microbatches_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     micro = int(x.global_batch_size) // (int(x.data_parallel) * int(x.micro_batch_size))
     p = int(x.pipeline_parallel)
@@ -624,9 +744,13 @@ _MODEL_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout], SpecError]] = {
 _FRAMEWORK_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout, str], SpecError]] = {
     Violation.LAYERS_NOT_DIVISIBLE_BY_PP_VP: _layers_message,
     Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _moe_sequence_parallel_message,
+    Violation.MOE_SEQUENCE_PARALLEL_NOT_SUPPORTED_BY_FRAMEWORK: (
+        _moe_sequence_parallel_refused_message
+    ),
     Violation.EXPERT_PARALLEL_INVALID: _expert_message,
     Violation.EXPERTS_NOT_SPLIT_BY_FRAMEWORK: _experts_whole_message,
     Violation.BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1: _expert_bias_message,
+    Violation.FP8_PARAM_GATHER_NEEDS_SHARDED_OPTIMIZER: _fp8_param_gather_message,
     Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _microbatches_message,
 }
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from planner.errors import SpecError
 from planner.scenario import parse_scenario, predict_documents
 from planner.scenario.megatron_args import scenario_document_from_megatron_args
 
@@ -162,10 +163,24 @@ def test_tp_comm_overlap_flag() -> None:
 
 
 def test_fp8_param_gather_flag_under_fp8_only() -> None:
-    fp8 = _small_bf16_gpt("--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather")
+    fp8 = _small_bf16_gpt(
+        "--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather --use-distributed-optimizer"
+    )
     assert fp8["parallelism"]["fp8_param_gather"] is True
     assert parse_scenario(fp8).parallelism.fp8_param_gather is True
     assert "fp8_param_gather" not in _small_bf16_gpt("--fp8-param-gather")["parallelism"]
+
+
+def test_fp8_param_gather_without_distributed_optimizer_is_refused() -> None:
+    """Megatron-LM asserts a sharded optimizer for ``--fp8-param-gather``
+    (``FP8_PARAM_GATHER_SOURCE``): the launch without ``--use-distributed-optimizer`` reads as
+    ZeRO 0 and is refused naming ``parallelism.zero_stage`` and the fix."""
+    doc = _small_bf16_gpt("--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather")
+    assert doc["parallelism"]["zero_stage"] == 0
+    with pytest.raises(SpecError) as refused:
+        parse_scenario(doc)
+    assert refused.value.field == "parallelism.zero_stage"
+    assert "--use-distributed-optimizer" in refused.value.message
 
 
 @pytest.mark.parametrize(

@@ -77,9 +77,11 @@ def test_counts_per_reason_are_pinned() -> None:
         "sequence_parallel_needs_tensor_parallel": 4224,
         "sequence_not_divisible_by_tensor_parallel": 96,
         "moe_tensor_parallel_needs_sequence_parallel": 6144,
+        "moe_sequence_parallel_not_supported_by_framework": 0,
         "expert_parallel_invalid": 5418,
         "experts_not_split_by_framework": 0,
         "biased_experts_need_expert_tensor_parallel_1": 0,
+        "fp8_param_gather_needs_sharded_optimizer": 0,
         "global_batch_not_divisible_by_dp_micro_batch": 384,
         "microbatches_invalid_for_interleaved_schedule": 168,
         "equivalent_layout": 0,
@@ -210,3 +212,83 @@ def test_automodel_spaces_keep_the_experts_whole() -> None:
     assert not (split & (reason < 0)).any()
     outcome = sweep(parse_space(copy.deepcopy(doc)))
     assert outcome.rejected["experts_not_split_by_framework"] == counted.sum()
+
+
+def test_automodel_moe_spaces_run_tensor_parallelism_without_sequence_parallelism() -> None:
+    """NeMo Automodel raises for sequence parallelism in an MoE model with tensor parallelism
+    (``_resolve_moe_tp_plan``): every such candidate is counted under
+    ``moe_sequence_parallel_not_supported_by_framework`` (the sweep, which counts coarse
+    classes without decoding them, agrees with a full decode), none is timed, and the best
+    layouts run tensor parallelism without it; Megatron-LM refuses the converse."""
+    reason_index = REJECT_REASONS.index("moe_sequence_parallel_not_supported_by_framework")
+    for framework in ("automodel", "megatron"):
+        doc = copy.deepcopy(GPT_OSS)
+        doc["parallelism"]["expert_tensor_parallel"] = [1]
+        doc["training"] = {"framework": framework}
+        (sub,) = parse_space(copy.deepcopy(doc)).subspaces
+        cols, reason = sub.decode(0, sub.size)
+        sequenced = np.asarray(cols.sequence_parallel) & (np.asarray(cols.tensor_parallel) > 1)
+        counted = reason == reason_index
+        outcome = sweep(parse_space(copy.deepcopy(doc)))
+        assert outcome.rejected["moe_sequence_parallel_not_supported_by_framework"] == counted.sum()
+        top = explore(parse_space(copy.deepcopy(doc)), top_k=3).top
+        assert top
+        if framework == "automodel":
+            assert counted.any()
+            assert sequenced[counted].all()
+            assert not (sequenced & (reason < 0)).any()
+            assert (~sequenced & (reason < 0)).any()
+            assert not any(e.scenario.parallelism.sequence_parallel for e in top)
+        else:
+            assert not counted.any()
+            assert all(e.scenario.parallelism.sequence_parallel for e in top)
+
+
+FP8_WEIGHTS: dict[str, Any] = {
+    "model": {"preset": "llama2-7b"},
+    "hardware": {"gpu": "h100-sxm", "num_gpus": [8, 16]},
+    "parallelism": {
+        "global_batch_size": 64,
+        "precision": "fp8",
+        "fp8_recipe": "tensorwise",
+        "fp8_param_gather": True,
+        "recompute": ["none"],
+        "micro_batch_size": [1, 2],
+    },
+}
+"""Llama-2 7B with FP8 weights, every ZeRO stage open: stage 0 has no sharded optimizer."""
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo"])
+def test_fp8_weights_need_a_sharded_optimizer_under_megatron_lm(framework: str) -> None:
+    """Megatron-LM asserts the distributed optimizer or FSDP for ``--fp8-param-gather``
+    (``FP8_PARAM_GATHER_SOURCE``): under it every ZeRO-0 candidate is counted under
+    ``fp8_param_gather_needs_sharded_optimizer`` (sweep and full decode agree), and a layout
+    with one data-parallel rank keeps stage 1 (not stage 0) among its equivalent stages. NeMo 2
+    asserts no such thing, and keeps stage 0."""
+    doc = copy.deepcopy(FP8_WEIGHTS)
+    doc["training"] = {"framework": framework}
+    reason_index = REJECT_REASONS.index("fp8_param_gather_needs_sharded_optimizer")
+    space = parse_space(copy.deepcopy(doc))
+    counted_total = 0
+    for sub in space.subspaces:
+        cols, reason = sub.decode(0, sub.size)
+        zero = np.asarray(cols.zero_stage) == 0
+        counted = reason == reason_index
+        counted_total += int(counted.sum())
+        alone = (np.asarray(cols.data_parallel) * np.asarray(cols.context_parallel)) == 1
+        if framework == "megatron":
+            assert counted.any()
+            assert zero[counted].all()
+            assert not (zero & (reason < 0)).any()
+            # one data-parallel rank: stage 1 is the one timed, stage 2 its equivalent
+            assert ((np.asarray(cols.zero_stage) == 1) & alone & (reason < 0)).any()
+        else:
+            assert not counted.any()
+            assert (zero & (reason < 0)).any()
+    outcome = sweep(parse_space(copy.deepcopy(doc)))
+    assert outcome.rejected["fp8_param_gather_needs_sharded_optimizer"] == counted_total
+    top = explore(parse_space(copy.deepcopy(doc)), top_k=5, tolerance=None).top
+    assert top
+    if framework == "megatron":
+        assert all(e.scenario.parallelism.zero_stage != 0 for e in top)

@@ -3,8 +3,10 @@ interleaved schedule's micro-batch rule per framework (planner.specs.feasibility
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,10 +19,12 @@ from planner.cli import app
 from planner.errors import SpecError
 from planner.perf.batch import ScenarioArrays
 from planner.perf.candidates import CandidateColumns
+from planner.scenario import parse_scenario
 from planner.specs import ParallelismSpec, Scenario
 from planner.specs.feasibility import (
     EXPERT_BIAS_SOURCE,
     Violation,
+    default_sequence_parallel,
     expert_tensor_parallel_of,
     first_violation,
     layout_violations,
@@ -62,8 +66,10 @@ class _One:
 
 def _scenario(framework: str = "megatron", num_gpus: int = 64, **par: object) -> Scenario:
     tp = int(par.get("tensor_parallel", 1))  # type: ignore[call-overload]
-    # Megatron-Core trains MoE layers with tensor parallelism only under sequence parallelism
-    defaults = {"global_batch_size": 256, "sequence_parallel": tp > 1}
+    # Megatron-Core trains MoE layers with tensor parallelism only under sequence parallelism,
+    # NeMo Automodel only without it: the scenario's default
+    sp = default_sequence_parallel(MOE, tp, framework)
+    defaults = {"global_batch_size": 256, "sequence_parallel": sp}
     parallelism = ParallelismSpec(**{**defaults, **par})  # type: ignore[arg-type]
     return Scenario(
         model=MOE,
@@ -205,7 +211,8 @@ def test_batch_and_one_candidate_readers_agree_on_biased_experts(
 
 def _biased(framework: str = "megatron", **par: object) -> Scenario:
     tp = int(par.get("tensor_parallel", 1))  # type: ignore[call-overload]
-    defaults = {"global_batch_size": 256, "sequence_parallel": tp > 1}
+    sp = default_sequence_parallel(BIASED, tp, framework)
+    defaults = {"global_batch_size": 256, "sequence_parallel": sp}
     return Scenario(
         model=BIASED,
         hardware=_hardware(64),
@@ -369,6 +376,35 @@ def test_automodel_keeps_the_routed_experts_whole_under_tensor_parallelism() -> 
         expert_tensor_parallel=np.array([1, 2]),
     )
     refused = Violation.EXPERTS_NOT_SPLIT_BY_FRAMEWORK.code
-    codes = layout_violations(MOE, 64, cols, framework="automodel")
+    # Automodel runs MoE tensor parallelism without sequence parallelism, Megatron-Core with it
+    unsequenced = dataclasses.replace(cols, sequence_parallel=np.zeros(2, dtype=np.bool_))
+    codes = layout_violations(MOE, 64, unsequenced, framework="automodel")
     assert list(codes) == [-1, refused]
     assert list(layout_violations(MOE, 64, cols, framework="megatron")) == [-1, -1]
+
+
+def test_automodel_moe_tensor_parallelism_runs_without_sequence_parallelism() -> None:
+    """NeMo Automodel's MoE tensor-parallel plan raises for sequence parallelism
+    (``MOE_SEQUENCE_PARALLEL_REFUSED_SOURCE``): a scenario that leaves it out runs without it
+    there (with it under Megatron-LM, which needs it), one that states it is refused naming
+    the field and the fix; a dense model under Automodel keeps the usual default."""
+    doc: dict[str, Any] = {
+        "model": {"preset": "gpt-oss-20b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
+        "parallelism": {"tensor_parallel": 2, "expert_parallel": 8, "global_batch_size": 64},
+        "training": {"framework": "automodel"},
+    }
+    assert parse_scenario(copy.deepcopy(doc)).parallelism.sequence_parallel is False
+    megatron = copy.deepcopy(doc)
+    megatron["training"]["framework"] = "megatron"
+    megatron["parallelism"]["expert_tensor_parallel"] = 1
+    assert parse_scenario(megatron).parallelism.sequence_parallel is True
+    doc["parallelism"]["sequence_parallel"] = True
+    with pytest.raises(SpecError) as refused:
+        parse_scenario(copy.deepcopy(doc))
+    assert refused.value.field == "parallelism.sequence_parallel"
+    assert "_resolve_moe_tp_plan" in refused.value.message
+    assert "set sequence_parallel to false" in refused.value.message
+    dense = {**doc, "model": {"preset": "llama2-7b"}}
+    dense["parallelism"] = {"tensor_parallel": 2, "global_batch_size": 64}
+    assert parse_scenario(dense).parallelism.sequence_parallel is True
