@@ -292,6 +292,31 @@ def test_nemo2_gpt_oss_keeps_its_expert_biases_and_attention_variants() -> None:
     assert "error" not in plain.predicted
 
 
+def test_nemo2_gpt_oss_runs_megatron_core_local_attention() -> None:
+    """NeMo 2's GPTOSSConfig sets attention_backend local ("currently only local is
+    supported", gpt_oss.py @ 8cfedd7), which builds Megatron-Core's DotProductAttention: the
+    scenario states flash_attention false, cited; an override to a Transformer Engine backend
+    reads as flash attention, and a config without the field keeps the default."""
+    local = _gpt_oss("trainer.strategy.expert_tensor_parallel_size=1")
+    parallelism = local.scenario["parallelism"]
+    assert isinstance(parallelism, dict)
+    assert parallelism["flash_attention"] is False
+    assert "gpt_oss.py@8cfedd7" in local.provenance["parallelism.flash_attention"]
+    for backend in ("flash", "AttnBackend.fused", "auto"):
+        fused = _gpt_oss(
+            "trainer.strategy.expert_tensor_parallel_size=1",
+            f"model.config.attention_backend={backend}",
+        )
+        assert fused.scenario["parallelism"]["flash_attention"] is True  # type: ignore[index]
+        assert local.predicted is not None
+        assert fused.predicted is not None
+        # the stored s x s scores cost memory and time
+        assert local.predicted["memory_per_gpu_bytes"] > fused.predicted["memory_per_gpu_bytes"]
+        assert local.predicted["iteration_time_s"] > fused.predicted["iteration_time_s"]
+    llama = _gpt_oss("model=llama3_8b", "trainer.strategy.expert_model_parallel_size=1")
+    assert "flash_attention" not in llama.scenario["parallelism"]  # type: ignore[operator]
+
+
 # NeMo 1.0 (Hydra)
 
 

@@ -239,7 +239,32 @@ def _softmax(value: object) -> tuple[str, object]:
     return "model.config.softmax_type", text
 
 
+_ATTENTION_BACKEND_STORES_SCORES: Mapping[str, bool] = {
+    "flash": False,
+    "fused": False,
+    "auto": False,
+    "unfused": True,
+    "local": True,
+}
+"""Megatron-Core's attention backends (``AttnBackend``, megatron/core/transformer/enums.py @
+core_v0.14.0) -> whether the core attention stores the ``s x s`` scores (the scenario's
+``flash_attention`` false): ``local`` is Megatron-Core's own ``DotProductAttention`` (NeMo's
+``GPTConfig.configure_model`` puts it in the layer spec, nemo/collections/llm/gpt/model/base.py
+@ 8cfedd7203462cb251a914e700e5605444277561), which takes GPT-OSS's windows and learnable
+softmax and materialises the scores with ``baddbmm`` (megatron/core/transformer/
+dot_product_attention.py @ core_v0.15.0, 103851dcf4c380fe93463e2c128cbfba9bd84e37),
+``unfused`` Transformer Engine's unfused path; ``flash``, ``fused`` and ``auto`` its
+fused-attention kernels."""
+
+
+def _attention_backend(value: object) -> tuple[str, object]:
+    """``attention_backend`` as written (``local``, ``AttnBackend.local``) -> its member name."""
+    text = value.rsplit(".", 1)[-1] if isinstance(value, str) else value
+    return "model.config.attention_backend", text
+
+
 _CONFIG_NAMES: Mapping[str, Callable[[object], tuple[str, object]]] = {
+    "model.config.attention_backend": _attention_backend,
     "model.config.add_bias_linear": lambda value: ("model.config.moe_expert_bias", value),
     "model.config.window_size": _window,
     # yarn or rope; anything else goes through, for the scenario's error naming the field
@@ -313,6 +338,12 @@ def _to_facts(values: RecipeValues, command: str, facts: Facts) -> None:
             continue
         if found is not None and found.value is not None:
             facts.set(name, found.value, found.source)
+    backend = settings.get("model.config.attention_backend")
+    if backend is not None and backend.value is not None:
+        stores = _ATTENTION_BACKEND_STORES_SCORES.get(str(backend.value))
+        # an unknown name goes through, for the scenario's error naming the field
+        flash = backend.value if stores is None else not stores
+        facts.set("parallelism.flash_attention", flash, backend.source)
     facts.set("training.mode", values.mode, f"launch: nemo llm {command}")
     if values.mode == "lora":
         targets = settings.get("peft.target_modules")
