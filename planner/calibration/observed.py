@@ -8,7 +8,7 @@ Input: observed runs (``planner.calibration.observed_runs``: JSON lines, one run
 ``{"scenario": {<scenario format>}, "iteration_time_s": <measured s>}``, with optional
 ``tokens_per_s``, ``memory_per_gpu_bytes`` and ``cluster``).
 
-What is learnt (``fit_observed``), in five parts:
+What is learnt (``fit_observed``), in six parts:
 
 1. **Compute and network factors per group.** The model's step is the sum of its
    ``breakdown_s`` terms; the compute terms ``C`` (``compute``, ``pp_bubble``, ``optimizer``) and
@@ -90,6 +90,19 @@ What is learnt (``fit_observed``), in five parts:
    17.2 % to 14.8 %; at k = 3 dense went from 5.7 % to 5.6 % and MoE from 13.5 % to 13.6 %
    (Blackwell 11.4 -> 11.8 %: the cell's keys spread less around the slope's prediction than
    the tree assumed, so three runs of a key move it less).
+6. **A local residual within keys** (``local_residual.LocalResidual``): the runs of one key
+   still differ by configuration after parts 1-5 (llm_foundry's A100-80GB runs: fully
+   recomputed 7B-30B models 5-13 % too slow, 125M ones 4 % too fast, 760M at micro-batch 48-96
+   17-21 % too fast), so a prediction is moved by the kernel-weighted mean of its key's runs'
+   residuals (centred on the key; Nadaraya-Watson with pseudo-runs of residual 0), the runs
+   whose features (``residual.FEATURES``) are nearest weighing most, and stays at the key's
+   factor when they are unlike it or few. Bandwidth and pseudo-runs are chosen per model family
+   by leave-one-run-out cross-validation within keys with the one-standard-error rule, or no
+   term. On the learning curve (``benchmarks/accuracy/learning.py``) dense A100 went at k = 3
+   from 4.66 to 4.61 % and at k = 10 from 4.43 to 4.22 %, with every other run seen from 4.31
+   to 3.46 %; dense Hopper 5.83 -> 5.76, 5.78 -> 5.44 and 5.60 -> 4.58 %; dense Blackwell at
+   k = 3 5.33 -> 3.95 %; no MoE cell moved at k = 1-10 by more than 0.04 points (MoE Hopper
+   with every other run seen 13.82 -> 14.02 %: a few fits keep a weak MoE term).
 
 The run noise ``sigma`` (log-sd of a run around its key's factors, per model family) is the
 pooled within-key root-mean-square deviation of the runs' log ratios (within key and model
@@ -104,7 +117,7 @@ architecture instead: how far one run moves its key is a property of the cell's 
 
 Applying (``ObservedCalibration.apply``): the model's own fields are left as computed (the
 ``planner predict`` contract, as ``OnlineCalibration.apply`` leaves them) and
-``calibrated_iteration_time_s`` (``f_c·C + f_n·N`` times the residual factor),
+``calibrated_iteration_time_s`` (``f_c·C + f_n·N`` times the residual and local factors),
 ``calibrated_tokens_per_s``, ``calibrated_mfu``, ``calibrated_time_to_train_s``,
 ``calibrated_memory_per_gpu_bytes`` and a ``calibration`` object (``factor``, ``log_sd``,
 ``level``, ``num_jobs``, ``method: observed_runs``, ``components``, ``key``) are added.
@@ -126,6 +139,7 @@ from numpy.typing import NDArray
 
 import planner.perf
 from planner import __version__
+from planner.calibration.local_residual import LocalResidual, LocalResidualJson
 from planner.calibration.observed_fit import TreeFit, fit_tree
 from planner.calibration.observed_runs import (
     FAMILIES,
@@ -185,7 +199,7 @@ __all__ = [
     "samples_from_runs",
 ]
 
-FORMAT: Final = "planner-observed-runs/6"
+FORMAT: Final = "planner-observed-runs/7"
 """The ``format`` of the calibration file (operator models of ``planner calibrate fit`` are
 ``planner-calibration/1``): what tells the two kinds apart."""
 
@@ -309,8 +323,8 @@ class ObservedCalibrationJson(TypedDict):
     """``ObservedCalibration.to_json``: ``format`` (``FORMAT``), the ``prior`` (what model it
     corrects), ``params``, ``levels``, per-family ``noise_log_sd``, the learnt
     ``level_log_sd`` pairs, ``num_runs``, the groups, the memory groups, the MoE models' effects
-    with their learnt ``model_log_sd``, the cell rule (None: not applied), the residual model
-    and the runs."""
+    with their learnt ``model_log_sd``, the cell rule (None: not applied), the residual model,
+    the within-key local residual and the runs."""
 
     format: str
     prior: dict[str, str]
@@ -325,6 +339,7 @@ class ObservedCalibrationJson(TypedDict):
     model_log_sd: float
     cell_rule: CellRuleJson | None
     residual: ResidualModelJson
+    local_residual: LocalResidualJson
     runs: list[ObservedRunJson]
 
 
@@ -483,13 +498,15 @@ class ModelEffect:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ObservedCorrection:
     """What ``ObservedCalibration.correct`` finds for one prediction: the ``compute_factor``,
-    ``network_factor`` and ``residual_factor``, the whole-step ``factor``, its ``log_sd``, the
+    ``network_factor``, ``residual_factor`` and ``local_factor`` (the within-key term,
+    ``local_residual``), the whole-step ``factor``, its ``log_sd``, the
     most specific ``level`` learnt from runs and their ``num_runs``, ``network_separated``."""
 
     compute_factor: float
     network_factor: float
     residual_factor: float
     factor: float
+    local_factor: float
     log_sd: float
     level: str
     num_runs: int
@@ -512,7 +529,8 @@ class ObservedCalibration:
     groups below holding their runs (``observed_transfer.members_of``: with the rule, a key
     none of whose runs was seen is not predicted from one other cluster's runs alone in a
     group on its path);
-    ``samples`` the runs it was fitted on (persisted, so it can be fitted again)."""
+    ``samples`` the runs it was fitted on (persisted, so it can be fitted again); ``local`` the
+    within-key term (module docstring, part 6; ``local_residual.LocalResidual``)."""
 
     params: ObservedParams
     groups: list[dict[tuple[str, ...], GroupFactors]]
@@ -527,6 +545,7 @@ class ObservedCalibration:
     rule: TransferRule | None = None
     clusters: frozenset[tuple[str, str, str]] = frozenset()
     members: Members = field(default_factory=dict)
+    local: LocalResidual = field(default_factory=LocalResidual)
 
     @property
     def num_runs(self) -> int:
@@ -593,16 +612,18 @@ class ObservedCalibration:
         compute_factor = math.exp(u)
         network_factor = math.exp(u + v)
         residual = self.residual.predict_one(features)
+        local = self.local.predict_one(key.path()[KEY_LEVEL], features)
         total = compute_s + network_s
         corrected = compute_factor * compute_s + network_factor * network_s
         share = network_factor * network_s / corrected if corrected > 0 else 0.0
         noise = self.noise_log_sd.get(key.family, self.params.noise_log_sd)
         variance = var_u + 2 * share * cov_uv + share * share * var_v + noise * noise
-        factor = corrected / total * math.exp(residual)
+        factor = corrected / total * math.exp(residual + local)
         return ObservedCorrection(
             compute_factor=compute_factor,
             network_factor=network_factor,
             residual_factor=math.exp(residual),
+            local_factor=math.exp(local),
             factor=factor,
             log_sd=math.sqrt(max(variance, 0.0)),
             level=LEVELS[depth] if depth >= 0 else "none",
@@ -669,6 +690,7 @@ class ObservedCalibration:
                     "separated": found.network_separated,
                 },
                 "residual": {"factor": found.residual_factor},
+                "local": {"factor": found.local_factor},
             },
             "key": key.to_json(),
         }
@@ -757,6 +779,7 @@ class ObservedCalibration:
             "model_log_sd": self.model_log_sd,
             "cell_rule": None if self.rule is None else _rule_json(self.rule),
             "residual": self.residual.to_json(),
+            "local_residual": self.local.to_json(),
             "runs": [
                 {
                     **s.key.to_json(),
@@ -847,6 +870,7 @@ class ObservedCalibration:
             }
             model_log_sd = float(doc["model_log_sd"])
             rule = _rule_of(doc["cell_rule"])
+            local = LocalResidual.from_json(doc["local_residual"])
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationError(f"malformed observed-runs calibration ({exc!r})") from exc
         except SpecError as exc:
@@ -867,6 +891,7 @@ class ObservedCalibration:
             groups=groups,
             memory=memory,
             residual=ResidualModel.from_json(doc["residual"]),
+            local=local,
             noise_log_sd=noise,
             samples=samples,
             prior=prior,
@@ -1157,7 +1182,7 @@ def fit_observed(
             crossed=crossed,
             noise=_noise(keys, model_log_ratio, params, per_cell=True),
         )
-    return ObservedCalibration(
+    calibration = ObservedCalibration(
         params=params,
         groups=groups,
         memory=_memory(samples, params),
@@ -1185,6 +1210,27 @@ def fit_observed(
         rule=rule,
         clusters=_clusters(keys),
         members=members,
+    )
+    calibration.local = _local(calibration, samples, features, observed)
+    return calibration
+
+
+def _local(
+    calibration: ObservedCalibration, samples: Sequence[RunSample], features: Float, observed: Float
+) -> LocalResidual:
+    """The local residual (``local_residual``) of the runs' log residuals to ``calibration``
+    (without one), per key; ``observed`` shape ``(n,)`` the log observed step (s)."""
+    corrected = np.fromiter(
+        (
+            math.log(s.predicted_s)
+            + math.log(calibration.correct(s.key, s.compute_s, s.network_s, s.features).factor)
+            for s in samples
+        ),
+        np.float64,
+        len(samples),
+    )
+    return LocalResidual().fit(
+        features, observed - corrected, [s.key.path()[KEY_LEVEL] for s in samples]
     )
 
 

@@ -39,7 +39,14 @@ from sklearn.model_selection import GroupKFold
 from planner.errors import CalibrationError
 from planner.specs.scenario import Scenario
 
-__all__ = ["FEATURES", "ResidualModel", "ResidualModelJson", "run_features"]
+__all__ = [
+    "FEATURES",
+    "ResidualModel",
+    "ResidualModelJson",
+    "beats_by_one_se",
+    "check_features",
+    "run_features",
+]
 
 Float = NDArray[np.float64]
 
@@ -49,6 +56,7 @@ FEATURES: Final = (
     "optimizer_share",
     "log2_num_gpus",
     "log2_tokens_per_microbatch",
+    "log2_seq_per_context_rank",
     "log2_hidden_per_tensor_rank",
     "moe",
     "low_precision",
@@ -64,6 +72,9 @@ FEATURES: Final = (
 * ``log2_num_gpus``: log2 of ``hardware.num_gpus``;
 * ``log2_tokens_per_microbatch``: log2 of ``micro_batch_size · seq_length / context_parallel``,
   the rows of each rank's GEMMs;
+* ``log2_seq_per_context_rank``: log2 of ``seq_length / context_parallel``, the tokens of one
+  sequence on a rank (attention's cost per token grows with it, the GEMMs' does not: one
+  token count at two sequence lengths is two configurations);
 * ``log2_hidden_per_tensor_rank``: log2 of ``hidden_size / tensor_parallel``, their width;
 * ``moe``: 1 with routed experts, else 0;
 * ``low_precision``: 1 for fp8 / mxfp8 / nvfp4 GEMMs, else 0;
@@ -95,12 +106,31 @@ def run_features(scenario: Scenario, breakdown: Mapping[str, float]) -> tuple[fl
         float(breakdown.get("optimizer", 0.0)) / total,
         math.log2(hw.num_gpus),
         math.log2(max(tokens, 1.0)),
+        math.log2(max(model.seq_length / par.context_parallel, 1.0)),
         math.log2(max(model.hidden_size / par.tensor_parallel, 1.0)),
         1.0 if model.num_experts > 0 else 0.0,
         0.0 if par.low_precision_recipe is None else 1.0,
         _RECOMPUTE[par.recompute.value],
         1.0 if par.zero_stage == 3 else 0.0,
     )
+
+
+def beats_by_one_se(reference: Float, candidate: Float) -> bool:
+    """True when ``candidate``'s squared held-out errors beat ``reference``'s paired ones by
+    more than one standard error of their mean difference (the one-standard-error rule, ESL
+    §7.10); shapes ``(n,)``, ``n >= 2``."""
+    diff = reference - candidate
+    return float(diff.mean()) > float(diff.std(ddof=1) / math.sqrt(diff.size))
+
+
+def check_features(names: Sequence[str], what: str) -> None:
+    """Raise ``CalibrationError`` naming ``what`` and the fix when a stored model was fitted
+    on other features than ``FEATURES``."""
+    if list(names) != list(FEATURES):
+        raise CalibrationError(
+            f"{what}: fitted on features {list(names)}, this planner computes "
+            f"{list(FEATURES)}; run `planner calibrate observe` again"
+        )
 
 
 class ResidualModelJson(TypedDict):
@@ -175,9 +205,7 @@ class ResidualModel(BaseEstimator, RegressorMixin):  # type: ignore[misc]
         self.cv_mse_["ridge"] = float(ridge_errors.mean())
         # one-standard-error rule: keep ``none`` unless ridge beats it by more than the SE of
         # the paired difference of their leave-one-out errors
-        diff = none_errors - ridge_errors
-        se = float(diff.std(ddof=1) / math.sqrt(n))
-        if float(diff.mean()) > se:
+        if beats_by_one_se(none_errors, ridge_errors):
             ridge = Ridge(alpha=float(self.alphas[best])).fit(z, y)
             self.selected_ = "ridge"
             self.alpha_ = float(self.alphas[best])
@@ -238,11 +266,7 @@ class ResidualModel(BaseEstimator, RegressorMixin):  # type: ignore[misc]
         """Inverse of ``to_json``. Raises ``CalibrationError`` when malformed or fitted on
         other features."""
         try:
-            if list(doc["features"]) != list(FEATURES):
-                raise CalibrationError(
-                    f"residual model: fitted on features {doc['features']}, this planner "
-                    f"computes {list(FEATURES)}; run `planner calibrate observe` again"
-                )
+            check_features(doc["features"], "residual model")
             model = cls(alphas=tuple(doc["alphas"]), min_runs=int(doc["min_runs"]))
             model.selected_ = str(doc["selected"])
             model.alpha_ = float(doc["alpha"])

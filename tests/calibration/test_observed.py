@@ -343,7 +343,7 @@ def test_the_file_round_trips_and_is_told_from_operator_models() -> None:
     with pytest.raises(CalibrationError, match="malformed"):
         load_calibration_file(json.dumps(broken), source="obs.json")
     newer = dict(json.loads(text), format="planner-observed-runs/9")
-    with pytest.raises(CalibrationError, match="this planner reads planner-observed-runs/6"):
+    with pytest.raises(CalibrationError, match="this planner reads planner-observed-runs/7"):
         load_calibration_file(json.dumps(newer), source="obs.json")
     stale = ObservedCalibration.from_json(dict(json.loads(text), prior={"planner_version": "0"}))
     assert "may be stale" in stale.stale_warnings()[0]

@@ -24,6 +24,7 @@ def _row(
     others: float,
     after: tuple[float, ...],
     floor: float = math.nan,
+    seen_all: float = math.nan,
 ) -> Row:
     case = Case(
         source="src",
@@ -41,6 +42,7 @@ def _row(
         after=after,
         pool=4,
         floor=floor,
+        seen_all=seen_all,
     )
 
 
@@ -49,7 +51,14 @@ def test_rows_are_listed_worst_at_k3_first_with_every_k() -> None:
         rows=[
             _row("mild", prior=0.50, others=0.20, after=(0.10, 0.05, 0.04)),
             _row("dragged", prior=0.10, others=0.08, after=(0.30, 0.22, 0.25)),
-            _row("stuck", prior=0.53, others=0.54, after=(0.50, 0.526, 0.51), floor=0.4),
+            _row(
+                "stuck",
+                prior=0.53,
+                others=0.54,
+                after=(0.50, 0.526, 0.51),
+                floor=0.4,
+                seen_all=0.3,
+            ),
         ],
         time_split=[],
     )
@@ -57,9 +66,9 @@ def test_rows_are_listed_worst_at_k3_first_with_every_k() -> None:
     assert lines[0].startswith("| source | configuration |")
     assert [line.split(" | ")[1] for line in lines[2:]] == ["stuck", "dragged", "mild"]
     assert lines[2] == (
-        "| src | stuck | MoE | Blackwell | 53.0 | 54.0 | 50.0 | 52.6 | 51.0 | 40.0 | 4 |"
+        "| src | stuck | MoE | Blackwell | 53.0 | 54.0 | 50.0 | 52.6 | 51.0 | 30.0 | 40.0 | 4 |"
     )
-    assert lines[3].endswith("| 25.0 | – | 4 |")  # no other run of its key: no floor
+    assert lines[3].endswith("| 25.0 | – | – | 4 |")  # no other run of its key: no floor
 
 
 def test_without_k3_the_largest_k_orders_the_rows() -> None:
@@ -111,13 +120,15 @@ def test_the_floor_is_the_mean_log_ratio_of_the_other_runs_of_the_key() -> None:
 def test_the_cell_floor_is_the_mean_over_rows_that_have_one() -> None:
     result = LearningResult(
         rows=[
-            _row("a", prior=0.1, others=0.1, after=(0.1, 0.1, 0.1), floor=0.10),
-            _row("b", prior=0.1, others=0.1, after=(0.1, 0.1, 0.1), floor=0.20),
-            _row("c", prior=0.1, others=0.1, after=(0.1, 0.1, 0.1)),
+            _row("a", prior=0.1, others=0.1, after=(0.1, 0.1, 0.1), floor=0.10, seen_all=0.02),
+            _row("b", prior=0.1, others=0.1, after=(0.1, 0.1, 0.1), floor=0.20, seen_all=0.04),
+            _row("c", prior=0.1, others=0.1, after=(0.1, 0.1, 0.1), seen_all=0.06),
         ],
         time_split=[],
     )
     lines = learning_table(result).splitlines()
     assert "floor: own key's other runs seen % (rows)" in lines[0]
     blackwell = next(line for line in lines if line.startswith("| MoE | Blackwell |"))
-    assert "| 10.0 | 15.0 (2) | 3 |" in blackwell
+    assert "all other rows seen %" in lines[0]
+    # calibrated on every other row: the mean over all rows (each has one)
+    assert "| 10.0 | 4.0 | 15.0 (2) | 3 |" in blackwell
