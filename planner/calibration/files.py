@@ -89,16 +89,31 @@ class ResidualSummaryJson(TypedDict):
     cv_mse: dict[str, float]
 
 
+class LocalSummaryJson(TypedDict):
+    """One model family's local residual within keys in ``ObserveSummaryJson``
+    (``local_residual``): the ``selected`` candidate (``none`` or ``kernel``), its
+    ``bandwidth`` (standardised feature units) and ``pseudo_runs``, and the cross-validated
+    mean squared log error of each candidate."""
+
+    family: str
+    selected: str
+    bandwidth: float
+    pseudo_runs: float
+    cv_mse: dict[str, float]
+
+
 class ObserveSummaryJson(TypedDict):
     """``ObserveReport.summary``: runs learnt from and left out, the held-out errors
-    (``cross_validated_errors``), the per-family noise log-sd, the residual model and one row
-    per key (``ObservedCalibration.summary``)."""
+    (``cross_validated_errors``), the per-family noise log-sd, the residual model, the local
+    residual within keys per model family and one row per key
+    (``ObservedCalibration.summary``)."""
 
     num_runs: int
     num_invalid: int
     held_out: dict[str, float | int]
     noise_log_sd: dict[str, float]
     residual_model: ResidualSummaryJson
+    local_residual: list[LocalSummaryJson]
     keys: list[KeySummaryJson]
 
 
@@ -126,6 +141,16 @@ class ObserveReport:
                 "alpha": residual.alpha_,
                 "cv_mse": dict(residual.cv_mse_),
             },
+            "local_residual": [
+                {
+                    "family": family,
+                    "selected": c.selected,
+                    "bandwidth": c.bandwidth,
+                    "pseudo_runs": c.pseudo_runs,
+                    "cv_mse": dict(c.cv_mse),
+                }
+                for family, c in sorted(self.calibration.local.choices_.items())
+            ],
             "keys": self.calibration.summary(),
         }
 
@@ -144,6 +169,19 @@ class ObserveReport:
             f"run spread around its key (log-sd): {noise or '-'}; residual model: "
             f"{residual.selected_}"
             + (f" (ridge alpha {residual.alpha_:g})" if residual.selected_ == "ridge" else ""),
+            "within keys (runs most like the prediction weigh most): "
+            + (
+                "; ".join(
+                    f"{family} "
+                    + (
+                        f"kernel (bandwidth {c.bandwidth:g}, {c.pseudo_runs:g} pseudo-runs)"
+                        if c.selected == "kernel"
+                        else "none"
+                    )
+                    for family, c in sorted(self.calibration.local.choices_.items())
+                )
+                or "-"
+            ),
         ]
         for row in self.calibration.summary():
             network = row["network_factor"]

@@ -24,6 +24,7 @@ def test_observe_writes_a_calibration_that_predict_uses(tmp_path: Path) -> None:
     assert "learnt from 12 runs (1 left out)" in res.output
     assert "held-out error (5-fold cross-validation)" in res.output
     assert "east h100-sxm bf16 megatron dense: 12 runs" in res.output
+    assert "within keys (runs most like the prediction weigh most): dense " in res.output
     scenario = tmp_path / "s.json"
     scenario.write_text(json.dumps(_scenario(2, 8)))
     res = runner.invoke(
@@ -46,6 +47,10 @@ def test_observe_json_summary_and_no_usable_run(tmp_path: Path) -> None:
     summary = json.loads(res.output)
     assert summary["num_runs"] == 12
     assert summary["keys"][0]["num_runs"] == 12
+    local = summary["local_residual"]
+    assert [c["family"] for c in local] == ["dense"]
+    assert local[0]["selected"] in ("none", "kernel")
+    assert set(local[0]["cv_mse"]) >= {"none"}
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"scenario": {}, "iteration_time_s": 1}\n')
     res = runner.invoke(app, ["calibrate", "observe", str(empty)])

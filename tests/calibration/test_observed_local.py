@@ -10,12 +10,14 @@ import math
 import numpy as np
 import pytest
 
+from planner.calibration.files import ObserveReport
 from planner.calibration.local_residual import LocalResidual
 from planner.calibration.observed import FORMAT, ObservedCalibration, fit_observed
 from planner.calibration.observed_runs import RunKey, RunSample
 from planner.calibration.observed_transfer import KEY_LEVEL
-from planner.calibration.residual import FEATURES
+from planner.calibration.residual import FEATURES, run_features
 from planner.errors import CalibrationError
+from planner.scenario import parse_scenario
 
 
 def _features(tokens: float, gpus: float = 3.0) -> tuple[float, ...]:
@@ -89,6 +91,15 @@ def test_a_key_whose_error_follows_a_feature_is_followed() -> None:
         with_local = abs(found.factor / target.observed_s - 1)
         assert without > 0.10
         assert with_local < 0.04
+    # what it learnt is said in `planner calibrate observe`'s summary
+    report = ObserveReport(
+        calibration=cal,
+        samples=cal.samples,
+        errors=[],
+        held_out={"prior_mean_abs_error_ratio": 0.1, "calibrated_mean_abs_error_ratio": 0.05},
+    )
+    assert f"dense kernel (bandwidth {choice.bandwidth:g}, " in report.lines()[3]
+    assert report.summary()["local_residual"][0]["selected"] == "kernel"
     # the scattered keys are left where they are: their runs share no trend
     quiet = _sample(_key("a"), 15.5, 0.0)
     assert abs(_local_of(cal, quiet)) < 0.02
@@ -172,3 +183,27 @@ def test_the_local_term_persists_as_data() -> None:
     other["local_residual"]["features"] = ["x"]
     with pytest.raises(CalibrationError, match="calibrate observe"):
         ObservedCalibration.from_json(other)
+
+
+def test_one_token_count_at_two_sequence_lengths_is_two_configurations() -> None:
+    """``log2_seq_per_context_rank`` tells micro-batch 4 at sequence 2,048 from micro-batch 1
+    at 8,192 (the same tokens per micro-batch), and context parallelism divides it."""
+
+    def features(seq: int, micro: int, cp: int) -> dict[str, float]:
+        scenario = parse_scenario(
+            {
+                "model": {"preset": "llama3-8b", "seq_length": seq},
+                "hardware": {"gpu": "h100-sxm", "num_gpus": 8 * cp},
+                "parallelism": {
+                    "context_parallel": cp,
+                    "micro_batch_size": micro,
+                    "global_batch_size": 64,
+                },
+            }
+        )
+        return dict(zip(FEATURES, run_features(scenario, {"compute": 1.0}), strict=True))
+
+    short, long = features(2048, 4, 1), features(8192, 1, 1)
+    assert short["log2_tokens_per_microbatch"] == long["log2_tokens_per_microbatch"] == 13.0
+    assert (short["log2_seq_per_context_rank"], long["log2_seq_per_context_rank"]) == (11.0, 13.0)
+    assert features(8192, 1, 2)["log2_seq_per_context_rank"] == 12.0
