@@ -169,8 +169,11 @@ class LocalResidual:
             )
         candidates = []
         for h in self.bandwidths:
+            sums = [_loo_sums(d, b, h) for b, d in blocks]
+            weighted = np.concatenate([ws for ws, _ in sums])
+            total = np.concatenate([t for _, t in sums])
             for lam in self.pseudo_runs:
-                local = np.concatenate([_loo(d, b, h, lam) for b, d in blocks])
+                local = weighted / (total + lam)
                 candidates.append((float((local * local).mean()), h, lam, (y - local) ** 2))
         best = min(candidates, key=lambda c: float(c[3].mean()))
         within = [c for c in candidates if not beats_by_one_se(c[3], best[3])]
@@ -267,16 +270,17 @@ class LocalResidual:
 
 
 def _sq_distances(z: Float) -> Float:
-    """Squared Euclidean distances between the rows of ``z``, shape ``(m, m)``."""
-    diff = z[:, None, :] - z[None, :, :]
-    out: Float = np.einsum("ijk,ijk->ij", diff, diff)
+    """Squared Euclidean distances between the rows of ``z``, shape ``(m, m)`` (through the
+    Gram matrix: memory ``m²``, not ``m²`` times the features)."""
+    norms = np.einsum("ij,ij->i", z, z)
+    out: Float = np.maximum(norms[:, None] + norms[None, :] - 2.0 * (z @ z.T), 0.0)
     return out
 
 
-def _loo(d2: Float, r: Float, h: float, lam: float) -> Float:
-    """Each run's local term from the other runs of its key (``d2``: their squared
-    distances), shape ``(m,)``."""
+def _loo_sums(d2: Float, r: Float, h: float) -> tuple[Float, Float]:
+    """For each run of one key (``d2``: their squared distances, ``r`` their residuals), the
+    kernel-weighted sum of the other runs' residuals and the sum of their weights, shapes
+    ``(m,)``: its held-out local term is the first over the second plus ``lambda``."""
     w = np.exp(-0.5 * d2 / (h * h))
     np.fill_diagonal(w, 0.0)
-    out: Float = (w @ r) / (w.sum(axis=1) + lam)
-    return out
+    return w @ r, w.sum(axis=1)
