@@ -12,7 +12,8 @@ runs unlike it. ``LocalResidual`` lets the runs of a key most like the target we
     l(x) = sum_j w_j(x) r_j / (sum_j w_j(x) + lambda),
     w_j(x) = exp(-|z(x) - z(x_j)|² / (2 h²)),
 
-over the key's runs ``j`` with log residuals ``r_j`` (``log observed - log calibrated`` without
+over the key's runs ``j`` (for a MoE model with a model effect, that model's runs of the key:
+``observed._local_group``) with log residuals ``r_j`` (``log observed - log calibrated`` without
 this term, centred on their key's mean: the key's factor holds that mean, the term only how its
 runs differ) and documented features ``x_j`` (``residual.FEATURES``, standardised by their
 spread over every run: ``z``). That is the Nadaraya-Watson kernel-weighted average (Hastie,

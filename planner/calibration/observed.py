@@ -96,13 +96,16 @@ What is learnt (``fit_observed``), in six parts:
    17-21 % too fast), so a prediction is moved by the kernel-weighted mean of its key's runs'
    residuals (centred on the key; Nadaraya-Watson with pseudo-runs of residual 0), the runs
    whose features (``residual.FEATURES``) are nearest weighing most, and stays at the key's
-   factor when they are unlike it or few. Bandwidth and pseudo-runs are chosen per model family
-   by leave-one-run-out cross-validation within keys with the one-standard-error rule, or no
-   term. On the learning curve (``benchmarks/accuracy/learning.py``) dense A100 went at k = 3
-   from 4.66 to 4.61 % and at k = 10 from 4.43 to 4.22 %, with every other run seen from 4.31
-   to 3.46 %; dense Hopper 5.83 -> 5.76, 5.78 -> 5.44 and 5.60 -> 4.58 %; dense Blackwell at
-   k = 3 5.33 -> 3.95 %; no MoE cell moved at k = 1-10 by more than 0.04 points (MoE Hopper
-   with every other run seen 13.82 -> 14.02 %: a few fits keep a weak MoE term).
+   factor when they are unlike it or few. A MoE run with a model effect is compared with its
+   model's runs of the key only (the effect holds how the models differ, as for the noise).
+   Bandwidth and pseudo-runs are chosen per model family by leave-one-run-out cross-validation
+   within keys with the one-standard-error rule, or no term. On the learning curve
+   (``benchmarks/accuracy/learning.py``) dense A100 went at k = 3 from 4.66 to 4.61 % and at
+   k = 10 from 4.43 to 4.22 %, with every other run seen from 4.31 to 3.46 %; dense Hopper
+   5.83 -> 5.76, 5.78 -> 5.44 and 5.60 -> 4.58 %; dense Blackwell at k = 3 5.33 -> 3.95 %; no
+   MoE cell moved at k = 1-10 by more than 0.04 points (MoE Hopper with every other run seen
+   13.82 -> 14.02 %: leaving out one of a long-context series keeps a weak MoE kernel that
+   moves it 2 points the wrong way).
 
 The run noise ``sigma`` (log-sd of a run around its key's factors, per model family) is the
 pooled within-key root-mean-square deviation of the runs' log ratios (within key and model
@@ -612,7 +615,7 @@ class ObservedCalibration:
         compute_factor = math.exp(u)
         network_factor = math.exp(u + v)
         residual = self.residual.predict_one(features)
-        local = self.local.predict_one(key.path()[KEY_LEVEL], features)
+        local = self.local.predict_one(_local_group(key, self.params), features)
         total = compute_s + network_s
         corrected = compute_factor * compute_s + network_factor * network_s
         share = network_factor * network_s / corrected if corrected > 0 else 0.0
@@ -1036,6 +1039,16 @@ def _noise_group(key: RunKey, params: ObservedParams) -> tuple[str, ...]:
     return group
 
 
+def _local_group(key: RunKey, params: ObservedParams) -> tuple[str, ...]:
+    """The runs among which the local residual (part 6) weighs: the key's (all releases),
+    and for a MoE model with a model effect its model's runs of them only (the effect holds
+    how the models of one key differ, as for the noise: ``_noise_group``)."""
+    group = key.path()[KEY_LEVEL]
+    if params.moe_model_prior_log_sd > 0 and _has_model_effect(key):
+        return (*group, key.model)
+    return group
+
+
 def _noise(
     keys: Sequence[RunKey], log_ratio: Float, params: ObservedParams, *, per_cell: bool = False
 ) -> Float:
@@ -1230,7 +1243,7 @@ def _local(
         len(samples),
     )
     return LocalResidual().fit(
-        features, observed - corrected, [s.key.path()[KEY_LEVEL] for s in samples]
+        features, observed - corrected, [_local_group(s.key, calibration.params) for s in samples]
     )
 
 

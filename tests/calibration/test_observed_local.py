@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -103,6 +104,28 @@ def test_a_key_whose_error_follows_a_feature_is_followed() -> None:
     # the scattered keys are left where they are: their runs share no trend
     quiet = _sample(_key("a"), 15.5, 0.0)
     assert abs(_local_of(cal, quiet)) < 0.02
+
+
+def test_a_moe_key_weighs_the_runs_of_the_target_model() -> None:
+    """Two MoE models on one key whose errors follow the tokens per micro-batch in opposite
+    directions: the model effect holds their means, the local term each model's own trend
+    (pooled over the key the two would cancel)."""
+    rng = np.random.default_rng(3)
+    runs = []
+    for tokens in np.repeat(np.arange(8.0, 16.0), 3):
+        for cluster in ("a", "b", "c"):
+            for model, sign in (("m1", 1.0), ("m2", -1.0)):
+                key = replace(_key(cluster), family="moe", model=model)
+                trend = sign * _trend(tokens) if cluster == "a" else 0.0
+                runs.append(_sample(key, tokens, trend + rng.normal(0, 0.01)))
+    cal = fit_observed(runs)
+    assert cal.local.choices_["moe"].selected == "kernel"
+    for model, sign in (("m1", 1.0), ("m2", -1.0)):
+        key = replace(_key("a"), family="moe", model=model)
+        for tokens in (8.5, 15.5):
+            local = _local_of(cal, _sample(key, tokens, 0.0))
+            assert local * sign * _trend(tokens) > 0
+            assert abs(local) > 0.08
 
 
 def test_noise_within_keys_keeps_no_local_term() -> None:
