@@ -91,7 +91,8 @@ def parse_scenario(doc: object) -> Scenario:
 
     Fills the documented defaults (model preset values, ``num_query_groups`` = heads,
     ``ffn_hidden_size`` = 4·hidden, ``data_parallel`` = num_gpus/(tp·pp·cp),
-    ``sequence_parallel`` = tp > 1, hardware values from the GPU catalog, ...). Raises
+    ``sequence_parallel`` = tp > 1 (false under NeMo Automodel), hardware values from the GPU
+    catalog, ...). Raises
     ``SpecError("<dotted.field>", "<what is wrong and how to fix it>")`` for unknown keys
     (with a did-you-mean hint), wrong types, missing required fields and inconsistent layouts;
     a ``SpecError`` given as the document (a reader's error for it) is raised as it is.
@@ -114,9 +115,7 @@ def parse_scenario(doc: object) -> Scenario:
         name=schema.name,
         model=model,
         hardware=hardware,
-        parallelism=_parallelism(
-            schema.parallelism, hardware.num_gpus, model=model, framework=framework
-        ),
+        parallelism=_parallelism(schema.parallelism, hardware.num_gpus, framework=framework),
         training=_training(training),
     )
 
@@ -287,7 +286,6 @@ def _parallelism(
     given: ParallelismSection,
     num_gpus: int,
     *,
-    model: ModelSpec | None = None,
     framework: str = DEFAULT_FRAMEWORK,
 ) -> ParallelismSpec:
     tp = _or(given.tensor_parallel, 1)
@@ -310,10 +308,7 @@ def _parallelism(
             else given.data_parallel
         ),
         virtual_pipeline=virtual,
-        sequence_parallel=_or(
-            given.sequence_parallel,
-            tp > 1 if model is None else default_sequence_parallel(model, tp, framework),
-        ),
+        sequence_parallel=_or(given.sequence_parallel, default_sequence_parallel(tp, framework)),
         micro_batch_size=_or(given.micro_batch_size, 1),
         global_batch_size=given.global_batch_size,
         recompute=_or(given.recompute, Recompute.NONE),

@@ -277,8 +277,8 @@ class ParallelismSection(_Section):
     )
     sequence_parallel: Flag | None = _field(
         "Megatron sequence parallelism",
-        "`true` when `tensor_parallel` > 1 (false for an MoE model under NeMo Automodel, "
-        "which refuses it there)",
+        "`true` when `tensor_parallel` > 1; `false` under NeMo Automodel (its own default, "
+        "for every model; its MoE plan refuses it)",
     )
     micro_batch_size: Integer | None = _field("Sequences per microbatch", "`1`")
     global_batch_size: Integer = Field(description="Sequences per iteration. Required")
@@ -311,7 +311,9 @@ class ParallelismSection(_Section):
     tp_comm_overlap: Flag | None = _field(
         "Tensor-parallel collectives split into chunks under the GEMMs (Megatron "
         "`--tp-comm-overlap`, Transformer Engine userbuffers; torchtitan "
-        "`enable_async_tensor_parallel`, torch.compile's micro-pipelined TP; Hopper and later)",
+        "`enable_async_tensor_parallel`, torch.compile's micro-pipelined TP, as NeMo "
+        "Automodel's, which refuses it for MoE models with `tensor_parallel` > 1 and needs "
+        "`sequence_parallel` with it for dense ones; Hopper and later)",
         "the framework's default",
     )
     fp8_param_gather: Flag | None = _field(

@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -143,9 +143,10 @@ _COARSE = np.arange(
 """The reasons up to ``biased_experts_need_expert_tensor_parallel_1``: their rules read the
 tensor, pipeline (with its split), context, expert and expert tensor-parallel degrees, the
 data-parallel degree they set, sequence parallelism and what is one value per sub-space (the
-model, the framework), never the micro-batch size, recompute or ZeRO stage (the
-``_FINE_DIGITS``), so a candidate's first broken rule among them is its coarse class's
-(``SubSpace.decode_valid``; ``tests/search`` checks the counts against a full decode)."""
+model, the framework, the job's async tensor parallelism), never the micro-batch size,
+recompute or ZeRO stage (the ``_FINE_DIGITS``), so a candidate's first broken rule among them
+is its coarse class's (``SubSpace.decode_valid``; ``tests/search`` checks the counts against a
+full decode)."""
 
 _FINE_DIGITS = slice(DIGITS.index("micro_batch_size"), len(DIGITS))
 """The digits inside a coarse class: micro-batch, recompute, ZeRO stage, sequence parallel
@@ -153,6 +154,20 @@ _FINE_DIGITS = slice(DIGITS.index("micro_batch_size"), len(DIGITS))
 
 _COARSE_TABLE_MAX = 1 << 20
 """Most coarse classes a sub-space tabulates (8 MiB of int64)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _JobLayout:
+    """A sub-space's candidates as the layout rules read them: their columns, and the job's
+    stated async tensor parallelism (``parallelism.tp_comm_overlap`` of the base, one value for
+    every candidate, which ``CandidateColumns`` does not carry; ``async_tensor_parallel_rule``).
+    Every other attribute is the columns'."""
+
+    cols: CandidateColumns
+    tp_comm_overlap: bool
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cols, name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -297,7 +312,8 @@ class SubSpace:
             fp8_param_gather=np.full(n, self.base.parallelism.fp8_param_gather, dtype=np.bool_),
         )
         framework = self.base.training.framework
-        code = layout_violations(self.base.model, num_gpus, cols, framework=framework)
+        layout = _JobLayout(cols, tp_comm_overlap=self.base.parallelism.tp_comm_overlap is True)
+        code = layout_violations(self.base.model, num_gpus, layout, framework=framework)
         reason = np.where(code >= 0, _REASON_OF_CODE[code], -1)
         if self.data_parallel is not None:  # checked once the GPUs are tiled, before the rest
             allowed = np.isin(d, np.asarray(self.data_parallel, dtype=np.int64))

@@ -15,26 +15,27 @@ the order of ``Violation`` (a candidate counts under its first broken rule):
   wrong and the fix.
 
 Rules (Megatron-LM ``arguments.py`` / Megatron-Core ``parallel_state`` constraints):
-``tensor·pipeline·context·data = num_gpus``; tensor parallel divides the attention heads, the
-query groups and the MLP width(s); the framework splits the layers over ``pipeline·virtual
-pipeline`` stages (evenly, or as ``planner.specs.pipeline_split`` says: the uneven-stage
-options, an explicit layout, the framework's default); interleaving needs pipeline parallelism;
-load-balanced causal context parallelism needs ``2·cp`` to divide the sequence; sequence
-parallelism needs tensor parallelism and a local sequence divisible by it; an MoE model with
-tensor parallelism needs sequence parallelism under Megatron-Core (``MoELayer.forward`` refuses
-to train without it: ``moe_tensor_parallel_rule``) and must not use it under NeMo Automodel
-(``moe_sequence_parallel_refused``); expert parallelism needs an MoE model and
-divides the experts, and the expert groups fold into the ranks of a pipeline stage
-(Megatron-Core "MoE parallel folding", ``parallel_state``: the world size is divisible by
+``tensor·pipeline·context·data = num_gpus``; tensor parallel divides the attention heads, the query
+groups and the MLP width(s); the framework splits the layers over ``pipeline·virtual pipeline``
+stages (evenly, or as ``planner.specs.pipeline_split`` says: the uneven-stage options, an explicit
+layout, the framework's default); interleaving needs pipeline parallelism; load-balanced causal
+context parallelism needs ``2·cp`` to divide the sequence; sequence parallelism needs tensor
+parallelism and a local sequence divisible by it; an MoE model with tensor parallelism needs
+sequence parallelism under Megatron-Core (``MoELayer.forward`` refuses to train without it:
+``moe_tensor_parallel_rule``) and must not use it under NeMo Automodel
+(``moe_sequence_parallel_refused``); NeMo Automodel's async tensor parallelism (``tp_comm_overlap``,
+its ``enable_async_tensor_parallel``) needs sequence parallelism for a dense model and is refused
+for an MoE model (``async_tensor_parallel_rule``); expert parallelism needs an MoE model and divides
+the experts, and the expert groups fold into the ranks of a pipeline stage (Megatron-Core "MoE
+parallel folding", ``parallel_state``: the world size is divisible by
 ``expert_tensor·expert·pipeline``, so ``expert_tensor_parallel · expert_parallel`` divides
 ``tensor·context·data``; the expert FFN is split over the expert tensor-parallel ranks); NeMo
 Automodel splits no routed expert over tensor parallelism (expert tensor parallelism 1:
-``planner.specs.folding``); routed
-experts with biases (``model.moe_expert_bias``, GPT-OSS) need expert tensor parallelism 1 under
-Megatron-Core (``expert_bias_rule``); FP8 parameters (``fp8_param_gather``) need a sharded
-optimizer (ZeRO stage 1 or more) under Megatron-LM (``fp8_param_gather_rule``); the
-global batch is a multiple of ``data_parallel·micro_batch_size``; the interleaved schedule's
-micro-batch rule of the framework (``interleaved_microbatch_rule``).
+``planner.specs.folding``); routed experts with biases (``model.moe_expert_bias``, GPT-OSS) need
+expert tensor parallelism 1 under Megatron-Core (``expert_bias_rule``); FP8 parameters
+(``fp8_param_gather``) need a sharded optimizer (ZeRO stage 1 or more) under Megatron-LM
+(``fp8_param_gather_rule``); the global batch is a multiple of ``data_parallel·micro_batch_size``;
+the interleaved schedule's micro-batch rule of the framework (``interleaved_microbatch_rule``).
 Which GPU precision a scenario may use is a property of the GPU, not of the layout, and stays
 in ``Scenario``.
 
@@ -70,14 +71,18 @@ from planner.specs.pipeline_split import (
 )
 
 __all__ = [
+    "ASYNC_TENSOR_PARALLEL_CHECKED",
+    "ASYNC_TENSOR_PARALLEL_SOURCE",
     "DEFAULT_FRAMEWORK",
     "EXPERT_BIAS_SOURCE",
     "FP8_PARAM_GATHER_SOURCE",
     "MOE_SEQUENCE_PARALLEL_REFUSED_SOURCE",
     "MOE_SEQUENCE_PARALLEL_SOURCE",
     "MOE_WITHOUT_SEQUENCE_PARALLEL",
+    "SEQUENCE_PARALLEL_OFF_BY_DEFAULT",
     "Layout",
     "Violation",
+    "async_tensor_parallel_rule",
     "default_sequence_parallel",
     "expert_bias_rule",
     "expert_tensor_parallel_of",
@@ -136,6 +141,10 @@ class Violation(StrEnum):
     SEQUENCE_PARALLEL_NEEDS_TENSOR_PARALLEL = "sequence_parallel_needs_tensor_parallel"
     SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL = "sequence_not_divisible_by_tensor_parallel"
     MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL = "moe_tensor_parallel_needs_sequence_parallel"
+    ASYNC_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL = "async_tensor_parallel_needs_sequence_parallel"
+    MOE_ASYNC_TENSOR_PARALLEL_NOT_SUPPORTED_BY_FRAMEWORK = (
+        "moe_async_tensor_parallel_not_supported_by_framework"
+    )
     MOE_SEQUENCE_PARALLEL_NOT_SUPPORTED_BY_FRAMEWORK = (
         "moe_sequence_parallel_not_supported_by_framework"
     )
@@ -287,14 +296,21 @@ def moe_sequence_parallel_refused(framework: str) -> bool:
     return framework in MOE_WITHOUT_SEQUENCE_PARALLEL
 
 
-def default_sequence_parallel(model: ModelSpec, tensor_parallel: int, framework: str) -> bool:
+SEQUENCE_PARALLEL_OFF_BY_DEFAULT = frozenset({"automodel"})
+"""Frameworks (``Framework`` values) whose sequence parallelism is off unless a run turns it
+on, for every model: NeMo Automodel (``FSDP2Config.sequence_parallel = False``,
+nemo_automodel/components/distributed/config.py @ 36044ad3d139363fb6c73c24af2e7c6b65ec52f6
+and v0.5.0; the dense parallelizer passes it to the tensor-parallel plan as given)."""
+
+
+def default_sequence_parallel(tensor_parallel: int, framework: str) -> bool:
     """Sequence parallelism when a scenario leaves it out: on with tensor parallelism (as
-    Megatron-Core needs it for MoE layers, ``moe_tensor_parallel_rule``), except for an MoE
-    model under a framework that refuses it there (``moe_sequence_parallel_refused``: NeMo
-    Automodel, whose ``sequence_parallel`` defaults to false,
-    nemo_automodel/components/distributed/config.py @
-    36044ad3d139363fb6c73c24af2e7c6b65ec52f6)."""
-    if model.is_moe and moe_sequence_parallel_refused(framework):
+    Megatron-Core needs it for MoE layers, ``moe_tensor_parallel_rule``, and the Megatron
+    recipes run it), except under a framework whose own default is off for every model
+    (``SEQUENCE_PARALLEL_OFF_BY_DEFAULT``: NeMo Automodel, whose MoE plan also refuses it,
+    ``moe_sequence_parallel_refused``). Stating async tensor parallelism does not turn it on
+    there: Automodel raises instead (``async_tensor_parallel_rule``)."""
+    if framework in SEQUENCE_PARALLEL_OFF_BY_DEFAULT:
         return False
     return tensor_parallel > 1
 
@@ -303,6 +319,55 @@ def _moe_sequence_parallel_refused(m: ModelSpec, num_gpus: int, x: Layout, fw: s
     if not m.is_moe or not moe_sequence_parallel_refused(fw):
         return x.tensor_parallel < 0  # False, of the candidates' shape
     return (x.tensor_parallel > 1) & x.sequence_parallel
+
+
+ASYNC_TENSOR_PARALLEL_SOURCE = (
+    "NVIDIA-NeMo/Automodel at 36044ad3d139363fb6c73c24af2e7c6b65ec52f6: "
+    "nemo_automodel/components/moe/parallelizer.py parallelize_model raises ValueError for "
+    "enable_async_tensor_parallel=True whenever the tensor-parallel mesh is larger than 1 "
+    "('not supported by the custom MoE TP path'; added by 8a83fdcee, after v0.5.0, which "
+    "asserts that MoE models take no tensor parallelism at all); "
+    "nemo_automodel/components/distributed/parallelizer.py (the dense path) raises "
+    "ValueError for it without sequence_parallel when the tensor-parallel mesh is larger than "
+    "1 ('requires sequence_parallel=True'; also in v0.5.0, added by 2013a4dd6), although the "
+    "FSDP2Config docstring says it is forced on"
+)
+"""Where NeMo Automodel refuses async tensor parallelism (``FSDP2Config``'s
+``enable_async_tensor_parallel``, torch.compile's micro-pipelined TP)."""
+
+ASYNC_TENSOR_PARALLEL_CHECKED = frozenset({"automodel"})
+"""Frameworks (``Framework`` values) whose async tensor-parallel checks the layout rules apply
+(``ASYNC_TENSOR_PARALLEL_SOURCE``)."""
+
+
+def async_tensor_parallel_rule(framework: str) -> bool:
+    """Whether ``framework`` checks a stated ``parallelism.tp_comm_overlap`` (the scenario's
+    async tensor parallelism, ``enable_async_tensor_parallel`` in NeMo Automodel) against the
+    model and the layout when ``tensor_parallel > 1``: NeMo Automodel refuses it for an MoE
+    model and needs sequence parallelism with it for a dense one
+    (``ASYNC_TENSOR_PARALLEL_SOURCE``). Megatron-LM's ``--tp-comm-overlap`` and torchtitan's
+    async TP have checks of their own the planner does not apply here."""
+    return framework in ASYNC_TENSOR_PARALLEL_CHECKED
+
+
+def _async_tensor_parallel(x: Layout, fw: str) -> Flag:
+    """Candidates stating async tensor parallelism with ``tensor_parallel > 1`` under a
+    framework that checks it (an unset ``tp_comm_overlap`` is Automodel's default, off)."""
+    if not async_tensor_parallel_rule(fw):
+        return x.tensor_parallel < 0  # False, of the candidates' shape
+    return (x.tensor_parallel > 1) & _flag(x, "tp_comm_overlap")
+
+
+def _async_tensor_parallel_sequence(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    if m.is_moe:  # the MoE path refuses async TP outright (_moe_async_tensor_parallel)
+        return x.tensor_parallel < 0
+    return _async_tensor_parallel(x, fw) & np.logical_not(x.sequence_parallel)
+
+
+def _moe_async_tensor_parallel(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    if not m.is_moe:
+        return x.tensor_parallel < 0
+    return _async_tensor_parallel(x, fw)
 
 
 def _expert_parallel(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
@@ -466,6 +531,8 @@ _MODEL_RULES: dict[Violation, ScenarioRule] = {
     Violation.CONTEXT_PARALLEL_DOES_NOT_DIVIDE_SEQUENCE: _context_divides_sequence,
     Violation.SEQUENCE_NOT_DIVISIBLE_BY_TENSOR_PARALLEL: _sequence_divides_by_tensor,
     Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _moe_sequence_parallel,
+    Violation.ASYNC_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _async_tensor_parallel_sequence,
+    Violation.MOE_ASYNC_TENSOR_PARALLEL_NOT_SUPPORTED_BY_FRAMEWORK: _moe_async_tensor_parallel,
     Violation.MOE_SEQUENCE_PARALLEL_NOT_SUPPORTED_BY_FRAMEWORK: _moe_sequence_parallel_refused,
     Violation.EXPERT_PARALLEL_INVALID: _expert_parallel,
     Violation.EXPERTS_NOT_SPLIT_BY_FRAMEWORK: _experts_whole,
@@ -612,6 +679,32 @@ def _moe_sequence_parallel_refused_message(m: ModelSpec, x: Layout, fw: str) -> 
     )
 
 
+def _async_tensor_parallel_sequence_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    return SpecError(
+        "parallelism.sequence_parallel",
+        f"tp_comm_overlap (async tensor parallelism) with tensor_parallel="
+        f"{int(x.tensor_parallel)} needs sequence parallelism under {fw}: without it the "
+        "row-parallel layers all-reduce and there is no reduce-scatter to overlap, and its "
+        "parallelizer raises (NVIDIA-NeMo/Automodel "
+        "nemo_automodel/components/distributed/parallelizer.py: "
+        "'enable_async_tensor_parallel=True requires sequence_parallel=True'); set "
+        "sequence_parallel to true, or tp_comm_overlap to false",
+    )
+
+
+def _moe_async_tensor_parallel_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    return SpecError(
+        "parallelism.tp_comm_overlap",
+        f"an MoE model (model.num_experts={m.num_experts}) with tensor_parallel="
+        f"{int(x.tensor_parallel)} runs without async tensor parallelism under {fw}: its MoE "
+        "tensor-parallel path keeps the attention and router activations replicated, has no "
+        "sequence parallelism for it to overlap and raises (NVIDIA-NeMo/Automodel "
+        "nemo_automodel/components/moe/parallelizer.py: 'enable_async_tensor_parallel=True is "
+        "not supported by the custom MoE TP path'); set tp_comm_overlap to false, or "
+        "tensor_parallel to 1",
+    )
+
+
 def _expert_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     ep = int(x.expert_parallel)
     if not m.is_moe:
@@ -744,6 +837,12 @@ _MODEL_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout], SpecError]] = {
 _FRAMEWORK_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout, str], SpecError]] = {
     Violation.LAYERS_NOT_DIVISIBLE_BY_PP_VP: _layers_message,
     Violation.MOE_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: _moe_sequence_parallel_message,
+    Violation.ASYNC_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL: (
+        _async_tensor_parallel_sequence_message
+    ),
+    Violation.MOE_ASYNC_TENSOR_PARALLEL_NOT_SUPPORTED_BY_FRAMEWORK: (
+        _moe_async_tensor_parallel_message
+    ),
     Violation.MOE_SEQUENCE_PARALLEL_NOT_SUPPORTED_BY_FRAMEWORK: (
         _moe_sequence_parallel_refused_message
     ),

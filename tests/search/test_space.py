@@ -77,6 +77,8 @@ def test_counts_per_reason_are_pinned() -> None:
         "sequence_parallel_needs_tensor_parallel": 4224,
         "sequence_not_divisible_by_tensor_parallel": 96,
         "moe_tensor_parallel_needs_sequence_parallel": 6144,
+        "async_tensor_parallel_needs_sequence_parallel": 0,
+        "moe_async_tensor_parallel_not_supported_by_framework": 0,
         "moe_sequence_parallel_not_supported_by_framework": 0,
         "expert_parallel_invalid": 5418,
         "experts_not_split_by_framework": 0,
@@ -292,3 +294,75 @@ def test_fp8_weights_need_a_sharded_optimizer_under_megatron_lm(framework: str) 
     assert top
     if framework == "megatron":
         assert all(e.scenario.parallelism.zero_stage != 0 for e in top)
+
+
+@pytest.mark.parametrize("framework", ["automodel", "megatron"])
+def test_automodel_moe_spaces_refuse_async_tensor_parallelism(framework: str) -> None:
+    """NeMo Automodel's MoE parallelizer raises for async tensor parallelism with a
+    tensor-parallel mesh larger than 1 (``ASYNC_TENSOR_PARALLEL_SOURCE``): with the job's
+    ``tp_comm_overlap: true`` every candidate with ``tensor_parallel`` > 1 that passes the
+    rules before it is counted under ``moe_async_tensor_parallel_not_supported_by_framework``
+    (the sweep, which counts coarse classes without decoding them, agrees with a full decode)
+    and the layouts timed run tensor parallelism 1; Megatron-LM runs it."""
+    reason_index = REJECT_REASONS.index("moe_async_tensor_parallel_not_supported_by_framework")
+    doc = copy.deepcopy(GPT_OSS)
+    doc["parallelism"]["tensor_parallel"] = [1, 2, 4]
+    doc["parallelism"]["expert_tensor_parallel"] = [1]
+    doc["parallelism"]["tp_comm_overlap"] = True
+    doc["training"] = {"framework": framework}
+    (sub,) = parse_space(copy.deepcopy(doc)).subspaces
+    assert sub.coarse_reasons is not None  # the sweep takes the count-without-decoding path
+    cols, reason = sub.decode(0, sub.size)
+    tensor = np.asarray(cols.tensor_parallel) > 1
+    counted = reason == reason_index
+    outcome = sweep(parse_space(copy.deepcopy(doc)))
+    assert outcome.rejected["moe_async_tensor_parallel_not_supported_by_framework"] == (
+        counted.sum()
+    )
+    top = explore(parse_space(copy.deepcopy(doc)), top_k=3).top
+    assert top
+    if framework == "automodel":
+        assert counted.any()
+        assert tensor[counted].all()
+        assert not (tensor & (reason < 0)).any()
+        assert all(e.scenario.parallelism.tensor_parallel == 1 for e in top)
+    else:
+        assert not counted.any()
+        assert (tensor & (reason < 0)).any()
+
+
+def test_automodel_dense_spaces_run_async_tensor_parallelism_with_sequence_parallelism() -> None:
+    """NeMo Automodel's dense parallelizer needs sequence parallelism for async tensor
+    parallelism (``ASYNC_TENSOR_PARALLEL_SOURCE``): with the job's ``tp_comm_overlap: true``
+    the candidates with ``tensor_parallel`` > 1 and no sequence parallelism are counted under
+    ``async_tensor_parallel_needs_sequence_parallel`` (sweep and full decode agree), those with
+    it are timed; without ``tp_comm_overlap`` none is counted."""
+    reason_index = REJECT_REASONS.index("async_tensor_parallel_needs_sequence_parallel")
+    doc: dict[str, Any] = {
+        "model": {"preset": "llama2-7b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
+        "parallelism": {
+            "global_batch_size": 64,
+            "tensor_parallel": [1, 2, 4],
+            "micro_batch_size": [1],
+            "tp_comm_overlap": True,
+        },
+        "training": {"framework": "automodel"},
+    }
+    for overlap in (True, False):
+        doc["parallelism"]["tp_comm_overlap"] = overlap
+        (sub,) = parse_space(copy.deepcopy(doc)).subspaces
+        cols, reason = sub.decode(0, sub.size)
+        tensor = np.asarray(cols.tensor_parallel) > 1
+        sequenced = np.asarray(cols.sequence_parallel)
+        counted = reason == reason_index
+        outcome = sweep(parse_space(copy.deepcopy(doc)))
+        assert outcome.rejected["async_tensor_parallel_needs_sequence_parallel"] == counted.sum()
+        assert (tensor & sequenced & (reason < 0)).any()
+        if overlap:
+            assert counted.any()
+            assert (tensor & ~sequenced)[counted].all()
+            assert not (tensor & ~sequenced & (reason < 0)).any()
+        else:
+            assert not counted.any()
+            assert (tensor & ~sequenced & (reason < 0)).any()

@@ -68,7 +68,7 @@ def _scenario(framework: str = "megatron", num_gpus: int = 64, **par: object) ->
     tp = int(par.get("tensor_parallel", 1))  # type: ignore[call-overload]
     # Megatron-Core trains MoE layers with tensor parallelism only under sequence parallelism,
     # NeMo Automodel only without it: the scenario's default
-    sp = default_sequence_parallel(MOE, tp, framework)
+    sp = default_sequence_parallel(tp, framework)
     defaults = {"global_batch_size": 256, "sequence_parallel": sp}
     parallelism = ParallelismSpec(**{**defaults, **par})  # type: ignore[arg-type]
     return Scenario(
@@ -211,7 +211,7 @@ def test_batch_and_one_candidate_readers_agree_on_biased_experts(
 
 def _biased(framework: str = "megatron", **par: object) -> Scenario:
     tp = int(par.get("tensor_parallel", 1))  # type: ignore[call-overload]
-    sp = default_sequence_parallel(BIASED, tp, framework)
+    sp = default_sequence_parallel(tp, framework)
     defaults = {"global_batch_size": 256, "sequence_parallel": sp}
     return Scenario(
         model=BIASED,
@@ -387,7 +387,7 @@ def test_automodel_moe_tensor_parallelism_runs_without_sequence_parallelism() ->
     """NeMo Automodel's MoE tensor-parallel plan raises for sequence parallelism
     (``MOE_SEQUENCE_PARALLEL_REFUSED_SOURCE``): a scenario that leaves it out runs without it
     there (with it under Megatron-LM, which needs it), one that states it is refused naming
-    the field and the fix; a dense model under Automodel keeps the usual default."""
+    the field and the fix."""
     doc: dict[str, Any] = {
         "model": {"preset": "gpt-oss-20b"},
         "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
@@ -405,6 +405,88 @@ def test_automodel_moe_tensor_parallelism_runs_without_sequence_parallelism() ->
     assert refused.value.field == "parallelism.sequence_parallel"
     assert "_resolve_moe_tp_plan" in refused.value.message
     assert "set sequence_parallel to false" in refused.value.message
-    dense = {**doc, "model": {"preset": "llama2-7b"}}
-    dense["parallelism"] = {"tensor_parallel": 2, "global_batch_size": 64}
-    assert parse_scenario(dense).parallelism.sequence_parallel is True
+
+
+DENSE_TP2: dict[str, Any] = {
+    "model": {"preset": "llama2-7b"},
+    "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
+    "parallelism": {"tensor_parallel": 2, "global_batch_size": 64},
+}
+"""Llama-2 7B with tensor parallelism 2 on 16 H100, the framework to be set."""
+
+
+@pytest.mark.parametrize(
+    ("framework", "expected"),
+    [("automodel", False), ("megatron", True), ("nemo", True), ("torchtitan", True)],
+)
+def test_sequence_parallel_default_follows_the_framework_for_dense_models(
+    framework: str, expected: bool
+) -> None:
+    """NeMo Automodel's ``FSDP2Config.sequence_parallel`` is false unless a run turns it on,
+    for dense models too (``SEQUENCE_PARALLEL_OFF_BY_DEFAULT``): a dense scenario that leaves
+    it out runs without it there, with it (tensor parallelism > 1) elsewhere; a stated value
+    is kept, and Automodel runs a dense model with it."""
+    doc = copy.deepcopy(DENSE_TP2)
+    doc["training"] = {"framework": framework}
+    assert parse_scenario(copy.deepcopy(doc)).parallelism.sequence_parallel is expected
+    for stated in (True, False):
+        doc["parallelism"]["sequence_parallel"] = stated
+        assert parse_scenario(copy.deepcopy(doc)).parallelism.sequence_parallel is stated
+
+
+def test_automodel_refuses_async_tensor_parallelism_for_moe() -> None:
+    """NeMo Automodel's MoE parallelizer raises for ``enable_async_tensor_parallel`` with a
+    tensor-parallel mesh larger than 1 (``ASYNC_TENSOR_PARALLEL_SOURCE``): a scenario stating
+    ``tp_comm_overlap: true`` is refused naming that field and the fix; with tensor parallelism
+    1, or async TP off (its default), it is not; Megatron-LM runs it."""
+    doc: dict[str, Any] = {
+        "model": {"preset": "gpt-oss-20b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
+        "parallelism": {
+            "tensor_parallel": 2,
+            "expert_parallel": 8,
+            "global_batch_size": 64,
+            "tp_comm_overlap": True,
+        },
+        "training": {"framework": "automodel"},
+    }
+    with pytest.raises(SpecError) as refused:
+        parse_scenario(copy.deepcopy(doc))
+    assert refused.value.field == "parallelism.tp_comm_overlap"
+    assert "not supported by the custom MoE TP path" in refused.value.message
+    assert "set tp_comm_overlap to false, or tensor_parallel to 1" in refused.value.message
+    one = copy.deepcopy(doc)
+    one["parallelism"]["tensor_parallel"] = 1
+    assert parse_scenario(one).parallelism.tp_comm_overlap is True
+    off = copy.deepcopy(doc)
+    del off["parallelism"]["tp_comm_overlap"]
+    assert parse_scenario(off).parallelism.tensor_parallel == 2
+    megatron = copy.deepcopy(doc)
+    megatron["training"]["framework"] = "megatron"
+    megatron["parallelism"]["expert_tensor_parallel"] = 1
+    assert parse_scenario(megatron).parallelism.tp_comm_overlap is True
+
+
+@pytest.mark.parametrize("framework", ["automodel", "torchtitan"])
+def test_automodel_async_tensor_parallelism_needs_sequence_parallelism(framework: str) -> None:
+    """NeMo Automodel's dense parallelizer raises for ``enable_async_tensor_parallel`` without
+    sequence parallelism (``ASYNC_TENSOR_PARALLEL_SOURCE``), which it leaves off by default: a
+    dense scenario stating ``tp_comm_overlap: true`` with tensor parallelism 2 and no
+    ``sequence_parallel`` is refused there naming ``parallelism.sequence_parallel`` and the fix,
+    and runs once it states it; torchtitan is not refused (its sequence parallelism is on by
+    the planner's default)."""
+    doc = copy.deepcopy(DENSE_TP2)
+    doc["parallelism"]["tp_comm_overlap"] = True
+    doc["training"] = {"framework": framework}
+    if framework == "automodel":
+        with pytest.raises(SpecError) as refused:
+            parse_scenario(copy.deepcopy(doc))
+        assert refused.value.field == "parallelism.sequence_parallel"
+        assert "requires sequence_parallel=True" in refused.value.message
+        assert "set sequence_parallel to true, or tp_comm_overlap to false" in (
+            refused.value.message
+        )
+        doc["parallelism"]["sequence_parallel"] = True
+    scenario = parse_scenario(copy.deepcopy(doc))
+    assert scenario.parallelism.sequence_parallel is True
+    assert scenario.parallelism.tp_comm_overlap is True
