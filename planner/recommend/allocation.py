@@ -70,7 +70,9 @@ class RecommendRequest:
     token budget; ``deadline_s``: optional; ``gpu_counts``: the counts to consider (default:
     powers of two up to each pool's free count, and that count). Raises ``SpecError`` naming
     the document field for a non-positive budget, deadline or threshold, no pool, or a bad
-    GPU count."""
+    GPU count. ``tp_comm_overlap``: the job's stated ``parallelism.tp_comm_overlap`` (None:
+    the bases'), which the pools' and the running job's pure data-parallel bases may leave out
+    (``DesignSpace.tp_comm_overlap``)."""
 
     name: str | None
     total_tokens: float
@@ -82,6 +84,7 @@ class RecommendRequest:
     marginal_efficiency_threshold: float = 0.5
     running: RunningJob | None = None
     restart: RestartAssumptions = DEFAULT_RESTART
+    tp_comm_overlap: bool | None = None
 
     def __post_init__(self) -> None:
         require_number("training.total_tokens", self.total_tokens)
@@ -196,6 +199,7 @@ def scaling_curve(request: RecommendRequest, *, workers: int = 1) -> list[CurveP
                 num_gpus=(n,),
                 global_batch_size=request.global_batch_size,
                 knobs=request.knobs,
+                tp_comm_overlap=request.tp_comm_overlap,
             )
             best, reason = best_layout(space, workers)
             points.append(CurvePoint(gpu=pool.gpu, num_gpus=n, best=best, reason=reason))
@@ -252,6 +256,7 @@ def _running_advice(request: RecommendRequest, job: RunningJob, workers: int) ->
         num_gpus=(job.num_gpus,),
         global_batch_size=(job.current.parallelism.global_batch_size,),
         knobs=request.knobs,
+        tp_comm_overlap=request.tp_comm_overlap,
     )
     best, reason = best_layout(space, workers)
     remaining = max(request.total_tokens - job.tokens_trained, 0.0)

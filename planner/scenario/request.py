@@ -334,6 +334,8 @@ def parse_request(doc: object) -> RecommendRequest:
             gpu=running.gpu, current=current, base=base, tokens_trained=running.tokens_trained
         )
     name = doc.get("name")
+    # the job's overlap, which the pure data-parallel bases may leave out (probe_document)
+    overlap = True if stated_fields(doc.get("parallelism")).get("tp_comm_overlap") is True else None
     return RecommendRequest(
         name=None if name is None else str(name),
         total_tokens=total_tokens,
@@ -345,6 +347,7 @@ def parse_request(doc: object) -> RecommendRequest:
         marginal_efficiency_threshold=float(threshold),
         running=job,
         restart=restart,
+        tp_comm_overlap=overlap,
     )
 
 

@@ -313,7 +313,8 @@ class ParallelismSection(_Section):
         "`--tp-comm-overlap`, Transformer Engine userbuffers; torchtitan "
         "`enable_async_tensor_parallel`, torch.compile's micro-pipelined TP, as NeMo "
         "Automodel's, which refuses it for MoE models with `tensor_parallel` > 1 and needs "
-        "`sequence_parallel` with it for dense ones; Hopper and later)",
+        "`sequence_parallel` with it for dense ones; Megatron-LM needs `sequence_parallel` "
+        "with it, so never at `tensor_parallel` 1; Hopper and later)",
         "the framework's default",
     )
     fp8_param_gather: Flag | None = _field(

@@ -29,7 +29,9 @@ from planner.scenario.parse import SECTION_KEYS, parse_scenario
 from planner.search import KNOBS, PLACEMENT_NOTE, DesignSpace, Knobs, Objective
 from planner.search.explore import ExploreEntry, ExploreResult
 from planner.search.space import allowed_counts
+from planner.specs.feasibility import probe_tp_comm_overlap
 from planner.specs.parallelism import ParallelismSpec, Recompute
+from planner.specs.scenario import Framework
 
 __all__ = [
     "PREDICT_ONLY",
@@ -267,14 +269,26 @@ def parse_knobs(doc: Mapping[str, object]) -> tuple[tuple[int, ...], Knobs]:
 def probe_document(doc: Mapping[str, object], num_gpus: int) -> dict[str, object]:
     """The scenario document of ``doc``'s job on ``num_gpus`` GPUs, pure data parallel, with
     the document's ``SCALAR_FIELDS``: what ``parse_scenario`` validates the model, hardware,
-    training and one-per-document fields of an explore document with."""
+    training and one-per-document fields of an explore document with. A ``tp_comm_overlap``
+    the framework refuses at tensor parallelism 1 is left out (``probe_tp_comm_overlap``;
+    ``parse_space`` hands the job's value to the ``DesignSpace``)."""
     par = doc.get("parallelism")
     probe_par: dict[str, object] = {"data_parallel": num_gpus, "global_batch_size": num_gpus}
     probe_par.update(stated_fields(par))
+    if probe_tp_comm_overlap(probe_par.get("tp_comm_overlap") is True, _framework(doc)) is None:
+        del probe_par["tp_comm_overlap"]
     probe = {k: v for k, v in doc.items() if k != "parallelism"}
     probe["hardware"] = {**_mapping_or_empty(doc.get("hardware")), "num_gpus": num_gpus}
     probe["parallelism"] = probe_par
     return probe
+
+
+def _framework(doc: Mapping[str, object]) -> str:
+    """The ``training.framework`` a document states, as written (Megatron-LM when unset, as
+    ``parse_scenario`` reads it); what ``parse_scenario`` refuses stays its to refuse."""
+    training = doc.get("training")
+    framework = training.get("framework") if isinstance(training, Mapping) else None
+    return framework if isinstance(framework, str) else str(Framework.MEGATRON)
 
 
 def parse_space(doc: object) -> DesignSpace:
@@ -299,7 +313,14 @@ def parse_space(doc: object) -> DesignSpace:
     gpu_counts = allowed_counts("hardware.num_gpus", raw_gpus)
     batches, knobs = parse_knobs(doc)
     base = parse_scenario(probe_document(doc, gpu_counts[0]))
-    return DesignSpace(base=base, num_gpus=gpu_counts, global_batch_size=batches, knobs=knobs)
+    overlap = stated_fields(doc.get("parallelism")).get("tp_comm_overlap")
+    return DesignSpace(
+        base=base,
+        num_gpus=gpu_counts,
+        global_batch_size=batches,
+        knobs=knobs,
+        tp_comm_overlap=True if overlap is True else None,  # the probe may leave it out
+    )
 
 
 def stated_fields(parallelism: object) -> StatedFields:

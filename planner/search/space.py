@@ -66,7 +66,12 @@ from planner.perf.candidates import CandidateColumns
 from planner.perf.operators import OPERATOR_COLUMNS
 from planner.search.values import DIGITS, knob_values, pipeline_combinations
 from planner.specs._checks import require_int
-from planner.specs.feasibility import Violation, fp8_param_gather_rule, layout_violations
+from planner.specs.feasibility import (
+    Violation,
+    fp8_param_gather_rule,
+    layout_violations,
+    probe_tp_comm_overlap,
+)
 from planner.specs.parallelism import Recompute
 from planner.specs.pipeline_split import stage_layer_arrays
 from planner.specs.scenario import Scenario
@@ -159,8 +164,9 @@ _COARSE_TABLE_MAX = 1 << 20
 @dataclass(frozen=True, slots=True)
 class _JobLayout:
     """A sub-space's candidates as the layout rules read them: their columns, and the job's
-    stated async tensor parallelism (``parallelism.tp_comm_overlap`` of the base, one value for
-    every candidate, which ``CandidateColumns`` does not carry; ``async_tensor_parallel_rule``).
+    stated async tensor parallelism (``SubSpace.tp_comm_overlap``, one value for every
+    candidate, which ``CandidateColumns`` does not carry; ``async_tensor_parallel_rule``,
+    ``tp_comm_overlap_sequence_rule``).
     Every other attribute is the columns'."""
 
     cols: CandidateColumns
@@ -183,7 +189,9 @@ class SubSpace:
     v, first, last)``, shape ``(k, 6)``, ``first`` / ``last`` 0 where unset). ``data_parallel`` is
     None when open, else the allowed set. ``zero_stages`` are the allowed ZeRO stages (the
     lowest of 0-2 is the one kept among equivalent layouts). ``offset`` is the index of this
-    sub-space's first candidate in the whole design space.
+    sub-space's first candidate in the whole design space. ``tp_comm_overlap``: the job's
+    stated ``parallelism.tp_comm_overlap`` (None: unset, the framework's default), which the
+    layout rules check every candidate against; the probe may not state it (``_probe``).
 
     Derived once, at construction: ``pipeline_stages`` (shape ``(k, 4)``: each pipeline row's
     split, ``stage_layer_arrays``: layers of rank 0, the busiest middle rank, rank ``p-1``, 1
@@ -201,6 +209,7 @@ class SubSpace:
     data_parallel: tuple[int, ...] | None
     offset: int
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    tp_comm_overlap: bool | None = None
     pipeline_stages: IntArray = field(init=False, repr=False, compare=False)
     coarse_reasons: IntArray | None = field(init=False, repr=False, compare=False)
     operator_values: tuple[IntArray, ...] = field(init=False, repr=False, compare=False)
@@ -312,7 +321,7 @@ class SubSpace:
             fp8_param_gather=np.full(n, self.base.parallelism.fp8_param_gather, dtype=np.bool_),
         )
         framework = self.base.training.framework
-        layout = _JobLayout(cols, tp_comm_overlap=self.base.parallelism.tp_comm_overlap is True)
+        layout = _JobLayout(cols, tp_comm_overlap=self.tp_comm_overlap is True)
         code = layout_violations(self.base.model, num_gpus, layout, framework=framework)
         reason = np.where(code >= 0, _REASON_OF_CODE[code], -1)
         if self.data_parallel is not None:  # checked once the GPUs are tiled, before the rest
@@ -536,9 +545,15 @@ def _count_or_none(column: IntArray | None, i: int) -> int | None:
 
 def _probe(base: Scenario, num_gpus: int) -> Scenario:
     """``base`` on ``num_gpus`` GPUs in the plainest layout (pure data parallelism): the
-    scenario whose arrays the candidates of that GPU count replace the layout of."""
+    scenario whose arrays the candidates of that GPU count replace the layout of. A
+    ``tp_comm_overlap`` the framework refuses at tensor parallelism 1
+    (``tp_comm_overlap_sequence_rule``) is left unset there (``probe_tp_comm_overlap``): the
+    sub-space carries the job's value and its arrays' column (``DesignSpace``)."""
     parallelism = replace(
         base.parallelism,
+        tp_comm_overlap=probe_tp_comm_overlap(
+            base.parallelism.tp_comm_overlap, str(base.training.framework)
+        ),
         tensor_parallel=1,
         pipeline_parallel=1,
         context_parallel=1,
@@ -568,14 +583,18 @@ class DesignSpace:
     its precision, flash attention, gradient-reduction precision and overlap are every
     candidate's). ``num_gpus`` and ``global_batch_size``: the values to consider (any order,
     repeats ignored); ``knobs``: the allowed values of the other knobs. ``subspaces`` is
-    derived. Raises ``SpecError("hardware.num_gpus" | "parallelism.global_batch_size", ...)``
-    for an empty list or a count below 1.
+    derived. ``tp_comm_overlap``: the job's stated ``parallelism.tp_comm_overlap`` where
+    ``base`` (a pure data-parallel probe, ``planner.scenario.space.probe_document``) could not
+    state it (Megatron-LM refuses it at tensor parallelism 1); None: the base's. Raises
+    ``SpecError("hardware.num_gpus" | "parallelism.global_batch_size", ...)`` for an empty
+    list or a count below 1.
     """
 
     base: Scenario
     num_gpus: tuple[int, ...]
     global_batch_size: tuple[int, ...]
     knobs: Knobs = field(default_factory=Knobs)
+    tp_comm_overlap: bool | None = None
     subspaces: tuple[SubSpace, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -583,9 +602,12 @@ class DesignSpace:
         batches = allowed_counts("parallelism.global_batch_size", self.global_batch_size)
         subspaces: list[SubSpace] = []
         offset = 0
+        overlap = self.job_tp_comm_overlap
         for num_gpus in gpu_counts:
             base = _probe(self.base, num_gpus)
             base_arrays = ScenarioArrays.from_scenarios([base])
+            if overlap is not None:  # the job's, which the probe may leave unset
+                base_arrays = replace(base_arrays, tp_comm_overlap=np.array([overlap]))
             pipelines = pipeline_combinations(base, num_gpus, self.knobs)
             for batch in batches:
                 sub = SubSpace(
@@ -598,6 +620,7 @@ class DesignSpace:
                     data_parallel=self.knobs.data_parallel,
                     offset=offset,
                     zero_stages=self.knobs.codes("zero_stage") or (0, 1, 2, 3),
+                    tp_comm_overlap=overlap,
                 )
                 subspaces.append(sub)
                 offset += sub.size
@@ -607,6 +630,13 @@ class DesignSpace:
     def name(self) -> str | None:
         """The job's name (``base.name``)."""
         return self.base.name
+
+    @property
+    def job_tp_comm_overlap(self) -> bool | None:
+        """The job's ``parallelism.tp_comm_overlap``: ``tp_comm_overlap``, else the base's."""
+        if self.tp_comm_overlap is not None:
+            return self.tp_comm_overlap
+        return self.base.parallelism.tp_comm_overlap
 
     @property
     def size(self) -> int:
@@ -629,6 +659,7 @@ class DesignSpace:
             global_batch_size=int(candidates.global_batch_size[i]),
             recompute=Recompute.from_code(int(candidates.recompute[i])),
             zero_stage=int(candidates.zero_stage[i]),
+            tp_comm_overlap=self.job_tp_comm_overlap,
             expert_tensor_parallel=(
                 int(candidates.expert_tensor_parallel[i])
                 if self.base.model.is_moe and candidates.expert_tensor_parallel is not None

@@ -25,7 +25,9 @@ sequence parallelism under Megatron-Core (``MoELayer.forward`` refuses to train 
 ``moe_tensor_parallel_rule``) and must not use it under NeMo Automodel
 (``moe_sequence_parallel_refused``); NeMo Automodel's async tensor parallelism (``tp_comm_overlap``,
 its ``enable_async_tensor_parallel``) needs sequence parallelism for a dense model and is refused
-for an MoE model (``async_tensor_parallel_rule``); expert parallelism needs an MoE model and divides
+for an MoE model (``async_tensor_parallel_rule``); Megatron-LM's ``--tp-comm-overlap``
+needs sequence parallelism at every tensor-parallel degree, so never at 1
+(``tp_comm_overlap_sequence_rule``); expert parallelism needs an MoE model and divides
 the experts, and the expert groups fold into the ranks of a pipeline stage (Megatron-Core "MoE
 parallel folding", ``parallel_state``: the world size is divisible by
 ``expert_tensor·expert·pipeline``, so ``expert_tensor_parallel · expert_parallel`` divides
@@ -80,6 +82,7 @@ __all__ = [
     "MOE_SEQUENCE_PARALLEL_SOURCE",
     "MOE_WITHOUT_SEQUENCE_PARALLEL",
     "SEQUENCE_PARALLEL_OFF_BY_DEFAULT",
+    "TP_COMM_OVERLAP_SEQUENCE_SOURCE",
     "Layout",
     "Violation",
     "async_tensor_parallel_rule",
@@ -93,7 +96,9 @@ __all__ = [
     "moe_sequence_parallel_refused",
     "moe_tensor_parallel_rule",
     "parallelism_violation",
+    "probe_tp_comm_overlap",
     "stage_layers_of",
+    "tp_comm_overlap_sequence_rule",
     "violation_error",
 ]
 
@@ -345,9 +350,59 @@ def async_tensor_parallel_rule(framework: str) -> bool:
     async tensor parallelism, ``enable_async_tensor_parallel`` in NeMo Automodel) against the
     model and the layout when ``tensor_parallel > 1``: NeMo Automodel refuses it for an MoE
     model and needs sequence parallelism with it for a dense one
-    (``ASYNC_TENSOR_PARALLEL_SOURCE``). Megatron-LM's ``--tp-comm-overlap`` and torchtitan's
-    async TP have checks of their own the planner does not apply here."""
+    (``ASYNC_TENSOR_PARALLEL_SOURCE``). Megatron-LM's ``--tp-comm-overlap`` check is
+    ``tp_comm_overlap_sequence_rule``; torchtitan's async TP has checks of its own the planner
+    does not apply here."""
     return framework in ASYNC_TENSOR_PARALLEL_CHECKED
+
+
+TP_COMM_OVERLAP_SEQUENCE_SOURCE = (
+    "NVIDIA/Megatron-LM megatron/training/arguments.py validate_args: 'if args.tp_comm_overlap: "
+    "assert args.sequence_parallel == True' ('Tensor parallel communication/GEMM overlap can "
+    "happen only when sequence parallelism is enabled') in every release from core_v0.4.0 "
+    "(38879f8b3f0edc4ed4f50ac2f3271010b12c549f, megatron/arguments.py) through core_v0.15.0 "
+    "(0d7e02bd26d3eb347ad8d1bef625002babfa6df7, line 930), core_v0.19.0 "
+    "(5be9626709af2722333bf54797c954c09edeada3) and main "
+    "(d98e8a64ddf34856e74b24714e3bedb2f5a39553); from core_v0.10.0 "
+    "(7ee599a25ca15f042c1087176b73ebddb0566d02; e1993fa6f70763523a84432ab1f5eb42e77ccf2a moved "
+    "it) the assertion runs after validate_args sets sequence_parallel to False at "
+    "tensor_model_parallel_size 1, so --tp-comm-overlap at tensor parallelism 1 fails even "
+    "with --sequence-parallel (core_v0.4.0 to core_v0.9.0 asserted first and accepted that "
+    "pair). NeMo 2 (nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py @ "
+    "8cfedd7203462cb251a914e700e5605444277561, also v2.0.0) and Megatron-Bridge "
+    "(src/megatron/bridge/training/comm_overlap.py @ 067f987df03b8355b03192d88d70f1709fedf51a, "
+    "also v0.3.0) turn the overlap off with a warning at TP < 2 or without sequence_parallel "
+    "instead, NeMo 1 likewise (megatron_base_model.py, ub_tp_comm_overlap), and Megatron-Core's "
+    "ModelParallelConfig asserts nothing of it"
+)
+"""Where Megatron-LM refuses ``--tp-comm-overlap`` without sequence parallelism."""
+
+
+def tp_comm_overlap_sequence_rule(framework: str) -> bool:
+    """Whether ``framework`` refuses a stated ``parallelism.tp_comm_overlap`` without
+    sequence parallelism at every tensor-parallel degree, 1 included, for every model
+    (``TP_COMM_OVERLAP_SEQUENCE_SOURCE``).
+
+    * Megatron-LM: yes (``validate_args``; its sequence parallelism is off at tensor
+      parallelism 1, so the overlap is refused there whatever the scenario says).
+    * NeMo (1, 2, Megatron-Bridge): no. They drop the overlap with a warning and train; the
+      launch readers state no ``tp_comm_overlap`` for them.
+    * NeMo Automodel: its own rule, at ``tensor_parallel > 1`` (``async_tensor_parallel_rule``).
+    * The other frameworks: not checked.
+
+    An unset ``tp_comm_overlap`` (the framework profile's default) is never refused."""
+    return framework == "megatron"
+
+
+def probe_tp_comm_overlap(stated: bool | None, framework: str) -> bool | None:
+    """The ``tp_comm_overlap`` a pure data-parallel probe of a job (the explorer's base, which
+    stands for the job's model, hardware and one-per-job fields, never for a candidate) may
+    state: ``stated``, except an overlap the framework refuses at tensor parallelism 1
+    (``tp_comm_overlap_sequence_rule``), left unset there; the search applies the job's value
+    to its candidates (``planner.search.space.DesignSpace``)."""
+    if stated is True and tp_comm_overlap_sequence_rule(framework):
+        return None
+    return stated
 
 
 def _async_tensor_parallel(x: Layout, fw: str) -> Flag:
@@ -359,9 +414,12 @@ def _async_tensor_parallel(x: Layout, fw: str) -> Flag:
 
 
 def _async_tensor_parallel_sequence(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
-    if m.is_moe:  # the MoE path refuses async TP outright (_moe_async_tensor_parallel)
+    without = np.logical_not(x.sequence_parallel)
+    if tp_comm_overlap_sequence_rule(fw):  # every model, every tensor-parallel degree
+        return (x.tensor_parallel > 0) & _flag(x, "tp_comm_overlap") & without
+    if m.is_moe:  # Automodel's MoE path refuses async TP outright (_moe_async_tensor_parallel)
         return x.tensor_parallel < 0
-    return _async_tensor_parallel(x, fw) & np.logical_not(x.sequence_parallel)
+    return _async_tensor_parallel(x, fw) & without
 
 
 def _moe_async_tensor_parallel(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
@@ -680,6 +738,27 @@ def _moe_sequence_parallel_refused_message(m: ModelSpec, x: Layout, fw: str) -> 
 
 
 def _async_tensor_parallel_sequence_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    tp = int(x.tensor_parallel)
+    if tp_comm_overlap_sequence_rule(fw) and tp == 1:
+        return SpecError(
+            "parallelism.tp_comm_overlap",
+            f"tp_comm_overlap (--tp-comm-overlap) with tensor_parallel=1 is refused under {fw}: "
+            "its validate_args turns sequence parallelism off at tensor parallelism 1 and then "
+            "asserts it for the overlap (NVIDIA/Megatron-LM megatron/training/arguments.py: "
+            "'Tensor parallel communication/GEMM overlap can happen only when sequence "
+            "parallelism is enabled'); set tp_comm_overlap to false, or tensor_parallel above 1 "
+            "with sequence_parallel",
+        )
+    if tp_comm_overlap_sequence_rule(fw):
+        return SpecError(
+            "parallelism.sequence_parallel",
+            f"tp_comm_overlap (--tp-comm-overlap) with tensor_parallel={tp} needs sequence "
+            f"parallelism under {fw}: the overlap splits the sequence-parallel all-gathers and "
+            "reduce-scatters, and validate_args asserts it (NVIDIA/Megatron-LM "
+            "megatron/training/arguments.py: 'Tensor parallel communication/GEMM overlap can "
+            "happen only when sequence parallelism is enabled'); set sequence_parallel to "
+            "true, or tp_comm_overlap to false",
+        )
     return SpecError(
         "parallelism.sequence_parallel",
         f"tp_comm_overlap (async tensor parallelism) with tensor_parallel="

@@ -192,3 +192,33 @@ def test_no_pool_can_run_the_job(job: dict[str, Any]) -> None:
     job["recommend"]["gpu_counts"] = [1, 2]
     result = recommend_document(job)
     assert result["error"].startswith("infeasible: no GPU count of any pool")
+
+
+def test_stated_tp_comm_overlap_is_recommended_with_sequence_parallelism(
+    job: dict[str, Any],
+) -> None:
+    """Megatron-LM (the default framework) refuses ``--tp-comm-overlap`` at tensor
+    parallelism 1 and without sequence parallelism: a job stating ``tp_comm_overlap: true``
+    is still planned (its pools' pure data-parallel bases leave the overlap out), and every
+    layout recommended, for the pools and for the running job, states it with tensor and
+    sequence parallelism."""
+    job["parallelism"]["tp_comm_overlap"] = True
+    job["recommend"]["gpu_counts"] = [8, 16]
+    job["recommend"]["running"] = {
+        "num_gpus": 16,
+        "parallelism": {
+            "tensor_parallel": 2,
+            "global_batch_size": 64,
+            "recompute": "full",
+            "zero_stage": 1,
+        },
+        "tokens_trained": 1.0e9,
+    }
+    answer = _answer(job)
+    layouts = [p["parallelism"] for p in answer["scaling"] if p["feasible"]]
+    assert len(layouts) == 2
+    layouts.append(answer["running"]["best"]["parallelism"])
+    for layout in layouts:
+        assert layout["tp_comm_overlap"] is True
+        assert layout["tensor_parallel"] > 1
+        assert layout["sequence_parallel"] is True

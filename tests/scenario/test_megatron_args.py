@@ -157,9 +157,27 @@ def test_gradient_reduction_precision_flags(flag: str, expected: bool) -> None:
 
 
 def test_tp_comm_overlap_flag() -> None:
-    doc = _small_bf16_gpt("--tp-comm-overlap")
+    """``--tp-comm-overlap`` is stated; Megatron-LM's ``validate_args`` asserts sequence
+    parallelism with it, which it turns off at tensor parallelism 1
+    (``TP_COMM_OVERLAP_SEQUENCE_SOURCE``): the flag alone, or at tensor parallelism 2 without
+    ``--sequence-parallel``, is refused naming the field to change."""
+    doc = _small_bf16_gpt("--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap")
     assert doc["parallelism"]["tp_comm_overlap"] is True
     assert parse_scenario(doc).parallelism.tp_comm_overlap is True
+    for flags, field in (
+        ("--tp-comm-overlap", "parallelism.tp_comm_overlap"),
+        (
+            "--tensor-model-parallel-size 1 --sequence-parallel --tp-comm-overlap",
+            "parallelism.tp_comm_overlap",
+        ),
+        ("--tensor-model-parallel-size 2 --tp-comm-overlap", "parallelism.sequence_parallel"),
+    ):
+        refused = _small_bf16_gpt(flags)
+        assert refused["parallelism"]["tp_comm_overlap"] is True
+        with pytest.raises(SpecError) as error:
+            parse_scenario(refused)
+        assert error.value.field == field
+        assert "can happen only when sequence parallelism is enabled" in error.value.message
 
 
 def test_fp8_param_gather_flag_under_fp8_only() -> None:

@@ -331,14 +331,10 @@ def test_automodel_moe_spaces_refuse_async_tensor_parallelism(framework: str) ->
         assert (tensor & (reason < 0)).any()
 
 
-def test_automodel_dense_spaces_run_async_tensor_parallelism_with_sequence_parallelism() -> None:
-    """NeMo Automodel's dense parallelizer needs sequence parallelism for async tensor
-    parallelism (``ASYNC_TENSOR_PARALLEL_SOURCE``): with the job's ``tp_comm_overlap: true``
-    the candidates with ``tensor_parallel`` > 1 and no sequence parallelism are counted under
-    ``async_tensor_parallel_needs_sequence_parallel`` (sweep and full decode agree), those with
-    it are timed; without ``tp_comm_overlap`` none is counted."""
-    reason_index = REJECT_REASONS.index("async_tensor_parallel_needs_sequence_parallel")
-    doc: dict[str, Any] = {
+def _dense_overlap_space(framework: str) -> dict[str, Any]:
+    """Llama-2 7B on 16 H100 under ``framework``, tensor parallelism 1, 2 or 4, the job
+    stating ``tp_comm_overlap: true``."""
+    return {
         "model": {"preset": "llama2-7b"},
         "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
         "parallelism": {
@@ -347,8 +343,18 @@ def test_automodel_dense_spaces_run_async_tensor_parallelism_with_sequence_paral
             "micro_batch_size": [1],
             "tp_comm_overlap": True,
         },
-        "training": {"framework": "automodel"},
+        "training": {"framework": framework},
     }
+
+
+def test_automodel_dense_spaces_run_async_tensor_parallelism_with_sequence_parallelism() -> None:
+    """NeMo Automodel's dense parallelizer needs sequence parallelism for async tensor
+    parallelism (``ASYNC_TENSOR_PARALLEL_SOURCE``): with the job's ``tp_comm_overlap: true``
+    the candidates with ``tensor_parallel`` > 1 and no sequence parallelism are counted under
+    ``async_tensor_parallel_needs_sequence_parallel`` (sweep and full decode agree), those with
+    it are timed; without ``tp_comm_overlap`` none is counted."""
+    reason_index = REJECT_REASONS.index("async_tensor_parallel_needs_sequence_parallel")
+    doc = _dense_overlap_space("automodel")
     for overlap in (True, False):
         doc["parallelism"]["tp_comm_overlap"] = overlap
         (sub,) = parse_space(copy.deepcopy(doc)).subspaces
@@ -366,3 +372,39 @@ def test_automodel_dense_spaces_run_async_tensor_parallelism_with_sequence_paral
         else:
             assert not counted.any()
             assert (tensor & ~sequenced & (reason < 0)).any()
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo"])
+def test_megatron_lm_spaces_run_tp_comm_overlap_with_sequence_parallelism(framework: str) -> None:
+    """Megatron-LM refuses ``--tp-comm-overlap`` without sequence parallelism, which it turns
+    off at tensor parallelism 1 (``TP_COMM_OVERLAP_SEQUENCE_SOURCE``): with the job's
+    ``tp_comm_overlap: true`` the space still parses (its pure data-parallel base leaves the
+    overlap out and the space carries it), every candidate with tensor parallelism 1 or no
+    sequence parallelism is counted under ``async_tensor_parallel_needs_sequence_parallel``
+    (sweep and full decode agree), and the layouts timed state the overlap and run tensor and
+    sequence parallelism; without the field none is counted. NeMo drops the overlap instead
+    of refusing and counts none."""
+    reason_index = REJECT_REASONS.index("async_tensor_parallel_needs_sequence_parallel")
+    doc = _dense_overlap_space(framework)
+    for overlap in (True, None):
+        if overlap is None:
+            del doc["parallelism"]["tp_comm_overlap"]
+        (sub,) = parse_space(copy.deepcopy(doc)).subspaces
+        assert sub.coarse_reasons is not None  # the sweep counts without decoding
+        cols, reason = sub.decode(0, sub.size)
+        without = (np.asarray(cols.tensor_parallel) == 1) | ~np.asarray(cols.sequence_parallel)
+        counted = reason == reason_index
+        outcome = sweep(parse_space(copy.deepcopy(doc)))
+        assert outcome.rejected["async_tensor_parallel_needs_sequence_parallel"] == counted.sum()
+        top = explore(parse_space(copy.deepcopy(doc)), top_k=3).top
+        assert top
+        assert all(e.scenario.parallelism.tp_comm_overlap is overlap for e in top)
+        if overlap and framework == "megatron":
+            assert counted.any()
+            assert without[counted].all()
+            assert not (without & (reason < 0)).any()
+            assert all(e.scenario.parallelism.sequence_parallel for e in top)
+            assert all(e.scenario.parallelism.tensor_parallel > 1 for e in top)
+        else:
+            assert not counted.any()
+            assert (without & (reason < 0)).any()

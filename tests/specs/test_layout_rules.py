@@ -490,3 +490,69 @@ def test_automodel_async_tensor_parallelism_needs_sequence_parallelism(framework
     scenario = parse_scenario(copy.deepcopy(doc))
     assert scenario.parallelism.sequence_parallel is True
     assert scenario.parallelism.tp_comm_overlap is True
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo", "torchtitan"])
+def test_megatron_lm_tp_comm_overlap_needs_sequence_parallelism(framework: str) -> None:
+    """Megatron-LM's ``validate_args`` asserts sequence parallelism for ``--tp-comm-overlap``
+    and turns it off at tensor parallelism 1 first (``TP_COMM_OVERLAP_SEQUENCE_SOURCE``): a
+    scenario stating ``tp_comm_overlap: true`` with tensor parallelism 2 and
+    ``sequence_parallel: false`` is refused naming ``parallelism.sequence_parallel``, one with
+    tensor parallelism 1 naming ``parallelism.tp_comm_overlap``, each with the fix; with
+    sequence parallelism it runs, and an unset ``tp_comm_overlap`` (the profile's default, on
+    for Megatron-LM) is never refused. NeMo drops the overlap with a warning instead, and
+    torchtitan is not checked: neither refuses."""
+    refused_here = framework == "megatron"
+    for tp, sp, field in (
+        (2, False, "parallelism.sequence_parallel"),
+        (1, False, "parallelism.tp_comm_overlap"),
+    ):
+        doc = copy.deepcopy(DENSE_TP2)
+        doc["parallelism"].update(tensor_parallel=tp, sequence_parallel=sp, tp_comm_overlap=True)
+        doc["training"] = {"framework": framework}
+        unset = copy.deepcopy(doc)
+        del unset["parallelism"]["tp_comm_overlap"]
+        assert parse_scenario(unset).parallelism.tp_comm_overlap is None
+        if not refused_here:
+            assert parse_scenario(copy.deepcopy(doc)).parallelism.tp_comm_overlap is True
+            continue
+        with pytest.raises(SpecError) as refused:
+            parse_scenario(copy.deepcopy(doc))
+        assert refused.value.field == field
+        assert "can happen only when sequence parallelism is enabled" in refused.value.message
+        fix = (
+            "set sequence_parallel to true, or tp_comm_overlap to false"
+            if tp > 1
+            else "set tp_comm_overlap to false, or tensor_parallel above 1 with sequence_parallel"
+        )
+        assert fix in refused.value.message
+    doc = copy.deepcopy(DENSE_TP2)
+    doc["parallelism"].update(sequence_parallel=True, tp_comm_overlap=True)
+    doc["training"] = {"framework": framework}
+    assert parse_scenario(doc).parallelism.tp_comm_overlap is True
+
+
+def test_megatron_lm_refuses_tp_comm_overlap_for_moe_at_tensor_parallel_1() -> None:
+    """The assertion reads no model: an MoE model at tensor parallelism 1 stating
+    ``tp_comm_overlap: true`` is refused under Megatron-LM as a dense one is (NeMo runs it,
+    without the overlap); with the overlap off or unset it runs."""
+    doc: dict[str, Any] = {
+        "model": {"preset": "gpt-oss-20b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
+        "parallelism": {"expert_parallel": 8, "global_batch_size": 64, "tp_comm_overlap": True},
+        "training": {"framework": "megatron"},
+    }
+    with pytest.raises(SpecError) as refused:
+        parse_scenario(copy.deepcopy(doc))
+    assert refused.value.field == "parallelism.tp_comm_overlap"
+    doc["parallelism"]["tp_comm_overlap"] = False
+    scenario = parse_scenario(doc)
+    model, gpus = scenario.model, scenario.hardware.num_gpus
+    for overlap, framework, expected in (
+        (True, "megatron", Violation.ASYNC_TENSOR_PARALLEL_NEEDS_SEQUENCE_PARALLEL),
+        (True, "nemo", None),
+        (False, "megatron", None),
+        (None, "megatron", None),
+    ):
+        par = dataclasses.replace(scenario.parallelism, tp_comm_overlap=overlap)
+        assert first_violation(model, gpus, par, framework=framework) is expected
