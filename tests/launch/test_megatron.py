@@ -374,3 +374,33 @@ def test_softmax_rope_and_clamp_are_read_as_the_scenario_spells_them() -> None:
     # a choice Megatron-LM does not have reaches the scenario's error, naming the field
     wrong = _describe_job("mlm_sink_yarn.sbatch", ("off-by-one", "sparse")).predicted or {}
     assert "model.softmax_type: unknown value 'sparse'" in str(wrong.get("error"))
+
+
+@pytest.mark.parametrize(
+    ("tp", "flags", "expected"),
+    [
+        ("2", "--tp-comm-overlap", "parallelism.sequence_parallel:"),
+        ("1", "--tp-comm-overlap --sequence-parallel", "parallelism.tp_comm_overlap:"),
+        ("2", "--tp-comm-overlap --sequence-parallel", None),
+    ],
+)
+def test_tp_comm_overlap_without_sequence_parallel_is_refused_not_timed(
+    tp: str, flags: str, expected: str | None
+) -> None:
+    """Megatron-LM's ``validate_args`` asserts sequence parallelism for ``--tp-comm-overlap``
+    (``TP_COMM_OVERLAP_SEQUENCE_SOURCE``): the launch at tensor parallelism 2 without
+    ``--sequence-parallel`` is described with the flag and its prediction is the refusal,
+    naming the field; at tensor parallelism 1, where Megatron-LM turns sequence parallelism
+    off first, ``--sequence-parallel`` does not help; with it at 2 the launch is timed."""
+    script = (support.DATA / "megatron" / "jobs" / "mlm_job.sbatch").read_text()
+    script = script.replace("TP=2", f"TP={tp}").replace("--bf16", f"--bf16 {flags}")
+    described = describe_launch(Launch(batch_script=script, work_dir=JOB), _files(), gpu="h100-sxm")
+    parallelism = described.scenario["parallelism"]
+    assert isinstance(parallelism, dict)
+    assert parallelism["tp_comm_overlap"] is True
+    prediction: dict[str, object] = dict(described.to_json()["prediction"])
+    if expected is None:
+        assert isinstance(prediction.get("iteration_time_s"), float)
+    else:
+        assert "iteration_time_s" not in prediction
+        assert str(prediction["error"]).startswith(expected)
