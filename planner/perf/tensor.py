@@ -19,7 +19,11 @@ vocabulary-parallel cross-entropy (max, sum, target logit; Megatron
 ``vocab_parallel_cross_entropy``). A fraction hides behind the GEMMs:
 ``tp_comm_overlap_fraction`` where the framework splits the collectives into chunks overlapped
 with the GEMMs that consume and produce them (Transformer Engine userbuffers, Megatron
-``--tp-comm-overlap``; Hopper and later, ``planner.perf.frameworks``), ``tp_overlap_fraction``
+``--tp-comm-overlap``; Hopper and later, ``planner.perf.frameworks``; sequence-parallel layers
+only: Megatron-LM asserts ``sequence_parallel`` with ``tp_comm_overlap`` in ``validate_args``,
+NeMo 2 and Megatron-Bridge switch the overlap off with a warning without it,
+``nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py`` @ ``8cfedd72``,
+``src/megatron/bridge/training/comm_overlap.py`` @ ``067f987d``), ``tp_overlap_fraction``
 otherwise. torch's micro-pipelined TP (torchtitan's async TP, ``tp_comm_overlap``) splits an
 all-gather with the matmuls that consume it and a reduce-scatter with the one matmul that
 produces its input, nothing else (``fuse_all_gather_matmul`` / ``fuse_matmul_reduce_scatter``,
@@ -107,15 +111,18 @@ def tensor_parallel_times(
     arch = a.device.architecture
     hopper_plus = (arch >= _HOPPER) & (arch < _CDNA3)
     plain = 1.0 - eff.comm_overlap(CommKind.TENSOR)
-    keep = ops.where(
-        a.tp_comm_overlap & hopper_plus, 1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS), plain
-    )
+    # the chunked overlap exists only on sequence-parallel layers: Megatron-LM refuses it
+    # without them, NeMo and Megatron-Bridge switch it off with a warning
+    # (``planner.specs.feasibility.tp_comm_overlap_sequence_rule``), torch's micro-pipelined TP
+    # fuses the sequence-parallel all-gathers and reduce-scatters
+    chunked = a.tp_comm_overlap & hopper_plus & a.sequence_parallel
+    keep = ops.where(chunked, 1.0 - eff.comm_overlap(CommKind.TENSOR_USERBUFFERS), plain)
     moe_share = a.num_moe_layers / a.num_layers
     mlp = (1.0 - moe_share) * layer_pair * keep + moe_share * expert_pair * plain
     layer = 2.0 * layer_pair * keep + 2.0 * mlp  # attention and MLP pairs, forward and backward
     # micro-pipelined TP splits a reduce-scatter only after a single matmul (module docstring):
     # with separate projections the backward's input-gradient reduce-scatters stay whole
-    whole = a.tp_comm_overlap & hopper_plus & a.separate_projections & a.sequence_parallel
+    whole = chunked & a.separate_projections
     if ops.any_(whole):
         unsplit = ops.where(whole, 2.0 - moe_share, 0.0)
         layer = layer + unsplit * reduce_scatter * (plain - keep)

@@ -246,6 +246,22 @@ def test_tensor_parallel_overlap_follows_the_scenario_then_the_framework() -> No
         _scenario("megatron", tp_comm_overlap="yes")
 
 
+def test_tensor_parallel_overlap_needs_sequence_parallel_layers() -> None:
+    """NeMo and Megatron-Bridge switch the chunked overlap off with a warning when sequence
+    parallelism is off: stated or left to the profile, it hides nothing more than no overlap
+    does there, and still hides its share once the layers are sequence-parallel."""
+
+    def tp_s(**par: Any) -> float:
+        scenario = _scenario("nemo", tensor_parallel=8, **par)
+        return predict(scenario).breakdown.tp_comm_exposed_s
+
+    assert profile_of(Framework.NEMO).tp_comm_overlap
+    plain = tp_s(sequence_parallel=False, tp_comm_overlap=False)
+    assert tp_s(sequence_parallel=False) == pytest.approx(plain, rel=1e-12)
+    assert tp_s(sequence_parallel=False, tp_comm_overlap=True) == pytest.approx(plain, rel=1e-12)
+    assert tp_s(sequence_parallel=True) < 0.7 * tp_s(sequence_parallel=True, tp_comm_overlap=False)
+
+
 def _gpt3_interleaved(framework: str, virtual_pipeline: int) -> Scenario:
     """GPT-3 175B as NeMo 24.07's 128-GPU row runs it: TP 4, PP 8, distributed optimizer."""
     parallelism: dict[str, Any] = {
