@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from planner.launch.readers.automodel_config import parse_run
 from planner.launch.shell_options import (
     ACCELERATE_FLAGS,
     COMPOSER_FLAGS,
@@ -37,10 +38,13 @@ from planner.launch.shell_options import (
     world_of_deepspeed,
     world_of_torchrun,
 )
+from planner.launch.types import Invocation
 
 __all__ = ["CONSOLE_PROGRAMS", "Context", "Peeled", "Wrapping", "peel"]
 
-CONSOLE_PROGRAMS = frozenset({"tune", "nemo", "llamafactory-cli", "lmf", "axolotl", "trl"})
+CONSOLE_PROGRAMS = frozenset(
+    {"tune", "nemo", "llamafactory-cli", "lmf", "axolotl", "trl", "automodel", "am"}
+)
 """Console programs kept as the program (their readers read their own arguments)."""
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
@@ -234,7 +238,17 @@ def _direct(wrapping: Wrapping) -> Wrapping:
 
 def _console(base: str, rest: Sequence[str], wrapping: Wrapping, context: Context) -> Wrapping:
     """``tune run [torchrun options] recipe``: torchrun's process count; ``axolotl ...
-    --launcher torchrun|accelerate -- OPTIONS``: that launcher's, when the options give it."""
+    --launcher torchrun|accelerate -- OPTIONS``: that launcher's, when the options give it;
+    ``automodel <config.yaml> [--nproc-per-node N]``: the torchrun it starts (without N, one
+    process per GPU of the node)."""
+    if base in {"automodel", "am"}:
+        run = parse_run(Invocation(program=base, args=tuple(rest)))
+        given = {"nproc_per_node": run.nproc_per_node or "gpu"}
+        if run.nnodes:
+            given["nnodes"] = run.nnodes
+        env = {**context.env, **wrapping.env}
+        world = world_of_torchrun(given, context.gpus_per_node, env, context.per_node_nodes)
+        return replace(wrapping, world=world)
     if base == "tune" and rest[:1] == ["run"]:
         given, _ = options(rest, 1, flags=TORCHRUN_FLAGS)
         world = world_of_torchrun(given, context.gpus_per_node, context.env, context.per_node_nodes)

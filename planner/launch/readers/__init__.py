@@ -6,6 +6,7 @@ backend and Megatron-Bridge before plain Megatron-LM."""
 from __future__ import annotations
 
 from planner.launch.reader import LaunchReader
+from planner.launch.readers.automodel import READER as AUTOMODEL
 from planner.launch.readers.axolotl import READER as AXOLOTL
 from planner.launch.readers.foundry import READER as LLM_FOUNDRY
 from planner.launch.readers.fsdp_script import READER as FSDP_SCRIPT
@@ -23,6 +24,7 @@ __all__ = ["READERS"]
 READERS: tuple[LaunchReader, ...] = (
     TORCHTITAN,
     TORCHTUNE,
+    AUTOMODEL,
     NEMO2_READER,
     NEMO1_READER,
     MEGATRON_BRIDGE,

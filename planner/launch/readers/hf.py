@@ -37,6 +37,7 @@ from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_bool, as_int, mapping_of, positive_int
 
 __all__ = [
+    "HF_LORA_MODULES",
     "READER",
     "TRL_COMMANDS",
     "HfTrainerReader",
@@ -285,6 +286,8 @@ _TARGETS = {
     "down_proj": "linear_fc2",
 }
 _ALL_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+HF_LORA_MODULES = tuple(_TARGETS)
+"""The Hugging Face projection names :func:`lora_targets` maps to the scenario's targets."""
 
 
 def lora_targets(value: object) -> list[str]:
