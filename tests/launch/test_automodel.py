@@ -326,3 +326,28 @@ def test_a_pytorchjob_running_the_recipe_module() -> None:
     assert description.scenario["parallelism"]["data_parallel"] == 8  # 2 pods x 4
     assert description.scenario["training"]["mode"] == "lora"
     assert description.train_iters == 30
+
+
+def test_the_earlier_cli_form_with_command_and_domain() -> None:
+    pretrain = _read("pretrain llm -c configs/llama_sft_tp.yaml --nproc-per-node=8")
+    assert pretrain.get("training.mode") == "pretrain"
+    assert pretrain.values["training.mode"].source.startswith("launch: automodel pretrain llm")
+    assert pretrain.get("hardware.num_gpus") == 8
+    assert pretrain.get("parallelism.data_parallel") == 4
+    finetune = _read("finetune llm --config=configs/qwen_lora.yaml --nproc-per-node 2")
+    assert finetune.get("training.mode") == "lora"
+    assert finetune.get("parallelism.data_parallel") == 2
+    vlm = _read("finetune vlm -c configs/qwen_lora.yaml --nproc-per-node 2")
+    assert any("does not model" in note for note in vlm.notes)
+    module = parse_run(Invocation(program=TRAIN_FT, args=("--config=x.yaml",)))
+    assert module.config is None  # parse_cli_argv wants the path as its own argument
+
+
+def test_a_recipe_the_reader_does_not_model_is_noted() -> None:
+    facts = _read(
+        "configs/llama_sft_tp.yaml --nproc-per-node 8 "
+        "--recipe=KnowledgeDistillationRecipeForNextTokenPrediction"
+    )
+    assert facts.get("training.mode") == "sft"
+    assert "read as train_ft" in facts.values["training.mode"].source
+    assert any("not one the reader models" in note for note in facts.notes)

@@ -132,6 +132,18 @@ def _recipe(
     """``(training mode, source)`` of the recipe: the module run directly, else the YAML's
     ``recipe:`` (a class name, a dotted path or a ``_target_``)."""
     recipes = mapping_of(data.get("recipes"))
+    if run.command:
+        legacy = mapping_of(data.get("legacy_cli"))
+        entry = mapping_of(mapping_of(legacy.get("commands")).get(run.command))
+        module = str(entry.get("module", ""))
+        if run.domain != "llm" or module not in recipes:
+            facts.note(
+                f"automodel: `automodel {run.command} {run.domain}` runs a recipe the reader "
+                "does not model (it reads the LLM train_ft and benchmark recipes); read as the "
+                "fine-tuning recipe"
+            )
+        source = f"launch: automodel {run.command} {run.domain} ({legacy.get('path', '')})"
+        return str(entry.get("mode", "sft")), source
     if run.module:
         entry = mapping_of(recipes.get(run.module))
         return str(entry.get("mode", "sft")), f"launch: recipe {run.module}"

@@ -5,7 +5,10 @@ The command line follows NVIDIA-NeMo/Automodel@36044ad3: the ``automodel`` / ``a
 script (``nemo_automodel/cli/app.py``, also run as ``-m nemo_automodel.cli.app``) takes the
 config path as its one positional argument and ``--nproc-per-node`` / ``--nproc_per_node`` with
 ``argparse.parse_known_args``; the torchrun options it hands on are read by torchrun's own
-parser, of which the reader takes ``--nnodes``. A recipe module run directly
+parser, of which the reader takes ``--nnodes``. Releases before Automodel@35b5ed9c9
+(2026-04-01) took ``automodel <command> <domain> -c <config.yaml>`` (``finetune`` /
+``pretrain`` / ``benchmark`` / ``kd``, ``llm`` / ``vlm``); that form is read too, its command
+kept in ``AutomodelRun.command``. A recipe module run directly
 (``nemo_automodel.recipes.llm.train_ft``) takes ``--config`` / ``-c``. Every other argument goes
 to ``parse_cli_argv`` (``nemo_automodel/components/config/_arg_parser.py``): ``--a.b=value``,
 ``--a.b value`` (the next argument when it does not start with ``--``) and a bare ``--a.b``
@@ -40,6 +43,8 @@ CLI_PROGRAMS = frozenset({"automodel", "am"})
 """The console scripts of ``pyproject.toml`` ``[project.scripts]`` (Automodel@36044ad3)."""
 _CLI_MODULE = "nemo_automodel.cli.app"
 _NPROC = ("--nproc-per-node", "--nproc_per_node")
+_LEGACY_COMMANDS = frozenset({"finetune", "pretrain", "kd", "benchmark"})
+_LEGACY_DOMAINS = frozenset({"llm", "vlm"})
 _SPECIAL: dict[str, object] = {
     "none": None,
     "None": None,
@@ -65,7 +70,8 @@ class AutomodelRun:
     """What the command line says: ``config`` (the path as written, or None), ``cli`` (the
     console script or ``nemo_automodel.cli.app``, which starts torchrun itself), ``module`` (the
     recipe module run directly, or ""), ``nproc_per_node`` / ``nnodes`` (the CLI's options, as
-    written) and ``overrides`` (dotted key, value, the argument as written)."""
+    written), ``overrides`` (dotted key, value, the argument as written) and ``command`` /
+    ``domain`` (the earlier CLI's ``automodel finetune llm -c ...``; "" otherwise)."""
 
     config: str | None
     cli: bool
@@ -73,6 +79,8 @@ class AutomodelRun:
     nproc_per_node: str = ""
     nnodes: str = ""
     overrides: tuple[tuple[str, object, str], ...] = ()
+    command: str = ""
+    domain: str = ""
 
 
 def recipe_module(program: str) -> str:
@@ -95,6 +103,9 @@ def parse_run(invocation: Invocation) -> AutomodelRun:
     """The command line of ``invocation`` (module docstring)."""
     args = list(invocation.args)
     cli = is_cli(invocation.program)
+    command = domain = ""
+    if cli and len(args) > 1 and args[0] in _LEGACY_COMMANDS and args[1] in _LEGACY_DOMAINS:
+        command, domain, args = args[0], args[1], args[2:]
     config: str | None = None
     nproc = nnodes = ""
     rest: list[str] = []
@@ -103,7 +114,11 @@ def parse_run(invocation: Invocation) -> AutomodelRun:
         arg = args[index]
         name, eq, value = arg.partition("=")
         takes_value = cli and name in (*_NPROC, "--nnodes")
-        if takes_value or (not cli and arg in {"--config", "-c"}):
+        # parse_cli_argv takes only a separate path; the earlier CLI's argparse also --config=
+        takes_config = (not cli and arg in {"--config", "-c"}) or (
+            bool(command) and name in {"--config", "-c"}
+        )
+        if takes_value or takes_config:
             if not eq and index + 1 < len(args):
                 index += 1
                 value = args[index]
@@ -113,7 +128,7 @@ def parse_run(invocation: Invocation) -> AutomodelRun:
                 nnodes = value
             else:
                 config = value
-        elif cli and config is None and not arg.startswith("-"):
+        elif cli and not command and config is None and not arg.startswith("-"):
             config = arg
         else:
             rest.append(arg)
@@ -125,6 +140,8 @@ def parse_run(invocation: Invocation) -> AutomodelRun:
         nproc_per_node=nproc,
         nnodes=nnodes,
         overrides=tuple(_overrides(rest)),
+        command=command,
+        domain=domain,
     )
 
 
