@@ -351,3 +351,20 @@ def test_a_recipe_the_reader_does_not_model_is_noted() -> None:
     assert facts.get("training.mode") == "sft"
     assert "read as train_ft" in facts.values["training.mode"].source
     assert any("not one the reader models" in note for note in facts.notes)
+
+
+def test_fp8_section() -> None:
+    base = "configs/llama_sft_tp.yaml --nproc-per-node 8 --fp8.enabled=true"
+    tensorwise = _read(base)
+    assert tensorwise.get("parallelism.precision") == "fp8"
+    assert tensorwise.values["parallelism.precision"].source == "override: --fp8.enabled=true"
+    assert tensorwise.get("parallelism.fp8_recipe") == "tensorwise"
+    rowwise = _read(base + " --fp8.recipe_name rowwise")
+    assert rowwise.get("parallelism.precision") == "fp8"
+    assert not rowwise.has("parallelism.fp8_recipe")
+    assert any("recipe_name rowwise" in note for note in rowwise.notes)
+    emulated = _read(base + " --fp8.emulate")
+    assert emulated.get("parallelism.precision") == "bf16"
+    assert _read("configs/llama_sft_tp.yaml --nproc-per-node 8").get("parallelism.precision") == (
+        "bf16"
+    )

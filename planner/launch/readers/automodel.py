@@ -123,6 +123,7 @@ class AutomodelReader:
         _batch(facts, settings, data, dp, pp)
         _sequence(facts, settings, data)
         _mode(facts, settings, data, recipe_mode)
+        _fp8(facts, settings)
         return facts
 
 
@@ -537,6 +538,29 @@ def _mode(
     if targets:
         (facts.default if source == default_source else facts.set)(
             "training.lora_targets", targets, source
+        )
+
+
+def _fp8(facts: Facts, settings: AutoSettings) -> None:
+    """``fp8.enabled``: torchao float8 linears (``components/quantization/fp8.py``
+    ``apply_fp8_to_model``): tensorwise scaling unless ``recipe_name`` names a torchao recipe
+    (rowwise ones have no scenario recipe: noted, the recipe left open); ``emulate`` runs the
+    casts without FP8 GEMMs (the precision stays bf16)."""
+    enabled = settings.find("fp8.enabled")
+    if enabled is None or as_bool(enabled[0]) is not True:
+        return
+    if as_bool(settings.value("fp8.emulate")) is True:
+        facts.note("automodel: fp8.emulate runs the float8 casts without FP8 GEMMs; read as bf16")
+        return
+    facts.set("parallelism.precision", "fp8", enabled[1])
+    recipe = settings.find("fp8.recipe_name")
+    if recipe is None or recipe[0] in {None, "tensorwise"}:
+        where = recipe[1] if recipe is not None else "derived: fp8.recipe_name unset"
+        facts.set("parallelism.fp8_recipe", "tensorwise", f"{where} (torchao tensorwise)")
+    else:
+        facts.note(
+            f"automodel: fp8.recipe_name {recipe[0]} ({recipe[1]}) has no scenario fp8 recipe; "
+            "the recipe is left open"
         )
 
 
