@@ -189,6 +189,13 @@ def _model(
         facts.note(
             f"automodel: model builder {target} is read only through the model name it is given"
         )
+    dtype = settings.find("model.torch_dtype")
+    if dtype is not None and str(dtype[0]).replace("torch.", "") in {"float32", "fp32"}:
+        facts.note(
+            f"automodel: model.torch_dtype {dtype[0]} ({dtype[1]}) keeps fp32 parameters and "
+            "Adam moments under the bf16 mp_policy; the automodel profile counts bf16 ones, so "
+            "the predicted memory is low for this run"
+        )
     for key in (
         "model.pretrained_model_name_or_path",
         "model.config.pretrained_model_name_or_path",
