@@ -203,6 +203,7 @@ def test_the_cli_without_nproc_per_node_takes_the_node_gpus() -> None:
     unknown = _read("configs/qwen_lora.yaml")
     assert not unknown.has("hardware.num_gpus")
     assert not unknown.has("parallelism.data_parallel")
+    assert unknown.get("parallelism.precision") == "bf16"  # FSDP2's mp_policy, world or not
     assert any("does not say how many" in note for note in unknown.notes)
 
 

@@ -308,6 +308,7 @@ def _layout(
         )
     _sharding(facts, settings, data, strategy, (dp, replicate, cp, pp))
     if strategy == "fsdp2":
+        _fsdp2_policies(facts, settings, data)
         _tensor_parallel(facts, settings, data, tp)
     _recompute(facts, settings, data)
     return dp, pp
@@ -377,6 +378,11 @@ def _sharding(
     facts.set("parallelism.zero_stage", stage, rule)
     if shard > 1:
         facts.set("launch.fsdp_shard", shard, "derived: dp_size / dp_replicate_size")
+
+
+def _fsdp2_policies(facts: Facts, settings: AutoSettings, data: Mapping[str, object]) -> None:
+    """FSDP2's CPU offload (``offload_policy``) and compute precision (``mp_policy``'s
+    ``param_dtype``, bf16 by default)."""
     offload = settings.find("distributed.offload_policy")
     if offload is not None and offload[0]:
         facts.set("launch.fsdp_cpu_offload", True, offload[1])
