@@ -371,3 +371,15 @@ def test_fp8_section_and_an_fp32_model_note() -> None:
     assert _read("configs/llama_sft_tp.yaml --nproc-per-node 8").get("parallelism.precision") == (
         "bf16"
     )
+
+
+def test_the_cli_module_under_torchrun_runs_in_process() -> None:
+    facts = _read(
+        "configs/llama_sft_tp.yaml --nproc-per-node 2",
+        program="nemo_automodel.cli.app",
+        launcher="torchrun",
+        launcher_args={"nproc_per_node": "8"},
+    )
+    assert facts.get("hardware.num_gpus") == 8  # torchrun's workers; the CLI's option unused
+    assert facts.get("parallelism.data_parallel") == 4
+    assert facts.get("training.mode") == "sft"
