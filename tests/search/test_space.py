@@ -183,6 +183,10 @@ def test_biased_experts_are_searched_with_expert_tensor_parallel_1_under_megatro
             assert not (split & (reason < 0)).any()
             assert counted.any()
             assert split[counted].all()
+            # the rule reads no micro-batch, recompute or ZeRO digit: its classes are counted
+            # from the coarse table without being decoded
+            assert sub.coarse_reasons is not None
+            assert (sub.coarse_reasons == reason_index).any()
             top = explore(parse_space(copy.deepcopy(doc)), top_k=3).top
             entries = [*top, *(e for ranked in top for e in ranked.equivalents)]
             assert entries
