@@ -96,6 +96,22 @@ def test_a_key_under_a_name_is_refused_and_noted() -> None:
     )
 
 
+def test_a_key_deleted_under_a_name_is_refused_and_noted() -> None:
+    """``~mixed_precision.<key>`` under a recipe name: Hydra finds no key to delete ("Could
+    not delete"); the recipe's value stays."""
+    description = _run_recipe(
+        "qwen3_8b_pretrain_config",
+        "mixed_precision=bf16_with_fp8_delayed_scaling_mixed",
+        "~mixed_precision.fp8_param_gather",
+    )
+    assert _parallelism(description)["fp8_param_gather"] is True
+    assert any(
+        "'~mixed_precision.fp8_param_gather'" in n and "Could not delete" in n
+        for n in description.notes
+    )
+    assert not any("Could not override" in n for n in description.notes)
+
+
 def test_an_unknown_recipe_name_is_noted_not_raised() -> None:
     description = _describe("unknown.sbatch")
     parallelism = _parallelism(description)
