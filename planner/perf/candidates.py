@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from planner.perf.batch import ScenarioArrays, constant_column, from_fields, with_fields
 from planner.perf.efficiency import DeviceArrays
 from planner.specs.feasibility import DEFAULT_FRAMEWORK
+from planner.specs.folding import expert_tensor_parallel_of
 from planner.specs.pipeline_split import stage_layer_arrays
 
 __all__ = ["CandidateColumns", "candidate_arrays"]
@@ -44,7 +45,9 @@ class CandidateColumns:
     (MoE parallel folding), the ``account_for`` split options and the uneven first / last
     stages (``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers``,
     transformer layers of pipeline rank 0 / ``p-1``, ``0`` where unset) are optional: None
-    reads as unset (the tensor-parallel degree; no option; no explicit count).
+    reads as unset (the degree a scenario stating none runs with,
+    ``planner.specs.folding.expert_tensor_parallel_of`` under the framework; no option; no
+    explicit count).
     ``stage_layers`` (optional, shape ``(n, 4)``): what ``stage_layer_arrays`` gives for each
     candidate's split (layers of rank 0, of the busiest middle rank, of rank ``p-1``, and 1
     where the framework accepts the split, else 0), when the caller has it already (a design
@@ -96,6 +99,14 @@ class CandidateColumns:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Experts:
+    """The MoE shape of a base scenario (``planner.specs.folding.ExpertShape``)."""
+
+    is_moe: bool
+    moe_ffn_hidden_size: int
+
+
 def _repeat(value: object, n: int) -> NDArray[Any]:
     """The base's one value for ``n`` candidates: a read-only broadcast view of shape ``(n,)``
     (no copy; the engine only reads its inputs)."""
@@ -135,8 +146,12 @@ def candidate_arrays(
             last=cand.decoder_last_pipeline_num_layers,
         )
     etp = cand.expert_tensor_parallel
-    if etp is None:
-        etp = cand.tensor_parallel
+    if etp is None:  # resolved as a scenario leaving it unset resolves it
+        experts = _Experts(
+            is_moe=float(np.asarray(base.num_experts).reshape(-1)[0]) > 0,
+            moe_ffn_hidden_size=int(np.asarray(base.moe_ffn_hidden_size).reshape(-1)[0]),
+        )
+        etp = np.asarray(expert_tensor_parallel_of(experts, 0, cand, framework))
     columns: dict[str, object] = {
         "tensor_parallel": cand.tensor_parallel.astype(f64),
         "pipeline_parallel": cand.pipeline_parallel.astype(f64),

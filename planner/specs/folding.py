@@ -20,16 +20,16 @@ the tensor-parallel degree.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.specs.model import ModelSpec
 from planner.specs.pipeline_split import DEFAULT_FRAMEWORK
 
 __all__ = [
     "EXPERTS_WHOLE_UNDER_TENSOR_PARALLEL",
+    "ExpertShape",
     "expert_tensor_parallel_of",
     "experts_split_by_tensor_parallel",
     "knob",
@@ -50,6 +50,21 @@ def experts_split_by_tensor_parallel(framework: str) -> bool:
     return framework not in EXPERTS_WHOLE_UNDER_TENSOR_PARALLEL
 
 
+class ExpertShape(Protocol):
+    """What the expert tensor-parallel default reads of a model: a ``ModelSpec``, or the MoE
+    shape a batch of candidates shares (``planner.perf.candidates``)."""
+
+    @property
+    def is_moe(self) -> bool:
+        """True for a mixture-of-experts model."""
+        ...
+
+    @property
+    def moe_ffn_hidden_size(self) -> int:
+        """One expert's FFN width."""
+        ...
+
+
 def knob(x: object, name: str) -> Any:
     """An optional knob of a layout (the expert tensor-parallel degree and the split fields of
     ``ParallelismSpec``, which ``CandidateColumns`` may lack), None when the layout lacks it."""
@@ -57,7 +72,7 @@ def knob(x: object, name: str) -> Any:
 
 
 def expert_tensor_parallel_of(
-    m: ModelSpec, num_gpus: int, x: Any, framework: str = DEFAULT_FRAMEWORK
+    m: ExpertShape, num_gpus: int, x: Any, framework: str = DEFAULT_FRAMEWORK
 ) -> Int:
     """The expert tensor-parallel degree of ``x`` under ``framework``: its
     ``expert_tensor_parallel`` when set. Unset: 1 where the framework keeps the experts whole

@@ -216,3 +216,48 @@ def test_zero_0_2_candidates_of_a_deepspeed_zero3_base_reduce_as_their_stage_doe
         assert float(swept.iteration_time_s[i]) == pytest.approx(
             float(direct.iteration_time_s), rel=1e-9
         ), f"zero_stage {z}"
+
+
+@pytest.mark.parametrize(
+    ("framework", "tensor", "expert", "resolved"),
+    [("automodel", 2, 8, 1), ("megatron", 4, 8, 2), ("megatron", 2, 8, 2)],
+)
+def test_candidates_leaving_expert_tensor_parallel_unset_resolve_it_as_their_scenario(
+    framework: str, tensor: int, expert: int, resolved: int
+) -> None:
+    # an unset expert tensor-parallel column is the degree the candidate's scenario runs with:
+    # 1 under NeMo Automodel (experts kept whole), else tensor_parallel, or its largest divisor
+    # whose expert groups fold into the stage (tp 4 x ep 8 does not fold into 16 ranks; 2 does)
+    doc: dict[str, Any] = {
+        "model": {"preset": "qwen3-30b-a3b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
+        "parallelism": {"micro_batch_size": 1, "global_batch_size": 64, "expert_parallel": 8},
+        "training": {"framework": framework},
+    }
+    base = ScenarioArrays.from_scenario(parse_scenario(doc))
+    one = np.ones(1, dtype=np.int64)
+    sequence_parallel = framework != "automodel"  # Automodel refuses it for MoE under tp
+    cand = CandidateColumns(
+        tensor_parallel=tensor * one,
+        pipeline_parallel=one,
+        context_parallel=one,
+        expert_parallel=expert * one,
+        data_parallel=(16 // tensor) * one,
+        virtual_pipeline=one,
+        sequence_parallel=np.full(1, sequence_parallel),
+        micro_batch_size=one,
+        global_batch_size=64 * one,
+        recompute=0 * one,
+        zero_stage=one,
+        num_gpus=16 * one,
+    )
+    swept = candidate_arrays(base, cand, framework=framework)
+    layout = {"tensor_parallel": tensor, "sequence_parallel": sequence_parallel, "zero_stage": 1}
+    scenario = parse_scenario({**doc, "parallelism": {**doc["parallelism"], **layout}})
+    direct = ScenarioArrays.from_scenario(scenario)
+    assert float(direct.expert_tensor_parallel) == resolved
+    assert float(np.asarray(swept.expert_tensor_parallel)[0]) == resolved
+    eff = DefaultEfficiency()
+    assert float(evaluate(swept, eff).iteration_time_s[0]) == pytest.approx(
+        float(evaluate(direct, eff).iteration_time_s), rel=1e-9
+    )
