@@ -317,6 +317,15 @@ def test_nemo2_gpt_oss_runs_megatron_core_local_attention() -> None:
     assert "flash_attention" not in llama.scenario["parallelism"]  # type: ignore[operator]
 
 
+def test_nemo2_add_bias_linear_of_a_dense_model_biases_no_expert() -> None:
+    """``add_bias_linear`` reads as the experts' biases only where the model has experts: a
+    dense config keeps no ``moe_expert_bias`` (the scenario field of routed experts)."""
+    args = ("pretrain", "-y", "--factory", "llama3_8b", "model.config.add_bias_linear=true")
+    assert not _read(NEMO2_READER, _nemo(*args)).has("model.moe_expert_bias")
+    moe = ("pretrain", "-y", "--factory", "mixtral_8x7b", "model.config.add_bias_linear=true")
+    assert _read(NEMO2_READER, _nemo(*moe)).get("model.moe_expert_bias") is True
+
+
 # NeMo 1.0 (Hydra)
 
 

@@ -332,9 +332,13 @@ def _to_facts(values: RecipeValues, command: str, facts: Facts) -> None:
     settings = values.settings
     window = settings.get("model.config.window_size")
     full_attention = window is None or not window.value  # the skip frequency then means nothing
+    experts = settings.get("model.config.num_experts")
+    dense = experts is None or not as_int(experts.value)  # add_bias_linear: no expert to bias
     for name, key in _FACTS:
         found = settings.get(key)
         if name in _WINDOW_FACTS and full_attention:
+            continue
+        if name == "model.moe_expert_bias" and dense:
             continue
         if found is not None and found.value is not None:
             facts.set(name, found.value, found.source)
