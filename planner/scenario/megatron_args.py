@@ -10,9 +10,10 @@ line or a whole sbatch script: backslash continuations, quotes, ``--arg=value`` 
 bash arrays (``GPT_ARGS=( --num-layers 32 ... )``). Later occurrences win, as with argparse.
 Megatron's own defaults apply where the scenario format's defaults differ: tied embeddings unless
 ``--untie-embeddings-and-output-weights``, no distributed optimizer (ZeRO 0) unless
-``--use-distributed-optimizer``, no sequence parallel unless ``--sequence-parallel``,
-``num_query_groups`` only with ``--group-query-attention``. Uneven pipeline stages
-(``--pipeline-model-parallel-layout``, ``--decoder-first/last-pipeline-num-layers``,
+``--use-distributed-optimizer`` (ZeRO 1) or FSDP (``--use-torch-fsdp2`` / ``--use-megatron-fsdp``:
+ZeRO 3, as the Megatron-LM launch reader reads them), no sequence parallel unless
+``--sequence-parallel``, ``num_query_groups`` only with ``--group-query-attention``. Uneven pipeline
+stages (``--pipeline-model-parallel-layout``, ``--decoder-first/last-pipeline-num-layers``,
 ``--account-for-embedding/loss-in-pipeline-split``) and MoE parallel folding
 (``--expert-tensor-parallel-size``) become the scenario fields of the same names, as does
 ``--fp8-param-gather`` under an FP8 or MXFP8 precision.
@@ -285,7 +286,7 @@ def scenario_document_from_megatron_args(
         "micro_batch_size": micro_batch,
         "precision": precision.value if precision is not None else "bf16",
         "zero_stage": 3
-        if args.get("use-torch-fsdp2") is True
+        if args.get("use-torch-fsdp2") is True or args.get("use-megatron-fsdp") is True
         else 1
         if args.get("use-distributed-optimizer") is True
         else 0,

@@ -186,6 +186,12 @@ def test_fp8_param_gather_flag_under_fp8_only() -> None:
     )
     assert fp8["parallelism"]["fp8_param_gather"] is True
     assert parse_scenario(fp8).parallelism.fp8_param_gather is True
+    # Megatron-FSDP and torch FSDP2 shard the optimizer too: ZeRO 3, as the launch reader reads it
+    flags = "--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather"
+    for fsdp in ("--use-megatron-fsdp", "--use-torch-fsdp2"):
+        sharded = _small_bf16_gpt(f"{flags} {fsdp}")
+        assert sharded["parallelism"]["zero_stage"] == 3
+        assert parse_scenario(sharded).parallelism.fp8_param_gather is True
     assert "fp8_param_gather" not in _small_bf16_gpt("--fp8-param-gather")["parallelism"]
 
 
