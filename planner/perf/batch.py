@@ -255,6 +255,8 @@ class ScenarioArrays:
     zero3_master_weight_bytes: Real
     zero3_model_weight_shard: Flag
     adam_moment_bytes: Real
+    adam_foreach: Flag
+    adam_foreach_tp1_only: Flag
     grouped_gemm_streams: Real
     moe_host_forward_s: Real
     moe_host_expert_forward_s: Real

@@ -283,6 +283,29 @@ in ``efficiency_constants.json``):
   the same for ``exp_avg_sq``; pytorch/pytorch ``torch/optim/adam.py``), so the moments are
   bf16 (4 bytes for both) and there is no master (``master_weight_bytes`` 0): 4 bytes of
   optimizer state per owned parameter, against 12 with an fp32 master and fp32 moments.
+* ``adam_foreach``: the optimizer step is ``torch.optim.Adam``/``AdamW`` with ``foreach``
+  (the default on CUDA, ``_default_to_fused_or_foreach`` in ``torch/optim/optimizer.py``;
+  ``DTensor`` joins ``_foreach_supported_types`` in ``torch/distributed/tensor/__init__.py``, so
+  FSDP2 shards take it too). ``_multi_tensor_adam`` (``torch/optim/adam.py``, torch 2.13)
+  updates the moments in place, then allocates ``exp_avg_sq_sqrt =
+  torch._foreach_sqrt(device_exp_avg_sqs)``, one new tensor per owned parameter in the second
+  moment's dtype, divides and offsets it in place and ``addcdiv_``s it into the parameters;
+  the only other full list, ``device_grads = torch._foreach_add(grads, params)`` for coupled
+  weight decay (``Adam`` with ``weight_decay`` != 0), is deleted before the square root
+  ("Delete the local intermediate(s) ... to save on peak memory"). So the step holds one
+  moment's bytes (``adam_moment_bytes / 2``) per owned parameter on top of the model states,
+  after the activations are freed (``planner.perf.memory``). ``fused=True`` (one CUDA kernel
+  per chunk, ``_fused_adam``) and Apex/Transformer Engine ``FusedAdam`` (Megatron, NeMo),
+  DeepSpeed's ``FusedAdam`` and Composer's per-parameter loop (llm-foundry) allocate no such
+  list. True for ``torchtitan`` as of ``9dec370a`` (``build_optimizers``: ``AdamW`` with
+  ``"foreach": not fused``, ``--optimizer.fused`` off by default; pytorch/torchtitan
+  ``torchtitan/optimizer.py``); torchtitan defaults to ``fused`` from ``6e4988550``
+  (2025-02-24, "use Fused AdamW as default"), which this profile does not tell apart. True for
+  ``automodel``: ``torch.optim.Adam`` built with ``foreach=None`` (torch's default) unless
+  ``tensor_parallel`` > 1 (``adam_foreach_tp1_only``; ``_foreach_for_mesh`` returns ``False``
+  then, ``nemo_automodel/components/optim/optimizer.py`` @ ``36044ad3d1``). The plain ``fsdp``
+  profile leaves it off (no source for its optimizer).
+* ``adam_foreach_tp1_only``: ``adam_foreach`` holds only at ``tensor_parallel`` 1.
 * ``automodel`` (NVIDIA NeMo Automodel, 2025): a PyTorch-native stack, FSDP2 (``fully_shard``
   per block) with Transformer Engine modules where the recipe's ``backend`` picks them
   (``linear: te``, ``rms_norm: te``, ``attn: te``: cuDNN fused attention through TE's
@@ -540,6 +563,8 @@ class FrameworkProfile:
     zero3_master_weight_bytes: float = 4.0
     zero3_model_weight_shard: bool = False
     adam_moment_bytes: float = 8.0
+    adam_foreach: bool = False
+    adam_foreach_tp1_only: bool = False
     grad_buffer_memset: bool = False
     loss_all_reduce_per_microbatch: bool = False
     zero3_list_collectives: bool = False
@@ -620,6 +645,7 @@ _TORCHTITAN = FrameworkProfile(
     op_level_selective_recompute=True,
     fp8_tp_all_gather=True,
     separate_projections=True,
+    adam_foreach=True,
 )
 
 FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
@@ -667,6 +693,8 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             master_weight_bytes=0.0,
             zero3_master_weight_bytes=0.0,
             adam_moment_bytes=4.0,
+            adam_foreach=True,
+            adam_foreach_tp1_only=True,
         ),
         # XLA fuses element-wise ops and ships cuDNN/Pallas attention; no collective-matmul
         # overlap assumed.

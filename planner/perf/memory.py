@@ -97,6 +97,14 @@ rank holds), the last stage at one microbatch of its layers. Each stage holds it
 
 The stage computing the loss peaks in the loss's backward, before any layer is re-run (so the
 loss and a full-recompute working set are never held together): ``planner.perf.loss_memory``.
+
+The optimizer step runs after the last backward, the activations freed: a stack stepping with
+PyTorch's ``foreach`` Adam (``FrameworkProfile.adam_foreach``: torchtitan, NeMo Automodel at
+``tensor_parallel`` 1) allocates ``sqrt(exp_avg_sq)`` over every owned parameter at once, one
+second moment's bytes (``adam_moment_bytes / 2``) per owned parameter (``_multi_tensor_adam``,
+``torch/optim/adam.py``). The caching allocator serves it from the blocks the activations
+left cached, so a stage's peak is its model states plus the larger of its activations and
+these temporaries (``MemoryArrays.optimizer_step``).
 The reported peak is the largest of the first, the busiest middle and the last stage, plus
 the efficiency model's runtime overhead and allocator slack.
 
@@ -178,15 +186,19 @@ class MemoryBreakdown:
     optimizer_bytes: float
     activations_bytes: float
     overhead_bytes: float
+    optimizer_step_bytes: float = 0.0
+    """The optimizer step's temporaries, held after the activations are freed (module
+    docstring): the total counts the larger of the two."""
 
     @property
     def total_bytes(self) -> float:
-        """Sum of all parts, bytes."""
+        """The model states, the larger of the activations and the optimizer step's
+        temporaries, and the overhead, bytes."""
         return (
             self.weights_bytes
             + self.gradients_bytes
             + self.optimizer_bytes
-            + self.activations_bytes
+            + max(self.activations_bytes, self.optimizer_step_bytes)
             + self.overhead_bytes
         )
 
@@ -201,11 +213,15 @@ class MemoryArrays:
     optimizer: Real
     activations: Real
     overhead: Real
+    optimizer_step: Real = 0.0
+    """The optimizer step's temporaries (``MemoryBreakdown.optimizer_step_bytes``)."""
 
     @property
     def total(self) -> Real:
-        """Peak bytes per GPU."""
-        return self.weights + self.gradients + self.optimizer + self.activations + self.overhead
+        """Peak bytes per GPU: the model states, the larger of the activations and the
+        optimizer step's temporaries, and the overhead."""
+        working = ops.maximum(self.activations, self.optimizer_step)
+        return self.weights + self.gradients + self.optimizer + working + self.overhead
 
     def row(self, i: int) -> MemoryBreakdown:
         """Scenario ``i`` as a ``MemoryBreakdown``."""
@@ -215,6 +231,7 @@ class MemoryArrays:
             optimizer_bytes=ops.item(self.optimizer, i),
             activations_bytes=ops.item(self.activations, i),
             overhead_bytes=ops.item(self.overhead, i),
+            optimizer_step_bytes=ops.item(self.optimizer_step, i),
         )
 
 
@@ -323,6 +340,22 @@ class _ModelStates:
     weights: Real
     gradients: Real
     optimizer: Real
+    step_temporaries: Real
+
+    def at_peak(self, activations: Real) -> Real:
+        """The stage's peak with ``activations`` bytes of activations (slack included): the
+        model states plus the larger of those and the optimizer step's temporaries."""
+        working = ops.maximum(activations, self.step_temporaries)
+        return self.weights + self.gradients + self.optimizer + working
+
+
+def _step_temporary_bytes(a: ScenarioArrays) -> Real:
+    """Bytes per owned parameter the optimizer step allocates beyond the model states: one
+    second moment (``adam_moment_bytes / 2``) under PyTorch's ``foreach`` Adam
+    (``FrameworkProfile.adam_foreach``, at ``tensor_parallel`` 1 only where
+    ``adam_foreach_tp1_only``), 0 otherwise (module docstring)."""
+    foreach = a.adam_foreach & ops.logical_not(a.adam_foreach_tp1_only & (a.tensor_parallel > 1))
+    return ops.where(foreach, 0.5 * a.adam_moment_bytes, 0.0)
 
 
 def _optimizer_bytes(a: ScenarioArrays) -> Real:
@@ -383,9 +416,7 @@ def _model_states(
     gradients = a.grad_bytes_per_param * (
         ops.where(z >= 2, dense / d_dense, dense) + ops.where(z >= 2, expert / d_expert, expert)
     )
-    optimizer = _optimizer_bytes(a) * (
-        ops.where(z >= 1, dense / d_dense, dense) + ops.where(z >= 1, expert / d_expert, expert)
-    )
+    owned = ops.where(z >= 1, dense / d_dense, dense) + ops.where(z >= 1, expert / d_expert, expert)
     if not ops.all_(a.trains_base):
         # LoRA: the frozen base holds 16-bit weights only (sharded 16-bit under ZeRO-3, as PEFT
         # under FSDP keeps them); the adapters carry the full mixed-precision states
@@ -402,8 +433,13 @@ def _model_states(
         shards = ops.where(z >= 1, d_dense, 1.0)
         grad_shards = ops.where(z >= 2, d_dense, 1.0)
         gradients = ops.where(frozen, a.grad_bytes_per_param * adapters / grad_shards, gradients)
-        optimizer = ops.where(frozen, _optimizer_bytes(a) * adapters / shards, optimizer)
-    return _ModelStates(weights=weights, gradients=gradients, optimizer=optimizer)
+        owned = ops.where(frozen, adapters / shards, owned)
+    return _ModelStates(
+        weights=weights,
+        gradients=gradients,
+        optimizer=_optimizer_bytes(a) * owned,
+        step_temporaries=_step_temporary_bytes(a) * owned,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,12 +568,13 @@ def memory_arrays(
         **sizes,
     )
     slack = 1.0 + eff.memory_fragmentation_fraction
-    first_total = first.weights + first.gradients + first.optimizer + act.first * slack
-    last_total = last.weights + last.gradients + last.optimizer + act.last * slack
+    first_total = first.at_peak(act.first * slack)
+    last_total = last.at_peak(act.last * slack)
     use_first = first_total >= last_total
     weights = ops.where(use_first, first.weights, last.weights)
     gradients = ops.where(use_first, first.gradients, last.gradients)
     optimizer = ops.where(use_first, first.optimizer, last.optimizer)
+    step = ops.where(use_first, first.step_temporaries, last.step_temporaries)
     activations = ops.where(use_first, act.first, act.last)
     if ops.any_(a.middle_stage_layers > 0):  # a middle rank may hold the most (uneven splits)
         middle = _model_states(
@@ -548,11 +585,12 @@ def memory_arrays(
             layers=stages.middle_layers,
             **sizes,
         )
-        middle_total = middle.weights + middle.gradients + middle.optimizer + act.middle * slack
+        middle_total = middle.at_peak(act.middle * slack)
         use_middle = middle_total > ops.maximum(first_total, last_total)
         weights = ops.where(use_middle, middle.weights, weights)
         gradients = ops.where(use_middle, middle.gradients, gradients)
         optimizer = ops.where(use_middle, middle.optimizer, optimizer)
+        step = ops.where(use_middle, middle.step_temporaries, step)
         activations = ops.where(use_middle, act.middle, activations)
     return MemoryArrays(
         weights=weights,
@@ -560,6 +598,7 @@ def memory_arrays(
         optimizer=optimizer,
         activations=activations * slack,
         overhead=a.full(eff.memory_overhead_bytes),
+        optimizer_step=step,
     )
 
 

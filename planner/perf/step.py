@@ -134,6 +134,7 @@ def predict_batch(
     mem_l, hbm_l, fits_l, ttt_l = lst(mem_total), lst(a.hbm_bytes), lst(fits), lst(ttt)
     mw, mg, mo = lst(r.memory.weights), lst(r.memory.gradients), lst(r.memory.optimizer)
     ma, mh = lst(r.memory.activations), lst(r.memory.overhead)
+    ms = lst(r.memory.optimizer_step)
     out: list[Prediction] = []
     for i in range(a.num_scenarios):
         ttt_i = ttt_l[i]
@@ -165,6 +166,7 @@ def predict_batch(
                     optimizer_bytes=mo[i],
                     activations_bytes=ma[i],
                     overhead_bytes=mh[i],
+                    optimizer_step_bytes=ms[i],
                 ),
                 time_to_train_s=None if math.isnan(ttt_i) else ttt_i,
             )

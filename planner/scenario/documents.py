@@ -109,6 +109,7 @@ class MemoryBreakdownJson(TypedDict):
     optimizer: float | None
     activations: float | None
     overhead: float | None
+    optimizer_step: float | None
 
 
 class PredictionJson(TypedDict):
@@ -165,6 +166,7 @@ def prediction_json(prediction: Prediction, name: str | None) -> PredictedJson:
             "optimizer": _finite(mem.optimizer_bytes),
             "activations": _finite(mem.activations_bytes),
             "overhead": _finite(mem.overhead_bytes),
+            "optimizer_step": _finite(mem.optimizer_step_bytes),
         },
         "time_to_train_s": None if ttt is None else _finite(ttt),
     }

@@ -190,6 +190,7 @@ def _take_memory(memory: MemoryArrays, index: IntArray) -> MemoryArrays:
         optimizer=ops.array(memory.optimizer)[index],
         activations=ops.array(memory.activations)[index],
         overhead=ops.array(memory.overhead)[index],
+        optimizer_step=ops.array(memory.optimizer_step)[index],
     )
 
 

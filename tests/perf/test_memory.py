@@ -148,6 +148,38 @@ def test_automodel_adam_keeps_bf16_moments_and_no_master_on_its_bf16_shards() ->
     assert hbm[0] / hbm[1] == pytest.approx(18 / 34)
 
 
+def test_foreach_adam_step_holds_one_second_moment_per_owned_parameter() -> None:
+    """``_multi_tensor_adam`` allocates ``sqrt(exp_avg_sq)`` over every owned parameter after
+    the activations are freed: 4 bytes per owned parameter under torchtitan's fp32 shards, 2
+    under Automodel's bf16 ones (none at ``tensor_parallel`` > 1, where it turns ``foreach``
+    off), none under Megatron's fused Adam. The peak counts the larger of those temporaries and
+    the activations."""
+    small = {"mbs": 1, "seq": 128, "recompute": "full", "zero_stage": 3}
+    titan = memory_per_gpu(_scenario(**small))
+    params = total_params(_scenario().model)
+    assert titan.optimizer_step_bytes == pytest.approx(4 * params / 8)
+    assert titan.activations_bytes < titan.optimizer_step_bytes
+    states = titan.weights_bytes + titan.gradients_bytes + titan.optimizer_bytes
+    assert titan.total_bytes == pytest.approx(
+        states + titan.optimizer_step_bytes + titan.overhead_bytes
+    )
+    automodel = memory_per_gpu(_scenario("automodel", **small))
+    assert automodel.optimizer_step_bytes == pytest.approx(2 * params / 8)
+    automodel_tp = memory_per_gpu(_scenario("automodel", tp=2, dp=4, **small))
+    assert automodel_tp.optimizer_step_bytes == 0.0
+    assert memory_per_gpu(_scenario("megatron", **small)).optimizer_step_bytes == 0.0
+    # long sequences: the activations outweigh the step's temporaries
+    big = memory_per_gpu(_scenario(zero_stage=3))
+    assert big.activations_bytes > big.optimizer_step_bytes > 0.0
+    assert big.total_bytes == pytest.approx(
+        big.weights_bytes
+        + big.gradients_bytes
+        + big.optimizer_bytes
+        + big.activations_bytes
+        + big.overhead_bytes
+    )
+
+
 def test_deepspeed_zero3_keeps_its_16_bit_partition() -> None:
     s = _scenario("deepspeed", zero_stage=3)
     params = total_params(s.model)
