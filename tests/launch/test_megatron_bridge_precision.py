@@ -192,3 +192,38 @@ def test_a_key_added_under_a_name_applies_over_the_recipe_functions_own_config()
     named = _run_recipe("qwen3_8b_pretrain_config", *overrides)
     assert _parallelism(named)["grad_reduce_in_fp32"] is False
     assert any("cannot finalize" in n for n in named.notes)
+
+
+@pytest.mark.parametrize(
+    ("name", "precision", "recipe"),
+    [
+        ("fp16_with_fp8_delayed_scaling_mixed", "fp8", "delayed"),
+        ("fp16_with_mxfp8_mixed", "mxfp8", "mxfp8"),
+        ("fp16_with_fp8_current_scaling_mixed", "fp8", "tensorwise"),
+        ("fp16_with_fp8_subchannel_scaling_mixed", "fp8", "blockwise"),
+    ],
+)
+def test_an_fp16_base_under_fp8_gemms_is_read_as_the_gemms_precision_and_noted(
+    name: str, precision: str, recipe: str
+) -> None:
+    description = _run_recipe("qwen3_8b_pretrain_config", f"mixed_precision={name}")
+    parallelism = _parallelism(description)
+    assert parallelism["precision"] == precision
+    assert parallelism["fp8_recipe"] == recipe
+    # fp16_mixed()'s 16-bit gradient reduction survives the fp8 fields
+    assert parallelism["grad_reduce_in_fp32"] is False
+    noted = [n for n in description.notes if "fp16 parameters and activations" in n]
+    assert len(noted) == 1
+    assert f"with {precision} GEMMs" in noted[0] and "loss scaling" in noted[0]
+    assert name in noted[0]
+
+
+def test_fp16_alone_and_bf16_under_fp8_carry_no_fp16_base_note() -> None:
+    fp16 = _run_recipe("qwen3_8b_pretrain_config", "mixed_precision=fp16_mixed")
+    assert _parallelism(fp16)["precision"] == "fp16"
+    bf16 = _run_recipe(
+        "qwen3_8b_pretrain_config", "mixed_precision=bf16_with_fp8_delayed_scaling_mixed"
+    )
+    assert _parallelism(bf16)["precision"] == "fp8"
+    for description in (fp16, bf16):
+        assert not any("fp16 parameters and activations" in n for n in description.notes)

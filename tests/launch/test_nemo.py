@@ -123,6 +123,54 @@ def test_arithmetic_override_and_plugin_factory() -> None:
     assert facts.get("parallelism.precision") == "fp8"
 
 
+@pytest.mark.parametrize(
+    ("plugin", "precision", "recipe", "gather", "reduce_fp32"),
+    [
+        ("bf16_with_fp8_mixed", "fp8", "delayed", True, True),
+        ("bf16_with_fp8_current_scaling_mixed", "fp8", "tensorwise", True, True),
+        ("nanov2_bf16_with_fp8_current_scaling_mixed", "fp8", "blockwise", True, True),
+        ("bf16_with_fp8_subchannel_scaling_mixed", "fp8", "blockwise", False, True),
+        ("fp16_with_fp8_subchannel_scaling_mixed", "fp8", "blockwise", False, False),
+        ("fp16_with_mxfp8_mixed", "mxfp8", "mxfp8", True, False),
+    ],
+)
+def test_a_precision_plugin_factory_sets_its_recipe_and_weight_gather(
+    plugin: str, precision: str, recipe: str, gather: bool, reduce_fp32: bool
+) -> None:
+    facts = _read(NEMO2_READER, _nemo("pretrain", "-f", "llama3_8b", f"trainer.plugins={plugin}"))
+    assert facts.get("parallelism.precision") == precision
+    assert facts.get("parallelism.fp8_recipe") == recipe
+    assert facts.get("parallelism.fp8_param_gather") is gather
+    assert facts.get("parallelism.grad_reduce_in_fp32") is reduce_fp32
+    assert plugin in facts.values["parallelism.fp8_recipe"].source
+    assert "recipes/precision/mixed_precision.py" in facts.values["parallelism.fp8_recipe"].source
+    fp16_base = [n for n in facts.notes if "fp16 parameters and activations" in n]
+    assert len(fp16_base) == (1 if plugin.startswith("fp16") else 0)
+
+
+def test_an_fp16_base_and_16_bit_end_layers_of_a_plugin_are_noted() -> None:
+    facts = _read(
+        NEMO2_READER,
+        _nemo("pretrain", "-f", "llama3_8b", "trainer.plugins=fp16_with_fp8_current_scaling_mixed"),
+    )
+    assert facts.get("parallelism.precision") == "fp8"
+    assert any(
+        "with fp8 GEMMs" in n and "loss scaling" in n and "fp16_with_fp8_current" in n
+        for n in facts.notes
+    )
+    assert any("first 1 and last 1 transformer layers run in 16 bits" in n for n in facts.notes)
+    # a bf16 recipe with fp8 switched on by an override: the plugin's default recipe
+    facts = _read(NEMO2_READER, _nemo("pretrain", "-f", "llama3_8b", "trainer.plugins.fp8=hybrid"))
+    assert facts.get("parallelism.precision") == "fp8"
+    assert not facts.has("parallelism.fp8_recipe")
+    assert not any("fp16 parameters" in n or "16 bits" in n for n in facts.notes)
+    unknown = _read(
+        NEMO2_READER, _nemo("pretrain", "-f", "llama3_8b", "trainer.plugins=fp16_with_fp6_mixed")
+    )
+    assert unknown.get("parallelism.precision") == "bf16"
+    assert any("not a precision plugin the catalog knows" in n for n in unknown.notes)
+
+
 def test_gradient_reduction_dtype_follows_the_precision_plugin() -> None:
     # the recipe's bf16_mixed(): MegatronMixedPrecision reduces in fp32 (the nemo profile's
     # default is 16-bit)

@@ -39,7 +39,12 @@ from planner.launch.configs import read_config, split_options
 from planner.launch.data import load_data
 from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
-from planner.launch.readers.nemo_common import moe_routing_keys, unexpanded
+from planner.launch.readers.nemo_common import (
+    fp16_base_note,
+    moe_routing_keys,
+    sixteen_bit_layers_note,
+    unexpanded,
+)
 from planner.launch.readers.nemo_hydra import HydraConfig, Resolved, split_override
 from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
@@ -668,7 +673,9 @@ def _precision(config: HydraConfig, facts: Facts) -> None:
     recipe's values or a mapping's over ``MixedPrecisionConfig``'s defaults, read by
     :func:`scenario_precision`); without a mixed-precision config,
     ``ddp.grad_reduce_in_fp32``. The 16-bit first and last layers of the current-scaling
-    recipes are noted (no scenario field holds them)."""
+    recipes are noted (no scenario field holds them), and so is an fp16 base under fp8 or fp4
+    GEMMs (the ``fp16_with_*`` recipes, read as the low precision:
+    :func:`~planner.launch.readers.nemo_common.fp16_base_note`)."""
     if config.value("mixed_precision") is None:
         found = config.lookup("ddp.grad_reduce_in_fp32")
         if found is not None and isinstance(found.value, bool):
@@ -681,16 +688,15 @@ def _precision(config: HydraConfig, facts: Facts) -> None:
     for name, (value, key) in settings.items():
         facts.set(f"parallelism.{name}", value, fields[key].source)
     precision = settings.get("precision", (None, ""))[0]
+    if precision in _LOW_PRECISION and fields["fp16"].value is True:
+        facts.note(fp16_base_note(str(precision), fields["fp16"].source))
     start, end = (fields[f"num_layers_at_{side}_in_bf16"].value for side in ("start", "end"))
     if (
         precision in _LOW_PRECISION
         and fields["first_last_layers_bf16"].value is True
         and (start or end)
     ):
-        facts.note(
-            f"mixed_precision: the first {start} and last {end} transformer layers run in 16 "
-            f"bits (first_last_layers_bf16); the planner times every layer in {precision}"
-        )
+        facts.note(sixteen_bit_layers_note(start, end, str(precision), "mixed_precision"))
 
 
 def _layout(run: _Run) -> str:

@@ -35,7 +35,13 @@ from planner.launch.readers.nemo2_values import (
     model_values,
     pretrain_values,
 )
-from planner.launch.readers.nemo_common import moe_routing_keys, padded_vocab, unexpanded
+from planner.launch.readers.nemo_common import (
+    fp16_base_note,
+    moe_routing_keys,
+    padded_vocab,
+    sixteen_bit_layers_note,
+    unexpanded,
+)
 from planner.launch.types import Facts, Invocation, MemoryFiles, Sourced
 from planner.launch.values import as_int, mapping_of
 
@@ -409,22 +415,55 @@ def _derived_model(facts: Facts) -> None:
         )
 
 
+_FP8_RECIPES = frozenset({"delayed", "tensorwise", "blockwise", "mxfp8"})
+"""``MegatronMixedPrecision.fp8_recipe`` values the scenario's ``fp8_recipe`` holds."""
+
+
 def _precision(settings: Mapping[str, Sourced], facts: Facts) -> None:
+    """``parallelism.precision`` from the precision plugin's ``precision`` string, replaced by
+    ``fp8`` (``mxfp8`` under the ``mxfp8`` recipe) when ``fp8`` is set, with ``fp8_recipe`` and
+    ``fp8_param_gather`` as the plugin holds them (a factory's, ``set_plugin``, or an override;
+    unset, MegatronMixedPrecision's ``delayed`` and false are the scenario's defaults too). An
+    fp16 base under the fp8 GEMMs (the ``fp16_with_*`` factories) and 16-bit first and last
+    layers are noted: no scenario field holds them."""
     strings = catalog().get("precision_strings")
     table = strings if isinstance(strings, Mapping) else {}
     plugin = settings.get("trainer.plugins.precision")
+    base = None
     if plugin is not None:
-        name = table.get(str(plugin.value).lower())
-        if name is None:
+        base = table.get(str(plugin.value).lower())
+        if base is None:
             facts.note(f"precision {plugin.value!r}: not a bf16/fp16 plugin; left open")
         else:
-            facts.set("parallelism.precision", name, plugin.source)
+            facts.set("parallelism.precision", base, plugin.source)
     fp8 = settings.get("trainer.plugins.fp8")
     if fp8 is not None and fp8.value:
         recipe = settings.get("trainer.plugins.fp8_recipe")
-        mx = recipe is not None and str(recipe.value).lower() == "mxfp8"
-        facts.set("parallelism.precision", "mxfp8" if mx else "fp8", (recipe or fp8).source)
+        word = str(recipe.value).lower() if recipe is not None else ""
+        low = "mxfp8" if word == "mxfp8" else "fp8"
+        facts.set("parallelism.precision", low, (recipe or fp8).source)
+        if recipe is not None and word in _FP8_RECIPES:
+            facts.set("parallelism.fp8_recipe", word, recipe.source)
+        gather = settings.get("trainer.plugins.fp8_param_gather")
+        if gather is not None and isinstance(gather.value, bool):
+            facts.set("parallelism.fp8_param_gather", gather.value, gather.source)
+        if base == "fp16" and plugin is not None:
+            facts.note(fp16_base_note(low, plugin.source))
+        _note_sixteen_bit_layers(settings, low, facts)
     _grad_reduce(settings, plugin, facts)
+
+
+def _note_sixteen_bit_layers(settings: Mapping[str, Sourced], low: str, facts: Facts) -> None:
+    """Note the plugin's 16-bit first and last layers (``first_last_layers_bf16``)."""
+    flag = settings.get("trainer.plugins.first_last_layers_bf16")
+    if flag is None or flag.value is not True:
+        return
+    start, end = (
+        settings.get(f"trainer.plugins.num_layers_at_{side}_in_bf16") for side in ("start", "end")
+    )
+    counts = [found.value if found is not None else 0 for found in (start, end)]
+    if any(counts):
+        facts.note(sixteen_bit_layers_note(counts[0], counts[1], low, "trainer.plugins"))
 
 
 def _grad_reduce(settings: Mapping[str, Sourced], plugin: Sourced | None, facts: Facts) -> None:

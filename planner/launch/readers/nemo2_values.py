@@ -57,6 +57,10 @@ def commit() -> str:
     return str(source.get("commit", ""))[:7] if isinstance(source, Mapping) else ""
 
 
+_PLUGIN_FACTORIES = "nemo/collections/llm/recipes/precision/mixed_precision.py"
+"""Where NeMo 2.0's precision-plugin factories (``bf16_mixed``, ...) are defined."""
+
+
 def _section(name: str) -> Mapping[str, object]:
     return mapping_of(catalog().get(name))
 
@@ -85,24 +89,21 @@ class RecipeValues:
         self.settings.update(model)
 
     def set_plugin(self, name: str, source: str, facts: Facts) -> None:
-        """``trainer.plugins=<factory>``: the precision of a precision-plugin factory."""
+        """``trainer.plugins=<factory>``: the ``trainer.plugins.*`` arguments a precision-plugin
+        factory passes (its base factory's, then its own: the catalog's
+        ``precision_plugins``), in place of the plugin there was."""
         plugins = _section("precision_plugins")
-        precision = plugins.get(name)
-        if not isinstance(precision, str):
+        entry = plugins.get(name)
+        if not isinstance(entry, Mapping):
             facts.note(f"trainer.plugins={name}: not a precision plugin the catalog knows")
             return
         for key in [k for k in self.settings if k.startswith("trainer.plugins.")]:
             del self.settings[key]
-        if precision in {"fp8", "mxfp8"}:
-            self.settings["trainer.plugins.fp8"] = Sourced("hybrid", source)
-            recipe = "mxfp8" if precision == "mxfp8" else "delayed"
-            self.settings["trainer.plugins.fp8_recipe"] = Sourced(recipe, source)
-        base = "16-mixed" if name.startswith("fp16") else "bf16-mixed"
-        self.settings["trainer.plugins.precision"] = Sourced(base, source)
-        # bf16_mixed() sets grad_reduce_in_fp32 True, fp16_mixed() False; the other factories
-        # start from one of the two and keep it (nemo/collections/llm/recipes/precision/
-        # mixed_precision.py)
-        self.settings["trainer.plugins.grad_reduce_in_fp32"] = Sourced(base != "16-mixed", source)
+        cited = f"{source} ({name}: {_cite(_PLUGIN_FACTORIES)})"
+        base = mapping_of(plugins.get(str(entry.get("base", ""))))
+        for key, value in {**base, **entry}.items():
+            if key != "base":
+                self.settings[f"trainer.plugins.{key}"] = Sourced(value, cited)
 
     def set_peft(self, value: object) -> None:
         """``peft=<scheme>`` (``lora``, ``dora``, ``none``)."""

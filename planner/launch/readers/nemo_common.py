@@ -10,10 +10,12 @@ from planner.launch.types import Facts
 
 __all__ = [
     "MOE_ROUTING_KNOBS",
+    "fp16_base_note",
     "moe_routing_keys",
     "padded_vocab",
     "precision_of_trainer",
     "set_activation",
+    "sixteen_bit_layers_note",
     "unexpanded",
 ]
 
@@ -94,6 +96,40 @@ def precision_of_trainer(value: object) -> str | None:
         return None
     text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
     return _PRECISIONS.get(text.strip().lower())
+
+
+def fp16_base_note(precision: str, source: str) -> str:
+    """The note for a Megatron-Core mixed-precision config with ``fp16`` set and ``fp8`` (or
+    ``fp4``) GEMMs (``source``): Megatron-Bridge's and NeMo 2.0's ``fp16_with_*`` recipes
+    (``fp16_mixed()`` with ``fp8`` / ``fp8_recipe`` set: NVIDIA-NeMo/Megatron-Bridge
+    ``src/megatron/bridge/training/mixed_precision.py`` @ ``7af9601c``, NVIDIA/NeMo
+    ``nemo/collections/llm/recipes/precision/mixed_precision.py`` @ ``8cfedd72``). The scenario's
+    ``precision`` holds one value and its low precisions sit on bf16, so the run is read as
+    ``precision`` (``fp8``, ``mxfp8``, ``nvfp4``: the GEMMs, most of the step). What the model
+    does with fp16 that the reading leaves out is its dynamic loss scaling: Megatron-Core builds
+    a ``DynamicGradScaler`` for ``fp16`` without ``loss_scale`` (NVIDIA/Megatron-LM
+    ``megatron/core/optimizer/__init__.py`` @ ``core_v0.15.0``), whose step all-reduces the
+    found-inf flag,
+    counted only under ``precision: fp16`` (``planner.perf.iteration``). fp16 and bf16 tensors
+    take the same 2 bytes; the 16-bit gradient reduction of ``fp16_mixed()``
+    (``grad_reduce_in_fp32`` false) is read as its own field."""
+    return (
+        f"mixed precision: fp16 parameters and activations with {precision} GEMMs ({source}); "
+        f"the scenario's {precision} sits on bf16, so the run is read as {precision} without "
+        "fp16's dynamic loss scaling (its found-inf all-reduce in the optimizer step is not "
+        "counted); fp16 and bf16 tensors take the same 2 bytes"
+    )
+
+
+def sixteen_bit_layers_note(start: object, end: object, precision: str, key: str) -> str:
+    """The note for a low-precision run whose first ``start`` and last ``end`` transformer
+    layers stay in 16 bits (Megatron-Core ``first_last_layers_bf16`` with
+    ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``, ``key`` the config key it
+    is read from): no scenario field holds them."""
+    return (
+        f"{key}: the first {start} and last {end} transformer layers run in 16 bits "
+        f"(first_last_layers_bf16); the planner times every layer in {precision}"
+    )
 
 
 def set_activation(facts: Facts, value: object, source: str) -> None:
