@@ -553,7 +553,8 @@ def gradient_reduction_values(args: Args) -> list[ArgValue]:
     only while ``main_grads_dtype`` is fp32 (its default), and stops a launch that asks for both
     fp32 accumulation and bf16 main gradients (:func:`main_grads_bf16_refused`). Neither: left
     to the framework's default (fp32 under bf16, as ``validate_args`` sets it; the parameters'
-    dtype otherwise)."""
+    dtype otherwise). ``--fp16`` under ``--fp8-format`` / ``--fp4-format``, read as the low
+    precision, reduces in fp16 (false), as ``--fp16`` alone does."""
     out: list[ArgValue] = []
     for arg in ("overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap"):
         on = args.get(arg) is True
@@ -565,7 +566,18 @@ def gradient_reduction_values(args: Args) -> list[ArgValue]:
         out.append(ArgValue("parallelism.grad_reduce_in_fp32", True, arg))
     elif args.get("bf16") is True and args.get("main-grads-dtype") == "bf16":
         out.append(ArgValue("parallelism.grad_reduce_in_fp32", False, "main-grads-dtype"))
+    elif args.get("fp16") is True and _fp16_under_low_precision(args):
+        out.append(ArgValue("parallelism.grad_reduce_in_fp32", False, "fp16"))
     return out
+
+
+def _fp16_under_low_precision(args: Args) -> bool:
+    """``--fp16`` with ``--fp8-format`` / ``--fp4-format``: fp16 parameters under fp8 or fp4
+    GEMMs, read as the low precision (:func:`precision_value`). Their gradients stay fp16
+    (``validate_args`` sets ``accumulate_allreduce_grads_in_fp32`` only under ``--bf16``), which
+    the scenario's fp8 / nvfp4 default (fp32 on a bf16 base) would not say."""
+    row = precision_value(args)
+    return row is not None and row.value in ("fp8", "mxfp8", "nvfp4")
 
 
 def main_grads_bf16_refused(args: Args) -> bool:

@@ -328,6 +328,29 @@ def test_gradients_reduced_in_bf16_as_validate_args_reads_the_flag() -> None:
     assert fsdp.get("parallelism.grad_reduce_in_fp32") is False  # its gradient communication
 
 
+def test_fp16_under_fp8_gemms_reads_fp8_with_fp16_gradients_and_a_loss_scaling_note() -> None:
+    fp16 = BASE.replace("--bf16", "--fp16")
+    facts = _read(fp16 + " --fp8-format hybrid --fp8-recipe tensorwise")
+    assert facts.get("parallelism.precision") == "fp8"
+    assert facts.get("parallelism.fp8_recipe") == "tensorwise"
+    # validate_args keeps fp16 gradients (fp32 accumulation only under --bf16)
+    assert facts.get("parallelism.grad_reduce_in_fp32") is False
+    assert facts.values["parallelism.grad_reduce_in_fp32"].source == "job.sh:9 (--fp16)"
+    noted = [n for n in facts.notes if "fp16 parameters and activations" in n]
+    assert len(noted) == 1
+    assert "with fp8 GEMMs" in noted[0]
+    assert "loss scaling" in noted[0]
+    kept = _read(fp16 + " --fp8-format hybrid --accumulate-allreduce-grads-in-fp32")
+    assert kept.get("parallelism.grad_reduce_in_fp32") is True
+    bf16 = _read(BASE + " --fp8-format hybrid")
+    assert not bf16.has("parallelism.grad_reduce_in_fp32")
+    assert not any("fp16 parameters" in n for n in bf16.notes)
+    alone = _read(fp16)
+    assert alone.get("parallelism.precision") == "fp16"
+    assert not alone.has("parallelism.grad_reduce_in_fp32")
+    assert not any("fp16 parameters" in n for n in alone.notes)
+
+
 def test_bf16_main_gradients_are_reduced_in_bf16_as_validate_args_reads_them() -> None:
     # validate_args sets accumulate_allreduce_grads_in_fp32 under --bf16 only while
     # --main-grads-dtype is fp32 (NVIDIA/Megatron-LM megatron/training/arguments.py at

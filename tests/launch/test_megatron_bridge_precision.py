@@ -214,7 +214,8 @@ def test_an_fp16_base_under_fp8_gemms_is_read_as_the_gemms_precision_and_noted(
     assert parallelism["grad_reduce_in_fp32"] is False
     noted = [n for n in description.notes if "fp16 parameters and activations" in n]
     assert len(noted) == 1
-    assert f"with {precision} GEMMs" in noted[0] and "loss scaling" in noted[0]
+    assert f"with {precision} GEMMs" in noted[0]
+    assert "loss scaling" in noted[0]
     assert name in noted[0]
 
 

@@ -14,6 +14,7 @@ from functools import cache
 from planner.errors import SpecError
 from planner.launch.data import load_data
 from planner.launch.reader import ReadContext
+from planner.launch.readers.nemo_common import fp16_base_note
 from planner.launch.types import Facts
 from planner.scenario.megatron_args import train_iters_from_samples
 from planner.scenario.megatron_table import (
@@ -355,11 +356,14 @@ def read_train_iters(
 def read_precision(facts: Facts, args: ArgSource) -> str | None:
     """``parallelism.precision`` (and ``fp8_recipe``) from ``--bf16`` / ``--fp16`` /
     ``--fp8-format`` / ``--fp4-format``; None (noted) when none is given: Megatron then keeps
-    fp32 parameters, which the scenario format does not model."""
+    fp32 parameters, which the scenario format does not model. ``--fp16`` under fp8 or fp4 GEMMs
+    is read as the low precision, with a note (``nemo_common.fp16_base_note``)."""
     row = precision_value(args.values)
     if row is None:
         return None
     facts.set(row.field, row.value, args.source(row.arg))
+    if row.value != "fp16" and args.values.get("fp16") is True:
+        facts.note(fp16_base_note(str(row.value), args.source("fp16", row.arg)))
     recipe = fp8_recipe(args.values, str(row.value))
     if recipe is not None:
         source = args.source("fp8-recipe") if "fp8-recipe" in args.values else args.source(row.arg)

@@ -1,5 +1,6 @@
 """What the NeMo 1.0, NeMo 2.0 and Megatron-Bridge readers share: the Megatron vocabulary
-padding, precision names, activation names and the MoE routing knobs."""
+padding, precision names and notes (the fp16-base note the Megatron-LM readers take too),
+activation names and the MoE routing knobs."""
 
 from __future__ import annotations
 
