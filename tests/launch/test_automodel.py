@@ -383,3 +383,40 @@ def test_the_cli_module_under_torchrun_runs_in_process() -> None:
     assert facts.get("hardware.num_gpus") == 8  # torchrun's workers; the CLI's option unused
     assert facts.get("parallelism.data_parallel") == 4
     assert facts.get("training.mode") == "sft"
+
+
+def test_compile_is_read_where_automodel_applies_it_and_the_loss_stays_eager() -> None:
+    # ddp and megatron_fsdp: compile.enabled wraps the whole model, the loss outside it
+    ddp = _read(
+        "configs/qwen_lora.yaml --nproc-per-node 2 --compile.enabled true "
+        "--distributed.strategy ddp"
+    )
+    assert ddp.get("training.compiled_loss") is False
+    source = ddp.values["training.compiled_loss"].source
+    assert "the whole model" in source
+    assert "--compile.enabled true" in source
+    assert "recipes/llm/train_ft.py" in source
+    assert any("no scenario field says a compiled model" in n for n in ddp.notes)
+    # fsdp2: compile.enabled is not applied; distributed.enable_compile compiles each layer
+    ignored = _read("configs/qwen_lora.yaml --nproc-per-node 2 --compile.enabled true")
+    assert not ignored.has("training.compiled_loss")
+    assert any(
+        "compile.enabled" in n and "not applied under fsdp2" in n and "2013a4dd6" in n
+        for n in ignored.notes
+    )
+    layers = _read("configs/qwen_lora.yaml --nproc-per-node 2 --distributed.enable_compile true")
+    assert layers.get("training.compiled_loss") is False
+    assert "each decoder layer" in layers.values["training.compiled_loss"].source
+    # async TP at TP > 1 compiles each layer too (FSDP2Manager.maybe_compile)
+    async_tp = _read("configs/llama_sft_tp.yaml --nproc-per-node 8")
+    assert "async TP" in async_tp.values["training.compiled_loss"].source
+    # a pipeline compiles nothing
+    piped = _read(
+        "configs/qwen_lora.yaml --nproc-per-node 4 --distributed.pp_size 2 "
+        "--distributed.enable_compile true --compile.enabled=true --distributed.strategy fsdp2"
+    )
+    assert not piped.has("training.compiled_loss")
+    assert sum("pipeline parallelism (pp_size 2" in n for n in piped.notes) == 2
+    eager = _read("configs/qwen_lora.yaml --nproc-per-node 2")
+    assert not eager.has("training.compiled_loss")
+    assert not any("compile" in n for n in eager.notes)

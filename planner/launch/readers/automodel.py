@@ -13,7 +13,10 @@ or ``model.config.pretrained_model_name_or_path``, resolved as the other readers
 Hugging Face id or local ``config.json``), ``distributed:`` (``tp_size``, ``cp_size``,
 ``pp_size``, ``ep_size``, ``dp_size`` (null: world / (TP x CP x PP)), ``dp_replicate_size``,
 ``strategy``, ``sequence_parallel``, ``enable_async_tensor_parallel`` -> ``tp_comm_overlap``,
-``activation_checkpointing``), ``step_scheduler:`` (``global_batch_size``,
+``activation_checkpointing``, ``enable_compile``), the top-level ``compile:`` (torch.compile
+of the whole model or of each decoder layer, whichever the strategy applies: the loss stays
+outside, ``training.compiled_loss`` false; no scenario field holds the compiled model, noted),
+``step_scheduler:`` (``global_batch_size``,
 ``local_batch_size``, ``max_steps``; accumulation = global / (local x data parallel)) and the
 sequence length (``packed_sequence.packed_sequence_size`` when packing, else
 ``dataset.seq_len``). The framework is ``automodel``.
@@ -65,9 +68,12 @@ def _cite(data: Mapping[str, object], section: str) -> str:
 
 def _cite_path(data: Mapping[str, object], path: object) -> str:
     """``default of NeMo Automodel (<repo>/<path>@<short commit>)``."""
-    return (
-        f"default of NeMo Automodel ({data.get('repo', '')}/{path}@{str(data.get('commit'))[:8]})"
-    )
+    return f"default of NeMo Automodel ({_at(data, path)})"
+
+
+def _at(data: Mapping[str, object], path: object) -> str:
+    """``<repo>/<path>@<short commit>`` of a file of the data's NeMo Automodel commit."""
+    return f"{data.get('repo', '')}/{path}@{str(data.get('commit'))[:8]}"
 
 
 def _defaults(data: Mapping[str, object], section: str) -> Mapping[str, object]:
@@ -269,7 +275,9 @@ def _size(
 def _layout(
     facts: Facts, settings: AutoSettings, data: Mapping[str, object], world: int | None
 ) -> tuple[int | None, int]:
-    """The parallel layout of ``distributed:`` (module docstring): ``(data parallel, PP)``."""
+    """The parallel layout of ``distributed:`` (module docstring): ``(data parallel, PP)``;
+    with it what the strategy and layout decide: sharding, FSDP2's policies and TP options,
+    recompute and torch.compile (:func:`_compile`)."""
     tp = _size(facts, settings, data, "tp_size", "parallelism.tensor_parallel") or 1
     cp = _size(facts, settings, data, "cp_size", "parallelism.context_parallel") or 1
     pp = _size(facts, settings, data, "pp_size", "parallelism.pipeline_parallel") or 1
@@ -311,6 +319,7 @@ def _layout(
         _fsdp2_policies(facts, settings, data)
         _tensor_parallel(facts, settings, data, tp)
     _recompute(facts, settings, data)
+    _compile(facts, settings, data, strategy, (tp, pp))
     return dp, pp
 
 
@@ -423,6 +432,73 @@ def _tensor_parallel(
             "automodel: enable_async_tensor_parallel needs sequence_parallel: true; Automodel "
             "refuses to start without it"
         )
+
+
+def _compile(
+    facts: Facts,
+    settings: AutoSettings,
+    data: Mapping[str, object],
+    strategy: str,
+    sizes: tuple[int, int],
+) -> None:
+    """torch.compile (the data's ``compile`` entry): the top-level ``compile.enabled`` compiles
+    the whole model under megatron_fsdp and ddp, fsdp2's ``distributed.enable_compile`` (or
+    async TP at TP ``sizes[0]`` > 1) each decoder layer; neither runs with a pipeline
+    (PP ``sizes[1]`` > 1) and ``compile.enabled`` is not applied under fsdp2 (both noted). What
+    does run compiled sets ``training.compiled_loss`` false, the loss being outside the
+    compiled module, and is noted: no scenario field says a compiled model, which is timed as
+    the automodel profile's eager PyTorch."""
+    tp, pp = sizes
+    entry = mapping_of(data.get("compile"))
+    whole, layer = (mapping_of(entry.get(part)) for part in ("whole_model", "per_layer"))
+    compiled: list[tuple[str, str]] = []
+    found = settings.find(str(whole.get("key")))
+    if found is not None and as_bool(found[0]) is True:
+        where = _at(data, whole.get("path"))
+        takes = sorted(_words(whole.get("strategies")))
+        if pp > 1:
+            facts.note(
+                f"automodel: compile.enabled ({found[1]}) compiles nothing with pipeline "
+                f"parallelism (pp_size {pp}): the pipeline path does not compile ({where})"
+            )
+        elif strategy not in takes:
+            facts.note(
+                f"automodel: compile.enabled ({found[1]}) is not applied under {strategy}: "
+                f"Automodel compiles the whole model only under {' and '.join(takes)} ({where}; "
+                f"releases before {whole.get('fsdp2_until')} under fsdp2 too); fsdp2 compiles "
+                f"each decoder layer with {layer.get('key')}"
+            )
+        else:
+            compiled.append(("the whole model", found[1]))
+    if strategy in _words(layer.get("strategies")):
+        per = settings.find(str(layer.get("key")))
+        label = str(layer.get("key"))
+        if per is None or as_bool(per[0]) is not True:
+            per = settings.find("distributed.enable_async_tensor_parallel") if tp > 1 else None
+            label = "async TP"
+        if per is not None and as_bool(per[0]) is True:
+            if pp > 1:
+                facts.note(
+                    f"automodel: the per-layer compile of {label} ({per[1]}) does not run with "
+                    f"pipeline parallelism (pp_size {pp}; {_at(data, layer.get('path'))})"
+                )
+            else:
+                compiled.append(("each decoder layer", f"{label}, {per[1]}"))
+    if not compiled:
+        return
+    what = " and ".join(name for name, _ in compiled)
+    sources = ", ".join(source for _, source in compiled)
+    facts.set(
+        "training.compiled_loss",
+        False,
+        f"derived: Automodel compiles {what} ({sources}); loss_fn runs on the logits outside "
+        f"it ({_at(data, entry.get('loss_path'))})",
+    )
+    facts.note(
+        f"automodel: torch.compile of {what} ({sources}) fuses the element-wise ops between "
+        "the GEMMs; no scenario field says a compiled model, so the step is timed as the "
+        "automodel profile's eager PyTorch"
+    )
 
 
 def _recompute(facts: Facts, settings: AutoSettings, data: Mapping[str, object]) -> None:
