@@ -300,7 +300,9 @@ in ``efficiency_constants.json``):
   list. True for ``torchtitan`` as of ``9dec370a`` (``build_optimizers``: ``AdamW`` with
   ``"foreach": not fused``, ``--optimizer.fused`` off by default; pytorch/torchtitan
   ``torchtitan/optimizer.py``); torchtitan defaults to ``fused`` from ``6e4988550``
-  (2025-02-24, "use Fused AdamW as default"), which this profile does not tell apart. True for
+  (2025-02-24, "use Fused AdamW as default"), which this profile does not tell apart (no
+  scenario field says the implementation; the torchtitan launch reader notes a fused or for-loop
+  one, the default of every tagged release included). True for
   ``automodel``: ``torch.optim.Adam`` built with ``foreach=None`` (torch's default) unless
   ``tensor_parallel`` > 1 (``adam_foreach_tp1_only``; ``_foreach_for_mesh`` returns ``False``
   then, ``nemo_automodel/components/optim/optimizer.py`` @ ``36044ad3d1``). The plain ``fsdp``

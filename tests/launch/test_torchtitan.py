@@ -437,3 +437,32 @@ def test_a_compiled_loss_is_stated_from_the_compile_section_only() -> None:
     legacy = _async_tp_read("--training.compile", config="configs/legacy.toml")
     assert not legacy.has("training.compiled_loss")
     assert any("compiles the loss only in releases" in note for note in legacy.notes)
+
+
+def _optimizer_notes(facts: Facts) -> list[str]:
+    return [note for note in facts.notes if "AdamW runs the" in note]
+
+
+def test_the_adamw_implementation_is_noted_where_it_is_not_the_profiles_foreach() -> None:
+    # unset: the fused default of the catalogued release (foreach in checkouts before it)
+    (default,) = _optimizer_notes(_async_tp_read())
+    assert "fused implementation" in default
+    assert "default of torchtitan" in default
+    assert "6e4988550" in default
+    assert "no scenario field says the implementation" in default
+    # given on the command line: fused and for-loop noted, foreach is what the profile counts
+    (loop,) = _optimizer_notes(_async_tp_read("--optimizer.implementation", "for-loop"))
+    assert "for-loop implementation (override: --optimizer.implementation for-loop)" in loop
+    assert not _optimizer_notes(_async_tp_read("--optimizer.implementation=foreach"))
+    # the boolean of releases from 2024-06 to 2025-02: false is foreach
+    assert not _optimizer_notes(
+        _async_tp_read("--optimizer.no-fused", config="configs/legacy.toml")
+    )
+    (older,) = _optimizer_notes(_async_tp_read("--optimizer.fused", config="configs/legacy.toml"))
+    assert "optimizer.fused of releases" in older
+    # the newer key wins over the older one
+    both = _async_tp_read("--optimizer.fused", "--optimizer.implementation", "foreach")
+    assert not _optimizer_notes(both)
+    unknown = _async_tp_read("--optimizer.implementation", "apex")
+    assert not _optimizer_notes(unknown)
+    assert any("'apex'" in note and "build_optimizers" in note for note in unknown.notes)

@@ -35,6 +35,13 @@ the scenario's ``training.compiled_loss``: the loss function is wrapped in ``tor
 (2025-04-02) until the ``compile`` section (@08b8b244f, 2025-08-20); before, ``train.py`` left
 it eager. A job that sets the earlier key is not dated by it, so the reader notes that and
 states nothing.
+
+The AdamW implementation is ``optimizer.implementation`` (``fused``, ``foreach``, ``for-loop``;
+``fused`` by default since pytorch/torchtitan@6e4988550, 2025-02-24, before every tagged
+release), in releases from mid 2024 until then the boolean ``optimizer.fused`` (false: foreach),
+and earlier always foreach. The torchtitan profile counts foreach's list of temporaries at the
+optimizer step (``FrameworkProfile.adam_foreach``); no scenario field says the implementation,
+so a fused or for-loop one, the default included, is noted.
 """
 
 from __future__ import annotations
@@ -109,6 +116,7 @@ class TorchtitanReader:
         _parallel(facts, settings, invocation, context, n_layers)
         _precision(facts, settings, data)
         _recompute(facts, settings)
+        _optimizer(facts, settings, data)
         return facts
 
 
@@ -130,6 +138,48 @@ def config_facts(facts: Facts, tree: ConfigTree) -> None:
     _recompute(facts, settings)
     _async_tensor_parallel(facts, settings)
     _compiled_loss(facts, settings)
+    _optimizer(facts, settings, data)
+
+
+def _optimizer(facts: Facts, settings: JobSettings, data: Mapping[str, object]) -> None:
+    """The AdamW implementation (module docstring): ``optimizer.implementation``, else the
+    earlier ``optimizer.fused``, else the default of the catalogued release (fused). Noted
+    when it is not the foreach that the torchtitan profile counts (``adam_foreach``: the
+    ``sqrt(exp_avg_sq)`` list at the optimizer step, ``planner.perf.memory``) and no scenario
+    field can say otherwise."""
+    entry = mapping_of(data.get("optimizer_implementation"))
+    found = settings.find("optimizer.implementation")
+    older = settings.find(str(entry.get("older_flag")))
+    if (found is None or found[2]) and older is not None:
+        chosen = "fused" if as_bool(older[0]) else "foreach"
+        source = (
+            f"{older[1]}, {entry.get('older_flag')} of releases {entry.get('older_flag_releases')}"
+        )
+    elif found is not None:
+        chosen = str(found[0])
+        source = found[1]
+        if found[2]:
+            source += (
+                f"; since pytorch/torchtitan@{entry.get('fused_default_since')}, foreach in "
+                "checkouts before it"
+            )
+    else:
+        return
+    if chosen == "foreach":
+        return
+    takes = entry.get("takes")
+    if not isinstance(takes, list) or chosen not in [str(name) for name in takes]:
+        facts.note(
+            f"torchtitan: optimizer.implementation {chosen!r} ({source}) is not one "
+            "build_optimizers takes (fused, foreach, for-loop): it stops before the first step"
+        )
+        return
+    facts.note(
+        f"torchtitan: AdamW runs the {chosen} implementation ({source}), which allocates no "
+        "list of temporaries at the optimizer step; the torchtitan profile counts foreach's "
+        "sqrt(exp_avg_sq) list (one moment's bytes per owned parameter, the memory peak where it "
+        "exceeds the activations), and no scenario field says the implementation"
+    )
 
 
 def _recompute(facts: Facts, settings: JobSettings) -> None:
