@@ -20,6 +20,7 @@ from typing import NamedTuple
 from planner.scenario.numbers import number_or_value
 
 __all__ = [
+    "FP8_RECIPES",
     "INT_ARGS",
     "LIST_ARGS",
     "SWITCHES",
@@ -250,7 +251,9 @@ def precision_value(args: Args) -> ArgValue | None:
     return None
 
 
-_FP8_RECIPES = frozenset({"delayed", "tensorwise", "blockwise", "mxfp8"})
+FP8_RECIPES = frozenset({"delayed", "tensorwise", "blockwise", "mxfp8"})
+"""Megatron-Core's fp8 recipe names (``--fp8-recipe``, ``fp8_recipe`` of the mixed-precision
+configs) that the scenario's ``fp8_recipe`` holds."""
 
 
 def fp8_recipe(args: Args, precision: str) -> str | None:
@@ -260,7 +263,7 @@ def fp8_recipe(args: Args, precision: str) -> str | None:
     if precision == "nvfp4":
         return "nvfp4"
     recipe = str(args.get("fp8-recipe", "")).lower()
-    if precision in ("fp8", "mxfp8") and recipe in _FP8_RECIPES:
+    if precision in ("fp8", "mxfp8") and recipe in FP8_RECIPES:
         return recipe
     return None
 

@@ -48,7 +48,7 @@ from planner.launch.readers.nemo_common import (
 from planner.launch.readers.nemo_hydra import HydraConfig, Resolved, split_override
 from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
-from planner.scenario.megatron_table import block_recompute_layers, cuda_graphs_of
+from planner.scenario.megatron_table import FP8_RECIPES, block_recompute_layers, cuda_graphs_of
 
 __all__ = [
     "READER",
@@ -540,8 +540,6 @@ def _cuda_graphs(config: HydraConfig, facts: Facts) -> None:
 
 
 _LOW_PRECISION = frozenset({"fp8", "mxfp8", "nvfp4"})
-_FP8_RECIPES = frozenset({"delayed", "tensorwise", "blockwise", "mxfp8"})
-"""``MixedPrecisionConfig.fp8_recipe`` values the scenario's ``fp8_recipe`` holds."""
 
 
 def recipe_precision(name: str) -> dict[str, object] | None:
@@ -653,7 +651,7 @@ def scenario_precision(values: Mapping[str, object]) -> dict[str, tuple[object, 
             out["fp8_recipe"] = ("nvfp4", "fp4_recipe")
     elif fp8 and not fp4:
         out["precision"] = ("mxfp8", "fp8_recipe") if recipe == "mxfp8" else ("fp8", "fp8")
-        if recipe in _FP8_RECIPES:
+        if recipe in FP8_RECIPES:
             out["fp8_recipe"] = (recipe, "fp8_recipe")
     elif not fp8:
         for name in ("fp16", "bf16"):

@@ -44,6 +44,7 @@ from planner.launch.readers.nemo_common import (
 )
 from planner.launch.types import Facts, Invocation, MemoryFiles, Sourced
 from planner.launch.values import as_int, mapping_of
+from planner.scenario.megatron_table import FP8_RECIPES
 
 __all__ = ["NEMO2_READER", "Nemo2Reader", "parse_factory"]
 
@@ -415,10 +416,6 @@ def _derived_model(facts: Facts) -> None:
         )
 
 
-_FP8_RECIPES = frozenset({"delayed", "tensorwise", "blockwise", "mxfp8"})
-"""``MegatronMixedPrecision.fp8_recipe`` values the scenario's ``fp8_recipe`` holds."""
-
-
 def _precision(settings: Mapping[str, Sourced], facts: Facts) -> None:
     """``parallelism.precision`` from the precision plugin's ``precision`` string, replaced by
     ``fp8`` (``mxfp8`` under the ``mxfp8`` recipe) when ``fp8`` is set, with ``fp8_recipe`` and
@@ -442,7 +439,7 @@ def _precision(settings: Mapping[str, Sourced], facts: Facts) -> None:
         word = str(recipe.value).lower() if recipe is not None else ""
         low = "mxfp8" if word == "mxfp8" else "fp8"
         facts.set("parallelism.precision", low, (recipe or fp8).source)
-        if recipe is not None and word in _FP8_RECIPES:
+        if recipe is not None and word in FP8_RECIPES:
             facts.set("parallelism.fp8_recipe", word, recipe.source)
         gather = settings.get("trainer.plugins.fp8_param_gather")
         if gather is not None and isinstance(gather.value, bool):
