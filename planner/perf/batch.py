@@ -94,8 +94,12 @@ class ScenarioArrays:
     ``fp8_param_gather`` and ``activation_offload_layers`` the scenario's (false, 0 unset);
     ``grad_bytes_per_param`` is the gradient buffer and its data-parallel reduction, bytes per
     parameter (4 fp32, 2 16-bit; ``parallelism.grad_reduce_in_fp32`` or the framework's
-    default). Hardware (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``,
-    per-GPU one-direction bandwidths and per-hop latencies of both tiers,
+    default); ``master_weight_bytes``, ``zero3_master_weight_bytes``, ``adam_moment_bytes``
+    (both moments), ``exp_avg_sq_bytes`` (the second, per element) and
+    ``optimizer_updates_weights`` (no master: the optimizer updates the 16-bit weights) are the
+    scenario's optimizer dtypes (``main_params_dtype`` ...), else the framework profile's
+    (``planner.perf.readers``). Hardware (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``,
+    ``nvlink_domain_size``, per-GPU one-direction bandwidths and per-hop latencies of both tiers,
     ``host_link_bandwidth_bytes_per_s`` (NaN where the catalog has none), ``hbm_bytes``, and
     ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
     ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,
@@ -255,6 +259,8 @@ class ScenarioArrays:
     zero3_master_weight_bytes: Real
     zero3_model_weight_shard: Flag
     adam_moment_bytes: Real
+    exp_avg_sq_bytes: Real
+    optimizer_updates_weights: Flag
     adam_foreach: Flag
     adam_foreach_tp1_only: Flag
     grouped_gemm_streams: Real

@@ -246,6 +246,10 @@ in ``efficiency_constants.json``):
   optimizer state fp32 (NeMo ``megatron_base_model.setup_optimization``): the bf16 parameter
   holds the upper 16 bits of the fp32 master and the optimizer only the lower 16 (2 bytes);
   NeMo Automodel keeps none (0, below); every other stack keeps the whole fp32 master (4).
+* ``store_param_remainders``: the ``master_weight_bytes`` of 2 is an fp32 master kept as its
+  low 16 bits beside the bf16 weight (NeMo's distributed Adam, above), so a scenario that
+  states the optimizer's dtypes (``parallelism.main_params_dtype`` fp32 without
+  ``store_param_remainders``) keeps the remainder under this framework. True for ``nemo``.
 * ``zero3_master_weight_bytes``: the same under ZeRO-3, where a stack shards with another
   mechanism than its ZeRO-1 optimizer. ``nemo``'s ZeRO-3 is Megatron-FSDP (Megatron-Bridge
   ``use_megatron_fsdp``, ``data_parallel_sharding_strategy = "optim_grads_params"``), whose
@@ -562,6 +566,7 @@ class FrameworkProfile:
     zero3_prefetch_params: float = 0.0
     zero3_regather_on_recompute: bool = False
     master_weight_bytes: float = 4.0
+    store_param_remainders: bool = False
     zero3_master_weight_bytes: float = 4.0
     zero3_model_weight_shard: bool = False
     adam_moment_bytes: float = 8.0
@@ -659,6 +664,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             pp_comm_overlap=True,
             grad_reduce_in_fp32=False,
             master_weight_bytes=2.0,
+            store_param_remainders=True,
             zero3_model_weight_shard=True,
             chunk_grad_sync=True,
         ),

@@ -98,6 +98,13 @@ rank holds), the last stage at one microbatch of its layers. Each stage holds it
 The stage computing the loss peaks in the loss's backward, before any layer is re-run (so the
 loss and a full-recompute working set are never held together): ``planner.perf.loss_memory``.
 
+The optimizer's dtypes (``parallelism.main_params_dtype``, ``exp_avg_dtype``,
+``exp_avg_sq_dtype``, ``store_param_remainders``; absent: the framework profile's) set the
+master's and the moments' bytes. A pure-bf16 stack (``main_params_dtype: bf16``, bf16 moments,
+``grad_reduce_in_fp32: false``) holds ``2 + 2 + 0 + 4 = 8`` bytes per parameter at ZeRO-0;
+under PyTorch FSDP its sharded bf16 parameter is counted as a 16-bit weight shard (2 bytes per
+owned parameter), the role the fp32 shard plays as master otherwise.
+
 The optimizer step runs after the last backward, the activations freed: a stack stepping with
 PyTorch's ``foreach`` Adam (``FrameworkProfile.adam_foreach``: torchtitan, NeMo Automodel at
 ``tensor_parallel`` 1) allocates ``sqrt(exp_avg_sq)`` over every owned parameter at once, one
@@ -351,20 +358,22 @@ class _ModelStates:
 
 def _step_temporary_bytes(a: ScenarioArrays) -> Real:
     """Bytes per owned parameter the optimizer step allocates beyond the model states: one
-    second moment (``adam_moment_bytes / 2``) under PyTorch's ``foreach`` Adam
+    second moment (``exp_avg_sq_bytes``: ``adam_moment_bytes / 2`` unless the scenario states
+    ``exp_avg_sq_dtype``) under PyTorch's ``foreach`` Adam
     (``FrameworkProfile.adam_foreach``, at ``tensor_parallel`` 1 only where
     ``adam_foreach_tp1_only``), 0 otherwise (module docstring)."""
     foreach = a.adam_foreach & ops.logical_not(a.adam_foreach_tp1_only & (a.tensor_parallel > 1))
-    return ops.where(foreach, 0.5 * a.adam_moment_bytes, 0.0)
+    return ops.where(foreach, a.exp_avg_sq_bytes, 0.0)
 
 
 def _optimizer_bytes(a: ScenarioArrays) -> Real:
-    """Adam's bytes per owned parameter: the fp32 master (``master_weight_bytes``: 2 where
-    NeMo's distributed Adam keeps only the remainder below the bf16 parameter, 0 where the
-    optimizer updates the bf16 parameter itself; under ZeRO-3 the profile's
-    ``zero3_master_weight_bytes``: ``master_bytes_per_param``) and the two moments
-    (``adam_moment_bytes``: 8 in fp32, 4 in bf16): 12 with a whole master and fp32 moments,
-    the ``FrameworkProfile`` defaults (``planner.perf.frameworks``)."""
+    """Adam's bytes per owned parameter: the master (``master_weight_bytes``: 2 where NeMo's
+    distributed Adam or Megatron's precision-aware optimizer keeps only the remainder below
+    the bf16 parameter, or an fp16 master; 0 where the optimizer updates the bf16 parameter
+    itself; under ZeRO-3 ``zero3_master_weight_bytes``: ``master_bytes_per_param``) and the two
+    moments (``adam_moment_bytes``: 8 in fp32, 4 in bf16, 2 in FP8): 12 with a whole master
+    and fp32 moments, the ``FrameworkProfile`` defaults (``planner.perf.frameworks``); the
+    scenario's ``parallelism.main_params_dtype`` ... where stated (``planner.perf.readers``)."""
     return master_bytes_per_param(a) + a.adam_moment_bytes
 
 
@@ -393,7 +402,10 @@ def _model_states(
         2.0 * (dense + expert) / layers,  # DeepSpeed: two layers in flight
     )
     gathered = ops.where(z >= 3, ops.minimum(gathered, sharded_away), 0.0)
-    shard16 = ops.where(unit_wise, 0.0, dense / d_dense + expert / d_expert)
+    # PyTorch FSDP's sharded parameter is the optimizer's: the master's bytes, or the 16-bit
+    # shard itself where the optimizer updates the 16-bit weights (no master)
+    own16 = ops.logical_not(unit_wise) | a.optimizer_updates_weights
+    shard16 = ops.where(own16, dense / d_dense + expert / d_expert, 0.0)
     weights = WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
     linear = dense - root + expert  # the transformer layers' weights (TE modules)
     copy = weight_copy_bytes(a) * linear

@@ -6,6 +6,11 @@ and the gradient, makes a gradient-norm pass, and writes the master weight, both
 16-bit copy: ``ADAM_HBM_BYTES_PER_PARAM`` bytes of HBM traffic, less what a stack keeps
 smaller (``FrameworkProfile.master_weight_bytes``, ``adam_moment_bytes``: NeMo Automodel's
 ``torch.optim.Adam`` updates the bf16 parameter with bf16 moments, no master, 18 bytes).
+A scenario stating the optimizer's dtypes (``parallelism.main_params_dtype``, ``exp_avg_dtype``,
+``exp_avg_sq_dtype``) moves the master and the moments at their bytes (an fp16 master, FP8
+moments: 1 byte each, as Transformer Engine ``FusedAdam`` stores them); with no master
+(``main_params_dtype: bf16``) the step updates the 16-bit weights in place,
+``UPDATE_FIXED_BYTES_PER_PARAM`` plus twice the moments' bytes (20 with bf16 moments).
 A GPU owns all its parameters at ZeRO-0 and ``1/(d·c)`` of its dense and
 ``1/max(d·c/e, 1)`` of its expert parameters when the optimizer is sharded (ZeRO >= 1;
 Megatron's distributed optimizer, Rajbhandari et al. 2020). Low-precision training adds the
@@ -37,6 +42,7 @@ __all__ = [
     "ADAM_HBM_BYTES_PER_PARAM",
     "FP8_CAST_BYTES_PER_PARAM",
     "FP8_PARAM_MASTER_READ_BYTES",
+    "UPDATE_FIXED_BYTES_PER_PARAM",
     "OptimizerTimes",
     "master_bytes_per_param",
     "optimizer_times",
@@ -50,6 +56,10 @@ FP8_CAST_BYTES_PER_PARAM = 3.0
 FP8_PARAM_MASTER_READ_BYTES = 8.0
 """With FP8 parameters, bytes read per owned parameter to re-quantise it: the fp32 master shard
 for the amax, then for the cast (module docstring)."""
+UPDATE_FIXED_BYTES_PER_PARAM = 12.0
+"""Without a master (``parallelism.main_params_dtype: bf16``), bytes per owned parameter
+besides the moments: read the gradient (4, as above) and the gradient-norm pass (4), read and
+write the 16-bit weight (4)."""
 _MIN_KERNELS = 4.0
 
 
@@ -91,6 +101,9 @@ def optimizer_times(
         - 2.0 * (4.0 - master_bytes_per_param(a))
         - 2.0 * (8.0 - a.adam_moment_bytes)
     )
+    # no master: the step reads and writes the 16-bit weight itself, and writes no copy
+    in_place = UPDATE_FIXED_BYTES_PER_PARAM + 2.0 * a.adam_moment_bytes
+    adam = ops.where(a.optimizer_updates_weights, in_place, adam)
     adam = ops.where(a.optimizer_bytes_per_param > 0, a.optimizer_bytes_per_param, adam)
     adam = adam - ops.where(a.fp8_param_gather, 2.0, 0.0)  # no 16-bit copy to write
     hbm = adam * owned + ops.where(a.device.low_precision, cast, 0.0)

@@ -1,7 +1,7 @@
 """Scenario fields the engine reads through a rule: recompute and its modules, gradient
-reduction (overlap, precision), the low-precision recipe, MoE routing and dispatch, LoRA and
-packed sequences, the resolved layout (expert tensor parallel, layers per stage), the memory
-headroom and loss scaling.
+reduction (overlap, precision), the optimizer's state dtypes, the low-precision recipe, MoE
+routing and dispatch, LoRA and packed sequences, the resolved layout (expert tensor parallel,
+layers per stage), the memory headroom and loss scaling.
 
 Each reader takes a validated ``Scenario`` and returns the value of the ``ScenarioArrays``
 field of the same name in ``READERS`` (``planner.perf.batch`` gathers them with the device
@@ -19,7 +19,7 @@ from typing import Any
 from planner.perf.frameworks import profile_of
 from planner.specs.feasibility import expert_tensor_parallel_of, stage_layers_of
 from planner.specs.hardware import Precision
-from planner.specs.parallelism import RecomputeModule
+from planner.specs.parallelism import MainParamsDtype, OptimizerDtype, RecomputeModule
 from planner.specs.pipeline_split import StageLayers
 from planner.specs.scenario import CudaGraphs, LoraTarget, Scenario
 
@@ -174,6 +174,69 @@ def _grad_bytes_per_param(s: Scenario) -> float:
     return 4.0 if in_fp32 else 2.0
 
 
+def _stated_master(s: Scenario) -> MainParamsDtype | None:
+    """The dtype of the optimizer's master the scenario states: ``main_params_dtype``, fp32
+    where only ``store_param_remainders`` is given; None where neither is (the profile's)."""
+    par = s.parallelism
+    if par.main_params_dtype is None and par.store_param_remainders is None:
+        return None
+    return par.main_params_dtype or MainParamsDtype.FP32
+
+
+def _master_weight_bytes(s: Scenario) -> float:
+    """Bytes per owned parameter of the optimizer's master below ZeRO-3
+    (``ParallelismSpec`` docstring): the profile's ``master_weight_bytes`` unless the scenario
+    states ``main_params_dtype`` or ``store_param_remainders``; then fp32 4 (2 with remainders:
+    the scenario's ``store_param_remainders``, else the profile's), fp16 2, bf16 0 (the
+    optimizer updates the weights, counted as weights)."""
+    profile = profile_of(s.training.framework)
+    dtype = _stated_master(s)
+    if dtype is None:
+        return profile.master_weight_bytes
+    remainders = s.parallelism.store_param_remainders
+    if remainders is None:
+        remainders = (
+            profile.store_param_remainders and s.parallelism.precision is not Precision.FP16
+        )
+    return 2.0 if dtype is MainParamsDtype.FP32 and remainders else dtype.bytes
+
+
+def _zero3_master_weight_bytes(s: Scenario) -> float:
+    """``_master_weight_bytes`` under ZeRO-3: the profile's ``zero3_master_weight_bytes``
+    unless stated; the shards keep the whole master (no remainders): fp32 4, fp16 2, bf16 0
+    (``planner.perf.memory`` counts PyTorch FSDP's bf16 shard as the weights)."""
+    dtype = _stated_master(s)
+    if dtype is None:
+        return profile_of(s.training.framework).zero3_master_weight_bytes
+    return dtype.bytes
+
+
+def _optimizer_updates_weights(s: Scenario) -> bool:
+    """``main_params_dtype`` is bf16: no master, the optimizer updates the 16-bit weights."""
+    return s.parallelism.main_params_dtype is MainParamsDtype.BF16
+
+
+def _moment_bytes(s: Scenario, dtype: OptimizerDtype | None) -> float:
+    """Bytes per element of one Adam moment: ``dtype``'s, else half the profile's
+    ``adam_moment_bytes``."""
+    if dtype is None:
+        return 0.5 * profile_of(s.training.framework).adam_moment_bytes
+    return dtype.bytes
+
+
+def _adam_moment_bytes(s: Scenario) -> float:
+    """Bytes per owned parameter of both Adam moments: ``exp_avg_dtype`` and
+    ``exp_avg_sq_dtype``, each the profile's half of ``adam_moment_bytes`` where unset."""
+    par = s.parallelism
+    return _moment_bytes(s, par.exp_avg_dtype) + _moment_bytes(s, par.exp_avg_sq_dtype)
+
+
+def _exp_avg_sq_bytes(s: Scenario) -> float:
+    """Bytes per element of Adam's second moment (``exp_avg_sq_dtype``, else the profile's
+    half of ``adam_moment_bytes``): the dtype of the ``foreach`` step's square-root list."""
+    return _moment_bytes(s, s.parallelism.exp_avg_sq_dtype)
+
+
 def _recomputed_layer_fraction(s: Scenario) -> float:
     """Share of each model chunk's transformer layers that full recompute re-runs: 1, or
     ``parallelism.recompute_num_layers`` of the first pipeline stage's chunk (Megatron-Core
@@ -270,6 +333,11 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "overlap_param_gather": _overlap_param_gather,
         "tp_comm_overlap": _tp_comm_overlap,
         "grad_bytes_per_param": _grad_bytes_per_param,
+        "master_weight_bytes": _master_weight_bytes,
+        "zero3_master_weight_bytes": _zero3_master_weight_bytes,
+        "optimizer_updates_weights": _optimizer_updates_weights,
+        "adam_moment_bytes": _adam_moment_bytes,
+        "exp_avg_sq_bytes": _exp_avg_sq_bytes,
         "total_tokens": _total_tokens,
         "train_iters": _train_iters,
         **_RECIPE_AND_MOE_READERS,

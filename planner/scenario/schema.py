@@ -34,7 +34,13 @@ from planner.scenario.numbers import (
 )
 from planner.specs.hardware import Precision
 from planner.specs.model import Activation, MoETokenDispatcher, RopeType, SoftmaxType
-from planner.specs.parallelism import Fp8Recipe, Recompute, RecomputeModule
+from planner.specs.parallelism import (
+    Fp8Recipe,
+    MainParamsDtype,
+    OptimizerDtype,
+    Recompute,
+    RecomputeModule,
+)
 from planner.specs.scenario import CudaGraphs, Framework, LoraTarget, TrainingMode
 
 __all__ = [
@@ -109,6 +115,8 @@ RecomputeChoice = Annotated[Recompute, BeforeValidator(choice_text)]
 RecomputeModuleChoice = Annotated[RecomputeModule, BeforeValidator(choice_text)]
 PrecisionChoice = Annotated[Precision, BeforeValidator(choice_text)]
 Fp8RecipeChoice = Annotated[Fp8Recipe, BeforeValidator(choice_text)]
+OptimizerDtypeChoice = Annotated[OptimizerDtype, BeforeValidator(choice_text)]
+MainParamsDtypeChoice = Annotated[MainParamsDtype, BeforeValidator(choice_text)]
 FrameworkChoice = Annotated[Framework, BeforeValidator(choice_text)]
 ModeChoice = Annotated[TrainingMode, BeforeValidator(choice_text)]
 CudaGraphsChoice = Annotated[CudaGraphs, BeforeValidator(choice_text)]
@@ -321,6 +329,27 @@ class ParallelismSection(_Section):
         "The transformer weights are kept in the low-precision recipe's format, the optimizer "
         "keeping the master (Megatron `--fp8-param-gather`); precision `fp8` or `mxfp8`",
         "`false`",
+    )
+    main_params_dtype: MainParamsDtypeChoice | None = _field(
+        "The parameters Adam updates: `fp32` a 4-byte fp32 master beside the 16-bit weights "
+        "(under PyTorch FSDP the fp32 shard itself), `fp16` a 2-byte fp16 master beside them "
+        "(Megatron `--use-precision-aware-optimizer --main-params-dtype fp16`), `bf16` no "
+        "master: the bf16 weights themselves (pure bf16: LLaMA-Factory `pure_bf16`, torchtune "
+        "`dtype: bf16`)",
+        "the framework's",
+    )
+    exp_avg_dtype: OptimizerDtypeChoice | None = _field(
+        "Storage dtype of Adam's first moment (Megatron `--exp-avg-dtype`)", "the framework's"
+    )
+    exp_avg_sq_dtype: OptimizerDtypeChoice | None = _field(
+        "Storage dtype of Adam's second moment (Megatron `--exp-avg-sq-dtype`)",
+        "the framework's",
+    )
+    store_param_remainders: Flag | None = _field(
+        "An fp32 master of bf16 weights is kept as its low 16 bits, the bf16 weight holding the "
+        "rest (Megatron-Core `OptimizerConfig.store_param_remainders` under the precision-aware "
+        "optimizer, NeMo's distributed Adam); not under ZeRO-3",
+        "the framework's",
     )
     activation_offload_layers: Integer | None = _field(
         "The first `N` transformer layers' saved activations go to host memory during the "

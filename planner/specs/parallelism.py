@@ -72,6 +72,39 @@ class Fp8Recipe(StrEnum):
         return tuple(Fp8Recipe).index(self) + 1
 
 
+class OptimizerDtype(StrEnum):
+    """Storage dtype of one optimizer state (Megatron-LM ``--exp-avg-dtype``,
+    ``--exp-avg-sq-dtype``; Transformer Engine ``FusedAdam``'s ``exp_avg_dtype`` /
+    ``exp_avg_sq_dtype``, where ``torch.uint8`` stands for FP8); ``bytes`` per element: 4, 2,
+    2, 1."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+    @property
+    def bytes(self) -> float:
+        """Bytes per element."""
+        return {"fp32": 4.0, "fp8": 1.0}.get(self.value, 2.0)
+
+
+class MainParamsDtype(StrEnum):
+    """Dtype of the parameters the optimizer updates (``parallelism.main_params_dtype``,
+    ``ParallelismSpec`` docstring): ``fp32`` / ``fp16`` a master copy of that dtype beside the
+    16-bit weights, ``bf16`` no master (the bf16 weights themselves); ``bytes`` of the master
+    per parameter: 4, 2, 0 (``bf16``'s weights are counted as weights)."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+    @property
+    def bytes(self) -> float:
+        """Bytes per parameter of the master."""
+        return 0.0 if self is MainParamsDtype.BF16 else OptimizerDtype(self.value).bytes
+
+
 RECIPES_OF_PRECISION: dict[Precision, tuple[Fp8Recipe, ...]] = {
     Precision.FP8: (Fp8Recipe.DELAYED, Fp8Recipe.TENSORWISE, Fp8Recipe.BLOCKWISE, Fp8Recipe.MXFP8),
     Precision.MXFP8: (Fp8Recipe.MXFP8,),
@@ -116,6 +149,33 @@ class ParallelismSpec:
     replaces the 16-bit weight and the copy TE would otherwise cache
     (``planner.perf.memory``), and the data-parallel parameter gathers move one byte per weight
     (``planner.perf.data``). Needs precision ``fp8`` or ``mxfp8``.
+    ``main_params_dtype``, ``exp_avg_dtype``, ``exp_avg_sq_dtype``, ``store_param_remainders``
+    (extra fields, ``OptimizerDtype``; Megatron-LM's precision-aware optimizer names,
+    ``--use-precision-aware-optimizer`` with ``--main-params-dtype`` {fp32, fp16},
+    ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` {fp32, fp16, bf16, fp8}, all fp32 by default,
+    NVIDIA/Megatron-LM ``megatron/training/arguments.py``: the flags since ``core_v0.11.0``
+    (moments then fp32, fp16 or fp8), bf16 moments since ``core_v0.13.0``, the same at
+    ``d98e8a64dd``; Megatron-Core ``OptimizerConfig.store_param_remainders``, default True since
+    ``core_v0.13.0``): what Adam keeps per owned
+    parameter. ``main_params_dtype`` is the dtype of the parameters the optimizer updates:
+    ``fp32`` a 4-byte fp32 master beside the 16-bit model weights (Megatron's distributed
+    optimizer; under PyTorch FSDP the fp32 sharded parameter itself, cast to 16 bits for the
+    compute); ``fp16`` a 2-byte fp16 master beside the 16-bit weights (Megatron-LM
+    ``--main-params-dtype fp16``: Transformer Engine ``FusedAdam`` keeps it,
+    ``master_weight_dtype``); ``bf16`` no separate master: the optimizer updates the bf16
+    model weights themselves, as pure-bf16 stacks do (a bf16 model under ``torch.optim.AdamW``:
+    LLaMA-Factory ``pure_bf16``, torchtune ``dtype: bf16``; Megatron-LM has no bf16 master, so
+    the name is free for this). The moments take 4, 2, 2 or 1 byte each (FP8: TE ``FusedAdam``
+    stores ``torch.uint8`` with a per-tensor scale). ``store_param_remainders`` (``fp32`` only,
+    bf16 weights): the optimizer keeps only the 16 low bits of the fp32 master, the bf16 weight
+    holding the high 16 (2 bytes; TE ``FusedAdam`` ``store_param_remainders``, which it applies
+    only to an fp32 master of bf16 parameters; Megatron's distributed optimizer then allocates
+    the master as ``torch.int16``, ``megatron/core/optimizer/distrib_optimizer.py`` @
+    ``core_v0.14.0``); not under ZeRO-3, whose shards keep the whole fp32 master. Each absent
+    field takes the framework profile's value (``planner.perf.frameworks``: master and
+    ``adam_moment_bytes / 2`` per moment; ``store_param_remainders`` the profile's, true for
+    NeMo's distributed Adam), so a scenario without them predicts as before. The gradients
+    follow ``grad_reduce_in_fp32`` (a pure-bf16 stack's are bf16: false).
     ``activation_offload_layers`` (extra field; Megatron-Core ``cpu_offloading`` with
     ``cpu_offloading_num_layers`` and ``cpu_offloading_activations``, activations only): the
     first ``N`` transformer layers' saved activations are copied to host memory during the
@@ -189,6 +249,10 @@ class ParallelismSpec:
     pipeline_batch_size: int | None = None
     fp8_param_gather: bool = False
     activation_offload_layers: int = 0
+    main_params_dtype: MainParamsDtype | None = None
+    exp_avg_dtype: OptimizerDtype | None = None
+    exp_avg_sq_dtype: OptimizerDtype | None = None
+    store_param_remainders: bool | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -250,6 +314,7 @@ class ParallelismSpec:
             )
         self._check_recipe()
         self._check_offload()
+        self._check_optimizer_dtypes()
         self._check_split_fields()
         violation = parallelism_violation(self)
         if violation is not None:
@@ -303,6 +368,47 @@ class ParallelismSpec:
                 "parallelism.activation_offload_layers",
                 "Megatron-Core offloads activations only without activation recompute; set "
                 "recompute to none or leave activation_offload_layers out",
+            )
+
+    def _check_optimizer_dtypes(self) -> None:
+        """The optimizer's dtypes (class docstring): known values; ``main_params_dtype`` bf16
+        (the optimizer updates the bf16 weights) needs bf16 weights (not precision fp16, not
+        ``fp8_param_gather``); ``store_param_remainders`` needs an fp32 master of bf16
+        weights."""
+        for name in ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+            value = getattr(self, name)
+            kind = MainParamsDtype if name == "main_params_dtype" else OptimizerDtype
+            allowed = tuple(kind)
+            if value is not None and not isinstance(value, kind):
+                raise SpecError(
+                    f"parallelism.{name}",
+                    f"must be one of {', '.join(allowed)}, got {value!r}",
+                )
+        main = self.main_params_dtype
+        if main is MainParamsDtype.BF16 and self.precision is Precision.FP16:
+            raise SpecError(
+                "parallelism.main_params_dtype",
+                "bf16 means the optimizer updates the bf16 weights themselves, and precision "
+                "fp16 keeps fp16 weights; set main_params_dtype to fp32 or fp16 (a master copy) "
+                "or precision to bf16",
+            )
+        if main is MainParamsDtype.BF16 and self.fp8_param_gather:
+            raise SpecError(
+                "parallelism.main_params_dtype",
+                "bf16 (no master copy) cannot go with fp8_param_gather, whose FP8 weights are "
+                "cast from the optimizer's master; set main_params_dtype to fp32 or fp16",
+            )
+        if self.store_param_remainders is None:
+            return
+        require_bool("parallelism.store_param_remainders", self.store_param_remainders)
+        if not self.store_param_remainders:
+            return
+        if main not in (None, MainParamsDtype.FP32) or self.precision is Precision.FP16:
+            raise SpecError(
+                "parallelism.store_param_remainders",
+                "keeps the low 16 bits of an fp32 master of bf16 weights (Transformer Engine "
+                "FusedAdam); set main_params_dtype to fp32 and precision to bf16 (or a "
+                "low-precision recipe on bf16 weights), or leave store_param_remainders out",
             )
 
     @property

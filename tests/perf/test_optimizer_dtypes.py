@@ -1,0 +1,224 @@
+"""The optimizer's state dtypes as scenario fields (``parallelism.main_params_dtype``,
+``exp_avg_dtype``, ``exp_avg_sq_dtype``, ``store_param_remainders``): memory, the optimizer
+step's HBM traffic, validation and the explorer."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pytest
+
+from planner.errors import SpecError
+from planner.perf import DefaultEfficiency, memory_per_gpu
+from planner.perf.batch import ScenarioArrays
+from planner.perf.frameworks import profile_of
+from planner.perf.optimizer import ADAM_HBM_BYTES_PER_PARAM, optimizer_times
+from planner.perf.parameters import stage_params, total_params
+from planner.perf.step import predict
+from planner.scenario import parse_scenario
+from planner.scenario.plans import explore_document, parse_space
+from planner.search import explore
+from planner.specs import Scenario
+from planner.specs.scenario import Framework
+
+DP = 8
+
+
+def _scenario(framework: str = "megatron", *, zero_stage: int = 1, **par: Any) -> Scenario:
+    return parse_scenario(
+        {
+            "model": {"preset": "llama3-8b", "seq_length": 1024},
+            "hardware": {"gpu": "h100-sxm", "num_gpus": DP},
+            "parallelism": {
+                "micro_batch_size": 1,
+                "global_batch_size": DP,
+                "zero_stage": zero_stage,
+                **par,
+            },
+            "training": {"framework": framework},
+        }
+    )
+
+
+def _states(s: Scenario) -> float:
+    m = memory_per_gpu(s)
+    return m.weights_bytes + m.gradients_bytes + m.optimizer_bytes
+
+
+def _hbm(*scenarios: Scenario) -> list[float]:
+    a = ScenarioArrays.from_scenarios(list(scenarios))
+    hbm = optimizer_times(a, DefaultEfficiency(), stage_params(a).busiest()).hbm_bytes
+    return [float(x) for x in np.asarray(hbm)]
+
+
+PURE_BF16: dict[str, Any] = {
+    "main_params_dtype": "bf16",
+    "exp_avg_dtype": "bf16",
+    "exp_avg_sq_dtype": "bf16",
+    "grad_reduce_in_fp32": False,
+}
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo", "automodel", "torchtitan", "fsdp"])
+@pytest.mark.parametrize("zero_stage", [0, 1, 3])
+def test_absent_fields_read_the_framework_profile(framework: str, zero_stage: int) -> None:
+    """Leaving the fields out reads the profile (every existing scenario predicts as before)."""
+    bare = ScenarioArrays.from_scenario(_scenario(framework, zero_stage=zero_stage))
+    profile = profile_of(Framework(framework))
+    assert bare.master_weight_bytes == profile.master_weight_bytes
+    assert bare.zero3_master_weight_bytes == profile.zero3_master_weight_bytes
+    assert bare.adam_moment_bytes == profile.adam_moment_bytes
+    assert bare.exp_avg_sq_bytes == profile.adam_moment_bytes / 2
+    assert bare.optimizer_updates_weights is False
+
+
+def test_pure_bf16_keeps_8_bytes_per_parameter_of_model_states() -> None:
+    """A bf16 model under ``torch.optim.AdamW``: bf16 weights (2), bf16 gradients (2), no
+    master, two bf16 moments (4): 8 bytes per parameter at ZeRO-0, against Megatron's
+    mixed-precision 2 + 4 + 12 = 18."""
+    params = total_params(_scenario().model)
+    pure = _scenario("fsdp", zero_stage=0, **PURE_BF16)
+    assert _states(pure) == pytest.approx(8 * params)
+    mixed = _scenario("megatron", zero_stage=0)
+    assert _states(mixed) == pytest.approx(18 * params)
+
+
+def test_pure_bf16_under_fsdp_counts_its_bf16_shard_as_weights() -> None:
+    """Under PyTorch FSDP the sharded parameter is what the optimizer updates: with fp32
+    parameters it is the 4-byte master, with a pure-bf16 model the 2-byte bf16 shard, which
+    then counts among the weights; the moments stay 4 bytes per owned parameter."""
+    params = total_params(_scenario().model)
+    titan = memory_per_gpu(_scenario("torchtitan", zero_stage=3))
+    pure = memory_per_gpu(_scenario("torchtitan", zero_stage=3, **PURE_BF16))
+    assert pure.weights_bytes - titan.weights_bytes == pytest.approx(2 * params / DP)
+    assert pure.optimizer_bytes == pytest.approx(4 * params / DP)
+    assert titan.optimizer_bytes == pytest.approx(12 * params / DP)
+    assert pure.gradients_bytes == pytest.approx(2 * params / DP)
+    # torch's foreach Adam allocates sqrt(exp_avg_sq) in the second moment's dtype
+    assert pure.optimizer_step_bytes == pytest.approx(2 * params / DP)
+    assert titan.optimizer_step_bytes == pytest.approx(4 * params / DP)
+
+
+def test_megatron_precision_aware_optimizer_keeps_what_its_distributed_optimizer_allocates() -> (
+    None
+):
+    """Megatron-Core's distributed optimizer under the precision-aware optimizer allocates,
+    per owned parameter, ``exp_avg`` and ``exp_avg_sq`` in their dtypes and the master as
+    ``torch.int16`` remainders of bf16 weights (``store_param_remainders``), else in
+    ``main_params_dtype`` (``megatron/core/optimizer/distrib_optimizer.py`` @ core_v0.14.0,
+    ``load_parameter_state_from_dp_zero``'s ``init_shard``); FP8 moments are Transformer
+    Engine's ``torch.uint8``."""
+    params = total_params(_scenario().model)
+    plain = memory_per_gpu(_scenario())
+    assert plain.optimizer_bytes == pytest.approx(12 * params / DP)
+    defaults = memory_per_gpu(_scenario(main_params_dtype="fp32", store_param_remainders=True))
+    assert defaults.optimizer_bytes == pytest.approx((2 + 8) * params / DP)
+    low = memory_per_gpu(
+        _scenario(main_params_dtype="fp16", exp_avg_dtype="bf16", exp_avg_sq_dtype="fp8")
+    )
+    assert low.optimizer_bytes == pytest.approx((2 + 2 + 1) * params / DP)
+    # the 16-bit weights and fp32 gradients are unchanged
+    assert low.weights_bytes == plain.weights_bytes
+    assert low.gradients_bytes == plain.gradients_bytes
+
+
+def test_remainders_follow_the_profile_and_stop_under_zero3() -> None:
+    """NeMo's distributed Adam keeps remainders: a stated fp32 master stays 2 bytes there
+    unless ``store_param_remainders`` is false; Megatron keeps the whole fp32 master unless
+    told; ZeRO-3 shards keep the whole master."""
+    params = total_params(_scenario().model)
+    owned = params / DP
+    nemo = memory_per_gpu(_scenario("nemo", main_params_dtype="fp32"))
+    assert nemo.optimizer_bytes == pytest.approx(10 * owned)
+    whole = memory_per_gpu(
+        _scenario("nemo", main_params_dtype="fp32", store_param_remainders=False)
+    )
+    assert whole.optimizer_bytes == pytest.approx(12 * owned)
+    assert memory_per_gpu(_scenario(main_params_dtype="fp32")).optimizer_bytes == pytest.approx(
+        12 * owned
+    )
+    zero3 = memory_per_gpu(_scenario(zero_stage=3, store_param_remainders=True))
+    assert zero3.optimizer_bytes == pytest.approx(12 * owned)
+
+
+def test_optimizer_step_moves_the_stated_bytes() -> None:
+    """HBM bytes per owned parameter: 34 with an fp32 master and moments; an fp16 master and
+    FP8 moments read and write 2 and 1 + 1; without a master the step reads and writes the
+    16-bit weight (4), the gradient and its norm pass (8) and the moments: 20 with bf16 ones."""
+    base, low, pure = _hbm(
+        _scenario(),
+        _scenario(main_params_dtype="fp16", exp_avg_dtype="fp8", exp_avg_sq_dtype="fp8"),
+        _scenario(**PURE_BF16),
+    )
+    assert base / ADAM_HBM_BYTES_PER_PARAM == pytest.approx(low / (34 - 4 - 12))
+    assert base / ADAM_HBM_BYTES_PER_PARAM == pytest.approx(pure / 20)
+
+
+@pytest.mark.parametrize(
+    ("par", "field", "message"),
+    [
+        ({"main_params_dtype": "fp8"}, "main_params_dtype", "fp32"),
+        ({"exp_avg_dtype": "int8"}, "exp_avg_dtype", "fp8"),
+        (
+            {"main_params_dtype": "bf16", "precision": "fp16"},
+            "main_params_dtype",
+            "set main_params_dtype to fp32 or fp16",
+        ),
+        (
+            {
+                "main_params_dtype": "bf16",
+                "precision": "fp8",
+                "fp8_recipe": "tensorwise",
+                "fp8_param_gather": True,
+            },
+            "main_params_dtype",
+            "fp8_param_gather",
+        ),
+        (
+            {"main_params_dtype": "fp16", "store_param_remainders": True},
+            "store_param_remainders",
+            "set main_params_dtype to fp32",
+        ),
+        (
+            {"precision": "fp16", "store_param_remainders": True},
+            "store_param_remainders",
+            "precision to bf16",
+        ),
+    ],
+)
+def test_invalid_optimizer_dtypes_name_the_field_and_the_fix(
+    par: dict[str, Any], field: str, message: str
+) -> None:
+    with pytest.raises(SpecError, match=rf"parallelism\.{field}.*{message}"):
+        _scenario(**par)
+
+
+def test_the_optimizer_dtypes_are_carried_into_every_candidate() -> None:
+    """One value per explore document: each candidate keeps them, the sweep predicts as
+    ``predict`` does, and the output states them."""
+    doc: dict[str, Any] = {
+        "model": {"preset": "llama3-8b", "seq_length": 1024},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": 8},
+        "parallelism": {
+            "global_batch_size": 32,
+            "recompute": ["none"],
+            "zero_stage": [1, 3],
+            "main_params_dtype": "fp16",
+            "exp_avg_dtype": "bf16",
+            "exp_avg_sq_dtype": "bf16",
+        },
+        "training": {"framework": "megatron"},
+    }
+    result = explore(parse_space(copy.deepcopy(doc)), top_k=10, tolerance=None)
+    assert result.top
+    for entry in result.top:
+        assert entry.scenario.parallelism.main_params_dtype == "fp16"
+        assert entry.scenario.parallelism.exp_avg_sq_dtype == "bf16"
+        assert predict(entry.scenario) == entry.prediction
+    out = explore_document(copy.deepcopy(doc), top_k=1)
+    assert "top" in out
+    (best,) = out["top"]
+    assert best["parallelism"]["main_params_dtype"] == "fp16"
+    assert best["parallelism"]["exp_avg_dtype"] == "bf16"
