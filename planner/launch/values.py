@@ -11,10 +11,28 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-__all__ = ["as_bool", "as_int", "child_dict", "mapping_of", "parse_scalar", "positive_int"]
+__all__ = [
+    "PURE_BF16_STATES",
+    "as_bool",
+    "as_int",
+    "child_dict",
+    "mapping_of",
+    "parse_scalar",
+    "positive_int",
+]
 
 _INT = re.compile(r"^[+-]?\d+$")
 _FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
+PURE_BF16_STATES: Mapping[str, object] = {
+    "parallelism.main_params_dtype": "bf16",
+    "parallelism.exp_avg_dtype": "bf16",
+    "parallelism.exp_avg_sq_dtype": "bf16",
+    "parallelism.grad_reduce_in_fp32": False,
+}
+"""The scenario's optimizer fields of a model trained in pure bf16 under ``torch.optim.Adam`` /
+``AdamW``: the optimizer updates the bf16 weights (no master), its moments are created like
+the parameters (``zeros_like``, bf16) and the gradients are bf16
+(``planner.specs.parallelism.ParallelismSpec``)."""
 _TRUE = frozenset({"true", "yes", "t", "y", "1"})
 _FALSE = frozenset({"false", "no", "f", "n", "0"})
 

@@ -37,6 +37,7 @@ from planner.scenario.megatron_table import (
     known_tokenizer_vocab,
     megatron_int,
     moe_values,
+    optimizer_state_values,
     padded_vocab_size,
     parse_megatron_args,
     pipeline_values,
@@ -297,6 +298,7 @@ def scenario_document_from_megatron_args(
     if args.get("fp8-param-gather") is True and parallelism["precision"] in ("fp8", "mxfp8"):
         parallelism["fp8_param_gather"] = True
     parallelism.update(_as_dict(gradient_reduction_values(args)))
+    parallelism.update(_as_dict(optimizer_state_values(args)))
     parallelism.update(_as_dict(pipeline_values(args, layers, pp)))
     etp = ints["parallelism.expert_tensor_parallel"]
     if etp is not None:

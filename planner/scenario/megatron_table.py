@@ -39,6 +39,8 @@ __all__ = [
     "main_grads_bf16_refused",
     "megatron_int",
     "moe_values",
+    "optimizer_dtypes_refused",
+    "optimizer_state_values",
     "padded_vocab_size",
     "parse_megatron_args",
     "pipeline_values",
@@ -92,6 +94,7 @@ SWITCHES = frozenset(
         "tp-comm-overlap",
         "accumulate-allreduce-grads-in-fp32",
         "grad-reduce-in-bf16",
+        "use-precision-aware-optimizer",
         "multi-latent-attention",
         "qk-layernorm",
         "qk-l2-norm",
@@ -603,3 +606,65 @@ def grad_reduce_in_bf16_ignored(args: Args) -> bool:
     (NVIDIA/Megatron-LM ``megatron/training/arguments.py`` at
     10e7b74597b47a57449599bf2780bd9e82ef79ff)."""
     return args.get("bf16") is not True and args.get("use-megatron-fsdp") is not True
+
+
+_MOMENT_DTYPES = ("fp32", "fp16", "bf16", "fp8")
+_OPTIMIZER_DTYPE_ARGS = {
+    "main-params-dtype": ("fp32", "fp16"),
+    "exp-avg-dtype": _MOMENT_DTYPES,
+    "exp-avg-sq-dtype": _MOMENT_DTYPES,
+}
+"""Megatron-LM's choices of each optimizer dtype argument (argparse refuses any other)."""
+
+
+def optimizer_state_values(args: Args) -> list[ArgValue]:
+    """What Adam keeps under ``--use-precision-aware-optimizer`` (none without it: the
+    framework's fp32 master and moments): ``parallelism.main_params_dtype``, ``exp_avg_dtype``
+    and ``exp_avg_sq_dtype`` from ``--main-params-dtype`` / ``--exp-avg-dtype`` /
+    ``--exp-avg-sq-dtype`` (fp32 by default), and ``store_param_remainders``: Megatron-Core
+    hands the master to Transformer Engine's ``FusedAdam`` unless it is fp32 under an FP8 recipe
+    other than ``delayed`` (``OptimizerConfig.use_precision_aware_optimizer_no_fp8_or_ds_fp8``;
+    ``fp8_recipe`` is ``delayed`` unless ``--fp8-recipe`` says otherwise,
+    ``TransformerConfig``), and there keeps an fp32 master of bf16 weights as its 16-bit
+    remainders (``OptimizerConfig.store_param_remainders``, default true, which it clears
+    below Transformer Engine 2.1; the distributed optimizer allocates it as ``torch.int16``,
+    ``megatron/core/optimizer/distrib_optimizer.py``); otherwise Megatron-Core keeps the whole
+    fp32 master (false). Nothing under ``--optimizer-cpu-offload``, whose states live partly in
+    host memory, which the scenario does not model. NVIDIA/Megatron-LM
+    ``megatron/training/arguments.py``, ``megatron/core/optimizer/optimizer_config.py`` at
+    10e7b74597b47a57449599bf2780bd9e82ef79ff."""
+    on = args.get("use-precision-aware-optimizer") is True
+    if not on or args.get("optimizer-cpu-offload") is True:
+        return []
+    out: list[ArgValue] = []
+    for arg, choices in _OPTIMIZER_DTYPE_ARGS.items():
+        value = str(args.get(arg, "fp32")).lower()
+        if value not in choices:
+            return []  # argparse stops (optimizer_dtypes_refused)
+        out.append(
+            ArgValue(f"parallelism.{arg.replace('-', '_')}", value, arg if arg in args else "")
+        )
+    main = str(args.get("main-params-dtype", "fp32")).lower()
+    if main == "fp32" and args.get("bf16") is True:
+        recipe = str(args.get("fp8-recipe", "delayed")).lower()
+        if recipe == "delayed":
+            out.append(ArgValue("parallelism.store_param_remainders", True, ""))
+        else:
+            out.append(ArgValue("parallelism.store_param_remainders", False, "fp8-recipe"))
+    return out
+
+
+def optimizer_dtypes_refused(args: Args) -> bool:
+    """Whether Megatron-LM stops at ``args``: an optimizer dtype outside its choices
+    (argparse), one other than fp32 without
+    ``--use-precision-aware-optimizer`` ("... can only be fp32 when not using precision-aware
+    optimizer", ``OptimizerConfig.__post_init__``), or the precision-aware optimizer without
+    ``--use-distributed-optimizer`` ("--use-precision-aware-optimizer only supported with
+    distributed optimizer"); NVIDIA/Megatron-LM ``megatron/core/optimizer/optimizer_config.py``
+    at 10e7b74597b47a57449599bf2780bd9e82ef79ff."""
+    values = {arg: str(args.get(arg, "fp32")).lower() for arg in _OPTIMIZER_DTYPE_ARGS}
+    if any(values[arg] not in choices for arg, choices in _OPTIMIZER_DTYPE_ARGS.items()):
+        return True
+    if args.get("use-precision-aware-optimizer") is True:
+        return args.get("use-distributed-optimizer") is not True
+    return any(value != "fp32" for value in values.values())

@@ -354,7 +354,7 @@ def test_a_recipe_the_reader_does_not_model_is_noted() -> None:
     assert any("not one the reader models" in note for note in facts.notes)
 
 
-def test_fp8_section_and_an_fp32_model_note() -> None:
+def test_fp8_section_and_an_fp32_model() -> None:
     base = "configs/llama_sft_tp.yaml --nproc-per-node 8 --fp8.enabled=true"
     tensorwise = _read(base)
     assert tensorwise.get("parallelism.precision") == "fp8"
@@ -365,7 +365,11 @@ def test_fp8_section_and_an_fp32_model_note() -> None:
     assert not rowwise.has("parallelism.fp8_recipe")
     assert any("recipe_name rowwise" in note for note in rowwise.notes)
     fp32 = _read("configs/llama_sft_tp.yaml --nproc-per-node 8 --model.torch_dtype=float32")
-    assert any("keeps fp32 parameters" in note for note in fp32.notes)
+    for name in ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        assert fp32.get(f"parallelism.{name}") == "fp32"
+        assert fp32.values[f"parallelism.{name}"].source == "override: --model.torch_dtype=float32"
+    bf16 = _read("configs/llama_sft_tp.yaml --nproc-per-node 8")
+    assert not bf16.has("parallelism.main_params_dtype")  # the profile's bf16 states
     emulated = _read(base + " --fp8.emulate")
     assert emulated.get("parallelism.precision") == "bf16"
     assert _read("configs/llama_sft_tp.yaml --nproc-per-node 8").get("parallelism.precision") == (

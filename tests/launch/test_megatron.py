@@ -355,7 +355,8 @@ def test_bf16_main_gradients_are_reduced_in_bf16_as_validate_args_reads_them() -
     # validate_args sets accumulate_allreduce_grads_in_fp32 under --bf16 only while
     # --main-grads-dtype is fp32 (NVIDIA/Megatron-LM megatron/training/arguments.py at
     # 10e7b74597b47a57449599bf2780bd9e82ef79ff)
-    main = _read(BASE + " --use-precision-aware-optimizer --main-grads-dtype bf16")
+    aware = " --use-distributed-optimizer --use-precision-aware-optimizer"
+    main = _read(BASE + aware + " --main-grads-dtype bf16")
     assert main.get("parallelism.grad_reduce_in_fp32") is False
     assert main.values["parallelism.grad_reduce_in_fp32"].source == "job.sh:9 (--main-grads-dtype)"
     assert _read(BASE + " --main-grads-dtype=fp32").get("parallelism.grad_reduce_in_fp32") is None

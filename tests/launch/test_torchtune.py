@@ -233,3 +233,18 @@ def test_every_catalog_config_names_a_known_builder() -> None:
         builder = str(entry["model._component_"]).rpartition(".")[2]
         base = builder.partition("_")[2] if builder.startswith(("lora_", "qlora_")) else builder
         assert aliases.get(base, base) in models, name
+
+
+def test_bf16_dtype_trains_in_pure_bf16() -> None:
+    """``dtype: bf16``: no fp32 master, bf16 moments and gradients; another optimizer is only
+    noted."""
+    facts = _read("run --nproc_per_node 8 full_finetune_distributed --config llama3_2/1B_full")
+    fields = ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "grad_reduce_in_fp32")
+    assert tuple(facts.get(f"parallelism.{f}") for f in fields) == ("bf16", "bf16", "bf16", False)
+    assert facts.values["parallelism.main_params_dtype"].source == "1B_full.yaml:20"
+    paged = _read(
+        "run --nproc_per_node 8 full_finetune_distributed --config llama3_2/1B_full "
+        "optimizer._component_=bitsandbytes.optim.PagedAdamW8bit"
+    )
+    assert not paged.has("parallelism.main_params_dtype")
+    assert any("PagedAdamW8bit keeps states of its own" in note for note in paged.notes)

@@ -143,6 +143,22 @@ def test_remainders_follow_the_profile_and_stop_under_zero3() -> None:
     assert zero3.optimizer_bytes == pytest.approx(12 * owned)
 
 
+def test_an_fp32_automodel_model_keeps_torchtitans_fp32_shards_and_moments() -> None:
+    """NeMo Automodel with ``model.torch_dtype: float32``: FSDP2 shards fp32 parameters that
+    ``torch.optim.Adam`` updates with fp32 moments, as torchtitan's: 12 bytes per owned
+    parameter against the profile's 4 (bf16 moments, no master)."""
+    fp32 = dict.fromkeys(("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"), "fp32")
+    owned = total_params(_scenario().model) / DP
+    assert memory_per_gpu(_scenario("automodel", zero_stage=3)).optimizer_bytes == pytest.approx(
+        4 * owned
+    )
+    automodel = memory_per_gpu(_scenario("automodel", zero_stage=3, **fp32))
+    titan = memory_per_gpu(_scenario("torchtitan", zero_stage=3))
+    assert automodel.optimizer_bytes == pytest.approx(12 * owned)
+    assert automodel.weights_bytes == pytest.approx(titan.weights_bytes)
+    assert automodel.optimizer_step_bytes == pytest.approx(4 * owned)  # foreach sqrt, fp32
+
+
 def test_optimizer_step_moves_the_stated_bytes() -> None:
     """HBM bytes per owned parameter: 34 with an fp32 master and moments; an fp16 master and
     FP8 moments read and write 2 and 1 + 1; without a master the step reads and writes the

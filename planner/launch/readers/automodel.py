@@ -185,6 +185,20 @@ def _unknown_keys(facts: Facts, settings: AutoSettings, data: Mapping[str, objec
             facts.note(f"automodel: top-level key {key!r} is not read by the LLM recipes")
 
 
+def _fp32_model(facts: Facts, settings: AutoSettings) -> None:
+    """``model.torch_dtype: float32``: the model is built in fp32 (``"auto"`` builds bf16,
+    ``_transformers/auto_model.py``) and FSDP2's ``mp_policy`` casts it to bf16 only for the
+    compute ("Pair with ``model.torch_dtype: float32`` for fp32 optimizer state",
+    ``nemo_automodel/components/distributed/config.py``; NVIDIA-NeMo/Automodel @ 36044ad3d),
+    so ``torch.optim.Adam`` updates fp32 shards with fp32 moments (``zeros_like``): the
+    scenario's optimizer dtypes, over the profile's bf16 ones."""
+    dtype = settings.find("model.torch_dtype")
+    if dtype is None or str(dtype[0]).replace("torch.", "") not in {"float32", "fp32"}:
+        return
+    for name in ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        facts.set(f"parallelism.{name}", "fp32", dtype[1])
+
+
 def _model(
     facts: Facts, settings: AutoSettings, invocation: Invocation, context: ReadContext
 ) -> None:
@@ -195,13 +209,7 @@ def _model(
         facts.note(
             f"automodel: model builder {target} is read only through the model name it is given"
         )
-    dtype = settings.find("model.torch_dtype")
-    if dtype is not None and str(dtype[0]).replace("torch.", "") in {"float32", "fp32"}:
-        facts.note(
-            f"automodel: model.torch_dtype {dtype[0]} ({dtype[1]}) keeps fp32 parameters and "
-            "Adam moments under the bf16 mp_policy; the automodel profile counts bf16 ones, so "
-            "the predicted memory is low for this run"
-        )
+    _fp32_model(facts, settings)
     for key in (
         "model.pretrained_model_name_or_path",
         "model.config.pretrained_model_name_or_path",

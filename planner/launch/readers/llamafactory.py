@@ -39,7 +39,7 @@ from planner.launch.readers.hf_parallel import (
     read_deepspeed,
 )
 from planner.launch.types import Facts, Invocation, Sourced, resolve_path
-from planner.launch.values import positive_int
+from planner.launch.values import PURE_BF16_STATES, positive_int
 
 __all__ = ["READER", "LlamaFactoryReader"]
 
@@ -160,6 +160,7 @@ class LlamaFactoryReader:
             self._megatron(settings, facts)
         else:
             self._sharding(settings, invocation, context, facts)
+            self._pure_bf16(settings, facts)
         return facts
 
     def _settings(self, args: list[str], invocation: Invocation, context: ReadContext) -> _Settings:
@@ -266,6 +267,26 @@ class LlamaFactoryReader:
             "neither bf16 nor fp16 is set: LLaMA-Factory trains in fp32, which the "
             "scenario format does not model"
         )
+
+    def _pure_bf16(self, settings: _Settings, facts: Facts) -> None:
+        """``pure_bf16``: the trainable parameters stay bf16 ("Pure bf16 / BAdam detected,
+        remaining trainable params in half precision", where otherwise they are upcast to fp32,
+        ``src/llamafactory/model/adapter.py``; the model loads in bf16, ``hparams/parser.py``;
+        hiyouga/LLaMA-Factory @ ff6d4d12e) and train without AMP, so ``torch.optim.AdamW``
+        updates the bf16 weights (no master) with bf16 moments (``zeros_like(p)``) and bf16
+        gradients. Under DeepSpeed (ZeRO 0-2: LLaMA-Factory refuses ZeRO-3 with it) the
+        engine's own optimizer wrapper decides, so only a note."""
+        found = settings.get("pure_bf16")
+        if found is None or not _truthy(found[0]):
+            return
+        if facts.get("training.framework") == "deepspeed":
+            facts.note(
+                "pure_bf16 under DeepSpeed: the optimizer's master and moments follow the "
+                "DeepSpeed config, read as the framework's (fp32)"
+            )
+            return
+        for name, value in PURE_BF16_STATES.items():
+            facts.set(name, value, found[1])
 
     def _world(
         self, invocation: Invocation, context: ReadContext, facts: Facts, *, mca: bool

@@ -49,6 +49,8 @@ from planner.scenario.megatron_table import (
     gradient_reduction_values,
     main_grads_bf16_refused,
     moe_values,
+    optimizer_dtypes_refused,
+    optimizer_state_values,
     parse_megatron_args,
     pipeline_values,
     recompute_values,
@@ -89,6 +91,25 @@ def _memory(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
             "--main-grads-dtype bf16 with --accumulate-allreduce-grads-in-fp32 under --bf16: "
             "Megatron-LM stops (validate_args: --main-grads-dtype can only be fp32 when "
             "--accumulate-allreduce-grads-in-fp32 is set); drop one of them"
+        )
+
+
+def _optimizer_states(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
+    """The optimizer's dtypes under ``--use-precision-aware-optimizer``
+    (``optimizer_state_values``), and a note where Megatron-Core refuses them."""
+    for row in optimizer_state_values(args.values):
+        args.set(facts, row, defaults)
+    if optimizer_dtypes_refused(args.values):
+        facts.note(
+            "optimizer dtypes: Megatron-LM stops (--main-params-dtype takes fp32 or fp16, "
+            "--exp-avg-dtype / --exp-avg-sq-dtype fp32, fp16, bf16 or fp8; OptimizerConfig: "
+            "other than fp32 they need --use-precision-aware-optimizer, which needs "
+            "--use-distributed-optimizer)"
+        )
+    if args.on("use-precision-aware-optimizer") and args.on("optimizer-cpu-offload"):
+        facts.note(
+            "--optimizer-cpu-offload keeps optimizer states in host memory, which the scenario "
+            "does not model: the GPU's optimizer memory is predicted as without it"
         )
 
 
@@ -207,6 +228,7 @@ def read_megatron(facts: Facts, args: ArgSource, *, world: int | None) -> None:
             "does not model; the precision is left to the scenario default"
         )
     _memory(facts, args, defaults)
+    _optimizer_states(facts, args, defaults)
     _attention(facts, args, defaults)
     _moe(facts, args, defaults, tp=tp)
     read_vocab(facts, args, defaults, tp)

@@ -32,7 +32,7 @@ from planner.launch.readers.torchtune_config import (
     parse_tune_run,
 )
 from planner.launch.types import Facts, Invocation
-from planner.launch.values import as_int, mapping_of
+from planner.launch.values import PURE_BF16_STATES, as_int, mapping_of
 
 __all__ = ["READER", "TorchtuneReader", "config_facts"]
 
@@ -289,6 +289,7 @@ def _training(facts: Facts, config: TuneConfig, data: Mapping[str, object]) -> N
     dtype = config.find("dtype")
     if dtype is not None and str(dtype[0]) in {"bf16", "bfloat16"}:
         facts.set("parallelism.precision", "bf16", dtype[1])
+        _pure_bf16(facts, config, dtype[1])
     elif dtype is not None:
         facts.note(f"torchtune: dtype {dtype[0]} has no scenario precision")
     checkpointing = config.find("enable_activation_checkpointing")
@@ -307,6 +308,25 @@ def _training(facts: Facts, config: TuneConfig, data: Mapping[str, object]) -> N
         )
     else:
         facts.note("torchtune: epoch-based training; the step count depends on the dataset")
+
+
+def _pure_bf16(facts: Facts, config: TuneConfig, source: str) -> None:
+    """``dtype: bf16`` trains in pure bf16: the recipes build the model under
+    ``training.set_default_dtype(self._dtype)`` and shard it with ``fully_shard`` and no
+    ``mp_policy`` (``recipes/full_finetune_distributed.py``,
+    ``torchtune/training/_distributed.py`` ``shard_model``; pytorch/torchtune @ bd2a0fc), so
+    the sharded bf16 parameters are what ``torch.optim.AdamW`` updates (no master), its moments
+    ``zeros_like`` them (bf16) and the gradients are bf16. Another optimizer (8-bit, paged:
+    ``bitsandbytes``, ``torchao``) keeps states of its own: only a note."""
+    optimizer = config.value("optimizer._component_")
+    if optimizer is not None and not str(optimizer).startswith("torch.optim.Adam"):
+        facts.note(
+            f"torchtune: optimizer {optimizer} keeps states of its own; the optimizer memory "
+            "is read as the framework's (fp32 master and moments)"
+        )
+        return
+    for name, value in PURE_BF16_STATES.items():
+        facts.set(name, value, source)
 
 
 def _sequence(facts: Facts, config: TuneConfig, data: Mapping[str, object]) -> None:
