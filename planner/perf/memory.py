@@ -403,8 +403,10 @@ def _model_states(
     )
     gathered = ops.where(z >= 3, ops.minimum(gathered, sharded_away), 0.0)
     # PyTorch FSDP's sharded parameter is the optimizer's: the master's bytes, or the 16-bit
-    # shard itself where the optimizer updates the 16-bit weights (no master)
-    own16 = ops.logical_not(unit_wise) | a.optimizer_updates_weights
+    # shard itself where the optimizer updates the 16-bit weights (no master); Megatron-FSDP
+    # counts its model-weight shard below
+    in_place = a.optimizer_updates_weights & ops.logical_not(a.zero3_model_weight_shard)
+    own16 = ops.logical_not(unit_wise) | in_place
     shard16 = ops.where(own16, dense / d_dense + expert / d_expert, 0.0)
     weights = WEIGHT_BYTES_PER_PARAM * (ops.where(z >= 3, shard16, dense + expert) + gathered)
     linear = dense - root + expert  # the transformer layers' weights (TE modules)

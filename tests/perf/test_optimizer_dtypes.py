@@ -101,6 +101,17 @@ def test_pure_bf16_under_fsdp_counts_its_bf16_shard_as_weights() -> None:
     assert titan.optimizer_step_bytes == pytest.approx(4 * params / DP)
 
 
+def test_megatron_fsdp_keeps_its_model_weight_shard_once_without_a_master() -> None:
+    """Megatron-FSDP (``nemo`` at ZeRO-3) counts its 16-bit model-weight shard already: with no
+    master the optimizer updates that shard, so nothing is added for it and the master's 4
+    bytes go."""
+    owned = total_params(_scenario().model) / DP
+    fsdp = memory_per_gpu(_scenario("nemo", zero_stage=3))
+    pure = memory_per_gpu(_scenario("nemo", zero_stage=3, **PURE_BF16))
+    assert pure.weights_bytes == pytest.approx(fsdp.weights_bytes)
+    assert fsdp.optimizer_bytes - pure.optimizer_bytes == pytest.approx((4 + 4) * owned)
+
+
 def test_megatron_precision_aware_optimizer_keeps_what_its_distributed_optimizer_allocates() -> (
     None
 ):

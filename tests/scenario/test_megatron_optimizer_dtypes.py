@@ -62,6 +62,7 @@ FIELDS = ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "store_param
         (AWARE + " --fp8-format hybrid --fp8-recipe tensorwise", ("fp32", "fp32", "fp32", False)),
         (AWARE + " --fp8-format hybrid", ("fp32", "fp32", "fp32", True)),  # delayed
         (AWARE + " --optimizer-cpu-offload", (None, None, None, None)),  # host states
+        (AWARE + " --use-megatron-fsdp", (None, None, None, None)),  # its own main dtype
         (AWARE + " --main-params-dtype bf16", (None, None, None, None)),  # argparse refuses
     ],
 )

@@ -111,6 +111,13 @@ def _optimizer_states(facts: Facts, args: ArgSource, defaults: Defaults) -> None
             "--optimizer-cpu-offload keeps optimizer states in host memory, which the scenario "
             "does not model: the GPU's optimizer memory is predicted as without it"
         )
+    elif args.on("use-precision-aware-optimizer") and (
+        args.on("use-megatron-fsdp") or args.on("use-torch-fsdp2")
+    ):
+        facts.note(
+            "--use-precision-aware-optimizer under FSDP: the optimizer dtypes are read as the "
+            "framework's (Megatron-FSDP takes --megatron-fsdp-main-params-dtype instead)"
+        )
 
 
 def _attention(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
