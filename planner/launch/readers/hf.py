@@ -34,7 +34,7 @@ from planner.launch.readers.hf_args import (
 )
 from planner.launch.readers.hf_distributed import apply_distributed
 from planner.launch.types import Facts, Invocation, resolve_path
-from planner.launch.values import as_bool, as_int, mapping_of, positive_int
+from planner.launch.values import PURE_BF16_STATES, as_bool, as_int, mapping_of, positive_int
 
 __all__ = [
     "HF_LORA_MODULES",
@@ -156,7 +156,42 @@ class HfTrainerReader:
             invocation=invocation,
             context=context,
         )
+        _bf16_model(facts, settings)
         return facts
+
+
+_TORCH_ADAM = frozenset({"adamw_torch", "adamw_torch_fused", "adamw_hf"})
+"""``TrainingArguments.optim`` values that step ``torch.optim.AdamW`` (or its twin), whose
+moments take the parameters' dtype."""
+
+
+def _bf16_model(facts: Facts, settings: Settings) -> None:
+    """A full fine-tune of a model loaded in bf16 (TRL's ``ModelConfig.dtype``, ``float32`` by
+    default: huggingface/trl ``trl/trainer/model_config.py`` @ f2cd577; ``torch_dtype`` in
+    older TRL and the transformers example scripts) trains in pure bf16 outside DeepSpeed:
+    accelerate's bf16 mixed precision is ``torch.autocast`` only (``native_amp``, no parameter
+    copy; huggingface/accelerate ``src/accelerate/accelerator.py`` @ 9f71f0b), so AdamW
+    updates the bf16 weights (no master) with bf16 moments and bf16 gradients
+    (``PURE_BF16_STATES``). DeepSpeed's bf16 optimizer and optimizers other than torch's AdamW
+    keep states of their own, and LoRA adapters need not take the model's dtype: left to the
+    framework's."""
+    found = next(
+        (settings.values[k] for k in ("dtype", "torch_dtype") if settings.explicit(k)), None
+    )
+    if found is None or str(found.value).replace("torch.", "") not in {"bfloat16", "bf16"}:
+        return
+    if facts.get("training.mode") == "lora" or facts.get("parallelism.precision") == "fp16":
+        return
+    optim = str(settings.get("optim") or "adamw_torch")
+    if facts.get("training.framework") == "deepspeed" or optim not in _TORCH_ADAM:
+        facts.note(
+            f"a bf16 model ({found.source}) under "
+            f"{'DeepSpeed' if facts.get('training.framework') == 'deepspeed' else optim}: "
+            "the optimizer's master and moments are read as the framework's"
+        )
+        return
+    for name, value in PURE_BF16_STATES.items():
+        facts.set(name, value, found.source)
 
 
 def _config_file(flags: Flags, invocation: Invocation, context: ReadContext) -> ConfigTree | None:
