@@ -627,12 +627,13 @@ def optimizer_state_values(args: Args) -> list[ArgValue]:
     ``fp8_recipe`` is ``delayed`` unless ``--fp8-recipe`` says otherwise,
     ``TransformerConfig``), and there keeps an fp32 master of bf16 weights as its 16-bit
     remainders (``OptimizerConfig.store_param_remainders``, default true, which it clears
-    below Transformer Engine 2.1; the distributed optimizer allocates it as ``torch.int16``,
-    ``megatron/core/optimizer/distrib_optimizer.py``); otherwise Megatron-Core keeps the whole
-    fp32 master (false). Nothing under ``--optimizer-cpu-offload``, whose states live partly in
-    host memory, which the scenario does not model, nor under FSDP (``--use-megatron-fsdp``
-    keeps its main weights in ``--megatron-fsdp-main-params-dtype``, which "Replaces
-    --main-params-dtype"; ``--use-torch-fsdp2``): the framework's states. NVIDIA/Megatron-LM
+    below Transformer Engine 2.1; ``FusedAdam`` allocates it as ``torch.int16``,
+    NVIDIA/TransformerEngine ``transformer_engine/pytorch/optimizers/fused_adam.py`` @ v2.7);
+    otherwise Megatron-Core keeps the whole fp32 master (false). Nothing under
+    ``--optimizer-cpu-offload``, whose states live partly in host memory, which the scenario
+    does not model, nor under FSDP (``--use-megatron-fsdp`` keeps its main weights in
+    ``--megatron-fsdp-main-params-dtype``, which "Replaces --main-params-dtype";
+    ``--use-torch-fsdp2``): the framework's states. NVIDIA/Megatron-LM
     ``megatron/training/arguments.py``, ``megatron/core/optimizer/optimizer_config.py`` at
     10e7b74597b47a57449599bf2780bd9e82ef79ff."""
     on = args.get("use-precision-aware-optimizer") is True

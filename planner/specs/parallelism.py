@@ -169,9 +169,9 @@ class ParallelismSpec:
     stores ``torch.uint8`` with a per-tensor scale). ``store_param_remainders`` (``fp32`` only,
     bf16 weights): the optimizer keeps only the 16 low bits of the fp32 master, the bf16 weight
     holding the high 16 (2 bytes; TE ``FusedAdam`` ``store_param_remainders``, which it applies
-    only to an fp32 master of bf16 parameters; Megatron's distributed optimizer then allocates
-    the master as ``torch.int16``, ``megatron/core/optimizer/distrib_optimizer.py`` @
-    ``core_v0.14.0``); not under ZeRO-3, whose shards keep the whole fp32 master. Each absent
+    only to an fp32 master of bf16 parameters and then allocates it as ``torch.int16``,
+    ``transformer_engine/pytorch/optimizers/fused_adam.py`` ``_initialize_state`` @ ``v2.7``);
+    not under ZeRO-3, whose shards keep the whole fp32 master. Each absent
     field takes the framework profile's value (``planner.perf.frameworks``: master and
     ``adam_moment_bytes / 2`` per moment; ``store_param_remainders`` the profile's, true for
     NeMo's distributed Adam), so a scenario without them predicts as before. The gradients

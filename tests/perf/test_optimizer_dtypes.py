@@ -115,12 +115,13 @@ def test_megatron_fsdp_keeps_its_model_weight_shard_once_without_a_master() -> N
 def test_megatron_precision_aware_optimizer_keeps_what_its_distributed_optimizer_allocates() -> (
     None
 ):
-    """Megatron-Core's distributed optimizer under the precision-aware optimizer allocates,
-    per owned parameter, ``exp_avg`` and ``exp_avg_sq`` in their dtypes and the master as
-    ``torch.int16`` remainders of bf16 weights (``store_param_remainders``), else in
-    ``main_params_dtype`` (``megatron/core/optimizer/distrib_optimizer.py`` @ core_v0.14.0,
-    ``load_parameter_state_from_dp_zero``'s ``init_shard``); FP8 moments are Transformer
-    Engine's ``torch.uint8``."""
+    """Under the precision-aware optimizer Transformer Engine's ``FusedAdam`` holds, per owned
+    parameter, ``exp_avg`` and ``exp_avg_sq`` in their dtypes (FP8 as one-byte ``Float8Tensor``
+    with a per-tensor scale) and the master as ``torch.int16`` remainders of bf16 weights
+    (``store_param_remainders``), else in ``master_weight_dtype``
+    (``transformer_engine/pytorch/optimizers/fused_adam.py`` ``_initialize_state`` @ v2.7);
+    Megatron-Core's distributed optimizer allocates the same for a checkpoint load
+    (``megatron/core/optimizer/distrib_optimizer.py`` ``load_state_dict`` @ core_v0.14.0)."""
     params = total_params(_scenario().model)
     plain = memory_per_gpu(_scenario())
     assert plain.optimizer_bytes == pytest.approx(12 * params / DP)
