@@ -150,32 +150,32 @@ class ParallelismSpec:
     (``planner.perf.memory``), and the data-parallel parameter gathers move one byte per weight
     (``planner.perf.data``). Needs precision ``fp8`` or ``mxfp8``.
     ``main_params_dtype``, ``exp_avg_dtype``, ``exp_avg_sq_dtype``, ``store_param_remainders``
-    (extra fields, ``OptimizerDtype``; Megatron-LM's precision-aware optimizer names,
-    ``--use-precision-aware-optimizer`` with ``--main-params-dtype`` {fp32, fp16},
-    ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` {fp32, fp16, bf16, fp8}, all fp32 by default,
-    NVIDIA/Megatron-LM ``megatron/training/arguments.py``: the flags since ``core_v0.11.0``
-    (moments then fp32, fp16 or fp8), bf16 moments since ``core_v0.13.0``, the same at
-    ``d98e8a64dd``; Megatron-Core ``OptimizerConfig.store_param_remainders``, default True since
-    ``core_v0.13.0``): what Adam keeps per owned
-    parameter. ``main_params_dtype`` is the dtype of the parameters the optimizer updates:
-    ``fp32`` a 4-byte fp32 master beside the 16-bit model weights (Megatron's distributed
-    optimizer; under PyTorch FSDP the fp32 sharded parameter itself, cast to 16 bits for the
-    compute); ``fp16`` a 2-byte fp16 master beside the 16-bit weights (Megatron-LM
-    ``--main-params-dtype fp16``: Transformer Engine ``FusedAdam`` keeps it,
-    ``master_weight_dtype``); ``bf16`` no separate master: the optimizer updates the bf16
-    model weights themselves, as pure-bf16 stacks do (a bf16 model under ``torch.optim.AdamW``:
-    LLaMA-Factory ``pure_bf16``, torchtune ``dtype: bf16``; Megatron-LM has no bf16 master, so
-    the name is free for this). The moments take 4, 2, 2 or 1 byte each (FP8: TE ``FusedAdam``
-    stores ``torch.uint8`` with a per-tensor scale). ``store_param_remainders`` (``fp32`` only,
-    bf16 weights): the optimizer keeps only the 16 low bits of the fp32 master, the bf16 weight
-    holding the high 16 (2 bytes; TE ``FusedAdam`` ``store_param_remainders``, which it applies
-    only to an fp32 master of bf16 parameters and then allocates it as ``torch.int16``,
+    (extra fields, ``MainParamsDtype``, ``OptimizerDtype``; Megatron-LM's precision-aware
+    optimizer names, ``--use-precision-aware-optimizer`` with ``--main-params-dtype`` {fp32,
+    fp16}, ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` {fp32, fp16, bf16, fp8}, all fp32 by
+    default, NVIDIA/Megatron-LM ``megatron/training/arguments.py``: the flags since
+    ``core_v0.11.0`` (moments then fp32, fp16 or fp8), bf16 moments since ``core_v0.13.0``, the
+    same at ``d98e8a64dd``; Megatron-Core ``OptimizerConfig.store_param_remainders``, default
+    True since ``core_v0.13.0``): what Adam keeps per owned parameter. ``main_params_dtype`` is
+    the dtype of the parameters the optimizer updates: ``fp32`` a 4-byte fp32 master beside the
+    16-bit model weights (Megatron's distributed optimizer; under PyTorch FSDP the fp32 sharded
+    parameter itself, cast to 16 bits for the compute); ``fp16`` a 2-byte fp16 master beside the
+    16-bit weights (Megatron-LM ``--main-params-dtype fp16``: Transformer Engine ``FusedAdam``
+    keeps it, ``master_weight_dtype``); ``bf16`` no separate master: the optimizer updates the
+    bf16 model weights themselves, as pure-bf16 stacks do (a bf16 model under
+    ``torch.optim.AdamW``: LLaMA-Factory ``pure_bf16``, torchtune ``dtype: bf16``; Megatron-LM
+    has no bf16 master, so the name is free for this). The moments take 4, 2, 2 or 1 byte each
+    (FP8: TE ``FusedAdam`` stores ``torch.uint8`` with a per-tensor scale).
+    ``store_param_remainders`` (``fp32`` only, bf16 weights): the optimizer keeps only the 16
+    low bits of the fp32 master, the bf16 weight holding the high 16 (2 bytes; TE ``FusedAdam``
+    ``store_param_remainders``, which it applies only to an fp32 master of bf16 parameters and
+    then allocates it as ``torch.int16``,
     ``transformer_engine/pytorch/optimizers/fused_adam.py`` ``_initialize_state`` @ ``v2.7``);
-    not under ZeRO-3, whose shards keep the whole fp32 master. Each absent
-    field takes the framework profile's value (``planner.perf.frameworks``: master and
-    ``adam_moment_bytes / 2`` per moment; ``store_param_remainders`` the profile's, true for
-    NeMo's distributed Adam), so a scenario without them predicts as before. The gradients
-    follow ``grad_reduce_in_fp32`` (a pure-bf16 stack's are bf16: false).
+    not under ZeRO-3, whose shards keep the whole fp32 master. Each absent field takes the
+    framework profile's value (``planner.perf.frameworks``: master and ``adam_moment_bytes / 2``
+    per moment; ``store_param_remainders`` the profile's, true for NeMo's distributed Adam), so
+    a scenario without them predicts as before. The gradients follow ``grad_reduce_in_fp32`` (a
+    pure-bf16 stack's are bf16: false).
     ``activation_offload_layers`` (extra field; Megatron-Core ``cpu_offloading`` with
     ``cpu_offloading_num_layers`` and ``cpu_offloading_activations``, activations only): the
     first ``N`` transformer layers' saved activations are copied to host memory during the
