@@ -35,7 +35,7 @@ from planner.catalog import gpu_catalog, gpu_key_for_gres_type
 from planner.errors import PlannerError
 from planner.launch.reader import ReadContext
 from planner.launch.readers import READERS
-from planner.launch.release import nemo_container_release
+from planner.launch.release import launch_release
 from planner.launch.shell import LaunchPlan, plan_from_launch
 from planner.launch.types import (
     BoundedFiles,
@@ -375,21 +375,14 @@ def _framework_release(facts: Facts, plan: LaunchPlan, invocation: Invocation) -
     program."""
     if facts.has("training.framework_version"):
         return
-    found = plan.allocation.values.get("launch.container_image")
-    images = [] if found is None else [(str(found.value), found.source)]
-    srun_image = invocation.launcher_args.get("container_image")
-    if invocation.launcher == "srun" and srun_image:
-        where = f"{invocation.where}: " if invocation.where else ""
-        images.append((srun_image, f"{where}srun --container-image"))
-    for image, source in images:
-        release = nemo_container_release(image)
-        if release is not None:
-            facts.set(
-                "training.framework_version",
-                release,
-                f"derived: {source} is the NeMo Framework container {release}",
-            )
-            return
+    found = launch_release(plan.allocation, invocation)
+    if found is not None:
+        release, source = found
+        facts.set(
+            "training.framework_version",
+            release,
+            f"derived: {source} is the NeMo Framework container {release}",
+        )
 
 
 def _described(

@@ -17,14 +17,19 @@ keeps its corrections per release.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-__all__ = ["NEMO_REPOSITORY", "nemo_container_release"]
+if TYPE_CHECKING:
+    from planner.launch.types import Facts, Invocation
+
+__all__ = ["NEMO_REPOSITORY", "launch_release", "nemo_container_release", "release_at_least"]
 
 NEMO_REPOSITORY: Final = "nvidia/nemo"
 """The NeMo Framework container's repository path (on ``nvcr.io`` or a mirror of it)."""
 _RELEASE_TAG: Final = re.compile(r"\d{2}\.\d{2}(?:\.\d{1,2})?(?:[.-][A-Za-z0-9]+)?")
 """``YY.MM``, an optional patch number, an optional pre-release suffix."""
+_NUMBERS: Final = re.compile(r"(\d{2})\.(\d{2})(?:\.(\d{1,2}))?")
+"""A release's year, month and patch number."""
 _DIGEST: Final = re.compile(r"@[a-z0-9]+:[0-9a-fA-F]+$")
 """A content digest after the reference (``@sha256:...``)."""
 
@@ -42,3 +47,35 @@ def nemo_container_release(image: str) -> str | None:
     if name != NEMO_REPOSITORY and not name.endswith("/" + NEMO_REPOSITORY):
         return None
     return tag
+
+
+def launch_release(allocation: Facts, invocation: Invocation) -> tuple[str, str] | None:
+    """The NeMo Framework container release ``invocation`` runs in and where the launch says
+    so: the Kubernetes container's ``image`` (``launch.container_image`` of ``allocation``),
+    else pyxis' ``srun --container-image`` around the program; None when neither names a NeMo
+    container release."""
+    found = allocation.values.get("launch.container_image")
+    images = [] if found is None else [(str(found.value), found.source)]
+    srun_image = invocation.launcher_args.get("container_image")
+    if invocation.launcher == "srun" and srun_image:
+        where = f"{invocation.where}: " if invocation.where else ""
+        images.append((srun_image, f"{where}srun --container-image"))
+    for image, source in images:
+        release = nemo_container_release(image)
+        if release is not None:
+            return release, source
+    return None
+
+
+def release_at_least(release: str, first: str) -> bool:
+    """Whether the container release ``release`` (``26.06.01``) is ``first`` (``26.06``) or
+    later, by year, month and patch number (a pre-release suffix is not weighed)."""
+
+    def key(text: str) -> tuple[int, int, int]:
+        found = _NUMBERS.match(text)
+        if found is None:
+            return (0, 0, 0)
+        year, month, patch = found.groups()
+        return int(year), int(month), int(patch or 0)
+
+    return key(release) >= key(first)

@@ -10,8 +10,10 @@ line or a whole sbatch script: backslash continuations, quotes, ``--arg=value`` 
 bash arrays (``GPT_ARGS=( --num-layers 32 ... )``). Later occurrences win, as with argparse.
 Megatron's own defaults apply where the scenario format's defaults differ: tied embeddings unless
 ``--untie-embeddings-and-output-weights``, no distributed optimizer (ZeRO 0) unless
-``--use-distributed-optimizer`` (ZeRO 1) or FSDP (``--use-torch-fsdp2`` / ``--use-megatron-fsdp``:
-ZeRO 3, as the Megatron-LM launch reader reads them), no sequence parallel unless
+``--use-distributed-optimizer`` (ZeRO 1) or FSDP (``--use-torch-fsdp2``: ZeRO 3; Megatron-FSDP,
+``--use-megatron-fsdp``: the stage of its ``--data-parallel-sharding-strategy``, unset the newest
+Megatron-LM default, ``optim_grads_params``, as the Megatron-LM launch reader reads them when the
+launch names no release), no sequence parallel unless
 ``--sequence-parallel``, ``num_query_groups`` only with ``--group-query-attention``. Uneven pipeline
 stages (``--pipeline-model-parallel-layout``, ``--decoder-first/last-pipeline-num-layers``,
 ``--account-for-embedding/loss-in-pipeline-split``) and MoE parallel folding
@@ -43,6 +45,8 @@ from planner.scenario.megatron_table import (
     pipeline_values,
     precision_value,
     recompute_values,
+    sharding_strategy_default,
+    zero_stage_value,
 )
 
 __all__ = [
@@ -286,11 +290,7 @@ def scenario_document_from_megatron_args(
         "sequence_parallel": args.get("sequence-parallel") is True and tp > 1,
         "micro_batch_size": micro_batch,
         "precision": precision.value if precision is not None else "bf16",
-        "zero_stage": 3
-        if args.get("use-torch-fsdp2") is True or args.get("use-megatron-fsdp") is True
-        else 1
-        if args.get("use-distributed-optimizer") is True
-        else 0,
+        "zero_stage": zero_stage_value(args, sharding_strategy_default()).value,
     }
     recipe = fp8_recipe(args, str(parallelism["precision"]))
     if recipe is not None:

@@ -17,12 +17,15 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from planner.errors import SpecError
+from planner.launch.data import load_data
 from planner.scenario.numbers import number_or_value
 
 __all__ = [
     "FP8_RECIPES",
     "INT_ARGS",
     "LIST_ARGS",
+    "MEGATRON_FSDP_STAGES",
     "SWITCHES",
     "TOKENIZER_VOCAB",
     "ArgValue",
@@ -37,6 +40,7 @@ __all__ = [
     "known_tokenizer_vocab",
     "layer_pattern",
     "main_grads_bf16_refused",
+    "megatron_fsdp_flag",
     "megatron_int",
     "moe_values",
     "optimizer_dtypes_refused",
@@ -46,7 +50,9 @@ __all__ = [
     "pipeline_values",
     "precision_value",
     "recompute_values",
+    "sharding_strategy_default",
     "swiglu_ffn_hidden_size",
+    "zero_stage_value",
 ]
 
 Args = Mapping[str, str | bool]
@@ -83,6 +89,7 @@ SWITCHES = frozenset(
         "use-distributed-optimizer",
         "use-torch-fsdp2",
         "use-megatron-fsdp",
+        "use-custom-fsdp",
         "group-query-attention",
         "recompute-activations",
         "checkpoint-activations",
@@ -672,3 +679,64 @@ def optimizer_dtypes_refused(args: Args) -> bool:
     if args.get("use-precision-aware-optimizer") is True:
         return args.get("use-distributed-optimizer") is not True
     return any(value != "fp32" for value in values.values())
+
+
+MEGATRON_FSDP_STAGES: Mapping[str, int] = {
+    "no_shard": 0,
+    "optim": 1,
+    "optim_grads": 2,
+    "optim_grads_params": 3,
+}
+"""Megatron-FSDP's ``--data-parallel-sharding-strategy`` -> the ZeRO stage it runs: what
+``ParamAndGradBuffer._init_each_parameter_group_buffers`` distributes over the data-parallel
+ranks. ``no_shard`` nothing; ``optim`` the fp32 main weights, on which the optimizer keeps its
+states (``optimizer_named_parameters``); ``optim_grads`` those and the gradient buffer;
+``optim_grads_params`` those and the model weights (NVIDIA/Megatron-LM
+``megatron/core/distributed/custom_fsdp/param_and_grad_buffer.py`` @ core_v0.13.0,
+``megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py`` @ core_v0.15.0
+103851dcf4c3 and main d98e8a64ddf3). ``--use-distributed-optimizer`` shards nothing more under
+Megatron-FSDP: ``DistributedOptimizer.__init__`` returns before building its own shards when
+the DDP config uses it (``megatron/core/optimizer/distrib_optimizer.py``, same commits)."""
+
+
+def megatron_fsdp_flag(args: Args) -> str | None:
+    """The argument that turns Megatron-FSDP on: ``use-megatron-fsdp`` (core_v0.14.0 on) or its
+    earlier name ``use-custom-fsdp`` (core_v0.12.0, core_v0.13.0); None without either."""
+    return next((f for f in ("use-megatron-fsdp", "use-custom-fsdp") if args.get(f) is True), None)
+
+
+def sharding_strategy_default() -> str:
+    """``--data-parallel-sharding-strategy``'s default at the commit of
+    ``planner/launch/data/megatron.yaml`` (``defaults.megatron_lm``; the earlier releases'
+    default is that file's ``release_defaults``)."""
+    node: object = load_data("megatron.yaml")
+    for key in ("defaults", "megatron_lm", "data_parallel_sharding_strategy", "value"):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    if node not in MEGATRON_FSDP_STAGES:
+        raise SpecError(
+            "planner/launch/data/megatron.yaml",
+            "defaults.megatron_lm.data_parallel_sharding_strategy must be a sharding strategy",
+        )
+    return str(node)
+
+
+def zero_stage_value(args: Args, default_strategy: str) -> ArgValue:
+    """``parallelism.zero_stage`` as Megatron-LM resolves the arguments: ``--use-torch-fsdp2`` 3
+    (``fully_shard``); Megatron-FSDP (:func:`megatron_fsdp_flag`) the stage of its
+    ``--data-parallel-sharding-strategy``, ``default_strategy`` when the argument is absent or
+    not one of argparse's choices (:data:`MEGATRON_FSDP_STAGES`; ``arg`` then names the FSDP
+    flag); else ``--use-distributed-optimizer`` 1, none 0 (``arg`` ``""``)."""
+    field = "parallelism.zero_stage"
+    if args.get("use-torch-fsdp2") is True:
+        return ArgValue(field, 3, "use-torch-fsdp2")
+    fsdp = megatron_fsdp_flag(args)
+    if fsdp is not None:
+        strategy = args.get("data-parallel-sharding-strategy")
+        if isinstance(strategy, str) and strategy in MEGATRON_FSDP_STAGES:
+            return ArgValue(
+                field, MEGATRON_FSDP_STAGES[strategy], "data-parallel-sharding-strategy"
+            )
+        return ArgValue(field, MEGATRON_FSDP_STAGES[default_strategy], fsdp)
+    if args.get("use-distributed-optimizer") is True:
+        return ArgValue(field, 1, "use-distributed-optimizer")
+    return ArgValue(field, 0, "")

@@ -13,6 +13,7 @@ from planner.errors import PlannerError
 from planner.launch.describe import LaunchDescription, describe_launch, finish
 from planner.launch.readers.megatron import READER
 from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
+from planner.scenario import parse_scenario
 from planner.scenario.megatron_args import train_iters_from_samples
 from tests.launch import reader_support as support
 
@@ -428,3 +429,68 @@ def test_tp_comm_overlap_without_sequence_parallel_is_refused_not_timed(
     else:
         assert "iteration_time_s" not in prediction
         assert str(prediction["error"]).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "stage"),
+    [("no_shard", 0), ("optim", 1), ("optim_grads", 2), ("optim_grads_params", 3)],
+)
+def test_megatron_fsdp_runs_the_zero_stage_of_its_sharding_strategy(
+    strategy: str, stage: int
+) -> None:
+    # ParamAndGradBuffer distributes nothing, the main weights (and so the optimizer states),
+    # those and the gradients, or those and the model weights; --use-distributed-optimizer
+    # shards nothing more under Megatron-FSDP
+    for extra in ("", " --use-distributed-optimizer"):
+        facts = _read(
+            f"{BASE} --use-megatron-fsdp --data-parallel-sharding-strategy {strategy}{extra}"
+        )
+        assert facts.get("parallelism.zero_stage") == stage
+        assert "parallelism.zero_stage" not in facts.assumed
+        source = facts.values["parallelism.zero_stage"].source
+        assert source == "job.sh:9 (--data-parallel-sharding-strategy)"
+    # the strategy alone, without Megatron-FSDP, shards nothing
+    alone = _read(f"{BASE} --data-parallel-sharding-strategy {strategy}")
+    assert alone.get("parallelism.zero_stage") == 0
+
+
+def test_megatron_fsdp_without_a_strategy_takes_the_newest_default_and_says_so() -> None:
+    for flag in ("--use-megatron-fsdp", "--use-custom-fsdp --use-distributed-optimizer"):
+        facts = _read(f"{BASE} {flag}")
+        assert facts.get("parallelism.zero_stage") == 3  # optim_grads_params since core 0.18.0
+        assert "parallelism.zero_stage" in facts.assumed
+        assert "optim_grads_params" in facts.values["parallelism.zero_stage"].source
+        assert any(
+            "optim_grads_params assumed (ZeRO 3)" in note and "newest release" in note
+            for note in facts.notes
+        )
+    bad = _read(f"{BASE} --use-megatron-fsdp --data-parallel-sharding-strategy full")
+    assert bad.get("parallelism.zero_stage") == 3
+    assert any("full is not one of Megatron-LM's choices" in note for note in bad.notes)
+
+
+@pytest.mark.parametrize(("release", "stage"), [("25.11", 0), ("26.04", 0), ("26.06", 3)])
+def test_megatron_fsdp_without_a_strategy_takes_the_default_of_the_containers_release(
+    release: str, stage: int
+) -> None:
+    # no_shard through Megatron Core 0.17 (NeMo 26.04), optim_grads_params from 0.18 (26.06)
+    script = (
+        "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gpus-per-node=8\n"
+        f"srun --container-image=nvcr.io#nvidia/nemo:{release} python pretrain_gpt.py "
+        f"{BASE} --use-megatron-fsdp\n"
+    )
+    described = describe_launch(
+        Launch(batch_script=script, work_dir=JOB), MemoryFiles(), gpu="h100-sxm", predict=False
+    )
+    assert described.described_by == "megatron"
+    assert parse_scenario(described.scenario).parallelism.zero_stage == stage
+    provenance = described.provenance["parallelism.zero_stage"]
+    assert ("core_v0.17.1" in provenance) is (stage == 0)
+    assert any(f"NeMo Framework container {release}" in note for note in described.notes)
+    stated = script.replace(
+        "--use-megatron-fsdp", "--use-megatron-fsdp --data-parallel-sharding-strategy optim"
+    )
+    described = describe_launch(
+        Launch(batch_script=stated, work_dir=JOB), MemoryFiles(), gpu="h100-sxm", predict=False
+    )
+    assert parse_scenario(described.scenario).parallelism.zero_stage == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from planner.launch.describe import describe_launch
-from planner.launch.release import nemo_container_release
+from planner.launch.release import nemo_container_release, release_at_least
 from planner.launch.types import Launch, MemoryFiles
 from planner.scenario import parse_scenario
 
@@ -75,3 +75,20 @@ def test_a_pod_templates_image_gives_the_release_and_another_image_none() -> Non
 
     assert described("nvcr.io/nvidia/nemo:25.09") == "25.09"
     assert described("example.org/trainer:2.4") is None
+
+
+@pytest.mark.parametrize(
+    ("release", "first", "expected"),
+    [
+        ("26.06", "26.06", True),
+        ("26.06.01", "26.06", True),
+        ("26.04", "26.06", False),
+        ("25.11", "26.06", False),
+        ("27.01", "26.06", True),
+        ("26.06-rc1", "26.06.01", False),
+    ],
+)
+def test_a_release_is_at_least_another_by_year_month_and_patch(
+    release: str, first: str, expected: bool
+) -> None:
+    assert release_at_least(release, first) is expected

@@ -195,6 +195,30 @@ def test_fp8_param_gather_flag_under_fp8_only() -> None:
     assert "fp8_param_gather" not in _small_bf16_gpt("--fp8-param-gather")["parallelism"]
 
 
+@pytest.mark.parametrize(
+    ("flags", "stage"),
+    [
+        ("--use-megatron-fsdp --data-parallel-sharding-strategy no_shard", 0),
+        ("--use-megatron-fsdp --data-parallel-sharding-strategy optim", 1),
+        ("--use-megatron-fsdp --data-parallel-sharding-strategy=optim_grads", 2),
+        ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params", 3),
+        (
+            "--use-distributed-optimizer --use-megatron-fsdp "
+            "--data-parallel-sharding-strategy optim",
+            1,
+        ),
+        ("--use-megatron-fsdp", 3),  # the newest default, optim_grads_params
+        ("--use-custom-fsdp --use-distributed-optimizer", 3),  # its core 0.12-0.13 name
+        ("--data-parallel-sharding-strategy optim_grads_params", 0),  # no FSDP: no sharding
+        ("--use-torch-fsdp2", 3),
+    ],
+)
+def test_megatron_fsdp_zero_stage_is_its_sharding_strategys(flags: str, stage: int) -> None:
+    doc = _small_bf16_gpt(flags)
+    assert doc["parallelism"]["zero_stage"] == stage
+    assert parse_scenario(doc).parallelism.zero_stage == stage
+
+
 def test_fp8_param_gather_without_distributed_optimizer_is_refused() -> None:
     """Megatron-LM asserts a sharded optimizer for ``--fp8-param-gather``
     (``FP8_PARAM_GATHER_SOURCE``): the launch without ``--use-distributed-optimizer`` reads as

@@ -13,7 +13,12 @@ line in the launch), a default of Megatron-LM (the data file names the file defi
   50257), padded to ``--make-vocab-size-divisible-by`` (128) x TP -> ``launch.padded_vocab_size``.
 * Steps: ``--train-iters``, else ``--train-samples`` over the global batch, walking
   ``--rampup-batch-size`` as ``update_train_iters`` does (``megatron/training/training.py``).
-* ZeRO: ``--use-distributed-optimizer`` 1, Torch/Megatron FSDP 3, else 0.
+* ZeRO: ``--use-torch-fsdp2`` 3; Megatron-FSDP (``--use-megatron-fsdp``, earlier
+  ``--use-custom-fsdp``) the stage its ``--data-parallel-sharding-strategy`` shards
+  (``no_shard`` 0, ``optim`` 1, ``optim_grads`` 2, ``optim_grads_params`` 3; unset: the
+  default of the NeMo Framework container the launch runs in, ``no_shard`` before Megatron
+  Core 0.18.0, else the newest, ``optim_grads_params``); ``--use-distributed-optimizer`` 1;
+  else 0.
 * ``--yaml-cfg FILE``: Megatron then ignores every other argument and reads all of them from
   the YAML (keys are argparse names; ``language_model`` and ``model_parallel`` sections),
   completing it as ``megatron/training/yaml_arguments.py`` ``validate_yaml`` does.
@@ -38,22 +43,27 @@ from planner.launch.readers.megatron_common import (
     read_shape,
     read_train_iters,
     read_vocab,
+    release_default,
     world_size,
 )
+from planner.launch.release import launch_release
 from planner.launch.types import Facts, Invocation, resolve_path
 from planner.scenario.megatron_args import arguments_from_yaml
 from planner.scenario.megatron_table import (
+    MEGATRON_FSDP_STAGES,
     attention_values,
     cuda_graph_values,
     grad_reduce_in_bf16_ignored,
     gradient_reduction_values,
     main_grads_bf16_refused,
+    megatron_fsdp_flag,
     moe_values,
     optimizer_dtypes_refused,
     optimizer_state_values,
     parse_megatron_args,
     pipeline_values,
     recompute_values,
+    zero_stage_value,
 )
 
 __all__ = ["READER", "MegatronReader", "read_megatron", "yaml_source"]
@@ -61,8 +71,10 @@ __all__ = ["READER", "MegatronReader", "read_megatron", "yaml_source"]
 _OTHER_PROGRAMS = ("pretrain_bert", "pretrain_t5", "pretrain_mamba", "pretrain_vlm", "pretrain_ict")
 
 
-def _memory(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
-    """Recompute, ZeRO stage (distributed optimizer 1, FSDP 3) and gradient reduction."""
+def _memory(
+    facts: Facts, args: ArgSource, defaults: Defaults, release: tuple[str, str] | None
+) -> None:
+    """Recompute, ZeRO stage (:func:`_zero_stage`) and gradient reduction."""
     rows = recompute_values(args.values)
     for row in rows:
         args.set(facts, row, defaults)
@@ -70,15 +82,7 @@ def _memory(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
         facts.note("--checkpoint-activations: Megatron-LM exits (use --recompute-activations)")
     if not rows:
         defaults.apply(facts, "parallelism.recompute", "recompute_granularity")
-    for flag in ("use-torch-fsdp2", "use-megatron-fsdp"):
-        if args.on(flag):
-            facts.set("parallelism.zero_stage", 3, args.source(flag))
-            break
-    else:
-        if args.on("use-distributed-optimizer"):
-            facts.set("parallelism.zero_stage", 1, args.source("use-distributed-optimizer"))
-        else:
-            defaults.apply(facts, "parallelism.zero_stage", "use_distributed_optimizer", 0)
+    _zero_stage(facts, args, defaults, release)
     for row in gradient_reduction_values(args.values):
         args.set(facts, row, defaults)
     if args.on("grad-reduce-in-bf16") and grad_reduce_in_bf16_ignored(args.values):
@@ -118,6 +122,42 @@ def _optimizer_states(facts: Facts, args: ArgSource, defaults: Defaults) -> None
             "--use-precision-aware-optimizer under FSDP: the optimizer dtypes are read as the "
             "framework's (Megatron-FSDP takes --megatron-fsdp-main-params-dtype instead)"
         )
+
+
+def _zero_stage(
+    facts: Facts, args: ArgSource, defaults: Defaults, release: tuple[str, str] | None
+) -> None:
+    """``parallelism.zero_stage`` (``zero_stage_value``). Under Megatron-FSDP without a valid
+    ``--data-parallel-sharding-strategy`` the stage of its default, assumed and noted: the
+    default of the NeMo Framework container ``release`` the launch runs in (``no_shard``
+    before Megatron Core 0.18.0), else the newest (``optim_grads_params``)."""
+    key = "data_parallel_sharding_strategy"
+    strategy, source = defaults.value(key), defaults.source(key)
+    earlier = release_default("megatron_lm", key, release[0]) if release else None
+    if earlier is not None:
+        strategy, source = earlier
+    row = zero_stage_value(args.values, str(strategy))
+    fsdp = megatron_fsdp_flag(args.values)
+    if fsdp is None or row.arg != fsdp:
+        if row.arg:
+            facts.set(row.field, row.value, args.source(row.arg))
+        else:
+            defaults.apply(facts, row.field, "use_distributed_optimizer", row.value)
+        return
+    where = (
+        f"the NeMo Framework container {release[0]} ({release[1]})"
+        if release
+        else "the newest release (the launch names none)"
+    )
+    given = args.text("data-parallel-sharding-strategy")
+    why = (
+        f"--data-parallel-sharding-strategy {given} is not one of Megatron-LM's choices "
+        f"({', '.join(MEGATRON_FSDP_STAGES)}; argparse stops)"
+        if given is not None
+        else f"{args.name(fsdp)} without a --data-parallel-sharding-strategy"
+    )
+    facts.note(f"{why}: {strategy} assumed (ZeRO {row.value}), Megatron-LM's default in {where}")
+    facts.default(row.field, row.value, f"{args.source(fsdp)}; {strategy}: {source}")
 
 
 def _attention(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
@@ -223,8 +263,16 @@ def _parallel(facts: Facts, args: ArgSource, defaults: Defaults) -> tuple[int, i
     return tp, pp, sizes["context-parallel-size"]
 
 
-def read_megatron(facts: Facts, args: ArgSource, *, world: int | None) -> None:
-    """Every Megatron-LM argument the planner uses, into ``facts``."""
+def read_megatron(
+    facts: Facts,
+    args: ArgSource,
+    *,
+    world: int | None,
+    release: tuple[str, str] | None = None,
+) -> None:
+    """Every Megatron-LM argument the planner uses, into ``facts``; ``release`` is the NeMo
+    Framework container the launch runs in and where it says so, for the defaults that
+    changed between releases."""
     defaults = defaults_of("megatron_lm")
     read_shape(facts, args, defaults)
     tp, pp, cp = _parallel(facts, args, defaults)
@@ -234,7 +282,7 @@ def read_megatron(facts: Facts, args: ArgSource, *, world: int | None) -> None:
             "no --bf16 / --fp16: Megatron-LM keeps fp32 parameters, which the scenario format "
             "does not model; the precision is left to the scenario default"
         )
-    _memory(facts, args, defaults)
+    _memory(facts, args, defaults, release)
     _optimizer_states(facts, args, defaults)
     _attention(facts, args, defaults)
     _moe(facts, args, defaults, tp=tp)
@@ -279,7 +327,8 @@ class MegatronReader:
         program = posixpath.basename(invocation.program)
         facts.set("training.framework", "megatron", f"derived: {program} is Megatron-LM")
         facts.set("training.mode", "pretrain", f"derived: {program} pretrains")
-        read_megatron(facts, args, world=world_size(context))
+        release = launch_release(context.allocation, invocation)
+        read_megatron(facts, args, world=world_size(context), release=release)
         return facts
 
 

@@ -15,6 +15,7 @@ from planner.errors import SpecError
 from planner.launch.data import load_data
 from planner.launch.reader import ReadContext
 from planner.launch.readers.nemo_common import fp16_base_note
+from planner.launch.release import release_at_least
 from planner.launch.types import Facts
 from planner.scenario.megatron_args import train_iters_from_samples
 from planner.scenario.megatron_table import (
@@ -39,6 +40,7 @@ __all__ = [
     "read_shape",
     "read_train_iters",
     "read_vocab",
+    "release_default",
     "world_size",
 ]
 
@@ -104,6 +106,27 @@ def defaults_of(framework: str) -> Defaults:
     roles = ("arguments", "training", "yaml")
     files = {role: str(about[role]) for role in roles if role in about}
     return Defaults(framework=framework, values=values, repo=repo, commit=commit, files=files)
+
+
+def release_default(framework: str, key: str, release: str) -> tuple[object, str] | None:
+    """The default of ``key`` in the NeMo Framework container ``release`` and where it is
+    defined, where that container's Megatron Core predates the change the data file's
+    ``release_defaults`` records (``earlier`` read at ``earlier_at``); None where the container
+    has the default of ``defaults`` (its ``first_container`` or later)."""
+    entry = _section(_data(), "release_defaults", framework, key)
+    if release_at_least(release, str(entry.get("first_container", ""))):
+        return None
+    about = _section(_data(), "frameworks", framework)
+    at = _section(entry, "earlier_at")
+    changed = _section(entry, "changed_in")
+    path = _section(_data(), "defaults", framework, key).get("path", "")
+    source = (
+        f"default of {about.get('name', framework)} {at.get('version', '')} "
+        f"({about.get('repo', '')}/{path}@{str(at.get('commit', ''))[:7]}), until "
+        f"{changed.get('version', '')} ({str(changed.get('commit', ''))[:10]}): NeMo Framework "
+        f"container {release} predates {entry.get('first_container', '')}, the first with it"
+    )
+    return entry.get("earlier"), source
 
 
 def gpt2_vocab() -> tuple[int, str]:
