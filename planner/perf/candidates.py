@@ -55,6 +55,8 @@ class CandidateColumns:
     ``fp8_param_gather`` (optional): whether the candidate keeps its weights in FP8 (the base
     scenario's ``parallelism.fp8_param_gather``, one value for a design space), read by the
     layout rules (``planner.specs.feasibility``); the engine takes the base's. None: false.
+    ``megatron_fsdp`` (optional): whether the candidate's sharding is Megatron-FSDP's (the base
+    scenario's ``parallelism.megatron_fsdp``), read by the layout rules. None: false.
     """
 
     tensor_parallel: IntArray
@@ -76,6 +78,7 @@ class CandidateColumns:
     decoder_last_pipeline_num_layers: IntArray | None = None
     stage_layers: IntArray | None = None
     fp8_param_gather: BoolArray | None = None
+    megatron_fsdp: BoolArray | None = None
 
     @property
     def n(self) -> int:

@@ -37,6 +37,7 @@ from planner.scenario.megatron_table import (
     fp8_recipe,
     gradient_reduction_values,
     known_tokenizer_vocab,
+    megatron_fsdp_flag,
     megatron_int,
     moe_values,
     optimizer_state_values,
@@ -292,6 +293,8 @@ def scenario_document_from_megatron_args(
         "precision": precision.value if precision is not None else "bf16",
         "zero_stage": zero_stage_value(args, sharding_strategy_default()).value,
     }
+    if megatron_fsdp_flag(args) is not None:
+        parallelism["megatron_fsdp"] = True
     recipe = fp8_recipe(args, str(parallelism["precision"]))
     if recipe is not None:
         parallelism["fp8_recipe"] = recipe

@@ -700,8 +700,12 @@ the DDP config uses it (``megatron/core/optimizer/distrib_optimizer.py``, same c
 
 
 def megatron_fsdp_flag(args: Args) -> str | None:
-    """The argument that turns Megatron-FSDP on: ``use-megatron-fsdp`` (core_v0.14.0 on) or its
-    earlier name ``use-custom-fsdp`` (core_v0.12.0, core_v0.13.0); None without either."""
+    """The argument that has Megatron-FSDP wrap the model: ``use-megatron-fsdp`` (core_v0.14.0
+    on) or its earlier name ``use-custom-fsdp`` (core_v0.12.0, core_v0.13.0); None without
+    either, or with ``--use-torch-fsdp2``, which ``get_model`` takes first
+    (``megatron/training/training.py`` @ core_v0.15.0)."""
+    if args.get("use-torch-fsdp2") is True:
+        return None
     return next((f for f in ("use-megatron-fsdp", "use-custom-fsdp") if args.get(f) is True), None)
 
 

@@ -323,6 +323,7 @@ def _parallelism(
         overlap_param_gather=given.overlap_param_gather,
         tp_comm_overlap=given.tp_comm_overlap,
         fp8_param_gather=_or(given.fp8_param_gather, False),
+        megatron_fsdp=_or(given.megatron_fsdp, False),
         activation_offload_layers=_or(given.activation_offload_layers, 0),
         main_params_dtype=given.main_params_dtype,
         exp_avg_dtype=given.exp_avg_dtype,

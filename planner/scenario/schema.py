@@ -351,6 +351,12 @@ class ParallelismSection(_Section):
         "optimizer, NeMo's distributed Adam); not under ZeRO-3",
         "the framework's",
     )
+    megatron_fsdp: Flag | None = _field(
+        "The data-parallel sharding (`zero_stage`) is Megatron-FSDP's (Megatron-LM "
+        "`--use-megatron-fsdp` at a `--data-parallel-sharding-strategy`, Megatron-Bridge "
+        "`ddp.use_megatron_fsdp`): Megatron-LM then takes `fp8_param_gather` at every stage",
+        "`false`",
+    )
     activation_offload_layers: Integer | None = _field(
         "The first `N` transformer layers' saved activations go to host memory during the "
         "forward and come back for the backward (Megatron-Core `cpu_offloading_num_layers`, "

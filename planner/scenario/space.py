@@ -7,9 +7,10 @@ own) or a list of allowed values, whose ``data_parallel`` may be a list of allow
 may be lists. A list of ``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers``
 may hold ``null`` (that rank's count unset): ``[null]`` for both searches no uneven first / last
 ranks. The other ``parallelism`` fields (``SCALAR_FIELDS``: precision, flash attention,
-gradient-reduction precision and overlap, FP8 weights, the optimizer's dtypes) take one value
-per document, carried into every candidate (a JSONL of documents sweeps several); the fields
-of ``PREDICT_ONLY`` are refused, each with its reason. Numbers follow ``planner.scenario.numbers``.
+gradient-reduction precision and overlap, FP8 weights, the optimizer's dtypes,
+Megatron-FSDP) take one value per document, carried into every candidate (a JSONL of
+documents sweeps several); the fields of ``PREDICT_ONLY`` are refused, each with its
+reason. Numbers follow ``planner.scenario.numbers``.
 
 ``parse_space(doc)`` validates one into a ``DesignSpace``; ``explore_json`` writes an
 ``ExploreResult`` as the ``planner explore --json`` object.
@@ -92,14 +93,16 @@ ScalarField = Literal[
     "exp_avg_dtype",
     "exp_avg_sq_dtype",
     "store_param_remainders",
+    "megatron_fsdp",
 ]
 SCALAR_FIELDS: tuple[ScalarField, ...] = get_args(ScalarField)
 """The scenario's other ``parallelism`` fields (precision, flash attention, gradient-reduction
-precision and overlap, FP8 weights, the optimizer's dtypes): one value per explore document,
-carried into every candidate (``DesignSpace.scenario`` replaces only the layout of the base's
-``parallelism``; ``planner.perf.candidates.candidate_arrays`` repeats the base's other
-columns). They are the schema's ``parallelism`` fields that are neither knobs (``_LIST_FIELDS``) nor
-``PREDICT_ONLY``; ``_check_scalar_fields`` holds the two lists together."""
+precision and overlap, FP8 weights, the optimizer's dtypes, Megatron-FSDP): one value per
+explore document, carried into every candidate (``DesignSpace.scenario`` replaces only the
+layout of the base's ``parallelism``; ``planner.perf.candidates.candidate_arrays`` repeats
+the base's other columns). They are the schema's ``parallelism`` fields that are neither
+knobs (``_LIST_FIELDS``) nor ``PREDICT_ONLY``; ``_check_scalar_fields`` holds the two lists
+together."""
 
 
 def _check_scalar_fields() -> None:
@@ -135,6 +138,7 @@ class StatedFields(TypedDict, total=False):
     exp_avg_dtype: object
     exp_avg_sq_dtype: object
     store_param_remainders: object
+    megatron_fsdp: object
 
 
 class _ExpertTensorParallel(TypedDict, total=False):

@@ -72,6 +72,7 @@ class Kept:
             decoder_last_pipeline_num_layers=z,
             stage_layers=z,
             fp8_param_gather=no,
+            megatron_fsdp=no,
         )
         return cls(cols=cols, objective=np.zeros(0), memory=np.zeros(0), index=z)
 

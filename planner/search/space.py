@@ -40,9 +40,9 @@ when they run the same way, which the rules leave in one case: ZeRO stages 0, 1 
 every parameter's data-parallel group has one rank (``data·context = 1`` and expert data
 parallel 1: a distributed optimizer, or sharded gradients, over one rank is the plain one);
 the lowest allowed of these stages that the layout rules accept is kept (stage 1 where
-Megatron-LM refuses FP8 parameters at stage 0, ``fp8_param_gather_rule``). (ZeRO-3 stays
-distinct: PyTorch FSDP keeps its sharded fp32 parameters and gathers 16-bit copies per unit
-even over one rank.)
+Megatron-LM refuses FP8 parameters at stage 0 without Megatron-FSDP,
+``fp8_param_gather_rule``). (ZeRO-3 stays distinct: PyTorch FSDP keeps its sharded fp32
+parameters and gathers 16-bit copies per unit even over one rank.)
 
 Placement: the engine places groups in Megatron-Core rank order (tensor fastest, then context,
 data, pipeline slowest; ``planner.perf.collectives``), so "which dimension sits inside the
@@ -319,6 +319,7 @@ class SubSpace:
             decoder_last_pipeline_num_layers=row[:, 5],
             stage_layers=self.pipeline_stages[pipe],
             fp8_param_gather=np.full(n, self.base.parallelism.fp8_param_gather, dtype=np.bool_),
+            megatron_fsdp=np.full(n, self.base.parallelism.megatron_fsdp, dtype=np.bool_),
         )
         framework = self.base.training.framework
         layout = _JobLayout(cols, tp_comm_overlap=self.tp_comm_overlap is True)
@@ -356,9 +357,13 @@ class SubSpace:
     def _fp8_param_gather_refuses_stage_0(self) -> bool:
         """Whether the layout rules refuse ZeRO stage 0 for every candidate of this sub-space
         (``fp8_param_gather_rule``: FP8 parameters under a framework that needs a sharded
-        optimizer for them)."""
-        base = self.base
-        return base.parallelism.fp8_param_gather and fp8_param_gather_rule(base.training.framework)
+        optimizer for them, unless Megatron-FSDP shards)."""
+        parallelism = self.base.parallelism
+        return (
+            parallelism.fp8_param_gather
+            and not parallelism.megatron_fsdp
+            and fp8_param_gather_rule(self.base.training.framework)
+        )
 
     def _equivalent(self, cols: CandidateColumns) -> NDArray[np.bool_]:
         """Candidates equivalent to one with a lower allowed ZeRO stage (module docstring):

@@ -35,9 +35,10 @@ parallel folding", ``parallel_state``: the world size is divisible by
 Automodel splits no routed expert over tensor parallelism (expert tensor parallelism 1:
 ``planner.specs.folding``); routed experts with biases (``model.moe_expert_bias``, GPT-OSS) need
 expert tensor parallelism 1 under Megatron-Core (``expert_bias_rule``); FP8 parameters
-(``fp8_param_gather``) need a sharded optimizer (ZeRO stage 1 or more) under Megatron-LM
-(``fp8_param_gather_rule``); the global batch is a multiple of ``data_parallel·micro_batch_size``;
-the interleaved schedule's micro-batch rule of the framework (``interleaved_microbatch_rule``).
+(``fp8_param_gather``) need a sharded optimizer (ZeRO stage 1 or more) or Megatron-FSDP
+(``megatron_fsdp``) under Megatron-LM (``fp8_param_gather_rule``); the global batch is a
+multiple of ``data_parallel·micro_batch_size``; the interleaved schedule's micro-batch rule
+of the framework (``interleaved_microbatch_rule``).
 Which GPU precision a scenario may use is a property of the GPU, not of the layout, and stays
 in ``Scenario``.
 
@@ -510,7 +511,13 @@ def fp8_param_gather_rule(framework: str) -> bool:
     distributed optimizer, no FSDP), for training.
 
     * Megatron-LM: yes (``FP8_PARAM_GATHER_SOURCE``; its ZeRO stages 1-2 are the distributed
-      optimizer, stage 3 Megatron-FSDP or torch FSDP2).
+      optimizer, stage 3 Megatron-FSDP or torch FSDP2), but not under Megatron-FSDP
+      (``parallelism.megatron_fsdp``), whose ``--use-megatron-fsdp`` passes the assertion at
+      every ``--data-parallel-sharding-strategy``, ``no_shard`` (stage 0) included: the
+      assertion names the flag, not a strategy (core_v0.14.0 through main, commits above).
+      Before core_v0.14.0 its name was ``--use-custom-fsdp``, which ``validate_args`` runs
+      only with ``--use-distributed-optimizer`` (core_v0.12.0 d580efc68a9f, core_v0.13.0
+      c550cf6c41c3), so the assertion passes there too.
     * NeMo 2 and Megatron-Bridge: no such check. NeMo's ``MegatronMixedPrecision`` passes
       ``fp8_param_gather`` to the DDP config without one
       (nemo/lightning/pytorch/plugins/mixed_precision.py @
@@ -529,7 +536,8 @@ def _fp8_param_gather(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     gather = _flag(x, "fp8_param_gather")
     if zero is None or not fp8_param_gather_rule(fw):
         return x.tensor_parallel < 0  # False, of the candidates' shape
-    return gather & (zero == 0)
+    # Megatron-FSDP passes the assertion at every sharding strategy, no_shard (stage 0) included
+    return gather & (zero == 0) & np.logical_not(_flag(x, "megatron_fsdp"))
 
 
 def _global_batch(x: Layout) -> Flag:
@@ -859,10 +867,11 @@ def _fp8_param_gather_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     return SpecError(
         "parallelism.zero_stage",
         f"fp8_param_gather keeps the weights in FP8 and {fw} runs it only with a sharded "
-        "optimizer (megatron/training/arguments.py: '--fp8-param-gather only supported with "
-        "distributed optimizer, torch fsdp2, megatron fsdp, or inference mode'); zero_stage=0 "
-        "has none: set zero_stage to 1 (--use-distributed-optimizer) or 3 (FSDP), or "
-        "fp8_param_gather to false",
+        "optimizer or FSDP (megatron/training/arguments.py: '--fp8-param-gather only supported "
+        "with distributed optimizer, torch fsdp2, megatron fsdp, or inference mode'); "
+        "zero_stage=0 without megatron_fsdp has none: set zero_stage to 1 "
+        "(--use-distributed-optimizer) or 3 (FSDP), megatron_fsdp to true (--use-megatron-fsdp "
+        "--data-parallel-sharding-strategy no_shard), or fp8_param_gather to false",
     )
 
 

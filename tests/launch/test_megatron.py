@@ -446,12 +446,14 @@ def test_megatron_fsdp_runs_the_zero_stage_of_its_sharding_strategy(
             f"{BASE} --use-megatron-fsdp --data-parallel-sharding-strategy {strategy}{extra}"
         )
         assert facts.get("parallelism.zero_stage") == stage
+        assert facts.get("parallelism.megatron_fsdp") is True
         assert "parallelism.zero_stage" not in facts.assumed
         source = facts.values["parallelism.zero_stage"].source
         assert source == "job.sh:9 (--data-parallel-sharding-strategy)"
     # the strategy alone, without Megatron-FSDP, shards nothing
     alone = _read(f"{BASE} --data-parallel-sharding-strategy {strategy}")
     assert alone.get("parallelism.zero_stage") == 0
+    assert not alone.has("parallelism.megatron_fsdp")
 
 
 def test_megatron_fsdp_without_a_strategy_takes_the_newest_default_and_says_so() -> None:

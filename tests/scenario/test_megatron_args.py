@@ -231,6 +231,21 @@ def test_fp8_param_gather_without_distributed_optimizer_is_refused() -> None:
     assert "--use-distributed-optimizer" in refused.value.message
 
 
+def test_fp8_param_gather_under_megatron_fsdp_is_taken_at_every_sharding_strategy() -> None:
+    """The assertion passes with ``--use-megatron-fsdp`` whatever it shards
+    (``FP8_PARAM_GATHER_SOURCE``): ``no_shard`` is ZeRO 0 with FP8 weights, and accepted."""
+    flags = "--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather --use-megatron-fsdp"
+    for strategy, stage in (("no_shard", 0), ("optim", 1), ("optim_grads_params", 3)):
+        doc = _small_bf16_gpt(f"{flags} --data-parallel-sharding-strategy {strategy}")
+        assert doc["parallelism"]["megatron_fsdp"] is True
+        parallelism = parse_scenario(doc).parallelism
+        assert (parallelism.zero_stage, parallelism.fp8_param_gather) == (stage, True)
+    plain = _small_bf16_gpt("--use-distributed-optimizer")
+    assert "megatron_fsdp" not in plain["parallelism"]
+    torch_fsdp = _small_bf16_gpt("--use-torch-fsdp2 --use-megatron-fsdp")  # FSDP2 wraps
+    assert "megatron_fsdp" not in torch_fsdp["parallelism"]
+
+
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [

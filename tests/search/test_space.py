@@ -300,6 +300,31 @@ def test_fp8_weights_need_a_sharded_optimizer_under_megatron_lm(framework: str) 
         assert all(e.scenario.parallelism.zero_stage != 0 for e in top)
 
 
+def test_fp8_weights_under_megatron_fsdp_keep_stage_0() -> None:
+    """``--use-megatron-fsdp`` passes Megatron-LM's ``--fp8-param-gather`` assertion at every
+    sharding strategy (``FP8_PARAM_GATHER_SOURCE``): with ``megatron_fsdp`` no candidate is
+    counted under ``fp8_param_gather_needs_sharded_optimizer`` (sweep and full decode), ZeRO-0
+    layouts are timed, and one data-parallel rank keeps stage 0 among its equivalents."""
+    doc = copy.deepcopy(FP8_WEIGHTS)
+    doc["training"] = {"framework": "megatron"}
+    doc["parallelism"]["megatron_fsdp"] = True
+    reason_index = REJECT_REASONS.index("fp8_param_gather_needs_sharded_optimizer")
+    for sub in parse_space(copy.deepcopy(doc)).subspaces:
+        cols, reason = sub.decode(0, sub.size)
+        zero = np.asarray(cols.zero_stage) == 0
+        alone = (np.asarray(cols.data_parallel) * np.asarray(cols.context_parallel)) == 1
+        assert not (reason == reason_index).any()
+        assert (zero & alone & (reason < 0)).any()
+        assert not ((np.asarray(cols.zero_stage) == 1) & alone & (reason < 0)).any()
+    assert (
+        sweep(parse_space(copy.deepcopy(doc))).rejected["fp8_param_gather_needs_sharded_optimizer"]
+        == 0
+    )
+    top = explore(parse_space(copy.deepcopy(doc)), top_k=5, tolerance=None).top
+    assert top
+    assert all(e.scenario.parallelism.megatron_fsdp for e in top)
+
+
 @pytest.mark.parametrize("framework", ["automodel", "megatron"])
 def test_automodel_moe_spaces_refuse_async_tensor_parallelism(framework: str) -> None:
     """NeMo Automodel's MoE parallelizer raises for async tensor parallelism with a

@@ -138,6 +138,8 @@ def _zero_stage(
         strategy, source = earlier
     row = zero_stage_value(args.values, str(strategy))
     fsdp = megatron_fsdp_flag(args.values)
+    if fsdp is not None:
+        facts.set("parallelism.megatron_fsdp", True, args.source(fsdp))
     if fsdp is None or row.arg != fsdp:
         if row.arg:
             facts.set(row.field, row.value, args.source(row.arg))
