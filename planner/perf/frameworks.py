@@ -52,7 +52,9 @@ in ``efficiency_constants.json``):
   FSDP/FSDP2 prefetch the next whole wrapped block (``forward_prefetch``/``backward_prefetch``,
   FSDP2's implicit prefetch) and keep a block unsharded from its recomputed forward through its
   backward (0, False). So does Megatron-FSDP, the ``megatron`` profile's ZeRO-3
-  (``--data-parallel-sharding-strategy optim_grads_params``; megatron-core 0.13.1
+  (``--data-parallel-sharding-strategy optim_grads_params``; its other strategies are read as
+  stages 0-2, ``planner.scenario.megatron_table.MEGATRON_FSDP_STAGES``, and timed as those;
+  megatron-core 0.13.1
   ``distributed/custom_fsdp/fully_sharded_data_parallel.py`` and 0.14.0
   ``distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py``, ``_register_fsdp_hooks``): one unit
   per ``TransformerLayer``, the next unit prefetched (``suggested_communication_unit_size``:

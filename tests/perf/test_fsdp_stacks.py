@@ -17,7 +17,7 @@ from planner.perf.batch import ScenarioArrays
 from planner.perf.engine import link_of
 from planner.perf.frameworks import FRAMEWORK_PROFILES, FrameworkProfile, profile_of
 from planner.perf.parameters import stage_params
-from planner.scenario import parse_scenario
+from planner.scenario import parse_scenario, scenario_document_from_megatron_args
 from planner.specs.scenario import Framework, Scenario
 
 
@@ -226,3 +226,43 @@ def test_megatron_fsdp_gathers_once_for_recompute_and_backward_and_reduces_every
     assert per_microbatch(8) == pytest.approx(per_microbatch(4), rel=1e-6)
     _with(monkeypatch, replace(megatron, zero3_regather_on_recompute=True))
     assert per_microbatch(4) > 1.2 * (units * dense_unit + experts)  # a third gather
+
+
+def test_megatron_fsdp_is_timed_and_sized_as_the_zero_stage_of_its_sharding_strategy() -> None:
+    """A Megatron-LM launch under ``--use-megatron-fsdp`` reads as the ZeRO stage its
+    ``--data-parallel-sharding-strategy`` shards (``MEGATRON_FSDP_STAGES``), and the model
+    works from that stage alone: each strategy predicts what the same stage predicts without
+    Megatron-FSDP (``no_shard`` the plain launch, ``optim`` the distributed optimizer's), the
+    stages' memory falls as each shards one more kind of state, and ``no_shard`` with FP8
+    weights is taken (Megatron-LM accepts it) and keeps one byte less per weight."""
+    base = (
+        "pretrain_gpt.py --num-layers 16 --hidden-size 2048 --num-attention-heads 16 "
+        "--seq-length 2048 --micro-batch-size 1 --global-batch-size 64 --bf16 "
+    )
+
+    def predicted(flags: str, **parallelism: object) -> Any:
+        doc = scenario_document_from_megatron_args(base + flags, num_gpus=8, gpu="h100-sxm")
+        assert doc is not None
+        doc["parallelism"] |= parallelism
+        return predict(parse_scenario(doc))
+
+    fsdp = "--use-megatron-fsdp --data-parallel-sharding-strategy "
+    same_stage = {
+        "no_shard": predicted(""),
+        "optim": predicted("--use-distributed-optimizer"),
+        "optim_grads": predicted("--use-distributed-optimizer", zero_stage=2),
+        "optim_grads_params": predicted("--use-distributed-optimizer", zero_stage=3),
+    }
+    totals = []
+    for strategy, expected in same_stage.items():
+        got = predicted(fsdp + strategy)
+        assert got.iteration_time_s == expected.iteration_time_s
+        assert got.memory == expected.memory
+        states = got.memory.weights_bytes + got.memory.gradients_bytes
+        totals.append(states + got.memory.optimizer_bytes)
+    assert totals == sorted(totals, reverse=True)
+    assert len(set(totals)) == 4
+    fp8 = "--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather " + fsdp + "no_shard"
+    fp8_weights = predicted(fp8)
+    sixteen_bit = predicted(fp8.replace(" --fp8-param-gather", ""))
+    assert fp8_weights.memory.weights_bytes < sixteen_bit.memory.weights_bytes
