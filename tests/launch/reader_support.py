@@ -11,6 +11,17 @@ from planner.launch.types import Facts, Invocation, Launch, MemoryFiles
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "launch"
 
+MEGATRON_FSDP_STRATEGY_STAGES = (
+    ("no_shard", 0),
+    ("optim", 1),
+    ("optim_grads", 2),
+    ("optim_grads_params", 3),
+)
+"""Megatron-FSDP's sharding strategies and the ZeRO stage each runs, as its
+``ParamAndGradBuffer`` distributes nothing, the main weights (with the optimizer states on
+them), those and the gradients, or those and the model weights (NVIDIA/Megatron-LM
+``megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py`` @ core_v0.15.0)."""
+
 _ALLOCATION_FIELDS = ("hardware.num_gpus", "hardware.gpus_per_node", "launch.num_nodes")
 
 

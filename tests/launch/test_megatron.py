@@ -431,10 +431,7 @@ def test_tp_comm_overlap_without_sequence_parallel_is_refused_not_timed(
         assert str(prediction["error"]).startswith(expected)
 
 
-@pytest.mark.parametrize(
-    ("strategy", "stage"),
-    [("no_shard", 0), ("optim", 1), ("optim_grads", 2), ("optim_grads_params", 3)],
-)
+@pytest.mark.parametrize(("strategy", "stage"), support.MEGATRON_FSDP_STRATEGY_STAGES)
 def test_megatron_fsdp_runs_the_zero_stage_of_its_sharding_strategy(
     strategy: str, stage: int
 ) -> None:

@@ -301,3 +301,46 @@ def test_a_deleted_key_keeps_the_recipe_functions_value() -> None:
     )
     assert field.get("parallelism.precision") == "bf16"
     assert not field.has("parallelism.fp8_recipe")
+
+
+@pytest.mark.parametrize(("strategy", "stage"), support.MEGATRON_FSDP_STRATEGY_STAGES)
+def test_megatron_fsdp_runs_the_zero_stage_of_its_sharding_strategy(
+    strategy: str, stage: int
+) -> None:
+    for flag in ("ddp.use_megatron_fsdp=true", "dist.use_megatron_fsdp=true"):
+        facts = _read(_example(flag, f"ddp.data_parallel_sharding_strategy={strategy}"))
+        assert facts.get("parallelism.zero_stage") == stage
+        assert facts.get("parallelism.megatron_fsdp") is True
+        assert "parallelism.zero_stage" not in facts.assumed
+    # the strategy alone, without Megatron-FSDP, leaves the distributed optimizer's stage
+    alone = _read(_example(f"ddp.data_parallel_sharding_strategy={strategy}"))
+    assert not alone.has("parallelism.zero_stage")
+    assert not alone.has("parallelism.megatron_fsdp")
+
+
+def test_megatron_fsdp_takes_the_recipes_strategy_else_megatron_cores_default() -> None:
+    # the Llama recipes set none: Megatron-Core's DistributedDataParallelConfig default, no_shard
+    llama = _read(_example("ddp.use_megatron_fsdp=true"))
+    assert llama.get("parallelism.zero_stage") == 0
+    assert "parallelism.zero_stage" in llama.assumed
+    assert "distributed_data_parallel_config.py" in llama.values["parallelism.zero_stage"].source
+    assert any("default no_shard assumed (ZeRO 0)" in note for note in llama.notes)
+    # _qwen3_common sets optim_grads_params
+    qwen = _read(_runner("qwen3_8b_pretrain_config", "ddp.use_megatron_fsdp=true"))
+    assert qwen.get("parallelism.zero_stage") == 3
+    assert "catalog:qwen3_8b_pretrain_config" in qwen.values["parallelism.zero_stage"].source
+    assert not _read(_runner("qwen3_8b_pretrain_config")).has("parallelism.megatron_fsdp")
+    bad = _read(_example("ddp.use_megatron_fsdp=true", "ddp.data_parallel_sharding_strategy=full"))
+    assert bad.get("parallelism.zero_stage") == 0
+    assert any("'full' is not one of Megatron-FSDP's" in note for note in bad.notes)
+
+
+def test_megatron_fsdp_from_the_config_file() -> None:
+    facts = _read(_example("--config-file", "configs/fsdp_optim.yaml"))
+    assert facts.get("parallelism.zero_stage") == 1
+    assert facts.values["parallelism.zero_stage"].source.startswith("fsdp_optim.yaml:")
+    assert facts.values["parallelism.megatron_fsdp"].source.startswith("fsdp_optim.yaml:")
+    over = _read(
+        _example("--config-file", "configs/fsdp_optim.yaml", "dist.use_megatron_fsdp=false")
+    )
+    assert not over.has("parallelism.megatron_fsdp")

@@ -23,6 +23,10 @@ A name on the command line or in the YAML replaces the whole config; a key under
 refused by Hydra (noted); a recipe function that builds its config (``bf16_mixed()``) has its
 fields edited key by key.
 
+Megatron-FSDP (``ddp.use_megatron_fsdp`` or ``dist.use_megatron_fsdp``) runs the ZeRO stage of
+``ddp.data_parallel_sharding_strategy``: the merged config's, else the recipe function's (the
+catalog's ``ddp_sharding_strategy``), else Megatron-Core's default, ``no_shard`` (stage 0).
+
 A job that runs the script several times (a sweep of layouts) is described by its first run;
 the others are noted.
 """
@@ -48,7 +52,12 @@ from planner.launch.readers.nemo_common import (
 from planner.launch.readers.nemo_hydra import HydraConfig, Resolved, split_override
 from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
-from planner.scenario.megatron_table import FP8_RECIPES, block_recompute_layers, cuda_graphs_of
+from planner.scenario.megatron_table import (
+    FP8_RECIPES,
+    MEGATRON_FSDP_STAGES,
+    block_recompute_layers,
+    cuda_graphs_of,
+)
 
 __all__ = [
     "READER",
@@ -329,6 +338,9 @@ def _load_recipe(name: str, run: _Run, facts: Facts | None) -> None:
     else:
         run.function.append(("mixed_precision", precision, source))
     run.function.append(("tokenizer.tokenizer_type", entry.get("tokenizer"), source))
+    strategy = mapping_of(_section("ddp_sharding_strategy").get("recipes")).get(name)
+    if strategy is not None:
+        run.function.append(("ddp.data_parallel_sharding_strategy", strategy, source))
     for dotted, value, cite in run.function:
         run.config.set(dotted, value, cite)
 
@@ -470,6 +482,48 @@ def config_facts(config: HydraConfig, facts: Facts) -> None:
     _cuda_graphs(config, facts)
     _offloading(config, facts)
     _recompute(config, facts)
+    _megatron_fsdp(config, facts)
+
+
+def _megatron_fsdp(config: HydraConfig, facts: Facts) -> None:
+    """Under Megatron-FSDP (``ddp.use_megatron_fsdp`` or ``dist.use_megatron_fsdp``: the
+    ``ConfigContainer`` turns both on when either is, ``training/config.py``),
+    ``parallelism.megatron_fsdp`` and ``parallelism.zero_stage``, the stage of
+    ``ddp.data_parallel_sharding_strategy`` (``MEGATRON_FSDP_STAGES``): the config's, else
+    Megatron-Core's default (``no_shard``, assumed and noted). Without it the layout keeps the
+    scenario's default stage, the distributed optimizer the recipes set."""
+    found = next(
+        (
+            f
+            for f in map(config.lookup, ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp"))
+            if f is not None and f.value is True
+        ),
+        None,
+    )
+    if found is None:
+        return
+    facts.set("parallelism.megatron_fsdp", True, found.source)
+    strategy = config.lookup("ddp.data_parallel_sharding_strategy")
+    if strategy is not None and strategy.value in MEGATRON_FSDP_STAGES:
+        stage = MEGATRON_FSDP_STAGES[str(strategy.value)]
+        facts.set("parallelism.zero_stage", stage, strategy.source)
+        return
+    default = mapping_of(_section("ddp_sharding_strategy").get("default"))
+    value = str(default.get("value"))
+    if strategy is not None and strategy.value is not None:
+        facts.note(
+            f"ddp.data_parallel_sharding_strategy {strategy.value!r} is not one of "
+            f"Megatron-FSDP's ({', '.join(MEGATRON_FSDP_STAGES)}; it raises ValueError)"
+        )
+    facts.note(
+        f"Megatron-FSDP without a data_parallel_sharding_strategy: Megatron-Core's default "
+        f"{value} assumed (ZeRO {MEGATRON_FSDP_STAGES[value]})"
+    )
+    facts.default(
+        "parallelism.zero_stage",
+        MEGATRON_FSDP_STAGES[value],
+        f"{found.source}; {value}: default of {default.get('source')}",
+    )
 
 
 def _recompute(config: HydraConfig, facts: Facts) -> None:
