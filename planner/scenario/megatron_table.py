@@ -34,6 +34,7 @@ __all__ = [
     "block_recompute_layers",
     "cuda_graph_values",
     "cuda_graphs_of",
+    "ddp_sharding_strategy_default",
     "fp8_recipe",
     "grad_reduce_in_bf16_ignored",
     "gradient_reduction_values",
@@ -722,6 +723,22 @@ def sharding_strategy_default() -> str:
             "defaults.megatron_lm.data_parallel_sharding_strategy must be a sharding strategy",
         )
     return str(node)
+
+
+def ddp_sharding_strategy_default() -> tuple[str, str]:
+    """Megatron-Core's ``DistributedDataParallelConfig.data_parallel_sharding_strategy``
+    default, which Megatron-Bridge and NeMo 2.0 configs keep unless they set it, and where it
+    is defined (``planner/launch/data/megatron.yaml``, ``ddp_config_defaults``)."""
+    node: object = load_data("megatron.yaml")
+    for key in ("ddp_config_defaults", "data_parallel_sharding_strategy"):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    value = node.get("value") if isinstance(node, Mapping) else None
+    if value not in MEGATRON_FSDP_STAGES or not isinstance(node, Mapping):
+        raise SpecError(
+            "planner/launch/data/megatron.yaml",
+            "ddp_config_defaults.data_parallel_sharding_strategy must be a sharding strategy",
+        )
+    return str(value), str(node.get("source", ""))
 
 
 def zero_stage_value(args: Args, default_strategy: str) -> ArgValue:

@@ -501,3 +501,42 @@ def test_nemo1_batch_script_end_to_end() -> None:
     assert description.described_by == "nemo1"
     assert description.scenario["model"]["num_layers"] == 16
     assert description.launch["gradient_accumulation"] == 8
+
+
+@pytest.mark.parametrize(("strategy", "stage"), support.MEGATRON_FSDP_STRATEGY_STAGES)
+def test_nemo2_megatron_fsdp_runs_the_zero_stage_of_its_sharding_strategy(
+    strategy: str, stage: int
+) -> None:
+    override = f"trainer.strategy.ddp.data_parallel_sharding_strategy={strategy}"
+    for flag in ("trainer.strategy.fsdp=megatron", "trainer.strategy.ddp.use_megatron_fsdp=True"):
+        facts = _read(NEMO2_READER, _nemo("pretrain", "--factory", "mixtral_8x7b", flag, override))
+        assert facts.get("parallelism.zero_stage") == stage
+        assert facts.get("parallelism.megatron_fsdp") is True
+        assert facts.values["parallelism.zero_stage"].source == f"override: {override}"
+    # the strategy alone, without Megatron-FSDP, leaves the distributed optimizer's stage
+    alone = _read(NEMO2_READER, _nemo("pretrain", "--factory", "mixtral_8x7b", override))
+    assert not alone.has("parallelism.zero_stage")
+    assert not alone.has("parallelism.megatron_fsdp")
+
+
+def test_nemo2_megatron_fsdp_takes_the_recipes_strategy_else_megatron_cores_default() -> None:
+    fsdp = "trainer.strategy.fsdp=megatron"
+    # llama3_8b's trainer() (and the 16k one, which calls it) sets optim_grads_params
+    for recipe in ("llama3_8b", "llama3_8b_16k", "qwen3_8b"):
+        facts = _read(NEMO2_READER, _nemo("pretrain", "--factory", recipe, fsdp))
+        assert facts.get("parallelism.zero_stage") == 3
+        assert f"catalog:{recipe}" in facts.values["parallelism.zero_stage"].source
+    # mixtral_8x7b's sets none, nor does finetune_default.py: Megatron-Core's no_shard
+    for command, recipe in (("pretrain", "mixtral_8x7b"), ("finetune", "llama3_8b")):
+        facts = _read(NEMO2_READER, _nemo(command, "--factory", recipe, fsdp))
+        assert facts.get("parallelism.zero_stage") == 0
+        assert "parallelism.zero_stage" in facts.assumed
+        assert (
+            "distributed_data_parallel_config.py" in facts.values["parallelism.zero_stage"].source
+        )
+        assert any("default no_shard assumed (ZeRO 0)" in note for note in facts.notes)
+    torch_fsdp = _read(
+        NEMO2_READER, _nemo("pretrain", "-f", "llama3_8b", "trainer.strategy.fsdp=pytorch")
+    )
+    assert not torch_fsdp.has("parallelism.megatron_fsdp")
+    assert any("NotImplementedError" in note for note in torch_fsdp.notes)

@@ -25,7 +25,8 @@ fields edited key by key.
 
 Megatron-FSDP (``ddp.use_megatron_fsdp`` or ``dist.use_megatron_fsdp``) runs the ZeRO stage of
 ``ddp.data_parallel_sharding_strategy``: the merged config's, else the recipe function's (the
-catalog's ``ddp_sharding_strategy``), else Megatron-Core's default, ``no_shard`` (stage 0).
+catalog's ``ddp_sharding_strategy``), else Megatron-Core's default, ``no_shard`` (stage 0):
+``planner.launch.readers.nemo_common.megatron_fsdp_facts``.
 
 A job that runs the script several times (a sweep of layouts) is described by its first run;
 the others are noted.
@@ -45,6 +46,7 @@ from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
 from planner.launch.readers.nemo_common import (
     fp16_base_note,
+    megatron_fsdp_facts,
     moe_routing_keys,
     sixteen_bit_layers_note,
     unexpanded,
@@ -54,7 +56,6 @@ from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
 from planner.scenario.megatron_table import (
     FP8_RECIPES,
-    MEGATRON_FSDP_STAGES,
     block_recompute_layers,
     cuda_graphs_of,
 )
@@ -487,10 +488,9 @@ def config_facts(config: HydraConfig, facts: Facts) -> None:
 
 def _megatron_fsdp(config: HydraConfig, facts: Facts) -> None:
     """Under Megatron-FSDP (``ddp.use_megatron_fsdp`` or ``dist.use_megatron_fsdp``: the
-    ``ConfigContainer`` turns both on when either is, ``training/config.py``),
-    ``parallelism.megatron_fsdp`` and ``parallelism.zero_stage``, the stage of
-    ``ddp.data_parallel_sharding_strategy`` (``MEGATRON_FSDP_STAGES``): the config's, else
-    Megatron-Core's default (``no_shard``, assumed and noted). Without it the layout keeps the
+    ``ConfigContainer`` turns both on when either is, ``training/config.py``), its ZeRO stage
+    (``megatron_fsdp_facts``) from ``ddp.data_parallel_sharding_strategy``: the merged
+    config's or the recipe's, else Megatron-Core's default. Without it the layout keeps the
     scenario's default stage, the distributed optimizer the recipes set."""
     found = next(
         (
@@ -502,28 +502,11 @@ def _megatron_fsdp(config: HydraConfig, facts: Facts) -> None:
     )
     if found is None:
         return
-    facts.set("parallelism.megatron_fsdp", True, found.source)
     strategy = config.lookup("ddp.data_parallel_sharding_strategy")
-    if strategy is not None and strategy.value in MEGATRON_FSDP_STAGES:
-        stage = MEGATRON_FSDP_STAGES[str(strategy.value)]
-        facts.set("parallelism.zero_stage", stage, strategy.source)
-        return
-    default = mapping_of(_section("ddp_sharding_strategy").get("default"))
-    value = str(default.get("value"))
-    if strategy is not None and strategy.value is not None:
-        facts.note(
-            f"ddp.data_parallel_sharding_strategy {strategy.value!r} is not one of "
-            f"Megatron-FSDP's ({', '.join(MEGATRON_FSDP_STAGES)}; it raises ValueError)"
-        )
-    facts.note(
-        f"Megatron-FSDP without a data_parallel_sharding_strategy: Megatron-Core's default "
-        f"{value} assumed (ZeRO {MEGATRON_FSDP_STAGES[value]})"
-    )
-    facts.default(
-        "parallelism.zero_stage",
-        MEGATRON_FSDP_STAGES[value],
-        f"{found.source}; {value}: default of {default.get('source')}",
-    )
+    if strategy is None:
+        megatron_fsdp_facts(facts, found.source, None, "")
+    else:
+        megatron_fsdp_facts(facts, found.source, strategy.value, strategy.source)
 
 
 def _recompute(config: HydraConfig, facts: Facts) -> None:

@@ -14,6 +14,9 @@ launches whatever the scheduler allocated); the vocabulary is the data module's 
 ``MockDataModule`` without one builds the Megatron GPT2BPETokenizer (50257), padded to a multiple
 of 128 x TP (``nemo/lightning/base.py`` ``get_vocab_size``), unless the model config presets
 ``vocab_size`` (kept as is). Fine-tuning uses the model's own Hugging Face tokenizer.
+Megatron-FSDP (``trainer.strategy.fsdp=megatron``) runs the ZeRO stage of the DDP config's
+``data_parallel_sharding_strategy``: the override's, the recipe trainer's (the catalog's
+``ddp_sharding_strategy``), else Megatron-Core's default ``no_shard``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from planner.launch.configs import split_options
 from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
 from planner.launch.readers.nemo2_values import (
+    SHARDING_STRATEGY,
     RecipeValues,
     catalog,
     commit,
@@ -37,6 +41,7 @@ from planner.launch.readers.nemo2_values import (
 )
 from planner.launch.readers.nemo_common import (
     fp16_base_note,
+    megatron_fsdp_facts,
     moe_routing_keys,
     padded_vocab,
     sixteen_bit_layers_note,
@@ -361,6 +366,7 @@ def _to_facts(values: RecipeValues, command: str, facts: Facts) -> None:
         if targets is not None:
             facts.set("training.lora_targets", targets.value, targets.source)
     _derived_model(facts)
+    _megatron_fsdp(settings, facts)
     _precision(settings, facts)
     _vocab(values, facts)
     nodes = settings.get("trainer.num_nodes")
@@ -385,6 +391,32 @@ def _to_facts(values: RecipeValues, command: str, facts: Facts) -> None:
             f"model.config.seq_length {model_seq.value} differs from data.seq_length "
             f"{data_seq.value}; the data module's length is what is trained"
         )
+
+
+def _megatron_fsdp(settings: Mapping[str, Sourced], facts: Facts) -> None:
+    """Under Megatron-FSDP (``trainer.strategy.fsdp='megatron'``, or the DDP config's
+    ``use_megatron_fsdp`` / ``use_custom_fsdp``, from which ``MegatronStrategy`` sets it:
+    nemo/lightning/pytorch/strategies/megatron_strategy.py), its ZeRO stage
+    (``megatron_fsdp_facts``) from ``trainer.strategy.ddp.data_parallel_sharding_strategy``:
+    the override's or the recipe's, else Megatron-Core's default. ``fsdp='pytorch'`` is noted
+    (``MegatronStrategy`` raises NotImplementedError)."""
+    fsdp = settings.get("trainer.strategy.fsdp")
+    if fsdp is not None and fsdp.value == "pytorch":
+        facts.note(
+            f"trainer.strategy.fsdp='pytorch' ({fsdp.source}): MegatronStrategy raises "
+            "NotImplementedError (PyTorch FSDP2 is not supported with MegatronParallel)"
+        )
+    flags = ("trainer.strategy.ddp.use_megatron_fsdp", "trainer.strategy.ddp.use_custom_fsdp")
+    found = next((settings[k] for k in flags if k in settings and settings[k].value is True), None)
+    if fsdp is not None and fsdp.value == "megatron":
+        found = fsdp
+    if found is None:
+        return
+    strategy = settings.get(SHARDING_STRATEGY)
+    if strategy is None:
+        megatron_fsdp_facts(facts, found.source, None, "")
+    else:
+        megatron_fsdp_facts(facts, found.source, strategy.value, strategy.source)
 
 
 def _derived_model(facts: Facts) -> None:

@@ -15,6 +15,7 @@ from planner.launch.values import mapping_of
 
 __all__ = [
     "FACTORY_ARGS",
+    "SHARDING_STRATEGY",
     "RecipeValues",
     "catalog",
     "commit",
@@ -44,6 +45,10 @@ FACTORY_ARGS = {
 subset their ``factory_args`` list)."""
 
 _IGNORED_ARGS = frozenset({"dir", "name", "fn"})
+
+
+SHARDING_STRATEGY = "trainer.strategy.ddp.data_parallel_sharding_strategy"
+"""The setting holding Megatron-FSDP's sharding strategy."""
 
 
 def catalog() -> Mapping[str, object]:
@@ -162,6 +167,9 @@ def pretrain_values(
     values.put(mapping_of(recipe.get("strategy")), "trainer.strategy", source)
     values.put(mapping_of(recipe.get("data")), "data", source)
     values.settings["trainer.plugins.precision"] = Sourced(recipe.get("precision"), source)
+    strategy = mapping_of(_section("ddp_sharding_strategy").get("recipes")).get(name)
+    if strategy is not None:
+        values.settings[SHARDING_STRATEGY] = Sourced(strategy, source)
     if recipe.get("recompute"):
         values.settings["model.config.recompute_granularity"] = Sourced(
             recipe.get("recompute"), source

@@ -1,6 +1,6 @@
 """What the NeMo 1.0, NeMo 2.0 and Megatron-Bridge readers share: the Megatron vocabulary
 padding, precision names and notes (the fp16-base note the Megatron-LM readers take too),
-activation names and the MoE routing knobs."""
+activation names, the MoE routing knobs and Megatron-FSDP's ZeRO stage."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import math
 import re
 
 from planner.launch.types import Facts
+from planner.scenario.megatron_table import MEGATRON_FSDP_STAGES, ddp_sharding_strategy_default
 
 __all__ = [
     "MOE_ROUTING_KNOBS",
     "fp16_base_note",
+    "megatron_fsdp_facts",
     "moe_routing_keys",
     "padded_vocab",
     "precision_of_trainer",
@@ -143,3 +145,27 @@ def set_activation(facts: Facts, value: object, source: str) -> None:
         facts.note(f"activation {value!r}: not one the planner models; left at its default")
         return
     facts.set("model.activation", name, source)
+
+
+def megatron_fsdp_facts(facts: Facts, on: str, strategy: object, strategy_source: str) -> None:
+    """Megatron-FSDP, turned on where ``on`` says: ``parallelism.megatron_fsdp`` and
+    ``parallelism.zero_stage``, the stage of the DDP config's ``data_parallel_sharding_strategy``
+    ``strategy`` (``MEGATRON_FSDP_STAGES``) from ``strategy_source``. None (unset) or a name
+    Megatron-FSDP does not know (it raises ``ValueError``, noted) takes Megatron-Core's
+    ``DistributedDataParallelConfig`` default, assumed and noted."""
+    facts.set("parallelism.megatron_fsdp", True, on)
+    if isinstance(strategy, str) and strategy in MEGATRON_FSDP_STAGES:
+        facts.set("parallelism.zero_stage", MEGATRON_FSDP_STAGES[strategy], strategy_source)
+        return
+    value, source = ddp_sharding_strategy_default()
+    if strategy is not None:
+        facts.note(
+            f"data_parallel_sharding_strategy {strategy!r} ({strategy_source}) is not one of "
+            f"Megatron-FSDP's ({', '.join(MEGATRON_FSDP_STAGES)}; it raises ValueError)"
+        )
+    stage = MEGATRON_FSDP_STAGES[value]
+    facts.note(
+        f"Megatron-FSDP without a data_parallel_sharding_strategy: Megatron-Core's default "
+        f"{value} assumed (ZeRO {stage})"
+    )
+    facts.default("parallelism.zero_stage", stage, f"{on}; {value}: default of {source}")
