@@ -47,7 +47,10 @@ How a row becomes a scenario:
   is the alternate's (25.09 GB200 Llama3 70B: GBS 128, DP 8, GA 16: micro-batch 1, the
   ``fp8_mx`` perf-matrix entry's ``mbs: 1`` at ``v0.1.0rc3``); sequence parallel when
   tp > 1; "DDP (FSDP=0)" is Megatron's distributed optimizer (``zero_stage`` 1, the recipes'
-  ``use_distributed_optimizer``), Megatron-FSDP is ``zero_stage`` 3. When the layers do not
+  ``use_distributed_optimizer``), Megatron-FSDP is ``megatron_fsdp`` at ``zero_stage`` 3 (the
+  performance scripts' ``set_megatron_fsdp_overrides`` sets ``data_parallel_sharding_strategy =
+  "optim_grads_params"``, ``scripts/performance/utils/helpers.py`` @ ``v0.1.0rc3`` and
+  ``v0.2.0``). When the layers do not
   divide over ``pp·vp`` the embedding and the loss count as layers (the README's note on these
   recipes).
 * **what each container's performance scripts set** (``RECIPE_KNOBS``, per release, preset and
@@ -449,6 +452,7 @@ def convert_bridge(run: PublishedRun) -> Case:
         run,
         sequence_parallel=tp > 1,
         zero_stage=3 if fsdp else 1,
+        **({"megatron_fsdp": True} if fsdp else {}),
         **precision,
         **extra,
         **micro_batch,

@@ -289,6 +289,7 @@ def test_megatron_fsdp_rows_offload_activations_and_keep_fp8_weights() -> None:
     fsdp = convert_bridge(_run(config, 1994, **fields))
     par = fsdp.document["parallelism"]
     assert (par["zero_stage"], par["activation_offload_layers"]) == (3, 40)
+    assert par["megatron_fsdp"] is True  # the scripts' optim_grads_params
     assert par["fp8_param_gather"] is True
     assert any("offloaded" in a for a in fsdp.assumptions)
     scenario = parse_scenario(fsdp.document)
@@ -300,6 +301,7 @@ def test_megatron_fsdp_rows_offload_activations_and_keep_fp8_weights() -> None:
     ddp = {**fields, "zero_stage": "DDP (FSDP=0)", "tp": "2", "pp": "4", "vp": "5"}
     pipelined = convert_bridge(_run(config.replace("tp1pp1cp1vp1", "tp2pp4cp1vp5"), 1, **ddp))
     assert "activation_offload_layers" not in pipelined.document["parallelism"]
+    assert "megatron_fsdp" not in pipelined.document["parallelism"]
     mx = _llama(
         "mb_25.11_Pre-Training_DGX-GB300_LLAMA3_8B_8_FP8-MX_128_tp1pp1cp1vpn/aep1_alt",
         36108,
