@@ -373,3 +373,35 @@ def test_only_the_head_is_read() -> None:
     padding = "step 1 | loss 2.0\n" * (LOG_HEAD_CHARS // 18 + 10)
     assert not witness_facts(padding + _log("megatron_lm.log")).values
     assert witness_facts(_log("megatron_lm.log") + padding).values
+
+
+def test_megatron_fsdps_printed_sharding_strategy_replaces_the_assumed_default() -> None:
+    """A launch with ``--use-megatron-fsdp`` and no strategy is read at the newest default
+    (``optim_grads_params``, ZeRO 3, assumed); the argument dump prints the strategy the run
+    resolved (here ``no_shard``, the default before Megatron Core 0.18), which is ZeRO 0."""
+    lines = _log("megatron_lm.log").splitlines(keepends=True)
+    at = {line.split()[0]: i for i, line in enumerate(lines) if line.startswith("  ")}
+    lines.insert(at["use_distributed_optimizer"] + 1, f"  use_megatron_fsdp {'.' * 32} True\n")
+    lines.insert(
+        at["data_parallel_size"] + 1, f"  data_parallel_sharding_strategy {'.' * 18} no_shard\n"
+    )
+    log = "".join(lines)
+    launch = Launch(batch_script=SCRIPT.format(extra="--use-megatron-fsdp"), work_dir="/jobs/mlm")
+    assert (
+        describe_launch(launch, MemoryFiles(), predict=False).scenario["parallelism"]["zero_stage"]
+        == 3
+    )
+    witnessed = describe_launch(
+        Launch(batch_script=launch.batch_script, work_dir="/jobs/mlm", log_text=log),
+        MemoryFiles(),
+        predict=False,
+    )
+    assert witnessed.scenario["parallelism"]["zero_stage"] == 0
+    assert witnessed.scenario["parallelism"]["megatron_fsdp"] is True
+    assert witnessed.provenance["parallelism.zero_stage"].startswith("log:")
+    assert (
+        "data_parallel_sharding_strategy"
+        in log.splitlines()[
+            int(witnessed.provenance["parallelism.zero_stage"].removeprefix("log:").split()[0]) - 1
+        ]
+    )
