@@ -12,13 +12,13 @@ Megatron's own defaults apply where the scenario format's defaults differ: tied 
 ``--untie-embeddings-and-output-weights``, no distributed optimizer (ZeRO 0) unless
 ``--use-distributed-optimizer`` (ZeRO 1) or FSDP (``--use-torch-fsdp2``: ZeRO 3; Megatron-FSDP,
 ``--use-megatron-fsdp``: the stage of its ``--data-parallel-sharding-strategy``, unset the newest
-Megatron-LM default, ``optim_grads_params``, as the Megatron-LM launch reader reads them when the
-launch names no release), no sequence parallel unless
-``--sequence-parallel``, ``num_query_groups`` only with ``--group-query-attention``. Uneven pipeline
-stages (``--pipeline-model-parallel-layout``, ``--decoder-first/last-pipeline-num-layers``,
-``--account-for-embedding/loss-in-pipeline-split``) and MoE parallel folding
-(``--expert-tensor-parallel-size``) become the scenario fields of the same names, as does
-``--fp8-param-gather`` under an FP8 or MXFP8 precision.
+Megatron-LM default, ``optim_grads_params``, or ``no_shard`` under ``--use-custom-fsdp``, its name
+in core 0.12-0.13, as the Megatron-LM launch reader reads them when the launch names no release),
+no sequence parallel unless ``--sequence-parallel``, ``num_query_groups`` only with
+``--group-query-attention``. Uneven pipeline stages (``--pipeline-model-parallel-layout``,
+``--decoder-first/last-pipeline-num-layers``, ``--account-for-embedding/loss-in-pipeline-split``)
+and MoE parallel folding (``--expert-tensor-parallel-size``) become the scenario fields of the
+same names, as does ``--fp8-param-gather`` under an FP8 or MXFP8 precision.
 """
 
 from __future__ import annotations
@@ -291,7 +291,7 @@ def scenario_document_from_megatron_args(
         "sequence_parallel": args.get("sequence-parallel") is True and tp > 1,
         "micro_batch_size": micro_batch,
         "precision": precision.value if precision is not None else "bf16",
-        "zero_stage": zero_stage_value(args, sharding_strategy_default()).value,
+        "zero_stage": zero_stage_value(args, sharding_strategy_default(args)).value,
     }
     if megatron_fsdp_flag(args) is not None:
         parallelism["megatron_fsdp"] = True

@@ -710,17 +710,21 @@ def megatron_fsdp_flag(args: Args) -> str | None:
     return next((f for f in ("use-megatron-fsdp", "use-custom-fsdp") if args.get(f) is True), None)
 
 
-def sharding_strategy_default() -> str:
-    """``--data-parallel-sharding-strategy``'s default at the commit of
-    ``planner/launch/data/megatron.yaml`` (``defaults.megatron_lm``; the earlier releases'
-    default is that file's ``release_defaults``)."""
-    node: object = load_data("megatron.yaml")
-    for key in ("defaults", "megatron_lm", "data_parallel_sharding_strategy", "value"):
+def sharding_strategy_default(args: Args) -> str:
+    """``--data-parallel-sharding-strategy``'s default for ``args``: the one of
+    ``planner/launch/data/megatron.yaml``'s commit (``defaults.megatron_lm``), or under
+    ``--use-custom-fsdp``, a name only core_v0.12.0-0.13.x take, those releases' (the file's
+    ``release_defaults`` ``earlier``)."""
+    data = load_data("megatron.yaml")
+    path = ("defaults", "megatron_lm", "data_parallel_sharding_strategy", "value")
+    if megatron_fsdp_flag(args) == "use-custom-fsdp":
+        path = ("release_defaults", "megatron_lm", "data_parallel_sharding_strategy", "earlier")
+    node: object = data
+    for key in path:
         node = node.get(key) if isinstance(node, Mapping) else None
     if node not in MEGATRON_FSDP_STAGES:
         raise SpecError(
-            "planner/launch/data/megatron.yaml",
-            "defaults.megatron_lm.data_parallel_sharding_strategy must be a sharding strategy",
+            "planner/launch/data/megatron.yaml", f"{'.'.join(path)} must be a sharding strategy"
         )
     return str(node)
 

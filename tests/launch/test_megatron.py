@@ -454,15 +454,20 @@ def test_megatron_fsdp_runs_the_zero_stage_of_its_sharding_strategy(
 
 
 def test_megatron_fsdp_without_a_strategy_takes_the_newest_default_and_says_so() -> None:
-    for flag in ("--use-megatron-fsdp", "--use-custom-fsdp --use-distributed-optimizer"):
-        facts = _read(f"{BASE} {flag}")
-        assert facts.get("parallelism.zero_stage") == 3  # optim_grads_params since core 0.18.0
-        assert "parallelism.zero_stage" in facts.assumed
-        assert "optim_grads_params" in facts.values["parallelism.zero_stage"].source
-        assert any(
-            "optim_grads_params assumed (ZeRO 3)" in note and "newest release" in note
-            for note in facts.notes
-        )
+    facts = _read(f"{BASE} --use-megatron-fsdp")
+    assert facts.get("parallelism.zero_stage") == 3  # optim_grads_params since core 0.18.0
+    assert "parallelism.zero_stage" in facts.assumed
+    assert "optim_grads_params" in facts.values["parallelism.zero_stage"].source
+    assert any(
+        "optim_grads_params assumed (ZeRO 3)" in note and "newest release" in note
+        for note in facts.notes
+    )
+    # --use-custom-fsdp, the name argparse takes at core 0.12-0.13 only: their no_shard
+    custom = _read(f"{BASE} --use-custom-fsdp --use-distributed-optimizer")
+    assert custom.get("parallelism.zero_stage") == 0
+    assert custom.get("parallelism.megatron_fsdp") is True
+    assert "core_v0.17.1" in custom.values["parallelism.zero_stage"].source
+    assert any("no_shard assumed (ZeRO 0)" in note for note in custom.notes)
     bad = _read(f"{BASE} --use-megatron-fsdp --data-parallel-sharding-strategy full")
     assert bad.get("parallelism.zero_stage") == 3
     assert any("full is not one of Megatron-LM's choices" in note for note in bad.notes)

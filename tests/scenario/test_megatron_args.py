@@ -208,7 +208,7 @@ def test_fp8_param_gather_flag_under_fp8_only() -> None:
             1,
         ),
         ("--use-megatron-fsdp", 3),  # the newest default, optim_grads_params
-        ("--use-custom-fsdp --use-distributed-optimizer", 3),  # its core 0.12-0.13 name
+        ("--use-custom-fsdp --use-distributed-optimizer", 0),  # core 0.12-0.13: no_shard
         ("--data-parallel-sharding-strategy optim_grads_params", 0),  # no FSDP: no sharding
         ("--use-torch-fsdp2", 3),
     ],

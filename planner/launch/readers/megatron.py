@@ -17,8 +17,8 @@ line in the launch), a default of Megatron-LM (the data file names the file defi
   ``--use-custom-fsdp``) the stage its ``--data-parallel-sharding-strategy`` shards
   (``no_shard`` 0, ``optim`` 1, ``optim_grads`` 2, ``optim_grads_params`` 3; unset: the
   default of the NeMo Framework container the launch runs in, ``no_shard`` before Megatron
-  Core 0.18.0, else the newest, ``optim_grads_params``); ``--use-distributed-optimizer`` 1;
-  else 0.
+  Core 0.18.0, as under ``--use-custom-fsdp``, else the newest, ``optim_grads_params``);
+  ``--use-distributed-optimizer`` 1; else 0.
 * ``--yaml-cfg FILE``: Megatron then ignores every other argument and reads all of them from
   the YAML (keys are argparse names; ``language_model`` and ``model_parallel`` sections),
   completing it as ``megatron/training/yaml_arguments.py`` ``validate_yaml`` does.
@@ -37,6 +37,7 @@ from planner.launch.readers.megatron_common import (
     ArgSource,
     Defaults,
     defaults_of,
+    earlier_default,
     has_model_flags,
     read_batch,
     read_precision,
@@ -132,12 +133,14 @@ def _zero_stage(
     default of the NeMo Framework container ``release`` the launch runs in (``no_shard``
     before Megatron Core 0.18.0), else the newest (``optim_grads_params``)."""
     key = "data_parallel_sharding_strategy"
+    fsdp = megatron_fsdp_flag(args.values)
     strategy, source = defaults.value(key), defaults.source(key)
     earlier = release_default("megatron_lm", key, release[0]) if release else None
+    if fsdp == "use-custom-fsdp":  # argparse knows the name at core_v0.12.0-0.13.x only
+        earlier = earlier_default("megatron_lm", key, "--use-custom-fsdp names core 0.12-0.13")
     if earlier is not None:
         strategy, source = earlier
     row = zero_stage_value(args.values, str(strategy))
-    fsdp = megatron_fsdp_flag(args.values)
     if fsdp is not None:
         facts.set("parallelism.megatron_fsdp", True, args.source(fsdp))
     if fsdp is None or row.arg != fsdp:
@@ -147,7 +150,9 @@ def _zero_stage(
             defaults.apply(facts, row.field, "use_distributed_optimizer", row.value)
         return
     where = (
-        f"the NeMo Framework container {release[0]} ({release[1]})"
+        "core 0.12-0.13, the releases that take --use-custom-fsdp"
+        if fsdp == "use-custom-fsdp"
+        else f"the NeMo Framework container {release[0]} ({release[1]})"
         if release
         else "the newest release (the launch names none)"
     )

@@ -33,6 +33,7 @@ __all__ = [
     "ArgSource",
     "Defaults",
     "defaults_of",
+    "earlier_default",
     "gpt2_vocab",
     "has_model_flags",
     "read_batch",
@@ -111,11 +112,21 @@ def defaults_of(framework: str) -> Defaults:
 def release_default(framework: str, key: str, release: str) -> tuple[object, str] | None:
     """The default of ``key`` in the NeMo Framework container ``release`` and where it is
     defined, where that container's Megatron Core predates the change the data file's
-    ``release_defaults`` records (``earlier`` read at ``earlier_at``); None where the container
-    has the default of ``defaults`` (its ``first_container`` or later)."""
+    ``release_defaults`` records (:func:`earlier_default`); None where the container has the
+    default of ``defaults`` (its ``first_container`` or later)."""
     entry = _section(_data(), "release_defaults", framework, key)
-    if release_at_least(release, str(entry.get("first_container", ""))):
+    first = str(entry.get("first_container", ""))
+    if release_at_least(release, first):
         return None
+    why = f"NeMo Framework container {release} predates {first}, the first with it"
+    return earlier_default(framework, key, why)
+
+
+def earlier_default(framework: str, key: str, why: str) -> tuple[object, str]:
+    """The default of ``key`` before the change the data file's ``release_defaults`` records
+    (``earlier``, read at ``earlier_at``) and where it is defined, ``why`` it applies ending
+    the source."""
+    entry = _section(_data(), "release_defaults", framework, key)
     about = _section(_data(), "frameworks", framework)
     at = _section(entry, "earlier_at")
     changed = _section(entry, "changed_in")
@@ -123,8 +134,7 @@ def release_default(framework: str, key: str, release: str) -> tuple[object, str
     source = (
         f"default of {about.get('name', framework)} {at.get('version', '')} "
         f"({about.get('repo', '')}/{path}@{str(at.get('commit', ''))[:7]}), until "
-        f"{changed.get('version', '')} ({str(changed.get('commit', ''))[:10]}): NeMo Framework "
-        f"container {release} predates {entry.get('first_container', '')}, the first with it"
+        f"{changed.get('version', '')} ({str(changed.get('commit', ''))[:10]}): {why}"
     )
     return entry.get("earlier"), source
 
