@@ -710,39 +710,41 @@ def megatron_fsdp_flag(args: Args) -> str | None:
     return next((f for f in ("use-megatron-fsdp", "use-custom-fsdp") if args.get(f) is True), None)
 
 
+def _strategy_entry(*path: str) -> Mapping[str, object]:
+    """The entry at ``path`` of ``planner/launch/data/megatron.yaml`` (``SpecError`` unless it
+    is a mapping, a packaging error)."""
+    node: object = load_data("megatron.yaml")
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    if not isinstance(node, Mapping):
+        raise SpecError("planner/launch/data/megatron.yaml", f"{'.'.join(path)} is missing")
+    return node
+
+
+def _strategy(entry: Mapping[str, object], key: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or value not in MEGATRON_FSDP_STAGES:
+        raise SpecError("planner/launch/data/megatron.yaml", f"{key} must be a sharding strategy")
+    return value
+
+
 def sharding_strategy_default(args: Args) -> str:
     """``--data-parallel-sharding-strategy``'s default for ``args``: the one of
     ``planner/launch/data/megatron.yaml``'s commit (``defaults.megatron_lm``), or under
     ``--use-custom-fsdp``, a name only core_v0.12.0-0.13.x take, those releases' (the file's
     ``release_defaults`` ``earlier``)."""
-    data = load_data("megatron.yaml")
-    path = ("defaults", "megatron_lm", "data_parallel_sharding_strategy", "value")
+    key = "data_parallel_sharding_strategy"
     if megatron_fsdp_flag(args) == "use-custom-fsdp":
-        path = ("release_defaults", "megatron_lm", "data_parallel_sharding_strategy", "earlier")
-    node: object = data
-    for key in path:
-        node = node.get(key) if isinstance(node, Mapping) else None
-    if node not in MEGATRON_FSDP_STAGES:
-        raise SpecError(
-            "planner/launch/data/megatron.yaml", f"{'.'.join(path)} must be a sharding strategy"
-        )
-    return str(node)
+        return _strategy(_strategy_entry("release_defaults", "megatron_lm", key), "earlier")
+    return _strategy(_strategy_entry("defaults", "megatron_lm", key), "value")
 
 
 def ddp_sharding_strategy_default() -> tuple[str, str]:
     """Megatron-Core's ``DistributedDataParallelConfig.data_parallel_sharding_strategy``
     default, which Megatron-Bridge and NeMo 2.0 configs keep unless they set it, and where it
     is defined (``planner/launch/data/megatron.yaml``, ``ddp_config_defaults``)."""
-    node: object = load_data("megatron.yaml")
-    for key in ("ddp_config_defaults", "data_parallel_sharding_strategy"):
-        node = node.get(key) if isinstance(node, Mapping) else None
-    value = node.get("value") if isinstance(node, Mapping) else None
-    if value not in MEGATRON_FSDP_STAGES or not isinstance(node, Mapping):
-        raise SpecError(
-            "planner/launch/data/megatron.yaml",
-            "ddp_config_defaults.data_parallel_sharding_strategy must be a sharding strategy",
-        )
-    return str(value), str(node.get("source", ""))
+    entry = _strategy_entry("ddp_config_defaults", "data_parallel_sharding_strategy")
+    return _strategy(entry, "value"), str(entry.get("source", ""))
 
 
 def zero_stage_value(args: Args, default_strategy: str) -> ArgValue:
