@@ -149,7 +149,6 @@ class ParallelismSpec:
     replaces the 16-bit weight and the copy TE would otherwise cache
     (``planner.perf.memory``), and the data-parallel parameter gathers move one byte per weight
     (``planner.perf.data``). Needs precision ``fp8`` or ``mxfp8``.
-<<<<<<< HEAD
     ``main_params_dtype``, ``exp_avg_dtype``, ``exp_avg_sq_dtype``, ``store_param_remainders``
     (extra fields, ``MainParamsDtype``, ``OptimizerDtype``; Megatron-LM's precision-aware
     optimizer names, ``--use-precision-aware-optimizer`` with ``--main-params-dtype`` {fp32,
@@ -177,13 +176,12 @@ class ParallelismSpec:
     per moment; ``store_param_remainders`` the profile's, true for NeMo's distributed Adam), so
     a scenario without them predicts as before. The gradients follow ``grad_reduce_in_fp32`` (a
     pure-bf16 stack's are bf16: false).
-=======
+
     ``megatron_fsdp`` (extra field; Megatron-LM ``--use-megatron-fsdp``, Megatron-Bridge
     ``ddp.use_megatron_fsdp``): ``zero_stage`` is what Megatron-FSDP's
     ``data_parallel_sharding_strategy`` shards (``no_shard`` 0 ... ``optim_grads_params`` 3,
     ``planner.scenario.megatron_table.MEGATRON_FSDP_STAGES``); the timing and memory models
     read only ``zero_stage``, the layout rules this too (``fp8_param_gather_rule``).
->>>>>>> 76d3d79 (Scenario field parallelism.megatron_fsdp (Megatron-LM --use-megatron-fsdp / --use-custom-fsdp): the FP8-weights rule no longer refuses ZeRO 0 under it, as validate_args' --fp8-param-gather assertion passes with Megatron-FSDP at every sharding strategy (no_shard included); search keeps stage 0 for such spaces; accuracy --rows identical, describe 856/856)
     ``activation_offload_layers`` (extra field; Megatron-Core ``cpu_offloading`` with
     ``cpu_offloading_num_layers`` and ``cpu_offloading_activations``, activations only): the
     first ``N`` transformer layers' saved activations are copied to host memory during the
