@@ -106,10 +106,14 @@ under PyTorch FSDP its sharded bf16 parameter is counted as a 16-bit weight shar
 owned parameter), the role the fp32 shard plays as master otherwise.
 
 The optimizer step runs after the last backward, the activations freed: a stack stepping with
-PyTorch's ``foreach`` Adam (``FrameworkProfile.adam_foreach``: torchtitan, NeMo Automodel at
-``tensor_parallel`` 1) allocates ``sqrt(exp_avg_sq)`` over every owned parameter at once, one
-second moment's bytes (``adam_moment_bytes / 2``) per owned parameter (``_multi_tensor_adam``,
-``torch/optim/adam.py``). The caching allocator serves it from the blocks the activations
+PyTorch's ``foreach`` Adam (``parallelism.optimizer_implementation: foreach``; absent, the
+profile's ``FrameworkProfile.adam_foreach``: torchtitan, NeMo Automodel at ``tensor_parallel``
+1) allocates ``sqrt(exp_avg_sq)`` over every owned parameter at once, one second moment's bytes
+(``adam_moment_bytes / 2``) per owned parameter (``_multi_tensor_adam``,
+``torch/optim/adam.py``). ``fused`` (``_fused_adam``: ``torch._fused_adam_`` updates parameters
+and moments in place) allocates none; ``for_loop`` (``_single_tensor_adam``) one parameter's
+``denom`` at a time, freed before the next, which the model does not count (torch 2.13). The
+caching allocator serves it from the blocks the activations
 left cached, so a stage's peak is its model states plus the larger of its activations and
 these temporaries (``MemoryArrays.optimizer_step``).
 The reported peak is the largest of the first, the busiest middle and the last stage, plus
@@ -359,9 +363,10 @@ class _ModelStates:
 def _step_temporary_bytes(a: ScenarioArrays) -> Real:
     """Bytes per owned parameter the optimizer step allocates beyond the model states: one
     second moment (``exp_avg_sq_bytes``: ``adam_moment_bytes / 2`` unless the scenario states
-    ``exp_avg_sq_dtype``) under PyTorch's ``foreach`` Adam
-    (``FrameworkProfile.adam_foreach``, at ``tensor_parallel`` 1 only where
-    ``adam_foreach_tp1_only``), 0 otherwise (module docstring)."""
+    ``exp_avg_sq_dtype``) under PyTorch's ``foreach`` Adam (``adam_foreach``: the scenario's
+    ``optimizer_implementation``, else ``FrameworkProfile.adam_foreach``, at
+    ``tensor_parallel`` 1 only where ``adam_foreach_tp1_only``), 0 otherwise (module
+    docstring)."""
     foreach = a.adam_foreach & ops.logical_not(a.adam_foreach_tp1_only & (a.tensor_parallel > 1))
     return ops.where(foreach, a.exp_avg_sq_bytes, 0.0)
 

@@ -19,7 +19,12 @@ from typing import Any
 from planner.perf.frameworks import profile_of
 from planner.specs.feasibility import expert_tensor_parallel_of, stage_layers_of
 from planner.specs.hardware import Precision
-from planner.specs.parallelism import MainParamsDtype, OptimizerDtype, RecomputeModule
+from planner.specs.parallelism import (
+    MainParamsDtype,
+    OptimizerDtype,
+    OptimizerImplementation,
+    RecomputeModule,
+)
 from planner.specs.pipeline_split import StageLayers
 from planner.specs.scenario import CudaGraphs, LoraTarget, Scenario
 
@@ -237,6 +242,25 @@ def _exp_avg_sq_bytes(s: Scenario) -> float:
     return _moment_bytes(s, s.parallelism.exp_avg_sq_dtype)
 
 
+def _adam_foreach(s: Scenario) -> bool:
+    """The optimizer step allocates ``foreach`` Adam's ``sqrt(exp_avg_sq)`` list
+    (``planner.perf.memory``): the scenario's ``optimizer_implementation`` is ``foreach``; the
+    profile's ``adam_foreach`` where it states none."""
+    chosen = s.parallelism.optimizer_implementation
+    if chosen is None:
+        return profile_of(s.training.framework).adam_foreach
+    return chosen is OptimizerImplementation.FOREACH
+
+
+def _adam_foreach_tp1_only(s: Scenario) -> bool:
+    """``adam_foreach`` holds only at ``tensor_parallel`` 1: the profile's
+    ``adam_foreach_tp1_only`` where the scenario states no ``optimizer_implementation``; a
+    stated one holds at every degree (``ParallelismSpec`` docstring)."""
+    if s.parallelism.optimizer_implementation is not None:
+        return False
+    return profile_of(s.training.framework).adam_foreach_tp1_only
+
+
 def _recomputed_layer_fraction(s: Scenario) -> float:
     """Share of each model chunk's transformer layers that full recompute re-runs: 1, or
     ``parallelism.recompute_num_layers`` of the first pipeline stage's chunk (Megatron-Core
@@ -338,6 +362,8 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "optimizer_updates_weights": _optimizer_updates_weights,
         "adam_moment_bytes": _adam_moment_bytes,
         "exp_avg_sq_bytes": _exp_avg_sq_bytes,
+        "adam_foreach": _adam_foreach,
+        "adam_foreach_tp1_only": _adam_foreach_tp1_only,
         "total_tokens": _total_tokens,
         "train_iters": _train_iters,
         **_RECIPE_AND_MOE_READERS,

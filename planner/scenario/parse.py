@@ -329,6 +329,7 @@ def _parallelism(
         exp_avg_dtype=given.exp_avg_dtype,
         exp_avg_sq_dtype=given.exp_avg_sq_dtype,
         store_param_remainders=given.store_param_remainders,
+        optimizer_implementation=given.optimizer_implementation,
         expert_tensor_parallel=given.expert_tensor_parallel,
         pipeline_layout=layout,
         decoder_first_pipeline_num_layers=given.decoder_first_pipeline_num_layers,

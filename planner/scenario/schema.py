@@ -38,6 +38,7 @@ from planner.specs.parallelism import (
     Fp8Recipe,
     MainParamsDtype,
     OptimizerDtype,
+    OptimizerImplementation,
     Recompute,
     RecomputeModule,
 )
@@ -117,6 +118,7 @@ PrecisionChoice = Annotated[Precision, BeforeValidator(choice_text)]
 Fp8RecipeChoice = Annotated[Fp8Recipe, BeforeValidator(choice_text)]
 OptimizerDtypeChoice = Annotated[OptimizerDtype, BeforeValidator(choice_text)]
 MainParamsDtypeChoice = Annotated[MainParamsDtype, BeforeValidator(choice_text)]
+OptimizerImplementationChoice = Annotated[OptimizerImplementation, BeforeValidator(choice_text)]
 FrameworkChoice = Annotated[Framework, BeforeValidator(choice_text)]
 ModeChoice = Annotated[TrainingMode, BeforeValidator(choice_text)]
 CudaGraphsChoice = Annotated[CudaGraphs, BeforeValidator(choice_text)]
@@ -350,6 +352,14 @@ class ParallelismSection(_Section):
         "rest (Megatron-Core `OptimizerConfig.store_param_remainders` under the precision-aware "
         "optimizer, NeMo's distributed Adam); not under ZeRO-3",
         "the framework's",
+    )
+    optimizer_implementation: OptimizerImplementationChoice | None = _field(
+        "How PyTorch's Adam/AdamW runs its step (`torch.optim.AdamW(foreach=, fused=)`, "
+        "torchtitan `optimizer.implementation`): `foreach` allocates `sqrt(exp_avg_sq)` for "
+        "every owned parameter at once (one second moment's bytes each, counted at the "
+        "optimizer step), `fused` and `for_loop` no such list",
+        "the framework's: `foreach` for torchtitan, and for NeMo Automodel at "
+        "`tensor_parallel` 1; no list for the others",
     )
     megatron_fsdp: Flag | None = _field(
         "The data-parallel sharding (`zero_stage`) is Megatron-FSDP's (Megatron-LM "

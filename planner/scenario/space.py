@@ -93,11 +93,12 @@ ScalarField = Literal[
     "exp_avg_dtype",
     "exp_avg_sq_dtype",
     "store_param_remainders",
+    "optimizer_implementation",
     "megatron_fsdp",
 ]
 SCALAR_FIELDS: tuple[ScalarField, ...] = get_args(ScalarField)
 """The scenario's other ``parallelism`` fields (precision, flash attention, gradient-reduction
-precision and overlap, FP8 weights, the optimizer's dtypes, Megatron-FSDP): one value per
+precision and overlap, FP8 weights, the optimizer's dtypes and implementation, Megatron-FSDP): one value per
 explore document, carried into every candidate (``DesignSpace.scenario`` replaces only the
 layout of the base's ``parallelism``; ``planner.perf.candidates.candidate_arrays`` repeats
 the base's other columns). They are the schema's ``parallelism`` fields that are neither
@@ -138,6 +139,7 @@ class StatedFields(TypedDict, total=False):
     exp_avg_dtype: object
     exp_avg_sq_dtype: object
     store_param_remainders: object
+    optimizer_implementation: object
     megatron_fsdp: object
 
 

@@ -105,6 +105,22 @@ class MainParamsDtype(StrEnum):
         return 0.0 if self is MainParamsDtype.BF16 else OptimizerDtype(self.value).bytes
 
 
+class OptimizerImplementation(StrEnum):
+    """How PyTorch's ``torch.optim.Adam`` / ``AdamW`` runs its step
+    (``parallelism.optimizer_implementation``; pytorch/pytorch ``torch/optim/adam.py``, torch
+    2.13): ``foreach`` (``foreach=True``, ``_multi_tensor_adam``: horizontal ``torch._foreach_*``
+    kernels over every parameter, allocating ``sqrt(exp_avg_sq)`` for all owned parameters at
+    once), ``fused`` (``fused=True``, ``_fused_adam``: one ``torch._fused_adam_`` kernel per
+    chunk of tensors, updating parameters and moments in place) or ``for_loop`` (both false,
+    ``_single_tensor_adam``: one parameter at a time, its ``denom`` a temporary of that one
+    parameter's size, freed before the next). torchtitan's ``optimizer.implementation`` names
+    them ``foreach``, ``fused``, ``for-loop``."""
+
+    FOREACH = "foreach"
+    FUSED = "fused"
+    FOR_LOOP = "for_loop"
+
+
 RECIPES_OF_PRECISION: dict[Precision, tuple[Fp8Recipe, ...]] = {
     Precision.FP8: (Fp8Recipe.DELAYED, Fp8Recipe.TENSORWISE, Fp8Recipe.BLOCKWISE, Fp8Recipe.MXFP8),
     Precision.MXFP8: (Fp8Recipe.MXFP8,),
@@ -176,6 +192,16 @@ class ParallelismSpec:
     per moment; ``store_param_remainders`` the profile's, true for NeMo's distributed Adam), so
     a scenario without them predicts as before. The gradients follow ``grad_reduce_in_fp32`` (a
     pure-bf16 stack's are bf16: false).
+    ``optimizer_implementation`` (extra field, ``OptimizerImplementation``: ``foreach``,
+    ``fused``, ``for_loop``): how PyTorch's Adam runs its step; only ``foreach`` allocates a
+    list of temporaries over every owned parameter (one second moment's bytes each), which the
+    memory model counts at the optimizer step (``planner.perf.memory``). It sits with the
+    optimizer's dtypes as the other setting of what the optimizer holds. Absent: the framework
+    profile's (``FrameworkProfile.adam_foreach``: foreach for torchtitan, and for NeMo Automodel
+    at ``tensor_parallel`` 1; no list for the others), so a scenario without it predicts as
+    before. Stated, it holds at every ``tensor_parallel`` (Automodel passes a ``foreach`` the
+    config gives through, ``OptimizerFromFactoryConfig.build``, NVIDIA-NeMo/Automodel
+    ``nemo_automodel/components/optim/optimizer.py`` @ ``36044ad3d1``).
 
     ``megatron_fsdp`` (extra field; Megatron-LM ``--use-megatron-fsdp``, Megatron-Bridge
     ``ddp.use_megatron_fsdp``): ``zero_stage`` is what Megatron-FSDP's
@@ -260,6 +286,7 @@ class ParallelismSpec:
     exp_avg_dtype: OptimizerDtype | None = None
     exp_avg_sq_dtype: OptimizerDtype | None = None
     store_param_remainders: bool | None = None
+    optimizer_implementation: OptimizerImplementation | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -379,13 +406,19 @@ class ParallelismSpec:
             )
 
     def _check_optimizer_dtypes(self) -> None:
-        """The optimizer's dtypes (class docstring): known values; ``main_params_dtype`` bf16
+        """The optimizer's dtypes and implementation (class docstring): known values;
+        ``main_params_dtype`` bf16
         (the optimizer updates the bf16 weights) needs bf16 weights (not precision fp16, not
         ``fp8_param_gather``); ``store_param_remainders`` needs an fp32 master of bf16
         weights."""
-        for name in ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        kinds: dict[str, type[StrEnum]] = {
+            "main_params_dtype": MainParamsDtype,
+            "exp_avg_dtype": OptimizerDtype,
+            "exp_avg_sq_dtype": OptimizerDtype,
+            "optimizer_implementation": OptimizerImplementation,
+        }
+        for name, kind in kinds.items():
             value = getattr(self, name)
-            kind = MainParamsDtype if name == "main_params_dtype" else OptimizerDtype
             allowed = tuple(kind)
             if value is not None and not isinstance(value, kind):
                 raise SpecError(
