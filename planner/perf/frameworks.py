@@ -303,12 +303,13 @@ in ``efficiency_constants.json``):
   after the activations are freed (``planner.perf.memory``). ``fused=True`` (one CUDA kernel
   per chunk, ``_fused_adam``) and Apex/Transformer Engine ``FusedAdam`` (Megatron, NeMo),
   DeepSpeed's ``FusedAdam`` and Composer's per-parameter loop (llm-foundry) allocate no such
-  list. True for ``torchtitan`` as of ``9dec370a`` (``build_optimizers``: ``AdamW`` with
-  ``"foreach": not fused``, ``--optimizer.fused`` off by default; pytorch/torchtitan
-  ``torchtitan/optimizer.py``); torchtitan defaults to ``fused`` from ``6e4988550``
-  (2025-02-24, "use Fused AdamW as default"), which this profile does not tell apart (no
-  scenario field says the implementation; the torchtitan launch reader notes a fused or for-loop
-  one, the default of every tagged release included). True for
+  list. The scenario's ``parallelism.optimizer_implementation`` replaces this flag (and
+  ``adam_foreach_tp1_only``) where stated (``planner.perf.readers``). True for ``torchtitan`` as
+  of ``9dec370a`` (``build_optimizers``: ``AdamW`` with ``"foreach": not fused``,
+  ``--optimizer.fused`` off by default; pytorch/torchtitan ``torchtitan/optimizer.py``);
+  torchtitan defaults to ``fused`` from ``6e4988550`` (2025-02-24, "use Fused AdamW as
+  default"), which the torchtitan launch reader states as ``optimizer_implementation``, so the
+  profile keeps the earlier foreach for a scenario that states none. True for
   ``automodel``: ``torch.optim.Adam`` built with ``foreach=None`` (torch's default) unless
   ``tensor_parallel`` > 1 (``adam_foreach_tp1_only``; ``_foreach_for_mesh`` returns ``False``
   then, ``nemo_automodel/components/optim/optimizer.py`` @ ``36044ad3d1``). The plain ``fsdp``

@@ -439,30 +439,42 @@ def test_a_compiled_loss_is_stated_from_the_compile_section_only() -> None:
     assert any("compiles the loss only in releases" in note for note in legacy.notes)
 
 
-def _optimizer_notes(facts: Facts) -> list[str]:
-    return [note for note in facts.notes if "AdamW runs the" in note]
+_IMPLEMENTATION = "parallelism.optimizer_implementation"
 
 
-def test_the_adamw_implementation_is_noted_where_it_is_not_the_profiles_foreach() -> None:
-    # unset: the fused default of the catalogued release (foreach in checkouts before it)
-    (default,) = _optimizer_notes(_async_tp_read())
-    assert "fused implementation" in default
-    assert "default of torchtitan" in default
-    assert "6e4988550" in default
-    assert "no scenario field says the implementation" in default
-    # given on the command line: fused and for-loop noted, foreach is what the profile counts
-    (loop,) = _optimizer_notes(_async_tp_read("--optimizer.implementation", "for-loop"))
-    assert "for-loop implementation (override: --optimizer.implementation for-loop)" in loop
-    assert not _optimizer_notes(_async_tp_read("--optimizer.implementation=foreach"))
+def test_the_adamw_implementation_is_the_scenarios_optimizer_implementation() -> None:
+    # unset: the fused default of the catalogued release, assumed, noting earlier checkouts
+    default = _async_tp_read()
+    assert default.get(_IMPLEMENTATION) == "fused"
+    assert _IMPLEMENTATION in default.assumed
+    (note,) = [n for n in default.notes if "optimizer.implementation unset" in n]
+    assert "6e4988550" in note
+    assert "foreach" in note
+    default.set("hardware.gpu", "h100-sxm", "test")
+    scenario = parse_scenario(scenario_from_facts(default, name="fused"))
+    assert scenario.parallelism.optimizer_implementation == "fused"
+    # given on the command line: stated, torchtitan's for-loop as for_loop
+    loop = _async_tp_read("--optimizer.implementation", "for-loop")
+    assert loop.get(_IMPLEMENTATION) == "for_loop"
+    assert _IMPLEMENTATION not in loop.assumed
+    assert loop.values[_IMPLEMENTATION].source == "override: --optimizer.implementation for-loop"
+    assert _async_tp_read("--optimizer.implementation=foreach").get(_IMPLEMENTATION) == "foreach"
     # the boolean of releases from 2024-06 to 2025-02: false is foreach
-    assert not _optimizer_notes(
-        _async_tp_read("--optimizer.no-fused", config="configs/legacy.toml")
-    )
-    (older,) = _optimizer_notes(_async_tp_read("--optimizer.fused", config="configs/legacy.toml"))
-    assert "optimizer.fused of releases" in older
+    older_false = _async_tp_read("--optimizer.no-fused", config="configs/legacy.toml")
+    assert older_false.get(_IMPLEMENTATION) == "foreach"
+    older = _async_tp_read("--optimizer.fused", config="configs/legacy.toml")
+    assert older.get(_IMPLEMENTATION) == "fused"
+    assert "optimizer.fused of releases" in older.values[_IMPLEMENTATION].source
     # the newer key wins over the older one
     both = _async_tp_read("--optimizer.fused", "--optimizer.implementation", "foreach")
-    assert not _optimizer_notes(both)
+    assert both.get(_IMPLEMENTATION) == "foreach"
+    # fused with bf16 moments (releases since 2026-04)
+    bf16 = _async_tp_read("--optimizer.implementation", "fused_opt_states_bf16")
+    assert bf16.get(_IMPLEMENTATION) == "fused"
+    assert bf16.get("parallelism.exp_avg_dtype") == "bf16"
+    assert bf16.get("parallelism.exp_avg_sq_dtype") == "bf16"
+    assert not _async_tp_read().has("parallelism.exp_avg_dtype")
+    # an implementation build_optimizers refuses: noted, nothing stated
     unknown = _async_tp_read("--optimizer.implementation", "apex")
-    assert not _optimizer_notes(unknown)
+    assert not unknown.has(_IMPLEMENTATION)
     assert any("'apex'" in note and "build_optimizers" in note for note in unknown.notes)

@@ -38,10 +38,12 @@ states nothing.
 
 The AdamW implementation is ``optimizer.implementation`` (``fused``, ``foreach``, ``for-loop``;
 ``fused`` by default since pytorch/torchtitan@6e4988550, 2025-02-24, before every tagged
-release), in releases from mid 2024 until then the boolean ``optimizer.fused`` (false: foreach),
-and earlier always foreach. The torchtitan profile counts foreach's list of temporaries at the
-optimizer step (``FrameworkProfile.adam_foreach``); no scenario field says the implementation,
-so a fused or for-loop one, the default included, is noted.
+release; ``fused_opt_states_bf16`` since @0610235bb, 2026-04-15: fused with bf16 moments), in
+releases from mid 2024 until then the boolean ``optimizer.fused`` (false: foreach), and earlier
+always foreach. It is the scenario's ``parallelism.optimizer_implementation`` (``for_loop`` for
+``for-loop``; ``fused_opt_states_bf16`` as ``fused`` with ``exp_avg_dtype`` and
+``exp_avg_sq_dtype`` bf16), the release default as a default with a note that checkouts before
+@6e4988550 ran foreach.
 """
 
 from __future__ import annotations
@@ -142,12 +144,12 @@ def config_facts(facts: Facts, tree: ConfigTree) -> None:
 
 
 def _optimizer(facts: Facts, settings: JobSettings, data: Mapping[str, object]) -> None:
-    """The AdamW implementation (module docstring): ``optimizer.implementation``, else the
-    earlier ``optimizer.fused``, else the default of the catalogued release (fused). Noted
-    when it is not the foreach that the torchtitan profile counts (``adam_foreach``: the
-    ``sqrt(exp_avg_sq)`` list at the optimizer step, ``planner.perf.memory``) and no scenario
-    field can say otherwise."""
+    """``parallelism.optimizer_implementation`` (module docstring): ``optimizer.implementation``,
+    else the earlier ``optimizer.fused``, else the default of the catalogued release (fused),
+    stated as a default. An implementation ``build_optimizers`` refuses is noted, nothing
+    stated."""
     entry = mapping_of(data.get("optimizer_implementation"))
+    field = "parallelism.optimizer_implementation"
     found = settings.find("optimizer.implementation")
     older = settings.find(str(entry.get("older_flag")))
     if (found is None or found[2]) and older is not None:
@@ -155,31 +157,37 @@ def _optimizer(facts: Facts, settings: JobSettings, data: Mapping[str, object]) 
         source = (
             f"{older[1]}, {entry.get('older_flag')} of releases {entry.get('older_flag_releases')}"
         )
+        is_default = older[2]
     elif found is not None:
-        chosen = str(found[0])
-        source = found[1]
-        if found[2]:
-            source += (
-                f"; since pytorch/torchtitan@{entry.get('fused_default_since')}, foreach in "
-                "checkouts before it"
-            )
+        chosen, source, is_default = str(found[0]), found[1], found[2]
     else:
-        return
-    if chosen == "foreach":
         return
     takes = entry.get("takes")
     if not isinstance(takes, list) or chosen not in [str(name) for name in takes]:
         facts.note(
             f"torchtitan: optimizer.implementation {chosen!r} ({source}) is not one "
-            "build_optimizers takes (fused, foreach, for-loop): it stops before the first step"
+            f"build_optimizers takes ({', '.join(str(name) for name in takes or [])}): it stops "
+            "before the first step"
         )
         return
-    facts.note(
-        f"torchtitan: AdamW runs the {chosen} implementation ({source}), which allocates no "
-        "list of temporaries at the optimizer step; the torchtitan profile counts foreach's "
-        "sqrt(exp_avg_sq) list (one moment's bytes per owned parameter, the memory peak where it "
-        "exceeds the activations), and no scenario field says the implementation"
-    )
+    state = facts.default if is_default else facts.set
+    if chosen == entry.get("bf16_states"):
+        state(field, "fused", source)
+        for moment in ("exp_avg_dtype", "exp_avg_sq_dtype"):
+            state(f"parallelism.{moment}", "bf16", f"{source}: bf16 Adam moments")
+        facts.note(
+            f"torchtitan: optimizer.implementation {chosen} ({source}) runs the fused AdamW "
+            f"with both moments in bf16, a name of releases since pytorch/torchtitan@"
+            f"{entry.get('bf16_states_since')}"
+        )
+        return
+    state(field, chosen.replace("-", "_"), source)
+    if is_default:
+        facts.note(
+            f"torchtitan: optimizer.implementation unset: {chosen}, the default since "
+            f"pytorch/torchtitan@{entry.get('fused_default_since')}; checkouts before it ran "
+            "foreach (set parallelism.optimizer_implementation: foreach for those)"
+        )
 
 
 def _recompute(facts: Facts, settings: JobSettings) -> None:
