@@ -430,6 +430,25 @@ def _titan_compiled_loss(run: PublishedRun) -> bool:
     return compiled and commit is not None and commit.group(1) in _TITAN_COMPILES_LOSS
 
 
+_TITAN_FUSED_ADAMW = frozenset({"820504e", "e7c0cae"})
+"""torchtitan commits of the benchmark runs whose AdamW ran the fused implementation: both come
+after pytorch/torchtitan@6e4988550 (2025-02-24), which made ``optimizer.implementation`` default
+to ``fused`` (``build_optimizers``: ``fused=implementation == "fused"``,
+``foreach=implementation == "foreach"``), and their configs leave it unset
+(``torchtitan/models/llama3/train_configs/llama3_8b.toml`` / ``llama3_70b.toml`` @ ``820504e2``
+and @ ``e7c0cae9``; the Trainy benchmark's command and the async-TP benchmark set no optimizer
+flag). The Dec-2024 benchmark's ``9dec370a`` builds ``AdamW`` with ``"foreach": not fused`` and
+``--optimizer.fused`` off by default (``torchtitan/optimizer.py``, ``config_manager.py``;
+``train_configs/llama3_*.toml`` set no ``fused``): foreach."""
+
+
+def _titan_optimizer_implementation(run: PublishedRun) -> str:
+    """``parallelism.optimizer_implementation`` of a torchtitan row: ``fused`` for the commits
+    of ``_TITAN_FUSED_ADAMW``, ``foreach`` otherwise (the Dec-2024 benchmark)."""
+    commit = _TITAN_COMMIT.search(run.text("source"))
+    return "fused" if commit is not None and commit.group(1) in _TITAN_FUSED_ADAMW else "foreach"
+
+
 def _convert_torchtitan(run: PublishedRun) -> Case:
     if run.integer("micro_batch") is None:
         raise SkipError(PP_MICROBATCH_NOT_STATED)
@@ -448,6 +467,7 @@ def _convert_torchtitan(run: PublishedRun) -> Case:
         **({"fp8_recipe": "tensorwise"} if fp8 else {}),
         # async TP splits the layers' all-gathers and reduce-scatters under their GEMMs
         **({"tp_comm_overlap": _titan_async_tp(run)} if tp > 1 else {}),
+        optimizer_implementation=_titan_optimizer_implementation(run),
     )
     memory = run.metrics.get("peak_memory")
     assumptions = ["sequence_parallel when tp > 1"]

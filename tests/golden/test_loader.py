@@ -179,6 +179,23 @@ def test_torchtitan_rows_of_2025_state_their_compiled_loss(dataset: Dataset) -> 
     )
 
 
+def test_torchtitan_rows_state_the_adamw_implementation_of_their_commit(
+    dataset: Dataset,
+) -> None:
+    implementation = {
+        c.config_id: c.document["parallelism"]["optimizer_implementation"]
+        for c in dataset.cases + dataset.memory_cases
+        if c.source == "torchtitan"
+    }
+    # June 2025 (820504e, e7c0cae): after the fused default of 6e4988550, configs leave it unset
+    assert implementation["titan_trainy_h200_4nodes"] == "fused"
+    assert implementation["titan_asynctp_70b_None_(bfloat16)_async"] == "fused"
+    # Dec 2024 (9dec370): AdamW built with foreach=not fused, fused off by default
+    assert implementation["titan2412_t1_FSDP"] == "foreach"
+    assert implementation["titan2412_t4_2D + AsyncTP"] == "foreach"
+    assert set(implementation.values()) == {"fused", "foreach"}
+
+
 def test_nemo_fine_tuning_rows_are_cases() -> None:
     dataset = build_dataset(["nemo_24.07"])
     modes = {
