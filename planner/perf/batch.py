@@ -99,8 +99,9 @@ class ScenarioArrays:
     ``optimizer_updates_weights`` (no master: the optimizer updates the 16-bit weights) are the
     scenario's optimizer dtypes (``main_params_dtype`` ...), else the framework profile's
     (``planner.perf.readers``); ``adam_foreach`` / ``adam_foreach_tp1_only`` the scenario's
-    ``optimizer_implementation`` (foreach: true / false), else the profile's. Hardware (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``,
-    ``nvlink_domain_size``, per-GPU one-direction bandwidths and per-hop latencies of both tiers,
+    ``optimizer_implementation`` (foreach: true / false), else the profile's. Hardware
+    (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``, per-GPU
+    one-direction bandwidths and per-hop latencies of both tiers,
     ``host_link_bandwidth_bytes_per_s`` (NaN where the catalog has none), ``hbm_bytes``, and
     ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
     ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,

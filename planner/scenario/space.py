@@ -98,12 +98,12 @@ ScalarField = Literal[
 ]
 SCALAR_FIELDS: tuple[ScalarField, ...] = get_args(ScalarField)
 """The scenario's other ``parallelism`` fields (precision, flash attention, gradient-reduction
-precision and overlap, FP8 weights, the optimizer's dtypes and implementation, Megatron-FSDP): one value per
-explore document, carried into every candidate (``DesignSpace.scenario`` replaces only the
-layout of the base's ``parallelism``; ``planner.perf.candidates.candidate_arrays`` repeats
-the base's other columns). They are the schema's ``parallelism`` fields that are neither
-knobs (``_LIST_FIELDS``) nor ``PREDICT_ONLY``; ``_check_scalar_fields`` holds the two lists
-together."""
+precision and overlap, FP8 weights, the optimizer's dtypes and implementation,
+Megatron-FSDP): one value per explore document, carried into every candidate
+(``DesignSpace.scenario`` replaces only the layout of the base's ``parallelism``;
+``planner.perf.candidates.candidate_arrays`` repeats the base's other columns). They are the
+schema's ``parallelism`` fields that are neither knobs (``_LIST_FIELDS``) nor
+``PREDICT_ONLY``; ``_check_scalar_fields`` holds the two lists together."""
 
 
 def _check_scalar_fields() -> None:

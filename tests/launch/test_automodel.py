@@ -424,3 +424,23 @@ def test_compile_is_read_where_automodel_applies_it_and_the_loss_stays_eager() -
     eager = _read("configs/qwen_lora.yaml --nproc-per-node 2")
     assert not eager.has("training.compiled_loss")
     assert not any("compile" in n for n in eager.notes)
+
+
+def test_the_optimizer_sections_foreach_and_fused_are_its_implementation() -> None:
+    base = "configs/llama_sft_tp.yaml --nproc-per-node 8 --optimizer._target_=torch.optim.Adam"
+    field = "parallelism.optimizer_implementation"
+    assert not _read(base).has(field)  # the profile's: foreach at tensor_parallel 1 only
+    loop = _read(base + " --optimizer.foreach=false")
+    assert loop.get(field) == "for_loop"
+    assert loop.values[field].source == "override: --optimizer.foreach=false"
+    assert _read(base + " --optimizer.foreach=true").get(field) == "foreach"
+    # the recipes that set fused also set foreach: false (torch refuses both true)
+    fused = _read(base + " --optimizer.foreach=false --optimizer.fused=true")
+    assert fused.get(field) == "fused"
+    te = "--optimizer._target_=transformer_engine.pytorch.optimizers.fused_adam.FusedAdam"
+    assert _read("configs/llama_sft_tp.yaml --nproc-per-node 8 " + te).get(field) == "fused"
+    # another optimizer: nothing said about Adam's implementation
+    other = _read(
+        base.replace("torch.optim.Adam", "flashoptim.FlashAdamW") + " --optimizer.foreach=false"
+    )
+    assert not other.has(field)

@@ -19,7 +19,11 @@ outside, ``training.compiled_loss`` false; no scenario field holds the compiled 
 ``step_scheduler:`` (``global_batch_size``,
 ``local_batch_size``, ``max_steps``; accumulation = global / (local x data parallel)) and the
 sequence length (``packed_sequence.packed_sequence_size`` when packing, else
-``dataset.seq_len``). The framework is ``automodel``.
+``dataset.seq_len``). The framework is ``automodel``. The optimizer's implementation
+(``parallelism.optimizer_implementation``): ``optimizer.fused: true`` fused, else
+``optimizer.foreach`` true foreach / false for_loop (passed to ``torch.optim.Adam`` /
+``AdamW``, over the ``foreach=False`` Automodel gives at ``tensor_parallel`` > 1); Transformer
+Engine's ``FusedAdam`` (``optimizer._target_``) fused; unset, the profile's.
 
 FSDP2 (the default strategy) shards parameters, gradients and optimizer state over the
 ``dp_shard`` x CP ranks: ZeRO stage 3 as the torchtitan and torchtune readers record FSDP2;
@@ -130,7 +134,40 @@ class AutomodelReader:
         _sequence(facts, settings, data)
         _mode(facts, settings, data, recipe_mode)
         _fp8(facts, settings)
+        _optimizer_implementation(facts, settings)
         return facts
+
+
+_FIELD_IMPLEMENTATION = "parallelism.optimizer_implementation"
+_TORCH_ADAM = ("torch.optim.Adam", "torch.optim.AdamW")
+
+
+def _optimizer_implementation(facts: Facts, settings: AutoSettings) -> None:
+    """``parallelism.optimizer_implementation`` from the ``optimizer:`` section (module
+    docstring). ``OptimizerFromFactoryConfig.build`` passes the section's keys to the factory
+    and adds ``foreach`` only where the config has none (``_foreach_for_mesh``: False at
+    ``tensor_parallel`` > 1; NVIDIA-NeMo/Automodel
+    ``nemo_automodel/components/optim/optimizer.py`` @ ``36044ad3d1``); ``torch.optim.Adam``
+    runs fused when ``fused`` is true (its recipes that set it also set ``foreach: false``, as
+    torch refuses both true), ``_multi_tensor_adam`` for ``foreach`` true and
+    ``_single_tensor_adam`` for false (``torch/optim/adam.py``). TE ``FusedAdam`` steps in
+    multi-tensor CUDA kernels without a temporary list (``fused``)."""
+    target = settings.find("optimizer._target_")
+    if target is None or not isinstance(target[0], str):
+        return
+    if target[0].endswith(".FusedAdam"):
+        facts.set(_FIELD_IMPLEMENTATION, "fused", target[1])
+        return
+    if target[0] not in _TORCH_ADAM:
+        return
+    fused = settings.find("optimizer.fused")
+    if fused is not None and as_bool(fused[0]) is True:
+        facts.set(_FIELD_IMPLEMENTATION, "fused", fused[1])
+        return
+    foreach = settings.find("optimizer.foreach")
+    if foreach is not None and as_bool(foreach[0]) is not None:
+        chosen = "foreach" if as_bool(foreach[0]) else "for_loop"
+        facts.set(_FIELD_IMPLEMENTATION, chosen, foreach[1])
 
 
 def _recipe(

@@ -163,11 +163,11 @@ def _optimizer(facts: Facts, settings: JobSettings, data: Mapping[str, object]) 
     else:
         return
     takes = entry.get("takes")
-    if not isinstance(takes, list) or chosen not in [str(name) for name in takes]:
+    names = [str(name) for name in takes] if isinstance(takes, list) else []
+    if chosen not in names:
         facts.note(
             f"torchtitan: optimizer.implementation {chosen!r} ({source}) is not one "
-            f"build_optimizers takes ({', '.join(str(name) for name in takes or [])}): it stops "
-            "before the first step"
+            f"build_optimizers takes ({', '.join(names)}): it stops before the first step"
         )
         return
     state = facts.default if is_default else facts.set
