@@ -19,6 +19,7 @@ __all__ = [
     "mapping_of",
     "parse_scalar",
     "positive_int",
+    "torch_adam_implementation",
 ]
 
 _INT = re.compile(r"^[+-]?\d+$")
@@ -94,6 +95,21 @@ def as_bool(value: object) -> bool | None:
             return True
         if lowered in _FALSE:
             return False
+    return None
+
+
+def torch_adam_implementation(
+    fused: tuple[object, str] | None, foreach: tuple[object, str] | None
+) -> tuple[str, str] | None:
+    """``(parallelism.optimizer_implementation, source)`` from the ``fused`` and ``foreach``
+    keyword arguments a config passes to ``torch.optim.Adam`` / ``AdamW``, each ``(value,
+    source)`` or None where unset: ``fused`` true is fused (configs that set it beside
+    ``foreach: false`` run fused; torch refuses both true), else ``foreach`` true / false
+    foreach / for_loop (``torch/optim/adam.py``); None when neither decides."""
+    if fused is not None and as_bool(fused[0]) is True:
+        return "fused", fused[1]
+    if foreach is not None and as_bool(foreach[0]) is not None:
+        return ("foreach" if as_bool(foreach[0]) else "for_loop"), foreach[1]
     return None
 
 

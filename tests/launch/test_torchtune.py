@@ -248,3 +248,25 @@ def test_bf16_dtype_trains_in_pure_bf16() -> None:
     )
     assert not paged.has("parallelism.main_params_dtype")
     assert any("PagedAdamW8bit keeps states of its own" in note for note in paged.notes)
+
+
+def test_the_adamw_fused_and_foreach_keys_are_its_implementation() -> None:
+    field = "parallelism.optimizer_implementation"
+    base = (
+        "run --nproc_per_node 8 full_finetune_distributed --config llama3_2/1B_full "
+        "optimizer._component_=torch.optim.AdamW"
+    )
+    assert not _read(base.rpartition(" ")[0]).has(field)  # no optimizer section
+    fused = _read(base + " optimizer.fused=True")  # as torchtune's configs set it
+    assert fused.get(field) == "fused"
+    assert field not in fused.assumed
+    unfused = _read(base + " optimizer.fused=False")
+    assert unfused.get(field) == "foreach"  # torch's default on CUDA
+    assert field in unfused.assumed
+    loop = _read(base + " optimizer.fused=False optimizer.foreach=False")
+    assert loop.get(field) == "for_loop"
+    assert field not in loop.assumed
+    # one optimizer per parameter, stepped in the backward: no step over every parameter
+    assert not _read(base + " optimizer.fused=False optimizer_in_bwd=True").has(field)
+    paged = _read(base.replace("torch.optim.AdamW", "bitsandbytes.optim.PagedAdamW8bit"))
+    assert not paged.has(field)

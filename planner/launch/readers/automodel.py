@@ -53,7 +53,7 @@ from planner.launch.readers.automodel_config import (
 from planner.launch.readers.hf import HF_LORA_MODULES, lora_targets
 from planner.launch.readers.torchrun import record_world, torchrun_world_size
 from planner.launch.types import Facts, Invocation
-from planner.launch.values import as_bool, as_int, mapping_of
+from planner.launch.values import as_bool, as_int, mapping_of, torch_adam_implementation
 
 __all__ = ["READER", "AutomodelReader"]
 
@@ -160,14 +160,11 @@ def _optimizer_implementation(facts: Facts, settings: AutoSettings) -> None:
         return
     if target[0] not in _TORCH_ADAM:
         return
-    fused = settings.find("optimizer.fused")
-    if fused is not None and as_bool(fused[0]) is True:
-        facts.set(_FIELD_IMPLEMENTATION, "fused", fused[1])
-        return
-    foreach = settings.find("optimizer.foreach")
-    if foreach is not None and as_bool(foreach[0]) is not None:
-        chosen = "foreach" if as_bool(foreach[0]) else "for_loop"
-        facts.set(_FIELD_IMPLEMENTATION, chosen, foreach[1])
+    found = torch_adam_implementation(
+        settings.find("optimizer.fused"), settings.find("optimizer.foreach")
+    )
+    if found is not None:
+        facts.set(_FIELD_IMPLEMENTATION, *found)
 
 
 def _recipe(

@@ -157,12 +157,34 @@ class HfTrainerReader:
             context=context,
         )
         _bf16_model(facts, settings)
+        _optimizer_implementation(facts, settings)
         return facts
 
 
 _TORCH_ADAM = frozenset({"adamw_torch", "adamw_torch_fused", "adamw_hf"})
 """``TrainingArguments.optim`` values that step ``torch.optim.AdamW`` (or its twin), whose
 moments take the parameters' dtype."""
+
+
+_OPTIM_IMPLEMENTATION = {"adamw_torch": "foreach", "adamw_torch_fused": "fused"}
+"""``TrainingArguments.optim`` -> ``parallelism.optimizer_implementation``: ``adamw_torch`` builds
+``torch.optim.AdamW`` without ``foreach`` / ``fused`` (``foreach`` by default on CUDA,
+``_default_to_fused_or_foreach`` in ``torch/optim/optimizer.py``), ``adamw_torch_fused`` adds
+``fused=True`` (huggingface/transformers ``src/transformers/trainer_optimizer.py``
+``_get_adamw_torch`` @ ``0a14d8d782``)."""
+
+
+def _optimizer_implementation(facts: Facts, settings: Settings) -> None:
+    """``parallelism.optimizer_implementation`` from an ``optim`` the job sets
+    (``_OPTIM_IMPLEMENTATION``). Unset, ``TrainingArguments`` picks ``adamw_torch_fused`` with
+    torch >= 2.8 and ``adamw_torch`` before (``training_args.py`` @ ``00349ae87e``): the torch
+    release decides, so the profile's (no foreach list) stands. Under DeepSpeed the engine
+    steps the optimizer of its own config, or wraps the Trainer's: left to the framework's."""
+    if not settings.explicit("optim") or facts.get("training.framework") == "deepspeed":
+        return
+    chosen = _OPTIM_IMPLEMENTATION.get(str(settings.get("optim")))
+    if chosen is not None:
+        facts.set("parallelism.optimizer_implementation", chosen, settings.values["optim"].source)
 
 
 def _bf16_model(facts: Facts, settings: Settings) -> None:

@@ -32,7 +32,13 @@ from planner.launch.readers.torchtune_config import (
     parse_tune_run,
 )
 from planner.launch.types import Facts, Invocation
-from planner.launch.values import PURE_BF16_STATES, as_int, mapping_of
+from planner.launch.values import (
+    PURE_BF16_STATES,
+    as_bool,
+    as_int,
+    mapping_of,
+    torch_adam_implementation,
+)
 
 __all__ = ["READER", "TorchtuneReader", "config_facts"]
 
@@ -286,6 +292,7 @@ def _training(facts: Facts, config: TuneConfig, data: Mapping[str, object]) -> N
             micro * steps * dp,
             "derived: batch_size x gradient_accumulation_steps x data parallel",
         )
+    _optimizer_implementation(facts, config)
     dtype = config.find("dtype")
     if dtype is not None and str(dtype[0]) in {"bf16", "bfloat16"}:
         facts.set("parallelism.precision", "bf16", dtype[1])
@@ -308,6 +315,34 @@ def _training(facts: Facts, config: TuneConfig, data: Mapping[str, object]) -> N
         )
     else:
         facts.note("torchtune: epoch-based training; the step count depends on the dataset")
+
+
+def _optimizer_implementation(facts: Facts, config: TuneConfig) -> None:
+    """``parallelism.optimizer_implementation`` of a ``torch.optim.Adam`` / ``AdamW``
+    optimizer (``config.instantiate(cfg_optimizer, params)``,
+    ``recipes/full_finetune_distributed.py`` ``_setup_optimizer``; pytorch/torchtune @
+    bd2a0fc): ``fused: true`` fused, ``foreach`` true / false foreach / for_loop, neither
+    torch's default on CUDA, foreach (assumed;
+    ``_default_to_fused_or_foreach``, ``torch/optim/optimizer.py``). ``optimizer_in_bwd``
+    builds one optimizer per parameter, stepped in its gradient hook, so no step spans every
+    parameter: nothing stated (the profile has no foreach list)."""
+    component = config.find("optimizer._component_")
+    if component is None or str(component[0]) not in {"torch.optim.Adam", "torch.optim.AdamW"}:
+        return
+    if as_bool(config.value("optimizer_in_bwd")) is True:
+        return
+    field = "parallelism.optimizer_implementation"
+    found = torch_adam_implementation(
+        config.find("optimizer.fused"), config.find("optimizer.foreach")
+    )
+    if found is not None:
+        facts.set(field, *found)
+        return
+    facts.default(
+        field,
+        "foreach",
+        f"{component[1]}: {component[0]} without fused or foreach, torch's default on CUDA",
+    )
 
 
 def _pure_bf16(facts: Facts, config: TuneConfig, source: str) -> None:
