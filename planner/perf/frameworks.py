@@ -264,7 +264,12 @@ in ``efficiency_constants.json``):
   off under Megatron-FSDP (``scripts/performance/utils/helpers.py``, "Disabling precision
   aware optimizer because it cannot work with FSDP together", @ ``v0.1.0rc3`` and
   ``v0.2.0``): the whole fp32 master, 4 bytes, not the distributed Adam's 2-byte remainder.
-  NeMo Automodel's FSDP2 keeps none (0); every other stack 4.
+  NeMo Automodel's FSDP2 keeps none (0): ``torch.optim.Adam`` updates the bf16 parameter
+  shard itself (``fully_shard`` with ``MixedPrecisionPolicy(param_dtype=torch.bfloat16)`` over
+  the bf16 model, ``nemo_automodel/components/moe/parallelizer.py`` @ ``36044ad3d1``), which
+  ``planner.perf.memory`` counts among the weights, 2 bytes per owned parameter, as for a
+  stated ``main_params_dtype: bf16`` (a profile with no master at any stage is read so,
+  ``planner.perf.readers``); every other stack 4.
 * ``zero3_model_weight_shard``: under ZeRO-3 the stack keeps its shard of the model weights
   (16-bit, or the FP8 parameter under ``parallelism.fp8_param_gather``) besides the fp32 master
   shard, which then is not the parameter itself: Megatron-FSDP's ``optim_grads_params``

@@ -5,7 +5,8 @@ under mixed precision: per owned parameter the step reads the fp32 master weight
 and the gradient, makes a gradient-norm pass, and writes the master weight, both moments and the
 16-bit copy: ``ADAM_HBM_BYTES_PER_PARAM`` bytes of HBM traffic, less what a stack keeps
 smaller (``FrameworkProfile.master_weight_bytes``, ``adam_moment_bytes``: NeMo Automodel's
-``torch.optim.Adam`` updates the bf16 parameter with bf16 moments, no master, 18 bytes).
+``torch.optim.Adam`` updates the bf16 parameter with bf16 moments, no master: the in-place
+update below, 20 bytes).
 A scenario stating the optimizer's dtypes (``parallelism.main_params_dtype``, ``exp_avg_dtype``,
 ``exp_avg_sq_dtype``) moves the master and the moments at their bytes (an fp16 master, FP8
 moments: 1 byte each, as Transformer Engine ``FusedAdam`` stores them); with no master

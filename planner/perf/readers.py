@@ -217,8 +217,17 @@ def _zero3_master_weight_bytes(s: Scenario) -> float:
 
 
 def _optimizer_updates_weights(s: Scenario) -> bool:
-    """``main_params_dtype`` is bf16: no master, the optimizer updates the 16-bit weights."""
-    return s.parallelism.main_params_dtype is MainParamsDtype.BF16
+    """No master, the optimizer updates the 16-bit weights: ``main_params_dtype`` is bf16;
+    where the scenario states no master dtype, a profile keeping no master at any ZeRO stage
+    (``master_weight_bytes`` and ``zero3_master_weight_bytes`` 0: NeMo Automodel's
+    ``torch.optim.Adam`` over the bf16 FSDP2 shards, ``planner.perf.frameworks``), so its
+    16-bit shard is counted as the weights under ZeRO-3 and the step reads and writes it, as
+    for a stated ``main_params_dtype: bf16``."""
+    dtype = _stated_master(s)
+    if dtype is None:
+        profile = profile_of(s.training.framework)
+        return profile.master_weight_bytes == 0.0 and profile.zero3_master_weight_bytes == 0.0
+    return dtype is MainParamsDtype.BF16
 
 
 def _moment_bytes(s: Scenario, dtype: OptimizerDtype | None) -> float:

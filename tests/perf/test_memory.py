@@ -136,16 +136,20 @@ def test_fsdp_zero3_keeps_root_unit_gathered_and_no_16_bit_shard() -> None:
 
 def test_automodel_adam_keeps_bf16_moments_and_no_master_on_its_bf16_shards() -> None:
     """NeMo Automodel's recipes run ``torch.optim.Adam`` on the FSDP2 shards of a bf16 model:
-    no fp32 master, both moments bf16 like the parameter (4 bytes per owned parameter)."""
+    no fp32 master, both moments bf16 like the parameter (4 bytes per owned parameter); the
+    bf16 shard the optimizer updates is held among the weights (2 bytes per owned parameter)."""
     automodel = _scenario("automodel", zero_stage=3)
     torchtitan = _scenario("torchtitan", zero_stage=3)
     params = total_params(automodel.model)
     assert memory_per_gpu(automodel).optimizer_bytes == pytest.approx(4 * params / 8)
     assert memory_per_gpu(torchtitan).optimizer_bytes == pytest.approx(12 * params / 8)
-    # the step reads and writes the bf16 moments at their own bytes: 34 - 8 (master) - 8
+    assert memory_per_gpu(automodel).weights_bytes - memory_per_gpu(
+        torchtitan
+    ).weights_bytes == pytest.approx(2 * params / 8)
+    # the step reads and writes the bf16 weight and moments in place: 12 + 2 * 4, against 34
     a = _arrays(automodel, torchtitan)
     hbm = optimizer_times(a, DefaultEfficiency(), stage_params(a).busiest()).hbm_bytes
-    assert hbm[0] / hbm[1] == pytest.approx(18 / 34)
+    assert hbm[0] / hbm[1] == pytest.approx(20 / 34)
 
 
 def test_foreach_adam_step_holds_one_second_moment_per_owned_parameter() -> None:

@@ -71,7 +71,10 @@ def test_absent_fields_read_the_framework_profile(framework: str, zero_stage: in
     assert bare.zero3_master_weight_bytes == profile.zero3_master_weight_bytes
     assert bare.adam_moment_bytes == profile.adam_moment_bytes
     assert bare.exp_avg_sq_bytes == profile.adam_moment_bytes / 2
-    assert bare.optimizer_updates_weights is False
+    # a profile keeping no master (NeMo Automodel) updates the 16-bit weights itself
+    no_master = profile.master_weight_bytes == 0 and profile.zero3_master_weight_bytes == 0
+    assert bare.optimizer_updates_weights is (framework == "automodel")
+    assert bare.optimizer_updates_weights is no_master
 
 
 def test_pure_bf16_keeps_8_bytes_per_parameter_of_model_states() -> None:
@@ -169,6 +172,28 @@ def test_an_fp32_automodel_model_keeps_torchtitans_fp32_shards_and_moments() -> 
     assert automodel.optimizer_bytes == pytest.approx(12 * owned)
     assert automodel.weights_bytes == pytest.approx(titan.weights_bytes)
     assert automodel.optimizer_step_bytes == pytest.approx(4 * owned)  # foreach sqrt, fp32
+
+
+@pytest.mark.parametrize("zero_stage", [0, 1, 3])
+def test_automodel_profile_counts_its_bf16_shard_as_a_stated_bf16_master(zero_stage: int) -> None:
+    """NeMo Automodel's profile keeps no master: ``torch.optim.Adam`` updates the bf16 FSDP2
+    parameter shard (``MixedPrecisionPolicy(param_dtype=torch.bfloat16)`` over a bf16 model,
+    ``nemo_automodel/components/moe/parallelizer.py`` @ 36044ad3d1), so the profile's model
+    states and step traffic are those of a stated ``main_params_dtype: bf16``; under ZeRO-3
+    the shard is 2 bytes per owned parameter among the weights, beside the 4 of the moments."""
+    profile = _scenario("automodel", zero_stage=zero_stage)
+    stated = _scenario("automodel", zero_stage=zero_stage, main_params_dtype="bf16")
+    implicit, explicit = memory_per_gpu(profile), memory_per_gpu(stated)
+    assert implicit.weights_bytes == pytest.approx(explicit.weights_bytes)
+    assert implicit.optimizer_bytes == pytest.approx(explicit.optimizer_bytes)
+    assert _states(profile) == pytest.approx(_states(stated))
+    hbm_implicit, hbm_explicit = _hbm(profile, stated)
+    assert hbm_implicit == pytest.approx(hbm_explicit)
+    if zero_stage == 3:
+        owned = total_params(_scenario().model) / DP
+        titan = memory_per_gpu(_scenario("torchtitan", zero_stage=3, **PURE_BF16))
+        assert implicit.weights_bytes == pytest.approx(titan.weights_bytes)
+        assert implicit.optimizer_bytes == pytest.approx(4 * owned)
 
 
 def test_optimizer_step_moves_the_stated_bytes() -> None:
