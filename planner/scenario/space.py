@@ -30,7 +30,7 @@ from planner.scenario.parse import SECTION_KEYS, parse_scenario
 from planner.search import KNOBS, PLACEMENT_NOTE, DesignSpace, Knobs, Objective
 from planner.search.explore import ExploreEntry, ExploreResult
 from planner.search.space import allowed_counts
-from planner.specs.feasibility import probe_tp_comm_overlap
+from planner.specs.feasibility import optimizer_dtype_rule, probe_tp_comm_overlap
 from planner.specs.parallelism import ParallelismSpec, Recompute
 from planner.specs.scenario import Framework
 
@@ -285,12 +285,16 @@ def probe_document(doc: Mapping[str, object], num_gpus: int) -> dict[str, object
     the document's ``SCALAR_FIELDS``: what ``parse_scenario`` validates the model, hardware,
     training and one-per-document fields of an explore document with. A ``tp_comm_overlap``
     the framework refuses at tensor parallelism 1 is left out (``probe_tp_comm_overlap``;
-    ``parse_space`` hands the job's value to the ``DesignSpace``)."""
+    ``parse_space`` hands the job's value to the ``DesignSpace``); a bf16 master, which
+    Megatron-Core's optimizer refuses below ZeRO-3 (``optimizer_dtype_rule``), is probed at
+    ZeRO-3 (the candidates carry their own stages)."""
     par = doc.get("parallelism")
     probe_par: dict[str, object] = {"data_parallel": num_gpus, "global_batch_size": num_gpus}
     probe_par.update(stated_fields(par))
     if probe_tp_comm_overlap(probe_par.get("tp_comm_overlap") is True, _framework(doc)) is None:
         del probe_par["tp_comm_overlap"]
+    if probe_par.get("main_params_dtype") == "bf16" and optimizer_dtype_rule(_framework(doc)):
+        probe_par["zero_stage"] = 3  # the one stage Megatron-Core's optimizer takes it at
     probe = {k: v for k, v in doc.items() if k != "parallelism"}
     probe["hardware"] = {**_mapping_or_empty(doc.get("hardware")), "num_gpus": num_gpus}
     probe["parallelism"] = probe_par

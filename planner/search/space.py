@@ -40,9 +40,10 @@ when they run the same way, which the rules leave in one case: ZeRO stages 0, 1 
 every parameter's data-parallel group has one rank (``data·context = 1`` and expert data
 parallel 1: a distributed optimizer, or sharded gradients, over one rank is the plain one);
 the lowest allowed of these stages that the layout rules accept is kept (stage 1 where
-Megatron-LM refuses FP8 parameters at stage 0 without Megatron-FSDP,
-``fp8_param_gather_rule``). (ZeRO-3 stays distinct: PyTorch FSDP keeps its sharded fp32
-parameters and gathers 16-bit copies per unit even over one rank.)
+Megatron-LM refuses FP8 parameters at stage 0 without Megatron-FSDP, ``fp8_param_gather_rule``,
+or Megatron-Core's optimizer the job's optimizer dtypes, ``optimizer_dtype_rule``). (ZeRO-3
+stays distinct: PyTorch FSDP keeps its sharded fp32 parameters and gathers 16-bit copies per
+unit even over one rank.)
 
 Placement: the engine places groups in Megatron-Core rank order (tensor fastest, then context,
 data, pipeline slowest; ``planner.perf.collectives``), so "which dimension sits inside the
@@ -70,9 +71,11 @@ from planner.specs.feasibility import (
     Violation,
     fp8_param_gather_rule,
     layout_violations,
+    needs_precision_aware_optimizer,
+    optimizer_dtype_rule,
     probe_tp_comm_overlap,
 )
-from planner.specs.parallelism import Recompute
+from planner.specs.parallelism import MainParamsDtype, ParallelismSpec, Recompute
 from planner.specs.pipeline_split import stage_layer_arrays
 from planner.specs.scenario import Scenario
 
@@ -161,18 +164,29 @@ _COARSE_TABLE_MAX = 1 << 20
 """Most coarse classes a sub-space tabulates (8 MiB of int64)."""
 
 
+_JOB_OPTIMIZER_FIELDS = frozenset(
+    {"main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "store_param_remainders"}
+)
+"""The optimizer's dtype fields, one value per job, that the layout rules read beside the
+ZeRO stage (``optimizer_dtype_rule``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _JobLayout:
-    """A sub-space's candidates as the layout rules read them: their columns, and the job's
+    """A sub-space's candidates as the layout rules read them: their columns, the job's
     stated async tensor parallelism (``SubSpace.tp_comm_overlap``, one value for every
     candidate, which ``CandidateColumns`` does not carry; ``async_tensor_parallel_rule``,
-    ``tp_comm_overlap_sequence_rule``).
+    ``tp_comm_overlap_sequence_rule``) and the optimizer's dtypes of the job's parallelism
+    (``_JOB_OPTIMIZER_FIELDS``; ``optimizer_dtype_rule``).
     Every other attribute is the columns'."""
 
     cols: CandidateColumns
     tp_comm_overlap: bool
+    job: ParallelismSpec
 
     def __getattr__(self, name: str) -> Any:
+        if name in _JOB_OPTIMIZER_FIELDS:
+            return getattr(self.job, name)
         return getattr(self.cols, name)
 
 
@@ -322,7 +336,9 @@ class SubSpace:
             megatron_fsdp=np.full(n, self.base.parallelism.megatron_fsdp, dtype=np.bool_),
         )
         framework = self.base.training.framework
-        layout = _JobLayout(cols, tp_comm_overlap=self.tp_comm_overlap is True)
+        layout = _JobLayout(
+            cols, tp_comm_overlap=self.tp_comm_overlap is True, job=self.base.parallelism
+        )
         code = layout_violations(self.base.model, num_gpus, layout, framework=framework)
         reason = np.where(code >= 0, _REASON_OF_CODE[code], -1)
         if self.data_parallel is not None:  # checked once the GPUs are tiled, before the rest
@@ -365,13 +381,28 @@ class SubSpace:
             and fp8_param_gather_rule(self.base.training.framework)
         )
 
+    def _optimizer_dtypes_refuse(self) -> frozenset[int]:
+        """The ZeRO stages the layout rules refuse for every candidate of this sub-space for
+        the job's optimizer dtypes under Megatron-Core's optimizer (``optimizer_dtype_rule``):
+        stage 0 where they need the precision-aware optimizer, stages 0-2 for a bf16 master."""
+        par = self.base.parallelism
+        if not optimizer_dtype_rule(self.base.training.framework):
+            return frozenset()
+        if par.main_params_dtype is MainParamsDtype.BF16:
+            return frozenset({0, 1, 2})
+        return frozenset({0}) if needs_precision_aware_optimizer(par) else frozenset()
+
     def _equivalent(self, cols: CandidateColumns) -> NDArray[np.bool_]:
         """Candidates equivalent to one with a lower allowed ZeRO stage (module docstring):
         stage 1 or 2 where every data-parallel group has one rank."""
         # a stage the layout rules refuse for every candidate is not the one kept: FP8
         # parameters without a sharded optimizer (fp8_param_gather_rule) leave stage 1
         refused = 0 if self._fp8_param_gather_refuses_stage_0() else -1
-        lower = [s for s in self.zero_stages if s <= 2 and s != refused]
+        lower = [
+            s
+            for s in self.zero_stages
+            if s <= 2 and s != refused and s not in self._optimizer_dtypes_refuse()
+        ]
         if len(lower) < 2:
             return np.zeros(cols.n, dtype=np.bool_)
         dense_group = cols.data_parallel * cols.context_parallel

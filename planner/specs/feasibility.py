@@ -36,9 +36,12 @@ Automodel splits no routed expert over tensor parallelism (expert tensor paralle
 ``planner.specs.folding``); routed experts with biases (``model.moe_expert_bias``, GPT-OSS) need
 expert tensor parallelism 1 under Megatron-Core (``expert_bias_rule``); FP8 parameters
 (``fp8_param_gather``) need a sharded optimizer (ZeRO stage 1 or more) or Megatron-FSDP
-(``megatron_fsdp``) under Megatron-LM (``fp8_param_gather_rule``); the global batch is a
-multiple of ``data_parallel·micro_batch_size``; the interleaved schedule's micro-batch rule
-of the framework (``interleaved_microbatch_rule``).
+(``megatron_fsdp``) under Megatron-LM (``fp8_param_gather_rule``); under Megatron-Core's
+optimizer (Megatron-LM, NeMo 2, Megatron-Bridge: ``optimizer_dtype_rule``) optimizer dtypes
+that need its precision-aware optimizer need a sharded optimizer too, and a bf16 master
+(``main_params_dtype: bf16``) is refused below ZeRO-3; the global batch is a multiple of
+``data_parallel·micro_batch_size``; the interleaved schedule's micro-batch rule of the
+framework (``interleaved_microbatch_rule``).
 Which GPU precision a scenario may use is a property of the GPU, not of the layout, and stays
 in ``Scenario``.
 
@@ -76,12 +79,14 @@ from planner.specs.pipeline_split import (
 __all__ = [
     "ASYNC_TENSOR_PARALLEL_CHECKED",
     "ASYNC_TENSOR_PARALLEL_SOURCE",
+    "BF16_MAIN_PARAMS_SOURCE",
     "DEFAULT_FRAMEWORK",
     "EXPERT_BIAS_SOURCE",
     "FP8_PARAM_GATHER_SOURCE",
     "MOE_SEQUENCE_PARALLEL_REFUSED_SOURCE",
     "MOE_SEQUENCE_PARALLEL_SOURCE",
     "MOE_WITHOUT_SEQUENCE_PARALLEL",
+    "PRECISION_AWARE_OPTIMIZER_SOURCE",
     "SEQUENCE_PARALLEL_OFF_BY_DEFAULT",
     "TP_COMM_OVERLAP_SEQUENCE_SOURCE",
     "Layout",
@@ -96,6 +101,8 @@ __all__ = [
     "layout_violations",
     "moe_sequence_parallel_refused",
     "moe_tensor_parallel_rule",
+    "needs_precision_aware_optimizer",
+    "optimizer_dtype_rule",
     "parallelism_violation",
     "probe_tp_comm_overlap",
     "stage_layers_of",
@@ -158,6 +165,10 @@ class Violation(StrEnum):
     EXPERTS_NOT_SPLIT_BY_FRAMEWORK = "experts_not_split_by_framework"
     BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1 = "biased_experts_need_expert_tensor_parallel_1"
     FP8_PARAM_GATHER_NEEDS_SHARDED_OPTIMIZER = "fp8_param_gather_needs_sharded_optimizer"
+    PRECISION_AWARE_OPTIMIZER_NEEDS_DISTRIBUTED_OPTIMIZER = (
+        "precision_aware_optimizer_needs_distributed_optimizer"
+    )
+    BF16_MAIN_PARAMS_NOT_SUPPORTED_BY_FRAMEWORK = "bf16_main_params_not_supported_by_framework"
     GLOBAL_BATCH_NOT_DIVISIBLE_BY_DP_MICRO_BATCH = "global_batch_not_divisible_by_dp_micro_batch"
     MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE = "microbatches_invalid_for_interleaved_schedule"
 
@@ -540,6 +551,81 @@ def _fp8_param_gather(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     return gather & (zero == 0) & np.logical_not(_flag(x, "megatron_fsdp"))
 
 
+PRECISION_AWARE_OPTIMIZER_SOURCE = (
+    "NVIDIA/Megatron-LM megatron/core/optimizer/optimizer_config.py "
+    "OptimizerConfig.__post_init__ at core_v0.14.0 (23e00ed0963c35382dfe8a5a94fb3cda4d21e133) "
+    "and core_v0.16.1 (55ac7082517c3878ae653c07c09c534b8aed49f6): '--use-precision-aware-"
+    "optimizer only supported with distributed optimizer', and without it main_params_dtype, "
+    "exp_avg_dtype and exp_avg_sq_dtype 'can only be fp32'; at main "
+    "(d98e8a64ddf34856e74b24714e3bedb2f5a39553) the first check moved to "
+    "get_megatron_optimizer (megatron/core/optimizer/__init__.py), the second stayed"
+)
+"""Where Megatron-Core refuses the precision-aware optimizer without its distributed
+optimizer, and non-fp32 optimizer dtypes without the precision-aware optimizer."""
+
+BF16_MAIN_PARAMS_SOURCE = (
+    "NVIDIA/Megatron-LM megatron/training/arguments.py: --main-params-dtype choices fp32, fp16 "
+    "at core_v0.14.0, core_v0.16.1 and d98e8a64dd; Megatron-Core's precision-aware path hands a "
+    "non-fp32 main_params_dtype to Transformer Engine FusedAdam as master_weight_dtype "
+    "(megatron/core/optimizer/__init__.py @ d98e8a64dd), which raises 'FusedAdam only "
+    "supports fp32/fp16 master weights' (NVIDIA/TransformerEngine "
+    "transformer_engine/pytorch/optimizers/fused_adam.py @ v2.7, "
+    "fedd9ddc739a4f28b2ee705df5577d20d33400ec, and @ v2.18)"
+)
+"""Where Megatron-Core's optimizer refuses a bf16 master (no master: the optimizer updating
+the bf16 weights)."""
+
+
+def optimizer_dtype_rule(framework: str) -> bool:
+    """Whether ``framework`` builds its optimizer with Megatron-Core's ``OptimizerConfig`` and
+    ``get_megatron_optimizer``, and so refuses (below ZeRO-3, Megatron-FSDP, which keeps its
+    own main-weight buffer, ``--megatron-fsdp-main-params-dtype``):
+
+    * the precision-aware optimizer at ZeRO stage 0 (``PRECISION_AWARE_OPTIMIZER_SOURCE``): a
+      stated ``main_params_dtype`` fp16, a moment dtype other than fp32, or
+      ``store_param_remainders`` true (remainders exist only in Transformer Engine's
+      ``FusedAdam`` under it) need ``--use-precision-aware-optimizer``, which needs the
+      distributed optimizer (ZeRO stage 1-2 in the planner's terms);
+    * ``main_params_dtype`` bf16 at ZeRO stages 0-2 (``BF16_MAIN_PARAMS_SOURCE``).
+
+    True for ``megatron`` (Megatron-LM) and ``nemo``: NeMo 2's ``MegatronOptimizerModule``
+    and Megatron-Bridge's ``OptimizerConfig`` (a subclass of Megatron-Core's, its
+    ``__post_init__`` deferred to ``ConfigContainer.validate``,
+    src/megatron/bridge/training/config.py @ 067f987df03b8355b03192d88d70f1709fedf51a) build
+    the same optimizer. No other framework's optimizer reads these names."""
+    return framework in MEGATRON_CORE
+
+
+def _stated(x: Layout, name: str) -> str | None:
+    value = knob(x, name)
+    return None if value is None else str(value)
+
+
+def needs_precision_aware_optimizer(x: Layout) -> bool:
+    """Whether the optimizer dtypes ``x`` states need Megatron-Core's precision-aware optimizer
+    (``optimizer_dtype_rule``): an fp16 master, a moment not in fp32, or fp32 remainders."""
+    moments = (_stated(x, "exp_avg_dtype"), _stated(x, "exp_avg_sq_dtype"))
+    return (
+        _stated(x, "main_params_dtype") == "fp16"
+        or any(m not in (None, "fp32") for m in moments)
+        or knob(x, "store_param_remainders") is True
+    )
+
+
+def _precision_aware_optimizer(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    zero: Int = knob(x, "zero_stage")
+    if zero is None or not optimizer_dtype_rule(fw) or not needs_precision_aware_optimizer(x):
+        return x.tensor_parallel < 0  # False, of the candidates' shape
+    return zero == 0
+
+
+def _bf16_main_params(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
+    zero: Int = knob(x, "zero_stage")
+    if zero is None or not optimizer_dtype_rule(fw) or _stated(x, "main_params_dtype") != "bf16":
+        return x.tensor_parallel < 0  # False, of the candidates' shape
+    return zero < 3
+
+
 def _global_batch(x: Layout) -> Flag:
     return x.global_batch_size % (x.data_parallel * x.micro_batch_size) != 0
 
@@ -604,6 +690,8 @@ _MODEL_RULES: dict[Violation, ScenarioRule] = {
     Violation.EXPERTS_NOT_SPLIT_BY_FRAMEWORK: _experts_whole,
     Violation.BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1: _expert_bias,
     Violation.FP8_PARAM_GATHER_NEEDS_SHARDED_OPTIMIZER: _fp8_param_gather,
+    Violation.PRECISION_AWARE_OPTIMIZER_NEEDS_DISTRIBUTED_OPTIMIZER: _precision_aware_optimizer,
+    Violation.BF16_MAIN_PARAMS_NOT_SUPPORTED_BY_FRAMEWORK: _bf16_main_params,
     Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _interleaved_microbatches,
 }
 _RULES: tuple[tuple[Violation, ScenarioRule], ...] = tuple(
@@ -875,6 +963,32 @@ def _fp8_param_gather_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     )
 
 
+def _precision_aware_optimizer_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    names = ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "store_param_remainders")
+    stated = ", ".join(f"{n} {knob(x, n)}" for n in names if knob(x, n) is not None)
+    return SpecError(
+        "parallelism.zero_stage",
+        f"the optimizer dtypes stated ({stated}) need Megatron-Core's precision-aware optimizer "
+        f"(--use-precision-aware-optimizer), which {fw} runs only with the distributed "
+        "optimizer (megatron/core/optimizer: '--use-precision-aware-optimizer only supported "
+        "with distributed optimizer'); zero_stage=0 has none: set zero_stage to 1 "
+        "(--use-distributed-optimizer), or main_params_dtype, exp_avg_dtype and "
+        "exp_avg_sq_dtype to fp32 and store_param_remainders to false (or leave them out)",
+    )
+
+
+def _bf16_main_params_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
+    return SpecError(
+        "parallelism.main_params_dtype",
+        f"bf16 (no master: the optimizer updates the bf16 weights) is not an option of {fw}'s "
+        "Megatron-Core optimizer, which keeps an fp32 or fp16 master (Megatron-LM "
+        "--main-params-dtype {fp32, fp16}; Transformer Engine FusedAdam: 'FusedAdam only "
+        f"supports fp32/fp16 master weights'); zero_stage={knob(x, 'zero_stage')}: set "
+        "main_params_dtype to fp32 or fp16, or zero_stage to 3 (Megatron-FSDP, whose "
+        "main-weight buffer takes --megatron-fsdp-main-params-dtype)",
+    )
+
+
 def _microbatches_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
     micro = int(x.global_batch_size) // (int(x.data_parallel) * int(x.micro_batch_size))
     p = int(x.pipeline_parallel)
@@ -938,6 +1052,10 @@ _FRAMEWORK_MESSAGES: dict[Violation, Callable[[ModelSpec, Layout, str], SpecErro
     Violation.EXPERTS_NOT_SPLIT_BY_FRAMEWORK: _experts_whole_message,
     Violation.BIASED_EXPERTS_NEED_EXPERT_TENSOR_PARALLEL_1: _expert_bias_message,
     Violation.FP8_PARAM_GATHER_NEEDS_SHARDED_OPTIMIZER: _fp8_param_gather_message,
+    Violation.PRECISION_AWARE_OPTIMIZER_NEEDS_DISTRIBUTED_OPTIMIZER: (
+        _precision_aware_optimizer_message
+    ),
+    Violation.BF16_MAIN_PARAMS_NOT_SUPPORTED_BY_FRAMEWORK: _bf16_main_params_message,
     Violation.MICROBATCHES_INVALID_FOR_INTERLEAVED_SCHEDULE: _microbatches_message,
 }
 

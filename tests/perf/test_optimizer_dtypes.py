@@ -199,11 +199,12 @@ def test_automodel_profile_counts_its_bf16_shard_as_a_stated_bf16_master(zero_st
 def test_optimizer_step_moves_the_stated_bytes() -> None:
     """HBM bytes per owned parameter: 34 with an fp32 master and moments; an fp16 master and
     FP8 moments read and write 2 and 1 + 1; without a master the step reads and writes the
-    16-bit weight (4), the gradient and its norm pass (8) and the moments: 20 with bf16 ones."""
+    16-bit weight (4), the gradient and its norm pass (8) and the moments: 20 with bf16 ones
+    (a pure-bf16 torchtitan run: Megatron-Core keeps a master)."""
     base, low, pure = _hbm(
         _scenario(),
         _scenario(main_params_dtype="fp16", exp_avg_dtype="fp8", exp_avg_sq_dtype="fp8"),
-        _scenario(**PURE_BF16),
+        _scenario("torchtitan", **PURE_BF16),
     )
     assert base / ADAM_HBM_BYTES_PER_PARAM == pytest.approx(low / (34 - 4 - 12))
     assert base / ADAM_HBM_BYTES_PER_PARAM == pytest.approx(pure / 20)

@@ -84,6 +84,8 @@ def test_counts_per_reason_are_pinned() -> None:
         "experts_not_split_by_framework": 0,
         "biased_experts_need_expert_tensor_parallel_1": 0,
         "fp8_param_gather_needs_sharded_optimizer": 0,
+        "precision_aware_optimizer_needs_distributed_optimizer": 0,
+        "bf16_main_params_not_supported_by_framework": 0,
         "global_batch_not_divisible_by_dp_micro_batch": 384,
         "microbatches_invalid_for_interleaved_schedule": 168,
         "equivalent_layout": 0,
@@ -437,3 +439,73 @@ def test_megatron_lm_spaces_run_tp_comm_overlap_with_sequence_parallelism(framew
         else:
             assert not counted.any()
             assert (without & (reason < 0)).any()
+
+
+PRECISION_AWARE: dict[str, Any] = {
+    "model": {"preset": "llama2-7b"},
+    "hardware": {"gpu": "h100-sxm", "num_gpus": [8, 16]},
+    "parallelism": {
+        "global_batch_size": 64,
+        "exp_avg_dtype": "bf16",
+        "exp_avg_sq_dtype": "bf16",
+        "recompute": ["none"],
+        "micro_batch_size": [1, 2],
+    },
+}
+"""Llama-2 7B with bf16 Adam moments, every ZeRO stage open."""
+
+
+@pytest.mark.parametrize(
+    ("framework", "par", "reason", "refused_stages"),
+    [
+        ("megatron", {}, "precision_aware_optimizer_needs_distributed_optimizer", {0}),
+        ("nemo", {}, "precision_aware_optimizer_needs_distributed_optimizer", {0}),
+        (
+            "megatron",
+            {"main_params_dtype": "bf16", "exp_avg_dtype": None, "exp_avg_sq_dtype": None},
+            "bf16_main_params_not_supported_by_framework",
+            {0, 1, 2},
+        ),
+        ("torchtitan", {}, "precision_aware_optimizer_needs_distributed_optimizer", set()),
+    ],
+)
+def test_optimizer_dtypes_refuse_stages_under_megatron_core(
+    framework: str, par: dict[str, Any], reason: str, refused_stages: set[int]
+) -> None:
+    """Megatron-Core's optimizer refuses the precision-aware dtypes without its distributed
+    optimizer (ZeRO-0) and a bf16 master below Megatron-FSDP (``optimizer_dtype_rule``):
+    those candidates, and only those, count under the rule, in a full decode and in the
+    sweep's counts (which count coarse classes without decoding them); a layout with one
+    data-parallel rank keeps the lowest stage accepted among its equivalent ones; the top
+    layouts run at an accepted stage. torchtitan has no such rule."""
+    doc = copy.deepcopy(PRECISION_AWARE)
+    doc["training"] = {"framework": framework}
+    for name, value in par.items():
+        if value is None:
+            doc["parallelism"].pop(name)
+        else:
+            doc["parallelism"][name] = value
+    reason_index = REJECT_REASONS.index(reason)
+    space = parse_space(copy.deepcopy(doc))
+    counted_total = 0
+    for sub in space.subspaces:
+        cols, reasons = sub.decode(0, sub.size)
+        zero = np.asarray(cols.zero_stage)
+        refused = np.isin(zero, sorted(refused_stages))
+        counted = reasons == reason_index
+        counted_total += int(counted.sum())
+        assert refused[counted].all()
+        assert not (refused & (reasons < 0)).any()
+        alone = (np.asarray(cols.data_parallel) * np.asarray(cols.context_parallel)) == 1
+        kept = min({0, 1, 2} - refused_stages, default=None)
+        if kept is not None:
+            assert ((zero == kept) & alone & (reasons < 0)).any()
+        if refused_stages:
+            assert counted.any()
+        else:
+            assert not counted.any()
+    outcome = sweep(parse_space(copy.deepcopy(doc)))
+    assert outcome.rejected[reason] == counted_total
+    top = explore(parse_space(copy.deepcopy(doc)), top_k=5, tolerance=None).top
+    assert top
+    assert all(e.scenario.parallelism.zero_stage not in refused_stages for e in top)
