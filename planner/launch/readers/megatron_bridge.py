@@ -48,6 +48,7 @@ from planner.launch.readers.nemo_common import (
     fp16_base_note,
     megatron_fsdp_facts,
     moe_routing_keys,
+    optimizer_config_facts,
     sixteen_bit_layers_note,
     unexpanded,
 )
@@ -479,7 +480,7 @@ def config_facts(config: HydraConfig, facts: Facts) -> None:
         facts.note(
             f"model.seq_length {model_seq.value} differs from dataset.seq_length {seq.value}"
         )
-    _precision(config, facts)
+    _optimizer(config, facts, _precision(config, facts))
     _cuda_graphs(config, facts)
     _offloading(config, facts)
     _recompute(config, facts)
@@ -702,7 +703,34 @@ def scenario_precision(values: Mapping[str, object]) -> dict[str, tuple[object, 
     return out
 
 
-def _precision(config: HydraConfig, facts: Facts) -> None:
+def _optimizer(config: HydraConfig, facts: Facts, fields: Mapping[str, Resolved] | None) -> None:
+    """The optimizer's dtypes from ``optimizer.*`` (Megatron-Core's ``OptimizerConfig``, which
+    Megatron-Bridge's subclasses; ``nemo_common.optimizer_config_facts``). ``fields``: the
+    resolved ``MixedPrecisionConfig`` (``_precision``), whose ``bf16`` and ``fp8_recipe``
+    ``MixedPrecisionConfig.setup`` copies over the ``OptimizerConfig`` before
+    ``runtime_config_update``'s ``validate`` runs its deferred ``__post_init__``
+    (``OptimizerConfig.finalize``, src/megatron/bridge/training/config.py @
+    067f987df03b8355b03192d88d70f1709fedf51a, @ v0.2.0, 7af9601c9da7, and @ v0.1.0rc3,
+    bf71eba07bae): ``bf16_mixed`` leaves
+    ``fp8_recipe`` at its default ``tensorwise``, so the fp32 master stays whole there; without
+    a mixed-precision config, the ``optimizer.*`` keys."""
+    if fields is not None:
+        bf16, recipe = fields["bf16"].value is True, fields["fp8_recipe"].value
+    else:
+        own, recipe_found = config.lookup("optimizer.bf16"), config.lookup("optimizer.fp8_recipe")
+        bf16 = own is not None and own.value is True
+        recipe = None if recipe_found is None else recipe_found.value
+    optimizer_config_facts(
+        config.lookup,
+        "optimizer.",
+        facts,
+        bf16=bf16,
+        fp8_recipe=recipe,
+        default_source="Megatron-Core OptimizerConfig",
+    )
+
+
+def _precision(config: HydraConfig, facts: Facts) -> dict[str, Resolved] | None:
     """``parallelism.precision``, ``fp8_recipe``, ``fp8_param_gather`` and
     ``grad_reduce_in_fp32`` from ``mixed_precision`` (:func:`_precision_fields`: a named
     recipe's values or a mapping's over ``MixedPrecisionConfig``'s defaults, read by
@@ -710,15 +738,16 @@ def _precision(config: HydraConfig, facts: Facts) -> None:
     ``ddp.grad_reduce_in_fp32``. The 16-bit first and last layers of the current-scaling
     recipes are noted (no scenario field holds them), and so is an fp16 base under fp8 or fp4
     GEMMs (the ``fp16_with_*`` recipes, read as the low precision:
-    :func:`~planner.launch.readers.nemo_common.fp16_base_note`)."""
+    :func:`~planner.launch.readers.nemo_common.fp16_base_note`). Returns the resolved
+    ``MixedPrecisionConfig`` fields, None without one (or with a name it does not know)."""
     if config.value("mixed_precision") is None:
         found = config.lookup("ddp.grad_reduce_in_fp32")
         if found is not None and isinstance(found.value, bool):
             facts.set("parallelism.grad_reduce_in_fp32", found.value, found.source)
-        return
+        return None
     fields = _precision_fields(config, facts)
     if fields is None:
-        return
+        return None
     settings = scenario_precision({key: found.value for key, found in fields.items()})
     for name, (value, key) in settings.items():
         facts.set(f"parallelism.{name}", value, fields[key].source)
@@ -732,6 +761,7 @@ def _precision(config: HydraConfig, facts: Facts) -> None:
         and (start or end)
     ):
         facts.note(sixteen_bit_layers_note(start, end, str(precision), "mixed_precision"))
+    return fields
 
 
 def _layout(run: _Run) -> str:

@@ -43,6 +43,7 @@ from planner.launch.readers.nemo_common import (
     fp16_base_note,
     megatron_fsdp_facts,
     moe_routing_keys,
+    optimizer_config_facts,
     padded_vocab,
     sixteen_bit_layers_note,
     unexpanded,
@@ -368,6 +369,7 @@ def _to_facts(values: RecipeValues, command: str, facts: Facts) -> None:
     _derived_model(facts)
     _megatron_fsdp(settings, facts)
     _precision(settings, facts)
+    _optimizer(settings, facts)
     _vocab(values, facts)
     nodes = settings.get("trainer.num_nodes")
     devices = settings.get("trainer.devices")
@@ -480,6 +482,35 @@ def _precision(settings: Mapping[str, Sourced], facts: Facts) -> None:
             facts.note(fp16_base_note(low, plugin.source))
         _note_sixteen_bit_layers(settings, low, facts)
     _grad_reduce(settings, plugin, facts)
+
+
+def _optimizer(settings: Mapping[str, Sourced], facts: Facts) -> None:
+    """The optimizer's dtypes from ``optim.config.*`` overrides: the recipes' optimizer is
+    Megatron-Core's ``OptimizerConfig`` (``distributed_fused_adam_with_cosine_annealing``,
+    ``bf16`` for the ``bf16-mixed`` precision, the distributed optimizer on;
+    nemo/collections/llm/recipes/optim/adam.py, NVIDIA/NeMo @
+    8cfedd7203462cb251a914e700e5605444277561), read by
+    ``nemo_common.optimizer_config_facts``. NeMo-Run builds it (its ``__post_init__`` computing
+    whether Transformer Engine keeps the master) before ``MegatronStrategy`` copies the
+    precision plugin's fields over it with ``setattr`` (``update_config_with_dtype_overrides``,
+    nemo/lightning/pytorch/strategies/megatron_strategy.py @ 8cfedd72), so its ``fp8_recipe``
+    there is the override's, else None (and the plugin's own default is ``delayed``,
+    plugins/mixed_precision.py): the fp32 master of bf16 weights is kept as remainders."""
+    plugin = settings.get("trainer.plugins.precision")
+    catalog_strings = catalog().get("precision_strings")
+    table = catalog_strings if isinstance(catalog_strings, Mapping) else {}
+    base = None if plugin is None else table.get(str(plugin.value).lower())
+    own = settings.get("optim.config.bf16")
+    bf16 = own.value is True if own is not None else base == "bf16"
+    recipe = settings.get("optim.config.fp8_recipe")
+    optimizer_config_facts(
+        settings.get,
+        "optim.config.",
+        facts,
+        bf16=bf16,
+        fp8_recipe=None if recipe is None else recipe.value,
+        default_source="Megatron-Core OptimizerConfig",
+    )
 
 
 def _note_sixteen_bit_layers(settings: Mapping[str, Sourced], low: str, facts: Facts) -> None:

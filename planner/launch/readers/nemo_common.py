@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from typing import Protocol
 
 from planner.launch.types import Facts
 from planner.scenario.megatron_table import MEGATRON_FSDP_STAGES, ddp_sharding_strategy_default
 
 __all__ = [
     "MOE_ROUTING_KNOBS",
+    "OPTIMIZER_DTYPE_NAMES",
     "fp16_base_note",
     "megatron_fsdp_facts",
     "moe_routing_keys",
+    "optimizer_config_facts",
     "padded_vocab",
     "precision_of_trainer",
     "set_activation",
@@ -169,3 +173,113 @@ def megatron_fsdp_facts(facts: Facts, on: str, strategy: object, strategy_source
         f"{value} assumed (ZeRO {stage})"
     )
     facts.default("parallelism.zero_stage", stage, f"{on}; {value}: default of {source}")
+
+
+OPTIMIZER_DTYPE_NAMES: dict[str, str] = {
+    **dict.fromkeys(("fp32", "float32", "torch.float32", "32", "32-true"), "fp32"),
+    **dict.fromkeys(("fp16", "float16", "torch.float16", "16", "16-mixed"), "fp16"),
+    **dict.fromkeys(("bf16", "bfloat16", "torch.bfloat16", "bf16-mixed"), "bf16"),
+}
+"""A dtype as a Megatron-Bridge or NeMo 2.0 override writes it -> the scenario's name.
+Megatron-Bridge turns a string given for a ``torch.dtype`` field into one with
+``str_to_dtype`` (``training/utils/omegaconf_utils.py`` ``_apply_overrides``;
+``utils/activation_map.py`` ``DTYPE_MAP``: these names, NVIDIA-NeMo/Megatron-Bridge @
+067f987df03b8355b03192d88d70f1709fedf51a). Not here: FP8 moments, which Transformer Engine's
+``FusedAdam`` takes only as ``torch.uint8`` (``fused_adam.py`` @ v2.7), a name
+``DTYPE_MAP`` lacks (its ``fp8`` is ``torch.float8_e4m3fn``, which ``FusedAdam`` refuses)."""
+
+
+class _Found(Protocol):
+    @property
+    def value(self) -> object: ...
+    @property
+    def source(self) -> str: ...
+
+
+_OPTIMIZER_DTYPES = ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
+
+
+def optimizer_config_facts(
+    lookup: Callable[[str], _Found | None],
+    prefix: str,
+    facts: Facts,
+    *,
+    bf16: bool,
+    fp8_recipe: object,
+    default_source: str,
+) -> None:
+    """``parallelism.main_params_dtype``, ``exp_avg_dtype``, ``exp_avg_sq_dtype`` and
+    ``store_param_remainders`` from a Megatron-Core ``OptimizerConfig`` (Megatron-Bridge's
+    ``optimizer.*``, NeMo 2.0's ``optim.config.*``: ``lookup(prefix + field)``), as Megatron-Core
+    builds the optimizer from it (NVIDIA/Megatron-LM ``megatron/core/optimizer/__init__.py``,
+    ``optimizer_config.py`` @ core_v0.14.0 and d98e8a64dd):
+
+    * ``use_precision_aware_optimizer`` false (the default): nothing (the framework's fp32
+      master and moments; Megatron-Core asserts the dtypes fp32 then, noted otherwise);
+    * true: each dtype as given (``OptimizerConfig`` default fp32; an unknown name is noted
+      and nothing is stated); under ``optimizer_cpu_offload`` nothing (host memory);
+    * ``store_param_remainders`` (``OptimizerConfig`` default true): Megatron-Core hands an fp32
+      master to Transformer Engine's ``FusedAdam`` only while ``fp8_recipe`` is None or
+      ``delayed`` (``use_precision_aware_optimizer_no_fp8_or_ds_fp8``), which keeps it as
+      16-bit remainders of bf16 weights; otherwise the distributed optimizer keeps the whole
+      fp32 master (false). ``bf16``: the weights are bf16; ``fp8_recipe``: the
+      ``OptimizerConfig``'s when it computes that flag (Megatron-Bridge copies the
+      ``MixedPrecisionConfig``'s over it before ``finalize``; NeMo 2.0 builds it before its
+      precision plugin runs). ``default_source`` cites the config class for the defaults."""
+    on = lookup(prefix + "use_precision_aware_optimizer")
+    stated = {name: lookup(prefix + name) for name in _OPTIMIZER_DTYPES}
+    if on is None or on.value is not True:
+        lower = [
+            f"{name}={found.value}"
+            for name, found in stated.items()
+            if found is not None and OPTIMIZER_DTYPE_NAMES.get(str(found.value)) != "fp32"
+        ]
+        if lower:
+            facts.note(
+                f"optimizer {', '.join(lower)} without use_precision_aware_optimizer: "
+                "Megatron-Core's OptimizerConfig asserts fp32 there ('... can only be fp32 "
+                "when not using precision-aware optimizer'); not read"
+            )
+        return
+    offload = lookup(prefix + "optimizer_cpu_offload")
+    if offload is not None and offload.value is True:
+        facts.note(
+            f"{prefix}optimizer_cpu_offload keeps optimizer states in host memory, which the "
+            "scenario does not model: the GPU's optimizer memory is predicted as without it"
+        )
+        return
+    values: dict[str, tuple[str, str]] = {}
+    for name, found in stated.items():
+        if found is None or found.value is None:
+            values[name] = ("fp32", f"{on.source} ({default_source} default {name} fp32)")
+            continue
+        dtype = OPTIMIZER_DTYPE_NAMES.get(str(found.value))
+        if dtype is None:
+            facts.note(
+                f"{prefix}{name}={found.value}: not a dtype Transformer Engine's FusedAdam "
+                "takes from this config (FP8 states are torch.uint8, which the config's names "
+                "do not give); the optimizer dtypes are not read"
+            )
+            return
+        values[name] = (dtype, found.source)
+    for name, (dtype, source) in values.items():
+        facts.set(f"parallelism.{name}", dtype, source)
+    if values["main_params_dtype"][0] != "fp32" or not bf16:
+        return
+    if fp8_recipe is not None and fp8_recipe != "delayed":
+        facts.set(
+            "parallelism.store_param_remainders",
+            False,
+            f"derived: fp8_recipe {fp8_recipe}: Megatron-Core keeps the whole fp32 master "
+            "(use_precision_aware_optimizer_no_fp8_or_ds_fp8 false)",
+        )
+        return
+    remainders = lookup(prefix + "store_param_remainders")
+    if remainders is not None and isinstance(remainders.value, bool):
+        facts.set("parallelism.store_param_remainders", remainders.value, remainders.source)
+    else:
+        facts.set(
+            "parallelism.store_param_remainders",
+            True,
+            f"{on.source} ({default_source} default store_param_remainders true)",
+        )
