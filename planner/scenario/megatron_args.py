@@ -18,7 +18,8 @@ no sequence parallel unless ``--sequence-parallel``, ``num_query_groups`` only w
 ``--group-query-attention``. Uneven pipeline stages (``--pipeline-model-parallel-layout``,
 ``--decoder-first/last-pipeline-num-layers``, ``--account-for-embedding/loss-in-pipeline-split``)
 and MoE parallel folding (``--expert-tensor-parallel-size``) become the scenario fields of the
-same names, as does ``--fp8-param-gather`` under an FP8 or MXFP8 precision.
+same names, as does ``--fp8-param-gather`` under an FP8 or MXFP8 precision (false under
+``--use-torch-fsdp2``, which turns it off: ``megatron_table.fp8_param_gather_values``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from planner.scenario.megatron_table import (
     ArgValue,
     attention_values,
     cuda_graph_values,
+    fp8_param_gather_values,
     fp8_recipe,
     gradient_reduction_values,
     known_tokenizer_vocab,
@@ -298,8 +300,7 @@ def scenario_document_from_megatron_args(
     recipe = fp8_recipe(args, str(parallelism["precision"]))
     if recipe is not None:
         parallelism["fp8_recipe"] = recipe
-    if args.get("fp8-param-gather") is True and parallelism["precision"] in ("fp8", "mxfp8"):
-        parallelism["fp8_param_gather"] = True
+    parallelism.update(_as_dict(fp8_param_gather_values(args, str(parallelism["precision"]))))
     parallelism.update(_as_dict(gradient_reduction_values(args)))
     parallelism.update(_as_dict(optimizer_state_values(args)))
     parallelism.update(_as_dict(pipeline_values(args, layers, pp)))

@@ -35,6 +35,8 @@ __all__ = [
     "cuda_graph_values",
     "cuda_graphs_of",
     "ddp_sharding_strategy_default",
+    "fp8_param_gather_refusal",
+    "fp8_param_gather_values",
     "fp8_recipe",
     "grad_reduce_in_bf16_ignored",
     "gradient_reduction_values",
@@ -698,6 +700,54 @@ states (``optimizer_named_parameters``); ``optim_grads`` those and the gradient 
 103851dcf4c3 and main d98e8a64ddf3). ``--use-distributed-optimizer`` shards nothing more under
 Megatron-FSDP: ``DistributedOptimizer.__init__`` returns before building its own shards when
 the DDP config uses it (``megatron/core/optimizer/distrib_optimizer.py``, same commits)."""
+
+
+def fp8_param_gather_values(args: Args, precision: str) -> list[ArgValue]:
+    """``parallelism.fp8_param_gather`` from ``--fp8-param-gather`` (off unless given), where
+    ``precision`` is the scenario precision :func:`precision_value` reads: true under ``fp8`` or
+    ``mxfp8``; false under ``--use-torch-fsdp2``, where ``validate_args`` turns it off with
+    Transformer Engine 2.0 or later ("FSDP2 FP8 param gather is not supported yet in TE 2.0",
+    NVIDIA/Megatron-LM ``megatron/training/arguments.py`` from core_v0.14.0,
+    d2c22105f0507decf9982639a6065466534a8798, through d98e8a64ddf34856e74b24714e3bedb2f5a39553);
+    nothing under another precision, where Megatron-Core stops (:func:`fp8_param_gather_refusal`)
+    and the scenario format has no FP8 weights to state. A launch without a sharded optimizer
+    keeps its ``true``: the scenario's layout rule then refuses it as Megatron-LM does
+    (``planner.specs.feasibility.fp8_param_gather_rule``)."""
+    field = "parallelism.fp8_param_gather"
+    if args.get("fp8-param-gather") is not True:
+        return []
+    if args.get("use-torch-fsdp2") is True:
+        return [ArgValue(field, False, "use-torch-fsdp2")]
+    if precision not in ("fp8", "mxfp8"):
+        return []
+    return [ArgValue(field, True, "fp8-param-gather")]
+
+
+def fp8_param_gather_refusal(args: Args, precision: str) -> str | None:
+    """Why Megatron-LM stops at ``--fp8-param-gather`` among ``args`` (``precision`` as in
+    :func:`fp8_param_gather_values`), or None where it runs (NVIDIA/Megatron-LM at
+    d98e8a64ddf34856e74b24714e3bedb2f5a39553): without FP8 GEMMs ``TransformerConfig.
+    __post_init__`` raises "fp8_param must be used together with fp8 mode" (the argument is
+    its ``fp8_param``, ``megatron/training/argument_utils.py``; since
+    062c833392); without the distributed optimizer, torch FSDP2 or Megatron-FSDP
+    ``validate_args`` asserts "--fp8-param-gather only supported with distributed optimizer, torch
+    fsdp2, megatron fsdp, or inference mode" (``planner.specs.feasibility.
+    FP8_PARAM_GATHER_SOURCE``), the layout rule ``parse_scenario`` applies to ZeRO stage 0."""
+    if args.get("fp8-param-gather") is not True or args.get("use-torch-fsdp2") is True:
+        return None
+    if precision not in ("fp8", "mxfp8"):
+        return (
+            f"--fp8-param-gather without FP8 GEMMs (precision {precision}): Megatron-Core stops "
+            "(TransformerConfig: 'fp8_param must be used together with fp8 mode'); pass "
+            "--fp8-format or drop --fp8-param-gather"
+        )
+    if args.get("use-distributed-optimizer") is True or megatron_fsdp_flag(args) is not None:
+        return None
+    return (
+        "--fp8-param-gather without --use-distributed-optimizer, --use-torch-fsdp2 or "
+        "--use-megatron-fsdp: Megatron-LM stops (validate_args: '--fp8-param-gather only "
+        "supported with distributed optimizer, torch fsdp2, megatron fsdp, or inference mode')"
+    )
 
 
 def megatron_fsdp_flag(args: Args) -> str | None:

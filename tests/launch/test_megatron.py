@@ -498,3 +498,59 @@ def test_megatron_fsdp_without_a_strategy_takes_the_default_of_the_containers_re
         Launch(batch_script=stated, work_dir=JOB), MemoryFiles(), gpu="h100-sxm", predict=False
     )
     assert parse_scenario(described.scenario).parallelism.zero_stage == 1
+
+
+FP8 = " --fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather"
+
+
+def _describe_mlm_job(flags: str) -> LaunchDescription:
+    """``mlm_job.sbatch`` (no distributed optimizer, no FSDP) with ``flags`` after ``--bf16``."""
+    script = (support.DATA / "megatron" / "jobs" / "mlm_job.sbatch").read_text()
+    assert "--use-distributed-optimizer" not in script
+    script = script.replace("--bf16", f"--bf16{flags}")
+    return describe_launch(Launch(batch_script=script, work_dir=JOB), _files(), gpu="h100-sxm")
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        "--use-distributed-optimizer",
+        "--use-megatron-fsdp --data-parallel-sharding-strategy no_shard",
+        "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params",
+    ],
+)
+def test_fp8_param_gather_is_read_under_a_sharded_optimizer_or_megatron_fsdp(flags: str) -> None:
+    facts = _read(f"{BASE}{FP8} {flags}")
+    assert facts.get("parallelism.fp8_param_gather") is True
+    assert facts.values["parallelism.fp8_param_gather"].source == "job.sh:9 (--fp8-param-gather)"
+    assert not any("--fp8-param-gather" in note for note in facts.notes)
+    described = _describe_mlm_job(f"{FP8} {flags}")
+    assert parse_scenario(described.scenario).parallelism.fp8_param_gather is True
+    time_s = dict(described.to_json()["prediction"]).get("iteration_time_s")
+    assert isinstance(time_s, float)
+
+
+def test_fp8_param_gather_where_megatron_stops_is_noted_and_refused() -> None:
+    """Without a sharded optimizer ``validate_args`` asserts: the field is read, the note says
+    Megatron-LM stops, and the description's prediction is the layout rule's refusal naming the
+    ZeRO stage; under bf16 GEMMs Megatron-Core stops and the field is not read."""
+    plain = _read(BASE + FP8)
+    assert plain.get("parallelism.fp8_param_gather") is True
+    assert any("only supported with distributed optimizer" in n for n in plain.notes)
+    described = _describe_mlm_job(FP8)
+    parallelism = described.scenario["parallelism"]
+    assert isinstance(parallelism, dict)
+    assert parallelism["fp8_param_gather"] is True
+    prediction: dict[str, object] = dict(described.to_json()["prediction"])
+    assert "iteration_time_s" not in prediction
+    assert str(prediction["error"]).startswith("parallelism.zero_stage:")
+    sixteen_bit = _read(f"{BASE} --fp8-param-gather --use-distributed-optimizer")
+    assert not sixteen_bit.has("parallelism.fp8_param_gather")
+    assert any("fp8_param must be used together with fp8 mode" in n for n in sixteen_bit.notes)
+
+
+def test_fp8_param_gather_under_torch_fsdp2_is_turned_off() -> None:
+    facts = _read(f"{BASE}{FP8} --use-torch-fsdp2")
+    assert facts.get("parallelism.fp8_param_gather") is False
+    assert any("Transformer Engine 2.0" in note for note in facts.notes)
+    assert not any("Megatron-LM stops" in note for note in facts.notes)

@@ -186,12 +186,13 @@ def test_fp8_param_gather_flag_under_fp8_only() -> None:
     )
     assert fp8["parallelism"]["fp8_param_gather"] is True
     assert parse_scenario(fp8).parallelism.fp8_param_gather is True
-    # Megatron-FSDP and torch FSDP2 shard the optimizer too: ZeRO 3, as the launch reader reads it
+    # Megatron-FSDP and torch FSDP2 shard the optimizer too: ZeRO 3, as the launch reader reads
+    # it; under FSDP2 validate_args turns FP8 weights off (Transformer Engine 2.0 on)
     flags = "--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather"
-    for fsdp in ("--use-megatron-fsdp", "--use-torch-fsdp2"):
+    for fsdp, gather in (("--use-megatron-fsdp", True), ("--use-torch-fsdp2", False)):
         sharded = _small_bf16_gpt(f"{flags} {fsdp}")
         assert sharded["parallelism"]["zero_stage"] == 3
-        assert parse_scenario(sharded).parallelism.fp8_param_gather is True
+        assert parse_scenario(sharded).parallelism.fp8_param_gather is gather
     assert "fp8_param_gather" not in _small_bf16_gpt("--fp8-param-gather")["parallelism"]
 
 

@@ -19,6 +19,9 @@ line in the launch), a default of Megatron-LM (the data file names the file defi
   default of the NeMo Framework container the launch runs in, ``no_shard`` before Megatron
   Core 0.18.0, as under ``--use-custom-fsdp``, else the newest, ``optim_grads_params``);
   ``--use-distributed-optimizer`` 1; else 0.
+* FP8 weights: ``--fp8-param-gather`` under ``--fp8-format`` (fp8 or mxfp8), off under
+  ``--use-torch-fsdp2``; where Megatron-LM stops at it (no FP8 GEMMs, or no distributed
+  optimizer or FSDP) a note says so.
 * ``--yaml-cfg FILE``: Megatron then ignores every other argument and reads all of them from
   the YAML (keys are argparse names; ``language_model`` and ``model_parallel`` sections),
   completing it as ``megatron/training/yaml_arguments.py`` ``validate_yaml`` does.
@@ -54,6 +57,8 @@ from planner.scenario.megatron_table import (
     MEGATRON_FSDP_STAGES,
     attention_values,
     cuda_graph_values,
+    fp8_param_gather_refusal,
+    fp8_param_gather_values,
     grad_reduce_in_bf16_ignored,
     gradient_reduction_values,
     main_grads_bf16_refused,
@@ -123,6 +128,23 @@ def _optimizer_states(facts: Facts, args: ArgSource, defaults: Defaults) -> None
             "--use-precision-aware-optimizer under FSDP: the optimizer dtypes are read as the "
             "framework's (Megatron-FSDP takes --megatron-fsdp-main-params-dtype instead)"
         )
+
+
+def _fp8_weights(facts: Facts, args: ArgSource, precision: str) -> None:
+    """``parallelism.fp8_param_gather`` (``fp8_param_gather_values``), with a note where
+    Megatron-LM stops at ``--fp8-param-gather`` (``fp8_param_gather_refusal``) or turns it off
+    under ``--use-torch-fsdp2``."""
+    for row in fp8_param_gather_values(args.values, precision):
+        facts.set(row.field, row.value, args.source(row.arg))
+        if row.value is False:
+            facts.note(
+                "--fp8-param-gather under --use-torch-fsdp2: Megatron-LM turns it off with "
+                "Transformer Engine 2.0 or later (validate_args, core 0.14 on) and gathers "
+                "16-bit weights"
+            )
+    refusal = fp8_param_gather_refusal(args.values, precision)
+    if refusal is not None:
+        facts.note(refusal)
 
 
 def _zero_stage(
@@ -284,12 +306,14 @@ def read_megatron(
     read_shape(facts, args, defaults)
     tp, pp, cp = _parallel(facts, args, defaults)
     global_batch = read_batch(facts, args, world=world, model_parallel=tp * pp * cp)
-    if read_precision(facts, args) is None:
+    precision = read_precision(facts, args)
+    if precision is None:
         facts.note(
             "no --bf16 / --fp16: Megatron-LM keeps fp32 parameters, which the scenario format "
             "does not model; the precision is left to the scenario default"
         )
     _memory(facts, args, defaults, release)
+    _fp8_weights(facts, args, precision or "fp32")
     _optimizer_states(facts, args, defaults)
     _attention(facts, args, defaults)
     _moe(facts, args, defaults, tp=tp)
