@@ -444,3 +444,44 @@ def test_the_optimizer_sections_foreach_and_fused_are_its_implementation() -> No
         base.replace("torch.optim.Adam", "flashoptim.FlashAdamW") + " --optimizer.foreach=false"
     )
     assert not other.has(field)
+
+
+@pytest.mark.parametrize(
+    ("written", "stage"),
+    [
+        ("", 3),  # MegatronFSDPConfig's default
+        (" --distributed.zero_dp_strategy 0", 0),
+        (" --distributed.zero_dp_strategy=1", 1),
+        (" --distributed.zero_dp_strategy 2", 2),
+        (" --distributed.zero_dp_strategy optim_grads", 2),  # fully_shard takes the names too
+        (" --distributed.zero_dp_strategy no_shard", 0),
+    ],
+)
+def test_megatron_fsdp_states_itself_at_the_stage_of_its_zero_dp_strategy(
+    written: str, stage: int
+) -> None:
+    facts = _read(
+        "configs/qwen_lora.yaml --nproc-per-node 8 --distributed.strategy megatron_fsdp" + written
+    )
+    assert facts.get("parallelism.megatron_fsdp") is True
+    assert (
+        "--distributed.strategy megatron_fsdp" in facts.values["parallelism.megatron_fsdp"].source
+    )
+    assert facts.get("parallelism.zero_stage") == stage
+    assert not any("zero_dp_strategy" in note for note in facts.notes)
+
+
+def test_a_zero_dp_strategy_fully_shard_refuses_is_noted_and_other_strategies_are_not_fsdp() -> (
+    None
+):
+    bad = _read(
+        "configs/qwen_lora.yaml --nproc-per-node 8 --distributed.strategy megatron_fsdp "
+        "--distributed.zero_dp_strategy 4"
+    )
+    assert bad.get("parallelism.zero_stage") == 3
+    assert any("zero_dp_strategy 4" in note and "ValueError" in note for note in bad.notes)
+    for strategy in ("fsdp2", "ddp"):
+        other = _read(
+            f"configs/qwen_lora.yaml --nproc-per-node 8 --distributed.strategy {strategy}"
+        )
+        assert not other.has("parallelism.megatron_fsdp")

@@ -28,8 +28,9 @@ Engine's ``FusedAdam`` (``optimizer._target_``) fused; unset, the profile's.
 FSDP2 (the default strategy) shards parameters, gradients and optimizer state over the
 ``dp_shard`` x CP ranks: ZeRO stage 3 as the torchtitan and torchtune readers record FSDP2;
 ``reshard_after_forward: false`` (or its default under pipeline parallelism, where Automodel
-keeps the gathered layers resident) is stage 2. ``megatron_fsdp`` takes ``zero_dp_strategy``
-(default 3); ``ddp`` replicates (stage 0).
+keeps the gathered layers resident) is stage 2. ``megatron_fsdp`` sets
+``parallelism.megatron_fsdp`` and takes ``zero_dp_strategy`` (0-3 or Megatron-FSDP's names,
+default 3); ``ddp`` replicates (stage 0).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from planner.launch.readers.hf import HF_LORA_MODULES, lora_targets
 from planner.launch.readers.torchrun import record_world, torchrun_world_size
 from planner.launch.types import Facts, Invocation
 from planner.launch.values import as_bool, as_int, mapping_of, torch_adam_implementation
+from planner.scenario.megatron_table import MEGATRON_FSDP_STAGES
 
 __all__ = ["READER", "AutomodelReader"]
 
@@ -408,14 +410,7 @@ def _sharding(
         facts.set("parallelism.zero_stage", 0, "derived: distributed.strategy ddp replicates")
         return
     if strategy == "megatron_fsdp":
-        found = settings.find("distributed.zero_dp_strategy")
-        stage = as_int(found[0]) if found is not None else None
-        if found is None or stage not in {0, 1, 2, 3}:
-            stage = as_int(_defaults(data, "megatron_fsdp_defaults").get("zero_dp_strategy")) or 3
-            source = _cite(data, "megatron_fsdp_defaults")
-        else:
-            source = found[1]
-        facts.set("parallelism.zero_stage", stage if dp * cp > 1 else 0, source)
+        _megatron_fsdp(facts, settings, data, sharded=dp * cp > 1)
         return
     reshard = settings.find("distributed.reshard_after_forward")
     kept = reshard is not None and as_bool(reshard[0]) is False
@@ -429,6 +424,39 @@ def _sharding(
     facts.set("parallelism.zero_stage", stage, rule)
     if shard > 1:
         facts.set("launch.fsdp_shard", shard, "derived: dp_size / dp_replicate_size")
+
+
+def _megatron_fsdp(
+    facts: Facts, settings: AutoSettings, data: Mapping[str, object], *, sharded: bool
+) -> None:
+    """``parallelism.megatron_fsdp`` and the ZeRO stage of ``distributed.zero_dp_strategy``
+    (default 3, ``MegatronFSDPConfig``), 0 over a single data-parallel x CP rank. Automodel
+    passes the value to ``megatron_fsdp.fully_shard`` (``megatron_fsdp_strategy_parallelize``,
+    nemo_automodel/components/distributed/parallelizer.py @
+    36044ad3d139363fb6c73c24af2e7c6b65ec52f6), which takes ``ShardingStrategy`` 0-3 or its names
+    (``no_shard`` 0, ``optim`` 1, ``optim_grads`` 2, ``optim_grads_params`` 3) as Megatron-FSDP's
+    ``data_parallel_sharding_strategy`` and raises ``ValueError`` at any other (NVIDIA/Megatron-LM
+    ``megatron/core/distributed/fsdp/src/megatron_fsdp/fully_shard.py`` @
+    d98e8a64ddf34856e74b24714e3bedb2f5a39553): the stages of :data:`MEGATRON_FSDP_STAGES`."""
+    on = settings.find("distributed.strategy")
+    where = on[1] if on is not None else "derived: distributed.strategy megatron_fsdp"
+    facts.set("parallelism.megatron_fsdp", True, where)
+    found = settings.find("distributed.zero_dp_strategy")
+    written = found[0] if found is not None else None
+    named = isinstance(written, str) and written in MEGATRON_FSDP_STAGES
+    stage = MEGATRON_FSDP_STAGES[str(written)] if named else as_int(written)
+    if found is None or stage not in MEGATRON_FSDP_STAGES.values():
+        if found is not None:
+            facts.note(
+                f"automodel: distributed.zero_dp_strategy {written!r} is not a Megatron-FSDP "
+                f"sharding strategy (0-3 or {', '.join(MEGATRON_FSDP_STAGES)}; fully_shard "
+                "raises ValueError); read as the default"
+            )
+        stage = as_int(_defaults(data, "megatron_fsdp_defaults").get("zero_dp_strategy")) or 3
+        source = _cite(data, "megatron_fsdp_defaults")
+    else:
+        source = found[1]
+    facts.set("parallelism.zero_stage", stage if sharded else 0, source)
 
 
 def _fsdp2_policies(facts: Facts, settings: AutoSettings, data: Mapping[str, object]) -> None:
