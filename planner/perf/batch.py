@@ -99,13 +99,16 @@ class ScenarioArrays:
     ``optimizer_updates_weights`` (no master: the optimizer updates the 16-bit weights) are the
     scenario's optimizer dtypes (``main_params_dtype`` ...), else the framework profile's
     (``planner.perf.readers``); ``adam_foreach`` / ``adam_foreach_tp1_only`` the scenario's
-    ``optimizer_implementation`` (foreach: true / false), else the profile's. Hardware
-    (``HardwareSpec`` / ``GpuSpec``): ``num_gpus``, ``nvlink_domain_size``, per-GPU
-    one-direction bandwidths and per-hop latencies of both tiers,
-    ``host_link_bandwidth_bytes_per_s`` (NaN where the catalog has none), ``hbm_bytes``, and
-    ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework (``FrameworkProfile``, see
-    ``planner.perf.frameworks``): ``fused_attention`` ... ``pp_comm_overlap``,
-    ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
+    ``optimizer_implementation`` (foreach: true / false), else the profile's;
+    ``optimizer_grad_bytes`` (per element of the gradient the optimizer step reads) and
+    ``optimizer_grad_cast_bytes`` (per owned parameter, casting a 16-bit gradient into an
+    fp32 copy first) follow them and ``grad_bytes_per_param``
+    (``FrameworkProfile.optimizer_grad_read``). Hardware (``HardwareSpec`` / ``GpuSpec``):
+    ``num_gpus``, ``nvlink_domain_size``, per-GPU one-direction bandwidths and per-hop
+    latencies of both tiers, ``host_link_bandwidth_bytes_per_s`` (NaN where the catalog has
+    none), ``hbm_bytes``, and ``device`` (peaks, HBM bandwidth, SMs, architecture). Framework
+    (``FrameworkProfile``, see ``planner.perf.frameworks``): ``fused_attention`` ...
+    ``pp_comm_overlap``, ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
     ``moe_host_expert_forward_s``, ``moe_router_forward_kernels``,
     ``moe_flex_router_forward_kernels``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``,
     ``expert_up_bias_in_gemm``, ``flex_attention_for_sinks``,
@@ -263,6 +266,8 @@ class ScenarioArrays:
     adam_moment_bytes: Real
     exp_avg_sq_bytes: Real
     optimizer_updates_weights: Flag
+    optimizer_grad_bytes: Real
+    optimizer_grad_cast_bytes: Real
     adam_foreach: Flag
     adam_foreach_tp1_only: Flag
     grouped_gemm_streams: Real

@@ -194,6 +194,25 @@ in ``efficiency_constants.json``):
   ``.add_(eps)`` (8), ``param.addcdiv_`` (16): 80 bytes, plus the gradient-norm pass (4) the
   default counts too: 84 (``param.mul_`` for a nonzero ``weight_decay`` would add 8; FSDP
   casts the fp32 shard to the 16-bit gather copy itself, so no 16-bit copy is written here).
+* ``optimizer_grad_read``: which gradient the optimizer step (and its gradient-norm pass) reads
+  under a master copy when the gradients are reduced in 16 bits (``grad_reduce_in_fp32``
+  false), ``planner.perf.optimizer``. ``fp32_copy`` (Megatron-LM): Megatron-Core's
+  ``Float16OptimizerWithFloat16Params`` and ``DistributedOptimizer``
+  ``_copy_model_grads_to_main_grads`` give each fp32 main parameter ``main_grad.float()``, a
+  new fp32 copy of the 16-bit gradient (shard) that the norm and Adam then read
+  (``megatron/core/optimizer/optimizer.py``, ``distrib_optimizer.py`` @
+  ``d98e8a64ddf34856e74b24714e3bedb2f5a39553``; the same cast in 2021's
+  ``megatron/optimizer/optimizer.py`` @ ``b4bc51b1e710966b4985f0a09ad114362b3c75f9``, the
+  release of the SC'21 runs); with the precision-aware optimizer (the
+  scenario states the optimizer dtypes) it hands the 16-bit shard over as ``decoupled_grad``,
+  which the norm (``get_main_grads_for_grad_norm``) and Transformer Engine's ``FusedAdam``
+  (``step``: ``p.decoupled_grad``, v2.7) read as it is. ``as_reduced`` (NeMo): its optimizers
+  read the reduced gradient in its own dtype: NeMo 1's Apex ``DistributedFusedAdam`` steps and
+  takes the norm over its ``grads_shard`` in ``grad_sync_dtype``
+  (``apex/contrib/optimizers/distributed_fused_adam.py`` ``_local_step_with_param_remainders``,
+  ``_local_grad_norm`` @ ``6424da3b4faa6c8f062da4a48c424fff3f02d42d``), NeMo 2 / Megatron-Bridge
+  Megatron-Core's precision-aware path above (the 2-byte master remainder the profile keeps is
+  that optimizer's). ``fp32`` (the others): an fp32 gradient, not checked per stack.
 * ``trains_with_dropout``: false when the framework's model code trains without dropout
   whatever the activation suggests (``ModelSpec.has_dropout``): llm-foundry's MPT has
   ``attn_pdrop``, ``resid_pdrop`` and ``emb_pdrop`` 0.0 by default (``MPTConfig``, llm-foundry
@@ -593,6 +612,7 @@ class FrameworkProfile:
     zero3_grad_prep_pass: bool = False
     zero3_accumulate_unsharded: bool = False
     optimizer_bytes_per_param: float = 0.0
+    optimizer_grad_read: str = "fp32"
     wgrad_accumulation_fusion: bool = False
     grouped_gemm_streams: float = 0.0
     moe_host_forward_s: float = 0.0
@@ -630,6 +650,7 @@ _TE_STACK = FrameworkProfile(
     dp_bucket_min_params=4e7,
     dp_bucket_params_per_rank=1e6,
     fp8_norm_fused_cast=True,
+    optimizer_grad_read="fp32_copy",
 )
 _EAGER_PYTORCH = FrameworkProfile(
     fused_attention=False,
@@ -675,6 +696,7 @@ FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(
             store_param_remainders=True,
             zero3_model_weight_shard=True,
             chunk_grad_sync=True,
+            optimizer_grad_read="as_reduced",
         ),
         Framework.TORCHTITAN: _TORCHTITAN,
         Framework.FSDP: _EAGER_PYTORCH,

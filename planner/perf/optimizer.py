@@ -12,6 +12,13 @@ A scenario stating the optimizer's dtypes (``parallelism.main_params_dtype``, ``
 moments: 1 byte each, as Transformer Engine ``FusedAdam`` stores them); with no master
 (``main_params_dtype: bf16``) the step updates the 16-bit weights in place,
 ``UPDATE_FIXED_BYTES_PER_PARAM`` plus twice the moments' bytes (20 with bf16 moments).
+The gradient is read (by the norm pass and by Adam) at 4 bytes unless the stack reads a
+16-bit reduced gradient as it is (``ScenarioArrays.optimizer_grad_bytes``: NeMo's distributed
+Adam, Megatron-Core's precision-aware optimizer, and every optimizer without a master, which
+updates the weights from their own gradients), each read then taking the gradient's bytes;
+Megatron-Core's other optimizers first cast a 16-bit gradient (shard) to an fp32 copy
+(``optimizer_grad_cast_bytes``: read it, write 4 bytes; ``FrameworkProfile.optimizer_grad_read``
+cites both).
 A GPU owns all its parameters at ZeRO-0 and ``1/(d·c)`` of its dense and
 ``1/max(d·c/e, 1)`` of its expert parameters when the optimizer is sharded (ZeRO >= 1;
 Megatron's distributed optimizer, Rajbhandari et al. 2020). Low-precision training adds the
@@ -51,7 +58,7 @@ __all__ = [
 
 ADAM_HBM_BYTES_PER_PARAM = 34.0
 """Read fp32 master, m, v, grad (16); grad-norm pass (4); write master, m, v (12), 16-bit copy
-(2)."""
+(2): an fp32 gradient (module docstring for a 16-bit one)."""
 FP8_CAST_BYTES_PER_PARAM = 3.0
 """Cast of a weight to its FP8 copy: read 2 bytes, write 1."""
 FP8_PARAM_MASTER_READ_BYTES = 8.0
@@ -60,7 +67,7 @@ for the amax, then for the cast (module docstring)."""
 UPDATE_FIXED_BYTES_PER_PARAM = 12.0
 """Without a master (``parallelism.main_params_dtype: bf16``), bytes per owned parameter
 besides the moments: read the gradient (4, as above) and the gradient-norm pass (4), read and
-write the 16-bit weight (4)."""
+write the 16-bit weight (4); a 16-bit gradient reads 2 bytes twice less (module docstring)."""
 _MIN_KERNELS = 4.0
 
 
@@ -97,13 +104,20 @@ def optimizer_times(
     cast = ops.where(a.fp8_param_gather, shard_cast, cast)
     # a master kept as a 16-bit remainder (or none) and 16-bit moments are read and written
     # at their own bytes
+    # a 16-bit gradient read as it is saves its bytes twice (norm and step); one the stack
+    # first casts to an fp32 copy costs that cast (FrameworkProfile.optimizer_grad_read). Both
+    # are the Megatron-Core and Apex optimizers' below FSDP (ZeRO 3: PyTorch FSDP2 or
+    # Megatron-FSDP, whose fp32 main-weight shards keep the fp32 gradient counted before)
+    grad_saved = 2.0 * (4.0 - a.optimizer_grad_bytes)
+    below_fsdp = a.zero_stage < 3
     adam = (
         ADAM_HBM_BYTES_PER_PARAM
         - 2.0 * (4.0 - master_bytes_per_param(a))
         - 2.0 * (8.0 - a.adam_moment_bytes)
+        - ops.where(below_fsdp, grad_saved - a.optimizer_grad_cast_bytes, 0.0)
     )
     # no master: the step reads and writes the 16-bit weight itself, and writes no copy
-    in_place = UPDATE_FIXED_BYTES_PER_PARAM + 2.0 * a.adam_moment_bytes
+    in_place = UPDATE_FIXED_BYTES_PER_PARAM + 2.0 * a.adam_moment_bytes - grad_saved
     adam = ops.where(a.optimizer_updates_weights, in_place, adam)
     adam = ops.where(a.optimizer_bytes_per_param > 0, a.optimizer_bytes_per_param, adam)
     adam = adam - ops.where(a.fp8_param_gather, 2.0, 0.0)  # no 16-bit copy to write

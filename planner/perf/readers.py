@@ -230,6 +230,41 @@ def _optimizer_updates_weights(s: Scenario) -> bool:
     return dtype is MainParamsDtype.BF16
 
 
+def _stated_precision_aware(s: Scenario) -> bool:
+    """The scenario states the optimizer's dtypes with a master copy: Megatron-Core's
+    precision-aware optimizer, which hands Transformer Engine's ``FusedAdam`` the 16-bit
+    gradient as it was reduced (``FrameworkProfile.optimizer_grad_read``)."""
+    master = _stated_master(s)
+    return master is not None and master is not MainParamsDtype.BF16
+
+
+def _optimizer_grad_bytes(s: Scenario) -> float:
+    """Bytes per element of the gradient the optimizer step and its gradient-norm pass read
+    (``FrameworkProfile.optimizer_grad_read``): the reduced gradient's
+    (``grad_bytes_per_param``) without a master (the optimizer updates the 16-bit weights from
+    their own gradients), under a profile that reads it as reduced, and under Megatron-LM's
+    precision-aware optimizer; else 4 (an fp32 gradient or fp32 copy)."""
+    read = profile_of(s.training.framework).optimizer_grad_read
+    if (
+        _optimizer_updates_weights(s)
+        or read == "as_reduced"
+        or (read == "fp32_copy" and _stated_precision_aware(s))
+    ):
+        return _grad_bytes_per_param(s)
+    return 4.0
+
+
+def _optimizer_grad_cast_bytes(s: Scenario) -> float:
+    """HBM bytes per owned parameter of casting a 16-bit gradient into the fp32 copy the step
+    reads (``optimizer_grad_read`` ``fp32_copy`` without the precision-aware optimizer: read
+    the 16-bit gradient, write 4 bytes); 0 where the step reads the gradient it has."""
+    grad = _grad_bytes_per_param(s)
+    read = profile_of(s.training.framework).optimizer_grad_read
+    if read != "fp32_copy" or grad >= 4.0 or _optimizer_grad_bytes(s) < 4.0:
+        return 0.0
+    return grad + 4.0
+
+
 def _moment_bytes(s: Scenario, dtype: OptimizerDtype | None) -> float:
     """Bytes per element of one Adam moment: ``dtype``'s, else half the profile's
     ``adam_moment_bytes``."""
@@ -369,6 +404,8 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "master_weight_bytes": _master_weight_bytes,
         "zero3_master_weight_bytes": _zero3_master_weight_bytes,
         "optimizer_updates_weights": _optimizer_updates_weights,
+        "optimizer_grad_bytes": _optimizer_grad_bytes,
+        "optimizer_grad_cast_bytes": _optimizer_grad_cast_bytes,
         "adam_moment_bytes": _adam_moment_bytes,
         "exp_avg_sq_bytes": _exp_avg_sq_bytes,
         "adam_foreach": _adam_foreach,

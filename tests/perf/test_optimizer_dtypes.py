@@ -199,15 +199,47 @@ def test_automodel_profile_counts_its_bf16_shard_as_a_stated_bf16_master(zero_st
 def test_optimizer_step_moves_the_stated_bytes() -> None:
     """HBM bytes per owned parameter: 34 with an fp32 master and moments; an fp16 master and
     FP8 moments read and write 2 and 1 + 1; without a master the step reads and writes the
-    16-bit weight (4), the gradient and its norm pass (8) and the moments: 20 with bf16 ones
-    (a pure-bf16 torchtitan run: Megatron-Core keeps a master)."""
+    16-bit weight (4), the bf16 gradient and its norm pass (4) and the moments: 16 with bf16
+    ones (a pure-bf16 torchtitan run: Megatron-Core's optimizer keeps a master)."""
     base, low, pure = _hbm(
         _scenario(),
         _scenario(main_params_dtype="fp16", exp_avg_dtype="fp8", exp_avg_sq_dtype="fp8"),
         _scenario("torchtitan", **PURE_BF16),
     )
     assert base / ADAM_HBM_BYTES_PER_PARAM == pytest.approx(low / (34 - 4 - 12))
-    assert base / ADAM_HBM_BYTES_PER_PARAM == pytest.approx(pure / 20)
+    assert base / ADAM_HBM_BYTES_PER_PARAM == pytest.approx(pure / 16)
+
+
+@pytest.mark.parametrize(
+    ("framework", "par", "per_param"),
+    [
+        # Megatron-Core casts the bf16 main gradient to an fp32 copy (read 2, write 4) first
+        ("megatron", {}, 34 + 6),
+        # its precision-aware optimizer hands TE FusedAdam the bf16 shard: norm and step read 2
+        ("megatron", {"main_params_dtype": "fp32", "store_param_remainders": False}, 34 - 4),
+        # NeMo's optimizers read the gradient as reduced (and keep a 2-byte master remainder)
+        ("nemo", {}, 34 - 4 - 4),
+        # no master: the step reads the bf16 gradient the weights have
+        ("torchtitan", PURE_BF16, 16),
+        # a stack not checked keeps the fp32 gradient read
+        ("fsdp", {}, 34),
+    ],
+)
+def test_the_step_reads_a_16_bit_gradient_as_its_stack_does(
+    framework: str, par: dict[str, Any], per_param: float
+) -> None:
+    """Per owned parameter, the bytes of the step with gradients reduced in bf16 against the
+    same scenario reducing them in fp32 (34 bytes: fp32 master, moments and gradient) on
+    Megatron-LM, ZeRO 1 (``FrameworkProfile.optimizer_grad_read``)."""
+    fp32 = _scenario(grad_reduce_in_fp32=True)
+    bf16 = _scenario(framework, **{**par, "grad_reduce_in_fp32": False})
+    reference, measured = _hbm(fp32, bf16)
+    assert measured / reference == pytest.approx(per_param / ADAM_HBM_BYTES_PER_PARAM)
+    # under FSDP (ZeRO 3) the master path reads the fp32 gradient of its fp32 shards
+    if framework in ("megatron", "nemo") and not par:
+        sharded = _hbm(_scenario(framework, zero_stage=3, grad_reduce_in_fp32=False))[0]
+        fp32_sharded = _hbm(_scenario(framework, zero_stage=3, grad_reduce_in_fp32=True))[0]
+        assert sharded == pytest.approx(fp32_sharded)
 
 
 @pytest.mark.parametrize(
