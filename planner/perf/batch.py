@@ -259,7 +259,7 @@ class ScenarioArrays:
     zero3_backward_prefetch_post: Flag
     zero3_grad_prep_pass: Flag
     zero3_accumulate_unsharded: Flag
-    optimizer_bytes_per_param: Real
+    eager_decoupled_adamw: Flag
     master_weight_bytes: Real
     zero3_master_weight_bytes: Real
     zero3_model_weight_shard: Flag

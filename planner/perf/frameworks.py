@@ -184,16 +184,20 @@ in ``efficiency_constants.json``):
   ``reshard_after_forward`` a parallelizer option, default false: not described here.
   torchtitan's FSDP2 reduce-scatters every microbatch outside a pipeline (not checked under
   one), and the other FSDP profiles reduce every microbatch.
-* ``optimizer_bytes_per_param``: HBM bytes per owned parameter of the optimizer step when the
-  stack's optimizer is not the fused multi-tensor Adam the default counts (0: the default,
-  ``planner.perf.optimizer``). llm-foundry's ``decoupled_adamw`` is Composer's
-  ``DecoupledAdamW`` (mosaicml 0.17.2, ``composer/optim/decoupled_weight_decay.py``
-  ``DecoupledAdamW.adamw``): a Python loop over the parameters running one eager fp32 kernel
-  per operation: ``exp_avg.mul_`` (8 bytes), ``.add_(grad)`` (12), ``exp_avg_sq.mul_`` (8),
-  ``.addcmul_(grad, grad)`` (12), ``sqrt`` (8), ``/ sqrt(bias_correction2)`` (8),
-  ``.add_(eps)`` (8), ``param.addcdiv_`` (16): 80 bytes, plus the gradient-norm pass (4) the
-  default counts too: 84 (``param.mul_`` for a nonzero ``weight_decay`` would add 8; FSDP
-  casts the fp32 shard to the 16-bit gather copy itself, so no 16-bit copy is written here).
+* ``eager_decoupled_adamw``: the optimizer step is Composer's ``DecoupledAdamW`` (llm-foundry's
+  ``decoupled_adamw``; mosaicml 0.17.2, ``composer/optim/decoupled_weight_decay.py``
+  ``DecoupledAdamW.adamw``), not the fused multi-tensor Adam ``planner.perf.optimizer`` counts
+  by default: a Python loop over the parameters running one eager kernel per operation, each
+  moving its tensors at their element sizes (``m`` first moment, ``v`` second moment and the
+  ``denom`` built from it, ``p`` the updated parameter, ``g`` the gradient): ``exp_avg.mul_``
+  (2m), ``.add_(grad)`` (2m + g), ``exp_avg_sq.mul_`` (2v), ``.addcmul_(grad, grad)`` (2v + g),
+  ``sqrt`` (2v), ``/ sqrt(bias_correction2)`` (2v), ``.add_(eps)`` (2v), ``param.addcdiv_``
+  (2p + m + v), plus the gradient-norm pass (g) the default counts too: 5m + 11v + 2p + 3g, 84
+  bytes with fp32 states and gradients (``param.mul_`` for a nonzero ``weight_decay`` would add
+  2p; FSDP casts the fp32 shard to the 16-bit gather copy itself, so no 16-bit copy is written
+  here). The moments are ``torch.zeros_like(p)`` (``DecoupledAdamW.step``, the same file @
+  ``02c872e43c708781bba06355a4e673557f3d5056``), so a scenario that states the optimizer's
+  dtypes moves its stated bytes through the same kernels.
 * ``optimizer_grad_read``: which gradient the optimizer step (and its gradient-norm pass) reads
   under a master copy when the gradients are reduced in 16 bits (``grad_reduce_in_fp32``
   false), ``planner.perf.optimizer``. ``fp32_copy`` (Megatron-LM): Megatron-Core's
@@ -611,7 +615,7 @@ class FrameworkProfile:
     trains_with_dropout: bool = True
     zero3_grad_prep_pass: bool = False
     zero3_accumulate_unsharded: bool = False
-    optimizer_bytes_per_param: float = 0.0
+    eager_decoupled_adamw: bool = False
     optimizer_grad_read: str = "fp32"
     wgrad_accumulation_fusion: bool = False
     grouped_gemm_streams: float = 0.0
@@ -670,7 +674,7 @@ _LLM_FOUNDRY = FrameworkProfile(
     zero3_backward_prefetch_post=True,
     trains_with_dropout=False,  # MPTConfig: attn_pdrop, resid_pdrop, emb_pdrop default 0.0
     zero3_grad_prep_pass=True,
-    optimizer_bytes_per_param=84.0,
+    eager_decoupled_adamw=True,
 )
 _TORCHTITAN = FrameworkProfile(
     fused_attention=False,

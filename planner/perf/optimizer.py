@@ -30,9 +30,10 @@ parameter (Megatron-Core ``quantize_param_shard`` -> Transformer Engine
 ``cast_master_weights_to_fp8``, ``megatron/core/fp8_utils.py`` @ ``core_v0.14.0``), an amax
 pass and a cast over the owned parameters: read the fp32 master twice, write the recipe's
 bytes (9 under FP8), and Adam writes no 16-bit copy. The step runs as a few fused
-multi-tensor kernels (at least ``4 · kernel_min_time_s``). A framework whose optimizer runs
-unfused per-parameter kernels states its own bytes per parameter
-(``FrameworkProfile.optimizer_bytes_per_param``: Composer's ``DecoupledAdamW``, 84).
+multi-tensor kernels (at least ``4 · kernel_min_time_s``). Composer's ``DecoupledAdamW``
+(``FrameworkProfile.eager_decoupled_adamw``, llm-foundry) runs unfused per-parameter kernels
+instead: ``5m + 11v + 2p + 3g`` bytes per owned parameter for first- and second-moment,
+updated-parameter and gradient element sizes (84 in fp32), the stated dtypes where given.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ from planner.perf.precision import weight_copy_bytes
 
 __all__ = [
     "ADAM_HBM_BYTES_PER_PARAM",
+    "DECOUPLED_ADAMW_FIRST_MOMENT_ACCESSES",
+    "DECOUPLED_ADAMW_GRADIENT_ACCESSES",
+    "DECOUPLED_ADAMW_SECOND_MOMENT_ACCESSES",
     "FP8_CAST_BYTES_PER_PARAM",
     "FP8_PARAM_MASTER_READ_BYTES",
     "UPDATE_FIXED_BYTES_PER_PARAM",
@@ -64,6 +68,14 @@ FP8_CAST_BYTES_PER_PARAM = 3.0
 FP8_PARAM_MASTER_READ_BYTES = 8.0
 """With FP8 parameters, bytes read per owned parameter to re-quantise it: the fp32 master shard
 for the amax, then for the cast (module docstring)."""
+DECOUPLED_ADAMW_FIRST_MOMENT_ACCESSES = 5.0
+"""Composer's ``DecoupledAdamW``: element accesses of the first moment per owned parameter
+(``mul_`` 2, ``add_`` 2, read by ``addcdiv_`` 1; ``FrameworkProfile.eager_decoupled_adamw``)."""
+DECOUPLED_ADAMW_SECOND_MOMENT_ACCESSES = 11.0
+"""... of the second moment and the ``denom`` built from it (``mul_`` 2, ``addcmul_`` 2,
+``sqrt`` 2, the bias-correction divide 2, ``add_(eps)`` 2, read by ``addcdiv_`` 1)."""
+DECOUPLED_ADAMW_GRADIENT_ACCESSES = 3.0
+"""... of the gradient (read by ``add_``, by ``addcmul_`` and by the gradient-norm pass)."""
 UPDATE_FIXED_BYTES_PER_PARAM = 12.0
 """Without a master (``parallelism.main_params_dtype: bf16``), bytes per owned parameter
 besides the moments: read the gradient (4, as above) and the gradient-norm pass (4), read and
@@ -119,7 +131,17 @@ def optimizer_times(
     # no master: the step reads and writes the 16-bit weight itself, and writes no copy
     in_place = UPDATE_FIXED_BYTES_PER_PARAM + 2.0 * a.adam_moment_bytes - grad_saved
     adam = ops.where(a.optimizer_updates_weights, in_place, adam)
-    adam = ops.where(a.optimizer_bytes_per_param > 0, a.optimizer_bytes_per_param, adam)
+    # Composer's DecoupledAdamW: one eager kernel per operation (FrameworkProfile), the updated
+    # parameter the master or, without one, the 16-bit weight
+    first = a.adam_moment_bytes - a.exp_avg_sq_bytes
+    updated = ops.where(a.optimizer_updates_weights, 2.0, master_bytes_per_param(a))
+    eager = (
+        DECOUPLED_ADAMW_FIRST_MOMENT_ACCESSES * first
+        + DECOUPLED_ADAMW_SECOND_MOMENT_ACCESSES * a.exp_avg_sq_bytes
+        + 2.0 * updated
+        + DECOUPLED_ADAMW_GRADIENT_ACCESSES * a.optimizer_grad_bytes
+    )
+    adam = ops.where(a.eager_decoupled_adamw, eager, adam)
     adam = adam - ops.where(a.fp8_param_gather, 2.0, 0.0)  # no 16-bit copy to write
     hbm = adam * owned + ops.where(a.device.low_precision, cast, 0.0)
     seconds = hbm / eff.memory_bytes_per_s(hbm, a.device)

@@ -97,10 +97,10 @@ def test_composer_decoupled_adamw_runs_unfused(monkeypatch: pytest.MonkeyPatch) 
     """Composer's ``DecoupledAdamW``: one eager fp32 kernel per operation and parameter
     (84 bytes per parameter) where fused Adam moves 34."""
     foundry = profile_of(Framework.LLM_FOUNDRY)
-    assert foundry.optimizer_bytes_per_param == 84.0
+    assert foundry.eager_decoupled_adamw
     s = _scenario()
     unfused = predict(s).breakdown.optimizer_s
-    _with(monkeypatch, replace(foundry, optimizer_bytes_per_param=0.0))
+    _with(monkeypatch, replace(foundry, eager_decoupled_adamw=False))
     fused = predict(s).breakdown.optimizer_s
     assert unfused / fused == pytest.approx(84.0 / 34.0, rel=0.05)
 
