@@ -216,7 +216,11 @@ in ``efficiency_constants.json``):
   (``apex/contrib/optimizers/distributed_fused_adam.py`` ``_local_step_with_param_remainders``,
   ``_local_grad_norm`` @ ``6424da3b4faa6c8f062da4a48c424fff3f02d42d``), NeMo 2 / Megatron-Bridge
   Megatron-Core's precision-aware path above (the 2-byte master remainder the profile keeps is
-  that optimizer's). ``fp32`` (the others): an fp32 gradient, not checked per stack.
+  that optimizer's). Megatron-Bridge's performance scripts turn that optimizer on for bf16
+  compute only (``scripts/performance/run_script.py`` @ v0.1.0rc3, ``utils/helpers.py`` @
+  v0.2.0; the DeepSeek-V3 recipe sets it too); their FP8 runs keep Megatron-Core's fp32 copy
+  and whole fp32 master, which this profile does not tell apart. ``fp32`` (the others): an fp32
+  gradient, not checked per stack.
 * ``trains_with_dropout``: false when the framework's model code trains without dropout
   whatever the activation suggests (``ModelSpec.has_dropout``): llm-foundry's MPT has
   ``attn_pdrop``, ``resid_pdrop`` and ``emb_pdrop`` 0.0 by default (``MPTConfig``, llm-foundry
