@@ -286,14 +286,18 @@ def probe_document(doc: Mapping[str, object], num_gpus: int) -> dict[str, object
     training and one-per-document fields of an explore document with. A ``tp_comm_overlap``
     the framework refuses at tensor parallelism 1 is left out (``probe_tp_comm_overlap``;
     ``parse_space`` hands the job's value to the ``DesignSpace``); a bf16 master, which
-    Megatron-Core's optimizer refuses below ZeRO-3 (``optimizer_dtype_rule``), is probed at
-    ZeRO-3 (the candidates carry their own stages)."""
+    Megatron-Core's optimizer refuses below ZeRO-3 without Megatron-FSDP
+    (``optimizer_dtype_rule``), is probed at ZeRO-3 (the candidates carry their own stages)."""
     par = doc.get("parallelism")
     probe_par: dict[str, object] = {"data_parallel": num_gpus, "global_batch_size": num_gpus}
     probe_par.update(stated_fields(par))
     if probe_tp_comm_overlap(probe_par.get("tp_comm_overlap") is True, _framework(doc)) is None:
         del probe_par["tp_comm_overlap"]
-    if probe_par.get("main_params_dtype") == "bf16" and optimizer_dtype_rule(_framework(doc)):
+    if (
+        probe_par.get("main_params_dtype") == "bf16"
+        and probe_par.get("megatron_fsdp") is not True
+        and optimizer_dtype_rule(_framework(doc))
+    ):
         probe_par["zero_stage"] = 3  # the one stage Megatron-Core's optimizer takes it at
     probe = {k: v for k, v in doc.items() if k != "parallelism"}
     probe["hardware"] = {**_mapping_or_empty(doc.get("hardware")), "num_gpus": num_gpus}

@@ -41,7 +41,8 @@ every parameter's data-parallel group has one rank (``data·context = 1`` and ex
 parallel 1: a distributed optimizer, or sharded gradients, over one rank is the plain one);
 the lowest allowed of these stages that the layout rules accept is kept (stage 1 where
 Megatron-LM refuses FP8 parameters at stage 0 without Megatron-FSDP, ``fp8_param_gather_rule``,
-or Megatron-Core's optimizer the job's optimizer dtypes, ``optimizer_dtype_rule``). (ZeRO-3
+or Megatron-Core's optimizer, without Megatron-FSDP, the job's optimizer dtypes,
+``optimizer_dtype_rule``). (ZeRO-3
 stays distinct: PyTorch FSDP keeps its sharded fp32 parameters and gathers 16-bit copies per
 unit even over one rank.)
 
@@ -384,9 +385,10 @@ class SubSpace:
     def _optimizer_dtypes_refuse(self) -> frozenset[int]:
         """The ZeRO stages the layout rules refuse for every candidate of this sub-space for
         the job's optimizer dtypes under Megatron-Core's optimizer (``optimizer_dtype_rule``):
-        stage 0 where they need the precision-aware optimizer, stages 0-2 for a bf16 master."""
+        stage 0 where they need the precision-aware optimizer, stages 0-2 for a bf16 master;
+        none under Megatron-FSDP."""
         par = self.base.parallelism
-        if not optimizer_dtype_rule(self.base.training.framework):
+        if par.megatron_fsdp or not optimizer_dtype_rule(self.base.training.framework):
             return frozenset()
         if par.main_params_dtype is MainParamsDtype.BF16:
             return frozenset({0, 1, 2})

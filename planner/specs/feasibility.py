@@ -578,8 +578,15 @@ the bf16 weights)."""
 
 def optimizer_dtype_rule(framework: str) -> bool:
     """Whether ``framework`` builds its optimizer with Megatron-Core's ``OptimizerConfig`` and
-    ``get_megatron_optimizer``, and so refuses (below ZeRO-3, Megatron-FSDP, which keeps its
-    own main-weight buffer, ``--megatron-fsdp-main-params-dtype``):
+    ``get_megatron_optimizer``, and so refuses (below ZeRO-3 and without Megatron-FSDP,
+    ``parallelism.megatron_fsdp``, which keeps its own main-weight buffer,
+    ``--megatron-fsdp-main-params-dtype`` with choices fp32, bf16, fp16, auto at
+    d98e8a64dd, and runs on the distributed optimizer at every sharding strategy, ``no_shard``
+    included: ``validate_args`` sets ``use_distributed_optimizer`` under
+    ``--use-megatron-fsdp`` (Megatron-FSDP v1, megatron/training/arguments.py @ d98e8a64dd),
+    asserted it under ``--use-custom-fsdp`` (core_v0.12.0, core_v0.13.0), and Megatron-Bridge's
+    ``ConfigContainer`` sets it, "use_distributed_optimizer=True is required for
+    Megatron-FSDP" (src/megatron/bridge/training/config.py @ 067f987df03b)):
 
     * the precision-aware optimizer at ZeRO stage 0 (``PRECISION_AWARE_OPTIMIZER_SOURCE``): a
       stated ``main_params_dtype`` fp16, a moment dtype other than fp32, or
@@ -616,14 +623,14 @@ def _precision_aware_optimizer(m: ModelSpec, num_gpus: int, x: Layout, fw: str) 
     zero: Int = knob(x, "zero_stage")
     if zero is None or not optimizer_dtype_rule(fw) or not needs_precision_aware_optimizer(x):
         return x.tensor_parallel < 0  # False, of the candidates' shape
-    return zero == 0
+    return (zero == 0) & np.logical_not(_flag(x, "megatron_fsdp"))
 
 
 def _bf16_main_params(m: ModelSpec, num_gpus: int, x: Layout, fw: str) -> Flag:
     zero: Int = knob(x, "zero_stage")
     if zero is None or not optimizer_dtype_rule(fw) or _stated(x, "main_params_dtype") != "bf16":
         return x.tensor_parallel < 0  # False, of the candidates' shape
-    return zero < 3
+    return (zero < 3) & np.logical_not(_flag(x, "megatron_fsdp"))
 
 
 def _global_batch(x: Layout) -> Flag:
@@ -972,7 +979,8 @@ def _precision_aware_optimizer_message(m: ModelSpec, x: Layout, fw: str) -> Spec
         f"(--use-precision-aware-optimizer), which {fw} runs only with the distributed "
         "optimizer (megatron/core/optimizer: '--use-precision-aware-optimizer only supported "
         "with distributed optimizer'); zero_stage=0 has none: set zero_stage to 1 "
-        "(--use-distributed-optimizer), or main_params_dtype, exp_avg_dtype and "
+        "(--use-distributed-optimizer), megatron_fsdp to true (Megatron-FSDP runs on the "
+        "distributed optimizer), or main_params_dtype, exp_avg_dtype and "
         "exp_avg_sq_dtype to fp32 and store_param_remainders to false (or leave them out)",
     )
 
@@ -984,8 +992,8 @@ def _bf16_main_params_message(m: ModelSpec, x: Layout, fw: str) -> SpecError:
         "Megatron-Core optimizer, which keeps an fp32 or fp16 master (Megatron-LM "
         "--main-params-dtype {fp32, fp16}; Transformer Engine FusedAdam: 'FusedAdam only "
         f"supports fp32/fp16 master weights'); zero_stage={knob(x, 'zero_stage')}: set "
-        "main_params_dtype to fp32 or fp16, or zero_stage to 3 (Megatron-FSDP, whose "
-        "main-weight buffer takes --megatron-fsdp-main-params-dtype)",
+        "main_params_dtype to fp32 or fp16, or megatron_fsdp to true (Megatron-FSDP, whose "
+        "main-weight buffer takes --megatron-fsdp-main-params-dtype) or zero_stage to 3",
     )
 
 

@@ -467,6 +467,23 @@ PRECISION_AWARE: dict[str, Any] = {
             {0, 1, 2},
         ),
         ("torchtitan", {}, "precision_aware_optimizer_needs_distributed_optimizer", set()),
+        (
+            "megatron",
+            {"megatron_fsdp": True},
+            "precision_aware_optimizer_needs_distributed_optimizer",
+            set(),
+        ),
+        (
+            "nemo",
+            {
+                "megatron_fsdp": True,
+                "main_params_dtype": "bf16",
+                "exp_avg_dtype": None,
+                "exp_avg_sq_dtype": None,
+            },
+            "bf16_main_params_not_supported_by_framework",
+            set(),
+        ),
     ],
 )
 def test_optimizer_dtypes_refuse_stages_under_megatron_core(
@@ -477,7 +494,8 @@ def test_optimizer_dtypes_refuse_stages_under_megatron_core(
     those candidates, and only those, count under the rule, in a full decode and in the
     sweep's counts (which count coarse classes without decoding them); a layout with one
     data-parallel rank keeps the lowest stage accepted among its equivalent ones; the top
-    layouts run at an accepted stage. torchtitan has no such rule."""
+    layouts run at an accepted stage. torchtitan has no such rule, and Megatron-FSDP (on the
+    distributed optimizer, with its own main-weight buffer) takes the dtypes at every stage."""
     doc = copy.deepcopy(PRECISION_AWARE)
     doc["training"] = {"framework": framework}
     for name, value in par.items():

@@ -201,3 +201,17 @@ def test_megatron_lm_args_are_refused_where_megatron_refuses_them() -> None:
         with pytest.raises(SpecError) as raised:
             parse_scenario(doc)
         assert raised.value.field == "parallelism.zero_stage"
+
+
+@pytest.mark.parametrize("framework", ["megatron", "nemo"])
+@pytest.mark.parametrize("par", [*PRECISION_AWARE, {"main_params_dtype": "bf16"}])
+def test_megatron_fsdp_takes_the_dtypes_at_every_stage(framework: str, par: dict[str, Any]) -> None:
+    """Megatron-FSDP runs on the distributed optimizer at every sharding strategy (Megatron-LM
+    and Megatron-Bridge turn it on under it) and keeps its own main-weight buffer: the dtypes
+    refused at ZeRO 0-2 without it are accepted with it, no_shard (0) included."""
+    for zero_stage in (0, 1, 2, 3):
+        s = _at(framework, zero_stage, megatron_fsdp=True, **par)
+        for name, value in par.items():
+            assert str(getattr(s.parallelism, name)).lower().endswith(str(value).lower())
+    with pytest.raises(SpecError):
+        _at(framework, 0, megatron_fsdp=False, **par)
