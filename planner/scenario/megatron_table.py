@@ -641,14 +641,15 @@ def optimizer_state_values(args: Args) -> list[ArgValue]:
     NVIDIA/TransformerEngine ``transformer_engine/pytorch/optimizers/fused_adam.py`` @ v2.7);
     otherwise Megatron-Core keeps the whole fp32 master (false). Nothing under
     ``--optimizer-cpu-offload``, whose states live partly in host memory, which the scenario
-    does not model, nor under FSDP (``--use-megatron-fsdp`` keeps its main weights in
+    does not model, nor under FSDP (``--use-megatron-fsdp`` or its earlier name
+    ``--use-custom-fsdp``, ``megatron_fsdp_flag``, keeps its main weights in
     ``--megatron-fsdp-main-params-dtype``, which "Replaces --main-params-dtype";
     ``--use-torch-fsdp2``): the framework's states. NVIDIA/Megatron-LM
     ``megatron/training/arguments.py``, ``megatron/core/optimizer/optimizer_config.py`` at
     10e7b74597b47a57449599bf2780bd9e82ef79ff."""
     on = args.get("use-precision-aware-optimizer") is True
-    elsewhere = ("optimizer-cpu-offload", "use-megatron-fsdp", "use-torch-fsdp2")
-    if not on or any(args.get(arg) is True for arg in elsewhere):
+    elsewhere = ("optimizer-cpu-offload", "use-torch-fsdp2")
+    if not on or any(args.get(arg) is True for arg in elsewhere) or megatron_fsdp_flag(args):
         return []
     out: list[ArgValue] = []
     for arg, choices in _OPTIMIZER_DTYPE_ARGS.items():

@@ -63,6 +63,7 @@ FIELDS = ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "store_param
         (AWARE + " --fp8-format hybrid", ("fp32", "fp32", "fp32", True)),  # delayed
         (AWARE + " --optimizer-cpu-offload", (None, None, None, None)),  # host states
         (AWARE + " --use-megatron-fsdp", (None, None, None, None)),  # its own main dtype
+        (AWARE + " --use-custom-fsdp", (None, None, None, None)),  # its earlier name
         (AWARE + " --main-params-dtype bf16", (None, None, None, None)),  # argparse refuses
     ],
 )
@@ -137,3 +138,12 @@ def test_a_described_launch_predicts_with_the_precision_aware_states() -> None:
     assert aware_memory.optimizer_bytes == pytest.approx(plain_memory.optimizer_bytes / 2)
     assert aware.predicted is not None
     assert "iteration_time_s" in aware.predicted
+
+
+@pytest.mark.parametrize("fsdp", ["--use-megatron-fsdp", "--use-custom-fsdp"])
+def test_precision_aware_optimizer_under_megatron_fsdp_is_noted(fsdp: str) -> None:
+    """Under Megatron-FSDP, by either name, the optimizer dtypes are left to the framework and
+    the reader says so."""
+    facts = _read(AWARE + f" --exp-avg-dtype bf16 {fsdp}")
+    assert not facts.has("parallelism.exp_avg_dtype")
+    assert any("--use-precision-aware-optimizer under FSDP" in note for note in facts.notes)

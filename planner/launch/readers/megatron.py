@@ -122,7 +122,7 @@ def _optimizer_states(facts: Facts, args: ArgSource, defaults: Defaults) -> None
             "does not model: the GPU's optimizer memory is predicted as without it"
         )
     elif args.on("use-precision-aware-optimizer") and (
-        args.on("use-megatron-fsdp") or args.on("use-torch-fsdp2")
+        megatron_fsdp_flag(args.values) or args.on("use-torch-fsdp2")
     ):
         facts.note(
             "--use-precision-aware-optimizer under FSDP: the optimizer dtypes are read as the "
