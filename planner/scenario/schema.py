@@ -364,7 +364,8 @@ class ParallelismSection(_Section):
     megatron_fsdp: Flag | None = _field(
         "The data-parallel sharding (`zero_stage`) is Megatron-FSDP's (Megatron-LM "
         "`--use-megatron-fsdp` at a `--data-parallel-sharding-strategy`, Megatron-Bridge "
-        "`ddp.use_megatron_fsdp`): Megatron-LM then takes `fp8_param_gather` at every stage",
+        "`ddp.use_megatron_fsdp`): Megatron-LM then takes `fp8_param_gather`, and "
+        "Megatron-Core's optimizer the precision-aware dtypes and a bf16 master, at every stage",
         "`false`",
     )
     activation_offload_layers: Integer | None = _field(

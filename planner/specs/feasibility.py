@@ -39,9 +39,9 @@ expert tensor parallelism 1 under Megatron-Core (``expert_bias_rule``); FP8 para
 (``megatron_fsdp``) under Megatron-LM (``fp8_param_gather_rule``); under Megatron-Core's
 optimizer (Megatron-LM, NeMo 2, Megatron-Bridge: ``optimizer_dtype_rule``) optimizer dtypes
 that need its precision-aware optimizer need a sharded optimizer too, and a bf16 master
-(``main_params_dtype: bf16``) is refused below ZeRO-3; the global batch is a multiple of
-``data_parallel·micro_batch_size``; the interleaved schedule's micro-batch rule of the
-framework (``interleaved_microbatch_rule``).
+(``main_params_dtype: bf16``) is refused below ZeRO-3, neither under Megatron-FSDP; the global
+batch is a multiple of ``data_parallel·micro_batch_size``; the interleaved schedule's
+micro-batch rule of the framework (``interleaved_microbatch_rule``).
 Which GPU precision a scenario may use is a property of the GPU, not of the layout, and stays
 in ``Scenario``.
 
