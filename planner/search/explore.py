@@ -34,6 +34,7 @@ from planner.perf.step import Prediction, predict_batch
 from planner.search.objectives import OBJECTIVE_FIELD, Objective, as_objective
 from planner.search.space import DesignSpace
 from planner.search.sweep import DEFAULT_CHUNK_SIZE, SweepOutcome, sweep
+from planner.specs.feasibility import Violation
 from planner.specs.scenario import Scenario
 
 __all__ = [
@@ -182,6 +183,27 @@ def _tensor_note(space: DesignSpace) -> str:
     )
 
 
+_ZERO_STAGE_FIXES: dict[str, str] = {
+    Violation.FP8_PARAM_GATHER_NEEDS_SHARDED_OPTIMIZER.value: (
+        "parallelism.fp8_param_gather needs zero_stage 1 or more under Megatron-LM: allow "
+        "zero_stage 1-3, set megatron_fsdp to true, or fp8_param_gather to false"
+    ),
+    Violation.PRECISION_AWARE_OPTIMIZER_NEEDS_DISTRIBUTED_OPTIMIZER.value: (
+        "the optimizer dtypes (parallelism.main_params_dtype fp16, exp_avg_dtype / "
+        "exp_avg_sq_dtype other than fp32, store_param_remainders) need Megatron-Core's "
+        "distributed optimizer: allow zero_stage 1-3, set megatron_fsdp to true, or leave "
+        "them out"
+    ),
+    Violation.BF16_MAIN_PARAMS_NOT_SUPPORTED_BY_FRAMEWORK.value: (
+        "parallelism.main_params_dtype bf16 is refused by Megatron-Core's optimizer below "
+        "zero_stage 3: allow zero_stage 3, set megatron_fsdp to true, or main_params_dtype to "
+        "fp32 or fp16"
+    ),
+}
+"""What to change where a rule that refuses ZeRO stages for a one-value field
+(``planner.specs.feasibility``) refused candidates that tile the GPUs."""
+
+
 def _infeasible_message(outcome: SweepOutcome, space: DesignSpace) -> str:
     rejected = {k: v for k, v in outcome.rejected.items() if v}
     parts = ", ".join(f"{v:,} {k}" for k, v in sorted(rejected.items(), key=lambda kv: -kv[1]))
@@ -199,6 +221,9 @@ def _infeasible_message(outcome: SweepOutcome, space: DesignSpace) -> str:
             f"more memory, or opening recompute (full) and zero_stage (3) if they were fixed"
             + _tensor_note(space)
         )
+    fixes = [fix for reason, fix in _ZERO_STAGE_FIXES.items() if rejected.get(reason)]
+    if fixes:
+        return f"{what}; " + "; ".join(fixes)
     return (
         f"{what}; no combination of the allowed values tiles the GPU count and global batch. "
         "Open more knobs (leave them out), or choose num_gpus and global_batch_size with "

@@ -326,3 +326,27 @@ def test_objective_by_name(small: dict[str, Any]) -> None:
     assert explore(space, objective="tokens-per-gpu", top_k=1).objective is Objective.TOKENS_PER_GPU
     with pytest.raises(SpecError, match="unknown objective"):
         sweep(space, objective="speed")
+
+
+@pytest.mark.parametrize(
+    ("par", "named"),
+    [
+        ({"exp_avg_dtype": "bf16", "zero_stage": [0]}, "parallelism.main_params_dtype fp16"),
+        ({"main_params_dtype": "bf16", "zero_stage": [0, 1, 2]}, "main_params_dtype bf16"),
+    ],
+)
+def test_stages_refused_for_the_optimizer_dtypes_name_the_field(
+    small: dict[str, Any], par: dict[str, Any], named: str
+) -> None:
+    """Every candidate that tiles the GPUs refused for the optimizer dtypes at the allowed ZeRO
+    stages (Megatron-Core's optimizer): the error names the fields and the fixes (open
+    zero_stage, megatron_fsdp), not the tiling; with megatron_fsdp the same space runs."""
+    small["training"] = {"framework": "megatron"}
+    small["parallelism"].update(par)
+    result = explore_document(small)
+    assert result["error"].startswith("infeasible: no valid layout")
+    assert named in result["error"]
+    assert "set megatron_fsdp to true" in result["error"]
+    assert "tiles the GPU count" not in result["error"]
+    small["parallelism"]["megatron_fsdp"] = True
+    assert explore(parse_space(small), top_k=1).top
