@@ -583,8 +583,10 @@ def optimizer_dtype_rule(framework: str) -> bool:
     ``--megatron-fsdp-main-params-dtype`` with choices fp32, bf16, fp16, auto at
     d98e8a64dd, and runs on the distributed optimizer at every sharding strategy, ``no_shard``
     included: ``validate_args`` sets ``use_distributed_optimizer`` under
-    ``--use-megatron-fsdp`` (Megatron-FSDP v1, megatron/training/arguments.py @ d98e8a64dd),
-    asserted it under ``--use-custom-fsdp`` (core_v0.12.0, core_v0.13.0), and Megatron-Bridge's
+    ``--use-megatron-fsdp`` (Megatron-FSDP v1, megatron/training/arguments.py @ core_v0.18.0
+    and d98e8a64dd), asserted it under ``--use-custom-fsdp`` (core_v0.12.0, core_v0.13.0), and
+    between them its guide says it "must be used with a distributed optimizer"
+    (docs/user-guide/features/custom_fsdp.md @ core_v0.16.1); Megatron-Bridge's
     ``ConfigContainer`` sets it, "use_distributed_optimizer=True is required for
     Megatron-FSDP" (src/megatron/bridge/training/config.py @ 067f987df03b)):
 
