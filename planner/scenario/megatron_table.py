@@ -675,13 +675,15 @@ def optimizer_dtypes_refused(args: Args) -> bool:
     ``--use-precision-aware-optimizer`` ("... can only be fp32 when not using precision-aware
     optimizer", ``OptimizerConfig.__post_init__``), or the precision-aware optimizer without
     ``--use-distributed-optimizer`` ("--use-precision-aware-optimizer only supported with
-    distributed optimizer"); NVIDIA/Megatron-LM ``megatron/core/optimizer/optimizer_config.py``
-    at 10e7b74597b47a57449599bf2780bd9e82ef79ff."""
+    distributed optimizer", unless under Megatron-FSDP, ``megatron_fsdp_flag``, which runs on it:
+    ``validate_args`` turns it on under ``--use-megatron-fsdp`` from core_v0.18.0); NVIDIA/
+    Megatron-LM ``megatron/core/optimizer/optimizer_config.py`` at
+    10e7b74597b47a57449599bf2780bd9e82ef79ff."""
     values = {arg: str(args.get(arg, "fp32")).lower() for arg in _OPTIMIZER_DTYPE_ARGS}
     if any(values[arg] not in choices for arg, choices in _OPTIMIZER_DTYPE_ARGS.items()):
         return True
     if args.get("use-precision-aware-optimizer") is True:
-        return args.get("use-distributed-optimizer") is not True
+        return args.get("use-distributed-optimizer") is not True and not megatron_fsdp_flag(args)
     return any(value != "fp32" for value in values.values())
 
 

@@ -31,10 +31,10 @@ def _document(flags: str) -> dict[str, Any]:
     return doc
 
 
-def _read(flags: str) -> Facts:
+def _read(flags: str, base: str = GPT) -> Facts:
     invocation = Invocation(
         program="pretrain_gpt.py",
-        args=tuple(shlex.split(f"{GPT} {flags}")[1:]),
+        args=tuple(shlex.split(f"{base} {flags}")[1:]),
         cwd="/jobs/mlm",
         launcher="torchrun",
         where="job.sh:9",
@@ -147,3 +147,14 @@ def test_precision_aware_optimizer_under_megatron_fsdp_is_noted(fsdp: str) -> No
     facts = _read(AWARE + f" --exp-avg-dtype bf16 {fsdp}")
     assert not facts.has("parallelism.exp_avg_dtype")
     assert any("--use-precision-aware-optimizer under FSDP" in note for note in facts.notes)
+
+
+def test_megatron_fsdp_needs_no_distributed_optimizer_flag() -> None:
+    """Megatron-LM turns the distributed optimizer on under ``--use-megatron-fsdp``: the
+    precision-aware optimizer without ``--use-distributed-optimizer`` is not noted as a stop
+    there, and is without it."""
+    gpt = GPT.replace(" --use-distributed-optimizer", "")
+    for fsdp, stops in ((" --use-megatron-fsdp", False), ("", True)):
+        facts = _read(AWARE + fsdp, base=gpt)
+        noted = any("optimizer dtypes: Megatron-LM stops" in note for note in facts.notes)
+        assert noted is stops
