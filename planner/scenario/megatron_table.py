@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from planner.errors import SpecError
 from planner.launch.data import load_data
+from planner.launch.release import release_at_least
 from planner.scenario.numbers import number_or_value
 
 __all__ = [
@@ -627,7 +628,84 @@ _OPTIMIZER_DTYPE_ARGS = {
 """Megatron-LM's choices of each optimizer dtype argument (argparse refuses any other)."""
 
 
-def optimizer_state_values(args: Args) -> list[ArgValue]:
+MEGATRON_FSDP_TWO_MASTERS_FROM = "26.02"
+"""The first NeMo Framework container (Megatron Core 0.16.0, Megatron-Bridge 0.3.0,
+NVIDIA-NeMo/Megatron-Bridge ``docs/releases/software-versions.md`` @ 067f987df03b) in which
+neither Megatron-LM nor Megatron-Bridge clears Megatron-FSDP's ``preserve_fp32_weights`` under
+the precision-aware optimizer: Megatron-LM's ``get_model`` does through core_v0.15.0
+(``megatron/training/training.py``), Megatron-Bridge's ``ConfigContainer`` through v0.2.2
+(``src/megatron/bridge/training/config.py`` @ v0.1.0rc3, v0.2.0, v0.2.2), neither from
+core_v0.16.0 / v0.3.0 on."""
+
+MEGATRON_FSDP_OWN_MASTER_FROM = "26.06"
+"""The first NeMo Framework container (Megatron Core 0.18.0) whose Megatron-Core sets
+Transformer Engine ``FusedAdam``'s ``master_weights`` false under Megatron-FSDP, the
+optimizer stepping Megatron-FSDP's own main weights (``get_megatron_optimizer``,
+NVIDIA/Megatron-LM ``megatron/core/optimizer/__init__.py`` @ core_v0.18.0 and d98e8a64dd;
+absent at core_v0.17.1)."""
+
+
+def megatron_fsdp_master(release: str | None, *, clears_preserve: bool) -> str:
+    """Which master Adam keeps under Megatron-FSDP with the precision-aware optimizer, in the
+    NeMo Framework container ``release`` (None: the newest Megatron-Core, main d98e8a64dd):
+
+    * ``"megatron_fsdp"`` (``MEGATRON_FSDP_OWN_MASTER_FROM`` on): Megatron-FSDP's main weight
+      buffer, in its ``megatron_fsdp_main_params_dtype`` (:func:`megatron_fsdp_main_dtype`);
+      ``FusedAdam`` keeps no master, so no remainders, and the moments in the
+      ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` it is given;
+    * ``"optimizer"`` (before ``MEGATRON_FSDP_TWO_MASTERS_FROM``, where the framework clears
+      ``preserve_fp32_weights``, ``clears_preserve``): Megatron-FSDP keeps no fp32 copy and
+      ``FusedAdam`` the master, as the distributed optimizer's (the optimizer dtypes apply);
+    * ``"both"`` (otherwise): Megatron-FSDP keeps its fp32 main weights and ``FusedAdam`` its
+      own master of them, which no scenario field holds."""
+    if release is None or release_at_least(release, MEGATRON_FSDP_OWN_MASTER_FROM):
+        return "megatron_fsdp"
+    if clears_preserve and not release_at_least(release, MEGATRON_FSDP_TWO_MASTERS_FROM):
+        return "optimizer"
+    return "both"
+
+
+def megatron_fsdp_main_dtype(name: str | None, *, bf16: bool) -> str | None:
+    """``parallelism.main_params_dtype`` for Megatron-FSDP's ``megatron_fsdp_main_params_dtype``
+    ``name`` (``fp32``, ``fp16``, ``bf16``; None or ``auto``: no main weight buffer, the model's
+    weights are the main weights, ``MixedPrecisionPolicy.main_params_dtype`` and
+    ``ParamAndGradBuffer``, ``megatron/core/distributed/fsdp/src/megatron_fsdp/`` @
+    d98e8a64dd): ``fp32`` / ``fp16`` a master of that width beside the 16-bit weights; no
+    buffer over ``bf16`` weights is the scenario's ``bf16``. None where no scenario dtype says
+    it: a ``bf16`` buffer beside the bf16 weights, or no buffer over other weights."""
+    if name in ("fp32", "fp16"):
+        return name
+    if name in (None, "auto") and bf16:
+        return "bf16"
+    return None
+
+
+def megatron_fsdp_optimizer_note(
+    master: str, release: str | None, stated: bool, main_key: str
+) -> str | None:
+    """The note where the precision-aware optimizer's dtypes under Megatron-FSDP are left to
+    the framework: ``master`` is :func:`megatron_fsdp_master`'s answer for ``release``,
+    ``stated`` whether the master's dtype was read, ``main_key`` the setting naming
+    Megatron-FSDP's main weight dtype; None where they were read."""
+    where = "the newest release" if release is None else f"NeMo Framework container {release}"
+    if master == "both":
+        return (
+            f"precision-aware optimizer under Megatron-FSDP in {where}: Megatron-FSDP keeps its "
+            "fp32 main weights and Transformer Engine's FusedAdam its own master of them "
+            "(Megatron Core 0.16-0.17), which no scenario field holds: the optimizer dtypes are "
+            "read as the framework's"
+        )
+    if master == "megatron_fsdp" and not stated:
+        return (
+            f"precision-aware optimizer under Megatron-FSDP in {where}: the optimizer steps "
+            f"Megatron-FSDP's main weights, whose {main_key} names no scenario dtype (a bf16 "
+            "buffer beside bf16 weights, or none over fp16 or fp32 weights): the optimizer "
+            "dtypes are read as the framework's"
+        )
+    return None
+
+
+def optimizer_state_values(args: Args, release: str | None = None) -> list[ArgValue]:
     """What Adam keeps under ``--use-precision-aware-optimizer`` (none without it: the
     framework's fp32 master and moments): ``parallelism.main_params_dtype``, ``exp_avg_dtype``
     and ``exp_avg_sq_dtype`` from ``--main-params-dtype`` / ``--exp-avg-dtype`` /
@@ -641,16 +719,25 @@ def optimizer_state_values(args: Args) -> list[ArgValue]:
     NVIDIA/TransformerEngine ``transformer_engine/pytorch/optimizers/fused_adam.py`` @ v2.7);
     otherwise Megatron-Core keeps the whole fp32 master (false). Nothing under
     ``--optimizer-cpu-offload``, whose states live partly in host memory, which the scenario
-    does not model, nor under FSDP (``--use-megatron-fsdp`` or its earlier name
-    ``--use-custom-fsdp``, ``megatron_fsdp_flag``, keeps its main weights in
-    ``--megatron-fsdp-main-params-dtype``, which "Replaces --main-params-dtype";
-    ``--use-torch-fsdp2``): the framework's states. NVIDIA/Megatron-LM
+    does not model, nor under ``--use-torch-fsdp2``: the framework's states. Under
+    Megatron-FSDP (``--use-megatron-fsdp`` or its earlier name ``--use-custom-fsdp``,
+    ``megatron_fsdp_flag``) as :func:`megatron_fsdp_master` says for the NeMo Framework
+    container ``release`` (None: the newest): its own main weights in
+    ``--megatron-fsdp-main-params-dtype`` (fp32 by default; "Replaces --main-params-dtype"),
+    read by :func:`megatron_fsdp_main_dtype`, with the moments' flags and no remainders; the
+    dtypes as above where Megatron-LM clears ``preserve_fp32_weights``; nothing where both
+    masters are kept or the main dtype is no scenario dtype. NVIDIA/Megatron-LM
     ``megatron/training/arguments.py``, ``megatron/core/optimizer/optimizer_config.py`` at
     10e7b74597b47a57449599bf2780bd9e82ef79ff."""
     on = args.get("use-precision-aware-optimizer") is True
     elsewhere = ("optimizer-cpu-offload", "use-torch-fsdp2")
-    if not on or any(args.get(arg) is True for arg in elsewhere) or megatron_fsdp_flag(args):
+    if not on or any(args.get(arg) is True for arg in elsewhere):
         return []
+    master = "optimizer"
+    if megatron_fsdp_flag(args):
+        master = megatron_fsdp_master(release, clears_preserve=True)
+        if master == "both":
+            return []
     out: list[ArgValue] = []
     for arg, choices in _OPTIMIZER_DTYPE_ARGS.items():
         value = str(args.get(arg, "fp32")).lower()
@@ -659,6 +746,8 @@ def optimizer_state_values(args: Args) -> list[ArgValue]:
         out.append(
             ArgValue(f"parallelism.{arg.replace('-', '_')}", value, arg if arg in args else "")
         )
+    if master == "megatron_fsdp":
+        return _megatron_fsdp_master_values(args, out[1:])
     main = str(args.get("main-params-dtype", "fp32")).lower()
     if main == "fp32" and args.get("bf16") is True:
         recipe = str(args.get("fp8-recipe", "delayed")).lower()
@@ -666,6 +755,23 @@ def optimizer_state_values(args: Args) -> list[ArgValue]:
             out.append(ArgValue("parallelism.store_param_remainders", True, ""))
         else:
             out.append(ArgValue("parallelism.store_param_remainders", False, "fp8-recipe"))
+    return out
+
+
+def _megatron_fsdp_master_values(args: Args, moments: list[ArgValue]) -> list[ArgValue]:
+    """The ``moments`` with Megatron-FSDP's main weights as the master
+    (:func:`megatron_fsdp_master` ``"megatron_fsdp"``): ``--megatron-fsdp-main-params-dtype``
+    (argparse default fp32) read by :func:`megatron_fsdp_main_dtype`, and no remainders of an
+    fp32 master (``FusedAdam`` keeps none); nothing where that dtype is no scenario dtype."""
+    arg = "megatron-fsdp-main-params-dtype"
+    bf16 = args.get("bf16") is True
+    main = megatron_fsdp_main_dtype(str(args.get(arg, "fp32")).lower(), bf16=bf16)
+    if main is None:
+        return []
+    out = [ArgValue("parallelism.main_params_dtype", main, arg if arg in args else ""), *moments]
+    if main == "fp32" and bf16:
+        flag = megatron_fsdp_flag(args) or ""
+        out.append(ArgValue("parallelism.store_param_remainders", False, flag))
     return out
 
 

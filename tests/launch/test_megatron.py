@@ -500,6 +500,37 @@ def test_megatron_fsdp_without_a_strategy_takes_the_default_of_the_containers_re
     assert parse_scenario(described.scenario).parallelism.zero_stage == 1
 
 
+@pytest.mark.parametrize(
+    ("release", "expected"),
+    [
+        # Megatron-LM's get_model clears preserve_fp32_weights (core 0.15): FusedAdam's master
+        ("25.11", ("fp16", "bf16", None)),
+        ("26.02", (None, None, None)),  # Megatron-FSDP's fp32 copy and FusedAdam's master
+        ("26.04", (None, None, None)),
+        # core 0.18: FusedAdam keeps no master, Megatron-FSDP's main weights are it
+        ("26.06", ("fp32", "bf16", False)),
+    ],
+)
+def test_precision_aware_optimizer_under_megatron_fsdp_follows_the_containers_release(
+    release: str, expected: tuple[object, ...]
+) -> None:
+    script = (
+        "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gpus-per-node=8\n"
+        f"srun --container-image=nvcr.io#nvidia/nemo:{release} python pretrain_gpt.py "
+        f"{BASE} --use-megatron-fsdp --use-precision-aware-optimizer --main-params-dtype fp16 "
+        "--exp-avg-dtype bf16\n"
+    )
+    described = describe_launch(
+        Launch(batch_script=script, work_dir=JOB), MemoryFiles(), gpu="h100-sxm", predict=False
+    )
+    par = described.scenario["parallelism"]
+    fields = ("main_params_dtype", "exp_avg_dtype", "store_param_remainders")
+    assert tuple(par.get(field) for field in fields) == expected
+    both = any("FusedAdam its own master" in note for note in described.notes)
+    assert both is (expected[0] is None)
+    parse_scenario(described.scenario)
+
+
 FP8 = " --fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather"
 
 

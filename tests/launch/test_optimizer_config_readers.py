@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from planner.launch.readers.nemo import NEMO2_READER
@@ -116,3 +118,65 @@ def test_nemo2_reads_the_optimizer_config(
 ) -> None:
     facts = _nemo2(*overrides)
     assert _fields(facts) == expected
+
+
+FSDP = ("ddp.use_megatron_fsdp=true", f"optimizer.{AWARE}", "optimizer.exp_avg_dtype=bf16")
+
+
+def _bridge_in(release: str, *overrides: str) -> Facts:
+    """The Megatron-Bridge runner started by pyxis in the NeMo Framework container ``release``."""
+    inner = _runner("llama3_8b_pretrain_config", *overrides)
+    image = f"nvcr.io#nvidia/nemo:{release}"
+    return _read_bridge(replace(inner, launcher="srun", launcher_args={"container_image": image}))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        # the newest Megatron-Core: FusedAdam keeps no master, Megatron-FSDP's fp32 main weights
+        # are it, whole
+        (FSDP, ("fp32", "bf16", "fp32", False)),
+        (
+            (*FSDP, "optimizer.main_params_dtype=float16"),  # not Megatron-FSDP's master
+            ("fp32", "bf16", "fp32", False),
+        ),
+        ((*FSDP, "ddp.megatron_fsdp_main_params_dtype=fp16"), ("fp16", "bf16", "fp32", None)),
+        # a bf16 main weight buffer beside the bf16 weights: no scenario dtype
+        ((*FSDP, "ddp.megatron_fsdp_main_params_dtype=bf16"), (None, None, None, None)),
+    ],
+)
+def test_megatron_bridge_under_megatron_fsdp_reads_its_main_weights_as_the_master(
+    overrides: tuple[str, ...], expected: tuple[object, ...]
+) -> None:
+    facts = _bridge(*overrides)
+    assert _fields(facts) == expected
+    assert any("names no scenario dtype" in note for note in facts.notes) is (expected[0] is None)
+
+
+@pytest.mark.parametrize(
+    ("release", "expected"),
+    [
+        # Megatron-Bridge 0.2 clears preserve_fp32_weights: the OptimizerConfig's master
+        ("25.11", ("fp16", "bf16", "fp32", None)),
+        ("26.02", (None, None, None, None)),  # Megatron-FSDP's fp32 copy and FusedAdam's
+        ("26.04", (None, None, None, None)),
+        ("26.06", ("fp32", "bf16", "fp32", False)),
+    ],
+)
+def test_megatron_bridge_under_megatron_fsdp_follows_the_containers_release(
+    release: str, expected: tuple[object, ...]
+) -> None:
+    facts = _bridge_in(release, *FSDP, "optimizer.main_params_dtype=float16")
+    assert _fields(facts) == expected
+    both = any("FusedAdam its own master" in note for note in facts.notes)
+    assert both is (expected[0] is None)
+
+
+def test_nemo2_under_megatron_fsdp_leaves_the_optimizer_dtypes_to_the_framework() -> None:
+    """NeMo 2.0 keeps Megatron-FSDP's fp32 main weights beside FusedAdam's master in every
+    container that ships it: nothing read, noted."""
+    aware = "optim.config.use_precision_aware_optimizer=True"
+    facts = _nemo2("trainer.strategy.ddp.use_megatron_fsdp=True", aware)
+    assert _fields(facts) == (None, None, None, None)
+    assert any("FusedAdam its own master" in note for note in facts.notes)
+    assert _fields(_nemo2(aware)) == ("fp32", "fp32", "fp32", True)

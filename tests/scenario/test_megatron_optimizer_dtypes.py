@@ -62,8 +62,28 @@ FIELDS = ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "store_param
         (AWARE + " --fp8-format hybrid --fp8-recipe tensorwise", ("fp32", "fp32", "fp32", False)),
         (AWARE + " --fp8-format hybrid", ("fp32", "fp32", "fp32", True)),  # delayed
         (AWARE + " --optimizer-cpu-offload", (None, None, None, None)),  # host states
-        (AWARE + " --use-megatron-fsdp", (None, None, None, None)),  # its own main dtype
-        (AWARE + " --use-custom-fsdp", (None, None, None, None)),  # its earlier name
+        # Megatron-FSDP (the newest release): its own fp32 main weights, FusedAdam no master
+        (AWARE + " --use-megatron-fsdp", ("fp32", "fp32", "fp32", False)),
+        (AWARE + " --use-custom-fsdp", ("fp32", "fp32", "fp32", False)),  # its earlier name
+        (
+            AWARE + " --use-megatron-fsdp --megatron-fsdp-main-params-dtype auto "
+            "--exp-avg-dtype bf16",
+            ("bf16", "bf16", "fp32", None),  # no buffer: Adam steps the bf16 weights
+        ),
+        (
+            AWARE + " --use-megatron-fsdp --megatron-fsdp-main-params-dtype fp16",
+            ("fp16", "fp32", "fp32", None),
+        ),
+        # a bf16 buffer beside the bf16 weights: no scenario dtype, left to the framework
+        (
+            AWARE + " --use-megatron-fsdp --megatron-fsdp-main-params-dtype bf16",
+            (None, None, None, None),
+        ),
+        # only --megatron-fsdp-main-params-dtype names Megatron-FSDP's master
+        (
+            AWARE + " --use-megatron-fsdp --main-params-dtype fp16",
+            ("fp32", "fp32", "fp32", False),
+        ),
         (AWARE + " --main-params-dtype bf16", (None, None, None, None)),  # argparse refuses
     ],
 )
@@ -141,12 +161,24 @@ def test_a_described_launch_predicts_with_the_precision_aware_states() -> None:
 
 
 @pytest.mark.parametrize("fsdp", ["--use-megatron-fsdp", "--use-custom-fsdp"])
-def test_precision_aware_optimizer_under_megatron_fsdp_is_noted(fsdp: str) -> None:
-    """Under Megatron-FSDP, by either name, the optimizer dtypes are left to the framework and
-    the reader says so."""
-    facts = _read(AWARE + f" --exp-avg-dtype bf16 {fsdp}")
+def test_precision_aware_optimizer_under_megatron_fsdp_left_to_the_framework_is_noted(
+    fsdp: str,
+) -> None:
+    """Under Megatron-FSDP, by either name, a main weight dtype no scenario dtype says (a bf16
+    buffer beside bf16 weights) leaves the optimizer dtypes to the framework, and the reader
+    says so; an fp32 one is read with the moments."""
+    facts = _read(AWARE + f" --exp-avg-dtype bf16 {fsdp} --megatron-fsdp-main-params-dtype bf16")
     assert not facts.has("parallelism.exp_avg_dtype")
-    assert any("--use-precision-aware-optimizer under FSDP" in note for note in facts.notes)
+    assert any("names no scenario dtype" in note for note in facts.notes)
+    read = _read(AWARE + f" --exp-avg-dtype bf16 {fsdp}")
+    assert read.get("parallelism.exp_avg_dtype") == "bf16"
+    assert not any("names no scenario dtype" in note for note in read.notes)
+
+
+def test_precision_aware_optimizer_under_torch_fsdp2_is_noted() -> None:
+    facts = _read(AWARE + " --exp-avg-dtype bf16 --use-torch-fsdp2")
+    assert not facts.has("parallelism.exp_avg_dtype")
+    assert any("under --use-torch-fsdp2" in note for note in facts.notes)
 
 
 def test_megatron_fsdp_needs_no_distributed_optimizer_flag() -> None:

@@ -63,6 +63,8 @@ from planner.scenario.megatron_table import (
     gradient_reduction_values,
     main_grads_bf16_refused,
     megatron_fsdp_flag,
+    megatron_fsdp_master,
+    megatron_fsdp_optimizer_note,
     moe_values,
     optimizer_dtypes_refused,
     optimizer_state_values,
@@ -104,10 +106,15 @@ def _memory(
         )
 
 
-def _optimizer_states(facts: Facts, args: ArgSource, defaults: Defaults) -> None:
+def _optimizer_states(
+    facts: Facts, args: ArgSource, defaults: Defaults, release: tuple[str, str] | None
+) -> None:
     """The optimizer's dtypes under ``--use-precision-aware-optimizer``
-    (``optimizer_state_values``), and a note where Megatron-Core refuses them."""
-    for row in optimizer_state_values(args.values):
+    (``optimizer_state_values``, under Megatron-FSDP as ``megatron_fsdp_master`` says for the
+    NeMo Framework container ``release``, else the newest), and a note where Megatron-Core
+    refuses them or where they are left to the framework."""
+    name = None if release is None else release[0]
+    for row in optimizer_state_values(args.values, name):
         args.set(facts, row, defaults)
     if optimizer_dtypes_refused(args.values):
         facts.note(
@@ -116,18 +123,27 @@ def _optimizer_states(facts: Facts, args: ArgSource, defaults: Defaults) -> None
             "other than fp32 they need --use-precision-aware-optimizer, which needs "
             "--use-distributed-optimizer)"
         )
-    if args.on("use-precision-aware-optimizer") and args.on("optimizer-cpu-offload"):
+    if not args.on("use-precision-aware-optimizer"):
+        return
+    if args.on("optimizer-cpu-offload"):
         facts.note(
             "--optimizer-cpu-offload keeps optimizer states in host memory, which the scenario "
             "does not model: the GPU's optimizer memory is predicted as without it"
         )
-    elif args.on("use-precision-aware-optimizer") and (
-        megatron_fsdp_flag(args.values) or args.on("use-torch-fsdp2")
-    ):
+    elif args.on("use-torch-fsdp2"):
         facts.note(
-            "--use-precision-aware-optimizer under FSDP: the optimizer dtypes are read as the "
-            "framework's (Megatron-FSDP takes --megatron-fsdp-main-params-dtype instead)"
+            "--use-precision-aware-optimizer under --use-torch-fsdp2: the optimizer dtypes are "
+            "read as the framework's"
         )
+    elif megatron_fsdp_flag(args.values):
+        note = megatron_fsdp_optimizer_note(
+            megatron_fsdp_master(name, clears_preserve=True),
+            name,
+            "parallelism.main_params_dtype" in facts.values,
+            "--megatron-fsdp-main-params-dtype",
+        )
+        if note:
+            facts.note(note)
 
 
 def _fp8_weights(facts: Facts, args: ArgSource, precision: str) -> None:
@@ -314,7 +330,7 @@ def read_megatron(
         )
     _memory(facts, args, defaults, release)
     _fp8_weights(facts, args, precision or "fp32")
-    _optimizer_states(facts, args, defaults)
+    _optimizer_states(facts, args, defaults, release)
     _attention(facts, args, defaults)
     _moe(facts, args, defaults, tp=tp)
     read_vocab(facts, args, defaults, tp)

@@ -53,12 +53,14 @@ from planner.launch.readers.nemo_common import (
     unexpanded,
 )
 from planner.launch.readers.nemo_hydra import HydraConfig, Resolved, split_override
+from planner.launch.release import launch_release
 from planner.launch.types import Facts, Invocation, resolve_path
 from planner.launch.values import as_int, mapping_of
 from planner.scenario.megatron_table import (
     FP8_RECIPES,
     block_recompute_layers,
     cuda_graphs_of,
+    megatron_fsdp_master,
 )
 
 __all__ = [
@@ -212,7 +214,8 @@ class MegatronBridgeReader:
         facts.set("training.framework", "nemo", _FRAMEWORK_SOURCE)
         found = _unwrap(invocation) or invocation
         run = _read_run(found, context, facts)
-        _to_facts(run, found, context, facts)
+        release = launch_release(context.allocation, invocation)
+        _to_facts(run, found, context, facts, None if release is None else release[0])
         _note_sweep(invocation, run, context, facts)
         return facts
 
@@ -421,7 +424,9 @@ def _run_recipe_args(
     return [*converted, *trailing]
 
 
-def _to_facts(run: _Run, invocation: Invocation, context: ReadContext, facts: Facts) -> None:
+def _to_facts(
+    run: _Run, invocation: Invocation, context: ReadContext, facts: Facts, release: str | None
+) -> None:
     config = run.config
     facts.set("training.mode", run.mode, f"launch: {posixpath.basename(invocation.program)}")
     hf_path = run.entry.get("hf_path")
@@ -433,7 +438,7 @@ def _to_facts(run: _Run, invocation: Invocation, context: ReadContext, facts: Fa
             facts.note(f"{hf_path}: the model's shape is not known to the catalog")
     if run.recipe:
         facts.set("launch.recipe", run.recipe, f"launch: {posixpath.basename(invocation.program)}")
-    config_facts(config, facts)
+    config_facts(config, facts, release)
     vocab = as_int(facts.get("model.vocab_size"))
     if vocab:
         facts.set(
@@ -464,10 +469,12 @@ def _note_mapping_over_name(run: _Run, facts: Facts) -> None:
         )
 
 
-def config_facts(config: HydraConfig, facts: Facts) -> None:
+def config_facts(config: HydraConfig, facts: Facts, release: str | None = None) -> None:
     """The values of a ``ConfigContainer`` (the job's merged config, or the one its log
     prints): layout, batch, steps and model shape as the keys hold them, the sequence length
-    (``dataset.seq_length``, else ``model.seq_length``) and the precision."""
+    (``dataset.seq_length``, else ``model.seq_length``) and the precision; ``release`` the
+    NeMo Framework container the launch names (None: the newest), which decides the optimizer
+    dtypes under Megatron-FSDP (:func:`_optimizer`)."""
     for name, key in _FACTS:
         found = config.lookup(key)
         if found is not None and found.value is not None:
@@ -480,7 +487,7 @@ def config_facts(config: HydraConfig, facts: Facts) -> None:
         facts.note(
             f"model.seq_length {model_seq.value} differs from dataset.seq_length {seq.value}"
         )
-    _optimizer(config, facts, _precision(config, facts))
+    _optimizer(config, facts, _precision(config, facts), release)
     _cuda_graphs(config, facts)
     _offloading(config, facts)
     _recompute(config, facts)
@@ -493,14 +500,7 @@ def _megatron_fsdp(config: HydraConfig, facts: Facts) -> None:
     (``megatron_fsdp_facts``) from ``ddp.data_parallel_sharding_strategy``: the merged
     config's or the recipe's, else Megatron-Core's default. Without it the layout keeps the
     scenario's default stage, the distributed optimizer the recipes set."""
-    found = next(
-        (
-            f
-            for f in map(config.lookup, ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp"))
-            if f is not None and f.value is True
-        ),
-        None,
-    )
+    found = _megatron_fsdp_on(config)
     if found is None:
         return
     strategy = config.lookup("ddp.data_parallel_sharding_strategy")
@@ -508,6 +508,13 @@ def _megatron_fsdp(config: HydraConfig, facts: Facts) -> None:
         megatron_fsdp_facts(facts, found.source, None, "")
     else:
         megatron_fsdp_facts(facts, found.source, strategy.value, strategy.source)
+
+
+def _megatron_fsdp_on(config: HydraConfig) -> Resolved | None:
+    """The key that turns Megatron-FSDP on (``ddp.use_megatron_fsdp`` or
+    ``dist.use_megatron_fsdp``), None where neither does."""
+    keys = ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")
+    return next((f for f in map(config.lookup, keys) if f is not None and f.value is True), None)
 
 
 def _recompute(config: HydraConfig, facts: Facts) -> None:
@@ -703,7 +710,12 @@ def scenario_precision(values: Mapping[str, object]) -> dict[str, tuple[object, 
     return out
 
 
-def _optimizer(config: HydraConfig, facts: Facts, fields: Mapping[str, Resolved] | None) -> None:
+def _optimizer(
+    config: HydraConfig,
+    facts: Facts,
+    fields: Mapping[str, Resolved] | None,
+    release: str | None = None,
+) -> None:
     """The optimizer's dtypes from ``optimizer.*`` (Megatron-Core's ``OptimizerConfig``, which
     Megatron-Bridge's subclasses; ``nemo_common.optimizer_config_facts``). ``fields``: the
     resolved ``MixedPrecisionConfig`` (``_precision``), whose ``bf16`` and ``fp8_recipe``
@@ -713,7 +725,10 @@ def _optimizer(config: HydraConfig, facts: Facts, fields: Mapping[str, Resolved]
     067f987df03b8355b03192d88d70f1709fedf51a, @ v0.2.0, 7af9601c9da7, and @ v0.1.0rc3,
     bf71eba07bae): ``bf16_mixed`` leaves
     ``fp8_recipe`` at its default ``tensorwise``, so the fp32 master stays whole there; without
-    a mixed-precision config, the ``optimizer.*`` keys."""
+    a mixed-precision config, the ``optimizer.*`` keys. Under Megatron-FSDP
+    (:func:`_megatron_fsdp_on`) as ``megatron_fsdp_master`` says for the container ``release``:
+    Megatron-Bridge clears ``preserve_fp32_weights`` under the precision-aware optimizer
+    through v0.2.2 (NeMo Framework 25.11), so ``FusedAdam`` keeps the master there."""
     if fields is not None:
         bf16, recipe = fields["bf16"].value is True, fields["fp8_recipe"].value
     else:
@@ -727,6 +742,10 @@ def _optimizer(config: HydraConfig, facts: Facts, fields: Mapping[str, Resolved]
         bf16=bf16,
         fp8_recipe=recipe,
         default_source="Megatron-Core OptimizerConfig",
+        megatron_fsdp=None
+        if _megatron_fsdp_on(config) is None
+        else megatron_fsdp_master(release, clears_preserve=True),
+        release=release,
     )
 
 

@@ -50,7 +50,7 @@ from planner.launch.readers.nemo_common import (
 )
 from planner.launch.types import Facts, Invocation, MemoryFiles, Sourced
 from planner.launch.values import as_int, mapping_of
-from planner.scenario.megatron_table import FP8_RECIPES
+from planner.scenario.megatron_table import FP8_RECIPES, megatron_fsdp_master
 
 __all__ = ["NEMO2_READER", "Nemo2Reader", "parse_factory"]
 
@@ -408,10 +408,7 @@ def _megatron_fsdp(settings: Mapping[str, Sourced], facts: Facts) -> None:
             f"trainer.strategy.fsdp='pytorch' ({fsdp.source}): MegatronStrategy raises "
             "NotImplementedError (PyTorch FSDP2 is not supported with MegatronParallel)"
         )
-    flags = ("trainer.strategy.ddp.use_megatron_fsdp", "trainer.strategy.ddp.use_custom_fsdp")
-    found = next((settings[k] for k in flags if k in settings and settings[k].value is True), None)
-    if fsdp is not None and fsdp.value == "megatron":
-        found = fsdp
+    found = _megatron_fsdp_on(settings)
     if found is None:
         return
     strategy = settings.get(SHARDING_STRATEGY)
@@ -419,6 +416,16 @@ def _megatron_fsdp(settings: Mapping[str, Sourced], facts: Facts) -> None:
         megatron_fsdp_facts(facts, found.source, None, "")
     else:
         megatron_fsdp_facts(facts, found.source, strategy.value, strategy.source)
+
+
+def _megatron_fsdp_on(settings: Mapping[str, Sourced]) -> Sourced | None:
+    """The setting that turns Megatron-FSDP on (``trainer.strategy.fsdp='megatron'``, else the
+    DDP config's ``use_megatron_fsdp`` / ``use_custom_fsdp``), None where none does."""
+    fsdp = settings.get("trainer.strategy.fsdp")
+    if fsdp is not None and fsdp.value == "megatron":
+        return fsdp
+    flags = ("trainer.strategy.ddp.use_megatron_fsdp", "trainer.strategy.ddp.use_custom_fsdp")
+    return next((settings[k] for k in flags if k in settings and settings[k].value is True), None)
 
 
 def _derived_model(facts: Facts) -> None:
@@ -484,6 +491,12 @@ def _precision(settings: Mapping[str, Sourced], facts: Facts) -> None:
     _grad_reduce(settings, plugin, facts)
 
 
+NEMO2_NEWEST_CONTAINER = "26.02"
+"""The newest NeMo Framework container that ships NeMo 2.0 (NeMo 2.7.0, Megatron Core 0.16.0;
+the 26.04 and 26.06 containers list none, NVIDIA-NeMo/Megatron-Bridge
+``docs/releases/software-versions.md`` @ 067f987df03b)."""
+
+
 def _optimizer(settings: Mapping[str, Sourced], facts: Facts) -> None:
     """The optimizer's dtypes from ``optim.config.*`` overrides: the recipes' optimizer is
     Megatron-Core's ``OptimizerConfig`` (``distributed_fused_adam_with_cosine_annealing``,
@@ -495,7 +508,11 @@ def _optimizer(settings: Mapping[str, Sourced], facts: Facts) -> None:
     precision plugin's fields over it with ``setattr`` (``update_config_with_dtype_overrides``,
     nemo/lightning/pytorch/strategies/megatron_strategy.py @ 8cfedd72), so its ``fp8_recipe``
     there is the override's, else None (and the plugin's own default is ``delayed``,
-    plugins/mixed_precision.py): the fp32 master of bf16 weights is kept as remainders."""
+    plugins/mixed_precision.py): the fp32 master of bf16 weights is kept as remainders.
+    Under Megatron-FSDP (:func:`_megatron_fsdp_on`) as ``megatron_fsdp_master`` says for
+    ``NEMO2_NEWEST_CONTAINER``: NeMo 2.0 leaves Megatron-FSDP's ``preserve_fp32_weights`` set
+    (no assignment in NVIDIA/NeMo @ 8cfedd72), so its fp32 main weights and ``FusedAdam``'s
+    master are both kept in every container that ships it (noted, nothing read)."""
     plugin = settings.get("trainer.plugins.precision")
     catalog_strings = catalog().get("precision_strings")
     table = catalog_strings if isinstance(catalog_strings, Mapping) else {}
@@ -510,6 +527,10 @@ def _optimizer(settings: Mapping[str, Sourced], facts: Facts) -> None:
         bf16=bf16,
         fp8_recipe=None if recipe is None else recipe.value,
         default_source="Megatron-Core OptimizerConfig",
+        megatron_fsdp=None
+        if _megatron_fsdp_on(settings) is None
+        else megatron_fsdp_master(NEMO2_NEWEST_CONTAINER, clears_preserve=False),
+        release=f"{NEMO2_NEWEST_CONTAINER} or earlier",
     )
 
 

@@ -10,7 +10,12 @@ from collections.abc import Callable
 from typing import Protocol
 
 from planner.launch.types import Facts
-from planner.scenario.megatron_table import MEGATRON_FSDP_STAGES, ddp_sharding_strategy_default
+from planner.scenario.megatron_table import (
+    MEGATRON_FSDP_STAGES,
+    ddp_sharding_strategy_default,
+    megatron_fsdp_main_dtype,
+    megatron_fsdp_optimizer_note,
+)
 
 __all__ = [
     "MOE_ROUTING_KNOBS",
@@ -207,6 +212,8 @@ def optimizer_config_facts(
     bf16: bool,
     fp8_recipe: object,
     default_source: str,
+    megatron_fsdp: str | None = None,
+    release: str | None = None,
 ) -> None:
     """``parallelism.main_params_dtype``, ``exp_avg_dtype``, ``exp_avg_sq_dtype`` and
     ``store_param_remainders`` from a Megatron-Core ``OptimizerConfig`` (Megatron-Bridge's
@@ -225,7 +232,14 @@ def optimizer_config_facts(
       fp32 master (false). ``bf16``: the weights are bf16; ``fp8_recipe``: the
       ``OptimizerConfig``'s when it computes that flag (Megatron-Bridge copies the
       ``MixedPrecisionConfig``'s over it before ``finalize``; NeMo 2.0 builds it before its
-      precision plugin runs). ``default_source`` cites the config class for the defaults."""
+      precision plugin runs). ``default_source`` cites the config class for the defaults.
+
+    Under Megatron-FSDP ``megatron_fsdp`` is ``megatron_table.megatron_fsdp_master``'s answer
+    for the NeMo Framework container ``release`` (None: not under it): ``"optimizer"`` reads
+    as above; ``"megatron_fsdp"`` takes the master from the DDP config's
+    ``megatron_fsdp_main_params_dtype`` (``lookup("ddp.megatron_fsdp_main_params_dtype")``;
+    Megatron-Core's ``DistributedDataParallelConfig`` default ``torch.float32`` @ d98e8a64dd),
+    the moments as given and no remainders; ``"both"`` reads nothing (noted)."""
     on = lookup(prefix + "use_precision_aware_optimizer")
     stated = {name: lookup(prefix + name) for name in _OPTIMIZER_DTYPES}
     if on is None or on.value is not True:
@@ -248,6 +262,9 @@ def optimizer_config_facts(
             "scenario does not model: the GPU's optimizer memory is predicted as without it"
         )
         return
+    if megatron_fsdp == "both":
+        facts.note(str(megatron_fsdp_optimizer_note("both", release, False, "")))
+        return
     values: dict[str, tuple[str, str]] = {}
     for name, found in stated.items():
         if found is None or found.value is None:
@@ -262,6 +279,9 @@ def optimizer_config_facts(
             )
             return
         values[name] = (dtype, found.source)
+    if megatron_fsdp == "megatron_fsdp":
+        _megatron_fsdp_master_facts(lookup, values, facts, bf16=bf16, on=on.source, release=release)
+        return
     for name, (dtype, source) in values.items():
         facts.set(f"parallelism.{name}", dtype, source)
     if values["main_params_dtype"][0] != "fp32" or not bf16:
@@ -282,4 +302,47 @@ def optimizer_config_facts(
             "parallelism.store_param_remainders",
             True,
             f"{on.source} ({default_source} default store_param_remainders true)",
+        )
+
+
+_FSDP_MAIN_KEY = "ddp.megatron_fsdp_main_params_dtype"
+
+
+def _megatron_fsdp_master_facts(
+    lookup: Callable[[str], _Found | None],
+    values: dict[str, tuple[str, str]],
+    facts: Facts,
+    *,
+    bf16: bool,
+    on: str,
+    release: str | None,
+) -> None:
+    """The moments of ``values`` with Megatron-FSDP's main weights as the master
+    (``megatron_fsdp_master`` ``"megatron_fsdp"``): ``ddp.megatron_fsdp_main_params_dtype``
+    (default fp32; None or ``auto`` no buffer) read by ``megatron_fsdp_main_dtype``, and an
+    fp32 master whole (``FusedAdam`` keeps no master, so no remainders). Nothing where that
+    dtype is no scenario dtype (noted)."""
+    found = lookup(_FSDP_MAIN_KEY)
+    if found is None:
+        name: str | None = "fp32"
+        source = f"{on} (Megatron-Core DistributedDataParallelConfig default {_FSDP_MAIN_KEY} fp32)"
+    else:
+        text = None if found.value is None else str(found.value)
+        name = None if text in (None, "auto") else OPTIMIZER_DTYPE_NAMES.get(str(text), "unknown")
+        source = found.source
+    main = megatron_fsdp_main_dtype(name, bf16=bf16)
+    if main is None:
+        facts.note(
+            str(megatron_fsdp_optimizer_note("megatron_fsdp", release, False, _FSDP_MAIN_KEY))
+        )
+        return
+    facts.set("parallelism.main_params_dtype", main, source)
+    for field, (dtype, where) in values.items():
+        if field != "main_params_dtype":
+            facts.set(f"parallelism.{field}", dtype, where)
+    if main == "fp32" and bf16:
+        facts.set(
+            "parallelism.store_param_remainders",
+            False,
+            f"derived: {on} under Megatron-FSDP: FusedAdam keeps no master of its main weights",
         )
