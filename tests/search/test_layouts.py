@@ -15,6 +15,7 @@ from planner.scenario import parse_scenario, predict_documents
 from planner.scenario.plans import explore_document, parse_space, scenario_document
 from planner.search import explore, sweep
 from planner.search.space import EQUIVALENT_LAYOUT
+from tests.search.test_space import FP8_WEIGHTS
 
 QWEN_LIKE: dict[str, Any] = {
     "name": "qwen-like",
@@ -305,18 +306,10 @@ def test_fp8_weights_are_carried_into_every_candidate() -> None:
     """``fp8_param_gather`` is one value per explore document: every candidate keeps its
     weights in FP8, the vectorized sweep times them as ``predict`` does, and every entry
     states the field, so it predicts as it stands."""
-    doc: dict[str, Any] = {
-        "model": {"preset": "llama2-7b"},
-        "hardware": {"gpu": "h100-sxm", "num_gpus": 16},
-        "parallelism": {
-            "global_batch_size": 64,
-            "precision": "fp8",
-            "fp8_recipe": "tensorwise",
-            "fp8_param_gather": True,
-            "recompute": ["none"],
-            "zero_stage": [1, 3],
-        },
-    }
+    doc = copy.deepcopy(FP8_WEIGHTS)
+    doc["hardware"]["num_gpus"] = 16
+    doc["parallelism"]["zero_stage"] = [1, 3]
+    del doc["parallelism"]["micro_batch_size"]
     fp8_weights = explore(parse_space(copy.deepcopy(doc)), top_k=20, tolerance=None)
     assert fp8_weights.top
     for entry in fp8_weights.top:

@@ -252,18 +252,22 @@ def test_automodel_moe_spaces_run_tensor_parallelism_without_sequence_parallelis
             assert all(e.scenario.parallelism.sequence_parallel for e in top)
 
 
-FP8_WEIGHTS: dict[str, Any] = {
-    "model": {"preset": "llama2-7b"},
-    "hardware": {"gpu": "h100-sxm", "num_gpus": [8, 16]},
-    "parallelism": {
-        "global_batch_size": 64,
-        "precision": "fp8",
-        "fp8_recipe": "tensorwise",
-        "fp8_param_gather": True,
-        "recompute": ["none"],
-        "micro_batch_size": [1, 2],
-    },
-}
+def llama2_7b_space(**parallelism: Any) -> dict[str, Any]:
+    """An explore document over Llama-2 7B on 8 or 16 H100s, global batch 64, no recompute,
+    micro-batch 1 or 2 and every ZeRO stage open, with ``parallelism`` fields added."""
+    return {
+        "model": {"preset": "llama2-7b"},
+        "hardware": {"gpu": "h100-sxm", "num_gpus": [8, 16]},
+        "parallelism": {
+            "global_batch_size": 64,
+            "recompute": ["none"],
+            "micro_batch_size": [1, 2],
+            **parallelism,
+        },
+    }
+
+
+FP8_WEIGHTS = llama2_7b_space(precision="fp8", fp8_recipe="tensorwise", fp8_param_gather=True)
 """Llama-2 7B with FP8 weights, every ZeRO stage open: stage 0 has no sharded optimizer."""
 
 
@@ -441,17 +445,7 @@ def test_megatron_lm_spaces_run_tp_comm_overlap_with_sequence_parallelism(framew
             assert (without & (reason < 0)).any()
 
 
-PRECISION_AWARE: dict[str, Any] = {
-    "model": {"preset": "llama2-7b"},
-    "hardware": {"gpu": "h100-sxm", "num_gpus": [8, 16]},
-    "parallelism": {
-        "global_batch_size": 64,
-        "exp_avg_dtype": "bf16",
-        "exp_avg_sq_dtype": "bf16",
-        "recompute": ["none"],
-        "micro_batch_size": [1, 2],
-    },
-}
+PRECISION_AWARE = llama2_7b_space(exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16")
 """Llama-2 7B with bf16 Adam moments, every ZeRO stage open."""
 
 
