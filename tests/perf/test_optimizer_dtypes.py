@@ -297,17 +297,26 @@ def test_the_optimizer_dtypes_are_carried_into_every_candidate() -> None:
         },
         "training": {"framework": "megatron"},
     }
+    assert_carried_into_candidates(
+        doc, {"main_params_dtype": "fp16", "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}
+    )
+
+
+def assert_carried_into_candidates(doc: dict[str, Any], fields: dict[str, object]) -> None:
+    """Every candidate ``explore`` keeps of the explore document ``doc`` holds the one-value
+    ``parallelism`` ``fields``, is predicted by the sweep as ``predict`` predicts it, and the
+    best entry of ``explore_document`` states them."""
     result = explore(parse_space(copy.deepcopy(doc)), top_k=10, tolerance=None)
     assert result.top
     for entry in result.top:
-        assert entry.scenario.parallelism.main_params_dtype == "fp16"
-        assert entry.scenario.parallelism.exp_avg_sq_dtype == "bf16"
+        for name, value in fields.items():
+            assert getattr(entry.scenario.parallelism, name) == value
         assert predict(entry.scenario) == entry.prediction
     out = explore_document(copy.deepcopy(doc), top_k=1)
     assert "top" in out
     (best,) = out["top"]
-    assert best["parallelism"]["main_params_dtype"] == "fp16"
-    assert best["parallelism"]["exp_avg_dtype"] == "bf16"
+    for name, value in fields.items():
+        assert best["parallelism"][name] == value
 
 
 @pytest.mark.parametrize(

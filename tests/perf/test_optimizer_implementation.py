@@ -4,7 +4,6 @@ the explorer."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -14,9 +13,8 @@ from planner.perf import memory_per_gpu
 from planner.perf.parameters import total_params
 from planner.perf.step import predict
 from planner.scenario import parse_scenario
-from planner.scenario.plans import explore_document, parse_space
-from planner.search import explore
 from planner.specs import Scenario
+from tests.perf.test_optimizer_dtypes import assert_carried_into_candidates
 
 DP = 8
 SMALL: dict[str, Any] = {"recompute": "full", "zero_stage": 3}
@@ -121,10 +119,4 @@ def test_the_implementation_is_carried_into_every_candidate() -> None:
         },
         "training": {"framework": "torchtitan"},
     }
-    result = explore(parse_space(copy.deepcopy(doc)), top_k=10, tolerance=None)
-    assert result.top
-    for entry in result.top:
-        assert entry.scenario.parallelism.optimizer_implementation == "fused"
-        assert predict(entry.scenario) == entry.prediction
-    (best,) = explore_document(copy.deepcopy(doc), top_k=1)["top"]
-    assert best["parallelism"]["optimizer_implementation"] == "fused"
+    assert_carried_into_candidates(doc, {"optimizer_implementation": "fused"})
