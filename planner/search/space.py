@@ -85,6 +85,7 @@ __all__ = [
     "KNOBS",
     "REJECT_REASONS",
     "DesignSpace",
+    "JobLayout",
     "Knobs",
     "SubSpace",
     "allowed_counts",
@@ -173,7 +174,7 @@ ZeRO stage (``optimizer_dtype_rule``)."""
 
 
 @dataclass(frozen=True, slots=True)
-class _JobLayout:
+class JobLayout:
     """A sub-space's candidates as the layout rules read them: their columns, the job's
     stated async tensor parallelism (``SubSpace.tp_comm_overlap``, one value for every
     candidate, which ``CandidateColumns`` does not carry; ``async_tensor_parallel_rule``,
@@ -337,7 +338,7 @@ class SubSpace:
             megatron_fsdp=np.full(n, self.base.parallelism.megatron_fsdp, dtype=np.bool_),
         )
         framework = self.base.training.framework
-        layout = _JobLayout(
+        layout = JobLayout(
             cols, tp_comm_overlap=self.tp_comm_overlap is True, job=self.base.parallelism
         )
         code = layout_violations(self.base.model, num_gpus, layout, framework=framework)

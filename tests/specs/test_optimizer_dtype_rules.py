@@ -5,7 +5,7 @@ pass."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ from planner.errors import SpecError
 from planner.perf.candidates import CandidateColumns
 from planner.scenario import parse_scenario
 from planner.scenario.megatron_args import scenario_document_from_megatron_args
+from planner.search.space import JobLayout
 from planner.specs import Scenario
 from planner.specs.feasibility import (
     PRECISION_AWARE_OPTIMIZER_SOURCE,
@@ -26,13 +27,6 @@ from planner.specs.feasibility import (
     optimizer_dtype_rule,
 )
 from tests.perf.test_optimizer_dtypes import DP, _scenario
-
-OPTIMIZER_FIELDS = (
-    "main_params_dtype",
-    "exp_avg_dtype",
-    "exp_avg_sq_dtype",
-    "store_param_remainders",
-)
 
 
 def _at(framework: str, zero_stage: int, **par: Any) -> Scenario:
@@ -111,20 +105,6 @@ def _column(par: Any, n: int, name: str) -> NDArray[np.int64]:
     return np.full(n, getattr(par, name), dtype=np.int64)
 
 
-@dataclass(frozen=True)
-class _Job:
-    """Candidates' columns and one job's optimizer dtypes, as the explorer hands them to the
-    layout rules."""
-
-    cols: CandidateColumns
-    job: Any
-
-    def __getattr__(self, name: str) -> Any:
-        if name in OPTIMIZER_FIELDS:
-            return getattr(self.job, name)
-        return getattr(self.cols, name)
-
-
 def test_one_candidate_and_arrays_agree() -> None:
     """``layout_violations`` over the four ZeRO stages gives each stage the rule
     ``first_violation`` gives one candidate."""
@@ -156,7 +136,8 @@ def test_one_candidate_and_arrays_agree() -> None:
             num_gpus=np.full(n, DP, dtype=np.int64),
         )
 
-        codes = layout_violations(base.model, DP, _Job(cols, one), framework="megatron")
+        layout = JobLayout(cols, tp_comm_overlap=False, job=one)
+        codes = layout_violations(base.model, DP, layout, framework="megatron")
         assert (codes < 0).any()
         assert (codes >= 0).any()
         for zero_stage, code in zip(stages, codes, strict=True):
