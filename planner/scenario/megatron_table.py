@@ -39,6 +39,7 @@ __all__ = [
     "fp8_param_gather_refusal",
     "fp8_param_gather_values",
     "fp8_recipe",
+    "fused_adam_keeps_remainders",
     "grad_reduce_in_bf16_ignored",
     "gradient_reduction_values",
     "known_tokenizer_vocab",
@@ -750,12 +751,22 @@ def optimizer_state_values(args: Args, release: str | None = None) -> list[ArgVa
         return _megatron_fsdp_master_values(args, out[1:])
     main = str(args.get("main-params-dtype", "fp32")).lower()
     if main == "fp32" and args.get("bf16") is True:
-        recipe = str(args.get("fp8-recipe", "delayed")).lower()
-        if recipe == "delayed":
+        if fused_adam_keeps_remainders(args.get("fp8-recipe", "delayed")):
             out.append(ArgValue("parallelism.store_param_remainders", True, ""))
         else:
             out.append(ArgValue("parallelism.store_param_remainders", False, "fp8-recipe"))
     return out
+
+
+def fused_adam_keeps_remainders(fp8_recipe: object) -> bool:
+    """Whether Megatron-Core's precision-aware optimizer hands an fp32 master of bf16 weights to
+    Transformer Engine's ``FusedAdam``, which keeps it as 16-bit remainders
+    (``OptimizerConfig.store_param_remainders``, default true): only while the config's
+    ``fp8_recipe`` is None or ``delayed`` (``use_precision_aware_optimizer_no_fp8_or_ds_fp8``);
+    with another recipe the distributed optimizer keeps the whole fp32 master. NVIDIA/Megatron-LM
+    ``megatron/core/optimizer/optimizer_config.py`` at
+    10e7b74597b47a57449599bf2780bd9e82ef79ff."""
+    return fp8_recipe is None or str(fp8_recipe).lower() == "delayed"
 
 
 def _megatron_fsdp_master_values(args: Args, moments: list[ArgValue]) -> list[ArgValue]:

@@ -13,6 +13,7 @@ from planner.launch.types import Facts
 from planner.scenario.megatron_table import (
     MEGATRON_FSDP_STAGES,
     ddp_sharding_strategy_default,
+    fused_adam_keeps_remainders,
     megatron_fsdp_main_dtype,
     megatron_fsdp_optimizer_note,
 )
@@ -286,7 +287,7 @@ def optimizer_config_facts(
         facts.set(f"parallelism.{name}", dtype, source)
     if values["main_params_dtype"][0] != "fp32" or not bf16:
         return
-    if fp8_recipe is not None and fp8_recipe != "delayed":
+    if not fused_adam_keeps_remainders(fp8_recipe):
         facts.set(
             "parallelism.store_param_remainders",
             False,
