@@ -12,10 +12,13 @@ has reported it.
   interval's step time would shrink by ``max(compute) - reference`` if the slowest rank computed
   like a typical one; ``reference`` is the median compute of the ranks not flagged (all ranks
   when none is flagged). When ranks are flagged, the straggler-free step is
-  ``reference + overhead``, with ``overhead`` the median of ``step - max(compute)`` over the
-  recent intervals in which no rank was flagged: besides communication it holds the wait for
-  whichever rank happened to be slowest in each iteration, which interval means hide (the mean
-  of a maximum exceeds the maximum of the means) and which a straggler-free run still pays.
+  ``reference * (1 + overhead)``, with ``overhead`` the median of ``(step - max(compute)) /
+  median(compute)`` over the recent intervals in which no rank was flagged: besides
+  communication it holds the wait for whichever rank happened to be slowest in each iteration,
+  which interval means hide (the mean of a maximum exceeds the maximum of the means) and which a
+  straggler-free run still pays. It is kept as a fraction of the typical rank's compute so that
+  a load that slows every rank alike between those intervals and the window (a shared host, a
+  cluster-wide clock drop) scales it with the window instead of leaving a stale absolute wait.
   ``S = mean(actual step) / mean(ideal step)`` over the last ``window`` complete intervals.
 * **Impact**: with ``remaining_s`` left at the current pace, ``remaining_s / S`` without the
   straggler; hours lost ``remaining_s (1 - 1/S) / 3600``; the advice names the rank and node.
@@ -67,7 +70,8 @@ WINDOW = 20
 EVIDENCE_WINDOW = 60
 #: Incomplete intervals kept while waiting for the other ranks' lines.
 MAX_PENDING = 64
-#: Healthy intervals whose overhead (step minus slowest compute) is remembered.
+#: Healthy intervals whose overhead (step minus slowest compute, as a fraction of the median
+#: rank's compute) is remembered.
 HEALTHY_WINDOW = 50
 #: The window test (see ``LiveStragglers.flags``): a full window, and a shift this many standard
 #: errors out of its noise.
@@ -172,7 +176,7 @@ class LiveStragglersJson(TypedDict):
     history: list[IntervalStatsJson]
     nodes: dict[str, str]
     last_iteration: int
-    healthy_overhead_s: list[float]
+    healthy_overhead_ratio: list[float]
     node_detector: DetectorJson | None
     window_flags: dict[str, int]
 
@@ -204,7 +208,7 @@ class LiveStragglers:
     detector: StragglerDetector
     pending: dict[int, dict[int, tuple[float, float | None]]] = field(default_factory=dict)
     history: list[IntervalStats] = field(default_factory=list)
-    healthy_overhead_s: list[float] = field(default_factory=list)
+    healthy_overhead_ratio: list[float] = field(default_factory=list)
     nodes: dict[int, str] = field(default_factory=dict)
     last_iteration: int = -1
     node_detector: StragglerDetector | None = None
@@ -269,8 +273,10 @@ class LiveStragglers:
         self.last_iteration = iteration
         self._update_window_flags()
         if not self.flags() and not self.slow_nodes():
-            self.healthy_overhead_s.append(max(0.0, step - float(compute.max())))
-            del self.healthy_overhead_s[:-HEALTHY_WINDOW]
+            typical = float(np.median(compute))
+            if typical > 0.0:
+                self.healthy_overhead_ratio.append(max(0.0, step - float(compute.max())) / typical)
+                del self.healthy_overhead_ratio[:-HEALTHY_WINDOW]
 
     def _update_nodes(self, compute: FloatArray, iteration: int) -> None:
         """Feed the node detector the interval's per-node median compute (once every rank's
@@ -459,8 +465,8 @@ class LiveStragglers:
         slow_nodes = self.slow_nodes()
         flagged = {f.rank for f in flags} | {r for n in slow_nodes for r in n["ranks"]}
         overhead = (
-            statistics.median(self.healthy_overhead_s)
-            if flagged and self.healthy_overhead_s
+            statistics.median(self.healthy_overhead_ratio)
+            if flagged and self.healthy_overhead_ratio
             else None
         )
         actual, ideal = [], []
@@ -469,7 +475,7 @@ class LiveStragglers:
             reference = statistics.median(others or interval.compute_s)
             actual.append(interval.step_time_s)
             if overhead is not None:
-                ideal_s = min(interval.step_time_s, reference + overhead)
+                ideal_s = min(interval.step_time_s, reference * (1.0 + overhead))
             else:
                 ideal_s = interval.step_time_s - max(0.0, interval.max_compute_s - reference)
             ideal.append(max(ideal_s, 1e-12))
@@ -539,7 +545,7 @@ class LiveStragglers:
             ],
             "nodes": {str(r): n for r, n in self.nodes.items()},
             "last_iteration": self.last_iteration,
-            "healthy_overhead_s": list(self.healthy_overhead_s),
+            "healthy_overhead_ratio": list(self.healthy_overhead_ratio),
             "node_detector": None if self.node_detector is None else self.node_detector.to_json(),
             "window_flags": {str(r): since for r, since in self.window_flags.items()},
         }
@@ -551,8 +557,13 @@ class LiveStragglers:
         document."""
         path = "stragglers"
         history = objects(data, "history", path) if "history" in data else []
+        # A state stored before the overhead was kept as a ratio has ``healthy_overhead_s``
+        # (absolute seconds, not comparable): it is left out and the ratio is re-learnt from
+        # the next healthy intervals.
         overhead = (
-            number_list(data, "healthy_overhead_s", path) if "healthy_overhead_s" in data else []
+            number_list(data, "healthy_overhead_ratio", path)
+            if "healthy_overhead_ratio" in data
+            else []
         )
         nodes = mapping(data.get("nodes", {}), f"{path}.nodes")
         flags = mapping(data.get("window_flags", {}), f"{path}.window_flags")
@@ -566,7 +577,9 @@ class LiveStragglers:
             last_iteration=(
                 integer(data, "last_iteration", path) if "last_iteration" in data else -1
             ),
-            healthy_overhead_s=[_required(v, f"{path}.healthy_overhead_s") for v in overhead],
+            healthy_overhead_ratio=[
+                _required(v, f"{path}.healthy_overhead_ratio") for v in overhead
+            ],
             node_detector=(
                 StragglerDetector.from_json(mapping(node_detector, f"{path}.node_detector"))
                 if node_detector
