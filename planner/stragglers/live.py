@@ -19,6 +19,9 @@ has reported it.
   straggler-free run still pays. It is kept as a fraction of the typical rank's compute so that
   a load that slows every rank alike between those intervals and the window (a shared host, a
   cluster-wide clock drop) scales it with the window instead of leaving a stale absolute wait.
+  The window's own gap after its slowest rank (the communication it pays now) bounds it from
+  below: ``reference + max(step - max(compute), reference * overhead)``, as the job's own
+  timings show when its communication slows more than its compute (a contended network).
   ``S = mean(actual step) / mean(ideal step)`` over the last ``window`` complete intervals.
 * **Impact**: with ``remaining_s`` left at the current pace, ``remaining_s / S`` without the
   straggler; hours lost ``remaining_s (1 - 1/S) / 3600``; the advice names the rank and node.
@@ -475,7 +478,8 @@ class LiveStragglers:
             reference = statistics.median(others or interval.compute_s)
             actual.append(interval.step_time_s)
             if overhead is not None:
-                ideal_s = min(interval.step_time_s, reference * (1.0 + overhead))
+                own_gap = interval.step_time_s - interval.max_compute_s
+                ideal_s = min(interval.step_time_s, reference + max(own_gap, reference * overhead))
             else:
                 ideal_s = interval.step_time_s - max(0.0, interval.max_compute_s - reference)
             ideal.append(max(ideal_s, 1e-12))

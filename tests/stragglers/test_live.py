@@ -98,6 +98,22 @@ def test_a_load_that_lifts_between_the_healthy_intervals_and_the_window_scales_t
     assert report.slowdown == pytest.approx((1.6 * 0.05 + 0.025) / (0.05 + 0.025), rel=0.05)
 
 
+def test_a_window_whose_communication_slowed_keeps_its_own_gap_in_the_straggler_free_step() -> None:
+    """The gradient wait quadruples once rank 1 slows (a contended network) while compute does
+    not: the straggler-free step still pays the window's own wait, not the healthy fraction."""
+    rng = np.random.default_rng(5)
+    tracker = LiveStragglers.new(2)
+    for i in range(80):
+        compute = list(0.05 * np.exp(rng.normal(0.0, 0.02, 2)))
+        if i >= 30:
+            compute[1] *= 1.6
+        tracker.add(records(5 * (i + 1), compute, comm_s=0.01 if i < 30 else 0.04))
+    report = tracker.report()
+    assert report is not None
+    assert [s["rank"] for s in report.stragglers] == [1]
+    assert report.slowdown == pytest.approx((1.6 * 0.05 + 0.04) / (0.05 + 0.04), rel=0.03)
+
+
 def test_an_overhead_stored_in_seconds_is_relearnt_not_misread() -> None:
     """A tracker stored when the healthy overhead was kept in seconds reads back without it
     (seconds are not a fraction of compute) and without error."""
