@@ -34,7 +34,9 @@ Four publishers (``tests/data/ground_truth/README.md``), each converted as it ra
   ``1e057005959b``) then turns ``accumulate_allreduce_grads_in_fp32`` on for bf16
   (``megatron/training/arguments.py``), which becomes the DDP and Megatron-FSDP config's
   ``grad_reduce_in_fp32`` (``training.py``; Megatron-FSDP's main-grad buffer is fp32 then,
-  ``custom_fsdp/param_and_grad_buffer.py``). Main table: step time as published.
+  ``custom_fsdp/param_and_grad_buffer.py``). Main table: step time as published; the
+  Megatron-FSDP row runs its launch command's tensor parallel 1, not the table's 2
+  (``_LAUNCH_TENSOR_PARALLEL``).
   Long-context rows publish TFLOP/s per GPU only: time from Megatron-LM's
   ``num_floating_point_operations`` of 2025 (causal attention counted as half the square),
   which reproduces the main table's step time from its TFLOP/s within 0.5 % (test); micro-batch
@@ -190,6 +192,25 @@ author the same day (yanring/Megatron-MoE-ModelZoo ``examples/qwen3/run_235b.sh`
 benchmarking"), all five pass ``--moe-router-force-load-balancing``."""
 
 
+_LAUNCH_TENSOR_PARALLEL: Final = {"mz_qwen3_235b_256gpu_intranodeEP8_fsdp": 1}
+"""ModelZoo main-table rows whose launch command states another tensor-parallel size than the
+table, and the launch's size. The Megatron-FSDP row's command (yanring/Megatron-MoE-ModelZoo
+``examples/qwen3/run_235b.sh`` @ ``31c5686128``, "Intra-node EP + FSDP solution", committed
+17 minutes before the table by the same author) runs ``TP=1 PP=1 VPP=1 EP=8 ... MBS=4``, which
+``model_configs/benchmarking/Qwen3-235B-A22B.yaml`` passes on as
+``--tensor-model-parallel-size: ${TP}``; the table row says TP 2, DP 128, GA 4. The table's
+reading cannot give its own step time: Megatron-FSDP (``optim_grads_params``,
+NVIDIA/Megatron-LM ``megatron/core/distributed/custom_fsdp/fully_sharded_data_parallel.py``
+@ ``1e057005959b``) gathers each layer's parameters for the forward and again for the
+backward and reduce-scatters its gradients after every backward ("grad_reduce_every_bprop"),
+in fp32 (no ``--grad-reduce-in-bf16``); each GPU's expert parameters (28.4 B at EP 8) move over
+an expert data-parallel group of 32 GPUs, one per node, so every microbatch sends and receives
+31/32 of 8 bytes per expert parameter, 220 GB per GPU. At GA 4 that is 880 GB, 17.6 s at the
+table's own 50 GB/s of InfiniBand per GPU: the published step with nothing else on the
+critical path and the links at line rate (``tests/golden/test_moe_h100.py``). The launch's
+TP 1 (DP 256, GA 2) halves it."""
+
+
 def _recompute_automodel(run: PublishedRun) -> tuple[str, str | None]:
     """Full recompute when the quoted recipe sets ``activation_checkpointing: true`` or does
     not say (Automodel's benchmark recipes checkpoint unless they say false)."""
@@ -250,8 +271,15 @@ def _megatron_zero(run: PublishedRun) -> int:
 def _modelzoo(run: PublishedRun, preset: str) -> tuple[dict[str, Any], list[str]]:
     assumptions: list[str] = []
     tp = run.integer("tp") or 1
-    recompute_text = run.text("recompute")
     extra: dict[str, Any] = {}
+    launch_tp = _LAUNCH_TENSOR_PARALLEL.get(run.config_id)
+    if launch_tp is not None and launch_tp != tp:
+        assumptions.append(
+            f"tensor_parallel {launch_tp} (the launch command's TP={launch_tp}; the table's "
+            f"TP {tp} exceeds the InfiniBand time of its own step)"
+        )
+        tp = extra["tensor_parallel"] = launch_tp
+    recompute_text = run.text("recompute")
     if recompute_text == "full":
         recompute = "full"
     elif recompute_text:

@@ -9,6 +9,7 @@ from benchmarks.accuracy.cases import (
     ARCHITECTURE_NOT_MODELLED_MAMBA,
     MFU_ONLY,
     SUPERSEDED,
+    num,
 )
 from benchmarks.accuracy.convert import Dataset, convert
 from benchmarks.accuracy.moe_h100 import (
@@ -178,3 +179,48 @@ def test_rows_state_the_routing_their_launch_configs_ran() -> None:
         assert model.get("moe_router_force_load_balancing") is True, layout
     dropless = convert_moe_h100(RUNS["mz_qwen3_235b_longctx_seq16384_dropless"]).document["model"]
     assert "moe_router_force_load_balancing" not in dropless
+
+
+def _expert_fsdp_infiniband_s(run: PublishedRun, tensor_parallel: int) -> float:
+    """Seconds per step each GPU's InfiniBand link (the row's "8x50 GB/s": 50 GB/s a GPU)
+    spends on Megatron-FSDP's expert traffic at line rate: per microbatch two bf16 gathers
+    and one fp32 reduce-scatter of the GPU's expert parameters over the expert data-parallel
+    group, whose ranks sit one per node (expert parallel 8 fills a node)."""
+    notes = dict(item.split("=", 1) for item in run.notes.split("; ") if "=" in item)
+    ep, gpus = num(run, "ep"), num(run, "num_gpus")
+    params = (
+        num(run, "layers")
+        * num(run, "moe_experts")
+        * 3
+        * num(run, "hidden")
+        * int(notes["moe_ffn_hidden"])
+        / ep
+    )
+    expert_dp = gpus // ep  # expert tensor parallel 1
+    microbatches = num(run, "global_batch") // (num(run, "micro_batch") * gpus // tensor_parallel)
+    per_microbatch = (2 * 2 + 4) * params * (expert_dp - 1) / expert_dp
+    return microbatches * per_microbatch / 50e9
+
+
+def test_modelzoo_fsdp_row_runs_its_launch_commands_tensor_parallel() -> None:
+    run = RUNS["mz_qwen3_235b_256gpu_intranodeEP8_fsdp"]
+    step_s = run.metrics["step_time"]
+    # the table's TP 2 (GA 4): the expert traffic alone fills the published step at line rate
+    assert run.integer("tp") == 2
+    assert _expert_fsdp_infiniband_s(run, 2) == pytest.approx(step_s, rel=0.01)
+    # the launch command's TP 1 (GA 2) leaves half the step for everything else
+    assert _expert_fsdp_infiniband_s(run, 1) == pytest.approx(step_s / 2, rel=0.01)
+    case = convert_moe_h100(run)
+    par = case.document["parallelism"]
+    assert par["tensor_parallel"] == 1
+    assert par["sequence_parallel"] is False
+    assert "expert_tensor_parallel" not in par
+    assert any(a.startswith("tensor_parallel 1 (the launch command") for a in case.assumptions)
+    # every other ModelZoo row keeps the table's tensor parallel
+    for config_id, other in RUNS.items():
+        if config_id.startswith("mz_") and config_id != run.config_id:
+            converted = convert(other)
+            if hasattr(converted, "document"):
+                assert converted.document["parallelism"]["tensor_parallel"] == (
+                    other.integer("tp") or 1
+                ), config_id
