@@ -196,7 +196,7 @@ _LAUNCH_TENSOR_PARALLEL: Final = {"mz_qwen3_235b_256gpu_intranodeEP8_fsdp": 1}
 """ModelZoo main-table rows whose launch command states another tensor-parallel size than the
 table, and the launch's size. The Megatron-FSDP row's command (yanring/Megatron-MoE-ModelZoo
 ``examples/qwen3/run_235b.sh`` @ ``31c5686128``, "Intra-node EP + FSDP solution", committed
-17 minutes before the table by the same author) runs ``TP=1 PP=1 VPP=1 EP=8 ... MBS=4``, which
+16 minutes before the table by the same author) runs ``TP=1 PP=1 VPP=1 EP=8 ... MBS=4``, which
 ``model_configs/benchmarking/Qwen3-235B-A22B.yaml`` passes on as
 ``--tensor-model-parallel-size: ${TP}``; the table row says TP 2, DP 128, GA 4. The table's
 reading cannot give its own step time: Megatron-FSDP (``optim_grads_params``,
