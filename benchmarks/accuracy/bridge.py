@@ -76,7 +76,8 @@ How a row becomes a scenario:
   reduces gradients in bf16 (``grad_reduce_in_fp32`` false) and force-balances dropless
   routing. Where the page's layout differs from the config's (the 25.11 GB300 / GB200 FP8-MX
   DeepSeek-V3, the GB300 Qwen3, the GPT-OSS rows, H100 Qwen3-30B VP 24 vs 12) the layout is the
-  page's and the knobs the GPU's: the knobs are set per GPU in every version of these files.
+  page's and the knobs the GPU's: the knobs are set per GPU in every version of these files
+  (two GPT-OSS cells excepted, below).
 * **FP8 weights and activation offloading** (both releases): every FP8-CS and FP8-MX recipe
   keeps the transformer weights in FP8 and gathers them so (``fp8_param_gather``: True in
   ``bf16_with_fp8_current_scaling_mixed`` and ``bf16_with_mxfp8_mixed``, False in the
@@ -125,6 +126,17 @@ How a row becomes a scenario:
   (``configs/gpt_oss/workload_base_configs.py`` ``BASE_GPT_OSS_120B_CONFIG``, not overridden
   for H100), which divides it: the config's micro-batch (``Knobs.micro_batch``), the only
   field of that row's layout not taken from the page.
+* **a cell the release's config and a later run contradict**: the 25.11 B200 GPT-OSS-120B row
+  states EP 8, but the 25.11 config for that GPU sets ``expert_model_parallel_size=64``
+  (``GPT_OSS_120B_B200_BF16_BASE_CONFIG``, ``scripts/performance/configs/gpt_oss/
+  workload_base_configs.py`` @ ``v0.2.0``; the row's micro-batch 4 is that override's too, the
+  base config's is 1), so its experts' all-to-all crosses the eight DGX B200 nodes. The same
+  config, unchanged in ``v0.3.0`` (``GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V1``, EP 64),
+  measured 8047 tokens/s/GPU in the 26.02 container at EP 64 against this row's 8213; EP 8
+  entered the B200 config only in ``7260d6214`` (2026-03-23, "perf optimizations- GPT-OSS
+  120B", with HybridEP), and the 26.02.01 row at EP 8 then measured 13722
+  (``docs/performance-summary-archive.md`` @ ``067f987df03b``): the config's expert-parallel
+  size (``Knobs.expert_parallel``), the only other field not taken from the page.
 * **not stated, assumed** (each case lists them): grouped-GEMM experts and, where
   ``RECIPE_KNOBS`` has no entry, no recompute except DeepSeek-V3's ``mla_up_proj``
   (selective), the flex dispatcher for DeepSeek-V3 and all-to-all for the others. CUDA
@@ -143,7 +155,7 @@ under a virtual pipeline and syncs gradients per model chunk, as the ``nemo`` pr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from benchmarks.accuracy.cases import Case, document, layout, num
@@ -189,8 +201,9 @@ class Knobs:
     Megatron-FSDP layout, activations only), ``recompute_layers`` (``recompute_num_layers`` of
     the FP8 layouts but MXFP8's, full recompute of each chunk's first layers; 0: none),
     ``micro_batch`` (the config's, for a row whose
-    stated micro-batch disagrees with its own GA and global batch; 0: the row's) and
-    ``source`` (where it is read)."""
+    stated micro-batch disagrees with its own GA and global batch; 0: the row's),
+    ``expert_parallel`` (the config's, for a row whose stated EP the release's config and the
+    next container's run of it contradict; 0: the row's) and ``source`` (where it is read)."""
 
     dispatcher: str = "alltoall"
     recompute: tuple[str, ...] = ()
@@ -199,6 +212,7 @@ class Knobs:
     offload_layers: int = 0
     recompute_layers: int = 0
     micro_batch: int = 0
+    expert_parallel: int = 0
     source: str = ""
 
 
@@ -242,7 +256,11 @@ RECIPE_KNOBS: Final[dict[tuple[str, str, str], Knobs]] = {
     ("25.11", "qwen3-235b-a22b", "h100-sxm"): Knobs(
         "alltoall", a2a_overlap=True, source=_V020.format("qwen3")
     ),
-    ("25.11", "gpt-oss-120b", "b200"): _GPT_OSS_2511,
+    ("25.11", "gpt-oss-120b", "b200"): replace(
+        _GPT_OSS_2511,
+        expert_parallel=64,
+        source=_V020.format("gpt_oss") + " GPT_OSS_120B_B200_BF16_BASE_CONFIG",
+    ),
     ("25.11", "gpt-oss-120b", "gb200"): _GPT_OSS_2511,
     ("25.11", "gpt-oss-120b", "h100-sxm"): Knobs(
         "alltoall",
@@ -400,7 +418,9 @@ def _moe(
         model["overlap_moe_expert_parallel_comm"] = True
     if not knobs.overlap_grad_reduce:
         extra["overlap_grad_reduce"] = False
-    extra["expert_parallel"] = run.integer("ep") or 1
+    extra["expert_parallel"] = knobs.expert_parallel or run.integer("ep") or 1
+    if knobs.expert_parallel:
+        assumptions.append(f"expert parallel {knobs.expert_parallel} of {knobs.source}")
     if (run.integer("tp") or 1) > 1:
         extra["expert_tensor_parallel"] = 1
         assumptions.append("expert_tensor_parallel 1")

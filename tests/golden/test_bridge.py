@@ -33,6 +33,21 @@ LLAMA = {
     "global_batch": "128",
     "zero_stage": "DDP (FSDP=0)",
 }
+GPT_OSS_2511 = {
+    "model_name": "GPT OSS 120B",
+    "layers": "36",
+    "seq_len": "4096",
+    "moe_experts": "128",
+    "num_gpus": "64",
+    "tp": "1",
+    "cp": "1",
+    "ep": "8",
+    "micro_batch": "4",
+    "global_batch": "512",
+    "zero_stage": "DDP (FSDP=0)",
+    "precision": "BF16",
+}
+"""The cells the 25.11 GPT-OSS 120B rows on B200 and H100 share as the page states them."""
 CS_2509 = "FP8 (precision column absent for 25.09; primary presumably per-tensor/current scaling)"
 
 
@@ -321,29 +336,36 @@ def test_megatron_fsdp_rows_offload_activations_and_keep_fp8_weights() -> None:
 def test_a_row_at_odds_with_its_own_ga_takes_the_configs_micro_batch() -> None:
     """25.11 H100 GPT-OSS 120B: DP 16, MBS 4 and GA 2 make 128, not the GBS 512; the
     release's config runs micro-batch 1 (``BASE_GPT_OSS_120B_CONFIG``), which divides it."""
-    fields = {
-        "model_name": "GPT OSS 120B",
-        "layers": "36",
-        "seq_len": "4096",
-        "moe_experts": "128",
-        "gpu": "H100-SXM",
-        "num_gpus": "64",
-        "tp": "1",
-        "pp": "4",
-        "cp": "1",
-        "ep": "8",
-        "micro_batch": "4",
-        "global_batch": "512",
-        "zero_stage": "DDP (FSDP=0)",
-        "precision": "BF16",
-    }
     config = "mb_25.11_Pre-Training_DGX-H100_GPT_OSS_120B_64_BF16_512_tp1pp4cp1vp1ep8_primary"
+    fields = {**GPT_OSS_2511, "gpu": "H100-SXM", "pp": "4"}
     odd = replace(_run(config, 1441, **fields), notes="GA=2; SOURCE INCONSISTENCY")
     case = convert_bridge(odd)
     assert case.document["parallelism"]["micro_batch_size"] == 1
     assert any("micro-batch 1" in a for a in case.assumptions)
     consistent = replace(odd, notes="GA=8")  # 16 x 4 x 8 = 512: the row's own
     assert convert_bridge(consistent).document["parallelism"]["micro_batch_size"] == 4
+
+
+def test_the_2511_b200_gpt_oss_row_runs_its_configs_expert_parallel_size() -> None:
+    """25.11 B200 GPT-OSS 120B: the page states EP 8, the release's B200 config sets 64
+    (``GPT_OSS_120B_B200_BF16_BASE_CONFIG`` @ ``v0.2.0``), which the next container measured
+    at the row's throughput; the H100 row keeps its stated EP 8 (its config's)."""
+    config = "mb_25.11_Pre-Training_DGX-B200_GPT_OSS_120B_64_BF16_512_tp1pp1cp1vp1ep8_primary"
+    b200_run = _run(config, 8213, gpu="B200", pp="1", gpus_per_node="8", **GPT_OSS_2511)
+    b200 = convert_bridge(replace(b200_run, notes="GA=2"))
+    assert b200.document["parallelism"]["expert_parallel"] == 64
+    assert b200.document["parallelism"]["micro_batch_size"] == 4
+    assert any("expert parallel 64" in a for a in b200.assumptions)
+    h100_id = config.replace("B200", "H100").replace("pp1", "pp4")
+    h100 = convert_bridge(_run(h100_id, 5630, gpu="H100-SXM", pp="4", **GPT_OSS_2511))
+    assert h100.document["parallelism"]["expert_parallel"] == 8
+    # the all-to-all of 64 ranks crosses the eight nodes: more exposed expert-parallel time
+    # than the same row at its stated EP 8
+    stated = dict(b200.document, parallelism={**b200.document["parallelism"], "expert_parallel": 8})
+    exposed = [
+        predict(parse_scenario(doc)).breakdown.ep_comm_exposed_s for doc in (b200.document, stated)
+    ]
+    assert exposed[0] > exposed[1]
 
 
 def test_the_2511_fp8_mx_configs_that_turn_the_parameter_gather_overlap_off() -> None:
