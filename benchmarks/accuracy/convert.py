@@ -123,10 +123,13 @@ SOURCE_NOTES: Mapping[str, str] = {
     ),
     "megatron_h100": (
         "Megatron-LM README 2024 H100 weak-scaling table. Not stated, assumed: micro-batch 1, "
-        "selective recompute, sequence parallel when tp > 1, no interleaving, distributed "
-        "optimizer (zero_stage 1), BF16 (inferred by the source), h100-sxm (DGX H100), "
-        "ffn 4h, GeLU. Untied embeddings: the table's model sizes count a separate output "
-        "layer. Time from TFLOP/s with Megatron-LM's model FLOPs 72·B·s·l·h²·(1+s/6h+V/12lh)."
+        "selective recompute, sequence parallel when tp > 1, no interleaving, BF16 (inferred "
+        "by the source), h100-sxm (DGX H100), ffn 4h, GeLU. Implied by the stated flags in "
+        "Megatron-LM at the table's commit (`arguments.py` @ f2e5db402c): the distributed "
+        "optimizer (zero_stage 1; --overlap-param-gather requires it) and gradients "
+        "accumulated and reduce-scattered in fp32 (--bf16 forces it). Untied embeddings: the "
+        "table's model sizes count a separate output layer. Time from TFLOP/s with "
+        "Megatron-LM's model FLOPs 72·B·s·l·h²·(1+s/6h+V/12lh)."
     ),
     "llm_foundry": (
         "llm-foundry MPT benchmark tables: FSDP FULL_SHARD = zero_stage 3 (SHARD_GRAD_OP = 2), "
@@ -266,8 +269,13 @@ def _convert_megatron_h100(run: PublishedRun) -> Case:
         micro_batch_size=1,
         sequence_parallel=tp > 1,
         recompute="selective",
+        # the stated --overlap-param-gather requires the distributed optimizer
+        # (megatron/training/arguments.py:279-281 @ f2e5db402c, the table's commit)
         zero_stage=1,
         precision="bf16",
+        # --bf16 forced accumulate_allreduce_grads_in_fp32 (arguments.py:300-305 @ f2e5db402c;
+        # --grad-reduce-in-bf16 arrived in d165a8548b, 2025-02): fp32 gradient reduce-scatter
+        grad_reduce_in_fp32=True,
     )
     # the table's model sizes (1.7B, 7.1B, 16B, ..., 177B) count a separate output layer:
     # 12·l·h² + 2·V·h gives 1.745B / 7.12B / 16.1B / 177.2B, tied embeddings 1.48B / 6.58B /
@@ -285,7 +293,6 @@ def _convert_megatron_h100(run: PublishedRun) -> Case:
             "recompute selective",
             "sequence_parallel when tp > 1",
             "virtual_pipeline 1",
-            "zero_stage 1",
             "ffn_hidden_size 4h, gelu",
         ),
     )

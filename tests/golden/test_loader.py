@@ -17,6 +17,7 @@ from benchmarks.accuracy.convert import (
 )
 from benchmarks.accuracy.convert import calibration_eligible as eligible
 from benchmarks.accuracy.runs import DATA_DIR, SOURCE_FILES, load_runs
+from planner.perf import predict
 from planner.scenario import parse_scenario
 
 # Configurations per file, from tests/data/ground_truth/README.md ("rows / configs").
@@ -101,6 +102,23 @@ def test_measured_time_from_megatron_model_flops(dataset: Dataset) -> None:
     assert case.measured_iteration_time_s == pytest.approx(flops / (419.7e12 * 768))
     # The source's MFU (42 %) is the same measurement against the 989 TFLOP/s peak.
     assert flops / case.measured_iteration_time_s / 768 / 989e12 == pytest.approx(0.42, abs=0.01)
+
+
+def test_megatron_h100_rows_reduce_fp32_gradients_under_the_distributed_optimizer(
+    dataset: Dataset,
+) -> None:
+    # Megatron-LM at the table's commit: --overlap-param-gather requires the distributed
+    # optimizer, --bf16 forces fp32 gradient accumulation and reduction; the 32B row (one GPU
+    # per node in each data-parallel ring) is the one these bytes weigh on most
+    case = _case(dataset, "mlm_h100_32B")
+    par = case.document["parallelism"]
+    assert par["zero_stage"] == 1
+    assert par["grad_reduce_in_fp32"] is True
+    stated = predict(parse_scenario(case.document))
+    bf16 = dict(case.document, parallelism=dict(par, grad_reduce_in_fp32=False))
+    halved = predict(parse_scenario(bf16))
+    # the model prices the fp32 bytes: the exposed reduction shrinks with 16-bit gradients
+    assert halved.breakdown.dp_comm_exposed_s < 0.7 * stated.breakdown.dp_comm_exposed_s
 
 
 def test_measured_time_from_tokens_per_second(dataset: Dataset) -> None:
