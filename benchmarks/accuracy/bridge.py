@@ -137,6 +137,19 @@ How a row becomes a scenario:
   120B", with HybridEP), and the 26.02.01 row at EP 8 then measured 13722
   (``docs/performance-summary-archive.md`` @ ``067f987df03b``): the config's expert-parallel
   size (``Knobs.expert_parallel``), the only other field not taken from the page.
+
+* **a row that repeats the previous release's layout**: the 25.11 H100 Qwen3-30B row states
+  MBS 2, VP 24 and GA 32, the 25.09 row's layout cell for cell (its release's perf matrix,
+  ``v0.1.0rc3`` ``configs/qwen3/qwen3_30b_a3b_llm_pretrain.yaml`` ``h100`` ``fp8_cs``: ``mbs: 2``,
+  ``vp: 24``). No later config of that model on H100 has VP 24: ``47ff48829`` (2025-10-14) set
+  VP 12 and every version kept it until ``f29a269f8`` (2026-02-23) dropped the pipeline. The
+  release's config (``QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG``, ``v0.2.0``) runs VP 12 with
+  ``WorkloadBaseConfig``'s micro-batch 1 (``scripts/performance/utils/utils.py``) since
+  ``8aed9a229`` (2025-11-21, the change that also turned ``moe_a2a_overlap`` on; micro-batch 2
+  before it), and the 26.02 row of the same archive, run with that layout (MBS 1, PP 2 VP 12
+  EP 8, GBS 1,024, ``v0.3.0``), reaches 5,113 tokens/s/GPU against this row's 5,275. Such a
+  row takes the config's micro-batch and virtual pipeline (``REPEATED_LAYOUTS``), only while
+  it states the previous release's ones.
 * **not stated, assumed** (each case lists them): grouped-GEMM experts and, where
   ``RECIPE_KNOBS`` has no entry, no recompute except DeepSeek-V3's ``mla_up_proj``
   (selective), the flex dispatcher for DeepSeek-V3 and all-to-all for the others. CUDA
@@ -290,6 +303,41 @@ RECIPE_KNOBS: Final[dict[tuple[str, str, str], Knobs]] = {
     ),
 }
 """(container, preset, GPU) -> what its performance script sets (module docstring)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigLayout:
+    """The layout a release's performance config runs where the page repeats the previous
+    release's (module docstring): ``stated`` the page's (micro-batch, virtual pipeline), the
+    previous release's; ``micro_batch`` and ``virtual_pipeline`` the config's; ``source``."""
+
+    stated: tuple[int, int]
+    micro_batch: int
+    virtual_pipeline: int
+    source: str
+
+
+REPEATED_LAYOUTS: Final[dict[tuple[str, str, str], ConfigLayout]] = {
+    ("25.11", "qwen3-30b-a3b", "h100-sxm"): ConfigLayout(
+        stated=(2, 24),
+        micro_batch=1,
+        virtual_pipeline=12,
+        source=_V020.format("qwen3") + " QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG",
+    ),
+}
+"""(container, preset, GPU) -> the config's layout for a row stating the previous release's
+(module docstring)."""
+
+
+def _repeated_layout(run: PublishedRun, preset: str, gpu: str) -> dict[str, Any]:
+    """``micro_batch_size`` and ``virtual_pipeline`` of the release's config where the row
+    states the previous release's layout (``REPEATED_LAYOUTS``); empty otherwise."""
+    config = REPEATED_LAYOUTS.get((release_of(run), preset, gpu))
+    stated = (run.integer("micro_batch") or 1, run.integer("vp") or 1)
+    if config is None or stated != config.stated:
+        return {}
+    return {"micro_batch_size": config.micro_batch, "virtual_pipeline": config.virtual_pipeline}
+
 
 FP8_MX_NO_PARAM_GATHER_OVERLAP: Final = {
     "25.11": frozenset(
@@ -463,8 +511,17 @@ def convert_bridge(run: PublishedRun) -> Case:
     micro_batch, micro_batch_source = _micro_batch(run, knobs)
     if micro_batch_source is not None:
         assumptions.append(micro_batch_source)
+    repeated = _repeated_layout(run, preset, gpu)
+    if repeated:  # the config's micro-batch and virtual pipeline replace the row's
+        micro_batch = {**micro_batch, **repeated}
+        assumptions.append(
+            f"micro-batch {repeated['micro_batch_size']} and VP {repeated['virtual_pipeline']} "
+            f"of {REPEATED_LAYOUTS[(release_of(run), preset, gpu)].source}: the row repeats "
+            "the previous release's layout"
+        )
     tp = run.integer("tp") or 1
-    chunks = (run.integer("pp") or 1) * (run.integer("vp") or 1)
+    vp = repeated.get("virtual_pipeline", run.integer("vp") or 1)
+    chunks = (run.integer("pp") or 1) * vp
     if chunks > 1 and num(run, "layers") % chunks and "pipeline_layout" not in extra:
         extra["account_for_embedding_in_pipeline_split"] = True
         extra["account_for_loss_in_pipeline_split"] = True

@@ -412,3 +412,49 @@ def test_the_configs_that_recompute_their_first_layers() -> None:
     assert bf16.document["parallelism"]["recompute"] == "none"
     gb200 = _llama(config.replace("H100", "GB200"), 1, "GB200", "FP8-CS")
     assert "recompute_num_layers" not in gb200.document["parallelism"]
+
+
+def test_a_row_repeating_the_previous_releases_layout_takes_the_configs() -> None:
+    """25.11 H100 Qwen3-30B states 25.09's MBS 2 / VP 24 / GA 32; 25.11's config
+    (``QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG``, Megatron-Bridge ``v0.2.0``) runs micro-batch 1
+    and VP 12. A row stating another layout keeps its own, and so does 25.09's."""
+    fields = {
+        "model_name": "Qwen3_30B_a3B",
+        "layers": "48",
+        "seq_len": "4096",
+        "moe_experts": "128",
+        "gpu": "H100-SXM",
+        "num_gpus": "16",
+        "tp": "1",
+        "pp": "2",
+        "cp": "1",
+        "ep": "8",
+        "vp": "24",
+        "micro_batch": "2",
+        "global_batch": "512",
+        "zero_stage": "DDP (FSDP=0)",
+        "precision": "FP8-CS",
+    }
+    config = "mb_25.11_Pre-Training_DGX-H100_Qwen3_30B_a3B_16_FP8-CS_512_tp1pp2cp1vp24ep8_primary"
+    case = convert_bridge(replace(_run(config, 5275, **fields), notes="GA=32"))
+    par = case.document["parallelism"]
+    assert (par["micro_batch_size"], par["virtual_pipeline"]) == (1, 12)
+    assert any("repeats the previous release's layout" in a for a in case.assumptions)
+    parse_scenario(case.document)
+    own = convert_bridge(_run(config, 5275, **{**fields, "vp": "6", "micro_batch": "4"}))
+    assert (
+        own.document["parallelism"]["micro_batch_size"],
+        own.document["parallelism"]["virtual_pipeline"],
+    ) == (4, 6)
+    previous = config.replace("25.11", "25.09").replace(
+        "Qwen3_30B_a3B_16_FP8-CS", "Qwen3_30B_a3B_(tokendrop)_16_FP8"
+    )
+    padded = convert_bridge(
+        _run(
+            previous,
+            10494,
+            **{**fields, "model_name": "Qwen3_30B_a3B (tokendrop)", "precision": CS_2509},
+        )
+    )
+    par = padded.document["parallelism"]
+    assert (par["micro_batch_size"], par["virtual_pipeline"]) == (2, 24)
