@@ -147,7 +147,7 @@ How a row becomes a scenario:
   ``WorkloadBaseConfig``'s micro-batch 1 (``scripts/performance/utils/utils.py``) since
   ``8aed9a229`` (2025-11-21, the change that also turned ``moe_a2a_overlap`` on; micro-batch 2
   before it), and the 26.02 row of the same archive, run with that layout (MBS 1, PP 2 VP 12
-  EP 8, GBS 1,024, ``v0.3.0``), reaches 5,113 tokens/s/GPU against this row's 5,275. Such a
+  EP 8, GBS 1,024, DeepEP, ``v0.3.0``), reaches 5,113 tokens/s/GPU against this row's 5,275. Such a
   row takes the config's micro-batch and virtual pipeline (``REPEATED_LAYOUTS``), only while
   it states the previous release's ones.
 * **not stated, assumed** (each case lists them): grouped-GEMM experts and, where
