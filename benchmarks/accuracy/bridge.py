@@ -136,8 +136,7 @@ How a row becomes a scenario:
   entered the B200 config only in ``7260d6214`` (2026-03-23, "perf optimizations- GPT-OSS
   120B", with HybridEP), and the 26.02.01 row at EP 8 then measured 13722
   (``docs/performance-summary-archive.md`` @ ``067f987df03b``): the config's expert-parallel
-  size (``Knobs.expert_parallel``), the only other field not taken from the page.
-
+  size (``Knobs.expert_parallel``), the only other field of that row not taken from the page.
 * **a row that repeats the previous release's layout**: the 25.11 H100 Qwen3-30B row states
   MBS 2, VP 24 and GA 32, the 25.09 row's layout cell for cell (its release's perf matrix,
   ``v0.1.0rc3`` ``configs/qwen3/qwen3_30b_a3b_llm_pretrain.yaml`` ``h100`` ``fp8_cs``: ``mbs: 2``,
@@ -147,8 +146,8 @@ How a row becomes a scenario:
   ``WorkloadBaseConfig``'s micro-batch 1 (``scripts/performance/utils/utils.py``) since
   ``8aed9a229`` (2025-11-21, the change that also turned ``moe_a2a_overlap`` on; micro-batch 2
   before it), and the 26.02 row of the same archive, run with that layout (MBS 1, PP 2 VP 12
-  EP 8, GBS 1,024, DeepEP, ``v0.3.0``), reaches 5,113 tokens/s/GPU against this row's 5,275. Such a
-  row takes the config's micro-batch and virtual pipeline (``REPEATED_LAYOUTS``), only while
+  EP 8, GBS 1,024, DeepEP, ``v0.3.0``), reaches 5,113 tokens/s/GPU against this row's 5,275.
+  Such a row takes the config's micro-batch and virtual pipeline (``REPEATED_LAYOUTS``), only while
   it states the previous release's ones.
 * **not stated, assumed** (each case lists them): grouped-GEMM experts and, where
   ``RECIPE_KNOBS`` has no entry, no recompute except DeepSeek-V3's ``mla_up_proj``
