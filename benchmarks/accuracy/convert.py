@@ -300,6 +300,17 @@ def _convert_megatron_h100(run: PublishedRun) -> Case:
 
 _FOUNDRY_GPUS = {"40": "a100-40gb", "80": "a100-80gb"}
 
+_FOUNDRY_TABLES_BEFORE_TORCH_2_1 = ("A100 40GB",)
+"""llm-foundry tables measured before PyTorch 2.1, whose activation checkpointing recomputes
+the whole layer (no early stop, ``parallelism.recompute_early_stop`` false): the A100-40GB
+table stands unchanged in ``scripts/train/benchmarking/README.md`` since ``300cc5c58``
+(2023-05-03), five months before torch 2.1.0 (2023-10-04); early stop became the default of
+non-reentrant ``torch.utils.checkpoint`` in pytorch/pytorch#96866 (opened 2023-03-15, the day
+torch 2.0.0 shipped without it). The A100-80GB table was re-measured in ``b2a43a147``
+(2023-10-19) and the H100 tables added there and in ``5e85bd62d4``, by ``sweep.sh`` with the
+``mosaicml/pytorch:2.1.0_cu121`` image and llm-foundry v0.3.0, whose MPT yamls set
+``activation_checkpointing_reentrant: false``: the framework's default (early stop) holds."""
+
 
 def _convert_llm_foundry(run: PublishedRun) -> Case:
     h100 = run.text("gpu").startswith("H100")
@@ -313,6 +324,8 @@ def _convert_llm_foundry(run: PublishedRun) -> Case:
         # FSDP mixed_precision PURE reduces gradients in bf16, DEFAULT in fp32 (Composer)
         grad_reduce_in_fp32="mixed_precision=PURE" not in run.text("precision"),
     )
+    if run.text("table").startswith(_FOUNDRY_TABLES_BEFORE_TORCH_2_1):
+        par["recompute_early_stop"] = False
     doc = _document(run, _model(run, activation="gelu", untie=False), gpu, par, "llm_foundry")
     return Case(
         source=run.source,

@@ -250,6 +250,7 @@ class ScenarioArrays:
     loss_bytes_per_logit: Real
     fp8_weight_cache: Flag
     op_level_selective_recompute: Flag
+    recompute_early_stop: Flag
     flash_attention_v1: Flag
     zero3_gather_per_tensor: Flag
     zero3_prefetch_params: Real

@@ -221,6 +221,26 @@ in ``efficiency_constants.json``):
   v0.2.0; the DeepSeek-V3 recipe sets it too); their FP8 runs keep Megatron-Core's fp32 copy
   and whole fp32 master, which this profile does not tell apart. ``fp32`` (the others): an fp32
   gradient, not checked per stack.
+* ``recompute_early_stop``: under full recompute the stack checkpoints each layer with
+  PyTorch's non-reentrant ``torch.utils.checkpoint``, whose recomputation stops as soon as
+  every tensor the layer's backward saved is rebuilt ("By default, non-reentrant checkpoint
+  stops recomputation as soon as it has computed all needed Tensors",
+  ``set_checkpoint_early_stop``; made the default by pytorch/pytorch#96866, 2023-03-15, first
+  released in torch 2.1). The last operator of a pre-norm layer that saves a tensor is the
+  MLP down projection, and autograd saves its inputs before the GEMM runs, so the recompute
+  ends before that GEMM (and the residual add after it): each layer re-runs its forward less
+  the down projection's GEMM, ``(12 - 4)/12`` of a GPT layer's linear FLOPs (checked with
+  torch 2.13 on the CPU: the recomputation's ``addmm`` calls are the QKV, output and up
+  projections only). True for ``llm_foundry``: Composer wraps each block with
+  ``checkpoint_wrapper(CheckpointImpl.NO_REENTRANT)`` when ``activation_checkpointing_reentrant``
+  is false (``composer/trainer/dist_strategy.py``, mosaicml v0.16.4 and v0.17.2), which
+  llm-foundry's MPT yamls set (``scripts/train/yamls/pretrain/mpt-*.yaml`` @ v0.3.0 and
+  v0.4.0), and the checkpointed module is the whole ``MPTBlock``
+  (``MPTForCausalLM.activation_checkpointing_fn``); llm-foundry 0.4.0 allows torch 1.13.1 to
+  2.1.0 (``setup.py``) and its image (above) runs 2.1.0, as did the published runs since
+  October 2023 (``benchmarks.accuracy.convert``). A scenario of an older torch states
+  ``parallelism.recompute_early_stop: false``. Megatron's own ``tensor_parallel.checkpoint`` (a reentrant ``autograd.Function``)
+  re-runs the whole layer; the other profiles are not checked: false.
 * ``trains_with_dropout``: false when the framework's model code trains without dropout
   whatever the activation suggests (``ModelSpec.has_dropout``): llm-foundry's MPT has
   ``attn_pdrop``, ``resid_pdrop`` and ``emb_pdrop`` 0.0 by default (``MPTConfig``, llm-foundry
@@ -593,6 +613,7 @@ class FrameworkProfile:
     fused_cross_entropy: bool
     fp8_weight_cache: bool
     op_level_selective_recompute: bool = False
+    recompute_early_stop: bool = False
     flash_attention_v1: bool = False
     zero3_gather_per_tensor: bool = False
     pp_comm_overlap: bool = False
@@ -679,6 +700,7 @@ _LLM_FOUNDRY = FrameworkProfile(
     trains_with_dropout=False,  # MPTConfig: attn_pdrop, resid_pdrop, emb_pdrop default 0.0
     zero3_grad_prep_pass=True,
     eager_decoupled_adamw=True,
+    recompute_early_stop=True,
 )
 _TORCHTITAN = FrameworkProfile(
     fused_attention=False,

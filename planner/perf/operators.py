@@ -107,6 +107,7 @@ class OperatorTimes:
     moe_recompute_s: Real
     dense_module_recompute_s: Real
     moe_module_recompute_s: Real
+    dense_recompute_skipped_s: Real
     embedding_s: Real
     lm_head_s: Real
 
@@ -292,6 +293,17 @@ def _dense_mlp_ops(
     again under ``groups.module_recompute`` where selective recompute repeats ``mlp``."""
     _dense_mlp_pass(table, a, eff, groups.forward, backward=False, scale=1.0)
     _dense_mlp_pass(table, a, eff, groups.backward, backward=True, scale=1.0)
+    if ops.any_(a.recompute_early_stop & (a.recompute == _FULL)):
+        # the down projection's forward GEMM once more, under the group full recompute
+        # subtracts where the checkpoint stops early (_again_s)
+        tp, tokens = a.tensor_parallel, a.tokens_per_microbatch
+        table.gemm(
+            "dense_recompute_skipped_s",
+            tokens,
+            a.hidden_size,
+            a.ffn_hidden_size / tp,
+            lp=a.device.low_precision,
+        )
     again = (a.recompute == _SELECTIVE) & a.recompute_mlp
     if ops.any_(again):
         scale = ops.where(again, 1.0, 0.0)
@@ -418,6 +430,9 @@ def _again_s(times: OperatorTimes, a: ScenarioArrays, *, moe: bool) -> Real:
     # torchtitan's op-level SAC keeps the attention kernel's outputs (_op_level_recompute_ops)
     core_again = a.recompute_core_attn & ops.logical_not(a.op_level_selective_recompute)
     selective = ops.where(core_again, core, 0.0) + modules
+    if not moe:  # non-reentrant checkpoint's early stop skips the last GEMM (frameworks)
+        skipped = ops.where(a.recompute_early_stop, times.dense_recompute_skipped_s, 0.0)
+        forward = forward - skipped
     # block recompute (``recompute_num_layers``): the chunk's first layers only, on average
     return ops.where(
         a.recompute == _FULL,

@@ -140,16 +140,22 @@ def _recompute(s: Scenario) -> int:
     return s.parallelism.recompute.code
 
 
+def _stated_else_framework(s: Scenario, name: str) -> bool:
+    """The flag ``parallelism.<name>`` where the scenario states it, else the framework
+    profile's attribute of the same name."""
+    chosen = getattr(s.parallelism, name)
+    if chosen is not None:
+        return bool(chosen)
+    return bool(getattr(profile_of(s.training.framework), name))
+
+
 def _overlap_grad_reduce(s: Scenario) -> bool:
     """``parallelism.overlap_grad_reduce``; unset: the framework's default
     (``FrameworkProfile.overlap_grad_reduce``: overlapped, except DeepSpeed ZeRO 0-2). Only ZeRO
     0-2 read it: ZeRO-3 reduces per unit under its own schedule (``planner.perf.data``), so the
     value stays the stage-independent one a candidate of another stage copies
     (``planner.perf.candidates``)."""
-    chosen = s.parallelism.overlap_grad_reduce
-    if chosen is not None:
-        return chosen
-    return profile_of(s.training.framework).overlap_grad_reduce
+    return _stated_else_framework(s, "overlap_grad_reduce")
 
 
 def _overlap_param_gather(s: Scenario) -> bool:
@@ -160,10 +166,13 @@ def _overlap_param_gather(s: Scenario) -> bool:
 def _tp_comm_overlap(s: Scenario) -> bool:
     """``parallelism.tp_comm_overlap``; unset: the framework's default
     (``FrameworkProfile.tp_comm_overlap``)."""
-    chosen = s.parallelism.tp_comm_overlap
-    if chosen is not None:
-        return chosen
-    return profile_of(s.training.framework).tp_comm_overlap
+    return _stated_else_framework(s, "tp_comm_overlap")
+
+
+def _recompute_early_stop(s: Scenario) -> bool:
+    """``parallelism.recompute_early_stop``; unset: the framework's default
+    (``FrameworkProfile.recompute_early_stop``)."""
+    return _stated_else_framework(s, "recompute_early_stop")
 
 
 def _grad_bytes_per_param(s: Scenario) -> float:
@@ -400,6 +409,7 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "overlap_grad_reduce": _overlap_grad_reduce,
         "overlap_param_gather": _overlap_param_gather,
         "tp_comm_overlap": _tp_comm_overlap,
+        "recompute_early_stop": _recompute_early_stop,
         "grad_bytes_per_param": _grad_bytes_per_param,
         "master_weight_bytes": _master_weight_bytes,
         "zero3_master_weight_bytes": _zero3_master_weight_bytes,

@@ -327,6 +327,12 @@ class ParallelismSection(_Section):
         "with it, so never at `tensor_parallel` 1; Hopper and later)",
         "the framework's default",
     )
+    recompute_early_stop: Flag | None = _field(
+        "With `recompute: full`, the recomputation stops once the tensors the backward needs "
+        "are rebuilt, skipping each layer's last GEMM (non-reentrant `torch.utils.checkpoint`, "
+        "PyTorch 2.1 and later)",
+        "the framework's default",
+    )
     fp8_param_gather: Flag | None = _field(
         "The transformer weights are kept in the low-precision recipe's format, the optimizer "
         "keeping the master (Megatron `--fp8-param-gather`); precision `fp8` or `mxfp8`",

@@ -88,6 +88,7 @@ ScalarField = Literal[
     "overlap_grad_reduce",
     "overlap_param_gather",
     "tp_comm_overlap",
+    "recompute_early_stop",
     "fp8_param_gather",
     "main_params_dtype",
     "exp_avg_dtype",
@@ -134,6 +135,7 @@ class StatedFields(TypedDict, total=False):
     overlap_grad_reduce: object
     overlap_param_gather: object
     tp_comm_overlap: object
+    recompute_early_stop: object
     fp8_param_gather: object
     main_params_dtype: object
     exp_avg_dtype: object

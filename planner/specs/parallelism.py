@@ -158,6 +158,11 @@ class ParallelismSpec:
     micro-pipelined all-gather/reduce-scatter matmuls; Hopper and later,
     ``planner.perf.tensor``); false: only ``tp_overlap_fraction`` hides; None (the default):
     the framework's recipes' choice (``FrameworkProfile.tp_comm_overlap``).
+    ``recompute_early_stop`` (extra field): under full recompute the checkpointed layer's
+    recomputation stops once the tensors its backward needs are rebuilt, so the layer's last
+    GEMM (the MLP down projection) is not re-run (non-reentrant ``torch.utils.checkpoint`` of
+    PyTorch 2.1 and later); false: the whole forward again; None (the default): the
+    framework's (``FrameworkProfile.recompute_early_stop``).
     ``fp8_param_gather`` (extra field; Megatron-LM ``--fp8-param-gather``, Megatron-Bridge's
     ``MixedPrecisionConfig.fp8_param_gather``): under a low-precision recipe the model's
     transformer weights are kept in its quantised format (Transformer Engine
@@ -272,6 +277,7 @@ class ParallelismSpec:
     overlap_grad_reduce: bool | None = None
     overlap_param_gather: bool | None = None
     tp_comm_overlap: bool | None = None
+    recompute_early_stop: bool | None = None
     expert_tensor_parallel: int | None = None
     pipeline_layout: str | tuple[int, ...] | None = None
     decoder_first_pipeline_num_layers: int | None = None
@@ -312,6 +318,7 @@ class ParallelismSpec:
             "overlap_grad_reduce",
             "overlap_param_gather",
             "tp_comm_overlap",
+            "recompute_early_stop",
         )
         for optional in optional_flags:
             if getattr(self, optional) is not None:

@@ -137,6 +137,17 @@ def test_foundry_maps_fsdp_and_checkpointing(dataset: Dataset) -> None:
     assert par["micro_batch_size"] == 8
 
 
+def test_foundry_rows_before_torch_2_1_recompute_the_whole_layer(dataset: Dataset) -> None:
+    """The A100-40GB table predates torch 2.1 (no checkpoint early stop); the A100-80GB and
+    H100 tables ran the 2.1 image and keep the framework's default."""
+    old = _case(dataset, "foundry_A100_a100_40gb_13b_s2048_g8_gbs512_mbs4").document
+    new = _case(dataset, "foundry_A100_a100_80gb_13b_s1024_g8_gbs960_mbs40").document
+    h100 = _case(dataset, "foundry_H100_h100_80gb_70b_s2048_g512_gbs4096_mbs8").document
+    assert old["parallelism"]["recompute_early_stop"] is False
+    assert "recompute_early_stop" not in new["parallelism"]
+    assert "recompute_early_stop" not in h100["parallelism"]
+
+
 def test_nemo_fills_missing_architecture_from_the_catalog_preset(dataset: Dataset) -> None:
     model = _case(dataset, "nemo2407_Nemotron-340B_pre-training_128_32").document["model"]
     assert model["preset"] == "nemotron4-340b"

@@ -113,6 +113,56 @@ def test_llm_foundry_flash_attention_v1_is_slower_than_flash_attention_2() -> No
     assert foundry.breakdown.compute_s > fsdp.breakdown.compute_s
 
 
+def test_recompute_early_stop_skips_the_down_projection_forward_gemm() -> None:
+    """Under full recompute with early stop, each dense layer re-runs its forward less the MLP
+    down projection's GEMM: exactly that GEMM's time per layer and microbatch."""
+    par = {"micro_batch_size": 2, "recompute": "full"}
+    stops = ScenarioArrays.from_scenario(_scenario("llm_foundry", "a100-80gb", **par))
+    whole = ScenarioArrays.from_scenario(
+        _scenario("llm_foundry", "a100-80gb", recompute_early_stop=False, **par)
+    )
+    eff = DefaultEfficiency()
+    table = OperatorTable(stops, eff)
+    table.gemm(
+        "down", stops.tokens_per_microbatch, stops.hidden_size, stops.ffn_hidden_size, lp=False
+    )
+    down_s = table.totals()["down"]
+    assert stops.recompute_early_stop
+    assert not whole.recompute_early_stop
+    assert operator_times(stops, eff).dense_recompute_skipped_s == pytest.approx(down_s)
+    t_stop = layer_times(operator_times(stops, eff), stops)
+    t_whole = layer_times(operator_times(whole, eff), whole)
+    assert t_stop.forward_s == pytest.approx(t_whole.forward_s)
+    assert t_whole.total_s - t_stop.total_s == pytest.approx(down_s)
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective"])
+def test_recompute_early_stop_changes_nothing_without_full_recompute(recompute: str) -> None:
+    par = {"micro_batch_size": 2, "recompute": recompute}
+    stops = predict(_scenario("llm_foundry", "a100-80gb", **par))
+    whole = predict(_scenario("llm_foundry", "a100-80gb", recompute_early_stop=False, **par))
+    assert stops.iteration_time_s == whole.iteration_time_s
+
+
+def test_recompute_early_stop_defaults_to_the_framework_and_yields_to_the_scenario() -> None:
+    """llm-foundry (torch 2.1, non-reentrant checkpointing) stops early; Megatron's
+    ``tensor_parallel.checkpoint`` re-runs the whole layer unless the scenario says otherwise."""
+    full = {"recompute": "full"}
+    assert ScenarioArrays.from_scenario(_scenario("llm_foundry", **full)).recompute_early_stop
+    assert not ScenarioArrays.from_scenario(_scenario("megatron", **full)).recompute_early_stop
+    assert ScenarioArrays.from_scenario(
+        _scenario("megatron", recompute_early_stop=True, **full)
+    ).recompute_early_stop
+    foundry = predict(_scenario("llm_foundry", "a100-80gb", **full))
+    whole = predict(_scenario("llm_foundry", "a100-80gb", recompute_early_stop=False, **full))
+    assert foundry.iteration_time_s < whole.iteration_time_s
+
+
+def test_recompute_early_stop_must_be_a_flag() -> None:
+    with pytest.raises(SpecError, match="recompute_early_stop"):
+        _scenario("llm_foundry", recompute="full", recompute_early_stop="yes")
+
+
 def test_nemo_overlaps_interleaved_pipeline_p2p() -> None:
     par = {
         "tensor_parallel": 1,
