@@ -469,6 +469,18 @@ def _titan_optimizer_implementation(run: PublishedRun) -> str:
     return "fused" if commit is not None and commit.group(1) in _TITAN_FUSED_ADAMW else "foreach"
 
 
+_TITAN_FULL_AC_STOPS_EARLY = True
+"""torchtitan's full activation checkpointing at the benchmark commits (``9dec370a``,
+2024-12-26; ``e7c0cae9`` / ``820504e2``, June 2025) wraps each block in
+``ptd_checkpoint_wrapper(module, preserve_rng_state=False)``
+(``torchtitan/parallelisms/parallelize_llama.py`` @ ``9dec370a``,
+``torchtitan/models/llama3/infra/parallelize.py`` @ ``42b0beb4b``), whose ``checkpoint_impl``
+defaults to ``NO_REENTRANT`` (torch 2.2 and later, pytorch/pytorch#108435), so torch's default
+early stop holds (``parallelism.recompute_early_stop`` true). pytorch/torchtitan@25413d224
+(2025-08-29) turned it off by default (``early_stop: bool = False``), which the ``torchtitan``
+profile, describing the current code, keeps."""
+
+
 def _convert_torchtitan(run: PublishedRun) -> Case:
     if run.integer("micro_batch") is None:
         raise SkipError(PP_MICROBATCH_NOT_STATED)
@@ -489,6 +501,8 @@ def _convert_torchtitan(run: PublishedRun) -> Case:
         **({"tp_comm_overlap": _titan_async_tp(run)} if tp > 1 else {}),
         optimizer_implementation=_titan_optimizer_implementation(run),
     )
+    if recompute.startswith("full"):
+        par["recompute_early_stop"] = _TITAN_FULL_AC_STOPS_EARLY
     memory = run.metrics.get("peak_memory")
     assumptions = ["sequence_parallel when tp > 1"]
     if gpu == "h100-sxm-96gb":

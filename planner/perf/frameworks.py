@@ -240,7 +240,9 @@ in ``efficiency_constants.json``):
   2.1.0 (``setup.py``) and its image (above) runs 2.1.0, as did the published runs since
   October 2023 (``benchmarks.accuracy.convert``). A scenario of an older torch states
   ``parallelism.recompute_early_stop: false``. Megatron's own ``tensor_parallel.checkpoint`` (a reentrant ``autograd.Function``)
-  re-runs the whole layer; the other profiles are not checked: false.
+  re-runs the whole layer; torchtitan's full AC passes ``early_stop=False`` since
+  pytorch/torchtitan@25413d224 (2025-08-29; its earlier benchmark rows state true,
+  ``benchmarks.accuracy.convert``); the other profiles are not checked: false.
 * ``trains_with_dropout``: false when the framework's model code trains without dropout
   whatever the activation suggests (``ModelSpec.has_dropout``): llm-foundry's MPT has
   ``attn_pdrop``, ``resid_pdrop`` and ``emb_pdrop`` 0.0 by default (``MPTConfig``, llm-foundry

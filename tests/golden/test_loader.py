@@ -148,6 +148,16 @@ def test_foundry_rows_before_torch_2_1_recompute_the_whole_layer(dataset: Datase
     assert "recompute_early_stop" not in h100["parallelism"]
 
 
+def test_torchtitan_full_ac_rows_stop_recomputing_early(dataset: Dataset) -> None:
+    """torchtitan's full AC at the benchmark commits kept torch's checkpoint early stop (turned
+    off only in 2025-08); its op-level SAC rows are not full recompute and state nothing."""
+    full = _case(dataset, "titan2412_t2_cp1").document["parallelism"]
+    sac = _case(dataset, "titan_asynctp_8b_None_(bfloat16)_vanilla").document["parallelism"]
+    assert full["recompute"] == "full"
+    assert full["recompute_early_stop"] is True
+    assert "recompute_early_stop" not in sac
+
+
 def test_nemo_fills_missing_architecture_from_the_catalog_preset(dataset: Dataset) -> None:
     model = _case(dataset, "nemo2407_Nemotron-340B_pre-training_128_32").document["model"]
     assert model["preset"] == "nemotron4-340b"
