@@ -309,7 +309,17 @@ non-reentrant ``torch.utils.checkpoint`` in pytorch/pytorch#96866 (opened 2023-0
 torch 2.0.0 shipped without it). The A100-80GB table was re-measured in ``b2a43a147``
 (2023-10-19) and the H100 tables added there and in ``5e85bd62d4``, by ``sweep.sh`` with the
 ``mosaicml/pytorch:2.1.0_cu121`` image and llm-foundry v0.3.0, whose MPT yamls set
-``activation_checkpointing_reentrant: false``: the framework's default (early stop) holds."""
+``activation_checkpointing_reentrant: false``: the framework's default (early stop) holds,
+except in the FP8 table (``_FOUNDRY_FP8_RECOMPUTES_EVERY_GEMM``)."""
+
+_FOUNDRY_FP8_RECOMPUTES_EVERY_GEMM = "FP8"
+"""The llm-foundry FP8 rows build every linear as Transformer Engine's ``te.Linear``
+(``submit_benchmarks.py`` sets ``fc_type: te`` for ``fp8`` on ``h100_80gb`` @ ``5e85bd62d4``;
+``llmfoundry/models/layers/fc.py``), an ``autograd.Function`` whose saved tensors are packed
+after its GEMM has run, so the checkpoint's early stop comes after the down projection's GEMM
+(a custom ``autograd.Function`` linear under ``torch.utils.checkpoint(use_reentrant=False)``
+re-runs every GEMM, checked with torch 2.13 on the CPU): they state
+``recompute_early_stop: false``."""
 
 
 def _convert_llm_foundry(run: PublishedRun) -> Case:
@@ -324,7 +334,9 @@ def _convert_llm_foundry(run: PublishedRun) -> Case:
         # FSDP mixed_precision PURE reduces gradients in bf16, DEFAULT in fp32 (Composer)
         grad_reduce_in_fp32="mixed_precision=PURE" not in run.text("precision"),
     )
-    if run.text("table").startswith(_FOUNDRY_TABLES_BEFORE_TORCH_2_1):
+    if run.text("table").startswith(_FOUNDRY_TABLES_BEFORE_TORCH_2_1) or run.text("table").endswith(
+        _FOUNDRY_FP8_RECOMPUTES_EVERY_GEMM
+    ):
         par["recompute_early_stop"] = False
     doc = _document(run, _model(run, activation="gelu", untie=False), gpu, par, "llm_foundry")
     return Case(
@@ -478,7 +490,9 @@ _TITAN_FULL_AC_STOPS_EARLY = True
 defaults to ``NO_REENTRANT`` (torch 2.2 and later, pytorch/pytorch#108435), so torch's default
 early stop holds (``parallelism.recompute_early_stop`` true). pytorch/torchtitan@25413d224
 (2025-08-29) turned it off by default (``early_stop: bool = False``), which the ``torchtitan``
-profile, describing the current code, keeps."""
+profile, describing the current code, keeps. The compiled rows reach the same: AOTAutograd's
+partitioner re-runs only what the backward reads, and the down projection's output is not
+read by it."""
 
 
 def _convert_torchtitan(run: PublishedRun) -> Case:

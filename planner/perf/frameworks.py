@@ -231,7 +231,10 @@ in ``efficiency_constants.json``):
   ends before that GEMM (and the residual add after it): each layer re-runs its forward less
   the down projection's GEMM, ``(12 - 4)/12`` of a GPT layer's linear FLOPs (checked with
   torch 2.13 on the CPU: the recomputation's ``addmm`` calls are the QKV, output and up
-  projections only). True for ``llm_foundry``: Composer wraps each block with
+  projections only). A linear that is a custom ``autograd.Function`` (Transformer Engine's
+  ``te.Linear``) packs its saved tensors after its GEMM, so there the stop comes after the
+  down projection and nothing is skipped: such a scenario states false. True for
+  ``llm_foundry``: Composer wraps each block with
   ``checkpoint_wrapper(CheckpointImpl.NO_REENTRANT)`` when ``activation_checkpointing_reentrant``
   is false (``composer/trainer/dist_strategy.py``, mosaicml v0.16.4 and v0.17.2), which
   llm-foundry's MPT yamls set (``scripts/train/yamls/pretrain/mpt-*.yaml`` @ v0.3.0 and
@@ -239,10 +242,11 @@ in ``efficiency_constants.json``):
   (``MPTForCausalLM.activation_checkpointing_fn``); llm-foundry 0.4.0 allows torch 1.13.1 to
   2.1.0 (``setup.py``) and its image (above) runs 2.1.0, as did the published runs since
   October 2023 (``benchmarks.accuracy.convert``). A scenario of an older torch states
-  ``parallelism.recompute_early_stop: false``. Megatron's own ``tensor_parallel.checkpoint`` (a reentrant ``autograd.Function``)
-  re-runs the whole layer; torchtitan's full AC passes ``early_stop=False`` since
-  pytorch/torchtitan@25413d224 (2025-08-29; its earlier benchmark rows state true,
-  ``benchmarks.accuracy.convert``); the other profiles are not checked: false.
+  ``parallelism.recompute_early_stop: false``. Megatron's own ``tensor_parallel.checkpoint``
+  (a reentrant ``autograd.Function``) re-runs the whole layer; torchtitan's full AC passes
+  ``early_stop=False`` since pytorch/torchtitan@25413d224 (2025-08-29; its earlier benchmark
+  rows state true, ``benchmarks.accuracy.convert``); the other profiles are not checked:
+  false.
 * ``trains_with_dropout``: false when the framework's model code trains without dropout
   whatever the activation suggests (``ModelSpec.has_dropout``): llm-foundry's MPT has
   ``attn_pdrop``, ``resid_pdrop`` and ``emb_pdrop`` 0.0 by default (``MPTConfig``, llm-foundry

@@ -138,12 +138,15 @@ def test_foundry_maps_fsdp_and_checkpointing(dataset: Dataset) -> None:
 
 
 def test_foundry_rows_before_torch_2_1_recompute_the_whole_layer(dataset: Dataset) -> None:
-    """The A100-40GB table predates torch 2.1 (no checkpoint early stop); the A100-80GB and
-    H100 tables ran the 2.1 image and keep the framework's default."""
+    """The A100-40GB table predates torch 2.1 (no checkpoint early stop) and the FP8 table's
+    Transformer Engine linears recompute every GEMM; the A100-80GB and H100 BF16 tables ran
+    the 2.1 image and keep the framework's default."""
     old = _case(dataset, "foundry_A100_a100_40gb_13b_s2048_g8_gbs512_mbs4").document
     new = _case(dataset, "foundry_A100_a100_80gb_13b_s1024_g8_gbs960_mbs40").document
     h100 = _case(dataset, "foundry_H100_h100_80gb_70b_s2048_g512_gbs4096_mbs8").document
+    fp8 = _case(dataset, "foundry_H100_fp8_3b_s32768_g8_gbs144_mbs3").document
     assert old["parallelism"]["recompute_early_stop"] is False
+    assert fp8["parallelism"]["recompute_early_stop"] is False  # te.Linear re-runs every GEMM
     assert "recompute_early_stop" not in new["parallelism"]
     assert "recompute_early_stop" not in h100["parallelism"]
 
