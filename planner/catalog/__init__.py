@@ -88,17 +88,20 @@ def _mapping(key: str, field: str, value: object) -> Mapping[object, object]:
     return value
 
 
-def _host_link(
-    key: str, entry: Mapping[str, object], sources: Mapping[object, object]
+def _optional(
+    key: str,
+    entry: Mapping[str, object],
+    sources: Mapping[object, object],
+    field: str,
+    unit: float,
 ) -> float | None:
-    """``host_link_bandwidth_gb_per_s`` in bytes/s, None where the entry leaves it out;
-    ``SpecError`` when it is given without a source."""
-    field = "host_link_bandwidth_gb_per_s"
+    """Optional ``field`` of GPU ``key`` times ``unit`` (to SI), None where the entry leaves it
+    out; ``SpecError`` when it is given without a source."""
     if field not in entry:
         return None
     if field not in sources:
         raise SpecError(f"catalog/gpus.yaml:{key}", f"missing source for ['{field}']")
-    return _number(key, field, entry[field]) * _GIGA
+    return _number(key, field, entry[field]) * unit
 
 
 def _gpu_from_entry(key: str, entry: Mapping[str, object]) -> GpuSpec:
@@ -130,7 +133,10 @@ def _gpu_from_entry(key: str, entry: Mapping[str, object]) -> GpuSpec:
         num_sms=int(number("num_sms")),
         scale_up_latency_s=number("scale_up_latency_us") * _MICRO,
         scale_out_latency_s=number("scale_out_latency_us") * _MICRO,
-        host_link_bandwidth_bytes_per_s=_host_link(key, entry, sources),
+        host_link_bandwidth_bytes_per_s=_optional(
+            key, entry, sources, "host_link_bandwidth_gb_per_s", _GIGA
+        ),
+        sfu_exp2_per_s=_optional(key, entry, sources, "sfu_exp2_tera_per_s", _TERA),
         sources=tuple((str(k), str(v)) for k, v in sources.items()),
     )
 

@@ -27,6 +27,20 @@ together from ``ModelSpec``):
   (``training.packed_sample_length``) per query instead of the sequence's. Without flash
   attention: two batched GEMMs per direction over the full square plus softmax/mask/dropout
   memory traffic.
+* The exponential roof: flash attention computes one ``exp2`` per executed score on the
+  special function units (``MUFU.EX2``), in the forward and again where the backward
+  recomputes P, beside ``2·(d_qk + d_v)`` forward tensor FLOPs per score (Dao 2023, Alg. 1-2).
+  Warp-specialised kernels run the softmax of one tile while the tensor cores multiply another
+  (Shah et al. 2024, FlashAttention-3 §3.1 ping-pong; Zadouri et al. 2026, FlashAttention-4),
+  so a kernel takes the longer of its two pipes' times, each at the fraction of its peak the
+  kernel reaches on the tensor cores (its rate over the 16-bit peak): the kernel works
+  ``max(F, scores·peak16/sfu_exp2_per_s)`` at the tensor rate. Blackwell doubled the tensor
+  rate and not the SFUs (FlashAttention-4: 16 exponentials/clock/SM on H100 and B200), so at
+  head dim 64 the forward waits for the exponentials (1.95x on GB200) and at 128 it is
+  balanced (0.98); Blackwell Ultra doubles the SFU rate (10.7 against 5 TeraExponentials/s,
+  ``planner/catalog/gpus.yaml``) and is tensor-bound again. GPUs without a catalog figure get
+  no such roof (Hopper, 16 per clock per SM against 4096 dense 16-bit FLOP, is balanced at
+  head dim 64 and tensor-bound above).
 * Attention sinks (``softmax_type`` ``learnable`` / ``off_by_one``) under a stack whose sink
   attention is FlexAttention (``flex_attention_for_sinks``, ``planner.perf.frameworks``): the
   core at FlexAttention's share of the fused kernel's rate (``FLEX_ATTENTION_RELATIVE``), and
@@ -265,7 +279,8 @@ def _flash_s(
     a: ScenarioArrays, eff: EfficiencyModel, forward_flops: Real, keys: Real, head_dim: Real
 ) -> tuple[Real, Real]:
     """Seconds of the flash-attention forward and backward executing ``forward_flops`` forward
-    over ``keys`` keys per query (0 without flash attention)."""
+    over ``keys`` keys per query (0 without flash attention), the longer of the tensor-core
+    time and the exponential time (module docstring: ``sfu_exp2_per_s``)."""
     flops = ops.where(a.flash_attention, forward_flops, 0.0)
     fwd_rate, bwd_rate = (
         eff.attention_flop_per_s(
@@ -278,9 +293,12 @@ def _flash_s(
         )
         for bwd in (False, True)
     )
+    # the exponential roof: one exp2 per executed score each way (the backward recomputes P)
+    score_flops = 2.0 * (a.attention_q_width + a.attention_out_width) / a.num_attention_heads
+    exp_work = flops / score_flops * a.device.peak16_flop_per_s / a.device.sfu_exp2_per_s
+    fwd_work = ops.maximum(flops, exp_work)
+    bwd_work = ops.maximum(FLASH_BWD_FLOP_RATIO * flops, exp_work)
     kmin = eff.kernel_min_time_s
-    forward = ops.where(a.flash_attention, ops.maximum(flops / fwd_rate, kmin), 0.0)
-    backward = ops.where(
-        a.flash_attention, ops.maximum(FLASH_BWD_FLOP_RATIO * flops / bwd_rate, 2 * kmin), 0.0
-    )
+    forward = ops.where(a.flash_attention, ops.maximum(fwd_work / fwd_rate, kmin), 0.0)
+    backward = ops.where(a.flash_attention, ops.maximum(bwd_work / bwd_rate, 2 * kmin), 0.0)
     return forward, backward

@@ -459,12 +459,19 @@ def _architecture(gpu: GpuSpec, precision: Precision) -> int:
     return ARCHITECTURES.index(gpu.architecture)
 
 
+def _sfu_exp2_per_s(gpu: GpuSpec, precision: Precision) -> float:
+    """The GPU's base-2 exponentials per second, infinite where the catalog has no figure."""
+    rate = gpu.sfu_exp2_per_s
+    return float("inf") if rate is None else rate
+
+
 _DEVICE_RULES: Mapping[str, Callable[[GpuSpec, Precision], Any]] = MappingProxyType(
     {
         "peak_flop_per_s": _peak_flop_per_s,
         "peak16_flop_per_s": _peak16_flop_per_s,
         "low_precision": _low_precision,
         "architecture": _architecture,
+        "sfu_exp2_per_s": _sfu_exp2_per_s,
     }
 )
 """Fields of the GPU running in the scenario's precision that need a rule, with their readers."""

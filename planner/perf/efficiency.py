@@ -97,7 +97,9 @@ class DeviceArrays:
     ``peak_flop_per_s`` is the dense peak of the scenario's GEMM precision,
     ``peak16_flop_per_s`` the 16-bit peak (attention, LM head under FP8 training);
     ``architecture`` indexes ``ARCHITECTURES``; ``gpu_index`` indexes ``gpu_keys`` (for
-    per-SKU sampled models).
+    per-SKU sampled models); ``sfu_exp2_per_s`` the special function units' base-2
+    exponentials per second (``GpuSpec.sfu_exp2_per_s``; infinite where the catalog has no
+    figure: no exponential bound on flash attention).
     """
 
     peak_flop_per_s: Real
@@ -108,6 +110,7 @@ class DeviceArrays:
     architecture: Count
     gpu_index: Count
     gpu_keys: tuple[str, ...]
+    sfu_exp2_per_s: Real = float("inf")
 
 
 class EfficiencyModel(Protocol):

@@ -33,7 +33,9 @@ class GpuSpec:
     ``nvlink_domain_size`` GPUs, ``scale_out_bandwidth_bytes_per_s`` over the NICs,
     ``host_link_bandwidth_bytes_per_s`` to host memory (PCIe or NVLink-C2C, the GPU's share
     when GPUs share it; None where the catalog has no figure), the rate of activation-offload
-    copies (``planner.perf.offload``).
+    copies (``planner.perf.offload``). ``sfu_exp2_per_s`` is the special function units'
+    rate of base-2 exponentials (``MUFU.EX2``), per second: the softmax's exponential in flash
+    attention (``planner.perf.attention``); None where the catalog has no figure.
     ``architecture`` (``ampere``, ``hopper``, ``blackwell``, ``cdna3``) and ``num_sms``
     (streaming multiprocessors / compute units) drive the GEMM efficiency model;
     ``scale_up_latency_s`` / ``scale_out_latency_s`` are the per-hop latencies of a collective
@@ -54,6 +56,7 @@ class GpuSpec:
     scale_up_latency_s: float = 1e-6
     scale_out_latency_s: float = 4e-6
     host_link_bandwidth_bytes_per_s: float | None = None
+    sfu_exp2_per_s: float | None = None
     sources: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -75,6 +78,8 @@ class GpuSpec:
             require_number(
                 f"{path}.host_link_bandwidth_bytes_per_s", self.host_link_bandwidth_bytes_per_s
             )
+        if self.sfu_exp2_per_s is not None:
+            require_number(f"{path}.sfu_exp2_per_s", self.sfu_exp2_per_s)
         require_int(f"{path}.num_sms", self.num_sms)
         if self.architecture not in _ARCHITECTURES:
             raise SpecError(
