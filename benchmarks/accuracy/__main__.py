@@ -5,6 +5,9 @@
     .venv/bin/python -m benchmarks.accuracy --rows       # ... plus every row, worst first
     .venv/bin/python -m benchmarks.accuracy --fit        # fit constants on the calibration subset
     .venv/bin/python -m benchmarks.accuracy --fit --write  # ... and store them in the model
+    .venv/bin/python -m benchmarks.accuracy --fit --params NAME --fit-subset blackwell-dense
+                                                         # ... one constant on a named subset
+                                                         # of the calibration rows (FIT_SUBSETS)
     .venv/bin/python -m benchmarks.accuracy --learning   # ... plus the learning curve of the
                                                          # observed-runs calibration (minutes)
     .venv/bin/python -m benchmarks.accuracy --learning --results  # ... written to RESULTS.md
@@ -22,13 +25,20 @@ import argparse
 import shlex
 import subprocess
 import sys
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
 import planner
 from benchmarks.accuracy.convert import CALIBRATION_EVERY, build_dataset
 from benchmarks.accuracy.evaluate import evaluate
-from benchmarks.accuracy.fit import default_parameters, efficiency_with, fit, write_fitted
+from benchmarks.accuracy.fit import (
+    FIT_SUBSETS,
+    default_parameters,
+    efficiency_with,
+    fit,
+    write_fitted,
+)
 from benchmarks.accuracy.learning import (
     BRIDGE,
     LEARNING_MARKERS,
@@ -93,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-evaluations", type=int, default=600, help="with --fit: model evaluations (600)"
     )
+    parser.add_argument(
+        "--fit-subset",
+        choices=sorted(FIT_SUBSETS),
+        default="all",
+        help="with --fit: the calibration rows the loss uses (default: all)",
+    )
     parser.add_argument("--write", action="store_true", help="with --fit: store the fitted values")
     parser.add_argument(
         "--results", action="store_true", help=f"write the tables to {RESULTS_FILE}"
@@ -109,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.write and not args.fit:
         parser.error("--write needs --fit")
+    if args.fit_subset != "all" and not args.fit:
+        parser.error("--fit-subset needs --fit")
 
     dataset = build_dataset(available_sources())
     today = datetime.now(tz=UTC).date().isoformat()
@@ -116,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     constants_note = f"planner {args.label or model_revision()}, constants as shipped"
     if args.fit:
         names = args.params.split(",") if args.params else None
-        result = fit(dataset.cases, names, max_evaluations=args.max_evaluations)
+        result = fit(
+            dataset.cases, names, max_evaluations=args.max_evaluations, subset=args.fit_subset
+        )
         efficiency = efficiency_with(result.values)
         print(
             f"Fitted on {result.num_rows} calibration rows ({result.num_evaluations} evaluations): "
@@ -131,15 +151,45 @@ def main(argv: list[str] | None = None) -> int:
             calibrated = time_stats(
                 o for o in evaluate(dataset.cases, efficiency) if o.case.calibration
             )
-            provenance = (
-                f"fitted {today} by `python -m benchmarks.accuracy --fit --write` on the "
-                f"calibration subset (every {CALIBRATION_EVERY}rd usable configuration by "
-                f"config_id of each dense A100/H100 source and of the MoE H100 source, "
-                f"{result.num_rows} rows of "
-                f"tests/data/ground_truth/): mean |ln error| {result.loss_after:.4f}, "
-                f"calibration mean APE {100 * calibrated.mean_ape:.1f} %"
-            )
-            print(f"wrote {write_fitted(result.values, provenance)}")
+            if args.fit_subset == "all":
+                provenance = (
+                    f"fitted {today} by `python -m benchmarks.accuracy --fit --write` on the "
+                    f"calibration subset (every {CALIBRATION_EVERY}rd usable configuration by "
+                    f"config_id of each dense A100/H100 source and of the MoE H100 source, "
+                    f"{result.num_rows} rows of "
+                    f"tests/data/ground_truth/): mean |ln error| {result.loss_after:.4f}, "
+                    f"calibration mean APE {100 * calibrated.mean_ape:.1f} %"
+                )
+            else:
+                command = shlex.join(
+                    [
+                        "python",
+                        "-m",
+                        "benchmarks.accuracy",
+                        "--fit",
+                        "--params",
+                        ",".join(result.values),
+                        "--fit-subset",
+                        args.fit_subset,
+                        "--write",
+                    ]
+                )
+                keep = FIT_SUBSETS[args.fit_subset][1]
+                fitted_rows = Counter(
+                    f"{c.source} {c.document['hardware']['gpu']}"
+                    for c in dataset.cases
+                    if c.calibration and keep(c)
+                )
+                provenance = (
+                    f"fitted {today} by `{command}` on {FIT_SUBSETS[args.fit_subset][0]} "
+                    f"({result.num_rows} rows: "
+                    + ", ".join(f"{k} {n}" for k, n in sorted(fitted_rows.items()))
+                    + f"; calibration subset: every {CALIBRATION_EVERY}rd "
+                    f"usable configuration by config_id of each source with a declared split): "
+                    f"mean |ln error| {result.loss_before:.4f} -> {result.loss_after:.4f}"
+                )
+            path = write_fitted(result.values, provenance, file_provenance=args.fit_subset == "all")
+            print(f"wrote {path}")
             constants_note = f"planner {args.label or model_revision()}, fitted and written"
 
     outcomes = evaluate(dataset.cases, efficiency)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,9 @@ from scipy.optimize import minimize
 
 from benchmarks.accuracy.convert import SPLIT_SOURCES, Case
 from benchmarks.accuracy.evaluate import evaluate, scenarios_of
+from benchmarks.accuracy.report import is_moe_case
 from benchmarks.accuracy.stats import mean_abs_log_error
+from planner.catalog import get_gpu
 from planner.perf import DefaultEfficiency, EfficiencyModel
 
 PARAMETERS = (
@@ -47,6 +49,29 @@ errors."""
 
 LEGACY_PARAMETERS = ("max_fraction", "half_width", "fp8_factor", "tp_overlap")
 """The same knobs in the first model's ``DefaultEfficiency`` fields."""
+
+
+def case_architecture(case: Case) -> str:
+    """The catalog architecture (``ampere``, ``hopper``, ``blackwell``, ``cdna3``) of the case's
+    GPU."""
+    return get_gpu(str(case.document["hardware"]["gpu"])).architecture
+
+
+FIT_SUBSETS: Mapping[str, tuple[str, Callable[[Case], bool]]] = {
+    "all": ("every calibration row", lambda c: True),
+    "blackwell-dense": (
+        "the calibration rows of dense models on Blackwell GPUs",
+        lambda c: case_architecture(c) == "blackwell" and not is_moe_case(c),
+    ),
+    "blackwell": (
+        "the calibration rows on Blackwell GPUs",
+        lambda c: case_architecture(c) == "blackwell",
+    ),
+}
+"""Named subsets of the calibration rows a fit may be restricted to: name -> (description for
+the provenance, predicate on a case). A constant that only acts on one GPU generation (the
+Blackwell GEMM rates) is fitted on that generation's rows; its dense rows alone when the MoE
+rows carry costs the model does not price (they would pull the constant to absorb them)."""
 
 
 def has_constants_interface() -> bool:
@@ -140,14 +165,19 @@ def fit(
     parameters: Sequence[str] | None = None,
     *,
     max_evaluations: int = 600,
+    subset: str = "all",
 ) -> FitResult:
-    """Fit ``parameters`` (default ``default_parameters()``) on the calibration ``cases``."""
+    """Fit ``parameters`` (default ``default_parameters()``) on the calibration ``cases`` of
+    ``subset`` (a name of ``FIT_SUBSETS``)."""
     names = tuple(parameters) if parameters is not None else default_parameters()
     known = model_constants()
     missing = [n for n in names if n not in known]
     if missing:
         raise ValueError(f"unknown constants {missing}; the model has {sorted(known)}")
-    calibration = [c for c in cases if c.calibration]
+    if subset not in FIT_SUBSETS:
+        raise ValueError(f"unknown fit subset {subset!r}; known: {sorted(FIT_SUBSETS)}")
+    keep = FIT_SUBSETS[subset][1]
+    calibration = [c for c in cases if c.calibration and keep(c)]
     scenarios = scenarios_of(calibration)
     initial = {n: known[n] for n in names}
 
@@ -184,9 +214,12 @@ def fit(
     )
 
 
-def write_fitted(values: Mapping[str, float], provenance: str) -> str:
-    """Write ``values`` into the packaged constants file via ``write_constants``; returns the
-    path. Raises RuntimeError when the model has no constants interface yet."""
+def write_fitted(
+    values: Mapping[str, float], provenance: str, *, file_provenance: bool = True
+) -> str:
+    """Write ``values`` into the packaged constants file via ``write_constants``
+    (``file_provenance``: whether ``provenance`` also becomes the file's top-level one); returns
+    the path. Raises RuntimeError when the model has no constants interface yet."""
     if not has_constants_interface():
         raise RuntimeError(
             "planner.perf has no constants file interface (write_constants) yet; "
@@ -196,5 +229,5 @@ def write_fitted(values: Mapping[str, float], provenance: str) -> str:
     from planner.perf import constants  # noqa: PLC0415
 
     path = Path(planner.perf.__file__).resolve().parent / constants.CONSTANTS_FILE
-    constants.write_constants(path, values, provenance)
+    constants.write_constants(path, values, provenance, file_provenance=file_provenance)
     return str(path)

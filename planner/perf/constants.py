@@ -110,11 +110,19 @@ def default_constants() -> dict[str, float]:
     return dict(_packaged())
 
 
-def write_constants(path: str | Path, values: Mapping[str, float], provenance: str) -> None:
+def write_constants(
+    path: str | Path,
+    values: Mapping[str, float],
+    provenance: str,
+    *,
+    file_provenance: bool = True,
+) -> None:
     """Write fitted ``values`` into the constants file at ``path``.
 
     Only the named constants change; each gets ``provenance`` as its new provenance, and the
-    file's top-level ``provenance`` becomes ``provenance`` too. Unknown names or non-finite
+    file's top-level ``provenance`` becomes ``provenance`` too unless ``file_provenance`` is
+    False (a fit of a few constants on a subset of the rows, which does not describe where the
+    file's other values come from: the top-level entry is kept). Unknown names or non-finite
     values raise ``CalibrationError`` (nothing is written then). When ``path`` does not exist
     yet the packaged file is the template.
     """
@@ -130,10 +138,11 @@ def write_constants(path: str | Path, values: Mapping[str, float], provenance: s
             raise CalibrationError(f"constant {name!r}: fitted value {value!r} is not finite")
         by_name[name]["value"] = number
         by_name[name]["provenance"] = provenance
-    doc["provenance"] = provenance
+    if file_provenance or not isinstance(doc["provenance"], str):
+        doc["provenance"] = provenance
     text = "{\n"
     text += f'  "format": {json.dumps(doc["format"])},\n'
-    text += f'  "provenance": {json.dumps(provenance)},\n'
+    text += f'  "provenance": {json.dumps(doc["provenance"])},\n'
     text += '  "constants": [\n'
     text += ",\n".join(f"    {json.dumps(e, ensure_ascii=False)}" for e in doc["constants"])
     text += "\n  ]\n}\n"

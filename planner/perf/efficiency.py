@@ -22,7 +22,9 @@ sampled operator regressors; ``DefaultEfficiency`` is the analytic default:
   at ``K/split`` (the partial sums' reduction, ``split·M·N`` elements, is not counted: it is
   far below the operands' ``M·K + K·N``);
   FP8/MXFP8/NVFP4 GEMMs run at ``low_precision_gemm_relative_efficiency`` of that fraction of
-  their own (higher) peak.
+  their own (higher) peak; on Blackwell at ``low_precision_gemm_relative_efficiency_blackwell``
+  (its own fit on the Blackwell calibration rows: Blackwell's FP8 path differs, block-scaled
+  MXFP8 in the tensor cores and no transposed FP8 copy, ``planner.perf.precision``).
 * flash attention: the GEMM fraction of the 16-bit peak times a forward/backward factor and
   ``s/(s + seq_half)`` (FlashAttention-2, Dao 2023); FlashAttention-2 on Hopper/Blackwell (stacks
   without a fused native kernel, ``planner.perf.frameworks``) reaches only
@@ -197,6 +199,7 @@ class EfficiencyModel(Protocol):
 
 _ARCH_KEYS = tuple(f"gemm_peak_fraction_{a}" for a in ARCHITECTURES)
 _HOPPER = ARCHITECTURES.index("hopper")
+_BLACKWELL = ARCHITECTURES.index("blackwell")
 _A100_PEAK16_FLOP_PER_S = 108 * 2048 * 1.41e9
 """A100 SXM dense 16-bit tensor peak, 108 SMs x 2048 FLOP/clock x 1.41 GHz (A100 whitepaper;
 the catalog's 312 TFLOP/s for ``a100-*``): the reference FlashAttention v1 is scaled from on
@@ -280,7 +283,12 @@ class DefaultEfficiency:
         k_eff = k_split / (k_split + self._c("gemm_k_half"))
         frac = ops.take(self._arch_fraction, device.architecture)
         peak = ops.where(low_precision, device.peak_flop_per_s, device.peak16_flop_per_s)
-        lp = ops.where(low_precision, self._c("low_precision_gemm_relative_efficiency"), 1.0)
+        lp_rel = ops.where(
+            device.architecture == _BLACKWELL,
+            self._c("low_precision_gemm_relative_efficiency_blackwell"),
+            self._c("low_precision_gemm_relative_efficiency"),
+        )
+        lp = ops.where(low_precision, lp_rel, 1.0)
         return peak * frac * lp * tile_eff * wave_eff * k_eff
 
     def attention_flop_per_s(

@@ -10,9 +10,11 @@ import pytest
 from benchmarks.accuracy.convert import Case
 from benchmarks.accuracy.evaluate import Outcome
 from benchmarks.accuracy.fit import (
+    FIT_SUBSETS,
     bounds_for,
     calibration_loss,
     default_parameters,
+    fit,
     model_constants,
 )
 from benchmarks.accuracy.report import accuracy_table, fit_table, ranking_table
@@ -75,6 +77,33 @@ def test_calibration_loss_weighs_sources_equally_and_ignores_held_out_rows() -> 
     ]
     predicted = [math.e, 2.0 * math.e, 300.0, 1.0]  # source a: |ln| = 1, 1; source b: 0
     assert calibration_loss(cases, predicted, sources=("a", "b")) == pytest.approx(0.5)
+
+
+def _gpu_case(gpu: str, *, moe: bool) -> Case:
+    model = {"preset": "llama3-8b", **({"num_experts": 8} if moe else {})}
+    return dataclasses.replace(
+        _case("s", 1.0, calibration=True),
+        config_id=f"{gpu}-{moe}",
+        document={"model": model, "hardware": {"gpu": gpu}},
+    )
+
+
+def test_fit_subsets_select_blackwell_rows_and_dense_ones() -> None:
+    cases = [
+        _gpu_case("b200", moe=False),
+        _gpu_case("gb200", moe=False),
+        _gpu_case("gb200", moe=True),
+        _gpu_case("h100-sxm", moe=False),
+    ]
+
+    def chosen(name: str) -> list[str]:
+        return [c.config_id for c in cases if FIT_SUBSETS[name][1](c)]
+
+    assert chosen("blackwell-dense") == ["b200-False", "gb200-False"]
+    assert chosen("blackwell") == ["b200-False", "gb200-False", "gb200-True"]
+    assert chosen("all") == [c.config_id for c in cases]
+    with pytest.raises(ValueError, match="fit subset"):
+        fit(cases, ["gemm_peak_fraction_blackwell"], subset="no-such-subset")
 
 
 def test_accuracy_table_reports_calibration_and_held_out_rows_separately() -> None:

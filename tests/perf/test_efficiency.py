@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from planner.perf import DefaultEfficiency
 from planner.perf.batch import ScenarioArrays
@@ -35,3 +36,29 @@ def test_batched_gemm_fills_the_sms_with_all_its_products() -> None:
     # never above the architecture's GEMM fraction of the peak
     frac = eff.constants["gemm_peak_fraction_ampere"]
     assert many[0] <= frac * dev.peak16_flop_per_s[0]
+
+
+def _device(gpu: str) -> ScenarioArrays:
+    doc = {
+        "model": {"preset": "gpt3-175b"},
+        "hardware": {"gpu": gpu, "num_gpus": 8},
+        "parallelism": {"tensor_parallel": 8, "global_batch_size": 8},
+    }
+    return ScenarioArrays.from_scenarios([parse_scenario(doc)])
+
+
+def test_blackwell_low_precision_efficiency_acts_on_blackwell_fp8_gemms_only() -> None:
+    shipped = DefaultEfficiency()
+    halved = DefaultEfficiency.from_constants(
+        {
+            "low_precision_gemm_relative_efficiency_blackwell": 0.5
+            * shipped.constants["low_precision_gemm_relative_efficiency_blackwell"]
+        }
+    )
+    shape = (np.array([16384.0]), np.array([8192.0]), np.array([8192.0]))
+    for gpu, expected in (("b200", 0.5), ("gb200", 0.5), ("h100-sxm", 1.0), ("a100-80gb", 1.0)):
+        dev = _device(gpu).device
+        fp8 = [e.gemm_flop_per_s(*shape, dev, low_precision=True)[0] for e in (shipped, halved)]
+        bf16 = [e.gemm_flop_per_s(*shape, dev, low_precision=False)[0] for e in (shipped, halved)]
+        assert fp8[1] / fp8[0] == pytest.approx(expected), gpu
+        assert bf16[1] == pytest.approx(bf16[0]), gpu

@@ -192,6 +192,15 @@ def test_constants_file_round_trip(tmp_path: Path) -> None:
         DefaultEfficiency.from_constants({"no_such_constant": 1.0})
     eff = DefaultEfficiency.from_constants(loaded)
     assert eff.constants["gemm_peak_fraction_hopper"] == 0.5
+    # a fit of a few constants on a subset of the rows keeps the file's top-level provenance
+    write_constants(
+        target, {"gemm_peak_fraction_blackwell": 0.6}, provenance="subset", file_provenance=False
+    )
+    doc = json.loads(target.read_text())
+    assert doc["provenance"] == "test fit"
+    entry = next(e for e in doc["constants"] if e["name"] == "gemm_peak_fraction_blackwell")
+    assert (entry["value"], entry["provenance"]) == (0.6, "subset")
+    assert load_constants(target)["gemm_peak_fraction_hopper"] == 0.5
 
 
 def test_tiny_model_has_a_floor() -> None:
