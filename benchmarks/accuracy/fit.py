@@ -67,6 +67,10 @@ FIT_SUBSETS: Mapping[str, tuple[str, Callable[[Case], bool]]] = {
         "the calibration rows on Blackwell GPUs",
         lambda c: case_architecture(c) == "blackwell",
     ),
+    "dense-ampere-hopper": (
+        "the calibration rows of dense models on A100 and Hopper GPUs",
+        lambda c: case_architecture(c) in ("ampere", "hopper") and not is_moe_case(c),
+    ),
 }
 """Named subsets of the calibration rows a fit may be restricted to: name -> (description for
 the provenance, predicate on a case). A constant that only acts on one GPU generation (the

@@ -88,12 +88,14 @@ def _gpu_case(gpu: str, *, moe: bool) -> Case:
     )
 
 
-def test_fit_subsets_select_blackwell_rows_and_dense_ones() -> None:
+def test_fit_subsets_select_a_generation_s_rows_and_its_dense_ones() -> None:
     cases = [
         _gpu_case("b200", moe=False),
         _gpu_case("gb200", moe=False),
         _gpu_case("gb200", moe=True),
         _gpu_case("h100-sxm", moe=False),
+        _gpu_case("h100-sxm", moe=True),
+        _gpu_case("a100-80gb", moe=False),
     ]
 
     def chosen(name: str) -> list[str]:
@@ -101,6 +103,7 @@ def test_fit_subsets_select_blackwell_rows_and_dense_ones() -> None:
 
     assert chosen("blackwell-dense") == ["b200-False", "gb200-False"]
     assert chosen("blackwell") == ["b200-False", "gb200-False", "gb200-True"]
+    assert chosen("dense-ampere-hopper") == ["h100-sxm-False", "a100-80gb-False"]
     assert chosen("all") == [c.config_id for c in cases]
     with pytest.raises(ValueError, match="fit subset"):
         fit(cases, ["gemm_peak_fraction_blackwell"], subset="no-such-subset")
