@@ -135,7 +135,13 @@ SOURCE_NOTES: Mapping[str, str] = {
         "llm-foundry MPT benchmark tables: FSDP FULL_SHARD = zero_stage 3 (SHARD_GRAD_OP = 2), "
         "FSDP activation checkpointing = full recompute, amp_bf16/bf16 = bf16, amp_fp8 = fp8, "
         "FSDP mixed_precision PURE = gradients reduced in bf16 (DEFAULT: fp32), "
-        "flash attention, GeLU, tied embeddings. Time from the published global tokens/s."
+        "GeLU, tied embeddings. Attention: MPT's Triton FlashAttention kernel (attn_impl "
+        "triton, the default of submit_benchmarks.py until 7f0fdae66; sweep.sh passes none) in "
+        "the A100-40GB, A100-80GB, H100 BF16 and FP8 tables and the large-scale table's 13B/30B "
+        "rows, FlashAttention-2 (attn_impl flash, flash-attn 2.x from the gpu-flash2 extra, "
+        "sweep.py @ 5e85bd62d4) in its 1B/3B/7B/70B rows; all priced at the llm_foundry "
+        "profile's flash_attention_v1 rate, fitted on these rows. "
+        "Time from the published global tokens/s."
     ),
     "nemo_24.07": (
         "NeMo 24.07 DGX-H100 FP8 pretraining and fine-tuning tables (fine-tuning: SFT or LoRA "

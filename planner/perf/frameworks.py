@@ -18,10 +18,21 @@ in ``efficiency_constants.json``):
   default Docker image (``mosaicml/llm-foundry:2.1.0_cu121-latest``; FlashAttention-2 only in
   the separate ``gpu-flash2`` extra / ``_flash2`` images; llm-foundry 0.4.0 ``setup.py`` and
   README). FlashAttention-2 is ~2x faster (Dao 2023, §4.1: 1.7-3.0x; v1 reaches 25-40 % of the
-  A100 peak, v2 50-73 %), so v1 runs at ``flash_attention1_relative_efficiency`` of v2. v1 has
+  A100 peak, v2 50-73 %), so v1 runs at ``flash_attention1_relative_efficiency`` of v2. The
+  MPT yamls of llm-foundry v0.3.0-v0.4.0 (``scripts/train/yamls/pretrain/mpt-*.yaml``) and the
+  benchmark script's default (``submit_benchmarks.py --attn_impl triton`` until ``7f0fdae66``,
+  2024-03) select ``attn_impl: triton`` instead: MPT's copy of the FlashAttention Triton kernel
+  (``llmfoundry/models/layers/flash_attn_triton.py``, from HazyResearch/flash-attention
+  ``flash_attn/flash_attn_triton.py`` @ ``eff9fe6b``, built with ``triton-pre-mlir``), whose
+  header rates its forward + backward a little slower than the CUDA v1 kernel on A100. The
+  published llm-foundry tables ran that kernel (``benchmarks.accuracy.convert``), and the
+  relative efficiency was fitted on their rows, so it prices the Triton kernel too. v1 has
   no narrow-head penalty (head dim 64 is not slower than 128, measured on an H100:
   ``benchmarks/flash_attention_v1_h100.py``), and on Hopper it runs its Ampere code at its A100
   rate scaled by SMs x clock (``flash_attention1_hopper_speedup``; ``planner.perf.efficiency``).
+  That scaling was measured for the CUDA v1 kernel; the Triton kernel the H100 tables ran
+  (``triton-pre-mlir``'s ``triton_pre_mlir_sm90`` branch, llm-foundry v0.3.0 ``setup.py``) is
+  not measured on Hopper.
 * ``fused_elementwise``: layer norms, bias+GeLU, bias+dropout+residual, rotary embeddings and
   the cross-entropy run as fused kernels (Transformer Engine / Apex / XLA fusion); eager
   PyTorch runs one kernel per op, each re-reading and re-writing its operands from HBM, which
