@@ -41,18 +41,18 @@ How a row becomes a scenario:
   scaled GEMM requires Hopper", NVIDIA/TransformerEngine ``transformer_engine/pytorch/fp8.py``
   @ ``v2.7``): ``mxfp8``; on H100
   ``fp8_ss``, subchannel (blockwise) scaling: ``fp8`` with ``blockwise``.
-* **layout**: tp/pp/cp/ep/vp, micro-batch and global batch as stated, except an alternate
-  cell's micro-batch where the page's GA column (the CSV's ``GA=`` note) gives it another: the
-  page writes MBS once per row and an ``a (b)`` GA per cell, so ``global_batch / (dp · GA)``
-  is the alternate's (25.09 GB200 Llama3 70B: GBS 128, DP 8, GA 16: micro-batch 1, the
-  ``fp8_mx`` perf-matrix entry's ``mbs: 1`` at ``v0.1.0rc3``); sequence parallel when
-  tp > 1; "DDP (FSDP=0)" is Megatron's distributed optimizer (``zero_stage`` 1, the recipes'
-  ``use_distributed_optimizer``), Megatron-FSDP is ``megatron_fsdp`` at ``zero_stage`` 3 (the
-  performance scripts' ``set_megatron_fsdp_overrides`` sets ``data_parallel_sharding_strategy =
+* **layout**: tp/pp/cp/ep/vp, micro-batch and global batch as stated, except the fields a row
+  takes from its release's config (below) and an alternate cell's micro-batch where the page's
+  GA column (the CSV's ``GA=`` note) gives it another: the page writes MBS once per row and an
+  ``a (b)`` GA per cell, so ``global_batch / (dp · GA)`` is the alternate's (25.09 GB200 Llama3
+  70B: GBS 128, DP 8, GA 16: micro-batch 1, the ``fp8_mx`` perf-matrix entry's ``mbs: 1`` at
+  ``v0.1.0rc3``); sequence parallel when tp > 1; "DDP (FSDP=0)" is Megatron's distributed
+  optimizer (``zero_stage`` 1, the recipes' ``use_distributed_optimizer``), Megatron-FSDP is
+  ``megatron_fsdp`` at ``zero_stage`` 3 (the performance scripts'
+  ``set_megatron_fsdp_overrides`` sets ``data_parallel_sharding_strategy =
   "optim_grads_params"``, ``scripts/performance/utils/helpers.py`` @ ``v0.1.0rc3`` and
-  ``v0.2.0``). When the layers do not
-  divide over ``pp·vp`` the embedding and the loss count as layers (the README's note on these
-  recipes).
+  ``v0.2.0``). When the layers do not divide over ``pp·vp`` the embedding and the loss count as
+  layers (the README's note on these recipes).
 * **what each container's performance scripts set** (``RECIPE_KNOBS``, per release, preset and
   GPU): the token dispatcher, the selective-recompute modules, the 1F1B all-to-all overlap
   (``moe_a2a_overlap``: ``overlap_moe_expert_parallel_comm``) and whether the gradient
@@ -121,34 +121,36 @@ How a row becomes a scenario:
   Llama3 70B, 5 (``configs/llama3/llama3_70b_llm_pretrain.yaml`` ``perf_matrix`` ``b200``
   ``fp8_ds``, ``fp8_cs``; not ``fp8_mx``): those rows set ``recompute`` full with
   ``recompute_num_layers``.
-* **a row at odds with its own GA**: the 25.11 H100 GPT-OSS-120B row states MBS 4 and GA 2
-  on 16 data-parallel ranks, 128 sequences, not its GBS 512; its config runs micro-batch 1
-  (``configs/gpt_oss/workload_base_configs.py`` ``BASE_GPT_OSS_120B_CONFIG``, not overridden
-  for H100), which divides it: the config's micro-batch (``Knobs.micro_batch``), the only
-  field of that row's layout not taken from the page.
-* **a cell the release's config and a later run contradict**: the 25.11 B200 GPT-OSS-120B row
-  states EP 8, but the 25.11 config for that GPU sets ``expert_model_parallel_size=64``
-  (``GPT_OSS_120B_B200_BF16_BASE_CONFIG``, ``scripts/performance/configs/gpt_oss/
-  workload_base_configs.py`` @ ``v0.2.0``; the row's micro-batch 4 is that override's too, the
-  base config's is 1), so its experts' all-to-all crosses the eight DGX B200 nodes. The same
-  config, unchanged in ``v0.3.0`` (``GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V1``, EP 64),
-  measured 8047 tokens/s/GPU in the 26.02 container at EP 64 against this row's 8213; EP 8
-  entered the B200 config only in ``7260d6214`` (2026-03-23, "perf optimizations- GPT-OSS
-  120B", with HybridEP), and the 26.02.01 row at EP 8 then measured 13722
-  (``docs/performance-summary-archive.md`` @ ``067f987df03b``): the config's expert-parallel
-  size (``Knobs.expert_parallel``), the only other field of that row not taken from the page.
-* **a row that repeats the previous release's layout**: the 25.11 H100 Qwen3-30B row states
-  MBS 2, VP 24 and GA 32, the 25.09 row's layout cell for cell (its release's perf matrix,
-  ``v0.1.0rc3`` ``configs/qwen3/qwen3_30b_a3b_llm_pretrain.yaml`` ``h100`` ``fp8_cs``: ``mbs: 2``,
-  ``vp: 24``). No later config of that model on H100 has VP 24: ``47ff48829`` (2025-10-14) set
-  VP 12 and every version kept it until ``f29a269f8`` (2026-02-23) dropped the pipeline. The
-  release's config (``QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG``, ``v0.2.0``) runs VP 12 with
-  ``WorkloadBaseConfig``'s micro-batch 1 (``scripts/performance/utils/utils.py``) since
-  ``8aed9a229`` (2025-11-21, the change that also turned ``moe_a2a_overlap`` on; micro-batch 2
-  before it), and the 26.02 row of the same archive, run with that layout (MBS 1, PP 2 VP 12
-  EP 8, GBS 1,024, DeepEP, ``v0.3.0``), reaches 5,113 tokens/s/GPU against this row's 5,275.
-  Such a row takes the config's micro-batch and virtual pipeline (``REPEATED_LAYOUTS``), only while
-  it states the previous release's ones.
+* **layout fields from the release's config** (``CONFIG_LAYOUTS``): a row whose stated cells
+  the release's own performance config contradicts takes the config's values for them, only
+  while it states those cells (a row stating others keeps its own); these are the only fields
+  of such a row not taken from the page.
+
+  - 25.11 H100 GPT-OSS-120B, micro-batch: the row states MBS 4 and GA 2 on 16 data-parallel
+    ranks, 128 sequences, not its GBS 512; its config runs micro-batch 1
+    (``configs/gpt_oss/workload_base_configs.py`` ``BASE_GPT_OSS_120B_CONFIG``, not overridden
+    for H100), which divides it.
+  - 25.11 B200 GPT-OSS-120B, expert-parallel size: the row states EP 8, but the 25.11 config
+    for that GPU sets ``expert_model_parallel_size=64`` (``GPT_OSS_120B_B200_BF16_BASE_CONFIG``,
+    ``scripts/performance/configs/gpt_oss/workload_base_configs.py`` @ ``v0.2.0``; the row's
+    micro-batch 4 is that override's too, the base config's is 1), so its experts' all-to-all
+    crosses the eight DGX B200 nodes. The same config, unchanged in ``v0.3.0``
+    (``GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V1``, EP 64), measured 8047 tokens/s/GPU in the
+    26.02 container at EP 64 against this row's 8213; EP 8 entered the B200 config only in
+    ``7260d6214`` (2026-03-23, "perf optimizations- GPT-OSS 120B", with HybridEP), and the
+    26.02.01 row at EP 8 then measured 13722 (``docs/performance-summary-archive.md`` @
+    ``067f987df03b``).
+  - 25.11 H100 Qwen3-30B, micro-batch and virtual pipeline: the row states MBS 2, VP 24 and
+    GA 32, the 25.09 row's layout cell for cell (its release's perf matrix, ``v0.1.0rc3``
+    ``configs/qwen3/qwen3_30b_a3b_llm_pretrain.yaml`` ``h100`` ``fp8_cs``: ``mbs: 2``,
+    ``vp: 24``). No later config of that model on H100 has VP 24: ``47ff48829`` (2025-10-14)
+    set VP 12 and every version kept it until ``f29a269f8`` (2026-02-23) dropped the
+    pipeline. The release's config (``QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG``, ``v0.2.0``)
+    runs VP 12 with ``WorkloadBaseConfig``'s micro-batch 1 (``scripts/performance/utils/
+    utils.py``) since ``8aed9a229`` (2025-11-21, the change that also turned
+    ``moe_a2a_overlap`` on; micro-batch 2 before it), and the 26.02 row of the same archive,
+    run with that layout (MBS 1, PP 2 VP 12 EP 8, GBS 1,024, DeepEP, ``v0.3.0``), reaches
+    5,113 tokens/s/GPU against this row's 5,275.
 * **not stated, assumed** (each case lists them): grouped-GEMM experts and, where
   ``RECIPE_KNOBS`` has no entry, no recompute except DeepSeek-V3's ``mla_up_proj``
   (selective), the flex dispatcher for DeepSeek-V3 and all-to-all for the others. CUDA
@@ -167,7 +169,7 @@ under a virtual pipeline and syncs gradients per model chunk, as the ``nemo`` pr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from benchmarks.accuracy.cases import Case, document, layout, num
@@ -211,11 +213,8 @@ class Knobs:
     (selective modules; empty: none), ``a2a_overlap`` (``overlap_moe_expert_parallel_comm``),
     ``overlap_grad_reduce``, ``offload_layers`` (``cpu_offloading_num_layers`` of the FP8-CS
     Megatron-FSDP layout, activations only), ``recompute_layers`` (``recompute_num_layers`` of
-    the FP8 layouts but MXFP8's, full recompute of each chunk's first layers; 0: none),
-    ``micro_batch`` (the config's, for a row whose
-    stated micro-batch disagrees with its own GA and global batch; 0: the row's),
-    ``expert_parallel`` (the config's, for a row whose stated EP the release's config and the
-    next container's run of it contradict; 0: the row's) and ``source`` (where it is read)."""
+    the FP8 layouts but MXFP8's, full recompute of each chunk's first layers; 0: none) and
+    ``source`` (where it is read)."""
 
     dispatcher: str = "alltoall"
     recompute: tuple[str, ...] = ()
@@ -223,8 +222,6 @@ class Knobs:
     overlap_grad_reduce: bool = True
     offload_layers: int = 0
     recompute_layers: int = 0
-    micro_batch: int = 0
-    expert_parallel: int = 0
     source: str = ""
 
 
@@ -268,18 +265,7 @@ RECIPE_KNOBS: Final[dict[tuple[str, str, str], Knobs]] = {
     ("25.11", "qwen3-235b-a22b", "h100-sxm"): Knobs(
         "alltoall", a2a_overlap=True, source=_V020.format("qwen3")
     ),
-    ("25.11", "gpt-oss-120b", "b200"): replace(
-        _GPT_OSS_2511,
-        expert_parallel=64,
-        source=_V020.format("gpt_oss") + " GPT_OSS_120B_B200_BF16_BASE_CONFIG",
-    ),
-    ("25.11", "gpt-oss-120b", "gb200"): _GPT_OSS_2511,
-    ("25.11", "gpt-oss-120b", "h100-sxm"): Knobs(
-        "alltoall",
-        ("layernorm", "moe_act"),
-        micro_batch=1,
-        source=_V020.format("gpt_oss") + " BASE_GPT_OSS_120B_CONFIG",
-    ),
+    **{("25.11", "gpt-oss-120b", g): _GPT_OSS_2511 for g in ("b200", "gb200", "h100-sxm")},
     ("25.11", "gpt-oss-120b", "gb300"): Knobs("alltoall", source=_V020.format("gpt_oss")),
     ("25.09", "llama3-70b", "gb200"): Knobs(
         offload_layers=40, source=_RC3_YAML.format("llama3/llama3_70b_llm_pretrain.yaml", "gb200")
@@ -306,36 +292,49 @@ RECIPE_KNOBS: Final[dict[tuple[str, str, str], Knobs]] = {
 
 @dataclass(frozen=True, slots=True)
 class ConfigLayout:
-    """The layout a release's performance config runs where the page repeats the previous
-    release's (module docstring): ``stated`` the page's (micro-batch, virtual pipeline), the
-    previous release's; ``micro_batch`` and ``virtual_pipeline`` the config's; ``source``."""
+    """Layout fields a row takes from its release's performance config (module docstring):
+    ``stated``, the row's cells (CSV column -> value) the config contradicts, the override
+    holds only while the row states them; ``fields``, the ``parallelism`` fields -> the
+    config's values; ``source``, the config; ``evidence``, why the config's values hold."""
 
-    stated: tuple[int, int]
-    micro_batch: int
-    virtual_pipeline: int
+    stated: dict[str, int]
+    fields: dict[str, int]
     source: str
+    evidence: str
 
 
-REPEATED_LAYOUTS: Final[dict[tuple[str, str, str], ConfigLayout]] = {
+CONFIG_LAYOUTS: Final[dict[tuple[str, str, str], ConfigLayout]] = {
+    ("25.11", "gpt-oss-120b", "h100-sxm"): ConfigLayout(
+        {"micro_batch": 4},
+        {"micro_batch_size": 1},
+        _V020.format("gpt_oss") + " BASE_GPT_OSS_120B_CONFIG",
+        "the row's MBS 4 and GA 2 on 16 data-parallel ranks make 128 sequences, not its GBS 512",
+    ),
+    ("25.11", "gpt-oss-120b", "b200"): ConfigLayout(
+        {"ep": 8},
+        {"expert_parallel": 64},
+        _V020.format("gpt_oss") + " GPT_OSS_120B_B200_BF16_BASE_CONFIG",
+        "EP 8 entered the B200 config in 7260d6214 (2026-03-23); EP 64 measured 8047 in 26.02",
+    ),
     ("25.11", "qwen3-30b-a3b", "h100-sxm"): ConfigLayout(
-        stated=(2, 24),
-        micro_batch=1,
-        virtual_pipeline=12,
-        source=_V020.format("qwen3") + " QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG",
+        {"micro_batch": 2, "vp": 24},
+        {"micro_batch_size": 1, "virtual_pipeline": 12},
+        _V020.format("qwen3") + " QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG",
+        "the row repeats the previous release's layout",
     ),
 }
-"""(container, preset, GPU) -> the config's layout for a row stating the previous release's
-(module docstring)."""
+"""(container, preset, GPU) -> the release config's layout fields for a row stating cells the
+config contradicts (module docstring)."""
 
 
-def _repeated_layout(run: PublishedRun, preset: str, gpu: str) -> dict[str, Any]:
-    """``micro_batch_size`` and ``virtual_pipeline`` of the release's config where the row
-    states the previous release's layout (``REPEATED_LAYOUTS``); empty otherwise."""
-    config = REPEATED_LAYOUTS.get((release_of(run), preset, gpu))
-    stated = (run.integer("micro_batch") or 1, run.integer("vp") or 1)
-    if config is None or stated != config.stated:
-        return {}
-    return {"micro_batch_size": config.micro_batch, "virtual_pipeline": config.virtual_pipeline}
+def _config_layout(run: PublishedRun, preset: str, gpu: str) -> tuple[dict[str, int], str | None]:
+    """The ``CONFIG_LAYOUTS`` fields of the row, and the assumption that says so, while it
+    states the cells its entry names; empty (and None) otherwise."""
+    config = CONFIG_LAYOUTS.get((release_of(run), preset, gpu))
+    if config is None or any(run.integer(k) != v for k, v in config.stated.items()):
+        return {}, None
+    values = ", ".join(f"{field} {value}" for field, value in config.fields.items())
+    return config.fields, f"{values} of {config.source}: {config.evidence}"
 
 
 FP8_MX_NO_PARAM_GATHER_OVERLAP: Final = {
@@ -401,27 +400,18 @@ def _data_parallel(run: PublishedRun) -> int:
     )
 
 
-def _micro_batch(run: PublishedRun, knobs: Knobs | None) -> tuple[dict[str, Any], str | None]:
-    """``micro_batch_size`` where the row's own does not hold (module docstring), and the
-    assumption that says so: for a row whose data-parallel size, micro-batch and the GA its
-    note states do not multiply to its global batch, the release's config's
-    (``Knobs.micro_batch``) where it divides the global batch, else for an ``_alt`` row the
-    micro-batch its GA implies; empty (and None) otherwise."""
+def _micro_batch(run: PublishedRun) -> dict[str, Any]:
+    """``micro_batch_size`` of an ``_alt`` row whose data-parallel size, stated micro-batch and
+    the GA its note states do not multiply to its global batch: the micro-batch its GA implies
+    (module docstring, layout); empty otherwise."""
     ga = re.search(r"\bGA=(\d+)", run.notes)
-    if ga is None:
-        return {}, None
+    if ga is None or not run.config_id.endswith("_alt"):
+        return {}
     dp, steps, batch = _data_parallel(run), int(ga.group(1)), num(run, "global_batch")
-    stated = run.integer("micro_batch") or 1
-    if dp * stated * steps == batch:
-        return {}, None
-    if knobs is not None and knobs.micro_batch and batch % (dp * knobs.micro_batch) == 0:
-        return {
-            "micro_batch_size": knobs.micro_batch
-        }, f"micro-batch {knobs.micro_batch} of {knobs.source}"
+    if dp * (run.integer("micro_batch") or 1) * steps == batch:
+        return {}
     micro, left = divmod(batch, dp * steps)
-    if run.config_id.endswith("_alt") and not left and micro >= 1:
-        return {"micro_batch_size": micro}, None
-    return {}, None
+    return {"micro_batch_size": micro} if not left and micro >= 1 else {}
 
 
 def _moe(
@@ -465,9 +455,7 @@ def _moe(
         model["overlap_moe_expert_parallel_comm"] = True
     if not knobs.overlap_grad_reduce:
         extra["overlap_grad_reduce"] = False
-    extra["expert_parallel"] = knobs.expert_parallel or run.integer("ep") or 1
-    if knobs.expert_parallel:
-        assumptions.append(f"expert parallel {knobs.expert_parallel} of {knobs.source}")
+    extra["expert_parallel"] = run.integer("ep") or 1
     if (run.integer("tp") or 1) > 1:
         extra["expert_tensor_parallel"] = 1
         assumptions.append("expert_tensor_parallel 1")
@@ -507,19 +495,11 @@ def convert_bridge(run: PublishedRun) -> Case:
     ):
         extra["overlap_param_gather"] = False
         assumptions.append("no overlapped parameter gather, as the release's fp8_mx config sets")
-    micro_batch, micro_batch_source = _micro_batch(run, knobs)
-    if micro_batch_source is not None:
-        assumptions.append(micro_batch_source)
-    repeated = _repeated_layout(run, preset, gpu)
-    if repeated:  # the config's micro-batch and virtual pipeline replace the row's
-        micro_batch = {**micro_batch, **repeated}
-        assumptions.append(
-            f"micro-batch {repeated['micro_batch_size']} and VP {repeated['virtual_pipeline']} "
-            f"of {REPEATED_LAYOUTS[(release_of(run), preset, gpu)].source}: the row repeats "
-            "the previous release's layout"
-        )
+    config, config_assumption = _config_layout(run, preset, gpu)
+    if config_assumption is not None:
+        assumptions.append(config_assumption)
     tp = run.integer("tp") or 1
-    vp = repeated.get("virtual_pipeline", run.integer("vp") or 1)
+    vp = config.get("virtual_pipeline", run.integer("vp") or 1)
     chunks = (run.integer("pp") or 1) * vp
     if chunks > 1 and num(run, "layers") % chunks and "pipeline_layout" not in extra:
         extra["account_for_embedding_in_pipeline_split"] = True
@@ -530,8 +510,7 @@ def convert_bridge(run: PublishedRun) -> Case:
         zero_stage=3 if fsdp else 1,
         **({"megatron_fsdp": True} if fsdp else {}),
         **precision,
-        **extra,
-        **micro_batch,
+        **{**extra, **_micro_batch(run), **config},
     )
     measured = (num(run, "global_batch") * num(run, "seq_len")) / (
         run.metrics["tokens_per_s_per_gpu"] * num(run, "num_gpus")

@@ -335,15 +335,17 @@ def test_megatron_fsdp_rows_offload_activations_and_keep_fp8_weights() -> None:
 
 def test_a_row_at_odds_with_its_own_ga_takes_the_configs_micro_batch() -> None:
     """25.11 H100 GPT-OSS 120B: DP 16, MBS 4 and GA 2 make 128, not the GBS 512; the
-    release's config runs micro-batch 1 (``BASE_GPT_OSS_120B_CONFIG``), which divides it."""
+    release's config runs micro-batch 1 (``BASE_GPT_OSS_120B_CONFIG``), which divides it. A
+    row stating another micro-batch keeps its own."""
     config = "mb_25.11_Pre-Training_DGX-H100_GPT_OSS_120B_64_BF16_512_tp1pp4cp1vp1ep8_primary"
     fields = {**GPT_OSS_2511, "gpu": "H100-SXM", "pp": "4"}
     odd = replace(_run(config, 1441, **fields), notes="GA=2; SOURCE INCONSISTENCY")
     case = convert_bridge(odd)
     assert case.document["parallelism"]["micro_batch_size"] == 1
-    assert any("micro-batch 1" in a for a in case.assumptions)
-    consistent = replace(odd, notes="GA=8")  # 16 x 4 x 8 = 512: the row's own
-    assert convert_bridge(consistent).document["parallelism"]["micro_batch_size"] == 4
+    assert any("micro_batch_size 1" in a for a in case.assumptions)
+    # a row stating another micro-batch (16 x 8 x 4 = 512) keeps its own
+    own = replace(odd, fields={**fields, "micro_batch": "8"}, notes="GA=4")
+    assert convert_bridge(own).document["parallelism"]["micro_batch_size"] == 8
 
 
 def test_the_2511_b200_gpt_oss_row_runs_its_configs_expert_parallel_size() -> None:
@@ -355,7 +357,9 @@ def test_the_2511_b200_gpt_oss_row_runs_its_configs_expert_parallel_size() -> No
     b200 = convert_bridge(replace(b200_run, notes="GA=2"))
     assert b200.document["parallelism"]["expert_parallel"] == 64
     assert b200.document["parallelism"]["micro_batch_size"] == 4
-    assert any("expert parallel 64" in a for a in b200.assumptions)
+    assert any("expert_parallel 64" in a for a in b200.assumptions)
+    stating_64 = convert_bridge(_run(config, 1, gpu="B200", pp="1", **{**GPT_OSS_2511, "ep": "64"}))
+    assert not any("expert_parallel 64 of" in a for a in stating_64.assumptions)
     h100_id = config.replace("B200", "H100").replace("pp1", "pp4")
     h100 = convert_bridge(_run(h100_id, 5630, gpu="H100-SXM", pp="4", **GPT_OSS_2511))
     assert h100.document["parallelism"]["expert_parallel"] == 8
