@@ -255,9 +255,10 @@ in ``efficiency_constants.json``):
   October 2023 (``benchmarks.accuracy.convert``). A scenario of an older torch states
   ``parallelism.recompute_early_stop: false``. Megatron's own ``tensor_parallel.checkpoint``
   (a reentrant ``autograd.Function``) re-runs the whole layer; torchtitan's full AC passes
-  ``early_stop=False`` since pytorch/torchtitan@25413d224 (2025-08-29; its earlier benchmark
-  rows state true, ``benchmarks.accuracy.convert``); the other profiles are not checked:
-  false.
+  ``early_stop=False`` since pytorch/torchtitan@25413d224 (2025-08-29), still so at
+  @b5bcd76c6 (``FullAC._wrap_block``, ``torchtitan/distributed/activation_checkpoint.py``; its
+  earlier benchmark rows state true, ``benchmarks.accuracy.convert``); the other profiles are
+  not checked: false.
 * ``trains_with_dropout``: false when the framework's model code trains without dropout
   whatever the activation suggests (``ModelSpec.has_dropout``): llm-foundry's MPT has
   ``attn_pdrop``, ``resid_pdrop`` and ``emb_pdrop`` 0.0 by default (``MPTConfig``, llm-foundry
@@ -373,16 +374,17 @@ in ``efficiency_constants.json``):
   per chunk, ``_fused_adam``) and Apex/Transformer Engine ``FusedAdam`` (Megatron, NeMo),
   DeepSpeed's ``FusedAdam`` and Composer's per-parameter loop (llm-foundry) allocate no such
   list. The scenario's ``parallelism.optimizer_implementation`` replaces this flag (and
-  ``adam_foreach_tp1_only``) where stated (``planner.perf.readers``). True for ``torchtitan`` as
-  of ``9dec370a`` (``build_optimizers``: ``AdamW`` with ``"foreach": not fused``,
-  ``--optimizer.fused`` off by default; pytorch/torchtitan ``torchtitan/optimizer.py``);
-  torchtitan defaults to ``fused`` from ``6e4988550`` (2025-02-24, "use Fused AdamW as
-  default"), which the torchtitan launch reader states as ``optimizer_implementation``, so the
-  profile keeps the earlier foreach for a scenario that states none. True for
-  ``automodel``: ``torch.optim.Adam`` built with ``foreach=None`` (torch's default) unless
-  ``tensor_parallel`` > 1 (``adam_foreach_tp1_only``; ``_foreach_for_mesh`` returns ``False``
-  then, ``nemo_automodel/components/optim/optimizer.py`` @ ``36044ad3d1``). The plain ``fsdp``
-  profile leaves it off (no source for its optimizer).
+  ``adam_foreach_tp1_only``) where stated (``planner.perf.readers``). False for ``torchtitan``:
+  ``optimizer.implementation`` defaults to ``fused`` since pytorch/torchtitan@6e4988550
+  (2025-02-24, "use Fused AdamW as default"), still so at @b5bcd76c6 (2026-08-21,
+  ``OptimizersContainer.Config.implementation``, ``torchtitan/components/optimizer/
+  optimizer.py``: ``fused=`` and ``foreach=`` of ``torch.optim.AdamW`` follow it); earlier
+  checkouts (``--optimizer.fused`` off by default, ``"foreach": not fused``, ``9dec370a``
+  ``torchtitan/optimizer.py``) ran foreach and state it (the Dec-2024 benchmark rows,
+  ``benchmarks.accuracy.convert``). True for ``automodel``: ``torch.optim.Adam`` built with
+  ``foreach=None`` (torch's default) unless ``tensor_parallel`` > 1 (``adam_foreach_tp1_only``;
+  ``_foreach_for_mesh`` returns ``False`` then, ``nemo_automodel/components/optim/optimizer.py`` @
+  ``36044ad3d1``). The plain ``fsdp`` profile leaves it off (no source for its optimizer).
 * ``adam_foreach_tp1_only``: ``adam_foreach`` holds only at ``tensor_parallel`` 1.
 * ``automodel`` (NVIDIA NeMo Automodel, 2025): a PyTorch-native stack, FSDP2 (``fully_shard``
   per block) with Transformer Engine modules where the recipe's ``backend`` picks them
@@ -728,7 +730,10 @@ _TORCHTITAN = FrameworkProfile(
     op_level_selective_recompute=True,
     fp8_tp_all_gather=True,
     separate_projections=True,
-    adam_foreach=True,
+    # current torchtitan (pytorch/torchtitan@b5bcd76c6, 2026-08-21): fused AdamW by default
+    # since @6e4988550, full AC without early stop since @25413d224 (field notes above)
+    adam_foreach=False,
+    recompute_early_stop=False,
 )
 
 FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(

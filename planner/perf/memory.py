@@ -107,11 +107,11 @@ owned parameter), the role the fp32 shard plays as master otherwise.
 
 The optimizer step runs after the last backward, the activations freed: a stack stepping with
 PyTorch's ``foreach`` Adam (``parallelism.optimizer_implementation: foreach``; absent, the
-profile's ``FrameworkProfile.adam_foreach``: torchtitan, NeMo Automodel at ``tensor_parallel``
-1) allocates ``sqrt(exp_avg_sq)`` over every owned parameter at once, one second moment's bytes
-(``adam_moment_bytes / 2``) per owned parameter (``_multi_tensor_adam``,
-``torch/optim/adam.py``). ``fused`` (``_fused_adam``: ``torch._fused_adam_`` updates parameters
-and moments in place) allocates none; ``for_loop`` (``_single_tensor_adam``) one parameter's
+profile's ``FrameworkProfile.adam_foreach``: NeMo Automodel at ``tensor_parallel`` 1;
+torchtitan defaults to fused) allocates ``sqrt(exp_avg_sq)`` over every owned parameter at once, one
+second moment's bytes (``adam_moment_bytes / 2``) per owned parameter (``_multi_tensor_adam``,
+``torch/optim/adam.py``). ``fused`` (``_fused_adam``: ``torch._fused_adam_`` updates parameters and
+moments in place) allocates none; ``for_loop`` (``_single_tensor_adam``) one parameter's
 ``denom`` at a time, freed before the next, which the model does not count (torch 2.13). The
 caching allocator serves it from the blocks the activations
 left cached, so a stage's peak is its model states plus the larger of its activations and

@@ -364,8 +364,9 @@ class ParallelismSection(_Section):
         "torchtitan `optimizer.implementation`): `foreach` allocates `sqrt(exp_avg_sq)` for "
         "every owned parameter at once (one second moment's bytes each, counted at the "
         "optimizer step), `fused` and `for_loop` no such list",
-        "the framework's: `foreach` for torchtitan, and for NeMo Automodel at "
-        "`tensor_parallel` 1; no list for the others",
+        "the framework's: `foreach` for NeMo Automodel at `tensor_parallel` 1; no list for "
+        "the others (torchtitan: `fused`, its default since pytorch/torchtitan@6e4988550, "
+        "2025-02-24)",
     )
     megatron_fsdp: Flag | None = _field(
         "The data-parallel sharding (`zero_stage`) is Megatron-FSDP's (Megatron-LM "

@@ -202,10 +202,11 @@ class ParallelismSpec:
     list of temporaries over every owned parameter (one second moment's bytes each), which the
     memory model counts at the optimizer step (``planner.perf.memory``). It sits with the
     optimizer's dtypes as the other setting of what the optimizer holds. Absent: the framework
-    profile's (``FrameworkProfile.adam_foreach``: foreach for torchtitan, and for NeMo Automodel
-    at ``tensor_parallel`` 1; no list for the others), so a scenario without it predicts as
-    before. Stated, it holds at every ``tensor_parallel`` (Automodel passes a ``foreach`` the
-    config gives through, ``OptimizerFromFactoryConfig.build``, NVIDIA-NeMo/Automodel
+    profile's (``FrameworkProfile.adam_foreach``: foreach for NeMo Automodel at
+    ``tensor_parallel`` 1; no list for the others, torchtitan's fused default included), so a
+    scenario without it predicts as its framework steps by default. Stated, it holds at every
+    ``tensor_parallel`` (Automodel passes a ``foreach`` the config gives through,
+    ``OptimizerFromFactoryConfig.build``, NVIDIA-NeMo/Automodel
     ``nemo_automodel/components/optim/optimizer.py`` @ ``36044ad3d1``).
 
     ``megatron_fsdp`` (extra field; Megatron-LM ``--use-megatron-fsdp``, Megatron-Bridge

@@ -154,12 +154,12 @@ def test_automodel_adam_keeps_bf16_moments_and_no_master_on_its_bf16_shards() ->
 
 def test_foreach_adam_step_holds_one_second_moment_per_owned_parameter() -> None:
     """``_multi_tensor_adam`` allocates ``sqrt(exp_avg_sq)`` over every owned parameter after
-    the activations are freed: 4 bytes per owned parameter under torchtitan's fp32 shards, 2
-    under Automodel's bf16 ones (none at ``tensor_parallel`` > 1, where it turns ``foreach``
-    off), none under Megatron's fused Adam. The peak counts the larger of those temporaries and
-    the activations."""
+    the activations are freed: 4 bytes per owned parameter under torchtitan's fp32 shards
+    (stated: its default is fused), 2 under Automodel's bf16 ones (none at ``tensor_parallel``
+    > 1, where it turns ``foreach`` off), none under Megatron's fused Adam. The peak counts the
+    larger of those temporaries and the activations."""
     small = {"mbs": 1, "seq": 128, "recompute": "full", "zero_stage": 3}
-    titan = memory_per_gpu(_scenario(**small))
+    titan = memory_per_gpu(_scenario(optimizer_implementation="foreach", **small))
     params = total_params(_scenario().model)
     assert titan.optimizer_step_bytes == pytest.approx(4 * params / 8)
     assert titan.activations_bytes < titan.optimizer_step_bytes
@@ -172,8 +172,9 @@ def test_foreach_adam_step_holds_one_second_moment_per_owned_parameter() -> None
     automodel_tp = memory_per_gpu(_scenario("automodel", tp=2, dp=4, **small))
     assert automodel_tp.optimizer_step_bytes == 0.0
     assert memory_per_gpu(_scenario("megatron", **small)).optimizer_step_bytes == 0.0
+    assert memory_per_gpu(_scenario(**small)).optimizer_step_bytes == 0.0  # torchtitan's fused
     # long sequences: the activations outweigh the step's temporaries
-    big = memory_per_gpu(_scenario(zero_stage=3))
+    big = memory_per_gpu(_scenario(zero_stage=3, optimizer_implementation="foreach"))
     assert big.activations_bytes > big.optimizer_step_bytes > 0.0
     assert big.total_bytes == pytest.approx(
         big.weights_bytes

@@ -93,8 +93,9 @@ def test_pure_bf16_under_fsdp_counts_its_bf16_shard_as_weights() -> None:
     parameters it is the 4-byte master, with a pure-bf16 model the 2-byte bf16 shard, which
     then counts among the weights; the moments stay 4 bytes per owned parameter."""
     params = total_params(_scenario().model)
-    titan = memory_per_gpu(_scenario("torchtitan", zero_stage=3))
-    pure = memory_per_gpu(_scenario("torchtitan", zero_stage=3, **PURE_BF16))
+    foreach = {"optimizer_implementation": "foreach"}  # torchtitan's default is fused
+    titan = memory_per_gpu(_scenario("torchtitan", zero_stage=3, **foreach))
+    pure = memory_per_gpu(_scenario("torchtitan", zero_stage=3, **PURE_BF16, **foreach))
     assert pure.weights_bytes - titan.weights_bytes == pytest.approx(2 * params / DP)
     assert pure.optimizer_bytes == pytest.approx(4 * params / DP)
     assert titan.optimizer_bytes == pytest.approx(12 * params / DP)

@@ -43,7 +43,7 @@ def _scenario(framework: str = "torchtitan", *, tp: int = 1, **par: Any) -> Scen
 @pytest.mark.parametrize(
     ("framework", "tp", "profile_choice"),
     [
-        ("torchtitan", 1, "foreach"),
+        ("torchtitan", 1, "fused"),  # optimizer.implementation's default since 6e4988550
         ("automodel", 1, "foreach"),
         ("automodel", 2, "for_loop"),  # Automodel passes foreach=False at tensor_parallel > 1
         ("megatron", 1, "fused"),
