@@ -586,7 +586,10 @@ Memory (``planner.perf.memory``):
   torch.compile keeps them apart: Inductor's pre-grad fusions are off by default
   (``pre_grad_fusion_options`` empty, ``torch/_inductor/config.py``, PyTorch 2.13 as installed
   here; releases of 2024 that enabled ``batch_linear`` would batch ``wk`` with ``wv``, the same
-  width).
+  width). This is the code of torchtitan's benchmark commits, not of current torchtitan, whose
+  Llama 3, Qwen3 and GPT-OSS build one fused ``wqkv`` by default (``fuse_qkv=True`` since
+  pytorch/torchtitan@3396a4b37, 2026-06-24) and keep ``w1`` / ``w3`` apart
+  (``torchtitan/models/common/feed_forward.py`` @ ``b5bcd76c6``); no scenario field states it.
 * ``fp8_tp_all_gather``: with tensorwise (current-scaling) FP8 linears, the sequence-parallel
   all-gathers of the tensor-parallel layers move FP8, one byte per element: torchtitan applies
   torchao's ``PrepareFloat8ModuleInput`` / ``Float8ColwiseParallel`` / ``Float8RowwiseParallel``
@@ -730,8 +733,10 @@ _TORCHTITAN = FrameworkProfile(
     op_level_selective_recompute=True,
     fp8_tp_all_gather=True,
     separate_projections=True,
-    # current torchtitan (pytorch/torchtitan@b5bcd76c6, 2026-08-21): fused AdamW by default
-    # since @6e4988550, full AC without early stop since @25413d224 (field notes above)
+    # as current torchtitan runs (pytorch/torchtitan@b5bcd76c6, 2026-08-21): fused AdamW by
+    # default since @6e4988550, full AC without early stop since @25413d224; a scenario of an
+    # earlier checkout states its optimizer_implementation and recompute_early_stop (field
+    # notes above; separate_projections is still the benchmark commits')
     adam_foreach=False,
     recompute_early_stop=False,
 )
