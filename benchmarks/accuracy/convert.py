@@ -501,6 +501,18 @@ partitioner re-runs only what the backward reads, and the down projection's outp
 read by it."""
 
 
+_TITAN_SEPARATE_QKV = True
+"""torchtitan's Llama at the benchmark commits (``9dec370a``, 2024-12-26; ``e7c0cae9`` /
+``820504e2``, June 2025) projects query, key and value with three linears, ``wq`` / ``wk`` /
+``wv`` (``Attention``, ``torchtitan/models/llama/model.py`` @ ``9dec370a``,
+``torchtitan/models/llama3/model.py`` @ ``820504e2`` and @ ``e7c0cae9``), each sharded as its
+own ``ColwiseParallel`` linear (``apply_tp``), so every row states
+``parallelism.separate_qkv_projections`` true. pytorch/torchtitan@3396a4b37 (2026-06-24)
+fused them into one ``wqkv`` by default, which the ``torchtitan`` profile, describing the
+current code, keeps. The MLP's ``w1`` / ``w3`` were separate then and still are: the
+profile's ``separate_gate_up_projections`` holds for the rows as it stands."""
+
+
 def _convert_torchtitan(run: PublishedRun) -> Case:
     if run.integer("micro_batch") is None:
         raise SkipError(PP_MICROBATCH_NOT_STATED)
@@ -520,6 +532,7 @@ def _convert_torchtitan(run: PublishedRun) -> Case:
         # async TP splits the layers' all-gathers and reduce-scatters under their GEMMs
         **({"tp_comm_overlap": _titan_async_tp(run)} if tp > 1 else {}),
         optimizer_implementation=_titan_optimizer_implementation(run),
+        separate_qkv_projections=_TITAN_SEPARATE_QKV,
     )
     if recompute.startswith("full"):
         par["recompute_early_stop"] = _TITAN_FULL_AC_STOPS_EARLY

@@ -5,8 +5,8 @@ together from ``ModelSpec``):
 
 * GQA/MHA projections (Megatron-LM's ``SelfAttention``): QKV ``(tok, (q + 2kv)/t, h)`` and the
   output projection ``(tok, h, q/t)``; a stack with separate query, key and value linears
-  (``separate_projections``, ``planner.perf.frameworks``: torchtitan) runs ``(tok, q/t, h)``
-  and twice ``(tok, kv/t, h)`` instead of the fused QKV GEMM.
+  (``separate_qkv_projections``, ``planner.perf.frameworks``: torchtitan before its fused
+  ``wqkv``) runs ``(tok, q/t, h)`` and twice ``(tok, kv/t, h)`` instead of the fused QKV GEMM.
 * Multi-latent attention (DeepSeek-AI 2024, DeepSeek-V2 §2.1; Megatron-Core
   ``MLASelfAttention``): the down projections to the query latent ``r_q``, the key/value latent
   ``r_kv`` and the shared rotary key ``d_rope`` run whole on every tensor-parallel rank
@@ -148,7 +148,7 @@ def _projection_ops(table: OperatorTable, a: ScenarioArrays, groups: LayerGroups
     shard = ops.where(a.sequence_parallel, tokens / tp, tokens)
     # a stack with separate query, key and value linears runs three GEMMs of the hidden
     # state (not under MLA, whose query comes from its own projection)
-    split = a.separate_projections & ops.logical_not(a.multi_latent_attention)
+    split = a.separate_qkv_projections & ops.logical_not(a.multi_latent_attention)
     fused = ops.where(split, 0.0, 1.0)
     apart = 1.0 - fused
     widths = (a.attention_q_width, a.attention_k_width, a.attention_v_width)

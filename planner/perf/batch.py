@@ -112,8 +112,9 @@ class ScenarioArrays:
     ``moe_host_expert_forward_s``, ``moe_router_forward_kernels``,
     ``moe_flex_router_forward_kernels``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``,
     ``expert_up_bias_in_gemm``, ``flex_attention_for_sinks``,
-    ``activation_clamp_eager``, ``yarn_rope_unfused``, ``loss_upcast_fp32``, ``fused_norms``,
-    ``separate_projections``.
+    ``activation_clamp_eager``, ``yarn_rope_unfused``, ``loss_upcast_fp32``, ``fused_norms``;
+    ``separate_qkv_projections`` and ``separate_gate_up_projections`` the scenario's where
+    stated, else the profile's (``planner.perf.readers``).
     Training:
     ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out; ``trains_base``
     (false under LoRA),
@@ -277,7 +278,8 @@ class ScenarioArrays:
     moe_router_forward_kernels: Real
     moe_flex_router_forward_kernels: Real
     fp8_tp_all_gather: Flag
-    separate_projections: Flag
+    separate_qkv_projections: Flag
+    separate_gate_up_projections: Flag
     fp8_norm_fused_cast: Flag
     expert_up_bias_in_gemm: Flag
     flex_attention_for_sinks: Flag

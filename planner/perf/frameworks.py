@@ -576,20 +576,27 @@ Memory (``planner.perf.memory``):
   element-wise forward around them and, under sequence parallelism, the all-gathers of their
   inputs (``planner.perf.operators``, ``planner.perf.tensor``); what it keeps is in
   ``planner.perf.memory``.
-* ``separate_projections``: the model's query, key and value projections are three linears,
-  and a gated MLP's gate and up projections two, each its own GEMM over the same input, not one
-  fused GEMM: torchtitan's Llama (``Attention.wq`` / ``wk`` / ``wv``, ``FeedForward.w1`` /
-  ``w3``, ``torchtitan/models/llama/model.py`` @ ``9dec370a``,
-  ``torchtitan/models/llama3/model.py`` @ ``820504e2`` and @ ``e7c0cae9``), which
-  ``apply_tp`` shards each as its own ``ColwiseParallel`` linear. Under tensor parallelism a
-  GQA model's key and value GEMMs are narrow (Llama 3 at TP 8: 128 columns) and memory-bound.
-  torch.compile keeps them apart: Inductor's pre-grad fusions are off by default
-  (``pre_grad_fusion_options`` empty, ``torch/_inductor/config.py``, PyTorch 2.13 as installed
-  here; releases of 2024 that enabled ``batch_linear`` would batch ``wk`` with ``wv``, the same
-  width). This is the code of torchtitan's benchmark commits, not of current torchtitan, whose
-  Llama 3, Qwen3 and GPT-OSS build one fused ``wqkv`` by default (``fuse_qkv=True`` since
-  pytorch/torchtitan@3396a4b37, 2026-06-24) and keep ``w1`` / ``w3`` apart
-  (``torchtitan/models/common/feed_forward.py`` @ ``b5bcd76c6``); no scenario field states it.
+* ``separate_qkv_projections``: the attention's query, key and value projections are three
+  linears, each its own GEMM over the same input, not one fused QKV GEMM. Under tensor
+  parallelism a GQA model's key and value GEMMs are narrow (Llama 3 at TP 8: 128 columns) and
+  memory-bound. False for every profile: current torchtitan builds one fused ``wqkv`` for
+  Llama 3, Qwen3 and GPT-OSS by default (``fuse_qkv=True`` since pytorch/torchtitan@3396a4b37,
+  2026-06-24; ``make_gqa_config`` / ``FusedQKVLinear``, ``torchtitan/models/common/
+  config_utils.py`` and ``attention.py``, ``torchtitan/models/llama3/__init__.py`` @
+  ``b5bcd76c6``), as the Transformer Engine stacks do (``linear_qkv``). Earlier torchtitan
+  ran ``Attention.wq`` / ``wk`` / ``wv`` (``torchtitan/models/llama/model.py`` @
+  ``9dec370a``, ``torchtitan/models/llama3/model.py`` @ ``820504e2`` and @ ``e7c0cae9``),
+  which ``apply_tp`` shards each as its own ``ColwiseParallel`` linear; a scenario of such a
+  checkout states ``parallelism.separate_qkv_projections`` (the torchtitan benchmark rows do,
+  ``benchmarks.accuracy.convert``). torch.compile keeps separate linears apart: Inductor's
+  pre-grad fusions are off by default (``pre_grad_fusion_options`` empty,
+  ``torch/_inductor/config.py``, PyTorch 2.13 as installed here; releases of 2024 that enabled
+  ``batch_linear`` would batch ``wk`` with ``wv``, the same width).
+* ``separate_gate_up_projections``: a gated MLP's gate and up projections are two linears, two
+  GEMMs of ``f/t`` columns, not one: torchtitan's ``FeedForward.w1`` / ``w3`` at its benchmark
+  commits (the files above) and still at ``b5bcd76c6`` (``torchtitan/models/common/
+  feed_forward.py``; 3396a4b37 fused gate and up only in its RL experiment's overrides). The
+  scenario's ``parallelism.separate_gate_up_projections`` replaces it where stated.
 * ``fp8_tp_all_gather``: with tensorwise (current-scaling) FP8 linears, the sequence-parallel
   all-gathers of the tensor-parallel layers move FP8, one byte per element: torchtitan applies
   torchao's ``PrepareFloat8ModuleInput`` / ``Float8ColwiseParallel`` / ``Float8RowwiseParallel``
@@ -678,7 +685,8 @@ class FrameworkProfile:
     yarn_rope_unfused: bool = False
     loss_upcast_fp32: bool = True
     fused_norms: bool = False
-    separate_projections: bool = False
+    separate_qkv_projections: bool = False
+    separate_gate_up_projections: bool = False
 
 
 _TE_STACK = FrameworkProfile(
@@ -732,13 +740,15 @@ _TORCHTITAN = FrameworkProfile(
     fp8_weight_cache=False,
     op_level_selective_recompute=True,
     fp8_tp_all_gather=True,
-    separate_projections=True,
     # as current torchtitan runs (pytorch/torchtitan@b5bcd76c6, 2026-08-21): fused AdamW by
-    # default since @6e4988550, full AC without early stop since @25413d224; a scenario of an
-    # earlier checkout states its optimizer_implementation and recompute_early_stop (field
-    # notes above; separate_projections is still the benchmark commits')
+    # default since @6e4988550, full AC without early stop since @25413d224, one fused wqkv
+    # since @3396a4b37 beside separate w1 / w3; a scenario of an earlier checkout states its
+    # optimizer_implementation, recompute_early_stop and separate_qkv_projections (field
+    # notes above)
     adam_foreach=False,
     recompute_early_stop=False,
+    separate_qkv_projections=False,
+    separate_gate_up_projections=True,
 )
 
 FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(

@@ -88,7 +88,10 @@ attention kernel and of TP reduce-scatters, and eager PyTorch stores every ``MUS
 (``_CachingTorchDispatchMode`` in ``torch/utils/checkpoint.py``). Per token, 16-bit: the block
 input ``h`` (``/t`` with SP), ``q + kv + q + f`` over ``t`` (wq, wv, attention output, w1),
 w2's output ``h`` (a partial sum of full width under TP) and, with SP, the two reduce-scatter
-outputs ``2h/t``. The first pipeline stage holds ``p`` microbatches of its layers (1F1B) or
+outputs ``2h/t``. With one fused ``wqkv`` (``separate_qkv_projections`` false, current
+torchtitan) its output keeps the key too (``q + 2kv``); with one fused gate/up GEMM
+(``separate_gate_up_projections`` false) it keeps both halves (``2f``) and w2, now the even
+matmul, is recomputed. The first pipeline stage holds ``p`` microbatches of its layers (1F1B) or
 ``2(p-1) + (v-1)p + 1`` chunks of ``1/v`` of them (interleaved; Megatron's warm-up count,
 ``get_pp_rank_microbatches``), never more than all microbatches; the busiest middle stage is
 counted at rank 1 (``p - 1`` microbatches, ``2(p-2) + (v-1)p + 1`` chunks: the most a middle
@@ -307,19 +310,22 @@ def activation_bytes_arr(
     out: Real = ops.where(recompute == _FULL, layer_input, full)
     if op_level and ops.any_(a.op_level_selective_recompute):
         # torchtitan op-level SAC, eager: the block input, the outputs of the odd-numbered
-        # matmuls (wq, wv, w1; w2 too for SwiGLU: 7 matmuls), of the attention kernel and of
-        # the TP reduce-scatters (module docstring)
+        # matmuls (wq, wv, w1; w2 too for SwiGLU: 7 matmuls; a fused wqkv keeps q, k and v
+        # and a fused w13 both halves, its w2 being the even one), of the attention kernel and
+        # of the TP reduce-scatters (module docstring)
+        w3 = a.gated_linear_unit & a.separate_gate_up_projections
         if moe_layer:
             routed_up = tok * a.moe_router_topk * imbalance * a.moe_ffn_hidden_size
             up = routed_up + tok * a.shared_expert_ffn_hidden_size
         else:
-            up = tok * a.ffn_hidden_size
-        down = ops.where(a.gated_linear_unit, ACTIVATION_BYTES * tok * hidden, 0.0)  # partial sum
+            up = tok * a.ffn_hidden_size * ops.where(w3, 1.0, n_up)
+        down = ops.where(w3, ACTIVATION_BYTES * tok * hidden, 0.0)  # partial sum
         reduce_scatter = ops.where(
             a.sequence_parallel & (tp > 1), 2.0 * ACTIVATION_BYTES * tok * hidden / tp, 0.0
         )
-        # wq, wv and the attention output
+        # wq, wv (a fused wqkv: wk's too) and the attention output
         kept = a.attention_q_width + a.attention_v_width + a.attention_out_width
+        kept = kept + ops.where(a.separate_qkv_projections, 0.0, a.attention_k_width)
         sharded = ACTIVATION_BYTES * (tok * kept + up) / tp
         op = layer_input + sharded + down + reduce_scatter
         op_sac = a.op_level_selective_recompute & (recompute == _SELECTIVE)

@@ -8,8 +8,8 @@ width; Megatron-LM's layer, Shoeybi et al. 2019 and Narayanan et al. SC'21):
 * GEMMs: QKV ``(tok, (q+2kv)/t, h)`` (GQA/MQA through ``kv``), output projection
   ``(tok, h, q/t)``, MLP up ``(tok, n_up·f/t, h)`` (``n_up`` 2 for a gated linear unit; two
   ``(tok, f/t, h)`` GEMMs where the stack has separate gate and up linears,
-  ``separate_projections``) and down ``(tok, h, f/t)``; each backward GEMM is a data-gradient
-  ``(M, K, N)`` and a weight-gradient ``(K, N, M)`` GEMM.
+  ``separate_gate_up_projections``) and down ``(tok, h, f/t)``; each backward GEMM is a
+  data-gradient ``(M, K, N)`` and a weight-gradient ``(K, N, M)`` GEMM.
 * Attention core: flash attention (Dao 2023) executes the causal half of ``4·b·(S/c)·S·q/t``
   forward FLOPs and ``FLASH_BWD_FLOP_RATIO`` times that backward; without flash, two batched
   GEMMs per direction over the full square plus softmax/mask/dropout memory traffic.
@@ -250,11 +250,17 @@ def _op_level_recompute_ops(
     reduce-scatter; counted here as eager checkpointing re-runs it). So the attention kernel is
     not re-run, but the even-numbered matmuls are: of Llama's ``wq, wk, wv, wo, w1, w3, w2``
     (torchtitan's ``Attention`` and ``FeedForward``, ``w2(silu(w1(x)) * w3(x))``) ``wk``,
-    ``wo`` and ``w3`` (an ungated MLP's ``fc2``), with the element-wise forward around them: both
-    norms, the first residual add, the rotary embedding, the activation function and, under
-    FP8, the casts of the re-run matmuls' inputs. MoE layers re-run the attention's part
-    (their experts' grouped matmuls are not ``aten.mm``). A per-head QK-norm (Qwen3) would be
-    re-run too and is left out: no published torchtitan run has one."""
+    ``wo`` and ``w3``; with one fused ``wqkv`` (``separate_qkv_projections`` false: current
+    torchtitan, whose ``SelectiveAC`` policy still counts ``aten.mm`` / ``aten.linear`` calls
+    per block and recomputes the even ones, ``torchtitan/distributed/activation_checkpoint.py``
+    @ ``b5bcd76c6``) ``wo`` and ``w3``: the attention has an even number of matmuls either
+    way, so the MLP's parity does not change. The MLP re-runs ``w3`` where gate and up are
+    separate linears, else its second matmul, the down projection (a fused ``w13``'s ``w2``,
+    an ungated MLP's ``fc2``). With them the element-wise forward around them: both norms, the
+    first residual add, the rotary embedding, the activation function and, under FP8, the
+    casts of the re-run matmuls' inputs. MoE layers re-run the attention's part (their
+    experts' grouped matmuls are not ``aten.mm``). A per-head QK-norm (Qwen3) would be re-run
+    too and is left out: no published torchtitan run has one."""
     op_sac = a.op_level_selective_recompute & (a.recompute == _SELECTIVE)
     scale = ops.where(op_sac, 1.0, 0.0)
     group = groups.module_recompute
@@ -262,12 +268,17 @@ def _op_level_recompute_ops(
     tokens = a.tokens_per_microbatch
     norm_tokens = ops.where(a.sequence_parallel, tokens / tp, tokens)
     lp = a.device.low_precision
-    gated = a.gated_linear_unit
-    shapes = [(a.attention_k_width / tp, hidden), (hidden, a.attention_out_width / tp)]
-    if not moe:  # w3 (gated) or fc2 (ungated)
-        shapes.append((ops.where(gated, ffn / tp, hidden), ops.where(gated, hidden, ffn / tp)))
-    for n, k in shapes:
-        table.gemm(group, tokens, n, k, count=scale, lp=lp)  # forward only: no weight gradient
+    # w3 (gate and up separate) or the down projection (fused w13's w2, ungated fc2)
+    w3 = a.gated_linear_unit & a.separate_gate_up_projections
+    shapes: list[tuple[Real, Real, Real]] = []
+    if ops.any_(a.separate_qkv_projections):  # wk
+        wk = ops.where(a.separate_qkv_projections, scale, 0.0)
+        shapes.append((a.attention_k_width / tp, hidden, wk))
+    shapes.append((hidden, a.attention_out_width / tp, scale))  # wo
+    if not moe:
+        shapes.append((ops.where(w3, ffn / tp, hidden), ops.where(w3, hidden, ffn / tp), scale))
+    for n, k, count in shapes:
+        table.gemm(group, tokens, n, k, count=count, lp=lp)  # forward only: no weight gradient
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
     norm_ew = eff.elementwise_traffic_factor(a.fused_elementwise | a.fused_norms)
     table.mem(group, scale * norm_ew * 8.0 * norm_tokens * hidden, 2.0)  # both norms
@@ -279,11 +290,13 @@ def _op_level_recompute_ops(
     if not moe:
         act = activation_bytes(a, backward=False)
         table.mem(group, scale * ew * act * tokens * ffn / tp, 1.0)
-        mlp_in = ops.where(gated, hidden, ffn / tp)
+        mlp_in = ops.where(w3, hidden, ffn / tp)
     if ops.any_(lp):  # the re-run matmuls' inputs quantised again
         quant = quantize_bytes(a)
-        inputs = hidden + a.attention_out_width / tp + (0.0 if moe else mlp_in)
-        table.mem(group, scale * quant * tokens * inputs, 3.0)
+        wk_in = ops.where(a.separate_qkv_projections, hidden, 0.0)
+        inputs = wk_in + a.attention_out_width / tp + (0.0 if moe else mlp_in)
+        kernels = ops.where(a.separate_qkv_projections, 3.0, 2.0)
+        table.mem(group, scale * quant * tokens * inputs, kernels)
 
 
 def _dense_mlp_ops(
@@ -325,7 +338,7 @@ def _dense_mlp_pass(
     lp = a.device.low_precision
     n_up = ops.where(a.gated_linear_unit, 2.0, 1.0)
     # a stack with separate gate and up linears runs two GEMMs of ``f/t`` columns, not one
-    up_calls = ops.where(a.separate_projections, n_up, 1.0)
+    up_calls = ops.where(a.separate_gate_up_projections, n_up, 1.0)
     for n, k, calls in ((n_up * ffn / tp / up_calls, hidden, up_calls), (hidden, ffn / tp, 1.0)):
         table.gemm(
             group,

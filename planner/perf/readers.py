@@ -175,6 +175,18 @@ def _recompute_early_stop(s: Scenario) -> bool:
     return _stated_else_framework(s, "recompute_early_stop")
 
 
+def _separate_qkv_projections(s: Scenario) -> bool:
+    """``parallelism.separate_qkv_projections``; unset: the framework's default
+    (``FrameworkProfile.separate_qkv_projections``)."""
+    return _stated_else_framework(s, "separate_qkv_projections")
+
+
+def _separate_gate_up_projections(s: Scenario) -> bool:
+    """``parallelism.separate_gate_up_projections``; unset: the framework's default
+    (``FrameworkProfile.separate_gate_up_projections``)."""
+    return _stated_else_framework(s, "separate_gate_up_projections")
+
+
 def _grad_bytes_per_param(s: Scenario) -> float:
     """Bytes per parameter of the gradient buffer and its data-parallel reduction: 4 when
     gradients are reduced in fp32, else 2. The scenario's ``grad_reduce_in_fp32``, else the
@@ -410,6 +422,8 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "overlap_param_gather": _overlap_param_gather,
         "tp_comm_overlap": _tp_comm_overlap,
         "recompute_early_stop": _recompute_early_stop,
+        "separate_qkv_projections": _separate_qkv_projections,
+        "separate_gate_up_projections": _separate_gate_up_projections,
         "grad_bytes_per_param": _grad_bytes_per_param,
         "master_weight_bytes": _master_weight_bytes,
         "zero3_master_weight_bytes": _zero3_master_weight_bytes,

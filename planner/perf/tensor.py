@@ -28,12 +28,13 @@ otherwise. torch's micro-pipelined TP (torchtitan's async TP, ``tp_comm_overlap`
 all-gather with the matmuls that consume it and a reduce-scatter with the one matmul that
 produces its input, nothing else (``fuse_all_gather_matmul`` / ``fuse_matmul_reduce_scatter``,
 pytorch/pytorch ``torch/_inductor/fx_passes/micro_pipeline_tp.py`` @ ``00122fb1c8e5`` and in
-PyTorch 2.13); under ``separate_projections`` the backward's input gradient of the attention
-(``wq``, ``wk``, ``wv``) and of a dense MLP (``w1``, ``w3``) is a sum of matmuls, so those two
-reduce-scatters per layer keep ``tp_overlap_fraction``. torchtitan's op-level SAC
-(``op_level_selective_recompute``) re-runs the attention's and a dense MLP's all-gathers in the
-backward: their outputs are not saved, the reduce-scatters' are. An MoE layer's MLP pair is
-the token dispatcher's all-gather / reduce-scatter
+PyTorch 2.13); with separate query, key and value linears (``separate_qkv_projections``:
+``wq``, ``wk``, ``wv``) the backward's input gradient of the attention is a sum of matmuls, as
+is a gated dense MLP's with separate gate and up linears (``separate_gate_up_projections``:
+``w1``, ``w3``), so each such reduce-scatter keeps ``tp_overlap_fraction``. torchtitan's
+op-level SAC (``op_level_selective_recompute``) re-runs the attention's and a dense MLP's
+all-gathers in the backward: their outputs are not saved, the reduce-scatters' are. An MoE
+layer's MLP pair is the token dispatcher's all-gather / reduce-scatter
 around the experts (Megatron-Core ``gather_from_sequence_parallel_region`` in the dispatchers),
 which userbuffers do not split: it keeps ``tp_overlap_fraction`` (the MoE layers' share of the
 layers).
@@ -121,10 +122,12 @@ def tensor_parallel_times(
     mlp = (1.0 - moe_share) * layer_pair * keep + moe_share * expert_pair * plain
     layer = 2.0 * layer_pair * keep + 2.0 * mlp  # attention and MLP pairs, forward and backward
     # micro-pipelined TP splits a reduce-scatter only after a single matmul (module docstring):
-    # with separate projections the backward's input-gradient reduce-scatters stay whole
-    whole = chunked & a.separate_projections
-    if ops.any_(whole):
-        unsplit = ops.where(whole, 2.0 - moe_share, 0.0)
+    # with separate projections of the block input the backward's input-gradient
+    # reduce-scatter stays whole: the attention's (q, k, v), a gated dense MLP's (gate, up)
+    whole_attention = chunked & a.separate_qkv_projections
+    whole_mlp = chunked & a.separate_gate_up_projections & a.gated_linear_unit
+    if ops.any_(whole_attention | whole_mlp):
+        unsplit = ops.where(whole_attention, 1.0, 0.0) + ops.where(whole_mlp, 1.0 - moe_share, 0.0)
         layer = layer + unsplit * reduce_scatter * (plain - keep)
     full = a.recompute == _FULL
     # op-level SAC re-runs the attention's and a dense MLP's all-gathers before the matmuls it

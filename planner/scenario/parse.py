@@ -323,6 +323,8 @@ def _parallelism(
         overlap_param_gather=given.overlap_param_gather,
         tp_comm_overlap=given.tp_comm_overlap,
         recompute_early_stop=given.recompute_early_stop,
+        separate_qkv_projections=given.separate_qkv_projections,
+        separate_gate_up_projections=given.separate_gate_up_projections,
         fp8_param_gather=_or(given.fp8_param_gather, False),
         megatron_fsdp=_or(given.megatron_fsdp, False),
         activation_offload_layers=_or(given.activation_offload_layers, 0),

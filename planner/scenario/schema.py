@@ -333,6 +333,18 @@ class ParallelismSection(_Section):
         "PyTorch 2.1 and later)",
         "the framework's default",
     )
+    separate_qkv_projections: Flag | None = _field(
+        "The attention's query, key and value projections are three GEMMs of the layer's "
+        "input, not one fused QKV GEMM (torchtitan `wq` / `wk` / `wv`, before "
+        "pytorch/torchtitan@3396a4b37 made `fuse_qkv` the default for Llama 3, Qwen3 and "
+        "GPT-OSS); not under multi-latent attention",
+        "the framework's: `false` (fused) for every framework",
+    )
+    separate_gate_up_projections: Flag | None = _field(
+        "A gated MLP's gate and up projections are two GEMMs of the same input, not one fused "
+        "GEMM (torchtitan `FeedForward.w1` / `w3`)",
+        "the framework's: `true` for torchtitan, `false` (fused) for the others",
+    )
     fp8_param_gather: Flag | None = _field(
         "The transformer weights are kept in the low-precision recipe's format, the optimizer "
         "keeping the master (Megatron `--fp8-param-gather`); precision `fp8` or `mxfp8`",

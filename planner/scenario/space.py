@@ -89,6 +89,8 @@ ScalarField = Literal[
     "overlap_param_gather",
     "tp_comm_overlap",
     "recompute_early_stop",
+    "separate_qkv_projections",
+    "separate_gate_up_projections",
     "fp8_param_gather",
     "main_params_dtype",
     "exp_avg_dtype",
@@ -136,6 +138,8 @@ class StatedFields(TypedDict, total=False):
     overlap_param_gather: object
     tp_comm_overlap: object
     recompute_early_stop: object
+    separate_qkv_projections: object
+    separate_gate_up_projections: object
     fp8_param_gather: object
     main_params_dtype: object
     exp_avg_dtype: object

@@ -163,6 +163,14 @@ class ParallelismSpec:
     GEMM (the MLP down projection) is not re-run (non-reentrant ``torch.utils.checkpoint`` of
     PyTorch 2.1 and later); false: the whole forward again; None (the default): the
     framework's (``FrameworkProfile.recompute_early_stop``).
+    ``separate_qkv_projections`` / ``separate_gate_up_projections`` (extra fields): the
+    attention's query, key and value projections are three linears (a gated MLP's gate and up
+    projections two), each its own GEMM of the same input, not one fused GEMM (torchtitan's
+    ``wq`` / ``wk`` / ``wv`` before pytorch/torchtitan@3396a4b37, its ``w1`` / ``w3``); which
+    matmuls torchtitan's op-level selective recompute re-runs follows from them
+    (``planner.perf.operators``, ``planner.perf.memory``); None (the default): the
+    framework's (``FrameworkProfile.separate_qkv_projections`` /
+    ``separate_gate_up_projections``).
     ``fp8_param_gather`` (extra field; Megatron-LM ``--fp8-param-gather``, Megatron-Bridge's
     ``MixedPrecisionConfig.fp8_param_gather``): under a low-precision recipe the model's
     transformer weights are kept in its quantised format (Transformer Engine
@@ -279,6 +287,8 @@ class ParallelismSpec:
     overlap_param_gather: bool | None = None
     tp_comm_overlap: bool | None = None
     recompute_early_stop: bool | None = None
+    separate_qkv_projections: bool | None = None
+    separate_gate_up_projections: bool | None = None
     expert_tensor_parallel: int | None = None
     pipeline_layout: str | tuple[int, ...] | None = None
     decoder_first_pipeline_num_layers: int | None = None
@@ -320,6 +330,8 @@ class ParallelismSpec:
             "overlap_param_gather",
             "tp_comm_overlap",
             "recompute_early_stop",
+            "separate_qkv_projections",
+            "separate_gate_up_projections",
         )
         for optional in optional_flags:
             if getattr(self, optional) is not None:

@@ -161,6 +161,15 @@ def test_torchtitan_full_ac_rows_stop_recomputing_early(dataset: Dataset) -> Non
     assert "recompute_early_stop" not in sac
 
 
+def test_torchtitan_rows_state_their_separate_query_key_value_linears(dataset: Dataset) -> None:
+    """Every benchmark commit predates torchtitan's fused ``wqkv`` default, which the profile
+    describes: each row states its separate ``wq`` / ``wk`` / ``wv``."""
+    for config_id in ("titan2412_t2_cp1", "titan_asynctp_8b_None_(bfloat16)_async"):
+        par = _case(dataset, config_id).document["parallelism"]
+        assert par["separate_qkv_projections"] is True
+        assert "separate_gate_up_projections" not in par  # w1 / w3 apart then and now
+
+
 def test_nemo_fills_missing_architecture_from_the_catalog_preset(dataset: Dataset) -> None:
     model = _case(dataset, "nemo2407_Nemotron-340B_pre-training_128_32").document["model"]
     assert model["preset"] == "nemotron4-340b"

@@ -444,7 +444,7 @@ def test_torchtitan_op_level_sac_reruns_the_even_matmuls_not_the_attention_kerne
     ``wo`` and ``w3`` (the 2nd, 4th and 6th ``aten.mm`` of a Llama block) with the element-wise
     forward around them; Megatron's selective recompute re-runs the attention core."""
     eff = DefaultEfficiency()
-    a = _titan_arrays(recompute="selective")
+    a = _titan_arrays(recompute="selective", separate_qkv_projections=True)
     times = operator_times(a, eff)
     layer = layer_times(times, a)
     again = layer.total_s - times.dense_forward_s - times.dense_backward_s
@@ -484,19 +484,73 @@ def test_torchtitan_op_level_sac_gathers_the_tensor_parallel_inputs_again() -> N
     assert 0.15 < extra < 0.25
 
 
-def test_torchtitan_runs_separate_query_key_value_and_gate_up_matmuls() -> None:
-    """torchtitan's Llama has separate ``wq``/``wk``/``wv`` and ``w1``/``w3`` linears: the same
-    FLOPs as fused projections, but under TP 8 the key and value GEMMs are 128 columns wide."""
+def test_torchtitan_fuses_query_key_value_and_keeps_gate_and_up_apart() -> None:
+    """Current torchtitan builds one ``wqkv`` (``fuse_qkv`` default since 3396a4b37) beside
+    separate ``w1`` / ``w3``; a scenario of an older checkout states its ``wq`` / ``wk`` /
+    ``wv``, and the gate/up split yields to the scenario too."""
+    titan = profile_of(Framework.TORCHTITAN)
+    assert not titan.separate_qkv_projections
+    assert titan.separate_gate_up_projections
+    assert not profile_of(Framework.MEGATRON).separate_gate_up_projections
+    current = _titan_arrays()
+    assert not current.separate_qkv_projections
+    assert current.separate_gate_up_projections
+    older = _titan_arrays(separate_qkv_projections=True, separate_gate_up_projections=False)
+    assert older.separate_qkv_projections
+    assert not older.separate_gate_up_projections
+    stated = ScenarioArrays.from_scenario(_scenario("megatron", separate_qkv_projections=True))
+    assert stated.separate_qkv_projections
+
+
+@pytest.mark.parametrize("field", ["separate_qkv_projections", "separate_gate_up_projections"])
+def test_separate_projections_must_be_a_flag(field: str) -> None:
+    with pytest.raises(SpecError, match=field):
+        _scenario("torchtitan", **{field: "yes"})
+
+
+@pytest.mark.parametrize(
+    ("field", "more_gemms"), [("separate_qkv_projections", 2), ("separate_gate_up_projections", 1)]
+)
+def test_separate_projections_cost_the_same_flops_in_more_gemms(
+    field: str, more_gemms: int
+) -> None:
+    """Separate ``wq``/``wk``/``wv`` (or ``w1``/``w3``) linears: the same FLOPs as one fused
+    projection in more, narrower GEMMs; under TP 8 the key and value GEMMs are 128 columns
+    wide and memory-bound, so the attention's take longer (the MLP's halves, 1792 columns,
+    stay compute-bound: no slower)."""
     eff = DefaultEfficiency()
     a = _titan_arrays(tensor_parallel=8)
-    fused = replace(a, separate_projections=False)
-    assert a.separate_projections
-    split_table, fused_table = OperatorTable(a, eff), OperatorTable(fused, eff)
-    for table, arrays in ((split_table, a), (fused_table, fused)):
+    split, fused = replace(a, **{field: True}), replace(a, **{field: False})
+    split_table, fused_table = OperatorTable(split, eff), OperatorTable(fused, eff)
+    for table, arrays in ((split_table, split), (fused_table, fused)):
         layer_ops(table, arrays, eff, moe=False)
     for group in ("dense_forward_s", "dense_backward_s"):
         assert split_table.gemm_flops(group) == pytest.approx(fused_table.gemm_flops(group))
-        assert split_table.totals()[group] > fused_table.totals()[group]
+
+        def launches(table: OperatorTable, group: str = group) -> float:
+            counts = zip(table.gemm_groups, table.gemm_count, strict=True)
+            return float(sum(c for g, c in counts if g == group))
+
+        per_direction = 1 if group == "dense_forward_s" else 2  # dgrad and wgrad
+        assert launches(split_table) == launches(fused_table) + more_gemms * per_direction
+        assert split_table.totals()[group] >= fused_table.totals()[group]
+        if field == "separate_qkv_projections":
+            assert split_table.totals()[group] > fused_table.totals()[group]
+
+
+def test_torchtitan_op_level_sac_with_fused_qkv_reruns_wo_and_w3_not_wk() -> None:
+    """With one ``wqkv`` the block's matmuls are ``wqkv, wo, w1, w3, w2``: the even ones are
+    ``wo`` and ``w3``, so the re-run loses ``wk``'s GEMM (and its input's cast under FP8)."""
+    eff = DefaultEfficiency()
+    for precision in ("bf16", "fp8"):
+        layout = {"recompute": "selective", "precision": precision}
+        fused = operator_times(_titan_arrays(**layout), eff).dense_module_recompute_s
+        split = operator_times(
+            _titan_arrays(separate_qkv_projections=True, **layout), eff
+        ).dense_module_recompute_s
+        table = OperatorTable(_titan_arrays(**layout), eff)
+        table.gemm("wk", 2 * 8192, 1024, 4096, lp=precision == "fp8")
+        assert split - fused >= table.totals()["wk"] * (1.0 - 1e-9)
 
 
 def test_compiled_loss_moves_fewer_bytes_than_the_eager_loss() -> None:
@@ -525,8 +579,16 @@ def test_torchtitan_async_tp_leaves_the_summed_input_gradients_reduce_scatters_w
         layout = {"tensor_parallel": 8, "micro_batch_size": 2, "tp_comm_overlap": overlap}
         return predict(_scenario(framework, **layout)).breakdown.tp_comm_exposed_s
 
+    def split_qkv_s(overlap: bool) -> float:
+        layout = {"tensor_parallel": 8, "micro_batch_size": 2, "tp_comm_overlap": overlap}
+        scenario = _scenario("torchtitan", separate_qkv_projections=True, **layout)
+        return predict(scenario).breakdown.tp_comm_exposed_s
+
     titan_hidden = tp_s("torchtitan", False) - tp_s("torchtitan", True)
+    split_hidden = split_qkv_s(False) - split_qkv_s(True)
     fsdp_hidden = tp_s("fsdp", False) - tp_s("fsdp", True)
     assert tp_s("torchtitan", False) == pytest.approx(tp_s("fsdp", False))
-    # two of the eight collectives of a layer stay whole: about 3/4 of what fsdp hides
-    assert 0.65 * fsdp_hidden < titan_hidden < 0.85 * fsdp_hidden
+    # separate wq / wk / wv and w1 / w3: two of the eight collectives of a layer stay whole,
+    # about 3/4 of what fsdp hides; current torchtitan's fused wqkv: only the MLP's, 7/8
+    assert 0.65 * fsdp_hidden < split_hidden < 0.85 * fsdp_hidden
+    assert 0.8 * fsdp_hidden < titan_hidden < 0.95 * fsdp_hidden

@@ -106,16 +106,41 @@ def test_loss_peak_adds_final_norm_and_head_inputs() -> None:
 
 
 def test_op_level_sac_keeps_block_input_odd_matmuls_and_attention_output() -> None:
-    """torchtitan op SAC, eager: block input, wq, wv, attention output, w1 and w2 outputs."""
+    """torchtitan op SAC, eager, separate wq / wk / wv: block input, wq, wv, attention output,
+    w1 and w2 outputs."""
+    tok = 2 * 8192
+    got = activation_bytes_per_layer(
+        _scenario(separate_qkv_projections=True), moe_layer=False, recompute=Recompute.SELECTIVE
+    )
+    assert got == pytest.approx(2 * tok * (H + Q + KV + Q + F + H))
+
+
+def test_op_level_sac_with_fused_qkv_keeps_the_key_too() -> None:
+    """Current torchtitan's one ``wqkv`` is the first matmul: its whole output is kept (the
+    query, key and value), ``wo`` and ``w3`` stay the recomputed ones."""
     tok = 2 * 8192
     got = activation_bytes_per_layer(_scenario(), moe_layer=False, recompute=Recompute.SELECTIVE)
-    assert got == pytest.approx(2 * tok * (H + Q + KV + Q + F + H))
+    assert got == pytest.approx(2 * tok * (H + Q + 2 * KV + Q + F + H))
+
+
+def test_op_level_sac_with_fused_gate_up_keeps_both_halves_and_recomputes_w2() -> None:
+    """A fused gate/up GEMM is an odd matmul (kept whole, ``2f``); the down projection after
+    it is the even one, recomputed, so its partial sum is not kept."""
+    tok = 2 * 8192
+    got = activation_bytes_per_layer(
+        _scenario(separate_gate_up_projections=False),
+        moe_layer=False,
+        recompute=Recompute.SELECTIVE,
+    )
+    assert got == pytest.approx(2 * tok * (H + Q + 2 * KV + Q + 2 * F))
 
 
 def test_op_level_sac_under_tp_keeps_partial_sum_and_reduce_scatter_outputs() -> None:
     tok = 2 * 8192
     got = activation_bytes_per_layer(
-        _scenario(tp=8, dp=1), moe_layer=False, recompute=Recompute.SELECTIVE
+        _scenario(tp=8, dp=1, separate_qkv_projections=True),
+        moe_layer=False,
+        recompute=Recompute.SELECTIVE,
     )
     sharded = 2 * tok * (H + 2 * Q + KV + F + 2 * H) / 8  # input, wq/wv/attn/w1, 2 RS outputs
     assert got == pytest.approx(sharded + 2 * tok * H)  # w2's un-reduced output: full width
