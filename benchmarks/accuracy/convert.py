@@ -513,6 +513,18 @@ current code, keeps. The MLP's ``w1`` / ``w3`` were separate then and still are:
 profile's ``separate_gate_up_projections`` holds for the rows as it stands."""
 
 
+_TITAN_FP8_TP_ALL_GATHER = True
+"""``parallelism.fp8_tp_all_gather`` of the torchtitan FP8 rows with tensor parallelism: at
+the benchmark commits ``apply_tp`` all-gathers FP8 through torchao's float8 tensor-parallel
+styles under tensorwise float8 (``enable_float8_tensorwise_tp``,
+``torchtitan/models/llama3/parallelize_llama.py`` @ ``820504e2`` and @ ``e7c0cae9``; at
+``9dec370a`` float8 was tensorwise only, ``torchtitan/parallelisms/parallelize_llama.py``),
+which current torchtitan no longer does (the ``torchtitan`` profile). Every FP8 row is
+converted with the tensorwise recipe, the async-TP benchmark's rowwise ones too (whose
+``apply_tp`` used regular 16-bit TP): they stay the tensorwise twins they collapse into, and
+the slower twin is dropped (RESULTS.md), so they state the tensorwise runs' gathers."""
+
+
 def _convert_torchtitan(run: PublishedRun) -> Case:
     if run.integer("micro_batch") is None:
         raise SkipError(PP_MICROBATCH_NOT_STATED)
@@ -531,6 +543,7 @@ def _convert_torchtitan(run: PublishedRun) -> Case:
         **({"fp8_recipe": "tensorwise"} if fp8 else {}),
         # async TP splits the layers' all-gathers and reduce-scatters under their GEMMs
         **({"tp_comm_overlap": _titan_async_tp(run)} if tp > 1 else {}),
+        **({"fp8_tp_all_gather": _TITAN_FP8_TP_ALL_GATHER} if fp8 and tp > 1 else {}),
         optimizer_implementation=_titan_optimizer_implementation(run),
         separate_qkv_projections=_TITAN_SEPARATE_QKV,
     )

@@ -110,11 +110,11 @@ class ScenarioArrays:
     (``FrameworkProfile``, see ``planner.perf.frameworks``): ``fused_attention`` ...
     ``pp_comm_overlap``, ``chunk_grad_sync``, ``grouped_gemm_streams``, ``moe_host_forward_s``,
     ``moe_host_expert_forward_s``, ``moe_router_forward_kernels``,
-    ``moe_flex_router_forward_kernels``, ``fp8_tp_all_gather``, ``fp8_norm_fused_cast``,
+    ``moe_flex_router_forward_kernels``, ``fp8_norm_fused_cast``,
     ``expert_up_bias_in_gemm``, ``flex_attention_for_sinks``,
     ``activation_clamp_eager``, ``yarn_rope_unfused``, ``loss_upcast_fp32``, ``fused_norms``;
-    ``separate_qkv_projections`` and ``separate_gate_up_projections`` the scenario's where
-    stated, else the profile's (``planner.perf.readers``).
+    ``separate_qkv_projections``, ``separate_gate_up_projections`` and ``fp8_tp_all_gather``
+    the scenario's where stated, else the profile's (``planner.perf.readers``).
     Training:
     ``total_tokens`` and ``train_iters``, NaN when the scenario leaves them out; ``trains_base``
     (false under LoRA),

@@ -598,15 +598,23 @@ Memory (``planner.perf.memory``):
   feed_forward.py``; 3396a4b37 fused gate and up only in its RL experiment's overrides). The
   scenario's ``parallelism.separate_gate_up_projections`` replaces it where stated.
 * ``fp8_tp_all_gather``: with tensorwise (current-scaling) FP8 linears, the sequence-parallel
-  all-gathers of the tensor-parallel layers move FP8, one byte per element: torchtitan applies
-  torchao's ``PrepareFloat8ModuleInput`` / ``Float8ColwiseParallel`` / ``Float8RowwiseParallel``
-  when its float8 converter runs a tensorwise recipe (``torchtitan/models/llama3/
-  parallelize_llama.py`` ``apply_tp`` @ ``820504e2``; ``torchtitan/parallelisms/
-  parallelize_llama.py`` @ ``9dec370a``, where float8 was tensorwise only), which cast the
-  block's input to float8 before the forward all-gather and the gradient of the block's output
-  before the backward's all-gather (``torchao/float8/float8_tensor_parallel.py``:
-  ``_hp_tensor_to_float8_dynamic`` before ``redistribute``; ``_NoopFwToFloat8BwDynamic`` after
-  the row-wise output's). The reduce-scatters sum 16-bit values and stay 16-bit.
+  all-gathers of the tensor-parallel layers move FP8, one byte per element. False for every
+  profile: current torchtitan offers no tensorwise recipe (``Float8LinearConverter.Config.
+  recipe_name`` is ``rowwise`` or ``rowwise_with_gw_hp`` since pytorch/torchtitan@6348d93d1,
+  2026-04-27) and shards by dtype-agnostic configs (``ShardingConfig``: "quantization
+  (Float8/MXFP8) is orthogonal", ``torchtitan/protocols/sharding.py`` @ ``b5bcd76c6``; torchao's
+  float8 tensor-parallel styles left ``apply_tp`` in @1786292db and @8e820844e), so its
+  all-gathers carry the 16-bit activations. Earlier torchtitan applied torchao's
+  ``PrepareFloat8ModuleInput`` / ``Float8ColwiseParallel`` / ``Float8RowwiseParallel`` when its
+  float8 converter ran a tensorwise recipe (``torchtitan/models/llama3/parallelize_llama.py``
+  ``apply_tp`` @ ``820504e2`` and @ ``e7c0cae9``, ``enable_float8_tensorwise_tp``;
+  ``torchtitan/parallelisms/parallelize_llama.py`` @ ``9dec370a``, where float8 was tensorwise
+  only), which cast the block's input to float8 before the forward all-gather and the gradient
+  of the block's output before the backward's all-gather (``torchao/float8/
+  float8_tensor_parallel.py``: ``_hp_tensor_to_float8_dynamic`` before ``redistribute``;
+  ``_NoopFwToFloat8BwDynamic`` after the row-wise output's); a scenario of such a checkout
+  states ``parallelism.fp8_tp_all_gather`` (the torchtitan benchmark rows do,
+  ``benchmarks.accuracy.convert``). The reduce-scatters sum 16-bit values and stay 16-bit.
 * ``fp8_norm_fused_cast``: under FP8 training the norm in front of the QKV projection (under
   MLA: of the query and key/value up-projections) and of a dense MLP's FC1 quantises its own
   output, since the stack builds those GEMMs as Transformer Engine ``LayerNormLinear``
@@ -739,16 +747,16 @@ _TORCHTITAN = FrameworkProfile(
     fused_cross_entropy=False,
     fp8_weight_cache=False,
     op_level_selective_recompute=True,
-    fp8_tp_all_gather=True,
     # as current torchtitan runs (pytorch/torchtitan@b5bcd76c6, 2026-08-21): fused AdamW by
     # default since @6e4988550, full AC without early stop since @25413d224, one fused wqkv
-    # since @3396a4b37 beside separate w1 / w3; a scenario of an earlier checkout states its
-    # optimizer_implementation, recompute_early_stop and separate_qkv_projections (field
-    # notes above)
+    # since @3396a4b37 beside separate w1 / w3, no FP8 tensor-parallel all-gathers since
+    # @6348d93d1; a scenario of an earlier checkout states its optimizer_implementation,
+    # recompute_early_stop, separate_qkv_projections and fp8_tp_all_gather (field notes above)
     adam_foreach=False,
     recompute_early_stop=False,
     separate_qkv_projections=False,
     separate_gate_up_projections=True,
+    fp8_tp_all_gather=False,
 )
 
 FRAMEWORK_PROFILES: Mapping[Framework, FrameworkProfile] = MappingProxyType(

@@ -187,6 +187,12 @@ def _separate_gate_up_projections(s: Scenario) -> bool:
     return _stated_else_framework(s, "separate_gate_up_projections")
 
 
+def _fp8_tp_all_gather(s: Scenario) -> bool:
+    """``parallelism.fp8_tp_all_gather``; unset: the framework's default
+    (``FrameworkProfile.fp8_tp_all_gather``)."""
+    return _stated_else_framework(s, "fp8_tp_all_gather")
+
+
 def _grad_bytes_per_param(s: Scenario) -> float:
     """Bytes per parameter of the gradient buffer and its data-parallel reduction: 4 when
     gradients are reduced in fp32, else 2. The scenario's ``grad_reduce_in_fp32``, else the
@@ -424,6 +430,7 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
         "recompute_early_stop": _recompute_early_stop,
         "separate_qkv_projections": _separate_qkv_projections,
         "separate_gate_up_projections": _separate_gate_up_projections,
+        "fp8_tp_all_gather": _fp8_tp_all_gather,
         "grad_bytes_per_param": _grad_bytes_per_param,
         "master_weight_bytes": _master_weight_bytes,
         "zero3_master_weight_bytes": _zero3_master_weight_bytes,

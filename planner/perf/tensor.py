@@ -8,10 +8,10 @@ sequence parallelism an all-gather before and a reduce-scatter after the block, 
 all-reduce (Korthikanti et al. 2022 §4.2.2: the same bytes on a ring), each of ``tok·h`` 16-bit
 activations (``tok = b·S/c`` local tokens). Forward and backward make 4 pairs per layer; full
 recompute re-runs the forward's 2 (x 1.5). A stack that all-gathers FP8 under tensorwise FP8
-linears (``fp8_tp_all_gather``: torchtitan with torchao's float8 tensor-parallel styles,
-``planner.perf.frameworks``) moves one byte per element in the layers' all-gathers, forward and
-backward; their reduce-scatters, the embedding's and the LM head's collectives stay 16-bit.
-The vocabulary-parallel embedding adds one pair
+linears (``fp8_tp_all_gather``: torchtitan before 2026-04 with torchao's float8
+tensor-parallel styles, ``planner.perf.frameworks``) moves one byte per element in the
+layers' all-gathers, forward and backward; their reduce-scatters, the embedding's and the LM
+head's collectives stay 16-bit. The vocabulary-parallel embedding adds one pair
 (the all-reduce of its output; with sequence parallelism its reduce-scatter and the
 backward's all-gather); the LM head one pair under sequence parallelism (gathering its input,
 scattering the input's gradient) plus three small all-reduces of ``tok`` fp32 values for the

@@ -325,6 +325,7 @@ def _parallelism(
         recompute_early_stop=given.recompute_early_stop,
         separate_qkv_projections=given.separate_qkv_projections,
         separate_gate_up_projections=given.separate_gate_up_projections,
+        fp8_tp_all_gather=given.fp8_tp_all_gather,
         fp8_param_gather=_or(given.fp8_param_gather, False),
         megatron_fsdp=_or(given.megatron_fsdp, False),
         activation_offload_layers=_or(given.activation_offload_layers, 0),

@@ -345,6 +345,13 @@ class ParallelismSection(_Section):
         "GEMM (torchtitan `FeedForward.w1` / `w3`)",
         "the framework's: `true` for torchtitan, `false` (fused) for the others",
     )
+    fp8_tp_all_gather: Flag | None = _field(
+        "Under `fp8_recipe: tensorwise` with `sequence_parallel`, the tensor-parallel layers' "
+        "all-gathers move FP8, one byte per element (torchao's float8 tensor-parallel styles, "
+        "which torchtitan applied before pytorch/torchtitan@1786292db, 2026-04-27); the "
+        "reduce-scatters stay 16-bit",
+        "the framework's: `false` for every framework",
+    )
     fp8_param_gather: Flag | None = _field(
         "The transformer weights are kept in the low-precision recipe's format, the optimizer "
         "keeping the master (Megatron `--fp8-param-gather`); precision `fp8` or `mxfp8`",

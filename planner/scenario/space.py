@@ -91,6 +91,7 @@ ScalarField = Literal[
     "recompute_early_stop",
     "separate_qkv_projections",
     "separate_gate_up_projections",
+    "fp8_tp_all_gather",
     "fp8_param_gather",
     "main_params_dtype",
     "exp_avg_dtype",
@@ -140,6 +141,7 @@ class StatedFields(TypedDict, total=False):
     recompute_early_stop: object
     separate_qkv_projections: object
     separate_gate_up_projections: object
+    fp8_tp_all_gather: object
     fp8_param_gather: object
     main_params_dtype: object
     exp_avg_dtype: object

@@ -171,6 +171,11 @@ class ParallelismSpec:
     (``planner.perf.operators``, ``planner.perf.memory``); None (the default): the
     framework's (``FrameworkProfile.separate_qkv_projections`` /
     ``separate_gate_up_projections``).
+    ``fp8_tp_all_gather`` (extra field): under a tensorwise FP8 recipe the sequence-parallel
+    all-gathers of the tensor-parallel layers move FP8, one byte per element (torchao's float8
+    tensor-parallel styles, which torchtitan applied before pytorch/torchtitan@1786292db;
+    ``planner.perf.tensor``); None (the default): the framework's
+    (``FrameworkProfile.fp8_tp_all_gather``).
     ``fp8_param_gather`` (extra field; Megatron-LM ``--fp8-param-gather``, Megatron-Bridge's
     ``MixedPrecisionConfig.fp8_param_gather``): under a low-precision recipe the model's
     transformer weights are kept in its quantised format (Transformer Engine
@@ -289,6 +294,7 @@ class ParallelismSpec:
     recompute_early_stop: bool | None = None
     separate_qkv_projections: bool | None = None
     separate_gate_up_projections: bool | None = None
+    fp8_tp_all_gather: bool | None = None
     expert_tensor_parallel: int | None = None
     pipeline_layout: str | tuple[int, ...] | None = None
     decoder_first_pipeline_num_layers: int | None = None
@@ -332,6 +338,7 @@ class ParallelismSpec:
             "recompute_early_stop",
             "separate_qkv_projections",
             "separate_gate_up_projections",
+            "fp8_tp_all_gather",
         )
         for optional in optional_flags:
             if getattr(self, optional) is not None:

@@ -170,6 +170,17 @@ def test_torchtitan_rows_state_their_separate_query_key_value_linears(dataset: D
         assert "separate_gate_up_projections" not in par  # w1 / w3 apart then and now
 
 
+def test_torchtitan_fp8_tensor_parallel_rows_state_their_fp8_all_gathers(dataset: Dataset) -> None:
+    """The benchmark commits all-gathered FP8 under tensorwise float8 with TP, which current
+    torchtitan (the profile) does not: the FP8 TP rows state it, the others leave it out."""
+    fp8_tp = _case(dataset, "titan2412_t4_2D (FSDP+TP)").document["parallelism"]
+    fp8_fsdp = _case(dataset, "titan2412_t2_cp1").document["parallelism"]
+    bf16_tp = _case(dataset, "titan_asynctp_8b_None_(bfloat16)_async").document["parallelism"]
+    assert fp8_tp["fp8_tp_all_gather"] is True
+    assert "fp8_tp_all_gather" not in fp8_fsdp
+    assert "fp8_tp_all_gather" not in bf16_tp
+
+
 def test_nemo_fills_missing_architecture_from_the_catalog_preset(dataset: Dataset) -> None:
     model = _case(dataset, "nemo2407_Nemotron-340B_pre-training_128_32").document["model"]
     assert model["preset"] == "nemotron4-340b"

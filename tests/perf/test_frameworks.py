@@ -62,20 +62,28 @@ def test_te_tp_overlap_hides_tensor_parallel_communication() -> None:
     assert te.breakdown.tp_comm_exposed_s < eager.breakdown.tp_comm_exposed_s
 
 
-def test_torchtitan_all_gathers_tensor_parallel_activations_in_fp8_under_tensorwise() -> None:
+def test_fp8_tensor_parallel_all_gathers_where_stated_under_tensorwise() -> None:
+    """Older torchtitan (torchao's float8 tensor-parallel styles) all-gathers FP8 under
+    tensorwise float8; current torchtitan (no tensorwise recipe, dtype-agnostic sharding since
+    2026-04) and the other stacks gather 16-bit values."""
+
     def tp_s(framework: str, **par: Any) -> float:
         layout = {"tensor_parallel": 8, "sequence_parallel": True, "micro_batch_size": 4, **par}
         return predict(_scenario(framework, **layout)).breakdown.tp_comm_exposed_s
 
+    assert not profile_of(Framework.TORCHTITAN).fp8_tp_all_gather
     bf16 = tp_s("torchtitan")
-    tensorwise = tp_s("torchtitan", precision="fp8", fp8_recipe="tensorwise")
+    fp8 = {"precision": "fp8", "fp8_recipe": "tensorwise"}
+    tensorwise = tp_s("torchtitan", fp8_tp_all_gather=True, **fp8)
     # the layers' all-gathers (half of their collectives' bytes) move one byte per element;
     # the reduce-scatters and the embedding's / LM head's collectives stay 16-bit
     assert 0.7 * bf16 < tensorwise < 0.8 * bf16
+    assert tp_s("torchtitan", **fp8) == pytest.approx(bf16)  # current torchtitan
     # a delayed-scaling recipe (torchao's float8 all-gather needs dynamic scaling) and a stack
     # that gathers 16-bit values keep the 16-bit all-gathers
-    assert tp_s("torchtitan", precision="fp8", fp8_recipe="delayed") == pytest.approx(bf16)
-    assert tp_s("fsdp", precision="fp8", fp8_recipe="tensorwise") == pytest.approx(tp_s("fsdp"))
+    delayed = {"precision": "fp8", "fp8_recipe": "delayed", "fp8_tp_all_gather": True}
+    assert tp_s("torchtitan", **delayed) == pytest.approx(bf16)
+    assert tp_s("fsdp", **fp8) == pytest.approx(tp_s("fsdp"))
 
 
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
@@ -502,8 +510,10 @@ def test_torchtitan_fuses_query_key_value_and_keeps_gate_and_up_apart() -> None:
     assert stated.separate_qkv_projections
 
 
-@pytest.mark.parametrize("field", ["separate_qkv_projections", "separate_gate_up_projections"])
-def test_separate_projections_must_be_a_flag(field: str) -> None:
+@pytest.mark.parametrize(
+    "field", ["separate_qkv_projections", "separate_gate_up_projections", "fp8_tp_all_gather"]
+)
+def test_framework_code_fields_must_be_flags(field: str) -> None:
     with pytest.raises(SpecError, match=field):
         _scenario("torchtitan", **{field: "yes"})
 
