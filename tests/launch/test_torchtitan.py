@@ -116,6 +116,44 @@ def test_hsdp_tp_pp_layout_batch_and_float8_from_the_toml() -> None:
     assert "parallelism.micro_batch_size" in facts.assumed
 
 
+def test_a_toml_config_job_states_the_code_of_its_releases() -> None:
+    """A TOML-config checkout predates torchtitan's fused ``wqkv`` default and its dropping of
+    the float8 tensor-parallel styles, which the framework profile describes: the job states
+    its separate ``wq`` / ``wk`` / ``wv`` and, under tensorwise float8 with TP, FP8
+    all-gathers; without float8 it states no FP8 all-gather."""
+    fp8_tp = _read(
+        _invocation(
+            "--job.config_file",
+            "./configs/llama3_70b_hsdp.toml",
+            launcher_args={"nnodes": "8", "nproc_per_node": "8"},
+        )
+    )
+    assert fp8_tp.get("parallelism.separate_qkv_projections") is True
+    assert fp8_tp.get("parallelism.fp8_tp_all_gather") is True
+    bf16_tp = _read(
+        _invocation(
+            "--job.config_file",
+            "./configs/llama3_70b_hsdp.toml",
+            "--model.converters",
+            "",
+            launcher_args={"nnodes": "8", "nproc_per_node": "8"},
+        )
+    )
+    assert bf16_tp.get("parallelism.separate_qkv_projections") is True
+    assert not bf16_tp.has("parallelism.fp8_tp_all_gather")
+    fp8_no_tp = _read(
+        _invocation(
+            "--job.config_file",
+            "./configs/llama3_70b_hsdp.toml",
+            "--parallelism.tensor_parallel_degree",
+            "1",
+            launcher_args={"nnodes": "8", "nproc_per_node": "8"},
+        )
+    )
+    assert fp8_no_tp.get("parallelism.fp8_recipe") == "tensorwise"
+    assert not fp8_no_tp.has("parallelism.fp8_tp_all_gather")
+
+
 def test_command_line_beats_the_toml_and_reshapes_the_layout() -> None:
     facts = _read(
         _invocation(

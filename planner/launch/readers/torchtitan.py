@@ -44,6 +44,18 @@ always foreach. It is the scenario's ``parallelism.optimizer_implementation`` (`
 ``for-loop``; ``fused_opt_states_bf16`` as ``fused`` with ``exp_avg_dtype`` and
 ``exp_avg_sq_dtype`` bf16), the release default as a default with a note that checkouts before
 @6e4988550 ran foreach.
+
+A TOML job config (and the ``--section.key`` command line read over it) dates the checkout:
+pytorch/torchtitan@9810191bb (2026-02-23) replaced them with a Python config registry, so the
+job runs the code of the releases this reader follows,
+not the current code the ``torchtitan`` framework profile describes. Its attention projects
+query, key and value with separate ``wq`` / ``wk`` / ``wv`` linears (one fused ``wqkv`` became
+the default only at @3396a4b37; ``torchtitan/models/*/model/model.py`` @ 238fa99), stated as
+``parallelism.separate_qkv_projections``; and with tensorwise float8 under TP, Llama 3, Llama 4
+and Qwen3 all-gather FP8 through torchao's float8 tensor-parallel styles
+(``enable_float8_tensorwise_tp``, ``torchtitan/models/<model>/infra/parallelize.py`` @ 238fa99;
+GPT-OSS passes false, DeepSeek V3 raises ``NotImplementedError``), stated as
+``parallelism.fp8_tp_all_gather``.
 """
 
 from __future__ import annotations
@@ -119,6 +131,7 @@ class TorchtitanReader:
         _precision(facts, settings, data)
         _recompute(facts, settings)
         _optimizer(facts, settings, data)
+        _config_era_code(facts, settings)
         return facts
 
 
@@ -141,6 +154,7 @@ def config_facts(facts: Facts, tree: ConfigTree) -> None:
     _async_tensor_parallel(facts, settings)
     _compiled_loss(facts, settings)
     _optimizer(facts, settings, data)
+    _config_era_code(facts, settings)
 
 
 def _optimizer(facts: Facts, settings: JobSettings, data: Mapping[str, object]) -> None:
@@ -187,6 +201,29 @@ def _optimizer(facts: Facts, settings: JobSettings, data: Mapping[str, object]) 
             f"torchtitan: optimizer.implementation unset: {chosen}, the default since "
             f"pytorch/torchtitan@{entry.get('fused_default_since')}; checkouts before it ran "
             "foreach (set parallelism.optimizer_implementation: foreach for those)"
+        )
+
+
+_FP8_TP_MODELS = frozenset({"llama3", "llama4", "qwen3"})
+"""Models whose ``apply_tp`` all-gathers FP8 under tensorwise float8 at 238fa99 (module
+docstring)."""
+
+
+def _config_era_code(facts: Facts, settings: JobSettings) -> None:
+    """What a TOML-config checkout runs apart from current torchtitan (module docstring):
+    separate ``wq`` / ``wk`` / ``wv``, and FP8 tensor-parallel all-gathers under tensorwise
+    float8 for the models of ``_FP8_TP_MODELS``."""
+    era = "derived: a TOML job config predates pytorch/torchtitan@9810191bb"
+    facts.set("parallelism.separate_qkv_projections", True, f"{era}; wq/wk/wv until @3396a4b37")
+    if facts.get("parallelism.fp8_recipe") != "tensorwise":
+        return
+    if (as_int(settings.value("parallelism.tensor_parallel_degree")) or 1) <= 1:
+        return
+    if str(settings.value("model.name")) in _FP8_TP_MODELS:
+        facts.set(
+            "parallelism.fp8_tp_all_gather",
+            True,
+            f"{era}; float8 tensorwise TP (enable_float8_tensorwise_tp @ 238fa99)",
         )
 
 
