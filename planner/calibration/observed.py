@@ -43,9 +43,10 @@ What is learnt (``fit_observed``), in six parts:
    expose different shares of communication; ``network_separated`` says where the data
    determine it at least as well as the prior does.
 2. **A model effect for MoE models.** A MoE run's compute log factor ``u`` also gets the
-   deviation of its model's shape (``observed_runs.model_shape``: layers, widths, experts and
-   top-k) on its GPU architecture, a group crossed with the tree (it spans GPU types, recipes
-   and clusters; ``observed_fit``, crossed effects), of prior sd ``moe_model_prior_log_sd``
+   deviation of its model's shape and routing mode (``observed_runs.model_label``: layers,
+   widths, experts and top-k, and whether a learnt router routes them dropless) on its GPU
+   architecture, a group crossed with the tree (it spans GPU types, recipes and clusters;
+   ``observed_fit``, crossed effects), of prior sd ``moe_model_prior_log_sd``
    learnt as the levels' are. The model errs on one MoE model alike on the GPU types of one
    generation: on Megatron-Bridge's 2025 runs GPT-OSS-120B's step is predicted 38-50 % short
    on B200, GB200 and GB300 and Qwen3-235B-A22B's in BF16 9 % short on GB200 and GB300, where
@@ -62,7 +63,16 @@ What is learnt (``fit_observed``), in six parts:
    and left out: fitted to convergence it learnt a sd of 0.05 (the key level holds a cluster's
    bias per GPU type already, and Megatron-Bridge is the only publisher on Blackwell, so its
    bias there is the architecture's); it took Hopper MoE with the other groups seen from 18.1
-   to 15.4 % but moved no MoE cell at k = 3 by more than 0.2 points.
+   to 15.4 % but moved no MoE cell at k = 3 by more than 0.2 points. Per routing mode: a
+   model's dropless runs err apart from its forced-balance or capacity runs
+   (``observed_runs.model_label``); one effect for both modes left the dropless and forced
+   runs of one key 0.07-0.17 apart in log ratio. Split, the learning curve at k = 3 went
+   5.474 -> 5.464 % over all held-out rows (Hopper MoE 11.05 -> 10.99 %); the time split
+   (calibrated on Megatron-Bridge 25.09, predicting 25.11) 12.31 -> 12.38 %, its Hopper MoE
+   rows 17.73 -> 18.25 %: the Qwen3-235B and GPT-OSS-120B effects of the balanced runs no
+   longer pool the dropless ones. A routing mode no run of the model used gets no effect
+   (a new model's spread): lending it the model's other mode's effect made Hopper MoE at
+   k = 1 12.52 -> 12.60 %.
 3. **A residual model** on documented features (``residual.FEATURES``): ridge regression or
    nothing, chosen and scored by cross-validation over whole keys (``residual.ResidualModel``).
    The factors are fitted again with its correction as an offset (backfitting, two passes:
@@ -272,8 +282,8 @@ class MemoryGroupJson(TypedDict):
 
 class ModelEffectJson(TypedDict):
     """One entry of ``ObservedCalibrationJson.model_effects``: a GPU architecture and a MoE
-    model's shape (``observed_runs.model_shape``), its log factor, its posterior variance and
-    runs."""
+    model's shape and routing mode (``observed_runs.model_label``), its log factor, its
+    posterior variance and runs."""
 
     architecture: str
     model: str

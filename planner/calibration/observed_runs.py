@@ -38,6 +38,7 @@ __all__ = [
     "RunKeyJson",
     "RunSample",
     "indexed_samples_from_runs",
+    "model_label",
     "model_shape",
     "read_observed_runs",
     "recipe_of",
@@ -117,7 +118,7 @@ class RunKey:
     and its ``architecture``, ``recipe`` (``recipe_of``), ``framework`` and its ``release``
     (``training.framework_version``; ``""``: not stated), all as the scenario parser normalises
     them, the model ``family`` (``dense`` or ``moe``: routed experts) and the ``model``'s shape
-    (``model_shape``; ``""``: not known, no model effect)."""
+    and routing mode (``model_label``; ``""``: not known, no model effect)."""
 
     cluster: str
     gpu: str
@@ -171,7 +172,7 @@ def run_key(scenario: Scenario, cluster: str = "") -> RunKey:
         framework=scenario.training.framework.value,
         release=scenario.training.framework_version or "",
         family="moe" if scenario.model.num_experts > 0 else "dense",
-        model=model_shape(scenario.model),
+        model=model_label(scenario.model),
     )
 
 
@@ -185,6 +186,30 @@ def model_shape(model: ModelSpec) -> str:
         f"-f{model.ffn_hidden_size}-v{model.vocab_size}"
         f"-e{model.num_experts}x{model.moe_router_topk}-m{model.moe_ffn_hidden_size}"
     )
+
+
+def model_label(model: ModelSpec) -> str:
+    """What a MoE model effect is kept per: ``model_shape``, with ``-dropless`` appended when
+    the routed experts are routed dropless by a learnt router (no
+    ``moe_expert_capacity_factor``, neither ``moe_router_force_load_balancing`` nor
+    ``moe_router_round_robin``). Only there does the busiest expert rank's load follow the
+    router, which the model represents by one imbalance factor (``planner.perf.moe_mlp``);
+    forced or round-robin balance gives every expert its even share and a capacity caps it,
+    both known to the model. So the model errs on the two routing modes of one model apart:
+    Megatron-MoE-ModelZoo's Qwen3-235B-A22B long-context table on 256 H100
+    (yanring/Megatron-MoE-ModelZoo ``best_practice/qwen3/readme.md`` @ e8650517d6; the
+    ``mz_qwen3_235b_longctx_*`` rows of ``moe_h100_2025``) runs each sequence length both
+    ways (forced balance 295, dropless 237 TFLOP/s/GPU at 16k tokens), and the model's log
+    ratio (measured over predicted) on each dropless run is 0.07-0.17 above the forced-balance
+    run of the same length."""
+    shape = model_shape(model)
+    dropless = (
+        model.num_experts > 0
+        and model.moe_expert_capacity_factor is None
+        and not model.moe_router_force_load_balancing
+        and not model.moe_router_round_robin
+    )
+    return f"{shape}-dropless" if dropless else shape
 
 
 # -- runs -----------------------------------------------------------------------------------

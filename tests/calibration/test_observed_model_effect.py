@@ -12,12 +12,23 @@ import numpy as np
 import pytest
 
 from planner.calibration import observed_fit
-from planner.calibration.observed import ObservedCalibration, ObservedParams, fit_observed
+from planner.calibration.observed import (
+    ObservedCalibration,
+    ObservedParams,
+    fit_observed,
+    observe_runs,
+)
 from planner.calibration.observed_fit import TreeFit, fit_tree
-from planner.calibration.observed_runs import RunKey, RunSample, model_shape, run_key
+from planner.calibration.observed_runs import (
+    ObservedRun,
+    RunKey,
+    RunSample,
+    model_shape,
+    run_key,
+)
 from planner.calibration.residual import FEATURES
 from planner.errors import SpecError
-from planner.scenario import parse_scenario
+from planner.scenario import parse_scenario, predict_documents
 
 ZERO_FEATURES = (0.0,) * len(FEATURES)
 GPT_OSS = "L36-h2880-a64-f2880-v201088-e128x4-m2880"
@@ -167,14 +178,30 @@ def test_a_negative_model_sd_is_refused_by_name() -> None:
         ObservedParams(moe_model_prior_log_sd=-0.1)
 
 
-def test_the_key_of_a_scenario_carries_its_models_shape() -> None:
-    doc = {
-        "model": {"preset": "qwen3-235b-a22b"},
-        "hardware": {"gpu": "h100-sxm", "num_gpus": 64},
-        "parallelism": {"expert_parallel": 8, "pipeline_parallel": 2, "global_batch_size": 64},
-    }
-    scenario = parse_scenario(doc)
-    assert run_key(scenario).model == model_shape(scenario.model) == QWEN
+def test_the_key_of_a_scenario_carries_its_models_shape_and_routing_mode() -> None:
+    """A learnt router without a capacity (dropless) is its own model effect; forced or
+    round-robin balance and a capacity factor share the shape's."""
+
+    def label(**routing: object) -> str:
+        doc = {
+            "model": {"preset": "qwen3-235b-a22b", **routing},
+            "hardware": {"gpu": "h100-sxm", "num_gpus": 64},
+            "parallelism": {
+                "expert_parallel": 8,
+                "pipeline_parallel": 2,
+                "global_batch_size": 64,
+            },
+        }
+        scenario = parse_scenario(doc)
+        assert model_shape(scenario.model) == QWEN
+        return run_key(scenario).model
+
+    assert label() == f"{QWEN}-dropless"
+    assert label(moe_router_force_load_balancing=True) == QWEN
+    assert label(moe_router_round_robin=True) == QWEN
+    assert label(moe_expert_capacity_factor=1.0) == QWEN
+    capped = {"moe_expert_capacity_factor": 1.0, "moe_pad_expert_input_to_capacity": True}
+    assert label(**capped) == QWEN
 
 
 def test_one_far_run_does_not_set_its_groups_effect() -> None:
@@ -201,3 +228,42 @@ def test_one_far_run_does_not_set_its_groups_effect() -> None:
         crossed_prior_log_sd=[0.3],
     )
     assert abs(fit.crossed_mean[0][0]) < 0.05
+
+
+def test_the_runs_of_one_model_routed_two_ways_are_corrected_apart() -> None:
+    """One key's runs of one MoE model at three sequence lengths, each routed dropless and with
+    forced balance: the dropless runs 15 % over the prediction, the balanced ones as
+    predicted. A new run of either mode gets its own mode's correction."""
+    docs = [
+        {
+            "model": {"preset": "mixtral-8x7b", "seq_length": seq, **routing},
+            "hardware": {"gpu": "h100-sxm", "num_gpus": 64},
+            "parallelism": {"expert_parallel": 8, "global_batch_size": 64},
+        }
+        for seq in (2048, 4096, 8192)
+        for routing in ({}, {"moe_router_force_load_balancing": True})
+        for _ in range(3)
+    ]
+    runs = [
+        ObservedRun(
+            document=doc,
+            iteration_time_s=(1.0 if doc["model"].get("moe_router_force_load_balancing") else 1.15)
+            * predicted["iteration_time_s"],
+            cluster="c",
+        )
+        for doc, predicted in zip(docs, predict_documents(docs), strict=True)
+    ]
+    cal, samples, skipped = observe_runs(runs)
+    assert (len(samples), skipped) == (len(docs), [])
+
+    def factor(**routing: object) -> float:
+        doc = {
+            "model": {"preset": "mixtral-8x7b", "seq_length": 3072, **routing},
+            "hardware": {"gpu": "h100-sxm", "num_gpus": 64},
+            "parallelism": {"expert_parallel": 8, "global_batch_size": 64},
+        }
+        (found,) = predict_documents([doc], calibration=cal, cluster="c")
+        return float(found["calibration"]["factor"])
+
+    dropless, balanced = factor(), factor(moe_router_force_load_balancing=True)
+    assert dropless / balanced == pytest.approx(1.15, rel=0.04)
