@@ -212,9 +212,11 @@ __all__ = [
     "samples_from_runs",
 ]
 
-FORMAT: Final = "planner-observed-runs/7"
+FORMAT: Final = "planner-observed-runs/8"
 """The ``format`` of the calibration file (operator models of ``planner calibrate fit`` are
-``planner-calibration/1``): what tells the two kinds apart."""
+``planner-calibration/1``): what tells the two kinds apart. Version 8 keys the MoE model
+effects by model and routing mode (``observed_runs.model_label``), so a file of an earlier
+version, whose effects pooled both modes, is refused with the command that learns it again."""
 
 Float = NDArray[np.float64]
 Int = NDArray[np.int64]
