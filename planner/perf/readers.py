@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from planner.perf.frameworks import profile_of
 from planner.specs.feasibility import expert_tensor_parallel_of, stage_layers_of
@@ -149,48 +149,33 @@ def _stated_else_framework(s: Scenario, name: str) -> bool:
     return bool(getattr(profile_of(s.training.framework), name))
 
 
-def _overlap_grad_reduce(s: Scenario) -> bool:
-    """``parallelism.overlap_grad_reduce``; unset: the framework's default
-    (``FrameworkProfile.overlap_grad_reduce``: overlapped, except DeepSpeed ZeRO 0-2). Only ZeRO
-    0-2 read it: ZeRO-3 reduces per unit under its own schedule (``planner.perf.data``), so the
-    value stays the stage-independent one a candidate of another stage copies
-    (``planner.perf.candidates``)."""
-    return _stated_else_framework(s, "overlap_grad_reduce")
+STATED_ELSE_FRAMEWORK: Final = (
+    "overlap_grad_reduce",
+    "tp_comm_overlap",
+    "recompute_early_stop",
+    "separate_qkv_projections",
+    "separate_gate_up_projections",
+    "fp8_tp_all_gather",
+)
+"""Flags read as ``parallelism.<name>`` where the scenario states it, else the framework's
+default (``FrameworkProfile.<name>``, ``planner.perf.frameworks``). ``overlap_grad_reduce``
+(overlapped, except DeepSpeed ZeRO 0-2) is read by ZeRO 0-2 only: ZeRO-3 reduces per unit
+under its own schedule (``planner.perf.data``), so the value stays the stage-independent one a
+candidate of another stage copies (``planner.perf.candidates``)."""
+
+
+def _stated_else_framework_reader(name: str) -> Callable[[Scenario], bool]:
+    """The reader of one ``STATED_ELSE_FRAMEWORK`` flag."""
+
+    def read(s: Scenario) -> bool:
+        return _stated_else_framework(s, name)
+
+    return read
 
 
 def _overlap_param_gather(s: Scenario) -> bool:
     """``parallelism.overlap_param_gather``; unset means overlapped."""
     return s.parallelism.overlap_param_gather is not False
-
-
-def _tp_comm_overlap(s: Scenario) -> bool:
-    """``parallelism.tp_comm_overlap``; unset: the framework's default
-    (``FrameworkProfile.tp_comm_overlap``)."""
-    return _stated_else_framework(s, "tp_comm_overlap")
-
-
-def _recompute_early_stop(s: Scenario) -> bool:
-    """``parallelism.recompute_early_stop``; unset: the framework's default
-    (``FrameworkProfile.recompute_early_stop``)."""
-    return _stated_else_framework(s, "recompute_early_stop")
-
-
-def _separate_qkv_projections(s: Scenario) -> bool:
-    """``parallelism.separate_qkv_projections``; unset: the framework's default
-    (``FrameworkProfile.separate_qkv_projections``)."""
-    return _stated_else_framework(s, "separate_qkv_projections")
-
-
-def _separate_gate_up_projections(s: Scenario) -> bool:
-    """``parallelism.separate_gate_up_projections``; unset: the framework's default
-    (``FrameworkProfile.separate_gate_up_projections``)."""
-    return _stated_else_framework(s, "separate_gate_up_projections")
-
-
-def _fp8_tp_all_gather(s: Scenario) -> bool:
-    """``parallelism.fp8_tp_all_gather``; unset: the framework's default
-    (``FrameworkProfile.fp8_tp_all_gather``)."""
-    return _stated_else_framework(s, "fp8_tp_all_gather")
 
 
 def _grad_bytes_per_param(s: Scenario) -> float:
@@ -424,13 +409,8 @@ READERS: Mapping[str, Callable[[Scenario], Any]] = MappingProxyType(
     {
         "recompute": _recompute,
         "recomputed_layer_fraction": _recomputed_layer_fraction,
-        "overlap_grad_reduce": _overlap_grad_reduce,
         "overlap_param_gather": _overlap_param_gather,
-        "tp_comm_overlap": _tp_comm_overlap,
-        "recompute_early_stop": _recompute_early_stop,
-        "separate_qkv_projections": _separate_qkv_projections,
-        "separate_gate_up_projections": _separate_gate_up_projections,
-        "fp8_tp_all_gather": _fp8_tp_all_gather,
+        **{name: _stated_else_framework_reader(name) for name in STATED_ELSE_FRAMEWORK},
         "grad_bytes_per_param": _grad_bytes_per_param,
         "master_weight_bytes": _master_weight_bytes,
         "zero3_master_weight_bytes": _zero3_master_weight_bytes,
