@@ -30,6 +30,7 @@ __all__ = [
     "gpu_key_for_gres_type",
     "model_preset",
     "model_preset_hf_ids",
+    "model_preset_hf_model_type",
     "model_preset_key_for_name",
     "model_preset_keys",
     "model_preset_source",
@@ -259,9 +260,10 @@ def gpu_key_for_gres_type(gres_type: str) -> str | None:
     return None
 
 
-_PRESET_METADATA = frozenset({"source", "hf_ids", "aliases"})
+_PRESET_METADATA = frozenset({"source", "hf_ids", "aliases", "hf_model_type"})
 """Preset entries that describe the preset rather than hold ``model:`` fields: ``source``, the
-Hugging Face ids (``hf_ids``) and other names (``aliases``) the preset answers to."""
+Hugging Face ids (``hf_ids``) and other names (``aliases``) the preset answers to, and the
+``model_type`` of those ids' ``config.json`` (``hf_model_type``)."""
 
 
 @cache
@@ -306,6 +308,13 @@ def model_preset_hf_ids(key: str) -> tuple[str, ...]:
     """The Hugging Face ids (``meta-llama/Llama-3.1-8B``) of preset ``key``, as the catalog
     spells them; the first is the id its values were read from. Empty when none."""
     return _preset_list(key, "hf_ids")
+
+
+def model_preset_hf_model_type(key: str) -> str:
+    """The ``model_type`` of preset ``key``'s Hugging Face ``config.json`` (``llama``,
+    ``qwen2``), which names the ``transformers`` model code that loads it; empty when the
+    catalog gives none."""
+    return str(_model_presets()[key].get("hf_model_type") or "")
 
 
 def _preset_list(key: str, entry: str) -> tuple[str, ...]:

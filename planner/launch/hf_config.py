@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from planner.errors import SpecError
 
-__all__ = ["SUPPORTED_MODEL_TYPES", "hf_config_fields"]
+__all__ = ["SUPPORTED_MODEL_TYPES", "config_model_type", "hf_config_fields"]
 
 Found = dict[str, tuple[object, str]]
 """Scenario field -> (value, the config key it was read or derived from)."""
@@ -100,11 +100,8 @@ def hf_config_fields(config: Mapping[str, object]) -> Found:
     """Scenario ``model:`` fields of a Hugging Face config mapping, each with its config key
     (see :func:`planner.launch.models.model_fields_from_hf_config`). ``SpecError(<key>, ...)``
     when a required key is missing or not a positive integer."""
-    keys = _Keys(config)
-    text = config.get("text_config")
-    if isinstance(text, Mapping):
-        keys = _Keys(text, "text_config.")
-    model_type = keys.text("model_type") or _Keys(config).text("model_type")
+    keys = _decoder_keys(config)
+    model_type = config_model_type(config)[0]
     if model_type in ("gpt2", "gpt_bigcode"):
         found = _gpt2(keys, model_type)
     elif model_type == "mpt":
@@ -120,6 +117,21 @@ def hf_config_fields(config: Mapping[str, object]) -> Found:
         tie_key = keys.key(tie_key)
     found["untie_embeddings"] = (not tied, tie_key)
     return found
+
+
+def _decoder_keys(config: Mapping[str, object]) -> _Keys:
+    """The decoder's keys: a multimodal config's ``text_config``, else the config itself."""
+    text = config.get("text_config")
+    return _Keys(text, "text_config.") if isinstance(text, Mapping) else _Keys(config)
+
+
+def config_model_type(config: Mapping[str, object]) -> tuple[str, str]:
+    """``(model_type, the key it was read from)`` of the decoder: the ``text_config``'s when a
+    multimodal config has one, else the top level's; ``("", "model_type")`` when neither says."""
+    keys = _decoder_keys(config)
+    if keys.text("model_type"):
+        return keys.text("model_type"), keys.key("model_type")
+    return _Keys(config).text("model_type"), "model_type"
 
 
 def _gpt2(keys: _Keys, model_type: str) -> Found:

@@ -18,12 +18,13 @@ from collections.abc import Callable, Mapping
 from planner.catalog import (
     model_preset,
     model_preset_hf_ids,
+    model_preset_hf_model_type,
     model_preset_key_for_name,
     model_preset_keys,
 )
 from planner.errors import SpecError
 from planner.launch.configs import load_config
-from planner.launch.hf_config import hf_config_fields
+from planner.launch.hf_config import config_model_type, hf_config_fields
 from planner.launch.types import Facts, LaunchFiles, resolve_path
 
 __all__ = ["model_fields_from_hf_config", "resolve_model"]
@@ -68,6 +69,10 @@ def resolve_model(
        ``/ckpt/meta-llama/Llama-3.1-8B``, a Hub cache ``models--Qwen--Qwen3-8B`` directory):
        the preset's values, sourced ``catalog:<key> (<hf id>)``.
 
+    The ``model_type`` of the model's ``config.json`` (the file's, or the catalog's
+    ``hf_model_type``) goes to ``launch.hf_model_type`` when known: it names the
+    ``transformers`` model code (:mod:`planner.launch.model_code`).
+
     The model's own length (its context or pretraining sequence) goes to
     ``launch.model_seq_length``, not ``model.seq_length``: it is not the training sequence.
     Readers set that (from the config or the framework's default); :func:`finish
@@ -104,6 +109,7 @@ def resolve_model(
     facts.set("launch.model_name", written, source)
     if hf_id:
         facts.set("launch.hf_id", hf_id, source)
+    facts.set("launch.hf_model_type", model_preset_hf_model_type(key) or None, cited)
     if how:
         facts.note(f"model {written!r} ({source}) read as {how}: catalog preset {key!r}")
     return True
@@ -149,6 +155,9 @@ def _resolve_local(reference: str, *, facts: Facts, files: LaunchFiles, cwd: str
         return f"{cited}:{line}" if line else cited
 
     _apply({field: value for field, (value, _key) in found.items()}, facts, cite)
+    model_type, type_key = config_model_type(tree.data)
+    keys["hf_model_type"] = type_key
+    facts.set("launch.hf_model_type", model_type or None, cite("hf_model_type"))
     return True
 
 

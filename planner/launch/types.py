@@ -207,7 +207,7 @@ class Facts:
     ``parallelism.tensor_parallel``, ``hardware.num_gpus``, ``training.train_iters``), plus the
     launch facts the scenario format does not hold under ``launch.*`` (``launch.num_nodes``,
     ``launch.fsdp_shard``, ``launch.gradient_accumulation``, ``launch.model_name``,
-    ``launch.hf_id``, ``launch.padded_vocab_size``).
+    ``launch.hf_id``, ``launch.hf_model_type``, ``launch.padded_vocab_size``).
 
     ``set`` overwrites (apply sources in increasing precedence: framework defaults, then files,
     then overrides); ``default`` fills only what is still unset and records the field as

@@ -14,6 +14,10 @@ first; ``dp_shard_size`` (FSDP) is the rest of the world when not given (with
 ``dp_replicate_size``, what remains after it). The ranks that take distinct samples are
 ``world / (CP x TP)`` (``normalize_config``'s batch size: EP ranks each take their own
 micro-batch). Global batch = micro x accumulation x those ranks.
+
+The model runs ``transformers``' own code for its ``model_type``, whose separate or fused
+projections are stated as :mod:`planner.launch.model_code` gives them, except where Axolotl's
+``flash_attn_fuse_qkv`` / ``flash_attn_fuse_mlp`` patches swap in fused modules.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Mapping
 
 from planner.launch.configs import read_config
 from planner.launch.data import load_data
+from planner.launch.model_code import state_transformers_projections
 from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
 from planner.launch.readers.hf import lora_targets
@@ -97,6 +102,7 @@ class AxolotlReader:
                 cwd=invocation.cwd,
                 source=model.source,
             )
+            _model_code(facts, settings)
         settings.record(
             facts, "model.seq_length", "sequence_len", as_int(settings.get("sequence_len"))
         )
@@ -107,6 +113,27 @@ class AxolotlReader:
         _mesh(facts, settings, total)
         _backend(facts, settings, invocation, context, total)
         return facts
+
+
+def _model_code(facts: Facts, settings: Settings) -> None:
+    """The ``transformers`` model code's projections (:mod:`planner.launch.model_code`), each
+    left unset where ``flash_attention`` with ``flash_attn_fuse_qkv`` / ``flash_attn_fuse_mlp``
+    asks Axolotl to patch the Llama attention / MLP with fused modules."""
+    flash = as_bool(settings.get("flash_attention")) is True
+    patched = {
+        name: flash and as_bool(settings.get(name)) is True
+        for name in ("flash_attn_fuse_qkv", "flash_attn_fuse_mlp")
+    }
+    for name in sorted(name for name, on in patched.items() if on):
+        facts.note(
+            f"axolotl: {name} with flash_attention patches the Llama model code with a fused "
+            "module; that projection is not stated"
+        )
+    state_transformers_projections(
+        facts,
+        skip_qkv=patched["flash_attn_fuse_qkv"],
+        skip_gate_up=patched["flash_attn_fuse_mlp"],
+    )
 
 
 def _arguments(

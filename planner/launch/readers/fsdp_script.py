@@ -16,6 +16,10 @@ hard-codes (Mixtral's 8 experts, top-2). Two things the flags do not say
   rank shards the model (FSDP2 ``fully_shard`` with ``reshard_after_forward``, also for
   ``--sharding_strategy hybrid``, which passes no mesh).
 
+The script builds the model with ``AutoModelForCausalLM.from_config``, so it runs the
+``transformers`` model code of the config's ``model_type``, whose separate or fused
+projections are stated as :mod:`planner.launch.model_code` gives them.
+
 The script is recognised by its flags (``--model_type`` with ``--max_context_width``,
 ``--hidden_width``, ``--num_layers`` or ``--num_heads``), not by its file name.
 """
@@ -26,6 +30,7 @@ from collections.abc import Mapping, Sequence
 
 from planner.errors import SpecError
 from planner.launch.data import load_data
+from planner.launch.model_code import TRANSFORMERS, state_projections
 from planner.launch.reader import ReadContext
 from planner.launch.readers.hf_args import flag_args
 from planner.launch.types import Facts, Invocation
@@ -118,6 +123,9 @@ class FsdpScriptReader:
         where = script.location("train_utils_path")
         built = f"{entry.get('config')} built by get_model_config ({where})"
         facts.set("launch.model_name", f"{kind} ({entry.get('config')})", kind_source)
+        state_projections(
+            facts, TRANSFORMERS, str(entry.get("hf_model_type", "")), code="transformers"
+        )
         for flag, name in (
             ("num_layers", "model.num_layers"),
             ("hidden_width", "model.hidden_size"),

@@ -12,7 +12,8 @@ positional config path) < ``--key value`` arguments. The distributed setup
 DeepSpeed and FSDP configs. Mode: ``lora`` with ``--use_peft`` (rank ``lora_r``), else full
 fine-tuning (``sft``; DPO/ORPO/KTO are fine-tuning objectives), ``pretrain`` when the model is
 built from ``--config_name`` alone. ``max_steps`` > 0 gives the step count; epoch-based runs
-leave it open.
+leave it open. The model runs ``transformers``' own code for its ``model_type``, whose
+separate or fused projections are stated as :mod:`planner.launch.model_code` gives them.
 
 Defaults and their sources: ``planner/launch/data/hf.yaml``.
 """
@@ -24,6 +25,7 @@ import re
 
 from planner.launch.configs import ConfigTree, read_config
 from planner.launch.data import load_data
+from planner.launch.model_code import state_transformers_projections
 from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
 from planner.launch.readers.hf_args import (
@@ -266,6 +268,7 @@ def _model(facts: Facts, settings: Settings, invocation: Invocation, context: Re
         )
         if not facts.has("launch.model_name"):
             facts.set("launch.model_name", found.value, found.source)
+        state_transformers_projections(facts)
     _sequence(facts, settings)
     if as_bool(settings.get("load_in_4bit")) or as_bool(settings.get("load_in_8bit")):
         facts.note("the base model is loaded quantised (bitsandbytes) and frozen under LoRA")

@@ -14,6 +14,10 @@ GPUs: ``llamafactory-cli train`` starts ``torchrun`` itself when ``FORCE_TORCHRU
 mcore_adapter Megatron backend: tensor / pipeline / context / expert sizes from the yaml, data
 parallel = world / (TP x PP x CP), and the global batch = micro x accumulation x that data
 parallel size (expert parallelism does not divide it).
+
+Without mcore_adapter or Megatron-Bridge the model runs ``transformers``' own code for its
+``model_type``, whose separate or fused projections are stated as
+:mod:`planner.launch.model_code` gives them (not with ``use_unsloth``, which patches it).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from planner.errors import SpecError
 from planner.launch.configs import ConfigTree, dotted_overrides, read_config
 from planner.launch.data import load_data
+from planner.launch.model_code import state_transformers_projections
 from planner.launch.models import resolve_model
 from planner.launch.reader import ReadContext
 from planner.launch.readers.hf_args import flag_args
@@ -39,7 +44,7 @@ from planner.launch.readers.hf_parallel import (
     read_deepspeed,
 )
 from planner.launch.types import Facts, Invocation, Sourced, resolve_path
-from planner.launch.values import PURE_BF16_STATES, positive_int
+from planner.launch.values import PURE_BF16_STATES, as_bool, positive_int
 
 __all__ = ["READER", "LlamaFactoryReader"]
 
@@ -142,9 +147,10 @@ class LlamaFactoryReader:
         settings = self._settings(args, invocation, context)
         env = invocation.env
         mca = _env_enabled(env, "USE_MCA")
+        bridge = _env_enabled(env, "USE_MEGATRON_BRIDGE")
         if _env_enabled(env, "USE_V1"):
             facts.note("USE_V1=1 selects LLaMA-Factory's v1 launcher; read with the v0 keys")
-        if _env_enabled(env, "USE_MEGATRON_BRIDGE"):
+        if bridge:
             facts.note(
                 "USE_MEGATRON_BRIDGE=1: the Megatron-Bridge backend's parallel keys are "
                 "not read; data parallel assumed over every GPU"
@@ -161,7 +167,21 @@ class LlamaFactoryReader:
         else:
             self._sharding(settings, invocation, context, facts)
             self._pure_bf16(settings, facts)
+        if not (mca or bridge):
+            self._model_code(settings, facts)
         return facts
+
+    def _model_code(self, settings: _Settings, facts: Facts) -> None:
+        """The ``transformers`` model code's projections (:mod:`planner.launch.model_code`),
+        unless ``use_unsloth`` swaps in Unsloth's patched model code."""
+        found = settings.get("use_unsloth")
+        if found is not None and as_bool(found[0]):
+            facts.note(
+                f"use_unsloth ({found[1]}): Unsloth's patched model code; its projections "
+                "are not stated"
+            )
+            return
+        state_transformers_projections(facts)
 
     def _settings(self, args: list[str], invocation: Invocation, context: ReadContext) -> _Settings:
         if args and args[0].endswith(_CONFIG_EXTENSIONS):

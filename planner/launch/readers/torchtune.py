@@ -13,7 +13,9 @@ add ``lora_rank`` / ``lora_alpha`` / targets. The distributed recipes shard with
 ``data_parallel_shard_dim`` (-1: the ranks left by replicate x TP x CP,
 torchtune/training/_distributed.py ``ParallelDims``); ``batch_size`` is per data-parallel rank.
 Training length is epoch based: the optimizer steps depend on the dataset's size, so
-``train_iters`` is left unknown unless ``max_steps_per_epoch`` bounds it.
+``train_iters`` is left unknown unless ``max_steps_per_epoch`` bounds it. torchtune's decoders
+project query, key and value, and gate and up, with separate linears, stated by builder family
+as :mod:`planner.launch.model_code` gives them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 
 from planner.launch.configs import ConfigTree
 from planner.launch.data import load_data
+from planner.launch.model_code import TORCHTUNE, state_projections
 from planner.launch.reader import ReadContext
 from planner.launch.readers.torchrun import record_world, torchrun_world_size
 from planner.launch.readers.torchtune_config import (
@@ -156,6 +159,8 @@ def _model(
         if key in {"path", "line", "moe_every_n_layers"}:
             continue
         facts.set(f"model.{key}", value, source)
+    family = str(shape.get("path", "")).split("/")[2:3]  # torchtune/models/<family>/...
+    state_projections(facts, TORCHTUNE, family[0] if family else builder, code="torchtune")
     every = as_int(shape.get("moe_every_n_layers"))
     layers = as_int(shape.get("num_layers")) or 0
     if every and every > 1:
