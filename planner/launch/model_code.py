@@ -12,8 +12,8 @@ is known, by model family.
 
 A family not in its table states nothing (the framework profile's fused default stays), with a
 note. The gate/up field is left unset for a family without a dense gated MLP (GPT-NeoX's MLP is
-not gated; Mixtral's layers are all experts), since it describes the dense MLP only
-(:mod:`planner.perf.operators`).
+not gated; Mixtral's and gpt-oss's layers are all experts), since it describes the dense MLP
+only (:mod:`planner.perf.operators`), and for Qwen3-MoE, whose dense layers' MLP was not read.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ __all__ = [
 class Projections:
     """How one family's model code builds its projections: ``qkv`` true for separate query, key
     and value linears (false: one fused QKV linear); ``gate_up`` true for separate gate and up
-    linears of the dense gated MLP (false: one fused linear; None: no dense gated MLP);
+    linears of the dense gated MLP (false: one fused linear; None: not stated, the family has
+    no dense gated MLP or its code was not read);
     ``source``: the class and file read, with repository and commit."""
 
     qkv: bool
@@ -74,6 +75,19 @@ TRANSFORMERS: dict[str, Projections] = {
         True,
         f"{_HF}/src/transformers/models/qwen3/modeling_qwen3.py@000c33f: Qwen3Attention "
         "q_proj/k_proj/v_proj, Qwen3MLP gate_proj/up_proj",
+    ),
+    "qwen3_moe": Projections(
+        True,
+        None,
+        f"{_HF}/src/transformers/models/qwen3_moe/modular_qwen3_moe.py@00eb116: "
+        "Qwen3MoeAttention (Qwen3Attention) q_proj/k_proj/v_proj; its dense Qwen3MoeMLP "
+        "(mlp_only_layers) not read",
+    ),
+    "gpt_oss": Projections(
+        True,
+        None,
+        f"{_HF}/src/transformers/models/gpt_oss/modular_gpt_oss.py@0261a46: GptOssAttention "
+        "q_proj/k_proj/v_proj; every layer's MLP is GptOssExperts",
     ),
     "phi3": Projections(
         False,

@@ -61,6 +61,13 @@ def test_an_ungated_fused_family_states_only_its_attention() -> None:
     assert not facts.has(GATE_UP)
 
 
+def test_an_all_expert_family_states_only_its_attention() -> None:
+    facts = _hf("Qwen/Qwen3-30B-A3B")
+    assert facts.get("launch.hf_model_type") == "qwen3_moe"
+    assert facts.get(QKV) is True
+    assert not facts.has(GATE_UP)
+
+
 def test_a_family_outside_the_table_states_nothing_and_says_so() -> None:
     facts = _hf("models/mini-starcoder")
     assert facts.get("launch.hf_model_type") == "starcoder2"
