@@ -55,10 +55,38 @@ def test_hf_trainer_states_fused_projections_of_phi3() -> None:
     assert "gate_up_proj" in facts.values[GATE_UP].source
 
 
-def test_an_ungated_fused_family_states_only_its_attention() -> None:
-    facts = _hf("models/mini-neox")
-    assert facts.get(QKV) is False
+@pytest.mark.parametrize(
+    ("model", "model_type", "qkv", "attention"),
+    [
+        ("models/mini-neox", "gpt_neox", False, "query_key_value"),
+        ("openai-community/gpt2", "gpt2", False, "c_attn"),  # one Conv1D
+        ("models/mini-starcoder", "starcoder2", True, "Starcoder2Attention"),
+    ],
+)
+def test_an_ungated_family_states_only_its_attention(
+    model: str, model_type: str, qkv: bool, attention: str
+) -> None:
+    facts = _hf(model)
+    assert facts.get("launch.hf_model_type") == model_type
+    assert facts.get(QKV) is qkv
+    assert attention in facts.values[QKV].source
     assert not facts.has(GATE_UP)
+
+
+def test_multi_latent_attention_leaves_qkv_unstated_and_says_why() -> None:
+    facts = _hf("deepseek-ai/DeepSeek-V3")
+    assert facts.get("launch.hf_model_type") == "deepseek_v3"
+    assert not facts.has(QKV)
+    assert facts.get(GATE_UP) is True
+    assert "DeepseekV3MLP" in facts.values[GATE_UP].source
+    assert any("'deepseek_v3'" in note and "multi-latent" in note for note in facts.notes)
+
+
+def test_a_multimodal_config_states_the_code_of_its_text_config_family() -> None:
+    facts = _hf("models/mini-gemma3")
+    assert facts.get("launch.hf_model_type") == "gemma3_text"
+    assert _projections(facts) == (True, True)
+    assert "Gemma3Attention" in facts.values[QKV].source
 
 
 def test_an_all_expert_family_states_only_its_attention() -> None:
@@ -69,11 +97,11 @@ def test_an_all_expert_family_states_only_its_attention() -> None:
 
 
 def test_a_family_outside_the_table_states_nothing_and_says_so() -> None:
-    facts = _hf("models/mini-starcoder")
-    assert facts.get("launch.hf_model_type") == "starcoder2"
+    facts = _hf("moonshotai/Kimi-K2-Instruct")  # remote code, not in transformers
+    assert facts.get("launch.hf_model_type") == "kimi_k2"
     assert not facts.has(QKV)
     assert not facts.has(GATE_UP)
-    assert any("'starcoder2'" in note for note in facts.notes)
+    assert any("'kimi_k2'" in note for note in facts.notes)
 
 
 def test_an_unknown_model_states_nothing() -> None:
