@@ -14,10 +14,10 @@ A family not in its table states nothing (the framework profile's fused default 
 note. The gate/up field is left unset for a family without a dense gated MLP (the MLPs of
 GPT-NeoX, GPT-2, Falcon, Phi-1/2 and Starcoder2 are not gated; Mixtral's and gpt-oss's layers
 are all experts), since it describes the dense MLP only (:mod:`planner.perf.operators`,
-:mod:`planner.perf.tensor`: it counts with ``gated_linear_unit`` and for the dense layers), and
-for Qwen3-MoE, whose dense layers' MLP was not read. The MoE families whose dense layers' MLP
-was read (Qwen2-MoE, DeepSeek-V2/V3, Llama 4) state it for those layers; their experts' weights
-are priced by the expert path (:mod:`planner.perf.moe_mlp`) whatever the code fuses there. The
+:mod:`planner.perf.tensor`: it counts with ``gated_linear_unit`` and for the dense layers). The
+MoE families with dense layers (Qwen2-MoE and Qwen3-MoE off their sparse step, DeepSeek-V2/V3,
+Llama 4) state it for those layers' MLP; their experts' weights are priced by the expert path
+(:mod:`planner.perf.moe_mlp`) whatever the code fuses there. The
 q/k/v field is left unset, with a note, for multi-latent attention (DeepSeek-V2/V3), whose
 low-rank projections the planner prices by their own shapes (:mod:`planner.perf.attention`
 ignores ``separate_qkv_projections`` under MLA).
@@ -135,12 +135,12 @@ TRANSFORMERS: dict[str, Projections] = {
         "Qwen2MoeMLP",
         mlp_where="mlp_only_layers and layers off decoder_sparse_step, the shared expert",
     ),
-    "qwen3_moe": Projections(
-        True,
-        None,
-        f"{_MODELS}/qwen3_moe/modular_qwen3_moe.py@00eb116: "
-        "Qwen3MoeAttention (Qwen3Attention) q_proj/k_proj/v_proj; its dense Qwen3MoeMLP "
-        "(mlp_only_layers) not read",
+    "qwen3_moe": _separate(
+        "qwen3_moe/modular_qwen3_moe.py",
+        "b282e23",
+        "Qwen3MoeAttention (Qwen3Attention)",
+        "Qwen3MoeMLP",
+        mlp_where="mlp_only_layers and layers off decoder_sparse_step",
     ),
     "gpt_oss": Projections(
         True,

@@ -90,10 +90,17 @@ def test_a_multimodal_config_states_the_code_of_its_text_config_family() -> None
 
 
 def test_an_all_expert_family_states_only_its_attention() -> None:
-    facts = _hf("Qwen/Qwen3-30B-A3B")
-    assert facts.get("launch.hf_model_type") == "qwen3_moe"
+    facts = _hf("mistralai/Mixtral-8x7B-v0.1")
+    assert facts.get("launch.hf_model_type") == "mixtral"
     assert facts.get(QKV) is True
     assert not facts.has(GATE_UP)
+
+
+def test_an_moe_family_with_dense_layers_states_their_mlp() -> None:
+    facts = _hf("Qwen/Qwen3-30B-A3B")
+    assert facts.get("launch.hf_model_type") == "qwen3_moe"
+    assert _projections(facts) == (True, True)
+    assert "Qwen3MoeMLP" in facts.values[GATE_UP].source
 
 
 def test_a_family_outside_the_table_states_nothing_and_says_so() -> None:
