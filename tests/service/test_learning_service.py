@@ -71,9 +71,18 @@ def run_to_the_end(
     last: int = 100,
 ) -> None:
     """The job runs, its log shows ``step_ms`` per iteration up to ``last``, then it ends."""
+    text = "".join(megatron_line(i, 100, step_ms) for i in range(5, last + 1, 5))
+    run_with_log(client, source, clock, job, log, text)
+
+
+def run_with_log(
+    client: TestClient, source: ScriptedSource, clock: Clock, job: JobState, log: Path, text: str
+) -> None:
+    """The job runs (one ingest cycle), its log is written as ``text`` (read at the next
+    cycle, 60 s later), then it ends."""
     source.set_jobs(job)
     cycle(client)
-    log.write_text("".join(megatron_line(i, 100, step_ms) for i in range(5, last + 1, 5)))
+    log.write_text(text)
     log.chmod(0o644)
     clock.now += 60
     cycle(client)
