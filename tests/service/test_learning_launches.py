@@ -186,11 +186,11 @@ def test_hf_trainer_jobs_teach_the_cluster_its_pace(
     cluster_root: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
 ) -> None:
     """HF Trainer jobs (a torchrun or accelerate batch script naming a local model directory)
-    run ``SLOWER`` times slower than the model. After the first one's fit, a queued job of the same kind is
-    predicted by it (not by the online calibration, which learns from the same jobs) within a
-    few per cent of that pace; after two more, the listed fit holds the three runs, its held-out
-    error is a small part of the model's, and it corrects the queued job's model step to within
-    a few per cent of the pace."""
+    run ``SLOWER`` times slower than the model. After the first one's fit, a queued job of the
+    same kind is predicted by it (not by the online calibration, which learns from the same
+    jobs) within a few per cent of that pace; after two more, the listed fit holds the three
+    runs, its held-out error is a small part of the model's, and it corrects the queued job's
+    model step to within a few per cent of the pace."""
     root = cluster_root
     accelerate = accelerate_config(cluster_root)
     shapes = [("a", 4, 512, 4, None), ("b", 6, 512, 2, accelerate), ("c", 4, 768, 4, None)]
@@ -280,37 +280,48 @@ def test_a_torchtitan_job_is_kept_with_its_launch_scenario_and_step_time(
         assert listing["num_runs"] == 1
 
 
+@pytest.mark.parametrize(
+    ("flavor", "gpu_type", "field"),
+    [("9000B", "h100", "model.num_layers"), ("debugmodel", "zz9000", "hardware.gpu")],
+)
 def test_a_launch_read_in_part_is_a_skipped_run_naming_the_field(
-    cluster_root: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+    flavor: str,
+    gpu_type: str,
+    field: str,
+    cluster_root: Path,
+    db_url: str,
+    source: ScriptedSource,
+    clock: Clock,
+    make_job: JobFactory,
 ) -> None:
-    """A torchtitan job naming a flavor the catalog does not know is described without its
-    model's shape: it runs and ends like any job, and is kept as a skipped run naming the
-    missing field; the fit of the cluster's other runs goes on."""
+    """A torchtitan job naming a flavor the catalog does not know, or allocated a GPU type it
+    does not know, is described without that field: it runs and ends like any job, and is kept
+    as a skipped run naming the field; the fit of the cluster's other runs goes on."""
     root = cluster_root
     good, good_log = launched_job(
         root, make_job, clock, "1", titan_script(titan_config(root, "debugmodel"))
     )
     partial, partial_log = launched_job(
-        root, make_job, clock, "2", titan_script(titan_config(root, "9000B"))
+        root, make_job, clock, "2", titan_script(titan_config(root, flavor))
     )
     with app_for(db_url, source, clock, allowed_file_roots=[str(root)]) as client:
         step_s = SLOWER * model_step_s(client, source, good)
         run_with_log(client, source, clock, good, good_log, titan_log(clock.now, step_s))
         clock.now += 60
-        partial = dataclasses.replace(partial, start_time_s=clock.now)
+        partial = dataclasses.replace(partial, start_time_s=clock.now, gpu_type=gpu_type)
         run_with_log(client, source, clock, partial, partial_log, titan_log(clock.now, step_s))
         view = job_view(client, "2")
         assert view["described_by"] == "torchtitan"
         assert view["prediction"] is None
-        assert "model.num_layers" in view["launch_description"]["unknown"]
+        assert field in view["launch_description"]["unknown"]
+        assert view["eta"]["observed_step_time_s"] == pytest.approx(step_s, rel=0.02)
 
         run = stored_run(client, "2")
         assert run.skip_reason is not None
-        assert "num_layers" in run.skip_reason, run.skip_reason
+        assert run.skip_reason.startswith(f"{field}:"), run.skip_reason
         assert learn(client) == {"slurm/test": "ok"}
         (listing,) = client.get("/v1/calibrations").json()["learnt"]
         assert listing["num_runs"] == 1
         assert listing["applied"]
         (skipped,) = listing["skipped"]
-        assert skipped["job_id"] == "2"
-        assert "num_layers" in skipped["reason"]
+        assert skipped == {"job_id": "2", "reason": run.skip_reason}
