@@ -69,10 +69,13 @@ BREAKDOWN_KEYS = (
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BatchResult:
     """Engine output for a batch: arrays of shape ``(n,)`` (seconds, FLOPs, bytes), Python
-    floats for the one-scenario form."""
+    floats for the one-scenario form. ``moe_routed_compute_s``: the seconds of ``compute`` and
+    ``pp_bubble`` that the routed experts of the MoE layers take (``PipelineSchedule``; 0 for
+    dense models)."""
 
     iteration_time_s: Real
     breakdown_s: dict[str, Real]
+    moe_routed_compute_s: Real
     model_flops: Real
     hardware_flops: Real
     memory: MemoryArrays
@@ -195,6 +198,7 @@ def evaluate(
     return BatchResult(
         iteration_time_s=iteration,
         breakdown_s=breakdown,
+        moe_routed_compute_s=schedule.moe_routed_s,
         model_flops=flops.model_total,
         hardware_flops=flops.hardware_total,
         memory=memory if memory is not None else memory_arrays(a, eff, params=params, layer=acts),

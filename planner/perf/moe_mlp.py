@@ -75,6 +75,12 @@ ranks (``E/e`` local experts), ``t`` tensor parallel:
   delayed scaling quantises each slice on its own too. Each kernel takes at least
   ``kernel_min_time_s``: with a few thousand tokens per expert (micro-batch 1) that floor,
   not the bytes, sets the casts' time. The shared experts' two operands are single tensors.
+
+The routed experts' part (``OperatorTable``'s ``routed`` share, ``OperatorTimes.moe_routed_*``,
+the prediction's ``moe_routed_compute_s``): the router, the permutation, the experts' GEMMs,
+their operands' casts, expert biases and clamp, and of the one activation kernel over the
+routed and shared widths the routed elements' share; the shared experts and the host wait
+(``moe_host_exposed_s``) are not.
 """
 
 from __future__ import annotations
@@ -290,7 +296,9 @@ def moe_mlp_ops(
         ew = eff.elementwise_traffic_factor(a.fused_elementwise)
         width = moe_imbalance(a, eff) * a.expert_tokens_per_microbatch * a.moe_router_topk
         act = ew * activation_bytes(a, backward=False) * width * a.moe_ffn_hidden_size
-        table.mem(groups.module_recompute, act_only * act / a.expert_tensor_parallel, 2.0)
+        table.mem(
+            groups.module_recompute, act_only * act / a.expert_tensor_parallel, 2.0, routed=1.0
+        )
         if ops.any_(a.activation_func_clamp_value > 0.0):
             _clamp_ops(table, a, groups.module_recompute, width * act_only, backward=False)
 
@@ -338,6 +346,7 @@ def _moe_pass(
         lp=False,
         backward=bwd,
         wgrad=wgrad,
+        routed=1.0,
     )
     for n, k in ((n_up * expert_ffn / etp, hidden), (hidden, expert_ffn / etp)):
         count = local_experts * routed_scale
@@ -353,16 +362,20 @@ def _moe_pass(
             per_launch=launch,
             # TE's GroupedLinear: one grouped GEMM call for all local experts
             calls=ops.where(a.moe_grouped_gemm, routed_scale, count),
+            routed=1.0,
         )
     for n, k in ((n_up * shared_ffn / tp, hidden), (hidden, shared_ffn / tp)):
         table.gemm(group, tokens, n, k, count=shared_scale, lp=lp, backward=bwd, wgrad=wgrad)
     ew = eff.elementwise_traffic_factor(a.fused_elementwise)
     act = activation_bytes(a, backward=backward)
-    width = routed * expert_ffn / etp * routed_scale + tokens * shared_ffn / tp * shared_scale
-    table.mem(group, ew * act * width, 2.0)
+    routed_width = routed * expert_ffn / etp * routed_scale
+    width = routed_width + tokens * shared_ffn / tp * shared_scale
+    # one kernel over the routed and shared widths: the routed experts' share by elements
+    table.mem(group, ew * act * width, 2.0, routed=routed_width / ops.maximum(width, 1.0))
     router = ROUTER_BYTES_PER_LOGIT * tokens * a.num_experts
-    table.mem(group, router * gate, 3.0 if backward else router_forward_kernels(a))
-    table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0)
+    forward_kernels = 3.0 if backward else router_forward_kernels(a)
+    table.mem(group, router * gate, forward_kernels, routed=1.0)
+    table.mem(group, _permutation_bytes(a, routed) * routed_scale, 2.0, routed=1.0)
     if ops.any_(a.moe_expert_bias):
         _expert_bias_ops(table, a, group, routed * routed_scale, backward=backward)
     if ops.any_(a.activation_func_clamp_value > 0.0):
@@ -370,7 +383,8 @@ def _moe_pass(
     up = n_up if backward else 1.0
     # two quantised operands a direction, each expert's slice on its own (module docstring)
     routed_cast = routed * (hidden + up * expert_ffn / etp) * routed_scale
-    table.mem(group, quantize_bytes(a) * routed_cast, 2.0 * quantize_kernels(a, local_experts))
+    cast_kernels = 2.0 * quantize_kernels(a, local_experts)
+    table.mem(group, quantize_bytes(a) * routed_cast, cast_kernels, routed=1.0)
     has_shared = ops.where(shared_ffn > 0.0, shared_scale, 0.0)  # no shared expert: no cast
     shared_cast = tokens * (hidden + up * shared_ffn / tp) * has_shared
     table.mem(group, quantize_bytes(a) * shared_cast, 2.0 * quantize_kernels(a, 1.0))
@@ -416,11 +430,11 @@ def _expert_bias_ops(
     if backward:
         fixed = a.moe_router_round_robin
         per = ops.where(fixed, b["down_backward_fixed_probs"], b["down_backward"])
-        table.mem(group, per * down, ops.where(fixed, 2.0, 4.0) * local + 1.0)
-        table.mem(group, b["up_backward"] * up, local + 1.0)
+        table.mem(group, per * down, ops.where(fixed, 2.0, 4.0) * local + 1.0, routed=1.0)
+        table.mem(group, b["up_backward"] * up, local + 1.0, routed=1.0)
     else:
-        table.mem(group, b["down_forward"] * down, 2.0 * local + 1.0)
-        table.mem(group, b["up_forward"] * up, local + 1.0)
+        table.mem(group, b["down_forward"] * down, 2.0 * local + 1.0, routed=1.0)
+        table.mem(group, b["up_forward"] * up, local + 1.0, routed=1.0)
 
 
 def _clamp_ops(
@@ -431,7 +445,7 @@ def _clamp_ops(
     on = (a.activation_func_clamp_value > 0.0) & a.activation_clamp_eager & a.gated_linear_unit
     width = 2.0 * a.moe_ffn_hidden_size / a.expert_tensor_parallel
     elements = ops.where(on, routed * width, 0.0)
-    table.mem(group, CLAMP_BYTES[1 if backward else 0] * elements, 3.0)
+    table.mem(group, CLAMP_BYTES[1 if backward else 0] * elements, 3.0, routed=1.0)
 
 
 def _permutation_bytes(a: ScenarioArrays, routed: Real) -> Real:

@@ -97,7 +97,12 @@ class OperatorTimes:
     forward (what Megatron's default selective recompute repeats) and the forward of the other
     modules selective recompute repeats (``recompute_modules``), the embedding (first pipeline
     stage)
-    and the LM head with its loss (last stage), forward + backward."""
+    and the LM head with its loss (last stage), forward + backward; and the part of one MoE
+    layer's forward, backward and selective module recompute that the routed experts take
+    (``moe_routed_*``: their GEMMs with the casts of their operands, activation, expert
+    biases and clamp, the router and the token permutation and un-permutation,
+    ``planner.perf.moe_mlp``), already in ``moe_forward_s``, ``moe_backward_s`` and
+    ``moe_module_recompute_s``."""
 
     dense_forward_s: Real
     dense_backward_s: Real
@@ -110,6 +115,9 @@ class OperatorTimes:
     dense_recompute_skipped_s: Real
     embedding_s: Real
     lm_head_s: Real
+    moe_routed_forward_s: Real
+    moe_routed_backward_s: Real
+    moe_routed_module_recompute_s: Real
 
 
 GROUPS = tuple(f.name for f in fields(OperatorTimes))
@@ -128,6 +136,12 @@ _MOE = LayerGroups(
     recompute="moe_recompute_s",
     module_recompute="moe_module_recompute_s",
 )
+_ROUTED = {
+    _MOE.forward: "moe_routed_forward_s",
+    _MOE.backward: "moe_routed_backward_s",
+    _MOE.module_recompute: "moe_routed_module_recompute_s",
+}
+"""The ``OperatorTimes`` field of the routed experts' part of each MoE group."""
 
 
 def layer_ops(table: OperatorTable, a: ScenarioArrays, eff: EfficiencyModel, *, moe: bool) -> None:
@@ -413,6 +427,7 @@ def operator_times(a: ScenarioArrays, eff: EfficiencyModel) -> OperatorTimes:
         layer_ops(table, a, eff, moe=True)
     edge_ops(table, a)
     totals = table.totals()
+    totals.update({_ROUTED[g]: sec for g, sec in table.routed_s.items() if g in _ROUTED})
     zero = a.full(0.0)
     times = OperatorTimes(**{name: totals.get(name, zero) for name in GROUPS})
     if ops.any_(a.num_moe_layers > 0):  # the host read of each MoE layer's forward
@@ -462,13 +477,18 @@ class LayerTimes:
     ``total_s`` is forward + backward + what recompute repeats (selective: the attention core
     forward; full: the whole forward, Korthikanti et al. 2022 §4-5); ``forward_s`` the forward;
     ``backward_s`` the backward with its recompute (the window that hides the gradient
-    reduction); ``attention_forward_s`` the forward of the attention core alone.
+    reduction); ``attention_forward_s`` the forward of the attention core alone;
+    ``moe_routed_s`` the part of ``total_s`` the routed experts take (``OperatorTimes``'s
+    ``moe_routed_*``, with what recompute repeats of them) and ``moe_layer_routed_s`` that of
+    one MoE layer alone (what each MoE multi-token-prediction layer adds).
     """
 
     total_s: Real
     forward_s: Real
     backward_s: Real
     attention_forward_s: Real
+    moe_routed_s: Real
+    moe_layer_routed_s: Real
 
 
 def layer_times(times: OperatorTimes, a: ScenarioArrays) -> LayerTimes:
@@ -477,6 +497,7 @@ def layer_times(times: OperatorTimes, a: ScenarioArrays) -> LayerTimes:
     dense = 1 - moe
     again_dense = _again_s(times, a, moe=False)
     again_moe = _again_s(times, a, moe=True)
+    routed = _routed_layer_s(times, a)
     return LayerTimes(
         total_s=dense * (times.dense_forward_s + times.dense_backward_s + again_dense)
         + moe * (times.moe_forward_s + times.moe_backward_s + again_moe),
@@ -484,4 +505,19 @@ def layer_times(times: OperatorTimes, a: ScenarioArrays) -> LayerTimes:
         backward_s=dense * (times.dense_backward_s + again_dense)
         + moe * (times.moe_backward_s + again_moe),
         attention_forward_s=dense * times.dense_recompute_s + moe * times.moe_recompute_s,
+        moe_routed_s=moe * routed,
+        moe_layer_routed_s=routed,
     )
+
+
+def _routed_layer_s(times: OperatorTimes, a: ScenarioArrays) -> Real:
+    """The routed experts' seconds of one MoE layer: forward + backward + what recompute
+    repeats of them (full: the recomputed share of the forward, as ``_again_s``; selective:
+    their part of the ``moe`` / ``moe_act`` modules)."""
+    forward = times.moe_routed_forward_s
+    again = ops.where(
+        a.recompute == _FULL,
+        a.recomputed_layer_fraction * forward,
+        ops.where(a.recompute == _SELECTIVE, times.moe_routed_module_recompute_s, 0.0),
+    )
+    return forward + times.moe_routed_backward_s + again

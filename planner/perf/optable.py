@@ -55,10 +55,17 @@ class OperatorTable:
         self.gemm_batch: list[Any] = []
         self.gemm_out_bytes: list[Any] = []
         self.gemm_calls: list[Any] = []
+        self.gemm_routed: list[Any] = []
         self.mem_groups: list[str] = []
         self.mem_bytes: list[Any] = []
         self.mem_kernels: list[Any] = []
+        self.mem_routed: list[Any] = []
+        self.has_routed = False
         self.extra: dict[str, Real] = {}
+        self.routed_s: dict[str, Real] = {}
+        """After ``totals``, once an op was registered with a ``routed`` share: per group, the
+        seconds of its ops' routed shares (the routed experts' part of the group's seconds;
+        empty when no op had one)."""
         # bytes per weight-gradient element: read and written in the gradient buffer's dtype
         # under gradient-accumulation fusion, else one 16-bit write (module docstring)
         self._wgrad_out_bytes: Real = ops.where(
@@ -79,6 +86,7 @@ class OperatorTable:
         per_launch: Real | None = None,
         wgrad: Flag = True,
         calls: Real | None = None,
+        routed: Real | None = None,
     ) -> None:
         """Register ``count`` GEMMs ``(m x k) @ (k x n)`` (with ``backward``: their dgrad and,
         where ``wgrad`` (per scenario: false for frozen weights), their wgrad); ``lp``: in the
@@ -86,7 +94,10 @@ class OperatorTable:
         strided-batched launch; ``per_launch`` (per scenario, overrides ``batched``): products
         per launch, e.g. ``count`` for a grouped GEMM, 1 for one launch each; ``calls`` (per
         scenario): GEMM library calls a direction, each swizzling its operands' block scales
-        once (a grouped GEMM: one call however many launches; default: one per launch)."""
+        once (a grouped GEMM: one call however many launches; default: one per launch);
+        ``routed`` (0 to 1, per scenario): the share of their seconds that is the routed
+        experts' (``routed_totals``)."""
+        self.has_routed = self.has_routed or routed is not None
         shapes = ((m, n, k),) if not backward else ((m, k, n), (k, n, m))  # dgrad, wgrad
         batch = per_launch if per_launch is not None else (count if batched else 1.0)
         for i, (rows, cols, inner) in enumerate(shapes):
@@ -101,17 +112,23 @@ class OperatorTable:
             self.gemm_batch.append(batch)
             per_direction = count / ops.maximum(batch, 1.0) if calls is None else calls
             self.gemm_calls.append(per_direction * share)
+            self.gemm_routed.append(0.0 if routed is None else routed)
             # the second backward product is a weight gradient, except for batched products of
             # two activations (attention scores without flash attention)
             weight_grad = backward and i == 1 and not batched
             self.gemm_out_bytes.append(self._wgrad_out_bytes if weight_grad else 2.0)
 
-    def mem(self, group: str, num_bytes: Real, kernels: Real) -> None:
+    def mem(
+        self, group: str, num_bytes: Real, kernels: Real, *, routed: Real | None = None
+    ) -> None:
         """Register a memory-bound op moving ``num_bytes`` of HBM traffic in ``kernels``
-        launches (each at least ``kernel_min_time_s``; a number, or per scenario)."""
+        launches (each at least ``kernel_min_time_s``; a number, or per scenario); ``routed``
+        as ``gemm``'s."""
+        self.has_routed = self.has_routed or routed is not None
         self.mem_groups.append(group)
         self.mem_bytes.append(num_bytes)
         self.mem_kernels.append(kernels)
+        self.mem_routed.append(0.0 if routed is None else routed)
 
     def add(self, group: str, seconds: Real) -> None:
         """Add ``seconds`` already timed elsewhere (flash attention) to ``group``."""
@@ -150,10 +167,12 @@ class OperatorTable:
             out[g] = out[g] + part if g in out else part
 
     def totals(self) -> dict[str, Real]:
-        """Seconds per group; each op ``max(compute, memory, kernels · kernel_min)``."""
+        """Seconds per group; each op ``max(compute, memory, kernels · kernel_min)``. Sets
+        ``routed_s``."""
         eff, a = self.eff, self.a
         kmin = eff.kernel_min_time_s
         out: dict[str, Real] = {}
+        routed: dict[str, Real] = {}
         if self.gemm_groups:
             m = self._table(self.gemm_m, np.float64)
             n = self._table(self.gemm_n, np.float64)
@@ -180,15 +199,22 @@ class OperatorTable:
                     t = t + np.where(scale_b > 0, swz_t, 0.0)
             t = np.where((cnt > 0) & (m * n * k > 0), t, 0.0)
             self._sum_groups(self.gemm_groups, t, out)
+            if self.has_routed:
+                share = self._table(self.gemm_routed, np.float64)
+                self._sum_groups(self.gemm_groups, t * share, routed)
         if self.mem_groups:
             b = self._table(self.mem_bytes, np.float64)
             kern = self._table(self.mem_kernels, np.float64)
             bw = eff.memory_bytes_per_s(np.maximum(b, 1.0), a.device)
             t = np.where(b > 0, np.maximum(b / bw, kern * kmin), 0.0)
             self._sum_groups(self.mem_groups, t, out)
+            if self.has_routed:
+                share = self._table(self.mem_routed, np.float64)
+                self._sum_groups(self.mem_groups, t * share, routed)
         for g, sec in self.extra.items():
             out[g] = out[g] + sec if g in out else sec
         zero = a.full(0.0)
+        self.routed_s = {g: v + zero for g, v in routed.items()}
         return {g: v + zero for g, v in out.items()}
 
 

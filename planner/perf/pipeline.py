@@ -74,7 +74,10 @@ class PipelineSchedule:
     """Seconds per iteration on the critical path of the slowest stage (numbers, or arrays of
     shape ``(n,)``): ``compute_s``, exposed ``tp_comm_s``, ``cp_comm_s``, ``ep_comm_s``, the
     ``bubble_s`` and the point-to-point ``p2p_s``; ``slowest_stage_s`` is that stage's time per
-    microbatch (compute and exposed communication), the window ZeRO-3 hides its collectives in.
+    microbatch (compute and exposed communication), the window ZeRO-3 hides its collectives in;
+    ``moe_routed_s`` the part of ``compute_s + bubble_s`` the routed experts take
+    (``LayerTimes.moe_routed_s``: the slowest stage's MoE layers, its multi-token-prediction
+    MoE layers on the last stage, and their share of the mean stage in the bubble).
     """
 
     compute_s: Real
@@ -84,6 +87,7 @@ class PipelineSchedule:
     bubble_s: Real
     p2p_s: Real
     slowest_stage_s: Real
+    moe_routed_s: Real
 
 
 def pipeline_schedule(
@@ -123,6 +127,10 @@ def pipeline_schedule(
         return ops.where(middle_slow, on_middle, ops.where(first_slow, on_first, on_last))
 
     m = a.num_microbatches
+    # the routed experts' part of the slowest stage (the MTP layers are in lm_head_s)
+    mtp_routed = a.num_mtp_moe_layers * layer.moe_layer_routed_s
+    first_routed = first.routed + ops.where(single, mtp_routed, 0.0)
+    routed = m * slowest(first_routed, last.routed + mtp_routed, middle.routed)
     bubble = p2p = a.full(0.0)
     if not ops.all_(single):  # skipped when no scenario of the batch pipelines
         edges = (embedding + lm_head + tensor.embedding_s + tensor.lm_head_s) / a.pipeline_parallel
@@ -133,6 +141,10 @@ def pipeline_schedule(
             + layers * expert.layer_s
         ) + edges
         bubble = ops.where(single, 0.0, a.pipeline_schedule_runs * _bubble_s(a, mean_stage))
+        # the bubble is linear in the mean stage: the routed experts' part of it
+        routed_stage = layers * layer.moe_routed_s + mtp_routed / a.pipeline_parallel
+        routed_bubble = a.pipeline_schedule_runs * _bubble_s(a, routed_stage)
+        routed = routed + ops.where(single, 0.0, routed_bubble)
         p2p = ops.where(single, 0.0, _p2p_s(a, link, layer))
     return PipelineSchedule(
         compute_s=m * slowest(compute_first, compute_last, middle.compute),
@@ -142,14 +154,16 @@ def pipeline_schedule(
         bubble_s=bubble,
         p2p_s=p2p,
         slowest_stage_s=ops.maximum(ops.maximum(first_total, last_total), middle_total),
+        moe_routed_s=routed,
     )
 
 
 class _Stage:
     """Per-microbatch seconds of one rank's transformer layers: compute and exposed TP, CP
-    and EP communication (``layers`` times the per-layer terms)."""
+    and EP communication, and the routed experts' part of the compute (``layers`` times the
+    per-layer terms)."""
 
-    __slots__ = ("compute", "cp", "ep", "tp")
+    __slots__ = ("compute", "cp", "ep", "routed", "tp")
 
     def __init__(
         self,
@@ -163,6 +177,7 @@ class _Stage:
         self.tp = layers * tensor.layer_s
         self.cp = layers * context.layer_s
         self.ep = layers * expert.layer_s
+        self.routed = layers * layer.moe_routed_s
 
 
 def _bubble_s(a: ScenarioArrays, mean_stage: Real) -> Real:

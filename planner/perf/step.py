@@ -64,7 +64,12 @@ class Prediction:
     recomputed FLOPs too. ``fits_in_memory``: the peak plus the memory headroom
     (``hardware.memory_headroom_gib``, ``planner.perf.memory``) is within ``hbm_bytes``.
     ``time_to_train_s`` is None when the scenario gives neither ``training.total_tokens`` nor
-    ``training.train_iters``.
+    ``training.train_iters``. ``moe_routed_compute_s``: seconds per iteration of the
+    ``compute`` and ``pp_bubble`` terms that the MoE layers' routed experts take (their GEMMs
+    with their operands' casts, activation, expert biases and clamp, the router, the token
+    permutation and un-permutation: ``planner.perf.moe_mlp``; with what recompute repeats of
+    them and their share of the bubble); part of ``breakdown``, not a term of it; 0 for dense
+    models.
     """
 
     iteration_time_s: float
@@ -80,6 +85,7 @@ class Prediction:
     breakdown: StepBreakdown
     memory: MemoryBreakdown
     time_to_train_s: float | None
+    moe_routed_compute_s: float
 
 
 _DEFAULT_EFFICIENCY: list[DefaultEfficiency] = []
@@ -135,6 +141,7 @@ def predict_batch(
     mw, mg, mo = lst(r.memory.weights), lst(r.memory.gradients), lst(r.memory.optimizer)
     ma, mh = lst(r.memory.activations), lst(r.memory.overhead)
     ms = lst(r.memory.optimizer_step)
+    routed_l = lst(a.full(0.0) + r.moe_routed_compute_s)
     out: list[Prediction] = []
     for i in range(a.num_scenarios):
         ttt_i = ttt_l[i]
@@ -169,6 +176,7 @@ def predict_batch(
                     optimizer_step_bytes=ms[i],
                 ),
                 time_to_train_s=None if math.isnan(ttt_i) else ttt_i,
+                moe_routed_compute_s=routed_l[i],
             )
         )
     return out

@@ -115,7 +115,9 @@ class MemoryBreakdownJson(TypedDict):
 class PredictionJson(TypedDict):
     """The ``planner predict --json`` object of one scenario (``Prediction``'s fields, SI
     units; a non-finite number is None). ``breakdown_s``: the exposed time of each term of
-    the iteration (``planner.perf.engine.BREAKDOWN_KEYS``, without the ``_s``), seconds."""
+    the iteration (``planner.perf.engine.BREAKDOWN_KEYS``, without the ``_s``), seconds;
+    ``moe_routed_compute_s``: the seconds of its ``compute`` and ``pp_bubble`` that the MoE
+    layers' routed experts take (``Prediction.moe_routed_compute_s``; 0 for dense models)."""
 
     name: str | None
     iteration_time_s: float | None
@@ -128,6 +130,7 @@ class PredictionJson(TypedDict):
     memory_per_gpu_bytes: float | None
     fits_in_memory: bool
     breakdown_s: dict[str, float | None]
+    moe_routed_compute_s: float | None
     memory_breakdown_bytes: MemoryBreakdownJson
     time_to_train_s: float | None
 
@@ -160,6 +163,7 @@ def prediction_json(prediction: Prediction, name: str | None) -> PredictedJson:
         "memory_per_gpu_bytes": _finite(prediction.memory_per_gpu_bytes),
         "fits_in_memory": bool(prediction.fits_in_memory),
         "breakdown_s": {k: _finite(v) for k, v in prediction.breakdown.as_dict().items()},
+        "moe_routed_compute_s": _finite(prediction.moe_routed_compute_s),
         "memory_breakdown_bytes": {
             "weights": _finite(mem.weights_bytes),
             "gradients": _finite(mem.gradients_bytes),

@@ -104,6 +104,10 @@ class Prediction(Open):
     memory_per_gpu_bytes: float | None = None
     fits_in_memory: bool | None = None
     breakdown_s: dict[str, float] | None = None
+    moe_routed_compute_s: float | None = Field(
+        default=None,
+        description="Seconds of compute and pp_bubble the MoE layers' routed experts take",
+    )
     memory_breakdown_bytes: dict[str, float] | None = None
     time_to_train_s: float | None = None
     error: str | None = Field(default=None, description="Why the scenario is invalid")
