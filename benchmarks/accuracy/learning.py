@@ -135,7 +135,7 @@ def _generation(architecture: str) -> str:
 
 
 def _error(cal: ObservedCalibration, s: RunSample) -> float:
-    found = cal.correct(s.key, s.compute_s, s.network_s, s.features)
+    found = cal.correct(s.key, s.compute_s, s.network_s, s.features, routed_s=s.routed_s)
     return abs(s.predicted_s * found.factor / s.observed_s - 1)
 
 

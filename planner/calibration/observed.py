@@ -73,6 +73,24 @@ What is learnt (``fit_observed``), in six parts:
    longer pool the dropless ones. A routing mode no run of the model used gets no effect
    (a new model's spread): lending it the model's other mode's effect made Hopper MoE at
    k = 1 12.52 -> 12.60 %.
+   What the effect multiplies (``_effect_seconds``): for a model routed dropless by a learnt
+   router, the routed experts' seconds (``RunSample.routed_s``, the prediction's
+   ``moe_routed_compute_s``), ``t = C·e^u + M·e^u·(e^c - 1) + N·e^(u+v)``: the model prices
+   that routing by one busiest-rank imbalance factor (``planner.perf.moe_mlp.moe_imbalance``),
+   and ModelZoo's Qwen3-235B-A22B long-context pairs need one factor of 1.61-1.65 on those
+   seconds at every length from 16k to 128k tokens, whose share of the step falls with the
+   length (``observed_fit``, crossed effects). For the other routing modes (forced balance,
+   a capacity: the busiest rank's load is known to the model) and for a prediction that does
+   not give the routed seconds, all the compute terms, ``t = C·e^(u+c) + N·e^(u+v)``. On the
+   learning curve at k = 3 over the 251 held-out rows: an effect on the whole step, network
+   included, 5.464 %; on the compute terms for every mode 5.441 % (Hopper MoE 10.99 ->
+   11.11 %); on the routed seconds for every mode 5.472 % (Hopper MoE 11.38 %: the balanced
+   and capacity runs of Qwen3-235B-A22B on H100 err with the length the other way, -5 % at
+   16k to +7 % at 128k, not by their routed experts, and an effect on their routed seconds,
+   large where those hold a small share, carried to Megatron-Bridge's 4k-token capacity run,
+   18.3 -> 21.1 %); routed seconds for dropless models and the compute terms otherwise
+   5.428 % (Blackwell MoE 9.77 -> 9.24 %, Hopper MoE 10.99 -> 10.98 %, at k = 10 11.00 ->
+   10.90 %; rows beyond 25 % 4 -> 3; no cell worse by more than 0.04 point at k = 0-10).
 3. **A residual model** on documented features (``residual.FEATURES``): ridge regression or
    nothing, chosen and scored by cross-validation over whole keys (``residual.ResidualModel``).
    The factors are fitted again with its correction as an offset (backfitting, two passes:
@@ -162,8 +180,10 @@ from planner.calibration.observed_runs import (
     RunKey,
     RunKeyJson,
     RunSample,
+    is_dropless,
     read_observed_runs,
     recipe_of,
+    routed_seconds,
     run_key,
     sample_of,
     samples_from_runs,
@@ -296,11 +316,13 @@ class ModelEffectJson(TypedDict):
 
 class ObservedRunJson(RunKeyJson):
     """One run of ``ObservedCalibrationJson.runs``: its key, the model's compute and network
-    terms and the observed step time (s), the residual features (``FEATURES``), the predicted
+    terms, the routed experts' part of the compute terms (``RunSample.routed_s``; None: not
+    given) and the observed step time (s), the residual features (``FEATURES``), the predicted
     and observed memory per GPU (bytes; observed None when not measured)."""
 
     compute_s: float
     network_s: float
+    routed_s: float | None
     observed_s: float
     features: list[float]
     predicted_memory_bytes: float
@@ -599,10 +621,19 @@ class ObservedCalibration:
         return found, depth, sum(a * a for a, _ in below), sum(b * b for _, b in below)
 
     def correct(
-        self, key: RunKey, compute_s: float, network_s: float, features: Sequence[float]
+        self,
+        key: RunKey,
+        compute_s: float,
+        network_s: float,
+        features: Sequence[float],
+        *,
+        routed_s: float | None = None,
     ) -> ObservedCorrection:
         """The correction of a prediction with ``compute_s`` and ``network_s`` (s) and
-        ``features`` (``residual.FEATURES``) on ``key``. Raises nothing."""
+        ``features`` (``residual.FEATURES``) on ``key``; ``routed_s``: the seconds of
+        ``compute_s`` the MoE routed experts take, what a dropless-routed model's effect
+        multiplies (``_effect_seconds``; None: all of ``compute_s``). ``compute_factor`` is the
+        factor on the compute terms, the model effect included. Raises nothing."""
         found, depth, extra_u, extra_v = self._factors(key)
         if found is None:  # no run at all (an empty calibration)
             u = v = var_u = cov_uv = var_v = 0.0
@@ -616,23 +647,29 @@ class ObservedCalibration:
             runs, separated = found.num_runs, found.network_separated and deepest
         var_u += extra_u
         var_v += extra_v
+        c = var_c = 0.0
         if self.model_log_sd > 0 and _has_model_effect(key):
             effect = self.model_effects.get((key.architecture, key.model))
-            u += 0.0 if effect is None else effect.u
-            var_u += self.model_log_sd**2 if effect is None else effect.var_u
+            c = 0.0 if effect is None else effect.u
+            var_c = self.model_log_sd**2 if effect is None else effect.var_u
         if self.rule is not None and depth < KEY_LEVEL:  # a key none of its runs was seen
             seen = (key.architecture, key.family, key.cluster) in self.clusters
             slope = self.rule.slope(key.architecture, key.family, "own" if seen else "new")
-            u, v = slope * u, slope * v
-        compute_factor = math.exp(u)
+            u, v, c = slope * u, slope * v, slope * c
+        # the seconds the model effect multiplies (module docstring, part 2)
+        routed = _effect_seconds(key, compute_s, routed_s)
+        compute = compute_s + routed * math.expm1(c)
+        compute_factor = math.exp(u) * (compute / compute_s if compute_s > 0 else math.exp(c))
         network_factor = math.exp(u + v)
         residual = self.residual.predict_one(features)
         local = self.local.predict_one(_local_group(key, self.params), features)
         total = compute_s + network_s
-        corrected = compute_factor * compute_s + network_factor * network_s
+        corrected = math.exp(u) * compute + network_factor * network_s
         share = network_factor * network_s / corrected if corrected > 0 else 0.0
+        crossed = math.exp(u + c) * routed / corrected if corrected > 0 else 0.0
         noise = self.noise_log_sd.get(key.family, self.params.noise_log_sd)
         variance = var_u + 2 * share * cov_uv + share * share * var_v + noise * noise
+        variance += crossed * crossed * var_c
         factor = corrected / total * math.exp(residual + local)
         return ObservedCorrection(
             compute_factor=compute_factor,
@@ -675,7 +712,8 @@ class ObservedCalibration:
             features = run_features(scenario, breakdown)
         except CalibrationError:  # a breakdown that does not add up: nothing to correct
             return dict(prediction)
-        found = self.correct(key, split.compute_s, split.network_s, features)
+        routed = routed_seconds(prediction.get("moe_routed_compute_s"), split.compute_s)
+        found = self.correct(key, split.compute_s, split.network_s, features, routed_s=routed)
         factor = found.factor
         out = dict(prediction)
         out["calibrated_iteration_time_s"] = step * factor
@@ -800,6 +838,7 @@ class ObservedCalibration:
                     **s.key.to_json(),
                     "compute_s": s.compute_s,
                     "network_s": s.network_s,
+                    "routed_s": s.routed_s,
                     "observed_s": s.observed_s,
                     "features": list(s.features),
                     "predicted_memory_bytes": s.predicted_memory_bytes,
@@ -869,6 +908,7 @@ class ObservedCalibration:
                     observed_memory_bytes=None
                     if r.get("observed_memory_bytes") is None
                     else float(r["observed_memory_bytes"]),
+                    routed_s=None if r.get("routed_s") is None else float(r["routed_s"]),
                 )
                 for r in doc.get("runs", [])
             ]
@@ -1026,6 +1066,16 @@ def _has_model_effect(key: RunKey) -> bool:
     return key.family == "moe" and key.model != ""
 
 
+def _effect_seconds(key: RunKey, compute_s: float, routed_s: float | None) -> float:
+    """The seconds of a prediction's compute terms ``compute_s`` its MoE model effect
+    multiplies (module docstring, part 2): a model routed dropless by a learnt router
+    (``observed_runs.is_dropless``), its routed experts' ``routed_s`` where the prediction
+    gives them; otherwise all of ``compute_s``."""
+    if routed_s is None or not is_dropless(key.model):
+        return compute_s
+    return min(max(routed_s, 0.0), compute_s)
+
+
 def _model_groups(keys: Sequence[RunKey]) -> tuple[Int, list[tuple[str, str]]]:
     """Each run's MoE model group (``-1``: none, ``_has_model_effect``) and the groups'
     ``(architecture, model shape)`` in id order."""
@@ -1136,9 +1186,16 @@ def fit_observed(
             raise CalibrationError(
                 f"run on {s.key.gpu}: compute_s, observed_s must be > 0 and network_s >= 0"
             )
+        if s.routed_s is not None and not 0 <= s.routed_s <= s.compute_s:
+            raise CalibrationError(f"run on {s.key.gpu}: routed_s must be in [0, compute_s]")
     keys = [s.key for s in samples]
     compute = np.fromiter((s.compute_s for s in samples), np.float64, len(samples))
     network = np.fromiter((s.network_s for s in samples), np.float64, len(samples))
+    routed = np.fromiter(
+        (_effect_seconds(s.key, s.compute_s, s.routed_s) for s in samples),
+        np.float64,
+        len(samples),
+    )
     observed = np.log(np.fromiter((s.observed_s for s in samples), np.float64, len(samples)))
     features = np.asarray([s.features for s in samples], dtype=np.float64).reshape(
         len(samples), len(FEATURES)
@@ -1179,6 +1236,7 @@ def fit_observed(
             fixed=_fixed(prefixes),
             crossed=[models] if with_models else [],
             crossed_prior_log_sd=[params.moe_model_prior_log_sd] if with_models else [],
+            crossed_s=routed,
         )
 
     first = tree(offset)
@@ -1203,6 +1261,7 @@ def fit_observed(
             leaf=leaf,
             compute=compute,
             network=network,
+            routed=routed,
             log_ratio=model_log_ratio - offset,
             crossed=crossed,
             noise=_noise(keys, model_log_ratio, params, per_cell=True),
@@ -1246,17 +1305,18 @@ def _local(
     """The local residual (``local_residual``) of the runs' log residuals to ``calibration``
     (without one), per key; ``observed`` shape ``(n,)`` the log observed step (s)."""
     corrected = np.fromiter(
-        (
-            math.log(s.predicted_s)
-            + math.log(calibration.correct(s.key, s.compute_s, s.network_s, s.features).factor)
-            for s in samples
-        ),
+        (math.log(s.predicted_s) + math.log(_correct(calibration, s).factor) for s in samples),
         np.float64,
         len(samples),
     )
     return LocalResidual().fit(
         features, observed - corrected, [_local_group(s.key, calibration.params) for s in samples]
     )
+
+
+def _correct(calibration: ObservedCalibration, s: RunSample) -> ObservedCorrection:
+    """``calibration``'s correction of the run ``s``'s prediction."""
+    return calibration.correct(s.key, s.compute_s, s.network_s, s.features, routed_s=s.routed_s)
 
 
 def _clusters(keys: Sequence[RunKey]) -> frozenset[tuple[str, str, str]]:
@@ -1275,12 +1335,14 @@ def _apply_cell_rule(
     leaf: Int,
     compute: Float,
     network: Float,
+    routed: Float,
     log_ratio: Float,
     crossed: Float,
     noise: Float,
 ) -> TransferRule:
     """Learn the cell rule (``observed_transfer``) from the fit and move the key groups and
-    their releases by it, in place; the rule. ``members``: ``members_of(keys)``."""
+    their releases by it, in place; the rule. ``members``: ``members_of(keys)``; ``routed``
+    the seconds of ``compute`` each run's model effect ``crossed`` multiplies."""
     group_of_run = {len(LEVELS) - 1: leaf}
     for level in range(len(LEVELS) - 1, 0, -1):
         group_of_run[level - 1] = parents[level][group_of_run[level]]
@@ -1293,11 +1355,9 @@ def _apply_cell_rule(
     left = np.zeros_like(fitted.left_out_mean[KEY_LEVEL])
     left[key_of_run] = at_run
     total = compute + network
-    predicted = (
-        np.log(compute * np.exp(at_run[:, 0]) + network * np.exp(at_run.sum(axis=1)))
-        - np.log(total)
-        + crossed
-    )
+    scaled = compute + routed * np.expm1(crossed)
+    predicted = np.log(scaled * np.exp(at_run[:, 0]) + network * np.exp(at_run.sum(axis=1)))
+    predicted = predicted - np.log(total)
     rule = fit_rule(
         keys, predicted=predicted, log_ratio=log_ratio, weight=fitted.weight, noise=noise
     )
@@ -1424,7 +1484,7 @@ def cross_validated_errors(
         cal = fit_observed([samples[i] for i in seen], params)
         for i in held:
             s = samples[i]
-            found = cal.correct(s.key, s.compute_s, s.network_s, s.features)
+            found = _correct(cal, s)
             calibrated[i] = abs(s.predicted_s * found.factor / s.observed_s - 1)
         if online_jobs is not None:
             online[sorted(held)] = _online_errors(samples, online_jobs, seen, sorted(held))

@@ -15,7 +15,8 @@ bits -> GPU and recipe -> cluster, GPU, recipe and framework), each deviation
 seen through few runs stays near its parent: the shrinkage toward the prior.
 
 Fitting. The likelihood is linearised at the current estimate (Gauss-Newton): with ``q_i`` the
-network share ``N_i·e^v / (C_i + N_i·e^v)``, ``d log t_i / d(u, v) = (1, q_i)``. On a tree, the
+network share ``N_i·e^v / (C_i + N_i·e^v)`` (its compute terms as the crossed effects below
+leave them), ``d log t_i / d(u, v) = (1, q_i)``. On a tree, the
 posterior of a linear Gaussian model is found exactly by two passes of 2x2 information
 messages (belief propagation on a tree; Pearl 1988, ch. 4; the Rauch-Tung-Striebel smoother is
 the chain case): upward, every group sends its parent what its runs say about the parent's
@@ -27,19 +28,36 @@ groups) cost. Runs far from their group (beyond ``huber_k·sigma``) are down-wei
 
 Crossed effects. Beside the tree, a run may belong to groups of other factors that cut across
 it (``fit_tree``'s ``crossed``: the shape of a MoE model, run on several GPU types and
-clusters), each group a deviation ``c`` of ``u`` with prior ``N(0, tau_c²)``, its ``tau_c``
-learnt as the levels' are. They are fitted by backfitting (Hastie & Tibshirani 1990,
-*Generalized Additive Models*, §4.3) inside the Gauss-Newton steps: the tree from what the
-crossed effects leave, then each crossed group's posterior given the tree, from what the tree
-and the other crossed factors leave, a run beyond ``huber_k`` of its sd from its group's
-weighted mean down-weighted once more (one Huber step within the group: a MoE model's runs on
+clusters), each group a deviation ``c`` of the compute log factor of a part ``M_i`` of the
+run's compute terms (``crossed_s``: for a MoE model routed dropless by a learnt router its
+routed experts' seconds, where the model errs per model; otherwise all of ``C_i``:
+``planner.calibration.observed``, part 2), with prior ``N(0, tau_c²)``, its ``tau_c`` learnt
+as the levels' are:
+
+    t_i = C_i·e^u + M_i·e^u·(e^c - 1) + N_i·e^(u+v),    d log t_i / dc = M_i·e^(u+c) / t_i,
+
+the crossed share ``s_i``. Megatron-MoE-ModelZoo's Qwen3-235B-A22B long-context runs on 256
+H100 (yanring/Megatron-MoE-ModelZoo ``best_practice/qwen3/readme.md`` @ e8650517d6; the
+``mz_qwen3_235b_longctx_*`` rows of ``moe_h100_2025``), dropless and force-balanced at each
+sequence length, measure dropless/balanced step ratios of 1.245, 1.209, 1.150 and 1.089 at
+16k, 32k, 64k and 128k tokens, where the model's routed experts, at one busiest-rank factor
+for every length, give 1.052, 1.041, 1.030 and 1.018: the measured pairs need one factor of
+1.61-1.65 on the routed experts' seconds at every length, while the share of the step those
+seconds hold falls with the length as attention grows. An effect on the whole step learnt on
+some lengths therefore mispredicts the others. They are fitted by backfitting (Hastie &
+Tibshirani 1990, *Generalized Additive Models*, §4.3) inside the Gauss-Newton steps: the tree
+from what the crossed effects leave, then each crossed group's posterior given the tree,
+linearised at the current fit (the weighted regression on ``s_i`` of what the tree and the
+other crossed factors leave, with its prior), a run beyond ``huber_k`` of its sd from its
+group's fit down-weighted once more (one Huber step within the group: a MoE model's runs on
 one GPU architecture include another publisher's 2.5x outlier of it, Megatron-Bridge's H100
 Qwen3-30B-A3B in container 25.11, which otherwise set the model's effect for Automodel's run
 of it: learning curve at k = 3, Automodel's row 22.7 -> 17.5 %, Hopper MoE 15.6 -> 15.3 %, the
 other generations' cells at k = 3 unchanged). The tree goes first, so a crossed group keeps
 only what the tree's groups cannot explain; on the published runs the effects stop moving by
-the tenth step (the largest MoE model effect, GPT-OSS-120B on Blackwell, 0.129 after 10 steps,
-0.127 after 80).
+the tenth step (fitted on all 364 rows of ``benchmarks/accuracy``: the largest MoE model
+effect, GPT-OSS-120B on Blackwell, 0.079 after 10 steps, 0.078 after 80; Qwen3-235B-A22B on
+Hopper -0.056 and -0.049).
 
 Identification. ``v`` is learnt only where the network shares ``q_i`` of a group's runs differ
 (the design ``(1, q_i)`` then has rank 2) or a run has no network terms; elsewhere the data
@@ -51,14 +69,14 @@ online calibration does when a job's split is not determined.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["GN_ITERATIONS", "TreeFit", "fit_tree", "network_share"]
+__all__ = ["GN_ITERATIONS", "TreeFit", "fit_tree"]
 
 Float = NDArray[np.float64]
 Int = NDArray[np.int64]
@@ -103,12 +121,18 @@ class TreeFit:
     left_out_mean: tuple[Float, ...] = ()
 
 
-def network_share(compute_s: Float, network_s: Float, v: Float) -> Float:
-    """``N·e^v / (C + N·e^v)``, the network terms' share of the corrected step (shape of the
-    inputs)."""
-    scaled = network_s * np.exp(v)
-    share: Float = scaled / np.maximum(compute_s + scaled, _TINY)
-    return share
+def _step(
+    compute_s: Float, network_s: Float, crossed_s: Float, theta: Float, crossed: Float
+) -> tuple[Float, Float, Float]:
+    """Each run's log step ``log(C·e^u + M·e^u·(e^c - 1) + N·e^(u+v))`` at ``theta = (u, v)``
+    (shape ``(n, 2)``) and crossed effects ``c`` (shape ``(n,)``), with the network share
+    ``q = d log t / dv`` and the crossed share ``d log t / dc = M·e^(u+c) / t`` (module
+    docstring; ``M`` = ``crossed_s``)."""
+    compute = compute_s + crossed_s * np.expm1(crossed)
+    network = network_s * np.exp(theta[:, 1])
+    total = np.maximum(compute + network, _TINY)
+    log_t: Float = theta[:, 0] + np.log(total)
+    return log_t, network / total, crossed_s * np.exp(crossed) / total
 
 
 def _inv(m: Float) -> Float:
@@ -245,6 +269,7 @@ def fit_tree(
     fixed: Sequence[NDArray[np.bool_]] | None = None,
     crossed: Sequence[Int] = (),
     crossed_prior_log_sd: Sequence[float] = (),
+    crossed_s: Float | None = None,
 ) -> TreeFit:
     """Fit the nested compute/network factors (module docstring).
 
@@ -264,8 +289,10 @@ def fit_tree(
     its key; they are left out of the level's ``tau²``. None: no group is fixed.
     ``crossed``: per crossed factor, shape ``(n,)``, each run's group (``-1``: none of the
     factor's), with ``crossed_prior_log_sd`` its ``tau_c`` where the fit starts (module
-    docstring; learnt as the levels' are when ``prior_dof`` > 0). Raises ``ValueError`` when the
-    two do not have one entry per factor.
+    docstring; learnt as the levels' are when ``prior_dof`` > 0), multiplying ``crossed_s``
+    (shape ``(n,)``, s, ``0 <= crossed_s <= compute_s``: the part of each run's compute terms
+    the crossed effects scale, the MoE routed experts' seconds; None: all of ``compute_s``).
+    Raises ``ValueError`` when the two do not have one entry per factor.
     """
     if len(crossed) != len(crossed_prior_log_sd):
         raise ValueError("crossed and crossed_prior_log_sd need one entry per crossed factor")
@@ -298,15 +325,22 @@ def fit_tree(
     info: list[Float] = []
     left_out: list[Float] = []
     y = log_observed - offset
+    routed = compute_s if crossed_s is None else crossed_s
     leaf_cov = np.zeros((leaf_of_run.shape[0], 2, 2))
     effects = _Crossed(
         leaf_of_run.shape[0], crossed, crossed_prior_log_sd, dof=prior_dof, huber_k=huber_k
     )
+
+    def at(total: Float) -> tuple[Float, Float]:
+        """Each run's residual and crossed share at the tree's current ``theta`` and crossed
+        effects summing to ``total``."""
+        log_t, _, share = _step(compute_s, network_s, routed, theta, total)
+        return y - log_t, share
+
     for _ in range(GN_ITERATIONS):
         u, v = theta[:, 0], theta[:, 1]
-        q = network_share(compute_s, network_s, v)
-        predicted = np.log(compute_s * np.exp(u) + network_s * np.exp(u + v))
-        residual = y - predicted - effects.total()
+        predicted, q, _ = _step(compute_s, network_s, routed, theta, effects.total())
+        residual = y - predicted
         jac = np.stack([np.ones_like(q), q], axis=1)
         weight = _huber(
             residual, jac, leaf_cov=leaf_cov, precision=weight / sigma2, sigma2=sigma2, k=huber_k
@@ -319,15 +353,13 @@ def fit_tree(
         mean, cov, info, second, left_out = _posterior(parents, leaf_info, leaf_vec, group_var())
         theta = mean[-1][leaf_of_run]
         leaf_cov = cov[-1][leaf_of_run]
-        tree = np.log(compute_s * np.exp(theta[:, 0]) + network_s * np.exp(theta.sum(axis=1)))
-        effects.update(y - tree, scale)
+        effects.update(at, scale)
         if prior_dof > 0:
             for level in range(depth):
                 groups = int(free[level].sum())
                 seen = second[level][free[level]].sum(axis=0)
                 prior_var[level] = (prior_dof * prior0[level] + seen) / (prior_dof + groups)
-    u, v = theta[:, 0], theta[:, 1]
-    residual = y - np.log(compute_s * np.exp(u) + network_s * np.exp(u + v)) - effects.total()
+    residual = at(effects.total())[0]
     counts: list[Int] = [np.bincount(leaf_of_run, minlength=num_leaves).astype(np.int64)]
     for level in range(depth - 1, 0, -1):
         size = int(parents[level - 1].shape[0]) if level > 1 else 1
@@ -374,36 +406,43 @@ class _Crossed:
         self.mean = [np.zeros(int(f.max()) + 1 if f.size else 0) for f in self.index]
         self.var = [np.full(m.shape[0], t) for m, t in zip(self.mean, self.tau0, strict=True)]
 
-    def total(self, skip: int = -1) -> Float:
-        """Each run's sum of its groups' means over the factors but ``skip``, shape ``(n,)``."""
+    def total(self) -> Float:
+        """Each run's sum of its groups' means over the factors, shape ``(n,)``."""
         out = np.zeros(self.runs)
-        for k, (mean, slot, member) in enumerate(
-            zip(self.mean, self.slot, self.member, strict=True)
-        ):
-            if k != skip:
-                out = out + np.where(member, mean[slot], 0.0)
+        for mean, slot, member in zip(self.mean, self.slot, self.member, strict=True):
+            out = out + np.where(member, mean[slot], 0.0)
         return out
 
-    def update(self, left: Float, precision: Float) -> None:
-        """One backfitting pass: each factor's groups from ``left`` (what the tree leaves of
-        each run's log time, shape ``(n,)``) less the other factors, with the runs'
-        ``precision`` (Huber weight over sigma², shape ``(n,)``), each run down-weighted again
-        beyond ``huber_k`` of its sd from its group's mean; then its ``tau_c²`` (EM)."""
+    def update(self, at: Callable[[Float], tuple[Float, Float]], precision: Float) -> None:
+        """One backfitting pass over the factors, each linearised where the others left it:
+        ``at(total)`` gives each run's residual and crossed share ``s`` (``d log t / dc``)
+        with the crossed effects summing to ``total`` (shape ``(n,)`` each); a factor's group
+        is the weighted regression through the origin of ``residual + s·c_own`` on ``s``
+        with its prior (the normal posterior; ``s = 1`` is the mean of what the others
+        leave), with the runs' ``precision`` (Huber weight over sigma², shape ``(n,)``), each
+        run down-weighted again beyond ``huber_k`` of its sd from its group's fit; then its
+        ``tau_c²`` (EM)."""
         for k, (slot, member) in enumerate(zip(self.slot, self.member, strict=True)):
             size = self.mean[k].shape[0]
+            residual, share = at(self.total())
+            share = np.where(member, share, 0.0)
+            partial = residual + share * self.mean[k][slot]
             weight = np.where(member, precision, 0.0)
-            partial = left - self.total(skip=k)
-            total = np.bincount(slot, weights=weight, minlength=size) + 1.0 / self.tau2[k]
-            self.mean[k] = np.bincount(slot, weights=weight * partial, minlength=size) / total
-            # Huber within the group (one step from its weighted mean): a run far from its
+            info = np.bincount(slot, weights=weight * share**2, minlength=size) + 1.0 / self.tau2[k]
+            self.mean[k] = (
+                np.bincount(slot, weights=weight * share * partial, minlength=size) / info
+            )
+            # Huber within the group (one step from its weighted fit): a run far from its
             # group's other runs is mostly its key's, which the tree has taken, so the rest
             # of it would otherwise land on the group whole
             spread = 1.0 / np.sqrt(np.maximum(precision, _TINY))
-            far = np.abs(partial - self.mean[k][slot])
+            far = np.abs(partial - share * self.mean[k][slot])
             weight = weight * np.minimum(1.0, self.huber_k * spread / np.maximum(far, _TINY))
-            total = np.bincount(slot, weights=weight, minlength=size) + 1.0 / self.tau2[k]
-            self.mean[k] = np.bincount(slot, weights=weight * partial, minlength=size) / total
-            self.var[k] = 1.0 / total
+            info = np.bincount(slot, weights=weight * share**2, minlength=size) + 1.0 / self.tau2[k]
+            self.mean[k] = (
+                np.bincount(slot, weights=weight * share * partial, minlength=size) / info
+            )
+            self.var[k] = 1.0 / info
             if self.dof > 0 and size:
                 seen = float((self.mean[k] ** 2 + self.var[k]).sum())
                 self.tau2[k] = (self.dof * self.tau0[k] + seen) / (self.dof + size)

@@ -29,6 +29,7 @@ from planner.specs.parallelism import Fp8Recipe, ParallelismSpec
 from planner.specs.scenario import Scenario
 
 __all__ = [
+    "DROPLESS",
     "FAMILIES",
     "LEVELS",
     "RELEASE_LEVEL",
@@ -38,10 +39,12 @@ __all__ = [
     "RunKeyJson",
     "RunSample",
     "indexed_samples_from_runs",
+    "is_dropless",
     "model_label",
     "model_shape",
     "read_observed_runs",
     "recipe_of",
+    "routed_seconds",
     "run_key",
     "run_of",
     "sample_of",
@@ -74,6 +77,8 @@ FAMILIES: Final = ("dense", "moe")
 RUN_FIELDS: Final = frozenset(
     {"scenario", "iteration_time_s", "tokens_per_s", "memory_per_gpu_bytes", "cluster"}
 )
+DROPLESS: Final = "-dropless"
+"""The suffix ``model_label`` gives a model routed dropless by a learnt router."""
 TOKENS_AGREEMENT: Final = 0.02
 """How far ``tokens_per_s`` and ``iteration_time_s`` of one run may disagree."""
 
@@ -209,7 +214,12 @@ def model_label(model: ModelSpec) -> str:
         and not model.moe_router_force_load_balancing
         and not model.moe_router_round_robin
     )
-    return f"{shape}-dropless" if dropless else shape
+    return f"{shape}{DROPLESS}" if dropless else shape
+
+
+def is_dropless(label: str) -> bool:
+    """True for a ``model_label`` of a model routed dropless by a learnt router."""
+    return label.endswith(DROPLESS)
 
 
 # -- runs -----------------------------------------------------------------------------------
@@ -294,7 +304,9 @@ class RunSample:
     """A run as the fit sees it: its ``key``, the model's compute and network terms
     (``compute_s``, ``network_s``, s), the ``observed_s`` step (s), its ``features``
     (``residual.FEATURES``), the model's peak memory and the measured one (bytes; None when not
-    measured)."""
+    measured), and ``routed_s``: the seconds of ``compute_s`` the MoE routed experts take (the
+    prediction's ``moe_routed_compute_s``, what a MoE model effect multiplies; None when the
+    prediction gave none: the effect then multiplies all of ``compute_s``)."""
 
     key: RunKey
     compute_s: float
@@ -303,6 +315,7 @@ class RunSample:
     features: tuple[float, ...]
     predicted_memory_bytes: float
     observed_memory_bytes: float | None = None
+    routed_s: float | None = None
 
     @property
     def predicted_s(self) -> float:
@@ -333,7 +346,19 @@ def sample_of(
         features=run_features(scenario, breakdown),
         predicted_memory_bytes=float(prediction["memory_per_gpu_bytes"]),
         observed_memory_bytes=observed_memory_bytes,
+        routed_s=routed_seconds(prediction.get("moe_routed_compute_s"), split.compute_s),
     )
+
+
+def routed_seconds(value: object, compute_s: float) -> float | None:
+    """The routed experts' seconds of a prediction's ``moe_routed_compute_s`` field, at most
+    the compute terms ``compute_s`` (s); None when it is not a finite number >= 0 (a
+    prediction without it)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not (math.isfinite(value) and value >= 0):
+        return None
+    return min(float(value), compute_s)
 
 
 def samples_from_runs(runs: Sequence[ObservedRun]) -> tuple[list[RunSample], list[str]]:
