@@ -69,6 +69,23 @@ class MllogState:
 
 
 @dataclass(slots=True)
+class TrainerBarState:
+    """What a Hugging Face Trainer's console output said before the current line
+    (``adapters.logs.trainer``).
+
+    ``total``: the ``Total optimization steps`` of the last training summary (None: none yet, no
+    bar is read); ``evaluating``: an evaluation or prediction was announced since the last
+    training bar reading; ``last``: (count, elapsed s) of the last training bar reading;
+    ``anchor``: (count, elapsed s) of the reading the next step time is measured from.
+    """
+
+    total: int | None = None
+    evaluating: bool = False
+    last: tuple[int, float] | None = None
+    anchor: tuple[int, float] | None = None
+
+
+@dataclass(slots=True)
 class LogContext:
     """Parser state for one log, updated by ``parse_line(line, context=...)``; see module doc.
 
@@ -79,6 +96,7 @@ class LogContext:
     megatron_last_iteration: int | None = None
     """Iteration of the last Megatron-LM interval line (its step time averages since then)."""
     mllog: MllogState = field(default_factory=MllogState)
+    trainer: TrainerBarState = field(default_factory=TrainerBarState)
     nanogpt_last: tuple[int, float] | None = None
     """(iteration, cumulative ``train_time`` in ms) of the last modded-nanogpt step line."""
     dschat_epochs: int | None = None

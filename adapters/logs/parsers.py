@@ -37,6 +37,12 @@ Formats recognised (``ProgressRecord.framework`` in brackets):
   ``global_step`` give None. ``step_time_s`` is ``train_step_timing in s`` (NeMo) when present,
   else the inverse of tqdm's rate (an exponential moving average, tqdm's ``smoothing=0.3``).
   Validation bars are ignored.
+* **Hugging Face Trainer bar** (``transformers``; needs a context; ``adapters.logs.trainer``):
+  the Trainer's description-less training tqdm bar, the one whose total is the ``Total
+  optimization steps`` of its ``***** Running training *****`` summary (no summary: not read),
+  evaluation bars left out; ``iteration`` is its count, ``step_time_s`` the difference of its
+  ``elapsed`` field between two readings over the steps between them (never tqdm's smoothed
+  rate). Read only in a log where no other format gave progress.
 * **torchtune bar** (``torchtune``): its recipes describe their tqdm bar as ``{epoch}|{global
   step}|Loss: {loss}``; ``iteration`` is the global step (the bar's count restarts each epoch),
   ``step_time_s`` the inverse of tqdm's rate (one bar step per optimizer step).
@@ -105,7 +111,7 @@ from collections.abc import Callable, Mapping
 from datetime import tzinfo
 from typing import Any, Final
 
-from adapters.logs import values
+from adapters.logs import trainer, values
 from adapters.logs.context import LogContext, LogEvent
 from adapters.logs.deepspeed import parse_deepspeed
 from adapters.logs.mlperf import MARKER as _MLLOG_MARKER
@@ -344,12 +350,13 @@ def _parse_bar(
 ) -> ProgressRecord | None:
     m = _BAR.search(text) if "%|" in text else None  # the check spares a slow search
     if m is None:
+        trainer.read_summary(text, context)
         return None
     epoch = _EPOCH.search(m["desc"])
     if epoch is None:
-        # not Lightning's: torchtune's bar, else a validation, test or predict bar, or a bar
-        # without a description (the Hugging Face Trainer's training and evaluation bars look
-        # alike, and a log that also prints structured step lines would be read twice)
+        # not Lightning's: torchtune's bar, else the Hugging Face Trainer's training bar (told
+        # from its evaluation bars by its summary, timed by its elapsed field), else a
+        # validation, test or predict bar
         tune = _TUNE_DESC.search(text, 0, m.start("pct"))
         if tune is not None:
             return ProgressRecord(
@@ -358,7 +365,10 @@ def _parse_bar(
                 loss=values.finite(values.number(tune["loss"])),
                 framework="torchtune",
             )
-        return None
+        record = trainer.read_bar(m["desc"], m["n"], m["total"], m["elapsed"], context)
+        # the Trainer's logger writes on after a bar refresh without a line end of its own
+        trainer.read_summary(text[m.end() :], context)
+        return record
     fields = _bar_postfix(m["postfix"])
     step_time_s: float | None
     timing = fields.get("train_step_timing in s", fields.get("train_step_timing"))

@@ -17,13 +17,15 @@ from adapters.logs import values
 from adapters.logs.context import LogContext, LogEvent
 from adapters.logs.parsers import parse_line
 from adapters.logs.tables import read_iteration_table
+from adapters.logs.trainer import FRAMEWORK as TRAINER_BAR
 from planner.errors import SpecError
 from planner.specs.job import ProgressRecord
 
 _LINE_END: Final = re.compile(r"\r\n|\r|\n")
 _FORMATS: Final = (
     "Megatron-LM / Megatron-DeepSpeed, NeMo, torchtitan, Lightning, JSON lines, MLPerf MLLOG, "
-    "modded-nanogpt, DeepSpeed, DeepSpeed-Chat, Megatron-LM CI golden-value tables"
+    "modded-nanogpt, DeepSpeed, DeepSpeed-Chat, the Hugging Face Trainer's training bar (after "
+    "its 'Total optimization steps' summary), Megatron-LM CI golden-value tables"
 )
 
 
@@ -37,7 +39,8 @@ class LogReading:
     time the log printed for it, or None). Iterations may repeat or go back where the job
     restarted from a checkpoint. ``framework`` is that format (``megatron``, ``mlperf``,
     ``modded-nanogpt``, ``deepspeed-chat``, ``megatron-ci``, ...): the one with most records when
-    a log mixes several (records of the others are dropped). ``train_iters`` is the total number
+    a log mixes several (records of the others are dropped; a Hugging Face Trainer bar's,
+    ``transformers``, never wins beside another format). ``train_iters`` is the total number
     of iterations the log states (the last stated on a kept record: Megatron-LM ``N/T``,
     modded-nanogpt ``step:N/T``, torchtitan's start line, DeepSpeed-Chat's epochs x generation
     batches, a CI table's ``end_step``; an MLPerf run's cap, then what it trained once it ended:
@@ -87,6 +90,10 @@ def read_log(text: str, *, tz: tzinfo | None = None) -> LogReading:
             "(see adapters/logs/parsers.py for the lines each prints)",
         )
     counts = Counter(record.framework for record in found)
+    if len(counts) > 1:
+        # a Trainer script that also prints step lines: its bar (read until the first of
+        # them) is not the job's own measurement (adapters.logs.trainer)
+        del counts[TRAINER_BAR]
     framework = max(counts, key=lambda name: counts[name])  # first seen wins a tie
     records = tuple(record for record in found if record.framework == framework)
     totals = [record.train_iters for record in records if record.train_iters is not None]

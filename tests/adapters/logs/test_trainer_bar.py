@@ -1,0 +1,167 @@
+"""The Hugging Face Trainer's training bar read from its console output (``adapters.logs.trainer``).
+
+The logs are written for the project in the shape the Trainer prints them to a file: its
+``***** Running training *****`` summary, then tqdm refreshes separated by carriage returns (no
+line end until the bar closes), the Trainer's logger writing on after a refresh, evaluation bars
+of their own total or of the training bar's. Elapsed times are printed as tqdm prints them,
+truncated to the second (``MM:SS``, ``H:MM:SS``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from datetime import UTC
+
+import pytest
+
+from adapters.logs.context import LogContext
+from adapters.logs.parsers import parse_line
+from adapters.logs.reading import read_log
+from adapters.logs.trainer import MIN_SPAN_S
+from planner.errors import SpecError
+from planner.specs.job import ProgressRecord
+
+HEAD = "[INFO|trainer.py:{line}] 2025-03-10 09:00:01,100 >> "
+
+
+def summary(total: int) -> list[str]:
+    return [
+        HEAD.format(line=2369) + "***** Running training *****",
+        HEAD.format(line=2370) + "  Num examples = 48,000",
+        HEAD.format(line=2376) + "  Gradient Accumulation steps = 2",
+        HEAD.format(line=2377) + f"  Total optimization steps = {total:,}",
+    ]
+
+
+def clock(seconds: float) -> str:
+    """tqdm's ``format_interval``: whole seconds, ``MM:SS`` or ``H:MM:SS``."""
+    minutes, s = divmod(int(seconds), 60)
+    h, m = divmod(minutes, 60)
+    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def refresh(n: int, total: int, elapsed_s: float, prefix: str = "") -> str:
+    """One tqdm refresh; the rate printed is deliberately not the bar's pace (never read)."""
+    pct = 100 * n // total
+    return f"{prefix}{pct:3d}%|##        | {n}/{total} [{clock(elapsed_s)}<01:30,  9.99s/it]"
+
+
+def bar(readings: Iterable[tuple[int, float]], total: int, prefix: str = "") -> str:
+    """A bar's refreshes as a file holds them: each after a carriage return, no line end."""
+    return "".join("\r" + refresh(n, total, t, prefix) for n, t in readings)
+
+
+def test_training_bar_is_timed_by_its_elapsed_field_across_an_evaluation() -> None:
+    """Start-up 4 s, then 2 s per step; an evaluation of 6 s after step 12, its bar of another
+    total, the same total, or under a launcher's prefix; training goes on with its own clock."""
+    for prefix, eval_total in (("", 25), ("", 1500), ("0: ", 25), ("[default0]:", 1500)):
+        first = [(0, 0.0)] + [(n, 4.0 + 2.0 * (n - 1)) for n in range(1, 13)]
+        announce = HEAD.format(line=4200) + "***** Running Evaluation *****"
+        evaluation = [(n, float(n)) for n in range(6)]
+        resumed = [(n, 26.0 + 6.0 + 2.0 * (n - 12)) for n in range(13, 19)]
+        text = "\n".join(
+            [
+                *summary(1500),
+                bar(first, 1500, prefix) + announce,
+                HEAD.format(line=4202) + "  Num examples = 200",
+                bar(evaluation, eval_total, prefix),
+                "{'eval_loss': 2.31, 'eval_runtime': 6.0, 'epoch': 0.01}",
+                bar(resumed, 1500, prefix),
+            ]
+        )
+        reading = read_log(text + "\n", tz=UTC)
+        assert reading.framework == "transformers"
+        assert reading.train_iters == 1500
+        # step 1 holds start-up, step 13 the evaluation: neither is timed
+        got = [(r.iteration, r.step_time_s, r.num_iterations) for r in reading.records]
+        assert got == [(1, None, 1), (6, 2.0, 5), (11, 2.0, 5), (13, None, 1), (18, 2.0, 5)]
+        assert all(r.train_iters == 1500 for r in reading.records)
+
+
+@pytest.mark.parametrize("step_s", [1.0, 1.3, 400.0])
+def test_step_times_add_up_to_the_bar_clock_and_its_end_is_read(step_s: float) -> None:
+    """Steps of 1 s, 1.3 s (elapsed times truncated) and 400 s (``H:MM:SS``) over a 20-step
+    bar: spans of at least ``MIN_SPAN_S``, the last one shorter at the bar's end; the timed
+    steps add up to the bar's clock from its first step to its last."""
+    elapsed = {n: 3.0 + step_s * (n - 1) for n in range(1, 21)}
+    text = "\n".join([*summary(20), bar([(0, 0.0), *elapsed.items()], 20)])
+    records = read_log(text + "\n", tz=UTC).records
+    assert records[0].step_time_s is None
+    assert records[-1].iteration == 20
+    timed = records[1:]
+    assert sum(r.num_iterations for r in timed) == 19
+    clocked = math.floor(elapsed[20]) - math.floor(elapsed[1])
+    total_s = sum(r.step_time_s * r.num_iterations for r in timed if r.step_time_s is not None)
+    assert total_s == pytest.approx(clocked)
+    for r in timed[:-1]:
+        assert r.step_time_s is not None
+        assert r.step_time_s * r.num_iterations >= MIN_SPAN_S
+        assert r.step_time_s == pytest.approx(step_s, rel=0.1)
+    if step_s >= MIN_SPAN_S:
+        assert [r.iteration for r in records] == list(range(1, 21))
+
+
+def test_a_run_resumed_from_a_checkpoint_does_not_time_its_jump() -> None:
+    """A resumed run's bar jumps from 0 to the resumed step at its first update (after the
+    checkpoint's load and the skipped batches): that reading starts the span."""
+    readings = [(0, 0.0), (501, 40.0)] + [(n, 40.0 + 2.0 * (n - 501)) for n in range(502, 512)]
+    text = "\n".join([*summary(1000), bar(readings, 1000)])
+    got = [(r.iteration, r.step_time_s) for r in read_log(text + "\n", tz=UTC).records]
+    assert got == [(501, None), (506, 2.0), (511, 2.0)]
+
+
+def test_without_the_training_summary_no_bar_is_read() -> None:
+    """The same bar is read after its summary and not without it (no guessing which bar is
+    training's); nor after a summary of another total."""
+    readings = [(n, 2.0 * n) for n in range(0, 21)]
+    with_summary = read_log("\n".join([*summary(20), bar(readings, 20)]) + "\n", tz=UTC)
+    assert [r.iteration for r in with_summary.records] == [1, 6, 11, 16, 20]
+    for head in ([], summary(40)):
+        with pytest.raises(SpecError, match="no training progress"):
+            read_log("\n".join([*head, bar(readings, 20)]) + "\n", tz=UTC)
+
+
+def test_structured_step_lines_are_read_and_never_the_bar_beside_them() -> None:
+    """A Trainer script that also prints JSON step lines, its first one after 30 s of bar:
+    read whole, only the JSON lines are progress; read line by line, the bar gives nothing
+    once the first JSON line is read. The same bar without the JSON lines is read."""
+    lines = ["\n".join(summary(1500)) + "\n", "\r" + refresh(0, 1500, 0.0)]
+    for step in range(1, 21):
+        lines.append("\r" + refresh(step, 1500, 2.0 * step))
+        if step % 15 == 0 or step == 20:
+            step_line = {"event": "step", "step": step, "time_s": 1.7e9 + 2.1 * step}
+            lines.append("\n" + json.dumps(step_line) + "\n")
+    text = "".join(lines)
+    reading = read_log(text, tz=UTC)
+    assert reading.framework == "json"
+    assert [r.iteration for r in reading.records] == [15, 20]
+
+    context = LogContext()
+    frameworks: list[str] = []
+    for line in text.replace("\r", "\n").split("\n"):
+        record = parse_line(line, tz=UTC, context=context)
+        if isinstance(record, ProgressRecord):
+            frameworks.append(record.framework)
+    first_json = frameworks.index("json")
+    assert "transformers" in frameworks[:first_json]
+    assert set(frameworks[first_json:]) == {"json"}
+
+    bar_only = "".join(line for line in lines if "event" not in line)
+    assert read_log(bar_only, tz=UTC).framework == "transformers"
+
+
+def test_trainer_lines_never_raise_on_garbage() -> None:
+    context = LogContext()
+    for line in (
+        "  Total optimization steps = 0",
+        "  Total optimization steps = 99999999999999999999",
+        "  Total optimization steps = 10",
+        " 50%|#####     | 5/10 [99:99<00:01, 1.0it/s]",
+        " 50%|#####     | 5/10 [:<00:01, 1.0it/s]",
+        " 50%|#####     | 99999999999999999999/10 [00:01<00:01, 1.0it/s]",
+        " 60%|######    | 6/10 [00:01<00:01, 1.0it/s]***** Running Prediction *****",
+        " 70%|#######   | 7/10 [99999999999:00:00<00:01, 1.0it/s]",
+    ):
+        parse_line(line, tz=UTC, context=context)
