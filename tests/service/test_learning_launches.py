@@ -1,7 +1,8 @@
 """The service learns from jobs described by their launch (no scenario file): an HF Trainer job
 and a torchtitan job read by their launch readers, run to the end with their own log lines,
-become observed runs with the launch's scenario; a launch read only in part is kept as a
-skipped run that names the field it lacks."""
+become observed runs with the launch's scenario (an HF Trainer job also from the Trainer's
+console output alone); a launch read only in part is kept as a skipped run that names the field
+it lacks."""
 
 from __future__ import annotations
 
@@ -99,6 +100,29 @@ def hf_log(start_s: float, step_s: float) -> str:
         record = {"event": "step", "step": step, "max_steps": STEPS, "loss": 2.0}
         lines.append(json.dumps({**record, "time_s": start_s + step * step_s}))
     return "\n".join(lines) + "\n"
+
+
+def hf_console_log(step_s: float, *, startup_s: float = 7.0) -> str:
+    """An HF Trainer job's log holding only the Trainer's console output: its summary, then its
+    training tqdm bar as a file holds it (a refresh after each optimizer step, carriage returns
+    between them, ``elapsed`` truncated to the second as tqdm prints it, ``startup_s`` before
+    the first step) and the ``{'loss': ...}`` dicts the Trainer writes every ``EVERY`` steps."""
+    head = [
+        "[INFO|trainer.py:2369] >> ***** Running training *****",
+        "[INFO|trainer.py:2376] >>   Gradient Accumulation steps = 2",
+        f"[INFO|trainer.py:2377] >>   Total optimization steps = {STEPS}",
+    ]
+    parts = ["\n".join(head) + "\n", f"\r  0%|          | 0/{STEPS} [00:00<?, ?it/s]"]
+    for step in range(1, STEPS + 1):
+        minutes, seconds = divmod(int(startup_s + step * step_s), 60)
+        bar = "#" * (step * 10 // STEPS)
+        parts.append(
+            f"\r{step * 100 // STEPS:3d}%|{bar:<10}| {step}/{STEPS} "
+            f"[{minutes:02d}:{seconds:02d}<00:10, {step_s:.2f}s/it]"
+        )
+        if step % EVERY == 0:
+            parts.append(f"\n{{'loss': 2.0, 'learning_rate': 2e-05, 'epoch': {step / STEPS}}}\n")
+    return "".join(parts) + "\n"
 
 
 def titan_config(root: Path, flavor: str) -> Path:
@@ -325,3 +349,29 @@ def test_a_launch_read_in_part_is_a_skipped_run_naming_the_field(
         assert listing["applied"]
         (skipped,) = listing["skipped"]
         assert skipped == {"job_id": "2", "reason": run.skip_reason}
+
+
+def test_an_hf_trainer_job_with_only_its_console_output_is_learnt_from(
+    cluster_root: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    """An HF Trainer job whose log holds only what the Trainer prints (its summary and its
+    training bar, no step lines of its own) ends as a usable observed run: its step time is
+    the one the bar's elapsed field gives, its iterations the bar's count."""
+    root = cluster_root
+    model = mini_llama(root, "console", layers=24, hidden=3072)
+    job, log = launched_job(root, make_job, clock, "1", hf_script(model, micro=4))
+    with app_for(db_url, source, clock, allowed_file_roots=[str(root)]) as client:
+        step_s = SLOWER * model_step_s(client, source, job)
+        assert step_s * STEPS > 10 * 10  # the bar spans ten of its shortest timed spans
+        run_with_log(client, source, clock, job, log, hf_console_log(step_s))
+        view = job_view(client, "1")
+        assert view["described_by"] == "hf_trainer"
+        assert view["eta"]["observed_step_time_s"] == pytest.approx(step_s, rel=0.02)
+        run = stored_run(client, "1")
+        assert run.skip_reason is None
+        assert run.scenario == view["scenario"]
+        assert run.iteration_time_s == pytest.approx(step_s, rel=0.02)
+        assert run.num_iterations == STEPS
+        assert learn(client) == {"slurm/test": "ok"}
+        (listing,) = client.get("/v1/calibrations").json()["learnt"]
+        assert listing["num_runs"] == 1
