@@ -1,7 +1,7 @@
 """Training progress from job logs: line parsers (Megatron-LM, NeMo, torchtitan, Lightning, JSON,
-MLPerf MLLOG, modded-nanogpt, DeepSpeed, DeepSpeed-Chat), Megatron-LM CI golden tables, a reader
-of whole finished logs, and an incremental tailer that survives partial lines, rotation and
-truncation."""
+MLPerf MLLOG, modded-nanogpt, DeepSpeed, DeepSpeed-Chat, the Hugging Face Trainer's training
+bar), Megatron-LM CI golden tables, a reader of whole finished logs, and an incremental tailer
+that survives partial lines, rotation and truncation."""
 
 from adapters.logs.context import LogContext, LogEvent
 from adapters.logs.parsers import parse_line

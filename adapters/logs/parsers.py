@@ -89,6 +89,8 @@ DeepSpeed engine lines, once another format reports steps, give None and lend th
 that format's record of the same iteration; a Megatron-LM record's ``num_iterations`` is the
 difference with the previous Megatron-LM iteration (1 for the first, and after a restart from a
 checkpoint); a record without ``train_iters`` takes the last one its format stated (torchtitan);
+the Hugging Face Trainer's training bar is told from its evaluation bars and timed
+(``adapters.logs.trainer``);
 validation and MLLOG run events are collected as ``LogEvent`` and every time a line starts with
 widens ``first_timestamp_s``..``last_timestamp_s``. ``adapters.logs.reading.read_log`` and
 ``adapters.logs.tail.LogTailer`` read this way.

@@ -33,22 +33,22 @@ _FORMATS: Final = (
 class LogReading:
     """What a finished log says about its job's progress.
 
-    ``records`` are the progress records of the log's main format in log order, as
-    ``parse_line`` gives them with a ``LogContext`` (each record's ``step_time_s`` averages over
-    the ``num_iterations`` iterations since the format's previous record; ``timestamp_s`` is the
-    time the log printed for it, or None). Iterations may repeat or go back where the job
-    restarted from a checkpoint. ``framework`` is that format (``megatron``, ``mlperf``,
-    ``modded-nanogpt``, ``deepspeed-chat``, ``megatron-ci``, ...): the one with most records when
-    a log mixes several (records of the others are dropped; a Hugging Face Trainer bar's,
-    ``transformers``, never wins beside another format). ``train_iters`` is the total number
-    of iterations the log states (the last stated on a kept record: Megatron-LM ``N/T``,
-    modded-nanogpt ``step:N/T``, torchtitan's start line, DeepSpeed-Chat's epochs x generation
-    batches, a CI table's ``end_step``; an MLPerf run's cap, then what it trained once it ended:
+    ``records`` are the progress records of the log's main format in log order, as ``parse_line``
+    gives them with a ``LogContext`` (each record's ``step_time_s`` averages over the
+    ``num_iterations`` iterations since the format's previous record; ``timestamp_s`` is the time
+    the log printed for it, or None). Iterations may repeat or go back where the job restarted from
+    a checkpoint. ``framework`` is that format (``megatron``, ``mlperf``, ``modded-nanogpt``,
+    ``deepspeed-chat``, ``megatron-ci``, ...): the one with most records when a log mixes several
+    (records of the others are dropped; a Hugging Face Trainer bar's, ``transformers``, never wins
+    beside another format's step lines). ``train_iters`` is the total number of iterations the log
+    states (the last stated on a kept record: Megatron-LM ``N/T``, modded-nanogpt ``step:N/T``,
+    torchtitan's start line, DeepSpeed-Chat's epochs x generation batches, a CI table's
+    ``end_step``; an MLPerf run's cap, then what it trained once it ended:
     ``adapters.logs.mlperf``), None when it states none. ``events`` are evaluation and run
-    start/stop events in log order (``LogEvent``). ``first_timestamp_s`` and
-    ``last_timestamp_s`` are the earliest and latest times the log printed on any line (launcher
-    and framework log lines, MLLOG ``time_ms``), epoch seconds, None when it printed none: the
-    span includes start-up before the first record and teardown after the last.
+    start/stop events in log order (``LogEvent``). ``first_timestamp_s`` and ``last_timestamp_s``
+    are the earliest and latest times the log printed on any line (launcher and framework log lines,
+    MLLOG ``time_ms``), epoch seconds, None when it printed none: the span includes start-up before
+    the first record and teardown after the last.
     """
 
     records: tuple[ProgressRecord, ...]
@@ -90,9 +90,10 @@ def read_log(text: str, *, tz: tzinfo | None = None) -> LogReading:
             "(see adapters/logs/parsers.py for the lines each prints)",
         )
     counts = Counter(record.framework for record in found)
-    if len(counts) > 1:
+    if context.frameworks - {TRAINER_BAR}:
         # a Trainer script that also prints step lines: its bar (read until the first of
-        # them) is not the job's own measurement (adapters.logs.trainer)
+        # them) is not the job's own measurement (adapters.logs.trainer); DeepSpeed engine
+        # lines do not count as such (LogContext.frameworks leaves them out)
         del counts[TRAINER_BAR]
     framework = max(counts, key=lambda name: counts[name])  # first seen wins a tie
     records = tuple(record for record in found if record.framework == framework)

@@ -42,9 +42,10 @@ Rules (framework ``transformers``):
   for a resumed run, the resumed steps); so does the first training reading after an
   evaluation (its elapsed time holds the evaluation).
 * **Never beside a structured format**: the bar is read only while no other format has given a
-  progress record in the log (``LogContext.frameworks``): a script that also prints step lines
-  (JSON, Megatron-LM, torchtitan, ...) is read from those, and ``read_log`` drops bar records
-  read before the first of them.
+  progress record in the log (``LogContext.frameworks``, which leaves DeepSpeed engine lines
+  out: they only lend their time): a script that also prints step lines (JSON, Megatron-LM,
+  torchtitan, ...) is read from those, and ``read_log`` drops bar records read before the first
+  of them.
 """
 
 from __future__ import annotations

@@ -86,9 +86,9 @@ def accelerate_config(root: Path) -> Path:
 
 
 def hf_log(start_s: float, step_s: float) -> str:
-    """An HF Trainer job's log: the Trainer's summary, its description-less tqdm bar (never
-    progress: ``adapters.logs.parsers``) and the JSON step lines a logging callback prints
-    every ``EVERY`` steps, ``step_s`` apart (epoch-second time stamps)."""
+    """An HF Trainer job's log: the Trainer's summary, its description-less tqdm bar (not read
+    beside step lines: ``adapters.logs.trainer``) and the JSON step lines a logging callback
+    prints every ``EVERY`` steps, ``step_s`` apart (epoch-second time stamps)."""
     lines = [
         "[INFO|trainer.py:2369] >> ***** Running training *****",
         "[INFO|trainer.py:2376] >>   Gradient Accumulation steps = 2",

@@ -152,6 +152,21 @@ def test_structured_step_lines_are_read_and_never_the_bar_beside_them() -> None:
     assert read_log(bar_only, tz=UTC).framework == "transformers"
 
 
+def test_deepspeed_engine_lines_do_not_stop_the_bar() -> None:
+    """A Trainer job under DeepSpeed: the engine's ``step=K`` lines (every 10 steps, with the
+    time they were logged) are not step lines of the script's own, so the bar is read."""
+    engine = "[2025-03-10 09:00:{s:02d},000] [INFO] [logging.py:96:log_dist] [Rank 0] step={k}, "
+    engine += "skipped=0, lr=[2e-05], mom=[(0.9, 0.95)]"
+    lines = [*summary(40), engine.format(s=1, k=0)]
+    readings = [(n, 2.0 * n) for n in range(0, 41)]
+    for start in range(0, 41, 10):
+        lines.append(bar(readings[start : start + 10], 40))
+        lines.append(engine.format(s=start // 2 + 1, k=start + 10))
+    reading = read_log("\n".join(lines) + "\n", tz=UTC)
+    assert reading.framework == "transformers"
+    assert [r.iteration for r in reading.records] == [1, 6, 11, 16, 21, 26, 31, 36, 40]
+
+
 def test_trainer_lines_never_raise_on_garbage() -> None:
     context = LogContext()
     for line in (
