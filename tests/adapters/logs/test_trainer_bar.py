@@ -13,15 +13,17 @@ import json
 import math
 from collections.abc import Iterable
 from datetime import UTC
+from pathlib import Path
 
 import pytest
 
 from adapters.logs.context import LogContext
 from adapters.logs.parsers import parse_line
 from adapters.logs.reading import read_log
+from adapters.logs.tail import LogTailer
 from adapters.logs.trainer import MIN_SPAN_S
 from planner.errors import SpecError
-from planner.specs.job import ProgressRecord
+from planner.specs.job import ProgressRecord, TailCursor
 
 HEAD = "[INFO|trainer.py:{line}] 2025-03-10 09:00:01,100 >> "
 
@@ -150,6 +152,24 @@ def test_structured_step_lines_are_read_and_never_the_bar_beside_them() -> None:
 
     bar_only = "".join(line for line in lines if "event" not in line)
     assert read_log(bar_only, tz=UTC).framework == "transformers"
+
+
+def test_a_tailed_bar_gives_what_the_whole_log_gives(tmp_path: Path) -> None:
+    """The bar tailed while it grows, reads ending anywhere (inside a refresh too): the same
+    records as the finished log read whole, the last refresh read once it is complete."""
+    readings = [(0, 0.0)] + [(n, 5.0 + 1.5 * n) for n in range(1, 41)]
+    text = ("\n".join(summary(40)) + "\n" + bar(readings, 40) + "\n").encode()
+    log = tmp_path / "job.out"
+    tailer = LogTailer(tz=UTC)
+    cursor = TailCursor(path=str(log))
+    tailed: list[tuple[int, float | None]] = []
+    for end in [*range(0, len(text), 97), len(text)]:
+        log.write_bytes(text[:end])
+        records, cursor = tailer.read(cursor)
+        tailed += [(r.iteration, r.step_time_s) for r in records if isinstance(r, ProgressRecord)]
+    whole = read_log(text.decode(), tz=UTC).records
+    assert tailed == [(r.iteration, r.step_time_s) for r in whole]
+    assert tailed[-1][0] == 40
 
 
 def test_deepspeed_engine_lines_do_not_stop_the_bar() -> None:
