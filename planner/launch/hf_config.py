@@ -8,6 +8,33 @@ DeepSeek, gpt-oss and Llama 4, True for GPT-2, Gemma, Starcoder2, Falcon and the
 ``PretrainedConfig`` base; ``num_key_value_heads`` = ``num_attention_heads`` when absent;
 GPT-2 ``n_inner`` None = 4 x ``n_embd``) and, for MPT, llm-foundry's ``MPTConfig``
 (``llmfoundry/models/mpt/configuration_mpt.py``: ``expansion_ratio`` 4, tied embeddings).
+
+Families whose classes fill in other values (huggingface/transformers,
+``src/transformers/models/``, at the stored commit):
+
+* ``falcon/configuration_falcon.py@5fd8eda``: ``num_kv_heads`` None = ``num_attention_heads``
+  (read only with ``new_decoder_architecture``, default False; else ``multi_query``, default
+  True, means one KV head), ``parallel_attn`` True, ``bias`` False, tied embeddings (base).
+* ``cohere/configuration_cohere.py@032b32a``: ``tie_word_embeddings`` True,
+  ``num_key_value_heads`` None = heads, ``use_qk_norm`` False; ``cohere/modular_cohere.py@7792ab1``
+  ``CohereAttention`` normalises each query and key head (``q_norm`` / ``k_norm`` over
+  ``(heads, head_dim)``) before the rotary embedding; ``logit_scale`` prices nothing.
+* ``gemma/configuration_gemma.py@3676fc8``: ``head_dim`` 256, ``num_key_value_heads`` 16;
+  ``gemma2/configuration_gemma2.py@19f5346``: ``head_dim`` 256, ``num_key_value_heads`` 4,
+  ``sliding_window`` 4096; ``gemma3/configuration_gemma3.py@d98ac17`` (``Gemma3TextConfig``):
+  the same and ``sliding_window_pattern`` 6 (``query_pre_attn_scalar`` and the soft-caps
+  price nothing).
+* ``starcoder2/configuration_starcoder2.py@77efc55``: ``num_key_value_heads`` 2, ``use_bias``
+  True, ``sliding_window`` None; ``starcoder2/modeling_starcoder2.py@73faa33`` passes the
+  window to every layer's attention.
+* ``llama4/configuration_llama4.py@b17cfe4`` (``Llama4TextConfig``): ``num_key_value_heads``
+  8, ``head_dim`` 128, ``intermediate_size_mlp`` 16384, ``num_local_experts`` 16,
+  ``num_experts_per_tok`` 1, ``moe_layers`` None = every ``interleave_moe_layer_step``-th
+  layer (default 1), ``attention_chunk_size`` 8192.
+* Parallel attention/MLP blocks, which the scenario cannot say (:func:`hf_config_notes`):
+  ``CohereDecoderLayer`` (``cohere/modeling_cohere.py@dbb5a50``) and ``PhiDecoderLayer``
+  (``phi/modeling_phi.py@0faeaf3``) always; GPT-NeoX's ``use_parallel_residual``
+  (``gpt_neox/configuration_gpt_neox.py@35aa9bd``, default True); Falcon's.
 """
 
 from __future__ import annotations
@@ -16,7 +43,7 @@ from collections.abc import Mapping
 
 from planner.errors import SpecError
 
-__all__ = ["SUPPORTED_MODEL_TYPES", "config_model_type", "hf_config_fields"]
+__all__ = ["SUPPORTED_MODEL_TYPES", "config_model_type", "hf_config_fields", "hf_config_notes"]
 
 Found = dict[str, tuple[object, str]]
 """Scenario field -> (value, the config key it was read or derived from)."""
@@ -28,7 +55,7 @@ _NON_GATED = frozenset(
 GeGLU for Gemma: three matrices, the ``swiglu`` shape)."""
 _TIED_BY_DEFAULT = frozenset(
     {"gpt2", "gpt_bigcode", "mpt", "gemma", "gemma2", "gemma3", "gemma3_text", "starcoder2"}
-    | {"falcon", ""}
+    | {"falcon", "cohere", ""}
 )
 _UNTIED_BY_DEFAULT = frozenset(
     {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "phi"}
@@ -41,6 +68,35 @@ rotary embedding, whatever the config says (``qk_layernorm``): ``transformers``'
 ``Qwen3Attention``, ``Qwen3MoeAttention`` and ``Gemma3Attention`` build ``q_norm``/``k_norm``
 as RMSNorms of ``head_dim``. OLMo-2 and OLMoE normalise the whole query and key projections
 instead (``Olmo2Attention``: RMSNorm of ``num_attention_heads·head_dim``), not read as this."""
+_GEMMA3_DEFAULTS: dict[str, object] = {
+    "head_dim": 256,
+    "num_key_value_heads": 4,
+    "sliding_window": 4096,
+    "sliding_window_pattern": 6,
+}
+_LLAMA4_DEFAULTS: dict[str, object] = {
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size_mlp": 16384,
+    "num_local_experts": 16,
+    "num_experts_per_tok": 1,
+    "attention_chunk_size": 8192,
+}
+_FAMILY_DEFAULTS: dict[str, dict[str, object]] = {
+    "gemma": {"head_dim": 256, "num_key_value_heads": 16},
+    "gemma2": {"head_dim": 256, "num_key_value_heads": 4, "sliding_window": 4096},
+    "gemma3": _GEMMA3_DEFAULTS,
+    "gemma3_text": _GEMMA3_DEFAULTS,
+    "starcoder2": {"num_key_value_heads": 2},
+    "llama4": _LLAMA4_DEFAULTS,
+    "llama4_text": _LLAMA4_DEFAULTS,
+}
+"""Shape keys whose family's configuration class fills in a value other than the Llama
+fallback (``num_key_value_heads`` = heads, ``head_dim`` = hidden / heads, no window, dense)
+when a config file leaves them out (see the module docstring for the classes read)."""
+_SLIDING_EVERY_LAYER = frozenset({"mistral", "mixtral", "starcoder2"})
+"""Families whose every layer attends through ``sliding_window`` when it is set
+(``Starcoder2Attention`` passes ``config.sliding_window`` on every layer, as Mistral's)."""
 SUPPORTED_MODEL_TYPES = _TIED_BY_DEFAULT - {""} | _UNTIED_BY_DEFAULT
 """``model_type`` values read with their own family's keys and defaults."""
 
@@ -100,8 +156,7 @@ def hf_config_fields(config: Mapping[str, object]) -> Found:
     """Scenario ``model:`` fields of a Hugging Face config mapping, each with its config key
     (see :func:`planner.launch.models.model_fields_from_hf_config`). ``SpecError(<key>, ...)``
     when a required key is missing or not a positive integer."""
-    keys = _decoder_keys(config)
-    model_type = config_model_type(config)[0]
+    keys, model_type = _family_keys(config)
     if model_type in ("gpt2", "gpt_bigcode"):
         found = _gpt2(keys, model_type)
     elif model_type == "mpt":
@@ -117,6 +172,68 @@ def hf_config_fields(config: Mapping[str, object]) -> Found:
         tie_key = keys.key(tie_key)
     found["untie_embeddings"] = (not tied, tie_key)
     return found
+
+
+_SEQUENTIAL = "the scenario format describes sequential attention and MLP blocks"
+_BIAS = (
+    "every linear layer carries a bias vector; the scenario format has no field for dense "
+    "biases, so they are left out"
+)
+_PARALLEL_BLOCK = (
+    "attention and MLP read the same normed input and add to one residual (parallel "
+    f"block); {_SEQUENTIAL}, so the layer is priced as a sequential one"
+)
+
+
+def hf_config_notes(config: Mapping[str, object]) -> list[str]:
+    """What the config's family builds that the scenario's ``model:`` fields cannot say, each
+    a line for the launch's notes naming the key: parallel attention/MLP blocks (Falcon
+    ``parallel_attn`` / ``new_decoder_architecture``, GPT-NeoX ``use_parallel_residual``, both
+    default True; Cohere's ``CohereDecoderLayer`` and Phi-1/2's ``PhiDecoderLayer`` always),
+    biased linears (Starcoder2 ``use_bias``, default True; Falcon ``bias``), Llama 4's
+    chunked local attention (``attention_chunk_size``, default 8192, on the RoPE layers) and
+    OLMo-2's query/key norm over whole projections."""
+    keys, model_type = _family_keys(config)
+    notes: list[str] = []
+    if model_type == "falcon":
+        if keys.flag("new_decoder_architecture", False):
+            notes.append(f"{keys.key('new_decoder_architecture')}: {_PARALLEL_BLOCK}")
+        elif keys.flag("parallel_attn", True):
+            notes.append(f"{keys.key('parallel_attn')}: {_PARALLEL_BLOCK}")
+        if keys.flag("bias", False):
+            notes.append(f"{keys.key('bias')}: {_BIAS}")
+    elif model_type == "gpt_neox" and keys.flag("use_parallel_residual", True):
+        notes.append(f"{keys.key('use_parallel_residual')}: {_PARALLEL_BLOCK}")
+    elif model_type in ("cohere", "phi"):
+        notes.append(f"{keys.key('model_type')} {model_type}: {_PARALLEL_BLOCK}")
+    elif model_type == "starcoder2" and keys.flag("use_bias", True):
+        notes.append(f"{keys.key('use_bias')}: {_BIAS}")
+    elif model_type in ("llama4", "llama4_text"):
+        chunk = keys.optional("attention_chunk_size")
+        if chunk:
+            notes.append(
+                f"{keys.key('attention_chunk_size')}: the RoPE layers attend within chunks of "
+                f"{chunk} tokens; the scenario format has no chunked attention, so they are "
+                "priced as full causal attention"
+            )
+    elif model_type == "olmo2":
+        notes.append(
+            f"{keys.key('model_type')} olmo2: query and key are normalised over whole "
+            "projections (Olmo2Attention), which model.qk_layernorm (per head) does not "
+            "describe; left out"
+        )
+    return notes
+
+
+def _family_keys(config: Mapping[str, object]) -> tuple[_Keys, str]:
+    """The decoder's keys with its family's defaults under them (:data:`_FAMILY_DEFAULTS`;
+    a key the file gives, null included, wins), and the ``model_type``."""
+    keys = _decoder_keys(config)
+    model_type = config_model_type(config)[0]
+    defaults = _FAMILY_DEFAULTS.get(model_type)
+    if defaults:
+        keys = _Keys({**defaults, **keys.config}, keys.prefix)
+    return keys, model_type
 
 
 def _decoder_keys(config: Mapping[str, object]) -> _Keys:
@@ -225,6 +342,8 @@ def _decoder(keys: _Keys, model_type: str) -> Found:
     _window(keys, found, model_type)
     if model_type in _PER_HEAD_QK_NORM:
         found["qk_layernorm"] = (True, keys.key("model_type"))
+    elif model_type == "cohere" and keys.flag("use_qk_norm", False):
+        found["qk_layernorm"] = (True, keys.key("use_qk_norm"))
     if model_type == "gpt_oss":
         _gpt_oss(keys, found)
     return found
@@ -250,10 +369,12 @@ def _gpt_oss(keys: _Keys, found: Found) -> None:
 
 
 def _falcon(keys: _Keys, found: Found, hidden: int, heads: int) -> None:
-    """Falcon: ``num_kv_heads`` with ``new_decoder_architecture``, else one KV head when
-    ``multi_query``; ``ffn_hidden_size`` (None: 4h)."""
-    if keys.flag("new_decoder_architecture", False) and keys.present("num_kv_heads"):
-        found["num_query_groups"] = (keys.positive("num_kv_heads"), keys.key("num_kv_heads"))
+    """Falcon: with ``new_decoder_architecture``, ``num_kv_heads`` KV heads (``FalconConfig``:
+    ``num_attention_heads`` when absent), else one KV head when ``multi_query`` (default True);
+    ``ffn_hidden_size`` (None: 4h)."""
+    if keys.flag("new_decoder_architecture", False):
+        kv_key = keys.first("num_kv_heads") or "num_attention_heads"
+        found["num_query_groups"] = (keys.positive(kv_key), keys.key(kv_key))
     elif keys.flag("multi_query", True):
         found["num_query_groups"] = (1, keys.key("multi_query"))
     else:
@@ -336,16 +457,24 @@ def _qwen_moe(keys: _Keys, found: Found, layers: int) -> list[int] | None:
 
 
 def _llama4_moe(keys: _Keys, found: Found, layers: int) -> list[int] | None:
-    """Llama 4: one shared expert as wide as the routed ones; every
-    ``interleave_moe_layer_step``-th layer MoE, the others dense ``intermediate_size_mlp``
-    wide (then ``ffn_hidden_size`` is that dense width)."""
+    """Llama 4: one shared expert as wide as the routed ones; the layers listed in
+    ``moe_layers`` MoE (``Llama4TextConfig``: when absent, every
+    ``interleave_moe_layer_step``-th layer), the others dense ``intermediate_size_mlp`` wide
+    (then ``ffn_hidden_size`` is that dense width)."""
     found["num_shared_experts"] = (1, keys.key("num_local_experts"))
-    step = keys.optional("interleave_moe_layer_step") or 1
-    if step == 1:
+    listed = keys.config.get("moe_layers")
+    if isinstance(listed, list):
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in listed):
+            raise SpecError(keys.key("moe_layers"), f"must list layer numbers, got {listed!r}")
+        pattern = [int(i in listed) for i in range(layers)]
+    else:
+        step = keys.optional("interleave_moe_layer_step") or 1
+        pattern = [int((i + 1) % step == 0) for i in range(layers)]
+    if all(pattern):
         return None
     width = keys.positive("intermediate_size_mlp")
     found["ffn_hidden_size"] = (width, keys.key("intermediate_size_mlp"))
-    return [int((i + 1) % step == 0) for i in range(layers)]
+    return pattern
 
 
 def _latent_attention(keys: _Keys, found: Found) -> None:
@@ -376,8 +505,9 @@ def _latent_attention(keys: _Keys, found: Found) -> None:
 def _window(keys: _Keys, found: Found, model_type: str) -> None:
     """Sliding-window attention: ``window_size`` = ``sliding_window``; which layers keep full
     attention from ``layer_types`` (one full layer every N: ``window_attn_skip_freq`` N),
-    Gemma 3's ``sliding_window_pattern``, Gemma 2's alternation, or none (Mistral, all
-    layers sliding). Qwen's ``use_sliding_window: false`` and a null window mean none."""
+    Gemma 3's ``sliding_window_pattern``, Gemma 2's alternation, or none (Mistral, Mixtral,
+    Starcoder2: all layers sliding). Qwen's ``use_sliding_window: false`` and a null window
+    mean none."""
     window = keys.optional("sliding_window", minimum=0)
     if not window or not keys.flag("use_sliding_window", True):
         return
@@ -399,6 +529,6 @@ def _window(keys: _Keys, found: Found, model_type: str) -> None:
         every = keys.positive("sliding_window_pattern")
         found["window_size"] = (window, key)
         found["window_attn_skip_freq"] = (every, keys.key("sliding_window_pattern"))
-    elif model_type in ("mistral", "mixtral"):
+    elif model_type in _SLIDING_EVERY_LAYER:
         found["window_size"] = (window, key)
         found["window_attn_skip_freq"] = (0, key)

@@ -24,7 +24,7 @@ from planner.catalog import (
 )
 from planner.errors import SpecError
 from planner.launch.configs import load_config
-from planner.launch.hf_config import config_model_type, hf_config_fields
+from planner.launch.hf_config import config_model_type, hf_config_fields, hf_config_notes
 from planner.launch.types import Facts, LaunchFiles, resolve_path
 
 __all__ = ["model_fields_from_hf_config", "resolve_model"]
@@ -158,6 +158,8 @@ def _resolve_local(reference: str, *, facts: Facts, files: LaunchFiles, cwd: str
     model_type, type_key = config_model_type(tree.data)
     keys["hf_model_type"] = type_key
     facts.set("launch.hf_model_type", model_type or None, cite("hf_model_type"))
+    for note in hf_config_notes(tree.data):
+        facts.note(f"{cited}: {note}")
     return True
 
 

@@ -296,3 +296,107 @@ def test_nested_keys_are_named_and_cited() -> None:
     assert resolve_model("scout", facts=facts, files=files, cwd="/job", source="run.sh:4")
     line = json.dumps(config, indent=2).splitlines().index('    "num_hidden_layers": 4,') + 1
     assert facts.values["model.num_layers"].source == f"scout/config.json:{line}"
+
+
+def test_falcon_new_decoder_without_kv_heads_keeps_every_head() -> None:
+    """``FalconConfig``: ``num_kv_heads`` None means ``num_attention_heads``; ``multi_query``
+    (one KV head) only counts without ``new_decoder_architecture``."""
+    base = {"model_type": "falcon", **LLAMA_KEYS}
+    new = model_fields_from_hf_config({**base, "new_decoder_architecture": True})
+    assert new["num_query_groups"] == 8
+    grouped = {**base, "new_decoder_architecture": True, "num_kv_heads": 2}
+    assert model_fields_from_hf_config(grouped)["num_query_groups"] == 2
+    assert model_fields_from_hf_config(base)["num_query_groups"] == 1
+    fields = model_fields_from_hf_config({**base, "multi_query": False})
+    assert fields["num_query_groups"] == 8
+    assert fields["ffn_hidden_size"] == 4 * 512
+    assert fields["untie_embeddings"] is False
+    parses(new)
+
+
+def test_cohere_qk_norm_and_tied_embeddings() -> None:
+    plain = model_fields_from_hf_config({"model_type": "cohere", **LLAMA_KEYS})
+    assert "qk_layernorm" not in plain
+    assert plain["untie_embeddings"] is False
+    fields = model_fields_from_hf_config(
+        {"model_type": "cohere", **LLAMA_KEYS, "use_qk_norm": True, "num_key_value_heads": 2}
+    )
+    assert (fields["qk_layernorm"], fields["num_query_groups"]) == (True, 2)
+    parses(fields)
+
+
+def test_gemma_head_width_and_kv_heads_default_to_the_config_class() -> None:
+    """Gemma's classes default ``head_dim`` to 256 (not hidden / heads) and their own
+    ``num_key_value_heads``; Gemma 2 and 3 a 4096-token window, Gemma 3 one full layer in 6."""
+    gemma = model_fields_from_hf_config({"model_type": "gemma", **LLAMA_KEYS, "head_dim": None})
+    assert "kv_channels" not in gemma  # an explicit null keeps hidden / heads
+    gemma = model_fields_from_hf_config(
+        {"model_type": "gemma", **LLAMA_KEYS, "hidden_size": 3072, "num_attention_heads": 16}
+    )
+    assert (gemma["kv_channels"], gemma["num_query_groups"]) == (256, 16)
+    parses(gemma)
+    gemma2 = model_fields_from_hf_config({"model_type": "gemma2", **LLAMA_KEYS})
+    assert (gemma2["kv_channels"], gemma2["num_query_groups"]) == (256, 4)
+    assert (gemma2["window_size"], gemma2["window_attn_skip_freq"]) == (4096, 2)
+    parses(gemma2)
+    text = {**LLAMA_KEYS, "num_hidden_layers": 12}
+    gemma3 = model_fields_from_hf_config({"model_type": "gemma3", "text_config": text})
+    assert (gemma3["window_size"], gemma3["window_attn_skip_freq"]) == (4096, 6)
+    assert (gemma3["kv_channels"], gemma3["num_query_groups"]) == (256, 4)
+    parses(gemma3)
+
+
+def test_starcoder2_window_on_every_layer_and_two_kv_heads() -> None:
+    fields = model_fields_from_hf_config(
+        {"model_type": "starcoder2", **LLAMA_KEYS, "sliding_window": 512}
+    )
+    assert (fields["window_size"], fields["window_attn_skip_freq"]) == (512, 0)
+    assert fields["num_query_groups"] == 2
+    assert fields["activation"] == "gelu"
+    parses(fields)
+    full = {"model_type": "starcoder2", **LLAMA_KEYS, "sliding_window": None}
+    assert "window_size" not in model_fields_from_hf_config(full)
+
+
+def test_llama4_moe_layers_list_wins_over_the_step() -> None:
+    text = {
+        "model_type": "llama4_text",
+        **LLAMA_KEYS,
+        "intermediate_size_mlp": 1024,
+        "interleave_moe_layer_step": 1,
+        "moe_layers": [0, 3],
+    }
+    fields = model_fields_from_hf_config(text)
+    assert fields["moe_layer_freq"] == [1, 0, 0, 1]
+    assert fields["ffn_hidden_size"] == 1024
+    assert (fields["num_experts"], fields["moe_router_topk"]) == (16, 1)
+    with pytest.raises(SpecError) as caught:
+        model_fields_from_hf_config({**text, "moe_layers": ["1"]})
+    assert caught.value.field == "moe_layers"
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ({"model_type": "falcon"}, "parallel_attn: attention and MLP"),
+        ({"model_type": "falcon", "new_decoder_architecture": True}, "new_decoder_architecture"),
+        ({"model_type": "cohere"}, "model_type cohere: attention and MLP"),
+        ({"model_type": "phi"}, "model_type phi: attention and MLP"),
+        ({"model_type": "gpt_neox"}, "use_parallel_residual: attention and MLP"),
+        ({"model_type": "starcoder2"}, "use_bias: every linear layer carries a bias"),
+        ({"model_type": "llama4_text"}, "chunks of 8192 tokens"),
+        ({"model_type": "olmo2"}, "whole projections"),
+    ],
+)
+def test_unmodelled_features_are_noted(config: dict[str, object], words: str) -> None:
+    document = json.dumps({**config, **LLAMA_KEYS}, indent=2)
+    files = MemoryFiles({"/job/model/config.json": document})
+    facts = Facts()
+    assert resolve_model("model", facts=facts, files=files, cwd="/job", source="run.sh:4")
+    assert any(note.startswith("model/config.json: ") and words in note for note in facts.notes)
+    quiet = MemoryFiles(
+        {"/job/model/config.json": json.dumps({"model_type": "llama", **LLAMA_KEYS})}
+    )
+    facts = Facts()
+    assert resolve_model("model", facts=facts, files=quiet, cwd="/job", source="run.sh:4")
+    assert not any("config.json: " in note for note in facts.notes)
