@@ -31,6 +31,17 @@ Families whose classes fill in other values (huggingface/transformers,
   8, ``head_dim`` 128, ``intermediate_size_mlp`` 16384, ``num_local_experts`` 16,
   ``num_experts_per_tok`` 1, ``moe_layers`` None = every ``interleave_moe_layer_step``-th
   layer (default 1), ``attention_chunk_size`` 8192.
+* ``qwen3/configuration_qwen3.py@1f3ae2b``: ``head_dim`` 128;
+  ``qwen2_moe/configuration_qwen2_moe.py@765e4fb``: ``num_key_value_heads`` 16, 60 experts,
+  top-4, ``moe_intermediate_size`` 1408, ``shared_expert_intermediate_size`` 5632;
+  ``qwen3_moe/configuration_qwen3_moe.py@26f4b0f``: ``num_key_value_heads`` 4, 128 experts,
+  top-8, ``moe_intermediate_size`` 768.
+* ``deepseek_v2/configuration_deepseek_v2.py@43e8548``: ``kv_lora_rank`` 512, ``q_lora_rank``
+  1536 (an explicit null: no query latent), ``qk_nope_head_dim`` 128, ``qk_rope_head_dim`` 64,
+  ``v_head_dim`` 128: every DeepSeek-V2 attends through latents.
+* A family default of ``num_key_value_heads`` belongs to the class's default size; where it
+  does not divide the file's query heads the model cannot be built, a ``SpecError`` naming
+  the key.
 * Parallel attention/MLP blocks, which the scenario cannot say (:func:`hf_config_notes`):
   ``CohereDecoderLayer`` (``cohere/modeling_cohere.py@dbb5a50``) and ``PhiDecoderLayer``
   (``phi/modeling_phi.py@0faeaf3``) always; GPT-NeoX's ``use_parallel_residual``
@@ -88,6 +99,27 @@ _FAMILY_DEFAULTS: dict[str, dict[str, object]] = {
     "gemma3": _GEMMA3_DEFAULTS,
     "gemma3_text": _GEMMA3_DEFAULTS,
     "starcoder2": {"num_key_value_heads": 2},
+    "qwen3": {"head_dim": 128},
+    "qwen2_moe": {
+        "num_key_value_heads": 16,
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632,
+    },
+    "qwen3_moe": {
+        "num_key_value_heads": 4,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768,
+    },
+    "deepseek_v2": {
+        "kv_lora_rank": 512,
+        "q_lora_rank": 1536,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+    },
     "llama4": _LLAMA4_DEFAULTS,
     "llama4_text": _LLAMA4_DEFAULTS,
 }
@@ -104,9 +136,16 @@ SUPPORTED_MODEL_TYPES = _TIED_BY_DEFAULT - {""} | _UNTIED_BY_DEFAULT
 class _Keys:
     """Typed access to one config mapping; ``prefix`` (``text_config.``) names nested keys."""
 
-    def __init__(self, config: Mapping[str, object], prefix: str = "") -> None:
+    def __init__(
+        self,
+        config: Mapping[str, object],
+        prefix: str = "",
+        defaulted: frozenset[str] = frozenset(),
+    ) -> None:
         self.config = config
         self.prefix = prefix
+        self.defaulted = defaulted
+        """Keys the file leaves out whose value is the family's default."""
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -232,7 +271,8 @@ def _family_keys(config: Mapping[str, object]) -> tuple[_Keys, str]:
     model_type = config_model_type(config)[0]
     defaults = _FAMILY_DEFAULTS.get(model_type)
     if defaults:
-        keys = _Keys({**defaults, **keys.config}, keys.prefix)
+        filled = frozenset(name for name in defaults if name not in keys.config)
+        keys = _Keys({**defaults, **keys.config}, keys.prefix, filled)
     return keys, model_type
 
 
@@ -329,7 +369,17 @@ def _decoder(keys: _Keys, model_type: str) -> Found:
         _falcon(keys, found, hidden, heads)
     else:
         kv_key = keys.first("num_key_value_heads") or "num_attention_heads"
-        found["num_query_groups"] = (keys.positive(kv_key), keys.key(kv_key))
+        groups = keys.positive(kv_key)
+        if heads % groups:
+            said = (
+                f"is missing, and its {model_type} default {groups}"
+                if kv_key in keys.defaulted
+                else f"({groups})"
+            )
+            raise SpecError(
+                keys.key(kv_key), f"{said} does not divide num_attention_heads ({heads})"
+            )
+        found["num_query_groups"] = (groups, keys.key(kv_key))
         width = keys.positive("intermediate_size")
         found["ffn_hidden_size"] = (width, keys.key("intermediate_size"))
     head_dim = keys.optional("head_dim")

@@ -122,10 +122,22 @@ def test_mixtral_expert_width_is_intermediate_size() -> None:
 
 
 def test_qwen2_moe_shared_expert_and_sparse_step() -> None:
+    """Qwen2MoeConfig fills in the MoE shape a file leaves out (60 experts, top-4, 1408 wide,
+    one 5632-wide shared expert)."""
+    bare = model_fields_from_hf_config(
+        {"model_type": "qwen2_moe", **LLAMA_KEYS, "num_key_value_heads": 8}
+    )
+    assert (bare["num_experts"], bare["moe_router_topk"], bare["moe_ffn_hidden_size"]) == (
+        60,
+        4,
+        1408,
+    )
+    assert bare["moe_shared_expert_intermediate_size"] == 5632
     fields = model_fields_from_hf_config(
         {
             "model_type": "qwen2_moe",
             **LLAMA_KEYS,
+            "num_key_value_heads": 4,
             "num_experts": 16,
             "num_experts_per_tok": 4,
             "moe_intermediate_size": 176,
@@ -197,6 +209,20 @@ def test_deepseek_v3_latent_attention() -> None:
     assert fields["mtp_num_layers"] == 1
     assert "moe_layer_freq" not in fields
     parses(fields)
+
+
+def test_deepseek_v2_latent_attention_by_default() -> None:
+    """DeepseekV2Config: every model attends through latents (``kv_lora_rank`` 512,
+    ``q_lora_rank`` 1536, head widths 128 / 64 / 128) whether the file says so or not."""
+    deepseek = model_fields_from_hf_config({"model_type": "deepseek_v2", **LLAMA_KEYS})
+    assert deepseek["multi_latent_attention"] is True
+    assert (deepseek["q_lora_rank"], deepseek["kv_lora_rank"], deepseek["v_head_dim"]) == (
+        1536,
+        512,
+        128,
+    )
+    assert (deepseek["qk_head_dim"], deepseek["qk_pos_emb_head_dim"]) == (128, 64)
+    parses(deepseek)
 
 
 def test_latent_attention_without_query_latent() -> None:
@@ -328,8 +354,12 @@ def test_cohere_qk_norm_and_tied_embeddings() -> None:
 def test_gemma_head_width_and_kv_heads_default_to_the_config_class() -> None:
     """Gemma's classes default ``head_dim`` to 256 (not hidden / heads) and their own
     ``num_key_value_heads``; Gemma 2 and 3 a 4096-token window, Gemma 3 one full layer in 6."""
-    gemma = model_fields_from_hf_config({"model_type": "gemma", **LLAMA_KEYS, "head_dim": None})
+    null_width = {"model_type": "gemma", **LLAMA_KEYS, "head_dim": None}
+    gemma = model_fields_from_hf_config({**null_width, "num_key_value_heads": 1})
     assert "kv_channels" not in gemma  # an explicit null keeps hidden / heads
+    with pytest.raises(SpecError, match="gemma default 16 does not divide") as caught:
+        model_fields_from_hf_config(null_width)  # 8 query heads, GemmaConfig's 16 KV heads
+    assert caught.value.field == "num_key_value_heads"
     gemma = model_fields_from_hf_config(
         {"model_type": "gemma", **LLAMA_KEYS, "hidden_size": 3072, "num_attention_heads": 16}
     )
