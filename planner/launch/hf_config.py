@@ -19,6 +19,8 @@ Families whose classes fill in other values (huggingface/transformers,
   ``num_key_value_heads`` None = heads, ``use_qk_norm`` False; ``cohere/modular_cohere.py@7792ab1``
   ``CohereAttention`` normalises each query and key head (``q_norm`` / ``k_norm`` over
   ``(heads, head_dim)``) before the rotary embedding; ``logit_scale`` prices nothing.
+* ``phi3/modular_phi3.py@2b6c089``: ``Phi3Attention`` passes ``sliding_window`` to every
+  layer. ``phi/modeling_phi.py@0faeaf3``: biased linears, partial rotary (prices nothing).
 * ``gemma/configuration_gemma.py@3676fc8``: ``head_dim`` 256, ``num_key_value_heads`` 16;
   ``gemma2/configuration_gemma2.py@19f5346``: ``head_dim`` 256, ``num_key_value_heads`` 4,
   ``sliding_window`` 4096; ``gemma3/configuration_gemma3.py@d98ac17`` (``Gemma3TextConfig``):
@@ -126,9 +128,10 @@ _FAMILY_DEFAULTS: dict[str, dict[str, object]] = {
 """Shape keys whose family's configuration class fills in a value other than the Llama
 fallback (``num_key_value_heads`` = heads, ``head_dim`` = hidden / heads, no window, dense)
 when a config file leaves them out (see the module docstring for the classes read)."""
-_SLIDING_EVERY_LAYER = frozenset({"mistral", "mixtral", "starcoder2"})
+_SLIDING_EVERY_LAYER = frozenset({"mistral", "mixtral", "starcoder2", "phi3"})
 """Families whose every layer attends through ``sliding_window`` when it is set
-(``Starcoder2Attention`` passes ``config.sliding_window`` on every layer, as Mistral's)."""
+(``Starcoder2Attention`` and ``Phi3Attention`` pass ``config.sliding_window`` on every layer,
+as Mistral's)."""
 SUPPORTED_MODEL_TYPES = _TIED_BY_DEFAULT - {""} | _UNTIED_BY_DEFAULT
 """``model_type`` values read with their own family's keys and defaults."""
 
@@ -229,7 +232,8 @@ def hf_config_notes(config: Mapping[str, object]) -> list[str]:
     a line for the launch's notes naming the key: parallel attention/MLP blocks (Falcon
     ``parallel_attn`` / ``new_decoder_architecture``, GPT-NeoX ``use_parallel_residual``, both
     default True; Cohere's ``CohereDecoderLayer`` and Phi-1/2's ``PhiDecoderLayer`` always),
-    biased linears (Starcoder2 ``use_bias``, default True; Falcon ``bias``), Llama 4's
+    biased linears (Starcoder2 ``use_bias``, default True; Falcon ``bias``; Phi-1/2's
+    ``PhiAttention`` and ``PhiMLP`` always), Llama 4's
     chunked local attention (``attention_chunk_size``, default 8192, on the RoPE layers) and
     OLMo-2's query/key norm over whole projections."""
     keys, model_type = _family_keys(config)
@@ -245,6 +249,8 @@ def hf_config_notes(config: Mapping[str, object]) -> list[str]:
         notes.append(f"{keys.key('use_parallel_residual')}: {_PARALLEL_BLOCK}")
     elif model_type in ("cohere", "phi"):
         notes.append(f"{keys.key('model_type')} {model_type}: {_PARALLEL_BLOCK}")
+        if model_type == "phi":
+            notes.append(f"{keys.key('model_type')} phi: {_BIAS}")
     elif model_type == "starcoder2" and keys.flag("use_bias", True):
         notes.append(f"{keys.key('use_bias')}: {_BIAS}")
     elif model_type in ("llama4", "llama4_text"):

@@ -388,6 +388,14 @@ def test_starcoder2_window_on_every_layer_and_two_kv_heads() -> None:
     assert "window_size" not in model_fields_from_hf_config(full)
 
 
+def test_phi3_window_on_every_layer() -> None:
+    fields = model_fields_from_hf_config(
+        {"model_type": "phi3", **LLAMA_KEYS, "sliding_window": 2047}
+    )
+    assert (fields["window_size"], fields["window_attn_skip_freq"]) == (2047, 0)
+    parses(fields)
+
+
 def test_llama4_moe_layers_list_wins_over_the_step() -> None:
     text = {
         "model_type": "llama4_text",
@@ -412,6 +420,7 @@ def test_llama4_moe_layers_list_wins_over_the_step() -> None:
         ({"model_type": "falcon", "new_decoder_architecture": True}, "new_decoder_architecture"),
         ({"model_type": "cohere"}, "model_type cohere: attention and MLP"),
         ({"model_type": "phi"}, "model_type phi: attention and MLP"),
+        ({"model_type": "phi"}, "model_type phi: every linear layer carries a bias"),
         ({"model_type": "gpt_neox"}, "use_parallel_residual: attention and MLP"),
         ({"model_type": "starcoder2"}, "use_bias: every linear layer carries a bias"),
         ({"model_type": "llama4_text"}, "chunks of 8192 tokens"),
