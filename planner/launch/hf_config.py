@@ -5,12 +5,50 @@ Key names and the defaults of keys a file may leave out follow the ``transformer
 configuration classes (``src/transformers/models/<model_type>/configuration_<model_type>.py``:
 ``tie_word_embeddings`` False for Llama, Mistral, Mixtral, Qwen2/3 (+MoE), Phi-3, GPT-NeoX,
 DeepSeek, gpt-oss and Llama 4, True for GPT-2, Gemma, Starcoder2, Falcon and the
-``PretrainedConfig`` base; ``num_key_value_heads`` = ``num_attention_heads`` when absent;
+``PretrainedConfig`` base; ``num_key_value_heads`` None = ``num_attention_heads`` for Llama,
+Phi-3, OLMo, OLMo-2, OLMoE and Granite (``<family>/configuration_<family>.py@008e574``);
 GPT-2 ``n_inner`` None = 4 x ``n_embd``) and, for MPT, llm-foundry's ``MPTConfig``
 (``llmfoundry/models/mpt/configuration_mpt.py``: ``expansion_ratio`` 4, tied embeddings).
 
 Families whose classes fill in other values (huggingface/transformers,
-``src/transformers/models/``, at the stored commit):
+``src/transformers/models/``, at the stored commit; ``008e574`` is
+``008e574391258935f3ecc3035c882e73bbcac419``). Where a class defaults ``num_key_value_heads``
+to a number, a file that leaves the key out has that many KV heads, and an explicit null means
+``num_attention_heads``:
+
+* ``mistral/configuration_mistral.py@008e574``: ``num_key_value_heads`` 8, ``sliding_window``
+  4096; ``mistral/modular_mistral.py@9db58ab``: ``MistralAttention`` passes the window to every
+  layer, and its attention and MLP linears are built without bias whatever the file says.
+* ``mixtral/configuration_mixtral.py@008e574``: ``num_key_value_heads`` 8,
+  ``num_local_experts`` 8, ``num_experts_per_tok`` 2, ``sliding_window`` None.
+* ``qwen2/configuration_qwen2.py@008e574``: ``num_key_value_heads`` 32 (the class's default
+  head count); ``qwen2/modeling_qwen2.py@00d4b3d``: ``Qwen2Attention`` biases the query, key
+  and value projections always (not the output projection).
+* ``qwen3/configuration_qwen3.py@008e574``: ``num_key_value_heads`` 32, ``attention_bias``
+  False; ``qwen3/modular_qwen3.py@02e8340`` and ``qwen3_moe/modular_qwen3_moe.py@00eb116``:
+  their attention is ``LlamaAttention``'s (query, key, value and output projections biased by
+  ``attention_bias``; ``qwen3_moe/configuration_qwen3_moe.py@008e574``: default False).
+* ``llama/configuration_llama.py@008e574``: ``attention_bias`` and ``mlp_bias`` False;
+  ``llama/modeling_llama.py@5dd4a63``: ``LlamaAttention`` biases q/k/v/o by ``attention_bias``,
+  ``LlamaMLP`` gate/up/down by ``mlp_bias``; Granite the same
+  (``granite/configuration_granite.py@008e574``; ``granite/modular_granite.py@023633d`` builds
+  on Llama's attention and decoder layer).
+* ``qwen2_moe/configuration_qwen2_moe.py@008e574``: ``qkv_bias`` True;
+  ``qwen2_moe/modular_qwen2_moe.py@001f85b``: query, key and value biased by it.
+* ``gpt_oss/configuration_gpt_oss.py@02b8f42``: ``num_key_value_heads`` 8, ``head_dim`` 64,
+  ``num_local_experts`` 128, ``num_experts_per_tok`` 4, ``sliding_window`` 128 with
+  ``layer_types`` None = even layers sliding, odd full, ``attention_bias`` True;
+  ``gpt_oss/modular_gpt_oss.py@0261a46``: ``GptOssAttention`` biases q/k/v/o by it.
+* ``olmoe/configuration_olmoe.py@008e574``: ``num_experts`` 64, ``num_experts_per_tok`` 8.
+* ``deepseek_v3/configuration_deepseek_v3.py@001f85b``: the DeepSeek-V2 latent ranks below,
+  ``n_routed_experts`` 256, ``n_shared_experts`` 1, ``num_experts_per_tok`` 8,
+  ``moe_intermediate_size`` 2048, ``first_k_dense_replace`` 3, ``n_group`` 8, ``topk_group``
+  4, ``attention_bias`` False; ``deepseek_v3/modular_deepseek_v3.py@000c33f``: every layer from
+  ``first_k_dense_replace`` on is MoE (the class has no ``moe_layer_freq``), routing always
+  group-limited, ``attention_bias`` on the latent down-projections and the output projection;
+  ``DeepseekV3Model`` skips the multi-token-prediction layer's weights, so none is assumed
+  (``num_nextn_predict_layers`` is read only where the file gives it). Its
+  ``num_key_value_heads`` (128) shapes nothing under latent attention and is not applied.
 
 * ``falcon/configuration_falcon.py@5fd8eda``: ``num_kv_heads`` None = ``num_attention_heads``
   (read only with ``new_decoder_architecture``, default False; else ``multi_query``, default
@@ -95,13 +133,23 @@ _LLAMA4_DEFAULTS: dict[str, object] = {
     "num_experts_per_tok": 1,
     "attention_chunk_size": 8192,
 }
+_DEEPSEEK_LATENTS: dict[str, object] = {
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+}
 _FAMILY_DEFAULTS: dict[str, dict[str, object]] = {
+    "mistral": {"num_key_value_heads": 8, "sliding_window": 4096},
+    "mixtral": {"num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2},
+    "qwen2": {"num_key_value_heads": 32},
     "gemma": {"head_dim": 256, "num_key_value_heads": 16},
     "gemma2": {"head_dim": 256, "num_key_value_heads": 4, "sliding_window": 4096},
     "gemma3": _GEMMA3_DEFAULTS,
     "gemma3_text": _GEMMA3_DEFAULTS,
     "starcoder2": {"num_key_value_heads": 2},
-    "qwen3": {"head_dim": 128},
+    "qwen3": {"head_dim": 128, "num_key_value_heads": 32},
     "qwen2_moe": {
         "num_key_value_heads": 16,
         "num_experts": 60,
@@ -115,12 +163,24 @@ _FAMILY_DEFAULTS: dict[str, dict[str, object]] = {
         "num_experts_per_tok": 8,
         "moe_intermediate_size": 768,
     },
-    "deepseek_v2": {
-        "kv_lora_rank": 512,
-        "q_lora_rank": 1536,
-        "qk_nope_head_dim": 128,
-        "qk_rope_head_dim": 64,
-        "v_head_dim": 128,
+    "deepseek_v2": _DEEPSEEK_LATENTS,
+    "deepseek_v3": {
+        **_DEEPSEEK_LATENTS,
+        "n_routed_experts": 256,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 2048,
+        "first_k_dense_replace": 3,
+        "n_group": 8,
+        "topk_group": 4,
+    },
+    "olmoe": {"num_experts": 64, "num_experts_per_tok": 8},
+    "gpt_oss": {
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "num_local_experts": 128,
+        "num_experts_per_tok": 4,
+        "sliding_window": 128,
     },
     "llama4": _LLAMA4_DEFAULTS,
     "llama4_text": _LLAMA4_DEFAULTS,
@@ -157,7 +217,11 @@ class _Keys:
         return self.config.get(name) is not None
 
     def first(self, *names: str) -> str | None:
-        return next((name for name in names if self.present(name)), None)
+        """The first of ``names`` the file gives, else the first a family default fills."""
+        given = [name for name in names if self.present(name)]
+        return next((name for name in given if name not in self.defaulted), None) or next(
+            iter(given), None
+        )
 
     def positive(self, name: str) -> int:
         """The positive integer at ``name``; ``SpecError`` naming the key otherwise."""
@@ -217,10 +281,33 @@ def hf_config_fields(config: Mapping[str, object]) -> Found:
 
 
 _SEQUENTIAL = "the scenario format describes sequential attention and MLP blocks"
-_BIAS = (
-    "every linear layer carries a bias vector; the scenario format has no field for dense "
-    "biases, so they are left out"
+_NO_BIAS_FIELD = "the scenario format has no field for dense biases, so they are left out"
+_BIAS = f"every linear layer carries a bias vector; {_NO_BIAS_FIELD}"
+_QKV_BIASES = "the query, key and value projections carry bias vectors"
+_ATTENTION_BIASES = "the query, key, value and output projections carry bias vectors"
+_LLAMA_BIAS_SWITCHES = (
+    ("attention_bias", False, _ATTENTION_BIASES),
+    ("mlp_bias", False, "the MLP's gate, up and down projections carry bias vectors"),
 )
+_QWEN3_BIAS_SWITCHES = (("attention_bias", False, _ATTENTION_BIASES),)
+_BIAS_SWITCHES: dict[str, tuple[tuple[str, bool, str], ...]] = {
+    "llama": _LLAMA_BIAS_SWITCHES,
+    "granite": _LLAMA_BIAS_SWITCHES,
+    "qwen3": _QWEN3_BIAS_SWITCHES,
+    "qwen3_moe": _QWEN3_BIAS_SWITCHES,
+    "qwen2_moe": (("qkv_bias", True, _QKV_BIASES),),
+    "gpt_oss": (("attention_bias", True, _ATTENTION_BIASES),),
+    "deepseek_v3": (
+        (
+            "attention_bias",
+            False,
+            "the latent down-projections and the output projection carry bias vectors",
+        ),
+    ),
+}
+"""Per family, the config switches that give its dense linears bias vectors: ``(key, the
+class's default, which linears)`` (see the module docstring for the classes read; Mistral's
+and Mixtral's attention and MLP take no bias whatever the file says)."""
 _PARALLEL_BLOCK = (
     "attention and MLP read the same normed input and add to one residual (parallel "
     f"block); {_SEQUENTIAL}, so the layer is priced as a sequential one"
@@ -233,7 +320,10 @@ def hf_config_notes(config: Mapping[str, object]) -> list[str]:
     ``parallel_attn`` / ``new_decoder_architecture``, GPT-NeoX ``use_parallel_residual``, both
     default True; Cohere's ``CohereDecoderLayer`` and Phi-1/2's ``PhiDecoderLayer`` always),
     biased linears (Starcoder2 ``use_bias``, default True; Falcon ``bias``; Phi-1/2's
-    ``PhiAttention`` and ``PhiMLP`` always), Llama 4's
+    ``PhiAttention`` and ``PhiMLP`` always; Qwen2's query/key/value always; the switches of
+    :data:`_BIAS_SWITCHES`: Llama/Granite ``attention_bias`` and ``mlp_bias``, Qwen3 and
+    DeepSeek-V3 ``attention_bias``, all default False, gpt-oss ``attention_bias`` and Qwen2-MoE
+    ``qkv_bias``, default True), Llama 4's
     chunked local attention (``attention_chunk_size``, default 8192, on the RoPE layers) and
     OLMo-2's query/key norm over whole projections."""
     keys, model_type = _family_keys(config)
@@ -267,6 +357,11 @@ def hf_config_notes(config: Mapping[str, object]) -> list[str]:
             "projections (Olmo2Attention), which model.qk_layernorm (per head) does not "
             "describe; left out"
         )
+    elif model_type == "qwen2":
+        notes.append(f"{keys.key('model_type')} qwen2: {_QKV_BIASES}; {_NO_BIAS_FIELD}")
+    for name, default, linears in _BIAS_SWITCHES.get(model_type, ()):
+        if keys.flag(name, default):
+            notes.append(f"{keys.key(name)}: {linears}; {_NO_BIAS_FIELD}")
     return notes
 
 
@@ -561,8 +656,9 @@ def _latent_attention(keys: _Keys, found: Found) -> None:
 def _window(keys: _Keys, found: Found, model_type: str) -> None:
     """Sliding-window attention: ``window_size`` = ``sliding_window``; which layers keep full
     attention from ``layer_types`` (one full layer every N: ``window_attn_skip_freq`` N),
-    Gemma 3's ``sliding_window_pattern``, Gemma 2's alternation, or none (Mistral, Mixtral,
-    Starcoder2: all layers sliding). Qwen's ``use_sliding_window: false`` and a null window
+    Gemma 3's ``sliding_window_pattern``, Gemma 2's and gpt-oss's alternation (their classes'
+    default ``layer_types``: even layers sliding), or none (Mistral, Mixtral, Starcoder2: all
+    layers sliding). Qwen's ``use_sliding_window: false`` and a null window
     mean none."""
     window = keys.optional("sliding_window", minimum=0)
     if not window or not keys.flag("use_sliding_window", True):
@@ -578,7 +674,7 @@ def _window(keys: _Keys, found: Found, model_type: str) -> None:
             return  # an irregular pattern has no Megatron window setting
         found["window_size"] = (window, key)
         found["window_attn_skip_freq"] = (every, keys.key("layer_types"))
-    elif model_type == "gemma2":
+    elif model_type in ("gemma2", "gpt_oss"):
         found["window_size"] = (window, key)
         found["window_attn_skip_freq"] = (2, keys.key("model_type"))
     elif keys.present("sliding_window_pattern"):

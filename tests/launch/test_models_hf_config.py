@@ -163,14 +163,16 @@ def test_qwen3_and_gemma3_normalise_each_query_and_key_head() -> None:
         "num_experts_per_tok": 4,
         "moe_intermediate_size": 176,
     }
-    for config in ({"model_type": "qwen3", **LLAMA_KEYS, "head_dim": 128}, qwen3_moe):
+    qwen3 = {"model_type": "qwen3", **LLAMA_KEYS, "num_key_value_heads": 8}
+    for config in (qwen3, qwen3_moe):
         fields = model_fields_from_hf_config(config)
         assert fields["qk_layernorm"] is True, config["model_type"]
         parses(fields)
     gemma3 = {"model_type": "gemma3_text", **LLAMA_KEYS, "head_dim": 256}
     assert model_fields_from_hf_config(gemma3)["qk_layernorm"] is True
     for family in ("qwen2", "olmo2", "llama"):
-        fields = model_fields_from_hf_config({"model_type": family, **LLAMA_KEYS})
+        config = {"model_type": family, **LLAMA_KEYS, "num_key_value_heads": 8}
+        fields = model_fields_from_hf_config(config)
         assert "qk_layernorm" not in fields, family
 
 
@@ -282,7 +284,7 @@ def test_windows() -> None:
     mistral = {"model_type": "mistral", **LLAMA_KEYS, "sliding_window": 256}
     fields = model_fields_from_hf_config(mistral)
     assert (fields["window_size"], fields["window_attn_skip_freq"]) == (256, 0)
-    qwen = {"model_type": "qwen2", **LLAMA_KEYS, "sliding_window": 256}
+    qwen = {"model_type": "qwen2", **LLAMA_KEYS, "num_key_value_heads": 8, "sliding_window": 256}
     assert "window_size" not in model_fields_from_hf_config({**qwen, "use_sliding_window": False})
     full = {**alternating, "layer_types": ["full_attention"] * 4}
     assert "window_size" not in model_fields_from_hf_config(full)
@@ -305,8 +307,9 @@ def test_windows() -> None:
     ],
 )
 def test_bad_values_name_the_key(change: dict[str, object], field: str, message: str) -> None:
+    qwen3 = {"model_type": "qwen3", **LLAMA_KEYS, "num_key_value_heads": 2}
     with pytest.raises(SpecError, match=message) as caught:
-        model_fields_from_hf_config({"model_type": "qwen3", **LLAMA_KEYS, **change})
+        model_fields_from_hf_config({**qwen3, **change})
     assert caught.value.field == field
 
 
@@ -411,6 +414,128 @@ def test_llama4_moe_layers_list_wins_over_the_step() -> None:
     with pytest.raises(SpecError) as caught:
         model_fields_from_hf_config({**text, "moe_layers": ["1"]})
     assert caught.value.field == "moe_layers"
+
+
+WIDE_KEYS: dict[str, object] = {**LLAMA_KEYS, "hidden_size": 1024, "num_attention_heads": 64}
+"""64 query heads of width 16, so a class's KV-head default is not the head count."""
+
+
+def test_mistral_and_mixtral_kv_heads_window_and_experts_default_to_the_config_class() -> None:
+    """``MistralConfig`` / ``MixtralConfig``: 8 KV heads when the key is absent (an explicit
+    null means every head); Mistral's 4096-token window on every layer; Mixtral's 8 experts,
+    top-2, no window."""
+    mistral = model_fields_from_hf_config({"model_type": "mistral", **WIDE_KEYS})
+    assert mistral["num_query_groups"] == 8
+    assert (mistral["window_size"], mistral["window_attn_skip_freq"]) == (4096, 0)
+    parses(mistral)
+    null = {"model_type": "mistral", **WIDE_KEYS, "num_key_value_heads": None}
+    fields = model_fields_from_hf_config({**null, "sliding_window": None})
+    assert fields["num_query_groups"] == 64
+    assert "window_size" not in fields
+    mixtral = model_fields_from_hf_config({"model_type": "mixtral", **WIDE_KEYS})
+    assert mixtral["num_query_groups"] == 8
+    assert (mixtral["num_experts"], mixtral["moe_router_topk"]) == (8, 2)
+    assert mixtral["moe_ffn_hidden_size"] == 1408
+    assert "window_size" not in mixtral
+    parses(mixtral)
+
+
+def test_qwen_dense_kv_heads_default_to_the_config_class() -> None:
+    """``Qwen2Config`` / ``Qwen3Config`` default ``num_key_value_heads`` to 32 (their default
+    head count), not to the file's heads; where 32 does not divide the heads it is an error
+    naming the key."""
+    for family in ("qwen2", "qwen3"):
+        fields = model_fields_from_hf_config({"model_type": family, **WIDE_KEYS})
+        assert fields["num_query_groups"] == 32, family
+        parses(fields)
+        null = {"model_type": family, **WIDE_KEYS, "num_key_value_heads": None}
+        assert model_fields_from_hf_config(null)["num_query_groups"] == 64, family
+        with pytest.raises(SpecError, match=f"{family} default 32 does not divide") as caught:
+            model_fields_from_hf_config({"model_type": family, **LLAMA_KEYS})  # 8 heads
+        assert caught.value.field == "num_key_value_heads"
+
+
+def test_gpt_oss_and_olmoe_shapes_default_to_the_config_class() -> None:
+    """``GptOssConfig``: 8 KV heads of width 64, 128 experts top-4, a 128-token window on
+    alternate layers; a top-k the file names in another key wins over the default.
+    ``OlmoeConfig``: 64 experts, top-8."""
+    gpt_oss = model_fields_from_hf_config({"model_type": "gpt_oss", **WIDE_KEYS})
+    assert (gpt_oss["num_query_groups"], gpt_oss["kv_channels"]) == (8, 64)
+    assert (gpt_oss["num_experts"], gpt_oss["moe_router_topk"]) == (128, 4)
+    assert (gpt_oss["window_size"], gpt_oss["window_attn_skip_freq"]) == (128, 2)
+    parses(gpt_oss)
+    named = {"model_type": "gpt_oss", **WIDE_KEYS, "experts_per_token": 2}
+    assert model_fields_from_hf_config(named)["moe_router_topk"] == 2
+    olmoe = model_fields_from_hf_config({"model_type": "olmoe", **LLAMA_KEYS})
+    assert (olmoe["num_experts"], olmoe["moe_router_topk"]) == (64, 8)
+    parses(olmoe)
+
+
+def test_deepseek_v3_latents_and_experts_default_to_the_config_class() -> None:
+    """``DeepseekV3Config``: latent ranks 1536/512, head widths 128 + 64 and 128, 256 routed
+    experts (top-8 of 8 groups, 4 groups per token), one shared expert 2048 wide, three
+    leading dense layers; ``num_key_value_heads`` (128) is not applied under latent
+    attention."""
+    config = {"model_type": "deepseek_v3", **LLAMA_KEYS, "num_hidden_layers": 6}
+    fields = model_fields_from_hf_config(config)
+    assert "num_query_groups" not in fields
+    latents = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
+    assert [fields[name] for name in latents] == [1536, 512, 128, 64, 128]
+    assert (fields["num_experts"], fields["moe_router_topk"]) == (256, 8)
+    assert (fields["moe_router_num_groups"], fields["moe_router_group_topk"]) == (8, 4)
+    assert (fields["num_shared_experts"], fields["moe_ffn_hidden_size"]) == (1, 2048)
+    assert fields["num_dense_layers"] == 3
+    assert "mtp_num_layers" not in fields
+    parses(fields)
+    no_query_latent = model_fields_from_hf_config({**config, "q_lora_rank": None})
+    assert "q_lora_rank" not in no_query_latent
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        (
+            {"model_type": "llama", "attention_bias": True},
+            "attention_bias: the query, key, value and output projections carry bias",
+        ),
+        ({"model_type": "llama", "mlp_bias": True}, "mlp_bias: the MLP's gate, up and down"),
+        ({"model_type": "granite", "mlp_bias": True}, "mlp_bias: the MLP's gate"),
+        ({"model_type": "qwen3", "attention_bias": True}, "attention_bias: the query, key"),
+        ({"model_type": "qwen3_moe", "attention_bias": True}, "attention_bias: the query, key"),
+        ({"model_type": "qwen2"}, "model_type qwen2: the query, key and value projections"),
+        ({"model_type": "qwen2_moe"}, "qkv_bias: the query, key and value projections"),
+        ({"model_type": "gpt_oss"}, "attention_bias: the query, key, value and output"),
+        ({"model_type": "deepseek_v3", "attention_bias": True}, "attention_bias: the latent"),
+    ],
+)
+def test_biased_linears_are_noted(config: dict[str, object], words: str) -> None:
+    """Bias switches the scenario has no field for: a launch note naming the key."""
+    document = json.dumps({**LLAMA_KEYS, "num_key_value_heads": 8, **config}, indent=2)
+    files = MemoryFiles({"/job/model/config.json": document})
+    facts = Facts()
+    assert resolve_model("model", facts=facts, files=files, cwd="/job", source="run.sh:4")
+    assert any(note.startswith("model/config.json: ") and words in note for note in facts.notes)
+    assert all("no field for dense biases" in note for note in facts.notes)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"model_type": "llama", "attention_bias": False, "mlp_bias": False},
+        {"model_type": "mistral", "attention_bias": True, "mlp_bias": True},
+        {"model_type": "mixtral", "attention_bias": True},
+        {"model_type": "qwen2_moe", "qkv_bias": False},
+        {"model_type": "gpt_oss", "attention_bias": False},
+        {"model_type": "qwen3_moe"},
+    ],
+)
+def test_unbiased_linears_are_not_noted(config: dict[str, object]) -> None:
+    """Switches off, or a family whose linears take no bias whatever the file says."""
+    document = json.dumps({**LLAMA_KEYS, "num_key_value_heads": 8, **config})
+    files = MemoryFiles({"/job/model/config.json": document})
+    facts = Facts()
+    assert resolve_model("model", facts=facts, files=files, cwd="/job", source="run.sh:4")
+    assert not any("bias" in note for note in facts.notes)
 
 
 @pytest.mark.parametrize(
