@@ -40,6 +40,9 @@ to a number, a file that leaves the key out has that many KV heads, and an expli
   ``layer_types`` None = even layers sliding, odd full, ``attention_bias`` True;
   ``gpt_oss/modular_gpt_oss.py@0261a46``: ``GptOssAttention`` biases q/k/v/o by it.
 * ``olmoe/configuration_olmoe.py@008e574``: ``num_experts`` 64, ``num_experts_per_tok`` 8.
+* ``gpt_neox/configuration_gpt_neox.py@008e574``: ``attention_bias`` True;
+  ``gpt_neox/modular_gpt_neox.py@fbc8830``: ``GPTNeoXAttention`` biases ``query_key_value``
+  and ``dense`` by it, ``GPTNeoXMLP`` builds both its linears with biases always.
 * ``deepseek_v3/configuration_deepseek_v3.py@001f85b``: the DeepSeek-V2 latent ranks below,
   ``n_routed_experts`` 256, ``n_shared_experts`` 1, ``num_experts_per_tok`` 8,
   ``moe_intermediate_size`` 2048, ``first_k_dense_replace`` 3, ``n_group`` 8, ``topk_group``
@@ -297,6 +300,7 @@ _BIAS_SWITCHES: dict[str, tuple[tuple[str, bool, str], ...]] = {
     "qwen3_moe": _QWEN3_BIAS_SWITCHES,
     "qwen2_moe": (("qkv_bias", True, _QKV_BIASES),),
     "gpt_oss": (("attention_bias", True, _ATTENTION_BIASES),),
+    "gpt_neox": (("attention_bias", True, _ATTENTION_BIASES),),
     "deepseek_v3": (
         (
             "attention_bias",
@@ -308,6 +312,11 @@ _BIAS_SWITCHES: dict[str, tuple[tuple[str, bool, str], ...]] = {
 """Per family, the config switches that give its dense linears bias vectors: ``(key, the
 class's default, which linears)`` (see the module docstring for the classes read; Mistral's
 and Mixtral's attention and MLP take no bias whatever the file says)."""
+_ALWAYS_BIASED = {
+    "qwen2": _QKV_BIASES,
+    "gpt_neox": "the MLP's up and down projections carry bias vectors",
+}
+"""Families whose classes build these linears with biases whatever the config says."""
 _PARALLEL_BLOCK = (
     "attention and MLP read the same normed input and add to one residual (parallel "
     f"block); {_SEQUENTIAL}, so the layer is priced as a sequential one"
@@ -320,10 +329,10 @@ def hf_config_notes(config: Mapping[str, object]) -> list[str]:
     ``parallel_attn`` / ``new_decoder_architecture``, GPT-NeoX ``use_parallel_residual``, both
     default True; Cohere's ``CohereDecoderLayer`` and Phi-1/2's ``PhiDecoderLayer`` always),
     biased linears (Starcoder2 ``use_bias``, default True; Falcon ``bias``; Phi-1/2's
-    ``PhiAttention`` and ``PhiMLP`` always; Qwen2's query/key/value always; the switches of
-    :data:`_BIAS_SWITCHES`: Llama/Granite ``attention_bias`` and ``mlp_bias``, Qwen3 and
-    DeepSeek-V3 ``attention_bias``, all default False, gpt-oss ``attention_bias`` and Qwen2-MoE
-    ``qkv_bias``, default True), Llama 4's
+    ``PhiAttention`` and ``PhiMLP`` always; Qwen2's query/key/value and GPT-NeoX's MLP always;
+    the switches of :data:`_BIAS_SWITCHES`: Llama/Granite ``attention_bias`` and ``mlp_bias``,
+    Qwen3 and DeepSeek-V3 ``attention_bias``, all default False, gpt-oss and GPT-NeoX
+    ``attention_bias`` and Qwen2-MoE ``qkv_bias``, default True), Llama 4's
     chunked local attention (``attention_chunk_size``, default 8192, on the RoPE layers) and
     OLMo-2's query/key norm over whole projections."""
     keys, model_type = _family_keys(config)
@@ -357,8 +366,9 @@ def hf_config_notes(config: Mapping[str, object]) -> list[str]:
             "projections (Olmo2Attention), which model.qk_layernorm (per head) does not "
             "describe; left out"
         )
-    elif model_type == "qwen2":
-        notes.append(f"{keys.key('model_type')} qwen2: {_QKV_BIASES}; {_NO_BIAS_FIELD}")
+    if model_type in _ALWAYS_BIASED:
+        biased = _ALWAYS_BIASED[model_type]
+        notes.append(f"{keys.key('model_type')} {model_type}: {biased}; {_NO_BIAS_FIELD}")
     for name, default, linears in _BIAS_SWITCHES.get(model_type, ()):
         if keys.flag(name, default):
             notes.append(f"{keys.key(name)}: {linears}; {_NO_BIAS_FIELD}")
