@@ -33,6 +33,9 @@ to a number, a file that leaves the key out has that many KV heads, and an expli
   ``LlamaMLP`` gate/up/down by ``mlp_bias``; Granite the same
   (``granite/configuration_granite.py@008e574``; ``granite/modular_granite.py@023633d`` builds
   on Llama's attention and decoder layer).
+* ``olmo/configuration_olmo.py@008e574``: ``attention_bias`` False;
+  ``olmo/modular_olmo.py@00a98e7``: ``OlmoAttention`` is ``LlamaAttention``'s, ``OlmoMLP``
+  unbiased.
 * ``qwen2_moe/configuration_qwen2_moe.py@008e574``: ``qkv_bias`` True;
   ``qwen2_moe/modular_qwen2_moe.py@001f85b``: query, key and value biased by it.
 * ``gpt_oss/configuration_gpt_oss.py@02b8f42``: ``num_key_value_heads`` 8, ``head_dim`` 64,
@@ -292,12 +295,14 @@ _LLAMA_BIAS_SWITCHES = (
     ("attention_bias", False, _ATTENTION_BIASES),
     ("mlp_bias", False, "the MLP's gate, up and down projections carry bias vectors"),
 )
-_QWEN3_BIAS_SWITCHES = (("attention_bias", False, _ATTENTION_BIASES),)
+_ATTENTION_BIAS_SWITCH = (("attention_bias", False, _ATTENTION_BIASES),)
+"""``LlamaAttention``'s switch where the family's MLP takes no bias (Qwen3, OLMo)."""
 _BIAS_SWITCHES: dict[str, tuple[tuple[str, bool, str], ...]] = {
     "llama": _LLAMA_BIAS_SWITCHES,
     "granite": _LLAMA_BIAS_SWITCHES,
-    "qwen3": _QWEN3_BIAS_SWITCHES,
-    "qwen3_moe": _QWEN3_BIAS_SWITCHES,
+    "qwen3": _ATTENTION_BIAS_SWITCH,
+    "qwen3_moe": _ATTENTION_BIAS_SWITCH,
+    "olmo": _ATTENTION_BIAS_SWITCH,
     "qwen2_moe": (("qkv_bias", True, _QKV_BIASES),),
     "gpt_oss": (("attention_bias", True, _ATTENTION_BIASES),),
     "gpt_neox": (("attention_bias", True, _ATTENTION_BIASES),),
@@ -331,7 +336,7 @@ def hf_config_notes(config: Mapping[str, object]) -> list[str]:
     biased linears (Starcoder2 ``use_bias``, default True; Falcon ``bias``; Phi-1/2's
     ``PhiAttention`` and ``PhiMLP`` always; Qwen2's query/key/value and GPT-NeoX's MLP always;
     the switches of :data:`_BIAS_SWITCHES`: Llama/Granite ``attention_bias`` and ``mlp_bias``,
-    Qwen3 and DeepSeek-V3 ``attention_bias``, all default False, gpt-oss and GPT-NeoX
+    Qwen3, OLMo and DeepSeek-V3 ``attention_bias``, all default False, gpt-oss and GPT-NeoX
     ``attention_bias`` and Qwen2-MoE ``qkv_bias``, default True), Llama 4's
     chunked local attention (``attention_chunk_size``, default 8192, on the RoPE layers) and
     OLMo-2's query/key norm over whole projections."""

@@ -502,6 +502,7 @@ def test_deepseek_v3_latents_and_experts_default_to_the_config_class() -> None:
         ({"model_type": "granite", "mlp_bias": True}, "mlp_bias: the MLP's gate"),
         ({"model_type": "qwen3", "attention_bias": True}, "attention_bias: the query, key"),
         ({"model_type": "qwen3_moe", "attention_bias": True}, "attention_bias: the query, key"),
+        ({"model_type": "olmo", "attention_bias": True}, "attention_bias: the query, key"),
         ({"model_type": "qwen2"}, "model_type qwen2: the query, key and value projections"),
         ({"model_type": "qwen2_moe"}, "qkv_bias: the query, key and value projections"),
         ({"model_type": "gpt_oss"}, "attention_bias: the query, key, value and output"),
@@ -531,6 +532,7 @@ def test_biased_linears_are_noted(config: dict[str, object], words: str) -> None
         {"model_type": "qwen2_moe", "qkv_bias": False},
         {"model_type": "gpt_oss", "attention_bias": False},
         {"model_type": "qwen3_moe"},
+        {"model_type": "olmo", "mlp_bias": True},
     ],
 )
 def test_unbiased_linears_are_not_noted(config: dict[str, object]) -> None:
