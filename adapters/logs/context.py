@@ -9,14 +9,27 @@ the wall-clock time of an iteration one line before Megatron-DeepSpeed prints th
 A ``LogContext`` carries that state from line to line of one log; pass the same one to every
 ``adapters.logs.parsers.parse_line`` call on that log, in log order. It also collects the log's
 events (evaluation, run start and stop) and the first and last time the log printed.
+
+A reader that stops part-way and goes on later in another process (the service's
+``LogTailer`` after a restart) keeps what later lines depend on with ``LogContext.carried``
+(JSON text, stored with its ``TailCursor``) and goes on with ``LogContext.resumed``: the records
+that follow are those one unbroken read gives.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 from planner.specs.job import ProgressRecord
+
+TRAINER_BAR: Final = "transformers"
+"""``ProgressRecord.framework`` of the Hugging Face Trainer bar's records
+(``adapters.logs.trainer``)."""
+_CARRIED_VERSION: Final = 1
+"""Shape of ``LogContext.carried``'s text; another (a later version's) resumes nothing."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,13 +89,15 @@ class TrainerBarState:
     ``total``: the ``Total optimization steps`` of the last training summary (None: none yet, no
     bar is read); ``evaluating``: an evaluation or prediction was announced since the last
     training bar reading; ``last``: (count, elapsed s) of the last training bar reading;
-    ``anchor``: (count, elapsed s) of the reading the next step time is measured from.
+    ``anchor``: (count, elapsed s) of the reading the next step time is measured from;
+    ``first_s``: the elapsed time (s) of the first training reading with a step.
     """
 
     total: int | None = None
     evaluating: bool = False
     last: tuple[int, float] | None = None
     anchor: tuple[int, float] | None = None
+    first_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -107,7 +122,18 @@ class LogContext:
     """(iteration, epoch seconds) of the last DeepSpeed engine ``step=K`` line."""
     deepspeed_last_iteration: int | None = None
     frameworks: set[str] = field(default_factory=set)
-    """Formats of the progress records given so far (DeepSpeed engine lines excluded)."""
+    """Formats of the progress records read so far (DeepSpeed engine lines excluded; a Trainer
+    bar's also while its records are held)."""
+    bar_adopted: bool = False
+    """The Trainer bar is the log's progress: it ran ``adapters.logs.trainer.ADOPT_S`` (or to
+    its end) before any other format's step line; later step lines of other formats are not
+    read."""
+    bar_held: tuple[ProgressRecord, ...] = ()
+    """Trainer bar records read before the bar was adopted: given once it is, dropped when
+    another format's step line comes first."""
+    released: list[ProgressRecord] = field(default_factory=list)
+    """Records a line settled for earlier lines (held bar records, at the bar's adoption), to
+    come before the record ``parse_line`` returns for that line; the reader empties it."""
     totals: dict[str, int] = field(default_factory=dict)
     """Last iteration total stated per format."""
     events: list[LogEvent] = field(default_factory=list)
@@ -125,11 +151,14 @@ class LogContext:
 
     def finish(self) -> list[ProgressRecord]:
         """Records held back for a line that never came, at the end of the log (a DeepSpeed-Chat
-        step without its ``E2E latency`` line), settled as ``settle`` does; empties the hold.
+        step without its ``E2E latency`` line, settled as ``settle`` does; Trainer bar records
+        of a log that ended before its bar was adopted, no other format having given steps);
+        empties the holds.
         """
+        held, self.bar_held = self.bar_held, ()
         pending, self.dschat_pending = self.dschat_pending, None
         settled = self.settle(pending) if pending is not None else None
-        return [settled] if settled is not None else []
+        return [*held, *([settled] if settled is not None else [])]
 
     def settle(self, record: ProgressRecord) -> ProgressRecord | None:
         """The record as the log means it, given what came before; None when it only carries a
@@ -137,6 +166,8 @@ class LogContext:
         """
         if record.framework == "deepspeed":
             return self._settle_deepspeed(record)
+        if self.bar_adopted and record.framework != TRAINER_BAR:
+            return None  # the log's progress is its Trainer bar's (adapters.logs.trainer)
         if record.framework == "megatron":
             last = self.megatron_last_iteration
             if last is not None and record.iteration > last:
@@ -154,7 +185,68 @@ class LogContext:
                 record = dataclasses.replace(record, train_iters=known)
         self.frameworks.add(record.framework)
         self.observe_time(record.timestamp_s)
+        if record.framework != TRAINER_BAR:
+            self.bar_held = ()  # another format's steps: the bar is not the log's progress
+            return record
+        if not self.bar_adopted:
+            self.bar_held += (record,)
+            return None
+        self.released.extend(self.bar_held)
+        self.bar_held = ()
         return record
+
+    def carried(self) -> str | None:
+        """What lines after the last one read depend on (format state, formats and totals seen,
+        held records; not the events, the times printed, ``megatron_last_iteration`` nor
+        ``released``), as compact JSON text for ``resumed``; None when that is nothing."""
+        state: dict[str, object] = {}
+        for name in ("mllog", "trainer"):
+            changed = _changed(getattr(self, name))
+            if changed:
+                state[name] = changed
+        for name in (
+            "nanogpt_last",
+            "dschat_epochs",
+            "dschat_batches_per_epoch",
+            "deepspeed_stamp",
+            "deepspeed_last_iteration",
+        ):
+            if getattr(self, name) is not None:
+                state[name] = getattr(self, name)
+        if self.dschat_pending is not None:
+            state["dschat_pending"] = _record_doc(self.dschat_pending)
+        if self.frameworks:
+            state["frameworks"] = sorted(self.frameworks)
+        if self.totals:
+            state["totals"] = self.totals
+        if self.bar_adopted:
+            state["bar_adopted"] = True
+        if self.bar_held:
+            state["bar_held"] = [_record_doc(record) for record in self.bar_held]
+        if not state:
+            return None
+        return json.dumps({"version": _CARRIED_VERSION, **state}, separators=(",", ":"))
+
+    @classmethod
+    def resumed(cls, carried: str | None) -> LogContext:
+        """A context going on where the one whose ``carried`` gave ``carried`` stopped (None,
+        text of another version or not of ``carried``: a fresh context)."""
+        try:
+            state: Any = json.loads(carried) if carried is not None else None
+            if not isinstance(state, dict) or state.pop("version", None) != _CARRIED_VERSION:
+                return cls()
+            pending = state.pop("dschat_pending", None)
+            return cls(
+                mllog=MllogState(**_tuples(state.pop("mllog", {}))),
+                trainer=TrainerBarState(**_tuples(state.pop("trainer", {}))),
+                dschat_pending=None if pending is None else ProgressRecord(**pending),
+                frameworks=set(state.pop("frameworks", ())),
+                totals=dict(state.pop("totals", {})),
+                bar_held=tuple(ProgressRecord(**r) for r in state.pop("bar_held", ())),
+                **_tuples(state),
+            )
+        except (ValueError, TypeError, AttributeError, RecursionError):
+            return cls()
 
     def _settle_deepspeed(self, record: ProgressRecord) -> ProgressRecord | None:
         if record.timestamp_s is not None:
@@ -164,3 +256,23 @@ class LogContext:
             return None  # another format reports the steps, or a second engine's same step
         self.deepspeed_last_iteration = record.iteration
         return record
+
+
+def _changed(state: MllogState | TrainerBarState) -> dict[str, object]:
+    """The fields of a format's state that differ from a fresh one's."""
+    fresh = type(state)()
+    return {
+        f.name: getattr(state, f.name)
+        for f in dataclasses.fields(state)
+        if getattr(state, f.name) != getattr(fresh, f.name)
+    }
+
+
+def _record_doc(record: ProgressRecord) -> dict[str, object]:
+    """A record's fields but those it leaves empty."""
+    return {k: v for k, v in dataclasses.asdict(record).items() if v is not None}
+
+
+def _tuples(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with its JSON arrays back as the tuples they were (one level deep)."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in doc.items()}

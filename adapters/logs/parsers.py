@@ -42,7 +42,8 @@ Formats recognised (``ProgressRecord.framework`` in brackets):
   optimization steps`` of its ``***** Running training *****`` summary (no summary: not read),
   evaluation bars left out; ``iteration`` is its count, ``step_time_s`` the difference of its
   ``elapsed`` field between two readings over the steps between them (never tqdm's smoothed
-  rate). Read only in a log where no other format gave progress.
+  rate). One or the other for a whole log: its records are held until the bar has run a while
+  with no other format's step line (then those are no longer read), dropped if one comes first.
 * **torchtune bar** (``torchtune``): its recipes describe their tqdm bar as ``{epoch}|{global
   step}|Loss: {loss}``; ``iteration`` is the global step (the bar's count restarts each epoch),
   ``step_time_s`` the inverse of tqdm's rate (one bar step per optimizer step).
@@ -109,7 +110,7 @@ are read in ``tz``: the caller's choice, by default the host's local zone (as Py
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import tzinfo
 from typing import Any, Final
 
@@ -196,6 +197,23 @@ def parse_line(
                 return context.settle(record)
             return record
     return None
+
+
+def parse_lines(
+    lines: Iterable[str], *, tz: tzinfo | None = None, context: LogContext
+) -> list[Record]:
+    """The records of consecutive ``lines`` of one log (``parse_line`` on each with ``context``),
+    in log order, with those a line settled for earlier ones (``LogContext.released``: Trainer
+    bar records held until the bar was adopted) before its own."""
+    records: list[Record] = []
+    for line in lines:
+        record = parse_line(line, tz=tz, context=context)
+        if context.released:
+            records.extend(context.released)
+            context.released.clear()
+        if record is not None:
+            records.append(record)
+    return records
 
 
 def _parse_segment(segment: str, tz: tzinfo | None, context: LogContext | None) -> Record | None:

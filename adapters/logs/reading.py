@@ -15,9 +15,8 @@ from typing import Final
 
 from adapters.logs import values
 from adapters.logs.context import LogContext, LogEvent
-from adapters.logs.parsers import parse_line
+from adapters.logs.parsers import parse_lines
 from adapters.logs.tables import read_iteration_table
-from adapters.logs.trainer import FRAMEWORK as TRAINER_BAR
 from planner.errors import SpecError
 from planner.specs.job import ProgressRecord
 
@@ -39,16 +38,17 @@ class LogReading:
     the log printed for it, or None). Iterations may repeat or go back where the job restarted from
     a checkpoint. ``framework`` is that format (``megatron``, ``mlperf``, ``modded-nanogpt``,
     ``deepspeed-chat``, ``megatron-ci``, ...): the one with most records when a log mixes several
-    (records of the others are dropped; a Hugging Face Trainer bar's, ``transformers``, never wins
-    beside another format's step lines). ``train_iters`` is the total number of iterations the log
-    states (the last stated on a kept record: Megatron-LM ``N/T``, modded-nanogpt ``step:N/T``,
-    torchtitan's start line, DeepSpeed-Chat's epochs x generation batches, a CI table's
-    ``end_step``; an MLPerf run's cap, then what it trained once it ended:
-    ``adapters.logs.mlperf``), None when it states none. ``events`` are evaluation and run
-    start/stop events in log order (``LogEvent``). ``first_timestamp_s`` and ``last_timestamp_s``
-    are the earliest and latest times the log printed on any line (launcher and framework log lines,
-    MLLOG ``time_ms``), epoch seconds, None when it printed none: the span includes start-up before
-    the first record and teardown after the last.
+    (records of the others are dropped; a Hugging Face Trainer bar's, ``transformers``, and
+    another format's step lines are never both read: ``adapters.logs.trainer``).
+    ``train_iters`` is the total number of iterations the log states (the last stated on a kept
+    record: Megatron-LM ``N/T``, modded-nanogpt ``step:N/T``, torchtitan's start line,
+    DeepSpeed-Chat's epochs x generation batches, a CI table's ``end_step``; an MLPerf run's
+    cap, then what it trained once it ended: ``adapters.logs.mlperf``), None when it states none.
+    ``events`` are evaluation and run start/stop events in log order (``LogEvent``).
+    ``first_timestamp_s`` and ``last_timestamp_s`` are the earliest and latest times the log
+    printed on any line (launcher and framework log lines, MLLOG ``time_ms``), epoch seconds,
+    None when it printed none: the span includes start-up before the first record and teardown
+    after the last.
     """
 
     records: tuple[ProgressRecord, ...]
@@ -77,11 +77,8 @@ def read_log(text: str, *, tz: tzinfo | None = None) -> LogReading:
             records=tuple(table), train_iters=table[-1].train_iters, framework="megatron-ci"
         )
     context = LogContext()
-    found: list[ProgressRecord] = []
-    for line in _LINE_END.split(text):
-        record = parse_line(line, tz=tz, context=context)
-        if isinstance(record, ProgressRecord):
-            found.append(record)
+    lines = _LINE_END.split(text)
+    found = [r for r in parse_lines(lines, tz=tz, context=context) if isinstance(r, ProgressRecord)]
     found.extend(context.finish())
     if not found:
         raise SpecError(
@@ -89,12 +86,9 @@ def read_log(text: str, *, tz: tzinfo | None = None) -> LogReading:
             f"no training progress found in {len(text)} characters; formats read: {_FORMATS} "
             "(see adapters/logs/parsers.py for the lines each prints)",
         )
+    # a Trainer bar's records and another format's step lines never both come
+    # (adapters.logs.trainer: one or the other for the whole log)
     counts = Counter(record.framework for record in found)
-    if context.frameworks - {TRAINER_BAR}:
-        # a Trainer script that also prints step lines: its bar (read until the first of
-        # them) is not the job's own measurement (adapters.logs.trainer); DeepSpeed engine
-        # lines do not count as such (LogContext.frameworks leaves them out)
-        del counts[TRAINER_BAR]
     framework = max(counts, key=lambda name: counts[name])  # first seen wins a tie
     records = tuple(record for record in found if record.framework == framework)
     totals = [record.train_iters for record in records if record.train_iters is not None]

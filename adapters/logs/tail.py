@@ -22,9 +22,12 @@ Lines are parsed with one ``adapters.logs.context.LogContext`` per log, kept bet
 while each call continues where the previous one on that path stopped (same inode and offset;
 the last ``MAX_CONTEXTS`` paths read are kept), so that formats whose lines depend on earlier
 ones (MLPerf MLLOG, DeepSpeed-Chat, modded-nanogpt, DeepSpeed's engine timestamps) read as in
-a whole-log read. A cursor the tailer has no context for (a service restart, another reader)
-starts a fresh one, seeded with ``TailCursor.last_iteration``; a format that needs its header
-(MLLOG) then gives no records until it is seen again.
+a whole-log read. What later lines depend on travels with the cursor
+(``TailCursor.parser_state``, ``LogContext.carried``): a cursor the tailer has no context for (a
+service restart, another reader, a context dropped from the ``MAX_CONTEXTS``) goes on with the
+context it carries (``LogContext.resumed``), seeded with ``TailCursor.last_iteration``, and
+reads as the tailer that wrote it would have (an MLLOG header, a Trainer bar's total and
+clock, the formats seen before); a cursor of an older version (no state) starts a fresh one.
 
 Megatron-style lines report the mean step time since the previous log line, so a record's
 ``num_iterations`` is set to the difference with the previous Megatron iteration, taken from the
@@ -59,7 +62,7 @@ from adapters.files import (
     read_local_file_part,
 )
 from adapters.logs.context import LogContext
-from adapters.logs.parsers import Record, parse_line
+from adapters.logs.parsers import Record, parse_lines
 from planner.errors import SourcePermanentError, SpecError
 from planner.specs.job import JobState, TailCursor
 
@@ -199,7 +202,8 @@ class LogTailer:
         if mid_line:
             m = _LINE_END.search(body, 0, complete)
             first = m.end() if m else complete
-        context = self._context(cursor.path, st.st_ino, start, last_iteration)
+        carried = None if restart else cursor.parser_state
+        context = self._context(cursor.path, st.st_ino, start, last_iteration, carried)
         records = self._parse(body[first:complete], context)
         new_offset = start + consumed
         self._keep(cursor.path, st.st_ino, new_offset, context)
@@ -209,6 +213,7 @@ class LogTailer:
             offset_bytes=new_offset,
             size_bytes=max(st.st_size, new_offset),
             last_iteration=context.megatron_last_iteration,
+            parser_state=context.carried(),
         )
         return records, new_cursor
 
@@ -316,14 +321,15 @@ class LogTailer:
         return complete, complete
 
     def _context(
-        self, path: str, inode: int, offset: int, last_iteration: int | None
+        self, path: str, inode: int, offset: int, last_iteration: int | None, carried: str | None
     ) -> LogContext:
-        """The parser state of the log at ``path`` if the last read there ended at ``offset``."""
+        """The parser state of the log at ``path`` if the last read there ended at ``offset``,
+        else the one the cursor carries (``carried``: ``LogContext.carried``)."""
         kept = self._contexts.get(path)
         if kept is not None and kept[0] == inode and kept[1] == offset:
             context = kept[2]
         else:
-            context = LogContext()
+            context = LogContext.resumed(carried)
         context.megatron_last_iteration = last_iteration
         return context
 
@@ -335,11 +341,9 @@ class LogTailer:
         context.events.clear()  # the tailer reports records only; keep memory bounded
 
     def _parse(self, chunk: bytes, context: LogContext) -> list[Record]:
-        records: list[Record] = []
-        for raw in _LINE_END.split(chunk):
-            if not raw or len(raw) > self.max_line_bytes:
-                continue
-            record = parse_line(raw.decode("utf-8", errors="replace"), tz=self.tz, context=context)
-            if record is not None:
-                records.append(record)
-        return records
+        lines = (
+            raw.decode("utf-8", errors="replace")
+            for raw in _LINE_END.split(chunk)
+            if raw and len(raw) <= self.max_line_bytes
+        )
+        return parse_lines(lines, tz=self.tz, context=context)

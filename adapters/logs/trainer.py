@@ -41,11 +41,16 @@ Rules (framework ``transformers``):
   starts the span and gives a record without a step time (its elapsed time holds start-up and,
   for a resumed run, the resumed steps); so does the first training reading after an
   evaluation (its elapsed time holds the evaluation).
-* **Never beside a structured format**: the bar is read only while no other format has given a
-  progress record in the log (``LogContext.frameworks``, which leaves DeepSpeed engine lines
-  out: they only lend their time): a script that also prints step lines (JSON, Megatron-LM,
-  torchtitan, ...) is read from those, and ``read_log`` drops bar records read before the first
-  of them.
+* **Never beside a structured format, one or the other for the whole log**: the bar's records
+  are held (``LogContext.bar_held``) until the bar has run ``ADOPT_S`` from its first training
+  reading, or reached its end, with no other format's step line in the log (DeepSpeed engine
+  lines do not count: they only lend their time); the bar is then adopted
+  (``LogContext.bar_adopted``): its held records are given, in order, and later step lines of
+  other formats are not read. A step line before that (JSON, Megatron-LM, torchtitan, ...)
+  drops the held records and the bar is not read again: the log is read from its step lines.
+  A whole log that ends before its bar was adopted gives the held records
+  (``LogContext.finish``). So a live reader never gives records of both, and gives what a
+  whole-log read keeps.
 """
 
 from __future__ import annotations
@@ -54,11 +59,17 @@ import re
 from typing import Final
 
 from adapters.logs import values
-from adapters.logs.context import LogContext, TrainerBarState
+from adapters.logs.context import TRAINER_BAR, LogContext, TrainerBarState
 from planner.specs.job import ProgressRecord
 
-FRAMEWORK: Final = "transformers"
+FRAMEWORK: Final = TRAINER_BAR
 """``ProgressRecord.framework`` of the Trainer bar's records."""
+ADOPT_S: Final = 300.0
+"""Bar time (s, from its first training reading) after which a bar no other format's step line
+came beside is the log's progress (its records held until then): a judgement, not measured. A
+script whose own step lines first come later than that (a logger every ``logging_steps``) is
+read from its bar, which counts the same optimizer steps; the service's first ETA from a bar
+comes that much bar time later."""
 MIN_SPAN_S: Final = 10.0
 """Least bar time (s) one step time spans, but at the bar's end: elapsed times are truncated to
 whole seconds, so a span of at least 10 s is off by under 10 % (tqdm ``format_interval``)."""
@@ -116,6 +127,10 @@ def read_bar(
     if reading[0] == 0:
         return None  # the bar opened, no step yet
     bar.last = reading
+    if bar.first_s is None:
+        bar.first_s = reading[1]
+    if reading[1] - bar.first_s >= ADOPT_S or reading[0] >= bar.total:
+        context.bar_adopted = True
     if bar.anchor is None or bar.evaluating:
         resumed = bar.anchor is None or reading[0] > bar.anchor[0]
         bar.anchor, bar.evaluating = reading, False

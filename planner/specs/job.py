@@ -220,6 +220,10 @@ class TailCursor:
     the last complete line consumed; a partial last line is re-read next time.
     ``last_iteration`` is the iteration of the last Megatron-style interval line consumed, so
     the next read can tell how many iterations its first line averages over (None: unknown).
+    ``parser_state`` is what the reader learnt from the lines before ``offset_bytes`` that later
+    lines depend on (a format's header, a progress bar's total and clock), as the reader's own
+    JSON text (``adapters.logs.context.LogContext.carried``), so that a new reader goes on as
+    the one that stopped would have (None: nothing, or a cursor stored without it).
     """
 
     path: str
@@ -227,3 +231,4 @@ class TailCursor:
     offset_bytes: int = 0
     size_bytes: int = 0
     last_iteration: int | None = None
+    parser_state: str | None = None

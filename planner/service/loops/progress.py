@@ -37,11 +37,13 @@ _CURSOR_FIELDS = frozenset(f.name for f in dataclasses.fields(TailCursor))
 
 def stored_cursor(doc: Mapping[str, object]) -> TailCursor:
     """The log cursor ``doc`` stores (``dataclasses.asdict(TailCursor)``, without its
-    ``error``). Raises ``TypeError`` for a key a cursor has not, a missing ``path`` or a value
-    of another type (a cursor stored by another version)."""
+    ``error``; one stored before cursors carried a ``parser_state`` has none). Raises
+    ``TypeError`` for a key a cursor has not, a missing ``path`` or a value of another type (a
+    cursor stored by another version)."""
     unknown = doc.keys() - _CURSOR_FIELDS
     path = doc.get("path")
-    if unknown or not isinstance(path, str):
+    parser_state = doc.get("parser_state")
+    if unknown or not isinstance(path, str) or not isinstance(parser_state, str | None):
         raise TypeError(f"not a log cursor: keys {sorted(doc)}")
     return TailCursor(
         path=path,
@@ -49,6 +51,7 @@ def stored_cursor(doc: Mapping[str, object]) -> TailCursor:
         offset_bytes=integer(doc.get("offset_bytes", 0)),
         size_bytes=integer(doc.get("size_bytes", 0)),
         last_iteration=optional_integer(doc.get("last_iteration")),
+        parser_state=parser_state,
     )
 
 

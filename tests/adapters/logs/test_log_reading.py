@@ -3,6 +3,7 @@ reading the multi-line formats across calls."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from datetime import UTC
@@ -152,8 +153,13 @@ def test_tailer_reads_mllog_across_calls(tmp_path: Path) -> None:
     assert first + second == list(whole)
     assert first
     assert second
-    # A reader that has not seen the header cannot tell steps from tokens: nothing, not garbage.
-    assert LogTailer(tz=UTC).read(cursor)[0] == []
+    # A new reader (a service restart) goes on with the header the cursor carries, as the
+    # first one did; one without it (a cursor stored by an older version) cannot tell steps
+    # from tokens: nothing, not garbage.
+    assert cursor.parser_state is not None
+    assert LogTailer(tz=UTC).read(cursor)[0] == second
+    older = dataclasses.replace(cursor, parser_state=None)
+    assert LogTailer(tz=UTC).read(older)[0] == []
 
 
 def test_tailer_gives_megatron_deepspeed_lines_their_time(tmp_path: Path) -> None:

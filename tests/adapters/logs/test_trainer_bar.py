@@ -9,6 +9,7 @@ truncated to the second (``MM:SS``, ``H:MM:SS``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable
@@ -21,7 +22,7 @@ from adapters.logs.context import LogContext
 from adapters.logs.parsers import parse_line
 from adapters.logs.reading import read_log
 from adapters.logs.tail import LogTailer
-from adapters.logs.trainer import MIN_SPAN_S
+from adapters.logs.trainer import ADOPT_S, MIN_SPAN_S
 from planner.errors import SpecError
 from planner.specs.job import ProgressRecord, TailCursor
 
@@ -125,33 +126,68 @@ def test_without_the_training_summary_no_bar_is_read() -> None:
             read_log("\n".join([*head, bar(readings, 20)]) + "\n", tz=UTC)
 
 
-def test_structured_step_lines_are_read_and_never_the_bar_beside_them() -> None:
-    """A Trainer script that also prints JSON step lines, its first one after 30 s of bar:
-    read whole, only the JSON lines are progress; read line by line, the bar gives nothing
-    once the first JSON line is read. The same bar without the JSON lines is read."""
-    lines = ["\n".join(summary(1500)) + "\n", "\r" + refresh(0, 1500, 0.0)]
-    for step in range(1, 21):
-        lines.append("\r" + refresh(step, 1500, 2.0 * step))
-        if step % 15 == 0 or step == 20:
-            step_line = {"event": "step", "step": step, "time_s": 1.7e9 + 2.1 * step}
-            lines.append("\n" + json.dumps(step_line) + "\n")
-    text = "".join(lines)
-    reading = read_log(text, tz=UTC)
+def _json_step(step: int) -> str:
+    return "\n" + json.dumps({"event": "step", "step": step, "time_s": 1.7e9 + 2.1 * step}) + "\n"
+
+
+def _bar_with_step_lines(first_step_line: int, every: int, step_s: float) -> list[str]:
+    """A Trainer script's output that also prints JSON step lines: the summary, then each bar
+    refresh (``step_s`` apart) as written, a step line at ``first_step_line`` and every
+    ``every`` steps after it, up to step 60 of 60."""
+    parts = ["\n".join(summary(60)) + "\n", "\r" + refresh(0, 60, 0.0)]
+    for step in range(1, 61):
+        parts.append("\r" + refresh(step, 60, step_s * step))
+        if step >= first_step_line and (step - first_step_line) % every == 0:
+            parts.append(_json_step(step))
+    return parts
+
+
+def _tailed_at_each_write(parts: list[str], path: Path) -> list[ProgressRecord]:
+    """What a tailer gives reading the log after each part is written."""
+    tailer = LogTailer(tz=UTC)
+    cursor = TailCursor(path=str(path))
+    tailed: list[ProgressRecord] = []
+    with path.open("w") as out:
+        for part in parts:
+            out.write(part)
+            out.flush()
+            records, cursor = tailer.read(cursor)
+            tailed += [r for r in records if isinstance(r, ProgressRecord)]
+    return tailed
+
+
+def test_step_lines_before_the_bar_is_adopted_are_read_and_the_bar_never(tmp_path: Path) -> None:
+    """The first JSON step line after 30 s of bar (before ``ADOPT_S``): tailed live, no bar
+    record ever comes (its records were held, then dropped), only the JSON lines; read whole,
+    the same."""
+    parts = _bar_with_step_lines(first_step_line=15, every=15, step_s=2.0)
+    assert ADOPT_S > 2.0 * 15
+    tailed = _tailed_at_each_write(parts, tmp_path / "job.out")
+    assert {r.framework for r in tailed} == {"json"}
+    assert [r.iteration for r in tailed] == [15, 30, 45, 60]
+    reading = read_log("".join(parts), tz=UTC)
     assert reading.framework == "json"
-    assert [r.iteration for r in reading.records] == [15, 20]
+    assert list(reading.records) == tailed
 
-    context = LogContext()
-    frameworks: list[str] = []
-    for line in text.replace("\r", "\n").split("\n"):
-        record = parse_line(line, tz=UTC, context=context)
-        if isinstance(record, ProgressRecord):
-            frameworks.append(record.framework)
-    first_json = frameworks.index("json")
-    assert "transformers" in frameworks[:first_json]
-    assert set(frameworks[first_json:]) == {"json"}
 
-    bar_only = "".join(line for line in lines if "event" not in line)
-    assert read_log(bar_only, tz=UTC).framework == "transformers"
+def test_a_bar_adopted_before_any_step_line_stays_the_logs_progress(tmp_path: Path) -> None:
+    """The first JSON step line after the bar ran past ``ADOPT_S`` (steps of 10 s, first line
+    at step 40): tailed live, the bar's records (held until ``ADOPT_S``, then given in order)
+    and never a JSON line; read whole, the same records, the bar's format."""
+    parts = _bar_with_step_lines(first_step_line=40, every=10, step_s=10.0)
+    assert ADOPT_S <= 10.0 * (40 - 1)
+    tailed = _tailed_at_each_write(parts, tmp_path / "job.out")
+    assert {r.framework for r in tailed} == {"transformers"}
+    assert [r.iteration for r in tailed] == list(range(1, 61))
+    reading = read_log("".join(parts), tz=UTC)
+    assert reading.framework == "transformers"
+    assert list(reading.records) == tailed
+    # held until the bar has run ADOPT_S from its first step (at 10 s): step 31's refresh,
+    # read once the next one begins (a tailer reads a bar one refresh late)
+    until_step_31 = _tailed_at_each_write(parts[: 2 + 31], tmp_path / "held.out")
+    assert until_step_31 == []
+    until_step_32 = _tailed_at_each_write(parts[: 2 + 32], tmp_path / "adopted.out")
+    assert [r.iteration for r in until_step_32] == list(range(1, 32))
 
 
 def test_a_tailed_bar_gives_what_the_whole_log_gives(tmp_path: Path) -> None:
@@ -170,6 +206,59 @@ def test_a_tailed_bar_gives_what_the_whole_log_gives(tmp_path: Path) -> None:
     whole = read_log(text.decode(), tz=UTC).records
     assert tailed == [(r.iteration, r.step_time_s) for r in whole]
     assert tailed[-1][0] == 40
+
+
+def _stored(cursor: TailCursor) -> TailCursor:
+    """The cursor as the service stores and loads it (a JSON document of its fields)."""
+    return TailCursor(**json.loads(json.dumps(dataclasses.asdict(cursor))))
+
+
+@pytest.mark.parametrize("resume", ["new tailer", "context dropped"])
+def test_a_bar_read_on_from_a_stored_cursor_gives_what_one_tailer_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resume: str
+) -> None:
+    """A Trainer bar of 2.5 s steps (an evaluation of 20 s of the training total after step 70,
+    read ends anywhere, inside a refresh too) read by a new tailer at every read from the cursor
+    as the service stores it (a planner restart), or by one tailer that keeps one log's context
+    while it reads two (its contexts dropped): the records one tailer gives, the whole log's,
+    held ones included (the bar is adopted at 300 s)."""
+    readings = [(0, 0.0)] + [(n, 4.0 + 2.5 * n) for n in range(1, 71)]
+    evaluation = [(n, 2.0 * n) for n in range(11)]
+    resumed = [(n, 4.0 + 2.5 * n + 20.0) for n in range(71, 201)]
+    text = (
+        "\n".join(
+            [
+                *summary(200),
+                bar(readings, 200) + HEAD.format(line=4200) + "***** Running Evaluation *****",
+                bar(evaluation, 200),
+                "{'eval_loss': 2.31, 'eval_runtime': 20.0, 'epoch': 0.35}",
+                bar(resumed, 200),
+            ]
+        ).encode()
+        + b"\n"
+    )
+    log, other = tmp_path / "job.out", tmp_path / "other.out"
+    other.write_text("\n".join(summary(10)) + "\n")
+    if resume == "context dropped":
+        monkeypatch.setattr("adapters.logs.tail.MAX_CONTEXTS", 1)
+    tailer = LogTailer(tz=UTC)
+    cursor, other_cursor = TailCursor(path=str(log)), TailCursor(path=str(other))
+    tailed: list[ProgressRecord] = []
+    for end in [*range(0, len(text), 211), len(text)]:
+        log.write_bytes(text[:end])
+        if resume == "new tailer":
+            tailer = LogTailer(tz=UTC)
+        records, cursor = tailer.read(_stored(cursor))
+        tailed += [r for r in records if isinstance(r, ProgressRecord)]
+        with other.open("a") as out:
+            out.write(refresh(1, 10, 1.0) + "\n")
+        _, other_cursor = tailer.read(other_cursor)
+    whole = read_log(text.decode(), tz=UTC).records
+    assert tailed == list(whole)
+    assert whole[-1].iteration == 200
+    assert 71 in [r.iteration for r in whole]  # after the evaluation: untimed, then timed again
+    timed = [r.step_time_s for r in whole if r.step_time_s is not None]
+    assert timed == pytest.approx([2.5] * len(timed), rel=0.2)  # clocks of whole seconds
 
 
 def test_deepspeed_engine_lines_do_not_stop_the_bar() -> None:
