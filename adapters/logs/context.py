@@ -90,11 +90,13 @@ class TrainerBarState:
     bar is read); ``evaluating``: an evaluation or prediction was announced since the last
     training bar reading; ``last``: (count, elapsed s) of the last training bar reading;
     ``anchor``: (count, elapsed s) of the reading the next step time is measured from;
-    ``first_s``: the elapsed time (s) of the first training reading with a step.
+    ``first_s``: the elapsed time (s) of the first training reading with a step;
+    ``evaluated``: the announced evaluation printed its metrics (it is over).
     """
 
     total: int | None = None
     evaluating: bool = False
+    evaluated: bool = False
     last: tuple[int, float] | None = None
     anchor: tuple[int, float] | None = None
     first_s: float | None = None

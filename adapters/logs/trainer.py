@@ -29,7 +29,15 @@ Rules (framework ``transformers``):
   before it. Without that summary no bar is read: a description-less bar alone could be any
   loop's. After an evaluation or prediction announcement, bars are evaluation's until a reading
   of that total goes on from the training bar's last reading (count and elapsed time not
-  smaller): an evaluation bar of the same total starts again from 0 and from 00:00.
+  smaller): an evaluation bar of the same total starts again from 0 and from 00:00. An
+  evaluation before the first training step (``eval_on_start``: ``_inner_training_loop`` calls
+  ``_evaluate`` right after ``on_train_begin`` opened the training bar, ``trainer.py`` above)
+  has no training reading to go on from: its bars are evaluation's until its metrics line
+  (``evaluate`` logs the metrics with ``speed_metrics``' ``{prefix}_runtime``, prefix ``eval``
+  or ``eval_<dataset>``, ``src/transformers/trainer_utils.py`` commit
+  c599e989ac5fdb9c641254bde826c04f2fc8ebcf; ``ProgressCallback.on_log`` writes them as a dict
+  through the open training bar). Else an evaluation bar whose total equals the training
+  total by accident would be read as training's, and its end would shut out the training bar.
 * **Step time from the bar's clock, never tqdm's rate** (an exponential moving average): the
   difference of ``elapsed`` between two training readings over the optimizer steps between
   them: ``step_time_s = (elapsed1 - elapsed0) / (n1 - n0)``, ``num_iterations = n1 - n0``.
@@ -76,6 +84,10 @@ whole seconds, so a span of at least 10 s is off by under 10 % (tqdm ``format_in
 
 _TOTAL: Final = re.compile(r"\bTotal optimization steps = (?P<total>\d[\d,]*)")
 _ANNOUNCEMENT: Final = re.compile(r"\*{5} Running (?P<what>training|Evaluation|Prediction) \*{5}")
+# An evaluation's metrics, printed as a dict once it is over: ``'eval_runtime': 6.0`` (or
+# ``'eval_<dataset>_runtime'`` for each of several evaluation datasets).
+_RUNTIME: Final = "_runtime'"
+_METRICS: Final = re.compile(r"'eval(?:_[^']*)?_runtime':")
 # What a launcher puts before a rank's line: ``srun -l``'s ``0:``, torchrun's ``[default0]:``.
 _LAUNCHER_PREFIX: Final = re.compile(r"\s*(?:\d+:|\[(?:default|rank)\d+\]:)?\s*")
 _ELAPSED: Final = re.compile(r"\s*(?:(?P<h>\d+):)?(?P<m>\d{1,2}):(?P<s>\d{2})\s*")
@@ -84,15 +96,19 @@ _ELAPSED: Final = re.compile(r"\s*(?:(?P<h>\d+):)?(?P<m>\d{1,2}):(?P<s>\d{2})\s*
 def read_summary(text: str, context: LogContext | None) -> None:
     """Keep what a Trainer summary line says in ``context.trainer``: ``Running training`` starts
     a new training bar (total unknown until its ``Total optimization steps``), ``Running
-    Evaluation`` / ``Prediction`` marks the bars that follow as evaluation's."""
-    if context is None or ("*****" not in text and "optimization steps" not in text):
+    Evaluation`` / ``Prediction`` marks the bars that follow as evaluation's, its metrics line
+    (``'eval_runtime'``) ends it."""
+    if context is None or not ("*****" in text or "optimization steps" in text or _RUNTIME in text):
         return
     announced = _ANNOUNCEMENT.search(text)
     if announced is not None:
         if announced["what"] == "training":
             context.trainer = TrainerBarState()
         else:
-            context.trainer.evaluating = True
+            context.trainer.evaluating, context.trainer.evaluated = True, False
+        return
+    if _METRICS.search(text) is not None:
+        context.trainer.evaluated = context.trainer.evaluating
         return
     summary = _TOTAL.search(text)
     if summary is not None:
@@ -124,6 +140,8 @@ def read_bar(
     last = bar.last
     if last is not None and (reading[0] < last[0] or reading[1] < last[1]):
         return None  # not the training bar going on: an evaluation bar of the same total
+    if last is None and bar.evaluating and not bar.evaluated:
+        return None  # an evaluation before the first training step (eval_on_start) runs on
     if reading[0] == 0:
         return None  # the bar opened, no step yet
     bar.last = reading

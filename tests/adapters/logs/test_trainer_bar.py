@@ -106,6 +106,39 @@ def test_step_times_add_up_to_the_bar_clock_and_its_end_is_read(step_s: float) -
         assert [r.iteration for r in records] == list(range(1, 21))
 
 
+@pytest.mark.parametrize("eval_total", [40, 7])
+def test_an_evaluation_before_the_first_step_is_not_training(eval_total: int) -> None:
+    """``eval_on_start``: the training bar opens (0 of 40), an evaluation of 12 s runs before
+    the first step with its own bar, of the training total by accident or not, its metrics
+    line ends it; then 40 steps of 2 s on the training bar's clock (which ran through the
+    evaluation). Only the training bar is read, its first step untimed."""
+    evaluation = [(n, 12.0 * n / eval_total) for n in range(1, eval_total + 1)]
+    training = [(n, 12.0 + 3.0 + 2.0 * n) for n in range(1, 41)]
+    text = "\n".join(
+        [
+            *summary(40),
+            bar([(0, 0.0)], 40) + HEAD.format(line=4200) + "***** Running Evaluation *****",
+            HEAD.format(line=4202) + "  Num examples = 280",
+            bar(evaluation, eval_total),
+            "{'eval_loss': 2.9, 'eval_runtime': 12.1, 'eval_samples_per_second': 23.1, 'epoch': 0}",
+            bar(training, 40),
+        ]
+    )
+    records = read_log(text + "\n", tz=UTC).records
+    got = [(r.iteration, r.step_time_s) for r in records]
+    assert got == [
+        (1, None),
+        (6, 2.0),
+        (11, 2.0),
+        (16, 2.0),
+        (21, 2.0),
+        (26, 2.0),
+        (31, 2.0),
+        (36, 2.0),
+        (40, 2.0),
+    ]
+
+
 def test_a_run_resumed_from_a_checkpoint_does_not_time_its_jump() -> None:
     """A resumed run's bar jumps from 0 to the resumed step at its first update (after the
     checkpoint's load and the skipped batches): that reading starts the span."""
