@@ -107,7 +107,8 @@ class LogContext:
     """Parser state for one log, updated by ``parse_line(line, context=...)``; see module doc.
 
     Read-only for callers, except ``megatron_last_iteration``, which a reader resuming a log
-    part-way may seed with the last Megatron-LM iteration it already consumed.
+    part-way may seed with the last Megatron-LM iteration it already consumed, and
+    ``released``, which the reader empties (``adapters.logs.parsers.parse_lines`` does).
     """
 
     megatron_last_iteration: int | None = None

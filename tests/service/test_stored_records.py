@@ -28,10 +28,19 @@ def _stored(doc: dict[str, object]) -> dict[str, object]:
 
 
 def test_a_log_cursor_reads_back_as_written() -> None:
-    cursor = TailCursor(path="/logs/1.out", inode=7, offset_bytes=120, size_bytes=300)
+    cursor = TailCursor(
+        path="/logs/1.out",
+        inode=7,
+        offset_bytes=120,
+        size_bytes=300,
+        parser_state='{"version":1,"frameworks":["transformers"]}',
+    )
     for doc in (dataclasses.asdict(cursor), _stored(dataclasses.asdict(cursor))):
         assert stored_cursor(doc) == cursor
     assert stored_cursor({"path": "/a"}) == TailCursor(path="/a")
+    # stored before cursors carried the parser's state: none
+    older = {"path": "/a", "inode": 7, "offset_bytes": 120, "size_bytes": 300}
+    assert stored_cursor(older) == TailCursor(path="/a", inode=7, offset_bytes=120, size_bytes=300)
 
 
 @pytest.mark.parametrize(
@@ -40,6 +49,7 @@ def test_a_log_cursor_reads_back_as_written() -> None:
         {"path": "/a", "page": 3},  # a key a cursor has not
         {"inode": 3},  # no path
         {"path": "/a", "offset_bytes": "12"},  # a number as text
+        {"path": "/a", "parser_state": {"version": 1}},  # the parser's state not as its text
     ],
 )
 def test_a_log_cursor_of_another_shape_is_refused(doc: dict[str, object]) -> None:

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.logs import LogTailer, read_iteration_table, read_log
+from adapters.logs.parsers import Record
 from planner.errors import SpecError
 from planner.specs.job import ProgressRecord, TailCursor
 
@@ -160,6 +161,37 @@ def test_tailer_reads_mllog_across_calls(tmp_path: Path) -> None:
     assert LogTailer(tz=UTC).read(cursor)[0] == second
     older = dataclasses.replace(cursor, parser_state=None)
     assert LogTailer(tz=UTC).read(older)[0] == []
+
+
+def _tailed_in_parts(log: Path, *, new_tailer_each_read: bool) -> list[Record]:
+    """The records of ``log`` tailed in reads of at most 40,000 bytes, by one tailer or by a new
+    one at each read from the cursor as the service stores it (a JSON document)."""
+    tailer = LogTailer(tz=UTC, max_read_bytes=40_000)
+    cursor = TailCursor(path=str(log))
+    records: list[Record] = []
+    while True:
+        if new_tailer_each_read:
+            tailer = LogTailer(tz=UTC, max_read_bytes=40_000)
+            cursor = TailCursor(**json.loads(json.dumps(dataclasses.asdict(cursor))))
+        got, after = tailer.read(cursor)
+        records += got
+        if after.offset_bytes == cursor.offset_bytes:
+            return records
+        cursor = after
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(p.relative_to(DATA).as_posix() for p in DATA.rglob("*.log")),
+)
+def test_a_new_tailer_at_each_read_gives_what_one_tailer_gives(name: str) -> None:
+    """Every recorded log (Megatron-LM, Megatron-DeepSpeed with engine lines, MLPerf MLLOG of
+    each round, modded-nanogpt, DeepSpeed-Chat, torchtitan, Lightning, JSON): what a planner
+    restarted before every read gives is what one planner gives (what each format learnt from
+    earlier lines travels with the cursor)."""
+    one = _tailed_in_parts(DATA / name, new_tailer_each_read=False)
+    assert one
+    assert _tailed_in_parts(DATA / name, new_tailer_each_read=True) == one
 
 
 def test_tailer_gives_megatron_deepspeed_lines_their_time(tmp_path: Path) -> None:
