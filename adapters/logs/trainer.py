@@ -57,7 +57,8 @@ Rules (framework ``transformers``):
   other formats are not read. A step line before that (JSON, Megatron-LM, torchtitan, ...)
   drops the held records and the bar is not read again: the log is read from its step lines.
   A whole log that ends before its bar was adopted gives the held records
-  (``LogContext.finish``). So a live reader never gives records of both, and gives what a
+  (``LogContext.finish``); a live reader, which cannot tell the end, gives them only at the
+  adoption. So a live reader never gives records of both formats, and what it gives is what a
   whole-log read keeps.
 """
 
