@@ -28,6 +28,11 @@ from planner.specs.job import ProgressRecord
 TRAINER_BAR: Final = "transformers"
 """``ProgressRecord.framework`` of the Hugging Face Trainer bar's records
 (``adapters.logs.trainer``)."""
+MAX_BAR_HELD: Final = 64
+"""Trainer bar records held at most before the bar is adopted (the oldest go first): a bar
+gives one record per ``adapters.logs.trainer.MIN_SPAN_S`` of its clock, about 30 before
+``ADOPT_S``; a log whose evaluations interrupt the bar every step could give one per step,
+and the held records travel with every stored cursor."""
 _CARRIED_VERSION: Final = 1
 """Shape of ``LogContext.carried``'s text; another (a later version's) resumes nothing."""
 
@@ -192,7 +197,7 @@ class LogContext:
             self.bar_held = ()  # another format's steps: the bar is not the log's progress
             return record
         if not self.bar_adopted:
-            self.bar_held += (record,)
+            self.bar_held = (*self.bar_held[-(MAX_BAR_HELD - 1) :], record)
             return None
         self.released.extend(self.bar_held)
         self.bar_held = ()
@@ -245,7 +250,9 @@ class LogContext:
                 dschat_pending=None if pending is None else ProgressRecord(**pending),
                 frameworks=set(state.pop("frameworks", ())),
                 totals=dict(state.pop("totals", {})),
-                bar_held=tuple(ProgressRecord(**r) for r in state.pop("bar_held", ())),
+                bar_held=tuple(ProgressRecord(**r) for r in state.pop("bar_held", ()))[
+                    -MAX_BAR_HELD:
+                ],
                 **_tuples(state),
             )
         except (ValueError, TypeError, AttributeError, RecursionError):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.logs.context import LogContext
+from adapters.logs.context import MAX_BAR_HELD, LogContext
 from adapters.logs.parsers import parse_line
 from adapters.logs.reading import read_log
 from adapters.logs.tail import LogTailer
@@ -322,3 +322,23 @@ def test_trainer_lines_never_raise_on_garbage() -> None:
         " 70%|#######   | 7/10 [99999999999:00:00<00:01, 1.0it/s]",
     ):
         parse_line(line, tz=UTC, context=context)
+
+
+def test_records_held_before_the_bar_is_adopted_are_bounded() -> None:
+    """A log whose evaluations interrupt the bar after every step (each first reading after an
+    evaluation gives a record) within the first ``ADOPT_S`` of its clock: at most
+    ``MAX_BAR_HELD`` records are held, the latest, and the stored cursor's state stays small."""
+    context = LogContext()
+    for line in summary(5000):
+        parse_line(line, context=context)
+    announce = HEAD.format(line=4200) + "***** Running Evaluation *****"
+    for n in range(1, 1001):
+        parse_line(refresh(n, 5000, n * 0.25), context=context)
+        parse_line(announce, context=context)
+    assert not context.bar_adopted
+    assert len(context.bar_held) == MAX_BAR_HELD
+    assert context.bar_held[-1].iteration == 1000
+    carried = context.carried()
+    assert carried is not None
+    assert len(carried) < 200 * MAX_BAR_HELD
+    assert len(LogContext.resumed(carried).bar_held) == MAX_BAR_HELD
