@@ -709,6 +709,14 @@ def test_a_slowed_rank_is_flagged_and_its_slowdown_predicted(
     figures["rank1_measured_slower"] = measured_slower(
         seen, 1, max(SLOW_FROM + 10, window_start), 1.25
     )
+    # Rank 1's compute over rank 0's in each interval of the report's window, as the job
+    # measured it: a flag the detector withholds is judged against this spread (its shift must
+    # stand out of the window's noise), so a failure shows it.
+    figures["rank1_window_ratios"] = [
+        round(r[1][0] / r[0][0], 2)
+        for i, r in sorted(seen.items())
+        if i > window_start and len(r) == 2 and r[0][0] > 0
+    ]
     with capsys.disabled():
         print(f"\nE2E straggler figures: {json.dumps(figures, sort_keys=True)}")
     if figures["rank1_measured_slower"]:
