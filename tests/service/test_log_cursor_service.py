@@ -8,11 +8,15 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import sqlalchemy
+
+from planner.service.store.sql import SqlStore
+from planner.service.store.tables import JOBS_TABLE
 from planner.specs.job import JobStatus
 from tests.adapters.logs.test_trainer_bar import refresh, summary
 
 from .conftest import Clock, JobFactory, ScriptedSource
-from .test_service import app_for, cycle, job_view
+from .test_service import app_for, cycle, job_view, megatron_line
 
 CYCLES = 40
 STEPS_PER_CYCLE = 3
@@ -70,3 +74,61 @@ def test_a_trainer_bar_read_on_after_planner_restarts_gives_the_same_samples(
     assert restarted == one
     assert one[-1][0] == CYCLES * STEPS_PER_CYCLE - 1  # the last refresh is read one late
     assert any(step_time_s is not None for _, step_time_s, _ in one[-10:])
+
+
+def test_a_stored_cursor_of_another_shape_reads_on_from_where_it_stopped(
+    tmp_path: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    """A job row whose stored cursor this version cannot take whole (a key it has not, as a
+    later version or a damaged row leaves), found by a planner started over the store: the
+    ingest cycle goes on for every job, and the log is read on from the offset the cursor kept
+    (not again from its start, which its progress would take for a restart)."""
+    logs = {job_id: tmp_path / f"job{job_id}.out" for job_id in ("1", "2")}
+    source.set_jobs(
+        *(
+            make_job(
+                job_id=job_id,
+                status=JobStatus.RUNNING,
+                start_time_s=clock.now,
+                time_limit_s=36000.0,
+                stdout_path=str(path),
+                work_dir=str(tmp_path),
+            )
+            for job_id, path in logs.items()
+        )
+    )
+    for path in logs.values():
+        path.write_text("".join(megatron_line(i, 1000, 400.0) for i in range(10, 31, 10)))
+    with app_for(db_url, source, clock) as client:
+        clock.now += 30
+        assert cycle(client) == {"slurm": "ok"}
+    engine = sqlalchemy.create_engine(db_url)
+    with engine.begin() as conn:
+        stored = conn.execute(
+            sqlalchemy.select(JOBS_TABLE.c.log_cursor).where(JOBS_TABLE.c.job_id == "1")
+        ).scalar_one()
+        conn.execute(
+            sqlalchemy.update(JOBS_TABLE)
+            .where(JOBS_TABLE.c.job_id == "1")
+            .values(log_cursor={**stored, "page": 3, "parser_state": {"not": "text"}})
+        )
+    engine.dispose()
+    for path in logs.values():
+        with path.open("a") as out:
+            out.write("".join(megatron_line(i, 1000, 400.0) for i in range(40, 61, 10)))
+    with app_for(db_url, source, clock) as client:
+        clock.now += 30
+        assert cycle(client) == {"slurm": "ok"}
+        views = [job_view(client, job_id) for job_id in logs]
+    for view in views:
+        assert [s["iteration"] for s in view["samples"]] == [10, 20, 30, 40, 50, 60]
+        assert view["log"]["not_read"] is None
+    # the same log read the same way: the same samples, events and ETA
+    for key in ("samples", "events", "eta", "progress"):
+        assert views[0][key] == views[1][key], key
+    rows = {row.job_id: row for row in SqlStore(db_url).list_jobs()}
+    stored_again = {k: v for k, v in (rows["1"].log_cursor or {}).items() if k != "inode"}
+    assert stored_again == {
+        **{k: v for k, v in (rows["2"].log_cursor or {}).items() if k != "inode"},
+        "path": str(logs["1"]),
+    }  # written again in this version's shape

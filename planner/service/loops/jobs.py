@@ -33,6 +33,7 @@ from planner.service.loops.outcomes import finish_job
 from planner.service.loops.progress import (
     read_telemetry,
     reported_progress,
+    resumed_cursor,
     stored_cursor,
     tail_log,
 )
@@ -215,11 +216,7 @@ def log_reads(
             continue
         owner = job if job.work_dir else replace(job, work_dir=text(state.get("work_dir")))
         doc = {k: v for k, v in (row.log_cursor or {}).items() if k != "error"}
-        try:
-            cursor = stored_cursor(doc) if doc.get("path") == path else TailCursor(path=path)
-        except TypeError:
-            continue  # read as ``tail_log`` reads it
-        reads.append((cursor, owner))
+        reads.append((resumed_cursor(doc, path), owner))  # the cursor ``tail_log`` reads from
     return reads
 
 

@@ -14,6 +14,7 @@ reads; what the progress showed (pauses, restarts, the recent pace) in its
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
@@ -55,6 +56,35 @@ def stored_cursor(doc: Mapping[str, object]) -> TailCursor:
     )
 
 
+def resumed_cursor(doc: Mapping[str, object], path: str) -> TailCursor:
+    """The cursor to read ``path`` on from, given the job's stored one ``doc`` (without its
+    ``error``): that cursor when it is of ``path`` and this version's shape; one of another
+    shape (a later version's keys, a damaged row) keeps the fields this version knows that
+    hold values of their type, so that the log is read on from its offset rather than from its
+    start again (which the job's progress would take for a restart); its ``parser_state`` only
+    when it is text (``LogContext.resumed`` refuses text it did not write)."""
+    if doc.get("path") != path:
+        return TailCursor(path=path)
+    try:
+        return stored_cursor(doc)
+    except TypeError:
+        pass
+    log.warning("log cursor of %s stored by another version: its known fields are kept", path)
+    known: dict[str, int | None] = {}
+    for name in ("inode", "offset_bytes", "size_bytes", "last_iteration"):
+        with contextlib.suppress(TypeError):
+            known[name] = optional_integer(doc.get(name))
+    state = doc.get("parser_state")
+    return TailCursor(
+        path=path,
+        inode=known.get("inode") or 0,
+        offset_bytes=known.get("offset_bytes") or 0,
+        size_bytes=known.get("size_bytes") or 0,
+        last_iteration=known.get("last_iteration"),
+        parser_state=state if isinstance(state, str) else None,
+    )
+
+
 def tail_log(
     deps: IngestDeps, uow: UnitOfWork, row: JobRow, job: JobState, path: str, *, now_s: float
 ) -> list[RankStepRecord]:
@@ -63,7 +93,7 @@ def tail_log(
     nothing; why is kept in the cursor's ``error`` (logged when it changes)."""
     cursor_doc = row.log_cursor or {}
     kept = {k: v for k, v in cursor_doc.items() if k != "error"}
-    cursor = stored_cursor(kept) if kept.get("path") == path else TailCursor(path=path)
+    cursor = resumed_cursor(kept, path)
     try:
         records, new_cursor = deps.reader.read(cursor, job=job)
     except (OSError, PlannerError) as exc:
