@@ -1,0 +1,140 @@
+"""Which correction a queued job's prediction gets when the cluster has both: the online
+calibration's (learnt from the running jobs' steps) or the learnt one (fitted on the finished
+runs). The learnt one takes the online one's place only where its held-out error, measured
+against the online one's on the same folds, is no worse; with one run there are no folds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from planner.scenario.parse import parse_scenario
+from planner.service.learning import learnt_of, model_fields
+from planner.specs.job import JobStatus
+
+from .conftest import Clock, JobFactory, ScriptedSource
+from .test_learning_service import (
+    SLOWER,
+    learn,
+    predict,
+    run_to_the_end,
+    running_job,
+    scenario_doc,
+    write_scenario,
+)
+from .test_service import app_for, cycle, job_view
+
+ONLINE = "step"
+"""The ``calibration.method`` of the online calibration's whole-step correction."""
+
+
+def queue(
+    client: TestClient,
+    source: ScriptedSource,
+    make_job: JobFactory,
+    root: Path,
+    doc: Any,
+    job_id: str = "q",
+) -> dict[str, Any]:
+    """The prediction of a job queued now with ``doc`` as its scenario file."""
+    job = make_job(
+        job_id=job_id,
+        status=JobStatus.PENDING,
+        comment=f"planner:scenario={write_scenario(root, doc)}",
+    )
+    source.set_jobs(job)
+    cycle(client)
+    return job_view(client, job_id)["prediction"]  # type: ignore[no-any-return]
+
+
+def ratio(prediction: dict[str, Any]) -> float:
+    return float(prediction["calibrated_iteration_time_s"] / prediction["iteration_time_s"])
+
+
+def test_after_one_run_a_queued_job_keeps_the_online_correction(
+    cluster_root: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    """One run ``SLOWER`` times slower than the model (its log's step times): the online
+    calibration learnt the pace from its many steps; the learnt fit of that one run is shrunk
+    toward the model and has no held-out error to show it does better, so the queued job
+    keeps the online correction. The API's predictions, which the online calibration does not
+    correct, take the learnt one."""
+    done, queued = scenario_doc("a", 2, 128), scenario_doc("b", 4, 192)
+    job, log = running_job(cluster_root, make_job, clock, done, "1")
+    with app_for(db_url, source, clock) as client:
+        model_step = predict(client, done)["iteration_time_s"]
+        run_to_the_end(client, source, clock, job, log, step_ms=1000 * SLOWER * model_step)
+        measured = job_view(client, "1")["eta"]["observed_step_time_s"]
+        pace = measured / model_step  # SLOWER, as the log's 0.1 ms rounding left it
+        assert learn(client) == {"slurm/test": "ok"}
+        clock.now += 30
+        prediction = queue(client, source, make_job, cluster_root, queued)
+        assert prediction["calibration"]["method"] == ONLINE
+        online = ratio(prediction)
+
+        store = client.app.state.planner.store  # type: ignore[attr-defined]
+        learnt = learnt_of(store.calibration("observed/slurm/test"))
+        assert learnt is not None
+        assert learnt.applied
+        assert not learnt.measured_against_online
+        by_learnt = learnt.calibration.apply(
+            model_fields(prediction), parse_scenario(queued), cluster="test"
+        )
+        shrunk = ratio(by_learnt)
+        assert abs(online - pace) < abs(shrunk - pace)
+        assert shrunk < online == pytest.approx(pace, rel=0.005)
+
+        from_api = predict(client, queued)
+        assert from_api["calibration"]["method"] == "observed_runs"
+        assert ratio(from_api) == pytest.approx(shrunk, rel=1e-9)
+
+
+def test_a_learnt_fit_whose_held_out_error_beats_the_online_one_takes_its_place(
+    cluster_root: Path, db_url: str, source: ScriptedSource, clock: Clock, make_job: JobFactory
+) -> None:
+    """BF16 runs ``SLOWER`` times and FP16 runs 1.5 times slower than the model on one GPU type
+    and framework: the online calibration's key (cluster, GPU, framework) mixes them, the
+    learnt one keeps a key per precision. After the first run the online correction stays;
+    after six the learnt one's held-out error is below the online one's, and a job queued
+    before that fit gets the learnt correction of its precision after it."""
+    shapes = [(2, 128), (4, 192), (3, 256)]
+    paces = {"bf16": SLOWER, "fp16": 1.5}
+    queued = scenario_doc("q", 2, 192)
+    with app_for(db_url, source, clock) as client:
+        for number, ((layers, hidden), precision) in enumerate(
+            ((shape, precision) for shape in shapes for precision in paces), start=1
+        ):
+            doc = scenario_doc(f"r{number}", layers, hidden)
+            doc["parallelism"]["precision"] = precision
+            job, log = running_job(cluster_root, make_job, clock, doc, str(number))
+            model_step = predict(client, doc)["iteration_time_s"]
+            step_ms = 1000 * paces[precision] * model_step
+            run_to_the_end(client, source, clock, job, log, step_ms=step_ms)
+            clock.now += 60
+            if number == 1:  # one run: no folds, the online correction stays
+                assert learn(client) == {"slurm/test": "ok"}
+                clock.now += 30
+                early = queue(client, source, make_job, cluster_root, queued, "early")
+                assert early["calibration"]["method"] == ONLINE
+        before = queue(client, source, make_job, cluster_root, queued)
+        assert before["calibration"]["method"] == ONLINE
+        assert ratio(before) < 0.9 * SLOWER  # the online key mixes both paces
+
+        assert learn(client) == {"slurm/test": "ok"}
+        (listing,) = client.get("/v1/calibrations").json()["learnt"]
+        assert listing["num_runs"] == len(shapes) * len(paces)
+        store = client.app.state.planner.store  # type: ignore[attr-defined]
+        held = store.calibration("observed/slurm/test").state["held_out"]
+        assert held["calibrated_mean_abs_error_ratio"] < held["online_mean_abs_error_ratio"]
+        assert listing["applied"]
+
+        clock.now += 30
+        cycle(client)  # the queued job's prediction takes the new fit
+        after = job_view(client, "q")["prediction"]
+        assert after["calibration"]["method"] == "observed_runs"
+        assert after["iteration_time_s"] == before["iteration_time_s"]
+        assert abs(ratio(after) - SLOWER) < abs(ratio(before) - SLOWER)
+        assert ratio(after) == pytest.approx(SLOWER, rel=0.1)
