@@ -11,8 +11,19 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from planner.perf.step import predict_batch
+from planner.scenario.documents import prediction_json
 from planner.scenario.parse import parse_scenario
-from planner.service.learning import learnt_of, model_fields
+from planner.service.learning import (
+    Learner,
+    Learning,
+    LearningConfig,
+    calibrate_prediction,
+    learnt_of,
+    model_fields,
+)
+from planner.service.models import ObservedRunRow
+from planner.service.store.sql import SqlStore
 from planner.specs.job import JobStatus
 
 from .conftest import Clock, JobFactory, ScriptedSource
@@ -138,3 +149,60 @@ def test_a_learnt_fit_whose_held_out_error_beats_the_online_one_takes_its_place(
         assert after["iteration_time_s"] == before["iteration_time_s"]
         assert abs(ratio(after) - SLOWER) < abs(ratio(before) - SLOWER)
         assert ratio(after) == pytest.approx(SLOWER, rel=0.1)
+
+
+def test_a_fit_without_time_for_its_folds_corrects_only_what_the_online_one_does_not(
+    tmp_path: Path,
+) -> None:
+    """Six runs fitted with no CPU time left for the held-out folds (``fit_cpu_budget_s``
+    0): the fit is applied, but nothing measured it against the online calibration, so a
+    prediction the online one corrected keeps that correction; one it did not correct takes
+    the fit's."""
+    store = SqlStore(f"sqlite:///{tmp_path / 'planner.db'}")
+    store.migrate()
+    docs = [scenario_doc(f"r{i}", layers, 128) for i, layers in enumerate((2, 3, 4, 5, 6, 7))]
+    queued = scenario_doc("q", 2, 192)
+    model: dict[str, dict[str, Any]] = {
+        doc["name"]: dict(prediction_json(prediction, doc["name"]))
+        for doc, prediction in zip(
+            [*docs, queued],
+            predict_batch([parse_scenario(d) for d in [*docs, queued]]),
+            strict=True,
+        )
+    }
+    with store.unit_of_work() as uow:
+        for i, doc in enumerate(docs):
+            uow.put_observed_run(
+                ObservedRunRow(
+                    scheduler="slurm",
+                    cluster="test",
+                    job_id=str(i),
+                    recorded_s=float(i),
+                    gpu="h100-sxm",
+                    scenario=doc,
+                    iteration_time_s=SLOWER * model[doc["name"]]["iteration_time_s"],
+                    num_iterations=100,
+                    skip_reason=None,
+                )
+            )
+    config = LearningConfig(fit_cpu_budget_s=0.0)
+    assert Learner(store, lambda: 100.0, config).run() == {"slurm/test": "ok"}
+    state = store.calibration("observed/slurm/test")
+    assert state is not None
+    assert state.state["held_out"] is None
+    assert state.state["applied"]
+    assert "corrects only what the online calibration leaves" in str(state.state["reason"])
+
+    online = {**model["q"], "calibrated_iteration_time_s": 2.0, "calibration": {"level": "key"}}
+    learning = Learning(config=config)
+    with store.unit_of_work() as uow:
+        kept = calibrate_prediction(
+            learning, uow, scheduler="slurm", cluster="test", document=queued, online=online
+        )
+        fitted = calibrate_prediction(
+            learning, uow, scheduler="slurm", cluster="test", document=queued, online=model["q"]
+        )
+    assert kept == online
+    assert fitted["calibration"]["method"] == "observed_runs"  # type: ignore[index]
+    assert ratio(fitted) == pytest.approx(SLOWER, rel=0.05)
+    store.dispose()
