@@ -8,7 +8,10 @@ showed, the same number the online calibration learns from), the iterations behi
 most framebuffer memory one of its GPUs used when DCGM reported it. A run that cannot be
 learnt from is kept with its reason and never fitted: no step time, a step time that is zero,
 negative or not a number, fewer than ``min_iterations`` iterations (the mean is then mostly
-warm-up), a scenario the parser refuses (a GPU the catalog does not know).
+warm-up), a scenario the parser refuses (a GPU the catalog does not know), a step that cannot
+be the scenario's (longer than the job ran, or its model FLOPs beyond the GPUs' peak: a
+description too large for the job, one run of which would otherwise move its key by orders of
+magnitude). The reason names every field that stops it.
 
 Fitting (``Learner.run``, on its own schedule, off the ingest cycle): a cluster whose newest
 run changed since its last fit is fitted again from its newest ``max_runs`` usable runs by
@@ -83,6 +86,8 @@ NAME_CHARS: Final = 64
 SKIPPED_SHOWN: Final = 20
 """Skipped runs whose reasons a learnt calibration lists (the newest)."""
 FOLDS: Final = 5
+REASON_CHARS: Final = 300
+"""Characters a skipped run's reason keeps of each field's message (``run_row``)."""
 REAPPLY_MAX_JOBS: Final = 1000
 """Active jobs whose predictions one ingest cycle corrects again after a new fit."""
 SPECIFICITY: Final = {
@@ -136,7 +141,9 @@ def _number(value: object) -> float | None:
 
 def run_row(row: JobRow, *, min_iterations: int, now_s: float) -> ObservedRunRow | None:
     """The observed run of a finished job, with ``skip_reason`` when it cannot be learnt
-    from (module docstring); None for a job without a description (nothing to learn)."""
+    from (module docstring): every field that stops it, each as ``<field>: <why>`` cut to
+    ``REASON_CHARS``, joined by ``"; "``; None for a job without a description (nothing to
+    learn)."""
     if not isinstance(row.scenario, dict):
         return None
     step = _number(stored_json.fields(row.eta).get("observed_step_time_s"))
@@ -144,24 +151,30 @@ def run_row(row: JobRow, *, min_iterations: int, now_s: float) -> ObservedRunRow
     if memory is not None and not (math.isfinite(memory) and memory > 0):
         memory = None  # an unusable memory reading leaves the run without one
     iterations = int(row.iteration or 0)
-    reason = None
-    gpu = ""
+    reasons: list[str] = []
     try:
-        run = run_of(
+        run_of(
             {"scenario": row.scenario, "iteration_time_s": step, "memory_per_gpu_bytes": memory},
             source=f"job {row.job_id}",
         )
-        scenario = parse_scenario(run.document)
-        gpu = scenario.hardware.gpu.key
-        if iterations < min_iterations:
-            reason = (
-                f"num_iterations: ran {iterations}, fewer than learning.min_iterations "
-                f"({min_iterations}): its mean step time is mostly warm-up"
-            )
     except SpecError as exc:
-        reason = str(exc)
-        if step is None:
-            reason = "iteration_time_s: the job's log gave no step time"
+        reasons.append(
+            "iteration_time_s: the job's log gave no step time" if step is None else str(exc)
+        )
+    gpu = ""
+    try:
+        gpu = parse_scenario(row.scenario).hardware.gpu.key
+    except SpecError as exc:
+        reasons.append(str(exc))
+    except (PlannerError, ValueError, TypeError, ArithmeticError, RecursionError) as exc:
+        reasons.append(f"scenario: cannot be read: {type(exc).__name__}: {exc}")
+    if iterations < min_iterations:
+        reasons.append(
+            f"num_iterations: ran {iterations}, fewer than learning.min_iterations "
+            f"({min_iterations}): its mean step time is mostly warm-up"
+        )
+    if not reasons and step is not None:
+        reasons += _impossible_step(row, step)
     return ObservedRunRow(
         scheduler=row.scheduler,
         cluster=row.cluster,
@@ -173,8 +186,44 @@ def run_row(row: JobRow, *, min_iterations: int, now_s: float) -> ObservedRunRow
         iteration_time_s=step if step is not None and math.isfinite(step) else None,
         num_iterations=iterations,
         memory_per_gpu_bytes=memory,
-        skip_reason=reason,
+        skip_reason="; ".join(_cut(r) for r in reasons) or None,
     )
+
+
+def _impossible_step(row: JobRow, step_s: float) -> list[str]:
+    """Why a finished job's step time ``step_s`` (s, finite and > 0) cannot be what its
+    scenario ran (at most one reason): one step longer than the job ran (``start_time_s`` of
+    its state to ``ended_s``), or the model FLOPs of the scenario in that step beyond its GPUs'
+    dense peak (the model's MFU, ``planner.perf.step``, times its step over the measured
+    one, above 1: over the published runs the highest is 0.72, ModelZoo's Qwen3-235B-A22B
+    at 131072 tokens). Either says the step time or the scenario is not the job's."""
+    start = stored_json.number(stored_json.fields(row.state).get("start_time_s"))
+    if start is not None and row.ended_s is not None and step_s > row.ended_s - start:
+        return [
+            f"iteration_time_s: {step_s:.4g} s per step is longer than the job ran "
+            f"({row.ended_s - start:.4g} s)"
+        ]
+    prediction = stored_json.fields(row.prediction)
+    mfu = stored_json.number(prediction.get("mfu"))
+    model_s = stored_json.number(prediction.get("iteration_time_s"))
+    if mfu is None or model_s is None:
+        return []
+    measured = mfu * model_s / step_s
+    if not measured > 1:  # NaN from a broken prediction tells nothing either way
+        return []
+    return [
+        f"iteration_time_s: {step_s:.4g} s per step would run the scenario's model FLOPs at "
+        f"{measured:.3g} times its GPUs' dense peak: the step time or the scenario's model, "
+        "batch or GPUs are not the job's"
+    ]
+
+
+def _cut(reason: str) -> str:
+    """``reason`` cut to ``REASON_CHARS`` (a message that quotes a value the user wrote is
+    as long as that value)."""
+    if len(reason) <= REASON_CHARS:
+        return reason
+    return reason[: REASON_CHARS - 3] + "..."
 
 
 def record_finished_run(
