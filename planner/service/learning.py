@@ -219,11 +219,13 @@ def _impossible_step(row: JobRow, step_s: float) -> list[str]:
 
 
 def _cut(reason: str) -> str:
-    """``reason`` cut to ``REASON_CHARS`` (a message that quotes a value the user wrote is
-    as long as that value)."""
-    if len(reason) <= REASON_CHARS:
-        return reason
-    return reason[: REASON_CHARS - 3] + "..."
+    """``reason`` with what is not printable escaped (a message names a key the user wrote
+    as written: a NUL in it is one PostgreSQL's text refuses) and cut to ``REASON_CHARS`` (a
+    message that quotes a value the user wrote is as long as that value)."""
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in reason[:REASON_CHARS])
+    if len(shown) <= REASON_CHARS and len(reason) <= REASON_CHARS:
+        return shown
+    return shown[: REASON_CHARS - 3] + "..."
 
 
 def record_finished_run(

@@ -168,3 +168,13 @@ def test_a_scenario_nested_too_deep_to_quote_is_skipped_naming_it() -> None:
     doc["model"]["num_layers"] = nested
     reason = reason_of(finished(doc, 0.5))
     assert str(reason).startswith("scenario: cannot be read: RecursionError")
+
+
+def test_a_key_the_user_wrote_is_named_printable() -> None:
+    """An unknown field whose name holds a NUL and a newline (a YAML file can write both):
+    the reason names it with them escaped, and still gives the step time's reason."""
+    doc = megatron_doc("a", 2, 128)
+    doc["model"]["bad\x00key\n"] = 1
+    reason = reason_of(finished(doc, None))
+    assert names(reason, ["iteration_time_s", "model.bad\\x00key\\n"])
+    assert str(reason).isprintable()
