@@ -342,7 +342,7 @@ def fit_cluster(
             count.scheduler, count.cluster, limit=SKIPPED_SHOWN, skipped=True
         )
     ]
-    skipped += [{"job_id": "", "reason": e} for e in errors]
+    skipped += [{"job_id": "", "reason": _cut(e)} for e in errors]
     doc = calibration.to_json()
     doc["runs"] = []  # the runs are the observed_runs table's; the factors are the state
     state: LearntStateJson = {

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from planner.service.learning import REASON_CHARS, run_row
-from planner.service.models import JobRow
+from planner.service.learning import REASON_CHARS, Learner, LearningConfig, run_row
+from planner.service.models import JobRow, ObservedRunRow
+from planner.service.store.sql import SqlStore
 
 from .conftest import Clock, JobFactory, ScriptedSource
 from .test_learning_service import SLOWER, learn, predict, run_to_the_end, running_job
@@ -178,3 +179,38 @@ def test_a_key_the_user_wrote_is_named_printable() -> None:
     reason = reason_of(finished(doc, None))
     assert names(reason, ["iteration_time_s", "model.bad\\x00key\\n"])
     assert str(reason).isprintable()
+
+
+def test_a_stored_run_the_fit_refuses_is_listed_with_a_bounded_reason(tmp_path: Path) -> None:
+    """A run stored as usable by an earlier version whose scenario the parser now refuses,
+    quoting a 100 000-character value: the fit lists it with its reason cut to
+    ``REASON_CHARS`` and fits the cluster's other run."""
+    store = SqlStore(f"sqlite:///{tmp_path / 'planner.db'}")
+    store.migrate()
+    bad = megatron_doc("bad", 2, 128)
+    bad["model"]["num_layers"] = "x" * 100_000
+    with store.unit_of_work() as uow:
+        for job_id, doc in (("1", megatron_doc("a", 2, 128)), ("2", bad)):
+            uow.put_observed_run(
+                ObservedRunRow(
+                    scheduler="slurm",
+                    cluster="test",
+                    job_id=job_id,
+                    recorded_s=1.0,
+                    gpu="h100-sxm",
+                    scenario=doc,
+                    iteration_time_s=0.01,
+                    num_iterations=100,
+                    skip_reason=None,
+                )
+            )
+    assert Learner(store, lambda: 100.0, LearningConfig()).run() == {"slurm/test": "ok"}
+    row = store.calibration("observed/slurm/test")
+    assert row is not None
+    assert row.state["num_runs"] == 1
+    skipped: Any
+    (skipped,) = row.state["skipped"]  # type: ignore[misc]
+    assert skipped["job_id"] == ""
+    assert "model.num_layers: must be an integer" in skipped["reason"]
+    assert len(skipped["reason"]) == REASON_CHARS
+    store.dispose()
