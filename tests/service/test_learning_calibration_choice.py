@@ -90,7 +90,7 @@ def test_after_one_run_a_queued_job_keeps_the_online_correction(
         learnt = learnt_of(store.calibration("observed/slurm/test"))
         assert learnt is not None
         assert learnt.applied
-        assert not learnt.measured_against_online
+        assert not learnt.replaces_online
         by_learnt = learnt.calibration.apply(
             model_fields(prediction), parse_scenario(queued), cluster="test"
         )
