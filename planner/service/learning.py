@@ -423,6 +423,10 @@ class Learner:
                     results[name] = f"{type(exc).__name__}: {exc}"
                     log.error("learning on %s failed, its last fit stays: %s", name, exc)
                     continue
+                except Exception as exc:  # a defect met in one cluster's runs: the others go on
+                    results[name] = f"{type(exc).__name__}: {exc}"[:500]
+                    log.exception("learning on %s failed, its last fit stays", name)
+                    continue
                 results[name] = "ok"
                 log.info(
                     "learnt calibration of %s: %d runs (%d skipped) in %.2f CPU s; %s",

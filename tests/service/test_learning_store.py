@@ -143,3 +143,35 @@ def test_the_learnt_calibration_must_also_beat_the_online_one(tmp_path: Path) ->
     assert not fit.replaces_online
     assert LearntCalibrations(store).for_cluster("a") is not None
     store.dispose()
+
+
+def test_a_defect_met_fitting_one_cluster_leaves_the_others_fitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever one cluster's fit raises (here a ``TypeError``, as a defect met in its stored
+    runs would), the learner fits the other clusters, reports the failure for that one and logs
+    its traceback; its last fit stays."""
+    import planner.service.learning as learning
+
+    store = SqlStore(f"sqlite:///{tmp_path / 'planner.db'}")
+    store.migrate()
+    with store.unit_of_work() as uow:
+        for cluster in ("a", "b", "c"):
+            for i in range(3):
+                uow.put_observed_run(run(f"{cluster}{i}", 0.05 * (i + 1), cluster=cluster))
+    fit = learning.fit_cluster
+
+    def fit_failing_on_b(*args: Any, **kwargs: Any) -> Any:
+        if args[1].cluster == "b":
+            raise TypeError("'NoneType' object is not subscriptable")
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(learning, "fit_cluster", fit_failing_on_b)
+    results = Learner(store, lambda: 100.0, LearningConfig()).run()
+    assert results["slurm/a"] == results["slurm/c"] == "ok"
+    assert results["slurm/b"].startswith("TypeError: ")
+    assert [r.name for r in store.calibrations(prefix="observed/")] == [
+        "observed/slurm/a",
+        "observed/slurm/c",
+    ]
+    assert any(r.exc_info for r in caplog.records if "learning on slurm/b failed" in r.message)
