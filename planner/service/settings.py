@@ -286,10 +286,11 @@ class LearningSettings(BaseModel):
     )
     apply: bool = Field(
         default=True,
-        description="Correct predictions (jobs' and POST /v1/predict?cluster=) with the "
-        "cluster's learnt calibration where it is at least as specific as the online one and "
-        "its held-out error is no worse than the uncorrected model's and the online "
-        "calibration's.",
+        description="Correct predictions with the cluster's learnt calibration where its "
+        "held-out error is no worse than the uncorrected model's: POST /v1/predict?cluster= "
+        "and jobs the online calibration does not correct; a job's online correction only "
+        "where the learnt one is at least as specific and its held-out error is also no worse "
+        "than the online calibration's.",
     )
     interval_s: float = Field(
         default=60.0,
