@@ -338,6 +338,13 @@ def sample_of(
     split = ModelSplit.from_breakdown(breakdown) if isinstance(breakdown, Mapping) else None
     if split is None or not isinstance(breakdown, Mapping):
         raise CalibrationError("the prediction has no breakdown_s with compute > 0")
+    impossible = beyond_peak(
+        _finite(prediction.get("mfu")),
+        _finite(prediction.get("iteration_time_s")),
+        float(observed_s),
+    )
+    if impossible is not None:
+        raise CalibrationError(impossible)
     return RunSample(
         key=run_key(scenario, cluster),
         compute_s=split.compute_s,
@@ -348,6 +355,33 @@ def sample_of(
         observed_memory_bytes=observed_memory_bytes,
         routed_s=routed_seconds(prediction.get("moe_routed_compute_s"), split.compute_s),
     )
+
+
+def beyond_peak(mfu: float | None, predicted_s: float | None, observed_s: float) -> str | None:
+    """Why a measured step ``observed_s`` (s) cannot be a run of the scenario the model
+    predicted ``predicted_s`` (s) for at ``mfu`` (its model FLOPs over the GPUs' dense peak of
+    the run's precision, ``planner.perf.step``): the scenario's model FLOPs in that step would
+    exceed the GPUs' peak (``mfu · predicted_s / observed_s > 1``; over the 364 published runs
+    of the accuracy benchmark the highest is 0.72, ModelZoo's Qwen3-235B-A22B at 131072
+    tokens). None when the step is possible or the prediction tells nothing (a missing or
+    non-finite figure)."""
+    if mfu is None or predicted_s is None or not observed_s > 0:
+        return None
+    implied = mfu * predicted_s / observed_s
+    if not (math.isfinite(implied) and implied > 1):
+        return None
+    return (
+        f"iteration_time_s: {observed_s:.4g} s per step would run the scenario's model FLOPs "
+        f"at {implied:.3g} times its GPUs' dense peak: the step time or the scenario's model, "
+        "batch or GPUs are not the run's"
+    )
+
+
+def _finite(value: object) -> float | None:
+    """``value`` as a float when it is a finite number (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def routed_seconds(value: object, compute_s: float) -> float | None:

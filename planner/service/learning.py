@@ -73,7 +73,7 @@ from planner.calibration.observed import (
     cross_validated_errors,
     fit_observed,
 )
-from planner.calibration.observed_runs import indexed_samples_from_runs, run_of
+from planner.calibration.observed_runs import beyond_peak, indexed_samples_from_runs, run_of
 from planner.errors import PlannerError, SpecError
 from planner.scenario.parse import parse_scenario
 from planner.service import stored_json
@@ -198,9 +198,9 @@ def _impossible_step(row: JobRow, step_s: float) -> list[str]:
     """Why a finished job's step time ``step_s`` (s, finite and > 0) cannot be what its
     scenario ran (at most one reason): one step longer than the job ran (``start_time_s`` of
     its state to ``ended_s``), or the model FLOPs of the scenario in that step beyond its GPUs'
-    dense peak (the model's MFU, ``planner.perf.step``, times its step over the measured
-    one, above 1: over the published runs the highest is 0.72, ModelZoo's Qwen3-235B-A22B
-    at 131072 tokens). Either says the step time or the scenario is not the job's."""
+    dense peak (``planner.calibration.observed_runs.beyond_peak``, on the job's stored
+    prediction; the fit refuses such a run too). Either says the step time or the scenario is
+    not the job's."""
     start = stored_json.number(stored_json.fields(row.state).get("start_time_s"))
     if start is not None and row.ended_s is not None and step_s > row.ended_s - start:
         return [
@@ -208,18 +208,12 @@ def _impossible_step(row: JobRow, step_s: float) -> list[str]:
             f"({row.ended_s - start:.4g} s)"
         ]
     prediction = stored_json.fields(row.prediction)
-    mfu = stored_json.number(prediction.get("mfu"))
-    model_s = stored_json.number(prediction.get("iteration_time_s"))
-    if mfu is None or model_s is None:
-        return []
-    measured = mfu * model_s / step_s
-    if not measured > 1:  # NaN from a broken prediction tells nothing either way
-        return []
-    return [
-        f"iteration_time_s: {step_s:.4g} s per step would run the scenario's model FLOPs at "
-        f"{measured:.3g} times its GPUs' dense peak: the step time or the scenario's model, "
-        "batch or GPUs are not the job's"
-    ]
+    reason = beyond_peak(
+        stored_json.number(prediction.get("mfu")),
+        stored_json.number(prediction.get("iteration_time_s")),
+        step_s,
+    )
+    return [] if reason is None else [reason]
 
 
 def _cut(reason: str) -> str:
