@@ -43,8 +43,9 @@ What is learnt (``fit_observed``), in six parts:
    expose different shares of communication; ``network_separated`` says where the data
    determine it at least as well as the prior does.
 2. **A model effect for MoE models.** A MoE run's compute log factor ``u`` also gets the
-   deviation of its model's shape and routing mode (``observed_runs.model_label``: layers,
-   widths, experts and top-k, and whether a learnt router routes them dropless) on its GPU
+   deviation of its model's shape, token dispatcher and routing mode
+   (``observed_runs.model_label``: layers, widths, experts and top-k, the dispatcher, and
+   whether a learnt router routes them dropless) on its GPU
    architecture, a group crossed with the tree (it spans GPU types, recipes and clusters;
    ``observed_fit``, crossed effects), of prior sd ``moe_model_prior_log_sd``
    learnt as the levels' are. The model errs on one MoE model alike on the GPU types of one
@@ -72,7 +73,12 @@ What is learnt (``fit_observed``), in six parts:
    rows 17.73 -> 18.25 %: the Qwen3-235B and GPT-OSS-120B effects of the balanced runs no
    longer pool the dropless ones. A routing mode no run of the model used gets no effect
    (a new model's spread): lending it the model's other mode's effect made Hopper MoE at
-   k = 1 12.52 -> 12.60 %.
+   k = 1 12.52 -> 12.60 %. Per token dispatcher: all-to-all, flex (DeepEP) and all-gather run
+   different exchange and permutation kernels (``observed_runs.model_label``), and NeMo 25.11
+   runs Qwen3 and DeepSeek-V3 with the flex dispatcher on GB200/GB300 and all-to-all on
+   B200 and H100; split, the learning curve at k = 3 went 5.428 -> 5.359 % over all held-out
+   rows (Blackwell MoE 9.24 -> 8.37 %, with the other groups seen 11.59 -> 9.75 %; Hopper MoE
+   10.98 -> 10.88 %), the time split 12.31 -> 12.16 % (``benchmarks/RESULTS.md``).
    What the effect multiplies (``_effect_seconds``): for a model routed dropless by a learnt
    router, the routed experts' seconds (``RunSample.routed_s``, the prediction's
    ``moe_routed_compute_s``), ``t = C·e^u + M·e^u·(e^c - 1) + N·e^(u+v)``: the model prices
@@ -307,7 +313,8 @@ class MemoryGroupJson(TypedDict):
 
 class ModelEffectJson(TypedDict):
     """One entry of ``ObservedCalibrationJson.model_effects``: a GPU architecture and a MoE
-    model's shape and routing mode (``observed_runs.model_label``), its log factor, its
+    model's shape, token dispatcher and routing mode (``observed_runs.model_label``), its log
+    factor, its
     posterior variance and runs."""
 
     architecture: str

@@ -122,8 +122,8 @@ class RunKey:
     """What the factors are kept per: ``cluster`` (as the user names it), ``gpu`` (catalog key)
     and its ``architecture``, ``recipe`` (``recipe_of``), ``framework`` and its ``release``
     (``training.framework_version``; ``""``: not stated), all as the scenario parser normalises
-    them, the model ``family`` (``dense`` or ``moe``: routed experts) and the ``model``'s shape
-    and routing mode (``model_label``; ``""``: not known, no model effect)."""
+    them, the model ``family`` (``dense`` or ``moe``: routed experts) and the ``model``'s shape,
+    token dispatcher and routing mode (``model_label``; ``""``: not known, no model effect)."""
 
     cluster: str
     gpu: str
@@ -194,10 +194,26 @@ def model_shape(model: ModelSpec) -> str:
 
 
 def model_label(model: ModelSpec) -> str:
-    """What a MoE model effect is kept per: ``model_shape``, with ``-dropless`` appended when
-    the routed experts are routed dropless by a learnt router (no
-    ``moe_expert_capacity_factor``, neither ``moe_router_force_load_balancing`` nor
-    ``moe_router_round_robin``). Only there does the busiest expert rank's load follow the
+    """What a MoE model effect is kept per: ``model_shape``, its token dispatcher
+    (``model.moe_token_dispatcher_type``) and, with ``-dropless`` last, whether a learnt router
+    routes the experts dropless, as ``L94-h4096-a64-f12288-v151936-e128x8-m1536-flex-dropless``;
+    a dense model's label is its shape.
+
+    The dispatcher: each runs its own kernels for the exchange and the permutation, which the
+    model prices by a form of its own (``planner.perf.moe_mlp``, ``planner.perf.expert``) and
+    the runs measure apart. Megatron-Core's all-to-all dispatcher permutes with ``permute`` /
+    ``unpermute`` around NCCL all-to-alls; its flex dispatcher runs DeepEP's fused
+    ``fused_dispatch`` / ``fused_combine`` and permutes what arrives (``_DeepepManager``); its
+    all-gather dispatcher, up to core_r0.9.0, moves the tokens with ``torch.gather`` over
+    expanded index maps and ``scatter`` / ``scatter_add`` into zero-filled buffers
+    (NVIDIA/Megatron-LM ``megatron/core/transformer/moe/token_dispatcher.py`` @ core_v0.6.0
+    ``cac60ce4c8``, core_v0.14.0 ``23e00ed096``). Megatron-Bridge v0.2.0 (NeMo 25.11) runs
+    Qwen3 and DeepSeek-V3 with the flex dispatcher on GB200 and GB300 and all-to-all on B200
+    and H100 (``scripts/performance/configs/{qwen3,deepseek}/workload_base_configs.py``), so
+    one effect per model carried the GB200/GB300 runs' error to the B200 ones.
+
+    Dropless: no ``moe_expert_capacity_factor``, neither ``moe_router_force_load_balancing``
+    nor ``moe_router_round_robin``. Only there does the busiest expert rank's load follow the
     router, which the model represents by one imbalance factor (``planner.perf.moe_mlp``);
     forced or round-robin balance gives every expert its even share and a capacity caps it,
     both known to the model. So the model errs on the two routing modes of one model apart:
@@ -207,14 +223,15 @@ def model_label(model: ModelSpec) -> str:
     ways (forced balance 295, dropless 237 TFLOP/s/GPU at 16k tokens), and the model's log
     ratio (measured over predicted) on each dropless run is 0.07-0.17 above the forced-balance
     run of the same length."""
-    shape = model_shape(model)
+    if model.num_experts <= 0:
+        return model_shape(model)
+    label = f"{model_shape(model)}-{model.moe_token_dispatcher_type.value}"
     dropless = (
-        model.num_experts > 0
-        and model.moe_expert_capacity_factor is None
+        model.moe_expert_capacity_factor is None
         and not model.moe_router_force_load_balancing
         and not model.moe_router_round_robin
     )
-    return f"{shape}{DROPLESS}" if dropless else shape
+    return f"{label}{DROPLESS}" if dropless else label
 
 
 def is_dropless(label: str) -> bool:

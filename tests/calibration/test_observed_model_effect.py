@@ -179,9 +179,10 @@ def test_a_negative_model_sd_is_refused_by_name() -> None:
         ObservedParams(moe_model_prior_log_sd=-0.1)
 
 
-def test_the_key_of_a_scenario_carries_its_models_shape_and_routing_mode() -> None:
-    """A learnt router without a capacity (dropless) is its own model effect; forced or
-    round-robin balance and a capacity factor share the shape's."""
+def test_the_key_of_a_scenario_carries_its_models_shape_dispatcher_and_routing_mode() -> None:
+    """Each token dispatcher is its own model effect, and so is a learnt router without a
+    capacity (dropless); forced or round-robin balance and a capacity factor share the
+    shape's and dispatcher's. A dense model's label is its shape."""
 
     def label(**routing: object) -> str:
         doc = {
@@ -197,12 +198,23 @@ def test_the_key_of_a_scenario_carries_its_models_shape_and_routing_mode() -> No
         assert model_shape(scenario.model) == QWEN
         return run_key(scenario).model
 
-    assert label() == f"{QWEN}-dropless"
-    assert label(moe_router_force_load_balancing=True) == QWEN
-    assert label(moe_router_round_robin=True) == QWEN
-    assert label(moe_expert_capacity_factor=1.0) == QWEN
+    balanced = {"moe_router_force_load_balancing": True}
+    assert label() == f"{QWEN}-alltoall-dropless"
+    assert label(**balanced) == f"{QWEN}-alltoall"
+    assert label(moe_router_round_robin=True) == f"{QWEN}-alltoall"
+    assert label(moe_expert_capacity_factor=1.0) == f"{QWEN}-alltoall"
     capped = {"moe_expert_capacity_factor": 1.0, "moe_pad_expert_input_to_capacity": True}
-    assert label(**capped) == QWEN
+    assert label(**capped) == f"{QWEN}-alltoall"
+    assert label(moe_token_dispatcher_type="flex", **balanced) == f"{QWEN}-flex"
+    assert label(moe_token_dispatcher_type="allgather") == f"{QWEN}-allgather-dropless"
+    dense = parse_scenario(
+        {
+            "model": {"preset": "llama3-8b"},
+            "hardware": {"gpu": "h100-sxm", "num_gpus": 8},
+            "parallelism": {"global_batch_size": 64},
+        }
+    )
+    assert run_key(dense).model == model_shape(dense.model)
 
 
 def test_one_far_run_does_not_set_its_groups_effect() -> None:
@@ -268,6 +280,52 @@ def test_the_runs_of_one_model_routed_two_ways_are_corrected_apart() -> None:
 
     dropless, balanced = factor(), factor(moe_router_force_load_balancing=True)
     assert dropless / balanced == pytest.approx(1.15, rel=0.04)
+
+
+def test_the_runs_of_one_model_on_two_dispatchers_are_corrected_apart() -> None:
+    """One model's forced-balance runs on two Blackwell GPU types, each with the flex
+    dispatcher (60 % over the prediction) and all-to-all (as predicted), at three sequence
+    lengths: a new run of either dispatcher on a third GPU type of the architecture gets its
+    own dispatcher's correction, not one pooled over both."""
+
+    def doc(gpu: str, dispatcher: str, seq: int) -> dict[str, Any]:
+        return {
+            "model": {
+                "preset": "qwen3-30b-a3b",
+                "seq_length": seq,
+                "moe_router_force_load_balancing": True,
+                "moe_token_dispatcher_type": dispatcher,
+            },
+            "hardware": {"gpu": gpu, "num_gpus": 8},
+            "parallelism": {"expert_parallel": 8, "global_batch_size": 64},
+        }
+
+    docs = [
+        doc(gpu, dispatcher, seq)
+        for gpu in ("gb200", "b200")
+        for dispatcher in ("flex", "alltoall")
+        for seq in (2048, 4096, 8192)
+    ]
+    runs = [
+        ObservedRun(
+            document=d,
+            iteration_time_s=(1.6 if d["model"]["moe_token_dispatcher_type"] == "flex" else 1.0)
+            * predicted["iteration_time_s"],
+            cluster="c",
+        )
+        for d, predicted in zip(docs, predict_documents(docs), strict=True)
+    ]
+    cal, samples, skipped = observe_runs(runs)
+    assert (len(samples), skipped) == (len(docs), [])
+    flex, alltoall = (
+        float(found["calibration"]["factor"])
+        for found in predict_documents(
+            [doc("gb300", "flex", 3072), doc("gb300", "alltoall", 3072)],
+            calibration=cal,
+            cluster="c",
+        )
+    )
+    assert flex / alltoall == pytest.approx(1.6, rel=0.05)
 
 
 def _routed_run(model: str, share: float, slower: float, *, given: bool = True) -> RunSample:
