@@ -238,13 +238,14 @@ __all__ = [
     "samples_from_runs",
 ]
 
-FORMAT: Final = "planner-observed-runs/9"
+FORMAT: Final = "planner-observed-runs/10"
 """The ``format`` of the calibration file (operator models of ``planner calibrate fit`` are
 ``planner-calibration/1``): what tells the two kinds apart. Version 8 keyed the MoE model
 effects by model and routing mode (``observed_runs.model_label``); version 9 applies a
 dropless-routed model's effect to the routed experts' seconds only (its runs carry
-``routed_s``) and no model effect to the network terms. A file of an earlier version, whose
-effects were learnt on another part of the step, is refused with the command that learns it
+``routed_s``) and no model effect to the network terms; version 10 keys them by the token
+dispatcher too. A file of an earlier version, whose effects were learnt on another part of the
+step or under labels a prediction no longer finds, is refused with the command that learns it
 again."""
 
 Float = NDArray[np.float64]

@@ -64,4 +64,4 @@ def test_predict_tells_the_calibration_kinds_apart(tmp_path: Path) -> None:
     res = runner.invoke(app, ["predict", str(scenario), "--calibration", str(scenario)])
     assert res.exit_code == 2
     assert "is neither planner-calibration/1" in res.output
-    assert "planner-observed-runs/9" in res.output
+    assert "planner-observed-runs/10" in res.output
