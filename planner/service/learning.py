@@ -314,14 +314,12 @@ def fit_cluster(
             f"learning.fit_cpu_budget_s of {config.fit_cpu_budget_s:g} s; corrects only "
             "what the online calibration leaves uncorrected"
         )
-    applied, reason = (
-        True,
+    applied = True
+    reason = (
         ""
         if held_out
-        else (
-            "no held-out error yet: fewer than 2 runs; corrects only what the online "
-            "calibration leaves uncorrected"
-        ),
+        else "no held-out error yet: fewer than 2 runs; corrects only what the online "
+        "calibration leaves uncorrected"
     )
     if held_out is not None:
         prior = held_out["prior_mean_abs_error_ratio"]
@@ -413,13 +411,16 @@ class Learner:
                 name = f"{count.scheduler}/{count.cluster}"
                 try:
                     state = fit_cluster(self.store, count, self.config, now_s=self.clock())
-                except (PlannerError, ValueError, ArithmeticError) as exc:
-                    results[name] = f"{type(exc).__name__}: {exc}"
-                    log.error("learning on %s failed, its last fit stays: %s", name, exc)
-                    continue
-                except Exception as exc:  # a defect met in one cluster's runs: the others go on
+                except Exception as exc:  # one cluster's failure: the others go on
                     results[name] = f"{type(exc).__name__}: {exc}"[:500]
-                    log.exception("learning on %s failed, its last fit stays", name)
+                    # what the runs hold is reported; anything else is a defect: its traceback
+                    expected = isinstance(exc, PlannerError | ValueError | ArithmeticError)
+                    log.error(
+                        "learning on %s failed, its last fit stays: %s",
+                        name,
+                        exc,
+                        exc_info=not expected,
+                    )
                     continue
                 results[name] = "ok"
                 log.info(
