@@ -70,19 +70,12 @@ def resumed_cursor(doc: Mapping[str, object], path: str) -> TailCursor:
     except TypeError:
         pass
     log.warning("log cursor of %s stored by another version: its known fields are kept", path)
-    known: dict[str, int | None] = {}
-    for name in ("inode", "offset_bytes", "size_bytes", "last_iteration"):
-        with contextlib.suppress(TypeError):
-            known[name] = optional_integer(doc.get(name))
-    state = doc.get("parser_state")
-    return TailCursor(
-        path=path,
-        inode=known.get("inode") or 0,
-        offset_bytes=known.get("offset_bytes") or 0,
-        size_bytes=known.get("size_bytes") or 0,
-        last_iteration=known.get("last_iteration"),
-        parser_state=state if isinstance(state, str) else None,
-    )
+    known: dict[str, object] = {"path": path}
+    for name in _CURSOR_FIELDS & doc.keys() - {"path"}:
+        with contextlib.suppress(TypeError):  # a value of another type: left out
+            stored_cursor({"path": path, name: doc[name]})
+            known[name] = doc[name]
+    return stored_cursor(known)
 
 
 def tail_log(
