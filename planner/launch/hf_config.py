@@ -225,9 +225,7 @@ class _Keys:
     def first(self, *names: str) -> str | None:
         """The first of ``names`` the file gives, else the first a family default fills."""
         given = [name for name in names if self.present(name)]
-        return next((name for name in given if name not in self.defaulted), None) or next(
-            iter(given), None
-        )
+        return min(given, key=lambda name: name in self.defaulted, default=None)
 
     def positive(self, name: str) -> int:
         """The positive integer at ``name``; ``SpecError`` naming the key otherwise."""
