@@ -471,18 +471,19 @@ def learnt_of(row: CalibrationRow | None) -> Learnt | None:
             calibration=calibration,
             fitted_s=fitted_s,
             applied=bool(state.get("applied")),
-            replaces_online=_no_worse(
-                stored_json.number(held_out.get("calibrated_mean_abs_error_ratio")),
-                stored_json.number(held_out.get("online_mean_abs_error_ratio")),
-            ),
+            replaces_online=replaces_online(held_out),
         )
     except (PlannerError, KeyError, TypeError, ValueError) as exc:
         log.error("stored calibration %s unusable: %s", row.name, exc)
         return None
 
 
-def _no_worse(learnt: float | None, online: float | None) -> bool:
-    """Whether a held-out error ``learnt`` was measured and is no worse than ``online``."""
+def replaces_online(held_out: Mapping[str, object]) -> bool:
+    """Whether a fit's stored ``held_out`` errors show it no worse than the online
+    calibration on the same runs (both measured: 2 runs or more, folds run; a stored value
+    that is not a number counts as not measured)."""
+    learnt = stored_json.number(held_out.get("calibrated_mean_abs_error_ratio"))
+    online = stored_json.number(held_out.get("online_mean_abs_error_ratio"))
     return learnt is not None and online is not None and learnt <= online
 
 

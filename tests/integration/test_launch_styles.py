@@ -50,6 +50,8 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 STYLES = ROOT / "deploy" / "dev" / "launch_styles"
+RANK_LOGS = "torchrun-logs"
+"""Where torchrun keeps each rank's output (``PET_LOG_DIR``), under the test's directory."""
 STAMP_TOLERANCE_S = 0.0015
 """Two readings of the same printed millisecond stamps agree to this (rounding only)."""
 
@@ -207,7 +209,7 @@ def submit_held(style: Style, env: dict[str, str], out_dir: Path) -> str:
             f"--chdir={STYLES / style.directory}",
             "job.sbatch",
         ],
-        env={**env, "PLANNER_PYTHON": sys.executable},
+        env={**env, "PLANNER_PYTHON": sys.executable, "PET_LOG_DIR": str(out_dir / RANK_LOGS)},
         cwd=STYLES / style.directory,
         capture_output=True,
         text=True,
@@ -216,6 +218,16 @@ def submit_held(style: Style, env: dict[str, str], out_dir: Path) -> str:
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip().split(";")[0]
+
+
+def job_output(log: Path, ranks: Path) -> str:
+    """The job's log tail and each rank's own output tails where torchrun kept them
+    (``PET_LOG_DIR``: the job's log holds rank 0's lines only), without colour codes."""
+    parts = [f"--- {log.name} (tail) ---", *log.read_text(errors="replace").splitlines()[-40:]]
+    for path in sorted(ranks.rglob("*.log")):
+        lines = path.read_text(errors="replace").splitlines()[-20:]
+        parts += [f"--- {path.relative_to(ranks)} (tail) ---", *lines]
+    return _ANSI.sub("", "\n".join(parts))
 
 
 def cited_line(style: Style, source: str) -> str | None:
@@ -334,7 +346,9 @@ def test_torchtitan_and_accelerate_jobs_are_described_from_their_launch(
 
         final = wait_until(f"{style.directory} job {job_id} to end", 300, ended)
         log = tmp_path / f"{style.job_name}-{job_id}.out"
-        assert final["status"] == "completed", (final["status"], log.read_text()[-3000:])
+        if final["status"] != "completed":
+            print(job_output(log, tmp_path / RANK_LOGS))
+        assert final["status"] == "completed", final["status"]
         stamps = style.stamps(log.read_text(errors="replace"))
         assert max(stamps) == style.train_iters, sorted(stamps)
         assert final["progress"]["iteration"] == style.train_iters

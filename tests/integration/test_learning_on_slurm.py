@@ -7,8 +7,8 @@ other and finish. The service keeps each as an observed run and fits the cluster
 (compute and network factors apart). A new job of another shape (2 ranks x 16 sequences) is
 then predicted (``POST /v1/predict?cluster=``, and the service's own prediction of the job)
 and run: its prediction error against its own measured mean step time (the ETA's, from its
-log) with the learnt calibration where the service applies it (its held-out error on the
-finished runs no worse than the model's and the online calibration's), else the online
+log) with the learnt calibration where the service applies it to the job (its held-out error
+on the finished runs no worse than the model's and the online calibration's), else the online
 calibration's, against the uncorrected model's.
 
 The dev stack's GRES are fake: the jobs are described as H100 jobs and run on CPUs, so the
@@ -152,7 +152,9 @@ def test_the_next_job_is_predicted_from_the_finished_ones(
     described = wait_until(
         "the new job's prediction", 60, lambda: service.job(job_id).get("prediction")
     )
-    assert (described["calibration"]["method"] == "observed_runs") == fit["applied"]
+    # a job the online calibration corrects keeps that correction unless the learnt one did
+    # no worse than it on the finished runs
+    assert (described["calibration"]["method"] == "observed_runs") == fit["replaces_online"]
     done = wait_for_end(service, NEW, job_id)
     measured = done["eta"]["observed_step_time_s"]
 
@@ -174,6 +176,8 @@ def test_the_next_job_is_predicted_from_the_finished_ones(
             },
             "learnt_held_out_error_ratio": fit["held_out_error_ratio"],
             "learnt_applied": fit["applied"],
+            "learnt_replaces_online": fit["replaces_online"],
+            "online_held_out_error_ratio": fit["online_error_ratio"],
             "learnt_reason": fit["reason"],
             "learnt_keys": fit["keys"],
             "fit_cpu_s": fit["cpu_s"],

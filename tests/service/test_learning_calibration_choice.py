@@ -91,6 +91,9 @@ def test_after_one_run_a_queued_job_keeps_the_online_correction(
         assert learnt is not None
         assert learnt.applied
         assert not learnt.replaces_online
+        (listing,) = client.get("/v1/calibrations").json()["learnt"]
+        assert (listing["applied"], listing["replaces_online"]) == (True, False)
+        assert listing["online_error_ratio"] is None  # one run: no folds
         by_learnt = learnt.calibration.apply(
             model_fields(prediction), parse_scenario(queued), cluster="test"
         )
@@ -141,6 +144,8 @@ def test_a_learnt_fit_whose_held_out_error_beats_the_online_one_takes_its_place(
         held = store.calibration("observed/slurm/test").state["held_out"]
         assert held["calibrated_mean_abs_error_ratio"] < held["online_mean_abs_error_ratio"]
         assert listing["applied"]
+        assert listing["replaces_online"]
+        assert listing["online_error_ratio"] == held["online_mean_abs_error_ratio"]
 
         clock.now += 30
         cycle(client)  # the queued job's prediction takes the new fit

@@ -62,6 +62,7 @@ from planner.service.api.work import WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Principal, Role
 from planner.service.learning import PREFIX as LEARNT_PREFIX
+from planner.service.learning import replaces_online
 from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
 from planner.service.security_settings import LimitSettings
 from planner.service.store import Store
@@ -145,7 +146,9 @@ def _learnt_view(state: Mapping[str, object]) -> LearntCalibrationView | None:
             ],
             held_out_error_ratio=_ratio(held_out.get("calibrated_mean_abs_error_ratio")),
             model_error_ratio=_ratio(held_out.get("prior_mean_abs_error_ratio")),
+            online_error_ratio=_ratio(held_out.get("online_mean_abs_error_ratio")),
             applied=bool(state.get("applied")),
+            replaces_online=bool(state.get("applied")) and replaces_online(held_out),
             reason=str(state.get("reason") or ""),
             cpu_s=stored.number(state.get("cpu_s") or 0.0),
             keys=[dict(k) for k in rows(state.get("summary"))],

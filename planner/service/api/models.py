@@ -598,7 +598,17 @@ class LearntCalibrationView(BaseModel):
     model_error_ratio: float | None = Field(
         description="The same for the uncorrected model, on the same runs"
     )
-    applied: bool = Field(description="Whether predictions use it (held-out error no worse)")
+    online_error_ratio: float | None = Field(
+        description="The same for the online calibration's corrections, on the same runs"
+    )
+    applied: bool = Field(
+        description="Whether predictions use it where nothing else corrects them (held-out "
+        "error no worse than the model's)"
+    )
+    replaces_online: bool = Field(
+        description="Whether it also replaces the online calibration's correction of a job "
+        "(held-out error measured and no worse than the online calibration's)"
+    )
     reason: str = Field(description="Why it is applied or not")
     cpu_s: float = Field(description="CPU seconds the fit took")
     keys: list[dict[str, Any]] = Field(

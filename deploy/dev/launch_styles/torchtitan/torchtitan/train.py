@@ -377,4 +377,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    load_tiny_gpt().exit_now(code)  # no interpreter teardown (its docstring)
