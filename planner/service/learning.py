@@ -72,6 +72,7 @@ from planner.calibration.observed import (
     ObservedRun,
     cross_validated_errors,
     fit_observed,
+    outlier_reason,
 )
 from planner.calibration.observed_runs import beyond_peak, indexed_samples_from_runs, run_of
 from planner.errors import PlannerError, SpecError
@@ -341,6 +342,10 @@ def fit_cluster(
         )
     ]
     skipped += [{"job_id": "", "reason": _cut(e)} for e in errors]
+    skipped += [
+        {"job_id": rows[indices[i]].job_id, "reason": outlier_reason(ratio, num)}
+        for i, (ratio, num) in sorted(calibration.outliers.items())
+    ]
     doc = calibration.to_json()
     doc["runs"] = []  # the runs are the observed_runs table's; the factors are the state
     state: LearntStateJson = {
@@ -348,8 +353,8 @@ def fit_cluster(
         "cluster": count.cluster,
         "fitted_s": now_s,
         "newest_id": count.newest_id,
-        "num_runs": len(samples),
-        "num_skipped": count.num_skipped + len(errors),
+        "num_runs": len(samples) - len(calibration.outliers),
+        "num_skipped": count.num_skipped + len(errors) + len(calibration.outliers),
         "skipped": skipped[-SKIPPED_SHOWN:],
         "held_out": held_out,
         "applied": applied,
