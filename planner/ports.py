@@ -51,14 +51,18 @@ class ProgressReader(Protocol):
     """Incremental reader of training progress from a job's log file."""
 
     def read(
-        self, cursor: TailCursor, *, job: JobState | None = None
+        self, cursor: TailCursor, *, job: JobState | None = None, final: bool = False
     ) -> tuple[list[ProgressRecord | RankStepRecord], TailCursor]:
         """Parse the lines appended since ``cursor``; returns the records and the new cursor.
 
         Records are job progress (``ProgressRecord``) or per-rank timings (``RankStepRecord``).
         ``job``: the job whose log it is; the file is then read as that job's user may see it,
         under the same rules as its other files (``SchedulerSource.read_text_file``). Without
-        ``job`` the caller vouches for the path.
+        ``job`` the caller vouches for the path. ``final``: the log is complete (its job
+        ended): a read that reaches its end also gives its unterminated last line and the
+        records held for lines that will not come, as a whole-log read does, also when the
+        file did not change; the cursor returned then holds none (a second final read gives
+        nothing).
 
         A missing file returns no records and the cursor unchanged; a rotated or truncated file
         is read from its start. Garbage lines are skipped. Raises ``SourceError`` when the file

@@ -10,7 +10,10 @@ job's tree, a file its user may not read, a FIFO or a device is refused with the
 Lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (tqdm progress bars rewrite their line with
 ``\\r``). A last line without its end is left for the next call: the returned cursor points
 before it. For a live tqdm bar the newest update is that unterminated tail, so bars are seen one
-refresh late. Lines longer than ``max_line_bytes`` are skipped, including one longer than a whole
+refresh late. A final read (``read(..., final=True)``: the job ended, its log is complete) that
+reaches the file's end reads that line too and gives what the parser held for lines that will
+not come (``LogContext.finish``), as a whole-log read does. Lines longer than
+``max_line_bytes`` are skipped, including one longer than a whole
 read (the cursor then moves past the bytes read, and the next read drops the rest of that line:
 it knows it starts mid-line because the byte before the cursor is not a line end). Undecodable
 bytes are replaced (UTF-8 with U+FFFD).
@@ -156,7 +159,7 @@ class LogTailer:
         self._ahead: dict[_Ahead, FilePart | SourcePermanentError] = {}
 
     def read(
-        self, cursor: TailCursor, *, job: JobState | None = None
+        self, cursor: TailCursor, *, job: JobState | None = None, final: bool = False
     ) -> tuple[list[Record], TailCursor]:
         """Parse the complete lines appended since ``cursor``; returns records and the new cursor.
 
@@ -172,6 +175,16 @@ class LogTailer:
         tree, a file its user may not read, a FIFO or device) or it cannot be read for lack of
         permission, and ``SourceTemporaryError`` for a timeout or other I/O failures; never for
         its content, and no message holds any of it.
+
+        ``final``: the log is complete (its job ended). A read that reaches the file's end
+        then also parses its last line without a line end and gives the records held for a
+        line that will not come (``LogContext.finish``), as a whole-log read
+        (``adapters.logs.reading``) does; the cursor then points at the file's end and carries
+        no held record, so a second final read gives nothing again. A file that did not grow
+        is finished from the cursor's context (nothing read). A final read of a backlog longer
+        than ``max_read_bytes`` reads it as usual and finishes nothing: a later final read goes
+        on and finishes once it reaches the end (the records come in log order, once). A
+        missing file gives nothing, final or not.
         """
         try:
             part = self._read_part(cursor, job)
@@ -186,7 +199,7 @@ class LogTailer:
             raise
         self._missing.pop(cursor.path, None)
         st = part.info
-        if _unchanged(cursor, st):  # nothing new: nothing read
+        if _unchanged(cursor, st) and not final:  # nothing new: nothing read
             if cursor.path in self._contexts:
                 self._contexts.move_to_end(cursor.path)
             return [], cursor
@@ -197,7 +210,12 @@ class LogTailer:
 
         mid_line = lead == 1 and len(data) > 0 and data[0] not in _ENDS
         body = data[lead:]
+        read_bytes = len(body)
+        ends = final and start + read_bytes >= st.st_size  # the whole log is read with this
+        if ends and body and body[-1] not in _ENDS:
+            body += b"\n"  # a complete log's last line ends where the file does
         consumed, complete = self._consumable(body, mid_line)
+        consumed = min(consumed, read_bytes)
         first = 0
         if mid_line:
             m = _LINE_END.search(body, 0, complete)
@@ -205,6 +223,8 @@ class LogTailer:
         carried = None if restart else cursor.parser_state
         context = self._context(cursor.path, st.st_ino, start, last_iteration, carried)
         records = self._parse(body[first:complete], context)
+        if ends:
+            records.extend(context.finish())
         new_offset = start + consumed
         self._keep(cursor.path, st.st_ino, new_offset, context)
         new_cursor = dataclasses.replace(

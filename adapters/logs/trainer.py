@@ -57,9 +57,10 @@ Rules (framework ``transformers``):
   other formats are not read. A step line before that (JSON, Megatron-LM, torchtitan, ...)
   drops the held records and the bar is not read again: the log is read from its step lines.
   A whole log that ends before its bar was adopted gives the held records
-  (``LogContext.finish``); a live reader, which cannot tell the end, gives them only at the
-  adoption. So a live reader never gives records of both formats, and what it gives is what a
-  whole-log read keeps.
+  (``LogContext.finish``); a live reader, which cannot tell the end, gives them at the
+  adoption, or when told the log is complete (``LogTailer.read(..., final=True)``: the service
+  reads an ended job's log so), as the whole-log read does. So a live reader never gives
+  records of both formats, and what it gives is what a whole-log read keeps.
 """
 
 from __future__ import annotations

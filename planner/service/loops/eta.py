@@ -291,6 +291,38 @@ def update_eta(
     _store(uow, row, payload, now_s)
 
 
+def final_eta(
+    uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float, default_log_sd: float
+) -> None:
+    """The ETA of a job that ended in this cycle after its log gave progress (its last read
+    gives what the log held back: ``ProgressReader.read``'s ``final``): estimated once more
+    from all its progress, so that its ``observed_step_time_s`` is the one its whole log
+    measures (what the service's learning records of the run), and marked ``finished``. It is
+    not kept in the job's ETA history: an estimate made at its end predicts nothing, and the
+    job's outcome scores the ones made while it ran (``outcomes.finish_job``). When none can
+    be made the job keeps the ETA it had, marked ``finished``."""
+    try:
+        eta = _estimate(
+            uow, row, job, now_s=now_s, default_log_sd=default_log_sd, history=read_history(row)
+        )
+    except PlannerError as exc:
+        log.warning("job %s: no final ETA: %s", row.job_id, exc)
+        eta = None
+    previous = row.eta or {}
+    if eta is None:
+        if row.eta is not None:
+            row.eta = {**previous, "finished": True}
+        return
+    row.eta = {
+        **eta_to_dict(eta),
+        "phase": previous.get("phase"),
+        "made_at_s": now_s,
+        "history_made_at_s": previous.get("history_made_at_s"),
+        "history_progress": previous.get("history_progress"),
+        "finished": True,
+    }
+
+
 def _note_phase(
     row: JobRow, eta: EtaEstimate, now_s: float, history: ProgressHistory
 ) -> dict[str, object] | None:

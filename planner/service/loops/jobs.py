@@ -23,6 +23,7 @@ from planner.service.loops.calibration import online_calibration
 from planner.service.loops.context import IngestDeps
 from planner.service.loops.eta import (
     ETA_SAMPLE_WINDOW,
+    final_eta,
     knowledge_version,
     refresh_eta,
     update_eta,
@@ -212,7 +213,7 @@ def log_reads(
             continue
         state = row.state or {}
         path = job.stdout_path or text(state.get("stdout_path"))
-        if not path or path in quiet:
+        if not path or (path in quiet and active):  # an ended job's is read as complete
             continue
         owner = job if job.work_dir else replace(job, work_dir=text(state.get("work_dir")))
         doc = {k: v for k, v in (row.log_cursor or {}).items() if k != "error"}
@@ -359,8 +360,13 @@ def update_job(
             # an ended job's accounting record may lack its working directory: its log is
             # still read as the job's file, under the directory it ran in
             owner = job if job.work_dir else replace(job, work_dir=text(row.state.get("work_dir")))
-            if stdout_path not in quiet_logs:
-                rank_records += tail_log(deps, uow, row, owner, stdout_path, now_s=now_s)
+            # a job that ended has its log read as complete, also a quiet one: what its parser
+            # held for lines to come is given now (the last cycle that reads it)
+            final = not row.active
+            if final or stdout_path not in quiet_logs:
+                rank_records += tail_log(
+                    deps, uow, row, owner, stdout_path, now_s=now_s, final=final
+                )
             witness_log(deps, uow, read_text, row, job, path=stdout_path, now_s=now_s)
         rank_records += read_telemetry(deps, uow, row, job, now_s=now_s)
         reported_progress(uow, row, job, now_s=now_s)
@@ -381,7 +387,9 @@ def update_job(
             basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
     else:
         basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
-        if was_active and row.eta is not None:
+        if was_active and progressed:  # its last read gave progress: the ETA it measures
+            final_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
+        elif was_active and row.eta is not None:
             row.eta = {**row.eta, "finished": True}  # final state: nothing remains
     if was_active and not row.active:
         finish_job(uow, row, job, now_s=now_s)

@@ -79,16 +79,25 @@ def resumed_cursor(doc: Mapping[str, object], path: str) -> TailCursor:
 
 
 def tail_log(
-    deps: IngestDeps, uow: UnitOfWork, row: JobRow, job: JobState, path: str, *, now_s: float
+    deps: IngestDeps,
+    uow: UnitOfWork,
+    row: JobRow,
+    job: JobState,
+    path: str,
+    *,
+    now_s: float,
+    final: bool = False,
 ) -> list[RankStepRecord]:
     """Read the job's new log lines (as ``job``'s user may see them: the job-file rules): store
-    progress samples, return per-rank timings. A log that is refused or cannot be read gives
-    nothing; why is kept in the cursor's ``error`` (logged when it changes)."""
+    progress samples, return per-rank timings. ``final``: the job ended, its log is complete
+    (``ProgressReader.read``: its unterminated last line and the records held for lines that
+    will not come are given too). A log that is refused or cannot be read gives nothing; why
+    is kept in the cursor's ``error`` (logged when it changes)."""
     cursor_doc = row.log_cursor or {}
     kept = {k: v for k, v in cursor_doc.items() if k != "error"}
     cursor = resumed_cursor(kept, path)
     try:
-        records, new_cursor = deps.reader.read(cursor, job=job)
+        records, new_cursor = deps.reader.read(cursor, job=job, final=final)
     except (OSError, PlannerError) as exc:
         reason = str(exc)[:500]
         if cursor_doc.get("error") != reason:
