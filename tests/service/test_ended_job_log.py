@@ -4,7 +4,7 @@ Face Trainer job whose only progress is its training bar, killed before the bar 
 ``adapters.logs.trainer.ADOPT_S``, gets the progress its whole log gives, its ETA's observed
 step time from the bar's clock and an observed run for the service's learning: whether its
 last bytes came in the cycle it ended or before it (a quiet log), with a planner restart
-before the end, or when it is first seen already ended."""
+before the end, or when it is first seen already ended, with more log than one read takes."""
 
 from __future__ import annotations
 
@@ -98,11 +98,15 @@ def test_a_trainer_job_killed_before_its_bar_is_adopted_gets_its_progress(
     assert again["samples"] == view["samples"]
 
 
+@pytest.mark.parametrize("per_cycle", [None, 700])
 def test_a_trainer_job_first_seen_ended_gets_its_progress(
-    cluster_root: Path, make_job: JobFactory
+    cluster_root: Path, make_job: JobFactory, per_cycle: int | None
 ) -> None:
-    """The service first sees the job once it has ended (its whole log written): the one read
-    of its log gives the held bar records, and its learning an observed run."""
+    """The service first sees the job once it has ended (its whole log written): the read of
+    its log that reaches the end gives the held bar records, and the ETA and the observed run
+    then hold its step time. One read (``max_log_bytes_per_cycle`` as set by default), or,
+    with 700 bytes a cycle, a read a cycle, each going on where the last stopped, while the
+    scheduler reports the job; later cycles read nothing more."""
     root = cluster_root
     db_url = f"sqlite:///{root / 'planner.db'}"
     source, clock = ScriptedSource(), Clock()
@@ -110,13 +114,33 @@ def test_a_trainer_job_first_seen_ended_gets_its_progress(
     job, log = launched_job(root, make_job, clock, "1", hf_script(model, micro=4))
     log.write_text("".join(_parts(quiet_end=False)))
     log.chmod(0o644)
+    size = log.stat().st_size
     clock.now += 200.0
     source.set_jobs(dataclasses.replace(job, status=JobStatus.CANCELLED, end_time_s=clock.now))
-    with app_for(db_url, source, clock, allowed_file_roots=[]) as client:
-        assert cycle(client) == {"slurm": "ok"}
+    settings = {} if per_cycle is None else {"max_log_bytes_per_cycle": per_cycle}
+    read_at: list[int] = []
+    with app_for(db_url, source, clock, allowed_file_roots=[], **settings) as client:
+        store = client.app.state.planner.store  # type: ignore[attr-defined]
+        for _ in range(size // 700 + 3):
+            clock.now += CYCLE_S
+            assert cycle(client) == {"slurm": "ok"}
+            (row,) = store.find_jobs("1")
+            read_at.append(row.log_cursor["offset_bytes"])
+            if read_at[-1] < size:
+                assert job_view(client, "1")["samples"] == []
         view = job_view(client, "1")
         run = stored_run(client, "1")
+    end = read_at.index(size)
+    read = [b - a for a, b in zip([0, *read_at], read_at, strict=False)]
+    if per_cycle is None:
+        assert end == 0
+    else:
+        assert end >= 3
+        assert all(0 < n <= per_cycle for n in read[: end + 1])  # up to a line end
+    assert read_at[end:] == [size] * (len(read_at) - end)
+    assert len(read_at) - end >= 2
     whole = read_log(log.read_text(), tz=UTC)
     assert [s["iteration"] for s in view["samples"]] == [r.iteration for r in whole.records]
     assert view["eta"]["observed_step_time_s"] == pytest.approx(STEP_S, rel=0.02)
+    assert run.skip_reason is None
     assert run.iteration_time_s == pytest.approx(STEP_S, rel=0.02)

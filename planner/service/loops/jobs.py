@@ -203,22 +203,39 @@ def log_reads(
     quiet: frozenset[str],
 ) -> list[tuple[TailCursor, JobState]]:
     """The logs ``update_job`` reads this cycle (``tail_log``: a started job's log that is not
-    known to be quiet), each as ``(cursor, job)`` as it will read it: the job whose working
+    known to be quiet, the log of a job that ended this cycle, an ended job's log not yet read
+    to its end), each as ``(cursor, job)`` as it will read it: the job whose working
     directory it is read under, the cursor its row stores for that path."""
     reads: list[tuple[TailCursor, JobState]] = []
     for (row, job, new), (_, unchanged) in zip(merged, memos, strict=True):
         was_active = True if new or row.id is None else row.active
         active = row.active if unchanged else job.status.is_active
-        if not (active or was_active) or job.status == JobStatus.PENDING:
-            continue
         state = row.state or {}
         path = job.stdout_path or text(state.get("stdout_path"))
-        if not path or (path in quiet and active):  # an ended job's is read as complete
+        if not path or job.status == JobStatus.PENDING:
+            continue
+        if active or was_active:
+            if path in quiet and active:  # an ended job's is read as complete, quiet or not
+                continue
+        elif path in quiet or not log_unfinished(row, path):
             continue
         owner = job if job.work_dir else replace(job, work_dir=text(state.get("work_dir")))
         doc = {k: v for k, v in (row.log_cursor or {}).items() if k != "error"}
         reads.append((resumed_cursor(doc, path), owner))  # the cursor ``tail_log`` reads from
     return reads
+
+
+def log_unfinished(row: JobRow, path: str) -> bool:
+    """Whether the log at ``path`` of the ended job ``row`` was not read to its end when the
+    job ended (its stored cursor, without an error, stops before the size it saw: a backlog
+    longer than one read, ``Settings.max_log_bytes_per_cycle``): it is read on as complete,
+    one read a cycle while its scheduler still reports the job, until a read reaches its end
+    and gives what the log held (``ProgressReader.read``'s ``final``)."""
+    doc = row.log_cursor or {}
+    if "error" in doc or doc.get("path") != path:
+        return False
+    offset, size = doc.get("offset_bytes"), doc.get("size_bytes")
+    return isinstance(offset, int) and isinstance(size, int) and offset < size
 
 
 def sample_reads(
@@ -354,14 +371,21 @@ def update_job(
 
     rank_records: list[RankStepRecord] = []
     before = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
+    stdout_path = job.stdout_path or text(row.state.get("stdout_path"))
+    # an ended job's accounting record may lack its working directory: its log is still read
+    # as the job's file, under the directory it ran in
+    owner = job if job.work_dir else replace(job, work_dir=text(row.state.get("work_dir")))
+    reads_on = bool(
+        stdout_path
+        and not (row.active or was_active)
+        and job.status != JobStatus.PENDING
+        and stdout_path not in quiet_logs
+        and log_unfinished(row, stdout_path)
+    )
     if (row.active or was_active) and job.status != JobStatus.PENDING:
-        stdout_path = job.stdout_path or text(row.state.get("stdout_path"))
         if stdout_path:
-            # an ended job's accounting record may lack its working directory: its log is
-            # still read as the job's file, under the directory it ran in
-            owner = job if job.work_dir else replace(job, work_dir=text(row.state.get("work_dir")))
             # a job that ended has its log read as complete, also a quiet one: what its parser
-            # held for lines to come is given now (the last cycle that reads it)
+            # held for lines to come is given now
             final = not row.active
             if final or stdout_path not in quiet_logs:
                 rank_records += tail_log(
@@ -370,6 +394,8 @@ def update_job(
             witness_log(deps, uow, read_text, row, job, path=stdout_path, now_s=now_s)
         rank_records += read_telemetry(deps, uow, row, job, now_s=now_s)
         reported_progress(uow, row, job, now_s=now_s)
+    elif reads_on and stdout_path:  # read on to its end (log_unfinished)
+        rank_records += tail_log(deps, uow, row, owner, stdout_path, now_s=now_s, final=True)
     after = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
     progressed = any(a is not b and a != b for a, b in zip(before, after, strict=True))
 
@@ -387,12 +413,14 @@ def update_job(
             basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
     else:
         basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
-        if was_active and progressed:  # its last read gave progress: the ETA it measures
+        if (was_active or reads_on) and progressed:  # its log gave progress: the ETA it measures
             final_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
         elif was_active and row.eta is not None:
             row.eta = {**row.eta, "finished": True}  # final state: nothing remains
     if was_active and not row.active:
         finish_job(uow, row, job, now_s=now_s)
+        record_finished_run(uow, row, config=deps.learning.config, now_s=now_s)
+    elif reads_on and progressed:  # the run as more of its log measures it, in its place
         record_finished_run(uow, row, config=deps.learning.config, now_s=now_s)
     if rank_records or (row.active and (row.stragglers or {}).get("state")):
         update_stragglers(row, rank_records, now_s)
