@@ -219,10 +219,17 @@ def log_reads(
                 continue
         elif path in quiet or not log_unfinished(row, path):
             continue
-        owner = job if job.work_dir else replace(job, work_dir=text(state.get("work_dir")))
         doc = {k: v for k, v in (row.log_cursor or {}).items() if k != "error"}
-        reads.append((resumed_cursor(doc, path), owner))  # the cursor ``tail_log`` reads from
+        # the cursor ``tail_log`` reads from, the job it reads as
+        reads.append((resumed_cursor(doc, path), log_owner(row, job)))
     return reads
+
+
+def log_owner(row: JobRow, job: JobState) -> JobState:
+    """The job whose file the log is read as: ``job``, with the working directory it ran in
+    when its snapshot lacks one (an ended job's accounting record may: its log is still read
+    under that directory)."""
+    return job if job.work_dir else replace(job, work_dir=text((row.state or {}).get("work_dir")))
 
 
 def log_unfinished(row: JobRow, path: str) -> bool:
@@ -372,9 +379,6 @@ def update_job(
     rank_records: list[RankStepRecord] = []
     before = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
     stdout_path = job.stdout_path or text(row.state.get("stdout_path"))
-    # an ended job's accounting record may lack its working directory: its log is still read
-    # as the job's file, under the directory it ran in
-    owner = job if job.work_dir else replace(job, work_dir=text(row.state.get("work_dir")))
     reads_on = bool(
         stdout_path
         and not (row.active or was_active)
@@ -388,6 +392,7 @@ def update_job(
             # held for lines to come is given now
             final = not row.active
             if final or stdout_path not in quiet_logs:
+                owner = log_owner(row, job)
                 rank_records += tail_log(
                     deps, uow, row, owner, stdout_path, now_s=now_s, final=final
                 )
@@ -395,6 +400,7 @@ def update_job(
         rank_records += read_telemetry(deps, uow, row, job, now_s=now_s)
         reported_progress(uow, row, job, now_s=now_s)
     elif reads_on and stdout_path:  # read on to its end (log_unfinished)
+        owner = log_owner(row, job)
         rank_records += tail_log(deps, uow, row, owner, stdout_path, now_s=now_s, final=True)
     after = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
     progressed = any(a is not b and a != b for a, b in zip(before, after, strict=True))
