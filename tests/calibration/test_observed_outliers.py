@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.learning_outliers import scenario_doc
 from planner.calibration.observed import (
     _correct,
     cross_validated_errors,
@@ -16,7 +17,6 @@ from planner.calibration.observed import (
 )
 from planner.calibration.observed_runs import ObservedRun, RunSample, indexed_samples_from_runs
 from planner.scenario import predict_documents
-from tests.service.test_learning_service import scenario_doc
 
 PACE = 1.3
 """How much slower than the model the cluster's healthy runs are."""

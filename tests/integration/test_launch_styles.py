@@ -274,13 +274,19 @@ def check_description(style: Style, job: dict[str, Any]) -> None:
 
 
 def check_prior(style: Style, job: dict[str, Any]) -> None:
-    """The ETA of the pending job: the model's step time over the launch's steps."""
+    """The ETA of the pending job: the model's step time over the launch's steps (the
+    calibrated one where the cluster's finished jobs of its kind calibrated it: the service
+    learns from every job it sees end, the earlier runs of this test within sacct's window
+    among them)."""
     eta = job["eta"]
     assert eta["method"] == "prior", eta
     assert eta["iteration"] is None, eta
     assert eta["num_observations"] == 0, eta
     assert eta["train_iters"] == style.train_iters
-    step_s = job["prediction"]["iteration_time_s"] * eta["straggler_factor"]
+    prediction = job["prediction"]
+    calibrated = (prediction.get("calibration") or {}).get("level") not in (None, "none")
+    model_s = prediction["calibrated_iteration_time_s" if calibrated else "iteration_time_s"]
+    step_s = model_s * eta["straggler_factor"]
     assert math.isclose(eta["prior_step_time_s"], step_s, rel_tol=1e-9), (eta, step_s)
     remaining = eta["remaining_s"]
     assert 0 < remaining["p10"] <= style.train_iters * step_s <= remaining["p90"], eta

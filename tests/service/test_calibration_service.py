@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.learning_outliers import scenario_doc
 from planner.specs.job import JobStatus
 
 from .conftest import OPERATOR_TOKEN, Clock, JobFactory, ScriptedSource, bearer
@@ -17,19 +18,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "data" / "calibration" / "cpu_ep
 
 
 def scenario(tmp_path: Path, name: str, layers: int, hidden: int) -> Path:
-    doc = {
-        "name": name,
-        "model": {
-            "num_layers": layers,
-            "hidden_size": hidden,
-            "num_attention_heads": 4,
-            "seq_length": 128,
-            "vocab_size": 1024,
-        },
-        "hardware": {"gpu": "h100-sxm", "num_gpus": 2},
-        "parallelism": {"tensor_parallel": 1, "micro_batch_size": 4, "global_batch_size": 8},
-        "training": {"train_iters": 400},
-    }
+    doc = scenario_doc(name, layers, hidden, train_iters=400)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path

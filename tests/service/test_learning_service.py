@@ -11,6 +11,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
+from benchmarks.learning_outliers import scenario_doc
 from planner.service.learning import learnt_of, run_row
 from planner.service.models import CalibrationRow, JobRow
 from planner.specs.job import JobState, JobStatus
@@ -20,22 +21,6 @@ from .test_service import app_for, cycle, megatron_line
 
 SLOWER = 3.0
 """How much slower than the model the cluster runs (its measured pace)."""
-
-
-def scenario_doc(name: str, layers: int, hidden: int, gpu: str = "h100-sxm") -> dict[str, Any]:
-    return {
-        "name": name,
-        "model": {
-            "num_layers": layers,
-            "hidden_size": hidden,
-            "num_attention_heads": 4,
-            "seq_length": 128,
-            "vocab_size": 1024,
-        },
-        "hardware": {"gpu": gpu, "num_gpus": 2},
-        "parallelism": {"tensor_parallel": 1, "micro_batch_size": 4, "global_batch_size": 8},
-        "training": {"train_iters": 100},
-    }
 
 
 def write_scenario(root: Path, doc: dict[str, Any]) -> Path:
