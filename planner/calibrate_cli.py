@@ -125,7 +125,9 @@ def calibrate_observe(
     """Learn per cluster, GPU type, precision recipe and framework how far the model is off
     from measured runs: compute and network factors, a residual model and memory factors,
     with the held-out error of 5-fold cross-validation; write them as a calibration file for
-    `planner predict --calibration`. Exit 2 when a run was invalid (the others are used)."""
+    `planner predict --calibration`. Exit 2 when a run was invalid (the others are used); a
+    run far off what its key's other runs say (a job that hung) is left out and named, not
+    an error."""
     from planner.calibration.files import observe_files
 
     try:
@@ -135,6 +137,8 @@ def calibrate_observe(
         raise typer.Exit(EXIT_INVALID) from None
     for error in report.errors:
         typer.echo(f"planner: {error}", err=True)
+    for line in report.far_off:
+        typer.echo(f"planner: {line}", err=True)
     if out is not None:
         try:
             Path(out).write_text(report.calibration.dumps(), encoding="utf-8")

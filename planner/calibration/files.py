@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from planner.calibration.efficiency import CalibratedEfficiency
@@ -30,6 +30,7 @@ from planner.calibration.observed import (
     KeySummaryJson,
     ObservedCalibration,
     cross_validated_errors,
+    far_off_lines,
     is_observed_calibration,
     observe_runs,
 )
@@ -110,6 +111,7 @@ class ObserveSummaryJson(TypedDict):
 
     num_runs: int
     num_invalid: int
+    num_far_off: int
     held_out: dict[str, float | int]
     noise_log_sd: dict[str, float]
     residual_model: ResidualSummaryJson
@@ -119,21 +121,24 @@ class ObserveSummaryJson(TypedDict):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ObserveReport:
-    """What ``observe_files`` learnt: the ``calibration``, the ``samples`` behind it, one line
-    per run left out (``errors``) and the 5-fold cross-validated error (``held_out``,
-    ``cross_validated_errors``)."""
+    """What ``observe_files`` learnt: the ``calibration``, the ``samples`` given to it, one
+    line per run that could not be used (``errors``) and per run the fit left out, far off
+    its key (``far_off``, ``far_off_lines``), and the 5-fold cross-validated error
+    (``held_out``, ``cross_validated_errors``)."""
 
     calibration: ObservedCalibration
     samples: list[RunSample]
     errors: list[str]
     held_out: dict[str, float | int]
+    far_off: list[str] = field(default_factory=list)
 
     def summary(self) -> ObserveSummaryJson:
         """JSON-ready: runs, runs left out, held-out errors, noise, residual model, keys."""
         residual = self.calibration.residual
         return {
-            "num_runs": len(self.samples),
+            "num_runs": len(self.samples) - len(self.far_off),
             "num_invalid": len(self.errors),
+            "num_far_off": len(self.far_off),
             "held_out": dict(self.held_out),
             "noise_log_sd": dict(self.calibration.noise_log_sd),
             "residual_model": {
@@ -162,8 +167,9 @@ class ObserveReport:
         residual = self.calibration.residual
         noise = ", ".join(f"{k} {v:.3f}" for k, v in self.calibration.noise_log_sd.items())
         lines = [
-            f"learnt from {len(self.samples)} runs"
-            + (f" ({len(self.errors)} left out)" if self.errors else ""),
+            f"learnt from {len(self.samples) - len(self.far_off)} runs"
+            + (f" ({len(self.errors)} left out)" if self.errors else "")
+            + (f" ({len(self.far_off)} far off their key left out)" if self.far_off else ""),
             f"held-out error (5-fold cross-validation): model {_pct(prior)} %, "
             f"calibrated {_pct(after)} % (mean |predicted / measured - 1|)",
             f"run spread around its key (log-sd): {noise or '-'}; residual model: "
@@ -226,4 +232,5 @@ def observe_files(paths: Sequence[str], read_text: Callable[[str], str]) -> Obse
         samples=samples,
         errors=errors,
         held_out=cross_validated_errors(samples),
+        far_off=far_off_lines(calibration, samples),
     )

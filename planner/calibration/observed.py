@@ -193,7 +193,6 @@ from planner.calibration.observed_runs import (
     RunKey,
     RunKeyJson,
     RunSample,
-    indexed_samples_from_runs,
     is_dropless,
     read_observed_runs,
     recipe_of,
@@ -236,6 +235,7 @@ __all__ = [
     "RunKey",
     "RunSample",
     "cross_validated_errors",
+    "far_off_lines",
     "fit_observed",
     "is_observed_calibration",
     "observe_runs",
@@ -1535,15 +1535,21 @@ def observe_runs(
     runs: Sequence[ObservedRun], params: ObservedParams | None = None
 ) -> tuple[ObservedCalibration, list[RunSample], list[str]]:
     """Parse, predict and learn from ``runs``: the calibration, the samples it was given and
-    one error line per run left out (that cannot be used, or far off its key:
-    ``ObservedCalibration.outliers``). The one entry point of ``planner calibrate observe``
-    and the benchmarks."""
-    samples, indices, errors = indexed_samples_from_runs(runs)
-    calibration = fit_observed(samples, params)
+    one error line per run that cannot be used. The one entry point of ``planner calibrate
+    observe`` and the benchmarks (``far_off_lines`` names the runs the fit left out)."""
+    samples, errors = samples_from_runs(runs)
+    return fit_observed(samples, params), samples, errors
+
+
+def far_off_lines(calibration: ObservedCalibration, samples: Sequence[RunSample]) -> list[str]:
+    """One line per run ``fit_observed`` left out, far off its key
+    (``ObservedCalibration.outliers``; ``samples`` those it was given): its key and why."""
+    out: list[str] = []
     for i, (ratio, num) in sorted(calibration.outliers.items()):
-        run = runs[indices[i]]
-        errors.append(f"{run.source}:{run.line}: {outlier_reason(ratio, num)}")
-    return calibration, samples, errors
+        key = samples[i].key
+        where = f"{key.cluster or '-'}/{key.gpu}/{key.recipe}/{key.framework}"
+        out.append(f"run {i + 1} of {where}: {outlier_reason(ratio, num)}")
+    return out
 
 
 def cross_validated_errors(

@@ -65,3 +65,17 @@ def test_predict_tells_the_calibration_kinds_apart(tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert "is neither planner-calibration/1" in res.output
     assert "planner-observed-runs/10" in res.output
+
+
+def test_observe_names_a_hung_run_and_learns_from_the_others(tmp_path: Path) -> None:
+    """Twelve runs at 1.3 times the model and one more of the same key at 20 times (a job
+    that hung): the hung one is left out and named on stderr, not an invalid run (exit 0)."""
+    hung = json.loads(_runs_text(20.0).splitlines()[0])
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(_runs_text(1.3) + json.dumps(hung) + "\n")
+    res = runner.invoke(app, ["calibrate", "observe", str(runs), "--json"])
+    assert res.exit_code == 0, res.output
+    assert "run 13 of east/h100-sxm/bf16/megatron: iteration_time_s: " in res.output
+    summary = json.loads(res.output.splitlines()[-1])
+    assert (summary["num_runs"], summary["num_invalid"], summary["num_far_off"]) == (12, 0, 1)
+    assert summary["keys"][0]["num_runs"] == 12

@@ -12,6 +12,7 @@ from benchmarks.learning_outliers import scenario_doc
 from planner.calibration.observed import (
     _correct,
     cross_validated_errors,
+    far_off_lines,
     fit_observed,
     observe_runs,
 )
@@ -81,13 +82,13 @@ def test_a_hung_job_is_left_out_and_named(hung: tuple[float, ...]) -> None:
     assert len(fit.samples) == len(HEALTHY)
     assert factor(paces) == pytest.approx(PACE, rel=0.01)
 
-    _, _, lines = observe_runs(runs_at(paces))
-    assert [line.split(":")[0] for line in lines] == [
-        f"job {len(HEALTHY)}",
-        *([f"job {len(HEALTHY) + 1}"] if len(hung) > 1 else []),
+    calibration, given, errors = observe_runs(runs_at(paces))
+    assert not errors  # a hung job is no invalid run
+    lines = far_off_lines(calibration, given)
+    assert [line.split(" of ")[0] for line in lines] == [
+        f"run {len(HEALTHY) + 1 + i}" for i in range(len(hung))
     ]
-    assert "left out of the fit" in lines[0]
-    assert "iteration_time_s" in lines[0]
+    assert all("left out of the fit" in line and "iteration_time_s" in line for line in lines)
 
 
 def test_the_runs_beside_a_hung_job_are_predicted_from_their_pace() -> None:
