@@ -31,10 +31,15 @@ from planner.calibration.observed import (
     ObservedCalibration,
     cross_validated_errors,
     far_off_lines,
+    fit_observed,
     is_observed_calibration,
-    observe_runs,
 )
-from planner.calibration.observed_runs import ObservedRun, RunSample, read_observed_runs
+from planner.calibration.observed_runs import (
+    ObservedRun,
+    RunSample,
+    indexed_samples_from_runs,
+    read_observed_runs,
+)
 from planner.errors import CalibrationError
 
 __all__ = [
@@ -214,7 +219,7 @@ def _pct(x: float) -> str:
 
 def observe_files(paths: Sequence[str], read_text: Callable[[str], str]) -> ObserveReport:
     """Read the runs of ``paths`` (JSON lines, through ``read_text``), learn the calibration
-    (``observe_runs``) and its 5-fold held-out error. Raises ``CalibrationError`` when no run
+    (``fit_observed``) and its 5-fold held-out error. Raises ``CalibrationError`` when no run
     can be used, ``SpecError`` when a file cannot be read."""
     runs: list[ObservedRun] = []
     errors: list[str] = []
@@ -222,7 +227,8 @@ def observe_files(paths: Sequence[str], read_text: Callable[[str], str]) -> Obse
         found, bad = read_observed_runs(read_text(path), path)
         runs.extend(found)
         errors.extend(bad)
-    calibration, samples, left_out = observe_runs(runs)
+    samples, indices, left_out = indexed_samples_from_runs(runs)
+    calibration = fit_observed(samples)
     errors.extend(left_out)
     if not samples:
         detail = f": {errors[0]}" if errors else ""
@@ -232,5 +238,5 @@ def observe_files(paths: Sequence[str], read_text: Callable[[str], str]) -> Obse
         samples=samples,
         errors=errors,
         held_out=cross_validated_errors(samples),
-        far_off=far_off_lines(calibration, samples),
+        far_off=far_off_lines(calibration, [runs[i] for i in indices]),
     )

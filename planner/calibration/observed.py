@@ -149,15 +149,16 @@ not noise), shrunk toward
 (``planner.calibration.online``, step 4). The mean square, not the median absolute deviation
 the online spread uses: it sets how far one run moves its key, and the model's errors have
 heavy tails (on the published runs the within-key MAD gives 0.050 for dense models, the root
-mean square 0.067). A run whose residual at the first tree fit is more than ``OUTLIER_SDS``
-robust sds (the pooled MAD) and a factor of ``OUTLIER_RATIO`` off the median of its key's 3
-runs or more is left out and the others fitted again (``ObservedCalibration.outliers``, each
-with ``outlier_reason``): one job that hung at 20 times its key's pace among 8 would
-otherwise set every run's sigma near 0.7, and with a second such job the fit of the others
-moved the within-key residual of the runs beside them by a factor of 0.66 to 2.5 (held-out
-error 0.43 against the model's 0.37). The cell rule (part 5)
-pools the same spread per family on one GPU architecture instead: how far one run moves its
-key is a property of the cell's keys.
+mean square 0.067). The cell rule (part 5) pools the same spread per family on one GPU
+architecture instead: how far one run moves its key is a property of the cell's keys.
+
+A run whose residual at the first tree fit is more than ``OUTLIER_SDS`` robust sds (the
+pooled MAD) and a factor of ``OUTLIER_RATIO`` off the median of its key's 3 runs or more is
+left out and the others fitted again (``ObservedCalibration.outliers``, each with
+``outlier_reason``): one job that hung at 20 times its key's pace among 8 would otherwise set
+every run's sigma near 0.7, and with a second such job the fit of the others moved the
+within-key residual of the runs beside them by a factor of 0.66 to 2.5 (held-out error 0.43
+against the model's 0.37; ``benchmarks/learning_outliers.py``).
 
 Applying (``ObservedCalibration.apply``): the model's own fields are left as computed (the
 ``planner predict`` contract, as ``OnlineCalibration.apply`` leaves them) and
@@ -1535,21 +1536,21 @@ def observe_runs(
     runs: Sequence[ObservedRun], params: ObservedParams | None = None
 ) -> tuple[ObservedCalibration, list[RunSample], list[str]]:
     """Parse, predict and learn from ``runs``: the calibration, the samples it was given and
-    one error line per run that cannot be used. The one entry point of ``planner calibrate
-    observe`` and the benchmarks (``far_off_lines`` names the runs the fit left out)."""
+    one error line per run that cannot be used (``far_off_lines`` names the runs the fit left
+    out; ``planner calibrate observe`` and the service take the same two steps keeping which
+    run each sample came from)."""
     samples, errors = samples_from_runs(runs)
     return fit_observed(samples, params), samples, errors
 
 
-def far_off_lines(calibration: ObservedCalibration, samples: Sequence[RunSample]) -> list[str]:
+def far_off_lines(calibration: ObservedCalibration, runs: Sequence[ObservedRun]) -> list[str]:
     """One line per run ``fit_observed`` left out, far off its key
-    (``ObservedCalibration.outliers``; ``samples`` those it was given): its key and why."""
-    out: list[str] = []
-    for i, (ratio, num) in sorted(calibration.outliers.items()):
-        key = samples[i].key
-        where = f"{key.cluster or '-'}/{key.gpu}/{key.recipe}/{key.framework}"
-        out.append(f"run {i + 1} of {where}: {outlier_reason(ratio, num)}")
-    return out
+    (``ObservedCalibration.outliers``; ``runs`` the runs of the samples it was given, in their
+    order): where the run was read and why."""
+    return [
+        f"{runs[i].source}:{runs[i].line}: {outlier_reason(ratio, num)}"
+        for i, (ratio, num) in sorted(calibration.outliers.items())
+    ]
 
 
 def cross_validated_errors(

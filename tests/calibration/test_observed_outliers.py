@@ -82,11 +82,12 @@ def test_a_hung_job_is_left_out_and_named(hung: tuple[float, ...]) -> None:
     assert len(fit.samples) == len(HEALTHY)
     assert factor(paces) == pytest.approx(PACE, rel=0.01)
 
-    calibration, given, errors = observe_runs(runs_at(paces))
+    runs = runs_at(paces)
+    calibration, _, errors = observe_runs(runs)
     assert not errors  # a hung job is no invalid run
-    lines = far_off_lines(calibration, given)
-    assert [line.split(" of ")[0] for line in lines] == [
-        f"run {len(HEALTHY) + 1 + i}" for i in range(len(hung))
+    lines = far_off_lines(calibration, runs)
+    assert [line.split(":")[0] for line in lines] == [
+        f"job {len(HEALTHY) + i}" for i in range(len(hung))
     ]
     assert all("left out of the fit" in line and "iteration_time_s" in line for line in lines)
 
