@@ -4,7 +4,8 @@ Face Trainer job whose only progress is its training bar, killed before the bar 
 ``adapters.logs.trainer.ADOPT_S``, gets the progress its whole log gives, its ETA's observed
 step time from the bar's clock and an observed run for the service's learning: whether its
 last bytes came in the cycle it ended or before it (a quiet log), with a planner restart
-before the end, or when it is first seen already ended, with more log than one read takes."""
+before the end, or with more log at its end than one read takes. A job first seen already
+ended gets its progress, not an ETA nor an observed run."""
 
 from __future__ import annotations
 
@@ -98,29 +99,36 @@ def test_a_trainer_job_killed_before_its_bar_is_adopted_gets_its_progress(
     assert again["samples"] == view["samples"]
 
 
-@pytest.mark.parametrize("per_cycle", [None, 700])
-def test_a_trainer_job_first_seen_ended_gets_its_progress(
-    cluster_root: Path, make_job: JobFactory, per_cycle: int | None
+@pytest.mark.parametrize(("per_cycle", "watched"), [(None, True), (700, True), (700, False)])
+def test_an_ended_trainer_job_s_whole_log_is_read(
+    cluster_root: Path, make_job: JobFactory, per_cycle: int | None, watched: bool
 ) -> None:
-    """The service first sees the job once it has ended (its whole log written): the read of
-    its log that reaches the end gives the held bar records, and the ETA and the observed run
-    then hold its step time. One read (``max_log_bytes_per_cycle`` as set by default), or,
-    with 700 bytes a cycle, a read a cycle, each going on where the last stopped, while the
-    scheduler reports the job; later cycles read nothing more."""
+    """The job's whole log is written by the time it ends (``watched``: the service saw it
+    pending, with its ETA prior, before that; else it first sees it already ended, as the
+    scheduler's accounting window lists jobs to a service that just started). The read of its
+    log that reaches the end gives the held bar records: one read (``max_log_bytes_per_cycle``
+    as set by default), or, with 700 bytes a cycle, a read a cycle, each going on where the
+    last stopped, while the scheduler reports the job; later cycles read nothing more. A job
+    the service estimated before it ended then has the ETA and the observed run of its step
+    time; one first seen ended keeps its progress only (not learnt from)."""
     root = cluster_root
     db_url = f"sqlite:///{root / 'planner.db'}"
     source, clock = ScriptedSource(), Clock()
     model = mini_llama(root, "bar", layers=4, hidden=512)
     job, log = launched_job(root, make_job, clock, "1", hf_script(model, micro=4))
-    log.write_text("".join(_parts(quiet_end=False)))
-    log.chmod(0o644)
-    size = log.stat().st_size
-    clock.now += 200.0
-    source.set_jobs(dataclasses.replace(job, status=JobStatus.CANCELLED, end_time_s=clock.now))
     settings = {} if per_cycle is None else {"max_log_bytes_per_cycle": per_cycle}
     read_at: list[int] = []
     with app_for(db_url, source, clock, allowed_file_roots=[], **settings) as client:
         store = client.app.state.planner.store  # type: ignore[attr-defined]
+        if watched:
+            source.set_jobs(dataclasses.replace(job, status=JobStatus.PENDING))
+            assert cycle(client) == {"slurm": "ok"}
+            assert job_view(client, "1")["eta"]["method"] == "prior"
+        log.write_text("".join(_parts(quiet_end=False)))
+        log.chmod(0o644)
+        size = log.stat().st_size
+        clock.now += 200.0
+        source.set_jobs(dataclasses.replace(job, status=JobStatus.CANCELLED, end_time_s=clock.now))
         for _ in range(size // 700 + 3):
             clock.now += CYCLE_S
             assert cycle(client) == {"slurm": "ok"}
@@ -129,7 +137,8 @@ def test_a_trainer_job_first_seen_ended_gets_its_progress(
             if read_at[-1] < size:
                 assert job_view(client, "1")["samples"] == []
         view = job_view(client, "1")
-        run = stored_run(client, "1")
+        runs = store.observed_runs("slurm", "test", limit=100)
+        runs += store.observed_runs("slurm", "test", limit=100, skipped=True)
     end = read_at.index(size)
     read = [b - a for a, b in zip([0, *read_at], read_at, strict=False)]
     if per_cycle is None:
@@ -141,6 +150,11 @@ def test_a_trainer_job_first_seen_ended_gets_its_progress(
     assert len(read_at) - end >= 2
     whole = read_log(log.read_text(), tz=UTC)
     assert [s["iteration"] for s in view["samples"]] == [r.iteration for r in whole.records]
+    if not watched:
+        assert view["eta"] is None
+        assert all(r.skip_reason for r in runs), [r.skip_reason for r in runs]  # none learnt
+        return
+    (run,) = runs
     assert view["eta"]["observed_step_time_s"] == pytest.approx(STEP_S, rel=0.02)
     assert run.skip_reason is None
     assert run.iteration_time_s == pytest.approx(STEP_S, rel=0.02)

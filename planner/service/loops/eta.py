@@ -294,10 +294,11 @@ def update_eta(
 def final_eta(
     uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float, default_log_sd: float
 ) -> None:
-    """The ETA of a job that ended in this cycle after its log gave progress (its last read
-    gives what the log held back: ``ProgressReader.read``'s ``final``): estimated once more
-    from all its progress, so that its ``observed_step_time_s`` is the one its whole log
-    measures (what the service's learning records of the run), and marked ``finished``. It is
+    """The ETA of a job the service estimated before it ended, once its log gave progress at
+    its end (its last read gives what the log held back: ``ProgressReader.read``'s
+    ``final``): estimated once more from all its progress, so that its
+    ``observed_step_time_s`` is the one its whole log measures (what the service's learning
+    records of the run), and marked ``finished``. It is
     not kept in the job's ETA history: an estimate made at its end predicts nothing, and the
     job's outcome scores the ones made while it ran (``outcomes.finish_job``). When none can
     be made the job keeps the ETA it had, marked ``finished``."""

@@ -378,6 +378,9 @@ def update_job(
 
     rank_records: list[RankStepRecord] = []
     before = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
+    # the service estimated the job before it ended: a job first seen ended (the scheduler's
+    # accounting window when the service starts) is read for progress, not learnt from
+    watched = row.eta is not None
     stdout_path = job.stdout_path or text(row.state.get("stdout_path"))
     reads_on = bool(
         stdout_path
@@ -419,14 +422,14 @@ def update_job(
             basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
     else:
         basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
-        if (was_active or reads_on) and progressed:  # its log gave progress: the ETA it measures
+        if (was_active or reads_on) and progressed and watched:  # the ETA its log measures
             final_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
         elif was_active and row.eta is not None:
             row.eta = {**row.eta, "finished": True}  # final state: nothing remains
     if was_active and not row.active:
         finish_job(uow, row, job, now_s=now_s)
         record_finished_run(uow, row, config=deps.learning.config, now_s=now_s)
-    elif reads_on and progressed:  # the run as more of its log measures it, in its place
+    elif reads_on and progressed and watched:  # the run as more of its log measures it
         record_finished_run(uow, row, config=deps.learning.config, now_s=now_s)
     if rank_records or (row.active and (row.stragglers or {}).get("state")):
         update_stragglers(row, rank_records, now_s)
