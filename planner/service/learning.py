@@ -97,6 +97,7 @@ REAPPLY_MAX_JOBS: Final = 1000
 """Active jobs whose predictions one ingest cycle corrects again after a new fit."""
 SPECIFICITY: Final = {
     "job": 4,
+    "release": 3,
     "key": 3,
     "gpu_recipe": 2,
     "gpu": 2,
@@ -109,8 +110,11 @@ SPECIFICITY: Final = {
 }
 """How specific a correction's ``calibration.level`` is, for the online calibration's levels
 (``job``, ``key``: cluster, GPU and framework; ``gpu``; ``cluster``) and the learnt one's
-(``key``: cluster, GPU, recipe, framework and family; ``gpu_recipe``; the levels above it,
-which are the whole cluster's runs of a family or architecture)."""
+(``release``: the runs of one framework release on a key, as specific as a key for this
+choice; ``key``: cluster, GPU, recipe, framework and family; ``gpu_recipe``; the levels above
+it, which are the whole cluster's runs of a family or architecture). Every level of the
+learnt calibration's tree (``planner.calibration.observed_runs.LEVELS``) is here: one missing
+counted as no correction, so a job stating its release kept the online correction."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

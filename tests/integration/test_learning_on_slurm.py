@@ -4,9 +4,9 @@ A real `planner serve` watches the dev Slurm stack while three real DDP runs of 
 (PyTorch over gloo on the machine's CPUs; 2 ranks x 4, 1 rank x 4, 2 ranks x 1 sequences: the
 communication share differs, ``benchmarks.recalibration_split.Run``) train one after the
 other and finish. The service keeps each as an observed run and fits the cluster's calibration
-(compute and network factors apart), with every other job it saw end on the cluster (the
-earlier tests' within sacct's window among them); the runs of this test state a release of
-their own, so the fit keeps them in a group of their own. A new job of another shape (2
+(compute and network factors apart), with any other job it watched end on the cluster; the
+runs of this test state a release of their own (``RELEASE``), so the fit keeps them in a
+group of their own whatever else it learnt. A new job of another shape (2
 ranks x 16 sequences) is then predicted (``POST /v1/predict?cluster=``, and the service's
 own prediction of the job) and run: its prediction error against its own measured mean step
 time (the ETA's, from its log) with the learnt calibration where the service applies it to
@@ -52,8 +52,7 @@ What is judged, the new job's prediction against the uncorrected model's, which 
 magnitude off, does not need longer runs (200 took 24 CPU-s more for the four, sacct)."""
 RELEASE = f"learning-test-{time.time_ns()}"
 """The release (``training.framework_version``) this test's runs state: the learnt calibration
-keeps their runs apart from the cluster's other finished jobs (the service learns from every
-job it sees end, also those sacct still lists from before it started)."""
+keeps their runs apart from the cluster's other finished jobs the service watched."""
 JOB_TIMEOUT_S = 600.0
 """The four runs of 100 iterations took 12-68 s each at a load average of 7 on two cores (sacct,
 2026-12-04); the bound only catches a run that hangs."""
@@ -140,8 +139,7 @@ def test_the_next_job_is_predicted_from_the_finished_ones(
     wait_until("first ingest cycle", 60, lambda: service.get("/readyz").status_code == 200)
     tmp_path.chmod(0o777)
     before = predicted(service, cluster, NEW)
-    # nothing learnt of this test's runs yet (the cluster's other finished jobs, the earlier
-    # tests' within sacct's window, may have taught it already)
+    # nothing learnt of this test's runs yet (other finished jobs may have taught it already)
     assert (before.get("calibration") or {}).get("level") != "release", before
     slurm_stack.wait_until_idle("before the teaching runs", timeout_s=300)
     teachers = []

@@ -211,3 +211,59 @@ def test_a_fit_without_time_for_its_folds_corrects_only_what_the_online_one_does
     assert fitted["calibration"]["method"] == "observed_runs"  # type: ignore[index]
     assert ratio(fitted) == pytest.approx(SLOWER, rel=0.05)
     store.dispose()
+
+
+def test_a_fit_of_the_job_s_own_release_replaces_the_online_correction(tmp_path: Path) -> None:
+    """Six runs stating one framework release (``training.framework_version``) and a stored
+    fit whose held-out error beats the online calibration's: a queued job of that release,
+    which the online calibration corrects at its key, takes the learnt correction of its
+    release (the learnt tree's deepest level: counted as no correction before, so the job
+    kept the online one)."""
+    store = SqlStore(f"sqlite:///{tmp_path / 'planner.db'}")
+    store.migrate()
+    docs = [scenario_doc(f"r{i}", layers, 128) for i, layers in enumerate((2, 3, 4, 5, 6, 7))]
+    queued = scenario_doc("q", 2, 192)
+    for doc in [*docs, queued]:
+        doc["training"]["framework_version"] = "25.11"
+    model = [
+        dict(prediction_json(p, d["name"]))
+        for d, p in zip(
+            [*docs, queued],
+            predict_batch([parse_scenario(d) for d in [*docs, queued]]),
+            strict=True,
+        )
+    ]
+    with store.unit_of_work() as uow:
+        for i, doc in enumerate(docs):
+            uow.put_observed_run(
+                ObservedRunRow(
+                    scheduler="slurm",
+                    cluster="test",
+                    job_id=str(i),
+                    recorded_s=float(i),
+                    gpu="h100-sxm",
+                    scenario=doc,
+                    iteration_time_s=SLOWER * float(model[i]["iteration_time_s"]),  # type: ignore[arg-type]
+                    num_iterations=100,
+                    skip_reason=None,
+                )
+            )
+    assert Learner(store, lambda: 100.0, LearningConfig()).run() == {"slurm/test": "ok"}
+    row = store.calibration("observed/slurm/test")
+    assert row is not None
+    state = dict(row.state)
+    state["held_out"] = {
+        **state["held_out"],  # type: ignore[dict-item]
+        "calibrated_mean_abs_error_ratio": 0.01,
+        "online_mean_abs_error_ratio": 0.02,
+    }
+    store.put_calibration(row.name, state, row.updated_s + 1.0)
+    online = {**model[-1], "calibrated_iteration_time_s": 2.0, "calibration": {"level": "key"}}
+    with store.unit_of_work() as uow:
+        chosen = calibrate_prediction(
+            Learning(), uow, scheduler="slurm", cluster="test", document=queued, online=online
+        )
+    assert chosen["calibration"]["method"] == "observed_runs"  # type: ignore[index]
+    assert chosen["calibration"]["level"] == "release"  # type: ignore[index]
+    assert ratio(chosen) == pytest.approx(SLOWER, rel=0.05)
+    store.dispose()
