@@ -153,7 +153,7 @@ mean square 0.067). The cell rule (part 5) pools the same spread per family on o
 architecture instead: how far one run moves its key is a property of the cell's keys.
 
 A run whose residual at the first tree fit is more than ``OUTLIER_SDS`` robust sds (the
-pooled MAD) and a factor of ``OUTLIER_RATIO`` off the median of its key's 3 runs or more is
+pooled MAD) and a factor of ``OUTLIER_RATIO`` off the median of its key's 4 runs or more is
 left out and the others fitted again (``ObservedCalibration.outliers``, each with
 ``outlier_reason``): one job that hung at 20 times its key's pace among 8 would otherwise set
 every run's sigma near 0.7, and with a second such job the fit of the others moved the
@@ -264,6 +264,11 @@ Int = NDArray[np.int64]
 OUTLIER_SDS: Final = 3.0
 """Robust log-sds off its key's median residual beyond which a run is left out of the fit
 (``_far_off``): a run of normally spread noise lies beyond 3 sds with probability 0.27 %."""
+OUTLIER_MIN_RUNS: Final = 4
+"""Runs a key (noise group) needs before one of them can be left out as far off: of 2, neither
+can be told the odd one; of 3, one run twice off the other two may be the model's error on
+its configuration (the dev stack's DDP jobs beside two CPU hogs: the communication-bound one
+of three was left out)."""
 OUTLIER_RATIO: Final = 2.0
 """...and the factor it must be off by as well: the prior's worst error on the 364 published
 runs is 44 % (``benchmarks/RESULTS.md``), so a run twice as slow or fast as its key says is
@@ -1204,7 +1209,7 @@ def _noise(
 def _far_off(y: Float, group: Int, num_groups: int) -> dict[int, float]:
     """The log residuals ``y`` (shape ``(n,)``, group ids ``group`` in ``[0, num_groups)``)
     off their group's median by more than ``OUTLIER_SDS`` robust log-sds and a factor of
-    ``OUTLIER_RATIO``, in groups of 3 runs or more (of 2, neither can be told the odd one):
+    ``OUTLIER_RATIO``, in groups of ``OUTLIER_MIN_RUNS`` runs or more:
     index -> exp(deviation), the run's step over what its group's median gives. The scale is
     the pooled median absolute deviation from the medians (times 1.4826, the normal's) over
     the groups of 2 runs or more."""
@@ -1216,7 +1221,7 @@ def _far_off(y: Float, group: Int, num_groups: int) -> dict[int, float]:
     spread = np.abs(deviation[counts[group] > 1])
     scale = 1.4826 * float(np.median(spread)) if spread.size else 0.0
     bound = max(OUTLIER_SDS * scale, math.log(OUTLIER_RATIO))
-    far = np.flatnonzero((counts[group] >= 3) & (np.abs(deviation) > bound))
+    far = np.flatnonzero((counts[group] >= OUTLIER_MIN_RUNS) & (np.abs(deviation) > bound))
     return {int(i): math.exp(float(deviation[i])) for i in far}
 
 
