@@ -151,9 +151,12 @@ def _number(value: object) -> float | None:
 def run_row(row: JobRow, *, min_iterations: int, now_s: float) -> ObservedRunRow | None:
     """The observed run of a finished job, with ``skip_reason`` when it cannot be learnt
     from (module docstring): every field that stops it, each as ``<field>: <why>`` cut to
-    ``REASON_CHARS``, joined by ``"; "``; None for a job without a description (nothing to
-    learn)."""
+    ``REASON_CHARS``, joined by ``"; "``; None for a job without a description or one that
+    never started (no start time nor progress: a queued job cancelled; nothing to learn)."""
     if not isinstance(row.scenario, dict):
+        return None
+    started = stored_json.number(stored_json.fields(row.state).get("start_time_s"))
+    if started is None and not row.iteration:
         return None
     step = _number(stored_json.fields(row.eta).get("observed_step_time_s"))
     memory = _number(stored_json.fields(row.gpus).get("memory_used_bytes"))

@@ -4,8 +4,9 @@ Face Trainer job whose only progress is its training bar, killed before the bar 
 ``adapters.logs.trainer.ADOPT_S``, gets the progress its whole log gives, its ETA's observed
 step time from the bar's clock and an observed run for the service's learning: whether its
 last bytes came in the cycle it ended or before it (a quiet log), with a planner restart
-before the end, or with more log at its end than one read takes. A job first seen already
-ended gets its progress, not an ETA nor an observed run."""
+before the end, when the scheduler stops listing it without accounting of its end, or with
+more log at its end than one read takes. A job first seen already
+ended gets the same ETA and observed run, kept out of the online calibration."""
 
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ def _parts(quiet_end: bool) -> list[str]:
     return parts
 
 
-@pytest.mark.parametrize("case", ["grown at the end", "quiet at the end", "planner restart"])
+@pytest.mark.parametrize(
+    "case", ["grown at the end", "quiet at the end", "planner restart", "gone from the scheduler"]
+)
 def test_a_trainer_job_killed_before_its_bar_is_adopted_gets_its_progress(
     cluster_root: Path, make_job: JobFactory, case: str
 ) -> None:
@@ -77,9 +80,12 @@ def test_a_trainer_job_killed_before_its_bar_is_adopted_gets_its_progress(
         with log.open("a") as out:
             out.write("".join(parts[last:]))
         clock.now += CYCLE_S
-        source.set_jobs(
-            dataclasses.replace(job, status=JobStatus.FAILED, end_time_s=clock.now - 5.0)
-        )
+        if case == "gone from the scheduler":  # no longer listed, and no accounting of it
+            source.set_jobs()
+        else:
+            source.set_jobs(
+                dataclasses.replace(job, status=JobStatus.FAILED, end_time_s=clock.now - 5.0)
+            )
         assert cycle(client) == {"slurm": "ok"}
         view = job_view(client, "1")
         run = stored_run(client, "1")
@@ -91,6 +97,7 @@ def test_a_trainer_job_killed_before_its_bar_is_adopted_gets_its_progress(
     got = [(s["iteration"], s["num_iterations"]) for s in view["samples"]]
     assert got == [(r.iteration, r.num_iterations) for r in whole.records]
     assert got[-1][0] == 56  # spans of at least 10 s of the bar's clock (5 steps)
+    assert view["status"] == ("unknown" if case == "gone from the scheduler" else "failed")
     assert view["eta"]["finished"] is True
     assert view["eta"]["observed_step_time_s"] == pytest.approx(STEP_S, rel=0.02)
     assert run.skip_reason is None
@@ -110,7 +117,8 @@ def test_an_ended_trainer_job_s_whole_log_is_read(
     as set by default), or, with 700 bytes a cycle, a read a cycle, each going on where the
     last stopped, while the scheduler reports the job; later cycles read nothing more. A job
     the service estimated before it ended then has the ETA and the observed run of its step
-    time; one first seen ended keeps its progress only (not learnt from)."""
+    time; so has one first seen ended, its ETA marked ``seen_running`` false and kept out of
+    the online calibration (which learns from the watched job)."""
     root = cluster_root
     db_url = f"sqlite:///{root / 'planner.db'}"
     source, clock = ScriptedSource(), Clock()
@@ -139,6 +147,7 @@ def test_an_ended_trainer_job_s_whole_log_is_read(
         view = job_view(client, "1")
         runs = store.observed_runs("slurm", "test", limit=100)
         runs += store.observed_runs("slurm", "test", limit=100, skipped=True)
+        online = client.get("/v1/calibrations").json()["online"]["groups"]
     end = read_at.index(size)
     read = [b - a for a, b in zip([0, *read_at], read_at, strict=False)]
     if per_cycle is None:
@@ -150,10 +159,8 @@ def test_an_ended_trainer_job_s_whole_log_is_read(
     assert len(read_at) - end >= 2
     whole = read_log(log.read_text(), tz=UTC)
     assert [s["iteration"] for s in view["samples"]] == [r.iteration for r in whole.records]
-    if not watched:
-        assert view["eta"] is None
-        assert all(r.skip_reason for r in runs), [r.skip_reason for r in runs]  # none learnt
-        return
+    assert view["eta"]["seen_running"] is watched
+    assert bool(online) is watched, online  # only a watched job feeds the online calibration
     (run,) = runs
     assert view["eta"]["observed_step_time_s"] == pytest.approx(STEP_S, rel=0.02)
     assert run.skip_reason is None

@@ -214,3 +214,13 @@ def test_a_stored_run_the_fit_refuses_is_listed_with_a_bounded_reason(tmp_path: 
     assert "model.num_layers: must be an integer" in skipped["reason"]
     assert len(skipped["reason"]) == REASON_CHARS
     store.dispose()
+
+
+def test_a_job_that_never_started_is_not_a_run() -> None:
+    """A queued job that ended without starting (cancelled, or gone from its scheduler's
+    list) has nothing to learn from and is not kept, not even as a skipped run; one that
+    started and made no progress is kept as skipped, naming why."""
+    never = finished(megatron_doc("a", 2, 128), None, iterations=0)
+    assert run_row(never, min_iterations=20, now_s=0.0) is None
+    started = finished(megatron_doc("a", 2, 128), None, iterations=0, ran_s=30.0)
+    assert names(reason_of(started), ["iteration_time_s", "num_iterations"])

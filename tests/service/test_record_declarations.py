@@ -133,7 +133,7 @@ def test_an_eta_documents_every_field_of_an_estimate() -> None:
     """The stored ETA is an ``EtaEstimate`` (``planner.service.loops.eta.eta_to_dict``) with
     what the service adds to it; the API's ``Eta`` declares each of those fields, so that a
     field the estimate gains is documented in ``/openapi.json`` (or this fails)."""
-    added_by_the_service = {"made_at_s", "finished", "straggler_factor"}
+    added_by_the_service = {"made_at_s", "finished", "seen_running", "straggler_factor"}
     estimate = {f.name for f in fields(EtaEstimate)}
     assert set(Eta.model_fields) == estimate | added_by_the_service
 

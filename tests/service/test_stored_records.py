@@ -16,7 +16,7 @@ from planner.service.loops.histories import read_history, write_history
 from planner.service.loops.jobs import job_state_dict
 from planner.service.loops.progress import stored_cursor
 from planner.service.models import JobRow
-from planner.service.reviews import _state
+from planner.service.stored_job import stored_job_state as _state
 from planner.specs.job import JobState, JobStatus, TailCursor
 
 T0 = 1_800_000_000.0

@@ -244,6 +244,11 @@ class Eta(Open):
     )
     made_at_s: float | None = None
     finished: bool | None = None
+    seen_running: bool | None = Field(
+        default=None,
+        description="An ended job's: false when the planner first saw it ended (its step time "
+        "is learnt from, not fed to the online calibration)",
+    )
     straggler_factor: float | None = Field(
         default=None,
         description="A queued job: the expected straggler slowdown its step time includes "

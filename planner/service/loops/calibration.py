@@ -60,13 +60,16 @@ def online_calibration(deps: IngestDeps, uow: UnitOfWork) -> OnlineCalibration:
 def recalibrate(
     deps: IngestDeps, uow: UnitOfWork, *, scheduler: str, cluster: str, now_s: float
 ) -> None:
-    """Feed the cluster's jobs' observed step times to the online calibration; store it when it
+    """Feed the cluster's jobs' observed step times to the online calibration (the jobs the
+    service watched run: not those it first saw ended, ``eta.final_eta``); store it when it
     learnt something (or was never stored)."""
     online = online_calibration(deps, uow)
     before = online.num_samples_
     for job in uow.jobs_of(scheduler, cluster):
         predicted = (job.prediction or {}).get("iteration_time_s")
         observed = (job.eta or {}).get("observed_step_time_s")
+        if (job.eta or {}).get("seen_running") is False:
+            continue  # a job first seen ended: learnt from, not tracked (``final_eta``)
         ckey = key_from_scenario(scheduler, cluster, job.scenario) if job.scenario else None
         if ckey is None or not job.iteration or not isinstance(predicted, int | float):
             continue

@@ -292,16 +292,28 @@ def update_eta(
 
 
 def final_eta(
-    uow: UnitOfWork, row: JobRow, job: JobState, *, now_s: float, default_log_sd: float
+    uow: UnitOfWork,
+    row: JobRow,
+    job: JobState,
+    *,
+    now_s: float,
+    default_log_sd: float,
+    seen_running: bool = True,
 ) -> None:
-    """The ETA of a job the service estimated before it ended, once its log gave progress at
-    its end (its last read gives what the log held back: ``ProgressReader.read``'s
-    ``final``): estimated once more from all its progress, so that its
-    ``observed_step_time_s`` is the one its whole log measures (what the service's learning
-    records of the run), and marked ``finished``. It is
+    """The ETA of a job that ended, once its log gave progress at its end (its last read
+    gives what the log held back: ``ProgressReader.read``'s ``final``): estimated once more
+    from all its progress, so that its ``observed_step_time_s`` is the one its whole log
+    measures (what the service's learning records of the run), and marked ``finished``. It is
     not kept in the job's ETA history: an estimate made at its end predicts nothing, and the
     job's outcome scores the ones made while it ran (``outcomes.finish_job``). When none can
-    be made the job keeps the ETA it had, marked ``finished``."""
+    be made the job keeps the ETA it had, marked ``finished``.
+
+    ``seen_running`` (stored as the ETA's ``seen_running``): False for a job the service first
+    saw already ended (the scheduler's accounting window when the service starts). Its step
+    time is learnt from (``planner.service.learning.record_finished_run``: the learnt fit,
+    scoped by key and release and cross-validated before predictions use it) but not fed to
+    the online calibration (``loops.calibration.recalibrate``), which follows the jobs the
+    service watched run, each weighted by when it ran and split by its live rank timings."""
     try:
         eta = _estimate(
             uow, row, job, now_s=now_s, default_log_sd=default_log_sd, history=read_history(row)
@@ -321,6 +333,7 @@ def final_eta(
         "history_made_at_s": previous.get("history_made_at_s"),
         "history_progress": previous.get("history_progress"),
         "finished": True,
+        "seen_running": seen_running,
     }
 
 

@@ -41,6 +41,7 @@ from planner.service.loops.progress import (
 from planner.service.loops.stragglers import analyse_trace, update_stragglers
 from planner.service.models import JobRow
 from planner.service.store import UnitOfWork
+from planner.service.stored_job import stored_job_state
 from planner.service.stored_json import text
 from planner.specs.job import (
     ClusterSnapshot,
@@ -73,7 +74,9 @@ def merge_jobs(
     now_s: float,
     read_texts: ReadTexts | None = None,
 ) -> None:
-    """Store every job of ``snapshot``; jobs the scheduler stopped reporting have ended; jobs
+    """Store every job of ``snapshot``; jobs the scheduler stopped reporting have ended (as
+    their last stored snapshot, status ``unknown`` without an end time: finished like the
+    others, their logs read to the end); jobs
     that ended more than the retention ago are pruned. ``read_text(path, max_bytes, job=job)``
     reads a file a job names (the source's ``read_text_file``); ``read_texts``, when the
     source has it, reads at once the first file each launch described this cycle reads
@@ -118,6 +121,23 @@ def merge_jobs(
         elif not row.active and job.status.is_active and row.ended_s is not None:
             row.ended_s = None  # a requeued job comes back under its old id
         merged.append((row, job, new))
+    gone: list[JobRow] = []
+    for job_id, row in existing.items():
+        if row.active and job_id not in seen:
+            # Gone from the scheduler's active list and not in its accounting window (a
+            # Kubernetes job deleted when it finished, Slurm without accounting past
+            # MinJobAge): ended as its last snapshot, so that its log is read to its end and
+            # it is finished and learnt from like a job the scheduler reported ended
+            last = stored_job_state(row)
+            if last is None:
+                gone.append(row)
+            else:
+                merged.append(
+                    (row, replace(last, status=JobStatus.UNKNOWN, end_time_s=None), False)
+                )
+                log.info(
+                    "job %s/%s/%s no longer reported: ended", row.scheduler, row.cluster, job_id
+                )
     memos = [memo_of(deps, row, job) for row, job, _ in merged]
     if read_texts is not None:
         reads = described_reads(deps, merged, memos)
@@ -142,13 +162,11 @@ def merge_jobs(
         )
         staged.append((row, job, basis))
 
-    for job_id, row in existing.items():
-        if row.active and job_id not in seen:
-            # Gone from the scheduler's active list and not in its accounting window.
-            row.active = False
-            row.status = JobStatus.UNKNOWN.value
-            row.ended_s = now_s
-            log.info("job %s/%s/%s no longer reported: ended", row.scheduler, row.cluster, job_id)
+    for row in gone:  # a snapshot stored by another version: ended as it is
+        row.active = False
+        row.status = JobStatus.UNKNOWN.value
+        row.ended_s = now_s
+        log.info("job %s/%s/%s no longer reported: ended", row.scheduler, row.cluster, row.job_id)
     uow.touch_jobs(touched, last_seen_s=now_s)
     uow.delete_ended_jobs(ended_before_s=now_s - retention_s)
     for row, job, basis in staged:
@@ -378,9 +396,10 @@ def update_job(
 
     rank_records: list[RankStepRecord] = []
     before = (row.progress_mark, row.progress_history, row.iteration, row.train_iters)
-    # the service estimated the job before it ended: a job first seen ended (the scheduler's
-    # accounting window when the service starts) is read for progress, not learnt from
-    watched = row.eta is not None
+    # the service estimated the job before it ended; a job first seen ended (the scheduler's
+    # accounting window when the service starts) is learnt from, not fed to the online
+    # calibration (``final_eta``'s ``seen_running``)
+    seen_running = row.eta is not None and row.eta.get("seen_running") is not False
     stdout_path = job.stdout_path or text(row.state.get("stdout_path"))
     reads_on = bool(
         stdout_path
@@ -422,14 +441,21 @@ def update_job(
             basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
     else:
         basis = EtaBasis(prediction=row.prediction, knowledge_s=knowledge_s)
-        if (was_active or reads_on) and progressed and watched:  # the ETA its log measures
-            final_eta(uow, row, job, now_s=now_s, default_log_sd=deps.settings.model_prior_log_sd)
+        if (was_active or reads_on) and progressed:  # the ETA its log measures
+            final_eta(
+                uow,
+                row,
+                job,
+                now_s=now_s,
+                default_log_sd=deps.settings.model_prior_log_sd,
+                seen_running=seen_running,
+            )
         elif was_active and row.eta is not None:
             row.eta = {**row.eta, "finished": True}  # final state: nothing remains
     if was_active and not row.active:
         finish_job(uow, row, job, now_s=now_s)
         record_finished_run(uow, row, config=deps.learning.config, now_s=now_s)
-    elif reads_on and progressed and watched:  # the run as more of its log measures it
+    elif reads_on and progressed:  # the run as more of its log measures it
         record_finished_run(uow, row, config=deps.learning.config, now_s=now_s)
     if rank_records or (row.active and (row.stragglers or {}).get("state")):
         update_stragglers(row, rank_records, now_s)
