@@ -197,7 +197,13 @@ def build_app(
     app.include_router(plan.make_router(access, pool, workers=plan_workers))
     app.include_router(
         calibrations.make_router(
-            state.store, state.clock, access, pool, audit, limits=settings.limits
+            state.store,
+            state.clock,
+            access,
+            pool,
+            audit,
+            limits=settings.limits,
+            max_runs=settings.learning.max_runs,
         )
     )
     app.include_router(audit_routes.make_router(state.store, access))

@@ -12,6 +12,11 @@
   (``planner.service.learning``): the runs used and skipped (with reasons), its held-out error
   against the uncorrected model's, whether predictions use it, when it was fitted.
 
+``GET /v1/calibrations/runs?scheduler=&cluster=`` gives the runs that fit is made from (the
+newest ``learning.max_runs`` usable ones, oldest first) as the JSON lines ``planner calibrate
+observe`` reads (``planner.calibration.observed_runs.RUN_FIELDS``): the same function fits them
+to the same calibration offline.
+
 Reading needs role ``reader``; uploading a new calibration ``operator``, replacing an existing
 one ``admin`` (and no read-only mode, no cross-origin browser post: ``planner.service.api.
 access``). The fit runs on the worker pool (429 when it is full) within budgets: at most
@@ -29,7 +34,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile
+from fastapi import (
+    APIRouter,
+    Depends,
+    File,
+    Form,
+    HTTPException,
+    Query,
+    Request,
+    Response,
+    UploadFile,
+)
 from starlette.concurrency import run_in_threadpool
 
 from planner.calibration import (
@@ -57,12 +72,13 @@ from planner.service.api.models import (
     OperatorCalibrationView,
     SkippedRun,
     answer,
+    json_lines_content,
 )
 from planner.service.api.work import WorkerPool
 from planner.service.audit import AuditLog
 from planner.service.auth import Principal, Role
 from planner.service.learning import PREFIX as LEARNT_PREFIX
-from planner.service.learning import replaces_online
+from planner.service.learning import LearningConfig, replaces_online
 from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
 from planner.service.security_settings import LimitSettings
 from planner.service.store import Store
@@ -71,6 +87,8 @@ from planner.service.stored_json import fields, number, rows
 OPERATORS_PREFIX = "operators/"
 ROWS_SETTING = "limits.calibration_max_rows"
 TIME_SETTING = "limits.calibration_time_budget_s"
+#: The longest scheduler and cluster names ``/v1/calibrations/runs`` takes (the store's columns).
+SCHEDULER_CHARS, CLUSTER_CHARS = 32, 128
 
 
 def _online_view(state: Mapping[str, object]) -> OnlineCalibrationView:
@@ -239,13 +257,65 @@ def make_router(
     audit: AuditLog,
     *,
     limits: LimitSettings | None = None,
+    max_runs: int = LearningConfig().max_runs,
 ) -> APIRouter:
     """The calibration routes over ``store``; fits run on ``pool`` within ``limits``
     (``calibration_max_rows``, ``calibration_time_budget_s``; default: the settings'
-    defaults), uploads go to ``audit``."""
+    defaults), uploads go to ``audit``; ``max_runs``: the runs a learnt fit is made from
+    (``learning.max_runs``), the most ``/v1/calibrations/runs`` gives."""
     limits = limits or LimitSettings()
     router = APIRouter(tags=["calibration"])
     uploader = access.require(Role.OPERATOR, writes=True)
+
+    @router.get(
+        "/v1/calibrations/runs",
+        operation_id="list_observed_runs",
+        summary="The finished runs a cluster's learnt calibration is fitted from, as the JSON "
+        "lines `planner calibrate observe` reads",
+        response_class=Response,
+        responses={
+            200: {
+                "content": json_lines_content(
+                    "One run per line: scenario, iteration_time_s, memory_per_gpu_bytes (when "
+                    "DCGM measured it), cluster"
+                )
+            },
+            **error_responses(401, 403, 422, 503),
+        },
+        dependencies=[Depends(access.require(Role.READER))],
+    )
+    def list_observed_runs(
+        scheduler: Annotated[
+            str, Query(min_length=1, max_length=SCHEDULER_CHARS, description="e.g. slurm")
+        ],
+        cluster: Annotated[
+            str,
+            Query(min_length=1, max_length=CLUSTER_CHARS, description="As the scheduler names it"),
+        ],
+        limit: Annotated[
+            int | None,
+            Query(ge=1, description="Newest runs (default and most: learning.max_runs)"),
+        ] = None,
+    ) -> Response:
+        rows = store.observed_runs(scheduler, cluster, limit=min(limit or max_runs, max_runs))
+        text = "".join(
+            json.dumps(
+                {
+                    "scenario": r.scenario,
+                    "iteration_time_s": r.iteration_time_s,
+                    **(
+                        {"memory_per_gpu_bytes": r.memory_per_gpu_bytes}
+                        if r.memory_per_gpu_bytes
+                        else {}
+                    ),
+                    "cluster": r.cluster,
+                },
+                allow_nan=False,
+            )
+            + "\n"
+            for r in rows
+        )
+        return Response(text, media_type="application/x-ndjson")
 
     @router.get(
         "/v1/calibrations",

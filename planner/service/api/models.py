@@ -35,6 +35,12 @@ def as_document(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(exclude_unset=True)
 
 
+def json_lines_content(description: str) -> dict[str, object]:
+    """The OpenAPI ``content`` of a 200 answer in JSON lines (``application/x-ndjson``):
+    ``description`` says what each line is."""
+    return {"application/x-ndjson": {"schema": {"type": "string", "description": description}}}
+
+
 def answer(view: BaseModel) -> Response:
     """``view`` as the JSON body of a 200 answer: the fields set when it was built (as the
     routes' ``response_model_exclude_unset`` says), serialised by pydantic's JSON encoder.

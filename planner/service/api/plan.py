@@ -50,6 +50,7 @@ from planner.service.api.models import (
     RecommendResult,
     ScenarioDocument,
     as_document,
+    json_lines_content,
 )
 from planner.service.api.work import WorkerPool
 from planner.service.auth import Role
@@ -92,16 +93,7 @@ def make_router(
         summary="Search every valid parallelism layout (the `planner explore --json` contract)",
         response_model=ExploreResult | ExplorePage,
         responses={
-            200: {
-                "content": {
-                    "application/x-ndjson": {
-                        "schema": {
-                            "type": "string",
-                            "description": "stream=true: one ExploreResult per line",
-                        }
-                    }
-                }
-            },
+            200: {"content": json_lines_content("stream=true: one ExploreResult per line")},
             422: {
                 "model": ExploreResult | ExplorePage,
                 "description": "A document was invalid or has no valid layout (its error), or "
