@@ -165,3 +165,29 @@ def test_an_ended_trainer_job_s_whole_log_is_read(
     assert view["eta"]["observed_step_time_s"] == pytest.approx(STEP_S, rel=0.02)
     assert run.skip_reason is None
     assert run.iteration_time_s == pytest.approx(STEP_S, rel=0.02)
+
+
+def test_a_queued_job_gone_from_the_scheduler_ends_unread(
+    cluster_root: Path, make_job: JobFactory
+) -> None:
+    """A queued job the scheduler stops listing (cancelled, no accounting) ends as
+    ``unknown``: it has no log to read (its output file is not opened) and is not a run."""
+    root = cluster_root
+    source, clock = ScriptedSource(), Clock()
+    model = mini_llama(root, "bar", layers=4, hidden=512)
+    job, log = launched_job(root, make_job, clock, "1", hf_script(model, micro=4))
+    with app_for(
+        f"sqlite:///{root / 'planner.db'}", source, clock, allowed_file_roots=[]
+    ) as client:
+        source.set_jobs(dataclasses.replace(job, status=JobStatus.PENDING, start_time_s=None))
+        assert cycle(client) == {"slurm": "ok"}
+        source.set_jobs()
+        clock.now += CYCLE_S
+        assert cycle(client) == {"slurm": "ok"}
+        (row,) = client.app.state.planner.store.find_jobs("1")  # type: ignore[attr-defined]
+        store = client.app.state.planner.store  # type: ignore[attr-defined]
+        runs = store.observed_runs("slurm", "test", limit=100, skipped=True)
+    assert (row.status, row.active, row.ended_s) == ("unknown", False, clock.now)
+    assert row.log_cursor is None
+    assert not log.exists()
+    assert runs == []

@@ -127,9 +127,10 @@ def merge_jobs(
             # Gone from the scheduler's active list and not in its accounting window (a
             # Kubernetes job deleted when it finished, Slurm without accounting past
             # MinJobAge): ended as its last snapshot, so that its log is read to its end and
-            # it is finished and learnt from like a job the scheduler reported ended
+            # it is finished and learnt from like a job the scheduler reported ended (a queued
+            # one has neither log nor run: ended as it is)
             last = stored_job_state(row)
-            if last is None:
+            if last is None or last.status == JobStatus.PENDING:
                 gone.append(row)
             else:
                 merged.append(
@@ -162,7 +163,7 @@ def merge_jobs(
         )
         staged.append((row, job, basis))
 
-    for row in gone:  # a snapshot stored by another version: ended as it is
+    for row in gone:  # queued, or a snapshot stored by another version
         row.active = False
         row.status = JobStatus.UNKNOWN.value
         row.ended_s = now_s
