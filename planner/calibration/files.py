@@ -30,14 +30,12 @@ from planner.calibration.observed import (
     KeySummaryJson,
     ObservedCalibration,
     cross_validated_errors,
-    far_off_lines,
-    fit_observed,
     is_observed_calibration,
+    observe_runs,
 )
 from planner.calibration.observed_runs import (
     ObservedRun,
     RunSample,
-    indexed_samples_from_runs,
     read_observed_runs,
 )
 from planner.errors import CalibrationError
@@ -219,7 +217,7 @@ def _pct(x: float) -> str:
 
 def observe_files(paths: Sequence[str], read_text: Callable[[str], str]) -> ObserveReport:
     """Read the runs of ``paths`` (JSON lines, through ``read_text``), learn the calibration
-    (``fit_observed``) and its 5-fold held-out error. Raises ``CalibrationError`` when no run
+    (``observe_runs``) and its 5-fold held-out error. Raises ``CalibrationError`` when no run
     can be used, ``SpecError`` when a file cannot be read."""
     runs: list[ObservedRun] = []
     errors: list[str] = []
@@ -227,16 +225,15 @@ def observe_files(paths: Sequence[str], read_text: Callable[[str], str]) -> Obse
         found, bad = read_observed_runs(read_text(path), path)
         runs.extend(found)
         errors.extend(bad)
-    samples, indices, left_out = indexed_samples_from_runs(runs)
-    calibration = fit_observed(samples)
-    errors.extend(left_out)
-    if not samples:
+    fit = observe_runs(runs)
+    errors.extend(fit.errors)
+    if not fit.samples:
         detail = f": {errors[0]}" if errors else ""
         raise CalibrationError(f"no usable observed run in {', '.join(paths)}{detail}")
     return ObserveReport(
-        calibration=calibration,
-        samples=samples,
+        calibration=fit.calibration,
+        samples=fit.samples,
         errors=errors,
-        held_out=cross_validated_errors(samples),
-        far_off=far_off_lines(calibration, [runs[i] for i in indices]),
+        held_out=cross_validated_errors(fit.samples),
+        far_off=fit.far_off,
     )

@@ -194,6 +194,7 @@ from planner.calibration.observed_runs import (
     RunKey,
     RunKeyJson,
     RunSample,
+    indexed_samples_from_runs,
     is_dropless,
     read_observed_runs,
     recipe_of,
@@ -235,6 +236,7 @@ __all__ = [
     "ObservedRunJson",
     "RunKey",
     "RunSample",
+    "RunsFit",
     "cross_validated_errors",
     "far_off_lines",
     "fit_observed",
@@ -1537,15 +1539,31 @@ def _memory(
     return out
 
 
-def observe_runs(
-    runs: Sequence[ObservedRun], params: ObservedParams | None = None
-) -> tuple[ObservedCalibration, list[RunSample], list[str]]:
-    """Parse, predict and learn from ``runs``: the calibration, the samples it was given and
-    one error line per run that cannot be used (``far_off_lines`` names the runs the fit left
-    out; ``planner calibrate observe`` and the service take the same two steps keeping which
-    run each sample came from)."""
-    samples, errors = samples_from_runs(runs)
-    return fit_observed(samples, params), samples, errors
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunsFit:
+    """What ``observe_runs`` learnt from runs: the ``calibration``, the ``samples`` it was
+    given, for each sample the index of its run among the runs given (``indices``), one
+    error line per run that cannot be used (``errors``) and one per run the fit left out, far
+    off its key (``far_off``, ``far_off_lines``)."""
+
+    calibration: ObservedCalibration
+    samples: list[RunSample]
+    indices: list[int]
+    errors: list[str]
+    far_off: list[str]
+
+
+def observe_runs(runs: Sequence[ObservedRun], params: ObservedParams | None = None) -> RunsFit:
+    """Parse, predict (one ``predict_batch``) and learn from ``runs`` (``fit_observed``, which
+    the accuracy benchmark calls on its samples): the one entry point of ``planner calibrate
+    observe`` and the service's learning. Raises ``CalibrationError`` for what
+    ``fit_observed`` refuses; a run that cannot be used is an error line, not an exception."""
+    samples, indices, errors = indexed_samples_from_runs(runs)
+    calibration = fit_observed(samples, params)
+    far_off = far_off_lines(calibration, [runs[i] for i in indices])
+    return RunsFit(
+        calibration=calibration, samples=samples, indices=indices, errors=errors, far_off=far_off
+    )
 
 
 def far_off_lines(calibration: ObservedCalibration, runs: Sequence[ObservedRun]) -> list[str]:

@@ -71,10 +71,10 @@ from planner.calibration.observed import (
     ObservedCalibration,
     ObservedRun,
     cross_validated_errors,
-    fit_observed,
+    observe_runs,
     outlier_reason,
 )
-from planner.calibration.observed_runs import beyond_peak, indexed_samples_from_runs, run_of
+from planner.calibration.observed_runs import beyond_peak, run_of
 from planner.errors import PlannerError, SpecError
 from planner.scenario.parse import parse_scenario
 from planner.service import stored_json
@@ -306,10 +306,10 @@ def fit_cluster(
         )
         for r in rows
     ]
-    # observe_runs's two steps, keeping which row each sample came from (for the online
-    # calibration's held-out error, which weighs a job by its iterations and age)
-    samples, indices, errors = indexed_samples_from_runs(runs)
-    calibration = fit_observed(samples)
+    fit = observe_runs(runs)
+    # which row each sample came from: the online calibration's held-out error weighs a job
+    # by its iterations and age
+    samples, indices, errors, calibration = fit.samples, fit.indices, fit.errors, fit.calibration
     fit_s = time.thread_time() - started
     held_out: dict[str, float | int] | None = None
     note = ""

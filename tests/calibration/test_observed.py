@@ -235,7 +235,8 @@ def _runs_text(factor: float, cluster: str = "east") -> str:
 def test_observe_then_predict_adds_the_calibrated_fields() -> None:
     runs, errors = read_observed_runs(_runs_text(1.25), "runs.jsonl")
     assert not errors
-    cal, samples, left_out = observe_runs(runs)
+    fit = observe_runs(runs)
+    cal, samples, left_out = fit.calibration, fit.samples, fit.errors
     assert (len(samples), left_out) == (12, [])
     doc = _scenario(2, 8)
     plain = predict_documents([doc])[0]
@@ -270,7 +271,7 @@ def test_observe_then_predict_adds_the_calibrated_fields() -> None:
 
 def test_held_out_error_improves_on_a_biased_model() -> None:
     runs, _ = read_observed_runs(_runs_text(1.3), "runs.jsonl")
-    _, samples, _ = observe_runs(runs)
+    samples = observe_runs(runs).samples
     held = cross_validated_errors(samples)
     assert held["prior_mean_abs_error_ratio"] == pytest.approx(0.3 / 1.3, rel=1e-6)
     assert held["calibrated_mean_abs_error_ratio"] < 0.05
@@ -317,7 +318,8 @@ def test_bad_runs_are_reported_by_line() -> None:
     assert [e.split(":")[1] for e in errors] == ["2", "3", "4", "5"]
     assert "when: unknown field" in errors[1]
     assert "iteration_time_s: missing" in errors[2]
-    _, samples, left_out = observe_runs(runs)
+    fit = observe_runs(runs)
+    samples, left_out = fit.samples, fit.errors
     assert len(samples) == 2
     assert [e.split(":")[1] for e in left_out] == ["6", "7"]
     assert "tokens_per_s" in left_out[1]
@@ -326,7 +328,8 @@ def test_bad_runs_are_reported_by_line() -> None:
 
 def test_the_file_round_trips_and_is_told_from_operator_models() -> None:
     runs, _ = read_observed_runs(_runs_text(1.2), "runs.jsonl")
-    cal, samples, _ = observe_runs(runs)
+    fit = observe_runs(runs)
+    cal, samples = fit.calibration, fit.samples
     text = cal.dumps()
     assert parse_json(text, "f")["format"] == FORMAT
     efficiency, loaded = load_calibration_file(text, source="obs.json")
@@ -373,12 +376,13 @@ def test_a_step_beyond_the_gpus_peak_is_left_out_naming_it() -> None:
     impossible = {"scenario": doc, "iteration_time_s": plain["iteration_time_s"] * plain["mfu"] / 3}
     runs, errors = read_observed_runs(text + json.dumps(impossible) + "\n", "runs.jsonl")
     assert not errors
-    cal, samples, left_out = observe_runs(runs)
+    fit = observe_runs(runs)
+    cal, samples, left_out = fit.calibration, fit.samples, fit.errors
     assert len(samples) == 12
     (reason,) = left_out
     assert reason.startswith("runs.jsonl:13: iteration_time_s: ")
     assert "3 times its GPUs' dense peak" in reason
-    without, _, _ = observe_runs(read_observed_runs(text, "runs.jsonl")[0])
+    without = observe_runs(read_observed_runs(text, "runs.jsonl")[0]).calibration
     (a,) = predict_documents([doc], calibration=cal, cluster="east")
     (b,) = predict_documents([doc], calibration=without, cluster="east")
     assert a["calibrated_iteration_time_s"] == b["calibrated_iteration_time_s"]

@@ -266,7 +266,8 @@ def test_the_runs_of_one_model_routed_two_ways_are_corrected_apart() -> None:
         )
         for doc, predicted in zip(docs, predict_documents(docs), strict=True)
     ]
-    cal, samples, skipped = observe_runs(runs)
+    fit = observe_runs(runs)
+    cal, samples, skipped = fit.calibration, fit.samples, fit.errors
     assert (len(samples), skipped) == (len(docs), [])
 
     def factor(**routing: object) -> float:
@@ -315,7 +316,8 @@ def test_the_runs_of_one_model_on_two_dispatchers_are_corrected_apart() -> None:
         )
         for d, predicted in zip(docs, predict_documents(docs), strict=True)
     ]
-    cal, samples, skipped = observe_runs(runs)
+    fit = observe_runs(runs)
+    cal, samples, skipped = fit.calibration, fit.samples, fit.errors
     assert (len(samples), skipped) == (len(docs), [])
     flex, alltoall = (
         float(found["calibration"]["factor"])

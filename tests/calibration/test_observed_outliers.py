@@ -83,9 +83,10 @@ def test_a_hung_job_is_left_out_and_named(hung: tuple[float, ...]) -> None:
     assert factor(paces) == pytest.approx(PACE, rel=0.01)
 
     runs = runs_at(paces)
-    calibration, _, errors = observe_runs(runs)
-    assert not errors  # a hung job is no invalid run
-    lines = far_off_lines(calibration, runs)
+    fit = observe_runs(runs)
+    assert not fit.errors  # a hung job is no invalid run
+    lines = fit.far_off
+    assert lines == far_off_lines(fit.calibration, runs)  # every run usable: indices as given
     assert [line.split(":")[0] for line in lines] == [
         f"job {len(HEALTHY) + i}" for i in range(len(hung))
     ]

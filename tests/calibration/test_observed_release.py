@@ -141,7 +141,8 @@ def test_the_release_is_read_from_the_scenario() -> None:
     assert run_key(parse_scenario(_document("25.11")), "c").release == "25.11"
     assert run_key(parse_scenario(_document(None)), "c").release == ""
     runs = [ObservedRun(document=_document("25.11"), iteration_time_s=9.0, source="t", line=1)]
-    cal, samples, errors = observe_runs(runs)
+    fit = observe_runs(runs)
+    cal, samples, errors = fit.calibration, fit.samples, fit.errors
     assert errors == []
     assert [r["release"] for r in cal.to_json()["runs"]] == ["25.11"]
     assert samples[0].key.release == "25.11"

@@ -137,7 +137,7 @@ def test_a_calibrated_prediction_keeps_every_field_the_calibration_adds() -> Non
     from tests.calibration.test_observed import _runs_text, _scenario
 
     runs, _ = read_observed_runs(_runs_text(1.25, cluster="east"), "runs.jsonl")
-    calibration, _, _ = observe_runs(runs)
+    calibration = observe_runs(runs).calibration
     doc = _scenario(2, 8)
     scenario = parse_scenario(doc)
     (prediction,) = predict_batch([scenario], None)

@@ -20,7 +20,7 @@ def _client(calibration: ObservedCalibration | None) -> TestClient:
 
 def test_predict_applies_the_observed_calibration() -> None:
     runs, _ = read_observed_runs(_runs_text(1.25, cluster="east"), "runs.jsonl")
-    calibration, _, _ = observe_runs(runs)
+    calibration = observe_runs(runs).calibration
     with _client(calibration) as client:
         plain = client.post("/v1/predict", json=_scenario(2, 8)).json()
         assert plain["calibration"]["level"] == "gpu_recipe"  # no cluster: learnt elsewhere
