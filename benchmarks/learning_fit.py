@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.learning_outliers import observed_run_row
 from planner.scenario import predict_documents
 from planner.service.learning import Learner, LearningConfig, calibration_name
 from planner.service.models import ObservedRunRow
@@ -60,18 +61,7 @@ def runs(n: int, seed: int = 0) -> list[ObservedRunRow]:
         if not isinstance(step, float):
             continue  # infeasible: not a run
         factor = GPUS[doc["hardware"]["gpu"]] * float(np.exp(rng.normal(0.0, 0.1)))
-        out.append(
-            ObservedRunRow(
-                scheduler="slurm",
-                cluster="bench",
-                job_id=str(i),
-                recorded_s=float(i),
-                gpu=doc["hardware"]["gpu"],
-                scenario=doc,
-                iteration_time_s=step * factor,
-                num_iterations=100,
-            )
-        )
+        out.append(observed_run_row(doc, step * factor, job_id=i))
     return out
 
 

@@ -50,6 +50,25 @@ def scenario_doc(
     }
 
 
+def observed_run_row(
+    doc: dict[str, Any], step_s: float, *, job_id: int, cluster: str = "bench"
+) -> ObservedRunRow:
+    """A usable finished run of the Slurm cluster ``cluster`` as the service records one: job
+    ``job_id`` (also its recording time, s) ran the scenario ``doc`` at ``step_s`` seconds a
+    step over 100 iterations (also the service tests' and ``learning_fit``'s runs)."""
+    return ObservedRunRow(
+        scheduler="slurm",
+        cluster=cluster,
+        job_id=str(job_id),
+        recorded_s=float(job_id),
+        gpu=doc["hardware"]["gpu"],
+        scenario=doc,
+        iteration_time_s=step_s,
+        num_iterations=100,
+        skip_reason=None,
+    )
+
+
 def fit(root: Path, label: str, paces: tuple[float, ...]) -> dict[str, Any]:
     """The learnt state after runs at ``paces`` (measured / model)."""
     store = SqlStore(f"sqlite:///{root / label.replace(' ', '_')}.db")
@@ -58,19 +77,7 @@ def fit(root: Path, label: str, paces: tuple[float, ...]) -> dict[str, Any]:
     model = [float(p["iteration_time_s"]) for p in predict_documents(docs)]  # type: ignore[arg-type]
     with store.unit_of_work() as uow:
         for i, (doc, pace, step_s) in enumerate(zip(docs, paces, model, strict=True)):
-            uow.put_observed_run(
-                ObservedRunRow(
-                    scheduler="slurm",
-                    cluster="bench",
-                    job_id=str(i),
-                    recorded_s=float(i),
-                    gpu="h100-sxm",
-                    scenario=doc,
-                    iteration_time_s=pace * step_s,
-                    num_iterations=100,
-                    skip_reason=None,
-                )
-            )
+            uow.put_observed_run(observed_run_row(doc, pace * step_s, job_id=i))
     Learner(store, lambda: 100.0, LearningConfig()).run()
     row = store.calibration("observed/slurm/bench")
     store.dispose()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from benchmarks.learning_outliers import observed_run_row
 from planner.perf.step import predict_batch
 from planner.scenario.documents import prediction_json
 from planner.scenario.parse import parse_scenario
@@ -22,7 +23,6 @@ from planner.service.learning import (
     learnt_of,
     model_fields,
 )
-from planner.service.models import ObservedRunRow
 from planner.service.store.sql import SqlStore
 from planner.specs.job import JobStatus
 
@@ -63,6 +63,26 @@ def queue(
 
 def ratio(prediction: dict[str, Any]) -> float:
     return float(prediction["calibrated_iteration_time_s"] / prediction["iteration_time_s"])
+
+
+def _slower_runs(
+    store: SqlStore, docs: list[dict[str, Any]], queued: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Store a run of each of ``docs`` at ``SLOWER`` times the model's step; returns the
+    model's prediction of each document and of ``queued``, by name."""
+    model: dict[str, dict[str, Any]] = {
+        doc["name"]: dict(prediction_json(prediction, doc["name"]))
+        for doc, prediction in zip(
+            [*docs, queued],
+            predict_batch([parse_scenario(d) for d in [*docs, queued]]),
+            strict=True,
+        )
+    }
+    with store.unit_of_work() as uow:
+        for i, doc in enumerate(docs):
+            step_s = SLOWER * model[doc["name"]]["iteration_time_s"]
+            uow.put_observed_run(observed_run_row(doc, step_s, job_id=i, cluster="test"))
+    return model
 
 
 def test_after_one_run_a_queued_job_keeps_the_online_correction(
@@ -167,29 +187,7 @@ def test_a_fit_without_time_for_its_folds_corrects_only_what_the_online_one_does
     store.migrate()
     docs = [scenario_doc(f"r{i}", layers, 128) for i, layers in enumerate((2, 3, 4, 5, 6, 7))]
     queued = scenario_doc("q", 2, 192)
-    model: dict[str, dict[str, Any]] = {
-        doc["name"]: dict(prediction_json(prediction, doc["name"]))
-        for doc, prediction in zip(
-            [*docs, queued],
-            predict_batch([parse_scenario(d) for d in [*docs, queued]]),
-            strict=True,
-        )
-    }
-    with store.unit_of_work() as uow:
-        for i, doc in enumerate(docs):
-            uow.put_observed_run(
-                ObservedRunRow(
-                    scheduler="slurm",
-                    cluster="test",
-                    job_id=str(i),
-                    recorded_s=float(i),
-                    gpu="h100-sxm",
-                    scenario=doc,
-                    iteration_time_s=SLOWER * model[doc["name"]]["iteration_time_s"],
-                    num_iterations=100,
-                    skip_reason=None,
-                )
-            )
+    model = _slower_runs(store, docs, queued)
     config = LearningConfig(fit_cpu_budget_s=0.0)
     assert Learner(store, lambda: 100.0, config).run() == {"slurm/test": "ok"}
     state = store.calibration("observed/slurm/test")
@@ -225,29 +223,7 @@ def test_a_fit_of_the_job_s_own_release_replaces_the_online_correction(tmp_path:
     queued = scenario_doc("q", 2, 192)
     for doc in [*docs, queued]:
         doc["training"]["framework_version"] = "25.11"
-    model = [
-        dict(prediction_json(p, d["name"]))
-        for d, p in zip(
-            [*docs, queued],
-            predict_batch([parse_scenario(d) for d in [*docs, queued]]),
-            strict=True,
-        )
-    ]
-    with store.unit_of_work() as uow:
-        for i, doc in enumerate(docs):
-            uow.put_observed_run(
-                ObservedRunRow(
-                    scheduler="slurm",
-                    cluster="test",
-                    job_id=str(i),
-                    recorded_s=float(i),
-                    gpu="h100-sxm",
-                    scenario=doc,
-                    iteration_time_s=SLOWER * float(model[i]["iteration_time_s"]),  # type: ignore[arg-type]
-                    num_iterations=100,
-                    skip_reason=None,
-                )
-            )
+    model = _slower_runs(store, docs, queued)
     assert Learner(store, lambda: 100.0, LearningConfig()).run() == {"slurm/test": "ok"}
     row = store.calibration("observed/slurm/test")
     assert row is not None
@@ -258,7 +234,7 @@ def test_a_fit_of_the_job_s_own_release_replaces_the_online_correction(tmp_path:
         "online_mean_abs_error_ratio": 0.02,
     }
     store.put_calibration(row.name, state, row.updated_s + 1.0)
-    online = {**model[-1], "calibrated_iteration_time_s": 2.0, "calibration": {"level": "key"}}
+    online = {**model["q"], "calibrated_iteration_time_s": 2.0, "calibration": {"level": "key"}}
     with store.unit_of_work() as uow:
         chosen = calibrate_prediction(
             Learning(), uow, scheduler="slurm", cluster="test", document=queued, online=online

@@ -10,6 +10,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
+from benchmarks.learning_outliers import observed_run_row
 from planner.cli import app as cli
 from planner.scenario import predict_documents
 from planner.service.models import ObservedRunRow
@@ -31,21 +32,13 @@ def _runs() -> list[ObservedRunRow]:
         for i in range(len(PACES))
     ]
     model = [float(p["iteration_time_s"]) for p in predict_documents(docs)]  # type: ignore[arg-type]
-    return [
-        ObservedRunRow(
-            scheduler="slurm",
-            cluster="test",
-            job_id=str(i),
-            recorded_s=float(i),
-            gpu=doc["hardware"]["gpu"],
-            scenario=doc,
-            iteration_time_s=pace * step_s,
-            num_iterations=100,
-            memory_per_gpu_bytes=40e9 if i % 2 else None,
-            skip_reason=None,
-        )
+    runs = [
+        observed_run_row(doc, pace * step_s, job_id=i, cluster="test")
         for i, (doc, pace, step_s) in enumerate(zip(docs, PACES, model, strict=True))
     ]
+    for run in runs[1::2]:
+        run.memory_per_gpu_bytes = 40e9
+    return runs
 
 
 def _without_runs(doc: dict[str, Any]) -> dict[str, Any]:
