@@ -275,7 +275,7 @@ def check_description(style: Style, job: dict[str, Any]) -> None:
 
 def check_prior(style: Style, job: dict[str, Any]) -> None:
     """The ETA of the pending job: the model's step time over the launch's steps (the
-    calibrated one where finished jobs the service watched on the cluster calibrated it)."""
+    calibrated one where the cluster's finished jobs calibrated it)."""
     eta = job["eta"]
     assert eta["method"] == "prior", eta
     assert eta["iteration"] is None, eta

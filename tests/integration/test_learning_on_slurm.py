@@ -4,7 +4,7 @@ A real `planner serve` watches the dev Slurm stack while three real DDP runs of 
 (PyTorch over gloo on the machine's CPUs; 2 ranks x 4, 1 rank x 4, 2 ranks x 1 sequences: the
 communication share differs, ``benchmarks.recalibration_split.Run``) train one after the
 other and finish. The service keeps each as an observed run and fits the cluster's calibration
-(compute and network factors apart), with any other job it watched end on the cluster; the
+(compute and network factors apart), with any other job of the cluster it saw end; the
 runs of this test state a release of their own (``RELEASE``), so the fit keeps them in a
 group of their own whatever else it learnt. A new job of another shape (2
 ranks x 16 sequences) is then predicted (``POST /v1/predict?cluster=``, and the service's
