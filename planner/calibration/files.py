@@ -5,7 +5,7 @@ Two kinds share ``planner predict --calibration``, told apart by the document's 
 
 * ``planner-calibration/1``: operator models sampled on a machine (``planner calibrate fit``;
   ``planner.calibration.model``), used instead of the analytic efficiency model;
-* ``planner-observed-runs/10``: corrections learnt from measured runs (``planner calibrate
+* ``planner-observed-runs/11``: corrections learnt from measured runs (``planner calibrate
   observe``; ``planner.calibration.observed``), added to the model's prediction.
 
 ``observe_files`` is what ``planner calibrate observe`` runs: read the runs, learn, and score the

@@ -245,7 +245,8 @@ def shifts(
     """What the rule takes off each key group's cumulative ``(u, v)``, shape ``(G, 2)``: with
     ``mu`` its left-out mean (``left_out``, shape ``(G, 2)``: what the tree knows without it,
     or without the group it is not lent by, ``lent_level``), ``m`` its posterior (``mean``)
-    and ``g`` the tree's gain on its own runs (``gain``, shape ``(G,)``: ``(Sigma·Lambda)_uu``),
+    and ``g`` the tree's gain on its own runs (``gain``, shape ``(G,)``: along their mean
+    Jacobian, ``planner.calibration.observed._runs_gain``),
     its runs say ``mu + (m - mu) / g``, and the rule's mean is ``w·mu + k·((m - mu) / g +
     (1 - w)·mu)`` (``w`` its cell's slope, ``k`` the own-run gain; module docstring).
     ``key_of_run`` shape ``(n,)``: each run's key group; ``weight`` and ``noise`` the runs'

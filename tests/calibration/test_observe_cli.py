@@ -64,7 +64,7 @@ def test_predict_tells_the_calibration_kinds_apart(tmp_path: Path) -> None:
     res = runner.invoke(app, ["predict", str(scenario), "--calibration", str(scenario)])
     assert res.exit_code == 2
     assert "is neither planner-calibration/1" in res.output
-    assert "planner-observed-runs/10" in res.output
+    assert "planner-observed-runs/11" in res.output
 
 
 def test_observe_names_a_hung_run_and_learns_from_the_others(tmp_path: Path) -> None:

@@ -348,11 +348,11 @@ def test_the_file_round_trips_and_is_told_from_operator_models() -> None:
     broken["groups"][0]["var_u"] = "x"
     with pytest.raises(CalibrationError, match="malformed"):
         load_calibration_file(json.dumps(broken), source="obs.json")
-    older = dict(json.loads(text), format="planner-observed-runs/9")
+    older = dict(json.loads(text), format="planner-observed-runs/10")
     with pytest.raises(CalibrationError, match="run `planner calibrate observe`"):
         load_calibration_file(json.dumps(older), source="obs.json")
-    newer = dict(json.loads(text), format="planner-observed-runs/11")
-    with pytest.raises(CalibrationError, match="this planner reads planner-observed-runs/10"):
+    newer = dict(json.loads(text), format="planner-observed-runs/12")
+    with pytest.raises(CalibrationError, match="this planner reads planner-observed-runs/11"):
         load_calibration_file(json.dumps(newer), source="obs.json")
     stale = ObservedCalibration.from_json(dict(json.loads(text), prior={"planner_version": "0"}))
     assert "may be stale" in stale.stale_warnings()[0]

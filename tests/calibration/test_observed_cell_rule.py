@@ -250,3 +250,49 @@ def test_one_run_moves_its_key_by_its_own_cells_run_scatter_not_its_familys() ->
     ]
     moved = np.log(_factor(fit_observed(runs), runs[-1].key))
     assert 0.6 * np.log(1.12) < moved < np.log(1.12)
+
+
+def test_a_key_whose_runs_are_mostly_network_moves_as_far_as_its_runs_say() -> None:
+    """Three runs of one cluster (SC21's A100 runs, the model's compute and network seconds):
+    two Megatron-LM runs 3 % slower than predicted with a tenth of their step in the network,
+    one DeepSpeed ZeRO-3 run 40 % slower with 70 % in the network. The DeepSpeed key's
+    correction of its own run and of a run at 77 % network is about those 40 %: undoing the
+    tree's shrinkage by the compute entry of its gain (0.05 there: the posterior puts that
+    run's deviation on the network factor) multiplied the network factor by e^6, the run
+    itself predicted 716 times slower (the learning curve's draws of three SC21 runs, one
+    fitted cluster as the service fits one)."""
+    a100 = "a100-80gb"
+
+    def key(framework: str) -> RunKey:
+        return RunKey(
+            cluster="sc21",
+            gpu=a100,
+            architecture="ampere",
+            recipe="fp16",
+            framework=framework,
+            family="dense",
+        )
+
+    def run(framework: str, compute_s: float, network_s: float, observed_s: float) -> RunSample:
+        return RunSample(
+            key=key(framework),
+            compute_s=compute_s,
+            network_s=network_s,
+            observed_s=observed_s,
+            features=ZERO_FEATURES,
+            predicted_memory_bytes=1e10,
+        )
+
+    runs = [
+        run("megatron", 7.416, 1.670, 9.399),
+        run("megatron", 12.037, 1.997, 14.453),
+        run("deepspeed", 38.941, 92.105, 183.664),
+    ]
+    cal = fit_observed(runs)
+    own = cal.correct(key("deepspeed"), 38.941, 92.105, ZERO_FEATURES)
+    wider = cal.correct(key("deepspeed"), 14.140, 46.585, ZERO_FEATURES)
+    assert 1.1 < own.factor < 1.6, own
+    assert 1.1 < wider.factor < 1.6, wider
+    assert own.network_factor < 2.0, own
+    for r in runs[:2]:
+        assert cal.correct(r.key, r.compute_s, r.network_s, ZERO_FEATURES).factor < 1.1
