@@ -42,6 +42,7 @@ from benchmarks.accuracy.fit import (
 from benchmarks.accuracy.learning import (
     BRIDGE,
     LEARNING_MARKERS,
+    cluster_table,
     learning_curve,
     learning_rows_table,
     learning_section,
@@ -218,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         print(learning_table(learning))
         print()
         print(time_split_table(learning))
+        print()
+        print(cluster_table(learning))
         if args.rows:
             print()
             print(learning_rows_table(learning))

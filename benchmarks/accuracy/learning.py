@@ -25,6 +25,8 @@ accuracy harness:
   is above its target, levels, variances and robust losses do not meet it: only telling the
   runs of one key apart does (the model, features of the run, or the observed-runs
   calibration's MoE model effect, which does it by model);
+* **each cluster apart** (``cluster_curve``): the same targets as the service learns, from
+  their own cluster's runs only (one calibration per cluster: ``planner.service.learning``);
 * **time split**, where a source has releases (Megatron-Bridge's NeMo containers 25.09 and
   25.11; torchtitan's benchmarks of 2024-12 and 2025-06): calibrated on everything but the
   newest release of the source, each row of the newest release predicted.
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -63,6 +65,8 @@ __all__ = [
     "KS",
     "LEARNING_MARKERS",
     "LearningResult",
+    "cluster_curve",
+    "cluster_table",
     "learning_curve",
     "learning_rows_table",
     "learning_section",
@@ -124,6 +128,7 @@ class LearningResult:
 
     rows: list[Row]
     time_split: list[tuple[Case, str, str, float, float, int]]
+    cluster_rows: list[Row] = field(default_factory=list)
 
 
 def _family(case: Case) -> str:
@@ -225,7 +230,71 @@ def learning_curve(
                 seen_all=_error(fit_observed(samples[:t] + samples[t + 1 :]), sample),
             )
         )
-    return LearningResult(rows=rows, time_split=_time_split(cases, samples))
+    return LearningResult(
+        rows=rows,
+        time_split=_time_split(cases, samples),
+        cluster_rows=cluster_curve(cases, samples, ks=ks, draws=draws, seed=seed),
+    )
+
+
+def cluster_curve(
+    cases: Sequence[Case],
+    samples: Sequence[RunSample],
+    *,
+    ks: Sequence[int] = KS,
+    draws: int = DRAWS,
+    seed: int = SEED,
+) -> list[Row]:
+    """The learning curve as the service learns: one calibration per cluster
+    (``planner.service.learning`` fits ``observed/<scheduler>/<cluster>`` from that cluster's
+    finished jobs only). Per held-out target (``samples[i]`` is ``cases[i]``'s run): ``others``
+    is the calibration of its cluster's runs on other GPU types and recipes (the model alone
+    when there are none), ``after[j]`` the mean over ``draws`` draws with ``ks[j]`` of its
+    cluster's runs of its family on its GPU type and recipe added, ``seen_all`` every other run
+    of its cluster; ``pool`` how many such runs there were. No ``floor`` (the main curve's)."""
+    group = [(s.key.gpu, s.key.recipe) for s in samples]
+    family = [s.key.family for s in samples]
+    rng = np.random.default_rng(seed)
+    others_fit: dict[tuple[str, tuple[str, str]], ObservedCalibration] = {}
+    rows: list[Row] = []
+    for t, (case, sample) in enumerate(zip(cases, samples, strict=True)):
+        if case.calibration:
+            continue
+        prior = abs(sample.predicted_s / sample.observed_s - 1)
+
+        def error(seen: list[RunSample], sample: RunSample = sample, prior: float = prior) -> float:
+            return _error(fit_observed(seen), sample) if seen else prior
+
+        cluster = sample.key.cluster
+        mine = [i for i, s in enumerate(samples) if s.key.cluster == cluster]
+        others = [samples[i] for i in mine if group[i] != group[t]]
+        pool = [i for i in mine if group[i] == group[t] and family[i] == family[t] and i != t]
+        # the others' fit is the same for every target of one cluster and group
+        if others and (cluster, group[t]) not in others_fit:
+            others_fit[(cluster, group[t])] = fit_observed(others)
+        after = []
+        for k in ks:
+            errors = []
+            for _ in range(draws):
+                size = min(k, len(pool))
+                chosen = (
+                    [int(i) for i in rng.choice(pool, size=size, replace=False)] if pool else []
+                )
+                errors.append(error(others + [samples[i] for i in chosen]))
+            after.append(float(np.mean(errors)))
+        rows.append(
+            Row(
+                case=case,
+                family=_family(case),
+                generation=_generation(sample.key.architecture),
+                prior=prior,
+                others=_error(others_fit[(cluster, group[t])], sample) if others else prior,
+                after=tuple(after),
+                pool=len(pool),
+                seen_all=error([samples[i] for i in mine if i != t]),
+            )
+        )
+    return rows
 
 
 def _time_split(
@@ -320,6 +389,42 @@ def learning_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
     return "\n".join(lines)
 
 
+def cluster_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
+    """Markdown: ``result.cluster_rows`` (``cluster_curve``, the service's way) per family and
+    GPU generation: held-out rows, mean APE (%) of the prior, with the cluster's other groups
+    seen, at each k and with every other run of the cluster seen, the worst row at k = 3 (at
+    the largest k when 3 is not among ``ks``) and the rows with fewer than 10 runs of their
+    cluster to draw from."""
+    head = " | ".join(f"k = {k} %" for k in ks)
+    j = list(ks).index(3) if 3 in ks else len(ks) - 1
+    lines = [
+        f"| family | GPU generation | held-out rows | k = 0: prior % | k = 0: the cluster's "
+        f"other groups seen % | {head} | worst row at k = {ks[j]} % | the cluster's other "
+        "runs seen % | rows with < 10 of their cluster's runs to draw from |",
+        "| --- | --- | ---: | ---: | ---: | "
+        + " | ".join("---:" for _ in ks)
+        + " | ---: | ---: | ---: |",
+    ]
+    for family, generation in [*_cells(("dense", "MoE")), ("dense", "all"), ("MoE", "all")]:
+        rows = [
+            r
+            for r in result.cluster_rows
+            if r.family == family and generation in ("all", r.generation)
+        ]
+        if not rows:
+            continue
+        label = f"**{generation}**" if generation == "all" else generation
+        lines.append(
+            f"| {family} | {label} | {len(rows)} | {_pct(_mean([r.prior for r in rows]))} | "
+            f"{_pct(_mean([r.others for r in rows]))} | "
+            + " | ".join(_pct(_mean([r.after[i] for r in rows])) for i in range(len(ks)))
+            + f" | {_pct(max(r.after[j] for r in rows))} | "
+            f"{_pct(_mean([r.seen_all for r in rows]))} | "
+            f"{sum(1 for r in rows if r.pool < 10)} |"
+        )
+    return "\n".join(lines)
+
+
 def learning_rows_table(result: LearningResult, ks: Sequence[int] = KS) -> str:
     """Markdown: every target of ``result``, worst at k = 3 first (at the largest k when 3 is
     not among ``ks``): its source, configuration, family, generation, APE (%) at k = 0 (prior
@@ -396,6 +501,15 @@ def learning_section(
             "Every other usable row of every source is seen too (runs on the row's GPU type and "
             "recipe: counted in the table).",
             time_split_table(result),
+            "### As the service learns: each cluster's runs apart",
+            "The service fits one calibration per cluster from that cluster's finished jobs "
+            "(`observed/<scheduler>/<cluster>`, `planner.service.learning`); the table above "
+            "fits every source at once. Here each target is predicted from its own source's "
+            "runs only: k = 0 from its runs on other GPU types and recipes (the model alone "
+            "where there are none), then k of its runs of the target's family on its GPU type "
+            f"and recipe ({DRAWS} draws), and from every other run of the source "
+            "(`cluster_curve`).",
+            cluster_table(result),
             end,
         ]
     )

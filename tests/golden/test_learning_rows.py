@@ -10,6 +10,7 @@ from benchmarks.accuracy.convert import Case
 from benchmarks.accuracy.learning import (
     LearningResult,
     Row,
+    cluster_table,
     key_floor,
     learning_rows_table,
     learning_table,
@@ -132,3 +133,18 @@ def test_the_cell_floor_is_the_mean_over_rows_that_have_one() -> None:
     assert "all other rows seen %" in lines[0]
     # calibrated on every other row: the mean over all rows (each has one)
     assert "| 10.0 | 4.0 | 15.0 (2) | 3 |" in blackwell
+
+
+def test_the_cluster_table_averages_each_cell_and_names_its_worst_row_at_k3() -> None:
+    """The service's way (``cluster_table``): one cell of two rows, means of each column, the
+    worst row at k = 3 and the rows with fewer than 10 runs of their cluster to draw from."""
+    rows = [
+        _row("a", prior=0.10, others=0.08, after=(0.06, 0.04, 0.03), seen_all=0.02),
+        _row("b", prior=0.30, others=0.20, after=(0.10, 0.12, 0.05), seen_all=0.04),
+    ]
+    table = cluster_table(LearningResult(rows=[], time_split=[], cluster_rows=rows))
+    lines = table.splitlines()
+    assert lines[0].startswith("| family | GPU generation | held-out rows | k = 0: prior %")
+    assert "| MoE | Blackwell | 2 | 20.0 | 14.0 | 8.0 | 8.0 | 4.0 | 12.0 | 3.0 | 2 |" in lines
+    assert "| MoE | **all** | 2 | 20.0 | 14.0 | 8.0 | 8.0 | 4.0 | 12.0 | 3.0 | 2 |" in lines
+    assert not any(line.startswith("| dense") for line in lines)
