@@ -41,7 +41,7 @@ GPU generations as there (MoE: routed experts; generation: the catalog's archite
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -187,6 +187,27 @@ def samples_of(cases: Sequence[Case]) -> list[RunSample]:
     ]
 
 
+def _after(
+    rng: np.random.Generator,
+    pool: Sequence[int],
+    ks: Sequence[int],
+    draws: int,
+    error: Callable[[list[int]], float],
+) -> tuple[float, ...]:
+    """Per k of ``ks``: the mean over ``draws`` draws of ``error(chosen)``, ``chosen`` k indices
+    of ``pool`` drawn by ``rng`` without replacement (all of them when fewer; none from an
+    empty pool)."""
+    after = []
+    for k in ks:
+        errors = []
+        for _ in range(draws):
+            size = min(k, len(pool))
+            chosen = [int(i) for i in rng.choice(pool, size=size, replace=False)] if pool else []
+            errors.append(error(chosen))
+        after.append(float(np.mean(errors)))
+    return tuple(after)
+
+
 def learning_curve(
     dataset: Dataset, *, ks: Sequence[int] = KS, draws: int = DRAWS, seed: int = SEED
 ) -> LearningResult:
@@ -206,17 +227,15 @@ def learning_curve(
         pool = [i for i, g in enumerate(group) if g == mine and family[i] == family[t] and i != t]
         if mine not in others_fit:
             others_fit[mine] = fit_observed(others)
-        after = []
-        for k in ks:
-            errors = []
-            for _ in range(draws):
-                size = min(k, len(pool))
-                chosen = (
-                    [int(i) for i in rng.choice(pool, size=size, replace=False)] if pool else []
-                )
-                seen = others + [samples[i] for i in chosen]
-                errors.append(_error(fit_observed(seen), sample))
-            after.append(float(np.mean(errors)))
+        after = _after(
+            rng,
+            pool,
+            ks,
+            draws,
+            lambda chosen, others=others, sample=sample: _error(
+                fit_observed(others + [samples[i] for i in chosen]), sample
+            ),
+        )
         rows.append(
             Row(
                 case=case,
@@ -224,7 +243,7 @@ def learning_curve(
                 generation=_generation(sample.key.architecture),
                 prior=abs(sample.predicted_s / sample.observed_s - 1),
                 others=_error(others_fit[mine], sample),
-                after=tuple(after),
+                after=after,
                 pool=len(pool),
                 floor=key_floor(samples, t),
                 seen_all=_error(fit_observed(samples[:t] + samples[t + 1 :]), sample),
@@ -272,16 +291,13 @@ def cluster_curve(
         # the others' fit is the same for every target of one cluster and group
         if others and (cluster, group[t]) not in others_fit:
             others_fit[(cluster, group[t])] = fit_observed(others)
-        after = []
-        for k in ks:
-            errors = []
-            for _ in range(draws):
-                size = min(k, len(pool))
-                chosen = (
-                    [int(i) for i in rng.choice(pool, size=size, replace=False)] if pool else []
-                )
-                errors.append(error(others + [samples[i] for i in chosen]))
-            after.append(float(np.mean(errors)))
+        after = _after(
+            rng,
+            pool,
+            ks,
+            draws,
+            lambda chosen, others=others, error=error: error(others + [samples[i] for i in chosen]),
+        )
         rows.append(
             Row(
                 case=case,
@@ -289,7 +305,7 @@ def cluster_curve(
                 generation=_generation(sample.key.architecture),
                 prior=prior,
                 others=_error(others_fit[(cluster, group[t])], sample) if others else prior,
-                after=tuple(after),
+                after=after,
                 pool=len(pool),
                 seen_all=error([samples[i] for i in mine if i != t]),
             )
