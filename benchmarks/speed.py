@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from planner.calibration.files import load_calibration_file, observe_files
+from planner.calibration.observed_runs import run_document
 from planner.perf import DefaultEfficiency, predict, predict_batch
 from planner.perf.batch import ScenarioArrays
 from planner.perf.engine import evaluate
@@ -85,9 +86,7 @@ def observed_runs(n: int) -> str:
         cluster = CLUSTERS[i % len(CLUSTERS)]
         noise = bias[(cluster, doc["hardware"]["gpu"])] + float(rng.normal(0, 0.05))
         measured = result["iteration_time_s"] * float(np.exp(noise))
-        lines.append(
-            json.dumps({"scenario": doc, "iteration_time_s": measured, "cluster": cluster})
-        )
+        lines.append(json.dumps(run_document(doc, measured, cluster=cluster)))
     return "\n".join(lines) + "\n"
 
 

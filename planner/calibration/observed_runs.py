@@ -45,6 +45,7 @@ __all__ = [
     "read_observed_runs",
     "recipe_of",
     "routed_seconds",
+    "run_document",
     "run_key",
     "run_of",
     "sample_of",
@@ -296,6 +297,25 @@ def run_of(doc: object, source: str, line: int = 0) -> ObservedRun:
         source=source,
         line=line,
     )
+
+
+def run_document(
+    scenario: Mapping[str, Any],
+    iteration_time_s: float | None,
+    *,
+    memory_per_gpu_bytes: float | None = None,
+    cluster: str | None = None,
+) -> dict[str, Any]:
+    """One run as the JSON line ``run_of`` reads (``RUN_FIELDS``): the ``scenario`` document,
+    the measured ``iteration_time_s`` (s), the measured peak ``memory_per_gpu_bytes`` (bytes)
+    and ``cluster`` only when given (None, or no memory reading: left out). Checks nothing:
+    ``run_of`` of it does."""
+    doc: dict[str, Any] = {"scenario": scenario, "iteration_time_s": iteration_time_s}
+    if memory_per_gpu_bytes:
+        doc["memory_per_gpu_bytes"] = memory_per_gpu_bytes
+    if cluster is not None:
+        doc["cluster"] = cluster
+    return doc
 
 
 def read_observed_runs(text: str, source: str) -> tuple[list[ObservedRun], list[str]]:

@@ -74,7 +74,7 @@ from planner.calibration.observed import (
     observe_runs,
     outlier_reason,
 )
-from planner.calibration.observed_runs import beyond_peak, run_of
+from planner.calibration.observed_runs import beyond_peak, run_document, run_of
 from planner.errors import PlannerError, SpecError
 from planner.scenario.parse import parse_scenario
 from planner.service import stored_json
@@ -166,7 +166,7 @@ def run_row(row: JobRow, *, min_iterations: int, now_s: float) -> ObservedRunRow
     reasons: list[str] = []
     try:
         run_of(
-            {"scenario": row.scenario, "iteration_time_s": step, "memory_per_gpu_bytes": memory},
+            run_document(row.scenario, step, memory_per_gpu_bytes=memory),
             source=f"job {row.job_id}",
         )
     except SpecError as exc:

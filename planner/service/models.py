@@ -20,9 +20,15 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from planner.stragglers.exposure import SlowEpisode
+
+SCHEDULER_CHARS: Final = 32
+"""The length of every table's ``scheduler`` column (``planner.service.store.tables``); what a
+request may name (``GET /v1/calibrations/runs``)."""
+CLUSTER_CHARS: Final = 128
+"""The length of every table's ``cluster`` column, as ``SCHEDULER_CHARS``."""
 
 _COLUMNS: dict[type[Record], frozenset[str]] = {}
 

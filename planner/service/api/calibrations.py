@@ -54,6 +54,7 @@ from planner.calibration import (
     read_collective_samples_csv,
     read_op_samples_csv,
 )
+from planner.calibration.observed_runs import run_document
 from planner.calibration.report import summary_lines
 from planner.errors import CalibrationError, SpecError
 from planner.forecast import stored
@@ -80,6 +81,7 @@ from planner.service.auth import Principal, Role
 from planner.service.learning import PREFIX as LEARNT_PREFIX
 from planner.service.learning import LearningConfig, replaces_online
 from planner.service.loops.outcomes import ETA_CALIBRATION, knowledge_of
+from planner.service.models import CLUSTER_CHARS, SCHEDULER_CHARS
 from planner.service.security_settings import LimitSettings
 from planner.service.store import Store
 from planner.service.stored_json import fields, number, rows
@@ -87,8 +89,6 @@ from planner.service.stored_json import fields, number, rows
 OPERATORS_PREFIX = "operators/"
 ROWS_SETTING = "limits.calibration_max_rows"
 TIME_SETTING = "limits.calibration_time_budget_s"
-#: The longest scheduler and cluster names ``/v1/calibrations/runs`` takes (the store's columns).
-SCHEDULER_CHARS, CLUSTER_CHARS = 32, 128
 
 
 def _online_view(state: Mapping[str, object]) -> OnlineCalibrationView:
@@ -300,16 +300,12 @@ def make_router(
         rows = store.observed_runs(scheduler, cluster, limit=min(limit or max_runs, max_runs))
         text = "".join(
             json.dumps(
-                {
-                    "scenario": r.scenario,
-                    "iteration_time_s": r.iteration_time_s,
-                    **(
-                        {"memory_per_gpu_bytes": r.memory_per_gpu_bytes}
-                        if r.memory_per_gpu_bytes
-                        else {}
-                    ),
-                    "cluster": r.cluster,
-                },
+                run_document(
+                    r.scenario,
+                    r.iteration_time_s,
+                    memory_per_gpu_bytes=r.memory_per_gpu_bytes,
+                    cluster=r.cluster,
+                ),
                 allow_nan=False,
             )
             + "\n"
